@@ -1,0 +1,250 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything schedulerd can be told at start-up. Each field has a
+// flag and a SCHEDULER_* environment variable (see Options); flags win.
+type Config struct {
+	ListenAddr      string
+	PublicURL       string
+	Store           string // "embedded" or "mongo"
+	DataDir         string
+	MongoURI        string
+	MongoDatabase   string
+	AdminKey        string
+	SigningSecret   string
+	SQSRegion       string
+	SQSEndpoint     string
+	Partitions      int
+	Shards          int
+	Window          time.Duration
+	Lead            time.Duration
+	CatchUpLimit    time.Duration
+	LeaseTTL        time.Duration
+	Retention       time.Duration
+	HTTPTimeout     time.Duration
+	HTTPAllowCIDRs  []netip.Prefix
+	HTTPDenyCIDRs   []netip.Prefix
+	RateLimit       float64
+	RateBurst       int
+	ShutdownTimeout time.Duration
+	InstanceID      string
+	LogLevel        string
+	LogFormat       string // "json" (default) or "console"
+}
+
+// Option describes one setting: its flag, its environment variable, its
+// default and what it means. The README's configuration table and the
+// docker-compose test are built from this list.
+type Option struct {
+	Flag    string
+	Env     string
+	Default string
+	Usage   string
+	set     func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func dur(name string, p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s: %q is not a duration such as 30s or 2m", name, v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+func num(name string, p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", name, v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func cidrs(name string, p func(*Config) *[]netip.Prefix) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		var out []netip.Prefix
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a CIDR such as 10.0.0.0/8", name, s)
+			}
+			out = append(out, pfx)
+		}
+		*p(c) = out
+		return nil
+	}
+}
+
+// Options lists every setting.
+func Options() []Option {
+	return []Option{
+		{"listen", "SCHEDULER_LISTEN_ADDR", "127.0.0.1:8080", "address the REST API listens on (use :8080 in containers)", str(func(c *Config) *string { return &c.ListenAddr })},
+		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"store", "SCHEDULER_STORE", "embedded", "storage driver: embedded (one process, data directory) or mongo", str(func(c *Config) *string { return &c.Store })},
+		{"data-dir", "SCHEDULER_DATA_DIR", "./data", "data directory of the embedded store (also keeps generated secrets)", str(func(c *Config) *string { return &c.DataDir })},
+		{"mongo-uri", "SCHEDULER_MONGO_URI", "", "MongoDB connection string (store=mongo)", str(func(c *Config) *string { return &c.MongoURI })},
+		{"mongo-database", "SCHEDULER_MONGO_DATABASE", "schedulerd", "MongoDB database name (store=mongo)", str(func(c *Config) *string { return &c.MongoDatabase })},
+		{"admin-key", "SCHEDULER_ADMIN_KEY", "", "admin API key; embedded store: generated into <data-dir>/admin.key when empty; mongo: required", str(func(c *Config) *string { return &c.AdminKey })},
+		{"signing-secret", "SCHEDULER_SIGNING_SECRET", "", "HMAC secret for delivery signatures; embedded: generated into <data-dir>/signing.secret when empty; mongo: required", str(func(c *Config) *string { return &c.SigningSecret })},
+		{"sqs-region", "SCHEDULER_SQS_REGION", "us-east-1", "AWS region for SQS delivery", str(func(c *Config) *string { return &c.SQSRegion })},
+		{"sqs-endpoint", "SCHEDULER_SQS_ENDPOINT", "", "SQS endpoint override for local stacks (empty: AWS)", str(func(c *Config) *string { return &c.SQSEndpoint })},
+		{"partitions", "SCHEDULER_PARTITIONS", "16", "emitter partitions P (fixed for the life of the data)", num("partitions", func(c *Config) *int { return &c.Partitions })},
+		{"shards", "SCHEDULER_SHARDS", "16", "event queue shards K", num("shards", func(c *Config) *int { return &c.Shards })},
+		{"window", "SCHEDULER_WINDOW", "1m", "emitter scan window length", dur("window", func(c *Config) *time.Duration { return &c.Window })},
+		{"lead", "SCHEDULER_LEAD", "2m", "how far ahead of time the emitter creates events", dur("lead", func(c *Config) *time.Duration { return &c.Lead })},
+		{"catch-up-limit", "SCHEDULER_CATCHUP_LIMIT", "1h", "missed fires older than this are not fired after downtime", dur("catch-up-limit", func(c *Config) *time.Duration { return &c.CatchUpLimit })},
+		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
+		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
+		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to (empty: all but denied)", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
+		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to (link-local and metadata are always denied)", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
+		{"rate-limit", "SCHEDULER_RATE_LIMIT", "0", "API requests per second per tenant (0: unlimited)", func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				return fmt.Errorf("rate-limit: %q is not a non-negative number", v)
+			}
+			c.RateLimit = f
+			return nil
+		}},
+		{"rate-burst", "SCHEDULER_RATE_BURST", "50", "API request burst per tenant", num("rate-burst", func(c *Config) *int { return &c.RateBurst })},
+		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: hostname-pid)", str(func(c *Config) *string { return &c.InstanceID })},
+		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "SCHEDULER_LOG_FORMAT", "json", "json or console", str(func(c *Config) *string { return &c.LogFormat })},
+	}
+}
+
+// EnvVars returns the names of every environment variable schedulerd reads.
+func EnvVars() []string {
+	var out []string
+	for _, o := range Options() {
+		out = append(out, o.Env)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ParseConfig reads defaults, then the environment (getenv), then args.
+// Errors name the flag.
+func ParseConfig(args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	opts := Options()
+	values := map[string]string{}
+	for _, o := range opts {
+		values[o.Flag] = o.Default
+		if v := getenv(o.Env); v != "" {
+			values[o.Flag] = v
+		}
+	}
+	fs := flag.NewFlagSet("schedulerd", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	for _, o := range opts {
+		fs.Func(o.Flag, o.Usage+" (env "+o.Env+", default "+strconv.Quote(o.Default)+")", func(v string) error {
+			values[o.Flag] = v
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, o := range opts {
+		if err := o.set(&c, values[o.Flag]); err != nil {
+			return c, err
+		}
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	switch c.Store {
+	case "embedded":
+		if c.DataDir == "" {
+			return errors.New("data-dir: must be set for store=embedded")
+		}
+	case "mongo":
+		if c.MongoURI == "" {
+			return errors.New("mongo-uri: must be set for store=mongo")
+		}
+		if c.AdminKey == "" {
+			return errors.New("admin-key: must be set for store=mongo (instances must share it)")
+		}
+		if c.SigningSecret == "" {
+			return errors.New("signing-secret: must be set for store=mongo (instances must share it)")
+		}
+	default:
+		return fmt.Errorf("store: %q is not embedded or mongo", c.Store)
+	}
+	if c.Partitions < 1 || c.Partitions > 4096 {
+		return fmt.Errorf("partitions: %d is out of range 1-4096", c.Partitions)
+	}
+	if c.Shards < 1 || c.Shards > 4096 {
+		return fmt.Errorf("shards: %d is out of range 1-4096", c.Shards)
+	}
+	if c.Window < time.Second {
+		return fmt.Errorf("window: %s is below 1s", c.Window)
+	}
+	if c.Lead < c.Window {
+		return fmt.Errorf("lead: %s must be at least the window (%s)", c.Lead, c.Window)
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("lease-ttl: %s is below 1s", c.LeaseTTL)
+	}
+	if c.HTTPTimeout <= 0 {
+		return errors.New("http-timeout: must be positive")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log-level: %q is not debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return fmt.Errorf("log-format: %q is not json or console", c.LogFormat)
+	}
+	if c.PublicURL == "" {
+		host := c.ListenAddr
+		if strings.HasPrefix(host, ":") {
+			host = "localhost" + host
+		}
+		c.PublicURL = "http://" + host
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.InstanceID == "" && c.Store == "embedded" {
+		// One process owns an embedded data directory, so a stable name lets
+		// a restarted instance take its leases back at once.
+		c.InstanceID = "local"
+	}
+	if c.InstanceID == "" {
+		h, _ := os.Hostname()
+		c.InstanceID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+// Package lease spreads a fixed set of work units (emitter partitions, event
+// queue shards) over the live instances of a group, without configuration.
+//
+// Every instance keeps a membership lease "<group>/member/<owner>" and, on
+// each tick, aims to hold ceil(units / live members) unit leases
+// "<group>/unit/<n>". An instance over its share releases units; one under it
+// takes free or expired ones. A dead instance's units expire after one TTL
+// and are taken by the others on their next tick. Fences come from the store
+// and grow on every change of owner, so work done under a lost lease can be
+// refused by the store (compare-and-set on the fence).
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Store is what the balancer needs from the store.
+type Store interface {
+	LeaseAcquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (model.Lease, error)
+	LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error)
+	LeaseRelease(ctx context.Context, name, owner string, fence int64) error
+	LeaseList(ctx context.Context, prefix string) ([]model.Lease, error)
+}
+
+// Config configures a Balancer.
+type Config struct {
+	// Group names the kind of work, e.g. "emitter" or "handler".
+	Group string
+	// Units is the number of work units (partitions or shards), numbered 0..Units-1.
+	Units int
+	// Owner identifies this instance; unique per process.
+	Owner string
+	// TTL is how long a lease lives without renewal. Default 15s.
+	TTL time.Duration
+	// Interval is how often leases are renewed and rebalanced. Default TTL/3.
+	Interval time.Duration
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+	// Logger receives lease changes at debug level and failures at warn.
+	Logger zerolog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Group == "" || strings.Contains(c.Group, "/") {
+		return errors.New("lease config: Group must be non-empty and contain no '/'")
+	}
+	if c.Units < 1 {
+		return fmt.Errorf("lease config: Units must be at least 1, got %d", c.Units)
+	}
+	if c.Owner == "" {
+		return errors.New("lease config: Owner must be set")
+	}
+	if c.TTL == 0 {
+		c.TTL = 15 * time.Second
+	}
+	if c.TTL < 0 {
+		return fmt.Errorf("lease config: TTL must be positive, got %s", c.TTL)
+	}
+	if c.Interval == 0 {
+		c.Interval = c.TTL / 3
+	}
+	if c.Interval <= 0 || c.Interval >= c.TTL {
+		return fmt.Errorf("lease config: Interval must be positive and below TTL, got %s", c.Interval)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return nil
+}
+
+// Balancer holds this instance's share of a group's units.
+type Balancer struct {
+	cfg   Config
+	store Store
+
+	mu      sync.Mutex
+	held    map[int]model.Lease
+	changed chan struct{}
+
+	lifeMu sync.Mutex
+	sched  gocron.Scheduler
+}
+
+// New returns a Balancer. It holds nothing until Start or Tick.
+func New(cfg Config, st Store) (*Balancer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Balancer{cfg: cfg, store: st, held: map[int]model.Lease{}, changed: make(chan struct{}, 1)}, nil
+}
+
+// Config returns the validated configuration.
+func (b *Balancer) Config() Config { return b.cfg }
+
+// Held returns a snapshot of the units this instance holds and their fences.
+func (b *Balancer) Held() map[int]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[int]int64, len(b.held))
+	for u, l := range b.held {
+		out[u] = l.Fence
+	}
+	return out
+}
+
+// Owns reports whether this instance still holds unit under fence and the
+// lease has not expired by its own clock.
+func (b *Balancer) Owns(unit int, fence int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.held[unit]
+	return ok && l.Fence == fence && b.cfg.Clock().Before(l.ExpiresAt)
+}
+
+// Changed is signalled (without blocking) whenever the held set changes.
+func (b *Balancer) Changed() <-chan struct{} { return b.changed }
+
+// Start runs Tick at once and then every Interval on a gocron scheduler.
+func (b *Balancer) Start(ctx context.Context) error {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if b.sched != nil {
+		return nil
+	}
+	b.dropStale(ctx)
+	if err := b.Tick(ctx); err != nil {
+		b.cfg.Logger.Warn().Err(err).Str("group", b.cfg.Group).Msg("lease tick failed")
+	}
+	s, err := gocron.NewScheduler()
+	if err != nil {
+		return fmt.Errorf("lease scheduler: %w", err)
+	}
+	_, err = s.NewJob(gocron.DurationJob(b.cfg.Interval),
+		gocron.NewTask(func() {
+			if err := b.Tick(ctx); err != nil {
+				b.cfg.Logger.Warn().Err(err).Str("group", b.cfg.Group).Msg("lease tick failed")
+			}
+		}),
+		gocron.WithSingletonMode(gocron.LimitModeReschedule))
+	if err != nil {
+		return fmt.Errorf("lease job: %w", err)
+	}
+	s.Start()
+	b.sched = s
+	return nil
+}
+
+// Stop stops ticking and releases every lease so that other instances can
+// take the units at once instead of after a TTL. Safe to call twice or
+// before Start.
+func (b *Balancer) Stop(ctx context.Context) {
+	b.lifeMu.Lock()
+	s := b.sched
+	b.sched = nil
+	b.lifeMu.Unlock()
+	if s != nil {
+		_ = s.Shutdown()
+	}
+	b.mu.Lock()
+	held := b.held
+	b.held = map[int]model.Lease{}
+	b.mu.Unlock()
+	for _, l := range held {
+		_ = b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+	}
+	if m, err := b.store.LeaseList(ctx, b.memberName()); err == nil {
+		for _, l := range m {
+			if l.Owner == b.cfg.Owner {
+				_ = b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+			}
+		}
+	}
+	if len(held) > 0 {
+		b.signal()
+	}
+}
+
+// dropStale releases unit leases that name this owner but that this process
+// never acquired: a previous incarnation with the same Owner held them. The
+// next acquisition then gets a new fence, so events claimed by the previous
+// incarnation are claimed again.
+func (b *Balancer) dropStale(ctx context.Context) {
+	leases, err := b.store.LeaseList(ctx, b.cfg.Group+"/unit/")
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	mine := map[string]bool{}
+	for _, l := range b.held {
+		mine[l.Name] = true
+	}
+	b.mu.Unlock()
+	for _, l := range leases {
+		if l.Owner == b.cfg.Owner && !mine[l.Name] {
+			_ = b.store.LeaseRelease(ctx, l.Name, l.Owner, l.Fence)
+		}
+	}
+}
+
+func (b *Balancer) memberName() string { return b.cfg.Group + "/member/" + b.cfg.Owner }
+func (b *Balancer) unitName(u int) string {
+	return b.cfg.Group + "/unit/" + strconv.Itoa(u)
+}
+
+func (b *Balancer) signal() {
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Tick renews membership and held units, then moves towards a fair share.
+func (b *Balancer) Tick(ctx context.Context) error {
+	now := b.cfg.Clock()
+	ttl := b.cfg.TTL
+	if _, err := b.store.LeaseAcquire(ctx, b.memberName(), b.cfg.Owner, now, ttl); err != nil {
+		return fmt.Errorf("lease %s membership: %w", b.cfg.Group, err)
+	}
+	members, err := b.store.LeaseList(ctx, b.cfg.Group+"/member/")
+	if err != nil {
+		return fmt.Errorf("lease %s list members: %w", b.cfg.Group, err)
+	}
+	live := 0
+	for _, m := range members {
+		if m.Owner != "" && now.Before(m.ExpiresAt) {
+			live++
+		}
+	}
+	if live < 1 {
+		live = 1
+	}
+	share := (b.cfg.Units + live - 1) / live
+
+	changed := false
+	// Renew what we hold; forget what we lost.
+	b.mu.Lock()
+	held := make(map[int]model.Lease, len(b.held))
+	for u, l := range b.held {
+		held[u] = l
+	}
+	b.mu.Unlock()
+	for u, l := range held {
+		nl, err := b.store.LeaseRenew(ctx, l.Name, b.cfg.Owner, l.Fence, now, ttl)
+		switch {
+		case err == nil:
+			held[u] = nl
+		case errors.Is(err, model.ErrConflict):
+			b.cfg.Logger.Info().Str("lease", l.Name).Msg("lease lost")
+			delete(held, u)
+			changed = true
+		default:
+			// Store trouble: keep the lease until it expires by our clock.
+			if !now.Before(l.ExpiresAt) {
+				delete(held, u)
+				changed = true
+			}
+		}
+	}
+	// Give back units above our share, highest numbers first.
+	if len(held) > share {
+		units := sortedUnits(held)
+		for _, u := range units[share:] {
+			l := held[u]
+			if err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence); err != nil && !errors.Is(err, model.ErrConflict) {
+				continue
+			}
+			delete(held, u)
+			changed = true
+		}
+	}
+	// Take free or expired units up to our share.
+	if len(held) < share {
+		leases, err := b.store.LeaseList(ctx, b.cfg.Group+"/unit/")
+		if err != nil {
+			b.commit(held, changed)
+			return fmt.Errorf("lease %s list units: %w", b.cfg.Group, err)
+		}
+		busy := map[int]bool{}
+		for _, l := range leases {
+			u, err := strconv.Atoi(strings.TrimPrefix(l.Name, b.cfg.Group+"/unit/"))
+			if err != nil {
+				continue
+			}
+			if l.Owner != "" && l.Owner != b.cfg.Owner && now.Before(l.ExpiresAt) {
+				busy[u] = true
+			}
+		}
+		// Start at an owner-dependent offset so that instances starting
+		// together do not all race for unit 0.
+		off := int(hashString(b.cfg.Owner) % uint32(b.cfg.Units))
+		for i := 0; i < b.cfg.Units && len(held) < share; i++ {
+			u := (off + i) % b.cfg.Units
+			if busy[u] {
+				continue
+			}
+			if _, ok := held[u]; ok {
+				continue
+			}
+			l, err := b.store.LeaseAcquire(ctx, b.unitName(u), b.cfg.Owner, now, ttl)
+			if err != nil {
+				continue
+			}
+			held[u] = l
+			changed = true
+		}
+	}
+	b.commit(held, changed)
+	return nil
+}
+
+func (b *Balancer) commit(held map[int]model.Lease, changed bool) {
+	b.mu.Lock()
+	b.held = held
+	b.mu.Unlock()
+	if changed {
+		b.cfg.Logger.Debug().Str("group", b.cfg.Group).Ints("units", sortedUnits(held)).Msg("leases changed")
+		b.signal()
+	}
+}
+
+func sortedUnits(m map[int]model.Lease) []int {
+	out := make([]int, 0, len(m))
+	for u := range m {
+		out = append(out, u)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func hashString(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

@@ -1,0 +1,283 @@
+// Package model holds schedulerd's domain types and sentinel errors.
+//
+// It imports nothing but the standard library so that every other package
+// (the cron engine, the store drivers, the master, emitter and handler) can
+// share one vocabulary without depending on each other. The names follow
+// shared/DESIGN.md: Schedule, Child, LaunchExpression, Fire, Event, Policy,
+// Token, Lease.
+package model
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Tenant is one customer of the service. Every API object belongs to exactly
+// one tenant and no API call of one tenant sees another tenant's objects.
+type Tenant struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// APIKey authenticates a tenant. Only the SHA-256 hash of the key is stored;
+// the clear key is shown once, when it is created.
+type APIKey struct {
+	ID        string     `json:"id"`
+	TenantID  string     `json:"tenantId"`
+	Hash      string     `json:"hash"`   // hex SHA-256 of the clear key
+	Prefix    string     `json:"prefix"` // first characters of the key, for display
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// TargetType says how events of a schedule are delivered.
+type TargetType string
+
+const (
+	TargetHTTP TargetType = "http"
+	TargetSQS  TargetType = "sqs"
+)
+
+// Target is where a schedule's events go.
+type Target struct {
+	Type     TargetType `json:"type"`
+	URL      string     `json:"url,omitempty"`      // TargetHTTP
+	QueueURL string     `json:"queueUrl,omitempty"` // TargetSQS
+}
+
+// MisfirePolicy decides what happens to fires missed while no emitter ran.
+type MisfirePolicy string
+
+const (
+	// MisfireFireOnce fires the latest missed fire once if it was missed by
+	// less than the catch-up limit, then carries on. The default.
+	MisfireFireOnce MisfirePolicy = "fire_once"
+	// MisfireFireAll fires every missed fire within the catch-up limit.
+	MisfireFireAll MisfirePolicy = "fire_all"
+	// MisfireSkip never fires a missed fire.
+	MisfireSkip MisfirePolicy = "skip"
+)
+
+// OverlapPolicy decides what a new fire does while the previous fire of the
+// same schedule still has undelivered events.
+type OverlapPolicy string
+
+const (
+	OverlapAllow  OverlapPolicy = "allow"  // both run (default)
+	OverlapSkip   OverlapPolicy = "skip"   // the new fire emits nothing
+	OverlapCancel OverlapPolicy = "cancel" // the previous fire's waiting events are cancelled
+)
+
+// ScheduleState is the lifecycle state of a schedule.
+type ScheduleState string
+
+const (
+	ScheduleActive    ScheduleState = "active"
+	SchedulePaused    ScheduleState = "paused"
+	ScheduleCompleted ScheduleState = "completed" // a one-off schedule that has fired, or past endAt
+)
+
+// Schedule (the seed's ScheduleJob) is a tenant's recurring or one-off job.
+// Exactly one of Cron and RunAt is set.
+type Schedule struct {
+	ID       string `json:"id"`
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+	// Cron is the canonical 5-field expression (the field form is converted
+	// to it by the master). Empty for a one-off schedule.
+	Cron string `json:"cron,omitempty"`
+	// RunAt is the launch instant of a one-off (delayed) schedule.
+	RunAt      *time.Time `json:"runAt,omitempty"`
+	Timezone   string     `json:"timezone"`
+	EventCount int        `json:"eventCount"`
+	PolicyID   string     `json:"policyId,omitempty"`
+	// Window is the batch window: events carry FireTime+Window as deadline.
+	Window time.Duration `json:"window,omitempty"`
+	// Spread lays the launch times of a fire's events evenly over Window.
+	Spread      bool            `json:"spread,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Target      Target          `json:"target"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts int             `json:"maxAttempts"`
+	StartAt     *time.Time      `json:"startAt,omitempty"`
+	EndAt       *time.Time      `json:"endAt,omitempty"`
+	Misfire     MisfirePolicy   `json:"misfire"`
+	Overlap     OverlapPolicy   `json:"overlap"`
+	State       ScheduleState   `json:"state"`
+	// Partition is the emitter partition of the schedule's children, fixed at
+	// creation (see PartitionOf).
+	Partition int `json:"partition"`
+	// Version increases with every change; children carry the version they
+	// were made for so that stale children are ignored.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// IsOneOff reports whether s is a delayed job rather than a cron schedule.
+func (s *Schedule) IsOneOff() bool { return s.RunAt != nil }
+
+// Child (the seed's ScheduleChild) is one trigger slot of a schedule: a
+// LaunchExpression plus a Minute. The emitter finds children by
+// (Partition, Timezone, LaunchExpression, Minute).
+type Child struct {
+	ScheduleID       string `json:"scheduleId"`
+	TenantID         string `json:"tenantId"`
+	ScheduleVersion  int64  `json:"scheduleVersion"`
+	Partition        int    `json:"partition"`
+	Timezone         string `json:"timezone"`
+	LaunchExpression string `json:"launchExpression"`
+	Minute           int    `json:"minute"`
+}
+
+// ChildKey is the lookup key of a child within a partition and timezone.
+type ChildKey struct {
+	LaunchExpression string
+	Minute           int
+}
+
+// FireDecision records what the emitter decided for a fire.
+type FireDecision string
+
+const (
+	FireEmitted         FireDecision = "emitted"
+	FireLate            FireDecision = "late"              // fired after downtime, within the catch-up limit
+	FireSkippedOverlap  FireDecision = "skipped_overlap"   // overlap=skip and the previous fire had not drained
+	FireCancelledByNext FireDecision = "cancelled_by_next" // overlap=cancel: a later fire cancelled what was left
+	FireTriggered       FireDecision = "triggered"         // POST /trigger
+)
+
+// Fire is one firing of a schedule: n events for one fire time.
+type Fire struct {
+	ID         string    `json:"id"` // FireID(scheduleID, fireTime)
+	ScheduleID string    `json:"scheduleId"`
+	TenantID   string    `json:"tenantId"`
+	FireTime   time.Time `json:"fireTime"` // UTC
+	// LocalTime is the fire time as wall clock in the schedule's timezone,
+	// RFC 3339 with offset.
+	LocalTime string       `json:"localTime"`
+	Count     int          `json:"count"`
+	Decision  FireDecision `json:"decision"`
+	Note      string       `json:"note,omitempty"`
+	CreatedAt time.Time    `json:"createdAt"`
+}
+
+// EventStatus is where an event is in its life.
+type EventStatus string
+
+const (
+	// EventPending: emitted, waiting for its launch time or for a token.
+	EventPending EventStatus = "pending"
+	// EventScheduled: loaded by the handler that owns its queue shard and
+	// waiting in memory for its launch time. Fence says which owner.
+	EventScheduled EventStatus = "scheduled"
+	// EventDelivering: holds a token (if its policy has one) and is being sent.
+	EventDelivering EventStatus = "delivering"
+	// EventDelivered: the consumer accepted it and holds its token.
+	EventDelivered EventStatus = "delivered"
+	// EventReleased: done; the token (if any) is back in the bucket.
+	EventReleased EventStatus = "released"
+	// EventRetrying: an attempt failed; the next one is due at LaunchAt.
+	EventRetrying EventStatus = "retrying"
+	// EventDead: every attempt failed; it can be redriven.
+	EventDead EventStatus = "dead"
+	// EventCancelled: its schedule was deleted or a later fire cancelled it.
+	EventCancelled EventStatus = "cancelled"
+)
+
+// Finished reports whether no more work will happen for an event in s.
+func (s EventStatus) Finished() bool {
+	return s == EventReleased || s == EventDead || s == EventCancelled
+}
+
+// HoldsToken reports whether an event in s holds a token of its policy.
+func (s EventStatus) HoldsToken() bool {
+	return s == EventDelivering || s == EventDelivered
+}
+
+// Event is one delivery unit. It carries everything needed to deliver it so
+// that delivery never reads the schedule.
+type Event struct {
+	ID         string    `json:"id"` // EventID(fireID, index)
+	TenantID   string    `json:"tenantId"`
+	ScheduleID string    `json:"scheduleId"`
+	FireID     string    `json:"fireId"`
+	FireTime   time.Time `json:"fireTime"`
+	Index      int       `json:"index"` // 0-based index i of Count
+	Count      int       `json:"count"`
+	// LaunchAt is when the next attempt may start (the launch time, or the
+	// retry time after a failed attempt).
+	LaunchAt    time.Time       `json:"launchAt"`
+	Deadline    *time.Time      `json:"deadline,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	PolicyID    string          `json:"policyId,omitempty"`
+	Target      Target          `json:"target"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts int             `json:"maxAttempts"`
+	Shard       int             `json:"shard"`
+	Status      EventStatus     `json:"status"`
+	Attempts    int             `json:"attempts"`
+	LastError   string          `json:"lastError,omitempty"`
+	// Fence is the fencing token of the queue-shard lease under which the
+	// event was last claimed; a holder with an older fence loses.
+	Fence int64 `json:"fence,omitempty"`
+	// ReleaseToken authorises the consumer's release and extend calls. It is
+	// never shown by the API.
+	ReleaseToken   string     `json:"-"`
+	TokenExpiresAt *time.Time `json:"tokenExpiresAt,omitempty"`
+	TokenTimedOut  bool       `json:"tokenTimedOut,omitempty"`
+	DeliveredAt    *time.Time `json:"deliveredAt,omitempty"`
+	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+}
+
+// Policy is a throttling policy: at most MaxInFlight tokens out at once,
+// shared by every schedule that names it.
+type Policy struct {
+	ID           string        `json:"id"`
+	TenantID     string        `json:"tenantId"`
+	Name         string        `json:"name"`
+	MaxInFlight  int           `json:"maxInFlight"`
+	TokenTimeout time.Duration `json:"tokenTimeout"`
+	// AutoRelease returns the token as soon as the event is delivered
+	// (rate-style throttling) instead of waiting for the release call.
+	AutoRelease bool `json:"autoRelease"`
+	// InUse is the persisted number of tokens out. The store changes it only
+	// by compare-and-set so that it never exceeds MaxInFlight.
+	InUse int `json:"tokensInUse"`
+	// TimedOut counts tokens reclaimed because they were not released in time.
+	TimedOut  int64     `json:"tokenTimeouts"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Lease is a time-limited claim on a unit of work (an emitter partition, an
+// event queue shard, a policy bucket). Fence increases every time the lease
+// changes owner, so a holder with an older fence can be told apart.
+type Lease struct {
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	Fence     int64     `json:"fence"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Watermark is the end of the last window an emitter partition finished.
+type Watermark struct {
+	Partition int       `json:"partition"`
+	Until     time.Time `json:"until"`
+	Fence     int64     `json:"fence"`
+}
+
+// IdempotencyRecord is the stored first answer to a create call that carried
+// an Idempotency-Key.
+type IdempotencyRecord struct {
+	TenantID    string    `json:"tenantId"`
+	Key         string    `json:"key"`
+	RequestHash string    `json:"requestHash"`
+	Status      int       `json:"status"`
+	Body        []byte    `json:"body"`
+	CreatedAt   time.Time `json:"createdAt"`
+}

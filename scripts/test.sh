@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every check and the full test suite. This is the README's test command
+# and what CI runs. It installs what it needs: Go modules and the npm test
+# servers (local-aws-sqs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== installing Go modules and npm test servers"
+go mod download
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== generated code is up to date"
+go generate ./api/...
+if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --exit-code --stat -- api client; then
+  echo "generated code differs from openapi.yaml: run 'go generate ./api/...' and commit"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== staticcheck"
+go tool staticcheck ./...
+
+echo "== tests (race detector on the concurrent packages)"
+race_pkgs="./lease/... ./store/... ./emitter/... ./handler/... ./throttle/... ./master/... ./delivery/..."
+go test -race -count=1 -timeout 15m $race_pkgs
+others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery)(/|$)')
+go test -count=1 -timeout 15m $others

@@ -1,0 +1,297 @@
+// Package store declares the persistence contract of schedulerd.
+//
+// Driver is implemented by store/embedded (the zero-setup default, one
+// process) and store/mongo (MongoDB for many instances). store/storetest is
+// the one conformance suite that both drivers run; new behaviour is added to
+// the suite, never to one driver's tests.
+//
+// The contract is written for stores without multi-document transactions:
+// every state change is one conditional single-document write
+// (compare-and-set on status, version or fence). Multi-document operations
+// (bulk inserts, cancelling a schedule's events) are a loop of such writes and
+// are safe to repeat after a crash.
+//
+// Methods that serve the public API take a TenantID and never see another
+// tenant's rows: a row of another tenant is reported as model.ErrNotFound.
+// Methods used by the background services (emitter, handler) are
+// cross-tenant by design and say so.
+//
+// Errors: drivers translate their own errors to model.ErrNotFound,
+// model.ErrConflict and model.ErrUnavailable (store unreachable, timeouts).
+// Every method documents which of them it returns; any other error is a bug.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Driver is the whole storage contract. Services do not depend on it: each
+// declares the few methods it calls (see emitter.Store, handler.Store,
+// master.Store).
+type Driver interface {
+	TenantStore
+	ScheduleStore
+	FireStore
+	EventStore
+	PolicyStore
+	LeaseStore
+	// Ping returns nil when the store is reachable, else model.ErrUnavailable.
+	Ping(ctx context.Context) error
+	// Close releases the driver's resources. Safe to call twice.
+	Close() error
+}
+
+// TenantStore keeps tenants, hashed API keys and idempotency records.
+type TenantStore interface {
+	// TenantCreate inserts t. ErrConflict if the id exists.
+	TenantCreate(ctx context.Context, t *model.Tenant) error
+	// TenantGet returns ErrNotFound for an unknown id.
+	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+	// APIKeyCreate inserts k. ErrConflict if the id or hash exists.
+	APIKeyCreate(ctx context.Context, k *model.APIKey) error
+	// APIKeyGetByHash finds a key by its hash, revoked or not.
+	// ErrNotFound if none.
+	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
+	// APIKeyList lists a tenant's keys, oldest first.
+	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)
+	// APIKeyRevoke sets RevokedAt. ErrNotFound if the key is not the tenant's.
+	// Revoking twice keeps the first time.
+	APIKeyRevoke(ctx context.Context, tenantID, keyID string, at time.Time) error
+	// IdempotencyPut stores r if no record has (TenantID, Key); otherwise it
+	// stores nothing and returns the existing record and ErrConflict.
+	IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) (*model.IdempotencyRecord, error)
+	// IdempotencyGet returns ErrNotFound if there is no record.
+	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
+	// IdempotencyDeleteBefore removes records created before t; returns how many.
+	IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, error)
+}
+
+// ScheduleListParams filters and pages ScheduleList. Results are ordered by
+// ID ascending; After is the last ID of the previous page.
+type ScheduleListParams struct {
+	TenantID   string
+	After      string
+	Limit      int                 // 1..1000; drivers clamp
+	State      model.ScheduleState // optional
+	PolicyID   string              // optional
+	NamePrefix string              // optional
+}
+
+// ChildrenFindParams selects the children of eligible keys. Cross-tenant.
+type ChildrenFindParams struct {
+	Partition int
+	Timezone  string
+	Keys      []model.ChildKey
+}
+
+// ScheduleStore keeps schedules and their children.
+type ScheduleStore interface {
+	// ScheduleCreate stores s and its children. Children are written before
+	// the schedule, so a crash in between leaves only orphan children, which
+	// the emitter ignores (no schedule) and ChildrenDeleteOrphans removes.
+	// ErrConflict if the id exists.
+	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
+	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
+	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
+	// ScheduleGetMany returns the schedules with these ids that exist, in any
+	// order. Cross-tenant (emitter).
+	ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error)
+	// ScheduleList pages through a tenant's schedules.
+	ScheduleList(ctx context.Context, p *ScheduleListParams) ([]*model.Schedule, error)
+	// ScheduleUpdate replaces the schedule if its stored Version equals
+	// expectedVersion; s.Version must be expectedVersion+1. When children is
+	// non-nil the schedule's children are replaced: the new ones (carrying
+	// the new version) are written first, then the schedule, then the old
+	// ones are deleted. ErrNotFound, ErrConflict (version moved).
+	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
+	// ScheduleDelete removes the tenant's schedule and its children.
+	// ErrNotFound.
+	ScheduleDelete(ctx context.Context, tenantID, id string) error
+	// ScheduleCountByPolicy counts a tenant's schedules that name policyID.
+	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+	// ChildrenFind returns the children of one partition and timezone whose
+	// (LaunchExpression, Minute) is one of p.Keys, through the index
+	// (partition, timezone, launchExpression, minute). Cross-tenant.
+	ChildrenFind(ctx context.Context, p *ChildrenFindParams) ([]model.Child, error)
+	// ChildTimezones lists the distinct timezones that have children.
+	ChildTimezones(ctx context.Context) ([]string, error)
+	// ChildrenDeleteOrphans removes children whose schedule does not exist or
+	// whose ScheduleVersion is not the schedule's; returns how many.
+	ChildrenDeleteOrphans(ctx context.Context) (int, error)
+	// WatermarkGet returns the partition's watermark; a zero Watermark (and
+	// no error) if none was set.
+	WatermarkGet(ctx context.Context, partition int) (model.Watermark, error)
+	// WatermarkAdvance sets the watermark to w.Until if w.Until is later than
+	// the stored one and w.Fence is not older than the stored fence.
+	// ErrConflict otherwise (a stale emitter lost its partition).
+	WatermarkAdvance(ctx context.Context, w model.Watermark) error
+}
+
+// FireListParams pages a schedule's fires, newest FireTime first. Before is
+// the FireTime of the last fire of the previous page (zero: from the newest).
+type FireListParams struct {
+	TenantID   string
+	ScheduleID string
+	Before     time.Time
+	Limit      int
+}
+
+// FireStore keeps fires: one record per (schedule, fire time).
+type FireStore interface {
+	// FireInsert stores f unless a fire with f.ID exists. It reports whether
+	// it inserted; an existing fire is not changed. Cross-tenant.
+	FireInsert(ctx context.Context, f *model.Fire) (inserted bool, err error)
+	// FireGet returns the tenant's fire. ErrNotFound.
+	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
+	// FireList pages a tenant's schedule's fires.
+	FireList(ctx context.Context, p *FireListParams) ([]*model.Fire, error)
+	// FireLatestBefore returns the schedule's fire with the latest FireTime
+	// strictly before t. ErrNotFound if none. Cross-tenant (overlap checks).
+	FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error)
+	// FireSetDecision sets the decision and note of an existing fire.
+	// ErrNotFound.
+	FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error
+}
+
+// EventCounts holds the number of events per status.
+type EventCounts map[model.EventStatus]int
+
+// EventListParams filters and pages a tenant's events, ordered by ID
+// ascending after After.
+type EventListParams struct {
+	TenantID   string
+	ScheduleID string            // optional
+	FireID     string            // optional
+	Status     model.EventStatus // optional
+	From, To   time.Time         // optional range on LaunchAt: [From, To)
+	After      string
+	Limit      int
+}
+
+// EventClaimParams claims due events of one queue shard for its owner.
+type EventClaimParams struct {
+	Shard int
+	// Fence is the claimer's queue-shard lease fence.
+	Fence int64
+	// DueBefore: events with LaunchAt < DueBefore are claimed.
+	DueBefore time.Time
+	Limit     int
+}
+
+// EventTransition is one compare-and-set on an event's status.
+type EventTransition struct {
+	ID   string
+	From model.EventStatus
+	// Fence, if non-zero, must equal the stored fence (the transition is
+	// made by the holder of the shard lease the event was claimed under).
+	Fence int64
+	// To is the new status; the remaining fields are written with it when
+	// set (non-zero).
+	To             model.EventStatus
+	LaunchAt       time.Time
+	Attempts       int
+	ResetAttempts  bool // sets Attempts to 0 (redrive)
+	LastError      string
+	TokenExpiresAt *time.Time
+	ClearToken     bool // sets TokenExpiresAt to nil
+	TokenTimedOut  bool
+	DeliveredAt    *time.Time
+	FinishedAt     *time.Time
+	At             time.Time // UpdatedAt
+}
+
+// EventStore keeps events, the delivery units.
+type EventStore interface {
+	// EventInsertMany inserts the events whose ids do not exist yet and leaves
+	// existing ones untouched (idempotent emission); returns how many it
+	// inserted. Cross-tenant.
+	EventInsertMany(ctx context.Context, events []*model.Event) (inserted int, err error)
+	// EventGet returns the tenant's event. ErrNotFound.
+	EventGet(ctx context.Context, tenantID, id string) (*model.Event, error)
+	// EventGetByID returns any tenant's event (release calls are authorised by
+	// the release token, not a tenant). ErrNotFound.
+	EventGetByID(ctx context.Context, id string) (*model.Event, error)
+	// EventList pages a tenant's events.
+	EventList(ctx context.Context, p *EventListParams) ([]*model.Event, error)
+	// EventClaimDue moves the shard's events that are pending or retrying
+	// with LaunchAt < DueBefore, and the events scheduled under an older
+	// fence (left by a previous owner), to scheduled with Fence = p.Fence,
+	// earliest LaunchAt first, at most Limit, and returns them.
+	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
+	// EventTransition applies the compare-and-set transitions in order; each
+	// is a conditional single-document write. It returns, per transition,
+	// nil or ErrConflict (status or fence did not match) or ErrNotFound.
+	// The returned error is for failures of the whole call (ErrUnavailable).
+	EventTransition(ctx context.Context, ts []EventTransition) ([]error, error)
+	// EventCountByFire counts a fire's events per status. Cross-tenant.
+	EventCountByFire(ctx context.Context, fireID string) (EventCounts, error)
+	// EventLastFinished returns the latest FinishedAt among a fire's events,
+	// or nil.
+	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)
+	// EventCancelPending moves the events of the schedule (and, if fireID is
+	// set, only of that fire) that are pending, retrying or scheduled to
+	// cancelled. Returns how many. Cross-tenant.
+	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+	// EventFindTokenExpired returns events of the policy in status delivered
+	// or delivering whose TokenExpiresAt is before t. Cross-tenant.
+	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
+	// EventCountHoldingTokens counts the policy's events that hold a token
+	// (delivering or delivered). Cross-tenant.
+	EventCountHoldingTokens(ctx context.Context, policyID string) (int, error)
+	// EventCountWaiting counts the policy's events that are pending,
+	// retrying or scheduled with LaunchAt <= t (due, waiting for a token).
+	EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error)
+	// EventDeleteFinishedBefore removes released and cancelled events whose
+	// FinishedAt is before t, at most limit; returns how many.
+	EventDeleteFinishedBefore(ctx context.Context, t time.Time, limit int) (int, error)
+}
+
+// PolicyStore keeps throttling policies and their token counts.
+type PolicyStore interface {
+	// PolicyCreate inserts p. ErrConflict if the id or (tenant, name) exists.
+	PolicyCreate(ctx context.Context, p *model.Policy) error
+	// PolicyGet returns the tenant's policy. ErrNotFound.
+	PolicyGet(ctx context.Context, tenantID, id string) (*model.Policy, error)
+	// PolicyGetByID returns any tenant's policy (handler). ErrNotFound.
+	PolicyGetByID(ctx context.Context, id string) (*model.Policy, error)
+	// PolicyList lists a tenant's policies ordered by ID.
+	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
+	// PolicyUpdate replaces name, maxInFlight, tokenTimeout and autoRelease
+	// if the stored Version equals expectedVersion (InUse and TimedOut are
+	// kept). ErrNotFound, ErrConflict.
+	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
+	// PolicyDelete removes the tenant's policy. ErrNotFound.
+	PolicyDelete(ctx context.Context, tenantID, id string) error
+	// PolicyAcquireTokens takes up to want tokens by compare-and-set on InUse
+	// so that InUse never exceeds MaxInFlight, whatever the concurrency.
+	// Returns how many it took (0 if none are free). ErrNotFound.
+	PolicyAcquireTokens(ctx context.Context, policyID string, want int) (int, error)
+	// PolicyReleaseTokens gives n tokens back (InUse never goes below 0) and
+	// adds timedOut to the TimedOut counter. ErrNotFound.
+	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
+	// PolicySetInUse overwrites InUse (reconciliation by the bucket owner
+	// after counting token-holding events) if Version equals expectedVersion.
+	// ErrConflict if the policy changed meanwhile.
+	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
+	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
+	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
+}
+
+// LeaseStore keeps leases with fencing tokens.
+type LeaseStore interface {
+	// LeaseAcquire gives the lease to owner for ttl if it is free, expired
+	// at now, or already owner's (a renewal keeps the fence). A new owner gets
+	// a fence larger than any before. ErrConflict if another owner holds it.
+	LeaseAcquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (model.Lease, error)
+	// LeaseRenew extends the lease if owner still holds it with this fence
+	// (even if expired, as long as nobody took it). ErrConflict otherwise.
+	LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error)
+	// LeaseRelease frees the lease if owner holds it with this fence (the
+	// fence is kept so the next owner's is larger). ErrConflict otherwise.
+	LeaseRelease(ctx context.Context, name, owner string, fence int64) error
+	// LeaseList returns the leases whose name starts with prefix.
+	LeaseList(ctx context.Context, prefix string) ([]model.Lease, error)
+}
