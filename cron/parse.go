@@ -168,6 +168,9 @@ func parseField(sp *fieldSpec, s string) (set uint64, last bool, nth [7]uint8, e
 // parseNth parses "d#n" (d a weekday number or name, n 1-5).
 func parseNth(sp *fieldSpec, item string) (d, n int, err error) {
 	ds, ns, _ := strings.Cut(item, "#")
+	if ds == "" {
+		return 0, 0, &Error{Field: sp.name, Token: item, Reason: "needs a weekday before #"}
+	}
 	d, err = parseValue(sp, ds)
 	if err != nil {
 		return 0, 0, err
@@ -201,6 +204,9 @@ func parseItem(sp *fieldSpec, item string) (uint64, error) {
 		a, b = sp.lo, hi
 	case strings.Contains(rng, "-"):
 		as, bs, _ := strings.Cut(rng, "-")
+		if as == "" || bs == "" {
+			return 0, &Error{Field: sp.name, Token: item, Reason: "has a range with a missing bound"}
+		}
 		var err error
 		if a, err = parseValue(sp, as); err != nil {
 			return 0, err
@@ -211,6 +217,8 @@ func parseItem(sp *fieldSpec, item string) (uint64, error) {
 		if a > b {
 			return 0, &Error{Field: sp.name, Token: rng, Reason: "is a range whose start is after its end"}
 		}
+	case rng == "":
+		return 0, &Error{Field: sp.name, Token: item, Reason: "has no value before /"}
 	default:
 		var err error
 		if a, err = parseValue(sp, rng); err != nil {

@@ -89,8 +89,17 @@ type Balancer struct {
 	held    map[int]model.Lease
 	changed chan struct{}
 
+	lastOK time.Time // last Tick that reached the store, by cfg.Clock
+
 	lifeMu sync.Mutex
 	sched  gocron.Scheduler
+}
+
+// Healthy reports whether a Tick reached the store within one TTL.
+func (b *Balancer) Healthy() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.lastOK.IsZero() && b.cfg.Clock().Sub(b.lastOK) < b.cfg.TTL
 }
 
 // New returns a Balancer. It holds nothing until Start or Tick.
@@ -228,6 +237,9 @@ func (b *Balancer) Tick(ctx context.Context) error {
 	if _, err := b.store.LeaseAcquire(ctx, b.memberName(), b.cfg.Owner, now, ttl); err != nil {
 		return fmt.Errorf("lease %s membership: %w", b.cfg.Group, err)
 	}
+	b.mu.Lock()
+	b.lastOK = now
+	b.mu.Unlock()
 	members, err := b.store.LeaseList(ctx, b.cfg.Group+"/member/")
 	if err != nil {
 		return fmt.Errorf("lease %s list members: %w", b.cfg.Group, err)

@@ -44,10 +44,10 @@ const startTimeout = 30 * time.Second
 // Region is the region the server puts in its ARNs and clients should use.
 const Region = "us-east-1"
 
-// process is the shared server of this test process. It is the package's only
+// shared is the server of this test process. It is the package's only
 // state, and it exists because starting Node once per test would cost a
 // second or so each time.
-var process server
+var shared server
 
 type server struct {
 	mu       sync.Mutex
@@ -65,7 +65,7 @@ type server struct {
 //	func TestMain(m *testing.M) { sqstest.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
-	if err := process.stop(); err != nil {
+	if err := shared.stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "sqstest:", err)
 	}
 	os.Exit(code)
@@ -76,7 +76,7 @@ func Main(m *testing.M) {
 // cannot be started, for example because `npm ci` has not been run.
 func Endpoint(t testing.TB) string {
 	t.Helper()
-	endpoint, err := process.start()
+	endpoint, err := shared.start()
 	if err != nil {
 		t.Fatalf("sqstest: %v", err)
 	}
@@ -170,6 +170,11 @@ func (s *server) launch() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.launchIn(root)
+}
+
+// launchIn starts the server installed in root/node_modules.
+func (s *server) launchIn(root string) (string, error) {
 	pkg := filepath.Join(root, "node_modules", "local-aws-sqs", "package.json")
 	if _, err := os.Stat(pkg); err != nil {
 		return "", fmt.Errorf("local-aws-sqs is not installed (%s missing): run `npm ci` in %s", pkg, root)

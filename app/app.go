@@ -1,0 +1,301 @@
+// Package app wires schedulerd together: store → lease groups → emitter,
+// handler and master → one HTTP server with /healthz, /readyz and /metrics.
+// cmd/schedulerd only parses configuration and calls Run; end-to-end tests
+// and the benchmark command start the same App in process.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/lease"
+	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/mongo"
+)
+
+// App is one schedulerd instance.
+type App struct {
+	cfg     Config
+	log     zerolog.Logger
+	store   store.Driver
+	metrics *metrics
+
+	partitions *lease.Balancer
+	shards     *lease.Balancer
+	emitter    *emitter.Emitter
+	handler    *handler.Handler
+	master     *master.Server
+
+	adminKeyPath string
+	srv          *http.Server
+	ln           net.Listener
+	serveErr     chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New opens the store and builds every component. Nothing runs until Start.
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
+	a := &App{cfg: cfg, log: log, metrics: newMetrics(), serveErr: make(chan error, 1)}
+	if err := a.secrets(); err != nil {
+		return nil, err
+	}
+	var err error
+	switch cfg.Store {
+	case "embedded":
+		a.store, err = embedded.Open(cfg.DataDir, embedded.Options{})
+	case "mongo":
+		a.store, err = mongo.Open(ctx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", cfg.Store, err)
+	}
+	if err := a.build(ctx); err != nil {
+		a.store.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// secrets fills in the admin key and signing secret. With the embedded store
+// they are generated once and kept in the data directory, so that a bare
+// `schedulerd` works and keeps working across restarts.
+func (a *App) secrets() error {
+	if a.cfg.Store != "embedded" {
+		return nil
+	}
+	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
+	load := func(name string, dst *string) error {
+		if *dst != "" {
+			return nil
+		}
+		path := filepath.Join(a.cfg.DataDir, name)
+		b, err := os.ReadFile(path)
+		if err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+			*dst = strings.TrimSpace(string(b))
+			return nil
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		buf := make([]byte, 32)
+		if _, err := rand.Read(buf); err != nil {
+			return err
+		}
+		*dst = "sk_admin_" + base64.RawURLEncoding.EncodeToString(buf)
+		if name != "admin.key" {
+			*dst = base64.RawURLEncoding.EncodeToString(buf)
+		}
+		if err := os.WriteFile(path, []byte(*dst+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	}
+	if a.cfg.AdminKey == "" {
+		a.adminKeyPath = filepath.Join(a.cfg.DataDir, "admin.key")
+	}
+	if err := load("admin.key", &a.cfg.AdminKey); err != nil {
+		return err
+	}
+	return load("signing.secret", &a.cfg.SigningSecret)
+}
+
+func (a *App) build(ctx context.Context) error {
+	cfg := a.cfg
+	var err error
+	a.partitions, err = lease.New(lease.Config{Group: "emitter", Units: cfg.Partitions, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Logger: a.log}, a.store)
+	if err != nil {
+		return err
+	}
+	a.shards, err = lease.New(lease.Config{Group: "handler", Units: cfg.Shards, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Logger: a.log}, a.store)
+	if err != nil {
+		return err
+	}
+	a.emitter, err = emitter.New(emitter.Config{
+		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
+		CatchUpLimit: cfg.CatchUpLimit, Owner: cfg.InstanceID,
+	}, emitter.Deps{Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics})
+	if err != nil {
+		return err
+	}
+	httpd, err := httpdelivery.New(httpdelivery.Config{
+		SigningSecret: []byte(cfg.SigningSecret), ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
+		AllowCIDRs: cfg.HTTPAllowCIDRs, DenyCIDRs: cfg.HTTPDenyCIDRs,
+	})
+	if err != nil {
+		return err
+	}
+	sqsd, err := sqsdelivery.New(ctx, sqsdelivery.Config{Region: cfg.SQSRegion, Endpoint: cfg.SQSEndpoint, ReleaseBaseURL: cfg.PublicURL})
+	if err != nil {
+		return err
+	}
+	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
+		handler.Deps{
+			Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics,
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
+		})
+	if err != nil {
+		return err
+	}
+	a.master, err = master.New(master.Config{
+		AdminKey: cfg.AdminKey, Partitions: cfg.Partitions,
+		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+	}, master.Deps{
+		Store: a.store, Emitter: a.emitter, Logger: a.log,
+		Released: func(e *model.Event) {
+			if e.PolicyID != "" {
+				a.handler.Released(e.PolicyID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	e := a.master.Echo()
+	e.Pre(a.metrics.apiMiddleware)
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
+	return nil
+}
+
+// readyz is ready when the store answers and both lease groups have
+// renewed recently: an instance that cannot reach the store must not get
+// traffic, because every write it accepts would fail.
+func (a *App) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"store": "ok", "leases": "ok"}
+	ready := true
+	if err := a.store.Ping(ctx); err != nil {
+		checks["store"] = err.Error()
+		ready = false
+	}
+	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
+		if !b.Healthy() {
+			checks["leases"] = "lease renewal failing for group " + b.Config().Group
+			ready = false
+		}
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// AdminKeyFile returns the file the generated admin key was written to, or
+// "" if the key came from configuration.
+func (a *App) AdminKeyFile() string { return a.adminKeyPath }
+
+// AdminKey returns the admin API key in force.
+func (a *App) AdminKey() string { return a.cfg.AdminKey }
+
+// Addr returns the address the API listens on (after Start).
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Start listens and starts the background services. It returns at once.
+func (a *App) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.ListenAddr, err)
+	}
+	a.ln = ln
+	a.srv = &http.Server{Handler: a.master.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { a.serveErr <- a.srv.Serve(ln) }()
+	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
+		if err := b.Start(ctx); err != nil {
+			return err
+		}
+	}
+	go a.leaseGauges(ctx)
+	if err := a.handler.Start(ctx); err != nil {
+		return err
+	}
+	if err := a.emitter.Start(ctx); err != nil {
+		return err
+	}
+	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store)
+	if a.adminKeyPath != "" {
+		ev = ev.Str("adminKeyFile", a.adminKeyPath)
+	}
+	ev.Msg("schedulerd started")
+	return nil
+}
+
+func (a *App) leaseGauges(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		a.metrics.leasesHeld.WithLabelValues("emitter").Set(float64(len(a.partitions.Held())))
+		a.metrics.leasesHeld.WithLabelValues("handler").Set(float64(len(a.shards.Held())))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Wait blocks until the HTTP server fails or ctx ends.
+func (a *App) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-a.serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("http server: %w", err)
+	}
+}
+
+// Shutdown stops taking new work, lets in-flight deliveries finish, hands
+// the leases back so that other instances take over at once, then stops the
+// API (kept up meanwhile so that consumers can still release tokens) and
+// closes the store. Safe to call twice.
+func (a *App) Shutdown(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		a.log.Info().Msg("schedulerd shutting down")
+		a.emitter.Stop()
+		a.handler.Stop(ctx)
+		a.partitions.Stop(ctx)
+		a.shards.Stop(ctx)
+		var errs []error
+		if a.srv != nil {
+			if err := a.srv.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+		}
+		if err := a.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+		a.stopErr = errors.Join(errs...)
+		a.log.Info().Err(a.stopErr).Msg("schedulerd stopped")
+	})
+	return a.stopErr
+}

@@ -1,0 +1,177 @@
+package app
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// metrics holds every Prometheus series schedulerd exports. It implements
+// the Metrics interfaces that the emitter and handler declare.
+type metrics struct {
+	reg *prometheus.Registry
+
+	// emitter
+	scanDuration   *prometheus.HistogramVec
+	childrenRead   prometheus.Counter
+	firesRecorded  *prometheus.CounterVec
+	eventsEmitted  prometheus.Counter
+	firesSkipped   *prometheus.CounterVec
+	windowsSkipped prometheus.Counter
+	partitionsLost prometheus.Counter
+
+	// handler and throttle
+	delivered     prometheus.Counter
+	retried       prometheus.Counter
+	dead          prometheus.Counter
+	lateness      prometheus.Histogram
+	tokenTimeouts *prometheus.CounterVec
+	tokensInUse   *prometheus.GaugeVec
+	tokensWaiting *prometheus.GaugeVec
+
+	// api
+	apiRequests *prometheus.CounterVec
+	apiDuration *prometheus.HistogramVec
+
+	// leases
+	leasesHeld *prometheus.GaugeVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.scanDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "schedulerd_emitter_window_scan_seconds",
+		Help:    "Time to scan and emit one window of one partition.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{})
+	m.childrenRead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_emitter_children_read_total",
+		Help: "Children read by window scans (follows due children, not schedules).",
+	})
+	m.firesRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_fires_total",
+		Help: "Fires recorded, by decision.",
+	}, []string{"decision"})
+	m.eventsEmitted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_events_emitted_total",
+		Help: "Events written by the emitter (first insert only).",
+	})
+	m.firesSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_fires_skipped_total",
+		Help: "Due fires that were not emitted, by reason.",
+	}, []string{"reason"})
+	m.windowsSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_emitter_windows_skipped_total",
+		Help: "Windows jumped over because they were older than the catch-up limit.",
+	})
+	m.partitionsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_emitter_partitions_lost_total",
+		Help: "Partitions given up after losing the watermark compare-and-set.",
+	})
+	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_api_requests_total",
+		Help: "API requests by route and status.",
+	}, []string{"method", "route", "status"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "schedulerd_api_request_seconds",
+		Help:    "API request latency by route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"method", "route"})
+	m.leasesHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_leases_held",
+		Help: "Leases this instance holds, by group (emitter partitions, handler shards).",
+	}, []string{"group"})
+	m.delivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_events_delivered_total",
+		Help: "Successful delivery attempts.",
+	})
+	m.retried = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_events_retried_total",
+		Help: "Failed delivery attempts that will be tried again.",
+	})
+	m.dead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_events_dead_total",
+		Help: "Events moved to dead after their last attempt.",
+	})
+	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "schedulerd_delivery_lateness_seconds",
+		Help:    "Delivery start minus launch time.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
+	})
+	m.tokenTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_token_timeouts_total",
+		Help: "Tokens reclaimed because they were not released within tokenTimeout, by policy.",
+	}, []string{"policy"})
+	m.tokensInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_tokens_in_use",
+		Help: "Tokens out per policy (as last seen by this instance's bucket owner).",
+	}, []string{"policy"})
+	m.tokensWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_tokens_waiting",
+		Help: "Events due and waiting for a token per policy (owned buckets).",
+	}, []string{"policy"})
+	m.reg.MustRegister(m.delivered, m.retried, m.dead, m.lateness, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
+	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
+		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
+	return m
+}
+
+// emitter.Metrics
+
+func (m *metrics) WindowScanned(_ int, childrenRead int, d time.Duration) {
+	m.scanDuration.WithLabelValues().Observe(d.Seconds())
+	m.childrenRead.Add(float64(childrenRead))
+}
+func (m *metrics) FiresRecorded(d model.FireDecision, n int) {
+	m.firesRecorded.WithLabelValues(string(d)).Add(float64(n))
+}
+func (m *metrics) EventsEmitted(n int) { m.eventsEmitted.Add(float64(n)) }
+func (m *metrics) FiresSkipped(r emitter.SkipReason, n int) {
+	m.firesSkipped.WithLabelValues(string(r)).Add(float64(n))
+}
+func (m *metrics) WindowsSkipped(_ int, n int) { m.windowsSkipped.Add(float64(n)) }
+func (m *metrics) PartitionLost(int)           { m.partitionsLost.Inc() }
+
+// apiMiddleware counts requests by route template (never the raw path, so
+// ids do not explode the label set).
+func (m *metrics) apiMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			// Let the error handler write the problem document now so
+			// that the status it chooses is the one counted.
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := c.Response().Status
+		m.apiRequests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
+		m.apiDuration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// handler.Metrics (and throttle.Metrics)
+
+func (m *metrics) Delivered(n int)          { m.delivered.Add(float64(n)) }
+func (m *metrics) Retried(n int)            { m.retried.Add(float64(n)) }
+func (m *metrics) Dead(n int)               { m.dead.Add(float64(n)) }
+func (m *metrics) Lateness(d time.Duration) { m.lateness.Observe(d.Seconds()) }
+func (m *metrics) TokenTimeouts(policyID string, n int) {
+	m.tokenTimeouts.WithLabelValues(policyID).Add(float64(n))
+}
+func (m *metrics) TokensInUse(policyID string, n int) {
+	m.tokensInUse.WithLabelValues(policyID).Set(float64(n))
+}
+func (m *metrics) TokensWaiting(policyID string, n int) {
+	m.tokensWaiting.WithLabelValues(policyID).Set(float64(n))
+}

@@ -1,0 +1,68 @@
+// Command schedulerd runs the scheduler: the REST Schedule Master, the
+// emitter and the event handler in one process. With no flags it keeps its
+// data in ./data (embedded store) and listens on 127.0.0.1:8080.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/app"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "schedulerd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, getenv func(string) string, logOut io.Writer) error {
+	return runWithBanner(args, getenv, logOut, os.Stdout)
+}
+
+func runWithBanner(args []string, getenv func(string) string, logOut, banner io.Writer) error {
+	cfg, err := app.ParseConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, logOut)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := a.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = a.Shutdown(context.Background())
+		return err
+	}
+	fmt.Fprintf(banner, "schedulerd listening on http://%s (store: %s)\n", a.Addr(), cfg.Store)
+	if f := a.AdminKeyFile(); f != "" {
+		fmt.Fprintf(banner, "admin API key: cat %s\n", f)
+	}
+	waitErr := a.Wait(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := a.Shutdown(sctx); err != nil {
+		return err
+	}
+	return waitErr
+}
+
+func newLogger(cfg app.Config, out io.Writer) zerolog.Logger {
+	level, _ := zerolog.ParseLevel(cfg.LogLevel)
+	if cfg.LogFormat == "console" {
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Str("instance", cfg.InstanceID).Logger()
+}

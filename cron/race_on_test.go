@@ -1,0 +1,5 @@
+//go:build race
+
+package cron
+
+const raceEnabled = true

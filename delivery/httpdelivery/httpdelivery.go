@@ -1,0 +1,306 @@
+// Package httpdelivery delivers events to HTTP consumers: a signed JSON POST
+// per event over keep-alive connections, with an SSRF guard on every dial.
+//
+// The body is delivery.Message, the same JSON the SQS transport sends. The
+// request carries X-Scheduler-Event-Id, X-Scheduler-Timestamp (unix seconds)
+// and X-Scheduler-Signature ("v1=" + hex HMAC-SHA256 of "<timestamp>.<body>");
+// consumers check it with Verify.
+package httpdelivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout             = 10 * time.Second
+	DefaultMaxIdleConnsPerHost = 64
+	DefaultConcurrency         = 64
+	DefaultUserAgent           = "schedulerd-delivery/1"
+)
+
+// drainLimit bounds how much of a response body is read so that the
+// connection can be reused. A consumer that answers with more than this is
+// not worth a kept connection; its connection is closed instead.
+const drainLimit = 64 << 10
+
+// errorBodyLimit bounds how much of a failed response's body goes into the
+// error, which ends up in the event's LastError.
+const errorBodyLimit = 256
+
+// Config configures a Deliverer. Zero values mean the documented default.
+type Config struct {
+	// SigningSecret is the HMAC key of X-Scheduler-Signature. Required.
+	SigningSecret []byte
+	// ReleaseBaseURL is the service's public base URL; the message's release
+	// URL is ReleaseBaseURL + "/v1/events/{id}/release".
+	ReleaseBaseURL string
+	// Timeout bounds one request from dial to the end of the response body.
+	// Default 10s.
+	Timeout time.Duration
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
+	// per consumer host. Keep it at least Concurrency so that a burst to one
+	// consumer reuses its connections instead of opening new ones. Default 64.
+	MaxIdleConnsPerHost int
+	// Concurrency is how many requests one Deliver call runs at once.
+	// Default 64.
+	Concurrency int
+	// UserAgent is sent with every request. Default "schedulerd-delivery/1".
+	UserAgent string
+	// AllowCIDRs and DenyCIDRs tune the SSRF guard on top of
+	// DefaultDenyCIDRs: the most specific matching prefix decides, deny wins
+	// a tie, and an address no prefix matches is allowed. The check runs on
+	// the resolved address at dial time.
+	AllowCIDRs []netip.Prefix
+	DenyCIDRs  []netip.Prefix
+	// Now is the clock of the signature timestamp and of Retry-After dates.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) validate() error {
+	if len(c.SigningSecret) == 0 {
+		return errors.New("httpdelivery: Config.SigningSecret: required")
+	}
+	if c.ReleaseBaseURL != "" {
+		u, err := url.Parse(c.ReleaseBaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("httpdelivery: Config.ReleaseBaseURL: %q is not an absolute http(s) URL", c.ReleaseBaseURL)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("httpdelivery: Config.Timeout: %v is negative", c.Timeout)
+	}
+	if c.MaxIdleConnsPerHost < 0 {
+		return fmt.Errorf("httpdelivery: Config.MaxIdleConnsPerHost: %d is negative", c.MaxIdleConnsPerHost)
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("httpdelivery: Config.Concurrency: %d is negative", c.Concurrency)
+	}
+	for i, p := range c.AllowCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("httpdelivery: Config.AllowCIDRs[%d]: invalid prefix", i)
+		}
+	}
+	for i, p := range c.DenyCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("httpdelivery: Config.DenyCIDRs[%d]: invalid prefix", i)
+		}
+	}
+	return nil
+}
+
+// Deliverer sends events to HTTP consumers. It is safe for concurrent use;
+// make one per process so that connections are shared.
+type Deliverer struct {
+	cfg    Config
+	client *http.Client
+	// transport is kept to close idle connections in Close.
+	transport *http.Transport
+}
+
+// New validates cfg and returns a Deliverer. Errors name the Config field.
+func New(cfg Config) (*Deliverer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.SigningSecret = bytes.Clone(cfg.SigningSecret)
+	cfg.ReleaseBaseURL = strings.TrimRight(cfg.ReleaseBaseURL, "/")
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxIdleConnsPerHost == 0 {
+		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = DefaultUserAgent
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+
+	g := newGuard(cfg.AllowCIDRs, cfg.DenyCIDRs)
+	dialer := &net.Dialer{
+		Timeout:   cfg.Timeout,
+		KeepAlive: 30 * time.Second,
+		Control:   g.control,
+	}
+	transport := &http.Transport{
+		// No proxy: a proxy would be dialled instead of the target, and the
+		// guard would check the proxy's address rather than the consumer's.
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          max(100, 4*cfg.MaxIdleConnsPerHost),
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   cfg.Timeout,
+		ResponseHeaderTimeout: cfg.Timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	client := &http.Client{
+		Transport: transport,
+		// Redirects are not followed: a 3xx is an unexpected answer (a
+		// retryable failure), and following it would turn the POST into a GET
+		// or send the signed body to a host the tenant did not configure.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Deliverer{cfg: cfg, client: client, transport: transport}, nil
+}
+
+// Close closes idle connections. Deliveries still running are not affected.
+func (d *Deliverer) Close() { d.transport.CloseIdleConnections() }
+
+// Deliver sends each event to its Target.URL and returns one Result per
+// event, in the order of events. Up to Config.Concurrency requests run at
+// once. A 2xx answer is success; 429 and 503 with Retry-After set RetryAfter;
+// other answers, timeouts and connection errors are retryable errors; a
+// target refused by the SSRF guard, a URL that is not http(s) or a payload
+// that is not JSON is a Permanent error.
+func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
+	results := make([]delivery.Result, len(events))
+	workers := min(d.cfg.Concurrency, len(events))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(events) {
+					return
+				}
+				results[i] = d.deliverOne(ctx, events[i])
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Result {
+	if e == nil {
+		return delivery.Result{Err: errors.New("httpdelivery: nil event"), Permanent: true}
+	}
+	if e.Target.Type != "" && e.Target.Type != model.TargetHTTP {
+		return permanent(fmt.Errorf("httpdelivery: event %s: target type %q is not http", e.ID, e.Target.Type))
+	}
+	target, err := url.Parse(e.Target.URL)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return permanent(fmt.Errorf("httpdelivery: event %s: target URL is not an absolute http(s) URL", e.ID))
+	}
+	body, err := json.Marshal(delivery.NewMessage(e, d.cfg.ReleaseBaseURL))
+	if err != nil {
+		return permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err))
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return permanent(fmt.Errorf("httpdelivery: event %s: build request: %w", e.ID, err))
+	}
+	ts := d.cfg.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
+	req.Header.Set(HeaderEventID, e.ID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(d.cfg.SigningSecret, ts, body))
+
+	resp, err := d.client.Do(req)
+	if err != nil {
+		// err is a *url.Error; its text holds the URL with any password
+		// redacted.
+		err = fmt.Errorf("httpdelivery: event %s: %w", e.ID, err)
+		if errors.Is(err, ErrTargetRefused) {
+			return permanent(err)
+		}
+		return delivery.Result{Err: err}
+	}
+	return d.result(e, target, resp)
+}
+
+// result maps a response to a Result. It always drains (up to drainLimit)
+// and closes the body so that the connection goes back to the pool.
+func (d *Deliverer) result(e *model.Event, target *url.URL, resp *http.Response) delivery.Result {
+	defer resp.Body.Close()
+	res := delivery.Result{StatusCode: resp.StatusCode}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+		return res
+	}
+	snippet := make([]byte, errorBodyLimit)
+	n, _ := io.ReadFull(resp.Body, snippet)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+	res.Err = &StatusError{
+		EventID:    e.ID,
+		URL:        target.Redacted(),
+		StatusCode: resp.StatusCode,
+		Body:       string(bytes.ToValidUTF8(snippet[:n], nil)),
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if after, ok := parseRetryAfter(resp.Header.Get("Retry-After"), d.cfg.Now()); ok {
+			res.RetryAfter = after
+		}
+	}
+	return res
+}
+
+// StatusError is the error of a delivery answered with a status other than
+// 2xx. Body holds the start of the answer, to help the tenant see why.
+type StatusError struct {
+	EventID    string
+	URL        string
+	StatusCode int
+	Body       string
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("httpdelivery: event %s: POST %s: status %d", e.EventID, e.URL, e.StatusCode)
+	if e.Body != "" {
+		msg += ": " + strings.TrimSpace(e.Body)
+	}
+	return msg
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date
+// (RFC 9110, section 10.2.3). A date in the past means "now" (0, true).
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		// Cap before multiplying so that a huge value cannot overflow.
+		const maxSecs = int64(1<<63-1) / int64(time.Second)
+		return time.Duration(min(secs, maxSecs)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+func permanent(err error) delivery.Result { return delivery.Result{Err: err, Permanent: true} }

@@ -1,0 +1,408 @@
+package emitter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// emitOpts says how a due fire is to be recorded.
+type emitOpts struct {
+	decision model.FireDecision
+	note     string
+	// late marks a fire missed during downtime (decision late).
+	late bool
+	// onceSince, if set, is the start of the missed range of a fire_once
+	// catch-up: if the schedule already has a late fire at or after it (an
+	// earlier attempt at this catch-up, before a crash), nothing is emitted.
+	onceSince time.Time
+}
+
+type outcome int
+
+const (
+	outInserted     outcome = iota + 1 // recorded now
+	outExisting                        // recorded before; events ensured
+	outOtherVersion                    // another version fired at this time
+	outCaughtUp                        // fire_once already caught up
+)
+
+// emitAll emits the fires with cfg.Workers concurrent workers, each with its
+// own event batch. It returns when every fire and event is written.
+func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now time.Time) (PassStats, error) {
+	var st PassStats
+	if len(due) == 0 {
+		return st, nil
+	}
+	// Fires of one schedule are emitted in time order by one worker: the
+	// overlap policy compares each fire with the one before it.
+	var groups [][]dueFire
+	idx := map[string]int{}
+	for _, d := range due {
+		g, ok := idx[d.s.ID]
+		if !ok {
+			g = len(groups)
+			idx[d.s.ID] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], d)
+	}
+	workers := min(e.cfg.Workers, len(groups))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		recorded []*model.Fire
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ws PassStats
+			b := e.newBatch()
+			var err error
+			for err == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(groups) {
+					break
+				}
+				for _, d := range groups[i] {
+					if err = ctx.Err(); err != nil {
+						break
+					}
+					var f *model.Fire
+					var out outcome
+					f, out, err = e.emitFire(ctx, d.s, d.t, now, o, b)
+					if err != nil {
+						err = fmt.Errorf("fire %s at %s: %w", d.s.ID, d.t.Format(time.RFC3339), err)
+						break
+					}
+					e.count(&ws, d, f, out)
+				}
+			}
+			if err == nil {
+				err = b.flush(ctx)
+			}
+			ws.Events += b.inserted
+			mu.Lock()
+			defer mu.Unlock()
+			st.add(&ws)
+			recorded = append(recorded, b.recorded...)
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	e.m.EventsEmitted(st.Events)
+	if firstErr != nil {
+		return st, firstErr
+	}
+	e.signal(ctx, recorded)
+	return st, nil
+}
+
+// count updates stats, metrics and logs for one emitted due fire.
+func (e *Emitter) count(ws *PassStats, d dueFire, f *model.Fire, out outcome) {
+	switch out {
+	case outInserted:
+		ws.Fires++
+		switch f.Decision {
+		case model.FireLate:
+			ws.FiresLate++
+			e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("fireId", f.ID).
+				Int("count", f.Count).Msg("missed fire emitted late")
+		case model.FireSkippedOverlap:
+			ws.FiresOverlapSkipped++
+			e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("fireId", f.ID).
+				Str("note", f.Note).Msg("fire skipped: previous fire not drained (overlap=skip)")
+		}
+		e.m.FiresRecorded(f.Decision, 1)
+	case outExisting:
+		ws.FiresExisting++
+	case outOtherVersion:
+		ws.skip(SkipOtherVersion, 1)
+		e.m.FiresSkipped(SkipOtherVersion, 1)
+		e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("firedAs", f.ID).
+			Msg("fire skipped: another version of the schedule already fired at this time")
+	case outCaughtUp:
+		ws.skip(SkipCaughtUp, 1)
+		e.m.FiresSkipped(SkipCaughtUp, 1)
+		e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("caughtUpBy", f.ID).
+			Msg("missed fire skipped: the schedule already caught up (misfire=fire_once)")
+	}
+}
+
+func (e *Emitter) signal(ctx context.Context, fires []*model.Fire) {
+	if e.deps.Emitted == nil {
+		return
+	}
+	for _, f := range fires {
+		select {
+		case e.deps.Emitted <- f:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// notePrefixSkipped starts the note of a skipped_overlap fire; the id of the
+// fire that had not drained follows, so that the next fire checks that one
+// rather than the skipped fire (which has no events).
+const notePrefixSkipped = "overlap=skip: previous fire "
+
+// emitFire records the fire of s at t and queues its events into b. It
+// returns the fire that stands for (s, t) and what happened. See the package
+// doc for idempotence and overlap.
+func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.Time, o emitOpts, b *batch) (*model.Fire, outcome, error) {
+	st := e.deps.Store
+	t = t.UTC()
+	id := model.FireID(s.ID, s.Version, t)
+
+	// Fire times are whole seconds; +1ms finds a fire at t on stores that
+	// keep milliseconds (MongoDB) as well as on those that keep nanoseconds.
+	latest, err := st.FireLatestBefore(ctx, s.ID, t.Add(time.Millisecond))
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
+		return nil, 0, fmt.Errorf("latest fire: %w", err)
+	}
+	if latest != nil && latest.FireTime.Equal(t) {
+		if latest.ID == id {
+			return latest, outExisting, b.addFire(ctx, s, latest, now)
+		}
+		// Another version fired at t. Only if the master cancelled all its
+		// events (an edit) does this version fire again.
+		counts, err := st.EventCountByFire(ctx, latest.ID)
+		if err != nil {
+			return nil, 0, fmt.Errorf("count events of %s: %w", latest.ID, err)
+		}
+		for status, n := range counts {
+			if n > 0 && status != model.EventCancelled {
+				return latest, outOtherVersion, nil
+			}
+		}
+		latest = nil // not the previous fire for overlap: look again below
+	}
+	if latest != nil && !o.onceSince.IsZero() && latest.Decision == model.FireLate && !latest.FireTime.Before(o.onceSince) {
+		return latest, outCaughtUp, nil
+	}
+
+	f := &model.Fire{
+		ID:         id,
+		ScheduleID: s.ID,
+		TenantID:   s.TenantID,
+		FireTime:   t,
+		LocalTime:  e.localTime(s, t),
+		Count:      max(s.EventCount, 1),
+		Decision:   o.decision,
+		Note:       o.note,
+		CreatedAt:  now.UTC(),
+	}
+	if o.late {
+		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
+	}
+	if s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel {
+		// The previous fire's events may still be in this batch.
+		if err := b.flush(ctx); err != nil {
+			return nil, 0, err
+		}
+		if err := e.overlap(ctx, s, f, latest, now); err != nil {
+			return nil, 0, err
+		}
+	}
+
+	inserted, err := st.FireInsert(ctx, f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("insert fire: %w", err)
+	}
+	out := outInserted
+	if !inserted {
+		// Recorded meanwhile (a concurrent save or another instance): keep
+		// its decision.
+		if f, err = st.FireGet(ctx, s.TenantID, id); err != nil {
+			return nil, 0, fmt.Errorf("read fire %s: %w", id, err)
+		}
+		out = outExisting
+	}
+	if err := b.addFire(ctx, s, f, now); err != nil {
+		return f, out, err
+	}
+	if inserted {
+		b.recorded = append(b.recorded, f)
+	}
+	return f, out, nil
+}
+
+// overlap applies s.Overlap to the new fire f given the latest fire before it
+// (nil: look it up).
+func (e *Emitter) overlap(ctx context.Context, s *model.Schedule, f, prev *model.Fire, now time.Time) error {
+	st := e.deps.Store
+	if prev == nil || !prev.FireTime.Before(f.FireTime) {
+		var err error
+		prev, err = st.FireLatestBefore(ctx, s.ID, f.FireTime)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("previous fire: %w", err)
+		}
+	}
+	running := prev.ID
+	if prev.Decision == model.FireSkippedOverlap {
+		// A skipped fire has no events; the one it yielded to may still run.
+		rest, ok := strings.CutPrefix(prev.Note, notePrefixSkipped)
+		if !ok {
+			return nil
+		}
+		running, _, _ = strings.Cut(rest, " ")
+	}
+	counts, err := st.EventCountByFire(ctx, running)
+	if err != nil {
+		return fmt.Errorf("count events of %s: %w", running, err)
+	}
+	unfinished := 0
+	for status, n := range counts {
+		if !status.Finished() {
+			unfinished += n
+		}
+	}
+	if unfinished == 0 {
+		return nil
+	}
+	if s.Overlap == model.OverlapSkip {
+		f.Decision = model.FireSkippedOverlap
+		f.Note = notePrefixSkipped + running + " has " + strconv.Itoa(unfinished) + " unfinished events"
+		return nil
+	}
+	n, err := st.EventCancelPending(ctx, s.ID, running, now)
+	if err != nil {
+		return fmt.Errorf("cancel events of %s: %w", running, err)
+	}
+	note := "overlap=cancel: fire " + f.ID + " cancelled " + strconv.Itoa(n) + " waiting events"
+	if err := st.FireSetDecision(ctx, running, model.FireCancelledByNext, note); err != nil && !errors.Is(err, model.ErrNotFound) {
+		return fmt.Errorf("mark %s cancelled: %w", running, err)
+	}
+	e.log.Info().Str("scheduleId", s.ID).Str("fireId", f.ID).Str("cancelledFireId", running).
+		Int("cancelledEvents", n).Int("unfinished", unfinished).Msg("previous fire cancelled (overlap=cancel)")
+	if f.Note == "" {
+		f.Note = "overlap=cancel: cancelled " + strconv.Itoa(n) + " waiting events of previous fire " + running
+	} else {
+		f.Note += "; overlap=cancel: cancelled " + strconv.Itoa(n) + " waiting events of previous fire " + running
+	}
+	return nil
+}
+
+func (e *Emitter) localTime(s *model.Schedule, t time.Time) string {
+	loc, err := e.location(s.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	return t.In(loc).Format(time.RFC3339)
+}
+
+// batch collects events into store writes of cfg.BatchSize. Events are made
+// on the fly, so a fire of any size needs one batch of memory.
+type batch struct {
+	e        *Emitter
+	buf      []*model.Event
+	inserted int
+	recorded []*model.Fire // fires inserted, signalled once flushed
+}
+
+func (e *Emitter) newBatch() *batch {
+	return &batch{e: e}
+}
+
+// addFire queues the events of fire f (none if its decision says so).
+func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, now time.Time) error {
+	if f.Decision == model.FireSkippedOverlap || f.Decision == model.FireCancelledByNext {
+		return nil
+	}
+	cfg := &b.e.cfg
+	n := f.Count
+	var deadline *time.Time
+	if s.Window > 0 {
+		d := f.FireTime.Add(s.Window)
+		deadline = &d
+	}
+	spread := s.Spread && s.Window > 0 && n > 1
+	step, rem := int64(0), int64(0)
+	if spread {
+		step, rem = int64(s.Window)/int64(n), int64(s.Window)%int64(n)
+	}
+	created := now.UTC()
+	var chunk []model.Event
+	var tokens []byte
+	for i := range n {
+		if len(chunk) == 0 {
+			k := min(cfg.BatchSize-len(b.buf), n-i)
+			chunk = make([]model.Event, k)
+			tokens = make([]byte, 16*k)
+			_, _ = rand.Read(tokens) // never fails (crypto/rand)
+		}
+		ev := &chunk[0]
+		chunk = chunk[1:]
+		launch := f.FireTime
+		if spread {
+			// i*Window/n without overflow for large n and windows.
+			launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
+		}
+		*ev = model.Event{
+			ID:           model.EventID(f.ID, i),
+			TenantID:     s.TenantID,
+			ScheduleID:   s.ID,
+			FireID:       f.ID,
+			FireTime:     f.FireTime,
+			Index:        i,
+			Count:        n,
+			LaunchAt:     launch,
+			Deadline:     deadline,
+			Priority:     s.Priority,
+			PolicyID:     s.PolicyID,
+			Target:       s.Target,
+			Payload:      s.Payload,
+			MaxAttempts:  s.MaxAttempts,
+			Status:       model.EventPending,
+			ReleaseToken: hex.EncodeToString(tokens[:16]),
+			CreatedAt:    created,
+			UpdatedAt:    created,
+		}
+		tokens = tokens[16:]
+		ev.Shard = model.ShardOf(ev, cfg.Shards)
+		b.buf = append(b.buf, ev)
+		if len(b.buf) >= cfg.BatchSize {
+			if err := b.flush(ctx); err != nil {
+				return err
+			}
+			chunk, tokens = nil, nil
+		}
+	}
+	return nil
+}
+
+// flush writes the queued events.
+func (b *batch) flush(ctx context.Context) error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	n, err := b.e.deps.Store.EventInsertMany(ctx, b.buf)
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	b.inserted += n
+	clear(b.buf)
+	b.buf = b.buf[:0]
+	return nil
+}

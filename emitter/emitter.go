@@ -1,0 +1,379 @@
+// Package emitter is the Schedule Event Emitter of the Druva design: it runs
+// ahead of time, scans the children that are due in the next window and
+// writes n events per fire into the K event queue shards.
+//
+// # Passes and windows
+//
+// Children are divided into P partitions (model.PartitionOf); instances hold
+// partitions by lease (lease.Balancer). A pass works on every held partition:
+// starting at the partition's watermark (the end of the last finished window)
+// it scans the windows [w0, w0+Window) with w0 < now+Lead. For each timezone
+// that has children it asks the cron engine which (LaunchExpression, minute)
+// keys are eligible in the window (cron.AppendEligible) and reads only the
+// children with those keys (store ChildrenFind), so the cost of a window
+// follows the number of due children, never the number of schedules
+// (DESIGN.md invariant 4). After a window the watermark is advanced under the
+// partition's fence; a conflict means the lease was lost and the partition is
+// left alone.
+//
+// # Idempotence
+//
+// Fire and event ids are deterministic (model.FireID, model.EventID) and the
+// store writes are insert-if-absent, so a window scanned twice (a crash
+// before the watermark moved, two instances briefly holding one partition, a
+// save racing a pass) records each fire and each event once (invariant 2).
+// A fire that exists already is not decided again: its recorded decision is
+// kept, and its events are re-inserted idempotently unless the decision says
+// it has none (a crash may have interrupted the first attempt).
+//
+// # Misfires
+//
+// A window whose end is not after now when it is scanned was missed (the
+// service was down). Its fires follow the schedule's misfire policy:
+// fire_once (default) fires only the latest missed fire of each schedule,
+// fire_all fires them all, skip fires none; fires older than now-CatchUpLimit
+// never fire, and if the watermark is older than that the windows before it
+// are skipped in one jump, never scanned one by one. Every skipped or late
+// fire is logged at info level and counted.
+//
+// # Overlap
+//
+// When a fire comes while the previous fire of the same schedule still has
+// unfinished events, the schedule's overlap policy applies: allow (default)
+// does nothing, skip records the new fire as skipped_overlap with no events,
+// cancel cancels the previous fire's waiting events and records it as
+// cancelled_by_next. The decision is recorded on the fire.
+package emitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Store is what the emitter needs from the storage contract (store.Driver
+// satisfies it).
+type Store interface {
+	// ChildTimezones lists the timezones that have children.
+	ChildTimezones(ctx context.Context) ([]string, error)
+	// ChildrenFind reads the children of eligible keys of one partition and
+	// timezone.
+	ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error)
+	// ChildrenDeleteOrphans is the periodic clean-up.
+	ChildrenDeleteOrphans(ctx context.Context) (int, error)
+	// ScheduleGetMany loads the schedules of due children.
+	ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error)
+	// WatermarkGet and WatermarkAdvance keep the per-partition progress.
+	WatermarkGet(ctx context.Context, partition int) (model.Watermark, error)
+	WatermarkAdvance(ctx context.Context, w model.Watermark) error
+	// FireInsert records a fire unless it exists.
+	FireInsert(ctx context.Context, f *model.Fire) (inserted bool, err error)
+	// FireGet reads back a fire that existed already.
+	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
+	// FireLatestBefore finds the previous fire (overlap, other versions).
+	FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error)
+	// FireSetDecision marks a previous fire cancelled_by_next.
+	FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error
+	// EventInsertMany writes events idempotently.
+	EventInsertMany(ctx context.Context, events []*model.Event) (inserted int, err error)
+	// EventCountByFire tells whether a previous fire has drained.
+	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
+	// EventCancelPending cancels what is left of a previous fire.
+	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+}
+
+var _ Store = store.Driver(nil)
+
+// Partitions tells which emitter partitions this instance holds and under
+// which fence. *lease.Balancer satisfies it. If it also has a
+// Changed() <-chan struct{} method (the Balancer does), a started emitter
+// runs a pass as soon as the held set changes, so that a partition taken
+// over from a dead instance is caught up at once.
+type Partitions interface {
+	Held() map[int]int64
+}
+
+// AllPartitions holds every partition 0..P-1 with fence 0: the single-process
+// setup with no lease group (and tests and benchmarks).
+type AllPartitions int
+
+// Held returns every partition with fence 0.
+func (p AllPartitions) Held() map[int]int64 {
+	out := make(map[int]int64, int(p))
+	for i := range int(p) {
+		out[i] = 0
+	}
+	return out
+}
+
+type changer interface{ Changed() <-chan struct{} }
+
+// Config configures an Emitter. Zero fields take their defaults.
+type Config struct {
+	// Partitions is P, the number of child partitions. It must equal the
+	// number the master uses for model.PartitionOf. Default 16.
+	Partitions int
+	// Shards is K, the number of event queue shards. Default 16.
+	Shards int
+	// Window is the length of one scan window. Default 1m.
+	Window time.Duration
+	// Lead is how far ahead of now windows are scanned: a pass scans every
+	// window that starts before now+Lead. Default 2m.
+	Lead time.Duration
+	// CatchUpLimit is how old a missed fire may be and still fire after
+	// downtime. Default 1h.
+	CatchUpLimit time.Duration
+	// BatchSize is the number of events per store write and of schedules
+	// per ScheduleGetMany. Default 1000.
+	BatchSize int
+	// Workers is the number of fires emitted concurrently within a window.
+	// Default 4.
+	Workers int
+	// CleanupInterval is how often orphan children are deleted. Default 5m.
+	CleanupInterval time.Duration
+	// Owner names this instance in logs.
+	Owner string
+}
+
+func (c *Config) validate() error {
+	setDefault(&c.Partitions, 16)
+	setDefault(&c.Shards, 16)
+	setDefault(&c.Window, time.Minute)
+	setDefault(&c.Lead, 2*time.Minute)
+	setDefault(&c.CatchUpLimit, time.Hour)
+	setDefault(&c.BatchSize, 1000)
+	setDefault(&c.Workers, 4)
+	setDefault(&c.CleanupInterval, 5*time.Minute)
+	switch {
+	case c.Partitions < 1 || c.Partitions > 65536:
+		return fmt.Errorf("emitter config: Partitions must be 1..65536, got %d", c.Partitions)
+	case c.Shards < 1 || c.Shards > 65536:
+		return fmt.Errorf("emitter config: Shards must be 1..65536, got %d", c.Shards)
+	case c.Window < time.Second || c.Window > 24*time.Hour || c.Window%time.Second != 0:
+		return fmt.Errorf("emitter config: Window must be whole seconds between 1s and 24h, got %s", c.Window)
+	case c.Lead < 0:
+		return fmt.Errorf("emitter config: Lead must not be negative, got %s", c.Lead)
+	case c.CatchUpLimit < c.Window:
+		return fmt.Errorf("emitter config: CatchUpLimit must be at least Window (%s), got %s", c.Window, c.CatchUpLimit)
+	case c.BatchSize < 1 || c.BatchSize > 100000:
+		return fmt.Errorf("emitter config: BatchSize must be 1..100000, got %d", c.BatchSize)
+	case c.Workers < 1 || c.Workers > 256:
+		return fmt.Errorf("emitter config: Workers must be 1..256, got %d", c.Workers)
+	case c.CleanupInterval < time.Second:
+		return fmt.Errorf("emitter config: CleanupInterval must be at least 1s, got %s", c.CleanupInterval)
+	case c.Owner == "":
+		return errors.New("emitter config: Owner must be set")
+	}
+	return nil
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Deps are the emitter's collaborators.
+type Deps struct {
+	// Store is required.
+	Store Store
+	// Partitions says which partitions this instance works on. Nil means all
+	// of them (AllPartitions(cfg.Partitions)).
+	Partitions Partitions
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+	// Logger receives per-window debug lines and info lines for skipped and
+	// late fires. The zero Logger discards.
+	Logger zerolog.Logger
+	// Metrics receives counters. Default NopMetrics.
+	Metrics Metrics
+	// Emitted, if set, receives every fire this emitter recorded (inserted
+	// for the first time), after its events were written. Sends block until
+	// received or the context ends: a test hook, leave nil in production.
+	Emitted chan<- *model.Fire
+}
+
+// Emitter is the schedule event emitter. Its methods are safe for concurrent
+// use.
+type Emitter struct {
+	cfg  Config
+	deps Deps
+	log  zerolog.Logger
+	m    Metrics
+
+	locMu sync.Mutex
+	locs  map[string]*time.Location
+
+	passMu sync.Mutex // one pass at a time
+
+	lifeMu  sync.Mutex
+	sched   gocron.Scheduler
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started chan struct{}
+}
+
+// New validates cfg and returns an Emitter that does nothing until Start
+// or RunPass.
+func New(cfg Config, deps Deps) (*Emitter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("emitter deps: Store must be set")
+	}
+	if deps.Partitions == nil {
+		deps.Partitions = AllPartitions(cfg.Partitions)
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NopMetrics{}
+	}
+	return &Emitter{
+		cfg:     cfg,
+		deps:    deps,
+		log:     deps.Logger.With().Str("component", "emitter").Str("owner", cfg.Owner).Logger(),
+		m:       deps.Metrics,
+		locs:    map[string]*time.Location{},
+		started: make(chan struct{}),
+	}, nil
+}
+
+// Config returns the validated configuration (defaults filled in).
+func (e *Emitter) Config() Config { return e.cfg }
+
+// Started is closed once Start has scheduled the passes.
+func (e *Emitter) Started() <-chan struct{} { return e.started }
+
+// Start runs a pass at once and then every Window on a gocron scheduler
+// (singleton mode: a slow pass delays the next one instead of overlapping
+// it), plus the orphan-children clean-up every CleanupInterval. Calling it
+// again while started does nothing.
+func (e *Emitter) Start(ctx context.Context) error {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	if e.sched != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := gocron.NewScheduler()
+	if err != nil {
+		cancel()
+		return fmt.Errorf("emitter scheduler: %w", err)
+	}
+	_, err = s.NewJob(gocron.DurationJob(e.cfg.Window),
+		gocron.NewTask(func() { e.runPassLogged(ctx) }),
+		gocron.WithName("emitter-pass"),
+		gocron.WithStartAt(gocron.WithStartImmediately()),
+		gocron.WithSingletonMode(gocron.LimitModeReschedule))
+	if err == nil {
+		_, err = s.NewJob(gocron.DurationJob(e.cfg.CleanupInterval),
+			gocron.NewTask(func() { e.cleanup(ctx) }),
+			gocron.WithName("emitter-cleanup"),
+			gocron.WithSingletonMode(gocron.LimitModeReschedule))
+	}
+	if err != nil {
+		cancel()
+		_ = s.Shutdown()
+		return fmt.Errorf("emitter job: %w", err)
+	}
+	if c, ok := e.deps.Partitions.(changer); ok {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.Changed():
+					e.runPassLogged(ctx)
+				}
+			}
+		}()
+	}
+	s.Start()
+	e.sched, e.cancel = s, cancel
+	select {
+	case <-e.started:
+	default:
+		close(e.started)
+	}
+	return nil
+}
+
+// Stop cancels a running pass, stops the scheduler and waits for it. It
+// releases nothing: leases belong to the Partitions provider. Safe to call
+// twice or before Start.
+func (e *Emitter) Stop() {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	if e.sched == nil {
+		return
+	}
+	e.cancel()
+	_ = e.sched.Shutdown()
+	e.wg.Wait()
+	e.sched, e.cancel = nil, nil
+}
+
+func (e *Emitter) runPassLogged(ctx context.Context) {
+	st, err := e.RunPass(ctx)
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn().Err(err).Msg("emitter pass failed")
+		return
+	}
+	if st.Windows > 0 || st.WindowsSkipped > 0 {
+		e.log.Debug().Int("partitions", st.Partitions).Int("windows", st.Windows).
+			Int("childrenRead", st.ChildrenRead).Int("fires", st.Fires).Int("events", st.Events).
+			Dur("took", st.Duration).Msg("emitter pass")
+	}
+}
+
+func (e *Emitter) cleanup(ctx context.Context) {
+	n, err := e.deps.Store.ChildrenDeleteOrphans(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn().Err(err).Msg("deleting orphan children failed")
+		}
+		return
+	}
+	if n > 0 {
+		e.log.Info().Int("children", n).Msg("deleted orphan children")
+	}
+}
+
+// location caches *time.Location per IANA name.
+func (e *Emitter) location(name string) (*time.Location, error) {
+	e.locMu.Lock()
+	defer e.locMu.Unlock()
+	if loc, ok := e.locs[name]; ok {
+		return loc, nil
+	}
+	loc, err := loadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	e.locs[name] = loc
+	return loc, nil
+}
+
+func sortedPartitions(held map[int]int64) []int {
+	out := make([]int, 0, len(held))
+	for p := range held {
+		out = append(out, p)
+	}
+	sort.Ints(out)
+	return out
+}

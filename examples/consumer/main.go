@@ -1,0 +1,172 @@
+// Command consumer is a minimal schedulerd HTTP consumer.
+//
+// It checks each delivery's signature with httpdelivery.Verify, answers 202
+// at once (any 2xx marks the event delivered, so it is not sent again), does
+// the work in the background and then POSTs the event's release token to its
+// release URL, which gives the throttling token back so that the next waiting
+// event of the policy can go. A consumer that never releases holds its token
+// until the policy's token timeout reclaims it.
+//
+//	SCHEDULER_SIGNING_SECRET=... LISTEN_ADDR=:8081 go run ./examples/consumer
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+)
+
+// maxBody bounds what the consumer reads of a delivery.
+const maxBody = 4 << 20
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	secret := os.Getenv("SCHEDULER_SIGNING_SECRET")
+	if secret == "" {
+		return errors.New("SCHEDULER_SIGNING_SECRET is not set")
+	}
+	addr := os.Getenv("LISTEN_ADDR")
+	if addr == "" {
+		addr = ":8081"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	c := NewConsumer(ctx, []byte(secret), func(ctx context.Context, m delivery.Message) error {
+		log.Printf("event %s (%d/%d of %s): payload %s", m.EventID, m.Index+1, m.Count, m.ScheduleID, m.Payload)
+		return nil
+	})
+	srv := &http.Server{Addr: addr, Handler: c, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	c.Wait()
+	return err
+}
+
+// WorkFunc does the job of one event.
+type WorkFunc func(ctx context.Context, m delivery.Message) error
+
+// Consumer is the http.Handler that receives deliveries.
+type Consumer struct {
+	ctx    context.Context
+	secret []byte
+	work   WorkFunc
+	// Client calls the release URL. Default: a client with a 10s timeout.
+	Client *http.Client
+	// Tolerance is how far the signed timestamp may be from Now; older
+	// requests are refused as replays. Default 5 minutes.
+	Tolerance time.Duration
+	// Now is the clock for the timestamp check. Default time.Now.
+	Now func() time.Time
+	// Logf reports background failures. Default log.Printf.
+	Logf func(format string, args ...any)
+
+	wg sync.WaitGroup
+}
+
+// NewConsumer returns a Consumer that runs work for each verified delivery.
+// ctx bounds the background work and release calls.
+func NewConsumer(ctx context.Context, secret []byte, work WorkFunc) *Consumer {
+	return &Consumer{
+		ctx:       ctx,
+		secret:    secret,
+		work:      work,
+		Client:    &http.Client{Timeout: 10 * time.Second},
+		Tolerance: 5 * time.Minute,
+		Now:       time.Now,
+		Logf:      log.Printf,
+	}
+}
+
+// ServeHTTP verifies and accepts one delivery. It answers 401 to a bad
+// signature, 400 to a body that is not a delivery.Message and 202 otherwise.
+func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	// Verify the raw bytes: decoding and re-encoding would change them.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	err = httpdelivery.Verify(c.secret,
+		r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp),
+		body, c.Now(), c.Tolerance)
+	if err != nil {
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	var m delivery.Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		http.Error(w, "body is not a delivery message", http.StatusBadRequest)
+		return
+	}
+	c.wg.Go(func() { c.process(m) })
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// Wait waits for the background work of accepted deliveries.
+func (c *Consumer) Wait() { c.wg.Wait() }
+
+func (c *Consumer) process(m delivery.Message) {
+	if err := c.work(c.ctx, m); err != nil {
+		// Release anyway: the event was delivered, and holding the token
+		// would only stall the policy until the token timeout.
+		c.Logf("event %s: work failed: %v", m.EventID, err)
+	}
+	if err := Release(c.ctx, c.Client, m.Release); err != nil {
+		c.Logf("event %s: %v", m.EventID, err)
+	}
+}
+
+// Release gives an event's token back: POST {"token": ...} to its release
+// URL. Releasing twice is harmless, so a caller may retry it freely.
+func Release(ctx context.Context, client *http.Client, rel delivery.Release) error {
+	body, err := json.Marshal(map[string]string{"token": rel.Token})
+	if err != nil {
+		return fmt.Errorf("encode release request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rel.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("release request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("release: %s answered %s", rel.URL, resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+// worker delivers batches: it blocks for one ready event, then takes what
+// else is ready up to MaxBatch, so batches grow with the load (one store
+// write per batch, not per event).
+func (h *Handler) worker() {
+	batch := make([]throttle.Item, 0, h.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-h.stopCh:
+			return
+		case it := <-h.ready:
+			batch = append(batch, it)
+		}
+	fill:
+		for len(batch) < h.cfg.MaxBatch {
+			select {
+			case it := <-h.ready:
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		h.process(h.workCtx, batch)
+	}
+}
+
+// process delivers one batch and writes every outcome.
+func (h *Handler) process(ctx context.Context, batch []throttle.Item) {
+	clock := h.deps.Clock
+	owns := map[int]bool{}
+	send := batch[:0:0]
+	var later []throttle.Item
+	for _, it := range batch {
+		if it.Policy == nil {
+			// Unthrottled events are still scheduled: deliver only while
+			// the shard lease is valid.
+			ok, seen := owns[it.Shard]
+			if !seen {
+				ok = h.deps.Shards.Owns(it.Shard, it.Fence)
+				owns[it.Shard] = ok
+			}
+			if !ok {
+				later = append(later, it)
+				continue
+			}
+		}
+		send = append(send, it)
+	}
+	if len(later) > 0 {
+		// The lease may be renewing; look again in a second. If the shard
+		// is really lost, the timer drops them.
+		at := clock.Now().Add(time.Second)
+		for i := range later {
+			e := *later[i].Event
+			e.LaunchAt = at
+			later[i].Event = &e
+		}
+		h.schedule(later)
+	}
+	if len(send) == 0 {
+		return
+	}
+
+	// Deliver, grouped by target type.
+	results := make([]delivery.Result, len(send))
+	groups := map[model.TargetType][]int{}
+	for i, it := range send {
+		groups[it.Event.Target.Type] = append(groups[it.Event.Target.Type], i)
+	}
+	start := clock.Now()
+	for _, it := range send {
+		h.deps.Metrics.Lateness(start.Sub(it.Event.LaunchAt))
+	}
+	for tt, idx := range groups {
+		d := h.deps.Deliverers[tt]
+		if d == nil {
+			for _, i := range idx {
+				results[i] = delivery.Result{Err: fmt.Errorf("no deliverer for target type %q", tt), Permanent: true}
+			}
+			continue
+		}
+		evs := make([]*model.Event, len(idx))
+		for j, i := range idx {
+			evs[j] = send[i].Event
+		}
+		rs := d.Deliver(ctx, evs)
+		for j, i := range idx {
+			if j < len(rs) {
+				results[i] = rs[j]
+			} else {
+				results[i] = delivery.Result{Err: errors.New("deliverer returned no result")}
+			}
+		}
+	}
+
+	// Write the outcomes in one batch.
+	now := clock.Now()
+	ts := make([]store.EventTransition, len(send))
+	for i, it := range send {
+		ts[i] = h.outcome(it, results[i], now)
+	}
+	res := h.transition(ctx, ts)
+	tokens := map[string]int{}
+	var delivered, retried, dead int
+	for i, it := range send {
+		var to model.EventStatus
+		if res != nil && res[i] == nil {
+			to = ts[i].To
+			if it.Policy != nil && to != model.EventDelivered {
+				tokens[it.Event.PolicyID]++
+			}
+			switch to {
+			case model.EventReleased, model.EventDelivered:
+				delivered++
+			case model.EventRetrying:
+				retried++
+			case model.EventDead:
+				dead++
+			}
+		} else if results[i].Err == nil {
+			// The write lost (the consumer released first, the token
+			// timed out, or a newer owner claimed the event): the attempt
+			// still delivered.
+			delivered++
+		}
+		if h.deps.Hooks.Attempted != nil {
+			h.deps.Hooks.Attempted(it.Event, results[i], to)
+		}
+	}
+	for pid, n := range tokens {
+		if err := h.thr.ReturnTokens(context.WithoutCancel(ctx), pid, n); err != nil {
+			h.log.Warn().Err(err).Str("policy", pid).Int("tokens", n).Msg("returning tokens failed")
+		}
+	}
+	if delivered > 0 {
+		h.deps.Metrics.Delivered(delivered)
+	}
+	if retried > 0 {
+		h.deps.Metrics.Retried(retried)
+	}
+	if dead > 0 {
+		h.deps.Metrics.Dead(dead)
+	}
+}
+
+// transition writes ts, retrying a store outage with backoff until the
+// handler's context ends; nil if it never succeeded (the events stay
+// scheduled or delivering and are delivered again later: at least once).
+func (h *Handler) transition(ctx context.Context, ts []store.EventTransition) []error {
+	wait := 50 * time.Millisecond
+	for {
+		res, err := h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
+		if err == nil {
+			return res
+		}
+		h.log.Warn().Err(err).Int("events", len(ts)).Msg("writing delivery outcomes failed; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.deps.Clock.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// outcome is the transition that records result r of delivering it.
+func (h *Handler) outcome(it throttle.Item, r delivery.Result, now time.Time) store.EventTransition {
+	e := it.Event
+	tr := store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: it.Fence, At: now}
+	if it.Policy != nil {
+		tr.From = model.EventDelivering
+	}
+	at := now
+	if r.Err == nil {
+		tr.DeliveredAt = &at
+		if it.Policy == nil || it.Policy.AutoRelease {
+			tr.To, tr.FinishedAt = model.EventReleased, &at
+			tr.ClearToken = it.Policy != nil
+		} else {
+			// The consumer keeps the token until it releases it.
+			tr.To = model.EventDelivered
+		}
+		return tr
+	}
+	tr.ClearToken = it.Policy != nil
+	tr.LastError = truncate(errorText(r), 1000)
+	switch {
+	case r.Permanent:
+		tr.To, tr.Attempts, tr.FinishedAt = model.EventDead, e.Attempts+1, &at
+	case r.RetryAfter > 0:
+		// The consumer asked to be called later: not a failure of its code,
+		// so Attempts stays.
+		tr.To, tr.LaunchAt = model.EventRetrying, now.Add(min(r.RetryAfter, h.cfg.MaxRetryAfter))
+	default:
+		tr.Attempts = e.Attempts + 1
+		maxA := e.MaxAttempts
+		if maxA <= 0 {
+			maxA = h.cfg.DefaultMaxAttempts
+		}
+		if tr.Attempts >= maxA {
+			tr.To, tr.FinishedAt = model.EventDead, &at
+		} else {
+			tr.To, tr.LaunchAt = model.EventRetrying, now.Add(h.cfg.Backoff(tr.Attempts))
+		}
+	}
+	return tr
+}
+
+func errorText(r delivery.Result) string {
+	s := r.Err.Error()
+	if r.StatusCode != 0 {
+		s = fmt.Sprintf("HTTP %d: %s", r.StatusCode, s)
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,428 @@
+// Package handler fires events at their launch time and delivers them.
+//
+// A handler instance owns event queue shards by lease (Deps.Shards, a
+// *lease.Balancer). For each owned shard it prefetches the events due within
+// Horizon (EventClaimDue moves them to scheduled under the shard's lease
+// fence) and keeps them in memory in a min-heap ordered by LaunchAt; one
+// timer goroutine sleeps until the earliest launch, so events fire within
+// milliseconds of their launch time without polling each one.
+//
+// At launch an unthrottled event goes straight to the delivery workers; an
+// event of a throttling policy goes into the policy's bucket (package
+// throttle), which hands it to the workers once it holds a token. Workers
+// take whatever is ready (up to MaxBatch), deliver it through the Deliverer
+// of its target type and write every outcome in one batched EventTransition:
+// released (or delivered, when the consumer keeps its token until it calls
+// release), retrying with backoff, or dead.
+//
+// Delivery is at least once: a crash after a delivery and before its write
+// leaves the event scheduled (or delivering) and it is delivered again by the
+// shard's next owner (or after its token times out).
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+// Store is what the handler needs from the store.
+type Store interface {
+	throttle.Store
+	EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error)
+	EventDeleteFinishedBefore(ctx context.Context, t time.Time, limit int) (int, error)
+}
+
+// Shards is this instance's share of the event queue shards.
+// *lease.Balancer satisfies it.
+type Shards interface {
+	throttle.Shards
+	Changed() <-chan struct{}
+}
+
+// Deliverer sends events to their consumers (delivery/httpdelivery,
+// delivery/sqsdelivery). It returns one Result per event, in order.
+type Deliverer interface {
+	Deliver(ctx context.Context, events []*model.Event) []delivery.Result
+}
+
+// Metrics receives the handler's counters; NopMetrics discards them.
+type Metrics interface {
+	throttle.Metrics
+	// Delivered counts successful delivery attempts.
+	Delivered(n int)
+	// Retried counts failed attempts that will be tried again.
+	Retried(n int)
+	// Lateness observes delivery start minus launch time.
+	Lateness(d time.Duration)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{ throttle.NopMetrics }
+
+func (NopMetrics) Delivered(int)          {}
+func (NopMetrics) Retried(int)            {}
+func (NopMetrics) Lateness(time.Duration) {}
+
+// Hooks are optional callbacks for tests and instrumentation. They must not
+// block for long.
+type Hooks struct {
+	// Attempted is called after the outcome of a delivery attempt was
+	// written: e is the event as delivered, status the status it moved to,
+	// or "" if the write lost to a concurrent change (a consumer that
+	// released already, a token timeout, a newer owner of the shard).
+	Attempted func(e *model.Event, r delivery.Result, status model.EventStatus)
+	// Reclaimed is called with events whose tokens timed out, before the
+	// tokens go back to the bucket.
+	Reclaimed func(events []*model.Event)
+}
+
+// Config configures a Handler. Zero values take the defaults.
+type Config struct {
+	// Shards is the number of event queue shards K; it must equal the
+	// emitter's and the lease group's. Default 16.
+	Shards int
+	// Horizon is how far ahead events are claimed and kept in memory.
+	// Default 30s.
+	Horizon time.Duration
+	// PrefetchInterval is how often owned shards are scanned for events due
+	// within Horizon (and lease changes picked up). Default 1s.
+	PrefetchInterval time.Duration
+	// MaxBatch is the most events per claim, per delivery batch and per
+	// batched write. Default 500.
+	MaxBatch int
+	// Workers is the number of delivery workers. Default 4.
+	Workers int
+	// QueueSize is the capacity of the ready queue between the timer (or a
+	// bucket) and the workers. Default 2*MaxBatch*Workers.
+	QueueSize int
+	// MaxScheduled caps the events held in memory (heap plus buckets);
+	// claiming pauses above it. Default 500,000.
+	MaxScheduled int
+	// Retention is how long released and cancelled events are kept.
+	// Default 24h.
+	Retention time.Duration
+	// RetentionInterval is how often the retention job runs. Default 1m.
+	RetentionInterval time.Duration
+	// ReclaimInterval is how often timed-out tokens are reclaimed.
+	// Default 2s.
+	ReclaimInterval time.Duration
+	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
+	// Default 25.
+	DefaultMaxAttempts int
+	// Backoff returns the delay before the next attempt after `attempts`
+	// failed ones. Default DefaultBackoff (attempts^4 + 5 s, plus up to 10%
+	// jitter).
+	Backoff func(attempts int) time.Duration
+	// MaxRetryAfter caps a consumer's Retry-After. Default 1h.
+	MaxRetryAfter time.Duration
+	// Owner names this instance in logs.
+	Owner string
+	// Throttle configures the policy buckets; its Shards and
+	// DefaultMaxAttempts are taken from this Config.
+	Throttle throttle.Config
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	durs := []struct {
+		p    *time.Duration
+		def  time.Duration
+		name string
+	}{
+		{&c.Horizon, 30 * time.Second, "Horizon"},
+		{&c.PrefetchInterval, time.Second, "PrefetchInterval"},
+		{&c.Retention, 24 * time.Hour, "Retention"},
+		{&c.RetentionInterval, time.Minute, "RetentionInterval"},
+		{&c.ReclaimInterval, 2 * time.Second, "ReclaimInterval"},
+		{&c.MaxRetryAfter, time.Hour, "MaxRetryAfter"},
+	}
+	for _, d := range durs {
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+		if *d.p < 0 {
+			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %s", d.name, *d.p))
+		}
+	}
+	ints := []struct {
+		p    *int
+		def  int
+		name string
+	}{
+		{&c.Shards, 16, "Shards"},
+		{&c.MaxBatch, 500, "MaxBatch"},
+		{&c.Workers, 4, "Workers"},
+		{&c.MaxScheduled, 500_000, "MaxScheduled"},
+		{&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"},
+	}
+	for _, i := range ints {
+		if *i.p == 0 {
+			*i.p = i.def
+		}
+		if *i.p < 0 {
+			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %d", i.name, *i.p))
+		}
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = 2 * c.MaxBatch * c.Workers
+	}
+	if c.QueueSize < 0 {
+		errs = append(errs, fmt.Errorf("handler config: QueueSize must be positive, got %d", c.QueueSize))
+	}
+	if c.PrefetchInterval > c.Horizon {
+		errs = append(errs, fmt.Errorf("handler config: PrefetchInterval (%s) must not exceed Horizon (%s)", c.PrefetchInterval, c.Horizon))
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	c.Throttle.Shards = c.Shards
+	c.Throttle.DefaultMaxAttempts = c.DefaultMaxAttempts
+	return errors.Join(errs...)
+}
+
+// DefaultBackoff is Delayed::Job's: attempts^4 + 5 seconds, plus up to 10%
+// random jitter so that events that failed together do not retry together.
+func DefaultBackoff(attempts int) time.Duration {
+	a := int64(min(max(attempts, 0), 200))
+	base := time.Duration(a*a*a*a+5) * time.Second
+	return base + time.Duration(rand.Int64N(int64(base/10)+1))
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store  Store
+	Shards Shards
+	// Deliverers route events by Target.Type.
+	Deliverers map[model.TargetType]Deliverer
+	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
+	Clock   clockwork.Clock
+	Logger  zerolog.Logger
+	Metrics Metrics
+	Hooks   Hooks
+}
+
+// Handler fires and delivers the events of the shards this instance owns.
+type Handler struct {
+	cfg  Config
+	deps Deps
+	log  zerolog.Logger
+	thr  *throttle.Throttle
+
+	mu    sync.Mutex
+	heap  itemHeap
+	wakeT chan struct{} // the heap's head changed
+
+	owned   atomic.Pointer[map[int]int64]
+	ready   chan throttle.Item
+	kick    chan struct{} // run a prefetch pass now
+	stopCh  chan struct{}
+	workCtx context.Context // deliveries; cancelled when Stop's ctx ends
+	cancel  context.CancelFunc
+
+	lifeMu  sync.Mutex
+	started bool
+	stopped bool
+	sched   gocron.Scheduler
+	loops   sync.WaitGroup // timer, prefetch
+	workers sync.WaitGroup
+}
+
+// New validates cfg and deps and returns a Handler; Start runs it.
+func New(cfg Config, deps Deps) (*Handler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("handler deps: Store is required")
+	}
+	if deps.Shards == nil {
+		return nil, errors.New("handler deps: Shards is required")
+	}
+	if len(deps.Deliverers) == 0 {
+		return nil, errors.New("handler deps: Deliverers must name at least one target type")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clockwork.NewRealClock()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NopMetrics{}
+	}
+	h := &Handler{
+		cfg: cfg, deps: deps,
+		log:    deps.Logger.With().Str("component", "handler").Str("owner", cfg.Owner).Logger(),
+		wakeT:  make(chan struct{}, 1),
+		ready:  make(chan throttle.Item, cfg.QueueSize),
+		kick:   make(chan struct{}, 1),
+		stopCh: make(chan struct{}),
+	}
+	empty := map[int]int64{}
+	h.owned.Store(&empty)
+	thr, err := throttle.New(cfg.Throttle, throttle.Deps{
+		Store: deps.Store, Shards: deps.Shards, Clock: deps.Clock, Logger: deps.Logger,
+		Metrics: deps.Metrics, Dispatch: h.dispatch, Reclaimed: deps.Hooks.Reclaimed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.thr = thr
+	return h, nil
+}
+
+// Config returns the validated configuration.
+func (h *Handler) Config() Config { return h.cfg }
+
+// Throttle returns the handler's policy buckets.
+func (h *Handler) Throttle() *throttle.Throttle { return h.thr }
+
+// Released tells the handler that a token of policyID went back (for example
+// by a release call served in this process), so that its bucket, if this
+// instance owns it, hands the token on at once. It never blocks.
+func (h *Handler) Released(policyID string) { h.thr.Released(policyID) }
+
+// Start starts the timer, the prefetch loop, the delivery workers and the
+// periodic jobs (token reclaim, retention). It returns at once.
+func (h *Handler) Start(ctx context.Context) error {
+	h.lifeMu.Lock()
+	defer h.lifeMu.Unlock()
+	if h.started {
+		return nil
+	}
+	if h.stopped {
+		return errors.New("handler: Start after Stop")
+	}
+	base := context.WithoutCancel(ctx)
+	h.workCtx, h.cancel = context.WithCancel(base)
+	if err := h.thr.Start(h.workCtx); err != nil {
+		return err
+	}
+	s, err := gocron.NewScheduler(gocron.WithClock(h.deps.Clock))
+	if err != nil {
+		return fmt.Errorf("handler scheduler: %w", err)
+	}
+	jobs := []struct {
+		every time.Duration
+		name  string
+		run   func(context.Context) error
+	}{
+		{h.cfg.ReclaimInterval, "reclaim", h.Reclaim},
+		{h.cfg.RetentionInterval, "retention", func(ctx context.Context) error { _, err := h.Purge(ctx); return err }},
+	}
+	for _, j := range jobs {
+		_, err := s.NewJob(gocron.DurationJob(j.every), gocron.NewTask(func() {
+			if err := j.run(h.workCtx); err != nil && h.workCtx.Err() == nil {
+				h.log.Warn().Err(err).Str("job", j.name).Msg("periodic job failed")
+			}
+		}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithName(j.name))
+		if err != nil {
+			return fmt.Errorf("handler %s job: %w", j.name, err)
+		}
+	}
+	for range h.cfg.Workers {
+		h.workers.Add(1)
+		go func() {
+			defer h.workers.Done()
+			h.worker()
+		}()
+	}
+	h.loops.Add(2)
+	go func() {
+		defer h.loops.Done()
+		h.timerLoop()
+	}()
+	go func() {
+		defer h.loops.Done()
+		h.prefetchLoop()
+	}()
+	s.Start()
+	h.sched = s
+	h.started = true
+	return nil
+}
+
+// Stop stops taking new work and lets in-flight deliveries finish until ctx
+// ends (then they are cancelled). Events waiting in memory are left as
+// scheduled in the store: the shard's next owner claims them again, because
+// its lease fence is newer; events that already hold a token but were not
+// sent yet are handed back (to pending, token returned). Releasing the shard
+// leases is the runtime's job (lease.Balancer.Stop), after Stop. Safe to call
+// twice or before Start.
+func (h *Handler) Stop(ctx context.Context) {
+	h.lifeMu.Lock()
+	if h.stopped {
+		h.lifeMu.Unlock()
+		return
+	}
+	h.stopped = true
+	started := h.started
+	h.lifeMu.Unlock()
+	if !started {
+		return
+	}
+	close(h.stopCh)
+	if h.sched != nil {
+		_ = h.sched.Shutdown()
+	}
+	stopCancel := context.AfterFunc(ctx, h.cancel)
+	defer stopCancel()
+	h.thr.Stop(ctx)
+	h.loops.Wait()
+	h.workers.Wait()
+	// What is still queued for the workers: throttled events hold a token.
+	var back []throttle.Item
+	for {
+		select {
+		case it := <-h.ready:
+			if it.Policy != nil {
+				back = append(back, it)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	h.handBack(context.WithoutCancel(ctx), back)
+	h.cancel()
+}
+
+// Reclaim takes back timed-out tokens of the owned policies (see
+// throttle.Throttle.Reclaim). It runs every ReclaimInterval.
+func (h *Handler) Reclaim(ctx context.Context) error { return h.thr.Reclaim(ctx) }
+
+// Purge deletes released and cancelled events that finished more than
+// Retention ago. Only the owner of shard 0 does the work, so that instances
+// do not repeat each other's deletes. It runs every RetentionInterval.
+func (h *Handler) Purge(ctx context.Context) (int, error) {
+	if _, ok := h.deps.Shards.Held()[0]; !ok {
+		return 0, nil
+	}
+	before := h.deps.Clock.Now().Add(-h.cfg.Retention)
+	total := 0
+	for range 1000 {
+		n, err := h.deps.Store.EventDeleteFinishedBefore(ctx, before, 1000)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < 1000 {
+			break
+		}
+	}
+	if total > 0 {
+		h.log.Info().Int("events", total).Time("before", before).Msg("deleted finished events past retention")
+	}
+	return total, nil
+}

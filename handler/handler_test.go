@@ -1,0 +1,464 @@
+package handler_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+type receipt struct {
+	msg delivery.Message
+	at  time.Time
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	list []receipt
+}
+
+func (r *recorder) add(m delivery.Message) {
+	r.mu.Lock()
+	r.list = append(r.list, receipt{m, time.Now()})
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []receipt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]receipt(nil), r.list...)
+}
+
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.list)
+}
+
+func fastBackoff(int) time.Duration { return 50 * time.Millisecond }
+
+func TestFiresAtLaunchTime(t *testing.T) {
+	st := openStore(t)
+	rec := &recorder{}
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) })
+	launch := time.Now().Add(500 * time.Millisecond)
+	evs := makeEvents(40, evOpts{schedule: "s1", url: srv.URL, launch: launch, spread: 400 * time.Millisecond})
+	insert(t, st, evs)
+	startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+	waitFor(t, 10*time.Second, "40 deliveries", func() bool { return rec.len() == 40 })
+	byID := map[string]*model.Event{}
+	for _, e := range evs {
+		byID[e.ID] = e
+	}
+	var worst time.Duration
+	for _, r := range rec.all() {
+		e := byID[r.msg.EventID]
+		late := r.at.Sub(e.LaunchAt)
+		if late < 0 {
+			t.Errorf("%s delivered %s before its launch time", e.ID, -late)
+		}
+		worst = max(worst, late)
+		if r.msg.Attempt != 1 || r.msg.Index != e.Index || r.msg.Count != 40 {
+			t.Errorf("message %+v", r.msg)
+		}
+	}
+	t.Logf("worst lateness %s", worst)
+	if worst > 250*time.Millisecond {
+		t.Errorf("worst lateness %s: events are not fired at their launch time", worst)
+	}
+	waitFor(t, 5*time.Second, "all released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+	if e := statusOf(t, st, evs[0].ID); e.FinishedAt == nil || e.DeliveredAt == nil {
+		t.Fatalf("released event lacks FinishedAt/DeliveredAt: %+v", e)
+	}
+}
+
+func TestFakeClockTimer(t *testing.T) {
+	st := openStore(t)
+	rec := &recorder{}
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) })
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 2, 59, 0, 0, time.UTC))
+	launch := clock.Now().Add(10 * time.Second)
+	evs := makeEvents(3, evOpts{schedule: "s1", url: srv.URL, launch: launch})
+	insert(t, st, evs)
+	h := startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1), Clock: clock,
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+	if err := h.Prefetch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Scheduled(); n != 3 {
+		t.Fatalf("%d events in the timer heap, want 3", n)
+	}
+	clock.Advance(9 * time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if rec.len() != 0 {
+		t.Fatal("delivered before the launch time")
+	}
+	clock.Advance(time.Second)
+	waitFor(t, 5*time.Second, "deliveries at launch", func() bool { return rec.len() == 3 })
+}
+
+func TestRetries(t *testing.T) {
+	t.Run("BackoffThenSuccess", func(t *testing.T) {
+		st := openStore(t)
+		var calls atomic.Int64
+		rec := &recorder{}
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			rec.add(m)
+			if calls.Add(1) <= 2 {
+				http.Error(w, "boom", http.StatusInternalServerError)
+			}
+		})
+		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: time.Now(), maxAttempts: 5})
+		insert(t, st, evs)
+		var retried atomic.Int64
+		startHandler(t, handler.Config{Backoff: func(a int) time.Duration { retried.Add(1); return 100 * time.Millisecond }, PrefetchInterval: 50 * time.Millisecond},
+			handler.Deps{Store: st, Shards: allShards(1),
+				Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+		e := statusOf(t, st, evs[0].ID)
+		if e.Attempts != 2 || !strings.Contains(e.LastError, "500") {
+			t.Fatalf("attempts %d lastError %q", e.Attempts, e.LastError)
+		}
+		rs := rec.all()
+		if len(rs) != 3 || rs[2].msg.Attempt != 3 {
+			t.Fatalf("receipts %d, last attempt %d", len(rs), rs[len(rs)-1].msg.Attempt)
+		}
+		if gap := rs[1].at.Sub(rs[0].at); gap < 100*time.Millisecond {
+			t.Fatalf("retry after %s, before the backoff", gap)
+		}
+	})
+
+	t.Run("MaxAttemptsThenDead", func(t *testing.T) {
+		st := openStore(t)
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "nope", http.StatusBadGateway)
+		})
+		evs := makeEvents(3, evOpts{schedule: "s1", url: srv.URL, launch: time.Now(), maxAttempts: 3})
+		insert(t, st, evs)
+		startHandler(t, handler.Config{Backoff: fastBackoff, PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "dead", func() bool { return allIn(t, st, evs, model.EventDead) })
+		e := statusOf(t, st, evs[0].ID)
+		if e.Attempts != 3 || e.FinishedAt == nil || !strings.Contains(e.LastError, "502") {
+			t.Fatalf("dead event: attempts %d lastError %q", e.Attempts, e.LastError)
+		}
+	})
+
+	t.Run("RetryAfterIsHonouredAndNotCounted", func(t *testing.T) {
+		st := openStore(t)
+		rec := &recorder{}
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			rec.add(m)
+			if rec.len() <= 2 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader([]int{http.StatusTooManyRequests, http.StatusServiceUnavailable}[rec.len()-1])
+			}
+		})
+		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: time.Now(), maxAttempts: 1})
+		insert(t, st, evs)
+		startHandler(t, handler.Config{Backoff: fastBackoff, PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		// maxAttempts 1: a counted failure would make it dead.
+		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+		rs := rec.all()
+		if len(rs) != 3 {
+			t.Fatalf("%d receipts, want 3", len(rs))
+		}
+		for i := 1; i < 3; i++ {
+			if gap := rs[i].at.Sub(rs[i-1].at); gap < time.Second {
+				t.Fatalf("attempt %d came %s after a Retry-After of 1s", i+1, gap)
+			}
+			if rs[i].msg.Attempt != 1 {
+				t.Fatalf("attempt number %d, want 1 (Retry-After is not a failure)", rs[i].msg.Attempt)
+			}
+		}
+		if e := statusOf(t, st, evs[0].ID); e.Attempts != 0 {
+			t.Fatalf("Attempts = %d, want 0", e.Attempts)
+		}
+	})
+
+	t.Run("PermanentErrorIsDeadAtOnce", func(t *testing.T) {
+		st := openStore(t)
+		evs := makeEvents(2, evOpts{schedule: "s1", url: "ftp://127.0.0.1/x", launch: time.Now(), maxAttempts: 10})
+		insert(t, st, evs)
+		startHandler(t, handler.Config{Backoff: fastBackoff}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "dead", func() bool { return allIn(t, st, evs, model.EventDead) })
+		if e := statusOf(t, st, evs[0].ID); e.Attempts != 1 {
+			t.Fatalf("Attempts = %d", e.Attempts)
+		}
+	})
+
+	t.Run("UnknownTargetTypeIsDead", func(t *testing.T) {
+		st := openStore(t)
+		evs := makeEvents(1, evOpts{schedule: "s1", launch: time.Now()})
+		evs[0].Target = model.Target{Type: model.TargetSQS, QueueURL: "http://127.0.0.1:1/q"}
+		insert(t, st, evs)
+		startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "dead", func() bool { return allIn(t, st, evs, model.EventDead) })
+	})
+}
+
+func TestThrottled(t *testing.T) {
+	t.Run("ManualReleaseKeepsBound", func(t *testing.T) {
+		st := openStore(t)
+		createPolicy(t, st, &model.Policy{ID: "pol", MaxInFlight: 2, TokenTimeout: time.Minute})
+		var mu sync.Mutex
+		held, maxHeld := 0, 0
+		var h *handler.Handler
+		var wg sync.WaitGroup
+		t.Cleanup(wg.Wait)
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			held++
+			maxHeld = max(maxHeld, held)
+			mu.Unlock()
+			wg.Go(func() {
+				time.Sleep(30 * time.Millisecond)
+				mu.Lock()
+				held--
+				mu.Unlock()
+				e, err := st.EventGetByID(context.Background(), m.EventID)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := throttle.Release(context.Background(), st, e, time.Now()); err != nil {
+					t.Error(err)
+				}
+				h.Released("pol")
+			})
+		})
+		evs := makeEvents(20, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
+		insert(t, st, evs)
+		h = startHandler(t, handler.Config{Throttle: throttle.Config{PollInterval: time.Hour}}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 20*time.Second, "all released", func() bool {
+			p, _ := st.PolicyGetByID(context.Background(), "pol")
+			return allIn(t, st, evs, model.EventReleased) && p.InUse == 0
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if maxHeld > 2 {
+			t.Fatalf("consumer held %d tokens at once, max 2", maxHeld)
+		}
+		if maxHeld < 2 {
+			t.Fatalf("consumer never held 2 tokens (max %d): the bucket is not using its tokens", maxHeld)
+		}
+	})
+
+	t.Run("AutoReleaseNeedsNoReleaseCall", func(t *testing.T) {
+		st := openStore(t)
+		createPolicy(t, st, &model.Policy{ID: "auto", MaxInFlight: 1, AutoRelease: true, TokenTimeout: time.Minute})
+		var inFlight, maxIn atomic.Int64
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			n := inFlight.Add(1)
+			if n > maxIn.Load() {
+				maxIn.Store(n)
+			}
+			time.Sleep(5 * time.Millisecond)
+			inFlight.Add(-1)
+		})
+		evs := makeEvents(10, evOpts{schedule: "s1", policy: "auto", url: srv.URL, launch: time.Now()})
+		insert(t, st, evs)
+		startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "all released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+		if maxIn.Load() != 1 {
+			t.Fatalf("%d deliveries in flight at once, max 1", maxIn.Load())
+		}
+	})
+
+	t.Run("TimedOutTokensAreReclaimedAndCounted", func(t *testing.T) {
+		st := openStore(t)
+		createPolicy(t, st, &model.Policy{ID: "slow", MaxInFlight: 2, TokenTimeout: 200 * time.Millisecond})
+		rec := &recorder{}
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) }) // never releases
+		evs := makeEvents(4, evOpts{schedule: "s1", policy: "slow", url: srv.URL, launch: time.Now()})
+		insert(t, st, evs)
+		var reclaimed atomic.Int64
+		startHandler(t, handler.Config{ReclaimInterval: 100 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)},
+			Hooks:      handler.Hooks{Reclaimed: func(evs []*model.Event) { reclaimed.Add(int64(len(evs))) }}})
+		waitFor(t, 10*time.Second, "all released by timeout", func() bool {
+			p, _ := st.PolicyGetByID(context.Background(), "slow")
+			return allIn(t, st, evs, model.EventReleased) && p.TimedOut == 4
+		})
+		p, _ := st.PolicyGetByID(context.Background(), "slow")
+		if p.TimedOut != 4 || p.InUse != 0 || reclaimed.Load() != 4 {
+			t.Fatalf("TimedOut %d InUse %d reclaimed %d", p.TimedOut, p.InUse, reclaimed.Load())
+		}
+		if e := statusOf(t, st, evs[0].ID); !e.TokenTimedOut {
+			t.Fatal("TokenTimedOut not set")
+		}
+		if rec.len() != 4 {
+			t.Fatalf("%d deliveries, want 4", rec.len())
+		}
+	})
+
+	t.Run("ExtendKeepsTheToken", func(t *testing.T) {
+		st := openStore(t)
+		createPolicy(t, st, &model.Policy{ID: "ext", MaxInFlight: 1, TokenTimeout: 300 * time.Millisecond})
+		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+			go func() {
+				// Heartbeat: extend twice, then release.
+				for range 2 {
+					time.Sleep(200 * time.Millisecond)
+					e, _ := st.EventGetByID(context.Background(), m.EventID)
+					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond)); err != nil {
+						t.Errorf("extend: %v", err)
+					}
+				}
+				e, _ := st.EventGetByID(context.Background(), m.EventID)
+				if ok, err := throttle.Release(context.Background(), st, e, time.Now()); !ok || err != nil {
+					t.Errorf("release after extend = %v, %v", ok, err)
+				}
+			}()
+		})
+		evs := makeEvents(1, evOpts{schedule: "s1", policy: "ext", url: srv.URL, launch: time.Now()})
+		insert(t, st, evs)
+		startHandler(t, handler.Config{ReclaimInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+		p, _ := st.PolicyGetByID(context.Background(), "ext")
+		if e := statusOf(t, st, evs[0].ID); e.TokenTimedOut || p.TimedOut != 0 {
+			t.Fatalf("an extended token timed out (TimedOut %d)", p.TimedOut)
+		}
+	})
+}
+
+func TestShardLost(t *testing.T) {
+	st := openStore(t)
+	rec := &recorder{}
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) })
+	evs := makeEvents(10, evOpts{schedule: "s1", url: srv.URL, launch: time.Now().Add(time.Second)})
+	insert(t, st, evs)
+	sh := allShards(1)
+	h := startHandler(t, handler.Config{PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: sh,
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+	waitFor(t, 2*time.Second, "claimed", func() bool { return h.Scheduled() == 10 })
+	sh.set(0)
+	waitFor(t, 2*time.Second, "dropped", func() bool { return h.Scheduled() == 0 })
+	time.Sleep(1200 * time.Millisecond)
+	if rec.len() != 0 {
+		t.Fatalf("%d events delivered for a shard no longer owned", rec.len())
+	}
+	// The shard comes back under a newer fence: the events are claimed again.
+	sh.set(2)
+	waitFor(t, 5*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+	if rec.len() != 10 {
+		t.Fatalf("%d deliveries, want 10", rec.len())
+	}
+}
+
+func TestRetention(t *testing.T) {
+	st := openStore(t)
+	now := time.Now()
+	old, recent := now.Add(-3*time.Hour), now.Add(-time.Minute)
+	evs := makeEvents(6, evOpts{schedule: "s1", url: "http://127.0.0.1:1", launch: now.Add(-4 * time.Hour)})
+	for i, e := range evs {
+		switch i {
+		case 0, 1:
+			e.Status, e.FinishedAt = model.EventReleased, &old
+		case 2:
+			e.Status, e.FinishedAt = model.EventCancelled, &old
+		case 3:
+			e.Status, e.FinishedAt = model.EventReleased, &recent
+		case 4:
+			e.Status, e.FinishedAt = model.EventDead, &old // dead letters stay for redrive
+		case 5:
+			e.Status = model.EventDelivered
+		}
+	}
+	insert(t, st, evs)
+	h, err := handler.New(handler.Config{Shards: testShards, Retention: time.Hour}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.Purge(context.Background())
+	if err != nil || n != 3 {
+		t.Fatalf("Purge = %d, %v; want 3", n, err)
+	}
+	for i, e := range evs {
+		_, err := st.EventGetByID(context.Background(), e.ID)
+		gone := errors.Is(err, model.ErrNotFound)
+		if gone != (i <= 2) {
+			t.Errorf("event %d (%s): gone=%v", i, e.Status, gone)
+		}
+	}
+	// Only the owner of shard 0 purges.
+	h2, _ := handler.New(handler.Config{Shards: testShards, Retention: time.Nanosecond}, handler.Deps{Store: st, Shards: allShards(0),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}})
+	if n, _ := h2.Purge(context.Background()); n != 0 {
+		t.Fatalf("an instance without shard 0 purged %d", n)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	deps := handler.Deps{Store: nil}
+	if _, err := handler.New(handler.Config{}, deps); err == nil || !strings.Contains(err.Error(), "Store") {
+		t.Fatalf("missing store: %v", err)
+	}
+	st := openStore(t)
+	deps = handler.Deps{Store: st, Shards: allShards(1), Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}}
+	for _, tc := range []struct {
+		field string
+		cfg   handler.Config
+	}{
+		{"Horizon", handler.Config{Horizon: -time.Second}},
+		{"MaxBatch", handler.Config{MaxBatch: -1}},
+		{"Workers", handler.Config{Workers: -2}},
+		{"Retention", handler.Config{Retention: -time.Hour}},
+		{"PrefetchInterval", handler.Config{Horizon: time.Second, PrefetchInterval: time.Minute}},
+		{"PollInterval", handler.Config{Throttle: throttle.Config{PollInterval: -1}}},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			_, err := handler.New(tc.cfg, deps)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("error %v does not name %s", err, tc.field)
+			}
+		})
+	}
+	h, err := handler.New(handler.Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.Config()
+	if c.Shards != 16 || c.Horizon != 30*time.Second || c.Retention != 24*time.Hour || c.DefaultMaxAttempts != 25 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	// Stop before Start, and twice, is safe.
+	h.Stop(context.Background())
+	h.Stop(context.Background())
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		attempts int
+		base     time.Duration
+	}{{1, 6 * time.Second}, {2, 21 * time.Second}, {3, 86 * time.Second}, {5, 630 * time.Second}} {
+		for range 20 {
+			d := handler.DefaultBackoff(tc.attempts)
+			if d < tc.base || d > tc.base+tc.base/10 {
+				t.Fatalf("DefaultBackoff(%d) = %s, want %s plus up to 10%%", tc.attempts, d, tc.base)
+			}
+		}
+	}
+	if d := handler.DefaultBackoff(1_000_000); d <= 0 {
+		t.Fatalf("overflow: %s", d)
+	}
+}

@@ -1,0 +1,274 @@
+package handler
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+// itemHeap is a min-heap of scheduled events by LaunchAt.
+type itemHeap []throttle.Item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].Event.LaunchAt.Before(h[j].Event.LaunchAt) }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.(throttle.Item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = throttle.Item{}
+	*h = old[:n-1]
+	return it
+}
+
+// schedule puts claimed events into the timer heap.
+func (h *Handler) schedule(items []throttle.Item) {
+	if len(items) == 0 {
+		return
+	}
+	h.mu.Lock()
+	var head time.Time
+	if len(h.heap) > 0 {
+		head = h.heap[0].Event.LaunchAt
+	}
+	for _, it := range items {
+		heap.Push(&h.heap, it)
+	}
+	newHead := head.IsZero() || h.heap[0].Event.LaunchAt.Before(head)
+	h.mu.Unlock()
+	if newHead {
+		select {
+		case h.wakeT <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Scheduled returns how many events wait in the timer heap.
+func (h *Handler) Scheduled() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.heap)
+}
+
+// timerLoop sleeps until the earliest launch time, then hands every due
+// event on: unthrottled ones to the workers, throttled ones to their bucket.
+func (h *Handler) timerLoop() {
+	clock := h.deps.Clock
+	timer := clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	due := make([]throttle.Item, 0, h.cfg.MaxBatch)
+	for {
+		now := clock.Now()
+		due = due[:0]
+		wait := time.Hour
+		h.mu.Lock()
+		for len(h.heap) > 0 && len(due) < h.cfg.MaxBatch {
+			if d := h.heap[0].Event.LaunchAt.Sub(now); d > 0 {
+				wait = d
+				break
+			}
+			due = append(due, heap.Pop(&h.heap).(throttle.Item))
+		}
+		h.mu.Unlock()
+		if len(due) > 0 {
+			if !h.launch(due) {
+				return
+			}
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.stopCh:
+			return
+		case <-timer.Chan():
+		case <-h.wakeT:
+			timer.Stop()
+		}
+	}
+}
+
+// launch routes due events; false when the handler is stopping.
+func (h *Handler) launch(due []throttle.Item) bool {
+	owned := *h.owned.Load()
+	var throttled []throttle.Item
+	for _, it := range due {
+		if f, ok := owned[it.Shard]; !ok || f != it.Fence {
+			continue // shard lost: its next owner claims the event again
+		}
+		if it.Event.PolicyID != "" {
+			throttled = append(throttled, it)
+			continue
+		}
+		select {
+		case h.ready <- it:
+		case <-h.stopCh:
+			return false
+		}
+	}
+	if len(throttled) > 0 {
+		h.thr.Enqueue(throttled...)
+	}
+	return true
+}
+
+// dispatch receives throttled events that now hold a token.
+func (h *Handler) dispatch(items []throttle.Item) {
+	for i, it := range items {
+		select {
+		case h.ready <- it:
+		case <-h.stopCh:
+			h.handBack(context.WithoutCancel(h.workCtx), items[i:])
+			return
+		}
+	}
+}
+
+// handBack returns events that hold a token but were not sent to pending
+// and gives their tokens back.
+func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
+	if len(items) == 0 {
+		return
+	}
+	now := h.deps.Clock.Now()
+	ts := make([]store.EventTransition, len(items))
+	for i, it := range items {
+		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventDelivering, Fence: it.Fence,
+			To: model.EventPending, ClearToken: true, At: now}
+	}
+	res, err := h.deps.Store.EventTransition(ctx, ts)
+	if err != nil {
+		// They keep their tokens until the tokens time out; the reclaim
+		// then makes them retrying.
+		h.log.Warn().Err(err).Int("events", len(items)).Msg("handing back events failed")
+		return
+	}
+	back := map[string]int{}
+	for i, it := range items {
+		if res[i] == nil {
+			back[it.Event.PolicyID]++
+		}
+	}
+	for pid, n := range back {
+		if err := h.thr.ReturnTokens(ctx, pid, n); err != nil {
+			h.log.Warn().Err(err).Str("policy", pid).Msg("returning tokens failed")
+		}
+	}
+}
+
+// prefetchLoop claims due events every PrefetchInterval, at once when the
+// held shards change, and again at once while claims come back full.
+func (h *Handler) prefetchLoop() {
+	clock := h.deps.Clock
+	ticker := clock.NewTicker(h.cfg.PrefetchInterval)
+	defer ticker.Stop()
+	for {
+		more, err := h.prefetch(h.workCtx)
+		if err != nil && h.workCtx.Err() == nil {
+			h.log.Warn().Err(err).Msg("prefetch failed")
+		}
+		if more {
+			select {
+			case <-h.stopCh:
+				return
+			default:
+			}
+			continue
+		}
+		select {
+		case <-h.stopCh:
+			return
+		case <-ticker.Chan():
+		case <-h.deps.Shards.Changed():
+		case <-h.kick:
+		}
+	}
+}
+
+// Prefetch runs one prefetch pass now: it picks up lease changes and claims
+// the owned shards' events due within Horizon.
+func (h *Handler) Prefetch(ctx context.Context) error {
+	for {
+		more, err := h.prefetch(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// prefetch claims one batch per owned shard; more reports that some shard
+// returned a full batch (and memory allows another pass).
+func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
+	held := h.deps.Shards.Held()
+	h.syncShards(held)
+	dueBefore := h.deps.Clock.Now().Add(h.cfg.Horizon)
+	for shard, fence := range held {
+		if h.Scheduled()+h.thr.WaitingAll() >= h.cfg.MaxScheduled {
+			return false, nil
+		}
+		if !h.deps.Shards.Owns(shard, fence) {
+			continue
+		}
+		evs, cerr := h.deps.Store.EventClaimDue(ctx, &store.EventClaimParams{
+			Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: h.cfg.MaxBatch})
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		items := make([]throttle.Item, len(evs))
+		for i, e := range evs {
+			e.Status, e.Fence = model.EventScheduled, fence
+			items[i] = throttle.Item{Event: e, Shard: shard, Fence: fence}
+		}
+		h.schedule(items)
+		if len(evs) >= h.cfg.MaxBatch {
+			more = true
+		}
+	}
+	return more, err
+}
+
+// syncShards records the held shards; events of shards no longer held (or
+// held under another fence) are dropped from memory.
+func (h *Handler) syncShards(held map[int]int64) {
+	old := *h.owned.Load()
+	same := len(old) == len(held)
+	if same {
+		for s, f := range held {
+			if of, ok := old[s]; !ok || of != f {
+				same = false
+				break
+			}
+		}
+	}
+	if same {
+		return
+	}
+	cp := make(map[int]int64, len(held))
+	for s, f := range held {
+		cp[s] = f
+	}
+	h.owned.Store(&cp)
+	h.thr.SyncShards(cp)
+	h.mu.Lock()
+	kept := h.heap[:0]
+	for _, it := range h.heap {
+		if f, ok := cp[it.Shard]; ok && f == it.Fence {
+			kept = append(kept, it)
+		}
+	}
+	clear(h.heap[len(kept):])
+	h.heap = kept
+	heap.Init(&h.heap)
+	h.mu.Unlock()
+	h.log.Info().Int("shards", len(cp)).Msg("owned shards changed")
+	select {
+	case h.wakeT <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,188 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/lease"
+	"github.com/schedulerd/schedulerd/store/embedded"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func openStore(t *testing.T) *embedded.Store {
+	t.Helper()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newBalancers(t *testing.T, st lease.Store, clk *fakeClock, n, units int) []*lease.Balancer {
+	t.Helper()
+	var out []*lease.Balancer
+	for i := 0; i < n; i++ {
+		b, err := lease.New(lease.Config{Group: "g", Units: units, Owner: fmt.Sprintf("inst-%d", i), TTL: 15 * time.Second, Clock: clk.Now}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func tickAll(t *testing.T, ctx context.Context, bs []*lease.Balancer, rounds int) {
+	t.Helper()
+	for r := 0; r < rounds; r++ {
+		for _, b := range bs {
+			if err := b.Tick(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkPartition asserts that the balancers hold disjoint unit sets that
+// together cover every unit, each within its fair share.
+func checkPartition(t *testing.T, bs []*lease.Balancer, units int) {
+	t.Helper()
+	owner := map[int]int{}
+	share := (units + len(bs) - 1) / len(bs)
+	for i, b := range bs {
+		held := b.Held()
+		if len(held) > share {
+			t.Errorf("balancer %d holds %d units, fair share is %d", i, len(held), share)
+		}
+		for u := range held {
+			if j, dup := owner[u]; dup {
+				t.Errorf("unit %d held by %d and %d", u, j, i)
+			}
+			owner[u] = i
+		}
+	}
+	if len(owner) != units {
+		t.Errorf("%d of %d units held", len(owner), units)
+	}
+}
+
+func TestBalancer(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("SpreadsUnitsFairlyAndDisjointly", func(t *testing.T) {
+		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		bs := newBalancers(t, openStore(t), clk, 3, 16)
+		tickAll(t, ctx, bs, 3)
+		checkPartition(t, bs, 16)
+	})
+
+	t.Run("DeadInstanceUnitsTakenAfterTTLWithNewFences", func(t *testing.T) {
+		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		bs := newBalancers(t, openStore(t), clk, 3, 12)
+		tickAll(t, ctx, bs, 3)
+		checkPartition(t, bs, 12)
+		dead := bs[2].Held()
+		if len(dead) == 0 {
+			t.Fatal("third balancer holds nothing")
+		}
+		// The third instance stops ticking (crash). Before the TTL runs out
+		// its units stay its own.
+		clk.Advance(10 * time.Second)
+		tickAll(t, ctx, bs[:2], 1)
+		for u := range dead {
+			for _, b := range bs[:2] {
+				if _, ok := b.Held()[u]; ok {
+					t.Fatalf("unit %d taken before the dead owner's lease expired", u)
+				}
+			}
+		}
+		clk.Advance(6 * time.Second)
+		tickAll(t, ctx, bs[:2], 2)
+		checkPartition(t, bs[:2], 12)
+		for u, oldFence := range dead {
+			for _, b := range bs[:2] {
+				if f, ok := b.Held()[u]; ok && f <= oldFence {
+					t.Errorf("unit %d taken over with fence %d, not above the old %d", u, f, oldFence)
+				}
+			}
+		}
+		for u, f := range dead {
+			// Owns checks expiry by the clock: the dead owner's leases
+			// have expired, so it must not act on them any more.
+			if bs[2].Owns(u, f) {
+				t.Errorf("dead balancer still claims unit %d", u)
+			}
+		}
+	})
+
+	t.Run("StopHandsUnitsOverAtOnce", func(t *testing.T) {
+		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		bs := newBalancers(t, openStore(t), clk, 2, 8)
+		tickAll(t, ctx, bs, 3)
+		checkPartition(t, bs, 8)
+		bs[1].Stop(ctx)
+		if n := len(bs[1].Held()); n != 0 {
+			t.Fatalf("stopped balancer still holds %d units", n)
+		}
+		// No clock advance: released leases are free at once, and the
+		// stopped member no longer counts.
+		tickAll(t, ctx, bs[:1], 1)
+		checkPartition(t, bs[:1], 8)
+	})
+
+	t.Run("RestartWithSameOwnerGetsNewFences", func(t *testing.T) {
+		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		st := openStore(t)
+		first := newBalancers(t, st, clk, 1, 4)[0]
+		tickAll(t, ctx, []*lease.Balancer{first}, 1)
+		before := first.Held()
+		// A new process with the same owner name (embedded store, fixed
+		// instance id) must not inherit the old fences.
+		second := newBalancers(t, st, clk, 1, 4)[0]
+		if err := second.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer second.Stop(ctx)
+		after := second.Held()
+		if len(after) != 4 {
+			t.Fatalf("restarted balancer holds %d of 4 units", len(after))
+		}
+		for u, f := range after {
+			if f <= before[u] {
+				t.Errorf("unit %d: fence %d after restart, not above %d", u, f, before[u])
+			}
+		}
+	})
+
+	t.Run("RejectsBadConfig", func(t *testing.T) {
+		for name, cfg := range map[string]lease.Config{
+			"NoGroup":    {Units: 1, Owner: "a"},
+			"NoUnits":    {Group: "g", Owner: "a"},
+			"NoOwner":    {Group: "g", Units: 1},
+			"LongInterv": {Group: "g", Units: 1, Owner: "a", TTL: time.Second, Interval: 2 * time.Second},
+		} {
+			if _, err := lease.New(cfg, openStore(t)); err == nil {
+				t.Errorf("%s: no error", name)
+			}
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package master
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/cron"
+)
+
+// Config configures the master. Zero values of the limits take the defaults
+// listed on each field; New validates the result and names the bad field.
+type Config struct {
+	// AdminKey is the one key that may call the /v1/tenants operations.
+	// Empty disables the admin API (every admin call answers 401). When set it
+	// must be at least 16 characters long.
+	AdminKey string
+	// Partitions is the number of emitter partitions (model.PartitionOf).
+	// Required; it must match the emitter's configuration.
+	Partitions int
+
+	// MaxPayloadBytes limits a schedule's payload (default 256 KiB).
+	MaxPayloadBytes int
+	// MaxEventCount limits a schedule's eventCount (default 1,000,000).
+	MaxEventCount int
+	// MaxNameLen limits names of schedules, policies and tenants, in
+	// characters (default 200).
+	MaxNameLen int
+	// MaxChildren limits the children of one schedule (default
+	// cron.MaxChildren).
+	MaxChildren int
+	// MaxBodyBytes limits request bodies; larger ones answer 413 before they
+	// are read whole (default 1 MiB; at least MaxPayloadBytes + 4 KiB).
+	MaxBodyBytes int64
+	// MaxWindow limits a schedule's batch window (default 24h).
+	MaxWindow time.Duration
+	// MaxTokenTimeout limits a policy's tokenTimeout and an extend call's
+	// extendBy (default 24h).
+	MaxTokenTimeout time.Duration
+	// DefaultTokenTimeout is a new policy's tokenTimeout when none is given
+	// (default 15m).
+	DefaultTokenTimeout time.Duration
+	// DefaultMaxAttempts is a new schedule's maxAttempts when none is given
+	// (default 5).
+	DefaultMaxAttempts int
+
+	// RateLimit limits requests per tenant (and for the admin key).
+	RateLimit RateLimit
+
+	// PreviewDefault is the number of fire times a preview returns without
+	// ?count (default 10). PreviewMax is the largest count (default 1000).
+	PreviewDefault int
+	PreviewMax     int
+	// PageDefault is the page size of list calls without ?limit (default 100).
+	PageDefault int
+	// IdempotencyWait is how long a create that collides with a concurrent
+	// request carrying the same Idempotency-Key waits for the first one's
+	// answer (default 5s).
+	IdempotencyWait time.Duration
+}
+
+// RateLimit is a token bucket per tenant: PerSecond requests per second on
+// average with bursts of Burst. PerSecond 0 turns the limit off.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Default limits.
+const (
+	DefaultMaxPayloadBytes = 256 << 10
+	DefaultMaxEventCount   = 1_000_000
+	DefaultMaxNameLen      = 200
+	DefaultMaxBodyBytes    = 1 << 20
+
+	// MinPriority and MaxPriority bound a schedule's priority.
+	MinPriority = -1000
+	MaxPriority = 1000
+	// MaxAttemptsLimit bounds a schedule's maxAttempts (also in openapi.yaml).
+	MaxAttemptsLimit = 100
+)
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	def(&c.MaxEventCount, DefaultMaxEventCount)
+	def(&c.MaxNameLen, DefaultMaxNameLen)
+	def(&c.MaxChildren, cron.MaxChildren)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+		if min := int64(c.MaxPayloadBytes) + 64<<10; c.MaxBodyBytes < min {
+			c.MaxBodyBytes = min
+		}
+	}
+	defDur(&c.MaxWindow, 24*time.Hour)
+	defDur(&c.MaxTokenTimeout, 24*time.Hour)
+	defDur(&c.DefaultTokenTimeout, 15*time.Minute)
+	def(&c.DefaultMaxAttempts, 5)
+	def(&c.PreviewDefault, 10)
+	def(&c.PreviewMax, 1000)
+	def(&c.PageDefault, 100)
+	defDur(&c.IdempotencyWait, 5*time.Second)
+}
+
+// validate checks c after defaults were applied; the error names the field.
+func (c *Config) validate() error {
+	switch {
+	case c.AdminKey != "" && len(c.AdminKey) < 16:
+		return fmt.Errorf("master: Config.AdminKey must be at least 16 characters")
+	case c.Partitions < 1:
+		return fmt.Errorf("master: Config.Partitions must be at least 1, got %d", c.Partitions)
+	case c.MaxPayloadBytes < 0:
+		return fmt.Errorf("master: Config.MaxPayloadBytes must not be negative")
+	case c.MaxEventCount < 0:
+		return fmt.Errorf("master: Config.MaxEventCount must not be negative")
+	case c.MaxNameLen < 0:
+		return fmt.Errorf("master: Config.MaxNameLen must not be negative")
+	case c.MaxChildren < 0:
+		return fmt.Errorf("master: Config.MaxChildren must not be negative")
+	case c.MaxBodyBytes < int64(c.MaxPayloadBytes)+4<<10:
+		return fmt.Errorf("master: Config.MaxBodyBytes (%d) must be at least MaxPayloadBytes + 4 KiB (%d)", c.MaxBodyBytes, c.MaxPayloadBytes+4<<10)
+	case c.MaxWindow < 0:
+		return fmt.Errorf("master: Config.MaxWindow must not be negative")
+	case c.MaxTokenTimeout < 0:
+		return fmt.Errorf("master: Config.MaxTokenTimeout must not be negative")
+	case c.DefaultTokenTimeout < 0 || c.DefaultTokenTimeout > c.MaxTokenTimeout:
+		return fmt.Errorf("master: Config.DefaultTokenTimeout must be between 0 and MaxTokenTimeout")
+	case c.DefaultMaxAttempts < 0 || c.DefaultMaxAttempts > MaxAttemptsLimit:
+		return fmt.Errorf("master: Config.DefaultMaxAttempts must be between 1 and %d", MaxAttemptsLimit)
+	case c.RateLimit.PerSecond < 0:
+		return fmt.Errorf("master: Config.RateLimit.PerSecond must not be negative")
+	case c.RateLimit.PerSecond > 0 && c.RateLimit.Burst < 1:
+		return fmt.Errorf("master: Config.RateLimit.Burst must be at least 1 when RateLimit.PerSecond is set")
+	case c.PreviewMax < 1 || c.PreviewMax > 1000:
+		return fmt.Errorf("master: Config.PreviewMax must be between 1 and 1000")
+	case c.PreviewDefault < 1 || c.PreviewDefault > c.PreviewMax:
+		return fmt.Errorf("master: Config.PreviewDefault must be between 1 and PreviewMax")
+	case c.PageDefault < 1 || c.PageDefault > 1000:
+		return fmt.Errorf("master: Config.PageDefault must be between 1 and 1000")
+	case c.IdempotencyWait < 0:
+		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
+	}
+	return nil
+}

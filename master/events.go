@@ -1,0 +1,355 @@
+package master
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// casRetries bounds how often a handler re-reads an event after losing a
+// compare-and-set to a concurrent change.
+const casRetries = 8
+
+// ListEvents implements GET /v1/events.
+func (s *Server) ListEvents(c echo.Context, params api.ListEventsParams) error {
+	after, err := decodeCursor(params.Cursor)
+	if err != nil {
+		return err
+	}
+	limit := s.pageSize(params.Limit)
+	p := &store.EventListParams{
+		TenantID:   callerOf(c).tenantID,
+		ScheduleID: deref(params.ScheduleId, ""),
+		FireID:     deref(params.FireId, ""),
+		After:      after,
+		Limit:      min(limit+1, 1000),
+	}
+	if params.Status != nil {
+		p.Status = model.EventStatus(*params.Status)
+	}
+	if params.From != nil {
+		p.From = params.From.UTC()
+	}
+	if params.To != nil {
+		p.To = params.To.UTC()
+	}
+	if params.From != nil && params.To != nil && !p.To.After(p.From) {
+		return invalid("to", "must be after from")
+	}
+	items, err := s.store.EventList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	out := api.EventList{Items: make([]api.Event, 0, min(len(items), limit))}
+	for i, e := range items {
+		if i == limit {
+			break
+		}
+		out.Items = append(out.Items, eventOut(e))
+	}
+	if len(items) > limit || (len(items) == limit && p.Limit == limit) {
+		out.NextCursor = encodeCursor(items[limit-1].ID)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// GetEvent implements GET /v1/events/{id}.
+func (s *Server) GetEvent(c echo.Context, id api.ID) error {
+	e, err := s.store.EventGet(c.Request().Context(), callerOf(c).tenantID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, eventOut(e))
+}
+
+// eventByToken returns the event if token is its release token. An unknown
+// event and a wrong token are the same 404.
+func (s *Server) eventByToken(ctx context.Context, id, token string) (*model.Event, error) {
+	e, err := s.store.EventGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if e.ReleaseToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(e.ReleaseToken)) != 1 {
+		return nil, notFound()
+	}
+	return e, nil
+}
+
+// ReleaseEvent implements POST /v1/events/{id}/release. It is authorised by
+// the release token and idempotent: the policy gets the token back exactly
+// once, from the call whose compare-and-set moved the event to released.
+func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
+	var in api.ReleaseRequest
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	e, err := s.eventByToken(ctx, id, in.Token)
+	if err != nil {
+		return err
+	}
+	for range casRetries {
+		if e.Status.Finished() {
+			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
+		}
+		if !e.Status.HoldsToken() {
+			return conflict("the event is " + string(e.Status) + " and holds no token")
+		}
+		now := s.now().UTC()
+		errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
+			ID: e.ID, From: e.Status, To: model.EventReleased,
+			FinishedAt: &now, ClearToken: true, At: now,
+		}})
+		if err != nil {
+			return err
+		}
+		switch {
+		case errs[0] == nil:
+			if e.PolicyID != "" {
+				if err := s.store.PolicyReleaseTokens(ctx, e.PolicyID, 1, 0); err != nil {
+					// The event is released; the bucket owner's reconciliation
+					// (counting token-holding events) repairs InUse.
+					s.log.Error().Err(err).Str("event", e.ID).Str("policy", e.PolicyID).Msg("giving the token back failed")
+				}
+			}
+			e.Status, e.FinishedAt, e.TokenExpiresAt, e.UpdatedAt = model.EventReleased, &now, nil, now
+			if s.release != nil {
+				s.release(e)
+			}
+			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.Released})
+		case errors.Is(errs[0], model.ErrConflict):
+			if e, err = s.store.EventGetByID(ctx, id); err != nil {
+				return err
+			}
+		default:
+			return errs[0]
+		}
+	}
+	return conflict("the event keeps changing; retry")
+}
+
+// ExtendEvent implements POST /v1/events/{id}/extend.
+func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
+	var in api.ExtendRequest
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	e, err := s.eventByToken(ctx, id, in.Token)
+	if err != nil {
+		return err
+	}
+	by := s.cfg.DefaultTokenTimeout
+	if in.ExtendBy != nil {
+		var fe fieldErrors
+		by = s.parseTimeout(&fe, "extendBy", *in.ExtendBy)
+		if err := fe.err(); err != nil {
+			return err
+		}
+	} else if e.PolicyID != "" {
+		p, err := s.store.PolicyGet(ctx, e.TenantID, e.PolicyID)
+		switch {
+		case err == nil:
+			by = p.TokenTimeout
+		case !errors.Is(err, model.ErrNotFound):
+			return err
+		}
+	}
+	for range casRetries {
+		if !e.Status.HoldsToken() {
+			return conflict("the event is " + string(e.Status) + " and holds no token")
+		}
+		now := s.now().UTC()
+		base := now
+		if e.TokenExpiresAt != nil && e.TokenExpiresAt.After(now) {
+			base = e.TokenExpiresAt.UTC()
+		}
+		until := base.Add(by)
+		if limit := now.Add(s.cfg.MaxTokenTimeout); until.After(limit) {
+			until = limit
+		}
+		errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
+			ID: e.ID, From: e.Status, To: e.Status, TokenExpiresAt: &until, At: now,
+		}})
+		if err != nil {
+			return err
+		}
+		switch {
+		case errs[0] == nil:
+			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status), TokenExpiresAt: &until})
+		case errors.Is(errs[0], model.ErrConflict):
+			if e, err = s.store.EventGetByID(ctx, id); err != nil {
+				return err
+			}
+		default:
+			return errs[0]
+		}
+	}
+	return conflict("the event keeps changing; retry")
+}
+
+// RedriveEvent implements POST /v1/events/{id}/redrive.
+func (s *Server) RedriveEvent(c echo.Context, id api.ID) error {
+	ctx := c.Request().Context()
+	tenant := callerOf(c).tenantID
+	e, err := s.store.EventGet(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if e.Status != model.EventDead {
+		return conflict("only dead events can be redriven; this one is " + string(e.Status))
+	}
+	now := s.now().UTC()
+	errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
+		ID: e.ID, From: model.EventDead, To: model.EventPending,
+		LaunchAt: now, ResetAttempts: true, At: now,
+	}})
+	if err != nil {
+		return err
+	}
+	if errs[0] != nil {
+		if errors.Is(errs[0], model.ErrConflict) {
+			return conflict("the event changed meanwhile")
+		}
+		return errs[0]
+	}
+	if e, err = s.store.EventGet(ctx, tenant, id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, eventOut(e))
+}
+
+func eventOut(e *model.Event) api.Event {
+	out := api.Event{
+		Id:             e.ID,
+		ScheduleId:     e.ScheduleID,
+		FireId:         e.FireID,
+		FireTime:       e.FireTime.UTC(),
+		Index:          e.Index,
+		Count:          e.Count,
+		LaunchAt:       e.LaunchAt.UTC(),
+		Deadline:       e.Deadline,
+		Priority:       e.Priority,
+		Target:         targetOut(e.Target),
+		MaxAttempts:    e.MaxAttempts,
+		Status:         api.EventStatus(e.Status),
+		Attempts:       e.Attempts,
+		TokenExpiresAt: e.TokenExpiresAt,
+		DeliveredAt:    e.DeliveredAt,
+		FinishedAt:     e.FinishedAt,
+		CreatedAt:      e.CreatedAt,
+		UpdatedAt:      e.UpdatedAt,
+	}
+	if e.PolicyID != "" {
+		out.PolicyId = &e.PolicyID
+	}
+	if len(e.Payload) > 0 {
+		p := api.Payload(e.Payload)
+		out.Payload = &p
+	}
+	if e.LastError != "" {
+		out.LastError = &e.LastError
+	}
+	if e.TokenTimedOut {
+		t := true
+		out.TokenTimedOut = &t
+	}
+	return out
+}
+
+// GetFire implements GET /v1/fires/{id}.
+func (s *Server) GetFire(c echo.Context, id api.ID) error {
+	ctx := c.Request().Context()
+	f, err := s.store.FireGet(ctx, callerOf(c).tenantID, id)
+	if err != nil {
+		return err
+	}
+	out, err := s.fireOut(ctx, f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// ListScheduleFires implements GET /v1/schedules/{id}/fires, newest first.
+func (s *Server) ListScheduleFires(c echo.Context, id api.ID, params api.ListScheduleFiresParams) error {
+	ctx := c.Request().Context()
+	tenant := callerOf(c).tenantID
+	pos, err := decodeCursor(params.Cursor)
+	if err != nil {
+		return err
+	}
+	var before time.Time
+	if pos != "" {
+		if before, err = time.Parse(time.RFC3339Nano, pos); err != nil {
+			return invalid("cursor", "not a cursor returned by this API")
+		}
+	}
+	if _, err := s.store.ScheduleGet(ctx, tenant, id); err != nil {
+		return err
+	}
+	limit := s.pageSize(params.Limit)
+	p := &store.FireListParams{TenantID: tenant, ScheduleID: id, Before: before, Limit: min(limit+1, 1000)}
+	fires, err := s.store.FireList(ctx, p)
+	if err != nil {
+		return err
+	}
+	out := api.FireList{Items: make([]api.Fire, 0, min(len(fires), limit))}
+	for i, f := range fires {
+		if i == limit {
+			break
+		}
+		o, err := s.fireOut(ctx, f)
+		if err != nil {
+			return err
+		}
+		out.Items = append(out.Items, *o)
+	}
+	if len(fires) > limit || (len(fires) == limit && p.Limit == limit) {
+		out.NextCursor = encodeCursor(fires[limit-1].FireTime.UTC().Format(time.RFC3339Nano))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// fireOut renders a fire with its live event counts.
+func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) {
+	counts, err := s.store.EventCountByFire(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
+	last, err := s.store.EventLastFinished(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Fire{
+		Id:         f.ID,
+		ScheduleId: f.ScheduleID,
+		FireTime:   f.FireTime.UTC(),
+		LocalTime:  f.LocalTime,
+		N:          f.Count,
+		Decision:   string(f.Decision),
+		Counts: api.FireCounts{
+			Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
+			InFlight:  counts[model.EventDelivering],
+			Delivered: counts[model.EventDelivered],
+			Released:  counts[model.EventReleased],
+			Retrying:  counts[model.EventRetrying],
+			Dead:      counts[model.EventDead],
+			Cancelled: counts[model.EventCancelled],
+		},
+		LastFinishedAt: last,
+		CreatedAt:      f.CreatedAt,
+	}
+	if f.Note != "" {
+		out.Note = &f.Note
+	}
+	return out, nil
+}

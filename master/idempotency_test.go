@@ -1,0 +1,196 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+func withKey(key string) client.RequestEditorFn {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Idempotency-Key", key)
+		return nil
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	h := newHarness(t)
+	aID, a := h.tenant("a")
+	bID, b := h.tenant("b")
+	body := client.ScheduleCreate{Name: "idem", Cron: ptr("0 3 * * *"), Target: httpTarget()}
+
+	countSchedules := func(t *testing.T, tenant string) int {
+		t.Helper()
+		l, err := h.st.ScheduleList(h.ctx, &storeListParams{TenantID: tenant, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+
+	t.Run("RetryReturnsFirstResult", func(t *testing.T) {
+		params := &client.CreateScheduleParams{IdempotencyKey: ptr("create-1")}
+		first, err := a.CreateScheduleWithResponse(h.ctx, params, body)
+		mustStatus(t, err, first.StatusCode(), first.Body, http.StatusCreated)
+		second, err := a.CreateScheduleWithResponse(h.ctx, params, body)
+		mustStatus(t, err, second.StatusCode(), second.Body, http.StatusCreated)
+		if string(first.Body) != string(second.Body) {
+			t.Fatalf("replay differs:\n%s\n%s", first.Body, second.Body)
+		}
+		if second.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatal("replay not marked")
+		}
+		if n := countSchedules(t, aID); n != 1 {
+			t.Fatalf("%d schedules, want 1", n)
+		}
+	})
+	t.Run("SameKeyOtherBodyIs422", func(t *testing.T) {
+		other := body
+		other.Name = "different"
+		r, err := a.CreateScheduleWithResponse(h.ctx, &client.CreateScheduleParams{IdempotencyKey: ptr("create-1")}, other)
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "Idempotency-Key")
+		if n := countSchedules(t, aID); n != 1 {
+			t.Fatalf("%d schedules, want 1", n)
+		}
+	})
+	t.Run("KeysAreScopedPerTenant", func(t *testing.T) {
+		r, err := b.CreateScheduleWithResponse(h.ctx, &client.CreateScheduleParams{IdempotencyKey: ptr("create-1")}, body)
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
+		if n := countSchedules(t, bID); n != 1 {
+			t.Fatalf("B has %d schedules, want 1", n)
+		}
+	})
+	t.Run("ConcurrentRetriesMakeOneSchedule", func(t *testing.T) {
+		const n = 12
+		ids := make([]string, n)
+		codes := make([]int, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := a.CreateScheduleWithResponse(h.ctx, &client.CreateScheduleParams{IdempotencyKey: ptr("concurrent")}, body)
+				if err != nil {
+					return
+				}
+				codes[i] = r.StatusCode()
+				if r.JSON201 != nil {
+					ids[i] = r.JSON201.Id
+				}
+			}()
+		}
+		wg.Wait()
+		for i := range n {
+			if codes[i] != http.StatusCreated || ids[i] != ids[0] {
+				t.Fatalf("request %d: status %d id %q (first id %q)", i, codes[i], ids[i], ids[0])
+			}
+		}
+		if c := countSchedules(t, aID); c != 2 {
+			t.Fatalf("%d schedules, want 2", c)
+		}
+	})
+	t.Run("RejectedCreateIsNotRecorded", func(t *testing.T) {
+		bad := body
+		bad.Timezone = ptr("Nowhere/City")
+		params := &client.CreateScheduleParams{IdempotencyKey: ptr("fix-me")}
+		r, err := a.CreateScheduleWithResponse(h.ctx, params, bad)
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "timezone")
+		ok, err := a.CreateScheduleWithResponse(h.ctx, &client.CreateScheduleParams{IdempotencyKey: ptr("fix-me-2")}, body)
+		mustStatus(t, err, ok.StatusCode(), ok.Body, http.StatusCreated)
+	})
+	t.Run("RecoversObjectWithoutRecord", func(t *testing.T) {
+		// The first attempt stored the schedule and crashed before its
+		// idempotency record: the retry answers with the stored schedule.
+		params := &client.CreateScheduleParams{IdempotencyKey: ptr("crashed")}
+		first, err := a.CreateScheduleWithResponse(h.ctx, params, body)
+		mustStatus(t, err, first.StatusCode(), first.Body, http.StatusCreated)
+		if _, err := h.st.IdempotencyDeleteBefore(h.ctx, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		h2 := newHarnessOnStore(t, h, 100*time.Millisecond)
+		r, err := h2.clientLike(a).CreateScheduleWithResponse(h.ctx, params, body)
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
+		if r.JSON201.Id != first.JSON201.Id {
+			t.Fatalf("recovered %s, want %s", r.JSON201.Id, first.JSON201.Id)
+		}
+	})
+	t.Run("Policies", func(t *testing.T) {
+		params := &client.CreatePolicyParams{IdempotencyKey: ptr("pol-1")}
+		p1, err := a.CreatePolicyWithResponse(h.ctx, params, client.PolicyCreate{Name: "p", MaxInFlight: 3})
+		mustStatus(t, err, p1.StatusCode(), p1.Body, http.StatusCreated)
+		p2, err := a.CreatePolicyWithResponse(h.ctx, params, client.PolicyCreate{Name: "p", MaxInFlight: 3})
+		mustStatus(t, err, p2.StatusCode(), p2.Body, http.StatusCreated)
+		if p1.JSON201.Id != p2.JSON201.Id {
+			t.Fatal("two policies")
+		}
+		l, _ := h.st.PolicyList(h.ctx, aID)
+		if len(l) != 1 {
+			t.Fatalf("%d policies", len(l))
+		}
+	})
+	t.Run("TenantsAndKeys", func(t *testing.T) {
+		tp := &client.CreateTenantParams{IdempotencyKey: ptr("tenant-1")}
+		t1, err := h.admin.CreateTenantWithResponse(h.ctx, tp, client.TenantCreate{Name: "c"})
+		mustStatus(t, err, t1.StatusCode(), t1.Body, http.StatusCreated)
+		t2, err := h.admin.CreateTenantWithResponse(h.ctx, tp, client.TenantCreate{Name: "c"})
+		mustStatus(t, err, t2.StatusCode(), t2.Body, http.StatusCreated)
+		if t1.JSON201.Id != t2.JSON201.Id {
+			t.Fatal("two tenants")
+		}
+		k1, err := h.admin.CreateAPIKeyWithResponse(h.ctx, t1.JSON201.Id, nil, withKey("key-1"))
+		mustStatus(t, err, k1.StatusCode(), k1.Body, http.StatusCreated)
+		k2, err := h.admin.CreateAPIKeyWithResponse(h.ctx, t1.JSON201.Id, &client.CreateAPIKeyParams{IdempotencyKey: ptr("key-1")})
+		mustStatus(t, err, k2.StatusCode(), k2.Body, http.StatusCreated)
+		if k1.JSON201.Key != k2.JSON201.Key || k1.JSON201.Id != k2.JSON201.Id {
+			t.Fatal("retried key creation made another key")
+		}
+		keys, _ := h.st.APIKeyList(h.ctx, t1.JSON201.Id)
+		if len(keys) != 1 {
+			t.Fatalf("%d keys", len(keys))
+		}
+		// The same key for another tenant's key creation is a different request.
+		other, err := h.admin.CreateAPIKeyWithResponse(h.ctx, aID, &client.CreateAPIKeyParams{IdempotencyKey: ptr("key-1")})
+		wantProblem(t, err, other.HTTPResponse, other.Body, http.StatusUnprocessableEntity, "Idempotency-Key")
+	})
+}
+
+// newHarnessOnStore starts a second master on h's store (as after a restart)
+// with a short idempotency wait.
+func newHarnessOnStore(t *testing.T, h *harness, wait time.Duration) *harness {
+	t.Helper()
+	h2 := &harness{t: t, st: h.st, em: h.em, ctx: h.ctx}
+	srv, err := newServer(h.st, h.em, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, srv)
+	h2.url = ts
+	return h2
+}
+
+// clientLike returns a client of h2 with the same key as c.
+func (h *harness) clientLike(c *client.ClientWithResponses) *client.ClientWithResponses {
+	h.t.Helper()
+	cc, err := client.NewClientWithResponses(h.url, client.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
+		// Reuse c's editors by issuing through its underlying client options.
+		for _, fn := range c.ClientInterface.(*client.Client).RequestEditors {
+			if err := fn(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cc
+}
+
+var _ = fmt.Sprint
+var _ = model.ErrNotFound

@@ -1,0 +1,102 @@
+package master
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+)
+
+// ID prefixes.
+const (
+	prefixSchedule = "sch_"
+	prefixPolicy   = "pol_"
+	prefixTenant   = "ten_"
+	prefixKey      = "key_"
+	prefixAPIKey   = "sk_"
+)
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns prefix + 16 URL-safe characters from 10 random bytes.
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + idEncoding.EncodeToString(b[:])
+}
+
+// idFor returns the deterministic id of the object created under an
+// Idempotency-Key: concurrent retries of one create collide on it in the
+// store instead of making duplicates.
+func idFor(prefix, scope, key string) string {
+	sum := sha256.Sum256([]byte("idempotency\x00" + scope + "\x00" + key))
+	return prefix + idEncoding.EncodeToString(sum[:10])
+}
+
+// newAPIKey returns a clear API key: "sk_" + base64url of 32 random bytes.
+func newAPIKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return prefixAPIKey + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// decodeBody decodes the request body kept by validateRequest into v,
+// rejecting unknown fields (the spec already did; this is the second line).
+func decodeBody(c echo.Context, v any) error {
+	raw, _ := c.Get(ctxRawBody).([]byte)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return badRequest(err.Error(), api.FieldProblem{Field: orBody(te.Field), Reason: "must be " + te.Type.String()})
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badRequest(err.Error(), api.FieldProblem{Field: name, Reason: "unknown field"})
+		}
+		return badRequest("the body could not be decoded: "+err.Error(), api.FieldProblem{Field: "body", Reason: err.Error()})
+	}
+	return nil
+}
+
+// Cursors are opaque to clients: base64url of the position.
+func encodeCursor(pos string) *string {
+	s := base64.RawURLEncoding.EncodeToString([]byte(pos))
+	return &s
+}
+
+func decodeCursor(cur *string) (string, error) {
+	if cur == nil || *cur == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(*cur)
+	if err != nil {
+		return "", invalid("cursor", "not a cursor returned by this API")
+	}
+	return string(b), nil
+}
+
+func (s *Server) pageSize(limit *int) int {
+	if limit == nil {
+		return s.cfg.PageDefault
+	}
+	return *limit
+}
+
+func callerOf(c echo.Context) *caller {
+	who, _ := c.Get(ctxCaller).(*caller)
+	if who == nil {
+		// authenticate runs before every tenant operation; reaching this is a bug.
+		panic("master: no caller on an authenticated route")
+	}
+	return who
+}

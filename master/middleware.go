@@ -1,0 +1,313 @@
+package master
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Context keys set by the middleware.
+const (
+	ctxRoute   = "master.route"
+	ctxCaller  = "master.caller"
+	ctxRawBody = "master.body"
+)
+
+// caller is the authenticated principal of a request.
+type caller struct {
+	admin    bool
+	tenantID string
+	keyID    string
+}
+
+// scope is the caller's namespace for rate limits and idempotency records.
+func (c *caller) scope() string {
+	if c.admin {
+		return "admin"
+	}
+	return c.tenantID
+}
+
+// buildRoutes indexes the spec's operations by echo's route syntax.
+func buildRoutes(spec *openapi3.T) map[string]*route {
+	out := make(map[string]*route)
+	for path, item := range spec.Paths.Map() {
+		echoPath := regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllString(path, ":$1")
+		for method, op := range item.Operations() {
+			r := &route{path: path, method: method, pathItem: item, operation: op, spec: spec}
+			if op.Security != nil && len(*op.Security) == 0 {
+				r.public = true
+			}
+			for _, t := range op.Tags {
+				if t == "admin" {
+					r.admin = true
+				}
+			}
+			out[method+" "+echoPath] = r
+		}
+	}
+	return out
+}
+
+func (s *Server) routeOf(c echo.Context) *route {
+	return s.routes[c.Request().Method+" "+c.Path()]
+}
+
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error().Str("panic", fmt.Sprint(r)).Bytes("stack", debug.Stack()).Str("path", c.Path()).Msg("handler panicked")
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limitBody answers 413 for a declared Content-Length over the limit and caps
+// the body reader so that an undeclared large body fails when it passes the
+// limit, before it was read whole.
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			return tooLarge(s.cfg.MaxBodyBytes)
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
+		}
+		return next(c)
+	}
+}
+
+func unauthorized(detail string) *problem {
+	return &problem{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized", detail: detail,
+		header: map[string]string{"WWW-Authenticate": `Bearer realm="schedulerd"`}}
+}
+
+func forbidden(detail string) *problem {
+	return &problem{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden", detail: detail}
+}
+
+// authenticate resolves the bearer key to the admin or a tenant. Operations
+// with `security: []` (release, extend) need no key.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rt := s.routeOf(c)
+		if rt == nil || rt.public {
+			return next(c)
+		}
+		c.Set(ctxRoute, rt)
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		scheme, key, ok := strings.Cut(h, " ")
+		key = strings.TrimSpace(key)
+		if h == "" {
+			return unauthorized("missing Authorization: Bearer <key> header")
+		}
+		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			return unauthorized("the Authorization header must be Bearer <key>")
+		}
+		var who *caller
+		if s.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) == 1 {
+			who = &caller{admin: true}
+		} else {
+			k, err := s.store.APIKeyGetByHash(c.Request().Context(), model.HashAPIKey(key))
+			switch {
+			case errors.Is(err, model.ErrNotFound):
+				return unauthorized("unknown API key")
+			case err != nil:
+				return err
+			case k.RevokedAt != nil:
+				return unauthorized("the API key was revoked")
+			}
+			who = &caller{tenantID: k.TenantID, keyID: k.ID}
+		}
+		switch {
+		case rt.admin && !who.admin:
+			return forbidden("this operation needs the admin key")
+		case !rt.admin && who.admin:
+			return forbidden("the admin key cannot call tenant operations; use a tenant key")
+		}
+		c.Set(ctxCaller, who)
+		return next(c)
+	}
+}
+
+// rateLimit applies the per tenant token bucket to authenticated requests.
+func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, _ := c.Get(ctxCaller).(*caller)
+		if s.limiter == nil || who == nil {
+			return next(c)
+		}
+		if ok, wait := s.limiter.allow(who.scope()); !ok {
+			secs := int((wait + 999_999_999) / 1_000_000_000)
+			if secs < 1 {
+				secs = 1
+			}
+			return &problem{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
+				detail: "the tenant's request rate limit is exhausted; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
+		}
+		return next(c)
+	}
+}
+
+var validationOptions = &openapi3filter.Options{
+	MultiError:          true,
+	SkipSettingDefaults: true,
+	AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+}
+
+// validateRequest reads the body (bounded by limitBody), keeps it for the
+// handler and validates the request against the embedded spec.
+func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rt := s.routeOf(c)
+		if rt == nil {
+			return next(c)
+		}
+		r := c.Request()
+		var body []byte
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return tooLarge(mbe.Limit)
+				}
+				return badRequest("reading the body failed: " + err.Error())
+			}
+			body = b
+		}
+		if rt.operation.RequestBody == nil {
+			body = nil // bodies of operations without one are ignored
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		c.Set(ctxRawBody, body)
+
+		params := make(map[string]string, len(c.ParamNames()))
+		for i, name := range c.ParamNames() {
+			params[name] = c.ParamValues()[i]
+		}
+		in := &openapi3filter.RequestValidationInput{
+			Request:    r,
+			PathParams: params,
+			Route: &routers.Route{
+				Spec: rt.spec, Path: rt.path, PathItem: rt.pathItem,
+				Method: rt.method, Operation: rt.operation,
+			},
+			Options: validationOptions,
+		}
+		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+			return translateValidation(err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return next(c)
+	}
+}
+
+var propertyRe = regexp.MustCompile(`^property "([^"]+)" is (unsupported|missing)$`)
+
+// translateValidation turns kin-openapi's errors into a 400 naming each field.
+func translateValidation(err error) error {
+	var out []api.FieldProblem
+	var walk func(err error, param string)
+	walk = func(err error, param string) {
+		switch e := err.(type) {
+		case openapi3.MultiError:
+			for _, x := range e {
+				walk(x, param)
+			}
+			return
+		case *openapi3filter.RequestError:
+			name := param
+			if e.Parameter != nil {
+				name = e.Parameter.Name
+			}
+			if e.Err == nil {
+				out = append(out, api.FieldProblem{Field: orBody(name), Reason: e.Reason})
+				return
+			}
+			var (
+				se *openapi3.SchemaError
+				me openapi3.MultiError
+				pe *openapi3filter.ParseError
+			)
+			if e.Parameter == nil && !errors.As(e.Err, &se) && !errors.As(e.Err, &me) {
+				reason := e.Err.Error()
+				field := "body"
+				switch {
+				case strings.Contains(reason, "Content-Type") || strings.Contains(e.Reason, "Content-Type"):
+					field = "Content-Type"
+				case errors.As(e.Err, &pe):
+					reason = "not valid JSON: " + pe.Error()
+				}
+				out = append(out, api.FieldProblem{Field: field, Reason: reason})
+				return
+			}
+			walk(e.Err, name)
+			return
+		case *openapi3.SchemaError:
+			path := e.JSONPointer()
+			reason := e.Reason
+			if m := propertyRe.FindStringSubmatch(reason); m != nil {
+				if len(path) == 0 || path[len(path)-1] != m[1] {
+					path = append(path, m[1])
+				}
+				if m[2] == "unsupported" {
+					reason = "unknown field"
+				} else {
+					reason = "is required"
+				}
+			}
+			field := strings.Join(path, ".")
+			if param != "" {
+				field = strings.TrimSuffix(param+"."+field, ".")
+			}
+			out = append(out, api.FieldProblem{Field: orBody(field), Reason: reason})
+			return
+		}
+		var mbe *http.MaxBytesError
+		reason := err.Error()
+		switch {
+		case errors.As(err, &mbe):
+			out = append(out, api.FieldProblem{Field: "body", Reason: "too large"})
+		case strings.Contains(reason, "Content-Type"):
+			out = append(out, api.FieldProblem{Field: "Content-Type", Reason: reason})
+		default:
+			out = append(out, api.FieldProblem{Field: orBody(param), Reason: reason})
+		}
+	}
+	walk(err, "")
+	detail := make([]string, len(out))
+	for i, f := range out {
+		detail[i] = f.Field + ": " + f.Reason
+	}
+	return badRequest(strings.Join(detail, "; "), out...)
+}
+
+func orBody(field string) string {
+	if field == "" {
+		return "body"
+	}
+	return field
+}

@@ -1,0 +1,200 @@
+package master
+
+import (
+	"context"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// CreatePolicy implements POST /v1/policies.
+func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
+	var in api.PolicyCreate
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	who := callerOf(c)
+	p := &model.Policy{
+		TenantID:     who.tenantID,
+		Name:         in.Name,
+		MaxInFlight:  in.MaxInFlight,
+		TokenTimeout: s.cfg.DefaultTokenTimeout,
+	}
+	if in.AutoRelease != nil {
+		p.AutoRelease = *in.AutoRelease
+	}
+	var fe fieldErrors
+	s.checkName(&fe, "name", p.Name)
+	if in.TokenTimeout != nil {
+		p.TokenTimeout = s.parseTimeout(&fe, "tokenTimeout", *in.TokenTimeout)
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	return s.idempotent(c, prefixPolicy, func(id string) (int, any, error) {
+		p := *p
+		p.ID = id
+		now := s.now().UTC()
+		p.CreatedAt, p.UpdatedAt, p.Version = now, now, 1
+		if err := s.store.PolicyCreate(ctx, &p); err != nil {
+			return 0, nil, err
+		}
+		out, err := s.policyOut(ctx, &p)
+		return http.StatusCreated, out, err
+	}, func(id string) (int, any, error) {
+		p, err := s.store.PolicyGet(ctx, who.tenantID, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		out, err := s.policyOut(ctx, p)
+		return http.StatusCreated, out, err
+	})
+}
+
+// ListPolicies implements GET /v1/policies.
+func (s *Server) ListPolicies(c echo.Context) error {
+	ctx := c.Request().Context()
+	ps, err := s.store.PolicyList(ctx, callerOf(c).tenantID)
+	if err != nil {
+		return err
+	}
+	out := api.PolicyList{Items: make([]api.Policy, 0, len(ps))}
+	for _, p := range ps {
+		o, err := s.policyOut(ctx, p)
+		if err != nil {
+			return err
+		}
+		out.Items = append(out.Items, *o)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// GetPolicy implements GET /v1/policies/{id}.
+func (s *Server) GetPolicy(c echo.Context, id api.ID) error {
+	ctx := c.Request().Context()
+	p, err := s.store.PolicyGet(ctx, callerOf(c).tenantID, id)
+	if err != nil {
+		return err
+	}
+	out, err := s.policyOut(ctx, p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// UpdatePolicy implements PATCH /v1/policies/{id}.
+func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
+	var in api.PolicyUpdate
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	old, err := s.store.PolicyGet(ctx, callerOf(c).tenantID, id)
+	if err != nil {
+		return err
+	}
+	p := *old
+	var fe fieldErrors
+	if in.Name != nil {
+		p.Name = *in.Name
+		s.checkName(&fe, "name", p.Name)
+	}
+	if in.MaxInFlight != nil {
+		p.MaxInFlight = *in.MaxInFlight
+	}
+	if in.TokenTimeout != nil {
+		p.TokenTimeout = s.parseTimeout(&fe, "tokenTimeout", *in.TokenTimeout)
+	}
+	if in.AutoRelease != nil {
+		p.AutoRelease = *in.AutoRelease
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	p.Version = old.Version + 1
+	p.UpdatedAt = s.now().UTC()
+	if err := s.store.PolicyUpdate(ctx, &p, old.Version); err != nil {
+		return err
+	}
+	// Re-read: the store keeps InUse and TimedOut, which may have moved.
+	fresh, err := s.store.PolicyGet(ctx, p.TenantID, p.ID)
+	if err != nil {
+		return err
+	}
+	out, err := s.policyOut(ctx, fresh)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// DeletePolicy implements DELETE /v1/policies/{id}: refused while a schedule
+// names the policy.
+func (s *Server) DeletePolicy(c echo.Context, id api.ID) error {
+	ctx := c.Request().Context()
+	tenant := callerOf(c).tenantID
+	if _, err := s.store.PolicyGet(ctx, tenant, id); err != nil {
+		return err
+	}
+	n, err := s.store.ScheduleCountByPolicy(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return conflict("the policy is used by " + itoa(n) + " schedule(s); change or delete them first")
+	}
+	if err := s.store.PolicyDelete(ctx, tenant, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, error) {
+	waiting, err := s.store.EventCountWaiting(ctx, p.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	return &api.Policy{
+		Id:            p.ID,
+		Name:          p.Name,
+		MaxInFlight:   p.MaxInFlight,
+		TokenTimeout:  p.TokenTimeout.String(),
+		AutoRelease:   p.AutoRelease,
+		TokensInUse:   p.InUse,
+		Waiting:       waiting,
+		TokenTimeouts: p.TimedOut,
+		Version:       p.Version,
+		CreatedAt:     p.CreatedAt,
+		UpdatedAt:     p.UpdatedAt,
+	}, nil
+}
+
+func (s *Server) checkName(fe *fieldErrors, field, name string) {
+	n := utf8.RuneCountInString(name)
+	switch {
+	case n == 0:
+		fe.add(field, "must not be empty")
+	case n > s.cfg.MaxNameLen:
+		fe.add(field, "longer than "+itoa(s.cfg.MaxNameLen)+" characters")
+	}
+}
+
+func (s *Server) parseTimeout(fe *fieldErrors, field, v string) time.Duration {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		fe.add(field, "not a duration such as \"15m\" or \"90s\"")
+	case d <= 0:
+		fe.add(field, "must be positive")
+	case d > s.cfg.MaxTokenTimeout:
+		fe.add(field, "longer than "+s.cfg.MaxTokenTimeout.String())
+	}
+	return d
+}

@@ -1,0 +1,171 @@
+// Package master is the public face of schedulerd: the REST API described by
+// openapi.yaml, served with labstack/echo.
+//
+// The generated api package provides the models, the echo ServerInterface
+// (implemented by *Server) and the embedded spec, against which every request
+// is validated before a handler sees it. One error handler turns every error
+// into RFC 9457 problem+json.
+//
+// Request pipeline: body size limit (413) → authentication (401/403) → per
+// tenant rate limit (429) → validation against the spec (400) → handler.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Store is the part of the storage contract (store.Driver) that the master
+// calls. Every tenant-scoped call passes the authenticated tenant.
+type Store interface {
+	TenantCreate(ctx context.Context, t *model.Tenant) error
+	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+	APIKeyCreate(ctx context.Context, k *model.APIKey) error
+	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
+	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)
+	APIKeyRevoke(ctx context.Context, tenantID, keyID string, at time.Time) error
+	IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) (*model.IdempotencyRecord, error)
+	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
+
+	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
+	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
+	ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error)
+	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
+	ScheduleDelete(ctx context.Context, tenantID, id string) error
+	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+
+	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
+	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
+
+	EventGet(ctx context.Context, tenantID, id string) (*model.Event, error)
+	EventGetByID(ctx context.Context, id string) (*model.Event, error)
+	EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error)
+	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
+	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
+	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)
+	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+	EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error)
+
+	PolicyCreate(ctx context.Context, p *model.Policy) error
+	PolicyGet(ctx context.Context, tenantID, id string) (*model.Policy, error)
+	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
+	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
+	PolicyDelete(ctx context.Context, tenantID, id string) error
+	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
+}
+
+var _ Store = store.Driver(nil)
+
+// Emitter is the part of the emitter that the master calls.
+type Emitter interface {
+	// Trigger emits one fire of s at once (decision "triggered") and returns it.
+	Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error)
+	// Saved is called after a schedule was created, updated or resumed, so
+	// that the emitter emits the fires that fall inside the horizon it already
+	// scanned, and the fire of a one-off (runAt) schedule.
+	Saved(ctx context.Context, s *model.Schedule) error
+}
+
+// Deps are the master's collaborators.
+type Deps struct {
+	// Store is required.
+	Store Store
+	// Emitter may be nil: then nothing is emitted on save and trigger
+	// answers 503.
+	Emitter Emitter
+	// Released, if set, is called after an event was released by its
+	// consumer (to wake the throttle). It must not block.
+	Released func(e *model.Event)
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// Logger receives unexpected errors (5xx) and warnings.
+	Logger zerolog.Logger
+}
+
+// Server serves the REST API. It implements api.ServerInterface.
+type Server struct {
+	cfg     Config
+	store   Store
+	emitter Emitter
+	release func(e *model.Event)
+	now     func() time.Time
+	log     zerolog.Logger
+
+	echo    *echo.Echo
+	routes  map[string]*route // "METHOD /echo/path"
+	limiter *rateLimiter
+}
+
+var _ api.ServerInterface = (*Server)(nil)
+
+// New validates cfg and builds the server with its echo instance.
+func New(cfg Config, deps Deps) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("master: Deps.Store is required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	spec, err := api.GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("master: load embedded spec: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		store:   deps.Store,
+		emitter: deps.Emitter,
+		release: deps.Released,
+		now:     deps.Clock,
+		log:     deps.Logger,
+	}
+	if cfg.AdminKey == "" {
+		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
+	}
+	if cfg.RateLimit.PerSecond > 0 {
+		s.limiter = newRateLimiter(cfg.RateLimit, deps.Clock)
+	}
+	s.routes = buildRoutes(spec)
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.validateRequest)
+	api.RegisterHandlers(e, s)
+	s.echo = e
+	return s, nil
+}
+
+// Echo returns the echo instance, so that the runtime can add routes such as
+// /healthz or /metrics. Routes that are not in openapi.yaml bypass the API's
+// authentication, rate limit and validation (the body limit still applies).
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// Handler returns the API as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// route is one operation of the spec, found by echo's matched path.
+type route struct {
+	path      string // OpenAPI path template
+	method    string
+	pathItem  *openapi3.PathItem
+	operation *openapi3.Operation
+	spec      *openapi3.T
+	public    bool // security: [] (authorised by the release token)
+	admin     bool // tagged admin: admin key only
+}

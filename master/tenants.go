@@ -1,0 +1,112 @@
+package master
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// CreateTenant implements POST /v1/tenants (admin).
+func (s *Server) CreateTenant(c echo.Context, _ api.CreateTenantParams) error {
+	var in api.TenantCreate
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	s.checkName(&fe, "name", in.Name)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	return s.idempotent(c, prefixTenant, func(id string) (int, any, error) {
+		t := &model.Tenant{ID: id, Name: in.Name, CreatedAt: s.now().UTC()}
+		if err := s.store.TenantCreate(ctx, t); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, tenantOut(t), nil
+	}, func(id string) (int, any, error) {
+		t, err := s.store.TenantGet(ctx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, tenantOut(t), nil
+	})
+}
+
+// GetTenant implements GET /v1/tenants/{id} (admin).
+func (s *Server) GetTenant(c echo.Context, id api.ID) error {
+	t, err := s.store.TenantGet(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tenantOut(t))
+}
+
+// CreateAPIKey implements POST /v1/tenants/{id}/keys (admin). Only the hash
+// of the key is stored; the clear key is in this answer only (and in the
+// idempotency record of a request that carried an Idempotency-Key, so that a
+// retry gets the same key).
+func (s *Server) CreateAPIKey(c echo.Context, tenantID api.ID, _ api.CreateAPIKeyParams) error {
+	ctx := c.Request().Context()
+	if _, err := s.store.TenantGet(ctx, tenantID); err != nil {
+		return err
+	}
+	return s.idempotent(c, prefixKey, func(id string) (int, any, error) {
+		clear := newAPIKey()
+		k := &model.APIKey{
+			ID:        id,
+			TenantID:  tenantID,
+			Hash:      model.HashAPIKey(clear),
+			Prefix:    clear[:len(prefixAPIKey)+6],
+			CreatedAt: s.now().UTC(),
+		}
+		if err := s.store.APIKeyCreate(ctx, k); err != nil {
+			return 0, nil, err
+		}
+		o := keyOut(k)
+		return http.StatusCreated, api.APIKeyCreated{
+			Id: o.Id, TenantId: o.TenantId, Prefix: o.Prefix, CreatedAt: o.CreatedAt, Key: clear,
+		}, nil
+	}, nil)
+}
+
+// ListAPIKeys implements GET /v1/tenants/{id}/keys (admin).
+func (s *Server) ListAPIKeys(c echo.Context, tenantID api.ID) error {
+	ctx := c.Request().Context()
+	if _, err := s.store.TenantGet(ctx, tenantID); err != nil {
+		return err
+	}
+	keys, err := s.store.APIKeyList(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	out := api.APIKeyList{Items: make([]api.APIKey, len(keys))}
+	for i, k := range keys {
+		out.Items[i] = keyOut(k)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// RevokeAPIKey implements DELETE /v1/tenants/{id}/keys/{keyId} (admin).
+func (s *Server) RevokeAPIKey(c echo.Context, tenantID api.ID, keyID string) error {
+	if err := s.revokeKey(c.Request().Context(), tenantID, keyID); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) revokeKey(ctx context.Context, tenantID, keyID string) error {
+	return s.store.APIKeyRevoke(ctx, tenantID, keyID, s.now().UTC())
+}
+
+func tenantOut(t *model.Tenant) api.Tenant {
+	return api.Tenant{Id: t.ID, Name: t.Name, CreatedAt: t.CreatedAt}
+}
+
+func keyOut(k *model.APIKey) api.APIKey {
+	return api.APIKey{Id: k.ID, TenantId: k.TenantID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}

@@ -1,0 +1,648 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// eventRow is the stored form of an event. model.Event hides ReleaseToken
+// from JSON (the API must never show it), but the store must keep it.
+type eventRow struct {
+	*model.Event
+	ReleaseToken string `json:"releaseToken,omitempty"`
+}
+
+func encodeEvent(e *model.Event) ([]byte, error) {
+	return json.Marshal(eventRow{Event: e, ReleaseToken: e.ReleaseToken})
+}
+
+func decodeEvent(raw []byte) (*model.Event, error) {
+	row := eventRow{Event: &model.Event{}}
+	if err := jsonUnmarshal(raw, &row); err != nil {
+		return nil, err
+	}
+	row.Event.ReleaseToken = row.ReleaseToken
+	return row.Event, nil
+}
+
+func getEvent(tx *bolt.Tx, id []byte) (*model.Event, error) {
+	raw := tx.Bucket(bEvents).Get(id)
+	if raw == nil {
+		return nil, model.ErrNotFound
+	}
+	return decodeEvent(raw)
+}
+
+// Event index keys. Each is derived from the row alone, so an update removes
+// the old row's keys and adds the new row's in the same transaction.
+//
+//	due:      shard, status\0, launchAt, id      -> fence (claims; no row read
+//	                                                to skip current-fence rows)
+//	fire:     fireID\0, status\0, id             (counts per fire and status)
+//	schedule: scheduleID\0, id                   (cancel, list by schedule)
+//	tenant:   tenantID\0, id                     (list, ids ascending)
+//	policy:   policyID\0, status\0, launchAt, id (token and waiting counts)
+//	finished: finishedAt, id                     (retention of released and
+//	                                              cancelled events)
+func dueKey(b []byte, e *model.Event) []byte {
+	b = appendInt32(b, e.Shard)
+	b = appendStr(b, string(e.Status))
+	b = appendTime(b, e.LaunchAt)
+	return append(b, e.ID...)
+}
+
+func duePrefix(shard int, status model.EventStatus) []byte {
+	return appendStr(appendInt32(nil, shard), string(status))
+}
+
+func fireKey(e *model.Event) []byte {
+	return append(strKey(e.FireID, string(e.Status)), e.ID...)
+}
+
+func schedKey(e *model.Event) []byte { return append(strKey(e.ScheduleID), e.ID...) }
+
+func tenantKey(e *model.Event) []byte { return append(strKey(e.TenantID), e.ID...) }
+
+func policyKey(e *model.Event) []byte {
+	return append(appendTime(strKey(e.PolicyID, string(e.Status)), e.LaunchAt), e.ID...)
+}
+
+func finishedKey(e *model.Event) []byte {
+	return append(appendTime(nil, *e.FinishedAt), e.ID...)
+}
+
+func retained(e *model.Event) bool {
+	return e.FinishedAt != nil && (e.Status == model.EventReleased || e.Status == model.EventCancelled)
+}
+
+// eventWriter holds the buckets an event write touches.
+type eventWriter struct {
+	rows, due, fire, sched, tenant, policy, finished *bolt.Bucket
+}
+
+func newEventWriter(tx *bolt.Tx) *eventWriter {
+	return &eventWriter{
+		rows: tx.Bucket(bEvents), due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire),
+		sched: tx.Bucket(bEvSched), tenant: tx.Bucket(bEvTenant),
+		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished),
+	}
+}
+
+// put writes e and its index keys; old (nil for a new event) is the stored
+// version whose keys are removed first. Keys that do not change (the
+// schedule and tenant ones) are left alone.
+func (w *eventWriter) put(old, e *model.Event) error {
+	raw, err := encodeEvent(e)
+	if err != nil {
+		return err
+	}
+	if err := w.rows.Put([]byte(e.ID), raw); err != nil {
+		return err
+	}
+	if old != nil {
+		if err := w.remove(old, false); err != nil {
+			return err
+		}
+	} else {
+		if err := w.sched.Put(schedKey(e), nil); err != nil {
+			return err
+		}
+		if err := w.tenant.Put(tenantKey(e), nil); err != nil {
+			return err
+		}
+	}
+	if err := w.due.Put(dueKey(nil, e), binary.BigEndian.AppendUint64(nil, uint64(e.Fence))); err != nil {
+		return err
+	}
+	if err := w.fire.Put(fireKey(e), nil); err != nil {
+		return err
+	}
+	if e.PolicyID != "" {
+		if err := w.policy.Put(policyKey(e), nil); err != nil {
+			return err
+		}
+	}
+	if retained(e) {
+		if err := w.finished.Put(finishedKey(e), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remove deletes e's index keys, and with all also its row and the keys that
+// never change.
+func (w *eventWriter) remove(e *model.Event, all bool) error {
+	dels := []struct {
+		b *bolt.Bucket
+		k []byte
+	}{{w.due, dueKey(nil, e)}, {w.fire, fireKey(e)}}
+	if e.PolicyID != "" {
+		dels = append(dels, struct {
+			b *bolt.Bucket
+			k []byte
+		}{w.policy, policyKey(e)})
+	}
+	if retained(e) {
+		dels = append(dels, struct {
+			b *bolt.Bucket
+			k []byte
+		}{w.finished, finishedKey(e)})
+	}
+	if all {
+		dels = append(dels, []struct {
+			b *bolt.Bucket
+			k []byte
+		}{{w.sched, schedKey(e)}, {w.tenant, tenantKey(e)}, {w.rows, []byte(e.ID)}}...)
+	}
+	for _, d := range dels {
+		if err := d.b.Delete(d.k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EventInsertMany inserts the events whose ids are new, in one transaction
+// (one fsync for the whole batch). Cross-tenant.
+func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.update(ctx, "event insert many", func(tx *bolt.Tx) error {
+		n = 0
+		w := newEventWriter(tx)
+		for _, e := range events {
+			if w.rows.Get([]byte(e.ID)) != nil {
+				continue
+			}
+			if err := w.put(nil, e); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// EventGet returns the tenant's event. model.ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, tenantID, id string) (*model.Event, error) {
+	e, err := s.EventGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if e.TenantID != tenantID {
+		return nil, wrap("event get", model.ErrNotFound)
+	}
+	return e, nil
+}
+
+// EventGetByID returns any tenant's event. model.ErrNotFound.
+func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, error) {
+	var e *model.Event
+	err := s.view(ctx, "event get", func(tx *bolt.Tx) error {
+		var err error
+		e, err = getEvent(tx, []byte(id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// EventList pages a tenant's events by id. It walks the narrowest index the
+// filters allow (fire, schedule, else tenant) and checks the other filters
+// on the rows.
+func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error) {
+	limit := limitOr(p.Limit, 1000, 1000)
+	var out []*model.Event
+	err := s.view(ctx, "event list", func(tx *bolt.Tx) error {
+		out = nil
+		match := func(e *model.Event) bool {
+			return e.TenantID == p.TenantID &&
+				(p.ScheduleID == "" || e.ScheduleID == p.ScheduleID) &&
+				(p.FireID == "" || e.FireID == p.FireID) &&
+				(p.Status == "" || e.Status == p.Status) &&
+				(p.From.IsZero() || !e.LaunchAt.Before(p.From)) &&
+				(p.To.IsZero() || e.LaunchAt.Before(p.To))
+		}
+		var ids []string
+		if p.FireID != "" {
+			// The fire index is ordered by status first: collect and sort.
+			prefix := strKey(p.FireID)
+			if p.Status != "" {
+				prefix = strKey(p.FireID, string(p.Status))
+			}
+			scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+				_, rest := readStr(k[len(strKey(p.FireID)):])
+				if id := string(rest); id > p.After {
+					ids = append(ids, id)
+				}
+				return true
+			})
+			sort.Strings(ids)
+		}
+		var err error
+		consider := func(id []byte) bool {
+			var e *model.Event
+			if e, err = getEvent(tx, id); err != nil {
+				return false
+			}
+			if match(e) {
+				out = append(out, e)
+			}
+			return len(out) < limit
+		}
+		if p.FireID != "" {
+			for _, id := range ids {
+				if !consider([]byte(id)) {
+					break
+				}
+			}
+			return err
+		}
+		b, prefix := bEvTenant, strKey(p.TenantID)
+		if p.ScheduleID != "" {
+			b, prefix = bEvSched, strKey(p.ScheduleID)
+		}
+		c := tx.Bucket(b).Cursor()
+		k, _ := c.Seek(append(bytes.Clone(prefix), p.After...))
+		for ; k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			id := k[len(prefix):]
+			if string(id) <= p.After {
+				continue
+			}
+			if !consider(id) {
+				break
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EventClaimDue moves the shard's due events (pending or retrying, and
+// scheduled under an older fence) to scheduled under p.Fence, earliest
+// LaunchAt first. The read and the writes share one serialisable
+// transaction, so concurrent claimers never both get an event.
+func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	var out []*model.Event
+	err := s.update(ctx, "event claim due", func(tx *bolt.Tx) error {
+		out = nil
+		type candidate struct {
+			key []byte // launchAt, id
+			id  []byte
+		}
+		var cands []candidate
+		c := tx.Bucket(bEvDue).Cursor()
+		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
+			prefix := duePrefix(p.Shard, st)
+			taken := 0
+			for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < p.Limit; k, v = c.Next() {
+				rest := k[len(prefix):]
+				if !readTime(rest).Before(p.DueBefore) {
+					break
+				}
+				if st == model.EventScheduled && int64(binary.BigEndian.Uint64(v)) >= p.Fence {
+					continue
+				}
+				cands = append(cands, candidate{key: bytes.Clone(rest), id: bytes.Clone(rest[timeLen:])})
+				taken++
+			}
+		}
+		sort.Slice(cands, func(i, j int) bool { return bytes.Compare(cands[i].key, cands[j].key) < 0 })
+		if len(cands) > p.Limit {
+			cands = cands[:p.Limit]
+		}
+		w := newEventWriter(tx)
+		for _, cand := range cands {
+			old, err := getEvent(tx, cand.id)
+			if err != nil {
+				return err
+			}
+			e := *old
+			e.Status, e.Fence = model.EventScheduled, p.Fence
+			if err := w.put(old, &e); err != nil {
+				return err
+			}
+			out = append(out, &e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EventTransition applies compare-and-set transitions in order. Concurrent
+// callers share commits (bbolt batches), so many handlers finishing events
+// at once pay for few fsyncs.
+func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	results := make([]error, len(ts))
+	if len(ts) == 0 {
+		return results, nil
+	}
+	err := s.batch(ctx, "event transition", func(tx *bolt.Tx) error {
+		w := newEventWriter(tx)
+		for i := range ts {
+			if err := applyTransition(tx, w, &ts[i], &results[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range results {
+		if r != nil {
+			results[i] = wrap("event transition "+ts[i].ID, r)
+		}
+	}
+	return results, nil
+}
+
+// applyTransition sets *result to nil, model.ErrNotFound or
+// model.ErrConflict, and returns an error only when the store failed.
+func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, result *error) error {
+	*result = nil
+	old, err := getEvent(tx, []byte(t.ID))
+	if err == model.ErrNotFound {
+		*result = model.ErrNotFound
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if old.Status != t.From || (t.Fence != 0 && old.Fence != t.Fence) {
+		*result = model.ErrConflict
+		return nil
+	}
+	e := *old
+	e.Status = t.To
+	if !t.LaunchAt.IsZero() {
+		e.LaunchAt = t.LaunchAt
+	}
+	if t.Attempts != 0 {
+		e.Attempts = t.Attempts
+	}
+	if t.ResetAttempts {
+		e.Attempts = 0
+	}
+	if t.LastError != "" {
+		e.LastError = t.LastError
+	}
+	if t.TokenExpiresAt != nil {
+		e.TokenExpiresAt = t.TokenExpiresAt
+	}
+	if t.ClearToken {
+		e.TokenExpiresAt = nil
+	}
+	if t.TokenTimedOut {
+		e.TokenTimedOut = true
+	}
+	if t.DeliveredAt != nil {
+		e.DeliveredAt = t.DeliveredAt
+	}
+	if t.FinishedAt != nil {
+		e.FinishedAt = t.FinishedAt
+	}
+	if !t.At.IsZero() {
+		e.UpdatedAt = t.At
+	}
+	return w.put(old, &e)
+}
+
+// EventCountByFire counts a fire's events per status from the fire index
+// alone. Cross-tenant.
+func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error) {
+	counts := store.EventCounts{}
+	err := s.view(ctx, "event count by fire", func(tx *bolt.Tx) error {
+		clear(counts)
+		prefix := strKey(fireID)
+		scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+			st, _ := readStr(k[len(prefix):])
+			counts[model.EventStatus(st)]++
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// EventLastFinished returns the latest FinishedAt among a fire's events, or
+// nil. It reads the fire's finished events only.
+func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Time, error) {
+	var last *time.Time
+	err := s.view(ctx, "event last finished", func(tx *bolt.Tx) error {
+		last = nil
+		for _, st := range []model.EventStatus{model.EventReleased, model.EventDead, model.EventCancelled} {
+			prefix := strKey(fireID, string(st))
+			var err error
+			scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+				var e *model.Event
+				if e, err = getEvent(tx, k[len(prefix):]); err != nil {
+					return false
+				}
+				if e.FinishedAt != nil && (last == nil || e.FinishedAt.After(*last)) {
+					last = e.FinishedAt
+				}
+				return true
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return last, nil
+}
+
+// EventCancelPending cancels the schedule's (or one fire's) events that are
+// pending, retrying or scheduled, setting FinishedAt so that retention
+// removes them later. Cross-tenant.
+func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error) {
+	var n int
+	err := s.update(ctx, "event cancel pending", func(tx *bolt.Tx) error {
+		n = 0
+		var ids [][]byte
+		if fireID != "" {
+			for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
+				prefix := strKey(fireID, string(st))
+				for _, k := range collectPrefix(tx, bEvFire, prefix) {
+					ids = append(ids, k[len(prefix):])
+				}
+			}
+		} else {
+			prefix := strKey(scheduleID)
+			for _, k := range collectPrefix(tx, bEvSched, prefix) {
+				ids = append(ids, k[len(prefix):])
+			}
+		}
+		w := newEventWriter(tx)
+		for _, id := range ids {
+			old, err := getEvent(tx, id)
+			if err != nil {
+				return err
+			}
+			if old.ScheduleID != scheduleID {
+				continue
+			}
+			switch old.Status {
+			case model.EventPending, model.EventRetrying, model.EventScheduled:
+			default:
+				continue
+			}
+			e := *old
+			e.Status, e.FinishedAt, e.UpdatedAt = model.EventCancelled, &at, at
+			if err := w.put(old, &e); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// EventFindTokenExpired returns the policy's token-holding events whose
+// token expired before t, at most limit (zero: no limit). Cross-tenant.
+func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
+	var out []*model.Event
+	err := s.view(ctx, "event find token expired", func(tx *bolt.Tx) error {
+		out = nil
+		for _, st := range []model.EventStatus{model.EventDelivering, model.EventDelivered} {
+			prefix := strKey(policyID, string(st))
+			var err error
+			scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
+				var e *model.Event
+				if e, err = getEvent(tx, k[len(prefix)+timeLen:]); err != nil {
+					return false
+				}
+				if e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
+					out = append(out, e)
+				}
+				return limit <= 0 || len(out) < limit
+			})
+			if err != nil {
+				return err
+			}
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EventCountHoldingTokens counts the policy's delivering and delivered
+// events from the policy index. Cross-tenant.
+func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (int, error) {
+	var n int
+	err := s.view(ctx, "event count holding tokens", func(tx *bolt.Tx) error {
+		n = 0
+		for _, st := range []model.EventStatus{model.EventDelivering, model.EventDelivered} {
+			scanPrefix(tx, bEvPolicy, strKey(policyID, string(st)), func(_, _ []byte) bool {
+				n++
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// EventCountWaiting counts the policy's pending, retrying and scheduled
+// events with LaunchAt <= t from the policy index. Cross-tenant.
+func (s *Store) EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error) {
+	var n int
+	err := s.view(ctx, "event count waiting", func(tx *bolt.Tx) error {
+		n = 0
+		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
+			prefix := strKey(policyID, string(st))
+			scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
+				if readTime(k[len(prefix):]).After(t) {
+					return false
+				}
+				n++
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// EventDeleteFinishedBefore removes released and cancelled events finished
+// before t, oldest first, at most limit (zero: no limit).
+func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	var n int
+	err := s.update(ctx, "event delete finished before", func(tx *bolt.Tx) error {
+		n = 0
+		var ids [][]byte
+		scanPrefix(tx, bEvFinished, nil, func(k, _ []byte) bool {
+			if !readTime(k).Before(t) || (limit > 0 && len(ids) >= limit) {
+				return false
+			}
+			ids = append(ids, bytes.Clone(k[timeLen:]))
+			return true
+		})
+		w := newEventWriter(tx)
+		for _, id := range ids {
+			e, err := getEvent(tx, id)
+			if err != nil {
+				return err
+			}
+			if err := w.remove(e, true); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

@@ -1,0 +1,170 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// fireSchedKey orders a schedule's fires by fire time: schedule\0time id.
+func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
+	return append(appendTime(strKey(scheduleID), fireTime), id...)
+}
+
+// FireInsert stores f unless a fire with its id exists. Cross-tenant.
+func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
+	var inserted bool
+	err := s.batch(ctx, "fire insert", func(tx *bolt.Tx) error {
+		inserted = false
+		if tx.Bucket(bFires).Get([]byte(f.ID)) != nil {
+			return nil
+		}
+		if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+			return err
+		}
+		inserted = true
+		return tx.Bucket(bFireSched).Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil)
+	})
+	if err != nil {
+		return false, err
+	}
+	return inserted, nil
+}
+
+// FireGet returns the tenant's fire. model.ErrNotFound.
+func (s *Store) FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error) {
+	var f model.Fire
+	err := s.view(ctx, "fire get", func(tx *bolt.Tx) error {
+		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+			return err
+		}
+		if f.TenantID != tenantID {
+			return model.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// FireList pages a tenant's schedule's fires, newest first, walking the
+// by-schedule index backwards from p.Before.
+func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error) {
+	limit := limitOr(p.Limit, 1000, 1000)
+	var out []*model.Fire
+	err := s.view(ctx, "fire list", func(tx *bolt.Tx) error {
+		out = nil
+		prefix := strKey(p.ScheduleID)
+		var err error
+		scanBackward(tx, bFireSched, prefix, beforeKey(prefix, p.Before), func(k []byte) bool {
+			var f model.Fire
+			if err = getJSON(tx, bFires, k[len(prefix)+timeLen:], &f); err != nil {
+				return false
+			}
+			if f.TenantID != p.TenantID {
+				return true
+			}
+			out = append(out, &f)
+			return len(out) < limit
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FireLatestBefore returns the schedule's fire with the latest FireTime
+// strictly before t. model.ErrNotFound if none. Cross-tenant.
+func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error) {
+	var f *model.Fire
+	err := s.view(ctx, "fire latest before", func(tx *bolt.Tx) error {
+		f = nil
+		prefix := strKey(scheduleID)
+		var err error
+		scanBackward(tx, bFireSched, prefix, appendTime(bytes.Clone(prefix), t), func(k []byte) bool {
+			var got model.Fire
+			if err = getJSON(tx, bFires, k[len(prefix)+timeLen:], &got); err == nil {
+				f = &got
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			return model.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// FireSetDecision sets the decision and note of a fire. model.ErrNotFound.
+func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error {
+	return s.batch(ctx, "fire set decision", func(tx *bolt.Tx) error {
+		var f model.Fire
+		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+			return err
+		}
+		f.Decision, f.Note = d, note
+		return putJSON(tx, bFires, []byte(id), &f)
+	})
+}
+
+// beforeKey is the exclusive upper bound of a backward scan: the time t
+// under prefix, or the end of the prefix when t is zero.
+func beforeKey(prefix []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return nil
+	}
+	return appendTime(bytes.Clone(prefix), t)
+}
+
+// scanBackward calls fn, newest key first, for the keys of b under prefix
+// that sort before upper (all keys under prefix when upper is nil), until fn
+// returns false.
+func scanBackward(tx *bolt.Tx, b, prefix, upper []byte, fn func(k []byte) bool) {
+	c := tx.Bucket(b).Cursor()
+	if upper == nil {
+		upper = prefixEnd(prefix)
+	}
+	k, _ := c.Seek(upper)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
+		if bytes.Compare(k, upper) >= 0 {
+			continue
+		}
+		if !fn(k) {
+			return
+		}
+	}
+}
+
+// prefixEnd returns the smallest key greater than every key that starts with
+// prefix (nil if there is none).
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,444 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// childKey is the primary key of a child and at the same time the index the
+// emitter scans: partition, timezone, launch expression, minute, then the
+// schedule and its version (two versions of one schedule may briefly
+// coexist while a schedule is updated). ChildrenFind is one prefix seek per
+// eligible (launchExpression, minute). The value is the tenant id, the one
+// field not in the key, which keeps a million children small.
+func childKey(c *model.Child) []byte {
+	b := childPrefix(nil, c.Partition, c.Timezone, c.LaunchExpression, c.Minute)
+	b = appendStr(b, c.ScheduleID)
+	return appendInt64(b, c.ScheduleVersion)
+}
+
+func childPrefix(b []byte, partition int, tz, launchExpr string, minute int) []byte {
+	b = appendInt32(b, partition)
+	b = appendStr(b, tz)
+	b = appendStr(b, launchExpr)
+	return appendInt32(b, minute)
+}
+
+// decodeChild rebuilds a child from its key and value.
+func decodeChild(k, v []byte) (model.Child, error) {
+	if len(k) < 4+4+8 {
+		return model.Child{}, fmt.Errorf("short child key %q", k)
+	}
+	c := model.Child{Partition: readInt32(k), TenantID: string(v)}
+	rest := k[4:]
+	c.Timezone, rest = readStr(rest)
+	c.LaunchExpression, rest = readStr(rest)
+	if len(rest) < 4+1+8 {
+		return model.Child{}, fmt.Errorf("short child key %q", k)
+	}
+	c.Minute = readInt32(rest)
+	c.ScheduleID, rest = readStr(rest[4:])
+	if len(rest) != 8 {
+		return model.Child{}, fmt.Errorf("bad child key %q", k)
+	}
+	c.ScheduleVersion = readInt64(rest)
+	return c, nil
+}
+
+// childSchedKey indexes children by schedule (for replacing and deleting a
+// schedule's children): scheduleID\0 then the child key.
+func childSchedKey(c *model.Child) []byte {
+	return append(strKey(c.ScheduleID), childKey(c)...)
+}
+
+func putChildren(tx *bolt.Tx, children []model.Child) error {
+	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	for i := range children {
+		c := &children[i]
+		k := childKey(c)
+		if bc.Get(k) == nil {
+			if err := addTZCount(bt, c.Timezone, 1); err != nil {
+				return err
+			}
+		}
+		if err := bc.Put(k, []byte(c.TenantID)); err != nil {
+			return err
+		}
+		if err := bs.Put(childSchedKey(c), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteChildren removes the schedule's children for which keep returns
+// false and reports how many it removed.
+func deleteChildren(tx *bolt.Tx, scheduleID string, keep func(model.Child) bool) (int, error) {
+	prefix := strKey(scheduleID)
+	var drop [][]byte
+	var err error
+	scanPrefix(tx, bChildSched, prefix, func(k, _ []byte) bool {
+		var c model.Child
+		if c, err = decodeChild(k[len(prefix):], nil); err != nil {
+			return false
+		}
+		if keep == nil || !keep(c) {
+			drop = append(drop, k[len(prefix):len(k):len(k)])
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	// Copy the keys: they point into the mmap, which deletes may remap.
+	keys := make([][]byte, len(drop))
+	for i, k := range drop {
+		keys[i] = append([]byte(nil), k...)
+	}
+	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	for _, k := range keys {
+		c, err := decodeChild(k, nil)
+		if err != nil {
+			return 0, err
+		}
+		if bc.Get(k) != nil {
+			if err := addTZCount(bt, c.Timezone, -1); err != nil {
+				return 0, err
+			}
+		}
+		if err := bc.Delete(k); err != nil {
+			return 0, err
+		}
+		if err := bs.Delete(append(strKey(scheduleID), k...)); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// addTZCount keeps the number of children per timezone so that
+// ChildTimezones does not scan the children.
+func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
+	var n int64
+	if v := b.Get([]byte(tz)); len(v) == 8 {
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	n += delta
+	if n <= 0 {
+		return b.Delete([]byte(tz))
+	}
+	return b.Put([]byte(tz), binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+func putSchedule(tx *bolt.Tx, sc *model.Schedule) error {
+	if err := putJSON(tx, bSchedules, []byte(sc.ID), sc); err != nil {
+		return err
+	}
+	return tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil)
+}
+
+// ScheduleCreate stores sc and its children in one transaction.
+// model.ErrConflict if the id exists.
+func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
+	return s.update(ctx, "schedule create", func(tx *bolt.Tx) error {
+		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
+			return model.ErrConflict
+		}
+		if err := putChildren(tx, children); err != nil {
+			return err
+		}
+		return putSchedule(tx, sc)
+	})
+}
+
+// ScheduleGet returns the tenant's schedule; model.ErrNotFound otherwise.
+func (s *Store) ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
+	var sc model.Schedule
+	err := s.view(ctx, "schedule get", func(tx *bolt.Tx) error {
+		if err := getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+			return err
+		}
+		if sc.TenantID != tenantID {
+			return model.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// ScheduleGetMany returns the schedules with these ids that exist.
+// Cross-tenant.
+func (s *Store) ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error) {
+	var out []*model.Schedule
+	err := s.view(ctx, "schedule get many", func(tx *bolt.Tx) error {
+		out = out[:0]
+		for _, id := range ids {
+			var sc model.Schedule
+			switch err := getJSON(tx, bSchedules, []byte(id), &sc); err {
+			case nil:
+				out = append(out, &sc)
+			case model.ErrNotFound:
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScheduleList pages a tenant's schedules by id. Limit is clamped to
+// 1..1000; zero means 1000.
+func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error) {
+	limit := limitOr(p.Limit, 1000, 1000)
+	var out []*model.Schedule
+	err := s.view(ctx, "schedule list", func(tx *bolt.Tx) error {
+		out = nil
+		prefix := strKey(p.TenantID)
+		c := tx.Bucket(bSchedTenant).Cursor()
+		k, _ := c.Seek(prefix)
+		if p.After != "" {
+			after := strKey(p.TenantID, p.After)
+			k, _ = c.Seek(after)
+			if k != nil && string(k) == string(after) {
+				k, _ = c.Next()
+			}
+		}
+		for ; k != nil && len(out) < limit && hasPrefix(k, prefix); k, _ = c.Next() {
+			id, _ := readStr(k[len(prefix):])
+			var sc model.Schedule
+			if err := getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+				return err
+			}
+			if (p.State != "" && sc.State != p.State) ||
+				(p.PolicyID != "" && sc.PolicyID != p.PolicyID) ||
+				(p.NamePrefix != "" && !strings.HasPrefix(sc.Name, p.NamePrefix)) {
+				continue
+			}
+			out = append(out, &sc)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScheduleUpdate replaces the schedule if its stored Version equals
+// expectedVersion, and its children when children is non-nil, in one
+// transaction (so the write order the contract describes for stores without
+// transactions is moot here). model.ErrNotFound, model.ErrConflict.
+func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expectedVersion int64, children []model.Child) error {
+	if sc.Version != expectedVersion+1 {
+		return wrap("schedule update", &model.FieldError{Field: "version", Reason: fmt.Sprintf("must be %d", expectedVersion+1)})
+	}
+	return s.update(ctx, "schedule update", func(tx *bolt.Tx) error {
+		var old model.Schedule
+		if err := getJSON(tx, bSchedules, []byte(sc.ID), &old); err != nil {
+			return err
+		}
+		if old.TenantID != sc.TenantID {
+			return model.ErrNotFound
+		}
+		if old.Version != expectedVersion {
+			return model.ErrConflict
+		}
+		if children != nil {
+			if _, err := deleteChildren(tx, sc.ID, nil); err != nil {
+				return err
+			}
+			if err := putChildren(tx, children); err != nil {
+				return err
+			}
+		}
+		return putSchedule(tx, sc)
+	})
+}
+
+// ScheduleDelete removes the tenant's schedule and its children.
+// model.ErrNotFound. Its events are left to EventCancelPending.
+func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
+	return s.update(ctx, "schedule delete", func(tx *bolt.Tx) error {
+		var old model.Schedule
+		if err := getJSON(tx, bSchedules, []byte(id), &old); err != nil {
+			return err
+		}
+		if old.TenantID != tenantID {
+			return model.ErrNotFound
+		}
+		if _, err := deleteChildren(tx, id, nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSchedTenant).Delete(strKey(tenantID, id)); err != nil {
+			return err
+		}
+		return tx.Bucket(bSchedules).Delete([]byte(id))
+	})
+}
+
+// ScheduleCountByPolicy counts a tenant's schedules that name policyID. It
+// scans the tenant's schedules: it serves policy deletion, which is rare.
+func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error) {
+	var n int
+	err := s.view(ctx, "schedule count by policy", func(tx *bolt.Tx) error {
+		n = 0
+		prefix := strKey(tenantID)
+		var err error
+		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
+			id, _ := readStr(k[len(prefix):])
+			var sc model.Schedule
+			if err = getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+				return false
+			}
+			if sc.PolicyID == policyID {
+				n++
+			}
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// ChildrenFind returns the children of p.Keys in one partition and
+// timezone: one prefix seek per key. Cross-tenant.
+func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error) {
+	var out []model.Child
+	err := s.view(ctx, "children find", func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bChildren).Cursor()
+		var prefix []byte
+		for _, key := range p.Keys {
+			prefix = childPrefix(prefix[:0], p.Partition, p.Timezone, key.LaunchExpression, key.Minute)
+			for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+				child, err := decodeChild(k, v)
+				if err != nil {
+					return err
+				}
+				out = append(out, child)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ChildTimezones lists the distinct timezones that have children, sorted.
+func (s *Store) ChildTimezones(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.view(ctx, "child timezones", func(tx *bolt.Tx) error {
+		out = nil
+		scanPrefix(tx, bChildTZ, nil, func(k, _ []byte) bool {
+			out = append(out, string(k))
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ChildrenDeleteOrphans removes children whose schedule is missing or has
+// another version. It walks the by-schedule index, so it reads one schedule
+// per schedule with children, not one per child.
+func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
+	var n int
+	err := s.update(ctx, "children delete orphans", func(tx *bolt.Tx) error {
+		n = 0
+		// Find the schedules that have children first; deleting while a
+		// cursor walks the bucket is not allowed.
+		var scheduleIDs []string
+		var last string
+		scanPrefix(tx, bChildSched, nil, func(k, _ []byte) bool {
+			id, _ := readStr(k)
+			if id != last || len(scheduleIDs) == 0 {
+				scheduleIDs = append(scheduleIDs, id)
+				last = id
+			}
+			return true
+		})
+		for _, id := range scheduleIDs {
+			var sc model.Schedule
+			version := int64(-1) << 62 // matches no child: the schedule is gone
+			switch err := getJSON(tx, bSchedules, []byte(id), &sc); err {
+			case nil:
+				version = sc.Version
+			case model.ErrNotFound:
+			default:
+				return err
+			}
+			removed, err := deleteChildren(tx, id, func(c model.Child) bool { return c.ScheduleVersion == version })
+			if err != nil {
+				return err
+			}
+			n += removed
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// WatermarkGet returns the partition's watermark, zero if none was set.
+func (s *Store) WatermarkGet(ctx context.Context, partition int) (model.Watermark, error) {
+	var w model.Watermark
+	err := s.view(ctx, "watermark get", func(tx *bolt.Tx) error {
+		w = model.Watermark{}
+		err := getJSON(tx, bWatermarks, appendInt32(nil, partition), &w)
+		if err == model.ErrNotFound {
+			w.Partition = partition
+			return nil
+		}
+		return err
+	})
+	return w, err
+}
+
+// WatermarkAdvance moves the watermark forward under a fence that is not
+// older than the stored one. model.ErrConflict otherwise.
+func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
+	return s.update(ctx, "watermark advance", func(tx *bolt.Tx) error {
+		key := appendInt32(nil, w.Partition)
+		var old model.Watermark
+		switch err := getJSON(tx, bWatermarks, key, &old); err {
+		case nil:
+			if !w.Until.After(old.Until) || w.Fence < old.Fence {
+				return model.ErrConflict
+			}
+		case model.ErrNotFound:
+		default:
+			return err
+		}
+		return putJSON(tx, bWatermarks, key, &w)
+	})
+}
+
+func hasPrefix(k, prefix []byte) bool {
+	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
+}

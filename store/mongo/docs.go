@@ -1,0 +1,339 @@
+package mongo
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// The document types below are the stored shape of the model types. They
+// are separate from model so that model stays free of driver tags, and so
+// that instants can be stored as exact int64 Unix nanoseconds (see the
+// package doc). Field names are the model's JSON names.
+
+// unixNano stores t exactly; the zero time is stored as 0 (and read back as
+// the zero time), since time.Time{}.UnixNano is not meaningful.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromNano is the inverse of unixNano; instants come back in UTC.
+func fromNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func unixNanoPtr(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	n := unixNano(*t)
+	return &n
+}
+
+func fromNanoPtr(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := fromNano(*n)
+	return &t
+}
+
+type tenantDoc struct {
+	ID        string `bson:"_id"`
+	Name      string `bson:"name"`
+	CreatedAt int64  `bson:"createdAt"`
+}
+
+func toTenantDoc(t *model.Tenant) tenantDoc {
+	return tenantDoc{ID: t.ID, Name: t.Name, CreatedAt: unixNano(t.CreatedAt)}
+}
+
+func (d *tenantDoc) model() *model.Tenant {
+	return &model.Tenant{ID: d.ID, Name: d.Name, CreatedAt: fromNano(d.CreatedAt)}
+}
+
+type apiKeyDoc struct {
+	ID        string `bson:"_id"`
+	TenantID  string `bson:"tenantId"`
+	Hash      string `bson:"hash"`
+	Prefix    string `bson:"prefix"`
+	CreatedAt int64  `bson:"createdAt"`
+	RevokedAt *int64 `bson:"revokedAt,omitempty"`
+}
+
+func toAPIKeyDoc(k *model.APIKey) apiKeyDoc {
+	return apiKeyDoc{
+		ID: k.ID, TenantID: k.TenantID, Hash: k.Hash, Prefix: k.Prefix,
+		CreatedAt: unixNano(k.CreatedAt), RevokedAt: unixNanoPtr(k.RevokedAt),
+	}
+}
+
+func (d *apiKeyDoc) model() *model.APIKey {
+	return &model.APIKey{
+		ID: d.ID, TenantID: d.TenantID, Hash: d.Hash, Prefix: d.Prefix,
+		CreatedAt: fromNano(d.CreatedAt), RevokedAt: fromNanoPtr(d.RevokedAt),
+	}
+}
+
+type idempotencyDoc struct {
+	TenantID    string `bson:"tenantId"`
+	Key         string `bson:"key"`
+	RequestHash string `bson:"requestHash"`
+	Status      int    `bson:"status"`
+	Body        []byte `bson:"body,omitempty"`
+	CreatedAt   int64  `bson:"createdAt"`
+}
+
+func toIdempotencyDoc(r *model.IdempotencyRecord) idempotencyDoc {
+	return idempotencyDoc{
+		TenantID: r.TenantID, Key: r.Key, RequestHash: r.RequestHash,
+		Status: r.Status, Body: r.Body, CreatedAt: unixNano(r.CreatedAt),
+	}
+}
+
+func (d *idempotencyDoc) model() *model.IdempotencyRecord {
+	return &model.IdempotencyRecord{
+		TenantID: d.TenantID, Key: d.Key, RequestHash: d.RequestHash,
+		Status: d.Status, Body: d.Body, CreatedAt: fromNano(d.CreatedAt),
+	}
+}
+
+type targetDoc struct {
+	Type     string `bson:"type"`
+	URL      string `bson:"url,omitempty"`
+	QueueURL string `bson:"queueUrl,omitempty"`
+}
+
+func toTargetDoc(t model.Target) targetDoc {
+	return targetDoc{Type: string(t.Type), URL: t.URL, QueueURL: t.QueueURL}
+}
+
+func (d targetDoc) model() model.Target {
+	return model.Target{Type: model.TargetType(d.Type), URL: d.URL, QueueURL: d.QueueURL}
+}
+
+type scheduleDoc struct {
+	ID          string    `bson:"_id"`
+	TenantID    string    `bson:"tenantId"`
+	Name        string    `bson:"name"`
+	Cron        string    `bson:"cron,omitempty"`
+	RunAt       *int64    `bson:"runAt,omitempty"`
+	Timezone    string    `bson:"timezone"`
+	EventCount  int       `bson:"eventCount"`
+	PolicyID    string    `bson:"policyId"`
+	Window      int64     `bson:"window,omitempty"`
+	Spread      bool      `bson:"spread,omitempty"`
+	Priority    int       `bson:"priority,omitempty"`
+	Target      targetDoc `bson:"target"`
+	Payload     []byte    `bson:"payload,omitempty"`
+	MaxAttempts int       `bson:"maxAttempts"`
+	StartAt     *int64    `bson:"startAt,omitempty"`
+	EndAt       *int64    `bson:"endAt,omitempty"`
+	Misfire     string    `bson:"misfire"`
+	Overlap     string    `bson:"overlap"`
+	State       string    `bson:"state"`
+	Partition   int       `bson:"partition"`
+	Version     int64     `bson:"version"`
+	CreatedAt   int64     `bson:"createdAt"`
+	UpdatedAt   int64     `bson:"updatedAt"`
+}
+
+func toScheduleDoc(s *model.Schedule) scheduleDoc {
+	return scheduleDoc{
+		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Cron: s.Cron,
+		RunAt: unixNanoPtr(s.RunAt), Timezone: s.Timezone, EventCount: s.EventCount,
+		PolicyID: s.PolicyID, Window: int64(s.Window), Spread: s.Spread,
+		Priority: s.Priority, Target: toTargetDoc(s.Target), Payload: s.Payload,
+		MaxAttempts: s.MaxAttempts, StartAt: unixNanoPtr(s.StartAt), EndAt: unixNanoPtr(s.EndAt),
+		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
+		Partition: s.Partition, Version: s.Version,
+		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
+	}
+}
+
+func (d *scheduleDoc) model() *model.Schedule {
+	return &model.Schedule{
+		ID: d.ID, TenantID: d.TenantID, Name: d.Name, Cron: d.Cron,
+		RunAt: fromNanoPtr(d.RunAt), Timezone: d.Timezone, EventCount: d.EventCount,
+		PolicyID: d.PolicyID, Window: time.Duration(d.Window), Spread: d.Spread,
+		Priority: d.Priority, Target: d.Target.model(), Payload: d.Payload,
+		MaxAttempts: d.MaxAttempts, StartAt: fromNanoPtr(d.StartAt), EndAt: fromNanoPtr(d.EndAt),
+		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
+		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
+		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+	}
+}
+
+// childDoc has a fresh ObjectID per write (not a deterministic id): a
+// ScheduleUpdate that loses its compare-and-set deletes exactly the children
+// it wrote, even if a concurrent winner wrote children for the same version.
+type childDoc struct {
+	ID               bson.ObjectID `bson:"_id,omitempty"`
+	ScheduleID       string        `bson:"scheduleId"`
+	TenantID         string        `bson:"tenantId"`
+	ScheduleVersion  int64         `bson:"scheduleVersion"`
+	Partition        int           `bson:"partition"`
+	Timezone         string        `bson:"timezone"`
+	LaunchExpression string        `bson:"launchExpression"`
+	Minute           int           `bson:"minute"`
+}
+
+func toChildDoc(c *model.Child) childDoc {
+	return childDoc{
+		ScheduleID: c.ScheduleID, TenantID: c.TenantID, ScheduleVersion: c.ScheduleVersion,
+		Partition: c.Partition, Timezone: c.Timezone,
+		LaunchExpression: c.LaunchExpression, Minute: c.Minute,
+	}
+}
+
+func (d *childDoc) model() model.Child {
+	return model.Child{
+		ScheduleID: d.ScheduleID, TenantID: d.TenantID, ScheduleVersion: d.ScheduleVersion,
+		Partition: d.Partition, Timezone: d.Timezone,
+		LaunchExpression: d.LaunchExpression, Minute: d.Minute,
+	}
+}
+
+type watermarkDoc struct {
+	Partition int   `bson:"_id"`
+	Until     int64 `bson:"until"`
+	Fence     int64 `bson:"fence"`
+}
+
+type fireDoc struct {
+	ID         string `bson:"_id"`
+	ScheduleID string `bson:"scheduleId"`
+	TenantID   string `bson:"tenantId"`
+	FireTime   int64  `bson:"fireTime"`
+	LocalTime  string `bson:"localTime"`
+	Count      int    `bson:"count"`
+	Decision   string `bson:"decision"`
+	Note       string `bson:"note,omitempty"`
+	CreatedAt  int64  `bson:"createdAt"`
+}
+
+func toFireDoc(f *model.Fire) fireDoc {
+	return fireDoc{
+		ID: f.ID, ScheduleID: f.ScheduleID, TenantID: f.TenantID,
+		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
+		Decision: string(f.Decision), Note: f.Note, CreatedAt: unixNano(f.CreatedAt),
+	}
+}
+
+func (d *fireDoc) model() *model.Fire {
+	return &model.Fire{
+		ID: d.ID, ScheduleID: d.ScheduleID, TenantID: d.TenantID,
+		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
+		Decision: model.FireDecision(d.Decision), Note: d.Note, CreatedAt: fromNano(d.CreatedAt),
+	}
+}
+
+type eventDoc struct {
+	ID             string    `bson:"_id"`
+	TenantID       string    `bson:"tenantId"`
+	ScheduleID     string    `bson:"scheduleId"`
+	FireID         string    `bson:"fireId"`
+	FireTime       int64     `bson:"fireTime"`
+	Index          int       `bson:"index"`
+	Count          int       `bson:"count"`
+	LaunchAt       int64     `bson:"launchAt"`
+	Deadline       *int64    `bson:"deadline,omitempty"`
+	Priority       int       `bson:"priority,omitempty"`
+	PolicyID       string    `bson:"policyId"`
+	Target         targetDoc `bson:"target"`
+	Payload        []byte    `bson:"payload,omitempty"`
+	MaxAttempts    int       `bson:"maxAttempts"`
+	Shard          int       `bson:"shard"`
+	Status         string    `bson:"status"`
+	Attempts       int       `bson:"attempts"`
+	LastError      string    `bson:"lastError,omitempty"`
+	Fence          int64     `bson:"fence"`
+	ReleaseToken   string    `bson:"releaseToken,omitempty"`
+	TokenExpiresAt *int64    `bson:"tokenExpiresAt,omitempty"`
+	TokenTimedOut  bool      `bson:"tokenTimedOut,omitempty"`
+	DeliveredAt    *int64    `bson:"deliveredAt,omitempty"`
+	FinishedAt     *int64    `bson:"finishedAt,omitempty"`
+	CreatedAt      int64     `bson:"createdAt"`
+	UpdatedAt      int64     `bson:"updatedAt"`
+}
+
+func toEventDoc(e *model.Event) eventDoc {
+	return eventDoc{
+		ID: e.ID, TenantID: e.TenantID, ScheduleID: e.ScheduleID, FireID: e.FireID,
+		FireTime: unixNano(e.FireTime), Index: e.Index, Count: e.Count,
+		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline),
+		Priority: e.Priority, PolicyID: e.PolicyID, Target: toTargetDoc(e.Target),
+		Payload: e.Payload, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
+		Status: string(e.Status), Attempts: e.Attempts, LastError: e.LastError,
+		Fence: e.Fence, ReleaseToken: e.ReleaseToken,
+		TokenExpiresAt: unixNanoPtr(e.TokenExpiresAt), TokenTimedOut: e.TokenTimedOut,
+		DeliveredAt: unixNanoPtr(e.DeliveredAt), FinishedAt: unixNanoPtr(e.FinishedAt),
+		CreatedAt: unixNano(e.CreatedAt), UpdatedAt: unixNano(e.UpdatedAt),
+	}
+}
+
+func (d *eventDoc) model() *model.Event {
+	return &model.Event{
+		ID: d.ID, TenantID: d.TenantID, ScheduleID: d.ScheduleID, FireID: d.FireID,
+		FireTime: fromNano(d.FireTime), Index: d.Index, Count: d.Count,
+		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline),
+		Priority: d.Priority, PolicyID: d.PolicyID, Target: d.Target.model(),
+		Payload: d.Payload, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
+		Status: model.EventStatus(d.Status), Attempts: d.Attempts, LastError: d.LastError,
+		Fence: d.Fence, ReleaseToken: d.ReleaseToken,
+		TokenExpiresAt: fromNanoPtr(d.TokenExpiresAt), TokenTimedOut: d.TokenTimedOut,
+		DeliveredAt: fromNanoPtr(d.DeliveredAt), FinishedAt: fromNanoPtr(d.FinishedAt),
+		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+	}
+}
+
+type policyDoc struct {
+	ID           string `bson:"_id"`
+	TenantID     string `bson:"tenantId"`
+	Name         string `bson:"name"`
+	MaxInFlight  int    `bson:"maxInFlight"`
+	TokenTimeout int64  `bson:"tokenTimeout"`
+	AutoRelease  bool   `bson:"autoRelease"`
+	InUse        int    `bson:"inUse"`
+	TimedOut     int64  `bson:"timedOut"`
+	Version      int64  `bson:"version"`
+	CreatedAt    int64  `bson:"createdAt"`
+	UpdatedAt    int64  `bson:"updatedAt"`
+}
+
+func toPolicyDoc(p *model.Policy) policyDoc {
+	return policyDoc{
+		ID: p.ID, TenantID: p.TenantID, Name: p.Name, MaxInFlight: p.MaxInFlight,
+		TokenTimeout: int64(p.TokenTimeout), AutoRelease: p.AutoRelease,
+		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
+		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
+	}
+}
+
+func (d *policyDoc) model() *model.Policy {
+	return &model.Policy{
+		ID: d.ID, TenantID: d.TenantID, Name: d.Name, MaxInFlight: d.MaxInFlight,
+		TokenTimeout: time.Duration(d.TokenTimeout), AutoRelease: d.AutoRelease,
+		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
+		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+	}
+}
+
+type leaseDoc struct {
+	Name      string `bson:"_id"`
+	Owner     string `bson:"owner"`
+	Fence     int64  `bson:"fence"`
+	ExpiresAt int64  `bson:"expiresAt"`
+}
+
+func (d *leaseDoc) model() model.Lease {
+	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt)}
+}

@@ -1,0 +1,417 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Status sets used by several queries.
+var (
+	claimableStatuses = []string{string(model.EventPending), string(model.EventRetrying)}
+	waitingStatuses   = []string{string(model.EventPending), string(model.EventRetrying), string(model.EventScheduled)}
+	tokenStatuses     = []string{string(model.EventDelivering), string(model.EventDelivered)}
+	deletableStatuses = []string{string(model.EventReleased), string(model.EventCancelled)}
+)
+
+func in[T any](vs []T) bson.D { return bson.D{{Key: "$in", Value: vs}} }
+
+// EventInsertMany inserts the events whose ids do not exist yet, as one
+// unordered bulk insert: a duplicate _id fails only its own document, so the
+// events of a rescanned window are left untouched and the rest still go in.
+// Returns how many were inserted. Cross-tenant.
+func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	docs := make([]any, len(events))
+	for i, e := range events {
+		docs[i] = toEventDoc(e)
+	}
+	_, err := s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return len(events), nil
+	}
+	dups, onlyDups := duplicateWrites(err)
+	if !onlyDups {
+		return 0, fmt.Errorf("event insert many (%d events): %w", len(events), interpretError(err))
+	}
+	return len(events) - dups, nil
+}
+
+// duplicateWrites counts the duplicate-key write errors of a bulk write and
+// reports whether there were no other errors.
+func duplicateWrites(err error) (dups int, onlyDups bool) {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return 0, false
+	}
+	for _, we := range bwe.WriteErrors {
+		if !isDuplicateCode(we.Code) {
+			return 0, false
+		}
+		dups++
+	}
+	return dups, true
+}
+
+func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || code == 12582 }
+
+// EventGet returns the tenant's event. ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, tenantID, id string) (*model.Event, error) {
+	var d eventDoc
+	if err := s.events.FindOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}}).Decode(&d); err != nil {
+		return nil, fmt.Errorf("event get %s: %w", id, interpretError(err))
+	}
+	return d.model(), nil
+}
+
+// EventGetByID returns any tenant's event. ErrNotFound.
+func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, error) {
+	var d eventDoc
+	if err := s.events.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+		return nil, fmt.Errorf("event get by id %s: %w", id, interpretError(err))
+	}
+	return d.model(), nil
+}
+
+// EventList pages a tenant's events by id.
+func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error) {
+	filter := bson.D{{Key: "tenantId", Value: p.TenantID}}
+	if p.After != "" {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: p.After}}})
+	}
+	if p.ScheduleID != "" {
+		filter = append(filter, bson.E{Key: "scheduleId", Value: p.ScheduleID})
+	}
+	if p.FireID != "" {
+		filter = append(filter, bson.E{Key: "fireId", Value: p.FireID})
+	}
+	if p.Status != "" {
+		filter = append(filter, bson.E{Key: "status", Value: string(p.Status)})
+	}
+	if !p.From.IsZero() || !p.To.IsZero() {
+		r := bson.D{}
+		if !p.From.IsZero() {
+			r = append(r, bson.E{Key: "$gte", Value: unixNano(p.From)})
+		}
+		if !p.To.IsZero() {
+			r = append(r, bson.E{Key: "$lt", Value: unixNano(p.To)})
+		}
+		filter = append(filter, bson.E{Key: "launchAt", Value: r})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(p.Limit))
+	docs, err := findAll[eventDoc](ctx, s.events, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("event list tenant %s: %w", p.TenantID, err)
+	}
+	return eventModels(docs), nil
+}
+
+func eventModels(docs []eventDoc) []*model.Event {
+	out := make([]*model.Event, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out
+}
+
+// EventClaimDue claims due events of one queue shard in three round trips,
+// whatever the limit:
+//
+//  1. find the candidates (pending/retrying and due, or scheduled under an
+//     older fence) through the (shard, status, launchAt) index, projecting
+//     only _id, status and fence;
+//  2. one unordered bulk write of compare-and-sets, each conditional on the
+//     status and fence the candidate had, so a concurrent claimer or a
+//     transition made meanwhile wins and the candidate is skipped; each write
+//     also stamps a nonce of this call;
+//  3. read back the candidates that carry the nonce and p.Fence.
+//
+// The nonce is what tells this call's wins apart: a bulk write reports only
+// totals, and two claimers may hold the same fence (one owner claiming from
+// two goroutines), so the fence alone would let both return an event.
+func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
+	type cand struct {
+		ID     string `bson:"_id"`
+		Status string `bson:"status"`
+		Fence  int64  `bson:"fence"`
+	}
+	filter := bson.D{
+		{Key: "shard", Value: p.Shard},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "status", Value: in(claimableStatuses)}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: unixNano(p.DueBefore)}}}},
+			bson.D{{Key: "status", Value: string(model.EventScheduled)}, {Key: "fence", Value: bson.D{{Key: "$lt", Value: p.Fence}}}},
+		}},
+	}
+	opts := options.Find().
+		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
+		SetLimit(clampLimit(p.Limit)).
+		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}})
+	cands, err := findAll[cand](ctx, s.events, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+
+	nonce := bson.NewObjectID()
+	writes := make([]mongo.WriteModel, len(cands))
+	ids := make([]string, len(cands))
+	for i, c := range cands {
+		ids[i] = c.ID
+		writes[i] = mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: "_id", Value: c.ID}, {Key: "status", Value: c.Status}, {Key: "fence", Value: c.Fence}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{
+				{Key: "status", Value: string(model.EventScheduled)},
+				{Key: "fence", Value: p.Fence},
+				{Key: "claim", Value: nonce},
+			}}})
+	}
+	unlock := s.lockCAS()
+	_, err = s.events.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+	unlock()
+	if err != nil {
+		return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, interpretError(err))
+	}
+
+	docs, err := findAll[eventDoc](ctx, s.events,
+		bson.D{
+			{Key: "_id", Value: in(ids)},
+			{Key: "claim", Value: nonce},
+			{Key: "status", Value: string(model.EventScheduled)},
+			{Key: "fence", Value: p.Fence},
+		},
+		options.Find().SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
+	}
+	return eventModels(docs), nil
+}
+
+// EventTransition applies the transitions in order, each one UpdateOne whose
+// filter is the compare-and-set (id, from-status and, if set, fence). A
+// transition that matched nothing is ErrNotFound or ErrConflict by a second
+// look. Only failures to reach the store end the call early.
+func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	results := make([]error, len(ts))
+	for i := range ts {
+		t := &ts[i]
+		err := s.eventTransition(ctx, t)
+		if errors.Is(err, model.ErrUnavailable) {
+			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+		}
+		if err != nil && !errors.Is(err, model.ErrNotFound) && !errors.Is(err, model.ErrConflict) {
+			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+		}
+		if err != nil {
+			err = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+		}
+		results[i] = err
+	}
+	return results, nil
+}
+
+func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) error {
+	filter := bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
+	if t.Fence != 0 {
+		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
+	}
+	set := bson.D{{Key: "status", Value: string(t.To)}}
+	if !t.LaunchAt.IsZero() {
+		set = append(set, bson.E{Key: "launchAt", Value: unixNano(t.LaunchAt)})
+	}
+	switch {
+	case t.ResetAttempts:
+		set = append(set, bson.E{Key: "attempts", Value: 0})
+	case t.Attempts != 0:
+		set = append(set, bson.E{Key: "attempts", Value: t.Attempts})
+	}
+	if t.LastError != "" {
+		set = append(set, bson.E{Key: "lastError", Value: t.LastError})
+	}
+	if t.TokenExpiresAt != nil {
+		set = append(set, bson.E{Key: "tokenExpiresAt", Value: unixNano(*t.TokenExpiresAt)})
+	}
+	if t.TokenTimedOut {
+		set = append(set, bson.E{Key: "tokenTimedOut", Value: true})
+	}
+	if t.DeliveredAt != nil {
+		set = append(set, bson.E{Key: "deliveredAt", Value: unixNano(*t.DeliveredAt)})
+	}
+	if t.FinishedAt != nil {
+		set = append(set, bson.E{Key: "finishedAt", Value: unixNano(*t.FinishedAt)})
+	}
+	if !t.At.IsZero() {
+		set = append(set, bson.E{Key: "updatedAt", Value: unixNano(t.At)})
+	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if t.ClearToken && t.TokenExpiresAt == nil {
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "tokenExpiresAt", Value: ""}}})
+	}
+
+	unlock := s.lockCAS()
+	res, err := s.events.UpdateOne(ctx, filter, update)
+	unlock()
+	if err != nil {
+		return interpretError(err)
+	}
+	if res.MatchedCount == 0 {
+		return s.notFoundOrConflict(ctx, s.events, bson.D{{Key: "_id", Value: t.ID}})
+	}
+	return nil
+}
+
+// EventCountByFire counts a fire's events per status with one $group over
+// the (fireId, status) index. Cross-tenant.
+func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error) {
+	pipeline := mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "fireId", Value: fireID}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$status"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
+	}
+	cur, err := s.events.Aggregate(ctx, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("event count by fire %s: %w", fireID, interpretError(err))
+	}
+	var rows []struct {
+		Status string `bson:"_id"`
+		N      int    `bson:"n"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("event count by fire %s: %w", fireID, interpretError(err))
+	}
+	counts := store.EventCounts{}
+	for _, r := range rows {
+		counts[model.EventStatus(r.Status)] = r.N
+	}
+	return counts, nil
+}
+
+// EventLastFinished returns the latest FinishedAt among a fire's events, or
+// nil.
+func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Time, error) {
+	var d struct {
+		FinishedAt *int64 `bson:"finishedAt"`
+	}
+	filter := bson.D{{Key: "fireId", Value: fireID}, {Key: "finishedAt", Value: bson.D{{Key: "$exists", Value: true}}}}
+	opts := options.FindOne().SetSort(bson.D{{Key: "finishedAt", Value: -1}}).SetProjection(bson.D{{Key: "finishedAt", Value: 1}})
+	err := s.events.FindOne(ctx, filter, opts).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event last finished fire %s: %w", fireID, interpretError(err))
+	}
+	return fromNanoPtr(d.FinishedAt), nil
+}
+
+// EventCancelPending cancels the schedule's (or one fire's) waiting events
+// with one UpdateMany: each document is still changed by its own
+// conditional write (the status filter is re-checked per document), so an
+// event a handler moved on meanwhile is left alone. Cross-tenant.
+func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error) {
+	filter := bson.D{{Key: "scheduleId", Value: scheduleID}}
+	if fireID != "" {
+		filter = append(filter, bson.E{Key: "fireId", Value: fireID})
+	}
+	filter = append(filter, bson.E{Key: "status", Value: in(waitingStatuses)})
+	update := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "status", Value: string(model.EventCancelled)},
+		{Key: "finishedAt", Value: unixNano(at)},
+		{Key: "updatedAt", Value: unixNano(at)},
+	}}}
+	unlock := s.lockCAS()
+	res, err := s.events.UpdateMany(ctx, filter, update)
+	unlock()
+	if err != nil {
+		return 0, fmt.Errorf("event cancel pending schedule %s: %w", scheduleID, interpretError(err))
+	}
+	return int(res.ModifiedCount), nil
+}
+
+// EventFindTokenExpired returns the policy's token-holding events whose
+// token expired before t, oldest expiry first. Cross-tenant.
+func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
+	filter := bson.D{
+		{Key: "policyId", Value: policyID},
+		{Key: "status", Value: in(tokenStatuses)},
+		{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}},
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(clampLimit(limit))
+	docs, err := findAll[eventDoc](ctx, s.events, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("event find token expired policy %s: %w", policyID, err)
+	}
+	return eventModels(docs), nil
+}
+
+// EventCountHoldingTokens counts the policy's delivering and delivered
+// events. Cross-tenant.
+func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (int, error) {
+	n, err := s.events.CountDocuments(ctx, bson.D{{Key: "policyId", Value: policyID}, {Key: "status", Value: in(tokenStatuses)}})
+	if err != nil {
+		return 0, fmt.Errorf("event count holding tokens policy %s: %w", policyID, interpretError(err))
+	}
+	return int(n), nil
+}
+
+// EventCountWaiting counts the policy's pending, retrying and scheduled
+// events with LaunchAt <= t.
+func (s *Store) EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error) {
+	filter := bson.D{
+		{Key: "policyId", Value: policyID},
+		{Key: "status", Value: in(waitingStatuses)},
+		{Key: "launchAt", Value: bson.D{{Key: "$lte", Value: unixNano(t)}}},
+	}
+	n, err := s.events.CountDocuments(ctx, filter)
+	if err != nil {
+		return 0, fmt.Errorf("event count waiting policy %s: %w", policyID, interpretError(err))
+	}
+	return int(n), nil
+}
+
+// EventDeleteFinishedBefore is the retention job (FerretDB has no TTL
+// indexes): it removes at most limit released or cancelled events finished
+// before t (all of them if limit <= 0). The ids are read first because
+// DeleteMany has no limit; the delete repeats the condition so an event
+// redriven meanwhile stays.
+func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	filter := bson.D{
+		{Key: "status", Value: in(deletableStatuses)},
+		{Key: "finishedAt", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}},
+	}
+	if limit > 0 {
+		type idOnly struct {
+			ID string `bson:"_id"`
+		}
+		opts := options.Find().SetLimit(int64(limit)).SetProjection(bson.D{{Key: "_id", Value: 1}})
+		docs, err := findAll[idOnly](ctx, s.events, filter, opts)
+		if err != nil {
+			return 0, fmt.Errorf("event delete finished before %s: %w", t.Format(time.RFC3339), err)
+		}
+		if len(docs) == 0 {
+			return 0, nil
+		}
+		ids := make([]string, len(docs))
+		for i, d := range docs {
+			ids[i] = d.ID
+		}
+		filter = append(bson.D{{Key: "_id", Value: in(ids)}}, filter...)
+	}
+	unlock := s.lockCAS()
+	res, err := s.events.DeleteMany(ctx, filter)
+	unlock()
+	if err != nil {
+		return 0, fmt.Errorf("event delete finished before %s: %w", t.Format(time.RFC3339), interpretError(err))
+	}
+	return int(res.DeletedCount), nil
+}

@@ -1,0 +1,88 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// FireInsert stores f unless a fire with f.ID exists (the _id decides, so
+// two emitters rescanning one window record one fire). Cross-tenant.
+func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
+	_, err := s.fires.InsertOne(ctx, toFireDoc(f))
+	if mongo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("fire insert %s: %w", f.ID, interpretError(err))
+	}
+	return true, nil
+}
+
+// FireGet returns the tenant's fire. ErrNotFound.
+func (s *Store) FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error) {
+	var d fireDoc
+	if err := s.fires.FindOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}}).Decode(&d); err != nil {
+		return nil, fmt.Errorf("fire get %s: %w", id, interpretError(err))
+	}
+	return d.model(), nil
+}
+
+// FireList pages a tenant's schedule's fires, newest first.
+func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error) {
+	filter := bson.D{{Key: "scheduleId", Value: p.ScheduleID}, {Key: "tenantId", Value: p.TenantID}}
+	if !p.Before.IsZero() {
+		filter = append(filter, bson.E{Key: "fireTime", Value: bson.D{{Key: "$lt", Value: unixNano(p.Before)}}})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "fireTime", Value: -1}}).SetLimit(clampLimit(p.Limit))
+	docs, err := findAll[fireDoc](ctx, s.fires, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fire list schedule %s: %w", p.ScheduleID, err)
+	}
+	out := make([]*model.Fire, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
+}
+
+// FireLatestBefore returns the schedule's fire with the latest FireTime
+// strictly before t. ErrNotFound if none. Cross-tenant.
+func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error) {
+	var d fireDoc
+	filter := bson.D{{Key: "scheduleId", Value: scheduleID}, {Key: "fireTime", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}}}
+	err := s.fires.FindOne(ctx, filter, options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: -1}})).Decode(&d)
+	if err != nil {
+		return nil, fmt.Errorf("fire latest before schedule %s: %w", scheduleID, interpretError(err))
+	}
+	return d.model(), nil
+}
+
+// FireSetDecision sets the decision and note of an existing fire.
+// ErrNotFound.
+func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error {
+	set := bson.D{{Key: "decision", Value: string(d)}}
+	update := bson.D{{Key: "$set", Value: set}}
+	if note != "" {
+		set = append(set, bson.E{Key: "note", Value: note})
+		update = bson.D{{Key: "$set", Value: set}}
+	} else {
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "note", Value: ""}}})
+	}
+	defer s.lockCAS()()
+	res, err := s.fires.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update)
+	if err == nil && res.MatchedCount == 0 {
+		err = mongo.ErrNoDocuments
+	}
+	if err != nil {
+		return fmt.Errorf("fire set decision %s: %w", id, interpretError(err))
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+// Package mongo is the MongoDB driver of the schedulerd store (store.Driver)
+// for deployments of many instances.
+//
+// It is written for the subset of MongoDB that replica sets, sharded
+// clusters, Atlas, DocumentDB and FerretDB v1 share: no multi-document
+// transactions, no TTL or partial indexes, no change streams, no aggregation
+// beyond $match/$group. Every state change is one conditional single-document
+// write (a compare-and-set on status, version or fence in the update's
+// filter); multi-document operations are loops or unordered bulk writes of
+// such writes and are safe to repeat after a crash. Retention is a delete job,
+// not a TTL index.
+//
+// Documents use the model ids as _id. Instants are stored as int64 Unix
+// nanoseconds rather than BSON dates: BSON dates keep milliseconds, and fire
+// times, launch times and fences of time must survive a round trip exactly
+// (an event id is derived from its fire time, and callers compare what they
+// wrote with what they read). Durations are int64 nanoseconds too.
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Options configures Open. The zero value is usable.
+type Options struct {
+	// Database is the database name. If empty, the database in the URI's
+	// path is used, and "schedulerd" if the URI names none.
+	Database string
+	// ConnectTimeout bounds establishing a connection (default 10s).
+	ConnectTimeout time.Duration
+	// ServerSelectionTimeout bounds finding a usable server; when it passes
+	// an operation fails with model.ErrUnavailable (default 10s).
+	ServerSelectionTimeout time.Duration
+	// OperationTimeout bounds every operation whose context has no earlier
+	// deadline (the driver's client-side operation timeout; default none).
+	OperationTimeout time.Duration
+	// SkipIndexes skips creating the indexes at Open, for instances started
+	// against a database whose indexes another instance already built.
+	SkipIndexes bool
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.ConnectTimeout < 0:
+		return fmt.Errorf("mongo options: ConnectTimeout must not be negative, got %s", o.ConnectTimeout)
+	case o.ServerSelectionTimeout < 0:
+		return fmt.Errorf("mongo options: ServerSelectionTimeout must not be negative, got %s", o.ServerSelectionTimeout)
+	case o.OperationTimeout < 0:
+		return fmt.Errorf("mongo options: OperationTimeout must not be negative, got %s", o.OperationTimeout)
+	}
+	return nil
+}
+
+// Collection names.
+const (
+	collTenants     = "tenants"
+	collAPIKeys     = "apiKeys"
+	collIdempotency = "idempotency"
+	collSchedules   = "schedules"
+	collChildren    = "children"
+	collWatermarks  = "watermarks"
+	collFires       = "fires"
+	collEvents      = "events"
+	collPolicies    = "policies"
+	collLeases      = "leases"
+)
+
+// Store implements store.Driver on MongoDB.
+type Store struct {
+	client *mongo.Client
+	db     *mongo.Database
+
+	tenants, apiKeys, idempotency   *mongo.Collection
+	schedules, children, watermarks *mongo.Collection
+	fires, events, policies, leases *mongo.Collection
+
+	// casMu serialises conditional writes when the server is FerretDB v1,
+	// which evaluates an update's filter and writes the result in two steps
+	// (find, then replace by _id), so two concurrent compare-and-sets on one
+	// document can both succeed. MongoDB applies filter and update
+	// atomically per document and needs no lock. Holding the lock makes one
+	// process correct against FerretDB (the local test stack); several
+	// processes writing to one FerretDB can still race, which is why
+	// FerretDB is a test stand-in, not a deployment target.
+	casMu     sync.Mutex
+	serialise bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Driver = (*Store)(nil)
+
+// Open connects to the MongoDB at uri, checks that it answers and creates the
+// indexes the queries rely on (creating an existing index is a no-op). It
+// returns model.ErrUnavailable if the server cannot be reached.
+func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	cs, err := connstring.ParseAndValidate(uri)
+	if err != nil {
+		return nil, fmt.Errorf("mongo open: parse uri: %w", err)
+	}
+	dbName := opts.Database
+	if dbName == "" {
+		dbName = cs.Database
+	}
+	if dbName == "" {
+		dbName = "schedulerd"
+	}
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.ServerSelectionTimeout == 0 {
+		opts.ServerSelectionTimeout = 10 * time.Second
+	}
+
+	co := options.Client().ApplyURI(uri).
+		SetConnectTimeout(opts.ConnectTimeout).
+		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
+		SetAppName("schedulerd")
+	if opts.OperationTimeout > 0 {
+		co.SetTimeout(opts.OperationTimeout)
+	}
+	client, err := mongo.Connect(co)
+	if err != nil {
+		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
+	}
+	s := &Store{client: client, db: client.Database(dbName)}
+	s.tenants = s.db.Collection(collTenants)
+	s.apiKeys = s.db.Collection(collAPIKeys)
+	s.idempotency = s.db.Collection(collIdempotency)
+	s.schedules = s.db.Collection(collSchedules)
+	s.children = s.db.Collection(collChildren)
+	s.watermarks = s.db.Collection(collWatermarks)
+	s.fires = s.db.Collection(collFires)
+	s.events = s.db.Collection(collEvents)
+	s.policies = s.db.Collection(collPolicies)
+	s.leases = s.db.Collection(collLeases)
+
+	if err := s.init(ctx, opts); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) init(ctx context.Context, opts Options) error {
+	var info bson.M
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return fmt.Errorf("mongo open: buildInfo: %w", interpretError(err))
+	}
+	_, s.serialise = info["ferretdbVersion"]
+	if opts.SkipIndexes {
+		return nil
+	}
+	if err := s.createIndexes(ctx); err != nil {
+		return fmt.Errorf("mongo open: %w", err)
+	}
+	return nil
+}
+
+// indexSpecs are the indexes the queries of this package use. Uniqueness
+// that the contract promises (API key hash, policy name per tenant,
+// idempotency key per tenant) is enforced by unique indexes rather than by
+// read-then-write, which would race.
+func indexSpecs() map[string][]mongo.IndexModel {
+	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
+		d := bson.D{}
+		for _, k := range keys {
+			d = append(d, bson.E{Key: k, Value: 1})
+		}
+		o := options.Index().SetName(name)
+		if unique {
+			o.SetUnique(true)
+		}
+		return mongo.IndexModel{Keys: d, Options: o}
+	}
+	return map[string][]mongo.IndexModel{
+		collAPIKeys: {
+			idx("hash_unique", true, "hash"),
+			idx("tenant_created", false, "tenantId", "createdAt"),
+		},
+		collIdempotency: {
+			idx("tenant_key_unique", true, "tenantId", "key"),
+			idx("created", false, "createdAt"),
+		},
+		collSchedules: {
+			idx("tenant_id", false, "tenantId", "_id"),
+			idx("tenant_policy", false, "tenantId", "policyId"),
+		},
+		collChildren: {
+			// The emitter's scan: eligible keys of one partition and timezone.
+			idx("partition_tz_expr_minute", false, "partition", "timezone", "launchExpression", "minute"),
+			idx("schedule_version", false, "scheduleId", "scheduleVersion"),
+			idx("timezone", false, "timezone"),
+		},
+		collFires: {
+			idx("schedule_firetime", false, "scheduleId", "fireTime"),
+		},
+		collEvents: {
+			// The handler's claim: due events of one queue shard.
+			idx("shard_status_launch", false, "shard", "status", "launchAt"),
+			idx("fire_status", false, "fireId", "status"),
+			idx("schedule", false, "scheduleId"),
+			idx("policy_status", false, "policyId", "status"),
+			idx("tenant_id", false, "tenantId", "_id"),
+			// The retention job: finished events by age.
+			idx("status_finished", false, "status", "finishedAt"),
+		},
+		collPolicies: {
+			idx("tenant_name_unique", true, "tenantId", "name"),
+		},
+	}
+}
+
+func (s *Store) createIndexes(ctx context.Context) error {
+	for coll, models := range indexSpecs() {
+		if _, err := s.db.Collection(coll).Indexes().CreateMany(ctx, models); err != nil {
+			return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
+		}
+	}
+	return nil
+}
+
+// Ping returns nil when the primary answers, else model.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx, readpref.Primary()); err != nil {
+		return fmt.Errorf("mongo ping: %w", unavailable(err))
+	}
+	return nil
+}
+
+// Close disconnects the client. Safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.client.Disconnect(ctx); err != nil {
+			s.closeErr = fmt.Errorf("mongo close: %w", interpretError(err))
+		}
+	})
+	return s.closeErr
+}
+
+// lockCAS serialises a conditional write against FerretDB (see casMu) and is
+// a no-op against MongoDB. The returned function unlocks.
+func (s *Store) lockCAS() func() {
+	if !s.serialise {
+		return func() {}
+	}
+	s.casMu.Lock()
+	return s.casMu.Unlock
+}
+
+// interpretError translates driver errors to the model's sentinels at the
+// edge, like river's interpretError: no document → ErrNotFound, duplicate key
+// → ErrConflict, anything that says the server could not be reached or did
+// not answer in time → ErrUnavailable. The original error stays in the chain
+// for logs and errors.As.
+func interpretError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return model.ErrNotFound
+	case mongo.IsDuplicateKeyError(err):
+		return fmt.Errorf("%w: %w", model.ErrConflict, err)
+	case isUnavailable(err):
+		return unavailable(err)
+	}
+	return err
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, model.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", model.ErrUnavailable, err)
+}
+
+func isUnavailable(err error) bool {
+	var sse topology.ServerSelectionError
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, mongo.ErrClientDisconnected) || errors.As(err, &sse) {
+		return true
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
+			return true
+		}
+		// ShutdownInProgress, PrimarySteppedDown, NotWritablePrimary,
+		// InterruptedAtShutdown, InterruptedDueToReplStateChange,
+		// NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary, HostUnreachable,
+		// HostNotFound, NetworkTimeout, SocketException, ExceededTimeLimit,
+		// MaxTimeMSExpired.
+		for _, code := range []int{91, 189, 10107, 11600, 11602, 13435, 13436, 6, 7, 89, 9001, 262, 50} {
+			if se.HasErrorCode(code) {
+				return true
+			}
+		}
+	}
+	return false
+}

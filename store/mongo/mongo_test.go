@@ -1,0 +1,31 @@
+package mongo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/mongo"
+	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+	"github.com/schedulerd/schedulerd/store/storetest"
+)
+
+// newStore opens a driver on a fresh database of its own (see mongotest.URI):
+// the embedded FerretDB, or the server SCHEDULER_TEST_MONGO_URI names.
+func newStore(t testing.TB) *mongo.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := mongo.Open(ctx, mongotest.URI(t), mongo.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Exercise(t, func(t *testing.T) store.Driver { return newStore(t) })
+}

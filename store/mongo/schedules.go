@@ -1,0 +1,364 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// maxListLimit is the largest page of every list method; a limit of 0 or
+// less means the largest page.
+const maxListLimit = 1000
+
+func clampLimit(n int) int64 {
+	if n <= 0 || n > maxListLimit {
+		return maxListLimit
+	}
+	return int64(n)
+}
+
+// inBatch bounds the ids of one $in so that a query stays far below the
+// 16 MB command limit.
+const inBatch = 1000
+
+// ScheduleCreate stores s and its children: children first, then the
+// schedule, so a crash in between leaves only orphan children (which
+// ChildrenDeleteOrphans removes). If the schedule id exists the children just
+// written are deleted again and ErrConflict is returned.
+func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
+	// Checking first keeps a plain duplicate create from writing children at
+	// all; the insert below is still what decides.
+	if err := s.exists(ctx, s.schedules, bson.D{{Key: "_id", Value: sc.ID}}); err == nil {
+		return fmt.Errorf("schedule create %s: %w", sc.ID, model.ErrConflict)
+	} else if !errors.Is(err, model.ErrNotFound) {
+		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
+	}
+	ids, err := s.insertChildren(ctx, children)
+	if err != nil {
+		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
+	}
+	if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
+		err = interpretError(err)
+		if errors.Is(err, model.ErrConflict) {
+			if derr := s.deleteChildrenByID(ctx, ids); derr != nil {
+				return fmt.Errorf("schedule create %s: %w (and removing its children: %v)", sc.ID, err, derr)
+			}
+		}
+		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
+	}
+	return nil
+}
+
+// insertChildren writes children with fresh ids in unordered batches and
+// returns the ids.
+func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]bson.ObjectID, error) {
+	if len(children) == 0 {
+		return nil, nil
+	}
+	ids := make([]bson.ObjectID, len(children))
+	docs := make([]any, len(children))
+	for i := range children {
+		ids[i] = bson.NewObjectID()
+		d := toChildDoc(&children[i])
+		d.ID = ids[i]
+		docs[i] = d
+	}
+	if _, err := s.children.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
+		return ids, fmt.Errorf("insert %d children: %w", len(children), interpretError(err))
+	}
+	return ids, nil
+}
+
+func (s *Store) deleteChildrenByID(ctx context.Context, ids []bson.ObjectID) error {
+	for chunk := range slices.Chunk(ids, inBatch) {
+		if _, err := s.children.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}}); err != nil {
+			return interpretError(err)
+		}
+	}
+	return nil
+}
+
+// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
+func (s *Store) ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
+	var d scheduleDoc
+	if err := s.schedules.FindOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}}).Decode(&d); err != nil {
+		return nil, fmt.Errorf("schedule get %s: %w", id, interpretError(err))
+	}
+	return d.model(), nil
+}
+
+// ScheduleGetMany returns the schedules with these ids that exist, in any
+// order. Cross-tenant (emitter).
+func (s *Store) ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error) {
+	var out []*model.Schedule
+	for chunk := range slices.Chunk(ids, inBatch) {
+		docs, err := findAll[scheduleDoc](ctx, s.schedules, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}})
+		if err != nil {
+			return nil, fmt.Errorf("schedule get many (%d ids): %w", len(ids), err)
+		}
+		for i := range docs {
+			out = append(out, docs[i].model())
+		}
+	}
+	return out, nil
+}
+
+// ScheduleList pages through a tenant's schedules by id.
+func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error) {
+	filter := bson.D{{Key: "tenantId", Value: p.TenantID}}
+	if p.After != "" {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: p.After}}})
+	}
+	if p.State != "" {
+		filter = append(filter, bson.E{Key: "state", Value: string(p.State)})
+	}
+	if p.PolicyID != "" {
+		filter = append(filter, bson.E{Key: "policyId", Value: p.PolicyID})
+	}
+	if p.NamePrefix != "" {
+		filter = append(filter, bson.E{Key: "name", Value: bson.Regex{Pattern: "^" + regexp.QuoteMeta(p.NamePrefix)}})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(p.Limit))
+	docs, err := findAll[scheduleDoc](ctx, s.schedules, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("schedule list tenant %s: %w", p.TenantID, err)
+	}
+	out := make([]*model.Schedule, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
+}
+
+// ScheduleUpdate replaces the schedule if its stored version is
+// expectedVersion; the stored version becomes expectedVersion+1 (sc.Version
+// is set to it). With children, the new children are written first, then the
+// schedule (the compare-and-set), then the children of older versions are
+// deleted; a lost compare-and-set deletes exactly the children it wrote.
+// Without children the stored children keep their version and so become
+// stale, for ChildrenDeleteOrphans (callers that keep the timing pass the
+// children again). ErrNotFound, ErrConflict.
+func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expectedVersion int64, children []model.Child) error {
+	sc.Version = expectedVersion + 1
+	var ids []bson.ObjectID
+	if children != nil {
+		var err error
+		if ids, err = s.insertChildren(ctx, children); err != nil {
+			return fmt.Errorf("schedule update %s: %w", sc.ID, err)
+		}
+	}
+
+	filter := bson.D{{Key: "_id", Value: sc.ID}, {Key: "tenantId", Value: sc.TenantID}, {Key: "version", Value: expectedVersion}}
+	unlock := s.lockCAS()
+	res, err := s.schedules.ReplaceOne(ctx, filter, toScheduleDoc(sc))
+	unlock()
+	if err == nil && res.MatchedCount == 0 {
+		err = s.notFoundOrConflict(ctx, s.schedules, bson.D{{Key: "_id", Value: sc.ID}, {Key: "tenantId", Value: sc.TenantID}})
+	} else {
+		err = interpretError(err)
+	}
+	if err != nil {
+		if errors.Is(err, model.ErrConflict) || errors.Is(err, model.ErrNotFound) {
+			if derr := s.deleteChildrenByID(ctx, ids); derr != nil {
+				return fmt.Errorf("schedule update %s: %w (and removing the new children: %v)", sc.ID, err, derr)
+			}
+		}
+		return fmt.Errorf("schedule update %s: %w", sc.ID, err)
+	}
+
+	if children == nil {
+		return nil
+	}
+	_, err = s.children.DeleteMany(ctx, bson.D{
+		{Key: "scheduleId", Value: sc.ID},
+		{Key: "scheduleVersion", Value: bson.D{{Key: "$lt", Value: sc.Version}}},
+	})
+	if err != nil {
+		return fmt.Errorf("schedule update %s: children: %w", sc.ID, interpretError(err))
+	}
+	return nil
+}
+
+// ScheduleDelete removes the tenant's schedule, then its children (a crash in
+// between leaves orphans for ChildrenDeleteOrphans). ErrNotFound.
+func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
+	unlock := s.lockCAS()
+	res, err := s.schedules.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}})
+	unlock()
+	if err != nil {
+		return fmt.Errorf("schedule delete %s: %w", id, interpretError(err))
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("schedule delete %s: %w", id, model.ErrNotFound)
+	}
+	if _, err := s.children.DeleteMany(ctx, bson.D{{Key: "scheduleId", Value: id}}); err != nil {
+		return fmt.Errorf("schedule delete %s: children: %w", id, interpretError(err))
+	}
+	return nil
+}
+
+// ScheduleCountByPolicy counts a tenant's schedules that name policyID.
+func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error) {
+	n, err := s.schedules.CountDocuments(ctx, bson.D{{Key: "tenantId", Value: tenantID}, {Key: "policyId", Value: policyID}})
+	if err != nil {
+		return 0, fmt.Errorf("schedule count by policy %s: %w", policyID, interpretError(err))
+	}
+	return int(n), nil
+}
+
+// childProjection moves only the fields of a model.Child.
+var childProjection = bson.D{
+	{Key: "_id", Value: 0}, {Key: "scheduleId", Value: 1}, {Key: "tenantId", Value: 1},
+	{Key: "scheduleVersion", Value: 1}, {Key: "partition", Value: 1}, {Key: "timezone", Value: 1},
+	{Key: "launchExpression", Value: 1}, {Key: "minute", Value: 1},
+}
+
+// ChildrenFind returns the children of one partition and timezone whose
+// (LaunchExpression, Minute) is one of p.Keys. The query's bounds on the
+// (partition, timezone, launchExpression, minute) index are the expressions
+// times the minutes; pairs outside p.Keys are dropped here, which costs
+// little because windows are short and expressions few.
+func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error) {
+	if len(p.Keys) == 0 {
+		return nil, nil
+	}
+	want := make(map[model.ChildKey]bool, len(p.Keys))
+	var exprs []string
+	var minutes []int
+	for _, k := range p.Keys {
+		if want[k] {
+			continue
+		}
+		want[k] = true
+		if !slices.Contains(exprs, k.LaunchExpression) {
+			exprs = append(exprs, k.LaunchExpression)
+		}
+		if !slices.Contains(minutes, k.Minute) {
+			minutes = append(minutes, k.Minute)
+		}
+	}
+	filter := bson.D{
+		{Key: "partition", Value: p.Partition},
+		{Key: "timezone", Value: p.Timezone},
+		{Key: "launchExpression", Value: bson.D{{Key: "$in", Value: exprs}}},
+		{Key: "minute", Value: bson.D{{Key: "$in", Value: minutes}}},
+	}
+	docs, err := findAll[childDoc](ctx, s.children, filter, options.Find().SetProjection(childProjection))
+	if err != nil {
+		return nil, fmt.Errorf("children find partition %d tz %s: %w", p.Partition, p.Timezone, err)
+	}
+	out := make([]model.Child, 0, len(docs))
+	for i := range docs {
+		if want[model.ChildKey{LaunchExpression: docs[i].LaunchExpression, Minute: docs[i].Minute}] {
+			out = append(out, docs[i].model())
+		}
+	}
+	return out, nil
+}
+
+// ChildTimezones lists the distinct timezones that have children, sorted.
+func (s *Store) ChildTimezones(ctx context.Context) ([]string, error) {
+	var tzs []string
+	if err := s.children.Distinct(ctx, "timezone", bson.D{}).Decode(&tzs); err != nil {
+		return nil, fmt.Errorf("child timezones: %w", interpretError(err))
+	}
+	sort.Strings(tzs)
+	return tzs, nil
+}
+
+// ChildrenDeleteOrphans removes children whose schedule does not exist or
+// has another version. Without $lookup (FerretDB has none) it reads the
+// children's (id, schedule, version) and the schedules' versions in batches,
+// then deletes the orphans by id.
+func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
+	type ref struct {
+		ID              bson.ObjectID `bson:"_id"`
+		ScheduleID      string        `bson:"scheduleId"`
+		ScheduleVersion int64         `bson:"scheduleVersion"`
+	}
+	refs, err := findAll[ref](ctx, s.children, bson.D{},
+		options.Find().SetProjection(bson.D{{Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("children delete orphans: %w", err)
+	}
+	var scheduleIDs []string
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if !seen[r.ScheduleID] {
+			seen[r.ScheduleID] = true
+			scheduleIDs = append(scheduleIDs, r.ScheduleID)
+		}
+	}
+	versions := make(map[string]int64, len(scheduleIDs))
+	for chunk := range slices.Chunk(scheduleIDs, inBatch) {
+		type ver struct {
+			ID      string `bson:"_id"`
+			Version int64  `bson:"version"`
+		}
+		vs, err := findAll[ver](ctx, s.schedules, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}},
+			options.Find().SetProjection(bson.D{{Key: "version", Value: 1}}))
+		if err != nil {
+			return 0, fmt.Errorf("children delete orphans: schedules: %w", err)
+		}
+		for _, v := range vs {
+			versions[v.ID] = v.Version
+		}
+	}
+	var orphans []bson.ObjectID
+	for _, r := range refs {
+		if v, ok := versions[r.ScheduleID]; !ok || v != r.ScheduleVersion {
+			orphans = append(orphans, r.ID)
+		}
+	}
+	deleted := 0
+	for chunk := range slices.Chunk(orphans, inBatch) {
+		res, err := s.children.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}})
+		if err != nil {
+			return deleted, fmt.Errorf("children delete orphans: %w", interpretError(err))
+		}
+		deleted += int(res.DeletedCount)
+	}
+	return deleted, nil
+}
+
+// WatermarkGet returns the partition's watermark, or a zero Watermark.
+func (s *Store) WatermarkGet(ctx context.Context, partition int) (model.Watermark, error) {
+	var d watermarkDoc
+	err := s.watermarks.FindOne(ctx, bson.D{{Key: "_id", Value: partition}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return model.Watermark{}, nil
+	}
+	if err != nil {
+		return model.Watermark{}, fmt.Errorf("watermark get partition %d: %w", partition, interpretError(err))
+	}
+	return model.Watermark{Partition: d.Partition, Until: fromNano(d.Until), Fence: d.Fence}, nil
+}
+
+// WatermarkAdvance moves the watermark forward by one conditional upsert:
+// the filter matches only an older watermark with a fence no newer than
+// w.Fence; if the document exists but does not match, the upsert's insert
+// collides on _id and the duplicate key means ErrConflict.
+func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
+	defer s.lockCAS()()
+	filter := bson.D{
+		{Key: "_id", Value: w.Partition},
+		{Key: "until", Value: bson.D{{Key: "$lt", Value: unixNano(w.Until)}}},
+		{Key: "fence", Value: bson.D{{Key: "$lte", Value: w.Fence}}},
+	}
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: "until", Value: unixNano(w.Until)}, {Key: "fence", Value: w.Fence}}}}
+	_, err := s.watermarks.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("watermark advance partition %d fence %d: %w", w.Partition, w.Fence, interpretError(err))
+	}
+	return nil
+}

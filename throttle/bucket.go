@@ -1,0 +1,320 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// bucket is one policy's waiting events on its owner. One goroutine (run)
+// takes tokens and hands events out, so the bucket is serialised.
+type bucket struct {
+	t        *Throttle
+	policyID string
+	shard    int
+	fence    int64
+
+	mu     sync.Mutex
+	q      *Queue
+	policy *model.Policy
+
+	wake     chan struct{} // events were added
+	released chan struct{} // a token went back
+	cancel   context.CancelFunc
+	once     sync.Once
+}
+
+func (b *bucket) stop() { b.once.Do(b.cancel) }
+
+func (b *bucket) setPolicy(p *model.Policy) {
+	b.mu.Lock()
+	b.policy = p
+	b.mu.Unlock()
+}
+
+func (b *bucket) getPolicy() *model.Policy {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.policy
+}
+
+type roundResult int
+
+const (
+	roundIdle    roundResult = iota // nothing waits
+	roundStarved                    // events wait, no tokens free
+	roundError                      // store trouble; wait and try again
+)
+
+func (b *bucket) run(ctx context.Context) {
+	t := b.t
+	clock := t.deps.Clock
+	poll := clock.NewTimer(t.cfg.PollInterval)
+	defer poll.Stop()
+	// A new owner first repairs the persisted count of tokens out.
+	for ctx.Err() == nil {
+		err := b.loadAndReconcile(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, model.ErrNotFound) {
+			// Deleted policy: dead-letter what waits, then sleep until
+			// more arrives.
+			b.policyGone(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.wake:
+			}
+			continue
+		}
+		if ctx.Err() == nil {
+			t.log.Warn().Err(err).Str("policy", b.policyID).Msg("bucket start failed; retrying")
+		}
+		if !sleepCtx(ctx, clock, t.cfg.PollInterval*4) {
+			return
+		}
+	}
+	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
+	for ctx.Err() == nil {
+		if !clock.Now().Before(nextReconcile) {
+			if err := b.loadAndReconcile(ctx); err != nil && ctx.Err() == nil {
+				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("token reconciliation failed")
+			}
+			nextReconcile = clock.Now().Add(t.cfg.ReconcileInterval)
+		}
+		res := b.round(ctx)
+		b.mu.Lock()
+		waiting := b.q.Len()
+		b.mu.Unlock()
+		t.deps.Metrics.TokensWaiting(b.policyID, waiting)
+		switch res {
+		case roundIdle:
+			select {
+			case <-ctx.Done():
+			case <-b.wake:
+			case <-b.released:
+			case <-clock.After(clock.Until(nextReconcile)):
+			}
+		case roundStarved, roundError:
+			poll.Reset(t.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+			case <-b.released:
+			case <-poll.Chan():
+			}
+		}
+	}
+	// Dropped: the waiting events stay scheduled in the store and are
+	// claimed again by the shard's next owner.
+	b.mu.Lock()
+	b.q.Drain()
+	b.mu.Unlock()
+}
+
+// round hands out tokens until none are free or nothing waits.
+func (b *bucket) round(ctx context.Context) roundResult {
+	t := b.t
+	for ctx.Err() == nil {
+		b.mu.Lock()
+		n := b.q.Len()
+		b.mu.Unlock()
+		if n == 0 {
+			return roundIdle
+		}
+		want := min(n, t.cfg.AcquireBatch)
+		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
+		if errors.Is(err, model.ErrNotFound) {
+			b.policyGone(ctx)
+			return roundIdle
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("acquire tokens failed")
+			}
+			return roundError
+		}
+		if got == 0 {
+			return roundStarved
+		}
+		b.mu.Lock()
+		items := b.q.PopN(got)
+		b.mu.Unlock()
+		if extra := got - len(items); extra > 0 {
+			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
+		}
+		if err := b.start(ctx, items); err != nil {
+			return roundError
+		}
+		if got < want {
+			return roundStarved
+		}
+	}
+	return roundIdle
+}
+
+// start moves items that got tokens from scheduled to delivering and
+// dispatches the ones whose compare-and-set won; the tokens of the others go
+// back. On a store outage the items go back into the queue.
+func (b *bucket) start(ctx context.Context, items []Item) error {
+	t := b.t
+	p := b.getPolicy()
+	now := t.deps.Clock.Now()
+	exp := now.Add(t.TokenTimeout(p))
+	ts := make([]store.EventTransition, len(items))
+	for i, it := range items {
+		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventScheduled, Fence: it.Fence,
+			To: model.EventDelivering, TokenExpiresAt: &exp, At: now}
+	}
+	res, err := t.deps.Store.EventTransition(ctx, ts)
+	if err != nil {
+		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+		b.mu.Lock()
+		for _, it := range items {
+			b.q.Push(it)
+		}
+		b.mu.Unlock()
+		if ctx.Err() == nil {
+			t.log.Warn().Err(err).Str("policy", b.policyID).Msg("start delivering failed")
+		}
+		return err
+	}
+	out := make([]Item, 0, len(items))
+	lost := 0
+	for i, it := range items {
+		if res[i] != nil {
+			// Cancelled, or claimed by a newer owner of the shard.
+			lost++
+			continue
+		}
+		e := *it.Event
+		e.Status = model.EventDelivering
+		e.TokenExpiresAt = &exp
+		e.Fence = it.Fence
+		it.Event = &e
+		it.Policy = p
+		out = append(out, it)
+	}
+	if lost > 0 {
+		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, lost, 0)
+	}
+	if len(out) > 0 {
+		t.deps.Dispatch(out)
+	}
+	return nil
+}
+
+// loadAndReconcile refreshes the cached policy and makes the persisted InUse
+// equal to the number of the policy's events that hold a token (repairing
+// tokens leaked by a crash between PolicyAcquireTokens and the delivering
+// write, or a release whose token return failed).
+//
+// PolicySetInUse compares only the policy's Version, which token operations
+// do not change, so a release in flight (its event already released, its
+// token not yet returned) cannot be detected by the write itself. Instead a
+// mismatch must be stable: policy and count are read, and again after
+// ReconcileSettle; only if neither moved is InUse overwritten. The bucket's
+// own goroutine runs this, so none of this owner's acquisitions are in
+// flight; releases are the only concurrent changes.
+func (b *bucket) loadAndReconcile(ctx context.Context) error {
+	t := b.t
+	st := t.deps.Store
+	read := func() (*model.Policy, int, error) {
+		p, err := st.PolicyGetByID(ctx, b.policyID)
+		if err != nil {
+			return nil, 0, err
+		}
+		b.setPolicy(p)
+		n, err := st.EventCountHoldingTokens(ctx, b.policyID)
+		return p, n, err
+	}
+	for range 5 {
+		p1, n1, err := read()
+		if err != nil {
+			return err
+		}
+		t.deps.Metrics.TokensInUse(b.policyID, p1.InUse)
+		if p1.InUse == n1 {
+			return nil
+		}
+		if !sleepCtx(ctx, t.deps.Clock, t.cfg.ReconcileSettle) {
+			return ctx.Err()
+		}
+		p2, n2, err := read()
+		if err != nil {
+			return err
+		}
+		if p2.InUse == n2 {
+			return nil
+		}
+		if p2.InUse != p1.InUse || n2 != n1 {
+			continue // tokens moved meanwhile; look again
+		}
+		err = st.PolicySetInUse(ctx, b.policyID, p2.Version, n2)
+		if errors.Is(err, model.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		t.log.Info().Str("policy", b.policyID).Int("was", p2.InUse).Int("now", n2).Msg("reconciled tokens in use")
+		t.deps.Metrics.TokensInUse(b.policyID, n2)
+		return nil
+	}
+	return nil
+}
+
+// policyGone sends the waiting events of a deleted policy to dead: they
+// cannot be throttled, and delivering them unthrottled could flood the
+// consumer the policy protected. They can be redriven.
+func (b *bucket) policyGone(ctx context.Context) {
+	t := b.t
+	b.mu.Lock()
+	items := b.q.Drain()
+	b.mu.Unlock()
+	if len(items) == 0 {
+		return
+	}
+	now := t.deps.Clock.Now()
+	ts := make([]store.EventTransition, len(items))
+	for i, it := range items {
+		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventScheduled, Fence: it.Fence,
+			To: model.EventDead, LastError: "policy " + b.policyID + " not found", FinishedAt: &now, At: now}
+	}
+	res, err := t.deps.Store.EventTransition(ctx, ts)
+	if err != nil {
+		t.log.Warn().Err(err).Str("policy", b.policyID).Msg("dead-lettering events of a missing policy failed")
+		b.mu.Lock()
+		for _, it := range items {
+			b.q.Push(it)
+		}
+		b.mu.Unlock()
+		return
+	}
+	dead := 0
+	for _, e := range res {
+		if e == nil {
+			dead++
+		}
+	}
+	t.deps.Metrics.Dead(dead)
+	t.log.Warn().Str("policy", b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
+}
+
+func sleepCtx(ctx context.Context, clock interface {
+	After(time.Duration) <-chan time.Time
+}, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-clock.After(d):
+		return true
+	}
+}

@@ -1,0 +1,180 @@
+package throttle
+
+import (
+	"container/heap"
+	"sort"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Item is one event waiting in (or leaving) a policy bucket.
+type Item struct {
+	Event *model.Event
+	// Shard and Fence say under which queue-shard lease the event was
+	// claimed; every write about it carries the fence.
+	Shard int
+	Fence int64
+	// Policy is set by the throttle when the item got a token.
+	Policy *model.Policy
+}
+
+// Queue orders the waiting events of one policy: higher Priority first;
+// within a priority, round-robin across schedules (one event per schedule per
+// turn, so a schedule with 100,000 waiting events delays another schedule's
+// event by at most one turn of the ring); within a schedule, earliest
+// deadline first, then earliest launch, then index.
+//
+// Queue is not safe for concurrent use.
+type Queue struct {
+	levels map[int]*level
+	prios  []int // priorities with waiting events, highest first
+	n      int
+}
+
+type level struct {
+	ring  ring
+	byKey map[string]*schedQ
+}
+
+type schedQ struct {
+	key   string
+	items itemHeap
+}
+
+// NewQueue returns an empty queue.
+func NewQueue() *Queue { return &Queue{levels: map[int]*level{}} }
+
+// Len is the number of waiting items.
+func (q *Queue) Len() int { return q.n }
+
+// Push adds an item.
+func (q *Queue) Push(it Item) {
+	p := it.Event.Priority
+	lv := q.levels[p]
+	if lv == nil {
+		lv = &level{byKey: map[string]*schedQ{}}
+		q.levels[p] = lv
+		i := sort.Search(len(q.prios), func(i int) bool { return q.prios[i] < p })
+		q.prios = append(q.prios, 0)
+		copy(q.prios[i+1:], q.prios[i:])
+		q.prios[i] = p
+	}
+	sq := lv.byKey[it.Event.ScheduleID]
+	if sq == nil {
+		// A schedule that had nothing waiting joins the end of the ring:
+		// it is served within one turn.
+		sq = &schedQ{key: it.Event.ScheduleID}
+		lv.byKey[sq.key] = sq
+		lv.ring.push(sq)
+	}
+	heap.Push(&sq.items, it)
+	q.n++
+}
+
+// Pop removes and returns the next item; ok is false when the queue is empty.
+func (q *Queue) Pop() (it Item, ok bool) {
+	if q.n == 0 {
+		return Item{}, false
+	}
+	p := q.prios[0]
+	lv := q.levels[p]
+	sq := lv.ring.pop()
+	it = heap.Pop(&sq.items).(Item)
+	q.n--
+	if sq.items.Len() > 0 {
+		lv.ring.push(sq)
+	} else {
+		delete(lv.byKey, sq.key)
+	}
+	if lv.ring.len() == 0 {
+		delete(q.levels, p)
+		q.prios = q.prios[1:]
+	}
+	return it, true
+}
+
+// PopN removes up to n items in order.
+func (q *Queue) PopN(n int) []Item {
+	if n > q.n {
+		n = q.n
+	}
+	out := make([]Item, 0, n)
+	for range n {
+		it, _ := q.Pop()
+		out = append(out, it)
+	}
+	return out
+}
+
+// Drain removes and returns every item (in no particular order).
+func (q *Queue) Drain() []Item {
+	out := make([]Item, 0, q.n)
+	for _, lv := range q.levels {
+		for _, sq := range lv.byKey {
+			out = append(out, sq.items...)
+		}
+	}
+	q.levels = map[int]*level{}
+	q.prios = nil
+	q.n = 0
+	return out
+}
+
+// ring is a FIFO of schedule queues.
+type ring struct {
+	buf  []*schedQ
+	head int
+}
+
+func (r *ring) len() int { return len(r.buf) - r.head }
+
+func (r *ring) push(s *schedQ) { r.buf = append(r.buf, s) }
+
+func (r *ring) pop() *schedQ {
+	s := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head++
+	if r.head > 64 && r.head*2 >= len(r.buf) {
+		n := copy(r.buf, r.buf[r.head:])
+		clear(r.buf[n:])
+		r.buf = r.buf[:n]
+		r.head = 0
+	}
+	return s
+}
+
+// itemHeap orders one schedule's items: earliest deadline first (events
+// without a deadline last), then launch time, then index.
+type itemHeap []Item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	a, b := h[i].Event, h[j].Event
+	switch {
+	case a.Deadline != nil && b.Deadline != nil:
+		if !a.Deadline.Equal(*b.Deadline) {
+			return a.Deadline.Before(*b.Deadline)
+		}
+	case a.Deadline != nil:
+		return true
+	case b.Deadline != nil:
+		return false
+	}
+	if !a.LaunchAt.Equal(b.LaunchAt) {
+		return a.LaunchAt.Before(b.LaunchAt)
+	}
+	if a.Index != b.Index {
+		return a.Index < b.Index
+	}
+	return a.ID < b.ID
+}
+func (h itemHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)   { *h = append(*h, x.(Item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = Item{}
+	*h = old[:n-1]
+	return it
+}

@@ -1,0 +1,132 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// TransitionStore is the one store method Extend needs.
+type TransitionStore interface {
+	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
+}
+
+// ReleaseStore is what Release needs: the event CAS and giving the token back.
+type ReleaseStore interface {
+	TransitionStore
+	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
+}
+
+// holdingFrom lists the token-holding statuses to try, e.Status first.
+func holdingFrom(s model.EventStatus) []model.EventStatus {
+	if s == model.EventDelivering {
+		return []model.EventStatus{model.EventDelivering, model.EventDelivered}
+	}
+	return []model.EventStatus{model.EventDelivered, model.EventDelivering}
+}
+
+// Release is the consumer's release of event e (the master calls it for
+// POST /v1/events/{id}/release, after checking the release token): a
+// compare-and-set from the token-holding status (delivering or delivered) to
+// released with FinishedAt = now and the token expiry cleared. Only the
+// caller whose CAS wins gives the policy's token back, so releasing twice, or
+// racing the handler's own transition or the timeout reclaim, returns exactly
+// one token.
+//
+// e is the event as the caller last read it; its status may be stale (the
+// handler may have moved delivering to delivered meanwhile), so both holding
+// statuses are tried. released is false, with a nil error, when the event
+// holds no token any more (already released, reclaimed, dead, cancelled, or
+// not yet delivered). Errors: model.ErrUnavailable (store); if the CAS won
+// but the token could not be returned, released is true and the error says
+// so (the bucket owner's periodic reconciliation repairs the count).
+//
+// The caller should then tell the bucket owner, if it is in this process,
+// with (*Throttle).Released so that the next waiting event goes at once.
+func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time) (released bool, err error) {
+	if e.Status.Finished() {
+		return false, nil
+	}
+	fin := now
+	for _, from := range holdingFrom(e.Status) {
+		errs, err := st.EventTransition(ctx, []store.EventTransition{{
+			ID: e.ID, From: from, To: model.EventReleased,
+			FinishedAt: &fin, ClearToken: true, At: now,
+		}})
+		if err != nil {
+			return false, err
+		}
+		if errs[0] == nil {
+			released = true
+			break
+		}
+		if errors.Is(errs[0], model.ErrNotFound) {
+			return false, nil
+		}
+		if !errors.Is(errs[0], model.ErrConflict) {
+			return false, errs[0]
+		}
+	}
+	if !released || e.PolicyID == "" {
+		return released, nil
+	}
+	if err := returnTokens(ctx, st, e.PolicyID, 1, 0); err != nil {
+		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
+	}
+	return true, nil
+}
+
+// Extend moves the token expiry of e to until, like a visibility-timeout
+// heartbeat (the master calls it for POST /v1/events/{id}/extend). It is a
+// compare-and-set on the token-holding status, so it cannot revive a token
+// that was released or reclaimed meanwhile: model.ErrConflict then (the
+// consumer no longer holds the token). model.ErrNotFound, model.ErrUnavailable.
+func Extend(ctx context.Context, st TransitionStore, e *model.Event, until time.Time) error {
+	if e.Status.Finished() {
+		return model.ErrConflict
+	}
+	u := until
+	for _, from := range holdingFrom(e.Status) {
+		errs, err := st.EventTransition(ctx, []store.EventTransition{{
+			ID: e.ID, From: from, To: from, TokenExpiresAt: &u,
+		}})
+		if err != nil {
+			return err
+		}
+		if errs[0] == nil {
+			return nil
+		}
+		if !errors.Is(errs[0], model.ErrConflict) {
+			return errs[0]
+		}
+	}
+	return model.ErrConflict
+}
+
+// returnTokens gives n tokens back, retrying a store outage briefly.
+func returnTokens(ctx context.Context, st interface {
+	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
+}, policyID string, n, timedOut int) error {
+	if n <= 0 {
+		return nil
+	}
+	var err error
+	wait := 20 * time.Millisecond
+	for range 5 {
+		err = st.PolicyReleaseTokens(ctx, policyID, n, timedOut)
+		if err == nil || errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return err
+}

@@ -1,0 +1,466 @@
+// Package throttle keeps the token buckets of throttling policies.
+//
+// A policy allows at most MaxInFlight events to hold a token at once, summed
+// over all instances. The count of tokens out (Policy.InUse) lives in the
+// store and changes only by compare-and-set (PolicyAcquireTokens never lets
+// it exceed MaxInFlight), so the bound holds whatever the concurrency; a
+// bucket in memory only decides which waiting event gets the next token.
+//
+// Events of a throttled policy all live on one queue shard (model.ShardOf),
+// so the handler that owns that shard is the one owner of the policy's
+// bucket and serialises it: one goroutine per bucket acquires tokens in small
+// batches, moves the chosen events from scheduled to delivering (with the
+// shard's lease fence and TokenExpiresAt) and hands them to the handler.
+//
+// Releases come first (the seed's "released events with the highest
+// priority"): a release gives the token back to the store at once and wakes
+// the bucket, which then hands that token to the next waiting event. Releases
+// made on another instance (the API) are seen by polling PolicyAcquireTokens
+// every PollInterval while events wait and no wake-up came.
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Store is what the throttle needs from the store.
+type Store interface {
+	ReleaseStore
+	PolicyGetByID(ctx context.Context, id string) (*model.Policy, error)
+	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
+	PolicyAcquireTokens(ctx context.Context, policyID string, want int) (int, error)
+	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
+	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
+	EventCountHoldingTokens(ctx context.Context, policyID string) (int, error)
+}
+
+// Shards tells which event queue shards this instance owns and under which
+// lease fence. *lease.Balancer satisfies it.
+type Shards interface {
+	Held() map[int]int64
+	Owns(shard int, fence int64) bool
+}
+
+// Metrics receives the throttle's counters and gauges.
+type Metrics interface {
+	// TokenTimeouts counts tokens reclaimed because they were not released
+	// within the policy's tokenTimeout.
+	TokenTimeouts(policyID string, n int)
+	// TokensInUse reports the persisted number of tokens out.
+	TokensInUse(policyID string, n int)
+	// TokensWaiting reports how many events wait in the bucket.
+	TokensWaiting(policyID string, n int)
+	// Dead counts events moved to dead.
+	Dead(n int)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) TokenTimeouts(string, int) {}
+func (NopMetrics) TokensInUse(string, int)   {}
+func (NopMetrics) TokensWaiting(string, int) {}
+func (NopMetrics) Dead(int)                  {}
+
+// Config configures a Throttle. Zero values take the defaults.
+type Config struct {
+	// Shards is the number of event queue shards K (as in model.ShardOf).
+	// Default 16.
+	Shards int
+	// PollInterval is how often a bucket with waiting events and no free
+	// tokens asks the store again when no release wake-up came (releases made
+	// on other instances). Default 50ms.
+	PollInterval time.Duration
+	// AcquireBatch is the most tokens taken in one PolicyAcquireTokens.
+	// Default 32.
+	AcquireBatch int
+	// DefaultTokenTimeout applies to policies whose TokenTimeout is zero.
+	// Default 5m.
+	DefaultTokenTimeout time.Duration
+	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
+	// Default 25.
+	DefaultMaxAttempts int
+	// ReconcileInterval is how often a bucket owner recounts the events that
+	// hold tokens and repairs the persisted InUse. Default 1m.
+	ReconcileInterval time.Duration
+	// ReconcileSettle is how long a reconciliation that found InUse and
+	// the count of token-holding events apart waits before looking again;
+	// only a mismatch that did not move meanwhile is repaired (a release
+	// in flight is not a leak). Default 500ms.
+	ReconcileSettle time.Duration
+	// ReclaimBatch is the most expired tokens reclaimed per store call.
+	// Default 500.
+	ReclaimBatch int
+}
+
+func (c *Config) validate() error {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("throttle config: %s must be positive, got %s", name, *d)
+		}
+		return nil
+	}
+	defInt := func(i *int, v int, name string) error {
+		if *i == 0 {
+			*i = v
+		}
+		if *i < 0 {
+			return fmt.Errorf("throttle config: %s must be positive, got %d", name, *i)
+		}
+		return nil
+	}
+	return errors.Join(
+		defInt(&c.Shards, 16, "Shards"),
+		def(&c.PollInterval, 50*time.Millisecond, "PollInterval"),
+		defInt(&c.AcquireBatch, 32, "AcquireBatch"),
+		def(&c.DefaultTokenTimeout, 5*time.Minute, "DefaultTokenTimeout"),
+		defInt(&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"),
+		def(&c.ReconcileInterval, time.Minute, "ReconcileInterval"),
+		def(&c.ReconcileSettle, 500*time.Millisecond, "ReconcileSettle"),
+		defInt(&c.ReclaimBatch, 500, "ReclaimBatch"),
+	)
+}
+
+// Deps are the throttle's collaborators.
+type Deps struct {
+	Store  Store
+	Shards Shards
+	// Clock defaults to the real clock.
+	Clock   clockwork.Clock
+	Logger  zerolog.Logger
+	Metrics Metrics
+	// Dispatch receives events that now hold a token and are in status
+	// delivering (Item.Policy set). It takes responsibility for each: deliver
+	// it, or give its token back. Required.
+	Dispatch func(items []Item)
+	// Reclaimed, if set, is called with the events whose tokens timed out,
+	// after their compare-and-set won and before the tokens go back to the
+	// bucket (a test hook: a consumer stops counting them).
+	Reclaimed func(events []*model.Event)
+}
+
+// Throttle holds the buckets of the policies whose shard this instance owns.
+type Throttle struct {
+	cfg  Config
+	deps Deps
+	log  zerolog.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	buckets map[string]*bucket
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// New validates cfg and returns a Throttle; call Start before Enqueue.
+func New(cfg Config, deps Deps) (*Throttle, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("throttle deps: Store is required")
+	}
+	if deps.Shards == nil {
+		return nil, errors.New("throttle deps: Shards is required")
+	}
+	if deps.Dispatch == nil {
+		return nil, errors.New("throttle deps: Dispatch is required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clockwork.NewRealClock()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NopMetrics{}
+	}
+	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str("component", "throttle").Logger(),
+		buckets: map[string]*bucket{}}, nil
+}
+
+// Config returns the validated configuration.
+func (t *Throttle) Config() Config { return t.cfg }
+
+// Start lets buckets run until Stop or until ctx is cancelled.
+func (t *Throttle) Start(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx == nil {
+		t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		go func() {
+			select {
+			case <-ctx.Done():
+				t.cancel()
+			case <-t.ctx.Done():
+			}
+		}()
+	}
+	return nil
+}
+
+// Stop stops every bucket and waits for their goroutines. Waiting events are
+// left in the store as scheduled (the next owner of the shard claims them
+// again). Safe to call twice or before Start.
+func (t *Throttle) Stop(ctx context.Context) {
+	t.mu.Lock()
+	t.stopped = true
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.buckets = map[string]*bucket{}
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Enqueue adds launched events of throttled policies to their buckets. Items
+// claimed under an older fence than the bucket's are dropped; a newer fence
+// replaces the bucket (the shard changed owner and came back).
+func (t *Throttle) Enqueue(items ...Item) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx == nil || t.stopped {
+		return
+	}
+	touched := map[*bucket]bool{}
+	for _, it := range items {
+		b := t.bucketLocked(it.Event.PolicyID, it.Shard, it.Fence)
+		if b == nil {
+			continue
+		}
+		b.mu.Lock()
+		b.q.Push(it)
+		b.mu.Unlock()
+		touched[b] = true
+	}
+	for b := range touched {
+		signal(b.wake)
+	}
+}
+
+// bucketLocked returns the bucket of policyID under fence, creating and
+// starting it if needed; nil if the fence is older than the bucket's.
+func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket {
+	b := t.buckets[policyID]
+	if b != nil && b.fence == fence {
+		return b
+	}
+	if b != nil && b.fence > fence {
+		return nil
+	}
+	if b != nil {
+		b.stop()
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence, q: NewQueue(),
+		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel}
+	t.buckets[policyID] = b
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		b.run(ctx)
+	}()
+	return b
+}
+
+// Released tells the bucket of policyID, if this instance owns it, that a
+// token went back, so that the next waiting event goes at once. It never
+// blocks.
+func (t *Throttle) Released(policyID string) {
+	t.mu.Lock()
+	b := t.buckets[policyID]
+	t.mu.Unlock()
+	if b != nil {
+		signal(b.released)
+	}
+}
+
+// SyncShards drops the buckets of shards that are no longer held under the
+// same fence. Their waiting events stay scheduled in the store; the shard's
+// new owner claims them again.
+func (t *Throttle) SyncShards(held map[int]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, b := range t.buckets {
+		if f, ok := held[b.shard]; !ok || f != b.fence {
+			b.stop()
+			delete(t.buckets, id)
+		}
+	}
+}
+
+// Waiting returns how many events wait in policyID's bucket.
+func (t *Throttle) Waiting(policyID string) int {
+	t.mu.Lock()
+	b := t.buckets[policyID]
+	t.mu.Unlock()
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.q.Len()
+}
+
+// Reclaim runs the periodic token-timeout pass over the policies whose shard
+// this instance owns: tokens whose TokenExpiresAt has passed are taken back
+// and counted in Policy.TimedOut. An event that was delivered goes to
+// released (TokenTimedOut set); one still in delivering (its deliverer died
+// or is slower than the timeout) goes to retrying so that it is not lost.
+// It also makes sure every owned policy has a bucket, whose owner reconciles
+// the persisted InUse with the events that hold tokens.
+func (t *Throttle) Reclaim(ctx context.Context) error {
+	policies, err := t.deps.Store.PolicyListAll(ctx)
+	if err != nil {
+		return fmt.Errorf("list policies: %w", err)
+	}
+	held := t.deps.Shards.Held()
+	var errs []error
+	for _, p := range policies {
+		shard := model.ShardOf(&model.Event{PolicyID: p.ID}, t.cfg.Shards)
+		fence, ok := held[shard]
+		if !ok {
+			continue
+		}
+		t.deps.Metrics.TokensInUse(p.ID, p.InUse)
+		t.mu.Lock()
+		var b *bucket
+		if t.ctx != nil && !t.stopped {
+			b = t.bucketLocked(p.ID, shard, fence)
+		}
+		t.mu.Unlock()
+		if b != nil {
+			b.setPolicy(p)
+		}
+		if err := t.reclaimPolicy(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("policy %s: %w", p.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
+	for {
+		now := t.deps.Clock.Now()
+		evs, err := t.deps.Store.EventFindTokenExpired(ctx, p.ID, now, t.cfg.ReclaimBatch)
+		if err != nil || len(evs) == 0 {
+			return err
+		}
+		ts := make([]store.EventTransition, 0, len(evs))
+		fin := now
+		dead := 0
+		for _, e := range evs {
+			tr := store.EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true}
+			if e.Status == model.EventDelivered {
+				tr.To, tr.TokenTimedOut, tr.FinishedAt = model.EventReleased, true, &fin
+			} else {
+				// Still delivering: nobody knows whether the consumer got
+				// it, so it is attempted again (at least once).
+				tr.Attempts = e.Attempts + 1
+				tr.LastError = "token timed out before the delivery attempt finished"
+				if tr.Attempts >= t.maxAttempts(e) {
+					tr.To, tr.FinishedAt = model.EventDead, &fin
+				} else {
+					tr.To, tr.LaunchAt = model.EventRetrying, now
+				}
+			}
+			ts = append(ts, tr)
+		}
+		res, err := t.deps.Store.EventTransition(ctx, ts)
+		if err != nil {
+			return err
+		}
+		won := make([]*model.Event, 0, len(evs))
+		for i, e := range evs {
+			if res[i] == nil {
+				won = append(won, e)
+				if ts[i].To == model.EventDead {
+					dead++
+				}
+			}
+		}
+		if len(won) > 0 {
+			if t.deps.Reclaimed != nil {
+				t.deps.Reclaimed(won)
+			}
+			if err := returnTokens(ctx, t.deps.Store, p.ID, len(won), len(won)); err != nil {
+				return fmt.Errorf("return %d timed-out tokens: %w", len(won), err)
+			}
+			t.deps.Metrics.TokenTimeouts(p.ID, len(won))
+			if dead > 0 {
+				t.deps.Metrics.Dead(dead)
+			}
+			t.log.Info().Str("policy", p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
+			t.Released(p.ID)
+		}
+		if len(evs) < t.cfg.ReclaimBatch {
+			return nil
+		}
+	}
+}
+
+func (t *Throttle) maxAttempts(e *model.Event) int {
+	if e.MaxAttempts > 0 {
+		return e.MaxAttempts
+	}
+	return t.cfg.DefaultMaxAttempts
+}
+
+// ReturnTokens gives n tokens of policyID back (a dispatched event could not
+// be delivered and its holding transition won) and wakes the bucket.
+func (t *Throttle) ReturnTokens(ctx context.Context, policyID string, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	err := returnTokens(ctx, t.deps.Store, policyID, n, 0)
+	t.Released(policyID)
+	return err
+}
+
+// TokenTimeout returns the token timeout that applies to p.
+func (t *Throttle) TokenTimeout(p *model.Policy) time.Duration {
+	if p != nil && p.TokenTimeout > 0 {
+		return p.TokenTimeout
+	}
+	return t.cfg.DefaultTokenTimeout
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// WaitingAll returns how many events wait in all buckets.
+func (t *Throttle) WaitingAll() int {
+	t.mu.Lock()
+	bs := make([]*bucket, 0, len(t.buckets))
+	for _, b := range t.buckets {
+		bs = append(bs, b)
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, b := range bs {
+		b.mu.Lock()
+		n += b.q.Len()
+		b.mu.Unlock()
+	}
+	return n
+}

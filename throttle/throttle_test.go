@@ -1,0 +1,443 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
+	"github.com/schedulerd/schedulerd/throttle/throttletest"
+)
+
+// oneShard owns every shard under one fence.
+type oneShard struct{ fence int64 }
+
+func (o oneShard) Held() map[int]int64 {
+	m := map[int]int64{}
+	for i := range 16 {
+		m[i] = o.fence
+	}
+	return m
+}
+func (o oneShard) Owns(int, int64) bool { return true }
+
+func newPolicy(t *testing.T, st *throttletest.MemStore, id string, max int, timeout time.Duration) *model.Policy {
+	t.Helper()
+	p := &model.Policy{ID: id, TenantID: "t1", Name: id, MaxInFlight: max, TokenTimeout: timeout, Version: 1}
+	if err := st.PolicyCreate(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// scheduledEvents inserts n scheduled events of the policy (as a claim would
+// leave them) and returns them as bucket items.
+func scheduledEvents(t *testing.T, st *throttletest.MemStore, policyID, schedule string, n int, fence int64) []throttle.Item {
+	t.Helper()
+	now := time.Now()
+	items := make([]throttle.Item, n)
+	evs := make([]*model.Event, n)
+	for i := range n {
+		e := &model.Event{ID: fmt.Sprintf("%s.%s.%d", policyID, schedule, i), ScheduleID: schedule, Index: i,
+			PolicyID: policyID, Status: model.EventScheduled, Fence: fence, LaunchAt: now}
+		evs[i] = e
+		c := *e
+		items[i] = throttle.Item{Event: &c, Fence: fence}
+	}
+	if _, err := st.EventInsertMany(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func holding(t *testing.T, st *throttletest.MemStore, policyID string) int {
+	t.Helper()
+	n, err := st.EventCountHoldingTokens(context.Background(), policyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func inUse(t *testing.T, st *throttletest.MemStore, policyID string) int {
+	t.Helper()
+	p, err := st.PolicyGetByID(context.Background(), policyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.InUse
+}
+
+func startThrottle(t *testing.T, st *throttletest.MemStore, cfg throttle.Config, dispatch func([]throttle.Item), reclaimed func([]*model.Event)) *throttle.Throttle {
+	t.Helper()
+	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Dispatch: dispatch, Reclaimed: reclaimed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { thr.Stop(context.Background()) })
+	return thr
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+
+	t.Run("TwiceReturnsOneToken", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 5, time.Minute)
+		items := scheduledEvents(t, st, "p", "s", 1, 1)
+		if n, _ := st.PolicyAcquireTokens(ctx, "p", 2); n != 2 {
+			t.Fatalf("acquired %d", n)
+		}
+		// Make the event hold one of the two tokens; the other is held by
+		// someone else and must stay out.
+		exp := now.Add(time.Minute)
+		if _, err := st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &exp)); err != nil {
+			t.Fatal(err)
+		}
+		e, _ := st.EventGetByID(ctx, items[0].Event.ID)
+		for i, want := range []bool{true, false, false} {
+			got, err := throttle.Release(ctx, st, e, now)
+			if err != nil || got != want {
+				t.Fatalf("release #%d = %v, %v; want %v", i+1, got, err, want)
+			}
+		}
+		if n := inUse(t, st, "p"); n != 1 {
+			t.Fatalf("InUse = %d after release, want 1", n)
+		}
+		e, _ = st.EventGetByID(ctx, e.ID)
+		if e.Status != model.EventReleased || e.FinishedAt == nil || e.TokenExpiresAt != nil {
+			t.Fatalf("event after release: %+v", e)
+		}
+	})
+
+	t.Run("StaleStatusStillReleases", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 5, time.Minute)
+		items := scheduledEvents(t, st, "p", "s", 1, 1)
+		_, _ = st.PolicyAcquireTokens(ctx, "p", 1)
+		exp := now.Add(time.Minute)
+		_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivering, &exp))
+		stale, _ := st.EventGetByID(ctx, items[0].Event.ID) // delivering
+		// The handler moves it on meanwhile.
+		_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventDelivering, model.EventDelivered, nil))
+		if got, err := throttle.Release(ctx, st, stale, now); err != nil || !got {
+			t.Fatalf("release = %v, %v", got, err)
+		}
+		if n := inUse(t, st, "p"); n != 0 {
+			t.Fatalf("InUse = %d", n)
+		}
+	})
+
+	t.Run("ConcurrentReleasesReturnOneToken", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 100, time.Minute)
+		items := scheduledEvents(t, st, "p", "s", 50, 1)
+		_, _ = st.PolicyAcquireTokens(ctx, "p", 50)
+		_, _ = st.PolicyAcquireTokens(ctx, "p", 7) // held elsewhere
+		for _, it := range items {
+			_, _ = st.EventTransition(ctx, transition(it.Event.ID, model.EventScheduled, model.EventDelivered, nil))
+		}
+		var wins atomic.Int64
+		var wg sync.WaitGroup
+		for _, it := range items {
+			e, _ := st.EventGetByID(ctx, it.Event.ID)
+			for range 3 {
+				wg.Go(func() {
+					if ok, err := throttle.Release(ctx, st, e, now); err != nil {
+						t.Error(err)
+					} else if ok {
+						wins.Add(1)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if wins.Load() != 50 {
+			t.Fatalf("%d releases won, want 50", wins.Load())
+		}
+		if n := inUse(t, st, "p"); n != 7 {
+			t.Fatalf("InUse = %d, want 7", n)
+		}
+	})
+
+	t.Run("NotHoldingIsHarmless", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 5, time.Minute)
+		items := scheduledEvents(t, st, "p", "s", 1, 1)
+		_, _ = st.PolicyAcquireTokens(ctx, "p", 1)
+		e, _ := st.EventGetByID(ctx, items[0].Event.ID) // scheduled: holds nothing
+		if got, err := throttle.Release(ctx, st, e, now); err != nil || got {
+			t.Fatalf("release = %v, %v", got, err)
+		}
+		if n := inUse(t, st, "p"); n != 1 {
+			t.Fatalf("InUse = %d, want 1 (nothing returned)", n)
+		}
+	})
+
+	t.Run("UnavailableStore", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		st.SetDown(true)
+		e := &model.Event{ID: "x", PolicyID: "p", Status: model.EventDelivered}
+		if _, err := throttle.Release(ctx, st, e, now); err == nil {
+			t.Fatal("no error from a store that is down")
+		}
+	})
+}
+
+func TestExtend(t *testing.T) {
+	ctx := context.Background()
+	st := throttletest.NewMemStore()
+	newPolicy(t, st, "p", 5, time.Minute)
+	items := scheduledEvents(t, st, "p", "s", 1, 1)
+	_, _ = st.PolicyAcquireTokens(ctx, "p", 1)
+	exp := time.Now().Add(time.Minute)
+	_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &exp))
+	e, _ := st.EventGetByID(ctx, items[0].Event.ID)
+	until := time.Now().Add(time.Hour)
+	if err := throttle.Extend(ctx, st, e, until); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = st.EventGetByID(ctx, e.ID)
+	if e.Status != model.EventDelivered || e.TokenExpiresAt == nil || !e.TokenExpiresAt.Equal(until) {
+		t.Fatalf("after extend: status %s expires %v", e.Status, e.TokenExpiresAt)
+	}
+	if _, err := throttle.Release(ctx, st, e, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := throttle.Extend(ctx, st, e, until); err != model.ErrConflict {
+		t.Fatalf("extend after release = %v, want ErrConflict", err)
+	}
+}
+
+func transition(id string, from, to model.EventStatus, exp *time.Time) []store.EventTransition {
+	return []store.EventTransition{{ID: id, From: from, To: to, TokenExpiresAt: exp}}
+}
+
+func TestBucket(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("BoundHoldsWithRandomReleases", func(t *testing.T) {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var rngMu sync.Mutex
+		st := throttletest.NewMemStore()
+		const maxInFlight = 7
+		newPolicy(t, st, "p", maxInFlight, time.Minute)
+		var thr *throttle.Throttle
+		var delivered atomic.Int64
+		var over atomic.Int64
+		dispatch := func(items []throttle.Item) {
+			for _, it := range items {
+				if it.Event.Status != model.EventDelivering || it.Policy == nil {
+					t.Errorf("dispatched %s in status %s", it.Event.ID, it.Event.Status)
+				}
+				if n := holding(t, st, "p"); n > maxInFlight {
+					over.Add(1)
+				}
+				delivered.Add(1)
+				go func(e *model.Event) {
+					rngMu.Lock()
+					d := time.Duration(rng.IntN(3000)) * time.Microsecond
+					twice := rng.IntN(4) == 0
+					rngMu.Unlock()
+					time.Sleep(d)
+					cur, _ := st.EventGetByID(ctx, e.ID)
+					if _, err := throttle.Release(ctx, st, cur, time.Now()); err != nil {
+						t.Error(err)
+					}
+					if twice {
+						_, _ = throttle.Release(ctx, st, cur, time.Now())
+					}
+					thr.Released("p")
+				}(it.Event)
+			}
+		}
+		thr = startThrottle(t, st, throttle.Config{PollInterval: time.Second}, dispatch, nil)
+		var all []throttle.Item
+		for s := range 5 {
+			all = append(all, scheduledEvents(t, st, "p", fmt.Sprint("s", s), 100, 1)...)
+		}
+		thr.Enqueue(all...)
+		waitFor(t, 20*time.Second, "all events released", func() bool { return delivered.Load() == 500 && holding(t, st, "p") == 0 })
+		if over.Load() > 0 {
+			t.Fatalf("%d dispatches saw more than %d tokens held", over.Load(), maxInFlight)
+		}
+		if n := inUse(t, st, "p"); n != 0 {
+			t.Fatalf("InUse = %d at the end", n)
+		}
+	})
+
+	t.Run("ReleaseWakesNextEventWithoutPolling", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 1, time.Minute)
+		got := make(chan *model.Event, 10)
+		thr := startThrottle(t, st, throttle.Config{PollInterval: time.Hour}, func(items []throttle.Item) {
+			for _, it := range items {
+				got <- it.Event
+			}
+		}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 2, 1)...)
+		first := <-got
+		select {
+		case e := <-got:
+			t.Fatalf("%s dispatched while the only token was out", e.ID)
+		case <-time.After(100 * time.Millisecond):
+		}
+		cur, _ := st.EventGetByID(ctx, first.ID)
+		if ok, err := throttle.Release(ctx, st, cur, time.Now()); !ok || err != nil {
+			t.Fatalf("release = %v, %v", ok, err)
+		}
+		start := time.Now()
+		thr.Released("p")
+		select {
+		case <-got:
+			t.Logf("next event went %s after the release", time.Since(start))
+		case <-time.After(2 * time.Second):
+			t.Fatal("the release did not wake the bucket")
+		}
+	})
+
+	t.Run("PollsForReleasesMadeElsewhere", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 1, time.Minute)
+		got := make(chan *model.Event, 10)
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 20 * time.Millisecond}, func(items []throttle.Item) {
+			for _, it := range items {
+				got <- it.Event
+			}
+		}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 2, 1)...)
+		first := <-got
+		cur, _ := st.EventGetByID(ctx, first.ID)
+		_, _ = throttle.Release(ctx, st, cur, time.Now()) // no Released call
+		select {
+		case <-got:
+		case <-time.After(2 * time.Second):
+			t.Fatal("a release made elsewhere was not picked up by polling")
+		}
+	})
+
+	t.Run("NewOwnerReconcilesLeakedTokens", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 3, time.Minute)
+		// A crashed owner acquired 3 tokens but never wrote delivering.
+		st.SetInUse("p", 3)
+		got := make(chan *model.Event, 10)
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 20 * time.Millisecond, ReconcileSettle: 10 * time.Millisecond},
+			func(items []throttle.Item) {
+				for _, it := range items {
+					got <- it.Event
+				}
+			}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 3, 1)...)
+		for range 3 {
+			select {
+			case <-got:
+			case <-time.After(2 * time.Second):
+				t.Fatal("leaked tokens were not reconciled")
+			}
+		}
+		if n := inUse(t, st, "p"); n != 3 {
+			t.Fatalf("InUse = %d, want 3", n)
+		}
+	})
+
+	t.Run("DeletedPolicyDeadLetters", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 10 * time.Millisecond}, func([]throttle.Item) {
+			t.Error("dispatched an event of a missing policy")
+		}, nil)
+		items := scheduledEvents(t, st, "gone", "s", 2, 1)
+		thr.Enqueue(items...)
+		waitFor(t, 2*time.Second, "dead events", func() bool {
+			e, _ := st.EventGetByID(ctx, items[1].Event.ID)
+			return e.Status == model.EventDead
+		})
+	})
+
+	t.Run("StaleFenceDropped", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 10, time.Minute)
+		var n atomic.Int64
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 10 * time.Millisecond}, func(items []throttle.Item) {
+			n.Add(int64(len(items)))
+		}, nil)
+		items := scheduledEvents(t, st, "p", "s", 2, 2)
+		thr.Enqueue(items[0])
+		waitFor(t, 2*time.Second, "first dispatch", func() bool { return n.Load() == 1 })
+		old := items[1]
+		old.Fence = 1
+		thr.Enqueue(old)
+		time.Sleep(50 * time.Millisecond)
+		if n.Load() != 1 {
+			t.Fatal("an item claimed under an older fence was dispatched")
+		}
+	})
+}
+
+func TestReclaim(t *testing.T) {
+	ctx := context.Background()
+	st := throttletest.NewMemStore()
+	newPolicy(t, st, "p", 10, time.Minute)
+	items := scheduledEvents(t, st, "p", "s", 4, 1)
+	_, _ = st.PolicyAcquireTokens(ctx, "p", 4)
+	past := time.Now().Add(-time.Second)
+	future := time.Now().Add(time.Hour)
+	_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &past))
+	_, _ = st.EventTransition(ctx, transition(items[1].Event.ID, model.EventScheduled, model.EventDelivering, &past))
+	_, _ = st.EventTransition(ctx, transition(items[2].Event.ID, model.EventScheduled, model.EventDelivered, &future))
+	_, _ = st.EventTransition(ctx, transition(items[3].Event.ID, model.EventScheduled, model.EventDelivered, &past))
+	// The consumer releases one of the expired ones first.
+	e3, _ := st.EventGetByID(ctx, items[3].Event.ID)
+	_, _ = throttle.Release(ctx, st, e3, time.Now())
+
+	var reclaimed []*model.Event
+	thr := startThrottle(t, st, throttle.Config{}, func([]throttle.Item) {}, func(evs []*model.Event) { reclaimed = append(reclaimed, evs...) })
+	if err := thr.Reclaim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(reclaimed) != 2 {
+		t.Fatalf("reclaimed %d tokens, want 2", len(reclaimed))
+	}
+	p, _ := st.PolicyGetByID(ctx, "p")
+	if p.InUse != 1 || p.TimedOut != 2 {
+		t.Fatalf("InUse %d TimedOut %d, want 1 and 2", p.InUse, p.TimedOut)
+	}
+	e0, _ := st.EventGetByID(ctx, items[0].Event.ID)
+	if e0.Status != model.EventReleased || !e0.TokenTimedOut {
+		t.Fatalf("delivered event after timeout: %s timedOut=%v", e0.Status, e0.TokenTimedOut)
+	}
+	e1, _ := st.EventGetByID(ctx, items[1].Event.ID)
+	if e1.Status != model.EventRetrying || e1.Attempts != 1 {
+		t.Fatalf("delivering event after timeout: %s attempts=%d (must be retried, not lost)", e1.Status, e1.Attempts)
+	}
+	// Releasing a reclaimed token afterwards returns nothing.
+	if ok, _ := throttle.Release(ctx, st, e0, time.Now()); ok {
+		t.Fatal("released a reclaimed token")
+	}
+	if n := inUse(t, st, "p"); n != 1 {
+		t.Fatalf("InUse = %d", n)
+	}
+}
