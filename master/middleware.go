@@ -23,7 +23,6 @@ import (
 
 // Context keys set by the middleware.
 const (
-	ctxRoute   = "master.route"
 	ctxCaller  = "master.caller"
 	ctxRawBody = "master.body"
 )
@@ -116,7 +115,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if rt == nil || rt.public {
 			return next(c)
 		}
-		c.Set(ctxRoute, rt)
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
 		scheme, key, ok := strings.Cut(h, " ")
 		key = strings.TrimSpace(key)

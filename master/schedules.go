@@ -189,7 +189,7 @@ func (s *Server) compile(ctx context.Context, tenantID string, sp *scheduleSpec)
 	}
 	loc, err := cron.LoadLocation(sp.timezone)
 	if err != nil {
-		fe.add("timezone", err.Error())
+		fe.add("timezone", strings.TrimPrefix(err.Error(), "timezone: "))
 	}
 	out.loc = loc
 	m.Timezone = sp.timezone

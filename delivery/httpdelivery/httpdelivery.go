@@ -32,6 +32,7 @@ import (
 const (
 	DefaultTimeout             = 10 * time.Second
 	DefaultMaxIdleConnsPerHost = 64
+	DefaultMaxConnsPerHost     = 64
 	DefaultConcurrency         = 64
 	DefaultUserAgent           = "schedulerd-delivery/1"
 )
@@ -59,6 +60,13 @@ type Config struct {
 	// per consumer host. Keep it at least Concurrency so that a burst to one
 	// consumer reuses its connections instead of opening new ones. Default 64.
 	MaxIdleConnsPerHost int
+	// MaxConnsPerHost caps the connections open to one consumer host at
+	// once, across all Deliver calls; requests beyond it wait for a free
+	// connection (within their Timeout). It protects a consumer from a burst
+	// and stops the transport from dialling a spare connection whenever a
+	// request starts a moment before another one's connection is back in the
+	// pool. Default 64.
+	MaxConnsPerHost int
 	// Concurrency is how many requests one Deliver call runs at once.
 	// Default 64.
 	Concurrency int
@@ -90,6 +98,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxIdleConnsPerHost < 0 {
 		return fmt.Errorf("httpdelivery: Config.MaxIdleConnsPerHost: %d is negative", c.MaxIdleConnsPerHost)
+	}
+	if c.MaxConnsPerHost < 0 {
+		return fmt.Errorf("httpdelivery: Config.MaxConnsPerHost: %d is negative", c.MaxConnsPerHost)
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("httpdelivery: Config.Concurrency: %d is negative", c.Concurrency)
@@ -129,6 +140,9 @@ func New(cfg Config) (*Deliverer, error) {
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
+	if cfg.MaxConnsPerHost == 0 {
+		cfg.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
@@ -153,6 +167,7 @@ func New(cfg Config) (*Deliverer, error) {
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          max(100, 4*cfg.MaxIdleConnsPerHost),
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		MaxConnsPerHost:       cfg.MaxConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   cfg.Timeout,
 		ResponseHeaderTimeout: cfg.Timeout,

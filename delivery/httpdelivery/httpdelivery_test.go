@@ -103,6 +103,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"RejectsRelativeReleaseBaseURL", httpdelivery.Config{SigningSecret: testSecret, ReleaseBaseURL: "/v1"}, "ReleaseBaseURL"},
 		{"RejectsNegativeTimeout", httpdelivery.Config{SigningSecret: testSecret, Timeout: -time.Second}, "Timeout"},
 		{"RejectsNegativeMaxIdleConnsPerHost", httpdelivery.Config{SigningSecret: testSecret, MaxIdleConnsPerHost: -1}, "MaxIdleConnsPerHost"},
+		{"RejectsNegativeMaxConnsPerHost", httpdelivery.Config{SigningSecret: testSecret, MaxConnsPerHost: -1}, "MaxConnsPerHost"},
 		{"RejectsNegativeConcurrency", httpdelivery.Config{SigningSecret: testSecret, Concurrency: -1}, "Concurrency"},
 		{"RejectsInvalidDenyCIDR", httpdelivery.Config{SigningSecret: testSecret, DenyCIDRs: []netip.Prefix{{}}}, "DenyCIDRs[0]"},
 		{"RejectsInvalidAllowCIDR", httpdelivery.Config{SigningSecret: testSecret, AllowCIDRs: []netip.Prefix{{}}}, "AllowCIDRs[0]"},
@@ -330,7 +331,9 @@ func TestDeliverReusesConnections(t *testing.T) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
 	const concurrency = 8
-	d := newDeliverer(t, httpdelivery.Config{Concurrency: concurrency, MaxIdleConnsPerHost: concurrency})
+	d := newDeliverer(t, httpdelivery.Config{
+		Concurrency: concurrency, MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency,
+	})
 	events := make([]*model.Event, 100)
 	for i := range events {
 		events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)

@@ -66,13 +66,8 @@ func Verify(secret []byte, header string, ts string, body []byte, now time.Time,
 	if err != nil {
 		return fmt.Errorf("%w: timestamp %q is not unix seconds", ErrMalformedSignature, truncate(ts, 32))
 	}
-	if tolerance > 0 {
-		// Compare in whole seconds against bounds around now, so that an
-		// absurd timestamp cannot overflow a subtraction.
-		tol := int64(tolerance / time.Second)
-		if n := now.Unix(); sec < n-tol || sec > n+tol {
-			return fmt.Errorf("%w: timestamp %d, now %d", ErrTimestampOutOfTolerance, sec, n)
-		}
+	if tolerance > 0 && absDiff(sec, now.Unix()) > uint64(tolerance/time.Second) {
+		return fmt.Errorf("%w: timestamp %d, now %d", ErrTimestampOutOfTolerance, sec, now.Unix())
 	}
 	want := mac(secret, strings.TrimSpace(ts), body)
 	found := false
@@ -95,6 +90,15 @@ func Verify(secret []byte, header string, ts string, body []byte, now time.Time,
 		return fmt.Errorf("%w: no v1 signature in %q", ErrMalformedSignature, truncate(header, 80))
 	}
 	return ErrSignatureMismatch
+}
+
+// absDiff returns |a-b| without overflow: the true difference of two int64
+// values always fits in a uint64, and unsigned subtraction computes it.
+func absDiff(a, b int64) uint64 {
+	if a >= b {
+		return uint64(a) - uint64(b)
+	}
+	return uint64(b) - uint64(a)
 }
 
 func truncate(s string, n int) string {

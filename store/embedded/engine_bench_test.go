@@ -46,13 +46,18 @@ type engine interface {
 	close() error
 }
 
+// engineEvent returns event i of the workload. Like the emitter, a batch of
+// 1,000 consecutive events is the n events of one fire of one schedule, so
+// ids and launch times are clustered; shards spread them over 8 queues.
 func engineEvent(i int) *model.Event {
-	fire := base().Add(time.Duration(i/1000) * time.Minute)
-	fireID := model.FireID(fmt.Sprintf("sched-%04d", i%997), 1, fire)
+	f := i / engineBatch
+	scheduleID := fmt.Sprintf("sched-%04d", f%997)
+	fire := base().Add(time.Duration(f) * time.Minute)
+	fireID := model.FireID(scheduleID, 1, fire)
 	return &model.Event{
-		ID: model.EventID(fireID, i), TenantID: fmt.Sprintf("tenant-%02d", i%50),
-		ScheduleID: fmt.Sprintf("sched-%04d", i%997), FireID: fireID, FireTime: fire,
-		Index: i % 1000, Count: 1000, LaunchAt: fire.Add(time.Duration(i%1000) * time.Millisecond),
+		ID: model.EventID(fireID, i%engineBatch), TenantID: fmt.Sprintf("tenant-%02d", f%50),
+		ScheduleID: scheduleID, FireID: fireID, FireTime: fire,
+		Index: i % engineBatch, Count: engineBatch, LaunchAt: fire.Add(time.Duration(i%engineBatch) * 10 * time.Millisecond),
 		Target:      model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
 		Payload:     json.RawMessage(`{"job":"nightly-report","region":"eu-central-1","batch":42}`),
 		MaxAttempts: 5, Shard: i % 8, Status: model.EventPending, CreatedAt: base(), UpdatedAt: base(),

@@ -1,0 +1,192 @@
+package handler_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+// sink is an in-process consumer: every delivery succeeds at once.
+type sink struct {
+	n     atomic.Int64
+	onDel func(now time.Time, evs []*model.Event)
+}
+
+func (s *sink) Deliver(_ context.Context, evs []*model.Event) []delivery.Result {
+	if s.onDel != nil {
+		s.onDel(time.Now(), evs)
+	}
+	s.n.Add(int64(len(evs)))
+	return make([]delivery.Result, len(evs))
+}
+
+func benchHandler(b *testing.B, st *embedded.Store, cfg handler.Config, sk *sink, hooks handler.Hooks) *handler.Handler {
+	b.Helper()
+	return startHandler(b, cfg, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}, Hooks: hooks})
+}
+
+func waitCount(b *testing.B, c *atomic.Int64, n int64, limit time.Duration) time.Time {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for c.Load() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d after %s", c.Load(), n, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Now()
+}
+
+// BenchmarkDispatchUnthrottled: 100,000 due unthrottled events from the
+// embedded store to an in-process sink, claim + deliver + released write.
+func BenchmarkDispatchUnthrottled(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		insert(b, st, makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: time.Now().Add(-time.Second)}))
+		var done atomic.Int64
+		sk := &sink{}
+		b.StartTimer()
+		start := time.Now()
+		benchHandler(b, st, handler.Config{}, sk, handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }})
+		end := waitCount(b, &done, n, time.Minute)
+		rate := float64(n) / end.Sub(start).Seconds()
+		b.ReportMetric(rate, "events/s")
+		b.Logf("%d events dispatched and recorded in %s: %.0f events/s", n, end.Sub(start).Round(time.Millisecond), rate)
+	}
+}
+
+// BenchmarkLatenessSteady1000: 10,000 events launched at a steady 1,000/s;
+// lateness = delivery start minus launch time.
+func BenchmarkLatenessSteady1000(b *testing.B) {
+	const n = 10_000
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		launch := time.Now().Add(2 * time.Second)
+		insert(b, st, makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: launch, spread: (n - 1) * time.Millisecond}))
+		var mu sync.Mutex
+		late := make([]time.Duration, 0, n)
+		var got atomic.Int64
+		sk := &sink{onDel: func(now time.Time, evs []*model.Event) {
+			mu.Lock()
+			for _, e := range evs {
+				late = append(late, now.Sub(e.LaunchAt))
+			}
+			mu.Unlock()
+			got.Add(int64(len(evs)))
+		}}
+		b.StartTimer()
+		benchHandler(b, st, handler.Config{}, sk, handler.Hooks{})
+		waitCount(b, &got, n, time.Minute)
+		b.StopTimer()
+		mu.Lock()
+		slices.Sort(late)
+		p50, p99, worst := late[len(late)/2], late[len(late)*99/100], late[len(late)-1]
+		mu.Unlock()
+		b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
+		b.Logf("lateness at 1,000 events/s over %d events: p50 %s p99 %s max %s (min %s)", n, p50, p99, worst, late[0])
+	}
+}
+
+// BenchmarkBurst100k: 100,000 events due at one instant (prefetched within
+// the horizon beforehand); time from that instant until the last delivery.
+func BenchmarkBurst100k(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		launch := time.Now().Add(12 * time.Second)
+		insert(b, st, makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: launch}))
+		var done atomic.Int64
+		sk := &sink{}
+		claimStart := time.Now()
+		h := benchHandler(b, st, handler.Config{}, sk, handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }})
+		for h.Scheduled() < n && time.Now().Before(launch) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.Logf("claimed %d events into memory in %s", h.Scheduled(), time.Since(claimStart).Round(time.Millisecond))
+		if h.Scheduled() < n {
+			b.Logf("warning: not all events were claimed before the launch instant")
+		}
+		time.Sleep(time.Until(launch))
+		b.StartTimer()
+		lastDelivered := waitCount(b, &sk.n, n, time.Minute)
+		lastWritten := waitCount(b, &done, n, time.Minute)
+		b.StopTimer()
+		b.ReportMetric(lastDelivered.Sub(launch).Seconds(), "s-to-last-delivery")
+		b.ReportMetric(lastWritten.Sub(launch).Seconds(), "s-to-last-write")
+		b.Logf("burst of %d: last delivered %s after the instant, last outcome written %s after",
+			n, lastDelivered.Sub(launch).Round(time.Millisecond), lastWritten.Sub(launch).Round(time.Millisecond))
+	}
+}
+
+// BenchmarkThrottledRate: a policy with maxInFlight 100 and a consumer that
+// releases 10 ms after receipt (through throttle.Release, as the master
+// does): the bound is 100 / 10 ms = 10,000 events/s.
+func BenchmarkThrottledRate(b *testing.B) {
+	const n = 40_000
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		createPolicy(b, st, &model.Policy{ID: "pol", MaxInFlight: 100, TokenTimeout: time.Minute})
+		insert(b, st, makeEvents(n, evOpts{schedule: "s", policy: "pol", url: "http://sink", launch: time.Now().Add(-time.Second)}))
+		var h *handler.Handler
+		var released atomic.Int64
+		var inFlight, maxIn atomic.Int64
+		var firstAt atomic.Int64
+		ctx := context.Background()
+		sk := &sink{onDel: func(now time.Time, evs []*model.Event) {
+			firstAt.CompareAndSwap(0, now.UnixNano())
+			for _, e := range evs {
+				if v := inFlight.Add(1); v > maxIn.Load() {
+					maxIn.Store(v)
+				}
+				id := e.ID
+				time.AfterFunc(10*time.Millisecond, func() {
+					inFlight.Add(-1)
+					cur, err := st.EventGetByID(ctx, id)
+					if err == nil {
+						_, err = throttle.Release(ctx, st, cur, time.Now())
+					}
+					if err != nil {
+						b.Error(err)
+					}
+					h.Released("pol")
+					released.Add(1)
+				})
+			}
+		}}
+		b.StartTimer()
+		h = benchHandler(b, st, handler.Config{Throttle: throttle.Config{AcquireBatch: 100}}, sk, handler.Hooks{})
+		waitCount(b, &sk.n, 1, 30*time.Second)
+		// Measure the steady state: from the 2,000th to the 38,000th delivery.
+		waitCount(b, &sk.n, 2_000, time.Minute)
+		t0, c0 := time.Now(), sk.n.Load()
+		waitCount(b, &sk.n, n-2_000, time.Minute)
+		t1, c1 := time.Now(), sk.n.Load()
+		waitCount(b, &released, n, time.Minute)
+		b.StopTimer()
+		rate := float64(c1-c0) / t1.Sub(t0).Seconds()
+		b.ReportMetric(rate, "events/s")
+		b.ReportMetric(100*rate/10_000, "%-of-bound")
+		b.Logf("maxInFlight 100, release after 10ms: %.0f events/s = %.0f%% of the 10,000/s bound; at most %d held at once",
+			rate, 100*rate/10_000, maxIn.Load())
+		if maxIn.Load() > 100 {
+			b.Errorf("%d events held tokens at once, max 100", maxIn.Load())
+		}
+	}
+}

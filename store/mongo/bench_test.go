@@ -1,0 +1,188 @@
+package mongo_test
+
+// Benchmarks of the MongoDB driver, the same shapes as the embedded engine's
+// (store/embedded/engine_bench_test.go), but through the store.Driver
+// methods the services call:
+//
+//   - EventInsertMany: 100,000 events in batches of 1,000 (events/s).
+//   - EventClaimComplete: 100,000 due events over 8 queue shards; one
+//     goroutine per shard claims 1,000 at a time and moves each to released
+//     by compare-and-set (events/s).
+//   - ChildrenFind: the children of one eligible key among 1,000,000
+//     children (10 timezones x 1,440 hour/minute keys), through the
+//     (partition, timezone, launchExpression, minute) index.
+//
+// They skip unless SCHEDULER_TEST_MONGO_URI names a real MongoDB: FerretDB v1
+// scans whole collections, so its timings would say nothing about MongoDB's.
+// See BENCHMARKS-mongo.md. Run with:
+//
+//	SCHEDULER_TEST_MONGO_URI=mongodb://127.0.0.1:27017/?replicaSet=rs0 \
+//	  go test -run='^$' -bench=. -benchtime=1x ./store/mongo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/mongo"
+	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+)
+
+const (
+	benchEvents = 100_000
+	benchBatch  = 1_000
+	benchShards = 8
+)
+
+var benchBase = time.Date(2030, time.January, 2, 3, 0, 0, 0, time.UTC)
+
+func requireRealMongo(b *testing.B) {
+	b.Helper()
+	if !mongotest.IsRealMongo() {
+		b.Skipf("set %s to a real MongoDB to run; FerretDB timings are not MongoDB's", mongotest.EnvURI)
+	}
+}
+
+// benchEvent is the embedded benchmark's event: ~1,000 events per fire,
+// 997 schedules, 50 tenants, 8 shards.
+func benchEvent(i int) *model.Event {
+	fire := benchBase.Add(time.Duration(i/1000) * time.Minute)
+	sched := fmt.Sprintf("sched-%04d", i%997)
+	fireID := model.FireID(sched, 1, fire)
+	return &model.Event{
+		ID: model.EventID(fireID, i), TenantID: fmt.Sprintf("tenant-%02d", i%50),
+		ScheduleID: sched, FireID: fireID, FireTime: fire,
+		Index: i % 1000, Count: 1000, LaunchAt: fire.Add(time.Duration(i%1000) * time.Millisecond),
+		Target:      model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+		Payload:     json.RawMessage(`{"job":"nightly-report","region":"eu-central-1","batch":42}`),
+		MaxAttempts: 5, Shard: i % benchShards, Status: model.EventPending,
+		CreatedAt: benchBase, UpdatedAt: benchBase,
+	}
+}
+
+func insertBenchEvents(b *testing.B, s *mongo.Store) {
+	b.Helper()
+	ctx := context.Background()
+	batch := make([]*model.Event, 0, benchBatch)
+	for i := range benchEvents {
+		batch = append(batch, benchEvent(i))
+		if len(batch) == benchBatch {
+			n, err := s.EventInsertMany(ctx, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n != len(batch) {
+				b.Fatalf("inserted %d of %d", n, len(batch))
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+func BenchmarkEventInsertMany(b *testing.B) {
+	requireRealMongo(b)
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		s := newStore(b)
+		b.StartTimer()
+		start := time.Now()
+		insertBenchEvents(b, s)
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
+}
+
+func BenchmarkEventClaimComplete(b *testing.B) {
+	requireRealMongo(b)
+	ctx := context.Background()
+	due := benchBase.Add(24 * time.Hour)
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		s := newStore(b)
+		insertBenchEvents(b, s)
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for shard := range benchShards {
+			wg.Go(func() {
+				for {
+					claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: due, Limit: benchBatch})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if len(claimed) == 0 {
+						return
+					}
+					ts := make([]store.EventTransition, len(claimed))
+					for i, e := range claimed {
+						ts[i] = store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 1,
+							To: model.EventReleased, FinishedAt: &due, At: due}
+					}
+					errs, err := s.EventTransition(ctx, ts)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					for _, err := range errs {
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
+}
+
+func BenchmarkChildrenFind(b *testing.B) {
+	requireRealMongo(b)
+	ctx := context.Background()
+	s := newStore(b)
+	timezones := []string{"Europe/Berlin", "UTC", "America/New_York", "Asia/Tokyo", "Europe/London",
+		"America/Los_Angeles", "Australia/Sydney", "Asia/Kolkata", "America/Sao_Paulo", "Africa/Cairo"}
+	// 1,000 schedules with 1,000 children each: schedule i lives in one
+	// timezone and its children cover 1,000 of the 1,440 (hour, minute)
+	// keys, starting at a schedule-dependent offset.
+	const schedules, perSchedule = 1_000, 1_000
+	for i := range schedules {
+		sc := &model.Schedule{
+			ID: fmt.Sprintf("sched-%04d", i), TenantID: fmt.Sprintf("tenant-%02d", i%50), Name: "bench",
+			Cron: "* * * * *", Timezone: timezones[i%len(timezones)], EventCount: 1,
+			Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/"}, MaxAttempts: 1,
+			Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive,
+			Version: 1, CreatedAt: benchBase, UpdatedAt: benchBase,
+		}
+		children := make([]model.Child, perSchedule)
+		for j := range children {
+			k := (i*7 + j) % 1440
+			children[j] = model.Child{ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: 1,
+				Timezone: sc.Timezone, LaunchExpression: fmt.Sprintf("H:%d", k/60), Minute: k % 60}
+		}
+		if err := s.ScheduleCreate(ctx, sc, children); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := &store.ChildrenFindParams{Timezone: "Europe/Berlin", Keys: []model.ChildKey{{LaunchExpression: "H:3", Minute: 0}}}
+	b.ResetTimer()
+	var found int
+	for range b.N {
+		got, err := s.ChildrenFind(ctx, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		found = len(got)
+	}
+	b.ReportMetric(float64(found), "children/op")
+}
