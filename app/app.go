@@ -62,7 +62,17 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	if err := a.secrets(); err != nil {
 		return nil, err
 	}
-	var err error
+	// Listen first: with port 0 the release URLs handed to consumers must
+	// name the port actually bound.
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	a.ln = ln
+	if a.cfg.PublicURL == "" {
+		a.cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	cfg = a.cfg
 	switch cfg.Store {
 	case "embedded":
 		a.store, err = embedded.Open(cfg.DataDir, embedded.Options{})
@@ -70,9 +80,11 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		a.store, err = mongo.Open(ctx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase})
 	}
 	if err != nil {
+		ln.Close()
 		return nil, fmt.Errorf("open %s store: %w", cfg.Store, err)
 	}
 	if err := a.build(ctx); err != nil {
+		ln.Close()
 		a.store.Close()
 		return nil, err
 	}
@@ -215,16 +227,12 @@ func (a *App) AdminKeyFile() string { return a.adminKeyPath }
 // AdminKey returns the admin API key in force.
 func (a *App) AdminKey() string { return a.cfg.AdminKey }
 
-// Addr returns the address the API listens on (after Start).
+// Addr returns the address the API listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
 // Start listens and starts the background services. It returns at once.
 func (a *App) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", a.cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", a.cfg.ListenAddr, err)
-	}
-	a.ln = ln
+	ln := a.ln
 	a.srv = &http.Server{Handler: a.master.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { a.serveErr <- a.srv.Serve(ln) }()
 	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
@@ -290,6 +298,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 			if err := a.srv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			}
+		}
+		if a.srv == nil {
+			a.ln.Close()
 		}
 		if err := a.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))

@@ -103,7 +103,7 @@ func cidrs(name string, p func(*Config) *[]netip.Prefix) func(*Config, string) e
 func Options() []Option {
 	return []Option{
 		{"listen", "SCHEDULER_LISTEN_ADDR", "127.0.0.1:8080", "address the REST API listens on (use :8080 in containers)", str(func(c *Config) *string { return &c.ListenAddr })},
-		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<bound listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
 		{"store", "SCHEDULER_STORE", "embedded", "storage driver: embedded (one process, data directory) or mongo", str(func(c *Config) *string { return &c.Store })},
 		{"data-dir", "SCHEDULER_DATA_DIR", "./data", "data directory of the embedded store (also keeps generated secrets)", str(func(c *Config) *string { return &c.DataDir })},
 		{"mongo-uri", "SCHEDULER_MONGO_URI", "", "MongoDB connection string (store=mongo)", str(func(c *Config) *string { return &c.MongoURI })},
@@ -229,13 +229,7 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("log-format: %q is not json or console", c.LogFormat)
 	}
-	if c.PublicURL == "" {
-		host := c.ListenAddr
-		if strings.HasPrefix(host, ":") {
-			host = "localhost" + host
-		}
-		c.PublicURL = "http://" + host
-	}
+	// An empty PublicURL is filled in by the App from the bound address.
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.InstanceID == "" && c.Store == "embedded" {
 		// One process owns an embedded data directory, so a stable name lets

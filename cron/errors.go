@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Error is a parse or validation error. Field is one of minute, hour,
@@ -40,14 +41,12 @@ func quoteToken(s string) string {
 		s = s[:maxShown] + "..."
 	}
 	for _, r := range s {
-		if r == utf8RuneError || r == ' ' || r == '"' || !unicode.IsPrint(r) {
+		if r == utf8.RuneError || r == ' ' || r == '"' || !unicode.IsPrint(r) {
 			return strconv.Quote(s)
 		}
 	}
 	return s
 }
-
-const utf8RuneError = '\uFFFD'
 
 // TooManyChildrenError reports that splitting a schedule would exceed the
 // children limit; Count is computed before any child is built.

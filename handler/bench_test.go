@@ -2,7 +2,9 @@ package handler_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +49,13 @@ func waitCount(b *testing.B, c *atomic.Int64, n int64, limit time.Duration) time
 	return time.Now()
 }
 
+func benchBatch() int {
+	if v, err := strconv.Atoi(os.Getenv("BENCH_MAXBATCH")); err == nil {
+		return v
+	}
+	return 0
+}
+
 // BenchmarkDispatchUnthrottled: 100,000 due unthrottled events from the
 // embedded store to an in-process sink, claim + deliver + released write.
 func BenchmarkDispatchUnthrottled(b *testing.B) {
@@ -59,8 +68,11 @@ func BenchmarkDispatchUnthrottled(b *testing.B) {
 		sk := &sink{}
 		b.StartTimer()
 		start := time.Now()
-		benchHandler(b, st, handler.Config{}, sk, handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }})
+		ts := &timed{Store: st}
+		startHandler(b, handler.Config{MaxBatch: benchBatch()}, handler.Deps{Store: ts, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}, Hooks: handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }}})
 		end := waitCount(b, &done, n, time.Minute)
+		b.Logf("claims %d total %s; transitions %d (%d events) total %s", ts.claimN.Load(), time.Duration(ts.claimT.Load()), ts.trN.Load(), ts.trEv.Load(), time.Duration(ts.trT.Load()))
 		rate := float64(n) / end.Sub(start).Seconds()
 		b.ReportMetric(rate, "events/s")
 		b.Logf("%d events dispatched and recorded in %s: %.0f events/s", n, end.Sub(start).Round(time.Millisecond), rate)

@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +32,9 @@ func run(args []string, getenv func(string) string, logOut io.Writer) error {
 
 func runWithBanner(args []string, getenv func(string) string, logOut, banner io.Writer) error {
 	cfg, err := app.ParseConfig(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

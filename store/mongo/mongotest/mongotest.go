@@ -204,7 +204,9 @@ func Start(ctx context.Context, dir string) (uri string, stop func(), err error)
 
 // StartConfig runs an embedded FerretDB v1 until ctx is cancelled or stop is
 // called, and returns its URI (path "/", no database). stop waits until the
-// listener and the SQLite files are closed; it is safe to call twice.
+// listener and the SQLite files are closed; FerretDB gives open client
+// connections up to 3 s to finish first, so stopping under connected clients
+// takes that long. stop is safe to call twice.
 func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err error) {
 	if cfg.Dir == "" {
 		return "", nil, errors.New("mongotest: Config.Dir is required")

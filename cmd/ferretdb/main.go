@@ -1,0 +1,66 @@
+// Command ferretdb runs an embedded FerretDB v1 (SQLite backend) as a process
+// of its own, so that chaos tests can stop, kill and restart the MongoDB-
+// protocol store of a schedulerd deployment independently of the scheduler.
+//
+//	ferretdb -listen 127.0.0.1:27018 -dir /tmp/ferret
+//
+// It prints one line, "ferretdb listening on mongodb://ADDR/", on stdout when
+// it accepts connections, and runs until SIGINT or SIGTERM. Restarting it with
+// the same -listen and -dir brings back the same data at the same URI.
+//
+// FerretDB v1 is a correctness stand-in for MongoDB; it is slow (no index use,
+// about 150 ms per update under load), so never benchmark against it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ferretdb:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ferretdb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on (a fixed port lets a restarted server keep its URI)")
+	dir := fs.String("dir", "", "directory of the SQLite files (required; reuse it to keep the data)")
+	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *dir == "" {
+		return fmt.Errorf("-dir is required")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("component", "ferretdb")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	uri, shutdown, err := mongotest.StartConfig(ctx, mongotest.Config{Dir: *dir, Addr: *listen, Logger: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "ferretdb listening on %s\n", uri)
+	<-ctx.Done()
+	shutdown()
+	return nil
+}
