@@ -18,7 +18,7 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	// emitter
-	scanDuration   *prometheus.HistogramVec
+	scanDuration   prometheus.Histogram
 	childrenRead   prometheus.Counter
 	firesRecorded  *prometheus.CounterVec
 	eventsEmitted  prometheus.Counter
@@ -46,11 +46,11 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.scanDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.scanDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "schedulerd_emitter_window_scan_seconds",
 		Help:    "Time to scan and emit one window of one partition.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-	}, []string{})
+	})
 	m.childrenRead = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "schedulerd_emitter_children_read_total",
 		Help: "Children read by window scans (follows due children, not schedules).",
@@ -126,7 +126,7 @@ func newMetrics() *metrics {
 // emitter.Metrics
 
 func (m *metrics) WindowScanned(_ int, childrenRead int, d time.Duration) {
-	m.scanDuration.WithLabelValues().Observe(d.Seconds())
+	m.scanDuration.Observe(d.Seconds())
 	m.childrenRead.Add(float64(childrenRead))
 }
 func (m *metrics) FiresRecorded(d model.FireDecision, n int) {

@@ -327,10 +327,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 // where L marks a late fire.
 func checkFires(t *testing.T, st store.Driver, id, spec string) {
 	t.Helper()
-	var want []string
-	for _, w := range strings.Fields(spec) {
-		want = append(want, w)
-	}
+	want := strings.Fields(spec)
 	var got []string
 	for _, f := range firesOf(t, st, id) {
 		s := f.FireTime.UTC().Format("15:04")

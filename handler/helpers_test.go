@@ -73,7 +73,17 @@ func (s *shards) Changed() <-chan struct{} { return s.changed }
 
 func openStore(t testing.TB) *embedded.Store {
 	t.Helper()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	dir := t.TempDir()
+	if base := os.Getenv("STORE_DIR"); base != "" {
+		// For benchmarks on another file system (e.g. /dev/shm).
+		d, err := os.MkdirTemp(base, "handler-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(d) })
+		dir = d
+	}
+	st, err := embedded.Open(dir, embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -13,11 +14,24 @@ import (
 // that instants can be stored as exact int64 Unix nanoseconds (see the
 // package doc). Field names are the model's JSON names.
 
+// Bounds of the instants int64 nanoseconds can hold (years 1678 to 2262).
+var (
+	minInstant = time.Unix(0, math.MinInt64+1)
+	maxInstant = time.Unix(0, math.MaxInt64)
+)
+
 // unixNano stores t exactly; the zero time is stored as 0 (and read back as
-// the zero time), since time.Time{}.UnixNano is not meaningful.
+// the zero time), since time.Time{}.UnixNano is not meaningful. Instants
+// beyond what int64 nanoseconds hold (an "end at 9999-12-31") are clamped
+// to the nearest bound, which keeps their order in queries.
 func unixNano(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case t.Before(minInstant):
+		return math.MinInt64 + 1
+	case t.After(maxInstant):
+		return math.MaxInt64
 	}
 	return t.UnixNano()
 }

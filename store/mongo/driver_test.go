@@ -127,4 +127,3 @@ func closedPort(t *testing.T) string {
 	}
 	return addr
 }
-
