@@ -685,17 +685,17 @@ func TestLargeFanOutIsBatched(t *testing.T) {
 	fs := &faultyStore{Store: base}
 	clk := newClock(utc("2025-06-02T10:00:30Z"))
 	e := newEmitter(t, fs, clk, func(c *emitter.Config, _ *emitter.Deps) { c.BatchSize = 500 })
-	s := sched("fanout", "1 10 * * *", "UTC", 20000, func(s *model.Schedule) { s.Window, s.Spread = time.Hour, true })
+	s := sched("fanout", "1 10 * * *", "UTC", 5000, func(s *model.Schedule) { s.Window, s.Spread = time.Hour, true })
 	create(t, base, s, sched("small", "1 10 * * *", "UTC", 7))
 	ps := runPass(t, e)
-	if ps.Events != 20007 || fs.eventsWritten.Load() != 20007 {
+	if ps.Events != 5007 || fs.eventsWritten.Load() != 5007 {
 		t.Fatalf("events = %d written %d", ps.Events, fs.eventsWritten.Load())
 	}
 	if m := fs.maxBatch.Load(); m != 500 {
 		t.Fatalf("largest batch = %d, want 500", m)
 	}
 	evs := eventsOf(t, base, model.FireID(s.ID, 1, utc("2025-06-02T10:01:00Z")))
-	if len(evs) != 20000 {
+	if len(evs) != 5000 {
 		t.Fatalf("stored events = %d", len(evs))
 	}
 	shards := map[int]int{}

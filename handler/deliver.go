@@ -13,12 +13,11 @@ import (
 )
 
 // worker delivers batches: it blocks for one ready event, then takes what
-// else is ready up to MaxBatch, so batches grow with the load (one store
-// write per batch, not per event).
+// else is ready up to MaxBatch, so batches grow with the load. The outcomes
+// go to the writers, so a slow store write never delays the next delivery.
 func (h *Handler) worker() {
-	batch := make([]throttle.Item, 0, h.cfg.MaxBatch)
 	for {
-		batch = batch[:0]
+		batch := make([]throttle.Item, 0, 16)
 		select {
 		case <-h.stopCh:
 			return
@@ -34,12 +33,43 @@ func (h *Handler) worker() {
 				break fill
 			}
 		}
-		h.process(h.workCtx, batch)
+		if o := h.deliver(h.workCtx, batch); o != nil {
+			h.outcomes <- o
+		}
 	}
 }
 
-// process delivers one batch and writes every outcome.
-func (h *Handler) process(ctx context.Context, batch []throttle.Item) {
+// outcomes is one delivered batch waiting to be written.
+type outcomes struct {
+	items   []throttle.Item
+	results []delivery.Result
+	ts      []store.EventTransition
+}
+
+// writer writes delivery outcomes, merging what is queued (up to MaxBatch
+// events) into one EventTransition call.
+func (h *Handler) writer() {
+	for o := range h.outcomes {
+	merge:
+		for len(o.items) < h.cfg.MaxBatch {
+			select {
+			case more, ok := <-h.outcomes:
+				if !ok {
+					break merge
+				}
+				o.items = append(o.items, more.items...)
+				o.results = append(o.results, more.results...)
+				o.ts = append(o.ts, more.ts...)
+			default:
+				break merge
+			}
+		}
+		h.record(h.workCtx, o)
+	}
+}
+
+// deliver sends one batch and returns its outcomes (nil if nothing was sent).
+func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes {
 	clock := h.deps.Clock
 	owns := map[int]bool{}
 	send := batch[:0:0]
@@ -72,7 +102,7 @@ func (h *Handler) process(ctx context.Context, batch []throttle.Item) {
 		h.schedule(later)
 	}
 	if len(send) == 0 {
-		return
+		return nil
 	}
 
 	// Deliver, grouped by target type.
@@ -106,20 +136,24 @@ func (h *Handler) process(ctx context.Context, batch []throttle.Item) {
 			}
 		}
 	}
-
-	// Write the outcomes in one batch.
 	now := clock.Now()
 	ts := make([]store.EventTransition, len(send))
 	for i, it := range send {
 		ts[i] = h.outcome(it, results[i], now)
 	}
-	res := h.transition(ctx, ts)
+	return &outcomes{items: send, results: results, ts: ts}
+}
+
+// record writes the outcomes of delivered batches, gives back the tokens of
+// the transitions that won and leave a token-holding status, and reports.
+func (h *Handler) record(ctx context.Context, o *outcomes) {
+	res := h.transition(ctx, o.ts)
 	tokens := map[string]int{}
 	var delivered, retried, dead int
-	for i, it := range send {
+	for i, it := range o.items {
 		var to model.EventStatus
 		if res != nil && res[i] == nil {
-			to = ts[i].To
+			to = o.ts[i].To
 			if it.Policy != nil && to != model.EventDelivered {
 				tokens[it.Event.PolicyID]++
 			}
@@ -131,14 +165,14 @@ func (h *Handler) process(ctx context.Context, batch []throttle.Item) {
 			case model.EventDead:
 				dead++
 			}
-		} else if results[i].Err == nil {
+		} else if o.results[i].Err == nil {
 			// The write lost (the consumer released first, the token
 			// timed out, or a newer owner claimed the event): the attempt
 			// still delivered.
 			delivered++
 		}
 		if h.deps.Hooks.Attempted != nil {
-			h.deps.Hooks.Attempted(it.Event, results[i], to)
+			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
 		}
 	}
 	for pid, n := range tokens {

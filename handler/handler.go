@@ -226,12 +226,13 @@ type Handler struct {
 	heap  itemHeap
 	wakeT chan struct{} // the heap's head changed
 
-	owned   atomic.Pointer[map[int]int64]
-	ready   chan throttle.Item
-	kick    chan struct{} // run a prefetch pass now
-	stopCh  chan struct{}
-	workCtx context.Context // deliveries; cancelled when Stop's ctx ends
-	cancel  context.CancelFunc
+	owned    atomic.Pointer[map[int]int64]
+	ready    chan throttle.Item
+	outcomes chan *outcomes // delivered batches waiting to be written
+	kick     chan struct{}  // run a prefetch pass now
+	stopCh   chan struct{}
+	workCtx  context.Context // deliveries; cancelled when Stop's ctx ends
+	cancel   context.CancelFunc
 
 	lifeMu  sync.Mutex
 	started bool
@@ -239,6 +240,7 @@ type Handler struct {
 	sched   gocron.Scheduler
 	loops   sync.WaitGroup // timer, prefetch
 	workers sync.WaitGroup
+	writers sync.WaitGroup
 }
 
 // New validates cfg and deps and returns a Handler; Start runs it.
@@ -263,11 +265,14 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg: cfg, deps: deps,
-		log:    deps.Logger.With().Str("component", "handler").Str("owner", cfg.Owner).Logger(),
-		wakeT:  make(chan struct{}, 1),
-		ready:  make(chan throttle.Item, cfg.QueueSize),
-		kick:   make(chan struct{}, 1),
-		stopCh: make(chan struct{}),
+		log:   deps.Logger.With().Str("component", "handler").Str("owner", cfg.Owner).Logger(),
+		wakeT: make(chan struct{}, 1),
+		ready: make(chan throttle.Item, cfg.QueueSize),
+		// Outcomes hold back deliveries once the writers fall this far
+		// behind, so memory stays bounded when the store is slow.
+		outcomes: make(chan *outcomes, 4*cfg.Workers),
+		kick:     make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
 	}
 	empty := map[int]int64{}
 	h.owned.Store(&empty)
@@ -337,6 +342,11 @@ func (h *Handler) Start(ctx context.Context) error {
 			defer h.workers.Done()
 			h.worker()
 		}()
+		h.writers.Add(1)
+		go func() {
+			defer h.writers.Done()
+			h.writer()
+		}()
 	}
 	h.loops.Add(2)
 	go func() {
@@ -381,6 +391,8 @@ func (h *Handler) Stop(ctx context.Context) {
 	h.thr.Stop(ctx)
 	h.loops.Wait()
 	h.workers.Wait()
+	close(h.outcomes) // writers finish what was delivered, then exit
+	h.writers.Wait()
 	// What is still queued for the workers: throttled events hold a token.
 	var back []throttle.Item
 	for {

@@ -367,6 +367,18 @@ func checkTarget(fe *fieldErrors, t api.Target) model.Target {
 }
 
 func (s *Server) childrenOf(m *model.Schedule, keys []cron.Key) []model.Child {
+	if m.RunAt != nil {
+		// A one-off gets one UTC child for the minute of RunAt, so that the
+		// pass over that window emits it even if the emit on save failed.
+		// The emitter fires a one-off only in the window containing RunAt,
+		// so the yearly recurrence of the key never fires again.
+		ra := m.RunAt.UTC()
+		k := cron.Key{Class: cron.ClassMM, Month: int8(ra.Month()), Day: int8(ra.Day()), Hour: int8(ra.Hour()), Minute: int8(ra.Minute())}
+		return []model.Child{{
+			ScheduleID: m.ID, TenantID: m.TenantID, ScheduleVersion: m.Version, Partition: m.Partition,
+			Timezone: "UTC", LaunchExpression: k.LaunchExpression(), Minute: ra.Minute(),
+		}}
+	}
 	out := make([]model.Child, len(keys))
 	for i, k := range keys {
 		out[i] = model.Child{

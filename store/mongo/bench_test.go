@@ -16,7 +16,7 @@ package mongo_test
 // scans whole collections, so its timings would say nothing about MongoDB's.
 // See BENCHMARKS-mongo.md. Run with:
 //
-//	SCHEDULER_TEST_MONGO_URI=mongodb://127.0.0.1:27017/?replicaSet=rs0 \
+//	SCHEDULER_TEST_MONGO_URI=mongodb://127.0.0.1:27017/?directConnection=true \
 //	  go test -run='^$' -bench=. -benchtime=1x ./store/mongo
 
 import (
@@ -34,7 +34,7 @@ import (
 )
 
 const (
-	benchEvents = 100_000
+	benchEvents = 100_000 // events per insert and claim run
 	benchBatch  = 1_000
 	benchShards = 8
 )
@@ -65,101 +65,86 @@ func benchEvent(i int) *model.Event {
 	}
 }
 
-func insertBenchEvents(b *testing.B, s *mongo.Store) {
-	b.Helper()
+// insertBenchEvents inserts events 0..n-1 in batches.
+func insertBenchEvents(tb testing.TB, s *mongo.Store, n, batchSize int) {
+	tb.Helper()
 	ctx := context.Background()
-	batch := make([]*model.Event, 0, benchBatch)
-	for i := range benchEvents {
+	batch := make([]*model.Event, 0, batchSize)
+	for i := range n {
 		batch = append(batch, benchEvent(i))
-		if len(batch) == benchBatch {
-			n, err := s.EventInsertMany(ctx, batch)
+		if len(batch) == batchSize || i == n-1 {
+			inserted, err := s.EventInsertMany(ctx, batch)
 			if err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
-			if n != len(batch) {
-				b.Fatalf("inserted %d of %d", n, len(batch))
+			if inserted != len(batch) {
+				tb.Fatalf("inserted %d of %d", inserted, len(batch))
 			}
 			batch = batch[:0]
 		}
 	}
 }
 
-func BenchmarkEventInsertMany(b *testing.B) {
-	requireRealMongo(b)
-	var elapsed time.Duration
-	for range b.N {
-		b.StopTimer()
-		s := newStore(b)
-		b.StartTimer()
-		start := time.Now()
-		insertBenchEvents(b, s)
-		elapsed += time.Since(start)
-	}
-	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
-}
-
-func BenchmarkEventClaimComplete(b *testing.B) {
-	requireRealMongo(b)
+// claimCompleteAll runs one handler per shard that claims batchSize due
+// events at a time and releases each by compare-and-set, until its shard is
+// empty; it returns how many events were completed.
+func claimCompleteAll(tb testing.TB, s *mongo.Store, batchSize int) int {
+	tb.Helper()
 	ctx := context.Background()
 	due := benchBase.Add(24 * time.Hour)
-	var elapsed time.Duration
-	for range b.N {
-		b.StopTimer()
-		s := newStore(b)
-		insertBenchEvents(b, s)
-		b.StartTimer()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for shard := range benchShards {
-			wg.Go(func() {
-				for {
-					claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: due, Limit: benchBatch})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for shard := range benchShards {
+		wg.Go(func() {
+			for {
+				claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: due, Limit: batchSize})
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				if len(claimed) == 0 {
+					return
+				}
+				ts := make([]store.EventTransition, len(claimed))
+				for i, e := range claimed {
+					ts[i] = store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 1,
+						To: model.EventReleased, FinishedAt: &due, At: due}
+				}
+				errs, err := s.EventTransition(ctx, ts)
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				for _, err := range errs {
 					if err != nil {
-						b.Error(err)
+						tb.Error(err)
 						return
-					}
-					if len(claimed) == 0 {
-						return
-					}
-					ts := make([]store.EventTransition, len(claimed))
-					for i, e := range claimed {
-						ts[i] = store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 1,
-							To: model.EventReleased, FinishedAt: &due, At: due}
-					}
-					errs, err := s.EventTransition(ctx, ts)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					for _, err := range errs {
-						if err != nil {
-							b.Error(err)
-							return
-						}
 					}
 				}
-			})
-		}
-		wg.Wait()
-		elapsed += time.Since(start)
+				mu.Lock()
+				done += len(claimed)
+				mu.Unlock()
+			}
+		})
 	}
-	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
+	wg.Wait()
+	return done
 }
 
-func BenchmarkChildrenFind(b *testing.B) {
-	requireRealMongo(b)
+var benchTimezones = []string{"Europe/Berlin", "UTC", "America/New_York", "Asia/Tokyo", "Europe/London",
+	"America/Los_Angeles", "Australia/Sydney", "Asia/Kolkata", "America/Sao_Paulo", "Africa/Cairo"}
+
+// loadChildren creates schedules with perSchedule children each: schedule i
+// lives in one of 10 timezones and its children cover perSchedule of the
+// 1,440 (hour, minute) keys from a schedule-dependent offset.
+func loadChildren(tb testing.TB, s *mongo.Store, schedules, perSchedule int) {
+	tb.Helper()
 	ctx := context.Background()
-	s := newStore(b)
-	timezones := []string{"Europe/Berlin", "UTC", "America/New_York", "Asia/Tokyo", "Europe/London",
-		"America/Los_Angeles", "Australia/Sydney", "Asia/Kolkata", "America/Sao_Paulo", "Africa/Cairo"}
-	// 1,000 schedules with 1,000 children each: schedule i lives in one
-	// timezone and its children cover 1,000 of the 1,440 (hour, minute)
-	// keys, starting at a schedule-dependent offset.
-	const schedules, perSchedule = 1_000, 1_000
 	for i := range schedules {
 		sc := &model.Schedule{
 			ID: fmt.Sprintf("sched-%04d", i), TenantID: fmt.Sprintf("tenant-%02d", i%50), Name: "bench",
-			Cron: "* * * * *", Timezone: timezones[i%len(timezones)], EventCount: 1,
+			Cron: "* * * * *", Timezone: benchTimezones[i%len(benchTimezones)], EventCount: 1,
 			Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/"}, MaxAttempts: 1,
 			Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive,
 			Version: 1, CreatedAt: benchBase, UpdatedAt: benchBase,
@@ -171,18 +156,88 @@ func BenchmarkChildrenFind(b *testing.B) {
 				Timezone: sc.Timezone, LaunchExpression: fmt.Sprintf("H:%d", k/60), Minute: k % 60}
 		}
 		if err := s.ScheduleCreate(ctx, sc, children); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	p := &store.ChildrenFindParams{Timezone: "Europe/Berlin", Keys: []model.ChildKey{{LaunchExpression: "H:3", Minute: 0}}}
+}
+
+// eligibleKey is the key ChildrenFind looks up: 03:00 in Berlin.
+var eligibleKey = store.ChildrenFindParams{Timezone: "Europe/Berlin", Keys: []model.ChildKey{{LaunchExpression: "H:3", Minute: 0}}}
+
+func BenchmarkEventInsertMany(b *testing.B) {
+	requireRealMongo(b)
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		s := newStore(b)
+		b.StartTimer()
+		start := time.Now()
+		insertBenchEvents(b, s, benchEvents, benchBatch)
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
+}
+
+func BenchmarkEventClaimComplete(b *testing.B) {
+	requireRealMongo(b)
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		s := newStore(b)
+		insertBenchEvents(b, s, benchEvents, benchBatch)
+		b.StartTimer()
+		start := time.Now()
+		if n := claimCompleteAll(b, s, benchBatch); n != benchEvents {
+			b.Fatalf("completed %d of %d events", n, benchEvents)
+		}
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(benchEvents*b.N)/elapsed.Seconds(), "events/s")
+}
+
+func BenchmarkChildrenFind(b *testing.B) {
+	requireRealMongo(b)
+	ctx := context.Background()
+	s := newStore(b)
+	loadChildren(b, s, 1_000, 1_000) // 1,000,000 children
 	b.ResetTimer()
 	var found int
 	for range b.N {
-		got, err := s.ChildrenFind(ctx, p)
+		got, err := s.ChildrenFind(ctx, &eligibleKey)
 		if err != nil {
 			b.Fatal(err)
 		}
 		found = len(got)
 	}
 	b.ReportMetric(float64(found), "children/op")
+}
+
+// TestBenchmarkWorkloads runs the benchmarks' workloads at a tiny scale so
+// that their code is checked on every run, not only where a real MongoDB is.
+func TestBenchmarkWorkloads(t *testing.T) {
+	t.Parallel()
+
+	t.Run("InsertClaimComplete", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		insertBenchEvents(t, s, 40, 16)
+		if n := claimCompleteAll(t, s, 3); n != 40 {
+			t.Fatalf("completed %d of 40 events", n)
+		}
+	})
+
+	t.Run("ChildrenFind", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		loadChildren(t, s, 20, 200)
+		got, err := s.ChildrenFind(context.Background(), &eligibleKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Schedules 0 and 10 are in Berlin; offsets 0 and 70 with 200 keys
+		// cover key 180 (03:00) for both.
+		if len(got) != 2 {
+			t.Fatalf("ChildrenFind: got %d children, want 2", len(got))
+		}
+	})
 }

@@ -74,7 +74,14 @@ func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]b
 		docs[i] = d
 	}
 	if _, err := s.children.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
-		return ids, fmt.Errorf("insert %d children: %w", len(children), interpretError(err))
+		// Some may have been written. Left behind, they would carry the
+		// version a retried write gives the schedule and pass for its
+		// children, so remove them while we can (the orphan job is the
+		// fallback, as long as no such retry happened).
+		if derr := s.deleteChildrenByID(context.WithoutCancel(ctx), ids); derr != nil {
+			return nil, fmt.Errorf("insert %d children: %w (and removing them: %v)", len(children), interpretError(err), derr)
+		}
+		return nil, fmt.Errorf("insert %d children: %w", len(children), interpretError(err))
 	}
 	return ids, nil
 }

@@ -37,7 +37,8 @@ import (
 
 const (
 	// EnvURI names a MongoDB server to test against instead of the embedded
-	// FerretDB, for example "mongodb://127.0.0.1:27017/?replicaSet=rs0".
+	// FerretDB, for example "mongodb://127.0.0.1:27017/?directConnection=true" for the
+	// replica set of docker-compose.yml.
 	EnvURI = "SCHEDULER_TEST_MONGO_URI"
 	// EnvLog, set to a slog level ("debug", "info"), streams the embedded
 	// FerretDB's log to stderr instead of keeping warnings for failed tests.

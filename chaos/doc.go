@@ -1,0 +1,24 @@
+// Package chaos holds the fault tests of schedulerd: they build the
+// schedulerd and ferretdb commands, run them as real processes, break them
+// (SIGKILL, SIGSTOP, a stopped store, a failing consumer) while schedules
+// fire, and check the service's promises from the outside, through the REST
+// API and a recording HTTP consumer (package chaos/kit):
+//
+//   - TestChaosMultiInstanceKill: three instances on one FerretDB process,
+//     instances killed with SIGKILL and restarted at random moments; every
+//     expected event delivered, the throttle bound held at every delivery,
+//     nothing stuck, duplicates counted.
+//   - TestChaosEmbeddedKillRestart: one instance on the embedded store,
+//     killed and restarted 10 times during a run; nothing lost.
+//   - TestChaosStoreOutage: the store process stopped for 10 seconds
+//     mid-run; readiness turns false and back, the instance does not exit,
+//     nothing lost.
+//   - TestChaosConsumerFailures: a consumer answering 30% errors and
+//     timeouts; retries, dead letters after maxAttempts, redrive delivers
+//     them.
+//
+// The tests are skipped with -short. The default sizes fit CI (a few
+// minutes on two cores); CHAOS_LONG=1 runs longer, larger versions
+// (scripts/chaos-long.sh). CHAOS_KEEP_LOGS=1 keeps process logs of passing
+// tests in the test's log output.
+package chaos
