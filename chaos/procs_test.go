@@ -312,7 +312,7 @@ func startFerret(t *testing.T) *ferret {
 		[]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-dir", dir}, baseEnv())
 	line := p.start()
 	uri := strings.TrimSpace(strings.TrimPrefix(line, "ferretdb listening on "))
-	return &ferret{proc: p, uri: strings.TrimRight(uri, "/") + "/schedulerd_chaos"}
+	return &ferret{proc: p, uri: uri}
 }
 
 // baseEnv is the test process's environment without SCHEDULER_* settings.

@@ -89,6 +89,10 @@ type PassStats struct {
 	Events int
 	// Skipped counts due fires not emitted, by reason.
 	Skipped map[SkipReason]int
+	// ScanTime is the part of Duration spent finding due fires (eligible
+	// keys, ChildrenFind, ScheduleGetMany, filtering), as opposed to writing
+	// fires and events.
+	ScanTime time.Duration
 	// Duration of the pass (wall time).
 	Duration time.Duration
 }
@@ -109,6 +113,7 @@ func (s *PassStats) add(o *PassStats) {
 	s.FiresOverlapSkipped += o.FiresOverlapSkipped
 	s.FiresExisting += o.FiresExisting
 	s.Events += o.Events
+	s.ScanTime += o.ScanTime
 	for r, n := range o.Skipped {
 		s.skip(r, n)
 	}

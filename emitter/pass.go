@@ -221,6 +221,8 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 		ver int64
 		t   int64
 	}
+	began := time.Now()
+	defer func() { st.ScanTime += time.Since(began) }()
 	seen := map[cand]struct{}{}
 	var cands []cand
 	read := 0

@@ -270,7 +270,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		ready: make(chan throttle.Item, cfg.QueueSize),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
-		outcomes: make(chan *outcomes, 4*cfg.Workers),
+		outcomes: make(chan *outcomes, 64*cfg.Workers),
 		kick:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 	}

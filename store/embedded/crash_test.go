@@ -2,8 +2,8 @@ package embedded_test
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"

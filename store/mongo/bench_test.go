@@ -220,24 +220,27 @@ func TestBenchmarkWorkloads(t *testing.T) {
 	t.Run("InsertClaimComplete", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		insertBenchEvents(t, s, 40, 16)
-		if n := claimCompleteAll(t, s, 3); n != 40 {
-			t.Fatalf("completed %d of 40 events", n)
+		insertBenchEvents(t, s, 24, 10)
+		if n := claimCompleteAll(t, s, 2); n != 24 {
+			t.Fatalf("completed %d of 24 events", n)
 		}
 	})
 
 	t.Run("ChildrenFind", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		loadChildren(t, s, 20, 200)
-		got, err := s.ChildrenFind(context.Background(), &eligibleKey)
+		loadChildren(t, s, 20, 50)
+		// Schedules 0 and 10 are in Berlin and cover the keys 0-49 and
+		// 70-119: 00:30 is one of schedule 0's, 01:30 one of schedule 10's.
+		got, err := s.ChildrenFind(context.Background(), &store.ChildrenFindParams{
+			Timezone: "Europe/Berlin",
+			Keys:     []model.ChildKey{{LaunchExpression: "H:0", Minute: 30}, {LaunchExpression: "H:1", Minute: 30}, {LaunchExpression: "H:3", Minute: 0}},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Schedules 0 and 10 are in Berlin; offsets 0 and 70 with 200 keys
-		// cover key 180 (03:00) for both.
-		if len(got) != 2 {
-			t.Fatalf("ChildrenFind: got %d children, want 2", len(got))
+		if len(got) != 2 || got[0].ScheduleID == got[1].ScheduleID {
+			t.Fatalf("ChildrenFind: got %+v, want one child each of sched-0000 and sched-0010", got)
 		}
 	})
 }

@@ -231,8 +231,13 @@ func indexSpecs() map[string][]mongo.IndexModel {
 
 func (s *Store) createIndexes(ctx context.Context) error {
 	for coll, models := range indexSpecs() {
-		if _, err := s.db.Collection(coll).Indexes().CreateMany(ctx, models); err != nil {
-			return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
+		// One index per call: FerretDB v1.24 panics (and drops the
+		// connection) on a createIndexes of two or more indexes that all
+		// exist already, which is every start after the first.
+		for _, m := range models {
+			if _, err := s.db.Collection(coll).Indexes().CreateOne(ctx, m); err != nil {
+				return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
+			}
 		}
 	}
 	return nil

@@ -182,6 +182,11 @@ func sharedServer() (*server, error) {
 	return shared, sharedErr
 }
 
+// newMu serialises ferretdb.New, which writes a package variable of
+// FerretDB's (version.Get().Package) without a lock, so that the shared
+// server and a test's private one can start at the same time.
+var newMu sync.Mutex
+
 // Config configures a FerretDB started by StartConfig.
 type Config struct {
 	// Dir holds the SQLite files, one per database. It is created if missing.
@@ -226,12 +231,14 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 
+	newMu.Lock()
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: cfg.Addr},
 		Logger:    cfg.Logger,
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + dir + "/",
 	})
+	newMu.Unlock()
 	if err != nil {
 		return "", nil, fmt.Errorf("mongotest: start FerretDB in %s: %w", dir, err)
 	}

@@ -1,0 +1,224 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/chaos/kit"
+)
+
+// seed returns CHAOS_SEED or a seed from the clock; it is logged so that a
+// failing run's kill schedule can be repeated.
+func seed(t *testing.T) uint64 {
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED: %v", err)
+		}
+		t.Logf("seed %d (from CHAOS_SEED)", v)
+		return v
+	}
+	v := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (repeat with CHAOS_SEED=%d)", v, v)
+	return v
+}
+
+// killSize is the workload of the multi-instance kill test.
+type killSize struct {
+	oneOffs      int           // one-off schedules created before the chaos
+	lateOneOffs  int           // one-off schedules created during the chaos
+	perSchedule  int           // events per fire
+	chaosFor     time.Duration // how long instances are killed and restarted
+	triggerEvery time.Duration // a cron schedule is triggered this often
+	perTrigger   int
+	killGap      [2]time.Duration // pause between two kills (min, max)
+	downFor      [2]time.Duration // how long a killed instance stays down
+	drain        time.Duration
+}
+
+// TestChaosMultiInstanceKill runs three schedulerd instances on one FerretDB
+// process and kills them with SIGKILL (and restarts them) at random moments
+// while throttled and unthrottled one-off schedules fire and cron schedules
+// are triggered. Afterwards every expected event was delivered at least
+// once, the consumer never held more tokens of a policy than its
+// maxInFlight, no event is left unfinished, and duplicates stay within
+// 0.1% of the events (at least 3 allowed on small runs).
+func TestChaosMultiInstanceKill(t *testing.T) {
+	skipShort(t)
+	size := killSize{
+		oneOffs: 9, lateOneOffs: 3, perSchedule: 12, chaosFor: 50 * time.Second,
+		triggerEvery: 8 * time.Second, perTrigger: 6,
+		killGap: [2]time.Duration{3 * time.Second, 7 * time.Second},
+		downFor: [2]time.Duration{time.Second, 5 * time.Second},
+		drain:   150 * time.Second,
+	}
+	if long() {
+		size = killSize{
+			oneOffs: 40, lateOneOffs: 20, perSchedule: 20, chaosFor: 5 * time.Minute,
+			triggerEvery: 6 * time.Second, perTrigger: 8,
+			killGap: [2]time.Duration{3 * time.Second, 10 * time.Second},
+			downFor: [2]time.Duration{time.Second, 8 * time.Second},
+			drain:   5 * time.Minute,
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed(t), 1))
+	ctx, cancel := context.WithTimeout(context.Background(), size.chaosFor+size.drain+3*time.Minute)
+	defer cancel()
+
+	f := startFerret(t)
+	var insts []*instance
+	for i := range 3 {
+		insts = append(insts, startInstance(t, instanceOpts{id: fmt.Sprintf("i%d", i), mongoURI: f.uri}))
+	}
+	d := newDeployment(t, ctx, insts, kit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
+	// tokenTimeout is short enough that an event whose instance died while
+	// delivering it (it keeps its token, status delivering) is reclaimed and
+	// sent again within the run, and far longer than the consumer holds a
+	// token, so that a reclaim never frees a token the consumer still holds.
+	tight := d.policy(ctx, "tight", 3, 15*time.Second)
+	loose := d.policy(ctx, "loose", 8, 15*time.Second)
+	policies := []string{tight, loose, ""}
+	var crons []string
+	for i, p := range policies {
+		crons = append(crons, d.cronSchedule(ctx, fmt.Sprintf("cron-%d", i), size.perTrigger, p, 25))
+	}
+
+	// One-off schedules spread over the chaos period.
+	t0 := time.Now().Add(10 * time.Second)
+	span := size.chaosFor - 10*time.Second
+	for i := range size.oneOffs {
+		at := t0.Add(span * time.Duration(i) / time.Duration(size.oneOffs))
+		if err := d.oneOff(ctx, fmt.Sprintf("oneoff-%d", i), at, size.perSchedule, policies[i%3], 25); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("created %d one-off schedules (%d events) and %d cron schedules", size.oneOffs, d.expectedCount(), len(crons))
+
+	sctx, stopSampling := context.WithCancel(ctx)
+	go d.samplePolicies(sctx)
+
+	chaosEnd := time.Now().Add(size.chaosFor)
+	var wg sync.WaitGroup
+	// Triggers and late creates go to whichever instances are alive.
+	wg.Go(func() {
+		i := 0
+		for time.Now().Before(chaosEnd) {
+			time.Sleep(size.triggerEvery)
+			d.trigger(ctx, crons[i%len(crons)])
+			i++
+		}
+	})
+	wg.Go(func() {
+		for i := range size.lateOneOffs {
+			time.Sleep(size.chaosFor / time.Duration(size.lateOneOffs+2))
+			at := time.Now().Add(5 * time.Second)
+			if err := d.oneOff(ctx, fmt.Sprintf("late-%d", i), at, size.perSchedule, policies[i%3], 25); err != nil {
+				t.Errorf("a create during the chaos failed after retries: %v", err)
+			}
+		}
+	})
+	// The chaos monkey: kill a random live instance (keeping at least one
+	// alive), bring it back after a while.
+	kills := 0
+	var restarts sync.WaitGroup
+	var mu sync.Mutex
+	for time.Now().Before(chaosEnd) {
+		gap := size.killGap[0] + time.Duration(rng.Int64N(int64(size.killGap[1]-size.killGap[0])))
+		time.Sleep(gap)
+		var live []*instance
+		for _, in := range insts {
+			if in.running() {
+				live = append(live, in)
+			}
+		}
+		if len(live) < 2 {
+			continue
+		}
+		victim := live[rng.IntN(len(live))]
+		down := size.downFor[0] + time.Duration(rng.Int64N(int64(size.downFor[1]-size.downFor[0])))
+		t.Logf("SIGKILL %s (pid %d), back in %v", victim.id, victim.pid(), down.Round(100*time.Millisecond))
+		victim.signal(syscall.SIGKILL)
+		mu.Lock()
+		kills++
+		mu.Unlock()
+		restarts.Go(func() {
+			time.Sleep(down)
+			for victim.running() {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := victim.tryStart(); err != nil {
+				t.Errorf("restart %s: %v", victim.id, err)
+			}
+		})
+	}
+	wg.Wait()
+	restarts.Wait()
+	for _, in := range insts {
+		if !in.running() {
+			in.start()
+		}
+	}
+	t.Logf("chaos over: %d kills; draining", kills)
+	r := d.drain(ctx, size.drain)
+	stopSampling()
+	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3, noTokenTimeout: true})
+	if kills == 0 {
+		t.Errorf("no instance was killed")
+	}
+}
+
+// TestChaosEmbeddedKillRestart runs one instance on the embedded store and
+// kills it with SIGKILL, restarting it on the same data directory, 10 times
+// while schedules fire. Nothing is lost: every expected event reaches the
+// consumer and nothing is left unfinished.
+func TestChaosEmbeddedKillRestart(t *testing.T) {
+	skipShort(t)
+	kills, schedules, per, every := 10, 20, 25, 3*time.Second
+	if long() {
+		kills, schedules, per, every = 30, 60, 100, 5*time.Second
+	}
+	rng := rand.New(rand.NewPCG(seed(t), 2))
+	runFor := time.Duration(kills+1) * every
+	ctx, cancel := context.WithTimeout(context.Background(), runFor+5*time.Minute)
+	defer cancel()
+
+	in := startInstance(t, instanceOpts{id: "solo", dataDir: filepath.Join(t.TempDir(), "data")})
+	d := newDeployment(t, ctx, []*instance{in}, kit.RecorderConfig{Latency: 50 * time.Millisecond, Seed: rng.Uint64()})
+	tight := d.policy(ctx, "tight", 5, 10*time.Second)
+	loose := d.policy(ctx, "loose", 20, 10*time.Second)
+	policies := []string{tight, loose, ""}
+	cron := d.cronSchedule(ctx, "cron", 10, tight, 25)
+
+	t0 := time.Now().Add(3 * time.Second)
+	for i := range schedules {
+		at := t0.Add(runFor * time.Duration(i) / time.Duration(schedules))
+		if err := d.oneOff(ctx, fmt.Sprintf("oneoff-%d", i), at, per, policies[i%3], 25); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("created %d one-off schedules, %d events", schedules, d.expectedCount())
+	sctx, stopSampling := context.WithCancel(ctx)
+	go d.samplePolicies(sctx)
+
+	for k := range kills {
+		// Kill at a random moment within each period, stay down briefly.
+		time.Sleep(every/2 + time.Duration(rng.Int64N(int64(every/2))))
+		d.trigger(ctx, cron)
+		in.kill()
+		down := time.Duration(rng.Int64N(int64(time.Second)))
+		t.Logf("kill %d/%d, down for %v", k+1, kills, down.Round(time.Millisecond))
+		time.Sleep(down)
+		in.start()
+	}
+	r := d.drain(ctx, 2*time.Minute)
+	stopSampling()
+	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3 * kills, noTokenTimeout: true})
+}

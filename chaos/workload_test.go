@@ -1,0 +1,393 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/chaos/kit"
+)
+
+func readyz(ctx context.Context, base string) int { return kit.Ready(ctx, base) }
+
+// deployment is a running schedulerd deployment with a tenant, a recording
+// consumer and the book of what it is expected to deliver.
+type deployment struct {
+	t         *testing.T
+	instances []*instance
+	admin     *kit.Client
+	api       *kit.Client
+	rec       *kit.Recorder
+	consumer  string
+
+	mu        sync.Mutex
+	policies  map[string]int // id → maxInFlight
+	oneOffs   map[string]int // schedule id → events of its single fire
+	fires     map[string]int // fire id → events (triggers that answered)
+	ambiguous int            // triggers whose answer was lost
+	storeMax  map[string]int // largest tokensInUse the API showed per policy
+}
+
+// liveBases returns the base URLs of the instances that run now.
+func (d *deployment) liveBases() []string {
+	var out []string
+	for _, in := range d.instances {
+		if in.running() {
+			out = append(out, in.base)
+		}
+	}
+	if len(out) == 0 {
+		for _, in := range d.instances {
+			out = append(out, in.base)
+		}
+	}
+	return out
+}
+
+func newDeployment(t *testing.T, ctx context.Context, insts []*instance, rc kit.RecorderConfig) *deployment {
+	t.Helper()
+	d := &deployment{t: t, instances: insts, policies: map[string]int{}, oneOffs: map[string]int{},
+		fires: map[string]int{}, storeMax: map[string]int{}}
+	rc.Secret = []byte(signingSecret)
+	rc.ReleaseBases = d.liveBases
+	if rc.Logf == nil {
+		rc.Logf = func(f string, a ...any) {
+			if testing.Verbose() {
+				t.Logf(f, a...)
+			}
+		}
+	}
+	d.rec = kit.NewRecorder(rc)
+	u, err := d.rec.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.rec.Close)
+	d.consumer = u
+	d.admin = &kit.Client{Key: adminKey, Bases: d.liveBases, CallTimeout: 90 * time.Second}
+	_, key, err := d.admin.CreateTenant(ctx, "chaos-"+t.Name())
+	if err != nil {
+		t.Fatalf("create tenant: %v", err)
+	}
+	d.api = d.admin.WithKey(key)
+	return d
+}
+
+func (d *deployment) policy(ctx context.Context, name string, maxInFlight int, tokenTimeout time.Duration) string {
+	d.t.Helper()
+	p, err := d.api.CreatePolicy(ctx, name, maxInFlight, tokenTimeout)
+	if err != nil {
+		d.t.Fatalf("create policy %s: %v", name, err)
+	}
+	d.mu.Lock()
+	d.policies[p.ID] = maxInFlight
+	d.mu.Unlock()
+	d.rec.SetPolicy(p.ID, maxInFlight)
+	return p.ID
+}
+
+// oneOff creates a one-off schedule of n events at runAt. A create that
+// answered 2xx must be durable, so its events join the expected ones.
+func (d *deployment) oneOff(ctx context.Context, name string, runAt time.Time, n int, policy string, maxAttempts int) error {
+	s, err := d.api.CreateSchedule(ctx, kit.ScheduleSpec{
+		Name: name, RunAt: &runAt, EventCount: n, PolicyID: policy, MaxAttempts: maxAttempts,
+		Target:  kit.Target{Type: "http", URL: d.consumer},
+		Payload: kit.Payload{Policy: policy, Tag: name}.JSON(),
+	})
+	if err != nil {
+		return fmt.Errorf("create one-off %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.oneOffs[s.ID] = n
+	d.mu.Unlock()
+	return nil
+}
+
+// cronSchedule creates a schedule that does not fire during the test (it is
+// fired by trigger).
+func (d *deployment) cronSchedule(ctx context.Context, name string, n int, policy string, maxAttempts int) string {
+	d.t.Helper()
+	s, err := d.api.CreateSchedule(ctx, kit.ScheduleSpec{
+		Name: name, Cron: "0 0 1 1 *", EventCount: n, PolicyID: policy, MaxAttempts: maxAttempts,
+		Target:  kit.Target{Type: "http", URL: d.consumer},
+		Payload: kit.Payload{Policy: policy, Tag: name}.JSON(),
+	})
+	if err != nil {
+		d.t.Fatalf("create schedule %s: %v", name, err)
+	}
+	return s.ID
+}
+
+// trigger fires a schedule now; a fire that answered joins the expected
+// ones. A trigger whose answer was lost (the instance died) is counted: its
+// fire may exist, and the final store check covers it.
+func (d *deployment) trigger(ctx context.Context, id string) {
+	f, err := d.api.Trigger(ctx, id)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.ambiguous++
+		d.t.Logf("trigger %s: %v (counted as ambiguous)", id, err)
+		return
+	}
+	d.fires[f.ID] = f.N
+}
+
+// samplePolicies polls the policies' live token counts until ctx ends.
+func (d *deployment) samplePolicies(ctx context.Context) {
+	for {
+		d.mu.Lock()
+		ids := make([]string, 0, len(d.policies))
+		for id := range d.policies {
+			ids = append(ids, id)
+		}
+		d.mu.Unlock()
+		for _, id := range ids {
+			c := d.api
+			p, err := c.GetPolicy(ctx, id)
+			if err != nil {
+				continue
+			}
+			d.mu.Lock()
+			d.storeMax[id] = max(d.storeMax[id], p.TokensInUse)
+			d.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// expectedCount returns the number of events the deployment must deliver.
+func (d *deployment) expectedCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range d.oneOffs {
+		n += c
+	}
+	for _, c := range d.fires {
+		n += c
+	}
+	return n
+}
+
+// missing lists the expected events the consumer has not accepted.
+func (d *deployment) missing(s kit.Snapshot) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	bySched := s.BySchedule()
+	byKey := s.ByKey()
+	var out []string
+	for id, n := range d.oneOffs {
+		for i := range n {
+			if bySched[id][i] == 0 {
+				out = append(out, fmt.Sprintf("%s[%d]", id, i))
+			}
+		}
+	}
+	for id, n := range d.fires {
+		for i := range n {
+			if _, ok := byKey[kit.Key{FireID: id, Index: i}]; !ok {
+				out = append(out, fmt.Sprintf("%s[%d]", id, i))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// report is the outcome of a run.
+type report struct {
+	Expected    int
+	Delivered   int // distinct expected events accepted at least once
+	Missing     []string
+	Accepted    int // accepted deliveries in total
+	Duplicates  int
+	Unfinished  []kit.Event
+	Statuses    map[string]int
+	Violations  []string
+	MaxHeld     map[string]int
+	Bounds      map[string]int
+	StoreMax    map[string]int
+	TimedOut    map[string]int64
+	Counters    map[string]int
+	Ambiguous   int
+	Lateness    []time.Duration
+	Unreceived  []string // released in the store, never accepted by the consumer
+	DrainedIn   time.Duration
+	DrainPassed bool
+}
+
+func (r *report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "expected %d, delivered %d, missing %d, accepted %d, duplicates %d (%.3f%%), unfinished %d, statuses %v\n",
+		r.Expected, r.Delivered, len(r.Missing), r.Accepted, r.Duplicates, 100*float64(r.Duplicates)/float64(max(r.Expected, 1)),
+		len(r.Unfinished), r.Statuses)
+	ids := make([]string, 0, len(r.Bounds))
+	for id := range r.Bounds {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(&b, "policy %s: bound %d, max held at consumer %d, max tokensInUse via API %d, token timeouts %d\n",
+			id, r.Bounds[id], r.MaxHeld[id], r.StoreMax[id], r.TimedOut[id])
+	}
+	fmt.Fprintf(&b, "lateness p50 %v p95 %v p99 %v max %v; consumer counters %v; ambiguous triggers %d; drained in %v",
+		kit.Percentile(r.Lateness, 50).Round(time.Millisecond), kit.Percentile(r.Lateness, 95).Round(time.Millisecond),
+		kit.Percentile(r.Lateness, 99).Round(time.Millisecond), kit.Percentile(r.Lateness, 100).Round(time.Millisecond),
+		r.Counters, r.Ambiguous, r.DrainedIn.Round(time.Second))
+	return b.String()
+}
+
+// drain waits until every expected event was accepted, no event of the
+// tenant is unfinished in the store and the consumer's releases are done,
+// or until timeout; then it gathers the report.
+func (d *deployment) drain(ctx context.Context, timeout time.Duration) *report {
+	d.t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	lastLog := start
+	passed := false
+	for time.Now().Before(deadline) {
+		s := d.rec.Snapshot()
+		miss := d.missing(s)
+		if len(miss) == 0 {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			werr := d.rec.WaitReleases(wctx)
+			cancel()
+			if werr == nil {
+				un, err := d.api.UnfinishedEvents(ctx)
+				if err == nil && len(un) == 0 {
+					passed = true
+					break
+				}
+			}
+		}
+		if time.Since(lastLog) > 15*time.Second {
+			lastLog = time.Now()
+			d.t.Logf("draining for %v: %d of %d expected events missing", time.Since(start).Round(time.Second), len(miss), d.expectedCount())
+		}
+		time.Sleep(time.Second)
+	}
+	r := &report{DrainedIn: time.Since(start), DrainPassed: passed}
+	s := d.rec.Snapshot()
+	r.Expected = d.expectedCount()
+	r.Missing = d.missing(s)
+	r.Delivered = r.Expected - len(r.Missing)
+	r.Duplicates = s.Duplicates()
+	r.Accepted = s.Counters["accepted"]
+	r.Violations = s.Violations
+	r.MaxHeld, r.Bounds, r.Counters = s.MaxHeld, s.Bounds, s.Counters
+	r.Lateness = s.Lateness(nil)
+	d.mu.Lock()
+	r.Ambiguous = d.ambiguous
+	r.StoreMax = map[string]int{}
+	for k, v := range d.storeMax {
+		r.StoreMax[k] = v
+	}
+	d.mu.Unlock()
+	r.TimedOut = map[string]int64{}
+	for id := range r.Bounds {
+		if p, err := d.api.GetPolicy(ctx, id); err == nil {
+			r.TimedOut[id] = p.TokenTimeouts
+			r.StoreMax[id] = max(r.StoreMax[id], p.TokensInUse)
+		}
+	}
+	all, err := d.api.ListEvents(ctx, url.Values{})
+	if err != nil {
+		d.t.Errorf("list events: %v", err)
+	}
+	r.Statuses = map[string]int{}
+	for _, e := range all {
+		r.Statuses[e.Status]++
+		switch e.Status {
+		case "pending", "scheduled", "delivering", "delivered", "retrying":
+			r.Unfinished = append(r.Unfinished, e)
+		case "released":
+			if ev, ok := s.Events[e.ID]; (!ok || ev.Accepted == 0) && !e.TokenTimedOut {
+				r.Unreceived = append(r.Unreceived, e.ID)
+			}
+		}
+	}
+	return r
+}
+
+// checks are the invariants every chaos run asserts.
+type checks struct {
+	allowDead      bool
+	dupFraction    float64 // duplicates allowed, as a fraction of the expected events
+	dupAtLeast     int     // ... but at least this many
+	noTokenTimeout bool
+}
+
+func (d *deployment) assert(r *report, c checks) {
+	t := d.t
+	t.Helper()
+	t.Logf("result: %s", r)
+	if r.Expected == 0 {
+		t.Errorf("no events were expected: the workload did not start")
+	}
+	if len(r.Missing) > 0 {
+		t.Errorf("LOSS: %d of %d expected events never reached the consumer, for example %v", len(r.Missing), r.Expected, r.Missing[:min(10, len(r.Missing))])
+	}
+	if len(r.Unfinished) > 0 {
+		var ex []string
+		for _, e := range r.Unfinished[:min(10, len(r.Unfinished))] {
+			ex = append(ex, fmt.Sprintf("%s %s attempts=%d launchAt=%s err=%q", e.ID, e.Status, e.Attempts, e.LaunchAt.Format(time.RFC3339), e.LastError))
+		}
+		t.Errorf("STUCK: %d events unfinished after the drain deadline: %v", len(r.Unfinished), ex)
+	}
+	if len(r.Unreceived) > 0 {
+		t.Errorf("%d events are released in the store but the consumer never accepted them: %v", len(r.Unreceived), r.Unreceived[:min(10, len(r.Unreceived))])
+	}
+	if len(r.Violations) > 0 {
+		t.Errorf("THROTTLE: %d deliveries exceeded a policy's bound, first: %v", len(r.Violations), r.Violations[:min(5, len(r.Violations))])
+	}
+	for id, b := range r.Bounds {
+		if r.StoreMax[id] > b {
+			t.Errorf("THROTTLE: policy %s showed tokensInUse %d > maxInFlight %d", id, r.StoreMax[id], b)
+		}
+		if c.noTokenTimeout && r.TimedOut[id] > 0 {
+			t.Logf("note: policy %s reclaimed %d tokens by timeout (an instance died while delivering)", id, r.TimedOut[id])
+		}
+	}
+	if !c.allowDead && r.Statuses["dead"] > 0 {
+		t.Errorf("%d events are dead, though the consumer never failed", r.Statuses["dead"])
+	}
+	if n := r.Counters["bad_signature"] + r.Counters["bad_body"]; n > 0 {
+		t.Errorf("%d deliveries had a bad signature or body", n)
+	}
+	allowed := max(int(c.dupFraction*float64(r.Expected)), c.dupAtLeast)
+	if r.Duplicates > allowed {
+		t.Errorf("DUPLICATES: %d duplicate deliveries (%.3f%% of %d events), more than the %d allowed",
+			r.Duplicates, 100*float64(r.Duplicates)/float64(max(r.Expected, 1)), r.Expected, allowed)
+	}
+	for _, in := range d.instances {
+		for _, c := range in.unexpectedExits() {
+			t.Errorf("CRASH: %s", c)
+		}
+	}
+}
+
+// apiStatus is a tiny helper for direct calls that the client does not wrap.
+func apiStatus(ctx context.Context, method, u string) int {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

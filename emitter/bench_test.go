@@ -1,0 +1,302 @@
+package emitter_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
+)
+
+// Benchmarks on the embedded store. They only run with -bench; see
+// BENCHMARKS-emitter.md for the command and the figures.
+//
+// The data: benchDue schedules fire at minute 1 of every hour ("1 * * * *"
+// in UTC, Europe/Berlin, America/New_York and Asia/Tokyo, all whole-hour
+// offsets, so they are due at UTC :01); every other active schedule fires at
+// other minutes (daily, hourly, weekly and monthly at minutes 2-59), so it is
+// never due in a :01 window. Each iteration scans a fresh :01 window (the
+// next hour), so every iteration emits 10,000 new fires.
+//
+// Loading: the embedded driver has no bulk path, so schedules are written
+// with ScheduleCreate (one bbolt transaction and fsync each). To fit in a few
+// minutes the data is loaded in a directory on tmpfs (/dev/shm, where fsync
+// costs nothing) and the finished file is copied to a directory on disk,
+// where the measured passes run. SCHEDULERD_BENCH_ACTIVE overrides the
+// largest number of active schedules (default 1,000,000).
+
+const benchDue = 10000
+
+var benchTZ = []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
+
+// benchSchedule is the i-th benchmark schedule: due at :01 if i < benchDue.
+func benchSchedule(i int) *model.Schedule {
+	id := fmt.Sprintf("s%07d", i)
+	r := rand.New(rand.NewPCG(uint64(i), 7))
+	tz := benchTZ[i%len(benchTZ)]
+	expr := "1 * * * *"
+	if i >= benchDue {
+		m, h := 2+r.IntN(58), r.IntN(24)
+		switch k := r.IntN(20); {
+		case k < 10:
+			expr = fmt.Sprintf("%d %d * * *", m, h)
+		case k < 14:
+			expr = fmt.Sprintf("%d * * * *", m)
+		case k < 17:
+			expr = fmt.Sprintf("%d %d * * %d", m, h, r.IntN(7))
+		default:
+			expr = fmt.Sprintf("%d %d %d * *", m, h, 1+r.IntN(28))
+		}
+	}
+	s := &model.Schedule{
+		ID: id, TenantID: tenant, Name: id, Cron: expr, Timezone: tz, EventCount: 1,
+		Target:      model.Target{Type: model.TargetHTTP, URL: "http://consumer.internal/hook"},
+		Payload:     []byte(`{"backup":"` + id + `"}`),
+		MaxAttempts: 3, Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow,
+		State: model.ScheduleActive, Partition: model.PartitionOf(id, 16), Version: 1,
+	}
+	return s
+}
+
+func benchActive() int {
+	if v, err := strconv.Atoi(os.Getenv("SCHEDULERD_BENCH_ACTIVE")); err == nil && v > benchDue {
+		return v
+	}
+	return 1000000
+}
+
+// benchStores loads, once per process, snapshots of stores holding the due
+// schedules among 100,000 and among benchActive() active schedules.
+var benchStores struct {
+	once  sync.Once
+	dir   string
+	snaps map[int]string // active count -> directory with the snapshot
+	err   error
+}
+
+func loadBenchStores(b *testing.B) map[int]string {
+	b.Helper()
+	benchStores.once.Do(func() {
+		base := "/dev/shm"
+		if _, err := os.Stat(base); err != nil {
+			base = ""
+		}
+		dir, err := os.MkdirTemp(base, "schedulerd-emitter-bench-")
+		if err != nil {
+			benchStores.err = err
+			return
+		}
+		benchStores.dir = dir
+		benchStores.snaps = map[int]string{}
+		work := filepath.Join(dir, "work")
+		st, err := embedded.Open(work, embedded.Options{})
+		if err != nil {
+			benchStores.err = err
+			return
+		}
+		defer st.Close()
+		ctx := context.Background()
+		sizes := []int{100000, benchActive()}
+		loaded := 0
+		began := time.Now()
+		for _, size := range sizes {
+			for ; loaded < size; loaded++ {
+				s := benchSchedule(loaded)
+				if err := st.ScheduleCreate(ctx, s, childrenOf(b, s)); err != nil {
+					benchStores.err = err
+					return
+				}
+				if loaded%100000 == 0 && loaded > 0 {
+					b.Logf("loaded %d schedules in %s", loaded, time.Since(began).Round(time.Second))
+				}
+			}
+			snap := filepath.Join(dir, strconv.Itoa(size))
+			if err := st.Close(); err != nil {
+				benchStores.err = err
+				return
+			}
+			if err := copyDir(work, snap); err != nil {
+				benchStores.err = err
+				return
+			}
+			benchStores.snaps[size] = snap
+			if st, err = embedded.Open(work, embedded.Options{}); err != nil {
+				benchStores.err = err
+				return
+			}
+		}
+		b.Logf("loaded %d schedules + children in %s (ScheduleCreate, tmpfs)", loaded, time.Since(began).Round(time.Second))
+	})
+	if benchStores.err != nil {
+		b.Fatalf("load benchmark stores: %v", benchStores.err)
+	}
+	return benchStores.snaps
+}
+
+func copyDir(from, to string) error {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		in, err := os.Open(filepath.Join(from, e.Name()))
+		if err != nil {
+			return err
+		}
+		out, err := os.Create(filepath.Join(to, e.Name()))
+		if err != nil {
+			in.Close()
+			return err
+		}
+		_, err = io.Copy(out, in)
+		in.Close()
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchStores.dir != "" {
+		_ = os.RemoveAll(benchStores.dir)
+	}
+	os.Exit(code)
+}
+
+// BenchmarkScanMinute scans and emits one window in which the 10,000 due
+// schedules fire, among 100,000 and among 1,000,000 active schedules
+// (invariant 4 as a figure: compare scan-ms/op of the two).
+func BenchmarkScanMinute(b *testing.B) {
+	snaps := loadBenchStores(b)
+	for _, active := range []int{100000, benchActive()} {
+		b.Run("active="+strconv.Itoa(active), func(b *testing.B) {
+			dir := b.TempDir() // on disk
+			if err := copyDir(snaps[active], dir); err != nil {
+				b.Fatal(err)
+			}
+			st, err := embedded.Open(dir, embedded.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			clk := newClock(time.Time{})
+			e, err := emitter.New(emitter.Config{Owner: "bench"}, emitter.Deps{Store: st, Clock: clk.Now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			cfg := e.Config()
+			var scan, total time.Duration
+			read := 0
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				// A fresh :01 window each iteration: the next hour.
+				w0 := utc("2025-06-02T00:01:00Z").Add(time.Duration(i) * time.Hour)
+				for p := range cfg.Partitions {
+					if err := st.WatermarkAdvance(ctx, model.Watermark{Partition: p, Until: w0}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				clk.Set(w0.Add(time.Second - cfg.Lead)) // the pass covers exactly [w0, w0+1m)
+				runtime.GC()
+				b.StartTimer()
+				ps, err := e.RunPass(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ps.Fires != benchDue || ps.Windows != cfg.Partitions {
+					b.Fatalf("pass: %+v", ps)
+				}
+				scan += ps.ScanTime
+				total += ps.Duration
+				read += ps.ChildrenRead
+			}
+			b.ReportMetric(float64(scan.Microseconds())/1000/float64(b.N), "scan-ms/op")
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "pass-ms/op")
+			b.ReportMetric(float64(read)/float64(b.N), "children-read/op")
+			b.ReportMetric(float64(benchDue), "fires/op")
+		})
+	}
+}
+
+// BenchmarkFanOut emits one fire of n = 1,000,000 events (Trigger) into an
+// empty embedded store on disk and reports events/s and the peak Go heap.
+func BenchmarkFanOut(b *testing.B) {
+	n := 1000000
+	if v, err := strconv.Atoi(os.Getenv("SCHEDULERD_BENCH_FANOUT")); err == nil && v > 0 {
+		n = v
+	}
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	clk := newClock(utc("2025-06-02T10:00:00Z"))
+	e, err := emitter.New(emitter.Config{Owner: "bench"}, emitter.Deps{Store: st, Clock: clk.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := benchSchedule(0)
+	s.EventCount, s.Window, s.Spread = n, 2*time.Hour, true
+	ctx := context.Background()
+
+	var peak uint64
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	b.ResetTimer()
+	began := time.Now()
+	for i := range b.N {
+		f, err := e.Trigger(ctx, s, clk.Now().Add(time.Duration(i)*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f.Count != n {
+			b.Fatalf("fire count %d", f.Count)
+		}
+	}
+	elapsed := time.Since(began)
+	b.StopTimer()
+	close(stop)
+	<-done
+	b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(base)/(1<<20), "base-heap-MB")
+}
