@@ -120,8 +120,8 @@ func Options() []Option {
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
-		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to (empty: all but denied)", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
-		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to (link-local and metadata are always denied)", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
+		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins)", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
+		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default)", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
 		{"rate-limit", "SCHEDULER_RATE_LIMIT", "0", "API requests per second per tenant (0: unlimited)", func(c *Config, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
@@ -132,7 +132,7 @@ func Options() []Option {
 		}},
 		{"rate-burst", "SCHEDULER_RATE_BURST", "50", "API request burst per tenant", num("rate-burst", func(c *Config) *int { return &c.RateBurst })},
 		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
-		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: hostname-pid)", str(func(c *Config) *string { return &c.InstanceID })},
+		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: local with the embedded store, hostname-pid with mongo)", str(func(c *Config) *string { return &c.InstanceID })},
 		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "SCHEDULER_LOG_FORMAT", "json", "json or console", str(func(c *Config) *string { return &c.LogFormat })},
 	}

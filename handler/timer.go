@@ -77,12 +77,8 @@ func (h *Handler) timerLoop() {
 		}
 		h.mu.Unlock()
 		if len(due) > 0 {
-			t0 := time.Now()
 			if !h.launch(due) {
 				return
-			}
-			if DebugLaunch != nil {
-				DebugLaunch(time.Since(t0), len(due))
 			}
 			continue
 		}
@@ -90,10 +86,7 @@ func (h *Handler) timerLoop() {
 		select {
 		case <-h.stopCh:
 			return
-		case ft := <-timer.Chan():
-			if DebugWake != nil {
-				DebugWake(ft.Sub(now.Add(wait)), time.Since(now.Add(wait)))
-			}
+		case <-timer.Chan():
 		case <-h.wakeT:
 			timer.Stop()
 		}
@@ -101,17 +94,7 @@ func (h *Handler) timerLoop() {
 }
 
 // launch routes due events; false when the handler is stopping.
-var DebugPop func(d time.Duration)
-var DebugWake func(fired, recv time.Duration)
-var DebugLaunch func(d time.Duration, n int)
-
 func (h *Handler) launch(due []throttle.Item) bool {
-	if DebugPop != nil {
-		now := h.deps.Clock.Now()
-		for _, it := range due {
-			DebugPop(now.Sub(it.Event.LaunchAt))
-		}
-	}
 	owned := *h.owned.Load()
 	var throttled []throttle.Item
 	for _, it := range due {
