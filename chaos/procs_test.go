@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -115,8 +116,16 @@ type proc struct {
 }
 
 func newProc(t *testing.T, name, bin, banner string, args, env []string) *proc {
+	dir := t.TempDir()
+	if keep := os.Getenv("CHAOS_LOG_DIR"); keep != "" {
+		// Keep the logs after the run, one directory per test.
+		dir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := &proc{t: t, name: name, bin: bin, banner: banner, args: args, env: env,
-		logPth: filepath.Join(t.TempDir(), name+".log")}
+		logPth: filepath.Join(dir, name+".log")}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() || os.Getenv("CHAOS_KEEP_LOGS") == "1" {
@@ -202,8 +211,15 @@ func (p *proc) tryStart() (string, error) {
 	case <-done:
 		return "", errors.New("exited before printing its banner")
 	case <-time.After(60 * time.Second):
+		// A Go program prints every goroutine's stack on SIGQUIT: the log
+		// then shows where the start hangs.
+		p.signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+		}
 		p.kill()
-		return "", errors.New("no banner within 60s")
+		return "", errors.New("no banner within 60s (goroutine dump in its log)")
 	}
 }
 
@@ -215,7 +231,7 @@ func (p *proc) signal(sig syscall.Signal) {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
-	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGQUIT {
 		p.expected = true
 	}
 	_ = p.cmd.Process.Signal(sig)
@@ -309,7 +325,7 @@ func startFerret(t *testing.T) *ferret {
 	port := freePort(t)
 	dir := filepath.Join(t.TempDir(), "ferretdb-data")
 	p := newProc(t, "ferretdb", bin, "ferretdb listening on ",
-		[]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-dir", dir}, baseEnv())
+		[]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-dir", dir, "-log-level", cmp.Or(os.Getenv("CHAOS_FERRETDB_LOG"), "warn")}, baseEnv())
 	line := p.start()
 	uri := strings.TrimSpace(strings.TrimPrefix(line, "ferretdb listening on "))
 	return &ferret{proc: p, uri: uri}

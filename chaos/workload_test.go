@@ -95,7 +95,13 @@ func (d *deployment) policy(ctx context.Context, name string, maxInFlight int, t
 // oneOff creates a one-off schedule of n events at runAt. A create that
 // answered 2xx must be durable, so its events join the expected ones.
 func (d *deployment) oneOff(ctx context.Context, name string, runAt time.Time, n int, policy string, maxAttempts int) error {
-	s, err := d.api.CreateSchedule(ctx, kit.ScheduleSpec{
+	return d.oneOffVia(ctx, d.api, name, runAt, n, policy, maxAttempts)
+}
+
+// oneOffVia is oneOff through another client (for example one that gives up
+// sooner).
+func (d *deployment) oneOffVia(ctx context.Context, c *kit.Client, name string, runAt time.Time, n int, policy string, maxAttempts int) error {
+	s, err := c.CreateSchedule(ctx, kit.ScheduleSpec{
 		Name: name, RunAt: &runAt, EventCount: n, PolicyID: policy, MaxAttempts: maxAttempts,
 		Target:  kit.Target{Type: "http", URL: d.consumer},
 		Payload: kit.Payload{Policy: policy, Tag: name}.JSON(),

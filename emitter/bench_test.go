@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,10 +70,32 @@ func benchSchedule(i int) *model.Schedule {
 }
 
 func benchActive() int {
-	if v, err := strconv.Atoi(os.Getenv("SCHEDULERD_BENCH_ACTIVE")); err == nil && v > benchDue {
+	if v, err := strconv.Atoi(os.Getenv("SCHEDULERD_BENCH_ACTIVE")); err == nil && v >= 100000 {
 		return v
 	}
 	return 1000000
+}
+
+func benchSizes() []int {
+	if a := benchActive(); a > 100000 {
+		return []int{100000, a}
+	}
+	return []int{100000}
+}
+
+// benchWorkers lists Config.Workers values to compare
+// (SCHEDULERD_BENCH_WORKERS="4,32"); by default only the default.
+func benchWorkers() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("SCHEDULERD_BENCH_WORKERS"), ",") {
+		if v, err := strconv.Atoi(f); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return []int{0}
+	}
+	return out
 }
 
 // benchStores loads, once per process, snapshots of stores holding the due
@@ -106,7 +129,7 @@ func loadBenchStores(b *testing.B) map[int]string {
 		}
 		defer st.Close()
 		ctx := context.Background()
-		sizes := []int{100000, benchActive()}
+		sizes := benchSizes()
 		loaded := 0
 		began := time.Now()
 		for _, size := range sizes {
@@ -117,7 +140,7 @@ func loadBenchStores(b *testing.B) map[int]string {
 					return
 				}
 				if loaded%100000 == 0 && loaded > 0 {
-					b.Logf("loaded %d schedules in %s", loaded, time.Since(began).Round(time.Second))
+					fmt.Fprintf(os.Stderr, "loaded %d schedules in %s\n", loaded, time.Since(began).Round(time.Second))
 				}
 			}
 			snap := filepath.Join(dir, strconv.Itoa(size))
@@ -135,7 +158,7 @@ func loadBenchStores(b *testing.B) map[int]string {
 				return
 			}
 		}
-		b.Logf("loaded %d schedules + children in %s (ScheduleCreate, tmpfs)", loaded, time.Since(began).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "loaded %d schedules + children in %s (ScheduleCreate, tmpfs)\n", loaded, time.Since(began).Round(time.Second))
 	})
 	if benchStores.err != nil {
 		b.Fatalf("load benchmark stores: %v", benchStores.err)
@@ -186,10 +209,47 @@ func TestMain(m *testing.M) {
 // (invariant 4 as a figure: compare scan-ms/op of the two).
 func BenchmarkScanMinute(b *testing.B) {
 	snaps := loadBenchStores(b)
-	for _, active := range []int{100000, benchActive()} {
-		b.Run("active="+strconv.Itoa(active), func(b *testing.B) {
+	for _, active := range benchSizes() {
+		for _, workers := range benchWorkers() {
+			name := "active=" + strconv.Itoa(active)
+			if workers > 0 {
+				name += "/workers=" + strconv.Itoa(workers)
+			}
+			b.Run(name, func(b *testing.B) { benchScan(b, snaps[active], workers) })
+		}
+	}
+}
+
+// BenchmarkScanOnly is invariant 4 as a figure without the writes: the same
+// passes as BenchmarkScanMinute, on a store whose fire, event and watermark
+// writes do nothing, so that ns/op is the scan (eligible keys,
+// ChildrenFind, ScheduleGetMany) plus making the fires' events in memory.
+func BenchmarkScanOnly(b *testing.B) {
+	snaps := loadBenchStores(b)
+	for _, active := range benchSizes() {
+		b.Run("active="+strconv.Itoa(active), func(b *testing.B) { benchScanWith(b, snaps[active], 0, true) })
+	}
+}
+
+func benchScan(b *testing.B, snap string, workers int) { benchScanWith(b, snap, workers, false) }
+
+// readOnlyStore drops the emitter's writes.
+type readOnlyStore struct{ emitter.Store }
+
+func (readOnlyStore) FireLatestBefore(context.Context, string, time.Time) (*model.Fire, error) {
+	return nil, model.ErrNotFound
+}
+func (readOnlyStore) FireInsert(context.Context, *model.Fire) (bool, error) { return true, nil }
+func (readOnlyStore) EventInsertMany(_ context.Context, evs []*model.Event) (int, error) {
+	return len(evs), nil
+}
+func (readOnlyStore) WatermarkAdvance(context.Context, model.Watermark) error { return nil }
+
+func benchScanWith(b *testing.B, snap string, workers int, readOnly bool) {
+	{
+		{
 			dir := b.TempDir() // on disk
-			if err := copyDir(snaps[active], dir); err != nil {
+			if err := copyDir(snap, dir); err != nil {
 				b.Fatal(err)
 			}
 			st, err := embedded.Open(dir, embedded.Options{})
@@ -198,7 +258,11 @@ func BenchmarkScanMinute(b *testing.B) {
 			}
 			defer st.Close()
 			clk := newClock(time.Time{})
-			e, err := emitter.New(emitter.Config{Owner: "bench"}, emitter.Deps{Store: st, Clock: clk.Now})
+			var est emitter.Store = st
+			if readOnly {
+				est = readOnlyStore{st}
+			}
+			e, err := emitter.New(emitter.Config{Owner: "bench", Workers: workers}, emitter.Deps{Store: est, Clock: clk.Now})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -234,7 +298,7 @@ func BenchmarkScanMinute(b *testing.B) {
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "pass-ms/op")
 			b.ReportMetric(float64(read)/float64(b.N), "children-read/op")
 			b.ReportMetric(float64(benchDue), "fires/op")
-		})
+		}
 	}
 }
 

@@ -63,15 +63,14 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 		next     atomic.Int64
 		mu       sync.Mutex
 		firstErr error
-		recorded []*model.Fire
 		wg       sync.WaitGroup
 	)
+	b := e.newBatch()
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var ws PassStats
-			b := e.newBatch()
 			var err error
 			for err == nil {
 				i := int(next.Add(1) - 1)
@@ -92,14 +91,9 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 					e.count(&ws, d, f, out)
 				}
 			}
-			if err == nil {
-				err = b.flush(ctx)
-			}
-			ws.Events += b.inserted
 			mu.Lock()
 			defer mu.Unlock()
 			st.add(&ws)
-			recorded = append(recorded, b.recorded...)
 			if err != nil && firstErr == nil {
 				firstErr = err
 				cancel()
@@ -107,11 +101,15 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 		}()
 	}
 	wg.Wait()
-	e.m.EventsEmitted(st.Events)
+	if firstErr == nil {
+		firstErr = b.flush(ctx)
+	}
+	st.Events += b.inserted
+	e.m.EventsEmitted(b.inserted)
 	if firstErr != nil {
 		return st, firstErr
 	}
-	e.signal(ctx, recorded)
+	e.signal(ctx, b.recorded)
 	return st, nil
 }
 
@@ -240,7 +238,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		return f, out, err
 	}
 	if inserted {
-		b.recorded = append(b.recorded, f)
+		b.record(f)
 	}
 	return f, out, nil
 }
@@ -312,10 +310,13 @@ func (e *Emitter) localTime(s *model.Schedule, t time.Time) string {
 	return t.In(loc).Format(time.RFC3339)
 }
 
-// batch collects events into store writes of cfg.BatchSize. Events are made
-// on the fly, so a fire of any size needs one batch of memory.
+// batch collects events into store writes of cfg.BatchSize; the workers of
+// one emitAll share it, so that small fires from many workers still make
+// full writes. Events are made on the fly: a fire of any size needs about
+// one batch of memory per worker plus the shared buffer.
 type batch struct {
 	e        *Emitter
+	mu       sync.Mutex
 	buf      []*model.Event
 	inserted int
 	recorded []*model.Fire // fires inserted, signalled once flushed
@@ -325,7 +326,15 @@ func (e *Emitter) newBatch() *batch {
 	return &batch{e: e}
 }
 
-// addFire queues the events of fire f (none if its decision says so).
+// record notes a newly inserted fire for the Emitted hook.
+func (b *batch) record(f *model.Fire) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recorded = append(b.recorded, f)
+}
+
+// addFire makes the events of fire f (none if its decision says so) and
+// queues them.
 func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, now time.Time) error {
 	if f.Decision == model.FireSkippedOverlap || f.Decision == model.FireCancelledByNext {
 		return nil
@@ -343,50 +352,63 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 		step, rem = int64(s.Window)/int64(n), int64(s.Window)%int64(n)
 	}
 	created := now.UTC()
-	var chunk []model.Event
-	var tokens []byte
-	for i := range n {
-		if len(chunk) == 0 {
-			k := min(cfg.BatchSize-len(b.buf), n-i)
-			chunk = make([]model.Event, k)
-			tokens = make([]byte, 16*k)
-			_, _ = rand.Read(tokens) // never fails (crypto/rand)
+	for lo := 0; lo < n; lo += cfg.BatchSize {
+		k := min(cfg.BatchSize, n-lo)
+		chunk := make([]model.Event, k)
+		ptrs := make([]*model.Event, k)
+		tokens := make([]byte, 16*k)
+		_, _ = rand.Read(tokens) // never fails (crypto/rand)
+		for j := range chunk {
+			i := lo + j
+			ev := &chunk[j]
+			launch := f.FireTime
+			if spread {
+				// i*Window/n without overflow for large n and windows.
+				launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
+			}
+			*ev = model.Event{
+				ID:           model.EventID(f.ID, i),
+				TenantID:     s.TenantID,
+				ScheduleID:   s.ID,
+				FireID:       f.ID,
+				FireTime:     f.FireTime,
+				Index:        i,
+				Count:        n,
+				LaunchAt:     launch,
+				Deadline:     deadline,
+				Priority:     s.Priority,
+				PolicyID:     s.PolicyID,
+				Target:       s.Target,
+				Payload:      s.Payload,
+				MaxAttempts:  s.MaxAttempts,
+				Status:       model.EventPending,
+				ReleaseToken: hex.EncodeToString(tokens[16*j : 16*j+16]),
+				CreatedAt:    created,
+				UpdatedAt:    created,
+			}
+			ev.Shard = model.ShardOf(ev, cfg.Shards)
+			ptrs[j] = ev
 		}
-		ev := &chunk[0]
-		chunk = chunk[1:]
-		launch := f.FireTime
-		if spread {
-			// i*Window/n without overflow for large n and windows.
-			launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
+		if err := b.put(ctx, ptrs); err != nil {
+			return err
 		}
-		*ev = model.Event{
-			ID:           model.EventID(f.ID, i),
-			TenantID:     s.TenantID,
-			ScheduleID:   s.ID,
-			FireID:       f.ID,
-			FireTime:     f.FireTime,
-			Index:        i,
-			Count:        n,
-			LaunchAt:     launch,
-			Deadline:     deadline,
-			Priority:     s.Priority,
-			PolicyID:     s.PolicyID,
-			Target:       s.Target,
-			Payload:      s.Payload,
-			MaxAttempts:  s.MaxAttempts,
-			Status:       model.EventPending,
-			ReleaseToken: hex.EncodeToString(tokens[:16]),
-			CreatedAt:    created,
-			UpdatedAt:    created,
-		}
-		tokens = tokens[16:]
-		ev.Shard = model.ShardOf(ev, cfg.Shards)
-		b.buf = append(b.buf, ev)
-		if len(b.buf) >= cfg.BatchSize {
-			if err := b.flush(ctx); err != nil {
+	}
+	return nil
+}
+
+// put queues events, writing every full batch.
+func (b *batch) put(ctx context.Context, evs []*model.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	size := b.e.cfg.BatchSize
+	for len(evs) > 0 {
+		k := min(size-len(b.buf), len(evs))
+		b.buf = append(b.buf, evs[:k]...)
+		evs = evs[k:]
+		if len(b.buf) >= size {
+			if err := b.flushLocked(ctx); err != nil {
 				return err
 			}
-			chunk, tokens = nil, nil
 		}
 	}
 	return nil
@@ -394,6 +416,12 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 
 // flush writes the queued events.
 func (b *batch) flush(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flushLocked(ctx)
+}
+
+func (b *batch) flushLocked(ctx context.Context) error {
 	if len(b.buf) == 0 {
 		return nil
 	}

@@ -135,8 +135,10 @@ type Config struct {
 	// BatchSize is the number of events per store write and of schedules
 	// per ScheduleGetMany. Default 1000.
 	BatchSize int
-	// Workers is the number of fires emitted concurrently within a window.
-	// Default 4.
+	// Workers is the number of fires emitted concurrently within a window
+	// of one partition (partitions run concurrently too). Store writes are
+	// mostly waiting: concurrency lets the embedded store share commits and
+	// MongoDB round trips overlap. Default 32.
 	Workers int
 	// CleanupInterval is how often orphan children are deleted. Default 5m.
 	CleanupInterval time.Duration
@@ -151,7 +153,7 @@ func (c *Config) validate() error {
 	setDefault(&c.Lead, 2*time.Minute)
 	setDefault(&c.CatchUpLimit, time.Hour)
 	setDefault(&c.BatchSize, 1000)
-	setDefault(&c.Workers, 4)
+	setDefault(&c.Workers, 32)
 	setDefault(&c.CleanupInterval, 5*time.Minute)
 	switch {
 	case c.Partitions < 1 || c.Partitions > 65536:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -41,20 +42,33 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 	}
 	slices.Sort(tzs)
 	now := e.deps.Clock()
-	var errs []error
+	// Partitions are independent: they run concurrently, so that their
+	// store writes share commits (the embedded store batches concurrent
+	// writes) and round trips overlap (MongoDB).
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, p := range sortedPartitions(held) {
 		if p < 0 || p >= e.cfg.Partitions {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
 		st.Partitions++
-		if err := e.runPartition(ctx, p, held[p], now, tzs, &st); err != nil {
-			errs = append(errs, fmt.Errorf("emitter: partition %d: %w", p, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ps PassStats
+			err := e.runPartition(ctx, p, held[p], now, tzs, &ps)
+			mu.Lock()
+			defer mu.Unlock()
+			st.add(&ps)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("emitter: partition %d: %w", p, err))
+			}
+		}()
 	}
+	wg.Wait()
 	st.Duration = time.Since(began)
 	return st, errors.Join(errs...)
 }

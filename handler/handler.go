@@ -229,7 +229,6 @@ type Handler struct {
 	owned    atomic.Pointer[map[int]int64]
 	ready    chan throttle.Item
 	outcomes chan *outcomes // delivered batches waiting to be written
-	kick     chan struct{}  // run a prefetch pass now
 	stopCh   chan struct{}
 	workCtx  context.Context // deliveries; cancelled when Stop's ctx ends
 	cancel   context.CancelFunc
@@ -271,7 +270,6 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
 		outcomes: make(chan *outcomes, 64*cfg.Workers),
-		kick:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 	}
 	empty := map[int]int64{}

@@ -83,7 +83,11 @@ func openStore(t testing.TB) *embedded.Store {
 		t.Cleanup(func() { _ = os.RemoveAll(d) })
 		dir = d
 	}
-	st, err := embedded.Open(dir, embedded.Options{})
+	var opts embedded.Options
+	if d, err := time.ParseDuration(os.Getenv("STORE_BATCH_DELAY")); err == nil {
+		opts.BatchDelay = d
+	}
+	st, err := embedded.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

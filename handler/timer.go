@@ -162,7 +162,9 @@ func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
 }
 
 // prefetchLoop claims due events every PrefetchInterval, at once when the
-// held shards change, and again at once while claims come back full.
+// held shards change, and again at once while claims come back full. It is
+// its own loop rather than a gocron job because it must react to lease
+// changes immediately.
 func (h *Handler) prefetchLoop() {
 	clock := h.deps.Clock
 	ticker := clock.NewTicker(h.cfg.PrefetchInterval)
@@ -185,7 +187,6 @@ func (h *Handler) prefetchLoop() {
 			return
 		case <-ticker.Chan():
 		case <-h.deps.Shards.Changed():
-		case <-h.kick:
 		}
 	}
 }

@@ -26,7 +26,15 @@ type bucket struct {
 	released chan struct{} // a token went back
 	cancel   context.CancelFunc
 	once     sync.Once
+
+	// starts are the delivering writes in flight: the next tokens are
+	// acquired while the previous batch is being written. At most
+	// maxStarts run at once; reconciliation waits for all of them.
+	starts   sync.WaitGroup
+	startSem chan struct{}
 }
+
+const maxStarts = 4
 
 func (b *bucket) stop() { b.once.Do(b.cancel) }
 
@@ -82,6 +90,7 @@ func (b *bucket) run(ctx context.Context) {
 	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
+			b.starts.Wait()
 			if err := b.loadAndReconcile(ctx); err != nil && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("token reconciliation failed")
 			}
@@ -111,6 +120,7 @@ func (b *bucket) run(ctx context.Context) {
 	}
 	// Dropped: the waiting events stay scheduled in the store and are
 	// claimed again by the shard's next owner.
+	b.starts.Wait()
 	b.mu.Lock()
 	b.q.Drain()
 	b.mu.Unlock()
@@ -147,9 +157,17 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
-		if err := b.start(ctx, items); err != nil {
-			return roundError
+		select {
+		case b.startSem <- struct{}{}:
+		case <-ctx.Done():
+			_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+			return roundIdle
 		}
+		b.starts.Add(1)
+		go func() {
+			defer func() { <-b.startSem; b.starts.Done() }()
+			_ = b.start(ctx, items)
+		}()
 		if got < want {
 			return roundStarved
 		}

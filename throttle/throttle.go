@@ -269,7 +269,8 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence, q: NewQueue(),
-		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel}
+		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel,
+		startSem: make(chan struct{}, maxStarts)}
 	t.buckets[policyID] = b
 	t.wg.Add(1)
 	go func() {

@@ -231,16 +231,53 @@ func indexSpecs() map[string][]mongo.IndexModel {
 
 func (s *Store) createIndexes(ctx context.Context) error {
 	for coll, models := range indexSpecs() {
-		// One index per call: FerretDB v1.24 panics (and drops the
-		// connection) on a createIndexes of two or more indexes that all
-		// exist already, which is every start after the first.
+		// Create only the missing indexes, one per call. FerretDB v1.24
+		// panics (dropping the connection) on a createIndexes of two or more
+		// indexes that all exist, and a createIndexes of an existing index
+		// can block for good while other clients write; every start after
+		// the first would hit one or the other.
+		have := map[string]bool{}
+		specs, err := s.db.Collection(coll).Indexes().ListSpecifications(ctx)
+		if err != nil && !isNamespaceNotFound(err) {
+			return fmt.Errorf("list indexes on %s: %w", coll, interpretError(err))
+		}
+		for _, sp := range specs {
+			have[sp.Name] = true
+		}
 		for _, m := range models {
+			if have[indexName(m)] {
+				continue
+			}
 			if _, err := s.db.Collection(coll).Indexes().CreateOne(ctx, m); err != nil {
 				return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
 			}
 		}
 	}
 	return nil
+}
+
+// indexName returns the name an index model sets, or "".
+func indexName(m mongo.IndexModel) string {
+	if m.Options == nil {
+		return ""
+	}
+	var o options.IndexOptions
+	for _, set := range m.Options.Opts {
+		if err := set(&o); err != nil {
+			return ""
+		}
+	}
+	if o.Name == nil {
+		return ""
+	}
+	return *o.Name
+}
+
+// isNamespaceNotFound reports whether err is MongoDB's NamespaceNotFound
+// (code 26), which listIndexes answers for a collection not created yet.
+func isNamespaceNotFound(err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && ce.Code == 26
 }
 
 // Ping returns nil when the primary answers, else model.ErrUnavailable.

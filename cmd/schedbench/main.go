@@ -1,0 +1,461 @@
+// Command schedbench measures a schedulerd deployment end to end: it creates
+// a tenant, policies and one-off schedules whose fires are spread over a
+// period, receives every delivery on its own recording HTTP consumer (which
+// verifies signatures, holds each throttled event's token for a configurable
+// latency and then releases it, and can fail a fraction of deliveries), and
+// prints throughput, lateness percentiles, duplicates, losses and the most
+// tokens held per policy against the policy's bound.
+//
+// Against a running deployment:
+//
+//	schedbench -target http://127.0.0.1:8080 -admin-key KEY -signing-secret SECRET
+//
+// In process (app.New with the embedded store in a temporary directory):
+//
+//	schedbench -inprocess -schedules 100 -events-per-fire 100 -policies 4 -max-in-flight 50
+//
+// Lateness is the receipt time at the consumer minus the event's launch time
+// (its fire time: schedbench never spreads a fire's events), so for
+// throttled events it includes the wait for a token.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	mrand "math/rand/v2"
+
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/chaos/kit"
+)
+
+type options struct {
+	target        string
+	adminKey      string
+	signingSecret string
+	inprocess     bool
+	dataDir       string
+	consumerURL   string
+
+	schedules       int
+	eventsPerFire   int
+	policies        int
+	maxInFlight     int
+	throttled       float64
+	autoRelease     bool
+	consumerLatency time.Duration
+	failureRate     float64
+	maxAttempts     int
+	tokenTimeout    time.Duration
+	duration        time.Duration
+	lead            time.Duration
+	drain           time.Duration
+	seed            uint64
+	shards          int
+	logLevel        string
+	markdown        bool
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "schedbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("schedbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.target, "target", "", "base URL of a running deployment (needs -admin-key and -signing-secret)")
+	fs.StringVar(&o.adminKey, "admin-key", os.Getenv("SCHEDULER_ADMIN_KEY"), "admin API key of the deployment (env SCHEDULER_ADMIN_KEY)")
+	fs.StringVar(&o.signingSecret, "signing-secret", os.Getenv("SCHEDULER_SIGNING_SECRET"), "signing secret of the deployment, to verify deliveries (env SCHEDULER_SIGNING_SECRET)")
+	fs.BoolVar(&o.inprocess, "inprocess", false, "start schedulerd in this process with the embedded store in a temporary directory")
+	fs.StringVar(&o.dataDir, "data-dir", "", "with -inprocess: data directory (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&o.consumerURL, "consumer-url", "", "URL the deployment should deliver to, if not the consumer's own 127.0.0.1 address (e.g. from a container)")
+	fs.IntVar(&o.schedules, "schedules", 20, "number of one-off schedules (one fire each)")
+	fs.IntVar(&o.eventsPerFire, "events-per-fire", 50, "events per fire (eventCount n)")
+	fs.IntVar(&o.policies, "policies", 2, "number of throttling policies (0: none)")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 20, "maxInFlight of each policy")
+	fs.Float64Var(&o.throttled, "throttled", 0.5, "fraction of the schedules that name a policy (round robin over the policies)")
+	fs.BoolVar(&o.autoRelease, "auto-release", false, "policies release tokens on delivery (no release call needed)")
+	fs.DurationVar(&o.consumerLatency, "consumer-latency", 20*time.Millisecond, "how long the consumer holds an event before releasing it (x0.5-1.5 at random)")
+	fs.Float64Var(&o.failureRate, "failure-rate", 0, "fraction of delivery attempts the consumer answers with 500")
+	fs.IntVar(&o.maxAttempts, "max-attempts", 5, "maxAttempts of every schedule")
+	fs.DurationVar(&o.tokenTimeout, "token-timeout", 5*time.Minute, "tokenTimeout of every policy")
+	fs.DurationVar(&o.duration, "duration", 30*time.Second, "the fires are spread evenly over this period")
+	fs.DurationVar(&o.lead, "lead", 5*time.Second, "the first fire is this long after the setup ends")
+	fs.DurationVar(&o.drain, "drain", 2*time.Minute, "how long to wait after the last fire for the last deliveries")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the consumer's random latency and failures")
+	fs.IntVar(&o.shards, "shards", 16, "with -inprocess: event queue shards and emitter partitions")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "with -inprocess: schedulerd log level")
+	fs.BoolVar(&o.markdown, "markdown", false, "also print the result as a Markdown table row")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.inprocess == (o.target != ""):
+		return nil, errors.New("give exactly one of -target URL and -inprocess")
+	case o.target != "" && (o.adminKey == "" || o.signingSecret == ""):
+		return nil, errors.New("-target needs -admin-key and -signing-secret")
+	case o.schedules < 1 || o.eventsPerFire < 1:
+		return nil, errors.New("-schedules and -events-per-fire must be at least 1")
+	case o.policies < 0 || (o.policies > 0 && o.maxInFlight < 1):
+		return nil, errors.New("-policies must be >= 0 and -max-in-flight >= 1")
+	case o.failureRate < 0 || o.failureRate >= 1 || o.throttled < 0 || o.throttled > 1:
+		return nil, errors.New("-failure-rate must be in [0,1) and -throttled in [0,1]")
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	base := strings.TrimRight(o.target, "/")
+	if o.inprocess {
+		a, cleanup, err := startInProcess(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		base = "http://" + a.Addr()
+		o.adminKey = a.AdminKey()
+	}
+	res, err := bench(ctx, o, base, stderr)
+	if err != nil {
+		return err
+	}
+	res.print(stdout, o)
+	return nil
+}
+
+func startInProcess(ctx context.Context, o *options, stderr io.Writer) (*app.App, func(), error) {
+	dir := o.dataDir
+	remove := false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "schedbench-"); err != nil {
+			return nil, nil, err
+		}
+		remove = true
+	}
+	if o.signingSecret == "" {
+		o.signingSecret = randomHex(24)
+	}
+	env := map[string]string{
+		"SCHEDULER_LISTEN_ADDR":    "127.0.0.1:0",
+		"SCHEDULER_STORE":          "embedded",
+		"SCHEDULER_DATA_DIR":       filepath.Join(dir, "data"),
+		"SCHEDULER_SIGNING_SECRET": o.signingSecret,
+		"SCHEDULER_LOG_LEVEL":      o.logLevel,
+		"SCHEDULER_PARTITIONS":     fmt.Sprint(o.shards),
+		"SCHEDULER_SHARDS":         fmt.Sprint(o.shards),
+	}
+	cfg, err := app.ParseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		return nil, nil, err
+	}
+	level, _ := zerolog.ParseLevel(o.logLevel)
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = a.Shutdown(context.Background())
+		return nil, nil, err
+	}
+	cleanup := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.Shutdown(sctx); err != nil {
+			fmt.Fprintln(stderr, "schedbench: shutdown:", err)
+		}
+		if remove {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	return a, cleanup, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// result is what one run measured.
+type result struct {
+	expected, delivered, duplicates, lost, dead, unfinished int
+	failedAttempts                                          int
+	firstFire, lastFire, lastReceipt                        time.Time
+	setup                                                   time.Duration
+	lateAll, lateFree, lateThrottled                        []time.Duration
+	policies                                                []string
+	bounds, maxHeld                                         map[string]int
+	violations                                              int
+	tokenTimeouts                                           int64
+	releases                                                map[string]int
+	drainedOK                                               bool
+}
+
+func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*result, error) {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "schedbench: "+format+"\n", a...) }
+	rec := kit.NewRecorder(kit.RecorderConfig{
+		Secret: []byte(o.signingSecret), Latency: o.consumerLatency, FailureRate: o.failureRate,
+		ReleaseBases: func() []string { return []string{base} }, Seed: o.seed,
+	})
+	consumer, err := rec.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Close()
+	if o.consumerURL != "" {
+		consumer = o.consumerURL
+	}
+
+	setupStart := time.Now()
+	admin := kit.NewClient(o.adminKey, base)
+	_, key, err := admin.CreateTenant(ctx, "schedbench-"+randomHex(4))
+	if err != nil {
+		return nil, fmt.Errorf("create tenant: %w", err)
+	}
+	api := admin.WithKey(key)
+	var pols []string
+	for i := range o.policies {
+		p, err := api.CreatePolicy(ctx, fmt.Sprintf("bench-%d", i), o.maxInFlight, o.tokenTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("create policy: %w", err)
+		}
+		if o.autoRelease {
+			if err := api.Do(ctx, "PATCH", "/v1/policies/"+p.ID, map[string]any{"autoRelease": true}, nil); err != nil {
+				return nil, fmt.Errorf("policy autoRelease: %w", err)
+			}
+		}
+		rec.SetPolicy(p.ID, o.maxInFlight)
+		pols = append(pols, p.ID)
+	}
+
+	// Fire times: evenly over the duration, after an allowance for the
+	// creates (estimated from the first ones).
+	nThrottled := 0
+	if len(pols) > 0 {
+		nThrottled = int(o.throttled*float64(o.schedules) + 0.5)
+	}
+	rng := mrand.New(mrand.NewPCG(o.seed, 7))
+	perm := rng.Perm(o.schedules) // which schedules are throttled, spread over time
+	createBudget := time.Duration(o.schedules)*5*time.Millisecond + 2*time.Second
+	first := time.Now().Add(createBudget + o.lead).Truncate(time.Second)
+	at := func(i int) time.Time {
+		if o.schedules == 1 {
+			return first
+		}
+		return first.Add(o.duration * time.Duration(i) / time.Duration(o.schedules-1)).Truncate(time.Second)
+	}
+	type job struct{ i int }
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var createErr error
+	for range min(8, o.schedules) {
+		wg.Go(func() {
+			for j := range jobs {
+				policy := ""
+				if perm[j.i] < nThrottled {
+					policy = pols[perm[j.i]%len(pols)]
+				}
+				runAt := at(j.i)
+				_, err := api.CreateSchedule(ctx, kit.ScheduleSpec{
+					Name: fmt.Sprintf("bench-%d", j.i), RunAt: &runAt, EventCount: o.eventsPerFire,
+					PolicyID: policy, MaxAttempts: o.maxAttempts,
+					Target:  kit.Target{Type: "http", URL: consumer},
+					Payload: kit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
+				})
+				if err != nil {
+					mu.Lock()
+					createErr = errors.Join(createErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range o.schedules {
+		jobs <- job{i}
+	}
+	close(jobs)
+	wg.Wait()
+	if createErr != nil {
+		return nil, fmt.Errorf("create schedules: %w", createErr)
+	}
+	res := &result{expected: o.schedules * o.eventsPerFire, setup: time.Since(setupStart),
+		firstFire: at(0), lastFire: at(o.schedules - 1), policies: pols}
+	if time.Now().After(first) {
+		logf("warning: the creates took %v and ended after the first fire time; that fire's lateness includes it", res.setup.Round(time.Millisecond))
+	}
+	logf("%d schedules x %d events (%d throttled schedules over %d policies of maxInFlight %d), fires from %s to %s",
+		o.schedules, o.eventsPerFire, nThrottled, len(pols), o.maxInFlight, res.firstFire.Format(time.TimeOnly), res.lastFire.Format(time.TimeOnly))
+
+	// Wait for the deliveries.
+	deadline := res.lastFire.Add(o.drain)
+	lastLog := time.Now()
+	for {
+		s := rec.Snapshot()
+		n := s.Accepted()
+		if n >= res.expected {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_ = rec.WaitReleases(wctx)
+			cancel()
+			res.drainedOK = true
+			break
+		}
+		if time.Now().After(res.lastFire) && o.failureRate > 0 {
+			// Some events may end dead: stop when nothing is left to do.
+			if un, err := api.UnfinishedEvents(ctx); err == nil && len(un) == 0 {
+				res.drainedOK = true
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		if time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now()
+			logf("%d of %d events delivered", n, res.expected)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	s := rec.Snapshot()
+	res.delivered = s.Accepted()
+	res.duplicates = s.Duplicates()
+	res.lost = res.expected - res.delivered
+	res.failedAttempts = s.Counters["answered_500"]
+	res.violations = len(s.Violations)
+	res.bounds, res.maxHeld = s.Bounds, s.MaxHeld
+	res.releases = map[string]int{}
+	for k, v := range s.Counters {
+		if strings.HasPrefix(k, "release_") {
+			res.releases[strings.TrimPrefix(k, "release_")] = v
+		}
+	}
+	for _, d := range s.Events {
+		if d.Accepted > 0 && d.First.After(res.lastReceipt) {
+			res.lastReceipt = d.First
+		}
+	}
+	res.lateAll = s.Lateness(nil)
+	res.lateFree = s.Lateness(func(d kit.Delivery) bool { return d.Policy == "" })
+	res.lateThrottled = s.Lateness(func(d kit.Delivery) bool { return d.Policy != "" })
+	if counts, err := api.CountByStatus(ctx); err == nil {
+		res.dead = counts["dead"]
+		for _, st := range kit.Unfinished {
+			res.unfinished += counts[st]
+		}
+	} else {
+		logf("count events by status: %v", err)
+	}
+	for _, id := range pols {
+		if p, err := api.GetPolicy(ctx, id); err == nil {
+			res.tokenTimeouts += p.TokenTimeouts
+		}
+	}
+	return res, nil
+}
+
+func (r *result) throughput() float64 {
+	span := r.lastReceipt.Sub(r.firstFire)
+	if span <= 0 {
+		return 0
+	}
+	return float64(r.delivered) / span.Seconds()
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	case d < 10*time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	default:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+}
+
+func (r *result) print(w io.Writer, o *options) {
+	mode := "inprocess (embedded store)"
+	if o.target != "" {
+		mode = o.target
+	}
+	fmt.Fprintf(w, "schedbench: %s, GOMAXPROCS %d, %s/%s\n", mode, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "workload: %d schedules x %d events over %v, %d policies (maxInFlight %d, %.0f%% of schedules throttled), consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
+		o.schedules, o.eventsPerFire, o.duration, o.policies, o.maxInFlight, 100*o.throttled, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
+	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
+	fmt.Fprintf(tw, "duplicates\t%d\n", r.duplicates)
+	fmt.Fprintf(tw, "lost (not delivered)\t%d (dead %d, unfinished %d)\n", r.lost, r.dead, r.unfinished)
+	fmt.Fprintf(tw, "failed attempts (injected)\t%d\n", r.failedAttempts)
+	fmt.Fprintf(tw, "throughput\t%.1f events/s (first fire to last first receipt: %v)\n", r.throughput(), r.lastReceipt.Sub(r.firstFire).Round(time.Millisecond))
+	fmt.Fprintf(tw, "setup (tenant, policies, schedules)\t%v\n", r.setup.Round(time.Millisecond))
+	fmt.Fprintf(tw, "\t\n")
+	fmt.Fprintf(tw, "lateness\tn\tp50\tp95\tp99\tmax\n")
+	for _, row := range []struct {
+		name string
+		d    []time.Duration
+	}{{"all", r.lateAll}, {"unthrottled", r.lateFree}, {"throttled", r.lateThrottled}} {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", row.name, len(row.d), ms(kit.Percentile(row.d, 50)), ms(kit.Percentile(row.d, 95)),
+			ms(kit.Percentile(row.d, 99)), ms(kit.Percentile(row.d, 100)))
+	}
+	fmt.Fprintf(tw, "\t\n")
+	ids := append([]string(nil), r.policies...)
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(tw, "policy %s\tmax held %d / bound %d\n", id, r.maxHeld[id], r.bounds[id])
+	}
+	fmt.Fprintf(tw, "throttle violations\t%d\n", r.violations)
+	fmt.Fprintf(tw, "tokens reclaimed by timeout\t%d\n", r.tokenTimeouts)
+	fmt.Fprintf(tw, "release calls\t%v\n", r.releases)
+	tw.Flush()
+	if !r.drainedOK {
+		fmt.Fprintf(w, "\nWARNING: the run ended at the drain deadline with %d events not delivered\n", r.lost)
+	}
+	if o.markdown {
+		maxHeld := 0
+		for _, v := range r.maxHeld {
+			maxHeld = max(maxHeld, v)
+		}
+		fmt.Fprintf(w, "\n| schedules x n | policies x maxInFlight | latency | fail | expected | delivered | dup | lost | events/s | p50 | p95 | p99 | max | max held / bound |\n")
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| %d x %d | %d x %d | %v | %.0f%% | %d | %d | %d | %d | %.1f | %s | %s | %s | %s | %d / %d |\n",
+			o.schedules, o.eventsPerFire, o.policies, o.maxInFlight, o.consumerLatency, 100*o.failureRate,
+			r.expected, r.delivered, r.duplicates, r.lost, r.throughput(),
+			ms(kit.Percentile(r.lateAll, 50)), ms(kit.Percentile(r.lateAll, 95)), ms(kit.Percentile(r.lateAll, 99)), ms(kit.Percentile(r.lateAll, 100)),
+			maxHeld, o.maxInFlight)
+	}
+}
