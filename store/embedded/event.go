@@ -56,6 +56,11 @@ func getEvent(tx *bolt.Tx, id []byte) (*model.Event, error) {
 func dueKey(b []byte, e *model.Event) []byte {
 	b = appendInt32(b, e.Shard)
 	b = appendStr(b, string(e.Status))
+	if e.Status == model.EventScheduled {
+		// Scheduled events are ordered by fence first, so that a claim finds
+		// those left by older owners without walking the ones it holds.
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
+	}
 	b = appendTime(b, e.LaunchAt)
 	return append(b, e.ID...)
 }
@@ -319,13 +324,17 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
 			prefix := duePrefix(p.Shard, st)
 			taken := 0
-			for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < p.Limit; k, v = c.Next() {
+			for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < p.Limit; k, _ = c.Next() {
 				rest := k[len(prefix):]
-				if !readTime(rest).Before(p.DueBefore) {
+				if st == model.EventScheduled {
+					// Left by an older owner: claimed whatever its launch
+					// time, since that owner had already loaded it.
+					if int64(binary.BigEndian.Uint64(rest)) >= p.Fence {
+						break
+					}
+					rest = rest[8:]
+				} else if !readTime(rest).Before(p.DueBefore) {
 					break
-				}
-				if st == model.EventScheduled && int64(binary.BigEndian.Uint64(v)) >= p.Fence {
-					continue
 				}
 				cands = append(cands, candidate{key: bytes.Clone(rest), id: bytes.Clone(rest[timeLen:])})
 				taken++
