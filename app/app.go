@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
@@ -189,10 +190,36 @@ func (a *App) build(ctx context.Context) error {
 	}
 	e := a.master.Echo()
 	e.Pre(a.metrics.apiMiddleware)
+	e.Pre(middleware.RequestID())
+	e.Pre(a.requestLog)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
 	return nil
+}
+
+// requestLog logs every API request with its request id: at debug level
+// when it succeeded, at info for 4xx and warn for 5xx.
+func (a *App) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		status := c.Response().Status
+		ev := a.log.Debug()
+		switch {
+		case status >= 500:
+			ev = a.log.Warn()
+		case status >= 400:
+			ev = a.log.Info()
+		}
+		ev.Str("requestId", c.Response().Header().Get(echo.HeaderXRequestID)).
+			Str("method", c.Request().Method).Str("route", c.Path()).Str("path", c.Request().URL.Path).
+			Int("status", status).Dur("duration", time.Since(start)).Msg("api request")
+		return nil
+	}
 }
 
 // readyz is ready when the store answers and both lease groups have

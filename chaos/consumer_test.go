@@ -55,6 +55,9 @@ func TestChaosConsumerFailures(t *testing.T) {
 		maxAttempts[name] = ma
 	}
 	t.Logf("created %d one-off schedules, %d events", schedules, d.expectedCount())
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go d.samplePolicies(sctx)
 
 	// Phase 1: wait until every event is released or dead.
 	deadline := time.Now().Add(3 * time.Minute)

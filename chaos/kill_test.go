@@ -135,7 +135,7 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 		time.Sleep(gap)
 		var live []*instance
 		for _, in := range insts {
-			if in.running() {
+			if in.isUp() {
 				live = append(live, in)
 			}
 		}
@@ -169,7 +169,10 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	t.Logf("chaos over: %d kills; draining", kills)
 	r := d.drain(ctx, size.drain)
 	stopSampling()
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3, noTokenTimeout: true})
+	// At least once: an instance killed after its consumer answered and
+	// before it wrote the outcome sends that event again, so the allowance
+	// is 0.1% of the events but at least one per kill.
+	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: kills, noTokenTimeout: true})
 	if kills == 0 {
 		t.Errorf("no instance was killed")
 	}

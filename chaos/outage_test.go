@@ -58,6 +58,9 @@ func storeOutage(t *testing.T, mode string) {
 		}
 	}
 	t.Logf("created %d one-off schedules, %d events, from %s over %v", schedules, d.expectedCount(), t0.Format(time.TimeOnly), runFor)
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go d.samplePolicies(sctx)
 
 	time.Sleep(time.Until(t0.Add(runFor / 4)))
 	outStart := time.Now()
@@ -104,6 +107,7 @@ func storeOutage(t *testing.T, mode string) {
 	}
 	time.Sleep(time.Until(t0.Add(runFor)))
 	r := d.drain(ctx, 3*time.Minute)
+	stopSampling()
 	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3})
 	for _, in := range insts {
 		if !in.running() {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,9 +63,9 @@ func binaries(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "go"
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = "/usr/local/go/bin/go"
 		}
 		for _, c := range []string{"schedulerd", "ferretdb"} {
 			cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, c), "./cmd/"+c)
@@ -111,6 +110,7 @@ type proc struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	expected bool // the current run ends by our signal
+	up       bool // the current run printed its banner
 	starts   int
 	crashes  []string // unexpected exits
 }
@@ -199,7 +199,7 @@ func (p *proc) tryStart() (string, error) {
 			p.crashes = append(p.crashes, fmt.Sprintf("%s exited on its own at %s: %v", p.name, time.Now().Format(time.RFC3339Nano), err))
 		}
 		if p.cmd == cmd {
-			p.cmd = nil
+			p.cmd, p.up = nil, false
 		}
 		p.mu.Unlock()
 		logf.Close()
@@ -207,6 +207,9 @@ func (p *proc) tryStart() (string, error) {
 	}()
 	select {
 	case l := <-lines:
+		p.mu.Lock()
+		p.up = p.cmd == cmd
+		p.mu.Unlock()
 		return l, nil
 	case <-done:
 		return "", errors.New("exited before printing its banner")
@@ -256,27 +259,17 @@ func (p *proc) kill() {
 	}
 }
 
-// terminate sends SIGTERM and waits up to d for a graceful exit, then kills.
-func (p *proc) terminate(d time.Duration) {
-	p.mu.Lock()
-	done := p.done
-	running := p.cmd != nil
-	p.mu.Unlock()
-	if !running {
-		return
-	}
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(d):
-		p.kill()
-	}
-}
-
 func (p *proc) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd != nil
+}
+
+// isUp reports whether the process runs and printed its banner.
+func (p *proc) isUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && p.up
 }
 
 func (p *proc) pid() int {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -382,18 +381,4 @@ func (d *deployment) assert(r *report, c checks) {
 			t.Errorf("CRASH: %s", c)
 		}
 	}
-}
-
-// apiStatus is a tiny helper for direct calls that the client does not wrap.
-func apiStatus(ctx context.Context, method, u string) int {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }

@@ -220,7 +220,8 @@ func (h *Handler) outcome(it throttle.Item, r delivery.Result, now time.Time) st
 	}
 	at := now
 	if r.Err == nil {
-		tr.DeliveredAt = &at
+		// Attempts counts every attempt made, the successful one included.
+		tr.DeliveredAt, tr.Attempts = &at, e.Attempts+1
 		if it.Policy == nil || it.Policy.AutoRelease {
 			tr.To, tr.FinishedAt = model.EventReleased, &at
 			tr.ClearToken = it.Policy != nil
