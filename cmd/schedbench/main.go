@@ -413,8 +413,12 @@ func (r *result) print(w io.Writer, o *options) {
 		mode = o.target
 	}
 	fmt.Fprintf(w, "schedbench: %s, GOMAXPROCS %d, %s/%s\n", mode, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "workload: %d schedules x %d events over %v, %d policies (maxInFlight %d, %.0f%% of schedules throttled), consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
-		o.schedules, o.eventsPerFire, o.duration, o.policies, o.maxInFlight, 100*o.throttled, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
+	pols := "no policies"
+	if o.policies > 0 {
+		pols = fmt.Sprintf("%d policies (maxInFlight %d, %.0f%% of schedules throttled)", o.policies, o.maxInFlight, 100*o.throttled)
+	}
+	fmt.Fprintf(w, "workload: %d schedules x %d events over %v, %s, consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
+		o.schedules, o.eventsPerFire, o.duration, pols, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
 	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
@@ -453,9 +457,17 @@ func (r *result) print(w io.Writer, o *options) {
 		fmt.Fprintf(w, "\n| schedules x n | policies x maxInFlight | latency | fail | expected | delivered | dup | lost | events/s | p50 | p95 | p99 | max | max held / bound |\n")
 		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(w, "| %d x %d | %d x %d | %v | %.0f%% | %d | %d | %d | %d | %.1f | %s | %s | %s | %s | %d / %d |\n",
-			o.schedules, o.eventsPerFire, o.policies, o.maxInFlight, o.consumerLatency, 100*o.failureRate,
+			o.schedules, o.eventsPerFire, o.policies, boundOf(o), o.consumerLatency, 100*o.failureRate,
 			r.expected, r.delivered, r.duplicates, r.lost, r.throughput(),
 			ms(kit.Percentile(r.lateAll, 50)), ms(kit.Percentile(r.lateAll, 95)), ms(kit.Percentile(r.lateAll, 99)), ms(kit.Percentile(r.lateAll, 100)),
-			maxHeld, o.maxInFlight)
+			maxHeld, boundOf(o))
 	}
+}
+
+// boundOf is the policies' maxInFlight, or 0 without policies.
+func boundOf(o *options) int {
+	if o.policies == 0 {
+		return 0
+	}
+	return o.maxInFlight
 }
