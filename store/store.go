@@ -118,8 +118,11 @@ type ScheduleStore interface {
 	ChildrenFind(ctx context.Context, p *ChildrenFindParams) ([]model.Child, error)
 	// ChildTimezones lists the distinct timezones that have children.
 	ChildTimezones(ctx context.Context) ([]string, error)
-	// ChildrenDeleteOrphans removes children whose schedule does not exist or
-	// whose ScheduleVersion is not the schedule's; returns how many.
+	// ChildrenDeleteOrphans removes children whose schedule has moved to a
+	// later version, and children whose schedule does not exist or has
+	// another version once they are old enough that no create or update can
+	// still be writing them (drivers without transactions write children
+	// before the schedule); returns how many.
 	ChildrenDeleteOrphans(ctx context.Context) (int, error)
 	// WatermarkGet returns the partition's watermark; a zero Watermark (and
 	// no error) if none was set.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -287,6 +288,10 @@ func (s *Store) ChildTimezones(ctx context.Context) ([]string, error) {
 // has another version. Without $lookup (FerretDB has none) it reads the
 // children's (id, schedule, version) and the schedules' versions in batches,
 // then deletes the orphans by id.
+// orphanGrace is how old a child of a missing (or not yet updated) schedule
+// must be before it counts as an orphan; no create or update takes that long.
+const orphanGrace = 10 * time.Minute
+
 func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 	type ref struct {
 		ID              bson.ObjectID `bson:"_id"`
@@ -321,9 +326,18 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 			versions[v.ID] = v.Version
 		}
 	}
+	// Children are written before their schedule (no transactions), so a
+	// child whose schedule is missing or older may belong to a create or
+	// update in progress: only those older than orphanGrace are removed.
+	// Children of a version the schedule has moved past are removed at once.
 	var orphans []bson.ObjectID
+	cutoff := time.Now().Add(-orphanGrace)
 	for _, r := range refs {
-		if v, ok := versions[r.ScheduleID]; !ok || v != r.ScheduleVersion {
+		v, ok := versions[r.ScheduleID]
+		switch {
+		case ok && v > r.ScheduleVersion:
+			orphans = append(orphans, r.ID)
+		case (!ok || v != r.ScheduleVersion) && r.ID.Timestamp().Before(cutoff):
 			orphans = append(orphans, r.ID)
 		}
 	}
