@@ -116,3 +116,18 @@ func TestParseConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEDocumentsEveryVariable keeps the README's configuration table in
+// step with the binary.
+func TestREADMEDocumentsEveryVariable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range app.Options() {
+		row := "| `-" + o.Flag + "` | `" + o.Env + "` |"
+		if !strings.Contains(string(raw), row) {
+			t.Errorf("README.md has no configuration row for -%s / %s", o.Flag, o.Env)
+		}
+	}
+}
