@@ -101,9 +101,12 @@ type Config struct {
 	// PrefetchInterval is how often owned shards are scanned for events due
 	// within Horizon (and lease changes picked up). Default 1s.
 	PrefetchInterval time.Duration
-	// MaxBatch is the most events per claim, per delivery batch and per
-	// batched write. Default 500.
+	// MaxBatch is the most events per delivery batch and per batched
+	// write. Default 500.
 	MaxBatch int
+	// ClaimBatch is the most events one claim takes from one shard; the
+	// owned shards are claimed concurrently. Default 4*MaxBatch.
+	ClaimBatch int
 	// Workers is the number of delivery workers. Default 4.
 	Workers int
 	// QueueSize is the capacity of the ready queue between the timer (or a
@@ -176,6 +179,12 @@ func (c *Config) validate() error {
 		if *i.p < 0 {
 			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %d", i.name, *i.p))
 		}
+	}
+	if c.ClaimBatch == 0 && c.MaxBatch > 0 {
+		c.ClaimBatch = 4 * c.MaxBatch
+	}
+	if c.ClaimBatch < 0 {
+		errs = append(errs, fmt.Errorf("handler config: ClaimBatch must be positive, got %d", c.ClaimBatch))
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = 2 * c.MaxBatch * c.Workers

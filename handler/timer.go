@@ -3,6 +3,7 @@ package handler
 import (
 	"container/heap"
 	"context"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
@@ -203,33 +204,58 @@ func (h *Handler) Prefetch(ctx context.Context) error {
 }
 
 // prefetch claims one batch per owned shard; more reports that some shard
-// returned a full batch (and memory allows another pass).
+// returned a full batch (and memory allows another pass). The shards are
+// claimed concurrently, so that the store can put their claims into one
+// commit (the embedded driver batches concurrent writes).
 func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	held := h.deps.Shards.Held()
 	h.syncShards(held)
 	dueBefore := h.deps.Clock.Now().Add(h.cfg.Horizon)
+	room := h.cfg.MaxScheduled - (h.Scheduled() + h.thr.WaitingAll())
+	if room <= 0 {
+		return false, nil
+	}
+	limit := h.cfg.ClaimBatch
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
 	for shard, fence := range held {
-		if h.Scheduled()+h.thr.WaitingAll() >= h.cfg.MaxScheduled {
-			return false, nil
+		if room <= 0 {
+			break
 		}
+		room -= limit
 		if !h.deps.Shards.Owns(shard, fence) {
 			continue
 		}
-		evs, cerr := h.deps.Store.EventClaimDue(ctx, &store.EventClaimParams{
-			Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: h.cfg.MaxBatch})
-		if cerr != nil {
-			err = cerr
-			continue
-		}
-		items := make([]throttle.Item, len(evs))
-		for i, e := range evs {
-			e.Status, e.Fence = model.EventScheduled, fence
-			items[i] = throttle.Item{Event: e, Shard: shard, Fence: fence}
-		}
-		h.schedule(items)
-		if len(evs) >= h.cfg.MaxBatch {
-			more = true
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			evs, cerr := h.deps.Store.EventClaimDue(ctx, &store.EventClaimParams{
+				Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: limit})
+			if cerr != nil {
+				mu.Lock()
+				errs = append(errs, cerr)
+				mu.Unlock()
+				return
+			}
+			items := make([]throttle.Item, len(evs))
+			for i, e := range evs {
+				e.Status, e.Fence = model.EventScheduled, fence
+				items[i] = throttle.Item{Event: e, Shard: shard, Fence: fence}
+			}
+			h.schedule(items)
+			if len(evs) >= limit {
+				mu.Lock()
+				more = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		err = errs[0]
 	}
 	return more, err
 }

@@ -21,6 +21,17 @@ type bucket struct {
 	mu     sync.Mutex
 	q      *Queue
 	policy *model.Policy
+	// gifts are tokens handed over in this process (see handoff.go):
+	// counted in the persisted InUse, not yet used by a waiting event.
+	gifts  int
+	closed bool // stopped: takes no more gifts
+
+	// Owned by the run goroutine: when the store last had no free token
+	// (zero: it had), and whether gifts were used since. While tokens
+	// circulate as gifts the store has none free either, so it is asked
+	// again only after PollInterval, not after every gift.
+	starvedAt   time.Time
+	giftedSince bool
 
 	wake     chan struct{} // events were added
 	released chan struct{} // a token went back
@@ -34,7 +45,7 @@ type bucket struct {
 	startSem chan struct{}
 }
 
-const maxStarts = 4
+const maxStarts = 16
 
 func (b *bucket) stop() { b.once.Do(b.cancel) }
 
@@ -87,6 +98,11 @@ func (b *bucket) run(ctx context.Context) {
 			return
 		}
 	}
+	registerBucket(b)
+	defer func() {
+		unregisterBucket(b)
+		b.returnGifts(ctx)
+	}()
 	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
@@ -132,9 +148,33 @@ func (b *bucket) round(ctx context.Context) roundResult {
 	for ctx.Err() == nil {
 		b.mu.Lock()
 		n := b.q.Len()
+		var gifted []Item
+		surplus := 0
+		if b.gifts > n {
+			surplus = b.gifts - n
+			b.gifts = n
+		}
+		if b.gifts > 0 {
+			gifted = b.q.PopN(min(b.gifts, t.cfg.AcquireBatch))
+			b.gifts -= len(gifted)
+		}
 		b.mu.Unlock()
+		if surplus > 0 {
+			_ = returnTokens(ctx, t.deps.Store, b.policyID, surplus, 0)
+		}
+		if len(gifted) > 0 {
+			// Tokens handed over in this process: no acquisition needed.
+			b.giftedSince = true
+			if !b.startAsync(ctx, gifted) {
+				return roundIdle
+			}
+			continue
+		}
 		if n == 0 {
 			return roundIdle
+		}
+		if !b.starvedAt.IsZero() && b.giftedSince && t.deps.Clock.Since(b.starvedAt) < t.cfg.PollInterval {
+			return roundStarved
 		}
 		want := min(n, t.cfg.AcquireBatch)
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
@@ -148,31 +188,47 @@ func (b *bucket) round(ctx context.Context) roundResult {
 			}
 			return roundError
 		}
+		b.giftedSince = false
 		if got == 0 {
+			b.starvedAt = t.deps.Clock.Now()
 			return roundStarved
 		}
+		b.starvedAt = time.Time{}
 		b.mu.Lock()
 		items := b.q.PopN(got)
 		b.mu.Unlock()
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
-		select {
-		case b.startSem <- struct{}{}:
-		case <-ctx.Done():
-			_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+		if !b.startAsync(ctx, items) {
 			return roundIdle
 		}
-		b.starts.Add(1)
-		go func() {
-			defer func() { <-b.startSem; b.starts.Done() }()
-			_ = b.start(ctx, items)
-		}()
 		if got < want {
+			b.starvedAt = t.deps.Clock.Now()
 			return roundStarved
 		}
 	}
 	return roundIdle
+}
+
+// startAsync runs start for items that hold tokens in a goroutine of its
+// own (at most maxStarts at once), so that the next tokens are taken while
+// this batch's delivering write commits. false if ctx ended first (the
+// tokens went back).
+func (b *bucket) startAsync(ctx context.Context, items []Item) bool {
+	t := b.t
+	select {
+	case b.startSem <- struct{}{}:
+	case <-ctx.Done():
+		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+		return false
+	}
+	b.starts.Add(1)
+	go func() {
+		defer func() { <-b.startSem; b.starts.Done() }()
+		_ = b.start(ctx, items)
+	}()
+	return true
 }
 
 // start moves items that got tokens from scheduled to delivering and
@@ -248,6 +304,10 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		}
 		b.setPolicy(p)
 		n, err := st.EventCountHoldingTokens(ctx, b.policyID)
+		// Gifts are tokens counted in InUse that no event holds yet.
+		b.mu.Lock()
+		n += b.gifts
+		b.mu.Unlock()
 		return p, n, err
 	}
 	for range 5 {

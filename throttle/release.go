@@ -45,8 +45,11 @@ func holdingFrom(s model.EventStatus) []model.EventStatus {
 // but the token could not be returned, released is true and the error says
 // so (the bucket owner's periodic reconciliation repairs the count).
 //
-// The caller should then tell the bucket owner, if it is in this process,
-// with (*Throttle).Released so that the next waiting event goes at once.
+// If the policy's bucket runs in this process (on the same store) and events
+// wait in it, the token is handed to it directly instead of being written
+// back (see handoff.go). Otherwise the caller should tell the bucket owner,
+// if it is in this process, with (*Throttle).Released so that the next
+// waiting event goes at once.
 func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time) (released bool, err error) {
 	if e.Status.Finished() {
 		return false, nil
@@ -73,6 +76,11 @@ func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time
 	}
 	if !released || e.PolicyID == "" {
 		return released, nil
+	}
+	if handOff(st, e.PolicyID, 1) == 1 {
+		// The policy's bucket runs in this process and an event waits:
+		// the token goes to it without a store write.
+		return true, nil
 	}
 	if err := returnTokens(ctx, st, e.PolicyID, 1, 0); err != nil {
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)

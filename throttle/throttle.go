@@ -429,6 +429,8 @@ func (t *Throttle) ReturnTokens(ctx context.Context, policyID string, n int) err
 	if n <= 0 {
 		return nil
 	}
+	// Tokens go first to events waiting in this process (no store write).
+	n -= handOff(t.deps.Store, policyID, n)
 	err := returnTokens(ctx, t.deps.Store, policyID, n, 0)
 	t.Released(policyID)
 	return err

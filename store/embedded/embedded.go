@@ -10,8 +10,9 @@
 // BENCHMARKS-store.md records the measurements behind choosing bbolt over
 // pebble.
 //
-// Layout: one bucket per kind of row (JSON values) and one bucket per
-// secondary index. Index keys are order-preserving byte strings (big-endian
+// Layout: one bucket per kind of row (JSON values, except events, which use
+// the compact binary encoding of eventcodec.go) and one bucket per secondary
+// index. Index keys are order-preserving byte strings (big-endian
 // integers with the sign bit flipped, NUL-terminated strings) so that every
 // scan of the contract is a prefix seek; see keys.go.
 package embedded
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,9 +42,11 @@ type Options struct {
 	// LockTimeout is how long Open waits for another process to release the
 	// data directory. Zero waits one second; negative waits forever.
 	LockTimeout time.Duration
-	// BatchDelay is how long concurrent small writes (event transitions,
-	// token acquisition, leases) wait to share one commit and its fsync.
-	// Zero means 2ms; it only adds latency when another writer is active.
+	// BatchDelay is an extra wait before each group commit of the small
+	// concurrent writes (claims, event transitions, tokens, leases), to
+	// gather more of them into one commit. Zero (the default) waits for
+	// nothing: writes that arrive while a commit is syncing share the next
+	// commit anyway (group commit), and a lone write commits at once.
 	BatchDelay time.Duration
 	// InitialMmapSize pre-sizes the memory map (bytes) so that a growing
 	// database does not block readers while it remaps. Zero lets bbolt grow
@@ -56,13 +60,14 @@ const fileName = "schedulerd.db"
 // Store is the embedded driver. It is safe for concurrent use.
 type Store struct {
 	db     *bolt.DB
+	group  groupCommit
 	closed atomic.Bool
 }
 
 var _ store.Driver = (*Store)(nil)
 
-// Bucket names. Row buckets hold JSON values keyed by id; the others are
-// secondary indexes whose keys are built in keys.go.
+// Bucket names. Row buckets hold JSON values (events: binary) keyed by id;
+// the others are secondary indexes whose keys are built in keys.go.
 var (
 	bTenants       = []byte("tenants")
 	bAPIKeys       = []byte("apikeys")
@@ -123,10 +128,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	db.MaxBatchDelay = opts.BatchDelay
-	if db.MaxBatchDelay <= 0 {
-		db.MaxBatchDelay = 2 * time.Millisecond
-	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -138,7 +139,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}}, nil
 }
 
 // Ping reports model.ErrUnavailable once the store is closed.
@@ -175,17 +176,114 @@ func (s *Store) update(ctx context.Context, op string, fn func(tx *bolt.Tx) erro
 	return wrap(op, s.db.Update(fn))
 }
 
-// batch is update for small writes that many goroutines issue at once: bbolt
-// coalesces concurrent calls into one commit (one fsync). fn may run more
-// than once, so it must set its results from scratch on every run. An error
-// from fn is still returned correctly, but it makes bbolt re-run the rest of
-// the batch, so frequent outcomes (a lost event compare-and-set) are better
-// reported as results than as errors.
+// batch is update for small writes that many goroutines issue at once: the
+// calls that arrive while a commit is in progress are run together in the
+// next transaction and share its commit (one fsync); see groupCommit. fn may
+// run more than once, so it must set its results from scratch on every run.
+// An error from fn is still returned correctly, but it makes the rest of the
+// group run again, so frequent outcomes (a lost event compare-and-set) are
+// better reported as results than as errors.
 func (s *Store) batch(ctx context.Context, op string, fn func(tx *bolt.Tx) error) error {
 	if err := s.usable(ctx); err != nil {
 		return wrap(op, err)
 	}
-	return wrap(op, s.db.Batch(fn))
+	return wrap(op, s.group.do(s.db, fn))
+}
+
+// groupCommit is group commit for bbolt. bbolt's own db.Batch collects calls
+// for a fixed delay and then queues the group behind the writer lock, so
+// under load every delay window becomes its own commit and calls wait for
+// the delay even when the disk is idle. Here one committer goroutine runs
+// while calls are pending: it takes everything that queued up while the
+// previous commit was syncing and runs it as one transaction. An idle store
+// commits a lone call at once; a busy one makes groups as large as the
+// commit time allows. delay (Options.BatchDelay) optionally waits before
+// each group to gather more calls.
+type groupCommit struct {
+	delay   time.Duration
+	mu      sync.Mutex
+	pending []groupCall
+	running bool
+}
+
+type groupCall struct {
+	fn  func(*bolt.Tx) error
+	err chan error
+}
+
+// errRunAlone tells a caller whose fn failed inside a group to run it in a
+// transaction of its own, which gives its true error.
+var errRunAlone = errors.New("embedded: run alone")
+
+func (g *groupCommit) do(db *bolt.DB, fn func(*bolt.Tx) error) error {
+	c := groupCall{fn: fn, err: make(chan error, 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, c)
+	if !g.running {
+		g.running = true
+		go g.commitLoop(db)
+	}
+	g.mu.Unlock()
+	err := <-c.err
+	if err == errRunAlone {
+		err = db.Update(fn)
+	}
+	return err
+}
+
+func (g *groupCommit) commitLoop(db *bolt.DB) {
+	for {
+		if g.delay > 0 {
+			time.Sleep(g.delay)
+		}
+		g.mu.Lock()
+		calls := g.pending
+		g.pending = nil
+		if len(calls) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		g.run(db, calls)
+	}
+}
+
+// run commits calls in one transaction. If one fails, the transaction is
+// rolled back, that call is told to run alone and the others run again.
+func (g *groupCommit) run(db *bolt.DB, calls []groupCall) {
+	for len(calls) > 0 {
+		failed := -1
+		err := db.Update(func(tx *bolt.Tx) error {
+			for i, c := range calls {
+				if err := safeCall(c.fn, tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			calls[failed].err <- errRunAlone
+			calls = append(calls[:failed:failed], calls[failed+1:]...)
+			continue
+		}
+		for _, c := range calls {
+			c.err <- err
+		}
+		return
+	}
+}
+
+// safeCall runs fn, turning a panic into an error so that one bad call
+// cannot take the committer down with the others' results.
+func safeCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in store write: %v", p)
+		}
+	}()
+	return fn(tx)
 }
 
 func (s *Store) usable(ctx context.Context) error {

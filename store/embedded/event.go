@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"sort"
 	"time"
 
@@ -13,26 +12,6 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
-
-// eventRow is the stored form of an event. model.Event hides ReleaseToken
-// from JSON (the API must never show it), but the store must keep it.
-type eventRow struct {
-	*model.Event
-	ReleaseToken string `json:"releaseToken,omitempty"`
-}
-
-func encodeEvent(e *model.Event) ([]byte, error) {
-	return json.Marshal(eventRow{Event: e, ReleaseToken: e.ReleaseToken})
-}
-
-func decodeEvent(raw []byte) (*model.Event, error) {
-	row := eventRow{Event: &model.Event{}}
-	if err := jsonUnmarshal(raw, &row); err != nil {
-		return nil, err
-	}
-	row.Event.ReleaseToken = row.ReleaseToken
-	return row.Event, nil
-}
 
 func getEvent(tx *bolt.Tx, id []byte) (*model.Event, error) {
 	raw := tx.Bucket(bEvents).Get(id)
@@ -103,8 +82,10 @@ func newEventWriter(tx *bolt.Tx) *eventWriter {
 }
 
 // put writes e and its index keys; old (nil for a new event) is the stored
-// version whose keys are removed first. Keys that do not change (the
-// schedule and tenant ones) are left alone.
+// version. Index keys that differ between old and e are moved; keys that
+// did not change (the schedule and tenant ones always, the fire key when
+// the status stays, ...) are left alone, so a transition dirties as few
+// index pages as it can.
 func (w *eventWriter) put(old, e *model.Event) error {
 	raw, err := encodeEvent(e)
 	if err != nil {
@@ -113,11 +94,7 @@ func (w *eventWriter) put(old, e *model.Event) error {
 	if err := w.rows.Put([]byte(e.ID), raw); err != nil {
 		return err
 	}
-	if old != nil {
-		if err := w.remove(old, false); err != nil {
-			return err
-		}
-	} else {
+	if old == nil {
 		if err := w.sched.Put(schedKey(e), nil); err != nil {
 			return err
 		}
@@ -125,21 +102,57 @@ func (w *eventWriter) put(old, e *model.Event) error {
 			return err
 		}
 	}
-	if err := w.due.Put(dueKey(nil, e), binary.BigEndian.AppendUint64(nil, uint64(e.Fence))); err != nil {
-		return err
-	}
-	if err := w.fire.Put(fireKey(e), nil); err != nil {
-		return err
-	}
-	if e.PolicyID != "" {
-		if err := w.policy.Put(policyKey(e), nil); err != nil {
+	fenceVal := binary.BigEndian.AppendUint64(nil, uint64(e.Fence))
+	newDue := dueKey(nil, e)
+	if old == nil || old.Fence != e.Fence || !bytes.Equal(dueKey(nil, old), newDue) {
+		if old != nil {
+			if err := w.due.Delete(dueKey(nil, old)); err != nil {
+				return err
+			}
+		}
+		if err := w.due.Put(newDue, fenceVal); err != nil {
 			return err
 		}
+	}
+	var oldFire, oldPolicy, oldFinished []byte
+	if old != nil {
+		oldFire = fireKey(old)
+		if old.PolicyID != "" {
+			oldPolicy = policyKey(old)
+		}
+		if retained(old) {
+			oldFinished = finishedKey(old)
+		}
+	}
+	var newPolicy, newFinished []byte
+	if e.PolicyID != "" {
+		newPolicy = policyKey(e)
 	}
 	if retained(e) {
-		if err := w.finished.Put(finishedKey(e), nil); err != nil {
+		newFinished = finishedKey(e)
+	}
+	if err := move(w.fire, oldFire, fireKey(e)); err != nil {
+		return err
+	}
+	if err := move(w.policy, oldPolicy, newPolicy); err != nil {
+		return err
+	}
+	return move(w.finished, oldFinished, newFinished)
+}
+
+// move replaces oldKey (nil: none) with newKey (nil: none) in bucket b,
+// unless they are the same key.
+func move(b *bolt.Bucket, oldKey, newKey []byte) error {
+	if oldKey != nil && newKey != nil && bytes.Equal(oldKey, newKey) {
+		return nil
+	}
+	if oldKey != nil {
+		if err := b.Delete(oldKey); err != nil {
 			return err
 		}
+	}
+	if newKey != nil {
+		return b.Put(newKey, nil)
 	}
 	return nil
 }
@@ -307,13 +320,15 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 // EventClaimDue moves the shard's due events (pending or retrying, and
 // scheduled under an older fence) to scheduled under p.Fence, earliest
 // LaunchAt first. The read and the writes share one serialisable
-// transaction, so concurrent claimers never both get an event.
+// transaction, so concurrent claimers never both get an event. Claims go
+// through the batched commit path: claims of several shards and concurrent
+// transitions share one commit (one fsync).
 func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
 	var out []*model.Event
-	err := s.update(ctx, "event claim due", func(tx *bolt.Tx) error {
+	err := s.batch(ctx, "event claim due", func(tx *bolt.Tx) error {
 		out = nil
 		type candidate struct {
 			key []byte // launchAt, id
