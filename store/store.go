@@ -204,6 +204,20 @@ type EventTransition struct {
 	DeliveredAt    *time.Time
 	FinishedAt     *time.Time
 	At             time.Time // UpdatedAt
+	// RequiresPrevious applies the transition only if the previous one in
+	// the same EventTransition call succeeded (nil result); otherwise it is
+	// not attempted and its result is ErrConflict. On the first transition
+	// of a call it is never applied. It chains: a transition skipped this
+	// way counts as failed for the next one. The throttle uses it to hand a
+	// released event's token to the next waiting event in the same call
+	// (release e1, then e2 scheduled→delivering only if e1's release won),
+	// so that the token moves without touching the policy's count.
+	// The embedded driver applies the whole call in one transaction (both
+	// or neither survive a crash); the Mongo driver applies the writes one
+	// after the other, so a crash between them can leave the first applied
+	// and not the second (a token counted in InUse that no event holds,
+	// which the bucket owner's reconciliation repairs).
+	RequiresPrevious bool
 }
 
 // EventStore keeps events, the delivery units.

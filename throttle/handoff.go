@@ -3,6 +3,10 @@ package throttle
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // In-process token hand-off.
@@ -114,4 +118,77 @@ func (b *bucket) returnGifts(ctx context.Context) {
 			b.t.log.Warn().Err(err).Str("policy", b.policyID).Int("tokens", n).Msg("returning unused tokens failed")
 		}
 	}
+}
+
+// next is a waiting event taken from a local bucket by a release, to be
+// started in the release's own store call: the release's transition and
+// then this one with RequiresPrevious, so that the released event's token
+// moves to the next event in one commit, without touching the policy's
+// persisted InUse (which counts the token the whole time, as for a gift).
+type next struct {
+	b   *bucket
+	it  Item
+	p   *model.Policy
+	exp time.Time
+	at  time.Time
+}
+
+// takeNext takes one waiting event of policyID, not covered by a gift, from
+// a local bucket that keeps its tokens in st; nil if there is none.
+func takeNext(st any, policyID string) *next {
+	local.Lock()
+	bs := append([]*bucket(nil), local.m[policyID]...)
+	local.Unlock()
+	for _, b := range bs {
+		if !sameStore(b.t.deps.Store, st) {
+			continue
+		}
+		b.mu.Lock()
+		var it Item
+		ok := false
+		if !b.closed && b.q.Len()-b.gifts > 0 {
+			it, ok = b.q.Pop()
+		}
+		b.mu.Unlock()
+		if !ok {
+			continue
+		}
+		p := b.getPolicy()
+		now := b.t.deps.Clock.Now()
+		return &next{b: b, it: it, p: p, exp: now.Add(b.t.TokenTimeout(p)), at: now}
+	}
+	return nil
+}
+
+// transition is the next event's scheduled → delivering write, applied only
+// if the release before it in the same call won.
+func (n *next) transition() store.EventTransition {
+	exp := n.exp
+	return store.EventTransition{ID: n.it.Event.ID, From: model.EventScheduled, Fence: n.it.Fence,
+		To: model.EventDelivering, TokenExpiresAt: &exp, At: n.at, RequiresPrevious: true}
+}
+
+// putBack returns the event to its bucket's queue: it was not started.
+func (n *next) putBack() {
+	if n == nil {
+		return
+	}
+	n.b.mu.Lock()
+	n.b.q.Push(n.it)
+	n.b.mu.Unlock()
+	signal(n.b.wake)
+}
+
+// dispatch hands the started event (now delivering, holding the token) to
+// the bucket's Dispatch without making the release caller wait for it.
+func (n *next) dispatch() {
+	e := *n.it.Event
+	e.Status = model.EventDelivering
+	exp := n.exp
+	e.TokenExpiresAt = &exp
+	e.Fence = n.it.Fence
+	it := n.it
+	it.Event = &e
+	it.Policy = n.p
+	go n.b.t.deps.Dispatch([]Item{it})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
 	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
@@ -130,4 +131,136 @@ func TestReleaseOtherStoreReturnsToken(t *testing.T) {
 	}
 	thr.Released("q")
 	waitFor(t, 5*time.Second, "second dispatched", func() bool { return n.Load() == 2 })
+}
+
+// callStore records the EventTransition calls.
+type callStore struct {
+	*countingStore
+	mu    sync.Mutex
+	calls [][]store.EventTransition
+}
+
+func (c *callStore) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, append([]store.EventTransition(nil), ts...))
+	c.mu.Unlock()
+	return c.countingStore.EventTransition(ctx, ts)
+}
+
+// A release served where the bucket runs starts the next waiting event in
+// the same store call (release, then scheduled → delivering with
+// RequiresPrevious); if that start loses, the token goes to the next event;
+// if the release loses, the event it took goes back to the queue.
+func TestReleaseStartsNextInSameCall(t *testing.T) {
+	ctx := context.Background()
+	mem := throttletest.NewMemStore()
+	st := &callStore{countingStore: &countingStore{MemStore: mem}}
+	newPolicy(t, mem, "p", 1, time.Minute)
+	items := scheduledEvents(t, mem, "p", "s", 4, 1)
+
+	var mu sync.Mutex
+	var got []throttle.Item
+	thr, err := throttle.New(throttle.Config{}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
+		Dispatch: func(its []throttle.Item) {
+			for _, it := range its {
+				if it.Event.Status != model.EventDelivering || it.Policy == nil || it.Event.TokenExpiresAt == nil {
+					t.Errorf("dispatched %s in status %s (policy %v)", it.Event.ID, it.Event.Status, it.Policy)
+				}
+			}
+			mu.Lock()
+			got = append(got, its...)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { thr.Stop(ctx) })
+	thr.Enqueue(items...)
+	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
+	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	get := func(id string) *model.Event {
+		t.Helper()
+		e, err := mem.EventGetByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	// 1. The release of the first event starts one waiting event in the
+	// same call: when Release returns, it is already delivering.
+	first := get(dispatched()[0].Event.ID)
+	st.mu.Lock()
+	st.calls = nil
+	st.mu.Unlock()
+	if ok, err := throttle.Release(ctx, st, first, time.Now()); !ok || err != nil {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	st.mu.Lock()
+	calls := st.calls
+	st.mu.Unlock()
+	if len(calls) != 1 || len(calls[0]) != 2 || calls[0][0].ID != first.ID || !calls[0][1].RequiresPrevious {
+		t.Fatalf("release made calls %+v, want one call: release, then a start with RequiresPrevious", calls)
+	}
+	next := calls[0][1].ID
+	if s := get(next).Status; s != model.EventDelivering {
+		t.Fatalf("next event %s is %s after the release returned, want delivering", next, s)
+	}
+	waitFor(t, 5*time.Second, "next dispatched", func() bool { d := dispatched(); return len(d) == 2 && d[1].Event.ID == next })
+
+	// 2. A second release of the same event loses: nothing is started, the
+	// event it took waits again.
+	if ok, err := throttle.Release(ctx, st, first, time.Now()); ok || err != nil {
+		t.Fatalf("second release: %v, %v; want false, nil", ok, err)
+	}
+	if n := inUse(t, mem, "p"); n != 1 {
+		t.Fatalf("InUse %d, want 1", n)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if d := dispatched(); len(d) != 2 {
+		t.Fatalf("%d dispatched after a lost release, want 2", len(d))
+	}
+
+	// 3. A waiting event cancelled in the store meanwhile: its start loses
+	// and the token goes to the last one.
+	var waiting []string
+	for _, it := range items {
+		if s := get(it.Event.ID).Status; s == model.EventScheduled {
+			waiting = append(waiting, it.Event.ID)
+		}
+	}
+	if len(waiting) != 2 {
+		t.Fatalf("%d events waiting, want 2", len(waiting))
+	}
+	now := time.Now()
+	res, err := mem.EventTransition(ctx, []store.EventTransition{{ID: waiting[0], From: model.EventScheduled, To: model.EventCancelled, FinishedAt: &now, At: now}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("cancel %s: %v %v", waiting[0], err, res)
+	}
+	st.mu.Lock()
+	st.calls = nil
+	st.mu.Unlock()
+	if ok, err := throttle.Release(ctx, st, get(next), time.Now()); !ok || err != nil {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	st.mu.Lock()
+	calls = st.calls
+	st.mu.Unlock()
+	if len(calls) == 0 || len(calls[0]) != 2 || calls[0][1].ID != waiting[0] {
+		t.Fatalf("release made calls %+v, want one that starts the cancelled %s", calls, waiting[0])
+	}
+	waitFor(t, 5*time.Second, "last dispatched", func() bool { d := dispatched(); return len(d) == 3 && d[2].Event.ID == waiting[1] })
+	if n := inUse(t, mem, "p"); n != 1 {
+		t.Fatalf("InUse %d, want 1", n)
+	}
+	if n, _ := mem.EventCountHoldingTokens(ctx, "p"); n != 1 {
+		t.Fatalf("%d events hold tokens, want 1", n)
+	}
+	if r := st.returned.Load(); r != 0 {
+		t.Fatalf("%d tokens returned to the store, want 0", r)
+	}
 }

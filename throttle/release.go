@@ -46,37 +46,69 @@ func holdingFrom(s model.EventStatus) []model.EventStatus {
 // so (the bucket owner's periodic reconciliation repairs the count).
 //
 // If the policy's bucket runs in this process (on the same store) and events
-// wait in it, the token is handed to it directly instead of being written
-// back (see handoff.go). Otherwise the caller should tell the bucket owner,
-// if it is in this process, with (*Throttle).Released so that the next
-// waiting event goes at once.
+// wait in it, the next waiting event takes the token in the same store call
+// as the release: the release's compare-and-set and then the event's
+// scheduled → delivering write with store.EventTransition.RequiresPrevious,
+// one commit on the embedded store; the event is dispatched once it is
+// durably delivering. If that start loses, the token is handed to the
+// bucket directly instead of being written back (see handoff.go). Otherwise
+// the caller should tell the bucket owner, if it is in this process, with
+// (*Throttle).Released so that the next waiting event goes at once.
 func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time) (released bool, err error) {
 	if e.Status.Finished() {
 		return false, nil
 	}
+	// If an event waits in a local bucket, it takes the token in the same
+	// store call (one commit instead of a release and then a start).
+	var nx *next
+	if e.PolicyID != "" {
+		nx = takeNext(st, e.PolicyID)
+	}
+	var nextErr error
 	fin := now
 	for _, from := range holdingFrom(e.Status) {
-		errs, err := st.EventTransition(ctx, []store.EventTransition{{
+		ts := []store.EventTransition{{
 			ID: e.ID, From: from, To: model.EventReleased,
 			FinishedAt: &fin, ClearToken: true, At: now,
-		}})
+		}}
+		if nx != nil {
+			ts = append(ts, nx.transition())
+		}
+		errs, err := st.EventTransition(ctx, ts)
 		if err != nil {
+			nx.putBack()
 			return false, err
 		}
 		if errs[0] == nil {
 			released = true
+			if nx != nil {
+				nextErr = errs[1]
+			}
 			break
 		}
 		if errors.Is(errs[0], model.ErrNotFound) {
+			nx.putBack()
 			return false, nil
 		}
 		if !errors.Is(errs[0], model.ErrConflict) {
+			nx.putBack()
 			return false, errs[0]
 		}
 	}
-	if !released || e.PolicyID == "" {
-		return released, nil
+	if !released {
+		nx.putBack()
+		return false, nil
 	}
+	if e.PolicyID == "" {
+		return true, nil
+	}
+	if nx != nil && nextErr == nil {
+		// The next event holds the token now and is delivering.
+		nx.dispatch()
+		return true, nil
+	}
+	// A next event whose start lost (cancelled, or claimed by a newer owner
+	// of its shard) is dropped, as in (*bucket).start; the token is free.
 	if handOff(st, e.PolicyID, 1) == 1 {
 		// The policy's bucket runs in this process and an event waits:
 		// the token goes to it without a store write.

@@ -391,6 +391,10 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 	err := s.batch(ctx, "event transition", func(tx *bolt.Tx) error {
 		w := newEventWriter(tx)
 		for i := range ts {
+			if ts[i].RequiresPrevious && (i == 0 || results[i-1] != nil) {
+				results[i] = model.ErrConflict
+				continue
+			}
 			if err := applyTransition(tx, w, &ts[i], &results[i]); err != nil {
 				return err
 			}

@@ -206,6 +206,10 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 	results := make([]error, len(ts))
 	for i := range ts {
 		t := &ts[i]
+		if t.RequiresPrevious && (i == 0 || results[i-1] != nil) {
+			results[i] = fmt.Errorf("event transition %s %s→%s: previous transition failed: %w", t.ID, t.From, t.To, model.ErrConflict)
+			continue
+		}
 		err := s.eventTransition(ctx, t)
 		if errors.Is(err, model.ErrUnavailable) {
 			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)

@@ -1110,6 +1110,63 @@ var eventTests = []namedTest{
 		requireTime(t, got.UpdatedAt, at(time.Second), "UpdatedAt")
 		requireTime(t, got.LaunchAt, e.LaunchAt, "LaunchAt unchanged when not set")
 	}},
+	{"TransitionRequiresPrevious", func(t *testing.T, d store.Driver) {
+		// A release hands its token to the next waiting event in the same
+		// call: e2 starts only if e1's release won.
+		ctx := t.Context()
+		e1 := newEvent("A", "s1", base, 0)
+		e2 := newEvent("A", "s1", at(time.Second), 1)
+		e3 := newEvent("A", "s1", at(2*time.Second), 2)
+		insertEvents(t, d, e1, e2, e3)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 5, DueBefore: at(time.Minute), Limit: 10})
+		requireNoError(t, err, "EventClaimDue")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: e1.ID, From: model.EventScheduled, Fence: 5, To: model.EventDelivering, TokenExpiresAt: ptr(at(time.Minute)), At: base}), "e1 delivering")
+
+		release := func(id string) store.EventTransition {
+			return store.EventTransition{ID: id, From: model.EventDelivering, To: model.EventReleased, FinishedAt: ptr(base), ClearToken: true, At: base}
+		}
+		start := func(id string) store.EventTransition {
+			return store.EventTransition{ID: id, From: model.EventScheduled, Fence: 5, To: model.EventDelivering, TokenExpiresAt: ptr(at(2 * time.Minute)), At: base, RequiresPrevious: true}
+		}
+
+		// The first release wins: the next event starts.
+		errs, err := d.EventTransition(ctx, []store.EventTransition{release(e1.ID), start(e2.ID)})
+		requireNoError(t, err, "EventTransition")
+		requireEqual(t, len(errs), 2, "results")
+		requireNoError(t, errs[0], "release e1")
+		requireNoError(t, errs[1], "start e2 after the release won")
+		requireEqual(t, getEvent(t, d, e1.ID).Status, model.EventReleased, "e1 Status")
+		got := getEvent(t, d, e2.ID)
+		requireEqual(t, got.Status, model.EventDelivering, "e2 Status")
+		requireTimePtr(t, got.TokenExpiresAt, ptr(at(2*time.Minute)), "e2 TokenExpiresAt")
+
+		// Releasing e1 again loses: e3 is not started, and neither is the
+		// one after a skipped transition (the skip chains).
+		errs, err = d.EventTransition(ctx, []store.EventTransition{release(e1.ID), start(e3.ID), release(e2.ID)})
+		requireNoError(t, err, "EventTransition")
+		requireEqual(t, len(errs), 3, "results")
+		requireIs(t, errs[0], model.ErrConflict, "second release of e1")
+		requireIs(t, errs[1], model.ErrConflict, "e3 skipped")
+		requireNoError(t, errs[2], "release e2 (no RequiresPrevious)")
+		requireEqual(t, getEvent(t, d, e3.ID).Status, model.EventScheduled, "e3 untouched")
+		requireTimePtr(t, getEvent(t, d, e3.ID).TokenExpiresAt, nil, "e3 TokenExpiresAt untouched")
+
+		// A skipped transition makes the next RequiresPrevious one skip too.
+		r3 := start(e3.ID)
+		r3.ID, r3.From, r3.RequiresPrevious = "nope", model.EventDelivering, false
+		errs, err = d.EventTransition(ctx, []store.EventTransition{r3, start(e3.ID), start(e3.ID)})
+		requireNoError(t, err, "EventTransition")
+		requireIs(t, errs[0], model.ErrNotFound, "unknown event")
+		requireIs(t, errs[1], model.ErrConflict, "skipped after a failure")
+		requireIs(t, errs[2], model.ErrConflict, "skipped after a skip")
+		requireEqual(t, getEvent(t, d, e3.ID).Status, model.EventScheduled, "e3 still untouched")
+
+		// On the first transition of a call it is never applied.
+		errs, err = d.EventTransition(ctx, []store.EventTransition{start(e3.ID)})
+		requireNoError(t, err, "EventTransition")
+		requireIs(t, errs[0], model.ErrConflict, "RequiresPrevious first")
+		requireEqual(t, getEvent(t, d, e3.ID).Status, model.EventScheduled, "e3 still scheduled")
+	}},
 	{"TransitionConcurrent", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		e := newEvent("A", "s1", base, 0)

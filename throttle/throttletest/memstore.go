@@ -144,6 +144,10 @@ func (s *MemStore) EventTransition(ctx context.Context, ts []store.EventTransiti
 	}
 	out := make([]error, len(ts))
 	for i, t := range ts {
+		if t.RequiresPrevious && (i == 0 || out[i-1] != nil) {
+			out[i] = model.ErrConflict
+			continue
+		}
 		e, ok := s.events[t.ID]
 		if !ok {
 			out[i] = model.ErrNotFound
