@@ -425,9 +425,19 @@ func TestEvents(t *testing.T) {
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "token")
 	})
 	t.Run("ReleasePendingIs409", func(t *testing.T) {
-		e := h.insertEvent(tid, "sch_a", "", model.EventPending)
+		e := h.insertEvent(tid, "sch_a", pol.Id, model.EventPending)
 		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "")
+	})
+	t.Run("ReleaseUnthrottledIsAcceptedAndChangesNothing", func(t *testing.T) {
+		// A fast consumer may release before the handler recorded the
+		// delivery; without a policy there is no token to give back.
+		e := h.insertEvent(tid, "sch_a", "", model.EventScheduled)
+		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventScheduled {
+			t.Fatalf("release of an unthrottled event changed it to %s", stored.Status)
+		}
 	})
 	t.Run("Extend", func(t *testing.T) {
 		e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
