@@ -275,8 +275,14 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 				}
 			}
 		}
-		e.log.Debug().Int("partition", p).Str("timezone", tz).Time("window", w0).
-			Int("eligibleKeys", len(keys)).Int("childrenRead", len(children)).Msg("timezone scanned")
+		if ev := e.log.Debug(); ev.Enabled() {
+			names := make([]string, len(keys))
+			for i, k := range keys {
+				names[i] = fmt.Sprintf("%s@%02d", k.LaunchExpression, k.Minute)
+			}
+			ev.Int("partition", p).Str("timezone", tz).Time("window", w0).Strs("keys", names).
+				Int("eligibleKeys", len(keys)).Int("childrenRead", len(children)).Msg("timezone scanned")
+		}
 	}
 	st.ChildrenRead += read
 	st.Windows++
