@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,16 +134,36 @@ func loadBenchStores(b *testing.B) map[int]string {
 		loaded := 0
 		began := time.Now()
 		for _, size := range sizes {
-			for ; loaded < size; loaded++ {
-				s := benchSchedule(loaded)
-				if err := st.ScheduleCreate(ctx, s, childrenOf(b, s)); err != nil {
-					benchStores.err = err
-					return
-				}
-				if loaded%100000 == 0 && loaded > 0 {
-					fmt.Fprintf(os.Stderr, "loaded %d schedules in %s\n", loaded, time.Since(began).Round(time.Second))
-				}
+			// Concurrent creates share the store's group commits.
+			var next atomic.Int64
+			next.Store(int64(loaded))
+			var wg sync.WaitGroup
+			var errOnce sync.Once
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := int(next.Add(1) - 1)
+						if i >= size {
+							return
+						}
+						s := benchSchedule(i)
+						if err := st.ScheduleCreate(ctx, s, childrenOf(b, s)); err != nil {
+							errOnce.Do(func() { benchStores.err = err })
+							return
+						}
+						if i%100000 == 0 && i > 0 {
+							fmt.Fprintf(os.Stderr, "loaded %d schedules in %s\n", i, time.Since(began).Round(time.Second))
+						}
+					}
+				}()
 			}
+			wg.Wait()
+			if benchStores.err != nil {
+				return
+			}
+			loaded = size
 			snap := filepath.Join(dir, strconv.Itoa(size))
 			if err := st.Close(); err != nil {
 				benchStores.err = err

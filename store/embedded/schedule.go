@@ -148,7 +148,7 @@ func putSchedule(tx *bolt.Tx, sc *model.Schedule) error {
 // ScheduleCreate stores sc and its children in one transaction.
 // model.ErrConflict if the id exists.
 func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
-	return s.update(ctx, "schedule create", func(tx *bolt.Tx) error {
+	return s.batch(ctx, "schedule create", func(tx *bolt.Tx) error {
 		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
 			return model.ErrConflict
 		}
@@ -423,7 +423,7 @@ func (s *Store) WatermarkGet(ctx context.Context, partition int) (model.Watermar
 // WatermarkAdvance moves the watermark forward under a fence that is not
 // older than the stored one. model.ErrConflict otherwise.
 func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
-	return s.update(ctx, "watermark advance", func(tx *bolt.Tx) error {
+	return s.batch(ctx, "watermark advance", func(tx *bolt.Tx) error {
 		key := appendInt32(nil, w.Partition)
 		var old model.Watermark
 		switch err := getJSON(tx, bWatermarks, key, &old); err {
