@@ -112,7 +112,9 @@ type proc struct {
 	expected bool // the current run ends by our signal
 	up       bool // the current run printed its banner
 	starts   int
-	crashes  []string // unexpected exits
+	crashes  []string // unexpected exits of a running (banner printed) process
+
+	startFailures int // exits before the banner that no signal of ours caused
 }
 
 func newProc(t *testing.T, name, bin, banner string, args, env []string) *proc {
@@ -162,6 +164,8 @@ func (p *proc) tryStart() (string, error) {
 	fmt.Fprintf(logf, "=== %s start #%d at %s\n", p.name, p.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env
+	// The process dies with the test process, even if the test is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -195,8 +199,13 @@ func (p *proc) tryStart() (string, error) {
 		err := cmd.Wait()
 		p.mu.Lock()
 		fmt.Fprintf(logf, "=== %s exited at %s: %v (expected %v)\n", p.name, time.Now().Format(time.RFC3339Nano), err, p.expected)
-		if !p.expected {
+		switch {
+		case !p.expected && p.up:
 			p.crashes = append(p.crashes, fmt.Sprintf("%s exited on its own at %s: %v", p.name, time.Now().Format(time.RFC3339Nano), err))
+		case !p.expected:
+			// Failing to start (for example while the store restarts) is
+			// not a crash of a running instance; the caller retries.
+			p.startFailures++
 		}
 		if p.cmd == cmd {
 			p.cmd, p.up = nil, false
@@ -279,6 +288,20 @@ func (p *proc) pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// startWithRetry starts the process, trying again (like a supervisor) when
+// a start fails, up to n times.
+func (p *proc) startWithRetry(n int) error {
+	var err error
+	for range n {
+		if _, err = p.tryStart(); err == nil {
+			return nil
+		}
+		p.t.Logf("start %s: %v; trying again", p.name, err)
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("start %s failed %d times: %w", p.name, n, err)
 }
 
 // unexpectedExits lists the exits no signal of ours caused.

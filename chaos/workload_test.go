@@ -210,12 +210,36 @@ func (d *deployment) missing(s kit.Snapshot) []string {
 	return out
 }
 
+// doubleEmitted lists the one-off schedules of which the consumer accepted
+// more distinct events than the schedule's single fire has: a fire emitted
+// twice (under another fire time or id) would show here, a redelivery of the
+// same event would not (that is a duplicate).
+func (d *deployment) doubleEmitted(s kit.Snapshot) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	distinct := map[string]int{}
+	for _, e := range s.Events {
+		if e.Accepted > 0 {
+			distinct[e.ScheduleID]++
+		}
+	}
+	var out []string
+	for id, n := range d.oneOffs {
+		if distinct[id] > n {
+			out = append(out, fmt.Sprintf("%s: %d distinct events, %d expected", id, distinct[id], n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // report is the outcome of a run.
 type report struct {
 	Expected    int
 	Delivered   int // distinct expected events accepted at least once
 	Missing     []string
-	Accepted    int // accepted deliveries in total
+	Doubled     []string // one-off schedules with more distinct events than expected
+	Accepted    int      // accepted deliveries in total
 	Duplicates  int
 	Unfinished  []kit.Event
 	Statuses    map[string]int
@@ -287,6 +311,7 @@ func (d *deployment) drain(ctx context.Context, timeout time.Duration) *report {
 	s := d.rec.Snapshot()
 	r.Expected = d.expectedCount()
 	r.Missing = d.missing(s)
+	r.Doubled = d.doubleEmitted(s)
 	r.Delivered = r.Expected - len(r.Missing)
 	r.Duplicates = s.Duplicates()
 	r.Accepted = s.Counters["accepted"]
@@ -343,6 +368,9 @@ func (d *deployment) assert(r *report, c checks) {
 	}
 	if len(r.Missing) > 0 {
 		t.Errorf("LOSS: %d of %d expected events never reached the consumer, for example %v", len(r.Missing), r.Expected, r.Missing[:min(10, len(r.Missing))])
+	}
+	if len(r.Doubled) > 0 {
+		t.Errorf("DOUBLE EMISSION: %v", r.Doubled)
 	}
 	if len(r.Unfinished) > 0 {
 		var ex []string

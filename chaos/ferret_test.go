@@ -1,0 +1,74 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// watchdog restarts FerretDB when it stops answering, the way an operator's
+// liveness probe would. FerretDB v1 can wedge under many clients that are
+// killed mid-query: each open cursor holds one of its 100 pooled SQLite
+// connections, and when they are all held every further query waits for
+// good (seen in a goroutine dump: 100 open rows, ~100 finds waiting in
+// database/sql's pool). A restart is one more store outage, which the
+// service must survive anyway; the test logs and counts it.
+//
+// It probes with a findOne on the leases collection (a query, not a ping:
+// ping answers without the pool) every 2s; 3 failed probes in a row restart
+// the process on the same port and data. db must be the database the
+// instances use: FerretDB keeps one SQLite file and one pool per database,
+// and one can wedge while the others answer. It returns the restart counter.
+func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.Int32 {
+	var restarts atomic.Int32
+	client, err := mongo.Connect(options.Client().ApplyURI(f.uri).
+		SetServerSelectionTimeout(3 * time.Second).SetConnectTimeout(3 * time.Second))
+	if err != nil {
+		t.Fatalf("watchdog: %v", err)
+	}
+	go func() {
+		defer func() { _ = client.Disconnect(context.Background()) }()
+		coll := client.Database(db).Collection("leases")
+		fails := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			if !f.running() {
+				fails = 0
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := coll.FindOne(pctx, bson.D{}).Err()
+			cancel()
+			if err == nil || errors.Is(err, mongo.ErrNoDocuments) {
+				fails = 0
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			fails++
+			if fails < 3 {
+				continue
+			}
+			fails = 0
+			restarts.Add(1)
+			t.Logf("watchdog: FerretDB has not answered a query for 3 probes (%v); restarting it", err)
+			f.kill()
+			if _, err := f.tryStart(); err != nil {
+				t.Errorf("watchdog: restart FerretDB: %v", err)
+				return
+			}
+		}
+	}()
+	return &restarts
+}

@@ -1,0 +1,111 @@
+package kit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+)
+
+var testSecret = []byte("kit-test-secret")
+
+// post delivers m to the recorder as schedulerd would, signed with secret.
+func post(t *testing.T, url string, secret []byte, m delivery.Message) int {
+	t.Helper()
+	body, _ := json.Marshal(m)
+	ts := time.Now().Unix()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set(httpdelivery.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(httpdelivery.HeaderSignature, httpdelivery.Sign(secret, ts, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// The checker must be able to fail: more deliveries of a policy than its
+// bound before any release is a violation; a redelivery is a duplicate; a
+// bad signature is refused and counted; a release that fails on its own URL
+// is retried against the other bases.
+func TestRecorderDetects(t *testing.T) {
+	var releases, deadCalls atomic.Int32
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadCalls.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer dead.Close()
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		releases.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer live.Close()
+
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: 200 * time.Millisecond,
+		ReleaseBases: func() []string { return []string{live.URL} }})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetPolicy("p", 2)
+
+	msg := func(id string) delivery.Message {
+		return delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Index: 0, Count: 3,
+			Attempt: 1, Payload: Payload{Policy: "p"}.JSON(),
+			Release: delivery.Release{URL: dead.URL + "/v1/events/" + id + "/release", Token: "tok"}}
+	}
+	for _, id := range []string{"e1", "e2", "e3", "e1"} {
+		if code := post(t, u, testSecret, msg(id)); code != http.StatusOK {
+			t.Fatalf("delivery %s answered %d", id, code)
+		}
+	}
+	if code := post(t, u, []byte("wrong"), msg("e4")); code != http.StatusUnauthorized {
+		t.Fatalf("a bad signature answered %d, want 401", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if len(s.Violations) != 2 || s.MaxHeld["p"] != 4 {
+		t.Errorf("violations %d (want 2), max held %d (want 4)", len(s.Violations), s.MaxHeld["p"])
+	}
+	if s.Duplicates() != 1 || s.Accepted() != 3 {
+		t.Errorf("duplicates %d (want 1), accepted %d (want 3)", s.Duplicates(), s.Accepted())
+	}
+	if s.Counters["bad_signature"] != 1 {
+		t.Errorf("bad signatures %d, want 1", s.Counters["bad_signature"])
+	}
+	if s.Held["p"] != 0 {
+		t.Errorf("tokens still held after the releases: %d", s.Held["p"])
+	}
+	if releases.Load() != 4 || deadCalls.Load() != 4 || s.Counters["release_ok"] != 4 {
+		t.Errorf("releases: %d on the live base, %d on the dead one, %d ok; want 4, 4, 4", releases.Load(), deadCalls.Load(), s.Counters["release_ok"])
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for p, want := range map[float64]time.Duration{50: 50, 95: 95, 99: 99, 100: 100, 0: 1} {
+		if got := Percentile(d, p); got != want {
+			t.Errorf("p%v = %v, want %v", p, got, want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("empty percentile is not 0")
+	}
+}
