@@ -192,6 +192,9 @@ func (h *Handler) prefetchLoop() {
 	}
 }
 
+// refencer is implemented by *lease.Balancer.
+type refencer interface{ Refence(shard int) }
+
 // Prefetch runs one prefetch pass now: it picks up lease changes and claims
 // the owned shards' events due within Horizon.
 func (h *Handler) Prefetch(ctx context.Context) error {
@@ -235,6 +238,14 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 			evs, cerr := h.deps.Store.EventClaimDue(ctx, &store.EventClaimParams{
 				Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: limit})
 			if cerr != nil {
+				// The store may have applied the claim and lost the reply:
+				// those events would stay scheduled under this fence with
+				// nobody holding them. Take the shard again under a new
+				// fence, so that everything claimed under this one is
+				// claimable again.
+				if r, ok := h.deps.Shards.(refencer); ok {
+					r.Refence(shard)
+				}
 				mu.Lock()
 				errs = append(errs, cerr)
 				mu.Unlock()

@@ -90,6 +90,10 @@ type Balancer struct {
 	changed chan struct{}
 
 	lastOK time.Time // last Tick that reached the store, by cfg.Clock
+	// refence holds units given up by Refence whose lease still names this
+	// owner in the store; they are released (and only then taken again,
+	// with a new fence) on the next ticks.
+	refence map[int]model.Lease
 
 	lifeMu sync.Mutex
 	sched  gocron.Scheduler
@@ -107,7 +111,7 @@ func New(cfg Config, st Store) (*Balancer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Balancer{cfg: cfg, store: st, held: map[int]model.Lease{}, changed: make(chan struct{}, 1)}, nil
+	return &Balancer{cfg: cfg, store: st, held: map[int]model.Lease{}, refence: map[int]model.Lease{}, changed: make(chan struct{}, 1)}, nil
 }
 
 // Config returns the validated configuration.
@@ -131,6 +135,25 @@ func (b *Balancer) Owns(unit int, fence int64) bool {
 	defer b.mu.Unlock()
 	l, ok := b.held[unit]
 	return ok && l.Fence == fence && b.cfg.Clock().Before(l.ExpiresAt)
+}
+
+// Refence gives unit up now and takes it again with a new fence once its
+// lease could be released. A worker calls it when it can no longer tell
+// which work it holds under the current fence: for example a claim whose
+// answer was lost (the store applied it, the reply never came). Work claimed
+// under the old fence is then claimable again, by this instance or another.
+func (b *Balancer) Refence(unit int) {
+	b.mu.Lock()
+	l, ok := b.held[unit]
+	if ok {
+		delete(b.held, unit)
+		b.refence[unit] = l
+	}
+	b.mu.Unlock()
+	if ok {
+		b.cfg.Logger.Info().Str("lease", l.Name).Int64("fence", l.Fence).Msg("lease given up for a new fence")
+		b.signal()
+	}
 }
 
 // Changed is signalled (without blocking) whenever the held set changes.
@@ -256,6 +279,21 @@ func (b *Balancer) Tick(ctx context.Context) error {
 	share := (b.cfg.Units + live - 1) / live
 
 	changed := false
+	b.mu.Lock()
+	pending := make(map[int]model.Lease, len(b.refence))
+	for u, l := range b.refence {
+		pending[u] = l
+	}
+	b.mu.Unlock()
+	for u, l := range pending {
+		err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+		if err == nil || errors.Is(err, model.ErrConflict) {
+			b.mu.Lock()
+			delete(b.refence, u)
+			b.mu.Unlock()
+			delete(pending, u)
+		}
+	}
 	// Renew what we hold; forget what we lost.
 	b.mu.Lock()
 	held := make(map[int]model.Lease, len(b.held))
@@ -307,6 +345,9 @@ func (b *Balancer) Tick(ctx context.Context) error {
 			}
 			if l.Owner != "" && l.Owner != b.cfg.Owner && now.Before(l.ExpiresAt) {
 				busy[u] = true
+			}
+			if _, ok := pending[u]; ok {
+				busy[u] = true // still names us under the old fence
 			}
 		}
 		// Start at an owner-dependent offset so that instances starting

@@ -173,6 +173,32 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("RefenceTakesTheUnitAgainUnderANewFence", func(t *testing.T) {
+		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		b := newBalancers(t, openStore(t), clk, 1, 4)[0]
+		tickAll(t, ctx, []*lease.Balancer{b}, 1)
+		before := b.Held()
+		b.Refence(2)
+		if _, ok := b.Held()[2]; ok || b.Owns(2, before[2]) {
+			t.Fatal("unit 2 still held right after Refence")
+		}
+		select {
+		case <-b.Changed():
+		default:
+			t.Fatal("Refence did not signal a change")
+		}
+		tickAll(t, ctx, []*lease.Balancer{b}, 1)
+		after := b.Held()
+		if f, ok := after[2]; !ok || f <= before[2] {
+			t.Fatalf("unit 2 after Refence and a tick: fence %d held %v, want a fence above %d", f, ok, before[2])
+		}
+		for u, f := range before {
+			if u != 2 && after[u] != f {
+				t.Errorf("unit %d changed fence %d -> %d", u, f, after[u])
+			}
+		}
+	})
+
 	t.Run("RejectsBadConfig", func(t *testing.T) {
 		for name, cfg := range map[string]lease.Config{
 			"NoGroup":    {Units: 1, Owner: "a"},
