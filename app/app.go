@@ -78,7 +78,11 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	case "embedded":
 		a.store, err = embedded.Open(cfg.DataDir, embedded.Options{})
 	case "mongo":
-		a.store, err = mongo.Open(ctx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase})
+		// Bounded, so that an unreachable store fails the start with an
+		// error instead of hanging before the banner.
+		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		a.store, err = mongo.Open(octx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase, OperationTimeout: 30 * time.Second})
+		cancel()
 	}
 	if err != nil {
 		ln.Close()

@@ -107,7 +107,7 @@ func Options() []Option {
 		{"store", "SCHEDULER_STORE", "embedded", "storage driver: embedded (one process, data directory) or mongo", str(func(c *Config) *string { return &c.Store })},
 		{"data-dir", "SCHEDULER_DATA_DIR", "./data", "data directory of the embedded store (also keeps generated secrets)", str(func(c *Config) *string { return &c.DataDir })},
 		{"mongo-uri", "SCHEDULER_MONGO_URI", "", "MongoDB connection string (store=mongo)", str(func(c *Config) *string { return &c.MongoURI })},
-		{"mongo-database", "SCHEDULER_MONGO_DATABASE", "schedulerd", "MongoDB database name (store=mongo)", str(func(c *Config) *string { return &c.MongoDatabase })},
+		{"mongo-database", "SCHEDULER_MONGO_DATABASE", "", "MongoDB database name (store=mongo; default: the database in the URI path, else schedulerd)", str(func(c *Config) *string { return &c.MongoDatabase })},
 		{"admin-key", "SCHEDULER_ADMIN_KEY", "", "admin API key; embedded store: generated into <data-dir>/admin.key when empty; mongo: required", str(func(c *Config) *string { return &c.AdminKey })},
 		{"signing-secret", "SCHEDULER_SIGNING_SECRET", "", "HMAC secret for delivery signatures; embedded: generated into <data-dir>/signing.secret when empty; mongo: required", str(func(c *Config) *string { return &c.SigningSecret })},
 		{"sqs-region", "SCHEDULER_SQS_REGION", "us-east-1", "AWS region for SQS delivery", str(func(c *Config) *string { return &c.SQSRegion })},
