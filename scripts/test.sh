@@ -18,9 +18,9 @@ if [ -n "$unformatted" ]; then
 fi
 
 echo "== generated code is up to date"
-go generate ./api/...
+go generate ./api/... ./client/...
 if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --exit-code --stat -- api client; then
-  echo "generated code differs from openapi.yaml: run 'go generate ./api/...' and commit"; exit 1
+  echo "generated code differs from openapi.yaml: run 'go generate ./api/... ./client/...' and commit"; exit 1
 fi
 
 echo "== go vet"
