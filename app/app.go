@@ -81,7 +81,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		// Bounded, so that an unreachable store fails the start with an
 		// error instead of hanging before the banner.
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		a.store, err = mongo.Open(octx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase, OperationTimeout: 30 * time.Second})
+		a.store, err = mongo.Open(octx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase})
 		cancel()
 	}
 	if err != nil {
