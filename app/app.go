@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -53,13 +52,14 @@ type App struct {
 	ln           net.Listener
 	serveErr     chan error
 
+	done     chan struct{} // closed by Shutdown
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
 func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
-	a := &App{cfg: cfg, log: log, metrics: newMetrics(), serveErr: make(chan error, 1)}
+	a := &App{cfg: cfg, log: log, metrics: newMetrics(), serveErr: make(chan error, 1), done: make(chan struct{})}
 	if err := a.secrets(); err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (a *App) secrets() error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
-	load := func(name string, dst *string) error {
+	load := func(name, prefix string, dst *string) error {
 		if *dst != "" {
 			return nil
 		}
@@ -119,14 +119,7 @@ func (a *App) secrets() error {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("read %s: %w", path, err)
 		}
-		buf := make([]byte, 32)
-		if _, err := rand.Read(buf); err != nil {
-			return err
-		}
-		*dst = "sk_admin_" + base64.RawURLEncoding.EncodeToString(buf)
-		if name != "admin.key" {
-			*dst = base64.RawURLEncoding.EncodeToString(buf)
-		}
+		*dst = prefix + rand.Text()
 		if err := os.WriteFile(path, []byte(*dst+"\n"), 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
@@ -135,10 +128,10 @@ func (a *App) secrets() error {
 	if a.cfg.AdminKey == "" {
 		a.adminKeyPath = filepath.Join(a.cfg.DataDir, "admin.key")
 	}
-	if err := load("admin.key", &a.cfg.AdminKey); err != nil {
+	if err := load("admin.key", "sk_admin_", &a.cfg.AdminKey); err != nil {
 		return err
 	}
-	return load("signing.secret", &a.cfg.SigningSecret)
+	return load("signing.secret", "", &a.cfg.SigningSecret)
 }
 
 func (a *App) build(ctx context.Context) error {
@@ -271,7 +264,7 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	go a.leaseGauges(ctx)
+	go a.leaseGauges()
 	if err := a.handler.Start(ctx); err != nil {
 		return err
 	}
@@ -286,14 +279,14 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) leaseGauges(ctx context.Context) {
+func (a *App) leaseGauges() {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		a.metrics.leasesHeld.WithLabelValues("emitter").Set(float64(len(a.partitions.Held())))
 		a.metrics.leasesHeld.WithLabelValues("handler").Set(float64(len(a.shards.Held())))
 		select {
-		case <-ctx.Done():
+		case <-a.done:
 			return
 		case <-t.C:
 		}
@@ -320,6 +313,7 @@ func (a *App) Wait(ctx context.Context) error {
 func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.log.Info().Msg("schedulerd shutting down")
+		close(a.done)
 		a.emitter.Stop()
 		a.handler.Stop(ctx)
 		a.partitions.Stop(ctx)

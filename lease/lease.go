@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -352,7 +353,9 @@ func (b *Balancer) Tick(ctx context.Context) error {
 		}
 		// Start at an owner-dependent offset so that instances starting
 		// together do not all race for unit 0.
-		off := int(hashString(b.cfg.Owner) % uint32(b.cfg.Units))
+		h := fnv.New32a()
+		h.Write([]byte(b.cfg.Owner))
+		off := int(h.Sum32() % uint32(b.cfg.Units))
 		for i := 0; i < b.cfg.Units && len(held) < share; i++ {
 			u := (off + i) % b.cfg.Units
 			if busy[u] {
@@ -390,13 +393,4 @@ func sortedUnits(m map[int]model.Lease) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-func hashString(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // casRetries bounds how often a handler re-reads an event after losing a
@@ -96,47 +97,40 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	for range casRetries {
-		// An event without a policy holds no token: its release is accepted
-		// and changes nothing, whenever the consumer sends it (it may arrive
-		// before the handler has recorded the delivery).
-		if e.Status.Finished() || e.PolicyID == "" {
-			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
-		}
-		if !e.Status.HoldsToken() {
-			return conflict("the event is " + string(e.Status) + " and holds no token")
-		}
-		now := s.now().UTC()
-		errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
-			ID: e.ID, From: e.Status, To: model.EventReleased,
-			FinishedAt: &now, ClearToken: true, At: now,
-		}})
-		if err != nil {
-			return err
-		}
-		switch {
-		case errs[0] == nil:
-			if e.PolicyID != "" {
-				if err := s.store.PolicyReleaseTokens(ctx, e.PolicyID, 1, 0); err != nil {
-					// The event is released; the bucket owner's reconciliation
-					// (counting token-holding events) repairs InUse.
-					s.log.Error().Err(err).Str("event", e.ID).Str("policy", e.PolicyID).Msg("giving the token back failed")
-				}
-			}
-			e.Status, e.FinishedAt, e.TokenExpiresAt, e.UpdatedAt = model.EventReleased, &now, nil, now
-			if s.release != nil {
-				s.release(e)
-			}
-			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.Released})
-		case errors.Is(errs[0], model.ErrConflict):
-			if e, err = s.store.EventGetByID(ctx, id); err != nil {
-				return err
-			}
-		default:
-			return errs[0]
-		}
+	// An event without a policy holds no token: its release is accepted
+	// and changes nothing, whenever the consumer sends it (it may arrive
+	// before the handler has recorded the delivery).
+	if e.Status.Finished() || e.PolicyID == "" {
+		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 	}
-	return conflict("the event keeps changing; retry")
+	// throttle.Release does the compare-and-set, gives the token back
+	// exactly once, and hands it straight to a waiting event when the
+	// policy's bucket runs in this process.
+	now := s.now().UTC()
+	released, err := throttle.Release(ctx, s.store, e, now)
+	if released {
+		if err != nil {
+			// The event is released; the bucket owner's reconciliation
+			// (counting token-holding events) repairs InUse.
+			s.log.Error().Err(err).Str("event", e.ID).Str("policy", e.PolicyID).Msg("giving the token back failed")
+		}
+		e.Status, e.FinishedAt, e.TokenExpiresAt, e.UpdatedAt = model.EventReleased, &now, nil, now
+		if s.release != nil {
+			s.release(e)
+		}
+		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.Released})
+	}
+	if err != nil {
+		return err
+	}
+	// It holds no token (any more): answer by its current state.
+	if e, err = s.store.EventGetByID(ctx, id); err != nil {
+		return err
+	}
+	if e.Status.Finished() {
+		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
+	}
+	return conflict("the event is " + string(e.Status) + " and holds no token")
 }
 
 // ExtendEvent implements POST /v1/events/{id}/extend.
