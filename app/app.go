@@ -176,11 +176,8 @@ func (a *App) build(ctx context.Context) error {
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
-		Released: func(e *model.Event) {
-			if e.PolicyID != "" {
-				a.handler.Released(e.PolicyID)
-			}
-		},
+		// Releases served here hand tokens to this handler's buckets.
+		Releaser: a.handler.Throttle(),
 	})
 	if err != nil {
 		return err

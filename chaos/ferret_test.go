@@ -13,18 +13,19 @@ import (
 )
 
 // watchdog restarts FerretDB when it stops answering, the way an operator's
-// liveness probe would. FerretDB v1 can wedge under many clients that are
-// killed mid-query: each open cursor holds one of its 100 pooled SQLite
-// connections, and when they are all held every further query waits for
-// good (seen in a goroutine dump: 100 open rows, ~100 finds waiting in
-// database/sql's pool). A restart is one more store outage, which the
-// service must survive anyway; the test logs and counts it.
+// liveness probe would. FerretDB v1 holds a backend connection for each
+// statement of a command until the command ends, so commands in flight at
+// once can take its whole pool and wait for each other for good (seen in
+// goroutine dumps: one 250-statement claim holding all 50 PostgreSQL
+// connections; later three claims holding 23, 16 and 11). The store driver
+// sends claims to FerretDB in small commands and the instances' client
+// pools are kept small (startFerret), which ended the wedges in the runs
+// since; the watchdog stays as a guard. A restart is one more store outage,
+// which the service must survive anyway; the test logs and counts it.
 //
-// It probes with a findOne on the leases collection (a query, not a ping:
-// ping answers without the pool) every 2s; 3 failed probes in a row restart
-// the process on the same port and data. db must be the database the
-// instances use: FerretDB keeps one SQLite file and one pool per database,
-// and one can wedge while the others answer. It returns the restart counter.
+// It probes with a findOne on the leases collection every 2s; 3 failed
+// probes in a row restart the process on the same port and data. db must
+// be the database the instances use. It returns the restart counter.
 func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.Int32 {
 	var restarts atomic.Int32
 	client, err := mongo.Connect(options.Client().ApplyURI(f.uri).

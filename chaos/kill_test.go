@@ -51,31 +51,26 @@ type killSize struct {
 // are triggered. Afterwards every expected event was delivered at least
 // once, the consumer never held more tokens of a policy than its
 // maxInFlight, no event is left unfinished, and duplicates stay within
-// 0.1% of the events (at least 3 allowed on small runs).
+// 0.1% of the events.
 func TestChaosMultiInstanceKill(t *testing.T) {
 	skipShort(t)
+	// FerretDB is the bottleneck (it filters claims in Go over the whole
+	// collection): ~2,500 events keep the CI run within a few minutes.
 	size := killSize{
-		oneOffs: 9, lateOneOffs: 3, perSchedule: 12, chaosFor: 50 * time.Second,
-		triggerEvery: 8 * time.Second, perTrigger: 6,
+		oneOffs: 9, lateOneOffs: 3, perSchedule: 200, chaosFor: 50 * time.Second,
+		triggerEvery: 8 * time.Second, perTrigger: 30,
 		killGap: [2]time.Duration{3 * time.Second, 7 * time.Second},
 		downFor: [2]time.Duration{time.Second, 5 * time.Second},
-		drain:   150 * time.Second,
+		drain:   4 * time.Minute,
 	}
 	if long() {
-		// Longer and with more kills, but no denser: FerretDB scans whole
-		// collections and takes ~150 ms per update, and once a backlog of
-		// a few hundred due events builds up (claims of hundreds of events
-		// while instances die) it stops answering and never catches up
-		// (seen with 800 and with 950 events over 5 minutes). Most
-		// schedules are created during the run, and released events are
-		// purged after a minute (SCHEDULER_RETENTION). Use CHAOS_MONGO_URI
-		// (a real MongoDB) for larger numbers.
+		// Longer, with more kills, at the rate FerretDB sustains.
 		size = killSize{
-			oneOffs: 12, lateOneOffs: 24, perSchedule: 8, chaosFor: 3 * time.Minute,
-			triggerEvery: 10 * time.Second, perTrigger: 4,
+			oneOffs: 24, lateOneOffs: 24, perSchedule: 100, chaosFor: 6 * time.Minute,
+			triggerEvery: 10 * time.Second, perTrigger: 40,
 			killGap: [2]time.Duration{3 * time.Second, 10 * time.Second},
 			downFor: [2]time.Duration{time.Second, 8 * time.Second},
-			drain:   4 * time.Minute,
+			drain:   6 * time.Minute,
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed(t), 1))
@@ -202,9 +197,11 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	r := d.drain(ctx, size.drain)
 	stopSampling()
 	// At least once: an instance killed after its consumer answered and
-	// before it wrote the outcome sends that event again, so the allowance
-	// is 0.1% of the events but at least one per kill.
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: kills, noTokenTimeout: true})
+	// before it wrote the outcome can send that event again (unless the
+	// consumer's release, which acknowledges receipt, reached the store
+	// first). The goal is at most 0.1% of the events (2 of the CI size's
+	// ~2,500).
+	d.assert(r, checks{dupFraction: 0.001, noTokenTimeout: true})
 	if kills == 0 {
 		t.Errorf("no instance was killed")
 	}

@@ -339,11 +339,21 @@ func startFerret(t *testing.T) *ferret {
 	t.Helper()
 	bin := filepath.Join(binaries(t), "ferretdb")
 	port := freePort(t)
-	dir := filepath.Join(t.TempDir(), "ferretdb-data")
-	p := newProc(t, "ferretdb", bin, "ferretdb listening on ",
-		[]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-dir", dir, "-log-level", cmp.Or(os.Getenv("CHAOS_FERRETDB_LOG"), "warn")}, baseEnv())
+	backend := []string{"-dir", filepath.Join(t.TempDir(), "ferretdb-data")}
+	clientPool := 10 // SQLite: FerretDB's pool has 100 connections
+	if usePostgres(t) {
+		backend = []string{"-postgresql-url", startPostgres(t)}
+		clientPool = 20
+	}
+	args := append([]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-log-level", cmp.Or(os.Getenv("CHAOS_FERRETDB_LOG"), "warn")}, backend...)
+	p := newProc(t, "ferretdb", bin, "ferretdb listening on ", args, baseEnv())
 	line := p.start()
-	uri := strings.TrimSpace(strings.TrimPrefix(line, "ferretdb listening on "))
+	// FerretDB v1 holds one backend connection for each statement of a
+	// command until the command ends, and another for its write, so
+	// commands in flight at once can take every connection of its pool and
+	// wait for each other for good. The clients' pools are kept far below
+	// its pool (see startPostgres for PostgreSQL's).
+	uri := strings.TrimSpace(strings.TrimPrefix(line, "ferretdb listening on ")) + "?maxPoolSize=" + strconv.Itoa(clientPool)
 	return &ferret{proc: p, uri: uri}
 }
 

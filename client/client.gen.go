@@ -740,7 +740,10 @@ type ClientInterface interface {
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
 	// finished) answers 200 again and gives nothing back twice. An unknown
-	// event and a wrong token both answer 404.
+	// event and a wrong token both answer 404. An event without a policy
+	// holds no token, but its release still acknowledges receipt: if its
+	// delivery is not yet recorded (scheduled) or was recorded as a failed
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -751,7 +754,10 @@ type ClientInterface interface {
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
 	// finished) answers 200 again and gives nothing back twice. An unknown
-	// event and a wrong token both answer 404.
+	// event and a wrong token both answer 404. An event without a policy
+	// holds no token, but its release still acknowledges receipt: if its
+	// delivery is not yet recorded (scheduled) or was recorded as a failed
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1002,7 +1008,10 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 //
 // Idempotent: releasing an event that is already released (or otherwise
 // finished) answers 200 again and gives nothing back twice. An unknown
-// event and a wrong token both answer 404.
+// event and a wrong token both answer 404. An event without a policy
+// holds no token, but its release still acknowledges receipt: if its
+// delivery is not yet recorded (scheduled) or was recorded as a failed
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1023,7 +1032,10 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 //
 // Idempotent: releasing an event that is already released (or otherwise
 // finished) answers 200 again and gives nothing back twice. An unknown
-// event and a wrong token both answer 404.
+// event and a wrong token both answer 404. An event without a policy
+// holds no token, but its release still acknowledges receipt: if its
+// delivery is not yet recorded (scheduled) or was recorded as a failed
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2783,7 +2795,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
 	// finished) answers 200 again and gives nothing back twice. An unknown
-	// event and a wrong token both answer 404.
+	// event and a wrong token both answer 404. An event without a policy
+	// holds no token, but its release still acknowledges receipt: if its
+	// delivery is not yet recorded (scheduled) or was recorded as a failed
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2794,7 +2809,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
 	// finished) answers 200 again and gives nothing back twice. An unknown
-	// event and a wrong token both answer 404.
+	// event and a wrong token both answer 404. An event without a policy
+	// holds no token, but its release still acknowledges receipt: if its
+	// delivery is not yet recorded (scheduled) or was recorded as a failed
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5347,7 +5365,10 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 //
 // Idempotent: releasing an event that is already released (or otherwise
 // finished) answers 200 again and gives nothing back twice. An unknown
-// event and a wrong token both answer 404.
+// event and a wrong token both answer 404. An event without a policy
+// holds no token, but its release still acknowledges receipt: if its
+// delivery is not yet recorded (scheduled) or was recorded as a failed
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5364,7 +5385,10 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 //
 // Idempotent: releasing an event that is already released (or otherwise
 // finished) answers 200 again and gives nothing back twice. An unknown
-// event and a wrong token both answer 404.
+// event and a wrong token both answer 404. An event without a policy
+// holds no token, but its release still acknowledges receipt: if its
+// delivery is not yet recorded (scheduled) or was recorded as a failed
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -297,12 +297,14 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 // Config returns the validated configuration.
 func (h *Handler) Config() Config { return h.cfg }
 
-// Throttle returns the handler's policy buckets.
+// Throttle returns the handler's policy buckets. Whoever releases tokens in
+// this process (the master) should release through it, so that a token goes
+// straight to the next event waiting here.
 func (h *Handler) Throttle() *throttle.Throttle { return h.thr }
 
-// Released tells the handler that a token of policyID went back (for example
-// by a release call served in this process), so that its bucket, if this
-// instance owns it, hands the token on at once. It never blocks.
+// Released tells the handler that a token of policyID went back to the store
+// without its throttle (throttle.Release), so that its bucket, if this
+// instance owns it, takes the token at once. It never blocks.
 func (h *Handler) Released(policyID string) { h.thr.Released(policyID) }
 
 // Start starts the timer, the prefetch loop, the delivery workers and the

@@ -269,6 +269,8 @@ func TestInvariantsUnderRandomConsumers(t *testing.T) {
 			}
 		}
 	}
+	// Releases go through the store alone, as from a master with no handler
+	// in its process, and then wake every live instance.
 	release := func(m delivery.Message) {
 		e, err := st.EventGetByID(ctx, m.EventID)
 		if err != nil {

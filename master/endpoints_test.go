@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -341,6 +342,28 @@ func TestSchedules(t *testing.T) {
 	})
 }
 
+// Without a Releaser the master releases through the store alone.
+func TestReleaseWithoutReleaser(t *testing.T) {
+	h := newHarness(t, func(_ *master.Config, d *master.Deps) { d.Releaser = nil })
+	tid, c := h.tenant("acme")
+	pol := h.policy(c, "p", 1)
+	if n, _ := h.st.PolicyAcquireTokens(h.ctx, pol.Id, 1); n != 1 {
+		t.Fatalf("acquired %d", n)
+	}
+	e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
+	r, err := h.client("").ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if r.JSON200.Status != client.Released {
+		t.Fatalf("release %s", r.Body)
+	}
+	if p, _ := h.st.PolicyGetByID(h.ctx, pol.Id); p.InUse != 0 {
+		t.Fatalf("InUse %d after the release, want 0", p.InUse)
+	}
+	if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventReleased {
+		t.Fatalf("stored status %s, want released", stored.Status)
+	}
+}
+
 func TestEvents(t *testing.T) {
 	h := newHarness(t)
 	tid, c := h.tenant("acme")
@@ -368,7 +391,7 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("InUse %d after a repeated release, want still 1", p.InUse)
 		}
 		if got := h.released.Load() - before; got != 1 {
-			t.Fatalf("Released hook called %d times, want 1", got)
+			t.Fatalf("the Releaser released %d times, want 1", got)
 		}
 		stored, _ := h.st.EventGetByID(h.ctx, e.ID)
 		if stored.Status != model.EventReleased || stored.FinishedAt == nil || stored.TokenExpiresAt != nil {
@@ -429,14 +452,35 @@ func TestEvents(t *testing.T) {
 		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "")
 	})
-	t.Run("ReleaseUnthrottledIsAcceptedAndChangesNothing", func(t *testing.T) {
-		// A fast consumer may release before the handler recorded the
-		// delivery; without a policy there is no token to give back.
-		e := h.insertEvent(tid, "sch_a", "", model.EventScheduled)
-		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+	t.Run("ReleaseUnthrottledFinishesIt", func(t *testing.T) {
+		// A consumer may release before the handler recorded the
+		// delivery (scheduled), or after an attempt that timed out on the
+		// handler's side reached it (retrying): either way it has the
+		// event, which must not be delivered again.
+		for _, from := range []model.EventStatus{model.EventScheduled, model.EventRetrying} {
+			e := h.insertEvent(tid, "sch_a", "", from)
+			r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+			mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+			if r.JSON200.Status != client.Released {
+				t.Fatalf("release of an unthrottled %s event answered %s, want released", from, r.JSON200.Status)
+			}
+			stored, _ := h.st.EventGetByID(h.ctx, e.ID)
+			if stored.Status != model.EventReleased || stored.FinishedAt == nil {
+				t.Fatalf("release of an unthrottled %s event stored %s (finishedAt %v), want released", from, stored.Status, stored.FinishedAt)
+			}
+			// Releasing again answers the same and changes nothing.
+			again, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+			mustStatus(t, err, again.StatusCode(), again.Body, http.StatusOK)
+			if s2, _ := h.st.EventGetByID(h.ctx, e.ID); !s2.FinishedAt.Equal(*stored.FinishedAt) {
+				t.Fatalf("second release moved finishedAt from %v to %v", stored.FinishedAt, s2.FinishedAt)
+			}
+		}
+		// A dead event stays dead.
+		d := h.insertEvent(tid, "sch_a", "", model.EventDead)
+		r, err := anon.ReleaseEventWithResponse(h.ctx, d.ID, client.ReleaseRequest{Token: d.ReleaseToken})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventScheduled {
-			t.Fatalf("release of an unthrottled event changed it to %s", stored.Status)
+		if stored, _ := h.st.EventGetByID(h.ctx, d.ID); stored.Status != model.EventDead {
+			t.Fatalf("release of a dead unthrottled event changed it to %s", stored.Status)
 		}
 	})
 	t.Run("Extend", func(t *testing.T) {

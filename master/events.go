@@ -12,7 +12,6 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // casRetries bounds how often a handler re-reads an event after losing a
@@ -97,17 +96,17 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	// An event without a policy holds no token: its release is accepted
-	// and changes nothing, whenever the consumer sends it (it may arrive
-	// before the handler has recorded the delivery).
-	if e.Status.Finished() || e.PolicyID == "" {
+	if e.Status.Finished() {
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 	}
-	// throttle.Release does the compare-and-set, gives the token back
-	// exactly once, and hands it straight to a waiting event when the
-	// policy's bucket runs in this process.
+	if e.PolicyID == "" {
+		return s.ackUnthrottled(c, e)
+	}
+	// The releaser does the compare-and-set, gives the token back exactly
+	// once, and hands it straight to a waiting event when the policy's
+	// bucket runs in this process.
 	now := s.now().UTC()
-	released, err := throttle.Release(ctx, s.store, e, now)
+	released, err := s.release.Release(ctx, e, now)
 	if released {
 		if err != nil {
 			// The event is released; the bucket owner's reconciliation
@@ -115,9 +114,6 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 			s.log.Error().Err(err).Str("event", e.ID).Str("policy", e.PolicyID).Msg("giving the token back failed")
 		}
 		e.Status, e.FinishedAt, e.TokenExpiresAt, e.UpdatedAt = model.EventReleased, &now, nil, now
-		if s.release != nil {
-			s.release(e)
-		}
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.Released})
 	}
 	if err != nil {
@@ -131,6 +127,41 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 	}
 	return conflict("the event is " + string(e.Status) + " and holds no token")
+}
+
+// ackUnthrottled answers the release of an event without a policy. It holds
+// no token, but the call proves that the consumer has the event (only a
+// delivery carries the release token), so an event still scheduled (its
+// delivery's outcome not yet written) or retrying (an attempt that timed
+// out on our side but reached the consumer) is finished as released. Were
+// it left scheduled, an instance that died between the consumer's answer
+// and its outcome write would have the shard's next owner deliver it again.
+// The handler's outcome write then loses its compare-and-set, which it
+// counts as delivered. Other states are answered as they are.
+func (s *Server) ackUnthrottled(c echo.Context, e *model.Event) error {
+	ctx := c.Request().Context()
+	for range casRetries {
+		if e.Status != model.EventScheduled && e.Status != model.EventRetrying {
+			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
+		}
+		now := s.now().UTC()
+		res, err := s.store.EventTransition(ctx, []store.EventTransition{{
+			ID: e.ID, From: e.Status, To: model.EventReleased, FinishedAt: &now, At: now,
+		}})
+		if err != nil {
+			return err
+		}
+		if res[0] == nil {
+			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.Released})
+		}
+		if !errors.Is(res[0], model.ErrConflict) {
+			return res[0]
+		}
+		if e, err = s.store.EventGetByID(ctx, e.ID); err != nil {
+			return err
+		}
+	}
+	return conflict("the event kept changing; try again")
 }
 
 // ExtendEvent implements POST /v1/events/{id}/extend.

@@ -18,6 +18,7 @@ import (
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 const testAdminKey = "admin-key-for-tests-0123456789"
@@ -36,6 +37,21 @@ type harness struct {
 
 type harnessOption func(*master.Config, *master.Deps)
 
+// countingReleaser releases through the store and counts the releases that
+// won, so that tests see the master used the Releaser it was given.
+type countingReleaser struct {
+	st throttle.ReleaseStore
+	n  *atomic.Int64
+}
+
+func (r countingReleaser) Release(ctx context.Context, e *model.Event, now time.Time) (bool, error) {
+	ok, err := throttle.Release(ctx, r.st, e, now)
+	if ok {
+		r.n.Add(1)
+	}
+	return ok, err
+}
+
 func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
 	st, err := embedded.Open(t.TempDir(), embedded.Options{})
@@ -48,7 +64,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	deps := master.Deps{
 		Store:    st,
 		Emitter:  h.em,
-		Released: func(*model.Event) { h.released.Add(1) },
+		Releaser: countingReleaser{st: st, n: &h.released},
 		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	}
 	for _, o := range opts {

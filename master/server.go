@@ -24,6 +24,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // Store is the part of the storage contract (store.Driver) that the master
@@ -77,6 +78,21 @@ type Emitter interface {
 	Saved(ctx context.Context, s *model.Schedule) error
 }
 
+// Releaser gives back the token of an event its consumer released; see
+// throttle.Release for the contract. *throttle.Throttle satisfies it.
+type Releaser interface {
+	Release(ctx context.Context, e *model.Event, now time.Time) (released bool, err error)
+}
+
+var _ Releaser = (*throttle.Throttle)(nil)
+
+// storeReleaser releases through the store alone (throttle.Release).
+type storeReleaser struct{ st throttle.ReleaseStore }
+
+func (r storeReleaser) Release(ctx context.Context, e *model.Event, now time.Time) (bool, error) {
+	return throttle.Release(ctx, r.st, e, now)
+}
+
 // Deps are the master's collaborators.
 type Deps struct {
 	// Store is required.
@@ -84,9 +100,12 @@ type Deps struct {
 	// Emitter may be nil: then nothing is emitted on save and trigger
 	// answers 503.
 	Emitter Emitter
-	// Released, if set, is called after an event was released by its
-	// consumer (to wake the throttle). It must not block.
-	Released func(e *model.Event)
+	// Releaser serves POST /v1/events/{id}/release. Pass the handler's
+	// *throttle.Throttle when one runs in this process: a released token
+	// then goes straight to the next waiting event. Default: the store
+	// alone (throttle.Release); the policy's bucket owner finds the token
+	// by polling.
+	Releaser Releaser
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -98,7 +117,7 @@ type Server struct {
 	cfg     Config
 	store   Store
 	emitter Emitter
-	release func(e *model.Event)
+	release Releaser
 	now     func() time.Time
 	log     zerolog.Logger
 
@@ -121,6 +140,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
+	if deps.Releaser == nil {
+		deps.Releaser = storeReleaser{deps.Store}
+	}
 	spec, err := api.GetSpec()
 	if err != nil {
 		return nil, fmt.Errorf("master: load embedded spec: %w", err)
@@ -129,7 +151,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg:     cfg,
 		store:   deps.Store,
 		emitter: deps.Emitter,
-		release: deps.Released,
+		release: deps.Releaser,
 		now:     deps.Clock,
 		log:     deps.Logger,
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and the full test suite. This is the README's test command
 # and what CI runs. It installs what it needs: Go modules and the npm test
-# servers (local-aws-sqs).
+# servers (local-aws-sqs) and, as root on Debian, PostgreSQL for the chaos tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,17 @@ echo "== installing Go modules and npm test servers"
 go mod download
 if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
+fi
+
+echo "== PostgreSQL server (FerretDB's backend in the chaos tests; SQLite without it)"
+if [ -z "${CHAOS_PG_BINDIR:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+  && ! [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+      || echo "could not install PostgreSQL: the chaos tests run FerretDB on SQLite"
+  else
+    echo "no PostgreSQL server found (Debian: apt-get install postgresql): the chaos tests run FerretDB on SQLite"
+  fi
 fi
 
 echo "== gofmt"

@@ -98,9 +98,11 @@ func (b *bucket) run(ctx context.Context) {
 			return
 		}
 	}
-	registerBucket(b)
+	// From here on the bucket takes hand-offs: its gifts are counted by
+	// every later reconciliation.
+	t.running.add(b)
 	defer func() {
-		unregisterBucket(b)
+		t.running.remove(b)
 		b.returnGifts(ctx)
 	}()
 	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)

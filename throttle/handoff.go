@@ -11,34 +11,46 @@ import (
 
 // In-process token hand-off.
 //
-// A token that comes back in the process that owns the policy's bucket (a
-// release call served here, a failed or auto-released delivery of this
-// handler) does not need two durable writes (InUse-1 by the returner, InUse+1
-// by the bucket's next acquisition) to reach the next waiting event: the
-// returner gives it to the bucket as a gift and the persisted InUse does not
-// change. The bound across instances holds because InUse keeps counting
-// the token the whole time: InUse >= events holding tokens + gifts not yet
-// used, exactly as between an acquisition and its delivering write. A gift
-// lost to a crash is a leaked token, which the bucket owner's reconciliation
-// repairs (it counts the bucket's gifts as held). A bucket accepts gifts only
-// while events wait and gives unused ones back to the store when it stops.
+// A token that comes back through the Throttle that owns the policy's bucket
+// (a release served by (*Throttle).Release, a failed or auto-released
+// delivery of this handler) does not need two durable writes (InUse-1 by the
+// returner, InUse+1 by the bucket's next acquisition) to reach the next
+// waiting event: the returner gives it to the bucket as a gift and the
+// persisted InUse does not change. The bound across instances holds because
+// InUse keeps counting the token the whole time: InUse >= events holding
+// tokens + gifts not yet used, exactly as between an acquisition and its
+// delivering write. A gift lost to a crash is a leaked token, which the
+// bucket owner's reconciliation repairs (it counts the bucket's gifts as
+// held). A bucket accepts gifts only while events wait and gives unused ones
+// back to the store when it stops.
+//
+// Only a Throttle knows its buckets, so hand-off happens only through its
+// methods (Release, ReturnTokens), which callers get as a dependency; the
+// package-level Release, for callers with no Throttle in the process, always
+// writes the token back.
 
-// local lists the running buckets of this process by policy id.
-var local = struct {
-	sync.Mutex
-	m map[string][]*bucket
-}{m: map[string][]*bucket{}}
-
-func registerBucket(b *bucket) {
-	local.Lock()
-	local.m[b.policyID] = append(local.m[b.policyID], b)
-	local.Unlock()
+// runningBuckets are a Throttle's buckets that take hand-offs, by policy id:
+// from the end of a bucket's first reconciliation (its gifts are counted from
+// then on) until its run ends. A policy can have two while a bucket replaced
+// under a newer fence winds down.
+type runningBuckets struct {
+	mu sync.Mutex
+	m  map[string][]*bucket
 }
 
-func unregisterBucket(b *bucket) {
-	local.Lock()
-	defer local.Unlock()
-	bs := local.m[b.policyID]
+func (r *runningBuckets) add(b *bucket) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string][]*bucket{}
+	}
+	r.m[b.policyID] = append(r.m[b.policyID], b)
+}
+
+func (r *runningBuckets) remove(b *bucket) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bs := r.m[b.policyID]
 	for i, x := range bs {
 		if x == b {
 			bs = append(bs[:i:i], bs[i+1:]...)
@@ -46,44 +58,34 @@ func unregisterBucket(b *bucket) {
 		}
 	}
 	if len(bs) == 0 {
-		delete(local.m, b.policyID)
+		delete(r.m, b.policyID)
 	} else {
-		local.m[b.policyID] = bs
+		r.m[b.policyID] = bs
 	}
 }
 
-// handOff gives up to n tokens of policyID to local buckets that keep their
-// tokens in st and have events waiting for them; it returns how many were
-// taken. The caller returns the rest to the store.
-func handOff(st any, policyID string, n int) int {
+// of returns a copy, so that callers lock each bucket without holding r.mu.
+func (r *runningBuckets) of(policyID string) []*bucket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*bucket(nil), r.m[policyID]...)
+}
+
+// handOff gives up to n tokens of policyID to t's running buckets that have
+// events waiting for them; it returns how many were taken. The caller
+// returns the rest to the store.
+func (t *Throttle) handOff(policyID string, n int) int {
 	if n <= 0 {
 		return 0
 	}
-	local.Lock()
-	bs := append([]*bucket(nil), local.m[policyID]...)
-	local.Unlock()
 	given := 0
-	for _, b := range bs {
+	for _, b := range t.running.of(policyID) {
 		if given == n {
 			break
-		}
-		if !sameStore(b.t.deps.Store, st) {
-			continue
 		}
 		given += b.gift(n - given)
 	}
 	return given
-}
-
-// sameStore compares two store values; values of incomparable types are
-// never the same.
-func sameStore(a, b any) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
 }
 
 // gift adds up to n tokens to the bucket if events wait that no gift covers
@@ -120,7 +122,7 @@ func (b *bucket) returnGifts(ctx context.Context) {
 	}
 }
 
-// next is a waiting event taken from a local bucket by a release, to be
+// next is a waiting event taken from a running bucket by a release, to be
 // started in the release's own store call: the release's transition and
 // then this one with RequiresPrevious, so that the released event's token
 // moves to the next event in one commit, without touching the policy's
@@ -134,15 +136,9 @@ type next struct {
 }
 
 // takeNext takes one waiting event of policyID, not covered by a gift, from
-// a local bucket that keeps its tokens in st; nil if there is none.
-func takeNext(st any, policyID string) *next {
-	local.Lock()
-	bs := append([]*bucket(nil), local.m[policyID]...)
-	local.Unlock()
-	for _, b := range bs {
-		if !sameStore(b.t.deps.Store, st) {
-			continue
-		}
+// one of t's running buckets; nil if there is none.
+func (t *Throttle) takeNext(policyID string) *next {
+	for _, b := range t.running.of(policyID) {
 		b.mu.Lock()
 		var it Item
 		ok := false
@@ -154,8 +150,8 @@ func takeNext(st any, policyID string) *next {
 			continue
 		}
 		p := b.getPolicy()
-		now := b.t.deps.Clock.Now()
-		return &next{b: b, it: it, p: p, exp: now.Add(b.t.TokenTimeout(p)), at: now}
+		now := t.deps.Clock.Now()
+		return &next{b: b, it: it, p: p, exp: now.Add(t.TokenTimeout(p)), at: now}
 	}
 	return nil
 }

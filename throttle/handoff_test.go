@@ -31,7 +31,7 @@ func (c *countingStore) PolicyAcquireTokens(ctx context.Context, policyID string
 	return n, err
 }
 
-// A release served in the process that owns the bucket hands the token to
+// A release through the Throttle that owns the bucket hands the token to
 // the next waiting event without writing InUse; the bound holds throughout,
 // and once nothing waits, tokens go back to the store.
 func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
@@ -80,7 +80,7 @@ func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := throttle.Release(ctx, st, e, time.Now()); !ok || err != nil {
+		if ok, err := thr.Release(ctx, e, time.Now()); !ok || err != nil {
 			t.Fatalf("release %s: %v, %v", id, ok, err)
 		}
 	}
@@ -107,30 +107,112 @@ func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
 	}
 }
 
-// A release whose store is not the bucket's (another process, in effect)
-// returns the token to the store.
-func TestReleaseOtherStoreReturnsToken(t *testing.T) {
+// Only a release through the Throttle that runs the bucket hands the token
+// over: the store-only package function, and another Throttle on the same
+// store, write it back and start nothing; the bucket takes it when woken.
+func TestReleaseHandsOffOnlyThroughOwningThrottle(t *testing.T) {
 	ctx := context.Background()
 	mem := throttletest.NewMemStore()
+	st := &callStore{countingStore: &countingStore{MemStore: mem}}
 	newPolicy(t, mem, "q", 1, time.Minute)
-	items := scheduledEvents(t, mem, "q", "s", 2, 1)
-	var n atomic.Int64
-	thr := startThrottle(t, mem, throttle.Config{}, func(its []throttle.Item) { n.Add(int64(len(its))) }, nil)
-	thr.Enqueue(items...)
-	waitFor(t, 5*time.Second, "one dispatched", func() bool { return n.Load() == 1 })
-	other := &countingStore{MemStore: mem}
-	e, _ := mem.EventGetByID(ctx, items[0].Event.ID)
-	if e.Status != model.EventDelivering {
-		e, _ = mem.EventGetByID(ctx, items[1].Event.ID)
+	items := scheduledEvents(t, mem, "q", "s", 4, 1)
+	got := make(chan *model.Event, len(items))
+	newThrottle := func() *throttle.Throttle {
+		t.Helper()
+		// No polling: the bucket moves only when woken or handed a token.
+		thr, err := throttle.New(throttle.Config{PollInterval: time.Hour}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
+			Dispatch: func(its []throttle.Item) {
+				for _, it := range its {
+					got <- it.Event
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := thr.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { thr.Stop(ctx) })
+		return thr
 	}
-	if ok, err := throttle.Release(ctx, other, e, time.Now()); !ok || err != nil {
-		t.Fatalf("release: %v, %v", ok, err)
+	owner, other := newThrottle(), newThrottle()
+	owner.Enqueue(items...)
+	next := func() *model.Event {
+		t.Helper()
+		select {
+		case e := <-got:
+			cur, err := mem.EventGetByID(ctx, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cur
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event dispatched")
+			return nil
+		}
 	}
-	if other.returned.Load() != 1 {
-		t.Fatalf("token not returned to the store")
+	// release releases e and reports the transitions of its store call
+	// and how many events wait in the store afterwards.
+	release := func(e *model.Event, rel func() (bool, error)) (calls [][]store.EventTransition, scheduled int) {
+		t.Helper()
+		st.mu.Lock()
+		st.calls = nil
+		st.mu.Unlock()
+		if ok, err := rel(); !ok || err != nil {
+			t.Fatalf("release %s: %v, %v", e.ID, ok, err)
+		}
+		st.mu.Lock()
+		calls = st.calls
+		st.mu.Unlock()
+		for _, it := range items {
+			if cur, _ := mem.EventGetByID(ctx, it.Event.ID); cur.Status == model.EventScheduled {
+				scheduled++
+			}
+		}
+		return calls, scheduled
 	}
-	thr.Released("q")
-	waitFor(t, 5*time.Second, "second dispatched", func() bool { return n.Load() == 2 })
+	storeOnly := func(name string, e *model.Event, rel func() (bool, error), returned int64) {
+		t.Helper()
+		calls, scheduled := release(e, rel)
+		if len(calls) != 1 || len(calls[0]) != 1 {
+			t.Fatalf("%s: release made calls %+v, want one with the release alone", name, calls)
+		}
+		if r := st.returned.Load(); r != returned {
+			t.Fatalf("%s: %d tokens returned to the store, want %d", name, r, returned)
+		}
+		if n := inUse(t, mem, "q"); n != 0 {
+			t.Fatalf("%s: InUse %d after the release, want 0", name, n)
+		}
+		if want := len(items) - int(returned); scheduled != want {
+			t.Fatalf("%s: %d events still scheduled, want %d (nothing started)", name, scheduled, want)
+		}
+		// The owner's bucket takes the token from the store once woken.
+		owner.Released("q")
+	}
+
+	first := next()
+	storeOnly("package Release", first, func() (bool, error) { return throttle.Release(ctx, st, first, time.Now()) }, 1)
+	second := next()
+	storeOnly("another Throttle", second, func() (bool, error) { return other.Release(ctx, second, time.Now()) }, 2)
+	third := next()
+
+	// Through the owner: the next event starts in the release's call.
+	calls, scheduled := release(third, func() (bool, error) { return owner.Release(ctx, third, time.Now()) })
+	if len(calls) != 1 || len(calls[0]) != 2 || !calls[0][1].RequiresPrevious {
+		t.Fatalf("owner's release made calls %+v, want one: release, then a start with RequiresPrevious", calls)
+	}
+	if scheduled != 0 {
+		t.Fatalf("%d events still scheduled after the owner's release, want 0", scheduled)
+	}
+	if r := st.returned.Load(); r != 2 {
+		t.Fatalf("%d tokens returned to the store, want still 2", r)
+	}
+	if n := inUse(t, mem, "q"); n != 1 {
+		t.Fatalf("InUse %d after the hand-off, want 1", n)
+	}
+	if e := next(); e.ID != calls[0][1].ID {
+		t.Fatalf("dispatched %s, want %s", e.ID, calls[0][1].ID)
+	}
 }
 
 // callStore records the EventTransition calls.
@@ -147,10 +229,10 @@ func (c *callStore) EventTransition(ctx context.Context, ts []store.EventTransit
 	return c.countingStore.EventTransition(ctx, ts)
 }
 
-// A release served where the bucket runs starts the next waiting event in
-// the same store call (release, then scheduled → delivering with
-// RequiresPrevious); if that start loses, the token goes to the next event;
-// if the release loses, the event it took goes back to the queue.
+// A release through the Throttle that runs the bucket starts the next
+// waiting event in the same store call (release, then scheduled → delivering
+// with RequiresPrevious); if that start loses, the token goes to the next
+// event; if the release loses, the event it took goes back to the queue.
 func TestReleaseStartsNextInSameCall(t *testing.T) {
 	ctx := context.Background()
 	mem := throttletest.NewMemStore()
@@ -197,7 +279,7 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 	st.mu.Lock()
 	st.calls = nil
 	st.mu.Unlock()
-	if ok, err := throttle.Release(ctx, st, first, time.Now()); !ok || err != nil {
+	if ok, err := thr.Release(ctx, first, time.Now()); !ok || err != nil {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
 	st.mu.Lock()
@@ -214,7 +296,7 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 
 	// 2. A second release of the same event loses: nothing is started, the
 	// event it took waits again.
-	if ok, err := throttle.Release(ctx, st, first, time.Now()); ok || err != nil {
+	if ok, err := thr.Release(ctx, first, time.Now()); ok || err != nil {
 		t.Fatalf("second release: %v, %v; want false, nil", ok, err)
 	}
 	if n := inUse(t, mem, "p"); n != 1 {
@@ -244,7 +326,7 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 	st.mu.Lock()
 	st.calls = nil
 	st.mu.Unlock()
-	if ok, err := throttle.Release(ctx, st, get(next), time.Now()); !ok || err != nil {
+	if ok, err := thr.Release(ctx, get(next), time.Now()); !ok || err != nil {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
 	st.mu.Lock()

@@ -29,6 +29,16 @@ func holdingFrom(s model.EventStatus) []model.EventStatus {
 	return []model.EventStatus{model.EventDelivered, model.EventDelivering}
 }
 
+// Release is the consumer's release of event e through the store alone, for
+// callers with no Throttle of the policy in their process (the master of an
+// instance without a handler; tools and tests). It never hands the token to a
+// bucket: it goes back to the store, and the bucket owner sees it when woken
+// ((*Throttle).Released) or when it next polls. With a Throttle, use
+// (*Throttle).Release. Otherwise the two behave alike; see there.
+func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time) (released bool, err error) {
+	return release(ctx, st, nil, e, now)
+}
+
 // Release is the consumer's release of event e (the master calls it for
 // POST /v1/events/{id}/release, after checking the release token): a
 // compare-and-set from the token-holding status (delivering or delivered) to
@@ -45,24 +55,29 @@ func holdingFrom(s model.EventStatus) []model.EventStatus {
 // but the token could not be returned, released is true and the error says
 // so (the bucket owner's periodic reconciliation repairs the count).
 //
-// If the policy's bucket runs in this process (on the same store) and events
-// wait in it, the next waiting event takes the token in the same store call
-// as the release: the release's compare-and-set and then the event's
-// scheduled → delivering write with store.EventTransition.RequiresPrevious,
-// one commit on the embedded store; the event is dispatched once it is
-// durably delivering. If that start loses, the token is handed to the
-// bucket directly instead of being written back (see handoff.go). Otherwise
-// the caller should tell the bucket owner, if it is in this process, with
-// (*Throttle).Released so that the next waiting event goes at once.
-func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time) (released bool, err error) {
+// If the policy's bucket runs in t and events wait in it, the next waiting
+// event takes the token in the same store call as the release: the release's
+// compare-and-set and then the event's scheduled → delivering write with
+// store.EventTransition.RequiresPrevious, one commit on the embedded store;
+// the event is dispatched once it is durably delivering. If that start
+// loses, the token is handed to the bucket directly instead of being written
+// back (see handoff.go). A token that does go back to the store wakes t's
+// bucket of the policy, if any, so that the next waiting event goes at once.
+func (t *Throttle) Release(ctx context.Context, e *model.Event, now time.Time) (released bool, err error) {
+	return release(ctx, t.deps.Store, t, e, now)
+}
+
+// release implements both: t, if not nil, is where the token may be handed
+// over; st is t's store then.
+func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, now time.Time) (released bool, err error) {
 	if e.Status.Finished() {
 		return false, nil
 	}
-	// If an event waits in a local bucket, it takes the token in the same
-	// store call (one commit instead of a release and then a start).
+	// If an event waits in one of t's buckets, it takes the token in the
+	// same store call (one commit instead of a release and then a start).
 	var nx *next
-	if e.PolicyID != "" {
-		nx = takeNext(st, e.PolicyID)
+	if t != nil && e.PolicyID != "" {
+		nx = t.takeNext(e.PolicyID)
 	}
 	var nextErr error
 	fin := now
@@ -109,12 +124,18 @@ func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time
 	}
 	// A next event whose start lost (cancelled, or claimed by a newer owner
 	// of its shard) is dropped, as in (*bucket).start; the token is free.
-	if handOff(st, e.PolicyID, 1) == 1 {
-		// The policy's bucket runs in this process and an event waits:
-		// the token goes to it without a store write.
+	if t != nil && t.handOff(e.PolicyID, 1) == 1 {
+		// An event waits in t's bucket: the token goes to it without a
+		// store write.
 		return true, nil
 	}
-	if err := returnTokens(ctx, st, e.PolicyID, 1, 0); err != nil {
+	err = returnTokens(ctx, st, e.PolicyID, 1, 0)
+	if t != nil {
+		// Woken whatever the write's outcome, as in ReturnTokens: a
+		// needless wake-up costs one acquisition attempt.
+		t.Released(e.PolicyID)
+	}
+	if err != nil {
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
 	}
 	return true, nil

@@ -13,9 +13,13 @@
 // shard's lease fence and TokenExpiresAt) and hands them to the handler.
 //
 // Releases come first (the seed's "released events with the highest
-// priority"): a release gives the token back to the store at once and wakes
-// the bucket, which then hands that token to the next waiting event. Releases
-// made on another instance (the API) are seen by polling PolicyAcquireTokens
+// priority"). A Throttle is passed to whoever releases tokens in its process
+// (the master's release endpoint, the handler's failed deliveries): its
+// Release and ReturnTokens hand a token straight to the next event waiting
+// in its own bucket of the policy, without a store write (see handoff.go),
+// or else give it back to the store and wake the bucket. The package-level
+// Release, for callers without a Throttle, only gives it back to the store.
+// Releases made on another instance are seen by polling PolicyAcquireTokens
 // every PollInterval while events wait and no wake-up came.
 package throttle
 
@@ -164,6 +168,10 @@ type Throttle struct {
 	buckets map[string]*bucket
 	wg      sync.WaitGroup
 	stopped bool
+
+	// running are the buckets that take hand-offs (see handoff.go); unlike
+	// buckets, it keeps a replaced bucket until its run ends.
+	running runningBuckets
 }
 
 // New validates cfg and returns a Throttle; call Start before Enqueue.
@@ -429,8 +437,8 @@ func (t *Throttle) ReturnTokens(ctx context.Context, policyID string, n int) err
 	if n <= 0 {
 		return nil
 	}
-	// Tokens go first to events waiting in this process (no store write).
-	n -= handOff(t.deps.Store, policyID, n)
+	// Tokens go first to events waiting in t's buckets (no store write).
+	n -= t.handOff(policyID, n)
 	err := returnTokens(ctx, t.deps.Store, policyID, n, 0)
 	t.Released(policyID)
 	return err

@@ -1,8 +1,10 @@
-// Command ferretdb runs an embedded FerretDB v1 (SQLite backend) as a process
-// of its own, so that chaos tests can stop, kill and restart the MongoDB-
-// protocol store of a schedulerd deployment independently of the scheduler.
+// Command ferretdb runs an embedded FerretDB v1 as a process of its own, so
+// that chaos tests can stop, kill and restart the MongoDB-protocol store of a
+// schedulerd deployment independently of the scheduler. Its backend is SQLite
+// files in -dir, or PostgreSQL with -postgresql-url:
 //
 //	ferretdb -listen 127.0.0.1:27018 -dir /tmp/ferret
+//	ferretdb -listen 127.0.0.1:27018 -postgresql-url postgres://postgres@127.0.0.1:5432/ferretdb
 //
 // It prints one line, "ferretdb listening on mongodb://ADDR/", on stdout when
 // it accepts connections, and runs until SIGINT or SIGTERM. Restarting it with
@@ -36,7 +38,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ferretdb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on (a fixed port lets a restarted server keep its URI)")
-	dir := fs.String("dir", "", "directory of the SQLite files (required; reuse it to keep the data)")
+	dir := fs.String("dir", "", "directory of the SQLite files (reuse it to keep the data); required unless -postgresql-url is set")
+	pgURL := fs.String("postgresql-url", "", "use FerretDB's PostgreSQL backend with this connection string instead of SQLite")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,8 +47,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *dir == "" {
-		return fmt.Errorf("-dir is required")
+	if (*dir == "") == (*pgURL == "") {
+		return fmt.Errorf("exactly one of -dir and -postgresql-url is required")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -55,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	uri, shutdown, err := mongotest.StartConfig(ctx, mongotest.Config{Dir: *dir, Addr: *listen, Logger: log})
+	uri, shutdown, err := mongotest.StartConfig(ctx, mongotest.Config{Dir: *dir, PostgreSQLURL: *pgURL, Addr: *listen, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package mongo_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
 )
@@ -126,4 +129,60 @@ func closedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestClaimBacklog claims more due events at once than FerretDB v1 has
+// backend connections (100 on SQLite, 50 on PostgreSQL). FerretDB takes one
+// connection per statement of an update command until the command ends, so
+// a claim sent as one bulk write of 150 statements waited for itself and
+// wedged the server for every client; the driver sends it in chunks. A
+// server of the test's own keeps a wedge from spreading to other tests.
+func TestClaimBacklog(t *testing.T) {
+	t.Parallel()
+	const n = 150
+	// FerretDB on SQLite takes up to ~150 ms per update under load (and
+	// runs in this process, under the race detector in CI).
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var uri string
+	if mongotest.IsRealMongo() {
+		uri = mongotest.URI(t)
+	} else {
+		var stop func()
+		var err error
+		uri, stop, err = mongotest.StartConfig(ctx, mongotest.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		t.Cleanup(stop)
+	}
+	s, err := mongo.Open(ctx, uri, mongo.Options{Database: fmt.Sprintf("backlog_%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	evs := make([]*model.Event, n)
+	for i := range evs {
+		fire := model.FireID("backlog", 1, now)
+		evs[i] = &model.Event{ID: model.EventID(fire, i), TenantID: "t1", ScheduleID: "backlog", FireID: fire,
+			FireTime: now, Index: i, Count: n, LaunchAt: now.Add(-time.Minute), Shard: 0,
+			Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/hook"}, MaxAttempts: 3,
+			Status: model.EventPending, CreatedAt: now, UpdatedAt: now}
+	}
+	if _, err := s.EventInsertMany(ctx, evs); err != nil {
+		t.Fatalf("EventInsertMany: %v", err)
+	}
+	got, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: now, Limit: n})
+	if err != nil {
+		t.Fatalf("EventClaimDue of %d events: %v", n, err)
+	}
+	if len(got) != n {
+		t.Fatalf("EventClaimDue claimed %d events, want %d", len(got), n)
+	}
+	// The server still answers other clients.
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after the claim: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -177,11 +178,13 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 				{Key: "claim", Value: nonce},
 			}}})
 	}
-	unlock := s.lockCAS()
-	_, err = s.events.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
-	unlock()
-	if err != nil {
-		return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, interpretError(err))
+	for chunk := range slices.Chunk(writes, s.bulkSize(len(writes))) {
+		unlock := s.lockCAS()
+		_, err = s.events.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
+		unlock()
+		if err != nil {
+			return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, interpretError(err))
+		}
 	}
 
 	docs, err := findAll[eventDoc](ctx, s.events,

@@ -300,6 +300,25 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// ferretBulkMax bounds the statements of one update command sent to
+// FerretDB v1, which holds a backend connection for each statement of a
+// command until the whole command ends (and one more for each write). One
+// claim of 250 events as a single command took every connection of its
+// pool (100 on SQLite, 50 on PostgreSQL by default) and then waited for
+// itself for good, and every other client with it; commands in flight at
+// once share the pool the same way, so clients of a FerretDB also keep
+// their own pool small (maxPoolSize in the URI).
+const ferretBulkMax = 10
+
+// bulkSize is how many statements of n go in one update command: all of
+// them against MongoDB, ferretBulkMax against FerretDB.
+func (s *Store) bulkSize(n int) int {
+	if s.serialise {
+		return max(min(n, ferretBulkMax), 1)
+	}
+	return max(n, 1)
+}
+
 // lockCAS serialises a conditional write against FerretDB (see casMu) and is
 // a no-op against MongoDB. The returned function unlocks.
 func (s *Store) lockCAS() func() {

@@ -11,8 +11,9 @@
 // partial indexes, and it scans collections without using indexes, so timings
 // taken against it say nothing about MongoDB.
 //
-// Start runs FerretDB as a server in its own right, for a small command that
-// chaos tests can kill and restart at the same address.
+// StartConfig runs FerretDB as a server in its own right (SQLite files in a
+// directory, or PostgreSQL), for a small command that chaos tests can kill
+// and restart at the same address.
 package mongotest
 
 import (
@@ -200,6 +201,12 @@ type Config struct {
 	// Logger receives FerretDB's log; a logger that drops everything below
 	// warnings and writes to stderr if nil.
 	Logger *slog.Logger
+	// PostgreSQLURL, if set, selects FerretDB's PostgreSQL backend
+	// (for example "postgres://postgres@127.0.0.1:5432/ferretdb") instead
+	// of SQLite files in Dir, which is then not used. The PostgreSQL
+	// backend takes row locks and keeps answering under many clients that
+	// are killed mid-query, which the SQLite backend does not.
+	PostgreSQLURL string
 }
 
 // Start runs FerretDB with its SQLite files in dir on a free port of
@@ -214,15 +221,21 @@ func Start(ctx context.Context, dir string) (uri string, stop func(), err error)
 // connections up to 3 s to finish first, so stopping under connected clients
 // takes that long. stop is safe to call twice.
 func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err error) {
-	if cfg.Dir == "" {
-		return "", nil, errors.New("mongotest: Config.Dir is required")
-	}
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return "", nil, fmt.Errorf("mongotest: data dir: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, fmt.Errorf("mongotest: data dir: %w", err)
+	fcfg := ferretdb.Config{Handler: "postgresql", PostgreSQLURL: cfg.PostgreSQLURL}
+	where := cfg.PostgreSQLURL
+	if cfg.PostgreSQLURL == "" {
+		if cfg.Dir == "" {
+			return "", nil, errors.New("mongotest: Config.Dir or Config.PostgreSQLURL is required")
+		}
+		dir, err := filepath.Abs(cfg.Dir)
+		if err != nil {
+			return "", nil, fmt.Errorf("mongotest: data dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("mongotest: data dir: %w", err)
+		}
+		fcfg = ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + dir + "/"}
+		where = dir
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
@@ -232,15 +245,12 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 	}
 
 	newMu.Lock()
-	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: cfg.Addr},
-		Logger:    cfg.Logger,
-		Handler:   "sqlite",
-		SQLiteURL: "file:" + dir + "/",
-	})
+	fcfg.Listener = ferretdb.ListenerConfig{TCP: cfg.Addr}
+	fcfg.Logger = cfg.Logger
+	f, err := ferretdb.New(&fcfg)
 	newMu.Unlock()
 	if err != nil {
-		return "", nil, fmt.Errorf("mongotest: start FerretDB in %s: %w", dir, err)
+		return "", nil, fmt.Errorf("mongotest: start FerretDB on %s: %w", where, err)
 	}
 
 	// Run closes the listener and the backend when its context ends; the
