@@ -49,7 +49,7 @@ if [ "${SKIP_BENCH:-}" != "1" ]; then
     bench -schedules 20 -events-per-fire 500 -policies 0 -duration 0s
     bench -schedules 100 -events-per-fire 100 -policies 4 -max-in-flight 50 -consumer-latency 20ms -duration 60s
     bench -schedules 10 -events-per-fire 500 -policies 1 -throttled 1 -max-in-flight 50 -consumer-latency 100ms -duration 0s
-    bench -schedules 50 -events-per-fire 100 -policies 2 -max-in-flight 20 -consumer-latency 50ms -failure-rate 0.1 -duration 30s
+    bench -schedules 50 -events-per-fire 100 -policies 2 -max-in-flight 20 -consumer-latency 50ms -failure-rate 0.1 -duration 30s -drain 6m
     bench -schedules 100 -events-per-fire 1000 -policies 0 -duration 30s
   } 2>&1 | tee -a "$log"
 fi

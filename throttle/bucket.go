@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -284,68 +285,114 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	return nil
 }
 
-// loadAndReconcile refreshes the cached policy and makes the persisted InUse
-// equal to the number of the policy's events that hold a token (repairing
-// tokens leaked by a crash between PolicyAcquireTokens and the delivering
-// write, or a release whose token return failed).
+// loadAndReconcile refreshes the cached policy and repairs the persisted
+// InUse where it disagrees with the tokens really out: the policy's events
+// that hold one plus this bucket's gifts. Tokens leak (InUse too high) when
+// a crash falls between PolicyAcquireTokens and the delivering write, or
+// when a release's token return fails.
 //
-// PolicySetInUse compares only the policy's Version, which token operations
-// do not change, so a release in flight (its event already released, its
-// token not yet returned) cannot be detected by the write itself. Instead a
-// mismatch must be stable: policy and count are read, and again after
-// ReconcileSettle; only if neither moved is InUse overwritten. The bucket's
+// Telling a leak from tokens in motion is the hard part. A release in flight
+// (its event already released, its token not yet returned) and a hand-off in
+// flight on a store without transactions (the released event written, the
+// next one's start not yet) look exactly like a leak, and under load some
+// are always in flight while InUse sits at the bound, so a count that merely
+// stays the same across a pause proves nothing (seen in a long chaos run:
+// the repair lowered InUse under tokens in motion and the consumer held 10
+// tokens of a policy bounded at 8). So a repair needs reconcileSamples
+// readings ReconcileSettle apart that agree on everything: InUse, the set of
+// token-holding events (not just their number) and the gifts. Any change is
+// motion: the repair waits for a quieter moment (the next interval). A leak
+// is then given back by decrementing InUse (PolicyReleaseTokens), never by
+// overwriting it, so a change that lands meanwhile is not lost. The bucket's
 // own goroutine runs this, so none of this owner's acquisitions are in
-// flight; releases are the only concurrent changes.
+// flight.
 func (b *bucket) loadAndReconcile(ctx context.Context) error {
 	t := b.t
 	st := t.deps.Store
-	read := func() (*model.Policy, int, error) {
+	type reading struct {
+		p       *model.Policy
+		held    int      // events holding a token
+		holders []string // their ids, to see motion that keeps the number
+		gifts   int
+	}
+	read := func() (reading, error) {
 		p, err := st.PolicyGetByID(ctx, b.policyID)
 		if err != nil {
-			return nil, 0, err
+			return reading{}, err
 		}
 		b.setPolicy(p)
-		n, err := st.EventCountHoldingTokens(ctx, b.policyID)
-		// Gifts are tokens counted in InUse that no event holds yet.
-		b.mu.Lock()
-		n += b.gifts
-		b.mu.Unlock()
-		return p, n, err
-	}
-	for range 5 {
-		p1, n1, err := read()
+		held, err := st.EventCountHoldingTokens(ctx, b.policyID)
 		if err != nil {
-			return err
+			return reading{}, err
 		}
-		t.deps.Metrics.TokensInUse(b.policyID, p1.InUse)
-		if p1.InUse == n1 {
-			return nil
+		// The holders themselves: every token expires before the end of time.
+		evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(1<<40, 0), reconcileLimit(p))
+		if err != nil {
+			return reading{}, err
 		}
+		ids := make([]string, len(evs))
+		for i, e := range evs {
+			ids[i] = e.ID
+		}
+		slices.Sort(ids)
+		b.mu.Lock()
+		g := b.gifts
+		b.mu.Unlock()
+		return reading{p: p, held: held, holders: ids, gifts: g}, nil
+	}
+	first, err := read()
+	if err != nil {
+		return err
+	}
+	t.deps.Metrics.TokensInUse(b.policyID, first.p.InUse)
+	out := first.held + first.gifts
+	if first.p.InUse == out {
+		return nil
+	}
+	if len(first.holders) >= reconcileLimit(first.p) {
+		return nil // cannot see them all (MaxInFlight was lowered far below them)
+	}
+	for range reconcileSamples - 1 {
 		if !sleepCtx(ctx, t.deps.Clock, t.cfg.ReconcileSettle) {
 			return ctx.Err()
 		}
-		p2, n2, err := read()
+		r, err := read()
 		if err != nil {
 			return err
 		}
-		if p2.InUse == n2 {
-			return nil
+		if r.p.InUse != first.p.InUse || r.held != first.held || r.gifts != first.gifts || !slices.Equal(r.holders, first.holders) {
+			return nil // tokens in motion: not now
 		}
-		if p2.InUse != p1.InUse || n2 != n1 {
-			continue // tokens moved meanwhile; look again
-		}
-		err = st.PolicySetInUse(ctx, b.policyID, p2.Version, n2)
-		if errors.Is(err, model.ErrConflict) {
-			continue
-		}
-		if err != nil {
+	}
+	if leaked := first.p.InUse - out; leaked > 0 {
+		if err := st.PolicyReleaseTokens(ctx, b.policyID, leaked, 0); err != nil {
 			return err
 		}
-		t.log.Info().Str("policy", b.policyID).Int("was", p2.InUse).Int("now", n2).Msg("reconciled tokens in use")
-		t.deps.Metrics.TokensInUse(b.policyID, n2)
+		t.log.Info().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: leaked tokens returned")
+		t.deps.Metrics.TokensInUse(b.policyID, out)
 		return nil
 	}
+	// More tokens held than counted (only a bug elsewhere leads here):
+	// count them all. A concurrent change of InUse fails the version check
+	// only if the policy itself changed, so this writes the quiet reading.
+	err = st.PolicySetInUse(ctx, b.policyID, first.p.Version, out)
+	if err != nil && !errors.Is(err, model.ErrConflict) {
+		return err
+	}
+	if err == nil {
+		t.log.Warn().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: more were held than counted")
+		t.deps.Metrics.TokensInUse(b.policyID, out)
+	}
 	return nil
+}
+
+// reconcileSamples is how many agreeing readings a repair needs.
+const reconcileSamples = 3
+
+// reconcileLimit bounds the holders read per reading: far more than can
+// hold tokens, so that a truncated list cannot look like a leak.
+func reconcileLimit(p *model.Policy) int {
+	return 2*p.MaxInFlight + 1000
 }
 
 // policyGone sends the waiting events of a deleted policy to dead: they

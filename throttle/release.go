@@ -73,6 +73,11 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	if e.Status.Finished() {
 		return false, nil
 	}
+	// Once started, a release runs to its end even if the caller gives up
+	// (a consumer that hangs up): a compare-and-set applied without its
+	// token return, or a release applied without the next event's start,
+	// would leak a token until reconciliation.
+	ctx = context.WithoutCancel(ctx)
 	// If an event waits in one of t's buckets, it takes the token in the
 	// same store call (one commit instead of a release and then a start).
 	var nx *next

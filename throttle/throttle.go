@@ -98,9 +98,9 @@ type Config struct {
 	// hold tokens and repairs the persisted InUse. Default 1m.
 	ReconcileInterval time.Duration
 	// ReconcileSettle is how long a reconciliation that found InUse and
-	// the count of token-holding events apart waits before looking again;
-	// only a mismatch that did not move meanwhile is repaired (a release
-	// in flight is not a leak). Default 500ms.
+	// the token-holding events apart waits between its readings; only a
+	// mismatch that did not move across three readings is repaired (a
+	// release in flight is not a leak). Default 1s.
 	ReconcileSettle time.Duration
 	// ReclaimBatch is the most expired tokens reclaimed per store call.
 	// Default 500.
@@ -133,7 +133,7 @@ func (c *Config) validate() error {
 		def(&c.DefaultTokenTimeout, 5*time.Minute, "DefaultTokenTimeout"),
 		defInt(&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"),
 		def(&c.ReconcileInterval, time.Minute, "ReconcileInterval"),
-		def(&c.ReconcileSettle, 500*time.Millisecond, "ReconcileSettle"),
+		def(&c.ReconcileSettle, time.Second, "ReconcileSettle"),
 		defInt(&c.ReclaimBatch, 500, "ReclaimBatch"),
 	)
 }

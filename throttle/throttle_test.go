@@ -373,6 +373,50 @@ func TestBucket(t *testing.T) {
 		}
 	})
 
+	t.Run("ReconcileLeavesTokensInMotion", func(t *testing.T) {
+		// At the bound, with one release always in flight (its event
+		// released, its token not yet returned): InUse is 2 and 1 event
+		// holds a token at every instant, but which one changes all the
+		// time. That is motion, not a leak: InUse must stay 2. (The old
+		// repair, which compared only numbers, lowered it to 1.)
+		ctx := context.Background()
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 2, time.Minute)
+		st.SetInUse("p", 2)
+		evs := scheduledEvents(t, st, "p", "s", 400, 1)
+		startDelivering := func(it throttle.Item) {
+			exp := time.Now().Add(time.Minute)
+			res, err := st.EventTransition(ctx, []store.EventTransition{{ID: it.Event.ID, From: model.EventScheduled,
+				To: model.EventDelivering, Fence: 1, TokenExpiresAt: &exp}})
+			if err != nil || res[0] != nil {
+				t.Fatalf("start %s: %v %v", it.Event.ID, err, res)
+			}
+		}
+		release := func(it throttle.Item) {
+			res, err := st.EventTransition(ctx, []store.EventTransition{{ID: it.Event.ID, From: model.EventDelivering,
+				To: model.EventReleased, ClearToken: true}})
+			if err != nil || res[0] != nil {
+				t.Fatalf("release %s: %v %v", it.Event.ID, err, res)
+			}
+		}
+		startDelivering(evs[0])
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 5 * time.Millisecond,
+			ReconcileInterval: 20 * time.Millisecond, ReconcileSettle: 5 * time.Millisecond},
+			func([]throttle.Item) { t.Error("dispatched with no token free") }, nil)
+		thr.Enqueue(evs[399]) // the bucket runs, starved, reconciling every 20 ms
+		lowest := 2
+		for i := 1; i < 398; i++ {
+			// Hand the token of the holder on to the next event.
+			startDelivering(evs[i])
+			release(evs[i-1])
+			lowest = min(lowest, inUse(t, st, "p"))
+			time.Sleep(time.Millisecond)
+		}
+		if lowest != 2 {
+			t.Fatalf("InUse fell to %d while tokens were in motion, want it kept at 2", lowest)
+		}
+	})
+
 	t.Run("DeletedPolicyDeadLetters", func(t *testing.T) {
 		st := throttletest.NewMemStore()
 		thr := startThrottle(t, st, throttle.Config{PollInterval: 10 * time.Millisecond}, func([]throttle.Item) {

@@ -423,7 +423,7 @@ func (r *result) print(w io.Writer, o *options) {
 	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
 	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
 	fmt.Fprintf(tw, "duplicates\t%d\n", r.duplicates)
-	fmt.Fprintf(tw, "lost (not delivered)\t%d (dead %d, unfinished %d)\n", r.lost, r.dead, r.unfinished)
+	fmt.Fprintf(tw, "not delivered\t%d (dead %d, unfinished at the end %d)\n", r.lost, r.dead, r.unfinished)
 	fmt.Fprintf(tw, "failed attempts (injected)\t%d\n", r.failedAttempts)
 	fmt.Fprintf(tw, "throughput\t%.1f events/s (first fire to last first receipt: %v)\n", r.throughput(), r.lastReceipt.Sub(r.firstFire).Round(time.Millisecond))
 	fmt.Fprintf(tw, "setup (tenant, policies, schedules)\t%v\n", r.setup.Round(time.Millisecond))
@@ -454,7 +454,7 @@ func (r *result) print(w io.Writer, o *options) {
 		for _, v := range r.maxHeld {
 			maxHeld = max(maxHeld, v)
 		}
-		fmt.Fprintf(w, "\n| schedules x n | policies x maxInFlight | latency | fail | expected | delivered | dup | lost | events/s | p50 | p95 | p99 | max | max held / bound |\n")
+		fmt.Fprintf(w, "\n| schedules x n | policies x maxInFlight | latency | fail | expected | delivered | dup | not delivered | events/s | p50 | p95 | p99 | max | max held / bound |\n")
 		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(w, "| %d x %d | %d x %d | %v | %.0f%% | %d | %d | %d | %d | %.1f | %s | %s | %s | %s | %d / %d |\n",
 			o.schedules, o.eventsPerFire, o.policies, boundOf(o), o.consumerLatency, 100*o.failureRate,

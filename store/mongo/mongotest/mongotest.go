@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -207,6 +208,11 @@ type Config struct {
 	// backend takes row locks and keeps answering under many clients that
 	// are killed mid-query, which the SQLite backend does not.
 	PostgreSQLURL string
+	// SerializeWrites puts a proxy on Addr that lets one write command at
+	// a time through to FerretDB (which then listens on a port of its own),
+	// so that conditional writes are atomic across clients as on MongoDB.
+	// Several processes sharing one FerretDB need it; see writeSerializer.
+	SerializeWrites bool
 }
 
 // Start runs FerretDB with its SQLite files in dir on a free port of
@@ -245,7 +251,11 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 	}
 
 	newMu.Lock()
-	fcfg.Listener = ferretdb.ListenerConfig{TCP: cfg.Addr}
+	addr := cfg.Addr
+	if cfg.SerializeWrites {
+		addr = "127.0.0.1:0" // FerretDB's own; clients use the proxy on cfg.Addr
+	}
+	fcfg.Listener = ferretdb.ListenerConfig{TCP: addr}
 	fcfg.Logger = cfg.Logger
 	f, err := ferretdb.New(&fcfg)
 	newMu.Unlock()
@@ -271,9 +281,26 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 
 	// The listener is bound in New, so the address is known at once.
 	uri = f.MongoDBURI()
+	var closeProxy func()
+	if cfg.SerializeWrites {
+		backend := strings.TrimSuffix(strings.TrimPrefix(uri, "mongodb://"), "/")
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			cancel()
+			<-done
+			return "", nil, fmt.Errorf("mongotest: listen on %s: %w", cfg.Addr, err)
+		}
+		ws := &writeSerializer{backend: backend}
+		go ws.serve(ln)
+		closeProxy = func() { _ = ln.Close(); ws.closeAll() }
+		uri = "mongodb://" + ln.Addr().String() + "/"
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
+			if closeProxy != nil {
+				closeProxy()
+			}
 			cancel()
 			<-done
 		})
