@@ -33,6 +33,12 @@ type bucket struct {
 	// again only after PollInterval, not after every gift.
 	starvedAt   time.Time
 	giftedSince bool
+	// progressAt is when the bucket last handed out tokens. A bucket with
+	// events waiting and no progress for stallReconcile reconciles at once
+	// instead of at the next ReconcileInterval: leaked tokens (an owner that
+	// died after acquiring) are repaired only while tokens do not move, and
+	// a bucket starved by its leaks is exactly such a quiet moment.
+	progressAt time.Time
 
 	wake     chan struct{} // events were added
 	released chan struct{} // a token went back
@@ -107,15 +113,22 @@ func (b *bucket) run(ctx context.Context) {
 		b.returnGifts(ctx)
 	}()
 	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
+	lastReconcile := clock.Now()
+	b.progressAt = clock.Now()
+	stall := t.stallReconcile()
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
 			b.starts.Wait()
 			if err := b.loadAndReconcile(ctx); err != nil && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("token reconciliation failed")
 			}
-			nextReconcile = clock.Now().Add(t.cfg.ReconcileInterval)
+			lastReconcile = clock.Now()
+			nextReconcile = lastReconcile.Add(t.cfg.ReconcileInterval)
 		}
 		res := b.round(ctx)
+		if res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
+			nextReconcile = clock.Now() // starved for a while: look for leaks now
+		}
 		b.mu.Lock()
 		waiting := b.q.Len()
 		b.mu.Unlock()
@@ -226,6 +239,7 @@ func (b *bucket) startAsync(ctx context.Context, items []Item) bool {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
 		return false
 	}
+	b.progressAt = t.deps.Clock.Now()
 	b.starts.Add(1)
 	go func() {
 		defer func() { <-b.startSem; b.starts.Done() }()
@@ -384,6 +398,12 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		t.deps.Metrics.TokensInUse(b.policyID, out)
 	}
 	return nil
+}
+
+// stallReconcile is how long a bucket with events waiting may hand out no
+// token before it reconciles out of turn: a few repair windows.
+func (t *Throttle) stallReconcile() time.Duration {
+	return min(5*t.cfg.ReconcileSettle, t.cfg.ReconcileInterval)
 }
 
 // reconcileSamples is how many agreeing readings a repair needs.

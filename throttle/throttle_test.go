@@ -373,6 +373,35 @@ func TestBucket(t *testing.T) {
 		}
 	})
 
+	t.Run("StarvedBucketRepairsLeakEarly", func(t *testing.T) {
+		// Tokens leak while the bucket runs (an owner that acquired them
+		// died); events wait and nothing moves. The repair must not wait
+		// for the next ReconcileInterval (an hour here).
+		st := throttletest.NewMemStore()
+		newPolicy(t, st, "p", 2, time.Minute)
+		got := make(chan *model.Event, 10)
+		thr := startThrottle(t, st, throttle.Config{PollInterval: 5 * time.Millisecond,
+			ReconcileInterval: time.Hour, ReconcileSettle: 10 * time.Millisecond},
+			func(items []throttle.Item) {
+				for _, it := range items {
+					got <- it.Event
+				}
+			}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "a", 1, 1)...)
+		select {
+		case <-got:
+		case <-time.After(2 * time.Second):
+			t.Fatal("first event not dispatched")
+		}
+		st.SetInUse("p", 2) // one held by the dispatched event, one leaked
+		thr.Enqueue(scheduledEvents(t, st, "p", "b", 1, 1)...)
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a starved bucket did not repair the leaked token")
+		}
+	})
+
 	t.Run("ReconcileLeavesTokensInMotion", func(t *testing.T) {
 		// At the bound, with one release always in flight (its event
 		// released, its token not yet returned): InUse is 2 and 1 event
