@@ -178,7 +178,6 @@ func (a *App) build(ctx context.Context) error {
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
 		// Releases served here hand tokens to this handler's buckets.
 		Releaser: a.handler.Throttle(),
-		Shards:   a.shards,
 	})
 	if err != nil {
 		return err

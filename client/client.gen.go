@@ -743,9 +743,7 @@ type ClientInterface interface {
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
-	// attempt (retrying), it becomes released and is not delivered again
-	// (unless the instance answering is the one recording that delivery
-	// right now; the answer then shows the event's current state).
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -759,9 +757,7 @@ type ClientInterface interface {
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
-	// attempt (retrying), it becomes released and is not delivered again
-	// (unless the instance answering is the one recording that delivery
-	// right now; the answer then shows the event's current state).
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1015,9 +1011,7 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
-// attempt (retrying), it becomes released and is not delivered again
-// (unless the instance answering is the one recording that delivery
-// right now; the answer then shows the event's current state).
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1041,9 +1035,7 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
-// attempt (retrying), it becomes released and is not delivered again
-// (unless the instance answering is the one recording that delivery
-// right now; the answer then shows the event's current state).
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2806,9 +2798,7 @@ type ClientWithResponsesInterface interface {
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
-	// attempt (retrying), it becomes released and is not delivered again
-	// (unless the instance answering is the one recording that delivery
-	// right now; the answer then shows the event's current state).
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2822,9 +2812,7 @@ type ClientWithResponsesInterface interface {
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
-	// attempt (retrying), it becomes released and is not delivered again
-	// (unless the instance answering is the one recording that delivery
-	// right now; the answer then shows the event's current state).
+	// attempt (retrying), it becomes released and is not delivered again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5380,9 +5368,7 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
-// attempt (retrying), it becomes released and is not delivered again
-// (unless the instance answering is the one recording that delivery
-// right now; the answer then shows the event's current state).
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5402,9 +5388,7 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
-// attempt (retrying), it becomes released and is not delivered again
-// (unless the instance answering is the one recording that delivery
-// right now; the answer then shows the event's current state).
+// attempt (retrying), it becomes released and is not delivered again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

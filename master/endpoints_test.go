@@ -609,38 +609,3 @@ func TestTenantsAndKeys(t *testing.T) {
 		wantProblem(t, err, rv.HTTPResponse, rv.Body, http.StatusNotFound, "")
 	})
 }
-
-// ownedShards owns every shard under fence, as the handler of the instance
-// that delivered an event does until it records the outcome.
-type ownedShards struct{ fence int64 }
-
-func (o ownedShards) Owns(_ int, fence int64) bool { return fence == o.fence }
-
-// TestReleaseUnthrottledLeftToOwningHandler: a release of an unthrottled
-// event whose shard this instance's handler holds under the event's fence
-// is not written here (that handler is recording the delivery); one under
-// another fence (the delivering instance died) is.
-func TestReleaseUnthrottledLeftToOwningHandler(t *testing.T) {
-	const fence = 5
-	h := newHarness(t, func(_ *master.Config, d *master.Deps) { d.Shards = ownedShards{fence: fence} })
-	tid, _ := h.tenant("acme")
-	anon := h.client("")
-
-	mine := h.insertEvent(tid, "sch_a", "", model.EventPending)
-	claimed, err := h.st.EventClaimDue(h.ctx, &store.EventClaimParams{Shard: mine.Shard, Fence: fence, DueBefore: time.Now().Add(time.Hour), Limit: 10})
-	if err != nil || len(claimed) != 1 || claimed[0].Fence != fence {
-		t.Fatalf("claim under fence %d: %v, %+v", fence, err, claimed)
-	}
-	r, err := anon.ReleaseEventWithResponse(h.ctx, mine.ID, client.ReleaseRequest{Token: mine.ReleaseToken})
-	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-	if stored, _ := h.st.EventGetByID(h.ctx, mine.ID); stored.Status != model.EventScheduled {
-		t.Fatalf("release of an event this instance is recording stored %s, want it left scheduled", stored.Status)
-	}
-
-	theirs := h.insertEvent(tid, "sch_a", "", model.EventScheduled) // fence 0: not held here
-	r, err = anon.ReleaseEventWithResponse(h.ctx, theirs.ID, client.ReleaseRequest{Token: theirs.ReleaseToken})
-	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-	if stored, _ := h.st.EventGetByID(h.ctx, theirs.ID); stored.Status != model.EventReleased {
-		t.Fatalf("release of an event of another instance stored %s, want released", stored.Status)
-	}
-}

@@ -86,12 +86,6 @@ type Releaser interface {
 
 var _ Releaser = (*throttle.Throttle)(nil)
 
-// Shards reports whether this instance holds a queue shard's lease under a
-// given fence.
-type Shards interface {
-	Owns(shard int, fence int64) bool
-}
-
 // storeReleaser releases through the store alone (throttle.Release).
 type storeReleaser struct{ st throttle.ReleaseStore }
 
@@ -112,11 +106,6 @@ type Deps struct {
 	// alone (throttle.Release); the policy's bucket owner finds the token
 	// by polling.
 	Releaser Releaser
-	// Shards, if set, tells which event queue shards this instance's
-	// handler owns. A consumer's release of an unthrottled event that the
-	// handler here is about to record anyway is then not written twice;
-	// see ackUnthrottled. *lease.Balancer satisfies it.
-	Shards Shards
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -129,7 +118,6 @@ type Server struct {
 	store   Store
 	emitter Emitter
 	release Releaser
-	shards  Shards
 	now     func() time.Time
 	log     zerolog.Logger
 
@@ -164,7 +152,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		store:   deps.Store,
 		emitter: deps.Emitter,
 		release: deps.Releaser,
-		shards:  deps.Shards,
 		now:     deps.Clock,
 		log:     deps.Logger,
 	}

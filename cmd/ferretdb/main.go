@@ -10,10 +10,11 @@
 // it accepts connections, and runs until SIGINT or SIGTERM. Restarting it with
 // the same -listen and -dir brings back the same data at the same URI.
 //
-// By default a proxy in front of FerretDB lets one write command at a time
-// through (-serialize-writes): FerretDB v1 runs a conditional write as a find
-// and then a write by _id, so without it two processes' compare-and-sets on
-// one document can both succeed, which MongoDB never allows.
+// By default a proxy in front of FerretDB lets conflicting writes (to the same
+// document, or naming no _id) through one at a time (-serialize-writes):
+// FerretDB v1 runs a conditional write as a find and then a write by _id, so
+// without it two processes' compare-and-sets on one document can both
+// succeed, which MongoDB never allows.
 //
 // FerretDB v1 is a correctness stand-in for MongoDB; it is slow (no index use,
 // about 150 ms per update under load), so never benchmark against it.
@@ -46,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "directory of the SQLite files (reuse it to keep the data); required unless -postgresql-url is set")
 	pgURL := fs.String("postgresql-url", "", "use FerretDB's PostgreSQL backend with this connection string instead of SQLite")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
-	serialize := fs.Bool("serialize-writes", true, "let one write command at a time through, so that conditional writes are atomic across clients as on MongoDB (FerretDB v1's are a find and then a write)")
+	serialize := fs.Bool("serialize-writes", true, "let conflicting writes (same document, or naming no _id) through one at a time, so that conditional writes are atomic across clients as on MongoDB (FerretDB v1's are a find and then a write)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -208,10 +208,11 @@ type Config struct {
 	// backend takes row locks and keeps answering under many clients that
 	// are killed mid-query, which the SQLite backend does not.
 	PostgreSQLURL string
-	// SerializeWrites puts a proxy on Addr that lets one write command at
-	// a time through to FerretDB (which then listens on a port of its own),
-	// so that conditional writes are atomic across clients as on MongoDB.
-	// Several processes sharing one FerretDB need it; see writeSerializer.
+	// SerializeWrites puts a proxy on Addr that lets conflicting writes
+	// through to FerretDB (which then listens on a port of its own) one at
+	// a time, so that conditional writes are atomic across clients as on
+	// MongoDB. Several processes sharing one FerretDB need it; see
+	// writeSerializer.
 	SerializeWrites bool
 }
 

@@ -4,9 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
+	"slices"
 	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // FerretDB v1 runs a conditional write (update, delete, findAndModify) as a
@@ -16,31 +20,88 @@ import (
 // The store driver serialises its writes within one process; several
 // processes on one FerretDB (the chaos tests' three instances) need the
 // server to do it. writeSerializer is a wire-protocol proxy in front of
-// FerretDB that lets one write command at a time through to it, from when it
-// forwards the command until the reply to it comes back. Reads pass freely.
+// FerretDB that makes conflicting writes wait for each other, from when it
+// forwards a write command until the reply to it comes back: writes whose
+// statements all name documents by _id lock those documents (and share their
+// collection); other writes lock the whole collection. Inserts (atomic by
+// the unique _id index) and reads pass freely.
 //
 // It understands only as much of the protocol as it must: messages are
 // length-prefixed with a 16-byte header (length, requestID, responseTo,
-// opCode); the command name is the first key of the body document of an
-// OP_MSG. Anything else (the legacy OP_QUERY handshake) passes as a read.
+// opCode); the command is the body document of an OP_MSG, with its
+// statements either in the body or in document-sequence sections. Anything
+// else (the legacy OP_QUERY handshake) passes as a read.
 type writeSerializer struct {
 	backend string // FerretDB's own address
 
-	write sync.Mutex // held by one write command, request to reply
-
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	colls map[string]*sync.RWMutex
+
+	docs [docStripes]sync.Mutex // by hash of collection and _id
 }
 
-// writeCommands are the commands that change documents.
-var writeCommands = map[string]bool{
-	"insert": true, "update": true, "delete": true, "findAndModify": true,
+const docStripes = 512
+
+// locked is what one write command holds until its reply.
+type locked struct {
+	coll    *sync.RWMutex
+	whole   bool
+	stripes []int
+}
+
+func (s *writeSerializer) collLock(name string) *sync.RWMutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.colls == nil {
+		s.colls = map[string]*sync.RWMutex{}
+	}
+	l := s.colls[name]
+	if l == nil {
+		l = &sync.RWMutex{}
+		s.colls[name] = l
+	}
+	return l
+}
+
+// lock takes the locks of a write on coll touching ids (nil: unknown, the
+// whole collection). Stripes are taken in order, so two writes cannot wait
+// for each other.
+func (s *writeSerializer) lock(coll string, ids []string) *locked {
+	l := &locked{coll: s.collLock(coll), whole: ids == nil}
+	if l.whole {
+		l.coll.Lock()
+		return l
+	}
+	l.coll.RLock()
+	for _, id := range ids {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(coll + "\x00" + id))
+		l.stripes = append(l.stripes, int(h.Sum32()%docStripes))
+	}
+	slices.Sort(l.stripes)
+	l.stripes = slices.Compact(l.stripes)
+	for _, i := range l.stripes {
+		s.docs[i].Lock()
+	}
+	return l
+}
+
+func (s *writeSerializer) unlock(l *locked) {
+	if l.whole {
+		l.coll.Unlock()
+		return
+	}
+	for _, i := range slices.Backward(l.stripes) {
+		s.docs[i].Unlock()
+	}
+	l.coll.RUnlock()
 }
 
 const (
-	opMsg        = 2013
-	maxMessage   = 48 << 20 // MongoDB's maxMessageSizeBytes
-	flagMoreToCo = 1 << 1   // OP_MSG moreToCome: no reply to this message
+	opMsg         = 2013
+	maxMessage    = 48 << 20 // MongoDB's maxMessageSizeBytes
+	flagMoreToCom = 1 << 1   // OP_MSG moreToCome: no reply to this message
 )
 
 // serve accepts clients on ln until it is closed.
@@ -77,8 +138,8 @@ func (s *writeSerializer) track(c net.Conn, add bool) {
 }
 
 // proxy relays one client connection. Requests and replies travel in their
-// own goroutines; a write request takes the lock before it is forwarded and
-// the reply whose responseTo names it gives the lock back.
+// own goroutines; a write request takes its locks before it is forwarded and
+// the reply whose responseTo names it gives them back.
 func (s *writeSerializer) proxy(client net.Conn) {
 	server, err := net.Dial("tcp", s.backend)
 	if err != nil {
@@ -87,15 +148,16 @@ func (s *writeSerializer) proxy(client net.Conn) {
 	}
 	s.track(client, true)
 	s.track(server, true)
-	// pending is the requestID of the write holding the lock, 0 if none.
+	// pending is the requestID of the write holding held, 0 if none.
 	var pmu sync.Mutex
 	var pending int32
-	unlock := func(responseTo int32) {
+	var held *locked
+	release := func(responseTo int32) {
 		pmu.Lock()
 		defer pmu.Unlock()
 		if pending != 0 && (responseTo == pending || responseTo == 0) {
-			pending = 0
-			s.write.Unlock()
+			s.unlock(held)
+			pending, held = 0, nil
 		}
 	}
 	done := make(chan struct{})
@@ -107,7 +169,7 @@ func (s *writeSerializer) proxy(client net.Conn) {
 				break
 			}
 			// The write is done in FerretDB once its reply is read.
-			unlock(int32(binary.LittleEndian.Uint32(msg[8:12])))
+			release(int32(binary.LittleEndian.Uint32(msg[8:12])))
 			if _, werr := client.Write(msg); werr != nil {
 				break
 			}
@@ -120,20 +182,20 @@ func (s *writeSerializer) proxy(client net.Conn) {
 			break
 		}
 		requestID := int32(binary.LittleEndian.Uint32(msg[4:8]))
-		isWrite, noReply := classify(msg)
-		if isWrite {
-			s.write.Lock()
-			if noReply {
-				// No reply will come: hold the lock only while it is sent.
-				_, err = server.Write(msg)
-				s.write.Unlock()
-			} else {
-				pmu.Lock()
-				pending = requestID
-				pmu.Unlock()
-				_, err = server.Write(msg)
-			}
-		} else {
+		w, ok := classify(msg)
+		switch {
+		case !ok:
+			_, err = server.Write(msg)
+		case w.noReply:
+			// No reply will come: hold the locks only while it is sent.
+			l := s.lock(w.coll, w.ids)
+			_, err = server.Write(msg)
+			s.unlock(l)
+		default:
+			l := s.lock(w.coll, w.ids)
+			pmu.Lock()
+			pending, held = requestID, l
+			pmu.Unlock()
 			_, err = server.Write(msg)
 		}
 		if err != nil {
@@ -142,7 +204,7 @@ func (s *writeSerializer) proxy(client net.Conn) {
 	}
 	_ = server.Close()
 	<-done
-	unlock(0) // a write whose reply never came
+	release(0) // a write whose reply never came
 	s.track(client, false)
 	s.track(server, false)
 }
@@ -165,44 +227,121 @@ func readMessage(r io.Reader) ([]byte, error) {
 	return msg, nil
 }
 
-// classify tells whether msg is a write command, and whether its sender
-// expects no reply (moreToCome).
-func classify(msg []byte) (write, noReply bool) {
-	if int32(binary.LittleEndian.Uint32(msg[12:16])) != opMsg || len(msg) < 21 {
-		return false, false
-	}
-	flags := binary.LittleEndian.Uint32(msg[16:20])
-	name, err := commandName(msg[20:])
-	if err != nil {
-		return false, false
-	}
-	return writeCommands[name], flags&flagMoreToCo != 0
+// write is a write command that needs locks.
+type write struct {
+	coll    string
+	ids     []string // the documents it touches; nil: not known
+	noReply bool
 }
 
-// commandName finds the body section (kind 0) of an OP_MSG's sections and
-// returns its first key.
-func commandName(sections []byte) (string, error) {
-	for len(sections) > 0 {
-		kind := sections[0]
-		sections = sections[1:]
-		if len(sections) < 4 {
-			return "", errors.New("short section")
+// statements names, per write command, where its statements are and which
+// field of a statement holds its filter; findAndModify has one, in the body.
+var statements = map[string][2]string{
+	"update": {"updates", "q"},
+	"delete": {"deletes", "q"},
+}
+
+// classify returns the write to lock for msg; false for anything that needs
+// none (reads, inserts, other opcodes).
+func classify(msg []byte) (write, bool) {
+	if int32(binary.LittleEndian.Uint32(msg[12:16])) != opMsg || len(msg) < 21 {
+		return write{}, false
+	}
+	flags := binary.LittleEndian.Uint32(msg[16:20])
+	body, seqs, err := sections(msg[20:])
+	if err != nil {
+		return write{}, false
+	}
+	elems, err := body.Elements()
+	if err != nil || len(elems) == 0 {
+		return write{}, false
+	}
+	name := elems[0].Key()
+	coll, _ := elems[0].Value().StringValueOK()
+	w := write{coll: coll, noReply: flags&flagMoreToCom != 0}
+	var filters []bson.Raw
+	switch name {
+	case "findAndModify":
+		if q, ok := body.Lookup("query").DocumentOK(); ok {
+			filters = append(filters, q)
+		} else {
+			return w, true
 		}
-		size := int(int32(binary.LittleEndian.Uint32(sections[:4])))
-		if size < 5 || size > len(sections) {
-			return "", errors.New("bad section size")
-		}
-		if kind == 0 {
-			doc := sections[:size]
-			// int32 length, then the first element: type byte, cstring key.
-			for i := 5; i < len(doc); i++ {
-				if doc[i] == 0 {
-					return string(doc[5:i]), nil
+	case "update", "delete":
+		where := statements[name]
+		docs := seqs[where[0]]
+		if arr, ok := body.Lookup(where[0]).ArrayOK(); ok {
+			vals, _ := arr.Values()
+			for _, v := range vals {
+				if d, ok := v.DocumentOK(); ok {
+					docs = append(docs, d)
 				}
 			}
-			return "", errors.New("unterminated key")
 		}
-		sections = sections[size:]
+		for _, d := range docs {
+			q, ok := d.Lookup(where[1]).DocumentOK()
+			if !ok {
+				return w, true
+			}
+			filters = append(filters, q)
+		}
+	default:
+		return write{}, false
 	}
-	return "", errors.New("no body section")
+	for _, q := range filters {
+		id, err := q.LookupErr("_id")
+		if err != nil || id.Type == bson.TypeEmbeddedDocument {
+			return w, true // no _id, or an operator ($in...): whole collection
+		}
+		w.ids = append(w.ids, id.String())
+	}
+	if len(w.ids) == 0 {
+		w.ids = nil
+	}
+	return w, true
+}
+
+// sections splits an OP_MSG's sections into the body document (kind 0) and
+// the document sequences (kind 1) by identifier.
+func sections(b []byte) (body bson.Raw, seqs map[string][]bson.Raw, err error) {
+	seqs = map[string][]bson.Raw{}
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		if len(b) < 4 {
+			return nil, nil, errors.New("short section")
+		}
+		size := int(int32(binary.LittleEndian.Uint32(b[:4])))
+		if size < 5 || size > len(b) {
+			return nil, nil, errors.New("bad section size")
+		}
+		sec := b[:size]
+		b = b[size:]
+		switch kind {
+		case 0:
+			body = bson.Raw(sec)
+		case 1:
+			rest := sec[4:]
+			i := slices.Index(rest, 0)
+			if i < 0 {
+				return nil, nil, errors.New("unterminated sequence name")
+			}
+			id := string(rest[:i])
+			rest = rest[i+1:]
+			for len(rest) >= 4 {
+				n := int(int32(binary.LittleEndian.Uint32(rest[:4])))
+				if n < 5 || n > len(rest) {
+					return nil, nil, errors.New("bad document in sequence")
+				}
+				seqs[id] = append(seqs[id], bson.Raw(rest[:n]))
+				rest = rest[n:]
+			}
+		default:
+			return nil, nil, fmt.Errorf("unknown section kind %d", kind)
+		}
+	}
+	if body == nil {
+		return nil, nil, errors.New("no body section")
+	}
+	return body, seqs, nil
 }
