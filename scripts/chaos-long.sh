@@ -2,7 +2,7 @@
 # Runs the long versions of the chaos tests (package ./chaos with
 # CHAOS_LONG=1: minutes per test, more events and kills, two instances and
 # both outage modes in the store test), then a few schedbench workloads in
-# process. About 25-30 minutes on two cores. The summary goes to the terminal
+# process. About 25-35 minutes on two cores. The summary goes to the terminal
 # and to $CHAOS_OUT_DIR/chaos-long-YYYY-MM-DD.log (default /tmp), the full
 # test output to chaos-long-YYYY-MM-DD.test.log beside it; copy the figures
 # into BENCHMARKS.md.
