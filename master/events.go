@@ -145,7 +145,10 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 // duplicates in the chaos runs, where that handler's write often came after
 // a kill.
 func (s *Server) ackUnthrottled(c echo.Context, e *model.Event) error {
-	ctx := c.Request().Context()
+	// Once started, the write completes even if the consumer gives up
+	// waiting (as a release does): a slow store otherwise cancelled it and
+	// the event was delivered again (seen in a chaos run: 74 duplicates).
+	ctx := context.WithoutCancel(c.Request().Context())
 	for range casRetries {
 		if e.Status != model.EventScheduled && e.Status != model.EventRetrying {
 			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
