@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -339,8 +340,9 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		if err != nil {
 			return reading{}, err
 		}
-		// The holders themselves: every token expires before the end of time.
-		evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(1<<40, 0), reconcileLimit(p))
+		// The holders themselves: every token expires before the last
+		// instant a store can compare (Unix nanoseconds in an int64).
+		evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
 		if err != nil {
 			return reading{}, err
 		}

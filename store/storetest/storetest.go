@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -1364,6 +1365,11 @@ var eventTests = []namedTest{
 		expired, err = d.EventFindTokenExpired(ctx, "p1", at(time.Minute), 1)
 		requireNoError(t, err, "EventFindTokenExpired limited")
 		requireEqual(t, len(expired), 1, "EventFindTokenExpired limit")
+		// The latest instant the contract's times can carry lists every
+		// holder (the throttle's reconciliation reads them so).
+		expired, err = d.EventFindTokenExpired(ctx, "p1", time.Unix(0, math.MaxInt64), 10)
+		requireNoError(t, err, "EventFindTokenExpired at the last instant")
+		requireSameIDs(t, eventIDs(expired), []string{delivering.ID, deliveredExpired.ID, deliveredFresh.ID}, "EventFindTokenExpired at the last instant")
 
 		n, err := d.EventCountHoldingTokens(ctx, "p1")
 		requireNoError(t, err, "EventCountHoldingTokens")
