@@ -32,7 +32,7 @@ func pgBinDir() string {
 		return d
 	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		if d := string(trimNL(out)); ok(d) {
+		if d := strings.TrimSpace(string(out)); ok(d) {
 			return d
 		}
 	}
@@ -49,13 +49,6 @@ func pgBinDir() string {
 func pgVersion(binDir string) int {
 	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
 	return v
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // usePostgres reports whether FerretDB should run on PostgreSQL, failing t

@@ -104,8 +104,7 @@ func BenchmarkLatenessSteady1000(b *testing.B) {
 		waitCount(b, &got, n, time.Minute)
 		b.StopTimer()
 		mu.Lock()
-		slices.Sort(late)
-		p50, p99, worst := late[len(late)/2], late[len(late)*99/100], late[len(late)-1]
+		p50, p99, worst := percentile(late, 0.5), percentile(late, 0.99), percentile(late, 1)
 		mu.Unlock()
 		b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")

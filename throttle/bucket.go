@@ -330,7 +330,10 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		holders []string // their ids, to see motion that keeps the number
 		gifts   int
 	}
-	read := func() (reading, error) {
+	// read takes a reading; the holders' ids only if withIDs (a mismatch
+	// is being watched), so that the usual, consistent check costs two
+	// small reads.
+	read := func(withIDs bool) (reading, error) {
 		p, err := st.PolicyGetByID(ctx, b.policyID)
 		if err != nil {
 			return reading{}, err
@@ -340,27 +343,37 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		if err != nil {
 			return reading{}, err
 		}
-		// The holders themselves: every token expires before the last
-		// instant a store can compare (Unix nanoseconds in an int64).
-		evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
-		if err != nil {
-			return reading{}, err
+		var ids []string
+		if withIDs {
+			// Every token expires before the last instant a store can
+			// compare (Unix nanoseconds in an int64).
+			evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
+			if err != nil {
+				return reading{}, err
+			}
+			ids = make([]string, len(evs))
+			for i, e := range evs {
+				ids[i] = e.ID
+			}
+			slices.Sort(ids)
 		}
-		ids := make([]string, len(evs))
-		for i, e := range evs {
-			ids[i] = e.ID
-		}
-		slices.Sort(ids)
 		b.mu.Lock()
 		g := b.gifts
 		b.mu.Unlock()
 		return reading{p: p, held: held, holders: ids, gifts: g}, nil
 	}
-	first, err := read()
+	quick, err := read(false)
 	if err != nil {
 		return err
 	}
-	t.deps.Metrics.TokensInUse(b.policyID, first.p.InUse)
+	t.deps.Metrics.TokensInUse(b.policyID, quick.p.InUse)
+	if quick.p.InUse == quick.held+quick.gifts {
+		return nil
+	}
+	first, err := read(true)
+	if err != nil {
+		return err
+	}
 	out := first.held + first.gifts
 	if first.p.InUse == out {
 		return nil
@@ -372,7 +385,7 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		if !sleepCtx(ctx, t.deps.Clock, t.cfg.ReconcileSettle) {
 			return ctx.Err()
 		}
-		r, err := read()
+		r, err := read(true)
 		if err != nil {
 			return err
 		}

@@ -44,22 +44,14 @@ func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
 	var mu sync.Mutex
 	var got []throttle.Item
 	var over atomic.Bool
-	thr, err := throttle.New(throttle.Config{}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
-		Dispatch: func(its []throttle.Item) {
-			if n, _ := mem.EventCountHoldingTokens(ctx, "p"); n > 2 {
-				over.Store(true)
-			}
-			mu.Lock()
-			got = append(got, its...)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := thr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { thr.Stop(ctx) })
+	thr := startThrottle(t, st, throttle.Config{}, func(its []throttle.Item) {
+		if n, _ := mem.EventCountHoldingTokens(ctx, "p"); n > 2 {
+			over.Store(true)
+		}
+		mu.Lock()
+		got = append(got, its...)
+		mu.Unlock()
+	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	waitFor(t, 5*time.Second, "two dispatched", func() bool { return dispatched() == 2 })
@@ -120,20 +112,11 @@ func TestReleaseHandsOffOnlyThroughOwningThrottle(t *testing.T) {
 	newThrottle := func() *throttle.Throttle {
 		t.Helper()
 		// No polling: the bucket moves only when woken or handed a token.
-		thr, err := throttle.New(throttle.Config{PollInterval: time.Hour}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
-			Dispatch: func(its []throttle.Item) {
-				for _, it := range its {
-					got <- it.Event
-				}
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := thr.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { thr.Stop(ctx) })
-		return thr
+		return startThrottle(t, st, throttle.Config{PollInterval: time.Hour}, func(its []throttle.Item) {
+			for _, it := range its {
+				got <- it.Event
+			}
+		}, nil)
 	}
 	owner, other := newThrottle(), newThrottle()
 	owner.Enqueue(items...)
@@ -242,24 +225,16 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 
 	var mu sync.Mutex
 	var got []throttle.Item
-	thr, err := throttle.New(throttle.Config{}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
-		Dispatch: func(its []throttle.Item) {
-			for _, it := range its {
-				if it.Event.Status != model.EventDelivering || it.Policy == nil || it.Event.TokenExpiresAt == nil {
-					t.Errorf("dispatched %s in status %s (policy %v)", it.Event.ID, it.Event.Status, it.Policy)
-				}
+	thr := startThrottle(t, st, throttle.Config{}, func(its []throttle.Item) {
+		for _, it := range its {
+			if it.Event.Status != model.EventDelivering || it.Policy == nil || it.Event.TokenExpiresAt == nil {
+				t.Errorf("dispatched %s in status %s (policy %v)", it.Event.ID, it.Event.Status, it.Policy)
 			}
-			mu.Lock()
-			got = append(got, its...)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := thr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { thr.Stop(ctx) })
+		}
+		mu.Lock()
+		got = append(got, its...)
+		mu.Unlock()
+	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
 	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) == 1 })

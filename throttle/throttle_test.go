@@ -74,7 +74,7 @@ func inUse(t *testing.T, st *throttletest.MemStore, policyID string) int {
 	return p.InUse
 }
 
-func startThrottle(t *testing.T, st *throttletest.MemStore, cfg throttle.Config, dispatch func([]throttle.Item), reclaimed func([]*model.Event)) *throttle.Throttle {
+func startThrottle(t *testing.T, st throttle.Store, cfg throttle.Config, dispatch func([]throttle.Item), reclaimed func([]*model.Event)) *throttle.Throttle {
 	t.Helper()
 	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Dispatch: dispatch, Reclaimed: reclaimed})
 	if err != nil {
