@@ -29,6 +29,7 @@ type metrics struct {
 	// handler and throttle
 	delivered     prometheus.Counter
 	retried       prometheus.Counter
+	tokensRenewed prometheus.Counter
 	dead          prometheus.Counter
 	lateness      prometheus.Histogram
 	tokenTimeouts *prometheus.CounterVec
@@ -96,6 +97,10 @@ func newMetrics() *metrics {
 		Name: "schedulerd_events_retried_total",
 		Help: "Failed delivery attempts that will be tried again.",
 	})
+	m.tokensRenewed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schedulerd_tokens_renewed_total",
+		Help: "Tokens renewed before a send because the event waited more than TokenRenewAfter after taking its token.",
+	})
 	m.dead = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "schedulerd_events_dead_total",
 		Help: "Events moved to dead after their last attempt.",
@@ -117,7 +122,7 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_waiting",
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.dead, m.lateness, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
 	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
@@ -165,6 +170,7 @@ func (m *metrics) apiMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 func (m *metrics) Delivered(n int)          { m.delivered.Add(float64(n)) }
 func (m *metrics) Retried(n int)            { m.retried.Add(float64(n)) }
 func (m *metrics) Dead(n int)               { m.dead.Add(float64(n)) }
+func (m *metrics) TokensRenewed(n int)      { m.tokensRenewed.Add(float64(n)) }
 func (m *metrics) Lateness(d time.Duration) { m.lateness.Observe(d.Seconds()) }
 func (m *metrics) TokenTimeouts(policyID string, n int) {
 	m.tokenTimeouts.WithLabelValues(policyID).Add(float64(n))

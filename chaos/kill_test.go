@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -55,9 +56,13 @@ type killSize struct {
 func TestChaosMultiInstanceKill(t *testing.T) {
 	skipShort(t)
 	// FerretDB is the bottleneck (it filters claims in Go over the whole
-	// collection): ~2,500 events keep the CI run within a few minutes.
+	// collection) and carries ~20 events/s while instances die: ~2,400
+	// events over two minutes of kills. (2,610 in 50 s, as until
+	// 2026-11-23, queued for minutes; writes then took seconds, and an
+	// instance killed in that time left more deliveries unrecorded, i.e.
+	// more duplicates: that measured FerretDB's backlog, not the service.)
 	size := killSize{
-		oneOffs: 9, lateOneOffs: 3, perSchedule: 200, chaosFor: 50 * time.Second,
+		oneOffs: 9, lateOneOffs: 3, perSchedule: 160, chaosFor: 2 * time.Minute,
 		triggerEvery: 8 * time.Second, perTrigger: 30,
 		killGap: [2]time.Duration{3 * time.Second, 7 * time.Second},
 		downFor: [2]time.Duration{time.Second, 5 * time.Second},
@@ -82,7 +87,7 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	uri := os.Getenv("CHAOS_MONGO_URI")
 	extra := map[string]string{
 		"SCHEDULER_MONGO_DATABASE": fmt.Sprintf("chaos_%d", time.Now().UnixNano()),
-		"SCHEDULER_RETENTION":      "1m",
+		"SCHEDULER_RETENTION":      cmp.Or(os.Getenv("CHAOS_RETENTION"), "1m"),
 	}
 	var storeRestarts *atomic.Int32
 	if uri == "" {
@@ -202,10 +207,10 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	// before it wrote the outcome can send that event again (unless the
 	// consumer's release, which acknowledges receipt, reached the store
 	// first). The goal is at most 0.1% of the events; it is reported (and
-	// recorded in BENCHMARKS.md) but asserted only as a guard against gross
-	// regressions, ten per kill: with FerretDB slowed down by the kills,
-	// CI-size runs on the same code gave 0, 0 and 74 duplicates.
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 10 * kills, noTokenTimeout: true})
+	// recorded in BENCHMARKS.md) and asserted at one per kill, since how
+	// many deliveries a kill leaves unrecorded depends on how slow FerretDB
+	// is at that moment (runs at this size on 2026-11-23: 0 and 0).
+	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: kills, noTokenTimeout: true})
 	if kills == 0 {
 		t.Errorf("no instance was killed")
 	}

@@ -405,7 +405,7 @@ func newInstance(t *testing.T, o instanceOpts) *instance {
 		"SCHEDULER_LEASE_TTL":        "3s",
 		"SCHEDULER_PARTITIONS":       "4",
 		"SCHEDULER_SHARDS":           "4",
-		"SCHEDULER_LOG_LEVEL":        "warn",
+		"SCHEDULER_LOG_LEVEL":        cmp.Or(os.Getenv("CHAOS_SCHEDULER_LOG"), "warn"),
 		"SCHEDULER_SHUTDOWN_TIMEOUT": "5s",
 	}
 	if o.mongoURI != "" {

@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -210,6 +212,92 @@ func (d *deployment) missing(s kit.Snapshot) []string {
 	return out
 }
 
+// explainMissing logs what the store says about the schedules (or fires) of
+// a few missing events: the schedule, its fires and its events' statuses, so
+// that a loss can be told apart from a fire that never happened.
+func (d *deployment) explainMissing(ctx context.Context, missing []string) {
+	seen := map[string]bool{}
+	for _, m := range missing {
+		id, _, _ := strings.Cut(m, "[")
+		if seen[id] || len(seen) == 3 {
+			continue
+		}
+		seen[id] = true
+		var raw json.RawMessage
+		if strings.HasPrefix(id, "sch_") && !strings.Contains(id, ".") {
+			for _, path := range []string{"/v1/schedules/" + id, "/v1/schedules/" + id + "/fires"} {
+				err := d.api.Do(ctx, http.MethodGet, path, nil, &raw)
+				d.t.Logf("missing %s: GET %s: %s %v", m, path, truncate(string(raw), 1500), err)
+			}
+		} else {
+			err := d.api.Do(ctx, http.MethodGet, "/v1/fires/"+id, nil, &raw)
+			d.t.Logf("missing %s: GET /v1/fires/%s: %s %v", m, id, truncate(string(raw), 1500), err)
+		}
+		q := url.Values{}
+		if strings.Contains(id, ".") {
+			q.Set("fireId", id)
+		} else {
+			q.Set("scheduleId", id)
+		}
+		evs, err := d.api.ListEvents(ctx, q)
+		st := map[string]int{}
+		for _, e := range evs {
+			st[e.Status]++
+		}
+		d.t.Logf("missing %s: events in the store by status %v (released ones are removed after the retention) %v", m, st, err)
+	}
+}
+
+// explainViolation logs the store's record of each event the consumer held
+// at a bound violation (kept only within the retention: CHAOS_RETENTION).
+func (d *deployment) explainViolation(ctx context.Context, v string) {
+	d.t.Logf("explaining %s", v)
+	_, held, _ := strings.Cut(v, "; held: ")
+	for _, h := range strings.Split(held, ", ") {
+		id, _, _ := strings.Cut(h, "#")
+		var raw json.RawMessage
+		err := d.api.Do(ctx, http.MethodGet, "/v1/events/"+id, nil, &raw)
+		d.t.Logf("held %s: %s %v", h, truncate(string(raw), 800), err)
+	}
+}
+
+// describeDuplicates logs how the duplicate deliveries came about: the
+// same attempt number twice means a shard's new owner sent an event that
+// its previous owner had sent (a takeover); a higher one means a retry of
+// an attempt that had failed or timed out on the scheduler's side.
+func (d *deployment) describeDuplicates(s kit.Snapshot) {
+	var dups []kit.Delivery
+	for _, e := range s.Events {
+		if e.Accepted > 1 {
+			dups = append(dups, e)
+		}
+	}
+	if len(dups) == 0 {
+		return
+	}
+	sort.Slice(dups, func(i, j int) bool { return dups[i].AcceptedAt[1].Before(dups[j].AcceptedAt[1]) })
+	sameAttempt, throttled := 0, 0
+	for _, e := range dups {
+		if e.AcceptedAttempt[0] == e.AcceptedAttempt[1] {
+			sameAttempt++
+		}
+		if e.Policy != "" {
+			throttled++
+		}
+	}
+	d.t.Logf("duplicates: %d events, %d with the same attempt number twice (takeover), %d throttled", len(dups), sameAttempt, throttled)
+	for _, e := range dups[:min(len(dups), 8)] {
+		d.t.Logf("duplicate %s (policy %q): attempts %v accepted at %v", e.EventID, e.Policy, e.AcceptedAttempt, e.AcceptedAt)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 // doubleEmitted lists the one-off schedules of which the consumer accepted
 // more distinct events than the schedule's single fire has: a fire emitted
 // twice (under another fire time or id) would show here, a redelivery of the
@@ -313,6 +401,11 @@ func (d *deployment) drain(ctx context.Context, timeout time.Duration) *report {
 	r.Missing = d.missing(s)
 	r.Doubled = d.doubleEmitted(s)
 	r.Delivered = r.Expected - len(r.Missing)
+	d.explainMissing(ctx, r.Missing)
+	if len(s.Violations) > 0 {
+		d.explainViolation(ctx, s.Violations[0])
+	}
+	d.describeDuplicates(s)
 	r.Duplicates = s.Duplicates()
 	r.Accepted = s.Counters["accepted"]
 	r.Violations = s.Violations
@@ -395,6 +488,12 @@ func (d *deployment) assert(r *report, c checks) {
 	}
 	if !c.allowDead && r.Statuses["dead"] > 0 {
 		t.Errorf("%d events are dead, though the consumer never failed", r.Statuses["dead"])
+	}
+	if n := r.Counters["held_past_expiry"]; n > 0 {
+		// The consumers release long before their tokens expire, so a token
+		// that expired while held reached its consumer too late (the bound
+		// check does not count it any more: it may be another event's now).
+		t.Errorf("LATE SEND: %d deliveries reached the consumer too late to release before their token expired", n)
 	}
 	if n := r.Counters["bad_signature"] + r.Counters["bad_body"]; n > 0 {
 		t.Errorf("%d deliveries had a bad signature or body", n)

@@ -29,6 +29,10 @@ type Result struct {
 type Release struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
+	// ExpiresAt is when the event's token times out unless released or
+	// extended (POST /v1/events/{id}/extend). Absent for events that hold
+	// no token after delivery (no policy, or an autoRelease policy).
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // Message is the JSON body of a delivery (HTTP POST body and SQS message body).
@@ -48,7 +52,7 @@ type Message struct {
 // NewMessage builds the message of e. releaseBaseURL is the public base URL
 // of the service (for example "https://scheduler.internal:8080").
 func NewMessage(e *model.Event, releaseBaseURL string) Message {
-	return Message{
+	m := Message{
 		EventID:    e.ID,
 		ScheduleID: e.ScheduleID,
 		FireID:     e.FireID,
@@ -63,4 +67,8 @@ func NewMessage(e *model.Event, releaseBaseURL string) Message {
 			Token: e.ReleaseToken,
 		},
 	}
+	if e.PolicyID != "" && e.TokenExpiresAt != nil {
+		m.Release.ExpiresAt = e.TokenExpiresAt.UTC()
+	}
+	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
@@ -101,6 +102,8 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 		}
 		h.schedule(later)
 	}
+	send = h.recheck(ctx, send)
+	send = h.renewTokens(ctx, send)
 	if len(send) == 0 {
 		return nil
 	}
@@ -126,6 +129,13 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 		evs := make([]*model.Event, len(idx))
 		for j, i := range idx {
 			evs[j] = send[i].Event
+			if p := send[i].Policy; p != nil && p.AutoRelease {
+				// Its token goes back at delivery: the message names no
+				// token expiry.
+				e := *evs[j]
+				e.TokenExpiresAt = nil
+				evs[j] = &e
+			}
 		}
 		rs := d.Deliver(ctx, evs)
 		for j, i := range idx {
@@ -142,6 +152,101 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 		ts[i] = h.outcome(it, results[i], now)
 	}
 	return &outcomes{items: send, results: results, ts: ts}
+}
+
+// recheck drops the items marked Recheck whose event the store no longer
+// has scheduled under the item's fence (the consumer acknowledged the
+// previous owner's delivery, or the event moved on). An event that cannot
+// be read is sent: at least once.
+func (h *Handler) recheck(ctx context.Context, items []throttle.Item) []throttle.Item {
+	drop := make([]bool, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16) // a takeover can bring hundreds
+	for i, it := range items {
+		if !it.Recheck {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e, err := h.deps.Store.EventGetByID(ctx, it.Event.ID)
+			drop[i] = err == nil && (e.Status != model.EventScheduled || e.Fence != it.Fence) || errors.Is(err, model.ErrNotFound)
+		})
+	}
+	wg.Wait()
+	out := items[:0:0]
+	dropped := 0
+	for i, it := range items {
+		if drop[i] {
+			dropped++
+			continue
+		}
+		out = append(out, it)
+	}
+	if dropped > 0 {
+		h.log.Info().Int("events", dropped).Msg("taken-over events already finished; not sent again")
+	}
+	return out
+}
+
+// renewTokens renews the tokens of throttled items that waited more than
+// TokenRenewAfter since they took them and returns the items to send. An
+// item whose renewal lost its compare-and-set is not sent: its token timed
+// out and was reclaimed (the event is retrying), or a newer owner has it.
+// Without the renewal a late send could reach the consumer after the
+// reclaim gave the token to another event, one more than maxInFlight.
+// When the store cannot be reached, items whose tokens have not expired
+// yet are sent (the reclaim needs the store too); expired ones are left to
+// the reclaim.
+func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []throttle.Item {
+	now := h.deps.Clock.Now()
+	var idx []int
+	var ts []store.EventTransition
+	for i, it := range items {
+		if it.Policy == nil || it.Event.TokenExpiresAt == nil {
+			continue
+		}
+		timeout := h.thr.TokenTimeout(it.Policy)
+		if timeout-it.Event.TokenExpiresAt.Sub(now) <= h.cfg.TokenRenewAfter {
+			continue
+		}
+		exp := now.Add(timeout)
+		idx = append(idx, i)
+		ts = append(ts, store.EventTransition{ID: it.Event.ID, From: model.EventDelivering, Fence: it.Fence,
+			To: model.EventDelivering, TokenExpiresAt: &exp, At: now})
+	}
+	if len(ts) == 0 {
+		return items
+	}
+	res, err := h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
+	drop := make(map[int]bool, len(idx))
+	renewed := 0
+	for j, i := range idx {
+		switch {
+		case err == nil && res[j] == nil:
+			renewed++
+			e := *items[i].Event
+			e.TokenExpiresAt = ts[j].TokenExpiresAt
+			items[i].Event = &e
+		case err == nil || !items[i].Event.TokenExpiresAt.After(now):
+			drop[i] = true
+		}
+	}
+	if err != nil {
+		h.log.Warn().Err(err).Int("events", len(ts)).Msg("renewing tokens before a late send failed")
+	}
+	h.deps.Metrics.TokensRenewed(renewed)
+	if len(drop) == 0 {
+		return items
+	}
+	h.log.Info().Int("events", len(drop)).Msg("not sending events whose tokens timed out before their send")
+	out := items[:0:0]
+	for i, it := range items {
+		if !drop[i] {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // record writes the outcomes of delivered batches, gives back the tokens of

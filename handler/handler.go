@@ -68,6 +68,8 @@ type Metrics interface {
 	Retried(n int)
 	// Lateness observes delivery start minus launch time.
 	Lateness(d time.Duration)
+	// TokensRenewed counts tokens renewed before a late send.
+	TokensRenewed(n int)
 }
 
 // NopMetrics discards everything.
@@ -76,6 +78,7 @@ type NopMetrics struct{ throttle.NopMetrics }
 func (NopMetrics) Delivered(int)          {}
 func (NopMetrics) Retried(int)            {}
 func (NopMetrics) Lateness(time.Duration) {}
+func (NopMetrics) TokensRenewed(int)      {}
 
 // Hooks are optional callbacks for tests and instrumentation. They must not
 // block for long.
@@ -132,6 +135,18 @@ type Config struct {
 	Backoff func(attempts int) time.Duration
 	// MaxRetryAfter caps a consumer's Retry-After. Default 1h.
 	MaxRetryAfter time.Duration
+	// TakeoverGrace: an unthrottled event taken over from the shard's
+	// previous owner after its launch time may have been delivered by that
+	// owner just before it died. It waits this long and is sent only if the
+	// store still has it scheduled: its consumer's release, which
+	// acknowledges receipt, has finished it meanwhile. Default 2s.
+	TakeoverGrace time.Duration
+	// TokenRenewAfter: a throttled event that waited longer than this
+	// between taking its token and its send (a slow store write, a full
+	// ready queue) has its token renewed first, in one more write, so that
+	// its consumer gets the policy's whole tokenTimeout and the token cannot
+	// time out while the consumer holds it. Default 1s.
+	TokenRenewAfter time.Duration
 	// Owner names this instance in logs.
 	Owner string
 	// Throttle configures the policy buckets; its Shards and
@@ -152,6 +167,8 @@ func (c *Config) validate() error {
 		{&c.RetentionInterval, time.Minute, "RetentionInterval"},
 		{&c.ReclaimInterval, 2 * time.Second, "ReclaimInterval"},
 		{&c.MaxRetryAfter, time.Hour, "MaxRetryAfter"},
+		{&c.TokenRenewAfter, time.Second, "TokenRenewAfter"},
+		{&c.TakeoverGrace, 2 * time.Second, "TakeoverGrace"},
 	}
 	for _, d := range durs {
 		if *d.p == 0 {
@@ -235,7 +252,10 @@ type Handler struct {
 	heap  itemHeap
 	wakeT chan struct{} // the heap's head changed
 
-	owned    atomic.Pointer[map[int]int64]
+	owned atomic.Pointer[map[int]int64]
+	// settled maps a shard to the fence under which a claim came back
+	// short: every event scheduled under older fences is ours now.
+	settled  sync.Map // int → int64
 	ready    chan throttle.Item
 	outcomes chan *outcomes // delivered batches waiting to be written
 	stopCh   chan struct{}
@@ -286,12 +306,20 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	thr, err := throttle.New(cfg.Throttle, throttle.Deps{
 		Store: deps.Store, Shards: deps.Shards, Clock: deps.Clock, Logger: deps.Logger,
 		Metrics: deps.Metrics, Dispatch: h.dispatch, Reclaimed: deps.Hooks.Reclaimed,
+		Settled: h.isSettled,
 	})
 	if err != nil {
 		return nil, err
 	}
 	h.thr = thr
 	return h, nil
+}
+
+// isSettled tells the throttle whether a claim under fence has taken over
+// every event of shard that older fences had scheduled (throttle.Deps.Settled).
+func (h *Handler) isSettled(shard int, fence int64) bool {
+	f, ok := h.settled.Load(shard)
+	return ok && f.(int64) == fence
 }
 
 // Config returns the validated configuration.

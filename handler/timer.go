@@ -252,15 +252,28 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 				return
 			}
 			items := make([]throttle.Item, len(evs))
+			now := h.deps.Clock.Now()
 			for i, e := range evs {
 				e.Status, e.Fence = model.EventScheduled, fence
 				items[i] = throttle.Item{Event: e, Shard: shard, Fence: fence}
+				if e.TakenOver && e.PolicyID == "" && !e.LaunchAt.After(now) {
+					// Its previous owner may have sent it; give the
+					// consumer's acknowledging release time to land. (A
+					// throttled one cannot be sent twice so: its start is
+					// a compare-and-set from scheduled.)
+					e.LaunchAt = now.Add(h.cfg.TakeoverGrace)
+					items[i].Recheck = true
+				}
 			}
 			h.schedule(items)
 			if len(evs) >= limit {
 				mu.Lock()
 				more = true
 				mu.Unlock()
+			} else {
+				// Nothing is left scheduled under an older fence: a start
+				// a previous owner sent can no longer apply.
+				h.settled.Store(shard, fence)
 			}
 		}()
 	}

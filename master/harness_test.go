@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -183,12 +184,21 @@ type recEmitter struct {
 	mu       sync.Mutex
 	saved    []string
 	triggers int
+	// failSaved makes that many Saved calls fail as a store outage would.
+	failSaved int
 }
 
 func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule) error {
 	r.mu.Lock()
 	r.saved = append(r.saved, s.ID)
+	fail := r.failSaved > 0
+	if fail {
+		r.failSaved--
+	}
 	r.mu.Unlock()
+	if fail {
+		return fmt.Errorf("emit: %w", model.ErrUnavailable)
+	}
 	if s.RunAt != nil {
 		_, err := r.emit(ctx, s, *s.RunAt, model.FireEmitted)
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 func withKey(key string) client.RequestEditorFn {
@@ -118,6 +119,29 @@ func TestIdempotency(t *testing.T) {
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
 		if r.JSON201.Id != first.JSON201.Id {
 			t.Fatalf("recovered %s, want %s", r.JSON201.Id, first.JSON201.Id)
+		}
+	})
+	t.Run("FailedEmissionIsFinishedByTheRetry", func(t *testing.T) {
+		// The schedule was stored, emitting its fires failed: the create
+		// answers 503 (not 201: nothing else would emit a fire the
+		// emitter's passes scanned past) and its retry emits them.
+		oneOff := client.ScheduleCreate{Name: "soon", RunAt: ptr(time.Now().Add(time.Minute).UTC()), EventCount: ptr(3),
+			Target: client.Target{Type: client.Http, Url: ptr("http://127.0.0.1:9/")}}
+		params := &client.CreateScheduleParams{IdempotencyKey: ptr("emit-fails")}
+		h.em.mu.Lock()
+		h.em.failSaved = 1
+		h.em.mu.Unlock()
+		r, err := a.CreateScheduleWithResponse(h.ctx, params, oneOff)
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusServiceUnavailable, "")
+		again, err := a.CreateScheduleWithResponse(h.ctx, params, oneOff)
+		mustStatus(t, err, again.StatusCode(), again.Body, http.StatusCreated)
+		id := again.JSON201.Id
+		if n := h.em.savedCount(id); n != 2 {
+			t.Fatalf("Saved called %d times for %s, want 2 (failed, then the retry)", n, id)
+		}
+		evs, err := h.st.EventList(h.ctx, &store.EventListParams{TenantID: aID, ScheduleID: id, Limit: 10})
+		if err != nil || len(evs) != 3 {
+			t.Fatalf("%d events of the retried create (err %v), want 3", len(evs), err)
 		}
 	})
 	t.Run("Policies", func(t *testing.T) {

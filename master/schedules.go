@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -416,11 +417,18 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		if err := s.store.ScheduleCreate(ctx, &m, s.childrenOf(&m, comp.keys)); err != nil {
 			return 0, nil, err
 		}
-		s.saved(ctx, &m)
+		if err := s.saved(ctx, &m); err != nil {
+			return 0, nil, err
+		}
 		return http.StatusCreated, s.scheduleOutCompiled(&m, comp), nil
 	}, func(id string) (int, any, error) {
+		// A retry of a create that stored the schedule and then failed or
+		// died: finish its emission before answering.
 		m, err := s.store.ScheduleGet(ctx, who.tenantID, id)
 		if err != nil {
+			return 0, nil, err
+		}
+		if err := s.saved(ctx, m); err != nil {
 			return 0, nil, err
 		}
 		out, err := s.scheduleOut(m)
@@ -428,15 +436,21 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 	})
 }
 
-// saved tells the emitter about a saved schedule. A failure is logged, not
-// returned: the schedule is stored and the emitter's next scan finds it.
-func (s *Server) saved(ctx context.Context, m *model.Schedule) {
+// saved has the emitter emit the fires of a saved schedule that the
+// emitter's passes may have scanned past already (a one-off due soon, a
+// cron schedule's fires within the lead). Nothing else would emit them, so
+// the call is not cut short when the client gives up, and its failure is
+// the request's: the client retries (with its Idempotency-Key, the retry
+// finishes the emission; emission is idempotent).
+func (s *Server) saved(ctx context.Context, m *model.Schedule) error {
 	if s.emitter == nil || m.State != model.ScheduleActive {
-		return
+		return nil
 	}
-	if err := s.emitter.Saved(ctx, m); err != nil {
-		s.log.Warn().Err(err).Str("schedule", m.ID).Msg("emitter.Saved failed")
+	if err := s.emitter.Saved(context.WithoutCancel(ctx), m); err != nil {
+		s.log.Warn().Err(err).Str("schedule", m.ID).Msg("emitting the fires of a saved schedule failed")
+		return fmt.Errorf("schedule %s saved, its fires not emitted yet: %w", m.ID, err)
 	}
+	return nil
 }
 
 // ListSchedules implements GET /v1/schedules.
@@ -520,7 +534,9 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
 		return err
 	}
-	s.saved(ctx, &m)
+	if err := s.saved(ctx, &m); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, s.scheduleOutCompiled(&m, comp))
 }
 
@@ -630,7 +646,13 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 		if m, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
 			return err
 		}
-		s.saved(ctx, m)
+		fallthrough
+	case model.ScheduleActive:
+		// Also when already active: a retried resume whose first attempt
+		// failed after the state change still emits (idempotently).
+		if err := s.saved(ctx, m); err != nil {
+			return err
+		}
 	}
 	return s.respondSchedule(c, http.StatusOK, m)
 }

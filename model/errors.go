@@ -12,7 +12,14 @@ var (
 	// or an object with that id already exists.
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: the store cannot be reached; the operation may be retried.
+	// A write that failed so may still have been applied (its reply was
+	// lost), unless the error also wraps ErrNotApplied.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrNotApplied, wrapped with ErrUnavailable, says that the operation
+	// certainly did not take effect (it never reached the server, or its
+	// transaction did not commit), so that even a write that is not
+	// idempotent (give back n tokens) may be sent again.
+	ErrNotApplied = errors.New("not applied")
 	// ErrInvalid: input failed validation. Wrap it in a *FieldError to name
 	// the field.
 	ErrInvalid = errors.New("invalid input")

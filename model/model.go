@@ -222,6 +222,10 @@ type Event struct {
 	// Fence is the fencing token of the queue-shard lease under which the
 	// event was last claimed; a holder with an older fence loses.
 	Fence int64 `json:"fence,omitempty"`
+	// TakenOver is set only on the events EventClaimDue returns, and never
+	// stored: the event was scheduled under an older fence, so its previous
+	// owner may have delivered it already.
+	TakenOver bool `json:"-"`
 	// ReleaseToken authorises the consumer's release and extend calls. It is
 	// never shown by the API.
 	ReleaseToken   string     `json:"-"`

@@ -43,5 +43,7 @@ go tool staticcheck ./...
 echo "== tests (race detector on the concurrent packages)"
 race_pkgs="./lease/... ./store/... ./emitter/... ./handler/... ./throttle/... ./master/... ./delivery/..."
 go test -race -count=1 -timeout 15m $race_pkgs
-others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery)(/|$)')
+others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery)(/|$)' | grep -vx '.*/chaos')
 go test -count=1 -timeout 15m $others
+echo "== chaos tests (alone: they time real processes on a 2-core machine)"
+go test -count=1 -timeout 15m ./chaos

@@ -201,6 +201,12 @@ type EventTransition struct {
 	TokenExpiresAt *time.Time
 	ClearToken     bool // sets TokenExpiresAt to nil
 	TokenTimedOut  bool
+	// TokenExpiredBy, if set, applies the transition only if the stored
+	// TokenExpiresAt is set and not after it. The token-timeout reclaim uses
+	// it so that a token renewed after the reclaim read it (a consumer's
+	// extend, or the handler renewing a token that waited before its send)
+	// is not taken from under its holder.
+	TokenExpiredBy *time.Time
 	DeliveredAt    *time.Time
 	FinishedAt     *time.Time
 	At             time.Time // UpdatedAt
@@ -236,7 +242,8 @@ type EventStore interface {
 	// EventClaimDue moves the shard's events that are pending or retrying
 	// with LaunchAt < DueBefore, and the events scheduled under an older
 	// fence (left by a previous owner), to scheduled with Fence = p.Fence,
-	// earliest LaunchAt first, at most Limit, and returns them.
+	// earliest LaunchAt first, at most Limit, and returns them; those taken
+	// from an older fence have TakenOver set.
 	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,

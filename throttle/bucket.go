@@ -51,6 +51,38 @@ type bucket struct {
 	// maxStarts run at once; reconciliation waits for all of them.
 	starts   sync.WaitGroup
 	startSem chan struct{}
+
+	// slow is the slowest store call of this bucket in the last minute or
+	// so (slowAt: when that window began); see settle.
+	slowMu sync.Mutex
+	slow   time.Duration
+	slowAt time.Time
+}
+
+// observe records how long one of the bucket's store calls took.
+func (b *bucket) observe(start time.Time) {
+	now := b.t.deps.Clock.Now()
+	d := now.Sub(start)
+	b.slowMu.Lock()
+	defer b.slowMu.Unlock()
+	if now.Sub(b.slowAt) > time.Minute {
+		b.slow, b.slowAt = 0, now
+	}
+	b.slow = max(b.slow, d)
+}
+
+// settle is the pause between reconciliation readings: ReconcileSettle, or
+// four times the slowest recent store call if that is longer. A token write
+// of another process (a release's token return, the start of an owner that
+// just lost the shard) that the store delays between its readings looks
+// exactly like a leak; repairing it would count one token too few and let
+// one event too many out. Its delay is that of this bucket's own calls
+// (they queue on the same policy document), so the readings must span
+// several of them.
+func (b *bucket) settle() time.Duration {
+	b.slowMu.Lock()
+	defer b.slowMu.Unlock()
+	return max(b.t.cfg.ReconcileSettle, 4*b.slow)
 }
 
 const maxStarts = 16
@@ -116,7 +148,6 @@ func (b *bucket) run(ctx context.Context) {
 	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
 	lastReconcile := clock.Now()
 	b.progressAt = clock.Now()
-	stall := t.stallReconcile()
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
 			b.starts.Wait()
@@ -127,7 +158,7 @@ func (b *bucket) run(ctx context.Context) {
 			nextReconcile = lastReconcile.Add(t.cfg.ReconcileInterval)
 		}
 		res := b.round(ctx)
-		if res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
+		if stall := b.stallReconcile(); res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
 			nextReconcile = clock.Now() // starved for a while: look for leaks now
 		}
 		b.mu.Lock()
@@ -194,7 +225,9 @@ func (b *bucket) round(ctx context.Context) roundResult {
 			return roundStarved
 		}
 		want := min(n, t.cfg.AcquireBatch)
+		began := t.deps.Clock.Now()
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
+		b.observe(began)
 		if errors.Is(err, model.ErrNotFound) {
 			b.policyGone(ctx)
 			return roundIdle
@@ -263,6 +296,12 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 			To: model.EventDelivering, TokenExpiresAt: &exp, At: now}
 	}
 	res, err := t.deps.Store.EventTransition(ctx, ts)
+	b.observe(now)
+	if err != nil && !errors.Is(err, model.ErrNotApplied) {
+		// Some of the writes may have applied (a lost reply): find out
+		// before a token goes back that an event holds.
+		res, err = b.readBack(ctx, items, exp, err)
+	}
 	if err != nil {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
 		b.mu.Lock()
@@ -276,8 +315,15 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 		return err
 	}
 	out := make([]Item, 0, len(items))
-	lost := 0
+	lost, kept := 0, 0
 	for i, it := range items {
+		if errors.Is(res[i], errStartUnknown) {
+			// Neither started by this write nor still waiting: its token
+			// stays counted (a leak at worst, repaired by reconciliation),
+			// since returning it could be once too many.
+			kept++
+			continue
+		}
 		if res[i] != nil {
 			// Cancelled, or claimed by a newer owner of the shard.
 			lost++
@@ -294,10 +340,65 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	if lost > 0 {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, lost, 0)
 	}
+	if kept > 0 {
+		t.log.Warn().Str("policy", b.policyID).Int("tokens", kept).Msg("start outcome unknown; tokens left to reconciliation")
+	}
 	if len(out) > 0 {
 		t.deps.Dispatch(out)
 	}
 	return nil
+}
+
+// errStartUnknown marks, in readBack's results, an event whose start write
+// may or may not have applied.
+var errStartUnknown = errors.New("start outcome unknown")
+
+// readBack settles a start write that failed without saying whether it
+// applied: it reads the events back (retrying while the store is
+// unreachable, until ctx ends) and returns per item nil if its start
+// applied (delivering under this fence with this write's expiry),
+// model.ErrConflict if it is still scheduled and was not started (it waits
+// in the queue again and its token goes back), or errStartUnknown (its
+// token stays counted). Items not read before ctx ends are unknown.
+func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, cause error) ([]error, error) {
+	t := b.t
+	res := make([]error, len(items))
+	wait := t.cfg.PollInterval
+	for i := 0; i < len(items); {
+		e, err := t.deps.Store.EventGetByID(ctx, items[i].Event.ID)
+		switch {
+		case err == nil:
+		case errors.Is(err, model.ErrNotFound):
+			res[i] = model.ErrNotFound
+			i++
+			continue
+		default:
+			if !sleepCtx(ctx, t.deps.Clock, wait) {
+				// Unknown: keep the tokens (safe), requeue nothing.
+				for j := i; j < len(items); j++ {
+					res[j] = errStartUnknown
+				}
+				return res, nil
+			}
+			wait = min(2*wait, 5*time.Second)
+			continue
+		}
+		it := items[i]
+		switch {
+		case e.Status == model.EventDelivering && e.Fence == it.Fence && e.TokenExpiresAt != nil && e.TokenExpiresAt.Equal(exp):
+			res[i] = nil
+		case e.Status == model.EventScheduled && e.Fence == it.Fence:
+			res[i] = model.ErrConflict
+			b.mu.Lock()
+			b.q.Push(it) // not started: it waits again
+			b.mu.Unlock()
+		default:
+			res[i] = errStartUnknown
+		}
+		i++
+	}
+	t.log.Info().Err(cause).Str("policy", b.policyID).Int("events", len(items)).Msg("start write failed ambiguously; read back")
+	return res, nil
 }
 
 // loadAndReconcile refreshes the cached policy and repairs the persisted
@@ -334,6 +435,7 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 	// is being watched), so that the usual, consistent check costs two
 	// small reads.
 	read := func(withIDs bool) (reading, error) {
+		defer b.observe(t.deps.Clock.Now())
 		p, err := st.PolicyGetByID(ctx, b.policyID)
 		if err != nil {
 			return reading{}, err
@@ -370,6 +472,9 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 	if quick.p.InUse == quick.held+quick.gifts {
 		return nil
 	}
+	if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
+		return nil // a previous owner's start may still land: not yet
+	}
 	first, err := read(true)
 	if err != nil {
 		return err
@@ -382,7 +487,7 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 		return nil // cannot see them all (MaxInFlight was lowered far below them)
 	}
 	for range reconcileSamples - 1 {
-		if !sleepCtx(ctx, t.deps.Clock, t.cfg.ReconcileSettle) {
+		if !sleepCtx(ctx, t.deps.Clock, b.settle()) {
 			return ctx.Err()
 		}
 		r, err := read(true)
@@ -417,8 +522,8 @@ func (b *bucket) loadAndReconcile(ctx context.Context) error {
 
 // stallReconcile is how long a bucket with events waiting may hand out no
 // token before it reconciles out of turn: a few repair windows.
-func (t *Throttle) stallReconcile() time.Duration {
-	return min(5*t.cfg.ReconcileSettle, t.cfg.ReconcileInterval)
+func (b *bucket) stallReconcile() time.Duration {
+	return min(5*b.settle(), b.t.cfg.ReconcileInterval)
 }
 
 // reconcileSamples is how many agreeing readings a repair needs.

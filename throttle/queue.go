@@ -16,6 +16,10 @@ type Item struct {
 	Fence int64
 	// Policy is set by the throttle when the item got a token.
 	Policy *model.Policy
+	// Recheck asks the deliverer to read the event's status before sending
+	// it (an overdue event taken over from a previous owner of its shard,
+	// which may have delivered it: see handler.Config.TakeoverGrace).
+	Recheck bool
 }
 
 // Queue orders the waiting events of one policy: higher Priority first;

@@ -173,7 +173,11 @@ func Extend(ctx context.Context, st TransitionStore, e *model.Event, until time.
 	return model.ErrConflict
 }
 
-// returnTokens gives n tokens back, retrying a store outage briefly.
+// returnTokens gives n tokens back, retrying briefly while the store says
+// the write did not apply (model.ErrNotApplied). Any other failure may have
+// applied (a lost reply): sending it again could return the tokens twice and
+// let more than maxInFlight events out, so it is not retried; a token that
+// did not go back is a leak, which the bucket owner's reconciliation repairs.
 func returnTokens(ctx context.Context, st interface {
 	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
 }, policyID string, n, timedOut int) error {
@@ -186,6 +190,9 @@ func returnTokens(ctx context.Context, st interface {
 		err = st.PolicyReleaseTokens(ctx, policyID, n, timedOut)
 		if err == nil || errors.Is(err, model.ErrNotFound) {
 			return nil
+		}
+		if !errors.Is(err, model.ErrNotApplied) {
+			return err
 		}
 		select {
 		case <-ctx.Done():

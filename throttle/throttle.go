@@ -46,6 +46,8 @@ type Store interface {
 	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
 	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
 	EventCountHoldingTokens(ctx context.Context, policyID string) (int, error)
+	// EventGetByID reads events back after a write that may have applied.
+	EventGetByID(ctx context.Context, id string) (*model.Event, error)
 }
 
 // Shards tells which event queue shards this instance owns and under which
@@ -100,7 +102,9 @@ type Config struct {
 	// ReconcileSettle is how long a reconciliation that found InUse and
 	// the token-holding events apart waits between its readings; only a
 	// mismatch that did not move across three readings is repaired (a
-	// release in flight is not a leak). Default 1s.
+	// release in flight is not a leak). While the store is slow the pause
+	// grows to four times the bucket's slowest store call of the last
+	// minute. Default 1s.
 	ReconcileSettle time.Duration
 	// ReclaimBatch is the most expired tokens reclaimed per store call.
 	// Default 500.
@@ -154,6 +158,15 @@ type Deps struct {
 	// after their compare-and-set won and before the tokens go back to the
 	// bucket (a test hook: a consumer stops counting them).
 	Reclaimed func(events []*model.Event)
+	// Settled reports whether every event of shard that its previous owners
+	// had scheduled has been claimed again under fence (a claim under fence
+	// came back short). Until then a start that a previous owner sent
+	// before it died or lost the lease may still land, holding a token
+	// that the persisted InUse counts but no event shows yet: a
+	// reconciliation would take it for a leak, and once the start landed
+	// one event too many could be out. Reconciliation waits for it. Nil:
+	// always settled (a single process).
+	Settled func(shard int, fence int64) bool
 }
 
 // Throttle holds the buckets of the policies whose shard this instance owns.
@@ -375,7 +388,9 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 		fin := now
 		dead := 0
 		for _, e := range evs {
-			tr := store.EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true}
+			// TokenExpiredBy: a token renewed since this read (extended by
+			// its consumer, or by the handler before a late send) stays.
+			tr := store.EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true, TokenExpiredBy: &now}
 			if e.Status == model.EventDelivered {
 				tr.To, tr.TokenTimedOut, tr.FinishedAt = model.EventReleased, true, &fin
 			} else {

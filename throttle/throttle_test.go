@@ -523,3 +523,53 @@ func TestReclaim(t *testing.T) {
 		t.Fatalf("InUse = %d", n)
 	}
 }
+
+// renewingStore renews every token right after the reclaim has read it as
+// expired, as a consumer's extend (or the handler's renewal before a late
+// send) landing in between would.
+type renewingStore struct {
+	*throttletest.MemStore
+	until time.Time
+}
+
+func (s renewingStore) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
+	evs, err := s.MemStore.EventFindTokenExpired(ctx, policyID, t, limit)
+	for _, e := range evs {
+		until := s.until
+		if _, err := s.MemStore.EventTransition(ctx, []store.EventTransition{{ID: e.ID, From: e.Status, To: e.Status, TokenExpiresAt: &until}}); err != nil {
+			return nil, err
+		}
+	}
+	return evs, err
+}
+
+func TestReclaimSparesRenewedToken(t *testing.T) {
+	ctx := context.Background()
+	mem := throttletest.NewMemStore()
+	newPolicy(t, mem, "p", 10, time.Minute)
+	items := scheduledEvents(t, mem, "p", "s", 2, 1)
+	_, _ = mem.PolicyAcquireTokens(ctx, "p", 2)
+	past := time.Now().Add(-time.Second)
+	_, _ = mem.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &past))
+	_, _ = mem.EventTransition(ctx, transition(items[1].Event.ID, model.EventScheduled, model.EventDelivering, &past))
+
+	st := renewingStore{MemStore: mem, until: time.Now().Add(time.Hour)}
+	var reclaimed []*model.Event
+	thr := startThrottle(t, st, throttle.Config{}, func([]throttle.Item) {}, func(evs []*model.Event) { reclaimed = append(reclaimed, evs...) })
+	if err := thr.Reclaim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(reclaimed) != 0 {
+		t.Fatalf("reclaimed %d renewed tokens, want 0", len(reclaimed))
+	}
+	p, _ := mem.PolicyGetByID(ctx, "p")
+	if p.InUse != 2 || p.TimedOut != 0 {
+		t.Fatalf("InUse %d TimedOut %d, want 2 and 0", p.InUse, p.TimedOut)
+	}
+	for _, it := range items {
+		e, _ := mem.EventGetByID(ctx, it.Event.ID)
+		if !e.Status.HoldsToken() {
+			t.Errorf("event %s is %s after a reclaim of its renewed token", e.ID, e.Status)
+		}
+	}
+}

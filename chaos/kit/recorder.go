@@ -88,6 +88,10 @@ type Delivery struct {
 	Attempts []int
 	// First is the receipt time of the first accepted attempt.
 	First time.Time
+	// AcceptedAt lists the receipt times of the accepted attempts, and
+	// AcceptedAttempt their attempt numbers.
+	AcceptedAt      []time.Time
+	AcceptedAttempt []int
 }
 
 // Recorder is a recording HTTP consumer. It is an http.Handler; Start runs it
@@ -100,8 +104,9 @@ type Recorder struct {
 	failRate   float64
 	hangRate   float64
 	events     map[string]*Delivery
-	bounds     map[string]int // policy → maxInFlight
-	held       map[string]int
+	bounds     map[string]int                  // policy → maxInFlight
+	holds      map[string]map[uint64]heldToken // policy → hold
+	holdSeq    uint64
 	maxHeld    map[string]int
 	violations []string
 	counters   map[string]int
@@ -134,7 +139,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		hangRate: cfg.HangRate,
 		events:   map[string]*Delivery{},
 		bounds:   map[string]int{},
-		held:     map[string]int{},
+		holds:    map[string]map[uint64]heldToken{},
 		maxHeld:  map[string]int{},
 		counters: map[string]int{},
 		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -235,6 +240,7 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		answer = Hang
 	}
 	var latency time.Duration
+	var hold uint64
 	switch answer {
 	case Fail:
 		r.count("answered_500")
@@ -243,20 +249,22 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case Accept:
 		r.count("accepted")
 		d.Accepted++
+		d.AcceptedAt = append(d.AcceptedAt, now)
+		d.AcceptedAttempt = append(d.AcceptedAttempt, m.Attempt)
 		if d.Accepted == 1 {
 			d.First = now
 		} else {
 			r.count("duplicates")
 		}
 		if p.Policy != "" {
-			r.held[p.Policy]++
-			h := r.held[p.Policy]
+			hold = r.hold(p.Policy, heldToken{event: m.EventID, attempt: m.Attempt, since: now, expires: m.Release.ExpiresAt})
+			h := len(r.holds[p.Policy])
 			if h > r.maxHeld[p.Policy] {
 				r.maxHeld[p.Policy] = h
 			}
 			if bound, ok := r.bounds[p.Policy]; ok && h > bound {
-				r.violations = append(r.violations, fmt.Sprintf("%s: policy %s has %d tokens held at the consumer, bound %d (event %s)",
-					now.Format(time.RFC3339Nano), p.Policy, h, bound, m.EventID))
+				r.violations = append(r.violations, fmt.Sprintf("%s: policy %s has %d tokens held at the consumer, bound %d (event %s); held: %s",
+					now.Format(time.RFC3339Nano), p.Policy, h, bound, m.EventID, r.heldList(p.Policy)))
 			}
 		}
 		latency = time.Duration(float64(r.cfg.Latency) * (0.5 + r.rng.Float64()))
@@ -277,15 +285,60 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "injected timeout", http.StatusGatewayTimeout)
 	case Accept:
 		w.WriteHeader(http.StatusOK)
-		go r.work(m, p.Policy, latency)
+		go r.work(m, p.Policy, hold, latency)
 	}
+}
+
+// hold counts a token of policy as held from now until it is released or
+// its expiry passes (a token not released by then is reclaimed and may go
+// to another event: it no longer counts against the bound). Holds whose
+// expiry passed are dropped and counted as held_past_expiry: this consumer
+// releases long before its tokens expire, so each one is a delivery that
+// reached it too late. Called with r.mu held.
+func (r *Recorder) hold(policy string, h heldToken) uint64 {
+	hs := r.holds[policy]
+	if hs == nil {
+		hs = map[uint64]heldToken{}
+		r.holds[policy] = hs
+	}
+	for id, o := range hs {
+		if !o.expires.IsZero() && !h.since.Before(o.expires) {
+			delete(hs, id)
+			r.count("held_past_expiry")
+		}
+	}
+	r.holdSeq++
+	hs[r.holdSeq] = h
+	return r.holdSeq
+}
+
+// heldToken is one accepted delivery whose token the consumer holds.
+type heldToken struct {
+	event          string
+	attempt        int
+	since, expires time.Time
+}
+
+// heldList describes policy's held tokens, oldest first. Called with r.mu
+// held.
+func (r *Recorder) heldList(policy string) string {
+	hs := make([]heldToken, 0, len(r.holds[policy]))
+	for _, h := range r.holds[policy] {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].since.Before(hs[j].since) })
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = fmt.Sprintf("%s#%d since %s expires %s", h.event, h.attempt, h.since.Format("15:04:05.000"), h.expires.Format("15:04:05.000"))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // work holds the token for latency, then gives it back. The consumer stops
 // counting the token before it calls release: the scheduler returns it only
 // when the call arrives, so the consumer's count never exceeds the tokens
 // really out, and a count above the bound is a real violation.
-func (r *Recorder) work(m delivery.Message, policy string, latency time.Duration) {
+func (r *Recorder) work(m delivery.Message, policy string, hold uint64, latency time.Duration) {
 	defer r.pending.Done()
 	select {
 	case <-time.After(latency):
@@ -293,7 +346,10 @@ func (r *Recorder) work(m delivery.Message, policy string, latency time.Duration
 	}
 	r.mu.Lock()
 	if policy != "" {
-		r.held[policy]--
+		if h, ok := r.holds[policy][hold]; ok && !h.expires.IsZero() && !time.Now().Before(h.expires) {
+			r.count("held_past_expiry")
+		}
+		delete(r.holds[policy], hold)
 	}
 	r.mu.Unlock()
 	outcome := r.release(m.Release)
@@ -401,6 +457,8 @@ func (r *Recorder) Snapshot() Snapshot {
 	for k, v := range r.events {
 		c := *v
 		c.Attempts = append([]int(nil), v.Attempts...)
+		c.AcceptedAt = append([]time.Time(nil), v.AcceptedAt...)
+		c.AcceptedAttempt = append([]int(nil), v.AcceptedAttempt...)
 		s.Events[k] = c
 	}
 	for k, v := range r.maxHeld {
@@ -409,8 +467,8 @@ func (r *Recorder) Snapshot() Snapshot {
 	for k, v := range r.bounds {
 		s.Bounds[k] = v
 	}
-	for k, v := range r.held {
-		s.Held[k] = v
+	for k, v := range r.holds {
+		s.Held[k] = len(v)
 	}
 	for k, v := range r.counters {
 		s.Counters[k] = v

@@ -109,3 +109,38 @@ func TestPercentile(t *testing.T) {
 		t.Error("empty percentile is not 0")
 	}
 }
+
+// A token whose expiry passed no longer counts against the bound (the
+// scheduler reclaims it), and the recorder reports that its consumer held
+// it past the expiry; unexpired tokens still count.
+func TestRecorderDropsExpiredTokens(t *testing.T) {
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer live.Close()
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: time.Second})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetPolicy("p", 1)
+	send := func(id string, expiresAt time.Time) {
+		t.Helper()
+		m := delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Count: 3, Attempt: 1,
+			Payload: Payload{Policy: "p"}.JSON(),
+			Release: delivery.Release{URL: live.URL + "/v1/events/" + id + "/release", Token: "tok", ExpiresAt: expiresAt}}
+		if code := post(t, u, testSecret, m); code != http.StatusOK {
+			t.Fatalf("delivery %s answered %d", id, code)
+		}
+	}
+	send("e1", time.Now().Add(-time.Second)) // reached the consumer after its token expired
+	send("e2", time.Now().Add(time.Minute))
+	s := r.Snapshot()
+	if len(s.Violations) != 0 || s.Counters["held_past_expiry"] != 1 || s.Held["p"] != 1 {
+		t.Fatalf("after an expired and a live token: violations %v, held_past_expiry %d, held %d; want none, 1, 1",
+			s.Violations, s.Counters["held_past_expiry"], s.Held["p"])
+	}
+	send("e3", time.Now().Add(time.Minute))
+	if s := r.Snapshot(); len(s.Violations) != 1 || s.MaxHeld["p"] != 2 {
+		t.Fatalf("two live tokens with bound 1: violations %v, max held %d; want 1 and 2", s.Violations, s.MaxHeld["p"])
+	}
+}

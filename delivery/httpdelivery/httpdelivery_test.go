@@ -173,8 +173,30 @@ func TestDeliver(t *testing.T) {
 			t.Errorf("payload = %s", m.Payload)
 		}
 		wantRelease := delivery.Release{URL: "https://scheduler.example/v1/events/" + e.ID + "/release", Token: "tok-" + e.ID}
-		if m.Release != wantRelease {
-			t.Errorf("release = %+v, want %+v", m.Release, wantRelease)
+		if m.Release != wantRelease || strings.Contains(string(s.body), "expiresAt") {
+			t.Errorf("release = %+v, want %+v (an event without a policy has no token expiry)", m.Release, wantRelease)
+		}
+	})
+
+	t.Run("MessageNamesTokenExpiry", func(t *testing.T) {
+		got := make(chan []byte, 1)
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			got <- body
+		})
+		d := newDeliverer(t, httpdelivery.Config{})
+		e := testEvent("evt_tok", srv.URL)
+		exp := testNow.Add(90 * time.Second)
+		e.PolicyID, e.TokenExpiresAt = "pol_1", &exp
+		if r := deliverOne(t, d, e); r.Err != nil {
+			t.Fatalf("deliver: %v", r.Err)
+		}
+		var m delivery.Message
+		if err := json.Unmarshal(<-got, &m); err != nil {
+			t.Fatalf("body is not a delivery.Message: %v", err)
+		}
+		if !m.Release.ExpiresAt.Equal(exp) {
+			t.Errorf("release.expiresAt = %v, want %v", m.Release.ExpiresAt, exp)
 		}
 	})
 

@@ -288,17 +288,18 @@ func safeCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
 
 func (s *Store) usable(ctx context.Context) error {
 	if s.closed.Load() {
-		return model.ErrUnavailable
+		return fmt.Errorf("%w: %w: store closed", model.ErrUnavailable, model.ErrNotApplied)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", model.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w: %w", model.ErrUnavailable, model.ErrNotApplied, err)
 	}
 	return nil
 }
 
 // wrap adds the operation to err and maps everything that is not already a
 // model sentinel to model.ErrUnavailable: bbolt's errors are I/O failures or
-// a closed database, both of which a caller can only retry.
+// a closed database, both of which a caller can only retry. They are
+// model.ErrNotApplied too: a transaction that failed did not commit.
 func wrap(op string, err error) error {
 	switch {
 	case err == nil:
@@ -308,7 +309,7 @@ func wrap(op string, err error) error {
 		return fmt.Errorf("embedded: %s: %w", op, err)
 	default:
 		// bolterrors.ErrDatabaseNotOpen, I/O errors and the like.
-		return fmt.Errorf("embedded: %s: %w: %w", op, model.ErrUnavailable, err)
+		return fmt.Errorf("embedded: %s: %w: %w: %w", op, model.ErrUnavailable, model.ErrNotApplied, err)
 	}
 }
 

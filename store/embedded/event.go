@@ -370,6 +370,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 			if err := w.put(old, &e); err != nil {
 				return err
 			}
+			e.TakenOver = old.Status == model.EventScheduled
 			out = append(out, &e)
 		}
 		return nil
@@ -424,7 +425,8 @@ func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, resu
 	if err != nil {
 		return err
 	}
-	if old.Status != t.From || (t.Fence != 0 && old.Fence != t.Fence) {
+	if old.Status != t.From || (t.Fence != 0 && old.Fence != t.Fence) ||
+		(t.TokenExpiredBy != nil && (old.TokenExpiresAt == nil || old.TokenExpiresAt.After(*t.TokenExpiredBy))) {
 		*result = model.ErrConflict
 		return nil
 	}

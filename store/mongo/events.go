@@ -198,7 +198,15 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
 	}
-	return eventModels(docs), nil
+	out := eventModels(docs)
+	prev := make(map[string]string, len(cands))
+	for _, c := range cands {
+		prev[c.ID] = c.Status
+	}
+	for _, e := range out {
+		e.TakenOver = prev[e.ID] == string(model.EventScheduled)
+	}
+	return out, nil
 }
 
 // EventTransition applies the transitions in order, each one UpdateOne whose
@@ -232,6 +240,9 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	filter := bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
+	}
+	if t.TokenExpiredBy != nil {
+		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(*t.TokenExpiredBy)}}})
 	}
 	set := bson.D{{Key: "status", Value: string(t.To)}}
 	if !t.LaunchAt.IsZero() {

@@ -342,6 +342,8 @@ func interpretError(err error) error {
 		return model.ErrNotFound
 	case mongo.IsDuplicateKeyError(err):
 		return fmt.Errorf("%w: %w", model.ErrConflict, err)
+	case notSent(err):
+		return fmt.Errorf("%w: %w: %w", model.ErrUnavailable, model.ErrNotApplied, err)
 	case isUnavailable(err):
 		return unavailable(err)
 	}
@@ -353,6 +355,13 @@ func unavailable(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", model.ErrUnavailable, err)
+}
+
+// notSent reports errors of operations that never reached a server (no
+// server could be selected, or the client was closed): they did not apply.
+func notSent(err error) bool {
+	var sse topology.ServerSelectionError
+	return errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected)
 }
 
 func isUnavailable(err error) bool {

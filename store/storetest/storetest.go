@@ -1029,13 +1029,22 @@ var eventTests = []namedTest{
 		got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 10})
 		requireNoError(t, err, "claim with fence 1")
 		requireIDs(t, eventIDs(got), []string{e0.ID, e1.ID}, "claim with fence 1")
+		for _, e := range got {
+			requireEqual(t, e.TakenOver, false, "TakenOver of a first claim")
+		}
 
 		// The shard changed owner: the new owner takes over what the old one
-		// had loaded.
+		// had loaded, and learns that it was taken over.
+		e2 := newEvent("A", "s1", at(3*time.Second), 2)
+		insertEvents(t, d, e2)
 		got, err = d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 2, DueBefore: at(time.Minute), Limit: 10})
 		requireNoError(t, err, "claim with fence 2")
-		requireIDs(t, eventIDs(got), []string{e0.ID, e1.ID}, "re-claim under a newer fence")
+		requireIDs(t, eventIDs(got), []string{e0.ID, e1.ID, e2.ID}, "re-claim under a newer fence")
+		for _, e := range got {
+			requireEqual(t, e.TakenOver, e.ID != e2.ID, "TakenOver of "+e.ID)
+		}
 		requireEqual(t, getEvent(t, d, e0.ID).Fence, int64(2), "stored Fence")
+		requireEqual(t, getEvent(t, d, e0.ID).TakenOver, false, "TakenOver is not stored")
 
 		// The old owner can neither re-claim nor transition them.
 		got, err = d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 10})
@@ -1374,6 +1383,20 @@ var eventTests = []namedTest{
 		n, err := d.EventCountHoldingTokens(ctx, "p1")
 		requireNoError(t, err, "EventCountHoldingTokens")
 		requireEqual(t, n, 3, "EventCountHoldingTokens")
+
+		// TokenExpiredBy: a token renewed after it was read expired is
+		// not reclaimed; one still expired is; one without a token never.
+		requireNoError(t, transition(t, d, store.EventTransition{ID: delivering.ID, From: model.EventDelivering,
+			To: model.EventDelivering, TokenExpiresAt: ptr(at(2 * time.Minute)), At: base}), "renew")
+		requireIs(t, transition(t, d, store.EventTransition{ID: delivering.ID, From: model.EventDelivering,
+			To: model.EventRetrying, ClearToken: true, TokenExpiredBy: ptr(at(time.Minute)), At: base}), model.ErrConflict, "reclaim of a renewed token")
+		requireTimePtr(t, getEvent(t, d, delivering.ID).TokenExpiresAt, ptr(at(2*time.Minute)), "renewed token untouched")
+		requireIs(t, transition(t, d, store.EventTransition{ID: deliveredExpired.ID, From: model.EventDelivered,
+			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(time.Second)), At: base}), model.ErrConflict, "reclaim before the expiry")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: deliveredExpired.ID, From: model.EventDelivered,
+			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(2 * time.Second)), At: base}), "reclaim at the expiry")
+		requireIs(t, transition(t, d, store.EventTransition{ID: retryingDue.ID, From: model.EventRetrying,
+			To: model.EventRetrying, TokenExpiredBy: ptr(at(time.Hour)), At: base}), model.ErrConflict, "an event without a token")
 
 		n, err = d.EventCountWaiting(ctx, "p1", at(20*time.Second))
 		requireNoError(t, err, "EventCountWaiting")

@@ -153,7 +153,8 @@ func (s *MemStore) EventTransition(ctx context.Context, ts []store.EventTransiti
 			out[i] = model.ErrNotFound
 			continue
 		}
-		if e.Status != t.From || (t.Fence != 0 && e.Fence != t.Fence) {
+		if e.Status != t.From || (t.Fence != 0 && e.Fence != t.Fence) ||
+			(t.TokenExpiredBy != nil && (e.TokenExpiresAt == nil || e.TokenExpiresAt.After(*t.TokenExpiredBy))) {
 			out[i] = model.ErrConflict
 			continue
 		}

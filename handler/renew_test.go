@@ -1,0 +1,131 @@
+package handler_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/embedded"
+)
+
+// lateStart runs after every write that starts deliveries (scheduled →
+// delivering), as a store that is slow or a reclaim racing the send would.
+type lateStart struct {
+	*embedded.Store
+	after func(ts []store.EventTransition, res []error)
+}
+
+func (s *lateStart) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	res, err := s.Store.EventTransition(ctx, ts)
+	if err == nil && len(ts) > 0 && ts[0].From == model.EventScheduled && ts[0].To == model.EventDelivering {
+		s.after(ts, res)
+	}
+	return res, err
+}
+
+// A throttled event that waited between taking its token and its send gets
+// its token renewed: the consumer has the policy's whole tokenTimeout from
+// receipt (and the message says until when).
+func TestLateSendRenewsToken(t *testing.T) {
+	const timeout, renewAfter, delay = time.Minute, 100 * time.Millisecond, 400 * time.Millisecond
+	base := openStore(t)
+	createPolicy(t, base, &model.Policy{ID: "pol", MaxInFlight: 4, TokenTimeout: timeout})
+	st := &lateStart{Store: base, after: func([]store.EventTransition, []error) { time.Sleep(delay) }}
+	type got struct {
+		m  delivery.Message
+		at time.Time
+	}
+	var mu sync.Mutex
+	var seen []got
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		seen = append(seen, got{m, time.Now()})
+		mu.Unlock()
+	})
+	evs := makeEvents(4, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
+	insert(t, base, evs)
+	startHandler(t, handler.Config{TokenRenewAfter: renewAfter}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return allIn(t, base, evs, model.EventDelivered) })
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != len(evs) {
+		t.Fatalf("consumer got %d deliveries, want %d", len(seen), len(evs))
+	}
+	for _, g := range seen {
+		exp := g.m.Release.ExpiresAt
+		if left := exp.Sub(g.at); left < timeout-renewAfter {
+			t.Errorf("event %s reached the consumer with %s of its %s token left", g.m.EventID, left, timeout)
+		}
+		if stored := statusOf(t, base, g.m.EventID).TokenExpiresAt; stored == nil || !stored.Equal(exp) {
+			t.Errorf("event %s: message says the token expires at %v, the store %v", g.m.EventID, exp, stored)
+		}
+	}
+}
+
+// A token reclaimed between the start write and the send is not used: the
+// attempt is not sent (the reclaim gave the token to another event), and
+// the event is delivered again as the retry the reclaim made of it.
+func TestTokenReclaimedBeforeSendIsNotSent(t *testing.T) {
+	ctx := context.Background()
+	base := openStore(t)
+	createPolicy(t, base, &model.Policy{ID: "pol", MaxInFlight: 1, TokenTimeout: time.Minute})
+	var reclaimedOnce atomic.Bool
+	st := &lateStart{Store: base, after: func(ts []store.EventTransition, res []error) {
+		if res[0] != nil || !reclaimedOnce.CompareAndSwap(false, true) {
+			return
+		}
+		// What the token-timeout reclaim does, between the start and the send.
+		now := time.Now()
+		r, err := base.EventTransition(ctx, []store.EventTransition{{ID: ts[0].ID, From: model.EventDelivering,
+			To: model.EventRetrying, Attempts: 1, LaunchAt: now, ClearToken: true, At: now}})
+		if err != nil || r[0] != nil {
+			t.Errorf("simulated reclaim: %v %v", err, r)
+			return
+		}
+		if err := base.PolicyReleaseTokens(ctx, "pol", 1, 1); err != nil {
+			t.Error(err)
+		}
+	}}
+	var h atomic.Pointer[handler.Handler]
+	var mu sync.Mutex
+	var attempts []int
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		attempts = append(attempts, m.Attempt)
+		mu.Unlock()
+		wg.Go(func() {
+			e, err := base.EventGetByID(ctx, m.EventID)
+			if err == nil {
+				_, err = h.Load().Throttle().Release(ctx, e, time.Now())
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	evs := makeEvents(1, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
+	insert(t, base, evs)
+	h.Store(startHandler(t, handler.Config{TokenRenewAfter: time.Nanosecond, PrefetchInterval: 50 * time.Millisecond},
+		handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}}))
+	waitFor(t, 10*time.Second, "released", func() bool {
+		p, _ := base.PolicyGetByID(ctx, "pol")
+		return allIn(t, base, evs, model.EventReleased) && p.InUse == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != 1 || attempts[0] != 2 {
+		t.Fatalf("consumer got attempts %v, want only [2] (attempt 1's token was reclaimed before its send)", attempts)
+	}
+}
