@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
@@ -159,27 +158,29 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 // previous owner's delivery, or the event moved on). An event that cannot
 // be read is sent: at least once.
 func (h *Handler) recheck(ctx context.Context, items []throttle.Item) []throttle.Item {
-	drop := make([]bool, len(items))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16) // a takeover can bring hundreds
-	for i, it := range items {
-		if !it.Recheck {
-			continue
+	var ids []string
+	for _, it := range items {
+		if it.Recheck {
+			ids = append(ids, it.Event.ID)
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			e, err := h.deps.Store.EventGetByID(ctx, it.Event.ID)
-			drop[i] = err == nil && (e.Status != model.EventScheduled || e.Fence != it.Fence) || errors.Is(err, model.ErrNotFound)
-		})
 	}
-	wg.Wait()
+	if len(ids) == 0 {
+		return items
+	}
+	// One read for all of them: after a takeover they can be hundreds.
+	cur, err := h.deps.Store.EventGetMany(ctx, ids)
+	if err != nil {
+		h.log.Warn().Err(err).Int("events", len(ids)).Msg("reading taken-over events failed; sending them")
+		return items
+	}
 	out := items[:0:0]
 	dropped := 0
-	for i, it := range items {
-		if drop[i] {
-			dropped++
-			continue
+	for _, it := range items {
+		if it.Recheck {
+			if e := cur[it.Event.ID]; e == nil || e.Status != model.EventScheduled || e.Fence != it.Fence {
+				dropped++
+				continue
+			}
 		}
 		out = append(out, it)
 	}
@@ -190,7 +191,7 @@ func (h *Handler) recheck(ctx context.Context, items []throttle.Item) []throttle
 }
 
 // renewTokens renews the tokens of throttled items that waited more than
-// TokenRenewAfter since they took them and returns the items to send. An
+// TokenRenewAfter (or its default) since they took them and returns the items to send. An
 // item whose renewal lost its compare-and-set is not sent: its token timed
 // out and was reclaimed (the event is retrying), or a newer owner has it.
 // Without the renewal a late send could reach the consumer after the
@@ -207,7 +208,11 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 			continue
 		}
 		timeout := h.thr.TokenTimeout(it.Policy)
-		if timeout-it.Event.TokenExpiresAt.Sub(now) <= h.cfg.TokenRenewAfter {
+		after := h.cfg.TokenRenewAfter
+		if after == 0 {
+			after = max(time.Second, timeout/10)
+		}
+		if timeout-it.Event.TokenExpiresAt.Sub(now) <= after {
 			continue
 		}
 		exp := now.Add(timeout)

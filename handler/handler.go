@@ -44,6 +44,7 @@ type Store interface {
 	throttle.Store
 	EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error)
 	EventDeleteFinishedBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error)
 }
 
 // Shards is this instance's share of the event queue shards.
@@ -144,8 +145,10 @@ type Config struct {
 	// TokenRenewAfter: a throttled event that waited longer than this
 	// between taking its token and its send (a slow store write, a full
 	// ready queue) has its token renewed first, in one more write, so that
-	// its consumer gets the policy's whole tokenTimeout and the token cannot
-	// time out while the consumer holds it. Default 1s.
+	// its consumer gets (nearly) the policy's whole tokenTimeout and is
+	// never sent an event whose token may have been reclaimed. Zero: a
+	// tenth of the policy's tokenTimeout, at least 1s (a renewal is a write
+	// more, and a backlog makes many events wait).
 	TokenRenewAfter time.Duration
 	// Owner names this instance in logs.
 	Owner string
@@ -167,7 +170,6 @@ func (c *Config) validate() error {
 		{&c.RetentionInterval, time.Minute, "RetentionInterval"},
 		{&c.ReclaimInterval, 2 * time.Second, "ReclaimInterval"},
 		{&c.MaxRetryAfter, time.Hour, "MaxRetryAfter"},
-		{&c.TokenRenewAfter, time.Second, "TokenRenewAfter"},
 		{&c.TakeoverGrace, 2 * time.Second, "TakeoverGrace"},
 	}
 	for _, d := range durs {
@@ -211,6 +213,9 @@ func (c *Config) validate() error {
 	}
 	if c.PrefetchInterval > c.Horizon {
 		errs = append(errs, fmt.Errorf("handler config: PrefetchInterval (%s) must not exceed Horizon (%s)", c.PrefetchInterval, c.Horizon))
+	}
+	if c.TokenRenewAfter < 0 {
+		errs = append(errs, fmt.Errorf("handler config: TokenRenewAfter must not be negative, got %s", c.TokenRenewAfter))
 	}
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff

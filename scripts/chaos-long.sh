@@ -33,7 +33,7 @@ status=0
 start=$(date +%s)
 CHAOS_LONG=1 go test -count=1 -timeout 90m -v -run "$run_pattern" ./chaos/ >"$testlog" 2>&1
 status=$?
-grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|result:|^        (policy|lateness)|phase 1|readyz|store:|created [0-9]|chaos over|LOSS|STUCK|THROTTLE|DUPLICATES|DOUBLE|CRASH|seed ' "$testlog" | tee -a "$log"
+grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|result:|^        (policy|lateness)|phase 1|readyz|store:|created [0-9]|chaos over|LOSS|STUCK|THROTTLE|DUPLICATES|DOUBLE|CRASH|LATE SEND|duplicates: |missing .*GET|seed ' "$testlog" | tee -a "$log"
 echo "== chaos tests: exit $status after $(( $(date +%s) - start ))s (full output in $testlog)" | tee -a "$log"
 
 if [ "${SKIP_BENCH:-}" != "1" ]; then

@@ -237,6 +237,9 @@ type EventStore interface {
 	// EventGetByID returns any tenant's event (release calls are authorised by
 	// the release token, not a tenant). ErrNotFound.
 	EventGetByID(ctx context.Context, id string) (*model.Event, error)
+	// EventGetMany returns the events of ids that exist (any tenant), by
+	// id, in one read.
+	EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error)
 	// EventList pages a tenant's events.
 	EventList(ctx context.Context, p *EventListParams) ([]*model.Event, error)
 	// EventClaimDue moves the shard's events that are pending or retrying

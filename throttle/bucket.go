@@ -72,20 +72,27 @@ func (b *bucket) observe(start time.Time) {
 }
 
 // settle is the pause between reconciliation readings: ReconcileSettle, or
-// four times the slowest recent store call if that is longer. A token write
+// twice the slowest recent store call if that is longer. A token write
 // of another process (a release's token return, the start of an owner that
 // just lost the shard) that the store delays between its readings looks
 // exactly like a leak; repairing it would count one token too few and let
 // one event too many out. Its delay is that of this bucket's own calls
 // (they queue on the same policy document), so the readings must span
-// several of them.
+// several of them. It is capped at maxSettle: a leak starves the bucket
+// until it is repaired, and while instances die a bucket lives a few tens of
+// seconds before its shard moves (long runs with caps of one minute and of
+// 10 s repaired leaks only after the kills stopped, and drained at a third
+// of the speed).
 func (b *bucket) settle() time.Duration {
 	b.slowMu.Lock()
 	defer b.slowMu.Unlock()
-	return max(b.t.cfg.ReconcileSettle, 4*b.slow)
+	return max(b.t.cfg.ReconcileSettle, min(2*b.slow, maxSettle))
 }
 
 const maxStarts = 16
+
+// maxSettle caps settle.
+const maxSettle = 3 * time.Second
 
 func (b *bucket) stop() { b.once.Do(b.cancel) }
 
@@ -114,9 +121,10 @@ func (b *bucket) run(ctx context.Context) {
 	clock := t.deps.Clock
 	poll := clock.NewTimer(t.cfg.PollInterval)
 	defer poll.Stop()
-	// A new owner first repairs the persisted count of tokens out.
+	// A new owner first loads the policy (and reconciles as soon as it
+	// runs: nextReconcile below).
 	for ctx.Err() == nil {
-		err := b.loadAndReconcile(ctx)
+		_, err := b.read(ctx, false)
 		if err == nil {
 			break
 		}
@@ -145,13 +153,13 @@ func (b *bucket) run(ctx context.Context) {
 		t.running.remove(b)
 		b.returnGifts(ctx)
 	}()
-	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
+	nextReconcile := clock.Now()
 	lastReconcile := clock.Now()
 	b.progressAt = clock.Now()
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
 			b.starts.Wait()
-			if err := b.loadAndReconcile(ctx); err != nil && ctx.Err() == nil {
+			if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("token reconciliation failed")
 			}
 			lastReconcile = clock.Now()
@@ -349,6 +357,9 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	return nil
 }
 
+// readBackFor bounds how long readBack keeps trying to read events back.
+const readBackFor = 30 * time.Second
+
 // errStartUnknown marks, in readBack's results, an event whose start write
 // may or may not have applied.
 var errStartUnknown = errors.New("start outcome unknown")
@@ -364,6 +375,11 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 	t := b.t
 	res := make([]error, len(items))
 	wait := t.cfg.PollInterval
+	// The write often failed because the bucket stopped (its context was
+	// cancelled mid-call, the store being fine): the reads go on for a while
+	// regardless, so that the tokens are settled exactly.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackFor)
+	defer cancel()
 	for i := 0; i < len(items); {
 		e, err := t.deps.Store.EventGetByID(ctx, items[i].Event.ID)
 		switch {
@@ -401,11 +417,11 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 	return res, nil
 }
 
-// loadAndReconcile refreshes the cached policy and repairs the persisted
-// InUse where it disagrees with the tokens really out: the policy's events
-// that hold one plus this bucket's gifts. Tokens leak (InUse too high) when
-// a crash falls between PolicyAcquireTokens and the delivering write, or
-// when a release's token return fails.
+// Reconciliation repairs the persisted InUse where it disagrees with the
+// tokens really out: the policy's events that hold one plus this bucket's
+// gifts. Tokens leak (InUse too high) when a crash falls between
+// PolicyAcquireTokens and the delivering write, or when a release's token
+// return fails.
 //
 // Telling a leak from tokens in motion is the hard part. A release in flight
 // (its event already released, its token not yet returned) and a hand-off in
@@ -415,115 +431,159 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 // stays the same across a pause proves nothing (seen in a long chaos run:
 // the repair lowered InUse under tokens in motion and the consumer held 10
 // tokens of a policy bounded at 8). So a repair needs reconcileSamples
-// readings ReconcileSettle apart that agree on everything: InUse, the set of
+// readings settle() apart that agree on everything: InUse, the set of
 // token-holding events (not just their number) and the gifts. Any change is
 // motion: the repair waits for a quieter moment (the next interval). A leak
 // is then given back by decrementing InUse (PolicyReleaseTokens), never by
-// overwriting it, so a change that lands meanwhile is not lost. The bucket's
-// own goroutine runs this, so none of this owner's acquisitions are in
-// flight.
-func (b *bucket) loadAndReconcile(ctx context.Context) error {
+// overwriting it, so a change that lands meanwhile is not lost. Nothing is
+// repaired before the shard has settled (Deps.Settled): a previous owner's
+// start may still land until then.
+//
+// The bucket's own goroutine runs it (reconcile) after waiting for its
+// starts in flight, so none of this owner's token moves is in flight at a
+// reading.
+
+// reading is one look at a policy's token accounting.
+type reading struct {
+	p       *model.Policy
+	held    int      // events holding a token
+	holders []string // their ids (only when withIDs), to see motion that keeps the number
+	gifts   int
+}
+
+// read takes a reading and refreshes the cached policy. The holders' ids
+// are read only if withIDs (a mismatch is being watched), so that the usual,
+// consistent check costs two small reads.
+func (b *bucket) read(ctx context.Context, withIDs bool) (reading, error) {
 	t := b.t
 	st := t.deps.Store
-	type reading struct {
-		p       *model.Policy
-		held    int      // events holding a token
-		holders []string // their ids, to see motion that keeps the number
-		gifts   int
+	defer b.observe(t.deps.Clock.Now())
+	p, err := st.PolicyGetByID(ctx, b.policyID)
+	if err != nil {
+		return reading{}, err
 	}
-	// read takes a reading; the holders' ids only if withIDs (a mismatch
-	// is being watched), so that the usual, consistent check costs two
-	// small reads.
-	read := func(withIDs bool) (reading, error) {
-		defer b.observe(t.deps.Clock.Now())
-		p, err := st.PolicyGetByID(ctx, b.policyID)
+	b.setPolicy(p)
+	held, err := st.EventCountHoldingTokens(ctx, b.policyID)
+	if err != nil {
+		return reading{}, err
+	}
+	var ids []string
+	if withIDs {
+		// Every token expires before the last instant a store can
+		// compare (Unix nanoseconds in an int64).
+		evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
 		if err != nil {
 			return reading{}, err
 		}
-		b.setPolicy(p)
-		held, err := st.EventCountHoldingTokens(ctx, b.policyID)
-		if err != nil {
-			return reading{}, err
+		ids = make([]string, len(evs))
+		for i, e := range evs {
+			ids[i] = e.ID
 		}
-		var ids []string
-		if withIDs {
-			// Every token expires before the last instant a store can
-			// compare (Unix nanoseconds in an int64).
-			evs, err := st.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
-			if err != nil {
-				return reading{}, err
-			}
-			ids = make([]string, len(evs))
-			for i, e := range evs {
-				ids[i] = e.ID
-			}
-			slices.Sort(ids)
+		slices.Sort(ids)
+	}
+	b.mu.Lock()
+	g := b.gifts
+	b.mu.Unlock()
+	return reading{p: p, held: held, holders: ids, gifts: g}, nil
+}
+
+// reconcile runs one reconciliation to its end, pausing the bucket (its
+// loop runs this) between the readings: its own token moves would
+// otherwise be motion at every reading, and a partly leaked bucket that
+// keeps busy would never be repaired. The pause is at most
+// (reconcileSamples-1) × maxSettle, and only while a mismatch is watched.
+func (b *bucket) reconcile(ctx context.Context) error {
+	var rec *reconciler
+	for {
+		more, err := b.reconcileStep(ctx, &rec)
+		if err != nil || !more {
+			return err
 		}
-		b.mu.Lock()
-		g := b.gifts
-		b.mu.Unlock()
-		return reading{p: p, held: held, holders: ids, gifts: g}, nil
-	}
-	quick, err := read(false)
-	if err != nil {
-		return err
-	}
-	t.deps.Metrics.TokensInUse(b.policyID, quick.p.InUse)
-	if quick.p.InUse == quick.held+quick.gifts {
-		return nil
-	}
-	if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
-		return nil // a previous owner's start may still land: not yet
-	}
-	first, err := read(true)
-	if err != nil {
-		return err
-	}
-	out := first.held + first.gifts
-	if first.p.InUse == out {
-		return nil
-	}
-	if len(first.holders) >= reconcileLimit(first.p) {
-		return nil // cannot see them all (MaxInFlight was lowered far below them)
-	}
-	for range reconcileSamples - 1 {
-		if !sleepCtx(ctx, t.deps.Clock, b.settle()) {
+		if !sleepCtx(ctx, b.t.deps.Clock, b.settle()) {
 			return ctx.Err()
 		}
-		r, err := read(true)
-		if err != nil {
-			return err
-		}
-		if r.p.InUse != first.p.InUse || r.held != first.held || r.gifts != first.gifts || !slices.Equal(r.holders, first.holders) {
-			return nil // tokens in motion: not now
-		}
 	}
+}
+
+// reconciler is a reconciliation in progress: its first reading of a
+// mismatch and how many readings have agreed with it.
+type reconciler struct {
+	first  reading
+	agreed int
+}
+
+// reconcileStep takes the next reading of a reconciliation: the quick check
+// when none is in progress (*rec nil), else one more of the agreeing
+// readings a repair needs, and the repair after the last. more reports that
+// the reconciliation goes on: the next step is due settle() later.
+func (b *bucket) reconcileStep(ctx context.Context, rec **reconciler) (more bool, err error) {
+	t := b.t
+	if *rec == nil {
+		quick, err := b.read(ctx, false)
+		if err != nil {
+			return false, err
+		}
+		t.deps.Metrics.TokensInUse(b.policyID, quick.p.InUse)
+		if quick.p.InUse == quick.held+quick.gifts {
+			return false, nil
+		}
+		if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
+			return false, nil // a previous owner's start may still land: not yet
+		}
+		first, err := b.read(ctx, true)
+		if err != nil {
+			return false, err
+		}
+		if first.p.InUse == first.held+first.gifts || len(first.holders) >= reconcileLimit(first.p) {
+			// Consistent after all, or it cannot see every holder
+			// (MaxInFlight was lowered far below them).
+			return false, nil
+		}
+		*rec = &reconciler{first: first, agreed: 1}
+		return true, nil
+	}
+	first := (*rec).first
+	r, err := b.read(ctx, true)
+	if err != nil {
+		*rec = nil
+		return false, err
+	}
+	if r.p.InUse != first.p.InUse || r.held != first.held || r.gifts != first.gifts || !slices.Equal(r.holders, first.holders) {
+		*rec = nil
+		return false, nil // tokens in motion: not now
+	}
+	if (*rec).agreed++; (*rec).agreed < reconcileSamples {
+		return true, nil
+	}
+	*rec = nil
+	out := first.held + first.gifts
+	st := t.deps.Store
 	if leaked := first.p.InUse - out; leaked > 0 {
 		if err := st.PolicyReleaseTokens(ctx, b.policyID, leaked, 0); err != nil {
-			return err
+			return false, err
 		}
 		t.log.Info().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: leaked tokens returned")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
-		return nil
+		return false, nil
 	}
 	// More tokens held than counted (only a bug elsewhere leads here):
 	// count them all. A concurrent change of InUse fails the version check
 	// only if the policy itself changed, so this writes the quiet reading.
 	err = st.PolicySetInUse(ctx, b.policyID, first.p.Version, out)
 	if err != nil && !errors.Is(err, model.ErrConflict) {
-		return err
+		return false, err
 	}
 	if err == nil {
 		t.log.Warn().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: more were held than counted")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
 	}
-	return nil
+	return false, nil
 }
 
 // stallReconcile is how long a bucket with events waiting may hand out no
 // token before it reconciles out of turn: a few repair windows.
 func (b *bucket) stallReconcile() time.Duration {
-	return min(5*b.settle(), b.t.cfg.ReconcileInterval)
+	return min(5*b.t.cfg.ReconcileSettle, b.t.cfg.ReconcileInterval)
 }
 
 // reconcileSamples is how many agreeing readings a repair needs.

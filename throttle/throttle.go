@@ -103,8 +103,8 @@ type Config struct {
 	// the token-holding events apart waits between its readings; only a
 	// mismatch that did not move across three readings is repaired (a
 	// release in flight is not a leak). While the store is slow the pause
-	// grows to four times the bucket's slowest store call of the last
-	// minute. Default 1s.
+	// grows to twice the bucket's slowest store call of the last minute
+	// (at most 3 s). Default 1s.
 	ReconcileSettle time.Duration
 	// ReclaimBatch is the most expired tokens reclaimed per store call.
 	// Default 500.

@@ -243,6 +243,28 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 	return e, nil
 }
 
+// EventGetMany returns the events of ids that exist, by id, in one read.
+func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error) {
+	out := make(map[string]*model.Event, len(ids))
+	err := s.view(ctx, "event get many", func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			e, err := getEvent(tx, []byte(id))
+			if err == model.ErrNotFound {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[id] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventList pages a tenant's events by id. It walks the narrowest index the
 // filters allow (fire, schedule, else tenant) and checks the other filters
 // on the rows.

@@ -84,6 +84,19 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 	return d.model(), nil
 }
 
+// EventGetMany returns the events of ids that exist, by id, in one query.
+func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error) {
+	docs, err := findAll[eventDoc](ctx, s.events, bson.D{{Key: "_id", Value: in(ids)}}, options.Find())
+	if err != nil {
+		return nil, fmt.Errorf("event get many (%d): %w", len(ids), err)
+	}
+	out := make(map[string]*model.Event, len(docs))
+	for _, e := range eventModels(docs) {
+		out[e.ID] = e
+	}
+	return out, nil
+}
+
 // EventList pages a tenant's events by id.
 func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error) {
 	filter := bson.D{{Key: "tenantId", Value: p.TenantID}}

@@ -1045,6 +1045,11 @@ var eventTests = []namedTest{
 		}
 		requireEqual(t, getEvent(t, d, e0.ID).Fence, int64(2), "stored Fence")
 		requireEqual(t, getEvent(t, d, e0.ID).TakenOver, false, "TakenOver is not stored")
+		many, err := d.EventGetMany(ctx, []string{e0.ID, "no-such-event", e2.ID})
+		requireNoError(t, err, "EventGetMany")
+		requireEqual(t, len(many), 2, "EventGetMany finds the two that exist")
+		requireEqual(t, many[e0.ID].Fence, int64(2), "EventGetMany e0 fence")
+		requireEqual(t, many[e2.ID].Status, model.EventScheduled, "EventGetMany e2 status")
 
 		// The old owner can neither re-claim nor transition them.
 		got, err = d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 10})
