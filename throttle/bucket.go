@@ -121,10 +121,10 @@ func (b *bucket) run(ctx context.Context) {
 	clock := t.deps.Clock
 	poll := clock.NewTimer(t.cfg.PollInterval)
 	defer poll.Stop()
-	// A new owner first loads the policy (and reconciles as soon as it
-	// runs: nextReconcile below).
+	// A new owner first repairs the persisted count of tokens out (once
+	// the shard has settled; until then it only loads the policy).
 	for ctx.Err() == nil {
-		_, err := b.read(ctx, false)
+		err := b.reconcile(ctx)
 		if err == nil {
 			break
 		}
@@ -153,7 +153,7 @@ func (b *bucket) run(ctx context.Context) {
 		t.running.remove(b)
 		b.returnGifts(ctx)
 	}()
-	nextReconcile := clock.Now()
+	nextReconcile := clock.Now().Add(t.cfg.ReconcileInterval)
 	lastReconcile := clock.Now()
 	b.progressAt = clock.Now()
 	for ctx.Err() == nil {
@@ -440,8 +440,8 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 // start may still land until then.
 //
 // The bucket's own goroutine runs it (reconcile) after waiting for its
-// starts in flight, so none of this owner's token moves is in flight at a
-// reading.
+// starts in flight (or before its first), so none of this owner's token
+// moves is in flight at a reading.
 
 // reading is one look at a policy's token accounting.
 type reading struct {
@@ -487,97 +487,68 @@ func (b *bucket) read(ctx context.Context, withIDs bool) (reading, error) {
 	return reading{p: p, held: held, holders: ids, gifts: g}, nil
 }
 
-// reconcile runs one reconciliation to its end, pausing the bucket (its
-// loop runs this) between the readings: its own token moves would
+// reconcile refreshes the cached policy and, where InUse disagrees with
+// the tokens out, runs one reconciliation to its end. It pauses the bucket
+// (its loop runs this) between the readings: its own token moves would
 // otherwise be motion at every reading, and a partly leaked bucket that
 // keeps busy would never be repaired. The pause is at most
 // (reconcileSamples-1) × maxSettle, and only while a mismatch is watched.
 func (b *bucket) reconcile(ctx context.Context) error {
-	var rec *reconciler
-	for {
-		more, err := b.reconcileStep(ctx, &rec)
-		if err != nil || !more {
-			return err
-		}
-		if !sleepCtx(ctx, b.t.deps.Clock, b.settle()) {
+	t := b.t
+	quick, err := b.read(ctx, false)
+	if err != nil {
+		return err
+	}
+	t.deps.Metrics.TokensInUse(b.policyID, quick.p.InUse)
+	if quick.p.InUse == quick.held+quick.gifts {
+		return nil
+	}
+	if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
+		return nil // a previous owner's start may still land: not yet
+	}
+	first, err := b.read(ctx, true)
+	if err != nil {
+		return err
+	}
+	out := first.held + first.gifts
+	if first.p.InUse == out || len(first.holders) >= reconcileLimit(first.p) {
+		// Consistent after all, or it cannot see every holder
+		// (MaxInFlight was lowered far below them).
+		return nil
+	}
+	for range reconcileSamples - 1 {
+		if !sleepCtx(ctx, t.deps.Clock, b.settle()) {
 			return ctx.Err()
 		}
-	}
-}
-
-// reconciler is a reconciliation in progress: its first reading of a
-// mismatch and how many readings have agreed with it.
-type reconciler struct {
-	first  reading
-	agreed int
-}
-
-// reconcileStep takes the next reading of a reconciliation: the quick check
-// when none is in progress (*rec nil), else one more of the agreeing
-// readings a repair needs, and the repair after the last. more reports that
-// the reconciliation goes on: the next step is due settle() later.
-func (b *bucket) reconcileStep(ctx context.Context, rec **reconciler) (more bool, err error) {
-	t := b.t
-	if *rec == nil {
-		quick, err := b.read(ctx, false)
+		r, err := b.read(ctx, true)
 		if err != nil {
-			return false, err
+			return err
 		}
-		t.deps.Metrics.TokensInUse(b.policyID, quick.p.InUse)
-		if quick.p.InUse == quick.held+quick.gifts {
-			return false, nil
+		if r.p.InUse != first.p.InUse || r.held != first.held || r.gifts != first.gifts || !slices.Equal(r.holders, first.holders) {
+			return nil // tokens in motion: not now
 		}
-		if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
-			return false, nil // a previous owner's start may still land: not yet
-		}
-		first, err := b.read(ctx, true)
-		if err != nil {
-			return false, err
-		}
-		if first.p.InUse == first.held+first.gifts || len(first.holders) >= reconcileLimit(first.p) {
-			// Consistent after all, or it cannot see every holder
-			// (MaxInFlight was lowered far below them).
-			return false, nil
-		}
-		*rec = &reconciler{first: first, agreed: 1}
-		return true, nil
 	}
-	first := (*rec).first
-	r, err := b.read(ctx, true)
-	if err != nil {
-		*rec = nil
-		return false, err
-	}
-	if r.p.InUse != first.p.InUse || r.held != first.held || r.gifts != first.gifts || !slices.Equal(r.holders, first.holders) {
-		*rec = nil
-		return false, nil // tokens in motion: not now
-	}
-	if (*rec).agreed++; (*rec).agreed < reconcileSamples {
-		return true, nil
-	}
-	*rec = nil
-	out := first.held + first.gifts
 	st := t.deps.Store
 	if leaked := first.p.InUse - out; leaked > 0 {
 		if err := st.PolicyReleaseTokens(ctx, b.policyID, leaked, 0); err != nil {
-			return false, err
+			return err
 		}
 		t.log.Info().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: leaked tokens returned")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
-		return false, nil
+		return nil
 	}
 	// More tokens held than counted (only a bug elsewhere leads here):
 	// count them all. A concurrent change of InUse fails the version check
 	// only if the policy itself changed, so this writes the quiet reading.
 	err = st.PolicySetInUse(ctx, b.policyID, first.p.Version, out)
 	if err != nil && !errors.Is(err, model.ErrConflict) {
-		return false, err
+		return err
 	}
 	if err == nil {
 		t.log.Warn().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: more were held than counted")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
 	}
-	return false, nil
+	return nil
 }
 
 // stallReconcile is how long a bucket with events waiting may hand out no
