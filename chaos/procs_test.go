@@ -346,6 +346,13 @@ func startFerret(t *testing.T) *ferret {
 		clientPool = 20
 	}
 	args := append([]string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-log-level", cmp.Or(os.Getenv("CHAOS_FERRETDB_LOG"), "warn")}, backend...)
+	if every := os.Getenv("CHAOS_FERRETDB_STATS"); every != "" {
+		// What FerretDB spends its time on, in its log (see cmd/ferretdb).
+		args = append(args, "-stats-every", every)
+	}
+	if addr := os.Getenv("CHAOS_FERRETDB_PPROF"); addr != "" {
+		args = append(args, "-pprof", addr)
+	}
 	p := newProc(t, "ferretdb", bin, "ferretdb listening on ", args, baseEnv())
 	line := p.start()
 	// FerretDB v1 holds one backend connection for each statement of a

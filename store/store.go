@@ -263,7 +263,8 @@ type EventStore interface {
 	// cancelled. Returns how many. Cross-tenant.
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	// EventFindTokenExpired returns events of the policy in status delivered
-	// or delivering whose TokenExpiresAt is before t. Cross-tenant.
+	// or delivering whose TokenExpiresAt is before t, oldest expiry first
+	// (then by id), at most limit (<= 0: all). Cross-tenant.
 	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
 	// EventCountHoldingTokens counts the policy's events that hold a token
 	// (delivering or delivered). Cross-tenant.

@@ -26,6 +26,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with -pprof
 	"os"
 	"os/signal"
 	"syscall"
@@ -48,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	pgURL := fs.String("postgresql-url", "", "use FerretDB's PostgreSQL backend with this connection string instead of SQLite")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	serialize := fs.Bool("serialize-writes", true, "let conflicting writes (same document, or naming no _id) through one at a time, so that conditional writes are atomic across clients as on MongoDB (FerretDB v1's are a find and then a write)")
+	statsEvery := fs.Duration("stats-every", 0, "with -serialize-writes: print, at this interval, the commands forwarded grouped by shape (command, collection, filter fields) with their counts and latencies, costliest first; 0: off")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (for example 127.0.0.1:6060), to profile FerretDB under a test's load; empty: off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,9 +68,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("component", "ferretdb")
 
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return fmt.Errorf("-pprof: %w", err)
+		}
+		// The default mux has net/http/pprof's handlers and nothing else.
+		go func() { _ = http.Serve(ln, nil) }()
+		fmt.Fprintf(stderr, "pprof on http://%s/debug/pprof/\n", ln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	uri, shutdown, err := mongotest.StartConfig(ctx, mongotest.Config{Dir: *dir, PostgreSQLURL: *pgURL, Addr: *listen, Logger: log, SerializeWrites: *serialize})
+	uri, shutdown, err := mongotest.StartConfig(ctx, mongotest.Config{Dir: *dir, PostgreSQLURL: *pgURL, Addr: *listen, Logger: log, SerializeWrites: *serialize, Stats: stderr, StatsEvery: *statsEvery})
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
+	"slices"
 	"sort"
 	"time"
 
@@ -605,19 +607,24 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 				if e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
 					out = append(out, e)
 				}
-				return limit <= 0 || len(out) < limit
+				return true
 			})
 			if err != nil {
 				return err
-			}
-			if limit > 0 && len(out) >= limit {
-				break
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The index is by launch time: the oldest expiries need all holders
+	// (at most a few times maxInFlight) read and sorted.
+	slices.SortFunc(out, func(a, b *model.Event) int {
+		return cmp.Or(a.TokenExpiresAt.Compare(*b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }

@@ -76,7 +76,7 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 	} else {
 		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "note", Value: ""}}})
 	}
-	defer s.lockCAS()()
+	defer s.lockCAS(s.fires, id)()
 	res, err := s.fires.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update)
 	if err == nil && res.MatchedCount == 0 {
 		err = mongo.ErrNoDocuments

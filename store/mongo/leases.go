@@ -28,7 +28,7 @@ var errLeaseHeld = errors.New("lease held by another owner")
 func (s *Store) LeaseAcquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (model.Lease, error) {
 	expires := unixNano(now.Add(ttl))
 	after := options.FindOneAndUpdate().SetReturnDocument(options.After)
-	defer s.lockCAS()()
+	defer s.lockCAS(s.leases, name)()
 
 	var d leaseDoc
 	err := s.leases.FindOneAndUpdate(ctx,
@@ -71,7 +71,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, name, owner string, now time.T
 // LeaseRenew extends the lease if owner still holds it with fence, even if
 // it expired, as long as nobody took it. ErrConflict otherwise.
 func (s *Store) LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error) {
-	defer s.lockCAS()()
+	defer s.lockCAS(s.leases, name)()
 	var d leaseDoc
 	err := s.leases.FindOneAndUpdate(ctx,
 		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}, {Key: "fence", Value: fence}},
@@ -89,7 +89,7 @@ func (s *Store) LeaseRenew(ctx context.Context, name, owner string, fence int64,
 // LeaseRelease frees the lease if owner holds it with fence. The fence is
 // kept so the next owner's is larger. ErrConflict otherwise.
 func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int64) error {
-	defer s.lockCAS()()
+	defer s.lockCAS(s.leases, name)()
 	res, err := s.leases.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}, {Key: "fence", Value: fence}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: ""}, {Key: "expiresAt", Value: int64(0)}}}})

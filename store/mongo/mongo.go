@@ -28,6 +28,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/schedulerd/schedulerd/store/mongo/internal/doclock"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
@@ -88,15 +90,18 @@ type Store struct {
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
 
-	// casMu serialises conditional writes when the server is FerretDB v1,
-	// which evaluates an update's filter and writes the result in two steps
-	// (find, then replace by _id), so two concurrent compare-and-sets on one
-	// document can both succeed. MongoDB applies filter and update
-	// atomically per document and needs no lock. Holding the lock makes one
-	// process correct against FerretDB (the local test stack); several
-	// processes writing to one FerretDB can still race, which is why
-	// FerretDB is a test stand-in, not a deployment target.
-	casMu     sync.Mutex
+	// locks serialise conflicting conditional writes when the server is
+	// FerretDB v1, which evaluates an update's filter and writes the result
+	// in two steps (find, then replace by _id), so two concurrent
+	// compare-and-sets on one document can both succeed. MongoDB applies
+	// filter and update atomically per document and needs no lock. The
+	// locks are per document (see doclock): one lock for every write made
+	// a lease renewal wait behind a takeover's thousands of event claims,
+	// long enough under load to lose the lease and move the shard again.
+	// They make one process correct against FerretDB (the local test
+	// stack); several processes on one FerretDB need the test proxy, which
+	// is why FerretDB is a test stand-in, not a deployment target.
+	locks     doclock.Set
 	serialise bool
 
 	closeOnce sync.Once
@@ -319,14 +324,15 @@ func (s *Store) bulkSize(n int) int {
 	return max(n, 1)
 }
 
-// lockCAS serialises a conditional write against FerretDB (see casMu) and is
-// a no-op against MongoDB. The returned function unlocks.
-func (s *Store) lockCAS() func() {
+// lockCAS serialises a conditional write against FerretDB with the others
+// on the same documents of coll (ids; none: any document of coll, see
+// locks) and is a no-op against MongoDB. The returned function unlocks.
+func (s *Store) lockCAS(coll *mongo.Collection, ids ...string) func() {
 	if !s.serialise {
 		return func() {}
 	}
-	s.casMu.Lock()
-	return s.casMu.Unlock
+	h := s.locks.Lock(coll.Name(), ids...)
+	return func() { s.locks.Unlock(h) }
 }
 
 // interpretError translates driver errors to the model's sentinels at the

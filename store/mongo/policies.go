@@ -75,7 +75,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}
-	unlock := s.lockCAS()
+	unlock := s.lockCAS(s.policies, p.ID)
 	res, err := s.policies.UpdateOne(ctx, filter, update)
 	unlock()
 	if err == nil && res.MatchedCount == 0 {
@@ -89,7 +89,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 
 // PolicyDelete removes the tenant's policy. ErrNotFound.
 func (s *Store) PolicyDelete(ctx context.Context, tenantID, id string) error {
-	unlock := s.lockCAS()
+	unlock := s.lockCAS(s.policies, id)
 	res, err := s.policies.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}})
 	unlock()
 	if err == nil && res.DeletedCount == 0 {
@@ -131,7 +131,7 @@ func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want i
 			{Key: "maxInFlight", Value: c.MaxInFlight},
 			{Key: "inUse", Value: bson.D{{Key: "$lte", Value: c.MaxInFlight - k}}},
 		}
-		unlock := s.lockCAS()
+		unlock := s.lockCAS(s.policies, policyID)
 		res, err := s.policies.UpdateOne(ctx, filter, bson.D{{Key: "$inc", Value: bson.D{{Key: "inUse", Value: k}}}})
 		unlock()
 		if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) PolicyReleaseTokens(ctx context.Context, policyID string, n int,
 		n = 0
 	}
 	for {
-		unlock := s.lockCAS()
+		unlock := s.lockCAS(s.policies, policyID)
 		res, err := s.policies.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: policyID}, {Key: "inUse", Value: bson.D{{Key: "$gte", Value: n}}}},
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "inUse", Value: -n}, {Key: "timedOut", Value: int64(timedOut)}}}})
@@ -166,7 +166,7 @@ func (s *Store) PolicyReleaseTokens(ctx context.Context, policyID string, n int,
 		if res.MatchedCount == 1 {
 			return nil
 		}
-		unlock = s.lockCAS()
+		unlock = s.lockCAS(s.policies, policyID)
 		res, err = s.policies.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: policyID}, {Key: "inUse", Value: bson.D{{Key: "$lt", Value: n}}}},
 			bson.D{
@@ -191,7 +191,7 @@ func (s *Store) PolicyReleaseTokens(ctx context.Context, policyID string, n int,
 // PolicySetInUse overwrites InUse if the version is expectedVersion.
 // ErrNotFound, ErrConflict.
 func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error {
-	unlock := s.lockCAS()
+	unlock := s.lockCAS(s.policies, policyID)
 	res, err := s.policies.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: policyID}, {Key: "version", Value: expectedVersion}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "inUse", Value: max(inUse, 0)}}}})

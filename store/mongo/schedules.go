@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -167,7 +168,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 	}
 
 	filter := bson.D{{Key: "_id", Value: sc.ID}, {Key: "tenantId", Value: sc.TenantID}, {Key: "version", Value: expectedVersion}}
-	unlock := s.lockCAS()
+	unlock := s.lockCAS(s.schedules, sc.ID)
 	res, err := s.schedules.ReplaceOne(ctx, filter, toScheduleDoc(sc))
 	unlock()
 	if err == nil && res.MatchedCount == 0 {
@@ -200,7 +201,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 // ScheduleDelete removes the tenant's schedule, then its children (a crash in
 // between leaves orphans for ChildrenDeleteOrphans). ErrNotFound.
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
-	unlock := s.lockCAS()
+	unlock := s.lockCAS(s.schedules, id)
 	res, err := s.schedules.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}})
 	unlock()
 	if err != nil {
@@ -370,7 +371,7 @@ func (s *Store) WatermarkGet(ctx context.Context, partition int) (model.Watermar
 // w.Fence; if the document exists but does not match, the upsert's insert
 // collides on _id and the duplicate key means ErrConflict.
 func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
-	defer s.lockCAS()()
+	defer s.lockCAS(s.watermarks, strconv.Itoa(w.Partition))()
 	filter := bson.D{
 		{Key: "_id", Value: w.Partition},
 		{Key: "until", Value: bson.D{{Key: "$lt", Value: unixNano(w.Until)}}},

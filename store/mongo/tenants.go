@@ -65,7 +65,7 @@ func (s *Store) APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKe
 // APIKeyRevoke sets RevokedAt if it is not set yet, so revoking twice keeps
 // the first time. ErrNotFound if the key is not the tenant's.
 func (s *Store) APIKeyRevoke(ctx context.Context, tenantID, keyID string, at time.Time) error {
-	defer s.lockCAS()()
+	defer s.lockCAS(s.apiKeys, keyID)()
 	filter := bson.D{
 		{Key: "_id", Value: keyID},
 		{Key: "tenantId", Value: tenantID},

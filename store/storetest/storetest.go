@@ -1363,8 +1363,8 @@ var eventTests = []namedTest{
 		released := mk(7, "p1", 0)
 		insertEvents(t, d, delivering, deliveredExpired, deliveredFresh, otherPolicy, pendingDue, pendingLater, retryingDue, released)
 		for _, tr := range []store.EventTransition{
-			{ID: delivering.ID, From: model.EventPending, To: model.EventDelivering, TokenExpiresAt: ptr(at(time.Second)), At: base},
-			{ID: deliveredExpired.ID, From: model.EventPending, To: model.EventDelivered, TokenExpiresAt: ptr(at(2 * time.Second)), At: base},
+			{ID: delivering.ID, From: model.EventPending, To: model.EventDelivering, TokenExpiresAt: ptr(at(2 * time.Second)), At: base},
+			{ID: deliveredExpired.ID, From: model.EventPending, To: model.EventDelivered, TokenExpiresAt: ptr(at(time.Second)), At: base},
 			{ID: deliveredFresh.ID, From: model.EventPending, To: model.EventDelivered, TokenExpiresAt: ptr(at(time.Hour)), At: base},
 			{ID: otherPolicy.ID, From: model.EventPending, To: model.EventDelivered, TokenExpiresAt: ptr(at(time.Second)), At: base},
 			{ID: retryingDue.ID, From: model.EventPending, To: model.EventRetrying, At: base},
@@ -1376,9 +1376,10 @@ var eventTests = []namedTest{
 		expired, err := d.EventFindTokenExpired(ctx, "p1", at(time.Minute), 10)
 		requireNoError(t, err, "EventFindTokenExpired")
 		requireSameIDs(t, eventIDs(expired), []string{delivering.ID, deliveredExpired.ID}, "EventFindTokenExpired")
+		requireIDs(t, eventIDs(expired), []string{deliveredExpired.ID, delivering.ID}, "EventFindTokenExpired: oldest expiry first, whatever the status")
 		expired, err = d.EventFindTokenExpired(ctx, "p1", at(time.Minute), 1)
 		requireNoError(t, err, "EventFindTokenExpired limited")
-		requireEqual(t, len(expired), 1, "EventFindTokenExpired limit")
+		requireIDs(t, eventIDs(expired), []string{deliveredExpired.ID}, "EventFindTokenExpired limit keeps the oldest expiry")
 		// The latest instant the contract's times can carry lists every
 		// holder (the throttle's reconciliation reads them so).
 		expired, err = d.EventFindTokenExpired(ctx, "p1", time.Unix(0, math.MaxInt64), 10)
@@ -1397,9 +1398,9 @@ var eventTests = []namedTest{
 			To: model.EventRetrying, ClearToken: true, TokenExpiredBy: ptr(at(time.Minute)), At: base}), model.ErrConflict, "reclaim of a renewed token")
 		requireTimePtr(t, getEvent(t, d, delivering.ID).TokenExpiresAt, ptr(at(2*time.Minute)), "renewed token untouched")
 		requireIs(t, transition(t, d, store.EventTransition{ID: deliveredExpired.ID, From: model.EventDelivered,
-			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(time.Second)), At: base}), model.ErrConflict, "reclaim before the expiry")
+			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(time.Second / 2)), At: base}), model.ErrConflict, "reclaim before the expiry")
 		requireNoError(t, transition(t, d, store.EventTransition{ID: deliveredExpired.ID, From: model.EventDelivered,
-			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(2 * time.Second)), At: base}), "reclaim at the expiry")
+			To: model.EventReleased, ClearToken: true, TokenExpiredBy: ptr(at(time.Second)), At: base}), "reclaim at the expiry")
 		requireIs(t, transition(t, d, store.EventTransition{ID: retryingDue.ID, From: model.EventRetrying,
 			To: model.EventRetrying, TokenExpiredBy: ptr(at(time.Hour)), At: base}), model.ErrConflict, "an event without a token")
 

@@ -8,7 +8,9 @@
 package throttletest
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -207,10 +209,13 @@ func (s *MemStore) EventFindTokenExpired(ctx context.Context, policyID string, t
 	for _, e := range s.events {
 		if e.PolicyID == policyID && e.Status.HoldsToken() && e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
 			out = append(out, cloneEvent(e))
-			if limit > 0 && len(out) >= limit {
-				break
-			}
 		}
+	}
+	slices.SortFunc(out, func(a, b *model.Event) int {
+		return cmp.Or(a.TokenExpiresAt.Compare(*b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -214,6 +215,11 @@ type Config struct {
 	// MongoDB. Several processes sharing one FerretDB need it; see
 	// writeSerializer.
 	SerializeWrites bool
+	// Stats, if set (with SerializeWrites), receives every StatsEvery a
+	// report of the commands the proxy forwarded, grouped by shape, the
+	// costliest first: what a slow FerretDB spends its time on.
+	Stats      io.Writer
+	StatsEvery time.Duration
 }
 
 // Start runs FerretDB with its SQLite files in dir on a free port of
@@ -292,8 +298,24 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 			return "", nil, fmt.Errorf("mongotest: listen on %s: %w", cfg.Addr, err)
 		}
 		ws := &writeSerializer{backend: backend}
+		statsDone := make(chan struct{})
+		if cfg.Stats != nil && cfg.StatsEvery > 0 {
+			ws.stats = &cmdStats{}
+			go func() {
+				tick := time.NewTicker(cfg.StatsEvery)
+				defer tick.Stop()
+				for {
+					select {
+					case <-statsDone:
+						return
+					case <-tick.C:
+						ws.stats.report(cfg.Stats, cfg.StatsEvery, 15)
+					}
+				}
+			}()
+		}
 		go ws.serve(ln)
-		closeProxy = func() { _ = ln.Close(); ws.closeAll() }
+		closeProxy = func() { close(statsDone); _ = ln.Close(); ws.closeAll() }
 		uri = "mongodb://" + ln.Addr().String() + "/"
 	}
 	var once sync.Once

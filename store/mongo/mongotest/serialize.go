@@ -4,13 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/schedulerd/schedulerd/store/mongo/internal/doclock"
 )
 
 // FerretDB v1 runs a conditional write (update, delete, findAndModify) as a
@@ -36,66 +38,9 @@ type writeSerializer struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
-	colls map[string]*sync.RWMutex
 
-	docs [docStripes]sync.Mutex // by hash of collection and _id
-}
-
-const docStripes = 512
-
-// locked is what one write command holds until its reply.
-type locked struct {
-	coll    *sync.RWMutex
-	whole   bool
-	stripes []int
-}
-
-func (s *writeSerializer) collLock(name string) *sync.RWMutex {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.colls == nil {
-		s.colls = map[string]*sync.RWMutex{}
-	}
-	l := s.colls[name]
-	if l == nil {
-		l = &sync.RWMutex{}
-		s.colls[name] = l
-	}
-	return l
-}
-
-// lock takes the locks of a write on coll touching ids (nil: unknown, the
-// whole collection). Stripes are taken in order, so two writes cannot wait
-// for each other.
-func (s *writeSerializer) lock(coll string, ids []string) *locked {
-	l := &locked{coll: s.collLock(coll), whole: ids == nil}
-	if l.whole {
-		l.coll.Lock()
-		return l
-	}
-	l.coll.RLock()
-	for _, id := range ids {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(coll + "\x00" + id))
-		l.stripes = append(l.stripes, int(h.Sum32()%docStripes))
-	}
-	slices.Sort(l.stripes)
-	l.stripes = slices.Compact(l.stripes)
-	for _, i := range l.stripes {
-		s.docs[i].Lock()
-	}
-	return l
-}
-
-func (s *writeSerializer) unlock(l *locked) {
-	if l.whole {
-		l.coll.Unlock()
-		return
-	}
-	for _, i := range slices.Backward(l.stripes) {
-		s.docs[i].Unlock()
-	}
-	l.coll.RUnlock()
+	locks doclock.Set
+	stats *cmdStats // nil: not collected
 }
 
 const (
@@ -151,12 +96,25 @@ func (s *writeSerializer) proxy(client net.Conn) {
 	// pending is the requestID of the write holding held, 0 if none.
 	var pmu sync.Mutex
 	var pending int32
-	var held *locked
+	var held *doclock.Held
+	// inflight: the commands awaiting replies, for stats.
+	type sent struct {
+		shape    string
+		at       time.Time
+		lockWait time.Duration
+	}
+	inflight := map[int32]sent{}
 	release := func(responseTo int32) {
 		pmu.Lock()
 		defer pmu.Unlock()
+		if s.stats != nil {
+			if r, ok := inflight[responseTo]; ok {
+				delete(inflight, responseTo)
+				s.stats.add(r.shape, time.Since(r.at), r.lockWait)
+			}
+		}
 		if pending != 0 && (responseTo == pending || responseTo == 0) {
-			s.unlock(held)
+			s.locks.Unlock(held)
 			pending, held = 0, nil
 		}
 	}
@@ -182,17 +140,27 @@ func (s *writeSerializer) proxy(client net.Conn) {
 			break
 		}
 		requestID := int32(binary.LittleEndian.Uint32(msg[4:8]))
+		began := time.Now()
+		note := func() {
+			if s.stats != nil {
+				pmu.Lock()
+				inflight[requestID] = sent{shape: shape(msg), at: began, lockWait: time.Since(began)}
+				pmu.Unlock()
+			}
+		}
 		w, ok := classify(msg)
 		switch {
 		case !ok:
+			note()
 			_, err = server.Write(msg)
 		case w.noReply:
 			// No reply will come: hold the locks only while it is sent.
-			l := s.lock(w.coll, w.ids)
+			l := s.locks.Lock(w.coll, w.ids...)
 			_, err = server.Write(msg)
-			s.unlock(l)
+			s.locks.Unlock(l)
 		default:
-			l := s.lock(w.coll, w.ids)
+			l := s.locks.Lock(w.coll, w.ids...)
+			note()
 			pmu.Lock()
 			pending, held = requestID, l
 			pmu.Unlock()
