@@ -19,14 +19,15 @@ import (
 // find and then a write by _id, so two clients' compare-and-sets on one
 // document can both succeed; MongoDB applies filter and update atomically
 // per document, and the scheduler's fences and token counts rely on that.
-// The store driver serialises its writes within one process; several
-// processes on one FerretDB (the chaos tests' three instances) need the
-// server to do it. writeSerializer is a wire-protocol proxy in front of
-// FerretDB that makes conflicting writes wait for each other, from when it
-// forwards a write command until the reply to it comes back: writes whose
-// statements all name documents by _id lock those documents (and share their
-// collection); other writes lock the whole collection. Inserts (atomic by
-// the unique _id index) and reads pass freely.
+// The store driver locks the documents of its writes within one process
+// (with the same doclock); several processes on one FerretDB (the chaos
+// tests' three instances) need the server to do it. writeSerializer is a
+// wire-protocol proxy in front of FerretDB that makes conflicting writes
+// wait for each other, from when it forwards a write command until the
+// reply to it comes back: writes whose statements all name documents by _id
+// lock those documents (and share their collection); other writes lock the
+// whole collection. Inserts (atomic by the unique _id index) and reads pass
+// freely.
 //
 // It understands only as much of the protocol as it must: messages are
 // length-prefixed with a 16-byte header (length, requestID, responseTo,
