@@ -221,6 +221,9 @@ func indexSpecs() map[string][]mongo.IndexModel {
 		collEvents: {
 			// The handler's claim: due events of one queue shard.
 			idx("shard_status_launch", false, "shard", "status", "launchAt"),
+			// Its takeover part: scheduled events under another fence, which
+			// are few, without reading through the owner's own backlog.
+			idx("shard_status_fence", false, "shard", "status", "fence"),
 			idx("fire_status", false, "fireId", "status"),
 			idx("schedule", false, "scheduleId"),
 			idx("policy_status", false, "policyId", "status"),
