@@ -237,18 +237,8 @@ func classify(msg []byte) (write, bool) {
 			return w, true
 		}
 	case "update", "delete":
-		where := statements[name]
-		docs := seqs[where[0]]
-		if arr, ok := body.Lookup(where[0]).ArrayOK(); ok {
-			vals, _ := arr.Values()
-			for _, v := range vals {
-				if d, ok := v.DocumentOK(); ok {
-					docs = append(docs, d)
-				}
-			}
-		}
-		for _, d := range docs {
-			q, ok := d.Lookup(where[1]).DocumentOK()
+		for _, d := range statementDocs(name, body, seqs) {
+			q, ok := d.Lookup(statements[name][1]).DocumentOK()
 			if !ok {
 				return w, true
 			}
@@ -268,6 +258,22 @@ func classify(msg []byte) (write, bool) {
 		w.ids = nil
 	}
 	return w, true
+}
+
+// statementDocs returns the statements of an update or delete command,
+// whether they came in the body or in a document sequence.
+func statementDocs(name string, body bson.Raw, seqs map[string][]bson.Raw) []bson.Raw {
+	where := statements[name][0]
+	docs := seqs[where]
+	if arr, ok := body.Lookup(where).ArrayOK(); ok {
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if d, ok := v.DocumentOK(); ok {
+				docs = append(docs, d)
+			}
+		}
+	}
+	return docs
 }
 
 // sections splits an OP_MSG's sections into the body document (kind 0) and

@@ -131,18 +131,9 @@ func shape(msg []byte) string {
 				}
 			}
 		default:
-			where := statements[name]
-			docs := seqs[where[0]]
-			if arr, ok := body.Lookup(where[0]).ArrayOK(); ok {
-				vals, _ := arr.Values()
-				for _, v := range vals {
-					if d, ok := v.DocumentOK(); ok {
-						docs = append(docs, d)
-					}
-				}
-			}
+			docs := statementDocs(name, body, seqs)
 			if len(docs) > 0 {
-				q, _ = docs[0].Lookup(where[1]).DocumentOK()
+				q, _ = docs[0].Lookup(statements[name][1]).DocumentOK()
 			}
 			f = fmt.Sprintf(" x%s", bucketOf(len(docs)))
 		}
