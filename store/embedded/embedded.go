@@ -18,12 +18,15 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,19 +90,35 @@ var (
 	bEvFire        = []byte("events_by_fire_status")
 	bEvSched       = []byte("events_by_schedule")
 	bEvTenant      = []byte("events_by_tenant")
-	bEvPolicy      = []byte("events_by_policy_status_launch")
+	bEvPolicy      = []byte("events_by_policy_class_launch")
 	bEvFinished    = []byte("events_finished_by_time")
 	bPolicies      = []byte("policies")
 	bPolicyTenant  = []byte("policies_by_tenant") // tenant\0id
 	bPolicyName    = []byte("policies_by_name")   // tenant\0name -> id
 	bLeases        = []byte("leases")
+	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = [][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched,
 		bEvents, bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy, bEvFinished,
-		bPolicies, bPolicyTenant, bPolicyName, bLeases,
+		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}
+)
+
+var keyLayout = []byte("layout")
+
+// bEvPolicyLayout1 is layout 1's policy index, keyed by status.
+var bEvPolicyLayout1 = []byte("events_by_policy_status_launch")
+
+// Versions of the data layout; Open migrates a directory to the current one.
+// A directory without a version was written with layout 1.
+const (
+	// layoutNarrowIndexes: the due index holds only waiting events, and the
+	// policy index only unfinished ones, keyed by class (see dueIndexed).
+	// In layout 1 both had a key for every event in every status.
+	layoutNarrowIndexes = 2
+	layoutCurrent       = layoutNarrowIndexes
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -134,12 +153,81 @@ func Open(dir string, opts Options) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return migrate(tx)
 	}); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
+		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
 	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}}, nil
+}
+
+// migrate brings the data in tx to layoutCurrent, in the transaction that
+// opens the store: a crash during it leaves the old layout, which the next
+// Open migrates again.
+func migrate(tx *bolt.Tx) error {
+	meta := tx.Bucket(bMeta)
+	layout := 1
+	if raw := meta.Get(keyLayout); len(raw) == 4 {
+		layout = int(binary.BigEndian.Uint32(raw))
+	} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil {
+		layout = layoutCurrent // a new (or empty) store
+	}
+	if layout > layoutCurrent {
+		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
+	}
+	if layout < layoutNarrowIndexes {
+		if err := rebuildNarrowIndexes(tx); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutNarrowIndexes, err)
+		}
+	}
+	return meta.Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCurrent))
+}
+
+// rebuildNarrowIndexes rebuilds the due and policy indexes from the event
+// rows (layout 1 to layoutNarrowIndexes).
+func rebuildNarrowIndexes(tx *bolt.Tx) error {
+	if tx.Bucket(bEvPolicyLayout1) != nil {
+		if err := tx.DeleteBucket(bEvPolicyLayout1); err != nil {
+			return err
+		}
+	}
+	for _, name := range [][]byte{bEvDue, bEvPolicy} {
+		if err := tx.DeleteBucket(name); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	// Keys are put in order: bbolt fills pages sequentially then, instead of
+	// splitting them at random.
+	type kv struct{ k, v []byte }
+	var due, policy []kv
+	if err := tx.Bucket(bEvents).ForEach(func(_, raw []byte) error {
+		e, err := decodeEvent(raw)
+		if err != nil {
+			return err
+		}
+		if dueIndexed(e.Status) {
+			due = append(due, kv{dueKey(nil, e), fenceValue(e)})
+		}
+		if policyIndexed(e) {
+			policy = append(policy, kv{k: policyKey(e)})
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for name, kvs := range map[string][]kv{string(bEvDue): due, string(bEvPolicy): policy} {
+		slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+		b := tx.Bucket([]byte(name))
+		for _, x := range kvs {
+			if err := b.Put(x.k, x.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Ping reports model.ErrUnavailable once the store is closed.

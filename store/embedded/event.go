@@ -27,11 +27,14 @@ func getEvent(tx *bolt.Tx, id []byte) (*model.Event, error) {
 // the old row's keys and adds the new row's in the same transaction.
 //
 //	due:      shard, status\0, launchAt, id      -> fence (claims; no row read
-//	                                                to skip current-fence rows)
+//	                                                to skip current-fence rows;
+//	                                                waiting statuses only)
 //	fire:     fireID\0, status\0, id             (counts per fire and status)
 //	schedule: scheduleID\0, id                   (cancel, list by schedule)
 //	tenant:   tenantID\0, id                     (list, ids ascending)
-//	policy:   policyID\0, status\0, launchAt, id (token and waiting counts)
+//	policy:   policyID\0, class\0, launchAt, id  (token and waiting counts;
+//	                                              unfinished events only;
+//	                                              see policyClass)
 //	finished: finishedAt, id                     (retention of released and
 //	                                              cancelled events)
 func dueKey(b []byte, e *model.Event) []byte {
@@ -46,6 +49,9 @@ func dueKey(b []byte, e *model.Event) []byte {
 	return append(b, e.ID...)
 }
 
+// fenceValue is the due index's value for e.
+func fenceValue(e *model.Event) []byte { return binary.BigEndian.AppendUint64(nil, uint64(e.Fence)) }
+
 func duePrefix(shard int, status model.EventStatus) []byte {
 	return appendStr(appendInt32(nil, shard), string(status))
 }
@@ -59,12 +65,44 @@ func schedKey(e *model.Event) []byte { return append(strKey(e.ScheduleID), e.ID.
 func tenantKey(e *model.Event) []byte { return append(strKey(e.TenantID), e.ID...) }
 
 func policyKey(e *model.Event) []byte {
-	return append(appendTime(strKey(e.PolicyID, string(e.Status)), e.LaunchAt), e.ID...)
+	return append(appendTime(policyPrefix(e.PolicyID, policyClass(e.Status)), e.LaunchAt), e.ID...)
+}
+
+func policyPrefix(policyID, class string) []byte { return strKey(policyID, class) }
+
+// The policy index groups statuses into the two classes its scans count,
+// so that the transitions inside a class (a claim's pending → scheduled,
+// the handler's delivering → delivered) leave its keys alone.
+const (
+	classWaiting = "waiting" // pending, retrying, scheduled
+	classHolding = "holding" // delivering, delivered
+)
+
+func policyClass(s model.EventStatus) string {
+	if s.HoldsToken() {
+		return classHolding
+	}
+	return classWaiting
 }
 
 func finishedKey(e *model.Event) []byte {
 	return append(appendTime(nil, *e.FinishedAt), e.ID...)
 }
+
+// dueIndexed and policyIndexed say which events have keys in the due and
+// policy indexes: only those that a scan looks for. Claims read the due index
+// for pending, retrying and scheduled events; the token and waiting counts
+// read the policy index for unfinished ones. Leaving the others out (and
+// keying the policy index by class) takes index pages out of the token
+// cycle's commits, whose fsync is most of a token's time between two
+// consumers: a start moves one due key less, a delivered write no due or
+// policy key, a release one policy key less. Data written before
+// (layoutNarrowIndexes) is migrated on Open.
+func dueIndexed(s model.EventStatus) bool {
+	return s == model.EventPending || s == model.EventRetrying || s == model.EventScheduled
+}
+
+func policyIndexed(e *model.Event) bool { return e.PolicyID != "" && !e.Status.Finished() }
 
 func retained(e *model.Event) bool {
 	return e.FinishedAt != nil && (e.Status == model.EventReleased || e.Status == model.EventCancelled)
@@ -104,22 +142,29 @@ func (w *eventWriter) put(old, e *model.Event) error {
 			return err
 		}
 	}
-	fenceVal := binary.BigEndian.AppendUint64(nil, uint64(e.Fence))
-	newDue := dueKey(nil, e)
-	if old == nil || old.Fence != e.Fence || !bytes.Equal(dueKey(nil, old), newDue) {
-		if old != nil {
-			if err := w.due.Delete(dueKey(nil, old)); err != nil {
+	var oldDue, newDue []byte
+	if old != nil && dueIndexed(old.Status) {
+		oldDue = dueKey(nil, old)
+	}
+	if dueIndexed(e.Status) {
+		newDue = dueKey(nil, e)
+	}
+	if old == nil || old.Fence != e.Fence || !bytes.Equal(oldDue, newDue) {
+		if oldDue != nil {
+			if err := w.due.Delete(oldDue); err != nil {
 				return err
 			}
 		}
-		if err := w.due.Put(newDue, fenceVal); err != nil {
-			return err
+		if newDue != nil {
+			if err := w.due.Put(newDue, fenceValue(e)); err != nil {
+				return err
+			}
 		}
 	}
 	var oldFire, oldPolicy, oldFinished []byte
 	if old != nil {
 		oldFire = fireKey(old)
-		if old.PolicyID != "" {
+		if policyIndexed(old) {
 			oldPolicy = policyKey(old)
 		}
 		if retained(old) {
@@ -127,7 +172,7 @@ func (w *eventWriter) put(old, e *model.Event) error {
 		}
 	}
 	var newPolicy, newFinished []byte
-	if e.PolicyID != "" {
+	if policyIndexed(e) {
 		newPolicy = policyKey(e)
 	}
 	if retained(e) {
@@ -165,8 +210,14 @@ func (w *eventWriter) remove(e *model.Event, all bool) error {
 	dels := []struct {
 		b *bolt.Bucket
 		k []byte
-	}{{w.due, dueKey(nil, e)}, {w.fire, fireKey(e)}}
-	if e.PolicyID != "" {
+	}{{w.fire, fireKey(e)}}
+	if dueIndexed(e.Status) {
+		dels = append(dels, struct {
+			b *bolt.Bucket
+			k []byte
+		}{w.due, dueKey(nil, e)})
+	}
+	if policyIndexed(e) {
 		dels = append(dels, struct {
 			b *bolt.Bucket
 			k []byte
@@ -596,24 +647,19 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 	var out []*model.Event
 	err := s.view(ctx, "event find token expired", func(tx *bolt.Tx) error {
 		out = nil
-		for _, st := range []model.EventStatus{model.EventDelivering, model.EventDelivered} {
-			prefix := strKey(policyID, string(st))
-			var err error
-			scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
-				var e *model.Event
-				if e, err = getEvent(tx, k[len(prefix)+timeLen:]); err != nil {
-					return false
-				}
-				if e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
-					out = append(out, e)
-				}
-				return true
-			})
-			if err != nil {
-				return err
+		prefix := policyPrefix(policyID, classHolding)
+		var err error
+		scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
+			var e *model.Event
+			if e, err = getEvent(tx, k[len(prefix)+timeLen:]); err != nil {
+				return false
 			}
-		}
-		return nil
+			if e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
+				out = append(out, e)
+			}
+			return true
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -635,12 +681,10 @@ func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (i
 	var n int
 	err := s.view(ctx, "event count holding tokens", func(tx *bolt.Tx) error {
 		n = 0
-		for _, st := range []model.EventStatus{model.EventDelivering, model.EventDelivered} {
-			scanPrefix(tx, bEvPolicy, strKey(policyID, string(st)), func(_, _ []byte) bool {
-				n++
-				return true
-			})
-		}
+		scanPrefix(tx, bEvPolicy, policyPrefix(policyID, classHolding), func(_, _ []byte) bool {
+			n++
+			return true
+		})
 		return nil
 	})
 	if err != nil {
@@ -655,16 +699,14 @@ func (s *Store) EventCountWaiting(ctx context.Context, policyID string, t time.T
 	var n int
 	err := s.view(ctx, "event count waiting", func(tx *bolt.Tx) error {
 		n = 0
-		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
-			prefix := strKey(policyID, string(st))
-			scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
-				if readTime(k[len(prefix):]).After(t) {
-					return false
-				}
-				n++
-				return true
-			})
-		}
+		prefix := policyPrefix(policyID, classWaiting)
+		scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
+			if readTime(k[len(prefix):]).After(t) {
+				return false
+			}
+			n++
+			return true
+		})
 		return nil
 	})
 	if err != nil {
