@@ -19,6 +19,7 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -55,6 +56,11 @@ type Options struct {
 	// database does not block readers while it remaps. Zero lets bbolt grow
 	// it on demand.
 	InitialMmapSize int
+
+	// migrateChunk is how many event rows a migration transaction reads
+	// (zero: 200,000), which bounds the memory a migration of a large store
+	// needs. Tests set it small.
+	migrateChunk int
 }
 
 // fileName is the bbolt file inside the data directory.
@@ -153,81 +159,116 @@ func Open(dir string, opts Options) (*Store, error) {
 				return err
 			}
 		}
-		return migrate(tx)
+		return nil
 	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
+	}
+	if err := migrate(db, cmp.Or(opts.migrateChunk, 200_000)); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
 	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}}, nil
 }
 
-// migrate brings the data in tx to layoutCurrent, in the transaction that
-// opens the store: a crash during it leaves the old layout, which the next
-// Open migrates again.
-func migrate(tx *bolt.Tx) error {
-	meta := tx.Bucket(bMeta)
-	layout := 1
-	if raw := meta.Get(keyLayout); len(raw) == 4 {
-		layout = int(binary.BigEndian.Uint32(raw))
-	} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil {
-		layout = layoutCurrent // a new (or empty) store
-	}
-	if layout > layoutCurrent {
-		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
-	}
-	if layout < layoutNarrowIndexes {
-		if err := rebuildNarrowIndexes(tx); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutNarrowIndexes, err)
-		}
-	}
-	return meta.Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCurrent))
-}
-
-// rebuildNarrowIndexes rebuilds the due and policy indexes from the event
-// rows (layout 1 to layoutNarrowIndexes).
-func rebuildNarrowIndexes(tx *bolt.Tx) error {
-	if tx.Bucket(bEvPolicyLayout1) != nil {
-		if err := tx.DeleteBucket(bEvPolicyLayout1); err != nil {
-			return err
-		}
-	}
-	for _, name := range [][]byte{bEvDue, bEvPolicy} {
-		if err := tx.DeleteBucket(name); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(name); err != nil {
-			return err
-		}
-	}
-	// Keys are put in order: bbolt fills pages sequentially then, instead of
-	// splitting them at random.
-	type kv struct{ k, v []byte }
-	var due, policy []kv
-	if err := tx.Bucket(bEvents).ForEach(func(_, raw []byte) error {
-		e, err := decodeEvent(raw)
-		if err != nil {
-			return err
-		}
-		if dueIndexed(e.Status) {
-			due = append(due, kv{dueKey(nil, e), fenceValue(e)})
-		}
-		if policyIndexed(e) {
-			policy = append(policy, kv{k: policyKey(e)})
+// migrate brings the data to layoutCurrent before Open returns. The
+// version is written last: a crash during a migration leaves the old
+// version, and the next Open migrates again from the start.
+func migrate(db *bolt.DB, chunk int) error {
+	layout, recorded := 1, false
+	if err := db.View(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) == 4 {
+			layout, recorded = int(binary.BigEndian.Uint32(raw)), true
+		} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil {
+			layout = layoutCurrent // a new (or empty) store
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	for name, kvs := range map[string][]kv{string(bEvDue): due, string(bEvPolicy): policy} {
-		slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
-		b := tx.Bucket([]byte(name))
-		for _, x := range kvs {
-			if err := b.Put(x.k, x.v); err != nil {
+	if layout > layoutCurrent {
+		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
+	}
+	if layout < layoutNarrowIndexes {
+		if err := rebuildNarrowIndexes(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutNarrowIndexes, err)
+		}
+	}
+	if recorded && layout == layoutCurrent {
+		return nil
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCurrent))
+	})
+}
+
+// rebuildNarrowIndexes rebuilds the due and policy indexes from the event
+// rows (layout 1 to layoutNarrowIndexes), chunk rows per transaction.
+func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bEvPolicyLayout1) != nil {
+			if err := tx.DeleteBucket(bEvPolicyLayout1); err != nil {
 				return err
 			}
 		}
+		for _, name := range [][]byte{bEvDue, bEvPolicy} {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	return nil
+	var after []byte // the last row id of the previous chunk
+	for {
+		rows := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			// Keys are put in order: bbolt then fills pages one after the
+			// other instead of splitting them at random.
+			type kv struct{ k, v []byte }
+			var due, policy []kv
+			c := tx.Bucket(bEvents).Cursor()
+			id, raw := c.First()
+			if after != nil {
+				if id, raw = c.Seek(after); bytes.Equal(id, after) {
+					id, raw = c.Next()
+				}
+			}
+			for ; id != nil && rows < chunk; id, raw = c.Next() {
+				e, err := decodeEvent(raw)
+				if err != nil {
+					return fmt.Errorf("event %q: %w", id, err)
+				}
+				if dueIndexed(e.Status) {
+					due = append(due, kv{dueKey(nil, e), fenceValue(e)})
+				}
+				if policyIndexed(e) {
+					policy = append(policy, kv{k: policyKey(e)})
+				}
+				after = bytes.Clone(id)
+				rows++
+			}
+			for name, kvs := range map[string][]kv{string(bEvDue): due, string(bEvPolicy): policy} {
+				slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+				b := tx.Bucket([]byte(name))
+				for _, x := range kvs {
+					if err := b.Put(x.k, x.v); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if rows < chunk {
+			return nil
+		}
+	}
 }
 
 // Ping reports model.ErrUnavailable once the store is closed.
