@@ -129,7 +129,8 @@ const (
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout
-// and then fails with model.ErrUnavailable.
+// and then fails with model.ErrUnavailable. A directory written by an older
+// schedulerd is migrated to the current data layout before Open returns.
 func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded: create data directory: %w: %w", model.ErrUnavailable, err)
@@ -179,8 +180,8 @@ func migrate(db *bolt.DB, chunk int) error {
 	if err := db.View(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) == 4 {
 			layout, recorded = int(binary.BigEndian.Uint32(raw)), true
-		} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil {
-			layout = layoutCurrent // a new (or empty) store
+		} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil && tx.Bucket(bEvPolicyLayout1) == nil {
+			layout = layoutCurrent // a new store
 		}
 		return nil
 	}); err != nil {

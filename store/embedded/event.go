@@ -78,6 +78,7 @@ const (
 	classHolding = "holding" // delivering, delivered
 )
 
+// policyClass is the class of an unfinished status s.
 func policyClass(s model.EventStatus) string {
 	if s.HoldsToken() {
 		return classHolding

@@ -252,3 +252,26 @@ func checkEventIndexes(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 }
+
+// An empty directory of layout 1 is migrated too: its layout-1 bucket goes
+// and the current version is recorded.
+func TestOpenMigratesEmptyLayout1(t *testing.T) {
+	dir := t.TempDir()
+	writeLayout1(t, dir, nil)
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bEvPolicyLayout1) != nil {
+			t.Errorf("bucket %s is still there after the migration", bEvPolicyLayout1)
+		}
+		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) != 4 || binary.BigEndian.Uint32(raw) != layoutCurrent {
+			t.Errorf("recorded layout %x, want %d", raw, layoutCurrent)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
