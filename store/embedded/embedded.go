@@ -239,6 +239,7 @@ func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
 					id, raw = c.Next()
 				}
 			}
+			var last []byte
 			for ; id != nil && rows < chunk; id, raw = c.Next() {
 				e, err := decodeEvent(raw)
 				if err != nil {
@@ -250,9 +251,10 @@ func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
 				if policyIndexed(e) {
 					policy = append(policy, kv{k: policyKey(e)})
 				}
-				after = bytes.Clone(id)
+				last = id
 				rows++
 			}
+			after = bytes.Clone(last)
 			for name, kvs := range map[string][]kv{string(bEvDue): due, string(bEvPolicy): policy} {
 				slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 				b := tx.Bucket([]byte(name))

@@ -208,33 +208,22 @@ func move(b *bolt.Bucket, oldKey, newKey []byte) error {
 // remove deletes e's index keys, and with all also its row and the keys that
 // never change.
 func (w *eventWriter) remove(e *model.Event, all bool) error {
-	dels := []struct {
+	type key struct {
 		b *bolt.Bucket
 		k []byte
-	}{{w.fire, fireKey(e)}}
+	}
+	dels := []key{{w.fire, fireKey(e)}}
 	if dueIndexed(e.Status) {
-		dels = append(dels, struct {
-			b *bolt.Bucket
-			k []byte
-		}{w.due, dueKey(nil, e)})
+		dels = append(dels, key{w.due, dueKey(nil, e)})
 	}
 	if policyIndexed(e) {
-		dels = append(dels, struct {
-			b *bolt.Bucket
-			k []byte
-		}{w.policy, policyKey(e)})
+		dels = append(dels, key{w.policy, policyKey(e)})
 	}
 	if retained(e) {
-		dels = append(dels, struct {
-			b *bolt.Bucket
-			k []byte
-		}{w.finished, finishedKey(e)})
+		dels = append(dels, key{w.finished, finishedKey(e)})
 	}
 	if all {
-		dels = append(dels, []struct {
-			b *bolt.Bucket
-			k []byte
-		}{{w.sched, schedKey(e)}, {w.tenant, tenantKey(e)}, {w.rows, []byte(e.ID)}}...)
+		dels = append(dels, key{w.sched, schedKey(e)}, key{w.tenant, tenantKey(e)}, key{w.rows, []byte(e.ID)})
 	}
 	for _, d := range dels {
 		if err := d.b.Delete(d.k); err != nil {

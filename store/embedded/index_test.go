@@ -74,14 +74,7 @@ func TestEventIndexesMatchRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bEvPolicyLayout1) != nil {
-			t.Errorf("bucket %s is still there after the migration", bEvPolicyLayout1)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	checkMigrated(t, s)
 	checkEventIndexes(t, s)
 	if _, err := s.EventInsertMany(ctx, events[legacy:]); err != nil {
 		t.Fatal(err)
@@ -263,6 +256,13 @@ func TestOpenMigratesEmptyLayout1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
+	checkMigrated(t, s)
+}
+
+// checkMigrated checks that layout 1's bucket is gone and the current
+// layout is recorded.
+func checkMigrated(t *testing.T, s *Store) {
+	t.Helper()
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bEvPolicyLayout1) != nil {
 			t.Errorf("bucket %s is still there after the migration", bEvPolicyLayout1)
