@@ -108,7 +108,17 @@ func TestServerRestart(t *testing.T) {
 		t.Fatalf("restart on %s: %v", addr, err)
 	}
 	t.Cleanup(stop2)
-	got, err := s.TenantGet(ctx, "t1")
+	// The driver finds the server again on its next heartbeat; the first
+	// calls may still fail as unavailable (500 ms server selection), like a
+	// caller's first retries would. Nothing signals the reconnect, so poll.
+	var got *model.Tenant
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, err = s.TenantGet(ctx, "t1")
+		if err == nil || !errors.Is(err, model.ErrUnavailable) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatalf("TenantGet after restart: %v", err)
 	}
