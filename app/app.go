@@ -32,6 +32,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/store/mongo"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // App is one schedulerd instance.
@@ -163,7 +164,10 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
+	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
+		// One process owns an embedded store, so every release goes
+		// through this handler's Throttle, which early dispatch needs.
+		Throttle: throttle.Config{EarlyDispatch: cfg.Store == "embedded"}},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics,
 			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},

@@ -194,7 +194,7 @@ func BenchmarkThrottledRate(b *testing.B) {
 			}
 		}}
 		b.StartTimer()
-		h = benchHandler(b, st, handler.Config{Throttle: throttle.Config{AcquireBatch: 100}}, sk, handler.Hooks{})
+		h = benchHandler(b, st, handler.Config{Throttle: throttle.Config{AcquireBatch: 100, EarlyDispatch: os.Getenv("EARLY_DISPATCH") != "0"}}, sk, handler.Hooks{})
 		waitCount(b, &sk.n, 1, 30*time.Second)
 		// Measure the steady state: from the 2,000th to the 38,000th delivery.
 		waitCount(b, &sk.n, 2_000, time.Minute)

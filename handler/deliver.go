@@ -147,9 +147,15 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	}
 	now := clock.Now()
 	ts := make([]store.EventTransition, len(send))
+	var ok []string
 	for i, it := range send {
 		ts[i] = h.outcome(it, results[i], now)
+		if ts[i].To == model.EventDelivered {
+			ok = append(ok, it.Event.ID)
+		}
 	}
+	// Until its delivered write, a consumer's release may already come.
+	h.thr.Delivered(ok...)
 	return &outcomes{items: send, results: results, ts: ts}
 }
 
@@ -257,7 +263,19 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 // record writes the outcomes of delivered batches, gives back the tokens of
 // the transitions that won and leave a token-holding status, and reports.
 func (h *Handler) record(ctx context.Context, o *outcomes) {
+	for _, it := range o.items {
+		if it.Started != nil {
+			<-it.Started // sent early: its start must be written first
+		}
+	}
 	res := h.transition(ctx, o.ts)
+	var ok []string
+	for _, tr := range o.ts {
+		if tr.To == model.EventDelivered {
+			ok = append(ok, tr.ID)
+		}
+	}
+	h.thr.OutcomeWritten(ok...)
 	tokens := map[string]int{}
 	var delivered, retried, dead int
 	for i, it := range o.items {

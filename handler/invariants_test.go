@@ -107,7 +107,7 @@ type instance struct {
 	done  chan struct{}
 }
 
-func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Deliverer, hooks handler.Hooks) *instance {
+func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Deliverer, hooks handler.Hooks, early bool) *instance {
 	t.Helper()
 	in := &instance{name: name, st: &crashable{Store: st}, stopT: make(chan struct{}), done: make(chan struct{})}
 	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: name, TTL: time.Second, Interval: 200 * time.Millisecond}, st)
@@ -134,8 +134,9 @@ func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Del
 	in.h = startHandler(t, handler.Config{
 		Owner: name, PrefetchInterval: 100 * time.Millisecond, Horizon: 5 * time.Second,
 		ReclaimInterval: 200 * time.Millisecond, MaxBatch: 50,
-		Backoff:  func(a int) time.Duration { return time.Duration(a) * 100 * time.Millisecond },
-		Throttle: throttle.Config{PollInterval: 50 * time.Millisecond, ReconcileInterval: time.Second, ReconcileSettle: 100 * time.Millisecond},
+		Backoff: func(a int) time.Duration { return time.Duration(a) * 100 * time.Millisecond },
+		Throttle: throttle.Config{PollInterval: 50 * time.Millisecond, ReconcileInterval: time.Second, ReconcileSettle: 100 * time.Millisecond,
+			EarlyDispatch: early},
 	}, handler.Deps{Store: in.st, Shards: bal,
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: dl}, Hooks: hooks})
 	t.Cleanup(func() { in.stopTicking() })
@@ -209,10 +210,22 @@ func pick(seed uint64, id string, nth int) (behaviour, uint32) {
 // TestInvariantsUnderRandomConsumers checks DESIGN.md invariant 1 (every
 // event is delivered at least once or ends dead) and invariant 3 (at no
 // instant do more than maxInFlight events of a policy hold tokens) with
-// consumers that are slow, fail, time out, never release or release twice,
-// while one of two instances crashes and a third joins. The consumer checks
-// the bound at every delivery it receives.
+// consumers that are slow, fail, time out, never release or release twice
+// (both at once), while one of two instances crashes and a third joins. The
+// consumer checks the bound at every delivery it receives.
 func TestInvariantsUnderRandomConsumers(t *testing.T) {
+	testInvariants(t, false)
+}
+
+// TestInvariantsEarlyDispatch is the same with one instance that owns the
+// store, as with the embedded store: releases go through its Throttle, which
+// sends the next event before the release's commit (throttle.Config.
+// EarlyDispatch).
+func TestInvariantsEarlyDispatch(t *testing.T) {
+	testInvariants(t, true)
+}
+
+func testInvariants(t *testing.T, early bool) {
 	seed := uint64(1)
 	if s := os.Getenv("HANDLER_TEST_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -270,11 +283,22 @@ func TestInvariantsUnderRandomConsumers(t *testing.T) {
 		}
 	}
 	// Releases go through the store alone, as from a master with no handler
-	// in its process, and then wake every live instance.
+	// in its process, and then wake every live instance. With early
+	// dispatch they go through the one instance's Throttle, as from the
+	// master of that process.
 	release := func(m delivery.Message) {
 		e, err := st.EventGetByID(ctx, m.EventID)
 		if err != nil {
 			t.Errorf("release: %v", err)
+			return
+		}
+		if early {
+			mu.Lock()
+			in := instances[0]
+			mu.Unlock()
+			if _, err := in.h.Throttle().Release(ctx, e, time.Now()); err != nil {
+				t.Errorf("release: %v", err)
+			}
 			return
 		}
 		if _, err := throttle.Release(ctx, st, e, time.Now()); err != nil {
@@ -336,10 +360,10 @@ func TestInvariantsUnderRandomConsumers(t *testing.T) {
 			if policy != "" {
 				drop(policy, k) // done with it: the token goes back now
 			}
-			release(m)
 			if b == bReleaseTwice {
-				release(m)
+				wg.Go(func() { release(m) })
 			}
+			release(m)
 		})
 	})
 
@@ -369,25 +393,34 @@ func TestInvariantsUnderRandomConsumers(t *testing.T) {
 	}
 	insert(t, st, evs)
 
-	a := startInstance(t, "A", st, dl, hooks)
-	b := startInstance(t, "B", st, dl, hooks)
-	mu.Lock()
-	instances = []*instance{a, b}
-	mu.Unlock()
+	var b, c *instance
+	if early {
+		b = startInstance(t, "B", st, dl, hooks, true)
+		c = b
+		mu.Lock()
+		instances = []*instance{b}
+		mu.Unlock()
+	} else {
+		a := startInstance(t, "A", st, dl, hooks, false)
+		b = startInstance(t, "B", st, dl, hooks, false)
+		mu.Lock()
+		instances = []*instance{a, b}
+		mu.Unlock()
 
-	time.Sleep(1500 * time.Millisecond)
-	t.Logf("crashing A (holds shards %v)", a.bal.Held())
-	a.crash()
-	mu.Lock()
-	instances = []*instance{b}
-	mu.Unlock()
+		time.Sleep(1500 * time.Millisecond)
+		t.Logf("crashing A (holds shards %v)", a.bal.Held())
+		a.crash()
+		mu.Lock()
+		instances = []*instance{b}
+		mu.Unlock()
 
-	time.Sleep(1500 * time.Millisecond)
-	c := startInstance(t, "C", st, dl, hooks)
-	mu.Lock()
-	instances = []*instance{b, c}
-	mu.Unlock()
-	t.Logf("C joined; B holds %v", b.bal.Held())
+		time.Sleep(1500 * time.Millisecond)
+		c = startInstance(t, "C", st, dl, hooks, false)
+		mu.Lock()
+		instances = []*instance{b, c}
+		mu.Unlock()
+		t.Logf("C joined; B holds %v", b.bal.Held())
+	}
 
 	// Invariant 1: everything ends released or dead.
 	deadline := time.Now().Add(60 * time.Second)

@@ -136,6 +136,11 @@ func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
 	if len(items) == 0 {
 		return
 	}
+	for _, it := range items {
+		if it.Started != nil {
+			<-it.Started // its start must be written before it can go back
+		}
+	}
 	now := h.deps.Clock.Now()
 	ts := make([]store.EventTransition, len(items))
 	for i, it := range items {

@@ -175,9 +175,11 @@ func (n *next) putBack() {
 	signal(n.b.wake)
 }
 
-// dispatch hands the started event (now delivering, holding the token) to
-// the bucket's Dispatch without making the release caller wait for it.
-func (n *next) dispatch() {
+// dispatch hands the event (delivering, holding the token) to the bucket's
+// Dispatch without making the release caller wait for it. started, if not
+// nil, is closed once the write that starts the event has returned (see
+// Item.Started).
+func (n *next) dispatch(started <-chan struct{}) {
 	e := *n.it.Event
 	e.Status = model.EventDelivering
 	exp := n.exp
@@ -186,5 +188,6 @@ func (n *next) dispatch() {
 	it := n.it
 	it.Event = &e
 	it.Policy = n.p
+	it.Started = started
 	go n.b.t.deps.Dispatch([]Item{it})
 }

@@ -20,6 +20,12 @@ type Item struct {
 	// it (an overdue event taken over from a previous owner of its shard,
 	// which may have delivered it: see handler.Config.TakeoverGrace).
 	Recheck bool
+	// Started, if not nil, is closed once the store write that moves the
+	// event to delivering has returned. Config.EarlyDispatch sends an event
+	// before that write is durable; the deliverer waits for Started before
+	// it writes the delivery's outcome, which would otherwise find the
+	// event still scheduled and be lost.
+	Started <-chan struct{}
 }
 
 // Queue orders the waiting events of one policy: higher Priority first;

@@ -15,9 +15,11 @@ type TransitionStore interface {
 	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
 }
 
-// ReleaseStore is what Release needs: the event CAS and giving the token back.
+// ReleaseStore is what Release needs: the event CAS, reading the event
+// after a lost one, and giving the token back.
 type ReleaseStore interface {
 	TransitionStore
+	EventGetByID(ctx context.Context, id string) (*model.Event, error)
 	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
 }
 
@@ -78,15 +80,34 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	// token return, or a release applied without the next event's start,
 	// would leak a token until reconciliation.
 	ctx = context.WithoutCancel(ctx)
+	if t != nil {
+		// One token-taking write per event at a time in this process: a
+		// second release of e waits for the first and then finds e
+		// released. (ctx cannot end, so acquire cannot fail.)
+		_ = t.slots.acquire(ctx, e.ID)
+		defer t.slots.release(e.ID)
+	}
 	// If an event waits in one of t's buckets, it takes the token in the
 	// same store call (one commit instead of a release and then a start).
 	var nx *next
 	if t != nil && e.PolicyID != "" {
 		nx = t.takeNext(e.PolicyID)
 	}
+	if nx != nil && t.cfg.EarlyDispatch && nx.p != nil && !nx.p.AutoRelease {
+		if taken, released, err := t.releaseEarly(ctx, e, nx, now); taken {
+			return released, err
+		}
+	}
 	var nextErr error
 	fin := now
-	for _, from := range holdingFrom(e.Status) {
+	// e.Status may be stale (the handler may have moved delivering to
+	// delivered, or e's start was still being written when the caller read
+	// it): a lost compare-and-set reads the event and tries its status.
+	from := e.Status
+	if !from.HoldsToken() {
+		from = model.EventDelivered
+	}
+	for range maxReleaseTries {
 		ts := []store.EventTransition{{
 			ID: e.ID, From: from, To: model.EventReleased,
 			FinishedAt: &fin, ClearToken: true, At: now,
@@ -114,6 +135,19 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 			nx.putBack()
 			return false, errs[0]
 		}
+		cur, err := st.EventGetByID(ctx, e.ID)
+		if errors.Is(err, model.ErrNotFound) {
+			nx.putBack()
+			return false, nil
+		}
+		if err != nil {
+			nx.putBack()
+			return false, err
+		}
+		if !cur.Status.HoldsToken() {
+			break
+		}
+		from = cur.Status
 	}
 	if !released {
 		nx.putBack()
@@ -124,7 +158,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	}
 	if nx != nil && nextErr == nil {
 		// The next event holds the token now and is delivering.
-		nx.dispatch()
+		nx.dispatch(nil)
 		return true, nil
 	}
 	// A next event whose start lost (cancelled, or claimed by a newer owner
@@ -172,6 +206,10 @@ func Extend(ctx context.Context, st TransitionStore, e *model.Event, until time.
 	}
 	return model.ErrConflict
 }
+
+// maxReleaseTries bounds a release's compare-and-set attempts: the event
+// moves between the two holding statuses once (delivering → delivered).
+const maxReleaseTries = 3
 
 // returnTokens gives n tokens back, retrying briefly while the store says
 // the write did not apply (model.ErrNotApplied). Any other failure may have

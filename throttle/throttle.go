@@ -109,6 +109,13 @@ type Config struct {
 	// ReclaimBatch is the most expired tokens reclaimed per store call.
 	// Default 500.
 	ReclaimBatch int
+	// EarlyDispatch sends the event that a release hands its token to
+	// before the commit that records the release and the event's start is
+	// durable, which takes that commit out of the token cycle (see
+	// early.go). Only for a store that this process uses alone, the
+	// embedded store: every release and reclaim must go through this
+	// Throttle. Default false.
+	EarlyDispatch bool
 }
 
 func (c *Config) validate() error {
@@ -185,6 +192,11 @@ type Throttle struct {
 	// running are the buckets that take hand-offs (see handoff.go); unlike
 	// buckets, it keeps a replaced bucket until its run ends.
 	running runningBuckets
+	// slots serialise the releases and reclaims of each event.
+	slots eventSlots
+	// delivered are the events the handler delivered whose outcome is not
+	// written yet (EarlyDispatch only).
+	delivered deliveredSet
 }
 
 // New validates cfg and returns a Throttle; call Start before Enqueue.
@@ -384,6 +396,16 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 		if err != nil || len(evs) == 0 {
 			return err
 		}
+		// An event whose release is being written in this process is left
+		// alone (it is released, or reclaimed at the next pass).
+		mine := evs[:0]
+		for _, e := range evs {
+			if t.slots.tryAcquire(e.ID) {
+				mine = append(mine, e)
+			}
+		}
+		full := len(evs) == t.cfg.ReclaimBatch
+		evs = mine
 		ts := make([]store.EventTransition, 0, len(evs))
 		fin := now
 		dead := 0
@@ -407,6 +429,9 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 			ts = append(ts, tr)
 		}
 		res, err := t.deps.Store.EventTransition(ctx, ts)
+		for _, e := range evs {
+			t.slots.release(e.ID)
+		}
 		if err != nil {
 			return err
 		}
@@ -433,7 +458,7 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 			t.log.Info().Str("policy", p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
 			t.Released(p.ID)
 		}
-		if len(evs) < t.cfg.ReclaimBatch {
+		if !full || len(evs) == 0 {
 			return nil
 		}
 	}

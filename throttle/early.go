@@ -1,0 +1,199 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Early dispatch (Config.EarlyDispatch).
+//
+// A release that hands its token to the next waiting event normally sends
+// that event only after the commit that records both (the release and the
+// next event's start) is durable, so a token cycle costs the consumer's work
+// plus one commit. With early dispatch the next event is sent as soon as the
+// release arrives and the commit runs meanwhile; the release call still
+// answers only after it.
+//
+// The bound holds because the consumer gave the token back before the next
+// event goes out, and nothing else can take that token while the commit runs:
+// the released event must be delivered (the handler writes nothing more about
+// it then) and its slot is held (eventSlots), so the only other writes that
+// could end it first, another release and a timeout reclaim, wait or skip
+// it. That needs every such write to run in this process, which is why early
+// dispatch is for a store that one process uses alone (the embedded store):
+// with instances sharing a store, a duplicate release served elsewhere could
+// win the compare-and-set and return the token while the next event runs on
+// it.
+//
+// What it gives up is only about crashes: if the process dies after the send
+// and before the commit, the store still has the released event holding the
+// token and the sent one waiting. The consumer's release fails and is
+// retried; the sent event is delivered again later (at least once), and if
+// the consumer still works on its first copy when the retried release frees
+// the token, that copy runs beside the token's next holder.
+
+// releaseEarly releases e and starts nx with nx sent first. taken is false,
+// with nothing done, when e is not delivered (its delivery's outcome is not
+// written yet, so the handler may still move it) or nx's slot is held; the
+// caller then releases the usual way.
+func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, now time.Time) (taken, released bool, err error) {
+	st := t.deps.Store
+	// Read under e's slot: e stays as read until the write below, but
+	// for the handler's delivering → delivered write, which keeps the
+	// token (writeEarly follows it). A delivering event whose delivery
+	// failed could still go to retrying and free its token that way, so
+	// it goes early only once the handler reported its 2xx (Delivered).
+	cur, err := st.EventGetByID(ctx, e.ID)
+	if err != nil || !(cur.Status == model.EventDelivered || cur.Status == model.EventDelivering && t.delivered.has(e.ID)) {
+		return false, false, nil
+	}
+	nid := nx.it.Event.ID
+	if !t.slots.tryAcquire(nid) {
+		return false, false, nil
+	}
+	// The next event's own release (a fast consumer) waits for its slot,
+	// and its outcome write for started, until the start is written.
+	defer t.slots.release(nid)
+	started := make(chan struct{})
+	defer close(started)
+	nx.dispatch(started)
+
+	fin := now
+	ts := []store.EventTransition{{ID: e.ID, From: cur.Status, To: model.EventReleased,
+		FinishedAt: &fin, ClearToken: true, At: now}, nx.transition()}
+	res, err := t.writeEarly(ctx, ts)
+	if err != nil {
+		// Sent, but neither write is known to have applied: the event waits
+		// again (at least once); the consumer retries its release.
+		nx.putBack()
+		t.log.Error().Err(err).Str("event", e.ID).Str("next", nid).Str("policy", e.PolicyID).
+			Msg("release and start of the early-sent next event not written")
+		return true, false, fmt.Errorf("release %s: %w", e.ID, err)
+	}
+	if res[0] != nil {
+		// Cannot happen while only this process writes (see above). The
+		// next event was not started: it waits again.
+		nx.putBack()
+		t.log.Error().Err(res[0]).Str("event", e.ID).Str("next", nid).Str("policy", e.PolicyID).
+			Msg("release lost after the next event was sent early")
+		return true, false, nil
+	}
+	if res[1] != nil {
+		// Cancelled, or claimed under a newer fence, after it was sent.
+		// Its token stays counted (it may still run) until reconciliation
+		// finds that no event holds it.
+		t.log.Warn().Err(res[1]).Str("event", nid).Str("policy", e.PolicyID).
+			Msg("start of an early-sent event lost; its token is left to reconciliation")
+	}
+	return true, true, nil
+}
+
+// writeEarly writes ts (the release, then the next event's start), retrying
+// a failed call until readBackFor has passed. A release that lost its
+// compare-and-set to the handler's delivering → delivered write is tried
+// again from delivered. A retry can also meet its own earlier call applied
+// (a write that failed after its commit): the release is then found
+// released, and the next event is read back to tell whether it started.
+func (t *Throttle) writeEarly(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	st := t.deps.Store
+	clock := t.deps.Clock
+	deadline := clock.Now().Add(readBackFor)
+	wait := 20 * time.Millisecond
+	failed, moves := false, 0
+	for {
+		res, err := st.EventTransition(ctx, ts)
+		if err != nil {
+			failed = true
+			if !clock.Now().Before(deadline) {
+				return nil, err
+			}
+			t.log.Warn().Err(err).Str("event", ts[0].ID).Msg("writing an early release failed; retrying")
+			if !sleepCtx(ctx, clock, wait) {
+				return nil, err
+			}
+			wait = min(2*wait, time.Second)
+			continue
+		}
+		if !errors.Is(res[0], model.ErrConflict) {
+			return res, nil
+		}
+		cur, err := st.EventGetByID(ctx, ts[0].ID)
+		switch {
+		case err != nil:
+			return res, nil
+		case cur.Status.HoldsToken() && cur.Status != ts[0].From && moves < maxReleaseTries:
+			ts[0].From = cur.Status
+			moves++
+		case failed && cur.Status == model.EventReleased:
+			return []error{nil, t.startedEarly(ctx, ts[1])}, nil
+		default:
+			return res, nil
+		}
+	}
+}
+
+// startedEarly tells whether start, written by an earlier call, applied:
+// nil if the event holds the token under its fence and expiry.
+func (t *Throttle) startedEarly(ctx context.Context, start store.EventTransition) error {
+	e, err := t.deps.Store.EventGetByID(ctx, start.ID)
+	if err != nil {
+		return err
+	}
+	if e.Status.HoldsToken() && e.Fence == start.Fence && e.TokenExpiresAt != nil && e.TokenExpiresAt.Equal(*start.TokenExpiresAt) {
+		return nil
+	}
+	return model.ErrConflict
+}
+
+// deliveredSet holds the events whose delivery the handler saw succeed and
+// whose outcome (delivered) it has not written yet.
+type deliveredSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (d *deliveredSet) has(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.m[id]
+	return ok
+}
+
+// Delivered tells t that the deliveries of ids succeeded (2xx or SQS
+// accepted); their outcome write is pending. With EarlyDispatch such an
+// event, though still delivering in the store, can be released early: the
+// only write left for it keeps its token. Call OutcomeWritten after the
+// write.
+func (t *Throttle) Delivered(ids ...string) {
+	if !t.cfg.EarlyDispatch || len(ids) == 0 {
+		return
+	}
+	d := &t.delivered
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]struct{}{}
+	}
+	for _, id := range ids {
+		d.m[id] = struct{}{}
+	}
+}
+
+// OutcomeWritten forgets what Delivered recorded for ids.
+func (t *Throttle) OutcomeWritten(ids ...string) {
+	if !t.cfg.EarlyDispatch || len(ids) == 0 {
+		return
+	}
+	d := &t.delivered
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		delete(d.m, id)
+	}
+}

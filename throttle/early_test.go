@@ -1,0 +1,247 @@
+package throttle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/throttle"
+	"github.com/schedulerd/schedulerd/throttle/throttletest"
+)
+
+// gatedStore holds back the store calls that release and start (two
+// transitions, the second with RequiresPrevious) until the gate opens, so
+// that a test sees what happens while such a commit runs.
+type gatedStore struct {
+	*throttletest.MemStore
+	gate    chan struct{}
+	mu      sync.Mutex
+	blocked int
+}
+
+func (g *gatedStore) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	if len(ts) == 2 && ts[1].RequiresPrevious {
+		g.mu.Lock()
+		g.blocked++
+		g.mu.Unlock()
+		<-g.gate
+	}
+	return g.MemStore.EventTransition(ctx, ts)
+}
+
+func (g *gatedStore) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked
+}
+
+// earlySetup runs a policy with maxInFlight 1 and n events under a Throttle
+// with EarlyDispatch; it returns once the first event holds the token and
+// its delivery is recorded (delivered).
+func earlySetup(t *testing.T, n int) (*gatedStore, *throttle.Throttle, func() []throttle.Item, *model.Event) {
+	t.Helper()
+	ctx := context.Background()
+	mem := throttletest.NewMemStore()
+	st := &gatedStore{MemStore: mem, gate: make(chan struct{})}
+	newPolicy(t, mem, "p", 1, time.Minute)
+	items := scheduledEvents(t, mem, "p", "s", n, 1)
+	var mu sync.Mutex
+	var got []throttle.Item
+	thr := startThrottle(t, st, throttle.Config{EarlyDispatch: true}, func(its []throttle.Item) {
+		mu.Lock()
+		got = append(got, its...)
+		mu.Unlock()
+	}, nil)
+	thr.Enqueue(items...)
+	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
+	waitFor(t, 5*time.Second, "first dispatched", func() bool { return len(dispatched()) == 1 })
+	first := dispatched()[0]
+	now := time.Now()
+	res, err := mem.EventTransition(ctx, []store.EventTransition{{ID: first.Event.ID, From: model.EventDelivering, Fence: 1,
+		To: model.EventDelivered, DeliveredAt: &now, Attempts: 1, At: now}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("mark delivered: %v %v", err, res)
+	}
+	e, err := mem.EventGetByID(ctx, first.Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, thr, dispatched, e
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// With EarlyDispatch, the release of a delivered event sends the next one
+// while the commit that releases and starts them still runs; the release
+// call and the next event's Started wait for that commit. The next event's
+// own release, made meanwhile, waits for it too, and a second release of the
+// first event hands out nothing more.
+func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	st, thr, dispatched, first := earlySetup(t, 3)
+
+	type result struct {
+		ok  bool
+		err error
+	}
+	rel := make(chan result, 1)
+	go func() {
+		ok, err := thr.Release(ctx, first, time.Now())
+		rel <- result{ok, err}
+	}()
+	waitFor(t, 5*time.Second, "next sent early", func() bool { return len(dispatched()) == 2 })
+	next := dispatched()[1]
+	if next.Started == nil || closed(next.Started) {
+		t.Fatal("the early-sent event's Started is nil or closed before its start was written")
+	}
+	if next.Event.Status != model.EventDelivering || next.Policy == nil || next.Event.TokenExpiresAt == nil {
+		t.Fatalf("dispatched %s as %s (policy %v)", next.Event.ID, next.Event.Status, next.Policy)
+	}
+	if st.waiting() != 1 {
+		t.Fatalf("%d release-and-start commits waiting, want 1", st.waiting())
+	}
+	if cur, _ := st.EventGetByID(ctx, next.Event.ID); cur.Status != model.EventScheduled {
+		t.Fatalf("next event is %s before the commit, want scheduled", cur.Status)
+	}
+
+	// A fast consumer releases the next event (read as still scheduled),
+	// and the first event's release is repeated; neither may finish yet.
+	stale, _ := st.EventGetByID(ctx, next.Event.ID)
+	relNext := make(chan result, 1)
+	go func() {
+		ok, err := thr.Release(ctx, stale, time.Now())
+		relNext <- result{ok, err}
+	}()
+	relAgain := make(chan result, 1)
+	go func() {
+		ok, err := thr.Release(ctx, first, time.Now())
+		relAgain <- result{ok, err}
+	}()
+	select {
+	case r := <-rel:
+		t.Fatalf("release returned %v before its commit", r)
+	case r := <-relNext:
+		t.Fatalf("release of the next event returned %v before its start was written", r)
+	case r := <-relAgain:
+		t.Fatalf("second release returned %v while the first was being written", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	close(st.gate)
+	if r := <-rel; !r.ok || r.err != nil {
+		t.Fatalf("release: %v, %v", r.ok, r.err)
+	}
+	if !closed(next.Started) {
+		t.Fatal("Started not closed after the release returned")
+	}
+	if r := <-relAgain; r.ok || r.err != nil {
+		t.Fatalf("second release of the first event: %v, %v; want false, nil", r.ok, r.err)
+	}
+	if r := <-relNext; !r.ok || r.err != nil {
+		t.Fatalf("release of the next event: %v, %v; want true, nil", r.ok, r.err)
+	}
+	// The next event's release handed the token to the third event.
+	waitFor(t, 5*time.Second, "third dispatched", func() bool { return len(dispatched()) == 3 })
+	if d := dispatched(); d[2].Event.ID == d[1].Event.ID || d[2].Event.ID == first.ID {
+		t.Fatalf("third dispatch is %s again", d[2].Event.ID)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := len(dispatched()); n != 3 {
+		t.Fatalf("%d dispatched, want 3 (one per token hand-over)", n)
+	}
+	if n := holding(t, st.MemStore, "p"); n != 1 {
+		t.Fatalf("%d events hold tokens, want 1", n)
+	}
+	if n := inUse(t, st.MemStore, "p"); n != 1 {
+		t.Fatalf("InUse %d, want 1", n)
+	}
+}
+
+// An event whose delivery outcome is not written yet (still delivering) is
+// released the usual way: the next event goes only after the commit.
+func TestEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
+	ctx := context.Background()
+	st, thr, dispatched, first := earlySetup(t, 2)
+	// Back to delivering, as before the handler's outcome write.
+	now := time.Now()
+	res, err := st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivered, To: model.EventDelivering, At: now}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("back to delivering: %v %v", err, res)
+	}
+	first.Status = model.EventDelivering
+	done := make(chan bool, 1)
+	go func() {
+		ok, err := thr.Release(ctx, first, time.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- ok
+	}()
+	waitFor(t, 5*time.Second, "commit reached", func() bool { return st.waiting() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := len(dispatched()); n != 1 {
+		t.Fatalf("%d dispatched before the commit, want 1: a delivering event must not be released early", n)
+	}
+	close(st.gate)
+	if !<-done {
+		t.Fatal("release lost")
+	}
+	waitFor(t, 5*time.Second, "next dispatched", func() bool { return len(dispatched()) == 2 })
+	if d := dispatched(); d[1].Started != nil {
+		t.Fatal("the usual path set Started")
+	}
+}
+
+// A delivering event whose 2xx the handler reported (Delivered) goes early
+// too. If the handler's delivered write lands while the release commits, the
+// release is written again from delivered and the token still moves once.
+func TestEarlyDispatchAfterReportedDelivery(t *testing.T) {
+	ctx := context.Background()
+	st, thr, dispatched, first := earlySetup(t, 2)
+	now := time.Now()
+	res, err := st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivered, To: model.EventDelivering, At: now}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("back to delivering: %v %v", err, res)
+	}
+	first.Status = model.EventDelivering
+	thr.Delivered(first.ID)
+	done := make(chan bool, 1)
+	go func() {
+		ok, err := thr.Release(ctx, first, time.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- ok
+	}()
+	waitFor(t, 5*time.Second, "next sent early", func() bool { return len(dispatched()) == 2 })
+	// The handler's outcome write wins the race with the release.
+	res, err = st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivering, Fence: 1,
+		To: model.EventDelivered, DeliveredAt: &now, Attempts: 1, At: now}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("delivered write: %v %v", err, res)
+	}
+	thr.OutcomeWritten(first.ID)
+	close(st.gate)
+	if !<-done {
+		t.Fatal("release lost to the delivered write")
+	}
+	if cur, _ := st.EventGetByID(ctx, first.ID); cur.Status != model.EventReleased {
+		t.Fatalf("first event is %s, want released", cur.Status)
+	}
+	if cur, _ := st.EventGetByID(ctx, dispatched()[1].Event.ID); cur.Status != model.EventDelivering {
+		t.Fatalf("next event is %s, want delivering", cur.Status)
+	}
+	if n := holding(t, st.MemStore, "p"); n != 1 {
+		t.Fatalf("%d events hold tokens, want 1", n)
+	}
+}
