@@ -64,7 +64,7 @@ func NewMessage(e *model.Event, releaseBaseURL string) Message {
 		Payload:    e.Payload,
 		Release: Release{
 			URL:   releaseBaseURL + "/v1/events/" + e.ID + "/release",
-			Token: e.ReleaseToken,
+			Token: model.DeliveryToken(e),
 		},
 	}
 	if e.PolicyID != "" && e.TokenExpiresAt != nil {

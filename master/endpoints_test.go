@@ -452,6 +452,33 @@ func TestEvents(t *testing.T) {
 		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "")
 	})
+	t.Run("ReleaseOfSupersededCopyIs409", func(t *testing.T) {
+		// Sent under fence 2, then claimed again under 3 and sent again:
+		// the first copy's token must not release the second copy's.
+		fence := func(f int64) func(*model.Event) { return func(e *model.Event) { e.Fence = f } }
+		e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered, fence(3))
+		old := e.ReleaseToken + ".2"
+		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: old})
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "")
+		x, err := anon.ExtendEventWithResponse(h.ctx, e.ID, client.ExtendRequest{Token: old})
+		wantProblem(t, err, x.HTTPResponse, x.Body, http.StatusConflict, "")
+		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventDelivered || !stored.TokenExpiresAt.Equal(*e.TokenExpiresAt) {
+			t.Fatalf("a superseded copy's calls changed the event: %s, expiry %v", stored.Status, stored.TokenExpiresAt)
+		}
+		// The current copy's token, and a token without a fence, work.
+		cur := model.DeliveryToken(e)
+		if cur != e.ReleaseToken+".3" {
+			t.Fatalf("DeliveryToken %q", cur)
+		}
+		ok, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: cur})
+		mustStatus(t, err, ok.StatusCode(), ok.Body, http.StatusOK)
+		e2 := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered, fence(3))
+		plain, err := anon.ReleaseEventWithResponse(h.ctx, e2.ID, client.ReleaseRequest{Token: e2.ReleaseToken})
+		mustStatus(t, err, plain.StatusCode(), plain.Body, http.StatusOK)
+		// A forged fence on a wrong secret is still a 404.
+		bad, err := anon.ReleaseEventWithResponse(h.ctx, e2.ID, client.ReleaseRequest{Token: "nope.3"})
+		wantProblem(t, err, bad.HTTPResponse, bad.Body, http.StatusNotFound, "")
+	})
 	t.Run("ReleaseUnthrottledFinishesIt", func(t *testing.T) {
 		// A consumer may release before the handler recorded the
 		// delivery (scheduled), or after an attempt that timed out on the

@@ -70,17 +70,28 @@ func (s *Server) GetEvent(c echo.Context, id api.ID) error {
 	return c.JSON(http.StatusOK, eventOut(e))
 }
 
-// eventByToken returns the event if token is its release token. An unknown
-// event and a wrong token are the same 404.
-func (s *Server) eventByToken(ctx context.Context, id, token string) (*model.Event, error) {
-	e, err := s.store.EventGetByID(ctx, id)
+// eventByToken returns the event if token is its release token (see
+// model.DeliveryToken). An unknown event and a wrong token are the same 404.
+// superseded is true when the token came with a copy of the event sent
+// under an older fence, and the event has been claimed again since (it was
+// or will be sent again): that copy no longer holds the event's token.
+func (s *Server) eventByToken(ctx context.Context, id, token string) (e *model.Event, superseded bool, err error) {
+	e, err = s.store.EventGetByID(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if e.ReleaseToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(e.ReleaseToken)) != 1 {
-		return nil, notFound()
+	secret, fence := model.ParseDeliveryToken(token)
+	if e.ReleaseToken == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(e.ReleaseToken)) != 1 {
+		return nil, false, notFound()
 	}
-	return e, nil
+	return e, fence != 0 && fence < e.Fence, nil
+}
+
+// superseded answers a release or extend made with the token of an older
+// copy of the event.
+func superseded(e *model.Event) error {
+	return conflict("this delivery of the event was superseded: the event was claimed again (status " + string(e.Status) +
+		") after an instance that had it stopped, and is or will be delivered again; release that delivery instead")
 }
 
 // ReleaseEvent implements POST /v1/events/{id}/release. It is authorised by
@@ -92,7 +103,7 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	e, err := s.eventByToken(ctx, id, in.Token)
+	e, stale, err := s.eventByToken(ctx, id, in.Token)
 	if err != nil {
 		return err
 	}
@@ -100,7 +111,11 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 	}
 	if e.PolicyID == "" {
+		// Any copy's receipt finishes it: it holds no token.
 		return s.ackUnthrottled(c, e)
+	}
+	if stale {
+		return superseded(e)
 	}
 	// The releaser does the compare-and-set, gives the token back exactly
 	// once, and hands it straight to a waiting event when the policy's
@@ -180,9 +195,12 @@ func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	e, err := s.eventByToken(ctx, id, in.Token)
+	e, stale, err := s.eventByToken(ctx, id, in.Token)
 	if err != nil {
 		return err
+	}
+	if stale && !e.Status.Finished() {
+		return superseded(e)
 	}
 	by := s.cfg.DefaultTokenTimeout
 	if in.ExtendBy != nil {

@@ -146,7 +146,7 @@ func (h *harness) storedSchedule(tenantID, id string) *model.Schedule {
 }
 
 // insertEvent writes one event with the given status straight into the store.
-func (h *harness) insertEvent(tenantID, scheduleID, policyID string, status model.EventStatus) *model.Event {
+func (h *harness) insertEvent(tenantID, scheduleID, policyID string, status model.EventStatus, opts ...func(*model.Event)) *model.Event {
 	h.t.Helper()
 	now := time.Now().UTC()
 	id := "ev_" + newTestID()
@@ -161,6 +161,9 @@ func (h *harness) insertEvent(tenantID, scheduleID, policyID string, status mode
 		exp := now.Add(15 * time.Minute)
 		e.TokenExpiresAt = &exp
 		e.DeliveredAt = &now
+	}
+	for _, o := range opts {
+		o(e)
 	}
 	if _, err := h.st.EventInsertMany(h.ctx, []*model.Event{e}); err != nil {
 		h.t.Fatalf("EventInsertMany: %v", err)
