@@ -744,6 +744,10 @@ type ClientInterface interface {
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
+	// The token of a throttled event's delivery names the fence it was sent
+	// under (`<secret>.<fence>`): once the event was claimed again under a
+	// newer fence (an instance died and it is or will be sent again), that
+	// older copy's release answers 409 and frees nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -758,6 +762,10 @@ type ClientInterface interface {
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
+	// The token of a throttled event's delivery names the fence it was sent
+	// under (`<secret>.<fence>`): once the event was claimed again under a
+	// newer fence (an instance died and it is or will be sent again), that
+	// older copy's release answers 409 and frees nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1012,6 +1020,10 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
+// The token of a throttled event's delivery names the fence it was sent
+// under (`<secret>.<fence>`): once the event was claimed again under a
+// newer fence (an instance died and it is or will be sent again), that
+// older copy's release answers 409 and frees nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1036,6 +1048,10 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
+// The token of a throttled event's delivery names the fence it was sent
+// under (`<secret>.<fence>`): once the event was claimed again under a
+// newer fence (an instance died and it is or will be sent again), that
+// older copy's release answers 409 and frees nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2799,6 +2815,10 @@ type ClientWithResponsesInterface interface {
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
+	// The token of a throttled event's delivery names the fence it was sent
+	// under (`<secret>.<fence>`): once the event was claimed again under a
+	// newer fence (an instance died and it is or will be sent again), that
+	// older copy's release answers 409 and frees nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2813,6 +2833,10 @@ type ClientWithResponsesInterface interface {
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
+	// The token of a throttled event's delivery names the fence it was sent
+	// under (`<secret>.<fence>`): once the event was claimed again under a
+	// newer fence (an instance died and it is or will be sent again), that
+	// older copy's release answers 409 and frees nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5369,6 +5393,10 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
+// The token of a throttled event's delivery names the fence it was sent
+// under (`<secret>.<fence>`): once the event was claimed again under a
+// newer fence (an instance died and it is or will be sent again), that
+// older copy's release answers 409 and frees nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5389,6 +5417,10 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
+// The token of a throttled event's delivery names the fence it was sent
+// under (`<secret>.<fence>`): once the event was claimed again under a
+// newer fence (an instance died and it is or will be sent again), that
+// older copy's release answers 409 and frees nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
