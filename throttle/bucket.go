@@ -357,6 +357,12 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	return nil
 }
 
+// startedBy reports whether e carries what a start write under fence with
+// token expiry exp sets (each start sets its own expiry).
+func startedBy(e *model.Event, fence int64, exp time.Time) bool {
+	return e.Fence == fence && e.TokenExpiresAt != nil && e.TokenExpiresAt.Equal(exp)
+}
+
 // readBackFor bounds how long readBack keeps trying to read events back.
 const readBackFor = 30 * time.Second
 
@@ -401,7 +407,7 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 		}
 		it := items[i]
 		switch {
-		case e.Status == model.EventDelivering && e.Fence == it.Fence && e.TokenExpiresAt != nil && e.TokenExpiresAt.Equal(exp):
+		case e.Status == model.EventDelivering && startedBy(e, it.Fence, exp):
 			res[i] = nil
 		case e.Status == model.EventScheduled && e.Fence == it.Fence:
 			res[i] = model.ErrConflict

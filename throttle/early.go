@@ -145,7 +145,7 @@ func (t *Throttle) startedEarly(ctx context.Context, start store.EventTransition
 	if err != nil {
 		return err
 	}
-	if e.Status.HoldsToken() && e.Fence == start.Fence && e.TokenExpiresAt != nil && e.TokenExpiresAt.Equal(*start.TokenExpiresAt) {
+	if e.Status.HoldsToken() && startedBy(e, start.Fence, *start.TokenExpiresAt) {
 		return nil
 	}
 	return model.ErrConflict
@@ -165,16 +165,7 @@ func (d *deliveredSet) has(id string) bool {
 	return ok
 }
 
-// Delivered tells t that the deliveries of ids succeeded (2xx or SQS
-// accepted); their outcome write is pending. With EarlyDispatch such an
-// event, though still delivering in the store, can be released early: the
-// only write left for it keeps its token. Call OutcomeWritten after the
-// write.
-func (t *Throttle) Delivered(ids ...string) {
-	if !t.cfg.EarlyDispatch || len(ids) == 0 {
-		return
-	}
-	d := &t.delivered
+func (d *deliveredSet) add(ids []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.m == nil {
@@ -185,15 +176,28 @@ func (t *Throttle) Delivered(ids ...string) {
 	}
 }
 
-// OutcomeWritten forgets what Delivered recorded for ids.
-func (t *Throttle) OutcomeWritten(ids ...string) {
-	if !t.cfg.EarlyDispatch || len(ids) == 0 {
-		return
-	}
-	d := &t.delivered
+func (d *deliveredSet) remove(ids []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range ids {
 		delete(d.m, id)
+	}
+}
+
+// Delivered tells t that the deliveries of ids succeeded (2xx or SQS
+// accepted); their outcome write is pending. With EarlyDispatch such an
+// event, though still delivering in the store, can be released early: the
+// only write left for it keeps its token. Call OutcomeWritten after the
+// write.
+func (t *Throttle) Delivered(ids ...string) {
+	if t.cfg.EarlyDispatch && len(ids) > 0 {
+		t.delivered.add(ids)
+	}
+}
+
+// OutcomeWritten forgets what Delivered recorded for ids.
+func (t *Throttle) OutcomeWritten(ids ...string) {
+	if t.cfg.EarlyDispatch && len(ids) > 0 {
+		t.delivered.remove(ids)
 	}
 }

@@ -72,6 +72,18 @@ func earlySetup(t *testing.T, n int) (*gatedStore, *throttle.Throttle, func() []
 	return st, thr, dispatched, e
 }
 
+// backToDelivering moves first back to delivering, as before the handler's
+// outcome write.
+func backToDelivering(t *testing.T, st *gatedStore, first *model.Event) {
+	t.Helper()
+	res, err := st.MemStore.EventTransition(context.Background(), []store.EventTransition{{ID: first.ID,
+		From: model.EventDelivered, To: model.EventDelivering, At: time.Now()}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("back to delivering: %v %v", err, res)
+	}
+	first.Status = model.EventDelivering
+}
+
 func closed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -172,13 +184,7 @@ func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
 func TestEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
 	ctx := context.Background()
 	st, thr, dispatched, first := earlySetup(t, 2)
-	// Back to delivering, as before the handler's outcome write.
-	now := time.Now()
-	res, err := st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivered, To: model.EventDelivering, At: now}})
-	if err != nil || res[0] != nil {
-		t.Fatalf("back to delivering: %v %v", err, res)
-	}
-	first.Status = model.EventDelivering
+	backToDelivering(t, st, first)
 	done := make(chan bool, 1)
 	go func() {
 		ok, err := thr.Release(ctx, first, time.Now())
@@ -208,12 +214,7 @@ func TestEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
 func TestEarlyDispatchAfterReportedDelivery(t *testing.T) {
 	ctx := context.Background()
 	st, thr, dispatched, first := earlySetup(t, 2)
-	now := time.Now()
-	res, err := st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivered, To: model.EventDelivering, At: now}})
-	if err != nil || res[0] != nil {
-		t.Fatalf("back to delivering: %v %v", err, res)
-	}
-	first.Status = model.EventDelivering
+	backToDelivering(t, st, first)
 	thr.Delivered(first.ID)
 	done := make(chan bool, 1)
 	go func() {
@@ -225,7 +226,8 @@ func TestEarlyDispatchAfterReportedDelivery(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "next sent early", func() bool { return len(dispatched()) == 2 })
 	// The handler's outcome write wins the race with the release.
-	res, err = st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivering, Fence: 1,
+	now := time.Now()
+	res, err := st.MemStore.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivering, Fence: 1,
 		To: model.EventDelivered, DeliveredAt: &now, Attempts: 1, At: now}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("delivered write: %v %v", err, res)

@@ -1,9 +1,6 @@
 package throttle
 
-import (
-	"context"
-	"sync"
-)
+import "sync"
 
 // eventSlots serialises, per event, this process's writes that take a token
 // from an event: releases and timeout reclaims. Without it, two releases of
@@ -15,23 +12,19 @@ type eventSlots struct {
 	m  map[string]chan struct{} // closed when the holder lets go
 }
 
-// acquire takes the slots of ids, waiting while any is held. It fails only
-// when ctx ends first.
-func (s *eventSlots) acquire(ctx context.Context, ids ...string) error {
+// acquire takes the slots of ids, waiting while any is held. Holders let
+// go once their store call returns, so the wait is bounded by it.
+func (s *eventSlots) acquire(ids ...string) {
 	for {
 		s.mu.Lock()
 		busy := s.busyLocked(ids)
 		if busy == nil {
 			s.takeLocked(ids)
 			s.mu.Unlock()
-			return nil
+			return
 		}
 		s.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		<-busy
 	}
 }
 
