@@ -1,0 +1,69 @@
+package startstop
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+type svc struct{ Base }
+
+func TestStopDrainsThenCancels(t *testing.T) {
+	var s svc
+	run, ok := s.StartInit(context.Background(), time.Hour)
+	if !ok {
+		t.Fatal("first StartInit must start")
+	}
+	if _, again := s.StartInit(context.Background(), time.Hour); again {
+		t.Fatal("StartInit while running must not start again")
+	}
+	finished := make(chan struct{})
+	s.Go(func() {
+		<-s.Stopping() // drain: finish the work in hand, then return
+		if run.Err() != nil {
+			t.Error("run context cancelled before the drain ended")
+		}
+		close(finished)
+	})
+	s.Started()
+	<-s.Ready()
+	s.Stop(nil)
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stop returned before the goroutine finished")
+	}
+	if run.Err() == nil {
+		t.Fatal("run context not cancelled after Stop")
+	}
+	s.Stop(nil) // twice: no-op
+}
+
+func TestStopCancelsAfterDrainDeadline(t *testing.T) {
+	var s svc
+	run, _ := s.StartInit(context.Background(), time.Millisecond)
+	s.Go(func() { <-run.Done() }) // ignores Stopping: only the deadline ends it
+	s.Stop(nil)
+	if run.Err() == nil {
+		t.Fatal("run context must be cancelled once the drain deadline passed")
+	}
+}
+
+func TestStopBeforeStartAndRestart(t *testing.T) {
+	var s svc
+	s.Stop(nil)
+	if _, ok := s.StartInit(context.Background(), 0); !ok {
+		t.Fatal("start after an early Stop must work")
+	}
+	s.Stop(nil)
+	run, ok := s.StartInit(context.Background(), 0)
+	if !ok || run.Err() != nil {
+		t.Fatal("restart after Stop must give a live context")
+	}
+	select {
+	case <-s.Stopping():
+		t.Fatal("Stopping must be open again after a restart")
+	default:
+	}
+	s.Stop(nil)
+}
