@@ -5,10 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== no large files in git (binaries are built into bin/, which git ignores)"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  large=$({ git ls-files -z | xargs -0 -r stat -c '%s %n' -- 2>/dev/null || true; } | awk '$1 > 1048576 { n = $1; sub(/^[0-9]+ /, ""); print "  " $0 " (" n " bytes)" }')
+  if [ -n "$large" ]; then
+    echo "git-tracked files larger than 1 MB:"; echo "$large"; exit 1
+  fi
+fi
+
 echo "== installing Go modules and npm test servers"
 go mod download
-if [ -f package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
+if [ -f internal/sqstest/package-lock.json ]; then
+  npm ci --prefix internal/sqstest --no-audit --no-fund --loglevel=error
 fi
 
 echo "== PostgreSQL server (FerretDB's backend in the chaos tests; SQLite without it)"
@@ -23,7 +31,7 @@ if [ -z "${CHAOS_PG_BINDIR:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/
 fi
 
 echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi

@@ -8,8 +8,8 @@
 // dies with the test process even when no cleanup ran.
 "use strict";
 const path = require("path");
-const root = process.env.SQSTEST_MODULE_ROOT;
-const { createSqsServer } = require(path.join(root, "node_modules", "local-aws-sqs"));
+const dir = process.env.SQSTEST_DIR;
+const { createSqsServer } = require(path.join(dir, "node_modules", "local-aws-sqs"));
 
 (async () => {
   const server = await createSqsServer({

@@ -1,12 +1,12 @@
 // Package sqstest runs a real SQS protocol server for tests: local-aws-sqs
-// (the npm package pinned in the module's package.json), started with Node.
+// (the npm package pinned in this directory's package.json), started with Node.
 //
 // One server serves a whole test process. It starts on the first call of
 // Endpoint and stops when Main returns, or, if a package does not use Main,
 // when the test process exits: the server reads its stdin and quits when
 // that pipe closes, so no process is left behind either way.
 //
-// The server is installed by `npm ci` in the module root (CI does this). If
+// The server is installed by `npm ci --prefix internal/sqstest` (CI does this). If
 // it is missing, tests that need it fail, naming the command to run; they are
 // not skipped, so that a green run always means the SQS tests ran.
 package sqstest
@@ -166,18 +166,18 @@ func (s *server) start() (string, error) {
 }
 
 func (s *server) launch() (string, error) {
-	root, err := moduleRoot()
+	dir, err := packageDir()
 	if err != nil {
 		return "", err
 	}
-	return s.launchIn(root)
+	return s.launchIn(dir)
 }
 
-// launchIn starts the server installed in root/node_modules.
-func (s *server) launchIn(root string) (string, error) {
-	pkg := filepath.Join(root, "node_modules", "local-aws-sqs", "package.json")
+// launchIn starts the server installed in dir/node_modules.
+func (s *server) launchIn(dir string) (string, error) {
+	pkg := filepath.Join(dir, "node_modules", "local-aws-sqs", "package.json")
 	if _, err := os.Stat(pkg); err != nil {
-		return "", fmt.Errorf("local-aws-sqs is not installed (%s missing): run `npm ci` in %s", pkg, root)
+		return "", fmt.Errorf("local-aws-sqs is not installed (%s missing): run `npm ci --prefix %s`", pkg, dir)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -187,8 +187,8 @@ func (s *server) launchIn(root string) (string, error) {
 	ready := newReadyWriter()
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd := exec.Command(node, "-e", serverScript)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SQSTEST_MODULE_ROOT="+root)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SQSTEST_DIR="+dir)
 	cmd.Stdout = ready
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -282,17 +282,17 @@ func (s *server) stopLocked() error {
 	}
 }
 
-// moduleRoot finds the directory of go.mod above the working directory (go
-// test runs in the package directory); package.json and node_modules are
-// there.
-func moduleRoot() (string, error) {
+// packageDir returns this package's directory, which holds package.json and
+// node_modules: internal/sqstest under the directory of go.mod above the
+// working directory (go test runs in the tested package's directory).
+func packageDir() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+			return filepath.Join(dir, "internal", "sqstest"), nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
