@@ -9,6 +9,7 @@ package embedded
 // runs it once.
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -19,6 +20,31 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
+
+const (
+	benchEvents = 100_000
+	benchBatch  = 1_000
+)
+
+// benchEvent returns event i of the workload. Like the emitter, a batch of
+// 1,000 consecutive events is the n events of one fire of one schedule, so
+// ids and launch times are clustered; shards spread them over 8 queues.
+func benchEvent(i int) *model.Event {
+	f := i / benchBatch
+	scheduleID := fmt.Sprintf("sched-%04d", f%997)
+	fire := base().Add(time.Duration(f) * time.Minute)
+	fireID := model.FireID(scheduleID, 1, fire)
+	return &model.Event{
+		ID: model.EventID(fireID, i%benchBatch), TenantID: fmt.Sprintf("tenant-%02d", f%50),
+		ScheduleID: scheduleID, FireID: fireID, FireTime: fire,
+		Index: i % benchBatch, Count: benchBatch, LaunchAt: fire.Add(time.Duration(i%benchBatch) * 10 * time.Millisecond),
+		Target:      model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+		Payload:     json.RawMessage(`{"job":"nightly-report","region":"eu-central-1","batch":42}`),
+		MaxAttempts: 5, Shard: i % 8, Status: model.EventPending, CreatedAt: base(), UpdatedAt: base(),
+	}
+}
+
+func base() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 func openBench(b *testing.B) *Store {
 	b.Helper()
@@ -32,10 +58,10 @@ func openBench(b *testing.B) *Store {
 
 func insertWorkload(b *testing.B, s *Store) {
 	b.Helper()
-	batch := make([]*model.Event, 0, engineBatch)
-	for i := range engineEvents {
-		batch = append(batch, engineEvent(i))
-		if len(batch) == engineBatch {
+	batch := make([]*model.Event, 0, benchBatch)
+	for i := range benchEvents {
+		batch = append(batch, benchEvent(i))
+		if len(batch) == benchBatch {
 			n, err := s.EventInsertMany(b.Context(), batch)
 			if err != nil || n != len(batch) {
 				b.Fatalf("EventInsertMany: %d, %v", n, err)
@@ -59,7 +85,7 @@ func BenchmarkDriverEventInsert(b *testing.B) {
 		elapsed += time.Since(start)
 		runs++
 	}
-	b.ReportMetric(float64(engineEvents*runs)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(benchEvents*runs)/elapsed.Seconds(), "events/s")
 }
 
 // BenchmarkDriverClaimComplete claims 100,000 due events shard by shard,
@@ -80,7 +106,7 @@ func BenchmarkDriverClaimComplete(b *testing.B) {
 				elapsed += time.Since(start)
 				runs++
 			}
-			b.ReportMetric(float64(engineEvents*runs)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(benchEvents*runs)/elapsed.Seconds(), "events/s")
 		})
 	}
 }
@@ -103,7 +129,7 @@ func claimCompleteAll(b *testing.B, s *Store, workers int) {
 		done.Go(func() {
 			for shard := range shards {
 				for {
-					claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: due, Limit: engineBatch})
+					claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: due, Limit: benchBatch})
 					if err != nil {
 						b.Error(err)
 						return
@@ -136,8 +162,8 @@ func claimCompleteAll(b *testing.B, s *Store, workers int) {
 		})
 	}
 	done.Wait()
-	if total != engineEvents {
-		b.Fatalf("completed %d events, want %d", total, engineEvents)
+	if total != benchEvents {
+		b.Fatalf("completed %d events, want %d", total, benchEvents)
 	}
 }
 
