@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/chaos/kit"
+	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
 
 // TestChaosConsumerFailures runs a consumer that answers 20% of deliveries
@@ -32,7 +32,7 @@ func TestChaosConsumerFailures(t *testing.T) {
 
 	in := startInstance(t, instanceOpts{id: "solo", dataDir: filepath.Join(t.TempDir(), "data"),
 		extra: map[string]string{"SCHEDULER_HTTP_TIMEOUT": "1s"}})
-	d := newDeployment(t, ctx, []*instance{in}, kit.RecorderConfig{
+	d := newDeployment(t, ctx, []*instance{in}, chaoskit.RecorderConfig{
 		Latency: 50 * time.Millisecond, FailureRate: failRate, HangRate: hangRate, HangFor: 5 * time.Second,
 		Seed: rng.Uint64(),
 	})
@@ -76,7 +76,7 @@ func TestChaosConsumerFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := d.rec.Snapshot()
-	var dead []kit.Event
+	var dead []chaoskit.Event
 	retriedReleased := 0
 	for _, e := range evs {
 		rec := snap.Events[e.ID]

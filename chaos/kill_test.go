@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/chaos/kit"
+	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
 
 // seed returns CHAOS_SEED or a seed from the clock; it is logged so that a
@@ -103,7 +103,7 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	for i := range 3 {
 		insts = append(insts, startInstance(t, instanceOpts{id: fmt.Sprintf("i%d", i), mongoURI: uri, extra: extra}))
 	}
-	d := newDeployment(t, ctx, insts, kit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
+	d := newDeployment(t, ctx, insts, chaoskit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
 	// tokenTimeout is short enough that an event whose instance died while
 	// delivering it (it keeps its token, status delivering) is reclaimed and
 	// sent again within the run, and far longer than the consumer takes to
@@ -232,7 +232,7 @@ func TestChaosEmbeddedKillRestart(t *testing.T) {
 	defer cancel()
 
 	in := startInstance(t, instanceOpts{id: "solo", dataDir: filepath.Join(t.TempDir(), "data")})
-	d := newDeployment(t, ctx, []*instance{in}, kit.RecorderConfig{Latency: 50 * time.Millisecond, Seed: rng.Uint64()})
+	d := newDeployment(t, ctx, []*instance{in}, chaoskit.RecorderConfig{Latency: 50 * time.Millisecond, Seed: rng.Uint64()})
 	tight := d.policy(ctx, "tight", 5, 10*time.Second)
 	loose := d.policy(ctx, "loose", 20, 10*time.Second)
 	policies := []string{tight, loose, ""}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/chaos/kit"
+	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
 
 // TestChaosStoreOutage stops the store process for 10 seconds in the middle
@@ -45,7 +45,7 @@ func storeOutage(t *testing.T, mode string) {
 	for i := range nInst {
 		insts = append(insts, startInstance(t, instanceOpts{id: fmt.Sprintf("o%d", i), mongoURI: f.uri}))
 	}
-	d := newDeployment(t, ctx, insts, kit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
+	d := newDeployment(t, ctx, insts, chaoskit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
 	tight := d.policy(ctx, "tight", 3, 30*time.Second)
 	policies := []string{tight, ""}
 
@@ -82,7 +82,7 @@ func storeOutage(t *testing.T, mode string) {
 		}
 	}
 	// A create during the outage must fail or be durable.
-	quick := &kit.Client{Key: d.api.Key, Bases: d.liveBases, CallTimeout: 3 * time.Second}
+	quick := &chaoskit.Client{Key: d.api.Key, Bases: d.liveBases, CallTimeout: 3 * time.Second}
 	if err := d.oneOffVia(ctx, quick, "during-outage", time.Now().Add(20*time.Second), per, "", 25); err == nil {
 		t.Logf("a create during the outage answered 2xx; its events are expected")
 	} else {

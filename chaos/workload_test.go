@@ -12,19 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/chaos/kit"
+	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
 
-func readyz(ctx context.Context, base string) int { return kit.Ready(ctx, base) }
+func readyz(ctx context.Context, base string) int { return chaoskit.Ready(ctx, base) }
 
 // deployment is a running schedulerd deployment with a tenant, a recording
 // consumer and the book of what it is expected to deliver.
 type deployment struct {
 	t         *testing.T
 	instances []*instance
-	admin     *kit.Client
-	api       *kit.Client
-	rec       *kit.Recorder
+	admin     *chaoskit.Client
+	api       *chaoskit.Client
+	rec       *chaoskit.Recorder
 	consumer  string
 
 	mu        sync.Mutex
@@ -51,7 +51,7 @@ func (d *deployment) liveBases() []string {
 	return out
 }
 
-func newDeployment(t *testing.T, ctx context.Context, insts []*instance, rc kit.RecorderConfig) *deployment {
+func newDeployment(t *testing.T, ctx context.Context, insts []*instance, rc chaoskit.RecorderConfig) *deployment {
 	t.Helper()
 	d := &deployment{t: t, instances: insts, policies: map[string]int{}, oneOffs: map[string]int{},
 		fires: map[string]int{}, storeMax: map[string]int{}}
@@ -64,14 +64,14 @@ func newDeployment(t *testing.T, ctx context.Context, insts []*instance, rc kit.
 			}
 		}
 	}
-	d.rec = kit.NewRecorder(rc)
+	d.rec = chaoskit.NewRecorder(rc)
 	u, err := d.rec.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.rec.Close)
 	d.consumer = u
-	d.admin = &kit.Client{Key: adminKey, Bases: d.liveBases, CallTimeout: 90 * time.Second}
+	d.admin = &chaoskit.Client{Key: adminKey, Bases: d.liveBases, CallTimeout: 90 * time.Second}
 	_, key, err := d.admin.CreateTenant(ctx, "chaos-"+t.Name())
 	if err != nil {
 		t.Fatalf("create tenant: %v", err)
@@ -101,11 +101,11 @@ func (d *deployment) oneOff(ctx context.Context, name string, runAt time.Time, n
 
 // oneOffVia is oneOff through another client (for example one that gives up
 // sooner).
-func (d *deployment) oneOffVia(ctx context.Context, c *kit.Client, name string, runAt time.Time, n int, policy string, maxAttempts int) error {
-	s, err := c.CreateSchedule(ctx, kit.ScheduleSpec{
+func (d *deployment) oneOffVia(ctx context.Context, c *chaoskit.Client, name string, runAt time.Time, n int, policy string, maxAttempts int) error {
+	s, err := c.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 		Name: name, RunAt: &runAt, EventCount: n, PolicyID: policy, MaxAttempts: maxAttempts,
-		Target:  kit.Target{Type: "http", URL: d.consumer},
-		Payload: kit.Payload{Policy: policy, Tag: name}.JSON(),
+		Target:  chaoskit.Target{Type: "http", URL: d.consumer},
+		Payload: chaoskit.Payload{Policy: policy, Tag: name}.JSON(),
 	})
 	if err != nil {
 		return fmt.Errorf("create one-off %s: %w", name, err)
@@ -120,10 +120,10 @@ func (d *deployment) oneOffVia(ctx context.Context, c *kit.Client, name string, 
 // fired by trigger).
 func (d *deployment) cronSchedule(ctx context.Context, name string, n int, policy string, maxAttempts int) string {
 	d.t.Helper()
-	s, err := d.api.CreateSchedule(ctx, kit.ScheduleSpec{
+	s, err := d.api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 		Name: name, Cron: "0 0 1 1 *", EventCount: n, PolicyID: policy, MaxAttempts: maxAttempts,
-		Target:  kit.Target{Type: "http", URL: d.consumer},
-		Payload: kit.Payload{Policy: policy, Tag: name}.JSON(),
+		Target:  chaoskit.Target{Type: "http", URL: d.consumer},
+		Payload: chaoskit.Payload{Policy: policy, Tag: name}.JSON(),
 	})
 	if err != nil {
 		d.t.Fatalf("create schedule %s: %v", name, err)
@@ -191,7 +191,7 @@ func (d *deployment) expectedCount() int {
 }
 
 // missing lists the expected events the consumer has not accepted.
-func (d *deployment) missing(s kit.Snapshot) []string {
+func (d *deployment) missing(s chaoskit.Snapshot) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	bySched := s.BySchedule()
@@ -206,7 +206,7 @@ func (d *deployment) missing(s kit.Snapshot) []string {
 	}
 	for id, n := range d.fires {
 		for i := range n {
-			if _, ok := byKey[kit.Key{FireID: id, Index: i}]; !ok {
+			if _, ok := byKey[chaoskit.Key{FireID: id, Index: i}]; !ok {
 				out = append(out, fmt.Sprintf("%s[%d]", id, i))
 			}
 		}
@@ -268,8 +268,8 @@ func (d *deployment) explainViolation(ctx context.Context, v string) {
 // same attempt number twice means a shard's new owner sent an event that
 // its previous owner had sent (a takeover); a higher one means a retry of
 // an attempt that had failed or timed out on the scheduler's side.
-func (d *deployment) describeDuplicates(s kit.Snapshot) {
-	var dups []kit.Delivery
+func (d *deployment) describeDuplicates(s chaoskit.Snapshot) {
+	var dups []chaoskit.Delivery
 	for _, e := range s.Events {
 		if e.Accepted > 1 {
 			dups = append(dups, e)
@@ -305,7 +305,7 @@ func truncate(s string, n int) string {
 // more distinct events than the schedule's single fire has: a fire emitted
 // twice (under another fire time or id) would show here, a redelivery of the
 // same event would not (that is a duplicate).
-func (d *deployment) doubleEmitted(s kit.Snapshot) []string {
+func (d *deployment) doubleEmitted(s chaoskit.Snapshot) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	distinct := map[string]int{}
@@ -332,7 +332,7 @@ type report struct {
 	Doubled     []string // one-off schedules with more distinct events than expected
 	Accepted    int      // accepted deliveries in total
 	Duplicates  int
-	Unfinished  []kit.Event
+	Unfinished  []chaoskit.Event
 	Statuses    map[string]int
 	Violations  []string
 	MaxHeld     map[string]int
@@ -362,8 +362,8 @@ func (r *report) String() string {
 			id, r.Bounds[id], r.MaxHeld[id], r.StoreMax[id], r.TimedOut[id])
 	}
 	fmt.Fprintf(&b, "lateness p50 %v p95 %v p99 %v max %v; consumer counters %v; ambiguous triggers %d; drained in %v",
-		kit.Percentile(r.Lateness, 50).Round(time.Millisecond), kit.Percentile(r.Lateness, 95).Round(time.Millisecond),
-		kit.Percentile(r.Lateness, 99).Round(time.Millisecond), kit.Percentile(r.Lateness, 100).Round(time.Millisecond),
+		chaoskit.Percentile(r.Lateness, 50).Round(time.Millisecond), chaoskit.Percentile(r.Lateness, 95).Round(time.Millisecond),
+		chaoskit.Percentile(r.Lateness, 99).Round(time.Millisecond), chaoskit.Percentile(r.Lateness, 100).Round(time.Millisecond),
 		r.Counters, r.Ambiguous, r.DrainedIn.Round(time.Second))
 	return b.String()
 }

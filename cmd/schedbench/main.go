@@ -43,7 +43,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
-	"github.com/schedulerd/schedulerd/chaos/kit"
+	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
 
 type options struct {
@@ -225,7 +225,7 @@ type result struct {
 
 func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*result, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "schedbench: "+format+"\n", a...) }
-	rec := kit.NewRecorder(kit.RecorderConfig{
+	rec := chaoskit.NewRecorder(chaoskit.RecorderConfig{
 		Secret: []byte(o.signingSecret), Latency: o.consumerLatency, FailureRate: o.failureRate,
 		ReleaseBases: func() []string { return []string{base} }, Seed: o.seed,
 	})
@@ -239,7 +239,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	}
 
 	setupStart := time.Now()
-	admin := kit.NewClient(o.adminKey, base)
+	admin := chaoskit.NewClient(o.adminKey, base)
 	_, key, err := admin.CreateTenant(ctx, "schedbench-"+randomHex(4))
 	if err != nil {
 		return nil, fmt.Errorf("create tenant: %w", err)
@@ -289,11 +289,11 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 					policy = pols[perm[j.i]%len(pols)]
 				}
 				runAt := at(j.i)
-				_, err := api.CreateSchedule(ctx, kit.ScheduleSpec{
+				_, err := api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 					Name: fmt.Sprintf("bench-%d", j.i), RunAt: &runAt, EventCount: o.eventsPerFire,
 					PolicyID: policy, MaxAttempts: o.maxAttempts,
-					Target:  kit.Target{Type: "http", URL: consumer},
-					Payload: kit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
+					Target:  chaoskit.Target{Type: "http", URL: consumer},
+					Payload: chaoskit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
 				})
 				if err != nil {
 					mu.Lock()
@@ -368,11 +368,11 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 		}
 	}
 	res.lateAll = s.Lateness(nil)
-	res.lateFree = s.Lateness(func(d kit.Delivery) bool { return d.Policy == "" })
-	res.lateThrottled = s.Lateness(func(d kit.Delivery) bool { return d.Policy != "" })
+	res.lateFree = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy == "" })
+	res.lateThrottled = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy != "" })
 	if counts, err := api.CountByStatus(ctx); err == nil {
 		res.dead = counts["dead"]
-		for _, st := range kit.Unfinished {
+		for _, st := range chaoskit.Unfinished {
 			res.unfinished += counts[st]
 		}
 	} else {
@@ -433,8 +433,8 @@ func (r *result) print(w io.Writer, o *options) {
 		name string
 		d    []time.Duration
 	}{{"all", r.lateAll}, {"unthrottled", r.lateFree}, {"throttled", r.lateThrottled}} {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", row.name, len(row.d), ms(kit.Percentile(row.d, 50)), ms(kit.Percentile(row.d, 95)),
-			ms(kit.Percentile(row.d, 99)), ms(kit.Percentile(row.d, 100)))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", row.name, len(row.d), ms(chaoskit.Percentile(row.d, 50)), ms(chaoskit.Percentile(row.d, 95)),
+			ms(chaoskit.Percentile(row.d, 99)), ms(chaoskit.Percentile(row.d, 100)))
 	}
 	fmt.Fprintf(tw, "\t\n")
 	ids := append([]string(nil), r.policies...)
@@ -459,7 +459,7 @@ func (r *result) print(w io.Writer, o *options) {
 		fmt.Fprintf(w, "| %d x %d | %d x %d | %v | %.0f%% | %d | %d | %d | %d | %.1f | %s | %s | %s | %s | %d / %d |\n",
 			o.schedules, o.eventsPerFire, o.policies, boundOf(o), o.consumerLatency, 100*o.failureRate,
 			r.expected, r.delivered, r.duplicates, r.lost, r.throughput(),
-			ms(kit.Percentile(r.lateAll, 50)), ms(kit.Percentile(r.lateAll, 95)), ms(kit.Percentile(r.lateAll, 99)), ms(kit.Percentile(r.lateAll, 100)),
+			ms(chaoskit.Percentile(r.lateAll, 50)), ms(chaoskit.Percentile(r.lateAll, 95)), ms(chaoskit.Percentile(r.lateAll, 99)), ms(chaoskit.Percentile(r.lateAll, 100)),
 			maxHeld, boundOf(o))
 	}
 }

@@ -1,4 +1,4 @@
-package kit
+package chaoskit
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 )
 
-var testSecret = []byte("kit-test-secret")
+var testSecret = []byte("chaoskit-test-secret")
 
 // post delivers m to the recorder as schedulerd would, signed with secret.
 func post(t *testing.T, url string, secret []byte, m delivery.Message) int {

@@ -1,4 +1,4 @@
-// Package kit holds what the chaos tests (package chaos) and the benchmark
+// Package chaoskit holds what the chaos tests (package chaos) and the benchmark
 // command (cmd/schedbench) share: a small REST client of schedulerd that
 // survives dying instances, and a recording HTTP consumer that verifies
 // signatures, counts every delivery, checks the throttle bound at every
@@ -6,7 +6,7 @@
 //
 // It uses only net/http and encoding/json, so that it exercises the API the
 // way an outside client does.
-package kit
+package chaoskit
 
 import (
 	"bytes"
