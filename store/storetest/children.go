@@ -1,0 +1,110 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+var childrenTests = []namedTest{
+	{"FindByEligibleKeys", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		h3m5 := model.ChildKey{LaunchExpression: "H:3", Minute: 5}
+		h30 := model.ChildKey{LaunchExpression: "H:30", Minute: 0} // shares a prefix with H:3
+		w1 := model.ChildKey{LaunchExpression: "W:1:3", Minute: 0}
+		mm := model.ChildKey{LaunchExpression: "MM:1:15:3", Minute: 0}
+
+		s1 := newSchedule("A", "s1") // p0 Berlin: H:3/0 and W:1:3/0
+		createSchedule(t, d, s1, childrenOf(s1, h3, w1))
+		s2 := newSchedule("B", "s2") // p0 Berlin, another tenant: H:3/0 and H:3/5
+		createSchedule(t, d, s2, childrenOf(s2, h3, h3m5))
+		s3 := newSchedule("A", "s3") // p0 Berlin: H:30/0, must not match H:3
+		createSchedule(t, d, s3, childrenOf(s3, h30))
+		s4 := newSchedule("A", "s4") // p0 UTC: H:3/0, other timezone
+		s4.Timezone = "UTC"
+		createSchedule(t, d, s4, childrenOf(s4, h3))
+		s5 := newSchedule("A", "s5") // p1 Berlin: H:3/0, other partition
+		s5.Partition = 1
+		createSchedule(t, d, s5, childrenOf(s5, h3, mm))
+
+		for _, tc := range []struct {
+			name string
+			p    store.ChildrenFindParams
+			want []string
+		}{
+			{"OneKey", store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{h3}},
+				[]string{"s1/v1/p0/Europe/Berlin/H:3/0", "s2/v1/p0/Europe/Berlin/H:3/0"}},
+			{"MinuteMatters", store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{h3m5}},
+				[]string{"s2/v1/p0/Europe/Berlin/H:3/5"}},
+			{"SeveralKeys", store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{w1, h30}},
+				[]string{"s1/v1/p0/Europe/Berlin/W:1:3/0", "s3/v1/p0/Europe/Berlin/H:30/0"}},
+			{"OtherTimezone", store.ChildrenFindParams{Partition: 0, Timezone: "UTC", Keys: []model.ChildKey{h3, h3m5}},
+				[]string{"s4/v1/p0/UTC/H:3/0"}},
+			{"OtherPartition", store.ChildrenFindParams{Partition: 1, Timezone: "Europe/Berlin", Keys: []model.ChildKey{h3, mm, w1}},
+				[]string{"s5/v1/p1/Europe/Berlin/H:3/0", "s5/v1/p1/Europe/Berlin/MM:1:15:3/0"}},
+			{"NoMatch", store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{mm}},
+				[]string{}},
+			{"NoKeys", store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin"},
+				[]string{}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := d.ChildrenFind(ctx, &tc.p)
+				requireNoError(t, err, "ChildrenFind")
+				for _, c := range got {
+					want := map[string]string{"s1": "A", "s2": "B", "s3": "A", "s4": "A", "s5": "A"}[c.ScheduleID]
+					requireEqual(t, c.TenantID, want, "child TenantID")
+				}
+				requireIDs(t, childStrings(got), tc.want, "ChildrenFind")
+			})
+		}
+	}},
+	{"Timezones", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		tzs, err := d.ChildTimezones(ctx)
+		requireNoError(t, err, "ChildTimezones empty")
+		requireEqual(t, len(tzs), 0, "ChildTimezones of an empty store")
+
+		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		for i, tz := range []string{"Europe/Berlin", "UTC", "Europe/Berlin", "America/New_York"} {
+			s := newSchedule("A", fmt.Sprintf("s%d", i))
+			s.Timezone = tz
+			s.Partition = i % 2
+			createSchedule(t, d, s, childrenOf(s, key))
+		}
+		none := newSchedule("A", "nochildren")
+		none.Timezone = "Asia/Tokyo"
+		createSchedule(t, d, none, nil)
+
+		tzs, err = d.ChildTimezones(ctx)
+		requireNoError(t, err, "ChildTimezones")
+		requireSameIDs(t, tzs, []string{"America/New_York", "Europe/Berlin", "UTC"}, "ChildTimezones")
+	}},
+	{"DeleteOrphans", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		s1 := newSchedule("A", "s1")
+		createSchedule(t, d, s1, childrenOf(s1, key))
+		s2 := newSchedule("A", "s2")
+		createSchedule(t, d, s2, childrenOf(s2, key))
+
+		// Updating s1 without children leaves its version-1 child stale.
+		upd := newSchedule("A", "s1")
+		upd.Version = 2
+		requireNoError(t, d.ScheduleUpdate(ctx, upd, 1, nil), "ScheduleUpdate")
+
+		n, err := d.ChildrenDeleteOrphans(ctx)
+		requireNoError(t, err, "ChildrenDeleteOrphans")
+		requireEqual(t, n, 1, "ChildrenDeleteOrphans deleted")
+
+		got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{key}})
+		requireNoError(t, err, "ChildrenFind")
+		requireIDs(t, childStrings(got), []string{"s2/v1/p0/Europe/Berlin/H:3/0"}, "children after orphan removal")
+
+		n, err = d.ChildrenDeleteOrphans(ctx)
+		requireNoError(t, err, "ChildrenDeleteOrphans again")
+		requireEqual(t, n, 0, "ChildrenDeleteOrphans again")
+	}},
+}

@@ -1,0 +1,272 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+var policyTests = []namedTest{
+	{"CreateGet", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "p1", 5)
+		p.AutoRelease = true
+		createPolicy(t, d, p)
+
+		got, err := d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.Name, p.Name, "Name")
+		requireEqual(t, got.MaxInFlight, 5, "MaxInFlight")
+		requireEqual(t, got.TokenTimeout, time.Minute, "TokenTimeout")
+		requireEqual(t, got.AutoRelease, true, "AutoRelease")
+		requireEqual(t, got.InUse, 0, "InUse")
+		requireEqual(t, got.Version, int64(1), "Version")
+
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.TenantID, "A", "PolicyGetByID TenantID")
+
+		_, err = d.PolicyGet(ctx, "B", "p1")
+		requireIs(t, err, model.ErrNotFound, "PolicyGet of another tenant")
+		_, err = d.PolicyGetByID(ctx, "nope")
+		requireIs(t, err, model.ErrNotFound, "PolicyGetByID unknown")
+
+		requireIs(t, d.PolicyCreate(ctx, newPolicy("B", "p1", 1)), model.ErrConflict, "same id")
+		sameName := newPolicy("A", "p2", 1)
+		sameName.Name = p.Name
+		requireIs(t, d.PolicyCreate(ctx, sameName), model.ErrConflict, "same (tenant, name)")
+		_, err = d.PolicyGetByID(ctx, "p2")
+		requireIs(t, err, model.ErrNotFound, "rejected policy must not be stored")
+
+		otherTenant := newPolicy("B", "p3", 1)
+		otherTenant.Name = p.Name
+		createPolicy(t, d, otherTenant)
+	}},
+	{"List", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		for _, p := range []*model.Policy{newPolicy("A", "p3", 1), newPolicy("A", "p1", 1), newPolicy("B", "p2", 1)} {
+			createPolicy(t, d, p)
+		}
+		got, err := d.PolicyList(ctx, "A")
+		requireNoError(t, err, "PolicyList A")
+		requireIDs(t, policyIDs(got), []string{"p1", "p3"}, "PolicyList A")
+		got, err = d.PolicyList(ctx, "B")
+		requireNoError(t, err, "PolicyList B")
+		requireIDs(t, policyIDs(got), []string{"p2"}, "PolicyList B")
+		got, err = d.PolicyListAll(ctx)
+		requireNoError(t, err, "PolicyListAll")
+		requireSameIDs(t, policyIDs(got), []string{"p1", "p2", "p3"}, "PolicyListAll")
+	}},
+	{"Update", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		createPolicy(t, d, newPolicy("A", "p1", 5))
+		n, err := d.PolicyAcquireTokens(ctx, "p1", 2)
+		requireNoError(t, err, "PolicyAcquireTokens")
+		requireEqual(t, n, 2, "acquired")
+		cur, err := d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+
+		upd := newPolicy("A", "p1", 10)
+		upd.Name = "renamed"
+		upd.TokenTimeout = 2 * time.Minute
+		upd.AutoRelease = true
+		upd.Version = cur.Version + 1
+		upd.UpdatedAt = at(time.Minute)
+		requireNoError(t, d.PolicyUpdate(ctx, upd, cur.Version), "PolicyUpdate")
+
+		got, err := d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.Name, "renamed", "Name")
+		requireEqual(t, got.MaxInFlight, 10, "MaxInFlight")
+		requireEqual(t, got.TokenTimeout, 2*time.Minute, "TokenTimeout")
+		requireEqual(t, got.AutoRelease, true, "AutoRelease")
+		requireEqual(t, got.InUse, 2, "InUse kept")
+		requireEqual(t, got.Version, cur.Version+1, "Version")
+
+		stale := newPolicy("A", "p1", 1)
+		stale.Version = cur.Version + 1
+		requireIs(t, d.PolicyUpdate(ctx, stale, cur.Version), model.ErrConflict, "PolicyUpdate with a stale version")
+		other := newPolicy("B", "p1", 1)
+		other.Version = got.Version + 1
+		requireIs(t, d.PolicyUpdate(ctx, other, got.Version), model.ErrNotFound, "PolicyUpdate by another tenant")
+		missing := newPolicy("A", "nope", 1)
+		requireIs(t, d.PolicyUpdate(ctx, missing, 1), model.ErrNotFound, "PolicyUpdate unknown")
+
+		got, err = d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.MaxInFlight, 10, "MaxInFlight after rejected updates")
+	}},
+	{"Delete", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		createPolicy(t, d, newPolicy("A", "p1", 5))
+		requireIs(t, d.PolicyDelete(ctx, "B", "p1"), model.ErrNotFound, "PolicyDelete by another tenant")
+		_, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "policy survives another tenant's delete")
+		requireNoError(t, d.PolicyDelete(ctx, "A", "p1"), "PolicyDelete")
+		_, err = d.PolicyGetByID(ctx, "p1")
+		requireIs(t, err, model.ErrNotFound, "PolicyGetByID after delete")
+		requireIs(t, d.PolicyDelete(ctx, "A", "p1"), model.ErrNotFound, "PolicyDelete twice")
+		// The name is free again.
+		createPolicy(t, d, newPolicy("A", "p1", 5))
+	}},
+	{"AcquireRelease", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		createPolicy(t, d, newPolicy("A", "p1", 5))
+		for _, step := range []struct {
+			want, got int
+		}{{3, 3}, {3, 2}, {1, 0}} {
+			n, err := d.PolicyAcquireTokens(ctx, "p1", step.want)
+			requireNoError(t, err, "PolicyAcquireTokens")
+			requireEqual(t, n, step.got, fmt.Sprintf("PolicyAcquireTokens(%d)", step.want))
+		}
+		got, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 5, "InUse at the limit")
+
+		requireNoError(t, d.PolicyReleaseTokens(ctx, "p1", 2, 1), "PolicyReleaseTokens")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 3, "InUse after release")
+		requireEqual(t, got.TimedOut, int64(1), "TimedOut")
+
+		requireNoError(t, d.PolicyReleaseTokens(ctx, "p1", 10, 2), "PolicyReleaseTokens too many")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 0, "InUse never below zero")
+		requireEqual(t, got.TimedOut, int64(3), "TimedOut accumulates")
+
+		_, err = d.PolicyAcquireTokens(ctx, "nope", 1)
+		requireIs(t, err, model.ErrNotFound, "PolicyAcquireTokens unknown")
+		requireIs(t, d.PolicyReleaseTokens(ctx, "nope", 1, 0), model.ErrNotFound, "PolicyReleaseTokens unknown")
+	}},
+	{"AcquireConcurrentAllAtOnce", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		const maxInFlight, goroutines = 5, 50
+		createPolicy(t, d, newPolicy("A", "p1", maxInFlight))
+
+		var granted atomic.Int64
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				n, err := d.PolicyAcquireTokens(ctx, "p1", 1)
+				if err != nil {
+					t.Errorf("acquirer %d: %v", g, err)
+					return
+				}
+				granted.Add(int64(n))
+			})
+		}
+		close(start)
+		wg.Wait()
+		requireEqual(t, granted.Load(), int64(maxInFlight), "tokens granted when all try at once")
+		got, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, maxInFlight, "InUse")
+	}},
+	{"AcquireConcurrentNeverExceeds", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		const maxInFlight, goroutines, attempts = 5, 50, 10
+		createPolicy(t, d, newPolicy("A", "p1", maxInFlight))
+
+		// held counts tokens granted and not yet handed back. It is decreased
+		// before the release call, so it never overstates what the store
+		// holds, and must therefore never exceed maxInFlight. Each goroutine
+		// keeps its token across its next acquire attempt so that the bucket
+		// is often full while others are trying.
+		var held, peak, total atomic.Int64
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				holding := 0
+				release := func() bool {
+					held.Add(-1)
+					holding--
+					if err := d.PolicyReleaseTokens(ctx, "p1", 1, 0); err != nil {
+						t.Errorf("releaser %d: %v", g, err)
+						return false
+					}
+					return true
+				}
+				for range attempts {
+					n, err := d.PolicyAcquireTokens(ctx, "p1", 1)
+					if err != nil {
+						t.Errorf("acquirer %d: %v", g, err)
+						return
+					}
+					if n > 0 {
+						total.Add(int64(n))
+						holding += n
+						h := held.Add(int64(n))
+						for {
+							p := peak.Load()
+							if h <= p || peak.CompareAndSwap(p, h) {
+								break
+							}
+						}
+						if h > maxInFlight {
+							t.Errorf("%d tokens held at once, max %d", h, maxInFlight)
+						}
+					}
+					// Give back the older token (or the only one after a
+					// failed attempt).
+					if holding > 1 || (n == 0 && holding > 0) {
+						if !release() {
+							return
+						}
+					}
+				}
+				for holding > 0 {
+					if !release() {
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if total.Load() < maxInFlight {
+			t.Fatalf("only %d tokens granted over %d attempts", total.Load(), goroutines*attempts)
+		}
+		t.Logf("granted %d tokens, peak %d held", total.Load(), peak.Load())
+		got, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 0, "InUse after every token was released")
+	}},
+	{"SetInUse", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		createPolicy(t, d, newPolicy("A", "p1", 5))
+		cur, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+
+		requireNoError(t, d.PolicySetInUse(ctx, "p1", cur.Version, 4), "PolicySetInUse")
+		got, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 4, "InUse")
+		requireEqual(t, got.MaxInFlight, 5, "MaxInFlight kept")
+
+		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version+1, 0), model.ErrConflict, "PolicySetInUse with a wrong version")
+
+		upd := newPolicy("A", "p1", 6)
+		upd.Version = got.Version + 1
+		requireNoError(t, d.PolicyUpdate(ctx, upd, got.Version), "PolicyUpdate")
+		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version, 0), model.ErrConflict, "PolicySetInUse after the policy changed")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 4, "InUse after rejected PolicySetInUse")
+
+		err = d.PolicySetInUse(ctx, "nope", 1, 0)
+		if !errors.Is(err, model.ErrNotFound) && !errors.Is(err, model.ErrConflict) {
+			t.Fatalf("PolicySetInUse unknown: got %v, want ErrNotFound or ErrConflict", err)
+		}
+	}},
+}

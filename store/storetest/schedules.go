@@ -1,0 +1,206 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+var scheduleTests = []namedTest{
+	{"CreateGet", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		s := newSchedule("A", "s1")
+		s.PolicyID = "p1"
+		s.StartAt = ptr(at(time.Hour))
+		s.Spread = true
+		s.Priority = 7
+		createSchedule(t, d, s, childrenOf(s, model.ChildKey{LaunchExpression: "H:3", Minute: 0}))
+
+		got, err := d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.ID, s.ID, "ID")
+		requireEqual(t, got.TenantID, s.TenantID, "TenantID")
+		requireEqual(t, got.Name, s.Name, "Name")
+		requireEqual(t, got.Cron, s.Cron, "Cron")
+		requireEqual(t, got.Timezone, s.Timezone, "Timezone")
+		requireEqual(t, got.EventCount, s.EventCount, "EventCount")
+		requireEqual(t, got.PolicyID, s.PolicyID, "PolicyID")
+		requireEqual(t, got.Window, s.Window, "Window")
+		requireEqual(t, got.Spread, s.Spread, "Spread")
+		requireEqual(t, got.Priority, s.Priority, "Priority")
+		requireEqual(t, got.Target, s.Target, "Target")
+		requireJSON(t, got.Payload, s.Payload, "Payload")
+		requireEqual(t, got.MaxAttempts, s.MaxAttempts, "MaxAttempts")
+		requireTimePtr(t, got.StartAt, s.StartAt, "StartAt")
+		requireTimePtr(t, got.EndAt, nil, "EndAt")
+		requireTimePtr(t, got.RunAt, nil, "RunAt")
+		requireEqual(t, got.State, s.State, "State")
+		requireEqual(t, got.Version, s.Version, "Version")
+		requireTime(t, got.CreatedAt, s.CreatedAt, "CreatedAt")
+
+		dup := newSchedule("A", "s1")
+		dup.Name = "dup"
+		requireIs(t, d.ScheduleCreate(ctx, dup, nil), model.ErrConflict, "duplicate ScheduleCreate")
+		got, err = d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet after duplicate")
+		requireEqual(t, got.Name, s.Name, "Name after duplicate")
+
+		_, err = d.ScheduleGet(ctx, "B", "s1")
+		requireIs(t, err, model.ErrNotFound, "ScheduleGet of another tenant")
+		_, err = d.ScheduleGet(ctx, "A", "nope")
+		requireIs(t, err, model.ErrNotFound, "ScheduleGet unknown")
+	}},
+	{"CreateOneOff", func(t *testing.T, d store.Driver) {
+		s := newSchedule("A", "once")
+		s.Cron = ""
+		s.RunAt = ptr(at(90 * time.Second))
+		createSchedule(t, d, s, nil)
+		got, err := d.ScheduleGet(t.Context(), "A", "once")
+		requireNoError(t, err, "ScheduleGet")
+		if !got.IsOneOff() {
+			t.Fatalf("one-off schedule lost RunAt")
+		}
+		requireTimePtr(t, got.RunAt, s.RunAt, "RunAt")
+		requireEqual(t, got.Cron, "", "Cron")
+	}},
+	{"GetMany", func(t *testing.T, d store.Driver) {
+		createSchedule(t, d, newSchedule("A", "s1"), nil)
+		createSchedule(t, d, newSchedule("B", "s2"), nil)
+		createSchedule(t, d, newSchedule("A", "s3"), nil)
+		got, err := d.ScheduleGetMany(t.Context(), []string{"s1", "s2", "missing"})
+		requireNoError(t, err, "ScheduleGetMany")
+		requireSameIDs(t, scheduleIDs(got), []string{"s1", "s2"}, "ScheduleGetMany")
+
+		got, err = d.ScheduleGetMany(t.Context(), nil)
+		requireNoError(t, err, "ScheduleGetMany empty")
+		requireEqual(t, len(got), 0, "ScheduleGetMany empty")
+	}},
+	{"List", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		for _, id := range []string{"s4", "s2", "s1", "s3", "s5"} {
+			s := newSchedule("A", id)
+			switch id {
+			case "s2":
+				s.State = model.SchedulePaused
+			case "s3", "s4":
+				s.PolicyID = "p1"
+			}
+			if id == "s5" {
+				s.Name = "report-daily"
+			}
+			createSchedule(t, d, s, nil)
+		}
+		createSchedule(t, d, newSchedule("B", "s0"), nil)
+		createSchedule(t, d, newSchedule("B", "s9"), nil)
+
+		for _, tc := range []struct {
+			name string
+			p    store.ScheduleListParams
+			want []string
+		}{
+			{"All", store.ScheduleListParams{TenantID: "A", Limit: 100}, []string{"s1", "s2", "s3", "s4", "s5"}},
+			{"FirstPage", store.ScheduleListParams{TenantID: "A", Limit: 2}, []string{"s1", "s2"}},
+			{"NextPage", store.ScheduleListParams{TenantID: "A", Limit: 2, After: "s2"}, []string{"s3", "s4"}},
+			{"LastPage", store.ScheduleListParams{TenantID: "A", Limit: 2, After: "s4"}, []string{"s5"}},
+			{"State", store.ScheduleListParams{TenantID: "A", Limit: 100, State: model.SchedulePaused}, []string{"s2"}},
+			{"Policy", store.ScheduleListParams{TenantID: "A", Limit: 100, PolicyID: "p1"}, []string{"s3", "s4"}},
+			{"NamePrefix", store.ScheduleListParams{TenantID: "A", Limit: 100, NamePrefix: "report-"}, []string{"s5"}},
+			{"OtherTenant", store.ScheduleListParams{TenantID: "B", Limit: 100}, []string{"s0", "s9"}},
+			{"UnknownTenant", store.ScheduleListParams{TenantID: "C", Limit: 100}, []string{}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := d.ScheduleList(ctx, &tc.p)
+				requireNoError(t, err, "ScheduleList")
+				requireIDs(t, scheduleIDs(got), tc.want, "ScheduleList")
+			})
+		}
+	}},
+	{"Update", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		s := newSchedule("A", "s1")
+		createSchedule(t, d, s, childrenOf(s, model.ChildKey{LaunchExpression: "H:3", Minute: 0}))
+
+		upd := newSchedule("A", "s1")
+		upd.Name = "renamed"
+		upd.Version = 2
+		upd.UpdatedAt = at(time.Minute)
+		requireNoError(t, d.ScheduleUpdate(ctx, upd, 1, nil), "ScheduleUpdate")
+		got, err := d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.Name, "renamed", "Name")
+		requireEqual(t, got.Version, int64(2), "Version")
+		requireTime(t, got.UpdatedAt, at(time.Minute), "UpdatedAt")
+
+		stale := newSchedule("A", "s1")
+		stale.Name = "stale"
+		stale.Version = 2
+		requireIs(t, d.ScheduleUpdate(ctx, stale, 1, nil), model.ErrConflict, "ScheduleUpdate with a stale version")
+
+		other := newSchedule("B", "s1")
+		other.Name = "hijack"
+		other.Version = 3
+		requireIs(t, d.ScheduleUpdate(ctx, other, 2, nil), model.ErrNotFound, "ScheduleUpdate by another tenant")
+
+		missing := newSchedule("A", "nope")
+		missing.Version = 2
+		requireIs(t, d.ScheduleUpdate(ctx, missing, 1, nil), model.ErrNotFound, "ScheduleUpdate unknown")
+
+		got, err = d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.Name, "renamed", "Name after rejected updates")
+	}},
+	{"UpdateReplacesChildren", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		oldKey := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		newKey := model.ChildKey{LaunchExpression: "H:4", Minute: 30}
+		s := newSchedule("A", "s1")
+		createSchedule(t, d, s, childrenOf(s, oldKey))
+
+		upd := newSchedule("A", "s1")
+		upd.Cron = "30 4 * * *"
+		upd.Version = 2
+		requireNoError(t, d.ScheduleUpdate(ctx, upd, 1, childrenOf(upd, newKey)), "ScheduleUpdate")
+
+		got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{oldKey, newKey}})
+		requireNoError(t, err, "ChildrenFind")
+		requireIDs(t, childStrings(got), []string{"s1/v2/p0/Europe/Berlin/H:4/30"}, "children after update")
+	}},
+	{"Delete", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		s := newSchedule("A", "s1")
+		createSchedule(t, d, s, childrenOf(s, key))
+
+		requireIs(t, d.ScheduleDelete(ctx, "B", "s1"), model.ErrNotFound, "ScheduleDelete by another tenant")
+		_, err := d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "schedule survives another tenant's delete")
+
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "s1"), "ScheduleDelete")
+		_, err = d.ScheduleGet(ctx, "A", "s1")
+		requireIs(t, err, model.ErrNotFound, "ScheduleGet after delete")
+		requireIs(t, d.ScheduleDelete(ctx, "A", "s1"), model.ErrNotFound, "ScheduleDelete twice")
+
+		got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: []model.ChildKey{key}})
+		requireNoError(t, err, "ChildrenFind")
+		requireEqual(t, len(got), 0, "children left after ScheduleDelete")
+	}},
+	{"CountByPolicy", func(t *testing.T, d store.Driver) {
+		for _, s := range []*model.Schedule{newSchedule("A", "s1"), newSchedule("A", "s2"), newSchedule("A", "s3"), newSchedule("B", "s4")} {
+			if s.ID != "s3" {
+				s.PolicyID = "p1"
+			}
+			createSchedule(t, d, s, nil)
+		}
+		n, err := d.ScheduleCountByPolicy(t.Context(), "A", "p1")
+		requireNoError(t, err, "ScheduleCountByPolicy")
+		requireEqual(t, n, 2, "ScheduleCountByPolicy A")
+		n, err = d.ScheduleCountByPolicy(t.Context(), "B", "p1")
+		requireNoError(t, err, "ScheduleCountByPolicy")
+		requireEqual(t, n, 1, "ScheduleCountByPolicy B")
+		n, err = d.ScheduleCountByPolicy(t.Context(), "C", "p1")
+		requireNoError(t, err, "ScheduleCountByPolicy")
+		requireEqual(t, n, 0, "ScheduleCountByPolicy C")
+	}},
+}
