@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -208,7 +209,7 @@ func (s *Server) saved(ctx context.Context, m *model.Schedule) error {
 		return nil
 	}
 	if err := s.emitter.Saved(context.WithoutCancel(ctx), m); err != nil {
-		s.log.Warn().Err(err).Str("schedule", m.ID).Msg("emitting the fires of a saved schedule failed")
+		s.log.Warn().Err(err).Str(logkey.Schedule, m.ID).Msg("emitting the fires of a saved schedule failed")
 		return fmt.Errorf("schedule %s saved, its fires not emitted yet: %w", m.ID, err)
 	}
 	return nil
