@@ -67,3 +67,24 @@ func TestScheduleErrorText(t *testing.T) {
 		})
 	}
 }
+
+// TestImpossibleDateNamesItsField: a date of the right shape that does not
+// exist passes the schema and fails decoding; the answer still names the
+// field and the expected format.
+func TestImpossibleDateNamesItsField(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	cases := []struct{ name, body, field string }{
+		{"RunAt", `{"name":"x","runAt":"2026-02-31T00:00:00Z","target":{"type":"http","url":"https://a.example"}}`, "runAt"},
+		{"EndAt", `{"name":"x","cron":"0 3 * * *","endAt":"2031-04-31T10:00:00+02:00","target":{"type":"http","url":"https://a.example"}}`, "endAt"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := c.CreateScheduleWithBodyWithResponse(h.ctx, nil, "application/json", strings.NewReader(tc.body))
+			p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, tc.field)
+			if reason := reasonOf(p, tc.field); !strings.Contains(reason, "RFC 3339") || !strings.Contains(reason, "day out of range") {
+				t.Fatalf("reason %q does not name the format and the fault", reason)
+			}
+		})
+	}
+}
