@@ -62,11 +62,7 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule) error {
 	if s.IsOneOff() {
 		times = append(times, s.RunAt.UTC().Truncate(time.Second))
 	} else {
-		expr, err := cron.Parse(s.Cron)
-		if err != nil {
-			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
-		}
-		keys, err := expr.Children(1 << 22)
+		own, err := e.keys.get(s.Cron)
 		if err != nil {
 			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
 		}
@@ -82,12 +78,8 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule) error {
 		if wm.Until.After(horizon) {
 			horizon = wm.Until
 		}
-		own := make(map[model.ChildKey]bool, len(keys))
-		for _, k := range keys {
-			own[model.ChildKey{LaunchExpression: k.LaunchExpression(), Minute: int(k.Minute)}] = true
-		}
 		for _, sl := range cron.AppendEligible(nil, loc, now, horizon) {
-			if own[model.ChildKey{LaunchExpression: sl.Key.LaunchExpression(), Minute: int(sl.Key.Minute)}] {
+			if _, ok := own[sl.Key]; ok {
 				times = append(times, sl.At)
 			}
 		}

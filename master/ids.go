@@ -8,7 +8,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -55,8 +58,18 @@ func decodeBody(c echo.Context, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
+		var (
+			te *json.UnmarshalTypeError
+			pe *time.ParseError
+		)
 		switch {
+		case errors.As(err, &pe):
+			// A date the schema's pattern let through ("2026-02-31T00:00:00Z").
+			field, reason := orBody(fieldHolding(raw, pe.Value)), formatReason("date-time")
+			if msg := strings.TrimPrefix(pe.Message, ": "); msg != "" {
+				reason += ": " + msg
+			}
+			return badRequest(field+": "+reason, api.FieldProblem{Field: field, Reason: reason})
 		case errors.As(err, &te):
 			return badRequest(err.Error(), api.FieldProblem{Field: orBody(te.Field), Reason: "must be " + te.Type.String()})
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -66,6 +79,25 @@ func decodeBody(c echo.Context, v any) error {
 		return badRequest("the body could not be decoded: "+err.Error(), api.FieldProblem{Field: "body", Reason: err.Error()})
 	}
 	return nil
+}
+
+// fieldHolding names the member of a JSON object (dotted for nested objects)
+// whose value is the string v, or returns "" when none is.
+func fieldHolding(raw []byte, v string) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		var s string
+		if json.Unmarshal(obj[name], &s) == nil && s == v {
+			return name
+		}
+		if inner := fieldHolding(obj[name], v); inner != "" {
+			return name + "." + inner
+		}
+	}
+	return ""
 }
 
 // Cursors are opaque to clients: base64url of the position.

@@ -267,6 +267,9 @@ func translateValidation(err error) error {
 		case *openapi3.SchemaError:
 			path := e.JSONPointer()
 			reason := e.Reason
+			if e.SchemaField == "format" && e.Schema != nil {
+				reason = formatReason(e.Schema.Format)
+			}
 			if m := propertyRe.FindStringSubmatch(reason); m != nil {
 				if len(path) == 0 || path[len(path)-1] != m[1] {
 					path = append(path, m[1])
@@ -301,6 +304,18 @@ func translateValidation(err error) error {
 		detail[i] = f.Field + ": " + f.Reason
 	}
 	return badRequest(strings.Join(detail, "; "), out...)
+}
+
+// formatReason says what a value of a string format looks like; the
+// validator's own text quotes the whole regular expression.
+func formatReason(format string) string {
+	switch format {
+	case "date-time":
+		return `not an RFC 3339 date-time such as "2026-01-02T15:04:05Z"`
+	case "date":
+		return `not a date such as "2026-01-02"`
+	}
+	return "not in the format " + strconv.Quote(format)
 }
 
 func orBody(field string) string {

@@ -1,0 +1,245 @@
+package schedule
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Compiled is a validated Spec.
+type Compiled struct {
+	// Schedule holds the definition fields only; identity, state, version
+	// and timestamps are the caller's.
+	Schedule model.Schedule
+	// Expr is the parsed expression; nil for a one-off.
+	Expr *cron.Expr
+	// Loc is the schedule's time zone.
+	Loc *time.Location
+	// Keys are the children keys of Expr; nil for a one-off.
+	Keys []cron.Key
+}
+
+// Compile validates sp completely and compiles it. now decides whether endAt
+// is in the past. A validation failure is an Errors naming every bad field;
+// Compile returns no other error. The cron expression is parsed once.
+func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
+	var fe Errors
+	out := &Compiled{}
+	m := &out.Schedule
+
+	checkName(&fe, sp.Name, lim.MaxNameLen)
+	m.Name = sp.Name
+
+	n := 0
+	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		fe.Add("cron", "one of cron, fields or runAt is required")
+	case n > 1:
+		fe.Add("cron", MutuallyExclusive)
+	}
+
+	if sp.Timezone == "" {
+		sp.Timezone = "UTC"
+	}
+	loc, err := cron.LoadLocation(sp.Timezone)
+	if err != nil {
+		fe.Add("timezone", reasonOf(err, "timezone"))
+	}
+	out.Loc = loc
+	m.Timezone = sp.Timezone
+
+	exprField := "cron"
+	if n == 1 {
+		switch {
+		case sp.Cron != nil:
+			if out.Expr, err = cron.Parse(*sp.Cron); err != nil {
+				fe.Add("cron", reasonOf(err, "cron"))
+			}
+		case sp.Fields != nil:
+			exprField = "fields"
+			if out.Expr, err = cron.ParseFields(*sp.Fields); err != nil {
+				field, leaf := fieldOf(err)
+				fe.Add(field, reasonOf(err, leaf))
+			}
+		case sp.RunAt != nil:
+			t := sp.RunAt.UTC()
+			m.RunAt = &t
+		}
+	}
+	if out.Expr != nil {
+		m.Cron = out.Expr.String()
+		if out.Keys, err = out.Expr.Children(lim.MaxChildren); err != nil {
+			fe.Add(exprField, reasonOf(err, "cron"))
+		}
+	}
+
+	m.EventCount = sp.EventCount
+	if sp.EventCount < 1 || sp.EventCount > lim.MaxEventCount {
+		fe.Add("eventCount", "must be between 1 and "+strconv.Itoa(lim.MaxEventCount))
+	}
+	if sp.Window != "" {
+		d, err := time.ParseDuration(sp.Window)
+		switch {
+		case err != nil:
+			fe.Add("window", "not a duration such as \"30m\" or \"2h\"")
+		case d < 0:
+			fe.Add("window", "must not be negative")
+		case d > lim.MaxWindow:
+			fe.Add("window", "longer than "+lim.MaxWindow.String())
+		}
+		m.Window = d
+	}
+	m.Spread = sp.Spread
+	if sp.Spread && m.Window <= 0 {
+		fe.Add("spread", "spreading needs a window")
+	}
+	m.Priority = sp.Priority
+	if sp.Priority < lim.MinPriority || sp.Priority > lim.MaxPriority {
+		fe.Add("priority", "must be between "+strconv.Itoa(lim.MinPriority)+" and "+strconv.Itoa(lim.MaxPriority))
+	}
+	m.Overlap = sp.Overlap
+	switch sp.Overlap {
+	case model.OverlapAllow, model.OverlapSkip, model.OverlapCancel:
+	default:
+		fe.Add("overlap", "must be allow, skip or cancel")
+	}
+	m.Misfire = sp.Misfire
+	switch sp.Misfire {
+	case model.MisfireFireOnce, model.MisfireFireAll, model.MisfireSkip:
+	default:
+		fe.Add("misfire", "must be fire_once, fire_all or skip")
+	}
+	m.Target = checkTarget(&fe, sp.Target)
+	if len(sp.Payload) > 0 && string(sp.Payload) != "null" {
+		m.Payload = append(json.RawMessage(nil), sp.Payload...)
+		if len(m.Payload) > lim.MaxPayloadBytes {
+			fe.Add("payload", "larger than "+strconv.Itoa(lim.MaxPayloadBytes)+" bytes")
+		}
+	}
+	m.MaxAttempts = sp.MaxAttempts
+	if sp.MaxAttempts < 1 || sp.MaxAttempts > lim.MaxAttempts {
+		fe.Add("maxAttempts", "must be between 1 and "+strconv.Itoa(lim.MaxAttempts))
+	}
+	if sp.StartAt != nil {
+		t := sp.StartAt.UTC()
+		m.StartAt = &t
+	}
+	if sp.EndAt != nil {
+		t := sp.EndAt.UTC()
+		m.EndAt = &t
+	}
+	if m.RunAt != nil && m.StartAt != nil {
+		fe.Add("startAt", "applies to cron schedules only")
+	}
+	if m.RunAt != nil && m.EndAt != nil {
+		fe.Add("endAt", "applies to cron schedules only")
+	}
+	if m.StartAt != nil && m.EndAt != nil && !m.EndAt.After(*m.StartAt) {
+		fe.Add("endAt", "must be after startAt")
+	} else if m.EndAt != nil && !m.EndAt.After(now) {
+		fe.Add("endAt", "is in the past")
+	}
+	m.PolicyID = sp.PolicyID
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MutuallyExclusive is the reason given when more than one of cron, fields
+// and runAt is set.
+const MutuallyExclusive = "cron, fields and runAt are mutually exclusive"
+
+func checkName(fe *Errors, name string, maxLen int) {
+	n := utf8.RuneCountInString(name)
+	switch {
+	case n == 0:
+		fe.Add("name", "must not be empty")
+	case n > maxLen:
+		fe.Add("name", "longer than "+strconv.Itoa(maxLen)+" characters")
+	}
+}
+
+// reasonOf is the cron engine's message for err without the leading
+// "field: " that repeats the name the error is reported under.
+func reasonOf(err error, field string) string {
+	return strings.TrimPrefix(err.Error(), field+": ")
+}
+
+// fieldOf names the field of a field-form expression that the cron engine
+// rejected, and that field's name in the engine's messages.
+func fieldOf(err error) (field, leaf string) {
+	var ce *cron.Error
+	if !errors.As(err, &ce) {
+		return "fields", "cron"
+	}
+	name := strings.ToLower(strings.NewReplacer("-", "", "_", "", " ", "").Replace(ce.Field))
+	switch name {
+	case "minute", "hour", "month":
+		return "fields." + name, ce.Field
+	case "dayofmonth", "dom":
+		return "fields.dayOfMonth", ce.Field
+	case "dayofweek", "dow":
+		return "fields.dayOfWeek", ce.Field
+	}
+	return "fields", ce.Field
+}
+
+// sqsQueuePath matches the path of https://sqs.<region>.amazonaws.com/<account>/<name>
+// (and of the same shape on a local endpoint, where http is allowed).
+var sqsQueuePath = regexp.MustCompile(`^/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
+
+func checkTarget(fe *Errors, t Target) model.Target {
+	out := model.Target{Type: t.Type}
+	switch t.Type {
+	case model.TargetHTTP:
+		if t.QueueURL != nil {
+			fe.Add("target.queueUrl", "only for sqs targets")
+		}
+		if t.URL == nil || *t.URL == "" {
+			fe.Add("target.url", "required for http targets")
+			return out
+		}
+		out.URL = *t.URL
+		u, err := url.Parse(out.URL)
+		switch {
+		case err != nil:
+			fe.Add("target.url", "not a URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			fe.Add("target.url", "must be an http or https URL")
+		case u.Host == "":
+			fe.Add("target.url", "has no host")
+		case u.User != nil:
+			fe.Add("target.url", "must not contain credentials")
+		}
+	case model.TargetSQS:
+		if t.URL != nil {
+			fe.Add("target.url", "only for http targets")
+		}
+		if t.QueueURL == nil || *t.QueueURL == "" {
+			fe.Add("target.queueUrl", "required for sqs targets")
+			return out
+		}
+		out.QueueURL = *t.QueueURL
+		u, err := url.Parse(out.QueueURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !sqsQueuePath.MatchString(u.Path) || u.RawQuery != "" {
+			fe.Add("target.queueUrl", "not an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue")
+		}
+	default:
+		fe.Add("target.type", "must be http or sqs")
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package schedule
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Spec is a schedule's definition as a client states it. Exactly one of
+// Cron, Fields and RunAt is set. String fields hold the client's text
+// (Window is a duration such as "30m") so that Compile can say what is wrong
+// with it.
+type Spec struct {
+	Name        string
+	Cron        *string
+	Fields      *cron.Fields // the field form of Cron; empty fields mean "*"
+	RunAt       *time.Time
+	Timezone    string // "" means UTC
+	EventCount  int
+	PolicyID    string
+	Window      string // "" means no window
+	Spread      bool
+	Priority    int
+	Overlap     model.OverlapPolicy
+	Target      Target
+	Payload     json.RawMessage
+	MaxAttempts int
+	StartAt     *time.Time
+	EndAt       *time.Time
+	Misfire     model.MisfirePolicy
+}
+
+// Target is where a schedule's events go. URL and QueueURL are pointers
+// because sending the other target type's field, even empty, is an error.
+type Target struct {
+	Type     model.TargetType
+	URL      *string
+	QueueURL *string
+}
+
+// Limits bound a Spec. The caller's configuration supplies them; Compile
+// does not default them (a zero limit rejects every value above zero).
+type Limits struct {
+	MaxNameLen      int           // characters
+	MaxEventCount   int           // eventCount is 1..MaxEventCount
+	MaxPayloadBytes int           // bytes of the JSON payload
+	MaxChildren     int           // children of one schedule; <= 0: cron.MaxChildren
+	MaxWindow       time.Duration // longest batch window
+	MinPriority     int
+	MaxPriority     int
+	MaxAttempts     int // maxAttempts is 1..MaxAttempts
+}
+
+// SpecFromSchedule is the Spec that compiles to m's definition; an update
+// applies its changes to it and compiles again.
+func SpecFromSchedule(m *model.Schedule) Spec {
+	sp := Spec{
+		Name:        m.Name,
+		RunAt:       m.RunAt,
+		Timezone:    m.Timezone,
+		EventCount:  m.EventCount,
+		PolicyID:    m.PolicyID,
+		Spread:      m.Spread,
+		Priority:    m.Priority,
+		Overlap:     m.Overlap,
+		Target:      TargetOf(m.Target),
+		Payload:     m.Payload,
+		MaxAttempts: m.MaxAttempts,
+		StartAt:     m.StartAt,
+		EndAt:       m.EndAt,
+		Misfire:     m.Misfire,
+	}
+	if m.Cron != "" {
+		c := m.Cron
+		sp.Cron = &c
+	}
+	if m.Window > 0 {
+		sp.Window = m.Window.String()
+	}
+	return sp
+}
+
+// TargetOf is the Target that compiles to t; empty fields stay unset.
+func TargetOf(t model.Target) Target {
+	out := Target{Type: t.Type}
+	if t.URL != "" {
+		u := t.URL
+		out.URL = &u
+	}
+	if t.QueueURL != "" {
+		q := t.QueueURL
+		out.QueueURL = &q
+	}
+	return out
+}
