@@ -180,7 +180,7 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sqsd, err := sqsdelivery.New(ctx, sqsdelivery.Config{Region: cfg.SQSRegion, Endpoint: cfg.SQSEndpoint, ReleaseBaseURL: cfg.PublicURL})
+	sqsd, err := sqsdelivery.New(ctx, sqsdelivery.Config{Region: cfg.SQSRegion, Endpoint: cfg.SQSEndpoint, ReleaseBaseURL: cfg.PublicURL, Logger: a.log})
 	if err != nil {
 		return err
 	}
