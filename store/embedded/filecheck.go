@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/schedulerd/schedulerd/model"
 )
 
 // ErrDamaged is returned by Open when the store file is truncated or is not
@@ -63,12 +65,12 @@ func checkFile(path string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("embedded: open %s: %w", path, err)
+		return fmt.Errorf("embedded: open %s: %w: %w", path, model.ErrUnavailable, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("embedded: stat %s: %w", path, err)
+		return fmt.Errorf("embedded: stat %s: %w: %w", path, model.ErrUnavailable, err)
 	}
 	size := info.Size()
 	if size == 0 {
