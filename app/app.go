@@ -107,6 +107,9 @@ func (a *App) secrets() error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
+	if err := a.checkEmptyStore(); err != nil {
+		return err
+	}
 	load := func(name, prefix string, dst *string) error {
 		if *dst != "" {
 			return nil
@@ -135,6 +138,23 @@ func (a *App) secrets() error {
 	return load("signing.secret", "", &a.cfg.SigningSecret)
 }
 
+// checkEmptyStore refuses an empty store file beside secrets kept from an
+// earlier start: the store's data was lost (an interrupted copy or restore),
+// and starting empty would hide that.
+func (a *App) checkEmptyStore() error {
+	db := embedded.File(a.cfg.DataDir)
+	info, err := os.Stat(db)
+	if err != nil || info.Size() != 0 {
+		return nil // a missing file is a new store; a damaged one is Open's to report
+	}
+	for _, name := range []string{"admin.key", "signing.secret"} {
+		if _, err := os.Stat(filepath.Join(a.cfg.DataDir, name)); err == nil {
+			return fmt.Errorf("%s is empty but %s is from an earlier start, so the store's data is lost: restore %s from a backup, or move it away to start with an empty store", db, name, db)
+		}
+	}
+	return nil
+}
+
 func (a *App) build(ctx context.Context) error {
 	cfg := a.cfg
 	var err error
@@ -160,7 +180,7 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sqsd, err := sqsdelivery.New(ctx, sqsdelivery.Config{Region: cfg.SQSRegion, Endpoint: cfg.SQSEndpoint, ReleaseBaseURL: cfg.PublicURL})
+	sqsd, err := sqsdelivery.New(ctx, sqsdelivery.Config{Region: cfg.SQSRegion, Endpoint: cfg.SQSEndpoint, ReleaseBaseURL: cfg.PublicURL, Logger: a.log})
 	if err != nil {
 		return err
 	}

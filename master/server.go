@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	schedulerd "github.com/schedulerd/schedulerd"
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -169,6 +170,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.validateRequest)
 	api.RegisterHandlers(e, s)
+	// Not an operation of the spec, so no authentication.
+	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", schedulerd.OpenAPI) })
 	s.echo = e
 	return s, nil
 }

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -30,7 +32,25 @@ func run(args []string, getenv func(string) string, logOut io.Writer) error {
 	return runWithBanner(args, getenv, logOut, os.Stdout)
 }
 
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// empty, the module version recorded in the binary is used.
+var version string
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
 func runWithBanner(args []string, getenv func(string) string, logOut, banner io.Writer) error {
+	if slices.Contains(args, "--version") || slices.Contains(args, "-version") {
+		_, err := fmt.Fprintf(banner, "schedulerd %s\n", versionString())
+		return err
+	}
 	cfg, err := app.ParseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

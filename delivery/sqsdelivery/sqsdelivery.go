@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/logging"
+	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/model"
@@ -66,6 +68,9 @@ type Config struct {
 	// ClientOptions are applied to the SQS client last, for example to set
 	// a custom HTTP client or retryer.
 	ClientOptions []func(*sqs.Options)
+	// Logger receives the AWS SDK's own log lines (which would otherwise be
+	// plain text on stderr). The zero value discards them.
+	Logger zerolog.Logger
 }
 
 func (c *Config) validate() error {
@@ -102,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Deliverer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithLogger(sdkLogger(cfg.Logger))}
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
 	}
@@ -131,6 +136,18 @@ func New(ctx context.Context, cfg Config) (*Deliverer, error) {
 		releaseBaseURL: strings.TrimRight(cfg.ReleaseBaseURL, "/"),
 		concurrency:    concurrency,
 	}, nil
+}
+
+// sdkLogger turns the SDK's printf-style lines into zerolog events.
+func sdkLogger(log zerolog.Logger) logging.Logger {
+	log = log.With().Str("component", "aws-sdk").Logger()
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		ev := log.Debug()
+		if c == logging.Warn {
+			ev = log.Warn()
+		}
+		ev.Msgf(format, v...)
+	})
 }
 
 // entry is one event ready to send.

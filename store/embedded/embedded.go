@@ -33,6 +33,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -129,7 +130,8 @@ const (
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout
-// and then fails with model.ErrUnavailable. A directory written by an older
+// and then fails with ErrLocked and model.ErrUnavailable. A truncated or
+// foreign store file fails with ErrDamaged before bbolt maps it. A directory written by an older
 // schedulerd is migrated to the current data layout before Open returns.
 func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -142,7 +144,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	case lock < 0:
 		lock = 0 // bbolt: wait forever
 	}
-	db, err := bolt.Open(filepath.Join(dir, fileName), 0o600, &bolt.Options{
+	path := filepath.Join(dir, fileName)
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: lock,
 		// The freelist is rebuilt on open instead of written on every
 		// commit; this halves the pages synced per small commit and does
@@ -151,8 +157,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: opts.InitialMmapSize,
 	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("embedded: %s: %w (waited %s for its lock; stop the other schedulerd or use another data directory): %w", dir, ErrLocked, lock, model.ErrUnavailable)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
+		return nil, fmt.Errorf("embedded: open %s: %w: %w", path, model.ErrUnavailable, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
