@@ -141,7 +141,7 @@ func TestScheduleValidation(t *testing.T) {
 	})
 	t.Run("RejectsForeignCursor", func(t *testing.T) {
 		r, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{Cursor: ptr("%%%")})
-		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "cursor")
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "cursor")
 	})
 	t.Run("ReportsEveryBadField", func(t *testing.T) {
 		body := valid()
