@@ -126,7 +126,7 @@ func TestBadKeysAnswerAlike(t *testing.T) {
 
 	revoked, err := h.client(kr.JSON201.Key).ListPoliciesWithResponse(h.ctx)
 	wantProblem(t, err, revoked.HTTPResponse, revoked.Body, http.StatusUnauthorized, "")
-	unknown, err := h.client("sk_"+kr.JSON201.Key[3:len(kr.JSON201.Key)-2]+"xx").ListPoliciesWithResponse(h.ctx)
+	unknown, err := h.client("sk_" + kr.JSON201.Key[3:len(kr.JSON201.Key)-2] + "xx").ListPoliciesWithResponse(h.ctx)
 	wantProblem(t, err, unknown.HTTPResponse, unknown.Body, http.StatusUnauthorized, "")
 	if !bytes.Equal(revoked.Body, unknown.Body) {
 		t.Fatalf("bodies differ:\nrevoked %s\nunknown %s", revoked.Body, unknown.Body)

@@ -3,8 +3,8 @@ package master
 import (
 	"context"
 	"errors"
-	"strconv"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 

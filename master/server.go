@@ -194,7 +194,7 @@ type route struct {
 	pathItem  *openapi3.PathItem
 	operation *openapi3.Operation
 	spec      *openapi3.T
-	public    bool // security: [] (authorised by the release token)
-	admin     bool // tagged admin: admin key only
+	public    bool            // security: [] (authorised by the release token)
+	admin     bool            // tagged admin: admin key only
 	query     map[string]bool // declared query parameters
 }
