@@ -19,34 +19,34 @@ import (
 
 // Defines values for EventStatus.
 const (
-	Cancelled  EventStatus = "cancelled"
-	Dead       EventStatus = "dead"
-	Delivered  EventStatus = "delivered"
-	Delivering EventStatus = "delivering"
-	Pending    EventStatus = "pending"
-	Released   EventStatus = "released"
-	Retrying   EventStatus = "retrying"
-	Scheduled  EventStatus = "scheduled"
+	EventStatusCancelled  EventStatus = "cancelled"
+	EventStatusDead       EventStatus = "dead"
+	EventStatusDelivered  EventStatus = "delivered"
+	EventStatusDelivering EventStatus = "delivering"
+	EventStatusPending    EventStatus = "pending"
+	EventStatusReleased   EventStatus = "released"
+	EventStatusRetrying   EventStatus = "retrying"
+	EventStatusScheduled  EventStatus = "scheduled"
 )
 
 // Valid indicates whether the value is a known member of the EventStatus enum.
 func (e EventStatus) Valid() bool {
 	switch e {
-	case Cancelled:
+	case EventStatusCancelled:
 		return true
-	case Dead:
+	case EventStatusDead:
 		return true
-	case Delivered:
+	case EventStatusDelivered:
 		return true
-	case Delivering:
+	case EventStatusDelivering:
 		return true
-	case Pending:
+	case EventStatusPending:
 		return true
-	case Released:
+	case EventStatusReleased:
 		return true
-	case Retrying:
+	case EventStatusRetrying:
 		return true
-	case Scheduled:
+	case EventStatusScheduled:
 		return true
 	default:
 		return false
@@ -97,19 +97,19 @@ func (e Overlap) Valid() bool {
 
 // Defines values for ScheduleState.
 const (
-	Active    ScheduleState = "active"
-	Completed ScheduleState = "completed"
-	Paused    ScheduleState = "paused"
+	ScheduleStateActive    ScheduleState = "active"
+	ScheduleStateCompleted ScheduleState = "completed"
+	ScheduleStatePaused    ScheduleState = "paused"
 )
 
 // Valid indicates whether the value is a known member of the ScheduleState enum.
 func (e ScheduleState) Valid() bool {
 	switch e {
-	case Active:
+	case ScheduleStateActive:
 		return true
-	case Completed:
+	case ScheduleStateCompleted:
 		return true
-	case Paused:
+	case ScheduleStatePaused:
 		return true
 	default:
 		return false
@@ -118,16 +118,16 @@ func (e ScheduleState) Valid() bool {
 
 // Defines values for TargetType.
 const (
-	Http TargetType = "http"
-	Sqs  TargetType = "sqs"
+	TargetTypeHttp TargetType = "http"
+	TargetTypeSqs  TargetType = "sqs"
 )
 
 // Valid indicates whether the value is a known member of the TargetType enum.
 func (e TargetType) Valid() bool {
 	switch e {
-	case Http:
+	case TargetTypeHttp:
 		return true
-	case Sqs:
+	case TargetTypeSqs:
 		return true
 	default:
 		return false
