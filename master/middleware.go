@@ -19,6 +19,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/labstack/echo/v4"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
@@ -341,6 +345,18 @@ func translateValidation(err error) error {
 			walk(e.Err, name)
 			return
 		case *openapi3.SchemaError:
+			var ve *jsonschema.ValidationError
+			if errors.As(e, &ve) {
+				// The JSON Schema 2020-12 validator of OpenAPI 3.1 documents:
+				// report the leaves, which say what is wrong where.
+				var me openapi3.MultiError
+				if e.Origin != nil && errors.As(e.Origin, &me) {
+					walk(me, param)
+					return
+				}
+				out = append(out, schemaLeaf(ve, param)...)
+				return
+			}
 			path := e.JSONPointer()
 			reason := e.Reason
 			if m := propertyRe.FindStringSubmatch(reason); m != nil {
@@ -377,6 +393,34 @@ func translateValidation(err error) error {
 		detail[i] = f.Field + ": " + f.Reason
 	}
 	return badRequest(strings.Join(detail, "; "), out...)
+}
+
+var english = message.NewPrinter(language.English)
+
+// schemaLeaf names the fields of one failure of the JSON Schema validator.
+func schemaLeaf(ve *jsonschema.ValidationError, param string) []api.FieldProblem {
+	field := func(extra ...string) string {
+		parts := append(append([]string{}, ve.InstanceLocation...), extra...)
+		f := strings.Join(parts, ".")
+		if param != "" {
+			f = strings.TrimSuffix(param+"."+f, ".")
+		}
+		return orBody(f)
+	}
+	var out []api.FieldProblem
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		for _, m := range k.Missing {
+			out = append(out, api.FieldProblem{Field: field(m), Reason: "is required"})
+		}
+	case *kind.AdditionalProperties:
+		for _, p := range k.Properties {
+			out = append(out, api.FieldProblem{Field: field(p), Reason: "unknown field"})
+		}
+	default:
+		out = append(out, api.FieldProblem{Field: field(), Reason: ve.ErrorKind.LocalizedString(english)})
+	}
+	return out
 }
 
 func orBody(field string) string {
