@@ -56,6 +56,33 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for FireDecision.
+const (
+	CancelledByNext FireDecision = "cancelled_by_next"
+	Emitted         FireDecision = "emitted"
+	Late            FireDecision = "late"
+	SkippedOverlap  FireDecision = "skipped_overlap"
+	Triggered       FireDecision = "triggered"
+)
+
+// Valid indicates whether the value is a known member of the FireDecision enum.
+func (e FireDecision) Valid() bool {
+	switch e {
+	case CancelledByNext:
+		return true
+	case Emitted:
+		return true
+	case Late:
+		return true
+	case SkippedOverlap:
+		return true
+	case Triggered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -176,6 +203,46 @@ type CronFields struct {
 	Month      *string `json:"month,omitempty"`
 }
 
+// DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
+// deliver one event.
+type DeliveryMessage struct {
+	// Attempt 1 on the first attempt.
+	Attempt int `json:"attempt"`
+	Count   int `json:"count"`
+
+	// Deadline The end of the schedule's batch window; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	EventId  string     `json:"eventId"`
+	FireId   string     `json:"fireId"`
+	FireTime time.Time  `json:"fireTime"`
+
+	// Index 0-based among the `count` events of the fire.
+	Index int `json:"index"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload *Payload `json:"payload,omitempty"`
+
+	// Release How the consumer gives the event's token back.
+	Release    DeliveryRelease `json:"release"`
+	ScheduleId string          `json:"scheduleId"`
+}
+
+// DeliveryRelease How the consumer gives the event's token back.
+type DeliveryRelease struct {
+	// ExpiresAt When the policy's token timeout takes the token back (events of a
+	// policy without autoRelease only): release or extend before then.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Token Opaque: the event's secret and the fence it was sent under. The
+	// token of `ReleaseRequest` and `ExtendRequest`.
+	Token string `json:"token"`
+
+	// Url The `releaseEvent` URL of this event; POST a `ReleaseRequest` to it.
+	Url string `json:"url"`
+}
+
 // Event defines model for Event.
 type Event struct {
 	Attempts    int        `json:"attempts"`
@@ -192,7 +259,9 @@ type Event struct {
 	LaunchAt    time.Time  `json:"launchAt"`
 	MaxAttempts int        `json:"maxAttempts"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload        *Payload    `json:"payload,omitempty"`
 	PolicyId       *string     `json:"policyId,omitempty"`
 	Priority       int         `json:"priority"`
@@ -239,18 +308,27 @@ type Fire struct {
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
 
-	// Decision emitted, late, skipped_overlap, cancelled_by_next or triggered.
-	Decision       string     `json:"decision"`
-	FireTime       time.Time  `json:"fireTime"`
-	Id             string     `json:"id"`
-	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
-	LocalTime      string     `json:"localTime"`
+	// Decision emitted: on time; late: after downtime, within the catch-up limit;
+	// skipped_overlap: overlap=skip and the previous fire had not
+	// drained; cancelled_by_next: overlap=cancel and a later fire
+	// cancelled what was left; triggered: by the trigger operation.
+	Decision       FireDecision `json:"decision"`
+	FireTime       time.Time    `json:"fireTime"`
+	Id             string       `json:"id"`
+	LastFinishedAt *time.Time   `json:"lastFinishedAt,omitempty"`
+	LocalTime      string       `json:"localTime"`
 
 	// N Number of events of the fire.
 	N          int     `json:"n"`
 	Note       *string `json:"note,omitempty"`
 	ScheduleId string  `json:"scheduleId"`
 }
+
+// FireDecision emitted: on time; late: after downtime, within the catch-up limit;
+// skipped_overlap: overlap=skip and the previous fire had not
+// drained; cancelled_by_next: overlap=cancel and a later fire
+// cancelled what was left; triggered: by the trigger operation.
+type FireDecision string
 
 // FireCounts defines model for FireCounts.
 type FireCounts struct {
@@ -288,7 +366,9 @@ type Misfire string
 // Overlap defines model for Overlap.
 type Overlap string
 
-// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+// Payload Any JSON value except null, delivered with every event (at most
+// 256 KiB by default). `null` is refused with 400 naming `payload`:
+// leave the property out for no payload.
 type Payload = json.RawMessage
 
 // Policy defines model for Policy.
@@ -379,7 +459,9 @@ type Schedule struct {
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload   *Payload      `json:"payload,omitempty"`
 	PolicyId  *string       `json:"policyId,omitempty"`
 	Priority  int           `json:"priority"`
@@ -410,7 +492,9 @@ type ScheduleCreate struct {
 	Name        string      `json:"name"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload  *Payload `json:"payload,omitempty"`
 	PolicyId *string  `json:"policyId,omitempty"`
 
@@ -454,7 +538,9 @@ type ScheduleUpdate struct {
 	Name        *string     `json:"name,omitempty"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload *Payload `json:"payload,omitempty"`
 
 	// PolicyId The empty string removes the policy.
@@ -534,7 +620,7 @@ type Unprocessable = Problem
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -560,7 +646,7 @@ type CreatePolicyParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -580,7 +666,7 @@ type CreateScheduleParams struct {
 
 // ListScheduleFiresParams defines parameters for ListScheduleFires.
 type ListScheduleFiresParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -609,6 +695,18 @@ type CreateAPIKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DeliverEventParams defines parameters for DeliverEvent.
+type DeliverEventParams struct {
+	// XSchedulerEventId The event id (equal to `eventId`).
+	XSchedulerEventId string `json:"X-Scheduler-Event-Id"`
+
+	// XSchedulerTimestamp Unix seconds when the request was signed.
+	XSchedulerTimestamp string `json:"X-Scheduler-Timestamp"`
+
+	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
+	XSchedulerSignature string `json:"X-Scheduler-Signature"`
+}
+
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
 
@@ -630,12 +728,15 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
 
+// DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
+type DeliverEventJSONRequestBody = DeliveryMessage
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
-
+	// GetEvent Get an event.
 	// (GET /v1/events/{id})
 	GetEvent(ctx echo.Context, id ID) error
 	// ExtendEvent Push back the token timeout of a delivered event. Authorised by the release token.
@@ -647,7 +748,7 @@ type ServerInterface interface {
 	// ReleaseEvent Give the event's token back. Authorised by the release token; no API key.
 	// (POST /v1/events/{id}/release)
 	ReleaseEvent(ctx echo.Context, id ID) error
-
+	// GetFire Get a fire with its live event counts.
 	// (GET /v1/fires/{id})
 	GetFire(ctx echo.Context, id ID) error
 	// ListPolicies List the tenant's policies.
@@ -674,7 +775,7 @@ type ServerInterface interface {
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	// (DELETE /v1/schedules/{id})
 	DeleteSchedule(ctx echo.Context, id ID) error
-
+	// GetSchedule Get a schedule.
 	// (GET /v1/schedules/{id})
 	GetSchedule(ctx echo.Context, id ID) error
 	// UpdateSchedule Change a schedule; absent properties keep their value.
@@ -698,7 +799,7 @@ type ServerInterface interface {
 	// CreateTenant Create a tenant (admin key only).
 	// (POST /v1/tenants)
 	CreateTenant(ctx echo.Context, params CreateTenantParams) error
-
+	// GetTenant Get a tenant (admin key only).
 	// (GET /v1/tenants/{id})
 	GetTenant(ctx echo.Context, id ID) error
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
@@ -1368,106 +1469,216 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 }
 
+// WebhookReceiverInterface represents handlers for receiving inbound
+// webhook requests. Each webhook becomes a Handle*Webhook
+// method that the implementation fills in. The caller mounts the per-
+// webhook echo.HandlerFunc returned by {Op}WebhookHandler at
+// whatever URL path they advertise to senders.
+type WebhookReceiverInterface interface {
+	// An event, as the scheduler POSTs it to an http target's URL.
+	// HandleDeliverEventWebhook handles the POST webhook for eventDelivery.
+	HandleDeliverEventWebhook(ctx echo.Context, params DeliverEventParams) error
+}
+
+// DeliverEventWebhookHandler returns the echo.HandlerFunc for the eventDelivery webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params DeliverEventParams
+
+		// ------------- Required header parameter "X-Scheduler-Event-Id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Event-Id")]; found {
+			var XSchedulerEventId string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Event-Id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Event-Id", valueList[0], &XSchedulerEventId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Event-Id: %s", err))
+			}
+			params.XSchedulerEventId = XSchedulerEventId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Event-Id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "X-Scheduler-Timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Timestamp")]; found {
+			var XSchedulerTimestamp string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Timestamp", valueList[0], &XSchedulerTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Timestamp: %s", err))
+			}
+			params.XSchedulerTimestamp = XSchedulerTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "X-Scheduler-Signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Signature")]; found {
+			var XSchedulerSignature string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Signature", valueList[0], &XSchedulerSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Signature: %s", err))
+			}
+			params.XSchedulerSignature = XSchedulerSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Signature is required, but not found"))
+		}
+
+		return si.HandleDeliverEventWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tc9u2sv9XwfD/n6l0LiPLjnPOqf3KSeNe3yaNr+3MeVF5aphcSahJgAFAyWrG3/0OFgAfJFIPtuw4",
-	"racvGovE02L3tw/YBb8GkUgzwYFrFRx8DTIqaQoaJP71LpdKSPOvGFQkWaaZ4MFBcDEGcsXhVtsXrogY",
-	"Ej0GkkmYMJErktER9IIwYObtLznIWRAGnKYQHASR7TQMVDSGlJre9SwzT5SWjI+Cu7swOPnJ/I7NM6rH",
-	"ZWsWB2Eg4UvOJMTBgZY5VHtK6e0H4CM9Dg72+v0wSBn3f++GTePEkGZCA49mv8BscaVHRIKWDGISSaAa",
-	"yJTpMa5V0RTIDcwI5XH5w7WIZ6ZJLrnCX4dMKj3glKspSHzXdqQIF3rM+Oiw3hv2T80zkLY3poiEYa4g",
-	"HnB8ur+31yO/wEwRKoGoSGQQEy2wn4gmCcgfFNHAKde9Afe7MAYagywJWVn5K7P0Niq+ebOaih9YyvQi",
-	"8U7pCIhifwLpxDCkeaLJbr/fbWOMBHuZmwdL8zQ42O27zXR/FpNgXMMIZHBnpiFBZYIrQN59S+Mz+JKD",
-	"wolFgmvg+E+aZQmLqJnjTibFdQLpf/2hzIS/Vob+/xKGwUHw/3ZK+dixT9XOqW1lB12UDGmHJbGwu0xS",
-	"qiPLNEenJ6TSoBfchcE7wYcJi558muL6D4g0icaUjyAmKVA+HbMEQsNxjON8p1LwEVGaagiJkOaJ0ixJ",
-	"zPNcAc7/vZQWI55q8kecgBkTRz8W8prFMfCnJp8R1pTOcION1BE9ZoqIDCQOSjpWAvE9wQnlhMYp45U3",
-	"hEQaS5iAVNDF5fwq9LHIefyUq/lVEJVHY88QQ5wXUw5LcFoXQnygcgTfSpQ8ECZmEmZ61PJnJPiQjXIJ",
-	"MUH08JP9SPnMSb966jnbff9BFZOXRm/g9MwS4HZMc6UhPiQKgJyBlrNXR0NtKB06lMY5V54sQus5RILH",
-	"ysD+lJp1N6jTCjbehcFnTnM9FpL9CU/KXR+ZUoyPQpLzGy6myPYSJuIGYoTDG5jhrn3mmRQRKEWvk2/G",
-	"Z0yRKSTJq6GQKcTkOteE8QlNWNxDRee6M6MdnZ44iyGTRqY1s3rHqvf4CCdu+qE6OAhiquGVZikEC/oz",
-	"NDbNohEUBpmEIbtttr7QrDDYLWlkrDVvgd3ALDRMISESI84UEMscC527LdhkmpaxT+Jmi620yX6zRlrx",
-	"erGSsEKcy2IACztmAEvSd/Yd3Pck+TQMDn5bvrduJ+7C+a24abLoDPWiBKhEziPnY8OTqO6YIs5MEzyZ",
-	"NVBtbpWm+8VlXBYL+cCs7VGfFNOQ1v+x1tr8MFRKOlskOPbVRNN3UvBjBkmMQ9E4ZoYONDmtTGpIEwVh",
-	"I5dBEhuFkBr+oiSSghO4zSQoxQQ/RK12rYBr96oxIhQZBP8YBD3c9+rKYzr7NPwouDEjG9gdH/8H4Kbx",
-	"6VjksvFByniuoflRy1h3DXR6P3FYU58z1RrSzCqReVgNg0jktlHDo81hIAYaJ4zDJi0SNgG52TBDxpka",
-	"b9pGwkkzSplHF6bZQ+GO8Rhum4mZUKULM3OhYUJzHo03WU5Kb4+WbmxGZ4mg8Uqt4l4zLUTCotlJG5Iz",
-	"IZmeNQ9meovzpI3AxvrOVwIF8u+5fdXwtzGU9KpGF/Yt8764Af7+NmMS1EY6wbQz2x9/yquScC1EApSb",
-	"V/Is3kwSmpRJhUYFN1Z4z3OPF8kKU1SoX5ClzgEFicNS3KsCXF3CZRt0bAPsLQYtYH0YlKGWNXRvqyoo",
-	"WAQaJrpN3rsXLzXuuu1z6WLs9IDnqWmWAY9NdyXHmH4cTtoHBWhiICkBqtw/tZz5N6j5JaI8gsT0cNnA",
-	"+e9vNfBqiGGpbq1TG7Dt2wbr5GdB4tx7kD5ogqE1xJcfjMV/A5wYGopch4Rqkgqlyd7+uNtrldC5oM6b",
-	"3b3VQZ3qbthOmvYBbQtvXS+wFVoFzTbY/5x/+pVkVI+96WotiI5xP+GWplkCZOAEtpfLZBB0Q0IJxoxI",
-	"EaY03gQl1mtqsXOpcxSWr9DOtHi/eamyQXIQcFaKiGn7zr55X+MgYorZldSJCSnTGuKQJBilUTcsyyD+",
-	"XUxAJjQLScHGv1/PfjdIgoEHyUYjIwS9NnW/FZ1uFPfxPeyNREQ08TNYeNpAhF/z9Npww5CAAQZVMpWE",
-	"yhIrWpeLFqtxqTpeSzc5lVQuwky5soWhZ5pVDlGFaxb5rkCnRqMCMazlice/xWh3FEGmjeM78+EVlacg",
-	"Q4xyzUATD5jNNGX8OGGjcUMo+C0wPiLF0KQzFokBakItoHWbOyzwuXElBWQ3Pp1Spt3DubC01RFGDIz1",
-	"ZpdLyZjyOKmu1fg1TdOa4wE/TmX5D1QydQbYhmWB0PVohsVxBS7qs0QRWNyB/9AkIVEiohsfaPYyZBQc",
-	"S+FPwSEkZ8fvyOvXr3+0hyJiOFTQHMzIdXRPM8O0dJLauLSPTA0d7HsTw/z9u+AROGn/nSaJQYEbljUa",
-	"Cp8sEFe7oEkipr6N54HGxqelIzIfBJ9ZFTqhSQ5hRbSQWDAxahKxkHQKG+HNP8kv7K1hd2daoNjdvhqJ",
-	"V27kP5TgvTM6/QhK0RHyzClaHg2uca7FmWXtZsN/e5GwlN6eVKClAcxpi6oo/BNRc0+aX1ANlop5rIiE",
-	"KKEMQ4IQ0VyBYdoZmYIEhAsv4sjOLEWVU6yYcf3P/UZ4w8HVCf9sSdg4tMg14WLajI8b+1ZhMAHp7Yg1",
-	"ZtgKou+tmtVjqvEYMs4BTzdNAzxCcMC+BoCiEsUdrO/03O6FNY6rEy+soHB9R8sFb+LSWZ63kcgNbfs5",
-	"sZgz79kEWcdZ8dc0uiGCe+GdEcaVBhob68UtyB3HgGcxPJWpELUib3NSUjs8XXl+WsrQUr9gUaJa/ZdD",
-	"zwJ1CTHwxDixhyGlXBXOziDYfZMOgu7q+GsDy7Tv5Ta0qEPC+wdjbQefkfUexlbPZffXiKyeSpgwmDY5",
-	"h9Zs2MyMQUOjwZRZEUXzVsVqO6dmzhfNwsp0G7e2dIHrEmGMmB/33/yLuIMrEoOmLFEN8XF80Dh7PO/e",
-	"hE4Vp7yBVgZmjM2xIubToLCYTloULf6wmD7z+eyEcJoaJMPzKcYR3RwxVgs5PvUDL40IOem4X0TmkaMk",
-	"546nGty4MUtiCUtdWv8O6Ti3nahEaNVFipbHMWRKFVFZYqCVa9FsMdzDKItkU9jhHeWCs4gm5M2ryjlR",
-	"hyZKoNLycqRcxpOzTPFd1RyrAr7RxNC8fdd+BtNuTS6P/qel0b9MyrxvsMz+NA7WcRXnFgNhGJLp5BnR",
-	"grzpYsQCbUgVks8X7zBZysv8mjH5OWkXpQOybDneT3nq4w+Z8002XWWyHtqo6EClqdQbdeaj4cuW6YXX",
-	"hs7vc7jSrnuewoRnPBbTNWNZzqaqqL2KkBXEr52pePZqPV3x4uTJXTPJPfzNi8om1rrfoDXt9TlH5pZG",
-	"OpkRwQGxVgoeOpBChwbZc1FZN4Oih8K5g/KQQG/UI4OgT16Tf5j/7Pn4dgGw0UHLQFpIKVMwEXuXW4PD",
-	"ImNgGYdXcgsWYbVqgK4a7v6Au8JcfVbQV9+f/2ajMUgyEqBcNg9NBR8Vfp+LYxfb1m8LkXr4rHf/Ac8/",
-	"ibX0tE3fEBxeieHQuJt0BjH5Q1zXAhVr4u5cJhr+jqaIPXO1ysuOaLbrB+XXYv5nJG0C1qW1yNTszG4M",
-	"5Q8B5fqKTo5+PSqikFXH9PPFu2bHtAqyS/zh8mjCUoakudLE5mOUfvHajq9b8TJE3IbXW9iujxY/rivY",
-	"apw00mxilprR3AbQzfwS0C1nsr6je3nYHtG3C8ovOPsYOLtoRRt6zIidEZGQigmoysF5o9A+X7t0qxbm",
-	"MgNwQRYvipE3EJ0vOeTwWTac9Jz/7znBp+Tz2QfSMcMR9aXF/fMxhNVrvjBvGuO5acyx1llHdXFEB7lU",
-	"Ajn9dH5hC2XsNMxr3TUDEJetlLpwc/aQZXo1lu4X1YhQF5gU+5hZwy2u6BJjf/kZtJ3xvULha4FHk25b",
-	"nIcRIohyI60G5J0zfQ1UgjzKbZYnsghKHv5c0gz3BDO/GR+KZvzI8uuEReTs/fkFpqWLYRHAkPGBNeiN",
-	"O+BtqCK6ERI9lkLrhPHRgCPaMPOrQVDrQVgeDPHfHVcEwpNZ11UK2JdcKrzqDfiAmxUB1y7l/YBcHbnU",
-	"fff3W1wgGeT9/uvoBmb4D7jqkYui5kQRCdRWHQ24HeiVKxUrKlCUrT2zU7qBGekMpUiLogp8p2v7sWA6",
-	"4Fc7k90dN++rSk82ZZpcVA4qcOmY6IRnFtbu4ZYaA24k0hUkqDLhAB9i6YTtw54fVE5FKC+KBgyhMClU",
-	"Hbjjzv3bWxz1Df4fM7mZIldt1QNXA97x0dmuL7wjVzbWekUSprQPXSIpr2nskpR8yZ9NFuoN+H6/73Kf",
-	"9bICMKZILKI8xVNZXw+BXYa21GrADcuGJLVFE8TJ06x7SPb39twQzHUICgsUUnqDwxAFXAHpuIKFAV9w",
-	"Qv2IhW0rpFOPIaELtTQEbiOAGOIukvqn3G+12bpqnpqVZGWLiKgig+DHvhoEoT/KMcMMgr3xILDliC6I",
-	"HJTyRbzhRj5SpUGaPa6ECQ6C3V6/10dDIwNOMxYcBK97u70+moZ6jGBgONOKmvnLKbGCQ43dEBhz2PrF",
-	"2LAsdW2pMChf2XFW7l248k1bDGlebCpyrJ0uLKmAbW5dZL5u3LJIcV2vXqaW0mn6rCPmJ+PHOd06HQtV",
-	"8/2M0FHMMqNDDa6YzDmibbWfBnhqk1svl2PjeV3DUEhYa0pabD6hy7ki1L1+f0kp02YlTGWacUMR0ycO",
-	"WHR9WK/LNjth6zMEdy660q46+y4M9u30mkYtlrFTKaTFJrurm9RqzbDR69WNykpO02Jvb51hqiVj2OrH",
-	"1a3mywORlujir25rixDQGsnTlMqZr3I2NkA+skW+RQGgV/xCxpiZcz0jzGbO0ZEBncDB1aXpsISvna8s",
-	"vmvFsJ/BQljw2KzWViuHk+w9JS/091e3KApnn5YNFnZyU71y8pMtGZvb/h1rOc1fybBmf8ZZVrrtuGlq",
-	"jAImsaDWYoK254yY8plLafDCvWIsHS6mIcmSXA34lc9cvyriYgdL09OFJLtvUjSuRK4JdRby7LCeuI52",
-	"QZ3PbX59yeq4TW9FPNsel9cy+O/qnoiWOdw9toi5E6VmOTMbZalp9+L+iL2p+PTXEJ/i1gLTYPf1WvJm",
-	"S8jvje73QWnnMwYHv13WMDtXY5t9VSZjOZ614dkyndLCHTla8FVqPsqaqL4jIZZsAg+W67qsnNlen4Fe",
-	"CImrwCF0RBl/3mpiYz7/FubFuXGgDUNSx4uWsqTja9WIBAU69JYuF9Nuj+z3fyQ5T0Apl2ln2q/PpEWe",
-	"2RaVT3HhjD5wsoNs4iICNpPU2KuJBIqX6LiEwY6QBK/DmTIFA+7LV7vOxVdkr993NDHaasQm5eU6Tsan",
-	"LIIeOeLeAx5wR0kkrb3kxGVkCowCYOxgv7+Pjey7hQpzum7AxyKJ0fHGpqG9LUCXwQt7UwqNzJAJxCPA",
-	"fEdgmT4gbGheHfAy81NVaiwiYzHGpFPUsHWNIp1SVT6jilAypCyBeMAdK5COry/ohmbbryESKaiSlGa9",
-	"bqAS4KygDvhFgYSIgC6q5RHwB1VmqRoHyd1uBDwCMxSmHmFgJ+cxSNK5ssEpBZEEbeNTPfsTtnERq+4B",
-	"EaaHIvaDHfmcULuptkM64BzMrtghO5QTn8VGYubXhhxkSGUofw04JdtNN0QOG3CRmO4ikc0qcSbPSkZs",
-	"TEdDCSUTNVknLtnsMc2TuXy2Z2WfnBXCycXUENz61d2/kI2yRWujyPr2klRmf680LA4NwBT3pLTjN4ab",
-	"V3qOxzYP59G4xtYZNdsHeOKNUVYDI07cbSHcizdZ9yZxMx/oTPqTiKXB0FP/0iPyRCX/voUzykOTuUjJ",
-	"U8abvoFpZ2hSjxh5SlQlvdhI5IdG+9+ezrnyhI2Zpn4Foo1hbl+d1Upq1lJmu1seu4n93GVDzz0a+kw9",
-	"8m8iNXbLSgsVz8nKJI9FqZkDxEJJxpCAPdOuS9NP+HshTXNcub/o2dgG8Yuz++C9tZQsfKweObM3n1q7",
-	"wVjneEUlocX5O8kVKJ8114SYbaZQ2/72nwB1Lip5SS+WT50FfobSx7bbbnxqNBmt2exNxjYNea+IBdXR",
-	"eJFNbB5hhVMeSy26hMUn9vGWM6jLua8z6vPVkH+RIPe3Ual4B3Ahdof+0LhM5yI3AJmxVZm0Nw4s17VF",
-	"dtRS7+O8eOubZWO4gpT15GWuEKit0yJR9R5pGuZ/p/62zPbWj5lnUMsd/1ukGjyrpIFKYmFr3kApXqt8",
-	"wiJ5/5l6hXOlW0/sF5alDe2eIbnyNWpXGBq+qtWpXbnr3K/BXeM/gbiSc/fiV36HfiXmTRb+RQf/FNIX",
-	"Ltsb5xpKqUgHKwa6bYI6rxrX9EMrEvwX8US/qWNZ7quQ7mq8ynb+Ia67h+hwzJXhUQnlRXrtUNzmbLZv",
-	"Yv9JwOyicsXWC3PUg+1zyvRB7uMi1VOQI4hLtmOKYHo2ulYJuzE8yWFqOLBHjnOdS/ClA/YgfMDdBY/F",
-	"TUAiiUkMQ8axDqPOmjbr3jWw56euGZ6f2mHOQSNvXxlouzKAdmXB7YrYD9eUAsG4Fg4SB9wv4pAo3wNC",
-	"3pXNdMe5ZZlQTEPTmal1cmui8HgGxbfxqFfJoPep52Txxav+S3vVpdxs5levtB7sqe9aPvYxvvnofvbl",
-	"Ix8u/22c0u/Cqqp5sbR6iScyZmg0G2CJu1Q6bD383+7B95yIYOn4lvMtT02fz8Gms3Xx34lp912cQOHW",
-	"Hs6b/2JIhjXbrOYOENMIbzibsghNvDGVaQJKbYbmWXlTXiOeu5v02mM6czeMiClJKZ9VrpSqfoivvDt+",
-	"t7/kq3z+gwr3+yrfY+oDf7Fga/78ra4s/QXwtyAdDXT1hSOel0PCOPl88c4mZHJ0pn3B6ZIY5rbgXoLK",
-	"0+3n15tOnwPg2xtRXgB/eyxt95bQBV1K8InLUXd0F/wB8O4ub9wyb17YXtuZc+/psjsxh39KlY9AvLDn",
-	"g9nz2NK1dkM+92YJF1Oj0e1nJcggKL7q4a+paudNd4cDMuOS8yN3X8kzPT2q3U3yxGdHjjLfb07h3yJF",
-	"0N6H0imvOMGbV6qygY8W5GJlJn0hGI9mCrQzWPmV2WcNsA+IyftNeYhhWN3JnRuYLY+T2Q9tPmoifOWr",
-	"oO3flFYhEUlcBE1eDmtWJ83jbUedMVVjd+FS8XlX66hzmIAkaiymvFHyw22aYxZ63Gdbt6I2H0l/1T+2",
-	"u1KNPVcO/O50UnGBVXGe56Cc1L5MXHyEv+GrxKs1F+LdztcbmJ0szzE4w89AF+y6OsPANnjJMGjwIw1h",
-	"CDWbd0iYrtSU7hK8V02PgRPBjWM5ETcr44UPgSefXZhRPS5DecgOwbyRPBfa8zf17bnY3pKb+y7nih7r",
-	"F/L9dmnwS4Gc+InjbY14G9/Bzs7u3r96/V6/t3vw7/6/+4h1buVfa4mUDBSuZ+7+rNqP9tig8oOrjqz8",
-	"Yql5d3n3fwEAAP//",
+	"7H17c9s29uhXwfDemUi/0rLsJLtbefqHm9at77ZN1nZm70yZqWDySEJNAQoAWtZ2/N1/g3MAPiTqldhJ",
+	"2vX0jzoi8To47xf/iFI1nSkJ0ppo8Ec045pPwYLGf70qtFHa/ZWBSbWYWaFkNIiuJsCGEu4svTBkasTs",
+	"BNhMw61QhWEzPoYTxuWCKTsBzW55XgAThmkYFQYyNhd2wl70+70ojoSb8n0BehHFkeRTiAZRSivHkUkn",
+	"MOVuC3Yxc0+M1UKOo/v7ODr/zv2Ow2fcTqrRIoviSMP7QmjIooHVBdRnmvK7n0CO7SQaHPf7cTQVMvz7",
+	"KG5bJ4PpTFmQ6eKfsFgFxynTYLWAjKUauAU6nQOI4VNgN7BgXGbVD9cqW7ghhZYGfx0JbWwiuTRz0Pgu",
+	"TWSYVHYi5PikORvOzyXBFmerQJtIgu3xcY/9ExaGcQ3MpGoGGbMK50l5noN+ZpgFyaXtJTLcwgR4BroC",
+	"ZO3kB+7o66D48uV2KP4kpsKuAu8NHwMz4j/AOhmMeJFbdtTvd9chRo6zLO1DTItpNDjq+8v0/yw3IaSF",
+	"Mejo3m1Dg5kpaQAR/FueXcD7AgxuLFXSgsQ/+WyWi5S7PR7OtLrOYfrV78Zt+I/a0v9XwygaRP/nsCKi",
+	"Q3pqDt/QKFp0lXw0LcsyRbfMptymhDSnb85ZbUAvuo+jV0qOcpF+8m2q698htSydcDmGjE2By/lE5BA7",
+	"jBMS9zvXSo6ZsdxCzJR2T4wVec6ETGRh4MT92BmC1kqbIZN8KuTY4z3kWczcNbFhr9c75LkGni0O4E4Y",
+	"a4bdgOSJ9BvxL7AJd5TDLSukeF8AMZiYmSKdMG4YZzOVi3TxzLjlwGH4fRx973bwKSF4KhmeGq/wTOlr",
+	"kWUgP/UdOo4x5QvEMkf6zE6EYWoGGhdlHWID+J6SjEvGs6mQtTeUxuvScAvaQBeP84uyZ6qQ2ac8zS+K",
+	"btgjwwj3JYxnaLitK6V+4noMn4ueAzfO3Sbc9jgRSarkSIwLDRlDFhY2+zOXC8+CzKfeM937M1NuXjvh",
+	"hdtzR4C7CS+MhYwpHTvM0JADN+AEVOKkP0hHvO5wuQBpGc8yDcYw4/5hlWJTpwEQe7DqBqRhHXdVRLpB",
+	"3kHGXvRfdAM3SQut3fi5kJmanzADwC7A6sXB6ciCJmFFcgoBVnu2KlwuIVUyM07wzbkDeotCUZMO93H0",
+	"VvLCTpQW/4FPito/C2McW1SaTXk+UnoKGTv1WyEqpEMji+VIrMgABYmPW56LrJfIU8kKeSPVXJZ6B3eE",
+	"q24gw1/GYCtlgm7As8e3cqZVCsbw6/yz0Y8wbA55fuAhcF1YJiQdDrUIP51b7fTNuVfHZtrxKitIqJPu",
+	"lJ3ixt083EaDKOMWDqyYQrSinMROYVzVMONopmEk7tr1X9TZnGDUPHX6ctCBb2ARO3zTkKqxFAYY4d3K",
+	"5P5S9tkmEex51q4OVwrvr6QBl6+XJ4lrwHlXLkDs1C1AIH1F7+C95/nrUTT4dfPd+pu4j5ev4qZNXb5C",
+	"jgFcO1j12OXEIStSvzAeI5mS+aIFakundNOvHuNdeZCfBCl2zU0JC9PmHzudLSzDteaLVYDjXG0wfaWV",
+	"PHOKDi7Fs0w4OPD8TW1TI54biFuxDPLMCbqpwy/OUq0kg7uZ47NCyROU1tfIcOlVp6EZlkT/k0Q9vPf6",
+	"yTO+eD36WUmno7egOz7+N8BN69OJKnTrg6mQhYX2R2vWum+B03eQi1vQi58dByIBvgoPFK8OEpL9eHX1",
+	"hmV+EDI6+v3yX5dsSnMMmJLAuLUwnTmJlEj/Pv4OtxCMnyaY/IDVHRw5KVgabGFiB+dNVkccpaogNrr5",
+	"tQx4lgu55uhAJ0TenU4gK3J4Ztg1mg1BWHpUcBagKqw7pdvcbswFwXHezghHQsOGR1duyt2Zrcyghan2",
+	"D665gYzxqfLmwRDhNqSLKhmsW7AB8n4bLGd8kSuebZVK/jWkZtRuto0IaHrhX/cyyV3HLow5QLkxqgRw",
+	"DZwBTgF74hItq62+20BGF9VxmnD+Uc2DRmqKKWg2FrdAfgjc3DNDyhq75unNKg+Bu5nQYE5byOPfEyDy",
+	"KI0vmsghgkNHy2/8QtUCrFPdLk8kjSwRmBdW+YOgSOgOSiVUaUYqKLuGkdLg5pVEzTsKU7eH1UO8nvH3",
+	"BQwa8DCQarClE2cEMnVinc25V3YLmYHusasJJJLOpkZs6Hfu1fshjh9+j5sOv9GGV/ZW6HyN180f/3u3",
+	"syF7e/ETkYVT191PJ+zN68srxlcXt8orIiV0Ci22Sli3kQCqNmzDfayKWI+qpk3NrrHDlkf76251rrnr",
+	"CCSR/ZYZCSnMZN8xD8k22ycquekqMHNubOnzWBmY80Kmk32OM+V3pxsvdn+mS/R+vk79FkoLu2hfbCPX",
+	"jSNjuS22aneIv5f0quMJzmq32wZd0VuBh3xf54h78B53/dnrok4J10rlwNEaK2bZfpTQZgHsLWNKpKhB",
+	"vwRLEwNKEMcVudcJuH6EtazjITR04kErCnocVRGKHQymtfp7iSLQstGHxL0PwqXWW6c5Nx6GtgfSKVC/",
+	"RjOQmZuuwhg3j+eT9KBkmpX+QX9avQhvcPdLymUKuZvhXQvmN8TfVoNoWfVwY79tMSl/UCwrgjszhBHW",
+	"ayIx45ZNlbHs+MWk29uoHdTCHC+PjreHOeq3sV5uokEYXCIraIWmXLsC8P8uX//CZtxOKnXYmX2dEepD",
+	"fDrLgSWeYHuFzpOoGzPOMIrCyuge+ZDIobTGOcG9d2fzCWmn5fvtR9UtlIMMZyuJuLGv6M0PVQ5SYYRq",
+	"0fNgKqyFbIAmnZjCCcu5hQHjIwefTM2l+zVGVTS4Jp2tdVDMyEV6kkhzI2YzyH5Tt6BzPhsw/8c37kGp",
+	"LpZRUcd32YRnTCqbyExzISE7YSXB/Ha9+M3xrGoeeuS9eG5/GidJZDmGzSecFNEcRvaEWS3GY0emA3a9",
+	"IF2bfqnc+aRzBtL3cEDebx0Mlw5Vp+iwQQfpsE4rlT+YduNUmLMP0LxylfI87GDlaQs6/FJMrx2QRmus",
+	"zVX9Q6o1To99zMF2Ke2Fc3UIt+UaMseBfLb582r0s0qBJZ9uVa+Qm695EiTBaiQ8TWFmIQu4F2zMGH3U",
+	"C7DBfMvaYSrkWS7Gkxbb8lsQcszKpVlnonInshgn1t5tn7CUVK0nKYVX69M5F9Y/XApZk7R0TNTpsXRc",
+	"ziZcZnn9rM40bNvWEg6EdWrH/0hx20SAh9CxkIk/mop1VmMXzV0iCbR4GnieszRX6U0IG9VcYo4n/EdJ",
+	"iNnF2Sv2/PnzrylhQo1GBtp98YVNP1DhciM9pbYe7WdhRl4ABo7r/v2bkil4av+N57nnu63M9LVnxLUp",
+	"eJ6reRgTcKB18JvKJFuOTS9ImaDcHLhzlMtkkedxjcwQcIAeVuSLrOM1p0Qev/wb+6f41uG+17i6PTZ0",
+	"EwzbMn1C3H/ojcThIJE58FvwMhJvfcFUQXFdqZh/kcTV3cFYHfjT/W6U7F3wefAUu2OintfiiKgcSO1m",
+	"1sMFi6b87rzGvloEBl8jjkprUDWMwfYXTIteSLFVDWnOBUbNIOWFQcgu2Bw0IEsKbARJRkybrmEh7d9e",
+	"tLJQityey7dtzkS/tLs1qebtPHhvSzaObkEHrW2HHa5l1N+TKMc4KdfAsgKD1xgLRizzwmMHJo2CGm+w",
+	"edNLtxc3MK4JvLjG6Zs3Wh14HwOacJ6CdXtaUktksWRMCU+UNS+tklWoRUhjgWMwwh/IZ2JA6ZxNeZ7X",
+	"gFqjtyUqaSRvbc3fqmhooxW2SlFrrcWTgAJNCvFKP+VBVHRVmpZJdPRymkTd7SHKFpRZf5cPIak9J/zw",
+	"eCVN8BZR7+PQ6ku5/R2Cj2+cjQbzNlOcVJP9VCVUZlrUpS0+y6C5bNelGiZDOSyubbf1aiuHQ5MinKL0",
+	"9YuXf2c+t4NlYLnITUsIGR+07p4S/PaAU80F0gIrx2acXrPFw9YisITN1wha/GE1ffftxXk9LfFGUKjV",
+	"A2M7kePTsPBG/1szKrMneT2yT+rS41SLqTgReaZho9kc3mGd4HAwubKmS4G0MmOBYmaz3LFWaVW7xvAB",
+	"Slmq25w8r7hUUqQ8Zy8PaqkUHZ4bhUIr0JHxGddeX8V3TbtnEOReG0O1+dX6iNd6bXJzrGVaGRabqCzY",
+	"H5v0T2fEndX53Krb0b3COsWMWcVedsmT5U5sYvb26hUmawea3zECskTtqjJyNh0n2EKfOtikC7nPpZuZ",
+	"brpPajLQWK7tXpOF2MOmYwbipUDFh4Sy1sueT6HCYwLLjv4yr1PVxF6NyErgNyJYlTNzTSwrkFMAd0Ml",
+	"D+xvmVT20dbDBe2ory8ZMnc8tfkC05Ycr9VKxp5JoUGD6LkqrNuZYmCFS7lkMYPeuMeSqM+es/9x/1EK",
+	"2cMywFYDbeb92rUSkO72rKpRmVS3CcNr6XerbLWugG5b7sMZ7hZ19YtifUu5QmI8Ac3GCkzIecPsrGD3",
+	"eV95eW39dW7YwD6b0/+E0WZGmp6lDEcl4UCNRs7c5AvI2O/qevcctorvLuWB4++oilCEm4QXreiu65kJ",
+	"Z3H/c5R2C2TSEmdqN2b3ZuUfw5SbJzo//eW09HTWDdO3V6/aDdM6k91gD9fSsYgmp4WxjLJfKrt4Z8PX",
+	"n3gTR3wIq7fUXR/NR90UsHVfbGrFrTvqjBfkpHf7y8GuiY2FiT7Iwg4c/WGZ8hOffQw+25LCO53ZBaMd",
+	"MQ1TFRIvaVgr0X65eumDapibFMAVWrwqV96DdN4XUMDbtsTKy39dMnyK+ZQdLEc079eYf8GHsP3MV+7N",
+	"dcmcE2tnHdPFFT3L5Rowe5MKdWkb7rXujg6Id2shdeX3HFiWm9Vpuu9NK4e6wrqRxyysWWOKblD2N8e5",
+	"accf5ArfiXm0ybbVfTgigrRw1OqYvDemr4Fr0KcFFUIgiiDl4c8VzPBOsDhKyJFq5x+z4joXKbv4/vIK",
+	"q4TVqHRg6GxACj0WQngdqvRuxMxOtLI2F3Lsk6yF+9VxULIgCAdj/Lvj6z9lvuj6IkF6ya15AwvTS2Qi",
+	"3YlAWl8VNmDDRrXagH2LB2RJ0e8/T29ggX/AsMeuynJTwzRwqnpOJC104EvVy2wVQ7XvtKUbWLDOSKtp",
+	"WU+J73RpHmKmiRwe3h4d+n0PazNRVRG7qgUq8OiURk6ViVRDgtBIpKNIXw5oqqSGkBUe5qD4QS0qwmWA",
+	"FAIKU3DNwIdRX9zd4aov8f9Y7CQMG64rsBsmshO8s91Q+M/KYupcGBtclwjKa575lLCQfkSpWb1Evuj3",
+	"fXmQ3VSALgzLVFpMMdobagl9pTbWcibSoWzMpr5kMcRu2/LM3EpVHXG5VgZpzjXEieSMWj3Qwlj6LjBB",
+	"CtMpGCXrUcKbyMqKRxKkSpOaftzvJ7KqxOv6InQ3iVOOZzkXsh7r7mTccp/o5Tboi8d5IrOCboFqJeNQ",
+	"esjeXp0d/MNN+/arfr/fZ0Iy7uV494S9OD72gBU2kQhHMFi6OMWKB6mYAWmAdcJ8K6Z3gHOp0SsdiiHc",
+	"+ZerhzFcDxlkXcSwfzuwhFwbDFiBuAXWcYfDMqlGdXJAjFqhFD7oJlIQbgyXarGGjCQbVeMO53A9UerG",
+	"DHHx74pAXo5c6pmYBCBTVuUn0dd9k0RxCJ85gCbR8SSJfBkEOe6jiqexoCyzn7lx13X65rzmmhlER71+",
+	"r4/K3Qwkn4loED3vHfX6qI7bCTJgxw2Ivbl/ecWhREqnq0XOBCFfBA6seqCsKXysXjn0lsV9vPVNaoDh",
+	"XmxrbNGI6GzoetI+uszt3ntkmcS9WxlvI2nZzblUPeNsZ6/PzCfKNOxtR5TcYu6ppz1sIoHG/7p+H47Z",
+	"Nza3W47O3vsqi4i2b8mq/Tf0bqnxyHG/v6HCer/K6iqRvqW2+rVjgNiNp9Gwx90E1Qr6isacG4svYmOC",
+	"F7S9tlXLYxzWmqfgkKPtQxrV9Tjo+fZBVeMMN+L4eJdl6pXsOOrr7aOWuzEgLNGtsn0sldmgBlhMp1wv",
+	"Qmcbp3cVY2rsUvZbCMqW0hlmWV0vmKCMSD42ZZWgid65CSv2dfiHyO7X8rAfgFhY9Niotq6En+ppv3D0",
+	"6b/YPqJsbfK5MOcHLDYMAG1Bi32F1Pl3VBa/hEuHpPouN/7acb44milj18UL5wwrRbEZCjEYS4HiepMP",
+	"/4rTSKSax2yWFyaRw1DoMSwdm4ON1RxKs6OX06pqNKhOJ806D1QymkRD5SgV3eAFfquyxcORTKPg5b5p",
+	"SlpdwP1j06sPCbYTrbsogibdxYfT776E1d+BsMq2V27A0fOdKJHa//wpRIV3FkSDX981BEdhJpR2V2Xh",
+	"hRpq9MtX+bnEIkKjmJqR2jBOdxQthxoyLW7ho/lBk8YuaNYvQDjFzBe6MT7mQv7lZNXeJPU5hNslYDVT",
+	"BtyjL10G64QqUqbBgI2Dhi7VvNtjL/pfs0LmYIzPynTjd8frMifxAeVc2RzRhq4EiFlebpe+itCyrkwu",
+	"7ShNbTHnwkAiQ2F517uDDDvu9z1MnGCk9gy+EaRnC3ORQo9VvZ4S6SGJoK113GLXCj1G6Gd60X+Bg+jd",
+	"Ulp6sZrIicoz9Fbg0JiaL9nK0UVd/XjqlswhG4N3NczsgImRe7VssLIIDhiq+UmdppuxTlldij6aOTfV",
+	"M+zaN+IihyyRoWVLJ9S7dGN37deQqimYCpTuvCK4lAJPJNpO5FXJPJFpeg9oYJrPTJXR7Aw7097aIZHY",
+	"24F1huTIpFYQ5Mvs0U84xns3uwOm3AylnxAnCvnDdKk0IU+kBHcrtGSHSxYyHlkmwtkQgxyoHOSvgbpN",
+	"4DTd2HdRU7mbLlWzRc0nGVDJkY2baKShQqI2Reii1lfikTShpdzHL0oVuiiJU6q5Azj5A7p/KXXosys2",
+	"ZWVBS6OZbTrMiWNMwa2+ge9jSGOrpXxGuV6Phm1UL9euimBWBXryHfvxbIIKOp+s54eynmtQdiKsBdIV",
+	"CiHKfKRVHWJqG13Mb8JLj4h5tUqSNfhXhf+W/E9fuOPvM6CSA2PTdReAV8ef8u4RhVptIApN+9qcvfGs",
+	"2X+cnMkPL58b9WQ7SeejB167DWN9M8ovnjM+eTNKqqErq1RuDBJXGU6rVLPEQ0vpnUEOlNDRpKbv8PeS",
+	"mpaw8sWqqUYDsieD/3OgAwG/tDN77KJZGv41w5byjJf5KqwwYEKWaRuTXafWrUOJ/idgVFe1PL4nLe6B",
+	"tLhaP8hKjyOrYVWPa8rhD3L0cJtOVjGLUnVryPVYwtfnBH9i03gzTvuylr8qbj8J7prgxs98lGRX9hOu",
+	"MibZDcDMacTCf9Rns0QvExA3mkWX5VufLfnG13ztRi9LtXbrJi1zwT8gK8f9703o2b5+9GOmlTTKM/4r",
+	"Mku+qByRWu7u2jSRiry2WZ5lfcwXansuVUd+Yuuzqh5ab3+yYSgD9Y2cG6WgQ//FpmvwH9e4hayW4Plk",
+	"vf4JrVdM0i1Nkg7+U+nQG4BaaLZUK7IOFuV01xHqsmjc0dqtUfB/r737Wc3XChWUZqEzZ4kBv6vr7gna",
+	"KEvFsVxD1eJzPfdeZ9Kuv/f+J+F/V7Xmek/49GCGbQXSteL8owzY1Uucgh5DVmGxMPTRKDTucnHjUFzC",
+	"HD8aws4KW2gI9UGUwZBI3yu2bPel8oxlMBISi62amE6lNX4ABb79MAx80zKXYJFUho65Dh1LHRJ7HTL6",
+	"OmZFX0Ja5ZlyIsMhTpgJMyDTHVKJCVWdzJQRFtqC3WRmNyjr8VSaz2PTbyPpYNX/ZUn7SaVpsesrutnP",
+	"st+qv1DYfScr/wzffHRL/90jR/f/a8ziP4VQbdjRvN4NGBEzdpINsI+FNjZem33xsDkBSySC/SEeOLf2",
+	"jZvzS1ARqfnFkzj5rJE2xIaTZQNEjdiooc41DBLmBmHnw7lIUSuccD3NwZj9BMCs6qDZKgJ8h831jqjV",
+	"r5Th52OrVnP1D4RXX/A46m/4Wnj4rM2HfS38MUVIaDi6tizjztaO/iQjHoA6WuC6/EHFmAnJ3l69ouRb",
+	"ieZ8KMl+UEutnYY0mGL68OUXbtIvQUZQp6QnGfFZZQShA/ZUaEpshk98CYO/KiU/QiL4PrAPjM5XNOt6",
+	"fD7+dEm8Nnx7x/s5njD6c2D0GV1F4xsgMig/Us2d3kAfzmFJ9d2i0CRvPTr7DjKIvxtCa75b0hcaWGt0",
+	"RvrEYTUPmaekzr9WUie1b+pUHZmwUVSdmPDRCiFtLcooKenRNJT1GHlVxt6fdO0HC3LsgSofo0XX8evw",
+	"Bhab/ZD0Qf9HrcGgJTbVYLhdxkzlWemUekK7R6nXwC5znQk3E9/oLs2Ba/qZa2cQ3oJmZqLm8uHwcnMu",
+	"DmHHwygMjyS5aYteSv+ZBfjjK7x/OgFeNicsw7he7mFjxJI8GDbCooZYvn4c2yfuJuaRDR/+cQOL883J",
+	"LRdwq24qktie2kIDnlJbHsYX4GDJuLvvEyZsrWz8iGGbTTsByZTsMXx1q5v4Y7hmyISdcTupPLiIQdGy",
+	"1bLk0Q2NW4+9S3dDI9d3S/XJzf6sv75zbNWAvg0bx+a92Jx1cHh4dPz3Xr/X7x0N/tH/Rx9ZsD/5asJF",
+	"s/JJgDmppxBRxwElgVnlWzoKW/agF5KN8CNZvaVsYgEmWm1u96qeqGYaHWBreWmmt9pssG221xK9G/iB",
+	"01Ftzz5qVpZvYyOO0vHR6ETYNq1jLuGD4vXO+3GtUemanqwUlK76W075DdRW9BXgLUvWWtfSHKGB7Qlr",
+	"qqS12QiF3dWGNpfYOdmtEbpi1j0CS52kKcCbAn7SInSxsIoNqy9yD3vYeZN+MGwM1qeMTunr3onklMFS",
+	"781ZA/4ltQ8PT7m1WlwXFgwb4i7PM0xQTeSwaik5ZJ2z87PX1OXaDJjv6/mDVsXsPGPfsOrVOJH+6XcQ",
+	"2qEis2bfMD9/t97s1k7AgP+UuPHdSIFC3HOlb7BVC36M9c3ryys2/COhL1AlUWiaAj384X6YyM6w2SNi",
+	"2EXYhfcc8KipafgJmzrUWvx2TxKJ63DJho3OW0M3U731gMcw7PjtG47RbG7NRIZsCF9slCs5Bt2WS+Rx",
+	"OjTO2BjUKhsRMZGxDrwveI4HDPdWxbEInhVW/v+D4PDUB7jUwRauuLUj5lsp7piBVMnMsHm4stAoFtuf",
+	"iLEk0t66JcyBtnw6+7g9DW+Pvhmyr9gE7tiPP5++Orj88fT45d861HQlppiNW4Z9xZKol0TsK6b5nLrX",
+	"7rTRSzGW3BYa9troI/nmlrrs7pEitvop3+O7O9+DuGyEcxL0tveFSG9yarOHNIntV+dcZz6wSLrHCisL",
+	"eXvUrfUCrF4cnOLfnYA4SjtSwx7DGbe+X8pLUpcebL6ajrN6cOykxKiLbcx41ShNU99kCSkmJ2LHbEzD",
+	"We4y5BiR1SIUpF7z9MaJTvrY2ZJfufZdiziRqB1hIyp2AZnQkPp8X6ksG6k8V3PA7xdvaooSGjLFzPP9",
+	"sv0xskwUs1Y5sDgtxMuNZ8ZxrvY+KPf3/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

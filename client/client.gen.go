@@ -53,6 +53,33 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for FireDecision.
+const (
+	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
+	FireDecisionEmitted         FireDecision = "emitted"
+	FireDecisionLate            FireDecision = "late"
+	FireDecisionSkippedOverlap  FireDecision = "skipped_overlap"
+	FireDecisionTriggered       FireDecision = "triggered"
+)
+
+// Valid indicates whether the value is a known member of the FireDecision enum.
+func (e FireDecision) Valid() bool {
+	switch e {
+	case FireDecisionCancelledByNext:
+		return true
+	case FireDecisionEmitted:
+		return true
+	case FireDecisionLate:
+		return true
+	case FireDecisionSkippedOverlap:
+		return true
+	case FireDecisionTriggered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -173,6 +200,46 @@ type CronFields struct {
 	Month      *string `json:"month,omitempty"`
 }
 
+// DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
+// deliver one event.
+type DeliveryMessage struct {
+	// Attempt 1 on the first attempt.
+	Attempt int `json:"attempt"`
+	Count   int `json:"count"`
+
+	// Deadline The end of the schedule's batch window; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	EventId  string     `json:"eventId"`
+	FireId   string     `json:"fireId"`
+	FireTime time.Time  `json:"fireTime"`
+
+	// Index 0-based among the `count` events of the fire.
+	Index int `json:"index"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload *Payload `json:"payload,omitempty"`
+
+	// Release How the consumer gives the event's token back.
+	Release    DeliveryRelease `json:"release"`
+	ScheduleId string          `json:"scheduleId"`
+}
+
+// DeliveryRelease How the consumer gives the event's token back.
+type DeliveryRelease struct {
+	// ExpiresAt When the policy's token timeout takes the token back (events of a
+	// policy without autoRelease only): release or extend before then.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Token Opaque: the event's secret and the fence it was sent under. The
+	// token of `ReleaseRequest` and `ExtendRequest`.
+	Token string `json:"token"`
+
+	// Url The `releaseEvent` URL of this event; POST a `ReleaseRequest` to it.
+	Url string `json:"url"`
+}
+
 // Event defines model for Event.
 type Event struct {
 	Attempts    int        `json:"attempts"`
@@ -189,7 +256,9 @@ type Event struct {
 	LaunchAt    time.Time  `json:"launchAt"`
 	MaxAttempts int        `json:"maxAttempts"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload        *Payload    `json:"payload,omitempty"`
 	PolicyId       *string     `json:"policyId,omitempty"`
 	Priority       int         `json:"priority"`
@@ -236,18 +305,27 @@ type Fire struct {
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
 
-	// Decision emitted, late, skipped_overlap, cancelled_by_next or triggered.
-	Decision       string     `json:"decision"`
-	FireTime       time.Time  `json:"fireTime"`
-	Id             string     `json:"id"`
-	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
-	LocalTime      string     `json:"localTime"`
+	// Decision emitted: on time; late: after downtime, within the catch-up limit;
+	// skipped_overlap: overlap=skip and the previous fire had not
+	// drained; cancelled_by_next: overlap=cancel and a later fire
+	// cancelled what was left; triggered: by the trigger operation.
+	Decision       FireDecision `json:"decision"`
+	FireTime       time.Time    `json:"fireTime"`
+	Id             string       `json:"id"`
+	LastFinishedAt *time.Time   `json:"lastFinishedAt,omitempty"`
+	LocalTime      string       `json:"localTime"`
 
 	// N Number of events of the fire.
 	N          int     `json:"n"`
 	Note       *string `json:"note,omitempty"`
 	ScheduleId string  `json:"scheduleId"`
 }
+
+// FireDecision emitted: on time; late: after downtime, within the catch-up limit;
+// skipped_overlap: overlap=skip and the previous fire had not
+// drained; cancelled_by_next: overlap=cancel and a later fire
+// cancelled what was left; triggered: by the trigger operation.
+type FireDecision string
 
 // FireCounts defines model for FireCounts.
 type FireCounts struct {
@@ -285,7 +363,9 @@ type Misfire string
 // Overlap defines model for Overlap.
 type Overlap string
 
-// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+// Payload Any JSON value except null, delivered with every event (at most
+// 256 KiB by default). `null` is refused with 400 naming `payload`:
+// leave the property out for no payload.
 type Payload = json.RawMessage
 
 // Policy defines model for Policy.
@@ -376,7 +456,9 @@ type Schedule struct {
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload   *Payload      `json:"payload,omitempty"`
 	PolicyId  *string       `json:"policyId,omitempty"`
 	Priority  int           `json:"priority"`
@@ -407,7 +489,9 @@ type ScheduleCreate struct {
 	Name        string      `json:"name"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload  *Payload `json:"payload,omitempty"`
 	PolicyId *string  `json:"policyId,omitempty"`
 
@@ -451,7 +535,9 @@ type ScheduleUpdate struct {
 	Name        *string     `json:"name,omitempty"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload *Payload `json:"payload,omitempty"`
 
 	// PolicyId The empty string removes the policy.
@@ -531,7 +617,7 @@ type Unprocessable = Problem
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -557,7 +643,7 @@ type CreatePolicyParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -577,7 +663,7 @@ type CreateScheduleParams struct {
 
 // ListScheduleFiresParams defines parameters for ListScheduleFires.
 type ListScheduleFiresParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -606,6 +692,18 @@ type CreateAPIKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DeliverEventParams defines parameters for DeliverEvent.
+type DeliverEventParams struct {
+	// XSchedulerEventId The event id (equal to `eventId`).
+	XSchedulerEventId string `json:"X-Scheduler-Event-Id"`
+
+	// XSchedulerTimestamp Unix seconds when the request was signed.
+	XSchedulerTimestamp string `json:"X-Scheduler-Timestamp"`
+
+	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
+	XSchedulerSignature string `json:"X-Scheduler-Signature"`
+}
+
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
 
@@ -626,6 +724,9 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
+
+// DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
+type DeliverEventJSONRequestBody = DeliveryMessage
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -706,7 +807,9 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetEvent performs a GET /v1/events/{id} (the `GetEvent` operationId) request.
+	// GetEvent Get an event.
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
 	GetEvent(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExtendEventWithBody Push back the token timeout of a delivered event. Authorised by the release token.
@@ -772,7 +875,9 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/{id}/release (the `ReleaseEvent` operationId).
 	ReleaseEvent(ctx context.Context, id ID, body ReleaseEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetFire performs a GET /v1/fires/{id} (the `GetFire` operationId) request.
+	// GetFire Get a fire with its live event counts.
+	//
+	// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 	GetFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicies List the tenant's policies.
@@ -842,7 +947,9 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
 	DeleteSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetSchedule performs a GET /v1/schedules/{id} (the `GetSchedule` operationId) request.
+	// GetSchedule Get a schedule.
+	//
+	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateScheduleWithBody Change a schedule; absent properties keep their value.
@@ -908,7 +1015,9 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/tenants (the `CreateTenant` operationId).
 	CreateTenant(ctx context.Context, params *CreateTenantParams, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetTenant performs a GET /v1/tenants/{id} (the `GetTenant` operationId) request.
+	// GetTenant Get a tenant (admin key only).
+	//
+	// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 	GetTenant(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
@@ -942,7 +1051,9 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 	return c.Client.Do(req)
 }
 
-// GetEvent performs a GET /v1/events/{id} (the `GetEvent` operationId) request.
+// GetEvent Get an event.
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
 func (c *Client) GetEvent(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEventRequest(c.Server, id)
 	if err != nil {
@@ -1068,7 +1179,9 @@ func (c *Client) ReleaseEvent(ctx context.Context, id ID, body ReleaseEventJSONR
 	return c.Client.Do(req)
 }
 
-// GetFire performs a GET /v1/fires/{id} (the `GetFire` operationId) request.
+// GetFire Get a fire with its live event counts.
+//
+// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 func (c *Client) GetFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetFireRequest(c.Server, id)
 	if err != nil {
@@ -1258,7 +1371,9 @@ func (c *Client) DeleteSchedule(ctx context.Context, id ID, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// GetSchedule performs a GET /v1/schedules/{id} (the `GetSchedule` operationId) request.
+// GetSchedule Get a schedule.
+//
+// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 func (c *Client) GetSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetScheduleRequest(c.Server, id)
 	if err != nil {
@@ -1424,7 +1539,9 @@ func (c *Client) CreateTenant(ctx context.Context, params *CreateTenantParams, b
 	return c.Client.Do(req)
 }
 
-// GetTenant performs a GET /v1/tenants/{id} (the `GetTenant` operationId) request.
+// GetTenant Get a tenant (admin key only).
+//
+// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 func (c *Client) GetTenant(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTenantRequest(c.Server, id)
 	if err != nil {
@@ -2773,9 +2890,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
-	// GetEventWithResponse performs a GET /v1/events/{id} (the `GetEvent` operationId) request.
+	// GetEventWithResponse Get an event.
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
 	GetEventWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetEventResponse, error)
 
 	// ExtendEventWithBodyWithResponse Push back the token timeout of a delivered event. Authorised by the release token.
@@ -2843,9 +2962,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{id}/release (the `ReleaseEvent` operationId).
 	ReleaseEventWithResponse(ctx context.Context, id ID, body ReleaseEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseEventResponse, error)
 
-	// GetFireWithResponse performs a GET /v1/fires/{id} (the `GetFire` operationId) request.
+	// GetFireWithResponse Get a fire with its live event counts.
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 	GetFireWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetFireResponse, error)
 
 	// ListPoliciesWithResponse List the tenant's policies.
@@ -2925,9 +3046,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
 	DeleteScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error)
 
-	// GetScheduleWithResponse performs a GET /v1/schedules/{id} (the `GetSchedule` operationId) request.
+	// GetScheduleWithResponse Get a schedule.
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
 
 	// UpdateScheduleWithBodyWithResponse Change a schedule; absent properties keep their value.
@@ -3003,9 +3126,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/tenants (the `CreateTenant` operationId).
 	CreateTenantWithResponse(ctx context.Context, params *CreateTenantParams, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTenantResponse, error)
 
-	// GetTenantWithResponse performs a GET /v1/tenants/{id} (the `GetTenant` operationId) request.
+	// GetTenantWithResponse Get a tenant (admin key only).
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 	GetTenantWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetTenantResponse, error)
 
 	// ListAPIKeysWithResponse List the tenant's keys (hashes and clear keys are never shown).
@@ -3130,6 +3255,8 @@ type GetEventResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Event
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3147,6 +3274,11 @@ type GetEventResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetEventResponse) GetJSON200() *Event {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3203,6 +3335,11 @@ func (r GetEventResponse) ContentType() string {
 	return ""
 }
 
+// ExtendEventResponse429Headers the declared response headers of an HTTP 429 response for ExtendEvent
+type ExtendEventResponse429Headers struct {
+	RetryAfter *int
+}
+
 type ExtendEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3218,8 +3355,12 @@ type ExtendEventResponse struct {
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExtendEventResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3250,6 +3391,11 @@ func (r ExtendEventResponse) GetApplicationproblemJSON413() *TooLarge {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r ExtendEventResponse) GetApplicationproblemJSON422() *Unprocessable {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ExtendEventResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3296,6 +3442,8 @@ type RedriveEventResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Event
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3315,6 +3463,11 @@ type RedriveEventResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r RedriveEventResponse) GetJSON200() *Event {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RedriveEventResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3376,6 +3529,11 @@ func (r RedriveEventResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseEventResponse429Headers the declared response headers of an HTTP 429 response for ReleaseEvent
+type ReleaseEventResponse429Headers struct {
+	RetryAfter *int
+}
+
 type ReleaseEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3389,8 +3547,12 @@ type ReleaseEventResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseEventResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3416,6 +3578,11 @@ func (r ReleaseEventResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ReleaseEventResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReleaseEventResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3462,6 +3629,8 @@ type GetFireResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Fire
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3479,6 +3648,11 @@ type GetFireResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetFireResponse) GetJSON200() *Fire {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetFireResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3545,6 +3719,8 @@ type ListPoliciesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *PolicyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3560,6 +3736,11 @@ type ListPoliciesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListPoliciesResponse) GetJSON200() *PolicyList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListPoliciesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3723,6 +3904,8 @@ type DeletePolicyResponse429Headers struct {
 type DeletePolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3737,6 +3920,11 @@ type DeletePolicyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeletePolicyResponse429Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3808,6 +3996,8 @@ type GetPolicyResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Policy
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -3825,6 +4015,11 @@ type GetPolicyResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetPolicyResponse) GetJSON200() *Policy {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4187,6 +4382,8 @@ type DeleteScheduleResponse429Headers struct {
 type DeleteScheduleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -4199,6 +4396,11 @@ type DeleteScheduleResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteScheduleResponse429Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4265,6 +4467,8 @@ type GetScheduleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Schedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -4282,6 +4486,11 @@ type GetScheduleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetScheduleResponse) GetJSON200() *Schedule {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4549,6 +4758,8 @@ type PauseScheduleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Schedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -4568,6 +4779,11 @@ type PauseScheduleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PauseScheduleResponse) GetJSON200() *Schedule {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4729,6 +4945,8 @@ type ResumeScheduleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Schedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -4748,6 +4966,11 @@ type ResumeScheduleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ResumeScheduleResponse) GetJSON200() *Schedule {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4819,6 +5042,8 @@ type TriggerScheduleResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *Fire
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -4838,6 +5063,11 @@ type TriggerScheduleResponse struct {
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r TriggerScheduleResponse) GetJSON202() *Fire {
 	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TriggerScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4915,6 +5145,8 @@ type CreateTenantResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -4945,6 +5177,11 @@ func (r CreateTenantResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r CreateTenantResponse) GetApplicationproblemJSON403() *Forbidden {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateTenantResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4996,24 +5233,40 @@ func (r CreateTenantResponse) ContentType() string {
 	return ""
 }
 
+// GetTenantResponse429Headers the declared response headers of an HTTP 429 response for GetTenant
+type GetTenantResponse429Headers struct {
+	RetryAfter *int
+}
+
 type GetTenantResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Tenant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTenantResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetTenantResponse) GetJSON200() *Tenant {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -5029,6 +5282,11 @@ func (r GetTenantResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetTenantResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5075,6 +5333,8 @@ type ListAPIKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *APIKeyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -5092,6 +5352,11 @@ type ListAPIKeysResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListAPIKeysResponse) GetJSON200() *APIKeyList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAPIKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -5158,12 +5423,16 @@ type CreateAPIKeyResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *APIKeyCreated
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5179,6 +5448,11 @@ func (r CreateAPIKeyResponse) GetJSON201() *APIKeyCreated {
 	return r.JSON201
 }
 
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateAPIKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateAPIKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
@@ -5192,6 +5466,11 @@ func (r CreateAPIKeyResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateAPIKeyResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateAPIKeyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -5246,6 +5525,8 @@ type RevokeAPIKeyResponse429Headers struct {
 type RevokeAPIKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -5258,6 +5539,11 @@ type RevokeAPIKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeAPIKeyResponse429Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeAPIKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -5327,9 +5613,11 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
-// GetEventWithResponse performs a GET /v1/events/{id} (the `GetEvent` operationId) request.
+// GetEventWithResponse Get an event.
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
 func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetEventResponse, error) {
 	rsp, err := c.GetEvent(ctx, id, reqEditors...)
 	if err != nil {
@@ -5433,9 +5721,11 @@ func (c *ClientWithResponses) ReleaseEventWithResponse(ctx context.Context, id I
 	return ParseReleaseEventResponse(rsp)
 }
 
-// GetFireWithResponse performs a GET /v1/fires/{id} (the `GetFire` operationId) request.
+// GetFireWithResponse Get a fire with its live event counts.
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 func (c *ClientWithResponses) GetFireWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetFireResponse, error) {
 	rsp, err := c.GetFire(ctx, id, reqEditors...)
 	if err != nil {
@@ -5587,9 +5877,11 @@ func (c *ClientWithResponses) DeleteScheduleWithResponse(ctx context.Context, id
 	return ParseDeleteScheduleResponse(rsp)
 }
 
-// GetScheduleWithResponse performs a GET /v1/schedules/{id} (the `GetSchedule` operationId) request.
+// GetScheduleWithResponse Get a schedule.
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error) {
 	rsp, err := c.GetSchedule(ctx, id, reqEditors...)
 	if err != nil {
@@ -5725,9 +6017,11 @@ func (c *ClientWithResponses) CreateTenantWithResponse(ctx context.Context, para
 	return ParseCreateTenantResponse(rsp)
 }
 
-// GetTenantWithResponse performs a GET /v1/tenants/{id} (the `GetTenant` operationId) request.
+// GetTenantWithResponse Get a tenant (admin key only).
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetTenantResponse, error) {
 	rsp, err := c.GetTenant(ctx, id, reqEditors...)
 	if err != nil {
@@ -5877,6 +6171,13 @@ func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5986,6 +6287,13 @@ func ParseExtendEventResponse(rsp *http.Response) (*ExtendEventResponse, error) 
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5993,6 +6301,19 @@ func ParseExtendEventResponse(rsp *http.Response) (*ExtendEventResponse, error) 
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ExtendEventResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -6018,6 +6339,13 @@ func ParseRedriveEventResponse(rsp *http.Response) (*RedriveEventResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -6128,6 +6456,13 @@ func ParseReleaseEventResponse(rsp *http.Response) (*ReleaseEventResponse, error
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6135,6 +6470,19 @@ func ParseReleaseEventResponse(rsp *http.Response) (*ReleaseEventResponse, error
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReleaseEventResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -6160,6 +6508,13 @@ func ParseGetFireResponse(rsp *http.Response) (*GetFireResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -6234,6 +6589,13 @@ func ParseListPoliciesResponse(rsp *http.Response) (*ListPoliciesResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -6393,6 +6755,13 @@ func ParseDeletePolicyResponse(rsp *http.Response) (*DeletePolicyResponse, error
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6473,6 +6842,13 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -6815,6 +7191,13 @@ func ParseDeleteScheduleResponse(rsp *http.Response) (*DeleteScheduleResponse, e
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6888,6 +7271,13 @@ func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) 
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -7146,6 +7536,13 @@ func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7308,6 +7705,13 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7388,6 +7792,13 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -7491,6 +7902,13 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7558,6 +7976,13 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7579,6 +8004,13 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7586,6 +8018,19 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTenantResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -7611,6 +8056,13 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -7686,6 +8138,13 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7706,6 +8165,13 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable
@@ -7763,6 +8229,13 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7814,4 +8287,161 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 	}
 
 	return response, nil
+}
+
+// WebhookInitiator sends OpenAPI 3.1 webhook requests to target URLs.
+// Modeled on the generated Client, but with no stored Server -- the full
+// target URL is provided per-call by the caller (typically discovered
+// from a subscription registration).
+type WebhookInitiator struct {
+	// Doer for performing requests, typically a *http.Client with any
+	// customized settings, such as certificate chains.
+	Client HttpRequestDoer
+
+	// A list of callbacks for modifying requests which are generated before sending over
+	// the network.
+	RequestEditors []RequestEditorFn
+}
+
+// WebhookInitiatorOption allows setting custom parameters during construction.
+type WebhookInitiatorOption func(*WebhookInitiator) error
+
+// NewWebhookInitiator creates a new WebhookInitiator with reasonable defaults.
+func NewWebhookInitiator(opts ...WebhookInitiatorOption) (*WebhookInitiator, error) {
+	initiator := WebhookInitiator{}
+	for _, o := range opts {
+		if err := o(&initiator); err != nil {
+			return nil, err
+		}
+	}
+	if initiator.Client == nil {
+		initiator.Client = &http.Client{}
+	}
+	return &initiator, nil
+}
+
+// WithWebhookHTTPClient allows overriding the default Doer, which is
+// automatically created using http.Client. This is useful for tests.
+func WithWebhookHTTPClient(doer HttpRequestDoer) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.Client = doer
+		return nil
+	}
+}
+
+// WithWebhookRequestEditorFn allows setting up a callback function, which
+// will be called right before sending the webhook request. This can be
+// used to mutate the request, e.g. to add signature headers.
+func WithWebhookRequestEditorFn(fn RequestEditorFn) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.RequestEditors = append(p.RequestEditors, fn)
+		return nil
+	}
+}
+
+func (p *WebhookInitiator) applyWebhookEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
+	for _, r := range p.RequestEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, r := range additionalEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WebhookInitiatorInterface is the interface specification for the webhook initiator.
+type WebhookInitiatorInterface interface {
+	// DeliverEventWithBody fires the eventDelivery webhook with any body
+	DeliverEventWithBody(ctx context.Context, targetURL string, params *DeliverEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	DeliverEvent(ctx context.Context, targetURL string, params *DeliverEventParams, body DeliverEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *WebhookInitiator) DeliverEventWithBody(ctx context.Context, targetURL string, params *DeliverEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeliverEventWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) DeliverEvent(ctx context.Context, targetURL string, params *DeliverEventParams, body DeliverEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeliverEventWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+// NewDeliverEventWebhookRequest builds a application/json POST request for the eventDelivery webhook
+func NewDeliverEventWebhookRequest(targetURL string, params *DeliverEventParams, body DeliverEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeliverEventWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewDeliverEventWebhookRequestWithBody builds a POST request for the eventDelivery webhook with any body
+func NewDeliverEventWebhookRequestWithBody(targetURL string, params *DeliverEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Event-Id", params.XSchedulerEventId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Scheduler-Event-Id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Timestamp", params.XSchedulerTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Scheduler-Timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Signature", params.XSchedulerSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Scheduler-Signature", headerParam2)
+
+	}
+	return req, nil
 }

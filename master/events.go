@@ -390,7 +390,7 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		FireTime:   f.FireTime.UTC(),
 		LocalTime:  f.LocalTime,
 		N:          f.Count,
-		Decision:   string(f.Decision),
+		Decision:   api.FireDecision(f.Decision),
 		Counts: api.FireCounts{
 			Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
 			InFlight:  counts[model.EventDelivering],
