@@ -47,7 +47,7 @@ type Config struct {
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
 	// WrongTokens limits release and extend calls with a wrong token (or
-	// an unknown event) per client address (default 20 per minute).
+	// an unknown event) per client address (default 60 per minute).
 	WrongTokens WrongTokens
 
 	// PreviewDefault is the number of fire times a preview returns without
@@ -120,7 +120,7 @@ func (c *Config) setDefaults() {
 	def(&c.PreviewMax, 1000)
 	def(&c.PageDefault, 100)
 	defDur(&c.IdempotencyWait, 5*time.Second)
-	defaults.Set(&c.WrongTokens.Max, 20)
+	defaults.Set(&c.WrongTokens.Max, 60)
 	defaults.Set(&c.WrongTokens.Window, time.Minute)
 }
 

@@ -203,3 +203,13 @@ func (h *harness) send(c *client.ClientWithResponses, req *http.Request) (*http.
 	}
 	return resp, b
 }
+
+// TestWrongTokensLimitOff: WrongTokens.Max < 0 turns the limit off.
+func TestWrongTokensLimitOff(t *testing.T) {
+	h := newHarness(t, func(c *master.Config, _ *master.Deps) { c.WrongTokens.Max = -1 })
+	anon := h.client("")
+	for range 100 {
+		r, err := anon.ReleaseEventWithResponse(h.ctx, "ev_unknown", client.ReleaseRequest{Token: "wrong"})
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusNotFound)
+	}
+}
