@@ -32,8 +32,9 @@ func TestSpecContract(t *testing.T) {
 				}
 				public := op.Security != nil && len(*op.Security) == 0
 				// Every operation validates its query and path (400) and is
-				// rate limited (per tenant, or per address for wrong tokens).
-				want := []string{"400", "429"}
+				// rate limited (per tenant, or per address for wrong tokens); the
+				// store may be unavailable (503).
+				want := []string{"400", "429", "503"}
 				if !public {
 					want = append(want, "401", "403")
 				}
