@@ -56,6 +56,33 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for FireDecision.
+const (
+	CancelledByNext FireDecision = "cancelled_by_next"
+	Emitted         FireDecision = "emitted"
+	Late            FireDecision = "late"
+	SkippedOverlap  FireDecision = "skipped_overlap"
+	Triggered       FireDecision = "triggered"
+)
+
+// Valid indicates whether the value is a known member of the FireDecision enum.
+func (e FireDecision) Valid() bool {
+	switch e {
+	case CancelledByNext:
+		return true
+	case Emitted:
+		return true
+	case Late:
+		return true
+	case SkippedOverlap:
+		return true
+	case Triggered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -176,6 +203,46 @@ type CronFields struct {
 	Month      *string `json:"month,omitempty"`
 }
 
+// DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
+// deliver one event.
+type DeliveryMessage struct {
+	// Attempt 1 on the first attempt.
+	Attempt int `json:"attempt"`
+	Count   int `json:"count"`
+
+	// Deadline The end of the schedule's batch window; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	EventId  string     `json:"eventId"`
+	FireId   string     `json:"fireId"`
+	FireTime time.Time  `json:"fireTime"`
+
+	// Index 0-based among the `count` events of the fire.
+	Index int `json:"index"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload *Payload `json:"payload,omitempty"`
+
+	// Release How the consumer gives the event's token back.
+	Release    DeliveryRelease `json:"release"`
+	ScheduleId string          `json:"scheduleId"`
+}
+
+// DeliveryRelease How the consumer gives the event's token back.
+type DeliveryRelease struct {
+	// ExpiresAt When the policy's token timeout takes the token back (events of a
+	// policy without autoRelease only): release or extend before then.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Token Opaque: the event's secret and the fence it was sent under. The
+	// token of `ReleaseRequest` and `ExtendRequest`.
+	Token string `json:"token"`
+
+	// Url The `releaseEvent` URL of this event; POST a `ReleaseRequest` to it.
+	Url string `json:"url"`
+}
+
 // Event defines model for Event.
 type Event struct {
 	Attempts    int        `json:"attempts"`
@@ -192,7 +259,9 @@ type Event struct {
 	LaunchAt    time.Time  `json:"launchAt"`
 	MaxAttempts int        `json:"maxAttempts"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload        *Payload    `json:"payload,omitempty"`
 	PolicyId       *string     `json:"policyId,omitempty"`
 	Priority       int         `json:"priority"`
@@ -239,18 +308,27 @@ type Fire struct {
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
 
-	// Decision emitted, late, skipped_overlap, cancelled_by_next or triggered.
-	Decision       string     `json:"decision"`
-	FireTime       time.Time  `json:"fireTime"`
-	Id             string     `json:"id"`
-	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
-	LocalTime      string     `json:"localTime"`
+	// Decision emitted: on time; late: after downtime, within the catch-up limit;
+	// skipped_overlap: overlap=skip and the previous fire had not
+	// drained; cancelled_by_next: overlap=cancel and a later fire
+	// cancelled what was left; triggered: by the trigger operation.
+	Decision       FireDecision `json:"decision"`
+	FireTime       time.Time    `json:"fireTime"`
+	Id             string       `json:"id"`
+	LastFinishedAt *time.Time   `json:"lastFinishedAt,omitempty"`
+	LocalTime      string       `json:"localTime"`
 
 	// N Number of events of the fire.
 	N          int     `json:"n"`
 	Note       *string `json:"note,omitempty"`
 	ScheduleId string  `json:"scheduleId"`
 }
+
+// FireDecision emitted: on time; late: after downtime, within the catch-up limit;
+// skipped_overlap: overlap=skip and the previous fire had not
+// drained; cancelled_by_next: overlap=cancel and a later fire
+// cancelled what was left; triggered: by the trigger operation.
+type FireDecision string
 
 // FireCounts defines model for FireCounts.
 type FireCounts struct {
@@ -288,7 +366,9 @@ type Misfire string
 // Overlap defines model for Overlap.
 type Overlap string
 
-// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+// Payload Any JSON value except null, delivered with every event (at most
+// 256 KiB by default). `null` is refused with 400 naming `payload`:
+// leave the property out for no payload.
 type Payload = json.RawMessage
 
 // Policy defines model for Policy.
@@ -379,7 +459,9 @@ type Schedule struct {
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload   *Payload      `json:"payload,omitempty"`
 	PolicyId  *string       `json:"policyId,omitempty"`
 	Priority  int           `json:"priority"`
@@ -410,7 +492,9 @@ type ScheduleCreate struct {
 	Name        string      `json:"name"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload  *Payload `json:"payload,omitempty"`
 	PolicyId *string  `json:"policyId,omitempty"`
 
@@ -454,7 +538,9 @@ type ScheduleUpdate struct {
 	Name        *string     `json:"name,omitempty"`
 	Overlap     *Overlap    `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, delivered with every event (at most 256 KiB by default).
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
 	Payload *Payload `json:"payload,omitempty"`
 
 	// PolicyId The empty string removes the policy.
@@ -529,12 +615,15 @@ type TooManyRequests = Problem
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
+
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -560,7 +649,7 @@ type CreatePolicyParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -580,7 +669,7 @@ type CreateScheduleParams struct {
 
 // ListScheduleFiresParams defines parameters for ListScheduleFires.
 type ListScheduleFiresParams struct {
-	// Cursor The `nextCursor` of the previous page.
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size (default 100).
@@ -609,6 +698,18 @@ type CreateAPIKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DeliverEventParams defines parameters for DeliverEvent.
+type DeliverEventParams struct {
+	// XSchedulerEventId The event id (equal to `eventId`).
+	XSchedulerEventId string `json:"X-Scheduler-Event-Id"`
+
+	// XSchedulerTimestamp Unix seconds when the request was signed.
+	XSchedulerTimestamp string `json:"X-Scheduler-Timestamp"`
+
+	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
+	XSchedulerSignature string `json:"X-Scheduler-Signature"`
+}
+
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
 
@@ -630,12 +731,15 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
 
+// DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
+type DeliverEventJSONRequestBody = DeliveryMessage
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
-
+	// GetEvent Get an event.
 	// (GET /v1/events/{id})
 	GetEvent(ctx echo.Context, id ID) error
 	// ExtendEvent Push back the token timeout of a delivered event. Authorised by the release token.
@@ -647,7 +751,7 @@ type ServerInterface interface {
 	// ReleaseEvent Give the event's token back. Authorised by the release token; no API key.
 	// (POST /v1/events/{id}/release)
 	ReleaseEvent(ctx echo.Context, id ID) error
-
+	// GetFire Get a fire with its live event counts.
 	// (GET /v1/fires/{id})
 	GetFire(ctx echo.Context, id ID) error
 	// ListPolicies List the tenant's policies.
@@ -674,7 +778,7 @@ type ServerInterface interface {
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	// (DELETE /v1/schedules/{id})
 	DeleteSchedule(ctx echo.Context, id ID) error
-
+	// GetSchedule Get a schedule.
 	// (GET /v1/schedules/{id})
 	GetSchedule(ctx echo.Context, id ID) error
 	// UpdateSchedule Change a schedule; absent properties keep their value.
@@ -698,7 +802,7 @@ type ServerInterface interface {
 	// CreateTenant Create a tenant (admin key only).
 	// (POST /v1/tenants)
 	CreateTenant(ctx echo.Context, params CreateTenantParams) error
-
+	// GetTenant Get a tenant (admin key only).
 	// (GET /v1/tenants/{id})
 	GetTenant(ctx echo.Context, id ID) error
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
@@ -1368,106 +1472,218 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 }
 
+// WebhookReceiverInterface represents handlers for receiving inbound
+// webhook requests. Each webhook becomes a Handle*Webhook
+// method that the implementation fills in. The caller mounts the per-
+// webhook echo.HandlerFunc returned by {Op}WebhookHandler at
+// whatever URL path they advertise to senders.
+type WebhookReceiverInterface interface {
+	// An event, as the scheduler POSTs it to an http target's URL.
+	// HandleDeliverEventWebhook handles the POST webhook for eventDelivery.
+	HandleDeliverEventWebhook(ctx echo.Context, params DeliverEventParams) error
+}
+
+// DeliverEventWebhookHandler returns the echo.HandlerFunc for the eventDelivery webhook.
+// Mount this at the URL path advertised to webhook senders. Errors
+// during parameter binding are returned via echo.NewHTTPError so echo's
+// error-handling chain reports them as 400. Middlewares are applied in
+// the order provided -- the last argument becomes the outermost wrapper.
+func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo.MiddlewareFunc) echo.HandlerFunc {
+	h := echo.HandlerFunc(func(ctx echo.Context) error {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the context.
+		var params DeliverEventParams
+
+		// ------------- Required header parameter "X-Scheduler-Event-Id" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Event-Id")]; found {
+			var XSchedulerEventId string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Event-Id, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Event-Id", valueList[0], &XSchedulerEventId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Event-Id: %s", err))
+			}
+			params.XSchedulerEventId = XSchedulerEventId
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Event-Id is required, but not found"))
+		}
+
+		// ------------- Required header parameter "X-Scheduler-Timestamp" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Timestamp")]; found {
+			var XSchedulerTimestamp string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Timestamp, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Timestamp", valueList[0], &XSchedulerTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Timestamp: %s", err))
+			}
+			params.XSchedulerTimestamp = XSchedulerTimestamp
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Timestamp is required, but not found"))
+		}
+
+		// ------------- Required header parameter "X-Scheduler-Signature" -------------
+		if valueList, found := ctx.Request().Header[http.CanonicalHeaderKey("X-Scheduler-Signature")]; found {
+			var XSchedulerSignature string
+			n := len(valueList)
+			if n != 1 {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Scheduler-Signature, got %d", n))
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Scheduler-Signature", valueList[0], &XSchedulerSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Scheduler-Signature: %s", err))
+			}
+			params.XSchedulerSignature = XSchedulerSignature
+
+		} else {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Scheduler-Signature is required, but not found"))
+		}
+
+		return si.HandleDeliverEventWebhook(ctx, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tc9u2sv9XwfD/n6l0LiPLjnPOqf3KSeNe3yaNr+3MeVF5aphcSahJgAFAyWrG3/0OFgAfJFIPtuw4",
-	"racvGovE02L3tw/YBb8GkUgzwYFrFRx8DTIqaQoaJP71LpdKSPOvGFQkWaaZ4MFBcDEGcsXhVtsXrogY",
-	"Ej0GkkmYMJErktER9IIwYObtLznIWRAGnKYQHASR7TQMVDSGlJre9SwzT5SWjI+Cu7swOPnJ/I7NM6rH",
-	"ZWsWB2Eg4UvOJMTBgZY5VHtK6e0H4CM9Dg72+v0wSBn3f++GTePEkGZCA49mv8BscaVHRIKWDGISSaAa",
-	"yJTpMa5V0RTIDcwI5XH5w7WIZ6ZJLrnCX4dMKj3glKspSHzXdqQIF3rM+Oiw3hv2T80zkLY3poiEYa4g",
-	"HnB8ur+31yO/wEwRKoGoSGQQEy2wn4gmCcgfFNHAKde9Afe7MAYagywJWVn5K7P0Niq+ebOaih9YyvQi",
-	"8U7pCIhifwLpxDCkeaLJbr/fbWOMBHuZmwdL8zQ42O27zXR/FpNgXMMIZHBnpiFBZYIrQN59S+Mz+JKD",
-	"wolFgmvg+E+aZQmLqJnjTibFdQLpf/2hzIS/Vob+/xKGwUHw/3ZK+dixT9XOqW1lB12UDGmHJbGwu0xS",
-	"qiPLNEenJ6TSoBfchcE7wYcJi558muL6D4g0icaUjyAmKVA+HbMEQsNxjON8p1LwEVGaagiJkOaJ0ixJ",
-	"zPNcAc7/vZQWI55q8kecgBkTRz8W8prFMfCnJp8R1pTOcION1BE9ZoqIDCQOSjpWAvE9wQnlhMYp45U3",
-	"hEQaS5iAVNDF5fwq9LHIefyUq/lVEJVHY88QQ5wXUw5LcFoXQnygcgTfSpQ8ECZmEmZ61PJnJPiQjXIJ",
-	"MUH08JP9SPnMSb966jnbff9BFZOXRm/g9MwS4HZMc6UhPiQKgJyBlrNXR0NtKB06lMY5V54sQus5RILH",
-	"ysD+lJp1N6jTCjbehcFnTnM9FpL9CU/KXR+ZUoyPQpLzGy6myPYSJuIGYoTDG5jhrn3mmRQRKEWvk2/G",
-	"Z0yRKSTJq6GQKcTkOteE8QlNWNxDRee6M6MdnZ44iyGTRqY1s3rHqvf4CCdu+qE6OAhiquGVZikEC/oz",
-	"NDbNohEUBpmEIbtttr7QrDDYLWlkrDVvgd3ALDRMISESI84UEMscC527LdhkmpaxT+Jmi620yX6zRlrx",
-	"erGSsEKcy2IACztmAEvSd/Yd3Pck+TQMDn5bvrduJ+7C+a24abLoDPWiBKhEziPnY8OTqO6YIs5MEzyZ",
-	"NVBtbpWm+8VlXBYL+cCs7VGfFNOQ1v+x1tr8MFRKOlskOPbVRNN3UvBjBkmMQ9E4ZoYONDmtTGpIEwVh",
-	"I5dBEhuFkBr+oiSSghO4zSQoxQQ/RK12rYBr96oxIhQZBP8YBD3c9+rKYzr7NPwouDEjG9gdH/8H4Kbx",
-	"6VjksvFByniuoflRy1h3DXR6P3FYU58z1RrSzCqReVgNg0jktlHDo81hIAYaJ4zDJi0SNgG52TBDxpka",
-	"b9pGwkkzSplHF6bZQ+GO8Rhum4mZUKULM3OhYUJzHo03WU5Kb4+WbmxGZ4mg8Uqt4l4zLUTCotlJG5Iz",
-	"IZmeNQ9meovzpI3AxvrOVwIF8u+5fdXwtzGU9KpGF/Yt8764Af7+NmMS1EY6wbQz2x9/yquScC1EApSb",
-	"V/Is3kwSmpRJhUYFN1Z4z3OPF8kKU1SoX5ClzgEFicNS3KsCXF3CZRt0bAPsLQYtYH0YlKGWNXRvqyoo",
-	"WAQaJrpN3rsXLzXuuu1z6WLs9IDnqWmWAY9NdyXHmH4cTtoHBWhiICkBqtw/tZz5N6j5JaI8gsT0cNnA",
-	"+e9vNfBqiGGpbq1TG7Dt2wbr5GdB4tx7kD5ogqE1xJcfjMV/A5wYGopch4Rqkgqlyd7+uNtrldC5oM6b",
-	"3b3VQZ3qbthOmvYBbQtvXS+wFVoFzTbY/5x/+pVkVI+96WotiI5xP+GWplkCZOAEtpfLZBB0Q0IJxoxI",
-	"EaY03gQl1mtqsXOpcxSWr9DOtHi/eamyQXIQcFaKiGn7zr55X+MgYorZldSJCSnTGuKQJBilUTcsyyD+",
-	"XUxAJjQLScHGv1/PfjdIgoEHyUYjIwS9NnW/FZ1uFPfxPeyNREQ08TNYeNpAhF/z9Npww5CAAQZVMpWE",
-	"yhIrWpeLFqtxqTpeSzc5lVQuwky5soWhZ5pVDlGFaxb5rkCnRqMCMazlice/xWh3FEGmjeM78+EVlacg",
-	"Q4xyzUATD5jNNGX8OGGjcUMo+C0wPiLF0KQzFokBakItoHWbOyzwuXElBWQ3Pp1Spt3DubC01RFGDIz1",
-	"ZpdLyZjyOKmu1fg1TdOa4wE/TmX5D1QydQbYhmWB0PVohsVxBS7qs0QRWNyB/9AkIVEiohsfaPYyZBQc",
-	"S+FPwSEkZ8fvyOvXr3+0hyJiOFTQHMzIdXRPM8O0dJLauLSPTA0d7HsTw/z9u+AROGn/nSaJQYEbljUa",
-	"Cp8sEFe7oEkipr6N54HGxqelIzIfBJ9ZFTqhSQ5hRbSQWDAxahKxkHQKG+HNP8kv7K1hd2daoNjdvhqJ",
-	"V27kP5TgvTM6/QhK0RHyzClaHg2uca7FmWXtZsN/e5GwlN6eVKClAcxpi6oo/BNRc0+aX1ANlop5rIiE",
-	"KKEMQ4IQ0VyBYdoZmYIEhAsv4sjOLEWVU6yYcf3P/UZ4w8HVCf9sSdg4tMg14WLajI8b+1ZhMAHp7Yg1",
-	"ZtgKou+tmtVjqvEYMs4BTzdNAzxCcMC+BoCiEsUdrO/03O6FNY6rEy+soHB9R8sFb+LSWZ63kcgNbfs5",
-	"sZgz79kEWcdZ8dc0uiGCe+GdEcaVBhob68UtyB3HgGcxPJWpELUib3NSUjs8XXl+WsrQUr9gUaJa/ZdD",
-	"zwJ1CTHwxDixhyGlXBXOziDYfZMOgu7q+GsDy7Tv5Ta0qEPC+wdjbQefkfUexlbPZffXiKyeSpgwmDY5",
-	"h9Zs2MyMQUOjwZRZEUXzVsVqO6dmzhfNwsp0G7e2dIHrEmGMmB/33/yLuIMrEoOmLFEN8XF80Dh7PO/e",
-	"hE4Vp7yBVgZmjM2xIubToLCYTloULf6wmD7z+eyEcJoaJMPzKcYR3RwxVgs5PvUDL40IOem4X0TmkaMk",
-	"546nGty4MUtiCUtdWv8O6Ti3nahEaNVFipbHMWRKFVFZYqCVa9FsMdzDKItkU9jhHeWCs4gm5M2ryjlR",
-	"hyZKoNLycqRcxpOzTPFd1RyrAr7RxNC8fdd+BtNuTS6P/qel0b9MyrxvsMz+NA7WcRXnFgNhGJLp5BnR",
-	"grzpYsQCbUgVks8X7zBZysv8mjH5OWkXpQOybDneT3nq4w+Z8002XWWyHtqo6EClqdQbdeaj4cuW6YXX",
-	"hs7vc7jSrnuewoRnPBbTNWNZzqaqqL2KkBXEr52pePZqPV3x4uTJXTPJPfzNi8om1rrfoDXt9TlH5pZG",
-	"OpkRwQGxVgoeOpBChwbZc1FZN4Oih8K5g/KQQG/UI4OgT16Tf5j/7Pn4dgGw0UHLQFpIKVMwEXuXW4PD",
-	"ImNgGYdXcgsWYbVqgK4a7v6Au8JcfVbQV9+f/2ajMUgyEqBcNg9NBR8Vfp+LYxfb1m8LkXr4rHf/Ac8/",
-	"ibX0tE3fEBxeieHQuJt0BjH5Q1zXAhVr4u5cJhr+jqaIPXO1ysuOaLbrB+XXYv5nJG0C1qW1yNTszG4M",
-	"5Q8B5fqKTo5+PSqikFXH9PPFu2bHtAqyS/zh8mjCUoakudLE5mOUfvHajq9b8TJE3IbXW9iujxY/rivY",
-	"apw00mxilprR3AbQzfwS0C1nsr6je3nYHtG3C8ovOPsYOLtoRRt6zIidEZGQigmoysF5o9A+X7t0qxbm",
-	"MgNwQRYvipE3EJ0vOeTwWTac9Jz/7znBp+Tz2QfSMcMR9aXF/fMxhNVrvjBvGuO5acyx1llHdXFEB7lU",
-	"Ajn9dH5hC2XsNMxr3TUDEJetlLpwc/aQZXo1lu4X1YhQF5gU+5hZwy2u6BJjf/kZtJ3xvULha4FHk25b",
-	"nIcRIohyI60G5J0zfQ1UgjzKbZYnsghKHv5c0gz3BDO/GR+KZvzI8uuEReTs/fkFpqWLYRHAkPGBNeiN",
-	"O+BtqCK6ERI9lkLrhPHRgCPaMPOrQVDrQVgeDPHfHVcEwpNZ11UK2JdcKrzqDfiAmxUB1y7l/YBcHbnU",
-	"fff3W1wgGeT9/uvoBmb4D7jqkYui5kQRCdRWHQ24HeiVKxUrKlCUrT2zU7qBGekMpUiLogp8p2v7sWA6",
-	"4Fc7k90dN++rSk82ZZpcVA4qcOmY6IRnFtbu4ZYaA24k0hUkqDLhAB9i6YTtw54fVE5FKC+KBgyhMClU",
-	"Hbjjzv3bWxz1Df4fM7mZIldt1QNXA97x0dmuL7wjVzbWekUSprQPXSIpr2nskpR8yZ9NFuoN+H6/73Kf",
-	"9bICMKZILKI8xVNZXw+BXYa21GrADcuGJLVFE8TJ06x7SPb39twQzHUICgsUUnqDwxAFXAHpuIKFAV9w",
-	"Qv2IhW0rpFOPIaELtTQEbiOAGOIukvqn3G+12bpqnpqVZGWLiKgig+DHvhoEoT/KMcMMgr3xILDliC6I",
-	"HJTyRbzhRj5SpUGaPa6ECQ6C3V6/10dDIwNOMxYcBK97/d5rNA31GMHAcKYVNfOXU2IFhxq7ITDmsPWL",
-	"sWFZ6tpSYVC+suOs3Ltw5Zu2GNK82FTkWDtdWFIB29y6yHzduGWR4rpevUwtpdP0WUfMT8aPc7p1Ohaq",
-	"5vsZoaOYZUaHGlwxmXNE22o/DfDUJrdeLsfG87qGoZCw1pS02HxCl3NFqHv9/pJSps1KmMo044Yipk8c",
-	"sOj6sF6XbXbC1mcI7lx0pV119l0Y7NvpNY1aLGOnUkiLTXZXN6nVmmGj16sblZWcpsXe3jrDVEvGsNWP",
-	"q1vNlwciLdHFX93WFiGgNZKnKZUzX+VsbIB8ZIt8iwJAr/iFjDEz53pGmM2coyMDOoGDq0vTYQlfO19Z",
-	"fNeKYT+DhbDgsVmtrVYOJ9l7Sl7o769uURTOPi0bLOzkpnrl5CdbMja3/TvWcpq/kmHN/oyzrHTbcdPU",
-	"GAVMYkGtxQRtzxkx5TOX0uCFe8VYOlxMQ5IluRrwK5+5flXExQ6WpqcLSXbfpGhciVwT6izk2WE9cR3t",
-	"gjqf2/z6ktVxm96KeLY9Lq9l8N/VPREtc7h7bBFzJ0rNcmY2ylLT7sX9EXtT8emvIT7FrQWmwe7rteTN",
-	"lpDfG93vg9LOZwwOfrusYXauxjb7qkzGcjxrw7NlOqWFO3K04KvUfJQ1UX1HQizZBB4s13VZObO9PgO9",
-	"EBJXgUPoiDL+vNXExnz+LcyLc+NAG4akjhctZUnH16oRCQp06C1dLqbdHtnv/0hynoBSLtPOtF+fSYs8",
-	"sy0qn+LCGX3gZAfZxEUEbCapsVcTCRQv0XEJgx0hCV6HM2UKBtyXr3adi6/IXr/vaGK01YhNyst1nIxP",
-	"WQQ9csS9BzzgjpJIWnvJicvIFBgFwNjBfn8fG9l3CxXmdN2Aj0USo+ONTUN7W4Augxf2phQamSETiEeA",
-	"+Y7AMn1A2NC8OuBl5qeq1FhExmKMSaeoYesaRTqlqnxGFaFkSFkC8YA7ViAdX1/QDc22X0MkUlAlKc16",
-	"3UAlwFlBHfCLAgkRAV1UyyPgD6rMUjUOkrvdCHgEZihMPcLATs5jkKRzZYNTCiIJ2sanevYnbOMiVt0D",
-	"IkwPRewHO/I5oXZTbYd0wDmYXbFDdignPouNxMyvDTnIkMpQ/hpwSrabbogcNuAiMd1FIptV4kyelYzY",
-	"mI6GEkomarJOXLLZY5onc/lsz8o+OSuEk4upIbj1q7t/IRtli9ZGkfXtJanM/l5pWBwagCnuSWnHbww3",
-	"r/Qcj20ezqNxja0zarYP8MQbo6wGRpy420K4F2+y7k3iZj7QmfQnEUuDoaf+pUfkiUr+fQtnlIcmc5GS",
-	"p4w3fQPTztCkHjHylKhKerGRyA+N9r89nXPlCRszTf0KRBvD3L46q5XUrKXMdrc8dhP7ucuGnns09Jl6",
-	"5N9EauyWlRYqnpOVSR6LUjMHiIWSjCEBe6Zdl6af8PdCmua4cn/Rs7EN4hdn98F7aylZ+Fg9cmZvPrV2",
-	"g7HO8YpKQovzd5IrUD5rrgkx20yhtv3tPwHqXFTykl4snzoL/Aylj2233fjUaDJas9mbjG0a8l4RC6qj",
-	"8SKb2DzCCqc8llp0CYtP7OMtZ1CXc19n1OerIf8iQe5vo1LxDuBC7A79oXGZzkVuADJjqzJpbxxYrmuL",
-	"7Kil3sd58dY3y8ZwBSnryctcIVBbp0Wi6j3SNMz/Tv1tme2tHzPPoJY7/rdINXhWSQOVxMLWvIFSvFb5",
-	"hEXy/jP1CudKt57YLyxLG9o9Q3Lla9SuMDR8VatTu3LXuV+Du8Z/AnEl5+7Fr/wO/UrMmyz8iw7+KaQv",
-	"XLY3zjWUUpEOVgx02wR1XjWu6YdWJPgv4ol+U8ey3Fch3dV4le38Q1x3D9HhmCvDoxLKi/TaobjN2Wzf",
-	"xP6TgNlF5YqtF+aoB9vnlOmD3MdFqqcgRxCXbMcUwfRsdK0SdmN4ksPUcGCPHOc6l+BLB+xB+IC7Cx6L",
-	"m4BEEpMYhoxjHUadNW3WvWtgz09dMzw/tcOcg0bevjLQdmUA7cqC2xWxH64pBYJxLRwkDrhfxCFRvgeE",
-	"vCub6Y5zyzKhmIamM1Pr5NZE4fEMim/jUa+SQe9Tz8nii1f9l/aqS7nZzK9eaT3YU9+1fOxjfPPR/ezL",
-	"Rz5c/ts4pd+FVVXzYmn1Ek9kzNBoNsASd6l02Hr4v92D7zkRwdLxLedbnpo+n4NNZ+vivxPT7rs4gcKt",
-	"PZw3/8WQDGu2Wc0dIKYR3nA2ZRGaeGMq0wSU2gzNs/KmvEY8dzfptcd05m4YEVOSUj6rXClV/RBfeXf8",
-	"bn/JV/n8BxXu91W+x9QH/mLB1vz5W11Z+gvgb0E6GujqC0c8L4eEcfL54p1NyOToTPuC0yUxzG3BvQSV",
-	"p9vPrzedPgfAtzeivAD+9lja7i2hC7qU4BOXo+7oLvgD4N1d3rhl3rywvbYz597TZXdiDv+UKh+BeGHP",
-	"B7PnsaVr7YZ87s0SLqZGo9vPSpBBUHzVw19T1c6b7g4HZMYl50fuvpJnenpUu5vkic+OHGW+35zCv0WK",
-	"oL0PpVNecYI3r1RlAx8tyMXKTPpCMB7NFGhnsPIrs88aYB8Qk/eb8hDDsLqTOzcwWx4nsx/afNRE+MpX",
-	"Qdu/Ka1CIpK4CJq8HNasTprH2446Y6rG7sKl4vOu1lHnMAFJ1FhMeaPkh9s0xyz0uM+2bkVtPpL+qn9s",
-	"d6Uae64c+N3ppOICq+I8z0E5qX2ZuPgIf8NXiVdrLsS7na83MDtZnmNwhp+BLth1dYaBbfCSYdDgRxrC",
-	"EGo275AwXakp3SV4r5oeAyeCG8dyIm5WxgsfAk8+uzCjelyG8pAdgnkjeS6052/q23OxvSU3913OFT3W",
-	"L+T77dLglwI58RPH2xrxNr6DnZ3dvX/1+r1+b/fg3/1/9xHr3Mq/1hIpGShcz9z9WbUf7bFB5QdXHVn5",
-	"xVLz7vLu/wIAAP//",
+	"7H1pcxu3suhfQc17VSZvRhQl2+eeSHU+KE6c6GWxriTXeVUZVwjNNElEQ4AGMKJ4Uvrvt9ANzEION1uS",
+	"l6j8wdQM1kbv6O75K0rVZKokSGuio7+iKdd8AhY0/vWq0EZp9ysDk2oxtULJ6Ci6HAMbSLi11GDA1JDZ",
+	"MbCphhuhCsOmfATHjMs5U3YMmt3wvAAmDNMwLAxkbCbsmL3o93tRHAk35PsC9DyKI8knEB1FKc0cRyYd",
+	"w4S7Jdj51L0xVgs5iu7u4uj0e/ccu0+5HVe9RRbFkYb3hdCQRUdWF1AfacJvfwE5suPo6LDfj6OJkOHv",
+	"g7htngwmU2VBpvOfYb4MjhOmwWoBGUs1cAu0OwcQwyfArmHOuMyqB1cqm7suhZYGnw6FNjaRXJoZaGxL",
+	"AxkmlR0LOTpujobjc0mwxdEq0CaSYHt42GM/w9wwroGZVE0hY1bhOCnPc9DPDLMgubS9RIZTGAPPQFeA",
+	"rO18z219FRRfvtwMxV/ERNhl4J3xETAj/gOsk8GQF7llB/1+dxVi5DjKwjrEpJhERwd9f5j+z3IRQloY",
+	"gY7u3DI0mKmSBhDBv+PZObwvwODCUiUtSPzJp9NcpNytcX+q1VUOk2/+NG7Bf9Wm/r8ahtFR9H/2KyLa",
+	"p7dm/4x60aTL5KNpWpYpOmU24TYlpDk5O2W1Dr3oLo5eKTnMRfroy1RXf0JqWTrmcgQZmwCXs7HIIXYY",
+	"JySud6aVHDFjuYWYKe3eGCvynAmZyMLAsXvYGYDWSpsBk3wi5MjjPeRZzNwxsUGv19vnuQaezffgVhhr",
+	"Bt2A5In0C/EN2Jg7yuGWFVK8L4AYTMxMkY4ZN4yzqcpFOn9m3HTgMPwujn5wK3hMCJ5IVki4nUJqIWMI",
+	"ANZ5idh9F0evlb4SWQbysQ/VsZAJnyPaOV7A7FgYpqagcVLWIb6A7ZRkXDKeTYSstVAaz0/DDWgDtJ3f",
+	"lH2tCpk95m5+U3TkHjuGuC5hPIfDZV0q9QvXI/hUBB7Yc+4W4ZbHiWpSJYdiVGjIGPK0sNhfuZx7nmQe",
+	"e8107s9MuXjtpBkuz20Bbse8MA6VlY4dZmjIgRtwEitx6gBIR81uc7kAaRnPMg3GMOP+sEqxiVMJiF9Y",
+	"dQ3SsI47KqLlIAAhYy/6L7qBvaSF1q7/TMhMzY6ZAWDnYPV872RoQZP0IsGFAKu9W5Y2F5AqmRknCWfc",
+	"Ab1Fw6iJi7s4eit5YcdKi//Ao6L2r8IYxyeVZhOeD5WeQMZO/FKICmnTyHM5EityREHy5IbnIuslEnnQ",
+	"tVQzWSoi3BGuuoYMn4zAVtoFnYDnl28lv+Ei51f5o1OPsUqjwlhUa2Adh3ZI41qMRm7nUjGYCGtBM11I",
+	"L5GESeRUqxSM6R6jajZn3KHD46KNX8KngF4gX2HYDPJ8z2PPVWGZkIQYqJL54dxsJ2enXredasfnrSAN",
+	"iRTR7AQX7sbhNjqKMm5hz4oJREuaXuy072V1PY6mGobitt2YQAXYaRmap874CAbFNcxjB3QNqRpJYYAR",
+	"8JcG9wi9yzKJ2Z1m7bZFZT38TuZE2bzcSVwDzrtyAhJFbgIC6Stqg+ee52+G0dHv68/Wn8RdvHgU1222",
+	"xyVyW+DawarHLsaO0D0ZeGpmSubzFqgt7NINv7yNd+VGfhGkJTcXJSxMmj+22luYhmvN58sAx7HaYPpK",
+	"K/naaY04Fc8y4eDA87PaooY8NxC3YhnkmWMgE4dfnKVaSQa3UyejhJLHqOlcobCipk7dNSyJ/iuJenju",
+	"9Z1nfP5m+KuSzuBpQXd8/W+A69a3Y1Xo1hcTIQsL7a9WzHXXAqfvIRc3oOe/Og5Eys8yPFA1cZCQ7KfL",
+	"yzOW+U4oJOj5xf9csAmNccSUBMathcnUSfNE+vb4HG4gWJJNMPkOyys4cBpEaf2GgR2c15lwcZSqgtjo",
+	"+mYZ8CwXcsXWgXaIci8dQ1bk8MywK7TBgqLhUcGZ06qwbpducdsxFwTHaTsjHAoNa15duiG3Z7Yygxam",
+	"2t+74gYyxifK21oDhNuADqpksG7CBsj7bbCc8nmueLZRKvlmSM2oGW7qEdD03Df3MskdxzaMOUC50asE",
+	"cA2cAU4Be+ISLaulvltDRufVdppw/knNgjZvigloNhI3QE4dXNwzQ4ouu+Lp9TIPgdup0GBOWsjj32Mg",
+	"8igtWRrIIYJDR8uv/UTVBKxTnS5PJPUsEZgXVvmNoEjoHpUKvNKM1Hd2BUOnedkxSKLmLYWpW8PyJt5M",
+	"+fsCjhrwMJBqsKVHbAgydWKdzbg3FAqZge6xyzEkkvamhmzgV+5NowH2H/yAiw7PaMFLayt0vsKF6bf/",
+	"g1vZgL09/4XIwpk67tExO3tzccn48uRWeUWkhE6hxUYJ6xYSQNWGbbiOZRHrUdW06Zo1dtjyanfdrc41",
+	"t+2BJLLbNEMhhRnv2uc+2Wb7QCU3XQZmzo0tHUhLHXNeyHS8y3Ym/PZk7cHuznSJ3k9Xqd9CaWHn7ZOt",
+	"5bpxZCy3xUbtDvH3gpo6nsD1COymTpfUKvCQH+occQfe444/e1PUKeFKqRw4WrLFNNuNEtosgJ1lTIkU",
+	"NeiXYGliQAniuCL3OgHXt7CSddyHhk48aElBj6PqumcLg2ml/l6iCLQs9D5x74NwqfXUacy1m6HlgXQK",
+	"1O/RFGTmhqswxo3j+SS9KJlmpX/QT6vnoQV3T1IuU8jdCO9aML8h/jYaRIuqh+v7XYtJ+aNiWRFcweFO",
+	"ZrUmEjNu2UQZyw5fjLu9tdpB7c7o5cHh5juj+mmslptoEAaXyBJaoSnXrgD8v4s3v7Ept+NKHXZmX2eI",
+	"+hCfTHNgiSfYXqHzJOrGjDO8kmLlVSn538iVtMI5wb13Z/0OaaVl+/at6hbKQYazkURc31fU8kOVg1QY",
+	"oVr0PHLCZUdo0okJHLOcWzjybrdMzaR7GqMqGty6ztbaK6bkXj5OpLkW0ylkf6gb0DmfHjH/41/uRaku",
+	"llfMju+yMc+YVDaRmeZCQnbMSoL542r+h+NZ1Tj0yntA3fo0DpLIsg+bjTkpojkM7XHwM7qNXc1J16Yn",
+	"1VUI6ZyB9D0ckPdbB8OFTdUpOizQQTrM00rl96bdOBXm9QdoXrlKeR5WsPS2BR1+KyZXDkjDFdbmsv4h",
+	"1Qqnxy7mYLuU9sK52oRbcg2Z40A+m/x5NfpZpsCST7eqV8jNV7wJkmA5rCBNYWohC7gXbMwY/ftzsMF8",
+	"y9phKuTrXIzGLbbldyDkiJVTs85Y5U5kMU6svds+YCmpWndSCq/WtzMurH+5cP9P0tIxUafH0nY5G3OZ",
+	"5fW9OtOwbVkLOBDmqW3/I8VtEwHuQ8dCJv5gKtbrGrtorhJJoMXTwPOcpblKr8OVW80l5njCf5SEmJ2/",
+	"fsWeP3/+LUWfqOHQQLsvvrDpBypcrqen1Nat/SrM0AvAwHHd338omYKn9j94nnu+28pM33hGXBuC57ma",
+	"hT4BB1o7n1Um2eJF/5yUCQp0gltHuUwWeR7XyAwBB+hhRb7IOl5zSuThy3+wn8V3Dve9xtXtsYEbYNAW",
+	"NhWCKAbeSBwcJTIHfgNeRuKpz5kq6E5cKuYbkri63RupPb+7P42SvXM+C55it03U81ocEZUDqd3Mur/L",
+	"ogm/Pa2xrxaBwVeIo9IaVA1jsL2BadEL6V5aQ5pzgbdmkPLCIGTnbAYakCUFNoIkIyZN17CQ9h8vWlko",
+	"3XqfyrdtzkQ/tTs1qWbtPHhnSzaObkAHrW2LFa5k1D+QKMc7Zq6BZQVe/OOFKGKZFx5bMGkU1HiCzZNe",
+	"OL24gXFN4MU1Tt880WrDuxjQhPN0WbejJbVAFgvGlPBEWfPSKlldtQhpLHC8jPAb8lEsUDpnU57nNaDW",
+	"6G2BShqRcBuD4SoaWmuFLVPUSmvxOKBAk0K80k8xJBVdlaZlEh28nCRRd/MVZQvKrD7L+5DUnhN++H0l",
+	"DfAWUe/j0OpzOf0tLh/PnI0GszZTnFST3VQlVGZa1KUNPsuguWzWpRomQ9ktri239Wgrh0OTIpyi9O2L",
+	"l//NfGwHy8BykZuWK2R80bp6ipbcAU41F0gLrBybcXrNBg9bi8ASNl8haPHBciz02/PTeozntaCrVg+M",
+	"zUSOb8PEa/1vzVuZHcnrgX1SFx6nWkzFscgzDWvN5tCGdYLDweTKmi5dpJURC3RnNs0da5VWtWsMH6CU",
+	"pbrNyfOKSyVFynP2cq8WStHhuVEotAIdGR++7vVVbGvaPYMgd1oYqs2vVt94rdYm19+1TCrDYh2VBftj",
+	"nf7pjLjXdT637HZ0TVinmDKr2MsuebLcjk3M3l6+wsj3QPNb3oAsULuqjJx12wm20GNfNulC7nLoZqqb",
+	"7pOaDDSWa7vTYOHuYd02A/HSRcWHXGWtlj2PocJjAMuW/jKvU9XEXo3ISuA3brAqZ+aKu6xATgHcDZU8",
+	"sL9FUtlFWw8HtKW+vmDI3PLU5nMMW3K8VisZeyaFBg2i57KwbmeKgRUuxJLFDHqjHkuiPnvO/sv9oxCy",
+	"+2WArQba1Pu1a/k03c1RVcMyqG4dhtfC75bZal0B3TTdhzPcDerqZ8X6FmKFxGgMmo0UmBDzhtFZwe7z",
+	"vvLy2Pqr3LCBfTaH/wVvmxlpepYiHJWEPTUcOnOTzyFjf6qr7WPYKr67EAyNz1EVoRtuEl40ozuuZybs",
+	"xf3nKO0GyKQlztRuzO7Myj+GKTd3dHry20np6awbpm8vX7UbpnUmu8YeroVjEU1OCmMZRb9UdvHWhq/f",
+	"8TqOeB9Wb6m7PpiPuilg677Y1Iobt9UpL8hJ79aXg11xNxYG+iALO3D0+2XKT3z2IfhsSwjvZGrnjFbE",
+	"NExUCLykbq1E+/nqpfeqYa5TAJdo8bKceQfSeV9AAW/bAisv/ueC4VuMp+xgbqd5v8L8Cz6EzXu+dC1X",
+	"BXOOrZ12TBdn9CyXa8DoTcp6pmW4Zt0tHRDvVkLq0q85sCw3qtN035tWDnWJeSMPmVizwhRdo+yvv+em",
+	"FX+QK3wr5tEm25bX4YgI0sJRq2Py3pi+Aq5BnxSUCIEogpSHjyuY4ZlgcpSQQ9XOP6bFVS5Sdv7DxSWm",
+	"XKth6cDQ2REp9JgI4XWo0rsRMzvWytpcyJEPshbuqeOgZEEQDsb4u+NzZ2U+7/oES2rk5ryGueklMpFu",
+	"RyCtzwo7YoNGpt8R+w43yJKi33+eXsMcf8Cgxy7LVF3DNHBKIU8kTbTn8/7LaBVDhQRoSdcwZ52hVpMy",
+	"FxXbdGkcYqaJHOzfHOz7dQ9qI1FWEbusXVTg1imMnLI6KYcEoZFIR5E+ldJUQQ0hKjyMQfcHtVsRLgOk",
+	"EFAYgmuO/DXqi9tbnPUl/o/JTsKwwaoEu0EiO8E72w1VFFiZmZ4LY4PrEkF5xTMfEhbCjyg0q5fIF/2+",
+	"Tw+y67L5hWGZSosJ3vaGPEyf9o55sIl0KBuziU/3DHe3bXFmbqYqB7ucK4M05xriRHJGdTNoYqwjIDBA",
+	"CsMpGAXrUcCbyMpsURKkSpOaftjvJ7LKxOv6jH43iFOOpzkXsn7X3cm45T7Qyy3QZ+LzRGYFnQLlmcYh",
+	"9ZC9vXy990837Ntv+v1+nwnJuJfj3WP24vDQA1bYRCIcwWDq4gQzHqRiBqQB1gnjLZneAc6lRq90SIZw",
+	"+1/MvMbresgg6yKG/duBJcTa4IUViBtgHbc5TJNqZHYHxKglSuGLbiIF4cZgIRdrwEiyUSbzYAZXY6Wu",
+	"zQAn/74I5OXIpR6JSQAyZYmDJPq2b5IoDtdnDqBJdDhOIp8GQY77qOJpLCjL7Fdu3HGdnJ3WXDNH0UGv",
+	"3+ujcjcFyaciOoqe9w56fVTH7RgZsOMGxN7cX15xKJHS6WqRM0HIF4Edq4IyKxIfqyb73rK4ize2pGoi",
+	"rmFblZDGjc6aEjLtvcvY7p17lkHc26XxNoKW3ZgL2TPOdvb6zGysTMPedkTJLcaeetrDihxo/K8qnuKY",
+	"fWNx28Xo7LyuMolo85Ks2n1B7xaquBz2+2syrHfLrK4C6Vtyq984BoiljRrVj9xJUK6gz2jMubHYEIs6",
+	"vKDltc1abmO/VokGuxxs7tKoTICdnm/uVBUdcT0OD7eZpp7Jjr2+3dxrsZLFXRy93GZ99ZoDCH90xWzu",
+	"R6k5qDUWkwnX81BayOlqxYgq65T1LYKCpnSGkVlXcyYoipKPTJlZaKJ3bsCK5e3/JbK7lXzvRyC2Fz00",
+	"eq5K+6cc3M8c5fovNvcoS8l8Sdj2IyY1hkNoQaVdheHp95R+v4B/+6RiL1Zr23K8OJoqY1fdS84YZqRi",
+	"wRpiZJYupOuFWHwTp/lINYvZNC9MIgchoWRQOlCP1maNKM0OXk6q7NSgoh0380lQmWkSGqW9VLSGh/6d",
+	"yub3R2aNxJq7pslqdQF3D03j/uqxndDdQRE06Sw+nOZ3Jcb+FsRY1ipzHQ6eb0W9VKLpqxVJ3pERHf3+",
+	"riGgCjOmkMAqQjDkd+OdQRU7TGwlFACqGdANw3lLEbavIdPiBj6ahzTp8pxG/QyEYMx8Eh7jIy7kVycT",
+	"dybDL0WIXgBmZ2XAPcrTAbJOyIplGgzYOFgcUs26Pfai/y0rZA7G+ChT1397WihjLO9RnpaVM22osoDY",
+	"6PWD0vcS6hmWwbIdpalm6kwYSGRIlO9695Zhh/2+h4kTwFRuwlcJ9axkJlLosaruVyI9JBG0tepr7Eqh",
+	"Bwz9Zi/6L7ATtS2lshffiRyrPEPvC3aNqZiUrRx3VPKRp27KHLIReNfJ1B4xMXRNy4Ix8+BQohym1Gnh",
+	"GeuU2bLoc5pxU73Dko5DLnLIEhlK0HRC/k43dsd+BamagKlA6fYrgoss8FHiB4m8LBkuMlrv0Q2M9pmp",
+	"IrSdoWraS1UkEmtVsM6AHLNU2oJ8sz16hH28t7Z7xJQbofR74kAhHpoOlQbkiZTgToWm7HDJQgQny0TY",
+	"G2KQA5WD/BVQ9Qwcphv7inoqd8Olajqv+VgDKjmycQMNNVRI1KZwndfqZDyQxrUQy/lZqVznJXFKNXMA",
+	"J/9G96tSu75IBarMrmgptrNJVzp2zCxcLayRFXits9Hyf03xbg+GoZQz2K7yYGQJ3mY4luVZCyW1PnkD",
+	"PqU3oHYyTlS2nE6FdohmH+klCHeRa13zZ6HRA2JrLQNnBc5W16YLPrjP3GH6haCfA33T5RkAXse5El8Q",
+	"7VptOgoD8HlQO+Nms3A+Oe7vX3do5O5tpTkc3PPcbVjuC39+9hz4yaPzUZRGx1yZEHiJX0WgLVPaAq8u",
+	"NYsMcqCAmyYFfo/PSwpcwOQXy6YndcienB5fCgrRgZW2do+dN9P9v2X4zQXGyxgkVhgwIXK4jZmvUlNX",
+	"oVH/ERjiZS0280kr/YRaaa0uaKWXkuW0rJc2dYQPcpBxm46XsZFCtmsI+VCKgY8Nf2SXwno68OlNXys9",
+	"PCkVH6lU4Pd2SlIta1FX0bbsGmDqNHzhv661Xtsog1fXmoYXZatPFrjl8wW3o7GFPM1Vg5Z5BB8Q0eX+",
+	"Owv1/lf3fsiQpEZqz98iKumLjy+qxYqvDDGqSHKT9V3mY32m9vdCNu4jW+BVttpqG5wNQtqxLxzeSD0e",
+	"+M+tXYH/EM4NZLWA4icL/m9iwWMgeWlidfBPpUP9Cirz2pJRyzqYONZdRdyLInhLi79G9X9fm/+LM+Er",
+	"9FGahYqzJdb8qa66x2hzLSR9cw1V6drVUmKVWb8aV/qPwmcva0Ujn3Dwkxr31TGsVDU+yohfPvgJ6BFk",
+	"FeYLQx+fQwM3F9eOLCTM8AM67HVhCw0hV46iXxLp6yaXpe9UnrEMhkJi4mGTOijNzHegoAnfDYMmaJoL",
+	"sEheA8fEB451D4iNDxh9dreiSSGt8sw/kWETx8yEEZC5DyjdijKwpsoIC22BEuRqaFDjw6lbn8avsYkN",
+	"BM/GV8sOntSte/JtVLS2m3djo25FIRtbeTpeY8sH93a8e+DIkL+Na+CrFd4NXwKvV+BGZI6dBAWsHaON",
+	"jVdG+9xvPMkCWWFNlnuOGT9zY34O6isVnHkSW1/c7Sli0PGiQaWGbNhQNRsGFnOdsELpTKSosY65nuRg",
+	"zG6CZlpVum0VNb4S7moH3vLXBPET2VVJyFoVt371pZ2Dfp+qg7W5rMPnpyq6aJQGXl8y6EFFVSgMvDKt",
+	"6dbWtv71yaKvWq9rOcHFT6zGTEj29vIVha9LdISEIg33aq+2U6sGU0zuP+nJDfo5SDCqnfYkwb44CUYo",
+	"hJVZmjoIwzc+ccgfr5IfIa98Nel7JoFLGnU1DRw+Xhi8DV/w8h6iJyr4UqjgNR1f4+tDMqhzUs2cJkSf",
+	"7GJJ9cW0UJ5zNQn42lWI82suWX2dts/0irVRk+2RL1g9ZJ5CnJ9CnKnYXKeqH4dl7eoEiK+WiG9j+lRJ",
+	"fQ+mPa3G4ssycuPJ+/VJr652QK+PsQrqOLl/DfP1nuKTs9OfXZsHRE2aYl22lFtlzFSelS7AJ1T9bDKr",
+	"sPZmZ8zN2Jf/THPgmh5z7YziG9DMjNVM3h8ur48YI4y6H2XmgbQKWqLXIL5k5eLhFfi/hXJRlnktgwC8",
+	"TMYSsyVJMSwpSKUFfeUKLES7nQqC7H7/r2uYn64PwTqHG3VdkdHmACzq8BSA9el8KA7+jDscOWbC1opc",
+	"HDAscmzHIJmSPYZNNzr/P4Y7h1jyKbfjyi+PWBctWm4LfvpQNvvQO+rXlNF+t1AZoVkd+/d3jn0b0Ddh",
+	"4Vg6HUtjH+3vHxz+d6/f6/cOjv7Z/2cfWb3f+XKITzOvUYA5rge6UX0UJYFZ5QvqClt+AURINsRPFPYW",
+	"4vEFmGi5tOiregimadTfrkVcmt5yqde20d5I9Arh56WHtTX7+9OycASWDSodRo06sG3DOobky8OI+ndP",
+	"4lqZ6BUVsSmkoaouPOHXUJvR155ombJWOJzGCOXDj1lTXa6NRijsjjYUGca69W6OUJO47hVZqONP4QEp",
+	"4AeFQs0dq9iAPlXQK3Q+6GHdY3pg2AisD6CeAJaITiSnmKl6ZeQa8C/o4w3hLbdWi6vCgmEDXOVphuHa",
+	"iRxUBX0HrPP69PUb+saAOWK+qvKPWhXT04z9i1VN40T6t99DKEaNDJ79i/nxu/VS43YMBtgYeAba+FrQ",
+	"QAESM6WvsbAUfgr77M3FJRv8ldD3/5IolHiCHj64GySyM2hWtBl0EXahnQMelZQOj7AETa3Aevc4kTgP",
+	"l2zQqEc4cCPVi554DMPvLfgyjDSamzORIZbGp/jlSo5At0WveZwOZX7WXlWWpdaYyFgH3hc8xw2Gc6tu",
+	"JwmeFVb+/73gKNZ7ONXeBq64sR7xWylumYFUycywWTiyUKYbizWJkSTS3rgkzAiwfDL9uDUNbg7+NWDf",
+	"sDHcsp9+PXm1d/HTyeHLf3SoRFRM92NuGvYNS6JeErFvmOYzqh2+1UIvxEhyW2jYaaEP5J9cqHG+Q1Di",
+	"8ofUD29vfQX4smzXcdD13hcivc6p+CjSJBa/nnGd+eti0leWWFmIFKVa2edg9XzvBH93AuIo7UgNK7xn",
+	"3PrqTl6PubfxajrO8sax7hujGuIx41UpSE1V6yWkGA6L3yvAIK7FmmiOEVktQur4FU+vneikT00u+NZr",
+	"XxWKE4naEZbNY+eQCQ2pj0qXyrKhynM1A/x6/LpyTKF8XMw83y+LzyPLRDFrlQOL00K83HhmHOdqr8B0",
+	"d/e/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -156,7 +156,7 @@ func TestCrossTenant(t *testing.T) {
 	t.Run("AStillHasEverything", func(t *testing.T) {
 		g, err := a.GetScheduleWithResponse(h.ctx, s.Id)
 		mustStatus(t, err, g.StatusCode(), g.Body, http.StatusOK)
-		if g.JSON200.Name != "a-sched" || g.JSON200.State != client.Active {
+		if g.JSON200.Name != "a-sched" || g.JSON200.State != client.ScheduleStateActive {
 			t.Fatalf("A's schedule changed: %s", g.Body)
 		}
 		p, err := a.GetPolicyWithResponse(h.ctx, pol.Id)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/defaults"
 )
 
 // Config configures the master. Zero values of the limits take the defaults
@@ -45,6 +46,9 @@ type Config struct {
 
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
+	// WrongTokens limits release and extend calls with a wrong token (or
+	// an unknown event) per client address (default 60 per minute).
+	WrongTokens WrongTokens
 
 	// PreviewDefault is the number of fire times a preview returns without
 	// ?count (default 10). PreviewMax is the largest count (default 1000).
@@ -63,6 +67,14 @@ type Config struct {
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
+}
+
+// WrongTokens blocks a client address for the rest of a Window once it sent
+// Max release or extend calls that answered 404 in it. Max < 0 turns the
+// limit off.
+type WrongTokens struct {
+	Max    int
+	Window time.Duration
 }
 
 // Default limits.
@@ -108,6 +120,8 @@ func (c *Config) setDefaults() {
 	def(&c.PreviewMax, 1000)
 	def(&c.PageDefault, 100)
 	defDur(&c.IdempotencyWait, 5*time.Second)
+	defaults.Set(&c.WrongTokens.Max, 60)
+	defaults.Set(&c.WrongTokens.Window, time.Minute)
 }
 
 // validate checks c after defaults were applied; the error names the field.
@@ -145,6 +159,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.PreviewDefault must be between 1 and PreviewMax")
 	case c.PageDefault < 1 || c.PageDefault > 1000:
 		return fmt.Errorf("master: Config.PageDefault must be between 1 and 1000")
+	case c.WrongTokens.Window < 0:
+		return fmt.Errorf("master: Config.WrongTokens.Window must not be negative")
 	case c.IdempotencyWait < 0:
 		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
 	}

@@ -106,7 +106,7 @@ func TestSchedules(t *testing.T) {
 		})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
 		s = *r.JSON201
-		if s.Id == "" || s.Children != 1 || len(s.NextFireTimes) != 5 || s.State != client.Active || s.Version != 1 {
+		if s.Id == "" || s.Children != 1 || len(s.NextFireTimes) != 5 || s.State != client.ScheduleStateActive || s.Version != 1 {
 			t.Fatalf("unexpected schedule %s", r.Body)
 		}
 		berlin, _ := time.LoadLocation("Europe/Berlin")
@@ -148,8 +148,8 @@ func TestSchedules(t *testing.T) {
 	})
 	t.Run("CreateSQSTarget", func(t *testing.T) {
 		q := h.schedule(c, client.ScheduleCreate{Name: "sqs", Cron: ptr("0 * * * *"), Target: client.Target{
-			Type: client.Sqs, QueueUrl: ptr("https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo")}})
-		if q.Target.Type != client.Sqs || q.Target.QueueUrl == nil {
+			Type: client.TargetTypeSqs, QueueUrl: ptr("https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo")}})
+		if q.Target.Type != client.TargetTypeSqs || q.Target.QueueUrl == nil {
 			t.Fatalf("target %+v", q.Target)
 		}
 	})
@@ -282,7 +282,7 @@ func TestSchedules(t *testing.T) {
 		}
 		r, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		if r.JSON200.State != client.Paused || len(r.JSON200.NextFireTimes) != 0 {
+		if r.JSON200.State != client.ScheduleStatePaused || len(r.JSON200.NextFireTimes) != 0 {
 			t.Fatalf("paused %s", r.Body)
 		}
 		counts, _ := h.st.EventCountByFire(h.ctx, future.ID)
@@ -294,7 +294,7 @@ func TestSchedules(t *testing.T) {
 		saved := h.em.savedCount(s.Id)
 		res, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 		mustStatus(t, err, res.StatusCode(), res.Body, http.StatusOK)
-		if res.JSON200.State != client.Active || len(res.JSON200.NextFireTimes) != 5 {
+		if res.JSON200.State != client.ScheduleStateActive || len(res.JSON200.NextFireTimes) != 5 {
 			t.Fatalf("resumed %s", res.Body)
 		}
 		if h.em.savedCount(s.Id) != saved+1 {
@@ -319,14 +319,14 @@ func TestSchedules(t *testing.T) {
 		if o.Children != 0 || o.Cron != nil || len(o.NextFireTimes) != 1 || !o.NextFireTimes[0].Equal(at) {
 			t.Fatalf("one-off %+v", o)
 		}
-		ev, err := c.ListEventsWithResponse(h.ctx, &client.ListEventsParams{ScheduleId: &o.Id, Status: ptr(client.Pending)})
+		ev, err := c.ListEventsWithResponse(h.ctx, &client.ListEventsParams{ScheduleId: &o.Id, Status: ptr(client.EventStatusPending)})
 		mustStatus(t, err, ev.StatusCode(), ev.Body, http.StatusOK)
 		if len(ev.JSON200.Items) != 2 || !ev.JSON200.Items[0].LaunchAt.Equal(at) {
 			t.Fatalf("one-off events %s", ev.Body)
 		}
 		d, err := c.DeleteScheduleWithResponse(h.ctx, o.Id)
 		mustStatus(t, err, d.StatusCode(), d.Body, http.StatusNoContent)
-		ev, err = c.ListEventsWithResponse(h.ctx, &client.ListEventsParams{ScheduleId: &o.Id, Status: ptr(client.Cancelled)})
+		ev, err = c.ListEventsWithResponse(h.ctx, &client.ListEventsParams{ScheduleId: &o.Id, Status: ptr(client.EventStatusCancelled)})
 		mustStatus(t, err, ev.StatusCode(), ev.Body, http.StatusOK)
 		if len(ev.JSON200.Items) != 2 {
 			t.Fatalf("cancelled one-off events %s", ev.Body)
@@ -353,7 +353,7 @@ func TestReleaseWithoutReleaser(t *testing.T) {
 	e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
 	r, err := h.client("").ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-	if r.JSON200.Status != client.Released {
+	if r.JSON200.Status != client.EventStatusReleased {
 		t.Fatalf("release %s", r.Body)
 	}
 	if p, _ := h.st.PolicyGetByID(h.ctx, pol.Id); p.InUse != 0 {
@@ -379,7 +379,7 @@ func TestEvents(t *testing.T) {
 		before := h.released.Load()
 		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		if r.JSON200.Status != client.Released {
+		if r.JSON200.Status != client.EventStatusReleased {
 			t.Fatalf("release %s", r.Body)
 		}
 		if p, _ := h.st.PolicyGetByID(h.ctx, pol.Id); p.InUse != 1 {
@@ -488,7 +488,7 @@ func TestEvents(t *testing.T) {
 			e := h.insertEvent(tid, "sch_a", "", from)
 			r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
 			mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-			if r.JSON200.Status != client.Released {
+			if r.JSON200.Status != client.EventStatusReleased {
 				t.Fatalf("release of an unthrottled %s event answered %s, want released", from, r.JSON200.Status)
 			}
 			stored, _ := h.st.EventGetByID(h.ctx, e.ID)
@@ -531,7 +531,7 @@ func TestEvents(t *testing.T) {
 		e := h.insertEvent(tid, "sch_a", "", model.EventDead)
 		r, err := c.RedriveEventWithResponse(h.ctx, e.ID)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		if r.JSON200.Status != client.Pending || r.JSON200.Attempts != 0 {
+		if r.JSON200.Status != client.EventStatusPending || r.JSON200.Attempts != 0 {
 			t.Fatalf("redriven %s", r.Body)
 		}
 		again, err := c.RedriveEventWithResponse(h.ctx, e.ID)
@@ -541,7 +541,7 @@ func TestEvents(t *testing.T) {
 		e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
 		r, err := c.GetEventWithResponse(h.ctx, e.ID)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		if r.JSON200.Id != e.ID || r.JSON200.Status != client.Delivered || string(*r.JSON200.Payload) != `{"k":1}` {
+		if r.JSON200.Id != e.ID || r.JSON200.Status != client.EventStatusDelivered || string(*r.JSON200.Payload) != `{"k":1}` {
 			t.Fatalf("event %s", r.Body)
 		}
 		if containsStr(string(r.Body), e.ReleaseToken) {
@@ -554,12 +554,12 @@ func TestEvents(t *testing.T) {
 		}
 		h.insertEvent(tid, "sch_list", "", model.EventPending)
 		var ids []string
-		params := &client.ListEventsParams{ScheduleId: ptr("sch_list"), Status: ptr(client.Dead), Limit: ptr(2)}
+		params := &client.ListEventsParams{ScheduleId: ptr("sch_list"), Status: ptr(client.EventStatusDead), Limit: ptr(2)}
 		for pages := 0; ; pages++ {
 			r, err := c.ListEventsWithResponse(h.ctx, params)
 			mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 			for _, e := range r.JSON200.Items {
-				if e.ScheduleId != "sch_list" || e.Status != client.Dead {
+				if e.ScheduleId != "sch_list" || e.Status != client.EventStatusDead {
 					t.Fatalf("filter leaked %+v", e)
 				}
 				ids = append(ids, e.Id)

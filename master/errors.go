@@ -75,6 +75,12 @@ func conflict(detail string) *problem {
 	return &problem{status: http.StatusConflict, kind: "conflict", title: "Conflict", detail: detail}
 }
 
+// nameConflict is a 409 naming the field whose value another object has.
+func nameConflict(field, reason string) *problem {
+	return &problem{status: http.StatusConflict, kind: "already-exists", title: "Already exists", detail: field + ": " + reason,
+		fields: []api.FieldProblem{{Field: field, Reason: reason}}}
+}
+
 func unavailable(detail string) *problem {
 	return &problem{status: http.StatusServiceUnavailable, kind: "unavailable", title: "Service Unavailable", detail: detail, retryAfter: 1}
 }

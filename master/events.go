@@ -345,7 +345,7 @@ func (s *Server) ListScheduleFires(c echo.Context, id api.ID, params api.ListSch
 	var before time.Time
 	if pos != "" {
 		if before, err = time.Parse(time.RFC3339Nano, pos); err != nil {
-			return invalid("cursor", "not a cursor returned by this API")
+			return badCursor()
 		}
 	}
 	if _, err := s.store.ScheduleGet(ctx, tenant, id); err != nil {
@@ -390,7 +390,7 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		FireTime:   f.FireTime.UTC(),
 		LocalTime:  f.LocalTime,
 		N:          f.Count,
-		Decision:   string(f.Decision),
+		Decision:   api.FireDecision(f.Decision),
 		Counts: api.FireCounts{
 			Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
 			InFlight:  counts[model.EventDelivering],

@@ -120,7 +120,7 @@ func (h *harness) policy(c *client.ClientWithResponses, name string, max int) cl
 }
 
 func httpTarget() client.Target {
-	return client.Target{Type: client.Http, Url: ptr("https://consumer.example.com/hook")}
+	return client.Target{Type: client.TargetTypeHttp, Url: ptr("https://consumer.example.com/hook")}
 }
 
 func (h *harness) schedule(c *client.ClientWithResponses, body client.ScheduleCreate) client.Schedule {

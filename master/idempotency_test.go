@@ -126,7 +126,7 @@ func TestIdempotency(t *testing.T) {
 		// answers 503 (not 201: nothing else would emit a fire the
 		// emitter's passes scanned past) and its retry emits them.
 		oneOff := client.ScheduleCreate{Name: "soon", RunAt: ptr(time.Now().Add(time.Minute).UTC()), EventCount: ptr(3),
-			Target: client.Target{Type: client.Http, Url: ptr("http://127.0.0.1:9/")}}
+			Target: client.Target{Type: client.TargetTypeHttp, Url: ptr("http://127.0.0.1:9/")}}
 		params := &client.CreateScheduleParams{IdempotencyKey: ptr("emit-fails")}
 		h.em.mu.Lock()
 		h.em.failSaved = 1

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -100,21 +101,33 @@ func fieldHolding(raw []byte, v string) string {
 	return ""
 }
 
-// Cursors are opaque to clients: base64url of the position.
+// Cursors are opaque to clients: base64url of cursorMark and the position.
+// The mark tells a cursor of this API from any other base64url text, which
+// would otherwise decode to a position past every item (an empty page).
+const cursorMark = "c1:"
+
 func encodeCursor(pos string) *string {
-	s := base64.RawURLEncoding.EncodeToString([]byte(pos))
+	s := base64.RawURLEncoding.EncodeToString([]byte(cursorMark + pos))
 	return &s
 }
 
+// decodeCursor returns the position of cur; "" for no cursor.
 func decodeCursor(cur *string) (string, error) {
 	if cur == nil || *cur == "" {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(*cur)
-	if err != nil {
-		return "", invalid("cursor", "not a cursor returned by this API")
+	pos, ok := strings.CutPrefix(string(b), cursorMark)
+	if err != nil || !ok || pos == "" || !utf8.Valid(b) {
+		return "", badCursor()
 	}
-	return string(b), nil
+	return pos, nil
+}
+
+// badCursor is the answer of every list operation to a cursor it did not
+// hand out.
+func badCursor() error {
+	return badRequest("cursor: not a cursor returned by this API", api.FieldProblem{Field: "cursor", Reason: "not a cursor returned by this API"})
 }
 
 func (s *Server) pageSize(limit *int) int {

@@ -6,16 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/labstack/echo/v4"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
@@ -48,7 +55,14 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 	for path, item := range spec.Paths.Map() {
 		echoPath := regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllString(path, ":$1")
 		for method, op := range item.Operations() {
-			r := &route{path: path, method: method, pathItem: item, operation: op, spec: spec}
+			r := &route{path: path, method: method, pathItem: item, operation: op, spec: spec, query: map[string]bool{}}
+			for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+				for _, p := range ps {
+					if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
+						r.query[p.Value.Name] = true
+					}
+				}
+			}
 			if op.Security != nil && len(*op.Security) == 0 {
 				r.public = true
 			}
@@ -61,6 +75,26 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 		}
 	}
 	return out
+}
+
+// checkQuery answers 400 for a query parameter the operation does not
+// declare: a misspelt filter must not silently widen the answer.
+func (r *route) checkQuery(q map[string][]string) error {
+	var out []api.FieldProblem
+	for name := range q {
+		if !r.query[name] {
+			out = append(out, api.FieldProblem{Field: name, Reason: "unknown query parameter"})
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	detail := make([]string, len(out))
+	for i, f := range out {
+		detail[i] = f.Field + ": " + f.Reason
+	}
+	return badRequest(strings.Join(detail, "; "), out...)
 }
 
 func (s *Server) routeOf(c echo.Context) *route {
@@ -107,6 +141,9 @@ func forbidden(detail string) *problem {
 	return &problem{status: http.StatusForbidden, kind: "forbidden", title: "Forbidden", detail: detail}
 }
 
+// badKey is the detail of the 401 for an unknown or revoked key.
+const badKey = "the API key is not valid"
+
 // authenticate resolves the bearer key to the admin or a tenant. Operations
 // with `security: []` (release, extend) need no key.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
@@ -130,12 +167,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		} else {
 			k, err := s.store.APIKeyGetByHash(c.Request().Context(), model.HashAPIKey(key))
 			switch {
-			case errors.Is(err, model.ErrNotFound):
-				return unauthorized("unknown API key")
+			case errors.Is(err, model.ErrNotFound) || err == nil && k.RevokedAt != nil:
+				// One answer for both: it does not tell whether a key existed.
+				return unauthorized(badKey)
 			case err != nil:
 				return err
-			case k.RevokedAt != nil:
-				return unauthorized("the API key was revoked")
 			}
 			who = &caller{tenantID: k.TenantID, keyID: k.ID}
 		}
@@ -169,6 +205,44 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// limitWrongTokens answers 429 to a client address that sent too many
+// wrong release tokens (release and extend answer 404 to them), so that
+// tokens cannot be guessed at speed.
+func (s *Server) limitWrongTokens(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rt := s.routeOf(c)
+		if s.wrongTokens == nil || rt == nil || !rt.public {
+			return next(c)
+		}
+		addr := s.clientAddr(c)
+		if wait := s.wrongTokens.blocked(addr); wait > 0 {
+			secs := int((wait + time.Second - 1) / time.Second)
+			return &problem{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
+				detail: "too many wrong release tokens from this address; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
+		}
+		err := next(c)
+		var p *problem
+		if errors.Is(err, model.ErrNotFound) || errors.As(err, &p) && p.status == http.StatusNotFound {
+			s.wrongTokens.fail(addr)
+		}
+		return err
+	}
+}
+
+// clientAddr is the address wrong tokens are counted by: the peer address,
+// unless the runtime configured echo's IPExtractor for a trusted proxy
+// (echo's default would trust any client's X-Forwarded-For).
+func (s *Server) clientAddr(c echo.Context) string {
+	if s.echo.IPExtractor != nil {
+		return c.RealIP()
+	}
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		return c.Request().RemoteAddr
+	}
+	return host
+}
+
 var validationOptions = &openapi3filter.Options{
 	MultiError:          true,
 	SkipSettingDefaults: true,
@@ -198,6 +272,12 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if rt.operation.RequestBody == nil {
 			body = nil // bodies of operations without one are ignored
+		}
+		if err := scanBody(body); err != nil {
+			return err
+		}
+		if err := rt.checkQuery(r.URL.Query()); err != nil {
+			return err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		c.Set(ctxRawBody, body)
@@ -265,6 +345,18 @@ func translateValidation(err error) error {
 			walk(e.Err, name)
 			return
 		case *openapi3.SchemaError:
+			var ve *jsonschema.ValidationError
+			if errors.As(e, &ve) {
+				// The JSON Schema 2020-12 validator of OpenAPI 3.1 documents:
+				// report the leaves, which say what is wrong where.
+				var me openapi3.MultiError
+				if e.Origin != nil && errors.As(e.Origin, &me) {
+					walk(me, param)
+					return
+				}
+				out = append(out, schemaLeaf(ve, param)...)
+				return
+			}
 			path := e.JSONPointer()
 			reason := e.Reason
 			if e.SchemaField == "format" && e.Schema != nil {
@@ -316,6 +408,36 @@ func formatReason(format string) string {
 		return `not a date such as "2026-01-02"`
 	}
 	return "not in the format " + strconv.Quote(format)
+}
+
+var english = message.NewPrinter(language.English)
+
+// schemaLeaf names the fields of one failure of the JSON Schema validator.
+func schemaLeaf(ve *jsonschema.ValidationError, param string) []api.FieldProblem {
+	field := func(extra ...string) string {
+		parts := append(append([]string{}, ve.InstanceLocation...), extra...)
+		f := strings.Join(parts, ".")
+		if param != "" {
+			f = strings.TrimSuffix(param+"."+f, ".")
+		}
+		return orBody(f)
+	}
+	var out []api.FieldProblem
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		for _, m := range k.Missing {
+			out = append(out, api.FieldProblem{Field: field(m), Reason: "is required"})
+		}
+	case *kind.AdditionalProperties:
+		for _, p := range k.Properties {
+			out = append(out, api.FieldProblem{Field: field(p), Reason: "unknown field"})
+		}
+	case *kind.Format:
+		out = append(out, api.FieldProblem{Field: field(), Reason: formatReason(k.Want)})
+	default:
+		out = append(out, api.FieldProblem{Field: field(), Reason: ve.ErrorKind.LocalizedString(english)})
+	}
+	return out
 }
 
 func orBody(field string) string {

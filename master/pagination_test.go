@@ -93,7 +93,7 @@ func TestPagination(t *testing.T) {
 	t.Run("FilterByState", func(t *testing.T) {
 		r, err := c.PauseScheduleWithResponse(h.ctx, "sch_store10000")
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		l, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{State: ptr(client.Paused)})
+		l, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{State: ptr(client.ScheduleStatePaused)})
 		mustStatus(t, err, l.StatusCode(), l.Body, http.StatusOK)
 		if len(l.JSON200.Items) != 1 || l.JSON200.Items[0].Id != "sch_store10000" {
 			t.Fatalf("state filter: %d items", len(l.JSON200.Items))

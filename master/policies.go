@@ -2,7 +2,9 @@ package master
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -43,7 +45,7 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 		now := s.now().UTC()
 		p.CreatedAt, p.UpdatedAt, p.Version = now, now, 1
 		if err := s.store.PolicyCreate(ctx, &p); err != nil {
-			return 0, nil, err
+			return 0, nil, s.nameTaken(ctx, &p, err)
 		}
 		out, err := s.policyOut(ctx, &p)
 		return http.StatusCreated, out, err
@@ -121,7 +123,7 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 	p.Version = old.Version + 1
 	p.UpdatedAt = s.now().UTC()
 	if err := s.store.PolicyUpdate(ctx, &p, old.Version); err != nil {
-		return err
+		return s.nameTaken(ctx, &p, err)
 	}
 	// Re-read: the store keeps InUse and TimedOut, which may have moved.
 	fresh, err := s.store.PolicyGet(ctx, p.TenantID, p.ID)
@@ -154,6 +156,26 @@ func (s *Server) DeletePolicy(c echo.Context, id api.ID) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// nameTaken explains a conflict of writing p: the store answers ErrConflict
+// both for a lost compare-and-set (or an id taken by a concurrent retry) and
+// for a name another policy of the tenant has. The store decided; this only
+// looks which it was, so a name conflict answers 409 naming the field.
+func (s *Server) nameTaken(ctx context.Context, p *model.Policy, err error) error {
+	if !errors.Is(err, model.ErrConflict) {
+		return err
+	}
+	ps, lerr := s.store.PolicyList(ctx, p.TenantID)
+	if lerr != nil {
+		return err
+	}
+	for _, o := range ps {
+		if o.Name == p.Name && o.ID != p.ID {
+			return nameConflict("name", "a policy named "+strconv.Quote(p.Name)+" already exists: "+o.ID)
+		}
+	}
+	return err
 }
 
 func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, error) {

@@ -45,3 +45,64 @@ func (l *rateLimiter) allow(scope string) (bool, time.Duration) {
 	}
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
+
+// failureLimiter counts failures (wrong release tokens) per client address
+// in fixed windows; an address with Max failures in its window is blocked
+// until the window ends.
+type failureLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	addrs map[string]*failures
+}
+
+type failures struct {
+	n     int
+	start time.Time
+}
+
+// failureLimiterSweep is the map size from which expired windows are
+// dropped, so that many addresses do not grow the map without bound.
+const failureLimiterSweep = 10_000
+
+func newFailureLimiter(cfg WrongTokens, now func() time.Time) *failureLimiter {
+	return &failureLimiter{max: cfg.Max, window: cfg.Window, now: now, addrs: make(map[string]*failures)}
+}
+
+// blocked reports how long addr remains blocked; 0 if it is not.
+func (l *failureLimiter) blocked(addr string) time.Duration {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.addrs[addr]
+	if !ok || f.n < l.max {
+		return 0
+	}
+	if end := f.start.Add(l.window); now.Before(end) {
+		return end.Sub(now)
+	}
+	delete(l.addrs, addr)
+	return 0
+}
+
+// fail counts one failure of addr.
+func (l *failureLimiter) fail(addr string) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.addrs[addr]
+	if !ok || !now.Before(f.start.Add(l.window)) {
+		if !ok && len(l.addrs) >= failureLimiterSweep {
+			for a, g := range l.addrs {
+				if !now.Before(g.start.Add(l.window)) {
+					delete(l.addrs, a)
+				}
+			}
+		}
+		f = &failures{start: now}
+		l.addrs[addr] = f
+	}
+	f.n++
+}

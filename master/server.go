@@ -7,7 +7,8 @@
 // into RFC 9457 problem+json.
 //
 // Request pipeline: body size limit (413) → authentication (401/403) → per
-// tenant rate limit (429) → validation against the spec (400) → handler.
+// tenant rate limit (429) → wrong release token limit per address (429) →
+// body scan and validation against the spec (400) → handler.
 package master
 
 import (
@@ -125,6 +126,8 @@ type Server struct {
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
 	limiter *rateLimiter
+
+	wrongTokens *failureLimiter // nil: off
 }
 
 var _ api.ServerInterface = (*Server)(nil)
@@ -162,13 +165,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.RateLimit.PerSecond > 0 {
 		s.limiter = newRateLimiter(cfg.RateLimit, deps.Clock)
 	}
+	if cfg.WrongTokens.Max > 0 {
+		s.wrongTokens = newFailureLimiter(cfg.WrongTokens, deps.Clock)
+	}
 	s.routes = buildRoutes(spec)
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.validateRequest)
+	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.validateRequest)
 	api.RegisterHandlers(e, s)
 	// Not an operation of the spec, so no authentication.
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", schedulerd.OpenAPI) })
@@ -191,6 +197,7 @@ type route struct {
 	pathItem  *openapi3.PathItem
 	operation *openapi3.Operation
 	spec      *openapi3.T
-	public    bool // security: [] (authorised by the release token)
-	admin     bool // tagged admin: admin key only
+	public    bool            // security: [] (authorised by the release token)
+	admin     bool            // tagged admin: admin key only
+	query     map[string]bool // declared query parameters
 }

@@ -58,7 +58,7 @@ func TestScheduleValidation(t *testing.T) {
 		{"RejectsTargetURLWithoutHost", func(s *client.ScheduleCreate) { s.Target.Url = ptr("https:///path") }, "target.url", "host"},
 		{"RejectsHTTPTargetWithoutURL", func(s *client.ScheduleCreate) { s.Target.Url = nil }, "target.url", "required"},
 		{"RejectsMalformedSQSQueueURL", func(s *client.ScheduleCreate) {
-			s.Target = client.Target{Type: client.Sqs, QueueUrl: ptr("https://sqs.eu-west-1.amazonaws.com/not-an-account/q")}
+			s.Target = client.Target{Type: client.TargetTypeSqs, QueueUrl: ptr("https://sqs.eu-west-1.amazonaws.com/not-an-account/q")}
 		}, "target.queueUrl", "SQS"},
 		{"RejectsCronAndRunAtTogether", func(s *client.ScheduleCreate) { s.RunAt = ptr(time.Now().Add(time.Hour)) }, "cron", "exclusive"},
 		{"RejectsMissingExpression", func(s *client.ScheduleCreate) { s.Cron = nil }, "cron", "required"},
@@ -141,7 +141,7 @@ func TestScheduleValidation(t *testing.T) {
 	})
 	t.Run("RejectsForeignCursor", func(t *testing.T) {
 		r, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{Cursor: ptr("%%%")})
-		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "cursor")
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "cursor")
 	})
 	t.Run("ReportsEveryBadField", func(t *testing.T) {
 		body := valid()

@@ -42,6 +42,10 @@ if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --exit-code --stat -- a
   echo "generated code differs from openapi.yaml: run 'go generate ./api/... ./client/...' and commit"; exit 1
 fi
 
+echo "== lint openapi.yaml"
+npm ci --prefix scripts/lint --no-audit --no-fund --loglevel=error
+npm exec --prefix scripts/lint --no -- redocly lint --config scripts/lint/redocly.yaml openapi.yaml
+
 echo "== go vet"
 go vet ./...
 

@@ -1,0 +1,235 @@
+package master_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// TestBodyScan: what encoding/json would accept silently is a 400 naming the
+// problem, and nothing is stored.
+func TestBodyScan(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	for name, tc := range map[string]struct {
+		body, field, reason string
+	}{
+		"TrailingWord":     {`{"name":"p1","maxInFlight":1} xyz`, "body", "data after the JSON value"},
+		"TrailingValue":    {`{"name":"p1","maxInFlight":1}{"name":"p2","maxInFlight":1}`, "body", "data after the JSON value"},
+		"DuplicateKey":     {`{"name":"a","name":"b","maxInFlight":1}`, "name", `duplicate key "name"`},
+		"InvalidUTF8":      {"{\"name\":\"a\xff\xfeb\",\"maxInFlight\":1}", "name", "not valid UTF-8"},
+		"NUL":              {`{"name":"a\u0000b","maxInFlight":1}`, "name", "contains U+0000 (NUL)"},
+		"InvalidUTF8InKey": {"{\"n\xffame\":\"a\",\"maxInFlight\":1}", "n\ufffdame", "not valid UTF-8"},
+		// encoding/json matches keys case-insensitively: "Name" would win.
+		"CaseVariantKey": {`{"name":"a","Name":"b","maxInFlight":1}`, "Name", "unknown field"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := c.CreatePolicyWithBodyWithResponse(h.ctx, nil, "application/json", bytes.NewReader([]byte(tc.body)))
+			p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, tc.field)
+			if got := reasonOf(p, tc.field); got != tc.reason {
+				t.Fatalf("reason %q, want %q", got, tc.reason)
+			}
+		})
+	}
+	t.Run("NestedDuplicateKey", func(t *testing.T) {
+		body := `{"name":"s","cron":"0 3 * * *","target":{"type":"http","url":"https://a.example.com/x","url":"https://b.example.com/x"}}`
+		r, err := c.CreateScheduleWithBodyWithResponse(h.ctx, nil, "application/json", bytes.NewReader([]byte(body)))
+		p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "target.url")
+		if got := reasonOf(p, "target.url"); got != `duplicate key "url"` {
+			t.Fatalf("reason %q", got)
+		}
+	})
+	t.Run("NULInArrayElement", func(t *testing.T) {
+		body := `{"name":"s","cron":"0 3 * * *","target":{"type":"http","url":"https://a.example.com/x"},"payload":{"tags":["ok","b\u0000d"]}}`
+		r, err := c.CreateScheduleWithBodyWithResponse(h.ctx, nil, "application/json", bytes.NewReader([]byte(body)))
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "payload.tags.1")
+	})
+	t.Run("SameKeyInSiblingObjectsIsFine", func(t *testing.T) {
+		body := `{"name":"s","cron":"0 3 * * *","target":{"type":"http","url":"https://a.example.com/x"},"payload":{"a":{"k":1},"b":{"k":2}}}`
+		r, err := c.CreateScheduleWithBodyWithResponse(h.ctx, nil, "application/json", bytes.NewReader([]byte(body)))
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
+	})
+	t.Run("NothingStored", func(t *testing.T) {
+		r, err := c.ListPoliciesWithResponse(h.ctx)
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+		if n := len(r.JSON200.Items); n != 0 {
+			t.Fatalf("%d policies stored from rejected bodies", n)
+		}
+	})
+}
+
+// TestUnknownQueryParameter: a misspelt filter is a 400 naming it instead of
+// an unfiltered answer.
+func TestUnknownQueryParameter(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	for _, path := range []string{"/v1/events?schedule=sch_x", "/v1/schedules?limit=5&sate=active", "/v1/policies?cursor=x"} {
+		req, _ := http.NewRequest(http.MethodGet, h.url+path, nil)
+		resp, body := h.send(c, req)
+		field := map[string]string{"/v1/events?schedule=sch_x": "schedule", "/v1/schedules?limit=5&sate=active": "sate", "/v1/policies?cursor=x": "cursor"}[path]
+		wantProblem(t, nil, resp, body, http.StatusBadRequest, field)
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/events?scheduleId=sch_x", nil)
+	resp, body := h.send(c, req)
+	mustStatus(t, nil, resp.StatusCode, body, http.StatusOK)
+}
+
+// TestPathIDs: an empty or over-long path id is a 400 naming id, as
+// openapi.yaml lists, on authenticated and token-authorised operations.
+func TestPathIDs(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/schedules//pause"},
+		{http.MethodGet, "/v1/schedules/" + strings.Repeat("x", 201)},
+		{http.MethodPost, "/v1/events//release"},
+	} {
+		req, _ := http.NewRequest(tc.method, h.url+tc.path, strings.NewReader(`{"token":"x"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := h.send(c, req)
+		wantProblem(t, nil, resp, body, http.StatusBadRequest, "id")
+	}
+}
+
+// TestMalformedCursor: every list operation answers 400 naming cursor to a
+// cursor it did not hand out, including base64url text that decodes.
+func TestMalformedCursor(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	s := h.cronSchedule(c, "s")
+	for _, cur := range []string{"zzz", "YWJj", "%%%"} {
+		r1, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{Cursor: ptr(cur)})
+		wantProblem(t, err, r1.HTTPResponse, r1.Body, http.StatusBadRequest, "cursor")
+		r2, err := c.ListEventsWithResponse(h.ctx, &client.ListEventsParams{Cursor: ptr(cur)})
+		wantProblem(t, err, r2.HTTPResponse, r2.Body, http.StatusBadRequest, "cursor")
+		r3, err := c.ListScheduleFiresWithResponse(h.ctx, s.Id, &client.ListScheduleFiresParams{Cursor: ptr(cur)})
+		wantProblem(t, err, r3.HTTPResponse, r3.Body, http.StatusBadRequest, "cursor")
+	}
+}
+
+// TestPolicyNameTaken: a duplicate name is a 409 naming name, not the
+// "changed meanwhile" answer of a lost compare-and-set.
+func TestPolicyNameTaken(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	first := h.policy(c, "gpu", 1)
+	r, err := c.CreatePolicyWithResponse(h.ctx, nil, client.PolicyCreate{Name: "gpu", MaxInFlight: 2})
+	p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "name")
+	if got := reasonOf(p, "name"); got != `a policy named "gpu" already exists: `+first.Id {
+		t.Fatalf("reason %q", got)
+	}
+	other := h.policy(c, "cpu", 1)
+	u, err := c.UpdatePolicyWithResponse(h.ctx, other.Id, client.PolicyUpdate{Name: ptr("gpu")})
+	wantProblem(t, err, u.HTTPResponse, u.Body, http.StatusConflict, "name")
+	// Another tenant may use the name.
+	_, c2 := h.tenant("other")
+	h.policy(c2, "gpu", 1)
+}
+
+// TestBadKeysAnswerAlike: a revoked key and an unknown key get the same 401.
+func TestBadKeysAnswerAlike(t *testing.T) {
+	h := newHarness(t)
+	tid, _ := h.tenant("acme")
+	kr, err := h.admin.CreateAPIKeyWithResponse(h.ctx, tid, nil)
+	mustStatus(t, err, kr.StatusCode(), kr.Body, http.StatusCreated)
+	rv, err := h.admin.RevokeAPIKeyWithResponse(h.ctx, tid, kr.JSON201.Id)
+	mustStatus(t, err, rv.StatusCode(), rv.Body, http.StatusNoContent)
+
+	revoked, err := h.client(kr.JSON201.Key).ListPoliciesWithResponse(h.ctx)
+	wantProblem(t, err, revoked.HTTPResponse, revoked.Body, http.StatusUnauthorized, "")
+	unknown, err := h.client("sk_" + kr.JSON201.Key[3:len(kr.JSON201.Key)-2] + "xx").ListPoliciesWithResponse(h.ctx)
+	wantProblem(t, err, unknown.HTTPResponse, unknown.Body, http.StatusUnauthorized, "")
+	if !bytes.Equal(revoked.Body, unknown.Body) {
+		t.Fatalf("bodies differ:\nrevoked %s\nunknown %s", revoked.Body, unknown.Body)
+	}
+	for _, hd := range []string{"WWW-Authenticate", "Content-Type"} {
+		if a, b := revoked.HTTPResponse.Header.Get(hd), unknown.HTTPResponse.Header.Get(hd); a != b {
+			t.Fatalf("%s differs: %q vs %q", hd, a, b)
+		}
+	}
+}
+
+// TestWrongTokensLimited: after Max wrong release or extend tokens from one
+// address in a window, that address gets 429 with Retry-After, even with
+// the right token, until the window ends.
+func TestWrongTokensLimited(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	h := newHarness(t, func(c *master.Config, d *master.Deps) {
+		c.WrongTokens = master.WrongTokens{Max: 3, Window: time.Minute}
+		d.Clock = clock
+	})
+	tid, c := h.tenant("acme")
+	s := h.cronSchedule(c, "s")
+	e := h.insertEvent(tid, s.Id, "", model.EventDelivering)
+	anon := h.client("")
+	for i := range 3 {
+		var status int
+		var err error
+		if i%2 == 0 {
+			r, rerr := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: "wrong-" + strconv.Itoa(i)})
+			status, err = r.StatusCode(), rerr
+		} else {
+			r, rerr := anon.ExtendEventWithResponse(h.ctx, e.ID, client.ExtendRequest{Token: "wrong-" + strconv.Itoa(i)})
+			status, err = r.StatusCode(), rerr
+		}
+		if err != nil || status != http.StatusNotFound {
+			t.Fatalf("wrong token %d: status %d, err %v; want 404", i, status, err)
+		}
+	}
+	r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+	wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusTooManyRequests, "")
+	if ra, _ := strconv.Atoi(r.HTTPResponse.Header.Get("Retry-After")); ra < 1 || ra > 60 {
+		t.Fatalf("Retry-After %q, want 1..60", r.HTTPResponse.Header.Get("Retry-After"))
+	}
+	// Tenant operations are not affected.
+	l, err := c.ListPoliciesWithResponse(h.ctx)
+	mustStatus(t, err, l.StatusCode(), l.Body, http.StatusOK)
+
+	advance(time.Minute)
+	r, err = anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+}
+
+// send does req with c's key and returns the response and its body.
+func (h *harness) send(c *client.ClientWithResponses, req *http.Request) (*http.Response, []byte) {
+	h.t.Helper()
+	for _, edit := range c.ClientInterface.(*client.Client).RequestEditors {
+		if err := edit(h.ctx, req); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestWrongTokensLimitOff: WrongTokens.Max < 0 turns the limit off.
+func TestWrongTokensLimitOff(t *testing.T) {
+	h := newHarness(t, func(c *master.Config, _ *master.Deps) { c.WrongTokens.Max = -1 })
+	anon := h.client("")
+	for range 100 {
+		r, err := anon.ReleaseEventWithResponse(h.ctx, "ev_unknown", client.ReleaseRequest{Token: "wrong"})
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusNotFound)
+	}
+}
