@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
-	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
 
 // lostReply applies a write and then fails it as a lost reply would (the
