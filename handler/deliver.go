@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -305,7 +306,7 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 	for pid, n := range tokens {
 		if err := h.thr.ReturnTokens(context.WithoutCancel(ctx), pid, n); err != nil {
-			h.log.Warn().Err(err).Str("policy", pid).Int("tokens", n).Msg("returning tokens failed")
+			h.log.Warn().Err(err).Str(logkey.Policy, pid).Int("tokens", n).Msg("returning tokens failed")
 		}
 	}
 	if delivered > 0 {

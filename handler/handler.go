@@ -34,6 +34,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -128,7 +129,7 @@ type Config struct {
 	// Default 2s.
 	ReclaimInterval time.Duration
 	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
-	// Default 25.
+	// Default model.DefaultMaxAttempts.
 	DefaultMaxAttempts int
 	// Backoff returns the delay before the next attempt after `attempts`
 	// failed ones. Default DefaultBackoff (attempts^4 + 5 s, plus up to 10%
@@ -189,7 +190,7 @@ func (c *Config) validate() error {
 		{&c.MaxBatch, 500, "MaxBatch"},
 		{&c.Workers, 4, "Workers"},
 		{&c.MaxScheduled, 500_000, "MaxScheduled"},
-		{&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"},
+		{&c.DefaultMaxAttempts, model.DefaultMaxAttempts, "DefaultMaxAttempts"},
 	}
 	for _, i := range ints {
 		if *i.p == 0 {
@@ -298,7 +299,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg: cfg, deps: deps,
-		log:   deps.Logger.With().Str("component", "handler").Str("owner", cfg.Owner).Logger(),
+		log:   deps.Logger.With().Str(logkey.Component, "handler").Str(logkey.Instance, cfg.Owner).Logger(),
 		wakeT: make(chan struct{}, 1),
 		ready: make(chan throttle.Item, cfg.QueueSize),
 		// Outcomes hold back deliveries once the writers fall this far

@@ -441,7 +441,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.Config()
-	if c.Shards != 16 || c.Horizon != 30*time.Second || c.Retention != 24*time.Hour || c.DefaultMaxAttempts != 25 {
+	if c.Shards != 16 || c.Horizon != 30*time.Second || c.Retention != 24*time.Hour || c.DefaultMaxAttempts != 5 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	// Stop before Start, and twice, is safe.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -162,7 +163,7 @@ func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
 	}
 	for pid, n := range back {
 		if err := h.thr.ReturnTokens(ctx, pid, n); err != nil {
-			h.log.Warn().Err(err).Str("policy", pid).Msg("returning tokens failed")
+			h.log.Warn().Err(err).Str(logkey.Policy, pid).Msg("returning tokens failed")
 		}
 	}
 }

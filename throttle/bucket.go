@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -140,7 +141,7 @@ func (b *bucket) run(ctx context.Context) {
 			continue
 		}
 		if ctx.Err() == nil {
-			t.log.Warn().Err(err).Str("policy", b.policyID).Msg("bucket start failed; retrying")
+			t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("bucket start failed; retrying")
 		}
 		if !sleepCtx(ctx, clock, t.cfg.PollInterval*4) {
 			return
@@ -160,7 +161,7 @@ func (b *bucket) run(ctx context.Context) {
 		if !clock.Now().Before(nextReconcile) {
 			b.starts.Wait()
 			if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
-				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("token reconciliation failed")
+				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("token reconciliation failed")
 			}
 			lastReconcile = clock.Now()
 			nextReconcile = lastReconcile.Add(t.cfg.ReconcileInterval)
@@ -242,7 +243,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				t.log.Warn().Err(err).Str("policy", b.policyID).Msg("acquire tokens failed")
+				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("acquire tokens failed")
 			}
 			return roundError
 		}
@@ -318,7 +319,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 		}
 		b.mu.Unlock()
 		if ctx.Err() == nil {
-			t.log.Warn().Err(err).Str("policy", b.policyID).Msg("start delivering failed")
+			t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("start delivering failed")
 		}
 		return err
 	}
@@ -349,7 +350,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, lost, 0)
 	}
 	if kept > 0 {
-		t.log.Warn().Str("policy", b.policyID).Int("tokens", kept).Msg("start outcome unknown; tokens left to reconciliation")
+		t.log.Warn().Str(logkey.Policy, b.policyID).Int("tokens", kept).Msg("start outcome unknown; tokens left to reconciliation")
 	}
 	if len(out) > 0 {
 		t.deps.Dispatch(out)
@@ -419,7 +420,7 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 		}
 		i++
 	}
-	t.log.Info().Err(cause).Str("policy", b.policyID).Int("events", len(items)).Msg("start write failed ambiguously; read back")
+	t.log.Info().Err(cause).Str(logkey.Policy, b.policyID).Int("events", len(items)).Msg("start write failed ambiguously; read back")
 	return res, nil
 }
 
@@ -539,7 +540,7 @@ func (b *bucket) reconcile(ctx context.Context) error {
 		if err := st.PolicyReleaseTokens(ctx, b.policyID, leaked, 0); err != nil {
 			return err
 		}
-		t.log.Info().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: leaked tokens returned")
+		t.log.Info().Str(logkey.Policy, b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: leaked tokens returned")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
 		return nil
 	}
@@ -551,7 +552,7 @@ func (b *bucket) reconcile(ctx context.Context) error {
 		return err
 	}
 	if err == nil {
-		t.log.Warn().Str("policy", b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: more were held than counted")
+		t.log.Warn().Str(logkey.Policy, b.policyID).Int("was", first.p.InUse).Int("now", out).Msg("reconciled tokens in use: more were held than counted")
 		t.deps.Metrics.TokensInUse(b.policyID, out)
 	}
 	return nil
@@ -591,7 +592,7 @@ func (b *bucket) policyGone(ctx context.Context) {
 	}
 	res, err := t.deps.Store.EventTransition(ctx, ts)
 	if err != nil {
-		t.log.Warn().Err(err).Str("policy", b.policyID).Msg("dead-lettering events of a missing policy failed")
+		t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("dead-lettering events of a missing policy failed")
 		b.mu.Lock()
 		for _, it := range items {
 			b.q.Push(it)
@@ -606,7 +607,7 @@ func (b *bucket) policyGone(ctx context.Context) {
 		}
 	}
 	t.deps.Metrics.Dead(dead)
-	t.log.Warn().Str("policy", b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
+	t.log.Warn().Str(logkey.Policy, b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
 }
 
 func sleepCtx(ctx context.Context, clock interface {

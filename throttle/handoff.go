@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -117,7 +118,7 @@ func (b *bucket) returnGifts(ctx context.Context) {
 	b.mu.Unlock()
 	if n > 0 {
 		if err := returnTokens(context.WithoutCancel(ctx), b.t.deps.Store, b.policyID, n, 0); err != nil {
-			b.t.log.Warn().Err(err).Str("policy", b.policyID).Int("tokens", n).Msg("returning unused tokens failed")
+			b.t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Int("tokens", n).Msg("returning unused tokens failed")
 		}
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -94,7 +95,7 @@ type Config struct {
 	// Default 5m.
 	DefaultTokenTimeout time.Duration
 	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
-	// Default 25.
+	// Default model.DefaultMaxAttempts.
 	DefaultMaxAttempts int
 	// ReconcileInterval is how often a bucket owner recounts the events that
 	// hold tokens and repairs the persisted InUse. Default 1m.
@@ -142,7 +143,7 @@ func (c *Config) validate() error {
 		def(&c.PollInterval, 50*time.Millisecond, "PollInterval"),
 		defInt(&c.AcquireBatch, 32, "AcquireBatch"),
 		def(&c.DefaultTokenTimeout, 5*time.Minute, "DefaultTokenTimeout"),
-		defInt(&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"),
+		defInt(&c.DefaultMaxAttempts, model.DefaultMaxAttempts, "DefaultMaxAttempts"),
 		def(&c.ReconcileInterval, time.Minute, "ReconcileInterval"),
 		def(&c.ReconcileSettle, time.Second, "ReconcileSettle"),
 		defInt(&c.ReclaimBatch, 500, "ReclaimBatch"),
@@ -219,7 +220,7 @@ func New(cfg Config, deps Deps) (*Throttle, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = NopMetrics{}
 	}
-	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str("component", "throttle").Logger(),
+	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str(logkey.Component, "throttle").Logger(),
 		buckets: map[string]*bucket{}}, nil
 }
 
@@ -455,7 +456,7 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 			if dead > 0 {
 				t.deps.Metrics.Dead(dead)
 			}
-			t.log.Info().Str("policy", p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
+			t.log.Info().Str(logkey.Policy, p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
 			t.Released(p.ID)
 		}
 		if !full || len(evs) == 0 {
