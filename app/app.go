@@ -181,7 +181,7 @@ func (a *App) build(ctx context.Context) error {
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
 		// Releases served here hand tokens to this handler's buckets.
-		Releaser: a.handler.Throttle(),
+		Tokens: a.handler.Throttle(),
 	})
 	if err != nil {
 		return err

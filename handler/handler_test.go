@@ -321,7 +321,7 @@ func TestThrottled(t *testing.T) {
 				for range 2 {
 					time.Sleep(200 * time.Millisecond)
 					e, _ := st.EventGetByID(context.Background(), m.EventID)
-					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond)); err != nil {
+					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond), time.Now()); err != nil {
 						t.Errorf("extend: %v", err)
 					}
 				}

@@ -145,8 +145,7 @@ func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
 	now := h.deps.Clock.Now()
 	ts := make([]store.EventTransition, len(items))
 	for i, it := range items {
-		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventDelivering, Fence: it.Fence,
-			To: model.EventPending, ClearToken: true, At: now}
+		ts[i] = store.HandBack(it.Event.ID, it.Fence, now)
 	}
 	res, err := h.deps.Store.EventTransition(ctx, ts)
 	if err != nil {

@@ -301,8 +301,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	exp := now.Add(t.TokenTimeout(p))
 	ts := make([]store.EventTransition, len(items))
 	for i, it := range items {
-		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventScheduled, Fence: it.Fence,
-			To: model.EventDelivering, TokenExpiresAt: &exp, At: now}
+		ts[i] = store.StartDelivery(it.Event.ID, it.Fence, exp, now)
 	}
 	res, err := t.deps.Store.EventTransition(ctx, ts)
 	b.observe(now)
@@ -587,8 +586,7 @@ func (b *bucket) policyGone(ctx context.Context) {
 	now := t.deps.Clock.Now()
 	ts := make([]store.EventTransition, len(items))
 	for i, it := range items {
-		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventScheduled, Fence: it.Fence,
-			To: model.EventDead, LastError: "policy " + b.policyID + " not found", FinishedAt: &now, At: now}
+		ts[i] = store.Dead(it.Event.ID, model.EventScheduled, it.Fence, 0, "policy "+b.policyID+" not found", false, now)
 	}
 	res, err := t.deps.Store.EventTransition(ctx, ts)
 	if err != nil {

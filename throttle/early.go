@@ -65,9 +65,7 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	defer close(started)
 	nx.dispatch(started)
 
-	fin := now
-	ts := []store.EventTransition{{ID: e.ID, From: cur.Status, To: model.EventReleased,
-		FinishedAt: &fin, ClearToken: true, At: now}, nx.transition()}
+	ts := []store.EventTransition{store.Release(e.ID, cur.Status, now), nx.transition()}
 	res, err := t.writeEarly(ctx, ts)
 	if err != nil {
 		// Sent, but neither write is known to have applied: the event waits

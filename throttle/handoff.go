@@ -160,9 +160,7 @@ func (t *Throttle) takeNext(policyID string) *next {
 // transition is the next event's scheduled → delivering write, applied only
 // if the release before it in the same call won.
 func (n *next) transition() store.EventTransition {
-	exp := n.exp
-	return store.EventTransition{ID: n.it.Event.ID, From: model.EventScheduled, Fence: n.it.Fence,
-		To: model.EventDelivering, TokenExpiresAt: &exp, At: n.at, RequiresPrevious: true}
+	return store.StartDelivery(n.it.Event.ID, n.it.Fence, n.exp, n.at).AfterPrevious()
 }
 
 // putBack returns the event to its bucket's queue: it was not started.

@@ -408,26 +408,11 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 		full := len(evs) == t.cfg.ReclaimBatch
 		evs = mine
 		ts := make([]store.EventTransition, 0, len(evs))
-		fin := now
 		dead := 0
 		for _, e := range evs {
-			// TokenExpiredBy: a token renewed since this read (extended by
-			// its consumer, or by the handler before a late send) stays.
-			tr := store.EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true, TokenExpiredBy: &now}
-			if e.Status == model.EventDelivered {
-				tr.To, tr.TokenTimedOut, tr.FinishedAt = model.EventReleased, true, &fin
-			} else {
-				// Still delivering: nobody knows whether the consumer got
-				// it, so it is attempted again (at least once).
-				tr.Attempts = e.Attempts + 1
-				tr.LastError = "token timed out before the delivery attempt finished"
-				if tr.Attempts >= t.maxAttempts(e) {
-					tr.To, tr.FinishedAt = model.EventDead, &fin
-				} else {
-					tr.To, tr.LaunchAt = model.EventRetrying, now
-				}
-			}
-			ts = append(ts, tr)
+			// A token renewed since this read (extended by its consumer, or
+			// by the handler before a late send) stays.
+			ts = append(ts, store.ReclaimToken(e, t.maxAttempts(e), now))
 		}
 		res, err := t.deps.Store.EventTransition(ctx, ts)
 		for _, e := range evs {

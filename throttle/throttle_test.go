@@ -215,7 +215,7 @@ func TestExtend(t *testing.T) {
 	_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &exp))
 	e, _ := st.EventGetByID(ctx, items[0].Event.ID)
 	until := time.Now().Add(time.Hour)
-	if err := throttle.Extend(ctx, st, e, until); err != nil {
+	if err := throttle.Extend(ctx, st, e, until, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	e, _ = st.EventGetByID(ctx, e.ID)
@@ -225,7 +225,7 @@ func TestExtend(t *testing.T) {
 	if _, err := throttle.Release(ctx, st, e, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := throttle.Extend(ctx, st, e, until); err != model.ErrConflict {
+	if err := throttle.Extend(ctx, st, e, until, time.Now()); err != model.ErrConflict {
 		t.Fatalf("extend after release = %v, want ErrConflict", err)
 	}
 }
