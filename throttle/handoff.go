@@ -174,8 +174,8 @@ func (n *next) putBack() {
 	signal(n.b.wake)
 }
 
-// dispatch hands the event (delivering, holding the token) to the bucket's
-// Dispatch without making the release caller wait for it. started, if not
+// dispatch hands the event (delivering, holding the token) to Dispatched
+// without making the release caller wait for it. started, if not
 // nil, is closed once the write that starts the event has returned (see
 // Item.Started).
 func (n *next) dispatch(started <-chan struct{}) {
@@ -188,5 +188,5 @@ func (n *next) dispatch(started <-chan struct{}) {
 	it.Event = &e
 	it.Policy = n.p
 	it.Started = started
-	go n.b.t.deps.Dispatch([]Item{it})
+	go n.b.t.send([]Item{it})
 }

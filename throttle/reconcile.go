@@ -30,7 +30,7 @@ import (
 // motion: the repair waits for a quieter moment (the next interval). A leak
 // is then given back by decrementing InUse (PolicyReleaseTokens), never by
 // overwriting it, so a change that lands meanwhile is not lost. Nothing is
-// repaired before the shard has settled (Deps.Settled): a previous owner's
+// repaired before the shard has settled (MarkSettled): a previous owner's
 // start may still land until then.
 //
 // The bucket's own goroutine runs it (reconcile) after waiting for its
@@ -97,7 +97,7 @@ func (b *bucket) reconcile(ctx context.Context) error {
 	if quick.p.InUse == quick.held+quick.gifts {
 		return nil
 	}
-	if t.deps.Settled != nil && !t.deps.Settled(b.shard, b.fence) {
+	if !t.isSettled(b.shard, b.fence) {
 		return nil // a previous owner's start may still land: not yet
 	}
 	first, err := b.read(ctx, true)

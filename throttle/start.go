@@ -92,7 +92,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 		t.log.Warn().Str(logkey.Policy, b.policyID).Int("tokens", kept).Msg("start outcome unknown; tokens left to reconciliation")
 	}
 	if len(out) > 0 {
-		t.deps.Dispatch(out)
+		t.send(out)
 	}
 	return nil
 }

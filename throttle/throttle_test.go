@@ -76,15 +76,43 @@ func inUse(t *testing.T, st *throttletest.MemStore, policyID string) int {
 
 func startThrottle(t *testing.T, st throttle.Store, cfg throttle.Config, dispatch func([]throttle.Item), reclaimed func([]*model.Event)) *throttle.Throttle {
 	t.Helper()
-	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Dispatch: dispatch, Reclaimed: reclaimed})
+	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Reclaimed: reclaimed})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A single owner: every shard is settled under its fence.
+	for s := range thr.Config().Shards {
+		thr.MarkSettled(s, 1)
+	}
+	runThrottle(t, thr, dispatch)
+	return thr
+}
+
+// runThrottle starts thr and passes what it dispatches to dispatch, one
+// event at a time, until the test ends.
+func runThrottle(t *testing.T, thr *throttle.Throttle, dispatch func([]throttle.Item)) {
+	t.Helper()
 	if err := thr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { thr.Stop(context.Background()) })
-	return thr
+	done := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		for {
+			select {
+			case it := <-thr.Dispatched():
+				dispatch([]throttle.Item{it})
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		thr.Stop()
+		close(done)
+		<-pumped
+	})
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
