@@ -601,3 +601,37 @@ func TestReclaimSparesRenewedToken(t *testing.T) {
 		}
 	}
 }
+
+// An event that took its token but that nobody took from Dispatched goes
+// back to pending, with its token, when the throttle stops.
+func TestStopHandsBackUndispatched(t *testing.T) {
+	st := throttletest.NewMemStore()
+	newPolicy(t, st, "p", 1, time.Minute)
+	thr, err := throttle.New(throttle.Config{DrainTimeout: time.Second}, throttle.Deps{Store: st, Shards: oneShard{fence: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	items := scheduledEvents(t, st, "p", "s", 1, 1)
+	thr.Enqueue(items...)
+	// Its start is written before it is offered on Dispatched.
+	waitFor(t, 5*time.Second, "the event to take its token", func() bool { return holding(t, st, "p") == 1 })
+	thr.Stop()
+	e, err := st.EventGetByID(context.Background(), items[0].Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != model.EventPending || e.TokenExpiresAt != nil {
+		t.Fatalf("after Stop: status %s token %v, want pending without a token", e.Status, e.TokenExpiresAt)
+	}
+	if n := inUse(t, st, "p"); n != 0 {
+		t.Fatalf("InUse = %d after Stop, want 0 (the token went back)", n)
+	}
+	select {
+	case it := <-thr.Dispatched():
+		t.Fatalf("event %s dispatched after Stop", it.Event.ID)
+	default:
+	}
+}
