@@ -8,8 +8,9 @@
 // milliseconds of their launch time without polling each one.
 //
 // At launch an unthrottled event goes straight to the delivery workers; an
-// event of a throttling policy goes into the policy's bucket (package
-// throttle), which hands it to the workers once it holds a token. Workers
+// event of a throttling policy goes into the policy's bucket (Deps.Throttle,
+// shared with the master), which hands it back on its Dispatched channel
+// once it holds a token. Workers
 // take whatever is ready (up to MaxBatch), deliver it through the Deliverer
 // of its target type and write every outcome in one batched EventTransition:
 // released (or delivered, when the consumer keeps its token until it calls
