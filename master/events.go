@@ -117,7 +117,7 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	if stale {
 		return superseded(e)
 	}
-	// The releaser does the compare-and-set, gives the token back exactly
+	// Tokens does the compare-and-set, gives the token back exactly
 	// once, and hands it straight to a waiting event when the policy's
 	// bucket runs in this process.
 	now := s.now().UTC()

@@ -83,8 +83,8 @@ type Tokens interface {
 	// Release is the consumer's release of e: released is true only for the
 	// one caller whose release took e's token (or finished it).
 	Release(ctx context.Context, e *model.Event, now time.Time) (released bool, err error)
-	// Extend keeps e's token until until. model.ErrConflict when e no
-	// longer holds a token.
+	// Extend keeps e's token until until and sets e.Status to the holding
+	// status it found. model.ErrConflict when e no longer holds a token.
 	Extend(ctx context.Context, e *model.Event, until, now time.Time) error
 }
 

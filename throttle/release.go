@@ -181,6 +181,8 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 // compare-and-set on the token-holding status, so it cannot revive a token
 // that was released or reclaimed meanwhile: model.ErrConflict then (the
 // consumer no longer holds the token). model.ErrNotFound, model.ErrUnavailable.
+// e.Status may be stale: both holding statuses are tried, and on success
+// e.Status and e.TokenExpiresAt are set to what was written.
 func (t *Throttle) Extend(ctx context.Context, e *model.Event, until, now time.Time) error {
 	return Extend(ctx, t.deps.Store, e, until, now)
 }
@@ -196,6 +198,7 @@ func Extend(ctx context.Context, st TransitionStore, e *model.Event, until, now 
 			return err
 		}
 		if errs[0] == nil {
+			e.Status, e.TokenExpiresAt = from, &until
 			return nil
 		}
 		if !errors.Is(errs[0], model.ErrConflict) {
