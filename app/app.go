@@ -45,6 +45,7 @@ type App struct {
 	partitions *lease.Balancer
 	shards     *lease.Balancer
 	emitter    *emitter.Emitter
+	throttle   *throttle.Throttle
 	handler    *handler.Handler
 	master     *master.Server
 
@@ -184,12 +185,18 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
-		// One process owns an embedded store, so every release goes
-		// through this handler's Throttle, which early dispatch needs.
-		Throttle: throttle.Config{EarlyDispatch: cfg.Store == "embedded"}},
+	// One throttle per process: the handler feeds it and delivers what it
+	// dispatches; the master releases and extends tokens through it. One
+	// process owns an embedded store, so every release goes through this
+	// throttle, which early dispatch needs.
+	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: cfg.Store == "embedded"},
+		throttle.Deps{Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics})
+	if err != nil {
+		return err
+	}
+	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
 		handler.Deps{
-			Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics,
+			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
 		})
 	if err != nil {
@@ -200,8 +207,8 @@ func (a *App) build(ctx context.Context) error {
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
-		// Releases served here hand tokens to this handler's buckets.
-		Releaser: a.handler.Throttle(),
+		// Releases served here hand tokens to this throttle's buckets.
+		Tokens: a.throttle,
 	})
 	if err != nil {
 		return err
@@ -286,6 +293,9 @@ func (a *App) Start(ctx context.Context) error {
 		}
 	}
 	go a.leaseGauges()
+	if err := a.throttle.Start(ctx); err != nil {
+		return err
+	}
 	if err := a.handler.Start(ctx); err != nil {
 		return err
 	}
@@ -336,7 +346,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 		a.log.Info().Msg("schedulerd shutting down")
 		close(a.done)
 		a.emitter.Stop()
-		a.handler.Stop(ctx)
+		a.handler.Stop()
+		a.throttle.Stop()
 		a.partitions.Stop(ctx)
 		a.shards.Stop(ctx)
 		var errs []error

@@ -31,10 +31,10 @@ func (s *sink) Deliver(_ context.Context, evs []*model.Event) []delivery.Result 
 	return make([]delivery.Result, len(evs))
 }
 
-func benchHandler(b *testing.B, st *embedded.Store, cfg handler.Config, sk *sink, hooks handler.Hooks) *handler.Handler {
+func benchHandler(b *testing.B, st *embedded.Store, cfg handler.Config, sk *sink, hooks handler.Hooks, opts ...throttleOpt) *handler.Handler {
 	b.Helper()
 	return startHandler(b, cfg, handler.Deps{Store: st, Shards: allShards(1),
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}, Hooks: hooks})
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}, Hooks: hooks}, opts...)
 }
 
 func waitCount(b *testing.B, c *atomic.Int64, n int64, limit time.Duration) time.Time {
@@ -179,7 +179,7 @@ func BenchmarkThrottledRate(b *testing.B) {
 					inFlight.Add(-1)
 					cur, err := st.EventGetByID(ctx, id)
 					if err == nil {
-						_, err = h.Throttle().Release(ctx, cur, time.Now())
+						_, err = throttleOf(h).Release(ctx, cur, time.Now())
 					}
 					if err != nil {
 						b.Error(err)
@@ -194,7 +194,9 @@ func BenchmarkThrottledRate(b *testing.B) {
 			}
 		}}
 		b.StartTimer()
-		h = benchHandler(b, st, handler.Config{Throttle: throttle.Config{AcquireBatch: 100, EarlyDispatch: os.Getenv("EARLY_DISPATCH") != "0"}}, sk, handler.Hooks{})
+		h = benchHandler(b, st, handler.Config{}, sk, handler.Hooks{}, func(c *throttle.Config, _ *throttle.Deps) {
+			c.AcquireBatch, c.EarlyDispatch = 100, os.Getenv("EARLY_DISPATCH") != "0"
+		})
 		waitCount(b, &sk.n, 1, 30*time.Second)
 		// Measure the steady state: from the 2,000th to the 38,000th delivery.
 		waitCount(b, &sk.n, 2_000, time.Minute)

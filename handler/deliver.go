@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -223,8 +224,7 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 		}
 		exp := now.Add(timeout)
 		idx = append(idx, i)
-		ts = append(ts, store.EventTransition{ID: it.Event.ID, From: model.EventDelivering, Fence: it.Fence,
-			To: model.EventDelivering, TokenExpiresAt: &exp, At: now})
+		ts = append(ts, store.RenewToken(it.Event.ID, it.Fence, exp, now))
 	}
 	if len(ts) == 0 {
 		return items
@@ -305,7 +305,7 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 	for pid, n := range tokens {
 		if err := h.thr.ReturnTokens(context.WithoutCancel(ctx), pid, n); err != nil {
-			h.log.Warn().Err(err).Str("policy", pid).Int("tokens", n).Msg("returning tokens failed")
+			h.log.Warn().Err(err).Str(logkey.Policy, pid).Int("tokens", n).Msg("returning tokens failed")
 		}
 	}
 	if delivered > 0 {
@@ -342,45 +342,36 @@ func (h *Handler) transition(ctx context.Context, ts []store.EventTransition) []
 // outcome is the transition that records result r of delivering it.
 func (h *Handler) outcome(it throttle.Item, r delivery.Result, now time.Time) store.EventTransition {
 	e := it.Event
-	tr := store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: it.Fence, At: now}
-	if it.Policy != nil {
-		tr.From = model.EventDelivering
+	from, throttled := model.EventScheduled, it.Policy != nil
+	if throttled {
+		from = model.EventDelivering
 	}
-	at := now
+	// Attempts counts every attempt made, the successful one included.
+	attempts := e.Attempts + 1
 	if r.Err == nil {
-		// Attempts counts every attempt made, the successful one included.
-		tr.DeliveredAt, tr.Attempts = &at, e.Attempts+1
-		if it.Policy == nil || it.Policy.AutoRelease {
-			tr.To, tr.FinishedAt = model.EventReleased, &at
-			tr.ClearToken = it.Policy != nil
-		} else {
+		if throttled && !it.Policy.AutoRelease {
 			// The consumer keeps the token until it releases it.
-			tr.To = model.EventDelivered
+			return store.Delivered(e.ID, it.Fence, attempts, now)
 		}
-		return tr
+		return store.DeliveredReleased(e.ID, from, it.Fence, attempts, throttled, now)
 	}
-	tr.ClearToken = it.Policy != nil
-	tr.LastError = truncate(errorText(r), 1000)
+	lastErr := truncate(errorText(r), 1000)
 	switch {
 	case r.Permanent:
-		tr.To, tr.Attempts, tr.FinishedAt = model.EventDead, e.Attempts+1, &at
+		return store.Dead(e.ID, from, it.Fence, attempts, lastErr, throttled, now)
 	case r.RetryAfter > 0:
 		// The consumer asked to be called later: not a failure of its code,
-		// so Attempts stays.
-		tr.To, tr.LaunchAt = model.EventRetrying, now.Add(min(r.RetryAfter, h.cfg.MaxRetryAfter))
-	default:
-		tr.Attempts = e.Attempts + 1
-		maxA := e.MaxAttempts
-		if maxA <= 0 {
-			maxA = h.cfg.DefaultMaxAttempts
-		}
-		if tr.Attempts >= maxA {
-			tr.To, tr.FinishedAt = model.EventDead, &at
-		} else {
-			tr.To, tr.LaunchAt = model.EventRetrying, now.Add(h.cfg.Backoff(tr.Attempts))
-		}
+		// so Attempts stays (0 keeps it).
+		return store.Retry(e.ID, from, it.Fence, 0, now.Add(min(r.RetryAfter, h.cfg.MaxRetryAfter)), lastErr, throttled, now)
 	}
-	return tr
+	maxA := e.MaxAttempts
+	if maxA <= 0 {
+		maxA = h.cfg.DefaultMaxAttempts
+	}
+	if attempts >= maxA {
+		return store.Dead(e.ID, from, it.Fence, attempts, lastErr, throttled, now)
+	}
+	return store.Retry(e.ID, from, it.Fence, attempts, now.Add(h.cfg.Backoff(attempts)), lastErr, throttled, now)
 }
 
 func errorText(r delivery.Result) string {

@@ -8,8 +8,9 @@
 // milliseconds of their launch time without polling each one.
 //
 // At launch an unthrottled event goes straight to the delivery workers; an
-// event of a throttling policy goes into the policy's bucket (package
-// throttle), which hands it to the workers once it holds a token. Workers
+// event of a throttling policy goes into the policy's bucket (Deps.Throttle,
+// shared with the master), which hands it back on its Dispatched channel
+// once it holds a token. Workers
 // take whatever is ready (up to MaxBatch), deliver it through the Deliverer
 // of its target type and write every outcome in one batched EventTransition:
 // released (or delivered, when the consumer keeps its token until it calls
@@ -34,6 +35,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -89,9 +93,6 @@ type Hooks struct {
 	// or "" if the write lost to a concurrent change (a consumer that
 	// released already, a token timeout, a newer owner of the shard).
 	Attempted func(e *model.Event, r delivery.Result, status model.EventStatus)
-	// Reclaimed is called with events whose tokens timed out, before the
-	// tokens go back to the bucket.
-	Reclaimed func(events []*model.Event)
 }
 
 // Config configures a Handler. Zero values take the defaults.
@@ -127,8 +128,8 @@ type Config struct {
 	// ReclaimInterval is how often timed-out tokens are reclaimed.
 	// Default 2s.
 	ReclaimInterval time.Duration
-	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
-	// Default 25.
+	// DefaultMaxAttempts applies to events whose MaxAttempts is zero; it
+	// should equal the throttle's. Default model.DefaultMaxAttempts.
 	DefaultMaxAttempts int
 	// Backoff returns the delay before the next attempt after `attempts`
 	// failed ones. Default DefaultBackoff (attempts^4 + 5 s, plus up to 10%
@@ -152,64 +153,56 @@ type Config struct {
 	TokenRenewAfter time.Duration
 	// Owner names this instance in logs.
 	Owner string
-	// Throttle configures the policy buckets; its Shards and
-	// DefaultMaxAttempts are taken from this Config.
-	Throttle throttle.Config
+	// DrainTimeout bounds how long Stop lets in-flight deliveries and their
+	// outcome writes finish before it cancels them. Default 10s.
+	DrainTimeout time.Duration
 }
 
 func (c *Config) validate() error {
+	defaults.Set(&c.Horizon, 30*time.Second)
+	defaults.Set(&c.PrefetchInterval, time.Second)
+	defaults.Set(&c.Retention, 24*time.Hour)
+	defaults.Set(&c.RetentionInterval, time.Minute)
+	defaults.Set(&c.ReclaimInterval, 2*time.Second)
+	defaults.Set(&c.MaxRetryAfter, time.Hour)
+	defaults.Set(&c.TakeoverGrace, 2*time.Second)
+	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	defaults.Set(&c.Shards, 16)
+	defaults.Set(&c.MaxBatch, 500)
+	defaults.Set(&c.Workers, 4)
+	defaults.Set(&c.MaxScheduled, 500_000)
+	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	if c.MaxBatch > 0 {
+		defaults.Set(&c.ClaimBatch, 4*c.MaxBatch)
+	}
+	defaults.Set(&c.QueueSize, 2*c.MaxBatch*c.Workers)
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
 	var errs []error
-	durs := []struct {
-		p    *time.Duration
-		def  time.Duration
+	for _, d := range []struct {
+		v    time.Duration
 		name string
 	}{
-		{&c.Horizon, 30 * time.Second, "Horizon"},
-		{&c.PrefetchInterval, time.Second, "PrefetchInterval"},
-		{&c.Retention, 24 * time.Hour, "Retention"},
-		{&c.RetentionInterval, time.Minute, "RetentionInterval"},
-		{&c.ReclaimInterval, 2 * time.Second, "ReclaimInterval"},
-		{&c.MaxRetryAfter, time.Hour, "MaxRetryAfter"},
-		{&c.TakeoverGrace, 2 * time.Second, "TakeoverGrace"},
-	}
-	for _, d := range durs {
-		if *d.p == 0 {
-			*d.p = d.def
-		}
-		if *d.p < 0 {
-			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %s", d.name, *d.p))
+		{c.Horizon, "Horizon"}, {c.PrefetchInterval, "PrefetchInterval"}, {c.Retention, "Retention"},
+		{c.RetentionInterval, "RetentionInterval"}, {c.ReclaimInterval, "ReclaimInterval"},
+		{c.MaxRetryAfter, "MaxRetryAfter"}, {c.TakeoverGrace, "TakeoverGrace"}, {c.DrainTimeout, "DrainTimeout"},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %s", d.name, d.v))
 		}
 	}
-	ints := []struct {
-		p    *int
-		def  int
+	for _, n := range []struct {
+		v    int
 		name string
 	}{
-		{&c.Shards, 16, "Shards"},
-		{&c.MaxBatch, 500, "MaxBatch"},
-		{&c.Workers, 4, "Workers"},
-		{&c.MaxScheduled, 500_000, "MaxScheduled"},
-		{&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"},
-	}
-	for _, i := range ints {
-		if *i.p == 0 {
-			*i.p = i.def
+		{c.Shards, "Shards"}, {c.MaxBatch, "MaxBatch"}, {c.Workers, "Workers"},
+		{c.MaxScheduled, "MaxScheduled"}, {c.DefaultMaxAttempts, "DefaultMaxAttempts"},
+		{c.ClaimBatch, "ClaimBatch"}, {c.QueueSize, "QueueSize"},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %d", n.name, n.v))
 		}
-		if *i.p < 0 {
-			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %d", i.name, *i.p))
-		}
-	}
-	if c.ClaimBatch == 0 && c.MaxBatch > 0 {
-		c.ClaimBatch = 4 * c.MaxBatch
-	}
-	if c.ClaimBatch < 0 {
-		errs = append(errs, fmt.Errorf("handler config: ClaimBatch must be positive, got %d", c.ClaimBatch))
-	}
-	if c.QueueSize == 0 {
-		c.QueueSize = 2 * c.MaxBatch * c.Workers
-	}
-	if c.QueueSize < 0 {
-		errs = append(errs, fmt.Errorf("handler config: QueueSize must be positive, got %d", c.QueueSize))
 	}
 	if c.PrefetchInterval > c.Horizon {
 		errs = append(errs, fmt.Errorf("handler config: PrefetchInterval (%s) must not exceed Horizon (%s)", c.PrefetchInterval, c.Horizon))
@@ -217,11 +210,6 @@ func (c *Config) validate() error {
 	if c.TokenRenewAfter < 0 {
 		errs = append(errs, fmt.Errorf("handler config: TokenRenewAfter must not be negative, got %s", c.TokenRenewAfter))
 	}
-	if c.Backoff == nil {
-		c.Backoff = DefaultBackoff
-	}
-	c.Throttle.Shards = c.Shards
-	c.Throttle.DefaultMaxAttempts = c.DefaultMaxAttempts
 	return errors.Join(errs...)
 }
 
@@ -233,10 +221,32 @@ func DefaultBackoff(attempts int) time.Duration {
 	return base + time.Duration(rand.Int64N(int64(base/10)+1))
 }
 
+// Throttle is the policy buckets (*throttle.Throttle): the handler enqueues
+// due throttled events and delivers those that come out of Dispatched.
+type Throttle interface {
+	Enqueue(items ...throttle.Item)
+	Dispatched() <-chan throttle.Item
+	HandBack(ctx context.Context, items []throttle.Item)
+	ReturnTokens(ctx context.Context, policyID string, n int) error
+	TokenTimeout(p *model.Policy) time.Duration
+	Delivered(ids ...string)
+	OutcomeWritten(ids ...string)
+	Reclaim(ctx context.Context) error
+	SyncShards(held map[int]int64)
+	MarkSettled(shard int, fence int64)
+	WaitingAll() int
+}
+
+var _ Throttle = (*throttle.Throttle)(nil)
+
 // Deps are the handler's collaborators.
 type Deps struct {
 	Store  Store
 	Shards Shards
+	// Throttle holds the buckets of throttled events. Required; its
+	// lifecycle is its owner's (Start it before and Stop it after the
+	// handler).
+	Throttle Throttle
 	// Deliverers route events by Target.Type.
 	Deliverers map[model.TargetType]Deliverer
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
@@ -248,33 +258,29 @@ type Deps struct {
 
 // Handler fires and delivers the events of the shards this instance owns.
 type Handler struct {
+	startstop.Base
 	cfg  Config
 	deps Deps
 	log  zerolog.Logger
-	thr  *throttle.Throttle
+	thr  Throttle
 
 	mu    sync.Mutex
 	heap  itemHeap
 	wakeT chan struct{} // the heap's head changed
 
-	owned atomic.Pointer[map[int]int64]
-	// settled maps a shard to the fence under which a claim came back
-	// short: every event scheduled under older fences is ours now.
-	settled  sync.Map // int → int64
-	ready    chan throttle.Item
-	outcomes chan *outcomes // delivered batches waiting to be written
-	stopCh   chan struct{}
-	workCtx  context.Context // deliveries; cancelled when Stop's ctx ends
-	cancel   context.CancelFunc
+	owned    atomic.Pointer[map[int]int64]
+	ready    chan Item
+	outcomes chan *outcomes  // delivered batches waiting to be written
+	stopCh   <-chan struct{} // Stopping, read once at Start
+	workCtx  context.Context // deliveries; cancelled once Stop's drain ends
 
-	lifeMu  sync.Mutex
-	started bool
-	stopped bool
-	sched   gocron.Scheduler
-	loops   sync.WaitGroup // timer, prefetch
-	workers sync.WaitGroup
-	writers sync.WaitGroup
+	lifeMu sync.Mutex
+	ran    bool // a handler's queues are not reused: Start once
+	sched  gocron.Scheduler
 }
+
+// Item is an event on its way to delivery (throttle.Item).
+type Item = throttle.Item
 
 // New validates cfg and deps and returns a Handler; Start runs it.
 func New(cfg Config, deps Deps) (*Handler, error) {
@@ -287,6 +293,9 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	if deps.Shards == nil {
 		return nil, errors.New("handler deps: Shards is required")
 	}
+	if deps.Throttle == nil {
+		return nil, errors.New("handler deps: Throttle is required")
+	}
 	if len(deps.Deliverers) == 0 {
 		return nil, errors.New("handler deps: Deliverers must name at least one target type")
 	}
@@ -297,67 +306,45 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		deps.Metrics = NopMetrics{}
 	}
 	h := &Handler{
-		cfg: cfg, deps: deps,
-		log:   deps.Logger.With().Str("component", "handler").Str("owner", cfg.Owner).Logger(),
+		cfg: cfg, deps: deps, thr: deps.Throttle,
+		log:   deps.Logger.With().Str(logkey.Component, "handler").Str(logkey.Instance, cfg.Owner).Logger(),
 		wakeT: make(chan struct{}, 1),
-		ready: make(chan throttle.Item, cfg.QueueSize),
+		ready: make(chan Item, cfg.QueueSize),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
 		outcomes: make(chan *outcomes, 64*cfg.Workers),
-		stopCh:   make(chan struct{}),
 	}
 	empty := map[int]int64{}
 	h.owned.Store(&empty)
-	thr, err := throttle.New(cfg.Throttle, throttle.Deps{
-		Store: deps.Store, Shards: deps.Shards, Clock: deps.Clock, Logger: deps.Logger,
-		Metrics: deps.Metrics, Dispatch: h.dispatch, Reclaimed: deps.Hooks.Reclaimed,
-		Settled: h.isSettled,
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.thr = thr
 	return h, nil
-}
-
-// isSettled tells the throttle whether a claim under fence has taken over
-// every event of shard that older fences had scheduled (throttle.Deps.Settled).
-func (h *Handler) isSettled(shard int, fence int64) bool {
-	f, ok := h.settled.Load(shard)
-	return ok && f.(int64) == fence
 }
 
 // Config returns the validated configuration.
 func (h *Handler) Config() Config { return h.cfg }
 
-// Throttle returns the handler's policy buckets. Whoever releases tokens in
-// this process (the master) should release through it, so that a token goes
-// straight to the next event waiting here.
-func (h *Handler) Throttle() *throttle.Throttle { return h.thr }
-
-// Released tells the handler that a token of policyID went back to the store
-// without its throttle (throttle.Release), so that its bucket, if this
-// instance owns it, takes the token at once. It never blocks.
-func (h *Handler) Released(policyID string) { h.thr.Released(policyID) }
-
 // Start starts the timer, the prefetch loop, the delivery workers and the
-// periodic jobs (token reclaim, retention). It returns at once.
+// periodic jobs (token reclaim, retention). It returns at once. The
+// throttle must run (its Start) for throttled events to go out.
 func (h *Handler) Start(ctx context.Context) error {
 	h.lifeMu.Lock()
 	defer h.lifeMu.Unlock()
-	if h.started {
+	if h.ran {
+		select {
+		case <-h.stopCh:
+			return errors.New("handler: Start after Stop")
+		default:
+			return nil
+		}
+	}
+	run, ok := h.StartInit(ctx, h.cfg.DrainTimeout)
+	if !ok {
 		return nil
 	}
-	if h.stopped {
-		return errors.New("handler: Start after Stop")
-	}
-	base := context.WithoutCancel(ctx)
-	h.workCtx, h.cancel = context.WithCancel(base)
-	if err := h.thr.Start(h.workCtx); err != nil {
-		return err
-	}
+	h.ran = true
+	h.workCtx, h.stopCh = run, h.Stopping()
 	s, err := gocron.NewScheduler(gocron.WithClock(h.deps.Clock))
 	if err != nil {
+		h.Base.Stop(nil)
 		return fmt.Errorf("handler scheduler: %w", err)
 	}
 	jobs := []struct {
@@ -375,68 +362,36 @@ func (h *Handler) Start(ctx context.Context) error {
 			}
 		}), gocron.WithSingletonMode(gocron.LimitModeReschedule), gocron.WithName(j.name))
 		if err != nil {
+			h.Base.Stop(nil)
 			return fmt.Errorf("handler %s job: %w", j.name, err)
 		}
 	}
-	for range h.cfg.Workers {
-		h.workers.Add(1)
-		go func() {
-			defer h.workers.Done()
-			h.worker()
-		}()
-		h.writers.Add(1)
-		go func() {
-			defer h.writers.Done()
-			h.writer()
-		}()
-	}
-	h.loops.Add(2)
-	go func() {
-		defer h.loops.Done()
-		h.timerLoop()
-	}()
-	go func() {
-		defer h.loops.Done()
-		h.prefetchLoop()
-	}()
+	h.Go(h.run)
 	s.Start()
 	h.sched = s
-	h.started = true
+	h.Started()
 	return nil
 }
 
-// Stop stops taking new work and lets in-flight deliveries finish until ctx
-// ends (then they are cancelled). Events waiting in memory are left as
-// scheduled in the store: the shard's next owner claims them again, because
-// its lease fence is newer; events that already hold a token but were not
-// sent yet are handed back (to pending, token returned). Releasing the shard
-// leases is the runtime's job (lease.Balancer.Stop), after Stop. Safe to call
-// twice or before Start.
-func (h *Handler) Stop(ctx context.Context) {
-	h.lifeMu.Lock()
-	if h.stopped {
-		h.lifeMu.Unlock()
-		return
+// run runs the loops, workers and writers and, once the handler stops,
+// lets them finish in order: no new work, then the deliveries in flight,
+// then their outcome writes; events that hold a token and were not sent go
+// back (to pending, token returned).
+func (h *Handler) run() {
+	var loops, workers, writers sync.WaitGroup
+	for range h.cfg.Workers {
+		workers.Go(h.worker)
+		writers.Go(h.writer)
 	}
-	h.stopped = true
-	started := h.started
-	h.lifeMu.Unlock()
-	if !started {
-		return
-	}
-	close(h.stopCh)
-	if h.sched != nil {
-		_ = h.sched.Shutdown()
-	}
-	stopCancel := context.AfterFunc(ctx, h.cancel)
-	defer stopCancel()
-	h.thr.Stop(ctx)
-	h.loops.Wait()
-	h.workers.Wait()
+	loops.Go(h.timerLoop)
+	loops.Go(h.prefetchLoop)
+	loops.Go(h.forward)
+	<-h.stopCh
+	loops.Wait()
+	workers.Wait()
 	close(h.outcomes) // writers finish what was delivered, then exit
-	h.writers.Wait()
-	// What is still queued for the workers: throttled events hold a token.
-	var back []throttle.Item
+	writers.Wait()
+	var back []Item
 	for {
 		select {
 		case it := <-h.ready:
@@ -448,8 +403,25 @@ func (h *Handler) Stop(ctx context.Context) {
 		}
 		break
 	}
-	h.handBack(context.WithoutCancel(ctx), back)
-	h.cancel()
+	h.thr.HandBack(context.WithoutCancel(h.workCtx), back)
+}
+
+// Stop stops taking new work and lets in-flight deliveries finish until
+// Config.DrainTimeout (then they are cancelled). Events waiting in memory
+// are left as scheduled in the store: the shard's next owner claims them
+// again, because its lease fence is newer; events that already hold a token
+// but were not sent yet are handed back. Stopping the throttle and
+// releasing the shard leases are the runtime's job, after Stop. Safe to
+// call twice or before Start.
+func (h *Handler) Stop() {
+	h.Base.Stop(func() {
+		h.lifeMu.Lock()
+		s := h.sched
+		h.lifeMu.Unlock()
+		if s != nil {
+			_ = s.Shutdown()
+		}
+	})
 }
 
 // Reclaim takes back timed-out tokens of the owned policies (see

@@ -239,15 +239,16 @@ func TestThrottled(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, err := h.Load().Throttle().Release(context.Background(), e, time.Now()); err != nil {
+				if _, err := throttleOf(h.Load()).Release(context.Background(), e, time.Now()); err != nil {
 					t.Error(err)
 				}
 			})
 		})
 		evs := makeEvents(20, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
 		insert(t, st, evs)
-		h.Store(startHandler(t, handler.Config{Throttle: throttle.Config{PollInterval: time.Hour}}, handler.Deps{Store: st, Shards: allShards(1),
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}}))
+		h.Store(startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}},
+			func(c *throttle.Config, _ *throttle.Deps) { c.PollInterval = time.Hour }))
 		waitFor(t, 20*time.Second, "all released", func() bool {
 			p, _ := st.PolicyGetByID(context.Background(), "pol")
 			return allIn(t, st, evs, model.EventReleased) && p.InUse == 0
@@ -293,8 +294,10 @@ func TestThrottled(t *testing.T) {
 		insert(t, st, evs)
 		var reclaimed atomic.Int64
 		startHandler(t, handler.Config{ReclaimInterval: 100 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)},
-			Hooks:      handler.Hooks{Reclaimed: func(evs []*model.Event) { reclaimed.Add(int64(len(evs))) }}})
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}},
+			func(_ *throttle.Config, d *throttle.Deps) {
+				d.Reclaimed = func(evs []*model.Event) { reclaimed.Add(int64(len(evs))) }
+			})
 		waitFor(t, 10*time.Second, "all released by timeout", func() bool {
 			p, _ := st.PolicyGetByID(context.Background(), "slow")
 			return allIn(t, st, evs, model.EventReleased) && p.TimedOut == 4
@@ -321,12 +324,12 @@ func TestThrottled(t *testing.T) {
 				for range 2 {
 					time.Sleep(200 * time.Millisecond)
 					e, _ := st.EventGetByID(context.Background(), m.EventID)
-					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond)); err != nil {
+					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond), time.Now()); err != nil {
 						t.Errorf("extend: %v", err)
 					}
 				}
 				e, _ := st.EventGetByID(context.Background(), m.EventID)
-				if ok, err := h.Load().Throttle().Release(context.Background(), e, time.Now()); !ok || err != nil {
+				if ok, err := throttleOf(h.Load()).Release(context.Background(), e, time.Now()); !ok || err != nil {
 					t.Errorf("release after extend = %v, %v", ok, err)
 				}
 			}()
@@ -387,8 +390,10 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	insert(t, st, evs)
-	h, err := handler.New(handler.Config{Shards: testShards, Retention: time.Hour}, handler.Deps{Store: st, Shards: allShards(1),
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}})
+	deps := handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}}
+	deps.Throttle = newThrottle(t, handler.Config{Shards: testShards}, deps)
+	h, err := handler.New(handler.Config{Shards: testShards, Retention: time.Hour}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,8 +409,12 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	// Only the owner of shard 0 purges.
-	h2, _ := handler.New(handler.Config{Shards: testShards, Retention: time.Nanosecond}, handler.Deps{Store: st, Shards: allShards(0),
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}})
+	deps.Shards = allShards(0)
+	deps.Throttle = newThrottle(t, handler.Config{Shards: testShards}, deps)
+	h2, err := handler.New(handler.Config{Shards: testShards, Retention: time.Nanosecond}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n, _ := h2.Purge(context.Background()); n != 0 {
 		t.Fatalf("an instance without shard 0 purged %d", n)
 	}
@@ -418,6 +427,10 @@ func TestConfig(t *testing.T) {
 	}
 	st := openStore(t)
 	deps = handler.Deps{Store: st, Shards: allShards(1), Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, time.Second)}}
+	if _, err := handler.New(handler.Config{}, deps); err == nil || !strings.Contains(err.Error(), "Throttle") {
+		t.Fatalf("missing throttle: %v", err)
+	}
+	deps.Throttle = newThrottle(t, handler.Config{}, deps)
 	for _, tc := range []struct {
 		field string
 		cfg   handler.Config
@@ -427,7 +440,7 @@ func TestConfig(t *testing.T) {
 		{"Workers", handler.Config{Workers: -2}},
 		{"Retention", handler.Config{Retention: -time.Hour}},
 		{"PrefetchInterval", handler.Config{Horizon: time.Second, PrefetchInterval: time.Minute}},
-		{"PollInterval", handler.Config{Throttle: throttle.Config{PollInterval: -1}}},
+		{"DrainTimeout", handler.Config{DrainTimeout: -time.Second}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			_, err := handler.New(tc.cfg, deps)
@@ -441,12 +454,13 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.Config()
-	if c.Shards != 16 || c.Horizon != 30*time.Second || c.Retention != 24*time.Hour || c.DefaultMaxAttempts != 25 {
+	if c.Shards != 16 || c.Horizon != 30*time.Second || c.Retention != 24*time.Hour || c.DefaultMaxAttempts != 5 ||
+		c.DrainTimeout != 10*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	// Stop before Start, and twice, is safe.
-	h.Stop(context.Background())
-	h.Stop(context.Background())
+	h.Stop()
+	h.Stop()
 }
 
 func TestDefaultBackoff(t *testing.T) {

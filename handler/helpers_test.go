@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 const testShards = 4
@@ -184,25 +185,64 @@ func createPolicy(t testing.TB, st *embedded.Store, p *model.Policy) {
 	}
 }
 
-func startHandler(t testing.TB, cfg handler.Config, deps handler.Deps) *handler.Handler {
+// throttleOpt adjusts the throttle a test handler is given.
+type throttleOpt func(*throttle.Config, *throttle.Deps)
+
+// throttles maps each handler started by startHandler to its throttle.
+var throttles sync.Map // *handler.Handler → *throttle.Throttle
+
+// throttleOf returns the throttle startHandler gave h.
+func throttleOf(h *handler.Handler) *throttle.Throttle {
+	thr, _ := throttles.Load(h)
+	return thr.(*throttle.Throttle)
+}
+
+// newThrottle builds the throttle of a handler with cfg and deps, as the
+// runtime does (same shards, max attempts, store, clock).
+func newThrottle(t testing.TB, cfg handler.Config, deps handler.Deps, opts ...throttleOpt) *throttle.Throttle {
+	t.Helper()
+	tc := throttle.Config{Shards: cfg.Shards, DefaultMaxAttempts: cfg.DefaultMaxAttempts, DrainTimeout: cfg.DrainTimeout}
+	td := throttle.Deps{Store: deps.Store, Shards: deps.Shards, Clock: deps.Clock, Logger: deps.Logger}
+	if deps.Metrics != nil {
+		td.Metrics = deps.Metrics
+	}
+	for _, o := range opts {
+		o(&tc, &td)
+	}
+	thr, err := throttle.New(tc, td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return thr
+}
+
+func startHandler(t testing.TB, cfg handler.Config, deps handler.Deps, opts ...throttleOpt) *handler.Handler {
 	t.Helper()
 	if cfg.Shards == 0 {
 		cfg.Shards = testShards
 	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 5 * time.Second
+	}
 	if os.Getenv("TEST_LOG") != "" {
 		deps.Logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	}
+	thr := newThrottle(t, cfg, deps, opts...)
+	deps.Throttle = thr
 	h, err := handler.New(cfg, deps)
 	if err != nil {
+		t.Fatal(err)
+	}
+	throttles.Store(h, thr)
+	if err := thr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Stop(ctx)
+		h.Stop()
+		thr.Stop()
 	})
 	return h
 }

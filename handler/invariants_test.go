@@ -107,7 +107,7 @@ type instance struct {
 	done  chan struct{}
 }
 
-func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Deliverer, hooks handler.Hooks, early bool) *instance {
+func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Deliverer, reclaimed func([]*model.Event), early bool) *instance {
 	t.Helper()
 	in := &instance{name: name, st: &crashable{Store: st}, stopT: make(chan struct{}), done: make(chan struct{})}
 	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: name, TTL: time.Second, Interval: 200 * time.Millisecond}, st)
@@ -134,11 +134,15 @@ func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Del
 	in.h = startHandler(t, handler.Config{
 		Owner: name, PrefetchInterval: 100 * time.Millisecond, Horizon: 5 * time.Second,
 		ReclaimInterval: 200 * time.Millisecond, MaxBatch: 50,
-		Backoff: func(a int) time.Duration { return time.Duration(a) * 100 * time.Millisecond },
-		Throttle: throttle.Config{PollInterval: 50 * time.Millisecond, ReconcileInterval: time.Second, ReconcileSettle: 100 * time.Millisecond,
-			EarlyDispatch: early},
+		Backoff:      func(a int) time.Duration { return time.Duration(a) * 100 * time.Millisecond },
+		DrainTimeout: 2 * time.Second,
 	}, handler.Deps{Store: in.st, Shards: bal,
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: dl}, Hooks: hooks})
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: dl}},
+		func(c *throttle.Config, d *throttle.Deps) {
+			c.PollInterval, c.ReconcileInterval, c.ReconcileSettle = 50*time.Millisecond, time.Second, 100*time.Millisecond
+			c.EarlyDispatch = early
+			d.Reclaimed = reclaimed
+		})
 	t.Cleanup(func() { in.stopTicking() })
 	return in
 }
@@ -158,9 +162,8 @@ func (in *instance) crash() {
 	in.st.down.Store(true)
 	in.stopTicking()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		in.h.Stop(ctx)
+		in.h.Stop()
+		throttleOf(in.h).Stop()
 	}()
 }
 
@@ -296,7 +299,7 @@ func testInvariants(t *testing.T, early bool) {
 			mu.Lock()
 			in := instances[0]
 			mu.Unlock()
-			if _, err := in.h.Throttle().Release(ctx, e, time.Now()); err != nil {
+			if _, err := throttleOf(in.h).Release(ctx, e, time.Now()); err != nil {
 				t.Errorf("release: %v", err)
 			}
 			return
@@ -308,7 +311,7 @@ func testInvariants(t *testing.T, early bool) {
 		live := append([]*instance(nil), instances...)
 		mu.Unlock()
 		for _, in := range live {
-			in.h.Released(e.PolicyID)
+			throttleOf(in.h).Released(e.PolicyID)
 		}
 	}
 	policyOf := map[string]string{}
@@ -367,7 +370,7 @@ func testInvariants(t *testing.T, early bool) {
 		})
 	})
 
-	hooks := handler.Hooks{Reclaimed: func(evs []*model.Event) {
+	reclaimed := func(evs []*model.Event) {
 		for _, e := range evs {
 			// A delivered event's Attempts already counts the delivery
 			// that took the token; a delivering one's does not yet.
@@ -377,7 +380,7 @@ func testInvariants(t *testing.T, early bool) {
 			}
 			drop(e.PolicyID, key(e.ID, attempt))
 		}
-	}}
+	}
 	dl := httpDeliverer(t, time.Second)
 
 	launch := time.Now().Add(300 * time.Millisecond)
@@ -395,14 +398,14 @@ func testInvariants(t *testing.T, early bool) {
 
 	var b, c *instance
 	if early {
-		b = startInstance(t, "B", st, dl, hooks, true)
+		b = startInstance(t, "B", st, dl, reclaimed, true)
 		c = b
 		mu.Lock()
 		instances = []*instance{b}
 		mu.Unlock()
 	} else {
-		a := startInstance(t, "A", st, dl, hooks, false)
-		b = startInstance(t, "B", st, dl, hooks, false)
+		a := startInstance(t, "A", st, dl, reclaimed, false)
+		b = startInstance(t, "B", st, dl, reclaimed, false)
 		mu.Lock()
 		instances = []*instance{a, b}
 		mu.Unlock()
@@ -415,7 +418,7 @@ func testInvariants(t *testing.T, early bool) {
 		mu.Unlock()
 
 		time.Sleep(1500 * time.Millisecond)
-		c = startInstance(t, "C", st, dl, hooks, false)
+		c = startInstance(t, "C", st, dl, reclaimed, false)
 		mu.Lock()
 		instances = []*instance{b, c}
 		mu.Unlock()
@@ -433,7 +436,7 @@ func testInvariants(t *testing.T, early bool) {
 				}
 			}
 			t.Logf("C holds %v, B holds %v; B scheduled %d waiting %d; C scheduled %d waiting %d", c.bal.Held(), b.bal.Held(),
-				b.h.Scheduled(), b.h.Throttle().WaitingAll(), c.h.Scheduled(), c.h.Throttle().WaitingAll())
+				b.h.Scheduled(), throttleOf(b.h).WaitingAll(), c.h.Scheduled(), throttleOf(c.h).WaitingAll())
 			for id := range policies {
 				p, _ := st.PolicyGetByID(ctx, id)
 				t.Logf("policy %s InUse %d", id, p.InUse)

@@ -109,7 +109,7 @@ func TestTokenReclaimedBeforeSendIsNotSent(t *testing.T) {
 		wg.Go(func() {
 			e, err := base.EventGetByID(ctx, m.EventID)
 			if err == nil {
-				_, err = h.Load().Throttle().Release(ctx, e, time.Now())
+				_, err = throttleOf(h.Load()).Release(ctx, e, time.Now())
 			}
 			if err != nil {
 				t.Error(err)

@@ -118,51 +118,21 @@ func (h *Handler) launch(due []throttle.Item) bool {
 	return true
 }
 
-// dispatch receives throttled events that now hold a token.
-func (h *Handler) dispatch(items []throttle.Item) {
-	for i, it := range items {
+// forward takes the events that took a token from the throttle to the
+// workers. Once the handler stops, an event in hand goes back.
+func (h *Handler) forward() {
+	in := h.thr.Dispatched()
+	for {
 		select {
-		case h.ready <- it:
 		case <-h.stopCh:
-			h.handBack(context.WithoutCancel(h.workCtx), items[i:])
 			return
-		}
-	}
-}
-
-// handBack returns events that hold a token but were not sent to pending
-// and gives their tokens back.
-func (h *Handler) handBack(ctx context.Context, items []throttle.Item) {
-	if len(items) == 0 {
-		return
-	}
-	for _, it := range items {
-		if it.Started != nil {
-			<-it.Started // its start must be written before it can go back
-		}
-	}
-	now := h.deps.Clock.Now()
-	ts := make([]store.EventTransition, len(items))
-	for i, it := range items {
-		ts[i] = store.EventTransition{ID: it.Event.ID, From: model.EventDelivering, Fence: it.Fence,
-			To: model.EventPending, ClearToken: true, At: now}
-	}
-	res, err := h.deps.Store.EventTransition(ctx, ts)
-	if err != nil {
-		// They keep their tokens until the tokens time out; the reclaim
-		// then makes them retrying.
-		h.log.Warn().Err(err).Int("events", len(items)).Msg("handing back events failed")
-		return
-	}
-	back := map[string]int{}
-	for i, it := range items {
-		if res[i] == nil {
-			back[it.Event.PolicyID]++
-		}
-	}
-	for pid, n := range back {
-		if err := h.thr.ReturnTokens(ctx, pid, n); err != nil {
-			h.log.Warn().Err(err).Str("policy", pid).Msg("returning tokens failed")
+		case it := <-in:
+			select {
+			case h.ready <- it:
+			case <-h.stopCh:
+				h.thr.HandBack(context.WithoutCancel(h.workCtx), []throttle.Item{it})
+				return
+			}
 		}
 	}
 }
@@ -278,7 +248,7 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 			} else {
 				// Nothing is left scheduled under an older fence: a start
 				// a previous owner sent can no longer apply.
-				h.settled.Store(shard, fence)
+				h.thr.MarkSettled(shard, fence)
 			}
 		}()
 	}

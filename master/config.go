@@ -6,6 +6,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/model"
 )
 
 // Config configures the master. Zero values of the limits take the defaults
@@ -41,7 +42,7 @@ type Config struct {
 	// (default 15m).
 	DefaultTokenTimeout time.Duration
 	// DefaultMaxAttempts is a new schedule's maxAttempts when none is given
-	// (default 5).
+	// (default model.DefaultMaxAttempts).
 	DefaultMaxAttempts int
 
 	// RateLimit limits requests per tenant (and for the admin key).
@@ -115,7 +116,7 @@ func (c *Config) setDefaults() {
 	defDur(&c.MaxWindow, 24*time.Hour)
 	defDur(&c.MaxTokenTimeout, 24*time.Hour)
 	defDur(&c.DefaultTokenTimeout, 15*time.Minute)
-	def(&c.DefaultMaxAttempts, 5)
+	def(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
 	def(&c.PreviewDefault, 10)
 	def(&c.PreviewMax, 1000)
 	def(&c.PageDefault, 100)

@@ -3,6 +3,7 @@ package master_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
 func TestPolicies(t *testing.T) {
@@ -342,25 +344,16 @@ func TestSchedules(t *testing.T) {
 	})
 }
 
-// Without a Releaser the master releases through the store alone.
-func TestReleaseWithoutReleaser(t *testing.T) {
-	h := newHarness(t, func(_ *master.Config, d *master.Deps) { d.Releaser = nil })
-	tid, c := h.tenant("acme")
-	pol := h.policy(c, "p", 1)
-	if n, _ := h.st.PolicyAcquireTokens(h.ctx, pol.Id, 1); n != 1 {
-		t.Fatalf("acquired %d", n)
+// The master releases and extends only through the Tokens it is given.
+func TestNewRequiresTokens(t *testing.T) {
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
-	r, err := h.client("").ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
-	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-	if r.JSON200.Status != client.EventStatusReleased {
-		t.Fatalf("release %s", r.Body)
-	}
-	if p, _ := h.st.PolicyGetByID(h.ctx, pol.Id); p.InUse != 0 {
-		t.Fatalf("InUse %d after the release, want 0", p.InUse)
-	}
-	if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventReleased {
-		t.Fatalf("stored status %s, want released", stored.Status)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = master.New(master.Config{AdminKey: testAdminKey, Partitions: 4}, master.Deps{Store: st})
+	if err == nil || !strings.Contains(err.Error(), "Tokens") {
+		t.Fatalf("New without Tokens = %v, want an error naming Tokens", err)
 	}
 }
 
@@ -391,7 +384,7 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("InUse %d after a repeated release, want still 1", p.InUse)
 		}
 		if got := h.released.Load() - before; got != 1 {
-			t.Fatalf("the Releaser released %d times, want 1", got)
+			t.Fatalf("the Tokens released %d times, want 1", got)
 		}
 		stored, _ := h.st.EventGetByID(h.ctx, e.ID)
 		if stored.Status != model.EventReleased || stored.FinishedAt == nil || stored.TokenExpiresAt != nil {

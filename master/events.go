@@ -117,11 +117,11 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	if stale {
 		return superseded(e)
 	}
-	// The releaser does the compare-and-set, gives the token back exactly
+	// Tokens does the compare-and-set, gives the token back exactly
 	// once, and hands it straight to a waiting event when the policy's
 	// bucket runs in this process.
 	now := s.now().UTC()
-	released, err := s.release.Release(ctx, e, now)
+	released, err := s.tokens.Release(ctx, e, now)
 	if released {
 		if err != nil {
 			// The event is released; the bucket owner's reconciliation
@@ -169,9 +169,7 @@ func (s *Server) ackUnthrottled(c echo.Context, e *model.Event) error {
 			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 		}
 		now := s.now().UTC()
-		res, err := s.store.EventTransition(ctx, []store.EventTransition{{
-			ID: e.ID, From: e.Status, To: model.EventReleased, FinishedAt: &now, At: now,
-		}})
+		res, err := s.store.EventTransition(ctx, []store.EventTransition{store.Acknowledge(e.ID, e.Status, now)})
 		if err != nil {
 			return err
 		}
@@ -231,21 +229,16 @@ func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
 		if limit := now.Add(s.cfg.MaxTokenTimeout); until.After(limit) {
 			until = limit
 		}
-		errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
-			ID: e.ID, From: e.Status, To: e.Status, TokenExpiresAt: &until, At: now,
-		}})
-		if err != nil {
-			return err
-		}
+		err := s.tokens.Extend(ctx, e, until, now)
 		switch {
-		case errs[0] == nil:
+		case err == nil:
 			return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status), TokenExpiresAt: &until})
-		case errors.Is(errs[0], model.ErrConflict):
+		case errors.Is(err, model.ErrConflict):
 			if e, err = s.store.EventGetByID(ctx, id); err != nil {
 				return err
 			}
 		default:
-			return errs[0]
+			return err
 		}
 	}
 	return conflict("the event keeps changing; retry")
@@ -263,10 +256,7 @@ func (s *Server) RedriveEvent(c echo.Context, id api.ID) error {
 		return conflict("only dead events can be redriven; this one is " + string(e.Status))
 	}
 	now := s.now().UTC()
-	errs, err := s.store.EventTransition(ctx, []store.EventTransition{{
-		ID: e.ID, From: model.EventDead, To: model.EventPending,
-		LaunchAt: now, ResetAttempts: true, At: now,
-	}})
+	errs, err := s.store.EventTransition(ctx, []store.EventTransition{store.Redrive(e.ID, now)})
 	if err != nil {
 		return err
 	}

@@ -38,19 +38,24 @@ type harness struct {
 
 type harnessOption func(*master.Config, *master.Deps)
 
-// countingReleaser releases through the store and counts the releases that
-// won, so that tests see the master used the Releaser it was given.
-type countingReleaser struct {
+// countingTokens releases and extends through the store and counts the
+// releases that won, so that tests see the master used the Tokens it was
+// given.
+type countingTokens struct {
 	st throttle.ReleaseStore
 	n  *atomic.Int64
 }
 
-func (r countingReleaser) Release(ctx context.Context, e *model.Event, now time.Time) (bool, error) {
+func (r countingTokens) Release(ctx context.Context, e *model.Event, now time.Time) (bool, error) {
 	ok, err := throttle.Release(ctx, r.st, e, now)
 	if ok {
 		r.n.Add(1)
 	}
 	return ok, err
+}
+
+func (r countingTokens) Extend(ctx context.Context, e *model.Event, until, now time.Time) error {
+	return throttle.Extend(ctx, r.st, e, until, now)
 }
 
 func newHarness(t *testing.T, opts ...harnessOption) *harness {
@@ -63,10 +68,10 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	h := &harness{t: t, st: st, em: &recEmitter{st: st}, ctx: context.Background()}
 	cfg := master.Config{AdminKey: testAdminKey, Partitions: 4}
 	deps := master.Deps{
-		Store:    st,
-		Emitter:  h.em,
-		Releaser: countingReleaser{st: st, n: &h.released},
-		Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		Store:   st,
+		Emitter: h.em,
+		Tokens:  countingTokens{st: st, n: &h.released},
+		Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	}
 	for _, o := range opts {
 		o(&cfg, &deps)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 )
 
 func newServer(st *embedded.Store, em *recEmitter, wait time.Duration) (*master.Server, error) {
-	return master.New(master.Config{AdminKey: testAdminKey, Partitions: 4, IdempotencyWait: wait}, master.Deps{Store: st, Emitter: em})
+	return master.New(master.Config{AdminKey: testAdminKey, Partitions: 4, IdempotencyWait: wait}, master.Deps{Store: st, Emitter: em, Tokens: countingTokens{st: st, n: new(atomic.Int64)}})
 }
 
 func startServer(t *testing.T, srv *master.Server) string {

@@ -26,7 +26,6 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // Store is the part of the storage contract (store.Driver) that the master
@@ -80,19 +79,15 @@ type Emitter interface {
 	Saved(ctx context.Context, s *model.Schedule) error
 }
 
-// Releaser gives back the token of an event its consumer released; see
-// throttle.Release for the contract. *throttle.Throttle satisfies it.
-type Releaser interface {
+// Tokens releases and extends the tokens of events on behalf of their
+// consumers (the throttle).
+type Tokens interface {
+	// Release is the consumer's release of e: released is true only for the
+	// one caller whose release took e's token (or finished it).
 	Release(ctx context.Context, e *model.Event, now time.Time) (released bool, err error)
-}
-
-var _ Releaser = (*throttle.Throttle)(nil)
-
-// storeReleaser releases through the store alone (throttle.Release).
-type storeReleaser struct{ st throttle.ReleaseStore }
-
-func (r storeReleaser) Release(ctx context.Context, e *model.Event, now time.Time) (bool, error) {
-	return throttle.Release(ctx, r.st, e, now)
+	// Extend keeps e's token until until and sets e.Status to the holding
+	// status it found. model.ErrConflict when e no longer holds a token.
+	Extend(ctx context.Context, e *model.Event, until, now time.Time) error
 }
 
 // Deps are the master's collaborators.
@@ -102,12 +97,8 @@ type Deps struct {
 	// Emitter may be nil: then nothing is emitted on save and trigger
 	// answers 503.
 	Emitter Emitter
-	// Releaser serves POST /v1/events/{id}/release. Pass the handler's
-	// *throttle.Throttle when one runs in this process: a released token
-	// then goes straight to the next waiting event. Default: the store
-	// alone (throttle.Release); the policy's bucket owner finds the token
-	// by polling.
-	Releaser Releaser
+	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
+	Tokens Tokens
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -119,7 +110,7 @@ type Server struct {
 	cfg     Config
 	store   Store
 	emitter Emitter
-	release Releaser
+	tokens  Tokens
 	now     func() time.Time
 	log     zerolog.Logger
 
@@ -144,8 +135,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
-	if deps.Releaser == nil {
-		deps.Releaser = storeReleaser{deps.Store}
+	if deps.Tokens == nil {
+		return nil, errors.New("master: Deps.Tokens is required")
 	}
 	spec, err := api.GetSpec()
 	if err != nil {
@@ -155,7 +146,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg:     cfg,
 		store:   deps.Store,
 		emitter: deps.Emitter,
-		release: deps.Releaser,
+		tokens:  deps.Tokens,
 		now:     deps.Clock,
 		log:     deps.Logger,
 	}

@@ -31,6 +31,10 @@ type APIKey struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
+// DefaultMaxAttempts is the number of delivery attempts of a schedule or
+// event that does not set MaxAttempts.
+const DefaultMaxAttempts = 5
+
 // TargetType says how events of a schedule are delivered.
 type TargetType string
 

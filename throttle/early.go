@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -64,15 +65,13 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	defer close(started)
 	nx.dispatch(started)
 
-	fin := now
-	ts := []store.EventTransition{{ID: e.ID, From: cur.Status, To: model.EventReleased,
-		FinishedAt: &fin, ClearToken: true, At: now}, nx.transition()}
+	ts := []store.EventTransition{store.Release(e.ID, cur.Status, now), nx.transition()}
 	res, err := t.writeEarly(ctx, ts)
 	if err != nil {
 		// Sent, but neither write is known to have applied: the event waits
 		// again (at least once); the consumer retries its release.
 		nx.putBack()
-		t.log.Error().Err(err).Str("event", e.ID).Str("next", nid).Str("policy", e.PolicyID).
+		t.log.Error().Err(err).Str(logkey.Event, e.ID).Str("next", nid).Str(logkey.Policy, e.PolicyID).
 			Msg("release and start of the early-sent next event not written")
 		return true, false, fmt.Errorf("release %s: %w", e.ID, err)
 	}
@@ -80,7 +79,7 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 		// Cannot happen while only this process writes (see above). The
 		// next event was not started: it waits again.
 		nx.putBack()
-		t.log.Error().Err(res[0]).Str("event", e.ID).Str("next", nid).Str("policy", e.PolicyID).
+		t.log.Error().Err(res[0]).Str(logkey.Event, e.ID).Str("next", nid).Str(logkey.Policy, e.PolicyID).
 			Msg("release lost after the next event was sent early")
 		return true, false, nil
 	}
@@ -88,7 +87,7 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 		// Cancelled, or claimed under a newer fence, after it was sent.
 		// Its token stays counted (it may still run) until reconciliation
 		// finds that no event holds it.
-		t.log.Warn().Err(res[1]).Str("event", nid).Str("policy", e.PolicyID).
+		t.log.Warn().Err(res[1]).Str(logkey.Event, nid).Str(logkey.Policy, e.PolicyID).
 			Msg("start of an early-sent event lost; its token is left to reconciliation")
 	}
 	return true, true, nil
@@ -113,7 +112,7 @@ func (t *Throttle) writeEarly(ctx context.Context, ts []store.EventTransition) (
 			if !clock.Now().Before(deadline) {
 				return nil, err
 			}
-			t.log.Warn().Err(err).Str("event", ts[0].ID).Msg("writing an early release failed; retrying")
+			t.log.Warn().Err(err).Str(logkey.Event, ts[0].ID).Msg("writing an early release failed; retrying")
 			if !sleepCtx(ctx, clock, wait) {
 				return nil, err
 			}

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
-	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
 
 // gatedStore holds back the store calls that release and start (two

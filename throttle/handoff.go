@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -117,7 +118,7 @@ func (b *bucket) returnGifts(ctx context.Context) {
 	b.mu.Unlock()
 	if n > 0 {
 		if err := returnTokens(context.WithoutCancel(ctx), b.t.deps.Store, b.policyID, n, 0); err != nil {
-			b.t.log.Warn().Err(err).Str("policy", b.policyID).Int("tokens", n).Msg("returning unused tokens failed")
+			b.t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Int("tokens", n).Msg("returning unused tokens failed")
 		}
 	}
 }
@@ -159,9 +160,7 @@ func (t *Throttle) takeNext(policyID string) *next {
 // transition is the next event's scheduled → delivering write, applied only
 // if the release before it in the same call won.
 func (n *next) transition() store.EventTransition {
-	exp := n.exp
-	return store.EventTransition{ID: n.it.Event.ID, From: model.EventScheduled, Fence: n.it.Fence,
-		To: model.EventDelivering, TokenExpiresAt: &exp, At: n.at, RequiresPrevious: true}
+	return store.StartDelivery(n.it.Event.ID, n.it.Fence, n.exp, n.at).AfterPrevious()
 }
 
 // putBack returns the event to its bucket's queue: it was not started.
@@ -175,8 +174,8 @@ func (n *next) putBack() {
 	signal(n.b.wake)
 }
 
-// dispatch hands the event (delivering, holding the token) to the bucket's
-// Dispatch without making the release caller wait for it. started, if not
+// dispatch hands the event (delivering, holding the token) to Dispatched
+// without making the release caller wait for it. started, if not
 // nil, is closed once the write that starts the event has returned (see
 // Item.Started).
 func (n *next) dispatch(started <-chan struct{}) {
@@ -189,5 +188,5 @@ func (n *next) dispatch(started <-chan struct{}) {
 	it.Event = &e
 	it.Policy = n.p
 	it.Started = started
-	go n.b.t.deps.Dispatch([]Item{it})
+	go n.b.t.send([]Item{it})
 }

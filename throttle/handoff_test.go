@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
-	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
 
 // countingStore counts the token writes that reach the store.

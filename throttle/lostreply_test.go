@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
-	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
 
 // lostReply applies a write and then fails it as a lost reply would (the
@@ -173,23 +173,17 @@ func TestReconcileWaitsForSettledShard(t *testing.T) {
 	newPolicy(t, mem, "p", 1, time.Minute)
 	mem.SetInUse("p", 1) // taken by a previous owner whose start has not landed
 	st := &countReads{MemStore: mem}
-	var settled atomic.Bool
 	got := make(chan *model.Event, 1)
 	thr, err := throttle.New(throttle.Config{PollInterval: 5 * time.Millisecond, ReconcileInterval: time.Hour,
-		ReconcileSettle: 5 * time.Millisecond}, throttle.Deps{Store: st, Shards: oneShard{fence: 1},
-		Dispatch: func(items []throttle.Item) {
-			for _, it := range items {
-				got <- it.Event
-			}
-		},
-		Settled: func(shard int, fence int64) bool { return settled.Load() }})
+		ReconcileSettle: 5 * time.Millisecond}, throttle.Deps{Store: st, Shards: oneShard{fence: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := thr.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { thr.Stop(context.Background()) })
+	runThrottle(t, thr, func(items []throttle.Item) {
+		for _, it := range items {
+			got <- it.Event
+		}
+	})
 	thr.Enqueue(scheduledEvents(t, mem, "p", "s", 1, 1)...)
 	// The starved bucket reconciles early, again and again; none may repair.
 	waitFor(t, 5*time.Second, "several reconciliations", func() bool { return st.n.Load() >= 5 || len(got) > 0 })
@@ -201,7 +195,9 @@ func TestReconcileWaitsForSettledShard(t *testing.T) {
 	if n := inUse(t, mem, "p"); n != 1 {
 		t.Fatalf("InUse = %d before the shard settled, want 1", n)
 	}
-	settled.Store(true)
+	for s := range thr.Config().Shards {
+		thr.MarkSettled(s, 1)
+	}
 	select {
 	case <-got:
 	case <-time.After(5 * time.Second):

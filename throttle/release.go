@@ -99,7 +99,6 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		}
 	}
 	var nextErr error
-	fin := now
 	// e.Status may be stale (the handler may have moved delivering to
 	// delivered, or e's start was still being written when the caller read
 	// it): a lost compare-and-set reads the event and tries its status.
@@ -108,10 +107,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		from = model.EventDelivered
 	}
 	for range maxReleaseTries {
-		ts := []store.EventTransition{{
-			ID: e.ID, From: from, To: model.EventReleased,
-			FinishedAt: &fin, ClearToken: true, At: now,
-		}}
+		ts := []store.EventTransition{store.Release(e.ID, from, now)}
 		if nx != nil {
 			ts = append(ts, nx.transition())
 		}
@@ -185,19 +181,24 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 // compare-and-set on the token-holding status, so it cannot revive a token
 // that was released or reclaimed meanwhile: model.ErrConflict then (the
 // consumer no longer holds the token). model.ErrNotFound, model.ErrUnavailable.
-func Extend(ctx context.Context, st TransitionStore, e *model.Event, until time.Time) error {
+// e.Status may be stale: both holding statuses are tried, and on success
+// e.Status and e.TokenExpiresAt are set to what was written.
+func (t *Throttle) Extend(ctx context.Context, e *model.Event, until, now time.Time) error {
+	return Extend(ctx, t.deps.Store, e, until, now)
+}
+
+// Extend is (*Throttle).Extend through the store alone.
+func Extend(ctx context.Context, st TransitionStore, e *model.Event, until, now time.Time) error {
 	if e.Status.Finished() {
 		return model.ErrConflict
 	}
-	u := until
 	for _, from := range holdingFrom(e.Status) {
-		errs, err := st.EventTransition(ctx, []store.EventTransition{{
-			ID: e.ID, From: from, To: from, TokenExpiresAt: &u,
-		}})
+		errs, err := st.EventTransition(ctx, []store.EventTransition{store.ExtendToken(e.ID, from, until, now)})
 		if err != nil {
 			return err
 		}
 		if errs[0] == nil {
+			e.Status, e.TokenExpiresAt = from, &until
 			return nil
 		}
 		if !errors.Is(errs[0], model.ErrConflict) {

@@ -10,7 +10,12 @@
 // so the handler that owns that shard is the one owner of the policy's
 // bucket and serialises it: one goroutine per bucket acquires tokens in small
 // batches, moves the chosen events from scheduled to delivering (with the
-// shard's lease fence and TokenExpiresAt) and hands them to the handler.
+// shard's lease fence and TokenExpiresAt) and hands them to the handler's
+// workers over the Dispatched channel.
+//
+// The runtime builds one Throttle per process and passes it to the handler
+// (which enqueues due events and delivers what comes out of Dispatched) and
+// to the master (which releases and extends tokens through it).
 //
 // Releases come first (the seed's "released events with the highest
 // priority"). A Throttle is passed to whoever releases tokens in its process
@@ -33,6 +38,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -94,7 +102,7 @@ type Config struct {
 	// Default 5m.
 	DefaultTokenTimeout time.Duration
 	// DefaultMaxAttempts applies to events whose MaxAttempts is zero.
-	// Default 25.
+	// Default model.DefaultMaxAttempts.
 	DefaultMaxAttempts int
 	// ReconcileInterval is how often a bucket owner recounts the events that
 	// hold tokens and repairs the persisted InUse. Default 1m.
@@ -116,37 +124,46 @@ type Config struct {
 	// embedded store: every release and reclaim must go through this
 	// Throttle. Default false.
 	EarlyDispatch bool
+	// DrainTimeout bounds how long Stop waits for the buckets' goroutines
+	// before it cancels their store calls. Default 10s.
+	DrainTimeout time.Duration
 }
 
 func (c *Config) validate() error {
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		if *d == 0 {
-			*d = v
+	defaults.Set(&c.Shards, 16)
+	defaults.Set(&c.PollInterval, 50*time.Millisecond)
+	defaults.Set(&c.AcquireBatch, 32)
+	defaults.Set(&c.DefaultTokenTimeout, 5*time.Minute)
+	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	defaults.Set(&c.ReconcileInterval, time.Minute)
+	defaults.Set(&c.ReconcileSettle, time.Second)
+	defaults.Set(&c.ReclaimBatch, 500)
+	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	var errs []error
+	for _, d := range []struct {
+		v    time.Duration
+		name string
+	}{
+		{c.PollInterval, "PollInterval"}, {c.DefaultTokenTimeout, "DefaultTokenTimeout"},
+		{c.ReconcileInterval, "ReconcileInterval"}, {c.ReconcileSettle, "ReconcileSettle"},
+		{c.DrainTimeout, "DrainTimeout"},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("throttle config: %s must be positive, got %s", d.name, d.v))
 		}
-		if *d < 0 {
-			return fmt.Errorf("throttle config: %s must be positive, got %s", name, *d)
-		}
-		return nil
 	}
-	defInt := func(i *int, v int, name string) error {
-		if *i == 0 {
-			*i = v
+	for _, n := range []struct {
+		v    int
+		name string
+	}{
+		{c.Shards, "Shards"}, {c.AcquireBatch, "AcquireBatch"},
+		{c.DefaultMaxAttempts, "DefaultMaxAttempts"}, {c.ReclaimBatch, "ReclaimBatch"},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("throttle config: %s must be positive, got %d", n.name, n.v))
 		}
-		if *i < 0 {
-			return fmt.Errorf("throttle config: %s must be positive, got %d", name, *i)
-		}
-		return nil
 	}
-	return errors.Join(
-		defInt(&c.Shards, 16, "Shards"),
-		def(&c.PollInterval, 50*time.Millisecond, "PollInterval"),
-		defInt(&c.AcquireBatch, 32, "AcquireBatch"),
-		def(&c.DefaultTokenTimeout, 5*time.Minute, "DefaultTokenTimeout"),
-		defInt(&c.DefaultMaxAttempts, 25, "DefaultMaxAttempts"),
-		def(&c.ReconcileInterval, time.Minute, "ReconcileInterval"),
-		def(&c.ReconcileSettle, time.Second, "ReconcileSettle"),
-		defInt(&c.ReclaimBatch, 500, "ReclaimBatch"),
-	)
+	return errors.Join(errs...)
 }
 
 // Deps are the throttle's collaborators.
@@ -157,36 +174,28 @@ type Deps struct {
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger
 	Metrics Metrics
-	// Dispatch receives events that now hold a token and are in status
-	// delivering (Item.Policy set). It takes responsibility for each: deliver
-	// it, or give its token back. Required.
-	Dispatch func(items []Item)
 	// Reclaimed, if set, is called with the events whose tokens timed out,
 	// after their compare-and-set won and before the tokens go back to the
 	// bucket (a test hook: a consumer stops counting them).
 	Reclaimed func(events []*model.Event)
-	// Settled reports whether every event of shard that its previous owners
-	// had scheduled has been claimed again under fence (a claim under fence
-	// came back short). Until then a start that a previous owner sent
-	// before it died or lost the lease may still land, holding a token
-	// that the persisted InUse counts but no event shows yet: a
-	// reconciliation would take it for a leak, and once the start landed
-	// one event too many could be out. Reconciliation waits for it. Nil:
-	// always settled (a single process).
-	Settled func(shard int, fence int64) bool
 }
 
 // Throttle holds the buckets of the policies whose shard this instance owns.
+// The events that take tokens come out of Dispatched.
 type Throttle struct {
+	startstop.Base
 	cfg  Config
 	deps Deps
 	log  zerolog.Logger
 
+	// out hands events that now hold a token to their deliverer.
+	out chan Item
+	// settled maps a shard to the fence it settled under (MarkSettled).
+	settled sync.Map // int → int64
+
 	mu      sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
+	ctx     context.Context // the run context; nil until Start
 	buckets map[string]*bucket
-	wg      sync.WaitGroup
 	stopped bool
 
 	// running are the buckets that take hand-offs (see handoff.go); unlike
@@ -210,56 +219,83 @@ func New(cfg Config, deps Deps) (*Throttle, error) {
 	if deps.Shards == nil {
 		return nil, errors.New("throttle deps: Shards is required")
 	}
-	if deps.Dispatch == nil {
-		return nil, errors.New("throttle deps: Dispatch is required")
-	}
 	if deps.Clock == nil {
 		deps.Clock = clockwork.NewRealClock()
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = NopMetrics{}
 	}
-	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str("component", "throttle").Logger(),
-		buckets: map[string]*bucket{}}, nil
+	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str(logkey.Component, "throttle").Logger(),
+		buckets: map[string]*bucket{}, out: make(chan Item)}, nil
 }
 
 // Config returns the validated configuration.
 func (t *Throttle) Config() Config { return t.cfg }
 
-// Start lets buckets run until Stop or until ctx is cancelled.
+// Start lets buckets run until Stop. A second Start, or a Start after Stop,
+// does nothing.
 func (t *Throttle) Start(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ctx == nil {
-		t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
-		go func() {
-			select {
-			case <-ctx.Done():
-				t.cancel()
-			case <-t.ctx.Done():
-			}
-		}()
+	run, ok := t.StartInit(ctx, t.cfg.DrainTimeout)
+	if !ok {
+		return nil
 	}
+	t.mu.Lock()
+	if t.ctx == nil && !t.stopped {
+		t.ctx = run
+	}
+	t.mu.Unlock()
+	t.Started()
 	return nil
 }
 
-// Stop stops every bucket and waits for their goroutines. Waiting events are
+// Stop stops every bucket and waits for their goroutines until
+// Config.DrainTimeout, then cancels their store calls. Waiting events are
 // left in the store as scheduled (the next owner of the shard claims them
-// again). Safe to call twice or before Start.
-func (t *Throttle) Stop(ctx context.Context) {
-	t.mu.Lock()
-	t.stopped = true
-	if t.cancel != nil {
-		t.cancel()
+// again); events that took a token and were not taken from Dispatched are
+// handed back. Safe to call twice or before Start.
+func (t *Throttle) Stop() {
+	t.Base.Stop(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.stopped = true
+		for _, b := range t.buckets {
+			b.stop()
+		}
+		t.buckets = map[string]*bucket{}
+	})
+}
+
+// Dispatched delivers the events that took a token, in status delivering
+// (Item.Policy set). Whoever receives one is responsible for it: deliver it,
+// or give it back (HandBack).
+func (t *Throttle) Dispatched() <-chan Item { return t.out }
+
+// send hands items to Dispatched; once the throttle stops, the items not
+// taken go back.
+func (t *Throttle) send(items []Item) {
+	stopping := t.Stopping()
+	for i, it := range items {
+		select {
+		case t.out <- it:
+		case <-stopping:
+			t.HandBack(context.Background(), items[i:])
+			return
+		}
 	}
-	t.buckets = map[string]*bucket{}
-	t.mu.Unlock()
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+}
+
+// MarkSettled records that every event of shard that its previous owners had
+// scheduled has been claimed again under fence (a claim under fence came back
+// short). Until then a start that a previous owner sent before it died or
+// lost the lease may still land, holding a token that the persisted InUse
+// counts but no event shows yet: a reconciliation would take it for a leak,
+// and once the start landed one event too many could be out. Reconciliation
+// waits for it.
+func (t *Throttle) MarkSettled(shard int, fence int64) { t.settled.Store(shard, fence) }
+
+func (t *Throttle) isSettled(shard int, fence int64) bool {
+	f, ok := t.settled.Load(shard)
+	return ok && f.(int64) == fence
 }
 
 // Enqueue adds launched events of throttled policies to their buckets. Items
@@ -305,11 +341,7 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel,
 		startSem: make(chan struct{}, maxStarts)}
 	t.buckets[policyID] = b
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		b.run(ctx)
-	}()
+	t.Go(func() { b.run(ctx) })
 	return b
 }
 
@@ -350,125 +382,6 @@ func (t *Throttle) Waiting(policyID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.q.Len()
-}
-
-// Reclaim runs the periodic token-timeout pass over the policies whose shard
-// this instance owns: tokens whose TokenExpiresAt has passed are taken back
-// and counted in Policy.TimedOut. An event that was delivered goes to
-// released (TokenTimedOut set); one still in delivering (its deliverer died
-// or is slower than the timeout) goes to retrying so that it is not lost.
-// It also makes sure every owned policy has a bucket, whose owner reconciles
-// the persisted InUse with the events that hold tokens.
-func (t *Throttle) Reclaim(ctx context.Context) error {
-	policies, err := t.deps.Store.PolicyListAll(ctx)
-	if err != nil {
-		return fmt.Errorf("list policies: %w", err)
-	}
-	held := t.deps.Shards.Held()
-	var errs []error
-	for _, p := range policies {
-		shard := model.ShardOf(&model.Event{PolicyID: p.ID}, t.cfg.Shards)
-		fence, ok := held[shard]
-		if !ok {
-			continue
-		}
-		t.deps.Metrics.TokensInUse(p.ID, p.InUse)
-		t.mu.Lock()
-		var b *bucket
-		if t.ctx != nil && !t.stopped {
-			b = t.bucketLocked(p.ID, shard, fence)
-		}
-		t.mu.Unlock()
-		if b != nil {
-			b.setPolicy(p)
-		}
-		if err := t.reclaimPolicy(ctx, p); err != nil {
-			errs = append(errs, fmt.Errorf("policy %s: %w", p.ID, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
-	for {
-		now := t.deps.Clock.Now()
-		evs, err := t.deps.Store.EventFindTokenExpired(ctx, p.ID, now, t.cfg.ReclaimBatch)
-		if err != nil || len(evs) == 0 {
-			return err
-		}
-		// An event whose release is being written in this process is left
-		// alone (it is released, or reclaimed at the next pass).
-		mine := evs[:0]
-		for _, e := range evs {
-			if t.slots.tryAcquire(e.ID) {
-				mine = append(mine, e)
-			}
-		}
-		full := len(evs) == t.cfg.ReclaimBatch
-		evs = mine
-		ts := make([]store.EventTransition, 0, len(evs))
-		fin := now
-		dead := 0
-		for _, e := range evs {
-			// TokenExpiredBy: a token renewed since this read (extended by
-			// its consumer, or by the handler before a late send) stays.
-			tr := store.EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true, TokenExpiredBy: &now}
-			if e.Status == model.EventDelivered {
-				tr.To, tr.TokenTimedOut, tr.FinishedAt = model.EventReleased, true, &fin
-			} else {
-				// Still delivering: nobody knows whether the consumer got
-				// it, so it is attempted again (at least once).
-				tr.Attempts = e.Attempts + 1
-				tr.LastError = "token timed out before the delivery attempt finished"
-				if tr.Attempts >= t.maxAttempts(e) {
-					tr.To, tr.FinishedAt = model.EventDead, &fin
-				} else {
-					tr.To, tr.LaunchAt = model.EventRetrying, now
-				}
-			}
-			ts = append(ts, tr)
-		}
-		res, err := t.deps.Store.EventTransition(ctx, ts)
-		for _, e := range evs {
-			t.slots.release(e.ID)
-		}
-		if err != nil {
-			return err
-		}
-		won := make([]*model.Event, 0, len(evs))
-		for i, e := range evs {
-			if res[i] == nil {
-				won = append(won, e)
-				if ts[i].To == model.EventDead {
-					dead++
-				}
-			}
-		}
-		if len(won) > 0 {
-			if t.deps.Reclaimed != nil {
-				t.deps.Reclaimed(won)
-			}
-			if err := returnTokens(ctx, t.deps.Store, p.ID, len(won), len(won)); err != nil {
-				return fmt.Errorf("return %d timed-out tokens: %w", len(won), err)
-			}
-			t.deps.Metrics.TokenTimeouts(p.ID, len(won))
-			if dead > 0 {
-				t.deps.Metrics.Dead(dead)
-			}
-			t.log.Info().Str("policy", p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
-			t.Released(p.ID)
-		}
-		if !full || len(evs) == 0 {
-			return nil
-		}
-	}
-}
-
-func (t *Throttle) maxAttempts(e *model.Event) int {
-	if e.MaxAttempts > 0 {
-		return e.MaxAttempts
-	}
-	return t.cfg.DefaultMaxAttempts
 }
 
 // ReturnTokens gives n tokens of policyID back (a dispatched event could not
@@ -514,4 +427,41 @@ func (t *Throttle) WaitingAll() int {
 		b.mu.Unlock()
 	}
 	return n
+}
+
+// HandBack returns events that took a token but were not sent to pending and
+// gives their tokens back. An item sent early (Item.Started) goes back once
+// its start is written.
+func (t *Throttle) HandBack(ctx context.Context, items []Item) {
+	if len(items) == 0 {
+		return
+	}
+	for _, it := range items {
+		if it.Started != nil {
+			<-it.Started
+		}
+	}
+	now := t.deps.Clock.Now()
+	ts := make([]store.EventTransition, len(items))
+	for i, it := range items {
+		ts[i] = store.HandBack(it.Event.ID, it.Fence, now)
+	}
+	res, err := t.deps.Store.EventTransition(ctx, ts)
+	if err != nil {
+		// They keep their tokens until the tokens time out; the reclaim
+		// then makes them retrying.
+		t.log.Warn().Err(err).Int("events", len(items)).Msg("handing back events failed")
+		return
+	}
+	back := map[string]int{}
+	for i, it := range items {
+		if res[i] == nil {
+			back[it.Event.PolicyID]++
+		}
+	}
+	for pid, n := range back {
+		if err := t.ReturnTokens(ctx, pid, n); err != nil {
+			t.log.Warn().Err(err).Str(logkey.Policy, pid).Msg("returning tokens failed")
+		}
+	}
 }

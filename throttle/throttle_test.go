@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
-	"github.com/schedulerd/schedulerd/throttle/throttletest"
 )
 
 // oneShard owns every shard under one fence.
@@ -76,15 +76,43 @@ func inUse(t *testing.T, st *throttletest.MemStore, policyID string) int {
 
 func startThrottle(t *testing.T, st throttle.Store, cfg throttle.Config, dispatch func([]throttle.Item), reclaimed func([]*model.Event)) *throttle.Throttle {
 	t.Helper()
-	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Dispatch: dispatch, Reclaimed: reclaimed})
+	thr, err := throttle.New(cfg, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Reclaimed: reclaimed})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A single owner: every shard is settled under its fence.
+	for s := range thr.Config().Shards {
+		thr.MarkSettled(s, 1)
+	}
+	runThrottle(t, thr, dispatch)
+	return thr
+}
+
+// runThrottle starts thr and passes what it dispatches to dispatch, one
+// event at a time, until the test ends.
+func runThrottle(t *testing.T, thr *throttle.Throttle, dispatch func([]throttle.Item)) {
+	t.Helper()
 	if err := thr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { thr.Stop(context.Background()) })
-	return thr
+	done := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		for {
+			select {
+			case it := <-thr.Dispatched():
+				dispatch([]throttle.Item{it})
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		thr.Stop()
+		close(done)
+		<-pumped
+	})
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -215,7 +243,7 @@ func TestExtend(t *testing.T) {
 	_, _ = st.EventTransition(ctx, transition(items[0].Event.ID, model.EventScheduled, model.EventDelivered, &exp))
 	e, _ := st.EventGetByID(ctx, items[0].Event.ID)
 	until := time.Now().Add(time.Hour)
-	if err := throttle.Extend(ctx, st, e, until); err != nil {
+	if err := throttle.Extend(ctx, st, e, until, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	e, _ = st.EventGetByID(ctx, e.ID)
@@ -225,7 +253,7 @@ func TestExtend(t *testing.T) {
 	if _, err := throttle.Release(ctx, st, e, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := throttle.Extend(ctx, st, e, until); err != model.ErrConflict {
+	if err := throttle.Extend(ctx, st, e, until, time.Now()); err != model.ErrConflict {
 		t.Fatalf("extend after release = %v, want ErrConflict", err)
 	}
 }
@@ -571,5 +599,39 @@ func TestReclaimSparesRenewedToken(t *testing.T) {
 		if !e.Status.HoldsToken() {
 			t.Errorf("event %s is %s after a reclaim of its renewed token", e.ID, e.Status)
 		}
+	}
+}
+
+// An event that took its token but that nobody took from Dispatched goes
+// back to pending, with its token, when the throttle stops.
+func TestStopHandsBackUndispatched(t *testing.T) {
+	st := throttletest.NewMemStore()
+	newPolicy(t, st, "p", 1, time.Minute)
+	thr, err := throttle.New(throttle.Config{DrainTimeout: time.Second}, throttle.Deps{Store: st, Shards: oneShard{fence: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	items := scheduledEvents(t, st, "p", "s", 1, 1)
+	thr.Enqueue(items...)
+	// Its start is written before it is offered on Dispatched.
+	waitFor(t, 5*time.Second, "the event to take its token", func() bool { return holding(t, st, "p") == 1 })
+	thr.Stop()
+	e, err := st.EventGetByID(context.Background(), items[0].Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != model.EventPending || e.TokenExpiresAt != nil {
+		t.Fatalf("after Stop: status %s token %v, want pending without a token", e.Status, e.TokenExpiresAt)
+	}
+	if n := inUse(t, st, "p"); n != 0 {
+		t.Fatalf("InUse = %d after Stop, want 0 (the token went back)", n)
+	}
+	select {
+	case it := <-thr.Dispatched():
+		t.Fatalf("event %s dispatched after Stop", it.Event.ID)
+	default:
 	}
 }

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// The event state machine: every status change of an event is built by one
+// of these constructors and written with EventStore.EventTransition. A fence
+// of 0 means the write is not bound to a shard lease (the API's writes).
+
+// StartDelivery gives a throttled event its token: scheduled → delivering
+// under the shard fence it was claimed with, the token held until tokenUntil.
+func StartDelivery(id string, fence int64, tokenUntil, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventScheduled, Fence: fence,
+		To: model.EventDelivering, TokenExpiresAt: &tokenUntil, At: now}
+}
+
+// AfterPrevious makes t apply only if the transition before it in the same
+// call won (see RequiresPrevious): the start of the event that a release
+// hands its token to.
+func (t EventTransition) AfterPrevious() EventTransition {
+	t.RequiresPrevious = true
+	return t
+}
+
+// HandBack returns an event that holds a token but was not sent to pending
+// and clears its token (the caller gives the token back).
+func HandBack(id string, fence int64, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventDelivering, Fence: fence,
+		To: model.EventPending, ClearToken: true, At: now}
+}
+
+// RenewToken moves the token expiry of an event that waited between taking
+// its token and its send, before the send.
+func RenewToken(id string, fence int64, until, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventDelivering, Fence: fence,
+		To: model.EventDelivering, TokenExpiresAt: &until, At: now}
+}
+
+// ExtendToken is the consumer's heartbeat: the token of an event in the
+// token-holding status from is kept until until.
+func ExtendToken(id string, from model.EventStatus, until, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, To: from, TokenExpiresAt: &until, At: now}
+}
+
+// Release is the consumer's release of an event holding a token (from is
+// delivering or delivered): released, finished now, token cleared.
+func Release(id string, from model.EventStatus, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, To: model.EventReleased,
+		FinishedAt: &now, ClearToken: true, At: now}
+}
+
+// Acknowledge is the consumer's release of an unthrottled event whose
+// delivery outcome is not written yet (from is scheduled or retrying): it
+// finishes as released and is not delivered again.
+func Acknowledge(id string, from model.EventStatus, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, To: model.EventReleased, FinishedAt: &now, At: now}
+}
+
+// Redrive sends a dead event again from its first attempt, now.
+func Redrive(id string, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventDead, To: model.EventPending,
+		LaunchAt: now, ResetAttempts: true, At: now}
+}
+
+// Delivered records a successful attempt whose consumer keeps the token
+// until it releases it: delivering → delivered. attempts counts every
+// attempt made, this one included.
+func Delivered(id string, fence int64, attempts int, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventDelivering, Fence: fence,
+		To: model.EventDelivered, Attempts: attempts, DeliveredAt: &now, At: now}
+}
+
+// DeliveredReleased records a successful attempt that finishes the event
+// at once (unthrottled, or an autoRelease policy); holdsToken clears the
+// token of a throttled one.
+func DeliveredReleased(id string, from model.EventStatus, fence int64, attempts int, holdsToken bool, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventReleased,
+		Attempts: attempts, DeliveredAt: &now, FinishedAt: &now, ClearToken: holdsToken, At: now}
+}
+
+// Retry records a failed attempt to be tried again at launchAt. attempts 0
+// keeps the stored count (a consumer that asked to be called later);
+// holdsToken clears the token of a throttled event.
+func Retry(id string, from model.EventStatus, fence int64, attempts int, launchAt time.Time, lastError string, holdsToken bool, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventRetrying,
+		Attempts: attempts, LaunchAt: launchAt, LastError: lastError, ClearToken: holdsToken, At: now}
+}
+
+// Dead ends an event that will not be delivered: attempts exhausted, a
+// permanent failure, or its policy gone. attempts 0 keeps the stored count;
+// holdsToken clears the token of a throttled event.
+func Dead(id string, from model.EventStatus, fence int64, attempts int, lastError string, holdsToken bool, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventDead,
+		Attempts: attempts, LastError: lastError, FinishedAt: &now, ClearToken: holdsToken, At: now}
+}
+
+// ReclaimToken takes back the token of e, which expired by now. A delivered
+// event is released with TokenTimedOut; one still delivering (nobody knows
+// whether its consumer got it) counts an attempt and is retried now, or is
+// dead once it reached maxAttempts. The write applies only if the stored
+// token has not been renewed past now (TokenExpiredBy).
+func ReclaimToken(e *model.Event, maxAttempts int, now time.Time) EventTransition {
+	tr := EventTransition{ID: e.ID, From: e.Status, At: now, ClearToken: true, TokenExpiredBy: &now}
+	if e.Status == model.EventDelivered {
+		tr.To, tr.TokenTimedOut, tr.FinishedAt = model.EventReleased, true, &now
+		return tr
+	}
+	tr.Attempts = e.Attempts + 1
+	tr.LastError = "token timed out before the delivery attempt finished"
+	if tr.Attempts >= maxAttempts {
+		tr.To, tr.FinishedAt = model.EventDead, &now
+	} else {
+		tr.To, tr.LaunchAt = model.EventRetrying, now
+	}
+	return tr
+}

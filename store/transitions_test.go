@@ -1,0 +1,81 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+func TestReclaimToken(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name         string
+		status       model.EventStatus
+		attempts     int
+		wantTo       model.EventStatus
+		wantAttempts int
+		wantTimedOut bool
+		wantFinished bool
+		wantLaunch   bool
+	}{
+		{"DeliveredIsReleasedTimedOut", model.EventDelivered, 1, model.EventReleased, 0, true, true, false},
+		{"DeliveringIsRetriedNow", model.EventDelivering, 1, model.EventRetrying, 2, false, false, true},
+		{"DeliveringOnLastAttemptIsDead", model.EventDelivering, 2, model.EventDead, 3, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := ReclaimToken(&model.Event{ID: "e1", Status: tc.status, Attempts: tc.attempts}, 3, now)
+			if tr.ID != "e1" || tr.From != tc.status || tr.To != tc.wantTo || tr.Attempts != tc.wantAttempts ||
+				tr.TokenTimedOut != tc.wantTimedOut || !tr.ClearToken {
+				t.Fatalf("got %+v", tr)
+			}
+			if tr.TokenExpiredBy == nil || !tr.TokenExpiredBy.Equal(now) {
+				t.Fatalf("TokenExpiredBy = %v, want %v: a token renewed after the read must stay", tr.TokenExpiredBy, now)
+			}
+			if (tr.FinishedAt != nil) != tc.wantFinished || tc.wantLaunch != tr.LaunchAt.Equal(now) {
+				t.Fatalf("FinishedAt %v LaunchAt %v", tr.FinishedAt, tr.LaunchAt)
+			}
+		})
+	}
+}
+
+func TestTokenTransitions(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	until := now.Add(time.Minute)
+	start := StartDelivery("e1", 7, until, now)
+	if start.From != model.EventScheduled || start.To != model.EventDelivering || start.Fence != 7 ||
+		start.TokenExpiresAt == nil || !start.TokenExpiresAt.Equal(until) || start.RequiresPrevious {
+		t.Fatalf("StartDelivery: %+v", start)
+	}
+	if !start.AfterPrevious().RequiresPrevious || start.RequiresPrevious {
+		t.Fatal("AfterPrevious must set RequiresPrevious on a copy only")
+	}
+	back := HandBack("e1", 7, now)
+	if back.From != model.EventDelivering || back.To != model.EventPending || !back.ClearToken || back.Fence != 7 {
+		t.Fatalf("HandBack: %+v", back)
+	}
+	rel := Release("e1", model.EventDelivered, now)
+	if rel.To != model.EventReleased || !rel.ClearToken || rel.FinishedAt == nil || rel.Fence != 0 {
+		t.Fatalf("Release: %+v", rel)
+	}
+	ack := Acknowledge("e1", model.EventRetrying, now)
+	if ack.From != model.EventRetrying || ack.To != model.EventReleased || ack.ClearToken || ack.FinishedAt == nil {
+		t.Fatalf("Acknowledge: %+v", ack)
+	}
+	ext := ExtendToken("e1", model.EventDelivered, until, now)
+	if ext.From != model.EventDelivered || ext.To != model.EventDelivered || !ext.TokenExpiresAt.Equal(until) {
+		t.Fatalf("ExtendToken: %+v", ext)
+	}
+	red := Redrive("e1", now)
+	if red.From != model.EventDead || red.To != model.EventPending || !red.ResetAttempts || !red.LaunchAt.Equal(now) {
+		t.Fatalf("Redrive: %+v", red)
+	}
+	retry := Retry("e1", model.EventScheduled, 3, 0, until, "boom", false, now)
+	if retry.To != model.EventRetrying || retry.Attempts != 0 || retry.ClearToken || retry.FinishedAt != nil || !retry.LaunchAt.Equal(until) {
+		t.Fatalf("Retry: %+v", retry)
+	}
+	dead := Dead("e1", model.EventDelivering, 3, 5, "boom", true, now)
+	if dead.To != model.EventDead || dead.Attempts != 5 || !dead.ClearToken || dead.FinishedAt == nil || dead.LastError != "boom" {
+		t.Fatalf("Dead: %+v", dead)
+	}
+}
