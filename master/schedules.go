@@ -129,6 +129,7 @@ func (s *Server) limits() schedule.Limits {
 		MinPriority:     MinPriority,
 		MaxPriority:     MaxPriority,
 		MaxAttempts:     MaxAttemptsLimit,
+		CheckTargetHost: s.guard.CheckHost,
 	}
 }
 

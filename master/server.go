@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -120,6 +121,7 @@ type Server struct {
 	release Releaser
 	now     func() time.Time
 	log     zerolog.Logger
+	guard   *netguard.Guard // the SSRF rule of target URLs
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -154,6 +156,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		release: deps.Releaser,
 		now:     deps.Clock,
 		log:     deps.Logger,
+		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
