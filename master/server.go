@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -75,8 +76,10 @@ type Emitter interface {
 	Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error)
 	// Saved is called after a schedule was created, updated or resumed, so
 	// that the emitter emits the fires that fall inside the horizon it already
-	// scanned, and the fire of a one-off (runAt) schedule.
-	Saved(ctx context.Context, s *model.Schedule) error
+	// scanned, and the fire of a one-off (runAt) schedule. keys are the
+	// children keys the master compiled for s (schedule.Compiled.Keys), so
+	// that the expression is parsed once per request; nil for a one-off.
+	Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error
 }
 
 // Releaser gives back the token of an event its consumer released; see
