@@ -205,6 +205,8 @@ func (a *App) build(ctx context.Context) error {
 	a.master, err = master.New(master.Config{
 		AdminKey: cfg.AdminKey, Partitions: cfg.Partitions,
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+		// The deliverer's SSRF rule, so that a target it would refuse is refused on save.
+		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
 		// Releases served here hand tokens to this throttle's buckets.

@@ -50,10 +50,12 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 //     watermark are emitted again by the pass, idempotently.
 //
 // The fire times come from the same cron.AppendEligible enumeration as the
-// passes, matched against the schedule's own children keys, so a save and a
-// pass always agree on ids. A schedule that is not active, or fires outside
+// passes, matched against keys, so a save and a pass always agree on ids.
+// keys are the children keys of s.Cron that the caller compiled (and stored
+// as s's children); the emitter does not parse the expression again. They
+// are ignored for a one-off. A schedule that is not active, or fires outside
 // StartAt/EndAt, emits nothing.
-func (e *Emitter) Saved(ctx context.Context, s *model.Schedule) error {
+func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error {
 	if s.State != model.ScheduleActive && s.State != "" {
 		return nil
 	}
@@ -62,9 +64,14 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule) error {
 	if s.IsOneOff() {
 		times = append(times, s.RunAt.UTC().Truncate(time.Second))
 	} else {
-		own, err := e.keys.get(s.Cron)
-		if err != nil {
-			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
+		if len(keys) == 0 {
+			// Every cron expression has children: none means the caller
+			// passed the wrong thing, and emitting nothing would be silent.
+			return fmt.Errorf("emitter: saved %s: no children keys for %q", s.ID, s.Cron)
+		}
+		own := make(map[cron.Key]struct{}, len(keys))
+		for _, k := range keys {
+			own[k] = struct{}{}
 		}
 		loc, err := e.location(s.Timezone)
 		if err != nil {

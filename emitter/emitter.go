@@ -216,8 +216,6 @@ type Emitter struct {
 	locMu sync.Mutex
 	locs  map[string]*time.Location
 
-	keys keyCache // children keys of the expressions Saved has seen
-
 	passMu sync.Mutex // one pass at a time
 
 	lifeMu  sync.Mutex

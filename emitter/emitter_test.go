@@ -156,7 +156,7 @@ func TestRescanNeverDoubleEmits(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range all {
 		// Saved re-emits everything up to the horizon, a rescan by another path.
-		if err := other.Saved(ctx, s); err != nil {
+		if err := other.Saved(ctx, s, keysOf(t, s)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +422,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 
 	s := sched("late-created", "* * * * *", "UTC", 1)
 	create(t, st, s)
-	if err := e.Saved(ctx, s); err != nil {
+	if err := e.Saved(ctx, s, keysOf(t, s)); err != nil {
 		t.Fatal(err)
 	}
 	checkFires(t, st, s.ID, "10:01 10:02 10:03 10:04")
@@ -446,7 +446,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		if _, err := st.EventCancelPending(ctx, s.ID, "", clk.Now()); err != nil { // the master's part
 			t.Fatal(err)
 		}
-		if err := e.Saved(ctx, &s2); err != nil {
+		if err := e.Saved(ctx, &s2, keysOf(t, &s2)); err != nil {
 			t.Fatal(err)
 		}
 		for _, now := range []string{"10:04:30", "10:05:30", "10:06:30"} {
@@ -510,7 +510,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		start, end := utc("2025-06-02T10:14:00Z"), utc("2025-06-02T10:16:00Z")
 		b := sched("bounded", "* * * * *", "UTC", 1, func(s *model.Schedule) { s.StartAt, s.EndAt = &start, &end })
 		create(t, st, b)
-		if err := e.Saved(ctx, b); err != nil {
+		if err := e.Saved(ctx, b, keysOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 		for now := utc("2025-06-02T10:13:30Z"); now.Before(utc("2025-06-02T10:20:00Z")); now = now.Add(time.Minute) {
@@ -518,6 +518,31 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			runPass(t, e)
 		}
 		checkFires(t, st, b.ID, "10:14 10:15 10:16")
+	})
+
+	t.Run("MatchesTheKeysItIsGiven", func(t *testing.T) {
+		// The keys decide, not a second parse of Cron: keys of */2 on an
+		// every-minute expression emit the even minutes only.
+		clk.Set(utc("2025-06-02T10:30:30Z"))
+		k := sched("given-keys", "* * * * *", "UTC", 1)
+		create(t, st, k)
+		even := *k
+		even.Cron = "*/2 * * * *"
+		if err := e.Saved(ctx, k, keysOf(t, &even)); err != nil {
+			t.Fatal(err)
+		}
+		checkFires(t, st, k.ID, "10:32 10:34")
+	})
+
+	t.Run("NoKeysForACronScheduleIsAnError", func(t *testing.T) {
+		n := sched("no-keys", "* * * * *", "UTC", 1)
+		create(t, st, n)
+		if err := e.Saved(ctx, n, nil); err == nil || !strings.Contains(err.Error(), "no children keys") {
+			t.Fatalf("Saved without keys: %v, want an error naming the missing keys", err)
+		}
+		if fs := firesOf(t, st, n.ID); len(fs) != 0 {
+			t.Fatalf("fires without keys: %+v", fs)
+		}
 	})
 }
 
@@ -542,7 +567,7 @@ func TestOneOffAndTrigger(t *testing.T) {
 	one := sched("oneoff", "", "Europe/Berlin", 2, func(s *model.Schedule) { s.RunAt = &runAt })
 	create(t, st, one)
 	for range 2 {
-		if err := e.Saved(ctx, one); err != nil {
+		if err := e.Saved(ctx, one, keysOf(t, one)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -555,7 +580,7 @@ func TestOneOffAndTrigger(t *testing.T) {
 		t.Fatalf("one-off events = %+v", evs)
 	}
 	paused := sched("paused-oneoff", "", "UTC", 1, func(s *model.Schedule) { s.RunAt = &runAt; s.State = model.SchedulePaused })
-	if err := e.Saved(ctx, paused); err != nil || len(firesOf(t, st, paused.ID)) != 0 {
+	if err := e.Saved(ctx, paused, keysOf(t, paused)); err != nil || len(firesOf(t, st, paused.ID)) != 0 {
 		t.Fatalf("paused one-off: err %v, fires %d", err, len(firesOf(t, st, paused.ID)))
 	}
 

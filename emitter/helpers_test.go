@@ -106,8 +106,9 @@ func sched(id, expr, tz string, n int, opts ...func(*model.Schedule)) *model.Sch
 	return s
 }
 
-// childrenOf splits a schedule as the master does.
-func childrenOf(t testing.TB, s *model.Schedule) []model.Child {
+// keysOf compiles a schedule's children keys as the master does and hands
+// them to Saved; nil for a one-off.
+func keysOf(t testing.TB, s *model.Schedule) []cron.Key {
 	t.Helper()
 	if s.IsOneOff() {
 		return nil
@@ -120,6 +121,16 @@ func childrenOf(t testing.TB, s *model.Schedule) []model.Child {
 	if err != nil {
 		t.Fatalf("children of %q: %v", s.Cron, err)
 	}
+	return keys
+}
+
+// childrenOf splits a schedule as the master does.
+func childrenOf(t testing.TB, s *model.Schedule) []model.Child {
+	t.Helper()
+	if s.IsOneOff() {
+		return nil
+	}
+	keys := keysOf(t, s)
 	out := make([]model.Child, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, model.Child{

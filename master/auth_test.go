@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"testing"
@@ -233,6 +234,8 @@ func TestConfigValidation(t *testing.T) {
 		{"RejectsShortAdminKey", master.Config{Partitions: 1, AdminKey: "short"}, "AdminKey"},
 		{"RejectsBodyLimitBelowPayload", master.Config{Partitions: 1, MaxBodyBytes: 1000}, "MaxBodyBytes"},
 		{"RejectsBurstlessRateLimit", master.Config{Partitions: 1, RateLimit: master.RateLimit{PerSecond: 5}}, "RateLimit.Burst"},
+		{"RejectsInvalidTargetAllowCIDR", master.Config{Partitions: 1, TargetAllowCIDRs: []netip.Prefix{{}}}, "TargetAllowCIDRs[0]"},
+		{"RejectsInvalidTargetDenyCIDR", master.Config{Partitions: 1, TargetDenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), {}}}, "TargetDenyCIDRs[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := master.New(tc.cfg, master.Deps{Store: nil})

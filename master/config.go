@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -44,6 +45,14 @@ type Config struct {
 	// DefaultMaxAttempts is a new schedule's maxAttempts when none is given
 	// (default model.DefaultMaxAttempts).
 	DefaultMaxAttempts int
+
+	// TargetAllowCIDRs and TargetDenyCIDRs are the SSRF rule of HTTP targets
+	// on top of netguard.DefaultDeny. Give them the HTTP deliverer's
+	// AllowCIDRs and DenyCIDRs: a target URL whose host is an address
+	// literal that delivery would refuse (169.254.169.254, 127.1 when
+	// loopback is denied) is then refused on save, a 422 naming target.url.
+	TargetAllowCIDRs []netip.Prefix
+	TargetDenyCIDRs  []netip.Prefix
 
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
@@ -164,6 +173,16 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.WrongTokens.Window must not be negative")
 	case c.IdempotencyWait < 0:
 		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
+	}
+	for i, p := range c.TargetAllowCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("master: Config.TargetAllowCIDRs[%d]: invalid prefix", i)
+		}
+	}
+	for i, p := range c.TargetDenyCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("master: Config.TargetDenyCIDRs[%d]: invalid prefix", i)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
@@ -191,14 +193,16 @@ type recEmitter struct {
 
 	mu       sync.Mutex
 	saved    []string
+	keys     [][]cron.Key // given with each Saved call, in order
 	triggers int
 	// failSaved makes that many Saved calls fail as a store outage would.
 	failSaved int
 }
 
-func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule) error {
+func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error {
 	r.mu.Lock()
 	r.saved = append(r.saved, s.ID)
+	r.keys = append(r.keys, keys)
 	fail := r.failSaved > 0
 	if fail {
 		r.failSaved--
@@ -219,6 +223,25 @@ func (r *recEmitter) Trigger(ctx context.Context, s *model.Schedule, at time.Tim
 	r.triggers++
 	r.mu.Unlock()
 	return r.emit(ctx, s, at, model.FireTriggered)
+}
+
+// keysGiven returns the keys of every Saved call for id, as text, in order.
+func (r *recEmitter) keysGiven(id string) [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out [][]string
+	for i, s := range r.saved {
+		if s != id {
+			continue
+		}
+		var ks []string
+		for _, k := range r.keys[i] {
+			ks = append(ks, k.String())
+		}
+		slices.Sort(ks)
+		out = append(out, ks)
+	}
+	return out
 }
 
 func (r *recEmitter) savedCount(id string) int {

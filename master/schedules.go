@@ -129,6 +129,7 @@ func (s *Server) limits() schedule.Limits {
 		MinPriority:     MinPriority,
 		MaxPriority:     MaxPriority,
 		MaxAttempts:     MaxAttemptsLimit,
+		CheckTargetHost: s.guard.CheckHost,
 	}
 }
 
@@ -179,7 +180,7 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		if err := s.store.ScheduleCreate(ctx, &m, comp.Children(&m)); err != nil {
 			return 0, nil, err
 		}
-		if err := s.saved(ctx, &m); err != nil {
+		if err := s.saved(ctx, &m, comp.Keys); err != nil {
 			return 0, nil, err
 		}
 		return http.StatusCreated, s.scheduleOutCompiled(&m, comp), nil
@@ -190,11 +191,14 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		if err != nil {
 			return 0, nil, err
 		}
-		if err := s.saved(ctx, m); err != nil {
+		comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
+		if err != nil {
 			return 0, nil, err
 		}
-		out, err := s.scheduleOut(m)
-		return http.StatusCreated, out, err
+		if err := s.saved(ctx, m, comp.Keys); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, s.scheduleOutCompiled(m, comp), nil
 	})
 }
 
@@ -203,12 +207,13 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 // cron schedule's fires within the lead). Nothing else would emit them, so
 // the call is not cut short when the client gives up, and its failure is
 // the request's: the client retries (with its Idempotency-Key, the retry
-// finishes the emission; emission is idempotent).
-func (s *Server) saved(ctx context.Context, m *model.Schedule) error {
+// finishes the emission; emission is idempotent). keys are m's compiled
+// children keys.
+func (s *Server) saved(ctx context.Context, m *model.Schedule, keys []cron.Key) error {
 	if s.emitter == nil || m.State != model.ScheduleActive {
 		return nil
 	}
-	if err := s.emitter.Saved(context.WithoutCancel(ctx), m); err != nil {
+	if err := s.emitter.Saved(context.WithoutCancel(ctx), m, keys); err != nil {
 		s.log.Warn().Err(err).Str(logkey.Schedule, m.ID).Msg("emitting the fires of a saved schedule failed")
 		return fmt.Errorf("schedule %s saved, its fires not emitted yet: %w", m.ID, err)
 	}
@@ -296,7 +301,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
 		return err
 	}
-	if err := s.saved(ctx, &m); err != nil {
+	if err := s.saved(ctx, &m, comp.Keys); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.scheduleOutCompiled(&m, comp))
@@ -350,20 +355,21 @@ func (s *Server) DeleteSchedule(c echo.Context, id api.ID) error {
 }
 
 // setState moves the schedule to state with a new version (children are
-// rewritten for it, because children of another version are stale).
-func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState) (*model.Schedule, error) {
+// rewritten for it, because children of another version are stale). It
+// returns the schedule compiled, for the caller to answer with.
+func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState) (*model.Schedule, *schedule.Compiled, error) {
 	m := *old
 	m.State = state
 	m.Version = old.Version + 1
 	m.UpdatedAt = s.now().UTC()
 	comp, err := schedule.FromSchedule(&m, s.cfg.MaxChildren)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.store.ScheduleUpdate(ctx, &m, old.Version, comp.Children(&m)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &m, nil
+	return &m, comp, nil
 }
 
 // PauseSchedule implements POST /v1/schedules/{id}/pause.
@@ -378,7 +384,7 @@ func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
 	case model.ScheduleCompleted:
 		return conflict("the schedule is completed")
 	case model.ScheduleActive:
-		if m, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
+		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
 			return err
 		}
 	}
@@ -395,20 +401,27 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
+	var comp *schedule.Compiled
 	switch m.State {
 	case model.ScheduleCompleted:
 		return conflict("the schedule is completed")
 	case model.SchedulePaused:
-		if m, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
+		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
 			return err
 		}
 		fallthrough
 	case model.ScheduleActive:
 		// Also when already active: a retried resume whose first attempt
 		// failed after the state change still emits (idempotently).
-		if err := s.saved(ctx, m); err != nil {
+		if comp == nil {
+			if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
+				return err
+			}
+		}
+		if err := s.saved(ctx, m, comp.Keys); err != nil {
 			return err
 		}
+		return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
 	}
 	return s.respondSchedule(c, http.StatusOK, m)
 }

@@ -24,6 +24,8 @@ import (
 
 	schedulerd "github.com/schedulerd/schedulerd"
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -75,8 +77,10 @@ type Emitter interface {
 	Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error)
 	// Saved is called after a schedule was created, updated or resumed, so
 	// that the emitter emits the fires that fall inside the horizon it already
-	// scanned, and the fire of a one-off (runAt) schedule.
-	Saved(ctx context.Context, s *model.Schedule) error
+	// scanned, and the fire of a one-off (runAt) schedule. keys are the
+	// children keys the master compiled for s (schedule.Compiled.Keys), so
+	// that the expression is parsed once per request; nil for a one-off.
+	Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error
 }
 
 // Tokens releases and extends the tokens of events on behalf of their
@@ -113,6 +117,7 @@ type Server struct {
 	tokens  Tokens
 	now     func() time.Time
 	log     zerolog.Logger
+	guard   *netguard.Guard // the SSRF rule of target URLs
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -149,6 +154,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tokens:  deps.Tokens,
 		now:     deps.Clock,
 		log:     deps.Logger,
+		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")

@@ -122,7 +122,7 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	default:
 		fe.Add("misfire", "must be fire_once, fire_all or skip")
 	}
-	m.Target = checkTarget(&fe, sp.Target)
+	m.Target = checkTarget(&fe, sp.Target, lim.CheckTargetHost)
 	if len(sp.Payload) > 0 && string(sp.Payload) != "null" {
 		m.Payload = append(json.RawMessage(nil), sp.Payload...)
 		if len(m.Payload) > lim.MaxPayloadBytes {
@@ -202,7 +202,7 @@ func fieldOf(err error) (field, leaf string) {
 // (and of the same shape on a local endpoint, where http is allowed).
 var sqsQueuePath = regexp.MustCompile(`^/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
 
-func checkTarget(fe *Errors, t Target) model.Target {
+func checkTarget(fe *Errors, t Target, checkHost func(string) error) model.Target {
 	out := model.Target{Type: t.Type}
 	switch t.Type {
 	case model.TargetHTTP:
@@ -224,6 +224,10 @@ func checkTarget(fe *Errors, t Target) model.Target {
 			fe.Add("target.url", "has no host")
 		case u.User != nil:
 			fe.Add("target.url", "must not contain credentials")
+		case checkHost != nil:
+			if err := checkHost(u.Hostname()); err != nil {
+				fe.Add("target.url", err.Error())
+			}
 		}
 	case model.TargetSQS:
 		if t.URL != nil {

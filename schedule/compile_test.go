@@ -339,3 +339,62 @@ func TestFromSchedule(t *testing.T) {
 		}
 	})
 }
+
+// TestCompileCheckTargetHost checks that the caller's host rule sees the
+// URL's host as a dialer would (brackets and port removed, zone decoded)
+// and that its refusal is the reason given for target.url.
+func TestCompileCheckTargetHost(t *testing.T) {
+	refuse := errors.New("host is refused")
+	for _, tc := range []struct {
+		name, url, host string
+	}{
+		{"Name", "https://consumer.example.com/hook", "consumer.example.com"},
+		{"IPv4WithPort", "http://127.1:8080/hook", "127.1"},
+		{"IPv6Bracketed", "http://[::ffff:127.0.0.1]:80/", "::ffff:127.0.0.1"},
+		{"IPv6Zone", "http://[fe80::1%25eth0]/", "fe80::1%eth0"},
+		{"Hex", "http://0x7f000001/", "0x7f000001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []string
+			lim := testLimits()
+			lim.CheckTargetHost = func(host string) error {
+				seen = append(seen, host)
+				if host == tc.host {
+					return refuse
+				}
+				return nil
+			}
+			sp := valid()
+			sp.Target.URL = ptr(tc.url)
+			c, err := schedule.Compile(sp, lim, testNow)
+			if c != nil {
+				t.Fatalf("compiled: %+v", c.Schedule)
+			}
+			var fe schedule.Errors
+			if !errors.As(err, &fe) || len(fe) != 1 {
+				t.Fatalf("error %v, want one failed field", err)
+			}
+			if got := fe.Reasons("target.url"); !reflect.DeepEqual(got, []string{refuse.Error()}) {
+				t.Fatalf("reasons of target.url: %q, want %q (hook saw %q)", got, refuse.Error(), seen)
+			}
+		})
+	}
+
+	t.Run("NotCalledForSQSTargets", func(t *testing.T) {
+		lim := testLimits()
+		lim.CheckTargetHost = func(host string) error { return refuse }
+		sp := valid()
+		sp.Target = schedule.Target{Type: model.TargetSQS, QueueURL: ptr("http://127.0.0.1:9324/123456789012/q")}
+		if _, err := schedule.Compile(sp, lim, testNow); err != nil {
+			t.Fatalf("sqs target: %v", err)
+		}
+	})
+
+	t.Run("AcceptedHostCompiles", func(t *testing.T) {
+		lim := testLimits()
+		lim.CheckTargetHost = func(host string) error { return nil }
+		if _, err := schedule.Compile(valid(), lim, testNow); err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+	})
+}

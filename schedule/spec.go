@@ -51,6 +51,11 @@ type Limits struct {
 	MinPriority     int
 	MaxPriority     int
 	MaxAttempts     int // maxAttempts is 1..MaxAttempts
+	// CheckTargetHost, if set, refuses the host of an http target's URL
+	// (without brackets, as url.URL.Hostname returns it); its error's text
+	// is the reason given for target.url. The caller's SSRF rule goes here,
+	// so that an address delivery would refuse is refused on save.
+	CheckTargetHost func(host string) error
 }
 
 // SpecFromSchedule is the Spec that compiles to m's definition; an update
