@@ -29,7 +29,7 @@ func TestTargetAddressGuard(t *testing.T) {
 	create := func(h *harness, c *client.ClientWithResponses, url string) *client.CreateScheduleResponse {
 		t.Helper()
 		r, err := c.CreateScheduleWithResponse(h.ctx, nil, client.ScheduleCreate{
-			Name: "s", Cron: ptr("0 3 * * *"), Target: client.Target{Type: client.Http, Url: ptr(url)},
+			Name: "s", Cron: ptr("0 3 * * *"), Target: client.Target{Type: client.TargetTypeHttp, Url: ptr(url)},
 		})
 		if err != nil {
 			t.Fatalf("create: %v", err)
@@ -109,7 +109,7 @@ func TestTargetAddressGuard(t *testing.T) {
 		tid, c := h.tenant("acme")
 		s := h.cronSchedule(c, "nightly")
 		r, err := c.UpdateScheduleWithResponse(h.ctx, s.Id, client.ScheduleUpdate{
-			Target: &client.Target{Type: client.Http, Url: ptr("http://0x7f000001/hook")},
+			Target: &client.Target{Type: client.TargetTypeHttp, Url: ptr("http://0x7f000001/hook")},
 		})
 		p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "target.url")
 		if reason := reasonOf(p, "target.url"); !strings.Contains(reason, "127.0.0.1") {
