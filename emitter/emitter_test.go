@@ -108,7 +108,7 @@ func TestPassEmitsFiresWithEvents(t *testing.T) {
 	}
 
 	// The next pass scans only the new window.
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	ps = runPass(t, e)
 	if ps.Windows != partitions || ps.Fires != 0 {
 		t.Fatalf("second pass stats = %+v", ps)
@@ -233,7 +233,7 @@ func TestWindowsAcrossDST(t *testing.T) {
 				sched("two", "0 2 * * *", "Europe/Berlin", 1, p0),
 			)
 			for now := tc.from; !now.After(tc.to); now = now.Add(time.Minute) {
-				clk.Set(now)
+				setClock(clk, now)
 				ps := runPass(t, e)
 				if ps.FiresLate != 0 {
 					t.Fatalf("late fires at %s", now)
@@ -268,7 +268,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	runPass(t, e) // 10:00, watermark 10:03
 
 	t.Run("GapInsideLimit", func(t *testing.T) {
-		clk.Set(utc("2025-06-02T10:30:30Z"))
+		setClock(clk, utc("2025-06-02T10:30:30Z"))
 		ps := runPass(t, e)
 		if ps.FiresLate != 1+5 || ps.Skipped[emitter.SkipSuperseded] != 4 || ps.Skipped[emitter.SkipMisfire] != 5 || ps.WindowsSkipped != 0 {
 			t.Fatalf("stats = %+v", ps)
@@ -281,13 +281,13 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	t.Run("RetriedCatchUpFiresOnce", func(t *testing.T) {
 		// Down again; the catch-up emits but crashes before the watermark
 		// moves, and is retried five minutes later.
-		clk.Set(utc("2025-06-02T10:45:30Z"))
+		setClock(clk, utc("2025-06-02T10:45:30Z"))
 		fs.failAdvance.Store(partitions)
 		if _, err := e.RunPass(context.Background()); err == nil {
 			t.Fatal("want an error from the failing watermark")
 		}
 		checkFires(t, base, "once", "10:00 10:25L 10:30 10:40L")
-		clk.Set(utc("2025-06-02T10:50:30Z"))
+		setClock(clk, utc("2025-06-02T10:50:30Z"))
 		ps := runPass(t, e)
 		if ps.Skipped[emitter.SkipCaughtUp] != 1 {
 			t.Fatalf("stats = %+v", ps)
@@ -298,7 +298,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	})
 
 	t.Run("GapBeyondLimit", func(t *testing.T) {
-		clk.Set(utc("2025-06-02T13:00:30Z")) // watermark 10:53; limit 12:00:30
+		setClock(clk, utc("2025-06-02T13:00:30Z")) // watermark 10:53; limit 12:00:30
 		before := m.skipped[emitter.SkipTooOld]
 		ps := runPass(t, e)
 		// [10:53, 12:00) jumped in one go: 67 windows per partition.
@@ -352,12 +352,12 @@ func TestOverlapPolicies(t *testing.T) {
 	ctx := context.Background()
 
 	runPass(t, e) // 10:00 for all three
-	clk.Set(utc("2025-06-02T10:01:30Z"))
+	setClock(clk, utc("2025-06-02T10:01:30Z"))
 	ps := runPass(t, e)
 	if ps.FiresOverlapSkipped != 1 {
 		t.Fatalf("stats = %+v", ps)
 	}
-	clk.Set(utc("2025-06-02T10:02:30Z"))
+	setClock(clk, utc("2025-06-02T10:02:30Z"))
 	runPass(t, e)
 
 	f0 := model.FireID("skip", 1, utc("2025-06-02T10:00:00Z"))
@@ -381,7 +381,7 @@ func TestOverlapPolicies(t *testing.T) {
 	if _, err := st.EventTransition(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(utc("2025-06-02T10:03:30Z"))
+	setClock(clk, utc("2025-06-02T10:03:30Z"))
 	runPass(t, e)
 	sf = firesOf(t, st, "skip")
 	if len(sf) != 4 || sf[3].Decision != model.FireEmitted || len(eventsOf(t, st, sf[3].ID)) != 2 {
@@ -427,7 +427,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 	}
 	checkFires(t, st, s.ID, "10:01 10:02 10:03 10:04")
 	for _, now := range []string{"10:01:30", "10:02:30", "10:03:30"} {
-		clk.Set(utc("2025-06-02T" + now + "Z"))
+		setClock(clk, utc("2025-06-02T"+now+"Z"))
 		runPass(t, e)
 	}
 	checkFires(t, st, s.ID, "10:01 10:02 10:03 10:04 10:05")
@@ -437,7 +437,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		for _, f := range firesOf(t, st, s.ID)[:3] {
 			release(t, st, f, clk.Now())
 		}
-		clk.Set(utc("2025-06-02T10:03:45Z"))
+		setClock(clk, utc("2025-06-02T10:03:45Z"))
 		s2 := *s
 		s2.Cron, s2.Version = "*/2 * * * *", 2
 		if err := st.ScheduleUpdate(ctx, &s2, 1, childrenOf(t, &s2)); err != nil {
@@ -450,7 +450,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, now := range []string{"10:04:30", "10:05:30", "10:06:30"} {
-			clk.Set(utc("2025-06-02T" + now + "Z"))
+			setClock(clk, utc("2025-06-02T"+now+"Z"))
 			runPass(t, e)
 		}
 		live := map[string][]string{} // fire time -> versions with live events
@@ -488,7 +488,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := len(firesOf(t, st, s.ID))
-		clk.Set(utc("2025-06-02T10:10:30Z"))
+		setClock(clk, utc("2025-06-02T10:10:30Z"))
 		ps := runPass(t, e)
 		if ps.Skipped[emitter.SkipInactive] == 0 || len(firesOf(t, st, s.ID)) != n {
 			t.Fatalf("paused schedule fired: %+v", ps)
@@ -499,7 +499,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		if err := st.ScheduleUpdate(ctx, &s4, 3, nil); err != nil { // children stay at v3
 			t.Fatal(err)
 		}
-		clk.Set(utc("2025-06-02T10:12:30Z"))
+		setClock(clk, utc("2025-06-02T10:12:30Z"))
 		ps = runPass(t, e)
 		if ps.Skipped[emitter.SkipStaleChild] == 0 || len(firesOf(t, st, s.ID)) != n {
 			t.Fatalf("stale child fired: %+v", ps)
@@ -514,7 +514,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		for now := utc("2025-06-02T10:13:30Z"); now.Before(utc("2025-06-02T10:20:00Z")); now = now.Add(time.Minute) {
-			clk.Set(now)
+			setClock(clk, now)
 			runPass(t, e)
 		}
 		checkFires(t, st, b.ID, "10:14 10:15 10:16")
@@ -749,7 +749,7 @@ func TestStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-e.Started():
+	case <-e.Ready():
 	case <-time.After(5 * time.Second):
 		t.Fatal("not started")
 	}
