@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"RejectsCatchUpBelowWindow", func(c *emitter.Config) { c.CatchUpLimit = time.Second }, "CatchUpLimit"},
 		{"RejectsHugeBatch", func(c *emitter.Config) { c.BatchSize = 1 << 30 }, "BatchSize"},
 		{"RejectsNoOwner", func(c *emitter.Config) { c.Owner = "" }, "Owner"},
+		{"RejectsNegativeDrainTimeout", func(c *emitter.Config) { c.DrainTimeout = -time.Second }, "DrainTimeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -763,4 +765,78 @@ func TestStartStop(t *testing.T) {
 	}
 	e.Stop()
 	e.Stop()
+}
+
+// blockingStore holds the first ChildTimezones call of a pass until
+// release is closed or its context ends, and reports what it saw.
+type blockingStore struct {
+	emitter.Store
+	entered chan struct{} // closed when the pass reached the store
+	release chan struct{} // closing it lets the pass go on
+	ctxErr  chan error    // the pass context's error when the call returned
+	once    sync.Once
+}
+
+func (b *blockingStore) ChildTimezones(ctx context.Context) ([]string, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if !first {
+		return b.Store.ChildTimezones(ctx)
+	}
+	close(b.entered)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	b.ctxErr <- ctx.Err()
+	return b.Store.ChildTimezones(ctx)
+}
+
+func TestStopDrains(t *testing.T) {
+	newBlocked := func(t *testing.T, drain time.Duration) (*emitter.Emitter, *blockingStore) {
+		bs := &blockingStore{Store: openEmbedded(t), entered: make(chan struct{}), release: make(chan struct{}),
+			ctxErr: make(chan error, 1)}
+		e := newEmitter(t, bs, newClock(utc("2025-06-02T10:00:30Z")), func(c *emitter.Config, _ *emitter.Deps) {
+			c.DrainTimeout = drain
+		})
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-e.Ready()
+		<-bs.entered
+		return e, bs
+	}
+
+	t.Run("PassInHandFinishesBeforeTheDeadline", func(t *testing.T) {
+		e, bs := newBlocked(t, time.Hour)
+		stopped := make(chan struct{})
+		go func() {
+			e.Stop()
+			close(stopped)
+		}()
+		<-e.Stopping()
+		select {
+		case <-stopped:
+			t.Fatal("Stop returned while a pass was in hand")
+		default:
+		}
+		close(bs.release)
+		if err := <-bs.ctxErr; err != nil {
+			t.Fatalf("pass context ended during the drain: %v", err)
+		}
+		<-stopped
+	})
+
+	t.Run("PassIsCancelledAtTheDeadline", func(t *testing.T) {
+		e, bs := newBlocked(t, time.Millisecond)
+		e.Stop() // returns only once the pass returned
+		select {
+		case err := <-bs.ctxErr:
+			if err == nil {
+				t.Fatal("pass context not cancelled after DrainTimeout")
+			}
+		default:
+			t.Fatal("Stop returned before the pass returned")
+		}
+	})
 }

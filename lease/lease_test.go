@@ -157,6 +157,25 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("StartedBalancerReadyThenStopReleases", func(t *testing.T) {
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		st := openStore(t)
+		bs := newBalancers(t, st, clk, 2, 4)
+		if err := bs[0].Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-bs[0].Ready()
+		if n := len(bs[0].Held()); n != 4 {
+			t.Fatalf("started balancer holds %d of 4 units", n)
+		}
+		bs[0].Stop()
+		bs[0].Stop() // twice: no-op
+		// Released, not expired: the other instance takes every unit
+		// without the clock moving.
+		tickAll(t, ctx, bs[1:], 1)
+		checkPartition(t, bs[1:], 4)
+	})
+
 	t.Run("RefenceTakesTheUnitAgainUnderANewFence", func(t *testing.T) {
 		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		b := newBalancers(t, openStore(t), clk, 1, 4)[0]
@@ -189,6 +208,7 @@ func TestBalancer(t *testing.T) {
 			"NoUnits":    {Group: "g", Owner: "a"},
 			"NoOwner":    {Group: "g", Units: 1},
 			"LongInterv": {Group: "g", Units: 1, Owner: "a", TTL: time.Second, Interval: 2 * time.Second},
+			"NegDrain":   {Group: "g", Units: 1, Owner: "a", DrainTimeout: -time.Second},
 		} {
 			if _, err := lease.New(cfg, lease.Deps{Store: openStore(t)}); err == nil {
 				t.Errorf("%s: no error", name)
