@@ -149,7 +149,9 @@ type Config struct {
 	// DrainTimeout bounds Stop: a pass in progress may finish until then and
 	// is cancelled after it (passes are idempotent). Default 5s.
 	DrainTimeout time.Duration
-	// Owner names this instance in logs.
+	// Owner names this instance. Required; it is not added to log lines:
+	// the Logger in Deps carries it (logkey.Instance), once for every
+	// component.
 	Owner string
 }
 
@@ -253,7 +255,7 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 	return &Emitter{
 		cfg:  cfg,
 		deps: deps,
-		log:  deps.Logger.With().Str(logkey.Component, "emitter").Str(logkey.Instance, cfg.Owner).Logger(),
+		log:  deps.Logger.With().Str(logkey.Component, "emitter").Logger(),
 		m:    deps.Metrics,
 		locs: map[string]*time.Location{},
 	}, nil

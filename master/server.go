@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
@@ -106,8 +107,8 @@ type Deps struct {
 	// alone (throttle.Release); the policy's bucket owner finds the token
 	// by polling.
 	Releaser Releaser
-	// Clock defaults to time.Now.
-	Clock func() time.Time
+	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
+	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
 	Logger zerolog.Logger
 }
@@ -118,7 +119,7 @@ type Server struct {
 	store   Store
 	emitter Emitter
 	release Releaser
-	now     func() time.Time
+	clock   clockwork.Clock
 	log     zerolog.Logger
 
 	echo    *echo.Echo
@@ -127,6 +128,8 @@ type Server struct {
 }
 
 var _ api.ServerInterface = (*Server)(nil)
+
+func (s *Server) now() time.Time { return s.clock.Now() }
 
 // New validates cfg and builds the server with its echo instance.
 func New(cfg Config, deps Deps) (*Server, error) {
@@ -138,7 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("master: Deps.Store is required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clockwork.NewRealClock()
 	}
 	if deps.Releaser == nil {
 		deps.Releaser = storeReleaser{deps.Store}
@@ -152,7 +155,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		store:   deps.Store,
 		emitter: deps.Emitter,
 		release: deps.Releaser,
-		now:     deps.Clock,
+		clock:   deps.Clock,
 		log:     deps.Logger,
 	}
 	if cfg.AdminKey == "" {
