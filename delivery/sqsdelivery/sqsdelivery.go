@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -68,6 +69,11 @@ type Config struct {
 	ClientOptions []func(*sqs.Options)
 }
 
+func (c *Config) setDefaults() {
+	defaults.Set(&c.Concurrency, DefaultConcurrency)
+}
+
+// validate checks c after setDefaults; the error names the field.
 func (c *Config) validate() error {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
@@ -99,6 +105,7 @@ type Deliverer struct {
 // New makes no network call: missing or wrong credentials show up as
 // retryable errors of the first Deliver.
 func New(ctx context.Context, cfg Config) (*Deliverer, error) {
+	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -123,9 +130,6 @@ func New(ctx context.Context, cfg Config) (*Deliverer, error) {
 		}
 	})
 	concurrency := cfg.Concurrency
-	if concurrency == 0 {
-		concurrency = DefaultConcurrency
-	}
 	return &Deliverer{
 		client:         client,
 		releaseBaseURL: strings.TrimRight(cfg.ReleaseBaseURL, "/"),
