@@ -26,6 +26,8 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
@@ -159,11 +161,11 @@ func (a *App) checkEmptyStore() error {
 func (a *App) build(ctx context.Context) error {
 	cfg := a.cfg
 	var err error
-	a.partitions, err = lease.New(lease.Config{Group: "emitter", Units: cfg.Partitions, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Logger: a.log}, a.store)
+	a.partitions, err = lease.New(lease.Config{Group: "emitter", Units: cfg.Partitions, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}, lease.Deps{Store: a.store, Logger: a.log})
 	if err != nil {
 		return err
 	}
-	a.shards, err = lease.New(lease.Config{Group: "handler", Units: cfg.Shards, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Logger: a.log}, a.store)
+	a.shards, err = lease.New(lease.Config{Group: "handler", Units: cfg.Shards, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}, lease.Deps{Store: a.store, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -242,7 +244,7 @@ func (a *App) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		case status >= 400:
 			ev = a.log.Info()
 		}
-		ev.Str("requestId", c.Response().Header().Get(echo.HeaderXRequestID)).
+		ev.Str(logkey.Request, c.Response().Header().Get(echo.HeaderXRequestID)).
 			Str("method", c.Request().Method).Str("route", c.Path()).Str("path", c.Request().URL.Path).
 			Int("status", status).Dur("duration", time.Since(start)).Msg("api request")
 		return nil
@@ -289,21 +291,15 @@ func (a *App) Start(ctx context.Context) error {
 	ln := a.ln
 	a.srv = &http.Server{Handler: a.master.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { a.serveErr <- a.srv.Serve(ln) }()
-	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
-		if err := b.Start(ctx); err != nil {
+	// Reverse stop order: the lease groups first, so that the handler and
+	// the emitter find their shards and partitions held.
+	svcs := a.services()
+	for i := len(svcs) - 1; i >= 0; i-- {
+		if err := svcs[i].Start(ctx); err != nil {
 			return err
 		}
 	}
 	go a.leaseGauges()
-	if err := a.throttle.Start(ctx); err != nil {
-		return err
-	}
-	if err := a.handler.Start(ctx); err != nil {
-		return err
-	}
-	if err := a.emitter.Start(ctx); err != nil {
-		return err
-	}
 	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store)
 	if a.adminKeyPath != "" {
 		ev = ev.Str("adminKeyFile", a.adminKeyPath)
@@ -339,6 +335,15 @@ func (a *App) Wait(ctx context.Context) error {
 	}
 }
 
+// services lists the background components in the order they stop: the
+// emitter first (no new events), then the handler (in-flight deliveries
+// finish), the throttle (tokens taken but not sent go back), then the lease
+// groups (the units go to other instances at once). Start runs the list
+// backwards.
+func (a *App) services() []startstop.Service {
+	return []startstop.Service{a.emitter, a.handler, a.throttle, a.partitions, a.shards}
+}
+
 // Shutdown stops taking new work, lets in-flight deliveries finish, hands
 // the leases back so that other instances take over at once, then stops the
 // API (kept up meanwhile so that consumers can still release tokens) and
@@ -347,11 +352,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.log.Info().Msg("schedulerd shutting down")
 		close(a.done)
-		a.emitter.Stop()
-		a.handler.Stop()
-		a.throttle.Stop()
-		a.partitions.Stop(ctx)
-		a.shards.Stop(ctx)
+		for _, svc := range a.services() {
+			svc.Stop()
+		}
 		var errs []error
 		if a.srv != nil {
 			if err := a.srv.Shutdown(ctx); err != nil {

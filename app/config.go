@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/defaults"
 )
 
 // Config is everything schedulerd can be told at start-up. Each field has a
@@ -179,9 +181,27 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 			return c, err
 		}
 	}
+	c.setDefaults()
 	return c, c.validate()
 }
 
+// setDefaults fills in what depends on other settings; the flag defaults
+// are in Options.
+func (c *Config) setDefaults() {
+	// An empty PublicURL is filled in by the App from the bound address.
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.Store == "embedded" {
+		// One process owns an embedded data directory, so a stable name lets
+		// a restarted instance take its leases back at once.
+		defaults.Set(&c.InstanceID, "local")
+	}
+	if c.InstanceID == "" {
+		h, _ := os.Hostname()
+		c.InstanceID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+}
+
+// validate checks c after setDefaults; the error names the flag.
 func (c *Config) validate() error {
 	switch c.Store {
 	case "embedded":
@@ -228,17 +248,6 @@ func (c *Config) validate() error {
 	case "json", "console":
 	default:
 		return fmt.Errorf("log-format: %q is not json or console", c.LogFormat)
-	}
-	// An empty PublicURL is filled in by the App from the bound address.
-	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	if c.InstanceID == "" && c.Store == "embedded" {
-		// One process owns an embedded data directory, so a stable name lets
-		// a restarted instance take its leases back at once.
-		c.InstanceID = "local"
-	}
-	if c.InstanceID == "" {
-		h, _ := os.Hostname()
-		c.InstanceID = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
 	return nil
 }

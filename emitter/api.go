@@ -20,7 +20,7 @@ import (
 // events were not cancelled, that fire is returned.
 func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error) {
 	t := at.UTC().Truncate(time.Second)
-	now := e.deps.Clock()
+	now := e.deps.Clock.Now()
 	b := e.newBatch()
 	f, out, err := e.emitFire(ctx, s, t, now, emitOpts{decision: model.FireTriggered, note: "triggered"}, b)
 	if err == nil {
@@ -59,7 +59,7 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 	if s.State != model.ScheduleActive && s.State != "" {
 		return nil
 	}
-	now := e.deps.Clock()
+	now := e.deps.Clock.Now()
 	var times []time.Time
 	if s.IsOneOff() {
 		times = append(times, s.RunAt.UTC().Truncate(time.Second))

@@ -283,7 +283,7 @@ func benchScanWith(b *testing.B, snap string, workers int, readOnly bool) {
 			if readOnly {
 				est = readOnlyStore{st}
 			}
-			e, err := emitter.New(emitter.Config{Owner: "bench", Workers: workers}, emitter.Deps{Store: est, Clock: clk.Now})
+			e, err := emitter.New(emitter.Config{Owner: "bench", Workers: workers}, emitter.Deps{Store: est, Clock: clk})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func benchScanWith(b *testing.B, snap string, workers int, readOnly bool) {
 						b.Fatal(err)
 					}
 				}
-				clk.Set(w0.Add(time.Second - cfg.Lead)) // the pass covers exactly [w0, w0+1m)
+				setClock(clk, w0.Add(time.Second-cfg.Lead)) // the pass covers exactly [w0, w0+1m)
 				runtime.GC()
 				b.StartTimer()
 				ps, err := e.RunPass(ctx)
@@ -336,7 +336,7 @@ func BenchmarkFanOut(b *testing.B) {
 	}
 	defer st.Close()
 	clk := newClock(utc("2025-06-02T10:00:00Z"))
-	e, err := emitter.New(emitter.Config{Owner: "bench"}, emitter.Deps{Store: st, Clock: clk.Now})
+	e, err := emitter.New(emitter.Config{Owner: "bench"}, emitter.Deps{Store: st, Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}

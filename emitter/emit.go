@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -121,11 +122,11 @@ func (e *Emitter) count(ws *PassStats, d dueFire, f *model.Fire, out outcome) {
 		switch f.Decision {
 		case model.FireLate:
 			ws.FiresLate++
-			e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("fireId", f.ID).
+			e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str(logkey.Fire, f.ID).
 				Int("count", f.Count).Msg("missed fire emitted late")
 		case model.FireSkippedOverlap:
 			ws.FiresOverlapSkipped++
-			e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("fireId", f.ID).
+			e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str(logkey.Fire, f.ID).
 				Str("note", f.Note).Msg("fire skipped: previous fire not drained (overlap=skip)")
 		}
 		e.m.FiresRecorded(f.Decision, 1)
@@ -134,12 +135,12 @@ func (e *Emitter) count(ws *PassStats, d dueFire, f *model.Fire, out outcome) {
 	case outOtherVersion:
 		ws.skip(SkipOtherVersion, 1)
 		e.m.FiresSkipped(SkipOtherVersion, 1)
-		e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("firedAs", f.ID).
+		e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str("firedAs", f.ID).
 			Msg("fire skipped: another version of the schedule already fired at this time")
 	case outCaughtUp:
 		ws.skip(SkipCaughtUp, 1)
 		e.m.FiresSkipped(SkipCaughtUp, 1)
-		e.log.Info().Str("scheduleId", d.s.ID).Time("fireTime", d.t).Str("caughtUpBy", f.ID).
+		e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str("caughtUpBy", f.ID).
 			Msg("missed fire skipped: the schedule already caught up (misfire=fire_once)")
 	}
 }
@@ -292,7 +293,7 @@ func (e *Emitter) overlap(ctx context.Context, s *model.Schedule, f, prev *model
 	if err := st.FireSetDecision(ctx, running, model.FireCancelledByNext, note); err != nil && !errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("mark %s cancelled: %w", running, err)
 	}
-	e.log.Info().Str("scheduleId", s.ID).Str("fireId", f.ID).Str("cancelledFireId", running).
+	e.log.Info().Str(logkey.Schedule, s.ID).Str(logkey.Fire, f.ID).Str("cancelledFireId", running).
 		Int("cancelledEvents", n).Int("unfinished", unfinished).Msg("previous fire cancelled (overlap=cancel)")
 	if f.Note == "" {
 		f.Note = "overlap=cancel: cancelled " + strconv.Itoa(n) + " waiting events of previous fire " + running

@@ -54,8 +54,12 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -142,19 +146,29 @@ type Config struct {
 	Workers int
 	// CleanupInterval is how often orphan children are deleted. Default 5m.
 	CleanupInterval time.Duration
-	// Owner names this instance in logs.
+	// DrainTimeout bounds Stop: a pass in progress may finish until then and
+	// is cancelled after it (passes are idempotent). Default 5s.
+	DrainTimeout time.Duration
+	// Owner names this instance. Required; it is not added to log lines:
+	// the Logger in Deps carries it (logkey.Instance), once for every
+	// component.
 	Owner string
 }
 
+func (c *Config) setDefaults() {
+	defaults.Set(&c.Partitions, 16)
+	defaults.Set(&c.Shards, 16)
+	defaults.Set(&c.Window, time.Minute)
+	defaults.Set(&c.Lead, 2*time.Minute)
+	defaults.Set(&c.CatchUpLimit, time.Hour)
+	defaults.Set(&c.BatchSize, 1000)
+	defaults.Set(&c.Workers, 32)
+	defaults.Set(&c.CleanupInterval, 5*time.Minute)
+	defaults.Set(&c.DrainTimeout, 5*time.Second)
+}
+
+// validate checks c after setDefaults; the error names the field.
 func (c *Config) validate() error {
-	setDefault(&c.Partitions, 16)
-	setDefault(&c.Shards, 16)
-	setDefault(&c.Window, time.Minute)
-	setDefault(&c.Lead, 2*time.Minute)
-	setDefault(&c.CatchUpLimit, time.Hour)
-	setDefault(&c.BatchSize, 1000)
-	setDefault(&c.Workers, 32)
-	setDefault(&c.CleanupInterval, 5*time.Minute)
 	switch {
 	case c.Partitions < 1 || c.Partitions > 65536:
 		return fmt.Errorf("emitter config: Partitions must be 1..65536, got %d", c.Partitions)
@@ -172,17 +186,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("emitter config: Workers must be 1..256, got %d", c.Workers)
 	case c.CleanupInterval < time.Second:
 		return fmt.Errorf("emitter config: CleanupInterval must be at least 1s, got %s", c.CleanupInterval)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("emitter config: DrainTimeout must not be negative, got %s", c.DrainTimeout)
 	case c.Owner == "":
 		return errors.New("emitter config: Owner must be set")
 	}
 	return nil
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }
 
 // Deps are the emitter's collaborators.
@@ -192,8 +201,8 @@ type Deps struct {
 	// Partitions says which partitions this instance works on. Nil means all
 	// of them (AllPartitions(cfg.Partitions)).
 	Partitions Partitions
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
+	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
+	Clock clockwork.Clock
 	// Logger receives per-window debug lines and info lines for skipped and
 	// late fires. The zero Logger discards.
 	Logger zerolog.Logger
@@ -206,8 +215,10 @@ type Deps struct {
 }
 
 // Emitter is the schedule event emitter. Its methods are safe for concurrent
-// use.
+// use; its lifecycle is startstop's: Start, Ready, Stop.
 type Emitter struct {
+	startstop.Base
+
 	cfg  Config
 	deps Deps
 	log  zerolog.Logger
@@ -218,16 +229,14 @@ type Emitter struct {
 
 	passMu sync.Mutex // one pass at a time
 
-	lifeMu  sync.Mutex
-	sched   gocron.Scheduler
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started chan struct{}
+	lifeMu sync.Mutex
+	sched  gocron.Scheduler
 }
 
 // New validates cfg and returns an Emitter that does nothing until Start
 // or RunPass.
 func New(cfg Config, deps Deps) (*Emitter, error) {
+	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -238,96 +247,106 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 		deps.Partitions = AllPartitions(cfg.Partitions)
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clockwork.NewRealClock()
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = NopMetrics{}
 	}
 	return &Emitter{
-		cfg:     cfg,
-		deps:    deps,
-		log:     deps.Logger.With().Str("component", "emitter").Str("owner", cfg.Owner).Logger(),
-		m:       deps.Metrics,
-		locs:    map[string]*time.Location{},
-		started: make(chan struct{}),
+		cfg:  cfg,
+		deps: deps,
+		log:  deps.Logger.With().Str(logkey.Component, "emitter").Logger(),
+		m:    deps.Metrics,
+		locs: map[string]*time.Location{},
 	}, nil
 }
 
 // Config returns the validated configuration (defaults filled in).
 func (e *Emitter) Config() Config { return e.cfg }
 
-// Started is closed once Start has scheduled the passes.
-func (e *Emitter) Started() <-chan struct{} { return e.started }
-
 // Start runs a pass at once and then every Window on a gocron scheduler
-// (singleton mode: a slow pass delays the next one instead of overlapping
-// it), plus the orphan-children clean-up every CleanupInterval. Calling it
+// driven by the clock (singleton mode: a slow pass delays the next one
+// instead of overlapping it), plus the orphan-children clean-up every
+// CleanupInterval. Ready is closed once the passes are scheduled. Calling it
 // again while started does nothing.
 func (e *Emitter) Start(ctx context.Context) error {
 	e.lifeMu.Lock()
 	defer e.lifeMu.Unlock()
-	if e.sched != nil {
+	run, ok := e.StartInit(ctx, e.cfg.DrainTimeout)
+	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s, err := gocron.NewScheduler()
+	s, err := gocron.NewScheduler(gocron.WithClock(e.deps.Clock))
 	if err != nil {
-		cancel()
+		e.Base.Stop(nil)
 		return fmt.Errorf("emitter scheduler: %w", err)
 	}
 	_, err = s.NewJob(gocron.DurationJob(e.cfg.Window),
-		gocron.NewTask(func() { e.runPassLogged(ctx) }),
+		gocron.NewTask(func() { e.tracked(func() { e.runPassLogged(run) }) }),
 		gocron.WithName("emitter-pass"),
 		gocron.WithStartAt(gocron.WithStartImmediately()),
 		gocron.WithSingletonMode(gocron.LimitModeReschedule))
 	if err == nil {
 		_, err = s.NewJob(gocron.DurationJob(e.cfg.CleanupInterval),
-			gocron.NewTask(func() { e.cleanup(ctx) }),
+			gocron.NewTask(func() { e.tracked(func() { e.cleanup(run) }) }),
 			gocron.WithName("emitter-cleanup"),
 			gocron.WithSingletonMode(gocron.LimitModeReschedule))
 	}
 	if err != nil {
-		cancel()
 		_ = s.Shutdown()
+		e.Base.Stop(nil)
 		return fmt.Errorf("emitter job: %w", err)
 	}
 	if c, ok := e.deps.Partitions.(changer); ok {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		stopping := e.Stopping()
+		e.Go(func() {
 			for {
 				select {
-				case <-ctx.Done():
+				case <-stopping:
 					return
 				case <-c.Changed():
-					e.runPassLogged(ctx)
+					e.runPassLogged(run)
 				}
 			}
-		}()
+		})
 	}
 	s.Start()
-	e.sched, e.cancel = s, cancel
-	select {
-	case <-e.started:
-	default:
-		close(e.started)
-	}
+	e.sched = s
+	e.Started()
 	return nil
 }
 
-// Stop cancels a running pass, stops the scheduler and waits for it. It
-// releases nothing: leases belong to the Partitions provider. Safe to call
-// twice or before Start.
+// tracked runs f as part of the emitter unless Stop has begun, and waits
+// for it: the scheduler keeps its singleton mode and Stop waits for f.
+func (e *Emitter) tracked(f func()) {
+	select {
+	case <-e.Stopping():
+		return
+	default:
+	}
+	done := make(chan struct{})
+	e.Go(func() {
+		defer close(done)
+		f()
+	})
+	<-done
+}
+
+// Stop schedules no more passes, lets a pass in progress finish until
+// DrainTimeout, then cancels it and waits. It releases nothing: leases
+// belong to the Partitions provider. Safe to call twice or before Start.
 func (e *Emitter) Stop() {
 	e.lifeMu.Lock()
-	defer e.lifeMu.Unlock()
-	if e.sched == nil {
-		return
-	}
-	e.cancel()
-	_ = e.sched.Shutdown()
-	e.wg.Wait()
-	e.sched, e.cancel = nil, nil
+	s := e.sched
+	e.sched = nil
+	e.lifeMu.Unlock()
+	e.Base.Stop(func() {
+		if s != nil {
+			// Shutdown waits for a running pass: in a goroutine, so that
+			// the drain deadline still applies.
+			e.Go(func() { _ = s.Shutdown() })
+		}
+	})
 }
 
 func (e *Emitter) runPassLogged(ctx context.Context) {

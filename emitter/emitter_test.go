@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"RejectsCatchUpBelowWindow", func(c *emitter.Config) { c.CatchUpLimit = time.Second }, "CatchUpLimit"},
 		{"RejectsHugeBatch", func(c *emitter.Config) { c.BatchSize = 1 << 30 }, "BatchSize"},
 		{"RejectsNoOwner", func(c *emitter.Config) { c.Owner = "" }, "Owner"},
+		{"RejectsNegativeDrainTimeout", func(c *emitter.Config) { c.DrainTimeout = -time.Second }, "DrainTimeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +110,7 @@ func TestPassEmitsFiresWithEvents(t *testing.T) {
 	}
 
 	// The next pass scans only the new window.
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	ps = runPass(t, e)
 	if ps.Windows != partitions || ps.Fires != 0 {
 		t.Fatalf("second pass stats = %+v", ps)
@@ -233,7 +235,7 @@ func TestWindowsAcrossDST(t *testing.T) {
 				sched("two", "0 2 * * *", "Europe/Berlin", 1, p0),
 			)
 			for now := tc.from; !now.After(tc.to); now = now.Add(time.Minute) {
-				clk.Set(now)
+				setClock(clk, now)
 				ps := runPass(t, e)
 				if ps.FiresLate != 0 {
 					t.Fatalf("late fires at %s", now)
@@ -268,7 +270,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	runPass(t, e) // 10:00, watermark 10:03
 
 	t.Run("GapInsideLimit", func(t *testing.T) {
-		clk.Set(utc("2025-06-02T10:30:30Z"))
+		setClock(clk, utc("2025-06-02T10:30:30Z"))
 		ps := runPass(t, e)
 		if ps.FiresLate != 1+5 || ps.Skipped[emitter.SkipSuperseded] != 4 || ps.Skipped[emitter.SkipMisfire] != 5 || ps.WindowsSkipped != 0 {
 			t.Fatalf("stats = %+v", ps)
@@ -281,13 +283,13 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	t.Run("RetriedCatchUpFiresOnce", func(t *testing.T) {
 		// Down again; the catch-up emits but crashes before the watermark
 		// moves, and is retried five minutes later.
-		clk.Set(utc("2025-06-02T10:45:30Z"))
+		setClock(clk, utc("2025-06-02T10:45:30Z"))
 		fs.failAdvance.Store(partitions)
 		if _, err := e.RunPass(context.Background()); err == nil {
 			t.Fatal("want an error from the failing watermark")
 		}
 		checkFires(t, base, "once", "10:00 10:25L 10:30 10:40L")
-		clk.Set(utc("2025-06-02T10:50:30Z"))
+		setClock(clk, utc("2025-06-02T10:50:30Z"))
 		ps := runPass(t, e)
 		if ps.Skipped[emitter.SkipCaughtUp] != 1 {
 			t.Fatalf("stats = %+v", ps)
@@ -298,7 +300,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	})
 
 	t.Run("GapBeyondLimit", func(t *testing.T) {
-		clk.Set(utc("2025-06-02T13:00:30Z")) // watermark 10:53; limit 12:00:30
+		setClock(clk, utc("2025-06-02T13:00:30Z")) // watermark 10:53; limit 12:00:30
 		before := m.skipped[emitter.SkipTooOld]
 		ps := runPass(t, e)
 		// [10:53, 12:00) jumped in one go: 67 windows per partition.
@@ -352,12 +354,12 @@ func TestOverlapPolicies(t *testing.T) {
 	ctx := context.Background()
 
 	runPass(t, e) // 10:00 for all three
-	clk.Set(utc("2025-06-02T10:01:30Z"))
+	setClock(clk, utc("2025-06-02T10:01:30Z"))
 	ps := runPass(t, e)
 	if ps.FiresOverlapSkipped != 1 {
 		t.Fatalf("stats = %+v", ps)
 	}
-	clk.Set(utc("2025-06-02T10:02:30Z"))
+	setClock(clk, utc("2025-06-02T10:02:30Z"))
 	runPass(t, e)
 
 	f0 := model.FireID("skip", 1, utc("2025-06-02T10:00:00Z"))
@@ -381,7 +383,7 @@ func TestOverlapPolicies(t *testing.T) {
 	if _, err := st.EventTransition(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(utc("2025-06-02T10:03:30Z"))
+	setClock(clk, utc("2025-06-02T10:03:30Z"))
 	runPass(t, e)
 	sf = firesOf(t, st, "skip")
 	if len(sf) != 4 || sf[3].Decision != model.FireEmitted || len(eventsOf(t, st, sf[3].ID)) != 2 {
@@ -427,7 +429,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 	}
 	checkFires(t, st, s.ID, "10:01 10:02 10:03 10:04")
 	for _, now := range []string{"10:01:30", "10:02:30", "10:03:30"} {
-		clk.Set(utc("2025-06-02T" + now + "Z"))
+		setClock(clk, utc("2025-06-02T"+now+"Z"))
 		runPass(t, e)
 	}
 	checkFires(t, st, s.ID, "10:01 10:02 10:03 10:04 10:05")
@@ -437,7 +439,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		for _, f := range firesOf(t, st, s.ID)[:3] {
 			release(t, st, f, clk.Now())
 		}
-		clk.Set(utc("2025-06-02T10:03:45Z"))
+		setClock(clk, utc("2025-06-02T10:03:45Z"))
 		s2 := *s
 		s2.Cron, s2.Version = "*/2 * * * *", 2
 		if err := st.ScheduleUpdate(ctx, &s2, 1, childrenOf(t, &s2)); err != nil {
@@ -450,7 +452,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, now := range []string{"10:04:30", "10:05:30", "10:06:30"} {
-			clk.Set(utc("2025-06-02T" + now + "Z"))
+			setClock(clk, utc("2025-06-02T"+now+"Z"))
 			runPass(t, e)
 		}
 		live := map[string][]string{} // fire time -> versions with live events
@@ -488,7 +490,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := len(firesOf(t, st, s.ID))
-		clk.Set(utc("2025-06-02T10:10:30Z"))
+		setClock(clk, utc("2025-06-02T10:10:30Z"))
 		ps := runPass(t, e)
 		if ps.Skipped[emitter.SkipInactive] == 0 || len(firesOf(t, st, s.ID)) != n {
 			t.Fatalf("paused schedule fired: %+v", ps)
@@ -499,7 +501,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 		if err := st.ScheduleUpdate(ctx, &s4, 3, nil); err != nil { // children stay at v3
 			t.Fatal(err)
 		}
-		clk.Set(utc("2025-06-02T10:12:30Z"))
+		setClock(clk, utc("2025-06-02T10:12:30Z"))
 		ps = runPass(t, e)
 		if ps.Skipped[emitter.SkipStaleChild] == 0 || len(firesOf(t, st, s.ID)) != n {
 			t.Fatalf("stale child fired: %+v", ps)
@@ -514,7 +516,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		for now := utc("2025-06-02T10:13:30Z"); now.Before(utc("2025-06-02T10:20:00Z")); now = now.Add(time.Minute) {
-			clk.Set(now)
+			setClock(clk, now)
 			runPass(t, e)
 		}
 		checkFires(t, st, b.ID, "10:14 10:15 10:16")
@@ -523,7 +525,7 @@ func TestSavedEmitsInsideScannedHorizon(t *testing.T) {
 	t.Run("MatchesTheKeysItIsGiven", func(t *testing.T) {
 		// The keys decide, not a second parse of Cron: keys of */2 on an
 		// every-minute expression emit the even minutes only.
-		clk.Set(utc("2025-06-02T10:30:30Z"))
+		setClock(clk, utc("2025-06-02T10:30:30Z"))
 		k := sched("given-keys", "* * * * *", "UTC", 1)
 		create(t, st, k)
 		even := *k
@@ -774,7 +776,7 @@ func TestStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-e.Started():
+	case <-e.Ready():
 	case <-time.After(5 * time.Second):
 		t.Fatal("not started")
 	}
@@ -788,4 +790,78 @@ func TestStartStop(t *testing.T) {
 	}
 	e.Stop()
 	e.Stop()
+}
+
+// blockingStore holds the first ChildTimezones call of a pass until
+// release is closed or its context ends, and reports what it saw.
+type blockingStore struct {
+	emitter.Store
+	entered chan struct{} // closed when the pass reached the store
+	release chan struct{} // closing it lets the pass go on
+	ctxErr  chan error    // the pass context's error when the call returned
+	once    sync.Once
+}
+
+func (b *blockingStore) ChildTimezones(ctx context.Context) ([]string, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if !first {
+		return b.Store.ChildTimezones(ctx)
+	}
+	close(b.entered)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	b.ctxErr <- ctx.Err()
+	return b.Store.ChildTimezones(ctx)
+}
+
+func TestStopDrains(t *testing.T) {
+	newBlocked := func(t *testing.T, drain time.Duration) (*emitter.Emitter, *blockingStore) {
+		bs := &blockingStore{Store: openEmbedded(t), entered: make(chan struct{}), release: make(chan struct{}),
+			ctxErr: make(chan error, 1)}
+		e := newEmitter(t, bs, newClock(utc("2025-06-02T10:00:30Z")), func(c *emitter.Config, _ *emitter.Deps) {
+			c.DrainTimeout = drain
+		})
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-e.Ready()
+		<-bs.entered
+		return e, bs
+	}
+
+	t.Run("PassInHandFinishesBeforeTheDeadline", func(t *testing.T) {
+		e, bs := newBlocked(t, time.Hour)
+		stopped := make(chan struct{})
+		go func() {
+			e.Stop()
+			close(stopped)
+		}()
+		<-e.Stopping()
+		select {
+		case <-stopped:
+			t.Fatal("Stop returned while a pass was in hand")
+		default:
+		}
+		close(bs.release)
+		if err := <-bs.ctxErr; err != nil {
+			t.Fatalf("pass context ended during the drain: %v", err)
+		}
+		<-stopped
+	})
+
+	t.Run("PassIsCancelledAtTheDeadline", func(t *testing.T) {
+		e, bs := newBlocked(t, time.Millisecond)
+		e.Stop() // returns only once the pass returned
+		select {
+		case err := <-bs.ctxErr:
+			if err == nil {
+				t.Fatal("pass context not cancelled after DrainTimeout")
+			}
+		default:
+			t.Fatal("Stop returned before the pass returned")
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -23,32 +24,10 @@ const (
 	partitions = 4
 )
 
-// fakeClock is a controllable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+func newClock(t time.Time) *clockwork.FakeClock { return clockwork.NewFakeClockAt(t) }
 
-func newClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *fakeClock) Add(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
+// setClock moves clk to t, backwards too.
+func setClock(clk *clockwork.FakeClock, t time.Time) { clk.Advance(t.Sub(clk.Now())) }
 
 func utc(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
@@ -77,10 +56,10 @@ func testLogger(t testing.TB) zerolog.Logger {
 
 // newEmitter makes an emitter over st with P = partitions holding them all,
 // unless deps.Partitions is set by mod.
-func newEmitter(t testing.TB, st emitter.Store, clk *fakeClock, mod func(*emitter.Config, *emitter.Deps)) *emitter.Emitter {
+func newEmitter(t testing.TB, st emitter.Store, clk *clockwork.FakeClock, mod func(*emitter.Config, *emitter.Deps)) *emitter.Emitter {
 	t.Helper()
 	cfg := emitter.Config{Partitions: partitions, Shards: 8, Owner: "test", BatchSize: 100}
-	deps := emitter.Deps{Store: st, Clock: clk.Now, Logger: testLogger(t)}
+	deps := emitter.Deps{Store: st, Clock: clk, Logger: testLogger(t)}
 	if mod != nil {
 		mod(&cfg, &deps)
 	}

@@ -51,7 +51,7 @@ func TestTwoInstancesOnMongo(t *testing.T) {
 	mk := func(name string) *instance {
 		st := open()
 		bal, err := lease.New(lease.Config{Group: "emitter", Units: partitions, Owner: name,
-			TTL: 30 * time.Second, Interval: 10 * time.Second, Clock: clk.Now, Logger: testLogger(t)}, st)
+			TTL: 30 * time.Second, Interval: 10 * time.Second}, lease.Deps{Store: st, Clock: clk, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestTwoInstancesOnMongo(t *testing.T) {
 	// Steps of 20s: the balancers' TTL is 30s, their interval 10s.
 	for range 9 { // both alive for three minutes
 		step(a, b)
-		clk.Add(20 * time.Second)
+		clk.Advance(20 * time.Second)
 	}
 	if ha, hb := len(a.bal.Held()), len(b.bal.Held()); ha != partitions/2 || hb != partitions/2 {
 		t.Fatalf("shares: a holds %d, b holds %d", ha, hb)
@@ -124,7 +124,7 @@ func TestTwoInstancesOnMongo(t *testing.T) {
 	// a dies: it neither renews nor releases its leases.
 	for range 9 {
 		step(b)
-		clk.Add(20 * time.Second)
+		clk.Advance(20 * time.Second)
 	}
 	if hb := len(b.bal.Held()); hb != partitions {
 		t.Fatalf("after a died b holds %d partitions", hb)

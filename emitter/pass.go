@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -30,7 +31,7 @@ type dueFire struct {
 func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	began := time.Now()
+	began := time.Now() // durations in stats and metrics measure work: real time, not the clock
 	var st PassStats
 	held := e.deps.Partitions.Held()
 	if len(held) == 0 {
@@ -41,7 +42,7 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 		return st, fmt.Errorf("emitter: child timezones: %w", err)
 	}
 	slices.Sort(tzs)
-	now := e.deps.Clock()
+	now := e.deps.Clock.Now()
 	// Partitions are independent: they run concurrently, so that their
 	// store writes share commits (the embedded store batches concurrent
 	// writes) and round trips overlap (MongoDB).
@@ -93,7 +94,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 	advance := func(until time.Time) error {
 		err := e.deps.Store.WatermarkAdvance(ctx, model.Watermark{Partition: p, Until: until, Fence: fence})
 		if errors.Is(err, model.ErrConflict) {
-			e.log.Info().Int("partition", p).Int64("fence", fence).Msg("watermark conflict: partition lost, leaving it")
+			e.log.Info().Int(logkey.Partition, p).Int64(logkey.Fence, fence).Msg("watermark conflict: partition lost, leaving it")
 			e.m.PartitionLost(p)
 			return errLost
 		}
@@ -113,7 +114,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 	limit := now.Add(-e.cfg.CatchUpLimit)
 	if to := limit.Truncate(w); from.Before(to) {
 		n := int((to.Sub(from) + w - 1) / w)
-		e.log.Info().Int("partition", p).Time("from", from).Time("to", to).Int("windows", n).
+		e.log.Info().Int(logkey.Partition, p).Time("from", from).Time("to", to).Int("windows", n).
 			Msg("watermark older than the catch-up limit: skipping windows")
 		st.WindowsSkipped += n
 		e.m.WindowsSkipped(p, n)
@@ -155,7 +156,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 		}
 		d := time.Since(began)
 		e.m.WindowScanned(p, read, d)
-		e.log.Debug().Int("partition", p).Time("window", w0).Int("childrenRead", read).
+		e.log.Debug().Int(logkey.Partition, p).Time("window", w0).Int("childrenRead", read).
 			Int("due", len(due)).Int("fires", ws.Fires).Int("events", ws.Events).Dur("took", d).
 			Msg("window emitted")
 	}
@@ -171,7 +172,7 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 	skip := func(d dueFire, r SkipReason, msg string) {
 		st.skip(r, 1)
 		e.m.FiresSkipped(r, 1)
-		e.log.Info().Int("partition", p).Str("scheduleId", d.s.ID).Time("fireTime", d.t).
+		e.log.Info().Int(logkey.Partition, p).Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).
 			Str("reason", string(r)).Msg(msg)
 	}
 	for w0 := from; w0.Before(lateEnd); w0 = w0.Add(w) {
@@ -209,7 +210,7 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 			return err
 		}
 		e.m.WindowScanned(p, read, time.Since(began))
-		e.log.Debug().Int("partition", p).Time("window", w0).Int("childrenRead", read).
+		e.log.Debug().Int(logkey.Partition, p).Time("window", w0).Int("childrenRead", read).
 			Int("due", len(due)).Int("fires", ws.Fires).Int("events", ws.Events).Bool("late", true).
 			Msg("missed window scanned")
 	}
@@ -280,7 +281,7 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 			for i, k := range keys {
 				names[i] = fmt.Sprintf("%s@%02d", k.LaunchExpression, k.Minute)
 			}
-			ev.Int("partition", p).Str("timezone", tz).Time("window", w0).Strs("keys", names).
+			ev.Int(logkey.Partition, p).Str("timezone", tz).Time("window", w0).Strs("keys", names).
 				Int("eligibleKeys", len(keys)).Int("childrenRead", len(children)).Msg("timezone scanned")
 		}
 	}
@@ -336,7 +337,7 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 		if r != "" {
 			st.skip(r, 1)
 			e.m.FiresSkipped(r, 1)
-			e.log.Debug().Int("partition", p).Str("scheduleId", c.id).Int64("childVersion", c.ver).
+			e.log.Debug().Int(logkey.Partition, p).Str(logkey.Schedule, c.id).Int64("childVersion", c.ver).
 				Time("fireTime", t).Str("reason", string(r)).Msg("child ignored")
 			continue
 		}

@@ -110,7 +110,7 @@ type instance struct {
 func startInstance(t *testing.T, name string, st *embedded.Store, dl handler.Deliverer, reclaimed func([]*model.Event), early bool) *instance {
 	t.Helper()
 	in := &instance{name: name, st: &crashable{Store: st}, stopT: make(chan struct{}), done: make(chan struct{})}
-	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: name, TTL: time.Second, Interval: 200 * time.Millisecond}, st)
+	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: name, TTL: time.Second, Interval: 200 * time.Millisecond}, lease.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,14 +38,14 @@ func (s *lostReplies) EventClaimDue(ctx context.Context, p *store.EventClaimPara
 func TestLostClaimReplyIsRecovered(t *testing.T) {
 	st := &lostReplies{Store: openStore(t)}
 	st.n.Store(2)
-	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: "h1", TTL: 2 * time.Second, Interval: 100 * time.Millisecond}, st)
+	bal, err := lease.New(lease.Config{Group: "handler", Units: testShards, Owner: "h1", TTL: 2 * time.Second, Interval: 100 * time.Millisecond}, lease.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := bal.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bal.Stop(context.Background()) })
+	t.Cleanup(func() { bal.Stop() })
 
 	var mu sync.Mutex
 	got := map[string]bool{}

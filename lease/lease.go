@@ -22,8 +22,12 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -47,50 +51,64 @@ type Config struct {
 	TTL time.Duration
 	// Interval is how often leases are renewed and rebalanced. Default TTL/3.
 	Interval time.Duration
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
-	// Logger receives lease changes at debug level and failures at warn.
-	Logger zerolog.Logger
+	// DrainTimeout bounds Stop: a tick in progress may finish until then,
+	// and the leases are released within it. Default 5s.
+	DrainTimeout time.Duration
 }
 
+func (c *Config) setDefaults() {
+	defaults.Set(&c.TTL, 15*time.Second)
+	if c.TTL > 0 {
+		defaults.Set(&c.Interval, c.TTL/3)
+	}
+	defaults.Set(&c.DrainTimeout, 5*time.Second)
+}
+
+// validate checks c after setDefaults; the error names the field.
 func (c *Config) validate() error {
-	if c.Group == "" || strings.Contains(c.Group, "/") {
+	switch {
+	case c.Group == "" || strings.Contains(c.Group, "/"):
 		return errors.New("lease config: Group must be non-empty and contain no '/'")
-	}
-	if c.Units < 1 {
+	case c.Units < 1:
 		return fmt.Errorf("lease config: Units must be at least 1, got %d", c.Units)
-	}
-	if c.Owner == "" {
+	case c.Owner == "":
 		return errors.New("lease config: Owner must be set")
-	}
-	if c.TTL == 0 {
-		c.TTL = 15 * time.Second
-	}
-	if c.TTL < 0 {
+	case c.TTL < 0:
 		return fmt.Errorf("lease config: TTL must be positive, got %s", c.TTL)
-	}
-	if c.Interval == 0 {
-		c.Interval = c.TTL / 3
-	}
-	if c.Interval <= 0 || c.Interval >= c.TTL {
+	case c.Interval <= 0 || c.Interval >= c.TTL:
 		return fmt.Errorf("lease config: Interval must be positive and below TTL, got %s", c.Interval)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("lease config: DrainTimeout must not be negative, got %s", c.DrainTimeout)
 	}
 	return nil
 }
 
-// Balancer holds this instance's share of a group's units.
+// Deps are the balancer's collaborators.
+type Deps struct {
+	// Store is required.
+	Store Store
+	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
+	Clock clockwork.Clock
+	// Logger receives lease changes at debug level and failures at warn.
+	// The zero Logger discards.
+	Logger zerolog.Logger
+}
+
+// Balancer holds this instance's share of a group's units. Its lifecycle
+// is startstop's: Start, Ready, Stop.
 type Balancer struct {
+	startstop.Base
+
 	cfg   Config
 	store Store
+	clock clockwork.Clock
+	log   zerolog.Logger
 
 	mu      sync.Mutex
 	held    map[int]model.Lease
 	changed chan struct{}
 
-	lastOK time.Time // last Tick that reached the store, by cfg.Clock
+	lastOK time.Time // last Tick that reached the store, by clock
 	// refence holds units given up by Refence whose lease still names this
 	// owner in the store; they are released (and only then taken again,
 	// with a new fence) on the next ticks.
@@ -104,15 +122,27 @@ type Balancer struct {
 func (b *Balancer) Healthy() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.lastOK.IsZero() && b.cfg.Clock().Sub(b.lastOK) < b.cfg.TTL
+	return !b.lastOK.IsZero() && b.clock.Now().Sub(b.lastOK) < b.cfg.TTL
 }
 
-// New returns a Balancer. It holds nothing until Start or Tick.
-func New(cfg Config, st Store) (*Balancer, error) {
+// New validates cfg and returns a Balancer. It holds nothing until Start or
+// Tick.
+func New(cfg Config, deps Deps) (*Balancer, error) {
+	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Balancer{cfg: cfg, store: st, held: map[int]model.Lease{}, refence: map[int]model.Lease{}, changed: make(chan struct{}, 1)}, nil
+	if deps.Store == nil {
+		return nil, errors.New("lease deps: Store must be set")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clockwork.NewRealClock()
+	}
+	return &Balancer{
+		cfg: cfg, store: deps.Store, clock: deps.Clock,
+		log:  deps.Logger.With().Str(logkey.Component, "lease").Str("group", cfg.Group).Logger(),
+		held: map[int]model.Lease{}, refence: map[int]model.Lease{}, changed: make(chan struct{}, 1),
+	}, nil
 }
 
 // Config returns the validated configuration.
@@ -135,7 +165,7 @@ func (b *Balancer) Owns(unit int, fence int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l, ok := b.held[unit]
-	return ok && l.Fence == fence && b.cfg.Clock().Before(l.ExpiresAt)
+	return ok && l.Fence == fence && b.clock.Now().Before(l.ExpiresAt)
 }
 
 // Refence gives unit up now and takes it again with a new fence once its
@@ -152,7 +182,7 @@ func (b *Balancer) Refence(unit int) {
 	}
 	b.mu.Unlock()
 	if ok {
-		b.cfg.Logger.Info().Str("lease", l.Name).Int64("fence", l.Fence).Msg("lease given up for a new fence")
+		b.log.Info().Str(logkey.Lease, l.Name).Int64(logkey.Fence, l.Fence).Msg("lease given up for a new fence")
 		b.signal()
 	}
 }
@@ -160,47 +190,80 @@ func (b *Balancer) Refence(unit int) {
 // Changed is signalled (without blocking) whenever the held set changes.
 func (b *Balancer) Changed() <-chan struct{} { return b.changed }
 
-// Start runs Tick at once and then every Interval on a gocron scheduler.
+// Start ticks once (so that Held is filled when it returns), then every
+// Interval on a gocron scheduler driven by the clock. Calling it again while
+// started does nothing.
 func (b *Balancer) Start(ctx context.Context) error {
 	b.lifeMu.Lock()
 	defer b.lifeMu.Unlock()
-	if b.sched != nil {
+	run, ok := b.StartInit(ctx, b.cfg.DrainTimeout)
+	if !ok {
 		return nil
 	}
-	b.dropStale(ctx)
-	if err := b.Tick(ctx); err != nil {
-		b.cfg.Logger.Warn().Err(err).Str("group", b.cfg.Group).Msg("lease tick failed")
+	b.dropStale(run)
+	b.tickLogged(run)
+	s, err := gocron.NewScheduler(gocron.WithClock(b.clock))
+	if err == nil {
+		_, err = s.NewJob(gocron.DurationJob(b.cfg.Interval),
+			gocron.NewTask(func() { b.tracked(func() { b.tickLogged(run) }) }),
+			gocron.WithName("lease-tick-"+b.cfg.Group),
+			gocron.WithSingletonMode(gocron.LimitModeReschedule))
+		if err != nil {
+			_ = s.Shutdown()
+		}
 	}
-	s, err := gocron.NewScheduler()
 	if err != nil {
-		return fmt.Errorf("lease scheduler: %w", err)
-	}
-	_, err = s.NewJob(gocron.DurationJob(b.cfg.Interval),
-		gocron.NewTask(func() {
-			if err := b.Tick(ctx); err != nil {
-				b.cfg.Logger.Warn().Err(err).Str("group", b.cfg.Group).Msg("lease tick failed")
-			}
-		}),
-		gocron.WithSingletonMode(gocron.LimitModeReschedule))
-	if err != nil {
-		return fmt.Errorf("lease job: %w", err)
+		b.Base.Stop(nil)
+		return fmt.Errorf("lease %s scheduler: %w", b.cfg.Group, err)
 	}
 	s.Start()
 	b.sched = s
+	b.Started()
 	return nil
 }
 
-// Stop stops ticking and releases every lease so that other instances can
-// take the units at once instead of after a TTL. Safe to call twice or
-// before Start.
-func (b *Balancer) Stop(ctx context.Context) {
+// tracked runs f as part of the balancer unless Stop has begun, and waits
+// for it: the scheduler keeps its singleton mode and Stop waits for f.
+func (b *Balancer) tracked(f func()) {
+	select {
+	case <-b.Stopping():
+		return
+	default:
+	}
+	done := make(chan struct{})
+	b.Go(func() {
+		defer close(done)
+		f()
+	})
+	<-done
+}
+
+func (b *Balancer) tickLogged(ctx context.Context) {
+	if err := b.Tick(ctx); err != nil && ctx.Err() == nil {
+		b.log.Warn().Err(err).Msg("lease tick failed")
+	}
+}
+
+// Stop stops ticking (a tick in progress may finish until DrainTimeout),
+// then releases every lease, within DrainTimeout from the call, so that
+// other instances can take the units at once instead of after a TTL. Safe
+// to call twice or before Start.
+func (b *Balancer) Stop() {
+	// Real time, like the drain: the leases must go back even under a
+	// stopped test clock.
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DrainTimeout)
+	defer cancel()
 	b.lifeMu.Lock()
 	s := b.sched
 	b.sched = nil
 	b.lifeMu.Unlock()
-	if s != nil {
-		_ = s.Shutdown()
-	}
+	b.Base.Stop(func() {
+		if s != nil {
+			// Shutdown waits for a running tick: in a goroutine, so that
+			// the drain deadline still applies.
+			b.Go(func() { _ = s.Shutdown() })
+		}
+	})
 	b.mu.Lock()
 	held := b.held
 	b.held = map[int]model.Lease{}
@@ -256,7 +319,7 @@ func (b *Balancer) signal() {
 
 // Tick renews membership and held units, then moves towards a fair share.
 func (b *Balancer) Tick(ctx context.Context) error {
-	now := b.cfg.Clock()
+	now := b.clock.Now()
 	ttl := b.cfg.TTL
 	if _, err := b.store.LeaseAcquire(ctx, b.memberName(), b.cfg.Owner, now, ttl); err != nil {
 		return fmt.Errorf("lease %s membership: %w", b.cfg.Group, err)
@@ -308,7 +371,7 @@ func (b *Balancer) Tick(ctx context.Context) error {
 		case err == nil:
 			held[u] = nl
 		case errors.Is(err, model.ErrConflict):
-			b.cfg.Logger.Info().Str("lease", l.Name).Msg("lease lost")
+			b.log.Info().Str(logkey.Lease, l.Name).Int64(logkey.Fence, l.Fence).Msg("lease lost")
 			delete(held, u)
 			changed = true
 		default:
@@ -381,7 +444,7 @@ func (b *Balancer) commit(held map[int]model.Lease, changed bool) {
 	b.held = held
 	b.mu.Unlock()
 	if changed {
-		b.cfg.Logger.Debug().Str("group", b.cfg.Group).Ints("units", sortedUnits(held)).Msg("leases changed")
+		b.log.Debug().Ints("units", sortedUnits(held)).Msg("leases changed")
 		b.signal()
 	}
 }

@@ -3,30 +3,14 @@ package lease_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/store/embedded"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func openStore(t *testing.T) *embedded.Store {
 	t.Helper()
@@ -38,11 +22,11 @@ func openStore(t *testing.T) *embedded.Store {
 	return st
 }
 
-func newBalancers(t *testing.T, st lease.Store, clk *fakeClock, n, units int) []*lease.Balancer {
+func newBalancers(t *testing.T, st lease.Store, clk *clockwork.FakeClock, n, units int) []*lease.Balancer {
 	t.Helper()
 	var out []*lease.Balancer
 	for i := 0; i < n; i++ {
-		b, err := lease.New(lease.Config{Group: "g", Units: units, Owner: fmt.Sprintf("inst-%d", i), TTL: 15 * time.Second, Clock: clk.Now}, st)
+		b, err := lease.New(lease.Config{Group: "g", Units: units, Owner: fmt.Sprintf("inst-%d", i), TTL: 15 * time.Second}, lease.Deps{Store: st, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,14 +73,14 @@ func TestBalancer(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("SpreadsUnitsFairlyAndDisjointly", func(t *testing.T) {
-		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		bs := newBalancers(t, openStore(t), clk, 3, 16)
 		tickAll(t, ctx, bs, 3)
 		checkPartition(t, bs, 16)
 	})
 
 	t.Run("DeadInstanceUnitsTakenAfterTTLWithNewFences", func(t *testing.T) {
-		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		bs := newBalancers(t, openStore(t), clk, 3, 12)
 		tickAll(t, ctx, bs, 3)
 		checkPartition(t, bs, 12)
@@ -135,11 +119,11 @@ func TestBalancer(t *testing.T) {
 	})
 
 	t.Run("StopHandsUnitsOverAtOnce", func(t *testing.T) {
-		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		bs := newBalancers(t, openStore(t), clk, 2, 8)
 		tickAll(t, ctx, bs, 3)
 		checkPartition(t, bs, 8)
-		bs[1].Stop(ctx)
+		bs[1].Stop()
 		if n := len(bs[1].Held()); n != 0 {
 			t.Fatalf("stopped balancer still holds %d units", n)
 		}
@@ -150,7 +134,7 @@ func TestBalancer(t *testing.T) {
 	})
 
 	t.Run("RestartWithSameOwnerGetsNewFences", func(t *testing.T) {
-		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		st := openStore(t)
 		first := newBalancers(t, st, clk, 1, 4)[0]
 		tickAll(t, ctx, []*lease.Balancer{first}, 1)
@@ -161,7 +145,7 @@ func TestBalancer(t *testing.T) {
 		if err := second.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		defer second.Stop(ctx)
+		defer second.Stop()
 		after := second.Held()
 		if len(after) != 4 {
 			t.Fatalf("restarted balancer holds %d of 4 units", len(after))
@@ -173,8 +157,27 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("StartedBalancerReadyThenStopReleases", func(t *testing.T) {
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		st := openStore(t)
+		bs := newBalancers(t, st, clk, 2, 4)
+		if err := bs[0].Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-bs[0].Ready()
+		if n := len(bs[0].Held()); n != 4 {
+			t.Fatalf("started balancer holds %d of 4 units", n)
+		}
+		bs[0].Stop()
+		bs[0].Stop() // twice: no-op
+		// Released, not expired: the other instance takes every unit
+		// without the clock moving.
+		tickAll(t, ctx, bs[1:], 1)
+		checkPartition(t, bs[1:], 4)
+	})
+
 	t.Run("RefenceTakesTheUnitAgainUnderANewFence", func(t *testing.T) {
-		clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		b := newBalancers(t, openStore(t), clk, 1, 4)[0]
 		tickAll(t, ctx, []*lease.Balancer{b}, 1)
 		before := b.Held()
@@ -205,8 +208,9 @@ func TestBalancer(t *testing.T) {
 			"NoUnits":    {Group: "g", Owner: "a"},
 			"NoOwner":    {Group: "g", Units: 1},
 			"LongInterv": {Group: "g", Units: 1, Owner: "a", TTL: time.Second, Interval: 2 * time.Second},
+			"NegDrain":   {Group: "g", Units: 1, Owner: "a", DrainTimeout: -time.Second},
 		} {
-			if _, err := lease.New(cfg, openStore(t)); err == nil {
+			if _, err := lease.New(cfg, lease.Deps{Store: openStore(t)}); err == nil {
 				t.Errorf("%s: no error", name)
 			}
 		}

@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/master"
@@ -186,12 +187,8 @@ func mustProblem(t *testing.T, body []byte) client.Problem {
 }
 
 func TestRateLimit(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	clock := clockwork.NewFakeClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	advance := clock.Advance
 	h := newHarness(t, func(c *master.Config, d *master.Deps) {
 		c.RateLimit = master.RateLimit{PerSecond: 1, Burst: 3}
 		d.Clock = clock

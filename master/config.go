@@ -102,34 +102,20 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
-	def(&c.MaxEventCount, DefaultMaxEventCount)
-	def(&c.MaxNameLen, DefaultMaxNameLen)
-	def(&c.MaxChildren, cron.MaxChildren)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-		if min := int64(c.MaxPayloadBytes) + 64<<10; c.MaxBodyBytes < min {
-			c.MaxBodyBytes = min
-		}
-	}
-	defDur(&c.MaxWindow, 24*time.Hour)
-	defDur(&c.MaxTokenTimeout, 24*time.Hour)
-	defDur(&c.DefaultTokenTimeout, 15*time.Minute)
-	def(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
-	def(&c.PreviewDefault, 10)
-	def(&c.PreviewMax, 1000)
-	def(&c.PageDefault, 100)
-	defDur(&c.IdempotencyWait, 5*time.Second)
+	defaults.Set(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	defaults.Set(&c.MaxEventCount, DefaultMaxEventCount)
+	defaults.Set(&c.MaxNameLen, DefaultMaxNameLen)
+	defaults.Set(&c.MaxChildren, cron.MaxChildren)
+	// The body must fit the largest payload and the rest of the schedule.
+	defaults.Set(&c.MaxBodyBytes, max(DefaultMaxBodyBytes, int64(c.MaxPayloadBytes)+64<<10))
+	defaults.Set(&c.MaxWindow, 24*time.Hour)
+	defaults.Set(&c.MaxTokenTimeout, 24*time.Hour)
+	defaults.Set(&c.DefaultTokenTimeout, 15*time.Minute)
+	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	defaults.Set(&c.PreviewDefault, 10)
+	defaults.Set(&c.PreviewMax, 1000)
+	defaults.Set(&c.PageDefault, 100)
+	defaults.Set(&c.IdempotencyWait, 5*time.Second)
 	defaults.Set(&c.WrongTokens.Max, 60)
 	defaults.Set(&c.WrongTokens.Window, time.Minute)
 }

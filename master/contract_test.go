@@ -2,11 +2,11 @@ package master_test
 
 import (
 	"bytes"
+	"github.com/jonboulle/clockwork"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,12 +162,8 @@ func TestBadKeysAnswerAlike(t *testing.T) {
 // address in a window, that address gets 429 with Retry-After, even with
 // the right token, until the window ends.
 func TestWrongTokensLimited(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	clock := clockwork.NewFakeClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	advance := clock.Advance
 	h := newHarness(t, func(c *master.Config, d *master.Deps) {
 		c.WrongTokens = master.WrongTokens{Max: 3, Window: time.Minute}
 		d.Clock = clock

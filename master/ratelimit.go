@@ -3,13 +3,15 @@ package master
 import (
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // rateLimiter is one token bucket per scope (tenant id or "admin").
 type rateLimiter struct {
 	rate  float64 // tokens per second
 	burst float64
-	now   func() time.Time
+	clock clockwork.Clock
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -20,14 +22,14 @@ type bucket struct {
 	last   time.Time
 }
 
-func newRateLimiter(cfg RateLimit, now func() time.Time) *rateLimiter {
-	return &rateLimiter{rate: cfg.PerSecond, burst: float64(cfg.Burst), now: now, buckets: make(map[string]*bucket)}
+func newRateLimiter(cfg RateLimit, clock clockwork.Clock) *rateLimiter {
+	return &rateLimiter{rate: cfg.PerSecond, burst: float64(cfg.Burst), clock: clock, buckets: make(map[string]*bucket)}
 }
 
 // allow takes one token of scope's bucket. If none is left it reports how
 // long until one will be.
 func (l *rateLimiter) allow(scope string) (bool, time.Duration) {
-	now := l.now()
+	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets[scope]

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
@@ -103,8 +104,8 @@ type Deps struct {
 	Emitter Emitter
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
-	// Clock defaults to time.Now.
-	Clock func() time.Time
+	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
+	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
 	Logger zerolog.Logger
 }
@@ -115,7 +116,7 @@ type Server struct {
 	store   Store
 	emitter Emitter
 	tokens  Tokens
-	now     func() time.Time
+	clock   clockwork.Clock
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
 
@@ -128,6 +129,8 @@ type Server struct {
 
 var _ api.ServerInterface = (*Server)(nil)
 
+func (s *Server) now() time.Time { return s.clock.Now() }
+
 // New validates cfg and builds the server with its echo instance.
 func New(cfg Config, deps Deps) (*Server, error) {
 	cfg.setDefaults()
@@ -138,7 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("master: Deps.Store is required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clockwork.NewRealClock()
 	}
 	if deps.Tokens == nil {
 		return nil, errors.New("master: Deps.Tokens is required")
@@ -152,7 +155,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		store:   deps.Store,
 		emitter: deps.Emitter,
 		tokens:  deps.Tokens,
-		now:     deps.Clock,
+		clock:   deps.Clock,
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 	}
@@ -163,7 +166,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.limiter = newRateLimiter(cfg.RateLimit, deps.Clock)
 	}
 	if cfg.WrongTokens.Max > 0 {
-		s.wrongTokens = newFailureLimiter(cfg.WrongTokens, deps.Clock)
+		s.wrongTokens = newFailureLimiter(cfg.WrongTokens, deps.Clock.Now)
 	}
 	s.routes = buildRoutes(spec)
 

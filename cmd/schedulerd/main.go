@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/internal/logkey"
 )
 
 func main() {
@@ -89,5 +90,5 @@ func newLogger(cfg app.Config, out io.Writer) zerolog.Logger {
 	if cfg.LogFormat == "console" {
 		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
 	}
-	return zerolog.New(out).Level(level).With().Timestamp().Str("instance", cfg.InstanceID).Logger()
+	return zerolog.New(out).Level(level).With().Timestamp().Str(logkey.Instance, cfg.InstanceID).Logger()
 }

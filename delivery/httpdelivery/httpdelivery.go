@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -83,6 +84,18 @@ type Config struct {
 	Now func() time.Time
 }
 
+func (c *Config) setDefaults() {
+	defaults.Set(&c.Timeout, DefaultTimeout)
+	defaults.Set(&c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
+	defaults.Set(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	defaults.Set(&c.Concurrency, DefaultConcurrency)
+	defaults.Set(&c.UserAgent, DefaultUserAgent)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// validate checks c after setDefaults; the error names the field.
 func (c *Config) validate() error {
 	if len(c.SigningSecret) == 0 {
 		return errors.New("httpdelivery: Config.SigningSecret: required")
@@ -129,29 +142,12 @@ type Deliverer struct {
 
 // New validates cfg and returns a Deliverer. Errors name the Config field.
 func New(cfg Config) (*Deliverer, error) {
+	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg.SigningSecret = bytes.Clone(cfg.SigningSecret)
 	cfg.ReleaseBaseURL = strings.TrimRight(cfg.ReleaseBaseURL, "/")
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.MaxIdleConnsPerHost == 0 {
-		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
-	}
-	if cfg.MaxConnsPerHost == 0 {
-		cfg.MaxConnsPerHost = DefaultMaxConnsPerHost
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = DefaultUserAgent
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 
 	g := newGuard(cfg.AllowCIDRs, cfg.DenyCIDRs)
 	dialer := &net.Dialer{

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -73,6 +74,11 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+func (c *Config) setDefaults() {
+	defaults.Set(&c.Concurrency, DefaultConcurrency)
+}
+
+// validate checks c after setDefaults; the error names the field.
 func (c *Config) validate() error {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
@@ -104,6 +110,7 @@ type Deliverer struct {
 // New makes no network call: missing or wrong credentials show up as
 // retryable errors of the first Deliver.
 func New(ctx context.Context, cfg Config) (*Deliverer, error) {
+	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -128,9 +135,6 @@ func New(ctx context.Context, cfg Config) (*Deliverer, error) {
 		}
 	})
 	concurrency := cfg.Concurrency
-	if concurrency == 0 {
-		concurrency = DefaultConcurrency
-	}
 	return &Deliverer{
 		client:         client,
 		releaseBaseURL: strings.TrimRight(cfg.ReleaseBaseURL, "/"),

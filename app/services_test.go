@@ -1,0 +1,45 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/lease"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+// The stop order matters: the emitter stops writing events before the
+// handler drains, and the leases go back only after both.
+func TestServicesStopOrder(t *testing.T) {
+	type noLeaseStore struct{ lease.Store }
+	type noEmitterStore struct{ emitter.Store }
+	bal := func(group string) *lease.Balancer {
+		b, err := lease.New(lease.Config{Group: group, Units: 1, Owner: "a"}, lease.Deps{Store: noLeaseStore{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	em, err := emitter.New(emitter.Config{Owner: "a"}, emitter.Deps{Store: noEmitterStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler")}
+	got := a.services()
+	if len(got) != 5 {
+		t.Fatalf("%d services, want 5 (emitter, handler, throttle, partitions, shards)", len(got))
+	}
+	if got[0] != em {
+		t.Errorf("first to stop is %T, want the emitter", got[0])
+	}
+	if _, ok := got[1].(*handler.Handler); !ok {
+		t.Errorf("second to stop is %T, want the handler", got[1])
+	}
+	if _, ok := got[2].(*throttle.Throttle); !ok {
+		t.Errorf("third to stop is %T, want the throttle", got[2])
+	}
+	if got[3] != a.partitions || got[4] != a.shards {
+		t.Errorf("the lease groups must stop last, partitions then shards")
+	}
+}
