@@ -14,7 +14,9 @@
 // In every test each duplicate delivery must be explained: the instance
 // that sent the earlier copy was killed (or the store stopped) while that
 // copy was in flight, accepted by the consumer and not yet acknowledged by
-// its release (chaoskit.UnexplainedDuplicates).
+// its release (chaoskit.UnexplainedDuplicates); in the consumer-failure
+// test, where nothing is killed, also a copy whose attempt the scheduler had
+// timed out (its release refused with 409).
 //   - TestChaosStoreOutage: the store process stopped for 10 seconds
 //     mid-run; readiness turns false and back, the instance does not exit,
 //     nothing lost.
