@@ -21,15 +21,15 @@ type expectation map[string]int
 
 // verdict compares what the consumer accepted with what was asked for.
 type verdict struct {
-	missing    []string // asked for, never accepted, not dead
+	missing    []string // asked for, never accepted, not dead; with its status in the store
 	dead       []string // asked for, never accepted, dead in the store
 	unexpected []string // accepted, not asked for (unknown schedule, index or count)
 	duplicated []string // accepted more than once
 }
 
 // verify compares the set of accepted events with the expected one, event
-// by event. dead holds the events the store has in status dead.
-func verify(want expectation, s chaoskit.Snapshot, dead map[eventKey]bool) verdict {
+// by event. status holds the store's status of the events it has.
+func verify(want expectation, s chaoskit.Snapshot, status map[eventKey]string) verdict {
 	var v verdict
 	accepted := map[eventKey]bool{}
 	for _, d := range s.Events {
@@ -59,12 +59,14 @@ func verify(want expectation, s chaoskit.Snapshot, dead map[eventKey]bool) verdi
 	for id, n := range want {
 		for i := range n {
 			k := eventKey{id, i}
-			switch {
+			switch st, ok := status[k]; {
 			case accepted[k]:
-			case dead[k]:
+			case st == "dead":
 				v.dead = append(v.dead, k.String())
+			case ok:
+				v.missing = append(v.missing, fmt.Sprintf("%s (%s)", k, st))
 			default:
-				v.missing = append(v.missing, k.String())
+				v.missing = append(v.missing, fmt.Sprintf("%s (not in the store)", k))
 			}
 		}
 	}
@@ -83,7 +85,7 @@ func verify(want expectation, s chaoskit.Snapshot, dead map[eventKey]bool) verdi
 func (r *result) failures() []string {
 	var out []string
 	if n := len(r.verdict.missing); n > 0 {
-		out = append(out, fmt.Sprintf("FAIL lost: %d expected events not delivered, e.g. %v", n, r.verdict.missing[:min(n, 10)]))
+		out = append(out, fmt.Sprintf("FAIL lost: %d expected events not delivered and not dead (status in the store), e.g. %v", n, r.verdict.missing[:min(n, 10)]))
 	}
 	if n := len(r.verdict.unexpected); n > 0 {
 		out = append(out, fmt.Sprintf("FAIL unexpected: %d deliveries not asked for, e.g. %v", n, r.verdict.unexpected[:min(n, 10)]))

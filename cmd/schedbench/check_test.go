@@ -38,13 +38,15 @@ func TestVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		ds    []chaoskit.Delivery
-		dead  map[eventKey]bool
+		dead  map[eventKey]string
 		check func(verdict) bool
 		show  string
 	}{
 		{"missing", append(complete[1:], accepted("e_x", "sch_other", 0, 1, 1)),
-			nil, func(v verdict) bool { return len(v.missing) == 1 && v.missing[0] == "sch_a[0]" }, "missing sch_a[0]"},
-		{"dead is not lost", complete[1:], map[eventKey]bool{{"sch_a", 0}: true},
+			nil, func(v verdict) bool { return len(v.missing) == 1 && v.missing[0] == "sch_a[0] (not in the store)" }, "missing sch_a[0]"},
+		{"missing, still retrying", complete[1:], map[eventKey]string{{"sch_a", 0}: "retrying", {"sch_a", 1}: "released"},
+			func(v verdict) bool { return len(v.missing) == 1 && v.missing[0] == "sch_a[0] (retrying)" }, "missing sch_a[0] (retrying)"},
+		{"dead is not lost", complete[1:], map[eventKey]string{{"sch_a", 0}: "dead"},
 			func(v verdict) bool { return len(v.missing) == 0 && len(v.dead) == 1 && v.dead[0] == "sch_a[0]" }, "dead sch_a[0], nothing missing"},
 		{"duplicate", append(complete[1:], accepted("e_a0", "sch_a", 0, 3, 2)),
 			nil, func(v verdict) bool {
@@ -52,7 +54,7 @@ func TestVerify(t *testing.T) {
 			}, "duplicate e_a0"},
 		{"unknown schedule", append(complete[:4:4], accepted("e_z", "sch_z", 0, 2, 1)),
 			nil, func(v verdict) bool {
-				return len(v.unexpected) == 1 && strings.HasPrefix(v.unexpected[0], "e_z ") && len(v.missing) == 1 && v.missing[0] == "sch_b[1]"
+				return len(v.unexpected) == 1 && strings.HasPrefix(v.unexpected[0], "e_z ") && len(v.missing) == 1 && v.missing[0] == "sch_b[1] (not in the store)"
 			}, "unexpected e_z and missing sch_b[1]"},
 		{"index beyond the fire", append(complete[:4:4], accepted("e_b9", "sch_b", 9, 2, 1)),
 			nil, func(v verdict) bool { return len(v.unexpected) == 1 && strings.HasPrefix(v.unexpected[0], "e_b9 ") }, "unexpected e_b9"},
@@ -80,7 +82,7 @@ func TestFailures(t *testing.T) {
 	r := &result{verdict: verdict{missing: []string{"sch_a[0]"}, unexpected: []string{"e_z"}, duplicated: []string{"e_a1"}},
 		tokenTimeouts: 2, violations: 1}
 	got := strings.Join(r.failures(), "\n")
-	for _, want := range []string{"FAIL lost: 1 expected events not delivered, e.g. [sch_a[0]]", "FAIL unexpected: 1", "FAIL noTokenTimeout: 2", "FAIL throttle: 1"} {
+	for _, want := range []string{"FAIL lost: 1 expected events not delivered and not dead (status in the store), e.g. [sch_a[0]]", "FAIL unexpected: 1", "FAIL noTokenTimeout: 2", "FAIL throttle: 1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("failures %q lack %q", got, want)
 		}

@@ -366,13 +366,13 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	}
 
 	s := rec.Snapshot()
-	dead := map[eventKey]bool{}
+	status := map[eventKey]string{}
 	if evs, err := api.ListEvents(ctx, nil); err == nil {
 		for _, e := range evs {
+			status[eventKey{e.ScheduleID, e.Index}] = e.Status
 			switch {
 			case e.Status == "dead":
 				res.dead++
-				dead[eventKey{e.ScheduleID, e.Index}] = true
 			case slices.Contains(chaoskit.Unfinished, e.Status):
 				res.unfinished++
 			}
@@ -380,7 +380,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	} else {
 		logf("list events: %v", err)
 	}
-	res.verdict = verify(want, s, dead)
+	res.verdict = verify(want, s, status)
 	res.lost = len(res.verdict.missing)
 	res.delivered = res.expected - res.lost - len(res.verdict.dead)
 	res.duplicates = s.Duplicates()
