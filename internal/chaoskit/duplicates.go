@@ -48,7 +48,7 @@ func UnexplainedDuplicates(s Snapshot, c DuplicateCheck) []string {
 				out = append(out, fmt.Sprintf("%s: copy %d (attempt %d, accepted %s) after copy %d (attempt %d from %q, accepted %s, release %q at %s) with no disruption of its sender in between",
 					d.EventID, i+1, at(d.AcceptedAttempt, i), d.AcceptedAt[i].Format(timeFmt),
 					i, at(d.AcceptedAttempt, i-1), at(d.AcceptedFrom, i-1), d.AcceptedAt[i-1].Format(timeFmt),
-					at(d.ReleaseOutcome, i-1), at(d.ReleasedAt, i-1).Format(timeFmt)))
+					at(d.ReleaseOutcome, i-1), clock(at(d.ReleasedAt, i-1))))
 			}
 		}
 	}
@@ -57,6 +57,14 @@ func UnexplainedDuplicates(s Snapshot, c DuplicateCheck) []string {
 }
 
 const timeFmt = "15:04:05.000"
+
+// clock formats t for a report line; "-" for no time.
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(timeFmt)
+}
 
 // explained reports whether accepted copy i of d (i >= 1) is explained.
 func explained(d Delivery, i int, c DuplicateCheck) bool {
