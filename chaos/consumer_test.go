@@ -129,7 +129,13 @@ func TestChaosConsumerFailures(t *testing.T) {
 		}
 	}
 	r := d.drain(ctx, 2*time.Minute)
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3})
+	// Nothing is killed here, so the only duplicate at-least-once allows
+	// is an accepted attempt the scheduler had already timed out (its 1 s
+	// delivery timeout passed before the answer reached it on a loaded
+	// machine): the consumer's release of that copy is refused with 409.
+	// Nor may a token wait for its timeout: every attempt ends in an
+	// answer or a delivery timeout, and the consumer releases at once.
+	d.assert(r, checks{superseded: true, noTokenTimeout: true})
 	if r.Statuses["released"] != len(evs) {
 		t.Errorf("after the redrive %d of %d events are released", r.Statuses["released"], len(evs))
 	}

@@ -25,8 +25,10 @@ import (
 //
 // It probes with a findOne on the leases collection every 2s; 3 failed
 // probes in a row restart the process on the same port and data. db must
-// be the database the instances use. It returns the restart counter.
-func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.Int32 {
+// be the database the instances use. It returns the restart counter, and
+// tells onRestart each outage it ended: from the last probe that was
+// answered to the restart.
+func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string, onRestart func(start, end time.Time)) *atomic.Int32 {
 	var restarts atomic.Int32
 	client, err := mongo.Connect(options.Client().ApplyURI(f.uri).
 		SetServerSelectionTimeout(3 * time.Second).SetConnectTimeout(3 * time.Second))
@@ -37,6 +39,7 @@ func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.
 		defer func() { _ = client.Disconnect(context.Background()) }()
 		coll := client.Database(db).Collection("leases")
 		fails := 0
+		lastOK := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
@@ -52,6 +55,7 @@ func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.
 			cancel()
 			if err == nil || errors.Is(err, mongo.ErrNoDocuments) {
 				fails = 0
+				lastOK = time.Now()
 				continue
 			}
 			if ctx.Err() != nil {
@@ -69,6 +73,7 @@ func (f *ferret) watchdog(ctx context.Context, t *testing.T, db string) *atomic.
 				t.Errorf("watchdog: restart FerretDB: %v", err)
 				return
 			}
+			onRestart(lastOK, time.Now())
 		}
 	}()
 	return &restarts

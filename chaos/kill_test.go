@@ -89,13 +89,10 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 		"SCHEDULER_MONGO_DATABASE": fmt.Sprintf("chaos_%d", time.Now().UnixNano()),
 		"SCHEDULER_RETENTION":      cmp.Or(os.Getenv("CHAOS_RETENTION"), "1m"),
 	}
-	var storeRestarts *atomic.Int32
+	var f *ferret
 	if uri == "" {
-		f := startFerret(t)
+		f = startFerret(t)
 		uri = f.uri
-		wctx, stopWatchdog := context.WithCancel(ctx)
-		defer stopWatchdog()
-		storeRestarts = f.watchdog(wctx, t, extra["SCHEDULER_MONGO_DATABASE"])
 	} else {
 		t.Logf("store: %s (CHAOS_MONGO_URI), database %s", uri, extra["SCHEDULER_MONGO_DATABASE"])
 	}
@@ -104,6 +101,16 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 		insts = append(insts, startInstance(t, instanceOpts{id: fmt.Sprintf("i%d", i), mongoURI: uri, extra: extra}))
 	}
 	d := newDeployment(t, ctx, insts, chaoskit.RecorderConfig{Latency: 100 * time.Millisecond, Seed: rng.Uint64()})
+	var storeRestarts *atomic.Int32
+	if f != nil {
+		wctx, stopWatchdog := context.WithCancel(ctx)
+		defer stopWatchdog()
+		storeRestarts = f.watchdog(wctx, t, extra["SCHEDULER_MONGO_DATABASE"], func(start, end time.Time) {
+			// A wedged store is an outage of every instance: their lease
+			// renewals and outcome writes fail from the wedge on.
+			d.disrupted("", start, end)
+		})
+	}
 	// tokenTimeout is short enough that an event whose instance died while
 	// delivering it (it keeps its token, status delivering) is reclaimed and
 	// sent again within the run, and far longer than the consumer takes to
@@ -172,6 +179,7 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 		victim := live[rng.IntN(len(live))]
 		down := size.downFor[0] + time.Duration(rng.Int64N(int64(size.downFor[1]-size.downFor[0])))
 		t.Logf("SIGKILL %s (pid %d), back in %v", victim.id, victim.pid(), down.Round(100*time.Millisecond))
+		killedAt := time.Now()
 		victim.signal(syscall.SIGKILL)
 		mu.Lock()
 		kills++
@@ -186,6 +194,15 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 			if err := victim.startWithRetry(3); err != nil {
 				t.Error(err)
 			}
+			back := time.Now()
+			d.disrupted(victim.base, killedAt, back)
+			// Back, it takes its share of the shards: the other instances
+			// give up their units above their share at their next lease
+			// tick (every leaseTTL/3) without waiting for the deliveries
+			// they have in flight, so a copy any of them sent then may be
+			// sent again by the new owner. The window allows a tick that
+			// takes up to two intervals on a busy store.
+			d.disrupted("", back, back.Add(leaseTTL))
 		})
 	}
 	wg.Wait()
@@ -203,14 +220,16 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	t.Logf("chaos over: %d kills; draining", kills)
 	r := d.drain(ctx, size.drain)
 	stopSampling()
-	// At least once: an instance killed after its consumer answered and
-	// before it wrote the outcome can send that event again (unless the
-	// consumer's release, which acknowledges receipt, reached the store
-	// first). The goal is at most 0.1% of the events; it is reported (and
-	// recorded in BENCHMARKS.md) and asserted at one per kill, since how
-	// many deliveries a kill leaves unrecorded depends on how slow FerretDB
-	// is at that moment (runs at this size on 2026-11-23: 0 and 0).
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: kills, noTokenTimeout: true})
+	// At least once: an instance killed after its consumer accepted an
+	// event and before it wrote the outcome (and before the consumer's
+	// acknowledging release reached the store) leaves the event to be sent
+	// again by the shard's next owner. Every duplicate must be such a copy,
+	// and at most 0.1% of the events may be delivered twice (2 at this
+	// size; the recorded runs at this size and the long ones had none).
+	// Token timeouts are not a failure here: an instance killed after it
+	// took a token and before it sent the event leaves the token held until
+	// the policy's tokenTimeout reclaims it.
+	d.assert(r, checks{dupGoal: true})
 	if kills == 0 {
 		t.Errorf("no instance was killed")
 	}
@@ -253,13 +272,24 @@ func TestChaosEmbeddedKillRestart(t *testing.T) {
 		// Kill at a random moment within each period, stay down briefly.
 		time.Sleep(every/2 + time.Duration(rng.Int64N(int64(every/2))))
 		d.trigger(ctx, cron)
+		killedAt := time.Now()
 		in.kill()
 		down := time.Duration(rng.Int64N(int64(time.Second)))
 		t.Logf("kill %d/%d, down for %v", k+1, kills, down.Round(time.Millisecond))
 		time.Sleep(down)
 		in.start()
+		d.disrupted(in.base, killedAt, time.Now())
 	}
 	r := d.drain(ctx, 2*time.Minute)
 	stopSampling()
-	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: 3 * kills, noTokenTimeout: true})
+	// Every duplicate must be a copy in flight at a kill (accepted, not yet
+	// acknowledged). The 0.1% goal would allow none of these ~600 events,
+	// and a kill between an early send and its commit leaves the event
+	// scheduled, to be sent again after the restart, and one kill can catch
+	// several such sends (a run at this size: 5 copies at 2 of 10 kills,
+	// 0.8%; long runs: 0-1 in 6,300 events); where the kills land is
+	// chance. Token
+	// timeouts are not a failure: a throttled event that was delivering at
+	// a kill keeps its token until the policy's tokenTimeout reclaims it.
+	d.assert(r, checks{})
 }

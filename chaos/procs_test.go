@@ -382,6 +382,10 @@ type instance struct {
 	base string
 }
 
+// leaseTTL is the instances' lease TTL: a killed instance's shards move
+// to the others this long after its last renewal.
+const leaseTTL = 3 * time.Second
+
 // instanceOpts are the settings of a schedulerd instance beyond the
 // defaults of the tests.
 type instanceOpts struct {
@@ -409,7 +413,7 @@ func newInstance(t *testing.T, o instanceOpts) *instance {
 		"SCHEDULER_ADMIN_KEY":        adminKey,
 		"SCHEDULER_SIGNING_SECRET":   signingSecret,
 		"SCHEDULER_INSTANCE_ID":      o.id,
-		"SCHEDULER_LEASE_TTL":        "3s",
+		"SCHEDULER_LEASE_TTL":        leaseTTL.String(),
 		"SCHEDULER_PARTITIONS":       "4",
 		"SCHEDULER_SHARDS":           "4",
 		"SCHEDULER_LOG_LEVEL":        cmp.Or(os.Getenv("CHAOS_SCHEDULER_LOG"), "warn"),

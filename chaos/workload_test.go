@@ -30,9 +30,21 @@ type deployment struct {
 	mu        sync.Mutex
 	policies  map[string]int // id → maxInFlight
 	oneOffs   map[string]int // schedule id → events of its single fire
+	crons     map[string]int // schedule id → eventCount the test asked for
 	fires     map[string]int // fire id → events (triggers that answered)
 	ambiguous int            // triggers whose answer was lost
 	storeMax  map[string]int // largest tokensInUse the API showed per policy
+	// disruptions are the kills and store outages of the run: the only
+	// times at which a delivery may be left unrecorded and sent again.
+	disruptions []chaoskit.Disruption
+}
+
+// disrupted records that instance (its base URL; "" for the store, i.e.
+// every instance) was down, or cut off from the store, from start to end.
+func (d *deployment) disrupted(instance string, start, end time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.disruptions = append(d.disruptions, chaoskit.Disruption{Instance: instance, Start: start, End: end})
 }
 
 // liveBases returns the base URLs of the instances that run now.
@@ -54,7 +66,7 @@ func (d *deployment) liveBases() []string {
 func newDeployment(t *testing.T, ctx context.Context, insts []*instance, rc chaoskit.RecorderConfig) *deployment {
 	t.Helper()
 	d := &deployment{t: t, instances: insts, policies: map[string]int{}, oneOffs: map[string]int{},
-		fires: map[string]int{}, storeMax: map[string]int{}}
+		crons: map[string]int{}, fires: map[string]int{}, storeMax: map[string]int{}}
 	rc.Secret = []byte(signingSecret)
 	rc.ReleaseBases = d.liveBases
 	if rc.Logf == nil {
@@ -128,12 +140,17 @@ func (d *deployment) cronSchedule(ctx context.Context, name string, n int, polic
 	if err != nil {
 		d.t.Fatalf("create schedule %s: %v", name, err)
 	}
+	d.mu.Lock()
+	d.crons[s.ID] = n
+	d.mu.Unlock()
 	return s.ID
 }
 
 // trigger fires a schedule now; a fire that answered joins the expected
-// ones. A trigger whose answer was lost (the instance died) is counted: its
-// fire may exist, and the final store check covers it.
+// ones, with the eventCount the schedule was created with (the server's
+// answer is checked against it, not trusted). A trigger whose answer was
+// lost (the instance died) is counted: its fire may exist, and the final
+// store check covers it.
 func (d *deployment) trigger(ctx context.Context, id string) {
 	f, err := d.api.Trigger(ctx, id)
 	d.mu.Lock()
@@ -143,7 +160,15 @@ func (d *deployment) trigger(ctx context.Context, id string) {
 		d.t.Logf("trigger %s: %v (counted as ambiguous)", id, err)
 		return
 	}
-	d.fires[f.ID] = f.N
+	n, ok := d.crons[id]
+	if !ok {
+		d.t.Errorf("trigger %s: not a schedule of the test", id)
+		return
+	}
+	if f.N != n {
+		d.t.Errorf("trigger %s: fire %s has %d events, the schedule asked for %d", id, f.ID, f.N, n)
+	}
+	d.fires[f.ID] = n
 }
 
 // samplePolicies polls the policies' live token counts until ctx ends.
@@ -331,7 +356,9 @@ type report struct {
 	Missing     []string
 	Doubled     []string // one-off schedules with more distinct events than expected
 	Accepted    int      // accepted deliveries in total
-	Duplicates  int
+	Duplicates  int      // accepted deliveries beyond each event's first
+	DupEvents   int      // events accepted more than once
+	Unexplained []string // duplicate copies no kill or outage explains
 	Unfinished  []chaoskit.Event
 	Statuses    map[string]int
 	Violations  []string
@@ -345,13 +372,15 @@ type report struct {
 	Unreceived  []string // released in the store, never accepted by the consumer
 	DrainedIn   time.Duration
 	DrainPassed bool
+
+	snap chaoskit.Snapshot // what the consumer recorded, for the checks
 }
 
 func (r *report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "expected %d, delivered %d, missing %d, accepted %d, duplicates %d (%.3f%%), unfinished %d, statuses %v\n",
-		r.Expected, r.Delivered, len(r.Missing), r.Accepted, r.Duplicates, 100*float64(r.Duplicates)/float64(max(r.Expected, 1)),
-		len(r.Unfinished), r.Statuses)
+	fmt.Fprintf(&b, "expected %d, delivered %d, missing %d, accepted %d, duplicates %d of %d events (%.3f%%; %d deliveries), unfinished %d, statuses %v\n",
+		r.Expected, r.Delivered, len(r.Missing), r.Accepted, r.DupEvents, r.Expected, 100*float64(r.DupEvents)/float64(max(r.Expected, 1)),
+		r.Duplicates, len(r.Unfinished), r.Statuses)
 	ids := make([]string, 0, len(r.Bounds))
 	for id := range r.Bounds {
 		ids = append(ids, id)
@@ -410,6 +439,8 @@ func (d *deployment) drain(ctx context.Context, timeout time.Duration) *report {
 	}
 	d.describeDuplicates(s)
 	r.Duplicates = s.Duplicates()
+	r.DupEvents = s.DuplicatedEvents()
+	r.snap = s
 	r.Accepted = s.Counters["accepted"]
 	r.Violations = s.Violations
 	r.MaxHeld, r.Bounds, r.Counters = s.MaxHeld, s.Bounds, s.Counters
@@ -447,11 +478,21 @@ func (d *deployment) drain(ctx context.Context, timeout time.Duration) *report {
 	return r
 }
 
-// checks are the invariants every chaos run asserts.
+// checks are the invariants every chaos run asserts. Every run checks
+// each duplicate against the run's kills and outages
+// (chaoskit.UnexplainedDuplicates): a copy is allowed only if the
+// instance that sent the earlier one was killed (or the store stopped)
+// while that copy was in flight, i.e. accepted and not yet acknowledged.
 type checks struct {
-	allowDead      bool
-	dupFraction    float64 // duplicates allowed, as a fraction of the expected events
-	dupAtLeast     int     // ... but at least this many
+	allowDead bool
+	// dupGoal also asserts the product's goal: at most 0.1% of the
+	// expected events (rounded down) delivered more than once.
+	dupGoal bool
+	// superseded allows a duplicate whose earlier copy's release was
+	// refused with 409 (the scheduler had timed that attempt out).
+	superseded bool
+	// noTokenTimeout fails the run if a policy reclaimed a token by
+	// timeout.
 	noTokenTimeout bool
 }
 
@@ -485,7 +526,10 @@ func (d *deployment) assert(r *report, c checks) {
 		if r.StoreMax[id] > b {
 			t.Errorf("THROTTLE: policy %s showed tokensInUse %d > maxInFlight %d", id, r.StoreMax[id], b)
 		}
-		if c.noTokenTimeout && r.TimedOut[id] > 0 {
+		switch {
+		case c.noTokenTimeout && r.TimedOut[id] > 0:
+			t.Errorf("TOKEN TIMEOUT: policy %s reclaimed %d tokens by timeout", id, r.TimedOut[id])
+		case r.TimedOut[id] > 0:
 			t.Logf("note: policy %s reclaimed %d tokens by timeout (an instance died while delivering)", id, r.TimedOut[id])
 		}
 	}
@@ -501,10 +545,17 @@ func (d *deployment) assert(r *report, c checks) {
 	if n := r.Counters["bad_signature"] + r.Counters["bad_body"]; n > 0 {
 		t.Errorf("%d deliveries had a bad signature or body", n)
 	}
-	allowed := max(int(c.dupFraction*float64(r.Expected)), c.dupAtLeast)
-	if r.Duplicates > allowed {
-		t.Errorf("DUPLICATES: %d duplicate deliveries (%.3f%% of %d events), more than the %d allowed",
-			r.Duplicates, 100*float64(r.Duplicates)/float64(max(r.Expected, 1)), r.Expected, allowed)
+	d.mu.Lock()
+	dc := chaoskit.DuplicateCheck{Disruptions: append([]chaoskit.Disruption(nil), d.disruptions...), Superseded: c.superseded}
+	d.mu.Unlock()
+	r.Unexplained = chaoskit.UnexplainedDuplicates(r.snap, dc)
+	if len(r.Unexplained) > 0 {
+		t.Errorf("DUPLICATES: %d copies delivered again with no kill or outage of their sender while they were unacknowledged (%d disruptions recorded), for example %v",
+			len(r.Unexplained), len(dc.Disruptions), r.Unexplained[:min(5, len(r.Unexplained))])
+	}
+	if allowed := r.Expected / 1000; c.dupGoal && r.DupEvents > allowed {
+		t.Errorf("DUPLICATES: %d of %d events delivered more than once (%.3f%%), above the goal of 0.1%% (%d events)",
+			r.DupEvents, r.Expected, 100*float64(r.DupEvents)/float64(max(r.Expected, 1)), allowed)
 	}
 	for _, in := range d.instances {
 		for _, c := range in.unexpectedExits() {

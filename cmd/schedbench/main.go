@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -150,6 +151,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	res.print(stdout, o)
+	if fails := res.failures(); len(fails) > 0 {
+		fmt.Fprintln(stdout)
+		for _, f := range fails {
+			fmt.Fprintln(stdout, f)
+		}
+		return fmt.Errorf("%d checks failed", len(fails))
+	}
 	return nil
 }
 
@@ -210,6 +218,8 @@ func randomHex(n int) string {
 
 // result is what one run measured.
 type result struct {
+	want                                                    expectation
+	verdict                                                 verdict
 	expected, delivered, duplicates, lost, dead, unfinished int
 	failedAttempts                                          int
 	firstFire, lastFire, lastReceipt                        time.Time
@@ -281,6 +291,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var createErr error
+	want := expectation{}
 	for range min(8, o.schedules) {
 		wg.Go(func() {
 			for j := range jobs {
@@ -289,17 +300,21 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 					policy = pols[perm[j.i]%len(pols)]
 				}
 				runAt := at(j.i)
-				_, err := api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
+				sch, err := api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 					Name: fmt.Sprintf("bench-%d", j.i), RunAt: &runAt, EventCount: o.eventsPerFire,
 					PolicyID: policy, MaxAttempts: o.maxAttempts,
 					Target:  chaoskit.Target{Type: "http", URL: consumer},
 					Payload: chaoskit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
 				})
+				mu.Lock()
 				if err != nil {
-					mu.Lock()
 					createErr = errors.Join(createErr, err)
-					mu.Unlock()
+				} else {
+					// The fire's size is the one asked for, whatever the
+					// server answers.
+					want[sch.ID] = o.eventsPerFire
 				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -311,7 +326,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	if createErr != nil {
 		return nil, fmt.Errorf("create schedules: %w", createErr)
 	}
-	res := &result{expected: o.schedules * o.eventsPerFire, setup: time.Since(setupStart),
+	res := &result{want: want, expected: o.schedules * o.eventsPerFire, setup: time.Since(setupStart),
 		firstFire: at(0), lastFire: at(o.schedules - 1), policies: pols}
 	if time.Now().After(first) {
 		logf("warning: the creates took %v and ended after the first fire time; that fire's lateness includes it", res.setup.Round(time.Millisecond))
@@ -324,8 +339,9 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	lastLog := time.Now()
 	for {
 		s := rec.Snapshot()
-		n := s.Accepted()
-		if n >= res.expected {
+		missing := len(verify(want, s, nil).missing)
+		n := res.expected - missing
+		if missing == 0 {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			_ = rec.WaitReleases(wctx)
 			cancel()
@@ -350,9 +366,24 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	}
 
 	s := rec.Snapshot()
-	res.delivered = s.Accepted()
+	status := map[eventKey]string{}
+	if evs, err := api.ListEvents(ctx, nil); err == nil {
+		for _, e := range evs {
+			status[eventKey{e.ScheduleID, e.Index}] = e.Status
+			switch {
+			case e.Status == "dead":
+				res.dead++
+			case slices.Contains(chaoskit.Unfinished, e.Status):
+				res.unfinished++
+			}
+		}
+	} else {
+		logf("list events: %v", err)
+	}
+	res.verdict = verify(want, s, status)
+	res.lost = len(res.verdict.missing)
+	res.delivered = res.expected - res.lost - len(res.verdict.dead)
 	res.duplicates = s.Duplicates()
-	res.lost = res.expected - res.delivered
 	res.failedAttempts = s.Counters["answered_500"]
 	res.violations = len(s.Violations)
 	res.bounds, res.maxHeld = s.Bounds, s.MaxHeld
@@ -370,14 +401,6 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	res.lateAll = s.Lateness(nil)
 	res.lateFree = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy == "" })
 	res.lateThrottled = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy != "" })
-	if counts, err := api.CountByStatus(ctx); err == nil {
-		res.dead = counts["dead"]
-		for _, st := range chaoskit.Unfinished {
-			res.unfinished += counts[st]
-		}
-	} else {
-		logf("count events by status: %v", err)
-	}
 	for _, id := range pols {
 		if p, err := api.GetPolicy(ctx, id); err == nil {
 			res.tokenTimeouts += p.TokenTimeouts
@@ -422,8 +445,9 @@ func (r *result) print(w io.Writer, o *options) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
 	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
-	fmt.Fprintf(tw, "duplicates\t%d\n", r.duplicates)
-	fmt.Fprintf(tw, "not delivered\t%d (dead %d, unfinished at the end %d)\n", r.lost, r.dead, r.unfinished)
+	fmt.Fprintf(tw, "duplicates\t%d (%d events)\n", r.duplicates, len(r.verdict.duplicated))
+	fmt.Fprintf(tw, "not delivered\t%d (lost %d, dead %d; unfinished at the end %d)\n", r.lost+len(r.verdict.dead), r.lost, len(r.verdict.dead), r.unfinished)
+	fmt.Fprintf(tw, "unexpected deliveries\t%d\n", len(r.verdict.unexpected))
 	fmt.Fprintf(tw, "failed attempts (injected)\t%d\n", r.failedAttempts)
 	fmt.Fprintf(tw, "throughput\t%.1f events/s (first fire to last first receipt: %v)\n", r.throughput(), r.lastReceipt.Sub(r.firstFire).Round(time.Millisecond))
 	fmt.Fprintf(tw, "setup (tenant, policies, schedules)\t%v\n", r.setup.Round(time.Millisecond))
@@ -449,6 +473,9 @@ func (r *result) print(w io.Writer, o *options) {
 	if !r.drainedOK {
 		fmt.Fprintf(w, "\nWARNING: the run ended at the drain deadline with %d events not delivered\n", r.lost)
 	}
+	for _, d := range r.verdict.duplicated[:min(len(r.verdict.duplicated), 10)] {
+		fmt.Fprintf(w, "duplicate: %s\n", d)
+	}
 	if o.markdown {
 		maxHeld := 0
 		for _, v := range r.maxHeld {
@@ -458,7 +485,7 @@ func (r *result) print(w io.Writer, o *options) {
 		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(w, "| %d x %d | %d x %d | %v | %.0f%% | %d | %d | %d | %d | %.1f | %s | %s | %s | %s | %d / %d |\n",
 			o.schedules, o.eventsPerFire, o.policies, boundOf(o), o.consumerLatency, 100*o.failureRate,
-			r.expected, r.delivered, r.duplicates, r.lost, r.throughput(),
+			r.expected, r.delivered, r.duplicates, r.lost+len(r.verdict.dead), r.throughput(),
 			ms(chaoskit.Percentile(r.lateAll, 50)), ms(chaoskit.Percentile(r.lateAll, 95)), ms(chaoskit.Percentile(r.lateAll, 99)), ms(chaoskit.Percentile(r.lateAll, 100)),
 			maxHeld, boundOf(o))
 	}

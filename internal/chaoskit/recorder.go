@@ -92,6 +92,15 @@ type Delivery struct {
 	// AcceptedAttempt their attempt numbers.
 	AcceptedAt      []time.Time
 	AcceptedAttempt []int
+	// AcceptedFrom lists, for each accepted attempt, the base URL of the
+	// instance that sent it (its release URL without the path).
+	AcceptedFrom []string
+	// ReleaseOutcome and ReleasedAt list, for each accepted attempt, how its
+	// release call ended ("ok", "conflict", ...; "" while in progress) and,
+	// for "ok", when the answer came: from then on the store holds the
+	// consumer's acknowledgement.
+	ReleaseOutcome []string
+	ReleasedAt     []time.Time
 }
 
 // Recorder is a recording HTTP consumer. It is an http.Handler; Start runs it
@@ -241,6 +250,7 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	var latency time.Duration
 	var hold uint64
+	copyIdx := -1
 	switch answer {
 	case Fail:
 		r.count("answered_500")
@@ -251,6 +261,10 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		d.Accepted++
 		d.AcceptedAt = append(d.AcceptedAt, now)
 		d.AcceptedAttempt = append(d.AcceptedAttempt, m.Attempt)
+		d.AcceptedFrom = append(d.AcceptedFrom, senderBase(m.Release.URL))
+		d.ReleaseOutcome = append(d.ReleaseOutcome, "")
+		d.ReleasedAt = append(d.ReleasedAt, time.Time{})
+		copyIdx = len(d.AcceptedAt) - 1
 		if d.Accepted == 1 {
 			d.First = now
 		} else {
@@ -285,7 +299,7 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "injected timeout", http.StatusGatewayTimeout)
 	case Accept:
 		w.WriteHeader(http.StatusOK)
-		go r.work(m, p.Policy, hold, latency)
+		go r.work(m, p.Policy, hold, copyIdx, latency)
 	}
 }
 
@@ -338,7 +352,7 @@ func (r *Recorder) heldList(policy string) string {
 // counting the token before it calls release: the scheduler returns it only
 // when the call arrives, so the consumer's count never exceeds the tokens
 // really out, and a count above the bound is a real violation.
-func (r *Recorder) work(m delivery.Message, policy string, hold uint64, latency time.Duration) {
+func (r *Recorder) work(m delivery.Message, policy string, hold uint64, copyIdx int, latency time.Duration) {
 	defer r.pending.Done()
 	select {
 	case <-time.After(latency):
@@ -353,10 +367,26 @@ func (r *Recorder) work(m delivery.Message, policy string, hold uint64, latency 
 	}
 	r.mu.Unlock()
 	outcome := r.release(m.Release)
+	answered := time.Now()
 	r.mu.Lock()
+	if d := r.events[m.EventID]; d != nil && copyIdx < len(d.ReleaseOutcome) {
+		d.ReleaseOutcome[copyIdx] = outcome
+		if outcome == "ok" {
+			d.ReleasedAt[copyIdx] = answered
+		}
+	}
 	r.inRelease--
 	r.count("release_" + outcome)
 	r.mu.Unlock()
+}
+
+// senderBase is the base URL of the instance that sent a delivery: its
+// release URL up to the API path.
+func senderBase(releaseURL string) string {
+	if i := strings.Index(releaseURL, "/v1/events/"); i >= 0 {
+		return releaseURL[:i]
+	}
+	return releaseURL
 }
 
 // release posts the token to the release URL, then to the other instances,
@@ -459,6 +489,9 @@ func (r *Recorder) Snapshot() Snapshot {
 		c.Attempts = append([]int(nil), v.Attempts...)
 		c.AcceptedAt = append([]time.Time(nil), v.AcceptedAt...)
 		c.AcceptedAttempt = append([]int(nil), v.AcceptedAttempt...)
+		c.AcceptedFrom = append([]string(nil), v.AcceptedFrom...)
+		c.ReleaseOutcome = append([]string(nil), v.ReleaseOutcome...)
+		c.ReleasedAt = append([]time.Time(nil), v.ReleasedAt...)
 		s.Events[k] = c
 	}
 	for k, v := range r.maxHeld {

@@ -84,6 +84,16 @@ func TestRecorderDetects(t *testing.T) {
 	if s.Duplicates() != 1 || s.Accepted() != 3 {
 		t.Errorf("duplicates %d (want 1), accepted %d (want 3)", s.Duplicates(), s.Accepted())
 	}
+	// Each accepted copy records its sender (the release URL's base) and
+	// that its release was acknowledged.
+	e1 := s.Events["e1"]
+	if len(e1.AcceptedFrom) != 2 || e1.AcceptedFrom[0] != dead.URL || e1.AcceptedFrom[1] != dead.URL {
+		t.Errorf("e1 accepted from %q, want %q twice", e1.AcceptedFrom, dead.URL)
+	}
+	if len(e1.ReleaseOutcome) != 2 || e1.ReleaseOutcome[0] != "ok" || e1.ReleaseOutcome[1] != "ok" ||
+		e1.ReleasedAt[0].Before(e1.AcceptedAt[0]) || e1.ReleasedAt[1].Before(e1.AcceptedAt[1]) {
+		t.Errorf("e1 releases %q at %v, accepted at %v: want two ok, each after its copy", e1.ReleaseOutcome, e1.ReleasedAt, e1.AcceptedAt)
+	}
 	if s.Counters["bad_signature"] != 1 {
 		t.Errorf("bad signatures %d, want 1", s.Counters["bad_signature"])
 	}
