@@ -18,45 +18,62 @@ var spanZones = []string{"America/New_York", "Europe/London", "Europe/Berlin", "
 // is the offset just before it. Past 2037 Go's own ZoneBounds breaks the
 // first two on the last day of leap years.
 func TestZoneSpans(t *testing.T) {
-	offset := func(loc *time.Location, sec int64) int64 {
-		_, o := time.Unix(sec, 0).In(loc).Zone()
-		return int64(o)
-	}
 	for _, name := range spanZones {
 		loc := mustLoc(t, name)
-		check := func(sec int64) {
-			t.Helper()
-			z := zoneAt(loc, sec)
-			at := time.Unix(sec, 0).UTC()
-			if z.start > sec || z.end <= sec {
-				t.Fatalf("%s at %v: span [%v, %v) does not contain it", name, at,
-					time.Unix(z.start, 0).UTC(), time.Unix(z.end, 0).UTC())
-			}
-			if want := offset(loc, sec); z.off != want {
-				t.Fatalf("%s at %v: offset %d, want %d", name, at, z.off, want)
-			}
-			if z.start != math.MinInt64 {
-				if got := offset(loc, z.start); got != z.off {
-					t.Fatalf("%s at %v: offset at span start %v is %d, span says %d", name, at, time.Unix(z.start, 0).UTC(), got, z.off)
-				}
-				if want := offset(loc, z.start-1); z.prevOff != want {
-					t.Fatalf("%s at %v: prevOff %d, want %d", name, at, z.prevOff, want)
-				}
-			}
-			if z.end != math.MaxInt64 {
-				if got := offset(loc, z.end-1); got != z.off {
-					t.Fatalf("%s at %v: offset just before span end %v is %d, span says %d", name, at, time.Unix(z.end, 0).UTC(), got, z.off)
-				}
-			}
-		}
 		for y := 2030; y <= 2100; y++ {
 			// Every 10 minutes around the turn of the year, every 7h13m elsewhere.
 			for sec := utc(y, 12, 29, 0, 0).Unix(); sec < utc(y+1, 1, 3, 0, 0).Unix(); sec += 600 {
-				check(sec)
+				checkSpan(t, name, loc, sec)
 			}
 			for sec := utc(y, 1, 3, 0, 0).Unix(); sec < utc(y, 12, 29, 0, 0).Unix(); sec += 7*3600 + 13*60 {
-				check(sec)
+				checkSpan(t, name, loc, sec)
 			}
+		}
+	}
+}
+
+// FuzzZoneSpans is TestZoneSpans at any second from 1900 to 2200.
+func FuzzZoneSpans(f *testing.F) {
+	f.Add(uint8(0), utc(2040, 12, 31, 12, 0).Unix())
+	f.Add(uint8(2), utc(2041, 1, 1, 0, 0).Unix()-1)
+	f.Add(uint8(3), utc(2026, 10, 3, 15, 30).Unix())
+	locs := make([]*time.Location, len(spanZones))
+	for i, name := range spanZones {
+		locs[i] = mustLoc(f, name)
+	}
+	lo, hi := utc(1900, 1, 1, 0, 0).Unix(), utc(2200, 1, 1, 0, 0).Unix()
+	f.Fuzz(func(t *testing.T, zone uint8, sec int64) {
+		i := int(zone) % len(spanZones)
+		checkSpan(t, spanZones[i], locs[i], lo+((sec%(hi-lo))+(hi-lo))%(hi-lo))
+	})
+}
+
+func checkSpan(t *testing.T, name string, loc *time.Location, sec int64) {
+	t.Helper()
+	offset := func(sec int64) int64 {
+		_, o := time.Unix(sec, 0).In(loc).Zone()
+		return int64(o)
+	}
+	z := zoneAt(loc, sec)
+	at := time.Unix(sec, 0).UTC()
+	if z.start > sec || z.end <= sec {
+		t.Fatalf("%s at %v: span [%v, %v) does not contain it", name, at,
+			time.Unix(z.start, 0).UTC(), time.Unix(z.end, 0).UTC())
+	}
+	if want := offset(sec); z.off != want {
+		t.Fatalf("%s at %v: offset %d, want %d", name, at, z.off, want)
+	}
+	if z.start != math.MinInt64 {
+		if got := offset(z.start); got != z.off {
+			t.Fatalf("%s at %v: offset at span start %v is %d, span says %d", name, at, time.Unix(z.start, 0).UTC(), got, z.off)
+		}
+		if want := offset(z.start - 1); z.prevOff != want {
+			t.Fatalf("%s at %v: prevOff %d, want %d", name, at, z.prevOff, want)
+		}
+	}
+	if z.end != math.MaxInt64 {
+		if got := offset(z.end - 1); got != z.off {
+			t.Fatalf("%s at %v: offset just before span end %v is %d, span says %d", name, at, time.Unix(z.end, 0).UTC(), got, z.off)
 		}
 	}
 }
