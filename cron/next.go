@@ -62,12 +62,18 @@ func NextFireTimes(e *Expr, loc *time.Location, after time.Time, k int) []time.T
 func (e *Expr) appendDayFires(out []int64, loc *time.Location, day, after int64) []int64 {
 	const margin = 26 * 3600 // larger than any UTC offset
 	w0 := day * secondsPerDay
+	// Spans are joined where the offset does not change, so only real
+	// transitions (at least four days apart) take a slot.
 	var spans [8]zoneSpan
 	n := 0
 	for s := w0 - margin; n < len(spans); {
 		z := zoneAt(loc, s)
-		spans[n] = z
-		n++
+		if n > 0 && spans[n-1].off == z.off {
+			spans[n-1].end = z.end
+		} else {
+			spans[n] = z
+			n++
+		}
 		if z.end >= w0+secondsPerDay+margin {
 			break
 		}

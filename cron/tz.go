@@ -33,21 +33,78 @@ type zoneSpan struct {
 	end     int64 // first instant of the next span (math.MaxInt64: forever)
 }
 
-// zoneAt finds the span containing sec with two zone lookups.
+// zoneAt returns the span containing sec. Go's ZoneBounds is only a hint:
+// past a zone's last explicit transition (the rule-based extension after
+// 2037) it ends the last span of a leap year a day early, before instants it
+// should contain. So each bound is checked against the offsets on both sides
+// of it, and a bound that fails is searched for instead.
 func zoneAt(loc *time.Location, sec int64) zoneSpan {
 	t := time.Unix(sec, 0).In(loc)
-	_, off := t.Zone()
+	_, o := t.Zone()
+	off := int64(o)
 	s, e := t.ZoneBounds()
-	z := zoneSpan{off: int64(off), prevOff: int64(off), start: math.MinInt64, end: math.MaxInt64}
+	z := zoneSpan{off: off, prevOff: off, start: math.MinInt64, end: math.MaxInt64}
 	if !s.IsZero() {
 		z.start = s.Unix()
-		_, p := s.Add(-time.Second).Zone()
-		z.prevOff = int64(p)
+		if z.start > sec || offsetAt(loc, z.start) != off {
+			z.start = searchStart(loc, sec, off)
+		}
+		z.prevOff = offsetAt(loc, z.start-1)
 	}
 	if !e.IsZero() {
 		z.end = e.Unix()
+		if z.end <= sec || offsetAt(loc, z.end-1) != off {
+			z.end = searchEnd(loc, sec, off)
+		}
 	}
 	return z
+}
+
+// probeStep is how far searchStart and searchEnd look from sec. No zone has
+// changed its offset twice within four days since 1900, so one probe a day
+// away cannot step over a transition and back.
+const probeStep = secondsPerDay
+
+// searchEnd returns the first instant after sec whose offset is not off,
+// if there is one within probeStep, else sec+probeStep: an end that holds
+// even if it is not a transition (the next span then starts there).
+func searchEnd(loc *time.Location, sec, off int64) int64 {
+	lo, hi := sec, sec+probeStep // offset(lo) == off
+	if offsetAt(loc, hi) == off {
+		return hi
+	}
+	for hi-lo > 1 { // offset(hi) != off
+		mid := lo + (hi-lo)/2
+		if offsetAt(loc, mid) == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// searchStart is searchEnd backwards: the first instant of the run of off
+// that contains sec, or sec-probeStep if the run started earlier.
+func searchStart(loc *time.Location, sec, off int64) int64 {
+	lo, hi := sec-probeStep, sec // offset(hi) == off
+	if offsetAt(loc, lo) == off {
+		return lo
+	}
+	for hi-lo > 1 { // offset(lo) != off
+		mid := lo + (hi-lo)/2
+		if offsetAt(loc, mid) == off {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+func offsetAt(loc *time.Location, sec int64) int64 {
+	_, off := time.Unix(sec, 0).In(loc).Zone()
+	return int64(off)
 }
 
 // repeated reports whether instant m shows a wall clock that an earlier
