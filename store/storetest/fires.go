@@ -92,7 +92,8 @@ var fireTests = []namedTest{
 		requireEqual(t, got.Note, "previous fire still running", "Note")
 		requireEqual(t, got.Count, f.Count, "Count kept")
 		requireIs(t, d.FireSetDecision(ctx, "nope", model.FireLate, ""), model.ErrNotFound, "FireSetDecision unknown")
-	}}, {"Emitting", func(t *testing.T, d store.Driver) {
+	}},
+	{"Emitting", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		big := newFire("A", "s1", at(time.Hour))
 		big.Count, big.Remaining = 100, 100
