@@ -301,3 +301,27 @@ func TestBackgroundEmissionStopsForDeletedSchedule(t *testing.T) {
 		t.Fatalf("cancelled = %d, want the chunk in hand (%d): %v", counts[model.EventCancelled], largeChunk, counts)
 	}
 }
+
+func TestFireStillEmittingIsNotDrained(t *testing.T) {
+	raw := openEmbedded(t)
+	ctx := context.Background()
+	gs := &gatedStore{Store: raw, gated: "big.", open: make(chan struct{}), entered: make(chan struct{})}
+	clk := newClock(utc("2025-06-02T10:00:30Z"))
+	e := newEmitter(t, gs, clk, func(c *emitter.Config, _ *emitter.Deps) { largeConfig(c) })
+	s := sched("big", "0 0 1 1 *", "UTC", largeN, func(s *model.Schedule) { s.Overlap = model.OverlapSkip })
+	create(t, raw, s)
+	startEmitter(t, e)
+	t.Cleanup(func() { close(gs.open) }) // before Stop
+	first, err := e.Trigger(ctx, s, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gs.entered // nothing of the first fire is written yet
+	next, err := e.Trigger(ctx, s, clk.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Decision != model.FireSkippedOverlap || next.Remaining != 0 || !strings.Contains(next.Note, first.ID) {
+		t.Fatalf("fire after one still being emitted: %+v, want skipped_overlap naming %s", next, first.ID)
+	}
+}

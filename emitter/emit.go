@@ -282,6 +282,9 @@ func (e *Emitter) overlap(ctx context.Context, s *model.Schedule, f, prev *model
 			unfinished += n
 		}
 	}
+	if running == prev.ID {
+		unfinished += prev.Remaining // still being written: not drained either
+	}
 	if unfinished == 0 {
 		return nil
 	}
