@@ -171,7 +171,7 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
-		CatchUpLimit: cfg.CatchUpLimit, Owner: cfg.InstanceID,
+		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove, Owner: cfg.InstanceID,
 	}, emitter.Deps{Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err

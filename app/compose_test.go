@@ -92,21 +92,32 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("shards %d partitions %d", c.Shards, c.Partitions)
 		}
 	})
+	t.Run("EmitBackgroundAbove", func(t *testing.T) {
+		c, err := app.ParseConfig(nil, env(nil))
+		if err != nil || c.BackgroundAbove != 10000 {
+			t.Fatalf("default background threshold %d, err %v; want 10000", c.BackgroundAbove, err)
+		}
+		c, err = app.ParseConfig(nil, env(map[string]string{"SCHEDULER_EMIT_BACKGROUND_ABOVE": "500"}))
+		if err != nil || c.BackgroundAbove != 500 {
+			t.Fatalf("background threshold from the environment %d, err %v; want 500", c.BackgroundAbove, err)
+		}
+	})
 	for name, tc := range map[string]struct {
 		args []string
 		env  map[string]string
 		want string
 	}{
-		"RejectsUnknownStore":      {env: map[string]string{"SCHEDULER_STORE": "redis"}, want: "store:"},
-		"MongoNeedsURI":            {env: map[string]string{"SCHEDULER_STORE": "mongo"}, want: "mongo-uri:"},
-		"MongoNeedsAdminKey":       {env: map[string]string{"SCHEDULER_STORE": "mongo", "SCHEDULER_MONGO_URI": "mongodb://x"}, want: "admin-key:"},
-		"RejectsBadDuration":       {args: []string{"-lead", "soon"}, want: "lead:"},
-		"RejectsLeadBelowWindow":   {args: []string{"-window", "2m", "-lead", "1m"}, want: "lead:"},
-		"RejectsZeroShards":        {args: []string{"-shards", "0"}, want: "shards:"},
-		"RejectsBadCIDR":           {env: map[string]string{"SCHEDULER_HTTP_DENY_CIDRS": "10.0.0.0/8,nope"}, want: "http-deny-cidrs:"},
-		"RejectsBadLogLevel":       {args: []string{"-log-level", "loud"}, want: "log-level:"},
-		"RejectsStrayArgument":     {args: []string{"serve"}, want: "unexpected argument"},
-		"RejectsNegativeRateLimit": {args: []string{"-rate-limit", "-1"}, want: "rate-limit:"},
+		"RejectsUnknownStore":        {env: map[string]string{"SCHEDULER_STORE": "redis"}, want: "store:"},
+		"MongoNeedsURI":              {env: map[string]string{"SCHEDULER_STORE": "mongo"}, want: "mongo-uri:"},
+		"MongoNeedsAdminKey":         {env: map[string]string{"SCHEDULER_STORE": "mongo", "SCHEDULER_MONGO_URI": "mongodb://x"}, want: "admin-key:"},
+		"RejectsBadDuration":         {args: []string{"-lead", "soon"}, want: "lead:"},
+		"RejectsLeadBelowWindow":     {args: []string{"-window", "2m", "-lead", "1m"}, want: "lead:"},
+		"RejectsZeroShards":          {args: []string{"-shards", "0"}, want: "shards:"},
+		"RejectsBadCIDR":             {env: map[string]string{"SCHEDULER_HTTP_DENY_CIDRS": "10.0.0.0/8,nope"}, want: "http-deny-cidrs:"},
+		"RejectsBadLogLevel":         {args: []string{"-log-level", "loud"}, want: "log-level:"},
+		"RejectsStrayArgument":       {args: []string{"serve"}, want: "unexpected argument"},
+		"RejectsNegativeRateLimit":   {args: []string{"-rate-limit", "-1"}, want: "rate-limit:"},
+		"RejectsZeroBackgroundAbove": {args: []string{"-emit-background-above", "0"}, want: "emit-background-above:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := app.ParseConfig(tc.args, env(tc.env))

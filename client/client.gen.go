@@ -309,11 +309,22 @@ type Fire struct {
 	// skipped_overlap: overlap=skip and the previous fire had not
 	// drained; cancelled_by_next: overlap=cancel and a later fire
 	// cancelled what was left; triggered: by the trigger operation.
-	Decision       FireDecision `json:"decision"`
-	FireTime       time.Time    `json:"fireTime"`
-	Id             string       `json:"id"`
-	LastFinishedAt *time.Time   `json:"lastFinishedAt,omitempty"`
-	LocalTime      string       `json:"localTime"`
+	Decision FireDecision `json:"decision"`
+
+	// Emitted While `emitting`: the number of events written so far (events
+	// 0..emitted-1 exist). Absent otherwise.
+	Emitted *int `json:"emitted,omitempty"`
+
+	// Emitting True while the fire's events are still being written. A fire of
+	// more events than the emitter's background threshold (default
+	// 10,000) is recorded at once and its events are written in the
+	// background, resumed after a restart; until then `emitted` says
+	// how many exist. Absent or false once every event is written.
+	Emitting       *bool      `json:"emitting,omitempty"`
+	FireTime       time.Time  `json:"fireTime"`
+	Id             string     `json:"id"`
+	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
+	LocalTime      string     `json:"localTime"`
 
 	// N Number of events of the fire.
 	N          int     `json:"n"`
@@ -1001,6 +1012,11 @@ type ClientInterface interface {
 
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	//
+	// Answers once the fire is recorded. A fire of up to the background
+	// threshold (default 10,000 events) has all its events written by
+	// then; a larger one answers at once with `emitting: true` and its
+	// events are written in the background (see the Fire's `emitted`).
+	//
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 	TriggerSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1494,6 +1510,11 @@ func (c *Client) ResumeSchedule(ctx context.Context, id ID, reqEditors ...Reques
 }
 
 // TriggerSchedule Fire the schedule's n events now (decision "triggered").
+//
+// Answers once the fire is recorded. A fire of up to the background
+// threshold (default 10,000 events) has all its events written by
+// then; a larger one answers at once with `emitting: true` and its
+// events are written in the background (see the Fire's `emitted`).
 //
 // Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 func (c *Client) TriggerSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3109,6 +3130,11 @@ type ClientWithResponsesInterface interface {
 	ResumeScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
 
 	// TriggerScheduleWithResponse Fire the schedule's n events now (decision "triggered").
+	//
+	// Answers once the fire is recorded. A fire of up to the background
+	// threshold (default 10,000 events) has all its events written by
+	// then; a larger one answers at once with `emitting: true` and its
+	// events are written in the background (see the Fire's `emitted`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6353,6 +6379,11 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 }
 
 // TriggerScheduleWithResponse Fire the schedule's n events now (decision "triggered").
+//
+// Answers once the fire is recorded. A fire of up to the background
+// threshold (default 10,000 events) has all its events written by
+// then; a larger one answers at once with `emitting: true` and its
+// events are written in the background (see the Fire's `emitted`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

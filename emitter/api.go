@@ -17,7 +17,9 @@ import (
 // trigger in the same second, or a scheduled fire of the same version at
 // that very second) the existing fire is returned and nothing is emitted
 // twice. If another version of the schedule fired at that second and its
-// events were not cancelled, that fire is returned.
+// events were not cancelled, that fire is returned. A fire of more than
+// BackgroundThreshold events is returned once recorded, with Remaining > 0,
+// and its events are written in the background.
 func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error) {
 	t := at.UTC().Truncate(time.Second)
 	now := e.deps.Clock.Now()
@@ -54,7 +56,8 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 // keys are the children keys of s.Cron that the caller compiled (and stored
 // as s's children); the emitter does not parse the expression again. They
 // are ignored for a one-off. A schedule that is not active, or fires outside
-// StartAt/EndAt, emits nothing.
+// StartAt/EndAt, emits nothing. Fires of more than BackgroundThreshold events
+// are only recorded here; their events are written in the background.
 func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error {
 	if s.State != model.ScheduleActive && s.State != "" {
 		return nil

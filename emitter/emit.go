@@ -179,7 +179,8 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	}
 	if latest != nil && latest.FireTime.Equal(t) {
 		if latest.ID == id {
-			return latest, outExisting, b.addFire(ctx, s, latest, now)
+			_, err := e.fireEvents(ctx, s, latest, now, b)
+			return latest, outExisting, err
 		}
 		// Another version fired at t. Only if the master cancelled all its
 		// events (an edit) does this version fire again.
@@ -221,6 +222,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
+	if e.large(f) {
+		f.Remaining = f.Count // written in the background: see background.go
+	}
 
 	inserted, err := st.FireInsert(ctx, f)
 	if err != nil {
@@ -235,11 +239,12 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		}
 		out = outExisting
 	}
-	if err := b.addFire(ctx, s, f, now); err != nil {
+	complete, err := e.fireEvents(ctx, s, f, now, b)
+	if err != nil {
 		return f, out, err
 	}
-	if inserted {
-		b.record(f)
+	if inserted && complete {
+		b.record(f) // a background fire is signalled when it is complete
 	}
 	return f, out, nil
 }
@@ -276,6 +281,9 @@ func (e *Emitter) overlap(ctx context.Context, s *model.Schedule, f, prev *model
 		if !status.Finished() {
 			unfinished += n
 		}
+	}
+	if running == prev.ID {
+		unfinished += prev.Remaining // still being written: not drained either
 	}
 	if unfinished == 0 {
 		return nil
@@ -337,10 +345,20 @@ func (b *batch) record(f *model.Fire) {
 // addFire makes the events of fire f (none if its decision says so) and
 // queues them.
 func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, now time.Time) error {
-	if f.Decision == model.FireSkippedOverlap || f.Decision == model.FireCancelledByNext {
+	if !hasEvents(f.Decision) {
 		return nil
 	}
-	cfg := &b.e.cfg
+	size := b.e.cfg.BatchSize
+	for lo := 0; lo < f.Count; lo += size {
+		if err := b.put(ctx, b.e.makeEvents(s, f, lo, min(lo+size, f.Count), now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeEvents makes the events lo..hi-1 of fire f of s.
+func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now time.Time) []*model.Event {
 	n := f.Count
 	var deadline *time.Time
 	if s.Window > 0 {
@@ -353,48 +371,43 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 		step, rem = int64(s.Window)/int64(n), int64(s.Window)%int64(n)
 	}
 	created := now.UTC()
-	for lo := 0; lo < n; lo += cfg.BatchSize {
-		k := min(cfg.BatchSize, n-lo)
-		chunk := make([]model.Event, k)
-		ptrs := make([]*model.Event, k)
-		tokens := make([]byte, 16*k)
-		_, _ = rand.Read(tokens) // never fails (crypto/rand)
-		for j := range chunk {
-			i := lo + j
-			ev := &chunk[j]
-			launch := f.FireTime
-			if spread {
-				// i*Window/n without overflow for large n and windows.
-				launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
-			}
-			*ev = model.Event{
-				ID:           model.EventID(f.ID, i),
-				TenantID:     s.TenantID,
-				ScheduleID:   s.ID,
-				FireID:       f.ID,
-				FireTime:     f.FireTime,
-				Index:        i,
-				Count:        n,
-				LaunchAt:     launch,
-				Deadline:     deadline,
-				Priority:     s.Priority,
-				PolicyID:     s.PolicyID,
-				Target:       s.Target,
-				Payload:      s.Payload,
-				MaxAttempts:  s.MaxAttempts,
-				Status:       model.EventPending,
-				ReleaseToken: hex.EncodeToString(tokens[16*j : 16*j+16]),
-				CreatedAt:    created,
-				UpdatedAt:    created,
-			}
-			ev.Shard = model.ShardOf(ev, cfg.Shards)
-			ptrs[j] = ev
+	k := hi - lo
+	chunk := make([]model.Event, k)
+	ptrs := make([]*model.Event, k)
+	tokens := make([]byte, 16*k)
+	_, _ = rand.Read(tokens) // never fails (crypto/rand)
+	for j := range chunk {
+		i := lo + j
+		ev := &chunk[j]
+		launch := f.FireTime
+		if spread {
+			// i*Window/n without overflow for large n and windows.
+			launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
 		}
-		if err := b.put(ctx, ptrs); err != nil {
-			return err
+		*ev = model.Event{
+			ID:           model.EventID(f.ID, i),
+			TenantID:     s.TenantID,
+			ScheduleID:   s.ID,
+			FireID:       f.ID,
+			FireTime:     f.FireTime,
+			Index:        i,
+			Count:        n,
+			LaunchAt:     launch,
+			Deadline:     deadline,
+			Priority:     s.Priority,
+			PolicyID:     s.PolicyID,
+			Target:       s.Target,
+			Payload:      s.Payload,
+			MaxAttempts:  s.MaxAttempts,
+			Status:       model.EventPending,
+			ReleaseToken: hex.EncodeToString(tokens[16*j : 16*j+16]),
+			CreatedAt:    created,
+			UpdatedAt:    created,
 		}
+		ev.Shard = model.ShardOf(ev, e.cfg.Shards)
+		ptrs[j] = ev
 	}
-	return nil
+	return ptrs
 }
 
 // put queues events, writing every full batch.

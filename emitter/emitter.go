@@ -87,6 +87,10 @@ type Store interface {
 	FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error)
 	// FireSetDecision marks a previous fire cancelled_by_next.
 	FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error
+	// FireSetRemaining and FireListEmitting keep and find the progress of
+	// background emissions.
+	FireSetRemaining(ctx context.Context, id string, remaining int) error
+	FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error)
 	// EventInsertMany writes events idempotently.
 	EventInsertMany(ctx context.Context, events []*model.Event) (inserted int, err error)
 	// EventCountByFire tells whether a previous fire has drained.
@@ -144,6 +148,17 @@ type Config struct {
 	// mostly waiting: concurrency lets the embedded store share commits and
 	// MongoDB round trips overlap. Default 32.
 	Workers int
+	// BackgroundThreshold: a fire with more events than this is recorded at
+	// once and its events are written in the background (resumably, see
+	// background.go), so that no request and no pass waits for it. Default
+	// 10000.
+	BackgroundThreshold int
+	// BackgroundChunk is the number of events of a background emission per
+	// store write; its progress is recorded after each. Default 5000.
+	BackgroundChunk int
+	// BackgroundWorkers is the number of fires emitted in the background at
+	// once by this instance. Default 2.
+	BackgroundWorkers int
 	// CleanupInterval is how often orphan children are deleted. Default 5m.
 	CleanupInterval time.Duration
 	// DrainTimeout bounds Stop: a pass in progress may finish until then and
@@ -163,6 +178,9 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.CatchUpLimit, time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
 	defaults.Set(&c.Workers, 32)
+	defaults.Set(&c.BackgroundThreshold, 10000)
+	defaults.Set(&c.BackgroundChunk, 5000)
+	defaults.Set(&c.BackgroundWorkers, 2)
 	defaults.Set(&c.CleanupInterval, 5*time.Minute)
 	defaults.Set(&c.DrainTimeout, 5*time.Second)
 }
@@ -184,6 +202,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("emitter config: BatchSize must be 1..100000, got %d", c.BatchSize)
 	case c.Workers < 1 || c.Workers > 256:
 		return fmt.Errorf("emitter config: Workers must be 1..256, got %d", c.Workers)
+	case c.BackgroundThreshold < 1:
+		return fmt.Errorf("emitter config: BackgroundThreshold must be at least 1, got %d", c.BackgroundThreshold)
+	case c.BackgroundChunk < 1 || c.BackgroundChunk > 100000:
+		return fmt.Errorf("emitter config: BackgroundChunk must be 1..100000, got %d", c.BackgroundChunk)
+	case c.BackgroundWorkers < 1 || c.BackgroundWorkers > 64:
+		return fmt.Errorf("emitter config: BackgroundWorkers must be 1..64, got %d", c.BackgroundWorkers)
 	case c.CleanupInterval < time.Second:
 		return fmt.Errorf("emitter config: CleanupInterval must be at least 1s, got %s", c.CleanupInterval)
 	case c.DrainTimeout < 0:
@@ -209,8 +233,10 @@ type Deps struct {
 	// Metrics receives counters. Default NopMetrics.
 	Metrics Metrics
 	// Emitted, if set, receives every fire this emitter recorded (inserted
-	// for the first time), after its events were written. Sends block until
-	// received or the context ends: a test hook, leave nil in production.
+	// for the first time), after its events were written, and every fire
+	// whose background emission it finished (Remaining 0). Sends block
+	// until received or the context ends: a test hook, leave nil in
+	// production.
 	Emitted chan<- *model.Fire
 }
 
@@ -231,6 +257,14 @@ type Emitter struct {
 
 	lifeMu sync.Mutex
 	sched  gocron.Scheduler
+
+	// Background emissions (background.go).
+	bgMu      sync.Mutex
+	bgOn      bool                 // started: large fires go to the workers
+	bgRunning map[string]bool      // fire ids a worker emits now
+	bgLocal   map[string]bool      // recorded here: emitted whatever the partition
+	bgRetry   map[string]time.Time // failed: not before then
+	bgWake    chan struct{}
 }
 
 // New validates cfg and returns an Emitter that does nothing until Start
@@ -258,6 +292,11 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 		log:  deps.Logger.With().Str(logkey.Component, "emitter").Logger(),
 		m:    deps.Metrics,
 		locs: map[string]*time.Location{},
+
+		bgRunning: map[string]bool{},
+		bgLocal:   map[string]bool{},
+		bgRetry:   map[string]time.Time{},
+		bgWake:    make(chan struct{}, 1),
 	}, nil
 }
 
@@ -267,8 +306,9 @@ func (e *Emitter) Config() Config { return e.cfg }
 // Start runs a pass at once and then every Window on a gocron scheduler
 // driven by the clock (singleton mode: a slow pass delays the next one
 // instead of overlapping it), plus the orphan-children clean-up every
-// CleanupInterval. Ready is closed once the passes are scheduled. Calling it
-// again while started does nothing.
+// CleanupInterval, and the background emission workers, which first resume
+// the fires a previous run left unfinished. Ready is closed once the passes
+// are scheduled. Calling it again while started does nothing.
 func (e *Emitter) Start(ctx context.Context) error {
 	e.lifeMu.Lock()
 	defer e.lifeMu.Unlock()
@@ -310,6 +350,11 @@ func (e *Emitter) Start(ctx context.Context) error {
 			}
 		})
 	}
+	e.bgMu.Lock()
+	e.bgOn = true
+	e.bgMu.Unlock()
+	e.Go(func() { e.dispatch(run) })
+	e.wake() // fires left unfinished before a restart
 	s.Start()
 	e.sched = s
 	e.Started()
@@ -333,7 +378,10 @@ func (e *Emitter) tracked(f func()) {
 }
 
 // Stop schedules no more passes, lets a pass in progress finish until
-// DrainTimeout, then cancels it and waits. It releases nothing: leases
+// DrainTimeout, then cancels it and waits. Background emissions stop after
+// the chunk in hand; their progress is kept and the next Start (here or on
+// the instance holding the partition) continues them. Large fires recorded
+// after Stop wait for that too. It releases nothing: leases
 // belong to the Partitions provider. Safe to call twice or before Start.
 func (e *Emitter) Stop() {
 	e.lifeMu.Lock()
@@ -351,6 +399,7 @@ func (e *Emitter) Stop() {
 
 func (e *Emitter) runPassLogged(ctx context.Context) {
 	st, err := e.RunPass(ctx)
+	e.wake() // partitions taken over, failed emissions due for a retry
 	if err != nil && ctx.Err() == nil {
 		e.log.Warn().Err(err).Msg("emitter pass failed")
 		return

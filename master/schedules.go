@@ -207,8 +207,9 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 // cron schedule's fires within the lead). Nothing else would emit them, so
 // the call is not cut short when the client gives up, and its failure is
 // the request's: the client retries (with its Idempotency-Key, the retry
-// finishes the emission; emission is idempotent). keys are m's compiled
-// children keys.
+// finishes the emission; emission is idempotent). A fire too large to write
+// within a request is only recorded here and written in the background.
+// keys are m's compiled children keys.
 func (s *Server) saved(ctx context.Context, m *model.Schedule, keys []cron.Key) error {
 	if s.emitter == nil || m.State != model.ScheduleActive {
 		return nil
@@ -445,7 +446,18 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
+	fireEmission(out, f)
 	return c.JSON(http.StatusAccepted, out)
+}
+
+// fireEmission marks the representation of a fire whose events are still
+// being written in the background.
+func fireEmission(out *api.Fire, f *model.Fire) {
+	if f.Remaining <= 0 {
+		return
+	}
+	emitting, emitted := true, f.Count-f.Remaining
+	out.Emitting, out.Emitted = &emitting, &emitted
 }
 
 // PreviewSchedule implements GET /v1/schedules/{id}/preview.

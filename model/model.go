@@ -164,7 +164,11 @@ type Fire struct {
 	Count     int          `json:"count"`
 	Decision  FireDecision `json:"decision"`
 	Note      string       `json:"note,omitempty"`
-	CreatedAt time.Time    `json:"createdAt"`
+	// Remaining is how many events of a fire emitted in the background are
+	// not written yet: events 0..Count-Remaining-1 exist, the rest may not.
+	// 0 once every event exists (and for fires emitted in one go).
+	Remaining int       `json:"remaining,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // EventStatus is where an event is in its life.

@@ -157,6 +157,13 @@ type FireStore interface {
 	// FireSetDecision sets the decision and note of an existing fire.
 	// ErrNotFound.
 	FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error
+	// FireSetRemaining lowers the fire's Remaining to remaining (the
+	// progress of a background emission); a larger value leaves it as it
+	// is, so that a slower writer never moves it back. ErrNotFound.
+	FireSetRemaining(ctx context.Context, id string, remaining int) error
+	// FireListEmitting returns up to limit fires whose Remaining is above
+	// 0, by id. Cross-tenant (the emitter resumes them).
+	FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error)
 }
 
 // EventCounts holds the number of events per status.

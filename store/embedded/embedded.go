@@ -92,6 +92,7 @@ var (
 	bWatermarks    = []byte("watermarks")
 	bFires         = []byte("fires")
 	bFireSched     = []byte("fires_by_schedule") // schedule\0fireTime id
+	bFireEmitting  = []byte("fires_emitting")    // id of fires with Remaining > 0
 	bEvents        = []byte("events")
 	bEvDue         = []byte("events_by_shard_status_launch") // -> fence
 	bEvFire        = []byte("events_by_fire_status")
@@ -107,7 +108,7 @@ var (
 	allBucketNames = [][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
-		bFires, bFireSched,
+		bFires, bFireSched, bFireEmitting,
 		bEvents, bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy, bEvFinished,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}

@@ -28,6 +28,11 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 			return err
 		}
 		inserted = true
+		if f.Remaining > 0 {
+			if err := tx.Bucket(bFireEmitting).Put([]byte(f.ID), nil); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bFireSched).Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil)
 	})
 	if err != nil {
@@ -121,6 +126,50 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 		f.Decision, f.Note = d, note
 		return putJSON(tx, bFires, []byte(id), &f)
 	})
+}
+
+// FireSetRemaining lowers the fire's Remaining; the fires_emitting index
+// loses the fire when it reaches 0. model.ErrNotFound.
+func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) error {
+	return s.batch(ctx, "fire set remaining", func(tx *bolt.Tx) error {
+		var f model.Fire
+		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+			return err
+		}
+		if remaining >= f.Remaining {
+			return nil
+		}
+		f.Remaining = max(remaining, 0)
+		if f.Remaining == 0 {
+			if err := tx.Bucket(bFireEmitting).Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return putJSON(tx, bFires, []byte(id), &f)
+	})
+}
+
+// FireListEmitting returns up to limit fires with Remaining > 0, by id.
+// Cross-tenant.
+func (s *Store) FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error) {
+	limit = limitOr(limit, 1000, 1000)
+	var out []*model.Fire
+	err := s.view(ctx, "fire list emitting", func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bFireEmitting).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			var f model.Fire
+			if err := getJSON(tx, bFires, k, &f); err != nil {
+				return err
+			}
+			out = append(out, &f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // beforeKey is the exclusive upper bound of a backward scan: the time t

@@ -231,6 +231,7 @@ type fireDoc struct {
 	Count      int    `bson:"count"`
 	Decision   string `bson:"decision"`
 	Note       string `bson:"note,omitempty"`
+	Remaining  int    `bson:"remaining,omitempty"`
 	CreatedAt  int64  `bson:"createdAt"`
 }
 
@@ -238,7 +239,7 @@ func toFireDoc(f *model.Fire) fireDoc {
 	return fireDoc{
 		ID: f.ID, ScheduleID: f.ScheduleID, TenantID: f.TenantID,
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
-		Decision: string(f.Decision), Note: f.Note, CreatedAt: unixNano(f.CreatedAt),
+		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
 	}
 }
 
@@ -246,7 +247,7 @@ func (d *fireDoc) model() *model.Fire {
 	return &model.Fire{
 		ID: d.ID, ScheduleID: d.ScheduleID, TenantID: d.TenantID,
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
-		Decision: model.FireDecision(d.Decision), Note: d.Note, CreatedAt: fromNano(d.CreatedAt),
+		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
 	}
 }
 

@@ -86,3 +86,40 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 	}
 	return nil
 }
+
+// FireSetRemaining lowers the fire's Remaining to remaining, never raising
+// it. ErrNotFound.
+func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) error {
+	remaining = max(remaining, 0)
+	defer s.lockCAS(s.fires, id)()
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "remaining", Value: bson.D{{Key: "$gt", Value: remaining}}}}
+	res, err := s.fires.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "remaining", Value: remaining}}}})
+	if err == nil && res.MatchedCount == 0 {
+		// Not lower than the stored value, or no such fire.
+		var n int64
+		n, err = s.fires.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+		if err == nil && n == 0 {
+			err = mongo.ErrNoDocuments
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("fire set remaining %s: %w", id, interpretError(err))
+	}
+	return nil
+}
+
+// FireListEmitting returns up to limit fires with Remaining > 0, by id.
+// Cross-tenant.
+func (s *Store) FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error) {
+	filter := bson.D{{Key: "remaining", Value: bson.D{{Key: "$gt", Value: 0}}}}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(limit))
+	docs, err := findAll[fireDoc](ctx, s.fires, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fire list emitting: %w", err)
+	}
+	out := make([]*model.Fire, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
+}

@@ -217,6 +217,8 @@ func indexSpecs() map[string][]mongo.IndexModel {
 		},
 		collFires: {
 			idx("schedule_firetime", false, "scheduleId", "fireTime"),
+			// The emitter's resume scan: fires still being emitted.
+			idx("remaining", false, "remaining"),
 		},
 		collEvents: {
 			// The handler's claim: due events of one queue shard.

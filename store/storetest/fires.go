@@ -93,4 +93,37 @@ var fireTests = []namedTest{
 		requireEqual(t, got.Count, f.Count, "Count kept")
 		requireIs(t, d.FireSetDecision(ctx, "nope", model.FireLate, ""), model.ErrNotFound, "FireSetDecision unknown")
 	}},
+	{"Emitting", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		big := newFire("A", "s1", at(time.Hour))
+		big.Count, big.Remaining = 100, 100
+		other := newFire("B", "s2", at(time.Hour))
+		other.Count, other.Remaining = 50, 20
+		done := newFire("A", "s1", at(2*time.Hour))
+		for _, f := range []*model.Fire{big, other, done} {
+			_, err := d.FireInsert(ctx, f)
+			requireNoError(t, err, "FireInsert")
+		}
+		got, err := d.FireListEmitting(ctx, 100)
+		requireNoError(t, err, "FireListEmitting")
+		requireIDs(t, fireIDs(got), []string{big.ID, other.ID}, "FireListEmitting: fires with Remaining, by id, across tenants")
+		requireEqual(t, got[1].Remaining, 20, "Remaining read back")
+
+		requireNoError(t, d.FireSetRemaining(ctx, big.ID, 40), "FireSetRemaining 40")
+		requireNoError(t, d.FireSetRemaining(ctx, big.ID, 70), "FireSetRemaining 70 (higher)")
+		f, err := d.FireGet(ctx, "A", big.ID)
+		requireNoError(t, err, "FireGet")
+		requireEqual(t, f.Remaining, 40, "Remaining never moves back up")
+		requireEqual(t, f.Count, 100, "Count kept")
+
+		requireNoError(t, d.FireSetRemaining(ctx, big.ID, 0), "FireSetRemaining 0")
+		got, err = d.FireListEmitting(ctx, 100)
+		requireNoError(t, err, "FireListEmitting after done")
+		requireIDs(t, fireIDs(got), []string{other.ID}, "FireListEmitting leaves out a finished fire")
+		got, err = d.FireListEmitting(ctx, 1)
+		requireNoError(t, err, "FireListEmitting limit")
+		requireEqual(t, len(got), 1, "FireListEmitting limit")
+
+		requireIs(t, d.FireSetRemaining(ctx, "nope", 0), model.ErrNotFound, "FireSetRemaining unknown")
+	}},
 }
