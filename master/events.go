@@ -396,5 +396,16 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 	if f.Note != "" {
 		out.Note = &f.Note
 	}
+	fireEmission(out, f)
 	return out, nil
+}
+
+// fireEmission marks the representation of a fire whose events are still
+// being written in the background.
+func fireEmission(out *api.Fire, f *model.Fire) {
+	if f.Remaining <= 0 {
+		return
+	}
+	emitting, emitted := true, f.Count-f.Remaining
+	out.Emitting, out.Emitted = &emitting, &emitted
 }

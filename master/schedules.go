@@ -446,18 +446,7 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	fireEmission(out, f)
 	return c.JSON(http.StatusAccepted, out)
-}
-
-// fireEmission marks the representation of a fire whose events are still
-// being written in the background.
-func fireEmission(out *api.Fire, f *model.Fire) {
-	if f.Remaining <= 0 {
-		return
-	}
-	emitting, emitted := true, f.Count-f.Remaining
-	out.Emitting, out.Emitted = &emitting, &emitted
 }
 
 // PreviewSchedule implements GET /v1/schedules/{id}/preview.
