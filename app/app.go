@@ -207,6 +207,9 @@ func (a *App) build(ctx context.Context) error {
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 		// The deliverer's SSRF rule, so that a target it would refuse is refused on save.
 		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
+		// Shared by every instance and kept across restarts, so that any
+		// of them replays a sealed idempotency record.
+		IdempotencySecret: []byte(cfg.SigningSecret),
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
 		// Releases served here hand tokens to this throttle's buckets.

@@ -118,6 +118,7 @@ type Server struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
+	seal    *sealer         // idempotency record bodies
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -147,6 +148,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: load embedded spec: %w", err)
 	}
+	seal, err := newSealer(cfg.IdempotencySecret)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:     cfg,
 		store:   deps.Store,
@@ -155,6 +160,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		now:     deps.Clock,
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
+		seal:    seal,
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
