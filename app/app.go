@@ -197,7 +197,9 @@ func (a *App) build(ctx context.Context) error {
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
+			// The master's idempotency records are cleaned up with the events.
+			Idempotency: a.store,
+			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
 		})
 	if err != nil {
 		return err
