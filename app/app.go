@@ -199,7 +199,9 @@ func (a *App) build(ctx context.Context) error {
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
+			// The master's idempotency records are cleaned up with the events.
+			Idempotency: a.store,
+			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
 		})
 	if err != nil {
 		return err
@@ -209,6 +211,9 @@ func (a *App) build(ctx context.Context) error {
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 		// The deliverer's SSRF rule, so that a target it would refuse is refused on save.
 		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
+		// Shared by every instance and kept across restarts, so that any
+		// of them replays a sealed idempotency record.
+		IdempotencySecret: []byte(cfg.SigningSecret),
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log,
 		// Releases served here hand tokens to this throttle's buckets.

@@ -242,19 +242,25 @@ type DeliveryRelease struct {
 
 // Event defines model for Event.
 type Event struct {
-	Attempts    int        `json:"attempts"`
-	Count       int        `json:"count"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	Deadline    *time.Time `json:"deadline,omitempty"`
+	Attempts  int        `json:"attempts"`
+	Count     int        `json:"count"`
+	CreatedAt time.Time  `json:"createdAt"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+
+	// DeliveredAt When the last successful attempt was made. Cleared by a redrive.
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
-	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
-	FireId      string     `json:"fireId"`
-	FireTime    time.Time  `json:"fireTime"`
-	Id          string     `json:"id"`
-	Index       int        `json:"index"`
-	LastError   *string    `json:"lastError,omitempty"`
-	LaunchAt    time.Time  `json:"launchAt"`
-	MaxAttempts int        `json:"maxAttempts"`
+
+	// FinishedAt When the event reached released, dead or cancelled. Absent while it is not finished (cleared by a redrive).
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	FireId     string     `json:"fireId"`
+	FireTime   time.Time  `json:"fireTime"`
+	Id         string     `json:"id"`
+	Index      int        `json:"index"`
+
+	// LastError The error of the most recent failed attempt. Kept after a redrive as history (the event is pending with attempts 0 but shows the error that made it dead) until a new attempt fails.
+	LastError   *string   `json:"lastError,omitempty"`
+	LaunchAt    time.Time `json:"launchAt"`
+	MaxAttempts int       `json:"maxAttempts"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -266,8 +272,10 @@ type Event struct {
 	Status         EventStatus `json:"status"`
 	Target         Target      `json:"target"`
 	TokenExpiresAt *time.Time  `json:"tokenExpiresAt,omitempty"`
-	TokenTimedOut  *bool       `json:"tokenTimedOut,omitempty"`
-	UpdatedAt      time.Time   `json:"updatedAt"`
+
+	// TokenTimedOut The consumer did not release the token before it expired. Cleared by a redrive.
+	TokenTimedOut *bool     `json:"tokenTimedOut,omitempty"`
+	UpdatedAt     time.Time `json:"updatedAt"`
 }
 
 // EventList defines model for EventList.
@@ -850,6 +858,8 @@ type ClientInterface interface {
 
 	// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
 	//
+	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
+	//
 	// Corresponds with POST /v1/events/{id}/redrive (the `RedriveEvent` operationId).
 	RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1128,6 +1138,8 @@ func (c *Client) ExtendEvent(ctx context.Context, id ID, body ExtendEventJSONReq
 }
 
 // RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+//
+// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //
 // Corresponds with POST /v1/events/{id}/redrive (the `RedriveEvent` operationId).
 func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2944,6 +2956,8 @@ type ClientWithResponsesInterface interface {
 	ExtendEventWithResponse(ctx context.Context, id ID, body ExtendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendEventResponse, error)
 
 	// RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	//
+	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6061,6 +6075,8 @@ func (c *ClientWithResponses) ExtendEventWithResponse(ctx context.Context, id ID
 }
 
 // RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+//
+// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -125,6 +125,10 @@ type Config struct {
 	Retention time.Duration
 	// RetentionInterval is how often the retention job runs. Default 1m.
 	RetentionInterval time.Duration
+	// IdempotencyRetention is how long the master's idempotency records
+	// (Deps.Idempotency) are kept: a retry with the same Idempotency-Key
+	// within it replays the first answer. Default 24h.
+	IdempotencyRetention time.Duration
 	// ReclaimInterval is how often timed-out tokens are reclaimed.
 	// Default 2s.
 	ReclaimInterval time.Duration
@@ -163,6 +167,7 @@ func (c *Config) validate() error {
 	defaults.Set(&c.PrefetchInterval, time.Second)
 	defaults.Set(&c.Retention, 24*time.Hour)
 	defaults.Set(&c.RetentionInterval, time.Minute)
+	defaults.Set(&c.IdempotencyRetention, 24*time.Hour)
 	defaults.Set(&c.ReclaimInterval, 2*time.Second)
 	defaults.Set(&c.MaxRetryAfter, time.Hour)
 	defaults.Set(&c.TakeoverGrace, 2*time.Second)
@@ -185,7 +190,7 @@ func (c *Config) validate() error {
 		name string
 	}{
 		{c.Horizon, "Horizon"}, {c.PrefetchInterval, "PrefetchInterval"}, {c.Retention, "Retention"},
-		{c.RetentionInterval, "RetentionInterval"}, {c.ReclaimInterval, "ReclaimInterval"},
+		{c.RetentionInterval, "RetentionInterval"}, {c.IdempotencyRetention, "IdempotencyRetention"}, {c.ReclaimInterval, "ReclaimInterval"},
 		{c.MaxRetryAfter, "MaxRetryAfter"}, {c.TakeoverGrace, "TakeoverGrace"}, {c.DrainTimeout, "DrainTimeout"},
 	} {
 		if d.v < 0 {
@@ -249,6 +254,9 @@ type Deps struct {
 	Throttle Throttle
 	// Deliverers route events by Target.Type.
 	Deliverers map[model.TargetType]Deliverer
+	// Idempotency, if set, has its old records deleted by the retention
+	// job (PurgeIdempotency).
+	Idempotency IdempotencyStore
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger
@@ -354,6 +362,7 @@ func (h *Handler) Start(ctx context.Context) error {
 	}{
 		{h.cfg.ReclaimInterval, "reclaim", h.Reclaim},
 		{h.cfg.RetentionInterval, "retention", func(ctx context.Context) error { _, err := h.Purge(ctx); return err }},
+		{h.cfg.RetentionInterval, "idempotency retention", func(ctx context.Context) error { _, err := h.PurgeIdempotency(ctx); return err }},
 	}
 	for _, j := range jobs {
 		_, err := s.NewJob(gocron.DurationJob(j.every), gocron.NewTask(func() {

@@ -70,6 +70,11 @@ type Config struct {
 	// request carrying the same Idempotency-Key waits for the first one's
 	// answer (default 5s).
 	IdempotencyWait time.Duration
+	// IdempotencySecret is what the key sealing idempotency records
+	// (AES-256-GCM) is derived from; instances sharing a store need the same
+	// one. The runtime passes the signing secret. Empty: a random key, so
+	// records replay only in this process.
+	IdempotencySecret []byte
 }
 
 // RateLimit is a token bucket per tenant: PerSecond requests per second on

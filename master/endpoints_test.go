@@ -521,11 +521,26 @@ func TestEvents(t *testing.T) {
 		wantProblem(t, err, inv.HTTPResponse, inv.Body, http.StatusUnprocessableEntity, "extendBy")
 	})
 	t.Run("Redrive", func(t *testing.T) {
-		e := h.insertEvent(tid, "sch_a", "", model.EventDead)
+		// Dead after its last attempt failed: it shows when it finished
+		// and what failed.
+		e := h.insertEvent(tid, "sch_a", "", model.EventDead, func(e *model.Event) {
+			fin := e.LaunchAt.Add(time.Minute)
+			e.Attempts, e.LastError, e.FinishedAt, e.DeliveredAt, e.TokenTimedOut = 3, "HTTP 500", &fin, &fin, true
+		})
 		r, err := c.RedriveEventWithResponse(h.ctx, e.ID)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 		if r.JSON200.Status != client.EventStatusPending || r.JSON200.Attempts != 0 {
 			t.Fatalf("redriven %s", r.Body)
+		}
+		// Nothing says it is finished; the error stays as history.
+		if r.JSON200.FinishedAt != nil || r.JSON200.DeliveredAt != nil || (r.JSON200.TokenTimedOut != nil && *r.JSON200.TokenTimedOut) {
+			t.Fatalf("redriven event still describes its finished attempt: %s", r.Body)
+		}
+		if r.JSON200.LastError == nil || *r.JSON200.LastError != "HTTP 500" {
+			t.Fatalf("redriven event lost its last error: %s", r.Body)
+		}
+		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.FinishedAt != nil || stored.DeliveredAt != nil {
+			t.Fatalf("stored redriven event %+v still finished", stored)
 		}
 		again, err := c.RedriveEventWithResponse(h.ctx, e.ID)
 		wantProblem(t, err, again.HTTPResponse, again.Body, http.StatusConflict, "")

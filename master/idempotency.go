@@ -29,7 +29,8 @@ type recoverFunc func(id string) (int, any, error)
 // for the same request is replayed; one for another request answers 422. Else
 // the object gets an id derived from the key, so concurrent retries collide in
 // the store (ErrConflict) instead of making duplicates; the loser waits for
-// the winner's record and replays it. Only successful answers are recorded.
+// the winner's record and replays it. Only successful answers are recorded,
+// sealed (see sealer): the record holds no clear answer.
 func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, recoverObj recoverFunc) error {
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" {
@@ -48,7 +49,7 @@ func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, re
 	rec, err := s.store.IdempotencyGet(ctx, scope, key)
 	switch {
 	case err == nil:
-		return replay(c, rec, hash)
+		return s.replay(c, rec, hash)
 	case !errors.Is(err, model.ErrNotFound):
 		return err
 	}
@@ -62,7 +63,7 @@ func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, re
 		for {
 			rec, gerr := s.store.IdempotencyGet(ctx, scope, key)
 			if gerr == nil {
-				return replay(c, rec, hash)
+				return s.replay(c, rec, hash)
 			}
 			if !errors.Is(gerr, model.ErrNotFound) {
 				return gerr
@@ -91,10 +92,14 @@ func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, re
 	if err != nil {
 		return err
 	}
-	rec = &model.IdempotencyRecord{TenantID: scope, Key: key, RequestHash: hash, Status: status, Body: b, CreatedAt: s.now().UTC()}
+	sealed, err := s.seal.seal(b, scope, key, hash)
+	if err != nil {
+		return err
+	}
+	rec = &model.IdempotencyRecord{TenantID: scope, Key: key, RequestHash: hash, Status: status, Body: sealed, CreatedAt: s.now().UTC()}
 	if existing, perr := s.store.IdempotencyPut(ctx, rec); perr != nil {
 		if errors.Is(perr, model.ErrConflict) && existing != nil {
-			return replay(c, existing, hash)
+			return s.replay(c, existing, hash)
 		}
 		// The object exists; a retry will find it through recoverObj.
 		s.log.Warn().Err(perr).Str("key", key).Msg("storing idempotency record failed")
@@ -102,12 +107,18 @@ func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, re
 	return c.JSONBlob(status, b)
 }
 
-func replay(c echo.Context, rec *model.IdempotencyRecord, hash string) error {
+func (s *Server) replay(c echo.Context, rec *model.IdempotencyRecord, hash string) error {
 	if rec.RequestHash != hash {
 		return &problem{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused", title: "Idempotency-Key reused",
 			detail: "this Idempotency-Key was used with a different request",
 			fields: []api.FieldProblem{{Field: "Idempotency-Key", Reason: "already used with a different request"}}}
 	}
+	body, err := s.seal.open(rec.Body, rec.TenantID, rec.Key, rec.RequestHash)
+	if err != nil {
+		// Sealed under another secret: the object exists, its answer is lost.
+		s.log.Warn().Err(err).Str("key", rec.Key).Msg("replaying idempotency record")
+		return conflict("the first answer to this Idempotency-Key cannot be read (the server's secret changed); use a new key")
+	}
 	c.Response().Header().Set("Idempotent-Replayed", "true")
-	return c.JSONBlob(rec.Status, rec.Body)
+	return c.JSONBlob(rec.Status, body)
 }

@@ -1,14 +1,21 @@
 package master_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -218,3 +225,84 @@ func (h *harness) clientLike(c *client.ClientWithResponses) *client.ClientWithRe
 
 var _ = fmt.Sprint
 var _ = model.ErrNotFound
+
+func TestIdempotencyRecordsHoldNoClearKey(t *testing.T) {
+	secret := []byte("signing-secret-for-tests")
+	withSecret := func(s []byte) harnessOption {
+		return func(c *master.Config, _ *master.Deps) { c.IdempotencySecret = s }
+	}
+	h := newHarness(t, withSecret(secret))
+	tr, err := h.admin.CreateTenantWithResponse(h.ctx, nil, client.TenantCreate{Name: "sealed"})
+	mustStatus(t, err, tr.StatusCode(), tr.Body, http.StatusCreated)
+	tid := tr.JSON201.Id
+	params := &client.CreateAPIKeyParams{IdempotencyKey: ptr("sealed-key")}
+	k1, err := h.admin.CreateAPIKeyWithResponse(h.ctx, tid, params)
+	mustStatus(t, err, k1.StatusCode(), k1.Body, http.StatusCreated)
+	clearKey := k1.JSON201.Key
+
+	// The record as the store holds it.
+	rec, err := h.st.IdempotencyGet(h.ctx, "admin", "sealed-key")
+	if err != nil {
+		t.Fatalf("IdempotencyGet: %v", err)
+	}
+	secretPart := strings.TrimPrefix(clearKey, k1.JSON201.Prefix)
+	if len(secretPart) < 16 || bytes.Contains(rec.Body, []byte(secretPart)) || bytes.Contains(rec.Body, []byte(k1.JSON201.Id)) {
+		t.Fatalf("stored idempotency record holds the answer in clear: %q", rec.Body)
+	}
+	if json.Valid(rec.Body) {
+		t.Fatalf("stored idempotency record body is JSON: %q", rec.Body)
+	}
+
+	// Another instance with the same secret replays the same key.
+	same := &harness{t: t, st: h.st, em: h.em, ctx: h.ctx}
+	same.srv, err = master.New(master.Config{AdminKey: testAdminKey, Partitions: 4, IdempotencySecret: secret},
+		master.Deps{Store: h.st, Emitter: h.em, Tokens: countingTokens{st: h.st, n: new(atomic.Int64)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same.url = startServer(t, same.srv)
+	k2, err := same.client(testAdminKey).CreateAPIKeyWithResponse(h.ctx, tid, params)
+	mustStatus(t, err, k2.StatusCode(), k2.Body, http.StatusCreated)
+	if k2.JSON201.Key != clearKey || k2.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay on another instance: key %q replayed %q, want %q replayed", k2.JSON201.Key, k2.HTTPResponse.Header.Get("Idempotent-Replayed"), clearKey)
+	}
+
+	// One with another secret cannot open it: a 409, and no second key.
+	other := &harness{t: t, st: h.st, em: h.em, ctx: h.ctx}
+	other.srv, err = master.New(master.Config{AdminKey: testAdminKey, Partitions: 4, IdempotencySecret: []byte("another-secret")},
+		master.Deps{Store: h.st, Emitter: h.em, Tokens: countingTokens{st: h.st, n: new(atomic.Int64)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.url = startServer(t, other.srv)
+	k3, err := other.client(testAdminKey).CreateAPIKeyWithResponse(h.ctx, tid, params)
+	wantProblem(t, err, k3.HTTPResponse, k3.Body, http.StatusConflict, "")
+	if bytes.Contains(k3.Body, []byte(secretPart)) {
+		t.Fatalf("409 shows the key: %s", k3.Body)
+	}
+	if keys, _ := h.st.APIKeyList(h.ctx, tid); len(keys) != 1 {
+		t.Fatalf("%d keys, want 1", len(keys))
+	}
+}
+
+func TestIdempotencyReplaysRecordsStoredInClear(t *testing.T) {
+	// Records written before bodies were sealed are replayed as they are.
+	h := newHarness(t)
+	tid, a := h.tenant("legacy")
+	p := h.policy(a, "p", 2)
+	body, _ := json.Marshal(p)
+	params := &client.CreatePolicyParams{IdempotencyKey: ptr("legacy-1")}
+	create := client.PolicyCreate{Name: "p", MaxInFlight: 2}
+	// The hash of the request the same way the master computes it.
+	raw, _ := json.Marshal(create)
+	sum := sha256.Sum256([]byte("POST /v1/policies\n" + string(raw)))
+	if _, err := h.st.IdempotencyPut(h.ctx, &model.IdempotencyRecord{TenantID: tid, Key: "legacy-1",
+		RequestHash: hex.EncodeToString(sum[:]), Status: http.StatusCreated, Body: body, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.CreatePolicyWithResponse(h.ctx, params, create)
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
+	if r.JSON201.Id != p.Id || r.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("clear record replayed as %s (replayed %q), want policy %s", r.Body, r.HTTPResponse.Header.Get("Idempotent-Replayed"), p.Id)
+	}
+}

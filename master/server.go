@@ -119,6 +119,7 @@ type Server struct {
 	clock   clockwork.Clock
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
+	seal    *sealer         // idempotency record bodies
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -150,6 +151,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: load embedded spec: %w", err)
 	}
+	seal, err := newSealer(cfg.IdempotencySecret)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:     cfg,
 		store:   deps.Store,
@@ -158,6 +163,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		clock:   deps.Clock,
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
+		seal:    seal,
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")

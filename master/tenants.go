@@ -47,9 +47,9 @@ func (s *Server) GetTenant(c echo.Context, id api.ID) error {
 }
 
 // CreateAPIKey implements POST /v1/tenants/{id}/keys (admin). Only the hash
-// of the key is stored; the clear key is in this answer only (and in the
-// idempotency record of a request that carried an Idempotency-Key, so that a
-// retry gets the same key).
+// of the key is stored; the clear key is in this answer only (and, sealed,
+// in the idempotency record of a request that carried an Idempotency-Key, so
+// that a retry gets the same key).
 func (s *Server) CreateAPIKey(c echo.Context, tenantID api.ID, _ api.CreateAPIKeyParams) error {
 	ctx := c.Request().Context()
 	if _, err := s.store.TenantGet(ctx, tenantID); err != nil {

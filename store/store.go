@@ -216,7 +216,11 @@ type EventTransition struct {
 	TokenExpiredBy *time.Time
 	DeliveredAt    *time.Time
 	FinishedAt     *time.Time
-	At             time.Time // UpdatedAt
+	// ClearOutcome sets DeliveredAt and FinishedAt to nil and TokenTimedOut
+	// to false: what described a finished attempt (redrive). It wins over
+	// those fields. LastError is kept as the history of the last failure.
+	ClearOutcome bool
+	At           time.Time // UpdatedAt
 	// RequiresPrevious applies the transition only if the previous one in
 	// the same EventTransition call succeeded (nil result); otherwise it is
 	// not attempted and its result is ErrConflict. On the first transition

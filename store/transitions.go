@@ -59,10 +59,13 @@ func Acknowledge(id string, from model.EventStatus, now time.Time) EventTransiti
 	return EventTransition{ID: id, From: from, To: model.EventReleased, FinishedAt: &now, At: now}
 }
 
-// Redrive sends a dead event again from its first attempt, now.
+// Redrive sends a dead event again from its first attempt, now: attempts
+// reset and the finished attempt's outcome (finishedAt, deliveredAt,
+// tokenTimedOut, any token) cleared. LastError stays: it is the error that
+// made the event dead until a new attempt fails.
 func Redrive(id string, now time.Time) EventTransition {
 	return EventTransition{ID: id, From: model.EventDead, To: model.EventPending,
-		LaunchAt: now, ResetAttempts: true, At: now}
+		LaunchAt: now, ResetAttempts: true, ClearOutcome: true, ClearToken: true, At: now}
 }
 
 // Delivered records a successful attempt whose consumer keeps the token

@@ -67,7 +67,7 @@ func TestTokenTransitions(t *testing.T) {
 		t.Fatalf("ExtendToken: %+v", ext)
 	}
 	red := Redrive("e1", now)
-	if red.From != model.EventDead || red.To != model.EventPending || !red.ResetAttempts || !red.LaunchAt.Equal(now) {
+	if red.From != model.EventDead || red.To != model.EventPending || !red.ResetAttempts || !red.ClearOutcome || !red.ClearToken || !red.LaunchAt.Equal(now) {
 		t.Fatalf("Redrive: %+v", red)
 	}
 	retry := Retry("e1", model.EventScheduled, 3, 0, until, "boom", false, now)

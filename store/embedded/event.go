@@ -524,6 +524,9 @@ func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, resu
 	if t.FinishedAt != nil {
 		e.FinishedAt = t.FinishedAt
 	}
+	if t.ClearOutcome {
+		e.DeliveredAt, e.FinishedAt, e.TokenTimedOut = nil, nil, false
+	}
 	if !t.At.IsZero() {
 		e.UpdatedAt = t.At
 	}

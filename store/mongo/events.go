@@ -372,21 +372,29 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	if t.TokenExpiresAt != nil {
 		set = append(set, bson.E{Key: "tokenExpiresAt", Value: unixNano(*t.TokenExpiresAt)})
 	}
-	if t.TokenTimedOut {
+	if t.TokenTimedOut && !t.ClearOutcome {
 		set = append(set, bson.E{Key: "tokenTimedOut", Value: true})
 	}
-	if t.DeliveredAt != nil {
+	if t.DeliveredAt != nil && !t.ClearOutcome {
 		set = append(set, bson.E{Key: "deliveredAt", Value: unixNano(*t.DeliveredAt)})
 	}
-	if t.FinishedAt != nil {
+	if t.FinishedAt != nil && !t.ClearOutcome {
 		set = append(set, bson.E{Key: "finishedAt", Value: unixNano(*t.FinishedAt)})
 	}
 	if !t.At.IsZero() {
 		set = append(set, bson.E{Key: "updatedAt", Value: unixNano(t.At)})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	var unset bson.D
 	if t.ClearToken && t.TokenExpiresAt == nil {
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "tokenExpiresAt", Value: ""}}})
+		unset = append(unset, bson.E{Key: "tokenExpiresAt", Value: ""})
+	}
+	if t.ClearOutcome {
+		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
+			bson.E{Key: "tokenTimedOut", Value: ""})
+	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
 
 	unlock := s.lockCAS(s.events, t.ID)

@@ -416,6 +416,43 @@ var eventTests = []namedTest{
 			requireTime(t, got.LaunchAt, at(5*time.Minute), "LaunchAt after redrive")
 		})
 	}},
+	{"RedriveStartsOver", func(t *testing.T, d store.Driver) {
+		// A redriven event is pending again with nothing of its finished
+		// attempt left but the error, kept as history.
+		ctx := t.Context()
+		e := newEvent("A", "s1", base, 0)
+		insertEvents(t, d, e)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 1})
+		requireNoError(t, err, "EventClaimDue")
+		for _, tr := range []store.EventTransition{
+			{ID: e.ID, From: model.EventScheduled, Fence: 1, To: model.EventDelivering, Attempts: 1, TokenExpiresAt: ptr(at(time.Minute)), At: at(time.Second)},
+			{ID: e.ID, From: model.EventDelivering, Fence: 1, To: model.EventDelivered, DeliveredAt: ptr(at(2 * time.Second)), At: at(2 * time.Second)},
+			{ID: e.ID, From: model.EventDelivered, To: model.EventDead, TokenTimedOut: true, LastError: "HTTP 500",
+				FinishedAt: ptr(at(3 * time.Second)), At: at(3 * time.Second)},
+		} {
+			requireNoError(t, transition(t, d, tr), fmt.Sprintf("%s -> %s", tr.From, tr.To))
+		}
+
+		requireNoError(t, transition(t, d, store.Redrive(e.ID, at(time.Hour))), "redrive")
+		got := getEvent(t, d, e.ID)
+		requireEqual(t, got.Status, model.EventPending, "Status")
+		requireEqual(t, got.Attempts, 0, "Attempts")
+		requireTime(t, got.LaunchAt, at(time.Hour), "LaunchAt")
+		requireTimePtr(t, got.FinishedAt, nil, "FinishedAt")
+		requireTimePtr(t, got.DeliveredAt, nil, "DeliveredAt")
+		requireTimePtr(t, got.TokenExpiresAt, nil, "TokenExpiresAt")
+		requireEqual(t, got.TokenTimedOut, false, "TokenTimedOut")
+		requireEqual(t, got.LastError, "HTTP 500", "LastError kept as history")
+		requireTime(t, got.UpdatedAt, at(time.Hour), "UpdatedAt")
+
+		// It is claimable again and retention does not take it.
+		n, err := d.EventDeleteFinishedBefore(ctx, at(48*time.Hour), 10)
+		requireNoError(t, err, "EventDeleteFinishedBefore")
+		requireEqual(t, n, 0, "redriven events deleted by retention")
+		claimed, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 2, DueBefore: at(2 * time.Hour), Limit: 10})
+		requireNoError(t, err, "EventClaimDue after redrive")
+		requireIDs(t, eventIDs(claimed), []string{e.ID}, "redriven event claimed")
+	}},
 	{"CancelPending", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		f1, f2 := at(time.Hour), at(2*time.Hour)
