@@ -207,7 +207,7 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 	// before it wrote the outcome can send that event again (unless the
 	// consumer's release, which acknowledges receipt, reached the store
 	// first). The goal is at most 0.1% of the events; it is reported (and
-	// recorded in BENCHMARKS.md) and asserted at one per kill, since how
+	// recorded in docs/benchmarks.md) and asserted at one per kill, since how
 	// many deliveries a kill leaves unrecorded depends on how slow FerretDB
 	// is at that moment (runs at this size on 2026-11-23: 0 and 0).
 	d.assert(r, checks{dupFraction: 0.001, dupAtLeast: kills, noTokenTimeout: true})
