@@ -21,7 +21,7 @@ import (
 )
 
 // Benchmarks on the embedded store. They only run with -bench; see
-// BENCHMARKS-emitter.md for the command and the figures.
+// docs/benchmarks.md (Emitter) for the command and the figures.
 //
 // The data: benchDue schedules fire at minute 1 of every hour ("1 * * * *"
 // in UTC, Europe/Berlin, America/New_York and Asia/Tokyo, all whole-hour

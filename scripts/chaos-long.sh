@@ -5,7 +5,7 @@
 # process. About 25-35 minutes on two cores. The summary goes to the terminal
 # and to $CHAOS_OUT_DIR/chaos-long-YYYY-MM-DD.log (default /tmp), the full
 # test output to chaos-long-YYYY-MM-DD.test.log beside it; copy the figures
-# into BENCHMARKS.md.
+# into docs/benchmarks.md.
 #
 #   scripts/chaos-long.sh              # everything
 #   scripts/chaos-long.sh -run Kill    # only the chaos tests matching a pattern

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Usage: start schedulerd with SCHEDULER_ADMIN_KEY=admin-walkthrough-key-123456 on
 # 127.0.0.1:8080 and python3 consumer.py (port 9099) in the same directory,
-# then run this script there. README-master.md shows its output.
+# then run this script there. docs/api.md (Walk-through) shows its output.
 # Runs the README walkthrough against a live schedulerd and prints a transcript.
 API=http://127.0.0.1:8080
 ADMIN=admin-walkthrough-key-123456

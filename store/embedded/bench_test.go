@@ -1,7 +1,7 @@
 package embedded
 
 // Driver benchmarks; they only run with -bench. Figures and the command
-// lines are in BENCHMARKS-store.md:
+// lines are in docs/benchmarks.md (Stores):
 //
 //	go test -run='^$' -bench='Driver' ./store/embedded
 //

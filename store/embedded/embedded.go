@@ -7,7 +7,7 @@
 // atomic: a row and every index entry that points at it change in the same
 // commit, so a kill -9 can never leave an index pointing at a missing or
 // stale row, and anything a method acknowledged is on disk.
-// BENCHMARKS-store.md records the measurements behind choosing bbolt over
+// docs/benchmarks.md (Stores) records the measurements behind choosing bbolt over
 // pebble.
 //
 // Layout: one bucket per kind of row (JSON values, except events, which use

@@ -14,7 +14,7 @@ package mongo_test
 //
 // They skip unless SCHEDULER_TEST_MONGO_URI names a real MongoDB: FerretDB v1
 // scans whole collections, so its timings would say nothing about MongoDB's.
-// See BENCHMARKS-mongo.md. Run with:
+// See docs/benchmarks.md (MongoDB driver). Run with:
 //
 //	SCHEDULER_TEST_MONGO_URI=mongodb://127.0.0.1:27017/?directConnection=true \
 //	  go test -run='^$' -bench=. -benchtime=1x ./store/mongo
