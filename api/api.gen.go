@@ -501,7 +501,9 @@ type ScheduleCreate struct {
 	// Priority Higher goes first among waiting events (default 0).
 	Priority *int `json:"priority,omitempty"`
 
-	// RunAt Launch instant of a one-off delayed job.
+	// RunAt Launch instant of a one-off delayed job. An instant in the past
+	// fires at once; one older than the catch-up limit is refused
+	// (422 naming runAt) unless misfire is fire_all.
 	RunAt *time.Time `json:"runAt,omitempty"`
 
 	// Spread Spread the launch times of a fire's events evenly over the window.
@@ -572,11 +574,81 @@ type Tenant struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas TenantQuotas `json:"quotas"`
+
+	// Targets The delivery targets a tenant may use. Absent or empty lists mean no
+	// restriction of that kind is set; once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix.
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight The effective weight (the tenant's own or the configured default).
+	Weight int `json:"weight"`
 }
 
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
+// in a tenant, every quota is the effective one (the tenant's own or
+// the configured default).
+type TenantQuotas struct {
+	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
+	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
+
+	// MaxEventsPerMinute Emission rate of the tenant, in events per minute. Stored and
+	// shown; not enforced yet.
+	MaxEventsPerMinute *int `json:"maxEventsPerMinute,omitempty"`
+
+	// MaxEventsStored Most events the tenant may have stored (waiting, in flight and
+	// retained). A create, update, trigger or resume that would pass it
+	// answers 429 naming maxEventsStored with the current figure.
+	MaxEventsStored *int `json:"maxEventsStored,omitempty"`
+
+	// MaxSchedules Most schedules the tenant may have; a create over it answers 422 naming maxSchedules.
+	MaxSchedules *int `json:"maxSchedules,omitempty"`
+}
+
+// TenantTargets The delivery targets a tenant may use. Absent or empty lists mean no
+// restriction of that kind is set; once any list is set, an http
+// target must match a host pattern or a CIDR, and an sqs target must
+// start with a queue URL prefix.
+type TenantTargets struct {
+	// Cidrs Address ranges such as `203.0.113.0/24`. An address literal in
+	// the URL must be in one; a host name that matches no host pattern
+	// is checked by delivery, on every resolved address.
+	Cidrs *[]string `json:"cidrs,omitempty"`
+
+	// Hosts Host names such as `hooks.example.com`, or `*.example.com` for any subdomain of example.com.
+	Hosts *[]string `json:"hosts,omitempty"`
+
+	// QueueUrlPrefixes Prefixes of SQS queue URLs, such as `https://sqs.eu-west-1.amazonaws.com/123456789012/`.
+	QueueUrlPrefixes *[]string `json:"queueUrlPrefixes,omitempty"`
+}
+
+// TenantUpdate defines model for TenantUpdate.
+type TenantUpdate struct {
+	Name *string `json:"name,omitempty"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas *TenantQuotas `json:"quotas,omitempty"`
+
+	// Targets The delivery targets a tenant may use. Absent or empty lists mean no
+	// restriction of that kind is set; once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix.
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight Share of delivery capacity relative to other tenants (used by fair delivery).
+	Weight *int `json:"weight,omitempty"`
 }
 
 // Cursor defines model for Cursor.
@@ -602,6 +674,9 @@ type Error = Problem
 
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
+
+// InsufficientStorage RFC 9457 problem details.
+type InsufficientStorage = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -731,6 +806,9 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
 
+// UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
+type UpdateTenantJSONRequestBody = TenantUpdate
+
 // DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
 type DeliverEventJSONRequestBody = DeliveryMessage
 
@@ -805,6 +883,9 @@ type ServerInterface interface {
 	// GetTenant Get a tenant (admin key only).
 	// (GET /v1/tenants/{id})
 	GetTenant(ctx echo.Context, id ID) error
+	// UpdateTenant Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	// (PATCH /v1/tenants/{id})
+	UpdateTenant(ctx echo.Context, id ID) error
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
 	// (GET /v1/tenants/{id}/keys)
 	ListAPIKeys(ctx echo.Context, id ID) error
@@ -1320,6 +1401,22 @@ func (w *ServerInterfaceWrapper) GetTenant(ctx echo.Context) error {
 	return err
 }
 
+// UpdateTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateTenant(ctx, id)
+	return err
+}
+
 // ListAPIKeys converts echo context to params.
 func (w *ServerInterfaceWrapper) ListAPIKeys(ctx echo.Context) error {
 	var err error
@@ -1466,6 +1563,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
+	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id/keys", wrapper.ListAPIKeys, options.OperationMiddlewares["listAPIKeys"]...)
 	router.POST(options.BaseURL+"/v1/tenants/:id/keys", wrapper.CreateAPIKey, options.OperationMiddlewares["createAPIKey"]...)
 	router.DELETE(options.BaseURL+"/v1/tenants/:id/keys/:keyId", wrapper.RevokeAPIKey, options.OperationMiddlewares["revokeAPIKey"]...)
@@ -1563,127 +1661,145 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1pcxu3suhfQc17VSZvRhQl2+eeSHU+KE6c6GWxriTXeVUZVwjNNElEQ4AGMKJ4Uvrvt9ANzEION1uS",
-	"l6j8wdQM1kbv6O75K0rVZKokSGuio7+iKdd8AhY0/vWq0EZp9ysDk2oxtULJ6Ci6HAMbSLi11GDA1JDZ",
-	"MbCphhuhCsOmfATHjMs5U3YMmt3wvAAmDNMwLAxkbCbsmL3o93tRHAk35PsC9DyKI8knEB1FKc0cRyYd",
-	"w4S7Jdj51L0xVgs5iu7u4uj0e/ccu0+5HVe9RRbFkYb3hdCQRUdWF1AfacJvfwE5suPo6LDfj6OJkOHv",
-	"g7htngwmU2VBpvOfYb4MjhOmwWoBGUs1cAu0OwcQwyfArmHOuMyqB1cqm7suhZYGnw6FNjaRXJoZaGxL",
-	"AxkmlR0LOTpujobjc0mwxdEq0CaSYHt42GM/w9wwroGZVE0hY1bhOCnPc9DPDLMgubS9RIZTGAPPQFeA",
-	"rO18z219FRRfvtwMxV/ERNhl4J3xETAj/gOsk8GQF7llB/1+dxVi5DjKwjrEpJhERwd9f5j+z3IRQloY",
-	"gY7u3DI0mKmSBhDBv+PZObwvwODCUiUtSPzJp9NcpNytcX+q1VUOk2/+NG7Bf9Wm/r8ahtFR9H/2KyLa",
-	"p7dm/4x60aTL5KNpWpYpOmU24TYlpDk5O2W1Dr3oLo5eKTnMRfroy1RXf0JqWTrmcgQZmwCXs7HIIXYY",
-	"JySud6aVHDFjuYWYKe3eGCvynAmZyMLAsXvYGYDWSpsBk3wi5MjjPeRZzNwxsUGv19vnuQaezffgVhhr",
-	"Bt2A5In0C/EN2Jg7yuGWFVK8L4AYTMxMkY4ZN4yzqcpFOn9m3HTgMPwujn5wK3hMCJ5IVki4nUJqIWMI",
-	"ANZ5idh9F0evlb4SWQbysQ/VsZAJnyPaOV7A7FgYpqagcVLWIb6A7ZRkXDKeTYSstVAaz0/DDWgDtJ3f",
-	"lH2tCpk95m5+U3TkHjuGuC5hPIfDZV0q9QvXI/hUBB7Yc+4W4ZbHiWpSJYdiVGjIGPK0sNhfuZx7nmQe",
-	"e8107s9MuXjtpBkuz20Bbse8MA6VlY4dZmjIgRtwEitx6gBIR81uc7kAaRnPMg3GMOP+sEqxiVMJiF9Y",
-	"dQ3SsI47KqLlIAAhYy/6L7qBvaSF1q7/TMhMzY6ZAWDnYPV872RoQZP0IsGFAKu9W5Y2F5AqmRknCWfc",
-	"Ab1Fw6iJi7s4eit5YcdKi//Ao6L2r8IYxyeVZhOeD5WeQMZO/FKICmnTyHM5EityREHy5IbnIuslEnnQ",
-	"tVQzWSoi3BGuuoYMn4zAVtoFnYDnl28lv+Ei51f5o1OPsUqjwlhUa2Adh3ZI41qMRm7nUjGYCGtBM11I",
-	"L5GESeRUqxSM6R6jajZn3KHD46KNX8KngF4gX2HYDPJ8z2PPVWGZkIQYqJL54dxsJ2enXredasfnrSAN",
-	"iRTR7AQX7sbhNjqKMm5hz4oJREuaXuy072V1PY6mGobitt2YQAXYaRmap874CAbFNcxjB3QNqRpJYYAR",
-	"8JcG9wi9yzKJ2Z1m7bZFZT38TuZE2bzcSVwDzrtyAhJFbgIC6Stqg+ee52+G0dHv68/Wn8RdvHgU1222",
-	"xyVyW+DawarHLsaO0D0ZeGpmSubzFqgt7NINv7yNd+VGfhGkJTcXJSxMmj+22luYhmvN58sAx7HaYPpK",
-	"K/naaY04Fc8y4eDA87PaooY8NxC3YhnkmWMgE4dfnKVaSQa3UyejhJLHqOlcobCipk7dNSyJ/iuJenju",
-	"9Z1nfP5m+KuSzuBpQXd8/W+A69a3Y1Xo1hcTIQsL7a9WzHXXAqfvIRc3oOe/Og5Eys8yPFA1cZCQ7KfL",
-	"yzOW+U4oJOj5xf9csAmNccSUBMathcnUSfNE+vb4HG4gWJJNMPkOyys4cBpEaf2GgR2c15lwcZSqgtjo",
-	"+mYZ8CwXcsXWgXaIci8dQ1bk8MywK7TBgqLhUcGZ06qwbpducdsxFwTHaTsjHAoNa15duiG3Z7Yygxam",
-	"2t+74gYyxifK21oDhNuADqpksG7CBsj7bbCc8nmueLZRKvlmSM2oGW7qEdD03Df3MskdxzaMOUC50asE",
-	"cA2cAU4Be+ISLaulvltDRufVdppw/knNgjZvigloNhI3QE4dXNwzQ4ouu+Lp9TIPgdup0GBOWsjj32Mg",
-	"8igtWRrIIYJDR8uv/UTVBKxTnS5PJPUsEZgXVvmNoEjoHpUKvNKM1Hd2BUOnedkxSKLmLYWpW8PyJt5M",
-	"+fsCjhrwMJBqsKVHbAgydWKdzbg3FAqZge6xyzEkkvamhmzgV+5NowH2H/yAiw7PaMFLayt0vsKF6bf/",
-	"g1vZgL09/4XIwpk67tExO3tzccn48uRWeUWkhE6hxUYJ6xYSQNWGbbiOZRHrUdW06Zo1dtjyanfdrc41",
-	"t+2BJLLbNEMhhRnv2uc+2Wb7QCU3XQZmzo0tHUhLHXNeyHS8y3Ym/PZk7cHuznSJ3k9Xqd9CaWHn7ZOt",
-	"5bpxZCy3xUbtDvH3gpo6nsD1COymTpfUKvCQH+occQfe444/e1PUKeFKqRw4WrLFNNuNEtosgJ1lTIkU",
-	"NeiXYGliQAniuCL3OgHXt7CSddyHhk48aElBj6PqumcLg2ml/l6iCLQs9D5x74NwqfXUacy1m6HlgXQK",
-	"1O/RFGTmhqswxo3j+SS9KJlmpX/QT6vnoQV3T1IuU8jdCO9aML8h/jYaRIuqh+v7XYtJ+aNiWRFcweFO",
-	"ZrUmEjNu2UQZyw5fjLu9tdpB7c7o5cHh5juj+mmslptoEAaXyBJaoSnXrgD8v4s3v7Ept+NKHXZmX2eI",
-	"+hCfTHNgiSfYXqHzJOrGjDO8kmLlVSn538iVtMI5wb13Z/0OaaVl+/at6hbKQYazkURc31fU8kOVg1QY",
-	"oVr0PHLCZUdo0okJHLOcWzjybrdMzaR7GqMqGty6ztbaK6bkXj5OpLkW0ylkf6gb0DmfHjH/41/uRaku",
-	"llfMju+yMc+YVDaRmeZCQnbMSoL542r+h+NZ1Tj0yntA3fo0DpLIsg+bjTkpojkM7XHwM7qNXc1J16Yn",
-	"1VUI6ZyB9D0ckPdbB8OFTdUpOizQQTrM00rl96bdOBXm9QdoXrlKeR5WsPS2BR1+KyZXDkjDFdbmsv4h",
-	"1Qqnxy7mYLuU9sK52oRbcg2Z40A+m/x5NfpZpsCST7eqV8jNV7wJkmA5rCBNYWohC7gXbMwY/ftzsMF8",
-	"y9phKuTrXIzGLbbldyDkiJVTs85Y5U5kMU6svds+YCmpWndSCq/WtzMurH+5cP9P0tIxUafH0nY5G3OZ",
-	"5fW9OtOwbVkLOBDmqW3/I8VtEwHuQ8dCJv5gKtbrGrtorhJJoMXTwPOcpblKr8OVW80l5njCf5SEmJ2/",
-	"fsWeP3/+LUWfqOHQQLsvvrDpBypcrqen1Nat/SrM0AvAwHHd338omYKn9j94nnu+28pM33hGXBuC57ma",
-	"hT4BB1o7n1Um2eJF/5yUCQp0gltHuUwWeR7XyAwBB+hhRb7IOl5zSuThy3+wn8V3Dve9xtXtsYEbYNAW",
-	"NhWCKAbeSBwcJTIHfgNeRuKpz5kq6E5cKuYbkri63RupPb+7P42SvXM+C55it03U81ocEZUDqd3Mur/L",
-	"ogm/Pa2xrxaBwVeIo9IaVA1jsL2BadEL6V5aQ5pzgbdmkPLCIGTnbAYakCUFNoIkIyZN17CQ9h8vWlko",
-	"3XqfyrdtzkQ/tTs1qWbtPHhnSzaObkAHrW2LFa5k1D+QKMc7Zq6BZQVe/OOFKGKZFx5bMGkU1HiCzZNe",
-	"OL24gXFN4MU1Tt880WrDuxjQhPN0WbejJbVAFgvGlPBEWfPSKlldtQhpLHC8jPAb8lEsUDpnU57nNaDW",
-	"6G2BShqRcBuD4SoaWmuFLVPUSmvxOKBAk0K80k8xJBVdlaZlEh28nCRRd/MVZQvKrD7L+5DUnhN++H0l",
-	"DfAWUe/j0OpzOf0tLh/PnI0GszZTnFST3VQlVGZa1KUNPsuguWzWpRomQ9ktri239Wgrh0OTIpyi9O2L",
-	"l//NfGwHy8BykZuWK2R80bp6ipbcAU41F0gLrBybcXrNBg9bi8ASNl8haPHBciz02/PTeozntaCrVg+M",
-	"zUSOb8PEa/1vzVuZHcnrgX1SFx6nWkzFscgzDWvN5tCGdYLDweTKmi5dpJURC3RnNs0da5VWtWsMH6CU",
-	"pbrNyfOKSyVFynP2cq8WStHhuVEotAIdGR++7vVVbGvaPYMgd1oYqs2vVt94rdYm19+1TCrDYh2VBftj",
-	"nf7pjLjXdT637HZ0TVinmDKr2MsuebLcjk3M3l6+wsj3QPNb3oAsULuqjJx12wm20GNfNulC7nLoZqqb",
-	"7pOaDDSWa7vTYOHuYd02A/HSRcWHXGWtlj2PocJjAMuW/jKvU9XEXo3ISuA3brAqZ+aKu6xATgHcDZU8",
-	"sL9FUtlFWw8HtKW+vmDI3PLU5nMMW3K8VisZeyaFBg2i57KwbmeKgRUuxJLFDHqjHkuiPnvO/sv9oxCy",
-	"+2WArQba1Pu1a/k03c1RVcMyqG4dhtfC75bZal0B3TTdhzPcDerqZ8X6FmKFxGgMmo0UmBDzhtFZwe7z",
-	"vvLy2Pqr3LCBfTaH/wVvmxlpepYiHJWEPTUcOnOTzyFjf6qr7WPYKr67EAyNz1EVoRtuEl40ozuuZybs",
-	"xf3nKO0GyKQlztRuzO7Myj+GKTd3dHry20np6awbpm8vX7UbpnUmu8YeroVjEU1OCmMZRb9UdvHWhq/f",
-	"8TqOeB9Wb6m7PpiPuilg677Y1Iobt9UpL8hJ79aXg11xNxYG+iALO3D0+2XKT3z2IfhsSwjvZGrnjFbE",
-	"NExUCLykbq1E+/nqpfeqYa5TAJdo8bKceQfSeV9AAW/bAisv/ueC4VuMp+xgbqd5v8L8Cz6EzXu+dC1X",
-	"BXOOrZ12TBdn9CyXa8DoTcp6pmW4Zt0tHRDvVkLq0q85sCw3qtN035tWDnWJeSMPmVizwhRdo+yvv+em",
-	"FX+QK3wr5tEm25bX4YgI0sJRq2Py3pi+Aq5BnxSUCIEogpSHjyuY4ZlgcpSQQ9XOP6bFVS5Sdv7DxSWm",
-	"XKth6cDQ2REp9JgI4XWo0rsRMzvWytpcyJEPshbuqeOgZEEQDsb4u+NzZ2U+7/oES2rk5ryGueklMpFu",
-	"RyCtzwo7YoNGpt8R+w43yJKi33+eXsMcf8Cgxy7LVF3DNHBKIU8kTbTn8/7LaBVDhQRoSdcwZ52hVpMy",
-	"FxXbdGkcYqaJHOzfHOz7dQ9qI1FWEbusXVTg1imMnLI6KYcEoZFIR5E+ldJUQQ0hKjyMQfcHtVsRLgOk",
-	"EFAYgmuO/DXqi9tbnPUl/o/JTsKwwaoEu0EiO8E72w1VFFiZmZ4LY4PrEkF5xTMfEhbCjyg0q5fIF/2+",
-	"Tw+y67L5hWGZSosJ3vaGPEyf9o55sIl0KBuziU/3DHe3bXFmbqYqB7ucK4M05xriRHJGdTNoYqwjIDBA",
-	"CsMpGAXrUcCbyMpsURKkSpOaftjvJ7LKxOv6jH43iFOOpzkXsn7X3cm45T7Qyy3QZ+LzRGYFnQLlmcYh",
-	"9ZC9vXy990837Ntv+v1+nwnJuJfj3WP24vDQA1bYRCIcwWDq4gQzHqRiBqQB1gnjLZneAc6lRq90SIZw",
-	"+1/MvMbresgg6yKG/duBJcTa4IUViBtgHbc5TJNqZHYHxKglSuGLbiIF4cZgIRdrwEiyUSbzYAZXY6Wu",
-	"zQAn/74I5OXIpR6JSQAyZYmDJPq2b5IoDtdnDqBJdDhOIp8GQY77qOJpLCjL7Fdu3HGdnJ3WXDNH0UGv",
-	"3+ujcjcFyaciOoqe9w56fVTH7RgZsOMGxN7cX15xKJHS6WqRM0HIF4Edq4IyKxIfqyb73rK4ize2pGoi",
-	"rmFblZDGjc6aEjLtvcvY7p17lkHc26XxNoKW3ZgL2TPOdvb6zGysTMPedkTJLcaeetrDihxo/K8qnuKY",
-	"fWNx28Xo7LyuMolo85Ks2n1B7xaquBz2+2syrHfLrK4C6Vtyq984BoiljRrVj9xJUK6gz2jMubHYEIs6",
-	"vKDltc1abmO/VokGuxxs7tKoTICdnm/uVBUdcT0OD7eZpp7Jjr2+3dxrsZLFXRy93GZ99ZoDCH90xWzu",
-	"R6k5qDUWkwnX81BayOlqxYgq65T1LYKCpnSGkVlXcyYoipKPTJlZaKJ3bsCK5e3/JbK7lXzvRyC2Fz00",
-	"eq5K+6cc3M8c5fovNvcoS8l8Sdj2IyY1hkNoQaVdheHp95R+v4B/+6RiL1Zr23K8OJoqY1fdS84YZqRi",
-	"wRpiZJYupOuFWHwTp/lINYvZNC9MIgchoWRQOlCP1maNKM0OXk6q7NSgoh0380lQmWkSGqW9VLSGh/6d",
-	"yub3R2aNxJq7pslqdQF3D03j/uqxndDdQRE06Sw+nOZ3Jcb+FsRY1ipzHQ6eb0W9VKLpqxVJ3pERHf3+",
-	"riGgCjOmkMAqQjDkd+OdQRU7TGwlFACqGdANw3lLEbavIdPiBj6ahzTp8pxG/QyEYMx8Eh7jIy7kVycT",
-	"dybDL0WIXgBmZ2XAPcrTAbJOyIplGgzYOFgcUs26Pfai/y0rZA7G+ChT1397WihjLO9RnpaVM22osoDY",
-	"6PWD0vcS6hmWwbIdpalm6kwYSGRIlO9695Zhh/2+h4kTwFRuwlcJ9axkJlLosaruVyI9JBG0tepr7Eqh",
-	"Bwz9Zi/6L7ATtS2lshffiRyrPEPvC3aNqZiUrRx3VPKRp27KHLIReNfJ1B4xMXRNy4Ix8+BQohym1Gnh",
-	"GeuU2bLoc5pxU73Dko5DLnLIEhlK0HRC/k43dsd+BamagKlA6fYrgoss8FHiB4m8LBkuMlrv0Q2M9pmp",
-	"IrSdoWraS1UkEmtVsM6AHLNU2oJ8sz16hH28t7Z7xJQbofR74kAhHpoOlQbkiZTgToWm7HDJQgQny0TY",
-	"G2KQA5WD/BVQ9Qwcphv7inoqd8Olajqv+VgDKjmycQMNNVRI1KZwndfqZDyQxrUQy/lZqVznJXFKNXMA",
-	"J/9G96tSu75IBarMrmgptrNJVzp2zCxcLayRFXits9Hyf03xbg+GoZQz2K7yYGQJ3mY4luVZCyW1PnkD",
-	"PqU3oHYyTlS2nE6FdohmH+klCHeRa13zZ6HRA2JrLQNnBc5W16YLPrjP3GH6haCfA33T5RkAXse5El8Q",
-	"7VptOgoD8HlQO+Nms3A+Oe7vX3do5O5tpTkc3PPcbVjuC39+9hz4yaPzUZRGx1yZEHiJX0WgLVPaAq8u",
-	"NYsMcqCAmyYFfo/PSwpcwOQXy6YndcienB5fCgrRgZW2do+dN9P9v2X4zQXGyxgkVhgwIXK4jZmvUlNX",
-	"oVH/ERjiZS0280kr/YRaaa0uaKWXkuW0rJc2dYQPcpBxm46XsZFCtmsI+VCKgY8Nf2SXwno68OlNXys9",
-	"PCkVH6lU4Pd2SlIta1FX0bbsGmDqNHzhv661Xtsog1fXmoYXZatPFrjl8wW3o7GFPM1Vg5Z5BB8Q0eX+",
-	"Owv1/lf3fsiQpEZqz98iKumLjy+qxYqvDDGqSHKT9V3mY32m9vdCNu4jW+BVttpqG5wNQtqxLxzeSD0e",
-	"+M+tXYH/EM4NZLWA4icL/m9iwWMgeWlidfBPpUP9Cirz2pJRyzqYONZdRdyLInhLi79G9X9fm/+LM+Er",
-	"9FGahYqzJdb8qa66x2hzLSR9cw1V6drVUmKVWb8aV/qPwmcva0Ujn3Dwkxr31TGsVDU+yohfPvgJ6BFk",
-	"FeYLQx+fQwM3F9eOLCTM8AM67HVhCw0hV46iXxLp6yaXpe9UnrEMhkJi4mGTOijNzHegoAnfDYMmaJoL",
-	"sEheA8fEB451D4iNDxh9dreiSSGt8sw/kWETx8yEEZC5DyjdijKwpsoIC22BEuRqaFDjw6lbn8avsYkN",
-	"BM/GV8sOntSte/JtVLS2m3djo25FIRtbeTpeY8sH93a8e+DIkL+Na+CrFd4NXwKvV+BGZI6dBAWsHaON",
-	"jVdG+9xvPMkCWWFNlnuOGT9zY34O6isVnHkSW1/c7Sli0PGiQaWGbNhQNRsGFnOdsELpTKSosY65nuRg",
-	"zG6CZlpVum0VNb4S7moH3vLXBPET2VVJyFoVt371pZ2Dfp+qg7W5rMPnpyq6aJQGXl8y6EFFVSgMvDKt",
-	"6dbWtv71yaKvWq9rOcHFT6zGTEj29vIVha9LdISEIg33aq+2U6sGU0zuP+nJDfo5SDCqnfYkwb44CUYo",
-	"hJVZmjoIwzc+ccgfr5IfIa98Nel7JoFLGnU1DRw+Xhi8DV/w8h6iJyr4UqjgNR1f4+tDMqhzUs2cJkSf",
-	"7GJJ9cW0UJ5zNQn42lWI82suWX2dts/0irVRk+2RL1g9ZJ5CnJ9CnKnYXKeqH4dl7eoEiK+WiG9j+lRJ",
-	"fQ+mPa3G4ssycuPJ+/VJr652QK+PsQrqOLl/DfP1nuKTs9OfXZsHRE2aYl22lFtlzFSelS7AJ1T9bDKr",
-	"sPZmZ8zN2Jf/THPgmh5z7YziG9DMjNVM3h8ur48YI4y6H2XmgbQKWqLXIL5k5eLhFfi/hXJRlnktgwC8",
-	"TMYSsyVJMSwpSKUFfeUKLES7nQqC7H7/r2uYn64PwTqHG3VdkdHmACzq8BSA9el8KA7+jDscOWbC1opc",
-	"HDAscmzHIJmSPYZNNzr/P4Y7h1jyKbfjyi+PWBctWm4LfvpQNvvQO+rXlNF+t1AZoVkd+/d3jn0b0Ddh",
-	"4Vg6HUtjH+3vHxz+d6/f6/cOjv7Z/2cfWb3f+XKITzOvUYA5rge6UX0UJYFZ5QvqClt+AURINsRPFPYW",
-	"4vEFmGi5tOiregimadTfrkVcmt5yqde20d5I9Arh56WHtTX7+9OycASWDSodRo06sG3DOobky8OI+ndP",
-	"4lqZ6BUVsSmkoaouPOHXUJvR155ombJWOJzGCOXDj1lTXa6NRijsjjYUGca69W6OUJO47hVZqONP4QEp",
-	"4AeFQs0dq9iAPlXQK3Q+6GHdY3pg2AisD6CeAJaITiSnmKl6ZeQa8C/o4w3hLbdWi6vCgmEDXOVphuHa",
-	"iRxUBX0HrPP69PUb+saAOWK+qvKPWhXT04z9i1VN40T6t99DKEaNDJ79i/nxu/VS43YMBtgYeAba+FrQ",
-	"QAESM6WvsbAUfgr77M3FJRv8ldD3/5IolHiCHj64GySyM2hWtBl0EXahnQMelZQOj7AETa3Aevc4kTgP",
-	"l2zQqEc4cCPVi554DMPvLfgyjDSamzORIZbGp/jlSo5At0WveZwOZX7WXlWWpdaYyFgH3hc8xw2Gc6tu",
-	"JwmeFVb+/73gKNZ7ONXeBq64sR7xWylumYFUycywWTiyUKYbizWJkSTS3rgkzAiwfDL9uDUNbg7+NWDf",
-	"sDHcsp9+PXm1d/HTyeHLf3SoRFRM92NuGvYNS6JeErFvmOYzqh2+1UIvxEhyW2jYaaEP5J9cqHG+Q1Di",
-	"8ofUD29vfQX4smzXcdD13hcivc6p+CjSJBa/nnGd+eti0leWWFmIFKVa2edg9XzvBH93AuIo7UgNK7xn",
-	"3PrqTl6PubfxajrO8sax7hujGuIx41UpSE1V6yWkGA6L3yvAIK7FmmiOEVktQur4FU+vneikT00u+NZr",
-	"XxWKE4naEZbNY+eQCQ2pj0qXyrKhynM1A/x6/LpyTKF8XMw83y+LzyPLRDFrlQOL00K83HhmHOdqr8B0",
-	"d/e/AQAA//8=",
+	"7H1rcxs3svZfQfF9q0xuRhQly7trqfaD4sQbnY1jrSTXnqrQFYIzTRLREKABjCgmpf9+Ct3AXMgZXmxJ",
+	"vqwqH2JxZnDtO7of/NmK1XSmJEhrWsd/tmZc8ylY0PjXq0wbpd2/EjCxFjMrlGwdt64mwAYSbi29MGBq",
+	"xOwE2EzDjVCZYTM+hhPG5YIpOwHNbniaAROGaRhlBhI2F3bCjnq9bitqCdfkhwz0ohW1JJ9C67gVU89R",
+	"y8QTmHI3BLuYuSfGaiHHrbu7qHX2g/sdP59xOym+Fkkramn4kAkNSevY6gzKLU357c8gx3bSOj7s9aLW",
+	"VMjw90FU108C05myIOPFv2CxuhynTIPVAhIWa+AWaHZuQQyfAruGBeMyKX4YqmThPsm0NPjrSGhj+5JL",
+	"MweN71JDhkllJ0KOT6qtYftc0tpia8XS9iWt7eFhl/0LFoZxDczEagYJswrbiXmagn5mmAXJpe32ZdiF",
+	"CfAEdLGQpZnvuak3reKLF5tX8WcxFXZ18c75GJgRfwBrJzDiWWrZQa/XaSKMFFtZGoeYZtPW8UHPb6b/",
+	"Mx+EkBbGoFt3bhgazExJA0jg3/PkAj5kYHBgsZIWJP6Tz2apiLkb4/5Mq2EK0+9+N27Af5a6/v8aRq3j",
+	"1v/bL5hon56a/XP6ijpdZR9N3bJE0S6zKbcxEc3p+RkrfdBt3UWtV0qOUhE/+jDV8HeILYsnXI4hYVPg",
+	"cj4RKUSO4oTE8c61kmNmLLcQMaXdE2NFmjIh+zIzcOJ+bA9Aa6XNgEk+FXLs6R7SJGJum9ig2+3u81QD",
+	"TxZ7cCuMNYNOIPK+9APxL7AJd5zDLcuk+JABCZiImSyeMG4YZzOVinjxzLjuwFH4XdT60Y3gMVfwVLJM",
+	"wu0MYgsJwwVg7RdI3XdR67XSQ5EkIB97U50ImfIFkp2TBcxOhGFqBho7ZW2SC/iekoxLxpOpkKU3lMb9",
+	"03AD2gBN50yabDQSsQBpL63SfAyPPbGRBmBmxmMIGslYpeGZYYkw144wh5CqOQlBJUdinGknFicazESl",
+	"yXFfSpgz11uSpWAiT/gmYlaL8Ri0QemswWRTINEaNFomrUip874UBseSdNkPkIob0MK1oSEFbiC04ZbF",
+	"LeZYMSU9if6i7GuVyeQxV+4XRXzjWWyEmyuMVxO4t1dK/cz1429okJJBx6VuEG54XC5vIiqGMNg3XC68",
+	"YDePPWZinmcmH7x2JgEOz00Bbic8M04eKB059vJU4Yii72wqkE4kusmljpUYTxINxjDj/rBKsamzq0jo",
+	"WnUN0rC22yoSiMGKgIQd9Y46QUbHmdbu+7mQiZqfMAPALsDqxd7pyILusrfS2xxRX2azBGW5p/kSyTu2",
+	"4jl/HGPTYb59OeW3P964pXLsDwn7kCnL2VxlacKGwGbcOEZpS1Xu+pgBfsNS4DfQlznXMhTxznbSwBJi",
+	"I0iCJSV0iYNAJqZDZgxZMLjppU5WzY5LiJVMjDOJ5twRTo2pWbIb7qLWO8kzO1Fa/AGPyp5vhDFOYSrN",
+	"pjwdKT2FhJ36oZA4pkmj8uUotVE1CjIsbngqkm5fojK6lmouc4uUOwmuriHBX8ZgCzOTqMhLpXeS33CR",
+	"8mH66BKASEEYlhVjYG3HOiiniEIjJhWDqbAWNNOZ9KaJMH050yoGYzonaKMvGHfkUCH9BycbP4TPsXpB",
+	"BAnD5pCme556hpllQhJhoG3um3O9nZ6feSdnpp3Ct4JMZZIOySkO3LXDbeu45QTFnhVTaK2Y/JFzw1b9",
+	"tqg10zASt/VeJXpCTutqHjsvNOjxa1hEbtE1xGoshQFGi7/SuCfoXYZJAuwsqXcyCzfyV/Ir89fzmUSl",
+	"xXmfd0Dq1HVAS/qK3sF9T9O3o9bxr+v31u/EXbS8Fdd1TugVagzg2q1Vl11OHKN7NvDczJRMFzWrtjRL",
+	"1/zqNN7nE/lZkLtUHZSwMK3+Y6u5hW641nyxuuDYVt2avtJKvnbuA3bFk0S4deDpeWlQI54aqLUT3YdO",
+	"gExJocXaKZHbmdOzQskTNHmHqHDpVef3GNZv/aXf6uK+l2ee8MXb0RslnedbQ+74+D8A17VPJyrTtQ+m",
+	"QmYW6h819HVXs07e/ly8cRKIDLjV9UDzyq2EZD9dXZ0HbUtKgn6//Pclm1Ibx0xJYNxamM6cRdKX/n38",
+	"HbU5CdXqMvkPVkdw4KygPAwSGnbrvM6Xj1qxykiMrn8tAZ6kQjZMHWiGqPe8WfPMsCE648FY8qQwF3ai",
+	"Mutm6Qa3nXDB5TirF4QjoWHNoyvX5PbCViZQI1R7e0PurC4+Vd7pHuC6DYLZ5SfvOqwsea9uLWd8kSqe",
+	"bNRK/jXkZrRuN30RyPTCv+51ktuObQRzWOXKV/kCl5YzrFOgnigny2Ko79ew0UUxneo6/1S4lc5Q1mws",
+	"boCiezi4Z4aMdTbk8fWqDIHbmdBgTmvY4z8TIPbIQxrUkCMER46WX/uOig5Yu9hd3pf0ZU7APLPKTwRV",
+	"Quc4d0KUZuSCsCGMnOVlJyCJm7dUpm4Mq5N4O+MfMu8whPUwEGuweWh0BDJ2ap3NuXd2Mpk41+Rq4twC",
+	"nJsasYEfuXfvBvj94EccdPiNBrwytkynDbFsP330Xgbs3cXPxBbOXXM/nbDzt5dXjK92bpU3RPLVybTY",
+	"qGHdQMJS1VEbjmNVxXpSNXW2Zkkc1jza3XYrS81tv/Au2i7djIQUZrLrN/cpNusbyqXp6mKm3Ng8krjy",
+	"YcozGU92mc6U356u3djdhS7x+1mT+S2UFnZR39laqRu1jOU222jdIf1e0qtOJnA9Brvpoyt6K8iQH8sS",
+	"cQfZ47Y/eZuVOWGoVAocPVkKbexAbnUewM46JieK0urny1KlgHyJo4LdywxcnkKj6LgPC51k0IqBHrWK",
+	"c78tHKZG+z0nEagZ6H3S3kfRUu2uU5trJ0PDA+kMqF9bM5CJa66gGNeOl5P0IBeahf1B/7R6Ed7g7peY",
+	"yxhS18L7GsqvqL+NDtGy6eG+/b7GpfynYkkWzgTC4VyzJRIxbtlUGcsOjyad7lrroHR4+OLgcPPhYXk3",
+	"mvUmOoQhJLJCVujK1RsA/3P59hc243ZSmMPO7WuP0B7i01kKrO8ZtpvptN/qRIwzPJtk+Zk5xd8olNQQ",
+	"nOA+urN+hjTS/P36qeoazkGBs5FF3Lev6M2PNQ5iYYSqsfMoCJcco0snpnDCUm7h2IfdEjWX7tcITdEQ",
+	"mna+1l42oxD5SV+aazGbQfKbugGd8tkx8//4h3uQm4t5roGTu2zCEyaV7ctEcyEhOWE5w/w2XPzmZFbR",
+	"Dj3yEVA3Po2N9GX+DZtPOBmiKYzsSYgzuokNF2Rr+9h4fiZGNmdgfb8OKPutW8OlSZU5OgzQrXTop5bL",
+	"7826cSbM64+wvFIV8zSMYOVpDTn8kk2HbpFGDd7mqv0hVUPQYxd3sF5Le+VcTMINuUTMUWCfTfG8Ev+s",
+	"cmAup2vNK5TmDU+CJljNL4ljmFlIAu0FHzPC+P4CbHDfkvo1FfJ1KsaTGt/yexByXDpcaU9U6lQW4yTa",
+	"O/UN5pqqdia58qp9OufC+odLiSCkLZ0QdXYsTZezCZdJWp6rcw3rhrVEA6Gf0vQ/Ud1WCeA+bCwU4g9m",
+	"Yr0uiYvqKJEFaiINPE1ZnKr4OhwblkJiTib8oSRE7OL1K/b8+fOXlIakRiMD9bH4zMYfaXC5Lz2n1k7t",
+	"jTAjrwCDxHV//6ZkDJ7bf+Np6uVurTB96wVxqQmepmoevgk0UPvxeeGSLWd8LMiYoIw3uHWcy2SWplGJ",
+	"zXDhACOsKBdZ21tOfXn44q/sX+J7R/ve4up02cA1MKjLnwvZNAPvJA6O+xIPUr2OxF1fMJXRub5UzL9I",
+	"6up2b6z2/Ox+N0p2L/g8RIrdNNHOqwlEFAGkejfr/g6Lpvz2rCS+ahQGb1BHuTeoKs5g/Qumxi6ks3UN",
+	"ccoFnppBzDMDdCg9Bw0okoIYQZYR02poWEj716NaEUon92fyXV0w0Xftdk2qeb0M3tmTjVo3oIPVtsUI",
+	"GwU1nfHTGTOezWeYvIAHokhlXnlsIaRRUeMOVnd6afeiCsVVFy8qSfrqjhYT3sWBJpqnw7odPakltlhy",
+	"poRnylKUVsniqEVIY4HjYYSfkM/EgTw4G/M0LS1qid+WuKSSErkxK7LgobVe2CpHNXqLJ4EEqhzijX7K",
+	"gyn4Knct+62DF9N+q7P5iLKGZJr38j40tZeEH39eSQ28Q9L7NLL6UnZ/i8PHc+ejwbzOFSfTZDdTCY2Z",
+	"GnNpQ8wyWC6bbamKy5B/FpWGW7u1RcChyhHOUHp59OJvzOd2sAQsF6mpOULGB7Wjp7TZHdapFAKpWSsn",
+	"ZpxdsyHCVqOwhE0bFC3+sJoU/+7irJzsey3oqNUvxmYmx6eh47Xxt+qpzI7s9cAxqUtPUzWu4kSkiYa1",
+	"bnN4h7VDwMGkypoOHaTlGQt0ZjZLnWiVVtVbDB9hlMW6LsjzikslRcxT9mKvlErR5qlRqLTyBFqfU+jt",
+	"VXzX1EcGQe40MDSbXzWfeDVbk+vPWqaFY7GOy4L/sc7+dE7c67KcWw07uldYO5sxq9iLDkWy3IxNxN5d",
+	"vcISiMDzW56ALHG7KpycddMJvtBjHzbpTO6y6Wamq+GTkg40lmu7U2Ph7GHdNAPz0kHFxxxlNeuexzDh",
+	"MYFly3iZt6lKaq/EZPniV06wimBmw1lWYKew3BWTPIi/ZVbZxVoPG7Slvb7kyNzy2KYLTFtyslYrGXkh",
+	"RTnPjjxXlXW9UAyicCmXLGLQHXdZv9Vjz9lf3H+UQna/ArDWQZv5uHapsKqzOatqlCfVraPwUvrdqlgt",
+	"G6Cbuvt4gbvBXP2iRN9SrpAYT0CzsQITct4wOyv4fT5Wnm9brykMG8Rntfmf8bSZkaVnKcNRSdhTo5Fz",
+	"N/kCEva7GnbZqcxf8vG+GTe2L91KG8YtUzKGE2KPNKnUXVTObCrVh+2jw8Ng9uEAOyyTKRjD/Fa7t0OA",
+	"bpfMokL6L6Vk4+84LDpnJxVK83YdPTNhRd3/HL/fADnWJB/rXeqdFcqnqIbqjM5OfznN461l9/jd1at6",
+	"97gs6td45aWkMJIM08xYRjk4hXe+tfvtZ7xOLt+H751b0A8WKa+q+XJEOLbixk11xjM6KnDjS8E2nNCF",
+	"hj7Kzw965X5Vw5O0fwhpX5NIPJ3ZBaMRMQ1TFdI/6bNapv1yreN7tXPXmaErvHiV97wD63zIIIN3demd",
+	"l/++ZPgUszrbWGpsPjQ4oSGSsXnOV+7NppTSibWztulgj17kcg2YQ0pF+DQM91pnyzDI+8aVuvJjDiLL",
+	"ters7Q+mVkJdYfXKQ5b3NDrEWA64UdbQAP9N7+aUuOVnV/5lR3RQf+SNvDoaAUp2Rm+xdrmQkal5XuFc",
+	"KjDNj+N2O9bw48invym5gCbyUecPW8nKOlXePI5/53u2g1+FSA9oZjj7xYNMsDPJODs/vXr1UxQqKorh",
+	"s2uAma/rxKPTk74U7gP6OvKnpVRRKnxefb6LaCbVbCFVk9btYU19Sl69eg46ZFctG9Z6DMayQsFW62FP",
+	"sJQIi2jZcg2t0nkJrbM+hfU1WYaV7OWi4c1+Wnm4b/JaoSVHcCooPIglyD73JqyokEE4OUeRyo26zJfu",
+	"YjGymai5PMEzHJAjpWNI2AJ8cc+Wo6P2Vof2RoWFNKVRISzBhN/4us+Etb1PhMMd4REHjU2DxUSvTped",
+	"brHoeFhJlcgzbgwTeaG024CXYQOWK5hzIJdQP02EtOUKBGvQNEy/CJPWrEBBTOsoptzLJpq5a+Tyq0LG",
+	"7lhJlx9fejGdcyzOIzPQZafE60p7EykVxhqsqGNSuY10kikmWIkRbRQeFQjDDNgTdEIRSsh96H+NGJeo",
+	"P/uSOiZPhjBUOJu41Z1xa0FLSsp8dfbDRUQZf9Lpf1b6rC/RPPKoOiVrgco762RFLBJds6unvlRfI2hE",
+	"jkYyOOw97/a6BwfPu739w6MBet6hrD8VFjQnsBRHBq5jnMwQHM0riZSAM3KymhYIJ4rAMZW5IvBEPIH4",
+	"mrKnwu4gzgBJUA1GpTeOw6l/D/4T/LDyGcgmZCQ6eKQv0fZfds7c0ExdqZSfS2mFJkpdm65Pte3GajrA",
+	"avbBXyq/UXaBXDCTDRM15QJJpvRGt2Euhy+ef+pkgol5jkRRx9PhiRtTxew0UWmi1s7M8f6++WC6kO3N",
+	"wdi9gy6f8j+U5HPjJrF/cPj86MVf//b3l72Dw/1B05xyuKOPnlSzQPgo/3VLV+3LMAMvJ84kV6NCgsV8",
+	"xmNhHYukHM0Kqzx8GYk0w9qYezVcsBEXOv+Sgqo7oFCtLLvz0CDOnCvopLk/LxoC16BPM6r1xRmiW4c/",
+	"F0YoGvxY/y/kSNUbvLNsmIqYXfx4eYXwUmqUKx+dHFPMGmt9fZiwhIBjJ1pZmwo59nWECGXjQ4Qy8Tqc",
+	"ZGvb4wTJdNHJF809cH1ew8JJm750MwJpPfDBMRtUwCyO2fc4QdbPer3n8TUs8B8w6LKrHJbIMA2c4LL6",
+	"kjra8xhneUK2IdA0GtI1LFh7pNU0twbxnQ61Qxq4Lwf7Nwf7ftyDUktUOM+uSrk4OHWqlCTwFSqTxtXo",
+	"S0dbHi3EFHm7ofAxtEEpMqXEHy7DSuFCYZWZOfaS++j2Fnt9gf/Hen5h2KAJQ2LQl+2QgNAJiHEsR+FC",
+	"ZRrMTreUQ574qoeQYU/VB92+POr1fAW8XYdcJgxLVJxNMaExQI14iC+Eq+lLR7IRm3pEk5CeWFdK4Xoq",
+	"8KbyvhKIU64h6kvOCCOQOkbMNIE1AJgxzKgehWo6RJIDopAJojTZVIe9Xl8WYBMdj17mGnEuxSx1GqaU",
+	"ztlOuOW+lsEN0KOO8b5MMtoFglKJAroGe3f1eu/vrtl33/V6vR5Dn4ZkYecEDTlaWGePBqU+zNyaXpN6",
+	"NyANsHZob+V0KaxzHi52Xg+FnNz8lwGSMCMVEmc3Owr7j1uWkE6OOVngBB/6UogEUAFgCoRRwgLABx20",
+	"O7C2fAluYMBIMBPg0GAOQ1T0A+z8hyywl2OXcrERLVBhHvRbL3um34pChphb0H7rcNJv+Upfyk1pFTKN",
+	"BauYveHGbdfp+Vnp9PG4ddDtdXsYOZyB5DPROm497x50exjrtRMUwE4akHhzf/moVE6UZwm6usaSx4Af",
+	"FuCZDdgexSv7Pmx9F218k5AT3Yt1iIiVpKU1cJn1X+flizt/mdcpbodUU6nLc20uFYjLdBH8wflEmcph",
+	"jmNKji5E4D1EH8SjqyagSCfsK4PbLg1953HldfKbh2TV7gN6v4RYedjrrQER2g08qKgVrYEPeusEIMK4",
+	"VpBe3U54h076Mzf0P8aA2GtHNLy6XvNp7JdQN/GTg82fVMC38KPnmz8qABbdF4eH23RTBmvCr15u/moZ",
+	"cO4uar3YZnxlWC1cfwxObf6Oqs/RasymU64XAUbV2WrZeFKBZcsNNKUTLD4YLpigQiE+Njl4hmm9dw0W",
+	"Im//T5HcNcq9fwKJvdZDk2cTshXBzHzhJNc72vxFjvj4NVHbPxG3I2xCDSntqgzPfiCEqSX62ycTexmZ",
+	"esv2otZMGduUejdnCLqyCOFkKgT1QdIQ7/OvOMtHqnnEZmlm+nIQaqYH+en88drCaKXZwYtpAcASTLST",
+	"ask0GjNVRqPK7oLXcNO/V8ni/tisUjt+Vz0gsDqDu4fmcZ9dV8/obqNoNWkvPp7nd2XG3hbMmOMyuw8O",
+	"nm/FvYSk+s2qJB/IaB3/+r6ioDIzoaqXoggmQBjhKUpRHkdiJWBclhzoiuO8pQrb15BocQOfLEOqfHlB",
+	"rX4BSjBiHmeC8TEX8pvTiTuz4deiRC8BAQgS4J7kaQNZOwC/MA141uE9DqnmnS476r0MCXWUeee+354X",
+	"8jKie9Sn+S0BNgCJITV6+yCPvQTs9rwerK00BVjnwkBfBiyoTn7Qddjr+TVxCpgQ1fyNCF6UzEUMeJzi",
+	"4yB96VcSl7YEksyGCiNgGDc76h3hR/RurpW9+u7LiUoTjL7gpxHhpdoicEfw9jx2XaaQjMGHTmb2mImR",
+	"ezXHRFyEgBKV6cfOCk9YOweEwZjTnJviGcLXj7hIIenLgLLYDiXqncht+xBiNQVTLCWnAzMKkeVQySgP",
+	"+vIqF7goaH1ENwjaZ6aIgdOpTC0aW18iHBtrDygwS+htFJvt0k/4jY/Wdo7p4C6Pe2JDoeSPNpUa5Ai6",
+	"Dtp32eYhKzUGlogwN6Qgt1Ru5YdAAHHYTCfywNeUoxqr2aIUY83PTHsvsaGRhoKI6gyuixIU3ANZXEvl",
+	"Sl+UyXWRM6dUc7fgFN/ofFNm11dpQOUFxDV4kptspRMnzMLRwhpdgcc6Gz3/11TS8WAUSrAYDVc8CO3v",
+	"13Eiy4sWwm15igZ8zmhAaWecqqzZnYLskMw+MUoQziLXhubPw0sPSK2lIvMGmi2OTZdicF94wPQrIT+3",
+	"9NWQZ1jwMs3l9IJkV+vTUdKlL/XfmTarl4RR4P7+bYcKPMVWlsPBPfddR+Ue2/6Ll8BPEZ1P4jTa5sKF",
+	"wEP8orxhldOWZHVuWSSQAuUXVTnwB/w958AlSj5adT3pg+Qp6PG1kBBtWO5rd9lFFdHqJcP75UpZ1Swz",
+	"YEJZWp0wbzJTm8io9wgC8apU+PNklX5Gq7QEfV/YpeQ5rdqlVRvhowJk3MaTVWqkfMoSQT6UYeATNx85",
+	"pLCeD3wF/7fKD09GxScaFXjFYs6qJ1sUB623Nky57KLRNSyKMz5b4paHxNiOx5agSJoazYtUPyKjy/3v",
+	"PFxp1fz1Q6YkVerG/yuykr76/KJSrnhjilHBkpu877zY/wv1v5cAZx7ZAy+gEJp9cDYIyDr+bpwKus7A",
+	"Xy09BH/X4w0kpYTiJw/+i1e2L3p/2/xN3WXM9+b9YxJ67p618U+lA7wbFdzVAM6wNuHBNAmGZfW9ZbSg",
+	"JDH+e+MFX537X5CP0ixcyJBTze9q2DlBf20JE4lrKG52aNYwTSGBZlrpPYqMviphqj/R4GcNDBTb0Gim",
+	"fFIAYHXjp6DHkBSULwzdzYzOcSquHVtImOP9kux1ZjMNoc6OMmf60l8rkiNDqxQxDYTEGs0qd1CJmv+A",
+	"Ei78Z3TLPXZzCRbZa+CE+ABLbkmMD5jNtDQlnhTSKi/8+7KAPDChBRTuAyrVouqtmTLCQl2SBYUpKtz4",
+	"cKba54mJbBIDISryzYqDJ1PtM5pqIaZSgibZKaqy0S6jVJGtIiyv8c0Hj7K8f+CMlP+akMQ3q/grMQxe",
+	"vtwGiTly2hcQEFEbGzVmGd1vHssSWyHQ4D3nqp+7Nr8E05dQFJ9U3ld3aosUdLLsjKkRG1XM1IpzxtxH",
+	"CP4/FzFauxOupykYs5uimRWXSNSqGn/JRHPgcPWi7imXixLaegkguVdcYnnQ6xHwbl2oPNzsWvDFLgAg",
+	"D6mqwp0bjeVUt7Y09W9PF33TZ2U1OxgqFgPXIFLau6tXlDYvMYgSwCHu1det51bCW7v3YivX6JegwQgQ",
+	"+EmDFRrsyQdr4FUiWsSgqVo9DJ/4EileIFh+tIb0cIf3zHRX1Goz1x0+XsK/Ddfx+njWE9898V0T370m",
+	"gqlcXppDnUo1d9Ye3fjL+sWFywFXv5npPC4YctmaA2wPsPyFHl9X0IUf+fDar8xT+vhT+jgB+bULbD6E",
+	"DCwzID5aYb6NpWk59z2YhdhMxVd5VsxThO+zHu3tQF73e8pHcKXMEdeCWRXQ8wyb8gRKuIExhuePSwDQ",
+	"BZJmX4Y6eQ+BzTWwa5jZLjv1+OdKB9x6qSwzkIeY/cQtvwbThH3uUTGpEN5M1HwZTB3PAkzzqV2JxR5K",
+	"P32eE7v1nB3O675RDn/Sbfd04pbnRUo+hcgzakSciwgGeMu8IySPmL4spnY9qlujKfevYbH+jO70/Oxf",
+	"7p0HZCvqYl19rBtlhFeMhcOXJwX6xdTSItpye8LNxKupOAWu6WenmiTceEUi71XDrnGxiKLux8V6IF+H",
+	"huj9mq/Z5XkKZNyLy5MDe+epW+FaHCcAc5ZiCCJLYLLeREPo8R3E/f6f17A4W584ewE36rpgo81ps/TB",
+	"U9rs5yIjWn/GHY2cVK6C6R0whLW3E5BMyS7DVzceu36KdA7VQzNuJ8WJKFJda9leXzohze/j2Hh1xd37",
+	"JSyc6n0Iv7534tuAvgkDx5vY8DKE4/39g8O/dXvdXvfg+O+9v/dQ1PuZryZmVivZBZiTcnoyIWLhPVYq",
+	"3HZq8wtF80uJuksVWAJMaxVM+lU5cd5Ublwo5cmb7iq4d11rbyVGx93QK9dQRcW1RWGYtgicV5C/65ot",
+	"XesjyteoRqWLARruQCALtcCTn/JrKPXo0YZquixdFUFthAsjTljVOi61RiTstjbAyuM1eK6PgEJfjtUu",
+	"Xf9BiVkx4OVXAWXNKjYgs7yb6XTQRaT7YKePwfqSmSngpQB9ycl3LmPhlxb/ku6CDE+5tVoMMwuGDXCU",
+	"Z8mA7rIaFBDuA9Z+ffb6Ld0dY46Zx9H/p1bZ7Cxh/2DFq1Ff+qc/QLh+AAU8+wfz7XfKl0vYCRhgE+AJ",
+	"aOPR/4HiBnOlrxFKUEmI8J5CNviz38Iy6X4rgPpBF3+4G/Rle1DFMBt0cO3Ce27x6BKB8BOCjpWu1Oic",
+	"9CX2wyUbVBBoB66lMsyVpzC8vtED71Jrrs++DK6RL+pOlRyDroteeJoOwG5rk0RycE0mEtaGDxlPcYJh",
+	"34q8EFrPgir/dy8cmOk97Gpvg1TciED/TopbZiBWMjFsHrYsXMyA8HxiLIm1Nw4Ja8Asn84+bUyDm4N/",
+	"DNh3bAK37Kc3p6/2Ln86PXzx1zaBAkaUmeC6Yd+xfqvbb7HvmOZzui1iq4FeirHkNtOw00Af6NRk6VaL",
+	"HQJTS/eDyQU7vL31d37kQI0nwdb7kIn4OiW4aeRJDBnOuU58og7ZKyuiLOT3U4TxAqxe7J3iv9uBcPDi",
+	"LLrTI+HW4/l5O+be2ivZOKsTp6uU6NaIiPEC/FfTPSUS6BI4vKEG02eXUTCdILJaBLCQIY+vnerMZkFk",
+	"lE78SpcURxgKlQSUyi4gERpiX0sklWUjRREZJzTWAfAFwNCIebmfXzeCIhPVrFXhZjqvN54ZJ7nqMffu",
+	"7v4vAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

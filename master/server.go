@@ -35,6 +35,7 @@ import (
 type Store interface {
 	TenantCreate(ctx context.Context, t *model.Tenant) error
 	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
 	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)
@@ -48,6 +49,7 @@ type Store interface {
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
@@ -57,6 +59,7 @@ type Store interface {
 	EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error)
 	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
 	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
+	EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error)
@@ -103,6 +106,9 @@ type Deps struct {
 	Emitter Emitter
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
+	// Disk, if set, is probed before writes that add schedules or events
+	// (the disk guard; see Config.DiskMinFreeBytes). Nil: no guard.
+	Disk DiskSpace
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -118,6 +124,7 @@ type Server struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
+	disk    DiskSpace       // nil: no disk guard
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -155,6 +162,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		now:     deps.Clock,
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
+		disk:    deps.Disk,
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
