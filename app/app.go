@@ -26,6 +26,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/diskspace"
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
@@ -207,8 +208,15 @@ func (a *App) build(ctx context.Context) error {
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 		// The deliverer's SSRF rule, so that a target it would refuse is refused on save.
 		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
+		TenantWeight: cfg.TenantWeight,
+		TenantQuotas: model.TenantQuotas{
+			MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
+			MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
+		},
+		CatchUpLimit:     cfg.CatchUpLimit,
+		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log,
+		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens: a.throttle,
 	})
@@ -267,11 +275,23 @@ func (a *App) readyz(c echo.Context) error {
 			ready = false
 		}
 	}
+	// A nearly full disk refuses new work but stays ready: releases and
+	// deliveries must keep reaching this instance.
+	_, checks["disk"] = a.master.DiskStatus()
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// diskProbe is the disk guard's probe: the embedded store's data directory.
+// MongoDB's disk is not this process's to watch (nil: no guard).
+func (a *App) diskProbe() master.DiskSpace {
+	if a.cfg.Store != "embedded" {
+		return nil
+	}
+	return diskspace.Dir{Path: a.cfg.DataDir}
 }
 
 // AdminKeyFile returns the file the generated admin key was written to, or
