@@ -520,7 +520,9 @@ type ScheduleCreate struct {
 	// Priority Higher goes first among waiting events (default 0).
 	Priority *int `json:"priority,omitempty"`
 
-	// RunAt Launch instant of a one-off delayed job.
+	// RunAt Launch instant of a one-off delayed job. An instant in the past
+	// fires at once; one older than the catch-up limit is refused
+	// (422 naming runAt) unless misfire is fire_all.
 	RunAt *time.Time `json:"runAt,omitempty"`
 
 	// Spread Spread the launch times of a fire's events evenly over the window.
@@ -591,11 +593,84 @@ type Tenant struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas TenantQuotas `json:"quotas"`
+
+	// Targets The delivery targets a tenant may use. With every list absent or
+	// empty the tenant may use any target. Once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix. In a PATCH, targets replaces the
+	// tenant's lists as a whole ({} lifts the restriction).
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight The effective weight (the tenant's own or the configured default).
+	Weight int `json:"weight"`
 }
 
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
+// in a tenant, every quota is the effective one (the tenant's own or
+// the configured default).
+type TenantQuotas struct {
+	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
+	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
+
+	// MaxEventsPerMinute Emission rate of the tenant, in events per minute. Stored and
+	// shown; not enforced yet.
+	MaxEventsPerMinute *int `json:"maxEventsPerMinute,omitempty"`
+
+	// MaxEventsStored Most events the tenant may have stored (waiting, in flight and
+	// retained). A create, update, trigger or resume that would pass it
+	// answers 429 naming maxEventsStored with the current figure.
+	MaxEventsStored *int `json:"maxEventsStored,omitempty"`
+
+	// MaxSchedules Most schedules the tenant may have; a create over it answers 422 naming maxSchedules.
+	MaxSchedules *int `json:"maxSchedules,omitempty"`
+}
+
+// TenantTargets The delivery targets a tenant may use. With every list absent or
+// empty the tenant may use any target. Once any list is set, an http
+// target must match a host pattern or a CIDR, and an sqs target must
+// start with a queue URL prefix. In a PATCH, targets replaces the
+// tenant's lists as a whole ({} lifts the restriction).
+type TenantTargets struct {
+	// Cidrs Address ranges such as `203.0.113.0/24`. An address literal in
+	// the URL must be in one; a host name that matches no host pattern
+	// is checked by delivery, on every resolved address.
+	Cidrs *[]string `json:"cidrs,omitempty"`
+
+	// Hosts Host names such as `hooks.example.com`, or `*.example.com` for any subdomain of example.com.
+	Hosts *[]string `json:"hosts,omitempty"`
+
+	// QueueUrlPrefixes Prefixes of SQS queue URLs, such as `https://sqs.eu-west-1.amazonaws.com/123456789012/`.
+	QueueUrlPrefixes *[]string `json:"queueUrlPrefixes,omitempty"`
+}
+
+// TenantUpdate defines model for TenantUpdate.
+type TenantUpdate struct {
+	Name *string `json:"name,omitempty"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas *TenantQuotas `json:"quotas,omitempty"`
+
+	// Targets The delivery targets a tenant may use. With every list absent or
+	// empty the tenant may use any target. Once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix. In a PATCH, targets replaces the
+	// tenant's lists as a whole ({} lifts the restriction).
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight Share of delivery capacity relative to other tenants (used by fair delivery).
+	Weight *int `json:"weight,omitempty"`
 }
 
 // Cursor defines model for Cursor.
@@ -621,6 +696,9 @@ type Error = Problem
 
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
+
+// InsufficientStorage RFC 9457 problem details.
+type InsufficientStorage = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -750,6 +828,9 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
 
+// UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
+type UpdateTenantJSONRequestBody = TenantUpdate
+
 // DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
 type DeliverEventJSONRequestBody = DeliveryMessage
 
@@ -824,6 +905,9 @@ type ServerInterface interface {
 	// GetTenant Get a tenant (admin key only).
 	// (GET /v1/tenants/{id})
 	GetTenant(ctx echo.Context, id ID) error
+	// UpdateTenant Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	// (PATCH /v1/tenants/{id})
+	UpdateTenant(ctx echo.Context, id ID) error
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
 	// (GET /v1/tenants/{id}/keys)
 	ListAPIKeys(ctx echo.Context, id ID) error
@@ -1339,6 +1423,22 @@ func (w *ServerInterfaceWrapper) GetTenant(ctx echo.Context) error {
 	return err
 }
 
+// UpdateTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateTenant(ctx, id)
+	return err
+}
+
 // ListAPIKeys converts echo context to params.
 func (w *ServerInterfaceWrapper) ListAPIKeys(ctx echo.Context) error {
 	var err error
@@ -1485,6 +1585,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
+	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id/keys", wrapper.ListAPIKeys, options.OperationMiddlewares["listAPIKeys"]...)
 	router.POST(options.BaseURL+"/v1/tenants/:id/keys", wrapper.CreateAPIKey, options.OperationMiddlewares["createAPIKey"]...)
 	router.DELETE(options.BaseURL+"/v1/tenants/:id/keys/:keyId", wrapper.RevokeAPIKey, options.OperationMiddlewares["revokeAPIKey"]...)
@@ -1582,135 +1683,153 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQc29VSFPRhQl23s2Uu0fihPt6uZhHUmuvVUZVwjNNElEQ4AGMKK4KX33U+gG5kEOX7Yk",
-	"P6LKH5E5M3j249eN7safUaomUyVBWhMd/RlNueYTsKDxX68LbZR2f2VgUi2mVigZHUVXY2ADCXeWXhgw",
-	"NWR2DGyq4VaowrApH8Ex43LOlB2DZrc8L4AJwzQMCwMZmwk7Zi/7/V4UR8I1+b4APY/iSPIJREdRSj3H",
-	"kUnHMOFuCHY+dU+M1UKOovv7ODr7wf2On0+5HVdfiyyKIw3vC6Ehi46sLqDe0oTf/QxyZMfR0WG/H0cT",
-	"IcO/D+K2fjKYTJUFmc5/gvnycpwwDVYLyFiqgVug2bkFMXwC7AbmjMus+uFaZXP3SaGlwV+HQhubSC7N",
-	"DDS+Sw0ZJpUdCzk6braG7XNJa4utVUubSFrbw8Me+wnmhnENzKRqChmzCttJeZ6D/sYwC5JL20tk2IUx",
-	"8Ax0tZC1me+5qa9axVevNq/iz2Ii7PLinfMRMCP+A6yTwZAXuWUH/X53FWHk2MrCOMSkmERHB32/mf6f",
-	"5SCEtDACHd27YWgwUyUNIIF/z7MLeF+AwYGlSlqQ+CefTnORcjfG/alW1zlMvv3DuAH/Wev6/2oYRkfR",
-	"/9mvmGifnpr9c/qKOl1mH03dskzRLrMJtykRzcn5Gat90Ivu4+i1ksNcpE8+THX9B6SWpWMuR5CxCXA5",
-	"G4scYkdxQuJ4Z1rJETOWW4iZ0u6JsSLPmZCJLAwcux87A9BaaTNgkk+EHHm6hzyLmdsmNuj1evs818Cz",
-	"+R7cCWPNoBuIPJF+IP4FNuaOc7hlhRTvCyABEzNTpGPGDeNsqnKRzr8xrjtwFH4fRz+6ETzlCp5IVki4",
-	"m0JqIWO4AKzzCqn7Po5Olb4WWQbyqTfViZAJnyPZOVnA7FgYpqagsVPWIbmA7ynJuGQ8mwhZe0Np3D8N",
-	"t6AN0HR+VfZUFTJ7ytn8qmjLPXUMcVzCeAmHw7pS6meuR/CpGDyI59wNwg2PE9ekSg7FqNCQMZRpYbC/",
-	"cDn3Msk89Zhp378x5eC102Y4PDcFuBvzwjhSVjp2lKEhB27AaazEwQGQjpvd5HIB0jKeZRqMYcb9wyrF",
-	"Jg4SkLyw6gakYR23VcTLQQFCxl72X3aDeEkLrd33MyEzNTtmBoBdgNXzvZOhBU3aixQXLljt2bK2uYRU",
-	"ycw4TTjjbtFbEEZNXdzH0VvJCztWWvwHnpS0fxHGODmpNJvwfKj0BDJ24odCXEiTRpnLkVlRIgrSJ7c8",
-	"F1kvkSiDbqSayRKIcMe46gYy/GUEtkIXtANeXr6V/JaLnF/nT849xiqNgLGoxsA6juyQx7UYjdzMpWIw",
-	"EdaCZrqQXiMJk8ipVikY0z1GaDZn3JHD05KNH8KnWL3AvsKwGeT5nqee68IyIYkwEJL55lxvJ+dnHttO",
-	"tZPzVhBCIiCaneDAXTvcRkdRxi3sWTGBaAnpxQ59L8P1OJpqGIq7dmMCAbBDGZqnzvgIBsUNzGO36BpS",
-	"NZLCAKPFX2rcE/QuwyRhd5a12xaV9fAbmRPl6+VM4trivCs7IFXkOqAlfU3v4L7n+ZthdPTb+r31O3Ef",
-	"L27FTZvtcYXSFrh2a9Vjl2PH6J4NPDczJfN5y6otzNI1vzyNd+VEfhaEkpuDEhYmzT+2mlvohmvN58sL",
-	"jm21relrreSpQ43YFc8y4daB5+e1QQ15biBupTLIMydAJo6+OEu1kgzupk5HCSWPEelco7KiVx3cNSyJ",
-	"/iuJerjv9ZlnfP5m+IuSzuBpIXd8/G+Am9anY1Xo1gcTIQsL7Y9W9HXfsk4/QC5uQc9/cRKIwM/yeiA0",
-	"cSsh2b+urs5Z5j9CJUG/X/7PJZtQG0dMSWDcWphMnTZPpH8ff4dbCJZkc5n8B8sjOHAIorR+Q8NundeZ",
-	"cHGUqoLE6PrXMuBZLuSKqQPNEPVeOoasyOEbw67RBgtAw5OCM6dVYd0s3eC2Ey64HGftgnAoNKx5dOWa",
-	"3F7YygxahGp/75obyBifKG9rDXDdBrRRpYB1HTaWvN+2llM+zxXPNmol/xpyMyLDTV8EMr3wr3ud5LZj",
-	"G8EcVrnxVbnAteUM6xSoJy7JshrquzVsdFFNp7nO/1KzgOZNMQHNRuIWyKmDg/vGENBl1zy9WZYhcDcV",
-	"GsxJC3v8ewzEHqUlSw05QnDkaPmN76jqgHWq3eWJpC9LAuaFVX4iqBK6RyWAV5oRfGfXMHTIy45BEjdv",
-	"qUzdGJYn8WbK3xdw1FgPA6kGW3rEhiBTp9bZjHtDoZAZ6B67GkMiaW5qyAZ+5N40GuD3gx9x0OE3GvDS",
-	"2Aqdr3Bh+un/6EY2YG8vfia2cKaO++mYnb+5vGJ8uXOrPBApV6fQYqOGdQMJS9VGbTiOZRXrSdW0Yc2a",
-	"OGx5tDt2q0vNbb9AFgndrCDinBvrTHWHiIdFXqoRt+kTnkGPvXYgxoHUOdonmRa3O8jboZDCjDcMAjeV",
-	"aeBOWATaz2LmJu1YIOUyhTyHrMdOvOwfixyJ0xtVoRvWSVuG291lvA+pA9obKlXDMmW47Si9YS3aET1V",
-	"XkVMlHGLliIs4iJ3WsXravYTTK23rcpVYNywsXAG3Jx1qmUXhk1BZs6kJfe1p2rWR7vEjNXMy03sHE1Z",
-	"Rxlu9d0GdVkhrcgZZxJmJf24AZlWiyDnhUzHu9D+hN+drGW13dUgSeCzVQaRUFrYeXtna/VgHBnLbbER",
-	"b6NEuaRXnZTmegR200dX9FaQ6j/WddQO2sDRcPamsCtslqAwM5EhawVVVNNopIqEZaQms9VCwo/gWqkc",
-	"OPouimm2m+xrs/l2RhUl0dV2t1z2JoWVWxhXAr4usutTWKksHsImI62zZJLFUXXAt4WJvNJiK0kQWgb6",
-	"kLT9QbTauuvU5trJ0PBAOsj8W+QFW41iXDteM9KDUk1WiJP+tHoe3uDul1IJ1QZQLU0D8Gw0gRfBpvv2",
-	"+xYnwj8Vy4rg/A+ncKuxZ8ycbHZq4fDluNtbiwdrp4SvDg43nxLWd2M1UkIXQHCCLZEVGu/tYuf/Xb75",
-	"lU25HVcGkDP0O0NEwHwyzYElnmF7hc6TqBszzvAQkpWH4+RxJefhCncU9/689TOkkZbvt09Vt3AOCpyN",
-	"LOK+fU1vfigcTIURqgXZk9s1O0IjXkzgmOXcwpEHA5maSfdrjLo+OPKddb1XTOlA4TiR5kZMp5D9rm5B",
-	"53x6xPwf/3APSgOhDCpwcpeNOaqLRGaaCwnZcYXafr+e/+5kVtUOPfI+bzc+jY0ksvyGzRzOcCg0h6E9",
-	"Dp5lN7HrOeki+qU6/CIrI7C+XweU/dat4cKk6hwdBuhWOvTTyuWh0RYo6/DoAJ8LORqQZSWLyTUgXvPm",
-	"30y77yUzig25DlZhIvu9nm9674DhGWu3hLp4zjoTBhpWVA2QhE5bGEsX4KFy8Cl8Y8JYMPwAj4OvAcEf",
-	"ja3HTmhD1TCRE6fn/fvlAZl37KNbJr0ZaVUgQWgwY+VY1supRB70436/36UYiFTpDBEqU86udFsvbGMw",
-	"YXGIKhNZtR4zDQ6UZDVIayzX9thjT2cV+9WHbMAMn5tEjtWMzrVwQav11AylMI0D0K9WIuGwCPWlroGX",
-	"BzMBHM4/bZhG2zWXq5TnYQRLT1vEwa+LJLjgX1omJ6lWuDl3cQC1ozQPzqpJuCHXhFkcxOcmD35Nfi5L",
-	"4FJPt8J31OYrngQksBxIlKYwtYRv616lGBHyHEqUnLWvqZCnuRiNWyD398h7Zdes43jI/cRJtXfbGyyR",
-	"SutMSvDS+nTGRbu4OPdmoNLM2UkBzo+5zPL6XB0btQ1rgQZCP7XpfyTcahLAQ2BsVOKPBrFPa+KiOUpk",
-	"gRY1wvOcpblKb8Ihe80J7mTCf5SEmF2cvmYvXrz4jgx2NRwaaD99K2z6gYDbfek5tXVqvwgz9AAoaFz3",
-	"79+dUPXc/jvPc693W5XpG6+Ia03wPFez8E2ggdaPzyuTfzG0Z05gkkIb4c5xLpNFnsc1NsOFq8v+jkfO",
-	"iTx89Tf2k/je0b7XZN0eG7gGBm2BkiFsauCdEIOjRObAb8FjJNz1OVMFRcFIxfyLpGPu9kZqz8/uD6Nk",
-	"74LPwtmQmybi/BbXY+UyrhFoTVM93PHwhN+d1cRXi8LgK9RR6W1Qhd34gmmBLxSJoiHNucBzckh5Qa6I",
-	"OZuBhrqDIkOWEZOmc1JI+7eXrSKU4lzO5Nu24wPftds1qWbtMnhnT0Yc3YIOqH2LEa4U1D+WiMwicsoK",
-	"AlTuA6Qyrzy2ENKoqHEHmzu9sHtxg+KaixfXJH1zR6sJ7+JAIZqn4/kdLekFtlgwpsUtLJ7LKFkdrgpp",
-	"LDqch8xPyMetQekDS3met7u1FrikEfu6Mfy14qG1VvgyR630FhwHEmhyiDf6yG9e8VXpWkiig1eTJOpu",
-	"DkpoIZnVe/kQmtpLwg+PUKAG3iLpfRxZfS67v0W4wbmz0WHW5oohaLIbVEIw0wKXNvjEA3LZjKUaJkP5",
-	"WVwbbuvWVg6nJkc4oPTdy1f/zXw0F8vAhoOJhaARfNA6eoqP3mGdai6wlrVyYsbhmg0e1haFJWy+QtHi",
-	"D8vZD28vzupR3TeCgiv8YmxmcnwaOl7rf22ew+7IXo/sk7z0NNViKo5FnmlYazaHd1gnOJxMrqzpkiuk",
-	"jFGiU/Jp7kSrtKodMXwAKEt1m5PvNZdKipTn7NVeLXiqw3OjUGkFPjI+YcXjVXzXtHuGQe40MITNr1ef",
-	"ca9Gk+vP8iaVYbGOy4L9sQ5/OiPutC7nlt3O7hXWKabMKvaqS44vN2MTs7dXrzHXJfD8lidsC9yuKiNn",
-	"3XSCLfTUh5m6kLtsupnqpvukpgPRIbdTY+Hsad00A/PSQdWHHJWu1j1PAeExZG1Lf5nHVDW1V2OycvEb",
-	"J5iVM3vFWWZgp7DcDUgexN8iq+yC1sMGbYnXFwyZO57afI6Bik7WaiVjL6TQoEHyXFbW7UIxiMKF6NGY",
-	"QW/UY0nUZy/Yf7n/KGj0YQVgq4E29ecatQy67uY4ymEZRruOwmsBt8titQ5AN3X34QJ3A1z9rETfQnSg",
-	"GI1Bs5ECE6JcMR4z2H3eV15uW3+VGzaIz2bzP2O0ASOkZymmWUnYU8OhMzf5HDL2h7rePiqpkrsL6Q/4",
-	"uw/kwj5ReVGPzeMe9z/HabdAJi1JpnZjdmdR/jFCuTmjs5NfT0pPZ90wfXv1ut0wrQvZNfZwLQCTeHJS",
-	"mBA3VtnFWxu+fsbrJOJDWL0ldn00H3VTwdZ9sakVt26qU16Qk96NLwe74mw0NPRBFnaQ6A8rlJ/l7GPI",
-	"2ZawxMnUzhmNiGmYqBBqTZ+1Mu3ni0sfFGGuA4BLvHhV9rwD67wvoIC3baHUl/9zyfApRlB3MJvbvF9h",
-	"/gUfwuY5X7k3V4Vvj62ddkwXe6yd7Z+/ubyiOgc0DPdad0sHxLuVK3XlxxxElmvVId33plVCXWGm2GOm",
-	"0q0wRdeA/fXn3DTiD3KFbyU82nTb8jgcE0FaOG51Qt4b09fANeiTglKfkESQ8/Dnas1wTzAdUsihapcf",
-	"0+I6Fym7+PHyCossqGHpwNDZEQF6TH3yGKr0bsTMjrWyNhdy5NMqhPvVSVCyIIgGY/y747PlZT7v+pRq",
-	"esn1eQNz00tkIt2MQFqfB3rEBo3c3iP2PU6QJUW//yK9gTn+AYMeuyqT8w3FslMYC3W05yt9lNFKhkqH",
-	"0JBuYM46Q60mZfY5vtP1MfGGWhrs3x7s+3EPai1RHiG7qh1U4NQpcYTyuClrDFcjkY4jffK0qYIaQh5I",
-	"GfCL5we1UxEuw0rhQmGcujnyx6gv7+6w11f4f0xvFIYNVqXUDhLZCd7ZbqibwspaFLkwNrgucSmveeZD",
-	"AkP4GYXm9RL5st/3CYF2Xf0OYVim0mKCp70h89oXusDM90Q6ko3ZxCd4h7PbtjhD11NVdaHsK4M05xri",
-	"RHJGlXKoY6wc4uOpx0jJGKxJAY8iK/PDSZEqTTD9sN9PZJV72/U1PFwjDhxPcy5k/ay7k3HLfYiUG6Cv",
-	"vcETmRW0C5RZHodkY/b26nTv767Zt9/2+/0+E5Jxr8e7x+zl4aFfWGETiesIBpMCJpjjJBUzIA2wTmhv",
-	"yfQO61wieqVD+pOb/2KtBTyuhwyyLlLYv92yhFgbPLACcQuUvICJkY1aDoEwaqmR+KCbSEG0MVjIvhww",
-	"0mxUu2Awg+uxUjdmgJ3/UAT2cuxSj8SlBTJlUZMk+q5vkigOx2duQZPocJxEPo6MHPdRJdNYAMvsF27c",
-	"dp2cn9VcM0fRQa/f6yO4m4LkUxEdRS96B70+wnE7RgHspAGJN/cvDxxKonRYLXImCPki8MOqhNSKVOfq",
-	"lX1vWdzHG9+k+kHuxba6QI0TnTVFo9q/LmP7d/6yDOLfLnG/EbTu2lzIl3O2cwjiHCvTsLcdU3IMLAy8",
-	"hzV40PhfVS7JCfvG4LaL0dl5XGXa4OYhWbX7gN4t1G067PfX1FTYrZZClUjRUk3hjROAWMysUe/M7YQP",
-	"86zlt7kXsYzLSxpeW6/lNPZrtafwk4PNnzRqkeBHLzZ/VJUZcl8cHm7TTb12BX713eavFmvX3MfRq23G",
-	"V68yguuPrpjN31H+GqLGYjLheh6KiTmsVoyollZZ0SYANKUz8BlEgqIo+ciUucQmeucarETe/p8iu18p",
-	"9/4JJPaixybPVYU+KOv+Mye5/svNX5TFo74kavsnpjGHTWghpV2V4dkPVHBjgf72CWIv1mfcsr04mipj",
-	"V51Lzii5DktUkSCzUKZ+htJL/hWHfKSaxWyaFyaRg5BQNCgdqEdrs4aUZgevJlU+eoBox818IgQzTUaj",
-	"tKeK13DTv1fZ/OHYrJFYdd80Wa0u4P6xedwfPbYzutsoWk3aiw/n+V2Zsb8FM5bVCd0HBy+24l4qyvbV",
-	"qiTvyIiOfnvXUFCFGVNIYBUhGCo64JlBFTtMYiWU/KoZ0A3DeUsVtu+TZR9Bhiyld/ORMxjRzSCsaZZ3",
-	"OaryvoVhfRQpVe5+LXT6xFeIqGcSo4XkE+97rMxhZzcA07W543EtJz1en0felDsXtGqfgZKPm8v71en8",
-	"ncXMlwISLgGzD7HGBLEK8UenZAQNBmwcLCqpZt0ee9n/jhUyB2N8FK37fnteL2NIH5DXy1rANtSNQWr0",
-	"+Kf0LYUKrWUwcEfpKrkwkYHbu959Z9hhv+/XxHE8FdDxdY+9qJyJFHqsqmSYSL+SuLS1epLsWqGHD/2C",
-	"L/sv8SN6t0QdHp4kcqzyDL1L+GlM5fFs5ZikrEWeui5zyEbgXUNOiomhe7UsgTUPDjPK0fJJiJ0yGxx9",
-	"ajNeT1A0jPtyGokMUqgT8pO6sdv2a0jVBEy1lJjNGFyAQU+QPEjkValQUJF4j3VQJN+YKgLdGeKmvfhO",
-	"IrH6DusMyPFMxXrI99yjn/Ab743uHlF6Y1XmwzUU4r1pU6lBnkgJbleoyw6XLESoskyEuSEFuaWifFGq",
-	"B4TNdGNfI1TlrrlUTec1H3IgJcc2qFI0VETUBigvapV/HglRLsSqflaQ8qJkTqlmbsHJf9P9qmDlFwkQ",
-	"y+yRlvJhm7DgsRNm4ehkja7AY6uNno1Tiud7NAqlnMh2yIORM3ha40SWFy2UtPvs7fiU3o7azjhV2bI7",
-	"FdkhmX2kFyScta49ejgPLz0itdYyjFbQbHUsvOBj/Mwdwl8I+bmlb7p0w4LXaa6kFyQ7j2ObFENhDj7P",
-	"a2fabF4FQgcTD48dGrmJWyGHgwfuu43KfSnjz14CP3usPorTaJsrEwKDFKoIu2VOW5DVJbLIIAcKKGpy",
-	"4A/4e8mBC5T8ctn0pA+yZ6fHl0JCtGGlrd1jF81yBt/5ckG8jLFihQETIqPbhPkqmLqKjPpPIBCvarGn",
-	"z6j0E6LSWqXjCpeS5bSMS5sY4YMcZNym42VqpJD0GkE+FjDwse9P7FJYzwc+fetr5YdnUPGRoAJvECtZ",
-	"tayuX0UT4zGOQ/jC3xe4Hm2UwblrTcPL8q1PFpjm8yG347GFPNRVjZZ5Eh8Qseb+dx5uMFn99WOGXDVS",
-	"l/4SUVdffPxULRZ+ZQhVxZKbrO8y3+wztb8Xso2f2AKvsvFW2+BsENKq/VUIjdTqgb9A8hr81V63kNUC",
-	"pp8t+L+IBY+B8qWJ1cF/Kh3qc1AZ45aMYdbBxLjuKuZeVMFbWvw1rv/r2vxfnAlfkU95RUaNav5Q191j",
-	"tLkWktoxVqe8UGOlllhl1q+mlf6TyNmrWlHMZxr8pMZ9tQ0rocZHGfHLGz8BPYKsonxh6DpNNHBzcQM+",
-	"ekxJ6LHTwhYaQi4gRb8k0heJLkv7qTxjGQyFxMTKJndQGp3/wEfP0WcYNEHdXAJW32YDJ8QHTnQPSIwP",
-	"GF0kXvGkkFZ54Z/IMIljZkILKNwHlE5GGWZTZYSFtkAJcjU0uPHx4Nan8WtsEgPBs/HVioNnuPVAvo2K",
-	"13bzbmzEVhSysZWn4xTffHRvx7tHjgz5y7gGvlrl3fAl8HqFcSTm2GlQwNo42th4ZbTPw8aTLLAV1pz5",
-	"6DjZJjOeuzY/B/hKBXWe1dYXd3qKFHS8aFCpIRs2oGbDwGLuI6zAOhMpItYx15McjNlN0UyrSr6tqsZX",
-	"+l3twFu+HxUvR6lKXtaq1PWrm6QO+n2qftbmsg7Xq1V80Sh9vL4k0qOqqlD4eGXa1p2tTf3r00VfNa5r",
-	"2cHFS6NjJiR7e/WawtclOkJCEYoHtVfbuZXuK3pgBXaBjX4OGoxqwz1rsC9OgxEJYeWZJgZh+MQnDvnt",
-	"VfIj9JWvlv3AuU4nPp+kTG5BCVC7YKx2fRmjss7ureoqsUQu31TG6KIyr8+7bMwN43lev58s3E12PXcN",
-	"AN6vkDsrmi7ZD2ku4XYzxMzlbXBHzOoCBuHOM58k1XbpWf1GtY4BmuIp1fEsrzdrTcS+ouVeLRwOny4/",
-	"wIar+6qEKx4u0BoqXeY7dZ/lxpciN05pXxv3UcnAHFLNHC/RJW4sqe5QDAVbVwsNX80MpcSaY2lfue8z",
-	"PZRuVOl74iNpvzLPQeHPQeFUfrBTVRTEQod1BsRHS8y3MeGs5L5Hw5urqfiqjHV59hd+0sO+HcjrY+yo",
-	"Ok3u38B8vW/95PzsJ/fOI5ImdbEuv8yNMmYqz0qn6TOpfja5aFiNtTPmZuwLwmKZEvrZ4W+HxTUzYzWT",
-	"D0fL62PsiKIeBsw8EqqgIXoE8SWDi8cH8H8JcFEW/i3DJrxOxqLDJUsxLDJJxSZ9rQ8sTbwdBEFxv//n",
-	"DczP1getXcCtuqnYaHPIGn3wHLL26bxObv0ZdzRyzIStlQU5oHpUeIG7kj2Gr248LvkY6Ryi76fcjquT",
-	"DKS6aNFyWzjZCIXUD/3RxprC6u8Wakk066X/9s6JbwP6Ngwci+ljsfSj/f2Dw//u9Xv93sHR3/t/76Oo",
-	"9zNfDopqZoIKMMf10ECqKKMkMKt8ieWaV0tINsRLK3sLGQwCTLRcbPZ1PWjVNCqy12JUTW+5+G9ba28k",
-	"uovwwvFhbcz+xLkstYGFlrzvq9esDNzWrBNI3sEk6jfhxLXC4StqpFMQSFVvesJvoNajr9bR0mWtlDy1",
-	"EQrKH7MmXK61RiTstjaUncabDFwfoUp13SuycLMDBVSkgFdMhSpFVrEBXV7RK3Q+6GElbPrBsBFYH3I+",
-	"ASwankhOUWb1Wtm1xb+k6zzCU26tFteFBcMGOMqzDD2aiRxUJZ4HrHN6dvqGbp0wR8zX2f6nVsX0LGP/",
-	"YNWrcSL90x8glCdHAc/+wXz73XrxeTsGA2wMPANtfHVwIKfpTOkbLMWFl6Ofv7m8YoM/E7oRMolCUSzo",
-	"4Q/3g0R2Bs0aQIMurl14zy0eFRkPP2HRnlrJ/e5xIrEfLtmgUaFyEFzOoUyMpzC8gcMX5qTWXJ+JDNFH",
-	"PikyV3IEus3B62k6FEZae7hbq/6XsQ68L3iOEwz7Vp3n0npWVPn/94IHWe9hV3sbpOLGCtVvpbhjBlIl",
-	"M8NmYctC4XYsbyVGklh745Awh8LyyfTjxjS4PfjHgH3LxnDH/vXLyeu9y3+dHL76W4eKasV0oui6Yd+y",
-	"JOolEfuWaT6javJbDfRSjCS3hYadBvpI/smFqvc7hHEuX61/eHfn7wQoC50dB6z3vhDpTU7laJEnsRz6",
-	"jOvMH7ATXlkSZSG2lqqnX4DV870T/LsTCEdpx2pY8z/j1tfD8jjmwdqrYZzliWOlPEZV5WPGq+Kgmu4x",
-	"kJBiADFVuhQtVeScILJahGT7a57eONVZnVLVfOu1e6ZiOnGiQoPsAjKhIfWnR1JZNlR5rmaQOaGxroBV",
-	"KLiHNTfr3WkUmahmrXLL4lCI1xvfGCe52mtW3d//bwAAAP//",
+	"7H1rcxs3svZfQfF9q0xuRhQl27trqvaD4sQbncSxVpJrT1XGFYIzTRLREKABjChuSv/9FLqBuZDDmy35",
+	"tqp8iMWZwbXv6H7wZytR05mSIK1p9f9szbjmU7Cg8a+XuTZKu3+lYBItZlYo2eq3ribABhJuLb0wYGrE",
+	"7ATYTMONULlhMz6GE8blgik7Ac1ueJYDE4ZpGOUGUjYXdsKe9XrdVtQSrsn3OehFK2pJPoVWv5VQz1HL",
+	"JBOYcjcEu5i5J8ZqIcetu7uodfaD+x0/n3E7Kb8WaStqaXifCw1pq291DtWWpvz2F5BjO2n1j3u9qDUV",
+	"Mvx9FDX1k8J0pizIZPEzLFaX45RpsFpAyhIN3ALNzi2I4VNg17BgXKblD0OVLtwnuZYGfx0JbWwsuTRz",
+	"0PguNWSYVHYi5Pik3hq2zyWtLbZWLm0saW2Pj7vsZ1gYxjUwk6gZpMwqbCfhWQb6iWEWJJe2G8uwCxPg",
+	"KehyISszP3BTX7eKz59vX8VfxFTY1cU752NgRvwHWDuFEc8zy456vc46wsiwlaVxiGk+bfWPen4z/Z/F",
+	"IIS0MAbdunPD0GBmShpAAv+epxfwPgeDA0uUtCDxn3w2y0TC3RgPZ1oNM5h+94dxA/6z0vX/1zBq9Vv/",
+	"77BkokN6ag7P6SvqdJV9NHXLUkW7zKbcJkQ0p+dnrPJBt3UXtV4qOcpE8smHqYZ/QGJZMuFyDCmbApfz",
+	"icggchQnJI53rpUcM2O5hYgp7Z4YK7KMCRnL3MCJ+7E9AK2VNgMm+VTIsad7yNKIuW1ig263e8gzDTxd",
+	"HMCtMNYMOoHIY+kH4l9gE+44h1uWS/E+BxIwETN5MmHcMM5mKhPJ4olx3YGj8Luo9aMbwadcwVPJcgm3",
+	"M0gspAwXgLWfI3XfRa1XSg9FmoL81JvqRMiUL5DsnCxgdiIMUzPQ2Clrk1zA95RkXDKeToWsvKE07p+G",
+	"G9AGaDpn0uSjkUgESHtpleZj+NQTG2kAZmY8gaCRjFUanhiWCnPtCHMImZqTEFRyJMa5dmJxosFMVJb2",
+	"YylhzlxvaZ6BiTzhm4hZLcZj0AalswaTT4FEa9BoubQio85jKQyOJe2yHyATN6CFa0NDBtxAaMMti1vM",
+	"sWJKehL9VdlXKpfpp1y5XxXxjWexEW6uMF5N4N5eKfUL159+Q4OUDDouc4Nww+NyeRNRMYTBvuZy4QW7",
+	"+dRjJuZ5YorBa2cS4PDcFOB2wnPj5IHSkWMvTxWOKGJnU4F0ItFNLnOsxHiaajCGGfeHVYpNnV1FQteq",
+	"a5CGtd1WkUAMVgSk7FnvWSfI6CTX2n0/FzJV8xNmANgFWL04OB1Z0F32RnqbI4plPktRlnuar5C8Yyte",
+	"8Ecfmw7zjeWU3/5445bKsT+k7H2uLGdzlWcpGwKbceMYpS1Vtes+A/yGZcBvIJYF1zIU8c520sBSYiNI",
+	"gyUldIWDQKamQ2YMWTC46ZVOVs2OS0iUTI0ziebcEU6DqVmxG+6i1lvJcztRWvwHPil7vhbGOIWpNJvy",
+	"bKT0FFJ26odC4pgmjcqXo9RG1SjIsLjhmUi7sURldC3VXBYWKXcSXF1Dir+MwZZmJlGRl0pvJb/hIuPD",
+	"7JNLACIFYVhejoG1HeugnCIKjZhUDKbCWtBM59KbJsLEcqZVAsZ0TtBGXzDuyKFG+g9ONn4In2P1gggS",
+	"hs0hyw489Qxzy4QkwkDb3Dfnejs9P/NOzkw7hW8FmcokHdJTHLhrh9tWv+UExYEVU2itmPyRc8NW/bao",
+	"NdMwErfNXiV6Qk7rap44LzTo8WtYRG7RNSRqLIUBRou/0rgn6H2GSQLsLG12Mks38jfyK4vXi5lElcV5",
+	"V3RA6tR1QEv6kt7Bfc+yN6NW/7fNe+t34i5a3orrJif0CjUGcO3WqssuJ47RPRt4bmZKZouGVVuapWt+",
+	"dRrvion8Ishdqg9KWJjW/7HT3EI3XGu+WF1wbKtpTV9qJV859wG74mkq3Drw7LwyqBHPDDTaie5DJ0Cm",
+	"pNAS7ZTI7czpWaHkCZq8Q1S49KrzewyLW3+JW13c9+rMU754M3qtpPN8G8gdH/8b4Lrx6UTluvHBVMjc",
+	"QvOjNX3dNayTtz8Xr50EIgNudT3QvHIrIdlPV1fnQduSkqDfL/91yabURp8pCYxbC9OZs0hi6d/H31Gb",
+	"k1CtL5P/YHUER84KKsIgoWG3zpt8+aiVqJzE6ObXUuBpJuSaqQPNEPWeN2ueGDZEZzwYS54U5sJOVG7d",
+	"LN3gdhMuuBxnzYJwJDRseHTlmtxd2MoUGoRq72DIndXFp8o73QNct0Ewu/zkXYe1Je81reWMLzLF061a",
+	"yb+G3IzW7bYvAple+Ne9TnLbsYtgDqtc+6pY4MpyhnUK1BMVZFkO9d0GNroop1Nf559Kt9IZypqNxQ1Q",
+	"dA8H98SQsc6GPLlelSFwOxMazGkDe/x7AsQeRUiDGnKE4MjR8mvfUdkBa5e7y2NJXxYEzHOr/ERQJXT6",
+	"hROiNCMXhA1h5CwvOwFJ3LyjMnVjWJ3Emxl/n3uHIayHgUSDLUKjI5CJU+tszr2zk8vUuSZXE+cW4NzU",
+	"iA38yL17N8DvBz/ioMNvNOCVseU6WxPL9tNH72XA3l78Qmzh3DX30wk7f3N5xfhq51Z5Q6RYnVyLrRrW",
+	"DSQsVRO14ThWVawnVdNka1bEYcOj/W23qtTc9Qvvom0k4owby0yeOIt4lGeFGnGbPuUpdNlLZ8Q4I3WB",
+	"/kmqxc0e8nYkpDCTLYPATWUauBMWgfbTiLlJOxZIuEwgyyDtslMv+yciQ+L0TlXohrWThuF29hnvfeqA",
+	"5oYK1bBKGW47irBog3bEkKVXEVNl3KIlaBZxkTmt4nU1+xlm1vtWxSo4B34inAO3YO1y2YVhM5Cpc2np",
+	"HMNTNeuhX2Imau7lJnaOrqyjDLf6boM6PtTGmYR5QT9uQKbRI8h4LpPJPrQ/5benG1ltfzVIEvhsnUMk",
+	"lBZ20dzZRj0YtYzlNt9qb6NEuaRXnZTmegx220dX9FaQ6j9WddQe2sDRcPomt2t8lqAwU5EiawVVVNFo",
+	"pIqEZaQm0/VCwo9gqFQGHGMXFMzaQ/Y1+Xx7WxUF0VV2t1j2OoUVWxiVAr4qsqtTWKss7sMnI62z4pJF",
+	"rfKkdwcXea3HVpAgNAz0Pmn7g2i1cdepzY2ToeGBdCbzby0v2CoU49rxmpEeFGqytDjpn1Yvwhvc/VIo",
+	"ocoAyqWpGTxbXeBlY9N9+31DEOGfiqV5OAUKx7Hrbc+IOdns1MLxs0mnu9EerBwXPz863n5cXN2N9ZYS",
+	"hgBCEGyFrNB5bxY7/3P55lc243ZSOkDO0W+P0ALm01kGLPYM2811Frc6EeMMT6NZkSVBEVcKHq4JR3Ef",
+	"z9s8Qxpp8X7zVHUD56DA2coi7tuX9OaHmoOJMEI1WPYUdk376MSLKZywjFvoe2MgVXPpfo1Q14fDCOdd",
+	"H+QzOhQ5iaW5FrMZpL+rG9AZn/WZ/8c/3IPCQSiyS5zcZROO6iKWqeZCQnpSWm2/Dxe/O5lVtkOPfMzb",
+	"jU9jI7EsvmFzZ2c4KzSDkT0JkWU3seGCdJE/DSlOQcnLCKzv1wFlv3VruDSpKkeHAbqVDv00cnlotMGU",
+	"dfboAJ8LOR6QZyXz6RDQXvPu31y77yUzio24Dl5hLHvdrm/64IjhYXunMHXxwH0uDNS8qIpBEjptYCyd",
+	"gzeVQ0zhiQljwTwUzAsYAhp/NLYuO6UNVaNYTp2e9+8Xh3w+sI9hmeR6rFUuK2e2hZyK5VEv6vV6HUqG",
+	"SZRO0UJlyvmVbuuFrQ0mLA5RZSzL1iN/3JVWTFpjubYn3vZ0XrFffUgHzPCFieVEzelsDhe0XE/NUArT",
+	"OADjaoUlHBahutQV4+XeXABn57+quUa7NZephGdhBCtPG8TBr8skuBRfWiUnqdaEOfcJADVbad44Kyfh",
+	"hlwRZlEQn9si+BX5uSqBCz3daL6jNl/zJFgCqxllSQIzS/ZtNaoUoYW8gMJKTpvXVMhXmRhPGkzu75H3",
+	"yuPUtuMh9xMn1d5pbrCwVBpnUhgvjU/nXDSLi3PvBirNnJ8UzPkJl2lWnatjo6ZhLdFA6Kcy/Y80t+oE",
+	"cB82NirxBzOxX1XERX2UyAINaoRnGUsylVyHRIFKENzJhP8oCRG7ePWSPX369AU57Go0MtB8+pbb5AMN",
+	"bvel59TGqb0WZuQNoKBx3d+/O6Hquf13nmVe7zYq0zdeEVea4Fmm5uGbQAONH5+XLv9yjteCjEnKcYVb",
+	"x7lM5lkWVdgMF64q+9veco7l8fO/sp/F9472vSbrdNnANTBoypgN+XMDH4QY9GOJqRPeRsJdXzCVUyaP",
+	"VMy/SDrm9mCsDvzs/jBKdi/4PJwNuWmind8QeixDxhUCrWiq+zsenvLbs4r4alAYfI06KqINKrdbXzAN",
+	"5gtl02hIMi7wnBwSnlMoYsHmoKEaoEiRZcS0HpwU0v71WaMIpVydM/m26fjAd+12Tap5swzeO5IRtW5A",
+	"B6t9hxGuFdQ/FhaZpWycnAwq9wFSmVceOwhpVNS4g/WdXtq9qEZx9cWLKpK+vqPlhPcJoBDN0/H8np70",
+	"ElssOdPiBpbPZZQsD1eFNBYDziPmJ+Rz76CIgSU8y5rDWktcUkuC3poHXfLQRi98laPWRgtOAgnUOcQ7",
+	"fRQ3L/mqCC3EraPn07jV2Z6U0EAy6/fyPjS1l4QfnqFADbxF0vs4svpSdn+HdINz56PDvCkUQ6bJfqYS",
+	"GjMN5tKWmHiwXLbbUjWXofgsqgy3cWvLgFOdI5yh9OLZ878xn83FUrDhYGIpaQQfNI6eEuX3WKdKCKxh",
+	"rZyYcXbNlghrg8ISNlujaPGH1TKYtxdn1fT+a0HJFX4xtjM5Pg0db4y/1s9h92SvB45JXnqaanAVJyJL",
+	"NWx0m8M7rB0CTiZT1nQoFFLkKNEp+SxzolVa1WwxfIBRluimIN9LLpUUCc/Y84NK8lSbZ0ah0ipS5n0W",
+	"sbdX8V3THBkGudfA0Gx+uf6Me701ufksb1o6Fpu4LPgfm+xP58S9qsq51bCze4W18xmzij3vUODLzdhE",
+	"7O3VSyx6Cjy/4wnbErer0snZNJ3gC33qw0ydy3023cx0PXxS0YEYkNursXD2tGmagXnpoOpDjkrX655P",
+	"YcJjytqO8TJvU1XUXoXJisWvnWCWwew1Z5mBncJy10zyIP6WWWUfaz1s0I72+pIjc8sTmy0wUdHJWq1k",
+	"5IUUVTk48lxV1s1CMYjCpezRiEF33GVxq8eesr+4/yhp9H4FYKODNvPnGpVSys72PMpRkUa7icIrCber",
+	"YrVqgG7r7sMF7hZz9YsSfUvZgWI8Ac3GCkzIcsV8zOD3+Vh5sW29dWHYID7rzf+C2QaMLD1LOc1KwoEa",
+	"jZy7yReQsj/UsMtOZfGSj/fNuLGxdCttwlnJCbFHltYqrWpndrV64/az4+Ng9uEAOyyXGRjD/Fa7t0OA",
+	"bp9cwlL6LxVh4O8+nQxnjiqU5l0/dHL/c/x+A+RYk3xsdqn3VigfoxrqMzo7/fW0iLdW3eO3Vy+b3eOq",
+	"qN/glVfSQEkyTHMTstdK73xn99vPeJNcvg/fu7CgHyxSXlfz1YhwYsWNm+qM53RU4MaXgV1zQhsa+iA/",
+	"P+iV+1UNj9L+IaR9Q3LkdGYXjEbENExVSPimzxqZ9su1ju/Vzt1khq7w4lXR8x6s8z6HHN42JXRf/uuS",
+	"4VPM424juIB5v8YJDZGM7XO+cm+uSyKfWDtrmw72WMkwOH9zeUWwGzQM91pnxzDIu7UrdeXHHESWa9XZ",
+	"2+9No4S6wnq1hyzoW+sQYwHwVllDA/wXvVtQ4o6fXfmXHdFB85E38upoBCjZGb1FCclFqbaaF5gGlZLy",
+	"4jhuv2MNP45i+tuSC2giH3T+sJOsbFLl68fxr2LP9vCrENsFzQxnv3hYGXYmGWfnp1cvf4pCDVU5fHYN",
+	"MPOV3Hh0ehJL4T6gryN/Wko15MJnhBe7iGZSwxZS/XjTHjZUpBX16uegQ3bdsmGtx2AsKxVsvQL+BIsH",
+	"sWyeLVfNK10UzTvrU1hfhWlYxV4uG97up1WH+7qoDlxyBKeCwoMIOuBzb8KKChmEk3MUqcCwy3yxPsIP",
+	"mImayxM8wwE5UjqBlC3Al/PtODpqb3Vor1VYSFMZFQKRTPiNr/ROWdv7RDjcER5x0Ng0WEz063TZ6Q6L",
+	"joeVhD0w48YwUUAjuA14ETZgGbOggG4KiAlESDuuQLAGzZrpl2HShhUoiWkTxVR72UYzd2u5/KqUsXvW",
+	"zhbHl15MFxyL88gNdNm/y2SHTDhfNyTCxZJspqXJ54h+EVrssjeUsOe/FoYZsBHjEvVnLOk18mQINYmz",
+	"iVvdGbcWtKSk3JdnP1xElPEpnf5nlc9iieaRrz+pWAtU0F2XXGGeGmYZT2jrYlnIHTdGQ5hD84nKgLX/",
+	"vGOZGHkq1+DEcOIWsFEGJSLVDdRy6kE/NMLPFLhGg+Pe026ve3T0tNs7PH42QI8+AIRkwoLmBLvkunYT",
+	"wkUaguMlJZHCcKWcDgiVNTaZIARVbQ0RwiaZQHJNWVlh1xGxhLZWg1HZjZMc1L+HEQv+XfVsZRvGGh1o",
+	"0pfoUyw7fW5opqno0s+lskITpa5N16dwdxM1HSAuxuAvtd8oa0EumMmHqZpygbWFlTe6a+Zy/Pzpx04m",
+	"mK7nSGxNsiI8cWOqmbMmqkzU2pnpHx6a96YL+cEcjD046vIp/4+SfG7cJA6Pjp8+e/7Xv/39Re/o+HCw",
+	"bk4FcNoHT2q9oPkgv3hHF/DLMC8vJxyzl0vJmPAZT4R1LJJxNFes8kCIJDYMa2NO13DBRlzo4ksK1u6B",
+	"Z7ey7M7zgyR3LqbTEv4caghcgz7NCTUAZ4juIv5cGrfoSCCSiJAj1WxIz/JhJhJ28ePlFQLVqVGh1HTa",
+	"p1g4ogb48GMFS8tOtLI2E3LsK5IRFMuHHmXqbQOS2W2POCazRadYNPfA9XkNCydtYulmBNJ6CJU+G9Rg",
+	"cfrse5wgi/Ne72lyDQv8Bwy67KoAODNUBloV6gceLbFI9DcEv0hDuoYFa4+0mhZWJr7T8eWkXj0MDm+O",
+	"Dv24B5WWCIKDXVVyfHDqVHNNME4EuICrEUtHWx53yJT5wKGEuqiVw9SbSkIRl2GlcKGwxNP0veR+dnuL",
+	"vT7H/yMyiDBssA6NZhDLdkhs6ATsSVbg+aGSDuasW8ohT301TajcoKqWbiyf9XoeS8NuwkAUhqUqyaeY",
+	"KBlAizxYIAJfxdKRbMSmHhsppD02lei4nkrkuqKvFJKMa4hiyRmhjVLHiL7oSxEnSMlY50S1QiItoJXI",
+	"klGabLXjXi+WJWxNx+MgukacqzLLnIappIm2U265ry5wA/T4hTyWaU67QKBMUcDpYW+vXh383TX79rte",
+	"r9dj6CuRLOycoIFIC+vs3KDUh7lb02tS7wakAdYO7a2cWoV1LsLQzl6jUJab/zLUGma6QurscUdh/3bL",
+	"EtLUMdcLnOBDHw0xRWpQboEwKqgi+KCDdgeiVCwBlwwYCWaCLhvMYYiKfoCd/5AH9nLsUi1iowUqzYO4",
+	"9aJn4lYUMs/cgsat40nc8iUYlPPSKmUaC9Y2e82N267T87PKqWa/ddTtdXsYkZyB5DPR6reedo+6PYwh",
+	"2wkKYCcNSLy5v3y0qyDKsxRdaGPJE8EPSxjeNShB5SuHPhx+F219kzBY3YtN2Kq1ZKgNwLvNXxdlsXt/",
+	"WdS/7oZ5Vav3dG0uQU3IbFHUP02UqR0SOabkWJMTeA9xTPFIbB3krBP2tcHtlt6+97gKxI3tQ7Jq/wG9",
+	"W8K+Pe71NsCR7QdDVtYgNwCRvXECEAGha5jRbie8Y1iBhnAvIorjMxpeU6/FNA4r+L34ydH2T2owfvjR",
+	"0+0flVCt7ovj4126qcK+4Vcvtn+1DF15F7We7zK+KkAfrj8GvbZ/R9APaDXm0ynXiwDI7Gy1fDypATwW",
+	"BprSKfjie0EFSHxsChge03rnGixF3uGfIr1bK/f+CST2Wg9Nnusw8giw6gsnud6z7V8U2LFfE7X9ExGA",
+	"wiY0kNK+yvDsB8KqW6K/QzKxlzHud2wvas2UsetS+uaES7EIYWoqMPbB1xBH9K84y0eqecRmWW5iOQi1",
+	"+IPi1L+/seBeaXb0fFpCOQUT7aReio/GTJ3RCDGg5DXc9O9Vurg/NqthEtzVDx6szuHuoXncZ+01M7rb",
+	"KFpN2osP5/l9mbG3AzMWCO/ug6OnO3EvYTJ/syrJBzJa/d/e1RRUbiZUTVMW1wQwNDydKcvuSKwEtNyK",
+	"A11znHdUYYceZ+YBZMgKMhIfO4cRwwzCmjoyYr+ETBKG9VCklLBXlarDUw+uVgXhQQ/JY1Z1WQH/hKdx",
+	"G2GXogqcU7QZgqkudy5o1b4AJR/Vl/eb0/l7i5mvxUi4BATuQHg2YhXij3bBCBrwjMh7VFLNO132rPci",
+	"JCJSxqL7fndeL8qv7pHXi/tUbIBcRGr09k8RWwq3XBR1dG2lS1yOWAZu7xQHhMe9nl8Tx/GEPenvjvGi",
+	"ci4SwOMiH+eJpV9JXNoKnDwbKozwYVzwWe8ZfkTvFlaHN09iOVFZitEl/DQiZGlbBiYJ8IMnrssM0jH4",
+	"0JCTYmLkXi3QYxchYEbwBh6/o10AKWFMbc6r2B6GcY9EF8sghdqhtL8TuW0fQqKmYMqlRCCQEAIsQOVR",
+	"HsTyqlAoqEh8xDookiemjPHTqVMjbmUsEbiStQcUeCacS4o9d+kn/MZHozt9QgYpEfJcQ6FUkjaVGuR4",
+	"PQVo32Wbh2zeBFgqwtyQgtxSEdQKQWliM53IXxFAub2Jmi0qMeTirLn3glSKhpKImgzKiwpo5gNZlEtl",
+	"Xl+USXlRMKdUc7fgFL/pfFNm5VdpIBaF1w3Iu9tswRMnzMLRyQZdgcdWWyMbr6gU5sEolOBE1lyGI7S/",
+	"icyJLC9aCO/mMdrxOaMdlZ1xqrJhd0qyQzL7yChIOGvdePRwHl56QGqtFOevodnyWHgpxviFB4S/EvJz",
+	"S18P6YYFr9JcQS9Idt6OrVMMJat6iIS9abN+nSIdTNy/7VCD9djJcji6576bqNzfAvLFS+DHiNVHcRpt",
+	"c+lCYJJCWRayymlLsrqwLFLIgPKn6hz4A/5ecOASJT9bdT3pg/Qx6PG1kBBtWOFrd9lFHQnshUfaLLPR",
+	"WW7AhHK+JmG+zkxdR0a9TyAQryoFU49W6We0SiuXhJR2KXlOq3Zp3Ub4oAAZt8lklRopX7RCkA9lGPjE",
+	"1E8cUtjMBx754Fvlh0ej4iONCryMtmDVkx2KqjZbG6ZarrLWNSyLWj5bYpqHEtmNx5YgXNY1WhT3fkDG",
+	"mvvfebj8b/3XD5lyVau3/6/Iuvrq86cqufBrU6hKltzmfRcgCV+o/70E1POJPfASQmK9D84GAZHI3yJW",
+	"QyUa+Ev4h+Bvxb2BtJIw/ejBf/HK9nnvb9u/abq2/t68f0yyL9yzNv6pdIDFo0LFBqAe1iYcnXWCYVl9",
+	"7xgtqEiM/954wVfn/pfkU9xMV6GaP9Swc4L+2hKWFOb5FPfYrdUw60IC62ml90lk9FUFi/6RBj9rYKDc",
+	"hrVmykcFAFY3fgp6DGlJ+cLQLfboHGfiGnzmmZLQZa9ym2sIdYSUORNLfzdLgaitMsSCEBJrUOvcQSV4",
+	"/gOfeUefYcIFdXMJeOkNGzghPsCSYhLjA2ZzLU2FJ4W0ygv/WJZQESa0gMJ9QKVoVJ02U0ZYaEqyoDBF",
+	"jRsfzlT7PDGRbWIgREW+WXHwaKp9RlMtxFQqkC57RVW22mWUKrJThOUVvvngUZZ3D5yR8l8TkvhmFX8t",
+	"hsGrlwIhMUdO+wICSWpjo7VZRvebx7LEVgjQ+NH5uXVmPHdtfgmmL6FPPqq8r+7UFinoZNkZUyM2qpmp",
+	"NeeMuY/w0oS5SNDanXA9zcCY/RTNrLx8o1HV+Ms51gcOl9F1/H2GJUp9BVi6V17+etTrEWBxU6g83Ihc",
+	"8sU+ACcPqarCXSVry8VubWXq354u+qbPyhp2MFRkBq5BhLm3Vy8pbV5iECWAX9yrr9vMrYRTd88K7AIb",
+	"/RI0GAEpP2qwUoM9+mBreJWIFjF26lYPwye+RIqXyJ8frCE9TOQ9V3Wd+sqZoowngN6HSqXKHceM7n5x",
+	"b5X3Dcdy9TpjRrcZewuiwybcMJ5l1UuMwwXGwwUC/uElbJnz+TWuUijoCVcgo5VeXBndZ1bnMAgXI/ty",
+	"sKabkavXLrcN0BRfEcx+cQdyY8n5FS33enF0/OkqIWy437ssLePhlt2RqmGwPUqqR0nVLKleESXVrskt",
+	"QHWlmjvupbulWVxe7R5ucFgvpjxSHMqlDUf+Hsr7Cz3wr+FYf+Ljfr8yjwn3jwn3BO3YLtEaEUSyyoD4",
+	"aIX5thbzFdz3YDb1eiq+KvKIHmOin/UwdA/yut9zUQKwZY64Fs6C9BLcEEhHiSSZ4IFGvwI1XmKrxjIg",
+	"C3iwdWfsXcPMOgOVkPaVDjckSGWZgSIo7ydu+TWYdSj7HieVoAPMRM2XYfvx9MSsP+essNhD6afPc8a5",
+	"mbPDCec3yuGPuu2eziiLTFLJpxB5Ro2IcxHzgWeZmjtC8pj1y2Jq38PNDZry8BoWm081T8/PfnbvPCBb",
+	"URebKordKCO8zC4cVz0q0C+m+hjxt9sTbiZeTSEwFf3sVJOEG69I5L1q2A0uFlHU/bhYD+Tr0BC9X/M1",
+	"uzyPgYx7cXkKqPci2S1cwOQEYMFSDGGFCV7Ym2gIRr+HuD/88xoWZ5tTjS/gRl2XbLQ90Zg+eEw0/lxk",
+	"ROvPuKORk9qlQ70jQiC0E5BMyS7DV7ceVH+MdA71VjNuJ+UZMlJda9leXzpTLm5o2XqZyd27JfSg+g0Z",
+	"v71z4tuAvgkDxzv/8HqM/uHh0fHfur1ur3vU/3vv7z0U9X7mq6ms9dp/AeakmtBNGGJ4Y5oK9+qW0f3i",
+	"+qvuUs2aANNahRd/WS01MLU7OCqVBaa7Cvfe1NobiWFzN/TahWdReUFWGKYNqbPdOhZ8U7OVC6RE9cLe",
+	"qHJVxJpbMchCLW8YmPJrqPTo8ZkauqxcHkJthCtETljdOq60RiTstjZcNIAXLro+wr0E1Vjt0oUwlMqW",
+	"AF6zFnDprGIDf8FVrrNBF+8+CHb6GKwvMpoCXhMRS06+c/V2hMriX9Kto+Ept1aLYW7BsAGO8iwd0K1p",
+	"gxLUf8Dar85evaHbhEyf+ZsV/qlVPjtL2T9Y+WoUS//0BwgXUqCAZ/9gvv1O9boROwEDbAI8BW38fRBA",
+	"cYO50tcIvqgkRHgjJhv8GbewsDxuBRhE6OIPd4NYtgd11LdBB9cuvOcWj66VCD8hTFvlkpXOSSyxHy7Z",
+	"oIZJPAhHbwEYzFMYXhTqoZipNddnLINr5MvgMyXHoJuiF56mAxTexrSaCt5rytrwPucZTjDsW5lJQ+tZ",
+	"UuX/HoSTNH2AXR1skYpb7yR4K8UtM5AomRo2D1sWrupAQEMxlsTaW4eEVXOWT2cfN6bBzdE/Buw7NoFb",
+	"9tPr05cHlz+dHj//a5tgFCPK5XDdsO9Y3OrGLfYd03xO94fsNNBLMZbc5hr2GugDnZos3XOyR2Bq+RB6",
+	"wY5vb/0tMAW05Umw9d7nIrnOCIAceRJDhnOuU5/aRPbKiigLFREUYbwAqxcHp/jvdiAcvEqNbnlJufUI",
+	"iN6Oubf2KjbO6sTpci26RyRivISD1nRzjQS8gc9jG4sG3FAniKwWAV5lyJNrpzrL0/rKiV/lOuyITt4J",
+	"WpZdQCo0JP4UXSrLRooiMk5obIIsDBCriLJc7U6jyEQ1a1W4A9HrjSfGSa5mlMK7u/8LAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

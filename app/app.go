@@ -26,6 +26,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/diskspace"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
@@ -214,8 +215,15 @@ func (a *App) build(ctx context.Context) error {
 		// Shared by every instance and kept across restarts, so that any
 		// of them replays a sealed idempotency record.
 		IdempotencySecret: []byte(cfg.SigningSecret),
+		TenantWeight:      cfg.TenantWeight,
+		TenantQuotas: model.TenantQuotas{
+			MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
+			MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
+		},
+		CatchUpLimit:     cfg.CatchUpLimit,
+		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log,
+		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens: a.throttle,
 	})
@@ -274,11 +282,23 @@ func (a *App) readyz(c echo.Context) error {
 			ready = false
 		}
 	}
+	// A nearly full disk refuses new work but stays ready: releases and
+	// deliveries must keep reaching this instance.
+	_, checks["disk"] = a.master.DiskStatus()
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// diskProbe is the disk guard's probe: the embedded store's data directory.
+// MongoDB's disk is not this process's to watch (nil: no guard).
+func (a *App) diskProbe() master.DiskSpace {
+	if a.cfg.Store != "embedded" {
+		return nil
+	}
+	return diskspace.Dir{Path: a.cfg.DataDir}
 }
 
 // AdminKeyFile returns the file the generated admin key was written to, or

@@ -118,6 +118,9 @@ func TestParseConfig(t *testing.T) {
 		"RejectsStrayArgument":       {args: []string{"serve"}, want: "unexpected argument"},
 		"RejectsNegativeRateLimit":   {args: []string{"-rate-limit", "-1"}, want: "rate-limit:"},
 		"RejectsZeroBackgroundAbove": {args: []string{"-emit-background-above", "0"}, want: "emit-background-above:"},
+		"RejectsZeroTenantQuota":     {args: []string{"-tenant-max-events-stored", "0"}, want: "tenant-max-events-stored:"},
+		"RejectsHugePerFireQuota":    {args: []string{"-tenant-max-events-per-fire", "2000000"}, want: "tenant-max-events-per-fire:"},
+		"RejectsDiskPercentOver":     {env: map[string]string{"SCHEDULER_DISK_MIN_FREE_PERCENT": "150"}, want: "disk-min-free-percent:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := app.ParseConfig(tc.args, env(tc.env))

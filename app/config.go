@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/master"
 )
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // Config is everything schedulerd can be told at start-up. Each field has a
 // flag and a SCHEDULER_* environment variable (see Options); flags win.
@@ -39,11 +42,20 @@ type Config struct {
 	HTTPAllowCIDRs  []netip.Prefix
 	HTTPDenyCIDRs   []netip.Prefix
 	RateLimit       float64
-	RateBurst       int
-	ShutdownTimeout time.Duration
-	InstanceID      string
-	LogLevel        string
-	LogFormat       string // "json" (default) or "console"
+	// Defaults of every tenant that does not set its own (PATCH /v1/tenants/{id}).
+	TenantWeight             int
+	TenantMaxSchedules       int
+	TenantMaxEventsPerFire   int
+	TenantMaxEventsPerMinute int
+	TenantMaxEventsStored    int
+	// Disk guard of the embedded store's data directory.
+	DiskMinFreeBytes   int64
+	DiskMinFreePercent float64
+	RateBurst          int
+	ShutdownTimeout    time.Duration
+	InstanceID         string
+	LogLevel           string
+	LogFormat          string // "json" (default) or "console"
 }
 
 // Option describes one setting: its flag, its environment variable, its
@@ -104,6 +116,7 @@ func cidrs(name string, p func(*Config) *[]netip.Prefix) func(*Config, string) e
 
 // Options lists every setting.
 func Options() []Option {
+	dq := master.DefaultTenantQuotas()
 	return []Option{
 		{"listen", "SCHEDULER_LISTEN_ADDR", "127.0.0.1:8080", "address the REST API listens on (use :8080 in containers)", str(func(c *Config) *string { return &c.ListenAddr })},
 		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<bound listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
@@ -135,6 +148,27 @@ func Options() []Option {
 			return nil
 		}},
 		{"rate-burst", "SCHEDULER_RATE_BURST", "50", "API request burst per tenant", num("rate-burst", func(c *Config) *int { return &c.RateBurst })},
+		{"tenant-weight", "SCHEDULER_TENANT_WEIGHT", "1", "share of delivery capacity of a tenant that sets no weight (1-1000)", num("tenant-weight", func(c *Config) *int { return &c.TenantWeight })},
+		{"tenant-max-schedules", "SCHEDULER_TENANT_MAX_SCHEDULES", itoa(dq.MaxSchedules), "schedules per tenant, unless the tenant's quota says otherwise", num("tenant-max-schedules", func(c *Config) *int { return &c.TenantMaxSchedules })},
+		{"tenant-max-events-per-fire", "SCHEDULER_TENANT_MAX_EVENTS_PER_FIRE", itoa(dq.MaxEventsPerFire), "largest eventCount of a tenant's schedule, unless the tenant's quota says otherwise", num("tenant-max-events-per-fire", func(c *Config) *int { return &c.TenantMaxEventsPerFire })},
+		{"tenant-max-events-per-minute", "SCHEDULER_TENANT_MAX_EVENTS_PER_MINUTE", itoa(dq.MaxEventsPerMinute), "emission rate of a tenant, unless the tenant's quota says otherwise (stored and shown; not enforced yet)", num("tenant-max-events-per-minute", func(c *Config) *int { return &c.TenantMaxEventsPerMinute })},
+		{"tenant-max-events-stored", "SCHEDULER_TENANT_MAX_EVENTS_STORED", itoa(dq.MaxEventsStored), "events a tenant may have stored (waiting, in flight, retained), unless the tenant's quota says otherwise", num("tenant-max-events-stored", func(c *Config) *int { return &c.TenantMaxEventsStored })},
+		{"disk-min-free-bytes", "SCHEDULER_DISK_MIN_FREE_BYTES", itoa(master.DefaultDiskMinFreeBytes), "embedded store: refuse new schedules and triggers (507) when the data directory's disk has less free space than the smaller of this and -disk-min-free-percent", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return fmt.Errorf("disk-min-free-bytes: %q is not a positive whole number", v)
+			}
+			c.DiskMinFreeBytes = n
+			return nil
+		}},
+		{"disk-min-free-percent", "SCHEDULER_DISK_MIN_FREE_PERCENT", itoa(master.DefaultDiskMinFreePercent), "embedded store: the disk guard's threshold as a percentage of the disk's size (see -disk-min-free-bytes)", func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 || f > 100 {
+				return fmt.Errorf("disk-min-free-percent: %q is not a number above 0 and at most 100", v)
+			}
+			c.DiskMinFreePercent = f
+			return nil
+		}},
 		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: local with the embedded store, hostname-pid with mongo)", str(func(c *Config) *string { return &c.InstanceID })},
 		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
@@ -240,6 +274,23 @@ func (c *Config) validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("lease-ttl: %s is below 1s", c.LeaseTTL)
+	}
+	if c.TenantWeight < 1 || c.TenantWeight > master.MaxTenantWeight {
+		return fmt.Errorf("tenant-weight: %d is out of range 1-%d", c.TenantWeight, master.MaxTenantWeight)
+	}
+	for _, q := range []struct {
+		flag string
+		v    int
+	}{
+		{"tenant-max-schedules", c.TenantMaxSchedules}, {"tenant-max-events-per-fire", c.TenantMaxEventsPerFire},
+		{"tenant-max-events-per-minute", c.TenantMaxEventsPerMinute}, {"tenant-max-events-stored", c.TenantMaxEventsStored},
+	} {
+		if q.v < 1 {
+			return fmt.Errorf("%s: %d must be at least 1", q.flag, q.v)
+		}
+	}
+	if c.TenantMaxEventsPerFire > master.DefaultMaxEventCount {
+		return fmt.Errorf("tenant-max-events-per-fire: %d is above the eventCount limit %d", c.TenantMaxEventsPerFire, master.DefaultMaxEventCount)
 	}
 	if c.HTTPTimeout <= 0 {
 		return errors.New("http-timeout: must be positive")

@@ -517,7 +517,9 @@ type ScheduleCreate struct {
 	// Priority Higher goes first among waiting events (default 0).
 	Priority *int `json:"priority,omitempty"`
 
-	// RunAt Launch instant of a one-off delayed job.
+	// RunAt Launch instant of a one-off delayed job. An instant in the past
+	// fires at once; one older than the catch-up limit is refused
+	// (422 naming runAt) unless misfire is fire_all.
 	RunAt *time.Time `json:"runAt,omitempty"`
 
 	// Spread Spread the launch times of a fire's events evenly over the window.
@@ -588,11 +590,84 @@ type Tenant struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas TenantQuotas `json:"quotas"`
+
+	// Targets The delivery targets a tenant may use. With every list absent or
+	// empty the tenant may use any target. Once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix. In a PATCH, targets replaces the
+	// tenant's lists as a whole ({} lifts the restriction).
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight The effective weight (the tenant's own or the configured default).
+	Weight int `json:"weight"`
 }
 
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
+// in a tenant, every quota is the effective one (the tenant's own or
+// the configured default).
+type TenantQuotas struct {
+	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
+	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
+
+	// MaxEventsPerMinute Emission rate of the tenant, in events per minute. Stored and
+	// shown; not enforced yet.
+	MaxEventsPerMinute *int `json:"maxEventsPerMinute,omitempty"`
+
+	// MaxEventsStored Most events the tenant may have stored (waiting, in flight and
+	// retained). A create, update, trigger or resume that would pass it
+	// answers 429 naming maxEventsStored with the current figure.
+	MaxEventsStored *int `json:"maxEventsStored,omitempty"`
+
+	// MaxSchedules Most schedules the tenant may have; a create over it answers 422 naming maxSchedules.
+	MaxSchedules *int `json:"maxSchedules,omitempty"`
+}
+
+// TenantTargets The delivery targets a tenant may use. With every list absent or
+// empty the tenant may use any target. Once any list is set, an http
+// target must match a host pattern or a CIDR, and an sqs target must
+// start with a queue URL prefix. In a PATCH, targets replaces the
+// tenant's lists as a whole ({} lifts the restriction).
+type TenantTargets struct {
+	// Cidrs Address ranges such as `203.0.113.0/24`. An address literal in
+	// the URL must be in one; a host name that matches no host pattern
+	// is checked by delivery, on every resolved address.
+	Cidrs *[]string `json:"cidrs,omitempty"`
+
+	// Hosts Host names such as `hooks.example.com`, or `*.example.com` for any subdomain of example.com.
+	Hosts *[]string `json:"hosts,omitempty"`
+
+	// QueueUrlPrefixes Prefixes of SQS queue URLs, such as `https://sqs.eu-west-1.amazonaws.com/123456789012/`.
+	QueueUrlPrefixes *[]string `json:"queueUrlPrefixes,omitempty"`
+}
+
+// TenantUpdate defines model for TenantUpdate.
+type TenantUpdate struct {
+	Name *string `json:"name,omitempty"`
+
+	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
+	// in a tenant, every quota is the effective one (the tenant's own or
+	// the configured default).
+	Quotas *TenantQuotas `json:"quotas,omitempty"`
+
+	// Targets The delivery targets a tenant may use. With every list absent or
+	// empty the tenant may use any target. Once any list is set, an http
+	// target must match a host pattern or a CIDR, and an sqs target must
+	// start with a queue URL prefix. In a PATCH, targets replaces the
+	// tenant's lists as a whole ({} lifts the restriction).
+	Targets *TenantTargets `json:"targets,omitempty"`
+
+	// Weight Share of delivery capacity relative to other tenants (used by fair delivery).
+	Weight *int `json:"weight,omitempty"`
 }
 
 // Cursor defines model for Cursor.
@@ -618,6 +693,9 @@ type Error = Problem
 
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
+
+// InsufficientStorage RFC 9457 problem details.
+type InsufficientStorage = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -746,6 +824,9 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
+
+// UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
+type UpdateTenantJSONRequestBody = TenantUpdate
 
 // DeliverEventJSONRequestBody defines body for DeliverEvent for application/json ContentType.
 type DeliverEventJSONRequestBody = DeliveryMessage
@@ -1048,6 +1129,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 	GetTenant(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTenantWithBody Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	//
+	// Quotas apply to requests made after the change: schedules and events
+	// already stored are kept. A quota or weight not set on the tenant takes
+	// the configured default; the answer shows the effective values.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTenant Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	//
+	// Quotas apply to requests made after the change: schedules and events
+	// already stored are kept. A quota or weight not set on the tenant takes
+	// the configured default; the answer shows the effective values.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenant(ctx context.Context, id ID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAPIKeys List the tenant's keys (hashes and clear keys are never shown).
 	//
@@ -1580,6 +1683,48 @@ func (c *Client) CreateTenant(ctx context.Context, params *CreateTenantParams, b
 // Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 func (c *Client) GetTenant(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTenantWithBody Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+//
+// Quotas apply to requests made after the change: schedules and events
+// already stored are kept. A quota or weight not set on the tenant takes
+// the configured default; the answer shows the effective values.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+func (c *Client) UpdateTenantWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTenantRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTenant Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+//
+// Quotas apply to requests made after the change: schedules and events
+// already stored are kept. A quota or weight not set on the tenant takes
+// the configured default; the answer shows the effective values.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+func (c *Client) UpdateTenant(ctx context.Context, id ID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTenantRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2751,6 +2896,53 @@ func NewGetTenantRequest(server string, id ID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewUpdateTenantRequest calls the generic UpdateTenant builder with application/json body
+func NewUpdateTenantRequest(server string, id ID, body UpdateTenantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateTenantRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateTenantRequestWithBody constructs an http.Request for the UpdateTenant method, with any body, and a specified content type
+func NewUpdateTenantRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListAPIKeysRequest constructs an http.Request for the ListAPIKeys method
 func NewListAPIKeysRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -3175,6 +3367,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tenants/{id} (the `GetTenant` operationId).
 	GetTenantWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetTenantResponse, error)
+
+	// UpdateTenantWithBodyWithResponse Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	//
+	// Quotas apply to requests made after the change: schedules and events
+	// already stored are kept. A quota or weight not set on the tenant takes
+	// the configured default; the answer shows the effective values.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
+
+	// UpdateTenantWithResponse Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+	//
+	// Quotas apply to requests made after the change: schedules and events
+	// already stored are kept. A quota or weight not set on the tenant takes
+	// the configured default; the answer shows the effective values.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithResponse(ctx context.Context, id ID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
 
 	// ListAPIKeysWithResponse List the tenant's keys (hashes and clear keys are never shown).
 	//
@@ -4512,6 +4726,8 @@ type CreateScheduleResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *InsufficientStorage
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4563,6 +4779,11 @@ func (r CreateScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r CreateScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4833,6 +5054,8 @@ type UpdateScheduleResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *InsufficientStorage
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4889,6 +5112,11 @@ func (r UpdateScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r UpdateScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5276,10 +5504,14 @@ type ResumeScheduleResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *InsufficientStorage
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5318,6 +5550,11 @@ func (r ResumeScheduleResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ResumeScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
@@ -5326,6 +5563,11 @@ func (r ResumeScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r ResumeScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5387,10 +5629,14 @@ type TriggerScheduleResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *InsufficientStorage
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5429,6 +5675,11 @@ func (r TriggerScheduleResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TriggerScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r TriggerScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests {
 	return r.ApplicationproblemJSON429
@@ -5437,6 +5688,11 @@ func (r TriggerScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r TriggerScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r TriggerScheduleResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5689,6 +5945,131 @@ func (r GetTenantResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateTenantResponse429Headers the declared response headers of an HTTP 429 response for UpdateTenant
+type UpdateTenantResponse429Headers struct {
+	RetryAfter *int
+}
+
+// UpdateTenantResponse503Headers the declared response headers of an HTTP 503 response for UpdateTenant
+type UpdateTenantResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateTenantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateTenantResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateTenantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6449,6 +6830,40 @@ func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, id ID, 
 		return nil, err
 	}
 	return ParseGetTenantResponse(rsp)
+}
+
+// UpdateTenantWithBodyWithResponse Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+//
+// Quotas apply to requests made after the change: schedules and events
+// already stored are kept. A quota or weight not set on the tenant takes
+// the configured default; the answer shows the effective values.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+func (c *ClientWithResponses) UpdateTenantWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error) {
+	rsp, err := c.UpdateTenantWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTenantResponse(rsp)
+}
+
+// UpdateTenantWithResponse Change a tenant's name, weight, quotas or allowed targets (admin key only); absent properties keep their value.
+//
+// Quotas apply to requests made after the change: schedules and events
+// already stored are kept. A quota or weight not set on the tenant takes
+// the configured default; the answer shows the effective values.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `UpdateTenant` operationId).
+func (c *ClientWithResponses) UpdateTenantWithResponse(ctx context.Context, id ID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error) {
+	rsp, err := c.UpdateTenant(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTenantResponse(rsp)
 }
 
 // ListAPIKeysWithResponse List the tenant's keys (hashes and clear keys are never shown).
@@ -7781,6 +8196,13 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8091,6 +8513,13 @@ func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8491,6 +8920,13 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8504,6 +8940,13 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8596,6 +9039,13 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8609,6 +9059,13 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -8842,6 +9299,125 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetTenantResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateTenantResponse parses an HTTP response from a UpdateTenantWithResponse call
+func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateTenantResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateTenantResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

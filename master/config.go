@@ -54,6 +54,23 @@ type Config struct {
 	TargetAllowCIDRs []netip.Prefix
 	TargetDenyCIDRs  []netip.Prefix
 
+	// TenantWeight is the weight of a tenant that sets none (default 1).
+	TenantWeight int
+	// TenantQuotas are the quotas of a tenant that sets none of its own;
+	// each zero field takes its default (DefaultTenantQuotas).
+	TenantQuotas model.TenantQuotas
+	// CatchUpLimit is the emitter's catch-up limit (default 1h): a one-off
+	// whose runAt is older is refused unless its misfire is fire_all. Give
+	// it the emitter's value.
+	CatchUpLimit time.Duration
+	// DiskMinFreeBytes and DiskMinFreePercent set the disk guard's
+	// threshold: writes that add schedules or events are refused (507) when
+	// the free space of the store's disk is below the smaller of
+	// DiskMinFreeBytes (default 1 GiB) and DiskMinFreePercent (default 5)
+	// of its size. The guard needs Deps.Disk.
+	DiskMinFreeBytes   int64
+	DiskMinFreePercent float64
+
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
 	// WrongTokens limits release and extend calls with a wrong token (or
@@ -104,6 +121,27 @@ const (
 	MaxPriority = 1000
 	// MaxAttemptsLimit bounds a schedule's maxAttempts (also in openapi.yaml).
 	MaxAttemptsLimit = 100
+	// MaxTenantWeight bounds a tenant's weight (also in openapi.yaml).
+	MaxTenantWeight = 1000
+)
+
+// DefaultTenantQuotas are the quotas of a tenant when neither the tenant
+// nor Config.TenantQuotas sets them (MaxEventsPerFire at most
+// Config.MaxEventCount). MaxEventsPerMinute is stored and shown but not
+// enforced yet.
+func DefaultTenantQuotas() model.TenantQuotas {
+	return model.TenantQuotas{
+		MaxSchedules:       10_000,
+		MaxEventsPerFire:   100_000,
+		MaxEventsPerMinute: 1_000_000,
+		MaxEventsStored:    10_000_000,
+	}
+}
+
+// Default disk guard threshold: the smaller of the two.
+const (
+	DefaultDiskMinFreeBytes   = 1 << 30
+	DefaultDiskMinFreePercent = 5
 )
 
 func (c *Config) setDefaults() {
@@ -121,6 +159,13 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.PreviewMax, 1000)
 	defaults.Set(&c.PageDefault, 100)
 	defaults.Set(&c.IdempotencyWait, 5*time.Second)
+	defaults.Set(&c.TenantWeight, 1)
+	dq := DefaultTenantQuotas()
+	dq.MaxEventsPerFire = min(dq.MaxEventsPerFire, c.MaxEventCount)
+	c.TenantQuotas = c.TenantQuotas.Or(dq)
+	defaults.Set(&c.CatchUpLimit, time.Hour)
+	defaults.Set(&c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
+	defaults.Set(&c.DiskMinFreePercent, DefaultDiskMinFreePercent)
 	defaults.Set(&c.WrongTokens.Max, 60)
 	defaults.Set(&c.WrongTokens.Window, time.Minute)
 }
@@ -164,6 +209,18 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.WrongTokens.Window must not be negative")
 	case c.IdempotencyWait < 0:
 		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
+	case c.TenantWeight < 1 || c.TenantWeight > MaxTenantWeight:
+		return fmt.Errorf("master: Config.TenantWeight must be between 1 and %d", MaxTenantWeight)
+	case c.TenantQuotas.MaxSchedules < 1, c.TenantQuotas.MaxEventsPerMinute < 1, c.TenantQuotas.MaxEventsStored < 1:
+		return fmt.Errorf("master: Config.TenantQuotas must be positive, got %+v", c.TenantQuotas)
+	case c.TenantQuotas.MaxEventsPerFire < 1 || c.TenantQuotas.MaxEventsPerFire > c.MaxEventCount:
+		return fmt.Errorf("master: Config.TenantQuotas.MaxEventsPerFire must be between 1 and MaxEventCount (%d), got %d", c.MaxEventCount, c.TenantQuotas.MaxEventsPerFire)
+	case c.CatchUpLimit < 0:
+		return fmt.Errorf("master: Config.CatchUpLimit must not be negative")
+	case c.DiskMinFreeBytes < 0:
+		return fmt.Errorf("master: Config.DiskMinFreeBytes must not be negative")
+	case c.DiskMinFreePercent < 0 || c.DiskMinFreePercent > 100:
+		return fmt.Errorf("master: Config.DiskMinFreePercent must be between 0 and 100")
 	}
 	for i, p := range c.TargetAllowCIDRs {
 		if !p.IsValid() {

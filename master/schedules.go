@@ -133,10 +133,10 @@ func (s *Server) limits() schedule.Limits {
 	}
 }
 
-// compile validates sp completely (nothing is written before it passed),
-// including that its policy exists, and compiles it.
-func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec) (*schedule.Compiled, error) {
-	comp, err := schedule.Compile(sp, s.limits(), s.now())
+// compile validates sp against lim completely (nothing is written before it
+// passed), including that its policy exists, and compiles it.
+func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits) (*schedule.Compiled, error) {
+	comp, err := schedule.Compile(sp, lim, s.now())
 	var fe fieldErrors
 	if err != nil {
 		var se schedule.Errors
@@ -166,11 +166,25 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 	}
 	ctx := c.Request().Context()
 	who := callerOf(c)
-	comp, err := s.compile(ctx, who.tenantID, s.specFromCreate(&in))
+	rules, err := s.rulesOf(ctx, who.tenantID)
+	if err != nil {
+		return err
+	}
+	comp, err := s.compile(ctx, who.tenantID, s.specFromCreate(&in), s.limitsFor(rules))
 	if err != nil {
 		return err
 	}
 	return s.idempotent(c, prefixSchedule, func(id string) (int, any, error) {
+		// Here rather than before: a retry replays the first answer.
+		if err := s.checkDisk(); err != nil {
+			return 0, nil, err
+		}
+		if err := s.checkSchedulesQuota(ctx, who.tenantID, rules); err != nil {
+			return 0, nil, err
+		}
+		if err := s.checkStoredQuota(ctx, who.tenantID, rules, comp.Schedule.EventCount); err != nil {
+			return 0, nil, err
+		}
 		m := comp.Schedule
 		now := s.now().UTC()
 		m.ID, m.TenantID = id, who.tenantID
@@ -276,6 +290,9 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	}
 	ctx := c.Request().Context()
 	tenant := callerOf(c).tenantID
+	if err := s.checkDisk(); err != nil {
+		return err
+	}
 	old, err := s.store.ScheduleGet(ctx, tenant, id)
 	if err != nil {
 		return err
@@ -284,7 +301,17 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	if err := applyPatch(&sp, &in); err != nil {
 		return err
 	}
-	comp, err := s.compile(ctx, tenant, sp)
+	rules, err := s.rulesOf(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	lim := s.limitsFor(rules)
+	if sp.RunAt != nil && old.RunAt != nil && sp.RunAt.Equal(*old.RunAt) {
+		// The catch-up rule is for a runAt the client sets: a one-off that
+		// fired long ago can still be renamed.
+		lim.CatchUpLimit = 0
+	}
+	comp, err := s.compile(ctx, tenant, sp, lim)
 	if err != nil {
 		return err
 	}
@@ -295,6 +322,11 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	m.Version = old.Version + 1
 	if m.State == model.ScheduleCompleted && (m.RunAt == nil || m.RunAt.After(now) || !old.RunAt.Equal(*m.RunAt)) {
 		m.State = model.ScheduleActive // a new definition can fire again
+	}
+	if m.State == model.ScheduleActive {
+		if err := s.checkStoredQuota(ctx, tenant, rules, m.EventCount); err != nil {
+			return err
+		}
 	}
 	if err := s.store.ScheduleUpdate(ctx, &m, old.Version, comp.Children(&m)); err != nil {
 		return err
@@ -407,6 +439,9 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	case model.ScheduleCompleted:
 		return conflict("the schedule is completed")
 	case model.SchedulePaused:
+		if err := s.checkFire(ctx, m); err != nil {
+			return err
+		}
 		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
 			return err
 		}
@@ -438,6 +473,9 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	if s.emitter == nil {
 		return unavailable("no emitter is running")
 	}
+	if err := s.checkFire(ctx, m); err != nil {
+		return err
+	}
 	f, err := s.emitter.Trigger(ctx, m, s.now())
 	if err != nil {
 		return err
@@ -447,6 +485,22 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, out)
+}
+
+// checkFire runs the checks of a write that fires m (trigger, resume): the
+// disk guard and the tenant's maxEventsPerFire and maxEventsStored.
+func (s *Server) checkFire(ctx context.Context, m *model.Schedule) error {
+	if err := s.checkDisk(); err != nil {
+		return err
+	}
+	rules, err := s.rulesOf(ctx, m.TenantID)
+	if err != nil {
+		return err
+	}
+	if err := checkPerFire(m, rules); err != nil {
+		return err
+	}
+	return s.checkStoredQuota(ctx, m.TenantID, rules, m.EventCount)
 }
 
 // PreviewSchedule implements GET /v1/schedules/{id}/preview.

@@ -36,6 +36,7 @@ import (
 type Store interface {
 	TenantCreate(ctx context.Context, t *model.Tenant) error
 	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
 	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)
@@ -49,6 +50,7 @@ type Store interface {
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
@@ -58,6 +60,7 @@ type Store interface {
 	EventList(ctx context.Context, p *store.EventListParams) ([]*model.Event, error)
 	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
 	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
+	EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error)
@@ -104,6 +107,9 @@ type Deps struct {
 	Emitter Emitter
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
+	// Disk, if set, is probed before writes that add schedules or events
+	// (the disk guard; see Config.DiskMinFreeBytes). Nil: no guard.
+	Disk DiskSpace
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
 	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -120,6 +126,7 @@ type Server struct {
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
 	seal    *sealer         // idempotency record bodies
+	disk    DiskSpace       // nil: no disk guard
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
@@ -164,6 +171,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 		seal:    seal,
+		disk:    deps.Disk,
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")

@@ -3,10 +3,12 @@ package master
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -27,13 +29,13 @@ func (s *Server) CreateTenant(c echo.Context, _ api.CreateTenantParams) error {
 		if err := s.store.TenantCreate(ctx, t); err != nil {
 			return 0, nil, err
 		}
-		return http.StatusCreated, tenantOut(t), nil
+		return http.StatusCreated, s.tenantOut(t), nil
 	}, func(id string) (int, any, error) {
 		t, err := s.store.TenantGet(ctx, id)
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusCreated, tenantOut(t), nil
+		return http.StatusCreated, s.tenantOut(t), nil
 	})
 }
 
@@ -43,7 +45,70 @@ func (s *Server) GetTenant(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tenantOut(t))
+	return c.JSON(http.StatusOK, s.tenantOut(t))
+}
+
+// UpdateTenant implements PATCH /v1/tenants/{id} (admin): name, weight,
+// quotas (absent ones keep their value) and targets (replaced as a whole;
+// empty lists lift the restriction).
+func (s *Server) UpdateTenant(c echo.Context, id api.ID) error {
+	var in api.TenantUpdate
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	old, err := s.store.TenantGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	t := *old
+	var fe fieldErrors
+	if in.Name != nil {
+		s.checkName(&fe, "name", *in.Name)
+		t.Name = *in.Name
+	}
+	if in.Weight != nil {
+		t.Weight = *in.Weight
+	}
+	if q := in.Quotas; q != nil {
+		set := func(dst *int, v *int) {
+			if v != nil {
+				*dst = *v
+			}
+		}
+		set(&t.Quotas.MaxSchedules, q.MaxSchedules)
+		set(&t.Quotas.MaxEventsPerFire, q.MaxEventsPerFire)
+		set(&t.Quotas.MaxEventsPerMinute, q.MaxEventsPerMinute)
+		set(&t.Quotas.MaxEventsStored, q.MaxEventsStored)
+		if t.Quotas.MaxEventsPerFire > s.cfg.MaxEventCount {
+			fe.add("quotas.maxEventsPerFire", "at most the configured eventCount limit ("+itoa(s.cfg.MaxEventCount)+")")
+		}
+	}
+	if in.Targets != nil {
+		t.Targets = targetsIn(&fe, in.Targets)
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	t.Version = old.Version + 1
+	if err := s.store.TenantUpdate(ctx, &t, old.Version); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.tenantOut(&t))
+}
+
+// targetsIn validates the lists of a PATCH; all empty lifts the restriction.
+func targetsIn(fe *fieldErrors, in *api.TenantTargets) *model.TenantTargets {
+	out := &model.TenantTargets{Hosts: deref(in.Hosts, nil), CIDRs: deref(in.Cidrs, nil), QueueURLPrefixes: deref(in.QueueUrlPrefixes, nil)}
+	if len(out.Hosts)+len(out.CIDRs)+len(out.QueueURLPrefixes) == 0 {
+		return nil
+	}
+	if _, err := netguard.NewTargetRule(out.Hosts, out.CIDRs, out.QueueURLPrefixes); err != nil {
+		// The rule's error starts with the list and index: "cidrs[2]: ...".
+		field, reason, _ := strings.Cut(err.Error(), ": ")
+		fe.add("targets."+field, reason)
+	}
+	return out
 }
 
 // CreateAPIKey implements POST /v1/tenants/{id}/keys (admin). Only the hash
@@ -103,8 +168,32 @@ func (s *Server) revokeKey(ctx context.Context, tenantID, keyID string) error {
 	return s.store.APIKeyRevoke(ctx, tenantID, keyID, s.now().UTC())
 }
 
-func tenantOut(t *model.Tenant) api.Tenant {
-	return api.Tenant{Id: t.ID, Name: t.Name, CreatedAt: t.CreatedAt}
+// tenantOut shows the effective weight and quotas: the tenant's own, or
+// the configured defaults.
+func (s *Server) tenantOut(t *model.Tenant) api.Tenant {
+	q := t.Quotas.Or(s.cfg.TenantQuotas)
+	out := api.Tenant{
+		Id: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Weight: t.Weight,
+		Quotas: api.TenantQuotas{
+			MaxSchedules: &q.MaxSchedules, MaxEventsPerFire: &q.MaxEventsPerFire,
+			MaxEventsPerMinute: &q.MaxEventsPerMinute, MaxEventsStored: &q.MaxEventsStored,
+		},
+	}
+	if out.Weight == 0 {
+		out.Weight = s.cfg.TenantWeight
+	}
+	if g := t.Targets; g != nil {
+		out.Targets = &api.TenantTargets{Hosts: nonNil(g.Hosts), Cidrs: nonNil(g.CIDRs), QueueUrlPrefixes: nonNil(g.QueueURLPrefixes)}
+	}
+	return out
+}
+
+// nonNil shows an empty list as [] rather than leaving it out.
+func nonNil(v []string) *[]string {
+	if v == nil {
+		v = []string{}
+	}
+	return &v
 }
 
 func keyOut(k *model.APIKey) api.APIKey {

@@ -15,9 +15,57 @@ import (
 // Tenant is one customer of the service. Every API object belongs to exactly
 // one tenant and no API call of one tenant sees another tenant's objects.
 type Tenant struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Weight is the tenant's share of delivery capacity relative to other
+	// tenants; 0 takes the configured default.
+	Weight int `json:"weight,omitempty"`
+	// Quotas are the tenant's own limits; a zero quota takes the
+	// configured default.
+	Quotas TenantQuotas `json:"quotas"`
+	// Targets, when set, restricts where the tenant's events may go.
+	Targets *TenantTargets `json:"targets,omitempty"`
+	// Version increases with every change (0 for a tenant never changed).
+	Version   int64     `json:"version,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// TenantQuotas limit what one tenant may ask of the service. Zero means
+// "not set": the configured default applies.
+type TenantQuotas struct {
+	MaxSchedules     int `json:"maxSchedules,omitempty"`
+	MaxEventsPerFire int `json:"maxEventsPerFire,omitempty"`
+	// MaxEventsPerMinute is the tenant's emission rate.
+	MaxEventsPerMinute int `json:"maxEventsPerMinute,omitempty"`
+	// MaxEventsStored counts waiting, in-flight and retained events.
+	MaxEventsStored int `json:"maxEventsStored,omitempty"`
+}
+
+// Or returns q with every unset quota taken from def.
+func (q TenantQuotas) Or(def TenantQuotas) TenantQuotas {
+	pick := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	return TenantQuotas{
+		MaxSchedules:       pick(q.MaxSchedules, def.MaxSchedules),
+		MaxEventsPerFire:   pick(q.MaxEventsPerFire, def.MaxEventsPerFire),
+		MaxEventsPerMinute: pick(q.MaxEventsPerMinute, def.MaxEventsPerMinute),
+		MaxEventsStored:    pick(q.MaxEventsStored, def.MaxEventsStored),
+	}
+}
+
+// TenantTargets are the delivery targets a tenant may use: http targets
+// whose host matches one of Hosts ("hooks.example.com", "*.example.com")
+// or whose address is in one of CIDRs, and sqs targets whose queue URL
+// starts with one of QueueURLPrefixes. An empty list allows nothing of its
+// kind; a nil *TenantTargets allows everything.
+type TenantTargets struct {
+	Hosts            []string `json:"hosts,omitempty"`
+	CIDRs            []string `json:"cidrs,omitempty"`
+	QueueURLPrefixes []string `json:"queueUrlPrefixes,omitempty"`
 }
 
 // APIKey authenticates a tenant. Only the SHA-256 hash of the key is stored;

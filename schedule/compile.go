@@ -77,6 +77,9 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 		case sp.RunAt != nil:
 			t := sp.RunAt.UTC()
 			m.RunAt = &t
+			if lim.CatchUpLimit > 0 && t.Before(now.Add(-lim.CatchUpLimit)) && sp.Misfire != model.MisfireFireAll {
+				fe.Add("runAt", "older than the catch-up limit ("+lim.CatchUpLimit.String()+"): it would never fire; set misfire to fire_all to fire it at once")
+			}
 		}
 	}
 	if out.Expr != nil {
@@ -87,8 +90,11 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	}
 
 	m.EventCount = sp.EventCount
-	if sp.EventCount < 1 || sp.EventCount > lim.MaxEventCount {
+	switch {
+	case sp.EventCount < 1 || sp.EventCount > lim.MaxEventCount:
 		fe.Add("eventCount", "must be between 1 and "+strconv.Itoa(lim.MaxEventCount))
+	case lim.MaxEventsPerFire > 0 && sp.EventCount > lim.MaxEventsPerFire:
+		fe.Add("eventCount", OverPerFireQuota(lim.MaxEventsPerFire))
 	}
 	if sp.Window != "" {
 		d, err := time.ParseDuration(sp.Window)
@@ -122,7 +128,7 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	default:
 		fe.Add("misfire", "must be fire_once, fire_all or skip")
 	}
-	m.Target = checkTarget(&fe, sp.Target, lim.CheckTargetHost)
+	m.Target = checkTarget(&fe, sp.Target, lim.CheckTargetHost, lim.CheckQueueURL)
 	if len(sp.Payload) > 0 && string(sp.Payload) != "null" {
 		m.Payload = append(json.RawMessage(nil), sp.Payload...)
 		if len(m.Payload) > lim.MaxPayloadBytes {
@@ -202,7 +208,13 @@ func fieldOf(err error) (field, leaf string) {
 // (and of the same shape on a local endpoint, where http is allowed).
 var sqsQueuePath = regexp.MustCompile(`^/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
 
-func checkTarget(fe *Errors, t Target, checkHost func(string) error) model.Target {
+// OverPerFireQuota is the reason given for an eventCount over the tenant's
+// maxEventsPerFire quota q.
+func OverPerFireQuota(q int) string {
+	return "over the tenant's maxEventsPerFire quota (" + strconv.Itoa(q) + ")"
+}
+
+func checkTarget(fe *Errors, t Target, checkHost, checkQueueURL func(string) error) model.Target {
 	out := model.Target{Type: t.Type}
 	switch t.Type {
 	case model.TargetHTTP:
@@ -241,6 +253,10 @@ func checkTarget(fe *Errors, t Target, checkHost func(string) error) model.Targe
 		u, err := url.Parse(out.QueueURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !sqsQueuePath.MatchString(u.Path) || u.RawQuery != "" {
 			fe.Add("target.queueUrl", "not an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue")
+		} else if checkQueueURL != nil {
+			if err := checkQueueURL(out.QueueURL); err != nil {
+				fe.Add("target.queueUrl", err.Error())
+			}
 		}
 	default:
 		fe.Add("target.type", "must be http or sqs")

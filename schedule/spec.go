@@ -56,6 +56,17 @@ type Limits struct {
 	// is the reason given for target.url. The caller's SSRF rule goes here,
 	// so that an address delivery would refuse is refused on save.
 	CheckTargetHost func(host string) error
+	// CheckQueueURL, if set, refuses an sqs target's queue URL; its error's
+	// text is the reason given for target.queueUrl.
+	CheckQueueURL func(queueURL string) error
+	// MaxEventsPerFire is the tenant's quota of events per fire, on top of
+	// MaxEventCount; 0: none.
+	MaxEventsPerFire int
+	// CatchUpLimit is how old a missed fire may be and still fire (the
+	// emitter's). A one-off whose runAt is older than now-CatchUpLimit
+	// would never fire: it is refused unless its misfire policy is
+	// fire_all, which fires it at once. 0: runAt is not checked.
+	CatchUpLimit time.Duration
 }
 
 // SpecFromSchedule is the Spec that compiles to m's definition; an update

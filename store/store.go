@@ -50,6 +50,10 @@ type TenantStore interface {
 	TenantCreate(ctx context.Context, t *model.Tenant) error
 	// TenantGet returns ErrNotFound for an unknown id.
 	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+	// TenantUpdate replaces the stored tenant t.ID if its Version is
+	// expectedVersion; t.Version is the caller's new version. ErrNotFound
+	// for an unknown id, ErrConflict when the version differs.
+	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
 	// APIKeyCreate inserts k. ErrConflict if the id or hash exists.
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	// APIKeyGetByHash finds a key by its hash, revoked or not.
@@ -112,6 +116,9 @@ type ScheduleStore interface {
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	// ScheduleCountByPolicy counts a tenant's schedules that name policyID.
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+	// ScheduleCountByTenant counts a tenant's schedules, stopping at max
+	// when max > 0 (so that a quota check costs at most the quota).
+	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	// ChildrenFind returns the children of one partition and timezone whose
 	// (LaunchExpression, Minute) is one of p.Keys, through the index
 	// (partition, timezone, launchExpression, minute). Cross-tenant.
@@ -266,6 +273,10 @@ type EventStore interface {
 	EventTransition(ctx context.Context, ts []EventTransition) ([]error, error)
 	// EventCountByFire counts a fire's events per status. Cross-tenant.
 	EventCountByFire(ctx context.Context, fireID string) (EventCounts, error)
+	// EventCountByTenant counts a tenant's stored events in every status
+	// (waiting, in flight and finished but retained), stopping at max when
+	// max > 0. It reads an index by tenant, not the events.
+	EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	// EventLastFinished returns the latest FinishedAt among a fire's events,
 	// or nil.
 	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)

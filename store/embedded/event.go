@@ -553,6 +553,12 @@ func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.Even
 	return counts, nil
 }
 
+// EventCountByTenant counts the keys of the tenant index (every event is
+// in it until retention deletes it), stopping at max when max > 0.
+func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
+	return s.countPrefix(ctx, "event count by tenant", bEvTenant, strKey(tenantID), max)
+}
+
 // EventLastFinished returns the latest FinishedAt among a fire's events, or
 // nil. It reads the fire's finished events only.
 func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Time, error) {

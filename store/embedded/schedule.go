@@ -318,6 +318,12 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	return n, nil
 }
 
+// ScheduleCountByTenant counts the keys of the tenant index, stopping at
+// max when max > 0.
+func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
+	return s.countPrefix(ctx, "schedule count by tenant", bSchedTenant, strKey(tenantID), max)
+}
+
 // ChildrenFind returns the children of p.Keys in one partition and
 // timezone: one prefix seek per key. Cross-tenant.
 func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error) {

@@ -34,6 +34,21 @@ func (s *Store) TenantGet(ctx context.Context, id string) (*model.Tenant, error)
 	return &t, nil
 }
 
+// TenantUpdate replaces t.ID if its stored Version is expectedVersion.
+// model.ErrNotFound for an unknown id, model.ErrConflict on another version.
+func (s *Store) TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error {
+	return s.update(ctx, "tenant update", func(tx *bolt.Tx) error {
+		var old model.Tenant
+		if err := getJSON(tx, bTenants, []byte(t.ID), &old); err != nil {
+			return err
+		}
+		if old.Version != expectedVersion {
+			return model.ErrConflict
+		}
+		return putJSON(tx, bTenants, []byte(t.ID), t)
+	})
+}
+
 // APIKeyCreate inserts k. model.ErrConflict if the id or the hash exists.
 func (s *Store) APIKeyCreate(ctx context.Context, k *model.APIKey) error {
 	return s.update(ctx, "api key create", func(tx *bolt.Tx) error {

@@ -61,17 +61,48 @@ func fromNanoPtr(n *int64) *time.Time {
 }
 
 type tenantDoc struct {
-	ID        string `bson:"_id"`
-	Name      string `bson:"name"`
-	CreatedAt int64  `bson:"createdAt"`
+	ID        string            `bson:"_id"`
+	Name      string            `bson:"name"`
+	Weight    int               `bson:"weight,omitempty"`
+	Quotas    tenantQuotasDoc   `bson:"quotas"`
+	Targets   *tenantTargetsDoc `bson:"targets,omitempty"`
+	Version   int64             `bson:"version"`
+	CreatedAt int64             `bson:"createdAt"`
+}
+
+type tenantQuotasDoc struct {
+	MaxSchedules       int `bson:"maxSchedules,omitempty"`
+	MaxEventsPerFire   int `bson:"maxEventsPerFire,omitempty"`
+	MaxEventsPerMinute int `bson:"maxEventsPerMinute,omitempty"`
+	MaxEventsStored    int `bson:"maxEventsStored,omitempty"`
+}
+
+type tenantTargetsDoc struct {
+	Hosts            []string `bson:"hosts,omitempty"`
+	CIDRs            []string `bson:"cidrs,omitempty"`
+	QueueURLPrefixes []string `bson:"queueUrlPrefixes,omitempty"`
 }
 
 func toTenantDoc(t *model.Tenant) tenantDoc {
-	return tenantDoc{ID: t.ID, Name: t.Name, CreatedAt: unixNano(t.CreatedAt)}
+	d := tenantDoc{
+		ID: t.ID, Name: t.Name, Weight: t.Weight, Version: t.Version, CreatedAt: unixNano(t.CreatedAt),
+		Quotas: tenantQuotasDoc(t.Quotas),
+	}
+	if t.Targets != nil {
+		d.Targets = &tenantTargetsDoc{Hosts: t.Targets.Hosts, CIDRs: t.Targets.CIDRs, QueueURLPrefixes: t.Targets.QueueURLPrefixes}
+	}
+	return d
 }
 
 func (d *tenantDoc) model() *model.Tenant {
-	return &model.Tenant{ID: d.ID, Name: d.Name, CreatedAt: fromNano(d.CreatedAt)}
+	t := &model.Tenant{
+		ID: d.ID, Name: d.Name, Weight: d.Weight, Version: d.Version, CreatedAt: fromNano(d.CreatedAt),
+		Quotas: model.TenantQuotas(d.Quotas),
+	}
+	if d.Targets != nil {
+		t.Targets = &model.TenantTargets{Hosts: d.Targets.Hosts, CIDRs: d.Targets.CIDRs, QueueURLPrefixes: d.Targets.QueueURLPrefixes}
+	}
+	return t
 }
 
 type apiKeyDoc struct {

@@ -409,6 +409,16 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	return nil
 }
 
+// EventCountByTenant counts over the (tenantId, _id) index, stopping at
+// max when max > 0.
+func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
+	n, err := s.events.CountDocuments(ctx, bson.D{{Key: "tenantId", Value: tenantID}}, countOpts(max))
+	if err != nil {
+		return 0, fmt.Errorf("event count by tenant %s: %w", tenantID, interpretError(err))
+	}
+	return int(n), nil
+}
+
 // EventCountByFire counts a fire's events per status with one $group over
 // the (fireId, status) index. Cross-tenant.
 func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error) {

@@ -225,6 +225,25 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	return int(n), nil
 }
 
+// ScheduleCountByTenant counts over the (tenantId, _id) index, stopping at
+// max when max > 0.
+func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
+	n, err := s.schedules.CountDocuments(ctx, bson.D{{Key: "tenantId", Value: tenantID}}, countOpts(max))
+	if err != nil {
+		return 0, fmt.Errorf("schedule count by tenant %s: %w", tenantID, interpretError(err))
+	}
+	return int(n), nil
+}
+
+// countOpts limits a count to max when max > 0.
+func countOpts(max int) *options.CountOptionsBuilder {
+	o := options.Count()
+	if max > 0 {
+		o.SetLimit(int64(max))
+	}
+	return o
+}
+
 // childProjection moves only the fields of a model.Child.
 var childProjection = bson.D{
 	{Key: "_id", Value: 0}, {Key: "scheduleId", Value: 1}, {Key: "tenantId", Value: 1},

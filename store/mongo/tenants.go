@@ -30,6 +30,27 @@ func (s *Store) TenantGet(ctx context.Context, id string) (*model.Tenant, error)
 	return d.model(), nil
 }
 
+// TenantUpdate replaces t.ID if its stored version is expectedVersion (a
+// tenant stored before versions were kept has none, which counts as 0).
+// ErrNotFound for an unknown id, ErrConflict on another version.
+func (s *Store) TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error {
+	filter := bson.D{{Key: "_id", Value: t.ID}, {Key: "version", Value: expectedVersion}}
+	if expectedVersion == 0 {
+		filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "version", Value: bson.D{{Key: "$in", Value: bson.A{0, nil}}}}}
+	}
+	res, err := s.tenants.ReplaceOne(ctx, filter, toTenantDoc(t))
+	if err != nil {
+		return fmt.Errorf("tenant update %s: %w", t.ID, interpretError(err))
+	}
+	if res.MatchedCount == 1 {
+		return nil
+	}
+	if _, err := s.TenantGet(ctx, t.ID); err != nil {
+		return err
+	}
+	return fmt.Errorf("tenant update %s: %w", t.ID, model.ErrConflict)
+}
+
 // APIKeyCreate inserts k. ErrConflict if the id or the hash exists (the hash
 // is unique by index, so two instances cannot both store it).
 func (s *Store) APIKeyCreate(ctx context.Context, k *model.APIKey) error {

@@ -1,0 +1,165 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/internal/netguard"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
+)
+
+// DiskSpace reports the free and total bytes of the disk the store writes
+// to (an adapter over statfs for the embedded store's data directory).
+type DiskSpace interface {
+	Usage() (free, total uint64, err error)
+}
+
+// tenantRules are a tenant's effective quotas and its target rule (nil:
+// any target).
+type tenantRules struct {
+	quotas  model.TenantQuotas
+	targets *netguard.TargetRule
+}
+
+// rulesOf loads the tenant's quotas, with the configured defaults for the
+// ones it does not set, and its target rule.
+func (s *Server) rulesOf(ctx context.Context, tenantID string) (*tenantRules, error) {
+	t, err := s.store.TenantGet(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	r := &tenantRules{quotas: t.Quotas.Or(s.cfg.TenantQuotas)}
+	if t.Targets != nil {
+		// Validated when the admin set them; failing here means the stored
+		// tenant was changed by hand.
+		if r.targets, err = netguard.NewTargetRule(t.Targets.Hosts, t.Targets.CIDRs, t.Targets.QueueURLPrefixes); err != nil {
+			return nil, fmt.Errorf("tenant %s: stored targets: %w", tenantID, err)
+		}
+	}
+	return r, nil
+}
+
+// limitsFor are the limits of a schedule of a tenant with rules r: the
+// configured ones, the tenant's maxEventsPerFire and its target rule on top
+// of the SSRF rule.
+func (s *Server) limitsFor(r *tenantRules) schedule.Limits {
+	lim := s.limits()
+	lim.MaxEventsPerFire = r.quotas.MaxEventsPerFire
+	lim.CatchUpLimit = s.cfg.CatchUpLimit
+	if r.targets != nil {
+		rule := r.targets
+		lim.CheckTargetHost = func(host string) error {
+			if err := s.guard.CheckHost(host); err != nil {
+				return err
+			}
+			return rule.CheckHost(host)
+		}
+		lim.CheckQueueURL = rule.CheckQueueURL
+	}
+	return lim
+}
+
+// quotaProblem is a refusal naming the quota and its figure.
+func quotaProblem(status int, field, reason string) *problem {
+	return &problem{status: status, kind: "quota", title: "Tenant quota exceeded", detail: field + ": " + reason,
+		fields: []api.FieldProblem{{Field: field, Reason: reason}}}
+}
+
+// checkSchedulesQuota refuses a new schedule when the tenant has
+// maxSchedules already. Concurrent creates can each pass the check, so the
+// quota may be passed by their number.
+func (s *Server) checkSchedulesQuota(ctx context.Context, tenantID string, r *tenantRules) error {
+	q := r.quotas.MaxSchedules
+	n, err := s.store.ScheduleCountByTenant(ctx, tenantID, q)
+	if err != nil {
+		return err
+	}
+	if n >= q {
+		return quotaProblem(http.StatusUnprocessableEntity, "maxSchedules",
+			"the tenant has "+strconv.Itoa(n)+" schedules, its maxSchedules quota ("+strconv.Itoa(q)+")")
+	}
+	return nil
+}
+
+// checkPerFire refuses to fire (trigger, resume) a schedule whose eventCount
+// is over the tenant's maxEventsPerFire, which may have been lowered since
+// the schedule was saved.
+func checkPerFire(m *model.Schedule, r *tenantRules) error {
+	if q := r.quotas.MaxEventsPerFire; m.EventCount > q {
+		return invalid("eventCount", schedule.OverPerFireQuota(q))
+	}
+	return nil
+}
+
+// checkStoredQuota refuses adding events events to a tenant whose stored
+// events would pass maxEventsStored. The count stops just past the quota,
+// so it costs at most the quota's number of index keys.
+func (s *Server) checkStoredQuota(ctx context.Context, tenantID string, r *tenantRules, events int) error {
+	q := r.quotas.MaxEventsStored
+	n, err := s.store.EventCountByTenant(ctx, tenantID, q+1)
+	if err != nil {
+		return err
+	}
+	if n+events <= q {
+		return nil
+	}
+	figure := strconv.Itoa(n)
+	if n > q {
+		figure = "more than " + strconv.Itoa(q)
+	}
+	return quotaProblem(http.StatusTooManyRequests, "maxEventsStored",
+		"the tenant stores "+figure+" events; "+strconv.Itoa(events)+" more would pass its maxEventsStored quota ("+strconv.Itoa(q)+")")
+}
+
+// DiskStatus reports whether the disk guard lets writes through, and why
+// not. Without Deps.Disk it is always ok. A failing probe lets writes
+// through (the store reports its own write errors) and says so.
+func (s *Server) DiskStatus() (ok bool, reason string) {
+	if s.disk == nil {
+		return true, "not checked"
+	}
+	free, total, err := s.disk.Usage()
+	if err != nil {
+		return true, "free space unknown: " + err.Error()
+	}
+	min := s.diskThreshold(total)
+	if free < min {
+		return false, fmt.Sprintf("free space %s of %s is below the threshold of %s: new schedules, changes, triggers and resumes are refused; deliveries, releases and retention go on",
+			bytesText(free), bytesText(total), bytesText(min))
+	}
+	return true, "ok: " + bytesText(free) + " free of " + bytesText(total)
+}
+
+// diskThreshold is the smaller of DiskMinFreeBytes and DiskMinFreePercent
+// of total: enough room for deliveries, releases and retention on a small
+// disk, without refusing writes with tens of gigabytes free on a large one.
+func (s *Server) diskThreshold(total uint64) uint64 {
+	pct := uint64(float64(total) * s.cfg.DiskMinFreePercent / 100)
+	return min(uint64(s.cfg.DiskMinFreeBytes), pct)
+}
+
+// checkDisk refuses a write that adds schedules or events while the disk
+// guard says the disk is nearly full.
+func (s *Server) checkDisk() error {
+	if ok, reason := s.DiskStatus(); !ok {
+		return &problem{status: http.StatusInsufficientStorage, kind: "insufficient-storage", title: "Insufficient Storage", detail: reason}
+	}
+	return nil
+}
+
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
