@@ -137,8 +137,8 @@ func Options() []Option {
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
-		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins)", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
-		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default)", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
+		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins); also applied on save to targets whose host is an address literal", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
+		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default); also applied on save to targets whose host is an address literal", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
 		{"rate-limit", "SCHEDULER_RATE_LIMIT", "0", "API requests per second per tenant (0: unlimited)", func(c *Config, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
