@@ -276,6 +276,7 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		}
 	}
 	h.thr.OutcomeWritten(ok...)
+	after := h.deliveredAfterCancel(ctx, o, res)
 	tokens := map[string]int{}
 	var delivered, retried, dead int
 	for i, it := range o.items {
@@ -295,9 +296,12 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 			}
 		} else if o.results[i].Err == nil {
 			// The write lost (the consumer released first, the token
-			// timed out, or a newer owner claimed the event): the attempt
-			// still delivered.
+			// timed out, a newer owner claimed the event, or it was
+			// cancelled): the attempt still delivered.
 			delivered++
+			if after[i] {
+				to = model.EventReleased
+			}
 		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
@@ -317,6 +321,39 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	if dead > 0 {
 		h.deps.Metrics.Dead(dead)
 	}
+}
+
+// deliveredAfterCancel records as released the events that were delivered
+// but whose outcome write lost because they were cancelled meanwhile (a
+// pause or delete while the handler held them); it reports which.
+func (h *Handler) deliveredAfterCancel(ctx context.Context, o *outcomes, res []error) map[int]bool {
+	if res == nil {
+		return nil
+	}
+	var idx []int
+	var ts []store.EventTransition
+	for i, err := range res {
+		if errors.Is(err, model.ErrConflict) && o.results[i].Err == nil {
+			idx = append(idx, i)
+			at := o.ts[i].At
+			ts = append(ts, store.DeliveredAfterCancel(o.ts[i].ID, o.ts[i].Attempts, at, h.deps.Clock.Now()))
+		}
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	// Most of these lost to a consumer's release or a newer owner and
+	// fail here as well: one batched write for all of them.
+	won := map[int]bool{}
+	for j, err := range h.transition(ctx, ts) {
+		if err == nil {
+			won[idx[j]] = true
+		}
+	}
+	if len(won) > 0 {
+		h.log.Info().Int("events", len(won)).Msg("events cancelled while being delivered recorded as released")
+	}
+	return won
 }
 
 // transition writes ts, retrying a store outage with backoff until the
