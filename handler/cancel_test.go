@@ -26,7 +26,7 @@ func TestPauseRacingPrefetchedFire(t *testing.T) {
 	var attempted atomic.Int32
 	h := startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1), Clock: clock,
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)},
-		Hooks: handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { attempted.Add(1) }}})
+		Hooks:      handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { attempted.Add(1) }}})
 	if err := h.Prefetch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
