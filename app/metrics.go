@@ -181,3 +181,8 @@ func (m *metrics) TokensInUse(policyID string, n int) {
 func (m *metrics) TokensWaiting(policyID string, n int) {
 	m.tokensWaiting.WithLabelValues(policyID).Set(float64(n))
 }
+func (m *metrics) PolicyGone(policyID string) {
+	m.tokenTimeouts.DeleteLabelValues(policyID)
+	m.tokensInUse.DeleteLabelValues(policyID)
+	m.tokensWaiting.DeleteLabelValues(policyID)
+}

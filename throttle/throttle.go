@@ -76,6 +76,8 @@ type Metrics interface {
 	TokensWaiting(policyID string, n int)
 	// Dead counts events moved to dead.
 	Dead(n int)
+	// PolicyGone forgets the series of a deleted policy.
+	PolicyGone(policyID string)
 }
 
 // NopMetrics discards everything.
@@ -85,6 +87,7 @@ func (NopMetrics) TokenTimeouts(string, int) {}
 func (NopMetrics) TokensInUse(string, int)   {}
 func (NopMetrics) TokensWaiting(string, int) {}
 func (NopMetrics) Dead(int)                  {}
+func (NopMetrics) PolicyGone(string)         {}
 
 // Config configures a Throttle. Zero values take the defaults.
 type Config struct {
