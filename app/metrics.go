@@ -32,6 +32,7 @@ type metrics struct {
 	tokensRenewed prometheus.Counter
 	dead          prometheus.Counter
 	lateness      prometheus.Histogram
+	tokenWait     prometheus.Histogram
 	tokenTimeouts *prometheus.CounterVec
 	tokensInUse   *prometheus.GaugeVec
 	tokensWaiting *prometheus.GaugeVec
@@ -107,8 +108,13 @@ func newMetrics() *metrics {
 	})
 	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "schedulerd_delivery_lateness_seconds",
-		Help:    "Delivery start minus launch time.",
+		Help:    "Delay the scheduler added: delivery start minus the moment the event may go (launch time, or the later grant of its token when throttled).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
+	})
+	m.tokenWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "schedulerd_token_wait_seconds",
+		Help:    "Time a throttled event waited for its token after its launch time (the policy's delay).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 14),
 	})
 	m.tokenTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_token_timeouts_total",
@@ -122,7 +128,7 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_waiting",
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
 	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
@@ -167,11 +173,12 @@ func (m *metrics) apiMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 // handler.Metrics (and throttle.Metrics)
 
-func (m *metrics) Delivered(n int)          { m.delivered.Add(float64(n)) }
-func (m *metrics) Retried(n int)            { m.retried.Add(float64(n)) }
-func (m *metrics) Dead(n int)               { m.dead.Add(float64(n)) }
-func (m *metrics) TokensRenewed(n int)      { m.tokensRenewed.Add(float64(n)) }
-func (m *metrics) Lateness(d time.Duration) { m.lateness.Observe(d.Seconds()) }
+func (m *metrics) Delivered(n int)           { m.delivered.Add(float64(n)) }
+func (m *metrics) Retried(n int)             { m.retried.Add(float64(n)) }
+func (m *metrics) Dead(n int)                { m.dead.Add(float64(n)) }
+func (m *metrics) TokensRenewed(n int)       { m.tokensRenewed.Add(float64(n)) }
+func (m *metrics) Lateness(d time.Duration)  { m.lateness.Observe(d.Seconds()) }
+func (m *metrics) TokenWait(d time.Duration) { m.tokenWait.Observe(d.Seconds()) }
 func (m *metrics) TokenTimeouts(policyID string, n int) {
 	m.tokenTimeouts.WithLabelValues(policyID).Add(float64(n))
 }

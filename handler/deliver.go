@@ -116,7 +116,7 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	}
 	start := clock.Now()
 	for _, it := range send {
-		h.deps.Metrics.Lateness(start.Sub(it.Event.LaunchAt))
+		h.observeLateness(it, start)
 	}
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
@@ -158,6 +158,20 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	// Until its delivered write, a consumer's release may already come.
 	h.thr.Delivered(ok...)
 	return &outcomes{items: send, results: results, ts: ts}
+}
+
+// observeLateness reports the delay the scheduler added to it: from the
+// moment the event may go (its launch time or, for a throttled event, the
+// later moment it was granted its token) to the start of its delivery. The
+// wait for the token is the policy's doing and is reported apart.
+func (h *Handler) observeLateness(it throttle.Item, start time.Time) {
+	may := it.Event.LaunchAt
+	if it.Policy != nil && !it.TokenAt.IsZero() {
+		wait := max(0, it.TokenAt.Sub(may))
+		h.deps.Metrics.TokenWait(wait)
+		may = may.Add(wait)
+	}
+	h.deps.Metrics.Lateness(max(0, start.Sub(may)))
 }
 
 // recheck drops the items marked Recheck whose event the store no longer

@@ -71,8 +71,13 @@ type Metrics interface {
 	Delivered(n int)
 	// Retried counts failed attempts that will be tried again.
 	Retried(n int)
-	// Lateness observes delivery start minus launch time.
+	// Lateness observes the delay the scheduler added to a delivery: its
+	// start minus the moment the event may go (its launch time or, if
+	// throttled, the later moment it was granted its token), at least 0.
 	Lateness(d time.Duration)
+	// TokenWait observes, per throttled delivery, how long the event
+	// waited for its token after its launch time (the policy's delay).
+	TokenWait(d time.Duration)
 	// TokensRenewed counts tokens renewed before a late send.
 	TokensRenewed(n int)
 }
@@ -80,10 +85,11 @@ type Metrics interface {
 // NopMetrics discards everything.
 type NopMetrics struct{ throttle.NopMetrics }
 
-func (NopMetrics) Delivered(int)          {}
-func (NopMetrics) Retried(int)            {}
-func (NopMetrics) Lateness(time.Duration) {}
-func (NopMetrics) TokensRenewed(int)      {}
+func (NopMetrics) Delivered(int)           {}
+func (NopMetrics) Retried(int)             {}
+func (NopMetrics) Lateness(time.Duration)  {}
+func (NopMetrics) TokenWait(time.Duration) {}
+func (NopMetrics) TokensRenewed(int)       {}
 
 // Hooks are optional callbacks for tests and instrumentation. They must not
 // block for long.

@@ -229,6 +229,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 		if len(gifted) > 0 {
 			// Tokens handed over in this process: no acquisition needed.
+			granted(gifted, t.deps.Clock.Now())
 			b.giftedSince = true
 			if !b.startAsync(ctx, gifted) {
 				return roundIdle
@@ -263,6 +264,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		b.mu.Lock()
 		items := b.q.PopN(got)
 		b.mu.Unlock()
+		granted(items, t.deps.Clock.Now())
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
@@ -326,6 +328,13 @@ func (b *bucket) policyGone(ctx context.Context) {
 	}
 	t.deps.Metrics.Dead(dead)
 	t.log.Warn().Str(logkey.Policy, b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
+}
+
+// granted stamps items with the moment they got their tokens.
+func granted(items []Item, at time.Time) {
+	for i := range items {
+		items[i].TokenAt = at
+	}
 }
 
 func sleepCtx(ctx context.Context, clock interface {

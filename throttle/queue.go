@@ -3,6 +3,7 @@ package throttle
 import (
 	"container/heap"
 	"sort"
+	"time"
 
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -16,6 +17,10 @@ type Item struct {
 	Fence int64
 	// Policy is set by the throttle when the item got a token.
 	Policy *model.Policy
+	// TokenAt is when the item was granted its token (acquired from the
+	// store, a gift, or handed over by a release); zero until then. The
+	// wait from LaunchAt to TokenAt is the policy's doing, not lateness.
+	TokenAt time.Time
 	// Recheck asks the deliverer to read the event's status before sending
 	// it (an overdue event taken over from a previous owner of its shard,
 	// which may have delivered it: see handler.Config.TakeoverGrace).
