@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -33,6 +34,7 @@ type metrics struct {
 	dead          prometheus.Counter
 	lateness      prometheus.Histogram
 	tokenWait     prometheus.Histogram
+	failures      *prometheus.CounterVec
 	tokenTimeouts *prometheus.CounterVec
 	tokensInUse   *prometheus.GaugeVec
 	tokensWaiting *prometheus.GaugeVec
@@ -116,6 +118,13 @@ func newMetrics() *metrics {
 		Help:    "Time a throttled event waited for its token after its launch time (the policy's delay).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 14),
 	})
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_delivery_failures_total",
+		Help: "Failed delivery attempts, by reason (timeout, refused, ssrf, http_4xx, http_5xx, sqs, other).",
+	}, []string{"reason"})
+	for _, r := range delivery.Reasons {
+		m.failures.WithLabelValues(string(r)) // every reason is exported from the start, at 0
+	}
 	m.tokenTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_token_timeouts_total",
 		Help: "Tokens reclaimed because they were not released within tokenTimeout, by policy.",
@@ -128,7 +137,7 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_waiting",
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
 	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
@@ -179,6 +188,9 @@ func (m *metrics) Dead(n int)                { m.dead.Add(float64(n)) }
 func (m *metrics) TokensRenewed(n int)       { m.tokensRenewed.Add(float64(n)) }
 func (m *metrics) Lateness(d time.Duration)  { m.lateness.Observe(d.Seconds()) }
 func (m *metrics) TokenWait(d time.Duration) { m.tokenWait.Observe(d.Seconds()) }
+func (m *metrics) DeliveryFailed(r delivery.Reason, n int) {
+	m.failures.WithLabelValues(string(r)).Add(float64(n))
+}
 func (m *metrics) TokenTimeouts(policyID string, n int) {
 	m.tokenTimeouts.WithLabelValues(policyID).Add(float64(n))
 }

@@ -292,6 +292,8 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	h.thr.OutcomeWritten(ok...)
 	after := h.deliveredAfterCancel(ctx, o, res)
 	tokens := map[string]int{}
+	failed := map[delivery.Reason]int{}
+	now := h.deps.Clock.Now()
 	var delivered, retried, dead int
 	for i, it := range o.items {
 		var to model.EventStatus
@@ -317,6 +319,11 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 				to = model.EventReleased
 			}
 		}
+		if r := o.results[i]; r.Err != nil {
+			reason := delivery.ReasonOf(it.Event.Target.Type, r)
+			failed[reason]++
+			h.logFailure(it.Event, r, reason, to == model.EventDead, now)
+		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
 		}
@@ -334,6 +341,9 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 	if dead > 0 {
 		h.deps.Metrics.Dead(dead)
+	}
+	for reason, n := range failed {
+		h.deps.Metrics.DeliveryFailed(reason, n)
 	}
 }
 

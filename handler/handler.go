@@ -80,16 +80,20 @@ type Metrics interface {
 	TokenWait(d time.Duration)
 	// TokensRenewed counts tokens renewed before a late send.
 	TokensRenewed(n int)
+	// DeliveryFailed counts failed delivery attempts (retried, dead, or
+	// whose outcome write lost) by reason.
+	DeliveryFailed(reason delivery.Reason, n int)
 }
 
 // NopMetrics discards everything.
 type NopMetrics struct{ throttle.NopMetrics }
 
-func (NopMetrics) Delivered(int)           {}
-func (NopMetrics) Retried(int)             {}
-func (NopMetrics) Lateness(time.Duration)  {}
-func (NopMetrics) TokenWait(time.Duration) {}
-func (NopMetrics) TokensRenewed(int)       {}
+func (NopMetrics) Delivered(int)                       {}
+func (NopMetrics) Retried(int)                         {}
+func (NopMetrics) Lateness(time.Duration)              {}
+func (NopMetrics) TokenWait(time.Duration)             {}
+func (NopMetrics) TokensRenewed(int)                   {}
+func (NopMetrics) DeliveryFailed(delivery.Reason, int) {}
 
 // Hooks are optional callbacks for tests and instrumentation. They must not
 // block for long.
@@ -283,6 +287,8 @@ type Handler struct {
 	lifeMu sync.Mutex
 	ran    bool // a handler's queues are not reused: Start once
 	sched  gocron.Scheduler
+
+	failures failureLog
 }
 
 // Item is an event on its way to delivery (throttle.Item).
