@@ -294,7 +294,8 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	tokens := map[string]int{}
 	failed := map[delivery.Reason]int{}
 	now := h.deps.Clock.Now()
-	var delivered, retried, dead int
+	var delivered int
+	retried, dead := map[string]int{}, map[string]int{}
 	for i, it := range o.items {
 		var to model.EventStatus
 		if res != nil && res[i] == nil {
@@ -306,9 +307,9 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 			case model.EventReleased, model.EventDelivered:
 				delivered++
 			case model.EventRetrying:
-				retried++
+				retried[model.PriorityClass(it.Event.Priority)]++
 			case model.EventDead:
-				dead++
+				dead[model.PriorityClass(it.Event.Priority)]++
 			}
 		} else if o.results[i].Err == nil {
 			// The write lost (the consumer released first, the token
@@ -336,11 +337,11 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	if delivered > 0 {
 		h.deps.Metrics.Delivered(delivered)
 	}
-	if retried > 0 {
-		h.deps.Metrics.Retried(retried)
+	for c, n := range retried {
+		h.deps.Metrics.Retried(c, n)
 	}
-	if dead > 0 {
-		h.deps.Metrics.Dead(dead)
+	for c, n := range dead {
+		h.deps.Metrics.Dead(c, n)
 	}
 	for reason, n := range failed {
 		h.deps.Metrics.DeliveryFailed(reason, n)

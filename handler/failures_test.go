@@ -50,8 +50,24 @@ func (l *lockedLog) lines(t *testing.T, prefix string) []map[string]any {
 
 type failureCounts struct {
 	handler.NopMetrics
-	mu sync.Mutex
-	n  map[delivery.Reason]int
+	mu   sync.Mutex
+	n    map[delivery.Reason]int
+	dead map[string]int
+}
+
+func (m *failureCounts) Dead(priority string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dead == nil {
+		m.dead = map[string]int{}
+	}
+	m.dead[priority] += n
+}
+
+func (m *failureCounts) deadOf(priority string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dead[priority]
 }
 
 func (m *failureCounts) DeliveryFailed(r delivery.Reason, n int) {
@@ -90,6 +106,9 @@ func TestFailedDeliveriesAreLoggedAndCounted(t *testing.T) {
 	url := "http://" + closedPort(t) + "/hook"
 	launch := clock.Now().Add(time.Second)
 	dead := makeEvents(30, evOpts{schedule: "s1", url: url, launch: launch, maxAttempts: 1})
+	for _, e := range dead[:10] {
+		e.Priority = 2
+	}
 	insert(t, st, dead)
 	var logs lockedLog
 	m := &failureCounts{}
@@ -109,6 +128,9 @@ func TestFailedDeliveriesAreLoggedAndCounted(t *testing.T) {
 	}
 	if n := m.get(delivery.ReasonRefused); n != 30 {
 		t.Errorf("%d failures counted as refused, want 30", n)
+	}
+	if h, d := m.deadOf("high"), m.deadOf("default"); h != 10 || d != 20 {
+		t.Errorf("dead counted %d high and %d default, want 10 and 20", h, d)
 	}
 	lines := logs.lines(t, "delivery failed")
 	if len(lines) != 1 {

@@ -321,12 +321,16 @@ func (b *bucket) policyGone(ctx context.Context) {
 		return
 	}
 	dead := 0
-	for _, e := range res {
+	byClass := map[string]int{}
+	for i, e := range res {
 		if e == nil {
 			dead++
+			byClass[model.PriorityClass(items[i].Event.Priority)]++
 		}
 	}
-	t.deps.Metrics.Dead(dead)
+	for c, n := range byClass {
+		t.deps.Metrics.Dead(c, n)
+	}
 	t.log.Warn().Str(logkey.Policy, b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
 }
 

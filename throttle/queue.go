@@ -121,6 +121,24 @@ func (q *Queue) PopN(n int) []Item {
 	return out
 }
 
+// Oldest returns the earliest LaunchAt of the waiting items per priority.
+// It looks at every item: call it now and then, not per event.
+func (q *Queue) Oldest() map[int]time.Time {
+	out := make(map[int]time.Time, len(q.levels))
+	for p, lv := range q.levels {
+		var first time.Time
+		for _, sq := range lv.byKey {
+			for _, it := range sq.items {
+				if first.IsZero() || it.Event.LaunchAt.Before(first) {
+					first = it.Event.LaunchAt
+				}
+			}
+		}
+		out[p] = first
+	}
+	return out
+}
+
 // Drain removes and returns every item (in no particular order).
 func (q *Queue) Drain() []Item {
 	out := make([]Item, 0, q.n)
