@@ -162,7 +162,7 @@ func (b *bucket) run(ctx context.Context) {
 			err := b.reconcile(ctx)
 			if errors.Is(err, model.ErrNotFound) {
 				b.drop(ctx)
-				return
+				break
 			}
 			if err != nil && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("token reconciliation failed")
@@ -173,7 +173,7 @@ func (b *bucket) run(ctx context.Context) {
 		res := b.round(ctx)
 		if res == roundGone {
 			b.drop(ctx)
-			return
+			break
 		}
 		if stall := b.stallReconcile(); res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
 			nextReconcile = clock.Now() // starved for a while: look for leaks now
@@ -292,6 +292,7 @@ func (b *bucket) drop(ctx context.Context) {
 	b.policyGone(ctx)
 	t.deps.Metrics.PolicyGone(b.policyID)
 	t.log.Info().Str(logkey.Policy, b.policyID).Msg("policy deleted; its bucket is dropped")
+	b.stop()
 }
 
 // policyGone sends the waiting events of a deleted policy to dead: they
