@@ -367,7 +367,8 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s = %v, want %s", ck.series, v, ck.want)
 			}
 		}
-		for _, name := range []string{"schedulerd_emitter_window_scan_seconds_count", "schedulerd_emitter_children_read_total", `schedulerd_events_retried_total{priority="high"}`} {
+		for _, name := range []string{"schedulerd_emitter_window_scan_seconds_count", "schedulerd_emitter_children_read_total", `schedulerd_events_retried_total{priority="high"}`,
+			`schedulerd_delivery_failures_total{reason="refused"}`, "schedulerd_token_wait_seconds_count"} {
 			if _, ok := m[name]; !ok {
 				t.Errorf("series %s missing", name)
 			}
