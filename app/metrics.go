@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -28,13 +30,16 @@ type metrics struct {
 
 	// handler and throttle
 	delivered     prometheus.Counter
-	retried       prometheus.Counter
+	retried       *prometheus.CounterVec
 	tokensRenewed prometheus.Counter
-	dead          prometheus.Counter
+	dead          *prometheus.CounterVec
 	lateness      prometheus.Histogram
+	tokenWait     prometheus.Histogram
+	failures      *prometheus.CounterVec
 	tokenTimeouts *prometheus.CounterVec
 	tokensInUse   *prometheus.GaugeVec
 	tokensWaiting *prometheus.GaugeVec
+	oldestWaiting *prometheus.GaugeVec
 
 	// api
 	apiRequests *prometheus.CounterVec
@@ -93,23 +98,43 @@ func newMetrics() *metrics {
 		Name: "schedulerd_events_delivered_total",
 		Help: "Successful delivery attempts.",
 	})
-	m.retried = prometheus.NewCounter(prometheus.CounterOpts{
+	m.retried = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_events_retried_total",
-		Help: "Failed delivery attempts that will be tried again.",
-	})
+		Help: "Failed delivery attempts that will be tried again, by priority class (high > 0, default 0, low < 0).",
+	}, []string{"priority"})
 	m.tokensRenewed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "schedulerd_tokens_renewed_total",
 		Help: "Tokens renewed before a send because the event waited more than TokenRenewAfter after taking its token.",
 	})
-	m.dead = prometheus.NewCounter(prometheus.CounterOpts{
+	m.dead = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_events_dead_total",
-		Help: "Events moved to dead after their last attempt.",
-	})
+		Help: "Events moved to dead after their last attempt, by priority class (high > 0, default 0, low < 0).",
+	}, []string{"priority"})
 	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "schedulerd_delivery_lateness_seconds",
-		Help:    "Delivery start minus launch time.",
+		Help:    "Delay the scheduler added: delivery start minus the moment the event may go (launch time, or the later grant of its token when throttled).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
 	})
+	m.tokenWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "schedulerd_token_wait_seconds",
+		Help:    "Time a throttled event waited for its token after its launch time (the policy's delay).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 14),
+	})
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_delivery_failures_total",
+		Help: "Failed delivery attempts, by reason (timeout, refused, ssrf, http_4xx, http_5xx, sqs, other).",
+	}, []string{"reason"})
+	for _, r := range delivery.Reasons {
+		m.failures.WithLabelValues(string(r)) // every reason is exported from the start, at 0
+	}
+	for _, c := range model.PriorityClasses {
+		m.retried.WithLabelValues(c) // exported from the start, at 0
+		m.dead.WithLabelValues(c)
+	}
+	m.oldestWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_oldest_waiting_seconds",
+		Help: "Age (now minus launch time) of the oldest due event held and not sent yet (waiting for a token or a worker), by policy (none: unthrottled) and priority class.",
+	}, []string{"policy", "priority"})
 	m.tokenTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_token_timeouts_total",
 		Help: "Tokens reclaimed because they were not released within tokenTimeout, by policy.",
@@ -122,7 +147,7 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_waiting",
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting)
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting)
 	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
@@ -167,11 +192,17 @@ func (m *metrics) apiMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 // handler.Metrics (and throttle.Metrics)
 
-func (m *metrics) Delivered(n int)          { m.delivered.Add(float64(n)) }
-func (m *metrics) Retried(n int)            { m.retried.Add(float64(n)) }
-func (m *metrics) Dead(n int)               { m.dead.Add(float64(n)) }
-func (m *metrics) TokensRenewed(n int)      { m.tokensRenewed.Add(float64(n)) }
-func (m *metrics) Lateness(d time.Duration) { m.lateness.Observe(d.Seconds()) }
+func (m *metrics) Delivered(n int) { m.delivered.Add(float64(n)) }
+func (m *metrics) Retried(priority string, n int) {
+	m.retried.WithLabelValues(priority).Add(float64(n))
+}
+func (m *metrics) Dead(priority string, n int) { m.dead.WithLabelValues(priority).Add(float64(n)) }
+func (m *metrics) TokensRenewed(n int)         { m.tokensRenewed.Add(float64(n)) }
+func (m *metrics) Lateness(d time.Duration)    { m.lateness.Observe(d.Seconds()) }
+func (m *metrics) TokenWait(d time.Duration)   { m.tokenWait.Observe(d.Seconds()) }
+func (m *metrics) DeliveryFailed(r delivery.Reason, n int) {
+	m.failures.WithLabelValues(string(r)).Add(float64(n))
+}
 func (m *metrics) TokenTimeouts(policyID string, n int) {
 	m.tokenTimeouts.WithLabelValues(policyID).Add(float64(n))
 }
@@ -180,4 +211,15 @@ func (m *metrics) TokensInUse(policyID string, n int) {
 }
 func (m *metrics) TokensWaiting(policyID string, n int) {
 	m.tokensWaiting.WithLabelValues(policyID).Set(float64(n))
+}
+func (m *metrics) OldestWaiting(ages map[handler.WaitingKey]time.Duration) {
+	m.oldestWaiting.Reset()
+	for k, d := range ages {
+		m.oldestWaiting.WithLabelValues(k.Policy, k.Priority).Set(d.Seconds())
+	}
+}
+func (m *metrics) PolicyGone(policyID string) {
+	m.tokenTimeouts.DeleteLabelValues(policyID)
+	m.tokensInUse.DeleteLabelValues(policyID)
+	m.tokensWaiting.DeleteLabelValues(policyID)
 }

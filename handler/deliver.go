@@ -116,7 +116,7 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	}
 	start := clock.Now()
 	for _, it := range send {
-		h.deps.Metrics.Lateness(start.Sub(it.Event.LaunchAt))
+		h.observeLateness(it, start)
 	}
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
@@ -158,6 +158,20 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	// Until its delivered write, a consumer's release may already come.
 	h.thr.Delivered(ok...)
 	return &outcomes{items: send, results: results, ts: ts}
+}
+
+// observeLateness reports the delay the scheduler added to it: from the
+// moment the event may go (its launch time or, for a throttled event, the
+// later moment it was granted its token) to the start of its delivery. The
+// wait for the token is the policy's doing and is reported apart.
+func (h *Handler) observeLateness(it throttle.Item, start time.Time) {
+	may := it.Event.LaunchAt
+	if it.Policy != nil && !it.TokenAt.IsZero() {
+		wait := max(0, it.TokenAt.Sub(may))
+		h.deps.Metrics.TokenWait(wait)
+		may = may.Add(wait)
+	}
+	h.deps.Metrics.Lateness(max(0, start.Sub(may)))
 }
 
 // recheck drops the items marked Recheck whose event the store no longer
@@ -276,8 +290,12 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		}
 	}
 	h.thr.OutcomeWritten(ok...)
+	after := h.deliveredAfterCancel(ctx, o, res)
 	tokens := map[string]int{}
-	var delivered, retried, dead int
+	failed := map[delivery.Reason]int{}
+	now := h.deps.Clock.Now()
+	var delivered int
+	retried, dead := map[string]int{}, map[string]int{}
 	for i, it := range o.items {
 		var to model.EventStatus
 		if res != nil && res[i] == nil {
@@ -289,15 +307,23 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 			case model.EventReleased, model.EventDelivered:
 				delivered++
 			case model.EventRetrying:
-				retried++
+				retried[model.PriorityClass(it.Event.Priority)]++
 			case model.EventDead:
-				dead++
+				dead[model.PriorityClass(it.Event.Priority)]++
 			}
 		} else if o.results[i].Err == nil {
 			// The write lost (the consumer released first, the token
-			// timed out, or a newer owner claimed the event): the attempt
-			// still delivered.
+			// timed out, a newer owner claimed the event, or it was
+			// cancelled): the attempt still delivered.
 			delivered++
+			if after[i] {
+				to = model.EventReleased
+			}
+		}
+		if r := o.results[i]; r.Err != nil {
+			reason := delivery.ReasonOf(it.Event.Target.Type, r)
+			failed[reason]++
+			h.logFailure(it.Event, r, reason, to == model.EventDead, now)
 		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
@@ -311,12 +337,48 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	if delivered > 0 {
 		h.deps.Metrics.Delivered(delivered)
 	}
-	if retried > 0 {
-		h.deps.Metrics.Retried(retried)
+	for c, n := range retried {
+		h.deps.Metrics.Retried(c, n)
 	}
-	if dead > 0 {
-		h.deps.Metrics.Dead(dead)
+	for c, n := range dead {
+		h.deps.Metrics.Dead(c, n)
 	}
+	for reason, n := range failed {
+		h.deps.Metrics.DeliveryFailed(reason, n)
+	}
+}
+
+// deliveredAfterCancel records as released the events that were delivered
+// but whose outcome write lost because they were cancelled meanwhile (a
+// pause or delete while the handler held them); it reports which.
+func (h *Handler) deliveredAfterCancel(ctx context.Context, o *outcomes, res []error) map[int]bool {
+	if res == nil {
+		return nil
+	}
+	var idx []int
+	var ts []store.EventTransition
+	for i, err := range res {
+		if errors.Is(err, model.ErrConflict) && o.results[i].Err == nil {
+			idx = append(idx, i)
+			at := o.ts[i].At
+			ts = append(ts, store.DeliveredAfterCancel(o.ts[i].ID, o.ts[i].Attempts, at, h.deps.Clock.Now()))
+		}
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	// Most of these lost to a consumer's release or a newer owner and
+	// fail here as well: one batched write for all of them.
+	won := map[int]bool{}
+	for j, err := range h.transition(ctx, ts) {
+		if err == nil {
+			won[idx[j]] = true
+		}
+	}
+	if len(won) > 0 {
+		h.log.Info().Int("events", len(won)).Msg("events cancelled while being delivered recorded as released")
+	}
+	return won
 }
 
 // transition writes ts, retrying a store outage with backoff until the

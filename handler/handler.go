@@ -69,21 +69,34 @@ type Metrics interface {
 	throttle.Metrics
 	// Delivered counts successful delivery attempts.
 	Delivered(n int)
-	// Retried counts failed attempts that will be tried again.
-	Retried(n int)
-	// Lateness observes delivery start minus launch time.
+	// Lateness observes the delay the scheduler added to a delivery: its
+	// start minus the moment the event may go (its launch time or, if
+	// throttled, the later moment it was granted its token), at least 0.
 	Lateness(d time.Duration)
+	// TokenWait observes, per throttled delivery, how long the event
+	// waited for its token after its launch time (the policy's delay).
+	TokenWait(d time.Duration)
 	// TokensRenewed counts tokens renewed before a late send.
 	TokensRenewed(n int)
+	// OldestWaiting reports, every WaitingAgeInterval, the age (now minus
+	// LaunchAt) of the oldest due event this instance holds and has not
+	// sent yet, per policy and priority class; keys missing from ages have
+	// nothing waiting.
+	OldestWaiting(ages map[WaitingKey]time.Duration)
+	// DeliveryFailed counts failed delivery attempts (retried, dead, or
+	// whose outcome write lost) by reason.
+	DeliveryFailed(reason delivery.Reason, n int)
 }
 
 // NopMetrics discards everything.
 type NopMetrics struct{ throttle.NopMetrics }
 
-func (NopMetrics) Delivered(int)          {}
-func (NopMetrics) Retried(int)            {}
-func (NopMetrics) Lateness(time.Duration) {}
-func (NopMetrics) TokensRenewed(int)      {}
+func (NopMetrics) Delivered(int)                              {}
+func (NopMetrics) Lateness(time.Duration)                     {}
+func (NopMetrics) TokenWait(time.Duration)                    {}
+func (NopMetrics) TokensRenewed(int)                          {}
+func (NopMetrics) OldestWaiting(map[WaitingKey]time.Duration) {}
+func (NopMetrics) DeliveryFailed(delivery.Reason, int)        {}
 
 // Hooks are optional callbacks for tests and instrumentation. They must not
 // block for long.
@@ -155,6 +168,9 @@ type Config struct {
 	// tenth of the policy's tokenTimeout, at least 1s (a renewal is a write
 	// more, and a backlog makes many events wait).
 	TokenRenewAfter time.Duration
+	// WaitingAgeInterval is how often the age of the oldest waiting event
+	// is reported (Metrics.OldestWaiting). Default 10s.
+	WaitingAgeInterval time.Duration
 	// Owner names this instance in logs.
 	Owner string
 	// DrainTimeout bounds how long Stop lets in-flight deliveries and their
@@ -172,6 +188,7 @@ func (c *Config) validate() error {
 	defaults.Set(&c.MaxRetryAfter, time.Hour)
 	defaults.Set(&c.TakeoverGrace, 2*time.Second)
 	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	defaults.Set(&c.WaitingAgeInterval, 10*time.Second)
 	defaults.Set(&c.Shards, 16)
 	defaults.Set(&c.MaxBatch, 500)
 	defaults.Set(&c.Workers, 4)
@@ -192,6 +209,7 @@ func (c *Config) validate() error {
 		{c.Horizon, "Horizon"}, {c.PrefetchInterval, "PrefetchInterval"}, {c.Retention, "Retention"},
 		{c.RetentionInterval, "RetentionInterval"}, {c.IdempotencyRetention, "IdempotencyRetention"}, {c.ReclaimInterval, "ReclaimInterval"},
 		{c.MaxRetryAfter, "MaxRetryAfter"}, {c.TakeoverGrace, "TakeoverGrace"}, {c.DrainTimeout, "DrainTimeout"},
+		{c.WaitingAgeInterval, "WaitingAgeInterval"},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %s", d.name, d.v))
@@ -240,6 +258,7 @@ type Throttle interface {
 	SyncShards(held map[int]int64)
 	MarkSettled(shard int, fence int64)
 	WaitingAll() int
+	OldestWaiting() map[string]map[int]time.Time
 }
 
 var _ Throttle = (*throttle.Throttle)(nil)
@@ -285,6 +304,8 @@ type Handler struct {
 	lifeMu sync.Mutex
 	ran    bool // a handler's queues are not reused: Start once
 	sched  gocron.Scheduler
+
+	failures failureLog
 }
 
 // Item is an event on its way to delivery (throttle.Item).
@@ -363,6 +384,7 @@ func (h *Handler) Start(ctx context.Context) error {
 		{h.cfg.ReclaimInterval, "reclaim", h.Reclaim},
 		{h.cfg.RetentionInterval, "retention", func(ctx context.Context) error { _, err := h.Purge(ctx); return err }},
 		{h.cfg.RetentionInterval, "idempotency retention", func(ctx context.Context) error { _, err := h.PurgeIdempotency(ctx); return err }},
+		{h.cfg.WaitingAgeInterval, "waiting-age", func(context.Context) error { h.ReportWaiting(); return nil }},
 	}
 	for _, j := range jobs {
 		_, err := s.NewJob(gocron.DurationJob(j.every), gocron.NewTask(func() {

@@ -341,3 +341,18 @@ type IdempotencyRecord struct {
 	Body        []byte    `json:"body"`
 	CreatedAt   time.Time `json:"createdAt"`
 }
+
+// PriorityClasses are the values of PriorityClass.
+var PriorityClasses = []string{"high", "default", "low"}
+
+// PriorityClass buckets a priority, a free integer, into the few values a
+// metric label takes: "high" above 0, "default" at 0, "low" below 0.
+func PriorityClass(p int) string {
+	switch {
+	case p > 0:
+		return "high"
+	case p < 0:
+		return "low"
+	}
+	return "default"
+}

@@ -84,6 +84,15 @@ func DeliveredReleased(id string, from model.EventStatus, fence int64, attempts 
 		Attempts: attempts, DeliveredAt: &now, FinishedAt: &now, ClearToken: holdsToken, At: now}
 }
 
+// DeliveredAfterCancel records a successful attempt on an event that was
+// cancelled (its schedule paused or deleted) while its deliverer already
+// held it: the store must not say cancelled for a delivered event. It is not
+// bound to a fence: whoever sent it knows that it was delivered.
+func DeliveredAfterCancel(id string, attempts int, deliveredAt, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventCancelled, To: model.EventReleased,
+		Attempts: attempts, DeliveredAt: &deliveredAt, FinishedAt: &now, At: now}
+}
+
 // Retry records a failed attempt to be tried again at launchAt. attempts 0
 // keeps the stored count (a consumer that asked to be called later);
 // holdsToken clears the token of a throttled event.

@@ -113,6 +113,7 @@ const (
 	roundIdle    roundResult = iota // nothing waits
 	roundStarved                    // events wait, no tokens free
 	roundError                      // store trouble; wait and try again
+	roundGone                       // the policy was deleted
 )
 
 func (b *bucket) run(ctx context.Context) {
@@ -158,13 +159,22 @@ func (b *bucket) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !clock.Now().Before(nextReconcile) {
 			b.starts.Wait()
-			if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
+			err := b.reconcile(ctx)
+			if errors.Is(err, model.ErrNotFound) {
+				b.drop(ctx)
+				break
+			}
+			if err != nil && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("token reconciliation failed")
 			}
 			lastReconcile = clock.Now()
 			nextReconcile = lastReconcile.Add(t.cfg.ReconcileInterval)
 		}
 		res := b.round(ctx)
+		if res == roundGone {
+			b.drop(ctx)
+			break
+		}
 		if stall := b.stallReconcile(); res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
 			nextReconcile = clock.Now() // starved for a while: look for leaks now
 		}
@@ -219,6 +229,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 		if len(gifted) > 0 {
 			// Tokens handed over in this process: no acquisition needed.
+			granted(gifted, t.deps.Clock.Now())
 			b.giftedSince = true
 			if !b.startAsync(ctx, gifted) {
 				return roundIdle
@@ -236,8 +247,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
 		b.observe(began)
 		if errors.Is(err, model.ErrNotFound) {
-			b.policyGone(ctx)
-			return roundIdle
+			return roundGone
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -254,6 +264,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		b.mu.Lock()
 		items := b.q.PopN(got)
 		b.mu.Unlock()
+		granted(items, t.deps.Clock.Now())
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
@@ -266,6 +277,22 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 	}
 	return roundIdle
+}
+
+// drop ends the bucket of a deleted policy: nothing is left to throttle or
+// reconcile. Events of the policy that arrive later start a new bucket,
+// which dead-letters them.
+func (b *bucket) drop(ctx context.Context) {
+	t := b.t
+	t.mu.Lock()
+	if t.buckets[b.policyID] == b {
+		delete(t.buckets, b.policyID)
+	}
+	t.mu.Unlock()
+	b.policyGone(ctx)
+	t.deps.Metrics.PolicyGone(b.policyID)
+	t.log.Info().Str(logkey.Policy, b.policyID).Msg("policy deleted; its bucket is dropped")
+	b.stop()
 }
 
 // policyGone sends the waiting events of a deleted policy to dead: they
@@ -295,13 +322,24 @@ func (b *bucket) policyGone(ctx context.Context) {
 		return
 	}
 	dead := 0
-	for _, e := range res {
+	byClass := map[string]int{}
+	for i, e := range res {
 		if e == nil {
 			dead++
+			byClass[model.PriorityClass(items[i].Event.Priority)]++
 		}
 	}
-	t.deps.Metrics.Dead(dead)
+	for c, n := range byClass {
+		t.deps.Metrics.Dead(c, n)
+	}
 	t.log.Warn().Str(logkey.Policy, b.policyID).Int("events", dead).Msg("policy not found; events dead-lettered")
+}
+
+// granted stamps items with the moment they got their tokens.
+func granted(items []Item, at time.Time) {
+	for i := range items {
+		items[i].TokenAt = at
+	}
 }
 
 func sleepCtx(ctx context.Context, clock interface {

@@ -79,11 +79,16 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 			return err
 		}
 		won := make([]*model.Event, 0, len(evs))
+		deadBy, retriedBy := map[string]int{}, map[string]int{}
 		for i, e := range evs {
 			if res[i] == nil {
 				won = append(won, e)
-				if ts[i].To == model.EventDead {
+				switch ts[i].To {
+				case model.EventDead:
 					dead++
+					deadBy[model.PriorityClass(e.Priority)]++
+				case model.EventRetrying:
+					retriedBy[model.PriorityClass(e.Priority)]++
 				}
 			}
 		}
@@ -95,8 +100,11 @@ func (t *Throttle) reclaimPolicy(ctx context.Context, p *model.Policy) error {
 				return fmt.Errorf("return %d timed-out tokens: %w", len(won), err)
 			}
 			t.deps.Metrics.TokenTimeouts(p.ID, len(won))
-			if dead > 0 {
-				t.deps.Metrics.Dead(dead)
+			for c, n := range deadBy {
+				t.deps.Metrics.Dead(c, n)
+			}
+			for c, n := range retriedBy {
+				t.deps.Metrics.Retried(c, n)
 			}
 			t.log.Info().Str(logkey.Policy, p.ID).Int("tokens", len(won)).Msg("reclaimed timed-out tokens")
 			t.Released(p.ID)

@@ -187,6 +187,7 @@ func (n *next) dispatch(started <-chan struct{}) {
 	it := n.it
 	it.Event = &e
 	it.Policy = n.p
+	it.TokenAt = n.at
 	it.Started = started
 	go n.b.t.send([]Item{it})
 }

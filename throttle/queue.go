@@ -3,6 +3,7 @@ package throttle
 import (
 	"container/heap"
 	"sort"
+	"time"
 
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -16,6 +17,10 @@ type Item struct {
 	Fence int64
 	// Policy is set by the throttle when the item got a token.
 	Policy *model.Policy
+	// TokenAt is when the item was granted its token (acquired from the
+	// store, a gift, or handed over by a release); zero until then. The
+	// wait from LaunchAt to TokenAt is the policy's doing, not lateness.
+	TokenAt time.Time
 	// Recheck asks the deliverer to read the event's status before sending
 	// it (an overdue event taken over from a previous owner of its shard,
 	// which may have delivered it: see handler.Config.TakeoverGrace).
@@ -112,6 +117,24 @@ func (q *Queue) PopN(n int) []Item {
 	for range n {
 		it, _ := q.Pop()
 		out = append(out, it)
+	}
+	return out
+}
+
+// Oldest returns the earliest LaunchAt of the waiting items per priority.
+// It looks at every item: call it now and then, not per event.
+func (q *Queue) Oldest() map[int]time.Time {
+	out := make(map[int]time.Time, len(q.levels))
+	for p, lv := range q.levels {
+		var first time.Time
+		for _, sq := range lv.byKey {
+			for _, it := range sq.items {
+				if first.IsZero() || it.Event.LaunchAt.Before(first) {
+					first = it.Event.LaunchAt
+				}
+			}
+		}
+		out[p] = first
 	}
 	return out
 }

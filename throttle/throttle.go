@@ -74,8 +74,14 @@ type Metrics interface {
 	TokensInUse(policyID string, n int)
 	// TokensWaiting reports how many events wait in the bucket.
 	TokensWaiting(policyID string, n int)
-	// Dead counts events moved to dead.
-	Dead(n int)
+	// Dead counts events moved to dead, by model.PriorityClass.
+	Dead(priority string, n int)
+	// Retried counts failed attempts that will be tried again (a timed
+	// out token of an event still delivering included), by
+	// model.PriorityClass.
+	Retried(priority string, n int)
+	// PolicyGone forgets the series of a deleted policy.
+	PolicyGone(policyID string)
 }
 
 // NopMetrics discards everything.
@@ -84,7 +90,9 @@ type NopMetrics struct{}
 func (NopMetrics) TokenTimeouts(string, int) {}
 func (NopMetrics) TokensInUse(string, int)   {}
 func (NopMetrics) TokensWaiting(string, int) {}
-func (NopMetrics) Dead(int)                  {}
+func (NopMetrics) Dead(string, int)          {}
+func (NopMetrics) Retried(string, int)       {}
+func (NopMetrics) PolicyGone(string)         {}
 
 // Config configures a Throttle. Zero values take the defaults.
 type Config struct {
@@ -427,6 +435,27 @@ func (t *Throttle) WaitingAll() int {
 		b.mu.Unlock()
 	}
 	return n
+}
+
+// OldestWaiting returns, per policy with events waiting for a token in
+// this instance's buckets, the earliest LaunchAt among them per priority.
+// It reads every waiting event (see Queue.Oldest).
+func (t *Throttle) OldestWaiting() map[string]map[int]time.Time {
+	t.mu.Lock()
+	bs := make([]*bucket, 0, len(t.buckets))
+	for _, b := range t.buckets {
+		bs = append(bs, b)
+	}
+	t.mu.Unlock()
+	out := make(map[string]map[int]time.Time, len(bs))
+	for _, b := range bs {
+		b.mu.Lock()
+		if b.q.Len() > 0 {
+			out[b.policyID] = b.q.Oldest()
+		}
+		b.mu.Unlock()
+	}
+	return out
 }
 
 // HandBack returns events that took a token but were not sent to pending and

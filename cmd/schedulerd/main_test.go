@@ -355,7 +355,7 @@ func TestEndToEnd(t *testing.T) {
 			{`schedulerd_leases_held{group="emitter"}`, func(v float64) bool { return v == 16 }, "16"},
 			{`schedulerd_tokens_in_use{policy="` + pol.ID + `"}`, func(v float64) bool { return v >= 0 && v <= 3 }, "0..3"},
 			{`schedulerd_api_requests_total{method="POST",route="/v1/schedules/:id/trigger",status="202"}`, func(v float64) bool { return v == 1 }, "1"},
-			{`schedulerd_events_dead_total`, func(v float64) bool { return v == 0 }, "0"},
+			{`schedulerd_events_dead_total{priority="default"}`, func(v float64) bool { return v == 0 }, "0"},
 		}
 		for _, ck := range checks {
 			v, ok := m[ck.series]
@@ -367,7 +367,8 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s = %v, want %s", ck.series, v, ck.want)
 			}
 		}
-		for _, name := range []string{"schedulerd_emitter_window_scan_seconds_count", "schedulerd_emitter_children_read_total", "schedulerd_events_retried_total"} {
+		for _, name := range []string{"schedulerd_emitter_window_scan_seconds_count", "schedulerd_emitter_children_read_total", `schedulerd_events_retried_total{priority="high"}`,
+			`schedulerd_delivery_failures_total{reason="refused"}`, "schedulerd_token_wait_seconds_count"} {
 			if _, ok := m[name]; !ok {
 				t.Errorf("series %s missing", name)
 			}

@@ -1,17 +1,17 @@
 package httpdelivery
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
 
+	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 )
 
 // ErrTargetRefused is wrapped by the error of a delivery whose target address
 // the SSRF guard refuses. Such a result is Permanent.
-var ErrTargetRefused = errors.New("httpdelivery: target address refused by the SSRF guard")
+var ErrTargetRefused = fmt.Errorf("httpdelivery: %w", delivery.ErrTargetRefused)
 
 // DefaultDenyCIDRs returns the prefixes refused unless AllowCIDRs holds a
 // more specific (or equal) prefix: link-local ranges, where cloud metadata

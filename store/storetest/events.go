@@ -453,6 +453,30 @@ var eventTests = []namedTest{
 		requireNoError(t, err, "EventClaimDue after redrive")
 		requireIDs(t, eventIDs(claimed), []string{e.ID}, "redriven event claimed")
 	}},
+	{"DeliveredAfterCancel", func(t *testing.T, d store.Driver) {
+		// A pause cancels an event its handler holds and sends anyway: the
+		// delivery is recorded, never left as cancelled.
+		ctx := t.Context()
+		sent := newEvent("A", "s1", base, 0)
+		kept := newEvent("A", "s1", base, 1)
+		insertEvents(t, d, sent, kept)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 10})
+		requireNoError(t, err, "EventClaimDue")
+		n, err := d.EventCancelPending(ctx, "s1", "", at(time.Second))
+		requireNoError(t, err, "EventCancelPending")
+		requireEqual(t, n, 2, "cancelled the scheduled events")
+		requireIs(t, transition(t, d, store.DeliveredReleased(sent.ID, model.EventScheduled, 1, 1, false, at(2*time.Second))),
+			model.ErrConflict, "outcome from scheduled after the cancel")
+		requireNoError(t, transition(t, d, store.DeliveredAfterCancel(sent.ID, 1, at(2*time.Second), at(3*time.Second))), "delivered after cancel")
+		got := getEvent(t, d, sent.ID)
+		requireEqual(t, got.Status, model.EventReleased, "Status")
+		requireEqual(t, got.Attempts, 1, "Attempts")
+		requireTimePtr(t, got.DeliveredAt, ptr(at(2*time.Second)), "DeliveredAt")
+		requireTimePtr(t, got.FinishedAt, ptr(at(3*time.Second)), "FinishedAt")
+		requireIs(t, transition(t, d, store.DeliveredAfterCancel(sent.ID, 1, at(2*time.Second), at(4*time.Second))),
+			model.ErrConflict, "a second time")
+		requireEqual(t, getEvent(t, d, kept.ID).Status, model.EventCancelled, "the event not sent stays cancelled")
+	}},
 	{"CancelPending", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		f1, f2 := at(time.Hour), at(2*time.Hour)
