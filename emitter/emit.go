@@ -195,6 +195,10 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		}
 		latest = nil // not the previous fire for overlap: look again below
 	}
+	if legacy := legacyOneOff(s, t, o, latest); legacy != nil {
+		_, err := e.fireEvents(ctx, s, legacy, now, b)
+		return legacy, outExisting, err
+	}
 	if latest != nil && !o.onceSince.IsZero() && latest.Decision == model.FireLate && !latest.FireTime.Before(o.onceSince) {
 		return latest, outCaughtUp, nil
 	}
@@ -247,6 +251,20 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		b.record(f) // a background fire is signalled when it is complete
 	}
 	return f, out, nil
+}
+
+// legacyOneOff returns latest if it is the fire of one-off s (this version)
+// that a release truncating runAt to the second recorded at runAt's second:
+// it stands for the fire at t, which is not emitted again under a new id.
+func legacyOneOff(s *model.Schedule, t time.Time, o emitOpts, latest *model.Fire) *model.Fire {
+	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered {
+		return nil
+	}
+	sec := s.RunAt.UTC().Truncate(time.Second)
+	if sec.Equal(t) || !latest.FireTime.Equal(sec) || latest.ID != model.FireID(s.ID, s.Version, sec) {
+		return nil
+	}
+	return latest
 }
 
 // overlap applies s.Overlap to the new fire f given the latest fire before it

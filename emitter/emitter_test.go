@@ -594,6 +594,25 @@ func TestOneOffAndTrigger(t *testing.T) {
 		fs[0].ID != "oneoff-sub-ms.1748862016.480.v1" {
 		t.Fatalf("sub-millisecond one-off fires = %+v", fs)
 	}
+	// A one-off whose fire an earlier release recorded at runAt's second
+	// (id without milliseconds) is not emitted again under a new id.
+	oldAt := utc("2025-06-02T11:00:17.25Z")
+	old := sched("oneoff-upgraded", "", "UTC", 2, func(s *model.Schedule) { s.RunAt = &oldAt })
+	create(t, st, old)
+	legacy := &model.Fire{ID: "oneoff-upgraded.1748862017.v1", ScheduleID: old.ID, TenantID: tenant,
+		FireTime: utc("2025-06-02T11:00:17Z"), LocalTime: "2025-06-02T11:00:17Z", Count: 2, Decision: model.FireEmitted, CreatedAt: clk.Now()}
+	if _, err := st.FireInsert(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Saved(ctx, old, keysOf(t, old)); err != nil {
+		t.Fatal(err)
+	}
+	if fs := firesOf(t, st, old.ID); len(fs) != 1 || fs[0].ID != legacy.ID {
+		t.Fatalf("upgraded one-off fires = %+v", fs)
+	}
+	if evs := eventsOf(t, st, legacy.ID); len(evs) != 2 {
+		t.Fatalf("upgraded one-off: %d events of the recorded fire, want 2 (ensured)", len(evs))
+	}
 	paused := sched("paused-oneoff", "", "UTC", 1, func(s *model.Schedule) { s.RunAt = &runAt; s.State = model.SchedulePaused })
 	if err := e.Saved(ctx, paused, keysOf(t, paused)); err != nil || len(firesOf(t, st, paused.ID)) != 0 {
 		t.Fatalf("paused one-off: err %v, fires %d", err, len(firesOf(t, st, paused.ID)))
