@@ -43,8 +43,8 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 // have scanned the schedule's partition ahead already, so Saved emits at
 // once:
 //
-//   - for a one-off schedule, its single fire at RunAt (truncated to the
-//     second), whenever that is;
+//   - for a one-off schedule, its single fire at RunAt (rounded up to the
+//     millisecond: model.FireInstant), whenever that is;
 //   - for a cron schedule, every fire t with now <= t < horizon, where
 //     horizon is the later of the partition's watermark and
 //     now+Lead+2*Window (the furthest a pass running at this moment, on a
@@ -65,7 +65,7 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 	now := e.deps.Clock.Now()
 	var times []time.Time
 	if s.IsOneOff() {
-		times = append(times, s.RunAt.UTC().Truncate(time.Second))
+		times = append(times, model.FireInstant(*s.RunAt))
 	} else {
 		if len(keys) == 0 {
 			// Every cron expression has children: none means the caller

@@ -168,11 +168,11 @@ const notePrefixSkipped = "overlap=skip: previous fire "
 // doc for idempotence and overlap.
 func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.Time, o emitOpts, b *batch) (*model.Fire, outcome, error) {
 	st := e.deps.Store
-	t = t.UTC()
+	t = model.FireInstant(t)
 	id := model.FireID(s.ID, s.Version, t)
 
-	// Fire times are whole seconds; +1ms finds a fire at t on stores that
-	// keep milliseconds (MongoDB) as well as on those that keep nanoseconds.
+	// Fire times are whole milliseconds (model.FireInstant), so +1ms finds
+	// a fire at t and nothing after it.
 	latest, err := st.FireLatestBefore(ctx, s.ID, t.Add(time.Millisecond))
 	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return nil, 0, fmt.Errorf("latest fire: %w", err)
@@ -194,6 +194,10 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			}
 		}
 		latest = nil // not the previous fire for overlap: look again below
+	}
+	if legacy := legacyOneOff(s, t, o, latest); legacy != nil {
+		_, err := e.fireEvents(ctx, s, legacy, now, b)
+		return legacy, outExisting, err
 	}
 	if latest != nil && !o.onceSince.IsZero() && latest.Decision == model.FireLate && !latest.FireTime.Before(o.onceSince) {
 		return latest, outCaughtUp, nil
@@ -247,6 +251,20 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		b.record(f) // a background fire is signalled when it is complete
 	}
 	return f, out, nil
+}
+
+// legacyOneOff returns latest if it is the fire of one-off s (this version)
+// that a release truncating runAt to the second recorded at runAt's second:
+// it stands for the fire at t, which is not emitted again under a new id.
+func legacyOneOff(s *model.Schedule, t time.Time, o emitOpts, latest *model.Fire) *model.Fire {
+	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered {
+		return nil
+	}
+	sec := s.RunAt.UTC().Truncate(time.Second)
+	if sec.Equal(t) || !latest.FireTime.Equal(sec) || latest.ID != model.FireID(s.ID, s.Version, sec) {
+		return nil
+	}
+	return latest
 }
 
 // overlap applies s.Overlap to the new fire f given the latest fire before it
@@ -316,8 +334,12 @@ func (e *Emitter) localTime(s *model.Schedule, t time.Time) string {
 	if err != nil {
 		loc = time.UTC
 	}
-	return t.In(loc).Format(time.RFC3339)
+	return t.In(loc).Format(localLayout)
 }
+
+// localLayout is RFC 3339 with the milliseconds of a fire that is not on a
+// whole second (a one-off); whole seconds read as before.
+const localLayout = "2006-01-02T15:04:05.999Z07:00"
 
 // batch collects events into store writes of cfg.BatchSize; the workers of
 // one emitAll share it, so that small fires from many workers still make

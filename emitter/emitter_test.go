@@ -574,12 +574,44 @@ func TestOneOffAndTrigger(t *testing.T) {
 		}
 	}
 	fs := firesOf(t, st, one.ID)
-	if len(fs) != 1 || !fs[0].FireTime.Equal(utc("2025-06-02T11:00:15Z")) || fs[0].LocalTime != "2025-06-02T13:00:15+02:00" {
+	// Never early: the fire and its events are at 11:00:15.5, not 11:00:15.
+	if len(fs) != 1 || !fs[0].FireTime.Equal(utc("2025-06-02T11:00:15.5Z")) || fs[0].LocalTime != "2025-06-02T13:00:15.5+02:00" ||
+		fs[0].ID != "oneoff.1748862015.500.v1" {
 		t.Fatalf("one-off fires = %+v", fs)
 	}
 	evs := eventsOf(t, st, fs[0].ID)
-	if len(evs) != 2 || !evs[1].LaunchAt.Equal(utc("2025-06-02T11:00:15Z")) {
+	if len(evs) != 2 || !evs[0].LaunchAt.Equal(utc("2025-06-02T11:00:15.5Z")) || !evs[1].LaunchAt.Equal(utc("2025-06-02T11:00:15.5Z")) {
 		t.Fatalf("one-off events = %+v", evs)
+	}
+	// Below a millisecond the fire rounds up, never down.
+	subMS := utc("2025-06-02T11:00:16.4795Z")
+	sub := sched("oneoff-sub-ms", "", "UTC", 1, func(s *model.Schedule) { s.RunAt = &subMS })
+	create(t, st, sub)
+	if err := e.Saved(ctx, sub, keysOf(t, sub)); err != nil {
+		t.Fatal(err)
+	}
+	if fs := firesOf(t, st, sub.ID); len(fs) != 1 || !fs[0].FireTime.Equal(utc("2025-06-02T11:00:16.48Z")) ||
+		fs[0].ID != "oneoff-sub-ms.1748862016.480.v1" {
+		t.Fatalf("sub-millisecond one-off fires = %+v", fs)
+	}
+	// A one-off whose fire an earlier release recorded at runAt's second
+	// (id without milliseconds) is not emitted again under a new id.
+	oldAt := utc("2025-06-02T11:00:17.25Z")
+	old := sched("oneoff-upgraded", "", "UTC", 2, func(s *model.Schedule) { s.RunAt = &oldAt })
+	create(t, st, old)
+	legacy := &model.Fire{ID: "oneoff-upgraded.1748862017.v1", ScheduleID: old.ID, TenantID: tenant,
+		FireTime: utc("2025-06-02T11:00:17Z"), LocalTime: "2025-06-02T11:00:17Z", Count: 2, Decision: model.FireEmitted, CreatedAt: clk.Now()}
+	if _, err := st.FireInsert(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Saved(ctx, old, keysOf(t, old)); err != nil {
+		t.Fatal(err)
+	}
+	if fs := firesOf(t, st, old.ID); len(fs) != 1 || fs[0].ID != legacy.ID {
+		t.Fatalf("upgraded one-off fires = %+v", fs)
+	}
+	if evs := eventsOf(t, st, legacy.ID); len(evs) != 2 {
+		t.Fatalf("upgraded one-off: %d events of the recorded fire, want 2 (ensured)", len(evs))
 	}
 	paused := sched("paused-oneoff", "", "UTC", 1, func(s *model.Schedule) { s.RunAt = &runAt; s.State = model.SchedulePaused })
 	if err := e.Saved(ctx, paused, keysOf(t, paused)); err != nil || len(firesOf(t, st, paused.ID)) != 0 {

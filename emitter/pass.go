@@ -324,13 +324,15 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 		case s.IsOneOff():
 			// A one-off normally has no children (Saved emits it); if it has,
 			// the window containing RunAt emits its single fire.
-			ra := s.RunAt.UTC().Truncate(time.Second)
+			// The child is for RunAt's minute, so the window is matched
+			// against RunAt itself, not its fire instant.
+			ra := s.RunAt.UTC()
 			if ra.Before(w0) || !ra.Before(w1) || oneOff[s.ID] {
 				r = SkipOutOfRange
 				break
 			}
 			oneOff[s.ID] = true
-			t = ra
+			t = model.FireInstant(ra)
 		case !inRange(s, t):
 			r = SkipOutOfRange
 		}

@@ -70,6 +70,8 @@ func (h *Handler) timerLoop() {
 		wait := time.Hour
 		h.mu.Lock()
 		for len(h.heap) > 0 && len(due) < h.cfg.MaxBatch {
+			// Compared at full precision: a wake before the head's launch
+			// instant (timer slack, a new head) only re-arms the timer.
 			if d := h.heap[0].Event.LaunchAt.Sub(now); d > 0 {
 				wait = d
 				break

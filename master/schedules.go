@@ -521,7 +521,7 @@ func (s *Server) PreviewSchedule(c echo.Context, id api.ID, params api.PreviewSc
 	loc := comp.Loc
 	out := api.Preview{ScheduleId: m.ID, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(times))}
 	for i, t := range times {
-		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format(time.RFC3339)}
+		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format("2006-01-02T15:04:05.999Z07:00")}
 	}
 	return c.JSON(http.StatusOK, out)
 }

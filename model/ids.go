@@ -9,13 +9,43 @@ import (
 	"time"
 )
 
+// FireInstant is the fire time of something due at t: t rounded up to the
+// next whole millisecond (t itself if it is one). Fire times are whole
+// milliseconds so that their ids are short and deterministic; rounding up
+// keeps every launch at or after the instant asked for.
+func FireInstant(t time.Time) time.Time {
+	t = t.UTC()
+	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
+}
+
 // FireID is the deterministic id of the fire of version v of a schedule at
-// fireTime. Rescanning a window produces the same id, which is what makes
-// emission idempotent. The version is part of the id because an edit cancels
-// the future fires emitted for the old definition and emits them again for
-// the new one.
+// fireTime (a whole millisecond: see FireInstant). Rescanning a window
+// produces the same id, which is what makes emission idempotent. The version
+// is part of the id because an edit cancels the future fires emitted for the
+// old definition and emits them again for the new one.
+//
+// The time part is the Unix second, followed by ".mmm" only when the fire is
+// not on a whole second: ids of whole-second fires (every cron fire) are
+// those earlier releases gave them, so stored fires keep their ids.
 func FireID(scheduleID string, version int64, fireTime time.Time) string {
-	return scheduleID + "." + strconv.FormatInt(fireTime.UTC().Unix(), 10) + ".v" + strconv.FormatInt(version, 10)
+	ms := fireTime.UnixMilli()
+	sec, frac := ms/1000, ms%1000
+	if frac < 0 {
+		sec, frac = sec-1, frac+1000
+	}
+	b := make([]byte, 0, len(scheduleID)+32)
+	b = append(b, scheduleID...)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, sec, 10)
+	if frac != 0 {
+		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+	}
+	b = append(b, ".v"...)
+	b = strconv.AppendInt(b, version, 10)
+	return string(b)
 }
 
 // EventID is the deterministic id of event index (0-based) of a fire.

@@ -62,11 +62,12 @@ func (c *Compiled) Children(m *model.Schedule) []model.Child {
 }
 
 // NextFireTimes lists up to k fire times (UTC) of a cron schedule after now,
-// honouring StartAt and EndAt; a one-off's is its RunAt, whenever that is.
+// honouring StartAt and EndAt; a one-off's is its RunAt (as the emitter
+// fires it: rounded up to the millisecond), whenever that is.
 func (c *Compiled) NextFireTimes(now time.Time, k int) []time.Time {
 	m := &c.Schedule
 	if m.RunAt != nil {
-		return []time.Time{*m.RunAt}
+		return []time.Time{model.FireInstant(*m.RunAt)}
 	}
 	if c.Expr == nil || k <= 0 {
 		return nil

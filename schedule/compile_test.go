@@ -247,6 +247,39 @@ func TestCompile(t *testing.T) {
 			t.Fatalf("next fire times %v", ft)
 		}
 	})
+	t.Run("InstantsKeepTheirMilliseconds", func(t *testing.T) {
+		sp := valid()
+		sp.Cron = nil
+		sp.RunAt = ptr(time.Date(2026, 7, 4, 14, 59, 59, 479_500_000, time.UTC))
+		c, err := schedule.Compile(sp, testLimits(), testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Schedule.RunAt.Equal(*sp.RunAt) {
+			t.Fatalf("runAt %s, want %s", c.Schedule.RunAt, sp.RunAt)
+		}
+		// Fired at the next whole millisecond, never before RunAt; the
+		// child stays in RunAt's minute.
+		want := time.Date(2026, 7, 4, 14, 59, 59, 480_000_000, time.UTC)
+		if ft := c.NextFireTimes(testNow, 5); len(ft) != 1 || !ft[0].Equal(want) {
+			t.Fatalf("next fire times %v, want [%s]", ft, want)
+		}
+		m := c.Schedule
+		if ch := c.Children(&m); len(ch) != 1 || ch[0].LaunchExpression != "MM:07:04:14" || ch[0].Minute != 59 {
+			t.Fatalf("children %+v", ch)
+		}
+
+		sp = valid()
+		sp.StartAt = ptr(time.Date(2026, 4, 1, 0, 0, 0, 250_000_000, time.UTC))
+		sp.EndAt = ptr(time.Date(2026, 5, 1, 0, 0, 0, 750_000_000, time.UTC))
+		c, err = schedule.Compile(sp, testLimits(), testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Schedule.StartAt.Equal(*sp.StartAt) || !c.Schedule.EndAt.Equal(*sp.EndAt) {
+			t.Fatalf("startAt %s endAt %s, want %s %s", c.Schedule.StartAt, c.Schedule.EndAt, sp.StartAt, sp.EndAt)
+		}
+	})
 	t.Run("CronChildrenCarryTheStoredIdentity", func(t *testing.T) {
 		sp := valid()
 		sp.Cron, sp.Timezone = ptr("15,45 6 L * *"), "America/New_York"

@@ -8,7 +8,7 @@
 // The suite is deliberately small in data: the MongoDB driver is tested
 // against FerretDB, where one update costs about 150 ms, so the whole suite
 // stays at a few hundred store operations. Times are derived from a fixed
-// base with whole-second offsets because MongoDB keeps milliseconds only.
+// base; every driver keeps at least milliseconds (see instantTests).
 package storetest
 
 import (
@@ -49,6 +49,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Policy", policyTests},
 		{"Lease", leaseTests},
 		{"Lifecycle", lifecycleTests},
+		{"Instant", instantTests},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			for _, tt := range group.tests {

@@ -1,0 +1,50 @@
+package model
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFireInstant(t *testing.T) {
+	base := time.Date(2025, 6, 2, 11, 0, 15, 0, time.UTC)
+	for _, c := range []struct {
+		in, want time.Duration // offsets from base
+	}{
+		{0, 0},
+		{500 * time.Millisecond, 500 * time.Millisecond},
+		{479*time.Millisecond + 500*time.Microsecond, 480 * time.Millisecond},
+		{time.Nanosecond, time.Millisecond},
+		{999*time.Millisecond + 1, time.Second},
+	} {
+		got := FireInstant(base.Add(c.in))
+		if !got.Equal(base.Add(c.want)) || got.Location() != time.UTC {
+			t.Errorf("FireInstant(base+%s) = %s, want base+%s", c.in, got, c.want)
+		}
+		if got.Before(base.Add(c.in)) {
+			t.Errorf("FireInstant(base+%s) = %s is early", c.in, got)
+		}
+	}
+}
+
+func TestFireID(t *testing.T) {
+	base := time.Date(2025, 6, 2, 11, 0, 15, 0, time.UTC) // Unix 1748862015
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		// Whole seconds keep the id format of earlier releases.
+		{base, "s1.1748862015.v3"},
+		{base.In(time.FixedZone("x", 7200)), "s1.1748862015.v3"},
+		{base.Add(500 * time.Millisecond), "s1.1748862015.500.v3"},
+		{base.Add(7 * time.Millisecond), "s1.1748862015.007.v3"},
+		{base.Add(999 * time.Millisecond), "s1.1748862015.999.v3"},
+		{time.Unix(-1, 250e6), "s1.-1.250.v3"},
+	} {
+		if got := FireID("s1", 3, c.at); got != c.want {
+			t.Errorf("FireID(%s) = %q, want %q", c.at, got, c.want)
+		}
+	}
+	if a, b := FireID("s1", 3, base.Add(time.Millisecond)), FireID("s1", 3, base.Add(2*time.Millisecond)); a == b {
+		t.Errorf("fires a millisecond apart share id %q", a)
+	}
+}
