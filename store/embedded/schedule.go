@@ -159,6 +159,34 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 	})
 }
 
+// ScheduleCreateMany stores the items and their children in one
+// transaction; an item whose id exists gets model.ErrConflict and writes
+// nothing.
+func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
+	res := make([]error, len(items))
+	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSchedules)
+		for i, it := range items {
+			res[i] = nil
+			if b.Get([]byte(it.Schedule.ID)) != nil {
+				res[i] = model.ErrConflict
+				continue
+			}
+			if err := putChildren(tx, it.Children); err != nil {
+				return err
+			}
+			if err := putSchedule(tx, it.Schedule); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // ScheduleGet returns the tenant's schedule; model.ErrNotFound otherwise.
 func (s *Store) ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
 	var sc model.Schedule
