@@ -495,6 +495,81 @@ type Schedule struct {
 	Window    *string       `json:"window,omitempty"`
 }
 
+// ScheduleBatchCreate defines model for ScheduleBatchCreate.
+type ScheduleBatchCreate struct {
+	// Items At most the server's batch limit (1,000 by default).
+	Items []ScheduleBatchItem `json:"items"`
+}
+
+// ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
+type ScheduleBatchItem struct {
+	// Cron 5-field cron expression, e.g. "0 3 * * *".
+	Cron  *string    `json:"cron,omitempty"`
+	EndAt *time.Time `json:"endAt,omitempty"`
+
+	// EventCount Events per fire (default 1).
+	EventCount *int `json:"eventCount,omitempty"`
+
+	// Fields The field form of a cron expression; an absent field means "*".
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
+	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
+	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
+	Misfire        *Misfire `json:"misfire,omitempty"`
+	Name           string   `json:"name"`
+	Overlap        *Overlap `json:"overlap,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+
+	// Priority Higher goes first among waiting events (default 0).
+	Priority *int `json:"priority,omitempty"`
+
+	// RunAt Launch instant of a one-off delayed job.
+	RunAt *time.Time `json:"runAt,omitempty"`
+
+	// Spread Spread the launch times of a fire's events evenly over the window.
+	Spread  *bool      `json:"spread,omitempty"`
+	StartAt *time.Time `json:"startAt,omitempty"`
+	Target  Target     `json:"target"`
+
+	// Timezone IANA timezone (default "UTC").
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Window Go duration; events of a fire must finish within it.
+	Window *string `json:"window,omitempty"`
+}
+
+// ScheduleBatchItemResult Either schedule (status 201) or problem.
+type ScheduleBatchItemResult struct {
+	// Index The item's position in the request, from 0.
+	Index int `json:"index"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem `json:"problem,omitempty"`
+
+	// Replayed The answer is the first one given for the item's idempotencyKey.
+	Replayed *bool     `json:"replayed,omitempty"`
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Status 201, or the HTTP status the item would have had as a createSchedule request.
+	Status int `json:"status"`
+}
+
+// ScheduleBatchResult defines model for ScheduleBatchResult.
+type ScheduleBatchResult struct {
+	// Created How many items were created by this request or by the first request with their idempotencyKey.
+	Created int `json:"created"`
+
+	// Failed How many items answered a problem.
+	Failed int                       `json:"failed"`
+	Items  []ScheduleBatchItemResult `json:"items"`
+}
+
 // ScheduleCreate Exactly one of cron, fields and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
@@ -744,6 +819,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
+// CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
+type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
+
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
@@ -794,6 +872,9 @@ type ServerInterface interface {
 	// CreateSchedule Create a cron schedule (cron or fields) or a one-off delayed job (runAt).
 	// (POST /v1/schedules)
 	CreateSchedule(ctx echo.Context, params CreateScheduleParams) error
+	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
+	// (POST /v1/schedules/batch)
+	CreateSchedulesBatch(ctx echo.Context) error
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	// (DELETE /v1/schedules/{id})
 	DeleteSchedule(ctx echo.Context, id ID) error
@@ -1141,6 +1222,15 @@ func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
 	return err
 }
 
+// CreateSchedulesBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateSchedulesBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateSchedulesBatch(ctx)
+	return err
+}
+
 // DeleteSchedule converts echo context to params.
 func (w *ServerInterfaceWrapper) DeleteSchedule(ctx echo.Context) error {
 	var err error
@@ -1469,6 +1559,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
 	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
@@ -1582,135 +1673,148 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQc29VSFPRhQl23s2Uu0fihPt6uZhHUmuvVUZVwjNNElEQ4AGMKK4KX33U+gG5kEOX7Yk",
-	"P6LKH5E5M3j249eN7safUaomUyVBWhMd/RlNueYTsKDxX68LbZR2f2VgUi2mVigZHUVXY2ADCXeWXhgw",
-	"NWR2DGyq4VaowrApH8Ex43LOlB2DZrc8L4AJwzQMCwMZmwk7Zi/7/V4UR8I1+b4APY/iSPIJREdRSj3H",
-	"kUnHMOFuCHY+dU+M1UKOovv7ODr7wf2On0+5HVdfiyyKIw3vC6Ehi46sLqDe0oTf/QxyZMfR0WG/H0cT",
-	"IcO/D+K2fjKYTJUFmc5/gvnycpwwDVYLyFiqgVug2bkFMXwC7AbmjMus+uFaZXP3SaGlwV+HQhubSC7N",
-	"DDS+Sw0ZJpUdCzk6braG7XNJa4utVUubSFrbw8Me+wnmhnENzKRqChmzCttJeZ6D/sYwC5JL20tk2IUx",
-	"8Ax0tZC1me+5qa9axVevNq/iz2Ii7PLinfMRMCP+A6yTwZAXuWUH/X53FWHk2MrCOMSkmERHB32/mf6f",
-	"5SCEtDACHd27YWgwUyUNIIF/z7MLeF+AwYGlSlqQ+CefTnORcjfG/alW1zlMvv3DuAH/Wev6/2oYRkfR",
-	"/9mvmGifnpr9c/qKOl1mH03dskzRLrMJtykRzcn5Gat90Ivu4+i1ksNcpE8+THX9B6SWpWMuR5CxCXA5",
-	"G4scYkdxQuJ4Z1rJETOWW4iZ0u6JsSLPmZCJLAwcux87A9BaaTNgkk+EHHm6hzyLmdsmNuj1evs818Cz",
-	"+R7cCWPNoBuIPJF+IP4FNuaOc7hlhRTvCyABEzNTpGPGDeNsqnKRzr8xrjtwFH4fRz+6ETzlCp5IVki4",
-	"m0JqIWO4AKzzCqn7Po5Olb4WWQbyqTfViZAJnyPZOVnA7FgYpqagsVPWIbmA7ynJuGQ8mwhZe0Np3D8N",
-	"t6AN0HR+VfZUFTJ7ytn8qmjLPXUMcVzCeAmHw7pS6meuR/CpGDyI59wNwg2PE9ekSg7FqNCQMZRpYbC/",
-	"cDn3Msk89Zhp378x5eC102Y4PDcFuBvzwjhSVjp2lKEhB27AaazEwQGQjpvd5HIB0jKeZRqMYcb9wyrF",
-	"Jg4SkLyw6gakYR23VcTLQQFCxl72X3aDeEkLrd33MyEzNTtmBoBdgNXzvZOhBU3aixQXLljt2bK2uYRU",
-	"ycw4TTjjbtFbEEZNXdzH0VvJCztWWvwHnpS0fxHGODmpNJvwfKj0BDJ24odCXEiTRpnLkVlRIgrSJ7c8",
-	"F1kvkSiDbqSayRKIcMe46gYy/GUEtkIXtANeXr6V/JaLnF/nT849xiqNgLGoxsA6juyQx7UYjdzMpWIw",
-	"EdaCZrqQXiMJk8ipVikY0z1GaDZn3JHD05KNH8KnWL3AvsKwGeT5nqee68IyIYkwEJL55lxvJ+dnHttO",
-	"tZPzVhBCIiCaneDAXTvcRkdRxi3sWTGBaAnpxQ59L8P1OJpqGIq7dmMCAbBDGZqnzvgIBsUNzGO36BpS",
-	"NZLCAKPFX2rcE/QuwyRhd5a12xaV9fAbmRPl6+VM4trivCs7IFXkOqAlfU3v4L7n+ZthdPTb+r31O3Ef",
-	"L27FTZvtcYXSFrh2a9Vjl2PH6J4NPDczJfN5y6otzNI1vzyNd+VEfhaEkpuDEhYmzT+2mlvohmvN58sL",
-	"jm21relrreSpQ43YFc8y4daB5+e1QQ15biBupTLIMydAJo6+OEu1kgzupk5HCSWPEelco7KiVx3cNSyJ",
-	"/iuJerjv9ZlnfP5m+IuSzuBpIXd8/G+Am9anY1Xo1gcTIQsL7Y9W9HXfsk4/QC5uQc9/cRKIwM/yeiA0",
-	"cSsh2b+urs5Z5j9CJUG/X/7PJZtQG0dMSWDcWphMnTZPpH8ff4dbCJZkc5n8B8sjOHAIorR+Q8NundeZ",
-	"cHGUqoLE6PrXMuBZLuSKqQPNEPVeOoasyOEbw67RBgtAw5OCM6dVYd0s3eC2Ey64HGftgnAoNKx5dOWa",
-	"3F7YygxahGp/75obyBifKG9rDXDdBrRRpYB1HTaWvN+2llM+zxXPNmol/xpyMyLDTV8EMr3wr3ud5LZj",
-	"G8EcVrnxVbnAteUM6xSoJy7JshrquzVsdFFNp7nO/1KzgOZNMQHNRuIWyKmDg/vGENBl1zy9WZYhcDcV",
-	"GsxJC3v8ewzEHqUlSw05QnDkaPmN76jqgHWq3eWJpC9LAuaFVX4iqBK6RyWAV5oRfGfXMHTIy45BEjdv",
-	"qUzdGJYn8WbK3xdw1FgPA6kGW3rEhiBTp9bZjHtDoZAZ6B67GkMiaW5qyAZ+5N40GuD3gx9x0OE3GvDS",
-	"2Aqdr3Bh+un/6EY2YG8vfia2cKaO++mYnb+5vGJ8uXOrPBApV6fQYqOGdQMJS9VGbTiOZRXrSdW0Yc2a",
-	"OGx5tDt2q0vNbb9AFgndrCDinBvrTHWHiIdFXqoRt+kTnkGPvXYgxoHUOdonmRa3O8jboZDCjDcMAjeV",
-	"aeBOWATaz2LmJu1YIOUyhTyHrMdOvOwfixyJ0xtVoRvWSVuG291lvA+pA9obKlXDMmW47Si9YS3aET1V",
-	"XkVMlHGLliIs4iJ3WsXravYTTK23rcpVYNywsXAG3Jx1qmUXhk1BZs6kJfe1p2rWR7vEjNXMy03sHE1Z",
-	"Rxlu9d0GdVkhrcgZZxJmJf24AZlWiyDnhUzHu9D+hN+drGW13dUgSeCzVQaRUFrYeXtna/VgHBnLbbER",
-	"b6NEuaRXnZTmegR200dX9FaQ6j/WddQO2sDRcPamsCtslqAwM5EhawVVVNNopIqEZaQms9VCwo/gWqkc",
-	"OPouimm2m+xrs/l2RhUl0dV2t1z2JoWVWxhXAr4usutTWKksHsImI62zZJLFUXXAt4WJvNJiK0kQWgb6",
-	"kLT9QbTauuvU5trJ0PBAOsj8W+QFW41iXDteM9KDUk1WiJP+tHoe3uDul1IJ1QZQLU0D8Gw0gRfBpvv2",
-	"+xYnwj8Vy4rg/A+ncKuxZ8ycbHZq4fDluNtbiwdrp4SvDg43nxLWd2M1UkIXQHCCLZEVGu/tYuf/Xb75",
-	"lU25HVcGkDP0O0NEwHwyzYElnmF7hc6TqBszzvAQkpWH4+RxJefhCncU9/689TOkkZbvt09Vt3AOCpyN",
-	"LOK+fU1vfigcTIURqgXZk9s1O0IjXkzgmOXcwpEHA5maSfdrjLo+OPKddb1XTOlA4TiR5kZMp5D9rm5B",
-	"53x6xPwf/3APSgOhDCpwcpeNOaqLRGaaCwnZcYXafr+e/+5kVtUOPfI+bzc+jY0ksvyGzRzOcCg0h6E9",
-	"Dp5lN7HrOeki+qU6/CIrI7C+XweU/dat4cKk6hwdBuhWOvTTyuWh0RYo6/DoAJ8LORqQZSWLyTUgXvPm",
-	"30y77yUzig25DlZhIvu9nm9674DhGWu3hLp4zjoTBhpWVA2QhE5bGEsX4KFy8Cl8Y8JYMPwAj4OvAcEf",
-	"ja3HTmhD1TCRE6fn/fvlAZl37KNbJr0ZaVUgQWgwY+VY1supRB70436/36UYiFTpDBEqU86udFsvbGMw",
-	"YXGIKhNZtR4zDQ6UZDVIayzX9thjT2cV+9WHbMAMn5tEjtWMzrVwQav11AylMI0D0K9WIuGwCPWlroGX",
-	"BzMBHM4/bZhG2zWXq5TnYQRLT1vEwa+LJLjgX1omJ6lWuDl3cQC1ozQPzqpJuCHXhFkcxOcmD35Nfi5L",
-	"4FJPt8J31OYrngQksBxIlKYwtYRv616lGBHyHEqUnLWvqZCnuRiNWyD398h7Zdes43jI/cRJtXfbGyyR",
-	"SutMSvDS+nTGRbu4OPdmoNLM2UkBzo+5zPL6XB0btQ1rgQZCP7XpfyTcahLAQ2BsVOKPBrFPa+KiOUpk",
-	"gRY1wvOcpblKb8Ihe80J7mTCf5SEmF2cvmYvXrz4jgx2NRwaaD99K2z6gYDbfek5tXVqvwgz9AAoaFz3",
-	"79+dUPXc/jvPc693W5XpG6+Ia03wPFez8E2ggdaPzyuTfzG0Z05gkkIb4c5xLpNFnsc1NsOFq8v+jkfO",
-	"iTx89Tf2k/je0b7XZN0eG7gGBm2BkiFsauCdEIOjRObAb8FjJNz1OVMFRcFIxfyLpGPu9kZqz8/uD6Nk",
-	"74LPwtmQmybi/BbXY+UyrhFoTVM93PHwhN+d1cRXi8LgK9RR6W1Qhd34gmmBLxSJoiHNucBzckh5Qa6I",
-	"OZuBhrqDIkOWEZOmc1JI+7eXrSKU4lzO5Nu24wPftds1qWbtMnhnT0Yc3YIOqH2LEa4U1D+WiMwicsoK",
-	"AlTuA6Qyrzy2ENKoqHEHmzu9sHtxg+KaixfXJH1zR6sJ7+JAIZqn4/kdLekFtlgwpsUtLJ7LKFkdrgpp",
-	"LDqch8xPyMetQekDS3met7u1FrikEfu6Mfy14qG1VvgyR630FhwHEmhyiDf6yG9e8VXpWkiig1eTJOpu",
-	"DkpoIZnVe/kQmtpLwg+PUKAG3iLpfRxZfS67v0W4wbmz0WHW5oohaLIbVEIw0wKXNvjEA3LZjKUaJkP5",
-	"WVwbbuvWVg6nJkc4oPTdy1f/zXw0F8vAhoOJhaARfNA6eoqP3mGdai6wlrVyYsbhmg0e1haFJWy+QtHi",
-	"D8vZD28vzupR3TeCgiv8YmxmcnwaOl7rf22ew+7IXo/sk7z0NNViKo5FnmlYazaHd1gnOJxMrqzpkiuk",
-	"jFGiU/Jp7kSrtKodMXwAKEt1m5PvNZdKipTn7NVeLXiqw3OjUGkFPjI+YcXjVXzXtHuGQe40MITNr1ef",
-	"ca9Gk+vP8iaVYbGOy4L9sQ5/OiPutC7nlt3O7hXWKabMKvaqS44vN2MTs7dXrzHXJfD8lidsC9yuKiNn",
-	"3XSCLfTUh5m6kLtsupnqpvukpgPRIbdTY+Hsad00A/PSQdWHHJWu1j1PAeExZG1Lf5nHVDW1V2OycvEb",
-	"J5iVM3vFWWZgp7DcDUgexN8iq+yC1sMGbYnXFwyZO57afI6Bik7WaiVjL6TQoEHyXFbW7UIxiMKF6NGY",
-	"QW/UY0nUZy/Yf7n/KGj0YQVgq4E29ecatQy67uY4ymEZRruOwmsBt8titQ5AN3X34QJ3A1z9rETfQnSg",
-	"GI1Bs5ECE6JcMR4z2H3eV15uW3+VGzaIz2bzP2O0ASOkZymmWUnYU8OhMzf5HDL2h7rePiqpkrsL6Q/4",
-	"uw/kwj5ReVGPzeMe9z/HabdAJi1JpnZjdmdR/jFCuTmjs5NfT0pPZ90wfXv1ut0wrQvZNfZwLQCTeHJS",
-	"mBA3VtnFWxu+fsbrJOJDWL0ldn00H3VTwdZ9sakVt26qU16Qk96NLwe74mw0NPRBFnaQ6A8rlJ/l7GPI",
-	"2ZawxMnUzhmNiGmYqBBqTZ+1Mu3ni0sfFGGuA4BLvHhV9rwD67wvoIC3baHUl/9zyfApRlB3MJvbvF9h",
-	"/gUfwuY5X7k3V4Vvj62ddkwXe6yd7Z+/ubyiOgc0DPdad0sHxLuVK3XlxxxElmvVId33plVCXWGm2GOm",
-	"0q0wRdeA/fXn3DTiD3KFbyU82nTb8jgcE0FaOG51Qt4b09fANeiTglKfkESQ8/Dnas1wTzAdUsihapcf",
-	"0+I6Fym7+PHyCossqGHpwNDZEQF6TH3yGKr0bsTMjrWyNhdy5NMqhPvVSVCyIIgGY/y747PlZT7v+pRq",
-	"esn1eQNz00tkIt2MQFqfB3rEBo3c3iP2PU6QJUW//yK9gTn+AYMeuyqT8w3FslMYC3W05yt9lNFKhkqH",
-	"0JBuYM46Q60mZfY5vtP1MfGGWhrs3x7s+3EPai1RHiG7qh1U4NQpcYTyuClrDFcjkY4jffK0qYIaQh5I",
-	"GfCL5we1UxEuw0rhQmGcujnyx6gv7+6w11f4f0xvFIYNVqXUDhLZCd7ZbqibwspaFLkwNrgucSmveeZD",
-	"AkP4GYXm9RL5st/3CYF2Xf0OYVim0mKCp70h89oXusDM90Q6ko3ZxCd4h7PbtjhD11NVdaHsK4M05xri",
-	"RHJGlXKoY6wc4uOpx0jJGKxJAY8iK/PDSZEqTTD9sN9PZJV72/U1PFwjDhxPcy5k/ay7k3HLfYiUG6Cv",
-	"vcETmRW0C5RZHodkY/b26nTv767Zt9/2+/0+E5Jxr8e7x+zl4aFfWGETiesIBpMCJpjjJBUzIA2wTmhv",
-	"yfQO61wieqVD+pOb/2KtBTyuhwyyLlLYv92yhFgbPLACcQuUvICJkY1aDoEwaqmR+KCbSEG0MVjIvhww",
-	"0mxUu2Awg+uxUjdmgJ3/UAT2cuxSj8SlBTJlUZMk+q5vkigOx2duQZPocJxEPo6MHPdRJdNYAMvsF27c",
-	"dp2cn9VcM0fRQa/f6yO4m4LkUxEdRS96B70+wnE7RgHspAGJN/cvDxxKonRYLXImCPki8MOqhNSKVOfq",
-	"lX1vWdzHG9+k+kHuxba6QI0TnTVFo9q/LmP7d/6yDOLfLnG/EbTu2lzIl3O2cwjiHCvTsLcdU3IMLAy8",
-	"hzV40PhfVS7JCfvG4LaL0dl5XGXa4OYhWbX7gN4t1G067PfX1FTYrZZClUjRUk3hjROAWMysUe/M7YQP",
-	"86zlt7kXsYzLSxpeW6/lNPZrtafwk4PNnzRqkeBHLzZ/VJUZcl8cHm7TTb12BX713eavFmvX3MfRq23G",
-	"V68yguuPrpjN31H+GqLGYjLheh6KiTmsVoyollZZ0SYANKUz8BlEgqIo+ciUucQmeucarETe/p8iu18p",
-	"9/4JJPaixybPVYU+KOv+Mye5/svNX5TFo74kavsnpjGHTWghpV2V4dkPVHBjgf72CWIv1mfcsr04mipj",
-	"V51Lzii5DktUkSCzUKZ+htJL/hWHfKSaxWyaFyaRg5BQNCgdqEdrs4aUZgevJlU+eoBox818IgQzTUaj",
-	"tKeK13DTv1fZ/OHYrJFYdd80Wa0u4P6xedwfPbYzutsoWk3aiw/n+V2Zsb8FM5bVCd0HBy+24l4qyvbV",
-	"qiTvyIiOfnvXUFCFGVNIYBUhGCo64JlBFTtMYiWU/KoZ0A3DeUsVtu+TZR9Bhiyld/ORMxjRzSCsaZZ3",
-	"OaryvoVhfRQpVe5+LXT6xFeIqGcSo4XkE+97rMxhZzcA07W543EtJz1en0felDsXtGqfgZKPm8v71en8",
-	"ncXMlwISLgGzD7HGBLEK8UenZAQNBmwcLCqpZt0ee9n/jhUyB2N8FK37fnteL2NIH5DXy1rANtSNQWr0",
-	"+Kf0LYUKrWUwcEfpKrkwkYHbu959Z9hhv+/XxHE8FdDxdY+9qJyJFHqsqmSYSL+SuLS1epLsWqGHD/2C",
-	"L/sv8SN6t0QdHp4kcqzyDL1L+GlM5fFs5ZikrEWeui5zyEbgXUNOiomhe7UsgTUPDjPK0fJJiJ0yGxx9",
-	"ajNeT1A0jPtyGokMUqgT8pO6sdv2a0jVBEy1lJjNGFyAQU+QPEjkValQUJF4j3VQJN+YKgLdGeKmvfhO",
-	"IrH6DusMyPFMxXrI99yjn/Ab743uHlF6Y1XmwzUU4r1pU6lBnkgJbleoyw6XLESoskyEuSEFuaWifFGq",
-	"B4TNdGNfI1TlrrlUTec1H3IgJcc2qFI0VETUBigvapV/HglRLsSqflaQ8qJkTqlmbsHJf9P9qmDlFwkQ",
-	"y+yRlvJhm7DgsRNm4ehkja7AY6uNno1Tiud7NAqlnMh2yIORM3ha40SWFy2UtPvs7fiU3o7azjhV2bI7",
-	"FdkhmX2kFyScta49ejgPLz0itdYyjFbQbHUsvOBj/Mwdwl8I+bmlb7p0w4LXaa6kFyQ7j2ObFENhDj7P",
-	"a2fabF4FQgcTD48dGrmJWyGHgwfuu43KfSnjz14CP3usPorTaJsrEwKDFKoIu2VOW5DVJbLIIAcKKGpy",
-	"4A/4e8mBC5T8ctn0pA+yZ6fHl0JCtGGlrd1jF81yBt/5ckG8jLFihQETIqPbhPkqmLqKjPpPIBCvarGn",
-	"z6j0E6LSWqXjCpeS5bSMS5sY4YMcZNym42VqpJD0GkE+FjDwse9P7FJYzwc+fetr5YdnUPGRoAJvECtZ",
-	"tayuX0UT4zGOQ/jC3xe4Hm2UwblrTcPL8q1PFpjm8yG347GFPNRVjZZ5Eh8Qseb+dx5uMFn99WOGXDVS",
-	"l/4SUVdffPxULRZ+ZQhVxZKbrO8y3+wztb8Xso2f2AKvsvFW2+BsENKq/VUIjdTqgb9A8hr81V63kNUC",
-	"pp8t+L+IBY+B8qWJ1cF/Kh3qc1AZ45aMYdbBxLjuKuZeVMFbWvw1rv/r2vxfnAlfkU95RUaNav5Q191j",
-	"tLkWktoxVqe8UGOlllhl1q+mlf6TyNmrWlHMZxr8pMZ9tQ0rocZHGfHLGz8BPYKsonxh6DpNNHBzcQM+",
-	"ekxJ6LHTwhYaQi4gRb8k0heJLkv7qTxjGQyFxMTKJndQGp3/wEfP0WcYNEHdXAJW32YDJ8QHTnQPSIwP",
-	"GF0kXvGkkFZ54Z/IMIljZkILKNwHlE5GGWZTZYSFtkAJcjU0uPHx4Nan8WtsEgPBs/HVioNnuPVAvo2K",
-	"13bzbmzEVhSysZWn4xTffHRvx7tHjgz5y7gGvlrl3fAl8HqFcSTm2GlQwNo42th4ZbTPw8aTLLAV1pz5",
-	"6DjZJjOeuzY/B/hKBXWe1dYXd3qKFHS8aFCpIRs2oGbDwGLuI6zAOhMpItYx15McjNlN0UyrSr6tqsZX",
-	"+l3twFu+HxUvR6lKXtaq1PWrm6QO+n2qftbmsg7Xq1V80Sh9vL4k0qOqqlD4eGXa1p2tTf3r00VfNa5r",
-	"2cHFS6NjJiR7e/WawtclOkJCEYoHtVfbuZXuK3pgBXaBjX4OGoxqwz1rsC9OgxEJYeWZJgZh+MQnDvnt",
-	"VfIj9JWvlv3AuU4nPp+kTG5BCVC7YKx2fRmjss7ureoqsUQu31TG6KIyr8+7bMwN43lev58s3E12PXcN",
-	"AN6vkDsrmi7ZD2ku4XYzxMzlbXBHzOoCBuHOM58k1XbpWf1GtY4BmuIp1fEsrzdrTcS+ouVeLRwOny4/",
-	"wIar+6qEKx4u0BoqXeY7dZ/lxpciN05pXxv3UcnAHFLNHC/RJW4sqe5QDAVbVwsNX80MpcSaY2lfue8z",
-	"PZRuVOl74iNpvzLPQeHPQeFUfrBTVRTEQod1BsRHS8y3MeGs5L5Hw5urqfiqjHV59hd+0sO+HcjrY+yo",
-	"Ok3u38B8vW/95PzsJ/fOI5ImdbEuv8yNMmYqz0qn6TOpfja5aFiNtTPmZuwLwmKZEvrZ4W+HxTUzYzWT",
-	"D0fL62PsiKIeBsw8EqqgIXoE8SWDi8cH8H8JcFEW/i3DJrxOxqLDJUsxLDJJxSZ9rQ8sTbwdBEFxv//n",
-	"DczP1getXcCtuqnYaHPIGn3wHLL26bxObv0ZdzRyzIStlQU5oHpUeIG7kj2Gr248LvkY6Ryi76fcjquT",
-	"DKS6aNFyWzjZCIXUD/3RxprC6u8Wakk066X/9s6JbwP6Ngwci+ljsfSj/f2Dw//u9Xv93sHR3/t/76Oo",
-	"9zNfDopqZoIKMMf10ECqKKMkMKt8ieWaV0tINsRLK3sLGQwCTLRcbPZ1PWjVNCqy12JUTW+5+G9ba28k",
-	"uovwwvFhbcz+xLkstYGFlrzvq9esDNzWrBNI3sEk6jfhxLXC4StqpFMQSFVvesJvoNajr9bR0mWtlDy1",
-	"EQrKH7MmXK61RiTstjaUncabDFwfoUp13SuycLMDBVSkgFdMhSpFVrEBXV7RK3Q+6GElbPrBsBFYH3I+",
-	"ASwankhOUWb1Wtm1xb+k6zzCU26tFteFBcMGOMqzDD2aiRxUJZ4HrHN6dvqGbp0wR8zX2f6nVsX0LGP/",
-	"YNWrcSL90x8glCdHAc/+wXz73XrxeTsGA2wMPANtfHVwIKfpTOkbLMWFl6Ofv7m8YoM/E7oRMolCUSzo",
-	"4Q/3g0R2Bs0aQIMurl14zy0eFRkPP2HRnlrJ/e5xIrEfLtmgUaFyEFzOoUyMpzC8gcMX5qTWXJ+JDNFH",
-	"PikyV3IEus3B62k6FEZae7hbq/6XsQ68L3iOEwz7Vp3n0npWVPn/94IHWe9hV3sbpOLGCtVvpbhjBlIl",
-	"M8NmYctC4XYsbyVGklh745Awh8LyyfTjxjS4PfjHgH3LxnDH/vXLyeu9y3+dHL76W4eKasV0oui6Yd+y",
-	"JOolEfuWaT6javJbDfRSjCS3hYadBvpI/smFqvc7hHEuX61/eHfn7wQoC50dB6z3vhDpTU7laJEnsRz6",
-	"jOvMH7ATXlkSZSG2lqqnX4DV870T/LsTCEdpx2pY8z/j1tfD8jjmwdqrYZzliWOlPEZV5WPGq+Kgmu4x",
-	"kJBiADFVuhQtVeScILJahGT7a57eONVZnVLVfOu1e6ZiOnGiQoPsAjKhIfWnR1JZNlR5rmaQOaGxroBV",
-	"KLiHNTfr3WkUmahmrXLL4lCI1xvfGCe52mtW3d//bwAAAP//",
+	"7H17c9u2tu9XwejemUintCI7yT679uw/3DTZ9e0jObZz954pMxVMLkmoKUABQMvanXz3M1gLIEGJeiV2",
+	"Hq2nfzQWSTzXG2v98EcnU9OZkiCt6Rz/0ZlxzadgQeNfz0ttlHb/ysFkWsysULJz3LmcABtKuLX0wpCp",
+	"EbMTYDMNN0KVhs34GE4Ylwum7AQ0u+FFCUwYpmFUGsjZXNgJezoY9DtJR7gm35WgF52kI/kUOsedjHpO",
+	"OiabwJS7IdjFzD0xVgs57rx/n3TOvne/4+czbif11yLvJB0N70qhIe8cW11C3NKU3/4EcmwnneOjwSDp",
+	"TIUMfx8mbf3kMJ0pCzJb/AiL1eU4ZRqsFpCzTAO3QLNzC2L4FNg1LBiXef3DlcoX7pNSS4O/joQ2NpVc",
+	"mjlofJcaMkwqOxFyfNJsDdvnktYWW6uXNpW0tkdHffYjLAzjGpjJ1AxyZhW2k/GiAP3IMAuSS9tPZdiF",
+	"CfAcdL2Q0cwP3NTXreKzZ9tX8ScxFXZ18V7zMTAj/gOsm8OIl4Vlh4NBbx1hFNjK0jjEtJx2jg8HfjP9",
+	"n9UghLQwBt1574ahwcyUNIAE/h3Pz+FdCQYHlilpQeI/+WxWiIy7MT6eaXVVwPSb340b8B9R1/9Xw6hz",
+	"3Pk/j2smekxPzePX9BV1uso+mrpluaJdZlNuMyKa09dnLPqg33mfdJ4rOSpE9smHqa5+h8yybMLlGHI2",
+	"BS7nE1FA4ihOSBzvXCs5ZsZyCwlT2j0xVhQFEzKVpYET92N3CForbYZM8qmQY0/3UOQJc9vEhv1+/zEv",
+	"NPB8cQC3wlgz7AUiT6UfiH+BTbjjHG5ZKcW7EkjAJMyU2YRxwzibqUJki0fGdQeOwt8nnRduBJ9yBU8l",
+	"KyXcziCzkDNcANZ9htT9Pum8VPpK5DnIT72pToRM+QLJzskCZifCMDUDjZ2yLskFfE9JxiXj+VTI6A2l",
+	"cf803IA2QNP5RdmXqpT5p5zNL4q23FPHCMcljJdwOKxLpX7iegyfi8GDeC7cINzwOHFNpuRIjEsNOUOZ",
+	"Fgb7M5cLL5PMpx4z7fsjUw1eO22Gw3NTgNsJL40jZaUTRxkaCuAGnMZKnTkA0nGzm1whQFrG81yDMcy4",
+	"P6xSbOpMApIXVl2DNKzrtop4OShAyNnTwdNeEC9ZqbX7fi5kruYnzACwc7B6cXA6sqBJe5HiwgWLnq1q",
+	"mwvIlMyN04Rz7ha9xcKI1MX7pPNG8tJOlBb/gU9K2j8LY5ycVJpNeTFSego5O/VDIS6kSaPM5cisKBEF",
+	"6ZMbXoi8n0qUQddSzWVliHDHuOoacvxlDLa2LmgHvLx8I/kNFwW/Kj459xirNBqMZT0G1nVkhzyuxXjs",
+	"Zi4Vg6mwFjTTpfQaSZhUzrTKwJjeCZpmC8YdOXxasvFD+ByrF9hXGDaHojjw1HNVWiYkEQaaZL4519vp",
+	"6zNv2860k/NWkIVEhmh+igN37XDbOe7k3MKBFVPorFh6ibO+V831pDPTMBK37c4EGsDOytA8c85HcCiu",
+	"YZG4RdeQqbEUBhgt/krjnqD3GSYJu7O83beovYdfyZ2oXq9mkkSL87bqgFSR64CW9Dm9g/teFK9GneNf",
+	"N++t34n3yfJWXLf5HpcobYFrt1Z9djFxjO7ZwHMzU7JYtKza0ixd86vTeFtN5CdBVnJzUMLCtPmPneYW",
+	"uuFa88XqgmNbbWv6XCv50lmN2BXPc+HWgRevo0GNeGEgaaUyKHInQKaOvjjLtJIMbmdORwklT9DSuUJl",
+	"Ra86c9ewtPNfaaeP+x7PPOeLV6OflXQOTwu54+N/AVy3Pp2oUrc+mApZWmh/tKav9y3r9D0U4gb04mcn",
+	"gcj4WV0PNE3cSkj2w+Xla5b7j1BJ0O8X/3PBptTGMVMSGLcWpjOnzVPp38ff4QaCJ9lcJv/B6ggOnQVR",
+	"eb+hYbfOm1y4pJOpksTo5tdy4Hkh5JqpA80Q9V42gbws4JFhV+iDBUPDk4Jzp1Vp3Szd4HYTLrgcZ+2C",
+	"cCQ0bHh06ZrcXdjKHFqE6uDgihvIGZ8q72sNcd2GtFGVgHUdNpZ80LaWM74oFM+3aiX/GnIzWobbvghk",
+	"eu5f9zrJbccugjmscuOraoGj5QzrFKgnqciyHurbDWx0Xk+nuc4/qHmw5k05Bc3G4gYoqIODe2TI0GVX",
+	"PLtelSFwOxMazGkLe/xrAsQelSdLDTlCcORo+bXvqO6Adevd5amkLysC5qVVfiKoEnrHlQGvNCPznV3B",
+	"yFledgKSuHlHZerGsDqJVzP+roTjxnoYyDTYKiI2Apk5tc7m3DsKpcxB99nlBFJJc1MjNvQj967REL8f",
+	"vsBBh99owCtjK3WxJoTpp//CjWzI3pz/RGzhXB330wl7/erikvHVzq3yhki1OqUWWzWsG0hYqjZqw3Gs",
+	"qlhPqqbN1ozEYcuj/W23WGru+gWySOhmDREX3FjnqjuLeFQWlRpxmz7lOfTZc2fEOCN1gf5JrsXNHvJ2",
+	"JKQwky2DwE1lGrgTFoH284S5STsWyLjMoCgg77NTL/snokDi9E5V6IZ1s5bh9vYZ713qgPaGKtWwShlu",
+	"O6poWIt2xEiVVxFTZdyiZWgWcVE4reJ1NfsRZtb7VtUqMG7YRDgHbsG69bILw2Ygc+fSUvjaUzUboF9i",
+	"Jmru5SZ2jq6sowy3+m6DeqyUVhSMMwnzin7cgEyrR1DwUmaTfWh/ym9PN7La/mqQJPDZOodIKC3sor2z",
+	"jXow6RjLbbnV3kaJckGvOinN9Rjsto8u6a0g1V/EOmoPbeBoOH9V2jU+S1CYuciRtYIqijQaqSJhGanJ",
+	"fL2Q8CO4UqoAjrGLcpbvJ/vafL69rYqK6KLdrZa9SWHVFia1gI9FdjyFtcriLnwy0jorLlnSqQ/4dnCR",
+	"13psFQlCy0DvkrY/iFZbd53a3DgZGh5IZzL/2vGCLaIY147XjPSgUpO1xUn/tHoR3uDul0oJRQOol6Zh",
+	"8Gx1gZeNTfftdy1BhH8qlpch+B9O4dbbnglzstmphaOnk15/oz0YnRI+OzzafkoY78Z6SwlDACEItkJW",
+	"6Ly3i53/d/HqFzbjdlI7QM7R747QAubTWQEs9QzbL3WRdnoJ4wwPIVl1OE4RVwoerglHcR/P2zxDGmn1",
+	"fvtUdQvnoMDZyiLu2+f05oeag5kwQrVY9hR2zY/RiRdTOGEFt3DsjYFczaX7NUFdHwL5zrs+KGd0oHCS",
+	"SnMtZjPIf1M3oAs+O2b+H/9wDyoHoUoqcHKXTTiqi1TmmgsJ+Ulttf12tfjNyay6HXrkY95ufBobSWX1",
+	"DZs7O8NZoQWM7EmILLuJXS1IF9Ev9eEXeRmB9f06oOy3bg2XJhVzdBigW+nQTyuXh0ZbTFlnjw7xuZDj",
+	"IXlWspxeAdpr3v2ba/e9ZEaxEdfBK0zloN/3TR8cMjxj7VWmLp6zzoWBhhcVGSSh0xbG0iV4UznEFB6Z",
+	"MBZMP8Dj4CtA44/G1mentKFqlMqp0/P+/eqAzAf2MSyTXY+1KpEgNJiJcizr5VQqDwfJYDDoUQ5EpnSO",
+	"FipTzq90Wy9sYzBhcYgqU1m3njANzijJI5PWWK7tibc9nVfsVx/yITN8YVI5UXM618IFrddTM5TCNA7A",
+	"uFplCYdFiJc6Ml7uzAVwdv7Lhmu0W3OFyngRRrDytEUc/LJMgkvxpVVykmpNmHOfAFC7leaNs3oSbsiR",
+	"MEuC+NwWwY/k56oErvR0q/mO2nzNk2AJrCYSZRnMLNm3cVQpQQt5AZWVnLevqZAvCzGetJjc3yHvVV2z",
+	"ruMh9xMn1d5rb7CyVFpnUhkvrU/nXLSLi9feDVSaOT8pmPMTLvMinqtjo7ZhLdFA6Cea/keaW00CuAsb",
+	"G5X4vZnYLyNx0RwlskCLGuFFwbJCZdfhkD0KgjuZ8B8lIWHnL5+zJ0+efEsOuxqNDLSfvpU2+0CD233p",
+	"ObV1aj8LM/IGUNC47u/fnFD13P4bLwqvd1uV6SuviKMmeFGoefgm0EDrx69rl385tWdBxiSlNsKt41wm",
+	"y6JIIjbDhYtlf9dbzqk8evY39qP4ztG+12S9Phu6BoZtiZIhbWrogxDD41QWwG/A20i46wumSsqCkYr5",
+	"F0nH3B6M1YGf3e9Gyf45n4ezITdNtPNbQo91yDgi0EhT3d3x8JTfnkXiq0Vh8DXqqIo2qNJufcG0mC+U",
+	"iaIhK7jAc3LIeEmhiAWbg4Y4QJEjy4hpMzgppP3b01YRSnkuZ/JN2/GB79rtmlTzdhm8dyQj6dyADlb7",
+	"DiNcK6hfVBaZRcspL8mgch8glXnlsYOQRkWNO9jc6aXdSxoU11y8JJL0zR2tJ7xPAIVono7n9/Skl9hi",
+	"yZkWN7B8LqNkfbgqpLEYcB4xPyGftwZVDCzjRdEe1lrikkbu69b015qHNnrhqxy1NlpwEkigySHe6aO4",
+	"ec1XVWgh7Rw+m6ad3vakhBaSWb+Xd6GpvST88AwFauANkt7HkdWXsvs7pBu8dj46zNtCMWSa7GcqoTHT",
+	"Yi5tiYkHy2W7LdVwGarPkmi4rVtbB5yaHOEMpW+fPvtv5rO5WA42HEwsJY3gg9bRU370HusUhcBa1sqJ",
+	"GWfXbImwtigsYYs1ihZ/WK1+eHN+Fmd1XwtKrvCLsZ3J8WnoeGP8tXkOuyd73XNM8sLTVIurOBFFrmGj",
+	"2xzeYd0QcDKFsqZHoZAqR4lOyWeFE63SqnaL4QOMsky3Bfmec6mkyHjBnh1EyVNdXhiFSivwkfEFK95e",
+	"xXdNe2QY5F4DQ7P5+foz7vXW5OazvGntWGzisuB/bLI/nRP3MpZzq2Fn9wrrljNmFXvWo8CXm7FJ2JvL",
+	"51jrEnh+xxO2JW5XtZOzaTrBF/rUh5m6lPtsupnpZvgk0oEYkNursXD2tGmagXnpoOpDjkrX655PYcJj",
+	"ytqO8TJvU0VqL2KyavEbJ5h1MHvNWWZgp7DcDZM8iL9lVtnHWg8b9B232eSDjPaKw5bUlz/KwigI6Bsf",
+	"cbbZxBc+dA+TwWDQ8NNjft2FqnDQZ5YU9VTIM/r48IONzNWG98+GrVfH6Z/QIi1tQmcmkqkZtchEowZy",
+	"1bBpVyBBbSxl2iYM+uM+SzsD9oT9l/uPEmzvVlm0OrMzfwYUVRv2tuecjqqU403bHSUno2baXDX63Jd4",
+	"OsJzO10dquKBQdcNlHLOewkrxDX5lEsFmf4MEg0IbC5sY584dPcCzRWVGTsX25bnw5XpljF9UWptKfNT",
+	"jCeg2ViBCRnMmGsbfHp/DlKR2WBdiD2oxmbzP2EmCSMr3lK+upJwoEYjlkPBF5Cz39XV7hlntU5dKm3B",
+	"332SHvaJhgn12DzKc/8rFni6SoWfqHXaAxV7q+mPUbjNGZ2d/nJaRbHjoMOby+ftQYdYgW6IdUTJtSRD",
+	"pqUJOYF1zGPnoIaf8U7y/RxMWbRJNYE14MEOZ11yntjR4LDHlI59sCVt2J43fumF0SPDZsqgOglHBL6o",
+	"KGEjraZs0E7Ns9pF3ql+yS3MDKm5fSy+gkVEdfJYbjAWNyCruJkf8aqOaqHLyEvbRXU3veXmAI8Gh0ko",
+	"hcUCCr/4lUSfq7LI2YTfUN4CFiY35XRY1V1CqD7XbIN73CCbmmRaK7rac9nxIBvtDgp8B7cODyRFXRiq",
+	"dDijpD0JvwfkA6HX70asVzGfdOtQqrpQ3hJUiJ3BvUJ965hsW+wvLGA1/GQHS21Hk3WJu295Zp3ElUAq",
+	"3plOZIuggYa648EW226LPdg2D7bNg23zZdk2d3FaE2vp+8mtaAaG4hyCzIobN9UZLym5xI2vALsmpy80",
+	"9EEnQ0Gi361QfpCz9yFnW8pppjO7YDQipmGqQokgfdbKtF9uPPVOI6ObApcrvHhZ9bwH67wroYQ3bSWA",
+	"F/9zwfApVv51EYXIvFtzbBHOvrbP+dK9ua7scGLtrGt62GOUk/r61cUl4XPRMNxrvR0Pzt6uXalLP+Yg",
+	"slyrzoF4Z1ol1CVGm+4TAmLNEcqGIPXm/Ewa8QdFg3cSHm26bXUcjokgKx23OiHvD4GugGvQpyWV7COJ",
+	"IOfhz/Wa4Z4gjIeQI9UuP2blVSEydv7i4hLBwdSocvh1fkwGPZbsexuqOpVLmJ1oZW0h5NiXAwv3q5Og",
+	"5EEQDVK4t+tRnmSx6PnQI73k+ryGhemnMpVuRiCtxy85ZsMGJs0x+w4nyNJyMHiSXcMC/wHDPrusQKUM",
+	"1WBS+jV1dOAR6qose0OQdzSka1iwLoYdAmoSvtPztZyGWho+vjl87Mc9jFoi/At2GSXY4NSp4Jnwhwjt",
+	"AFcjlY4jPeiPqZNxQ/1yVaiGeS9RNg+XYaVwobC+0hz79L+nt7fY6zP8fwhqDNdBwQxT2Q1ZBb2A98cq",
+	"DLVCGBuO3HEpr3juS1lC2QSVlPRT+XQw8EAWdhPunDAsV1k5xSzFgBjkAdoQsSmVjmQTNvXARCHnsK0+",
+	"xvVUo4VVfeWQFVxDkkrOCOGROkbEO18HOEFKxiIjKtQReYVrRIpUaTLTjwaDVNaYMT2PPecaccbxrOBC",
+	"xjma3Zxb7lP73QA9ZhxPZV7SLhAiUhJActiby5cHf3fNvvlmMBgMmJCMez3eO2FPj478wgqbSlxHMFjM",
+	"OsXafKmYAWmAdUN7K653WOfKolc6lO27+S9jhGGaKeSQ95DC/uWWJeSIY6IViBugoluMRzUwyAJhRJAe",
+	"+KCXSh9eGy6hhgwZaTbC3BrO4Wqi1LUZYuffl4G9HLvEFWS0QKYC40s73w5M2klC2pdb0LRzNEk7vv6B",
+	"Ek46tUyrTqPYz9y47Tp9fRYdKR53DvuD/gCNuxlIPhOd486T/mF/gOa4naAAdtKAxJv7yxsOFVE6W63j",
+	"XBCKReCHNfTpGoie+pXH3rN4n2x9k3Av3YtteJaNTKQNYKftX1c1qXt/WRWf7gY41Si2dG0u4Tw43zkU",
+	"H02Uafjbjik5hgwD7yF2JDr/62A+nbBvDG633PK9x1XBXWwfklX7D+jtEt7o0WCwAQtsPwywugC4BQXs",
+	"lROACMLbwOl1O+HLkyJcBvciwg8+peG19VpN43GEmYqfHG7/pIGhhx892f5RDY/pvjg62qWbGHMNv/p2",
+	"+1fLmIvvk86zXcYXo+Ph+mMoZvt3hLuAVmM5nXK9CCC4zlYrx4QBWyExBgNN6Rx85bug6h8+NhUGjum8",
+	"dQ3WIu/xHyJ/v1bu/RNI7HXumzzXAdQRWtQXTnKDp9u/qEBPvyZq+yfC74RNaCGlfZXh2fcEFLdEf4/J",
+	"xF7GFd+xvaQzU8auy6ebEyjEIhwNUnWvrzoMkKH+FWf5SDVP2KwoTSqHoRB+WAVQjzdWuyvNDp9Naxyl",
+	"YKKdNOvg0ZhpMhqV69e8hpv+ncoXd8dmDUCA902X1eoS3t83j/uUuXZGdxtFq0l78eE8vy8zDnZgxgpV",
+	"231w+GQn7iUw4T+tSvKBjM7xr28bCqo0EyplqStbAhIZnhnUNW8kVgJUbeRANxznHVXYYw/ycg8yZAWW",
+	"iI+dw4hhBmFNE5bwuMYrEoYNUKTUmFNRyd+pRzaLEXDQQ/KAUX1WYS+xa4DZRsyjJMJSSjbjHzXlzjmt",
+	"2heg5JPm8v7pdP7eYuZrMRIuAFEzEBuNWIX4o1sxggYDNgkelVTzXp89HXzLSlmAMb76y32/O69XtU93",
+	"yOtVyqQNeIdIjd7+qWJL4WaBqoitq3QNipHKwO09H74z7Ggw8GviOJ6AH/19HV5UzkUGfVYjcKfSryQu",
+	"bYSDzq4URvgwLvh08BQ/oncrq8ObJ6mcqCLH6BJ+mhCss60Dk4S2wTPXZQH5GHxoyEkxMXKvVtCtixAw",
+	"I2wBD57RrVCMMKY25zGwhmHcw8ClMkihbqir7yVu268gU1Mw9VIiCkcIAQY9QfIglZeVQkFF4iPWQZE8",
+	"MnXlpHPETTtoZCoRNZJ1hxR4JpBJij336Sf8xkeje8eUZVvD07mGQp0ibSo1yFMpwe0KddnlkoXKKpaL",
+	"MDekILdUhHNCOJbYTC/x2PaqcM1laraIYsiBlBzboErRUBNRm0F5HiFW3pNFuVRj9UWZlOcVc0o1xyQ0",
+	"jN/0/lRm5VdpIFZVzy2wt9tswRMnzMLRyQZdgcdWWyMbL6kO5d4olLA82k0ezJzB0xonsrxoIbCZh2jH",
+	"54x2RDvjVGXL7tRkh2T2kVGQcNa68ejhdXjpHqk1qoxfQ7P1sfBSjPELDwh/JeTnlr4Z0g0LHtNcRS9I",
+	"dt6ObVIMpTl4fIK9abNZjEQHE3dvOzQwNXayHA7vuO82KvdXcHzxEvghYvVRnEbbXLsQmKRQZ9itctqS",
+	"rK4sixwKoISiJgd+j79XHLhEyU9XXU/6IH8IenwtJEQbVvnafXbehOH61sNc8rriqjRgQmZ0mzBfZ6au",
+	"I6PBJxCIl1Hu6YNV+hmt0uiGjtouJc9p1S5t2ggfFCDjNpusUiOlpEcEeV+Ggc99/8Qhhc184GEH/qz8",
+	"8GBUfKRRgTffVqxa3QoVoSdcA8x8zSOmFG62Nqrk3I2u4UX11mdLTPM4Hrvx2BJ+yrpGqzqJD8hYc/97",
+	"HW7eW//1faZcNUqX/hJZV199/lSUC782hapmyW3ed1Vv9oX630vVxp/YA6+r8db74GwY4ID8FV4NSKCh",
+	"v/j8CvyVtDeQRwnTDx78X8SDx0T5GtQC/1Q64MrR9RstFcOsi4VxvXXMvayCH18Fg7j96PgNArYR/hMh",
+	"EXTXwUT1+uwFzyaE+yAMXb/sKD6VFXhPuG9zCQKiizcva4TRcyyB7Zmeh2Ai5INUKokegprL4wZiNxM2",
+	"oDT4m6ADCCUlPIeakVQ6BRrdecING+Kkfj375fsX/37bf3n24qfvh332/7FWwSMvaH8Xc55Kq8aAaCNY",
+	"JEQXKUAoKxDaVxX52xFYeBtvVfUFEKkkWAz3YX1W7lqoSkSMVTMqH3Ef+5Ij6eE0QhlME1oCFWwAqlAy",
+	"g2O8ucHqBevi4fwilZQeiPtVH+DT0X/VcnQXKR3Eu4FRuyaVfrTJXjBMCHHgevDXGeJOX4P3+DjLxWgE",
+	"mKpICFArA3t6dNRnP8ICK5Rw+LSGRCntw/C7Bk79WKBT8xnPwC8mkSEOYEr3a7nmqms3qNCkOpg+fFIh",
+	"j+OLwySVPmk+4HPg7fYK7xPntu3Quqk7DeJtdO5XAcYwcZ/Y3WwDYVljK2p8WhFJEqB20FIJyay47F+6",
+	"5ntQZG2KDCFsaoxUpSul9bu6MkGOxhBAuyit3cLUkan61w1Uf3Vx59rmqe4jjUyd39VV7wTNgCUkFkww",
+	"rW4vXevarItFr6eVwSdxDi4je+aBBj9rRNpEAJJr/OOPijyvbvwU9BjyyJ6NjGcCvqSUZyWhz16WttQQ",
+	"CtgpZTOVweYMeHCqyFkOIyEJwK7BHVT77T/wKd/0GWb6UTcXgFedsaHzPIZOcA/J9xgyW2ppIp4U0irv",
+	"saQyTOKEmdACeiRDMnCpLBqB9aDNUKL4eIMb789E+jzB+G1iIITj/7Ti4CFGcEcB+ZrX9gvJb7WtKM9w",
+	"p/D8S3zz3kP0b+85nfEvE8/+0yrvRgCcx9e5ITEnToMCArppY5O1Kap3mwS5xFYIlPbRxR1NZnzt2vwS",
+	"zFdCgXtQW19dyg9S0MmyQ6VGbNQwNRsOFnMf4XU3c5GhxTrhelqAMfspmll9bVKrqvHXKq0/dVqDmlvf",
+	"LxJBqw7qa7sPBwOC7Gw7Zw132dd80bhnajOO372qqnDL1Npa41sbTf3Pp4v+1HZdyw6GCGjgGoyPvrl8",
+	"TjVXdB4SkJPu1F9t51a6HPqOFdg5NvolaDACNH3QYF+dBiMSQri0pg3C8ImvdvXbq+RH6Ct/NdkdF+ie",
+	"+rOmqiITJUB0m3t0VzyjO7TwNLW6tz2Vq9fCM7oV3uvzHptww3hRxJfBh4vgrxauAcDLLAvnRWOYvjoC",
+	"C1fJo81cXb1/zKwuYRgumPeVvW03zMfX13cN0BRfEvh0dZd8K3rIJS33euFw9OmK2vBIslEJ3OXhtvKR",
+	"0lWRbu9BbnwtcuMl7Wvj8m8ZmEOqueMlujGfpR3P+pAHlPH1QsNDcMZpFW3nwR5u9gvNpGpAy37iPCq/",
+	"Mg+VTA+VTISZ261hcBGdN2ZAfLTCfFurpCvuuzd7cz0VX1YJmg/xws962LcHeX2MHxXT5ONrWGyOrZ++",
+	"PvvRvXOPpEldbCqKdqNMmCryKmj6QKpfTAE1Qoh3J9xMfMYkYmvRz87+dra4Zmai5vLuaHlzYjhR1N0Y",
+	"M/dkVdAQvQXxNRsX92/A/yWMiwqtvkqb8DoZkfIrlmKIjEwIyT4vFvH0dzNBUNw//uMaFmebk9bO4UZd",
+	"12y0PWWNPnhIWft8USe3/ow7Gjlhccrw4JBAFO0EJFOyz/DVrcclHyOdQ8nYjNtJfZKBVNdZ9tyWTjaq",
+	"K3L90caG20DeLgEgNS/5+PWtE99UG0ADxxtg8IaP48ePD4/+uz/oD/qHx38f/H2Aot7PfDUpqglfIMCc",
+	"xKmBBIOmJDCrfLp2FNUSko0KMZ5gPmlcdifAdFYR0p/HlRamcY1IVFhh+quI9W2tvZIYLnJDRzC3OnJf",
+	"ZdiHYdqQhNVvwtm3NesEkg8wifj6tiS67WLNxR6UBFJfkjDl1xD16CGmWrqM7j+hNsItKCesaS5HrREJ",
+	"u60NdyXg9Tuuj3C1wvpikwtKqMioaCBA61nFhnTjUr/UxbCP1zfQD4aNwd9bzqeAN12kklOWWXzBQ7T4",
+	"F3QHVXjKrdXiqrRg2BBHeZZjRDOVw/pegiHrvjx7+YquSjLHzF8O8U+tytlZzv7B6leTVPqn30O4UwMF",
+	"PPsH8+334htT7AQMhKoFf6UFUNB0rvQ14kcqCQnej8SGf6QdrI1POwHJEfr4w/thKrvDJnDdsIdrF95z",
+	"i0fVO+EnRJqL7onpnaQS++GSDRuwysMQcg7YZp7C8NoojyZNrbk+Uxmyj3wlf6HkGHRbgNfTdEDz23i4",
+	"G0HW5qwL70pe4ATDvtXnubSeNVX++yBEkPUBdnWwRSpuvVbhjRS3zECmZG7YPGxZdQcsN8yIsSTW3jok",
+	"LPyzfDr7uDENbw7/MWTfsAncsh9+Pn1+cPHD6dGzv3UJCTKhE0XXDfuGpZ1+2mHfMM3ndAXKTgO9EGPJ",
+	"balhr4HeU3xy6aqWPdI4lw9fFuzo9tZfZFOhc54EW+9dKbLrgjDUkSfxDo8517k/YCd7ZUWUhdxauvLj",
+	"HKxeHJziv7uBcJR2rIYX1eTcehBHb8fcWXuRjbM6cUWXZ+O1JgnjNaK1pst3JGSYQEzwzKIF+vQYC81E",
+	"QIi54tm1U531KVUUW48uR0zoxInQcdk55EJD5k+PpLJspIpCzSF3QmMT6mJAiUWg6Lg7jSIT1axVblmc",
+	"FeL1xiPjJFc70OL79/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

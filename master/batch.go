@@ -1,0 +1,388 @@
+package master
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+
+	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// opCreateSchedulesBatch is the operation whose body the validation
+// middleware leaves to the handler (items are validated one by one).
+const opCreateSchedulesBatch = "createSchedulesBatch"
+
+// batchKeyPrefix keeps the idempotency keys of batch items apart from
+// Idempotency-Key headers: the same text in both names two requests.
+const batchKeyPrefix = "batch-item:"
+
+// batchItem is one item of a batch create on its way through the handler.
+type batchItem struct {
+	raw  json.RawMessage
+	key  string // idempotencyKey, "" if none
+	hash string // of raw, when key is set
+	m    model.Schedule
+	comp *schedule.Compiled
+	done bool // out holds the item's answer
+	out  api.ScheduleBatchItemResult
+}
+
+// CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
+// validated and answered on its own, the valid ones are stored with one
+// ScheduleCreateMany and emitted with one SavedMany.
+func (s *Server) CreateSchedulesBatch(c echo.Context) error {
+	raws, err := s.batchItems(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	who := callerOf(c)
+	scope := who.scope()
+	itemSchema := batchItemSchema(s.routeOf(c))
+	if itemSchema == nil {
+		return errors.New("master: the spec has no schema for batch items")
+	}
+
+	items := make([]batchItem, len(raws))
+	keyAt := make(map[string]int)
+	for i, raw := range raws {
+		it := &items[i]
+		it.raw = raw
+		it.out.Index = i
+		var in api.ScheduleBatchItem
+		if err := validateItem(itemSchema, raw, &in); err != nil {
+			if it.done, err = s.itemFailed(c, it, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if in.IdempotencyKey != nil {
+			it.key = *in.IdempotencyKey
+			if j, ok := keyAt[it.key]; ok {
+				it.done, _ = s.itemFailed(c, it, invalid("idempotencyKey", "repeats the key of items["+strconv.Itoa(j)+"]"))
+				continue
+			}
+			keyAt[it.key] = i
+			sum := sha256.Sum256(append([]byte("POST /v1/schedules/batch item\n"), raw...))
+			it.hash = hex.EncodeToString(sum[:])
+		}
+		it.comp, err = s.compile(ctx, who.tenantID, s.specFromCreate(createOf(&in)))
+		if err != nil {
+			if it.done, err = s.itemFailed(c, it, err); err != nil {
+				return err
+			}
+			continue
+		}
+	}
+
+	// Items answered before: replay them.
+	for i := range items {
+		it := &items[i]
+		if it.done || it.key == "" {
+			continue
+		}
+		rec, err := s.store.IdempotencyGet(ctx, scope, batchKeyPrefix+it.key)
+		switch {
+		case err == nil:
+			s.replayItem(c, it, rec)
+		case !errors.Is(err, model.ErrNotFound):
+			return err
+		}
+	}
+
+	// Store the rest in one write.
+	now := s.now().UTC()
+	var (
+		news []store.ScheduleNew
+		at   []int // news[j] is items[at[j]]
+	)
+	for i := range items {
+		it := &items[i]
+		if it.done {
+			continue
+		}
+		it.m = it.comp.Schedule
+		if it.key != "" {
+			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
+		} else {
+			it.m.ID = newID(prefixSchedule)
+		}
+		it.m.TenantID = who.tenantID
+		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)
+		it.m.Version, it.m.State = 1, model.ScheduleActive
+		it.m.CreatedAt, it.m.UpdatedAt = now, now
+		news = append(news, store.ScheduleNew{Schedule: &it.m, Children: it.comp.Children(&it.m)})
+		at = append(at, i)
+	}
+	var saved []*batchItem
+	if len(news) > 0 {
+		res, err := s.store.ScheduleCreateMany(ctx, news)
+		if err != nil {
+			return err
+		}
+		for j, rerr := range res {
+			it := &items[at[j]]
+			switch {
+			case rerr == nil:
+				saved = append(saved, it)
+			case errors.Is(rerr, model.ErrConflict) && it.key != "":
+				// A concurrent batch with the same key, or a first attempt
+				// that stored the item and failed before recording it.
+				ok, err := s.recoverItem(c, it)
+				if err != nil {
+					return err
+				}
+				if ok {
+					saved = append(saved, it)
+				}
+			default:
+				if it.done, err = s.itemFailed(c, it, rerr); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	// Emit, then answer and record.
+	if len(saved) > 0 && s.emitter != nil {
+		ss := make([]*model.Schedule, 0, len(saved))
+		keys := make([][]cron.Key, 0, len(saved))
+		for _, it := range saved {
+			if it.m.State == model.ScheduleActive {
+				ss = append(ss, &it.m)
+				keys = append(keys, it.comp.Keys)
+			}
+		}
+		if err := s.emitter.SavedMany(context.WithoutCancel(ctx), ss, keys); err != nil {
+			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
+			return err
+		}
+	}
+	var (
+		recs   []*model.IdempotencyRecord
+		recFor []*batchItem
+	)
+	for _, it := range saved {
+		out := s.scheduleOutCompiled(&it.m, it.comp)
+		it.done = true
+		it.out.Status, it.out.Schedule = http.StatusCreated, out
+		if it.key == "" {
+			continue
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		key := batchKeyPrefix + it.key
+		sealed, err := s.seal.seal(b, scope, key, it.hash)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &model.IdempotencyRecord{TenantID: scope, Key: key, RequestHash: it.hash, Status: http.StatusCreated, Body: sealed, CreatedAt: now})
+		recFor = append(recFor, it)
+	}
+	if len(recs) > 0 {
+		existing, err := s.store.IdempotencyPutMany(ctx, recs)
+		if err != nil {
+			// The schedules exist; a retry finds them through recoverItem.
+			s.log.Warn().Err(err).Int("records", len(recs)).Msg("storing the idempotency records of a batch failed")
+		}
+		for j, old := range existing {
+			if old != nil {
+				s.replayItem(c, recFor[j], old)
+			}
+		}
+	}
+
+	out := api.ScheduleBatchResult{Items: make([]api.ScheduleBatchItemResult, len(items))}
+	for i := range items {
+		out.Items[i] = items[i].out
+		if items[i].out.Status == http.StatusCreated {
+			out.Created++
+		} else {
+			out.Failed++
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// batchItems checks the envelope of a batch body and returns its items
+// undecoded. The middleware did not validate the body against the spec.
+func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, error) {
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON {
+		reason := "header Content-Type has unexpected value " + strconv.Quote(ct)
+		return nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
+	}
+	raw, _ := c.Get(ctxRawBody).([]byte)
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
+	}
+	var env struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := decodeJSON(raw, &env); err != nil {
+		return nil, err
+	}
+	switch n := len(env.Items); {
+	case env.Items == nil:
+		return nil, badRequest("items: is required", api.FieldProblem{Field: "items", Reason: "is required"})
+	case n == 0:
+		return nil, badRequest("items: at least 1 item", api.FieldProblem{Field: "items", Reason: "at least 1 item"})
+	case n > s.cfg.MaxBatchItems:
+		reason := "at most " + itoa(s.cfg.MaxBatchItems) + " items, got " + itoa(n)
+		return nil, &problem{status: http.StatusRequestEntityTooLarge, kind: "too-large", title: "Too many items",
+			detail: "items: " + reason, fields: []api.FieldProblem{{Field: "items", Reason: reason}}}
+	}
+	return env.Items, nil
+}
+
+// batchItemSchema is the schema of one item of the route's body.
+func batchItemSchema(rt *route) *openapi3.Schema {
+	if rt == nil || rt.operation.RequestBody == nil || rt.operation.RequestBody.Value == nil {
+		return nil
+	}
+	mt := rt.operation.RequestBody.Value.Content.Get(echo.MIMEApplicationJSON)
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return nil
+	}
+	items := mt.Schema.Value.Properties["items"]
+	if items == nil || items.Value == nil || items.Value.Items == nil {
+		return nil
+	}
+	return items.Value.Items.Value
+}
+
+// validateItem validates raw against the item schema, as the middleware
+// validates a createSchedule body, and decodes it into in.
+func validateItem(schema *openapi3.Schema, raw []byte, in *api.ScheduleBatchItem) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
+	}
+	if err := schema.VisitJSON(v, openapi3.VisitAsRequest(), openapi3.MultiErrors(), openapi3.EnableJSONSchema2020()); err != nil {
+		return translateValidation(err)
+	}
+	return decodeJSON(raw, in)
+}
+
+// createOf is the ScheduleCreate of a batch item.
+func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
+	return &api.ScheduleCreate{
+		Name: in.Name, Cron: in.Cron, Fields: in.Fields, RunAt: in.RunAt, Timezone: in.Timezone,
+		EventCount: in.EventCount, PolicyId: in.PolicyId, Window: in.Window, Spread: in.Spread,
+		Priority: in.Priority, Overlap: in.Overlap, Target: in.Target, Payload: in.Payload,
+		MaxAttempts: in.MaxAttempts, StartAt: in.StartAt, EndAt: in.EndAt, Misfire: in.Misfire,
+	}
+}
+
+// itemFailed makes err the answer of it when it is the client's (4xx) and
+// reports whether it did; an error of the server fails the whole request.
+func (s *Server) itemFailed(c echo.Context, it *batchItem, err error) (bool, error) {
+	if !isClientError(err) {
+		return false, err
+	}
+	p := s.toProblem(err, c)
+	prefix := "items[" + strconv.Itoa(it.out.Index) + "]"
+	body := api.Problem{Type: problemTypeBase + p.kind, Title: p.title, Status: p.status}
+	if p.detail != "" {
+		d := prefix + ": " + p.detail
+		body.Detail = &d
+	}
+	if len(p.fields) > 0 {
+		fields := make([]api.FieldProblem, len(p.fields))
+		for i, f := range p.fields {
+			fields[i] = api.FieldProblem{Field: itemField(prefix, f.Field), Reason: f.Reason}
+		}
+		body.Errors = &fields
+	}
+	it.out.Status, it.out.Problem, it.out.Schedule = p.status, &body, nil
+	return true, nil
+}
+
+// itemField names field of an item: "items[3].cron"; the item's "body" is
+// the item itself.
+func itemField(prefix, field string) string {
+	if field == "" || field == "body" {
+		return prefix
+	}
+	return prefix + "." + field
+}
+
+// isClientError reports whether err is the request's fault, answered 4xx
+// by toProblem.
+func isClientError(err error) bool {
+	var p *problem
+	if errors.As(err, &p) {
+		return p.status >= 400 && p.status < 500
+	}
+	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrConflict)
+}
+
+// replayItem answers it with rec, the record of its idempotency key.
+func (s *Server) replayItem(c echo.Context, it *batchItem, rec *model.IdempotencyRecord) {
+	if rec.RequestHash != it.hash {
+		_, _ = s.itemFailed(c, it, &problem{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused", title: "Idempotency-Key reused",
+			detail: "this idempotencyKey was used with a different item",
+			fields: []api.FieldProblem{{Field: "idempotencyKey", Reason: "already used with a different item"}}})
+		return
+	}
+	body, err := s.seal.open(rec.Body, rec.TenantID, rec.Key, rec.RequestHash)
+	var out api.Schedule
+	if err == nil {
+		err = json.Unmarshal(body, &out)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("key", rec.Key).Msg("replaying the idempotency record of a batch item")
+		_, _ = s.itemFailed(c, it, conflict("the first answer to this idempotencyKey cannot be read (the server's secret changed); use a new key"))
+		return
+	}
+	replayed := true
+	it.done = true
+	it.out.Status, it.out.Schedule, it.out.Problem, it.out.Replayed = rec.Status, &out, nil, &replayed
+}
+
+// recoverItem answers an item whose id exists already: with the record of
+// its key if a concurrent request wrote it meanwhile (done), else with the
+// stored schedule, whose emission the caller finishes (true).
+func (s *Server) recoverItem(c echo.Context, it *batchItem) (bool, error) {
+	ctx := c.Request().Context()
+	scope := callerOf(c).scope()
+	rec, err := s.store.IdempotencyGet(ctx, scope, batchKeyPrefix+it.key)
+	switch {
+	case err == nil:
+		s.replayItem(c, it, rec)
+		return false, nil
+	case !errors.Is(err, model.ErrNotFound):
+		return false, err
+	}
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, it.m.ID)
+	if errors.Is(err, model.ErrNotFound) {
+		it.done, _ = s.itemFailed(c, it, conflict("the item conflicts with an existing object"))
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
+	if err != nil {
+		return false, err
+	}
+	it.m, it.comp = *m, comp
+	replayed := true
+	it.out.Replayed = &replayed
+	return true, nil
+}
