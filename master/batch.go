@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -44,18 +45,13 @@ type batchItem struct {
 // validated and answered on its own, the valid ones are stored with one
 // ScheduleCreateMany and emitted with one SavedMany.
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
-	raws, err := s.batchItems(c)
+	raws, itemErrs, err := s.batchItems(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	who := callerOf(c)
 	scope := who.scope()
-	itemSchema := batchItemSchema(s.routeOf(c))
-	if itemSchema == nil {
-		return errors.New("master: the spec has no schema for batch items")
-	}
-
 	items := make([]batchItem, len(raws))
 	keyAt := make(map[string]int)
 	for i, raw := range raws {
@@ -63,7 +59,13 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		it.raw = raw
 		it.out.Index = i
 		var in api.ScheduleBatchItem
-		if err := validateItem(itemSchema, raw, &in); err != nil {
+		if err := itemErrs[i]; err != nil {
+			if it.done, err = s.itemFailed(c, it, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := decodeJSON(raw, &in); err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err
 			}
@@ -219,64 +221,108 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// batchItems checks the envelope of a batch body and returns its items
-// undecoded. The middleware did not validate the body against the spec.
-func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, error) {
+// batchItems validates a batch body against the spec, as the middleware
+// validates other bodies but in one pass for all items, and returns its
+// items undecoded with the validation failure of each (nil: valid). A
+// failure outside the items fails the request.
+func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON {
 		reason := "header Content-Type has unexpected value " + strconv.Quote(ct)
-		return nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
+		return nil, nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
 	}
 	raw, _ := c.Get(ctxRawBody).([]byte)
-	if len(strings.TrimSpace(string(raw))) == 0 {
-		return nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
+	// The limit first: a body of too many items is not validated at all.
 	var env struct {
 		Items []json.RawMessage `json:"items"`
 	}
-	if err := decodeJSON(raw, &env); err != nil {
-		return nil, err
-	}
-	switch n := len(env.Items); {
-	case env.Items == nil:
-		return nil, badRequest("items: is required", api.FieldProblem{Field: "items", Reason: "is required"})
-	case n == 0:
-		return nil, badRequest("items: at least 1 item", api.FieldProblem{Field: "items", Reason: "at least 1 item"})
-	case n > s.cfg.MaxBatchItems:
-		reason := "at most " + itoa(s.cfg.MaxBatchItems) + " items, got " + itoa(n)
-		return nil, &problem{status: http.StatusRequestEntityTooLarge, kind: "too-large", title: "Too many items",
+	if err := json.Unmarshal(raw, &env); err == nil && len(env.Items) > s.cfg.MaxBatchItems {
+		reason := "at most " + itoa(s.cfg.MaxBatchItems) + " items, got " + itoa(len(env.Items))
+		return nil, nil, &problem{status: http.StatusRequestEntityTooLarge, kind: "too-large", title: "Too many items",
 			detail: "items: " + reason, fields: []api.FieldProblem{{Field: "items", Reason: reason}}}
 	}
-	return env.Items, nil
+	rt := s.routeOf(c)
+	bodySchema := batchBodySchema(rt)
+	if bodySchema == nil {
+		return nil, nil, errors.New("master: the spec has no schema for batch bodies")
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, nil, badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
+	}
+	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
+	if rt.spec.IsOpenAPI31OrLater() {
+		opts = append(opts, openapi3.EnableJSONSchema2020())
+	}
+	var itemErrs []error
+	if err := bodySchema.VisitJSON(v, opts...); err != nil {
+		var p *problem
+		if !errors.As(translateValidation(err), &p) {
+			return nil, nil, err
+		}
+		perItem := map[int][]api.FieldProblem{}
+		var rest []api.FieldProblem
+		for _, f := range p.fields {
+			if i, field, ok := itemOfField(f.Field); ok && i < len(env.Items) {
+				perItem[i] = append(perItem[i], api.FieldProblem{Field: field, Reason: f.Reason})
+			} else {
+				rest = append(rest, f)
+			}
+		}
+		if len(rest) > 0 {
+			detail := make([]string, len(rest))
+			for i, f := range rest {
+				detail[i] = f.Field + ": " + f.Reason
+			}
+			return nil, nil, badRequest(strings.Join(detail, "; "), rest...)
+		}
+		itemErrs = make([]error, len(env.Items))
+		for i, fields := range perItem {
+			detail := make([]string, len(fields))
+			for j, f := range fields {
+				detail[j] = f.Field + ": " + f.Reason
+			}
+			itemErrs[i] = badRequest(strings.Join(detail, "; "), fields...)
+		}
+	}
+	if err := decodeJSON(raw, &env); err != nil {
+		return nil, nil, err
+	}
+	if len(itemErrs) == 0 {
+		itemErrs = make([]error, len(env.Items))
+	}
+	return env.Items, itemErrs, nil
 }
 
-// batchItemSchema is the schema of one item of the route's body.
-func batchItemSchema(rt *route) *openapi3.Schema {
+// itemOfField splits a field of the batch body, "items.3.target.url", into
+// the item's index and its field within the item ("target.url"; "" for
+// the item itself).
+func itemOfField(field string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(field, "items.")
+	if !ok {
+		return 0, "", false
+	}
+	idx, inner, _ := strings.Cut(rest, ".")
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 {
+		return 0, "", false
+	}
+	return i, inner, true
+}
+
+// batchBodySchema is the schema of the route's body.
+func batchBodySchema(rt *route) *openapi3.Schema {
 	if rt == nil || rt.operation.RequestBody == nil || rt.operation.RequestBody.Value == nil {
 		return nil
 	}
 	mt := rt.operation.RequestBody.Value.Content.Get(echo.MIMEApplicationJSON)
-	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+	if mt == nil || mt.Schema == nil {
 		return nil
 	}
-	items := mt.Schema.Value.Properties["items"]
-	if items == nil || items.Value == nil || items.Value.Items == nil {
-		return nil
-	}
-	return items.Value.Items.Value
-}
-
-// validateItem validates raw against the item schema, as the middleware
-// validates a createSchedule body, and decodes it into in.
-func validateItem(schema *openapi3.Schema, raw []byte, in *api.ScheduleBatchItem) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
-	}
-	if err := schema.VisitJSON(v, openapi3.VisitAsRequest(), openapi3.MultiErrors(), openapi3.EnableJSONSchema2020()); err != nil {
-		return translateValidation(err)
-	}
-	return decodeJSON(raw, in)
+	return mt.Schema.Value
 }
 
 // createOf is the ScheduleCreate of a batch item.
