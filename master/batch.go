@@ -235,12 +235,18 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
-	// The limit first: a body of too many items is not validated at all.
-	var env struct {
-		Items []json.RawMessage `json:"items"`
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, nil, badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
 	}
-	if err := json.Unmarshal(raw, &env); err == nil && len(env.Items) > s.cfg.MaxBatchItems {
-		reason := "at most " + itoa(s.cfg.MaxBatchItems) + " items, got " + itoa(len(env.Items))
+	// The limit first: a body of too many items is not validated at all.
+	n := 0
+	if obj, ok := v.(map[string]any); ok {
+		items, _ := obj["items"].([]any)
+		n = len(items)
+	}
+	if n > s.cfg.MaxBatchItems {
+		reason := "at most " + itoa(s.cfg.MaxBatchItems) + " items, got " + itoa(n)
 		return nil, nil, &problem{status: http.StatusRequestEntityTooLarge, kind: "too-large", title: "Too many items",
 			detail: "items: " + reason, fields: []api.FieldProblem{{Field: "items", Reason: reason}}}
 	}
@@ -249,9 +255,8 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 	if bodySchema == nil {
 		return nil, nil, errors.New("master: the spec has no schema for batch bodies")
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, nil, badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
+	var env struct {
+		Items []json.RawMessage `json:"items"`
 	}
 	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
 	if rt.spec.IsOpenAPI31OrLater() {
@@ -266,7 +271,7 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 		perItem := map[int][]api.FieldProblem{}
 		var rest []api.FieldProblem
 		for _, f := range p.fields {
-			if i, field, ok := itemOfField(f.Field); ok && i < len(env.Items) {
+			if i, field, ok := itemOfField(f.Field); ok && i < n {
 				perItem[i] = append(perItem[i], api.FieldProblem{Field: field, Reason: f.Reason})
 			} else {
 				rest = append(rest, f)
@@ -279,7 +284,7 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 			}
 			return nil, nil, badRequest(strings.Join(detail, "; "), rest...)
 		}
-		itemErrs = make([]error, len(env.Items))
+		itemErrs = make([]error, n)
 		for i, fields := range perItem {
 			detail := make([]string, len(fields))
 			for j, f := range fields {
@@ -291,8 +296,11 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 	if err := decodeJSON(raw, &env); err != nil {
 		return nil, nil, err
 	}
-	if len(itemErrs) == 0 {
+	switch {
+	case itemErrs == nil:
 		itemErrs = make([]error, len(env.Items))
+	case len(itemErrs) != len(env.Items):
+		return nil, nil, errors.New("master: batch items counted differently by two decoders")
 	}
 	return env.Items, itemErrs, nil
 }
