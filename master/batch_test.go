@@ -280,3 +280,64 @@ func TestBatchCreateDefaultLimit(t *testing.T) {
 		t.Fatalf("reason %q does not say the limit", reasonOf(p, "items"))
 	}
 }
+
+// TestBatchItemsValidatedLikeSingleCreates sends bad bodies both to
+// createSchedule and as the one item of a batch: the item answers the same
+// status naming the same fields, under items[0].
+func TestBatchItemsValidatedLikeSingleCreates(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("same")
+	const target = `"target":{"type":"http","url":"https://consumer.example.com/hook"}`
+	for _, tc := range []struct{ name, body string }{
+		{"MissingName", `{"cron":"0 3 * * *",` + target + `}`},
+		{"MissingTarget", `{"name":"x","cron":"0 3 * * *"}`},
+		{"UnknownField", `{"name":"x","cron":"0 3 * * *","crn":"1",` + target + `}`},
+		{"WrongType", `{"name":"x","cron":"0 3 * * *","eventCount":"two",` + target + `}`},
+		{"BelowMinimum", `{"name":"x","cron":"0 3 * * *","eventCount":0,` + target + `}`},
+		{"AboveMaximum", `{"name":"x","cron":"0 3 * * *","maxAttempts":101,` + target + `}`},
+		{"BadEnum", `{"name":"x","cron":"0 3 * * *","overlap":"sometimes",` + target + `}`},
+		{"BadTargetType", `{"name":"x","cron":"0 3 * * *","target":{"type":"ftp","url":"ftp://x"}}`},
+		{"BadDate", `{"name":"x","runAt":"tomorrow",` + target + `}`},
+		{"NullPayload", `{"name":"x","cron":"0 3 * * *","payload":null,` + target + `}`},
+		{"EmptyName", `{"name":"","cron":"0 3 * * *",` + target + `}`},
+		{"NotAnObject", `[1]`},
+		{"BadCron", `{"name":"x","cron":"0 3 * *",` + target + `}`},
+		{"UnknownTimezone", `{"name":"x","cron":"0 3 * * *","timezone":"Mars/Olympus",` + target + `}`},
+		{"NoWhen", `{"name":"x",` + target + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			single, err := c.CreateScheduleWithBodyWithResponse(h.ctx, nil, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if single.StatusCode() < 400 || single.StatusCode() >= 500 {
+				t.Fatalf("single create answered %d: %s", single.StatusCode(), single.Body)
+			}
+			var p client.Problem
+			if err := json.Unmarshal(single.Body, &p); err != nil || p.Errors == nil {
+				t.Fatalf("single create problem %s: %v", single.Body, err)
+			}
+			res := postBatch(t, h, c, `{"items":[`+tc.body+`]}`)
+			got := res.Items[0]
+			if got.Status != single.StatusCode() || got.Problem == nil || got.Problem.Errors == nil {
+				t.Fatalf("item answered %+v, single create %d %s", got, single.StatusCode(), single.Body)
+			}
+			var want, have []string
+			for _, e := range *p.Errors {
+				f := "items[0]"
+				if e.Field != "body" {
+					f += "." + e.Field
+				}
+				want = append(want, f+": "+e.Reason)
+			}
+			for _, e := range *got.Problem.Errors {
+				have = append(have, e.Field+": "+e.Reason)
+			}
+			slices.Sort(want)
+			slices.Sort(have)
+			if !slices.Equal(want, have) {
+				t.Fatalf("item names\n  %q\nsingle create names\n  %q", have, want)
+			}
+		})
+	}
+}
