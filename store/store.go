@@ -111,8 +111,9 @@ type ScheduleStore interface {
 	// per item: nil when it was stored, ErrConflict when its id exists
 	// (also an id repeated within items: the first one wins); an item that
 	// conflicts leaves nothing written. The error return is for the call:
-	// then no item is reported stored (a store without transactions may
-	// have left orphan children).
+	// then no item is reported stored, though a store without transactions
+	// may have stored some of them (a retry with the same ids finds those
+	// as ErrConflict) and left orphan children.
 	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
 	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
