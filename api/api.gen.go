@@ -495,6 +495,83 @@ type Schedule struct {
 	Window    *string       `json:"window,omitempty"`
 }
 
+// ScheduleBatchCreate defines model for ScheduleBatchCreate.
+type ScheduleBatchCreate struct {
+	// Items At most the server's batch limit (1,000 by default).
+	Items []ScheduleBatchItem `json:"items"`
+}
+
+// ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
+type ScheduleBatchItem struct {
+	// Cron 5-field cron expression, e.g. "0 3 * * *".
+	Cron  *string    `json:"cron,omitempty"`
+	EndAt *time.Time `json:"endAt,omitempty"`
+
+	// EventCount Events per fire (default 1).
+	EventCount *int `json:"eventCount,omitempty"`
+
+	// Fields The field form of a cron expression; an absent field means "*".
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
+	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
+	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
+	Misfire        *Misfire `json:"misfire,omitempty"`
+	Name           string   `json:"name"`
+	Overlap        *Overlap `json:"overlap,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+
+	// Priority Higher goes first among waiting events (default 0).
+	Priority *int `json:"priority,omitempty"`
+
+	// RunAt Launch instant of a one-off delayed job. An instant in the past
+	// fires at once; one older than the catch-up limit is refused
+	// (422 naming runAt) unless misfire is fire_all.
+	RunAt *time.Time `json:"runAt,omitempty"`
+
+	// Spread Spread the launch times of a fire's events evenly over the window.
+	Spread  *bool      `json:"spread,omitempty"`
+	StartAt *time.Time `json:"startAt,omitempty"`
+	Target  Target     `json:"target"`
+
+	// Timezone IANA timezone (default "UTC").
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Window Go duration; events of a fire must finish within it.
+	Window *string `json:"window,omitempty"`
+}
+
+// ScheduleBatchItemResult Either schedule (status 201) or problem.
+type ScheduleBatchItemResult struct {
+	// Index The item's position in the request, from 0.
+	Index int `json:"index"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem `json:"problem,omitempty"`
+
+	// Replayed The answer is the first one given for the item's idempotencyKey.
+	Replayed *bool     `json:"replayed,omitempty"`
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Status 201, or the HTTP status the item would have had as a createSchedule request.
+	Status int `json:"status"`
+}
+
+// ScheduleBatchResult defines model for ScheduleBatchResult.
+type ScheduleBatchResult struct {
+	// Created How many items were created by this request or by the first request with their idempotencyKey.
+	Created int `json:"created"`
+
+	// Failed How many items answered a problem.
+	Failed int                       `json:"failed"`
+	Items  []ScheduleBatchItemResult `json:"items"`
+}
+
 // ScheduleCreate Exactly one of cron, fields and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
@@ -822,6 +899,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
+// CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
+type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
+
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
@@ -875,6 +955,9 @@ type ServerInterface interface {
 	// CreateSchedule Create a cron schedule (cron or fields) or a one-off delayed job (runAt).
 	// (POST /v1/schedules)
 	CreateSchedule(ctx echo.Context, params CreateScheduleParams) error
+	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
+	// (POST /v1/schedules/batch)
+	CreateSchedulesBatch(ctx echo.Context) error
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	// (DELETE /v1/schedules/{id})
 	DeleteSchedule(ctx echo.Context, id ID) error
@@ -1225,6 +1308,15 @@ func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
 	return err
 }
 
+// CreateSchedulesBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateSchedulesBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateSchedulesBatch(ctx)
+	return err
+}
+
 // DeleteSchedule converts echo context to params.
 func (w *ServerInterfaceWrapper) DeleteSchedule(ctx echo.Context) error {
 	var err error
@@ -1569,6 +1661,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
 	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
@@ -1683,153 +1776,167 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs3svZfQfF9q0xuRhQl27trqvaD4sQbncSxVpJrT1XGFYIzTRLREKABjChuSv/9FLqBuZDDmy35",
-	"tqp8iMWZwbXv6H7wZytR05mSIK1p9f9szbjmU7Cg8a+XuTZKu3+lYBItZlYo2eq3ribABhJuLb0wYGrE",
-	"7ATYTMONULlhMz6GE8blgik7Ac1ueJYDE4ZpGOUGUjYXdsKe9XrdVtQSrsn3OehFK2pJPoVWv5VQz1HL",
-	"JBOYcjcEu5i5J8ZqIcetu7uodfaD+x0/n3E7Kb8WaStqaXifCw1pq291DtWWpvz2F5BjO2n1j3u9qDUV",
-	"Mvx9FDX1k8J0pizIZPEzLFaX45RpsFpAyhIN3ALNzi2I4VNg17BgXKblD0OVLtwnuZYGfx0JbWwsuTRz",
-	"0PguNWSYVHYi5Pik3hq2zyWtLbZWLm0saW2Pj7vsZ1gYxjUwk6gZpMwqbCfhWQb6iWEWJJe2G8uwCxPg",
-	"KehyISszP3BTX7eKz59vX8VfxFTY1cU752NgRvwHWDuFEc8zy456vc46wsiwlaVxiGk+bfWPen4z/Z/F",
-	"IIS0MAbdunPD0GBmShpAAv+epxfwPgeDA0uUtCDxn3w2y0TC3RgPZ1oNM5h+94dxA/6z0vX/1zBq9Vv/",
-	"77BkokN6ag7P6SvqdJV9NHXLUkW7zKbcJkQ0p+dnrPJBt3UXtV4qOcpE8smHqYZ/QGJZMuFyDCmbApfz",
-	"icggchQnJI53rpUcM2O5hYgp7Z4YK7KMCRnL3MCJ+7E9AK2VNgMm+VTIsad7yNKIuW1ig263e8gzDTxd",
-	"HMCtMNYMOoHIY+kH4l9gE+44h1uWS/E+BxIwETN5MmHcMM5mKhPJ4olx3YGj8Luo9aMbwadcwVPJcgm3",
-	"M0gspAwXgLWfI3XfRa1XSg9FmoL81JvqRMiUL5DsnCxgdiIMUzPQ2Clrk1zA95RkXDKeToWsvKE07p+G",
-	"G9AGaDpn0uSjkUgESHtpleZj+NQTG2kAZmY8gaCRjFUanhiWCnPtCHMImZqTEFRyJMa5dmJxosFMVJb2",
-	"YylhzlxvaZ6BiTzhm4hZLcZj0AalswaTT4FEa9BoubQio85jKQyOJe2yHyATN6CFa0NDBtxAaMMti1vM",
-	"sWJKehL9VdlXKpfpp1y5XxXxjWexEW6uMF5N4N5eKfUL159+Q4OUDDouc4Nww+NyeRNRMYTBvuZy4QW7",
-	"+dRjJuZ5YorBa2cS4PDcFOB2wnPj5IHSkWMvTxWOKGJnU4F0ItFNLnOsxHiaajCGGfeHVYpNnV1FQteq",
-	"a5CGtd1WkUAMVgSk7FnvWSfI6CTX2n0/FzJV8xNmANgFWL04OB1Z0F32RnqbI4plPktRlnuar5C8Yyte",
-	"8Ecfmw7zjeWU3/5445bKsT+k7H2uLGdzlWcpGwKbceMYpS1Vtes+A/yGZcBvIJYF1zIU8c520sBSYiNI",
-	"gyUldIWDQKamQ2YMWTC46ZVOVs2OS0iUTI0ziebcEU6DqVmxG+6i1lvJcztRWvwHPil7vhbGOIWpNJvy",
-	"bKT0FFJ26odC4pgmjcqXo9RG1SjIsLjhmUi7sURldC3VXBYWKXcSXF1Dir+MwZZmJlGRl0pvJb/hIuPD",
-	"7JNLACIFYVhejoG1HeugnCIKjZhUDKbCWtBM59KbJsLEcqZVAsZ0TtBGXzDuyKFG+g9ONn4In2P1gggS",
-	"hs0hyw489Qxzy4QkwkDb3Dfnejs9P/NOzkw7hW8FmcokHdJTHLhrh9tWv+UExYEVU2itmPyRc8NW/bao",
-	"NdMwErfNXiV6Qk7rap44LzTo8WtYRG7RNSRqLIUBRou/0rgn6H2GSQLsLG12Mks38jfyK4vXi5lElcV5",
-	"V3RA6tR1QEv6kt7Bfc+yN6NW/7fNe+t34i5a3orrJif0CjUGcO3WqssuJ47RPRt4bmZKZouGVVuapWt+",
-	"dRrvion8Ishdqg9KWJjW/7HT3EI3XGu+WF1wbKtpTV9qJV859wG74mkq3Drw7LwyqBHPDDTaie5DJ0Cm",
-	"pNAS7ZTI7czpWaHkCZq8Q1S49KrzewyLW3+JW13c9+rMU754M3qtpPN8G8gdH/8b4Lrx6UTluvHBVMjc",
-	"QvOjNX3dNayTtz8Xr50EIgNudT3QvHIrIdlPV1fnQduSkqDfL/91yabURp8pCYxbC9OZs0hi6d/H31Gb",
-	"k1CtL5P/YHUER84KKsIgoWG3zpt8+aiVqJzE6ObXUuBpJuSaqQPNEPWeN2ueGDZEZzwYS54U5sJOVG7d",
-	"LN3gdhMuuBxnzYJwJDRseHTlmtxd2MoUGoRq72DIndXFp8o73QNct0Ewu/zkXYe1Je81reWMLzLF061a",
-	"yb+G3IzW7bYvAple+Ne9TnLbsYtgDqtc+6pY4MpyhnUK1BMVZFkO9d0GNroop1Nf559Kt9IZypqNxQ1Q",
-	"dA8H98SQsc6GPLlelSFwOxMazGkDe/x7AsQeRUiDGnKE4MjR8mvfUdkBa5e7y2NJXxYEzHOr/ERQJXT6",
-	"hROiNCMXhA1h5CwvOwFJ3LyjMnVjWJ3Emxl/n3uHIayHgUSDLUKjI5CJU+tszr2zk8vUuSZXE+cW4NzU",
-	"iA38yL17N8DvBz/ioMNvNOCVseU6WxPL9tNH72XA3l78Qmzh3DX30wk7f3N5xfhq51Z5Q6RYnVyLrRrW",
-	"DSQsVRO14ThWVawnVdNka1bEYcOj/W23qtTc9Qvvom0k4owby0yeOIt4lGeFGnGbPuUpdNlLZ8Q4I3WB",
-	"/kmqxc0e8nYkpDCTLYPATWUauBMWgfbTiLlJOxZIuEwgyyDtslMv+yciQ+L0TlXohrWThuF29hnvfeqA",
-	"5oYK1bBKGW47irBog3bEkKVXEVNl3KIlaBZxkTmt4nU1+xlm1vtWxSo4B34inAO3YO1y2YVhM5Cpc2np",
-	"HMNTNeuhX2Imau7lJnaOrqyjDLf6boM6PtTGmYR5QT9uQKbRI8h4LpPJPrQ/5benG1ltfzVIEvhsnUMk",
-	"lBZ20dzZRj0YtYzlNt9qb6NEuaRXnZTmegx220dX9FaQ6j9WddQe2sDRcPomt2t8lqAwU5EiawVVVNFo",
-	"pIqEZaQm0/VCwo9gqFQGHGMXFMzaQ/Y1+Xx7WxUF0VV2t1j2OoUVWxiVAr4qsqtTWKss7sMnI62z4pJF",
-	"rfKkdwcXea3HVpAgNAz0Pmn7g2i1cdepzY2ToeGBdCbzby0v2CoU49rxmpEeFGqytDjpn1Yvwhvc/VIo",
-	"ocoAyqWpGTxbXeBlY9N9+31DEOGfiqV5OAUKx7Hrbc+IOdns1MLxs0mnu9EerBwXPz863n5cXN2N9ZYS",
-	"hgBCEGyFrNB5bxY7/3P55lc243ZSOkDO0W+P0ALm01kGLPYM2811Frc6EeMMT6NZkSVBEVcKHq4JR3Ef",
-	"z9s8Qxpp8X7zVHUD56DA2coi7tuX9OaHmoOJMEI1WPYUdk376MSLKZywjFvoe2MgVXPpfo1Q14fDCOdd",
-	"H+QzOhQ5iaW5FrMZpL+rG9AZn/WZ/8c/3IPCQSiyS5zcZROO6iKWqeZCQnpSWm2/Dxe/O5lVtkOPfMzb",
-	"jU9jI7EsvmFzZ2c4KzSDkT0JkWU3seGCdJE/DSlOQcnLCKzv1wFlv3VruDSpKkeHAbqVDv00cnlotMGU",
-	"dfboAJ8LOR6QZyXz6RDQXvPu31y77yUzio24Dl5hLHvdrm/64IjhYXunMHXxwH0uDNS8qIpBEjptYCyd",
-	"gzeVQ0zhiQljwTwUzAsYAhp/NLYuO6UNVaNYTp2e9+8Xh3w+sI9hmeR6rFUuK2e2hZyK5VEv6vV6HUqG",
-	"SZRO0UJlyvmVbuuFrQ0mLA5RZSzL1iN/3JVWTFpjubYn3vZ0XrFffUgHzPCFieVEzelsDhe0XE/NUArT",
-	"OADjaoUlHBahutQV4+XeXABn57+quUa7NZephGdhBCtPG8TBr8skuBRfWiUnqdaEOfcJADVbad44Kyfh",
-	"hlwRZlEQn9si+BX5uSqBCz3daL6jNl/zJFgCqxllSQIzS/ZtNaoUoYW8gMJKTpvXVMhXmRhPGkzu75H3",
-	"yuPUtuMh9xMn1d5pbrCwVBpnUhgvjU/nXDSLi3PvBirNnJ8UzPkJl2lWnatjo6ZhLdFA6Kcy/Y80t+oE",
-	"cB82NirxBzOxX1XERX2UyAINaoRnGUsylVyHRIFKENzJhP8oCRG7ePWSPX369AU57Go0MtB8+pbb5AMN",
-	"bvel59TGqb0WZuQNoKBx3d+/O6Hquf13nmVe7zYq0zdeEVea4Fmm5uGbQAONH5+XLv9yjteCjEnKcYVb",
-	"x7lM5lkWVdgMF64q+9veco7l8fO/sp/F9472vSbrdNnANTBoypgN+XMDH4QY9GOJqRPeRsJdXzCVUyaP",
-	"VMy/SDrm9mCsDvzs/jBKdi/4PJwNuWmind8QeixDxhUCrWiq+zsenvLbs4r4alAYfI06KqINKrdbXzAN",
-	"5gtl02hIMi7wnBwSnlMoYsHmoKEaoEiRZcS0HpwU0v71WaMIpVydM/m26fjAd+12Tap5swzeO5IRtW5A",
-	"B6t9hxGuFdQ/FhaZpWycnAwq9wFSmVceOwhpVNS4g/WdXtq9qEZx9cWLKpK+vqPlhPcJoBDN0/H8np70",
-	"ElssOdPiBpbPZZQsD1eFNBYDziPmJ+Rz76CIgSU8y5rDWktcUkuC3poHXfLQRi98laPWRgtOAgnUOcQ7",
-	"fRQ3L/mqCC3EraPn07jV2Z6U0EAy6/fyPjS1l4QfnqFADbxF0vs4svpSdn+HdINz56PDvCkUQ6bJfqYS",
-	"GjMN5tKWmHiwXLbbUjWXofgsqgy3cWvLgFOdI5yh9OLZ878xn83FUrDhYGIpaQQfNI6eEuX3WKdKCKxh",
-	"rZyYcXbNlghrg8ISNlujaPGH1TKYtxdn1fT+a0HJFX4xtjM5Pg0db4y/1s9h92SvB45JXnqaanAVJyJL",
-	"NWx0m8M7rB0CTiZT1nQoFFLkKNEp+SxzolVa1WwxfIBRluimIN9LLpUUCc/Y84NK8lSbZ0ah0ipS5n0W",
-	"sbdX8V3THBkGudfA0Gx+uf6Me701ufksb1o6Fpu4LPgfm+xP58S9qsq51bCze4W18xmzij3vUODLzdhE",
-	"7O3VSyx6Cjy/4wnbErer0snZNJ3gC33qw0ydy3023cx0PXxS0YEYkNursXD2tGmagXnpoOpDjkrX655P",
-	"YcJjytqO8TJvU1XUXoXJisWvnWCWwew1Z5mBncJy10zyIP6WWWUfaz1s0I72+pIjc8sTmy0wUdHJWq1k",
-	"5IUUVTk48lxV1s1CMYjCpezRiEF33GVxq8eesr+4/yhp9H4FYKODNvPnGpVSys72PMpRkUa7icIrCber",
-	"YrVqgG7r7sMF7hZz9YsSfUvZgWI8Ac3GCkzIcsV8zOD3+Vh5sW29dWHYID7rzf+C2QaMLD1LOc1KwoEa",
-	"jZy7yReQsj/UsMtOZfGSj/fNuLGxdCttwlnJCbFHltYqrWpndrV64/az4+Ng9uEAOyyXGRjD/Fa7t0OA",
-	"bp9cwlL6LxVh4O8+nQxnjiqU5l0/dHL/c/x+A+RYk3xsdqn3VigfoxrqMzo7/fW0iLdW3eO3Vy+b3eOq",
-	"qN/glVfSQEkyTHMTstdK73xn99vPeJNcvg/fu7CgHyxSXlfz1YhwYsWNm+qM53RU4MaXgV1zQhsa+iA/",
-	"P+iV+1UNj9L+IaR9Q3LkdGYXjEbENExVSPimzxqZ9su1ju/Vzt1khq7w4lXR8x6s8z6HHN42JXRf/uuS",
-	"4VPM424juIB5v8YJDZGM7XO+cm+uSyKfWDtrmw72WMkwOH9zeUWwGzQM91pnxzDIu7UrdeXHHESWa9XZ",
-	"2+9No4S6wnq1hyzoW+sQYwHwVllDA/wXvVtQ4o6fXfmXHdFB85E38upoBCjZGb1FCclFqbaaF5gGlZLy",
-	"4jhuv2MNP45i+tuSC2giH3T+sJOsbFLl68fxr2LP9vCrENsFzQxnv3hYGXYmGWfnp1cvf4pCDVU5fHYN",
-	"MPOV3Hh0ehJL4T6gryN/Wko15MJnhBe7iGZSwxZS/XjTHjZUpBX16uegQ3bdsmGtx2AsKxVsvQL+BIsH",
-	"sWyeLVfNK10UzTvrU1hfhWlYxV4uG97up1WH+7qoDlxyBKeCwoMIOuBzb8KKChmEk3MUqcCwy3yxPsIP",
-	"mImayxM8wwE5UjqBlC3Al/PtODpqb3Vor1VYSFMZFQKRTPiNr/ROWdv7RDjcER5x0Ng0WEz063TZ6Q6L",
-	"joeVhD0w48YwUUAjuA14ETZgGbOggG4KiAlESDuuQLAGzZrpl2HShhUoiWkTxVR72UYzd2u5/KqUsXvW",
-	"zhbHl15MFxyL88gNdNm/y2SHTDhfNyTCxZJspqXJ54h+EVrssjeUsOe/FoYZsBHjEvVnLOk18mQINYmz",
-	"iVvdGbcWtKSk3JdnP1xElPEpnf5nlc9iieaRrz+pWAtU0F2XXGGeGmYZT2jrYlnIHTdGQ5hD84nKgLX/",
-	"vGOZGHkq1+DEcOIWsFEGJSLVDdRy6kE/NMLPFLhGg+Pe026ve3T0tNs7PH42QI8+AIRkwoLmBLvkunYT",
-	"wkUaguMlJZHCcKWcDgiVNTaZIARVbQ0RwiaZQHJNWVlh1xGxhLZWg1HZjZMc1L+HEQv+XfVsZRvGGh1o",
-	"0pfoUyw7fW5opqno0s+lskITpa5N16dwdxM1HSAuxuAvtd8oa0EumMmHqZpygbWFlTe6a+Zy/Pzpx04m",
-	"mK7nSGxNsiI8cWOqmbMmqkzU2pnpHx6a96YL+cEcjD046vIp/4+SfG7cJA6Pjp8+e/7Xv/39Re/o+HCw",
-	"bk4FcNoHT2q9oPkgv3hHF/DLMC8vJxyzl0vJmPAZT4R1LJJxNFes8kCIJDYMa2NO13DBRlzo4ksK1u6B",
-	"Z7ey7M7zgyR3LqbTEv4caghcgz7NCTUAZ4juIv5cGrfoSCCSiJAj1WxIz/JhJhJ28ePlFQLVqVGh1HTa",
-	"p1g4ogb48GMFS8tOtLI2E3LsK5IRFMuHHmXqbQOS2W2POCazRadYNPfA9XkNCydtYulmBNJ6CJU+G9Rg",
-	"cfrse5wgi/Ne72lyDQv8Bwy67KoAODNUBloV6gceLbFI9DcEv0hDuoYFa4+0mhZWJr7T8eWkXj0MDm+O",
-	"Dv24B5WWCIKDXVVyfHDqVHNNME4EuICrEUtHWx53yJT5wKGEuqiVw9SbSkIRl2GlcKGwxNP0veR+dnuL",
-	"vT7H/yMyiDBssA6NZhDLdkhs6ATsSVbg+aGSDuasW8ohT301TajcoKqWbiyf9XoeS8NuwkAUhqUqyaeY",
-	"KBlAizxYIAJfxdKRbMSmHhsppD02lei4nkrkuqKvFJKMa4hiyRmhjVLHiL7oSxEnSMlY50S1QiItoJXI",
-	"klGabLXjXi+WJWxNx+MgukacqzLLnIappIm2U265ry5wA/T4hTyWaU67QKBMUcDpYW+vXh383TX79rte",
-	"r9dj6CuRLOycoIFIC+vs3KDUh7lb02tS7wakAdYO7a2cWoV1LsLQzl6jUJab/zLUGma6QurscUdh/3bL",
-	"EtLUMdcLnOBDHw0xRWpQboEwKqgi+KCDdgeiVCwBlwwYCWaCLhvMYYiKfoCd/5AH9nLsUi1iowUqzYO4",
-	"9aJn4lYUMs/cgsat40nc8iUYlPPSKmUaC9Y2e82N267T87PKqWa/ddTtdXsYkZyB5DPR6reedo+6PYwh",
-	"2wkKYCcNSLy5v3y0qyDKsxRdaGPJE8EPSxjeNShB5SuHPhx+F219kzBY3YtN2Kq1ZKgNwLvNXxdlsXt/",
-	"WdS/7oZ5Vav3dG0uQU3IbFHUP02UqR0SOabkWJMTeA9xTPFIbB3krBP2tcHtlt6+97gKxI3tQ7Jq/wG9",
-	"W8K+Pe71NsCR7QdDVtYgNwCRvXECEAGha5jRbie8Y1iBhnAvIorjMxpeU6/FNA4r+L34ydH2T2owfvjR",
-	"0+0flVCt7ovj4126qcK+4Vcvtn+1DF15F7We7zK+KkAfrj8GvbZ/R9APaDXm0ynXiwDI7Gy1fDypATwW",
-	"BprSKfjie0EFSHxsChge03rnGixF3uGfIr1bK/f+CST2Wg9Nnusw8giw6gsnud6z7V8U2LFfE7X9ExGA",
-	"wiY0kNK+yvDsB8KqW6K/QzKxlzHud2wvas2UsetS+uaES7EIYWoqMPbB1xBH9K84y0eqecRmWW5iOQi1",
-	"+IPi1L+/seBeaXb0fFpCOQUT7aReio/GTJ3RCDGg5DXc9O9Vurg/NqthEtzVDx6szuHuoXncZ+01M7rb",
-	"KFpN2osP5/l9mbG3AzMWCO/ug6OnO3EvYTJ/syrJBzJa/d/e1RRUbiZUTVMW1wQwNDydKcvuSKwEtNyK",
-	"A11znHdUYYceZ+YBZMgKMhIfO4cRwwzCmjoyYr+ETBKG9VCklLBXlarDUw+uVgXhQQ/JY1Z1WQH/hKdx",
-	"G2GXogqcU7QZgqkudy5o1b4AJR/Vl/eb0/l7i5mvxUi4BATuQHg2YhXij3bBCBrwjMh7VFLNO132rPci",
-	"JCJSxqL7fndeL8qv7pHXi/tUbIBcRGr09k8RWwq3XBR1dG2lS1yOWAZu7xQHhMe9nl8Tx/GEPenvjvGi",
-	"ci4SwOMiH+eJpV9JXNoKnDwbKozwYVzwWe8ZfkTvFlaHN09iOVFZitEl/DQiZGlbBiYJ8IMnrssM0jH4",
-	"0JCTYmLkXi3QYxchYEbwBh6/o10AKWFMbc6r2B6GcY9EF8sghdqhtL8TuW0fQqKmYMqlRCCQEAIsQOVR",
-	"HsTyqlAoqEh8xDookiemjPHTqVMjbmUsEbiStQcUeCacS4o9d+kn/MZHozt9QgYpEfJcQ6FUkjaVGuR4",
-	"PQVo32Wbh2zeBFgqwtyQgtxSEdQKQWliM53IXxFAub2Jmi0qMeTirLn3glSKhpKImgzKiwpo5gNZlEtl",
-	"Xl+USXlRMKdUc7fgFL/pfFNm5VdpIBaF1w3Iu9tswRMnzMLRyQZdgcdWWyMbr6gU5sEolOBE1lyGI7S/",
-	"icyJLC9aCO/mMdrxOaMdlZ1xqrJhd0qyQzL7yChIOGvdePRwHl56QGqtFOevodnyWHgpxviFB4S/EvJz",
-	"S18P6YYFr9JcQS9Idt6OrVMMJat6iIS9abN+nSIdTNy/7VCD9djJcji6576bqNzfAvLFS+DHiNVHcRpt",
-	"c+lCYJJCWRayymlLsrqwLFLIgPKn6hz4A/5ecOASJT9bdT3pg/Qx6PG1kBBtWOFrd9lFHQnshUfaLLPR",
-	"WW7AhHK+JmG+zkxdR0a9TyAQryoFU49W6We0SiuXhJR2KXlOq3Zp3Ub4oAAZt8lklRopX7RCkA9lGPjE",
-	"1E8cUtjMBx754Fvlh0ej4iONCryMtmDVkx2KqjZbG6ZarrLWNSyLWj5bYpqHEtmNx5YgXNY1WhT3fkDG",
-	"mvvfebj8b/3XD5lyVau3/6/Iuvrq86cqufBrU6hKltzmfRcgCV+o/70E1POJPfASQmK9D84GAZHI3yJW",
-	"QyUa+Ev4h+Bvxb2BtJIw/ejBf/HK9nnvb9u/abq2/t68f0yyL9yzNv6pdIDFo0LFBqAe1iYcnXWCYVl9",
-	"7xgtqEiM/954wVfn/pfkU9xMV6GaP9Swc4L+2hKWFOb5FPfYrdUw60IC62ml90lk9FUFi/6RBj9rYKDc",
-	"hrVmykcFAFY3fgp6DGlJ+cLQLfboHGfiGnzmmZLQZa9ym2sIdYSUORNLfzdLgaitMsSCEBJrUOvcQSV4",
-	"/gOfeUefYcIFdXMJeOkNGzghPsCSYhLjA2ZzLU2FJ4W0ygv/WJZQESa0gMJ9QKVoVJ02U0ZYaEqyoDBF",
-	"jRsfzlT7PDGRbWIgREW+WXHwaKp9RlMtxFQqkC57RVW22mWUKrJThOUVvvngUZZ3D5yR8l8TkvhmFX8t",
-	"hsGrlwIhMUdO+wICSWpjo7VZRvebx7LEVgjQ+NH5uXVmPHdtfgmmL6FPPqq8r+7UFinoZNkZUyM2qpmp",
-	"NeeMuY/w0oS5SNDanXA9zcCY/RTNrLx8o1HV+Ms51gcOl9F1/H2GJUp9BVi6V17+etTrEWBxU6g83Ihc",
-	"8sU+ACcPqarCXSVry8VubWXq354u+qbPyhp2MFRkBq5BhLm3Vy8pbV5iECWAX9yrr9vMrYRTd88K7AIb",
-	"/RI0GAEpP2qwUoM9+mBreJWIFjF26lYPwye+RIqXyJ8frCE9TOQ9V3Wd+sqZoowngN6HSqXKHceM7n5x",
-	"b5X3Dcdy9TpjRrcZewuiwybcMJ5l1UuMwwXGwwUC/uElbJnz+TWuUijoCVcgo5VeXBndZ1bnMAgXI/ty",
-	"sKabkavXLrcN0BRfEcx+cQdyY8n5FS33enF0/OkqIWy437ssLePhlt2RqmGwPUqqR0nVLKleESXVrskt",
-	"QHWlmjvupbulWVxe7R5ucFgvpjxSHMqlDUf+Hsr7Cz3wr+FYf+Ljfr8yjwn3jwn3BO3YLtEaEUSyyoD4",
-	"aIX5thbzFdz3YDb1eiq+KvKIHmOin/UwdA/yut9zUQKwZY64Fs6C9BLcEEhHiSSZ4IFGvwI1XmKrxjIg",
-	"C3iwdWfsXcPMOgOVkPaVDjckSGWZgSIo7ydu+TWYdSj7HieVoAPMRM2XYfvx9MSsP+essNhD6afPc8a5",
-	"mbPDCec3yuGPuu2eziiLTFLJpxB5Ro2IcxHzgWeZmjtC8pj1y2Jq38PNDZry8BoWm081T8/PfnbvPCBb",
-	"URebKordKCO8zC4cVz0q0C+m+hjxt9sTbiZeTSEwFf3sVJOEG69I5L1q2A0uFlHU/bhYD+Tr0BC9X/M1",
-	"uzyPgYx7cXkKqPci2S1cwOQEYMFSDGGFCV7Ym2gIRr+HuD/88xoWZ5tTjS/gRl2XbLQ90Zg+eEw0/lxk",
-	"ROvPuKORk9qlQ70jQiC0E5BMyS7DV7ceVH+MdA71VjNuJ+UZMlJda9leXzpTLm5o2XqZyd27JfSg+g0Z",
-	"v71z4tuAvgkDxzv/8HqM/uHh0fHfur1ur3vU/3vv7z0U9X7mq6ms9dp/AeakmtBNGGJ4Y5oK9+qW0f3i",
-	"+qvuUs2aANNahRd/WS01MLU7OCqVBaa7Cvfe1NobiWFzN/TahWdReUFWGKYNqbPdOhZ8U7OVC6RE9cLe",
-	"qHJVxJpbMchCLW8YmPJrqPTo8ZkauqxcHkJthCtETljdOq60RiTstjZcNIAXLro+wr0E1Vjt0oUwlMqW",
-	"AF6zFnDprGIDf8FVrrNBF+8+CHb6GKwvMpoCXhMRS06+c/V2hMriX9Kto+Ept1aLYW7BsAGO8iwd0K1p",
-	"gxLUf8Dar85evaHbhEyf+ZsV/qlVPjtL2T9Y+WoUS//0BwgXUqCAZ/9gvv1O9boROwEDbAI8BW38fRBA",
-	"cYO50tcIvqgkRHgjJhv8GbewsDxuBRhE6OIPd4NYtgd11LdBB9cuvOcWj66VCD8hTFvlkpXOSSyxHy7Z",
-	"oIZJPAhHbwEYzFMYXhTqoZipNddnLINr5MvgMyXHoJuiF56mAxTexrSaCt5rytrwPucZTjDsW5lJQ+tZ",
-	"UuX/HoSTNH2AXR1skYpb7yR4K8UtM5AomRo2D1sWrupAQEMxlsTaW4eEVXOWT2cfN6bBzdE/Buw7NoFb",
-	"9tPr05cHlz+dHj//a5tgFCPK5XDdsO9Y3OrGLfYd03xO94fsNNBLMZbc5hr2GugDnZos3XOyR2Bq+RB6",
-	"wY5vb/0tMAW05Umw9d7nIrnOCIAceRJDhnOuU5/aRPbKiigLFREUYbwAqxcHp/jvdiAcvEqNbnlJufUI",
-	"iN6Oubf2KjbO6sTpci26RyRivISD1nRzjQS8gc9jG4sG3FAniKwWAV5lyJNrpzrL0/rKiV/lOuyITt4J",
-	"WpZdQCo0JP4UXSrLRooiMk5obIIsDBCriLJc7U6jyEQ1a1W4A9HrjSfGSa5mlMK7u/8LAAD//w==",
+	"7H1rcxs30u5fQfGcKpObEUXJ9u5Gqv2gOPFGJxd7LfnsW5VxhdBMk0Q0BGgAI4qb0n9/C93ADIYc3mzJ",
+	"drKq/bCxOIPBpe/dePr3TqamMyVBWtM5+b0z45pPwYLGf70otVHa/VcOJtNiZoWSnZPO5QTYUMKtpQeG",
+	"TI2YnQCbabgRqjRsxsdwyrhcMGUnoNkNL0pgwjANo9JAzubCTtizwaDfSTrCDfm+BL3oJB3Jp9A56WT0",
+	"5aRjsglMuZuCXczcL8ZqIcedu7ukc/6t+zu+PuN2Ur8t8k7S0fC+FBryzonVJcQjTfntjyDHdtI5OR4M",
+	"ks5UyPDvo6TtOzlMZ8qCzBY/wGJ1O86YBqsF5CzTwC3Q6tyGGD4Fdg0LxmVe/+FK5Qv3Sqmlwb+OhDY2",
+	"lVyaOWh8lgYyTCo7EXJ82hwNx+eS9hZHq7c2lbS3x8d99gMsDOMamMnUDHJmFY6T8aIA/cQwC5JL209l",
+	"OIUJ8Bx0vZHRyg/c0tft4vPn23fxRzEVdnXzXvMxMCP+A6ybw4iXhWVHg0FvHWEUOMrSPMS0nHZOjgb+",
+	"MP0/q0kIaWEMunPnpqHBzJQ0gAT+Dc/fwPsSDE4sU9KCxP/ks1khMu7meDjT6qqA6Ve/GTfh36NP/18N",
+	"o85J5/8c1kx0SL+aw9f0Fn10lX00fZblik6ZTbnNiGjOXp+z6IV+5y7pvFByVIjsk09TXf0GmWXZhMsx",
+	"5GwKXM4nooDEUZyQON+5VnLMjOUWEqa0+8VYURRMyFSWBk7dH7tD0FppM2SST4Uce7qHIk+YOyY27Pf7",
+	"h7zQwPPFAdwKY82wF4g8lX4i/gE24Y5zuGWlFO9LIAGTMFNmE8YN42ymCpEtnhj3OXAUfpd0vnMz+JQ7",
+	"eCZZKeF2BpmFnOEGsO5zpO67pPNS6SuR5yA/9aE6ETLlCyQ7JwuYnQjD1Aw0fpR1SS7gc0oyLhnPp0JG",
+	"TyiN56fhBrQBWs65NOVoJDIB0l5YpfkYPvXCRhqAmRnPIGgkY5WGJ4blwlw7wryCQs1JCCo5EuNSO7E4",
+	"0WAmqshPUilhztzX8rIAk3jCNwmzWozHoA1KZw2mnAKJ1qDRSmlFQR9PpTA4l7zPvoVC3IAWbgwNBXAD",
+	"YQy3LW4zx4op6Un0Z2VfqlLmn3LnflbEN57FRni4wng1gWd7qdSPXH/6Aw1SMui4wk3CTY/L5UNExRAm",
+	"+xOXCy/YzaeeMzHPE1NNXjuTAKfnlgC3E14aJw+UThx7eapwRJE6mwqkE4lucYVjJcbzXIMxzLh/WKXY",
+	"1NlVJHStugZpWNcdFQnEYEVAzp4NnvWCjM5Krd37cyFzNT9lBoC9AasXB2cjC7rPXklvcySpLGc5ynJP",
+	"8xHJO7biFX+c4NBhvamc8tvvbtxWOfaHnL0vleVsrsoiZ1fAZtw4RulKFX/6hAG+wwrgN5DKimsZinhn",
+	"O2lgObER5MGSEjriIJC56ZEZQxYMHnr0kVWz4wIyJXPjTKI5d4TTYmpGdsNd0nkreWknSov/wCdlz5+E",
+	"MU5hKs2mvBgpPYWcnfmpkDimRaPy5Si1UTUKMixueCHyfipRGV1LNZeVRcqdBFfXkONfxmBrM5OoyEul",
+	"t5LfcFHwq+KTSwAiBWFYWc+BdR3roJwiCk2YVAymwlrQTJfSmybCpHKmVQbG9E7RRl8w7sihQfoPTjZ+",
+	"Cp9j94IIEobNoSgOPPVclZYJSYSBtrkfzn3t7PW5d3Jm2il8K8hUJumQn+HE3Tjcdk46TlAcWDGFzorJ",
+	"nzg3bNVvSzozDSNx2+5VoifktK7mmfNCgx6/hkXiNl1DpsZSGGC0+SuDe4LeZ5okwM7zdiezdiN/Ib+y",
+	"erxaSRJtzrvqA6RO3QdoS1/QM3juRfFq1Dn5ZfPZ+pO4S5aP4rrNCb1EjQFcu73qs4uJY3TPBp6bmZLF",
+	"omXXllbphl9dxrtqIT8KcpeakxIWps3/2Glt4TNca75Y3XAcq21PX2glXzr3AT/F81y4feDF62hSI14Y",
+	"aLUT3YtOgExJoWXaKZHbmdOzQslTNHmvUOHSo87vMSzt/CXt9PHc45XnfPFq9JOSzvNtIXf8+d8A162/",
+	"TlSpW3+YCllaaP9pzbfuWvbJ25+Ln5wEIgNudT/QvHI7Idn3l5evg7YlJUF/v/jXBZvSGCdMSWDcWpjO",
+	"nEWSSv88/h21OQnV5jb5F1ZncOSsoCoMEgZ2+7zJl086mSpJjG5+LAeeF0KuWTrQClHvebPmiWFX6IwH",
+	"Y8mTwlzYiSqtW6Wb3G7CBbfjvF0QjoSGDT9duiF3F7YyhxahOji44s7q4lPlne4h7tswmF1+8e6DjS0f",
+	"tO3ljC8KxfOtWsk/htyM1u22NwKZvvGPe53kjmMXwRx2ufFWtcHRdoZ9CtSTVGRZT/XdBjZ6Uy+nuc/f",
+	"126lM5Q1G4sboOgeTu6JIWOdXfHselWGwO1MaDBnLezx7wkQe1QhDRrIEYIjR8uv/YfqD7Bufbo8lfRm",
+	"RcC8tMovBFVC76RyQpRm5IKwKxg5y8tOQBI376hM3RxWF/Fqxt+X3mEI+2Eg02Cr0OgIZObUOptz7+yU",
+	"MneuyeXEuQW4NjViQz9z794N8f3hdzjp8Dea8MrcSl2siWX75aP3MmRv3/xIbOHcNfenU/b61cUl46sf",
+	"t8obItXulFps1bBuImGr2qgN57GqYj2pmjZbMxKHLT/tb7vFUnPXN7yLtpGIC24sM2XmLOJRWVRqxB36",
+	"lOfQZy+cEeOM1AX6J7kWN3vI25GQwky2TAIPlWngTlgE2s8T5hbtWCDjMoOigLzPzrzsn4gCidM7VeEz",
+	"rJu1TLe3z3zvUwe0D1SphlXKcMdRhUVbtCOGLL2KmCrjNi1Ds4iLwmkVr6vZDzCz3reqdsE58BPhHLgF",
+	"69bbLgybgcydS0t5DE/VbIB+iZmouZeb+HF0ZR1luN13B9TzoTbOJMwr+nETMq0eQcFLmU32of0pvz3b",
+	"yGr7q0GSwOfrHCKhtLCL9o9t1INJx1huy632NkqUC3rUSWmux2C3vXRJTwWp/l2so/bQBo6G81elXeOz",
+	"BIWZixxZK6iiSKORKhKWkZrM1wsJP4MrpQrgGLugYNYesq/N59vbqqiILjrdatubFFYdYVIL+Fhkx0tY",
+	"qyzuwycjrbPikiWdOtO7g4u81mOrSBBaJnqftP1BtNp66jTmxsXQ9EA6k/mXjhdsEcW4cbxmpB8qNVlb",
+	"nPSfVi/CE9z9pVJC0QTqrWkYPFtd4GVj0737TUsQ4Z+K5WXIAoV07HrbM2FONju1cPxs0utvtAejdPHz",
+	"o+Pt6eL4NNZbShgCCEGwFbJC571d7Py/i1c/sxm3k9oBco5+d4QWMJ/OCmCpZ9h+qYu000sYZ5iNZlWV",
+	"BEVcKXi4JhzFfTxv8wppptXz7UvVLZyDAmcri7h3X9CTH2oOZsII1WLZU9g1P0EnXkzhlBXcwok3BnI1",
+	"l+6vCer6kIxw3vVBOaOkyGkqzbWYzSD/Vd2ALvjshPn/+If7oXIQquoSJ3fZhKO6SGWuuZCQn9ZW269X",
+	"i1+dzKrHoZ98zNvNT+MgqazeYXNnZzgrtICRPQ2RZbewqwXpIp8NqbKg5GUE1vf7gLLfuj1cWlTM0WGC",
+	"bqfDd1q5PAzaYso6e3SIvws5HpJnJcvpFaC95t2/uXbvS2YUG3EdvMJUDvp9P/TBEcNke68ydTHhPhcG",
+	"Gl5UZJCEj7Ywli7Bm8ohpvDEhLlgHQrWBVwBGn80tz47owNVo1ROnZ73z1dJPh/Yx7BMdj3WqpRRzraS",
+	"U6k8GiSDwaBHxTCZ0jlaqEw5v9IdvbCNyYTNIapMZT164tNdeWTSGsu1PfW2p/OK/e5DPmSGL0wqJ2pO",
+	"uTnc0Ho/NUMpTPMAjKtVlnDYhHirI+Pl3lwAZ+e/bLhGuw1XqIwXYQYrv7aIg5+XSXApvrRKTlKtCXPu",
+	"EwBqt9K8cVYvwk05EmZJEJ/bIviR/FyVwJWebjXfUZuv+SVYAqsVZVkGM0v2bRxVStBCXkBlJefteyrk",
+	"y0KMJy0m9zfIe3U6tet4yP2Jk2rvtQ9YWSqtK6mMl9Zf51y0i4vX3g1Umjk/KZjzEy7zIl6rY6O2aS3R",
+	"QPhOtPyPNLeaBHAfNjYq8QczsV9G4qI5S2SBFjXCi4JlhcquQ6FAFAR3MuE/SkLC3rx8wZ4+ffo1Oexq",
+	"NDLQnn0rbfaBBrd703Nq69J+EmbkDaCgcd2/f3VC1XP7r7wovN5tVaavvCKOhuBFoebhnUADrS+/rl3+",
+	"5RqvBRmTVOMKt45zmSyLIonYDDculv1dbzmn8vj5X9kP4htH+16T9fps6AYYtlXMhvq5oQ9CDE9SiaUT",
+	"3kbCU18wVVIlj1TMP0g65vZgrA786n4zSvbf8HnIDbllop3fEnqsQ8YRgUaa6v7Sw1N+ex6JrxaFwdeo",
+	"oyraoEq79QHTYr5QNY2GrOAC8+SQ8ZJCEQs2Bw1xgCJHlhHTZnBSSPvXZ60ilGp1zuXbtvSB/7Q7Nanm",
+	"7TJ470hG0rkBHaz2HWa4VlB/V1lklqpxSjKo3AtIZV557CCkUVHjCTZPeun0kgbFNTcviSR980TrBe8T",
+	"QCGap/T8np70ElssOdPiBpbzMkrWyVUhjcWA84j5BfnaO6hiYBkvivaw1hKXNIqgt9ZB1zy00Qtf5ai1",
+	"0YLTQAJNDvFOH8XNa76qQgtp5+j5NO30thcltJDM+rO8D03tJeGHVyjQAG+R9D6OrL6U09+h3OC189Fh",
+	"3haKIdNkP1MJjZkWc2lLTDxYLtttqYbLUL2WRNNtPdo64NTkCGcoff3s+d+Yr+ZiOdiQmFgqGsEfWmdP",
+	"hfJ77FMUAmvZKydmnF2zJcLaorCELdYoWvzD6jWYt2/O4/L+a0HFFX4ztjM5/ho+vDH+2szD7sleDxyT",
+	"vPA01eIqTkSRa9joNodnWDcEnEyhrOlRKKSqUaIs+axwolVa1W4xfIBRlum2IN8LLpUUGS/Y84OoeKrL",
+	"C6NQaVUl876K2Nur+KxpjwyD3GtiaDa/WJ/jXm9Nbs7lTWvHYhOXBf9jk/3pnLiXsZxbDTu7R1i3nDGr",
+	"2PMeBb7cik3C3l6+wEtPged3zLAtcbuqnZxNywm+0KdOZupS7nPoZqab4ZNIB2JAbq/BQu5p0zID81Ki",
+	"6kNSpet1z6cw4bFkbcd4mbepIrUXMVm1+Y0MZh3MXpPLDOwUtrthkgfxt8wq+1jr4YC+4TabfJDRXnHY",
+	"kvryqSyMgoC+8RFnm0385Y3uUTIYDBp+esyvu1AVTvrckqKeCnlOLx99sJG5OvD+1bD17jj9E0akrU0o",
+	"ZyKZmtGITDQuw64aNu0KJKiNpUrbhEF/3GdpZ8Cesr+4/1GB7f0qi1ZnduZzQNG10972mtNRVXK86bij",
+	"4mTUTJuvD7/wd30d4bmTrpKqmDDouolSzXkvYYW4Jp9y6Wauz0GiAYHDhWPsE4fuflN3RWXGzsW27flw",
+	"ZbplTl+UWluq/BTjCWg2VmBCBTPW2gaf3udBKjIbrAuxB9XYHP5HrCRhZMVbqldXEg7UaMRyKPgCcvab",
+	"uuqzM1k95GO5M25sKt1Om5AHO8UabVXkjVt0jXxs4y5599nxcTDpcYI9VsoCjGH+qN3TIfi6T51ordmX",
+	"Ltjg332pIK4czSNadzOh6P6vWGCOl+4ho+5rD5fsbSx8jNpvruj87OezKpYehz7eXr5oD33EanxDxCUq",
+	"8SVJNi1NqEysIy87h1b8infSMm/AlEWbbBUISRC8AdYlF44dD456TOnYE1zSye3V65deJD4xbKYMKrVA",
+	"3P5qU8JGWk3ZoJ2nZrWjvtMtKrcxM+Sp9rn4ezQigm1AhhqLG5BV9M7PeFVTttBl5CvuYkA0ffbmBI8H",
+	"R0m4mY3XOPzmV3qFbmJO+A1VT+A9+aa2CLu6SyDXV7xtcNIbZFOTTOu9svaKekyno/VD4ffgXGJaVNRX",
+	"bJUOmVI6k/D3AMQh9PrTiLU7VrVunUp1w5a3hDZil3SvgOM6JtsWgQwbWE0/2cFe3NFwXuLuW55ZJ3El",
+	"kKHhDDiyiOiOsFMQjxbhdovw0cJ6tLAeLaxHC2tVLt9H5iq2FR6mzqQZJIvrKTIrbtxSZ7ykQhs3vwLs",
+	"mvrGMNAHZcmCXrlf1fAo7R9C2rdcLZrO7ILRjJiGqQrXJem1Vqb9cmPL9xol3hTEXeHFy+rLe7DO+xJK",
+	"eNt2HfLiXxcMf8VbkF2E5jLv16RwQh5w+5ov3ZPrrmBOrJ11TQ+/GNXnvn51cUmgdTQN91hvxyTiu7U7",
+	"dennHESWG9W5Me9Nq4S6xMjbQ8JhrE0nIXzOVllDE/wXPVtR4o6vXfqHHdFBe8Eo8upoBCjZGT1F1/kq",
+	"oCM1rxDBIkCmOEi+R1GQn0e1/G2lubSQD0oE7CQr21T5+nn8qzqzPfwqREZEM8PZLx6UkZ1Lxtnrs8sX",
+	"3ycBgSCK1F8DzLxni4WHp6kU7gV6O/G1hoTA5MMV9SmimdRyhIS+1HaGLXgOFdrTa9DhbsqyYa3Hzguv",
+	"FWwTP+q0ij8kbBlzSukKcspZn8J6r9uwyF6uB97up8XT/anC1lhyBKeCkusI2eUr18OOChmEk3MUCZ6j",
+	"zzzUFYJ3mYmay1OsgAI5UjqDnC3Ag2HsODsab3VqP6mwkSaaFcL4YUDH0Dy63ifC6Y6wQIjmpsHiNZle",
+	"n53tsOlY6kfxohk3hokKWMwdwNfhAJYRvyrg04A3RoS04w4Ea9CsWX5dZNCyAzUxbaKY+CvbaOZuLZdf",
+	"1jJ2z1xbVfznxXTFsbiO0kCf/bsuFS6E83XDNZJUks20tPgSsePCiH32iq67+LeFYQZswrhE/ZlKeow8",
+	"GcIc5WzidnfGrQUt6Urbi/Nv31S5P/PesOi1VKJ55G9vR9YCwSE1JVdYJ8ZVMzq6VFZyx83RUCRyPlEF",
+	"sO7vd6wQI0/lGpwYztwGtsqgTOS6LZXrIfM0gjdWqKDD48HT/qB/dPS0Pzg8fjZEjz7A6xXCguYEWuo+",
+	"7RaEm3QFjpeURArDnXI6INxLt9kEAVwbe4gAkNkEsmuKVYZTR7w/OloNRhU3TnLQ9z0Ib/Dv4sqkwS4Z",
+	"u5BJHgxWnT43NdMW1fRriXZootS16fsLkP1MTYcYUh7+pfE3qvmVC2bKq1xNuUBkjuiJ/pq1HD9/+rGL",
+	"CabrayS2NlkRfsFsdmzOmiRaqLUzc3J4aN6bPpQHczD24KjPp/w/SvK5cYs4PDp++uz5X//2968HR8eH",
+	"w3VrqmCHP3hR6wXNB/nFO7qAX4Z5eTHhePevlowZn/FMWMciBUdzxSoPI05iw7Au3oi4WrARF7p6s+dz",
+	"3TujQa9su/P8ICudi+m0hK/iugKuQZ+VhLmFK0R3Ef9cG7foSCAOn5Aj1W5Iz8qrQmTszXcXlwjzrEaV",
+	"UtP5CcXCEXPLhx8jJFo70craQsixx/NBSFkfepS5tw1IZnc9Xq8sFr1q09wP7pvXsHDSJpVuRSCtByA8",
+	"YcMGqOQJ+wYXyNJyMHiaXcMC/wOGfXZZwQMbAlGJhfqBxxqvrskaAi+nKV3DgnUxYxesTHym58FYvHoY",
+	"Ht4cHfp5D6ORCMCOXUYV8rh0QiwiEFSCK8PdSKWjLY/aaerbdAGAqEKawML1qByfy7BTuFEIkGJOvOR+",
+	"dnuLX32O/x/ygcN1WI7DVHZDWXAvILezCg0blXQwZ91WXvHc30UP957pTng/lc8GA49EZzchiAvDcpWV",
+	"U7xmFCA/PdQ2wsam0pFswqYeWTRcGmq74O6+VOM+V9/KISu4hiSVnBFWP30Yscs9kMcEKRlRAuimvcgr",
+	"YFKyZJQmW+14MEhlDfrY8yjibhDnqswKp2GiS1bdnFvu7+a6CXr0b57KvKRTIEjTJKBcsreXLw/+7oZ9",
+	"+9VgMBgw9JVIFvZO0UCkjXV2blDqV6Xb02tS7wakAdYN461krcI+V2FoZ69RKMutfxmoGO+JQe7scUdh",
+	"/3bbEi554k0JcIKvW6VyG0DIgTAiTD78oYd2B2K8LcH+DRkJZgL+Hc7hChX9ED/+bRnYy7FLDAFBG1Sb",
+	"B2nn64FJO0m4t+E2NO0cT9KOv8BMFeOdWqZV5WTsJ27ccZ29Po9qAk86R/1Bf4ARyRlIPhOdk87T/lF/",
+	"gDFkO0EB7KQBiTf3Lx/tqojyPEcX2ljyRPDFuonFGozN+pFDHw6/S7Y+SR0M3INtnQkaVwk2tK1of7sC",
+	"ldn7zQo9ZjfE2AZaihtzCahNFosKPWCiTCNJ5JiSY7Y98B52AcCU2LqGDU7YNya32+XQvedV4dVtn5JV",
+	"+0/o3VLniOPBYAOY734gvjWCTwuM7ysnALGdSqPjijsJ7xhGwGruQcRAf0bTa/tqtYzDqPsFvnK0/ZUG",
+	"CDa+9HT7S3WjA/fG8fEun4lBk/Gtr7e/tQz8fpd0nu8yvxjeGvcfg17b3yPgNLQay+mU60VoZ+JstXI8",
+	"acCjVwaa0jl46CpB1/f52FQglqbzzg1Yi7zD30V+t1bu/RNI7HUemjzXIUwT3OsXTnKDZ9vfqDov/JGo",
+	"7Z+InxkOoYWU9lWG598S0vMS/R2Sib3cIWrH8ZLOTBm77kLMnFDdFiFMTfA8Pvga4oj+EWf5SDVP2Kwo",
+	"TSqHAclqWGX9TzbCVSnNjp5PayDUYKKdNoGs0JhpMhrhbdW8hof+jcoX98dmDUSvu2biweoS7h6ax/2d",
+	"l3ZGdwdFu0ln8eE8vy8zDnZgxqo/knvh6OlO3EsdTf60KskHMjonv7xrKKjSTOguen01PUAJY3amBq0g",
+	"sRJ6TUQOdMNx3lGFHXqUxgeQISu4onzsHEYMMwhrmrjiJzXgqDBsgCKlBo2NMDvOPDRxDGGJHpJHfO2z",
+	"CjwVs3EbQUuTCAw12Qxg2pQ7b2jXvgAlnzS390+n8/cWM38UI+ECEPYOwY2JVYg/uhUjaMAckfeopJr3",
+	"+uzZ4OtQiEgVi+793Xm9Ai+4R16v7jzZAFiO1Ojtnyq2FHrEVSgUXaVrVLtUBm7vVQnC48HA74njeEJu",
+	"950XvaiciwwwXeTjPKn0O4lbGzVjYlcKI3wYF3w2eIYv0bOV1eHNk1ROVJFjdAlfTagvi60DkwSXxzP3",
+	"yQLyMfjQkJNiYuQerXovLELAjMDBPPpdt4IhxZjanMfIeIZxj+OcyiCFugEYq5e4Y7+CTE3B1FuJMHoh",
+	"BFi1ZEJ5kMrLSqGgIvER66BInpg6xk9Zp1bU91Qi7DvrDinwTCjxFHvu05/wHR+N7p3QNbkaX9oNFIBG",
+	"6FBpQI7N3UD7T3Z5qObNgOUirA0pyG0VARUSED0O00t8gy2q7c3UbBHFkKtc8+BrUikaaiJqMyjfRJDz",
+	"D2RRLoEkfFEm5ZuKOaWa4/0NjN/0/lRm5R/SQKxgi1r6VmyzBU+dMAupkw26AtNWWyMbL+ki+YNRKIHx",
+	"rWklKbTv4+tElhcthBb5GO34nNGO6GScqmw5nZrskMw+MgoScq0bUw+vw0MPSK0RtNUamq3Twksxxi88",
+	"IPwHIT+39c2QbtjwmOYqekGy83Zsk2KoWNUDjO1Nm000AUpM3L/t0ADF28lyOLrnb7dRue+h98VL4MeI",
+	"1UdxGh1z7UJgkUJ9LWSV05ZkdWVZ5FAA1U81OfBb/HvFgUuU/GzV9aQX8segxx+FhOjAKl+7z940cXS/",
+	"9jj1dTU6Kw2YcJ2vTZivM1PXkdHgEwjEy+jC1KNV+hmt0qjFXm2Xkue0apc2bYQPCpBxm01WqZHqRSOC",
+	"fCjDwBemfuKQwmY+8Lhhf1Z+eDQqPtKomHA5rjXC6Q6XqjZbGya+rrLWNawvtXy2wjQPxLcbjy0BIK4b",
+	"tLrc+wEVa+7/XofW2evffsiSq8Z9+/+Kqqs/fP1UVAu/toSqZslt3ncFkvCF+t9LQD2f2AOvISTW++Bs",
+	"GPA8fQ/eBqbnkNFbVxRLNvwG8qhg+tGD/+KV7fPB37a/cy5NORo5xSjthVXatxG5H+8fi+xrLDn8p9IB",
+	"VJouKrYA9bAu4eisEwzL6vvwKhjT7Wnnt4jWTOCvBADWXYcR2+uz73g2Ibg1YRheFnDcksoKuTM0219C",
+	"XusaPgWm8XqrYyccz/T8HUwCHEulkuhdqLk8abTrYcIGcLSENiYg0FOxdLhvkkp/eTE0POSGDXFRv5z/",
+	"/O13//Ou//L8ux+/HfbZ/8d7Dh7wTIcLxqm0agx4GYsuRWIHMwhXEoT2N5J8azQWnj5lmG7F/UglodG5",
+	"F+s8uxuhul5irJrR1RP3sr+uJD2KXbhC00R0Q+Uc8OGUzOAE27ZZvWBdTOwvUkmlhXhedfKfygaqkWsQ",
+	"OZ/EdxOjcU0q/WyTvTBY8cK4+4LvZY4nfQ2LcIM2F6MRYJkjwb+uTOzZ8XGf/QALvN2E06c9JEppn4Y/",
+	"NXCqywJl3Gc8A7+ZRIY4gSk113XDVYBVdEmlSmofPa3aDuGDwySVvuA+wOK57S+Uusaee20J76beNQhz",
+	"13lY5RljRH9iV7UN+3CNnanx14pIkgAuhlZOKITFbf/Steajx9mmyBA5ssYuULpSWr+pKxPkaIy8uYvS",
+	"2i3EHZm5/71B7j9czLq2eZRmoXdtTDW9UzQDlgAQsTg1tDFc7xati2Ovp5XBJ3EsLiN75pEGP2s020To",
+	"8Wt864+KWq8e/BT0GPLIno2MZ0K9p3JpJaHPXpa21BAuv1O5ZyqDzRlgmFWBAEZCEm50gzvo3rh/wZeL",
+	"02tYJUifuQDsc8yGzvMYIg4G+R5DZkstTcSTQlrlPZZU1vhGJoyAHsmQDFy6Uo141tBmKFFsvcGND2ci",
+	"fZ5A/jYxEEL5f1px8Bhf+IzxhZAIiHDI9koFbLXLqL5xp7TAS3zywVMD7x64jPK/Jo7+p1X8jcA7j/tA",
+	"IzEnTvsCoh9rY5O1pbH3W3y5xFaIKvzRl0qazPjajfklmL4Emfyo8v5wpUZIQafLzpgasVHDTG04Z8y9",
+	"hH0y5yJDa3fC9bQAY/ZTNLO632qrqvH9WNdnu9Y0uqgbE0bdEAZJdU36aDAglP22/G4WGshVfLEPKtdD",
+	"qqrQnnbtHedbGy39z6eL/tThtpYTDNHTwDUYW317+YLuelEuJSA23auv286tBK56zwrsDQ76JWgwQv9/",
+	"1GC1Bnv0wdbwKhEtAsM1rR6Gv/h7vbyGq/5gDemxje/5KvKZz4xVd09Dp5ZwvbbPzuhvasSo3S/mfnl2",
+	"PdaOoFJpJxrMRBV5Q8MOBgNvQfTYhBvGiwKlVIC+0sJakOxqgSi12He/cD4/JhWqhJ3vRUNW+hDjXEKO",
+	"T5jVJQz9RVfj7zCTaRIG9rmneqKsa4CW+JJ6wwx92GzYipNySdu9Xhwdf7rrewRiHd957vIsg1kIEkbA",
+	"oY+S6lFStUuql0RJEHvEFRK8VHPHvZlA1Pi044UN5KHt0Hox5eFN47KTtny57z/xhVapNZovfOIaNb8z",
+	"j7fEHm+JER5xt4YYRuTjmAHxpxXm23oDveK+B7Op11PxZVX8+hgT/azJ0D3I637zooS6zhxxLZwF6SW4",
+	"IWSpGv44w4TGSVRjUgOCpzLA4fgOIc7Yu4aZdQYqtYdROrT1wdI7qILyfuGWX4NZ1xrGg3tTqZyZqPly",
+	"rxnMnpj1ec6IxR5KP32eHOdmzg4Zzj8phz/qtnvKUVbXHySfQuIZNSHOxVoyXhRq7gjJN1pZFlP7Jjc3",
+	"aMrDa1hszmqevT7/wT3zgGxFn9gEg+FmmWAH1pCuelSgXwxkBjaN6E64mXg1hWiK9GenmiTceEUi71XD",
+	"bnCxiKLux8V6IF+Hpuj9mj+yy/MYyLgXl6fqT1IVu4WugU4AVizFEAufMPG9iYYdVPYQ94e/X8PifHOp",
+	"8Ru4Udc1G20vNKYXHguNPxcZ0f4z7mjktNEpb3BEsLl2ApIp2Wf46NZE9cdI53BJeMbtpM4hI9V1lu31",
+	"pZxy1VZsaweuu3dLkHfNtk6/vHPim2500cSxUS32dDo5PDw6/lt/0B/0j07+Pvj7AEW9X/lqKWsTsEaA",
+	"OY0Lugn4Ett8qtAMvo7uVz0b+0sXrQWYzmpPjBfx/TjTaBwVXYcz/dUeJW2jvZIYNndTb3TpTOp7UWGa",
+	"NpTO9psNTNqGjboeirjLfBL1N1rTyoks1LotzpRfQ/RFDyrY8smo4xWNEfpenbKmdRyNRiTsjjZ0x8Eu",
+	"we4boZnO+iuCF1TKltFVrwCmahUb+q6MpS6GfWzYE+z0MVh/M3YK2NsolZx857ilT7T5F9QqO/zKrdXi",
+	"qrRg2BBneZ4PqdXnsO5EM2Tdl+cvX1ELPHPCfDugf2pVzs5z9g9WP5qk0v/6LYQuSijg2T+YH78X98iy",
+	"EzAQ7pr5JkZAcYO50teIGKwkJNjGmQ1/TzuIhpJ2AnYv9PEPd8NUdodNqNJhD/cuPOc2j+5chj8htmjU",
+	"Gax3mkr8Dpds2ADSH4bUW0Cz9BSG3a19/wAazX0zlcE18tgthZJj0G3RC0/TAb91Y1lNBFKesy68L3mB",
+	"CwznVlfS0H7WVPk/ByGTpg/wUwdbpOLWRjpvpbhlBjIlc8Pm4chCfylE4RVjSay9dUp41dvy6ezj5jS8",
+	"OfrHkH3FJnDLvv/p7MXBxfdnx8//2iXs34RqOdxn2Fcs7fTTDvuKaT6nplc7TfRCjCW3pYa9JvpAWZOl",
+	"5lx7BKaWk9ALdnx761uXVXjMp8HWe1+K7LqgrhnIkxgynHOd+9ImsldWRFm4EUERxjdg9eLgDP+7GwgH",
+	"+39Sa7KcWw/b6+2YexsvsnFWF04dIan5VcJ43cNAU7s1Cdg21gPyixaw6xO8HiwCJtgVz66d6qyz9VHG",
+	"b8pvzzxaekKZd8JDZ28gFxoyn0WXyrKRooiMExqbcHYDLji2Bog/p1Fkopq1KjTu9XrjiXGSqx1a9+7u",
+	"fwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -492,6 +492,83 @@ type Schedule struct {
 	Window    *string       `json:"window,omitempty"`
 }
 
+// ScheduleBatchCreate defines model for ScheduleBatchCreate.
+type ScheduleBatchCreate struct {
+	// Items At most the server's batch limit (1,000 by default).
+	Items []ScheduleBatchItem `json:"items"`
+}
+
+// ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
+type ScheduleBatchItem struct {
+	// Cron 5-field cron expression, e.g. "0 3 * * *".
+	Cron  *string    `json:"cron,omitempty"`
+	EndAt *time.Time `json:"endAt,omitempty"`
+
+	// EventCount Events per fire (default 1).
+	EventCount *int `json:"eventCount,omitempty"`
+
+	// Fields The field form of a cron expression; an absent field means "*".
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
+	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
+	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
+	Misfire        *Misfire `json:"misfire,omitempty"`
+	Name           string   `json:"name"`
+	Overlap        *Overlap `json:"overlap,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+
+	// Priority Higher goes first among waiting events (default 0).
+	Priority *int `json:"priority,omitempty"`
+
+	// RunAt Launch instant of a one-off delayed job. An instant in the past
+	// fires at once; one older than the catch-up limit is refused
+	// (422 naming runAt) unless misfire is fire_all.
+	RunAt *time.Time `json:"runAt,omitempty"`
+
+	// Spread Spread the launch times of a fire's events evenly over the window.
+	Spread  *bool      `json:"spread,omitempty"`
+	StartAt *time.Time `json:"startAt,omitempty"`
+	Target  Target     `json:"target"`
+
+	// Timezone IANA timezone (default "UTC").
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Window Go duration; events of a fire must finish within it.
+	Window *string `json:"window,omitempty"`
+}
+
+// ScheduleBatchItemResult Either schedule (status 201) or problem.
+type ScheduleBatchItemResult struct {
+	// Index The item's position in the request, from 0.
+	Index int `json:"index"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem `json:"problem,omitempty"`
+
+	// Replayed The answer is the first one given for the item's idempotencyKey.
+	Replayed *bool     `json:"replayed,omitempty"`
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Status 201, or the HTTP status the item would have had as a createSchedule request.
+	Status int `json:"status"`
+}
+
+// ScheduleBatchResult defines model for ScheduleBatchResult.
+type ScheduleBatchResult struct {
+	// Created How many items were created by this request or by the first request with their idempotencyKey.
+	Created int `json:"created"`
+
+	// Failed How many items answered a problem.
+	Failed int                       `json:"failed"`
+	Items  []ScheduleBatchItemResult `json:"items"`
+}
+
 // ScheduleCreate Exactly one of cron, fields and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
@@ -819,6 +896,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
+// CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
+type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
+
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
@@ -1046,6 +1126,52 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 	CreateSchedule(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSchedulesBatchWithBody Create many schedules or one-off jobs in one request.
+	//
+	// Up to 1,000 items (the server's batch limit). Each item is validated
+	// like the body of createSchedule (same rules and limits) and answered
+	// on its own: the schedule it created, or a problem whose `errors`
+	// name the field as `items[INDEX].FIELD`. Valid items are stored
+	// together in one write and their fires emitted together; an invalid
+	// item writes nothing and does not stop the others.
+	//
+	// An item with an `idempotencyKey` is created once: a retry (in any
+	// later batch) answers that item with the first answer and creates
+	// nothing, the Idempotency-Key header of createSchedule per item. The
+	// same key with a different item answers that item 422. Keys of batch
+	// items and Idempotency-Key headers are separate namespaces.
+	//
+	// A body with more items than the limit answers 413 naming `items`,
+	// before any item is looked at.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+	CreateSchedulesBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
+	//
+	// Up to 1,000 items (the server's batch limit). Each item is validated
+	// like the body of createSchedule (same rules and limits) and answered
+	// on its own: the schedule it created, or a problem whose `errors`
+	// name the field as `items[INDEX].FIELD`. Valid items are stored
+	// together in one write and their fires emitted together; an invalid
+	// item writes nothing and does not stop the others.
+	//
+	// An item with an `idempotencyKey` is created once: a retry (in any
+	// later batch) answers that item with the first answer and creates
+	// nothing, the Idempotency-Key header of createSchedule per item. The
+	// same key with a different item answers that item 422. Keys of batch
+	// items and Idempotency-Key headers are separate namespaces.
+	//
+	// A body with more items than the limit answers 413 naming `items`,
+	// before any item is looked at.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+	CreateSchedulesBatch(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	//
@@ -1480,6 +1606,72 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, params *CreateSched
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 func (c *Client) CreateSchedule(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateScheduleRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSchedulesBatchWithBody Create many schedules or one-off jobs in one request.
+//
+// Up to 1,000 items (the server's batch limit). Each item is validated
+// like the body of createSchedule (same rules and limits) and answered
+// on its own: the schedule it created, or a problem whose `errors`
+// name the field as `items[INDEX].FIELD`. Valid items are stored
+// together in one write and their fires emitted together; an invalid
+// item writes nothing and does not stop the others.
+//
+// An item with an `idempotencyKey` is created once: a retry (in any
+// later batch) answers that item with the first answer and creates
+// nothing, the Idempotency-Key header of createSchedule per item. The
+// same key with a different item answers that item 422. Keys of batch
+// items and Idempotency-Key headers are separate namespaces.
+//
+// A body with more items than the limit answers 413 naming `items`,
+// before any item is looked at.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+func (c *Client) CreateSchedulesBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSchedulesBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
+//
+// Up to 1,000 items (the server's batch limit). Each item is validated
+// like the body of createSchedule (same rules and limits) and answered
+// on its own: the schedule it created, or a problem whose `errors`
+// name the field as `items[INDEX].FIELD`. Valid items are stored
+// together in one write and their fires emitted together; an invalid
+// item writes nothing and does not stop the others.
+//
+// An item with an `idempotencyKey` is created once: a retry (in any
+// later batch) answers that item with the first answer and creates
+// nothing, the Idempotency-Key header of createSchedule per item. The
+// same key with a different item answers that item 422. Keys of batch
+// items and Idempotency-Key headers are separate namespaces.
+//
+// A body with more items than the limit answers 413 naming `items`,
+// before any item is looked at.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+func (c *Client) CreateSchedulesBatch(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSchedulesBatchRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2456,6 +2648,46 @@ func NewCreateScheduleRequestWithBody(server string, params *CreateScheduleParam
 	return req, nil
 }
 
+// NewCreateSchedulesBatchRequest calls the generic CreateSchedulesBatch builder with application/json body
+func NewCreateSchedulesBatchRequest(server string, body CreateSchedulesBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSchedulesBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateSchedulesBatchRequestWithBody constructs an http.Request for the CreateSchedulesBatch method, with any body, and a specified content type
+func NewCreateSchedulesBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDeleteScheduleRequest constructs an http.Request for the DeleteSchedule method
 func NewDeleteScheduleRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -3268,6 +3500,52 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 	CreateScheduleWithResponse(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error)
+
+	// CreateSchedulesBatchWithBodyWithResponse Create many schedules or one-off jobs in one request.
+	//
+	// Up to 1,000 items (the server's batch limit). Each item is validated
+	// like the body of createSchedule (same rules and limits) and answered
+	// on its own: the schedule it created, or a problem whose `errors`
+	// name the field as `items[INDEX].FIELD`. Valid items are stored
+	// together in one write and their fires emitted together; an invalid
+	// item writes nothing and does not stop the others.
+	//
+	// An item with an `idempotencyKey` is created once: a retry (in any
+	// later batch) answers that item with the first answer and creates
+	// nothing, the Idempotency-Key header of createSchedule per item. The
+	// same key with a different item answers that item 422. Keys of batch
+	// items and Idempotency-Key headers are separate namespaces.
+	//
+	// A body with more items than the limit answers 413 naming `items`,
+	// before any item is looked at.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+	CreateSchedulesBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSchedulesBatchResponse, error)
+
+	// CreateSchedulesBatchWithResponse Create many schedules or one-off jobs in one request.
+	//
+	// Up to 1,000 items (the server's batch limit). Each item is validated
+	// like the body of createSchedule (same rules and limits) and answered
+	// on its own: the schedule it created, or a problem whose `errors`
+	// name the field as `items[INDEX].FIELD`. Valid items are stored
+	// together in one write and their fires emitted together; an invalid
+	// item writes nothing and does not stop the others.
+	//
+	// An item with an `idempotencyKey` is created once: a retry (in any
+	// later batch) answers that item with the first answer and creates
+	// nothing, the Idempotency-Key header of createSchedule per item. The
+	// same key with a different item answers that item 422. Keys of batch
+	// items and Idempotency-Key headers are separate namespaces.
+	//
+	// A body with more items than the limit answers 413 naming `items`,
+	// before any item is looked at.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+	CreateSchedulesBatchWithResponse(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSchedulesBatchResponse, error)
 
 	// DeleteScheduleWithResponse Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	//
@@ -4814,6 +5092,117 @@ func (r CreateScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSchedulesBatchResponse429Headers the declared response headers of an HTTP 429 response for CreateSchedulesBatch
+type CreateSchedulesBatchResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreateSchedulesBatchResponse503Headers the declared response headers of an HTTP 503 response for CreateSchedulesBatch
+type CreateSchedulesBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateSchedulesBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleBatchResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSchedulesBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateSchedulesBatchResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateSchedulesBatchResponse) GetJSON200() *ScheduleBatchResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateSchedulesBatchResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSchedulesBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSchedulesBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSchedulesBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSchedulesBatchResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6661,6 +7050,64 @@ func (c *ClientWithResponses) CreateScheduleWithResponse(ctx context.Context, pa
 	return ParseCreateScheduleResponse(rsp)
 }
 
+// CreateSchedulesBatchWithBodyWithResponse Create many schedules or one-off jobs in one request.
+//
+// Up to 1,000 items (the server's batch limit). Each item is validated
+// like the body of createSchedule (same rules and limits) and answered
+// on its own: the schedule it created, or a problem whose `errors`
+// name the field as `items[INDEX].FIELD`. Valid items are stored
+// together in one write and their fires emitted together; an invalid
+// item writes nothing and does not stop the others.
+//
+// An item with an `idempotencyKey` is created once: a retry (in any
+// later batch) answers that item with the first answer and creates
+// nothing, the Idempotency-Key header of createSchedule per item. The
+// same key with a different item answers that item 422. Keys of batch
+// items and Idempotency-Key headers are separate namespaces.
+//
+// A body with more items than the limit answers 413 naming `items`,
+// before any item is looked at.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+func (c *ClientWithResponses) CreateSchedulesBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSchedulesBatchResponse, error) {
+	rsp, err := c.CreateSchedulesBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSchedulesBatchResponse(rsp)
+}
+
+// CreateSchedulesBatchWithResponse Create many schedules or one-off jobs in one request.
+//
+// Up to 1,000 items (the server's batch limit). Each item is validated
+// like the body of createSchedule (same rules and limits) and answered
+// on its own: the schedule it created, or a problem whose `errors`
+// name the field as `items[INDEX].FIELD`. Valid items are stored
+// together in one write and their fires emitted together; an invalid
+// item writes nothing and does not stop the others.
+//
+// An item with an `idempotencyKey` is created once: a retry (in any
+// later batch) answers that item with the first answer and creates
+// nothing, the Idempotency-Key header of createSchedule per item. The
+// same key with a different item answers that item 422. Keys of batch
+// items and Idempotency-Key headers are separate namespaces.
+//
+// A body with more items than the limit answers 413 naming `items`,
+// before any item is looked at.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
+func (c *ClientWithResponses) CreateSchedulesBatchWithResponse(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSchedulesBatchResponse, error) {
+	rsp, err := c.CreateSchedulesBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSchedulesBatchResponse(rsp)
+}
+
 // DeleteScheduleWithResponse Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8225,6 +8672,111 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSchedulesBatchResponse parses an HTTP response from a CreateSchedulesBatchWithResponse call
+func ParseCreateSchedulesBatchResponse(rsp *http.Response) (*CreateSchedulesBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSchedulesBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleBatchResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateSchedulesBatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateSchedulesBatchResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

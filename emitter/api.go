@@ -59,10 +59,40 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 // StartAt/EndAt, emits nothing. Fires of more than BackgroundThreshold events
 // are only recorded here; their events are written in the background.
 func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error {
-	if s.State != model.ScheduleActive && s.State != "" {
-		return nil
+	return e.SavedMany(ctx, []*model.Schedule{s}, [][]cron.Key{keys})
+}
+
+// SavedMany is Saved for many schedules saved together (a batch create):
+// keys[i] are the children keys of ss[i]. The fires of all of them are
+// emitted as one batch, and each partition's watermark is read once.
+func (e *Emitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
+	if len(keys) != len(ss) {
+		return fmt.Errorf("emitter: saved: %d schedules but %d key lists", len(ss), len(keys))
 	}
 	now := e.deps.Clock.Now()
+	watermarks := map[int]model.Watermark{}
+	var due []dueFire
+	for i, s := range ss {
+		if s.State != model.ScheduleActive && s.State != "" {
+			continue
+		}
+		var err error
+		if due, err = e.appendSavedDue(ctx, due, s, keys[i], now, watermarks); err != nil {
+			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
+		}
+	}
+	if _, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted}, now); err != nil {
+		if len(ss) == 1 {
+			return fmt.Errorf("emitter: saved %s: %w", ss[0].ID, err)
+		}
+		return fmt.Errorf("emitter: saved %d schedules: %w", len(ss), err)
+	}
+	return nil
+}
+
+// appendSavedDue appends the fires of s that Saved emits. watermarks caches
+// the partitions' watermarks within one call.
+func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Schedule, keys []cron.Key, now time.Time, watermarks map[int]model.Watermark) ([]dueFire, error) {
 	var times []time.Time
 	if s.IsOneOff() {
 		times = append(times, model.FireInstant(*s.RunAt))
@@ -70,7 +100,7 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 		if len(keys) == 0 {
 			// Every cron expression has children: none means the caller
 			// passed the wrong thing, and emitting nothing would be silent.
-			return fmt.Errorf("emitter: saved %s: no children keys for %q", s.ID, s.Cron)
+			return nil, fmt.Errorf("no children keys for %q", s.Cron)
 		}
 		own := make(map[cron.Key]struct{}, len(keys))
 		for _, k := range keys {
@@ -78,11 +108,14 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 		}
 		loc, err := e.location(s.Timezone)
 		if err != nil {
-			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
+			return nil, err
 		}
-		wm, err := e.deps.Store.WatermarkGet(ctx, s.Partition)
-		if err != nil {
-			return fmt.Errorf("emitter: saved %s: watermark: %w", s.ID, err)
+		wm, ok := watermarks[s.Partition]
+		if !ok {
+			if wm, err = e.deps.Store.WatermarkGet(ctx, s.Partition); err != nil {
+				return nil, fmt.Errorf("watermark: %w", err)
+			}
+			watermarks[s.Partition] = wm
 		}
 		horizon := now.Add(e.cfg.Lead + 2*e.cfg.Window)
 		if wm.Until.After(horizon) {
@@ -96,15 +129,10 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 		slices.SortFunc(times, time.Time.Compare)
 		times = slices.CompactFunc(times, time.Time.Equal)
 	}
-	due := make([]dueFire, 0, len(times))
 	for _, t := range times {
-		if !inRange(s, t) {
-			continue
+		if inRange(s, t) {
+			due = append(due, dueFire{s: s, t: t})
 		}
-		due = append(due, dueFire{s: s, t: t})
 	}
-	if _, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted}, now); err != nil {
-		return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
-	}
-	return nil
+	return due, nil
 }

@@ -83,6 +83,12 @@ type Config struct {
 	PreviewMax     int
 	// PageDefault is the page size of list calls without ?limit (default 100).
 	PageDefault int
+	// MaxBatchItems limits the items of one POST /v1/schedules/batch
+	// (default 1,000); more answer 413 naming items.
+	MaxBatchItems int
+	// MaxBatchBodyBytes limits the body of POST /v1/schedules/batch in
+	// place of MaxBodyBytes (default 8 MiB; at least MaxBodyBytes).
+	MaxBatchBodyBytes int64
 	// IdempotencyWait is how long a create that collides with a concurrent
 	// request carrying the same Idempotency-Key waits for the first one's
 	// answer (default 5s).
@@ -115,6 +121,9 @@ const (
 	DefaultMaxEventCount   = 1_000_000
 	DefaultMaxNameLen      = 200
 	DefaultMaxBodyBytes    = 1 << 20
+	// DefaultMaxBatchItems and DefaultMaxBatchBodyBytes bound a batch create.
+	DefaultMaxBatchItems     = 1000
+	DefaultMaxBatchBodyBytes = 8 << 20
 
 	// MinPriority and MaxPriority bound a schedule's priority.
 	MinPriority = -1000
@@ -166,6 +175,8 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.CatchUpLimit, time.Hour)
 	defaults.Set(&c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
 	defaults.Set(&c.DiskMinFreePercent, DefaultDiskMinFreePercent)
+	defaults.Set(&c.MaxBatchItems, DefaultMaxBatchItems)
+	defaults.Set(&c.MaxBatchBodyBytes, max(DefaultMaxBatchBodyBytes, c.MaxBodyBytes))
 	defaults.Set(&c.WrongTokens.Max, 60)
 	defaults.Set(&c.WrongTokens.Window, time.Minute)
 }
@@ -207,6 +218,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.PageDefault must be between 1 and 1000")
 	case c.WrongTokens.Window < 0:
 		return fmt.Errorf("master: Config.WrongTokens.Window must not be negative")
+	case c.MaxBatchItems < 1:
+		return fmt.Errorf("master: Config.MaxBatchItems must be at least 1")
+	case c.MaxBatchBodyBytes < c.MaxBodyBytes:
+		return fmt.Errorf("master: Config.MaxBatchBodyBytes (%d) must be at least MaxBodyBytes (%d)", c.MaxBatchBodyBytes, c.MaxBodyBytes)
 	case c.IdempotencyWait < 0:
 		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
 	case c.TenantWeight < 1 || c.TenantWeight > MaxTenantWeight:

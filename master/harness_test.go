@@ -218,6 +218,15 @@ func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.K
 	return nil
 }
 
+func (r *recEmitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
+	for i, s := range ss {
+		if err := r.Saved(ctx, s, keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *recEmitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error) {
 	r.mu.Lock()
 	r.triggers++

@@ -56,6 +56,12 @@ func newAPIKey() string {
 // rejecting unknown fields (the spec already did; this is the second line).
 func decodeBody(c echo.Context, v any) error {
 	raw, _ := c.Get(ctxRawBody).([]byte)
+	return decodeJSON(raw, v)
+}
+
+// decodeJSON decodes raw into v like decodeBody; field names in its errors
+// are relative to raw.
+func decodeJSON(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

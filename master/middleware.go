@@ -71,6 +71,7 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 					r.admin = true
 				}
 			}
+			r.batch = strings.EqualFold(op.OperationID, opCreateSchedulesBatch) // the embedded spec capitalises ids
 			out[method+" "+echoPath] = r
 		}
 	}
@@ -122,11 +123,15 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if r.ContentLength > s.cfg.MaxBodyBytes {
-			return tooLarge(s.cfg.MaxBodyBytes)
+		limit := s.cfg.MaxBodyBytes
+		if rt := s.routeOf(c); rt != nil && rt.batch {
+			limit = s.cfg.MaxBatchBodyBytes
+		}
+		if r.ContentLength > limit {
+			return tooLarge(limit)
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 		}
 		return next(c)
 	}
@@ -249,6 +254,15 @@ var validationOptions = &openapi3filter.Options{
 	AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 }
 
+// batchValidationOptions leave the body to the batch handler, which
+// validates each item on its own so that one bad item fails only itself.
+var batchValidationOptions = &openapi3filter.Options{
+	MultiError:          true,
+	SkipSettingDefaults: true,
+	ExcludeRequestBody:  true,
+	AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+}
+
 // validateRequest reads the body (bounded by limitBody), keeps it for the
 // handler and validates the request against the embedded spec.
 func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
@@ -294,6 +308,9 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 				Method: rt.method, Operation: rt.operation,
 			},
 			Options: validationOptions,
+		}
+		if rt.batch {
+			in.Options = batchValidationOptions
 		}
 		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 			return translateValidation(err)

@@ -78,6 +78,11 @@ func (s *Server) checkSchedulesQuota(ctx context.Context, tenantID string, r *te
 	if err != nil {
 		return err
 	}
+	return schedulesQuota(n, q)
+}
+
+// schedulesQuota refuses one more schedule to a tenant with n of quota q.
+func schedulesQuota(n, q int) error {
 	if n >= q {
 		return quotaProblem(http.StatusUnprocessableEntity, "maxSchedules",
 			"the tenant has "+strconv.Itoa(n)+" schedules, its maxSchedules quota ("+strconv.Itoa(q)+")")
@@ -104,6 +109,12 @@ func (s *Server) checkStoredQuota(ctx context.Context, tenantID string, r *tenan
 	if err != nil {
 		return err
 	}
+	return storedQuota(n, events, q)
+}
+
+// storedQuota refuses events more events to a tenant storing n (counted up
+// to q+1) of quota q.
+func storedQuota(n, events, q int) error {
 	if n+events <= q {
 		return nil
 	}

@@ -43,8 +43,10 @@ type Store interface {
 	APIKeyRevoke(ctx context.Context, tenantID, keyID string, at time.Time) error
 	IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) (*model.IdempotencyRecord, error)
 	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
+	IdempotencyPutMany(ctx context.Context, rs []*model.IdempotencyRecord) ([]*model.IdempotencyRecord, error)
 
 	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
+	ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error)
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error)
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
@@ -85,6 +87,9 @@ type Emitter interface {
 	// children keys the master compiled for s (schedule.Compiled.Keys), so
 	// that the expression is parsed once per request; nil for a one-off.
 	Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error
+	// SavedMany is Saved for the schedules of one batch create at once;
+	// keys[i] are the children keys of ss[i].
+	SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error
 }
 
 // Tokens releases and extends the tokens of events on behalf of their
@@ -214,4 +219,5 @@ type route struct {
 	public    bool            // security: [] (authorised by the release token)
 	admin     bool            // tagged admin: admin key only
 	query     map[string]bool // declared query parameters
+	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
 }

@@ -67,6 +67,11 @@ type TenantStore interface {
 	// IdempotencyPut stores r if no record has (TenantID, Key); otherwise it
 	// stores nothing and returns the existing record and ErrConflict.
 	IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) (*model.IdempotencyRecord, error)
+	// IdempotencyPutMany is IdempotencyPut for many records in one write
+	// (one commit where the store has transactions). existing has one entry
+	// per record: nil when it was stored, else the record that already has
+	// its (TenantID, Key) (also one earlier in rs), which stays.
+	IdempotencyPutMany(ctx context.Context, rs []*model.IdempotencyRecord) (existing []*model.IdempotencyRecord, err error)
 	// IdempotencyGet returns ErrNotFound if there is no record.
 	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
 	// IdempotencyDeleteBefore removes records created before t; returns how many.
@@ -91,6 +96,12 @@ type ChildrenFindParams struct {
 	Keys      []model.ChildKey
 }
 
+// ScheduleNew is one schedule of ScheduleCreateMany with its children.
+type ScheduleNew struct {
+	Schedule *model.Schedule
+	Children []model.Child
+}
+
 // ScheduleStore keeps schedules and their children.
 type ScheduleStore interface {
 	// ScheduleCreate stores s and its children. Children are written before
@@ -98,6 +109,16 @@ type ScheduleStore interface {
 	// the emitter ignores (no schedule) and ChildrenDeleteOrphans removes.
 	// ErrConflict if the id exists.
 	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
+	// ScheduleCreateMany stores many schedules with their children at once:
+	// one transaction (one commit) where the store has them, else bulk
+	// writes in the order ScheduleCreate describes. The result has one error
+	// per item: nil when it was stored, ErrConflict when its id exists
+	// (also an id repeated within items: the first one wins); an item that
+	// conflicts leaves nothing written. The error return is for the call:
+	// then no item is reported stored, though a store without transactions
+	// may have stored some of them (a retry with the same ids finds those
+	// as ErrConflict) and left orphan children.
+	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
 	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	// ScheduleGetMany returns the schedules with these ids that exist, in any

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -157,6 +158,47 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		}
 		return putSchedule(tx, sc)
 	})
+}
+
+// ScheduleCreateMany stores the items and their children in one
+// transaction; an item whose id exists gets model.ErrConflict and writes
+// nothing.
+func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
+	res := make([]error, len(items))
+	// Encoded before the transaction, which holds the one writer.
+	docs := make([][]byte, len(items))
+	for i, it := range items {
+		raw, err := json.Marshal(it.Schedule)
+		if err != nil {
+			return nil, wrap("schedule create many", fmt.Errorf("encode schedule %q: %w", it.Schedule.ID, err))
+		}
+		docs[i] = raw
+	}
+	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
+		b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
+		for i, it := range items {
+			res[i] = nil
+			id := []byte(it.Schedule.ID)
+			if b.Get(id) != nil {
+				res[i] = model.ErrConflict
+				continue
+			}
+			if err := putChildren(tx, it.Children); err != nil {
+				return err
+			}
+			if err := b.Put(id, docs[i]); err != nil {
+				return err
+			}
+			if err := bt.Put(strKey(it.Schedule.TenantID, it.Schedule.ID), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // ScheduleGet returns the tenant's schedule; model.ErrNotFound otherwise.

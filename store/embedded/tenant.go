@@ -151,6 +151,34 @@ func (s *Store) IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) 
 	return existing, err
 }
 
+// IdempotencyPutMany stores the records in one transaction, each unless
+// its (TenantID, Key) has a record.
+func (s *Store) IdempotencyPutMany(ctx context.Context, rs []*model.IdempotencyRecord) ([]*model.IdempotencyRecord, error) {
+	existing := make([]*model.IdempotencyRecord, len(rs))
+	err := s.batch(ctx, "idempotency put many", func(tx *bolt.Tx) error {
+		for i, r := range rs {
+			existing[i] = nil
+			key := strKey(r.TenantID, r.Key)
+			var old model.IdempotencyRecord
+			switch err := getJSON(tx, bIdempotency, key, &old); {
+			case err == nil:
+				existing[i] = &old
+				continue
+			case err != model.ErrNotFound:
+				return err
+			}
+			if err := putJSON(tx, bIdempotency, key, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
+}
+
 // IdempotencyGet returns model.ErrNotFound if there is no record.
 func (s *Store) IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error) {
 	var r model.IdempotencyRecord

@@ -61,6 +61,92 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 	return nil
 }
 
+// ScheduleCreateMany writes like ScheduleCreate, in bulk: ids that exist
+// are looked up at once, the children of the other items go in one unordered
+// insert, then their schedules in another. A schedule insert that loses to a
+// concurrent create of its id (duplicate key) has its children removed and
+// its item reports ErrConflict. On any other failure of the schedule insert
+// the call fails; schedules it did write stay (a retry with the same ids
+// finds them as conflicts).
+func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
+	res := make([]error, len(items))
+	ids := make([]string, 0, len(items))
+	first := make(map[string]bool, len(items))
+	for i, it := range items {
+		if first[it.Schedule.ID] {
+			res[i] = model.ErrConflict
+			continue
+		}
+		first[it.Schedule.ID] = true
+		ids = append(ids, it.Schedule.ID)
+	}
+	taken := make(map[string]bool)
+	for chunk := range slices.Chunk(ids, inBatch) {
+		docs, err := findAll[idOnly](ctx, s.schedules, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}},
+			options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return nil, fmt.Errorf("schedule create many (%d): %w", len(items), err)
+		}
+		for _, d := range docs {
+			taken[d.ID] = true
+		}
+	}
+	var (
+		todo     []int // indexes into items, in write order
+		children []model.Child
+		spans    [][2]int // todo[j]'s children are children[spans[j][0]:spans[j][1]]
+	)
+	for i, it := range items {
+		if res[i] != nil {
+			continue
+		}
+		if taken[it.Schedule.ID] {
+			res[i] = model.ErrConflict
+			continue
+		}
+		todo = append(todo, i)
+		spans = append(spans, [2]int{len(children), len(children) + len(it.Children)})
+		children = append(children, it.Children...)
+	}
+	if len(todo) == 0 {
+		return res, nil
+	}
+	childIDs, err := s.insertChildren(ctx, children)
+	if err != nil {
+		return nil, fmt.Errorf("schedule create many (%d): %w", len(items), err)
+	}
+	docs := make([]any, len(todo))
+	for j, i := range todo {
+		docs[j] = toScheduleDoc(items[i].Schedule)
+	}
+	_, err = s.schedules.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return res, nil
+	}
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
+	}
+	var lost []bson.ObjectID
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) || we.Index < 0 || we.Index >= len(todo) {
+			return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
+		}
+		res[todo[we.Index]] = model.ErrConflict
+		sp := spans[we.Index]
+		lost = append(lost, childIDs[sp[0]:sp[1]]...)
+	}
+	if err := s.deleteChildrenByID(context.WithoutCancel(ctx), lost); err != nil {
+		return nil, fmt.Errorf("schedule create many (%d): removing the children of conflicting items: %w", len(items), err)
+	}
+	return res, nil
+}
+
+// idOnly decodes a projection on _id.
+type idOnly struct {
+	ID string `bson:"_id"`
+}
+
 // insertChildren writes children with fresh ids in unordered batches and
 // returns the ids.
 func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]bson.ObjectID, error) {

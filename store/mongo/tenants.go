@@ -124,6 +124,39 @@ func (s *Store) IdempotencyPut(ctx context.Context, r *model.IdempotencyRecord) 
 	return existing, fmt.Errorf("idempotency put %q: %w", r.Key, model.ErrConflict)
 }
 
+// IdempotencyPutMany inserts the records in one unordered bulk insert; the
+// unique index decides, and the records of the duplicates are read back.
+func (s *Store) IdempotencyPutMany(ctx context.Context, rs []*model.IdempotencyRecord) ([]*model.IdempotencyRecord, error) {
+	existing := make([]*model.IdempotencyRecord, len(rs))
+	if len(rs) == 0 {
+		return existing, nil
+	}
+	docs := make([]any, len(rs))
+	for i, r := range rs {
+		docs[i] = toIdempotencyDoc(r)
+	}
+	_, err := s.idempotency.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return existing, nil
+	}
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return nil, fmt.Errorf("idempotency put many (%d): %w", len(rs), interpretError(err))
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) || we.Index < 0 || we.Index >= len(rs) {
+			return nil, fmt.Errorf("idempotency put many (%d): %w", len(rs), interpretError(err))
+		}
+		r := rs[we.Index]
+		old, gerr := s.IdempotencyGet(ctx, r.TenantID, r.Key)
+		if gerr != nil {
+			return nil, fmt.Errorf("idempotency put many: read existing: %w", gerr)
+		}
+		existing[we.Index] = old
+	}
+	return existing, nil
+}
+
 // IdempotencyGet returns ErrNotFound if there is no record.
 func (s *Store) IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error) {
 	var d idempotencyDoc

@@ -52,6 +52,57 @@ var scheduleTests = []namedTest{
 		_, err = d.ScheduleGet(ctx, "A", "nope")
 		requireIs(t, err, model.ErrNotFound, "ScheduleGet unknown")
 	}},
+	{"CreateMany", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		w1 := model.ChildKey{LaunchExpression: "W:1:3", Minute: 0}
+		old := newSchedule("A", "old")
+		old.Name = "kept"
+		createSchedule(t, d, old, childrenOf(old, h3))
+
+		s1, s2 := newSchedule("A", "m1"), newSchedule("A", "m2")
+		s2.Cron, s2.RunAt = "", ptr(at(time.Minute))
+		taken := newSchedule("A", "old") // exists: writes nothing
+		taken.Timezone = "UTC"
+		again := newSchedule("A", "m1") // repeated within the call: the first wins
+		again.Name = "second"
+		res, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{
+			{Schedule: s1, Children: childrenOf(s1, h3, w1)},
+			{Schedule: taken, Children: childrenOf(taken, w1)},
+			{Schedule: s2},
+			{Schedule: again, Children: childrenOf(again, h3)},
+		})
+		requireNoError(t, err, "ScheduleCreateMany")
+		requireEqual(t, len(res), 4, "results")
+		requireNoError(t, res[0], "result m1")
+		requireIs(t, res[1], model.ErrConflict, "result of an existing id")
+		requireNoError(t, res[2], "result m2")
+		requireIs(t, res[3], model.ErrConflict, "result of a repeated id")
+
+		got, err := d.ScheduleGet(ctx, "A", "m1")
+		requireNoError(t, err, "ScheduleGet m1")
+		requireEqual(t, got.Name, s1.Name, "m1 Name")
+		got, err = d.ScheduleGet(ctx, "A", "m2")
+		requireNoError(t, err, "ScheduleGet m2")
+		requireTimePtr(t, got.RunAt, s2.RunAt, "m2 RunAt")
+		got, err = d.ScheduleGet(ctx, "A", "old")
+		requireNoError(t, err, "ScheduleGet old")
+		requireEqual(t, got.Name, "kept", "Name of the existing schedule")
+		requireEqual(t, got.Timezone, old.Timezone, "Timezone of the existing schedule")
+
+		tzs, err := d.ChildTimezones(ctx)
+		requireNoError(t, err, "ChildTimezones")
+		requireIDs(t, tzs, []string{old.Timezone}, "timezones (none from the conflicting item)")
+		ch, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: old.Timezone, Keys: []model.ChildKey{h3, w1}})
+		requireNoError(t, err, "ChildrenFind")
+		requireIDs(t, childStrings(ch), []string{
+			"m1/v1/p0/Europe/Berlin/H:3/0", "m1/v1/p0/Europe/Berlin/W:1:3/0", "old/v1/p0/Europe/Berlin/H:3/0",
+		}, "children")
+
+		res, err = d.ScheduleCreateMany(ctx, nil)
+		requireNoError(t, err, "ScheduleCreateMany of nothing")
+		requireEqual(t, len(res), 0, "results of nothing")
+	}},
 	{"CreateOneOff", func(t *testing.T, d store.Driver) {
 		s := newSchedule("A", "once")
 		s.Cron = ""

@@ -1,0 +1,175 @@
+package master_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/store/embedded"
+)
+
+// BenchmarkBatchIntake measures one-off jobs created per second through
+// POST /v1/schedules/batch: the real HTTP API on 127.0.0.1, the embedded
+// store on disk and the real emitter (each one-off's fire and event are
+// written on save). One operation is one batch of batchSize items; clients
+// batches are in flight at once.
+//
+// On 2 shared cores it measures a few thousand jobs/s, bound by the
+// emission of each one-off's fire (its own fire write) and the fsync of
+// every commit; see the NoEmitter case for the intake alone.
+//
+//	go test -run '^$' -bench BatchIntake -benchtime 20x ./master/
+func BenchmarkBatchIntake(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		clients int
+		keyed   bool
+		emit    bool
+	}{
+		{"NoKeys", 4, false, true},
+		{"IdempotencyKeys", 4, true, true},
+		{"NoKeys16Clients", 16, false, true},
+		// Without an emitter: the intake alone (validation, one store
+		// write), not the writing of each one-off's fire and event.
+		{"NoKeysNoEmitter", 4, false, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchBatchIntake(b, 1000, bc.clients, bc.keyed, bc.emit) })
+	}
+}
+
+func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	em, err := emitter.New(emitter.Config{Partitions: 4, Owner: "bench"}, emitter.Deps{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	deps := master.Deps{Store: st, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()}
+	if emit {
+		deps.Emitter = em
+	}
+	srv, err := master.New(master.Config{AdminKey: testAdminKey, Partitions: 4}, deps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	key := benchTenantKey(b, hc, ts.URL)
+
+	runAt := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	body := func(batch int) []byte {
+		var buf bytes.Buffer
+		buf.WriteString(`{"items":[`)
+		for i := range batchSize {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			k := ""
+			if keyed {
+				k = fmt.Sprintf(`"idempotencyKey":"b%d-%d",`, batch, i)
+			}
+			fmt.Fprintf(&buf, `{%s"name":"job-%d-%d","runAt":"%s","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":%d}}`,
+				k, batch, i, runAt, i)
+		}
+		buf.WriteString(`]}`)
+		return buf.Bytes()
+	}
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		bodies[i] = body(i)
+	}
+	work := make(chan []byte)
+	errs := make(chan error, clients)
+	b.ResetTimer()
+	for range clients {
+		go func() {
+			for p := range work {
+				if err := postBench(hc, ts.URL, key, p, batchSize); err != nil {
+					errs <- err
+					for range work {
+					}
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for _, p := range bodies {
+		work <- p
+	}
+	close(work)
+	for range clients {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func postBench(hc *http.Client, url, key string, body []byte, want int) error {
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/schedules/batch", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %.300s", resp.StatusCode, raw)
+	}
+	var out struct{ Created int }
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return err
+	}
+	if out.Created != want {
+		return fmt.Errorf("created %d of %d: %.300s", out.Created, want, raw)
+	}
+	return nil
+}
+
+// benchTenantKey creates a tenant and returns its API key.
+func benchTenantKey(b *testing.B, hc *http.Client, url string) string {
+	b.Helper()
+	admin, err := client.NewClientWithResponses(url, client.WithHTTPClient(hc),
+		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+testAdminKey)
+			return nil
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := admin.CreateTenantWithResponse(context.Background(), nil, client.TenantCreate{Name: "bench"})
+	if err != nil || tr.JSON201 == nil {
+		b.Fatalf("create tenant: %v %s", err, tr.Body)
+	}
+	kr, err := admin.CreateAPIKeyWithResponse(context.Background(), tr.JSON201.Id, nil)
+	if err != nil || kr.JSON201 == nil {
+		b.Fatalf("create key: %v %s", err, kr.Body)
+	}
+	return kr.JSON201.Key
+}
