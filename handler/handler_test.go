@@ -3,6 +3,7 @@ package handler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,13 +25,19 @@ type receipt struct {
 }
 
 type recorder struct {
+	// now stamps receipts; nil is the real clock.
+	now  func() time.Time
 	mu   sync.Mutex
 	list []receipt
 }
 
 func (r *recorder) add(m delivery.Message) {
+	at := time.Now()
+	if r.now != nil {
+		at = r.now()
+	}
 	r.mu.Lock()
-	r.list = append(r.list, receipt{m, time.Now()})
+	r.list = append(r.list, receipt{m, at})
 	r.mu.Unlock()
 }
 
@@ -115,21 +122,41 @@ func TestFakeClockTimer(t *testing.T) {
 
 func TestRetries(t *testing.T) {
 	t.Run("BackoffThenSuccess", func(t *testing.T) {
+		const backoff = 100 * time.Millisecond
 		st := openStore(t)
+		// The fake clock moves only when the test advances it: a retry
+		// cannot come before its backoff unless it was scheduled too early.
+		clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC))
 		var calls atomic.Int64
-		rec := &recorder{}
+		rec := &recorder{now: clock.Now}
 		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
 			rec.add(m)
 			if calls.Add(1) <= 2 {
 				http.Error(w, "boom", http.StatusInternalServerError)
 			}
 		})
-		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: time.Now(), maxAttempts: 5})
+		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: clock.Now(), maxAttempts: 5})
 		insert(t, st, evs)
-		var retried atomic.Int64
-		startHandler(t, handler.Config{Backoff: func(a int) time.Duration { retried.Add(1); return 100 * time.Millisecond }, PrefetchInterval: 50 * time.Millisecond},
-			handler.Deps{Store: st, Shards: allShards(1),
+		var log attemptLog
+		h := startHandler(t, handler.Config{Backoff: func(int) time.Duration { return backoff }, PrefetchInterval: 50 * time.Millisecond},
+			handler.Deps{Store: st, Shards: allShards(1), Clock: clock, Hooks: handler.Hooks{Attempted: log.hook},
 				Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		for i := 1; i <= 2; i++ {
+			waitFor(t, 10*time.Second, fmt.Sprintf("attempt %d written", i), func() bool { return log.len() == i })
+			e := statusOf(t, st, evs[0].ID)
+			// Retrying, or scheduled again by the handler's own prefetch.
+			if want := clock.Now().Add(backoff); e.Attempts != i || !e.LaunchAt.Equal(want) {
+				t.Fatalf("after failed attempt %d: %d attempts, next at %v; want %d at %v", i, e.Attempts, e.LaunchAt, i, want)
+			}
+			if err := h.Prefetch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the retry in the timer heap", func() bool { return h.Scheduled() == 1 })
+			if n := rec.len(); n != i {
+				t.Fatalf("%d receipts before the backoff of attempt %d was over, want %d", n, i, i)
+			}
+			clock.Advance(backoff)
+		}
 		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
 		e := statusOf(t, st, evs[0].ID)
 		// Attempts counts every attempt, the successful third one included.
@@ -140,8 +167,10 @@ func TestRetries(t *testing.T) {
 		if len(rs) != 3 || rs[2].msg.Attempt != 3 {
 			t.Fatalf("receipts %d, last attempt %d", len(rs), rs[len(rs)-1].msg.Attempt)
 		}
-		if gap := rs[1].at.Sub(rs[0].at); gap < 100*time.Millisecond {
-			t.Fatalf("retry after %s, before the backoff", gap)
+		for i := 1; i < 3; i++ {
+			if gap := rs[i].at.Sub(rs[i-1].at); gap != backoff {
+				t.Fatalf("attempt %d came %s after the one before, want the backoff, %s", i+1, gap, backoff)
+			}
 		}
 	})
 
@@ -163,7 +192,8 @@ func TestRetries(t *testing.T) {
 
 	t.Run("RetryAfterIsHonouredAndNotCounted", func(t *testing.T) {
 		st := openStore(t)
-		rec := &recorder{}
+		clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC))
+		rec := &recorder{now: clock.Now}
 		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
 			rec.add(m)
 			if rec.len() <= 2 {
@@ -171,10 +201,28 @@ func TestRetries(t *testing.T) {
 				w.WriteHeader([]int{http.StatusTooManyRequests, http.StatusServiceUnavailable}[rec.len()-1])
 			}
 		})
-		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: time.Now(), maxAttempts: 1})
+		evs := makeEvents(1, evOpts{schedule: "s1", url: srv.URL, launch: clock.Now(), maxAttempts: 1})
 		insert(t, st, evs)
-		startHandler(t, handler.Config{Backoff: fastBackoff, PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		var log attemptLog
+		h := startHandler(t, handler.Config{Backoff: fastBackoff, PrefetchInterval: 50 * time.Millisecond},
+			handler.Deps{Store: st, Shards: allShards(1), Clock: clock, Hooks: handler.Hooks{Attempted: log.hook},
+				Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		for i := 1; i <= 2; i++ {
+			waitFor(t, 10*time.Second, fmt.Sprintf("attempt %d written", i), func() bool { return log.len() == i })
+			e := statusOf(t, st, evs[0].ID)
+			// Retrying, or scheduled again by the handler's own prefetch.
+			if want := clock.Now().Add(time.Second); e.Status.Finished() || !e.LaunchAt.Equal(want) {
+				t.Fatalf("after Retry-After answer %d: %s, next attempt at %v; want one at %v", i, e.Status, e.LaunchAt, want)
+			}
+			if err := h.Prefetch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the retry in the timer heap", func() bool { return h.Scheduled() == 1 })
+			if n := rec.len(); n != i {
+				t.Fatalf("%d receipts before the Retry-After of answer %d was over, want %d", n, i, i)
+			}
+			clock.Advance(time.Second)
+		}
 		// maxAttempts 1: a counted failure would make it dead.
 		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
 		rs := rec.all()
@@ -182,7 +230,7 @@ func TestRetries(t *testing.T) {
 			t.Fatalf("%d receipts, want 3", len(rs))
 		}
 		for i := 1; i < 3; i++ {
-			if gap := rs[i].at.Sub(rs[i-1].at); gap < time.Second {
+			if gap := rs[i].at.Sub(rs[i-1].at); gap != time.Second {
 				t.Fatalf("attempt %d came %s after a Retry-After of 1s", i+1, gap)
 			}
 			if rs[i].msg.Attempt != 1 {
