@@ -367,33 +367,50 @@ func TestThrottled(t *testing.T) {
 	})
 
 	t.Run("ExtendKeepsTheToken", func(t *testing.T) {
+		const timeout, beat = 300 * time.Millisecond, 200 * time.Millisecond
+		ctx := context.Background()
 		st := openStore(t)
-		createPolicy(t, st, &model.Policy{ID: "ext", MaxInFlight: 1, TokenTimeout: 300 * time.Millisecond})
-		var h atomic.Pointer[handler.Handler] // set once started; the consumer releases through it
-		srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
-			go func() {
-				// Heartbeat: extend twice, then release.
-				for range 2 {
-					time.Sleep(200 * time.Millisecond)
-					e, _ := st.EventGetByID(context.Background(), m.EventID)
-					if err := throttle.Extend(context.Background(), st, e, time.Now().Add(300*time.Millisecond), time.Now()); err != nil {
-						t.Errorf("extend: %v", err)
-					}
-				}
-				e, _ := st.EventGetByID(context.Background(), m.EventID)
-				if ok, err := throttleOf(h.Load()).Release(context.Background(), e, time.Now()); !ok || err != nil {
-					t.Errorf("release after extend = %v, %v", ok, err)
-				}
-			}()
-		})
-		evs := makeEvents(1, evOpts{schedule: "s1", policy: "ext", url: srv.URL, launch: time.Now()})
+		clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC))
+		createPolicy(t, st, &model.Policy{ID: "ext", MaxInFlight: 1, TokenTimeout: timeout})
+		srv := consumer(t, func(delivery.Message, http.ResponseWriter, *http.Request) {})
+		evs := makeEvents(1, evOpts{schedule: "s1", policy: "ext", url: srv.URL, launch: clock.Now()})
 		insert(t, st, evs)
-		h.Store(startHandler(t, handler.Config{ReclaimInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: allShards(1),
-			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}}))
-		waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
-		p, _ := st.PolicyGetByID(context.Background(), "ext")
-		if e := statusOf(t, st, evs[0].ID); e.TokenTimedOut || p.TimedOut != 0 {
-			t.Fatalf("an extended token timed out (TimedOut %d)", p.TimedOut)
+		var log attemptLog
+		h := startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1), Clock: clock,
+			Hooks:      handler.Hooks{Attempted: log.hook},
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+		waitFor(t, 10*time.Second, "the delivery written", func() bool { return log.len() == 1 })
+		// Heartbeats every beat extend the token by timeout; a reclaim
+		// after each, once the expiry that the token had before it passed,
+		// must leave the token alone.
+		for i := 1; i <= 2; i++ {
+			clock.Advance(beat)
+			e := statusOf(t, st, evs[0].ID)
+			before := *e.TokenExpiresAt
+			if err := throttle.Extend(ctx, st, e, clock.Now().Add(timeout), clock.Now()); err != nil {
+				t.Fatalf("extend %d: %v", i, err)
+			}
+			clock.Advance(beat)
+			if !clock.Now().After(before) {
+				t.Fatalf("heartbeat %d: the clock %v is not past the old expiry %v", i, clock.Now(), before)
+			}
+			if err := h.Reclaim(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e = statusOf(t, st, evs[0].ID)
+			p, _ := st.PolicyGetByID(ctx, "ext")
+			if e.Status != model.EventDelivered || e.TokenTimedOut || p.TimedOut != 0 || p.InUse != 1 {
+				t.Fatalf("after heartbeat %d and a reclaim: %s, timed out %v, policy TimedOut %d InUse %d; want the token kept",
+					i, e.Status, e.TokenTimedOut, p.TimedOut, p.InUse)
+			}
+		}
+		e := statusOf(t, st, evs[0].ID)
+		if ok, err := throttleOf(h).Release(ctx, e, clock.Now()); !ok || err != nil {
+			t.Fatalf("release after extend = %v, %v", ok, err)
+		}
+		p, _ := st.PolicyGetByID(ctx, "ext")
+		if e := statusOf(t, st, evs[0].ID); e.Status != model.EventReleased || e.TokenTimedOut || p.TimedOut != 0 || p.InUse != 0 {
+			t.Fatalf("after release: %s, timed out %v, policy TimedOut %d InUse %d", e.Status, e.TokenTimedOut, p.TimedOut, p.InUse)
 		}
 	})
 }
