@@ -417,25 +417,42 @@ func TestThrottled(t *testing.T) {
 
 func TestShardLost(t *testing.T) {
 	st := openStore(t)
-	rec := &recorder{}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC))
+	rec := &recorder{now: clock.Now}
 	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) })
-	evs := makeEvents(10, evOpts{schedule: "s1", url: srv.URL, launch: time.Now().Add(time.Second)})
+	evs := makeEvents(10, evOpts{schedule: "s1", url: srv.URL, launch: clock.Now().Add(time.Second)})
 	insert(t, st, evs)
 	sh := allShards(1)
-	h := startHandler(t, handler.Config{PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: sh,
+	var log attemptLog
+	h := startHandler(t, handler.Config{PrefetchInterval: 50 * time.Millisecond}, handler.Deps{Store: st, Shards: sh, Clock: clock,
+		Hooks:      handler.Hooks{Attempted: log.hook},
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
 	waitFor(t, 2*time.Second, "claimed", func() bool { return h.Scheduled() == 10 })
 	sh.set(0)
 	waitFor(t, 2*time.Second, "dropped", func() bool { return h.Scheduled() == 0 })
-	time.Sleep(1200 * time.Millisecond)
-	if rec.len() != 0 {
-		t.Fatalf("%d events delivered for a shard no longer owned", rec.len())
-	}
+	// Their launch time passes while the shard is not owned.
+	clock.Advance(2 * time.Second)
 	// The shard comes back under a newer fence: the events are claimed again.
 	sh.set(2)
+	// Taken over after their launch time, they wait out the takeover grace.
+	waitFor(t, 5*time.Second, "claimed again", func() bool { return h.Scheduled() == 10 })
+	if n := rec.len(); n != 0 {
+		t.Fatalf("%d events delivered for a shard no longer owned", n)
+	}
+	clock.Advance(h.Config().TakeoverGrace)
 	waitFor(t, 5*time.Second, "released", func() bool { return allIn(t, st, evs, model.EventReleased) })
+	// Stop drains: every attempt made has been reported.
+	h.Stop()
 	if rec.len() != 10 {
 		t.Fatalf("%d deliveries, want 10", rec.len())
+	}
+	for _, a := range log.all() {
+		if a.event.Fence != 2 {
+			t.Errorf("event %s delivered under fence %d, a shard no longer owned", a.event.ID, a.event.Fence)
+		}
+	}
+	if n := log.len(); n != 10 {
+		t.Fatalf("%d attempts reported, want 10", n)
 	}
 }
 
