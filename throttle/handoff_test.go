@@ -59,7 +59,7 @@ func testReleaseHandsTokenToLocalBucket(t *testing.T) {
 	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
-	waitFor(t, 5*time.Second, "two dispatched", func() bool { return dispatched() == 2 })
+	waitFor(t, 5*time.Second, "two dispatched", func() bool { return dispatched() >= 2 })
 	// Every goroutine of the bubble blocked: the bucket is starved.
 	synctest.Wait()
 	if d := dispatched(); d != 2 {
@@ -247,7 +247,7 @@ func testReleaseStartsNextInSameCall(t *testing.T) {
 	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
-	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) == 1 })
+	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) >= 1 })
 	// The bucket has taken the one token and waits for a release.
 	synctest.Wait()
 	if n := len(dispatched()); n != 1 {
@@ -291,6 +291,8 @@ func testReleaseStartsNextInSameCall(t *testing.T) {
 	if n := inUse(t, mem, "p"); n != 1 {
 		t.Fatalf("InUse %d, want 1", n)
 	}
+	// A lost release that still started the event it took would have
+	// dispatched it before every goroutine of the bubble blocked.
 	synctest.Wait()
 	if d := dispatched(); len(d) != 2 {
 		t.Fatalf("%d dispatched after a lost release, want 2", len(d))
