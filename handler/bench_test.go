@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -110,6 +111,36 @@ func BenchmarkLatenessSteady1000(b *testing.B) {
 		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 		b.Logf("lateness at 1,000 events/s over %d events: p50 %s p99 %s max %s (min %s)", n, p50, p99, worst, late[0])
+	}
+}
+
+// BenchmarkFireLatenessHTTP: 40 events launched over 400 ms to a consumer
+// over HTTP on 127.0.0.1; lateness = receipt minus launch time.
+func BenchmarkFireLatenessHTTP(b *testing.B) {
+	const n = 40
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		rec := &recorder{}
+		srv := consumer(b, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) { rec.add(m) })
+		evs := makeEvents(n, evOpts{schedule: "s", url: srv.URL, launch: time.Now().Add(500 * time.Millisecond), spread: 400 * time.Millisecond})
+		insert(b, st, evs)
+		launch := map[string]time.Time{}
+		for _, e := range evs {
+			launch[e.ID] = e.LaunchAt
+		}
+		b.StartTimer()
+		startHandler(b, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(b, 5*time.Second)}})
+		waitFor(b, time.Minute, "all delivered", func() bool { return rec.len() == n })
+		b.StopTimer()
+		late := make([]time.Duration, 0, n)
+		for _, r := range rec.all() {
+			late = append(late, r.at.Sub(launch[r.msg.EventID]))
+		}
+		p50, worst := percentile(late, 0.5), percentile(late, 1)
+		b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 	}
 }
 

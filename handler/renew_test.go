@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
@@ -37,7 +39,11 @@ func TestLateSendRenewsToken(t *testing.T) {
 	const timeout, renewAfter, delay = time.Minute, 100 * time.Millisecond, 400 * time.Millisecond
 	base := openStore(t)
 	createPolicy(t, base, &model.Policy{ID: "pol", MaxInFlight: 4, TokenTimeout: timeout})
-	st := &lateStart{Store: base, after: func([]store.EventTransition, []error) { time.Sleep(delay) }}
+	// The first start write takes delay on the fake clock; nothing else
+	// moves it, so every send and receipt happens at t0+delay.
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC))
+	var slow sync.Once
+	st := &lateStart{Store: base, after: func([]store.EventTransition, []error) { slow.Do(func() { clock.Advance(delay) }) }}
 	type got struct {
 		m  delivery.Message
 		at time.Time
@@ -46,12 +52,12 @@ func TestLateSendRenewsToken(t *testing.T) {
 	var seen []got
 	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
-		seen = append(seen, got{m, time.Now()})
+		seen = append(seen, got{m, clock.Now()})
 		mu.Unlock()
 	})
-	evs := makeEvents(4, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
+	evs := makeEvents(4, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: clock.Now()})
 	insert(t, base, evs)
-	startHandler(t, handler.Config{TokenRenewAfter: renewAfter}, handler.Deps{Store: st, Shards: allShards(1),
+	startHandler(t, handler.Config{TokenRenewAfter: renewAfter}, handler.Deps{Store: st, Shards: allShards(1), Clock: clock,
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
 	waitFor(t, 10*time.Second, "all delivered", func() bool { return allIn(t, base, evs, model.EventDelivered) })
 
@@ -62,10 +68,9 @@ func TestLateSendRenewsToken(t *testing.T) {
 	}
 	for _, g := range seen {
 		exp := g.m.Release.ExpiresAt
-		// Without the renewal about delay less is left; half of it is
-		// room for the send itself on a loaded machine.
-		if left := exp.Sub(g.at); left < timeout-delay/2 {
-			t.Errorf("event %s reached the consumer with %s of its %s token left", g.m.EventID, left, timeout)
+		// Without the renewal delay less would be left.
+		if left := exp.Sub(g.at); left != timeout {
+			t.Errorf("event %s reached the consumer with %s of its %s token left, want all of it", g.m.EventID, left, timeout)
 		}
 		if stored := statusOf(t, base, g.m.EventID).TokenExpiresAt; stored == nil || !stored.Equal(exp) {
 			t.Errorf("event %s: message says the token expires at %v, the store %v", g.m.EventID, exp, stored)

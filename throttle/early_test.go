@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
@@ -18,9 +19,13 @@ import (
 type gatedStore struct {
 	*throttletest.MemStore
 	gate    chan struct{}
+	opened  sync.Once
 	mu      sync.Mutex
 	blocked int
 }
+
+// open lets the held-back calls through; safe to call twice.
+func (g *gatedStore) open() { g.opened.Do(func() { close(g.gate) }) }
 
 func (g *gatedStore) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	if len(ts) == 2 && ts[1].RequiresPrevious {
@@ -55,6 +60,8 @@ func earlySetup(t *testing.T, n int) (*gatedStore, *throttle.Throttle, func() []
 		got = append(got, its...)
 		mu.Unlock()
 	}, nil)
+	// A failed test must not leave calls held back.
+	t.Cleanup(st.open)
 	thr.Enqueue(items...)
 	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
 	waitFor(t, 5*time.Second, "first dispatched", func() bool { return len(dispatched()) == 1 })
@@ -99,6 +106,10 @@ func closed(c <-chan struct{}) bool {
 // own release, made meanwhile, waits for it too, and a second release of the
 // first event hands out nothing more.
 func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
+	synctest.Test(t, testEarlyDispatchSendsBeforeCommit)
+}
+
+func testEarlyDispatchSendsBeforeCommit(t *testing.T) {
 	ctx := context.Background()
 	st, thr, dispatched, first := earlySetup(t, 3)
 
@@ -139,6 +150,11 @@ func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
 		ok, err := thr.Release(ctx, first, time.Now())
 		relAgain <- result{ok, err}
 	}()
+	// Once every goroutine of the bubble is blocked, the first release
+	// waits in its commit and the other two behind the event slots that it
+	// holds (they never reach the store): whatever was going to return
+	// without the commit has returned.
+	synctest.Wait()
 	select {
 	case r := <-rel:
 		t.Fatalf("release returned %v before its commit", r)
@@ -146,10 +162,13 @@ func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
 		t.Fatalf("release of the next event returned %v before its start was written", r)
 	case r := <-relAgain:
 		t.Fatalf("second release returned %v while the first was being written", r)
-	case <-time.After(100 * time.Millisecond):
+	default:
+	}
+	if n := st.waiting(); n != 1 {
+		t.Fatalf("%d release-and-start commits waiting, want 1", n)
 	}
 
-	close(st.gate)
+	st.open()
 	if r := <-rel; !r.ok || r.err != nil {
 		t.Fatalf("release: %v, %v", r.ok, r.err)
 	}
@@ -167,7 +186,7 @@ func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
 	if d := dispatched(); d[2].Event.ID == d[1].Event.ID || d[2].Event.ID == first.ID {
 		t.Fatalf("third dispatch is %s again", d[2].Event.ID)
 	}
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if n := len(dispatched()); n != 3 {
 		t.Fatalf("%d dispatched, want 3 (one per token hand-over)", n)
 	}
@@ -182,6 +201,10 @@ func TestEarlyDispatchSendsBeforeCommit(t *testing.T) {
 // An event whose delivery outcome is not written yet (still delivering) is
 // released the usual way: the next event goes only after the commit.
 func TestEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
+	synctest.Test(t, testEarlyDispatchWaitsForDeliveredStatus)
+}
+
+func testEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
 	ctx := context.Background()
 	st, thr, dispatched, first := earlySetup(t, 2)
 	backToDelivering(t, st, first)
@@ -194,11 +217,13 @@ func TestEarlyDispatchWaitsForDeliveredStatus(t *testing.T) {
 		done <- ok
 	}()
 	waitFor(t, 5*time.Second, "commit reached", func() bool { return st.waiting() == 1 })
-	time.Sleep(50 * time.Millisecond)
+	// An early send would come before the commit: by the time every
+	// goroutine of the bubble blocks, it would have been dispatched.
+	synctest.Wait()
 	if n := len(dispatched()); n != 1 {
 		t.Fatalf("%d dispatched before the commit, want 1: a delivering event must not be released early", n)
 	}
-	close(st.gate)
+	st.open()
 	if !<-done {
 		t.Fatal("release lost")
 	}
@@ -233,7 +258,7 @@ func TestEarlyDispatchAfterReportedDelivery(t *testing.T) {
 		t.Fatalf("delivered write: %v %v", err, res)
 	}
 	thr.OutcomeWritten(first.ID)
-	close(st.gate)
+	st.open()
 	if !<-done {
 		t.Fatal("release lost to the delivered write")
 	}

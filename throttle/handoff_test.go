@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
@@ -35,6 +36,10 @@ func (c *countingStore) PolicyAcquireTokens(ctx context.Context, policyID string
 // the next waiting event without writing InUse; the bound holds throughout,
 // and once nothing waits, tokens go back to the store.
 func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
+	synctest.Test(t, testReleaseHandsTokenToLocalBucket)
+}
+
+func testReleaseHandsTokenToLocalBucket(t *testing.T) {
 	ctx := context.Background()
 	mem := throttletest.NewMemStore()
 	st := &countingStore{MemStore: mem}
@@ -54,8 +59,9 @@ func TestReleaseHandsTokenToLocalBucket(t *testing.T) {
 	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
-	waitFor(t, 5*time.Second, "two dispatched", func() bool { return dispatched() == 2 })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, 5*time.Second, "two dispatched", func() bool { return dispatched() >= 2 })
+	// Every goroutine of the bubble blocked: the bucket is starved.
+	synctest.Wait()
 	if d := dispatched(); d != 2 {
 		t.Fatalf("%d dispatched with maxInFlight 2", d)
 	}
@@ -217,6 +223,10 @@ func (c *callStore) EventTransition(ctx context.Context, ts []store.EventTransit
 // with RequiresPrevious); if that start loses, the token goes to the next
 // event; if the release loses, the event it took goes back to the queue.
 func TestReleaseStartsNextInSameCall(t *testing.T) {
+	synctest.Test(t, testReleaseStartsNextInSameCall)
+}
+
+func testReleaseStartsNextInSameCall(t *testing.T) {
 	ctx := context.Background()
 	mem := throttletest.NewMemStore()
 	st := &callStore{countingStore: &countingStore{MemStore: mem}}
@@ -237,8 +247,12 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 	}, nil)
 	thr.Enqueue(items...)
 	dispatched := func() []throttle.Item { mu.Lock(); defer mu.Unlock(); return append([]throttle.Item(nil), got...) }
-	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) == 1 })
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, 5*time.Second, "one dispatched", func() bool { return len(dispatched()) >= 1 })
+	// The bucket has taken the one token and waits for a release.
+	synctest.Wait()
+	if n := len(dispatched()); n != 1 {
+		t.Fatalf("%d dispatched with maxInFlight 1", n)
+	}
 	get := func(id string) *model.Event {
 		t.Helper()
 		e, err := mem.EventGetByID(ctx, id)
@@ -277,7 +291,9 @@ func TestReleaseStartsNextInSameCall(t *testing.T) {
 	if n := inUse(t, mem, "p"); n != 1 {
 		t.Fatalf("InUse %d, want 1", n)
 	}
-	time.Sleep(20 * time.Millisecond)
+	// A lost release that still started the event it took would have
+	// dispatched it before every goroutine of the bubble blocked.
+	synctest.Wait()
 	if d := dispatched(); len(d) != 2 {
 		t.Fatalf("%d dispatched after a lost release, want 2", len(d))
 	}

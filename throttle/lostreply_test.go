@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
@@ -124,8 +125,14 @@ func (s *slowReads) PolicyGetByID(ctx context.Context, id string) (*model.Policy
 // reconciliation's readings is not taken for a leak: the readings are
 // spaced by the store's own latency, so the late return shows up as motion.
 // With fixed 10 ms pauses the repair lowered InUse before the return
-// landed, and InUse ended one below the tokens held.
+// landed, and InUse ended one below the tokens held. It runs in a synctest
+// bubble: the store's delays, the settle pauses and the late return are
+// instants of one fake clock, so they fall in the same order on every run.
 func TestReconcileWaitsOutSlowStore(t *testing.T) {
+	synctest.Test(t, testReconcileWaitsOutSlowStore)
+}
+
+func testReconcileWaitsOutSlowStore(t *testing.T) {
 	ctx := context.Background()
 	mem := throttletest.NewMemStore()
 	newPolicy(t, mem, "p", 10, time.Minute)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
@@ -113,6 +114,15 @@ func runThrottle(t *testing.T, thr *throttle.Throttle, dispatch func([]throttle.
 		close(done)
 		<-pumped
 	})
+}
+
+// runInBubble runs f as subtest name in a synctest bubble: its clock is
+// fake, and synctest.Wait tells when every goroutine it started is blocked,
+// that is when the throttle has done all it will do without a wake-up or
+// a timer.
+func runInBubble(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { synctest.Test(t, f) })
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -326,7 +336,7 @@ func TestBucket(t *testing.T) {
 		}
 	})
 
-	t.Run("ReleaseWakesNextEventWithoutPolling", func(t *testing.T) {
+	runInBubble(t, "ReleaseWakesNextEventWithoutPolling", func(t *testing.T) {
 		st := throttletest.NewMemStore()
 		newPolicy(t, st, "p", 1, time.Minute)
 		got := make(chan *model.Event, 10)
@@ -337,20 +347,25 @@ func TestBucket(t *testing.T) {
 		}, nil)
 		thr.Enqueue(scheduledEvents(t, st, "p", "s", 2, 1)...)
 		first := <-got
+		// Every goroutine of the bubble is blocked: the bucket has done
+		// all it can with the one token.
+		synctest.Wait()
 		select {
 		case e := <-got:
 			t.Fatalf("%s dispatched while the only token was out", e.ID)
-		case <-time.After(100 * time.Millisecond):
+		default:
+		}
+		if n := holding(t, st, "p"); n != 1 {
+			t.Fatalf("%d events hold tokens while the only token is out, want 1", n)
 		}
 		cur, _ := st.EventGetByID(ctx, first.ID)
 		if ok, err := throttle.Release(ctx, st, cur, time.Now()); !ok || err != nil {
 			t.Fatalf("release = %v, %v", ok, err)
 		}
-		start := time.Now()
 		thr.Released("p")
+		// The bubble's clock reaches 2 s long before the hour of polling.
 		select {
 		case <-got:
-			t.Logf("next event went %s after the release", time.Since(start))
 		case <-time.After(2 * time.Second):
 			t.Fatal("the release did not wake the bucket")
 		}
@@ -487,22 +502,30 @@ func TestBucket(t *testing.T) {
 		})
 	})
 
-	t.Run("StaleFenceDropped", func(t *testing.T) {
+	runInBubble(t, "StaleFenceDropped", func(t *testing.T) {
 		st := throttletest.NewMemStore()
 		newPolicy(t, st, "p", 10, time.Minute)
 		var n atomic.Int64
 		thr := startThrottle(t, st, throttle.Config{PollInterval: 10 * time.Millisecond}, func(items []throttle.Item) {
 			n.Add(int64(len(items)))
 		}, nil)
-		items := scheduledEvents(t, st, "p", "s", 2, 2)
-		thr.Enqueue(items[0])
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 1, 2)...)
 		waitFor(t, 2*time.Second, "first dispatch", func() bool { return n.Load() == 1 })
-		old := items[1]
-		old.Fence = 1
+		// Stored under the older fence too, so that only the throttle can
+		// keep it back.
+		old := scheduledEvents(t, st, "p", "old", 1, 1)[0]
 		thr.Enqueue(old)
-		time.Sleep(50 * time.Millisecond)
+		// The bucket has free tokens: an accepted item would be
+		// dispatched before every goroutine of the bubble blocks.
+		synctest.Wait()
 		if n.Load() != 1 {
 			t.Fatal("an item claimed under an older fence was dispatched")
+		}
+		if w := thr.Waiting("p"); w != 0 {
+			t.Fatalf("%d items wait in the bucket, want 0: the older fence's item was queued", w)
+		}
+		if e, _ := st.EventGetByID(ctx, old.Event.ID); e.Status != model.EventScheduled {
+			t.Fatalf("the older fence's event is %s, want scheduled", e.Status)
 		}
 	})
 }
