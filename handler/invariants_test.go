@@ -411,14 +411,28 @@ func testInvariants(t *testing.T, early bool) {
 		instances = []*instance{a, b}
 		mu.Unlock()
 
-		time.Sleep(1500 * time.Millisecond)
+		// Crash A in the middle of the work: it holds shards and a tenth of
+		// the events are finished.
+		finished := func() int {
+			n := 0
+			for _, e := range evs {
+				if statusOf(t, st, e.ID).Status.Finished() {
+					n++
+				}
+			}
+			return n
+		}
+		waitFor(t, 30*time.Second, "A holds shards and work is under way", func() bool {
+			return len(a.bal.Held()) > 0 && finished() >= len(evs)/10
+		})
 		t.Logf("crashing A (holds shards %v)", a.bal.Held())
 		a.crash()
 		mu.Lock()
 		instances = []*instance{b}
 		mu.Unlock()
 
-		time.Sleep(1500 * time.Millisecond)
+		// C joins once B has taken A's shards over.
+		waitFor(t, 30*time.Second, "B holds every shard", func() bool { return len(b.bal.Held()) == testShards })
 		c = startInstance(t, "C", st, dl, reclaimed, false)
 		mu.Lock()
 		instances = []*instance{b, c}
