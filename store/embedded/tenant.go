@@ -191,3 +191,28 @@ func (s *Store) IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, 
 	}
 	return n, nil
 }
+
+// TenantList returns up to limit tenants with an id after after, by id.
+func (s *Store) TenantList(ctx context.Context, after string, limit int) ([]*model.Tenant, error) {
+	limit = limitOr(limit, 1000, 1000)
+	var out []*model.Tenant
+	err := s.view(ctx, "tenant list", func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bTenants).Cursor()
+		for k, v := c.Seek([]byte(after)); k != nil && len(out) < limit; k, v = c.Next() {
+			if string(k) <= after {
+				continue
+			}
+			var t model.Tenant
+			if err := jsonUnmarshal(v, &t); err != nil {
+				return err
+			}
+			out = append(out, &t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -175,3 +175,21 @@ func (s *Store) notFoundOrConflict(ctx context.Context, c *mongo.Collection, fil
 	}
 	return model.ErrConflict
 }
+
+// TenantList returns up to limit tenants with an id after after, by id.
+func (s *Store) TenantList(ctx context.Context, after string, limit int) ([]*model.Tenant, error) {
+	filter := bson.D{}
+	if after != "" {
+		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}}
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(limit))
+	docs, err := findAll[tenantDoc](ctx, s.tenants, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tenant list: %w", err)
+	}
+	out := make([]*model.Tenant, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
+}
