@@ -379,6 +379,16 @@ type FireTime struct {
 	Utc   time.Time `json:"utc"`
 }
 
+// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+type Lateness struct {
+	P50 float32 `json:"p50"`
+	P90 float32 `json:"p90"`
+	P99 float32 `json:"p99"`
+
+	// Sampled How many events the percentiles are computed from (0 means none).
+	Sampled int `json:"sampled"`
+}
+
 // Misfire defines model for Misfire.
 type Misfire string
 
@@ -454,6 +464,36 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// RedriveRequest defines model for RedriveRequest.
+type RedriveRequest struct {
+	// All Redrive every dead event of the tenant when no other filter is given.
+	All *bool `json:"all,omitempty"`
+
+	// FireId Only the events of this fire.
+	FireId *string `json:"fireId,omitempty"`
+
+	// From Only events whose launch time is at or after this instant.
+	From *time.Time `json:"from,omitempty"`
+
+	// ScheduleId Only the events of this schedule.
+	ScheduleId *string `json:"scheduleId,omitempty"`
+
+	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	Status *string `json:"status,omitempty"`
+
+	// To Only events whose launch time is before this instant.
+	To *time.Time `json:"to,omitempty"`
+}
+
+// RedriveResult defines model for RedriveResult.
+type RedriveResult struct {
+	// Count How many events were redriven.
+	Count int `json:"count"`
+
+	// More More events matched than one call redrives; call again.
+	More *bool `json:"more,omitempty"`
+}
+
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
 	Token string `json:"token"`
@@ -493,6 +533,12 @@ type Schedule struct {
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
 	Window    *string       `json:"window,omitempty"`
+}
+
+// ScheduleCounts defines model for ScheduleCounts.
+type ScheduleCounts struct {
+	Active int `json:"active"`
+	Paused int `json:"paused"`
 }
 
 // ScheduleCreate Exactly one of cron, fields and runAt.
@@ -575,6 +621,50 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// Summary defines model for Summary.
+type Summary struct {
+	Counts      SummaryCounts `json:"counts"`
+	GeneratedAt time.Time     `json:"generatedAt"`
+
+	// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+	Lateness  Lateness        `json:"lateness"`
+	Policies  []SummaryPolicy `json:"policies"`
+	Schedules ScheduleCounts  `json:"schedules"`
+}
+
+// SummaryCounts defines model for SummaryCounts.
+type SummaryCounts struct {
+	Cancelled int `json:"cancelled"`
+	Dead      int `json:"dead"`
+
+	// Delivered Accepted by the consumer, not yet released.
+	Delivered int `json:"delivered"`
+
+	// InFlight Being delivered (holding a token).
+	InFlight int `json:"inFlight"`
+	Released int `json:"released"`
+	Retrying int `json:"retrying"`
+
+	// Waiting Pending or loaded by a handler, not yet sent.
+	Waiting int `json:"waiting"`
+}
+
+// SummaryPolicy defines model for SummaryPolicy.
+type SummaryPolicy struct {
+	Id string `json:"id"`
+
+	// InUse Tokens held by events now.
+	InUse       int    `json:"inUse"`
+	MaxInFlight int    `json:"maxInFlight"`
+	Name        string `json:"name"`
+
+	// TokenTimeouts Tokens taken back because their holder did not release them in time.
+	TokenTimeouts *int `json:"tokenTimeouts,omitempty"`
+
+	// Waiting Due events waiting for a token.
+	Waiting int `json:"waiting"`
+}
+
 // Target defines model for Target.
 type Target struct {
 	// QueueUrl SQS queue URL (type sqs).
@@ -613,6 +703,12 @@ type Tenant struct {
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Items      []Tenant `json:"items"`
+	NextCursor *string  `json:"nextCursor,omitempty"`
 }
 
 // TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
@@ -779,6 +875,15 @@ type PreviewScheduleParams struct {
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
 }
 
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateTenantParams defines parameters for CreateTenant.
 type CreateTenantParams struct {
 	// IdempotencyKey A retried create with the same key and the same body returns the first
@@ -806,6 +911,9 @@ type DeliverEventParams struct {
 	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
+
+// RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
+type RedriveEventsJSONRequestBody = RedriveRequest
 
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
@@ -839,6 +947,9 @@ type ServerInterface interface {
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
+	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	// (POST /v1/events/redrive)
+	RedriveEvents(ctx echo.Context) error
 	// GetEvent Get an event.
 	// (GET /v1/events/{id})
 	GetEvent(ctx echo.Context, id ID) error
@@ -854,6 +965,9 @@ type ServerInterface interface {
 	// GetFire Get a fire with its live event counts.
 	// (GET /v1/fires/{id})
 	GetFire(ctx echo.Context, id ID) error
+	// CancelFire Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+	// (POST /v1/fires/{id}/cancel)
+	CancelFire(ctx echo.Context, id ID) error
 	// ListPolicies List the tenant's policies.
 	// (GET /v1/policies)
 	ListPolicies(ctx echo.Context) error
@@ -899,6 +1013,12 @@ type ServerInterface interface {
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
+	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+	// (GET /v1/summary)
+	GetSummary(ctx echo.Context) error
+	// ListTenants Page through the tenants, ordered by id (admin key only).
+	// (GET /v1/tenants)
+	ListTenants(ctx echo.Context, params ListTenantsParams) error
 	// CreateTenant Create a tenant (admin key only).
 	// (POST /v1/tenants)
 	CreateTenant(ctx echo.Context, params CreateTenantParams) error
@@ -984,6 +1104,15 @@ func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
 	return err
 }
 
+// RedriveEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) RedriveEvents(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RedriveEvents(ctx)
+	return err
+}
+
 // GetEvent converts echo context to params.
 func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
 	var err error
@@ -1061,6 +1190,22 @@ func (w *ServerInterfaceWrapper) GetFire(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetFire(ctx, id)
+	return err
+}
+
+// CancelFire converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelFire(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelFire(ctx, id)
 	return err
 }
 
@@ -1378,6 +1523,40 @@ func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	return err
 }
 
+// GetSummary converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSummary(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSummary(ctx)
+	return err
+}
+
+// ListTenants converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTenants(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTenantsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTenants(ctx, params)
+	return err
+}
+
 // CreateTenant converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateTenant(ctx echo.Context) error {
 	var err error
@@ -1578,11 +1757,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules/:id/preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
 	router.GET(options.BaseURL+"/v1/fires/:id", wrapper.GetFire, options.OperationMiddlewares["getFire"]...)
+	router.POST(options.BaseURL+"/v1/fires/:id/cancel", wrapper.CancelFire, options.OperationMiddlewares["cancelFire"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.ListEvents, options.OperationMiddlewares["listEvents"]...)
+	router.POST(options.BaseURL+"/v1/events/redrive", wrapper.RedriveEvents, options.OperationMiddlewares["redriveEvents"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/release", wrapper.ReleaseEvent, options.OperationMiddlewares["releaseEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/extend", wrapper.ExtendEvent, options.OperationMiddlewares["extendEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
+	router.GET(options.BaseURL+"/v1/summary", wrapper.GetSummary, options.OperationMiddlewares["getSummary"]...)
+	router.GET(options.BaseURL+"/v1/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
 	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
@@ -1683,153 +1866,167 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs3svZfQfF9q0xuRhQl27trqvaD4sQbncSxVpJrT1XGFYIzTRLREKABjChuSv/9FLqBuZDDmy35",
-	"tqp8iMWZwbXv6H7wZytR05mSIK1p9f9szbjmU7Cg8a+XuTZKu3+lYBItZlYo2eq3ribABhJuLb0wYGrE",
-	"7ATYTMONULlhMz6GE8blgik7Ac1ueJYDE4ZpGOUGUjYXdsKe9XrdVtQSrsn3OehFK2pJPoVWv5VQz1HL",
-	"JBOYcjcEu5i5J8ZqIcetu7uodfaD+x0/n3E7Kb8WaStqaXifCw1pq291DtWWpvz2F5BjO2n1j3u9qDUV",
-	"Mvx9FDX1k8J0pizIZPEzLFaX45RpsFpAyhIN3ALNzi2I4VNg17BgXKblD0OVLtwnuZYGfx0JbWwsuTRz",
-	"0PguNWSYVHYi5Pik3hq2zyWtLbZWLm0saW2Pj7vsZ1gYxjUwk6gZpMwqbCfhWQb6iWEWJJe2G8uwCxPg",
-	"KehyISszP3BTX7eKz59vX8VfxFTY1cU752NgRvwHWDuFEc8zy456vc46wsiwlaVxiGk+bfWPen4z/Z/F",
-	"IIS0MAbdunPD0GBmShpAAv+epxfwPgeDA0uUtCDxn3w2y0TC3RgPZ1oNM5h+94dxA/6z0vX/1zBq9Vv/",
-	"77BkokN6ag7P6SvqdJV9NHXLUkW7zKbcJkQ0p+dnrPJBt3UXtV4qOcpE8smHqYZ/QGJZMuFyDCmbApfz",
-	"icggchQnJI53rpUcM2O5hYgp7Z4YK7KMCRnL3MCJ+7E9AK2VNgMm+VTIsad7yNKIuW1ig263e8gzDTxd",
-	"HMCtMNYMOoHIY+kH4l9gE+44h1uWS/E+BxIwETN5MmHcMM5mKhPJ4olx3YGj8Luo9aMbwadcwVPJcgm3",
-	"M0gspAwXgLWfI3XfRa1XSg9FmoL81JvqRMiUL5DsnCxgdiIMUzPQ2Clrk1zA95RkXDKeToWsvKE07p+G",
-	"G9AGaDpn0uSjkUgESHtpleZj+NQTG2kAZmY8gaCRjFUanhiWCnPtCHMImZqTEFRyJMa5dmJxosFMVJb2",
-	"YylhzlxvaZ6BiTzhm4hZLcZj0AalswaTT4FEa9BoubQio85jKQyOJe2yHyATN6CFa0NDBtxAaMMti1vM",
-	"sWJKehL9VdlXKpfpp1y5XxXxjWexEW6uMF5N4N5eKfUL159+Q4OUDDouc4Nww+NyeRNRMYTBvuZy4QW7",
-	"+dRjJuZ5YorBa2cS4PDcFOB2wnPj5IHSkWMvTxWOKGJnU4F0ItFNLnOsxHiaajCGGfeHVYpNnV1FQteq",
-	"a5CGtd1WkUAMVgSk7FnvWSfI6CTX2n0/FzJV8xNmANgFWL04OB1Z0F32RnqbI4plPktRlnuar5C8Yyte",
-	"8Ecfmw7zjeWU3/5445bKsT+k7H2uLGdzlWcpGwKbceMYpS1Vtes+A/yGZcBvIJYF1zIU8c520sBSYiNI",
-	"gyUldIWDQKamQ2YMWTC46ZVOVs2OS0iUTI0ziebcEU6DqVmxG+6i1lvJcztRWvwHPil7vhbGOIWpNJvy",
-	"bKT0FFJ26odC4pgmjcqXo9RG1SjIsLjhmUi7sURldC3VXBYWKXcSXF1Dir+MwZZmJlGRl0pvJb/hIuPD",
-	"7JNLACIFYVhejoG1HeugnCIKjZhUDKbCWtBM59KbJsLEcqZVAsZ0TtBGXzDuyKFG+g9ONn4In2P1gggS",
-	"hs0hyw489Qxzy4QkwkDb3Dfnejs9P/NOzkw7hW8FmcokHdJTHLhrh9tWv+UExYEVU2itmPyRc8NW/bao",
-	"NdMwErfNXiV6Qk7rap44LzTo8WtYRG7RNSRqLIUBRou/0rgn6H2GSQLsLG12Mks38jfyK4vXi5lElcV5",
-	"V3RA6tR1QEv6kt7Bfc+yN6NW/7fNe+t34i5a3orrJif0CjUGcO3WqssuJ47RPRt4bmZKZouGVVuapWt+",
-	"dRrvion8Ishdqg9KWJjW/7HT3EI3XGu+WF1wbKtpTV9qJV859wG74mkq3Drw7LwyqBHPDDTaie5DJ0Cm",
-	"pNAS7ZTI7czpWaHkCZq8Q1S49KrzewyLW3+JW13c9+rMU754M3qtpPN8G8gdH/8b4Lrx6UTluvHBVMjc",
-	"QvOjNX3dNayTtz8Xr50EIgNudT3QvHIrIdlPV1fnQduSkqDfL/91yabURp8pCYxbC9OZs0hi6d/H31Gb",
-	"k1CtL5P/YHUER84KKsIgoWG3zpt8+aiVqJzE6ObXUuBpJuSaqQPNEPWeN2ueGDZEZzwYS54U5sJOVG7d",
-	"LN3gdhMuuBxnzYJwJDRseHTlmtxd2MoUGoRq72DIndXFp8o73QNct0Ewu/zkXYe1Je81reWMLzLF061a",
-	"yb+G3IzW7bYvAple+Ne9TnLbsYtgDqtc+6pY4MpyhnUK1BMVZFkO9d0GNroop1Nf559Kt9IZypqNxQ1Q",
-	"dA8H98SQsc6GPLlelSFwOxMazGkDe/x7AsQeRUiDGnKE4MjR8mvfUdkBa5e7y2NJXxYEzHOr/ERQJXT6",
-	"hROiNCMXhA1h5CwvOwFJ3LyjMnVjWJ3Emxl/n3uHIayHgUSDLUKjI5CJU+tszr2zk8vUuSZXE+cW4NzU",
-	"iA38yL17N8DvBz/ioMNvNOCVseU6WxPL9tNH72XA3l78Qmzh3DX30wk7f3N5xfhq51Z5Q6RYnVyLrRrW",
-	"DSQsVRO14ThWVawnVdNka1bEYcOj/W23qtTc9Qvvom0k4owby0yeOIt4lGeFGnGbPuUpdNlLZ8Q4I3WB",
-	"/kmqxc0e8nYkpDCTLYPATWUauBMWgfbTiLlJOxZIuEwgyyDtslMv+yciQ+L0TlXohrWThuF29hnvfeqA",
-	"5oYK1bBKGW47irBog3bEkKVXEVNl3KIlaBZxkTmt4nU1+xlm1vtWxSo4B34inAO3YO1y2YVhM5Cpc2np",
-	"HMNTNeuhX2Imau7lJnaOrqyjDLf6boM6PtTGmYR5QT9uQKbRI8h4LpPJPrQ/5benG1ltfzVIEvhsnUMk",
-	"lBZ20dzZRj0YtYzlNt9qb6NEuaRXnZTmegx220dX9FaQ6j9WddQe2sDRcPomt2t8lqAwU5EiawVVVNFo",
-	"pIqEZaQm0/VCwo9gqFQGHGMXFMzaQ/Y1+Xx7WxUF0VV2t1j2OoUVWxiVAr4qsqtTWKss7sMnI62z4pJF",
-	"rfKkdwcXea3HVpAgNAz0Pmn7g2i1cdepzY2ToeGBdCbzby0v2CoU49rxmpEeFGqytDjpn1Yvwhvc/VIo",
-	"ocoAyqWpGTxbXeBlY9N9+31DEOGfiqV5OAUKx7Hrbc+IOdns1MLxs0mnu9EerBwXPz863n5cXN2N9ZYS",
-	"hgBCEGyFrNB5bxY7/3P55lc243ZSOkDO0W+P0ALm01kGLPYM2811Frc6EeMMT6NZkSVBEVcKHq4JR3Ef",
-	"z9s8Qxpp8X7zVHUD56DA2coi7tuX9OaHmoOJMEI1WPYUdk376MSLKZywjFvoe2MgVXPpfo1Q14fDCOdd",
-	"H+QzOhQ5iaW5FrMZpL+rG9AZn/WZ/8c/3IPCQSiyS5zcZROO6iKWqeZCQnpSWm2/Dxe/O5lVtkOPfMzb",
-	"jU9jI7EsvmFzZ2c4KzSDkT0JkWU3seGCdJE/DSlOQcnLCKzv1wFlv3VruDSpKkeHAbqVDv00cnlotMGU",
-	"dfboAJ8LOR6QZyXz6RDQXvPu31y77yUzio24Dl5hLHvdrm/64IjhYXunMHXxwH0uDNS8qIpBEjptYCyd",
-	"gzeVQ0zhiQljwTwUzAsYAhp/NLYuO6UNVaNYTp2e9+8Xh3w+sI9hmeR6rFUuK2e2hZyK5VEv6vV6HUqG",
-	"SZRO0UJlyvmVbuuFrQ0mLA5RZSzL1iN/3JVWTFpjubYn3vZ0XrFffUgHzPCFieVEzelsDhe0XE/NUArT",
-	"OADjaoUlHBahutQV4+XeXABn57+quUa7NZephGdhBCtPG8TBr8skuBRfWiUnqdaEOfcJADVbad44Kyfh",
-	"hlwRZlEQn9si+BX5uSqBCz3daL6jNl/zJFgCqxllSQIzS/ZtNaoUoYW8gMJKTpvXVMhXmRhPGkzu75H3",
-	"yuPUtuMh9xMn1d5pbrCwVBpnUhgvjU/nXDSLi3PvBirNnJ8UzPkJl2lWnatjo6ZhLdFA6Kcy/Y80t+oE",
-	"cB82NirxBzOxX1XERX2UyAINaoRnGUsylVyHRIFKENzJhP8oCRG7ePWSPX369AU57Go0MtB8+pbb5AMN",
-	"bvel59TGqb0WZuQNoKBx3d+/O6Hquf13nmVe7zYq0zdeEVea4Fmm5uGbQAONH5+XLv9yjteCjEnKcYVb",
-	"x7lM5lkWVdgMF64q+9veco7l8fO/sp/F9472vSbrdNnANTBoypgN+XMDH4QY9GOJqRPeRsJdXzCVUyaP",
-	"VMy/SDrm9mCsDvzs/jBKdi/4PJwNuWmind8QeixDxhUCrWiq+zsenvLbs4r4alAYfI06KqINKrdbXzAN",
-	"5gtl02hIMi7wnBwSnlMoYsHmoKEaoEiRZcS0HpwU0v71WaMIpVydM/m26fjAd+12Tap5swzeO5IRtW5A",
-	"B6t9hxGuFdQ/FhaZpWycnAwq9wFSmVceOwhpVNS4g/WdXtq9qEZx9cWLKpK+vqPlhPcJoBDN0/H8np70",
-	"ElssOdPiBpbPZZQsD1eFNBYDziPmJ+Rz76CIgSU8y5rDWktcUkuC3poHXfLQRi98laPWRgtOAgnUOcQ7",
-	"fRQ3L/mqCC3EraPn07jV2Z6U0EAy6/fyPjS1l4QfnqFADbxF0vs4svpSdn+HdINz56PDvCkUQ6bJfqYS",
-	"GjMN5tKWmHiwXLbbUjWXofgsqgy3cWvLgFOdI5yh9OLZ878xn83FUrDhYGIpaQQfNI6eEuX3WKdKCKxh",
-	"rZyYcXbNlghrg8ISNlujaPGH1TKYtxdn1fT+a0HJFX4xtjM5Pg0db4y/1s9h92SvB45JXnqaanAVJyJL",
-	"NWx0m8M7rB0CTiZT1nQoFFLkKNEp+SxzolVa1WwxfIBRluimIN9LLpUUCc/Y84NK8lSbZ0ah0ipS5n0W",
-	"sbdX8V3THBkGudfA0Gx+uf6Me701ufksb1o6Fpu4LPgfm+xP58S9qsq51bCze4W18xmzij3vUODLzdhE",
-	"7O3VSyx6Cjy/4wnbErer0snZNJ3gC33qw0ydy3023cx0PXxS0YEYkNursXD2tGmagXnpoOpDjkrX655P",
-	"YcJjytqO8TJvU1XUXoXJisWvnWCWwew1Z5mBncJy10zyIP6WWWUfaz1s0I72+pIjc8sTmy0wUdHJWq1k",
-	"5IUUVTk48lxV1s1CMYjCpezRiEF33GVxq8eesr+4/yhp9H4FYKODNvPnGpVSys72PMpRkUa7icIrCber",
-	"YrVqgG7r7sMF7hZz9YsSfUvZgWI8Ac3GCkzIcsV8zOD3+Vh5sW29dWHYID7rzf+C2QaMLD1LOc1KwoEa",
-	"jZy7yReQsj/UsMtOZfGSj/fNuLGxdCttwlnJCbFHltYqrWpndrV64/az4+Ng9uEAOyyXGRjD/Fa7t0OA",
-	"bp9cwlL6LxVh4O8+nQxnjiqU5l0/dHL/c/x+A+RYk3xsdqn3VigfoxrqMzo7/fW0iLdW3eO3Vy+b3eOq",
-	"qN/glVfSQEkyTHMTstdK73xn99vPeJNcvg/fu7CgHyxSXlfz1YhwYsWNm+qM53RU4MaXgV1zQhsa+iA/",
-	"P+iV+1UNj9L+IaR9Q3LkdGYXjEbENExVSPimzxqZ9su1ju/Vzt1khq7w4lXR8x6s8z6HHN42JXRf/uuS",
-	"4VPM424juIB5v8YJDZGM7XO+cm+uSyKfWDtrmw72WMkwOH9zeUWwGzQM91pnxzDIu7UrdeXHHESWa9XZ",
-	"2+9No4S6wnq1hyzoW+sQYwHwVllDA/wXvVtQ4o6fXfmXHdFB85E38upoBCjZGb1FCclFqbaaF5gGlZLy",
-	"4jhuv2MNP45i+tuSC2giH3T+sJOsbFLl68fxr2LP9vCrENsFzQxnv3hYGXYmGWfnp1cvf4pCDVU5fHYN",
-	"MPOV3Hh0ehJL4T6gryN/Wko15MJnhBe7iGZSwxZS/XjTHjZUpBX16uegQ3bdsmGtx2AsKxVsvQL+BIsH",
-	"sWyeLVfNK10UzTvrU1hfhWlYxV4uG97up1WH+7qoDlxyBKeCwoMIOuBzb8KKChmEk3MUqcCwy3yxPsIP",
-	"mImayxM8wwE5UjqBlC3Al/PtODpqb3Vor1VYSFMZFQKRTPiNr/ROWdv7RDjcER5x0Ng0WEz063TZ6Q6L",
-	"joeVhD0w48YwUUAjuA14ETZgGbOggG4KiAlESDuuQLAGzZrpl2HShhUoiWkTxVR72UYzd2u5/KqUsXvW",
-	"zhbHl15MFxyL88gNdNm/y2SHTDhfNyTCxZJspqXJ54h+EVrssjeUsOe/FoYZsBHjEvVnLOk18mQINYmz",
-	"iVvdGbcWtKSk3JdnP1xElPEpnf5nlc9iieaRrz+pWAtU0F2XXGGeGmYZT2jrYlnIHTdGQ5hD84nKgLX/",
-	"vGOZGHkq1+DEcOIWsFEGJSLVDdRy6kE/NMLPFLhGg+Pe026ve3T0tNs7PH42QI8+AIRkwoLmBLvkunYT",
-	"wkUaguMlJZHCcKWcDgiVNTaZIARVbQ0RwiaZQHJNWVlh1xGxhLZWg1HZjZMc1L+HEQv+XfVsZRvGGh1o",
-	"0pfoUyw7fW5opqno0s+lskITpa5N16dwdxM1HSAuxuAvtd8oa0EumMmHqZpygbWFlTe6a+Zy/Pzpx04m",
-	"mK7nSGxNsiI8cWOqmbMmqkzU2pnpHx6a96YL+cEcjD046vIp/4+SfG7cJA6Pjp8+e/7Xv/39Re/o+HCw",
-	"bk4FcNoHT2q9oPkgv3hHF/DLMC8vJxyzl0vJmPAZT4R1LJJxNFes8kCIJDYMa2NO13DBRlzo4ksK1u6B",
-	"Z7ey7M7zgyR3LqbTEv4caghcgz7NCTUAZ4juIv5cGrfoSCCSiJAj1WxIz/JhJhJ28ePlFQLVqVGh1HTa",
-	"p1g4ogb48GMFS8tOtLI2E3LsK5IRFMuHHmXqbQOS2W2POCazRadYNPfA9XkNCydtYulmBNJ6CJU+G9Rg",
-	"cfrse5wgi/Ne72lyDQv8Bwy67KoAODNUBloV6gceLbFI9DcEv0hDuoYFa4+0mhZWJr7T8eWkXj0MDm+O",
-	"Dv24B5WWCIKDXVVyfHDqVHNNME4EuICrEUtHWx53yJT5wKGEuqiVw9SbSkIRl2GlcKGwxNP0veR+dnuL",
-	"vT7H/yMyiDBssA6NZhDLdkhs6ATsSVbg+aGSDuasW8ohT301TajcoKqWbiyf9XoeS8NuwkAUhqUqyaeY",
-	"KBlAizxYIAJfxdKRbMSmHhsppD02lei4nkrkuqKvFJKMa4hiyRmhjVLHiL7oSxEnSMlY50S1QiItoJXI",
-	"klGabLXjXi+WJWxNx+MgukacqzLLnIappIm2U265ry5wA/T4hTyWaU67QKBMUcDpYW+vXh383TX79rte",
-	"r9dj6CuRLOycoIFIC+vs3KDUh7lb02tS7wakAdYO7a2cWoV1LsLQzl6jUJab/zLUGma6QurscUdh/3bL",
-	"EtLUMdcLnOBDHw0xRWpQboEwKqgi+KCDdgeiVCwBlwwYCWaCLhvMYYiKfoCd/5AH9nLsUi1iowUqzYO4",
-	"9aJn4lYUMs/cgsat40nc8iUYlPPSKmUaC9Y2e82N267T87PKqWa/ddTtdXsYkZyB5DPR6reedo+6PYwh",
-	"2wkKYCcNSLy5v3y0qyDKsxRdaGPJE8EPSxjeNShB5SuHPhx+F219kzBY3YtN2Kq1ZKgNwLvNXxdlsXt/",
-	"WdS/7oZ5Vav3dG0uQU3IbFHUP02UqR0SOabkWJMTeA9xTPFIbB3krBP2tcHtlt6+97gKxI3tQ7Jq/wG9",
-	"W8K+Pe71NsCR7QdDVtYgNwCRvXECEAGha5jRbie8Y1iBhnAvIorjMxpeU6/FNA4r+L34ydH2T2owfvjR",
-	"0+0flVCt7ovj4126qcK+4Vcvtn+1DF15F7We7zK+KkAfrj8GvbZ/R9APaDXm0ynXiwDI7Gy1fDypATwW",
-	"BprSKfjie0EFSHxsChge03rnGixF3uGfIr1bK/f+CST2Wg9Nnusw8giw6gsnud6z7V8U2LFfE7X9ExGA",
-	"wiY0kNK+yvDsB8KqW6K/QzKxlzHud2wvas2UsetS+uaES7EIYWoqMPbB1xBH9K84y0eqecRmWW5iOQi1",
-	"+IPi1L+/seBeaXb0fFpCOQUT7aReio/GTJ3RCDGg5DXc9O9Vurg/NqthEtzVDx6szuHuoXncZ+01M7rb",
-	"KFpN2osP5/l9mbG3AzMWCO/ug6OnO3EvYTJ/syrJBzJa/d/e1RRUbiZUTVMW1wQwNDydKcvuSKwEtNyK",
-	"A11znHdUYYceZ+YBZMgKMhIfO4cRwwzCmjoyYr+ETBKG9VCklLBXlarDUw+uVgXhQQ/JY1Z1WQH/hKdx",
-	"G2GXogqcU7QZgqkudy5o1b4AJR/Vl/eb0/l7i5mvxUi4BATuQHg2YhXij3bBCBrwjMh7VFLNO132rPci",
-	"JCJSxqL7fndeL8qv7pHXi/tUbIBcRGr09k8RWwq3XBR1dG2lS1yOWAZu7xQHhMe9nl8Tx/GEPenvjvGi",
-	"ci4SwOMiH+eJpV9JXNoKnDwbKozwYVzwWe8ZfkTvFlaHN09iOVFZitEl/DQiZGlbBiYJ8IMnrssM0jH4",
-	"0JCTYmLkXi3QYxchYEbwBh6/o10AKWFMbc6r2B6GcY9EF8sghdqhtL8TuW0fQqKmYMqlRCCQEAIsQOVR",
-	"HsTyqlAoqEh8xDookiemjPHTqVMjbmUsEbiStQcUeCacS4o9d+kn/MZHozt9QgYpEfJcQ6FUkjaVGuR4",
-	"PQVo32Wbh2zeBFgqwtyQgtxSEdQKQWliM53IXxFAub2Jmi0qMeTirLn3glSKhpKImgzKiwpo5gNZlEtl",
-	"Xl+USXlRMKdUc7fgFL/pfFNm5VdpIBaF1w3Iu9tswRMnzMLRyQZdgcdWWyMbr6gU5sEolOBE1lyGI7S/",
-	"icyJLC9aCO/mMdrxOaMdlZ1xqrJhd0qyQzL7yChIOGvdePRwHl56QGqtFOevodnyWHgpxviFB4S/EvJz",
-	"S18P6YYFr9JcQS9Idt6OrVMMJat6iIS9abN+nSIdTNy/7VCD9djJcji6576bqNzfAvLFS+DHiNVHcRpt",
-	"c+lCYJJCWRayymlLsrqwLFLIgPKn6hz4A/5ecOASJT9bdT3pg/Qx6PG1kBBtWOFrd9lFHQnshUfaLLPR",
-	"WW7AhHK+JmG+zkxdR0a9TyAQryoFU49W6We0SiuXhJR2KXlOq3Zp3Ub4oAAZt8lklRopX7RCkA9lGPjE",
-	"1E8cUtjMBx754Fvlh0ej4iONCryMtmDVkx2KqjZbG6ZarrLWNSyLWj5bYpqHEtmNx5YgXNY1WhT3fkDG",
-	"mvvfebj8b/3XD5lyVau3/6/Iuvrq86cqufBrU6hKltzmfRcgCV+o/70E1POJPfASQmK9D84GAZHI3yJW",
-	"QyUa+Ev4h+Bvxb2BtJIw/ejBf/HK9nnvb9u/abq2/t68f0yyL9yzNv6pdIDFo0LFBqAe1iYcnXWCYVl9",
-	"7xgtqEiM/954wVfn/pfkU9xMV6GaP9Swc4L+2hKWFOb5FPfYrdUw60IC62ml90lk9FUFi/6RBj9rYKDc",
-	"hrVmykcFAFY3fgp6DGlJ+cLQLfboHGfiGnzmmZLQZa9ym2sIdYSUORNLfzdLgaitMsSCEBJrUOvcQSV4",
-	"/gOfeUefYcIFdXMJeOkNGzghPsCSYhLjA2ZzLU2FJ4W0ygv/WJZQESa0gMJ9QKVoVJ02U0ZYaEqyoDBF",
-	"jRsfzlT7PDGRbWIgREW+WXHwaKp9RlMtxFQqkC57RVW22mWUKrJThOUVvvngUZZ3D5yR8l8TkvhmFX8t",
-	"hsGrlwIhMUdO+wICSWpjo7VZRvebx7LEVgjQ+NH5uXVmPHdtfgmmL6FPPqq8r+7UFinoZNkZUyM2qpmp",
-	"NeeMuY/w0oS5SNDanXA9zcCY/RTNrLx8o1HV+Ms51gcOl9F1/H2GJUp9BVi6V17+etTrEWBxU6g83Ihc",
-	"8sU+ACcPqarCXSVry8VubWXq354u+qbPyhp2MFRkBq5BhLm3Vy8pbV5iECWAX9yrr9vMrYRTd88K7AIb",
-	"/RI0GAEpP2qwUoM9+mBreJWIFjF26lYPwye+RIqXyJ8frCE9TOQ9V3Wd+sqZoowngN6HSqXKHceM7n5x",
-	"b5X3Dcdy9TpjRrcZewuiwybcMJ5l1UuMwwXGwwUC/uElbJnz+TWuUijoCVcgo5VeXBndZ1bnMAgXI/ty",
-	"sKabkavXLrcN0BRfEcx+cQdyY8n5FS33enF0/OkqIWy437ssLePhlt2RqmGwPUqqR0nVLKleESXVrskt",
-	"QHWlmjvupbulWVxe7R5ucFgvpjxSHMqlDUf+Hsr7Cz3wr+FYf+Ljfr8yjwn3jwn3BO3YLtEaEUSyyoD4",
-	"aIX5thbzFdz3YDb1eiq+KvKIHmOin/UwdA/yut9zUQKwZY64Fs6C9BLcEEhHiSSZ4IFGvwI1XmKrxjIg",
-	"C3iwdWfsXcPMOgOVkPaVDjckSGWZgSIo7ydu+TWYdSj7HieVoAPMRM2XYfvx9MSsP+essNhD6afPc8a5",
-	"mbPDCec3yuGPuu2eziiLTFLJpxB5Ro2IcxHzgWeZmjtC8pj1y2Jq38PNDZry8BoWm081T8/PfnbvPCBb",
-	"URebKordKCO8zC4cVz0q0C+m+hjxt9sTbiZeTSEwFf3sVJOEG69I5L1q2A0uFlHU/bhYD+Tr0BC9X/M1",
-	"uzyPgYx7cXkKqPci2S1cwOQEYMFSDGGFCV7Ym2gIRr+HuD/88xoWZ5tTjS/gRl2XbLQ90Zg+eEw0/lxk",
-	"ROvPuKORk9qlQ70jQiC0E5BMyS7DV7ceVH+MdA71VjNuJ+UZMlJda9leXzpTLm5o2XqZyd27JfSg+g0Z",
-	"v71z4tuAvgkDxzv/8HqM/uHh0fHfur1ur3vU/3vv7z0U9X7mq6ms9dp/AeakmtBNGGJ4Y5oK9+qW0f3i",
-	"+qvuUs2aANNahRd/WS01MLU7OCqVBaa7Cvfe1NobiWFzN/TahWdReUFWGKYNqbPdOhZ8U7OVC6RE9cLe",
-	"qHJVxJpbMchCLW8YmPJrqPTo8ZkauqxcHkJthCtETljdOq60RiTstjZcNIAXLro+wr0E1Vjt0oUwlMqW",
-	"AF6zFnDprGIDf8FVrrNBF+8+CHb6GKwvMpoCXhMRS06+c/V2hMriX9Kto+Ept1aLYW7BsAGO8iwd0K1p",
-	"gxLUf8Dar85evaHbhEyf+ZsV/qlVPjtL2T9Y+WoUS//0BwgXUqCAZ/9gvv1O9boROwEDbAI8BW38fRBA",
-	"cYO50tcIvqgkRHgjJhv8GbewsDxuBRhE6OIPd4NYtgd11LdBB9cuvOcWj66VCD8hTFvlkpXOSSyxHy7Z",
-	"oIZJPAhHbwEYzFMYXhTqoZipNddnLINr5MvgMyXHoJuiF56mAxTexrSaCt5rytrwPucZTjDsW5lJQ+tZ",
-	"UuX/HoSTNH2AXR1skYpb7yR4K8UtM5AomRo2D1sWrupAQEMxlsTaW4eEVXOWT2cfN6bBzdE/Buw7NoFb",
-	"9tPr05cHlz+dHj//a5tgFCPK5XDdsO9Y3OrGLfYd03xO94fsNNBLMZbc5hr2GugDnZos3XOyR2Bq+RB6",
-	"wY5vb/0tMAW05Umw9d7nIrnOCIAceRJDhnOuU5/aRPbKiigLFREUYbwAqxcHp/jvdiAcvEqNbnlJufUI",
-	"iN6Oubf2KjbO6sTpci26RyRivISD1nRzjQS8gc9jG4sG3FAniKwWAV5lyJNrpzrL0/rKiV/lOuyITt4J",
-	"WpZdQCo0JP4UXSrLRooiMk5obIIsDBCriLJc7U6jyEQ1a1W4A9HrjSfGSa5mlMK7u/8LAAD//w==",
+	"7H37c9s29u+/gtG9M5W+S8uyk+xu7Nkf3LTZ9bePZGNn9s5UmQomjyTUFKAAoGVtx//7HZwDkKBE6pHY",
+	"ebSe/tBYJEA8Ds4bn/N7J1WzuZIgremc/N6Zc81nYEHjXy8KbZR2/8rApFrMrVCyc9K5nAIbSbi19MKI",
+	"qTGzU2BzDTdCFYbN+QROGZdLpuwUNLvheQFMGKZhXBjI2ELYKXs6GPQ7SUe4Lt8XoJedpCP5DDonnZS+",
+	"nHRMOoUZd0Owy7l7YqwWctK5u0s659+537H5nNtp1VpknaSj4X0hNGSdE6sLiHua8dsfQU7stHNyPBgk",
+	"nZmQ4e+jpOk7GczmyoJMlz/Acn05zpgGqwVkLNXALdDs3IIYPgN2DUvGZVb9cKWypWtSaGnw17HQxg4l",
+	"l2YBGt+ljgyTyk6FnJzWe8P+uaS1xd6qpR1KWtvj4z77AZaGcQ3MpGoOGbMK+0l5noP+xjALkkvbH8qw",
+	"C1PgGehqIaOZH7ipt63is2fbV/FHMRN2ffFe8wkwI/4LrJvBmBe5ZUeDQa+NMHLsZWUcYlbMOidHA7+Z",
+	"/s9yEEJamIDu3LlhaDBzJQ0ggX/LszfwvgCDA0uVtCDxn3w+z0XK3RgP51pd5TD7y2/GDfj36NP/V8O4",
+	"c9L5P4fVITqkp+bwNbWij64fH02fZZmiXWYzblMimrPX5yxq0O/cJZ0XSo5zkX7yYaqr3yC1LJ1yOYGM",
+	"zYDLxVTkkDiKExLHu9BKTpix3ELClHZPjBV5zoQcysLAqfuxOwKtlTYjJvlMyImne8izhLltYqN+v3/I",
+	"cw08Wx7ArTDWjHqByIfSD8S/wKbcnRxuWSHF+wKIwSTMFOmUccM4m6tcpMtvjPscOAq/SzrfuxF8yhU8",
+	"k6yQcDuH1ELGcAFY9xlS913Sean0lcgykJ96Ux0LmfElkp3jBcxOhWFqDho/yrrEF/A9JRmXjGczIaM3",
+	"lMb903AD2gBN51yaYjwWqQBpL6zSfAKfemJjDcDMnKcQJJKxSsM3hmXCXDvCvIJcLYgJKjkWk0I7tjjV",
+	"YKYqz06GUsKCua9lRQ4m8YRvEma1mExAG+TOGkwxA2KtQaIV0oqcPj6UwuBYsj77DnJxA1q4PjTkwA2E",
+	"PtyyuMWcKKakJ9GflX2pCpl9ypX7WdG58UdsjJsrjBcTuLeXSv3I9aff0MAlg4zL3SDc8Lhc3UQUDGGw",
+	"P3G59IzdfOox0+H5xpSD104lwOG5KcDtlBfG8QOlE3e8PFU4ohg6nQqkY4lucrk7SoxnmQZjmHF/WKXY",
+	"zOlVxHStugZpWNdtFTHEoEVAxp4OnvYCj04LrV37hZCZWpwyA8DegNXLg7OxBd1nr6TXOZKhLOYZ8nJP",
+	"8xHJu2PFy/Nxgl2H+Q7ljN9+f+OWyh1/yNj7QlnOFqrIM3YFbM6NOyhdqeJPnzDANiwHfgNDWZ5ahize",
+	"6U4aWEbHCLKgSQkdnSCQmemRGkMaDG569JF1teMCUiUz41SiBXeE06BqRnrDXdJ5K3lhp0qL/8InPZ4/",
+	"CWOcwFSazXg+VnoGGTvzQyF2TJNG4cuRa6NoFKRY3PBcZP2hRGF0LdVClhopdxxcXUOGv0zAVmomUZHn",
+	"Sm8lv+Ei51f5J+cARArCsKIaA+u6o4N8iig0YVIxmAlrQTNdSK+aCDOUc61SMKZ3ijr6knFHDjXSf3Cy",
+	"8UP4HKsXWJAwbAF5fuCp56qwTEgiDNTNfXfua2evz72RM9dO4FtBqjJxh+wMB+764bZz0nGM4sCKGXTW",
+	"VP7EmWHrdlvSmWsYi9tmqxItISd1NU+dFRrk+DUsE7foGlI1kcIAo8Vf69wT9D7DJAZ2njUbmZUZ+QvZ",
+	"leXr5UySaHHelR8gceo+QEv6gt7Bfc/zV+POyS+b99bvxF2yuhXXTUboJUoM4NqtVZ9dTN1B98fAn2am",
+	"ZL5sWLWVWbru16fxrpzIj4LMpfqghIVZ/R87zS18hmvNl+sLjn01rekLreRLZz7gp3iWCbcOPH8dDWrM",
+	"cwONeqJr6BjIjARaqp0QuZ07OSuUPEWV9woFLr3q7B7Dhp3/GXb6uO/xzDO+fDX+SUln+TaQOz7+D8B1",
+	"49OpKnTjg5mQhYXmRy3fumtYJ69/Ln9yHIgUuPX1QPXKrYRk/7q8fB2kLQkJ+v3i3xdsRn2cMCWBcWth",
+	"NncayVD69/F3lObEVOvL5Busj+DIaUGlGyR07NZ5ky2fdFJVEBvd/FoGPMuFbJk60AxR7nm15hvDrtAY",
+	"D8qSJ4WFsFNVWDdLN7jdmAsux3kzIxwLDRseXboud2e2MoMGpjo4uOJO6+Iz5Y3uEa7bKKhdfvLug7Ul",
+	"HzSt5Zwvc8WzrVLJv4anGbXbbS0Cmb7xr3uZ5LZjF8YcVrnWqlzgaDnDOgXqSUqyrIb6bsMxelNNp77O",
+	"/6rMSqcoazYRN0DePRzcN4aUdXbF0+t1HgK3c6HBnDUcj/9MgY5H6dKgjhwhOHK0/Np/qPoA61a7y4eS",
+	"WpYEzAur/ERQJPROSiNEaUYmCLuCsdO87BQkneYdhakbw/okXs35+8IbDGE9DKQabOkaHYNMnVhnC+6N",
+	"nUJmzjS5nDqzAOemxmzkR+7NuxG2H32Pgw6/0YDXxlbovMWX7aeP1suIvX3zIx0LZ665n07Z61cXl4yv",
+	"f9wqr4iUq1NosVXCuoGEpWqiNhzHuoj1pGqadM2IHTY82l93i7nmri28ibaRiHNuLDNF6jTicZGXYsRt",
+	"+oxn0GcvnBLjlNQl2ieZFjd78NuxkMJMtwwCN5Vp4I5ZBNrPEuYm7Y5AymUKeQ5Zn5153j8VORKnN6rC",
+	"Z1g3bRhub5/x3qcMaO6oFA3rlOG2o3SLNkhHdFl6ETFTxi1aimoRF7mTKl5Wsx9gbr1tVa6CM+Cnwhlw",
+	"S9atll0YNgeZOZOW4hieqtkA7RIzVQvPN/HjaMo6ynCr7zao511tnElYlPTjBmQaLYKcFzKd7kP7M357",
+	"tvGo7S8GiQOftxlEQmlhl80f2ygHk46x3BZb9W3kKBf0quPSXE/Abmt0SW8Frv59LKP2kAaOhrNXhW2x",
+	"WYLAzESGRyuIokiikSgSlpGYzNqZhB/BlVI5cPRdkDNrD97XZPPtrVWURBftbrnsdQortzCpGHzMsuMp",
+	"tAqL+7DJSOqsmWRJp4r07mAit1psJQlCw0Dvk7Y/iFYbd5363DgZGh5IpzL/0vGMLaIY14+XjPSgFJOV",
+	"xkn/tHoZ3uDul1IIRQOolqam8Gw1gVeVTdf22wYnwj8Vy4oQBQrh2HbdM2GONzuxcPx02utv1AejcPGz",
+	"o+Pt4eJ4N9o1JXQBBCfYGlmh8d7Mdv734tXPbM7ttDKAnKHfHaMGzGfzHNjQH9h+ofNhp5cwzjAazcos",
+	"CfK4kvOwxR3FvT9v8wxppOX7zVPVDScHGc7WI+LavqA3P1QdTIURqkGzJ7drdoJGvJjBKcu5hROvDGRq",
+	"Id2vCcr6EIxw1vVBMaegyOlQmmsxn0P2q7oBnfP5CfP/+Id7UBoIZXaJ47tsylFcDGWmuZCQnVZa269X",
+	"y18dz6r6oUfe5+3Gp7GToSzbsIXTM5wWmsPYngbPspvY1ZJkkY+GlFFQsjLC0ffrgLzfujVcmVR8osMA",
+	"3UqH7zSe8tBpgyrr9NERPhdyMiLLShazK0B9zZt/C+3aS2YUG3MdrMKhHPT7vuuDI4bB9l6p6mLAfSEM",
+	"1KyoSCEJH204WLoAryoHn8I3JowF81AwL+AKUPmjsfXZGW2oGg/lzMl5/34Z5POOfXTLpNcTrQoZxWxL",
+	"PjWUR4NkMBj0KBkmVTpDDZUpZ1e6rRe2NpiwOESVQ1n1nvhwVxaptMZybU+97umsYr/6kI2Y4UszlFO1",
+	"oNgcLmi1npohF6ZxAPrVSk04LEK81JHycm8mgNPzX9ZMo926y1XK8zCCtacN7ODnVRJc8S+tk5NULW7O",
+	"fRxAzVqaV86qSbghR8wsCexzmwc/4p/rHLiU043qO0rzlidBE1jPKEtTmFvSb2OvUoIa8hJKLTlrXlMh",
+	"X+ZiMm1Qub/Fs1eFU7vuDLmfOIn2XnOHpabSOJNSeWl8uuCimV289mag0szZSUGdn3KZ5fFc3TFqGtYK",
+	"DYTvRNP/SHWrTgD3oWOjEH8wFftlxC7qo8Qj0CBGeJ6zNFfpdUgUiJzgjif8V0lI2JuXL9iTJ0+ek8Gu",
+	"xmMDzdG3wqYfqHC7lv6kNk7tR25BgjHtIdmxVjPGZeleJBMMZ0FuOlPGNRJUDGrZC7F3I1/6xpBFJ8Xz",
+	"s25QeY+csCH2pgxULUTk6JqqQvfWvb3zZ4Nom0lqoyPgedvvzxt/N6inZs3eaBJFQZYCm4N2kxO5T1xy",
+	"1Fk4HoML1x34IJdUEno7nDY3Bxoxja8aTdP2/STM2OuvQWFyf//qZKJn1r/yPPdqU6Mu9MrrUVEXPM/V",
+	"IrQJR7ix8evKY7OaorckW4BSlOHWMV4mizxPor1Huo9Fd6CCoTx+9lf2g/jWsS6viPT6bOQ6GDUlPIf0",
+	"x5H3IY1OhhIzX7yKi2SyZKqgRCypmH+RVITbg4k68LP7zSjZf8MXIbTnpolmWoPnuPL4R4QUKRr3F92f",
+	"8dvzSPo0yHveok2UziJV2K0vNDCCS0qG0pDmXGCaA6S8IE/Ski1AQ+xfooMqZnXfspD2r08bJSClWp3L",
+	"t03RH/9pt2tSLZpF6N6OqKRzAzoYXTuMsFXOfl8q1JaSqQrSh10DpDIv+3c49ahn4Q7Wd3pl95IaxdUX",
+	"L4kEdX1Hqwnv4/8imqfsij0dISvHYsUXIm5gNaymZBUbF9JYjBeMmZ+QT52E0oWZ8jxv9kqunJJaDvvW",
+	"NPbqDG10oqyfqFZnz2kggfoJ8TY7hT2qc1V6hoado2ezYae3PaekgWTa9/I+FC3PCT88wYQ6eIuk93Fk",
+	"9aXs/g7ZIq813AhYNHnSSLPcT9NFXbRB290S0giK53ZVuGbxlc2SaLiNW1v5C+snwum5z58++xvzyXgs",
+	"AxviSis5P/igcfR0z2GPdYo8mA1r5diM02u2OMgbBJaweYugxR/WbzG9fXMe3864FpQb4xdj+yHHp+HD",
+	"G93nbyhi82Hua6cnrm+djzmSkoaBXNLUvP/BX2lYTJHH+WtpY5FbwAsrE3FTk38rPpjzBs3xlcyXVTTZ",
+	"lBkDK56OKJ6r1aylm+CuiywJMlyEQQ+W9o4o/ABRhN09xlw/brvNIrRpnElFdk0Ju+5ZWPZgf6gQpDvF",
+	"jBM2cjs0orBwUJtxsk6jr3k1Yn72AatXprHsv3B3mwjXFLlt8cZvN8dQF/ULIpu1xZnSDWf0p8g/ihfG",
+	"8PYKl5h5h1d5fK/mlP7kEy4a6Xrl6NLAm49qnPGy51F94OjPhSfSho2YijzTsNFBGd5h3eDaN7mypkeE",
+	"W2aDUj7SPHdakLSqebs+wH5KdVM45QWXSoqU5+zZQZSm2uW5UahflpeT/H0Nb1riu6Y5Bgdyr4Ehfb1o",
+	"zyZqN/w2Z03MKh/AJoEYXAWbTEUJt/ZlrJKs8yH3CusWc8d7nvUoxOBmbBL29vIFXi8N4nnHXIYVwawq",
+	"f8Sm6QS3xadOG9GF3GfTzVzXHdWRBMTQx16dhSj/pmmGw0spAR+SlNKuJn4KaxuTg3eMTHjzJ9JQo0NW",
+	"Ln4tV6QKG7ZkjYTjFJa7Zj0H9rd6VPYxrMMGtQU+eGrFDbRlSBUt0YKV5fGdlC02DmQ3G3/F+XHLU5sv",
+	"UUI6pq+VTDy3pItt7pysK/jN3Dnw5JULAwmD/qTPhp0Be8L+x/1H9wTulxM3OnXmPpQd3Z7vbU+dH5c3",
+	"JzYdteiOxTp/j43WbZ/7cM6/xcT9onjwis4nJs7EmCgw4WIDpuAHX1EIJ4RtG7RF3gIfr3f/I6m5XqWl",
+	"ayxKwoEaj1kGOV9Cxn5TV312JsuXfGRizo0dSrfSJoTHT+l45Fntcm0tTaMGMdF9enwcTEUcYI8VMgdj",
+	"mN9q5g2hX3me75M+XomhlSAP/u4DK6WCT/ntK3kG7n/uvIcIDzHqZttub8n2MTKqPqPzs5/PyhBb7FJ7",
+	"e/mi2aUWy5wNnrwo8584w6wwIWG58ujt7LLzM97El+/DX1eq8g8WHK3rG3EUaUUEJYiJk4NtScoJHX2Q",
+	"bzDIlfsVDY/c/iG4fUM+/Gxul4xGxDTMVLjjQ80aD+2Xq6bfq8K9SR9eP4vFbMb18kPTGX3zKqNxAhL0",
+	"vvp+HqUUbPpamXoQyEPs4Qb3Q20LR1TOuZ05ZJh1kwfHKfjlEKMZxp+pr9a79t15THj6Eyc81el214R9",
+	"sTE8PnWm01XpBW2NlN9PCkF7hoDlZUA3ShEQmk1JA264iTKLswX22PHvitJfGweJ7yPgLlai6U27eFly",
+	"+D1UlPcFFPC26a7kxb8vGD7FK5JdxO0y71u8jiHKtF22XLo32+5nTq2dd00Pvxgl775+dXFJiHY0DPda",
+	"b8cQVftKXfoxB9XQ9eqY53vTqAleYlDpIbEyWikdsXW2ygwa4L/p3VLi79js0r/s6BuamSvqROMxoAbN",
+	"6C0K6pR5dWpRwoVFaE1lqtR+J8CPo5z+trxdmsgH5YbspJM2mUzt47gPO8mT3INZSTWK2c/ThgCPaHg6",
+	"i9ZjS7JzyTh7fXb54l9JAFKo5s+uAeae+WIC3ulQCteAWic+nEtAUsJfCy3pDQ3nBmIjEKkmamuApShB",
+	"q16DDldsVl0tegLGssrkqsNgnSKCCGJnsVXoLKVL5Kwb0ExYD8ViWORBqTre7rmLh/tTCRGy4hqcCYpc",
+	"IfJYLQCeODkGleuQUEb6zCN2IQaZmaqFPEUJCHKsdAqZ00po8XYcHfXXFMAMC2nisPyML9mU33i4p4x1",
+	"vVDD4Y5R4tHYNFi87dPrs7MdFh1T3giAbM6NYaLER3Mb8DxswCpwWYnfGmDTiJB2XIGLWKNvmH4VwWtY",
+	"gYqYNlFM/JVtNHPXesovK2mwJ4BOmQTnBUp5YnEehYE++0+VMpsLY8PZd6eTrOiVyRcIgRd67LNXdGvH",
+	"txaGGbAJ4xIl/VDSa+TbIuhUzqZudefcWtCSbua9OP/uTULXvqTTVFjUbCjRYPaX0CO9hlCd6pwrzFPD",
+	"POcpbd1QlnzHjdEQ8OhiqnJg3d/vWC7Gnso1OD6cugVs5EGpyHQDtZx55D+NGJQluOnoePCkP+gfHT3p",
+	"Dw6Pn47QxxtQAnNhQXPCXnWfdhPCRboCd5aURArDlXLSKlyvt+kUcWhra4g4lukU0muyVKL0eem3VoNR",
+	"+Y3jHPR9jyUcJFkc9t8GtEz6LbVEL9OqgHNDM03JFX4u0QpNlbo2fX+Ps5+q2QjB8Ub/U/uNVHG5ZKa4",
+	"ytSMCwQYid7ot8zl+NmTj51MULJfI7E18YrwxI2ppnibJJqotXNzcnho3ps+FAcLMPbgqM9n/L9K8oVx",
+	"kzg8On7y9Nlf//b354Oj48NR25xK9OQPnlQ7o/kgT+mOTsEvQxG+mHK8wlhxxpTPeSqsOyI5R3XFhrQz",
+	"YhuGdfFmwNWSjbnQZUsK3+0Bar227HdJx0BaaGGXTkr4FIkr4Br0WUHQYThDdCDiz5UajiYPwgkKOVbN",
+	"Kv+8uMpFyt58f3GJaNVqXAo1nZ1QdBShw3xAKgLUtVOtrM2FnHhYIkTG9cEoGW7ZEM/uethhmS975aK5",
+	"B+6b17B03GYo3YxAWo+jeMJGNWzME/YtTpANi8HgSXoNS/wHjPrsskQ5NoQFEzP1Aw+ZXt72NYTBTkO6",
+	"hiXr4r2ZoGXiOz2PKePFw+jw5ujQj3sU9UQ4fOwyyhTHqRPwEmG5EuoarsZQOtry4KOm8pGFi06lmwIT",
+	"uKO0dC7DSuFCIc6LOfGc++ntLX71Gf4f4QGFYaM2SMrRUHZDemwvANCzEtQbhXRQZ91SXvHMX6kP17fp",
+	"ant/KJ8Owl0juwkIXRiWqbSY4XWbgFzqEcMR/XYoHckmbOYBUsPlmaZ7+u5LFXx1+a0M0pxrSIaSMyo5",
+	"QB9GCHbvBZoiJSPYAQEGiKzEVyVNRmnS1Y4Hg6GssCt7HgzddeJMlXnuJEx02aibccvLzM4SxJwPZVbQ",
+	"LhAyaxLAOtnby5cHf3fdvv3LYDAYMLSViBf2TlFBpIV1em4Q6leFW9NrEu8GpAHWDf2t5TGEdS4Dk05f",
+	"o+CGm/8q3jLel4LM6eOOwv7jliW4bvHGADjGhzYaAgvW8JwDYUTQgvigh3oHQtWtoBeOGDFmwi8eLeAK",
+	"Bf0IP/5dEY6XOy4xkgUtUKUeDDvPB2bYScL9Bbegw87xdNjx97Apc7pT8TQWtG32Ezduu85en0cJNyed",
+	"o/6gP8AY1Rwkn4vOSedJ/6iPl+O4nSIDdtyA2Jv7y/vlSqI8z9CENpYsEWxY1eJogQqtXjn0pv9dsvVN",
+	"KsTgXmwqsFBLqd9QfaO5dYmNs3fLEgRnN+DbGuiL6/Mes6obJ6bVrDa43TKI7ytfuWlIVu0/oHcrBTCO",
+	"B4MNmMT7YRFXQEQNaMSvHAPEqjC1wjFuJ7xhGF2bdS8ilPtTGl7TV8tpHEZFPLDJ0fYmNSxvbPRke6Oq",
+	"XoNrcXy8y2di7Gds9Xx7q1X8+ruk82yX8cUo3bj+6PTa3o7w31BrDGFZqsridLViMq3fkw4KmtIZeAQu",
+	"QUE5PjElFqfpvHMdVizv0Cemo/9TmaaENqc2oNCigF15gwMTjyhX3nHvqyWhMUZ9/y6yu/CB/lCeWeY0",
+	"Ihty/ogpJaxibUm4LZ4xq8g0HHZ4ng87J8zqAkYJE2Yog8s0YUaRzC/z7KXTospse9KpsFQPhvTSVGQE",
+	"gzuaKQ1I55bAUUCy2c5Z/Cf451BiGv9KWSG6vEISqy5F/CWFUpB4qfutypb3dthXbvDc1T3Mbq53D8hq",
+	"6tcwGtjNlhsXXzZrOXqyE5Ogihx/fF50AV5RrHiCifxWmOaG97jolFQADQgHhG5ud4p6OzApx0halbN/",
+	"AulmnYeWoW1o/gSt/YUT7+Dp9hZllZuviQz/iVjFYRMaSGlfjf38O0LVXxVk5AdYrca3Y39Ji3SlKzEL",
+	"QtBchlgaQaH5CFEIdvhXnHCUapGweV6YoRwF1MBRmax6shEaUGl29GxWgU4HO/K0DhrYIL8I27A6a/cv",
+	"veroiZ9YeEVAmC0H3W0UrSbtxYef+X0P42CHw1jWonuUVYFJeG9r5+SXdzUtujBTyjOqcCQCbDuGkFfQ",
+	"hfqhrk/k5at593YUYTVl+355yBqGMwldVKeFNfUaDicVuLMwbIAspQLojgB2zjwMfAwXTCBFhPPbZyVQ",
+	"NaYMbASITiLg6WQzWHS73vx5hXxSX94/nMzfm818Vboqj63XUin1B0EDBrK920eqRa/Png6eh/szdNHG",
+	"td/9rJdII/d41svKrzYUh0Bq9PpP6QAP9ThLyJiu0hWC6FCG094rsxiOBwO/Ju7EU5UMX+XWs8qFSAFj",
+	"2t4ZPZR+JXFpo8J37EphGAKDF08HT7ERvVtqHV49GcqpyjN0gWPThGpg2Sp6QtCkPHWfzCGbgPdfOy4m",
+	"xu7Vss7NMnj1KS/ZI412S8hndPwveIxCapyVgpj5Qxm4UDfk5PYSt+1XkKoZmGopEbI0xCnK8nfID4by",
+	"shQoKEh8WC0Ikm8qrDsfGm+ssDGUWGKDdUcUHaOKHBQg69NP2MaHzHonhGFaYfm7jgIqEG0qdcixkCZo",
+	"/8kuD5fQUmCZCHNDCnJLRaCwVPQDu+klvpghJeSmar6MAl1lQszgOYkUDRURNTtEqvIeD+YPqcEkfFEq",
+	"5ZvycEq1cAtOTubeH0qt/CoVxBJjrKFG0DZd8NQxsxDf3SArMLa+1bPxkq6SPxiFEvBpS9leoX3N9NxD",
+	"+EjL6D7Lo7fjc3o7op1xorJhdyqyQzL7SC9IRaqHHsvzY5WaOp2/wE6/DFJ3C+rxFx4p/kugeCKOGLh+",
+	"9aq+t8mqQBICxXsdrrx4XWUsk/LbdEg8vce3CVvzAV5X9/kejGQj3MUWwq1ytVYCf194lPYrIT639PU4",
+	"a1jwmHxKekE228ziMHfcX9vbmxcHoy9dYnXWdw+jK9cQW3fSlI/u+dtNVO7r837x/PfRQ/txbJ4uV/Ao",
+	"EzW+vb9+0lZ4dalJZ5ADJTXXT+B3+Ht5Alco+WnDHVFskD06+b4WEqINK31LffamDvL+3NfAqa6IscKA",
+	"CagrTcy8zSxrI6PBJ2CIlxGuxaNO+hmtsKh8b2WHkadg3Q6r6wgfZDtxm07XqZEucUQE+VCKgb8t8old",
+	"aJvPQbDU/qDn4VGp+EilYsrlpJIIpzvcdN6sbdRQYVpNw4sI1OUzZYt76MndztgK5GdbpyUG0wekkbv/",
+	"0c25ja0fMg+6Bov2p0iF/uqTmqMLaq15zdWR3GZ9l1h2X6j9vYKn+okt8Arpr90GZ6OAYOvr+9dQbEeM",
+	"Wl2Bz4a+gSy6xfRowX/xwvbZ4G/b25xLU4zHTjBKe2GV9jWu7sf6x5tvpXnWxT+VDjDqhB7QgKfKugR3",
+	"2sYYVsX3jt6CiGP8ef0FX535X5GP0iyUGC6p5jd11TtFe20ljoB5bQF8rV3CtLkE2mll8El49GVUJfKR",
+	"Bj+rY6BWpKVZTfkoB8D6xs9ATyCrKF8YhjeJ0TjOxTX4TEsloc9eFrbQEC73U6bYUPqqyWWxNJUjQJOQ",
+	"CAxRPx10L9438Jmm1AwTjOgzF4DlqNnIMfERXuYiNj5ittDSRGdSSKs88x/KCr/JhB6QuY/ofjhdGZ8r",
+	"Iyw0JRWRm6J2Gh9OVfs8PpFtbCB4Rf6w7OBRVfuMqlrwqUQ4a3t5VbbqZZRvspOH5SW++eBelncPnJby",
+	"p3FJ/GEFf82HweNy3UjMiZO+gHj/2tikNavufvO2Vo4V4ujfc+rWa9fnl6D6UpGAR5H31UVtkYJOV40x",
+	"NWbjmppaM86Ya4T1MBciRW13yvUsB2P2EzTzqq5qo6jxdVfbHYctt9urqmZR/Z9Bwqor0AOqK9PkKk9D",
+	"9anyXOyDOvaQoiqUoW29Hnlro6n/8WTRHzpW1rCD4QZyODUI+/r28gVdE5HoRAmIVPdq6zafVgKPvWcB",
+	"9gY7/RIkGNW7eZRglQR7tMFazioRLQLf1bUehk/8lUBewXF/sIT02M33fIvxzN8UK6+thdpk4WZen53R",
+	"b2rMqFaoe+uKp9cT7QhqKO1Ug5mqPKtJ2MFg4DWIHptyrFuMXCrAzWhhLUh2tUQUXqyvnzubX+MqhQts",
+	"vvoaaekj9HMJOfEQRP6OnPHXH0k1CR37Um7VQFnXAE3xJSWvj7zbbNQIsXBJy93Ojo4/3XUIAumOr0t2",
+	"eSgHM1Y1YNRHTvXIqZo51UuiJIgtYhlVmnGnNxWIij/seGYDWSi0t4FNVZWqWgMy/pWHFOn+E23hGHr8",
+	"mCdyfxpqHe/O+00QS4qAKpPygobjxYWBBK+LS8tC0S3k32WgZN3xsnpP0wMFb3RHXvp3vmpHZFQM5TE7",
+	"6ovPjlpNiQqo3NewJGTumKbx0db8KF/D5gvNjqrVDPrEuVGhus/j7aQ//e0kAqff5bDV5cfWm/7l6Xtg",
+	"Bt+mrPjCUI8BpM+ZObIHed1vEgmV4GCOuJbO3PYc3BCCV4WFn2L09yQqllRVhxjKADvky0U5y/ga5tZZ",
+	"81QrTOlQjU4qywyUaoOfuOXXYNrqhPlKD4QrZKZqsVp4DEPNpj0pJDpiDyWfPk9CyOaTHdJB/qAn/FG2",
+	"3VNCR2lbST6DxB/UhE4uAkLxPFcLR0i+6tYqm9o3E2SDpDy8huVmm+vs9fkP7p0HPFb0iU3wC26UCVN5",
+	"Vsb2HwXoFwPVgBWEulNupl5MIWol/exEE2HFY1nFe5WwG0wsoqj7MbEeyNahIXq75ms2eR69vvdi8pTF",
+	"qsrM4FBC1jHA8kgxLIxCBVK8iobltPZg94e/X8PyfPO9jDdwo66rY7T9VgY1eLyV8bnIiNafcUcjp7Wy",
+	"qYMjgie2U5BMyT7DV7dm9XwMdw6XU+fcTquEG6S6zqq+vpKAU9aY3FqO8e7dCrRgvcbfL+8c+zagb8LA",
+	"sb46Fvg7OTw8Ov5bf9Af9I9O/j74+wBZvZ/5et5/HShFgDmNb78QwCjWfFa+LFgUCi3hsPorF3wFmM56",
+	"gaQX8b0sU6siGF3DMv31glVNvb2SGGN0Q6+VbE6qWiphmDbcM+jXq1k1dRuVwBWUvUJQeUlU7K6lrh9p",
+	"qFWNtBm/huiLPijQ8Mmo/CH1EYognrK6dhz1RiTstjaUSsPi9u4bobJaez2eC3K2p4BRjwBaaxUb+RK9",
+	"hc5HfazeFvT0CdiqPs3/Xrz6eSg52c5xfbdo8S+QlMun3FotrgoLho1wlOfZiOo+j6raPSPWfXn+8hXV",
+	"QzUnzNeG+6dWxfw8Y/+Iy/wMpX/6HYSSesjg2T+Y778XF0y0UzDApsAz0MZXtAPyGyyUvkZkZiUhoQJE",
+	"o9+HHUThGHYCRjL08Ye70VB2R3VI2FEP1y685xaPCuOFnxDDNSoT2TsdSvwOl2xUK1gwCnkKATXUU9jb",
+	"Nz+yrq/TQL25bw5lMI08Zkiu5KS5cJCn6YCTuzEHMQKDz1gX3hc8xwmGfavSDmk9K6r8fwch7UAf4KcO",
+	"tnDFrVXV3kpxywykSmaGSizFlSUR7VhMJB3trUPCK8aWz+YfN6bRzdE/RuwvbAq37F8/nb04uPjX2fGz",
+	"v3YJYzmhxDf3GfYXNuz0hx32F6b5giog7jTQCzGR3BYa9hroA0VNVio17uGYWs3YWbLj21tfx7LEvT4N",
+	"ut77QqTXOVUnwTOJLsMF15nPAyV9ZY2Vhetj5GF8A1YvD87w391AOFgMmupUZtx6eGSvx9xbf5GOsz5x",
+	"Kg8cAsy8qhWhqfamBKwh7gsfiAZQ8RMEpBQBi+qKp9dOdFapTVF6xIzfnnlU+oTSlAh3nr2BTGhIfcqR",
+	"VJaNFXlkHNPYhGcc8NexBEP8OY0sE8WsVaGKu5cb3xjHuZpD43d3/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
