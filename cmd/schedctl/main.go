@@ -221,13 +221,18 @@ type apiError struct {
 func (a *apiError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", a.status, a.p.Title)
-	if a.p.Detail != nil && *a.p.Detail != "" {
-		b.WriteString(": " + *a.p.Detail)
-	}
+	var fields []string
 	if a.p.Errors != nil {
 		for _, f := range *a.p.Errors {
-			fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
+			fields = append(fields, f.Field+": "+f.Reason)
 		}
+	}
+	// The detail of a validation error is often the fields' list itself.
+	if d := a.p.Detail; d != nil && *d != "" && *d != strings.Join(fields, "; ") && !strings.HasSuffix(*d, ": "+strings.Join(fields, "; ")) {
+		b.WriteString(": " + *d)
+	}
+	for _, f := range fields {
+		b.WriteString("\n  " + f)
 	}
 	return b.String()
 }

@@ -144,7 +144,11 @@ func TestOperatorWorkflow(t *testing.T) {
 	tk("policies", "ls").ok(t).has(t, `(?m)^ID\s+NAME\s+MAX IN FLIGHT`, policy)
 	tk("policies", "create", "--name", "zero", "--max-in-flight", "0").fails(t, exitFail, `maxInFlight: `)
 
-	tk("schedules", "create", "--name", "bad", "--cron", "not a cron", "--target", s.consumer).fails(t, exitFail, `cron: `)
+	bad := tk("schedules", "create", "--name", "bad", "--cron", "not a cron", "--target", s.consumer)
+	bad.fails(t, exitFail, `^schedctl schedules create: 422 Invalid request\n  cron: \S`)
+	if n := strings.Count(bad.err, "cron: "); n != 1 {
+		t.Fatalf("the field is printed %d times:\n%s", n, bad.err)
+	}
 	tk("schedules", "create", "--name", "bad", "--cron", "0 3 * * *", "--tz", "Mars/Olympus", "--target", s.consumer).fails(t, exitFail, `timezone: `)
 	sched := decode[idOnly](t, tk("schedules", "create", "--name", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin",
 		"--count", "3", "--target", s.consumer, "--policy", policy, "--payload", `{"job":"report"}`, "--json").ok(t)).ID
