@@ -1,6 +1,7 @@
 package master_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -245,4 +246,41 @@ func TestSummary(t *testing.T) {
 		r, err := h.admin.GetSummaryWithResponse(h.ctx)
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusForbidden, "")
 	})
+}
+
+// TestRedriveEventsBounded checks that one call redrives at most 10,000
+// events and says that more match; the next call takes the rest.
+func TestRedriveEventsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 10,001 events")
+	}
+	h := newHarness(t)
+	a, ca := h.tenant("a")
+	now := time.Now().UTC()
+	const n = 10_001
+	batch := make([]*model.Event, 0, 1000)
+	for i := range n {
+		id := fmt.Sprintf("ev_bulk%06d", i)
+		batch = append(batch, &model.Event{
+			ID: id, TenantID: a, ScheduleID: "s1", FireID: "s1.fire", FireTime: now, Index: i, Count: n, LaunchAt: now,
+			Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hook"}, MaxAttempts: 3,
+			Status: model.EventDead, FinishedAt: &now, CreatedAt: now, UpdatedAt: now,
+		})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := h.st.EventInsertMany(h.ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	r, err := ca.RedriveEventsWithResponse(h.ctx, client.RedriveRequest{FireId: ptr("s1.fire")})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if r.JSON200.Count != 10_000 || r.JSON200.More == nil || !*r.JSON200.More {
+		t.Fatalf("first call: %s, want count 10000 and more", r.Body)
+	}
+	r, err = ca.RedriveEventsWithResponse(h.ctx, client.RedriveRequest{FireId: ptr("s1.fire")})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if r.JSON200.Count != 1 || r.JSON200.More != nil {
+		t.Fatalf("second call: %s, want count 1 and no more", r.Body)
+	}
 }
