@@ -140,6 +140,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fs.Usage()
 		return exitUsage
 	}
+	for _, a := range pos {
+		if a == "" {
+			fmt.Fprintf(stderr, "%s: empty argument\n\n", name)
+			fs.Usage()
+			return exitUsage
+		}
+	}
 	if err := e.connect(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -205,9 +207,31 @@ func TestOperatorWorkflow(t *testing.T) {
 	}
 	tk("summary").ok(t).has(t, `(?m)^WAITING\s+IN FLIGHT`, `(?m)^schedules\s+1 active, 0 paused$`, `(?m)^lateness\s+p50 `)
 
-	// Pause, then delete.
+	// Pause, resume, pause again, then delete.
+	tk("schedules", "pause", sched).ok(t).has(t, `(?m)^state\s+paused$`)
+	tk("schedules", "resume", sched).ok(t).has(t, `(?m)^state\s+active$`)
 	tk("schedules", "pause", sched).ok(t).has(t, `(?m)^state\s+paused$`)
 	tk("summary").ok(t).has(t, `(?m)^schedules\s+0 active, 1 paused$`)
+
+	// A body from a file, or from stdin; the server names a bad field.
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	body := `{"name":"from-file","runAt":"2099-01-02T03:04:05Z","target":{"type":"http","url":"` + s.consumer + `"}}`
+	if err := os.WriteFile(good, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tk("schedules", "create", "--file", good).ok(t).has(t, `(?m)^name\s+from-file$`, `(?m)^when\s+at 2099-01-02T03:04:05Z$`)
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"SCHEDULER_URL": s.url, "SCHEDULER_KEY": created.Key}
+	code := run(t.Context(), []string{"schedules", "create", "--file", "-"}, strings.NewReader(`{"name":"x","colour":"red","target":{"type":"http","url":"`+s.consumer+`"}}`),
+		&stdout, &stderr, func(k string) string { return env[k] })
+	result{out: stdout.String(), err: stderr.String(), code: code}.fails(t, exitFail, `400`, `(?m)^  colour: `)
+	listed := decode[struct{ Items []idOnly }](t, tk("schedules", "ls", "--name-prefix", "from-", "--json").ok(t))
+	if len(listed.Items) != 1 {
+		t.Fatalf("schedules ls --name-prefix from-: %+v", listed)
+	}
+	tk("schedules", "delete", listed.Items[0].ID).ok(t)
+	tk("schedules", "delete", "").fails(t, exitUsage, `empty argument`)
 	tk("schedules", "delete", sched).ok(t).has(t, `(?m)^deleted `+sched+`$`)
 	tk("schedules", "get", sched).fails(t, exitFail, `404`)
 
