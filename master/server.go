@@ -37,7 +37,7 @@ type Store interface {
 	TenantCreate(ctx context.Context, t *model.Tenant) error
 	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
 	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
-	TenantList(ctx context.Context, after string, limit int) ([]*model.Tenant, error)
+	TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error)
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
 	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)

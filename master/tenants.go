@@ -10,6 +10,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // CreateTenant implements POST /v1/tenants (admin).
@@ -207,7 +208,7 @@ func (s *Server) ListTenants(c echo.Context, params api.ListTenantsParams) error
 		return err
 	}
 	limit := s.pageSize(params.Limit)
-	ts, err := s.store.TenantList(c.Request().Context(), after, min(limit+1, 1000))
+	ts, err := s.store.TenantList(c.Request().Context(), &store.TenantListParams{After: after, Limit: min(limit+1, 1000)})
 	if err != nil {
 		return err
 	}

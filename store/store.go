@@ -54,9 +54,8 @@ type TenantStore interface {
 	// expectedVersion; t.Version is the caller's new version. ErrNotFound
 	// for an unknown id, ErrConflict when the version differs.
 	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
-	// TenantList returns up to limit (1..1000; drivers clamp) tenants whose
-	// id is after after, ordered by id.
-	TenantList(ctx context.Context, after string, limit int) ([]*model.Tenant, error)
+	// TenantList pages through the tenants, ordered by id.
+	TenantList(ctx context.Context, p *TenantListParams) ([]*model.Tenant, error)
 	// APIKeyCreate inserts k. ErrConflict if the id or hash exists.
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	// APIKeyGetByHash finds a key by its hash, revoked or not.
@@ -74,6 +73,13 @@ type TenantStore interface {
 	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
 	// IdempotencyDeleteBefore removes records created before t; returns how many.
 	IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, error)
+}
+
+// TenantListParams pages TenantList. After is the last ID of the previous
+// page.
+type TenantListParams struct {
+	After string
+	Limit int // 1..1000; drivers clamp
 }
 
 // ScheduleListParams filters and pages ScheduleList. Results are ordered by

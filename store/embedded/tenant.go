@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // TenantCreate inserts t. model.ErrConflict if the id exists.
@@ -192,9 +193,9 @@ func (s *Store) IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, 
 	return n, nil
 }
 
-// TenantList returns up to limit tenants with an id after after, by id.
-func (s *Store) TenantList(ctx context.Context, after string, limit int) ([]*model.Tenant, error) {
-	limit = limitOr(limit, 1000, 1000)
+// TenantList returns up to p.Limit tenants with an id after p.After, by id.
+func (s *Store) TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error) {
+	after, limit := p.After, limitOr(p.Limit, 1000, 1000)
 	var out []*model.Tenant
 	err := s.view(ctx, "tenant list", func(tx *bolt.Tx) error {
 		out = nil

@@ -23,14 +23,14 @@ var tenantTests = []namedTest{
 			}
 			return out
 		}
-		page, err := d.TenantList(ctx, "", 2)
+		page, err := d.TenantList(ctx, &store.TenantListParams{Limit: 2})
 		requireNoError(t, err, "TenantList first page")
 		requireEqual(t, fmt.Sprint(ids(page)), "[t1 t2]", "first page")
 		requireEqual(t, page[1].Name, "name t2", "Name")
-		page, err = d.TenantList(ctx, "t2", 2)
+		page, err = d.TenantList(ctx, &store.TenantListParams{After: "t2", Limit: 2})
 		requireNoError(t, err, "TenantList second page")
 		requireEqual(t, fmt.Sprint(ids(page)), "[t3]", "second page")
-		page, err = d.TenantList(ctx, "t3", 2)
+		page, err = d.TenantList(ctx, &store.TenantListParams{After: "t3", Limit: 2})
 		requireNoError(t, err, "TenantList past the end")
 		requireEqual(t, len(page), 0, "page past the end")
 	}},
