@@ -379,6 +379,16 @@ type FireTime struct {
 	Utc   time.Time `json:"utc"`
 }
 
+// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+type Lateness struct {
+	P50 float32 `json:"p50"`
+	P90 float32 `json:"p90"`
+	P99 float32 `json:"p99"`
+
+	// Sampled How many events the percentiles are computed from (0 means none).
+	Sampled int `json:"sampled"`
+}
+
 // Misfire defines model for Misfire.
 type Misfire string
 
@@ -452,6 +462,36 @@ type Problem struct {
 
 	// Type A URI naming the kind of problem.
 	Type string `json:"type"`
+}
+
+// RedriveRequest defines model for RedriveRequest.
+type RedriveRequest struct {
+	// All Redrive every dead event of the tenant when no other filter is given.
+	All *bool `json:"all,omitempty"`
+
+	// FireId Only the events of this fire.
+	FireId *string `json:"fireId,omitempty"`
+
+	// From Only events whose launch time is at or after this instant.
+	From *time.Time `json:"from,omitempty"`
+
+	// ScheduleId Only the events of this schedule.
+	ScheduleId *string `json:"scheduleId,omitempty"`
+
+	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	Status *string `json:"status,omitempty"`
+
+	// To Only events whose launch time is before this instant.
+	To *time.Time `json:"to,omitempty"`
+}
+
+// RedriveResult defines model for RedriveResult.
+type RedriveResult struct {
+	// Count How many events were redriven.
+	Count int `json:"count"`
+
+	// More More events matched than one call redrives; call again.
+	More *bool `json:"more,omitempty"`
 }
 
 // ReleaseRequest defines model for ReleaseRequest.
@@ -572,6 +612,12 @@ type ScheduleBatchResult struct {
 	Items  []ScheduleBatchItemResult `json:"items"`
 }
 
+// ScheduleCounts defines model for ScheduleCounts.
+type ScheduleCounts struct {
+	Active int `json:"active"`
+	Paused int `json:"paused"`
+}
+
 // ScheduleCreate Exactly one of cron, fields and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
@@ -652,6 +698,50 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// Summary defines model for Summary.
+type Summary struct {
+	Counts      SummaryCounts `json:"counts"`
+	GeneratedAt time.Time     `json:"generatedAt"`
+
+	// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+	Lateness  Lateness        `json:"lateness"`
+	Policies  []SummaryPolicy `json:"policies"`
+	Schedules ScheduleCounts  `json:"schedules"`
+}
+
+// SummaryCounts defines model for SummaryCounts.
+type SummaryCounts struct {
+	Cancelled int `json:"cancelled"`
+	Dead      int `json:"dead"`
+
+	// Delivered Accepted by the consumer, not yet released.
+	Delivered int `json:"delivered"`
+
+	// InFlight Being delivered (holding a token).
+	InFlight int `json:"inFlight"`
+	Released int `json:"released"`
+	Retrying int `json:"retrying"`
+
+	// Waiting Pending or loaded by a handler, not yet sent.
+	Waiting int `json:"waiting"`
+}
+
+// SummaryPolicy defines model for SummaryPolicy.
+type SummaryPolicy struct {
+	Id string `json:"id"`
+
+	// InUse Tokens held by events now.
+	InUse       int    `json:"inUse"`
+	MaxInFlight int    `json:"maxInFlight"`
+	Name        string `json:"name"`
+
+	// TokenTimeouts Tokens taken back because their holder did not release them in time.
+	TokenTimeouts *int `json:"tokenTimeouts,omitempty"`
+
+	// Waiting Due events waiting for a token.
+	Waiting int `json:"waiting"`
+}
+
 // Target defines model for Target.
 type Target struct {
 	// QueueUrl SQS queue URL (type sqs).
@@ -690,6 +780,12 @@ type Tenant struct {
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Items      []Tenant `json:"items"`
+	NextCursor *string  `json:"nextCursor,omitempty"`
 }
 
 // TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
@@ -856,6 +952,15 @@ type PreviewScheduleParams struct {
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
 }
 
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateTenantParams defines parameters for CreateTenant.
 type CreateTenantParams struct {
 	// IdempotencyKey A retried create with the same key and the same body returns the first
@@ -883,6 +988,9 @@ type DeliverEventParams struct {
 	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
+
+// RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
+type RedriveEventsJSONRequestBody = RedriveRequest
 
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
@@ -919,6 +1027,9 @@ type ServerInterface interface {
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
+	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	// (POST /v1/events/redrive)
+	RedriveEvents(ctx echo.Context) error
 	// GetEvent Get an event.
 	// (GET /v1/events/{id})
 	GetEvent(ctx echo.Context, id ID) error
@@ -934,6 +1045,9 @@ type ServerInterface interface {
 	// GetFire Get a fire with its live event counts.
 	// (GET /v1/fires/{id})
 	GetFire(ctx echo.Context, id ID) error
+	// CancelFire Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+	// (POST /v1/fires/{id}/cancel)
+	CancelFire(ctx echo.Context, id ID) error
 	// ListPolicies List the tenant's policies.
 	// (GET /v1/policies)
 	ListPolicies(ctx echo.Context) error
@@ -982,6 +1096,12 @@ type ServerInterface interface {
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
+	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+	// (GET /v1/summary)
+	GetSummary(ctx echo.Context) error
+	// ListTenants Page through the tenants, ordered by id (admin key only).
+	// (GET /v1/tenants)
+	ListTenants(ctx echo.Context, params ListTenantsParams) error
 	// CreateTenant Create a tenant (admin key only).
 	// (POST /v1/tenants)
 	CreateTenant(ctx echo.Context, params CreateTenantParams) error
@@ -1067,6 +1187,15 @@ func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
 	return err
 }
 
+// RedriveEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) RedriveEvents(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RedriveEvents(ctx)
+	return err
+}
+
 // GetEvent converts echo context to params.
 func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
 	var err error
@@ -1144,6 +1273,22 @@ func (w *ServerInterfaceWrapper) GetFire(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetFire(ctx, id)
+	return err
+}
+
+// CancelFire converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelFire(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelFire(ctx, id)
 	return err
 }
 
@@ -1470,6 +1615,40 @@ func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	return err
 }
 
+// GetSummary converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSummary(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSummary(ctx)
+	return err
+}
+
+// ListTenants converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTenants(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTenantsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTenants(ctx, params)
+	return err
+}
+
 // CreateTenant converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateTenant(ctx echo.Context) error {
 	var err error
@@ -1671,11 +1850,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules/:id/preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
 	router.GET(options.BaseURL+"/v1/fires/:id", wrapper.GetFire, options.OperationMiddlewares["getFire"]...)
+	router.POST(options.BaseURL+"/v1/fires/:id/cancel", wrapper.CancelFire, options.OperationMiddlewares["cancelFire"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.ListEvents, options.OperationMiddlewares["listEvents"]...)
+	router.POST(options.BaseURL+"/v1/events/redrive", wrapper.RedriveEvents, options.OperationMiddlewares["redriveEvents"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/release", wrapper.ReleaseEvent, options.OperationMiddlewares["releaseEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/extend", wrapper.ExtendEvent, options.OperationMiddlewares["extendEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
+	router.GET(options.BaseURL+"/v1/summary", wrapper.GetSummary, options.OperationMiddlewares["getSummary"]...)
+	router.GET(options.BaseURL+"/v1/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
 	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
@@ -1776,167 +1959,180 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs30u5fQfGcKpObEUXJ9u5Gqv2gOPFGJxd7LfnsW5VxhdBMk0Q0BGgAI4qb0n9/C93ADIYc3mzJ",
-	"drKq/bCxOIPBpe/dePr3TqamMyVBWtM5+b0z45pPwYLGf70otVHa/VcOJtNiZoWSnZPO5QTYUMKtpQeG",
-	"TI2YnQCbabgRqjRsxsdwyrhcMGUnoNkNL0pgwjANo9JAzubCTtizwaDfSTrCDfm+BL3oJB3Jp9A56WT0",
-	"5aRjsglMuZuCXczcL8ZqIcedu7ukc/6t+zu+PuN2Ur8t8k7S0fC+FBryzonVJcQjTfntjyDHdtI5OR4M",
-	"ks5UyPDvo6TtOzlMZ8qCzBY/wGJ1O86YBqsF5CzTwC3Q6tyGGD4Fdg0LxmVe/+FK5Qv3Sqmlwb+OhDY2",
-	"lVyaOWh8lgYyTCo7EXJ82hwNx+eS9hZHq7c2lbS3x8d99gMsDOMamMnUDHJmFY6T8aIA/cQwC5JL209l",
-	"OIUJ8Bx0vZHRyg/c0tft4vPn23fxRzEVdnXzXvMxMCP+A6ybw4iXhWVHg0FvHWEUOMrSPMS0nHZOjgb+",
-	"MP0/q0kIaWEMunPnpqHBzJQ0gAT+Dc/fwPsSDE4sU9KCxP/ks1khMu7meDjT6qqA6Ve/GTfh36NP/18N",
-	"o85J5/8c1kx0SL+aw9f0Fn10lX00fZblik6ZTbnNiGjOXp+z6IV+5y7pvFByVIjsk09TXf0GmWXZhMsx",
-	"5GwKXM4nooDEUZyQON+5VnLMjOUWEqa0+8VYURRMyFSWBk7dH7tD0FppM2SST4Uce7qHIk+YOyY27Pf7",
-	"h7zQwPPFAdwKY82wF4g8lX4i/gE24Y5zuGWlFO9LIAGTMFNmE8YN42ymCpEtnhj3OXAUfpd0vnMz+JQ7",
-	"eCZZKeF2BpmFnOEGsO5zpO67pPNS6SuR5yA/9aE6ETLlCyQ7JwuYnQjD1Aw0fpR1SS7gc0oyLhnPp0JG",
-	"TyiN56fhBrQBWs65NOVoJDIB0l5YpfkYPvXCRhqAmRnPIGgkY5WGJ4blwlw7wryCQs1JCCo5EuNSO7E4",
-	"0WAmqshPUilhztzX8rIAk3jCNwmzWozHoA1KZw2mnAKJ1qDRSmlFQR9PpTA4l7zPvoVC3IAWbgwNBXAD",
-	"YQy3LW4zx4op6Un0Z2VfqlLmn3LnflbEN57FRni4wng1gWd7qdSPXH/6Aw1SMui4wk3CTY/L5UNExRAm",
-	"+xOXCy/YzaeeMzHPE1NNXjuTAKfnlgC3E14aJw+UThx7eapwRJE6mwqkE4lucYVjJcbzXIMxzLh/WKXY",
-	"1NlVJHStugZpWNcdFQnEYEVAzp4NnvWCjM5Krd37cyFzNT9lBoC9AasXB2cjC7rPXklvcySpLGc5ynJP",
-	"8xHJO7biFX+c4NBhvamc8tvvbtxWOfaHnL0vleVsrsoiZ1fAZtw4RulKFX/6hAG+wwrgN5DKimsZinhn",
-	"O2lgObER5MGSEjriIJC56ZEZQxYMHnr0kVWz4wIyJXPjTKI5d4TTYmpGdsNd0nkreWknSov/wCdlz5+E",
-	"MU5hKs2mvBgpPYWcnfmpkDimRaPy5Si1UTUKMixueCHyfipRGV1LNZeVRcqdBFfXkONfxmBrM5OoyEul",
-	"t5LfcFHwq+KTSwAiBWFYWc+BdR3roJwiCk2YVAymwlrQTJfSmybCpHKmVQbG9E7RRl8w7sihQfoPTjZ+",
-	"Cp9j94IIEobNoSgOPPVclZYJSYSBtrkfzn3t7PW5d3Jm2il8K8hUJumQn+HE3Tjcdk46TlAcWDGFzorJ",
-	"nzg3bNVvSzozDSNx2+5VoifktK7mmfNCgx6/hkXiNl1DpsZSGGC0+SuDe4LeZ5okwM7zdiezdiN/Ib+y",
-	"erxaSRJtzrvqA6RO3QdoS1/QM3juRfFq1Dn5ZfPZ+pO4S5aP4rrNCb1EjQFcu73qs4uJY3TPBp6bmZLF",
-	"omXXllbphl9dxrtqIT8KcpeakxIWps3/2Glt4TNca75Y3XAcq21PX2glXzr3AT/F81y4feDF62hSI14Y",
-	"aLUT3YtOgExJoWXaKZHbmdOzQslTNHmvUOHSo87vMSzt/CXt9PHc45XnfPFq9JOSzvNtIXf8+d8A162/",
-	"TlSpW3+YCllaaP9pzbfuWvbJ25+Ln5wEIgNudT/QvHI7Idn3l5evg7YlJUF/v/jXBZvSGCdMSWDcWpjO",
-	"nEWSSv88/h21OQnV5jb5F1ZncOSsoCoMEgZ2+7zJl086mSpJjG5+LAeeF0KuWTrQClHvebPmiWFX6IwH",
-	"Y8mTwlzYiSqtW6Wb3G7CBbfjvF0QjoSGDT9duiF3F7YyhxahOji44s7q4lPlne4h7tswmF1+8e6DjS0f",
-	"tO3ljC8KxfOtWsk/htyM1u22NwKZvvGPe53kjmMXwRx2ufFWtcHRdoZ9CtSTVGRZT/XdBjZ6Uy+nuc/f",
-	"126lM5Q1G4sboOgeTu6JIWOdXfHselWGwO1MaDBnLezx7wkQe1QhDRrIEYIjR8uv/YfqD7Bufbo8lfRm",
-	"RcC8tMovBFVC76RyQpRm5IKwKxg5y8tOQBI376hM3RxWF/Fqxt+X3mEI+2Eg02Cr0OgIZObUOptz7+yU",
-	"MneuyeXEuQW4NjViQz9z794N8f3hdzjp8Dea8MrcSl2siWX75aP3MmRv3/xIbOHcNfenU/b61cUl46sf",
-	"t8obItXulFps1bBuImGr2qgN57GqYj2pmjZbMxKHLT/tb7vFUnPXN7yLtpGIC24sM2XmLOJRWVRqxB36",
-	"lOfQZy+cEeOM1AX6J7kWN3vI25GQwky2TAIPlWngTlgE2s8T5hbtWCDjMoOigLzPzrzsn4gCidM7VeEz",
-	"rJu1TLe3z3zvUwe0D1SphlXKcMdRhUVbtCOGLL2KmCrjNi1Ds4iLwmkVr6vZDzCz3reqdsE58BPhHLgF",
-	"69bbLgybgcydS0t5DE/VbIB+iZmouZeb+HF0ZR1luN13B9TzoTbOJMwr+nETMq0eQcFLmU32of0pvz3b",
-	"yGr7q0GSwOfrHCKhtLCL9o9t1INJx1huy632NkqUC3rUSWmux2C3vXRJTwWp/l2so/bQBo6G81elXeOz",
-	"BIWZixxZK6iiSKORKhKWkZrM1wsJP4MrpQrgGLugYNYesq/N59vbqqiILjrdatubFFYdYVIL+Fhkx0tY",
-	"qyzuwycjrbPikiWdOtO7g4u81mOrSBBaJnqftP1BtNp66jTmxsXQ9EA6k/mXjhdsEcW4cbxmpB8qNVlb",
-	"nPSfVi/CE9z9pVJC0QTqrWkYPFtd4GVj0737TUsQ4Z+K5WXIAoV07HrbM2FONju1cPxs0utvtAejdPHz",
-	"o+Pt6eL4NNZbShgCCEGwFbJC571d7Py/i1c/sxm3k9oBco5+d4QWMJ/OCmCpZ9h+qYu000sYZ5iNZlWV",
-	"BEVcKXi4JhzFfTxv8wppptXz7UvVLZyDAmcri7h3X9CTH2oOZsII1WLZU9g1P0EnXkzhlBXcwok3BnI1",
-	"l+6vCer6kIxw3vVBOaOkyGkqzbWYzSD/Vd2ALvjshPn/+If7oXIQquoSJ3fZhKO6SGWuuZCQn9ZW269X",
-	"i1+dzKrHoZ98zNvNT+MgqazeYXNnZzgrtICRPQ2RZbewqwXpIp8NqbKg5GUE1vf7gLLfuj1cWlTM0WGC",
-	"bqfDd1q5PAzaYso6e3SIvws5HpJnJcvpFaC95t2/uXbvS2YUG3EdvMJUDvp9P/TBEcNke68ydTHhPhcG",
-	"Gl5UZJCEj7Ywli7Bm8ohpvDEhLlgHQrWBVwBGn80tz47owNVo1ROnZ73z1dJPh/Yx7BMdj3WqpRRzraS",
-	"U6k8GiSDwaBHxTCZ0jlaqEw5v9IdvbCNyYTNIapMZT164tNdeWTSGsu1PfW2p/OK/e5DPmSGL0wqJ2pO",
-	"uTnc0Ho/NUMpTPMAjKtVlnDYhHirI+Pl3lwAZ+e/bLhGuw1XqIwXYQYrv7aIg5+XSXApvrRKTlKtCXPu",
-	"EwBqt9K8cVYvwk05EmZJEJ/bIviR/FyVwJWebjXfUZuv+SVYAqsVZVkGM0v2bRxVStBCXkBlJefteyrk",
-	"y0KMJy0m9zfIe3U6tet4yP2Jk2rvtQ9YWSqtK6mMl9Zf51y0i4vX3g1Umjk/KZjzEy7zIl6rY6O2aS3R",
-	"QPhOtPyPNLeaBHAfNjYq8QczsV9G4qI5S2SBFjXCi4JlhcquQ6FAFAR3MuE/SkLC3rx8wZ4+ffo1Oexq",
-	"NDLQnn0rbfaBBrd703Nq69J+EmbkDaCgcd2/f3VC1XP7r7wovN5tVaavvCKOhuBFoebhnUADrS+/rl3+",
-	"5RqvBRmTVOMKt45zmSyLIonYDDculv1dbzmn8vj5X9kP4htH+16T9fps6AYYtlXMhvq5oQ9CDE9SiaUT",
-	"3kbCU18wVVIlj1TMP0g65vZgrA786n4zSvbf8HnIDbllop3fEnqsQ8YRgUaa6v7Sw1N+ex6JrxaFwdeo",
-	"oyraoEq79QHTYr5QNY2GrOAC8+SQ8ZJCEQs2Bw1xgCJHlhHTZnBSSPvXZ60ilGp1zuXbtvSB/7Q7Nanm",
-	"7TJ470hG0rkBHaz2HWa4VlB/V1lklqpxSjKo3AtIZV557CCkUVHjCTZPeun0kgbFNTcviSR980TrBe8T",
-	"QCGap/T8np70ElssOdPiBpbzMkrWyVUhjcWA84j5BfnaO6hiYBkvivaw1hKXNIqgt9ZB1zy00Qtf5ai1",
-	"0YLTQAJNDvFOH8XNa76qQgtp5+j5NO30thcltJDM+rO8D03tJeGHVyjQAG+R9D6OrL6U09+h3OC189Fh",
-	"3haKIdNkP1MJjZkWc2lLTDxYLtttqYbLUL2WRNNtPdo64NTkCGcoff3s+d+Yr+ZiOdiQmFgqGsEfWmdP",
-	"hfJ77FMUAmvZKydmnF2zJcLaorCELdYoWvzD6jWYt2/O4/L+a0HFFX4ztjM5/ho+vDH+2szD7sleDxyT",
-	"vPA01eIqTkSRa9joNodnWDcEnEyhrOlRKKSqUaIs+axwolVa1W4xfIBRlum2IN8LLpUUGS/Y84OoeKrL",
-	"C6NQaVUl876K2Nur+KxpjwyD3GtiaDa/WJ/jXm9Nbs7lTWvHYhOXBf9jk/3pnLiXsZxbDTu7R1i3nDGr",
-	"2PMeBb7cik3C3l6+wEtPged3zLAtcbuqnZxNywm+0KdOZupS7nPoZqab4ZNIB2JAbq/BQu5p0zID81Ki",
-	"6kNSpet1z6cw4bFkbcd4mbepIrUXMVm1+Y0MZh3MXpPLDOwUtrthkgfxt8wq+1jr4YC+4TabfJDRXnHY",
-	"kvryqSyMgoC+8RFnm0385Y3uUTIYDBp+esyvu1AVTvrckqKeCnlOLx99sJG5OvD+1bD17jj9E0akrU0o",
-	"ZyKZmtGITDQuw64aNu0KJKiNpUrbhEF/3GdpZ8Cesr+4/1GB7f0qi1ZnduZzQNG10972mtNRVXK86bij",
-	"4mTUTJuvD7/wd30d4bmTrpKqmDDouolSzXkvYYW4Jp9y6Wauz0GiAYHDhWPsE4fuflN3RWXGzsW27flw",
-	"ZbplTl+UWluq/BTjCWg2VmBCBTPW2gaf3udBKjIbrAuxB9XYHP5HrCRhZMVbqldXEg7UaMRyKPgCcvab",
-	"uuqzM1k95GO5M25sKt1Om5AHO8UabVXkjVt0jXxs4y5599nxcTDpcYI9VsoCjGH+qN3TIfi6T51ordmX",
-	"Ltjg332pIK4czSNadzOh6P6vWGCOl+4ho+5rD5fsbSx8jNpvruj87OezKpYehz7eXr5oD33EanxDxCUq",
-	"8SVJNi1NqEysIy87h1b8infSMm/AlEWbbBUISRC8AdYlF44dD456TOnYE1zSye3V65deJD4xbKYMKrVA",
-	"3P5qU8JGWk3ZoJ2nZrWjvtMtKrcxM+Sp9rn4ezQigm1AhhqLG5BV9M7PeFVTttBl5CvuYkA0ffbmBI8H",
-	"R0m4mY3XOPzmV3qFbmJO+A1VT+A9+aa2CLu6SyDXV7xtcNIbZFOTTOu9svaKekyno/VD4ffgXGJaVNRX",
-	"bJUOmVI6k/D3AMQh9PrTiLU7VrVunUp1w5a3hDZil3SvgOM6JtsWgQwbWE0/2cFe3NFwXuLuW55ZJ3El",
-	"kKHhDDiyiOiOsFMQjxbhdovw0cJ6tLAeLaxHC2tVLt9H5iq2FR6mzqQZJIvrKTIrbtxSZ7ykQhs3vwLs",
-	"mvrGMNAHZcmCXrlf1fAo7R9C2rdcLZrO7ILRjJiGqQrXJem1Vqb9cmPL9xol3hTEXeHFy+rLe7DO+xJK",
-	"eNt2HfLiXxcMf8VbkF2E5jLv16RwQh5w+5ov3ZPrrmBOrJ11TQ+/GNXnvn51cUmgdTQN91hvxyTiu7U7",
-	"dennHESWG9W5Me9Nq4S6xMjbQ8JhrE0nIXzOVllDE/wXPVtR4o6vXfqHHdFBe8Eo8upoBCjZGT1F1/kq",
-	"oCM1rxDBIkCmOEi+R1GQn0e1/G2lubSQD0oE7CQr21T5+nn8qzqzPfwqREZEM8PZLx6UkZ1Lxtnrs8sX",
-	"3ycBgSCK1F8DzLxni4WHp6kU7gV6O/G1hoTA5MMV9SmimdRyhIS+1HaGLXgOFdrTa9DhbsqyYa3Hzguv",
-	"FWwTP+q0ij8kbBlzSukKcspZn8J6r9uwyF6uB97up8XT/anC1lhyBKeCkusI2eUr18OOChmEk3MUCZ6j",
-	"zzzUFYJ3mYmay1OsgAI5UjqDnC3Ag2HsODsab3VqP6mwkSaaFcL4YUDH0Dy63ifC6Y6wQIjmpsHiNZle",
-	"n53tsOlY6kfxohk3hokKWMwdwNfhAJYRvyrg04A3RoS04w4Ea9CsWX5dZNCyAzUxbaKY+CvbaOZuLZdf",
-	"1jJ2z1xbVfznxXTFsbiO0kCf/bsuFS6E83XDNZJUks20tPgSsePCiH32iq67+LeFYQZswrhE/ZlKeow8",
-	"GcIc5WzidnfGrQUt6Urbi/Nv31S5P/PesOi1VKJ55G9vR9YCwSE1JVdYJ8ZVMzq6VFZyx83RUCRyPlEF",
-	"sO7vd6wQI0/lGpwYztwGtsqgTOS6LZXrIfM0gjdWqKDD48HT/qB/dPS0Pzg8fjZEjz7A6xXCguYEWuo+",
-	"7RaEm3QFjpeURArDnXI6INxLt9kEAVwbe4gAkNkEsmuKVYZTR7w/OloNRhU3TnLQ9z0Ib/Dv4sqkwS4Z",
-	"u5BJHgxWnT43NdMW1fRriXZootS16fsLkP1MTYcYUh7+pfE3qvmVC2bKq1xNuUBkjuiJ/pq1HD9/+rGL",
-	"CabrayS2NlkRfsFsdmzOmiRaqLUzc3J4aN6bPpQHczD24KjPp/w/SvK5cYs4PDp++uz5X//2968HR8eH",
-	"w3VrqmCHP3hR6wXNB/nFO7qAX4Z5eTHhePevlowZn/FMWMciBUdzxSoPI05iw7Au3oi4WrARF7p6s+dz",
-	"3TujQa9su/P8ICudi+m0hK/iugKuQZ+VhLmFK0R3Ef9cG7foSCAOn5Aj1W5Iz8qrQmTszXcXlwjzrEaV",
-	"UtP5CcXCEXPLhx8jJFo70craQsixx/NBSFkfepS5tw1IZnc9Xq8sFr1q09wP7pvXsHDSJpVuRSCtByA8",
-	"YcMGqOQJ+wYXyNJyMHiaXcMC/wOGfXZZwQMbAlGJhfqBxxqvrskaAi+nKV3DgnUxYxesTHym58FYvHoY",
-	"Ht4cHfp5D6ORCMCOXUYV8rh0QiwiEFSCK8PdSKWjLY/aaerbdAGAqEKawML1qByfy7BTuFEIkGJOvOR+",
-	"dnuLX32O/x/ygcN1WI7DVHZDWXAvILezCg0blXQwZ91WXvHc30UP957pTng/lc8GA49EZzchiAvDcpWV",
-	"U7xmFCA/PdQ2wsam0pFswqYeWTRcGmq74O6+VOM+V9/KISu4hiSVnBFWP30Yscs9kMcEKRlRAuimvcgr",
-	"YFKyZJQmW+14MEhlDfrY8yjibhDnqswKp2GiS1bdnFvu7+a6CXr0b57KvKRTIEjTJKBcsreXLw/+7oZ9",
-	"+9VgMBgw9JVIFvZO0UCkjXV2blDqV6Xb02tS7wakAdYN461krcI+V2FoZ69RKMutfxmoGO+JQe7scUdh",
-	"/3bbEi554k0JcIKvW6VyG0DIgTAiTD78oYd2B2K8LcH+DRkJZgL+Hc7hChX9ED/+bRnYy7FLDAFBG1Sb",
-	"B2nn64FJO0m4t+E2NO0cT9KOv8BMFeOdWqZV5WTsJ27ccZ29Po9qAk86R/1Bf4ARyRlIPhOdk87T/lF/",
-	"gDFkO0EB7KQBiTf3Lx/tqojyPEcX2ljyRPDFuonFGozN+pFDHw6/S7Y+SR0M3INtnQkaVwk2tK1of7sC",
-	"ldn7zQo9ZjfE2AZaihtzCahNFosKPWCiTCNJ5JiSY7Y98B52AcCU2LqGDU7YNya32+XQvedV4dVtn5JV",
-	"+0/o3VLniOPBYAOY734gvjWCTwuM7ysnALGdSqPjijsJ7xhGwGruQcRAf0bTa/tqtYzDqPsFvnK0/ZUG",
-	"CDa+9HT7S3WjA/fG8fEun4lBk/Gtr7e/tQz8fpd0nu8yvxjeGvcfg17b3yPgNLQay+mU60VoZ+JstXI8",
-	"acCjVwaa0jl46CpB1/f52FQglqbzzg1Yi7zD30V+t1bu/RNI7HUemjzXIUwT3OsXTnKDZ9vfqDov/JGo",
-	"7Z+InxkOoYWU9lWG598S0vMS/R2Sib3cIWrH8ZLOTBm77kLMnFDdFiFMTfA8Pvga4oj+EWf5SDVP2Kwo",
-	"TSqHAclqWGX9TzbCVSnNjp5PayDUYKKdNoGs0JhpMhrhbdW8hof+jcoX98dmDUSvu2biweoS7h6ax/2d",
-	"l3ZGdwdFu0ln8eE8vy8zDnZgxqo/knvh6OlO3EsdTf60KskHMjonv7xrKKjSTOguen01PUAJY3amBq0g",
-	"sRJ6TUQOdMNx3lGFHXqUxgeQISu4onzsHEYMMwhrmrjiJzXgqDBsgCKlBo2NMDvOPDRxDGGJHpJHfO2z",
-	"CjwVs3EbQUuTCAw12Qxg2pQ7b2jXvgAlnzS390+n8/cWM38UI+ECEPYOwY2JVYg/uhUjaMAckfeopJr3",
-	"+uzZ4OtQiEgVi+793Xm9Ai+4R16v7jzZAFiO1Ojtnyq2FHrEVSgUXaVrVLtUBm7vVQnC48HA74njeEJu",
-	"950XvaiciwwwXeTjPKn0O4lbGzVjYlcKI3wYF3w2eIYv0bOV1eHNk1ROVJFjdAlfTagvi60DkwSXxzP3",
-	"yQLyMfjQkJNiYuQerXovLELAjMDBPPpdt4IhxZjanMfIeIZxj+OcyiCFugEYq5e4Y7+CTE3B1FuJMHoh",
-	"BFi1ZEJ5kMrLSqGgIvER66BInpg6xk9Zp1bU91Qi7DvrDinwTCjxFHvu05/wHR+N7p3QNbkaX9oNFIBG",
-	"6FBpQI7N3UD7T3Z5qObNgOUirA0pyG0VARUSED0O00t8gy2q7c3UbBHFkKtc8+BrUikaaiJqMyjfRJDz",
-	"D2RRLoEkfFEm5ZuKOaWa4/0NjN/0/lRm5R/SQKxgi1r6VmyzBU+dMAupkw26AtNWWyMbL+ki+YNRKIHx",
-	"rWklKbTv4+tElhcthBb5GO34nNGO6GScqmw5nZrskMw+MgoScq0bUw+vw0MPSK0RtNUamq3Twksxxi88",
-	"IPwHIT+39c2QbtjwmOYqekGy83Zsk2KoWNUDjO1Nm000AUpM3L/t0ADF28lyOLrnb7dRue+h98VL4MeI",
-	"1UdxGh1z7UJgkUJ9LWSV05ZkdWVZ5FAA1U81OfBb/HvFgUuU/GzV9aQX8segxx+FhOjAKl+7z940cXS/",
-	"9jj1dTU6Kw2YcJ2vTZivM1PXkdHgEwjEy+jC1KNV+hmt0qjFXm2Xkue0apc2bYQPCpBxm01WqZHqRSOC",
-	"fCjDwBemfuKQwmY+8Lhhf1Z+eDQqPtKomHA5rjXC6Q6XqjZbGya+rrLWNawvtXy2wjQPxLcbjy0BIK4b",
-	"tLrc+wEVa+7/XofW2evffsiSq8Z9+/+Kqqs/fP1UVAu/toSqZslt3ncFkvCF+t9LQD2f2AOvISTW++Bs",
-	"GPA8fQ/eBqbnkNFbVxRLNvwG8qhg+tGD/+KV7fPB37a/cy5NORo5xSjthVXatxG5H+8fi+xrLDn8p9IB",
-	"VJouKrYA9bAu4eisEwzL6vvwKhjT7Wnnt4jWTOCvBADWXYcR2+uz73g2Ibg1YRheFnDcksoKuTM0219C",
-	"XusaPgWm8XqrYyccz/T8HUwCHEulkuhdqLk8abTrYcIGcLSENiYg0FOxdLhvkkp/eTE0POSGDXFRv5z/",
-	"/O13//Ou//L8ux+/HfbZ/8d7Dh7wTIcLxqm0agx4GYsuRWIHMwhXEoT2N5J8azQWnj5lmG7F/UglodG5",
-	"F+s8uxuhul5irJrR1RP3sr+uJD2KXbhC00R0Q+Uc8OGUzOAE27ZZvWBdTOwvUkmlhXhedfKfygaqkWsQ",
-	"OZ/EdxOjcU0q/WyTvTBY8cK4+4LvZY4nfQ2LcIM2F6MRYJkjwb+uTOzZ8XGf/QALvN2E06c9JEppn4Y/",
-	"NXCqywJl3Gc8A7+ZRIY4gSk113XDVYBVdEmlSmofPa3aDuGDwySVvuA+wOK57S+Uusaee20J76beNQhz",
-	"13lY5RljRH9iV7UN+3CNnanx14pIkgAuhlZOKITFbf/Steajx9mmyBA5ssYuULpSWr+pKxPkaIy8uYvS",
-	"2i3EHZm5/71B7j9czLq2eZRmoXdtTDW9UzQDlgAQsTg1tDFc7xati2Ovp5XBJ3EsLiN75pEGP2s020To",
-	"8Wt864+KWq8e/BT0GPLIno2MZ0K9p3JpJaHPXpa21BAuv1O5ZyqDzRlgmFWBAEZCEm50gzvo3rh/wZeL",
-	"02tYJUifuQDsc8yGzvMYIg4G+R5DZkstTcSTQlrlPZZU1vhGJoyAHsmQDFy6Uo141tBmKFFsvcGND2ci",
-	"fZ5A/jYxEEL5f1px8Bhf+IzxhZAIiHDI9koFbLXLqL5xp7TAS3zywVMD7x64jPK/Jo7+p1X8jcA7j/tA",
-	"IzEnTvsCoh9rY5O1pbH3W3y5xFaIKvzRl0qazPjajfklmL4Emfyo8v5wpUZIQafLzpgasVHDTG04Z8y9",
-	"hH0y5yJDa3fC9bQAY/ZTNLO632qrqvH9WNdnu9Y0uqgbE0bdEAZJdU36aDAglP22/G4WGshVfLEPKtdD",
-	"qqrQnnbtHedbGy39z6eL/tThtpYTDNHTwDUYW317+YLuelEuJSA23auv286tBK56zwrsDQ76JWgwQv9/",
-	"1GC1Bnv0wdbwKhEtAsM1rR6Gv/h7vbyGq/5gDemxje/5KvKZz4xVd09Dp5ZwvbbPzuhvasSo3S/mfnl2",
-	"PdaOoFJpJxrMRBV5Q8MOBgNvQfTYhBvGiwKlVIC+0sJakOxqgSi12He/cD4/JhWqhJ3vRUNW+hDjXEKO",
-	"T5jVJQz9RVfj7zCTaRIG9rmneqKsa4CW+JJ6wwx92GzYipNySdu9Xhwdf7rrewRiHd957vIsg1kIEkbA",
-	"oY+S6lFStUuql0RJEHvEFRK8VHPHvZlA1Pi044UN5KHt0Hox5eFN47KTtny57z/xhVapNZovfOIaNb8z",
-	"j7fEHm+JER5xt4YYRuTjmAHxpxXm23oDveK+B7Op11PxZVX8+hgT/azJ0D3I637zooS6zhxxLZwF6SW4",
-	"IWSpGv44w4TGSVRjUgOCpzLA4fgOIc7Yu4aZdQYqtYdROrT1wdI7qILyfuGWX4NZ1xrGg3tTqZyZqPly",
-	"rxnMnpj1ec6IxR5KP32eHOdmzg4Zzj8phz/qtnvKUVbXHySfQuIZNSHOxVoyXhRq7gjJN1pZFlP7Jjc3",
-	"aMrDa1hszmqevT7/wT3zgGxFn9gEg+FmmWAH1pCuelSgXwxkBjaN6E64mXg1hWiK9GenmiTceEUi71XD",
-	"bnCxiKLux8V6IF+Hpuj9mj+yy/MYyLgXl6fqT1IVu4WugU4AVizFEAufMPG9iYYdVPYQ94e/X8PifHOp",
-	"8Ru4Udc1G20vNKYXHguNPxcZ0f4z7mjktNEpb3BEsLl2ApIp2Wf46NZE9cdI53BJeMbtpM4hI9V1lu31",
-	"pZxy1VZsaweuu3dLkHfNtk6/vHPim2500cSxUS32dDo5PDw6/lt/0B/0j07+Pvj7AEW9X/lqKWsTsEaA",
-	"OY0Lugn4Ett8qtAMvo7uVz0b+0sXrQWYzmpPjBfx/TjTaBwVXYcz/dUeJW2jvZIYNndTb3TpTOp7UWGa",
-	"NpTO9psNTNqGjboeirjLfBL1N1rTyoks1LotzpRfQ/RFDyrY8smo4xWNEfpenbKmdRyNRiTsjjZ0x8Eu",
-	"we4boZnO+iuCF1TKltFVrwCmahUb+q6MpS6GfWzYE+z0MVh/M3YK2NsolZx857ilT7T5F9QqO/zKrdXi",
-	"qrRg2BBneZ4PqdXnsO5EM2Tdl+cvX1ELPHPCfDugf2pVzs5z9g9WP5qk0v/6LYQuSijg2T+YH78X98iy",
-	"EzAQ7pr5JkZAcYO50teIGKwkJNjGmQ1/TzuIhpJ2AnYv9PEPd8NUdodNqNJhD/cuPOc2j+5chj8htmjU",
-	"Gax3mkr8Dpds2ADSH4bUW0Cz9BSG3a19/wAazX0zlcE18tgthZJj0G3RC0/TAb91Y1lNBFKesy68L3mB",
-	"CwznVlfS0H7WVPk/ByGTpg/wUwdbpOLWRjpvpbhlBjIlc8Pm4chCfylE4RVjSay9dUp41dvy6ezj5jS8",
-	"OfrHkH3FJnDLvv/p7MXBxfdnx8//2iXs34RqOdxn2Fcs7fTTDvuKaT6nplc7TfRCjCW3pYa9JvpAWZOl",
-	"5lx7BKaWk9ALdnx761uXVXjMp8HWe1+K7LqgrhnIkxgynHOd+9ImsldWRFm4EUERxjdg9eLgDP+7GwgH",
-	"+39Sa7KcWw/b6+2YexsvsnFWF04dIan5VcJ43cNAU7s1Cdg21gPyixaw6xO8HiwCJtgVz66d6qyz9VHG",
-	"b8pvzzxaekKZd8JDZ28gFxoyn0WXyrKRooiMExqbcHYDLji2Bog/p1Fkopq1KjTu9XrjiXGSqx1a9+7u",
-	"fwMAAP//",
+	"7H1rc9u42ehfweicmUgtLctO0jb29IM32bR+95I0dk7fmWVmBZGQhDUFKABoWd3xfz+D5wFAUCJ1cexc",
+	"tp79sLFIgLg89+vvnUzO5lIwYXTn5PfOnCo6Y4Yp+OtlqbRU9l8505nic8Ol6Jx0LqeMDAW7MfjCkMgx",
+	"MVNG5opdc1lqMqcTdkqoWBJppkyRa1qUjHBNFBuXmuVkwc2UPBsM+p2kw+2UH0umlp2kI+iMdU46GX45",
+	"6ehsymbULsEs5/aJNoqLSef2Numcv7K/w/A5NdNqNM87SUexjyVXLO+cGFWyeKYZvfmRiYmZdk6OB4Ok",
+	"M+PC/32UNH0nZ7O5NExkyx/Ycv04zohiRnGWk0wxahjuzh6IpjNGrtiSUJFXP4xkvrRDSiU0/DrmSptU",
+	"UKEXTMG7OJEmQpopF5PT+mwwPxV4tjBbdbSpwLM9Pu6TH9hSE6oY0Zmcs5wYCfNktCiYeqKJYYIK00+F",
+	"v4UpozlT1UFGOz+wW287xefPt5/ij3zGzfrhvaUTRjT/DyPdnI1pWRhyNBj02gCjgFlW1sFn5axzcjRw",
+	"l+n+DIvgwrAJU51buwzF9FwKzQDAv6P5O/axZBoWlklhmIB/0vm84Bm1azycKzkq2OzPv2m74N+jT/9f",
+	"xcadk87/OayQ6BCf6sO3OAo/uo4+Cj9Lcom3TGbUZAg0Z2/PSTSg37lNOi+lGBc8++zLlKPfWGZINqVi",
+	"wnIyY1QsprxgiYU4LmC9CyXFhGhDDUuIVPaJNrwoCBepKDU7tT92h0wpqfSQCDrjYuLgnhV5Quw1kWG/",
+	"3z+khWI0Xx6wG66NHvY8kKfCLcS9QKbUYg41pBT8Y8mQwCREl9mUUE0omcuCZ8sn2n6OWQi/TTrf2xV8",
+	"zhM8E6QU7GbOMsNyAgdAus8Bum+TzmupRjzPmfjcl2pJyIwuAewsLSBmyjWRc6bgo6SLdAHek4JQQWg+",
+	"4yJ6Qyq4P8WumdIMt3MudDke84wzYS6MVHTCPvfGxooxouc0Y54jaSMVe6JJzvWVBcwRK+QCiaAUYz4p",
+	"lSWLU8X0VBb5SSoEWxD7tbwsmE4c4OuEGMUnE6Y0UGfFdDljSFo9RyuF4QV+PBVcw1ryPnnFCn7NFLdz",
+	"KFYwqpmfwx6LPcyJJFI4EP1ZmteyFPnnPLmfJeKNQ7ExXC7Xjk3A3V5K+SNVn/9CPZX0PK6wi7DLo2L1",
+	"EoEx+MX+RMXSEXb9udeMyPNEh8UrKxLA8uwW2M2UltrSA6kSi14OKixQpFamYsKSRLu5wqISoXmumNZE",
+	"2z+MlGRm5SokukZeMaFJ114VEkQvRbCcPBs863kanZVK2fELLnK5OCWaMfKOGbU8OBsbpvrkjXAyR5KK",
+	"cp4DLXcwH4G8RSsa8OMEpvb7TcWM3nx/bY/Koj/LycdSGkoWsixyMmJkTrVFlK6Q8adPCIMxpGD0mqUi",
+	"YC0BEm9lJ8VIjmjEci9JcRVhEBO57qEYgxIMXHr0kXWx44JlUuTaikQLagGnQdSM5IbbpPNe0NJMpeL/",
+	"YZ8VPX/iWluGKRWZ0WIs1Yzl5MwtBckxbhqYLwWqDayRo2BxTQue91MBzOhKyIUIEim1FFxesRx+mTBT",
+	"iZkIRY4qvRf0mvKCjorPTgEQFLgmZbUG0rWoA3QKITQhQhI248YwRVQpnGjCdSrmSmZM694pyOhLQi04",
+	"1ED/wcHGLeFLnJ4nQVyTBSuKAwc9o9IQLhAwQDZ309mvnb09d0rOXFmGbziKykgd8jNYuJ2Hms5JxxKK",
+	"A8NnrLMm8idWDVvX25LOXLExv2nWKkETslxX0cxqoZ6PX7FlYg9dsUxOBNeM4OGvTe4Aep9lIgE7z5uV",
+	"zEqN/AX1yvB62EkSHc6H8AFkp/YDeKQv8R2496J4M+6c/LL5bt1N3CarV3HVpIReAsdgVNmz6pOLqUV0",
+	"hwYOm4kUxbLh1FZ2aadf38aHsJEfOapL9UVxw2b1f+y0N/8ZqhRdrh84zNV0pi+VFK+t+gCfonnO7TnQ",
+	"4m20qDEtNGuUE+1AS0BmyNAyZZnIzdzyWS7FKYi8I2C4+KrVezRJO39KO32493jnOV2+Gf8khdV8G8Ad",
+	"Hv+bsavGp1NZqsYHMy5Kw5oftXzrtuGcnPy5/MlSIBTg1s8DxCt7EoL88/Lyree2yCTw94t/XZAZznFC",
+	"pGCEGsNmcyuRpMK9D78DN0eiWj8mN2B9BUdWCgpmED+xPedNunzSyWSJZHTzazmjecFFy9YZ7hD4nhNr",
+	"nmgyAmXcC0sOFBbcTGVp7C7t4nYjLnAc582EcMwV2/Do0k65O7EVOWsgqoODEbVSF51Jp3QP4dyGXuxy",
+	"m7cfrB35oOks53RZSJpv5UruNcBmkG63jfBg+s697niSvY5dCLM/5dqocMDRcfpz8tCTBLCslvphAxq9",
+	"q7ZTP+d/VmqlFZQVmfBrhtY9WNwTjcI6GdHsap2GsJs5V0yfNaDHv6cM0SOYNHAiCwgWHA29ch+qPkC6",
+	"1e3SVODIAMC0NNJtBFhC7yQoIVIRVEHIiI2t5GWmTCA278hM7RrWN/FmTj+WTmHw56FZppgJptExE5ll",
+	"62RBnbJTityqJpdTqxbA3uSYDN3KnXo3hPHD72HR/jdc8NraSlW02LLd9kF7GZL3735EtLDqmv3plLx9",
+	"c3FJ6PrHjXSCSDidUvGtHNYuxB9VE7TBOtZZrANV3SRrRuSw4dH+sltMNXcd4VS0jUBcUG2ILjMrEY/L",
+	"IrARe+kzmrM+eWmFGCukLkE/yRW/3oPejrngerplEXCpRDFqiYWH/TwhdtMWBTIqMlYULO+TM0f7p7wA",
+	"4HRKlf8M6WYNy+3ts9775AHNEwXWsA4Z9jqCWbSBO4LJ0rGImdT20DIQiygvLFdxvJr8wObG6VbhFKwC",
+	"P+VWgVuSbnXsXJM5E7lVadGP4aCaDEAv0VO5cHQTPg6qrIUMe/r2gnrO1EaJYIsAP3ZBulEjKGgpsuk+",
+	"sD+jN2cbUW1/NogU+LxNIeJScbNs/thGPph0tKGm3CpvA0W5wFctlaZqwsy2QZf4lqfq38c8ag9uYGE4",
+	"f1OaFp3FM8yc54BanhVFHA1ZETcE2WTeTiTcCkZSFoyC7QKNWXvQviadb2+pIgBddLvh2OsQFq4wqQh8",
+	"TLLjLbQyi/vQyZDrrKlkSafy9O6gIrdqbAEEWcNC7xO27wSrjbeOc27cDC6PCSsy/9JxhC2CGDuP44z4",
+	"ILDJSuLEfxq19G9Q+0tgQtECqqOpCTxbVeBVYdOO/a7BiPAPSfLSe4G8O7Zd9kyIpc2WLRw/m/b6G+XB",
+	"yF38/Oh4u7s4vo12SQlMAN4ItgZWoLw3k53/uXjzM5lTM60UIKvod8cgAdPZvGAkdQjbL1WRdnoJoQS8",
+	"0SRESaDFFY2HLeYo6ux5m3eIKw3vN29VNWAOEJytKGLHvsQ37yoOZlxz2SDZo9k1PwElns/YKSmoYSdO",
+	"GMjlQthfE+D13hlhteuDco5OkdNU6Cs+n7P8V3nNVEHnJ8T94+/2QVAQQnSJpbtkSoFdpCJXlAuWn1ZS",
+	"26+j5a+WZlXz4CNn87brUzBJKsIYsrByhpVCCzY2p96ybDc2WiIvct6Q4AVFLcOjvjsHoP3GnuHKpmKM",
+	"9gu0J+2/04jlftIGUdbKo0N4zsVkiJqVKGcjBvKaU/8Wyo4XREsypsprhakY9Ptu6oMjAs72XhB1weG+",
+	"4JrVtKhIIPEfbUAsVTInKnubwhPt1wJxKBAXMGIg/OHa+uQML1SOUzGzfN69H5x8zrAPZpnsaqJkKSKf",
+	"baBTqTgaJIPBoIfBMJlUOUioRFq90l49N7XF+MNBqExFNXvi3F15JNJqQ5U5dbKn1Yrd6bN8SDRd6lRM",
+	"5QJ9c3Cg1XkqAlQY18HArhYkYX8I8VFHwsu9qQBWzn9dU412m66QGS38CtaeNpCDn1dBcMW+tA5OQraY",
+	"OfcxADVLaU44qzZhlxwRs8STz20W/Ih+rlPgwKcbxXfg5i1PvCSwHlGWZWxuUL6NrUoJSMhLFqTkvPlM",
+	"uXhd8Mm0QeT+DnCvcqd2LQ7Znyiy9l7zhEFSadxJEF4any4obyYXb50aKBWxepIX56dU5EW8V4tGTcta",
+	"gQH/nWj7nyhu1QHgPmRsYOIPJmK/jshFfZWAAg1shBYFyQqZXflAgcgIbmnCf6RgCXn3+iV5+vTpC1TY",
+	"5XisWbP3rTTZHQVuO9JhauPWfqSGCaZ1u0t2rOSMUBHMi6iCwS7QTKeDXyMBwaAWvRBbN4qlG8zyCFMc",
+	"Pet6kffIMhskb1KzagSPDF1TWareurV3/nwQXTNybTAEvGj7/UXj7xrk1LzZGo2syPNSRuZM2c3xwgUu",
+	"WegsLY2Bg+sOnJNLSMF6O2Cb3QOuGNdXrabp+n7ieuzkVy8w2b9/tTzREetfaVE4salRFnrj5KhoCloU",
+	"cuHHeBRuHPy2stishugtURfAEGV2YwkvEWVRJNHdA9zHrNtDQSqOn/+F/MC/s6TLCSK9PhnaCYZNAc8+",
+	"/HHobEjDk1RA5IsTcQFMlkSWGIglJHEvoohwczCRB253v2kp+u/owrv27DZBTWuwHFcW/wiQIkHj/rz7",
+	"M3pzHnGfBn5PW6SJYCySpdn6QgMhuMRgKMWygnIIc2AZLdGStCQLplhsX0JE5bO6bZkL85dnjRwQQ63O",
+	"xfsm74/7tL01IRfNLHRvQ1TSuWbKK107rLCVz34fBGqDwVQlysN2AECZ4/07YD3IWXCD9Zteub2kBnH1",
+	"w0siRl2/0WrD+9i/EOYxumJPQ8gKWqzYQvg1W3WrSVH5xrnQBvwFY+I25EInWTBhZrQomq2SK1hSi2Hf",
+	"GsZe4dBGI8o6RrUae049CNQxxOns6Pao8CpYhtLO0fNZ2ultjylpAJn2u7wPQctRwrsHmOAE7wH0Pg2s",
+	"vpbb3yFa5K1i15wtmixpKFnuJ+mCLNog7W5xaXjBc7soXNP4wrAkWm7j1Vb2wjpGWDn3xbPnfyUuGI/k",
+	"zHi/0krMDzxoXD3mOexxTpEFs+GsLJmxcs0WA3kDw+KmaGG08MN6FtP7d+dxdsYVx9gYdxjbkRye+g9v",
+	"NJ+/Q4/N3czXVk5cvzrnc0QhDRy5KKk5+4NLaVhMgca5tLQxLwyDhJUJv67xvxUbzHmD5PhGFMvKm6xD",
+	"xMCKpSPy5yo5a5nGm+siTQIVF67BgqWcIQo+gBBhdvcx19Ftt134MY07qcCuKWDXPvPH7vUP6Z10pxBx",
+	"Qob2hoboFvZiM2zWSvQ1q0ZMz+5weiGMZf+Du90EuLosTIs1frs6BrKoOxDRLC3OpGrA0Z8i+ygkjEH2",
+	"ChUQeQepPG5WfYp/0gnljXC9grq48GZUjSNe9kTVB/b+XDggbbiIKS9yxTYaKP07pOtN+7qQRvcQcEM0",
+	"KMYjzQsrBQkjm6/rDvpTpprcKS+pkIJntCDPD6Iw1S4ttAT5MiQnuXwNp1rCu7rZB8fEXgsD+HrZHk3U",
+	"rvhtjpqYVTaATQzRmwo2qYqC3ZjXsUiyTofsK6Rbzi3ted5DF4PdsU7I+8uXkF7q2fOOsQwrjFlW9ohN",
+	"2/Fmi88dNqJKsc+l67mqG6ojDgiuj70m817+Tdv0yIshAXcJSmkXEz+Htg3BwTt6Jpz6E0moEZKFw6/F",
+	"ilRuw5aoEY9O/rhr2rMnf6uoso9i7S/oO8to7qRfBwxbkTSdBRXszUxdO9+eyaYuTa6LttXYpBbj6y5Q",
+	"BYs+NyhTz7g4x8FHd9YH1yfeP++gOh3Lf/yMeLQJeqcFkXOckfBa2YF1HaSZgXi2sZLTkBDWn/RJ2hmQ",
+	"p+RP9j9MZbhfZtFod5o7b3uU4N/bHt0/Dskdm647SgMBzrS5UMNLV1XBAp696RC+Aq7Zrl0o6gm9hBT8",
+	"Cs0/KzUQXLQHCBAw3UUkKe9VE2GNZcZ2gG3Hc3dmumVNXxVbWxGj+cRqbRPJtM8VgawGb37zHhoPZoM2",
+	"Z6ZnjfXpf0TNwWkJmBkkBTuQ4zHJWUGXLCe/yVGfnInwknP2zKk2qbAnrX3EwSnI5LLIa/nKtciXWtWO",
+	"7rPjY699wwJ7pBQF05q4qyZOt/yVFsU+EfkVZ1/xm8HvzlcVdCZMGVgJ3bD/K5aV0wx5X7O6vLew8Cls",
+	"v76j87Ofz4LXMrZSvr982WyljNn4BuNolEyBlGxWah8DXhlJd7aCuh3vxGUqTXOFtnKwYHhtgHSd3n08",
+	"OOoRqWKjzQpPbs4TunQk8Ykmc6mBqXngdkmkCToKB804Na9sajvlq9qDmQNONa/FZSzyqEAOIBQYaoKh",
+	"3a14nVM2wGWkK+4iQGyycxwPjhJfAwMS5tzhB76COe9Teo1xalCRpM4t/Knu4nNxscUb7Gk1sGk1TlQJ",
+	"qC3mCZB+0DrhlUsIQOFVMQOpfEwK3on/3Zc84qr9NmLuDvkDW5cSahnQBitkrJLu5RtoQ7JtzgJ/gGH5",
+	"yQ7yYlvYEM0Mv2Zt+QVlS6zNyorcJGHExoXsJsGvkJkbmhlL+gVDicdKkiiaYVkIy6keRdPtoumjqPco",
+	"6j2Keo+i3jpdvg9vdyy0PExoYd1aF8dgrbCgBCpKFsy0hLT7ie7kWfd85X5ZwyO1fwhq35BNOpubJcEV",
+	"EcVm0mfI47BGpP16jdz3aq7eZE1ex8VyNqNqeddkIDe8ygeaMMHUvtbyIgrI3fS1ELjrwYPvEUTiltoW",
+	"zFNpdTtTSL/rJv+n7kRLjHYYf6Z+Wh/ab+cxXeC/OF2gDre7prvyjcGlU6s6jUIMQWuc6f0E4LbH1xoa",
+	"wiGjAFuuyBQl4IY87lkca7vHjb8qQ7RDHGJ5H+GqfCUWtekWLwOF30NE+Viykr1vqjRy8a8LAk+hwEgX",
+	"qt7qjy0+ex+jtZ23XNo326qbTI2Zd3UPvhilvr19c3GJ9aBxGfa13o4BXu0ndenW7EVDO6slnh91oyR4",
+	"Ca6Wh6w01wrpUJlyK8/ABf4L3w0cf8dhl+5lC9+smbiCTDQeM5CgCb6FIVEhK0UuQrHdqNZp7BXdAwPc",
+	"OsL2t2W94Ubu5PndSSZtUpna13EfepIDuQfTkmoQs5+lDcqjg+JpNVpXmZ2cC0LJ27PLl/9MfBmyyIl8",
+	"xdjcEV9IXzlNBbcDcHTigiGxDKuzpFfwBopzA7BhCdYmaGso6hZKvr5lyieor5pa1IRpQyqVq15E9jSY",
+	"xhOyWnhWqlB39popwo0zCGsSWVCqibdb7uLl/hQK7K2YBmcc476gbm8tfDSxfIxVpkOs0dcnrt4tVPDV",
+	"U7kQp8ABmRhLlbHcSiV4eDuuDudrCv/zB6njoNYZXaKvQeM6uo6pwXLHwPFwbYoZyJXv9cnZDocOCSPo",
+	"yphTrQkP1YXtBbzwF7Ba9jd0P/BFhxGQdjyBi1iib9h+Ff/WcAIVMG2CmPgr22DmthXLLytusGcYSEgh",
+	"cQwlYCzso9SsT/5dJZwVXBuP+xY7UYte2XwJBaT9jH3yBnPe3WiuiWYmIVQAp08Fvoa2LWw8QMnUnu6c",
+	"GsOUwLoWL89fvQthKfqjJtGwVIDC7Eo4RXIN1kStUy6/T3D5ZXh1qQh0x65Ro5NsMZUFI93fb0nBxw7K",
+	"FbN0OLMH2EiDMp6rpigjVzdbQQX30BpgeDx42h/0j46e9geHx8+GYOP1NbYLbpii2LnAftpuCA5pxCwu",
+	"SQEQBidluZUvTmWyKXRxqJ0hVIHPpiy7Qk0lSj4V7moV07K4tpQDv+86cXhOFgfNDnYJJvFBToPBOoOz",
+	"S9NNDje3l+iEplJe6b6rgtLP5GwI3s7hn2q/oSgulkSXo1zOKIfyfNEb/Za9HD9/+qmb8UL2WwC2Jlrh",
+	"n0CgVSx46yTaqDFzfXJ4qD/qPisPFkybg6M+ndH/SEEX2m7i8Oj46bPnf/nr314Mjo4Ph217Cr1H7ryp",
+	"dkJzJ0vpjkbBr0MQvphSKABSUcaMzmnGjUWRgoK4YnzSBpINTbqQVztakjHlKozsuTCsnVvCrB37bdLR",
+	"LCsVN0vLJVyA8YhRxdRZiYV3YYdgQISfKzEcVB4oxs3FWDaL/PNyVPCMvPv+4hJ6vchxYGoqP0HvKBTe",
+	"dQ6pqB2FmSppTMHFxBX1hL4SzhklfI460uyua9ohimUvHJp9YL95xZaW2qTC7ogJ46qQn5BhrbL8CfkO",
+	"NkjScjB4ml2xJfyDDfvkMvQI0VhJMSbqB67hUKiVo7GDES7pii1JF4JJvJQJ7/RcRUbHHoaH10eHbt3D",
+	"aCasYk0uozxL2DqWLcVOCFizGE4jFRa2XOl+XdnIfJmAYKaA9McoqZMKf1JwUFAlUZ84yv3s5ga++hz+",
+	"70NVhm0F3Yep6Prksp5v30RCSxxg0l6ctUc5orkrSOWLH2FhqH4qng18pr7Z1EaIa5LLrJxBsrqv++/6",
+	"7UDviFRYkE3IzLUX8KnnTVWu7Jeq5i/hWznLCqpYkgpKsGEXfhgaGDkr0BQgGUqFYbktnofuBCjJSIWy",
+	"2vFgkIqq8nvPtRKyk1hVZV5YDhOl6ndzamjIiwotgGgq8hJvAfsaJL7UPXl/+frgb3ba938eDAYDAroS",
+	"0sLeKQiIeLBWzvVMfVTaM71C9q6Z0Ix0/XxrcQz+nINj0spr6Nyw+1/tVgLVBlhu5XELYf+2x+JNt5Bv",
+	"yyzh64Yoo1o3FA8YUWFueNADuQMKPa/U/h4SJMzY/WO4YCNg9EP4+KvSo5dFl7gOHB5QJR6knRcDnXYS",
+	"n/1rDzTtHE/TjqtihHmHnYqmhUhn8hPV9rrO3p5H4eonnaP+oD8AH9WcCTrnnZPO0/5RH0pLUDMFAmyp",
+	"AZI3+5ezywWgPM9BhdYGNREYWHWyaym0X71y6FT/22Trm9jGzL7Y1J6slpC6oXdd8+hQWXLvkaGE5G5t",
+	"I2olE+2c95iT2LgxJWe1xe2Wf3df2X5NSzJy/wV9WGkfdzwYbOjosV8nj6qMZ0MvjzeWAEJPxVrbRXsT",
+	"TjGMis7YF6ER0jNcXtNXwzYOoxZ4MORo+5BaJxwY9HT7oKrbmR1xfLzLZ+LOKTDqxfZRq92fbpPO813W",
+	"F/e4gfMHo9f2cVg9GaRG75bFnoZWVisn03qVIS+gSZUzV7+Wo1OOTnSoZK87H+yEFck7dGmdYP+Uuimg",
+	"zYoNwLTQYRfynyHwCDNNLfUeLbGWeTT37zy/9R/op+LMECsRGR/zh0QpIRVpS3ytpZwYiaph2qFFkXZO",
+	"iFElGyaE61R4k2lCtESeH7JUhZWiQq4qylTQ6BJcelnGc2wiMZxJxQDODZYWZILMds6BPYE/UwFJsCtN",
+	"OTH1GzlWnYu4FN/ASBzX/U7my3tD9pX899u6hdnu9fYBSU09ibmB3GzJV/66ScvR052IBPaz++PTogvm",
+	"BMWKJujIbgVhblAFAbGkKm8GxTTBzG2xqLcDkbKEpFU4+wdD2azz0Dy0rRcWNqb5yoF38Gz7iNAj8lsC",
+	"w39Apw9/CQ2gtK/Efv4Ke1KtMjK0A6z2st5xvqSFu2JC+QLrzy+9Lw0LCTsPkXd2uFcscxRykZB5UepU",
+	"DH3N7WEIVj3ZWFhbKnL0fFa1bPF65Gm95HYD/8LK4BWu3T/3qtce/8zMKyoj34Lo9qLwNPEu7o7z+yLj",
+	"YAdkDJ2cH3mVJxLO2to5+eVDTYou9RTjjKoqbL7pEbiQV2pz9n1XzMjKV7Pu7cjCasL2/dKQtQ4oyHRB",
+	"nOZG1zugnVStUbgmAyApVXubqDzlmWuiFDfbwBKf2CWjT0KbFwgZ2NheJYnatiSbW620y81flskn9eP9",
+	"w/H8vcnMNyWr0lh7DUKpQwTFwJHtzD5CLnp98mzwwufPYKKNHb87roc6ffeI66FmgPGt1QAanfwTDOC+",
+	"m30ouNiVqqq/nwqP7b0QxXA8GLgzsRiPPeaEdKozkMoFzxj4tJ0xOhXuJOFoo7bRZCTBDQHOi2eDZzAI",
+	"3w1ShxNPUjGVRQ4mcBiaYAdZU3lPsLA/zewnC5ZPmLNfWyrGx/bV0CVy6a36GJfs6vR3Q8MUMPwvaFzD",
+	"X1stBVIuU+GpUNfH5PYSe+0jlskZ09VRQsF/76cIzaOBHqTiMjAUYCTOreYZyZOqUrRzjTf2p0sFNKgj",
+	"3SF6x7CfHTrI+vgTjHEus94JlpmoOmHZiXxNTbxUnJBCG3qm3Ce71CehZYzk3O8NIMgeFbZUwJZ5ME0v",
+	"ca3AMSA3k/Nl5OgKATGDF8hSFKuAqNkgUjXHezB7SK3I2FclUr4LyCnkAvKfwcjc+0OJld+kgBgq9DZ0",
+	"2NwmC55aYub9uxt4BfjWt1o2XmMhpgeDUGwb0CzyQJYiGDcLVwBTGIL5LI/Wji9p7YhuxrLKhtupwA7A",
+	"7BOtIBWoHrpK+J8q1NTh/CVM+nWAuj1QV73sEeK/BohH4IjbPq2m6judrHIkQZslJ8OFxOsqYhmF3yYk",
+	"cfAeZxO2xgO8rfL5Hgxko6rlLYBbxWqtOP6+ci/tNwJ89ujrflZ/4DH4BHgBMttM4iB23KXt7U2L69Xn",
+	"MFrg/mXlWr+DnSTlo3v+dhOU43q+eoh+tNB+IpnH5AoaRaLG2fvrmLZCq4MknbOCYVBzHQNfwe8BA1cg",
+	"+VlDjigMyB+NfN8KCOGFBdtSn7yrt0h64TpIVilipNRM+6orTcS8TS1rA6PBZyCIl1Fdi0eZ9AtqYXgJ",
+	"K3oYWgrW9bC6jHAn3YmabLoOjZjEEQHkQwkGLlvkM5vQNuOB19T+oPjwKFR8olAxpWJScYTTHTKdN0sb",
+	"taowrarhRVTU5QtFi7vC7bvh2ErB/LZJQw2mO4SR2/9h5tzG0Q8ZB10ri/ZfEQr9zQc1RwlqrXHNFUpu",
+	"075DLbuvVP9eqaf6mTXwqtJfuw5Ohr7/wxA8fMNaD4ghwVEj5qKhr1keZTE9avBfPbN9Pvjr9jHnQpfj",
+	"sWWMwlwYqVyH2PvR/iHzrao9Dn9K5ZsQYfWAhnqqpIvlTtsIwyr7Phx5Ybo5zOI9dPfBZiFYMLrb1lOk",
+	"1yeQIgHlubkmkMFnsSUVodMD5NWt9XUgXUgYUFBzwqITzKd7rjACFqhOhRSgXciFOKk10ibc+GLaCR6M",
+	"by6IGUw+CTQVrqIA85mfmgxhU7+c//zq+//90H99/v2Pr4Z98v8g+dAVyFa+6kcqjJwwyJDGSgVkobhh",
+	"Pk+QK5cmzGbcGKj9hG+fEggvgPNIBVYvtwOruBI7Q8j51EbOMR/UDnY5xMJVPfd5rfUK4MCcfT1xKTJ2",
+	"Qiha/kkXAlmWqcBQWrivKtgFw2TCzFXRcRe0YheG8+pUuNUme/XsgPB2+wXIJ04F3PQVW/qyFjkfjxmE",
+	"9WK7kLWFPTs+7pMf2BJSjmH5eIYIKc3LcLfGLOsyDCNM5jRj7jARDGEBkOqC04W6wpg5GoI4jp6GjtLw",
+	"4jBJhcuC82XU7fEXUl6xnFDTFOBR57sayqJ3HpZ5xj2FPrOq2lQrv0XOVPA0AEnia0CDlOMDv+HYH5Ni",
+	"vkUzNuQ4VQWFpApM6zc50p6Oxp0admFau5m4IzH3v9fI/c3ZrCuZRyqCURaRqPObHPVOQQxYcX5DMLav",
+	"GNquFrXZsdthZfBZFIvLSJ55hMEvas2u9eVt1q0/yWq9fvEzpiYsj+TZSHjGLmmYHiAF65PXpSkV8xVp",
+	"MLw5FV7m9G17ZAFVBbnAPkM17MBiLm6AS4/AYRAVi5+5YAbQa2g1jyFkIKPuMSSmVEJHOMmFkU5jSUVV",
+	"dFD7GUAjGaKAi3VOoP8RaxKU0LZew8aHE5G+jCF/Gxnwpvw/LDl4tC98QfuCdwRExUH3cgVslcswSHIn",
+	"t8BrePPBXQMfHjiW8r/Gjv6HZfw1w3uFG0+wR5BOLPdl0KRGaZO0hoLfb7DxClpB85d7jjd+a+f8GkRf",
+	"7GzzyPK+uVAjgKDTVWVMjsm4JqbWlDNiB9m3IZPO0sMpVbOCab0fo5krds3ZopXVvMXn7d6ulpIsVSP7",
+	"qGndICFV3Y4BNkNr8u9mvuF4wIt9SmU+JKtyx9Ge039joq3/8XjRH9rc1nCD3nrqsQZsq+8vX2JuI/pS",
+	"fBnFe9V1m7EVK57fMwN7B5N+DRwMm7Q9crCKgz3qYC24ikAL1VrrUg+BJy6PnVY9JO7MIV3DgXtOvT9z",
+	"nrGQa+0bavp08j45w9/kmJTgQAbfL82uJsoCVCrMVDE9lUVe47CDwcBJED0ypZrQogAq5WukKW4ME2S0",
+	"hNLx4pRQUlidH5wKwWHnWoailD4EOxcXE1c3zyV2a5ezj6KJn9j5nqqFkq5muMXXmHE1dGazYWNdoEs8",
+	"7nZydPz5cviws0Sc49+lvofZWNaqeT9SqkdK1UypXiMksVgjFlF7NIu9GYdWLmnHERuW++6wG8hU1V6x",
+	"1SHjXnlIlu4+0eaOwcePwY33J6HWi7Q6uwk4/7G6chKyCi0tLjVLoMaJMMR3igT6HRwl64aX1eICrrr9",
+	"RnPkpXvnmzZERh28HkN6v/qQ3tU4Xt9K4ootsZ1EDNPwaGtQr2u89pWG9NYa3X3mgF7fku4xpfa/PqUW",
+	"O6rsgmx1/rG1PE3Avgcm8G3Ciutm+OhA+pKRI3uA1/0GkWDfKGKBa2nVbUfBNZadrBq4ZOD9PYkC8qqW",
+	"RqnwtfJcj0OrGV+xubHaPDa4lMq3UIU4ZRbEBrdxQ6+Ybmtu6doTYVyxnsrFardMcDXr9qCQCMUeij99",
+	"mYCQzZjtw0H+oBj+yNvuKaAj6FaCzljiEDVBzIXAW1oUcmEBybWKXCVT+0aCbOCUh1dsuVnnOnt7/oN9",
+	"5wHRCj+xqWaQXWVCZJEH3/4jA/1q6gtB27vulOqpY1NQahl/tqwJG5xAL+B75bAbVCyEqPtRsR5I18El",
+	"Or3mW1Z5Hq2+96LyhA6LITLY9z23BDCgFIFuXtjVy4lo0ANyD3J/+PsVW55vzst4x67lVYVG27MycMBj",
+	"VsaXAiM8f0ItjJzWen0PjrCmvpkyQaToE3h1a1TPp1BnX1FhTs20CrgBqOusyusrATihMfLWHsK3H1bq",
+	"4dYb0/7ywZJvTH/FhZeqcF1pTw4Pj47/2h/0B/2jk78N/jYAUu92vh73X6/uxZk+jbNfsCq2FNCWFzMS",
+	"I1doqOHYX6lKwZnurHf1exknE+ta69sod1j317ssNs32RoCP0S4dantXASYhidQv0/g8g369BWPTtFHf",
+	"do7RK1jfNYk6tLY0o0UJtWrsOaNXLPqicwo0fDLq2Ytz+M69p6QuHUezIQjbq/X9PS2QwTd8O9D2fOoL",
+	"NLZnmBfrK60bSYaur3ypimEfWo56OX3CTNVU7X8u3vycCoq6c9yUNDr8CwDl8JQao/ioNEyTIazyPAc3",
+	"eCqGVcO5Iem+Pn/9Bpt46xPiGpr+Q8lyfp6Tv8e96VLhnr5ivg8sEHjyd+Lm78Vdfs2UaeYTc10bVoZ2",
+	"g4VUV9BOQAqWYNe84e9pB0pHpR1f2J/14YfbYSq6w3od82EPzs6/Zw8PE9T9T1B4POpt3DtNBXyHCjKs",
+	"ddkZ+jgFX+raQdj7dz+SrmsuhLPZb6bCq0au0FUhxaS5252DaV/cfWMMYtTBJCdd9rGkBWzQ31sVdojn",
+	"WUHl/x74sAN1AJ862EIVt7YCfS/4DdEskyLX2BcwbocMJfr5RCBqb10S1MUwdDb/tDUNr4/+PiR/JlN2",
+	"Q/7509nLg4t/nh0//0sXGwMkGPhmP0P+TNJOP+2QPxNFF9i2d6eFXvCJoKZUbK+FPpDXZKW98B6GqdWI",
+	"nSU5vrlxzZdDs4ZTL+t9LHl2VWBLLcBJMBkuqMpdHCjKK2ukzKePoYXxHTNqeXAG/+56wJHKoho0V86p",
+	"cTX9nRxzb/NFMs76xrGnvXcw06rBkcKG0YJlkCOH3Xp4QyeME6ilwH0BxRHNrizrrEKbovCIGb05c61U",
+	"EgxTwmYp5B3LuWKZCzkS0pCxRIuMJRqbivD7piHQNyj+nAKSCWzWSHssVgpxfOOJtpSr2TV+e/v/AwAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

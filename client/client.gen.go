@@ -376,6 +376,16 @@ type FireTime struct {
 	Utc   time.Time `json:"utc"`
 }
 
+// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+type Lateness struct {
+	P50 float32 `json:"p50"`
+	P90 float32 `json:"p90"`
+	P99 float32 `json:"p99"`
+
+	// Sampled How many events the percentiles are computed from (0 means none).
+	Sampled int `json:"sampled"`
+}
+
 // Misfire defines model for Misfire.
 type Misfire string
 
@@ -449,6 +459,36 @@ type Problem struct {
 
 	// Type A URI naming the kind of problem.
 	Type string `json:"type"`
+}
+
+// RedriveRequest defines model for RedriveRequest.
+type RedriveRequest struct {
+	// All Redrive every dead event of the tenant when no other filter is given.
+	All *bool `json:"all,omitempty"`
+
+	// FireId Only the events of this fire.
+	FireId *string `json:"fireId,omitempty"`
+
+	// From Only events whose launch time is at or after this instant.
+	From *time.Time `json:"from,omitempty"`
+
+	// ScheduleId Only the events of this schedule.
+	ScheduleId *string `json:"scheduleId,omitempty"`
+
+	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	Status *string `json:"status,omitempty"`
+
+	// To Only events whose launch time is before this instant.
+	To *time.Time `json:"to,omitempty"`
+}
+
+// RedriveResult defines model for RedriveResult.
+type RedriveResult struct {
+	// Count How many events were redriven.
+	Count int `json:"count"`
+
+	// More More events matched than one call redrives; call again.
+	More *bool `json:"more,omitempty"`
 }
 
 // ReleaseRequest defines model for ReleaseRequest.
@@ -569,6 +609,12 @@ type ScheduleBatchResult struct {
 	Items  []ScheduleBatchItemResult `json:"items"`
 }
 
+// ScheduleCounts defines model for ScheduleCounts.
+type ScheduleCounts struct {
+	Active int `json:"active"`
+	Paused int `json:"paused"`
+}
+
 // ScheduleCreate Exactly one of cron, fields and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
@@ -649,6 +695,50 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// Summary defines model for Summary.
+type Summary struct {
+	Counts      SummaryCounts `json:"counts"`
+	GeneratedAt time.Time     `json:"generatedAt"`
+
+	// Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
+	Lateness  Lateness        `json:"lateness"`
+	Policies  []SummaryPolicy `json:"policies"`
+	Schedules ScheduleCounts  `json:"schedules"`
+}
+
+// SummaryCounts defines model for SummaryCounts.
+type SummaryCounts struct {
+	Cancelled int `json:"cancelled"`
+	Dead      int `json:"dead"`
+
+	// Delivered Accepted by the consumer, not yet released.
+	Delivered int `json:"delivered"`
+
+	// InFlight Being delivered (holding a token).
+	InFlight int `json:"inFlight"`
+	Released int `json:"released"`
+	Retrying int `json:"retrying"`
+
+	// Waiting Pending or loaded by a handler, not yet sent.
+	Waiting int `json:"waiting"`
+}
+
+// SummaryPolicy defines model for SummaryPolicy.
+type SummaryPolicy struct {
+	Id string `json:"id"`
+
+	// InUse Tokens held by events now.
+	InUse       int    `json:"inUse"`
+	MaxInFlight int    `json:"maxInFlight"`
+	Name        string `json:"name"`
+
+	// TokenTimeouts Tokens taken back because their holder did not release them in time.
+	TokenTimeouts *int `json:"tokenTimeouts,omitempty"`
+
+	// Waiting Due events waiting for a token.
+	Waiting int `json:"waiting"`
+}
+
 // Target defines model for Target.
 type Target struct {
 	// QueueUrl SQS queue URL (type sqs).
@@ -687,6 +777,12 @@ type Tenant struct {
 // TenantCreate defines model for TenantCreate.
 type TenantCreate struct {
 	Name string `json:"name"`
+}
+
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Items      []Tenant `json:"items"`
+	NextCursor *string  `json:"nextCursor,omitempty"`
 }
 
 // TenantQuotas Limits of one tenant. In a PATCH, absent properties keep their value;
@@ -853,6 +949,15 @@ type PreviewScheduleParams struct {
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
 }
 
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateTenantParams defines parameters for CreateTenant.
 type CreateTenantParams struct {
 	// IdempotencyKey A retried create with the same key and the same body returns the first
@@ -880,6 +985,9 @@ type DeliverEventParams struct {
 	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
+
+// RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
+type RedriveEventsJSONRequestBody = RedriveRequest
 
 // ExtendEventJSONRequestBody defines body for ExtendEvent for application/json ContentType.
 type ExtendEventJSONRequestBody = ExtendRequest
@@ -990,6 +1098,32 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+	//
+	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+	// required, so that one call never redrives everything by accident.
+	// `more` is true when more events matched than one call redrives: call
+	// again with the same filter.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+	RedriveEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	//
+	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+	// required, so that one call never redrives everything by accident.
+	// `more` is true when more events matched than one call redrives: call
+	// again with the same filter.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+	RedriveEvents(ctx context.Context, body RedriveEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetEvent Get an event.
 	//
 	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
@@ -1064,6 +1198,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 	GetFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelFire Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+	//
+	// Corresponds with POST /v1/fires/{id}/cancel (the `CancelFire` operationId).
+	CancelFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPolicies List the tenant's policies.
 	//
@@ -1237,6 +1376,16 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 	TriggerSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+	//
+	// Corresponds with GET /v1/summary (the `GetSummary` operationId).
+	GetSummary(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenants Page through the tenants, ordered by id (admin key only).
+	//
+	// Corresponds with GET /v1/tenants (the `ListTenants` operationId).
+	ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateTenantWithBody Create a tenant (admin key only).
 	//
 	// Takes any type of body and a specified content type.
@@ -1299,6 +1448,52 @@ type ClientInterface interface {
 // Corresponds with GET /v1/events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+//
+// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+// required, so that one call never redrives everything by accident.
+// `more` is true when more events matched than one call redrives: call
+// again with the same filter.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+func (c *Client) RedriveEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedriveEventsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+//
+// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+// required, so that one call never redrives everything by accident.
+// `more` is true when more events matched than one call redrives: call
+// again with the same filter.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+func (c *Client) RedriveEvents(ctx context.Context, body RedriveEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedriveEventsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1444,6 +1639,21 @@ func (c *Client) ReleaseEvent(ctx context.Context, id ID, body ReleaseEventJSONR
 // Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 func (c *Client) GetFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetFireRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelFire Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+//
+// Corresponds with POST /v1/fires/{id}/cancel (the `CancelFire` operationId).
+func (c *Client) CancelFire(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelFireRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1836,6 +2046,36 @@ func (c *Client) TriggerSchedule(ctx context.Context, id ID, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
+// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+//
+// Corresponds with GET /v1/summary (the `GetSummary` operationId).
+func (c *Client) GetSummary(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSummaryRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenants Page through the tenants, ordered by id (admin key only).
+//
+// Corresponds with GET /v1/tenants (the `ListTenants` operationId).
+func (c *Client) ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateTenantWithBody Create a tenant (admin key only).
 //
 // Takes any type of body and a specified content type.
@@ -2098,6 +2338,46 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 	return req, nil
 }
 
+// NewRedriveEventsRequest calls the generic RedriveEvents builder with application/json body
+func NewRedriveEventsRequest(server string, body RedriveEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRedriveEventsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRedriveEventsRequestWithBody constructs an http.Request for the RedriveEvents method, with any body, and a specified content type
+func NewRedriveEventsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/redrive")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetEventRequest constructs an http.Request for the GetEvent method
 func NewGetEventRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -2287,6 +2567,40 @@ func NewGetFireRequest(server string, id ID) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelFireRequest constructs an http.Request for the CancelFire method
+func NewCancelFireRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/fires/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3039,6 +3353,99 @@ func NewTriggerScheduleRequest(server string, id ID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetSummaryRequest constructs an http.Request for the GetSummary method
+func NewGetSummaryRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/summary")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTenantsRequest constructs an http.Request for the ListTenants method
+func NewListTenantsRequest(server string, params *ListTenantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateTenantRequest calls the generic CreateTenant builder with application/json body
 func NewCreateTenantRequest(server string, params *CreateTenantParams, body CreateTenantJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3350,6 +3757,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
+	// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	//
+	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+	// required, so that one call never redrives everything by accident.
+	// `more` is true when more events matched than one call redrives: call
+	// again with the same filter.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+	RedriveEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error)
+
+	// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	//
+	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+	// required, so that one call never redrives everything by accident.
+	// `more` is true when more events matched than one call redrives: call
+	// again with the same filter.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+	RedriveEventsWithResponse(ctx context.Context, body RedriveEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error)
+
 	// GetEventWithResponse Get an event.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3430,6 +3863,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/fires/{id} (the `GetFire` operationId).
 	GetFireWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetFireResponse, error)
+
+	// CancelFireWithResponse Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/fires/{id}/cancel (the `CancelFire` operationId).
+	CancelFireWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*CancelFireResponse, error)
 
 	// ListPoliciesWithResponse List the tenant's policies.
 	//
@@ -3625,6 +4065,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 	TriggerScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error)
 
+	// GetSummaryWithResponse The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/summary (the `GetSummary` operationId).
+	GetSummaryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSummaryResponse, error)
+
+	// ListTenantsWithResponse Page through the tenants, ordered by id (admin key only).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants (the `ListTenants` operationId).
+	ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error)
+
 	// CreateTenantWithBodyWithResponse Create a tenant (admin key only).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3788,6 +4242,117 @@ func (r ListEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RedriveEventsResponse429Headers the declared response headers of an HTTP 429 response for RedriveEvents
+type RedriveEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RedriveEventsResponse503Headers the declared response headers of an HTTP 503 response for RedriveEvents
+type RedriveEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RedriveEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RedriveResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RedriveEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RedriveEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RedriveEventsResponse) GetJSON200() *RedriveResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RedriveEventsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RedriveEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedriveEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedriveEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedriveEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4322,6 +4887,110 @@ func (r GetFireResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetFireResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelFireResponse429Headers the declared response headers of an HTTP 429 response for CancelFire
+type CancelFireResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CancelFireResponse503Headers the declared response headers of an HTTP 503 response for CancelFire
+type CancelFireResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CancelFireResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Fire
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelFireResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelFireResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelFireResponse) GetJSON200() *Fire {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelFireResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelFireResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelFireResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelFireResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelFireResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6118,6 +6787,200 @@ func (r TriggerScheduleResponse) ContentType() string {
 	return ""
 }
 
+// GetSummaryResponse429Headers the declared response headers of an HTTP 429 response for GetSummary
+type GetSummaryResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetSummaryResponse503Headers the declared response headers of an HTTP 503 response for GetSummary
+type GetSummaryResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetSummaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Summary
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSummaryResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSummaryResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSummaryResponse) GetJSON200() *Summary {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSummaryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSummaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSummaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSummaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSummaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTenantsResponse429Headers the declared response headers of an HTTP 429 response for ListTenants
+type ListTenantsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListTenantsResponse503Headers the declared response headers of an HTTP 503 response for ListTenants
+type ListTenantsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTenantsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTenantsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantsResponse) GetJSON200() *TenantList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateTenantResponse429Headers the declared response headers of an HTTP 429 response for CreateTenant
 type CreateTenantResponse429Headers struct {
 	RetryAfter *int
@@ -6797,6 +7660,44 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
+// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+//
+// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+// required, so that one call never redrives everything by accident.
+// `more` is true when more events matched than one call redrives: call
+// again with the same filter.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+func (c *ClientWithResponses) RedriveEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error) {
+	rsp, err := c.RedriveEventsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedriveEventsResponse(rsp)
+}
+
+// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+//
+// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
+// At least one of fireId, scheduleId, from and to, or `"all": true`, is
+// required, so that one call never redrives everything by accident.
+// `more` is true when more events matched than one call redrives: call
+// again with the same filter.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
+func (c *ClientWithResponses) RedriveEventsWithResponse(ctx context.Context, body RedriveEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error) {
+	rsp, err := c.RedriveEvents(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedriveEventsResponse(rsp)
+}
+
 // GetEventWithResponse Get an event.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6918,6 +7819,19 @@ func (c *ClientWithResponses) GetFireWithResponse(ctx context.Context, id ID, re
 		return nil, err
 	}
 	return ParseGetFireResponse(rsp)
+}
+
+// CancelFireWithResponse Cancel the fire's waiting events (pending, scheduled, retrying); events in flight finish.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/fires/{id}/cancel (the `CancelFire` operationId).
+func (c *ClientWithResponses) CancelFireWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*CancelFireResponse, error) {
+	rsp, err := c.CancelFire(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelFireResponse(rsp)
 }
 
 // ListPoliciesWithResponse List the tenant's policies.
@@ -7240,6 +8154,32 @@ func (c *ClientWithResponses) TriggerScheduleWithResponse(ctx context.Context, i
 	return ParseTriggerScheduleResponse(rsp)
 }
 
+// GetSummaryWithResponse The tenant's event counts per status, policies in use, recent lateness and schedule counts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/summary (the `GetSummary` operationId).
+func (c *ClientWithResponses) GetSummaryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSummaryResponse, error) {
+	rsp, err := c.GetSummary(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSummaryResponse(rsp)
+}
+
+// ListTenantsWithResponse Page through the tenants, ordered by id (admin key only).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants (the `ListTenants` operationId).
+func (c *ClientWithResponses) ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error) {
+	rsp, err := c.ListTenants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantsResponse(rsp)
+}
+
 // CreateTenantWithBodyWithResponse Create a tenant (admin key only).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -7437,6 +8377,111 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedriveEventsResponse parses an HTTP response from a RedriveEventsWithResponse call
+func ParseRedriveEventsResponse(rsp *http.Response) (*RedriveEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedriveEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RedriveResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RedriveEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RedriveEventsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -7941,6 +8986,104 @@ func ParseGetFireResponse(rsp *http.Response) (*GetFireResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetFireResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelFireResponse parses an HTTP response from a CancelFireWithResponse call
+func ParseCancelFireResponse(rsp *http.Response) (*CancelFireResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelFireResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Fire
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CancelFireResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelFireResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -9641,6 +10784,188 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers TriggerScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSummaryResponse parses an HTTP response from a GetSummaryWithResponse call
+func ParseGetSummaryResponse(rsp *http.Response) (*GetSummaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSummaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Summary
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSummaryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSummaryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
+func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTenantsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTenantsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

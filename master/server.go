@@ -37,6 +37,7 @@ type Store interface {
 	TenantCreate(ctx context.Context, t *model.Tenant) error
 	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
 	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
+	TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error)
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	APIKeyGetByHash(ctx context.Context, hash string) (*model.APIKey, error)
 	APIKeyList(ctx context.Context, tenantID string) ([]*model.APIKey, error)
@@ -63,6 +64,7 @@ type Store interface {
 	EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error)
 	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
 	EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	EventCountByStatus(ctx context.Context, tenantID string) (store.EventCounts, error)
 	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	EventCountWaiting(ctx context.Context, policyID string, t time.Time) (int, error)

@@ -10,6 +10,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // CreateTenant implements POST /v1/tenants (admin).
@@ -198,4 +199,28 @@ func nonNil(v []string) *[]string {
 
 func keyOut(k *model.APIKey) api.APIKey {
 	return api.APIKey{Id: k.ID, TenantId: k.TenantID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// ListTenants implements GET /v1/tenants (admin), ordered by id.
+func (s *Server) ListTenants(c echo.Context, params api.ListTenantsParams) error {
+	after, err := decodeCursor(params.Cursor)
+	if err != nil {
+		return err
+	}
+	limit := s.pageSize(params.Limit)
+	ts, err := s.store.TenantList(c.Request().Context(), &store.TenantListParams{After: after, Limit: min(limit+1, 1000)})
+	if err != nil {
+		return err
+	}
+	out := api.TenantList{Items: make([]api.Tenant, 0, min(len(ts), limit))}
+	for i, t := range ts {
+		if i == limit {
+			break
+		}
+		out.Items = append(out.Items, s.tenantOut(t))
+	}
+	if len(ts) > limit || (len(ts) == limit && limit == 1000) {
+		out.NextCursor = encodeCursor(ts[limit-1].ID)
+	}
+	return c.JSON(http.StatusOK, out)
 }

@@ -54,6 +54,8 @@ type TenantStore interface {
 	// expectedVersion; t.Version is the caller's new version. ErrNotFound
 	// for an unknown id, ErrConflict when the version differs.
 	TenantUpdate(ctx context.Context, t *model.Tenant, expectedVersion int64) error
+	// TenantList pages through the tenants, ordered by id.
+	TenantList(ctx context.Context, p *TenantListParams) ([]*model.Tenant, error)
 	// APIKeyCreate inserts k. ErrConflict if the id or hash exists.
 	APIKeyCreate(ctx context.Context, k *model.APIKey) error
 	// APIKeyGetByHash finds a key by its hash, revoked or not.
@@ -76,6 +78,13 @@ type TenantStore interface {
 	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
 	// IdempotencyDeleteBefore removes records created before t; returns how many.
 	IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, error)
+}
+
+// TenantListParams pages TenantList. After is the last ID of the previous
+// page.
+type TenantListParams struct {
+	After string
+	Limit int // 1..1000; drivers clamp
 }
 
 // ScheduleListParams filters and pages ScheduleList. Results are ordered by
@@ -298,6 +307,8 @@ type EventStore interface {
 	// (waiting, in flight and finished but retained), stopping at max when
 	// max > 0. It reads an index by tenant, not the events.
 	EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	// EventCountByStatus counts a tenant's stored events per status.
+	EventCountByStatus(ctx context.Context, tenantID string) (EventCounts, error)
 	// EventLastFinished returns the latest FinishedAt among a fire's events,
 	// or nil.
 	EventLastFinished(ctx context.Context, fireID string) (*time.Time, error)

@@ -746,3 +746,27 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 	}
 	return n, nil
 }
+
+// EventCountByStatus counts a tenant's events per status. There is no
+// index by (tenant, status): it walks the tenant index and reads each event.
+func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.EventCounts, error) {
+	counts := store.EventCounts{}
+	err := s.view(ctx, "event count by status", func(tx *bolt.Tx) error {
+		clear(counts)
+		prefix := strKey(tenantID)
+		var err error
+		scanPrefix(tx, bEvTenant, prefix, func(k, _ []byte) bool {
+			var e *model.Event
+			if e, err = getEvent(tx, k[len(prefix):]); err != nil {
+				return false
+			}
+			counts[e.Status]++
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}

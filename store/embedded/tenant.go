@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // TenantCreate inserts t. model.ErrConflict if the id exists.
@@ -218,4 +219,29 @@ func (s *Store) IdempotencyDeleteBefore(ctx context.Context, t time.Time) (int, 
 		return 0, err
 	}
 	return n, nil
+}
+
+// TenantList returns up to p.Limit tenants with an id after p.After, by id.
+func (s *Store) TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error) {
+	after, limit := p.After, limitOr(p.Limit, 1000, 1000)
+	var out []*model.Tenant
+	err := s.view(ctx, "tenant list", func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bTenants).Cursor()
+		for k, v := c.Seek([]byte(after)); k != nil && len(out) < limit; k, v = c.Next() {
+			if string(k) <= after {
+				continue
+			}
+			var t model.Tenant
+			if err := jsonUnmarshal(v, &t); err != nil {
+				return err
+			}
+			out = append(out, &t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

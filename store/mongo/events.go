@@ -566,3 +566,28 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 	}
 	return int(res.DeletedCount), nil
 }
+
+// EventCountByStatus counts a tenant's events per status with one $group
+// over the (tenantId, _id) index.
+func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.EventCounts, error) {
+	pipeline := mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "tenantId", Value: tenantID}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$status"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
+	}
+	cur, err := s.events.Aggregate(ctx, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("event count by status %s: %w", tenantID, interpretError(err))
+	}
+	var rows []struct {
+		Status string `bson:"_id"`
+		N      int    `bson:"n"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("event count by status %s: %w", tenantID, interpretError(err))
+	}
+	counts := store.EventCounts{}
+	for _, r := range rows {
+		counts[model.EventStatus(r.Status)] = r.N
+	}
+	return counts, nil
+}

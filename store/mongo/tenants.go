@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // TenantCreate inserts t. ErrConflict if the id exists.
@@ -207,4 +208,22 @@ func (s *Store) notFoundOrConflict(ctx context.Context, c *mongo.Collection, fil
 		return err
 	}
 	return model.ErrConflict
+}
+
+// TenantList returns up to p.Limit tenants with an id after p.After, by id.
+func (s *Store) TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error) {
+	filter := bson.D{}
+	if p.After != "" {
+		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: p.After}}}}
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(p.Limit))
+	docs, err := findAll[tenantDoc](ctx, s.tenants, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tenant list: %w", err)
+	}
+	out := make([]*model.Tenant, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
 }

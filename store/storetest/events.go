@@ -514,6 +514,30 @@ var eventTests = []namedTest{
 		requireNoError(t, err, "EventDeleteFinishedBefore")
 		requireEqual(t, n, 4, "cancelled events deleted by retention")
 	}},
+	{"CountsByStatus", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		a0 := newEvent("A", "s1", base, 0)
+		a1 := newEvent("A", "s1", base, 1)
+		a2 := newEvent("A", "s2", at(time.Hour), 0)
+		a3 := newEvent("A", "s2", at(time.Hour), 1)
+		b0 := newEvent("B", "s3", base, 0)
+		insertEvents(t, d, a0, a1, a2, a3, b0)
+		requireNoError(t, transition(t, d, store.EventTransition{ID: a1.ID, From: model.EventPending, To: model.EventDead, FinishedAt: ptr(base), At: base}), "dead a1")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: a2.ID, From: model.EventPending, To: model.EventDead, FinishedAt: ptr(base), At: base}), "dead a2")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: a3.ID, From: model.EventPending, To: model.EventDelivered, TokenExpiresAt: ptr(at(time.Hour)), At: base}), "deliver a3")
+
+		counts, err := d.EventCountByStatus(ctx, "A")
+		requireNoError(t, err, "EventCountByStatus")
+		want := store.EventCounts{model.EventPending: 1, model.EventDead: 2, model.EventDelivered: 1}
+		for _, st := range []model.EventStatus{model.EventPending, model.EventScheduled, model.EventDelivering, model.EventDelivered,
+			model.EventReleased, model.EventRetrying, model.EventDead, model.EventCancelled} {
+			requireEqual(t, counts[st], want[st], "count of "+string(st))
+		}
+
+		counts, err = d.EventCountByStatus(ctx, "nobody")
+		requireNoError(t, err, "EventCountByStatus unknown tenant")
+		requireEqual(t, len(counts), 0, "statuses of an unknown tenant")
+	}},
 	{"CountsByFire", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		e0 := newEvent("A", "s1", base, 0)

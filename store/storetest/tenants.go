@@ -11,6 +11,29 @@ import (
 )
 
 var tenantTests = []namedTest{
+	{"ListPages", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		for _, id := range []string{"t3", "t1", "t2"} {
+			requireNoError(t, d.TenantCreate(ctx, &model.Tenant{ID: id, Name: "name " + id, CreatedAt: base}), "TenantCreate "+id)
+		}
+		ids := func(ts []*model.Tenant) []string {
+			out := make([]string, len(ts))
+			for i, x := range ts {
+				out[i] = x.ID
+			}
+			return out
+		}
+		page, err := d.TenantList(ctx, &store.TenantListParams{Limit: 2})
+		requireNoError(t, err, "TenantList first page")
+		requireEqual(t, fmt.Sprint(ids(page)), "[t1 t2]", "first page")
+		requireEqual(t, page[1].Name, "name t2", "Name")
+		page, err = d.TenantList(ctx, &store.TenantListParams{After: "t2", Limit: 2})
+		requireNoError(t, err, "TenantList second page")
+		requireEqual(t, fmt.Sprint(ids(page)), "[t3]", "second page")
+		page, err = d.TenantList(ctx, &store.TenantListParams{After: "t3", Limit: 2})
+		requireNoError(t, err, "TenantList past the end")
+		requireEqual(t, len(page), 0, "page past the end")
+	}},
 	{"CreateGet", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		want := &model.Tenant{ID: "t1", Name: "Tenant One", CreatedAt: base}

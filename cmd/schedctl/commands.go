@@ -1,0 +1,511 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schedulerd/schedulerd/client"
+)
+
+// pageFlags are the --limit and --cursor of list commands.
+type pageFlags struct {
+	limit  int
+	cursor string
+}
+
+func (p *pageFlags) add(fs *flag.FlagSet) {
+	fs.IntVar(&p.limit, "limit", 0, "page size (default: the server's)")
+	fs.StringVar(&p.cursor, "cursor", "", "cursor of the next page, from the previous page")
+}
+
+func (p *pageFlags) params() (*client.Limit, *client.Cursor) {
+	var l *client.Limit
+	var c *client.Cursor
+	if p.limit > 0 {
+		l = &p.limit
+	}
+	if p.cursor != "" {
+		c = &p.cursor
+	}
+	return l, c
+}
+
+// optString returns nil for a flag left empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// optTime parses an RFC 3339 flag value; nil for empty.
+func optTime(name, s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: not an RFC 3339 time such as 2026-01-02T15:04:05Z: %w", name, s, errUsage)
+	}
+	return &t, nil
+}
+
+// setFlags reports which flags were given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// noFlags is the flags function of commands without their own flags.
+func noFlags(do func(e *env, args []string) error) func(*flag.FlagSet) func(*env, []string) error {
+	return func(*flag.FlagSet) func(*env, []string) error { return do }
+}
+
+func commands() []*command {
+	return []*command{
+		// tenants (admin key)
+		{group: "tenants", verb: "ls", summary: "list tenants (admin)", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			var p pageFlags
+			p.add(fs)
+			return func(e *env, _ []string) error {
+				l, c := p.params()
+				return fetch(e, tenantsTable)(e.api.ListTenants(e.ctx, &client.ListTenantsParams{Limit: l, Cursor: c}))
+			}
+		}},
+		{group: "tenants", verb: "create", summary: "create a tenant (admin)", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			name := fs.String("name", "", "the tenant's name (required)")
+			return func(e *env, _ []string) error {
+				return fetch(e, tenantTable)(e.api.CreateTenant(e.ctx, nil, client.TenantCreate{Name: *name}))
+			}
+		}},
+		{group: "tenants", verb: "get", args: "TENANT_ID", summary: "show a tenant (admin)", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, tenantTable)(e.api.GetTenant(e.ctx, a[0]))
+		})},
+		{group: "tenants", verb: "patch", args: "TENANT_ID", summary: "change a tenant's name, weight or quotas (admin)", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			name := fs.String("name", "", "new name")
+			weight := fs.Int("weight", 0, "fair-share weight")
+			maxSched := fs.Int("max-schedules", 0, "quota: schedules")
+			perFire := fs.Int("max-events-per-fire", 0, "quota: events per fire")
+			perMin := fs.Int("max-events-per-minute", 0, "quota: events per minute")
+			stored := fs.Int("max-events-stored", 0, "quota: events stored")
+			return func(e *env, a []string) error {
+				set := setFlags(fs)
+				var in client.TenantUpdate
+				if set["name"] {
+					in.Name = name
+				}
+				if set["weight"] {
+					in.Weight = weight
+				}
+				q := client.TenantQuotas{}
+				quota := func(flag string, v *int) *int {
+					if set[flag] {
+						return v
+					}
+					return nil
+				}
+				q.MaxSchedules = quota("max-schedules", maxSched)
+				q.MaxEventsPerFire = quota("max-events-per-fire", perFire)
+				q.MaxEventsPerMinute = quota("max-events-per-minute", perMin)
+				q.MaxEventsStored = quota("max-events-stored", stored)
+				if q != (client.TenantQuotas{}) {
+					in.Quotas = &q
+				}
+				return fetch(e, tenantTable)(e.api.UpdateTenant(e.ctx, a[0], in))
+			}
+		}},
+
+		// keys (admin key)
+		{group: "keys", verb: "ls", args: "TENANT_ID", summary: "list a tenant's API keys (admin)", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, func(w *tabwriter.Writer, v *client.APIKeyList) {
+				fmt.Fprintln(w, "ID\tPREFIX\tCREATED\tREVOKED")
+				for _, k := range v.Items {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Id, k.Prefix, ts(k.CreatedAt), tsp(k.RevokedAt))
+				}
+			})(e.api.ListAPIKeys(e.ctx, a[0]))
+		})},
+		{group: "keys", verb: "create", args: "TENANT_ID", summary: "create an API key; the clear key is shown this once (admin)", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, func(w *tabwriter.Writer, v *client.APIKeyCreated) {
+				fmt.Fprintln(w, "ID\tTENANT\tKEY")
+				fmt.Fprintf(w, "%s\t%s\t%s\n", v.Id, v.TenantId, v.Key)
+			})(e.api.CreateAPIKey(e.ctx, a[0], nil))
+		})},
+		{group: "keys", verb: "revoke", args: "TENANT_ID KEY_ID", summary: "revoke an API key (admin)", positional: 2, flags: noFlags(func(e *env, a []string) error {
+			if _, err := call(e.api.RevokeAPIKey(e.ctx, a[0], a[1])); err != nil {
+				return err
+			}
+			return done(e, "revoked", a[1])
+		})},
+
+		// policies
+		{group: "policies", verb: "ls", summary: "list throttling policies", positional: 0, flags: noFlags(func(e *env, _ []string) error {
+			return fetch(e, func(w *tabwriter.Writer, v *client.PolicyList) {
+				policyHeader(w)
+				for i := range v.Items {
+					policyRow(w, &v.Items[i])
+				}
+			})(e.api.ListPolicies(e.ctx))
+		})},
+		{group: "policies", verb: "create", summary: "create a throttling policy", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			name := fs.String("name", "", "the policy's name (required)")
+			maxIn := fs.Int("max-in-flight", 0, "tokens: events in flight at once (required)")
+			timeout := fs.String("token-timeout", "", "how long a token is held without release, e.g. 15m")
+			auto := fs.Bool("auto-release", false, "release the token when the delivery succeeds")
+			return func(e *env, _ []string) error {
+				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout)}
+				if setFlags(fs)["auto-release"] {
+					in.AutoRelease = auto
+				}
+				return fetch(e, policyTable)(e.api.CreatePolicy(e.ctx, nil, in))
+			}
+		}},
+		{group: "policies", verb: "get", args: "POLICY_ID", summary: "show a policy", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, policyTable)(e.api.GetPolicy(e.ctx, a[0]))
+		})},
+		{group: "policies", verb: "delete", args: "POLICY_ID", summary: "delete a policy no schedule names", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			if _, err := call(e.api.DeletePolicy(e.ctx, a[0])); err != nil {
+				return err
+			}
+			return done(e, "deleted", a[0])
+		})},
+
+		// schedules
+		{group: "schedules", verb: "ls", summary: "list schedules", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			var p pageFlags
+			p.add(fs)
+			state := fs.String("state", "", "only schedules in this state: active, paused or completed")
+			policy := fs.String("policy", "", "only schedules of this policy id")
+			prefix := fs.String("name-prefix", "", "only schedules whose name starts with this")
+			return func(e *env, _ []string) error {
+				l, c := p.params()
+				params := &client.ListSchedulesParams{Limit: l, Cursor: c, PolicyId: optString(*policy), NamePrefix: optString(*prefix)}
+				if *state != "" {
+					st := client.ScheduleState(*state)
+					params.State = &st
+				}
+				return fetch(e, func(w *tabwriter.Writer, v *client.ScheduleList) {
+					fmt.Fprintln(w, "ID\tNAME\tSTATE\tWHEN\tTIMEZONE\tEVENTS\tPOLICY\tNEXT FIRE")
+					for _, s := range v.Items {
+						nextFire := "-"
+						if len(s.NextFireTimes) > 0 {
+							nextFire = ts(s.NextFireTimes[0])
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Name, s.State, when(&s), s.Timezone, s.EventCount, sp(s.PolicyId), nextFire)
+					}
+					next(w, v.NextCursor)
+				})(e.api.ListSchedules(e.ctx, params))
+			}
+		}},
+		{group: "schedules", verb: "get", args: "SCHEDULE_ID", summary: "show a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, scheduleTable)(e.api.GetSchedule(e.ctx, a[0]))
+		})},
+		{group: "schedules", verb: "create", summary: "create a schedule from flags, or from a JSON body with --file", positional: 0, flags: scheduleCreateFlags},
+		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0]))
+		})},
+		{group: "schedules", verb: "resume", args: "SCHEDULE_ID", summary: "resume a paused schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, scheduleTable)(e.api.ResumeSchedule(e.ctx, a[0]))
+		})},
+		{group: "schedules", verb: "trigger", args: "SCHEDULE_ID", summary: "fire a schedule now", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, fireTable)(e.api.TriggerSchedule(e.ctx, a[0]))
+		})},
+		{group: "schedules", verb: "preview", args: "SCHEDULE_ID", summary: "show a schedule's next fire times", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			n := fs.Int("n", 0, "how many fire times (default: the server's)")
+			return func(e *env, a []string) error {
+				p := &client.PreviewScheduleParams{}
+				if *n > 0 {
+					p.Count = n
+				}
+				return fetch(e, func(w *tabwriter.Writer, v *client.Preview) {
+					fmt.Fprintf(w, "UTC\tLOCAL (%s)\n", v.Timezone)
+					for _, f := range v.FireTimes {
+						fmt.Fprintf(w, "%s\t%s\n", ts(f.Utc), f.Local)
+					}
+				})(e.api.PreviewSchedule(e.ctx, a[0], p))
+			}
+		}},
+		{group: "schedules", verb: "delete", args: "SCHEDULE_ID", summary: "delete a schedule (its waiting events are cancelled)", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			if _, err := call(e.api.DeleteSchedule(e.ctx, a[0])); err != nil {
+				return err
+			}
+			return done(e, "deleted", a[0])
+		})},
+
+		// fires
+		{group: "fires", verb: "ls", args: "SCHEDULE_ID", summary: "list a schedule's fires, newest first", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			var p pageFlags
+			p.add(fs)
+			return func(e *env, a []string) error {
+				l, c := p.params()
+				return fetch(e, func(w *tabwriter.Writer, v *client.FireList) {
+					fireHeader(w)
+					for i := range v.Items {
+						fireRow(w, &v.Items[i])
+					}
+					next(w, v.NextCursor)
+				})(e.api.ListScheduleFires(e.ctx, a[0], &client.ListScheduleFiresParams{Limit: l, Cursor: c}))
+			}
+		}},
+		{group: "fires", verb: "get", args: "FIRE_ID", summary: "show a fire with its event counts", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, fireTable)(e.api.GetFire(e.ctx, a[0]))
+		})},
+		{group: "fires", verb: "cancel", args: "FIRE_ID", summary: "cancel a fire's waiting events; events in flight finish", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, fireTable)(e.api.CancelFire(e.ctx, a[0]))
+		})},
+
+		// events
+		{group: "events", verb: "ls", summary: "list events, by id", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			var p pageFlags
+			p.add(fs)
+			sched := fs.String("schedule", "", "only events of this schedule id")
+			fire := fs.String("fire", "", "only events of this fire id")
+			status := fs.String("status", "", "only events in this status (pending, scheduled, delivering, delivered, released, retrying, dead, cancelled)")
+			from := fs.String("from", "", "only events launched at or after this RFC 3339 time")
+			to := fs.String("to", "", "only events launched before this RFC 3339 time")
+			return func(e *env, _ []string) error {
+				l, c := p.params()
+				params := &client.ListEventsParams{Limit: l, Cursor: c, ScheduleId: optString(*sched), FireId: optString(*fire)}
+				if *status != "" {
+					st := client.EventStatus(*status)
+					params.Status = &st
+				}
+				var err error
+				if params.From, err = optTime("from", *from); err != nil {
+					return err
+				}
+				if params.To, err = optTime("to", *to); err != nil {
+					return err
+				}
+				return fetch(e, func(w *tabwriter.Writer, v *client.EventList) {
+					fmt.Fprintln(w, "ID\tSTATUS\tSCHEDULE\tFIRE\tLAUNCH\tATTEMPTS\tLAST ERROR")
+					for _, ev := range v.Items {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ev.Id, ev.Status, ev.ScheduleId, ev.FireId, ts(ev.LaunchAt), ev.Attempts, oneLine(sp(ev.LastError)))
+					}
+					next(w, v.NextCursor)
+				})(e.api.ListEvents(e.ctx, params))
+			}
+		}},
+		{group: "events", verb: "get", args: "EVENT_ID", summary: "show an event", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, eventTable)(e.api.GetEvent(e.ctx, a[0]))
+		})},
+		{group: "events", verb: "redrive", args: "[EVENT_ID]", summary: "send a dead event again, or every dead event matching --fire/--schedule/--from/--to/--all", positional: -1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			sched := fs.String("schedule", "", "bulk: dead events of this schedule id")
+			fire := fs.String("fire", "", "bulk: dead events of this fire id")
+			from := fs.String("from", "", "bulk: dead events launched at or after this RFC 3339 time")
+			to := fs.String("to", "", "bulk: dead events launched before this RFC 3339 time")
+			all := fs.Bool("all", false, "bulk: every dead event of the tenant")
+			return func(e *env, a []string) error {
+				bulk := *sched != "" || *fire != "" || *from != "" || *to != "" || *all
+				switch {
+				case len(a) > 1:
+					return fmt.Errorf("at most one EVENT_ID: %w", errUsage)
+				case len(a) == 1 && bulk:
+					return fmt.Errorf("give an EVENT_ID or bulk filters, not both: %w", errUsage)
+				case len(a) == 1:
+					return fetch(e, eventTable)(e.api.RedriveEvent(e.ctx, a[0]))
+				}
+				in := client.RedriveRequest{ScheduleId: optString(*sched), FireId: optString(*fire)}
+				if *all {
+					in.All = all
+				}
+				var err error
+				if in.From, err = optTime("from", *from); err != nil {
+					return err
+				}
+				if in.To, err = optTime("to", *to); err != nil {
+					return err
+				}
+				return fetch(e, func(w *tabwriter.Writer, v *client.RedriveResult) {
+					fmt.Fprintf(w, "redriven\t%d\n", v.Count)
+					if v.More != nil && *v.More {
+						fmt.Fprintln(w, "more dead events match: run the command again")
+					}
+				})(e.api.RedriveEvents(e.ctx, in))
+			}
+		}},
+
+		// summary
+		{group: "summary", summary: "the tenant's event counts, policies, lateness and schedules", positional: 0, flags: noFlags(func(e *env, _ []string) error {
+			return fetch(e, summaryTable)(e.api.GetSummary(e.ctx))
+		})},
+	}
+}
+
+// scheduleCreateFlags builds the body of POST /v1/schedules from flags, or
+// sends a JSON file as it is (the server validates either).
+func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
+	file := fs.String("file", "", "JSON body of the schedule (the API's ScheduleCreate); - reads stdin. Other body flags are then not allowed")
+	name := fs.String("name", "", "name (required)")
+	cronExpr := fs.String("cron", "", "cron expression, e.g. \"0 3 * * *\"")
+	tz := fs.String("tz", "", "IANA timezone of the cron expression (default UTC)")
+	runAt := fs.String("run-at", "", "one-off: fire once at this RFC 3339 time instead of a cron expression")
+	count := fs.Int("count", 0, "events per fire (default 1)")
+	target := fs.String("target", "", "HTTP(S) URL the events are POSTed to")
+	queue := fs.String("queue-url", "", "SQS queue URL the events are sent to (instead of --target)")
+	policy := fs.String("policy", "", "throttling policy id")
+	payload := fs.String("payload", "", "JSON payload of the events")
+	attempts := fs.Int("max-attempts", 0, "delivery attempts per event")
+	return func(e *env, _ []string) error {
+		set := setFlags(fs)
+		if *file != "" {
+			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts"} {
+				if set[f] {
+					return fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
+				}
+			}
+			var r io.Reader = e.stdin
+			if *file != "-" {
+				f, err := os.Open(*file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			return fetch(e, scheduleTable)(e.api.CreateScheduleWithBody(e.ctx, nil, "application/json", r))
+		}
+		in := client.ScheduleCreate{Name: *name, Cron: optString(*cronExpr), Timezone: optString(*tz), PolicyId: optString(*policy)}
+		var err error
+		if in.RunAt, err = optTime("run-at", *runAt); err != nil {
+			return err
+		}
+		if set["count"] {
+			in.EventCount = count
+		}
+		if set["max-attempts"] {
+			in.MaxAttempts = attempts
+		}
+		switch {
+		case *queue != "" && *target != "":
+			return fmt.Errorf("--target and --queue-url: give one: %w", errUsage)
+		case *queue != "":
+			in.Target = client.Target{Type: client.TargetTypeSqs, QueueUrl: queue}
+		default:
+			in.Target = client.Target{Type: client.TargetTypeHttp, Url: optString(*target)}
+		}
+		if *payload != "" {
+			if !json.Valid([]byte(*payload)) {
+				return fmt.Errorf("--payload is not JSON: %w", errUsage)
+			}
+			p := client.Payload(json.RawMessage(*payload))
+			in.Payload = &p
+		}
+		return fetch(e, scheduleTable)(e.api.CreateSchedule(e.ctx, nil, in))
+	}
+}
+
+// done confirms a call that answers no body.
+func done(e *env, what, id string) error {
+	if e.json {
+		b, _ := json.Marshal(map[string]string{"id": id, "result": what})
+		_, err := fmt.Fprintf(e.out, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(e.out, "%s %s\n", what, id)
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+func when(s *client.Schedule) string {
+	switch {
+	case s.Cron != nil:
+		return *s.Cron
+	case s.RunAt != nil:
+		return "at " + ts(*s.RunAt)
+	}
+	return "-"
+}
+
+func tenantsTable(w *tabwriter.Writer, v *client.TenantList) {
+	fmt.Fprintln(w, "ID\tNAME\tWEIGHT\tCREATED")
+	for _, t := range v.Items {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.Id, t.Name, t.Weight, ts(t.CreatedAt))
+	}
+	next(w, v.NextCursor)
+}
+
+func tenantTable(w *tabwriter.Writer, t *client.Tenant) {
+	fmt.Fprintf(w, "id\t%s\nname\t%s\nweight\t%d\ncreated\t%s\n", t.Id, t.Name, t.Weight, ts(t.CreatedAt))
+	fmt.Fprintf(w, "maxSchedules\t%s\nmaxEventsPerFire\t%s\nmaxEventsPerMinute\t%s\nmaxEventsStored\t%s\n",
+		ip(t.Quotas.MaxSchedules), ip(t.Quotas.MaxEventsPerFire), ip(t.Quotas.MaxEventsPerMinute), ip(t.Quotas.MaxEventsStored))
+}
+
+func policyHeader(w io.Writer) {
+	fmt.Fprintln(w, "ID\tNAME\tMAX IN FLIGHT\tIN USE\tWAITING\tTOKEN TIMEOUT\tAUTO RELEASE")
+}
+
+func policyRow(w io.Writer, p *client.Policy) {
+	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%t\n", p.Id, p.Name, p.MaxInFlight, p.TokensInUse, p.Waiting, p.TokenTimeout, p.AutoRelease)
+}
+
+func policyTable(w *tabwriter.Writer, p *client.Policy) {
+	policyHeader(w)
+	policyRow(w, p)
+}
+
+func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
+	fmt.Fprintf(w, "id\t%s\nname\t%s\nstate\t%s\nwhen\t%s\ntimezone\t%s\nevents\t%d\npolicy\t%s\n", s.Id, s.Name, s.State, when(s), s.Timezone, s.EventCount, sp(s.PolicyId))
+	target := sp(s.Target.Url)
+	if s.Target.QueueUrl != nil {
+		target = *s.Target.QueueUrl
+	}
+	fmt.Fprintf(w, "target\t%s %s\nversion\t%d\n", s.Target.Type, target, s.Version)
+	for i, t := range s.NextFireTimes {
+		label := ""
+		if i == 0 {
+			label = "next fires"
+		}
+		fmt.Fprintf(w, "%s\t%s\n", label, ts(t))
+	}
+}
+
+func fireHeader(w io.Writer) {
+	fmt.Fprintln(w, "ID\tFIRE TIME\tDECISION\tN\tWAITING\tIN FLIGHT\tDELIVERED\tRELEASED\tRETRYING\tDEAD\tCANCELLED")
+}
+
+func fireRow(w io.Writer, f *client.Fire) {
+	c := f.Counts
+	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", f.Id, ts(f.FireTime), f.Decision, f.N,
+		c.Waiting, c.InFlight, c.Delivered, c.Released, c.Retrying, c.Dead, c.Cancelled)
+}
+
+func fireTable(w *tabwriter.Writer, f *client.Fire) {
+	fireHeader(w)
+	fireRow(w, f)
+}
+
+func eventTable(w *tabwriter.Writer, ev *client.Event) {
+	fmt.Fprintf(w, "id\t%s\nstatus\t%s\nschedule\t%s\nfire\t%s\nindex\t%d of %d\nlaunch\t%s\nattempts\t%d of %d\n",
+		ev.Id, ev.Status, ev.ScheduleId, ev.FireId, ev.Index, ev.Count, ts(ev.LaunchAt), ev.Attempts, ev.MaxAttempts)
+	fmt.Fprintf(w, "policy\t%s\ndelivered\t%s\nfinished\t%s\nlast error\t%s\n", sp(ev.PolicyId), tsp(ev.DeliveredAt), tsp(ev.FinishedAt), oneLine(sp(ev.LastError)))
+}
+
+func summaryTable(w *tabwriter.Writer, s *client.Summary) {
+	c := s.Counts
+	fmt.Fprintln(w, "WAITING\tIN FLIGHT\tDELIVERED\tRELEASED\tRETRYING\tDEAD\tCANCELLED")
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Waiting, c.InFlight, c.Delivered, c.Released, c.Retrying, c.Dead, c.Cancelled)
+	fmt.Fprintf(w, "\nschedules\t%d active, %d paused\n", s.Schedules.Active, s.Schedules.Paused)
+	l := s.Lateness
+	fmt.Fprintf(w, "lateness\tp50 %.3fs  p90 %.3fs  p99 %.3fs  (%d events)\n", l.P50, l.P90, l.P99, l.Sampled)
+	if len(s.Policies) > 0 {
+		fmt.Fprintln(w, "\nPOLICY\tNAME\tMAX IN FLIGHT\tIN USE\tWAITING\tTOKEN TIMEOUTS")
+		for _, p := range s.Policies {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\n", p.Id, p.Name, p.MaxInFlight, p.InUse, p.Waiting, ip(p.TokenTimeouts))
+		}
+	}
+	fmt.Fprintf(w, "\ngenerated\t%s\n", ts(s.GeneratedAt))
+}
