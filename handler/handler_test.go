@@ -100,7 +100,7 @@ func TestFakeClockTimer(t *testing.T) {
 	}
 	// The handler's own prefetch loop may have claimed some of them in a
 	// call that is still adding them to the heap.
-	waitFor(t, 5*time.Second, "3 events in the timer heap", func() bool { return h.Scheduled() == 3 })
+	waitFor(t, 20*time.Second, "3 events in the timer heap", func() bool { return h.Scheduled() == 3 })
 	clock.Advance(9 * time.Second)
 	// A sentinel due at 9 s: the timer takes it off the heap in one pass,
 	// at one instant, with every other event it finds due then.
@@ -109,7 +109,7 @@ func TestFakeClockTimer(t *testing.T) {
 	if err := h.Prefetch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the sentinel's delivery", func() bool { return rec.len() > 0 })
+	waitFor(t, 20*time.Second, "the sentinel's delivery", func() bool { return rec.len() > 0 })
 	if n := h.Scheduled(); n != 3 {
 		t.Fatalf("%d of 3 events left in the timer heap at 9 s, 1 s before their launch", n)
 	}
@@ -117,7 +117,7 @@ func TestFakeClockTimer(t *testing.T) {
 		t.Fatalf("%d deliveries at 9 s, want the sentinel's alone", len(got))
 	}
 	clock.Advance(time.Second)
-	waitFor(t, 5*time.Second, "deliveries at launch", func() bool { return rec.len() == 4 })
+	waitFor(t, 20*time.Second, "deliveries at launch", func() bool { return rec.len() == 4 })
 }
 
 func TestRetries(t *testing.T) {
