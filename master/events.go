@@ -375,21 +375,13 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		return nil, err
 	}
 	out := &api.Fire{
-		Id:         f.ID,
-		ScheduleId: f.ScheduleID,
-		FireTime:   f.FireTime.UTC(),
-		LocalTime:  f.LocalTime,
-		N:          f.Count,
-		Decision:   api.FireDecision(f.Decision),
-		Counts: api.FireCounts{
-			Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
-			InFlight:  counts[model.EventDelivering],
-			Delivered: counts[model.EventDelivered],
-			Released:  counts[model.EventReleased],
-			Retrying:  counts[model.EventRetrying],
-			Dead:      counts[model.EventDead],
-			Cancelled: counts[model.EventCancelled],
-		},
+		Id:             f.ID,
+		ScheduleId:     f.ScheduleID,
+		FireTime:       f.FireTime.UTC(),
+		LocalTime:      f.LocalTime,
+		N:              f.Count,
+		Decision:       api.FireDecision(f.Decision),
+		Counts:         countsOut(counts),
 		LastFinishedAt: last,
 		CreatedAt:      f.CreatedAt,
 	}
@@ -408,4 +400,17 @@ func fireEmission(out *api.Fire, f *model.Fire) {
 	}
 	emitting, emitted := true, f.Count-f.Remaining
 	out.Emitting, out.Emitted = &emitting, &emitted
+}
+
+// countsOut groups event counts by status as a fire or a summary shows them.
+func countsOut(counts map[model.EventStatus]int) api.FireCounts {
+	return api.FireCounts{
+		Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
+		InFlight:  counts[model.EventDelivering],
+		Delivered: counts[model.EventDelivered],
+		Released:  counts[model.EventReleased],
+		Retrying:  counts[model.EventRetrying],
+		Dead:      counts[model.EventDead],
+		Cancelled: counts[model.EventCancelled],
+	}
 }

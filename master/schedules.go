@@ -590,16 +590,8 @@ func (s *Server) scheduleOutCompiled(m *model.Schedule, comp *schedule.Compiled)
 }
 
 func targetOut(t model.Target) api.Target {
-	out := api.Target{Type: api.TargetType(t.Type)}
-	if t.URL != "" {
-		u := t.URL
-		out.Url = &u
-	}
-	if t.QueueURL != "" {
-		q := t.QueueURL
-		out.QueueUrl = &q
-	}
-	return out
+	d := schedule.TargetOf(t)
+	return api.Target{Type: api.TargetType(d.Type), Url: d.URL, QueueUrl: d.QueueURL}
 }
 
 func deref[T any](p *T, def T) T {

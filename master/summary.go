@@ -34,15 +34,7 @@ func (s *Server) GetSummary(c echo.Context) error {
 		return err
 	}
 	out := api.Summary{
-		Counts: api.SummaryCounts{
-			Waiting:   counts[model.EventPending] + counts[model.EventScheduled],
-			InFlight:  counts[model.EventDelivering],
-			Delivered: counts[model.EventDelivered],
-			Released:  counts[model.EventReleased],
-			Retrying:  counts[model.EventRetrying],
-			Dead:      counts[model.EventDead],
-			Cancelled: counts[model.EventCancelled],
-		},
+		Counts:      api.SummaryCounts(countsOut(counts)),
 		Policies:    []api.SummaryPolicy{},
 		GeneratedAt: now,
 	}
