@@ -44,7 +44,8 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 // once:
 //
 //   - for a one-off schedule, its single fire at RunAt (truncated to the
-//     second), whenever that is;
+//     second), whenever that is; a RunAt already past makes it a late fire
+//     whose events launch at once (see launchBase);
 //   - for a cron schedule, every fire t with now <= t < horizon, where
 //     horizon is the later of the partition's watermark and
 //     now+Lead+2*Window (the furthest a pass running at this moment, on a
@@ -103,7 +104,13 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 		}
 		due = append(due, dueFire{s: s, t: t})
 	}
-	if _, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted}, now); err != nil {
+	o := emitOpts{decision: model.FireEmitted}
+	if s.IsOneOff() && len(due) == 1 && due[0].t.Before(now.Truncate(time.Second)) {
+		// Accepted with its runAt already past (misfire=fire_all): late,
+		// and its events launch from now (launchBase).
+		o = emitOpts{decision: model.FireLate, late: true}
+	}
+	if _, err := e.emitAll(ctx, due, o, now); err != nil {
 		return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
 	}
 	return nil
