@@ -231,11 +231,14 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	}
 
 	inserted, err := st.FireInsert(ctx, f)
+	if err != nil || !inserted {
+		e.unadmit(f, deferred, now)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("insert fire: %w", err)
 	}
 	if inserted && deferred {
-		e.rate.enqueue(f.TenantID, f.ID, f.FireTime)
+		e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
 	}
 	out := outInserted
 	if !inserted {

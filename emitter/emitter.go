@@ -310,7 +310,8 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 		bgLocal:   map[string]bool{},
 		bgRetry:   map[string]time.Time{},
 		bgWake:    make(chan struct{}, 1),
-		rate:      newRate(),
+		// A head retries every minute, or a window after a failure.
+		rate: newRate(2 * max(time.Minute, cfg.Window)),
 	}, nil
 }
 

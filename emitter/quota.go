@@ -33,9 +33,11 @@ import (
 // minute, and after a restart the count starts from zero.
 //
 // Order: the deferred fires of a tenant wait in one queue ordered by fire
-// time, then by arrival. While it is not empty, a new fire of the tenant is deferred
-// behind it, and only its head may take budget, so deferred fires go out in
-// the order they were due.
+// time, then by arrival. While it is not empty, a new fire of the tenant is
+// deferred behind it, and only its head may take room, so deferred fires go
+// out in the order they were due. A head that has not asked for room for two
+// minutes (or two windows) is dropped, so that a fire this instance no longer
+// emits cannot hold the others back; it takes its place again when it asks.
 
 // Quotas gives a tenant's effective quotas: its own, with the configured
 // default for each one it does not set. NewQuotaCache builds one over the
@@ -121,9 +123,10 @@ const notePrefixDeferred = "deferred: "
 var errDeferred = errors.New("emission deferred")
 
 type queued struct {
-	t   time.Time
-	seq uint64 // arrival: fires due at the same time keep it
-	id  string
+	t    time.Time
+	seq  uint64 // arrival: fires due at the same time keep it
+	id   string
+	seen time.Time // last asked for room: a head not asked for long is dropped
 }
 
 // rate counts the events emitted per tenant in the current minute and keeps
@@ -134,10 +137,15 @@ type rate struct {
 	used   map[string]int
 	queue  map[string][]queued
 	seq    uint64
+	stale  time.Duration
 }
 
-func newRate() *rate {
-	return &rate{used: map[string]int{}, queue: map[string][]queued{}}
+// newRate returns a rate whose queue heads are dropped when not asked for
+// room within stale: a fire this instance no longer emits (its partition
+// moved, it fell out of the FireListEmitting page) must not hold its
+// tenant's queue. It joins again when it asks.
+func newRate(stale time.Duration) *rate {
+	return &rate{used: map[string]int{}, queue: map[string][]queued{}, stale: stale}
 }
 
 func (r *rate) rollLocked(now time.Time) {
@@ -156,15 +164,20 @@ func (r *rate) take(tenant, id string, t time.Time, n, q int, now time.Time) boo
 	defer r.mu.Unlock()
 	r.rollLocked(now)
 	qu := r.queue[tenant]
-	if len(qu) > 0 && (id == "" || qu[0].id != id) {
-		if id != "" {
-			r.enqueueLocked(tenant, id, t)
-		}
-		return false
+	if i := slices.IndexFunc(qu, func(x queued) bool { return x.id == id }); id != "" && i >= 0 {
+		qu[i].seen = now
 	}
-	if r.used[tenant]+n > q {
+	for len(qu) > 0 && qu[0].id != id && now.Sub(qu[0].seen) > r.stale {
+		qu = qu[1:]
+	}
+	if len(qu) == 0 {
+		delete(r.queue, tenant)
+	} else {
+		r.queue[tenant] = qu
+	}
+	if (len(qu) > 0 && (id == "" || qu[0].id != id)) || r.used[tenant]+n > q {
 		if id != "" {
-			r.enqueueLocked(tenant, id, t)
+			r.enqueueLocked(tenant, id, t, now)
 		}
 		return false
 	}
@@ -172,20 +185,22 @@ func (r *rate) take(tenant, id string, t time.Time, n, q int, now time.Time) boo
 	return true
 }
 
-// enqueue puts fire id of tenant, due at t, in the tenant's queue.
-func (r *rate) enqueue(tenant, id string, t time.Time) {
+// enqueue puts fire id of tenant, due at t, in the tenant's queue; one
+// there already keeps its place.
+func (r *rate) enqueue(tenant, id string, t, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.enqueueLocked(tenant, id, t)
+	r.enqueueLocked(tenant, id, t, now)
 }
 
-func (r *rate) enqueueLocked(tenant, id string, t time.Time) {
+func (r *rate) enqueueLocked(tenant, id string, t, now time.Time) {
 	qu := r.queue[tenant]
-	if slices.ContainsFunc(qu, func(x queued) bool { return x.id == id }) {
+	if i := slices.IndexFunc(qu, func(x queued) bool { return x.id == id }); i >= 0 {
+		qu[i].seen = now
 		return
 	}
 	r.seq++
-	x := queued{t: t, seq: r.seq, id: id}
+	x := queued{t: t, seq: r.seq, id: id, seen: now}
 	i, _ := slices.BinarySearchFunc(qu, x, func(a, b queued) int {
 		return cmp.Or(a.t.Compare(b.t), cmp.Compare(a.seq, b.seq))
 	})
@@ -286,7 +301,7 @@ func (e *Emitter) admitChunk(ctx context.Context, f *model.Fire, n, q int, now t
 	if note == "" {
 		note = quotaNote(q)
 	} else {
-		e.rate.enqueue(f.TenantID, f.ID, f.FireTime)
+		e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
 	}
 	if !strings.Contains(f.Note, notePrefixDeferred) {
 		full := note
@@ -340,4 +355,21 @@ func (e *Emitter) admit(ctx context.Context, f *model.Fire, now time.Time) (defe
 	e.log.Info().Str(logkey.Schedule, f.ScheduleID).Str(logkey.Fire, f.ID).Int("count", f.Count).
 		Str("note", note).Msg("emission deferred")
 	return true, nil
+}
+
+// unadmit gives back the room admit took for f, which was not recorded
+// after all (it existed, or the insert failed).
+func (e *Emitter) unadmit(f *model.Fire, deferred bool, now time.Time) {
+	if deferred || e.deps.Quotas == nil || !hasEvents(f.Decision) || e.large(f) {
+		return
+	}
+	e.rate.give(f.TenantID, f.Count, now)
+}
+
+// give takes n events of tenant off now's minute.
+func (r *rate) give(tenant string, n int, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rollLocked(now)
+	r.used[tenant] = max(r.used[tenant]-n, 0)
 }
