@@ -322,3 +322,24 @@ func TestQuotaCache(t *testing.T) {
 		}
 	})
 }
+
+func TestDeferredFireResumesAfterRestart(t *testing.T) {
+	h := newQuotaHarness(t, 100, nil)
+	a := sched("ra", "0 0 1 1 *", "UTC", 60)
+	b := sched("rb", "0 0 1 1 *", "UTC", 60)
+	create(t, h.st, a, b)
+	h.trigger(t, a)
+	fb := h.trigger(t, b)
+	h.waitDeferred(t, fb.ID)
+	h.e.Stop()
+
+	setClock(h.clk, utc("2025-06-02T10:01:00Z"))
+	emitted := make(chan *model.Fire, 16)
+	e2 := newEmitter(t, h.st, h.clk, func(_ *emitter.Config, d *emitter.Deps) {
+		d.Quotas, d.Emitted = fixedQuotas(100), emitted
+	})
+	startEmitter(t, e2)
+	waitFire(t, emitted, fb.ID)
+	requireAllEvents(t, h.st, fb, 60)
+	createdIn(t, h.st, fb.ID, utc("2025-06-02T10:01:00Z"))
+}
