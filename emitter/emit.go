@@ -239,6 +239,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	}
 	if inserted && deferred {
 		e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
+		e.m.FiresDeferred(deferReason(f.Note), 1)
 	}
 	out := outInserted
 	if !inserted {

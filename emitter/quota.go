@@ -247,6 +247,14 @@ func (e *Emitter) diskNote() string {
 	return notePrefixDeferred + "disk guard: free space below the threshold"
 }
 
+// deferReason is the metric label of a deferral note.
+func deferReason(note string) DeferReason {
+	if strings.Contains(note, "disk guard") {
+		return DeferDisk
+	}
+	return DeferQuota
+}
+
 func quotaNote(q int) string {
 	return notePrefixDeferred + "tenant over maxEventsPerMinute (" + strconv.Itoa(q) + ")"
 }
@@ -313,6 +321,7 @@ func (e *Emitter) admitChunk(ctx context.Context, f *model.Fire, n, q int, now t
 		}
 		e.log.Info().Str(logkey.Schedule, f.ScheduleID).Str(logkey.Fire, f.ID).Int("written", f.Count-f.Remaining).
 			Int("count", f.Count).Str("note", note).Msg("emission deferred")
+		e.m.FiresDeferred(deferReason(note), 1)
 	}
 	return errDeferred
 }

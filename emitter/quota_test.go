@@ -37,6 +37,7 @@ type quotaHarness struct {
 	e        *emitter.Emitter
 	emitted  chan *model.Fire
 	deferred chan *model.Fire
+	metrics  *countingMetrics
 }
 
 // newQuotaHarness starts an emitter at 10:00:30 with a per-minute quota of
@@ -46,13 +47,14 @@ func newQuotaHarness(t *testing.T, perMinute int, disk emitter.DiskGuard) *quota
 	h := &quotaHarness{
 		st: openEmbedded(t), clk: newClock(utc("2025-06-02T10:00:30Z")),
 		emitted: make(chan *model.Fire, 64), deferred: make(chan *model.Fire, 64),
+		metrics: newCountingMetrics(),
 	}
 	h.e = newEmitter(t, h.st, h.clk, func(c *emitter.Config, d *emitter.Deps) {
 		if perMinute > 0 {
 			d.Quotas = fixedQuotas(perMinute)
 		}
 		d.Disk = disk
-		d.Emitted, d.Deferred = h.emitted, h.deferred
+		d.Emitted, d.Deferred, d.Metrics = h.emitted, h.deferred, h.metrics
 	})
 	startEmitter(t, h.e)
 	return h
@@ -123,6 +125,9 @@ func TestQuotaDefersFireToNextMinute(t *testing.T) {
 	got, err := h.st.FireGet(context.Background(), tenant, fb.ID)
 	if err != nil || got.Remaining != 0 || !strings.Contains(got.Note, note) {
 		t.Fatalf("stored fire = %+v, %v; want complete, still noting the deferral", got, err)
+	}
+	if n := h.metrics.deferred(emitter.DeferQuota); n != 1 {
+		t.Fatalf("fires deferred for the quota counted %d times, want 1", n)
 	}
 }
 
@@ -220,6 +225,9 @@ func TestDiskGuardDefersAndResumes(t *testing.T) {
 	setClock(h.clk, utc("2025-06-02T10:02:00Z"))
 	waitFire(t, h.emitted, f.ID)
 	requireAllEvents(t, h.st, f, 40)
+	if n := h.metrics.deferred(emitter.DeferDisk); n != 1 {
+		t.Fatalf("fires deferred by the disk guard counted %d times, want 1", n)
+	}
 }
 
 func TestPastOneOffIsLate(t *testing.T) {
