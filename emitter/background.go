@@ -228,6 +228,9 @@ func (e *Emitter) emitRest(ctx context.Context, f *model.Fire, stopping <-chan s
 		}
 		n, err := st.EventInsertMany(ctx, e.makeEvents(s, cur, lo, hi, now))
 		if err != nil {
+			if q > 0 {
+				e.rate.give(cur.TenantID, hi-lo, now)
+			}
 			return false, fmt.Errorf("insert events %d..%d of fire %s: %w", lo, hi-1, cur.ID, err)
 		}
 		e.m.EventsEmitted(n)

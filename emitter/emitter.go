@@ -43,6 +43,13 @@
 // does nothing, skip records the new fire as skipped_overlap with no events,
 // cancel cancels the previous fire's waiting events and records it as
 // cancelled_by_next. The decision is recorded on the fire.
+//
+// # Quotas and the disk guard
+//
+// A fire that would take its tenant over maxEventsPerMinute, or that comes
+// while the disk guard trips, is recorded at once and its events are
+// written by the background workers in later minutes, in order; its note
+// says why (quota.go).
 package emitter
 
 import (
