@@ -170,10 +170,18 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tenantQuotas := model.TenantQuotas{
+		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
+		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
+	}
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
 		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove, Owner: cfg.InstanceID,
-	}, emitter.Deps{Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics})
+	}, emitter.Deps{
+		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
+		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),
+		Disk:   masterDisk{a},
+	})
 	if err != nil {
 		return err
 	}
@@ -216,12 +224,9 @@ func (a *App) build(ctx context.Context) error {
 		// of them replays a sealed idempotency record.
 		IdempotencySecret: []byte(cfg.SigningSecret),
 		TenantWeight:      cfg.TenantWeight,
-		TenantQuotas: model.TenantQuotas{
-			MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
-			MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
-		},
-		CatchUpLimit:     cfg.CatchUpLimit,
-		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
+		TenantQuotas:      tenantQuotas,
+		CatchUpLimit:      cfg.CatchUpLimit,
+		DiskMinFreeBytes:  cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
 		// Releases served here hand tokens to this throttle's buckets.
@@ -291,6 +296,12 @@ func (a *App) readyz(c echo.Context) error {
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
 }
+
+// masterDisk hands the master's disk guard to the emitter, which is built
+// before the master.
+type masterDisk struct{ a *App }
+
+func (d masterDisk) DiskStatus() (bool, string) { return d.a.master.DiskStatus() }
 
 // diskProbe is the disk guard's probe: the embedded store's data directory.
 // MongoDB's disk is not this process's to watch (nil: no guard).

@@ -27,6 +27,7 @@ type metrics struct {
 	firesSkipped   *prometheus.CounterVec
 	windowsSkipped prometheus.Counter
 	partitionsLost prometheus.Counter
+	firesDeferred  *prometheus.CounterVec
 
 	// handler and throttle
 	delivered     prometheus.Counter
@@ -81,6 +82,10 @@ func newMetrics() *metrics {
 		Name: "schedulerd_emitter_partitions_lost_total",
 		Help: "Partitions given up after losing the watermark compare-and-set.",
 	})
+	m.firesDeferred = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_fires_deferred_total",
+		Help: "Fires whose events were held back for a later minute, by reason (quota: the tenant's maxEventsPerMinute; disk: the disk guard).",
+	}, []string{"reason"})
 	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_api_requests_total",
 		Help: "API requests by route and status.",
@@ -148,7 +153,7 @@ func newMetrics() *metrics {
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
 	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting)
-	m.reg.MustRegister(m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
+	m.reg.MustRegister(m.firesDeferred, m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
 }
@@ -168,6 +173,9 @@ func (m *metrics) FiresSkipped(r emitter.SkipReason, n int) {
 }
 func (m *metrics) WindowsSkipped(_ int, n int) { m.windowsSkipped.Add(float64(n)) }
 func (m *metrics) PartitionLost(int)           { m.partitionsLost.Inc() }
+func (m *metrics) FiresDeferred(r emitter.DeferReason, n int) {
+	m.firesDeferred.WithLabelValues(string(r)).Add(float64(n))
+}
 
 // apiMiddleware counts requests by route template (never the raw path, so
 // ids do not explode the label set).

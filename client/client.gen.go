@@ -313,10 +313,11 @@ type Fire struct {
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
 
-	// Decision emitted: on time; late: after downtime, within the catch-up limit;
-	// skipped_overlap: overlap=skip and the previous fire had not
-	// drained; cancelled_by_next: overlap=cancel and a later fire
-	// cancelled what was left; triggered: by the trigger operation.
+	// Decision emitted: on time; late: after downtime, within the catch-up limit,
+	// or a one-off accepted with its runAt already past; skipped_overlap:
+	// overlap=skip and the previous fire had not drained;
+	// cancelled_by_next: overlap=cancel and a later fire cancelled what
+	// was left; triggered: by the trigger operation.
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -335,15 +336,21 @@ type Fire struct {
 	LocalTime      string     `json:"localTime"`
 
 	// N Number of events of the fire.
-	N          int     `json:"n"`
+	N int `json:"n"`
+
+	// Note Why the fire is as it is, for example "late by 5m0s",
+	// "deferred: tenant over maxEventsPerMinute (100)" (its events are
+	// written in later minutes) or "deferred: disk guard: free space
+	// below the threshold".
 	Note       *string `json:"note,omitempty"`
 	ScheduleId string  `json:"scheduleId"`
 }
 
-// FireDecision emitted: on time; late: after downtime, within the catch-up limit;
-// skipped_overlap: overlap=skip and the previous fire had not
-// drained; cancelled_by_next: overlap=cancel and a later fire
-// cancelled what was left; triggered: by the trigger operation.
+// FireDecision emitted: on time; late: after downtime, within the catch-up limit,
+// or a one-off accepted with its runAt already past; skipped_overlap:
+// overlap=skip and the previous fire had not drained;
+// cancelled_by_next: overlap=cancel and a later fire cancelled what
+// was left; triggered: by the trigger operation.
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -792,8 +799,9 @@ type TenantQuotas struct {
 	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
 	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
 
-	// MaxEventsPerMinute Emission rate of the tenant, in events per minute. Stored and
-	// shown; not enforced yet.
+	// MaxEventsPerMinute Emission rate of the tenant, in events per minute, counted by
+	// each instance's emitter. A fire over it is recorded and its events
+	// are written in later minutes; its note says so.
 	MaxEventsPerMinute *int `json:"maxEventsPerMinute,omitempty"`
 
 	// MaxEventsStored Most events the tenant may have stored (waiting, in flight and

@@ -44,7 +44,8 @@ func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) 
 // once:
 //
 //   - for a one-off schedule, its single fire at RunAt (rounded up to the
-//     millisecond: model.FireInstant), whenever that is;
+//     millisecond: model.FireInstant), whenever that is; a RunAt already
+//     past makes it a late fire whose events launch at once (see launchBase);
 //   - for a cron schedule, every fire t with now <= t < horizon, where
 //     horizon is the later of the partition's watermark and
 //     now+Lead+2*Window (the furthest a pass running at this moment, on a
@@ -71,21 +72,36 @@ func (e *Emitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]
 	}
 	now := e.deps.Clock.Now()
 	watermarks := map[int]model.Watermark{}
-	var due []dueFire
+	var due, late []dueFire
 	for i, s := range ss {
 		if s.State != model.ScheduleActive && s.State != "" {
 			continue
 		}
+		n := len(due)
 		var err error
 		if due, err = e.appendSavedDue(ctx, due, s, keys[i], now, watermarks); err != nil {
 			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
 		}
-	}
-	if _, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted}, now); err != nil {
-		if len(ss) == 1 {
-			return fmt.Errorf("emitter: saved %s: %w", ss[0].ID, err)
+		if s.IsOneOff() && len(due) == n+1 && due[n].t.Before(now.Truncate(time.Second)) {
+			// Accepted with its runAt already past (misfire=fire_all): late,
+			// and its events launch from now (launchBase).
+			late = append(late, due[n])
+			due = due[:n]
 		}
-		return fmt.Errorf("emitter: saved %d schedules: %w", len(ss), err)
+	}
+	for _, batch := range []struct {
+		due []dueFire
+		o   emitOpts
+	}{{due, emitOpts{decision: model.FireEmitted}}, {late, emitOpts{decision: model.FireLate, late: true}}} {
+		if len(batch.due) == 0 {
+			continue
+		}
+		if _, err := e.emitAll(ctx, batch.due, batch.o, now); err != nil {
+			if len(ss) == 1 {
+				return fmt.Errorf("emitter: saved %s: %w", ss[0].ID, err)
+			}
+			return fmt.Errorf("emitter: saved %d schedules: %w", len(ss), err)
+		}
 	}
 	return nil
 }

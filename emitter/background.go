@@ -35,12 +35,13 @@ func hasEvents(d model.FireDecision) bool {
 // emitter is not started, written here and now). It reports whether the
 // events of f are all written when it returns.
 func (e *Emitter) fireEvents(ctx context.Context, s *model.Schedule, f *model.Fire, now time.Time, b *batch) (bool, error) {
-	if f.Count <= e.cfg.BackgroundThreshold {
-		return true, b.addFire(ctx, s, f, now)
-	}
 	if f.Remaining == 0 {
+		if f.Count <= e.cfg.BackgroundThreshold {
+			return true, b.addFire(ctx, s, f, now)
+		}
 		return true, nil // complete: the background lowers Remaining only after writing
 	}
+	// Large, or small and deferred (quota.go).
 	e.bgMu.Lock()
 	on := e.bgOn
 	if on {
@@ -53,8 +54,12 @@ func (e *Emitter) fireEvents(ctx context.Context, s *model.Schedule, f *model.Fi
 	}
 	// Not started (tests, tools): the same chunked writer, in this call.
 	done, err := e.emitRest(ctx, f, nil)
+	if errors.Is(err, errDeferred) {
+		return false, nil
+	}
 	if err == nil && done {
 		f.Remaining = 0
+		e.rate.done(f.TenantID, f.ID)
 	}
 	return done, err
 }
@@ -111,6 +116,7 @@ func (e *Emitter) dispatchOnce(run context.Context, stopping <-chan struct{}) er
 			continue
 		}
 		if _, ok := held[model.PartitionOf(f.ScheduleID, e.cfg.Partitions)]; !ok && !e.bgLocal[f.ID] {
+			e.rate.done(f.TenantID, f.ID) // another instance's now: it must not hold the queue here
 			continue
 		}
 		e.bgRunning[f.ID] = true
@@ -122,9 +128,15 @@ func (e *Emitter) dispatchOnce(run context.Context, stopping <-chan struct{}) er
 // work emits what is left of f and wakes the dispatcher for the next fire.
 func (e *Emitter) work(run context.Context, stopping <-chan struct{}, f *model.Fire) {
 	done, err := e.emitRest(run, f, stopping)
+	deferred := errors.Is(err, errDeferred)
+	if deferred {
+		err = nil
+	}
 	e.bgMu.Lock()
 	delete(e.bgRunning, f.ID)
 	switch {
+	case deferred:
+		e.bgRetry[f.ID] = deferredUntil(e.deps.Clock.Now())
 	case err != nil:
 		// Retried by a pass after a window: a store that fails stays
 		// unharmed by a loop.
@@ -134,6 +146,25 @@ func (e *Emitter) work(run context.Context, stopping <-chan struct{}, f *model.F
 		delete(e.bgRetry, f.ID)
 	}
 	e.bgMu.Unlock()
+	if done {
+		if next := e.rate.done(f.TenantID, f.ID); next != "" {
+			// It may have been refused only for not being the head.
+			e.bgMu.Lock()
+			delete(e.bgRetry, next)
+			e.bgMu.Unlock()
+		}
+	}
+	if deferred {
+		e.wakeAt(deferredUntil(e.deps.Clock.Now()))
+		if e.deps.Deferred != nil {
+			if got, err := e.deps.Store.FireGet(run, f.TenantID, f.ID); err == nil {
+				select {
+				case e.deps.Deferred <- got:
+				case <-run.Done():
+				}
+			}
+		}
+	}
 	if err != nil && run.Err() == nil {
 		e.log.Warn().Err(err).Str(logkey.Schedule, f.ScheduleID).Str(logkey.Fire, f.ID).
 			Msg("background emission failed; it resumes later")
@@ -186,10 +217,20 @@ func (e *Emitter) emitRest(ctx context.Context, f *model.Fire, stopping <-chan s
 			return false, nil
 		default:
 		}
+		size, q, err := e.chunkSize(ctx, cur)
+		if err != nil {
+			return false, err
+		}
 		lo := cur.Count - cur.Remaining
-		hi := min(lo+e.cfg.BackgroundChunk, cur.Count)
+		hi := min(lo+size, cur.Count)
+		if err := e.admitChunk(ctx, cur, hi-lo, q, now); err != nil {
+			return false, err
+		}
 		n, err := st.EventInsertMany(ctx, e.makeEvents(s, cur, lo, hi, now))
 		if err != nil {
+			if q > 0 {
+				e.rate.give(cur.TenantID, hi-lo, now)
+			}
 			return false, fmt.Errorf("insert events %d..%d of fire %s: %w", lo, hi-1, cur.ID, err)
 		}
 		e.m.EventsEmitted(n)

@@ -226,13 +226,24 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
-	if e.large(f) {
+	deferred, err := e.admit(ctx, f, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	if e.large(f) || deferred {
 		f.Remaining = f.Count // written in the background: see background.go
 	}
 
 	inserted, err := st.FireInsert(ctx, f)
+	if err != nil || !inserted {
+		e.unadmit(f, deferred, now)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("insert fire: %w", err)
+	}
+	if inserted && deferred {
+		e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
+		e.m.FiresDeferred(deferReason(f.Note), 1)
 	}
 	out := outInserted
 	if !inserted {
@@ -382,9 +393,10 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 // makeEvents makes the events lo..hi-1 of fire f of s.
 func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now time.Time) []*model.Event {
 	n := f.Count
+	base := launchBase(s, f)
 	var deadline *time.Time
 	if s.Window > 0 {
-		d := f.FireTime.Add(s.Window)
+		d := base.Add(s.Window)
 		deadline = &d
 	}
 	spread := s.Spread && s.Window > 0 && n > 1
@@ -401,7 +413,7 @@ func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now t
 	for j := range chunk {
 		i := lo + j
 		ev := &chunk[j]
-		launch := f.FireTime
+		launch := base
 		if spread {
 			// i*Window/n without overflow for large n and windows.
 			launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))

@@ -43,6 +43,13 @@
 // does nothing, skip records the new fire as skipped_overlap with no events,
 // cancel cancels the previous fire's waiting events and records it as
 // cancelled_by_next. The decision is recorded on the fire.
+//
+// # Quotas and the disk guard
+//
+// A fire that would take its tenant over maxEventsPerMinute, or that comes
+// while the disk guard trips, is recorded at once and its events are
+// written by the background workers in later minutes, in order; its note
+// says why (quota.go).
 package emitter
 
 import (
@@ -232,6 +239,16 @@ type Deps struct {
 	Logger zerolog.Logger
 	// Metrics receives counters. Default NopMetrics.
 	Metrics Metrics
+	// Quotas gives each tenant's maxEventsPerMinute (see quota.go). Nil:
+	// emission is not limited per tenant.
+	Quotas Quotas
+	// Disk, if set, holds back emissions while it says the disk is nearly
+	// full (see quota.go). Nil: no disk guard.
+	Disk DiskGuard
+	// Deferred, if set, receives every fire whose background emission
+	// stopped to wait for a later minute (disk guard or quota). Sends
+	// block like Emitted's: a test hook, leave nil in production.
+	Deferred chan<- *model.Fire
 	// Emitted, if set, receives every fire this emitter recorded (inserted
 	// for the first time), after its events were written, and every fire
 	// whose background emission it finished (Remaining 0). Sends block
@@ -265,6 +282,9 @@ type Emitter struct {
 	bgLocal   map[string]bool      // recorded here: emitted whatever the partition
 	bgRetry   map[string]time.Time // failed: not before then
 	bgWake    chan struct{}
+	bgWakeAt  time.Time // the clock time a wake is armed for (quota.go)
+
+	rate *rate // per-tenant emission count and deferred fires (quota.go)
 }
 
 // New validates cfg and returns an Emitter that does nothing until Start
@@ -297,6 +317,8 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 		bgLocal:   map[string]bool{},
 		bgRetry:   map[string]time.Time{},
 		bgWake:    make(chan struct{}, 1),
+		// A head retries every minute, or a window after a failure.
+		rate: newRate(2 * max(time.Minute, cfg.Window)),
 	}, nil
 }
 

@@ -243,10 +243,23 @@ type countingMetrics struct {
 	skipped map[emitter.SkipReason]int
 	fires   map[model.FireDecision]int
 	lost    int
+	defers  map[emitter.DeferReason]int
 }
 
 func newCountingMetrics() *countingMetrics {
-	return &countingMetrics{skipped: map[emitter.SkipReason]int{}, fires: map[model.FireDecision]int{}}
+	return &countingMetrics{skipped: map[emitter.SkipReason]int{}, fires: map[model.FireDecision]int{}, defers: map[emitter.DeferReason]int{}}
+}
+
+func (m *countingMetrics) FiresDeferred(r emitter.DeferReason, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.defers[r] += n
+}
+
+func (m *countingMetrics) deferred(r emitter.DeferReason) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.defers[r]
 }
 
 func (m *countingMetrics) FiresSkipped(r emitter.SkipReason, n int) {

@@ -53,7 +53,20 @@ type Metrics interface {
 	// PartitionLost counts partitions given up because the watermark
 	// advance lost its compare-and-set (another instance holds it now).
 	PartitionLost(partition int)
+	// FiresDeferred counts fires whose events were held back for a later
+	// minute, once per fire, by reason (quota.go).
+	FiresDeferred(reason DeferReason, n int)
 }
+
+// DeferReason says why a fire's events were held back.
+type DeferReason string
+
+const (
+	// DeferQuota: the tenant's maxEventsPerMinute.
+	DeferQuota DeferReason = "quota"
+	// DeferDisk: the disk guard.
+	DeferDisk DeferReason = "disk"
+)
 
 // NopMetrics discards everything.
 type NopMetrics struct{}
@@ -64,6 +77,7 @@ func (NopMetrics) EventsEmitted(int)                     {}
 func (NopMetrics) FiresSkipped(SkipReason, int)          {}
 func (NopMetrics) WindowsSkipped(int, int)               {}
 func (NopMetrics) PartitionLost(int)                     {}
+func (NopMetrics) FiresDeferred(DeferReason, int)        {}
 
 // PassStats summarises one pass (RunPass).
 type PassStats struct {

@@ -136,8 +136,7 @@ const (
 
 // DefaultTenantQuotas are the quotas of a tenant when neither the tenant
 // nor Config.TenantQuotas sets them (MaxEventsPerFire at most
-// Config.MaxEventCount). MaxEventsPerMinute is stored and shown but not
-// enforced yet.
+// Config.MaxEventCount). MaxEventsPerMinute is enforced by the emitter.
 func DefaultTenantQuotas() model.TenantQuotas {
 	return model.TenantQuotas{
 		MaxSchedules:       10_000,
@@ -145,6 +144,18 @@ func DefaultTenantQuotas() model.TenantQuotas {
 		MaxEventsPerMinute: 1_000_000,
 		MaxEventsStored:    10_000_000,
 	}
+}
+
+// TenantQuotaDefaults returns the quotas of a tenant that sets none of its
+// own: the configured ones (Config.TenantQuotas; zero fields unset), else
+// DefaultTenantQuotas, MaxEventsPerFire at most maxEventCount (0: its
+// default). A tenant's effective quotas are then its own Or these; the
+// master and the emitter (emitter.QuotaCache) both take them from here.
+func TenantQuotaDefaults(configured model.TenantQuotas, maxEventCount int) model.TenantQuotas {
+	defaults.Set(&maxEventCount, DefaultMaxEventCount)
+	dq := DefaultTenantQuotas()
+	dq.MaxEventsPerFire = min(dq.MaxEventsPerFire, maxEventCount)
+	return configured.Or(dq)
 }
 
 // Default disk guard threshold: the smaller of the two.
@@ -169,9 +180,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.PageDefault, 100)
 	defaults.Set(&c.IdempotencyWait, 5*time.Second)
 	defaults.Set(&c.TenantWeight, 1)
-	dq := DefaultTenantQuotas()
-	dq.MaxEventsPerFire = min(dq.MaxEventsPerFire, c.MaxEventCount)
-	c.TenantQuotas = c.TenantQuotas.Or(dq)
+	c.TenantQuotas = TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
 	defaults.Set(&c.CatchUpLimit, time.Hour)
 	defaults.Set(&c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
 	defaults.Set(&c.DiskMinFreePercent, DefaultDiskMinFreePercent)

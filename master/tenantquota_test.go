@@ -282,3 +282,32 @@ func TestDiskGuard(t *testing.T) {
 	disk.free.Store(1000)
 	h.cronSchedule(c, "after")
 }
+
+func TestTenantQuotaDefaults(t *testing.T) {
+	def := master.DefaultTenantQuotas()
+	t.Run("ConfiguredOverBuiltIn", func(t *testing.T) {
+		got := master.TenantQuotaDefaults(model.TenantQuotas{MaxEventsPerMinute: 5}, 0)
+		want := def
+		want.MaxEventsPerMinute = 5
+		if got != want {
+			t.Fatalf("defaults = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("PerFireAtMostMaxEventCount", func(t *testing.T) {
+		if got := master.TenantQuotaDefaults(model.TenantQuotas{}, 50); got.MaxEventsPerFire != 50 {
+			t.Fatalf("maxEventsPerFire = %d, want 50 (MaxEventCount)", got.MaxEventsPerFire)
+		}
+	})
+	t.Run("SameAsTheMasterApplies", func(t *testing.T) {
+		configured := model.TenantQuotas{MaxSchedules: 3}
+		h := newHarness(t, func(c *master.Config, _ *master.Deps) { c.TenantQuotas = configured })
+		id, _ := h.tenant("q")
+		r, err := h.admin.GetTenantWithResponse(h.ctx, id)
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+		want := master.TenantQuotaDefaults(configured, 0)
+		q := r.JSON200.Quotas
+		if *q.MaxSchedules != want.MaxSchedules || *q.MaxEventsPerMinute != want.MaxEventsPerMinute || *q.MaxEventsStored != want.MaxEventsStored {
+			t.Fatalf("the API shows %+v, want %+v", q, want)
+		}
+	})
+}
