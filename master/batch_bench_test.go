@@ -17,6 +17,7 @@ import (
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
@@ -63,7 +64,7 @@ func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
 	if emit {
 		deps.Emitter = em
 	}
-	srv, err := master.New(master.Config{AdminKey: testAdminKey, Partitions: 4}, deps)
+	srv, err := master.New(benchConfig(), deps)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func BenchmarkSingleCreate64(b *testing.B) {
 		b.Fatal(err)
 	}
 	deps := master.Deps{Store: st, Emitter: em, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()}
-	srv, err := master.New(master.Config{AdminKey: testAdminKey, Partitions: 4}, deps)
+	srv, err := master.New(benchConfig(), deps)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -256,4 +257,11 @@ func postCreate(hc *http.Client, url, key string, body []byte) error {
 		return fmt.Errorf("status %d: %.300s", resp.StatusCode, raw)
 	}
 	return nil
+}
+
+// benchConfig lifts the tenant's maxSchedules quota (default 10,000) above
+// what a benchmark creates. The quota checks still count the tenant's
+// schedules and stored events on every request.
+func benchConfig() master.Config {
+	return master.Config{AdminKey: testAdminKey, Partitions: 4, TenantQuotas: model.TenantQuotas{MaxSchedules: 10_000_000}}
 }

@@ -47,10 +47,16 @@ func (b *bodySchema) accepts(rt *route, r *http.Request, raw []byte) bool {
 	if err := dec.Decode(&v); err != nil || dec.More() {
 		return false
 	}
+	return b.acceptsValue(rt, v)
+}
+
+// acceptsValue is accepts for a decoded body.
+func (b *bodySchema) acceptsValue(rt *route, v any) bool {
+	b.once.Do(func() { b.schema, b.legacy = compileBodySchema(rt) })
 	if b.legacy != nil {
 		return b.legacy.VisitJSON(v, openapi3.VisitAsRequest(), openapi3.MultiErrors()) == nil
 	}
-	return b.schema.Validate(v) == nil
+	return b.schema != nil && b.schema.Validate(v) == nil
 }
 
 // bodySchemaURL names the spec inside the compiler.

@@ -43,6 +43,9 @@ func TestBodySchemaAgreesWithKin(t *testing.T) {
 		{"POST /v1/schedules", "/v1/schedules", "application/json", `{"name":"a",` + target + `} {}`, false},
 		{"POST /v1/schedules", "/v1/schedules", "text/plain", `{"name":"a",` + target + `}`, false},
 		{"POST /v1/schedules", "/v1/schedules", "application/json", ``, false},
+		{"POST /v1/schedules/batch", "/v1/schedules/batch", "application/json", `{"items":[{"name":"a",` + target + `},{"name":"b","idempotencyKey":"k","cron":"0 3 * * *",` + target + `}]}`, true},
+		{"POST /v1/schedules/batch", "/v1/schedules/batch", "application/json", `{"items":[{"name":"a",` + target + `},{"name":"b"}]}`, false},
+		{"POST /v1/schedules/batch", "/v1/schedules/batch", "application/json", `{"items":[],"more":1}`, false},
 		// A JSON Schema 2020-12 body (no component references).
 		{"POST /v1/policies", "/v1/policies", "application/json", `{"name":"p","maxInFlight":5,"tokenTimeout":"1m","autoRelease":true}`, true},
 		{"POST /v1/policies", "/v1/policies", "application/json", `{"name":"p","maxInFlight":0}`, false},
