@@ -65,7 +65,9 @@ func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key)
 
 // SavedMany is Saved for many schedules saved together (a batch create):
 // keys[i] are the children keys of ss[i]. The fires of all of them are
-// emitted as one batch, and each partition's watermark is read once.
+// emitted as one batch, and each partition's watermark is read once. New
+// fires are written with their events, up to BatchSize events a write
+// (one commit for a batch of one-offs), rather than a write per fire.
 func (e *Emitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
 	if len(keys) != len(ss) {
 		return fmt.Errorf("emitter: saved: %d schedules but %d key lists", len(ss), len(keys))
@@ -92,7 +94,7 @@ func (e *Emitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]
 	for _, batch := range []struct {
 		due []dueFire
 		o   emitOpts
-	}{{due, emitOpts{decision: model.FireEmitted}}, {late, emitOpts{decision: model.FireLate, late: true}}} {
+	}{{due, emitOpts{decision: model.FireEmitted, together: true}}, {late, emitOpts{decision: model.FireLate, late: true}}} {
 		if len(batch.due) == 0 {
 			continue
 		}

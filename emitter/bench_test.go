@@ -17,6 +17,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
@@ -261,6 +262,13 @@ func (readOnlyStore) FireLatestBefore(context.Context, string, time.Time) (*mode
 	return nil, model.ErrNotFound
 }
 func (readOnlyStore) FireInsert(context.Context, *model.Fire) (bool, error) { return true, nil }
+func (readOnlyStore) FireInsertMany(_ context.Context, fs []store.FireNew) ([]bool, int, error) {
+	inserted, n := make([]bool, len(fs)), 0
+	for i, f := range fs {
+		inserted[i], n = true, n+len(f.Events)
+	}
+	return inserted, n, nil
+}
 func (readOnlyStore) EventInsertMany(_ context.Context, evs []*model.Event) (int, error) {
 	return len(evs), nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // emitOpts says how a due fire is to be recorded.
@@ -26,6 +27,11 @@ type emitOpts struct {
 	// catch-up: if the schedule already has a late fire at or after it (an
 	// earlier attempt at this catch-up, before a crash), nothing is emitted.
 	onceSince time.Time
+	// together holds the records of new fires (not large ones, nor the
+	// fires of a cron schedule with overlap skip or cancel, which look at
+	// the fire before them) and writes each batch of them with its events
+	// in one FireInsertMany.
+	together bool
 }
 
 type outcome int
@@ -35,6 +41,7 @@ const (
 	outExisting                        // recorded before; events ensured
 	outOtherVersion                    // another version fired at this time
 	outCaughtUp                        // fire_once already caught up
+	outHeld                            // held in the batch, not written yet
 )
 
 // emitAll emits the fires with cfg.Workers concurrent workers, each with its
@@ -89,6 +96,13 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 						err = fmt.Errorf("fire %s at %s: %w", d.s.ID, d.t.Format(time.RFC3339), err)
 						break
 					}
+					if out == outHeld {
+						err = e.writeHeld(ctx, b, b.fullHeld(), now, &ws)
+						if err != nil {
+							break
+						}
+						continue
+					}
 					e.count(&ws, d, f, out)
 				}
 			}
@@ -102,6 +116,9 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 		}()
 	}
 	wg.Wait()
+	if firstErr == nil {
+		firstErr = e.writeHeld(ctx, b, b.allHeld(), now, &st)
+	}
 	if firstErr == nil {
 		firstErr = b.flush(ctx)
 	}
@@ -233,6 +250,14 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	if e.large(f) || deferred {
 		f.Remaining = f.Count // written in the background: see background.go
 	}
+	if o.together && !e.large(f) && (s.IsOneOff() || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
+		h := heldFire{d: dueFire{s: s, t: t}, f: f}
+		if hasEvents(f.Decision) {
+			h.events = e.makeEvents(s, f, 0, f.Count, now)
+		}
+		b.hold(h)
+		return f, outHeld, nil
+	}
 
 	inserted, err := st.FireInsert(ctx, f)
 	if err != nil || !inserted {
@@ -262,6 +287,43 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		b.record(f) // a background fire is signalled when it is complete
 	}
 	return f, out, nil
+}
+
+// writeHeld writes the held fires hs with their events in one
+// FireInsertMany and counts them into ws. A fire recorded meanwhile (a
+// concurrent save or another instance) keeps its decision, and its events
+// are ensured as for any existing fire.
+func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now time.Time, ws *PassStats) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	fs := make([]store.FireNew, len(hs))
+	for i, h := range hs {
+		fs[i] = store.FireNew{Fire: h.f, Events: h.events}
+	}
+	inserted, n, err := e.deps.Store.FireInsertMany(ctx, fs)
+	if err != nil {
+		return fmt.Errorf("insert %d fires: %w", len(fs), err)
+	}
+	b.mu.Lock()
+	b.inserted += n
+	b.mu.Unlock()
+	for i, h := range hs {
+		f, out := h.f, outInserted
+		if inserted[i] {
+			b.record(f)
+		} else {
+			if f, err = e.deps.Store.FireGet(ctx, h.d.s.TenantID, h.f.ID); err != nil {
+				return fmt.Errorf("read fire %s: %w", h.f.ID, err)
+			}
+			out = outExisting
+			if _, err := e.fireEvents(ctx, h.d.s, f, now, b); err != nil {
+				return fmt.Errorf("fire %s at %s: %w", h.d.s.ID, h.d.t.Format(time.RFC3339), err)
+			}
+		}
+		e.count(ws, h.d, f, out)
+	}
+	return nil
 }
 
 // legacyOneOff returns latest if it is the fire of one-off s (this version)
@@ -362,6 +424,48 @@ type batch struct {
 	buf      []*model.Event
 	inserted int
 	recorded []*model.Fire // fires inserted, signalled once flushed
+
+	held       []heldFire // see emitOpts.together
+	heldEvents int
+}
+
+// heldFire is a new fire, and its events, waiting in a batch.
+type heldFire struct {
+	d      dueFire
+	f      *model.Fire
+	events []*model.Event
+}
+
+// hold queues a new fire.
+func (b *batch) hold(h heldFire) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held = append(b.held, h)
+	b.heldEvents += max(len(h.events), 1)
+}
+
+// fullHeld takes the held fires once they make a full write (BatchSize
+// events, a fire without events counting as one), else returns nil.
+func (b *batch) fullHeld() []heldFire {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.heldEvents < b.e.cfg.BatchSize {
+		return nil
+	}
+	return b.takeHeldLocked()
+}
+
+// allHeld takes the held fires.
+func (b *batch) allHeld() []heldFire {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.takeHeldLocked()
+}
+
+func (b *batch) takeHeldLocked() []heldFire {
+	hs := b.held
+	b.held, b.heldEvents = nil, 0
+	return hs
 }
 
 func (e *Emitter) newBatch() *batch {

@@ -88,6 +88,8 @@ type Store interface {
 	WatermarkAdvance(ctx context.Context, w model.Watermark) error
 	// FireInsert records a fire unless it exists.
 	FireInsert(ctx context.Context, f *model.Fire) (inserted bool, err error)
+	// FireInsertMany records new fires with their events in one write.
+	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	// FireGet reads back a fire that existed already.
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	// FireLatestBefore finds the previous fire (overlap, other versions).

@@ -254,9 +254,10 @@ var validationOptions = &openapi3filter.Options{
 	AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 }
 
-// batchValidationOptions leave the body to the batch handler, which
-// validates each item on its own so that one bad item fails only itself.
-var batchValidationOptions = &openapi3filter.Options{
+// bodylessValidationOptions leave the body out: to the batch handler,
+// which validates each item on its own so that one bad item fails only
+// itself, or to the precompiled schema that accepted it (bodySchema).
+var bodylessValidationOptions = &openapi3filter.Options{
 	MultiError:          true,
 	SkipSettingDefaults: true,
 	ExcludeRequestBody:  true,
@@ -309,8 +310,10 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			},
 			Options: validationOptions,
 		}
-		if rt.batch {
-			in.Options = batchValidationOptions
+		if rt.batch || rt.body.accepts(rt, r, body) {
+			// A valid body needs no second look (see bodySchema); an
+			// invalid one gets kin-openapi's answer below.
+			in.Options = bodylessValidationOptions
 		}
 		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 			return translateValidation(err)

@@ -222,4 +222,5 @@ type route struct {
 	admin     bool            // tagged admin: admin key only
 	query     map[string]bool // declared query parameters
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
+	body      bodySchema      // the JSON body's schema, compiled on first use
 }

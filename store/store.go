@@ -179,11 +179,26 @@ type FireListParams struct {
 	Limit      int
 }
 
+// FireNew is a fire and its events for FireInsertMany.
+type FireNew struct {
+	Fire   *model.Fire
+	Events []*model.Event
+}
+
 // FireStore keeps fires: one record per (schedule, fire time).
 type FireStore interface {
 	// FireInsert stores f unless a fire with f.ID exists. It reports whether
 	// it inserted; an existing fire is not changed. Cross-tenant.
 	FireInsert(ctx context.Context, f *model.Fire) (inserted bool, err error)
+	// FireInsertMany stores each fs[i].Fire whose id is new together with
+	// its Events (those whose ids are new), in as few writes as the driver
+	// can: one commit for the embedded store. inserted[i] reports whether
+	// fs[i].Fire was stored by this call; the events of a fire that existed
+	// are not written (the caller ensures them as for FireInsert). events
+	// counts the events stored. A failed call may have stored some fires,
+	// some of them without all their events, as FireInsert followed by
+	// EventInsertMany may. Cross-tenant.
+	FireInsertMany(ctx context.Context, fs []FireNew) (inserted []bool, events int, err error)
 	// FireGet returns the tenant's fire. ErrNotFound.
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	// FireList pages a tenant's schedule's fires.

@@ -217,3 +217,51 @@ func prefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// FireInsertMany stores the new fires of fs with their new events in one
+// group commit. Cross-tenant.
+func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool, int, error) {
+	if len(fs) == 0 {
+		return nil, 0, nil
+	}
+	inserted := make([]bool, len(fs))
+	var n int
+	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
+		clear(inserted)
+		n = 0
+		fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
+		w := newEventWriter(tx)
+		for i, fn := range fs {
+			f := fn.Fire
+			if fires.Get([]byte(f.ID)) != nil {
+				continue
+			}
+			if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+				return err
+			}
+			inserted[i] = true
+			if f.Remaining > 0 {
+				if err := emitting.Put([]byte(f.ID), nil); err != nil {
+					return err
+				}
+			}
+			if err := sched.Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil); err != nil {
+				return err
+			}
+			for _, e := range fn.Events {
+				if w.rows.Get([]byte(e.ID)) != nil {
+					continue
+				}
+				if err := w.put(nil, e); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return inserted, n, nil
+}

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -122,4 +123,45 @@ func (s *Store) FireListEmitting(ctx context.Context, limit int) ([]*model.Fire,
 		out[i] = docs[i].model()
 	}
 	return out, nil
+}
+
+// FireInsertMany inserts the fires in one unordered bulk write, then the
+// events of those it inserted in another: a failure between the two leaves
+// fires without all their events, which the emitter completes as it does
+// after FireInsert. Cross-tenant.
+func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool, int, error) {
+	if len(fs) == 0 {
+		return nil, 0, nil
+	}
+	docs := make([]any, len(fs))
+	for i, fn := range fs {
+		docs[i] = toFireDoc(fn.Fire)
+	}
+	inserted := make([]bool, len(fs))
+	for i := range inserted {
+		inserted[i] = true
+	}
+	_, err := s.fires.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err != nil {
+		var bwe mongo.BulkWriteException
+		if _, onlyDups := duplicateWrites(err); !onlyDups || !errors.As(err, &bwe) {
+			return nil, 0, fmt.Errorf("fire insert many (%d fires): %w", len(fs), interpretError(err))
+		}
+		for _, we := range bwe.WriteErrors {
+			if we.Index >= 0 && we.Index < len(inserted) {
+				inserted[we.Index] = false
+			}
+		}
+	}
+	var events []*model.Event
+	for i, fn := range fs {
+		if inserted[i] {
+			events = append(events, fn.Events...)
+		}
+	}
+	n, err := s.EventInsertMany(ctx, events)
+	if err != nil {
+		return nil, 0, fmt.Errorf("fire insert many: %w", err)
+	}
+	return inserted, n, nil
 }

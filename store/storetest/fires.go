@@ -36,6 +36,61 @@ var fireTests = []namedTest{
 		_, err = d.FireGet(ctx, "A", "nope")
 		requireIs(t, err, model.ErrNotFound, "FireGet unknown")
 	}},
+	{"InsertMany", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		old := newFire("A", "s1", at(time.Hour))
+		ok, err := d.FireInsert(ctx, old)
+		requireNoError(t, err, "FireInsert")
+		requireEqual(t, ok, true, "FireInsert inserted")
+
+		again := newFire("A", "s1", at(time.Hour))
+		again.Count = 99
+		fresh := newFire("B", "s2", at(2*time.Hour))
+		lone := newFire("A", "s3", at(3*time.Hour))
+		lone.Decision = model.FireSkippedOverlap
+		inserted, n, err := d.FireInsertMany(ctx, []store.FireNew{
+			{Fire: again, Events: []*model.Event{newEvent("A", "s1", at(time.Hour), 0)}},
+			{Fire: fresh, Events: []*model.Event{newEvent("B", "s2", at(2*time.Hour), 0), newEvent("B", "s2", at(2*time.Hour), 1)}},
+			{Fire: lone},
+		})
+		requireNoError(t, err, "FireInsertMany")
+		requireEqual(t, len(inserted), 3, "FireInsertMany results")
+		requireEqual(t, inserted[0], false, "existing fire inserted")
+		requireEqual(t, inserted[1], true, "new fire inserted")
+		requireEqual(t, inserted[2], true, "fire without events inserted")
+		requireEqual(t, n, 2, "events stored")
+
+		got, err := d.FireGet(ctx, "A", old.ID)
+		requireNoError(t, err, "FireGet existing")
+		requireEqual(t, got.Count, 2, "Count keeps the first version")
+		counts, err := d.EventCountByFire(ctx, old.ID)
+		requireNoError(t, err, "EventCountByFire existing")
+		requireEqual(t, counts[model.EventPending], 0, "events of an existing fire are not written")
+
+		got, err = d.FireGet(ctx, "B", fresh.ID)
+		requireNoError(t, err, "FireGet new")
+		requireEqual(t, got.ScheduleID, "s2", "ScheduleID")
+		counts, err = d.EventCountByFire(ctx, fresh.ID)
+		requireNoError(t, err, "EventCountByFire new")
+		requireEqual(t, counts[model.EventPending], 2, "events of the new fire")
+		e, err := d.EventGet(ctx, "B", model.EventID(fresh.ID, 1))
+		requireNoError(t, err, "EventGet")
+		requireEqual(t, e.Index, 1, "event Index")
+
+		latest, err := d.FireLatestBefore(ctx, "s3", at(4*time.Hour))
+		requireNoError(t, err, "FireLatestBefore")
+		requireEqual(t, latest.ID, lone.ID, "FireLatestBefore finds the new fire")
+		requireEqual(t, latest.Decision, model.FireSkippedOverlap, "Decision")
+
+		inserted, n, err = d.FireInsertMany(ctx, []store.FireNew{{Fire: fresh, Events: []*model.Event{newEvent("B", "s2", at(2*time.Hour), 0)}}})
+		requireNoError(t, err, "FireInsertMany again")
+		requireEqual(t, inserted[0], false, "FireInsertMany again inserted")
+		requireEqual(t, n, 0, "FireInsertMany again events")
+
+		inserted, n, err = d.FireInsertMany(ctx, nil)
+		requireNoError(t, err, "FireInsertMany of nothing")
+		requireEqual(t, len(inserted)+n, 0, "FireInsertMany of nothing")
+	}},
 	{"List", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		var want []string
