@@ -46,10 +46,38 @@ func ExtendToken(id string, from model.EventStatus, until, now time.Time) EventT
 }
 
 // Release is the consumer's release of an event holding a token (from is
-// delivering or delivered): released, finished now, token cleared.
-func Release(id string, from model.EventStatus, now time.Time) EventTransition {
-	return EventTransition{ID: id, From: from, To: model.EventReleased,
+// delivering or delivered): released, finished now, token cleared. It
+// applies only while the event is still the copy the consumer got: claimed
+// under fence (0: any) and in its attempt number attempt (see
+// model.DeliveryToken; 0: any), whose delivery has at most Attempts
+// attempt-1 while delivering and attempt once delivered. A copy sent again
+// since (claimed under a newer fence, or retried after its token timed out)
+// holds the token now, and an older copy's release must not free it.
+func Release(id string, from model.EventStatus, fence int64, attempt int, now time.Time) EventTransition {
+	t := EventTransition{ID: id, From: from, Fence: fence, To: model.EventReleased,
 		FinishedAt: &now, ClearToken: true, At: now}
+	if attempt > 0 {
+		n := attempt - 1
+		if from == model.EventDelivered {
+			n = attempt
+		}
+		t.AttemptsAtMost = &n
+	}
+	return t
+}
+
+// ReleaseFrom is the release t (built by Release) tried again from the
+// token-holding status from: the same copy, whose delivery moved between
+// delivering and delivered meanwhile.
+func (t EventTransition) ReleaseFrom(from model.EventStatus) EventTransition {
+	attempt := 0
+	if t.AttemptsAtMost != nil {
+		attempt = *t.AttemptsAtMost + 1
+		if t.From == model.EventDelivered {
+			attempt = *t.AttemptsAtMost
+		}
+	}
+	return Release(t.ID, from, t.Fence, attempt, *t.FinishedAt)
 }
 
 // Acknowledge is the consumer's release of an unthrottled event whose

@@ -106,8 +106,12 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	if !from.HoldsToken() {
 		from = model.EventDelivered
 	}
+	// Only the copy of e the caller read is released: a later copy (e
+	// claimed again, or retried after its token timed out, meanwhile) holds
+	// the token for its own consumer.
+	attempt := model.CurrentAttempt(e)
 	for range maxReleaseTries {
-		ts := []store.EventTransition{store.Release(e.ID, from, now)}
+		ts := []store.EventTransition{store.Release(e.ID, from, e.Fence, attempt, now)}
 		if nx != nil {
 			ts = append(ts, nx.transition())
 		}
