@@ -82,9 +82,12 @@ func TestTokenTransitions(t *testing.T) {
 	if ack.From != model.EventRetrying || ack.To != model.EventReleased || ack.ClearToken || ack.FinishedAt == nil {
 		t.Fatalf("Acknowledge: %+v", ack)
 	}
-	ext := ExtendToken("e1", model.EventDelivered, until, now)
-	if ext.From != model.EventDelivered || ext.To != model.EventDelivered || !ext.TokenExpiresAt.Equal(until) {
+	ext := ExtendToken("e1", model.EventDelivered, 0, 0, until, now)
+	if ext.From != model.EventDelivered || ext.To != model.EventDelivered || !ext.TokenExpiresAt.Equal(until) || ext.AttemptsAtMost != nil {
 		t.Fatalf("ExtendToken: %+v", ext)
+	}
+	if ext := ExtendToken("e1", model.EventDelivering, 7, 3, until, now); ext.Fence != 7 || ext.AttemptsAtMost == nil || *ext.AttemptsAtMost != 2 {
+		t.Fatalf("ExtendToken of attempt 3 under fence 7 while delivering: %+v", ext)
 	}
 	red := Redrive("e1", now)
 	if red.From != model.EventDead || red.To != model.EventPending || !red.ResetAttempts || !red.ClearOutcome || !red.ClearToken || !red.LaunchAt.Equal(now) {

@@ -196,8 +196,10 @@ func Extend(ctx context.Context, st TransitionStore, e *model.Event, until, now 
 	if e.Status.Finished() {
 		return model.ErrConflict
 	}
+	// Only the copy of e the caller read is extended (see release).
+	attempt := model.CurrentAttempt(e)
 	for _, from := range holdingFrom(e.Status) {
-		errs, err := st.EventTransition(ctx, []store.EventTransition{store.ExtendToken(e.ID, from, until, now)})
+		errs, err := st.EventTransition(ctx, []store.EventTransition{store.ExtendToken(e.ID, from, e.Fence, attempt, until, now)})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -184,7 +185,13 @@ func releaseAfterReclaimDelivering(t *testing.T, st reclaimStore, retryFence int
 	if released, err := throttle.Release(ctx, st, copy1, t0.Add(4*time.Second)); released || err != nil {
 		t.Fatalf("first copy's release took the delivering retry's token: released %v, %v", released, err)
 	}
-	wantState(t, st, copy1.ID, model.EventDelivering, 1)
+	stale := *copy1
+	if err := throttle.Extend(ctx, st, &stale, t0.Add(time.Hour), t0.Add(4*time.Second)); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("first copy's extend of the retry's token: %v, want ErrConflict", err)
+	}
+	if e := wantState(t, st, copy1.ID, model.EventDelivering, 1); !e.TokenExpiresAt.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("first copy's extend moved the retry's expiry to %v", e.TokenExpiresAt)
+	}
 	res, err = st.EventTransition(ctx, []store.EventTransition{store.Delivered(copy1.ID, retryFence, 2, t0.Add(4*time.Second))})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record the retry delivered: %v, %v", err, res)
