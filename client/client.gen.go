@@ -232,8 +232,8 @@ type DeliveryRelease struct {
 	// policy without autoRelease only): release or extend before then.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
-	// Token Opaque: the event's secret and the fence it was sent under. The
-	// token of `ReleaseRequest` and `ExtendRequest`.
+	// Token Opaque: the event's secret, the fence it was sent under and the
+	// attempt. The token of `ReleaseRequest` and `ExtendRequest`.
 	Token string `json:"token"`
 
 	// Url The `releaseEvent` URL of this event; POST a `ReleaseRequest` to it.
@@ -1169,15 +1169,20 @@ type ClientInterface interface {
 	// ReleaseEventWithBody Give the event's token back. Authorised by the release token; no API key.
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
-	// finished) answers 200 again and gives nothing back twice. An unknown
+	// finished) answers 200 again and gives nothing back twice; that
+	// includes an event whose token the token timeout reclaimed after its
+	// delivery (released with tokenTimedOut). An unknown
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under (`<secret>.<fence>`): once the event was claimed again under a
-	// newer fence (an instance died and it is or will be sent again), that
-	// older copy's release answers 409 and frees nothing.
+	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// was claimed again under a newer fence (an instance died and it is or
+	// will be sent again), or its token timed out while that attempt was
+	// still delivering and it was retried (whether or not the retry has
+	// been sent yet), that older copy's release answers 409 and frees
+	// nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1187,15 +1192,20 @@ type ClientInterface interface {
 	// ReleaseEvent Give the event's token back. Authorised by the release token; no API key.
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
-	// finished) answers 200 again and gives nothing back twice. An unknown
+	// finished) answers 200 again and gives nothing back twice; that
+	// includes an event whose token the token timeout reclaimed after its
+	// delivery (released with tokenTimedOut). An unknown
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under (`<secret>.<fence>`): once the event was claimed again under a
-	// newer fence (an instance died and it is or will be sent again), that
-	// older copy's release answers 409 and frees nothing.
+	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// was claimed again under a newer fence (an instance died and it is or
+	// will be sent again), or its token timed out while that attempt was
+	// still delivering and it was retried (whether or not the retry has
+	// been sent yet), that older copy's release answers 409 and frees
+	// nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1589,15 +1599,20 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // ReleaseEventWithBody Give the event's token back. Authorised by the release token; no API key.
 //
 // Idempotent: releasing an event that is already released (or otherwise
-// finished) answers 200 again and gives nothing back twice. An unknown
+// finished) answers 200 again and gives nothing back twice; that
+// includes an event whose token the token timeout reclaimed after its
+// delivery (released with tokenTimedOut). An unknown
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under (`<secret>.<fence>`): once the event was claimed again under a
-// newer fence (an instance died and it is or will be sent again), that
-// older copy's release answers 409 and frees nothing.
+// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// was claimed again under a newer fence (an instance died and it is or
+// will be sent again), or its token timed out while that attempt was
+// still delivering and it was retried (whether or not the retry has
+// been sent yet), that older copy's release answers 409 and frees
+// nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1617,15 +1632,20 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // ReleaseEvent Give the event's token back. Authorised by the release token; no API key.
 //
 // Idempotent: releasing an event that is already released (or otherwise
-// finished) answers 200 again and gives nothing back twice. An unknown
+// finished) answers 200 again and gives nothing back twice; that
+// includes an event whose token the token timeout reclaimed after its
+// delivery (released with tokenTimedOut). An unknown
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under (`<secret>.<fence>`): once the event was claimed again under a
-// newer fence (an instance died and it is or will be sent again), that
-// older copy's release answers 409 and frees nothing.
+// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// was claimed again under a newer fence (an instance died and it is or
+// will be sent again), or its token timed out while that attempt was
+// still delivering and it was retried (whether or not the retry has
+// been sent yet), that older copy's release answers 409 and frees
+// nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3832,15 +3852,20 @@ type ClientWithResponsesInterface interface {
 	// ReleaseEventWithBodyWithResponse Give the event's token back. Authorised by the release token; no API key.
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
-	// finished) answers 200 again and gives nothing back twice. An unknown
+	// finished) answers 200 again and gives nothing back twice; that
+	// includes an event whose token the token timeout reclaimed after its
+	// delivery (released with tokenTimedOut). An unknown
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under (`<secret>.<fence>`): once the event was claimed again under a
-	// newer fence (an instance died and it is or will be sent again), that
-	// older copy's release answers 409 and frees nothing.
+	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// was claimed again under a newer fence (an instance died and it is or
+	// will be sent again), or its token timed out while that attempt was
+	// still delivering and it was retried (whether or not the retry has
+	// been sent yet), that older copy's release answers 409 and frees
+	// nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3850,15 +3875,20 @@ type ClientWithResponsesInterface interface {
 	// ReleaseEventWithResponse Give the event's token back. Authorised by the release token; no API key.
 	//
 	// Idempotent: releasing an event that is already released (or otherwise
-	// finished) answers 200 again and gives nothing back twice. An unknown
+	// finished) answers 200 again and gives nothing back twice; that
+	// includes an event whose token the token timeout reclaimed after its
+	// delivery (released with tokenTimedOut). An unknown
 	// event and a wrong token both answer 404. An event without a policy
 	// holds no token, but its release still acknowledges receipt: if its
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under (`<secret>.<fence>`): once the event was claimed again under a
-	// newer fence (an instance died and it is or will be sent again), that
-	// older copy's release answers 409 and frees nothing.
+	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// was claimed again under a newer fence (an instance died and it is or
+	// will be sent again), or its token timed out while that attempt was
+	// still delivering and it was retried (whether or not the retry has
+	// been sent yet), that older copy's release answers 409 and frees
+	// nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7771,15 +7801,20 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // ReleaseEventWithBodyWithResponse Give the event's token back. Authorised by the release token; no API key.
 //
 // Idempotent: releasing an event that is already released (or otherwise
-// finished) answers 200 again and gives nothing back twice. An unknown
+// finished) answers 200 again and gives nothing back twice; that
+// includes an event whose token the token timeout reclaimed after its
+// delivery (released with tokenTimedOut). An unknown
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under (`<secret>.<fence>`): once the event was claimed again under a
-// newer fence (an instance died and it is or will be sent again), that
-// older copy's release answers 409 and frees nothing.
+// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// was claimed again under a newer fence (an instance died and it is or
+// will be sent again), or its token timed out while that attempt was
+// still delivering and it was retried (whether or not the retry has
+// been sent yet), that older copy's release answers 409 and frees
+// nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7795,15 +7830,20 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // ReleaseEventWithResponse Give the event's token back. Authorised by the release token; no API key.
 //
 // Idempotent: releasing an event that is already released (or otherwise
-// finished) answers 200 again and gives nothing back twice. An unknown
+// finished) answers 200 again and gives nothing back twice; that
+// includes an event whose token the token timeout reclaimed after its
+// delivery (released with tokenTimedOut). An unknown
 // event and a wrong token both answer 404. An event without a policy
 // holds no token, but its release still acknowledges receipt: if its
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under (`<secret>.<fence>`): once the event was claimed again under a
-// newer fence (an instance died and it is or will be sent again), that
-// older copy's release answers 409 and frees nothing.
+// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// was claimed again under a newer fence (an instance died and it is or
+// will be sent again), or its token timed out while that attempt was
+// still delivering and it was retried (whether or not the retry has
+// been sent yet), that older copy's release answers 409 and frees
+// nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -460,7 +460,7 @@ func TestEvents(t *testing.T) {
 		}
 		// The current copy's token, and a token without a fence, work.
 		cur := model.DeliveryToken(e)
-		if cur != e.ReleaseToken+".3" {
+		if cur != e.ReleaseToken+".3.1" {
 			t.Fatalf("DeliveryToken %q", cur)
 		}
 		ok, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: cur})

@@ -70,28 +70,39 @@ func (s *Server) GetEvent(c echo.Context, id api.ID) error {
 	return c.JSON(http.StatusOK, eventOut(e))
 }
 
-// eventByToken returns the event if token is its release token (see
-// model.DeliveryToken). An unknown event and a wrong token are the same 404.
-// superseded is true when the token came with a copy of the event sent
-// under an older fence, and the event has been claimed again since (it was
-// or will be sent again): that copy no longer holds the event's token.
-func (s *Server) eventByToken(ctx context.Context, id, token string) (e *model.Event, superseded bool, err error) {
-	e, err = s.store.EventGetByID(ctx, id)
+// deliveryCopy is the copy of an event a delivery token came with (see
+// model.DeliveryToken).
+type deliveryCopy struct {
+	fence   int64
+	attempt int
+}
+
+// supersededBy reports whether e has been claimed again or retried since
+// this copy was sent: the copy no longer holds e's token.
+func (d deliveryCopy) supersededBy(e *model.Event) bool {
+	return model.Superseded(e, d.fence, d.attempt)
+}
+
+// eventByToken returns the event if token is its release token, and which
+// copy of the event the token came with. An unknown event and a wrong token
+// are the same 404.
+func (s *Server) eventByToken(ctx context.Context, id, token string) (*model.Event, deliveryCopy, error) {
+	e, err := s.store.EventGetByID(ctx, id)
 	if err != nil {
-		return nil, false, err
+		return nil, deliveryCopy{}, err
 	}
-	secret, fence := model.ParseDeliveryToken(token)
+	secret, fence, attempt := model.ParseDeliveryToken(token)
 	if e.ReleaseToken == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(e.ReleaseToken)) != 1 {
-		return nil, false, notFound()
+		return nil, deliveryCopy{}, notFound()
 	}
-	return e, fence != 0 && fence < e.Fence, nil
+	return e, deliveryCopy{fence: fence, attempt: attempt}, nil
 }
 
 // superseded answers a release or extend made with the token of an older
 // copy of the event.
 func superseded(e *model.Event) error {
-	return conflict("this delivery of the event was superseded: the event was claimed again (status " + string(e.Status) +
-		") after an instance that had it stopped, and is or will be delivered again; release that delivery instead")
+	return conflict("this delivery of the event was superseded: the event was claimed again or its token timed out and it was retried (status " +
+		string(e.Status) + "), and it is or will be delivered again; release that delivery instead")
 }
 
 // ReleaseEvent implements POST /v1/events/{id}/release. It is authorised by
@@ -103,18 +114,20 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	e, stale, err := s.eventByToken(ctx, id, in.Token)
+	e, cp, err := s.eventByToken(ctx, id, in.Token)
 	if err != nil {
 		return err
 	}
 	if e.Status.Finished() {
+		// Released (by this copy's consumer, or by the token timeout),
+		// dead or cancelled: nothing changes and no token goes back.
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
 	}
 	if e.PolicyID == "" {
 		// Any copy's receipt finishes it: it holds no token.
 		return s.ackUnthrottled(c, e)
 	}
-	if stale {
+	if cp.supersededBy(e) {
 		return superseded(e)
 	}
 	// Tokens does the compare-and-set, gives the token back exactly
@@ -193,11 +206,11 @@ func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	e, stale, err := s.eventByToken(ctx, id, in.Token)
+	e, cp, err := s.eventByToken(ctx, id, in.Token)
 	if err != nil {
 		return err
 	}
-	if stale && !e.Status.Finished() {
+	if cp.supersededBy(e) && !e.Status.Finished() {
 		return superseded(e)
 	}
 	by := s.cfg.DefaultTokenTimeout
@@ -219,6 +232,10 @@ func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
 	for range casRetries {
 		if !e.Status.HoldsToken() {
 			return conflict("the event is " + string(e.Status) + " and holds no token")
+		}
+		if cp.supersededBy(e) {
+			// Re-read after a lost compare-and-set: retried or claimed again.
+			return superseded(e)
 		}
 		now := s.now().UTC()
 		base := now

@@ -6,30 +6,75 @@ import (
 )
 
 // DeliveryToken is the release token a delivery of e carries: e's
-// ReleaseToken and, after a dot, the queue-shard fence e was sent under.
+// ReleaseToken, the queue-shard fence e was sent under and the number of the
+// attempt it is (the message's attempt), joined by dots:
+// <secret>.<fence>.<attempt>.
 //
-// The fence tells the copies of one event apart when it is sent twice: an
-// event is claimed again, under a newer fence, only when the instance that
-// had it may have sent it and died (a takeover, a restart). Without the fence
-// the first copy's release, retried late, would release the second copy's
-// token while that copy is still being worked on, one more than maxInFlight.
+// Fence and attempt tell the copies of one event apart when it is sent
+// again: under a newer fence after a takeover or restart (the instance that
+// had it may have sent it and died), or under the same fence as the retry the
+// token timeout made of a delivery still in progress. Without them the first
+// copy's release, arriving late, would release the second copy's token while
+// that copy is still being worked on, one more than maxInFlight.
 func DeliveryToken(e *Event) string {
 	if e.Fence <= 0 {
 		return e.ReleaseToken
 	}
-	return e.ReleaseToken + "." + strconv.FormatInt(e.Fence, 10)
+	return e.ReleaseToken + "." + strconv.FormatInt(e.Fence, 10) + "." + strconv.Itoa(e.Attempts+1)
 }
 
-// ParseDeliveryToken splits a token from DeliveryToken. fence is 0 for a
-// token without one (sent before fences were added, or never claimed).
-func ParseDeliveryToken(token string) (secret string, fence int64) {
-	i := strings.LastIndexByte(token, '.')
+// ParseDeliveryToken splits a token from DeliveryToken. fence and attempt
+// are 0 when the token does not carry them (a token sent before they were
+// added, or of an event never claimed); a token with a fence but no attempt
+// has attempt 0.
+func ParseDeliveryToken(token string) (secret string, fence int64, attempt int) {
+	head, last, ok := splitNumber(token)
+	if !ok {
+		return token, 0, 0
+	}
+	if h, f, ok := splitNumber(head); ok && last <= maxAttempt {
+		return h, f, int(last)
+	}
+	return head, last, 0
+}
+
+// maxAttempt bounds the attempt a token may name, far above any schedule's
+// maxAttempts, so that it fits an int everywhere.
+const maxAttempt = 1 << 30
+
+// splitNumber splits s at its last dot when what follows is a positive
+// decimal number.
+func splitNumber(s string) (head string, n int64, ok bool) {
+	i := strings.LastIndexByte(s, '.')
 	if i < 0 {
-		return token, 0
+		return s, 0, false
 	}
-	f, err := strconv.ParseInt(token[i+1:], 10, 64)
-	if err != nil || f <= 0 {
-		return token, 0
+	n, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil || n <= 0 {
+		return s, 0, false
 	}
-	return token[:i], f
+	return s[:i], n, true
+}
+
+// CurrentAttempt is the number of the attempt whose delivery holds, or will
+// hold, e's token: a delivered event has counted its attempt already, any
+// other status has not yet.
+func CurrentAttempt(e *Event) int {
+	if e.Status == EventDelivered {
+		return e.Attempts
+	}
+	return e.Attempts + 1
+}
+
+// Superseded reports whether a delivery token naming fence and attempt came
+// with an older copy of e than the one that holds or will hold its token: e
+// was claimed again under a newer fence, or its token timed out during that
+// attempt and it was retried. Such a copy's release or extend must not touch
+// e's token. A token without a fence or attempt is not checked on what it
+// lacks.
+func Superseded(e *Event, fence int64, attempt int) bool {
+	if fence != 0 && fence < e.Fence {
+		return true
+	}
+	return attempt != 0 && (fence == 0 || fence == e.Fence) && attempt < CurrentAttempt(e)
 }

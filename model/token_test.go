@@ -7,38 +7,84 @@ import (
 
 func TestDeliveryTokenRoundTrip(t *testing.T) {
 	for _, f := range []int64{0, 1, 42, 1 << 40} {
-		e := &Event{ReleaseToken: "0123abcd", Fence: f}
-		secret, fence := ParseDeliveryToken(DeliveryToken(e))
-		if secret != e.ReleaseToken || fence != f {
-			t.Errorf("fence %d: parsed %q, %d", f, secret, fence)
+		for _, a := range []int{0, 1, 6} {
+			e := &Event{ReleaseToken: "0123abcd", Fence: f, Attempts: a}
+			tok := DeliveryToken(e)
+			secret, fence, attempt := ParseDeliveryToken(tok)
+			wantAttempt := a + 1
+			if f == 0 {
+				wantAttempt = 0
+			}
+			if secret != e.ReleaseToken || fence != f || attempt != wantAttempt {
+				t.Errorf("fence %d attempts %d: %q parsed %q, %d, %d", f, a, tok, secret, fence, attempt)
+			}
 		}
+	}
+	if got := DeliveryToken(&Event{ReleaseToken: "ab", Fence: 3, Attempts: 1}); got != "ab.3.2" {
+		t.Errorf("DeliveryToken = %q, want ab.3.2 (second attempt under fence 3)", got)
+	}
+	// A token of the older form <secret>.<fence> keeps working.
+	if s, f, a := ParseDeliveryToken("abc.7"); s != "abc" || f != 7 || a != 0 {
+		t.Errorf("abc.7 parsed %q, %d, %d", s, f, a)
 	}
 	// Not a fence: the whole token is the secret.
 	for _, tok := range []string{"abc", "abc.", "abc.x", "abc.-1", "abc.0", "a.b.c"} {
-		if secret, fence := ParseDeliveryToken(tok); fence != 0 || secret != tok {
-			t.Errorf("%q: parsed %q, %d; want the token itself and 0", tok, secret, fence)
+		if secret, fence, attempt := ParseDeliveryToken(tok); fence != 0 || attempt != 0 || secret != tok {
+			t.Errorf("%q: parsed %q, %d, %d; want the token itself and 0, 0", tok, secret, fence, attempt)
+		}
+	}
+}
+
+func TestSuperseded(t *testing.T) {
+	// The event under fence 5 after two attempts finished: the third is
+	// delivering, or delivered (it counted then).
+	delivering := &Event{Fence: 5, Attempts: 2, Status: EventDelivering}
+	delivered := &Event{Fence: 5, Attempts: 3, Status: EventDelivered}
+	retrying := &Event{Fence: 5, Attempts: 3, Status: EventRetrying}
+	cases := []struct {
+		name    string
+		e       *Event
+		fence   int64
+		attempt int
+		want    bool
+	}{
+		{"current copy, delivering", delivering, 5, 3, false},
+		{"current copy, delivered", delivered, 5, 3, false},
+		{"earlier attempt, same fence", delivering, 5, 2, true},
+		{"earlier attempt, delivered", delivered, 5, 2, true},
+		{"attempt 3 timed out, retry not sent", retrying, 5, 3, true},
+		{"older fence", delivered, 4, 3, true},
+		{"older fence, no attempt", delivered, 4, 0, true},
+		{"no fence, no attempt", delivered, 0, 0, false},
+		{"fence only", delivered, 5, 0, false},
+		{"attempt under a newer fence than stored", delivered, 6, 1, false},
+	}
+	for _, c := range cases {
+		if got := Superseded(c.e, c.fence, c.attempt); got != c.want {
+			t.Errorf("%s: Superseded = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
 
 func FuzzParseDeliveryToken(f *testing.F) {
-	for _, s := range []string{"", "abc", "abc.7", "abc.", ".5", "a.b.9", "x.99999999999999999999"} {
+	for _, s := range []string{"", "abc", "abc.7", "abc.7.2", "abc.", ".5", "a.b.9", "x.99999999999999999999", "x.1.99999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
-		secret, fence := ParseDeliveryToken(tok)
-		if fence < 0 {
-			t.Fatalf("negative fence %d", fence)
+		secret, fence, attempt := ParseDeliveryToken(tok)
+		if fence < 0 || attempt < 0 {
+			t.Fatalf("negative fence %d or attempt %d", fence, attempt)
 		}
-		if fence == 0 && secret != tok {
-			t.Fatalf("no fence but secret %q != token %q", secret, tok)
+		if fence == 0 && (secret != tok || attempt != 0) {
+			t.Fatalf("no fence but secret %q != token %q or attempt %d", secret, tok, attempt)
 		}
-		if fence > 0 {
-			if !strings.HasPrefix(tok, secret+".") {
-				t.Fatalf("secret %q is not the token's head (%q)", secret, tok)
-			}
-			if got := DeliveryToken(&Event{ReleaseToken: secret, Fence: fence}); got != tok && !strings.HasPrefix(tok[len(secret)+1:], "+") && !strings.HasPrefix(tok[len(secret)+1:], "0") {
-				t.Fatalf("round trip %q -> %q", tok, got)
+		if fence > 0 && !strings.HasPrefix(tok, secret+".") {
+			t.Fatalf("secret %q is not the token's head (%q)", secret, tok)
+		}
+		if fence > 0 && attempt > 0 && !strings.Contains(secret, ".") {
+			canon := DeliveryToken(&Event{ReleaseToken: secret, Fence: fence, Attempts: attempt - 1})
+			if s, f2, a2 := ParseDeliveryToken(canon); s != secret || f2 != fence || a2 != attempt {
+				t.Fatalf("round trip of %q: %q -> %q, %d, %d", tok, canon, s, f2, a2)
 			}
 		}
 	})

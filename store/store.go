@@ -266,6 +266,11 @@ type EventTransition struct {
 	// extend, or the handler renewing a token that waited before its send)
 	// is not taken from under its holder.
 	TokenExpiredBy *time.Time
+	// AttemptsAtMost, if set, applies the transition only if the stored
+	// Attempts is not above it. A release uses it so that the token of a
+	// later attempt (the retry the token timeout made) is not released by
+	// the consumer of an earlier one.
+	AttemptsAtMost *int
 	DeliveredAt    *time.Time
 	FinishedAt     *time.Time
 	// ClearOutcome sets DeliveredAt and FinishedAt to nil and TokenTimedOut

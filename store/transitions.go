@@ -40,16 +40,53 @@ func RenewToken(id string, fence int64, until, now time.Time) EventTransition {
 }
 
 // ExtendToken is the consumer's heartbeat: the token of an event in the
-// token-holding status from is kept until until.
-func ExtendToken(id string, from model.EventStatus, until, now time.Time) EventTransition {
-	return EventTransition{ID: id, From: from, To: from, TokenExpiresAt: &until, At: now}
+// token-holding status from is kept until until. Like Release, it applies
+// only while the event is the copy sent under fence in attempt attempt (0:
+// any), so that an older copy's extend does not move a retry's expiry.
+func ExtendToken(id string, from model.EventStatus, fence int64, attempt int, until, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: from, TokenExpiresAt: &until,
+		AttemptsAtMost: attemptsAtMost(from, attempt), At: now}
+}
+
+// attemptsAtMost is the most attempts an event in the token-holding status
+// from may have counted while its token is still attempt's: delivered has
+// counted it, delivering not yet. nil for attempt 0 (any).
+func attemptsAtMost(from model.EventStatus, attempt int) *int {
+	if attempt <= 0 {
+		return nil
+	}
+	n := attempt - 1
+	if from == model.EventDelivered {
+		n = attempt
+	}
+	return &n
 }
 
 // Release is the consumer's release of an event holding a token (from is
-// delivering or delivered): released, finished now, token cleared.
-func Release(id string, from model.EventStatus, now time.Time) EventTransition {
-	return EventTransition{ID: id, From: from, To: model.EventReleased,
-		FinishedAt: &now, ClearToken: true, At: now}
+// delivering or delivered): released, finished now, token cleared. It
+// applies only while the event is still the copy the consumer got: claimed
+// under fence (0: any) and in its attempt number attempt (see
+// model.DeliveryToken; 0: any), whose delivery has at most Attempts
+// attempt-1 while delivering and attempt once delivered. A copy sent again
+// since (claimed under a newer fence, or retried after its token timed out)
+// holds the token now, and an older copy's release must not free it.
+func Release(id string, from model.EventStatus, fence int64, attempt int, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventReleased,
+		FinishedAt: &now, ClearToken: true, AttemptsAtMost: attemptsAtMost(from, attempt), At: now}
+}
+
+// ReleaseFrom is the release t (built by Release) tried again from the
+// token-holding status from: the same copy, whose delivery moved between
+// delivering and delivered meanwhile.
+func (t EventTransition) ReleaseFrom(from model.EventStatus) EventTransition {
+	attempt := 0
+	if t.AttemptsAtMost != nil {
+		attempt = *t.AttemptsAtMost + 1
+		if t.From == model.EventDelivered {
+			attempt = *t.AttemptsAtMost
+		}
+	}
+	return Release(t.ID, from, t.Fence, attempt, *t.FinishedAt)
 }
 
 // Acknowledge is the consumer's release of an unthrottled event whose

@@ -54,17 +54,40 @@ func TestTokenTransitions(t *testing.T) {
 	if back.From != model.EventDelivering || back.To != model.EventPending || !back.ClearToken || back.Fence != 7 {
 		t.Fatalf("HandBack: %+v", back)
 	}
-	rel := Release("e1", model.EventDelivered, now)
-	if rel.To != model.EventReleased || !rel.ClearToken || rel.FinishedAt == nil || rel.Fence != 0 {
+	rel := Release("e1", model.EventDelivered, 0, 0, now)
+	if rel.To != model.EventReleased || !rel.ClearToken || rel.FinishedAt == nil || rel.Fence != 0 || rel.AttemptsAtMost != nil {
 		t.Fatalf("Release: %+v", rel)
+	}
+	// The release of attempt 3 under fence 7: delivered has counted the
+	// attempt, delivering not yet; tried again from the other status, it is
+	// still attempt 3's.
+	for _, c := range []struct {
+		from model.EventStatus
+		want int
+	}{{model.EventDelivered, 3}, {model.EventDelivering, 2}} {
+		r := Release("e1", c.from, 7, 3, now)
+		if r.Fence != 7 || r.AttemptsAtMost == nil || *r.AttemptsAtMost != c.want {
+			t.Fatalf("Release from %s of attempt 3: %+v", c.from, r)
+		}
+		other := model.EventDelivering
+		if c.from == model.EventDelivering {
+			other = model.EventDelivered
+		}
+		again := r.ReleaseFrom(other)
+		if again.From != other || again.Fence != 7 || *again.AttemptsAtMost != 5-c.want || !again.FinishedAt.Equal(now) {
+			t.Fatalf("ReleaseFrom(%s) of %+v: %+v", other, r, again)
+		}
 	}
 	ack := Acknowledge("e1", model.EventRetrying, now)
 	if ack.From != model.EventRetrying || ack.To != model.EventReleased || ack.ClearToken || ack.FinishedAt == nil {
 		t.Fatalf("Acknowledge: %+v", ack)
 	}
-	ext := ExtendToken("e1", model.EventDelivered, until, now)
-	if ext.From != model.EventDelivered || ext.To != model.EventDelivered || !ext.TokenExpiresAt.Equal(until) {
+	ext := ExtendToken("e1", model.EventDelivered, 0, 0, until, now)
+	if ext.From != model.EventDelivered || ext.To != model.EventDelivered || !ext.TokenExpiresAt.Equal(until) || ext.AttemptsAtMost != nil {
 		t.Fatalf("ExtendToken: %+v", ext)
+	}
+	if ext := ExtendToken("e1", model.EventDelivering, 7, 3, until, now); ext.Fence != 7 || ext.AttemptsAtMost == nil || *ext.AttemptsAtMost != 2 {
+		t.Fatalf("ExtendToken of attempt 3 under fence 7 while delivering: %+v", ext)
 	}
 	red := Redrive("e1", now)
 	if red.From != model.EventDead || red.To != model.EventPending || !red.ResetAttempts || !red.ClearOutcome || !red.ClearToken || !red.LaunchAt.Equal(now) {

@@ -54,6 +54,13 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	if err != nil || !(cur.Status == model.EventDelivered || cur.Status == model.EventDelivering && t.delivered.has(e.ID)) {
 		return false, false, nil
 	}
+	// Only the copy the caller read may go early: a later copy (claimed
+	// again, or retried after its token timed out) holds the token for its
+	// own consumer, and the release below would lose after the send.
+	attempt := model.CurrentAttempt(e)
+	if model.Superseded(cur, e.Fence, attempt) {
+		return false, false, nil
+	}
 	nid := nx.it.Event.ID
 	if !t.slots.tryAcquire(nid) {
 		return false, false, nil
@@ -65,7 +72,7 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	defer close(started)
 	nx.dispatch(started)
 
-	ts := []store.EventTransition{store.Release(e.ID, cur.Status, now), nx.transition()}
+	ts := []store.EventTransition{store.Release(e.ID, cur.Status, e.Fence, attempt, now), nx.transition()}
 	res, err := t.writeEarly(ctx, ts)
 	if err != nil {
 		// Sent, but neither write is known to have applied: the event waits
@@ -127,7 +134,7 @@ func (t *Throttle) writeEarly(ctx context.Context, ts []store.EventTransition) (
 		case err != nil:
 			return res, nil
 		case cur.Status.HoldsToken() && cur.Status != ts[0].From && moves < maxReleaseTries:
-			ts[0].From = cur.Status
+			ts[0] = ts[0].ReleaseFrom(cur.Status)
 			moves++
 		case failed && cur.Status == model.EventReleased:
 			return []error{nil, t.startedEarly(ctx, ts[1])}, nil

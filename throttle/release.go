@@ -106,8 +106,12 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	if !from.HoldsToken() {
 		from = model.EventDelivered
 	}
+	// Only the copy of e the caller read is released: a later copy (e
+	// claimed again, or retried after its token timed out, meanwhile) holds
+	// the token for its own consumer.
+	attempt := model.CurrentAttempt(e)
 	for range maxReleaseTries {
-		ts := []store.EventTransition{store.Release(e.ID, from, now)}
+		ts := []store.EventTransition{store.Release(e.ID, from, e.Fence, attempt, now)}
 		if nx != nil {
 			ts = append(ts, nx.transition())
 		}
@@ -192,8 +196,10 @@ func Extend(ctx context.Context, st TransitionStore, e *model.Event, until, now 
 	if e.Status.Finished() {
 		return model.ErrConflict
 	}
+	// Only the copy of e the caller read is extended (see release).
+	attempt := model.CurrentAttempt(e)
 	for _, from := range holdingFrom(e.Status) {
-		errs, err := st.EventTransition(ctx, []store.EventTransition{store.ExtendToken(e.ID, from, until, now)})
+		errs, err := st.EventTransition(ctx, []store.EventTransition{store.ExtendToken(e.ID, from, e.Fence, attempt, until, now)})
 		if err != nil {
 			return err
 		}

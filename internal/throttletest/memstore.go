@@ -156,7 +156,8 @@ func (s *MemStore) EventTransition(ctx context.Context, ts []store.EventTransiti
 			continue
 		}
 		if e.Status != t.From || (t.Fence != 0 && e.Fence != t.Fence) ||
-			(t.TokenExpiredBy != nil && (e.TokenExpiresAt == nil || e.TokenExpiresAt.After(*t.TokenExpiredBy))) {
+			(t.TokenExpiredBy != nil && (e.TokenExpiresAt == nil || e.TokenExpiresAt.After(*t.TokenExpiredBy))) ||
+			(t.AttemptsAtMost != nil && e.Attempts > *t.AttemptsAtMost) {
 			out[i] = model.ErrConflict
 			continue
 		}

@@ -491,7 +491,8 @@ func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, resu
 		return err
 	}
 	if old.Status != t.From || (t.Fence != 0 && old.Fence != t.Fence) ||
-		(t.TokenExpiredBy != nil && (old.TokenExpiresAt == nil || old.TokenExpiresAt.After(*t.TokenExpiredBy))) {
+		(t.TokenExpiredBy != nil && (old.TokenExpiresAt == nil || old.TokenExpiresAt.After(*t.TokenExpiredBy))) ||
+		(t.AttemptsAtMost != nil && old.Attempts > *t.AttemptsAtMost) {
 		*result = model.ErrConflict
 		return nil
 	}

@@ -356,6 +356,9 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	if t.TokenExpiredBy != nil {
 		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(*t.TokenExpiredBy)}}})
 	}
+	if t.AttemptsAtMost != nil {
+		filter = append(filter, bson.E{Key: "attempts", Value: bson.D{{Key: "$lte", Value: *t.AttemptsAtMost}}})
+	}
 	set := bson.D{{Key: "status", Value: string(t.To)}}
 	if !t.LaunchAt.IsZero() {
 		set = append(set, bson.E{Key: "launchAt", Value: unixNano(t.LaunchAt)})

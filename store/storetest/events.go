@@ -628,6 +628,15 @@ var eventTests = []namedTest{
 		requireIs(t, transition(t, d, store.EventTransition{ID: retryingDue.ID, From: model.EventRetrying,
 			To: model.EventRetrying, TokenExpiredBy: ptr(at(time.Hour)), At: base}), model.ErrConflict, "an event without a token")
 
+		// AttemptsAtMost: the release of attempt 2 does not apply once a
+		// third attempt has been counted; the third's release does.
+		requireNoError(t, transition(t, d, store.EventTransition{ID: deliveredFresh.ID, From: model.EventDelivered,
+			To: model.EventDelivered, Attempts: 3, At: base}), "count a third attempt")
+		requireIs(t, transition(t, d, store.Release(deliveredFresh.ID, model.EventDelivered, 0, 2, base)), model.ErrConflict, "release of an earlier attempt")
+		requireEqual(t, getEvent(t, d, deliveredFresh.ID).Status, model.EventDelivered, "a later attempt keeps its token")
+		requireNoError(t, transition(t, d, store.Release(deliveredFresh.ID, model.EventDelivered, 0, 3, base)), "release of the current attempt")
+		requireEqual(t, getEvent(t, d, deliveredFresh.ID).Status, model.EventReleased, "released by its own attempt")
+
 		n, err = d.EventCountWaiting(ctx, "p1", at(20*time.Second))
 		requireNoError(t, err, "EventCountWaiting")
 		requireEqual(t, n, 2, "EventCountWaiting counts due pending and retrying, LaunchAt <= t")
