@@ -64,6 +64,9 @@ func TestConsole(t *testing.T) {
 		setValue(`#new-schedule [name="timezone"]`, "Europe/Berlin"),
 		setValue(`#new-schedule [name="eventCount"]`, "3"),
 		chromedp.SendKeys(`#new-schedule [name="target.url"]`, cons.url+"/ok"),
+		// A short window with spread launches, so that the fire finishes soon.
+		chromedp.SendKeys(`#new-schedule [name="window"]`, "2s"),
+		chromedp.Click(`#new-schedule [name="spread"]`),
 		chromedp.WaitVisible(`//small[@id="cron-words"][text()="At 02:30, Monday through Friday"]`),
 	)
 	checkLabels(t, b, "schedules with the form open")
@@ -174,7 +177,9 @@ func TestConsole(t *testing.T) {
 
 	b.run(t, "health",
 		chromedp.Navigate(e.base+"/ui/#/health"),
-		chromedp.WaitVisible(`#lateness`))
+		chromedp.WaitVisible(`#lateness`),
+		// Three samples, so that the charts have lines.
+		chromedp.WaitVisible(`#health-charts[data-samples="3"]`))
 	shots("health")
 	t.Run("Summary", func(t *testing.T) {
 		if !e.hasOperation(t, "/v1/summary", "get") {

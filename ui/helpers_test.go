@@ -201,7 +201,7 @@ func newBrowser(tb testing.TB, parent context.Context) *browser {
 	ctx, cancel := chromedp.NewContext(actx)
 	tb.Cleanup(func() { cancel(); cancelA() })
 	b := &browser{ctx: ctx}
-	if err := chromedp.Do(ctx); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
 		tb.Fatalf("start chromium: %v", err)
 	}
 	msgs := chromedp.Console(ctx)
@@ -210,7 +210,10 @@ func newBrowser(tb testing.TB, parent context.Context) *browser {
 			if err != nil {
 				return
 			}
-			if m.IsException() || (m.Type == chromedp.ConsoleError && m.Source == "") {
+			// A refused request (the page's own 4xx answers) is logged by
+			// the network; everything else that is an error fails the test,
+			// such as a Content-Security-Policy violation.
+			if m.IsException() || (m.Type == chromedp.ConsoleError && m.Source != "network") {
 				b.mu.Lock()
 				b.errors = append(b.errors, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
 				b.mu.Unlock()

@@ -23,7 +23,7 @@ function h(tag, attrs, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "dataset") Object.assign(el.dataset, v);
-    else if (k === "style") el.setAttribute("style", v);
+    else if (k === "style") el.style.cssText = v; // through the CSSOM: the CSP forbids inline style attributes
     else el.setAttribute(k, v === true ? "" : v);
   }
   for (const c of children.flat(Infinity)) {
@@ -587,7 +587,7 @@ async function pageEvents(main, params) {
         h("dt", {}, "token"), h("dd", {}, e.tokenTimedOut ? "timed out (not released in time)" : e.tokenExpiresAt ? `expires ${utc(e.tokenExpiresAt)}` : "—"),
         h("dt", {}, "fire"), h("dd", {}, h("a", { href: `#/events?fireId=${enc(e.fireId)}` }, e.fireId), ` (event ${e.index + 1} of ${e.count})`),
         h("dt", {}, "target"), h("dd", {}, e.target.url || e.target.queueUrl)),
-      e.payload !== undefined ? h("pre", {}, JSON.stringify(e.payload, null, 2)) : null);
+      e.payload !== undefined && e.payload !== null ? h("pre", {}, JSON.stringify(e.payload, null, 2)) : null);
     } catch (err) {
       detail.replaceChildren(errorBox(err));
     }
@@ -776,9 +776,8 @@ async function pageHealth(main) {
         sample = { t: now, finished, dead: s.counts.dead, p: [s.lateness.p50, s.lateness.p90, s.lateness.p99], summary: s };
       } else {
         const m = await metricsSample();
-        const prev = health.last && health.last.buckets;
         sample = { t: now, finished: m.delivered, dead: m.dead, buckets: m.buckets,
-          p: [0.5, 0.9, 0.99].map((q) => quantile(m.buckets, prev, q)) };
+          p: [0.5, 0.9, 0.99].map((q) => quantile(m.buckets, null, q)) };
       }
       if (gen !== generation) return;
       const prev = health.last;
@@ -789,15 +788,17 @@ async function pageHealth(main) {
       if (health.samples.length > SERIES_MAX) health.samples.shift();
       const fmt = (v) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 2 : 0)} s` : "—");
       const s = sample.summary;
-      cards.replaceChildren(
+      cards.replaceChildren(...[
         h("div", { class: "card" }, h("div", { class: "muted" }, "Lateness p50 / p90 / p99"), h("div", { class: "big", id: "lateness" }, sample.p.map(fmt).join(" / "))),
         h("div", { class: "card" }, h("div", { class: "muted" }, "Deliveries per second"), h("div", { class: "big", id: "rate" }, sample.rate.toFixed(1))),
         h("div", { class: "card" }, h("div", { class: "muted" }, "Dead per minute"), h("div", { class: "big", id: "dead-rate" }, sample.deadPerMin.toFixed(1))),
         s ? h("div", { class: "card" }, h("div", { class: "muted" }, "Events now"), h("div", {}, STATES.map((k) => `${k} ${s.counts[k] ?? 0}`).join(" · "))) : null,
-        s ? h("div", { class: "card" }, h("div", { class: "muted" }, "Schedules"), h("div", {}, `${s.schedules.active} active · ${s.schedules.paused} paused`)) : null);
+        s ? h("div", { class: "card" }, h("div", { class: "muted" }, "Schedules"), h("div", {}, `${s.schedules.active} active · ${s.schedules.paused} paused`)) : null,
+      ].filter(Boolean));
       const xs = health.samples;
+      charts.dataset.samples = xs.length;
       charts.replaceChildren(
-        h("h2", {}, "Lateness (p50 blue, p90 amber, p99 red)"), sparkline(xs.map((x) => x.p), "lateness percentiles over time"),
+        h("h2", {}, `Lateness${caps.summary ? "" : " since the process started"} (p50 blue, p90 amber, p99 red)`), sparkline(xs.map((x) => x.p), "lateness percentiles over time"),
         h("h2", {}, "Deliveries per second"), sparkline(xs.map((x) => x.rate), "deliveries per second over time"),
         h("h2", {}, "Dead per minute"), sparkline(xs.map((x) => x.deadPerMin), "dead events per minute over time"));
       status.replaceChildren();
