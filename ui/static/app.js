@@ -70,6 +70,16 @@ function problemText(err) {
   return `HTTP ${err.status}`;
 }
 
+// unchanged reports whether data is what the last call with the same memo
+// saw. Pages redraw only what changed, so that a poll does not take the
+// keyboard focus away from a row's button.
+function unchanged(memo, data) {
+  const sig = JSON.stringify(data);
+  if (memo.sig === sig) return true;
+  memo.sig = sig;
+  return false;
+}
+
 const errorBox = (err) => h("p", { class: "error", role: "alert" }, problemText(err));
 
 // ---------- the API ----------
@@ -349,11 +359,13 @@ async function pageSchedules(main, params) {
   const prefix = h("input", { type: "search", name: "namePrefix", value: filters.namePrefix });
   const stateSel = h("select", { name: "state" }, ["", "active", "paused", "completed"].map((v) =>
     h("option", { value: v, selected: v === filters.state }, v || "any")));
+  const memo = {};
   const load = async () => {
     try {
       const page = await api("GET", "/v1/schedules" + query({ limit: 100, namePrefix: filters.namePrefix, state: filters.state, cursor: filters.cursor }));
       if (gen !== generation) return;
       status.replaceChildren();
+      if (unchanged(memo, page)) return;
       tbody.replaceChildren(...page.items.map((s) => h("tr", { dataset: { id: s.id, state: s.state } },
         h("td", {}, h("a", { href: `#/schedules/${enc(s.id)}` }, s.name), h("br"), h("small", {}, s.id)),
         h("td", {}, badge(s.state)),
@@ -517,11 +529,13 @@ async function pageFires(main, id) {
   if (gen !== generation) return null;
   const tbody = h("tbody", { id: "fire-rows" });
   const status = h("div", {});
+  const memo = {};
   const load = async () => {
     try {
       const page = await api("GET", `/v1/schedules/${enc(id)}/fires?limit=25`);
       if (gen !== generation) return;
       status.replaceChildren();
+      if (unchanged(memo, page)) return;
       tbody.replaceChildren(...page.items.map((f) => h("tr", { dataset: { fire: f.id, ...Object.fromEntries(STATES.map((k) => [k, f.counts[k]])) } },
         h("td", {}, local(f.fireTime), h("br"), h("small", {}, utc(f.fireTime))),
         h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", {}, f.note)) : null),
@@ -592,11 +606,13 @@ async function pageEvents(main, params) {
       detail.replaceChildren(errorBox(err));
     }
   };
+  const memo = {};
   const load = async () => {
     try {
       const page = await api("GET", "/v1/events" + query({ limit: 100, ...filters }));
       if (gen !== generation) return;
       status.replaceChildren();
+      if (unchanged(memo, page)) return;
       const present = new Set(page.items.map((e) => e.id));
       for (const id of [...selected]) if (!present.has(id)) selected.delete(id);
       redriveSel.disabled = selected.size === 0;
@@ -681,11 +697,13 @@ async function pagePolicies(main) {
   const gen = generation;
   const tbody = h("tbody", { id: "policy-rows" });
   const status = h("div", {});
+  const memo = {};
   const load = async () => {
     try {
       const page = await api("GET", "/v1/policies");
       if (gen !== generation) return;
       status.replaceChildren();
+      if (unchanged(memo, page)) return;
       tbody.replaceChildren(...page.items.map((p) => h("tr", { dataset: { id: p.id, inUse: p.tokensInUse, waiting: p.waiting } },
         h("td", {}, p.name, h("br"), h("small", {}, p.id)),
         h("td", {}, h("meter", { min: 0, max: p.maxInFlight, value: p.tokensInUse, "aria-label": `${p.name} tokens in use` }),
