@@ -124,7 +124,7 @@ function hasOperation(spec, path, method) {
   const start = lines.indexOf(`  ${path}:`);
   if (start < 0) return false;
   for (let i = start + 1; i < lines.length && !/^ {2}\S/.test(lines[i]); i++) {
-    if (lines[i] === `    ${method}:`) return true;
+    if (lines[i].startsWith(`    ${method}:`)) return true;
   }
   return false;
 }
@@ -209,7 +209,8 @@ async function renderHeader() {
       if (!sel.value) return;
       try {
         await tenantKey(sel.value);
-        route();
+        if (location.hash.startsWith("#/tenants")) location.hash = "#/schedules";
+        else route();
       } catch (err) {
         toast(problemText(err));
       }
