@@ -207,6 +207,18 @@ func TestConsole(t *testing.T) {
 	if st.State != "paused" {
 		t.Errorf("after pause in the console the API says %q", st.State)
 	}
+	b.run(t, "resume, and delete the other schedule",
+		chromedp.Click(fmt.Sprintf(`button[data-action="resume"][data-schedule=%q]`, id)),
+		chromedp.WaitVisible(`#confirm[open]`),
+		chromedp.Click(`#confirm-ok`),
+		chromedp.WaitVisible(fmt.Sprintf(`#schedule-rows tr[data-id=%q][data-state="active"]`, id)),
+		chromedp.Click(fmt.Sprintf(`button[data-action="delete"][data-schedule=%q]`, dead.ID)),
+		chromedp.WaitVisible(`#confirm[open]`),
+		chromedp.Click(`#confirm-ok`),
+		chromedp.WaitNotPresent(fmt.Sprintf(`#schedule-rows tr[data-id=%q]`, dead.ID)))
+	if code := e.call(http.MethodGet, "/v1/schedules/"+dead.ID, key, nil, nil); code != http.StatusNotFound {
+		t.Errorf("after delete in the console the API answers %d for the schedule, want 404", code)
+	}
 
 	t.Run("AdminTenantSwitcher", func(t *testing.T) {
 		if !e.hasOperation(t, "/v1/tenants", "get") {
