@@ -1,5 +1,6 @@
 // Package app wires schedulerd together: store → lease groups → emitter,
-// handler and master → one HTTP server with /healthz, /readyz and /metrics.
+// handler and master → one HTTP server with /healthz, /readyz, /metrics and
+// the console at /ui.
 // cmd/schedulerd only parses configuration and calls Run; end-to-end tests
 // and the benchmark command start the same App in process.
 package app
@@ -36,6 +37,7 @@ import (
 	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/throttle"
+	"github.com/schedulerd/schedulerd/ui"
 )
 
 // App is one schedulerd instance.
@@ -242,6 +244,10 @@ func (a *App) build(ctx context.Context) error {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
+	// The console: static files only; its pages call the /v1 API with the
+	// operator's key.
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	e.GET("/ui/*", echo.WrapHandler(http.StripPrefix("/ui", ui.Handler())))
 	return nil
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and the full test suite. This is the README's test command
 # and what CI runs. It installs what it needs: Go modules and the npm test
-# servers (local-aws-sqs) and, as root on Debian, PostgreSQL for the chaos tests.
+# servers (local-aws-sqs) and, as root on Debian, PostgreSQL for the chaos tests
+# and Chromium for the console's browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,16 @@ if [ -z "${CHAOS_PG_BINDIR:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/
       || echo "could not install PostgreSQL: the chaos tests run FerretDB on SQLite"
   else
     echo "no PostgreSQL server found (Debian: apt-get install postgresql): the chaos tests run FerretDB on SQLite"
+  fi
+fi
+
+echo "== Chromium (the console's browser tests in ./ui; they skip without it)"
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "could not install Chromium: the console's browser tests skip"
+  else
+    echo "no Chromium found (Debian: apt-get install chromium): the console's browser tests skip"
   fi
 fi
 

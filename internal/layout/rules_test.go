@@ -20,7 +20,8 @@ func clean() graph {
 		"throttle":              {"model", "store"},
 		"handler":               {"delivery", "model", "store", "throttle"},
 		"master":                {"api", "cron", "model", "schedule", "store"},
-		"app":                   {"emitter", "handler", "master", "store", "throttle"},
+		"app":                   {"emitter", "handler", "master", "store", "throttle", "ui"},
+		"ui":                    {}, // the console: embedded files, no package of ours
 		"cmd/schedbench":        {"app", "internal/chaoskit"},
 		"cmd/ferretdb":          {"store/mongo/mongotest"},
 		"internal/chaoskit":     {"delivery"},

@@ -1,0 +1,877 @@
+// The operator console. Every call goes to the public REST API with the
+// key the operator signed in with, kept in this tab's sessionStorage only.
+// Pages re-read their data every 2 s while the tab is visible.
+
+import { describeCron } from "./cron.js";
+
+const POLL_MS = 2000;
+const ss = window.sessionStorage;
+const state = {
+  key: ss.getItem("sd.key") || "",
+  admin: ss.getItem("sd.admin") || "",
+  tenant: ss.getItem("sd.tenant") || "",
+  caps: null,
+};
+let refresh = null; // the current page's poll function
+let generation = 0; // bumped on every navigation: late answers of an old page are dropped
+
+// ---------- DOM and formatting helpers ----------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (k === "style") el.style.cssText = v; // through the CSSOM: the CSP forbids inline style attributes
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+let ids = 0;
+// field builds a labelled input or select; the label wraps the control.
+function field(label, control) {
+  if (!control.id) control.id = "f" + ++ids;
+  return h("label", { for: control.id }, label, control);
+}
+
+const utc = (t) => (t ? new Date(t).toISOString().replace(".000Z", "Z") : "");
+const local = (t) => (t ? new Date(t).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" }) : "");
+const badge = (s) => h("span", { class: "badge " + s }, s.replaceAll("_", " "));
+const enc = encodeURIComponent;
+
+function toast(msg) {
+  const p = h("p", {}, msg);
+  document.getElementById("toast").append(p);
+  setTimeout(() => p.remove(), 4000);
+}
+
+function confirmAction(text) {
+  const d = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  d.returnValue = "";
+  d.showModal();
+  document.getElementById("confirm-cancel").focus();
+  return new Promise((resolve) => d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true }));
+}
+
+function problemText(err) {
+  if (!(err instanceof APIError)) return String(err.message || err);
+  const p = err.problem;
+  if (p && typeof p === "object") {
+    if (Array.isArray(p.errors) && p.errors.length) return p.errors.map((e) => `${e.field}: ${e.reason}`).join("; ");
+    return p.detail || p.title || `HTTP ${err.status}`;
+  }
+  return `HTTP ${err.status}`;
+}
+
+// unchanged reports whether data is what the last call with the same memo
+// saw. Pages redraw only what changed, so that a poll does not take the
+// keyboard focus away from a row's button.
+function unchanged(memo, data) {
+  const sig = JSON.stringify(data);
+  if (memo.sig === sig) return true;
+  memo.sig = sig;
+  return false;
+}
+
+const errorBox = (err) => h("p", { class: "error", role: "alert" }, problemText(err));
+
+// ---------- the API ----------
+
+class APIError extends Error {
+  constructor(status, problem) {
+    super(`HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(method, path, body, opts = {}) {
+  const headers = { Authorization: `Bearer ${opts.key || state.key}`, ...(opts.headers || {}) };
+  let payload;
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    payload = JSON.stringify(body);
+  }
+  const r = await fetch(path, { method, headers, body: payload });
+  if (r.status === 204) return null;
+  const ct = r.headers.get("Content-Type") || "";
+  const data = ct.includes("json") ? await r.json() : await r.text();
+  if (!r.ok) {
+    if (r.status === 401 && !opts.key) signOut("The key was refused (unknown or revoked). Sign in again.");
+    throw new APIError(r.status, data);
+  }
+  return data;
+}
+
+const query = (o) => {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  const s = q.toString();
+  return s ? "?" + s : "";
+};
+
+// hasOperation reads the served OpenAPI document: an operation the server
+// does not describe is one it does not serve, and its control is hidden.
+function hasOperation(spec, path, method) {
+  const lines = spec.split("\n");
+  const start = lines.indexOf(`  ${path}:`);
+  if (start < 0) return false;
+  for (let i = start + 1; i < lines.length && !/^ {2}\S/.test(lines[i]); i++) {
+    if (lines[i].startsWith(`    ${method}:`)) return true;
+  }
+  return false;
+}
+
+async function capabilities() {
+  if (state.caps) return state.caps;
+  let spec = "";
+  try {
+    const r = await fetch("/openapi.yaml");
+    if (r.ok) spec = await r.text();
+  } catch (_) { /* no spec: every optional control stays hidden */ }
+  state.caps = {
+    listTenants: hasOperation(spec, "/v1/tenants", "get"),
+    bulkRedrive: hasOperation(spec, "/v1/events/redrive", "post"),
+    cancelFire: hasOperation(spec, "/v1/fires/{id}/cancel", "post"),
+    summary: hasOperation(spec, "/v1/summary", "get"),
+  };
+  return state.caps;
+}
+
+// ---------- sign-in and the header ----------
+
+function signOut(reason) {
+  for (const k of ["sd.key", "sd.admin", "sd.tenant"]) ss.removeItem(k);
+  state.key = state.admin = state.tenant = "";
+  location.hash = "#/signin";
+  if (reason) toast(reason);
+}
+
+async function signIn(key) {
+  try {
+    await api("GET", "/v1/schedules?limit=1", undefined, { key });
+    state.key = key;
+    state.admin = "";
+    ss.setItem("sd.key", key);
+    ss.removeItem("sd.admin");
+    return null;
+  } catch (err) {
+    if (!(err instanceof APIError) || err.status !== 403) return err;
+  }
+  // 403 on a tenant operation: the admin key.
+  state.admin = key;
+  ss.setItem("sd.admin", key);
+  state.key = "";
+  ss.removeItem("sd.key");
+  return null;
+}
+
+async function tenantKey(tenantId) {
+  // One console key per tenant and day: the idempotency key makes a second
+  // switch the same day replay the first answer instead of minting a key.
+  const day = new Date().toISOString().slice(0, 10);
+  const k = await api("POST", `/v1/tenants/${enc(tenantId)}/keys`, undefined,
+    { key: state.admin, headers: { "Idempotency-Key": `console-${tenantId}-${day}` } });
+  state.key = k.key;
+  state.tenant = tenantId;
+  ss.setItem("sd.key", k.key);
+  ss.setItem("sd.tenant", tenantId);
+}
+
+async function renderHeader() {
+  const signed = !!(state.key || state.admin);
+  document.getElementById("nav").hidden = !state.key;
+  document.getElementById("signout").hidden = !signed;
+  const box = document.getElementById("tenant");
+  box.replaceChildren();
+  if (!state.admin) {
+    if (state.key) box.append(h("span", { class: "muted" }, "tenant key"));
+    return;
+  }
+  const caps = await capabilities();
+  if (!caps.listTenants) {
+    box.append(h("span", { class: "muted" }, "admin"));
+    return;
+  }
+  try {
+    const list = await api("GET", "/v1/tenants?limit=1000", undefined, { key: state.admin });
+    const sel = h("select", { id: "tenant-switch" },
+      h("option", { value: "" }, "choose a tenant…"),
+      (list.items || []).map((t) => h("option", { value: t.id, selected: t.id === state.tenant }, `${t.name} (${t.id})`)));
+    sel.addEventListener("change", async () => {
+      if (!sel.value) return;
+      try {
+        await tenantKey(sel.value);
+        if (location.hash.startsWith("#/tenants")) location.hash = "#/schedules";
+        else route();
+      } catch (err) {
+        toast(problemText(err));
+      }
+    });
+    box.append(field("Tenant", sel));
+  } catch (err) {
+    box.append(h("span", { class: "error" }, problemText(err)));
+  }
+}
+
+function pageSignIn(main) {
+  const input = h("input", { type: "password", autocomplete: "off", required: true, placeholder: "sk_… or the admin key" });
+  const msg = h("div", {});
+  const form = h("form", {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      msg.replaceChildren();
+      const err = await signIn(input.value.trim());
+      if (err) {
+        msg.append(errorBox(err.status === 401 ? new Error("Unknown or revoked key.") : err));
+        return;
+      }
+      location.hash = state.key ? "#/schedules" : "#/tenants";
+    },
+  }, field("API key", input), h("button", { type: "submit", class: "primary" }, "Sign in"), msg);
+  main.append(h("section", { class: "signin" }, h("h1", {}, "Sign in"),
+    h("p", { class: "muted" }, "A tenant key, or the admin key (which lets you switch between tenants). The key stays in this tab only."),
+    form));
+  input.focus();
+}
+
+async function pageTenants(main) {
+  const caps = await capabilities();
+  main.append(h("h1", {}, "Choose a tenant"));
+  if (!caps.listTenants) {
+    main.append(h("p", { class: "notice", id: "tenants-unavailable" },
+      "This server does not list tenants (GET /v1/tenants is not available). Sign in with a tenant key instead."));
+    return;
+  }
+  main.append(h("p", { class: "muted" }, "Pick one in the tenant switcher above. Switching creates one console key for the tenant per day."));
+}
+
+// ---------- schedules ----------
+
+function scheduleForm(policies, onCreated) {
+  const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const f = {
+    name: h("input", { name: "name", required: true }),
+    cron: h("input", { name: "cron", required: true, value: "*/5 * * * *" }),
+    timezone: h("input", { name: "timezone", value: tz }),
+    eventCount: h("input", { name: "eventCount", type: "number", min: 1, value: 1 }),
+    maxAttempts: h("input", { name: "maxAttempts", type: "number", min: 1, max: 100, value: 5 }),
+    policyId: h("select", { name: "policyId" }, h("option", { value: "" }, "none"),
+      policies.map((p) => h("option", { value: p.id }, p.name))),
+    url: h("input", { name: "target.url", type: "url", required: true, placeholder: "https://…" }),
+    window: h("input", { name: "window", placeholder: "e.g. 10m" }),
+    overlap: h("select", { name: "overlap" }, ["allow", "skip", "cancel"].map((o) => h("option", { value: o }, o))),
+    spread: h("input", { name: "spread", type: "checkbox" }),
+  };
+  const words = h("small", { id: "cron-words", "aria-live": "polite" });
+  const explain = () => {
+    try { words.textContent = describeCron(f.cron.value); } catch (e) { words.textContent = e.message; }
+  };
+  f.cron.addEventListener("input", explain);
+  explain();
+  const msg = h("div", { class: "span" });
+  const form = h("form", {
+    class: "grid", id: "new-schedule",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      msg.replaceChildren();
+      for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+      const body = {
+        name: f.name.value, cron: f.cron.value, timezone: f.timezone.value || "UTC",
+        eventCount: Number(f.eventCount.value), maxAttempts: Number(f.maxAttempts.value),
+        overlap: f.overlap.value, spread: f.spread.checked, target: { type: "http", url: f.url.value },
+      };
+      if (f.policyId.value) body.policyId = f.policyId.value;
+      if (f.window.value) body.window = f.window.value;
+      try {
+        const s = await api("POST", "/v1/schedules", body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
+        toast(`Created ${s.name}`);
+        form.reset();
+        explain();
+        onCreated(s);
+      } catch (err) {
+        for (const fe of (err.problem && err.problem.errors) || []) {
+          const el = form.querySelector(`[name="${CSS.escape(fe.field)}"]`);
+          if (el) el.setAttribute("aria-invalid", "true");
+        }
+        msg.append(errorBox(err));
+      }
+    },
+  },
+  field("Name", f.name), h("label", { for: "cron-in" }, "Cron", Object.assign(f.cron, { id: "cron-in" }), words),
+  field("Time zone", f.timezone), field("Events per fire", f.eventCount),
+  field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
+  field("Window", f.window), field("Overlap", f.overlap), h("label", { class: "inline", for: "spread-in" },
+    Object.assign(f.spread, { id: "spread-in" }), " spread over the window"),
+  h("div", {}, h("button", { type: "submit", class: "primary", id: "create-schedule" }, "Create schedule")), msg);
+  return form;
+}
+
+async function scheduleAction(s, action, after) {
+  const verbs = { pause: "Pause", resume: "Resume", trigger: "Trigger", delete: "Delete" };
+  const warn = {
+    pause: "Waiting events of future fires are cancelled.",
+    trigger: `It fires its ${s.eventCount} event(s) now.`,
+    delete: "This cannot be undone.",
+  };
+  if (!(await confirmAction(`${verbs[action]} schedule “${s.name}”? ${warn[action] || ""}`))) return;
+  try {
+    if (action === "delete") await api("DELETE", `/v1/schedules/${enc(s.id)}`);
+    else await api("POST", `/v1/schedules/${enc(s.id)}/${action}`);
+    toast(`${verbs[action]}: ${s.name}`);
+    after(action);
+  } catch (err) {
+    toast(problemText(err));
+  }
+}
+
+function actionButtons(s, after) {
+  const b = (action, label, cls) => h("button", {
+    type: "button", class: cls, dataset: { action, schedule: s.id }, "aria-label": `${label} ${s.name}`,
+    onclick: () => scheduleAction(s, action, after),
+  }, label);
+  return h("div", { class: "actions" },
+    s.state === "active" ? b("pause", "Pause") : s.state === "paused" ? b("resume", "Resume") : null,
+    s.state !== "completed" ? b("trigger", "Trigger") : null,
+    b("delete", "Delete", "danger"));
+}
+
+function cronWords(s) {
+  if (!s.cron) return s.runAt ? `Once, at ${utc(s.runAt)}` : "";
+  try { return describeCron(s.cron); } catch (e) { return s.cron; }
+}
+
+async function pageSchedules(main, params) {
+  const gen = generation;
+  const filters = { namePrefix: params.get("namePrefix") || "", state: params.get("state") || "", cursor: params.get("cursor") || "" };
+  let policies = [];
+  try { policies = (await api("GET", "/v1/policies")).items || []; } catch (_) { /* the form works without */ }
+  if (gen !== generation) return;
+  const tbody = h("tbody", { id: "schedule-rows" });
+  const more = h("div", { class: "actions" });
+  const status = h("div", {});
+  const prefix = h("input", { type: "search", name: "namePrefix", value: filters.namePrefix });
+  const stateSel = h("select", { name: "state" }, ["", "active", "paused", "completed"].map((v) =>
+    h("option", { value: v, selected: v === filters.state }, v || "any")));
+  const memo = {};
+  const load = async () => {
+    try {
+      const page = await api("GET", "/v1/schedules" + query({ limit: 100, namePrefix: filters.namePrefix, state: filters.state, cursor: filters.cursor }));
+      if (gen !== generation) return;
+      status.replaceChildren();
+      if (unchanged(memo, page)) return;
+      tbody.replaceChildren(...page.items.map((s) => h("tr", { dataset: { id: s.id, state: s.state } },
+        h("td", {}, h("a", { href: `#/schedules/${enc(s.id)}` }, s.name), h("br"), h("small", {}, s.id)),
+        h("td", {}, badge(s.state)),
+        h("td", {}, h("code", {}, s.cron || "one-off"), h("br"), h("small", {}, cronWords(s))),
+        h("td", { class: "next" }, s.nextFireTimes && s.nextFireTimes.length
+          ? [h("span", {}, local(s.nextFireTimes[0])), h("br"), h("small", {}, utc(s.nextFireTimes[0]))]
+          : h("span", { class: "muted" }, "none")),
+        h("td", {}, s.policyId ? h("small", {}, s.policyId) : h("span", { class: "muted" }, "—")),
+        h("td", {}, actionButtons(s, load)))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No schedules match.")));
+      more.replaceChildren(page.nextCursor ? h("a", {
+        href: "#/schedules" + query({ ...filters, cursor: page.nextCursor }), id: "next-page",
+      }, "Next page →") : "");
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  main.append(h("h1", {}, "Schedules"),
+    h("details", {}, h("summary", {}, "New schedule"), scheduleForm(policies, load)),
+    h("form", {
+      class: "bar", role: "search",
+      onsubmit: (e) => {
+        e.preventDefault();
+        location.hash = "#/schedules" + query({ namePrefix: prefix.value, state: stateSel.value });
+      },
+    }, field("Name starts with", prefix), field("State", stateSel), h("button", { type: "submit" }, "Filter")),
+    status,
+    h("table", { "aria-label": "Schedules" }, h("thead", {}, h("tr", {}, ["Name", "State", "Cron", "Next fire (local / UTC)", "Policy", "Actions"].map((t) => h("th", { scope: "col" }, t)))), tbody),
+    more);
+  await load();
+  return load;
+}
+
+async function pageSchedule(main, id) {
+  const gen = generation;
+  let s;
+  try {
+    s = await api("GET", `/v1/schedules/${enc(id)}`);
+  } catch (err) {
+    main.append(h("h1", {}, "Schedule"), errorBox(err));
+    return null;
+  }
+  if (gen !== generation) return null;
+  const countSel = h("select", { id: "preview-count" }, [24, 100, 500, 1000].map((n) => h("option", { value: n }, n)));
+  const preview = h("tbody", { id: "preview-rows" });
+  const dst = h("p", { id: "dst-note", class: "muted" });
+  const loadPreview = async () => {
+    if (s.state !== "active") {
+      preview.replaceChildren(h("tr", {}, h("td", { colspan: 3, class: "muted" }, `No upcoming fires: the schedule is ${s.state}.`)));
+      return;
+    }
+    try {
+      const p = await api("GET", `/v1/schedules/${enc(id)}/preview?count=${countSel.value}`);
+      const offset = (l) => (l.match(/([+-]\d\d:\d\d|Z)$/) || [""])[0];
+      let prev = null;
+      const changes = [];
+      preview.replaceChildren(...p.fireTimes.map((ft) => {
+        const off = offset(ft.local);
+        const changed = prev !== null && off !== prev;
+        if (changed) changes.push(`${prev} → ${off} before ${ft.local}`);
+        prev = off;
+        return h("tr", { class: changed ? "dst" : null }, h("td", {}, ft.local), h("td", {}, ft.utc),
+          h("td", {}, changed ? "UTC offset changed (daylight saving)" : ""));
+      }));
+      dst.textContent = changes.length
+        ? `Offset changes in this preview: ${changes.join("; ")}.`
+        : `No daylight-saving change within these ${p.fireTimes.length} fires of ${p.timezone}; show more to reach the next one.`;
+    } catch (err) {
+      preview.replaceChildren(h("tr", {}, h("td", { colspan: 3 }, errorBox(err))));
+    }
+  };
+  countSel.addEventListener("change", loadPreview);
+  const after = (action) => (action === "delete" ? (location.hash = "#/schedules") : route());
+  main.append(h("h1", {}, s.name, " ", badge(s.state)),
+    actionButtons(s, after),
+    h("h2", {}, "Definition"),
+    h("dl", { class: "kv" },
+      h("dt", {}, "id"), h("dd", {}, s.id),
+      h("dt", {}, "when"), h("dd", { id: "cron-explained" }, cronWords(s)),
+      h("dt", {}, "cron"), h("dd", {}, h("code", {}, s.cron || "—"), " in ", s.timezone),
+      h("dt", {}, "events per fire"), h("dd", {}, s.eventCount),
+      h("dt", {}, "window"), h("dd", {}, s.window || "none", s.spread ? " (launches spread over it)" : ""),
+      h("dt", {}, "overlap / misfire"), h("dd", {}, `${s.overlap} / ${s.misfire}`),
+      h("dt", {}, "policy"), h("dd", {}, s.policyId || "none"),
+      h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
+      h("dt", {}, "max attempts"), h("dd", {}, s.maxAttempts),
+      h("dt", {}, "version"), h("dd", {}, s.version)),
+    h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
+      h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
+    h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,
+    h("table", { "aria-label": "Preview" }, h("thead", {}, h("tr", {},
+      h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, ""))), preview));
+  await loadPreview();
+  return null;
+}
+
+// ---------- fires ----------
+
+const STATES = ["waiting", "inFlight", "delivered", "released", "retrying", "dead", "cancelled"];
+const COLOURS = { inFlight: "inflight" };
+
+function legend() {
+  return h("div", { class: "legend", "aria-hidden": "true" }, STATES.map((k) =>
+    h("span", {}, h("i", { style: `background: var(--${COLOURS[k] || k})` }), k)));
+}
+
+function countsBar(f) {
+  const total = Math.max(f.n, 1);
+  return h("div", { class: "bar-stack", role: "img", "aria-label": STATES.map((k) => `${k} ${f.counts[k]}`).join(", ") },
+    STATES.filter((k) => f.counts[k] > 0).map((k) =>
+      h("span", { style: `width: ${(100 * f.counts[k]) / total}%; background: var(--${COLOURS[k] || k})` })));
+}
+
+function parseDuration(d) {
+  let ms = 0;
+  for (const [, n, u] of String(d || "").matchAll(/([\d.]+)(h|ms|m|s)/g)) {
+    ms += Number(n) * { h: 3600e3, m: 60e3, s: 1e3, ms: 1 }[u];
+  }
+  return ms;
+}
+
+// windowBar draws the fire's batch window: the fire time at the left, the
+// window's end at the right, and with spread one tick per event launch.
+function windowBar(s, f) {
+  const w = parseDuration(s.window);
+  if (!w) return h("small", { class: "muted" }, "no window: all at the fire time");
+  const ticks = s.spread ? Math.min(f.n, 40) : 1;
+  return h("span", { title: `window ${s.window}${s.spread ? ", spread" : ""}` },
+    h("span", { class: "window", role: "img", "aria-label": `window ${s.window}${s.spread ? ", launches spread" : ", launches at the start"}` },
+      h("b", { style: "left: 0; width: 100%" }),
+      Array.from({ length: ticks }, (_, i) => h("i", { style: `left: ${ticks === 1 ? 0 : (98 * i) / (ticks - 1)}%` }))),
+    " ", h("small", {}, `${s.window}${s.spread ? " spread" : ""}`));
+}
+
+async function pageFires(main, id) {
+  const gen = generation;
+  main.append(h("h1", {}, "Fires"));
+  if (!id) {
+    const sel = h("input", { name: "scheduleId", required: true, list: "schedule-list" });
+    const dl = h("datalist", { id: "schedule-list" });
+    main.append(h("form", {
+      class: "bar", onsubmit: (e) => { e.preventDefault(); location.hash = `#/fires/${enc(sel.value.trim())}`; },
+    }, field("Schedule id", sel), dl, h("button", { type: "submit" }, "Show timeline")));
+    try {
+      const page = await api("GET", "/v1/schedules?limit=100");
+      dl.replaceChildren(...page.items.map((s) => h("option", { value: s.id }, s.name)));
+      main.append(h("ul", {}, page.items.map((s) => h("li", {}, h("a", { href: `#/fires/${enc(s.id)}` }, s.name), " ", h("small", {}, s.id)))));
+    } catch (err) {
+      main.append(errorBox(err));
+    }
+    return null;
+  }
+  const caps = await capabilities();
+  let s;
+  try {
+    s = await api("GET", `/v1/schedules/${enc(id)}`);
+  } catch (err) {
+    main.append(errorBox(err));
+    return null;
+  }
+  if (gen !== generation) return null;
+  const tbody = h("tbody", { id: "fire-rows" });
+  const status = h("div", {});
+  const memo = {};
+  const load = async () => {
+    try {
+      const page = await api("GET", `/v1/schedules/${enc(id)}/fires?limit=25`);
+      if (gen !== generation) return;
+      status.replaceChildren();
+      if (unchanged(memo, page)) return;
+      tbody.replaceChildren(...page.items.map((f) => h("tr", { dataset: { fire: f.id, ...Object.fromEntries(STATES.map((k) => [k, f.counts[k]])) } },
+        h("td", {}, local(f.fireTime), h("br"), h("small", {}, utc(f.fireTime))),
+        h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", {}, f.note)) : null),
+        h("td", { class: "num" }, f.n, f.emitting ? h("div", {}, h("small", {}, `emitting: ${f.emitted || 0}`)) : null),
+        h("td", {}, countsBar(f), h("div", { class: "counts" }, STATES.map((k) => `${k} ${f.counts[k]}`).join(" · "))),
+        h("td", {}, windowBar(s, f)),
+        h("td", {}, h("a", { href: `#/events?fireId=${enc(f.id)}` }, "events"), " ",
+          caps.cancelFire && f.counts.waiting + f.counts.retrying > 0 ? h("button", {
+            type: "button", class: "danger", dataset: { cancel: f.id },
+            onclick: async () => {
+              if (!(await confirmAction(`Cancel the waiting events of the fire at ${utc(f.fireTime)}? Events in flight finish.`))) return;
+              try { await api("POST", `/v1/fires/${enc(f.id)}/cancel`); load(); } catch (err) { toast(problemText(err)); }
+            },
+          }, "Cancel waiting") : null))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No fires yet.")));
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  main.append(h("p", {}, h("a", { href: `#/schedules/${enc(id)}` }, s.name), " ", h("small", {}, cronWords(s)),
+    " · overlap ", h("strong", {}, s.overlap)),
+  legend(), status,
+  h("table", { "aria-label": "Fires" }, h("thead", {}, h("tr", {}, ["Fire time (local / UTC)", "Decision", "Events", "Counts", "Window", ""].map((t) => h("th", { scope: "col" }, t)))), tbody));
+  await load();
+  return load;
+}
+
+// ---------- events ----------
+
+const EVENT_STATUSES = ["", "pending", "scheduled", "delivering", "delivered", "released", "retrying", "dead", "cancelled"];
+
+function toRFC3339(v) {
+  return v ? new Date(v).toISOString() : "";
+}
+
+async function pageEvents(main, params) {
+  const gen = generation;
+  const caps = await capabilities();
+  const filters = Object.fromEntries(["status", "scheduleId", "fireId", "from", "to", "cursor"].map((k) => [k, params.get(k) || ""]));
+  const f = {
+    status: h("select", { name: "status" }, EVENT_STATUSES.map((v) => h("option", { value: v, selected: v === filters.status }, v || "any"))),
+    scheduleId: h("input", { name: "scheduleId", value: filters.scheduleId }),
+    fireId: h("input", { name: "fireId", value: filters.fireId }),
+    from: h("input", { name: "from", type: "datetime-local", step: 1, value: filters.from ? filters.from.slice(0, 19) : "" }),
+    to: h("input", { name: "to", type: "datetime-local", step: 1, value: filters.to ? filters.to.slice(0, 19) : "" }),
+  };
+  const tbody = h("tbody", { id: "event-rows" });
+  const detail = h("section", { id: "event-detail", "aria-live": "polite" });
+  const status = h("div", {});
+  const more = h("div", {});
+  const selected = new Set();
+  const redriveSel = h("button", { type: "button", id: "redrive-selected", disabled: true }, "Redrive selected");
+  const showDetail = async (id) => {
+    try {
+      const e = await api("GET", `/v1/events/${enc(id)}`);
+      detail.replaceChildren(h("h2", {}, "Event ", h("code", {}, e.id)), h("dl", { class: "kv" },
+        h("dt", {}, "status"), h("dd", {}, badge(e.status)),
+        h("dt", {}, "attempts"), h("dd", { id: "event-attempts" }, `${e.attempts} of ${e.maxAttempts}`),
+        h("dt", {}, "last error"), h("dd", { id: "event-last-error" }, e.lastError || h("span", { class: "muted" }, "none")),
+        h("dt", {}, "launch"), h("dd", {}, `${local(e.launchAt)} (${utc(e.launchAt)})`),
+        h("dt", {}, "delivered"), h("dd", {}, e.deliveredAt ? utc(e.deliveredAt) : "—"),
+        h("dt", {}, "finished"), h("dd", {}, e.finishedAt ? utc(e.finishedAt) : "—"),
+        h("dt", {}, "token"), h("dd", {}, e.tokenTimedOut ? "timed out (not released in time)" : e.tokenExpiresAt ? `expires ${utc(e.tokenExpiresAt)}` : "—"),
+        h("dt", {}, "fire"), h("dd", {}, h("a", { href: `#/events?fireId=${enc(e.fireId)}` }, e.fireId), ` (event ${e.index + 1} of ${e.count})`),
+        h("dt", {}, "target"), h("dd", {}, e.target.url || e.target.queueUrl)),
+      e.payload !== undefined && e.payload !== null ? h("pre", {}, JSON.stringify(e.payload, null, 2)) : null);
+    } catch (err) {
+      detail.replaceChildren(errorBox(err));
+    }
+  };
+  const memo = {};
+  const load = async () => {
+    try {
+      const page = await api("GET", "/v1/events" + query({ limit: 100, ...filters }));
+      if (gen !== generation) return;
+      status.replaceChildren();
+      if (unchanged(memo, page)) return;
+      const present = new Set(page.items.map((e) => e.id));
+      for (const id of [...selected]) if (!present.has(id)) selected.delete(id);
+      redriveSel.disabled = selected.size === 0;
+      tbody.replaceChildren(...page.items.map((e) => h("tr", { dataset: { id: e.id, status: e.status } },
+        h("td", {}, e.status === "dead" ? h("input", {
+          type: "checkbox", "aria-label": `select ${e.id}`, checked: selected.has(e.id), dataset: { select: e.id },
+          onchange: (ev) => { ev.target.checked ? selected.add(e.id) : selected.delete(e.id); redriveSel.disabled = selected.size === 0; },
+        }) : null),
+        h("td", {}, h("button", { type: "button", class: "link", onclick: () => showDetail(e.id) }, e.id)),
+        h("td", {}, badge(e.status)),
+        h("td", { class: "num" }, `${e.attempts}/${e.maxAttempts}`),
+        h("td", {}, local(e.launchAt), h("br"), h("small", {}, utc(e.launchAt))),
+        h("td", {}, h("small", {}, e.lastError || "")))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No events match.")));
+      more.replaceChildren(page.nextCursor ? h("a", { href: "#/events" + query({ ...filters, cursor: page.nextCursor }) }, "Next page →") : "");
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  redriveSel.addEventListener("click", async () => {
+    const list = [...selected];
+    if (!(await confirmAction(`Redrive ${list.length} dead event(s)? They are sent again with their attempts reset.`))) return;
+    let ok = 0;
+    const failed = [];
+    for (const id of list) {
+      try { await api("POST", `/v1/events/${enc(id)}/redrive`); ok++; selected.delete(id); } catch (err) { failed.push(`${id}: ${problemText(err)}`); }
+    }
+    toast(`Redriven: ${ok}${failed.length ? `; failed: ${failed.length}` : ""}`);
+    if (failed.length) status.replaceChildren(h("p", { class: "error", role: "alert" }, failed.join("; ")));
+    load();
+  });
+  const selectAll = h("button", {
+    type: "button", id: "select-dead",
+    onclick: () => {
+      for (const cb of tbody.querySelectorAll("input[data-select]")) { cb.checked = true; selected.add(cb.dataset.select); }
+      redriveSel.disabled = selected.size === 0;
+    },
+  }, "Select all dead on this page");
+  let bulk = null;
+  if (caps.bulkRedrive) {
+    bulk = h("button", {
+      type: "button", id: "redrive-matching", class: "danger",
+      onclick: async () => {
+        const body = {};
+        for (const k of ["scheduleId", "fireId", "from", "to"]) if (filters[k]) body[k] = filters[k];
+        const scope = Object.keys(body).length ? Object.entries(body).map(([k, v]) => `${k} ${v}`).join(", ") : "ALL of the tenant's dead events";
+        if (!Object.keys(body).length) body.all = true;
+        if (!(await confirmAction(`Redrive every dead event matching: ${scope}?`))) return;
+        try {
+          const r = await api("POST", "/v1/events/redrive", body);
+          toast(`Redriven: ${r.count}${r.more ? " (more match: run it again)" : ""}`);
+          load();
+        } catch (err) { toast(problemText(err)); }
+      },
+    }, "Redrive all matching dead events");
+  }
+  main.append(h("h1", {}, "Events"),
+    h("form", {
+      class: "bar", role: "search",
+      onsubmit: (e) => {
+        e.preventDefault();
+        location.hash = "#/events" + query({
+          status: f.status.value, scheduleId: f.scheduleId.value.trim(), fireId: f.fireId.value.trim(),
+          from: toRFC3339(f.from.value), to: toRFC3339(f.to.value),
+        });
+      },
+    }, field("Status", f.status), field("Schedule id", f.scheduleId), field("Fire id", f.fireId),
+    field("Launch from", f.from), field("Launch before", f.to), h("button", { type: "submit" }, "Filter"),
+    h("a", { href: "#/events?status=dead", id: "dead-letters" }, "Dead letters")),
+    filters.status === "dead" ? h("div", { class: "actions", id: "dead-actions" }, selectAll, redriveSel, bulk,
+      caps.bulkRedrive ? null : h("small", { class: "muted", id: "bulk-unavailable" }, "Redrive by filter is not available on this server; selected events are redriven one by one.")) : null,
+    status,
+    h("table", { "aria-label": "Events" }, h("thead", {}, h("tr", {}, ["", "Event", "Status", "Attempts", "Launch (local / UTC)", "Last error"].map((t) => h("th", { scope: "col" }, t)))), tbody),
+    more, detail);
+  await load();
+  return load;
+}
+
+// ---------- policies ----------
+
+async function pagePolicies(main) {
+  const gen = generation;
+  const tbody = h("tbody", { id: "policy-rows" });
+  const status = h("div", {});
+  const memo = {};
+  const load = async () => {
+    try {
+      const page = await api("GET", "/v1/policies");
+      if (gen !== generation) return;
+      status.replaceChildren();
+      if (unchanged(memo, page)) return;
+      tbody.replaceChildren(...page.items.map((p) => h("tr", { dataset: { id: p.id, inUse: p.tokensInUse, waiting: p.waiting } },
+        h("td", {}, p.name, h("br"), h("small", {}, p.id)),
+        h("td", {}, h("meter", { min: 0, max: p.maxInFlight, value: p.tokensInUse, "aria-label": `${p.name} tokens in use` }),
+          " ", `${p.tokensInUse} / ${p.maxInFlight}`),
+        h("td", { class: "num" }, p.waiting),
+        h("td", { class: "num" }, p.tokenTimeouts),
+        h("td", {}, p.tokenTimeout, p.autoRelease ? " (auto release)" : ""))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No policies.")));
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  main.append(h("h1", {}, "Policies"), status,
+    h("table", { "aria-label": "Policies" }, h("thead", {}, h("tr", {}, ["Policy", "Tokens in use / maxInFlight", "Waiting", "Token timeouts", "Token timeout"].map((t) => h("th", { scope: "col" }, t)))), tbody));
+  await load();
+  return load;
+}
+
+// ---------- health ----------
+
+const SERIES_MAX = 150; // five minutes at one sample per 2 s
+const health = { samples: [], last: null };
+
+function sparkline(points, label) {
+  const w = 600, ht = 80;
+  const max = Math.max(1e-9, ...points.flat().filter(Number.isFinite));
+  const path = (vals) => vals.map((v, i) => `${i ? "L" : "M"}${(w * i) / Math.max(1, SERIES_MAX - 1)},${ht - (ht - 6) * (v / max) - 3}`).join(" ");
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("viewBox", `0 0 ${w} ${ht}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", label);
+  const colours = ["#2456c8", "#e0a526", "#c8323c"];
+  const lines = points.length && Array.isArray(points[0]) ? points[0].map((_, j) => points.map((p) => p[j])) : [points];
+  lines.forEach((vals, j) => {
+    const p = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    p.setAttribute("d", path(vals.map((v) => (Number.isFinite(v) ? v : 0))));
+    p.setAttribute("fill", "none");
+    p.setAttribute("stroke", colours[j % colours.length]);
+    p.setAttribute("stroke-width", "2");
+    p.setAttribute("vector-effect", "non-scaling-stroke");
+    svg.append(p);
+  });
+  return svg;
+}
+
+// metricsSample reads the whole instance's counters and the lateness
+// histogram from /metrics, for servers without GET /v1/summary.
+async function metricsSample() {
+  const r = await fetch("/metrics");
+  if (!r.ok) throw new Error(`/metrics answered ${r.status}`);
+  const text = await r.text();
+  const sum = (name) => text.split("\n").filter((l) => l.startsWith(name + " ") || l.startsWith(name + "{"))
+    .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  const buckets = new Map();
+  for (const l of text.split("\n")) {
+    const m = l.match(/^schedulerd_delivery_lateness_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/);
+    if (m) buckets.set(m[1] === "+Inf" ? Infinity : Number(m[1]), (buckets.get(m[1] === "+Inf" ? Infinity : Number(m[1])) || 0) + Number(m[2]));
+  }
+  return { delivered: sum("schedulerd_events_delivered_total"), dead: sum("schedulerd_events_dead_total"), buckets };
+}
+
+function quantile(buckets, prev, q) {
+  const les = [...buckets.keys()].sort((a, b) => a - b);
+  const counts = les.map((le) => buckets.get(le) - ((prev && prev.get(le)) || 0));
+  const total = counts[counts.length - 1] || 0;
+  if (!total) return NaN;
+  const rank = q * total;
+  for (let i = 0; i < les.length; i++) if (counts[i] >= rank) return Number.isFinite(les[i]) ? les[i] : les[i - 1];
+  return NaN;
+}
+
+async function pageHealth(main) {
+  const gen = generation;
+  const caps = await capabilities();
+  const cards = h("div", { class: "cards", id: "health-cards" });
+  const charts = h("div", { id: "health-charts" });
+  const status = h("div", {});
+  const source = caps.summary ? "GET /v1/summary (this tenant)" : "/metrics (the whole instance: GET /v1/summary is not available on this server)";
+  const load = async () => {
+    try {
+      const now = Date.now();
+      let sample;
+      if (caps.summary) {
+        const s = await api("GET", "/v1/summary");
+        const finished = s.counts.delivered + s.counts.released;
+        sample = { t: now, finished, dead: s.counts.dead, p: [s.lateness.p50, s.lateness.p90, s.lateness.p99], summary: s };
+      } else {
+        const m = await metricsSample();
+        sample = { t: now, finished: m.delivered, dead: m.dead, buckets: m.buckets,
+          p: [0.5, 0.9, 0.99].map((q) => quantile(m.buckets, null, q)) };
+      }
+      if (gen !== generation) return;
+      const prev = health.last;
+      sample.rate = prev ? Math.max(0, (sample.finished - prev.finished) / ((now - prev.t) / 1000)) : 0;
+      sample.deadPerMin = prev ? Math.max(0, ((sample.dead - prev.dead) * 60000) / (now - prev.t)) : 0;
+      health.last = sample;
+      health.samples.push(sample);
+      if (health.samples.length > SERIES_MAX) health.samples.shift();
+      const fmt = (v) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 2 : 0)} s` : "—");
+      const s = sample.summary;
+      cards.replaceChildren(...[
+        h("div", { class: "card" }, h("div", { class: "muted" }, "Lateness p50 / p90 / p99"), h("div", { class: "big", id: "lateness" }, sample.p.map(fmt).join(" / "))),
+        h("div", { class: "card" }, h("div", { class: "muted" }, "Deliveries per second"), h("div", { class: "big", id: "rate" }, sample.rate.toFixed(1))),
+        h("div", { class: "card" }, h("div", { class: "muted" }, "Dead per minute"), h("div", { class: "big", id: "dead-rate" }, sample.deadPerMin.toFixed(1))),
+        s ? h("div", { class: "card" }, h("div", { class: "muted" }, "Events now"), h("div", {}, STATES.map((k) => `${k} ${s.counts[k] ?? 0}`).join(" · "))) : null,
+        s ? h("div", { class: "card" }, h("div", { class: "muted" }, "Schedules"), h("div", {}, `${s.schedules.active} active · ${s.schedules.paused} paused`)) : null,
+      ].filter(Boolean));
+      const xs = health.samples;
+      charts.dataset.samples = xs.length;
+      charts.replaceChildren(
+        h("h2", {}, `Lateness${caps.summary ? "" : " since the process started"} (p50 blue, p90 amber, p99 red)`), sparkline(xs.map((x) => x.p), "lateness percentiles over time"),
+        h("h2", {}, "Deliveries per second"), sparkline(xs.map((x) => x.rate), "deliveries per second over time"),
+        h("h2", {}, "Dead per minute"), sparkline(xs.map((x) => x.deadPerMin), "dead events per minute over time"));
+      status.replaceChildren();
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  main.append(h("h1", {}, "Health"), h("p", { class: "muted" }, `Sampled every 2 s from ${source}; the last five minutes.`), status, cards, charts);
+  await load();
+  return load;
+}
+
+// ---------- routing ----------
+
+async function route() {
+  generation++;
+  const gen = generation;
+  refresh = null;
+  const [path, qs] = (location.hash.slice(1) || "/schedules").split("?");
+  const params = new URLSearchParams(qs || "");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const main = document.getElementById("main");
+  main.replaceChildren();
+  await renderHeader();
+  if (gen !== generation) return;
+  if (!state.key && !state.admin) parts.splice(0, parts.length, "signin");
+  else if (!state.key && parts[0] !== "signin") parts.splice(0, parts.length, "tenants");
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.getAttribute("href") === `#/${parts[0]}`) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  const pages = {
+    signin: () => pageSignIn(main),
+    tenants: () => pageTenants(main),
+    schedules: () => (parts[1] ? pageSchedule(main, parts[1]) : pageSchedules(main, params)),
+    fires: () => pageFires(main, parts[1]),
+    events: () => pageEvents(main, params),
+    policies: () => pagePolicies(main),
+    health: () => pageHealth(main),
+  };
+  const page = pages[parts[0]] || pages.schedules;
+  const poll = await page();
+  if (gen === generation) {
+    refresh = poll || null;
+    document.body.dataset.page = parts[0];
+    document.body.dataset.ready = String(gen);
+  }
+}
+
+function poll() {
+  if (document.visibilityState === "visible" && refresh && !document.getElementById("confirm").open) refresh();
+}
+
+document.getElementById("signout").addEventListener("click", () => signOut("Signed out."));
+window.addEventListener("hashchange", route);
+setInterval(poll, POLL_MS);
+route();
