@@ -460,31 +460,23 @@ func (s *Server) recoverItem(c echo.Context, it *batchItem) (bool, error) {
 // tenant past maxSchedules or maxEventsStored.
 func (s *Server) batchQuotas(c echo.Context, tenantID string, r *tenantRules, items []batchItem) error {
 	ctx := c.Request().Context()
-	schedules, err := s.store.ScheduleCountByTenant(ctx, tenantID, r.quotas.MaxSchedules)
-	if err != nil {
-		return err
-	}
-	events, err := s.store.EventCountByTenant(ctx, tenantID, r.quotas.MaxEventsStored+1)
-	if err != nil {
-		return err
-	}
 	for i := range items {
 		it := &items[i]
 		if it.done {
 			continue
 		}
-		qerr := schedulesQuota(schedules, r.quotas.MaxSchedules)
+		qerr := s.checkSchedulesQuota(ctx, tenantID, r, it.comp.Schedule.EventCount)
 		if qerr == nil {
-			qerr = storedQuota(events, it.comp.Schedule.EventCount, r.quotas.MaxEventsStored)
-		}
-		if qerr != nil {
-			if it.done, err = s.itemFailed(c, it, qerr); err != nil {
-				return err
-			}
 			continue
 		}
-		schedules++
-		events += it.comp.Schedule.EventCount
+		var p *problem
+		if !errors.As(qerr, &p) {
+			return qerr
+		}
+		var err error
+		if it.done, err = s.itemFailed(c, it, qerr); err != nil {
+			return err
+		}
 	}
 	return nil
 }

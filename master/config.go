@@ -93,6 +93,11 @@ type Config struct {
 	// request carrying the same Idempotency-Key waits for the first one's
 	// answer (default 5s).
 	IdempotencyWait time.Duration
+	// QuotaCountTTL is how long a tenant's counted schedules and stored
+	// events serve the quota checks before they are counted again (what
+	// this process lets through meanwhile is added). Default 5s; negative:
+	// count on every check.
+	QuotaCountTTL time.Duration
 	// IdempotencySecret is what the key sealing idempotency records
 	// (AES-256-GCM) is derived from; instances sharing a store need the same
 	// one. The runtime passes the signing secret. Empty: a random key, so
@@ -179,6 +184,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.PreviewMax, 1000)
 	defaults.Set(&c.PageDefault, 100)
 	defaults.Set(&c.IdempotencyWait, 5*time.Second)
+	defaults.Set(&c.QuotaCountTTL, 5*time.Second)
 	defaults.Set(&c.TenantWeight, 1)
 	c.TenantQuotas = TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
 	defaults.Set(&c.CatchUpLimit, time.Hour)

@@ -69,16 +69,18 @@ func quotaProblem(status int, field, reason string) *problem {
 		fields: []api.FieldProblem{{Field: field, Reason: reason}}}
 }
 
-// checkSchedulesQuota refuses a new schedule when the tenant has
-// maxSchedules already. Concurrent creates can each pass the check, so the
+// checkSchedulesQuota refuses a new schedule, with its events first
+// events, when the tenant has maxSchedules already or the events would pass
+// maxEventsStored; a schedule let through is added to the tenant's usage.
+// Concurrent creates on several instances can each pass the check, so the
 // quota may be passed by their number.
-func (s *Server) checkSchedulesQuota(ctx context.Context, tenantID string, r *tenantRules) error {
-	q := r.quotas.MaxSchedules
-	n, err := s.store.ScheduleCountByTenant(ctx, tenantID, q)
-	if err != nil {
-		return err
-	}
-	return schedulesQuota(n, q)
+func (s *Server) checkSchedulesQuota(ctx context.Context, tenantID string, r *tenantRules, events int) error {
+	return s.reserve(ctx, tenantID, r, 1, events, func(u usage) error {
+		if err := schedulesQuota(u.schedules, r.quotas.MaxSchedules); err != nil {
+			return err
+		}
+		return storedQuota(u.events, events, r.quotas.MaxEventsStored)
+	})
 }
 
 // schedulesQuota refuses one more schedule to a tenant with n of quota q.
@@ -101,15 +103,12 @@ func checkPerFire(m *model.Schedule, r *tenantRules) error {
 }
 
 // checkStoredQuota refuses adding events events to a tenant whose stored
-// events would pass maxEventsStored. The count stops just past the quota,
-// so it costs at most the quota's number of index keys.
+// events would pass maxEventsStored; what it lets through is added to the
+// tenant's usage.
 func (s *Server) checkStoredQuota(ctx context.Context, tenantID string, r *tenantRules, events int) error {
-	q := r.quotas.MaxEventsStored
-	n, err := s.store.EventCountByTenant(ctx, tenantID, q+1)
-	if err != nil {
-		return err
-	}
-	return storedQuota(n, events, q)
+	return s.reserve(ctx, tenantID, r, 0, events, func(u usage) error {
+		return storedQuota(u.events, events, r.quotas.MaxEventsStored)
+	})
 }
 
 // storedQuota refuses events more events to a tenant storing n (counted up

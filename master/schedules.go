@@ -179,10 +179,7 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		if err := s.checkDisk(); err != nil {
 			return 0, nil, err
 		}
-		if err := s.checkSchedulesQuota(ctx, who.tenantID, rules); err != nil {
-			return 0, nil, err
-		}
-		if err := s.checkStoredQuota(ctx, who.tenantID, rules, comp.Schedule.EventCount); err != nil {
+		if err := s.checkSchedulesQuota(ctx, who.tenantID, rules, comp.Schedule.EventCount); err != nil {
 			return 0, nil, err
 		}
 		m := comp.Schedule

@@ -133,6 +133,7 @@ type Server struct {
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
 	seal    *sealer         // idempotency record bodies
+	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskSpace       // nil: no disk guard
 
 	echo    *echo.Echo

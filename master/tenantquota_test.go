@@ -30,6 +30,7 @@ func wantReason(t *testing.T, p client.Problem, field, want string) {
 func TestTenantQuotas(t *testing.T) {
 	h := newHarness(t, func(c *master.Config, _ *master.Deps) {
 		c.TenantQuotas = model.TenantQuotas{MaxSchedules: 50} // the rest: master.DefaultTenantQuotas
+		c.QuotaCountTTL = -1                                  // events inserted by the test count at once
 		c.TenantWeight = 2
 	})
 
@@ -310,4 +311,32 @@ func TestTenantQuotaDefaults(t *testing.T) {
 			t.Fatalf("the API shows %+v, want %+v", q, want)
 		}
 	})
+}
+
+// Within QuotaCountTTL the quotas use the tenant's counted figures plus what
+// this server let through since, not a new count of the store.
+func TestQuotaCountsAreCached(t *testing.T) {
+	h := newHarness(t, func(c *master.Config, _ *master.Deps) {
+		c.TenantQuotas = model.TenantQuotas{MaxSchedules: 3}
+		c.QuotaCountTTL = time.Hour
+	})
+	id, c := h.tenant("acme")
+	h.schedule(c, client.ScheduleCreate{Name: "a", Cron: ptr("0 3 * * *"), Target: httpTarget()})
+	h.schedule(c, client.ScheduleCreate{Name: "b", Cron: ptr("0 3 * * *"), Target: httpTarget()})
+	// A schedule written behind the server's back is not seen before the
+	// next count: the third create still passes.
+	now := time.Now().UTC()
+	hidden := &model.Schedule{
+		ID: "sch_hidden", TenantID: id, Name: "hidden", Cron: "0 3 * * *", Timezone: "UTC", EventCount: 1,
+		Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/x"}, MaxAttempts: 5,
+		Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive,
+		Partition: model.PartitionOf("sch_hidden", 4), Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := h.st.ScheduleCreate(h.ctx, hidden, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.schedule(c, client.ScheduleCreate{Name: "c", Cron: ptr("0 3 * * *"), Target: httpTarget()})
+	// The server's own three creates are counted without a new count.
+	r, err := c.CreateScheduleWithResponse(h.ctx, nil, client.ScheduleCreate{Name: "d", Cron: ptr("0 3 * * *"), Target: httpTarget()})
+	wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "maxSchedules")
 }
