@@ -602,7 +602,7 @@ async function pageEvents(main, params) {
         h("dt", {}, "token"), h("dd", {}, e.tokenTimedOut ? "timed out (not released in time)" : e.tokenExpiresAt ? `expires ${utc(e.tokenExpiresAt)}` : "—"),
         h("dt", {}, "fire"), h("dd", {}, h("a", { href: `#/events?fireId=${enc(e.fireId)}` }, e.fireId), ` (event ${e.index + 1} of ${e.count})`),
         h("dt", {}, "target"), h("dd", {}, e.target.url || e.target.queueUrl)),
-      e.payload !== undefined && e.payload !== null ? h("pre", {}, JSON.stringify(e.payload, null, 2)) : null);
+      ...(e.payload !== undefined && e.payload !== null ? [h("pre", {}, JSON.stringify(e.payload, null, 2))] : []));
     } catch (err) {
       detail.replaceChildren(errorBox(err));
     }
