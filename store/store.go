@@ -245,8 +245,9 @@ type EventStore interface {
 	// EventClaimDue moves the shard's events that are pending or retrying
 	// with LaunchAt < DueBefore, and the events scheduled under an older
 	// fence (left by a previous owner), to scheduled with Fence = p.Fence,
-	// earliest LaunchAt first, at most Limit, and returns them; those taken
-	// from an older fence have TakenOver set.
+	// earliest LaunchAt first, at most Limit (whatever its size; none if
+	// Limit <= 0), and returns them; those taken from an older fence have
+	// TakenOver set. Fewer than Limit means that no more were claimable.
 	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,
@@ -264,7 +265,8 @@ type EventStore interface {
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	// EventFindTokenExpired returns events of the policy in status delivered
 	// or delivering whose TokenExpiresAt is before t, oldest expiry first
-	// (then by id), at most limit (<= 0: all). Cross-tenant.
+	// (then by id), at most limit (whatever its size; <= 0: all).
+	// Cross-tenant.
 	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
 	// EventCountHoldingTokens counts the policy's events that hold a token
 	// (delivering or delivered). Cross-tenant.

@@ -58,7 +58,9 @@ func countStatuses(ctx context.Context, c *mongo.Collection, filter bson.D, stat
 
 // findStatuses finds, per status, the first limit documents matching filter
 // in the order of opts' sort, and returns the first limit of them all in the
-// order of cmp (which must agree with that sort).
+// order of cmp (which must agree with that sort); limit <= 0 is all of them.
+// opts carries the same limit: the server pages the cursor, so any limit is
+// honoured whatever the batch size.
 func findStatuses[T any](ctx context.Context, c *mongo.Collection, filter bson.D, statuses []string, limit int, cmp func(a, b T) int, opts *options.FindOptionsBuilder) ([]T, error) {
 	var out []T
 	for _, st := range statuses {
@@ -71,7 +73,7 @@ func findStatuses[T any](ctx context.Context, c *mongo.Collection, filter bson.D
 	if len(statuses) > 1 {
 		slices.SortFunc(out, cmp)
 	}
-	if len(out) > limit {
+	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
@@ -220,8 +222,16 @@ func eventModels(docs []eventDoc) []*model.Event {
 	return out
 }
 
-// EventClaimDue claims due events of one queue shard in three round trips,
-// whatever the limit:
+// claimCand is a claim's candidate as its first read saw it.
+type claimCand struct {
+	ID       string `bson:"_id"`
+	Status   string `bson:"status"`
+	Fence    int64  `bson:"fence"`
+	LaunchAt int64  `bson:"launchAt"`
+}
+
+// EventClaimDue claims due events of one queue shard, at most p.Limit (none
+// if p.Limit <= 0), in three steps whatever the limit:
 //
 //  1. find the candidates (pending/retrying and due, or scheduled under an
 //     older fence) through the (shard, status, launchAt) index, projecting
@@ -229,25 +239,23 @@ func eventModels(docs []eventDoc) []*model.Event {
 //  2. one unordered bulk write of compare-and-sets, each conditional on the
 //     status and fence the candidate had, so a concurrent claimer or a
 //     transition made meanwhile wins and the candidate is skipped; each write
-//     also stamps a nonce of this call;
+//     also stamps a nonce of this call (on FerretDB, one UpdateMany per
+//     status and fence the candidates had, see claimFerret);
 //  3. read back the candidates that carry the nonce and p.Fence.
 //
 // The nonce is what tells this call's wins apart: a bulk write reports only
 // totals, and two claimers may hold the same fence (one owner claiming from
 // two goroutines), so the fence alone would let both return an event.
 func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
-	type cand struct {
-		ID       string `bson:"_id"`
-		Status   string `bson:"status"`
-		Fence    int64  `bson:"fence"`
-		LaunchAt int64  `bson:"launchAt"`
+	if p.Limit <= 0 {
+		return nil, nil
 	}
-	limit := int(clampLimit(p.Limit))
+	limit := p.Limit
 	opts := options.Find().
 		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}})
-	byLaunch := func(a, b cand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
+	byLaunch := func(a, b claimCand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
 	due, err := findStatuses(ctx, s.events, bson.D{
 		{Key: "shard", Value: p.Shard},
 		{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: unixNano(p.DueBefore)}}},
@@ -266,7 +274,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
 	}
-	older = slices.DeleteFunc(older, func(c cand) bool { return c.Fence > p.Fence })
+	older = slices.DeleteFunc(older, func(c claimCand) bool { return c.Fence > p.Fence })
 	cands := append(due, older...)
 	slices.SortFunc(cands, byLaunch)
 	if len(cands) > limit {
@@ -277,39 +285,48 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	}
 
 	nonce := bson.NewObjectID()
-	writes := make([]mongo.WriteModel, len(cands))
+	set := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "status", Value: string(model.EventScheduled)},
+		{Key: "fence", Value: p.Fence},
+		{Key: "claim", Value: nonce},
+	}}}
 	ids := make([]string, len(cands))
 	for i, c := range cands {
 		ids[i] = c.ID
-		writes[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: c.ID}, {Key: "status", Value: c.Status}, {Key: "fence", Value: c.Fence}}).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{
-				{Key: "status", Value: string(model.EventScheduled)},
-				{Key: "fence", Value: p.Fence},
-				{Key: "claim", Value: nonce},
-			}}})
 	}
-	for lo, n := 0, s.bulkSize(len(writes)); lo < len(writes); lo += n {
-		hi := min(lo+n, len(writes))
-		unlock := s.lockCAS(s.events, ids[lo:hi]...)
-		_, err = s.events.BulkWrite(ctx, writes[lo:hi], options.BulkWrite().SetOrdered(false))
-		unlock()
-		if err != nil {
-			return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, interpretError(err))
+	if s.serialise {
+		err = s.claimFerret(ctx, cands, set)
+	} else {
+		writes := make([]mongo.WriteModel, len(cands))
+		for i, c := range cands {
+			writes[i] = mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: c.ID}, {Key: "status", Value: c.Status}, {Key: "fence", Value: c.Fence}}).
+				SetUpdate(set)
 		}
+		_, err = s.events.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+		err = interpretError(err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, err)
 	}
 
-	docs, err := findAll[eventDoc](ctx, s.events,
-		bson.D{
-			{Key: "_id", Value: in(ids)},
-			{Key: "claim", Value: nonce},
-			{Key: "status", Value: string(model.EventScheduled)},
-			{Key: "fence", Value: p.Fence},
-		},
-		options.Find().SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
+	var docs []eventDoc
+	for chunk := range slices.Chunk(ids, inBatch) {
+		part, err := findAll[eventDoc](ctx, s.events,
+			bson.D{
+				{Key: "_id", Value: in(chunk)},
+				{Key: "claim", Value: nonce},
+				{Key: "status", Value: string(model.EventScheduled)},
+				{Key: "fence", Value: p.Fence},
+			}, options.Find())
+		if err != nil {
+			return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
+		}
+		docs = append(docs, part...)
 	}
+	slices.SortFunc(docs, func(a, b eventDoc) int {
+		return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID))
+	})
 	out := eventModels(docs)
 	prev := make(map[string]string, len(cands))
 	for _, c := range cands {
@@ -319,6 +336,39 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 		e.TakenOver = prev[e.ID] == string(model.EventScheduled)
 	}
 	return out, nil
+}
+
+// claimFerret applies the claim's compare-and-sets on FerretDB as one
+// UpdateMany per (status, fence) the candidates had: FerretDB runs each
+// statement of a bulk write as its own scan of the collection, so a claim of
+// a thousand events as single-document statements took minutes. The filter
+// is re-checked per document, as in the bulk write.
+func (s *Store) claimFerret(ctx context.Context, cands []claimCand, set bson.D) error {
+	type key struct {
+		status string
+		fence  int64
+	}
+	var keys []key
+	groups := map[key][]string{}
+	for _, c := range cands {
+		k := key{c.Status, c.Fence}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], c.ID)
+	}
+	for _, k := range keys {
+		for chunk := range slices.Chunk(groups[k], inBatch) {
+			filter := bson.D{{Key: "_id", Value: in(chunk)}, {Key: "status", Value: k.status}, {Key: "fence", Value: k.fence}}
+			unlock := s.lockCAS(s.events, chunk...)
+			_, err := s.events.UpdateMany(ctx, filter, set)
+			unlock()
+			if err != nil {
+				return interpretError(err)
+			}
+		}
+	}
+	return nil
 }
 
 // EventTransition applies the transitions in order, each one UpdateOne whose
@@ -475,8 +525,10 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 		{Key: "policyId", Value: policyID},
 		{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}},
 	}
-	limit = int(clampLimit(limit))
-	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit))
+	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
 	byExpiry := func(a, b eventDoc) int {
 		// The $lt filter matched only documents that have the field.
 		return cmp.Or(cmp.Compare(*a.TokenExpiresAt, *b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))

@@ -580,5 +580,57 @@ var eventTests = []namedTest{
 		for _, id := range []string{es[2].ID, es[3].ID, es[4].ID} {
 			getEvent(t, d, id)
 		}
+	}}, {"ClaimDueHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		// More than a driver's page of 1,000 is due: a short claim would
+		// read as "nothing left" to the handler, which asks for 2,000.
+		const due = 1500
+		es := make([]*model.Event, due)
+		want := make([]string, due)
+		for i := range es {
+			// Launch times in reverse of the index so that the claim's order
+			// is not the insertion order.
+			es[i] = newEvent("A", "s1", base, i)
+			es[i].LaunchAt = at(time.Duration(due-i) * time.Millisecond)
+			want[due-1-i] = es[i].ID
+		}
+		insertEvents(t, d, es...)
+
+		got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Hour), Limit: 2000})
+		requireNoError(t, err, "EventClaimDue")
+		requireEqual(t, len(got), due, "claimed with Limit 2000 when 1500 are due")
+		requireIDs(t, eventIDs(got), want, "claimed earliest LaunchAt first")
+
+		got, err = d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Hour), Limit: 2000})
+		requireNoError(t, err, "EventClaimDue again")
+		requireEqual(t, len(got), 0, "nothing left to claim")
+	}},
+	{"FindTokenExpiredHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		const holding = 1500
+		es := make([]*model.Event, holding)
+		want := make([]string, holding)
+		for i := range es {
+			es[i] = newEvent("A", "s1", base, i)
+			es[i].PolicyID = "p1"
+			es[i].Status = model.EventDelivered
+			if i%2 == 0 {
+				es[i].Status = model.EventDelivering
+			}
+			es[i].TokenExpiresAt = ptr(at(time.Duration(holding-i) * time.Millisecond))
+			want[holding-1-i] = es[i].ID
+		}
+		insertEvents(t, d, es...)
+
+		got, err := d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 0)
+		requireNoError(t, err, "EventFindTokenExpired limit 0")
+		requireEqual(t, len(got), holding, "limit 0 lists all")
+		requireIDs(t, eventIDs(got), want, "limit 0: oldest expiry first")
+		got, err = d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 1200)
+		requireNoError(t, err, "EventFindTokenExpired limit 1200")
+		requireIDs(t, eventIDs(got), want[:1200], "limit 1200: the 1200 oldest expiries")
+		got, err = d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 2000)
+		requireNoError(t, err, "EventFindTokenExpired limit 2000")
+		requireEqual(t, len(got), holding, "limit 2000 when 1500 hold tokens")
 	}},
 }
