@@ -219,10 +219,11 @@ type EventTransition struct {
 	// (release e1, then e2 scheduled→delivering only if e1's release won),
 	// so that the token moves without touching the policy's count.
 	// The embedded driver applies the whole call in one transaction (both
-	// or neither survive a crash); the Mongo driver applies the writes one
-	// after the other, so a crash between them can leave the first applied
-	// and not the second (a token counted in InUse that no event holds,
-	// which the bucket owner's reconciliation repairs).
+	// or neither survive a crash); the Mongo driver applies the required
+	// transition in a later write than the one it requires, so a crash
+	// between them can leave the first applied and not the second (a token
+	// counted in InUse that no event holds, which the bucket owner's
+	// reconciliation repairs).
 	RequiresPrevious bool
 }
 
@@ -252,7 +253,10 @@ type EventStore interface {
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,
 	// nil or ErrConflict (status or fence did not match) or ErrNotFound.
-	// The returned error is for failures of the whole call (ErrUnavailable).
+	// The returned error is for failures of the whole call (ErrUnavailable):
+	// then any of the transitions may have applied and the results say
+	// nothing, unless it also wraps ErrNotApplied, which it does only if
+	// none of them applied.
 	EventTransition(ctx context.Context, ts []EventTransition) ([]error, error)
 	// EventCountByFire counts a fire's events per status. Cross-tenant.
 	EventCountByFire(ctx context.Context, fireID string) (EventCounts, error)

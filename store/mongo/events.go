@@ -371,42 +371,159 @@ func (s *Store) claimFerret(ctx context.Context, cands []claimCand, set bson.D) 
 	return nil
 }
 
-// EventTransition applies the transitions in order, each one UpdateOne whose
-// filter is the compare-and-set (id, from-status and, if set, fence). A
-// transition that matched nothing is ErrNotFound or ErrConflict by a second
-// look. Only failures to reach the store end the call early.
+// EventTransition applies the transitions in rounds, each one unordered
+// bulk write of compare-and-sets stamped with a nonce of the round, and
+// reads back which documents carry the nonce: those transitions won. A
+// transition goes in a later round than the one it requires and than any
+// earlier transition of the same event, so the call keeps the order the
+// contract promises with as few round trips as the chains allow (one for
+// independent transitions, two for a release and the start it hands its
+// token to).
+//
+// A failed round ends the call with model.ErrUnavailable, which wraps
+// model.ErrNotApplied only if no transition of the call can have applied:
+// a round that failed without reaching the server after an earlier round
+// won something leaves a half-applied call, which callers must read back.
 func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	results := make([]error, len(ts))
-	for i := range ts {
-		t := &ts[i]
-		if t.RequiresPrevious && (i == 0 || results[i-1] != nil) {
-			results[i] = fmt.Errorf("event transition %s %s→%s: previous transition failed: %w", t.ID, t.From, t.To, model.ErrConflict)
+	rounds := transitionRounds(ts)
+	applied := false
+	for _, r := range rounds {
+		var idx []int
+		for _, i := range r {
+			if ts[i].RequiresPrevious && (i == 0 || results[i-1] != nil) {
+				results[i] = fmt.Errorf("event transition %s %s→%s: previous transition failed: %w", ts[i].ID, ts[i].From, ts[i].To, model.ErrConflict)
+				continue
+			}
+			idx = append(idx, i)
+		}
+		if len(idx) == 0 {
 			continue
 		}
-		err := s.eventTransition(ctx, t)
-		if errors.Is(err, model.ErrUnavailable) {
-			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
-		}
-		if err != nil && !errors.Is(err, model.ErrNotFound) && !errors.Is(err, model.ErrConflict) {
-			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
-		}
+		won, err := s.transitionRound(ctx, ts, idx, results)
 		if err != nil {
-			err = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+			return results, fmt.Errorf("event transition (%d): %w", len(ts), callError(err, applied))
 		}
-		results[i] = err
+		applied = applied || won
 	}
 	return results, nil
 }
 
-func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) error {
-	filter := bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
+// transitionRounds groups the indexes of ts into rounds: a transition that
+// requires the previous one, or that names an event an earlier transition
+// of the call names, goes in a round after that one. Each round holds an
+// event at most once, so its writes may run in any order.
+func transitionRounds(ts []store.EventTransition) [][]int {
+	var rounds [][]int
+	round := make([]int, len(ts))
+	last := make(map[string]int, len(ts))
+	for i := range ts {
+		r := 0
+		if ts[i].RequiresPrevious && i > 0 {
+			r = round[i-1] + 1
+		}
+		if j, ok := last[ts[i].ID]; ok {
+			r = max(r, round[j]+1)
+		}
+		round[i] = r
+		last[ts[i].ID] = i
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], i)
+	}
+	return rounds
+}
+
+// callError is the error of a transition call whose round failed with err
+// (already interpreted). An error that says the round did not apply says so
+// of the call only if no earlier round won: otherwise the call is half
+// applied, which is as ambiguous as a lost reply.
+func callError(err error, applied bool) error {
+	if !applied || !errors.Is(err, model.ErrNotApplied) {
+		return err
+	}
+	return fmt.Errorf("%w: earlier transitions of the call applied; this one failed: %v", model.ErrUnavailable, err)
+}
+
+// transitionRound applies ts[idx...] (distinct events) and sets their
+// results; it reports whether any of them won. It fails with
+// model.ErrUnavailable when the write or its read-back failed, and when a
+// won transition cannot be told apart from one that lost (a concurrent
+// writer changed the event again before the read-back).
+func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition, idx []int, results []error) (bool, error) {
+	nonce := bson.NewObjectID()
+	writes := make([]mongo.WriteModel, len(idx))
+	ids := make([]string, len(idx))
+	for k, i := range idx {
+		ids[k] = ts[i].ID
+		filter, update := transitionWrite(&ts[i], nonce)
+		writes[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
+	}
+	var matched int64
+	for lo, n := 0, s.bulkSize(len(writes)); lo < len(writes); lo += n {
+		hi := min(lo+n, len(writes))
+		unlock := s.lockCAS(s.events, ids[lo:hi]...)
+		res, err := s.events.BulkWrite(ctx, writes[lo:hi], options.BulkWrite().SetOrdered(false))
+		unlock()
+		if err != nil {
+			if lo > 0 {
+				// Earlier chunks of this round were sent.
+				return false, callError(interpretError(err), true)
+			}
+			return false, interpretError(err)
+		}
+		matched += res.MatchedCount
+	}
+
+	type stamp struct {
+		ID  string        `bson:"_id"`
+		Txn bson.ObjectID `bson:"txn"`
+	}
+	seen := make(map[string]bool, len(ids))
+	won := 0
+	for chunk := range slices.Chunk(ids, inBatch) {
+		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}},
+			options.Find().SetProjection(bson.D{{Key: "txn", Value: 1}}))
+		if err != nil {
+			return matched > 0, unavailable(fmt.Errorf("read back: %w", err))
+		}
+		for _, d := range docs {
+			seen[d.ID] = d.Txn == nonce
+			if d.Txn == nonce {
+				won++
+			}
+		}
+	}
+	if int64(won) != matched {
+		return matched > 0, fmt.Errorf("%w: %d transitions matched but %d still carry their stamp: the events changed again before the read-back",
+			model.ErrUnavailable, matched, won)
+	}
+	for _, i := range idx {
+		t := &ts[i]
+		mine, ok := seen[t.ID]
+		switch {
+		case !ok:
+			results[i] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, model.ErrNotFound)
+		case !mine:
+			results[i] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, model.ErrConflict)
+		}
+	}
+	return won > 0, nil
+}
+
+// transitionWrite returns the compare-and-set of t (id, from-status and the
+// optional fence and token expiry in the filter) with its update, which
+// stamps nonce on the event.
+func transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
 	}
 	if t.TokenExpiredBy != nil {
 		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(*t.TokenExpiredBy)}}})
 	}
-	set := bson.D{{Key: "status", Value: string(t.To)}}
+	set := bson.D{{Key: "status", Value: string(t.To)}, {Key: "txn", Value: nonce}}
 	if !t.LaunchAt.IsZero() {
 		set = append(set, bson.E{Key: "launchAt", Value: unixNano(t.LaunchAt)})
 	}
@@ -434,21 +551,11 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	if !t.At.IsZero() {
 		set = append(set, bson.E{Key: "updatedAt", Value: unixNano(t.At)})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	update = bson.D{{Key: "$set", Value: set}}
 	if t.ClearToken && t.TokenExpiresAt == nil {
 		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "tokenExpiresAt", Value: ""}}})
 	}
-
-	unlock := s.lockCAS(s.events, t.ID)
-	res, err := s.events.UpdateOne(ctx, filter, update)
-	unlock()
-	if err != nil {
-		return interpretError(err)
-	}
-	if res.MatchedCount == 0 {
-		return s.notFoundOrConflict(ctx, s.events, bson.D{{Key: "_id", Value: t.ID}})
-	}
-	return nil
+	return filter, update
 }
 
 // EventCountByFire counts a fire's events per status with one $group over

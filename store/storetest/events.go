@@ -321,6 +321,63 @@ var eventTests = []namedTest{
 		requireIs(t, errs[0], model.ErrConflict, "RequiresPrevious first")
 		requireEqual(t, getEvent(t, d, e3.ID).Status, model.EventScheduled, "e3 still scheduled")
 	}},
+	{"TransitionBatchReportsEachResult", func(t *testing.T, d store.Driver) {
+		// One call over many events: each transition's result is its own,
+		// a failed one does not stop the others, and transitions of one
+		// event apply in the call's order.
+		ctx := t.Context()
+		const n = 12
+		es := make([]*model.Event, n)
+		for i := range es {
+			es[i] = newEvent("A", "s1", at(time.Duration(i)*time.Second), i)
+		}
+		insertEvents(t, d, es...)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 2, DueBefore: at(time.Hour), Limit: n})
+		requireNoError(t, err, "EventClaimDue")
+
+		var ts []store.EventTransition
+		for i, e := range es {
+			tr := store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 2, To: model.EventDelivering,
+				TokenExpiresAt: ptr(at(time.Duration(i) * time.Minute)), At: base}
+			if i%3 == 1 {
+				tr.Fence = 1 // stale fence: loses
+			}
+			ts = append(ts, tr)
+		}
+		// Then, in the same call: the first event moves on again (applies
+		// only after its start above), and an unknown event.
+		ts = append(ts,
+			store.EventTransition{ID: es[0].ID, From: model.EventDelivering, To: model.EventDelivered, At: base},
+			store.EventTransition{ID: "nope", From: model.EventScheduled, To: model.EventDelivering, At: base},
+			store.EventTransition{ID: es[3].ID, From: model.EventDelivering, To: model.EventReleased, ClearToken: true, FinishedAt: ptr(base), At: base, RequiresPrevious: true},
+			store.EventTransition{ID: es[6].ID, From: model.EventDelivering, To: model.EventReleased, ClearToken: true, FinishedAt: ptr(base), At: base},
+		)
+		errs, err := d.EventTransition(ctx, ts)
+		requireNoError(t, err, "EventTransition")
+		requireEqual(t, len(errs), len(ts), "results")
+		for i, e := range es {
+			want := model.EventDelivering
+			if i%3 == 1 {
+				requireIs(t, errs[i], model.ErrConflict, fmt.Sprintf("start %d with a stale fence", i))
+				want = model.EventScheduled
+			} else {
+				requireNoError(t, errs[i], fmt.Sprintf("start %d", i))
+			}
+			switch i {
+			case 0:
+				want = model.EventDelivered
+			case 6:
+				want = model.EventReleased
+			}
+			requireEqual(t, getEvent(t, d, e.ID).Status, want, fmt.Sprintf("event %d Status", i))
+		}
+		requireNoError(t, errs[n], "second transition of event 0, after its first")
+		requireIs(t, errs[n+1], model.ErrNotFound, "unknown event")
+		requireIs(t, errs[n+2], model.ErrConflict, "transition requiring a failed one")
+		requireNoError(t, errs[n+3], "release of event 6, after its start")
+		requireTimePtr(t, getEvent(t, d, es[3].ID).TokenExpiresAt, ptr(at(3*time.Minute)), "event 3 keeps its token")
+		requireTimePtr(t, getEvent(t, d, es[6].ID).TokenExpiresAt, nil, "event 6 token cleared")
+	}},
 	{"TransitionConcurrent", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		e := newEvent("A", "s1", base, 0)
