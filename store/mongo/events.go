@@ -476,23 +476,30 @@ func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition,
 		matched += res.MatchedCount
 	}
 
-	type stamp struct {
-		ID  string        `bson:"_id"`
-		Txn bson.ObjectID `bson:"txn"`
+	if len(idx) == 1 {
+		// One write: its matched count is its result.
+		if matched == 1 {
+			return true, nil
+		}
+		t := &ts[idx[0]]
+		err := s.notFoundOrConflict(ctx, s.events, bson.D{{Key: "_id", Value: t.ID}})
+		if errors.Is(err, model.ErrUnavailable) {
+			return false, err
+		}
+		results[idx[0]] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+		return false, nil
+	}
+
+	stamps, err := s.readStamps(ctx, ids)
+	if err != nil {
+		return matched > 0, unavailable(fmt.Errorf("read back: %w", err))
 	}
 	seen := make(map[string]bool, len(ids))
 	won := 0
-	for chunk := range slices.Chunk(ids, inBatch) {
-		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}},
-			options.Find().SetProjection(bson.D{{Key: "txn", Value: 1}}))
-		if err != nil {
-			return matched > 0, unavailable(fmt.Errorf("read back: %w", err))
-		}
-		for _, d := range docs {
-			seen[d.ID] = d.Txn == nonce
-			if d.Txn == nonce {
-				won++
-			}
+	for id, txn := range stamps {
+		seen[id] = txn == nonce
+		if txn == nonce {
+			won++
 		}
 	}
 	if int64(won) != matched {
@@ -510,6 +517,52 @@ func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition,
 		}
 	}
 	return won > 0, nil
+}
+
+// readStamps returns the transition stamp of each event of ids that exists
+// (the zero ObjectID if it has none).
+func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.ObjectID, error) {
+	type stamp struct {
+		ID  string        `bson:"_id"`
+		Txn bson.ObjectID `bson:"txn"`
+	}
+	proj := bson.D{{Key: "txn", Value: 1}}
+	out := make(map[string]bson.ObjectID, len(ids))
+	if s.serialise {
+		// One lookup per id, a few at a time: FerretDB pushes {_id: x}
+		// down but evaluates $in itself over the whole collection (see
+		// EventGetMany).
+		var mu sync.Mutex
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for _, id := range ids {
+			g.Go(func() error {
+				var d stamp
+				err := s.events.FindOne(gctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(proj)).Decode(&d)
+				if errors.Is(err, mongo.ErrNoDocuments) {
+					return nil
+				}
+				if err != nil {
+					return interpretError(err)
+				}
+				mu.Lock()
+				out[d.ID] = d.Txn
+				mu.Unlock()
+				return nil
+			})
+		}
+		return out, g.Wait()
+	}
+	for chunk := range slices.Chunk(ids, inBatch) {
+		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}}, options.Find().SetProjection(proj))
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			out[d.ID] = d.Txn
+		}
+	}
+	return out, nil
 }
 
 // transitionWrite returns the compare-and-set of t (id, from-status and the
