@@ -189,7 +189,9 @@ type EventTransition struct {
 	ID   string
 	From model.EventStatus
 	// Fence, if non-zero, must equal the stored fence (the transition is
-	// made by the holder of the shard lease the event was claimed under).
+	// made by the holder of the shard lease the event was claimed under, or
+	// by the holder of a delivery token, which carries the fence its event
+	// was started under: an extend or release of a stale token conflicts).
 	Fence int64
 	// To is the new status; the remaining fields are written with it when
 	// set (non-zero).

@@ -378,6 +378,38 @@ var eventTests = []namedTest{
 		requireTimePtr(t, getEvent(t, d, es[3].ID).TokenExpiresAt, ptr(at(3*time.Minute)), "event 3 keeps its token")
 		requireTimePtr(t, getEvent(t, d, es[6].ID).TokenExpiresAt, nil, "event 6 token cleared")
 	}},
+	{"TransitionFenceGuardsExtendAndRelease", func(t *testing.T, d store.Driver) {
+		// A delivery token carries the fence its event was started under:
+		// an extend or release naming another fence (a token of an earlier
+		// delivery of the event) must not touch the current one.
+		ctx := t.Context()
+		e := newEvent("A", "s1", base, 0)
+		insertEvents(t, d, e)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 4, DueBefore: at(time.Minute), Limit: 1})
+		requireNoError(t, err, "EventClaimDue")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 4, To: model.EventDelivering,
+			TokenExpiresAt: ptr(at(time.Minute)), At: base}), "start")
+
+		extend := func(fence int64, until time.Time) store.EventTransition {
+			return store.EventTransition{ID: e.ID, From: model.EventDelivering, Fence: fence, To: model.EventDelivering, TokenExpiresAt: &until, At: base}
+		}
+		release := func(fence int64) store.EventTransition {
+			return store.EventTransition{ID: e.ID, From: model.EventDelivering, Fence: fence, To: model.EventReleased,
+				ClearToken: true, FinishedAt: ptr(base), At: base}
+		}
+		requireIs(t, transition(t, d, extend(3, at(time.Hour))), model.ErrConflict, "extend under a stale fence")
+		requireIs(t, transition(t, d, release(3)), model.ErrConflict, "release under a stale fence")
+		got := getEvent(t, d, e.ID)
+		requireEqual(t, got.Status, model.EventDelivering, "Status after stale calls")
+		requireTimePtr(t, got.TokenExpiresAt, ptr(at(time.Minute)), "TokenExpiresAt after stale calls")
+
+		requireNoError(t, transition(t, d, extend(4, at(2*time.Minute))), "extend under the token's fence")
+		requireTimePtr(t, getEvent(t, d, e.ID).TokenExpiresAt, ptr(at(2*time.Minute)), "extended")
+		requireNoError(t, transition(t, d, release(4)), "release under the token's fence")
+		got = getEvent(t, d, e.ID)
+		requireEqual(t, got.Status, model.EventReleased, "released")
+		requireTimePtr(t, got.TokenExpiresAt, nil, "token cleared")
+	}},
 	{"TransitionConcurrent", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		e := newEvent("A", "s1", base, 0)
