@@ -492,7 +492,9 @@ func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition,
 
 	stamps, err := s.readStamps(ctx, ids)
 	if err != nil {
-		return matched > 0, unavailable(fmt.Errorf("read back: %w", err))
+		// The writes were sent: whatever the read's error says, not that
+		// they did not apply.
+		return matched > 0, fmt.Errorf("%w: read back: %v", model.ErrUnavailable, err)
 	}
 	seen := make(map[string]bool, len(ids))
 	won := 0
