@@ -338,6 +338,11 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	return out, nil
 }
 
+// ferretClaimChunk bounds the documents of one claim UpdateMany on FerretDB,
+// which writes them one by one (about 15 ms each on SQLite): a thousand in
+// one command outlasted the operation timeout.
+const ferretClaimChunk = 100
+
 // claimFerret applies the claim's compare-and-sets on FerretDB as one
 // UpdateMany per (status, fence) the candidates had: FerretDB runs each
 // statement of a bulk write as its own scan of the collection, so a claim of
@@ -358,7 +363,7 @@ func (s *Store) claimFerret(ctx context.Context, cands []claimCand, set bson.D) 
 		groups[k] = append(groups[k], c.ID)
 	}
 	for _, k := range keys {
-		for chunk := range slices.Chunk(groups[k], inBatch) {
+		for chunk := range slices.Chunk(groups[k], ferretClaimChunk) {
 			filter := bson.D{{Key: "_id", Value: in(chunk)}, {Key: "status", Value: k.status}, {Key: "fence", Value: k.fence}}
 			unlock := s.lockCAS(s.events, chunk...)
 			_, err := s.events.UpdateMany(ctx, filter, set)
