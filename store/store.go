@@ -248,7 +248,9 @@ type EventTransition struct {
 	ID   string
 	From model.EventStatus
 	// Fence, if non-zero, must equal the stored fence (the transition is
-	// made by the holder of the shard lease the event was claimed under).
+	// made by the holder of the shard lease the event was claimed under, or
+	// by the holder of a delivery token, which carries the fence its event
+	// was started under: an extend or release of a stale token conflicts).
 	Fence int64
 	// To is the new status; the remaining fields are written with it when
 	// set (non-zero).
@@ -287,10 +289,11 @@ type EventTransition struct {
 	// (release e1, then e2 scheduled→delivering only if e1's release won),
 	// so that the token moves without touching the policy's count.
 	// The embedded driver applies the whole call in one transaction (both
-	// or neither survive a crash); the Mongo driver applies the writes one
-	// after the other, so a crash between them can leave the first applied
-	// and not the second (a token counted in InUse that no event holds,
-	// which the bucket owner's reconciliation repairs).
+	// or neither survive a crash); the Mongo driver applies the required
+	// transition in a later write than the one it requires, so a crash
+	// between them can leave the first applied and not the second (a token
+	// counted in InUse that no event holds, which the bucket owner's
+	// reconciliation repairs).
 	RequiresPrevious bool
 }
 
@@ -313,13 +316,17 @@ type EventStore interface {
 	// EventClaimDue moves the shard's events that are pending or retrying
 	// with LaunchAt < DueBefore, and the events scheduled under an older
 	// fence (left by a previous owner), to scheduled with Fence = p.Fence,
-	// earliest LaunchAt first, at most Limit, and returns them; those taken
-	// from an older fence have TakenOver set.
+	// earliest LaunchAt first, at most Limit (whatever its size; none if
+	// Limit <= 0), and returns them; those taken from an older fence have
+	// TakenOver set. Fewer than Limit means that no more were claimable.
 	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,
 	// nil or ErrConflict (status or fence did not match) or ErrNotFound.
-	// The returned error is for failures of the whole call (ErrUnavailable).
+	// The returned error is for failures of the whole call (ErrUnavailable):
+	// then any of the transitions may have applied and the results say
+	// nothing, unless it also wraps ErrNotApplied, which it does only if
+	// none of them applied.
 	EventTransition(ctx context.Context, ts []EventTransition) ([]error, error)
 	// EventCountByFire counts a fire's events per status. Cross-tenant.
 	EventCountByFire(ctx context.Context, fireID string) (EventCounts, error)
@@ -338,7 +345,8 @@ type EventStore interface {
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
 	// EventFindTokenExpired returns events of the policy in status delivered
 	// or delivering whose TokenExpiresAt is before t, oldest expiry first
-	// (then by id), at most limit (<= 0: all). Cross-tenant.
+	// (then by id), at most limit (whatever its size; <= 0: all).
+	// Cross-tenant.
 	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
 	// EventCountHoldingTokens counts the policy's events that hold a token
 	// (delivering or delivered). Cross-tenant.

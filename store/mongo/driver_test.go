@@ -43,6 +43,26 @@ func TestOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusesWeakWriteConcern", func(t *testing.T) {
+		t.Parallel()
+		addr := closedPort(t)
+		for _, q := range []string{"w=0", "w=1", "journal=false"} {
+			_, err := mongo.Open(t.Context(), "mongodb://"+addr+"/?connect=direct&"+q, mongo.Options{})
+			if err == nil || errors.Is(err, model.ErrUnavailable) || !strings.Contains(err.Error(), "AllowWeakWriteConcern") {
+				t.Fatalf("Open with %s: got %v, want a refusal naming AllowWeakWriteConcern", q, err)
+			}
+		}
+		// Allowed: Open goes on to connect (and finds nothing there).
+		_, err := mongo.Open(t.Context(), "mongodb://"+addr+"/?connect=direct&w=1", mongo.Options{
+			AllowWeakWriteConcern:  true,
+			ServerSelectionTimeout: 300 * time.Millisecond,
+			ConnectTimeout:         300 * time.Millisecond,
+		})
+		if !errors.Is(err, model.ErrUnavailable) {
+			t.Fatalf("Open with w=1 allowed: got %v, want ErrUnavailable from the closed port", err)
+		}
+	})
+
 	t.Run("RejectsBadURI", func(t *testing.T) {
 		t.Parallel()
 		if _, err := mongo.Open(t.Context(), "postgres://x", mongo.Options{}); err == nil {

@@ -58,7 +58,9 @@ func countStatuses(ctx context.Context, c *mongo.Collection, filter bson.D, stat
 
 // findStatuses finds, per status, the first limit documents matching filter
 // in the order of opts' sort, and returns the first limit of them all in the
-// order of cmp (which must agree with that sort).
+// order of cmp (which must agree with that sort); limit <= 0 is all of them.
+// opts carries the same limit: the server pages the cursor, so any limit is
+// honoured whatever the batch size.
 func findStatuses[T any](ctx context.Context, c *mongo.Collection, filter bson.D, statuses []string, limit int, cmp func(a, b T) int, opts *options.FindOptionsBuilder) ([]T, error) {
 	var out []T
 	for _, st := range statuses {
@@ -71,7 +73,7 @@ func findStatuses[T any](ctx context.Context, c *mongo.Collection, filter bson.D
 	if len(statuses) > 1 {
 		slices.SortFunc(out, cmp)
 	}
-	if len(out) > limit {
+	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
@@ -220,8 +222,16 @@ func eventModels(docs []eventDoc) []*model.Event {
 	return out
 }
 
-// EventClaimDue claims due events of one queue shard in three round trips,
-// whatever the limit:
+// claimCand is a claim's candidate as its first read saw it.
+type claimCand struct {
+	ID       string `bson:"_id"`
+	Status   string `bson:"status"`
+	Fence    int64  `bson:"fence"`
+	LaunchAt int64  `bson:"launchAt"`
+}
+
+// EventClaimDue claims due events of one queue shard, at most p.Limit (none
+// if p.Limit <= 0), in three steps whatever the limit:
 //
 //  1. find the candidates (pending/retrying and due, or scheduled under an
 //     older fence) through the (shard, status, launchAt) index, projecting
@@ -229,25 +239,23 @@ func eventModels(docs []eventDoc) []*model.Event {
 //  2. one unordered bulk write of compare-and-sets, each conditional on the
 //     status and fence the candidate had, so a concurrent claimer or a
 //     transition made meanwhile wins and the candidate is skipped; each write
-//     also stamps a nonce of this call;
+//     also stamps a nonce of this call (on FerretDB, one UpdateMany per
+//     status and fence the candidates had, see claimFerret);
 //  3. read back the candidates that carry the nonce and p.Fence.
 //
 // The nonce is what tells this call's wins apart: a bulk write reports only
 // totals, and two claimers may hold the same fence (one owner claiming from
 // two goroutines), so the fence alone would let both return an event.
 func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
-	type cand struct {
-		ID       string `bson:"_id"`
-		Status   string `bson:"status"`
-		Fence    int64  `bson:"fence"`
-		LaunchAt int64  `bson:"launchAt"`
+	if p.Limit <= 0 {
+		return nil, nil
 	}
-	limit := int(clampLimit(p.Limit))
+	limit := p.Limit
 	opts := options.Find().
 		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}})
-	byLaunch := func(a, b cand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
+	byLaunch := func(a, b claimCand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
 	due, err := findStatuses(ctx, s.events, bson.D{
 		{Key: "shard", Value: p.Shard},
 		{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: unixNano(p.DueBefore)}}},
@@ -266,7 +274,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
 	}
-	older = slices.DeleteFunc(older, func(c cand) bool { return c.Fence > p.Fence })
+	older = slices.DeleteFunc(older, func(c claimCand) bool { return c.Fence > p.Fence })
 	cands := append(due, older...)
 	slices.SortFunc(cands, byLaunch)
 	if len(cands) > limit {
@@ -277,39 +285,48 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	}
 
 	nonce := bson.NewObjectID()
-	writes := make([]mongo.WriteModel, len(cands))
+	set := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "status", Value: string(model.EventScheduled)},
+		{Key: "fence", Value: p.Fence},
+		{Key: "claim", Value: nonce},
+	}}}
 	ids := make([]string, len(cands))
 	for i, c := range cands {
 		ids[i] = c.ID
-		writes[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: c.ID}, {Key: "status", Value: c.Status}, {Key: "fence", Value: c.Fence}}).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{
-				{Key: "status", Value: string(model.EventScheduled)},
-				{Key: "fence", Value: p.Fence},
-				{Key: "claim", Value: nonce},
-			}}})
 	}
-	for lo, n := 0, s.bulkSize(len(writes)); lo < len(writes); lo += n {
-		hi := min(lo+n, len(writes))
-		unlock := s.lockCAS(s.events, ids[lo:hi]...)
-		_, err = s.events.BulkWrite(ctx, writes[lo:hi], options.BulkWrite().SetOrdered(false))
-		unlock()
-		if err != nil {
-			return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, interpretError(err))
+	if s.serialise {
+		err = s.claimFerret(ctx, cands, set)
+	} else {
+		writes := make([]mongo.WriteModel, len(cands))
+		for i, c := range cands {
+			writes[i] = mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: c.ID}, {Key: "status", Value: c.Status}, {Key: "fence", Value: c.Fence}}).
+				SetUpdate(set)
 		}
+		_, err = s.events.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+		err = interpretError(err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, err)
 	}
 
-	docs, err := findAll[eventDoc](ctx, s.events,
-		bson.D{
-			{Key: "_id", Value: in(ids)},
-			{Key: "claim", Value: nonce},
-			{Key: "status", Value: string(model.EventScheduled)},
-			{Key: "fence", Value: p.Fence},
-		},
-		options.Find().SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
+	var docs []eventDoc
+	for chunk := range slices.Chunk(ids, inBatch) {
+		part, err := findAll[eventDoc](ctx, s.events,
+			bson.D{
+				{Key: "_id", Value: in(chunk)},
+				{Key: "claim", Value: nonce},
+				{Key: "status", Value: string(model.EventScheduled)},
+				{Key: "fence", Value: p.Fence},
+			}, options.Find())
+		if err != nil {
+			return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
+		}
+		docs = append(docs, part...)
 	}
+	slices.SortFunc(docs, func(a, b eventDoc) int {
+		return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID))
+	})
 	out := eventModels(docs)
 	prev := make(map[string]string, len(cands))
 	for _, c := range cands {
@@ -321,35 +338,245 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	return out, nil
 }
 
-// EventTransition applies the transitions in order, each one UpdateOne whose
-// filter is the compare-and-set (id, from-status and, if set, fence). A
-// transition that matched nothing is ErrNotFound or ErrConflict by a second
-// look. Only failures to reach the store end the call early.
+// ferretClaimChunk bounds the documents of one claim UpdateMany on FerretDB,
+// which writes them one by one (about 15 ms each on SQLite): a thousand in
+// one command outlasted the operation timeout.
+const ferretClaimChunk = 100
+
+// claimFerret applies the claim's compare-and-sets on FerretDB as one
+// UpdateMany per (status, fence) the candidates had: FerretDB runs each
+// statement of a bulk write as its own scan of the collection, so a claim of
+// a thousand events as single-document statements took minutes. The filter
+// is re-checked per document, as in the bulk write.
+func (s *Store) claimFerret(ctx context.Context, cands []claimCand, set bson.D) error {
+	type key struct {
+		status string
+		fence  int64
+	}
+	var keys []key
+	groups := map[key][]string{}
+	for _, c := range cands {
+		k := key{c.Status, c.Fence}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], c.ID)
+	}
+	for _, k := range keys {
+		for chunk := range slices.Chunk(groups[k], ferretClaimChunk) {
+			filter := bson.D{{Key: "_id", Value: in(chunk)}, {Key: "status", Value: k.status}, {Key: "fence", Value: k.fence}}
+			unlock := s.lockCAS(s.events, chunk...)
+			_, err := s.events.UpdateMany(ctx, filter, set)
+			unlock()
+			if err != nil {
+				return interpretError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// EventTransition applies the transitions in rounds, each one unordered
+// bulk write of compare-and-sets stamped with a nonce of the round, and
+// reads back which documents carry the nonce: those transitions won. A
+// transition goes in a later round than the one it requires and than any
+// earlier transition of the same event, so the call keeps the order the
+// contract promises with as few round trips as the chains allow (one for
+// independent transitions, two for a release and the start it hands its
+// token to).
+//
+// A failed round ends the call with model.ErrUnavailable, which wraps
+// model.ErrNotApplied only if no transition of the call can have applied:
+// a round that failed without reaching the server after an earlier round
+// won something leaves a half-applied call, which callers must read back.
 func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	results := make([]error, len(ts))
-	for i := range ts {
-		t := &ts[i]
-		if t.RequiresPrevious && (i == 0 || results[i-1] != nil) {
-			results[i] = fmt.Errorf("event transition %s %s→%s: previous transition failed: %w", t.ID, t.From, t.To, model.ErrConflict)
+	rounds := transitionRounds(ts)
+	applied := false
+	for _, r := range rounds {
+		var idx []int
+		for _, i := range r {
+			if ts[i].RequiresPrevious && (i == 0 || results[i-1] != nil) {
+				results[i] = fmt.Errorf("event transition %s %s→%s: previous transition failed: %w", ts[i].ID, ts[i].From, ts[i].To, model.ErrConflict)
+				continue
+			}
+			idx = append(idx, i)
+		}
+		if len(idx) == 0 {
 			continue
 		}
-		err := s.eventTransition(ctx, t)
-		if errors.Is(err, model.ErrUnavailable) {
-			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
-		}
-		if err != nil && !errors.Is(err, model.ErrNotFound) && !errors.Is(err, model.ErrConflict) {
-			return results, fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
-		}
+		won, err := s.transitionRound(ctx, ts, idx, results)
 		if err != nil {
-			err = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+			return results, fmt.Errorf("event transition (%d): %w", len(ts), callError(err, applied))
 		}
-		results[i] = err
+		applied = applied || won
 	}
 	return results, nil
 }
 
-func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) error {
-	filter := bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
+// transitionRounds groups the indexes of ts into rounds: a transition that
+// requires the previous one, or that names an event an earlier transition
+// of the call names, goes in a round after that one. Each round holds an
+// event at most once, so its writes may run in any order.
+func transitionRounds(ts []store.EventTransition) [][]int {
+	var rounds [][]int
+	round := make([]int, len(ts))
+	last := make(map[string]int, len(ts))
+	for i := range ts {
+		r := 0
+		if ts[i].RequiresPrevious && i > 0 {
+			r = round[i-1] + 1
+		}
+		if j, ok := last[ts[i].ID]; ok {
+			r = max(r, round[j]+1)
+		}
+		round[i] = r
+		last[ts[i].ID] = i
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], i)
+	}
+	return rounds
+}
+
+// callError is the error of a transition call whose round failed with err
+// (already interpreted). An error that says the round did not apply says so
+// of the call only if no earlier round won: otherwise the call is half
+// applied, which is as ambiguous as a lost reply.
+func callError(err error, applied bool) error {
+	if !applied || !errors.Is(err, model.ErrNotApplied) {
+		return err
+	}
+	return fmt.Errorf("%w: earlier transitions of the call applied; this one failed: %v", model.ErrUnavailable, err)
+}
+
+// transitionRound applies ts[idx...] (distinct events) and sets their
+// results; it reports whether any of them won. It fails with
+// model.ErrUnavailable when the write or its read-back failed, and when a
+// won transition cannot be told apart from one that lost (a concurrent
+// writer changed the event again before the read-back).
+func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition, idx []int, results []error) (bool, error) {
+	nonce := bson.NewObjectID()
+	writes := make([]mongo.WriteModel, len(idx))
+	ids := make([]string, len(idx))
+	for k, i := range idx {
+		ids[k] = ts[i].ID
+		filter, update := transitionWrite(&ts[i], nonce)
+		writes[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
+	}
+	var matched int64
+	for lo, n := 0, s.bulkSize(len(writes)); lo < len(writes); lo += n {
+		hi := min(lo+n, len(writes))
+		unlock := s.lockCAS(s.events, ids[lo:hi]...)
+		res, err := s.events.BulkWrite(ctx, writes[lo:hi], options.BulkWrite().SetOrdered(false))
+		unlock()
+		if err != nil {
+			if lo > 0 {
+				// Earlier chunks of this round were sent.
+				return false, callError(interpretError(err), true)
+			}
+			return false, interpretError(err)
+		}
+		matched += res.MatchedCount
+	}
+
+	if len(idx) == 1 {
+		// One write: its matched count is its result.
+		if matched == 1 {
+			return true, nil
+		}
+		t := &ts[idx[0]]
+		err := s.notFoundOrConflict(ctx, s.events, bson.D{{Key: "_id", Value: t.ID}})
+		if errors.Is(err, model.ErrUnavailable) {
+			return false, err
+		}
+		results[idx[0]] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, err)
+		return false, nil
+	}
+
+	stamps, err := s.readStamps(ctx, ids)
+	if err != nil {
+		// The writes were sent: whatever the read's error says, not that
+		// they did not apply.
+		return matched > 0, fmt.Errorf("%w: read back: %v", model.ErrUnavailable, err)
+	}
+	seen := make(map[string]bool, len(ids))
+	won := 0
+	for id, txn := range stamps {
+		seen[id] = txn == nonce
+		if txn == nonce {
+			won++
+		}
+	}
+	if int64(won) != matched {
+		return matched > 0, fmt.Errorf("%w: %d transitions matched but %d still carry their stamp: the events changed again before the read-back",
+			model.ErrUnavailable, matched, won)
+	}
+	for _, i := range idx {
+		t := &ts[i]
+		mine, ok := seen[t.ID]
+		switch {
+		case !ok:
+			results[i] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, model.ErrNotFound)
+		case !mine:
+			results[i] = fmt.Errorf("event transition %s %s→%s: %w", t.ID, t.From, t.To, model.ErrConflict)
+		}
+	}
+	return won > 0, nil
+}
+
+// readStamps returns the transition stamp of each event of ids that exists
+// (the zero ObjectID if it has none).
+func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.ObjectID, error) {
+	type stamp struct {
+		ID  string        `bson:"_id"`
+		Txn bson.ObjectID `bson:"txn"`
+	}
+	proj := bson.D{{Key: "txn", Value: 1}}
+	out := make(map[string]bson.ObjectID, len(ids))
+	if s.serialise {
+		// One lookup per id, a few at a time: FerretDB pushes {_id: x}
+		// down but evaluates $in itself over the whole collection (see
+		// EventGetMany).
+		var mu sync.Mutex
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for _, id := range ids {
+			g.Go(func() error {
+				var d stamp
+				err := s.events.FindOne(gctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(proj)).Decode(&d)
+				if errors.Is(err, mongo.ErrNoDocuments) {
+					return nil
+				}
+				if err != nil {
+					return interpretError(err)
+				}
+				mu.Lock()
+				out[d.ID] = d.Txn
+				mu.Unlock()
+				return nil
+			})
+		}
+		return out, g.Wait()
+	}
+	for chunk := range slices.Chunk(ids, inBatch) {
+		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}}, options.Find().SetProjection(proj))
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			out[d.ID] = d.Txn
+		}
+	}
+	return out, nil
+}
+
+// transitionWrite returns the compare-and-set of t (id, from-status and the
+// optional fence and token expiry in the filter) with its update, which
+// stamps nonce on the event.
+func transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
 	}
@@ -359,7 +586,7 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 	if t.AttemptsAtMost != nil {
 		filter = append(filter, bson.E{Key: "attempts", Value: bson.D{{Key: "$lte", Value: *t.AttemptsAtMost}}})
 	}
-	set := bson.D{{Key: "status", Value: string(t.To)}}
+	set := bson.D{{Key: "status", Value: string(t.To)}, {Key: "txn", Value: nonce}}
 	if !t.LaunchAt.IsZero() {
 		set = append(set, bson.E{Key: "launchAt", Value: unixNano(t.LaunchAt)})
 	}
@@ -395,21 +622,11 @@ func (s *Store) eventTransition(ctx context.Context, t *store.EventTransition) e
 		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
 			bson.E{Key: "tokenTimedOut", Value: ""})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	update = bson.D{{Key: "$set", Value: set}}
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
-
-	unlock := s.lockCAS(s.events, t.ID)
-	res, err := s.events.UpdateOne(ctx, filter, update)
-	unlock()
-	if err != nil {
-		return interpretError(err)
-	}
-	if res.MatchedCount == 0 {
-		return s.notFoundOrConflict(ctx, s.events, bson.D{{Key: "_id", Value: t.ID}})
-	}
-	return nil
+	return filter, update
 }
 
 // EventCountByTenant counts over the (tenantId, _id) index, stopping at
@@ -496,8 +713,10 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 		{Key: "policyId", Value: policyID},
 		{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}},
 	}
-	limit = int(clampLimit(limit))
-	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit))
+	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
 	byExpiry := func(a, b eventDoc) int {
 		// The $lt filter matched only documents that have the field.
 		return cmp.Or(cmp.Compare(*a.TokenExpiresAt, *b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))

@@ -28,16 +28,21 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/schedulerd/schedulerd/store/mongo/internal/doclock"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
+	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// Options configures Open. The zero value is usable.
+// Options configures Open. The zero value is usable and durable: writes
+// are acknowledged by a majority of the replica set, the reads the services
+// rely on go to the primary, and server selection and operations wait long
+// enough for an election to end.
 type Options struct {
 	// Database is the database name. If empty, the database in the URI's
 	// path is used, and "schedulerd" if the URI names none.
@@ -45,14 +50,36 @@ type Options struct {
 	// ConnectTimeout bounds establishing a connection (default 10s).
 	ConnectTimeout time.Duration
 	// ServerSelectionTimeout bounds finding a usable server; when it passes
-	// an operation fails with model.ErrUnavailable (default 10s).
+	// an operation fails with model.ErrUnavailable (default 30s, longer
+	// than an election, so that a failover is waited out rather than
+	// reported).
 	ServerSelectionTimeout time.Duration
 	// OperationTimeout bounds every operation whose context has no earlier
-	// deadline (the driver's client-side operation timeout; default none).
+	// deadline, retries of retryable operations included (the driver's
+	// client-side operation timeout; default 60s).
 	OperationTimeout time.Duration
+	// AllowWeakWriteConcern accepts a write concern in the URI weaker than
+	// majority (w=0, w=1, any w but "majority", or journal=false). Without
+	// it Open refuses such a URI: an acknowledged write that a failover
+	// rolls back loses fences and token counts, and the throttle's bound
+	// with them.
+	AllowWeakWriteConcern bool
 	// SkipIndexes skips creating the indexes at Open, for instances started
 	// against a database whose indexes another instance already built.
 	SkipIndexes bool
+}
+
+// Defaults of Options.
+const (
+	defaultConnectTimeout         = 10 * time.Second
+	defaultServerSelectionTimeout = 30 * time.Second
+	defaultOperationTimeout       = 60 * time.Second
+)
+
+func (o *Options) setDefaults() {
+	defaults.Set(&o.ConnectTimeout, defaultConnectTimeout)
+	defaults.Set(&o.ServerSelectionTimeout, defaultServerSelectionTimeout)
+	defaults.Set(&o.OperationTimeout, defaultOperationTimeout)
 }
 
 func (o Options) validate() error {
@@ -63,6 +90,23 @@ func (o Options) validate() error {
 		return fmt.Errorf("mongo options: ServerSelectionTimeout must not be negative, got %s", o.ServerSelectionTimeout)
 	case o.OperationTimeout < 0:
 		return fmt.Errorf("mongo options: OperationTimeout must not be negative, got %s", o.OperationTimeout)
+	}
+	return nil
+}
+
+// checkWriteConcern refuses a URI whose write concern is weaker than
+// majority unless the options allow it.
+func checkWriteConcern(cs *connstring.ConnString, o Options) error {
+	if o.AllowWeakWriteConcern {
+		return nil
+	}
+	switch {
+	case cs.WNumberSet:
+		return fmt.Errorf("mongo open: the URI's write concern w=%d is weaker than majority: remove w from the URI, or set AllowWeakWriteConcern to accept it", cs.WNumber)
+	case cs.WString != "" && cs.WString != "majority":
+		return fmt.Errorf("mongo open: the URI's write concern w=%s is not majority: remove w from the URI, or set AllowWeakWriteConcern to accept it", cs.WString)
+	case cs.JSet && !cs.J:
+		return fmt.Errorf("mongo open: the URI's journal=false makes acknowledged writes losable: remove it from the URI, or set AllowWeakWriteConcern to accept it")
 	}
 	return nil
 }
@@ -112,8 +156,12 @@ var _ store.Driver = (*Store)(nil)
 
 // Open connects to the MongoDB at uri, checks that it answers and creates the
 // indexes the queries rely on (creating an existing index is a no-op). It
-// returns model.ErrUnavailable if the server cannot be reached.
+// returns model.ErrUnavailable if the server cannot be reached, and an error
+// naming AllowWeakWriteConcern if the URI asks for a write concern weaker
+// than majority. A URI without w gets w=majority, and one without
+// readPreference gets primary.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -128,41 +176,58 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if dbName == "" {
 		dbName = "schedulerd"
 	}
-	if opts.ConnectTimeout == 0 {
-		opts.ConnectTimeout = 10 * time.Second
-	}
-	if opts.ServerSelectionTimeout == 0 {
-		opts.ServerSelectionTimeout = 10 * time.Second
+	if err := checkWriteConcern(cs, opts); err != nil {
+		return nil, err
 	}
 
-	co := options.Client().ApplyURI(uri).
-		SetConnectTimeout(opts.ConnectTimeout).
-		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
-		SetAppName("schedulerd")
-	if opts.OperationTimeout > 0 {
-		co.SetTimeout(opts.OperationTimeout)
-	}
-	client, err := mongo.Connect(co)
+	client, err := mongo.Connect(clientOptions(uri, cs, opts))
 	if err != nil {
 		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
 	}
 	s := &Store{client: client, db: client.Database(dbName)}
+	// Every collection but tenants and API keys is read right after it is
+	// written (compare-and-sets, claims and their read-backs, leases,
+	// idempotency records), so its reads go to the primary whatever the
+	// URI's readPreference; tenants and keys, read on each request and
+	// rarely written, follow the URI.
+	primary := options.Collection().SetReadPreference(readpref.Primary())
 	s.tenants = s.db.Collection(collTenants)
 	s.apiKeys = s.db.Collection(collAPIKeys)
-	s.idempotency = s.db.Collection(collIdempotency)
-	s.schedules = s.db.Collection(collSchedules)
-	s.children = s.db.Collection(collChildren)
-	s.watermarks = s.db.Collection(collWatermarks)
-	s.fires = s.db.Collection(collFires)
-	s.events = s.db.Collection(collEvents)
-	s.policies = s.db.Collection(collPolicies)
-	s.leases = s.db.Collection(collLeases)
+	s.idempotency = s.db.Collection(collIdempotency, primary)
+	s.schedules = s.db.Collection(collSchedules, primary)
+	s.children = s.db.Collection(collChildren, primary)
+	s.watermarks = s.db.Collection(collWatermarks, primary)
+	s.fires = s.db.Collection(collFires, primary)
+	s.events = s.db.Collection(collEvents, primary)
+	s.policies = s.db.Collection(collPolicies, primary)
+	s.leases = s.db.Collection(collLeases, primary)
 
 	if err := s.init(ctx, opts); err != nil {
 		_ = client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return s, nil
+}
+
+// clientOptions are the client's options: the URI's, then the timeouts of
+// opts, and majority writes and primary reads where the URI sets neither.
+func clientOptions(uri string, cs *connstring.ConnString, opts Options) *options.ClientOptions {
+	co := options.Client().ApplyURI(uri).
+		SetConnectTimeout(opts.ConnectTimeout).
+		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
+		SetTimeout(opts.OperationTimeout).
+		SetAppName("schedulerd")
+	if !cs.WNumberSet && cs.WString == "" {
+		wc := writeconcern.Majority()
+		if cs.JSet {
+			wc.Journal = &cs.J
+		}
+		co.SetWriteConcern(wc)
+	}
+	if cs.ReadPreference == "" {
+		co.SetReadPreference(readpref.Primary())
+	}
+	return co
 }
 
 func (s *Store) init(ctx context.Context, opts Options) error {
@@ -342,16 +407,17 @@ func (s *Store) lockCAS(coll *mongo.Collection, ids ...string) func() {
 
 // interpretError translates driver errors to the model's sentinels at the
 // edge, like river's interpretError: no document → ErrNotFound, duplicate key
-// → ErrConflict, anything that says the server could not be reached or did
-// not answer in time → ErrUnavailable. The original error stays in the chain
-// for logs and errors.As.
+// → ErrConflict, anything that says the server could not be reached, did not
+// answer in time or could not confirm the write (see isUnavailable) →
+// ErrUnavailable, with ErrNotApplied when the operation never reached a
+// server. The original error stays in the chain for logs and errors.As.
 func interpretError(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return model.ErrNotFound
-	case mongo.IsDuplicateKeyError(err):
+	case mongo.IsDuplicateKeyError(err) && !isUnavailable(err):
 		return fmt.Errorf("%w: %w", model.ErrConflict, err)
 	case notSent(err):
 		return fmt.Errorf("%w: %w: %w", model.ErrUnavailable, model.ErrNotApplied, err)
@@ -375,6 +441,33 @@ func notSent(err error) bool {
 	return errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected)
 }
 
+// unavailableCodes are the server error codes of a replica set in
+// transition, an unreachable member or an operation cut short: the operation
+// may be retried, and a write may or may not have applied.
+var unavailableCodes = []int{
+	6,     // HostUnreachable
+	7,     // HostNotFound
+	50,    // MaxTimeMSExpired
+	64,    // WriteConcernFailed (applied on the primary, not confirmed)
+	89,    // NetworkTimeout
+	91,    // ShutdownInProgress
+	189,   // PrimarySteppedDown
+	237,   // CursorKilled (a stepdown kills the cursors)
+	262,   // ExceededTimeLimit
+	9001,  // SocketException
+	10107, // NotWritablePrimary
+	11600, // InterruptedAtShutdown
+	11601, // Interrupted
+	11602, // InterruptedDueToReplStateChange
+	13435, // NotPrimaryNoSecondaryOk
+	13436, // NotPrimaryOrSecondary
+}
+
+// isUnavailable reports whether err says the server could not be reached,
+// did not answer in time, was changing primaries, or could not confirm a
+// write: codes of unavailableCodes in a command error, in a write error or
+// in a write-concern error, the driver's RetryableWriteError and
+// TransientTransactionError labels, network errors and deadlines.
 func isUnavailable(err error) bool {
 	var sse topology.ServerSelectionError
 	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) ||
@@ -383,19 +476,15 @@ func isUnavailable(err error) bool {
 		return true
 	}
 	var se mongo.ServerError
-	if errors.As(err, &se) {
-		if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
+		return true
+	}
+	for _, code := range unavailableCodes {
+		if se.HasErrorCode(code) {
 			return true
-		}
-		// ShutdownInProgress, PrimarySteppedDown, NotWritablePrimary,
-		// InterruptedAtShutdown, InterruptedDueToReplStateChange,
-		// NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary, HostUnreachable,
-		// HostNotFound, NetworkTimeout, SocketException, ExceededTimeLimit,
-		// MaxTimeMSExpired.
-		for _, code := range []int{91, 189, 10107, 11600, 11602, 13435, 13436, 6, 7, 89, 9001, 262, 50} {
-			if se.HasErrorCode(code) {
-				return true
-			}
 		}
 	}
 	return false

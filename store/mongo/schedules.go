@@ -382,9 +382,23 @@ func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) (
 
 // ChildTimezones lists the distinct timezones that have children, sorted.
 func (s *Store) ChildTimezones(ctx context.Context) ([]string, error) {
-	var tzs []string
-	if err := s.children.Distinct(ctx, "timezone", bson.D{}).Decode(&tzs); err != nil {
+	// A $group, not distinct: FerretDB v1 refuses the maxTimeMS that the
+	// operation timeout adds to a distinct command.
+	cur, err := s.children.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$timezone"}}}},
+	})
+	if err != nil {
 		return nil, fmt.Errorf("child timezones: %w", interpretError(err))
+	}
+	var rows []struct {
+		Timezone string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("child timezones: %w", interpretError(err))
+	}
+	tzs := make([]string, len(rows))
+	for i, r := range rows {
+		tzs[i] = r.Timezone
 	}
 	sort.Strings(tzs)
 	return tzs, nil

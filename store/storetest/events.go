@@ -321,6 +321,95 @@ var eventTests = []namedTest{
 		requireIs(t, errs[0], model.ErrConflict, "RequiresPrevious first")
 		requireEqual(t, getEvent(t, d, e3.ID).Status, model.EventScheduled, "e3 still scheduled")
 	}},
+	{"TransitionBatchReportsEachResult", func(t *testing.T, d store.Driver) {
+		// One call over many events: each transition's result is its own,
+		// a failed one does not stop the others, and transitions of one
+		// event apply in the call's order.
+		ctx := t.Context()
+		const n = 12
+		es := make([]*model.Event, n)
+		for i := range es {
+			es[i] = newEvent("A", "s1", at(time.Duration(i)*time.Second), i)
+		}
+		insertEvents(t, d, es...)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 2, DueBefore: at(time.Hour), Limit: n})
+		requireNoError(t, err, "EventClaimDue")
+
+		var ts []store.EventTransition
+		for i, e := range es {
+			tr := store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 2, To: model.EventDelivering,
+				TokenExpiresAt: ptr(at(time.Duration(i) * time.Minute)), At: base}
+			if i%3 == 1 {
+				tr.Fence = 1 // stale fence: loses
+			}
+			ts = append(ts, tr)
+		}
+		// Then, in the same call: the first event moves on again (applies
+		// only after its start above), and an unknown event.
+		ts = append(ts,
+			store.EventTransition{ID: es[0].ID, From: model.EventDelivering, To: model.EventDelivered, At: base},
+			store.EventTransition{ID: "nope", From: model.EventScheduled, To: model.EventDelivering, At: base},
+			store.EventTransition{ID: es[3].ID, From: model.EventDelivering, To: model.EventReleased, ClearToken: true, FinishedAt: ptr(base), At: base, RequiresPrevious: true},
+			store.EventTransition{ID: es[6].ID, From: model.EventDelivering, To: model.EventReleased, ClearToken: true, FinishedAt: ptr(base), At: base},
+		)
+		errs, err := d.EventTransition(ctx, ts)
+		requireNoError(t, err, "EventTransition")
+		requireEqual(t, len(errs), len(ts), "results")
+		for i, e := range es {
+			want := model.EventDelivering
+			if i%3 == 1 {
+				requireIs(t, errs[i], model.ErrConflict, fmt.Sprintf("start %d with a stale fence", i))
+				want = model.EventScheduled
+			} else {
+				requireNoError(t, errs[i], fmt.Sprintf("start %d", i))
+			}
+			switch i {
+			case 0:
+				want = model.EventDelivered
+			case 6:
+				want = model.EventReleased
+			}
+			requireEqual(t, getEvent(t, d, e.ID).Status, want, fmt.Sprintf("event %d Status", i))
+		}
+		requireNoError(t, errs[n], "second transition of event 0, after its first")
+		requireIs(t, errs[n+1], model.ErrNotFound, "unknown event")
+		requireIs(t, errs[n+2], model.ErrConflict, "transition requiring a failed one")
+		requireNoError(t, errs[n+3], "release of event 6, after its start")
+		requireTimePtr(t, getEvent(t, d, es[3].ID).TokenExpiresAt, ptr(at(3*time.Minute)), "event 3 keeps its token")
+		requireTimePtr(t, getEvent(t, d, es[6].ID).TokenExpiresAt, nil, "event 6 token cleared")
+	}},
+	{"TransitionFenceGuardsExtendAndRelease", func(t *testing.T, d store.Driver) {
+		// A delivery token carries the fence its event was started under:
+		// an extend or release naming another fence (a token of an earlier
+		// delivery of the event) must not touch the current one.
+		ctx := t.Context()
+		e := newEvent("A", "s1", base, 0)
+		insertEvents(t, d, e)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 4, DueBefore: at(time.Minute), Limit: 1})
+		requireNoError(t, err, "EventClaimDue")
+		requireNoError(t, transition(t, d, store.EventTransition{ID: e.ID, From: model.EventScheduled, Fence: 4, To: model.EventDelivering,
+			TokenExpiresAt: ptr(at(time.Minute)), At: base}), "start")
+
+		extend := func(fence int64, until time.Time) store.EventTransition {
+			return store.EventTransition{ID: e.ID, From: model.EventDelivering, Fence: fence, To: model.EventDelivering, TokenExpiresAt: &until, At: base}
+		}
+		release := func(fence int64) store.EventTransition {
+			return store.EventTransition{ID: e.ID, From: model.EventDelivering, Fence: fence, To: model.EventReleased,
+				ClearToken: true, FinishedAt: ptr(base), At: base}
+		}
+		requireIs(t, transition(t, d, extend(3, at(time.Hour))), model.ErrConflict, "extend under a stale fence")
+		requireIs(t, transition(t, d, release(3)), model.ErrConflict, "release under a stale fence")
+		got := getEvent(t, d, e.ID)
+		requireEqual(t, got.Status, model.EventDelivering, "Status after stale calls")
+		requireTimePtr(t, got.TokenExpiresAt, ptr(at(time.Minute)), "TokenExpiresAt after stale calls")
+
+		requireNoError(t, transition(t, d, extend(4, at(2*time.Minute))), "extend under the token's fence")
+		requireTimePtr(t, getEvent(t, d, e.ID).TokenExpiresAt, ptr(at(2*time.Minute)), "extended")
+		requireNoError(t, transition(t, d, release(4)), "release under the token's fence")
+		got = getEvent(t, d, e.ID)
+		requireEqual(t, got.Status, model.EventReleased, "released")
+		requireTimePtr(t, got.TokenExpiresAt, nil, "token cleared")
+	}},
 	{"TransitionConcurrent", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		e := newEvent("A", "s1", base, 0)
@@ -674,5 +763,57 @@ var eventTests = []namedTest{
 		for _, id := range []string{es[2].ID, es[3].ID, es[4].ID} {
 			getEvent(t, d, id)
 		}
+	}}, {"ClaimDueHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		// More than a driver's page of 1,000 is due: a short claim would
+		// read as "nothing left" to the handler, which asks for 2,000.
+		const due = 1500
+		es := make([]*model.Event, due)
+		want := make([]string, due)
+		for i := range es {
+			// Launch times in reverse of the index so that the claim's order
+			// is not the insertion order.
+			es[i] = newEvent("A", "s1", base, i)
+			es[i].LaunchAt = at(time.Duration(due-i) * time.Millisecond)
+			want[due-1-i] = es[i].ID
+		}
+		insertEvents(t, d, es...)
+
+		got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Hour), Limit: 2000})
+		requireNoError(t, err, "EventClaimDue")
+		requireEqual(t, len(got), due, "claimed with Limit 2000 when 1500 are due")
+		requireIDs(t, eventIDs(got), want, "claimed earliest LaunchAt first")
+
+		got, err = d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Hour), Limit: 2000})
+		requireNoError(t, err, "EventClaimDue again")
+		requireEqual(t, len(got), 0, "nothing left to claim")
+	}},
+	{"FindTokenExpiredHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		const holding = 1500
+		es := make([]*model.Event, holding)
+		want := make([]string, holding)
+		for i := range es {
+			es[i] = newEvent("A", "s1", base, i)
+			es[i].PolicyID = "p1"
+			es[i].Status = model.EventDelivered
+			if i%2 == 0 {
+				es[i].Status = model.EventDelivering
+			}
+			es[i].TokenExpiresAt = ptr(at(time.Duration(holding-i) * time.Millisecond))
+			want[holding-1-i] = es[i].ID
+		}
+		insertEvents(t, d, es...)
+
+		got, err := d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 0)
+		requireNoError(t, err, "EventFindTokenExpired limit 0")
+		requireEqual(t, len(got), holding, "limit 0 lists all")
+		requireIDs(t, eventIDs(got), want, "limit 0: oldest expiry first")
+		got, err = d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 1200)
+		requireNoError(t, err, "EventFindTokenExpired limit 1200")
+		requireIDs(t, eventIDs(got), want[:1200], "limit 1200: the 1200 oldest expiries")
+		got, err = d.EventFindTokenExpired(ctx, "p1", at(time.Hour), 2000)
+		requireNoError(t, err, "EventFindTokenExpired limit 2000")
+		requireEqual(t, len(got), holding, "limit 2000 when 1500 hold tokens")
 	}},
 }
