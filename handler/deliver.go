@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
@@ -13,29 +14,44 @@ import (
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
-// worker delivers batches: it blocks for one ready event, then takes what
-// else is ready up to MaxBatch, so batches grow with the load. The outcomes
-// go to the writers, so a slow store write never delays the next delivery.
-func (h *Handler) worker() {
+// dispatch starts deliveries while there are due events and free slots:
+// it takes the next batch (one host, fair across tenants) from the queues
+// and delivers it in its own goroutine, so that a slow consumer never holds
+// back the events of others. A delivery keeps its slots until its outcomes
+// are queued for the writers, so memory stays bounded when the store is
+// slow.
+func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 	for {
-		batch := make([]throttle.Item, 0, 16)
 		select {
 		case <-h.stopCh:
 			return
-		case it := <-h.ready:
-			batch = append(batch, it)
+		default:
 		}
-	fill:
-		for len(batch) < h.cfg.MaxBatch {
-			select {
-			case it := <-h.ready:
-				batch = append(batch, it)
-			default:
-				break fill
-			}
+		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
+		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.weights.get, h.hosts.free)
+		if len(batch) > 0 {
+			n := len(batch)
+			h.hosts.acquire(host, n)
+			h.inFlight.Add(int64(n))
+			deliveries.Go(func() {
+				o := h.deliver(h.workCtx, batch)
+				var rs []delivery.Result
+				if o != nil {
+					rs = o.results
+				}
+				h.hosts.done(host, n, rs)
+				if o != nil {
+					h.outcomes <- o
+				}
+				h.inFlight.Add(-int64(n))
+				h.wakeDispatch()
+			})
+			continue
 		}
-		if o := h.deliver(h.workCtx, batch); o != nil {
-			h.outcomes <- o
+		select {
+		case <-h.stopCh:
+			return
+		case <-h.wakeD:
 		}
 	}
 }
