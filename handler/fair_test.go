@@ -23,11 +23,14 @@ type noisyNeighbour struct {
 	// requests at once (the others wait for it), each taking aHold.
 	aConcurrency int
 	aHold        time.Duration
+	// window, if set, is when after A's launch instant A's deliveries are
+	// counted (its drain rate), B's having all arrived.
+	window time.Duration
 }
 
 // bLateness runs n and returns the lateness of each of B's deliveries
 // (receipt at B's consumer minus launch time) and how many of A's events
-// arrived meanwhile.
+// arrived meanwhile (or within window).
 func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Duration, aGot int64) {
 	t.Helper()
 	sem := make(chan struct{}, n.aConcurrency)
@@ -60,7 +63,7 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 		}
 	})
 
-	instant := time.Now().Add(4 * time.Second)
+	instant := time.Now().Add(3*time.Second + time.Duration(n.aEvents)*50*time.Microsecond)
 	a := makeEvents(n.aEvents, evOpts{schedule: "a", url: slow.URL, launch: instant})
 	b := makeEvents(n.bEvents, evOpts{schedule: "b", url: fast.URL, launch: instant.Add(time.Second)})
 	for _, e := range a {
@@ -88,6 +91,9 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 		case <-deadline:
 			t.Fatalf("only %d of B's %d events arrived; A's consumer got %d", len(late), n.bEvents, aN.Load())
 		}
+	}
+	if n.window > 0 {
+		time.Sleep(time.Until(instant.Add(n.window))) // a measurement window, not a wait for an event
 	}
 	return late, aN.Load()
 }
