@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -28,13 +29,13 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 		default:
 		}
 		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
-		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.weights.get, h.hosts.free)
+		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
 		if len(batch) > 0 {
 			n := len(batch)
 			h.hosts.acquire(host, n)
 			h.inFlight.Add(int64(n))
 			deliveries.Go(func() {
-				o := h.deliver(h.workCtx, batch)
+				o := h.deliverTenant(h.workCtx, batch)
 				var rs []delivery.Result
 				if o != nil {
 					rs = o.results
@@ -54,6 +55,18 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 		case <-h.wakeD:
 		}
 	}
+}
+
+// deliverTenant delivers a batch of one tenant with the tenant's target rule
+// in the context.
+func (h *Handler) deliverTenant(ctx context.Context, batch []throttle.Item) *outcomes {
+	tenant := batch[0].Event.TenantID
+	rule, err := h.tenants.rule(ctx, tenant)
+	if err != nil {
+		h.log.Warn().Err(err).Str(logkey.Tenant, tenant).Int("events", len(batch)).Msg("tenant's targets unknown; not sending")
+		return h.deliverWith(ctx, batch, err)
+	}
+	return h.deliverWith(netguard.WithTargetRule(ctx, tenant, rule), batch, nil)
 }
 
 // outcomes is one delivered batch waiting to be written.
@@ -85,8 +98,9 @@ func (h *Handler) writer() {
 	}
 }
 
-// deliver sends one batch and returns its outcomes (nil if nothing was sent).
-func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes {
+// deliverWith sends one batch and returns its outcomes (nil if nothing was
+// sent); with fail set, each event fails with it instead (retryable).
+func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail error) *outcomes {
 	clock := h.deps.Clock
 	owns := map[int]bool{}
 	send := batch[:0:0]
@@ -136,6 +150,12 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	}
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
+		if fail != nil {
+			for _, i := range idx {
+				results[i] = delivery.Result{Err: fail}
+			}
+			continue
+		}
 		if d == nil {
 			for _, i := range idx {
 				results[i] = delivery.Result{Err: fmt.Errorf("no deliverer for target type %q", tt), Permanent: true}

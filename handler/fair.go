@@ -2,11 +2,14 @@ package handler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )
@@ -247,32 +250,32 @@ func (q *fairQueue) heads(f func(e *model.Event)) {
 func max1(v int) int { return max(v, 1) }
 func max0(v int) int { return max(v, 0) }
 
-// weightCache caches tenant weights: a lookup never waits for the store; an
-// unknown or stale tenant gets its last known weight (or the default) and
-// is read again in the background.
-type weightCache struct {
+// tenantCache caches what delivery needs of a tenant: its weight and its
+// target rule. A weight lookup never waits for the store: an unknown or
+// stale tenant gets its last known weight (or the default) and is read
+// again in the background. A rule lookup reads a missing or stale tenant at
+// once (its events must not go unchecked) and falls back on the last known
+// rule when the store fails.
+type tenantCache struct {
 	src   Tenants
 	def   int
 	ttl   time.Duration
 	now   func() time.Time
-	spawn func(func(context.Context)) // runs a refresh
+	spawn func(func(context.Context)) // runs a background read
 	mu    sync.Mutex
-	m     map[string]*weightEntry
+	m     map[string]*tenantEntry
 }
 
-type weightEntry struct {
+type tenantEntry struct {
 	w       int
-	at      time.Time
+	rule    *netguard.TargetRule
+	version int64
+	at      time.Time // of the last read; zero: never read
 	loading bool
 }
 
-func (c *weightCache) get(tenant string) int {
-	if c.src == nil {
-		return c.def
-	}
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// entry returns tenant's entry, making it; under c.mu.
+func (c *tenantCache) entry(tenant string, now time.Time) *tenantEntry {
 	e := c.m[tenant]
 	if e == nil {
 		if len(c.m) >= 4096 {
@@ -282,29 +285,87 @@ func (c *weightCache) get(tenant string) int {
 				}
 			}
 		}
-		e = &weightEntry{w: c.def}
+		e = &tenantEntry{w: c.def}
 		c.m[tenant] = e
-	} else if e.loading || now.Sub(e.at) <= c.ttl {
+	}
+	return e
+}
+
+func (c *tenantCache) weight(tenant string) int {
+	if c.src == nil {
+		return c.def
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(tenant, now)
+	if e.loading || (!e.at.IsZero() && now.Sub(e.at) <= c.ttl) {
 		return e.w
 	}
 	e.loading = true
-	c.spawn(func(ctx context.Context) { c.load(ctx, tenant) })
+	c.spawn(func(ctx context.Context) {
+		_ = c.load(ctx, tenant)
+		c.mu.Lock()
+		e.loading = false
+		c.mu.Unlock()
+	})
 	return e.w
 }
 
-func (c *weightCache) load(ctx context.Context, tenant string) {
-	w := c.def
+// rule returns tenant's target rule (nil: every target allowed).
+func (c *tenantCache) rule(ctx context.Context, tenant string) (*netguard.TargetRule, error) {
+	if c.src == nil {
+		return nil, nil
+	}
+	now := c.now()
+	c.mu.Lock()
+	e := c.entry(tenant, now)
+	fresh, known, rule := !e.at.IsZero() && now.Sub(e.at) <= c.ttl, !e.at.IsZero(), e.rule
+	c.mu.Unlock()
+	if fresh {
+		return rule, nil
+	}
+	err := c.load(ctx, tenant)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		return c.entry(tenant, now).rule, nil
+	case known:
+		return rule, nil
+	}
+	return nil, fmt.Errorf("reading tenant %s for its delivery targets: %w", tenant, err)
+}
+
+// load reads tenant and records its weight and rule. A tenant that does
+// not exist has the default weight and no rule; a rule that does not parse
+// allows nothing.
+func (c *tenantCache) load(ctx context.Context, tenant string) error {
 	t, err := c.src.TenantGet(ctx, tenant)
-	if err == nil && t != nil && t.Weight > 0 {
-		w = t.Weight
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
+		return err
+	}
+	w, version := c.def, int64(0)
+	var rule *netguard.TargetRule
+	if t != nil {
+		version = t.Version
+		if t.Weight > 0 {
+			w = t.Weight
+		}
+		if tt := t.Targets; tt != nil {
+			if rule, err = netguard.NewTargetRule(tt.Hosts, tt.CIDRs, tt.QueueURLPrefixes); err != nil {
+				rule, _ = netguard.NewTargetRule(nil, nil, nil)
+			}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.m[tenant]; e != nil {
-		e.loading = false
-		e.at = c.now()
-		if err == nil || e.w == 0 {
-			e.w = w
-		}
+	e := c.entry(tenant, c.now())
+	if e.at.IsZero() || e.version != version || (e.rule == nil) != (rule == nil) {
+		// Unchanged tenants keep their rule: the HTTP deliverer keeps a
+		// connection pool per rule.
+		e.rule = rule
 	}
+	e.w, e.version, e.at = w, version, c.now()
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -170,8 +171,9 @@ type tenantFunc func(id string) (*model.Tenant, error)
 func (f tenantFunc) TenantGet(_ context.Context, id string) (*model.Tenant, error) { return f(id) }
 
 // Weights are read through Deps.Tenants, cached for the TTL, and default
-// when the tenant cannot be read.
-func TestWeightCache(t *testing.T) {
+// when the tenant cannot be read; a weight lookup does not wait for the
+// store.
+func TestTenantCacheWeight(t *testing.T) {
 	reads := 0
 	src := tenantFunc(func(id string) (*model.Tenant, error) {
 		reads++
@@ -182,7 +184,7 @@ func TestWeightCache(t *testing.T) {
 	})
 	now := time.Unix(1000, 0)
 	var pending []func(context.Context)
-	c := &weightCache{src: src, def: 2, ttl: time.Minute, now: func() time.Time { return now }, m: map[string]*weightEntry{},
+	c := &tenantCache{src: src, def: 2, ttl: time.Minute, now: func() time.Time { return now }, m: map[string]*tenantEntry{},
 		spawn: func(f func(context.Context)) { pending = append(pending, f) }}
 	run := func() {
 		for _, f := range pending {
@@ -190,27 +192,67 @@ func TestWeightCache(t *testing.T) {
 		}
 		pending = nil
 	}
-	if w := c.get("heavy"); w != 2 {
+	if w := c.weight("heavy"); w != 2 {
 		t.Fatalf("first lookup %d, want the default 2 while it loads", w)
 	}
-	c.get("heavy")
+	c.weight("heavy")
 	if len(pending) != 1 {
 		t.Fatalf("%d loads started for one tenant, want 1", len(pending))
 	}
 	run()
-	if w := c.get("heavy"); w != 5 {
+	if w := c.weight("heavy"); w != 5 {
 		t.Fatalf("weight %d after the load, want 5", w)
 	}
-	c.get("missing")
+	c.weight("missing")
 	run()
-	if w := c.get("missing"); w != 2 {
+	if w := c.weight("missing"); w != 2 {
 		t.Fatalf("unknown tenant weight %d, want the default 2", w)
 	}
 	if reads != 2 || len(pending) != 0 {
 		t.Fatalf("%d reads, %d pending within the TTL, want 2 and 0", reads, len(pending))
 	}
 	now = now.Add(2 * time.Minute)
-	if w := c.get("heavy"); w != 5 || len(pending) != 1 {
+	if w := c.weight("heavy"); w != 5 || len(pending) != 1 {
 		t.Fatalf("stale lookup: weight %d with %d loads, want the last known 5 and a reload", w, len(pending))
+	}
+}
+
+// A rule is read before the first delivery, kept while the tenant is
+// unchanged, and the last known one serves when the store fails; a tenant
+// never read fails closed.
+func TestTenantCacheRule(t *testing.T) {
+	var fail error
+	version := int64(1)
+	src := tenantFunc(func(id string) (*model.Tenant, error) {
+		if fail != nil {
+			return nil, fail
+		}
+		return &model.Tenant{ID: id, Version: version, Targets: &model.TenantTargets{CIDRs: []string{"10.0.0.0/8"}}}, nil
+	})
+	now := time.Unix(1000, 0)
+	c := &tenantCache{src: src, def: 1, ttl: time.Minute, now: func() time.Time { return now }, m: map[string]*tenantEntry{},
+		spawn: func(f func(context.Context)) { f(context.Background()) }}
+	ctx := context.Background()
+	r1, err := c.rule(ctx, "a")
+	if err != nil || r1 == nil {
+		t.Fatalf("rule %v, %v; want the tenant's", r1, err)
+	}
+	if r1.AllowsDial("x.example", netip.MustParseAddr("127.0.0.1")) || !r1.AllowsDial("x.example", netip.MustParseAddr("10.1.2.3")) {
+		t.Fatalf("rule is not the tenant's 10.0.0.0/8")
+	}
+	now = now.Add(2 * time.Minute)
+	if r2, _ := c.rule(ctx, "a"); r2 != r1 {
+		t.Fatalf("unchanged tenant got a new rule")
+	}
+	now, version = now.Add(2*time.Minute), 2
+	if r3, _ := c.rule(ctx, "a"); r3 == r1 {
+		t.Fatalf("changed tenant kept its old rule")
+	}
+	now, fail = now.Add(2*time.Minute), errors.New("store down")
+	if r4, err := c.rule(ctx, "a"); err != nil || r4 == nil {
+		t.Fatalf("store down: %v, %v; want the last known rule", r4, err)
+	}
+	if _, err := c.rule(ctx, "b"); err == nil {
+		t.Fatalf("store down, tenant never read: no error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,4 +138,59 @@ func (m tenantsByID) TenantGet(_ context.Context, id string) (*model.Tenant, err
 		return t, nil
 	}
 	return nil, fmt.Errorf("tenant %s: %w", id, model.ErrNotFound)
+}
+
+// A tenant's target rule is checked on the address its URL resolves to: a
+// name that resolves outside the tenant's ranges is refused at dial, for
+// good (dead, reason ssrf), and the consumer gets nothing; the same
+// consumer is reached by the tenant whose ranges hold it.
+func TestTenantTargetsAfterResolution(t *testing.T) {
+	st := openStore(t)
+	var hits sync.Map
+	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) { hits.Store(m.EventID, true) })
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	url := "http://localhost:" + port + "/hook" // resolves to 127.0.0.1
+	tenants := tenantsByID{
+		"tOut": {ID: "tOut", Targets: &model.TenantTargets{CIDRs: []string{"10.0.0.0/8"}}},
+		"tIn":  {ID: "tIn", Targets: &model.TenantTargets{CIDRs: []string{"127.0.0.0/8"}}},
+	}
+	out := makeEvents(3, evOpts{schedule: "out", url: url, launch: time.Now()})
+	in := makeEvents(3, evOpts{schedule: "in", url: url, launch: time.Now()})
+	for _, e := range out {
+		e.TenantID = "tOut"
+	}
+	for _, e := range in {
+		e.TenantID = "tIn"
+	}
+	insert(t, st, append(out, in...))
+	var mu sync.Mutex
+	reasons := map[string]delivery.Reason{}
+	startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1), Tenants: tenants,
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)},
+		Hooks: handler.Hooks{Attempted: func(e *model.Event, r delivery.Result, _ model.EventStatus) {
+			mu.Lock()
+			defer mu.Unlock()
+			reasons[e.ID] = ""
+			if r.Err != nil {
+				reasons[e.ID] = delivery.ReasonOf(model.TargetHTTP, r)
+			}
+		}}})
+	waitFor(t, 10*time.Second, "every event attempted", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reasons) == len(out)+len(in)
+	})
+	for _, e := range out {
+		if cur := statusOf(t, st, e.ID); cur.Status != model.EventDead || reasons[e.ID] != delivery.ReasonSSRF {
+			t.Errorf("refused tenant's event %s: %s, reason %q; want dead, ssrf", e.ID, cur.Status, reasons[e.ID])
+		}
+		if _, ok := hits.Load(e.ID); ok {
+			t.Errorf("refused tenant's event %s reached the consumer", e.ID)
+		}
+	}
+	for _, e := range in {
+		if cur := statusOf(t, st, e.ID); cur.Status != model.EventReleased {
+			t.Errorf("allowed tenant's event %s: %s (%s), want released", e.ID, cur.Status, cur.LastError)
+		}
+	}
 }

@@ -146,7 +146,8 @@ type Config struct {
 	// TenantWeight is the weight of a tenant that sets none, or that
 	// Deps.Tenants cannot read; it should equal the master's. Default 1.
 	TenantWeight int
-	// WeightTTL is how long a tenant's weight is cached. Default 30s.
+	// WeightTTL is how long a tenant's weight and targets are cached.
+	// Default 30s.
 	WeightTTL time.Duration
 	// MaxScheduled caps the events held in memory (heap plus buckets);
 	// claiming pauses above it. Default 500,000.
@@ -299,8 +300,10 @@ type Deps struct {
 	// lifecycle is its owner's (Start it before and Stop it after the
 	// handler).
 	Throttle Throttle
-	// Tenants, if set, gives the tenants' weights (cached for WeightTTL);
-	// without it every tenant has Config.TenantWeight.
+	// Tenants, if set, gives the tenants' weights and delivery targets
+	// (cached for WeightTTL): each delivery carries its tenant's target rule
+	// (netguard.WithTargetRule) for the deliverers to check. Without it
+	// every tenant has Config.TenantWeight and no rule.
 	Tenants Tenants
 	// Deliverers route events by Target.Type.
 	Deliverers map[model.TargetType]Deliverer
@@ -331,7 +334,7 @@ type Handler struct {
 	wakeD    chan struct{} // an event was queued or a delivery ended
 	hosts    *hostLimits
 	inFlight atomic.Int64 // events being delivered
-	weights  *weightCache
+	tenants  *tenantCache
 	outcomes chan *outcomes  // delivered batches waiting to be written
 	stopCh   <-chan struct{} // Stopping, read once at Start
 	workCtx  context.Context // deliveries; cancelled once Stop's drain ends
@@ -380,8 +383,8 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		// behind, so memory stays bounded when the store is slow.
 		outcomes: make(chan *outcomes, 64*cfg.Workers),
 	}
-	h.weights = &weightCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
-		now: deps.Clock.Now, m: map[string]*weightEntry{},
+	h.tenants = &tenantCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
+		now: deps.Clock.Now, m: map[string]*tenantEntry{},
 		spawn: func(f func(context.Context)) {
 			h.Go(func() {
 				ctx, cancel := context.WithTimeout(h.workCtx, 5*time.Second)
