@@ -42,7 +42,7 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 				}
 				h.hosts.done(host, n, rs)
 				if o != nil {
-					h.outcomes <- o
+					h.outcomes.put(o)
 				}
 				h.inFlight.Add(-int64(n))
 				h.wakeDispatch()
@@ -79,23 +79,90 @@ type outcomes struct {
 // writer writes delivery outcomes, merging what is queued (up to MaxBatch
 // events) into one EventTransition call.
 func (h *Handler) writer() {
-	for o := range h.outcomes {
-	merge:
-		for len(o.items) < h.cfg.MaxBatch {
-			select {
-			case more, ok := <-h.outcomes:
-				if !ok {
-					break merge
-				}
-				o.items = append(o.items, more.items...)
-				o.results = append(o.results, more.results...)
-				o.ts = append(o.ts, more.ts...)
-			default:
-				break merge
-			}
+	for {
+		o, ok := h.outcomes.take(h.cfg.MaxBatch)
+		if !ok {
+			return
 		}
 		h.record(h.workCtx, o)
+		h.outcomes.release(len(o.items))
 	}
+}
+
+// outbox holds delivered batches until the writers have written them. It
+// counts events, not batches (a batch may be one event or MaxBatch): put
+// waits while max events are queued or being written, so memory stays
+// bounded when the store is slow.
+type outbox struct {
+	mu     sync.Mutex
+	queued sync.Cond // a batch was put, or the box closed
+	space  sync.Cond // events were written
+	q      []*outcomes
+	events int
+	max    int
+	closed bool
+}
+
+func newOutbox(max int) *outbox {
+	b := &outbox{max: max}
+	b.queued.L, b.space.L = &b.mu, &b.mu
+	return b
+}
+
+func (b *outbox) put(o *outcomes) {
+	n := len(o.items)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.events > 0 && b.events+n > b.max {
+		b.space.Wait()
+	}
+	b.q = append(b.q, o)
+	b.events += n
+	b.queued.Signal()
+}
+
+// take waits for queued batches and merges them up to max events (at least
+// one batch); false once the box is closed and empty.
+func (b *outbox) take(max int) (*outcomes, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.q) == 0 && !b.closed {
+		b.queued.Wait()
+	}
+	if len(b.q) == 0 {
+		return nil, false
+	}
+	o := b.q[0]
+	i := 1
+	if i < len(b.q) && len(o.items) < max {
+		m := &outcomes{}
+		m.items, m.results, m.ts = append(m.items, o.items...), append(m.results, o.results...), append(m.ts, o.ts...)
+		for ; i < len(b.q) && len(m.items) < max; i++ {
+			m.items = append(m.items, b.q[i].items...)
+			m.results = append(m.results, b.q[i].results...)
+			m.ts = append(m.ts, b.q[i].ts...)
+		}
+		o = m
+	}
+	clear(b.q[:i])
+	b.q = b.q[i:]
+	return o, true
+}
+
+// release ends the writing of n events.
+func (b *outbox) release(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events -= n
+	b.space.Broadcast()
+}
+
+// close lets the writers return once the box is empty.
+func (b *outbox) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.queued.Broadcast()
 }
 
 // deliverWith sends one batch and returns its outcomes (nil if nothing was

@@ -58,12 +58,13 @@ func newFairQueue() *fairQueue {
 	return &fairQueue{tenants: map[string]*tenantQueue{}}
 }
 
-// hostKey names the consumer host of e, the unit of per-host concurrency:
-// the target type and the URL's host (port included).
+// hostKey names the consumer of e, the unit of per-host concurrency: the
+// URL's host (port included) of an http target, the queue of an sqs
+// target (every queue of a region shares the endpoint's host).
 func hostKey(e *model.Event) string {
 	raw := e.Target.URL
 	if e.Target.Type == model.TargetSQS {
-		raw = e.Target.QueueURL
+		return string(model.TargetSQS) + " " + e.Target.QueueURL
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -77,9 +78,20 @@ func (q *fairQueue) push(items ...throttle.Item) {
 	if len(items) == 0 {
 		return
 	}
+	// Events of one schedule mostly share their target: parse it once.
+	hosts := make([]string, len(items))
+	var lastType model.TargetType
+	var lastURL, lastHost string
+	for i, it := range items {
+		tg := it.Event.Target
+		if i == 0 || tg.Type != lastType || tg.URL+tg.QueueURL != lastURL {
+			lastType, lastURL, lastHost = tg.Type, tg.URL+tg.QueueURL, hostKey(it.Event)
+		}
+		hosts[i] = lastHost
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, it := range items {
+	for i, it := range items {
 		t := q.tenants[it.Event.TenantID]
 		if t == nil {
 			t = &tenantQueue{id: it.Event.TenantID, scheds: map[string]*schedQueue{}}
@@ -92,7 +104,7 @@ func (q *fairQueue) push(items ...throttle.Item) {
 			t.scheds[s.id] = s
 			t.ring = append(t.ring, s)
 		}
-		s.items = append(s.items, queued{it: it, host: hostKey(it.Event)})
+		s.items = append(s.items, queued{it: it, host: hosts[i]})
 		q.n++
 	}
 }

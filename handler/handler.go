@@ -335,7 +335,7 @@ type Handler struct {
 	hosts    *hostLimits
 	inFlight atomic.Int64 // events being delivered
 	tenants  *tenantCache
-	outcomes chan *outcomes  // delivered batches waiting to be written
+	outcomes *outbox         // delivered batches waiting to be written
 	stopCh   <-chan struct{} // Stopping, read once at Start
 	workCtx  context.Context // deliveries; cancelled once Stop's drain ends
 
@@ -381,7 +381,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		hosts: newHostLimits(cfg.MaxPerHost),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
-		outcomes: make(chan *outcomes, 64*cfg.Workers),
+		outcomes: newOutbox(64 * cfg.Workers * cfg.MaxBatch),
 	}
 	h.tenants = &tenantCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
 		now: deps.Clock.Now, m: map[string]*tenantEntry{},
@@ -469,7 +469,7 @@ func (h *Handler) run() {
 	<-h.stopCh
 	loops.Wait()
 	deliveries.Wait()
-	close(h.outcomes) // writers finish what was delivered, then exit
+	h.outcomes.close() // writers finish what was delivered, then exit
 	writers.Wait()
 	var back []Item
 	for _, it := range h.queue.drain() {
