@@ -183,8 +183,9 @@ func (t *tenantQueue) take(limit int, free func(host string) int) ([]throttle.It
 			t.ring = slices.Delete(t.ring, t.next, t.next+1)
 		} else {
 			if s.head > len(s.items)/2 && s.head > 64 {
-				s.items = slices.Clip(append(s.items[:0], s.items[s.head:]...))
-				s.head = 0
+				n := copy(s.items, s.items[s.head:])
+				clear(s.items[n:])
+				s.items, s.head = s.items[:n], 0
 			}
 			t.next++
 		}
