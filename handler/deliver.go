@@ -320,15 +320,26 @@ func (h *Handler) recheck(ctx context.Context, items []throttle.Item) []throttle
 // out and was reclaimed (the event is retrying), or a newer owner has it.
 // Without the renewal a late send could reach the consumer after the
 // reclaim gave the token to another event, one more than maxInFlight.
-// When the store cannot be reached, items whose tokens have not expired
-// yet are sent (the reclaim needs the store too); expired ones are left to
-// the reclaim.
+// An item whose token has expired is not sent nor renewed: it may have
+// been reclaimed and the event started again with a new token, which a
+// renewal (same status and fence) could not tell apart; the reclaim
+// retries it. When the store cannot be reached, items whose tokens have
+// not expired yet are sent (the reclaim needs the store too).
 func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []throttle.Item {
 	now := h.deps.Clock.Now()
 	var idx []int
 	var ts []store.EventTransition
+	expired := map[int]bool{}
 	for i, it := range items {
 		if it.Policy == nil || it.Event.TokenExpiresAt == nil {
+			continue
+		}
+		if !it.Event.TokenExpiresAt.After(now) {
+			// Its token may have been reclaimed and the event granted a
+			// new one since (same status, same fence): a renewal would
+			// win against that new holder's state and send this copy
+			// beside it. The reclaim retries it.
+			expired[i] = true
 			continue
 		}
 		timeout := h.thr.TokenTimeout(it.Policy)
@@ -343,11 +354,15 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 		idx = append(idx, i)
 		ts = append(ts, store.RenewToken(it.Event.ID, it.Fence, exp, now))
 	}
-	if len(ts) == 0 {
+	drop := expired
+	if len(ts) == 0 && len(drop) == 0 {
 		return items
 	}
-	res, err := h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
-	drop := make(map[int]bool, len(idx))
+	var res []error
+	var err error
+	if len(ts) > 0 {
+		res, err = h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
+	}
 	renewed := 0
 	for j, i := range idx {
 		switch {
@@ -363,7 +378,9 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 	if err != nil {
 		h.log.Warn().Err(err).Int("events", len(ts)).Msg("renewing tokens before a late send failed")
 	}
-	h.deps.Metrics.TokensRenewed(renewed)
+	if len(ts) > 0 {
+		h.deps.Metrics.TokensRenewed(renewed)
+	}
 	if len(drop) == 0 {
 		return items
 	}
