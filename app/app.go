@@ -207,9 +207,12 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID},
+	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
+		TenantWeight: cfg.TenantWeight},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
+			// Delivery is shared between tenants by their weights.
+			Tenants: a.store,
 			// The master's idempotency records are cleaned up with the events.
 			Idempotency: a.store,
 			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},

@@ -261,3 +261,34 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(ds)
 	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
 }
+
+// BenchmarkNoisyNeighbour: tenant A has 100,000 events due at one instant to
+// a consumer slower than the scheduler, tenant B 100 due a second later to a
+// fast consumer. It reports B's lateness (receipt minus launch) and A's
+// deliveries in the first 5 s against A alone (the cost of fairness to A).
+// "holding": A's consumer holds each request 2 s.
+func BenchmarkNoisyNeighbour(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		n    noisyNeighbour
+	}{
+		{"slow", noisyNeighbour{aEvents: 100_000, bEvents: 100, aConcurrency: 8, aHold: time.Millisecond, window: 5 * time.Second}},
+		{"holding", noisyNeighbour{aEvents: 100_000, bEvents: 100, aConcurrency: 1000, aHold: 2 * time.Second, window: 5 * time.Second}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				alone := c.n
+				alone.bEvents = 0
+				_, aAlone := alone.run(b, openStore(b))
+				late, aShared := c.n.run(b, openStore(b))
+				p50, p99, worst := percentile(late, 0.5), percentile(late, 0.99), percentile(late, 1)
+				b.ReportMetric(float64(p50.Microseconds())/1000, "B-p50-ms")
+				b.ReportMetric(float64(p99.Microseconds())/1000, "B-p99-ms")
+				b.ReportMetric(float64(worst.Microseconds())/1000, "B-max-ms")
+				b.ReportMetric(100*float64(aShared)/float64(max(aAlone, 1)), "A-%-of-alone")
+				b.Logf("B lateness p50 %s p99 %s max %s; A delivered %d in %s with B, %d alone",
+					p50, p99, worst, aShared, c.n.window, aAlone)
+			}
+		})
+	}
+}

@@ -4,40 +4,69 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
-// worker delivers batches: it blocks for one ready event, then takes what
-// else is ready up to MaxBatch, so batches grow with the load. The outcomes
-// go to the writers, so a slow store write never delays the next delivery.
-func (h *Handler) worker() {
+// dispatch starts deliveries while there are due events and free slots:
+// it takes the next batch (one host, fair across tenants) from the queues
+// and delivers it in its own goroutine, so that a slow consumer never holds
+// back the events of others. A delivery keeps its slots until its outcomes
+// are queued for the writers, so memory stays bounded when the store is
+// slow.
+func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 	for {
-		batch := make([]throttle.Item, 0, 16)
 		select {
 		case <-h.stopCh:
 			return
-		case it := <-h.ready:
-			batch = append(batch, it)
+		default:
 		}
-	fill:
-		for len(batch) < h.cfg.MaxBatch {
-			select {
-			case it := <-h.ready:
-				batch = append(batch, it)
-			default:
-				break fill
-			}
+		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
+		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
+		if len(batch) > 0 {
+			n := len(batch)
+			h.hosts.acquire(host, n)
+			h.inFlight.Add(int64(n))
+			deliveries.Go(func() {
+				o := h.deliverTenant(h.workCtx, batch)
+				var rs []delivery.Result
+				if o != nil {
+					rs = o.results
+				}
+				h.hosts.done(host, n, rs)
+				if o != nil {
+					h.outcomes.put(o)
+				}
+				h.inFlight.Add(-int64(n))
+				h.wakeDispatch()
+			})
+			continue
 		}
-		if o := h.deliver(h.workCtx, batch); o != nil {
-			h.outcomes <- o
+		select {
+		case <-h.stopCh:
+			return
+		case <-h.wakeD:
 		}
 	}
+}
+
+// deliverTenant delivers a batch of one tenant with the tenant's target rule
+// in the context.
+func (h *Handler) deliverTenant(ctx context.Context, batch []throttle.Item) *outcomes {
+	tenant := batch[0].Event.TenantID
+	rule, err := h.tenants.rule(ctx, tenant)
+	if err != nil {
+		h.log.Warn().Err(err).Str(logkey.Tenant, tenant).Int("events", len(batch)).Msg("tenant's targets unknown; not sending")
+		return h.deliverWith(ctx, batch, err)
+	}
+	return h.deliverWith(netguard.WithTargetRule(ctx, tenant, rule), batch, nil)
 }
 
 // outcomes is one delivered batch waiting to be written.
@@ -50,27 +79,95 @@ type outcomes struct {
 // writer writes delivery outcomes, merging what is queued (up to MaxBatch
 // events) into one EventTransition call.
 func (h *Handler) writer() {
-	for o := range h.outcomes {
-	merge:
-		for len(o.items) < h.cfg.MaxBatch {
-			select {
-			case more, ok := <-h.outcomes:
-				if !ok {
-					break merge
-				}
-				o.items = append(o.items, more.items...)
-				o.results = append(o.results, more.results...)
-				o.ts = append(o.ts, more.ts...)
-			default:
-				break merge
-			}
+	for {
+		o, ok := h.outcomes.take(h.cfg.MaxBatch)
+		if !ok {
+			return
 		}
 		h.record(h.workCtx, o)
+		h.outcomes.release(len(o.items))
 	}
 }
 
-// deliver sends one batch and returns its outcomes (nil if nothing was sent).
-func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes {
+// outbox holds delivered batches until the writers have written them. It
+// counts events, not batches (a batch may be one event or MaxBatch): put
+// waits while max events are queued or being written, so memory stays
+// bounded when the store is slow.
+type outbox struct {
+	mu     sync.Mutex
+	queued sync.Cond // a batch was put, or the box closed
+	space  sync.Cond // events were written
+	q      []*outcomes
+	events int
+	max    int
+	closed bool
+}
+
+func newOutbox(max int) *outbox {
+	b := &outbox{max: max}
+	b.queued.L, b.space.L = &b.mu, &b.mu
+	return b
+}
+
+func (b *outbox) put(o *outcomes) {
+	n := len(o.items)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.events > 0 && b.events+n > b.max {
+		b.space.Wait()
+	}
+	b.q = append(b.q, o)
+	b.events += n
+	b.queued.Signal()
+}
+
+// take waits for queued batches and merges them up to max events (at least
+// one batch); false once the box is closed and empty.
+func (b *outbox) take(max int) (*outcomes, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.q) == 0 && !b.closed {
+		b.queued.Wait()
+	}
+	if len(b.q) == 0 {
+		return nil, false
+	}
+	o := b.q[0]
+	i := 1
+	if i < len(b.q) && len(o.items) < max {
+		m := &outcomes{}
+		m.items, m.results, m.ts = append(m.items, o.items...), append(m.results, o.results...), append(m.ts, o.ts...)
+		for ; i < len(b.q) && len(m.items) < max; i++ {
+			m.items = append(m.items, b.q[i].items...)
+			m.results = append(m.results, b.q[i].results...)
+			m.ts = append(m.ts, b.q[i].ts...)
+		}
+		o = m
+	}
+	clear(b.q[:i])
+	b.q = b.q[i:]
+	return o, true
+}
+
+// release ends the writing of n events.
+func (b *outbox) release(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events -= n
+	b.space.Broadcast()
+}
+
+// close lets the writers return once the box is empty.
+func (b *outbox) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.queued.Broadcast()
+}
+
+// deliverWith sends one batch and returns its outcomes (nil if nothing was
+// sent); with fail set, each event fails with it instead (retryable).
+func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail error) *outcomes {
 	clock := h.deps.Clock
 	owns := map[int]bool{}
 	send := batch[:0:0]
@@ -120,6 +217,12 @@ func (h *Handler) deliver(ctx context.Context, batch []throttle.Item) *outcomes 
 	}
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
+		if fail != nil {
+			for _, i := range idx {
+				results[i] = delivery.Result{Err: fail}
+			}
+			continue
+		}
 		if d == nil {
 			for _, i := range idx {
 				results[i] = delivery.Result{Err: fmt.Errorf("no deliverer for target type %q", tt), Permanent: true}
@@ -217,15 +320,26 @@ func (h *Handler) recheck(ctx context.Context, items []throttle.Item) []throttle
 // out and was reclaimed (the event is retrying), or a newer owner has it.
 // Without the renewal a late send could reach the consumer after the
 // reclaim gave the token to another event, one more than maxInFlight.
-// When the store cannot be reached, items whose tokens have not expired
-// yet are sent (the reclaim needs the store too); expired ones are left to
-// the reclaim.
+// An item whose token has expired is not sent nor renewed: it may have
+// been reclaimed and the event started again with a new token, which a
+// renewal (same status and fence) could not tell apart; the reclaim
+// retries it. When the store cannot be reached, items whose tokens have
+// not expired yet are sent (the reclaim needs the store too).
 func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []throttle.Item {
 	now := h.deps.Clock.Now()
 	var idx []int
 	var ts []store.EventTransition
+	expired := map[int]bool{}
 	for i, it := range items {
 		if it.Policy == nil || it.Event.TokenExpiresAt == nil {
+			continue
+		}
+		if !it.Event.TokenExpiresAt.After(now) {
+			// Its token may have been reclaimed and the event granted a
+			// new one since (same status, same fence): a renewal would
+			// win against that new holder's state and send this copy
+			// beside it. The reclaim retries it.
+			expired[i] = true
 			continue
 		}
 		timeout := h.thr.TokenTimeout(it.Policy)
@@ -240,11 +354,15 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 		idx = append(idx, i)
 		ts = append(ts, store.RenewToken(it.Event.ID, it.Fence, exp, now))
 	}
-	if len(ts) == 0 {
+	drop := expired
+	if len(ts) == 0 && len(drop) == 0 {
 		return items
 	}
-	res, err := h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
-	drop := make(map[int]bool, len(idx))
+	var res []error
+	var err error
+	if len(ts) > 0 {
+		res, err = h.deps.Store.EventTransition(context.WithoutCancel(ctx), ts)
+	}
 	renewed := 0
 	for j, i := range idx {
 		switch {
@@ -260,7 +378,9 @@ func (h *Handler) renewTokens(ctx context.Context, items []throttle.Item) []thro
 	if err != nil {
 		h.log.Warn().Err(err).Int("events", len(ts)).Msg("renewing tokens before a late send failed")
 	}
-	h.deps.Metrics.TokensRenewed(renewed)
+	if len(ts) > 0 {
+		h.deps.Metrics.TokensRenewed(renewed)
+	}
 	if len(drop) == 0 {
 		return items
 	}

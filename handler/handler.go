@@ -7,14 +7,19 @@
 // timer goroutine sleeps until the earliest launch, so events fire within
 // milliseconds of their launch time without polling each one.
 //
-// At launch an unthrottled event goes straight to the delivery workers; an
+// At launch an unthrottled event goes straight to the delivery queues; an
 // event of a throttling policy goes into the policy's bucket (Deps.Throttle,
 // shared with the master), which hands it back on its Dispatched channel
-// once it holds a token. Workers
-// take whatever is ready (up to MaxBatch), deliver it through the Deliverer
-// of its target type and write every outcome in one batched EventTransition:
-// released (or delivered, when the consumer keeps its token until it calls
-// release), retrying with backoff, or dead.
+// once it holds a token. The delivery queues are per tenant and, within a
+// tenant, per schedule, served by weighted deficit round robin (tenant
+// Weight), so that one tenant's backlog takes only its share of delivery
+// while others have due events. Each delivery (up to MaxBatch events to one
+// host) runs in its own goroutine, within MaxInFlight events in all and
+// MaxPerHost per consumer host; a host that times out, refuses or answers
+// 5xx has its limit halved and regains it by one per success, so a slow or
+// broken consumer holds only its own slots. The outcomes are written in
+// batched EventTransitions: released (or delivered, when the consumer keeps
+// its token until it calls release), retrying with backoff, or dead.
 //
 // Delivery is at least once: a crash after a delivery and before its write
 // leaves the event scheduled (or delivering) and it is delivered again by the
@@ -125,11 +130,25 @@ type Config struct {
 	// ClaimBatch is the most events one claim takes from one shard; the
 	// owned shards are claimed concurrently. Default 4*MaxBatch.
 	ClaimBatch int
-	// Workers is the number of delivery workers. Default 4.
+	// Workers is the number of outcome writers. Default 4.
 	Workers int
-	// QueueSize is the capacity of the ready queue between the timer (or a
-	// bucket) and the workers. Default 2*MaxBatch*Workers.
+	// QueueSize is unused: due events wait in the per-tenant delivery
+	// queues, bounded with the timer heap by MaxScheduled.
 	QueueSize int
+	// MaxInFlight caps the events being delivered at once, over all hosts.
+	// Default MaxBatch*Workers.
+	MaxInFlight int
+	// MaxPerHost caps the events being delivered at once to one consumer
+	// host (target type and URL host); it is the most the AIMD limit of a
+	// host recovers to. Keep it at most the HTTP deliverer's
+	// MaxConnsPerHost. Default 64 (httpdelivery's default).
+	MaxPerHost int
+	// TenantWeight is the weight of a tenant that sets none, or that
+	// Deps.Tenants cannot read; it should equal the master's. Default 1.
+	TenantWeight int
+	// WeightTTL is how long a tenant's weight and targets are cached.
+	// Default 30s.
+	WeightTTL time.Duration
 	// MaxScheduled caps the events held in memory (heap plus buckets);
 	// claiming pauses above it. Default 500,000.
 	MaxScheduled int
@@ -198,6 +217,10 @@ func (c *Config) validate() error {
 		defaults.Set(&c.ClaimBatch, 4*c.MaxBatch)
 	}
 	defaults.Set(&c.QueueSize, 2*c.MaxBatch*c.Workers)
+	defaults.Set(&c.MaxInFlight, c.MaxBatch*c.Workers)
+	defaults.Set(&c.MaxPerHost, 64)
+	defaults.Set(&c.TenantWeight, 1)
+	defaults.Set(&c.WeightTTL, 30*time.Second)
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff
 	}
@@ -209,7 +232,7 @@ func (c *Config) validate() error {
 		{c.Horizon, "Horizon"}, {c.PrefetchInterval, "PrefetchInterval"}, {c.Retention, "Retention"},
 		{c.RetentionInterval, "RetentionInterval"}, {c.IdempotencyRetention, "IdempotencyRetention"}, {c.ReclaimInterval, "ReclaimInterval"},
 		{c.MaxRetryAfter, "MaxRetryAfter"}, {c.TakeoverGrace, "TakeoverGrace"}, {c.DrainTimeout, "DrainTimeout"},
-		{c.WaitingAgeInterval, "WaitingAgeInterval"},
+		{c.WaitingAgeInterval, "WaitingAgeInterval"}, {c.WeightTTL, "WeightTTL"},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %s", d.name, d.v))
@@ -222,6 +245,7 @@ func (c *Config) validate() error {
 		{c.Shards, "Shards"}, {c.MaxBatch, "MaxBatch"}, {c.Workers, "Workers"},
 		{c.MaxScheduled, "MaxScheduled"}, {c.DefaultMaxAttempts, "DefaultMaxAttempts"},
 		{c.ClaimBatch, "ClaimBatch"}, {c.QueueSize, "QueueSize"},
+		{c.MaxInFlight, "MaxInFlight"}, {c.MaxPerHost, "MaxPerHost"}, {c.TenantWeight, "TenantWeight"},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("handler config: %s must be positive, got %d", n.name, n.v))
@@ -263,6 +287,11 @@ type Throttle interface {
 
 var _ Throttle = (*throttle.Throttle)(nil)
 
+// Tenants reads a tenant for its delivery weight; the store satisfies it.
+type Tenants interface {
+	TenantGet(ctx context.Context, id string) (*model.Tenant, error)
+}
+
 // Deps are the handler's collaborators.
 type Deps struct {
 	Store  Store
@@ -271,6 +300,11 @@ type Deps struct {
 	// lifecycle is its owner's (Start it before and Stop it after the
 	// handler).
 	Throttle Throttle
+	// Tenants, if set, gives the tenants' weights and delivery targets
+	// (cached for WeightTTL): each delivery carries its tenant's target rule
+	// (netguard.WithTargetRule) for the deliverers to check. Without it
+	// every tenant has Config.TenantWeight and no rule.
+	Tenants Tenants
 	// Deliverers route events by Target.Type.
 	Deliverers map[model.TargetType]Deliverer
 	// Idempotency, if set, has its old records deleted by the retention
@@ -296,8 +330,12 @@ type Handler struct {
 	wakeT chan struct{} // the heap's head changed
 
 	owned    atomic.Pointer[map[int]int64]
-	ready    chan Item
-	outcomes chan *outcomes  // delivered batches waiting to be written
+	queue    *fairQueue    // due events waiting for a delivery slot
+	wakeD    chan struct{} // an event was queued or a delivery ended
+	hosts    *hostLimits
+	inFlight atomic.Int64 // events being delivered
+	tenants  *tenantCache
+	outcomes *outbox         // delivered batches waiting to be written
 	stopCh   <-chan struct{} // Stopping, read once at Start
 	workCtx  context.Context // deliveries; cancelled once Stop's drain ends
 
@@ -338,11 +376,22 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		cfg: cfg, deps: deps, thr: deps.Throttle,
 		log:   deps.Logger.With().Str(logkey.Component, "handler").Str(logkey.Instance, cfg.Owner).Logger(),
 		wakeT: make(chan struct{}, 1),
-		ready: make(chan Item, cfg.QueueSize),
+		queue: newFairQueue(),
+		wakeD: make(chan struct{}, 1),
+		hosts: newHostLimits(cfg.MaxPerHost),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
-		outcomes: make(chan *outcomes, 64*cfg.Workers),
+		outcomes: newOutbox(64 * cfg.Workers * cfg.MaxBatch),
 	}
+	h.tenants = &tenantCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
+		now: deps.Clock.Now, m: map[string]*tenantEntry{},
+		spawn: func(f func(context.Context)) {
+			h.Go(func() {
+				ctx, cancel := context.WithTimeout(h.workCtx, 5*time.Second)
+				defer cancel()
+				f(ctx)
+			})
+		}}
 	empty := map[int]int64{}
 	h.owned.Store(&empty)
 	return h, nil
@@ -351,7 +400,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 // Config returns the validated configuration.
 func (h *Handler) Config() Config { return h.cfg }
 
-// Start starts the timer, the prefetch loop, the delivery workers and the
+// Start starts the timer, the prefetch loop, the delivery dispatcher and the
 // periodic jobs (token reclaim, retention). It returns at once. The
 // throttle must run (its Start) for throttled events to go out.
 func (h *Handler) Start(ctx context.Context) error {
@@ -409,30 +458,24 @@ func (h *Handler) Start(ctx context.Context) error {
 // then their outcome writes; events that hold a token and were not sent go
 // back (to pending, token returned).
 func (h *Handler) run() {
-	var loops, workers, writers sync.WaitGroup
+	var loops, deliveries, writers sync.WaitGroup
 	for range h.cfg.Workers {
-		workers.Go(h.worker)
 		writers.Go(h.writer)
 	}
 	loops.Go(h.timerLoop)
 	loops.Go(h.prefetchLoop)
 	loops.Go(h.forward)
+	loops.Go(func() { h.dispatch(&deliveries) })
 	<-h.stopCh
 	loops.Wait()
-	workers.Wait()
-	close(h.outcomes) // writers finish what was delivered, then exit
+	deliveries.Wait()
+	h.outcomes.close() // writers finish what was delivered, then exit
 	writers.Wait()
 	var back []Item
-	for {
-		select {
-		case it := <-h.ready:
-			if it.Policy != nil {
-				back = append(back, it)
-			}
-			continue
-		default:
+	for _, it := range h.queue.drain() {
+		if it.Policy != nil {
+			back = append(back, it)
 		}
-		break
 	}
 	h.thr.HandBack(context.WithoutCancel(h.workCtx), back)
 }

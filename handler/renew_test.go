@@ -136,3 +136,64 @@ func TestTokenReclaimedBeforeSendIsNotSent(t *testing.T) {
 		t.Fatalf("consumer got attempts %v, want only [2] (attempt 1's token was reclaimed before its send)", attempts)
 	}
 }
+
+// A copy whose token expired while it waited is not sent, even when the
+// event has meanwhile been reclaimed and started again under the same fence
+// (a renewal could not tell the new holder's state from its own): only the
+// new holder runs on the token.
+func TestExpiredTokenCopyIsNotSent(t *testing.T) {
+	ctx := context.Background()
+	base := openStore(t)
+	const timeout = 300 * time.Millisecond
+	createPolicy(t, base, &model.Policy{ID: "pol", MaxInFlight: 1, TokenTimeout: timeout})
+	var once atomic.Bool
+	st := &lateStart{Store: base, after: func(ts []store.EventTransition, res []error) {
+		if res[0] != nil || !once.CompareAndSwap(false, true) {
+			return
+		}
+		time.Sleep(timeout + 50*time.Millisecond) // the copy's token expires
+		// The reclaim retries it, and it takes the token again at once.
+		now := time.Now()
+		exp := now.Add(timeout)
+		r, err := base.EventTransition(ctx, []store.EventTransition{
+			{ID: ts[0].ID, From: model.EventDelivering, To: model.EventRetrying, Attempts: 1, LaunchAt: now, ClearToken: true, At: now},
+			{ID: ts[0].ID, From: model.EventRetrying, Fence: ts[0].Fence, To: model.EventDelivering, TokenExpiresAt: &exp, At: now},
+		})
+		if err != nil || r[0] != nil || r[1] != nil {
+			t.Errorf("simulated reclaim and restart: %v %v", err, r)
+		}
+	}}
+	var h atomic.Pointer[handler.Handler]
+	var mu sync.Mutex
+	var attempts []int
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		attempts = append(attempts, m.Attempt)
+		mu.Unlock()
+		wg.Go(func() {
+			e, err := base.EventGetByID(ctx, m.EventID)
+			if err == nil {
+				_, err = throttleOf(h.Load()).Release(ctx, e, time.Now())
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	evs := makeEvents(1, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: time.Now()})
+	insert(t, base, evs)
+	h.Store(startHandler(t, handler.Config{TokenRenewAfter: time.Nanosecond, PrefetchInterval: 50 * time.Millisecond,
+		ReclaimInterval: 100 * time.Millisecond},
+		handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}}))
+	waitFor(t, 10*time.Second, "released", func() bool { return allIn(t, base, evs, model.EventReleased) })
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range attempts {
+		if a == 1 {
+			t.Fatalf("consumer got attempts %v: attempt 1 was sent after its token expired and the event took a new one", attempts)
+		}
+	}
+}

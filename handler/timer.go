@@ -50,15 +50,18 @@ func (h *Handler) schedule(items []throttle.Item) {
 	}
 }
 
-// Scheduled returns how many events wait in the timer heap.
+// Scheduled returns how many unsent events the handler holds outside the
+// throttle: in the timer heap and, due, in the delivery queues.
 func (h *Handler) Scheduled() int {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.heap)
+	n := len(h.heap)
+	h.mu.Unlock()
+	return n + h.queue.Len()
 }
 
 // timerLoop sleeps until the earliest launch time, then hands every due
-// event on: unthrottled ones to the workers, throttled ones to their bucket.
+// event on: unthrottled ones to the delivery queues, throttled ones to their
+// bucket.
 func (h *Handler) timerLoop() {
 	clock := h.deps.Clock
 	timer := clock.NewTimer(time.Hour)
@@ -99,7 +102,7 @@ func (h *Handler) timerLoop() {
 // launch routes due events; false when the handler is stopping.
 func (h *Handler) launch(due []throttle.Item) bool {
 	owned := *h.owned.Load()
-	var throttled []throttle.Item
+	var throttled, ready []throttle.Item
 	for _, it := range due {
 		if f, ok := owned[it.Shard]; !ok || f != it.Fence {
 			continue // shard lost: its next owner claims the event again
@@ -108,20 +111,39 @@ func (h *Handler) launch(due []throttle.Item) bool {
 			throttled = append(throttled, it)
 			continue
 		}
-		select {
-		case h.ready <- it:
-		case <-h.stopCh:
-			return false
-		}
+		ready = append(ready, it)
 	}
+	select {
+	case <-h.stopCh:
+		return false
+	default:
+	}
+	h.enqueue(ready...)
 	if len(throttled) > 0 {
 		h.thr.Enqueue(throttled...)
 	}
 	return true
 }
 
+// enqueue puts due events into the delivery queues.
+func (h *Handler) enqueue(items ...throttle.Item) {
+	if len(items) == 0 {
+		return
+	}
+	h.queue.push(items...)
+	h.wakeDispatch()
+}
+
+func (h *Handler) wakeDispatch() {
+	select {
+	case h.wakeD <- struct{}{}:
+	default:
+	}
+}
+
 // forward takes the events that took a token from the throttle to the
-// workers. Once the handler stops, an event in hand goes back.
+// delivery queues. Once the handler stops, the run hands back what is
+// queued.
 func (h *Handler) forward() {
 	in := h.thr.Dispatched()
 	for {
@@ -129,12 +151,7 @@ func (h *Handler) forward() {
 		case <-h.stopCh:
 			return
 		case it := <-in:
-			select {
-			case h.ready <- it:
-			case <-h.stopCh:
-				h.thr.HandBack(context.WithoutCancel(h.workCtx), []throttle.Item{it})
-				return
-			}
+			h.enqueue(it)
 		}
 	}
 }
@@ -294,6 +311,15 @@ func (h *Handler) syncShards(held map[int]int64) {
 	h.heap = kept
 	heap.Init(&h.heap)
 	h.mu.Unlock()
+	// Due unthrottled events of lost shards too; throttled ones hold a
+	// token and go (their start was written under the fence).
+	h.queue.filter(func(it throttle.Item) bool {
+		if it.Policy != nil {
+			return true
+		}
+		f, ok := cp[it.Shard]
+		return ok && f == it.Fence
+	})
 	h.log.Info().Int("shards", len(cp)).Msg("owned shards changed")
 	select {
 	case h.wakeT <- struct{}{}:

@@ -17,9 +17,10 @@ type WaitingKey struct {
 // ReportWaiting reports the age of the oldest due event that this instance
 // holds and has not sent yet, per policy and priority class: the events
 // waiting for a token in the throttle's buckets and those due in the timer
-// heap (the workers are behind). Claims take the earliest events first, so
-// a due event still in the store is younger than those held. It reads the
-// buckets' waiting events and the due part of the heap, not the store.
+// heap or the delivery queues (delivery is behind). Claims take the
+// earliest events first, so a due event still in the store is younger than
+// those held. It reads the buckets' waiting events, the due part of the heap
+// and the head of each schedule's delivery queue, not the store.
 func (h *Handler) ReportWaiting() {
 	now := h.deps.Clock.Now()
 	oldest := map[WaitingKey]time.Time{}
@@ -49,6 +50,7 @@ func (h *Handler) ReportWaiting() {
 		stack = append(stack, 2*i+1, 2*i+2)
 	}
 	h.mu.Unlock()
+	h.queue.heads(func(e *model.Event) { add(e.PolicyID, e.Priority, e.LaunchAt) })
 	for policy, byPrio := range h.thr.OldestWaiting() {
 		for p, launch := range byPrio {
 			add(policy, p, launch)

@@ -1,6 +1,7 @@
 package httpdelivery
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -41,6 +42,30 @@ func (g *guard) control(network, address string, _ syscall.RawConn) error {
 	}
 	if !g.g.Allowed(ap.Addr()) {
 		return fmt.Errorf("%w: %s", ErrTargetRefused, ap.Addr())
+	}
+	return nil
+}
+
+// dialHostKey holds, in a dial's context, the host name of the URL being
+// delivered, which a tenant's rule judges with the dialled address.
+type dialHostKey struct{}
+
+// controlContext is control plus the tenant's target rule the delivery's
+// context carries (netguard.WithTargetRule), judged on the resolved address.
+func (g *guard) controlContext(ctx context.Context, network, address string, c syscall.RawConn) error {
+	if err := g.control(network, address, c); err != nil {
+		return err
+	}
+	// Only a tenant's own pool dials with a host (Deliverer.ruled); a
+	// shared connection serves every tenant whose rule allows the name.
+	host, ok := ctx.Value(dialHostKey{}).(string)
+	_, rule := netguard.TargetRuleFrom(ctx)
+	if !ok || rule == nil {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || !rule.AllowsDial(host, ap.Addr()) {
+		return fmt.Errorf("%w: %s is %w", ErrTargetRefused, address, netguard.ErrNotAllowed)
 	}
 	return nil
 }

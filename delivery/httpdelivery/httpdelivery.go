@@ -26,6 +26,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -138,6 +139,10 @@ type Deliverer struct {
 	client *http.Client
 	// transport is kept to close idle connections in Close.
 	transport *http.Transport
+	// ruled are the connection pools of tenants whose target rule judges
+	// the resolved address: a connection is checked when it is dialled, so
+	// it must not serve another tenant.
+	ruled ruledPools
 }
 
 // New validates cfg and returns a Deliverer. Errors name the Config field.
@@ -151,9 +156,9 @@ func New(cfg Config) (*Deliverer, error) {
 
 	g := newGuard(cfg.AllowCIDRs, cfg.DenyCIDRs)
 	dialer := &net.Dialer{
-		Timeout:   cfg.Timeout,
-		KeepAlive: 30 * time.Second,
-		Control:   g.control,
+		Timeout:        cfg.Timeout,
+		KeepAlive:      30 * time.Second,
+		ControlContext: g.controlContext,
 	}
 	transport := &http.Transport{
 		// No proxy: a proxy would be dialled instead of the target, and the
@@ -176,11 +181,16 @@ func New(cfg Config) (*Deliverer, error) {
 		// or send the signed body to a host the tenant did not configure.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Deliverer{cfg: cfg, client: client, transport: transport}, nil
+	d := &Deliverer{cfg: cfg, client: client, transport: transport}
+	d.ruled.init(client)
+	return d, nil
 }
 
 // Close closes idle connections. Deliveries still running are not affected.
-func (d *Deliverer) Close() { d.transport.CloseIdleConnections() }
+func (d *Deliverer) Close() {
+	d.transport.CloseIdleConnections()
+	d.ruled.closeIdle()
+}
 
 // Deliver sends each event to its Target.URL and returns one Result per
 // event, in the order of events. Up to Config.Concurrency requests run at
@@ -188,6 +198,10 @@ func (d *Deliverer) Close() { d.transport.CloseIdleConnections() }
 // other answers, timeouts and connection errors are retryable errors; a
 // target refused by the SSRF guard, a URL that is not http(s) or a payload
 // that is not JSON is a Permanent error.
+//
+// A tenant's target rule in ctx (netguard.WithTargetRule) is checked on
+// every address dialled, after name resolution; a refused target is a
+// Permanent error wrapping ErrTargetRefused.
 func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
 	results := make([]delivery.Result, len(events))
 	workers := min(d.cfg.Concurrency, len(events))
@@ -224,6 +238,12 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		return permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err))
 	}
 
+	client := d.client
+	if tenant, rule := netguard.TargetRuleFrom(ctx); rule != nil && !rule.NameAllowed(target.Hostname()) {
+		// Its addresses decide: dial them for this tenant only.
+		client = d.ruled.client(tenant, rule, d.transport)
+		ctx = context.WithValue(ctx, dialHostKey{}, target.Hostname())
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
@@ -237,7 +257,7 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(HeaderSignature, Sign(d.cfg.SigningSecret, ts, body))
 
-	resp, err := d.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		// err is a *url.Error; its text holds the URL with any password
 		// redacted.

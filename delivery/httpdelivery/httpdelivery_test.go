@@ -19,6 +19,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -472,4 +473,42 @@ func newBenchServer(b *testing.B, h http.HandlerFunc) string {
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// A tenant's target rule in the context judges the address a name resolves
+// to, at dial: "localhost" is refused for a tenant whose ranges do not hold
+// 127.0.0.1 (Permanent, ErrTargetRefused), even right after another tenant
+// left a kept connection to it, and allowed for one whose ranges or host
+// patterns do.
+func TestTenantRuleAfterResolution(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	target := "http://localhost:" + port + "/hook"
+	d := newDeliverer(t, httpdelivery.Config{})
+	rule := func(hosts, cidrs []string) *netguard.TargetRule {
+		r, err := netguard.NewTargetRule(hosts, cidrs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	deliver := func(tenant string, r *netguard.TargetRule) delivery.Result {
+		ctx := netguard.WithTargetRule(context.Background(), tenant, r)
+		return d.Deliver(ctx, []*model.Event{testEvent("e-"+tenant, target)})[0]
+	}
+	if r := deliver("open", nil); r.Err != nil {
+		t.Fatalf("no rule: %v", r.Err)
+	}
+	if r := deliver("inRange", rule(nil, []string{"127.0.0.0/8"})); r.Err != nil {
+		t.Fatalf("127.0.0.0/8: %v", r.Err)
+	}
+	if r := deliver("byName", rule([]string{"localhost"}, []string{"10.0.0.0/8"})); r.Err != nil {
+		t.Fatalf("host pattern localhost: %v", r.Err)
+	}
+	for _, tenant := range []string{"outOfRange", "outOfRange"} { // its own pool: no kept connection
+		r := deliver(tenant, rule(nil, []string{"10.0.0.0/8"}))
+		if r.Err == nil || !r.Permanent || !errors.Is(r.Err, httpdelivery.ErrTargetRefused) {
+			t.Fatalf("10.0.0.0/8 only: %+v, want a permanent refusal", r)
+		}
+	}
 }

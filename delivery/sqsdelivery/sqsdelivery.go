@@ -26,6 +26,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -174,10 +175,13 @@ type batch struct {
 //
 // An entry SQS refuses with SenderFault, an oversize message, a missing queue
 // URL and a queue that does not exist are Permanent errors; everything else
-// that fails (throttling, network, server faults) is retryable.
+// that fails (throttling, network, server faults) is retryable. A queue URL
+// that the tenant's target rule in ctx (netguard.WithTargetRule) refuses is
+// a Permanent error wrapping delivery.ErrTargetRefused; nothing is sent.
 func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
 	results := make([]delivery.Result, len(events))
-	batches := d.plan(events, results)
+	_, rule := netguard.TargetRuleFrom(ctx)
+	batches := d.plan(events, results, rule)
 
 	workers := min(d.concurrency, len(batches))
 	var next atomic.Int64
@@ -199,10 +203,16 @@ func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delive
 
 // plan encodes the events and cuts them into batches. Events that cannot be
 // sent at all get their Permanent result here.
-func (d *Deliverer) plan(events []*model.Event, results []delivery.Result) []batch {
+func (d *Deliverer) plan(events []*model.Event, results []delivery.Result, rule *netguard.TargetRule) []batch {
 	var queues []string
 	byQueue := make(map[string][]entry)
 	for i, e := range events {
+		if e != nil {
+			if err := rule.CheckQueueURL(e.Target.QueueURL); err != nil {
+				results[i] = delivery.Result{Err: fmt.Errorf("sqsdelivery: event %s: %w: %w", e.ID, delivery.ErrTargetRefused, err), Permanent: true}
+				continue
+			}
+		}
 		en, err := d.prepare(e)
 		if err != nil {
 			results[i] = delivery.Result{Err: err, Permanent: true}

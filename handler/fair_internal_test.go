@@ -1,0 +1,258 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+func fairItems(tenant, schedule, url string, n int) []throttle.Item {
+	out := make([]throttle.Item, n)
+	for i := range out {
+		out[i] = throttle.Item{Event: &model.Event{ID: fmt.Sprintf("%s.%s.%d", tenant, schedule, i), TenantID: tenant,
+			ScheduleID: schedule, Target: model.Target{Type: model.TargetHTTP, URL: url}}}
+	}
+	return out
+}
+
+func unlimited(string) int { return 1 << 30 }
+
+// Two backlogged tenants share the slots by weight; the heavy one's
+// backlog, pushed first, does not go first.
+func TestFairQueueWeightedShares(t *testing.T) {
+	q := newFairQueue()
+	q.push(fairItems("a", "s", "http://a.example", 10_000)...)
+	q.push(fairItems("b", "s", "http://b.example", 10_000)...)
+	weight := func(id string) int { return map[string]int{"a": 3, "b": 1}[id] }
+	got := map[string]int{}
+	for got["a"]+got["b"] < 4000 {
+		batch, _ := q.take(10, weight, unlimited)
+		if len(batch) == 0 {
+			t.Fatal("nothing to take with both tenants backlogged")
+		}
+		for _, it := range batch {
+			if it.Event.TenantID != batch[0].Event.TenantID {
+				t.Fatalf("batch mixes tenants")
+			}
+			got[it.Event.TenantID]++
+		}
+	}
+	ratio := float64(got["a"]) / float64(got["b"])
+	if ratio < 2.8 || ratio > 3.2 {
+		t.Errorf("a took %d and b %d (ratio %.2f), want weights 3:1", got["a"], got["b"], ratio)
+	}
+	if q.Len() != 20_000-got["a"]-got["b"] {
+		t.Errorf("Len %d after taking %d of 20000", q.Len(), got["a"]+got["b"])
+	}
+}
+
+// A tenant alone takes full batches; its empty queues are dropped.
+func TestFairQueueAloneAndEmpty(t *testing.T) {
+	q := newFairQueue()
+	q.push(fairItems("a", "s", "http://a.example", 700)...)
+	one := func(string) int { return 1 }
+	if batch, _ := q.take(500, one, unlimited); len(batch) != 500 {
+		t.Fatalf("alone: batch of %d, want 500", len(batch))
+	}
+	if batch, _ := q.take(500, one, unlimited); len(batch) != 200 {
+		t.Fatalf("alone: batch of %d, want the 200 left", len(batch))
+	}
+	if len(q.tenants) != 0 || len(q.active) != 0 || q.Len() != 0 {
+		t.Fatalf("empty queue keeps %d tenants, %d active, Len %d", len(q.tenants), len(q.active), q.Len())
+	}
+}
+
+// Within a tenant the schedules take turns; a schedule whose host has no
+// free slot is passed over, and a batch goes to one host.
+func TestFairQueueSchedulesAndBusyHosts(t *testing.T) {
+	q := newFairQueue()
+	q.push(fairItems("a", "s1", "http://slow.example", 100)...)
+	q.push(fairItems("a", "s2", "http://fast.example", 100)...)
+	one := func(string) int { return 1 }
+	b1, h1 := q.take(10, one, unlimited)
+	b2, h2 := q.take(10, one, unlimited)
+	if len(b1) != 10 || len(b2) != 10 || h1 == h2 {
+		t.Fatalf("schedules did not alternate: %d to %q then %d to %q", len(b1), h1, len(b2), h2)
+	}
+	busy := func(h string) int {
+		if h == hostKey(&model.Event{Target: model.Target{Type: model.TargetHTTP, URL: "http://slow.example"}}) {
+			return 0
+		}
+		return 1 << 30
+	}
+	for range 5 {
+		b, h := q.take(10, one, busy)
+		if len(b) == 0 || b[0].Event.ScheduleID != "s2" {
+			t.Fatalf("took %d events to %q with the slow host busy, want s2's", len(b), h)
+		}
+	}
+	if b, _ := q.take(10, one, func(string) int { return 3 }); len(b) != 3 {
+		t.Fatalf("batch of %d with 3 free slots", len(b))
+	}
+}
+
+// filter drops events and the queues it empties.
+func TestFairQueueFilter(t *testing.T) {
+	q := newFairQueue()
+	q.push(fairItems("a", "s", "http://a.example", 10)...)
+	q.push(fairItems("b", "s", "http://b.example", 10)...)
+	q.filter(func(it throttle.Item) bool { return it.Event.TenantID == "b" })
+	if q.Len() != 10 || len(q.active) != 1 || q.tenants["a"] != nil {
+		t.Fatalf("after filter: Len %d, %d active tenants", q.Len(), len(q.active))
+	}
+	if got := len(q.drain()); got != 10 {
+		t.Fatalf("drain returned %d, want 10", got)
+	}
+}
+
+// AIMD: congestion halves a host's limit once per delivery, success adds
+// one per event back up to the cap, and a recovered idle host is
+// forgotten.
+func TestHostLimitsAIMD(t *testing.T) {
+	l := newHostLimits(64)
+	const h = "http x:1"
+	timeout := delivery.Result{Err: fmt.Errorf("post: %w", context.DeadlineExceeded)}
+	for _, want := range []int{32, 16, 8, 4, 2, 1, 1} {
+		l.acquire(h, 2)
+		l.done(h, 2, []delivery.Result{timeout, timeout})
+		if got := l.limit(h); got != want {
+			t.Fatalf("limit %d after a timeout, want %d", got, want)
+		}
+	}
+	if f := l.free(h); f != 1 {
+		t.Fatalf("free %d at limit 1, want 1", f)
+	}
+	for _, r := range []delivery.Result{
+		{Err: errors.New("status 503"), StatusCode: 503},
+		{Err: fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})},
+	} {
+		before := l.limit(h)
+		l.acquire(h, 1)
+		l.done(h, 1, []delivery.Result{{}, {}, {}})
+		if got := l.limit(h); got != before+3 {
+			t.Fatalf("limit %d after 3 successes from %d", got, before)
+		}
+		l.acquire(h, 1)
+		l.done(h, 1, []delivery.Result{r})
+		if got := l.limit(h); got != (before+3)/2 {
+			t.Fatalf("limit %d after %v at %d, want it halved", got, r.Err, before+3)
+		}
+		l.acquire(h, 1)
+		l.done(h, 1, []delivery.Result{{}, {}, {}, {}, {}, {}})
+		l.acquire(h, 1)
+		l.done(h, 1, []delivery.Result{r})
+	}
+	// A 4xx or a permanent refusal says nothing of the host's load.
+	l.acquire(h, 1)
+	l.done(h, 1, []delivery.Result{{Err: errors.New("400"), StatusCode: 400}, {Err: errors.New("ssrf"), Permanent: true}})
+	if got := l.limit(h); got != 4 {
+		t.Fatalf("limit %d after a 400, want it unchanged at 4", got)
+	}
+	for l.limit(h) < 64 {
+		l.acquire(h, 10)
+		l.done(h, 10, make([]delivery.Result, 10))
+	}
+	if len(l.hosts) != 0 {
+		t.Fatalf("a recovered idle host is still tracked")
+	}
+}
+
+type tenantFunc func(id string) (*model.Tenant, error)
+
+func (f tenantFunc) TenantGet(_ context.Context, id string) (*model.Tenant, error) { return f(id) }
+
+// Weights are read through Deps.Tenants, cached for the TTL, and default
+// when the tenant cannot be read; a weight lookup does not wait for the
+// store.
+func TestTenantCacheWeight(t *testing.T) {
+	reads := 0
+	src := tenantFunc(func(id string) (*model.Tenant, error) {
+		reads++
+		if id == "heavy" {
+			return &model.Tenant{ID: id, Weight: 5}, nil
+		}
+		return nil, model.ErrNotFound
+	})
+	now := time.Unix(1000, 0)
+	var pending []func(context.Context)
+	c := &tenantCache{src: src, def: 2, ttl: time.Minute, now: func() time.Time { return now }, m: map[string]*tenantEntry{},
+		spawn: func(f func(context.Context)) { pending = append(pending, f) }}
+	run := func() {
+		for _, f := range pending {
+			f(context.Background())
+		}
+		pending = nil
+	}
+	if w := c.weight("heavy"); w != 2 {
+		t.Fatalf("first lookup %d, want the default 2 while it loads", w)
+	}
+	c.weight("heavy")
+	if len(pending) != 1 {
+		t.Fatalf("%d loads started for one tenant, want 1", len(pending))
+	}
+	run()
+	if w := c.weight("heavy"); w != 5 {
+		t.Fatalf("weight %d after the load, want 5", w)
+	}
+	c.weight("missing")
+	run()
+	if w := c.weight("missing"); w != 2 {
+		t.Fatalf("unknown tenant weight %d, want the default 2", w)
+	}
+	if reads != 2 || len(pending) != 0 {
+		t.Fatalf("%d reads, %d pending within the TTL, want 2 and 0", reads, len(pending))
+	}
+	now = now.Add(2 * time.Minute)
+	if w := c.weight("heavy"); w != 5 || len(pending) != 1 {
+		t.Fatalf("stale lookup: weight %d with %d loads, want the last known 5 and a reload", w, len(pending))
+	}
+}
+
+// A rule is read before the first delivery, kept while the tenant is
+// unchanged, and the last known one serves when the store fails; a tenant
+// never read fails closed.
+func TestTenantCacheRule(t *testing.T) {
+	var fail error
+	version := int64(1)
+	src := tenantFunc(func(id string) (*model.Tenant, error) {
+		if fail != nil {
+			return nil, fail
+		}
+		return &model.Tenant{ID: id, Version: version, Targets: &model.TenantTargets{CIDRs: []string{"10.0.0.0/8"}}}, nil
+	})
+	now := time.Unix(1000, 0)
+	c := &tenantCache{src: src, def: 1, ttl: time.Minute, now: func() time.Time { return now }, m: map[string]*tenantEntry{},
+		spawn: func(f func(context.Context)) { f(context.Background()) }}
+	ctx := context.Background()
+	r1, err := c.rule(ctx, "a")
+	if err != nil || r1 == nil {
+		t.Fatalf("rule %v, %v; want the tenant's", r1, err)
+	}
+	if r1.AllowsDial("x.example", netip.MustParseAddr("127.0.0.1")) || !r1.AllowsDial("x.example", netip.MustParseAddr("10.1.2.3")) {
+		t.Fatalf("rule is not the tenant's 10.0.0.0/8")
+	}
+	now = now.Add(2 * time.Minute)
+	if r2, _ := c.rule(ctx, "a"); r2 != r1 {
+		t.Fatalf("unchanged tenant got a new rule")
+	}
+	now, version = now.Add(2*time.Minute), 2
+	if r3, _ := c.rule(ctx, "a"); r3 == r1 {
+		t.Fatalf("changed tenant kept its old rule")
+	}
+	now, fail = now.Add(2*time.Minute), errors.New("store down")
+	if r4, err := c.rule(ctx, "a"); err != nil || r4 == nil {
+		t.Fatalf("store down: %v, %v; want the last known rule", r4, err)
+	}
+	if _, err := c.rule(ctx, "b"); err == nil {
+		t.Fatalf("store down, tenant never read: no error")
+	}
+}
