@@ -103,8 +103,14 @@ func (b *bucket) setPolicy(p *model.Policy) {
 	now := b.t.deps.Clock.Now()
 	b.mu.Lock()
 	b.policy = p
+	before := rateOf(b.lim)
 	b.lim = rateLimiter(b.lim, p, now)
+	changed := rateOf(b.lim) != before
 	b.mu.Unlock()
+	if changed {
+		// A bucket waiting for rate tokens recomputes its wait.
+		signal(b.wake)
+	}
 }
 
 func (b *bucket) limiter() *rate.Limiter {
@@ -209,6 +215,7 @@ func (b *bucket) run(ctx context.Context) {
 			wait := min(rateWait(b.limiter(), clock.Now()), max(clock.Until(nextReconcile), 0))
 			select {
 			case <-ctx.Done():
+			case <-b.wake: // more events, or the rate changed
 			case <-clock.After(wait):
 			}
 		case roundStarved, roundError:

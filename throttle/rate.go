@@ -78,3 +78,16 @@ func rateWait(lim *rate.Limiter, now time.Time) time.Duration {
 	// Rounded up: waking a moment early would find no token again.
 	return time.Duration(math.Ceil(missing / float64(lim.Limit()) * float64(time.Second)))
 }
+
+// limits are a limiter's settings; zero without one.
+type limits struct {
+	perSecond rate.Limit
+	burst     int
+}
+
+func rateOf(lim *rate.Limiter) limits {
+	if lim == nil {
+		return limits{}
+	}
+	return limits{lim.Limit(), lim.Burst()}
+}

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -127,6 +128,83 @@ func TestPolicyRate(t *testing.T) {
 			if got := countAt(start, time.Duration(k)*period+period/2, &sent); got != int64(k+1) {
 				t.Fatalf("after %v: %d events went, want %d", time.Duration(k)*period+period/2, got, k+1)
 			}
+		}
+	})
+}
+
+// rerated overrides the rate of the policies it reads, as a PATCH would.
+type rerated struct {
+	*throttletest.MemStore
+	mu        sync.Mutex
+	perSecond float64
+	burst     int
+}
+
+func (r *rerated) set(perSecond float64, burst int) {
+	r.mu.Lock()
+	r.perSecond, r.burst = perSecond, burst
+	r.mu.Unlock()
+}
+
+func (r *rerated) apply(p *model.Policy) {
+	r.mu.Lock()
+	p.RatePerSecond, p.Burst = r.perSecond, r.burst
+	r.mu.Unlock()
+}
+
+func (r *rerated) PolicyGetByID(ctx context.Context, id string) (*model.Policy, error) {
+	p, err := r.MemStore.PolicyGetByID(ctx, id)
+	if err == nil {
+		r.apply(p)
+	}
+	return p, err
+}
+
+func (r *rerated) PolicyListAll(ctx context.Context) ([]*model.Policy, error) {
+	ps, err := r.MemStore.PolicyListAll(ctx)
+	for _, p := range ps {
+		r.apply(p)
+	}
+	return ps, err
+}
+
+func TestPolicyRateChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := throttletest.NewMemStore()
+		ratePolicy(t, mem, "p", 1000, 0.01, 1)
+		st := &rerated{MemStore: mem}
+		st.set(0.01, 1) // one event per 100 s
+		var sent atomic.Int64
+		thr := startThrottle(t, st, throttle.Config{PollInterval: time.Hour, ReconcileInterval: time.Hour}, func(items []throttle.Item) {
+			sent.Add(int64(len(items)))
+		}, nil)
+		start := time.Now()
+		thr.Enqueue(scheduledEvents(t, mem, "p", "s", 20, 1)...)
+		if got := countAt(start, time.Second, &sent); got != 1 {
+			t.Fatalf("%d events went in the first second at 0.01/s, want 1", got)
+		}
+		// The owner reads the policy again (as every reclaim pass does):
+		// the waiting bucket takes the new rate at once, not after its
+		// 100 s wait.
+		st.set(10, 4)
+		if err := thr.Reclaim(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// The new burst is not granted on top: the bucket keeps the
+		// tokens it had (none) and refills at 10/s from now.
+		if got := countAt(start, time.Second+50*time.Millisecond, &sent); got != 1 {
+			t.Fatalf("%d events 50ms after the change, want 1", got)
+		}
+		if got := countAt(start, time.Second+150*time.Millisecond, &sent); got != 2 {
+			t.Fatalf("%d events 150ms after the change to 10/s, want 2", got)
+		}
+		// Removing the rate lets the rest go at once (maxInFlight 1000).
+		st.set(0, 0)
+		if err := thr.Reclaim(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := countAt(start, time.Second+200*time.Millisecond, &sent); got != 20 {
+			t.Fatalf("%d events after the rate was removed, want 20", got)
 		}
 	})
 }
