@@ -30,6 +30,9 @@ func TestPolicyRate(t *testing.T) {
 		}
 		// A burst that was set stays when the rate changes.
 		u, _ = c.UpdatePolicyWithResponse(h.ctx, p.Id, client.PolicyUpdate{Burst: ptr(20)})
+		if u.JSON200 == nil || *u.JSON200.Burst != 20 {
+			t.Fatalf("burst update: %s", u.Body)
+		}
 		u, _ = c.UpdatePolicyWithResponse(h.ctx, p.Id, client.PolicyUpdate{RatePerSecond: ptr(1.0)})
 		if u.JSON200 == nil || *u.JSON200.Burst != 20 {
 			t.Fatalf("burst after a rate change: %s", u.Body)
