@@ -140,14 +140,13 @@ type next struct {
 // one of t's running buckets; nil if there is none.
 func (t *Throttle) takeNext(policyID string) *next {
 	for _, b := range t.running.of(policyID) {
-		now := t.deps.Clock.Now()
 		b.mu.Lock()
 		var it Item
 		ok := false
 		// A policy with a rate hands the token on only with a rate token;
 		// otherwise the token goes back and the bucket's round sends the
 		// event when the rate allows.
-		if !b.closed && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(now, 1)) {
+		if !b.closed && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
 			it, ok = b.q.Pop()
 		}
 		b.mu.Unlock()
@@ -155,6 +154,7 @@ func (t *Throttle) takeNext(policyID string) *next {
 			continue
 		}
 		p := b.getPolicy()
+		now := t.deps.Clock.Now()
 		return &next{b: b, it: it, p: p, exp: now.Add(t.TokenTimeout(p)), at: now}
 	}
 	return nil
