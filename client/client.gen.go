@@ -406,12 +406,18 @@ type Payload = json.RawMessage
 
 // Policy defines model for Policy.
 type Policy struct {
-	AutoRelease  bool      `json:"autoRelease"`
-	CreatedAt    time.Time `json:"createdAt"`
-	Id           string    `json:"id"`
-	MaxInFlight  int       `json:"maxInFlight"`
-	Name         string    `json:"name"`
-	TokenTimeout string    `json:"tokenTimeout"`
+	AutoRelease bool `json:"autoRelease"`
+
+	// Burst Events that may go at once; absent without a rate limit.
+	Burst       *int      `json:"burst,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Id          string    `json:"id"`
+	MaxInFlight int       `json:"maxInFlight"`
+	Name        string    `json:"name"`
+
+	// RatePerSecond Most events per second on average; absent without a rate limit.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+	TokenTimeout  string   `json:"tokenTimeout"`
 
 	// TokenTimeouts Tokens reclaimed because they were not released in time.
 	TokenTimeouts int64 `json:"tokenTimeouts"`
@@ -428,9 +434,19 @@ type Policy struct {
 // PolicyCreate defines model for PolicyCreate.
 type PolicyCreate struct {
 	// AutoRelease Give the token back on delivery instead of waiting for the release call.
-	AutoRelease *bool  `json:"autoRelease,omitempty"`
+	AutoRelease *bool `json:"autoRelease,omitempty"`
+
+	// Burst Events that may go at once after a quiet spell; only with
+	// ratePerSecond. 1 to 1000000; default ceil(ratePerSecond).
+	Burst       *int   `json:"burst,omitempty"`
 	MaxInFlight int    `json:"maxInFlight"`
 	Name        string `json:"name"`
+
+	// RatePerSecond Most events per second sent on average, across all instances, on
+	// top of maxInFlight (an event goes only when both allow it). Greater
+	// than 0, at least one a day (0.0000116) and at most 1000000. Absent:
+	// no rate limit.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
 
 	// TokenTimeout Go duration; a token not released within it is reclaimed (default "15m").
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
@@ -443,10 +459,18 @@ type PolicyList struct {
 
 // PolicyUpdate defines model for PolicyUpdate.
 type PolicyUpdate struct {
-	AutoRelease  *bool   `json:"autoRelease,omitempty"`
-	MaxInFlight  *int    `json:"maxInFlight,omitempty"`
-	Name         *string `json:"name,omitempty"`
-	TokenTimeout *string `json:"tokenTimeout,omitempty"`
+	AutoRelease *bool `json:"autoRelease,omitempty"`
+
+	// Burst As in PolicyCreate; only while the policy has a rate. Changing
+	// ratePerSecond without burst keeps a burst that was set, or else
+	// takes the default for the new rate.
+	Burst       *int    `json:"burst,omitempty"`
+	MaxInFlight *int    `json:"maxInFlight,omitempty"`
+	Name        *string `json:"name,omitempty"`
+
+	// RatePerSecond As in PolicyCreate; 0 removes the rate limit (and the burst).
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+	TokenTimeout  *string  `json:"tokenTimeout,omitempty"`
 }
 
 // Preview defines model for Preview.

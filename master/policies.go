@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,6 +35,14 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 	s.checkName(&fe, "name", p.Name)
 	if in.TokenTimeout != nil {
 		p.TokenTimeout = s.parseTimeout(&fe, "tokenTimeout", *in.TokenTimeout)
+	}
+	if in.RatePerSecond != nil {
+		p.RatePerSecond = *in.RatePerSecond
+		checkRate(&fe, p.RatePerSecond)
+	}
+	if in.Burst != nil {
+		p.Burst = *in.Burst
+		checkBurst(&fe, p.Burst, p.RatePerSecond)
 	}
 	if err := fe.err(); err != nil {
 		return err
@@ -117,6 +126,19 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 	if in.AutoRelease != nil {
 		p.AutoRelease = *in.AutoRelease
 	}
+	if in.RatePerSecond != nil {
+		// 0 removes the rate limit, and with it the burst.
+		p.RatePerSecond = *in.RatePerSecond
+		if p.RatePerSecond == 0 {
+			p.Burst = 0
+		} else {
+			checkRate(&fe, p.RatePerSecond)
+		}
+	}
+	if in.Burst != nil {
+		p.Burst = *in.Burst
+		checkBurst(&fe, p.Burst, p.RatePerSecond)
+	}
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -183,7 +205,7 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 	if err != nil {
 		return nil, err
 	}
-	return &api.Policy{
+	out := &api.Policy{
 		Id:            p.ID,
 		Name:          p.Name,
 		MaxInFlight:   p.MaxInFlight,
@@ -195,7 +217,49 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 		Version:       p.Version,
 		CreatedAt:     p.CreatedAt,
 		UpdatedAt:     p.UpdatedAt,
-	}, nil
+	}
+	if p.RatePerSecond > 0 {
+		r, b := p.RatePerSecond, p.Burst
+		if b == 0 {
+			b = model.DefaultBurst(r)
+		}
+		out.RatePerSecond, out.Burst = &r, &b
+	}
+	return out, nil
+}
+
+// Bounds of a policy's rate: at least one event a day, at most a million a
+// second, bursts of at most a million.
+const (
+	minRatePerSecond = 1.0 / 86400
+	maxRatePerSecond = 1e6
+	maxBurst         = 1_000_000
+)
+
+func checkRate(fe *fieldErrors, r float64) {
+	switch {
+	case math.IsNaN(r) || math.IsInf(r, 0):
+		fe.add("ratePerSecond", "must be a finite number")
+	case r <= 0:
+		fe.add("ratePerSecond", "must be positive")
+	case r < minRatePerSecond:
+		fe.add("ratePerSecond", "less than one event a day ("+strconv.FormatFloat(minRatePerSecond, 'g', 6, 64)+")")
+	case r > maxRatePerSecond:
+		fe.add("ratePerSecond", "more than "+strconv.FormatFloat(maxRatePerSecond, 'f', -1, 64))
+	}
+}
+
+// checkBurst checks a burst given in a request; rate is the policy's rate
+// after the request.
+func checkBurst(fe *fieldErrors, burst int, rate float64) {
+	switch {
+	case rate == 0:
+		fe.add("burst", "only with ratePerSecond")
+	case burst < 1:
+		fe.add("burst", "must be at least 1")
+	case burst > maxBurst:
+		fe.add("burst", "more than "+itoa(maxBurst))
+	}
 }
 
 func (s *Server) checkName(fe *fieldErrors, field, name string) {

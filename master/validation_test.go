@@ -184,8 +184,8 @@ func TestScheduleValidation(t *testing.T) {
 		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "maxInFlight")
 	})
 	t.Run("PolicyRejectsUnknownField", func(t *testing.T) {
-		r, err := c.CreatePolicyWithBodyWithResponse(h.ctx, nil, "application/json", stringsReader(`{"name":"p","maxInFlight":1,"burst":3}`))
-		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "burst")
+		r, err := c.CreatePolicyWithBodyWithResponse(h.ctx, nil, "application/json", stringsReader(`{"name":"p","maxInFlight":1,"bursts":3}`))
+		wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "bursts")
 	})
 	t.Run("TenantRejectsLongName", func(t *testing.T) {
 		r, err := h.admin.CreateTenantWithResponse(h.ctx, nil, client.TenantCreate{Name: strings.Repeat("t", 201)})

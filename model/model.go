@@ -9,6 +9,7 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -294,7 +295,8 @@ type Event struct {
 }
 
 // Policy is a throttling policy: at most MaxInFlight tokens out at once,
-// shared by every schedule that names it.
+// shared by every schedule that names it, and, if RatePerSecond is set, at
+// most Burst events sent at once and RatePerSecond on average.
 type Policy struct {
 	ID           string        `json:"id"`
 	TenantID     string        `json:"tenantId"`
@@ -304,6 +306,13 @@ type Policy struct {
 	// AutoRelease returns the token as soon as the event is delivered
 	// (rate-style throttling) instead of waiting for the release call.
 	AutoRelease bool `json:"autoRelease"`
+	// RatePerSecond, if positive, is the most events per second the policy
+	// lets out on average; zero means no rate limit.
+	RatePerSecond float64 `json:"ratePerSecond,omitempty"`
+	// Burst is how many events may go at once after a quiet spell when
+	// RatePerSecond is set (at least 1; zero with a rate means
+	// DefaultBurst). It is unused without a rate.
+	Burst int `json:"burst,omitempty"`
 	// InUse is the persisted number of tokens out. The store changes it only
 	// by compare-and-set so that it never exceeds MaxInFlight.
 	InUse int `json:"tokensInUse"`
@@ -312,6 +321,12 @@ type Policy struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// DefaultBurst is the burst of a policy that has a rate and no burst:
+// ceil(rate), at least 1.
+func DefaultBurst(ratePerSecond float64) int {
+	return max(1, int(math.Ceil(ratePerSecond)))
 }
 
 // Lease is a time-limited claim on a unit of work (an emitter partition, an

@@ -369,9 +369,9 @@ type PolicyStore interface {
 	PolicyGetByID(ctx context.Context, id string) (*model.Policy, error)
 	// PolicyList lists a tenant's policies ordered by ID.
 	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
-	// PolicyUpdate replaces name, maxInFlight, tokenTimeout and autoRelease
-	// if the stored Version equals expectedVersion (InUse and TimedOut are
-	// kept). ErrNotFound, ErrConflict.
+	// PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
+	// ratePerSecond and burst if the stored Version equals expectedVersion
+	// (InUse and TimedOut are kept). ErrNotFound, ErrConflict.
 	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
 	// PolicyDelete removes the tenant's policy. ErrNotFound.
 	PolicyDelete(ctx context.Context, tenantID, id string) error

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -22,6 +24,8 @@ type bucket struct {
 	mu     sync.Mutex
 	q      *Queue
 	policy *model.Policy
+	// lim holds the policy's rate tokens (see rate.go); nil without a rate.
+	lim *rate.Limiter
 	// gifts are tokens handed over in this process (see handoff.go):
 	// counted in the persisted InUse, not yet used by a waiting event.
 	gifts  int
@@ -96,9 +100,23 @@ const maxSettle = 3 * time.Second
 func (b *bucket) stop() { b.once.Do(b.cancel) }
 
 func (b *bucket) setPolicy(p *model.Policy) {
+	now := b.t.deps.Clock.Now()
 	b.mu.Lock()
 	b.policy = p
+	before := rateOf(b.lim)
+	b.lim = rateLimiter(b.lim, p, now)
+	changed := rateOf(b.lim) != before
 	b.mu.Unlock()
+	if changed {
+		// A bucket waiting for rate tokens recomputes its wait.
+		signal(b.wake)
+	}
+}
+
+func (b *bucket) limiter() *rate.Limiter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lim
 }
 
 func (b *bucket) getPolicy() *model.Policy {
@@ -114,6 +132,7 @@ const (
 	roundStarved                    // events wait, no tokens free
 	roundError                      // store trouble; wait and try again
 	roundGone                       // the policy was deleted
+	roundRate                       // events wait for the policy's rate
 )
 
 func (b *bucket) run(ctx context.Context) {
@@ -190,6 +209,15 @@ func (b *bucket) run(ctx context.Context) {
 			case <-b.released:
 			case <-clock.After(clock.Until(nextReconcile)):
 			}
+		case roundRate:
+			// Tokens that come back wait as gifts; only time brings
+			// rate tokens.
+			wait := min(rateWait(b.limiter(), clock.Now()), max(clock.Until(nextReconcile), 0))
+			select {
+			case <-ctx.Done():
+			case <-b.wake: // more events, or the rate changed
+			case <-clock.After(wait):
+			}
 		case roundStarved, roundError:
 			poll.Reset(t.cfg.PollInterval)
 			select {
@@ -211,8 +239,10 @@ func (b *bucket) run(ctx context.Context) {
 func (b *bucket) round(ctx context.Context) roundResult {
 	t := b.t
 	for ctx.Err() == nil {
+		now := t.deps.Clock.Now()
 		b.mu.Lock()
 		n := b.q.Len()
+		lim := b.lim
 		var gifted []Item
 		surplus := 0
 		if b.gifts > n {
@@ -220,8 +250,9 @@ func (b *bucket) round(ctx context.Context) roundResult {
 			b.gifts = n
 		}
 		if b.gifts > 0 {
-			gifted = b.q.PopN(min(b.gifts, t.cfg.AcquireBatch))
+			gifted = b.q.PopN(rateAvailable(lim, now, min(b.gifts, t.cfg.AcquireBatch)))
 			b.gifts -= len(gifted)
+			rateTake(lim, now, len(gifted))
 		}
 		b.mu.Unlock()
 		if surplus > 0 {
@@ -242,7 +273,10 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		if !b.starvedAt.IsZero() && b.giftedSince && t.deps.Clock.Since(b.starvedAt) < t.cfg.PollInterval {
 			return roundStarved
 		}
-		want := min(n, t.cfg.AcquireBatch)
+		want := rateAvailable(lim, now, min(n, t.cfg.AcquireBatch))
+		if want == 0 {
+			return roundRate
+		}
 		began := t.deps.Clock.Now()
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
 		b.observe(began)
@@ -263,6 +297,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		b.starvedAt = time.Time{}
 		b.mu.Lock()
 		items := b.q.PopN(got)
+		rateTake(lim, now, len(items))
 		b.mu.Unlock()
 		granted(items, t.deps.Clock.Now())
 		if extra := got - len(items); extra > 0 {

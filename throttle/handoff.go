@@ -143,7 +143,10 @@ func (t *Throttle) takeNext(policyID string) *next {
 		b.mu.Lock()
 		var it Item
 		ok := false
-		if !b.closed && b.q.Len()-b.gifts > 0 {
+		// A policy with a rate hands the token on only with a rate token;
+		// otherwise the token goes back and the bucket's round sends the
+		// event when the rate allows.
+		if !b.closed && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
 			it, ok = b.q.Pop()
 		}
 		b.mu.Unlock()

@@ -6,6 +6,9 @@
 // it exceed MaxInFlight), so the bound holds whatever the concurrency; a
 // bucket in memory only decides which waiting event gets the next token.
 //
+// A policy with a RatePerSecond also needs a rate token per event, from a
+// token bucket kept by the policy's bucket in memory (see rate.go).
+//
 // Events of a throttled policy all live on one queue shard (model.ShardOf),
 // so the handler that owns that shard is the one owner of the policy's
 // bucket and serialises it: one goroutine per bucket acquires tokens in small

@@ -97,7 +97,8 @@ func (s *Store) PolicyListAll(ctx context.Context) ([]*model.Policy, error) {
 	return out, nil
 }
 
-// PolicyUpdate replaces name, maxInFlight, tokenTimeout and autoRelease if
+// PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
+// ratePerSecond and burst if
 // the stored Version equals expectedVersion; the stored Version becomes
 // expectedVersion+1. InUse and TimedOut are kept. model.ErrNotFound,
 // model.ErrConflict (version moved, or the new name is taken).
@@ -127,6 +128,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 			}
 		}
 		cur.Name, cur.MaxInFlight, cur.TokenTimeout, cur.AutoRelease = p.Name, p.MaxInFlight, p.TokenTimeout, p.AutoRelease
+		cur.RatePerSecond, cur.Burst = p.RatePerSecond, p.Burst
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt

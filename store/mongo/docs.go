@@ -348,17 +348,22 @@ type policyDoc struct {
 	MaxInFlight  int    `bson:"maxInFlight"`
 	TokenTimeout int64  `bson:"tokenTimeout"`
 	AutoRelease  bool   `bson:"autoRelease"`
-	InUse        int    `bson:"inUse"`
-	TimedOut     int64  `bson:"timedOut"`
-	Version      int64  `bson:"version"`
-	CreatedAt    int64  `bson:"createdAt"`
-	UpdatedAt    int64  `bson:"updatedAt"`
+	// Absent in documents written before policies had rates: zero, no
+	// rate limit.
+	RatePerSecond float64 `bson:"ratePerSecond,omitempty"`
+	Burst         int     `bson:"burst,omitempty"`
+	InUse         int     `bson:"inUse"`
+	TimedOut      int64   `bson:"timedOut"`
+	Version       int64   `bson:"version"`
+	CreatedAt     int64   `bson:"createdAt"`
+	UpdatedAt     int64   `bson:"updatedAt"`
 }
 
 func toPolicyDoc(p *model.Policy) policyDoc {
 	return policyDoc{
 		ID: p.ID, TenantID: p.TenantID, Name: p.Name, MaxInFlight: p.MaxInFlight,
 		TokenTimeout: int64(p.TokenTimeout), AutoRelease: p.AutoRelease,
+		RatePerSecond: p.RatePerSecond, Burst: p.Burst,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
 	}
@@ -368,6 +373,7 @@ func (d *policyDoc) model() *model.Policy {
 	return &model.Policy{
 		ID: d.ID, TenantID: d.TenantID, Name: d.Name, MaxInFlight: d.MaxInFlight,
 		TokenTimeout: time.Duration(d.TokenTimeout), AutoRelease: d.AutoRelease,
+		RatePerSecond: d.RatePerSecond, Burst: d.Burst,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
 	}

@@ -59,8 +59,8 @@ func (s *Store) policyList(ctx context.Context, filter bson.D) ([]*model.Policy,
 	return out, nil
 }
 
-// PolicyUpdate sets name, maxInFlight, tokenTimeout, autoRelease and
-// updatedAt if the stored version is expectedVersion, and makes the version
+// PolicyUpdate sets name, maxInFlight, tokenTimeout, autoRelease,
+// ratePerSecond, burst and updatedAt if the stored version is expectedVersion, and makes the version
 // expectedVersion+1 (p.Version is set to it). InUse and TimedOut are not
 // touched, so token traffic never conflicts with an edit. ErrNotFound,
 // ErrConflict (version moved, or the new name is taken).
@@ -72,6 +72,8 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "maxInFlight", Value: p.MaxInFlight},
 		{Key: "tokenTimeout", Value: int64(p.TokenTimeout)},
 		{Key: "autoRelease", Value: p.AutoRelease},
+		{Key: "ratePerSecond", Value: p.RatePerSecond},
+		{Key: "burst", Value: p.Burst},
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}

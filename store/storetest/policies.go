@@ -102,6 +102,50 @@ var policyTests = []namedTest{
 		requireNoError(t, err, "PolicyGet")
 		requireEqual(t, got.MaxInFlight, 10, "MaxInFlight after rejected updates")
 	}},
+	{"Rate", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "p1", 5)
+		p.RatePerSecond, p.Burst = 2.5, 4
+		createPolicy(t, d, p)
+		createPolicy(t, d, newPolicy("A", "p2", 5))
+
+		got, err := d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.RatePerSecond, 2.5, "RatePerSecond")
+		requireEqual(t, got.Burst, 4, "Burst")
+		got, err = d.PolicyGet(ctx, "A", "p2")
+		requireNoError(t, err, "PolicyGet without a rate")
+		requireEqual(t, got.RatePerSecond, 0.0, "RatePerSecond of a policy without a rate")
+		requireEqual(t, got.Burst, 0, "Burst of a policy without a rate")
+
+		all, err := d.PolicyListAll(ctx)
+		requireNoError(t, err, "PolicyListAll")
+		for _, q := range all {
+			if q.ID == "p1" && (q.RatePerSecond != 2.5 || q.Burst != 4) {
+				t.Fatalf("PolicyListAll: rate %v burst %d, want 2.5 and 4", q.RatePerSecond, q.Burst)
+			}
+		}
+
+		// A token taken meanwhile must not hide the rate change.
+		_, err = d.PolicyAcquireTokens(ctx, "p1", 1)
+		requireNoError(t, err, "PolicyAcquireTokens")
+		upd := *p
+		upd.RatePerSecond, upd.Burst = 0.125, 0
+		upd.Version = 2
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, 1), "PolicyUpdate of the rate")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.RatePerSecond, 0.125, "RatePerSecond after update")
+		requireEqual(t, got.Burst, 0, "Burst after update")
+		requireEqual(t, got.InUse, 1, "InUse kept")
+
+		upd.RatePerSecond = 0
+		upd.Version = 3
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, 2), "PolicyUpdate removing the rate")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.RatePerSecond, 0.0, "RatePerSecond after removal")
+	}},
 	{"Delete", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		createPolicy(t, d, newPolicy("A", "p1", 5))
