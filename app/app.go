@@ -178,7 +178,8 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
-		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove, Owner: cfg.InstanceID,
+		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove,
+		BackgroundChunk: cfg.BackgroundChunk, Owner: cfg.InstanceID,
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
 		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),

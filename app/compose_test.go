@@ -102,6 +102,16 @@ func TestParseConfig(t *testing.T) {
 			t.Fatalf("background threshold from the environment %d, err %v; want 500", c.BackgroundAbove, err)
 		}
 	})
+	t.Run("EmitBackgroundChunk", func(t *testing.T) {
+		c, err := app.ParseConfig(nil, env(nil))
+		if err != nil || c.BackgroundChunk != 5000 {
+			t.Fatalf("default background chunk %d, err %v; want 5000", c.BackgroundChunk, err)
+		}
+		c, err = app.ParseConfig([]string{"-emit-background-chunk", "250"}, env(nil))
+		if err != nil || c.BackgroundChunk != 250 {
+			t.Fatalf("background chunk from the flag %d, err %v; want 250", c.BackgroundChunk, err)
+		}
+	})
 	for name, tc := range map[string]struct {
 		args []string
 		env  map[string]string
@@ -118,6 +128,8 @@ func TestParseConfig(t *testing.T) {
 		"RejectsStrayArgument":       {args: []string{"serve"}, want: "unexpected argument"},
 		"RejectsNegativeRateLimit":   {args: []string{"-rate-limit", "-1"}, want: "rate-limit:"},
 		"RejectsZeroBackgroundAbove": {args: []string{"-emit-background-above", "0"}, want: "emit-background-above:"},
+		"RejectsZeroBackgroundChunk": {args: []string{"-emit-background-chunk", "0"}, want: "emit-background-chunk:"},
+		"RejectsHugeBackgroundChunk": {env: map[string]string{"SCHEDULER_EMIT_BACKGROUND_CHUNK": "100001"}, want: "emit-background-chunk:"},
 		"RejectsZeroTenantQuota":     {args: []string{"-tenant-max-events-stored", "0"}, want: "tenant-max-events-stored:"},
 		"RejectsHugePerFireQuota":    {args: []string{"-tenant-max-events-per-fire", "2000000"}, want: "tenant-max-events-per-fire:"},
 		"RejectsDiskPercentOver":     {env: map[string]string{"SCHEDULER_DISK_MIN_FREE_PERCENT": "150"}, want: "disk-min-free-percent:"},

@@ -36,6 +36,7 @@ type Config struct {
 	Lead            time.Duration
 	CatchUpLimit    time.Duration
 	BackgroundAbove int
+	BackgroundChunk int
 	LeaseTTL        time.Duration
 	Retention       time.Duration
 	HTTPTimeout     time.Duration
@@ -134,6 +135,7 @@ func Options() []Option {
 		{"lead", "SCHEDULER_LEAD", "2m", "how far ahead of time the emitter creates events", dur("lead", func(c *Config) *time.Duration { return &c.Lead })},
 		{"catch-up-limit", "SCHEDULER_CATCHUP_LIMIT", "1h", "missed fires older than this are not fired after downtime", dur("catch-up-limit", func(c *Config) *time.Duration { return &c.CatchUpLimit })},
 		{"emit-background-above", "SCHEDULER_EMIT_BACKGROUND_ABOVE", "10000", "fires with more events than this are answered at once and written in the background", num("emit-background-above", func(c *Config) *int { return &c.BackgroundAbove })},
+		{"emit-background-chunk", "SCHEDULER_EMIT_BACKGROUND_CHUNK", "5000", "events per store write of a fire written in the background; its progress is recorded after each (1-100000)", num("emit-background-chunk", func(c *Config) *int { return &c.BackgroundChunk })},
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
@@ -271,6 +273,9 @@ func (c *Config) validate() error {
 	}
 	if c.BackgroundAbove < 1 {
 		return fmt.Errorf("emit-background-above: %d is below 1", c.BackgroundAbove)
+	}
+	if c.BackgroundChunk < 1 || c.BackgroundChunk > 100000 {
+		return fmt.Errorf("emit-background-chunk: %d is out of range 1-100000", c.BackgroundChunk)
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("lease-ttl: %s is below 1s", c.LeaseTTL)

@@ -10,6 +10,10 @@
 //     nothing stuck, at most 0.1% of the events delivered twice.
 //   - TestChaosEmbeddedKillRestart: one instance on the embedded store,
 //     killed and restarted 10 times during a run; nothing lost.
+//   - TestChaosLargeEmission: one instance on the embedded store, killed
+//     while it writes a large fire's events in the background and
+//     restarted; the emission resumes and the fire ends with exactly its
+//     n events, each delivered.
 //
 // In every test each duplicate delivery must be explained: the instance
 // that sent the earlier copy was killed (or the store stopped) while that

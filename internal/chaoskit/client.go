@@ -282,6 +282,16 @@ type Fire struct {
 	FireTime   time.Time `json:"fireTime"`
 	N          int       `json:"n"`
 	Decision   string    `json:"decision"`
+	// Emitting is true while the events of a large fire are still being
+	// written in the background; Emitted then counts those written.
+	Emitting bool `json:"emitting"`
+	Emitted  int  `json:"emitted"`
+}
+
+// GetFire reads a fire.
+func (c *Client) GetFire(ctx context.Context, id string) (*Fire, error) {
+	var f Fire
+	return &f, c.Do(ctx, http.MethodGet, "/v1/fires/"+url.PathEscape(id), nil, &f)
 }
 
 // Trigger fires a schedule now. It is not idempotent, so it is sent again to
