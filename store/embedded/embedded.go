@@ -469,10 +469,9 @@ func getJSON(tx *bolt.Tx, b, key []byte, v any) error {
 }
 
 // packedFill is how full bbolt fills pages when it splits a node in a
-// transaction that writes keys in ascending runs (a fan-out batch of one
-// fire, a migration rebuilding an index in key order). bbolt's default,
-// half, suits random keys; for ascending runs it leaves every page half
-// empty for good. Packing random inserts instead would be worse than the
+// transaction that writes keys in long ascending runs (a fan-out batch of
+// one fire). bbolt's default, half, suits random keys; for ascending runs it
+// leaves every page half empty for good. Packing random inserts instead would be worse than the
 // default: each full page would split into a full one and a nearly empty
 // one. FillPercent is not stored in the file, so it is set per transaction.
 const packedFill = 0.9

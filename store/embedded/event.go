@@ -110,13 +110,13 @@ func retained(e *model.Event) bool {
 }
 
 // packMin is the smallest batch of one fire's events that EventInsertMany
-// packs: below it a batch fills no page on its own.
+// packs; smaller ones add a few keys to pages that other writes share.
 const packMin = 64
 
 // oneFireRun reports whether events are a fan-out batch: at least packMin
-// events of one fire. Their row ids and every index key they add sort next
-// to each other (fire id, schedule, tenant and launch time are shared or
-// ascending), so their pages can be packed; see packedFill.
+// events of one fire. Their row ids and the index keys they add fall into a
+// few runs of adjacent keys (one per fire status, schedule, tenant, shard),
+// so their pages can be packed; see packedFill.
 func oneFireRun(events []*model.Event) bool {
 	if len(events) < packMin {
 		return false
