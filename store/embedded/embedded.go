@@ -468,6 +468,25 @@ func getJSON(tx *bolt.Tx, b, key []byte, v any) error {
 	return nil
 }
 
+// packedFill is how full bbolt fills pages when it splits a node in a
+// transaction that writes keys in long ascending runs (a fan-out batch of
+// one fire). bbolt's default, half, suits random keys; for ascending runs it
+// leaves every page half empty for good. Packing random inserts instead would be worse than the
+// default: each full page would split into a full one and a nearly empty
+// one. FillPercent is not stored in the file, so it is set per transaction.
+const packedFill = 0.9
+
+// pack makes the buckets named fill their pages to packedFill when this
+// transaction commits. tx.Bucket returns the same handle for the rest of a
+// write transaction, so the setting holds for every write through it.
+func pack(tx *bolt.Tx, names ...[]byte) {
+	for _, name := range names {
+		if b := tx.Bucket(name); b != nil {
+			b.FillPercent = packedFill
+		}
+	}
+}
+
 func putJSON(tx *bolt.Tx, b, key []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {

@@ -109,6 +109,26 @@ func retained(e *model.Event) bool {
 	return e.FinishedAt != nil && (e.Status == model.EventReleased || e.Status == model.EventCancelled)
 }
 
+// packMin is the smallest batch of one fire's events that EventInsertMany
+// packs; smaller ones add a few keys to pages that other writes share.
+const packMin = 64
+
+// oneFireRun reports whether events are a fan-out batch: at least packMin
+// events of one fire. Their row ids and the index keys they add fall into a
+// few runs of adjacent keys (one per fire status, schedule, tenant, shard),
+// so their pages can be packed; see packedFill.
+func oneFireRun(events []*model.Event) bool {
+	if len(events) < packMin {
+		return false
+	}
+	for _, e := range events[1:] {
+		if e.FireID != events[0].FireID {
+			return false
+		}
+	}
+	return true
+}
+
 // eventWriter holds the buckets an event write touches.
 type eventWriter struct {
 	rows, due, fire, sched, tenant, policy, finished *bolt.Bucket
@@ -240,8 +260,12 @@ func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int
 		return 0, nil
 	}
 	var n int
+	run := oneFireRun(events)
 	err := s.update(ctx, "event insert many", func(tx *bolt.Tx) error {
 		n = 0
+		if run {
+			pack(tx, bEvents, bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy)
+		}
 		w := newEventWriter(tx)
 		for _, e := range events {
 			if w.rows.Get([]byte(e.ID)) != nil {

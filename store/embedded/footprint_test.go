@@ -1,0 +1,208 @@
+package embedded
+
+// Footprint benchmarks: bytes on disk per one-off and per event of a large
+// fire, broken down by bucket. Figures are in docs/benchmarks.md (Stores):
+//
+//	go test -run='^$' -bench=Footprint -benchtime=1x -v ./store/embedded
+//
+// SCHEDULERD_BENCH_FOOTPRINT sets the number of one-offs and the size of
+// the fire (default 100,000); SCHEDULERD_BENCH_SEED the seed of the ids.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+func footprintN(b *testing.B) int {
+	n := 100_000
+	if v := os.Getenv("SCHEDULERD_BENCH_FOOTPRINT"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("SCHEDULERD_BENCH_FOOTPRINT=%q: want a positive integer", v)
+		}
+	}
+	return n
+}
+
+func footprintRand(b *testing.B) *rand.Rand {
+	seed := uint64(1)
+	if v := os.Getenv("SCHEDULERD_BENCH_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			b.Fatalf("SCHEDULERD_BENCH_SEED=%q: %v", v, err)
+		}
+	}
+	return rand.New(rand.NewPCG(seed, seed))
+}
+
+// randomID mimics the master's ids: prefix + 16 base32 characters.
+func randomID(r *rand.Rand, prefix string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var sb strings.Builder
+	sb.WriteString(prefix)
+	for range 16 {
+		sb.WriteByte(alphabet[r.IntN(len(alphabet))])
+	}
+	return sb.String()
+}
+
+var footprintPayload = json.RawMessage(`{"job":"nightly-report","region":"eu-central-1","batch":42}`)
+
+// BenchmarkDriverFootprintOneOffs stores n one-offs due within a day as the
+// master does on save: the schedule and its child, then its fire and event.
+func BenchmarkDriverFootprintOneOffs(b *testing.B) {
+	n := footprintN(b)
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		s, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := footprintRand(b)
+		tenant := randomID(r, "ten_")
+		now := base()
+		b.StartTimer()
+		for start := 0; start < n; start += benchBatch {
+			items := make([]store.ScheduleNew, 0, benchBatch)
+			fires := make([]store.FireNew, 0, benchBatch)
+			for i := start; i < min(start+benchBatch, n); i++ {
+				runAt := now.Add(time.Duration(r.Int64N(int64(24 * time.Hour)))).Truncate(time.Millisecond)
+				sc := &model.Schedule{
+					ID: randomID(r, "sch_"), TenantID: tenant, Name: "report", RunAt: &runAt,
+					Timezone: "UTC", EventCount: 1, Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+					Payload: footprintPayload, MaxAttempts: 5, Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow,
+					State: model.ScheduleActive, Version: 1, CreatedAt: now, UpdatedAt: now,
+				}
+				sc.Partition = model.PartitionOf(sc.ID, 16)
+				c, err := schedule.FromSchedule(sc, 100)
+				if err != nil {
+					b.Fatal(err)
+				}
+				items = append(items, store.ScheduleNew{Schedule: sc, Children: c.Children(sc)})
+				f := &model.Fire{
+					ID: model.FireID(sc.ID, sc.Version, runAt), ScheduleID: sc.ID, TenantID: tenant, FireTime: runAt,
+					LocalTime: runAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
+				}
+				e := &model.Event{
+					ID: model.EventID(f.ID, 0), TenantID: tenant, ScheduleID: sc.ID, FireID: f.ID, FireTime: runAt,
+					Count: 1, LaunchAt: runAt, Target: sc.Target, Payload: sc.Payload, MaxAttempts: 5,
+					Shard: r.IntN(8), Status: model.EventPending, CreatedAt: now, UpdatedAt: now,
+				}
+				fires = append(fires, store.FireNew{Fire: f, Events: []*model.Event{e}})
+			}
+			if errs, err := s.ScheduleCreateMany(b.Context(), items); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+				b.Fatalf("ScheduleCreateMany: %v %v", errs, err)
+			}
+			if _, ev, err := s.FireInsertMany(b.Context(), fires); err != nil || ev != len(fires) {
+				b.Fatalf("FireInsertMany: %d events, %v", ev, err)
+			}
+		}
+		b.StopTimer()
+		reportFootprint(b, s, dir, n, "job")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkDriverFootprintFire stores one fire of n events as the emitter's
+// fan-out does: the fire, then its events in batches of 1,000.
+func BenchmarkDriverFootprintFire(b *testing.B) {
+	n := footprintN(b)
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		s, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := footprintRand(b)
+		tenant, sched := randomID(r, "ten_"), randomID(r, "sch_")
+		fireTime := base()
+		deadline := fireTime.Add(time.Hour)
+		f := &model.Fire{
+			ID: model.FireID(sched, 1, fireTime), ScheduleID: sched, TenantID: tenant, FireTime: fireTime,
+			LocalTime: fireTime.Format(time.RFC3339), Count: n, Decision: model.FireEmitted, Remaining: n, CreatedAt: fireTime,
+		}
+		b.StartTimer()
+		if _, err := s.FireInsert(b.Context(), f); err != nil {
+			b.Fatal(err)
+		}
+		batch := make([]*model.Event, 0, benchBatch)
+		for i := range n {
+			batch = append(batch, &model.Event{
+				ID: model.EventID(f.ID, i), TenantID: tenant, ScheduleID: sched, FireID: f.ID, FireTime: fireTime,
+				Index: i, Count: n, LaunchAt: fireTime.Add(time.Duration(i) * time.Hour / time.Duration(n)), Deadline: &deadline,
+				Target:  model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+				Payload: footprintPayload, MaxAttempts: 5, Shard: i % 8, Status: model.EventPending, CreatedAt: fireTime, UpdatedAt: fireTime,
+			})
+			if len(batch) == benchBatch || i == n-1 {
+				if got, err := s.EventInsertMany(b.Context(), batch); err != nil || got != len(batch) {
+					b.Fatalf("EventInsertMany: %d, %v", got, err)
+				}
+				batch = batch[:0]
+			}
+		}
+		if err := s.FireSetRemaining(b.Context(), f.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		reportFootprint(b, s, dir, n, "event")
+		b.StartTimer()
+	}
+}
+
+// reportFootprint closes s, reports file bytes per unit and logs a table of
+// the buckets: keys, leaf and branch pages, bytes in use, and page fill.
+func reportFootprint(b *testing.B, s *Store, dir string, n int, unit string) {
+	b.Helper()
+	var rows []string
+	var inuse, alloc int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+			st := bk.Stats()
+			if st.KeyN == 0 {
+				return nil
+			}
+			use := st.LeafInuse + st.BranchInuse
+			all := st.LeafAlloc + st.BranchAlloc
+			inuse, alloc = inuse+use, alloc+all
+			rows = append(rows, fmt.Sprintf("%-32s %9d %7d %6d %10.1f %10.1f %5.0f%%",
+				name, st.KeyN, st.LeafPageN+st.LeafOverflowN, st.BranchPageN,
+				float64(use)/float64(n), float64(all)/float64(n), 100*float64(use)/float64(max(all, 1))))
+			return nil
+		})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	free := s.db.Stats().FreePageN
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, fileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(fi.Size())/float64(n), "file-B/"+unit)
+	b.ReportMetric(float64(alloc)/float64(n), "pages-B/"+unit)
+	b.ReportMetric(float64(inuse)/float64(n), "inuse-B/"+unit)
+	b.Logf("%d %ss: file %d bytes (%.0f per %s), %d free pages", n, unit, fi.Size(), float64(fi.Size())/float64(n), unit, free)
+	b.Logf("%-32s %9s %7s %6s %10s %10s %6s", "bucket", "keys", "leaves", "branch", "inuse/"+unit, "pages/"+unit, "fill")
+	for _, r := range rows {
+		b.Log(r)
+	}
+}
