@@ -764,6 +764,7 @@ var eventTests = []namedTest{
 			getEvent(t, d, id)
 		}
 	}}, {"ClaimDueHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		skipLargeUnderRace(t)
 		ctx := t.Context()
 		// More than a driver's page of 1,000 is due: a short claim would
 		// read as "nothing left" to the handler, which asks for 2,000.
@@ -789,6 +790,7 @@ var eventTests = []namedTest{
 		requireEqual(t, len(got), 0, "nothing left to claim")
 	}},
 	{"FindTokenExpiredHonoursLargeLimit", func(t *testing.T, d store.Driver) {
+		skipLargeUnderRace(t)
 		ctx := t.Context()
 		const holding = 1500
 		es := make([]*model.Event, holding)
@@ -816,4 +818,15 @@ var eventTests = []namedTest{
 		requireNoError(t, err, "EventFindTokenExpired limit 2000")
 		requireEqual(t, len(got), holding, "limit 2000 when 1500 hold tokens")
 	}},
+}
+
+// skipLargeUnderRace skips a case of more than a thousand events in builds
+// with the race detector: the in-process FerretDB of the MongoDB tests takes
+// minutes for it there. scripts/test.sh runs these cases without the race
+// detector for both drivers.
+func skipLargeUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("a large case: run without -race (scripts/test.sh does)")
+	}
 }
