@@ -128,6 +128,15 @@ type ScheduleStore interface {
 	// may have stored some of them (a retry with the same ids finds those
 	// as ErrConflict) and left orphan children.
 	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
+	// ScheduleCreateWithFires is ScheduleCreate that also stores fs as
+	// FireInsertMany does, so that a new schedule and its first fires and
+	// events cost one commit where the store has transactions; ErrConflict
+	// if the schedule id exists writes nothing. A store without
+	// transactions writes the schedule first, then the fires: a failure in
+	// between leaves the schedule without them, which a retry of the
+	// create (Saved) or the emitter's next pass emits. inserted and events
+	// are as for FireInsertMany.
+	ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, children []model.Child, fs []FireNew) (inserted []bool, events int, err error)
 	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	// ScheduleGetMany returns the schedules with these ids that exist, in any

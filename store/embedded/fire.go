@@ -227,41 +227,50 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	inserted := make([]bool, len(fs))
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
-		clear(inserted)
-		n = 0
-		fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
-		w := newEventWriter(tx)
-		for i, fn := range fs {
-			f := fn.Fire
-			if fires.Get([]byte(f.ID)) != nil {
-				continue
-			}
-			if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
-				return err
-			}
-			inserted[i] = true
-			if f.Remaining > 0 {
-				if err := emitting.Put([]byte(f.ID), nil); err != nil {
-					return err
-				}
-			}
-			if err := sched.Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil); err != nil {
-				return err
-			}
-			for _, e := range fn.Events {
-				if w.rows.Get([]byte(e.ID)) != nil {
-					continue
-				}
-				if err := w.put(nil, e); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		return nil
+		var err error
+		n, err = putFires(tx, fs, inserted)
+		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return inserted, n, nil
+}
+
+// putFires writes the fires of fs whose ids are new with their new events,
+// setting inserted[i] for each fire written (from scratch: a group commit
+// may run it again); it returns the number of events written.
+func putFires(tx *bolt.Tx, fs []store.FireNew, inserted []bool) (int, error) {
+	clear(inserted)
+	n := 0
+	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
+	w := newEventWriter(tx)
+	for i, fn := range fs {
+		f := fn.Fire
+		if fires.Get([]byte(f.ID)) != nil {
+			continue
+		}
+		if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+			return 0, err
+		}
+		inserted[i] = true
+		if f.Remaining > 0 {
+			if err := emitting.Put([]byte(f.ID), nil); err != nil {
+				return 0, err
+			}
+		}
+		if err := sched.Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil); err != nil {
+			return 0, err
+		}
+		for _, e := range fn.Events {
+			if w.rows.Get([]byte(e.ID)) != nil {
+				continue
+			}
+			if err := w.put(nil, e); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }

@@ -160,6 +160,32 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 	})
 }
 
+// ScheduleCreateWithFires stores sc, its children and the new fires of fs
+// with their new events in one group commit. model.ErrConflict if the id
+// exists, and then nothing is written.
+func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
+	inserted := make([]bool, len(fs))
+	var n int
+	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
+		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
+			return model.ErrConflict
+		}
+		if err := putChildren(tx, children); err != nil {
+			return err
+		}
+		if err := putSchedule(tx, sc); err != nil {
+			return err
+		}
+		var err error
+		n, err = putFires(tx, fs, inserted)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return inserted, n, nil
+}
+
 // ScheduleCreateMany stores the items and their children in one
 // transaction; an item whose id exists gets model.ErrConflict and writes
 // nothing.

@@ -503,3 +503,17 @@ func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
 	}
 	return nil
 }
+
+// ScheduleCreateWithFires is ScheduleCreate followed by FireInsertMany: a
+// failure in between leaves the schedule without its fires, which a retry
+// of the create or the emitter's next pass emits.
+func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
+	if err := s.ScheduleCreate(ctx, sc, children); err != nil {
+		return nil, 0, err
+	}
+	inserted, n, err := s.FireInsertMany(ctx, fs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, err)
+	}
+	return inserted, n, nil
+}

@@ -52,6 +52,48 @@ var scheduleTests = []namedTest{
 		_, err = d.ScheduleGet(ctx, "A", "nope")
 		requireIs(t, err, model.ErrNotFound, "ScheduleGet unknown")
 	}},
+	{"CreateWithFires", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		s := newSchedule("A", "s1")
+		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		f := newFire("A", "s1", at(time.Hour))
+		evs := []*model.Event{newEvent("A", "s1", at(time.Hour), 0), newEvent("A", "s1", at(time.Hour), 1)}
+		inserted, n, err := d.ScheduleCreateWithFires(ctx, s, childrenOf(s, h3), []store.FireNew{{Fire: f, Events: evs}})
+		requireNoError(t, err, "ScheduleCreateWithFires")
+		requireEqual(t, len(inserted), 1, "inserted results")
+		requireEqual(t, inserted[0], true, "fire inserted")
+		requireEqual(t, n, 2, "events stored")
+
+		got, err := d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.Name, s.Name, "Name")
+		cs, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: s.Partition, Timezone: s.Timezone, Keys: []model.ChildKey{h3}})
+		requireNoError(t, err, "ChildrenFind")
+		requireEqual(t, len(cs), 1, "children stored")
+		gf, err := d.FireGet(ctx, "A", f.ID)
+		requireNoError(t, err, "FireGet")
+		requireEqual(t, gf.ScheduleID, "s1", "fire ScheduleID")
+		latest, err := d.FireLatestBefore(ctx, "s1", at(2*time.Hour))
+		requireNoError(t, err, "FireLatestBefore")
+		requireEqual(t, latest.ID, f.ID, "FireLatestBefore finds the fire")
+		counts, err := d.EventCountByFire(ctx, f.ID)
+		requireNoError(t, err, "EventCountByFire")
+		requireEqual(t, counts[model.EventPending], 2, "events of the fire")
+
+		// The id exists: ErrConflict, and the other fire is not written.
+		other := newFire("A", "s1", at(2*time.Hour))
+		_, _, err = d.ScheduleCreateWithFires(ctx, newSchedule("A", "s1"), nil, []store.FireNew{{Fire: other}})
+		requireIs(t, err, model.ErrConflict, "ScheduleCreateWithFires of an existing id")
+		_, err = d.FireGet(ctx, "A", other.ID)
+		requireIs(t, err, model.ErrNotFound, "fire of a conflicting create")
+
+		// No fires: a plain create.
+		inserted, n, err = d.ScheduleCreateWithFires(ctx, newSchedule("A", "s2"), nil, nil)
+		requireNoError(t, err, "ScheduleCreateWithFires without fires")
+		requireEqual(t, len(inserted)+n, 0, "nothing inserted")
+		_, err = d.ScheduleGet(ctx, "A", "s2")
+		requireNoError(t, err, "ScheduleGet s2")
+	}},
 	{"CreateMany", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
