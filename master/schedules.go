@@ -188,10 +188,7 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		m.Partition = model.PartitionOf(id, s.cfg.Partitions)
 		m.Version, m.State = 1, model.ScheduleActive
 		m.CreatedAt, m.UpdatedAt = now, now
-		if err := s.store.ScheduleCreate(ctx, &m, comp.Children(&m)); err != nil {
-			return 0, nil, err
-		}
-		if err := s.saved(ctx, &m, comp.Keys); err != nil {
+		if err := s.createAndEmit(ctx, &m, comp); err != nil {
 			return 0, nil, err
 		}
 		return http.StatusCreated, s.scheduleOutCompiled(&m, comp), nil
@@ -211,6 +208,27 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 		}
 		return http.StatusCreated, s.scheduleOutCompiled(m, comp), nil
 	})
+}
+
+// createAndEmit stores the new schedule m and has its fires emitted: with
+// the schedule in one store commit when the emitter plans them
+// (CreatePlanner), else by saved after the write.
+func (s *Server) createAndEmit(ctx context.Context, m *model.Schedule, comp *schedule.Compiled) error {
+	if p, ok := s.emitter.(CreatePlanner); ok && m.State == model.ScheduleActive {
+		fs, done, err := p.PlanCreated(context.WithoutCancel(ctx), m, comp.Keys)
+		if err != nil {
+			return fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
+		}
+		if done != nil {
+			inserted, n, err := s.store.ScheduleCreateWithFires(ctx, m, comp.Children(m), fs)
+			done(context.WithoutCancel(ctx), inserted, n, err)
+			return err
+		}
+	}
+	if err := s.store.ScheduleCreate(ctx, m, comp.Children(m)); err != nil {
+		return err
+	}
+	return s.saved(ctx, m, comp.Keys)
 }
 
 // saved has the emitter emit the fires of a saved schedule that the

@@ -48,6 +48,7 @@ type Store interface {
 
 	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
 	ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error)
+	ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, children []model.Child, fs []store.FireNew) (inserted []bool, events int, err error)
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error)
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
@@ -92,6 +93,15 @@ type Emitter interface {
 	// SavedMany is Saved for the schedules of one batch create at once;
 	// keys[i] are the children keys of ss[i].
 	SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error
+}
+
+// CreatePlanner is an Emitter that can plan the fires of a schedule about
+// to be created, so that they are written in the schedule's own store
+// commit (ScheduleCreateWithFires) rather than by Saved after it. done nil:
+// not planned, call Saved after the write. Otherwise done takes the
+// write's result.
+type CreatePlanner interface {
+	PlanCreated(ctx context.Context, s *model.Schedule, keys []cron.Key) (fs []store.FireNew, done func(ctx context.Context, inserted []bool, events int, err error), err error)
 }
 
 // Tokens releases and extends the tokens of events on behalf of their

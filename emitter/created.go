@@ -1,0 +1,98 @@
+package emitter
+
+import (
+	"context"
+	"time"
+
+	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// PlanCreated plans what Saved would emit for s, a schedule about to be
+// created (its id is new, so no fire of it exists), so that the caller
+// writes the fires with the schedule in one store commit
+// (ScheduleCreateWithFires) and then calls done with that write's result.
+// done records what was written (metrics, logs, the Emitted hook) or, when
+// the write failed, gives back the room the fires took in the tenant's
+// per-minute quota.
+//
+// Only a one-off schedule whose fire is small and not deferred is planned:
+// its fire and events are fixed by s and the clock (deterministic ids), so
+// a later pass or Saved finds them recorded and emits nothing twice. The
+// plan reads nothing from the store beyond the tenant's quotas
+// (Deps.Quotas). For anything else (a cron schedule, whose fires depend on
+// the partition's watermark; a large or deferred fire) done is nil and the
+// caller calls Saved after the write as before.
+func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cron.Key) (fs []store.FireNew, done func(ctx context.Context, inserted []bool, events int, err error), err error) {
+	if !s.IsOneOff() {
+		return nil, nil, nil
+	}
+	now := e.deps.Clock.Now()
+	f, evs, ok := e.planOneOff(s, now)
+	if !ok {
+		return nil, func(context.Context, []bool, int, error) {}, nil
+	}
+	if e.large(f) {
+		return nil, nil, nil
+	}
+	note, err := e.admitFire(ctx, f, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if note != "" {
+		// Deferred: Saved records it for the background (no room taken).
+		return nil, nil, nil
+	}
+	fs = []store.FireNew{{Fire: f, Events: evs}}
+	return fs, func(ctx context.Context, inserted []bool, events int, err error) {
+		if err != nil || len(inserted) == 0 || !inserted[0] {
+			e.unadmit(f, false, now)
+		}
+		if err != nil {
+			return
+		}
+		e.m.EventsEmitted(events)
+		var ws PassStats
+		out := outExisting
+		if len(inserted) > 0 && inserted[0] {
+			out = outInserted
+		}
+		e.count(&ws, dueFire{s: s, t: f.FireTime}, f, out)
+		if out == outInserted {
+			e.signal(ctx, []*model.Fire{f})
+		}
+	}, nil
+}
+
+// planOneOff returns the fire of the new active one-off s and its events as
+// Saved would record them at now, without reading the store; ok is false
+// when s emits nothing (not active, or runAt outside StartAt/EndAt).
+func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (f *model.Fire, evs []*model.Event, ok bool) {
+	if s.State != model.ScheduleActive && s.State != "" || s.RunAt == nil {
+		return nil, nil, false
+	}
+	t := model.FireInstant(*s.RunAt)
+	if !inRange(s, t) {
+		return nil, nil, false
+	}
+	f = &model.Fire{
+		ID:         model.FireID(s.ID, s.Version, t),
+		ScheduleID: s.ID,
+		TenantID:   s.TenantID,
+		FireTime:   t,
+		LocalTime:  e.localTime(s, t),
+		Count:      max(s.EventCount, 1),
+		Decision:   model.FireEmitted,
+		CreatedAt:  now.UTC(),
+	}
+	if t.Before(now.Truncate(time.Second)) {
+		// As SavedMany: accepted with its runAt already past, late.
+		f.Decision = model.FireLate
+		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
+	}
+	if !e.large(f) {
+		evs = e.makeEvents(s, f, 0, f.Count, now)
+	}
+	return f, evs, true
+}
