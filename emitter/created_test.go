@@ -1,0 +1,130 @@
+package emitter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// oneOff builds an active one-off schedule running at runAt.
+func oneOff(id string, runAt time.Time, n int) *model.Schedule {
+	return sched(id, "", "UTC", n, func(s *model.Schedule) {
+		s.Cron, s.RunAt, s.Misfire = "", &runAt, model.MisfireFireAll
+		s.Window, s.Spread = time.Minute, true
+	})
+}
+
+// TestPlanCreatedMatchesSaved writes one-offs with the fires PlanCreated
+// plans into one store, and the same one-offs followed by Saved into
+// another: the fires and events must agree (ids, decisions, notes, launch
+// times), so that a later Saved or pass finds the planned ones recorded.
+func TestPlanCreatedMatchesSaved(t *testing.T) {
+	now := utc("2025-06-02T10:00:30Z")
+	for _, tc := range []struct {
+		name  string
+		runAt time.Time
+		want  model.FireDecision
+	}{
+		{"Future", now.Add(90*time.Minute + 1500*time.Microsecond), model.FireEmitted},
+		{"Past", now.Add(-5 * time.Minute), model.FireLate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			planned, saved := openEmbedded(t), openEmbedded(t)
+			clk := newClock(now)
+			ep, es := newEmitter(t, planned, clk, nil), newEmitter(t, saved, clk, nil)
+			ctx := context.Background()
+
+			s := oneOff("o1", tc.runAt, 3)
+			fs, done, err := ep.PlanCreated(ctx, s, nil)
+			if err != nil || done == nil || len(fs) != 1 {
+				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
+			}
+			inserted, n, err := planned.ScheduleCreateWithFires(ctx, s, nil, fs)
+			done(ctx, inserted, n, err)
+			if err != nil || n != 3 {
+				t.Fatalf("ScheduleCreateWithFires: %d events, %v", n, err)
+			}
+			s2 := oneOff("o1", tc.runAt, 3)
+			create(t, saved, s2)
+			if err := es.Saved(ctx, s2, nil); err != nil {
+				t.Fatal(err)
+			}
+
+			pf, sf := firesOf(t, planned, "o1"), firesOf(t, saved, "o1")
+			if len(pf) != 1 || len(sf) != 1 {
+				t.Fatalf("%d planned fires, %d saved fires; want one each", len(pf), len(sf))
+			}
+			a, b := pf[0], sf[0]
+			if a.ID != b.ID || !a.FireTime.Equal(b.FireTime) || a.LocalTime != b.LocalTime || a.Count != b.Count ||
+				a.Decision != b.Decision || a.Note != b.Note || a.Remaining != b.Remaining || !a.CreatedAt.Equal(b.CreatedAt) {
+				t.Fatalf("planned fire %+v, saved fire %+v", a, b)
+			}
+			if a.Decision != tc.want {
+				t.Fatalf("decision %s, want %s", a.Decision, tc.want)
+			}
+			pe, se := eventsOf(t, planned, a.ID), eventsOf(t, saved, b.ID)
+			if len(pe) != 3 || len(se) != 3 {
+				t.Fatalf("%d planned events, %d saved events; want 3 each", len(pe), len(se))
+			}
+			for i := range pe {
+				x, y := pe[i], se[i]
+				if x.ID != y.ID || !x.LaunchAt.Equal(y.LaunchAt) || !x.Deadline.Equal(*y.Deadline) || x.Shard != y.Shard ||
+					x.Index != y.Index || x.Status != y.Status || string(x.Payload) != string(y.Payload) {
+					t.Fatalf("planned event %+v, saved event %+v", x, y)
+				}
+			}
+
+			// Saved after the planned create adds nothing.
+			if err := ep.Saved(ctx, s, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(firesOf(t, planned, "o1")); got != 1 {
+				t.Fatalf("%d fires after Saved, want 1", got)
+			}
+			if got := len(eventsOf(t, planned, a.ID)); got != 3 {
+				t.Fatalf("%d events after Saved, want 3", got)
+			}
+		})
+	}
+}
+
+// TestPlanCreatedQuota checks that a planned fire takes room in the
+// tenant's per-minute quota, that a failed write gives it back, and that a
+// fire the quota defers is left to Saved.
+func TestPlanCreatedQuota(t *testing.T) {
+	clk := newClock(utc("2025-06-02T10:00:30Z"))
+	e := newEmitter(t, openEmbedded(t), clk, func(_ *emitter.Config, d *emitter.Deps) { d.Quotas = fixedQuotas(5) })
+	ctx := context.Background()
+	runAt := clk.Now().Add(time.Hour)
+
+	_, done, err := e.PlanCreated(ctx, oneOff("a", runAt, 3), nil)
+	if err != nil || done == nil {
+		t.Fatalf("first plan: done %v, err %v", done != nil, err)
+	}
+	done(ctx, nil, 0, errors.New("write failed"))
+
+	_, done, err = e.PlanCreated(ctx, oneOff("b", runAt, 3), nil)
+	if err != nil || done == nil {
+		t.Fatalf("plan after a failed write: done %v, err %v; want planned (room given back)", done != nil, err)
+	}
+	done(ctx, []bool{true}, 3, nil)
+
+	fs, done, err := e.PlanCreated(ctx, oneOff("c", runAt, 3), nil)
+	if err != nil || done != nil || fs != nil {
+		t.Fatalf("plan over the quota: %d fires, done %v, err %v; want left to Saved", len(fs), done != nil, err)
+	}
+}
+
+// TestPlanCreatedLeavesCronToSaved: a cron schedule's fires depend on the
+// partition's watermark, so they are not planned.
+func TestPlanCreatedLeavesCronToSaved(t *testing.T) {
+	e := newEmitter(t, openEmbedded(t), newClock(utc("2025-06-02T10:00:30Z")), nil)
+	fs, done, err := e.PlanCreated(context.Background(), sched("c", "* * * * *", "UTC", 1), nil)
+	if err != nil || done != nil || fs != nil {
+		t.Fatalf("cron plan: %d fires, done %v, err %v; want none", len(fs), done != nil, err)
+	}
+}
