@@ -228,7 +228,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, inserted)
+		n, err = putFires(tx, fs, nil, inserted)
 		return err
 	})
 	if err != nil {
@@ -239,8 +239,9 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 
 // putFires writes the fires of fs whose ids are new with their new events,
 // setting inserted[i] for each fire written (from scratch: a group commit
-// may run it again); it returns the number of events written.
-func putFires(tx *bolt.Tx, fs []store.FireNew, inserted []bool) (int, error) {
+// may run it again); it returns the number of events written. docs, if not
+// nil, are the fires encoded before the transaction.
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (int, error) {
 	clear(inserted)
 	n := 0
 	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
@@ -250,7 +251,11 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, inserted []bool) (int, error) {
 		if fires.Get([]byte(f.ID)) != nil {
 			continue
 		}
-		if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+		if docs != nil {
+			if err := fires.Put([]byte(f.ID), docs[i]); err != nil {
+				return 0, err
+			}
+		} else if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
 			return 0, err
 		}
 		inserted[i] = true

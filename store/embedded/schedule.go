@@ -164,20 +164,36 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 // with their new events in one group commit. model.ErrConflict if the id
 // exists, and then nothing is written.
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
+	// Encoded before the transaction, which holds the one writer.
+	doc, err := json.Marshal(sc)
+	if err != nil {
+		return nil, 0, wrap("schedule create with fires", fmt.Errorf("encode schedule %q: %w", sc.ID, err))
+	}
+	docs := make([][]byte, len(fs))
+	for i, fn := range fs {
+		if docs[i], err = json.Marshal(fn.Fire); err != nil {
+			return nil, 0, wrap("schedule create with fires", fmt.Errorf("encode fire %q: %w", fn.Fire.ID, err))
+		}
+	}
 	inserted := make([]bool, len(fs))
 	var n int
-	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
-		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
+	err = s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSchedules)
+		id := []byte(sc.ID)
+		if b.Get(id) != nil {
 			return model.ErrConflict
 		}
 		if err := putChildren(tx, children); err != nil {
 			return err
 		}
-		if err := putSchedule(tx, sc); err != nil {
+		if err := b.Put(id, doc); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil); err != nil {
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, inserted)
+		n, err = putFires(tx, fs, docs, inserted)
 		return err
 	})
 	if err != nil {
