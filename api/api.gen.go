@@ -125,6 +125,39 @@ func (e Overlap) Valid() bool {
 	}
 }
 
+// Defines values for PolicyLimitReason.
+const (
+	Backlog      PolicyLimitReason = "backlog"
+	Healthy      PolicyLimitReason = "healthy"
+	Latency      PolicyLimitReason = "latency"
+	Overloaded   PolicyLimitReason = "overloaded"
+	ServerErrors PolicyLimitReason = "server_errors"
+	Start        PolicyLimitReason = "start"
+	Timeout      PolicyLimitReason = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the PolicyLimitReason enum.
+func (e PolicyLimitReason) Valid() bool {
+	switch e {
+	case Backlog:
+		return true
+	case Healthy:
+		return true
+	case Latency:
+		return true
+	case Overloaded:
+		return true
+	case ServerErrors:
+		return true
+	case Start:
+		return true
+	case Timeout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	Active    ScheduleState = "active"
@@ -192,6 +225,17 @@ type APIKeyCreated struct {
 // APIKeyList defines model for APIKeyList.
 type APIKeyList struct {
 	Items []APIKey `json:"items"`
+}
+
+// AdaptiveLimit The policy's limit moves between min and max (the policy's
+// maxInFlight, which is the ceiling) from the consumer's signals
+// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+// the queue's backlog): +1 per window of limit successful deliveries,
+// x0.7 on a signal, at most once per window. In PolicyUpdate, min 0
+// removes adaptive and the limit is fixed at maxInFlight again.
+type AdaptiveLimit struct {
+	Max *int `json:"max,omitempty"`
+	Min int  `json:"min"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -409,14 +453,31 @@ type Payload = json.RawMessage
 
 // Policy defines model for Policy.
 type Policy struct {
-	AutoRelease bool `json:"autoRelease"`
+	// Adaptive The policy's limit moves between min and max (the policy's
+	// maxInFlight, which is the ceiling) from the consumer's signals
+	// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+	// the queue's backlog): +1 per window of limit successful deliveries,
+	// x0.7 on a signal, at most once per window. In PolicyUpdate, min 0
+	// removes adaptive and the limit is fixed at maxInFlight again.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease bool           `json:"autoRelease"`
 
 	// Burst Events that may go at once; absent without a rate limit.
-	Burst       *int      `json:"burst,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
-	Id          string    `json:"id"`
-	MaxInFlight int       `json:"maxInFlight"`
-	Name        string    `json:"name"`
+	Burst     *int      `json:"burst,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
+	// adaptive.max; absent without adaptive.
+	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
+	Id             string `json:"id"`
+
+	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
+	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
+
+	// LimitReason Why effectiveLimit last changed; absent without adaptive.
+	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
+	MaxInFlight int                `json:"maxInFlight"`
+	Name        string             `json:"name"`
 
 	// RatePerSecond Most events per second on average; absent without a rate limit.
 	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
@@ -434,14 +495,23 @@ type Policy struct {
 	Waiting int `json:"waiting"`
 }
 
+// PolicyLimitReason Why effectiveLimit last changed; absent without adaptive.
+type PolicyLimitReason string
+
 // PolicyCreate defines model for PolicyCreate.
 type PolicyCreate struct {
+	// Adaptive See AdaptiveLimit.
+	Adaptive *AdaptiveLimit `json:"adaptive,omitempty"`
+
 	// AutoRelease Give the token back on delivery instead of waiting for the release call.
 	AutoRelease *bool `json:"autoRelease,omitempty"`
 
 	// Burst Events that may go at once after a quiet spell; only with
 	// ratePerSecond. 1 to 1000000; default ceil(ratePerSecond).
-	Burst       *int   `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
+	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int    `json:"maxInFlight"`
 	Name        string `json:"name"`
 
@@ -462,12 +532,17 @@ type PolicyList struct {
 
 // PolicyUpdate defines model for PolicyUpdate.
 type PolicyUpdate struct {
-	AutoRelease *bool `json:"autoRelease,omitempty"`
+	// Adaptive See AdaptiveLimit.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease *bool          `json:"autoRelease,omitempty"`
 
 	// Burst As in PolicyCreate; only while the policy has a rate. Changing
 	// ratePerSecond without burst keeps a burst that was set, or else
 	// takes the default for the new rate.
-	Burst       *int    `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
+	// limit; adaptive.max, if given, must equal it.
 	MaxInFlight *int    `json:"maxInFlight,omitempty"`
 	Name        *string `json:"name,omitempty"`
 
@@ -1991,188 +2066,195 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9u42ehfweicmUgtLctO0jb29IM32bR+95I0dk7fmWVmBZGQhDUFKABoWd3xfz+D5wFAUCJ1cexc",
-	"tm4/bCySuD736++dTM7mUjBhdOfk986cKjpjhin462WptFT2XznTmeJzw6XonHQup4wMBbsx+MKQyDEx",
-	"U0bmil1zWWoypxN2SqhYEmmmTJFrWpSMcE0UG5ea5WTBzZQ8Gwz6naTD7ZAfS6aWnaQj6Ix1TjoZzpx0",
-	"dDZlM2qXYJZz+0QbxcWkc3ubdM5f2d/h8zk10+prnneSjmIfS65Y3jkxqmTxSDN68yMTEzPtnBwPBkln",
-	"xoX/+yhpmidns7k0TGTLH9hy/TjOiGJGcZaTTDFqGO7OHoimM0au2JJQkVc/jGS+tJ+USmj4dcyVNqmg",
-	"Qi+YgndxIE2ENFMuJqf10WB8KvBsYbTqaFOBZ3t83Cc/sKUmVDGiMzlnOTESxsloUTD1RBPDBBWmnwp/",
-	"C1NGc6aqg4x2fmC33naKz59vP8Uf+Yyb9cN7SyeMaP4fRro5G9OyMORoMOi1AUYBo6ysg8/KWefkaOAu",
-	"0/0ZFsGFYROmOrd2GYrpuRSaAYB/R/N37GPJNCwsk8IwAf+k83nBM2rXeDhXclSw2Z9/03bBv0dT/1/F",
-	"xp2Tzv85rJDoEJ/qw7f4FU66jj4KpyW5xFsmM2oyBJqzt+ck+qDfuU06L6UYFzz77MuUo99YZkg2pWLC",
-	"cjJjVCymvGCJhTguYL0LJcWEaEMNS4hU9ok2vCgIF6koNTu1P3aHTCmp9JAIOuNi4uCeFXlC7DWRYb/f",
-	"P6SFYjRfHrAbro0e9jyQp8ItxL1AptRiDjWkFPxjyZDAJESX2ZRQTSiZy4JnyyfaTscshN8mne/tCj7n",
-	"CZ4JUgp2M2eZYTmBAyDd5wDdt0nntVQjnudMfO5LtSRkRpcAdpYWEDPlmsg5UzAp6SJdgPekIFQQms+4",
-	"iN6QCu5PsWumNMPtnAtdjsc840yYCyMVnbDPvbGxYozoOc2Y50jaSMWeaJJzfWUBc8QKuUAiKMWYT0pl",
-	"yeJUMT2VRX6SCsEWxM6WlwXTiQN8nRCj+GTClAbqrJguZwxJq+dopTC8wMlTwTWsJe+TV6zg10xxO4Zi",
-	"BaOa+THssdjDnEgihQPRn6V5LUuRf86T+1ki3jgUG8Plcu3YBNztpZQ/UvX5L9RTSc/jCrsIuzwqVi8R",
-	"GINf7E9ULB1h1597zYg8T3RYvLIiASzPboHdTGmpLT2QKrHo5aDCAkVqZSomLEm0myssKhGa54ppTbT9",
-	"w0hJZlauQqJr5BUTmnTtVSFB9FIEy8mzwbOep9FZqZT9fsFFLhenRDNG3jGjlgdnY8NUn7wRTuZIUlHO",
-	"c6DlDuYjkLdoRQN+nMDQfr+pmNGb76/tUVn0Zzn5WEpDyUKWRU5GjMyptojSFTKe+oQw+IYUjF6zVASs",
-	"JUDireykGMkRjVjuJSmuIgxiItc9FGNQgoFLjyZZFzsuWCZFrq1ItKAWcBpEzUhuuE067wUtzVQq/h/2",
-	"WdHzJ661ZZhSkRktxlLNWE7O3FKQHOOmgflSoNrAGjkKFte04Hk/FcCMroRciCCRUkvB5RXL4ZcJM5WY",
-	"iVDkqNJ7Qa8pL+io+OwUAEGBa1JWayBdizpApxBCEyIkYTNuDFNElcKJJlynYq5kxrTunYKMviTUgkMN",
-	"9B8cbNwSvsTpeRLENVmwojhw0DMqDeECAQNkczecne3s7blTcubKMnzDUVRG6pCfwcLtONR0TjqWUBwY",
-	"PmOdNZE/sWrYut6WdOaKjflNs1YJmpDluopmVgv1fPyKLRN76IplciK4ZgQPf21wB9D7LBMJ2HnerGRW",
-	"auQvqFeG18NOkuhwPoQJkJ3aCfBIX+I7cO9F8WbcOfll8926m7hNVq/iqkkJvQSOwaiyZ9UnF1OL6A4N",
-	"HDYTKYplw6mt7NIOv76ND2EjP3JUl+qL4obN6v/YaW9+GqoUXa4fOIzVdKYvlRSvrfoAU9E85/YcaPE2",
-	"WtSYFpo1yon2Q0tAZsjQMmWZyM3c8lkuxSmIvCNguPiq1Xs0STt/Sjt9uPd45zldvhn/JIXVfBvAHR7/",
-	"m7GrxqdTWarGBzMuSsOaH7XMddtwTk7+XP5kKRAKcOvnAeKVPQlB/nl5+dZzW2QS+PvFvy7IDMc4IVIw",
-	"Qo1hs7mVSFLh3offgZsjUa0fk/tgfQVHVgoKZhA/sD3nTbp80slkiWR082s5o3nBRcvWGe4Q+J4Ta55o",
-	"MgJl3AtLDhQW3Exlaewu7eJ2Iy5wHOfNhHDMFdvw6NIOuTuxFTlrIKqDgxG1UhedSad0D+Hchl7scpu3",
-	"E9aOfNB0lnO6LCTNt3Il9xpgM0i3277wYPrOve54kr2OXQizP+XaV+GAo+P05+ShJwlgWS31wwY0eldt",
-	"p37O/6zUSisoKzLh1wyte7C4JxqFdTKi2dU6DWE3c66YPmtAj39PGaJHMGngQBYQLDgaeuUmqiYg3ep2",
-	"aSrwywDAtDTSbQRYQu8kKCFSEVRByIiNreRlpkwgNu/ITO0a1jfxZk4/lk5h8OehWaaYQV1nzERmeTpZ",
-	"UKfplCJ3qoeZslR4qkAuw0blmAzdNpyuN4T3h9/DDvxvuPq1hZaqaDFsu7MAVWZI3r/7EXHE6m72p1Py",
-	"9s3FJaHrkxvppJJwVKXiW9mtXYg/tybQg3Ws81t3ILpJ8IxoY8Oj/QW5mITu+oXT1zZCdEG1IbrMrHg8",
-	"LovAUywQzGjO+uSllWisxLoEZSVX/HoP4jvmguvplkXApRLFqKUcHhHyhNhNW3zIqMhYUbC8T84cI5jy",
-	"AoDVaVh+GtLNGpbb22e998kQmgcKfGIdMux1BBtpA6sE+6XjFzOp7aFlICNRXlgW41H0BzY3TtEKp2C1",
-	"+Sm32tySdKtj55rMmcitfotODQfVZABKip7KhSOiMDnotRYy7OnbC+o5uxslgi0C/NgF6Ub1oKClyKb7",
-	"wP6M3pxtRLX9eSKS4/M27YhLxc2yebKNTDHpaENNuVX4Bopyga9akk3VhJltH13iW57Efx8zrD1Yg4Xh",
-	"/E1pWhQYzz1zngNqeb4UsTfkS9wQ5Jl5O5FwKxhJWTAKhgy0bO1B+5oUwL1FjAB00e2GY69DWLjCpCLw",
-	"McmOt9DKLO5DQUOus6afJZ3K7buDvtyqvgUQZA0LvU/YvhOsNt46jrlxM7g8Jqz8/EvHEbYIYuw4jjPi",
-	"g8AmK/ET/2nU0r9B7S+BCUULqI6mJvBs1YdXJU/77XcNFoV/SJKX3iXkfbPtgmhCLG22bOH42bTX3ygc",
-	"Rr7j50fH233H8W20S0pgD/AWsTWwAk2+mez8z8Wbn8mcmmmlDVmtvzsGcZjO5gUjqUPYfqmKtNNLCCXg",
-	"miYhZALNr2hJbLFNUWfc27xDXGl4v3mrqgFzgOBsRRH77Ut8867iYMY1lw1iPtpg8xPQ6PmMnZKCGnbi",
-	"hIFcLoT9NQFe7z0TVtU+KOfoIUlSAacoBTuQ4zGhWcbmxgeMcKOJKsVZ5QeeU21Oib7i8znLf5XXTBV0",
-	"fpIK96+/2ych+CKEp1haTaYUWUyuKBcsP01FQLJfR8tfLZ07IX4cfOSM5nZPCgcJn5AFOF+s5FqwsTn1",
-	"pml7GKMl8i/nTgluVNRMPLlwZwf8wthzX9lVTAX8Au3t+HkaKYMftEH8tTLsEJ5zMRmiaibK2YiBjOf0",
-	"x4Wy3wuiJRlT5dXKVAz6fTf0wREBb30viMfgsV9wzWqaVyTE+EkbkFGVzInX3ijxRPu1QCALBBaMGAiM",
-	"uLY+OcO7kONUzKxs4N4PXkLnGQC7TnY1UbIUkdM30LZUHA2SwWDQw2iaTKocpFoirW5qr97CX7QYfzgI",
-	"yamoRk+cvyyPxGBtqDKnTl61arU7fZYPiaZLnYqpXKBzDw60Ok9FgHLjOhgY5oL07A8hPupI4Lk3tcHq",
-	"Bq9r6tRuwxUyo4VfwdrTBhLy8yoIrhio1sFJSMOaAHwZvrMHRTVqbOg4qqi6RTaLoc9nA512klSknZyN",
-	"mQLMdYEQFgNJ8G6+ZeonMM6S7tFg0Es7pFsHjFREkIHEAq25umcvM54A4hImJVX5SRS9kIoqTiHAadpp",
-	"sWTsYyhrFmCd3Frdlb2ZiM4nnrNs83RErGWdOQURplGzAUGn5YkXktYj7zx7cCTW6w8JUPYlCwpE3gw6",
-	"XLwu+GTaoI18BySmcjt37RXYnyhKPb3mAYMQ17iTINc1Pl1Q3kwV3zoNWSpiVUiv6UypyIt4r5ZaNC1r",
-	"BQb8PNH2P1ESrQPAfagfIN88mPbxOqKK9VUCCjQQE1oUJCtkduUDKiJngSV9/5GCJeTd65fk6dOnL1Ba",
-	"keOxZs1eytJkd9RF7JcOUxu39iM1TDCt213XYyVnhIpghkXtFHaBFkwd/D8JUr44yiM2/BRL9zHLI0xx",
-	"dLDrtYEjy1ORikvNqi94ZAOcylL11q3i8+eD6JpROAEbyYu23180/q6B2OfNVnvkuF5kYGTOlN0cL1yA",
-	"l4XO0tIYOLjuwDkDhRSstwO22T3ginF91Wqaru8nrsdOtPdyof37V8v6HbH+lRaFkw4bRb43TlyMhqBF",
-	"IRf+G4/CjR+/rYxZq6GMS1STMJSb3VjCS0RZFEl09wD3sYTioSAVx8//Qn7g31nS5eStXp8M7QDDpsBw",
-	"HyY6dOa14UkqIELISfIAJksiSwxYE5K4F5FJ3hxM5IHb3W9aiv47uvAuULtN0GAbjOqVZyQCpEieGpVK",
-	"N3CL74PEaSCyciK93LjmPaRRPFgzD7m/SIsZvTmPOFyD6ERbBDO7xrdMIc1Y3+9PFrEdzsyZIhreg2DR",
-	"a6Yw+H/ztqt9yXJURJuqsDbYC2VpGhcZv9BA8C4xOE6xrKAcwl5YRks0Ji7JgikWmxiRIPFZ3b3AhfnL",
-	"s8ZbwtC7c/G+yRvoprYbF3LRfM172yKTzjVTXu/eYYWt8kQMrRBcV6J6Yz8AbHIyzg7UDeRJgKI6tK3c",
-	"XlLDrPrhJZFAUr/RasP7mEARtzHaZk9b2Ar6r5jD+DVbdbNKUcVKcKENuIzGxG3IhdKyYMXOaFE0G6b3",
-	"pitBsfxYciv6zVlRnII3F1AuFTUM7pMjy9uPBvC/U0+BScZ40a292WtT2ldoSS3rYmviRUVpNlr67kp3",
-	"UE0OxCchNFNSa0IhCUEby+90QqRIhZFze0PRbkjXC0NkIpl2Z2j185E0UwK8k3DLrf4BMKVSAZaFARg8",
-	"7cUaDIghOV2S7qBvj+Po6C89tBZ5KQiPySv1J6kQMiaJKy72nYliq8n21GNxncg5yxs6LyvSGOy7aefo",
-	"+Szt9LaHiTVgfTs63odO4Jj23WPGcID3QD0+jTLsjMBnEIoakySPpMHI5YIzppC2YiGiT15OqZhwMVnB",
-	"4sBMYTJyxdjcfoN/AY3A6AkDkcCs0CwVVXSIv2FPlARb4HRfM8I3nd+AKDaTPromiq7vekMvnEjvzji1",
-	"Q1jdW8WuOVs0eRlQtdxP1QVltEHd3eLu9Zrndl24ZvIJnyXRchsRpvKl1K/FKrovnj3/K3FRyyRnxvvc",
-	"V4Ij4UHj6jEhbI9zirw7DWflCf0W52GDJMdN0fwV/rCe7vn+3XmcxnbFMYjQHcZ20glP/cQbXYvv0Jt9",
-	"N9eeVRTXr87FY6CWBkEuyPycndWZPIEBCunyd8e8sNIG1xDWJvqttubzBhx+Y+ldCPnQIZpqxaIbxboo",
-	"OWsZxrslIlMCWi64BslIObkIJkCIMLvH39TRbbdd+G8ad1KBXVNmg33mj90bIKQPYHB8YmhvaIghM15v",
-	"hs1asaRm1oz1ojucXoj32//gbjcBri4L0+Kp3G6PASXNHYhoVqNmUrEmQbHyA0FmLaT5UQGSGuQ8ulH1",
-	"Kf5JJ5Q3wvUK6uLCm1E1jgbcE1Uf2DN+4YC04SKmvMgV2+iI8e+Qrndh6kIa3UPADWHzKH3MCytbCiPv",
-	"zbiRqSZX80sqpOAZLcjzgyiev0sLLUHGCVmcLrHN2ZbgXd0cn8DEXgsD+HrZHmnZbpXZHFE2q4yAmxii",
-	"txVusuMIdmNexyLJOh2yr5BuObe053kP/WV2xzoh7y9fQh6+Z887xnmtMGZZGSQ3bcfbLT93SB0EFOy+",
-	"Oz1XdU9VxAHBxbvXYD4CatM2PfJiuNRdAvbaxcTPYYaCLIodXZNOqYwk1AjJwuHX4uiq8IiWiDqPTv64",
-	"a2YlT/5WUWUfi5O/oO8so7mT4Slg2Iqk6YwH4HBi6trFMJhs6jUedK7ENvUYX3eBKlj0uUGZesbFOX58",
-	"dGcte33g/RO0qtOx/MePiEeboF1FEDnHEQmv1WdZ10GaGYhnGyvJXwlh/UmfpJ0BeUr+ZP+POV/3yywa",
-	"zXxzH1VUVULpbU+DGocsuE3XHeXLAWfaXNHmpSs/YwHP3nQwY4HpsWsXinpCLyEFv0JDxkqxGBcJBwIE",
-	"DHcRScp7FY9ZY5mxLWLb8dydmW5Z01fF1lbEaD6xWhuYM11SHaR/ebu0d9F6MBu0RTN41lgf/kfUHJyW",
-	"gCmUPmAvZwVdspz8Jkd9cibCS87bO6fapMKetK48ZFYml0VeK+xQiwqslTfqPjs+9to3LLBHSlEwrYm7",
-	"auJ0y19pUeyTulRx9hXHOfzunNVBZ8LcqpUQNfufYll5zZH3NavLewsLn8L26zs6P/v5LIQtxLbf95cv",
-	"m22/MRvfYHKOss6Qks1K7fNjKtPzzrZlt+OduEylaa7QVg4WDK8NkK7Tu48HRxCNFRltVnhyc0LlpSOJ",
-	"TzSZSw1MzQO3y7ZPMFJg0IxT88qmtlNivz2YOeBU81pcajePKokBQoGhJhh73YrXOWUDXEa64i4CxCY7",
-	"x/HgKPHFgiCz2B1+4CtYHGRKrzEeF2zgdW7hT3UXZ6TLu9hgT6uBTatxosrUbzFPgPSD1gmvXEIEGq+q",
-	"vkjlg9LwTvzvvjYcV+23EXN3yK3aupRQ9IU2WCFjlXQvj0sbkm1zwfgDDMtPdpAX2+IGaWb4NWvLvSpb",
-	"gu1WVuQGCV9sXMhuEvwKmbmhmbGkXzCUeKwkiaIZ1s+xnOpRNN0umj6Keo+i3qOo9yjqrdPl+4ghiIWW",
-	"h4ktrlvr4iDMFRaUQOndgpmW1B0/0J3iFTxfuV/W8EjtH4LaN2Taz+ZmSXBFtWAH/KwRab9eI/e9mqs3",
-	"WZPXcbGczaha3jVR0n1e5UpOmGBqX2t5EUXkb5otRO578OB7BJG4pbaFSFVa3c4U0u+6yf+pO9ESox3G",
-	"09RP60P77TzmC/0X5wvV4XbXUgB8Y9T11KpOoxBD0BqAfffo+N0Czw0NccJR5DlXZIoScEONi1kchL7H",
-	"jb8qQ7RDHHt8H3HcfCVIu+kWLwOF30NE+Viykr1vqsJ08a8LAk+h+FIXyoPrjy0+ex+jtZ23XNo32yo/",
-	"TY2Zd3UPZoxSfN++ubjEwvm4DPtab8cAr/aTunRr9qKhHdUSz4+6URK8BFfLQ5bkbIV0KOG7lWfgAv+F",
-	"7waOv+Nnl+5lC9+smbiCTDQeM5CgCb6FIVEhLU0uQlXyqCh07BXdAwPcOsL2t6W94kbu5PndSSZtUpna",
-	"13EfepIDuQfTkmoQs5+lDfpIgOJpNVrXwoKcC0LJ27PLl/9MfOpR5ES+YmzuiC/kr52mgtsP8OvEBUNi",
-	"vWpnSa/gDRTnBmDDWtVN0NZQ/TLOHvfFO1ZNLWrCfHoDCEX1atunwTSekNUK3VKFAt3XTBFunEFYk8iC",
-	"Ug283XK3nuzeYBqccYz7ghDsWvhoYvlYlKeB6e8JAekR5JFUMBoMSxnYVbBKQ1XOwe2kVoyhVoQhFStV",
-	"GGq59qfwppCGQXkFoiXey44bxxrmm1NQonjZGV2iG0Nj7fOu45dwEmNMNIEK74oZqDfSsxvdfp8Y1g9e",
-	"kjnVmvBQ4d3e7Qt/t6ul10MHGl/4HWF0xxO4iJWFhu1XoXUNJ1DB6SZgjGfZBo63rQTksmI0e0aYhLQt",
-	"x6sCMYB9lJr1yb+rZNaCa+PJikV8VNBXNl9CEX8/Yp+8wbIh7mvuMjOoACEiFfgams2w+QslU3u6c2rx",
-	"QGA5oZfnr96FiBf9UZPos1SALu4q50UiE9alrhNFv0/wJmZ4dakIJM2uUaP/bTGVBSPd329JwccOyhWz",
-	"JD6zB9hI3jKeq6YAJte7QEEXjdCeZXg8eNof9I+OnvYHh8fPhmA+9n0OCm6Yotg9xk5tNwSHNGIWl6QA",
-	"CIOTsozQJ8eZbAqddGpnCJ04sinLrlAJihLbhbtaxbQsri1twfldNyTPJON43MEucSo+fmowWOeddmm6",
-	"yZfn9hKd0FTKK913ZUr6mZwNwZE6/FPtN5TyxZLocpTLGeVQFTV6o9+yl+PnTz91M15+fwvA1kQr/BOI",
-	"4Yplep1EGzVmrk8OD/VH3WflwYJpc3DUpzP6HynoQttNHB4dP332/C9//duLwdHx4bBtT6H/05031U5o",
-	"7mSE3dHe+HXI2BdTCjWUKsqY0TnNuLEoUlCQhIzPB0GyoUkXcvZHSzKmXIUvey7Ca+e2XGvHfpt0NMtK",
-	"xc3ScgkXuzxiVDF1VmLxc9gh2Cbh50rCB20KGiJwMZbN2sS8HBU8I+++v7iEfltyHJiayk/Q8QrFz52v",
-	"K2oJZKZKGlNAep43giXE+bmEr3+BNLvrGieJYtkLh2Yf2Dmv2NJSm1TYHTFhXCeIEzKsdfc4Id/BBkla",
-	"DgZPsyu2hH+wYZ9chj5NGgvYxkT9wDV9C+XGNHaRwyVdsSXpQpyKF2DhnZ4rhOvYw/Dw+ujQrXsYjYSd",
-	"BMhllNsMW8fS0diNBuvGw2mgoObap+jK/OZLkAQLCOSrRonUVPiTgoOC4rT6xFHuZzc3MOtz+K+Pghm2",
-	"NdUYpqLr89Z6voUeCW3JgEl7Sdke5Yjmrg6gTyvEenz9VDwb+CogZlMrN65JLrNyBoUwfO8V1/MM+vek",
-	"woJsQmauxYsva9FUXNDOVDXgCnPlLCuoYkkqKMGmiTgxNJFzBqYpQDJUaMQqhzwPHWJQkpEKZbXjwSAV",
-	"VfeNnmvnZgexWtC8sBwmKgPSzamhIeUqtGGjqchLvAXsLZP4diPk/eXrg7/ZYd//eTAYDAioYUgLe6cg",
-	"IOLBWjnXM/VRac/0Ctm7ZkIz0vXjrYVI+HMOPk8rr6HfxO5/tWMUVDJhOYPE91T82x6LtwqD4sEs4euG",
-	"AKZaRyoPGFFzBHjQA7kDiu2v9F8YEiTM2IFpuGAjYPRDmPxV6dHLoktcfhMPqBIP0s4LqFbm07WxrNjx",
-	"NNQIw5TGTkXTQhA1+Ylqe11nb8+jSPiTzlF/0B+A+2vOBJ3zzknnaf+oD2VrqJkCAbbUAMmb/cuZ/AJQ",
-	"nuegnWuDmgh8WHUTbWl2Ur1y6KwKt8nWN7GVpH2xqUVkLdd1Q//Q5q9DQd+9vwyVe3dr3VOrVGvHvMd0",
-	"x8aNKTmrLW631L77SiRsWpKR+y/ow0oLz+PBYENXpf26KVXVkxv6Kb2xBBBK29Ra39qbGPkCFKGglX0R",
-	"mtE9w+U1zRq2cRi1IYVPjrZ/UutGBh893f5R1XHSfnF8vMs0cfcq+OrF9q9WO/DdJp3nu6wv7jMG5w/2",
-	"tO3fYdF6kBq9xxf7ylpZrZxM6xXMvIAmVc5c2XCO/j460aGbiO58sANWJO/QZYyCaVU2VmuxYgMwLfQF",
-	"htRqMGFhEqul3qMltpCIxv6d57d+gn4qzuLCInJMkCglpCJtia/jlhMjUTVMO7Qo0s4JMapkw4RwnQpv",
-	"jU2IlsjzQwKssFJUSINFmQqaDYO3MMt4jo18hjOpGMC5weqsTJDZzum1J/BnKiC/dqUxMmaVI8eqcxGX",
-	"PRwYieO638l8eW/IvpJaf1s3Xtu93j4gqannRzeQmy2p0F83aTl6uhORwJ6if3xadMGcoFjRBB3ZrSCC",
-	"DgosIJZUpROhHjFY0C0W9XYgUpaQtApn/2Aom3Uemoe29SPE5mBfOfAOnm3/IvTp/ZbA8B/MBJW8EZT2",
-	"ldjPX2FfwFVGhnYAYJT7j5e0cNdLV7MI2n4svZsOXT7O+eSdHe4VyxyFXCRkXpQ6FUPf6mAY4mBPNvYz",
-	"kIocPZ9VJQy9Hnla73TQwL+wIUOFa/fPveotHz4z84q6d7Qgur0oPE28i7vj/L7IONgBGUM3/Ude5YmE",
-	"s7Z2Tn75UJOiSz3FEKaq8qFvPAfe6ZW6v33fmTiy8tWsezuysJqwfb80ZK3xFDJdEKe50fUulCdVRyqu",
-	"yQBIStVVLCp9e2acLB71OMLywdicqE9Cdy1XuG1DV6sk6paVbO5w1S43f1kmn9SP9w/H8/cmM9+UrEpj",
-	"7TUIpQ4RFANHtjP7CLno9cmzwQufmoMhG/b73XE9FFa8R1wP5QiMb28J0OhrfXoDuO8kEypkdqWqWpik",
-	"wmN7L0QxHA8G7kwsxmOfTyGd6gykcsEzdura8XORFWUOviE3M1rNHC1do6pVTU407XGjQ4PdJenWCnnW",
-	"yU0P3OjO/p0Kd3lwm+Bt8IVroaop+kueDZ7BR25hoVYzyjmpmMoiB6s7fJpg43BTOWywHQvN7JQFyyfM",
-	"mcwt4eTjlbU7RwJGWbuAnm5ojQW+hgWNg320VYwggTT0/7QHgBHGvcRC2ohlcsZ0dXsQIeRdI541IQlK",
-	"Ra13KPWePM+7nlSF7503vrEzaSqq1qT2LMLKhuigw7am6KPr408wRu0X95Hz5PVOsLBG8IlhI6EACABs",
-	"blbLBphyy+pSEUKoSM5DhJQ9AqlSscBuOVggF4bpgVjLTSzsgnMoVCSlJu7DmQq846ptmZ8C78ooDtFO",
-	"UwaOYSjFbhzbNwrKmqZixJjANSyZ6SXOEAVB0JmcLyMPYIgUGrxAXqsY06lw6NVsKqq6tT6YpahW2e2r",
-	"ErbfBbIl5AKSzsH83vtDCdzfpOgc6oU39H/eJiWfWprrPd8buChEHWy1+bzG6lcPBqHYrKVZGIRQTuBV",
-	"has6KgyGgepHO9CXtANFN2O5QcPtVGAHYPaJ9qEKVA9d/5FPFffqcP4SBv06QN0eqCsZ9wjxXwPEI3DE",
-	"PQVX6yM4bbVysUEPPydqhmz3KpYb1YImJHHwHqdwtkZKvK2SKB8MZKMC/C2AW0WxrbhEv3L/9TcCfPbo",
-	"6x5of+Ax+AR4ATLbTOIgqt7lSu5Ni+sl/zCO4v5l5Vr3lZ0k5aN7nrsJynE9Xz1EP9quP5HMY9oJjWJ0",
-	"45IJ65i2QquDJJ2zgmG4dx0DX8HvAQNXIPlZQ2IufJA/mj+/FRDCCwsmsD55V29M98LZSaq8PFJqpn2p",
-	"myZi3qaWtYHR4DMQxMuomMijTPoFtTDX/aeuh6GlYF0Pq8sId9KdqMmm69CI6S0RQD6UYODyaD6zCW0z",
-	"HnhN7Q+KD49CxScKFVMqJhVHON0hvXyztFErxdOqGl5ElXS+UBy9q5a/G46tdCloGzQUvrpDgL39D+YU",
-	"bvz6ISPEa7Xo/iuCxL/5cO8oda814rtCyW3adygg+JXq3ytFbD+zBl6VV2zXwcnQN90YgotvWGu8MST4",
-	"1Yi5OPFrlkf5XY8a/FfPbJ8P/rr9m3Ohy/HYMkZhLoxUri/3/Wj/kBNYFXyHP6XynZ+wrkJDEVvSxRqz",
-	"bYRhlX0fjrww3RyA8h5aKmGHFqzS3W1r5NLrE0gegZroXBPIbbTYkorQXgMyDteaaZAupFIoqMZh0QnG",
-	"0675rKsKngopQLuQC4Ehr+F0uPEVzBM8GN/REaNUfHpsKlytBeZzYjUZwqZ+Of/51ff/+6H/+vz7H18N",
-	"++T/QVqmq0qufD2UVBg5wRABrOEAZVuYz6DkyiVQYxGYnPi3TwlEOMB5pAJLxtsPq4gbO0LIhtVGzjFT",
-	"1n7ssquFKzXvM37rZdeBOfsi7lJk7IRQF7vQhRCfZSowyBjuqwoDwgCiMHJV6d3F1tiF4bhVAEOyV6MU",
-	"CPy3M0CmdSrgpq/Y0hf8yPl4zCDgGXu0rC3s2fFxn/zAlpCMDcvHM0RIaV6GuzVmWZdhGAgzpxlzh4lg",
-	"CAuAJCAcLhRzxpzaEMVx9DT08YcXh0kqXH6gr11vj7+Q8orlhJqmAI8639VQi77zsMwzbuT0mVXVpgYF",
-	"LXKmgqcBSBJfeBukHB8SD8f+mC70LZqxIfurKrUkVWBav8mR9nQ0bo+xC9PazcQdibn/vUbub85mXck8",
-	"UhGMsohEnd/kqIdF0Vac3xCm7su0tqtFbXbsdlgZfBbF4jKSZx5h8Itas2vNkJt160+yWq9f/IypCcsj",
-	"eTYSnrE1HSZOSMH65HVpSsV8rR4M/E6Flzl9ryRZQClHLrC5Uw07sMyN+8AljuBnqQjTXDAD6DW0mscQ",
-	"crNR9xgSUyqhI5zkwkinsaSiqvSo/QigkQxRwMUKMNB0ijUJSmhbr2Hjw4lIX8aQv40MeFP+H5YcPNoX",
-	"vqB9wTsCooqse7kCtsplGCS5k1vgNbz54K6BDw8cS/lfY0f/wzL+muG9wo0n2JhJJ5CvAp2BlDZJayj4",
-	"/QYbr6AVdNy553jjt3bMr0H0xXZCjyzvmws1Agg6XVXG5JiMa2JqTTkj9iP7NuQYWno4pWpWMK33YzRz",
-	"xa45W7Symrf4vN3b1VKsBmLgsWda1SlwkJCqoskAO9A1+Xcz3+U94MU+RUQfklW542ivdnBjoq3/8XjR",
-	"H9rc1nCD3nrqsQZsq+8vX2LuI/pSfIHJe9V1m7EVa8HfMwN7B4N+DRwMO+M9crCKgz3qYC24ikALdWzr",
-	"Ug+BJy7Dn1aNO+7MIV0rhnsuSnDmPGMh3dt3MfVZ71X7izEpwYEMvl+aXU2UBahUmKlieiqLvMZhB4OB",
-	"kyB6ZEo1oUURdcoITTJGSyiqL04JJYXV+cGpEBx2rk8rSulDsHNxMXEVBX3GuystgKJJ1H2jvlDS1Qy3",
-	"+BozrobObDZsrJh0icfdTo6OP18OH/bciEsRdKlvHDeWtTrnj5TqkVI1U6rXCEks1ohF1JPOYm/GoX9O",
-	"2nHEhuW+Je8GMlX1tGx1yLhXHpKluyna3DH4+DG48f4k1Hr5Wmc3Aec/1p1OQlahpcWlZgmUYhGG+Pac",
-	"QL+Do2Td8LJaXMDV/d9ojrx073zThsiobdpjSO9XH9K7Gsfrm2xcsSU22ohhGh5tDep13e6+0pDeWnfB",
-	"zxzQ6/sAPqbU/ten1GKvmV2Qrc4/tpanCdj3wAS+TVhxLSQfHUhfMnJkD/C63yAS7KhFLHAtrbrtKLjG",
-	"gpxVa5sMvL8nUUBe1ewpFb6KoOv+aDXjKzY3VpvHrqJS+b61EKfMgtjgNm7oFdNtHUVd4yaMK9ZTuVht",
-	"UQquZt0eFBKh2EPxpy8TELIZs304yB8Uwx952z0FdATdStAZSxyiJoi5EHhLi0IuLCC5JpqrZGrfSJAN",
-	"nPLwii0361xnb89/sO88IFrhFJtqBtlVJlDD0fv2HxnoV1NfCBoCdqdUTx2bgiLU+LNlTdj6xTISca8c",
-	"doOKhRB1PyrWA+k6uESn13zLKs+j1fdeVJ7QezJEBvtm85YABpQi0OcM+505EQ26Y+5B7g9/v2LL8815",
-	"Ge/Ytbyq0Gh7VgZ+8JiV8aXACM+fUAsjp7Uu6IMj7DZgpkwQKfoEXt0a1fMp1NlXVJhTM60CbgDqOqvy",
-	"+koATmgZvbW78u2HlXq49Za9v3yw5BvTX3HhpSpcv96Tw8Oj47/2B/1B/+jkb4O/DYDUu52vx/3Xq3tx",
-	"pk/j7Bcs3i0FNCzGjMTIFRpqOPZXqlJwpjvr/Q5fxsnEutYUOMod1v31/pNNo70R4GO0S4cS5FWASUgi",
-	"9cs0Ps+gX29O2TRs1NGeY/QK1ndNot61LW16UUKtWp7O6BWLZnROgYYpo27GOIbvaXxK6tJxNBqCsL1a",
-	"3/nUAhnM4RultudTX6CxPcO8WF+j3EgydB33S1UM+9CM1cvpE2aqdnP/c/Hm51RQ1J3jdq3R4V8AKIen",
-	"1BjFR6Vhmgxhlec5uMFTMaxa8Q1J9/X56zfY3lyfENfq9R9KlvPznPw97tqXCvf0FfMdcoHAk78TN34v",
-	"7n9spkwzn5jrGtS6rgELqa6g0YIULMF+gsPf0w6Ujko7vuUB68MPt8NUdIf1OubDHpydf88eHiao+5+g",
-	"8HjU9bl3mgqYhwoyrPUfGvo4BV/q2kHY+3c/kq5ru4Sj2TlT4VUjV+iqkGLS3AfQwbQv7r4xBjHq7ZKT",
-	"LvtY0gI26O+tCjvE86yg8n8PfNiBOoCpDrZQxa1NUt8LfkM0y6TINXZMjBtFQycBPhGI2luXBHUxDJ3N",
-	"P21Nw+ujvw/Jn8mU3ZB//nT28uDin2fHz//SxX4FCQa+2WnIn0na6acd8mei6AIbGu+00As+EdSUiu21",
-	"0Afymqw0Xt7DMLUasbMkxzc3ri116Clx6mW9jyXPrgpsNgY4CSbDBVW5iwNFeWWNlPn0MbQwvmNGLQ/O",
-	"4N9dDzhSWVSDttM5Na6mv5Nj7m28SMZZ3zh2+/cOZlq1flLYSluwDHLksI8Rb2jYcRJ6RACNHdHsyrLO",
-	"KrQpCo+Y0Zsz12QmwTAlbCND3rGcK5a5kCMhDRlLtMhYorGpCL/vbQIdleLpFJBMYLNG2mOxUojjG0+0",
-	"pVzNrvHb2/8fAAD//w==",
+	"7H17c9s29uhXwejemUpbRpadZHdjz/7hus2uf33EGzt3fzNlpoJISEJNAQoAWtZ2/N3v4BwABCVSD9fO",
+	"o/X0j8YiicfBwXk/futkcjaXggmjO8e/deZU0RkzTMFfZ6XSUtl/5Uxnis8Nl6Jz3LmaMjIU7NbgC0Mi",
+	"x8RMGZkrdsNlqcmcTtgJoWJJpJkyRW5oUTLCNVFsXGqWkwU3U/JiMOh3kg63Q34omVp2ko6gM9Y57mQ4",
+	"c9LR2ZTNqF2CWc7tE20UF5PO3V3SOf/W/g6fz6mZVl/zvJN0FPtQcsXyzrFRJYtHmtHbH5iYmGnn+Ggw",
+	"SDozLvzfh0nTPDmbzaVhIlt+z5br4DglihnFWU4yxahhuDsLEE1njFyzJaEir34YyXxpPymV0PDrmCtt",
+	"UkGFXjAF7+JAmghpplxMTuqjwfhUIGxhtAq0qUDYHh31yfdsqQlVjOhMzllOjIRxMloUTH2liWGCCtNP",
+	"hT+FKaM5UxUgo50/s1tvg+LLl9uh+AOfcbMOvAs6YUTz/zLSzdmYloUhh4NBrw0xChhlZR18Vs46x4cD",
+	"d5juz7AILgybMNW5s8tQTM+l0AwQ/Buav2UfSqZhYZkUhgn4J53PC55Ru8aDuZKjgs2+/lXbBf8WTf1/",
+	"FRt3jjv/56C6RAf4VB9c4Fc46fr1UTgtySWeMplRkyHSnF6ck+iDfucu6ZxJMS549tGXKUe/ssyQbErF",
+	"hOVkxqhYTHnBEotxXMB6F0qKCdGGGpYQqewTbXhREC5SUWp2Yn/sDplSUukhEXTGxcThPSvyhNhjIsN+",
+	"v39AC8VovnzGbrk2etjzSJ4KtxD3AplSe3OoIaXgH0qGBCYhusymhGpCyVwWPFt+pe10zGL4XdL5zq7g",
+	"Y0LwVJBSsNs5ywzLCQCAdF8Cdt8lnddSjXieM/GxD9WSkBldAtpZWkDMlGsi50zBpKSLdAHek4JQQWg+",
+	"4yJ6Qyo4P8VumNIMt3MudDke84wzYS6NVHTCPvbGxooxouc0Y54jaSMV+0qTnOtri5gjVsgFEkEpxnxS",
+	"KksWp4rpqSzy41QItiB2trwsmE4c4uuEGMUnE6Y0UGfFdDljSFo9RyuF4QVOngquYS15n3zLCn7DFLdj",
+	"KFYwqpkfw4LFAnMiiRQORX+S5rUsRf4xIfeTxHvjrtgYDpdrxybgbK+k/IGqj3+gnkp6HlfYRdjlUbF6",
+	"iMAY/GJ/pGLpCLv+2GvGy/OVDotXViSA5dktsNspLbWlB1Il9no5rLBIkVqZiglLEu3mCnuVCM1zxbQm",
+	"2v5hpCQzK1ch0TXymglNuvaokCB6KYLl5MXgRc/T6KxUyn6/4CKXixOiGSNvmVHLZ6djw1SfvBFO5khS",
+	"Uc5zoOUO5yOUt9eKhvtxDEP7/aZiRm+/u7Ggstef5eRDKQ0lC1kWORkxMqfaXpSukPHUx4TBN6Rg9Ial",
+	"ItxaAiTeyk6KkRyvEcu9JMVVdIOYyHUPxRiUYODQo0nWxY5LlkmRaysSLahFnAZRM5Ib7pLOO0FLM5WK",
+	"/5d91Ov5I9faMkypyIwWY6lmLCenbilIjnHTwHwpUG1gjRwFixta8LyfCmBG10IuRJBIqaXg8prl8MuE",
+	"mUrMRCxyVOmdoDeUF3RUfHQKgKjANSmrNZCuvTpApxBDEyIkYTNuDFNElcKJJlynYq5kxrTunYCMviTU",
+	"okMN9R8dbdwSPgX0PAnimixYUTxz2DMqDeECEQNkczecne304twpOXNlGb7hKCojdchPYeF2HGo6xx1L",
+	"KJ4ZPmOdNZE/sWrYut6WdOaKjflts1YJmpDluopmVgv1fPyaLRMLdMUyORFcM4LAXxvcIfQ+y0QCdp43",
+	"K5mVGvkz6pXh9bCTJALO+zABslM7AYL0DN+Bcy+KN+PO8c+bz9adxF2yehTXTUroFXAMRpWFVZ9cTu1F",
+	"d9fA3WYiRbFsgNrKLu3w69t4HzbyA0d1qb4obtis/o+d9uanoUrR5TrAYaxGmOZ0bvgNC1olzXNuQUGL",
+	"i2hdY1po1nQzgn6AjHkmb5iVDs2CMUGssGvp44zekq6J3gYedy5eF3wyNQlZTHk2tZcLWCzjBReTHhkr",
+	"OfPSiWWaVtPWfCJooVPRfXH06uDl4HlCLDrK0mhk9i9vb4meUsUSMlFyYQl+QUHxPgFKd/nvS2Ks9GM0",
+	"8sgPJSutZDui2XUhJ71j8vUhmTPlWLy9OLg1XWaW/IzLwnNRK4ym4nbQ/xuI925xCaEWDtoQKTIWDdUn",
+	"54JcAATeOcnAAmiQCsUQbtQdRjBzBGlnzG8tz7bqbYAboRPKBdLdOg7N6O2aRr9VqYenWz4bNNgC6phm",
+	"x2jCszMlxWurpup7IBnot/b4Zig4ZcoKK7dzK89xKU5AtRqBYIevWv1ak7Tzl7TTX4NOTpdvxj9KYaaN",
+	"ZBUe/4ex68anU1mqxgczLkrDmh+1zHXXACen5yx/tJwOFYV1eIAYbyEhyL+uri48PqIwgr9bPJ/hGMdE",
+	"CkaoMWw2t5JvKtz78DtIjU1I5D5YX8GhxfZgbvMDWzhvRq9MlsiuN7+WM5oXXLRsneEOQb5y4jNcXpNN",
+	"g1DuUGHBzVSW9hoyu7jdmBiA47yZ4Y65YhseXdkhd2fqImcNzHvwbEStdE9n0hl3hgC3oRfv3ebthDWQ",
+	"D5pgOafLQtJ8q/TjXoO7DFrUti88mr51rzvZxx7HLgKAh3LtqwDgCJweTh57koCW1VLfb7hGb6vt1OH8",
+	"r8p8AbyFTLilwPYnWNxXGpVC4AvrNITdzrli+rThevxnyvB6BNaIAzk+RQy9dhNVE5Budbo0FfhlQGBa",
+	"Guk2AqJH7zgou1IRVHXJiI2thG+mzLGEHYU2u4b1TbyZ0w+lU0w9PDTLFDPIZsfM8jZuyII6jboUuVNx",
+	"zZSlwlMFchU2Ksdk6LbhbApDeH/4HezA/4arX1toqYoWB4qDBajMQ/Lu7Q94R7jGlZ+QizeXV4SuT26k",
+	"k34DqErFt4p1diEebk2oB+tYl+scQHSTghPRxoZH+ysMMQnd9QtnF9iI0QXVNTnI8xSLBDOasz45s5Kz",
+	"1YyWoBTnit/sQXzHXHA93bIIOFSiGLWUw1+EPCF20/Y+ZFRkrChY3ienjhFMeQHI6jR5Pw3pZg3L7e2z",
+	"3odkCM0DBT6xjhn2OIItvoFVgp3c8QsQSBXLQEaivABp0l3R79ncOIU+QIFQTaZcG6mWKLoj2LkmcyZy",
+	"K1aj88xhNRmAMqyncuGIKEwO9hOLGRb69oB6zr5LiWCLgD92QbpRDS1oKbLpPrg/o7enG6/a/jwRyfF5",
+	"mxbOpeJm2TzZRqaYdLShptyq5AFFucRXLckG9WXbR1f4lifx38UMaw/WYHE4f1OaFkXZc8+c53C1PF+K",
+	"2BvyJW4I8sy8nUi4FYykLBgFgxlaUPegfU2Ghr1FjIB00ekGsNcxLBxhUhH4mGTHW2hlFg9hCECus2YH",
+	"SDpVeMEOdplWM0FAQdaw0IfE7XvhauOp45gbN4PLY8LKzz93HGGLMMaO43V9eBDYZCV+4j+NWvo3qP0l",
+	"MKFoARVoagLPVn14VfK0337TYLn6pyR56V2PPgagXRCt7BRHL6a9/kbhMIpReHl4tD1GIT6NdkkJ7AHe",
+	"8rqGVqDJN5Od/7l88xOZUzOttCGr9XfHIA7T2bxgJHUXtl+qIu30EkIJhECQEJqDZn60WLfYQKkzIm/e",
+	"Ia40vN+8VdVwc4DgbL0i9tszfPO+4mDGNZcNYj7a+vNj0Oj5jJ2AsezYCQO5XAj7awK83nvArKr9rJyj",
+	"bSpJBUBRCvZMjseEZhmbGx+YxI0mqhSnVbzBnGpzQvQ1n89Z/ou8Yaqg8+NUuH/9wz4J1q8QBmVpNZlS",
+	"ZDG5olyw/CQV4ZL9Mlr+YuncMfHj4CPnnLF7UjhI+IQswMlnJdeCjc2Jd4FYYIyWyL+c2y6461Ez8eTC",
+	"wQ74hbFwX9lVTAX8Au3p+HkaKYMftEH8tTLsEJ5zMRmiaibK2YiBjOf0x4Wy3wuiJRlT5dXKVAz6fTf0",
+	"s0MCUSG9IB5DZMiCa1bTvCIhxk/acBlVyZx47Y0SX2m/FgiYggCWEQOBEdfWJ6d4FnKcipmVDdz7wRvt",
+	"PFDOKDtRshRRcEGgbak4HCSDwaCHUVuZVDnaSMHuao/e4l+0GA8cxORUVKMnzi+bR2KwNlSZEyevWrXa",
+	"QZ/lQ6LpUqdiKhfoRAaAVvBUBCg3roOBYS5Izx4IMagjgefB1AarG7yuqVO7DVfIjBZ+BWtPG0jIT6so",
+	"uGKgWkcnIQ1rQvBl+M4CimrU2NBBWVF1e9nsDX05G+i0k6Qi7eRszBTcXBdwY28gCV70C6Z+BOMs6R4O",
+	"Br20Q7p1xEhFhBlILNCaq3v2MOMJIP5lUlKVH0dRMqmo4mECnqadFkvGPoayZgHWya3VWdmTieh84jnL",
+	"No9axFrWmVMQYRo1GxB0Wp54IWk9wtOzB0divf6QAGVfsqBA5M2ow53rY33kb4DEVOENXXsE9ieKUk+v",
+	"ecAgxDXuJMh1jU8XlDdTxQunIUtFrArpNZ0pFXkR79VSi6ZlreCAnyfa/u+UROsI8BDqB8g3j6Z9vI6o",
+	"Yn2VcAUaiAktCpIVMrv2gTuRs8CSvv9KwRLy9vUZef78+SuUVuR4rFmzN7w02T11Efulu6mNW/uBGiaY",
+	"1u0hEuAGpSKYYVE7hV2gBVMH/0+ClC+OJooNP8XSfczy6KY4Otj12sCh5alIxaVm1Rc8sgFOZal661bx",
+	"+ctBdMwonICN5FXb768af9dA7PNmqz1yXC8ygIPVbo4XLpDQYmdpaQwArjtwzkAhBevtcNvsHnDFuL5q",
+	"NU3H9yPXYyfae7nQ/v2LZf2OWP9Ci8JJh40i3xsnLkZD0KKQC/+Nv8KNH19UxqzVkNklqkmYMsBuLeEl",
+	"oiyKJDp7wPtYQvFYkIqjl38l3/NvLOly8lavT4Z2gGFTAoIPRx4689rwOBUQieYkeUCTJZElBkYKSdyL",
+	"yCRvn03kM7e7X7UU/bd04V2gdpugwTYY1Z3DfGuYRC3K4S7pRC6VCAMjQWxUKt3AZr4LoqqB0N+J9ALn",
+	"mtuRRgGLzcznHqocG49ZVovXWNeOMWigUvwJE2OpMoiPXyQhOMPDru+iNFJR/UJv17fjH7YoCW1yqF3M",
+	"GYa9t5r167tCEuNC5dvXsbOVHpbwNujy62Lnfaf31xU0BQx+K8x02Uk6oAIC67cLQnuLvc9M3TD1C0bw",
+	"O8VRZPYDF33SeMejkI9mQQRTOhqAbxHwginkJOt7/9GSe0dJ50wRDe9BLMsNU5h6tBmnqwOQ5aiIoF/R",
+	"8mBFlqVpXGT8QgMbvMLQXMWygnIIumMZLdHEvCQLplhseEY2xWd19ODC/PVFI9Zi4O+5eNfkI3ZT240L",
+	"uWi+w3tbqJPODVPeGrPDClulzJgUQWhviUqv/QBorJN8d+B5oGUAFtWxbeX06mSzDrwkElPrJ1pteB/D",
+	"OFJ8jPXb00IaM4U9Ao0uGSM1PtH/7OOq6nxzG5NbsRbzG7YahSBFFUrEhTbgUR0Td7Iuo4EFJ09Gi6LZ",
+	"b7M39wx2lw8lt5rRnBXFCQQ7AO1JRY2U9cmhFX0dHE+8gAKhg93am702drVCVBsIo6luf2Dx6PN0cE7i",
+	"cEVn9qiYqGPD3Zip+kjHWWkJ74eSFmDjGEPwiXBr3Re7PPXfaJO/Ly9Ag1ZgCAmhmZJaEwppadpYyVQn",
+	"RIpUGDm3QIgDFLtebSETybQ7TsvwR9LC0Uq5hFu58p9wz1UqwAY4ANeExTGDoWskp0vSHfQtOA4P/9pD",
+	"u67XVxBM3vx2nAohYza1EgyzM6Nqda6ceMpaZzzORo5hBhW7Cp6YtHP4cpZ2etsDhxsocTuJfAjt3YnX",
+	"948ijqNan6j1g1DrnYnqKWRpxPzSE85gl3d6wBQyOu3V6BMQybmYrFDWIOnBZOSasbn9Bv8Cuo0BXwaS",
+	"ZFihWSqqgDaP6p5RCLbA6e5DhP8T01rSBRJpJ71mc9Nror3h5VTAzT8hddrr6WxSp7+fkuo2nd2A+HBw",
+	"4LVV0lvX+8XgNHr3Jmw7RCFfKHbD2aLJKYuWuP0sg2C7a7AObomO8Ya67abDmoU8fJZEy22kWpXruX4s",
+	"b1+fkVcvXv6NuGQikjPjQ5RWYsnhQePqnZa3O5wiZ3gDrDy33RJr0aDicFM0f4U/rFdhePf2PM4uv+YY",
+	"c+2AsZ1/wVM/8cZIjLcY/HO/SAhaNFh+3YjOqAUxgSiBOBrhPEQghQjpymqMeWGlT66RQPRbXXPnDXf4",
+	"jaW1IUJOh+DTFQdYFBqo5KxlGO/FjSyvaOjlGoRQ5eRkmAAxwuxuCKlft9124b9p3EmFdk0Jh/aZB7u3",
+	"10of7+V41NCe0BAjDL2ZETZrZcOaFyg2GNwDeiE8en/A3W1CXF0WpiWwY7v5GqwXDiCi2b4wk4o1SeuV",
+	"2xwKXkD2PRUgLkMpAjeqPsE/MVWoAa9Xri4uvPmqxsHTe17VRw4kunRI2nAQU17kim30W/t3SNdHfOhC",
+	"Gt1DxA1ZRij5zAsr4AsjH8ykm6kmu+QZFVLwjBbk5bMo/alLCy1BvgrFFVy+uTPFw7u6OZyLif1szRa/",
+	"ztoD01ssvlsDcGeVz2QTQ/SulU0GTsFuzetYJFmnQ/YV0i3nlva87GF4gd2xTsi7qzMoj+PZ845hsSuM",
+	"WVb+m03b8W6ejx2BDPFXu+9Oz1XdsR9xQLBz7zWYDxjdtE1/eTG69D7xze1i4sewz0LS2Y6RHE6zjyTU",
+	"6JIF4NfCjqtospYAZH+dPLhr9lZP/lavyj6mWH9A31hGcy+LbLhhK5Kms+CAfx5cIyGVz2k86IuOXZDx",
+	"fd0Fq2DR5wZl6hkX5/jx4b1NHesD3yNpOrxk+Y8fEUGboHFLEDnHEQmvlU1b10GaGYhnGyu5sglh/Umf",
+	"pJ0BeU7+Yv/DFNmHZRaNZt+5D8KsCpT1tmeNjkPS8KbjjtKLgTNtLjR35qrCWcSzJ13P2O7ahaKe0EtI",
+	"wa/RiLJSw80FDoMAAcNdRpLyXjXd1lhmbIvYbq26LzPdsqbPiq2tiNF8YrU2sCm7HGTIlvV+Ch/R4tFs",
+	"0Bb85VljffgfUHNwWgJmnPv45pwVdMly8qsc9cmpCC+54Jg51SYVFtK6chpYmVwWea3eUi2IulZ1sPvi",
+	"6Mhr37DAHilFwbQm7qiJ0y1/oUWxT6ZnxdlXLKnwu4vtCToTpqKuRPTa/xXLKsjI1TVoVJf3FhZ+D9uv",
+	"7+j89KfTEOUVG+DfXZ01G+BjNr7B7h8l6SIlA0MiphNW9v+dDfxuxztxmUrTXKGtHCwYXhsgXad3Hw0O",
+	"IXg1Mtqs8OTm/PMrRxK/0mQuNTA1j9yuCE6CgVWD5js1r2xqO9XbsYCZw51qXouruMKjAp9wodAc7A3N",
+	"bsXrnLIBLyNdcRcBYpOd42hwmPgaflCIwQE/8BWs2TWlN5i+APb3OrfwUN3FS+/S1DbY02po02qcqAro",
+	"tJgnQPpB64RXLiFgl1fF2KTyMbx4Jv53X7KVq/bTiLk7pKJuXUqoxUYbrJCxSrqX26vtkm3zg3kAhuUn",
+	"O8iLbWHWNPPer6ZU1bIlNnllRW6Q8MXGhewmwa+QmVuaGUv6BUOJx0qSKJphWTvLqZ5E0+2i6ZOo9yTq",
+	"PYl6T6LeOl1+iECOWGh5nFSMurUujllfYUEJVMQvmGnJdPQD3StoxPOVh2UNT9T+Mah9Q2GS2dwsCa6o",
+	"FuyAnzVe2s/XyP2g5upN1uT1u1jOZlQt75tX7j6vUssnTDC1r7W8iBKYNs0WEp08evA9gkjcUtvi1Cqt",
+	"bmcK6Xfd5P/UnWiJ0Q7jaerQet9+Ok/plX/i9Mo63u5aOYVvTEeYWtVpFGIIWjMT7p82sltGhqEhbjxK",
+	"yeCKTFECbigJNIuzM/Y48W/LEO0Qx6I/RIIDX8leaDrFq0Dh9xBRoK7su6aidZf/vsSqs1CrrgtdO/SH",
+	"Fp+9j9Hazluu7JtthfKmxsy7ugczRhURLt5cXmE/G1yGfa23Y4BXO6Su3Jq9aGhHtcTzg26UBK/A1fKY",
+	"lbJbMR0q62/lGbjAf+O7gePv+NmVe9niN2smriAT+Rw0gm9hSFTI4pWL0Cwk6tUQe0X3uAFuHWH726oE",
+	"4Ebu5fndSSZtUpna1/EQepJDuUfTkmoYs5+lDeLBQfG0Gq3rLEXOBaHk4vTq7F+Jz8mLnMjXjM0d8YV0",
+	"35NUcPsBfp24YEhsI+Es6RW+geLcgGxYHrsJ25orTodiG77W0aqpRU2YzzEBoajeBOMkmMYTsto4Q6rQ",
+	"N+OGKcKNMwhrEllQqoG3W+7Wa4M0mAZnHOO+IAS7Fj6aWD4WJctgtZCEgPQI8kgqGA2GpQzsKljUpqp+",
+	"43ZSq11Tq1mTipWiNbXSJCfwppCGQTUaoqULZN9t49haZHMeUBQvO6NLdGNobEnSdfwSIDF25chFngrF",
+	"DJRn6tmNbj9PTCkAL8mcak14aLxiz/aVP9vVjiihMZzvx4I4uiMELmNloWH7VWhdAwQqPN2EjPEs29Dx",
+	"rpWAXFWMZs8Ik5DG53hVIAawj1KzPvlPlftfcG08WbEXHxX0lc2X0FvHj9gnb7DKkvuau6wQKkCISAW+",
+	"hmYz7MlGydRCd07tPRBYfe3s/Nu3IeJFf9Ak+iwVoIu7pLtIZMJ2EXWi6PcJ3sQMjy4VgaTZNWr0vy2m",
+	"smCk+9sdKfjYYblilsRnFoCN5C3juWoKYHIthRQ0twpd04ZHg+f9Qf/w8Hl/cHD0YgjmY99+qOCGKYpN",
+	"3ezUdkMApBGzd0kKwDCAlGWEPlnSZFNI4K/BEBpkZVOWXaMSFNUBEe5oFdOyuLG0Bed3TQo9k4zjcQe7",
+	"xKn4+KnBYJ132qXpJl+e20sEoamU17rvqjr1MzkbgiN1+JfabyjliyXR5SiXM8qhiHT0Rr9lL0cvn//e",
+	"zXj5/QKQrYlW+CcQwxXL9DqJNmrMXB8fHOgPus/KZwumzbPDPp3R/0pBF9pu4uDw6PmLl3/9299fDQ6P",
+	"DoZtewptGe+9qXZCcy8j7I72xs9Dxr6cUig5V1HGjM5pxo29IgUFScj4fBAkG5p0ocTJaEnGlKvwZa+/",
+	"mi+2L32/SzqaZaXiZmm5hItdHjGqmDotsVcE7BBsk/BzJeGDNgV9irgYy2ZtYl6OCp6Rt99dXkEbTDkO",
+	"TE3lx+h4hV4RztcVdeozUyWNKSA10BvBEuL8XMKXC0Ka3XX9DEWx7AWg2Qd2zmu2tNQmFXZHTBjXoOmY",
+	"DGtNt47JN7BBkpaDwfPsmi3hH2zYJ1ehfaLGet8xUX/merGG6oz6xCUB2iVdsyXpQpyKF2DhnZ6rG+7Y",
+	"w/Dg5vDArXsYjYQNfshVlOsOW8dK+9gkDttsADRQUHNdzXRlfvMVm4IFBJKGo8R6KjykAFBQy1sfO8r9",
+	"4vYWZn0J//dRMMO2XlfDVHR93lrPd7YloVsoMGkvKVtQjmjuyqb6tEIsX9pPxYuBL5pkNnVY5ZrkMitn",
+	"UDfIt0RzrUihrV4qLMomZOY6r/kqQE21WO1MVV/MMFfOsoIqlqSCEuxljBNDb1dnYJoCJkNBWywKy/PQ",
+	"uA0lGalQVjsaDFJRNcXquS6rdhCrBc0Ly2GiqkndnBoaUq5Cd1SairzEU8CWb4nvAkbeXb1+9nc77Luv",
+	"B4PBgIAahrSwdwICIgLWyrmeqY9KC9NrZO+aCc1I14+3FiLh4Rx8nlZeQ7+J3f9qI0co/MRyBoUQUvEf",
+	"CxZvFQbFg0FybQhgqjWK9IgR9ZKBBz2QO6A3yUq7miFBwoyNEYcLNgJGP4TJvy399bLXJa5WjACqxIO0",
+	"8wqKO/qceazCeDQNJRUxpbFT0bQQRE1+pNoe1+nFeRQJf9w57A/6A3B/zZmgc9457jzvH/ahyhc1UyDA",
+	"lhogebN/OZNfQMrzHLRzbVATgQ+rJt8tPciqVw6cVeEu2fqmTwn/rbFzcy3XdUNb7+avQ/3zvb8Mhc53",
+	"66hXK+xtx3zAdMfGjSk5qy1ut9S+h0okbFqSkfsv6P1KZ+2jwWBDs8P9mhxWxeYb2hy+sQQQaj7VOtLb",
+	"kxj5KiCh/p99EXrEvsDlNc0atnEQdQeHTw63f1JrEgofPd/+UdUI2n5xdLTLNHFTSfjq1favVhvj3iWd",
+	"l7usL27/CfAHe9r277DHB0iN3uOL7d6trFZOpvWCj15AkypnrssCR38fnejQfEl33tsBK5J34DJGwbQq",
+	"G6v3WLEBmBb6AkNqNZiwMInVUu/REjvuRGP/xvM7P0E/FadxdRc5JkiUElKRtsSXvcyJkagaph1aFGnn",
+	"mBhVsmFCuE6Ft8YmREvk+SEBVlgpKqTBokxlYOWjJaFZxnPsezacScUAzw0Ws2aCzHZOrz2GP1MB+bWV",
+	"WQpav2JWOXKsOhdx2cOBkTiu+43Mlw922VdS6+/qxmu717tHJDX1/OgGcrMlFfrzJi2Hz3ciEtjq+49P",
+	"iy6ZExQrmqAjuxVE0EGBBbwlVaVZKN8OFnR7i3o7EClLSFqFs38ylM06j81D29oEYy/Fzxx5By+2fxHa",
+	"539JaPhPZoJK3ohK+0rs599iu95VRoZ2AGCU+4+XtHDXK1cvCbokLb2bDl0+zvnknR3uFcscoaLrvCh1",
+	"Koa+M8wwxMEeb2z/IhU5fDmrant6PfKk3himgX9h/5rqrj0896p3yPnIzCtqdtRy0e1BITTxLO5/5/e9",
+	"jIMdLuOZFOOCo333iVfF1tbO8c/va1J0qacYwlRVwvR9OsE7vVImvU9O16x8NevejiysJmw/LA1Z69OH",
+	"TBfEaW50vWnvcdXAj2syAJJSNWGMKoWfGieLRy3hsNo69nLrk9CM0BWN29AEMImaCyabGwK2y82flskn",
+	"dfD+4Xj+3mTmi5JVaay9BqHUXQTFwJHtzD5CLnp98mLwyqfmYMiG/X73ux6KOj7gXQ/lCIzvBgzY6Auu",
+	"egO4b7wVypR2pao6PqXC3/ZeiGI4GgwcTOyNx7bIQjrVGUjlgmfsBGZIBRdZUebgG3Izo9XM0dI1qloV",
+	"RkXTHjc69CNfkm6tmmqd3PTAje7s36lwhwenCd4GX8gYSsuiv+TF4AV85BYWipijnJOKqSxysLrDpwlY",
+	"4qFnmSPp2L2KZnbKguUT5kzmlnDy8cranSMBo6xdQE83dBIEX8OCxsE+2ipGkEAa2iVbAGCEcS+xmDZi",
+	"mZwxXZ0eRAh514hnTUiCUlFrtUy9J8/zrq+qPiHOG9/YyDkVVSdnC4uwsiE66LALNPro+vgTjFH7xX3k",
+	"PHm9YyysEXxi2HctIAIgm5vVsgGm3LK6VIQQKpLzECFlQSBVKhbYXAyrFMMwPRBruYmFXXAOhWqo1MRt",
+	"i1OBZ1x1efRT4FkZxSHaacrAMQydK4xj+0ZBSdVUjBgTuIYlw9Kk1Lg0wEzOl5EHMEQKDV4hr1WM6VS4",
+	"69VsKqqaWz+apahW2e2zErbfBrIl5AKSzsH83vtDCdxfpOgc6sc3tMvfJiWfWJrrPd8buChEHWy1+bzG",
+	"6lePhqHY26pZGIRQTuBVhas6KgyGgeonO9CntANFJ2O5QcPpVGgHaPY77UMVqh64dk2/V9yr4/kZDPp5",
+	"oLoFqCsZ94TxnwPGI3LELVhX6yM4bbVysUHLUydqhmz3KpYb1YKmS+LwPU7hbI2UuKiSKB8NZaMuCC2I",
+	"W0WxrbhEP3P/9ReCfBb0dQ+0B3iMPgFfgMw2kziIqne5knvT4nrJP4yjeHhZudaWaCdJ+fCB527CclzP",
+	"Z4/RT7br30nmMe2ERjG6ccmE9Zu2QquDJJ2zgmG4d/0Gfgu/hxu4gskvGhJz4YP8yfz5paAQHlgwgfXJ",
+	"23ofz1fOTlLl5ZFSM+1L3TQR8za1rA2NBh+BIF5FxUSeZNJPqIW5zkN1PQwtBet6WF1GuJfuRE02XcdG",
+	"TG+JEPKxBAOXR/ORTWib74HX1P6g9+FJqPidQgU0ug1X9WSH9PLN0katFE+rangZVdL5RHH0rlr+bnds",
+	"pUtB26Ch8NU9Auzt/zCncOPXjxkhXqtF96cIEv/iw72j1L3WiO/qSm7TvkMBwc9U/14pYvuRNfCqvGK7",
+	"Dk6GvunGEFx8w1rjjSHBr0bMxYnfsDzK73rS4D97Zvty8Lft35wLXY7HljEKc2mkopMH1P4hJ7Aq+A5/",
+	"SuU7P2FdhYYitqSLNWbbCMMq+z4YeWG6OQDlHbRUwg4tWKW729bIpdcnkDwCNdG5JpDbaG9LKkJ7Dcg4",
+	"XGumQbqQSqGgGoe9TjCedh2AXVXwVEgB2oVcCAx5DdDhxlcwTxAwvqMjRqn49NhUuFoLzOfEajKETf18",
+	"/tO33/3v+/7r8+9++HbYJ/8P0jJdVXLl66GkwsgJhghgDQco28J8BiVXLoEai8DkxL99QiDCAeCRCiwZ",
+	"bz+sIm7sCCEbVhs5x0xZ+7HLrhau1LzP+K2XXQfm7Iu4S5GxY0Jd7EIXQnyWqcAgYzivKgwIA4jCyFWl",
+	"dxdbYxeG41YBDMlejVIg8N/OAJnWqYCTvmZLX/Aj5+Mxg4Bn7NGytrAXR0d98j1bQjI2LB9hiJjSvAx3",
+	"asyyLsMwEGZOM+aAiWgIC4AkIBwuFHPGnNoQxXH43KdUI7IMk1S4/EBfu96Cv5DymuWEmqYAjzrf1VCL",
+	"vvO4zDNu5PSRVdWmBgUtcqaCpwFJEl94G6QcHxIPYH9KF/oSzdiQ/VWVWpIqMK1f5Uh7Ohq3x9iFae1m",
+	"4o7E3D+vkfuLs1lXMo9UBKMsIlHnVznqYVG0Fec3hKn7Mq3talGbHbsdVwYfRbG4iuSZJxz8pNbsWjPk",
+	"Zt36d1mt1w9+xtSE5ZE8GwnP2JoOEyekYH3yujSlYr5WDwZ+p8LLnL5XkiyglCMX2NypdjuwzI37wCWO",
+	"4GepCNNcMgPXa2g1jyHkZqPuMSSmVEJHd5ILI53Gkoqq0qP2I4BGMkQBFyvAQNMp1iQooW29dhsfT0T6",
+	"NIb8bWTAm/L/sOTgyb7wCe0L3hEQVWTdyxWwVS7DIMmd3AKv4c1Hdw28f+RYyj+NHf0Py/hrhvfqbnyF",
+	"jZl0Avkq0BlIaZO0hoI/bLDxyrWCjjsPHG98Ycf8HERfbCf0xPK+uFAjwKCTVWVMjsm4JqbWlDNiP7Jv",
+	"Q46hpYdTqmYF03o/RjNX7IazRSurucDn7d6ulmI1EAOPPdOqToGDhFQVTQbYga7Jv5v5Lu/hXuxTRPQx",
+	"WZUDR3u1g1sTbf2Px4v+0Oa2hhP01lN/a8C2+u7qDHMf0ZfiC0w+qK7bfFuxFvwDM7C3MOjnwMGwM94T",
+	"B6s42JMO1nJXEWmhjm1d6iHwxGX406pxx705pGvF8MBFCU6dZyyke/supj7rvWp/MSYlOJDB90uz64my",
+	"CJUKM1VMT2WR1zjsYDBwEkSPTKkmtCiiThmhScZoCUX1xQmhpLA6PzgVgsPO9WlFKX0Idi4uJq6ioM94",
+	"d6UFUDSJum/UF0q6muEWX2PG1dCZzYaNFZOuENzt5Ojo4+XwYc+NuBRBl/rGcWNZq3P+RKmeKFUzpXqN",
+	"mMRijVhEPens7c049M9JO47YsNy35N1Apqqelq0OGffKY7J0N0WbOwYfPwU3PpyEWi9f6+wm4PzHutNJ",
+	"yCq0tLjULIFSLMIQ354T6HdwlKwbXlaLC7i6/xvNkVfunS/aEBm1TXsK6f3sQ3pX43h9k41rtsRGGzFO",
+	"w6OtQb2u291nGtJb6y74kQN6fR/Ap5TaP31KLfaa2eWy1fnH1vI04fY9MoFvE1ZcC8knB9KnjBzZA70e",
+	"NogEO2oRi1xLq247Cq6xIGfV2iYD7+9xFJBXNXtKha8i6Lo/Ws34ms2N1eaxq6hUvm8txCmzIDa4jRt6",
+	"zXRbR1HXuAnjivVULlZblIKrWbcHhURX7LH406cJCNl8s304yB/0hj/xtgcK6Ai6laAzlriLmuDNhcBb",
+	"WhRyYRHJNdFcJVP7RoJs4JQH12y5Wec6vTj/3r7ziNcKp9hUM8iuMoEajt63/8RAP5v6QtAQsDuleurY",
+	"FBShxp8ta8LWL5aRiAflsBtULMSoh1GxHknXwSU6veZLVnmerL4PovKE3pMhMtg3m7cEMFwpAn3OsN+Z",
+	"E9GgO+Ye5P7gt2u2PN+cl/GW3cjr6hptz8rAD56yMj4VGiH8CbU4clLrgj44xG4DZsoEkaJP4NWtUT2/",
+	"hzr7igpzaqZVwA1gXWdVXl8JwAkto7d2V757v1IPt96y9+f3lnxj+isuvFSF69d7fHBwePS3/qA/6B8e",
+	"/33w9wGQerfz9bj/enUvzvRJnP2CxbulgIbFmJEYuUJDDcf+SlUKznRnvd/hWZxMrGtNgaPcYd1f7z/Z",
+	"NNobAT5Gu3QoQV4FmIQkUr9M4/MM+vXmlE3DRh3tOUavYH3XJOpd29KmFyXUquXpjF6zaEbnFGiYMupm",
+	"jGP4nsYnpC4dR6MhCtuj9Z1PLZLBHL5Rans+9SUa2zPMi/U1yo0kQ9dxv1TFsA/NWL2cPmGmajf3P5dv",
+	"fkoFRd05btcaAf8SUDk8pcYoPioN02QIqzzPwQ2eimHVim9Iuq/PX7/B9ub6mLhWr/9Uspyf5+Qfcde+",
+	"VLin3zLfIRcIPPkHceP34v7HZso084m5rkGt6xqwkOoaGi1IwRLsJzj8Le1A6ai041sesD78cDdMRXdY",
+	"r2M+7AHs/HsWeJig7n+CwuNR1+feSSpgHirIsNZ/aOjjFHypa4dh797+QLqu7RKOZudMhVeNXKGrQopJ",
+	"cx9Ah9O+uPvGGMSot0tOuuxDSQvYoD+3KuwQ4Vlh5f8+82EH6hlM9WwLVdzaJPWd4LdEs0yKXGPHxLhR",
+	"NHQS4BOBV3vrkqAuhqGz+e9b0/Dm8B9D8jWZslvyrx9Pz55d/uv06OVfu9ivIMHANzsN+ZqknX7aIV8T",
+	"RRfY0HinhV7yiaCmVGyvhT6S12Sl8fIehqnViJ0lObq9dW2pQ0+JEy/rfSh5dl1gszG4k2AyXFCVuzhQ",
+	"lFfWSJlPH0ML41tm1PLZKfy76xFHKnvVoO10To2r6e/kmAcbL5Jx1jeO3f69g5lWrZ8UttIWLIMcOexj",
+	"xBsadhyHHhFAY0c0u7asswptisIjZvT21DWZSTBMCdvIkLcs54plLuRISEPGEi0ylmhsKsLve5tAR6V4",
+	"OgUkE9iskRYsVgpxfOMrbSlXs2v87u7/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

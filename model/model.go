@@ -317,6 +317,12 @@ type Policy struct {
 	// Adaptive.Min and Adaptive.Max from the consumer's signals; MaxInFlight
 	// is then Adaptive.Max (the ceiling the store enforces).
 	Adaptive *AdaptiveLimit `json:"adaptive,omitempty"`
+	// EffectiveLimit is the adaptive limit its owner last persisted (zero:
+	// none yet, Adaptive.Max applies), LimitReason why it last changed
+	// (throttle.LimitReason*), LimitChangedAt when.
+	EffectiveLimit int       `json:"effectiveLimit,omitempty"`
+	LimitReason    string    `json:"limitReason,omitempty"`
+	LimitChangedAt time.Time `json:"limitChangedAt,omitzero"`
 	// InUse is the persisted number of tokens out. The store changes it only
 	// by compare-and-set so that it never exceeds MaxInFlight.
 	InUse int `json:"tokensInUse"`

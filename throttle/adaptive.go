@@ -73,8 +73,15 @@ type aimd struct {
 	out int
 }
 
-func newAIMD(a *model.AdaptiveLimit, now time.Time) *aimd {
-	return &aimd{min: a.Min, max: a.Max, state: LimitState{Limit: a.Max, Reason: LimitReasonStart, ChangedAt: now}}
+// newAIMD starts at the limit the policy's previous owner persisted, else at
+// Adaptive.Max.
+func newAIMD(p *model.Policy, now time.Time) *aimd {
+	a := p.Adaptive
+	st := LimitState{Limit: a.Max, Reason: LimitReasonStart, ChangedAt: now}
+	if p.EffectiveLimit > 0 {
+		st = LimitState{Limit: min(max(p.EffectiveLimit, a.Min), a.Max), Reason: p.LimitReason, ChangedAt: p.LimitChangedAt}
+	}
+	return &aimd{min: a.Min, max: a.Max, state: st}
 }
 
 // observe feeds one outcome; it returns the new state if the limit changed.
@@ -170,7 +177,7 @@ func (s *adaptiveSet) of(p *model.Policy, now time.Time) *aimd {
 		if s.m == nil {
 			s.m = map[string]*aimd{}
 		}
-		c = newAIMD(p.Adaptive, now)
+		c = newAIMD(p, now)
 		s.m[p.ID] = c
 		return c
 	}
@@ -187,6 +194,12 @@ func (s *adaptiveSet) get(policyID string) *aimd {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[policyID]
+}
+
+// limitStore is implemented by stores that keep the effective limit in the
+// policy's representation (store.Store does).
+type limitStore interface {
+	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
 }
 
 // LimitMetrics is implemented by Metrics that export the effective limit
@@ -242,7 +255,27 @@ func (t *Throttle) limitChanged(policyID string, st LimitState) {
 	if b != nil {
 		signal(b.released) // a raised limit may let waiting events out
 	}
+	if ls, ok := t.deps.Store.(limitStore); ok {
+		// Off the delivery path; the latest state is written.
+		go func() {
+			c := t.adapt.get(policyID)
+			if c == nil {
+				return
+			}
+			c.mu.Lock()
+			st := c.state
+			c.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), persistLimitTimeout)
+			defer cancel()
+			if err := ls.PolicySetLimit(ctx, policyID, st.Limit, st.Reason, st.ChangedAt); err != nil {
+				t.log.Warn().Err(err).Str(logkey.Policy, policyID).Msg("recording the policy's effective limit failed")
+			}
+		}()
+	}
 }
+
+// persistLimitTimeout bounds the write of an effective limit.
+const persistLimitTimeout = 10 * time.Second
 
 // headroom caps want at what fits under b's effective limit; want itself for
 // a policy that is not adaptive. It reads the persisted InUse.

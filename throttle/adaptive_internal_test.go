@@ -9,7 +9,7 @@ import (
 
 func TestAIMD(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	newC := func() *aimd { return newAIMD(&model.AdaptiveLimit{Min: 2, Max: 10}, at) }
+	newC := func() *aimd { return newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 2, Max: 10}}, at) }
 
 	t.Run("StartsAtMax", func(t *testing.T) {
 		c := newC()
@@ -100,6 +100,12 @@ func TestAIMD(t *testing.T) {
 		}
 		if st, changed := c.backlog(40, 0, at); !changed || st.Limit != 8 {
 			t.Fatalf("empty queue: %+v changed=%v, want 8", st, changed)
+		}
+	})
+	t.Run("StartsAtPersistedLimit", func(t *testing.T) {
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 2, Max: 10}, EffectiveLimit: 4, LimitReason: LimitReasonTimeout, LimitChangedAt: at}, at.Add(time.Hour))
+		if c.state.Limit != 4 || c.state.Reason != LimitReasonTimeout || !c.state.ChangedAt.Equal(at) {
+			t.Fatalf("state = %+v, want the persisted 4 timeout", c.state)
 		}
 	})
 	t.Run("ResizedByPolicyUpdate", func(t *testing.T) {
