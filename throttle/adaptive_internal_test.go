@@ -9,7 +9,9 @@ import (
 
 func TestAIMD(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	newC := func() *aimd { return newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 2, Max: 10}}, at) }
+	newC := func() *aimd {
+		return newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 2, Max: 10}}, at)
+	}
 
 	t.Run("StartsAtMax", func(t *testing.T) {
 		c := newC()
