@@ -11,8 +11,8 @@ import (
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
-	"github.com/schedulerd/schedulerd/throttle"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // metrics holds every Prometheus series schedulerd exports. It implements
