@@ -19,7 +19,7 @@ func (f *fakeBacklog) Backlog(_ context.Context, queueURL string) (int, error) {
 }
 
 type backlogCall struct {
-	policy     string
+	policy    string
 	prev, cur int
 }
 
