@@ -105,8 +105,7 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 		}
 	}
 	if reason != "" && !c.decreased {
-		c.decreased = true
-		return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), reason, now)
+		return c.decrease(reason, now)
 	}
 	if c.seen < c.state.Limit {
 		return c.state, false
@@ -119,8 +118,7 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 	}
 	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, false
 	if mean > 0 && c.best > 0 && float64(mean) > adaptiveLatencyGrowth*float64(c.best) {
-		c.decreased = true
-		return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), LimitReasonLatency, now)
+		return c.decrease(LimitReasonLatency, now)
 	}
 	if mean > 0 && (c.best == 0 || mean < c.best) {
 		c.best = mean
@@ -129,6 +127,14 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 		return c.set(c.state.Limit+1, LimitReasonHealthy, now)
 	}
 	return c.state, false
+}
+
+// decrease lowers the limit and starts a window in which no signal lowers it
+// again: the deliveries sent under the old limit still answer, and their
+// signals are about that limit.
+func (c *aimd) decrease(reason string, now time.Time) (LimitState, bool) {
+	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, true
+	return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), reason, now)
 }
 
 // backlog lowers the limit of an SQS policy whose queue grows: a

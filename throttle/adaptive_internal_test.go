@@ -29,6 +29,22 @@ func TestAIMD(t *testing.T) {
 			t.Fatal("a second signal in the same window lowered the limit again")
 		}
 	})
+	t.Run("LateSignalsOfTheOldLimitIgnored", func(t *testing.T) {
+		c := newC()
+		c.observe(OutcomeOK, time.Millisecond, at)
+		c.observe(OutcomeOverloaded, 0, at) // 10 → 7, late in no window
+		for i := 0; i < 6; i++ {
+			if _, changed := c.observe(OutcomeOverloaded, 0, at); changed {
+				t.Fatalf("answer %d sent under the old limit lowered the new one", i)
+			}
+		}
+		if st, changed := c.observe(OutcomeOK, 0, at); changed || st.Limit != 7 {
+			t.Fatalf("state %+v changed=%v at the end of the window after the decrease", st, changed)
+		}
+		if st, changed := c.observe(OutcomeOverloaded, 0, at); !changed || st.Limit != 4 {
+			t.Fatalf("a signal in the next window: %+v changed=%v, want 4", st, changed)
+		}
+	})
 	t.Run("NeverBelowMin", func(t *testing.T) {
 		c := newC()
 		for i := 0; i < 200; i++ {
@@ -40,8 +56,8 @@ func TestAIMD(t *testing.T) {
 	})
 	t.Run("IncreasesByOnePerHealthyWindow", func(t *testing.T) {
 		c := newC()
-		c.observe(OutcomeOverloaded, 0, at) // 7; this window holds a decrease
-		for i := 0; i < 6; i++ {
+		c.observe(OutcomeOverloaded, 0, at) // 7; the next window follows a decrease
+		for i := 0; i < 7; i++ {
 			c.observe(OutcomeOK, time.Millisecond, at)
 		}
 		if c.state.Limit != 7 {
