@@ -18,12 +18,15 @@ type capped struct {
 	capacity atomic.Int64
 	inFlight atomic.Int64
 	ok, busy atomic.Int64
+	peak     atomic.Int64 // most requests in flight at once
 	work     time.Duration
 }
 
 func (c *capped) serve(_ delivery.Message, w http.ResponseWriter, _ *http.Request) {
 	n := c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
 	if n > c.capacity.Load() {
 		c.busy.Add(1)
 		w.WriteHeader(http.StatusTooManyRequests)
