@@ -228,7 +228,7 @@ type APIKeyList struct {
 // maxInFlight, which is the ceiling) from the consumer's signals
 // (429/503, timeouts, the 5xx share, growing latency; for SQS targets
 // the queue's backlog): +1 per window of limit successful deliveries,
-// x0.7 on a signal, at most once per window. In PolicyUpdate, min 0
+// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
 // removes adaptive and the limit is fixed at maxInFlight again.
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
@@ -454,7 +454,7 @@ type Policy struct {
 	// maxInFlight, which is the ceiling) from the consumer's signals
 	// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
 	// the queue's backlog): +1 per window of limit successful deliveries,
-	// x0.7 on a signal, at most once per window. In PolicyUpdate, min 0
+	// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
 	// removes adaptive and the limit is fixed at maxInFlight again.
 	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
 	AutoRelease bool           `json:"autoRelease"`

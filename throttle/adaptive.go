@@ -15,7 +15,7 @@ import (
 // effective limit: before acquiring it reads the persisted InUse and asks
 // only for what fits under the limit, and releases do not hand their token
 // on while the tokens out exceed it. The limit follows the consumer's signals
-// in an AIMD loop: +1 per window of `limit` successful deliveries, ×0.7 on a
+// in an AIMD loop: +1 per window of `limit` successful deliveries, ×0.9 on a
 // signal (429, 503, timeout, a 5xx share over adaptiveServerErrorShare, or
 // the window's mean latency beyond adaptiveLatencyGrowth times the best
 // window seen), at most one decrease per window.
@@ -32,7 +32,11 @@ const (
 )
 
 const (
-	adaptiveDecrease         = 0.7
+	// adaptiveDecrease is gentle: the limit saws between it and just
+	// above the consumer's capacity, and ×0.7 left a quarter of the
+	// capacity unused (BenchmarkAdaptive); the window after a decrease
+	// ignoring late signals keeps it from compounding.
+	adaptiveDecrease         = 0.9
 	adaptiveServerErrorShare = 0.1
 	adaptiveLatencyGrowth    = 2.0
 )

@@ -22,8 +22,8 @@ func TestAIMD(t *testing.T) {
 	t.Run("DecreasesOncePerWindow", func(t *testing.T) {
 		c := newC()
 		st, changed := c.observe(OutcomeOverloaded, 0, at)
-		if !changed || st.Limit != 7 || st.Reason != LimitReasonOverloaded {
-			t.Fatalf("after a 429: %+v changed=%v, want 7 overloaded", st, changed)
+		if !changed || st.Limit != 9 || st.Reason != LimitReasonOverloaded {
+			t.Fatalf("after a 429: %+v changed=%v, want 9 overloaded", st, changed)
 		}
 		if _, changed := c.observe(OutcomeOverloaded, 0, at); changed {
 			t.Fatal("a second signal in the same window lowered the limit again")
@@ -32,17 +32,17 @@ func TestAIMD(t *testing.T) {
 	t.Run("LateSignalsOfTheOldLimitIgnored", func(t *testing.T) {
 		c := newC()
 		c.observe(OutcomeOK, time.Millisecond, at)
-		c.observe(OutcomeOverloaded, 0, at) // 10 → 7, late in no window
-		for i := 0; i < 6; i++ {
+		c.observe(OutcomeOverloaded, 0, at) // 10 → 9
+		for i := 0; i < 8; i++ {
 			if _, changed := c.observe(OutcomeOverloaded, 0, at); changed {
 				t.Fatalf("answer %d sent under the old limit lowered the new one", i)
 			}
 		}
-		if st, changed := c.observe(OutcomeOK, 0, at); changed || st.Limit != 7 {
+		if st, changed := c.observe(OutcomeOK, 0, at); changed || st.Limit != 9 {
 			t.Fatalf("state %+v changed=%v at the end of the window after the decrease", st, changed)
 		}
-		if st, changed := c.observe(OutcomeOverloaded, 0, at); !changed || st.Limit != 4 {
-			t.Fatalf("a signal in the next window: %+v changed=%v, want 4", st, changed)
+		if st, changed := c.observe(OutcomeOverloaded, 0, at); !changed || st.Limit != 8 {
+			t.Fatalf("a signal in the next window: %+v changed=%v, want 8", st, changed)
 		}
 	})
 	t.Run("NeverBelowMin", func(t *testing.T) {
@@ -56,18 +56,18 @@ func TestAIMD(t *testing.T) {
 	})
 	t.Run("IncreasesByOnePerHealthyWindow", func(t *testing.T) {
 		c := newC()
-		c.observe(OutcomeOverloaded, 0, at) // 7; the next window follows a decrease
-		for i := 0; i < 7; i++ {
+		c.observe(OutcomeOverloaded, 0, at) // 9; the next window follows a decrease
+		for i := 0; i < 9; i++ {
 			c.observe(OutcomeOK, time.Millisecond, at)
 		}
-		if c.state.Limit != 7 {
-			t.Fatalf("limit = %d after the window of the decrease, want 7", c.state.Limit)
+		if c.state.Limit != 9 {
+			t.Fatalf("limit = %d after the window of the decrease, want 9", c.state.Limit)
 		}
-		for i := 0; i < 7; i++ {
+		for i := 0; i < 9; i++ {
 			c.observe(OutcomeOK, time.Millisecond, at)
 		}
-		if c.state.Limit != 8 || c.state.Reason != LimitReasonHealthy {
-			t.Fatalf("state = %+v after a healthy window, want 8 healthy", c.state)
+		if c.state.Limit != 10 || c.state.Reason != LimitReasonHealthy {
+			t.Fatalf("state = %+v after a healthy window, want 10 healthy", c.state)
 		}
 		for i := 0; i < 100; i++ {
 			c.observe(OutcomeOK, time.Millisecond, at)
@@ -96,8 +96,8 @@ func TestAIMD(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			st, changed = c.observe(OutcomeOK, 30*time.Millisecond, at)
 		}
-		if !changed || st.Reason != LimitReasonLatency || st.Limit != 7 {
-			t.Fatalf("window at 3x the best latency: %+v changed=%v, want 7 latency", st, changed)
+		if !changed || st.Reason != LimitReasonLatency || st.Limit != 9 {
+			t.Fatalf("window at 3x the best latency: %+v changed=%v, want 9 latency", st, changed)
 		}
 	})
 	t.Run("OtherFailuresAreNoSignal", func(t *testing.T) {
@@ -110,14 +110,14 @@ func TestAIMD(t *testing.T) {
 	})
 	t.Run("Backlog", func(t *testing.T) {
 		c := newC()
-		if st, changed := c.backlog(5, 50, at); !changed || st.Limit != 7 || st.Reason != LimitReasonBacklog {
-			t.Fatalf("growing backlog: %+v changed=%v, want 7 backlog", st, changed)
+		if st, changed := c.backlog(5, 50, at); !changed || st.Limit != 9 || st.Reason != LimitReasonBacklog {
+			t.Fatalf("growing backlog: %+v changed=%v, want 9 backlog", st, changed)
 		}
 		if _, changed := c.backlog(50, 40, at); changed {
 			t.Fatal("a shrinking backlog moved the limit")
 		}
-		if st, changed := c.backlog(40, 0, at); !changed || st.Limit != 8 {
-			t.Fatalf("empty queue: %+v changed=%v, want 8", st, changed)
+		if st, changed := c.backlog(40, 0, at); !changed || st.Limit != 10 {
+			t.Fatalf("empty queue: %+v changed=%v, want 10", st, changed)
 		}
 	})
 	t.Run("StartsAtPersistedLimit", func(t *testing.T) {

@@ -73,9 +73,9 @@ func TestAdaptiveLimit(t *testing.T) {
 	}
 
 	runInBubble(t, "DecreaseHoldsReleasedTokensBack", func(t *testing.T) {
-		// Limit 10 → 7 on the 429: the first three releases bring the
-		// tokens out down to 7, the fourth goes to a waiting event.
-		if got, want := run(t, &model.AdaptiveLimit{Min: 1, Max: 10}), []int{10, 10, 10, 10, 11}; !same(got, want) {
+		// Limit 10 → 9 on the 429: the first release brings the tokens
+		// out down to 9, the next ones go to waiting events.
+		if got, want := run(t, &model.AdaptiveLimit{Min: 1, Max: 10}), []int{10, 10, 11, 12, 13}; !same(got, want) {
 			t.Fatalf("dispatched after each step = %v, want %v", got, want)
 		}
 	})
@@ -96,8 +96,8 @@ func TestAdaptiveLimit(t *testing.T) {
 		synctest.Wait()
 		thr.Observe("p", throttle.OutcomeTimeout, 0)
 		ls, ok := thr.Limit("p")
-		if !ok || ls.Limit != 7 || ls.Reason != throttle.LimitReasonTimeout {
-			t.Fatalf("Limit = %+v, %v; want 7 after a timeout", ls, ok)
+		if !ok || ls.Limit != 9 || ls.Reason != throttle.LimitReasonTimeout {
+			t.Fatalf("Limit = %+v, %v; want 9 after a timeout", ls, ok)
 		}
 	})
 }
