@@ -125,6 +125,39 @@ func (e Overlap) Valid() bool {
 	}
 }
 
+// Defines values for PolicyLimitReason.
+const (
+	Backlog      PolicyLimitReason = "backlog"
+	Healthy      PolicyLimitReason = "healthy"
+	Latency      PolicyLimitReason = "latency"
+	Overloaded   PolicyLimitReason = "overloaded"
+	ServerErrors PolicyLimitReason = "server_errors"
+	Start        PolicyLimitReason = "start"
+	Timeout      PolicyLimitReason = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the PolicyLimitReason enum.
+func (e PolicyLimitReason) Valid() bool {
+	switch e {
+	case Backlog:
+		return true
+	case Healthy:
+		return true
+	case Latency:
+		return true
+	case Overloaded:
+		return true
+	case ServerErrors:
+		return true
+	case Start:
+		return true
+	case Timeout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	Active    ScheduleState = "active"
@@ -192,6 +225,17 @@ type APIKeyCreated struct {
 // APIKeyList defines model for APIKeyList.
 type APIKeyList struct {
 	Items []APIKey `json:"items"`
+}
+
+// AdaptiveLimit The policy's limit moves between min and max (the policy's
+// maxInFlight, which is the ceiling) from the consumer's signals
+// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+// the queue's backlog): +1 per window of limit successful deliveries,
+// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
+// removes adaptive and the limit is fixed at maxInFlight again.
+type AdaptiveLimit struct {
+	Max *int `json:"max,omitempty"`
+	Min int  `json:"min"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -409,14 +453,31 @@ type Payload = json.RawMessage
 
 // Policy defines model for Policy.
 type Policy struct {
-	AutoRelease bool `json:"autoRelease"`
+	// Adaptive The policy's limit moves between min and max (the policy's
+	// maxInFlight, which is the ceiling) from the consumer's signals
+	// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+	// the queue's backlog): +1 per window of limit successful deliveries,
+	// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
+	// removes adaptive and the limit is fixed at maxInFlight again.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease bool           `json:"autoRelease"`
 
 	// Burst Events that may go at once; absent without a rate limit.
-	Burst       *int      `json:"burst,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
-	Id          string    `json:"id"`
-	MaxInFlight int       `json:"maxInFlight"`
-	Name        string    `json:"name"`
+	Burst     *int      `json:"burst,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
+	// adaptive.max; absent without adaptive.
+	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
+	Id             string `json:"id"`
+
+	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
+	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
+
+	// LimitReason Why effectiveLimit last changed; absent without adaptive.
+	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
+	MaxInFlight int                `json:"maxInFlight"`
+	Name        string             `json:"name"`
 
 	// RatePerSecond Most events per second on average; absent without a rate limit.
 	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
@@ -434,14 +495,23 @@ type Policy struct {
 	Waiting int `json:"waiting"`
 }
 
+// PolicyLimitReason Why effectiveLimit last changed; absent without adaptive.
+type PolicyLimitReason string
+
 // PolicyCreate defines model for PolicyCreate.
 type PolicyCreate struct {
+	// Adaptive See AdaptiveLimit.
+	Adaptive *AdaptiveLimit `json:"adaptive,omitempty"`
+
 	// AutoRelease Give the token back on delivery instead of waiting for the release call.
 	AutoRelease *bool `json:"autoRelease,omitempty"`
 
 	// Burst Events that may go at once after a quiet spell; only with
 	// ratePerSecond. 1 to 1000000; default ceil(ratePerSecond).
-	Burst       *int   `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
+	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int    `json:"maxInFlight"`
 	Name        string `json:"name"`
 
@@ -462,12 +532,17 @@ type PolicyList struct {
 
 // PolicyUpdate defines model for PolicyUpdate.
 type PolicyUpdate struct {
-	AutoRelease *bool `json:"autoRelease,omitempty"`
+	// Adaptive See AdaptiveLimit.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease *bool          `json:"autoRelease,omitempty"`
 
 	// Burst As in PolicyCreate; only while the policy has a rate. Changing
 	// ratePerSecond without burst keeps a burst that was set, or else
 	// takes the default for the new rate.
-	Burst       *int    `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
+	// limit; adaptive.max, if given, must equal it.
 	MaxInFlight *int    `json:"maxInFlight,omitempty"`
 	Name        *string `json:"name,omitempty"`
 
@@ -1991,188 +2066,195 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9u42ehfweicmUgtLctO0jb29IM32bR+95I0dk7fmWVmBZGQhDUFKABoWd3xfz+D5wFAUCJ1cexc",
-	"tm4/bCySuD736++dTM7mUjBhdOfk986cKjpjhin462WptFT2XznTmeJzw6XonHQup4wMBbsx+MKQyDEx",
-	"U0bmil1zWWoypxN2SqhYEmmmTJFrWpSMcE0UG5ea5WTBzZQ8Gwz6naTD7ZAfS6aWnaQj6Ix1TjoZzpx0",
-	"dDZlM2qXYJZz+0QbxcWkc3ubdM5f2d/h8zk10+prnneSjmIfS65Y3jkxqmTxSDN68yMTEzPtnBwPBkln",
-	"xoX/+yhpmidns7k0TGTLH9hy/TjOiGJGcZaTTDFqGO7OHoimM0au2JJQkVc/jGS+tJ+USmj4dcyVNqmg",
-	"Qi+YgndxIE2ENFMuJqf10WB8KvBsYbTqaFOBZ3t83Cc/sKUmVDGiMzlnOTESxsloUTD1RBPDBBWmnwp/",
-	"C1NGc6aqg4x2fmC33naKz59vP8Uf+Yyb9cN7SyeMaP4fRro5G9OyMORoMOi1AUYBo6ysg8/KWefkaOAu",
-	"0/0ZFsGFYROmOrd2GYrpuRSaAYB/R/N37GPJNCwsk8IwAf+k83nBM2rXeDhXclSw2Z9/03bBv0dT/1/F",
-	"xp2Tzv85rJDoEJ/qw7f4FU66jj4KpyW5xFsmM2oyBJqzt+ck+qDfuU06L6UYFzz77MuUo99YZkg2pWLC",
-	"cjJjVCymvGCJhTguYL0LJcWEaEMNS4hU9ok2vCgIF6koNTu1P3aHTCmp9JAIOuNi4uCeFXlC7DWRYb/f",
-	"P6SFYjRfHrAbro0e9jyQp8ItxL1AptRiDjWkFPxjyZDAJESX2ZRQTSiZy4JnyyfaTscshN8mne/tCj7n",
-	"CZ4JUgp2M2eZYTmBAyDd5wDdt0nntVQjnudMfO5LtSRkRpcAdpYWEDPlmsg5UzAp6SJdgPekIFQQms+4",
-	"iN6QCu5PsWumNMPtnAtdjsc840yYCyMVnbDPvbGxYozoOc2Y50jaSMWeaJJzfWUBc8QKuUAiKMWYT0pl",
-	"yeJUMT2VRX6SCsEWxM6WlwXTiQN8nRCj+GTClAbqrJguZwxJq+dopTC8wMlTwTWsJe+TV6zg10xxO4Zi",
-	"BaOa+THssdjDnEgihQPRn6V5LUuRf86T+1ki3jgUG8Plcu3YBNztpZQ/UvX5L9RTSc/jCrsIuzwqVi8R",
-	"GINf7E9ULB1h1597zYg8T3RYvLIiASzPboHdTGmpLT2QKrHo5aDCAkVqZSomLEm0myssKhGa54ppTbT9",
-	"w0hJZlauQqJr5BUTmnTtVSFB9FIEy8mzwbOep9FZqZT9fsFFLhenRDNG3jGjlgdnY8NUn7wRTuZIUlHO",
-	"c6DlDuYjkLdoRQN+nMDQfr+pmNGb76/tUVn0Zzn5WEpDyUKWRU5GjMyptojSFTKe+oQw+IYUjF6zVASs",
-	"JUDireykGMkRjVjuJSmuIgxiItc9FGNQgoFLjyZZFzsuWCZFrq1ItKAWcBpEzUhuuE067wUtzVQq/h/2",
-	"WdHzJ661ZZhSkRktxlLNWE7O3FKQHOOmgflSoNrAGjkKFte04Hk/FcCMroRciCCRUkvB5RXL4ZcJM5WY",
-	"iVDkqNJ7Qa8pL+io+OwUAEGBa1JWayBdizpApxBCEyIkYTNuDFNElcKJJlynYq5kxrTunYKMviTUgkMN",
-	"9B8cbNwSvsTpeRLENVmwojhw0DMqDeECAQNkczecne3s7blTcubKMnzDUVRG6pCfwcLtONR0TjqWUBwY",
-	"PmOdNZE/sWrYut6WdOaKjflNs1YJmpDluopmVgv1fPyKLRN76IplciK4ZgQPf21wB9D7LBMJ2HnerGRW",
-	"auQvqFeG18NOkuhwPoQJkJ3aCfBIX+I7cO9F8WbcOfll8926m7hNVq/iqkkJvQSOwaiyZ9UnF1OL6A4N",
-	"HDYTKYplw6mt7NIOv76ND2EjP3JUl+qL4obN6v/YaW9+GqoUXa4fOIzVdKYvlRSvrfoAU9E85/YcaPE2",
-	"WtSYFpo1yon2Q0tAZsjQMmWZyM3c8lkuxSmIvCNguPiq1Xs0STt/Sjt9uPd45zldvhn/JIXVfBvAHR7/",
-	"m7GrxqdTWarGBzMuSsOaH7XMddtwTk7+XP5kKRAKcOvnAeKVPQlB/nl5+dZzW2QS+PvFvy7IDMc4IVIw",
-	"Qo1hs7mVSFLh3offgZsjUa0fk/tgfQVHVgoKZhA/sD3nTbp80slkiWR082s5o3nBRcvWGe4Q+J4Ta55o",
-	"MgJl3AtLDhQW3Exlaewu7eJ2Iy5wHOfNhHDMFdvw6NIOuTuxFTlrIKqDgxG1UhedSad0D+Hchl7scpu3",
-	"E9aOfNB0lnO6LCTNt3Il9xpgM0i3277wYPrOve54kr2OXQizP+XaV+GAo+P05+ShJwlgWS31wwY0eldt",
-	"p37O/6zUSisoKzLh1wyte7C4JxqFdTKi2dU6DWE3c66YPmtAj39PGaJHMGngQBYQLDgaeuUmqiYg3ep2",
-	"aSrwywDAtDTSbQRYQu8kKCFSEVRByIiNreRlpkwgNu/ITO0a1jfxZk4/lk5h8OehWaaYQV1nzERmeTpZ",
-	"UKfplCJ3qoeZslR4qkAuw0blmAzdNpyuN4T3h9/DDvxvuPq1hZaqaDFsu7MAVWZI3r/7EXHE6m72p1Py",
-	"9s3FJaHrkxvppJJwVKXiW9mtXYg/tybQg3Ws81t3ILpJ8IxoY8Oj/QW5mITu+oXT1zZCdEG1IbrMrHg8",
-	"LovAUywQzGjO+uSllWisxLoEZSVX/HoP4jvmguvplkXApRLFqKUcHhHyhNhNW3zIqMhYUbC8T84cI5jy",
-	"AoDVaVh+GtLNGpbb22e998kQmgcKfGIdMux1BBtpA6sE+6XjFzOp7aFlICNRXlgW41H0BzY3TtEKp2C1",
-	"+Sm32tySdKtj55rMmcitfotODQfVZABKip7KhSOiMDnotRYy7OnbC+o5uxslgi0C/NgF6Ub1oKClyKb7",
-	"wP6M3pxtRLX9eSKS4/M27YhLxc2yebKNTDHpaENNuVX4Bopyga9akk3VhJltH13iW57Efx8zrD1Yg4Xh",
-	"/E1pWhQYzz1zngNqeb4UsTfkS9wQ5Jl5O5FwKxhJWTAKhgy0bO1B+5oUwL1FjAB00e2GY69DWLjCpCLw",
-	"McmOt9DKLO5DQUOus6afJZ3K7buDvtyqvgUQZA0LvU/YvhOsNt46jrlxM7g8Jqz8/EvHEbYIYuw4jjPi",
-	"g8AmK/ET/2nU0r9B7S+BCUULqI6mJvBs1YdXJU/77XcNFoV/SJKX3iXkfbPtgmhCLG22bOH42bTX3ygc",
-	"Rr7j50fH233H8W20S0pgD/AWsTWwAk2+mez8z8Wbn8mcmmmlDVmtvzsGcZjO5gUjqUPYfqmKtNNLCCXg",
-	"miYhZALNr2hJbLFNUWfc27xDXGl4v3mrqgFzgOBsRRH77Ut8867iYMY1lw1iPtpg8xPQ6PmMnZKCGnbi",
-	"hIFcLoT9NQFe7z0TVtU+KOfoIUlSAacoBTuQ4zGhWcbmxgeMcKOJKsVZ5QeeU21Oib7i8znLf5XXTBV0",
-	"fpIK96+/2ych+CKEp1haTaYUWUyuKBcsP01FQLJfR8tfLZ07IX4cfOSM5nZPCgcJn5AFOF+s5FqwsTn1",
-	"pml7GKMl8i/nTgluVNRMPLlwZwf8wthzX9lVTAX8Au3t+HkaKYMftEH8tTLsEJ5zMRmiaibK2YiBjOf0",
-	"x4Wy3wuiJRlT5dXKVAz6fTf0wREBb30viMfgsV9wzWqaVyTE+EkbkFGVzInX3ijxRPu1QCALBBaMGAiM",
-	"uLY+OcO7kONUzKxs4N4PXkLnGQC7TnY1UbIUkdM30LZUHA2SwWDQw2iaTKocpFoirW5qr97CX7QYfzgI",
-	"yamoRk+cvyyPxGBtqDKnTl61arU7fZYPiaZLnYqpXKBzDw60Ok9FgHLjOhgY5oL07A8hPupI4Lk3tcHq",
-	"Bq9r6tRuwxUyo4VfwdrTBhLy8yoIrhio1sFJSMOaAHwZvrMHRTVqbOg4qqi6RTaLoc9nA512klSknZyN",
-	"mQLMdYEQFgNJ8G6+ZeonMM6S7tFg0Es7pFsHjFREkIHEAq25umcvM54A4hImJVX5SRS9kIoqTiHAadpp",
-	"sWTsYyhrFmCd3Frdlb2ZiM4nnrNs83RErGWdOQURplGzAUGn5YkXktYj7zx7cCTW6w8JUPYlCwpE3gw6",
-	"XLwu+GTaoI18BySmcjt37RXYnyhKPb3mAYMQ17iTINc1Pl1Q3kwV3zoNWSpiVUiv6UypyIt4r5ZaNC1r",
-	"BQb8PNH2P1ESrQPAfagfIN88mPbxOqKK9VUCCjQQE1oUJCtkduUDKiJngSV9/5GCJeTd65fk6dOnL1Ba",
-	"keOxZs1eytJkd9RF7JcOUxu39iM1TDCt213XYyVnhIpghkXtFHaBFkwd/D8JUr44yiM2/BRL9zHLI0xx",
-	"dLDrtYEjy1ORikvNqi94ZAOcylL11q3i8+eD6JpROAEbyYu23180/q6B2OfNVnvkuF5kYGTOlN0cL1yA",
-	"l4XO0tIYOLjuwDkDhRSstwO22T3ginF91Wqaru8nrsdOtPdyof37V8v6HbH+lRaFkw4bRb43TlyMhqBF",
-	"IRf+G4/CjR+/rYxZq6GMS1STMJSb3VjCS0RZFEl09wD3sYTioSAVx8//Qn7g31nS5eStXp8M7QDDpsBw",
-	"HyY6dOa14UkqIELISfIAJksiSwxYE5K4F5FJ3hxM5IHb3W9aiv47uvAuULtN0GAbjOqVZyQCpEieGpVK",
-	"N3CL74PEaSCyciK93LjmPaRRPFgzD7m/SIsZvTmPOFyD6ERbBDO7xrdMIc1Y3+9PFrEdzsyZIhreg2DR",
-	"a6Yw+H/ztqt9yXJURJuqsDbYC2VpGhcZv9BA8C4xOE6xrKAcwl5YRks0Ji7JgikWmxiRIPFZ3b3AhfnL",
-	"s8ZbwtC7c/G+yRvoprYbF3LRfM172yKTzjVTXu/eYYWt8kQMrRBcV6J6Yz8AbHIyzg7UDeRJgKI6tK3c",
-	"XlLDrPrhJZFAUr/RasP7mEARtzHaZk9b2Ar6r5jD+DVbdbNKUcVKcKENuIzGxG3IhdKyYMXOaFE0G6b3",
-	"pitBsfxYciv6zVlRnII3F1AuFTUM7pMjy9uPBvC/U0+BScZ40a292WtT2ldoSS3rYmviRUVpNlr67kp3",
-	"UE0OxCchNFNSa0IhCUEby+90QqRIhZFze0PRbkjXC0NkIpl2Z2j185E0UwK8k3DLrf4BMKVSAZaFARg8",
-	"7cUaDIghOV2S7qBvj+Po6C89tBZ5KQiPySv1J6kQMiaJKy72nYliq8n21GNxncg5yxs6LyvSGOy7aefo",
-	"+Szt9LaHiTVgfTs63odO4Jj23WPGcID3QD0+jTLsjMBnEIoakySPpMHI5YIzppC2YiGiT15OqZhwMVnB",
-	"4sBMYTJyxdjcfoN/AY3A6AkDkcCs0CwVVXSIv2FPlARb4HRfM8I3nd+AKDaTPromiq7vekMvnEjvzji1",
-	"Q1jdW8WuOVs0eRlQtdxP1QVltEHd3eLu9Zrndl24ZvIJnyXRchsRpvKl1K/FKrovnj3/K3FRyyRnxvvc",
-	"V4Ij4UHj6jEhbI9zirw7DWflCf0W52GDJMdN0fwV/rCe7vn+3XmcxnbFMYjQHcZ20glP/cQbXYvv0Jt9",
-	"N9eeVRTXr87FY6CWBkEuyPycndWZPIEBCunyd8e8sNIG1xDWJvqttubzBhx+Y+ldCPnQIZpqxaIbxboo",
-	"OWsZxrslIlMCWi64BslIObkIJkCIMLvH39TRbbdd+G8ad1KBXVNmg33mj90bIKQPYHB8YmhvaIghM15v",
-	"hs1asaRm1oz1ojucXoj32//gbjcBri4L0+Kp3G6PASXNHYhoVqNmUrEmQbHyA0FmLaT5UQGSGuQ8ulH1",
-	"Kf5JJ5Q3wvUK6uLCm1E1jgbcE1Uf2DN+4YC04SKmvMgV2+iI8e+Qrndh6kIa3UPADWHzKH3MCytbCiPv",
-	"zbiRqSZX80sqpOAZLcjzgyiev0sLLUHGCVmcLrHN2ZbgXd0cn8DEXgsD+HrZHmnZbpXZHFE2q4yAmxii",
-	"txVusuMIdmNexyLJOh2yr5BuObe053kP/WV2xzoh7y9fQh6+Z887xnmtMGZZGSQ3bcfbLT93SB0EFOy+",
-	"Oz1XdU9VxAHBxbvXYD4CatM2PfJiuNRdAvbaxcTPYYaCLIodXZNOqYwk1AjJwuHX4uiq8IiWiDqPTv64",
-	"a2YlT/5WUWUfi5O/oO8so7mT4Slg2Iqk6YwH4HBi6trFMJhs6jUedK7ENvUYX3eBKlj0uUGZesbFOX58",
-	"dGcte33g/RO0qtOx/MePiEeboF1FEDnHEQmv1WdZ10GaGYhnGyvJXwlh/UmfpJ0BeUr+ZP+POV/3yywa",
-	"zXxzH1VUVULpbU+DGocsuE3XHeXLAWfaXNHmpSs/YwHP3nQwY4HpsWsXinpCLyEFv0JDxkqxGBcJBwIE",
-	"DHcRScp7FY9ZY5mxLWLb8dydmW5Z01fF1lbEaD6xWhuYM11SHaR/ebu0d9F6MBu0RTN41lgf/kfUHJyW",
-	"gCmUPmAvZwVdspz8Jkd9cibCS87bO6fapMKetK48ZFYml0VeK+xQiwqslTfqPjs+9to3LLBHSlEwrYm7",
-	"auJ0y19pUeyTulRx9hXHOfzunNVBZ8LcqpUQNfufYll5zZH3NavLewsLn8L26zs6P/v5LIQtxLbf95cv",
-	"m22/MRvfYHKOss6Qks1K7fNjKtPzzrZlt+OduEylaa7QVg4WDK8NkK7Tu48HRxCNFRltVnhyc0LlpSOJ",
-	"TzSZSw1MzQO3y7ZPMFJg0IxT88qmtlNivz2YOeBU81pcajePKokBQoGhJhh73YrXOWUDXEa64i4CxCY7",
-	"x/HgKPHFgiCz2B1+4CtYHGRKrzEeF2zgdW7hT3UXZ6TLu9hgT6uBTatxosrUbzFPgPSD1gmvXEIEGq+q",
-	"vkjlg9LwTvzvvjYcV+23EXN3yK3aupRQ9IU2WCFjlXQvj0sbkm1zwfgDDMtPdpAX2+IGaWb4NWvLvSpb",
-	"gu1WVuQGCV9sXMhuEvwKmbmhmbGkXzCUeKwkiaIZ1s+xnOpRNN0umj6Keo+i3qOo9yjqrdPl+4ghiIWW",
-	"h4ktrlvr4iDMFRaUQOndgpmW1B0/0J3iFTxfuV/W8EjtH4LaN2Taz+ZmSXBFtWAH/KwRab9eI/e9mqs3",
-	"WZPXcbGczaha3jVR0n1e5UpOmGBqX2t5EUXkb5otRO578OB7BJG4pbaFSFVa3c4U0u+6yf+pO9ESox3G",
-	"09RP60P77TzmC/0X5wvV4XbXUgB8Y9T11KpOoxBD0BqAfffo+N0Czw0NccJR5DlXZIoScEONi1kchL7H",
-	"jb8qQ7RDHHt8H3HcfCVIu+kWLwOF30NE+Viykr1vqsJ08a8LAk+h+FIXyoPrjy0+ex+jtZ23XNo32yo/",
-	"TY2Zd3UPZoxSfN++ubjEwvm4DPtab8cAr/aTunRr9qKhHdUSz4+6URK8BFfLQ5bkbIV0KOG7lWfgAv+F",
-	"7waOv+Nnl+5lC9+smbiCTDQeM5CgCb6FIVEhLU0uQlXyqCh07BXdAwPcOsL2t6W94kbu5PndSSZtUpna",
-	"13EfepIDuQfTkmoQs5+lDfpIgOJpNVrXwoKcC0LJ27PLl/9MfOpR5ES+YmzuiC/kr52mgtsP8OvEBUNi",
-	"vWpnSa/gDRTnBmDDWtVN0NZQ/TLOHvfFO1ZNLWrCfHoDCEX1atunwTSekNUK3VKFAt3XTBFunEFYk8iC",
-	"Ug283XK3nuzeYBqccYz7ghDsWvhoYvlYlKeB6e8JAekR5JFUMBoMSxnYVbBKQ1XOwe2kVoyhVoQhFStV",
-	"GGq59qfwppCGQXkFoiXey44bxxrmm1NQonjZGV2iG0Nj7fOu45dwEmNMNIEK74oZqDfSsxvdfp8Y1g9e",
-	"kjnVmvBQ4d3e7Qt/t6ul10MHGl/4HWF0xxO4iJWFhu1XoXUNJ1DB6SZgjGfZBo63rQTksmI0e0aYhLQt",
-	"x6sCMYB9lJr1yb+rZNaCa+PJikV8VNBXNl9CEX8/Yp+8wbIh7mvuMjOoACEiFfgams2w+QslU3u6c2rx",
-	"QGA5oZfnr96FiBf9UZPos1SALu4q50UiE9alrhNFv0/wJmZ4dakIJM2uUaP/bTGVBSPd329JwccOyhWz",
-	"JD6zB9hI3jKeq6YAJte7QEEXjdCeZXg8eNof9I+OnvYHh8fPhmA+9n0OCm6Yotg9xk5tNwSHNGIWl6QA",
-	"CIOTsozQJ8eZbAqddGpnCJ04sinLrlAJihLbhbtaxbQsri1twfldNyTPJON43MEucSo+fmowWOeddmm6",
-	"yZfn9hKd0FTKK913ZUr6mZwNwZE6/FPtN5TyxZLocpTLGeVQFTV6o9+yl+PnTz91M15+fwvA1kQr/BOI",
-	"4Yplep1EGzVmrk8OD/VH3WflwYJpc3DUpzP6HynoQttNHB4dP332/C9//duLwdHx4bBtT6H/05031U5o",
-	"7mSE3dHe+HXI2BdTCjWUKsqY0TnNuLEoUlCQhIzPB0GyoUkXcvZHSzKmXIUvey7Ca+e2XGvHfpt0NMtK",
-	"xc3ScgkXuzxiVDF1VmLxc9gh2Cbh50rCB20KGiJwMZbN2sS8HBU8I+++v7iEfltyHJiayk/Q8QrFz52v",
-	"K2oJZKZKGlNAep43giXE+bmEr3+BNLvrGieJYtkLh2Yf2Dmv2NJSm1TYHTFhXCeIEzKsdfc4Id/BBkla",
-	"DgZPsyu2hH+wYZ9chj5NGgvYxkT9wDV9C+XGNHaRwyVdsSXpQpyKF2DhnZ4rhOvYw/Dw+ujQrXsYjYSd",
-	"BMhllNsMW8fS0diNBuvGw2mgoObap+jK/OZLkAQLCOSrRonUVPiTgoOC4rT6xFHuZzc3MOtz+K+Pghm2",
-	"NdUYpqLr89Z6voUeCW3JgEl7Sdke5Yjmrg6gTyvEenz9VDwb+CogZlMrN65JLrNyBoUwfO8V1/MM+vek",
-	"woJsQmauxYsva9FUXNDOVDXgCnPlLCuoYkkqKMGmiTgxNJFzBqYpQDJUaMQqhzwPHWJQkpEKZbXjwSAV",
-	"VfeNnmvnZgexWtC8sBwmKgPSzamhIeUqtGGjqchLvAXsLZP4diPk/eXrg7/ZYd//eTAYDAioYUgLe6cg",
-	"IOLBWjnXM/VRac/0Ctm7ZkIz0vXjrYVI+HMOPk8rr6HfxO5/tWMUVDJhOYPE91T82x6LtwqD4sEs4euG",
-	"AKZaRyoPGFFzBHjQA7kDiu2v9F8YEiTM2IFpuGAjYPRDmPxV6dHLoktcfhMPqBIP0s4LqFbm07WxrNjx",
-	"NNQIw5TGTkXTQhA1+Ylqe11nb8+jSPiTzlF/0B+A+2vOBJ3zzknnaf+oD2VrqJkCAbbUAMmb/cuZ/AJQ",
-	"nuegnWuDmgh8WHUTbWl2Ur1y6KwKt8nWN7GVpH2xqUVkLdd1Q//Q5q9DQd+9vwyVe3dr3VOrVGvHvMd0",
-	"x8aNKTmrLW631L77SiRsWpKR+y/ow0oLz+PBYENXpf26KVXVkxv6Kb2xBBBK29Ra39qbGPkCFKGglX0R",
-	"mtE9w+U1zRq2cRi1IYVPjrZ/UutGBh893f5R1XHSfnF8vMs0cfcq+OrF9q9WO/DdJp3nu6wv7jMG5w/2",
-	"tO3fYdF6kBq9xxf7ylpZrZxM6xXMvIAmVc5c2XCO/j460aGbiO58sANWJO/QZYyCaVU2VmuxYgMwLfQF",
-	"htRqMGFhEqul3qMltpCIxv6d57d+gn4qzuLCInJMkCglpCJtia/jlhMjUTVMO7Qo0s4JMapkw4RwnQpv",
-	"jU2IlsjzQwKssFJUSINFmQqaDYO3MMt4jo18hjOpGMC5weqsTJDZzum1J/BnKiC/dqUxMmaVI8eqcxGX",
-	"PRwYieO638l8eW/IvpJaf1s3Xtu93j4gqannRzeQmy2p0F83aTl6uhORwJ6if3xadMGcoFjRBB3ZrSCC",
-	"DgosIJZUpROhHjFY0C0W9XYgUpaQtApn/2Aom3Uemoe29SPE5mBfOfAOnm3/IvTp/ZbA8B/MBJW8EZT2",
-	"ldjPX2FfwFVGhnYAYJT7j5e0cNdLV7MI2n4svZsOXT7O+eSdHe4VyxyFXCRkXpQ6FUPf6mAY4mBPNvYz",
-	"kIocPZ9VJQy9Hnla73TQwL+wIUOFa/fPveotHz4z84q6d7Qgur0oPE28i7vj/L7IONgBGUM3/Ude5YmE",
-	"s7Z2Tn75UJOiSz3FEKaq8qFvPAfe6ZW6v33fmTiy8tWsezuysJqwfb80ZK3xFDJdEKe50fUulCdVRyqu",
-	"yQBIStVVLCp9e2acLB71OMLywdicqE9Cdy1XuG1DV6sk6paVbO5w1S43f1kmn9SP9w/H8/cmM9+UrEpj",
-	"7TUIpQ4RFANHtjP7CLno9cmzwQufmoMhG/b73XE9FFa8R1wP5QiMb28J0OhrfXoDuO8kEypkdqWqWpik",
-	"wmN7L0QxHA8G7kwsxmOfTyGd6gykcsEzdura8XORFWUOviE3M1rNHC1do6pVTU407XGjQ4PdJenWCnnW",
-	"yU0P3OjO/p0Kd3lwm+Bt8IVroaop+kueDZ7BR25hoVYzyjmpmMoiB6s7fJpg43BTOWywHQvN7JQFyyfM",
-	"mcwt4eTjlbU7RwJGWbuAnm5ojQW+hgWNg320VYwggTT0/7QHgBHGvcRC2ohlcsZ0dXsQIeRdI541IQlK",
-	"Ra13KPWePM+7nlSF7503vrEzaSqq1qT2LMLKhuigw7am6KPr408wRu0X95Hz5PVOsLBG8IlhI6EACABs",
-	"blbLBphyy+pSEUKoSM5DhJQ9AqlSscBuOVggF4bpgVjLTSzsgnMoVCSlJu7DmQq846ptmZ8C78ooDtFO",
-	"UwaOYSjFbhzbNwrKmqZixJjANSyZ6SXOEAVB0JmcLyMPYIgUGrxAXqsY06lw6NVsKqq6tT6YpahW2e2r",
-	"ErbfBbIl5AKSzsH83vtDCdzfpOgc6oU39H/eJiWfWprrPd8buChEHWy1+bzG6lcPBqHYrKVZGIRQTuBV",
-	"has6KgyGgepHO9CXtANFN2O5QcPtVGAHYPaJ9qEKVA9d/5FPFffqcP4SBv06QN0eqCsZ9wjxXwPEI3DE",
-	"PQVX6yM4bbVysUEPPydqhmz3KpYb1YImJHHwHqdwtkZKvK2SKB8MZKMC/C2AW0WxrbhEv3L/9TcCfPbo",
-	"6x5of+Ax+AR4ATLbTOIgqt7lSu5Ni+sl/zCO4v5l5Vr3lZ0k5aN7nrsJynE9Xz1EP9quP5HMY9oJjWJ0",
-	"45IJ65i2QquDJJ2zgmG4dx0DX8HvAQNXIPlZQ2IufJA/mj+/FRDCCwsmsD55V29M98LZSaq8PFJqpn2p",
-	"myZi3qaWtYHR4DMQxMuomMijTPoFtTDX/aeuh6GlYF0Pq8sId9KdqMmm69CI6S0RQD6UYODyaD6zCW0z",
-	"HnhN7Q+KD49CxScKFVMqJhVHON0hvXyztFErxdOqGl5ElXS+UBy9q5a/G46tdCloGzQUvrpDgL39D+YU",
-	"bvz6ISPEa7Xo/iuCxL/5cO8oda814rtCyW3adygg+JXq3ytFbD+zBl6VV2zXwcnQN90YgotvWGu8MST4",
-	"1Yi5OPFrlkf5XY8a/FfPbJ8P/rr9m3Ohy/HYMkZhLoxUri/3/Wj/kBNYFXyHP6XynZ+wrkJDEVvSxRqz",
-	"bYRhlX0fjrww3RyA8h5aKmGHFqzS3W1r5NLrE0gegZroXBPIbbTYkorQXgMyDteaaZAupFIoqMZh0QnG",
-	"0675rKsKngopQLuQC4Ehr+F0uPEVzBM8GN/REaNUfHpsKlytBeZzYjUZwqZ+Of/51ff/+6H/+vz7H18N",
-	"++T/QVqmq0qufD2UVBg5wRABrOEAZVuYz6DkyiVQYxGYnPi3TwlEOMB5pAJLxtsPq4gbO0LIhtVGzjFT",
-	"1n7ssquFKzXvM37rZdeBOfsi7lJk7IRQF7vQhRCfZSowyBjuqwoDwgCiMHJV6d3F1tiF4bhVAEOyV6MU",
-	"CPy3M0CmdSrgpq/Y0hf8yPl4zCDgGXu0rC3s2fFxn/zAlpCMDcvHM0RIaV6GuzVmWZdhGAgzpxlzh4lg",
-	"CAuAJCAcLhRzxpzaEMVx9DT08YcXh0kqXH6gr11vj7+Q8orlhJqmAI8639VQi77zsMwzbuT0mVXVpgYF",
-	"LXKmgqcBSBJfeBukHB8SD8f+mC70LZqxIfurKrUkVWBav8mR9nQ0bo+xC9PazcQdibn/vUbub85mXck8",
-	"UhGMsohEnd/kqIdF0Vac3xCm7su0tqtFbXbsdlgZfBbF4jKSZx5h8Itas2vNkJt160+yWq9f/IypCcsj",
-	"eTYSnrE1HSZOSMH65HVpSsV8rR4M/E6Flzl9ryRZQClHLrC5Uw07sMyN+8AljuBnqQjTXDAD6DW0mscQ",
-	"crNR9xgSUyqhI5zkwkinsaSiqvSo/QigkQxRwMUKMNB0ijUJSmhbr2Hjw4lIX8aQv40MeFP+H5YcPNoX",
-	"vqB9wTsCooqse7kCtsplGCS5k1vgNbz54K6BDw8cS/lfY0f/wzL+muG9wo0n2JhJJ5CvAp2BlDZJayj4",
-	"/QYbr6AVdNy553jjt3bMr0H0xXZCjyzvmws1Agg6XVXG5JiMa2JqTTkj9iP7NuQYWno4pWpWMK33YzRz",
-	"xa45W7Symrf4vN3b1VKsBmLgsWda1SlwkJCqoskAO9A1+Xcz3+U94MU+RUQfklW542ivdnBjoq3/8XjR",
-	"H9rc1nCD3nrqsQZsq+8vX2LuI/pSfIHJe9V1m7EVa8HfMwN7B4N+DRwMO+M9crCKgz3qYC24ikALdWzr",
-	"Ug+BJy7Dn1aNO+7MIV0rhnsuSnDmPGMh3dt3MfVZ71X7izEpwYEMvl+aXU2UBahUmKlieiqLvMZhB4OB",
-	"kyB6ZEo1oUURdcoITTJGSyiqL04JJYXV+cGpEBx2rk8rSulDsHNxMXEVBX3GuystgKJJ1H2jvlDS1Qy3",
-	"+BozrobObDZsrJh0icfdTo6OP18OH/bciEsRdKlvHDeWtTrnj5TqkVI1U6rXCEks1ohF1JPOYm/GoX9O",
-	"2nHEhuW+Je8GMlX1tGx1yLhXHpKluyna3DH4+DG48f4k1Hr5Wmc3Aec/1p1OQlahpcWlZgmUYhGG+Pac",
-	"QL+Do2Td8LJaXMDV/d9ojrx073zThsiobdpjSO9XH9K7Gsfrm2xcsSU22ohhGh5tDep13e6+0pDeWnfB",
-	"zxzQ6/sAPqbU/ten1GKvmV2Qrc4/tpanCdj3wAS+TVhxLSQfHUhfMnJkD/C63yAS7KhFLHAtrbrtKLjG",
-	"gpxVa5sMvL8nUUBe1ewpFb6KoOv+aDXjKzY3VpvHrqJS+b61EKfMgtjgNm7oFdNtHUVd4yaMK9ZTuVht",
-	"UQquZt0eFBKh2EPxpy8TELIZs304yB8Uwx952z0FdATdStAZSxyiJoi5EHhLi0IuLCC5JpqrZGrfSJAN",
-	"nPLwii0361xnb89/sO88IFrhFJtqBtlVJlDD0fv2HxnoV1NfCBoCdqdUTx2bgiLU+LNlTdj6xTISca8c",
-	"doOKhRB1PyrWA+k6uESn13zLKs+j1fdeVJ7QezJEBvtm85YABpQi0OcM+505EQ26Y+5B7g9/v2LL8815",
-	"Ge/Ytbyq0Gh7VgZ+8JiV8aXACM+fUAsjp7Uu6IMj7DZgpkwQKfoEXt0a1fMp1NlXVJhTM60CbgDqOqvy",
-	"+koATmgZvbW78u2HlXq49Za9v3yw5BvTX3HhpSpcv96Tw8Oj47/2B/1B/+jkb4O/DYDUu52vx/3Xq3tx",
-	"pk/j7Bcs3i0FNCzGjMTIFRpqOPZXqlJwpjvr/Q5fxsnEutYUOMod1v31/pNNo70R4GO0S4cS5FWASUgi",
-	"9cs0Ps+gX29O2TRs1NGeY/QK1ndNot61LW16UUKtWp7O6BWLZnROgYYpo27GOIbvaXxK6tJxNBqCsL1a",
-	"3/nUAhnM4RultudTX6CxPcO8WF+j3EgydB33S1UM+9CM1cvpE2aqdnP/c/Hm51RQ1J3jdq3R4V8AKIen",
-	"1BjFR6Vhmgxhlec5uMFTMaxa8Q1J9/X56zfY3lyfENfq9R9KlvPznPw97tqXCvf0FfMdcoHAk78TN34v",
-	"7n9spkwzn5jrGtS6rgELqa6g0YIULMF+gsPf0w6Ujko7vuUB68MPt8NUdIf1OubDHpydf88eHiao+5+g",
-	"8HjU9bl3mgqYhwoyrPUfGvo4BV/q2kHY+3c/kq5ru4Sj2TlT4VUjV+iqkGLS3AfQwbQv7r4xBjHq7ZKT",
-	"LvtY0gI26O+tCjvE86yg8n8PfNiBOoCpDrZQxa1NUt8LfkM0y6TINXZMjBtFQycBPhGI2luXBHUxDJ3N",
-	"P21Nw+ujvw/Jn8mU3ZB//nT28uDin2fHz//SxX4FCQa+2WnIn0na6acd8mei6AIbGu+00As+EdSUiu21",
-	"0Afymqw0Xt7DMLUasbMkxzc3ri116Clx6mW9jyXPrgpsNgY4CSbDBVW5iwNFeWWNlPn0MbQwvmNGLQ/O",
-	"4N9dDzhSWVSDttM5Na6mv5Nj7m28SMZZ3zh2+/cOZlq1flLYSluwDHLksI8Rb2jYcRJ6RACNHdHsyrLO",
-	"KrQpCo+Y0Zsz12QmwTAlbCND3rGcK5a5kCMhDRlLtMhYorGpCL/vbQIdleLpFJBMYLNG2mOxUojjG0+0",
-	"pVzNrvHb2/8fAAD//w==",
+	"7H17c9s29uhXwejemUpbRpadZHdjz/7hus2uf33EGzt3fzNlpoJISEJNAQoAWtZ2/N3v4BwABCVSD9fO",
+	"o/X0j8YiicfBwXk/futkcjaXggmjO8e/deZU0RkzTMFfZ6XSUtl/5Uxnis8Nl6Jz3LmaMjIU7NbgC0Mi",
+	"x8RMGZkrdsNlqcmcTtgJoWJJpJkyRW5oUTLCNVFsXGqWkwU3U/JiMOh3kg63Q34omVp2ko6gM9Y57mQ4",
+	"c9LR2ZTNqF2CWc7tE20UF5PO3V3SOf/W/g6fz6mZVl/zvJN0FPtQcsXyzrFRJYtHmtHbH5iYmGnn+Ggw",
+	"SDozLvzfh0nTPDmbzaVhIlt+z5br4DglihnFWU4yxahhuDsLEE1njFyzJaEir34YyXxpPymV0PDrmCtt",
+	"UkGFXjAF7+JAmghpplxMTuqjwfhUIGxhtAq0qUDYHh31yfdsqQlVjOhMzllOjIRxMloUTH2liWGCCtNP",
+	"hT+FKaM5UxUgo50/s1tvg+LLl9uh+AOfcbMOvAs6YUTz/zLSzdmYloUhh4NBrw0xChhlZR18Vs46x4cD",
+	"d5juz7AILgybMNW5s8tQTM+l0AwQ/Buav2UfSqZhYZkUhgn4J53PC55Ru8aDuZKjgs2+/lXbBf8WTf1/",
+	"FRt3jjv/56C6RAf4VB9c4Fc46fr1UTgtySWeMplRkyHSnF6ck+iDfucu6ZxJMS549tGXKUe/ssyQbErF",
+	"hOVkxqhYTHnBEotxXMB6F0qKCdGGGpYQqewTbXhREC5SUWp2Yn/sDplSUukhEXTGxcThPSvyhNhjIsN+",
+	"v39AC8VovnzGbrk2etjzSJ4KtxD3AplSe3OoIaXgH0qGBCYhusymhGpCyVwWPFt+pe10zGL4XdL5zq7g",
+	"Y0LwVJBSsNs5ywzLCQCAdF8Cdt8lnddSjXieM/GxD9WSkBldAtpZWkDMlGsi50zBpKSLdAHek4JQQWg+",
+	"4yJ6Qyo4P8VumNIMt3MudDke84wzYS6NVHTCPvbGxooxouc0Y54jaSMV+0qTnOtri5gjVsgFEkEpxnxS",
+	"KksWp4rpqSzy41QItiB2trwsmE4c4uuEGMUnE6Y0UGfFdDljSFo9RyuF4QVOngquYS15n3zLCn7DFLdj",
+	"KFYwqpkfw4LFAnMiiRQORX+S5rUsRf4xIfeTxHvjrtgYDpdrxybgbK+k/IGqj3+gnkp6HlfYRdjlUbF6",
+	"iMAY/GJ/pGLpCLv+2GvGy/OVDotXViSA5dktsNspLbWlB1Il9no5rLBIkVqZiglLEu3mCnuVCM1zxbQm",
+	"2v5hpCQzK1ch0TXymglNuvaokCB6KYLl5MXgRc/T6KxUyn6/4CKXixOiGSNvmVHLZ6djw1SfvBFO5khS",
+	"Uc5zoOUO5yOUt9eKhvtxDEP7/aZiRm+/u7Ggstef5eRDKQ0lC1kWORkxMqfaXpSukPHUx4TBN6Rg9Ial",
+	"ItxaAiTeyk6KkRyvEcu9JMVVdIOYyHUPxRiUYODQo0nWxY5LlkmRaysSLahFnAZRM5Ib7pLOO0FLM5WK",
+	"/5d91Ov5I9faMkypyIwWY6lmLCenbilIjnHTwHwpUG1gjRwFixta8LyfCmBG10IuRJBIqaXg8prl8MuE",
+	"mUrMRCxyVOmdoDeUF3RUfHQKgKjANSmrNZCuvTpApxBDEyIkYTNuDFNElcKJJlynYq5kxrTunYCMviTU",
+	"okMN9R8dbdwSPgX0PAnimixYUTxz2DMqDeECEQNkczecne304twpOXNlGb7hKCojdchPYeF2HGo6xx1L",
+	"KJ4ZPmOdNZE/sWrYut6WdOaKjflts1YJmpDluopmVgv1fPyaLRMLdMUyORFcM4LAXxvcIfQ+y0QCdp43",
+	"K5mVGvkz6pXh9bCTJALO+zABslM7AYL0DN+Bcy+KN+PO8c+bz9adxF2yehTXTUroFXAMRpWFVZ9cTu1F",
+	"d9fA3WYiRbFsgNrKLu3w69t4HzbyA0d1qb4obtis/o+d9uanoUrR5TrAYaxGmOZ0bvgNC1olzXNuQUGL",
+	"i2hdY1po1nQzgn6AjHkmb5iVDs2CMUGssGvp44zekq6J3gYedy5eF3wyNQlZTHk2tZcLWCzjBReTHhkr",
+	"OfPSiWWaVtPWfCJooVPRfXH06uDl4HlCLDrK0mhk9i9vb4meUsUSMlFyYQl+QUHxPgFKd/nvS2Ks9GM0",
+	"8sgPJSutZDui2XUhJ71j8vUhmTPlWLy9OLg1XWaW/IzLwnNRK4ym4nbQfwXivVtcQqiFgzZEioxFQ/XJ",
+	"uSAXAIF3TjKwABqkQjGEG3WHEcwcQdoZ81vLs616G+BG6IRygXS3jkMzerum0W9V6uHpls8GDbaAOqbZ",
+	"MZrw7ExJ8dqqqfoeSAb6rT2+GQpOmbLCyu3cynNcihNQrUYg2OGrVr/WJO38Je3016CT0+Wb8Y9SmGkj",
+	"WYXH/2HsuvHpVJaq8cGMi9Kw5kctc901wMnpOcsfLadDRWEdHiDGW0gI8q+rqwuPjyiM4O8Wz2c4xjGR",
+	"ghFqDJvNreSbCvc+/A5SYxMSuQ/WV3BosT2Y2/zAFs6b0SuTJbLrza/ljOYFFy1bZ7hDkK+c+AyX12TT",
+	"IJQ7VFhwM5WlvYbMLm43JgbgOG9muGOu2IZHV3bI3Zm6yFkD8x48G1Er3dOZdMadIcBt6MV7t3k7YQ3k",
+	"gyZYzumykDTfKv241+Augxa17QuPpm/d6072scexiwDgoVz7KgA4AqeHk8eeJKBltdT3G67R22o7dTj/",
+	"qzJfAG8hE24psP0JFveVRqUQ+MI6DWG3c66YPm24Hv+ZMrwegTXiQI5PEUOv3UTVBKRbnS5NBX4ZEJiW",
+	"RrqNgOjROw7KrlQEVV0yYmMr4ZspcyxhR6HNrmF9E2/m9EPpFFMPD80yxQyy2TGzvI0bsqBOoy5F7lRc",
+	"M2Wp8FSBXIWNyjEZum04m8IQ3h9+Bzvwv+Hq1xZaqqLFgeJgASrzkLx7+wPeEa5x5Sfk4s3lFaHrkxvp",
+	"pN8AqlLxrWKdXYiHWxPqwTrW5ToHEN2k4ES0seHR/gpDTEJ3/cLZBTZidEF1TQ7yPMUiwYzmrE/OrORs",
+	"NaMlKMW54jd7EN8xF1xPtywCDpUoRi3l8BchT4jdtL0PGRUZKwqW98mpYwRTXgCyOk3eT0O6WcNye/us",
+	"9yEZQvNAgU+sY4Y9jmCLb2CVYCd3/AIEUsUykJEoL0CadFf0ezY3TqEPUCBUkynXRqoliu4Idq7JnInc",
+	"itXoPHNYTQagDOupXDgiCpOD/cRihoW+PaCes+9SItgi4I9dkG5UQwtaimy6D+7P6O3pxqu2P09Ecnze",
+	"poVzqbhZNk+2kSkmHW2oKbcqeUBRLvFVS7JBfdn20RW+5Un8dzHD2oM1WBzO35SmRVH23DPnOVwtz5ci",
+	"9oZ8iRuCPDNvJxJuBSMpC0bBYIYW1D1oX5OhYW8RIyBddLoB7HUMC0eYVAQ+JtnxFlqZxUMYApDrrNkB",
+	"kk4VXrCDXabVTBBQkDUs9CFx+1642njqOObGzeDymLDy888dR9gijLHjeF0fHgQ2WYmf+E+jlv4Nan8J",
+	"TChaQAWamsCzVR9elTztt980WK7+KUleetejjwFoF0QrO8XRi2mvv1E4jGIUXh4ebY9RiE+jXVICe4C3",
+	"vK6hFWjyzWTnfy7f/ETm1Ewrbchq/d0xiMN0Ni8YSd2F7ZeqSDu9hFACIRAkhOagmR8t1i02UOqMyJt3",
+	"iCsN7zdvVTXcHCA4W6+I/fYM37yvOJhxzWWDmI+2/vwYNHo+YydgLDt2wkAuF8L+mgCv9x4wq2o/K+do",
+	"m0pSAVCUgj2T4zGhWcbmxgcmcaOJKsVpFW8wp9qcEH3N53OW/yJvmCro/DgV7l//sE+C9SuEQVlaTaYU",
+	"WUyuKBcsP0lFuGS/jJa/WDp3TPw4+Mg5Z+yeFA4SPiELcPJZybVgY3PiXSAWGKMl8i/ntgvuetRMPLlw",
+	"sAN+YSzcV3YVUwG/QHs6fp5GyuAHbRB/rQw7hOdcTIaomolyNmIg4zn9caHs94JoScZUebUyFYN+3w39",
+	"7JBAVEgviMcQGbLgmtU0r0iI8ZM2XEZVMidee6PEV9qvBQKmIIBlxEBgxLX1ySmehRynYmZlA/d+8EY7",
+	"D5Qzyk6ULEUUXBBoWyoOB8lgMOhh1FYmVY42UrC72qO3+BctxgMHMTkV1eiJ88vmkRisDVXmxMmrVq12",
+	"0Gf5kGi61KmYygU6kQGgFTwVAcqN62BgmAvSswdCDOpI4HkwtcHqBq9r6tRuwxUyo4VfwdrTBhLy0yoK",
+	"rhio1tFJSMOaEHwZvrOAoho1NnRQVlTdXjZ7Q1/OBjrtJKlIOzkbMwU31wXc2BtIghf9gqkfwThLuoeD",
+	"QS/tkG4dMVIRYQYSC7Tm6p49zHgCiH+ZlFTlx1GUTCqqeJiAp2mnxZKxj6GsWYB1cmt1VvZkIjqfeM6y",
+	"zaMWsZZ15hREmEbNBgSdlideSFqP8PTswZFYrz8kQNmXLCgQeTPqcOf6WB/5GyAxVXhD1x6B/Ymi1NNr",
+	"HjAIcY07CXJd49MF5c1U8cJpyFIRq0J6TWdKRV7Ee7XUomlZKzjg54m2/zsl0ToCPIT6AfLNo2kfryOq",
+	"WF8lXIEGYkKLgmSFzK594E7kLLCk779SsIS8fX1Gnj9//gqlFTkea9bsDS9Ndk9dxH7pbmrj1n6ghgmm",
+	"dXuIBLhBqQhmWNROYRdowdTB/5Mg5YujiWLDT7F0H7M8uimODna9NnBoeSpScalZ9QWPbIBTWareulV8",
+	"/nIQHTMKJ2AjedX2+6vG3zUQ+7zZao8c14sM4GC1m+OFCyS02FlaGgOA6w6cM1BIwXo73Da7B1wxrq9a",
+	"TdPx/cj12In2Xi60f/9iWb8j1r/QonDSYaPI98aJi9EQtCjkwn/jr3DjxxeVMWs1ZHaJahKmDLBbS3iJ",
+	"KIsiic4e8D6WUDwWpOLo5V/J9/wbS7qcvNXrk6EdYNiUgODDkYfOvDY8TgVEojlJHtBkSWSJgZFCEvci",
+	"MsnbZxP5zO3uVy1F/y1deBeo3SZosA1Gdecw3xomUYtyuEs6kUslwsBIEBuVSjewme+CqGog9HcivcC5",
+	"5nakUcBiM/O5hyrHxmOW1eI11rVjDBqoFH/CxFiqDOLjF0kIzvCw67sojVRUv9Db9e34hy1KQpscahdz",
+	"hmHvrWb9+q6QxLhQ+fZ17GylhyW8Dbr8uth53+n9dQVNAYPfCjNddpIOqIDA+u2C0N5i7zNTN0z9ghH8",
+	"TnEUmf3ARZ803vEo5KNZEMGUjgbgWwS8YAo5yfref7Tk3lHSOVNEw3sQy3LDFKYebcbp6gBkOSoi6Fe0",
+	"PFiRZWkaFxm/0MAGrzA0V7GsoByC7lhGSzQxL8mCKRYbnpFN8VkdPbgwf33RiLUY+Hsu3jX5iN3UduNC",
+	"Lprv8N4W6qRzw5S3xuywwlYpMyZFENpbotJrPwAa6yTfHXgeaBmARXVsWzm9OtmsAy+JxNT6iVYb3scw",
+	"jhQfY/32tJDGTGGPQKNLxkiNT/Q/+7iqOt/cxuRWrMX8hq1GIUhRhRJxoQ14VMfEnazLaGDByZPRomj2",
+	"2+zNPYPd5UPJrWY0Z0VxAsEOQHtSUSNlfXJoRV8HxxMvoEDoYLf2Zq+NXa0Q1QbCaKrbH1g8+jwdnJM4",
+	"XNGZPSom6thwN2aqPtJxVlrC+6GkBdg4xhB8Itxa98UuT/032uTvywvQoBUYQkJopqTWhEJamjZWMtUJ",
+	"kSIVRs4tEOIAxa5XW8hEMu2O0zL8kbRwtFIu4Vau/Cfcc5UKsAEOwDVhccxg6BrJ6ZJ0B30LjsPDv/bQ",
+	"ruv1FQSTN78dp0LImE2tBMPszKhanSsnnrLWGY+zkWOYQcWugicm7Ry+nKWd3vbA4QZK3E4iH0J7d+L1",
+	"/aOI46jWJ2r9INR6Z6J6ClkaMb/0hDPY5Z0eMIWMTns1+gREci4mK5Q1SHowGblmbG6/wb+AbmPAl4Ek",
+	"GVZolooqoM2jumcUgi1wuvsQ4f/EtJZ0gUTaSa/Z3PSaaG94ORVw809InfZ6OpvU6e+npLpNZzcgPhwc",
+	"eG2V9Nb1fjE4jd69CdsOUcgXit1wtmhyyqIlbj/LINjuGqyDW6JjvKFuu+mwZiEPnyXRchupVuV6rh/L",
+	"29dn5NWLl38jLpmI5Mz4EKWVWHJ40Lh6p+XtDqfIGd4AK89tt8RaNKg43BTNX+EP61UY3r09j7PLrznG",
+	"XDtgbOdf8NRPvDES4y0G/9wvEoIWDZZfN6IzakFMIEogjkY4DxFIIUK6shpjXljpk2skEP1W19x5wx1+",
+	"Y2ltiJDTIfh0xQEWhQYqOWsZxntxI8srGnq5BiFUOTkZJkCMMLsbQurXbbdd+G8ad1KhXVPCoX3mwe7t",
+	"tdLHezkeNbQnNMQIQ29mhM1a2bDmBYoNBveAXgiP3h9wd5sQV5eFaQns2G6+BuuFA4hoti/MpGJN0nrl",
+	"NoeCF5B9TwWIy1CKwI2qT/BPTBVqwOuVq4sLb76qcfD0nlf1kQOJLh2SNhzElBe5Yhv91v4d0vURH7qQ",
+	"RvcQcUOWEUo+88IK+MLIBzPpZqrJLnlGhRQ8owV5+SxKf+rSQkuQr0JxBZdv7kzx8K5uDudiYj9bs8Wv",
+	"s/bA9BaL79YA3FnlM9nEEL1rZZOBU7Bb8zoWSdbpkH2FdMu5pT0vexheYHesE/Lu6gzK43j2vGNY7Apj",
+	"lpX/ZtN2vJvnY0cgQ/zV7rvTc1V37EccEOzcew3mA0Y3bdNfXowuvU98c7uY+DHss5B0tmMkh9PsIwk1",
+	"umQB+LWw4yqarCUA2V8nD+6avdWTv9Wrso8p1h/QN5bR3MsiG27YiqTpLDjgnwfXSEjlcxoP+qJjF2R8",
+	"X3fBKlj0uUGZesbFOX58eG9Tx/rA90iaDi9Z/uNHRNAmaNwSRM5xRMJrZdPWdZBmBuLZxkqubEJYf9In",
+	"aWdAnpO/2P8wRfZhmUWj2XfugzCrAmW97Vmj45A0vOm4o/Ri4EybC82duapwFvHsSdcztrt2oagn9BJS",
+	"8Gs0oqzUcHOBwyBAwHCXkaS8V023NZYZ2yK2W6vuy0y3rOmzYmsrYjSfWK0NbMouBxmyZb2fwke0eDQb",
+	"tAV/edZYH/4H1BycloAZ5z6+OWcFXbKc/CpHfXIqwksuOGZOtUmFhbSunAZWJpdFXqu3VAuirlUd7L44",
+	"OvLaNyywR0pRMK2JO2ridMtfaFHsk+lZcfYVSyr87mJ7gs6EqagrEb32f8WyCjJydQ0a1eW9hYXfw/br",
+	"Ozo//ek0RHnFBvh3V2fNBviYjW+w+0dJukjJwJCI6YSV/X9nA7/b8U5cptI0V2grBwuG1wZI1+ndR4ND",
+	"CF6NjDYrPLk5//zKkcSvNJlLDUzNI7crgpNgYNWg+U7NK5vaTvV2LGDmcKea1+IqrvCowCdcKDQHe0Oz",
+	"W/E6p2zAy0hX3EWA2GTnOBocJr6GHxRicMAPfAVrdk3pDaYvgP29zi08VHfx0rs0tQ32tBratBonqgI6",
+	"LeYJkH7QOuGVSwjY5VUxNql8DC+eif/dl2zlqv00Yu4OqahblxJqsdEGK2Ssku7l9mq7ZNv8YB6AYfnJ",
+	"DvJiW5g1zbz3qylVtWyJTV5ZkRskfLFxIbtJ8Ctk5pZmxpJ+wVDisZIkimZY1s5yqifRdLto+iTqPYl6",
+	"T6Lek6i3TpcfIpAjFloeJxWjbq2LY9ZXWFACFfELZloyHf1A9woa8XzlYVnDE7V/DGrfUJhkNjdLgiuq",
+	"BTvgZ42X9vM1cj+ouXqTNXn9LpazGVXL++aVu8+r1PIJE0ztay0vogSmTbOFRCePHnyPIBK31LY4tUqr",
+	"25lC+l03+T91J1pitMN4mjq03refzlN65Z84vbKOt7tWTuEb0xGmVnUahRiC1syE+6eN7JaRYWiIG49S",
+	"MrgiU5SAG0oCzeLsjD1O/NsyRDvEsegPkeDAV7IXmk7xKlD4PUQUqCv7rqlo3eW/L7HqLNSq60LXDv2h",
+	"xWfvY7S285Yr+2ZbobypMfOu7sGMUUWEizeXV9jPBpdhX+vtGODVDqkrt2YvGtpRLfH8oBslwStwtTxm",
+	"pexWTIfK+lt5Bi7w3/hu4Pg7fnblXrb4zZqJK8hEPgeN4FsYEhWyeOUiNAuJejXEXtE9boBbR9j+tioB",
+	"uJF7eX53kkmbVKb2dTyEnuRQ7tG0pBrG7Gdpg3hwUDytRus6S5FzQSi5OL06+1fic/IiJ/I1Y3NHfCHd",
+	"9yQV3H6AXycuGBLbSDhLeoVvoDg3IBuWx27CtuaK06HYhq91tGpqURPmc0xAKKo3wTgJpvGErDbOkCr0",
+	"zbhhinDjDMKaRBaUauDtlrv12iANpsEZx7gvCMGuhY8mlo9FyTJYLSQhID2CPJIKRoNhKQO7Cha1qarf",
+	"uJ3UatfUatakYqVoTa00yQm8KaRhUI2GaOkC2XfbOLYW2ZwHFMXLzugS3RgaW5J0Hb8ESIxdOXKRp0Ix",
+	"A+WZenaj288TUwrASzKnWhMeGq/Ys33lz3a1I0poDOf7sSCO7giBy1hZaNh+FVrXAIEKTzchYzzLNnS8",
+	"ayUgVxWj2TPCJKTxOV4ViAHso9SsT/5T5f4XXBtPVuzFRwV9ZfMl9NbxI/bJG6yy5L7mLiuEChAiUoGv",
+	"odkMe7JRMrXQnVN7DwRWXzs7//ZtiHjRHzSJPksF6OIu6S4SmbBdRJ0o+n2CNzHDo0tFIGl2jRr9b4up",
+	"LBjp/nZHCj52WK6YJfGZBWAject4rpoCmFxLIQXNrULXtOHR4Hl/0D88fN4fHBy9GIL52LcfKrhhimJT",
+	"Nzu13RAAacTsXZICMAwgZRmhT5Y02RQS+GswhAZZ2ZRl16gERXVAhDtaxbQsbixtwfldk0LPJON43MEu",
+	"cSo+fmowWOeddmm6yZfn9hJBaCrlte67qk79TM6G4Egd/qX2G0r5Ykl0OcrljHIoIh290W/Zy9HL5793",
+	"M15+vwBka6IV/gnEcMUyvU6ijRoz18cHB/qD7rPy2YJp8+ywT2f0v1LQhbabODg8ev7i5V//9vdXg8Oj",
+	"g2HbnkJbxntvqp3Q3MsIu6O98fOQsS+nFErOVZQxo3OacWOvSEFBEjI+HwTJhiZdKHEyWpIx5Sp82euv",
+	"5ovtS9/vko5mWam4WVou4WKXR4wqpk5L7BUBOwTbJPxcSfigTUGfIi7GslmbmJejgmfk7XeXV9AGU44D",
+	"U1P5MTpeoVeE83VFnfrMVEljCkgN9EawhDg/l/DlgpBmd10/Q1EsewFo9oGd85otLbVJhd0RE8Y1aDom",
+	"w1rTrWPyDWyQpOVg8Dy7Zkv4Bxv2yVVon6ix3ndM1J+5XqyhOqM+cUmAdknXbEm6EKfiBVh4p+fqhjv2",
+	"MDy4OTxw6x5GI2GDH3IV5brD1rHSPjaJwzYbAA0U1FxXM12Z33zFpmABgaThKLGeCg8pABTU8tbHjnK/",
+	"uL2FWV/C/30UzLCt19UwFV2ft9bznW1J6BYKTNpLyhaUI5q7sqk+rRDLl/ZT8WLgiyaZTR1WuSa5zMoZ",
+	"1A3yLdFcK1Joq5cKi7IJmbnOa74KUFMtVjtT1RczzJWzrKCKJamgBHsZ48TQ29UZmKaAyVDQFovC8jw0",
+	"bkNJRiqU1Y4Gg1RUTbF6rsuqHcRqQfPCcpioalI3p4aGlKvQHZWmIi/xFLDlW+K7gJF3V6+f/d0O++7r",
+	"wWAwIKCGIS3snYCAiIC1cq5n6qPSwvQa2btmQjPS9eOthUh4OAefp5XX0G9i97/ayBEKP7GcQSGEVPzH",
+	"gsVbhUHxYJBcGwKYao0iPWJEvWTgQQ/kDuhNstKuZkiQMGNjxOGCjYDRD2Hyb0t/vex1iasVI4Aq8SDt",
+	"vILijj5nHqswHk1DSUVMaexUNC0EUZMfqbbHdXpxHkXCH3cO+4P+ANxfcybonHeOO8/7h32o8kXNFAiw",
+	"pQZI3uxfzuQXkPI8B+1cG9RE4MOqyXdLD7LqlQNnVbhLtr7pU8J/a+zcXMt13dDWu/nrUP987y9DofPd",
+	"OurVCnvbMR8w3bFxY0rOaovbLbXvoRIJm5Zk5P4Ler/SWftoMNjQ7HC/JodVsfmGNodvLAGEmk+1jvT2",
+	"JEa+Ckio/2dfhB6xL3B5TbOGbRxE3cHhk8Ptn9SahMJHz7d/VDWCtl8cHe0yTdxUEr56tf2r1ca4d0nn",
+	"5S7ri9t/AvzBnrb9O+zxAVKj9/hiu3crq5WTab3goxfQpMqZ67LA0d9HJzo0X9Kd93bAiuQduIxRMK3K",
+	"xuo9VmwApoW+wJBaDSYsTGK11Hu0xI470di/8fzOT9BPxWlc3UWOCRKlhFSkLfFlL3NiJKqGaYcWRdo5",
+	"JkaVbJgQrlPhrbEJ0RJ5fkiAFVaKCmmwKFMZWPloSWiW8Rz7ng1nUjHAc4PFrJkgs53Ta4/hz1RAfm1l",
+	"loLWr5hVjhyrzkVc9nBgJI7rfiPz5YNd9pXU+ru68dru9e4RSU09P7qB3GxJhf68Scvh852IBLb6/uPT",
+	"okvmBMWKJujIbgURdFBgAW9JVWkWyreDBd3eot4ORMoSklbh7J8MZbPOY/PQtjbB2EvxM0fewYvtX4T2",
+	"+V8SGv6TmaCSN6LSvhL7+bfYrneVkaEdABjl/uMlLdz1ytVLgi5JS++mQ5ePcz55Z4d7xTJHqOg6L0qd",
+	"iqHvDDMMcbDHG9u/SEUOX86q2p5ejzypN4Zp4F/Yv6a6aw/Pveodcj4y84qaHbVcdHtQCE08i/vf+X0v",
+	"42CHy3gmxbjgaN994lWxtbVz/PP7mhRd6imGMFWVMH2fTvBOr5RJ75PTNStfzbq3IwurCdsPS0PW+vQh",
+	"0wVxmhtdb9p7XDXw45oMgKRUTRijSuGnxsniUUs4rLaOvdz6JDQjdEXjNjQBTKLmgsnmhoDtcvOnZfJJ",
+	"Hbx/OJ6/N5n5omRVGmuvQSh1F0ExcGQ7s4+Qi16fvBi88qk5GLJhv9/9roeijg9410M5AuO7AQM2+oKr",
+	"3gDuG2+FMqVdqaqOT6nwt70XohiOBgMHE3vjsS2ykE51BlK54Bk7gRlSwUVWlDn4htzMaDVztHSNqlaF",
+	"UdG0x40O/ciXpFurplonNz1wozv7dyrc4cFpgrfBFzKG0rLoL3kxeAEfuYWFIuYo56RiKoscrO7waQKW",
+	"eOhZ5kg6dq+imZ2yYPmEOZO5JZx8vLJ250jAKGsX0NMNnQTB17CgcbCPtooRJJCGdskWABhh3Esspo1Y",
+	"JmdMV6cHEULeNeJZE5KgVNRaLVPvyfO866uqT4jzxjc2ck5F1cnZwiKsbIgOOuwCjT66Pv4EY9R+cR85",
+	"T17vGAtrBJ8Y9l0LiADI5ma1bIApt6wuFSGEiuQ8REhZEEiVigU2F8MqxTBMD8RabmJhF5xDoRoqNXHb",
+	"4lTgGVddHv0UeFZGcYh2mjJwDEPnCuPYvlFQUjUVI8YErmHJsDQpNS4NMJPzZeQBDJFCg1fIaxVjOhXu",
+	"ejWbiqrm1o9mKapVdvushO23gWwJuYCkczC/9/5QAvcXKTqH+vEN7fK3ScknluZ6z/cGLgpRB1ttPq+x",
+	"+tWjYSj2tmoWBiGUE3hV4aqOCoNhoPrJDvQp7UDRyVhu0HA6FdoBmv1O+1CFqgeuXdPvFffqeH4Gg34e",
+	"qG4B6krGPWH854DxiBxxC9bV+ghOW61cbNDy1ImaIdu9iuVGtaDpkjh8j1M4WyMlLqokykdD2agLQgvi",
+	"VlFsKy7Rz9x//YUgnwV93QPtAR6jT8AXILPNJA6i6l2u5N60uF7yD+MoHl5WrrUl2klSPnzguZuwHNfz",
+	"2WP0k+36d5J5TDuhUYxuXDJh/aat0OogSeesYBjuXb+B38Lv4QauYPKLhsRc+CB/Mn9+KSiEBxZMYH3y",
+	"tt7H85Wzk1R5eaTUTPtSN03EvE0ta0OjwUcgiFdRMZEnmfQTamGu81BdD0NLwboeVpcR7qU7UZNN17ER",
+	"01sihHwswcDl0XxkE9rme+A1tT/ofXgSKn6nUAGNbsNVPdkhvXyztFErxdOqGl5GlXQ+URy9q5a/2x1b",
+	"6VLQNmgofHWPAHv7P8wp3Pj1Y0aI12rR/SmCxL/4cO8oda814ru6ktu071BA8DPVv1eK2H5kDbwqr9iu",
+	"g5Ohb7oxBBffsNZ4Y0jwqxFzceI3LI/yu540+M+e2b4c/G37N+dCl+OxZYzCXBqp6OQBtX/ICawKvsOf",
+	"UvnOT1hXoaGILelijdk2wrDKvg9GXphuDkB5By2VsEMLVunutjVy6fUJJI9ATXSuCeQ22tuSitBeAzIO",
+	"15ppkC6kUiioxmGvE4ynXQdgVxU8FVKAdiEXAkNeA3S48RXMEwSM7+iIUSo+PTYVrtYC8zmxmgxhUz+f",
+	"//Ttd//7vv/6/Lsfvh32yf+DtExXlVz5eiipMHKCIQJYwwHKtjCfQcmVS6DGIjA58W+fEIhwAHikAkvG",
+	"2w+riBs7QsiG1UbOMVPWfuyyq4UrNe8zfutl14E5+yLuUmTsmFAXu9CFEJ9lKjDIGM6rCgPCAKIwclXp",
+	"3cXW2IXhuFUAQ7JXoxQI/LczQKZ1KuCkr9nSF/zI+XjMIOAZe7SsLezF0VGffM+WkIwNy0cYIqY0L8Od",
+	"GrOsyzAMhJnTjDlgIhrCAiAJCIcLxZwxpzZEcRw+9ynViCzDJBUuP9DXrrfgL6S8ZjmhpinAo853NdSi",
+	"7zwu84wbOX1kVbWpQUGLnKngaUCSxBfeBinHh8QD2J/Shb5EMzZkf1WllqQKTOtXOdKejsbtMXZhWruZ",
+	"uCMx989r5P7ibNaVzCMVwSiLSNT5VY56WBRtxfkNYeq+TGu7WtRmx27HlcFHUSyuInnmCQc/qTW71gy5",
+	"Wbf+XVbr9YOfMTVheSTPRsIztqbDxAkpWJ+8Lk2pmK/Vg4HfqfAyp++VJAso5cgFNneq3Q4sc+M+cIkj",
+	"+FkqwjSXzMD1GlrNYwi52ah7DIkpldDRneTCSKexpKKq9Kj9CKCRDFHAxQow0HSKNQlKaFuv3cbHE5E+",
+	"jSF/Gxnwpvw/LDl4si98QvuCdwREFVn3cgVslcswSHInt8BrePPRXQPvHzmW8k9jR//DMv6a4b26G19h",
+	"YyadQL4KdAZS2iStoeAPG2y8cq2g484Dxxtf2DE/B9EX2wk9sbwvLtQIMOhkVRmTYzKuiak15YzYj+zb",
+	"kGNo6eGUqlnBtN6P0cwVu+Fs0cpqLvB5u7erpVgNxMBjz7SqU+AgIVVFkwF2oGvy72a+y3u4F/sUEX1M",
+	"VuXA0V7t4NZEW//j8aI/tLmt4QS99dTfGrCtvrs6w9xH9KX4ApMPqus231asBf/ADOwtDPo5cDDsjPfE",
+	"wSoO9qSDtdxVRFqoY1uXegg8cRn+tGrccW8O6VoxPHBRglPnGQvp3r6Lqc96r9pfjEkJDmTw/dLseqIs",
+	"QqXCTBXTU1nkNQ47GAycBNEjU6oJLYqoU0ZokjFaQlF9cUIoKazOD06F4LBzfVpRSh+CnYuLiaso6DPe",
+	"XWkBFE2i7hv1hZKuZrjF15hxNXRms2FjxaQrBHc7OTr6eDl82HMjLkXQpb5x3FjW6pw/UaonStVMqV4j",
+	"JrFYIxZRTzp7ezMO/XPSjiM2LPcteTeQqaqnZatDxr3ymCzdTdHmjsHHT8GNDyeh1svXOrsJOP+x7nQS",
+	"sgotLS41S6AUizDEt+cE+h0cJeuGl9XiAq7u/0Zz5JV754s2REZt055Cej/7kN7VOF7fZOOaLbHRRozT",
+	"8GhrUK/rdveZhvTWugt+5IBe3wfwKaX2T59Si71mdrlsdf6xtTxNuH2PTODbhBXXQvLJgfQpI0f2QK+H",
+	"DSLBjlrEItfSqtuOgmssyFm1tsnA+3scBeRVzZ5S4asIuu6PVjO+ZnNjtXnsKiqV71sLccosiA1u44Ze",
+	"M93WUdQ1bsK4Yj2Vi9UWpeBq1u1BIdEVeyz+9GkCQjbfbB8O8ge94U+87YECOoJuJeiMJe6iJnhzIfCW",
+	"FoVcWERyTTRXydS+kSAbOOXBNVtu1rlOL86/t+884rXCKTbVDLKrTKCGo/ftPzHQz6a+EDQE7E6pnjo2",
+	"BUWo8WfLmrD1i2Uk4kE57AYVCzHqYVSsR9J1cIlOr/mSVZ4nq++DqDyh92SIDPbN5i0BDFeKQJ8z7Hfm",
+	"RDTojrkHuT/47ZotzzfnZbxlN/K6ukbbszLwg6esjE+FRgh/Qi2OnNS6oA8OsduAmTJBpOgTeHVrVM/v",
+	"oc6+osKcmmkVcANY11mV11cCcELL6K3dle/er9TDrbfs/fm9Jd+Y/ooLL1Xh+vUeHxwcHv2tP+gP+ofH",
+	"fx/8fQCk3u18Pe6/Xt2LM30SZ79g8W4poGExZiRGrtBQw7G/UpWCM91Z73d4FicT61pT4Ch3WPfX+082",
+	"jfZGgI/RLh1KkFcBJiGJ1C/T+DyDfr05ZdOwUUd7jtErWN81iXrXtrTpRQm1ank6o9csmtE5BRqmjLoZ",
+	"4xi+p/EJqUvH0WiIwvZofedTi2Qwh2+U2p5PfYnG9gzzYn2NciPJ0HXcL1Ux7EMzVi+nT5ip2s39z+Wb",
+	"n1JBUXeO27VGwL8EVA5PqTGKj0rDNBnCKs9zcIOnYli14huS7uvz12+wvbk+Jq7V6z+VLOfnOflH3LUv",
+	"Fe7pt8x3yAUCT/5B3Pi9uP+xmTLNfGKua1DrugYspLqGRgtSsAT7CQ5/SztQOirt+JYHrA8/3A1T0R3W",
+	"65gPewA7/54FHiao+5+g8HjU9bl3kgqYhwoyrPUfGvo4BV/q2mHYu7c/kK5ru4Sj2TlT4VUjV+iqkGLS",
+	"3AfQ4bQv7r4xBjHq7ZKTLvtQ0gI26M+tCjtEeFZY+b/PfNiBegZTPdtCFbc2SX0n+C3RLJMi19gxMW4U",
+	"DZ0E+ETg1d66JKiLYehs/vvWNLw5/MeQfE2m7Jb868fTs2eX/zo9evnXLvYrSDDwzU5DviZpp592yNdE",
+	"0QU2NN5poZd8IqgpFdtroY/kNVlpvLyHYWo1YmdJjm5vXVvq0FPixMt6H0qeXRfYbAzuJJgMF1TlLg4U",
+	"5ZU1UubTx9DC+JYZtXx2Cv/uesSRyl41aDudU+Nq+js55sHGi2Sc9Y1jt3/vYKZV6yeFrbQFyyBHDvsY",
+	"8YaGHcehRwTQ2BHNri3rrEKbovCIGb09dU1mEgxTwjYy5C3LuWKZCzkS0pCxRIuMJRqbivD73ibQUSme",
+	"TgHJBDZrpAWLlUIc3/hKW8rV7Bq/u/v/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -12,6 +12,7 @@ import (
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/throttle"
 )
 
 // metrics holds every Prometheus series schedulerd exports. It implements
@@ -40,7 +41,9 @@ type metrics struct {
 	tokenTimeouts *prometheus.CounterVec
 	tokensInUse   *prometheus.GaugeVec
 	tokensWaiting *prometheus.GaugeVec
-	oldestWaiting *prometheus.GaugeVec
+	// effectiveLimit is the adaptive limit of the policies this instance owns.
+	effectiveLimit *prometheus.GaugeVec
+	oldestWaiting  *prometheus.GaugeVec
 
 	// api
 	apiRequests *prometheus.CounterVec
@@ -152,7 +155,11 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_waiting",
 		Help: "Events due and waiting for a token per policy (owned buckets).",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting)
+	m.effectiveLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_policy_effective_limit",
+		Help: "The effective limit of an adaptive policy (owned buckets), set when it changes.",
+	}, []string{"policy"})
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit)
 	m.reg.MustRegister(m.firesDeferred, m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
 	return m
@@ -230,4 +237,12 @@ func (m *metrics) PolicyGone(policyID string) {
 	m.tokenTimeouts.DeleteLabelValues(policyID)
 	m.tokensInUse.DeleteLabelValues(policyID)
 	m.tokensWaiting.DeleteLabelValues(policyID)
+	m.effectiveLimit.DeleteLabelValues(policyID)
 }
+
+// EffectiveLimit implements throttle.LimitMetrics.
+func (m *metrics) EffectiveLimit(policyID string, limit int) {
+	m.effectiveLimit.WithLabelValues(policyID).Set(float64(limit))
+}
+
+var _ throttle.LimitMetrics = (*metrics)(nil)

@@ -122,6 +122,39 @@ func (e Overlap) Valid() bool {
 	}
 }
 
+// Defines values for PolicyLimitReason.
+const (
+	PolicyLimitReasonBacklog      PolicyLimitReason = "backlog"
+	PolicyLimitReasonHealthy      PolicyLimitReason = "healthy"
+	PolicyLimitReasonLatency      PolicyLimitReason = "latency"
+	PolicyLimitReasonOverloaded   PolicyLimitReason = "overloaded"
+	PolicyLimitReasonServerErrors PolicyLimitReason = "server_errors"
+	PolicyLimitReasonStart        PolicyLimitReason = "start"
+	PolicyLimitReasonTimeout      PolicyLimitReason = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the PolicyLimitReason enum.
+func (e PolicyLimitReason) Valid() bool {
+	switch e {
+	case PolicyLimitReasonBacklog:
+		return true
+	case PolicyLimitReasonHealthy:
+		return true
+	case PolicyLimitReasonLatency:
+		return true
+	case PolicyLimitReasonOverloaded:
+		return true
+	case PolicyLimitReasonServerErrors:
+		return true
+	case PolicyLimitReasonStart:
+		return true
+	case PolicyLimitReasonTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	ScheduleStateActive    ScheduleState = "active"
@@ -189,6 +222,17 @@ type APIKeyCreated struct {
 // APIKeyList defines model for APIKeyList.
 type APIKeyList struct {
 	Items []APIKey `json:"items"`
+}
+
+// AdaptiveLimit The policy's limit moves between min and max (the policy's
+// maxInFlight, which is the ceiling) from the consumer's signals
+// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+// the queue's backlog): +1 per window of limit successful deliveries,
+// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
+// removes adaptive and the limit is fixed at maxInFlight again.
+type AdaptiveLimit struct {
+	Max *int `json:"max,omitempty"`
+	Min int  `json:"min"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -406,14 +450,31 @@ type Payload = json.RawMessage
 
 // Policy defines model for Policy.
 type Policy struct {
-	AutoRelease bool `json:"autoRelease"`
+	// Adaptive The policy's limit moves between min and max (the policy's
+	// maxInFlight, which is the ceiling) from the consumer's signals
+	// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
+	// the queue's backlog): +1 per window of limit successful deliveries,
+	// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
+	// removes adaptive and the limit is fixed at maxInFlight again.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease bool           `json:"autoRelease"`
 
 	// Burst Events that may go at once; absent without a rate limit.
-	Burst       *int      `json:"burst,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
-	Id          string    `json:"id"`
-	MaxInFlight int       `json:"maxInFlight"`
-	Name        string    `json:"name"`
+	Burst     *int      `json:"burst,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
+	// adaptive.max; absent without adaptive.
+	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
+	Id             string `json:"id"`
+
+	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
+	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
+
+	// LimitReason Why effectiveLimit last changed; absent without adaptive.
+	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
+	MaxInFlight int                `json:"maxInFlight"`
+	Name        string             `json:"name"`
 
 	// RatePerSecond Most events per second on average; absent without a rate limit.
 	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
@@ -431,14 +492,23 @@ type Policy struct {
 	Waiting int `json:"waiting"`
 }
 
+// PolicyLimitReason Why effectiveLimit last changed; absent without adaptive.
+type PolicyLimitReason string
+
 // PolicyCreate defines model for PolicyCreate.
 type PolicyCreate struct {
+	// Adaptive See AdaptiveLimit.
+	Adaptive *AdaptiveLimit `json:"adaptive,omitempty"`
+
 	// AutoRelease Give the token back on delivery instead of waiting for the release call.
 	AutoRelease *bool `json:"autoRelease,omitempty"`
 
 	// Burst Events that may go at once after a quiet spell; only with
 	// ratePerSecond. 1 to 1000000; default ceil(ratePerSecond).
-	Burst       *int   `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
+	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int    `json:"maxInFlight"`
 	Name        string `json:"name"`
 
@@ -459,12 +529,17 @@ type PolicyList struct {
 
 // PolicyUpdate defines model for PolicyUpdate.
 type PolicyUpdate struct {
-	AutoRelease *bool `json:"autoRelease,omitempty"`
+	// Adaptive See AdaptiveLimit.
+	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
+	AutoRelease *bool          `json:"autoRelease,omitempty"`
 
 	// Burst As in PolicyCreate; only while the policy has a rate. Changing
 	// ratePerSecond without burst keeps a burst that was set, or else
 	// takes the default for the new rate.
-	Burst       *int    `json:"burst,omitempty"`
+	Burst *int `json:"burst,omitempty"`
+
+	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
+	// limit; adaptive.max, if given, must equal it.
 	MaxInFlight *int    `json:"maxInFlight,omitempty"`
 	Name        *string `json:"name,omitempty"`
 

@@ -311,3 +311,65 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdaptive: an adaptive policy (min 1, max 100) delivers to an HTTP
+// consumer on 127.0.0.1 whose capacity, in concurrent requests of
+// ADAPTIVE_WORK each (default 100ms), drops from 50 to 10 and recovers to
+// 50; beyond its capacity it answers 429. Reported: seconds until the limit
+// converges after each change (down: at most the capacity; up: at least 90%
+// of it), and, over ADAPTIVE_MEASURE (default 5s) after each convergence,
+// the share of 429s and the goodput as a percentage of the capacity.
+func BenchmarkAdaptive(b *testing.B) {
+	work := 100 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("ADAPTIVE_WORK")); err == nil {
+		work = d
+	}
+	measure := 5 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("ADAPTIVE_MEASURE")); err == nil {
+		measure = d
+	}
+	for range b.N {
+		c := &capped{work: work}
+		c.capacity.Store(50)
+		thr := startAdaptive(b, c, 100000, 100)
+		limit := func() int {
+			ls, _ := thr.Limit("pol")
+			return ls.Limit
+		}
+		converge := func(ok func(int) bool) float64 {
+			start := time.Now()
+			for !ok(limit()) {
+				if time.Since(start) > time.Minute {
+					b.Fatalf("limit %d did not converge in a minute", limit())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return time.Since(start).Seconds()
+		}
+		// phase measures 429 share and goodput at capacity cp.
+		phase := func(cp int) (busyPct, goodPct float64) {
+			ok0, busy0 := c.ok.Load(), c.busy.Load()
+			time.Sleep(measure)
+			ok, busy := c.ok.Load()-ok0, c.busy.Load()-busy0
+			capacity := float64(cp) * measure.Seconds() / work.Seconds()
+			return 100 * float64(busy) / float64(max(ok+busy, 1)), 100 * float64(ok) / capacity
+		}
+		converge(func(l int) bool { return l > 0 && l <= 50 })
+		c.capacity.Store(10)
+		down := converge(func(l int) bool { return l <= 10 })
+		busyDown, goodDown := phase(10)
+		c.capacity.Store(50)
+		up := converge(func(l int) bool { return l >= 45 })
+		c.peak.Store(0)
+		limitBefore := limit()
+		busyUp, goodUp := phase(50)
+		b.ReportMetric(float64(c.peak.Load()), "peak-requests-at-50")
+		b.ReportMetric(float64(limitBefore), "limit-entering-50")
+		b.ReportMetric(down, "s-converge-down")
+		b.ReportMetric(up, "s-converge-up")
+		b.ReportMetric(busyDown, "%429-at-10")
+		b.ReportMetric(busyUp, "%429-at-50")
+		b.ReportMetric(goodDown, "%goodput-at-10")
+		b.ReportMetric(goodUp, "%goodput-at-50")
+	}
+}

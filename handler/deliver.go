@@ -250,6 +250,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		}
 	}
 	now := clock.Now()
+	h.observeLimits(send, results, now.Sub(start))
 	ts := make([]store.EventTransition, len(send))
 	var ok []string
 	for i, it := range send {

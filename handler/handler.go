@@ -344,6 +344,7 @@ type Handler struct {
 	sched  gocron.Scheduler
 
 	failures failureLog
+	backlogs backlogs // SQS queues of adaptive policies (adaptive.go)
 }
 
 // Item is an event on its way to delivery (throttle.Item).
@@ -434,6 +435,7 @@ func (h *Handler) Start(ctx context.Context) error {
 		{h.cfg.RetentionInterval, "retention", func(ctx context.Context) error { _, err := h.Purge(ctx); return err }},
 		{h.cfg.RetentionInterval, "idempotency retention", func(ctx context.Context) error { _, err := h.PurgeIdempotency(ctx); return err }},
 		{h.cfg.WaitingAgeInterval, "waiting-age", func(context.Context) error { h.ReportWaiting(); return nil }},
+		{backlogInterval, "sqs backlog", h.pollBacklogs},
 	}
 	for _, j := range jobs {
 		_, err := s.NewJob(gocron.DurationJob(j.every), gocron.NewTask(func() {

@@ -33,6 +33,7 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 	}
 	var fe fieldErrors
 	s.checkName(&fe, "name", p.Name)
+	setLimit(&fe, p, nil, in.Adaptive, false)
 	if in.TokenTimeout != nil {
 		p.TokenTimeout = s.parseTimeout(&fe, "tokenTimeout", *in.TokenTimeout)
 	}
@@ -117,8 +118,8 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 		p.Name = *in.Name
 		s.checkName(&fe, "name", p.Name)
 	}
-	if in.MaxInFlight != nil {
-		p.MaxInFlight = *in.MaxInFlight
+	if in.MaxInFlight != nil || in.Adaptive != nil {
+		setLimit(&fe, &p, in.MaxInFlight, in.Adaptive, true)
 	}
 	if in.TokenTimeout != nil {
 		p.TokenTimeout = s.parseTimeout(&fe, "tokenTimeout", *in.TokenTimeout)
@@ -217,6 +218,12 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 		Version:       p.Version,
 		CreatedAt:     p.CreatedAt,
 		UpdatedAt:     p.UpdatedAt,
+	}
+	if a := p.Adaptive; a != nil {
+		out.Adaptive = &api.AdaptiveLimit{Min: a.Min, Max: &a.Max}
+		ls := limitOf(p)
+		reason := api.PolicyLimitReason(ls.reason)
+		out.EffectiveLimit, out.LimitReason, out.LimitChangedAt = &ls.limit, &reason, &ls.at
 	}
 	if p.RatePerSecond > 0 {
 		r, b := p.RatePerSecond, p.Burst

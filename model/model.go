@@ -313,6 +313,16 @@ type Policy struct {
 	// RatePerSecond is set (at least 1; zero with a rate means
 	// DefaultBurst). It is unused without a rate.
 	Burst int `json:"burst,omitempty"`
+	// Adaptive, if set, lets the owner move the policy's limit between
+	// Adaptive.Min and Adaptive.Max from the consumer's signals; MaxInFlight
+	// is then Adaptive.Max (the ceiling the store enforces).
+	Adaptive *AdaptiveLimit `json:"adaptive,omitempty"`
+	// EffectiveLimit is the adaptive limit its owner last persisted (zero:
+	// none yet, Adaptive.Max applies), LimitReason why it last changed
+	// (throttle.LimitReason*), LimitChangedAt when.
+	EffectiveLimit int       `json:"effectiveLimit,omitempty"`
+	LimitReason    string    `json:"limitReason,omitempty"`
+	LimitChangedAt time.Time `json:"limitChangedAt,omitzero"`
 	// InUse is the persisted number of tokens out. The store changes it only
 	// by compare-and-set so that it never exceeds MaxInFlight.
 	InUse int `json:"tokensInUse"`
@@ -321,6 +331,12 @@ type Policy struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// AdaptiveLimit bounds a policy's adaptive limit: Min >= 1, Max >= Min.
+type AdaptiveLimit struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
 }
 
 // DefaultBurst is the burst of a policy that has a rate and no burst:

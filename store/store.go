@@ -379,8 +379,10 @@ type PolicyStore interface {
 	// PolicyList lists a tenant's policies ordered by ID.
 	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
 	// PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
-	// ratePerSecond and burst if the stored Version equals expectedVersion
-	// (InUse and TimedOut are kept). ErrNotFound, ErrConflict.
+	// ratePerSecond, burst, adaptive and the adaptive limit's state
+	// (effectiveLimit, limitReason, limitChangedAt) if the stored Version
+	// equals expectedVersion (InUse and TimedOut are kept). ErrNotFound,
+	// ErrConflict.
 	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
 	// PolicyDelete removes the tenant's policy. ErrNotFound.
 	PolicyDelete(ctx context.Context, tenantID, id string) error
@@ -395,6 +397,10 @@ type PolicyStore interface {
 	// after counting token-holding events) if Version equals expectedVersion.
 	// ErrConflict if the policy changed meanwhile.
 	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
+	// PolicySetLimit records an adaptive policy's effective limit, why it
+	// changed and when (by the bucket owner). Version is not changed: it is
+	// not an edit of the policy. ErrNotFound.
+	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
 	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
 }

@@ -278,7 +278,12 @@ func (b *bucket) round(ctx context.Context) roundResult {
 			return roundRate
 		}
 		began := t.deps.Clock.Now()
-		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
+		want, err := b.headroom(ctx, want)
+		got := 0
+		if err == nil && want > 0 {
+			got, err = t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
+			b.acquired(got)
+		}
 		b.observe(began)
 		if errors.Is(err, model.ErrNotFound) {
 			return roundGone

@@ -76,7 +76,7 @@ func (r *runningBuckets) of(policyID string) []*bucket {
 // events waiting for them; it returns how many were taken. The caller
 // returns the rest to the store.
 func (t *Throttle) handOff(policyID string, n int) int {
-	if n <= 0 {
+	if n <= 0 || t.overLimit(policyID, true) {
 		return 0
 	}
 	given := 0
@@ -139,6 +139,9 @@ type next struct {
 // takeNext takes one waiting event of policyID, not covered by a gift, from
 // one of t's running buckets; nil if there is none.
 func (t *Throttle) takeNext(policyID string) *next {
+	if t.overLimit(policyID, false) {
+		return nil
+	}
 	for _, b := range t.running.of(policyID) {
 		b.mu.Lock()
 		var it Item

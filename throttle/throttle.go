@@ -217,6 +217,8 @@ type Throttle struct {
 	// delivered are the events the handler delivered whose outcome is not
 	// written yet (EarlyDispatch only).
 	delivered deliveredSet
+	// adapt holds the adaptive policies' limits (see adaptive.go).
+	adapt adaptiveSet
 }
 
 // New validates cfg and returns a Throttle; call Start before Enqueue.

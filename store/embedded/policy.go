@@ -129,6 +129,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		}
 		cur.Name, cur.MaxInFlight, cur.TokenTimeout, cur.AutoRelease = p.Name, p.MaxInFlight, p.TokenTimeout, p.AutoRelease
 		cur.RatePerSecond, cur.Burst = p.RatePerSecond, p.Burst
+		cur.Adaptive, cur.EffectiveLimit, cur.LimitReason, cur.LimitChangedAt = p.Adaptive, p.EffectiveLimit, p.LimitReason, p.LimitChangedAt
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt
@@ -192,6 +193,19 @@ func (s *Store) PolicyReleaseTokens(ctx context.Context, policyID string, n int,
 		}
 		p.InUse = max(p.InUse-n, 0)
 		p.TimedOut += int64(timedOut)
+		return putJSON(tx, bPolicies, []byte(policyID), &p)
+	})
+}
+
+// PolicySetLimit records an adaptive policy's effective limit without
+// changing Version. model.ErrNotFound.
+func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error {
+	return s.batch(ctx, "policy set limit", func(tx *bolt.Tx) error {
+		var p model.Policy
+		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
+			return err
+		}
+		p.EffectiveLimit, p.LimitReason, p.LimitChangedAt = limit, reason, at.UTC()
 		return putJSON(tx, bPolicies, []byte(policyID), &p)
 	})
 }

@@ -352,31 +352,53 @@ type policyDoc struct {
 	// rate limit.
 	RatePerSecond float64 `bson:"ratePerSecond,omitempty"`
 	Burst         int     `bson:"burst,omitempty"`
-	InUse         int     `bson:"inUse"`
-	TimedOut      int64   `bson:"timedOut"`
-	Version       int64   `bson:"version"`
-	CreatedAt     int64   `bson:"createdAt"`
-	UpdatedAt     int64   `bson:"updatedAt"`
+	// Absent unless the policy is adaptive.
+	AdaptiveMin    int    `bson:"adaptiveMin,omitempty"`
+	AdaptiveMax    int    `bson:"adaptiveMax,omitempty"`
+	EffectiveLimit int    `bson:"effectiveLimit,omitempty"`
+	LimitReason    string `bson:"limitReason,omitempty"`
+	LimitChangedAt int64  `bson:"limitChangedAt,omitempty"`
+	InUse          int    `bson:"inUse"`
+	TimedOut       int64  `bson:"timedOut"`
+	Version        int64  `bson:"version"`
+	CreatedAt      int64  `bson:"createdAt"`
+	UpdatedAt      int64  `bson:"updatedAt"`
 }
 
 func toPolicyDoc(p *model.Policy) policyDoc {
-	return policyDoc{
+	d := policyDoc{
 		ID: p.ID, TenantID: p.TenantID, Name: p.Name, MaxInFlight: p.MaxInFlight,
 		TokenTimeout: int64(p.TokenTimeout), AutoRelease: p.AutoRelease,
 		RatePerSecond: p.RatePerSecond, Burst: p.Burst,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
 	}
+	if p.Adaptive != nil {
+		d.AdaptiveMin, d.AdaptiveMax = p.Adaptive.Min, p.Adaptive.Max
+		d.EffectiveLimit, d.LimitReason = p.EffectiveLimit, p.LimitReason
+		if !p.LimitChangedAt.IsZero() {
+			d.LimitChangedAt = unixNano(p.LimitChangedAt)
+		}
+	}
+	return d
 }
 
 func (d *policyDoc) model() *model.Policy {
-	return &model.Policy{
+	p := &model.Policy{
 		ID: d.ID, TenantID: d.TenantID, Name: d.Name, MaxInFlight: d.MaxInFlight,
 		TokenTimeout: time.Duration(d.TokenTimeout), AutoRelease: d.AutoRelease,
 		RatePerSecond: d.RatePerSecond, Burst: d.Burst,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
 	}
+	if d.AdaptiveMin > 0 {
+		p.Adaptive = &model.AdaptiveLimit{Min: d.AdaptiveMin, Max: d.AdaptiveMax}
+		p.EffectiveLimit, p.LimitReason = d.EffectiveLimit, d.LimitReason
+		if d.LimitChangedAt != 0 {
+			p.LimitChangedAt = fromNano(d.LimitChangedAt)
+		}
+	}
+	return p
 }
 
 type leaseDoc struct {

@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -60,13 +61,14 @@ func (s *Store) policyList(ctx context.Context, filter bson.D) ([]*model.Policy,
 }
 
 // PolicyUpdate sets name, maxInFlight, tokenTimeout, autoRelease,
-// ratePerSecond, burst and updatedAt if the stored version is expectedVersion, and makes the version
+// ratePerSecond, burst, the adaptive fields and updatedAt if the stored version is expectedVersion, and makes the version
 // expectedVersion+1 (p.Version is set to it). InUse and TimedOut are not
 // touched, so token traffic never conflicts with an edit. ErrNotFound,
 // ErrConflict (version moved, or the new name is taken).
 func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error {
 	p.Version = expectedVersion + 1
 	filter := bson.D{{Key: "_id", Value: p.ID}, {Key: "tenantId", Value: p.TenantID}, {Key: "version", Value: expectedVersion}}
+	d := toPolicyDoc(p)
 	update := bson.D{{Key: "$set", Value: bson.D{
 		{Key: "name", Value: p.Name},
 		{Key: "maxInFlight", Value: p.MaxInFlight},
@@ -74,6 +76,11 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "autoRelease", Value: p.AutoRelease},
 		{Key: "ratePerSecond", Value: p.RatePerSecond},
 		{Key: "burst", Value: p.Burst},
+		{Key: "adaptiveMin", Value: d.AdaptiveMin},
+		{Key: "adaptiveMax", Value: d.AdaptiveMax},
+		{Key: "effectiveLimit", Value: d.EffectiveLimit},
+		{Key: "limitReason", Value: d.LimitReason},
+		{Key: "limitChangedAt", Value: d.LimitChangedAt},
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}
@@ -188,6 +195,26 @@ func (s *Store) PolicyReleaseTokens(ctx context.Context, policyID string, n int,
 			return fmt.Errorf("policy release tokens %s: %w", policyID, err)
 		}
 	}
+}
+
+// PolicySetLimit records an adaptive policy's effective limit without
+// changing the version. ErrNotFound.
+func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error {
+	update := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "effectiveLimit", Value: limit},
+		{Key: "limitReason", Value: reason},
+		{Key: "limitChangedAt", Value: unixNano(at)},
+	}}}
+	unlock := s.lockCAS(s.policies, policyID)
+	res, err := s.policies.UpdateOne(ctx, bson.D{{Key: "_id", Value: policyID}}, update)
+	unlock()
+	if err == nil && res.MatchedCount == 0 {
+		err = model.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("policy set limit %s: %w", policyID, interpretError(err))
+	}
+	return nil
 }
 
 // PolicySetInUse overwrites InUse if the version is expectedVersion.

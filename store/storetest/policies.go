@@ -13,6 +13,52 @@ import (
 )
 
 var policyTests = []namedTest{
+	{"AdaptiveLimit", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "ad1", 50)
+		p.Adaptive = &model.AdaptiveLimit{Min: 5, Max: 50}
+		createPolicy(t, d, p)
+		got, err := d.PolicyGetByID(ctx, "ad1")
+		requireNoError(t, err, "PolicyGetByID")
+		if got.Adaptive == nil || *got.Adaptive != (model.AdaptiveLimit{Min: 5, Max: 50}) {
+			t.Fatalf("Adaptive = %+v, want {5 50}", got.Adaptive)
+		}
+		requireEqual(t, got.EffectiveLimit, 0, "EffectiveLimit before the owner set one")
+
+		at := base.Add(time.Minute)
+		requireNoError(t, d.PolicySetLimit(ctx, "ad1", 35, "overloaded", at), "PolicySetLimit")
+		got, err = d.PolicyGet(ctx, "A", "ad1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.EffectiveLimit, 35, "EffectiveLimit")
+		requireEqual(t, got.LimitReason, "overloaded", "LimitReason")
+		requireEqual(t, got.LimitChangedAt.Equal(at), true, "LimitChangedAt")
+		requireEqual(t, got.Version, int64(1), "Version after PolicySetLimit")
+		requireIs(t, d.PolicySetLimit(ctx, "nope", 1, "start", at), model.ErrNotFound, "PolicySetLimit unknown")
+
+		// The store enforces the ceiling, not the effective limit.
+		n, err := d.PolicyAcquireTokens(ctx, "ad1", 50)
+		requireNoError(t, err, "PolicyAcquireTokens")
+		requireEqual(t, n, 50, "tokens acquired under the ceiling")
+
+		// An update removes adaptive and its state.
+		upd := *got
+		upd.Adaptive, upd.EffectiveLimit, upd.LimitReason, upd.LimitChangedAt = nil, 0, "", time.Time{}
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, 1), "PolicyUpdate")
+		got, err = d.PolicyGetByID(ctx, "ad1")
+		requireNoError(t, err, "PolicyGetByID after update")
+		if got.Adaptive != nil || got.EffectiveLimit != 0 || got.LimitReason != "" || !got.LimitChangedAt.IsZero() {
+			t.Fatalf("after removing adaptive: %+v", got)
+		}
+		requireEqual(t, got.InUse, 50, "InUse kept by the update")
+
+		// A policy without adaptive reads back without it.
+		createPolicy(t, d, newPolicy("A", "fixed", 3))
+		got, err = d.PolicyGetByID(ctx, "fixed")
+		requireNoError(t, err, "PolicyGetByID fixed")
+		if got.Adaptive != nil || got.EffectiveLimit != 0 {
+			t.Fatalf("a fixed policy reads back adaptive: %+v", got)
+		}
+	}},
 	{"CreateGet", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		p := newPolicy("A", "p1", 5)

@@ -1,0 +1,333 @@
+package throttle
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// An adaptive policy (model.Policy.Adaptive) keeps MaxInFlight = Adaptive.Max
+// in the store, which enforces it as the ceiling across instances. Its owner,
+// the only process that acquires the policy's tokens, enforces the lower
+// effective limit: before acquiring it reads the persisted InUse and asks
+// only for what fits under the limit, and releases do not hand their token
+// on while the tokens out exceed it. The limit follows the consumer's signals
+// in an AIMD loop: +1 per window of `limit` successful deliveries, ×0.9 on a
+// signal (429, 503, timeout, a 5xx share over adaptiveServerErrorShare, or
+// the window's mean latency beyond adaptiveLatencyGrowth times the best
+// window seen), at most one decrease per window.
+
+// Outcome is what a delivery attempt told about the consumer's capacity.
+type Outcome int
+
+const (
+	OutcomeOK          Outcome = iota // accepted
+	OutcomeOverloaded                 // 429 or 503, with or without Retry-After
+	OutcomeTimeout                    // no answer in time
+	OutcomeServerError                // another 5xx
+	OutcomeOther                      // a failure that says nothing of capacity
+)
+
+const (
+	// adaptiveDecrease is gentle: the limit saws between it and just
+	// above the consumer's capacity, and ×0.7 left a quarter of the
+	// capacity unused (BenchmarkAdaptive); the window after a decrease
+	// ignoring late signals keeps it from compounding.
+	adaptiveDecrease         = 0.9
+	adaptiveServerErrorShare = 0.1
+	adaptiveLatencyGrowth    = 2.0
+)
+
+// Limit reasons, as in the policy's limitReason.
+const (
+	LimitReasonStart       = "start"
+	LimitReasonHealthy     = "healthy"
+	LimitReasonOverloaded  = "overloaded"
+	LimitReasonTimeout     = "timeout"
+	LimitReasonServerError = "server_errors"
+	LimitReasonLatency     = "latency"
+	LimitReasonBacklog     = "backlog"
+)
+
+// LimitState is a policy's effective limit and why it last changed.
+type LimitState struct {
+	Limit     int
+	Reason    string
+	ChangedAt time.Time
+}
+
+// aimd is one adaptive policy's controller.
+type aimd struct {
+	mu       sync.Mutex
+	min, max int
+	state    LimitState
+	// The current window: observations since it began, successes, 5xx,
+	// summed latency of successes; whether a decrease happened in it.
+	seen, ok, serverErr int
+	latSum              time.Duration
+	decreased           bool
+	// best is the lowest mean success latency of a full window.
+	best time.Duration
+	// out is the owner's count of tokens out: the persisted InUse at the
+	// last acquisition, plus what it acquired since, minus the tokens
+	// it sent back instead of handing them on.
+	out int
+}
+
+// newAIMD starts at the limit the policy's previous owner persisted, else at
+// Adaptive.Max.
+func newAIMD(p *model.Policy, now time.Time) *aimd {
+	a := p.Adaptive
+	st := LimitState{Limit: a.Max, Reason: LimitReasonStart, ChangedAt: now}
+	if p.EffectiveLimit > 0 {
+		st = LimitState{Limit: min(max(p.EffectiveLimit, a.Min), a.Max), Reason: p.LimitReason, ChangedAt: p.LimitChangedAt}
+	}
+	return &aimd{min: a.Min, max: a.Max, state: st}
+}
+
+// observe feeds one outcome; it returns the new state if the limit changed.
+func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen++
+	reason := ""
+	switch o {
+	case OutcomeOK:
+		c.ok++
+		c.latSum += latency
+	case OutcomeOverloaded:
+		reason = LimitReasonOverloaded
+	case OutcomeTimeout:
+		reason = LimitReasonTimeout
+	case OutcomeServerError:
+		c.serverErr++
+		if float64(c.serverErr) > adaptiveServerErrorShare*float64(max(c.seen, c.state.Limit)) {
+			reason = LimitReasonServerError
+		}
+	}
+	if reason != "" && !c.decreased {
+		return c.decrease(reason, now)
+	}
+	if c.seen < c.state.Limit {
+		return c.state, false
+	}
+	// A full window.
+	full := c.ok == c.seen && !c.decreased
+	mean := time.Duration(0)
+	if c.ok > 0 {
+		mean = c.latSum / time.Duration(c.ok)
+	}
+	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, false
+	if mean > 0 && c.best > 0 && float64(mean) > adaptiveLatencyGrowth*float64(c.best) {
+		return c.decrease(LimitReasonLatency, now)
+	}
+	if mean > 0 && (c.best == 0 || mean < c.best) {
+		c.best = mean
+	}
+	if full && c.state.Limit < c.max {
+		return c.set(c.state.Limit+1, LimitReasonHealthy, now)
+	}
+	return c.state, false
+}
+
+// decrease lowers the limit and starts a window in which no signal lowers it
+// again: the deliveries sent under the old limit still answer, and their
+// signals are about that limit.
+func (c *aimd) decrease(reason string, now time.Time) (LimitState, bool) {
+	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, true
+	return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), reason, now)
+}
+
+// backlog lowers the limit of an SQS policy whose queue grows: a
+// multiplicative decrease if the backlog exceeds the limit and grew since
+// the last reading, an additive increase if it is empty.
+func (c *aimd) backlog(prev, cur int, now time.Time) (LimitState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case cur > c.state.Limit && cur > prev:
+		return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), LimitReasonBacklog, now)
+	case cur == 0 && c.state.Limit < c.max:
+		return c.set(c.state.Limit+1, LimitReasonHealthy, now)
+	}
+	return c.state, false
+}
+
+func (c *aimd) set(limit int, reason string, now time.Time) (LimitState, bool) {
+	if limit == c.state.Limit {
+		return c.state, false
+	}
+	c.state = LimitState{Limit: limit, Reason: reason, ChangedAt: now}
+	return c.state, true
+}
+
+// adaptiveSet holds the controllers of the adaptive policies this process
+// has seen.
+type adaptiveSet struct {
+	mu sync.Mutex
+	m  map[string]*aimd
+}
+
+// of returns p's controller, creating or resizing it; nil if p is not
+// adaptive.
+func (s *adaptiveSet) of(p *model.Policy, now time.Time) *aimd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p == nil || p.Adaptive == nil {
+		if p != nil {
+			delete(s.m, p.ID)
+		}
+		return nil
+	}
+	c := s.m[p.ID]
+	if c == nil {
+		if s.m == nil {
+			s.m = map[string]*aimd{}
+		}
+		c = newAIMD(p, now)
+		s.m[p.ID] = c
+		return c
+	}
+	c.mu.Lock()
+	c.min, c.max = p.Adaptive.Min, p.Adaptive.Max
+	if l := min(max(c.state.Limit, c.min), c.max); l != c.state.Limit {
+		c.state = LimitState{Limit: l, Reason: LimitReasonStart, ChangedAt: now}
+	}
+	c.mu.Unlock()
+	return c
+}
+
+func (s *adaptiveSet) get(policyID string) *aimd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[policyID]
+}
+
+// limitStore is implemented by stores that keep the effective limit in the
+// policy's representation (store.Store does).
+type limitStore interface {
+	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
+}
+
+// LimitMetrics is implemented by Metrics that export the effective limit
+// (schedulerd_policy_effective_limit{policy}).
+type LimitMetrics interface {
+	EffectiveLimit(policyID string, limit int)
+}
+
+// Observe reports a delivery outcome of policyID and its latency. It moves
+// the limit of an adaptive policy; it does nothing for another policy.
+func (t *Throttle) Observe(policyID string, o Outcome, latency time.Duration) {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return
+	}
+	if st, changed := c.observe(o, latency, t.deps.Clock.Now()); changed {
+		t.limitChanged(policyID, st)
+	}
+}
+
+// ObserveBacklog reports the backlog of an adaptive SQS policy's queue
+// (prev: the previous reading).
+func (t *Throttle) ObserveBacklog(policyID string, prev, cur int) {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return
+	}
+	if st, changed := c.backlog(prev, cur, t.deps.Clock.Now()); changed {
+		t.limitChanged(policyID, st)
+	}
+}
+
+// Limit returns the effective limit of an adaptive policy this process
+// owns; false if it has none.
+func (t *Throttle) Limit(policyID string) (LimitState, bool) {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return LimitState{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state, true
+}
+
+func (t *Throttle) limitChanged(policyID string, st LimitState) {
+	if m, ok := t.deps.Metrics.(LimitMetrics); ok {
+		m.EffectiveLimit(policyID, st.Limit)
+	}
+	t.log.Info().Str(logkey.Policy, policyID).Int("effectiveLimit", st.Limit).Str("limitReason", st.Reason).Msg("policy limit changed")
+	t.mu.Lock()
+	b := t.buckets[policyID]
+	t.mu.Unlock()
+	if b != nil {
+		signal(b.released) // a raised limit may let waiting events out
+	}
+	if ls, ok := t.deps.Store.(limitStore); ok {
+		// Off the delivery path; the latest state is written.
+		go func() {
+			c := t.adapt.get(policyID)
+			if c == nil {
+				return
+			}
+			c.mu.Lock()
+			st := c.state
+			c.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), persistLimitTimeout)
+			defer cancel()
+			if err := ls.PolicySetLimit(ctx, policyID, st.Limit, st.Reason, st.ChangedAt); err != nil {
+				t.log.Warn().Err(err).Str(logkey.Policy, policyID).Msg("recording the policy's effective limit failed")
+			}
+		}()
+	}
+}
+
+// persistLimitTimeout bounds the write of an effective limit.
+const persistLimitTimeout = 10 * time.Second
+
+// headroom caps want at what fits under b's effective limit; want itself for
+// a policy that is not adaptive. It reads the persisted InUse.
+func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
+	c := b.t.adapt.of(b.getPolicy(), b.t.deps.Clock.Now())
+	if c == nil {
+		return want, nil
+	}
+	p, err := b.t.deps.Store.PolicyGetByID(ctx, b.policyID)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = p.InUse
+	return max(0, min(want, c.state.Limit-c.out)), nil
+}
+
+// acquired counts n tokens taken from the store.
+func (b *bucket) acquired(n int) {
+	if c := b.t.adapt.get(b.policyID); c != nil {
+		c.mu.Lock()
+		c.out += n
+		c.mu.Unlock()
+	}
+}
+
+// overLimit reports whether a released token of policyID must go back to
+// the store instead of to a waiting event (the tokens out exceed the
+// effective limit); if so and returning, it counts the token as gone back.
+func (t *Throttle) overLimit(policyID string, returning bool) bool {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out > c.state.Limit {
+		if returning {
+			c.out--
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package throttle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/schedulerd/schedulerd/internal/throttletest"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/throttle"
+)
+
+func TestAdaptiveLimit(t *testing.T) {
+	ctx := context.Background()
+	// run enqueues 30 events of a policy of at most 10 tokens, lets the
+	// owner dispatch, signals one 429, then releases four of the
+	// dispatched events one by one; it returns how many events were
+	// dispatched after each step.
+	run := func(t *testing.T, adaptive *model.AdaptiveLimit) []int {
+		st := throttletest.NewMemStore()
+		p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: 10, TokenTimeout: time.Hour, Version: 1, Adaptive: adaptive}
+		if err := st.PolicyCreate(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var got []throttle.Item
+		dispatched := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got)
+		}
+		thr := startThrottle(t, st, throttle.Config{}, func(items []throttle.Item) {
+			mu.Lock()
+			got = append(got, items...)
+			mu.Unlock()
+		}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 30, 1)...)
+		settle := func() {
+			time.Sleep(5 * time.Second) // fake time: reconciliation and polls run
+			synctest.Wait()
+		}
+		settle()
+		steps := []int{dispatched()}
+		thr.Observe("p", throttle.OutcomeOverloaded, 0)
+		for i := range 4 {
+			mu.Lock()
+			id := got[i].Event.ID
+			mu.Unlock()
+			e, err := st.EventGetByID(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := thr.Release(ctx, e, time.Now()); !ok || err != nil {
+				t.Fatalf("release %s = %v, %v", id, ok, err)
+			}
+			settle()
+			steps = append(steps, dispatched())
+		}
+		return steps
+	}
+	same := func(a, b []int) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				return false
+			}
+		}
+		return true
+	}
+
+	runInBubble(t, "DecreaseHoldsReleasedTokensBack", func(t *testing.T) {
+		// Limit 10 → 9 on the 429: the first release brings the tokens
+		// out down to 9, the next ones go to waiting events.
+		if got, want := run(t, &model.AdaptiveLimit{Min: 1, Max: 10}), []int{10, 10, 11, 12, 13}; !same(got, want) {
+			t.Fatalf("dispatched after each step = %v, want %v", got, want)
+		}
+	})
+	runInBubble(t, "NotAdaptiveUnchanged", func(t *testing.T) {
+		if got, want := run(t, nil), []int{10, 11, 12, 13, 14}; !same(got, want) {
+			t.Fatalf("dispatched after each step = %v, want %v", got, want)
+		}
+	})
+	runInBubble(t, "LimitReported", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: 10, TokenTimeout: time.Hour, Version: 1, Adaptive: &model.AdaptiveLimit{Min: 1, Max: 10}}
+		if err := st.PolicyCreate(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		thr := startThrottle(t, st, throttle.Config{}, func([]throttle.Item) {}, nil)
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 1, 1)...)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		thr.Observe("p", throttle.OutcomeTimeout, 0)
+		ls, ok := thr.Limit("p")
+		if !ok || ls.Limit != 9 || ls.Reason != throttle.LimitReasonTimeout {
+			t.Fatalf("Limit = %+v, %v; want 9 after a timeout", ls, ok)
+		}
+	})
+}
