@@ -93,7 +93,7 @@ func (t *Throttle) handOff(policyID string, n int) int {
 // yet, and wakes it; it returns how many it took.
 func (b *bucket) gift(n int) int {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || b.keyedLocked() {
 		b.mu.Unlock()
 		return 0
 	}
@@ -146,7 +146,7 @@ func (t *Throttle) takeNext(policyID string) *next {
 		// A policy with a rate hands the token on only with a rate token;
 		// otherwise the token goes back and the bucket's round sends the
 		// event when the rate allows.
-		if !b.closed && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
+		if !b.closed && !b.keyedLocked() && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
 			it, ok = b.q.Pop()
 		}
 		b.mu.Unlock()

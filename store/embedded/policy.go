@@ -98,7 +98,7 @@ func (s *Store) PolicyListAll(ctx context.Context) ([]*model.Policy, error) {
 }
 
 // PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
-// ratePerSecond and burst if
+// ratePerSecond, burst, concurrencyKey and maxInFlightTotal if
 // the stored Version equals expectedVersion; the stored Version becomes
 // expectedVersion+1. InUse and TimedOut are kept. model.ErrNotFound,
 // model.ErrConflict (version moved, or the new name is taken).
@@ -129,6 +129,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		}
 		cur.Name, cur.MaxInFlight, cur.TokenTimeout, cur.AutoRelease = p.Name, p.MaxInFlight, p.TokenTimeout, p.AutoRelease
 		cur.RatePerSecond, cur.Burst = p.RatePerSecond, p.Burst
+		cur.ConcurrencyKey, cur.MaxInFlightTotal = p.ConcurrencyKey, p.MaxInFlightTotal
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt
@@ -158,7 +159,7 @@ func (s *Store) PolicyDelete(ctx context.Context, tenantID, id string) error {
 }
 
 // PolicyAcquireTokens takes up to want free tokens. The read and the write
-// are one serialisable transaction, so InUse never exceeds MaxInFlight;
+// are one serialisable transaction, so InUse never exceeds TokenCap;
 // concurrent callers share commits. model.ErrNotFound.
 func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want int) (int, error) {
 	var got int
@@ -168,7 +169,7 @@ func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want i
 		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
 			return err
 		}
-		free := p.MaxInFlight - p.InUse
+		free := p.TokenCap() - p.InUse
 		if free <= 0 || want <= 0 {
 			return nil
 		}
