@@ -99,9 +99,34 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 			}
 			return roundError
 		}
-		var items []Item
+		// Tokens first, for as many events as their keys let go, so that
+		// no key loses its turn for want of a token.
+		room := func(k string) int { return p.MaxInFlight - held[k] }
 		b.mu.Lock()
-		for len(items) < want {
+		want = b.q.CountEligible(room, want)
+		b.mu.Unlock()
+		if want == 0 {
+			return roundStarved // every waiting key is at its bound
+		}
+		began = t.deps.Clock.Now()
+		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
+		b.observe(began)
+		if errors.Is(err, model.ErrNotFound) {
+			return roundGone
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("acquire tokens failed")
+			}
+			return roundError
+		}
+		if got == 0 {
+			b.starvedAt = t.deps.Clock.Now()
+			return roundStarved // the total bound
+		}
+		items := make([]Item, 0, got)
+		b.mu.Lock()
+		for len(items) < got {
 			it, k, ok := b.q.PopEligible(func(k string) bool { return held[k] < p.MaxInFlight })
 			if !ok {
 				break
@@ -110,28 +135,11 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 			items = append(items, it)
 		}
 		b.mu.Unlock()
+		if extra := got - len(items); extra > 0 {
+			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
+		}
 		if len(items) == 0 {
-			return roundStarved // every waiting key is at its bound
-		}
-		began = t.deps.Clock.Now()
-		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, len(items))
-		b.observe(began)
-		if errors.Is(err, model.ErrNotFound) {
-			b.pushBack(items)
-			return roundGone
-		}
-		if err != nil {
-			b.pushBack(items)
-			if ctx.Err() == nil {
-				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("acquire tokens failed")
-			}
-			return roundError
-		}
-		b.pushBack(items[got:])
-		items = items[:got]
-		if got == 0 {
-			b.starvedAt = t.deps.Clock.Now()
-			return roundStarved // the total bound
+			return roundStarved
 		}
 		b.starvedAt = time.Time{}
 		b.mu.Lock()
@@ -143,16 +151,4 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 		}
 	}
 	return roundIdle
-}
-
-// pushBack returns items that got no token to the queue.
-func (b *bucket) pushBack(items []Item) {
-	if len(items) == 0 {
-		return
-	}
-	b.mu.Lock()
-	for _, it := range items {
-		b.q.Push(it)
-	}
-	b.mu.Unlock()
 }

@@ -152,6 +152,29 @@ func (q *Queue) PopEligible(ok func(key string) bool) (it Item, key string, foun
 	return Item{}, "", false
 }
 
+// CountEligible is how many waiting items PopEligible could hand out, up
+// to limit, if each key k may take room(k) more. It looks at every waiting
+// key.
+func (q *Queue) CountEligible(room func(key string) int, limit int) int {
+	n := 0
+	seen := map[string]int{} // a key waits at several priorities
+	for _, lv := range q.levels {
+		for k, sq := range lv.byKey {
+			r, ok := seen[k]
+			if !ok {
+				r = room(k)
+			}
+			take := max(0, min(r, sq.items.Len()))
+			seen[k] = r - take
+			n += take
+			if n >= limit {
+				return limit
+			}
+		}
+	}
+	return n
+}
+
 // PopN removes up to n items in order.
 func (q *Queue) PopN(n int) []Item {
 	if n > q.n {
