@@ -86,7 +86,9 @@ func heldByKey(t *testing.T, st *throttletest.MemStore, policyID string) map[str
 	return out
 }
 
-func customer(e *model.Event) string { return model.ConcurrencyKeyOf("/customerId", e.ScheduleID, e.Payload) }
+func customer(e *model.Event) string {
+	return model.ConcurrencyKeyOf("/customerId", e.ScheduleID, e.Payload)
+}
 
 func TestKeyedBoundHoldsWithRandomReleases(t *testing.T) {
 	ctx := context.Background()
