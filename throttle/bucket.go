@@ -30,6 +30,9 @@ type bucket struct {
 	// counted in the persisted InUse, not yet used by a waiting event.
 	gifts  int
 	closed bool // stopped: takes no more gifts
+	// keys are the token holders by key value of a policy with a
+	// concurrency key (keyed.go).
+	keys holders
 
 	// Owned by the run goroutine: when the store last had no free token
 	// (zero: it had), and whether gifts were used since. While tokens

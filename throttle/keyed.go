@@ -13,12 +13,75 @@ import (
 // A policy with a ConcurrencyKey bounds the tokens out per key value by
 // MaxInFlight; the store's InUse counts them all and is bounded by
 // MaxInFlightTotal (model.Policy.TokenCap). The per-key counts are not
-// persisted: before each hand-out the owner counts the events holding a
-// token by key (one store read), so they hold across instances, releases
-// on other instances and restarts, and a new owner needs no takeover step.
+// persisted: the owner keeps the token-holding events by key in memory
+// (holders), counted from the store when the bucket starts (a takeover or a
+// restart) and again whenever they may have gone stale: a token given back
+// without naming its event (Released: a release on another instance, a
+// reclaim, a failed delivery), a start that did not apply, or a bucket
+// whose waiting keys are all at their bound for a PollInterval. A release
+// through this process's Throttle names its event and needs no recount.
+// Stale counts are never too low: a recount runs after the bucket's own
+// starts have returned, and releases that land during it are applied after.
 // Keyed buckets take no gifts and hand no token on in a release's own call
-// (handoff.go): a token so moved could land on a key at its bound. Released
-// tokens go back to the store and wake the bucket.
+// (handoff.go): a token so moved could land on a key at its bound.
+
+// holders is the owner's count of token-holding events per key value. Keys
+// with none are dropped, so idle keys cost nothing. Guarded by bucket.mu.
+type holders struct {
+	loaded   bool
+	dirty    bool      // recount before the next hand-out
+	at       time.Time // last recount
+	byID     map[string]string
+	perKey   map[string]int
+	during   map[string]bool // released while a recount ran
+	counting bool
+}
+
+func (h *holders) add(id, key string) {
+	if _, ok := h.byID[id]; ok {
+		return
+	}
+	h.byID[id] = key
+	h.perKey[key]++
+}
+
+func (h *holders) remove(id string) {
+	k, ok := h.byID[id]
+	if !ok {
+		return
+	}
+	delete(h.byID, id)
+	if h.perKey[k]--; h.perKey[k] <= 0 {
+		delete(h.perKey, k)
+	}
+}
+
+// releasedHolder tells the bucket of policyID, if this instance owns it,
+// that event id gave its token back, and wakes it.
+func (t *Throttle) releasedHolder(policyID, id string) {
+	t.mu.Lock()
+	b := t.buckets[policyID]
+	t.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.keys.counting {
+		b.keys.during[id] = true
+	}
+	if b.keys.loaded {
+		b.keys.remove(id)
+	}
+	b.mu.Unlock()
+	signal(b.released)
+}
+
+// markStale asks for a recount of the holders before the next hand-out.
+func (b *bucket) markStale() {
+	b.mu.Lock()
+	b.keys.dirty = true
+	b.mu.Unlock()
+}
 
 // keyOf is the concurrency key value of e under p: the one stored on the
 // event if any, else computed from its payload.
@@ -56,19 +119,30 @@ func (b *bucket) rekeyLocked(before string) {
 	}
 }
 
-// heldByKey counts the policy's token-holding events by key value. The
-// bucket's own starts must have returned (their events then hold tokens in
-// the store).
-func (b *bucket) heldByKey(ctx context.Context, p *model.Policy) (map[string]int, error) {
+// recount counts the policy's token-holding events by key value from the
+// store, once the bucket's own starts have returned.
+func (b *bucket) recount(ctx context.Context, p *model.Policy) error {
+	b.starts.Wait()
+	b.mu.Lock()
+	b.keys.counting, b.keys.during = true, map[string]bool{}
+	b.mu.Unlock()
+	began := b.t.deps.Clock.Now()
 	evs, err := b.t.deps.Store.EventFindTokenExpired(ctx, b.policyID, time.Unix(0, math.MaxInt64), reconcileLimit(p))
+	b.observe(began)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.keys.counting = false
 	if err != nil {
-		return nil, err
+		return err
 	}
-	held := make(map[string]int, len(evs))
+	h := holders{loaded: true, at: b.t.deps.Clock.Now(), byID: make(map[string]string, len(evs)), perKey: map[string]int{}}
 	for _, e := range evs {
-		held[keyOf(p, e)]++
+		if !b.keys.during[e.ID] {
+			h.add(e.ID, keyOf(p, e))
+		}
 	}
-	return held, nil
+	b.keys = h
+	return nil
 }
 
 // roundKeyed is round for a policy with a concurrency key: it hands out
@@ -89,26 +163,32 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 		if want == 0 {
 			return roundRate
 		}
-		b.starts.Wait()
-		began := t.deps.Clock.Now()
-		held, err := b.heldByKey(ctx, p)
-		b.observe(began)
-		if err != nil {
-			if ctx.Err() == nil {
-				t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("reading tokens held by key failed")
+		b.mu.Lock()
+		stale := !b.keys.loaded || b.keys.dirty
+		b.mu.Unlock()
+		if stale {
+			if err := b.recount(ctx, p); err != nil {
+				if ctx.Err() == nil {
+					t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("counting tokens held by key failed")
+				}
+				return roundError
 			}
-			return roundError
 		}
 		// Tokens first, for as many events as their keys let go, so that
 		// no key loses its turn for want of a token.
-		room := func(k string) int { return p.MaxInFlight - held[k] }
+		room := func(k string) int { return p.MaxInFlight - b.keys.perKey[k] }
 		b.mu.Lock()
 		want = b.q.CountEligible(room, want)
+		if want == 0 && t.deps.Clock.Since(b.keys.at) >= t.cfg.PollInterval {
+			// Every waiting key at its bound for a while: count again
+			// (releases elsewhere, starts that did not apply).
+			b.keys.dirty = true
+		}
 		b.mu.Unlock()
 		if want == 0 {
 			return roundStarved // every waiting key is at its bound
 		}
-		began = t.deps.Clock.Now()
+		began := t.deps.Clock.Now()
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
 		b.observe(began)
 		if errors.Is(err, model.ErrNotFound) {
@@ -127,11 +207,11 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 		items := make([]Item, 0, got)
 		b.mu.Lock()
 		for len(items) < got {
-			it, k, ok := b.q.PopEligible(func(k string) bool { return held[k] < p.MaxInFlight })
+			it, k, ok := b.q.PopEligible(func(k string) bool { return b.keys.perKey[k] < p.MaxInFlight })
 			if !ok {
 				break
 			}
-			held[k]++
+			b.keys.add(it.Event.ID, k)
 			items = append(items, it)
 		}
 		b.mu.Unlock()

@@ -168,11 +168,16 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		// store write.
 		return true, nil
 	}
+	if t != nil {
+		// A keyed bucket counts the token's key free before the token
+		// is back: it waits for the token in the store, never beyond it.
+		t.releasedHolder(e.PolicyID, e.ID)
+	}
 	err = returnTokens(ctx, st, e.PolicyID, 1, 0)
 	if t != nil {
 		// Woken whatever the write's outcome, as in ReturnTokens: a
 		// needless wake-up costs one acquisition attempt.
-		t.Released(e.PolicyID)
+		t.wakeReleased(e.PolicyID)
 	}
 	if err != nil {
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
