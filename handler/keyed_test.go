@@ -136,7 +136,7 @@ func BenchmarkThrottledRateKeyed(b *testing.B) {
 		}}
 		b.StartTimer()
 		h = benchHandler(b, st, handler.Config{}, sk, handler.Hooks{}, func(c *throttle.Config, _ *throttle.Deps) {
-			c.AcquireBatch = 100
+			c.AcquireBatch, c.EarlyDispatch = 100, os.Getenv("EARLY_DISPATCH") != "0"
 		})
 		waitCount(b, &sk.n, 2_000, time.Minute)
 		t0, c0 := time.Now(), sk.n.Load()

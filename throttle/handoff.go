@@ -137,8 +137,9 @@ type next struct {
 }
 
 // takeNext takes one waiting event of policyID, not covered by a gift, from
-// one of t's running buckets; nil if there is none.
-func (t *Throttle) takeNext(policyID string) *next {
+// one of t's running buckets, for the token of released (the event being
+// released); nil if there is none.
+func (t *Throttle) takeNext(policyID, released string) *next {
 	for _, b := range t.running.of(policyID) {
 		b.mu.Lock()
 		var it Item
@@ -146,8 +147,12 @@ func (t *Throttle) takeNext(policyID string) *next {
 		// A policy with a rate hands the token on only with a rate token;
 		// otherwise the token goes back and the bucket's round sends the
 		// event when the rate allows.
-		if !b.closed && !b.keyedLocked() && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
-			it, ok = b.q.Pop()
+		if !b.closed && b.q.Len()-b.gifts > 0 {
+			if b.keyedLocked() {
+				it, ok = b.takeKeyedLocked(released)
+			} else if b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1) {
+				it, ok = b.q.Pop()
+			}
 		}
 		b.mu.Unlock()
 		if !ok {
@@ -172,6 +177,7 @@ func (n *next) putBack() {
 		return
 	}
 	n.b.mu.Lock()
+	n.b.keys.remove(n.it.Event.ID)
 	n.b.q.Push(n.it)
 	n.b.mu.Unlock()
 	signal(n.b.wake)

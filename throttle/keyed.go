@@ -22,8 +22,9 @@ import (
 // through this process's Throttle names its event and needs no recount.
 // Stale counts are never too low: a recount runs after the bucket's own
 // starts have returned, and releases that land during it are applied after.
-// Keyed buckets take no gifts and hand no token on in a release's own call
-// (handoff.go): a token so moved could land on a key at its bound.
+// Keyed buckets take no gifts (a gift does not say which key may use it); a
+// release's own call hands its token on (handoff.go) only to an event whose
+// key is below its bound (takeKeyedLocked).
 
 // holders is the owner's count of token-holding events per key value. Keys
 // with none are dropped, so idle keys cost nothing. Guarded by bucket.mu.
@@ -74,6 +75,55 @@ func (t *Throttle) releasedHolder(policyID, id string) {
 	}
 	b.mu.Unlock()
 	signal(b.released)
+}
+
+// takeKeyedLocked pops the next waiting event whose key is below its bound
+// once released (an event being released, holding a token of this bucket)
+// lets go, for that event's token, and counts it as holding.
+func (b *bucket) takeKeyedLocked(released string) (Item, bool) {
+	h := &b.keys
+	if !h.loaded || h.dirty || h.counting {
+		return Item{}, false // the bucket's round decides after its recount
+	}
+	if b.lim != nil && !b.lim.AllowN(b.t.deps.Clock.Now(), 1) {
+		return Item{}, false
+	}
+	relKey, relHolds := h.byID[released]
+	bound := b.policy.MaxInFlight
+	it, k, ok := b.q.PopEligible(func(k string) bool {
+		n := h.perKey[k]
+		if relHolds && k == relKey {
+			n--
+		}
+		return n < bound
+	})
+	if !ok {
+		return Item{}, false
+	}
+	// released stays counted until its release is known to have won
+	// (handedOver): too high a count for a moment, never too low.
+	h.add(it.Event.ID, k)
+	return it, true
+}
+
+// handedOver settles the holders of a keyed bucket after a release that
+// took n: released gave its token to n (holds), or n did not start.
+func (n *next) handedOver(released string, holds bool) {
+	if n == nil {
+		return
+	}
+	b := n.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.keyedLocked() {
+		return
+	}
+	if !holds {
+		b.keys.remove(n.it.Event.ID)
+		b.keys.dirty = true
+		return
+	}
+	b.keys.remove(released)
 }
 
 // markStale asks for a recount of the holders before the next hand-out.
