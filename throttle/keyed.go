@@ -55,6 +55,10 @@ func (h *holders) remove(id string) {
 	if h.perKey[k]--; h.perKey[k] <= 0 {
 		delete(h.perKey, k)
 	}
+	if len(h.byID) == 0 {
+		// Go maps do not shrink: let a burst of keys go with its maps.
+		h.byID, h.perKey = map[string]string{}, map[string]int{}
+	}
 }
 
 // releasedHolder tells the bucket of policyID, if this instance owns it,
