@@ -52,6 +52,7 @@ func TestKeyedBoundHTTP(t *testing.T) {
 	createPolicy(t, st, &model.Policy{ID: "pol", MaxInFlight: perKey, MaxInFlightTotal: total, ConcurrencyKey: "/customerId", TokenTimeout: time.Minute})
 	ctx := context.Background()
 	var h *handler.Handler
+	started := make(chan struct{}) // h is set
 	var mu sync.Mutex
 	held := map[string]int{}
 	all := 0
@@ -71,6 +72,7 @@ func TestKeyedBoundHTTP(t *testing.T) {
 		d := time.Duration(rng.IntN(20_000)) * time.Microsecond
 		mu.Unlock()
 		time.AfterFunc(d, func() {
+			<-started
 			mu.Lock()
 			held[k]--
 			all--
@@ -90,6 +92,7 @@ func TestKeyedBoundHTTP(t *testing.T) {
 	insert(t, st, keyedEventsHTTP(keys, each, srv.URL))
 	h = startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
+	close(started)
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
@@ -112,6 +115,7 @@ func BenchmarkThrottledRateKeyed(b *testing.B) {
 		createPolicy(b, st, &model.Policy{ID: "pol", MaxInFlight: 1, MaxInFlightTotal: 100, ConcurrencyKey: "/customerId", TokenTimeout: time.Minute})
 		insert(b, st, keyedEventsHTTP(keys, each, "http://sink"))
 		var h *handler.Handler
+		started := make(chan struct{}) // h is set
 		var released atomic.Int64
 		var inFlight, maxIn atomic.Int64
 		ctx := context.Background()
@@ -122,6 +126,7 @@ func BenchmarkThrottledRateKeyed(b *testing.B) {
 				}
 				id := e.ID
 				time.AfterFunc(10*time.Millisecond, func() {
+					<-started
 					inFlight.Add(-1)
 					cur, err := st.EventGetByID(ctx, id)
 					if err == nil {
@@ -138,6 +143,7 @@ func BenchmarkThrottledRateKeyed(b *testing.B) {
 		h = benchHandler(b, st, handler.Config{}, sk, handler.Hooks{}, func(c *throttle.Config, _ *throttle.Deps) {
 			c.AcquireBatch, c.EarlyDispatch = 100, os.Getenv("EARLY_DISPATCH") != "0"
 		})
+		close(started)
 		waitCount(b, &sk.n, 2_000, time.Minute)
 		t0, c0 := time.Now(), sk.n.Load()
 		waitCount(b, &sk.n, n-2_000, 2*time.Minute)
