@@ -177,6 +177,7 @@ func (n *next) putBack() {
 		return
 	}
 	n.b.mu.Lock()
+	delete(n.b.keys.pending, n.it.Event.ID)
 	n.b.keys.remove(n.it.Event.ID)
 	n.b.q.Push(n.it)
 	n.b.mu.Unlock()

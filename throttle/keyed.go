@@ -36,6 +36,9 @@ type holders struct {
 	perKey   map[string]int
 	during   map[string]bool // released while a recount ran
 	counting bool
+	// pending are events handed a token by a release whose commit is in
+	// flight: not yet holding in the store, so a recount keeps them.
+	pending map[string]string
 }
 
 func (h *holders) add(id, key string) {
@@ -107,6 +110,10 @@ func (b *bucket) takeKeyedLocked(released string) (Item, bool) {
 	// released stays counted until its release is known to have won
 	// (handedOver): too high a count for a moment, never too low.
 	h.add(it.Event.ID, k)
+	if h.pending == nil {
+		h.pending = map[string]string{}
+	}
+	h.pending[it.Event.ID] = k
 	return it, true
 }
 
@@ -119,6 +126,7 @@ func (n *next) handedOver(released string, holds bool) {
 	b := n.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.keys.pending, n.it.Event.ID)
 	if !b.keyedLocked() {
 		return
 	}
@@ -189,11 +197,15 @@ func (b *bucket) recount(ctx context.Context, p *model.Policy) error {
 	if err != nil {
 		return err
 	}
-	h := holders{loaded: true, at: b.t.deps.Clock.Now(), byID: make(map[string]string, len(evs)), perKey: map[string]int{}}
+	h := holders{loaded: true, at: b.t.deps.Clock.Now(), byID: make(map[string]string, len(evs)), perKey: map[string]int{},
+		pending: b.keys.pending}
 	for _, e := range evs {
 		if !b.keys.during[e.ID] {
 			h.add(e.ID, keyOf(p, e))
 		}
+	}
+	for id, k := range h.pending {
+		h.add(id, k)
 	}
 	b.keys = h
 	return nil
