@@ -64,8 +64,8 @@ func (h *holders) remove(id string) {
 	}
 }
 
-// releasedHolder tells the bucket of policyID, if this instance owns it,
-// that event id gave its token back, and wakes it.
+// releasedHolder tells the bucket of policyID, if this instance owns it and
+// it is keyed, that event id gave its token back. The caller wakes it.
 func (t *Throttle) releasedHolder(policyID, id string) {
 	t.mu.Lock()
 	b := t.buckets[policyID]
@@ -74,14 +74,16 @@ func (t *Throttle) releasedHolder(policyID, id string) {
 		return
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.keyedLocked() {
+		return
+	}
 	if b.keys.counting {
 		b.keys.during[id] = true
 	}
 	if b.keys.loaded {
 		b.keys.remove(id)
 	}
-	b.mu.Unlock()
-	signal(b.released)
 }
 
 // takeKeyedLocked pops the next waiting event whose key is below its bound
