@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -198,6 +199,10 @@ func (b *bucket) recount(ctx context.Context, p *model.Policy) error {
 	b.keys.counting = false
 	if err != nil {
 		return err
+	}
+	if len(evs) >= reconcileLimit(p) {
+		// Not every holder was read: counts could be too low.
+		return fmt.Errorf("more than %d events hold tokens: per-key counts unknown", len(evs))
 	}
 	h := holders{loaded: true, at: b.t.deps.Clock.Now(), byID: make(map[string]string, len(evs)), perKey: map[string]int{},
 		pending: b.keys.pending}
