@@ -460,8 +460,11 @@ type Policy struct {
 	AutoRelease bool           `json:"autoRelease"`
 
 	// Burst Events that may go at once; absent without a rate limit.
-	Burst     *int      `json:"burst,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	Burst *int `json:"burst,omitempty"`
+
+	// ConcurrencyKey The concurrency key; absent when maxInFlight bounds the whole policy.
+	ConcurrencyKey *string   `json:"concurrencyKey,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
 
 	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
 	// adaptive.max; absent without adaptive.
@@ -474,7 +477,10 @@ type Policy struct {
 	// LimitReason Why effectiveLimit last changed; absent without adaptive.
 	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
 	MaxInFlight int                `json:"maxInFlight"`
-	Name        string             `json:"name"`
+
+	// MaxInFlightTotal Most tokens out across key values; absent without one.
+	MaxInFlightTotal *int   `json:"maxInFlightTotal,omitempty"`
+	Name             string `json:"name"`
 
 	// RatePerSecond Most events per second on average; absent without a rate limit.
 	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
@@ -483,7 +489,7 @@ type Policy struct {
 	// TokenTimeouts Tokens reclaimed because they were not released in time.
 	TokenTimeouts int64 `json:"tokenTimeouts"`
 
-	// TokensInUse Tokens out now.
+	// TokensInUse Tokens out now (across all key values).
 	TokensInUse int       `json:"tokensInUse"`
 	UpdatedAt   time.Time `json:"updatedAt"`
 	Version     int64     `json:"version"`
@@ -507,10 +513,21 @@ type PolicyCreate struct {
 	// ratePerSecond. 1 to 1000000; default ceil(ratePerSecond).
 	Burst *int `json:"burst,omitempty"`
 
+	// ConcurrencyKey Makes maxInFlight a bound per key value: a JSON pointer (RFC 6901)
+	// into the event payload, such as "/customerId", or "scheduleId".
+	// Events whose payload lacks the value share one key (""). Waiting
+	// events are served round robin across key values, after priority.
+	// At most 256 bytes. Absent: maxInFlight bounds the whole policy.
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
-	MaxInFlight int    `json:"maxInFlight"`
-	Name        string `json:"name"`
+	MaxInFlight int `json:"maxInFlight"`
+
+	// MaxInFlightTotal Most tokens out across all key values; only with concurrencyKey,
+	// at least maxInFlight, at most 1000000. Absent: no overall bound.
+	MaxInFlightTotal *int   `json:"maxInFlightTotal,omitempty"`
+	Name             string `json:"name"`
 
 	// RatePerSecond Most events per second sent on average, across all instances, on
 	// top of maxInFlight (an event goes only when both allow it). Greater
@@ -538,10 +555,16 @@ type PolicyUpdate struct {
 	// takes the default for the new rate.
 	Burst *int `json:"burst,omitempty"`
 
+	// ConcurrencyKey As in PolicyCreate; "" removes the key (and maxInFlightTotal).
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
-	MaxInFlight *int    `json:"maxInFlight,omitempty"`
-	Name        *string `json:"name,omitempty"`
+	MaxInFlight *int `json:"maxInFlight,omitempty"`
+
+	// MaxInFlightTotal As in PolicyCreate; 0 removes the overall bound.
+	MaxInFlightTotal *int    `json:"maxInFlightTotal,omitempty"`
+	Name             *string `json:"name,omitempty"`
 
 	// RatePerSecond As in PolicyCreate; 0 removes the rate limit (and the burst).
 	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`

@@ -45,6 +45,13 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 		p.Burst = *in.Burst
 		checkBurst(&fe, p.Burst, p.RatePerSecond)
 	}
+	if in.ConcurrencyKey != nil {
+		p.ConcurrencyKey = *in.ConcurrencyKey
+	}
+	if in.MaxInFlightTotal != nil {
+		p.MaxInFlightTotal = *in.MaxInFlightTotal
+	}
+	checkConcurrency(&fe, p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, false, in.ConcurrencyKey != nil))
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -140,6 +147,17 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 		p.Burst = *in.Burst
 		checkBurst(&fe, p.Burst, p.RatePerSecond)
 	}
+	if in.ConcurrencyKey != nil {
+		// "" removes the key, and with it the overall bound.
+		p.ConcurrencyKey = *in.ConcurrencyKey
+		if p.ConcurrencyKey == "" && in.MaxInFlightTotal == nil {
+			p.MaxInFlightTotal = 0
+		}
+	}
+	if in.MaxInFlightTotal != nil {
+		p.MaxInFlightTotal = *in.MaxInFlightTotal
+	}
+	checkConcurrency(&fe, &p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, in.MaxInFlight != nil, in.ConcurrencyKey != nil))
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -225,6 +243,14 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 		reason := api.PolicyLimitReason(ls.reason)
 		out.EffectiveLimit, out.LimitReason, out.LimitChangedAt = &ls.limit, &reason, &ls.at
 	}
+	if p.ConcurrencyKey != "" {
+		k := p.ConcurrencyKey
+		out.ConcurrencyKey = &k
+	}
+	if p.MaxInFlightTotal > 0 {
+		n := p.MaxInFlightTotal
+		out.MaxInFlightTotal = &n
+	}
 	if p.RatePerSecond > 0 {
 		r, b := p.RatePerSecond, p.Burst
 		if b == 0 {
@@ -255,6 +281,62 @@ func checkRate(fe *fieldErrors, r float64) {
 		fe.add("ratePerSecond", "more than "+strconv.FormatFloat(maxRatePerSecond, 'f', -1, 64))
 	}
 }
+
+// maxConcurrencyKey bounds the length of a policy's concurrency key.
+const maxConcurrencyKey = 256
+
+// boundField is the field a refused overall bound is reported on: the one
+// of maxInFlightTotal, maxInFlight and concurrencyKey the request set, in
+// that order; "" if it set none (nothing to check).
+func boundField(total, perKey, key bool) string {
+	switch {
+	case total:
+		return "maxInFlightTotal"
+	case perKey:
+		return "maxInFlight"
+	case key:
+		return "concurrencyKey"
+	}
+	return ""
+}
+
+// checkConcurrency checks the concurrency key and overall bound of p as a
+// request leaves it; keyGiven says whether the request set the key, field
+// is where a refused bound is reported (see boundField).
+func checkConcurrency(fe *fieldErrors, p *model.Policy, keyGiven bool, field string) {
+	if p.Adaptive != nil && p.ConcurrencyKey != "" {
+		// The adaptive limit is one limit for the policy; keys bound each
+		// value by maxInFlight.
+		fe.add("adaptive", "does not combine with concurrencyKey")
+	}
+	if keyGiven {
+		switch k := p.ConcurrencyKey; {
+		case len(k) > maxConcurrencyKey:
+			fe.add("concurrencyKey", "longer than "+itoa(maxConcurrencyKey)+" bytes")
+		default:
+			if err := model.CheckConcurrencyKey(k); err != nil {
+				fe.add("concurrencyKey", err.Error())
+			}
+		}
+	}
+	if field == "" {
+		return
+	}
+	switch t := p.MaxInFlightTotal; {
+	case t < 0:
+		fe.add(field, "must not be negative")
+	case t == 0:
+	case p.ConcurrencyKey == "":
+		fe.add(field, "maxInFlightTotal only with concurrencyKey")
+	case t < p.MaxInFlight:
+		fe.add(field, "maxInFlightTotal must be at least maxInFlight ("+itoa(p.MaxInFlight)+")")
+	case t > maxMaxInFlightTotal:
+		fe.add(field, "maxInFlightTotal more than "+itoa(maxMaxInFlightTotal))
+	}
+}
+
+// maxMaxInFlightTotal is the largest overall bound of a keyed policy.
+const maxMaxInFlightTotal = 1_000_000
 
 // checkBurst checks a burst given in a request; rate is the policy's rate
 // after the request.

@@ -30,6 +30,9 @@ type bucket struct {
 	// counted in the persisted InUse, not yet used by a waiting event.
 	gifts  int
 	closed bool // stopped: takes no more gifts
+	// keys are the token holders by key value of a policy with a
+	// concurrency key (keyed.go).
+	keys holders
 
 	// Owned by the run goroutine: when the store last had no free token
 	// (zero: it had), and whether gifts were used since. While tokens
@@ -102,7 +105,12 @@ func (b *bucket) stop() { b.once.Do(b.cancel) }
 func (b *bucket) setPolicy(p *model.Policy) {
 	now := b.t.deps.Clock.Now()
 	b.mu.Lock()
+	key := ""
+	if b.policy != nil {
+		key = b.policy.ConcurrencyKey
+	}
 	b.policy = p
+	b.rekeyLocked(key)
 	before := rateOf(b.lim)
 	b.lim = rateLimiter(b.lim, p, now)
 	changed := rateOf(b.lim) != before
@@ -238,6 +246,9 @@ func (b *bucket) run(ctx context.Context) {
 // round hands out tokens until none are free or nothing waits.
 func (b *bucket) round(ctx context.Context) roundResult {
 	t := b.t
+	if p := b.getPolicy(); p != nil && p.ConcurrencyKey != "" {
+		return b.roundKeyed(ctx, p)
+	}
 	for ctx.Err() == nil {
 		now := t.deps.Clock.Now()
 		b.mu.Lock()

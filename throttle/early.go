@@ -96,7 +96,11 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 		// finds that no event holds it.
 		t.log.Warn().Err(res[1]).Str(logkey.Event, nid).Str(logkey.Policy, e.PolicyID).
 			Msg("start of an early-sent event lost; its token is left to reconciliation")
+		nx.handedOver("", false)
+		t.releasedHolder(e.PolicyID, e.ID)
+		return true, true, nil
 	}
+	nx.handedOver(e.ID, true)
 	return true, true, nil
 }
 

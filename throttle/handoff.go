@@ -93,7 +93,7 @@ func (t *Throttle) handOff(policyID string, n int) int {
 // yet, and wakes it; it returns how many it took.
 func (b *bucket) gift(n int) int {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || b.keyedLocked() {
 		b.mu.Unlock()
 		return 0
 	}
@@ -137,8 +137,9 @@ type next struct {
 }
 
 // takeNext takes one waiting event of policyID, not covered by a gift, from
-// one of t's running buckets; nil if there is none.
-func (t *Throttle) takeNext(policyID string) *next {
+// one of t's running buckets, for the token of released (the event being
+// released); nil if there is none.
+func (t *Throttle) takeNext(policyID, released string) *next {
 	if t.overLimit(policyID, false) {
 		return nil
 	}
@@ -149,8 +150,12 @@ func (t *Throttle) takeNext(policyID string) *next {
 		// A policy with a rate hands the token on only with a rate token;
 		// otherwise the token goes back and the bucket's round sends the
 		// event when the rate allows.
-		if !b.closed && b.q.Len()-b.gifts > 0 && (b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1)) {
-			it, ok = b.q.Pop()
+		if !b.closed && b.q.Len()-b.gifts > 0 {
+			if b.keyedLocked() {
+				it, ok = b.takeKeyedLocked(released)
+			} else if b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1) {
+				it, ok = b.q.Pop()
+			}
 		}
 		b.mu.Unlock()
 		if !ok {
@@ -175,6 +180,8 @@ func (n *next) putBack() {
 		return
 	}
 	n.b.mu.Lock()
+	delete(n.b.keys.pending, n.it.Event.ID)
+	n.b.keys.remove(n.it.Event.ID)
 	n.b.q.Push(n.it)
 	n.b.mu.Unlock()
 	signal(n.b.wake)

@@ -41,6 +41,9 @@ type Item struct {
 //
 // Queue is not safe for concurrent use.
 type Queue struct {
+	// keyOf names the ring entry of an event: its schedule, or its
+	// concurrency key value for a keyed policy (see NewKeyedQueue).
+	keyOf  func(*model.Event) string
 	levels map[int]*level
 	prios  []int // priorities with waiting events, highest first
 	n      int
@@ -57,7 +60,16 @@ type schedQ struct {
 }
 
 // NewQueue returns an empty queue.
-func NewQueue() *Queue { return &Queue{levels: map[int]*level{}} }
+func NewQueue() *Queue { return NewKeyedQueue(nil) }
+
+// NewKeyedQueue returns an empty queue whose round robin runs across the
+// values of keyOf instead of schedules (nil: schedules).
+func NewKeyedQueue(keyOf func(*model.Event) string) *Queue {
+	if keyOf == nil {
+		keyOf = func(e *model.Event) string { return e.ScheduleID }
+	}
+	return &Queue{keyOf: keyOf, levels: map[int]*level{}}
+}
 
 // Len is the number of waiting items.
 func (q *Queue) Len() int { return q.n }
@@ -74,11 +86,12 @@ func (q *Queue) Push(it Item) {
 		copy(q.prios[i+1:], q.prios[i:])
 		q.prios[i] = p
 	}
-	sq := lv.byKey[it.Event.ScheduleID]
+	k := q.keyOf(it.Event)
+	sq := lv.byKey[k]
 	if sq == nil {
 		// A schedule that had nothing waiting joins the end of the ring:
-		// it is served within one turn.
-		sq = &schedQ{key: it.Event.ScheduleID}
+		// it is served within one turn. It costs nothing once empty.
+		sq = &schedQ{key: k}
 		lv.byKey[sq.key] = sq
 		lv.ring.push(sq)
 	}
@@ -106,6 +119,60 @@ func (q *Queue) Pop() (it Item, ok bool) {
 		q.prios = q.prios[1:]
 	}
 	return it, true
+}
+
+// PopEligible removes and returns the next item whose ring key ok accepts,
+// with that key: the highest priority with such an item, and within it the
+// first such key in ring order (keys passed over keep their turn). It looks
+// at each waiting key at most once.
+func (q *Queue) PopEligible(ok func(key string) bool) (it Item, key string, found bool) {
+	for pi := 0; pi < len(q.prios); pi++ {
+		p := q.prios[pi]
+		lv := q.levels[p]
+		for range lv.ring.len() {
+			sq := lv.ring.pop()
+			if !ok(sq.key) {
+				lv.ring.push(sq)
+				continue
+			}
+			it = heap.Pop(&sq.items).(Item)
+			q.n--
+			if sq.items.Len() > 0 {
+				lv.ring.push(sq)
+			} else {
+				delete(lv.byKey, sq.key)
+			}
+			if lv.ring.len() == 0 {
+				delete(q.levels, p)
+				q.prios = append(q.prios[:pi:pi], q.prios[pi+1:]...)
+			}
+			return it, sq.key, true
+		}
+	}
+	return Item{}, "", false
+}
+
+// CountEligible is how many waiting items PopEligible could hand out, up
+// to limit, if each key k may take room(k) more. It looks at every waiting
+// key.
+func (q *Queue) CountEligible(room func(key string) int, limit int) int {
+	n := 0
+	seen := map[string]int{} // a key waits at several priorities
+	for _, lv := range q.levels {
+		for k, sq := range lv.byKey {
+			r, ok := seen[k]
+			if !ok {
+				r = room(k)
+			}
+			take := max(0, min(r, sq.items.Len()))
+			seen[k] = r - take
+			n += take
+			if n >= limit {
+				return limit
+			}
+		}
+	}
+	return n
 }
 
 // PopN removes up to n items in order.

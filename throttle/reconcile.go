@@ -157,5 +157,12 @@ const reconcileSamples = 3
 // reconcileLimit bounds the holders read per reading: far more than can
 // hold tokens, so that a truncated list cannot look like a leak.
 func reconcileLimit(p *model.Policy) int {
-	return 2*p.MaxInFlight + 1000
+	if p.ConcurrencyKey == "" {
+		return 2*p.MaxInFlight + 1000
+	}
+	return 2*min(p.TokenCap(), maxHolders) + 1000
 }
+
+// maxHolders caps the bound reconcileLimit reads for under a keyed policy
+// (one without MaxInFlightTotal has no bound of its own).
+const maxHolders = 100_000

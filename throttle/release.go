@@ -91,7 +91,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	// same store call (one commit instead of a release and then a start).
 	var nx *next
 	if t != nil && e.PolicyID != "" {
-		nx = t.takeNext(e.PolicyID)
+		nx = t.takeNext(e.PolicyID, e.ID)
 	}
 	if nx != nil && t.cfg.EarlyDispatch && nx.p != nil && !nx.p.AutoRelease {
 		if taken, released, err := t.releaseEarly(ctx, e, nx, now); taken {
@@ -158,9 +158,11 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	}
 	if nx != nil && nextErr == nil {
 		// The next event holds the token now and is delivering.
+		nx.handedOver(e.ID, true)
 		nx.dispatch(nil)
 		return true, nil
 	}
+	nx.handedOver("", false)
 	// A next event whose start lost (cancelled, or claimed by a newer owner
 	// of its shard) is dropped, as in (*bucket).start; the token is free.
 	if t != nil && t.handOff(e.PolicyID, 1) == 1 {
@@ -168,11 +170,16 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		// store write.
 		return true, nil
 	}
+	if t != nil {
+		// A keyed bucket counts the token's key free before the token
+		// is back: it waits for the token in the store, never beyond it.
+		t.releasedHolder(e.PolicyID, e.ID)
+	}
 	err = returnTokens(ctx, st, e.PolicyID, 1, 0)
 	if t != nil {
 		// Woken whatever the write's outcome, as in ReturnTokens: a
 		// needless wake-up costs one acquisition attempt.
-		t.Released(e.PolicyID)
+		t.wakeReleased(e.PolicyID)
 	}
 	if err != nil {
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)

@@ -52,6 +52,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	}
 	if err != nil {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+		b.markStale()
 		b.mu.Lock()
 		for _, it := range items {
 			b.q.Push(it)
@@ -87,6 +88,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	}
 	if lost > 0 {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, lost, 0)
+		b.markStale()
 	}
 	if kept > 0 {
 		t.log.Warn().Str(logkey.Policy, b.policyID).Int("tokens", kept).Msg("start outcome unknown; tokens left to reconciliation")

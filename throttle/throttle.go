@@ -360,8 +360,21 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 
 // Released tells the bucket of policyID, if this instance owns it, that a
 // token went back, so that the next waiting event goes at once. It never
-// blocks.
+// blocks. A keyed bucket counts its holders again (the token's event is
+// not named).
 func (t *Throttle) Released(policyID string) {
+	t.mu.Lock()
+	b := t.buckets[policyID]
+	t.mu.Unlock()
+	if b != nil {
+		b.markStale()
+		signal(b.released)
+	}
+}
+
+// wakeReleased is Released after a release that told the bucket its event
+// (releasedHolder).
+func (t *Throttle) wakeReleased(policyID string) {
 	t.mu.Lock()
 	b := t.buckets[policyID]
 	t.mu.Unlock()

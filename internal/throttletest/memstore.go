@@ -1,7 +1,7 @@
 // Package throttletest has test support for the throttle and the handler: an
 // in-memory store that follows the store contract for the methods they use
 // (compare-and-set transitions with fences, token counts that never exceed
-// MaxInFlight), with switches to simulate a store outage.
+// the policy's TokenCap), with switches to simulate a store outage.
 //
 // The conformance suite of the real drivers is store/storetest; this fake
 // only lets unit tests run without a driver.
@@ -319,7 +319,7 @@ func (s *MemStore) PolicyAcquireTokens(ctx context.Context, policyID string, wan
 	if !ok {
 		return 0, model.ErrNotFound
 	}
-	n := min(want, p.MaxInFlight-p.InUse)
+	n := min(want, p.TokenCap()-p.InUse)
 	if n <= 0 {
 		return 0, nil
 	}

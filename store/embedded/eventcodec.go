@@ -18,7 +18,8 @@ import (
 // length and the bytes; integers are varints; times are a presence byte (0
 // zero time, 1 set) followed by varint Unix seconds and uvarint nanoseconds,
 // read back in UTC; optional times are a presence byte (0 nil) and a time;
-// booleans are one byte. The payload is kept byte for byte.
+// booleans are one byte. The payload is kept byte for byte. The event's
+// concurrency key, if any, is a last string (absent: none).
 const eventCodecV1 = 0x01
 
 var errShortRow = errors.New("truncated event row")
@@ -57,6 +58,10 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	b = putTimePtr(b, e.FinishedAt)
 	b = putTime(b, e.CreatedAt)
 	b = putTime(b, e.UpdatedAt)
+	if e.ConcurrencyKey != "" {
+		// Optional tail: rows without it have no concurrency key.
+		b = putStr(b, e.ConcurrencyKey)
+	}
 	return b, nil
 }
 
@@ -99,6 +104,9 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	e.FinishedAt = d.timePtr()
 	e.CreatedAt = d.time()
 	e.UpdatedAt = d.time()
+	if d.err == nil && len(d.b) > 0 {
+		e.ConcurrencyKey = d.str()
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -98,7 +98,7 @@ func (s *Store) PolicyListAll(ctx context.Context) ([]*model.Policy, error) {
 }
 
 // PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
-// ratePerSecond and burst if
+// ratePerSecond, burst, concurrencyKey and maxInFlightTotal if
 // the stored Version equals expectedVersion; the stored Version becomes
 // expectedVersion+1. InUse and TimedOut are kept. model.ErrNotFound,
 // model.ErrConflict (version moved, or the new name is taken).
@@ -130,6 +130,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		cur.Name, cur.MaxInFlight, cur.TokenTimeout, cur.AutoRelease = p.Name, p.MaxInFlight, p.TokenTimeout, p.AutoRelease
 		cur.RatePerSecond, cur.Burst = p.RatePerSecond, p.Burst
 		cur.Adaptive, cur.EffectiveLimit, cur.LimitReason, cur.LimitChangedAt = p.Adaptive, p.EffectiveLimit, p.LimitReason, p.LimitChangedAt
+		cur.ConcurrencyKey, cur.MaxInFlightTotal = p.ConcurrencyKey, p.MaxInFlightTotal
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt
@@ -159,7 +160,7 @@ func (s *Store) PolicyDelete(ctx context.Context, tenantID, id string) error {
 }
 
 // PolicyAcquireTokens takes up to want free tokens. The read and the write
-// are one serialisable transaction, so InUse never exceeds MaxInFlight;
+// are one serialisable transaction, so InUse never exceeds TokenCap;
 // concurrent callers share commits. model.ErrNotFound.
 func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want int) (int, error) {
 	var got int
@@ -169,7 +170,7 @@ func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want i
 		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
 			return err
 		}
-		free := p.MaxInFlight - p.InUse
+		free := p.TokenCap() - p.InUse
 		if free <= 0 || want <= 0 {
 			return nil
 		}

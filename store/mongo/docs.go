@@ -296,6 +296,7 @@ type eventDoc struct {
 	PolicyID       string    `bson:"policyId"`
 	Target         targetDoc `bson:"target"`
 	Payload        []byte    `bson:"payload,omitempty"`
+	ConcurrencyKey string    `bson:"concurrencyKey,omitempty"`
 	MaxAttempts    int       `bson:"maxAttempts"`
 	Shard          int       `bson:"shard"`
 	Status         string    `bson:"status"`
@@ -317,7 +318,7 @@ func toEventDoc(e *model.Event) eventDoc {
 		FireTime: unixNano(e.FireTime), Index: e.Index, Count: e.Count,
 		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline),
 		Priority: e.Priority, PolicyID: e.PolicyID, Target: toTargetDoc(e.Target),
-		Payload: e.Payload, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
+		Payload: e.Payload, ConcurrencyKey: e.ConcurrencyKey, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
 		Status: string(e.Status), Attempts: e.Attempts, LastError: e.LastError,
 		Fence: e.Fence, ReleaseToken: e.ReleaseToken,
 		TokenExpiresAt: unixNanoPtr(e.TokenExpiresAt), TokenTimedOut: e.TokenTimedOut,
@@ -332,7 +333,7 @@ func (d *eventDoc) model() *model.Event {
 		FireTime: fromNano(d.FireTime), Index: d.Index, Count: d.Count,
 		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline),
 		Priority: d.Priority, PolicyID: d.PolicyID, Target: d.Target.model(),
-		Payload: d.Payload, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
+		Payload: d.Payload, ConcurrencyKey: d.ConcurrencyKey, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
 		Status: model.EventStatus(d.Status), Attempts: d.Attempts, LastError: d.LastError,
 		Fence: d.Fence, ReleaseToken: d.ReleaseToken,
 		TokenExpiresAt: fromNanoPtr(d.TokenExpiresAt), TokenTimedOut: d.TokenTimedOut,
@@ -358,11 +359,14 @@ type policyDoc struct {
 	EffectiveLimit int    `bson:"effectiveLimit,omitempty"`
 	LimitReason    string `bson:"limitReason,omitempty"`
 	LimitChangedAt int64  `bson:"limitChangedAt,omitempty"`
-	InUse          int    `bson:"inUse"`
-	TimedOut       int64  `bson:"timedOut"`
-	Version        int64  `bson:"version"`
-	CreatedAt      int64  `bson:"createdAt"`
-	UpdatedAt      int64  `bson:"updatedAt"`
+	// Absent before policies had concurrency keys: none.
+	ConcurrencyKey   string `bson:"concurrencyKey,omitempty"`
+	MaxInFlightTotal int    `bson:"maxInFlightTotal"`
+	InUse            int    `bson:"inUse"`
+	TimedOut         int64  `bson:"timedOut"`
+	Version          int64  `bson:"version"`
+	CreatedAt        int64  `bson:"createdAt"`
+	UpdatedAt        int64  `bson:"updatedAt"`
 }
 
 func toPolicyDoc(p *model.Policy) policyDoc {
@@ -370,6 +374,7 @@ func toPolicyDoc(p *model.Policy) policyDoc {
 		ID: p.ID, TenantID: p.TenantID, Name: p.Name, MaxInFlight: p.MaxInFlight,
 		TokenTimeout: int64(p.TokenTimeout), AutoRelease: p.AutoRelease,
 		RatePerSecond: p.RatePerSecond, Burst: p.Burst,
+		ConcurrencyKey: p.ConcurrencyKey, MaxInFlightTotal: p.MaxInFlightTotal,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
 	}
@@ -388,6 +393,7 @@ func (d *policyDoc) model() *model.Policy {
 		ID: d.ID, TenantID: d.TenantID, Name: d.Name, MaxInFlight: d.MaxInFlight,
 		TokenTimeout: time.Duration(d.TokenTimeout), AutoRelease: d.AutoRelease,
 		RatePerSecond: d.RatePerSecond, Burst: d.Burst,
+		ConcurrencyKey: d.ConcurrencyKey, MaxInFlightTotal: d.MaxInFlightTotal,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
 	}

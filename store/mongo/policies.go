@@ -81,6 +81,8 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "effectiveLimit", Value: d.EffectiveLimit},
 		{Key: "limitReason", Value: d.LimitReason},
 		{Key: "limitChangedAt", Value: d.LimitChangedAt},
+		{Key: "concurrencyKey", Value: p.ConcurrencyKey},
+		{Key: "maxInFlightTotal", Value: p.MaxInFlightTotal},
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}
@@ -122,23 +124,33 @@ func (s *Store) PolicyAcquireTokens(ctx context.Context, policyID string, want i
 		return 0, nil
 	}
 	type counts struct {
-		MaxInFlight int `bson:"maxInFlight"`
-		InUse       int `bson:"inUse"`
+		MaxInFlight      int    `bson:"maxInFlight"`
+		ConcurrencyKey   string `bson:"concurrencyKey"`
+		MaxInFlightTotal int    `bson:"maxInFlightTotal"`
+		InUse            int    `bson:"inUse"`
 	}
-	proj := options.FindOne().SetProjection(bson.D{{Key: "maxInFlight", Value: 1}, {Key: "inUse", Value: 1}})
+	proj := options.FindOne().SetProjection(bson.D{{Key: "maxInFlight", Value: 1}, {Key: "concurrencyKey", Value: 1},
+		{Key: "maxInFlightTotal", Value: 1}, {Key: "inUse", Value: 1}})
 	for {
 		var c counts
 		if err := s.policies.FindOne(ctx, bson.D{{Key: "_id", Value: policyID}}, proj).Decode(&c); err != nil {
 			return 0, fmt.Errorf("policy acquire tokens %s: %w", policyID, interpretError(err))
 		}
-		k := min(want, c.MaxInFlight-c.InUse)
+		// A keyed policy is bounded by its total (model.Policy.TokenCap).
+		limit := (&model.Policy{MaxInFlight: c.MaxInFlight, ConcurrencyKey: c.ConcurrencyKey, MaxInFlightTotal: c.MaxInFlightTotal}).TokenCap()
+		k := min(want, limit-c.InUse)
 		if k <= 0 {
 			return 0, nil
 		}
 		filter := bson.D{
 			{Key: "_id", Value: policyID},
 			{Key: "maxInFlight", Value: c.MaxInFlight},
-			{Key: "inUse", Value: bson.D{{Key: "$lte", Value: c.MaxInFlight - k}}},
+			{Key: "inUse", Value: bson.D{{Key: "$lte", Value: limit - k}}},
+		}
+		if c.ConcurrencyKey != "" {
+			// The bound it read still holds.
+			filter = append(filter, bson.E{Key: "concurrencyKey", Value: c.ConcurrencyKey},
+				bson.E{Key: "maxInFlightTotal", Value: c.MaxInFlightTotal})
 		}
 		unlock := s.lockCAS(s.policies, policyID)
 		res, err := s.policies.UpdateOne(ctx, filter, bson.D{{Key: "$inc", Value: bson.D{{Key: "inUse", Value: k}}}})

@@ -94,6 +94,57 @@ var policyTests = []namedTest{
 		otherTenant.Name = p.Name
 		createPolicy(t, d, otherTenant)
 	}},
+	{"ConcurrencyKey", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "p1", 2)
+		p.ConcurrencyKey, p.MaxInFlightTotal = "/customerId", 3
+		createPolicy(t, d, p)
+		got, err := d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.ConcurrencyKey, "/customerId", "ConcurrencyKey")
+		requireEqual(t, got.MaxInFlightTotal, 3, "MaxInFlightTotal")
+
+		// InUse is the total across key values: bounded by MaxInFlightTotal,
+		// not by the per-key MaxInFlight.
+		n, err := d.PolicyAcquireTokens(ctx, "p1", 10)
+		requireNoError(t, err, "PolicyAcquireTokens")
+		requireEqual(t, n, 3, "acquired under MaxInFlightTotal")
+		n, err = d.PolicyAcquireTokens(ctx, "p1", 1)
+		requireNoError(t, err, "PolicyAcquireTokens at the total")
+		requireEqual(t, n, 0, "acquired past MaxInFlightTotal")
+
+		// Without a total, InUse is not bounded by MaxInFlight.
+		upd := *got
+		upd.MaxInFlightTotal = 0
+		upd.Version = got.Version + 1
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, got.Version), "PolicyUpdate dropping the total")
+		n, err = d.PolicyAcquireTokens(ctx, "p1", 5)
+		requireNoError(t, err, "PolicyAcquireTokens without a total")
+		requireEqual(t, n, 5, "acquired without a total")
+
+		// Dropping the key brings back the per-policy bound.
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 8, "InUse")
+		plain := *got
+		plain.ConcurrencyKey = ""
+		plain.Version = got.Version + 1
+		requireNoError(t, d.PolicyUpdate(ctx, &plain, got.Version), "PolicyUpdate dropping the key")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.ConcurrencyKey, "", "ConcurrencyKey after update")
+		n, err = d.PolicyAcquireTokens(ctx, "p1", 1)
+		requireNoError(t, err, "PolicyAcquireTokens unkeyed")
+		requireEqual(t, n, 0, "acquired past MaxInFlight")
+
+		// The event's key value is stored with it.
+		e := newEvent("A", "s1", base, 0)
+		e.PolicyID, e.ConcurrencyKey = "p1", "c-7"
+		insertEvents(t, d, e)
+		ge, err := d.EventGetByID(ctx, e.ID)
+		requireNoError(t, err, "EventGetByID")
+		requireEqual(t, ge.ConcurrencyKey, "c-7", "event ConcurrencyKey")
+	}},
 	{"List", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		for _, p := range []*model.Policy{newPolicy("A", "p3", 1), newPolicy("A", "p1", 1), newPolicy("B", "p2", 1)} {
