@@ -375,7 +375,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg: cfg, deps: deps, thr: deps.Throttle,
-		log:   deps.Logger.With().Str(logkey.Component, "handler").Str(logkey.Instance, cfg.Owner).Logger(),
+		log:   deps.Logger.With().Str(logkey.Component, "handler").Logger(),
 		wakeT: make(chan struct{}, 1),
 		queue: newFairQueue(),
 		wakeD: make(chan struct{}, 1),
