@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -161,6 +162,12 @@ var _ store.Driver = (*Store)(nil)
 // than majority. A URI without w gets w=majority, and one without
 // readPreference gets primary.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	return open(ctx, uri, opts, nil)
+}
+
+// open is Open with a command monitor (nil: none), which tests use to count
+// the commands of an operation.
+func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonitor) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -180,7 +187,11 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		return nil, err
 	}
 
-	client, err := mongo.Connect(clientOptions(uri, cs, opts))
+	co := clientOptions(uri, cs, opts)
+	if mon != nil {
+		co.SetMonitor(mon)
+	}
+	client, err := mongo.Connect(co)
 	if err != nil {
 		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
 	}
