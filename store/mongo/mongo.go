@@ -21,10 +21,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -147,6 +150,8 @@ type Store struct {
 	// is why FerretDB is a test stand-in, not a deployment target.
 	locks     doclock.Set
 	serialise bool
+	// partialIndexes: the server builds partial indexes with $in filters.
+	partialIndexes bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -161,6 +166,12 @@ var _ store.Driver = (*Store)(nil)
 // than majority. A URI without w gets w=majority, and one without
 // readPreference gets primary.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	return open(ctx, uri, opts, nil)
+}
+
+// open is Open with a command monitor (nil: none), which tests use to count
+// the commands of an operation.
+func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonitor) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -180,7 +191,11 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		return nil, err
 	}
 
-	client, err := mongo.Connect(clientOptions(uri, cs, opts))
+	co := clientOptions(uri, cs, opts)
+	if mon != nil {
+		co.SetMonitor(mon)
+	}
+	client, err := mongo.Connect(co)
 	if err != nil {
 		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
 	}
@@ -239,6 +254,13 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if opts.SkipIndexes {
 		return nil
 	}
+	// Partial indexes with $in in their filter came with MongoDB 6.0;
+	// FerretDB v1 has no partial indexes at all.
+	major := 0
+	if v, ok := info["version"].(string); ok {
+		major, _ = strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	}
+	s.partialIndexes = !s.serialise && major >= 6
 	if err := s.createIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
@@ -249,7 +271,11 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 // that the contract promises (API key hash, policy name per tenant,
 // idempotency key per tenant) is enforced by unique indexes rather than by
 // read-then-write, which would race.
-func indexSpecs() map[string][]mongo.IndexModel {
+//
+// An index whose keys or options change gets a new name: creation skips an
+// existing name, so changed keys under an old name would never build.
+// partial selects the partial variants (MongoDB 6.0 and later).
+func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
 		d := bson.D{}
 		for _, k := range keys {
@@ -297,6 +323,17 @@ func indexSpecs() map[string][]mongo.IndexModel {
 			idx("tenant_id", false, "tenantId", "_id"),
 			// The retention job: finished events by age.
 			idx("status_finished", false, "status", "finishedAt"),
+			// The claim's finds, equality on shard and status, range on
+			// launchAt, sorted by (launchAt, _id): no blocking sort, and on
+			// MongoDB only the waiting events are in the index.
+			claimIndex(partial),
+			// The throttle: waiting events of a policy by launch time
+			// (EventCountWaiting), token holders by expiry, sorted by
+			// (tokenExpiresAt, _id) (EventFindTokenExpired).
+			idx("policy_status_launch", false, "policyId", "status", "launchAt"),
+			idx("policy_status_token_id", false, "policyId", "status", "tokenExpiresAt", "_id"),
+			// A fire's latest finish (EventLastFinished).
+			idx("fire_finished", false, "fireId", "finishedAt"),
 		},
 		collPolicies: {
 			idx("tenant_name_unique", true, "tenantId", "name"),
@@ -304,8 +341,19 @@ func indexSpecs() map[string][]mongo.IndexModel {
 	}
 }
 
+// claimIndex is the claim's (shard, status, launchAt, _id) index, partial
+// on the waiting statuses if partial.
+func claimIndex(partial bool) mongo.IndexModel {
+	keys := bson.D{{Key: "shard", Value: 1}, {Key: "status", Value: 1}, {Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}
+	if !partial {
+		return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_launch_id")}
+	}
+	return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_launch_id_waiting").
+		SetPartialFilterExpression(bson.D{{Key: "status", Value: in(waitingStatuses)}})}
+}
+
 func (s *Store) createIndexes(ctx context.Context) error {
-	for coll, models := range indexSpecs() {
+	for coll, models := range indexSpecs(s.partialIndexes) {
 		// Create only the missing indexes, one per call. FerretDB v1.24
 		// panics (dropping the connection) on a createIndexes of two or more
 		// indexes that all exist, and a createIndexes of an existing index

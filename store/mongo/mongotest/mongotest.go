@@ -220,6 +220,9 @@ type Config struct {
 	// costliest first: what a slow FerretDB spends its time on.
 	Stats      io.Writer
 	StatsEvery time.Duration
+	// Faults, if set (with SerializeWrites), cuts the write commands it
+	// is armed for.
+	Faults *Faults
 }
 
 // Start runs FerretDB with its SQLite files in dir on a free port of
@@ -297,7 +300,7 @@ func StartConfig(ctx context.Context, cfg Config) (uri string, stop func(), err 
 			<-done
 			return "", nil, fmt.Errorf("mongotest: listen on %s: %w", cfg.Addr, err)
 		}
-		ws := &writeSerializer{backend: backend}
+		ws := &writeSerializer{backend: backend, faults: cfg.Faults}
 		statsDone := make(chan struct{})
 		if cfg.Stats != nil && cfg.StatsEvery > 0 {
 			ws.stats = &cmdStats{}

@@ -40,8 +40,9 @@ type writeSerializer struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 
-	locks doclock.Set
-	stats *cmdStats // nil: not collected
+	locks  doclock.Set
+	stats  *cmdStats // nil: not collected
+	faults *Faults   // nil: none
 }
 
 const (
@@ -98,6 +99,8 @@ func (s *writeSerializer) proxy(client net.Conn) {
 	var pmu sync.Mutex
 	var pending int32
 	var held *doclock.Held
+	// dropReply is the requestID of a write whose reply Faults drops, 0 if none.
+	var dropReply int32
 	// inflight: the commands awaiting replies, for stats.
 	type sent struct {
 		shape    string
@@ -128,7 +131,14 @@ func (s *writeSerializer) proxy(client net.Conn) {
 				break
 			}
 			// The write is done in FerretDB once its reply is read.
-			release(int32(binary.LittleEndian.Uint32(msg[8:12])))
+			responseTo := int32(binary.LittleEndian.Uint32(msg[8:12]))
+			release(responseTo)
+			pmu.Lock()
+			drop := dropReply != 0 && responseTo == dropReply
+			pmu.Unlock()
+			if drop {
+				break
+			}
 			if _, werr := client.Write(msg); werr != nil {
 				break
 			}
@@ -148,6 +158,15 @@ func (s *writeSerializer) proxy(client net.Conn) {
 				inflight[requestID] = sent{shape: shape(msg), at: began, lockWait: time.Since(began)}
 				pmu.Unlock()
 			}
+		}
+		fault := s.faults.next(msg)
+		if fault == FailWrite {
+			break
+		}
+		if fault == DropReply {
+			pmu.Lock()
+			dropReply = requestID
+			pmu.Unlock()
 		}
 		w, ok := classify(msg)
 		switch {

@@ -1,0 +1,12 @@
+package mongo
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/event"
+)
+
+// OpenMonitored is Open with a command monitor on the client.
+func OpenMonitored(ctx context.Context, uri string, opts Options, mon *event.CommandMonitor) (*Store, error) {
+	return open(ctx, uri, opts, mon)
+}
