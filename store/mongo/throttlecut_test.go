@@ -3,6 +3,7 @@ package mongo_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,13 @@ func (allShards) Owns(int, int64) bool { return true }
 // a policy of three tokens are each dispatched once, never more than three
 // at a time, and all end released with no token held.
 func TestThrottleCut(t *testing.T) {
+	if os.Getenv("SCHEDULERD_FAULT_TESTS") != "1" {
+		// Each cut where a release's reply is lost leaves the event it hands
+		// its token to started but not dispatched until its token times out
+		// (a known gap, docs/reliability.md): the run waits that out, about
+		// two minutes in all.
+		t.Skip("SCHEDULERD_FAULT_TESTS=1 runs it")
+	}
 	t.Parallel()
 	uri, faults := faultServer(t)
 	const events, maxInFlight, maxK = 6, 3, 40
