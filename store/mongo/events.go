@@ -642,20 +642,30 @@ func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int
 // EventCountByFire counts a fire's events per status with one $group over
 // the (fireId, status) index. Cross-tenant.
 func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error) {
+	counts, err := s.countByStatus(ctx, bson.D{{Key: "fireId", Value: fireID}})
+	if err != nil {
+		return nil, fmt.Errorf("event count by fire %s: %w", fireID, err)
+	}
+	return counts, nil
+}
+
+// countByStatus counts the events matching filter per status with one
+// $group.
+func (s *Store) countByStatus(ctx context.Context, filter bson.D) (store.EventCounts, error) {
 	pipeline := mongo.Pipeline{
-		{{Key: "$match", Value: bson.D{{Key: "fireId", Value: fireID}}}},
+		{{Key: "$match", Value: filter}},
 		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$status"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
 	}
 	cur, err := s.events.Aggregate(ctx, pipeline)
 	if err != nil {
-		return nil, fmt.Errorf("event count by fire %s: %w", fireID, interpretError(err))
+		return nil, interpretError(err)
 	}
 	var rows []struct {
 		Status string `bson:"_id"`
 		N      int    `bson:"n"`
 	}
 	if err := cur.All(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("event count by fire %s: %w", fireID, interpretError(err))
+		return nil, interpretError(err)
 	}
 	counts := store.EventCounts{}
 	for _, r := range rows {
@@ -792,24 +802,9 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 // EventCountByStatus counts a tenant's events per status with one $group
 // over the (tenantId, _id) index.
 func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.EventCounts, error) {
-	pipeline := mongo.Pipeline{
-		{{Key: "$match", Value: bson.D{{Key: "tenantId", Value: tenantID}}}},
-		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$status"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
-	}
-	cur, err := s.events.Aggregate(ctx, pipeline)
+	counts, err := s.countByStatus(ctx, bson.D{{Key: "tenantId", Value: tenantID}})
 	if err != nil {
-		return nil, fmt.Errorf("event count by status %s: %w", tenantID, interpretError(err))
-	}
-	var rows []struct {
-		Status string `bson:"_id"`
-		N      int    `bson:"n"`
-	}
-	if err := cur.All(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("event count by status %s: %w", tenantID, interpretError(err))
-	}
-	counts := store.EventCounts{}
-	for _, r := range rows {
-		counts[model.EventStatus(r.Status)] = r.N
+		return nil, fmt.Errorf("event count by status %s: %w", tenantID, err)
 	}
 	return counts, nil
 }
