@@ -88,7 +88,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		// Bounded, so that an unreachable store fails the start with an
 		// error instead of hanging before the banner.
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		a.store, err = mongo.Open(octx, cfg.MongoURI, mongo.Options{Database: cfg.MongoDatabase})
+		a.store, err = mongo.Open(octx, cfg.MongoURI, mongoOptions(cfg))
 		cancel()
 	}
 	if err != nil {
@@ -101,6 +101,19 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// mongoOptions are the MongoDB driver's options from the flags.
+func mongoOptions(cfg Config) mongo.Options {
+	return mongo.Options{
+		Database:               cfg.MongoDatabase,
+		AllowWeakWriteConcern:  cfg.MongoAllowWeakWriteConcern,
+		ServerSelectionTimeout: cfg.MongoServerSelectionTimeout,
+		OperationTimeout:       cfg.MongoOperationTimeout,
+		EventRetention:         cfg.Retention,
+		IdempotencyRetention:   cfg.IdempotencyRetention,
+		Owner:                  cfg.InstanceID,
+	}
 }
 
 // secrets fills in the admin key and signing secret. With the embedded store
@@ -209,7 +222,7 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
-		TenantWeight: cfg.TenantWeight},
+		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			// Delivery is shared between tenants by their weights.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/store/mongo"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -57,6 +58,14 @@ type Config struct {
 	InstanceID         string
 	LogLevel           string
 	LogFormat          string // "json" (default) or "console"
+
+	// MongoDB client settings (store=mongo); see mongo.Options.
+	MongoAllowWeakWriteConcern  bool
+	MongoServerSelectionTimeout time.Duration
+	MongoOperationTimeout       time.Duration
+	// IdempotencyRetention is how long the master's idempotency records
+	// are kept.
+	IdempotencyRetention time.Duration
 }
 
 // Option describes one setting: its flag, its environment variable, its
@@ -81,6 +90,17 @@ func dur(name string, p func(*Config) *time.Duration) func(*Config, string) erro
 			return fmt.Errorf("%s: %q is not a duration such as 30s or 2m", name, v)
 		}
 		*p(c) = d
+		return nil
+	}
+}
+
+func boolean(name string, p func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not true or false", name, v)
+		}
+		*p(c) = b
 		return nil
 	}
 }
@@ -125,6 +145,9 @@ func Options() []Option {
 		{"data-dir", "SCHEDULER_DATA_DIR", "./data", "data directory of the embedded store (also keeps generated secrets)", str(func(c *Config) *string { return &c.DataDir })},
 		{"mongo-uri", "SCHEDULER_MONGO_URI", "", "MongoDB connection string (store=mongo)", str(func(c *Config) *string { return &c.MongoURI })},
 		{"mongo-database", "SCHEDULER_MONGO_DATABASE", "", "MongoDB database name (store=mongo; default: the database in the URI path, else schedulerd)", str(func(c *Config) *string { return &c.MongoDatabase })},
+		{"mongo-allow-weak-write-concern", "SCHEDULER_MONGO_ALLOW_WEAK_WRITE_CONCERN", "false", "store=mongo: accept a write concern in the URI weaker than w=majority (w=0, w=1, journal=false), which a failover can roll back; refused at start otherwise", boolean("mongo-allow-weak-write-concern", func(c *Config) *bool { return &c.MongoAllowWeakWriteConcern })},
+		{"mongo-server-selection-timeout", "SCHEDULER_MONGO_SERVER_SELECTION_TIMEOUT", "30s", "store=mongo: how long an operation waits for a usable server (keep it longer than an election)", dur("mongo-server-selection-timeout", func(c *Config) *time.Duration { return &c.MongoServerSelectionTimeout })},
+		{"mongo-operation-timeout", "SCHEDULER_MONGO_OPERATION_TIMEOUT", "60s", "store=mongo: bound of one store operation, its retries included, unless its caller's is earlier", dur("mongo-operation-timeout", func(c *Config) *time.Duration { return &c.MongoOperationTimeout })},
 		{"admin-key", "SCHEDULER_ADMIN_KEY", "", "admin API key; embedded store: generated into <data-dir>/admin.key when empty; mongo: required", str(func(c *Config) *string { return &c.AdminKey })},
 		{"signing-secret", "SCHEDULER_SIGNING_SECRET", "", "HMAC secret for delivery signatures; embedded: generated into <data-dir>/signing.secret when empty; mongo: required", str(func(c *Config) *string { return &c.SigningSecret })},
 		{"sqs-region", "SCHEDULER_SQS_REGION", "us-east-1", "AWS region for SQS delivery", str(func(c *Config) *string { return &c.SQSRegion })},
@@ -138,6 +161,7 @@ func Options() []Option {
 		{"emit-background-chunk", "SCHEDULER_EMIT_BACKGROUND_CHUNK", "5000", "events per store write of a fire written in the background; its progress is recorded after each (1-100000)", num("emit-background-chunk", func(c *Config) *int { return &c.BackgroundChunk })},
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
+		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
 		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins); also applied on save to targets whose host is an address literal", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
 		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default); also applied on save to targets whose host is an address literal", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
@@ -299,6 +323,22 @@ func (c *Config) validate() error {
 	}
 	if c.HTTPTimeout <= 0 {
 		return errors.New("http-timeout: must be positive")
+	}
+	for _, r := range []struct {
+		flag string
+		v    time.Duration
+	}{{"retention", c.Retention}, {"idempotency-retention", c.IdempotencyRetention}} {
+		// The bounds of a TTL index's expireAfterSeconds (store=mongo),
+		// for every store alike.
+		if r.v < time.Second || r.v > mongo.MaxRetention {
+			return fmt.Errorf("%s: %s is out of range 1s-%s", r.flag, r.v, mongo.MaxRetention)
+		}
+	}
+	if c.MongoServerSelectionTimeout <= 0 {
+		return errors.New("mongo-server-selection-timeout: must be positive")
+	}
+	if c.MongoOperationTimeout <= 0 {
+		return errors.New("mongo-operation-timeout: must be positive")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -135,12 +135,15 @@ type idempotencyDoc struct {
 	Status      int    `bson:"status"`
 	Body        []byte `bson:"body,omitempty"`
 	CreatedAt   int64  `bson:"createdAt"`
+	// CreatedDate is CreatedAt for the TTL index (see retention.go).
+	CreatedDate bson.DateTime `bson:"createdDate"`
 }
 
 func toIdempotencyDoc(r *model.IdempotencyRecord) idempotencyDoc {
 	return idempotencyDoc{
 		TenantID: r.TenantID, Key: r.Key, RequestHash: r.RequestHash,
 		Status: r.Status, Body: r.Body, CreatedAt: unixNano(r.CreatedAt),
+		CreatedDate: bsonDate(r.CreatedAt),
 	}
 }
 
@@ -310,6 +313,9 @@ type eventDoc struct {
 	FinishedAt     *int64    `bson:"finishedAt,omitempty"`
 	CreatedAt      int64     `bson:"createdAt"`
 	UpdatedAt      int64     `bson:"updatedAt"`
+	// FinishedDate is FinishedAt of a released or cancelled event, for the
+	// TTL index (see retention.go); absent otherwise.
+	FinishedDate *bson.DateTime `bson:"finishedDate,omitempty"`
 }
 
 func toEventDoc(e *model.Event) eventDoc {
@@ -324,7 +330,26 @@ func toEventDoc(e *model.Event) eventDoc {
 		TokenExpiresAt: unixNanoPtr(e.TokenExpiresAt), TokenTimedOut: e.TokenTimedOut,
 		DeliveredAt: unixNanoPtr(e.DeliveredAt), FinishedAt: unixNanoPtr(e.FinishedAt),
 		CreatedAt: unixNano(e.CreatedAt), UpdatedAt: unixNano(e.UpdatedAt),
+		FinishedDate: finishedDate(e.Status, e.FinishedAt, e.UpdatedAt),
 	}
+}
+
+// finishedDate is the TTL date of an event that is (or becomes) st with
+// finishedAt, or at (the time of the write) when finishedAt is not given:
+// nil unless st is released or cancelled.
+func finishedDate(st model.EventStatus, finishedAt *time.Time, at time.Time) *bson.DateTime {
+	if st != model.EventReleased && st != model.EventCancelled {
+		return nil
+	}
+	t := at
+	if finishedAt != nil {
+		t = *finishedAt
+	}
+	if t.IsZero() {
+		return nil // no instant to count from: the purge job's to judge
+	}
+	d := bsonDate(t)
+	return &d
 }
 
 func (d *eventDoc) model() *model.Event {
@@ -412,6 +437,9 @@ type leaseDoc struct {
 	Owner     string `bson:"owner"`
 	Fence     int64  `bson:"fence"`
 	ExpiresAt int64  `bson:"expiresAt"`
+	// ExpiresDate is ExpiresAt of a member lease, for the TTL index (see
+	// retention.go); unit leases have none.
+	ExpiresDate *bson.DateTime `bson:"expiresDate,omitempty"`
 }
 
 func (d *leaseDoc) model() model.Lease {

@@ -615,6 +615,12 @@ func transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, upd
 		set = append(set, bson.E{Key: "updatedAt", Value: unixNano(t.At)})
 	}
 	var unset bson.D
+	// The TTL date of retention follows the status (see retention.go).
+	if d := finishedDate(t.To, t.FinishedAt, t.At); d != nil {
+		set = append(set, bson.E{Key: fieldFinishedDate, Value: *d})
+	} else if t.From == model.EventReleased || t.From == model.EventCancelled {
+		unset = append(unset, bson.E{Key: fieldFinishedDate, Value: ""})
+	}
 	if t.ClearToken && t.TokenExpiresAt == nil {
 		unset = append(unset, bson.E{Key: "tokenExpiresAt", Value: ""})
 	}
@@ -706,6 +712,7 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 		{Key: "status", Value: string(model.EventCancelled)},
 		{Key: "finishedAt", Value: unixNano(at)},
 		{Key: "updatedAt", Value: unixNano(at)},
+		{Key: fieldFinishedDate, Value: bsonDate(at)},
 	}}}
 	unlock := s.lockCAS(s.events)
 	res, err := s.events.UpdateMany(ctx, filter, update)
@@ -717,11 +724,16 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 }
 
 // EventFindTokenExpired returns the policy's token-holding events whose
-// token expired before t, oldest expiry first. Cross-tenant.
+// token expired before t, oldest expiry first, t judged on the server's
+// clock where it can (see clock.go). The reclaim's transition still
+// requires the expiry by the caller's t (TokenExpiredBy), so a token is
+// taken back only once both clocks agree that it expired. Cross-tenant.
 func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
-	filter := bson.D{
-		{Key: "policyId", Value: policyID},
-		{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lt", Value: unixNano(t)}}},
+	filter := bson.D{{Key: "policyId", Value: policyID}}
+	if expired := s.before("tokenExpiresAt", t, false); expired.Key == "$expr" {
+		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$exists", Value: true}}}, expired)
+	} else {
+		filter = append(filter, expired)
 	}
 	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}})
 	if limit > 0 {

@@ -21,6 +21,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +72,22 @@ type Options struct {
 	// SkipIndexes skips creating the indexes at Open, for instances started
 	// against a database whose indexes another instance already built.
 	SkipIndexes bool
+	// EventRetention is how long released and cancelled events are kept
+	// (default 24h): on MongoDB the expireAfterSeconds of the TTL index on
+	// their finishedDate. The handler's purge job deletes them too, and is
+	// the only deletion on FerretDB, which has no TTL indexes.
+	EventRetention time.Duration
+	// IdempotencyRetention is how long idempotency records are kept
+	// (default 24h), by the TTL index on their createdDate on MongoDB.
+	IdempotencyRetention time.Duration
+	// ClientClock judges lease and token expiries by the instants callers
+	// pass even where the server could judge them by its own clock
+	// (MongoDB 4.2 and later, see serverCaps), for tests that drive time
+	// with a fake clock.
+	ClientClock bool
+	// Owner names this process in the store's own lease (the orphan-children
+	// clean-up runs on its holder only). Default: host name and process id.
+	Owner string
 }
 
 // Defaults of Options.
@@ -77,12 +95,22 @@ const (
 	defaultConnectTimeout         = 10 * time.Second
 	defaultServerSelectionTimeout = 30 * time.Second
 	defaultOperationTimeout       = 60 * time.Second
+	defaultRetention              = 24 * time.Hour
+	// maxRetention is the largest expireAfterSeconds a TTL index takes
+	// (a 32-bit count of seconds).
+	maxRetention = math.MaxInt32 * time.Second
 )
 
 func (o *Options) setDefaults() {
 	defaults.Set(&o.ConnectTimeout, defaultConnectTimeout)
 	defaults.Set(&o.ServerSelectionTimeout, defaultServerSelectionTimeout)
 	defaults.Set(&o.OperationTimeout, defaultOperationTimeout)
+	defaults.Set(&o.EventRetention, defaultRetention)
+	defaults.Set(&o.IdempotencyRetention, defaultRetention)
+	if o.Owner == "" {
+		h, _ := os.Hostname()
+		o.Owner = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), bson.NewObjectID().Hex())
+	}
 }
 
 func (o Options) validate() error {
@@ -93,9 +121,17 @@ func (o Options) validate() error {
 		return fmt.Errorf("mongo options: ServerSelectionTimeout must not be negative, got %s", o.ServerSelectionTimeout)
 	case o.OperationTimeout < 0:
 		return fmt.Errorf("mongo options: OperationTimeout must not be negative, got %s", o.OperationTimeout)
+	case o.EventRetention < time.Second || o.EventRetention > maxRetention:
+		return fmt.Errorf("mongo options: EventRetention must be between 1s and %s, got %s", maxRetention, o.EventRetention)
+	case o.IdempotencyRetention < time.Second || o.IdempotencyRetention > maxRetention:
+		return fmt.Errorf("mongo options: IdempotencyRetention must be between 1s and %s, got %s", maxRetention, o.IdempotencyRetention)
 	}
 	return nil
 }
+
+// MaxRetention is the longest retention Options take: a TTL index counts
+// its expiry in 32-bit seconds.
+const MaxRetention = maxRetention
 
 // checkWriteConcern refuses a URI whose write concern is weaker than
 // majority unless the options allow it.
@@ -150,8 +186,9 @@ type Store struct {
 	// is why FerretDB is a test stand-in, not a deployment target.
 	locks     doclock.Set
 	serialise bool
-	// partialIndexes: the server builds partial indexes with $in filters.
-	partialIndexes bool
+	// caps is what the server supports, decided once at Open.
+	caps serverCaps
+	opts Options
 
 	closeOnce sync.Once
 	closeErr  error
@@ -199,7 +236,7 @@ func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonit
 	if err != nil {
 		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
 	}
-	s := &Store{client: client, db: client.Database(dbName)}
+	s := &Store{client: client, db: client.Database(dbName), opts: opts}
 	// Every collection but tenants and API keys is read right after it is
 	// written (compare-and-sets, claims and their read-backs, leases,
 	// idempotency records), so its reads go to the primary whatever the
@@ -250,22 +287,74 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
 		return fmt.Errorf("mongo open: buildInfo: %w", interpretError(err))
 	}
-	_, s.serialise = info["ferretdbVersion"]
+	var hello struct {
+		SetName string `bson:"setName"`
+	}
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		// Servers before MongoDB 4.4.2 answer only the older name.
+		if err := s.db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&hello); err != nil {
+			return fmt.Errorf("mongo open: hello: %w", interpretError(err))
+		}
+	}
+	_, ferret := info["ferretdbVersion"]
+	version, _ := info["version"].(string)
+	s.caps = decideCaps(version, ferret, hello.SetName, opts.ClientClock)
+	s.serialise = s.caps.ferret
 	if opts.SkipIndexes {
 		return nil
 	}
-	// Partial indexes with $in in their filter came with MongoDB 6.0;
-	// FerretDB v1 has no partial indexes at all.
-	major := 0
-	if v, ok := info["version"].(string); ok {
-		major, _ = strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-	}
-	s.partialIndexes = !s.serialise && major >= 6
 	if err := s.createIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
 	return nil
 }
+
+// serverCaps is what the server supports beyond the subset the package
+// doc describes. decideCaps is the one place that chooses a code path by
+// server; the methods consult the result.
+type serverCaps struct {
+	// ferret: the server is FerretDB v1 (see Store.locks).
+	ferret bool
+	// partialIndexes: partial indexes with $in in their filter (MongoDB 6.0).
+	partialIndexes bool
+	// ttl: TTL indexes, which FerretDB v1 refuses ("expireAfterSeconds is
+	// not implemented"): the purge jobs are then the only retention.
+	ttl bool
+	// serverClock: expiries are judged by the server's clock ($$NOW in an
+	// $expr or a pipeline update, MongoDB 4.2), so that instances whose
+	// clocks disagree still agree on when a lease or a token expired.
+	// FerretDB v1 has neither, and judges by the callers' instants.
+	serverClock bool
+	// transactions: multi-document transactions, which need a replica set
+	// (a standalone server refuses them) and MongoDB 4.0.
+	transactions bool
+}
+
+func decideCaps(version string, ferret bool, setName string, clientClock bool) serverCaps {
+	if ferret {
+		return serverCaps{ferret: true}
+	}
+	major, minor := 0, 0
+	parts := strings.SplitN(version, ".", 3)
+	major, _ = strconv.Atoi(parts[0])
+	if len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	atLeast := func(ma, mi int) bool { return major > ma || major == ma && minor >= mi }
+	return serverCaps{
+		partialIndexes: major >= 6,
+		ttl:            true,
+		serverClock:    !clientClock && atLeast(4, 2),
+		transactions:   setName != "" && atLeast(4, 0),
+	}
+}
+
+// ServerClock reports whether expiries are judged by the server's clock.
+func (s *Store) ServerClock() bool { return s.caps.serverClock }
+
+// Transactions reports whether a schedule and its children are written in
+// one transaction.
+func (s *Store) Transactions() bool { return s.caps.transactions }
 
 // indexSpecs are the indexes the queries of this package use. Uniqueness
 // that the contract promises (API key hash, policy name per tenant,
@@ -353,7 +442,13 @@ func claimIndex(partial bool) mongo.IndexModel {
 }
 
 func (s *Store) createIndexes(ctx context.Context) error {
-	for coll, models := range indexSpecs(s.partialIndexes) {
+	all := indexSpecs(s.caps.partialIndexes)
+	if s.caps.ttl {
+		for coll, m := range ttlSpecs(s.opts) {
+			all[coll] = append(all[coll], m.model())
+		}
+	}
+	for coll, models := range all {
 		// Create only the missing indexes, one per call. FerretDB v1.24
 		// panics (dropping the connection) on a createIndexes of two or more
 		// indexes that all exist, and a createIndexes of an existing index
@@ -366,6 +461,9 @@ func (s *Store) createIndexes(ctx context.Context) error {
 		}
 		for _, sp := range specs {
 			have[sp.Name] = true
+		}
+		if err := s.syncTTL(ctx, coll, specs); err != nil {
+			return err
 		}
 		for _, m := range models {
 			if have[indexName(m)] {

@@ -38,6 +38,18 @@ const inBatch = 1000
 // ChildrenDeleteOrphans removes). If the schedule id exists the children just
 // written are deleted again and ErrConflict is returned.
 func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
+	if s.caps.transactions {
+		err := s.withTxn(ctx, func(ctx context.Context) error {
+			if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
+				return err
+			}
+			return s.insertChildrenTxn(ctx, children)
+		})
+		if err != nil {
+			return fmt.Errorf("schedule create %s: %w", sc.ID, interpretError(err))
+		}
+		return nil
+	}
 	// Checking first keeps a plain duplicate create from writing children at
 	// all; the insert below is still what decides.
 	if err := s.exists(ctx, s.schedules, bson.D{{Key: "_id", Value: sc.ID}}); err == nil {
@@ -111,6 +123,9 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	if len(todo) == 0 {
 		return res, nil
 	}
+	if s.caps.transactions {
+		return s.scheduleCreateManyTxn(ctx, items, todo, res)
+	}
 	childIDs, err := s.insertChildren(ctx, children)
 	if err != nil {
 		return nil, fmt.Errorf("schedule create many (%d): %w", len(items), err)
@@ -142,17 +157,51 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	return res, nil
 }
 
+// scheduleCreateManyTxn writes items[todo...] and their children in one
+// transaction. A schedule id that a concurrent create took meanwhile aborts
+// it: that item becomes ErrConflict and the others go again, so an item
+// that conflicts leaves nothing written and the others are stored.
+func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.ScheduleNew, todo []int, res []error) ([]error, error) {
+	for len(todo) > 0 {
+		lost := -1
+		err := s.withTxn(ctx, func(ctx context.Context) error {
+			lost = -1
+			docs := make([]any, len(todo))
+			var children []model.Child
+			for j, i := range todo {
+				docs[j] = toScheduleDoc(items[i].Schedule)
+				children = append(children, items[i].Children...)
+			}
+			// Ordered: the first duplicate ends the insert and names its item.
+			if _, err := s.schedules.InsertMany(ctx, docs); err != nil {
+				var bwe mongo.BulkWriteException
+				if errors.As(err, &bwe) && bwe.WriteConcernError == nil && len(bwe.WriteErrors) == 1 &&
+					mongo.IsDuplicateKeyError(bwe.WriteErrors[0]) && bwe.WriteErrors[0].Index < len(todo) {
+					lost = bwe.WriteErrors[0].Index
+				}
+				return err
+			}
+			return s.insertChildrenTxn(ctx, children)
+		})
+		if err == nil {
+			return res, nil
+		}
+		if lost < 0 {
+			return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
+		}
+		res[todo[lost]] = model.ErrConflict
+		todo = slices.Delete(todo, lost, lost+1)
+	}
+	return res, nil
+}
+
 // idOnly decodes a projection on _id.
 type idOnly struct {
 	ID string `bson:"_id"`
 }
 
-// insertChildren writes children with fresh ids in unordered batches and
-// returns the ids.
-func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]bson.ObjectID, error) {
-	if len(children) == 0 {
-		return nil, nil
-	}
+// childDocs are the documents of children, with fresh ids.
+func childDocs(children []model.Child) ([]bson.ObjectID, []any) {
 	ids := make([]bson.ObjectID, len(children))
 	docs := make([]any, len(children))
 	for i := range children {
@@ -161,6 +210,44 @@ func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]b
 		d.ID = ids[i]
 		docs[i] = d
 	}
+	return ids, docs
+}
+
+// insertChildrenTxn writes children inside a transaction, which takes back
+// whatever part of them went in if anything fails.
+func (s *Store) insertChildrenTxn(ctx context.Context, children []model.Child) error {
+	if len(children) == 0 {
+		return nil
+	}
+	_, docs := childDocs(children)
+	_, err := s.children.InsertMany(ctx, docs)
+	return err
+}
+
+// withTxn runs fn in one transaction (serverCaps.transactions).
+// Session.WithTransaction retries the whole of fn after a
+// TransientTransactionError and the commit after an
+// UnknownTransactionCommitResult, as MongoDB's drivers document, until the
+// client's operation timeout; fn must return every error of the driver
+// (wrapped with %w, so that the labels are seen), and so must not write
+// outside the transaction.
+func (s *Store) withTxn(ctx context.Context, fn func(ctx context.Context) error) error {
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return err
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) { return nil, fn(ctx) })
+	return err
+}
+
+// insertChildren writes children with fresh ids in unordered batches and
+// returns the ids.
+func (s *Store) insertChildren(ctx context.Context, children []model.Child) ([]bson.ObjectID, error) {
+	if len(children) == 0 {
+		return nil, nil
+	}
+	ids, docs := childDocs(children)
 	if _, err := s.children.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
 		// Some may have been written. Left behind, they would carry the
 		// version a retried write gives the schedule and pass for its
@@ -245,6 +332,9 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 // children again). ErrNotFound, ErrConflict.
 func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expectedVersion int64, children []model.Child) error {
 	sc.Version = expectedVersion + 1
+	if s.caps.transactions {
+		return s.scheduleUpdateTxn(ctx, sc, expectedVersion, children)
+	}
 	var ids []bson.ObjectID
 	if children != nil {
 		var err error
@@ -284,9 +374,64 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 	return nil
 }
 
+// errNoMatch ends a transaction whose compare-and-set matched nothing.
+var errNoMatch = errors.New("no document matched")
+
+// scheduleUpdateTxn is ScheduleUpdate in one transaction: the
+// compare-and-set, then the children's replacement, or nothing.
+func (s *Store) scheduleUpdateTxn(ctx context.Context, sc *model.Schedule, expectedVersion int64, children []model.Child) error {
+	filter := bson.D{{Key: "_id", Value: sc.ID}, {Key: "tenantId", Value: sc.TenantID}, {Key: "version", Value: expectedVersion}}
+	err := s.withTxn(ctx, func(ctx context.Context) error {
+		res, err := s.schedules.ReplaceOne(ctx, filter, toScheduleDoc(sc))
+		if err != nil {
+			return err
+		}
+		if res.MatchedCount == 0 {
+			return errNoMatch
+		}
+		if children == nil {
+			return nil
+		}
+		if _, err := s.children.DeleteMany(ctx, bson.D{
+			{Key: "scheduleId", Value: sc.ID},
+			{Key: "scheduleVersion", Value: bson.D{{Key: "$lt", Value: sc.Version}}},
+		}); err != nil {
+			return err
+		}
+		return s.insertChildrenTxn(ctx, children)
+	})
+	if errors.Is(err, errNoMatch) {
+		err = s.notFoundOrConflict(ctx, s.schedules, bson.D{{Key: "_id", Value: sc.ID}, {Key: "tenantId", Value: sc.TenantID}})
+	} else {
+		err = interpretError(err)
+	}
+	if err != nil {
+		return fmt.Errorf("schedule update %s: %w", sc.ID, err)
+	}
+	return nil
+}
+
 // ScheduleDelete removes the tenant's schedule, then its children (a crash in
-// between leaves orphans for ChildrenDeleteOrphans). ErrNotFound.
+// between leaves orphans for ChildrenDeleteOrphans; in one transaction where
+// the server has them). ErrNotFound.
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
+	if s.caps.transactions {
+		err := s.withTxn(ctx, func(ctx context.Context) error {
+			res, err := s.schedules.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}})
+			if err != nil {
+				return err
+			}
+			if res.DeletedCount == 0 {
+				return model.ErrNotFound
+			}
+			_, err = s.children.DeleteMany(ctx, bson.D{{Key: "scheduleId", Value: id}})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("schedule delete %s: %w", id, interpretError(err))
+		}
+		return nil
+	}
 	unlock := s.lockCAS(s.schedules, id)
 	res, err := s.schedules.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "tenantId", Value: tenantID}})
 	unlock()
@@ -404,72 +549,107 @@ func (s *Store) ChildTimezones(ctx context.Context) ([]string, error) {
 	return tzs, nil
 }
 
-// ChildrenDeleteOrphans removes children whose schedule does not exist or
-// has another version. Without $lookup (FerretDB has none) it reads the
-// children's (id, schedule, version) and the schedules' versions in batches,
-// then deletes the orphans by id.
 // orphanGrace is how old a child of a missing (or not yet updated) schedule
 // must be before it counts as an orphan; no create or update takes that long.
 const orphanGrace = 10 * time.Minute
 
+// The orphan clean-up runs on one instance at a time: the holder of the
+// store's own unit lease orphanLease, which it keeps by taking it again on
+// each pass (the emitter's passes are minutes apart, well inside the TTL).
+// A holder that stops is replaced once the lease expires.
+const (
+	orphanLease    = "store/unit/orphan-children"
+	orphanLeaseTTL = 15 * time.Minute
+	// orphanPage bounds the index entries one read of the clean-up returns.
+	orphanPage = 1000
+)
+
+// ChildrenDeleteOrphans removes children whose schedule does not exist or
+// has another version, on the holder of orphanLease only (0 elsewhere).
+// Without $lookup (FerretDB has none) it walks the (scheduleId,
+// scheduleVersion) index in pages of orphanPage distinct pairs, a covered
+// query that reads no child document, looks up the versions of the page's
+// schedules, and deletes the orphans of each stale pair by the same index.
+// Memory is bounded by a page whatever the number of children.
 func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
-	type ref struct {
-		ID              bson.ObjectID `bson:"_id"`
-		ScheduleID      string        `bson:"scheduleId"`
-		ScheduleVersion int64         `bson:"scheduleVersion"`
-	}
-	refs, err := findAll[ref](ctx, s.children, bson.D{},
-		options.Find().SetProjection(bson.D{{Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}}))
-	if err != nil {
+	if _, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, time.Now(), orphanLeaseTTL); err != nil {
+		if errors.Is(err, model.ErrConflict) {
+			return 0, nil
+		}
 		return 0, fmt.Errorf("children delete orphans: %w", err)
 	}
-	var scheduleIDs []string
-	seen := map[string]bool{}
-	for _, r := range refs {
-		if !seen[r.ScheduleID] {
-			seen[r.ScheduleID] = true
-			scheduleIDs = append(scheduleIDs, r.ScheduleID)
-		}
+	type pair struct {
+		ScheduleID      string `bson:"scheduleId"`
+		ScheduleVersion int64  `bson:"scheduleVersion"`
 	}
-	versions := make(map[string]int64, len(scheduleIDs))
-	for chunk := range slices.Chunk(scheduleIDs, inBatch) {
+	// Children are written before their schedule where there are no
+	// transactions, so a child whose schedule is missing or older may
+	// belong to a create or update in progress: only those older than
+	// orphanGrace (by their ObjectID) are removed. Children of a version
+	// the schedule has moved past are removed at once.
+	young := bson.NewObjectIDFromTimestamp(time.Now().Add(-orphanGrace))
+	opts := options.Find().
+		SetSort(bson.D{{Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}}).
+		SetLimit(orphanPage).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}})
+	deleted := 0
+	var last *pair
+	for {
+		filter := bson.D{}
+		if last != nil {
+			filter = bson.D{{Key: "$or", Value: bson.A{
+				bson.D{{Key: "scheduleId", Value: bson.D{{Key: "$gt", Value: last.ScheduleID}}}},
+				bson.D{{Key: "scheduleId", Value: last.ScheduleID}, {Key: "scheduleVersion", Value: bson.D{{Key: "$gt", Value: last.ScheduleVersion}}}},
+			}}}
+		}
+		refs, err := findAll[pair](ctx, s.children, filter, opts)
+		if err != nil {
+			return deleted, fmt.Errorf("children delete orphans: %w", err)
+		}
+		if len(refs) == 0 {
+			return deleted, nil
+		}
+		full, end := len(refs) == orphanPage, refs[len(refs)-1]
+		pairs := slices.Compact(refs)
+		var ids []string
+		for _, p := range pairs {
+			if len(ids) == 0 || ids[len(ids)-1] != p.ScheduleID {
+				ids = append(ids, p.ScheduleID)
+			}
+		}
 		type ver struct {
 			ID      string `bson:"_id"`
 			Version int64  `bson:"version"`
 		}
-		vs, err := findAll[ver](ctx, s.schedules, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}},
+		vs, err := findAll[ver](ctx, s.schedules, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
 			options.Find().SetProjection(bson.D{{Key: "version", Value: 1}}))
 		if err != nil {
-			return 0, fmt.Errorf("children delete orphans: schedules: %w", err)
+			return deleted, fmt.Errorf("children delete orphans: schedules: %w", err)
 		}
+		versions := make(map[string]int64, len(vs))
 		for _, v := range vs {
 			versions[v.ID] = v.Version
 		}
-	}
-	// Children are written before their schedule (no transactions), so a
-	// child whose schedule is missing or older may belong to a create or
-	// update in progress: only those older than orphanGrace are removed.
-	// Children of a version the schedule has moved past are removed at once.
-	var orphans []bson.ObjectID
-	cutoff := time.Now().Add(-orphanGrace)
-	for _, r := range refs {
-		v, ok := versions[r.ScheduleID]
-		switch {
-		case ok && v > r.ScheduleVersion:
-			orphans = append(orphans, r.ID)
-		case (!ok || v != r.ScheduleVersion) && r.ID.Timestamp().Before(cutoff):
-			orphans = append(orphans, r.ID)
+		for _, p := range pairs {
+			v, ok := versions[p.ScheduleID]
+			if ok && v == p.ScheduleVersion {
+				continue
+			}
+			filter := bson.D{{Key: "scheduleId", Value: p.ScheduleID}, {Key: "scheduleVersion", Value: p.ScheduleVersion}}
+			if !ok || v < p.ScheduleVersion {
+				filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: young}}})
+			}
+			res, err := s.children.DeleteMany(ctx, filter)
+			if err != nil {
+				return deleted, fmt.Errorf("children delete orphans: %w", interpretError(err))
+			}
+			deleted += int(res.DeletedCount)
 		}
-	}
-	deleted := 0
-	for chunk := range slices.Chunk(orphans, inBatch) {
-		res, err := s.children.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}})
-		if err != nil {
-			return deleted, fmt.Errorf("children delete orphans: %w", interpretError(err))
+		if !full {
+			return deleted, nil
 		}
-		deleted += int(res.DeletedCount)
+		last = &end
 	}
-	return deleted, nil
 }
 
 // WatermarkGet returns the partition's watermark, or a zero Watermark.
