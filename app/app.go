@@ -90,6 +90,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		a.store, err = mongo.Open(octx, cfg.MongoURI, mongoOptions(cfg))
 		cancel()
+		if errors.Is(err, mongo.ErrWeakWriteConcern) {
+			err = fmt.Errorf("mongo-uri: %w (-mongo-allow-weak-write-concern accepts it)", err)
+		}
 	}
 	if err != nil {
 		ln.Close()

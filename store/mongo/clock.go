@@ -14,9 +14,9 @@ import (
 // every instance. Elsewhere (FerretDB v1, which has neither $expr nor
 // pipeline updates) the caller's instant is compared as it is.
 //
-// The callers pass instants of the process's clock (time.Now) in
-// production; a fake clock far from it only makes sense with
-// Options.ClientClock.
+// The callers' instants are of the process's clock (Options.Clock); tests
+// that pass instants of another (a fixed date, a fake clock they advance)
+// and compare them exactly set Options.ClientClock.
 
 // nowNanos is the server's clock ($$NOW, milliseconds) in Unix nanoseconds.
 var nowNanos = bson.D{{Key: "$multiply", Value: bson.A{bson.D{{Key: "$toLong", Value: "$$NOW"}}, int64(time.Millisecond)}}}
@@ -52,7 +52,7 @@ func (s *Store) clockOffset(t time.Time) (time.Duration, bool) {
 	if !s.caps.serverClock {
 		return 0, false
 	}
-	off := time.Until(t)
+	off := t.Sub(s.opts.Clock.Now())
 	if off > maxClockOffset || off < -maxClockOffset {
 		return 0, false
 	}

@@ -10,3 +10,6 @@ import (
 func OpenMonitored(ctx context.Context, uri string, opts Options, mon *event.CommandMonitor) (*Store, error) {
 	return open(ctx, uri, opts, mon)
 }
+
+// SetOrphanPage sets the page size of the orphan clean-up.
+func (s *Store) SetOrphanPage(n int) { s.orphanPage = n }

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -86,8 +87,13 @@ type Options struct {
 	// with a fake clock.
 	ClientClock bool
 	// Owner names this process in the store's own lease (the orphan-children
-	// clean-up runs on its holder only). Default: host name and process id.
+	// clean-up runs on its holder only). Default: host name, process id and
+	// a random suffix.
 	Owner string
+	// Clock is this process's clock (default: the real one): the orphan
+	// clean-up's lease and grace are timed by it, and instants are moved
+	// from it onto the server's clock (see clock.go).
+	Clock clockwork.Clock
 }
 
 // Defaults of Options.
@@ -107,6 +113,9 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.OperationTimeout, defaultOperationTimeout)
 	defaults.Set(&o.EventRetention, defaultRetention)
 	defaults.Set(&o.IdempotencyRetention, defaultRetention)
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
 	if o.Owner == "" {
 		h, _ := os.Hostname()
 		o.Owner = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), bson.NewObjectID().Hex())
@@ -133,6 +142,10 @@ func (o Options) validate() error {
 // its expiry in 32-bit seconds.
 const MaxRetention = maxRetention
 
+// ErrWeakWriteConcern is Open's refusal of a URI whose write concern is
+// weaker than majority, without Options.AllowWeakWriteConcern.
+var ErrWeakWriteConcern = errors.New("write concern weaker than majority")
+
 // checkWriteConcern refuses a URI whose write concern is weaker than
 // majority unless the options allow it.
 func checkWriteConcern(cs *connstring.ConnString, o Options) error {
@@ -141,11 +154,11 @@ func checkWriteConcern(cs *connstring.ConnString, o Options) error {
 	}
 	switch {
 	case cs.WNumberSet:
-		return fmt.Errorf("mongo open: the URI's write concern w=%d is weaker than majority: remove w from the URI, or set AllowWeakWriteConcern to accept it", cs.WNumber)
+		return fmt.Errorf("mongo open: %w: the URI's w=%d: remove w from the URI, or set AllowWeakWriteConcern to accept it", ErrWeakWriteConcern, cs.WNumber)
 	case cs.WString != "" && cs.WString != "majority":
-		return fmt.Errorf("mongo open: the URI's write concern w=%s is not majority: remove w from the URI, or set AllowWeakWriteConcern to accept it", cs.WString)
+		return fmt.Errorf("mongo open: %w: the URI's w=%s: remove w from the URI, or set AllowWeakWriteConcern to accept it", ErrWeakWriteConcern, cs.WString)
 	case cs.JSet && !cs.J:
-		return fmt.Errorf("mongo open: the URI's journal=false makes acknowledged writes losable: remove it from the URI, or set AllowWeakWriteConcern to accept it")
+		return fmt.Errorf("mongo open: %w: the URI's journal=false makes acknowledged writes losable: remove it from the URI, or set AllowWeakWriteConcern to accept it", ErrWeakWriteConcern)
 	}
 	return nil
 }
@@ -189,6 +202,9 @@ type Store struct {
 	// caps is what the server supports, decided once at Open.
 	caps serverCaps
 	opts Options
+	// orphanPage is the page of the orphan clean-up (orphanPage; tests
+	// make it small).
+	orphanPage int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -236,7 +252,7 @@ func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonit
 	if err != nil {
 		return nil, fmt.Errorf("mongo open: connect: %w", interpretError(err))
 	}
-	s := &Store{client: client, db: client.Database(dbName), opts: opts}
+	s := &Store{client: client, db: client.Database(dbName), opts: opts, orphanPage: orphanPage}
 	// Every collection but tenants and API keys is read right after it is
 	// written (compare-and-sets, claims and their read-backs, leases,
 	// idempotency records), so its reads go to the primary whatever the

@@ -567,12 +567,13 @@ const (
 // ChildrenDeleteOrphans removes children whose schedule does not exist or
 // has another version, on the holder of orphanLease only (0 elsewhere).
 // Without $lookup (FerretDB has none) it walks the (scheduleId,
-// scheduleVersion) index in pages of orphanPage distinct pairs, a covered
+// scheduleVersion) index in pages of orphanPage entries, a covered
 // query that reads no child document, looks up the versions of the page's
 // schedules, and deletes the orphans of each stale pair by the same index.
 // Memory is bounded by a page whatever the number of children.
 func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
-	if _, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, time.Now(), orphanLeaseTTL); err != nil {
+	now := s.opts.Clock.Now()
+	if _, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, now, orphanLeaseTTL); err != nil {
 		if errors.Is(err, model.ErrConflict) {
 			return 0, nil
 		}
@@ -587,10 +588,10 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 	// belong to a create or update in progress: only those older than
 	// orphanGrace (by their ObjectID) are removed. Children of a version
 	// the schedule has moved past are removed at once.
-	young := bson.NewObjectIDFromTimestamp(time.Now().Add(-orphanGrace))
+	young := bson.NewObjectIDFromTimestamp(now.Add(-orphanGrace))
 	opts := options.Find().
 		SetSort(bson.D{{Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}}).
-		SetLimit(orphanPage).
+		SetLimit(int64(s.orphanPage)).
 		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "scheduleId", Value: 1}, {Key: "scheduleVersion", Value: 1}})
 	deleted := 0
 	var last *pair
@@ -609,7 +610,7 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 		if len(refs) == 0 {
 			return deleted, nil
 		}
-		full, end := len(refs) == orphanPage, refs[len(refs)-1]
+		full, end := len(refs) == s.orphanPage, refs[len(refs)-1]
 		pairs := slices.Compact(refs)
 		var ids []string
 		for _, p := range pairs {
