@@ -227,10 +227,18 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs := flag.NewFlagSet("schedulerd", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	for _, o := range opts {
-		fs.Func(o.Flag, o.Usage+" (env "+o.Env+", default "+strconv.Quote(o.Default)+")", func(v string) error {
+		usage := o.Usage + " (env " + o.Env + ", default " + strconv.Quote(o.Default) + ")"
+		record := func(v string) error {
 			values[o.Flag] = v
 			return nil
-		})
+		}
+		// A setting whose default is a boolean is a boolean flag: given
+		// alone, it means true.
+		if _, err := strconv.ParseBool(o.Default); err == nil && o.Default != "0" && o.Default != "1" {
+			fs.BoolFunc(o.Flag, usage, record)
+			continue
+		}
+		fs.Func(o.Flag, usage, record)
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/event"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/mongo"
