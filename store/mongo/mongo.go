@@ -2,13 +2,15 @@
 // for deployments of many instances.
 //
 // It is written for the subset of MongoDB that replica sets, sharded
-// clusters, Atlas, DocumentDB and FerretDB v1 share: no multi-document
-// transactions, no TTL or partial indexes, no change streams, no aggregation
-// beyond $match/$group. Every state change is one conditional single-document
-// write (a compare-and-set on status, version or fence in the update's
-// filter); multi-document operations are loops or unordered bulk writes of
-// such writes and are safe to repeat after a crash. Retention is a delete job,
-// not a TTL index.
+// clusters, Atlas, DocumentDB and FerretDB v1 share: no change streams, no
+// aggregation beyond $match/$group. Every state change is one conditional
+// single-document write (a compare-and-set on status, version or fence in
+// the update's filter); multi-document operations are loops or unordered
+// bulk writes of such writes and are safe to repeat after a crash. What
+// only some servers have is used where Open finds it (serverCaps): a
+// schedule and its children in one transaction on a replica set, TTL
+// indexes for retention (retention.go; the delete jobs stay for FerretDB),
+// expiries judged by the server's clock (clock.go), partial indexes.
 //
 // Documents use the model ids as _id. Instants are stored as int64 Unix
 // nanoseconds rather than BSON dates: BSON dates keep milliseconds, and fire

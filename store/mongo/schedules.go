@@ -33,10 +33,11 @@ func clampLimit(n int) int64 {
 // 16 MB command limit.
 const inBatch = 1000
 
-// ScheduleCreate stores s and its children: children first, then the
-// schedule, so a crash in between leaves only orphan children (which
-// ChildrenDeleteOrphans removes). If the schedule id exists the children just
-// written are deleted again and ErrConflict is returned.
+// ScheduleCreate stores s and its children: in one transaction where the
+// server has them, else children first, then the schedule, so a crash in
+// between leaves only orphan children (which ChildrenDeleteOrphans
+// removes). If the schedule id exists the children just written are
+// deleted again (or the transaction aborted) and ErrConflict is returned.
 func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
 	if s.caps.transactions {
 		err := s.withTxn(ctx, func(ctx context.Context) error {
@@ -74,8 +75,9 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 }
 
 // ScheduleCreateMany writes like ScheduleCreate, in bulk: ids that exist
-// are looked up at once, the children of the other items go in one unordered
-// insert, then their schedules in another. A schedule insert that loses to a
+// are looked up at once; in one transaction where the server has them
+// (scheduleCreateManyTxn), else the children of the other items go in one
+// unordered insert, then their schedules in another. A schedule insert that loses to a
 // concurrent create of its id (duplicate key) has its children removed and
 // its item reports ErrConflict. On any other failure of the schedule insert
 // the call fails; schedules it did write stay (a retry with the same ids
@@ -324,9 +326,11 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 
 // ScheduleUpdate replaces the schedule if its stored version is
 // expectedVersion; the stored version becomes expectedVersion+1 (sc.Version
-// is set to it). With children, the new children are written first, then the
-// schedule (the compare-and-set), then the children of older versions are
-// deleted; a lost compare-and-set deletes exactly the children it wrote.
+// is set to it). Where the server has transactions the whole of it is one
+// (scheduleUpdateTxn). Otherwise, with children, the new children are
+// written first, then the schedule (the compare-and-set), then the children
+// of older versions are deleted; a lost compare-and-set deletes exactly the
+// children it wrote.
 // Without children the stored children keep their version and so become
 // stale, for ChildrenDeleteOrphans (callers that keep the timing pass the
 // children again). ErrNotFound, ErrConflict.
