@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,3 +307,30 @@ func TestServerClockTokens(t *testing.T) {
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// TestServerClockTokenPlan explains the reclaim's read on the server's
+// clock: the $expr leaves the (policyId, status, tokenExpiresAt, _id) index
+// in use, with no collection scan and no sort in memory.
+func TestServerClockTokenPlan(t *testing.T) {
+	if !mongotest.IsRealMongo() {
+		t.Skipf("set %s to a real MongoDB: FerretDB v1 has no $expr and does not plan queries with indexes", mongotest.EnvURI)
+	}
+	t.Parallel()
+	db := openRaw(t)
+	expired := bson.D{{Key: "$lt", Value: bson.A{"$tokenExpiresAt", bson.D{{Key: "$add", Value: bson.A{
+		bson.D{{Key: "$multiply", Value: bson.A{bson.D{{Key: "$toLong", Value: "$$NOW"}}, int64(time.Millisecond)}}}, int64(0)}}}}}}
+	cmd := bson.D{{Key: "find", Value: "events"},
+		{Key: "filter", Value: bson.D{{Key: "policyId", Value: "p"}, {Key: "tokenExpiresAt", Value: bson.D{{Key: "$exists", Value: true}}},
+			{Key: "$expr", Value: expired}, {Key: "status", Value: "delivering"}}},
+		{Key: "sort", Value: bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}}}, {Key: "limit", Value: 500}}
+	var res bson.Raw
+	if err := db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: cmd}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	plan := res.Lookup("queryPlanner", "winningPlan").String()
+	for _, stage := range []string{`"COLLSCAN"`, `"SORT"`} {
+		if strings.Contains(plan, stage) {
+			t.Errorf("the plan has %s: %s", stage, plan)
+		}
+	}
+}
