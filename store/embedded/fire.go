@@ -245,7 +245,7 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 	clear(inserted)
 	n := 0
 	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
-	w := newEventWriter(tx)
+	x := newEvtx(tx)
 	for i, fn := range fs {
 		f := fn.Fire
 		if fires.Get([]byte(f.ID)) != nil {
@@ -268,14 +268,14 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 			return 0, err
 		}
 		for _, e := range fn.Events {
-			if w.rows.Get([]byte(e.ID)) != nil {
-				continue
-			}
-			if err := w.put(nil, e); err != nil {
+			ok, err := x.insert(e)
+			if err != nil {
 				return 0, err
 			}
-			n++
+			if ok {
+				n++
+			}
 		}
 	}
-	return n, nil
+	return n, x.flush()
 }

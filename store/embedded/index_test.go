@@ -3,10 +3,14 @@ package embedded
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,14 +27,26 @@ var allEventStatuses = []model.EventStatus{
 	model.EventReleased, model.EventRetrying, model.EventDead, model.EventCancelled,
 }
 
-// TestEventIndexesMatchRows starts from a data directory in layout 1 (due
-// and policy keys for every event in every status), reopens it (which
-// migrates it), adds events, drives them all through random transitions,
-// claims and retention deletes, and checks after the migration and at the
-// end that every event index holds exactly the keys derived from the rows:
-// the due index only waiting events, the policy index only unfinished ones,
-// by class. Set EMBEDDED_TEST_SEED to vary the run.
+// TestEventIndexesMatchRows starts from a data directory in layout 1 or 2
+// (events in full by id, with the index keys of those layouts), reopens it
+// (which migrates it in several transactions), checks that every event reads
+// back as it was written, adds events, drives them all through random
+// transitions, claims and retention deletes, and checks after the migration
+// and at the end that every event bucket holds exactly the keys derived from
+// the rows (the due index only waiting events, the policy index only
+// unfinished ones, by class; the groups, their counts and entries) and that
+// listing and counting by tenant and schedule agree with the events stored.
+// The events mix canonical ones (id of fire and index, the tenant and
+// schedule of the fire's first event) with loose ones (other ids, another
+// tenant), and some differ from the first event of their fire in target,
+// payload or deadline. Set EMBEDDED_TEST_SEED to vary the run.
 func TestEventIndexesMatchRows(t *testing.T) {
+	for _, layout := range []int{1, layoutNarrowIndexes} {
+		t.Run(fmt.Sprintf("layout%d", layout), func(t *testing.T) { testEventIndexesMatchRows(t, layout) })
+	}
+}
+
+func testEventIndexesMatchRows(t *testing.T, layout int) {
 	seed := uint64(1)
 	if v := os.Getenv("EMBEDDED_TEST_SEED"); v != "" {
 		var err error
@@ -47,11 +63,28 @@ func TestEventIndexesMatchRows(t *testing.T) {
 	const legacy, added = 200, 100
 	var events []*model.Event
 	for i := range legacy + added {
+		f := i % 7
+		fireID := fmt.Sprintf("s%d.1", f)
 		e := &model.Event{
-			ID: fmt.Sprintf("s%d.1.%d", i%7, i), TenantID: fmt.Sprintf("t%d", i%3),
-			ScheduleID: fmt.Sprintf("s%d", i%7), FireID: fmt.Sprintf("s%d.1", i%7),
+			ID: model.EventID(fireID, i), TenantID: fmt.Sprintf("t%d", f%3),
+			ScheduleID: fmt.Sprintf("s%d", f), FireID: fireID, FireTime: base, Index: i, Count: legacy + added,
 			LaunchAt: base.Add(time.Duration(rng.IntN(600)) * time.Second),
-			Shard:    rng.IntN(4), Status: model.EventPending, CreatedAt: base, UpdatedAt: base,
+			Target:   model.Target{Type: model.TargetHTTP, URL: fmt.Sprintf("http://127.0.0.1:9/%d", f)},
+			Payload:  json.RawMessage(fmt.Sprintf(`{"f":%d}`, f)), MaxAttempts: 3,
+			Shard: rng.IntN(4), Status: model.EventPending, CreatedAt: base, UpdatedAt: base,
+		}
+		switch rng.IntN(8) {
+		case 0: // an id of its own: loose
+			e.ID, e.Index = fmt.Sprintf("x%d", i), 0
+		case 1: // another tenant than its fire's: loose
+			e.TenantID = "t9"
+		case 2: // the id of another index: loose
+			e.Index = i + 1
+		case 3:
+			e.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+			e.Target.URL += "/x"
+			d := base.Add(time.Hour)
+			e.Deadline = &d
 		}
 		if rng.IntN(3) > 0 {
 			e.PolicyID = fmt.Sprintf("p%d", rng.IntN(2))
@@ -59,14 +92,19 @@ func TestEventIndexesMatchRows(t *testing.T) {
 		if i < legacy {
 			e.Status = allEventStatuses[rng.IntN(len(allEventStatuses))]
 			e.Fence = int64(rng.IntN(3))
+			e.Attempts = rng.IntN(3)
 			if e.Status.Finished() {
 				at := base.Add(time.Duration(rng.IntN(60)) * time.Second)
 				e.FinishedAt = &at
 			}
+			if e.Status.HoldsToken() {
+				at := base.Add(time.Minute)
+				e.TokenExpiresAt, e.ReleaseToken = &at, fmt.Sprintf("tok%d", i)
+			}
 		}
 		events = append(events, e)
 	}
-	writeLayout1(t, dir, events[:legacy])
+	writeLegacy(t, dir, layout, events[:legacy])
 
 	// Several migration transactions, the last one short.
 	s, err := Open(dir, Options{migrateChunk: 7})
@@ -76,8 +114,26 @@ func TestEventIndexesMatchRows(t *testing.T) {
 	defer func() { _ = s.Close() }()
 	checkMigrated(t, s)
 	checkEventIndexes(t, s)
+	for _, e := range events[:legacy] {
+		got, err := s.EventGetByID(ctx, e.ID)
+		if err != nil {
+			t.Fatalf("event %s after the migration: %v", e.ID, err)
+		}
+		if want := roundTrip(t, e); !reflect.DeepEqual(got, want) {
+			t.Errorf("event %s after the migration:\n got %+v\nwant %+v", e.ID, got, want)
+		}
+	}
 	if _, err := s.EventInsertMany(ctx, events[legacy:]); err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range events[legacy:] {
+		got, err := s.EventGetByID(ctx, e.ID)
+		if err != nil {
+			t.Fatalf("event %s: %v", e.ID, err)
+		}
+		if want := roundTrip(t, e); !reflect.DeepEqual(got, want) {
+			t.Errorf("event %s read back:\n got %+v\nwant %+v", e.ID, got, want)
+		}
 	}
 
 	fence := int64(10)
@@ -115,11 +171,91 @@ func TestEventIndexesMatchRows(t *testing.T) {
 		}
 	}
 	checkEventIndexes(t, s)
+	checkListsAndCounts(t, s, events)
 }
 
-// writeLayout1 creates a store in dir holding events as layout 1 wrote them:
-// due and policy keys (by status) for every event.
-func writeLayout1(t *testing.T, dir string, events []*model.Event) {
+// roundTrip is e as the store keeps it: encoded and decoded by the codec of
+// full rows (times in UTC, empty payloads nil).
+func roundTrip(t *testing.T, e *model.Event) *model.Event {
+	t.Helper()
+	raw, err := encodeEvent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := decodeEvent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkListsAndCounts pages EventList by tenant and by schedule in small
+// pages and compares the ids with those of the events still stored, sorted;
+// and checks EventCountByTenant and EventCountByStatus.
+func checkListsAndCounts(t *testing.T, s *Store, events []*model.Event) {
+	t.Helper()
+	ctx := t.Context()
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.ID
+	}
+	stored, err := s.EventGetMany(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTenant, bySched := map[string][]string{}, map[[2]string][]string{}
+	statuses := map[string]store.EventCounts{}
+	for _, e := range stored {
+		byTenant[e.TenantID] = append(byTenant[e.TenantID], e.ID)
+		k := [2]string{e.TenantID, e.ScheduleID}
+		bySched[k] = append(bySched[k], e.ID)
+		if statuses[e.TenantID] == nil {
+			statuses[e.TenantID] = store.EventCounts{}
+		}
+		statuses[e.TenantID][e.Status]++
+	}
+	page := func(p store.EventListParams) []string {
+		var got []string
+		for {
+			list, err := s.EventList(ctx, &p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list {
+				got = append(got, e.ID)
+			}
+			if len(list) < p.Limit {
+				return got
+			}
+			p.After = list[len(list)-1].ID
+		}
+	}
+	for tenant, want := range byTenant {
+		slices.Sort(want)
+		if got := page(store.EventListParams{TenantID: tenant, Limit: 7}); !slices.Equal(got, want) {
+			t.Errorf("EventList tenant %s:\n got %v\nwant %v", tenant, got, want)
+		}
+		if n, err := s.EventCountByTenant(ctx, tenant, 0); err != nil || n != len(want) {
+			t.Errorf("EventCountByTenant %s = %d, %v; want %d", tenant, n, err, len(want))
+		}
+		if got, err := s.EventCountByStatus(ctx, tenant); err != nil || !maps.Equal(got, statuses[tenant]) {
+			t.Errorf("EventCountByStatus %s = %v, %v; want %v", tenant, got, err, statuses[tenant])
+		}
+	}
+	for k, want := range bySched {
+		slices.Sort(want)
+		if got := page(store.EventListParams{TenantID: k[0], ScheduleID: k[1], Limit: 3}); !slices.Equal(got, want) {
+			t.Errorf("EventList tenant %s schedule %s:\n got %v\nwant %v", k[0], k[1], got, want)
+		}
+	}
+}
+
+// writeLegacy creates a store in dir holding events as layout 1 (or 2) wrote
+// them: every event in full under its id, with index keys that repeat the
+// id; in layout 1 due and policy keys (by status) for every event, in
+// layout 2 for waiting and unfinished events only (by class). The encoding
+// is layout 2's binary rows, which layout 1 read too.
+func writeLegacy(t *testing.T, dir string, layout int, events []*model.Event) {
 	t.Helper()
 	s, err := Open(dir, Options{})
 	if err != nil {
@@ -127,14 +263,28 @@ func writeLayout1(t *testing.T, dir string, events []*model.Event) {
 	}
 	defer func() { _ = s.Close() }()
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bMeta).Delete(keyLayout); err != nil {
+		if layout == 1 {
+			if err := tx.Bucket(bMeta).Delete(keyLayout); err != nil {
+				return err
+			}
+		} else if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, uint32(layout))); err != nil {
 			return err
 		}
-		if err := tx.DeleteBucket(bEvPolicy); err != nil {
-			return err
+		// An empty store of the current layout: its event buckets would be
+		// created empty by the Open that migrates it.
+		for _, name := range eventBuckets {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.CreateBucket(bEvPolicyLayout1); err != nil {
-			return err
+		names := legacyBuckets
+		if layout != 1 {
+			names = names[:len(names)-1] // no layout-1 policy bucket
+		}
+		for _, name := range names {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
 		}
 		for _, e := range events {
 			raw, err := encodeEvent(e)
@@ -142,17 +292,22 @@ func writeLayout1(t *testing.T, dir string, events []*model.Event) {
 				return err
 			}
 			puts := [][3][]byte{
-				{bEvents, []byte(e.ID), raw},
-				{bEvDue, dueKey(nil, e), fenceValue(e)},
-				{bEvFire, fireKey(e), nil},
-				{bEvSched, schedKey(e), nil},
-				{bEvTenant, tenantKey(e), nil},
+				{bEventsLayout2, []byte(e.ID), raw},
+				{[]byte("events_by_fire_status"), append(strKey(e.FireID, string(e.Status)), e.ID...), nil},
+				{[]byte("events_by_schedule"), append(strKey(e.ScheduleID), e.ID...), nil},
+				{[]byte("events_by_tenant"), append(strKey(e.TenantID), e.ID...), nil},
 			}
-			if e.PolicyID != "" {
+			if layout == 1 || dueIndexed(e.Status) {
+				puts = append(puts, [3][]byte{[]byte("events_by_shard_status_launch"), legacyDueKey(e), binary.BigEndian.AppendUint64(nil, uint64(e.Fence))})
+			}
+			switch {
+			case layout == 1 && e.PolicyID != "":
 				puts = append(puts, [3][]byte{bEvPolicyLayout1, append(appendTime(strKey(e.PolicyID, string(e.Status)), e.LaunchAt), e.ID...), nil})
+			case layout != 1 && policyIndexed(e):
+				puts = append(puts, [3][]byte{[]byte("events_by_policy_class_launch"), append(appendTime(strKey(e.PolicyID, policyClass(e.Status)), e.LaunchAt), e.ID...), nil})
 			}
 			if retained(e) {
-				puts = append(puts, [3][]byte{bEvFinished, finishedKey(e), nil})
+				puts = append(puts, [3][]byte{[]byte("events_finished_by_time"), append(appendTime(nil, *e.FinishedAt), e.ID...), nil})
 			}
 			for _, p := range puts {
 				if err := tx.Bucket(p[0]).Put(p[1], p[2]); err != nil {
@@ -164,6 +319,16 @@ func writeLayout1(t *testing.T, dir string, events []*model.Event) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// legacyDueKey is the due key of layouts 1 and 2: shard, status\0,
+// [fence], launchAt, id.
+func legacyDueKey(e *model.Event) []byte {
+	b := appendStr(appendInt32(nil, e.Shard), string(e.Status))
+	if e.Status == model.EventScheduled {
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
+	}
+	return append(appendTime(b, e.LaunchAt), e.ID...)
 }
 
 func TestOpenRefusesNewerLayout(t *testing.T) {
@@ -184,38 +349,77 @@ func TestOpenRefusesNewerLayout(t *testing.T) {
 	}
 }
 
-// checkEventIndexes compares every event index with the keys (and, for the
-// due index, the fence values) that the rows call for.
+// checkEventIndexes compares every event bucket with what the rows call
+// for: the index keys (and, for the due index, the fence values) of each
+// event, the groups with their heads, canonical counts and tenant and
+// schedule entries, and the id entries of loose events.
 func checkEventIndexes(t *testing.T, s *Store) {
 	t.Helper()
 	want := map[string]map[string]string{}
-	for _, b := range [][]byte{bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy, bEvFinished} {
+	for _, b := range [][]byte{bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy, bEvFinished, bEvIDs, bEvGroups, bEvHeads} {
 		want[string(b)] = map[string]string{}
 	}
 	add := func(b, k, v []byte) { want[string(b)][string(k)] = string(v) }
 	err := s.db.View(func(tx *bolt.Tx) error {
+		x := newEvtx(tx)
 		rows := 0
-		if err := tx.Bucket(bEvents).ForEach(func(_, raw []byte) error {
-			e, err := decodeEvent(raw)
+		counts := map[uint64]uint64{}
+		heads := map[uint64]*model.Event{}
+		if err := tx.Bucket(bEvRows).ForEach(func(rk, _ []byte) error {
+			e, err := x.load(rk)
 			if err != nil {
 				return err
 			}
 			rows++
+			g, err := x.groupBySeq(seqOf(rk))
+			if err != nil {
+				return err
+			}
+			heads[g.seq] = g.head
+			if _, ok := counts[g.seq]; !ok {
+				counts[g.seq] = 0
+			}
 			if dueIndexed(e.Status) {
-				add(bEvDue, dueKey(nil, e), fenceValue(e))
+				k, err := dueKey(e, rk)
+				if err != nil {
+					return err
+				}
+				add(bEvDue, k, fenceValue(e))
 			}
 			if policyIndexed(e) {
-				add(bEvPolicy, policyKey(e), nil)
+				add(bEvPolicy, policyKey(e, rk), nil)
 			}
 			if retained(e) {
-				add(bEvFinished, finishedKey(e), nil)
+				add(bEvFinished, finishedKey(e, rk), nil)
 			}
-			add(bEvFire, fireKey(e), nil)
-			add(bEvSched, schedKey(e), nil)
-			add(bEvTenant, tenantKey(e), nil)
+			k, err := fireIndexKey(e, rk)
+			if err != nil {
+				return err
+			}
+			add(bEvFire, k, nil)
+			if slotOf(rk) < looseSlot {
+				if !canonical(e, g.head) || slotOf(rk) != uint32(e.Index) {
+					t.Errorf("event %s at slot %d is not canonical", e.ID, slotOf(rk))
+				}
+				counts[g.seq]++
+			} else {
+				add(bEvIDs, []byte(e.ID), rk)
+				add(bEvTenant, append(strKey(e.TenantID), e.ID...), rk)
+				add(bEvSched, append(strKey(e.ScheduleID), e.ID...), rk)
+			}
 			return nil
 		}); err != nil {
 			return err
+		}
+		for seq, h := range heads {
+			raw, err := encodeEvent(h)
+			if err != nil {
+				return err
+			}
+			add(bEvHeads, seqKey(seq), raw)
+			add(bEvGroups, strKey(h.FireID), binary.AppendUvarint(seqKey(seq), counts[seq]))
+			add(bEvTenant, append(strKey(h.TenantID), groupEntry(h.FireID)...), seqKey(seq))
+			add(bEvSched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...), seqKey(seq))
 		}
 		if rows == 0 {
 			t.Error("no events left to check")
@@ -228,8 +432,8 @@ func checkEventIndexes(t *testing.T, s *Store) {
 				switch {
 				case !ok:
 					t.Errorf("%s: key %q has no row that calls for it", name, k)
-				case name == string(bEvDue) && !bytes.Equal(v, []byte(wv)):
-					t.Errorf("%s: key %q holds fence %x, want %x", name, k, v, wv)
+				case !bytes.Equal(v, []byte(wv)):
+					t.Errorf("%s: key %q holds %x, want %x", name, k, v, wv)
 				}
 				return nil
 			}); err != nil {
@@ -250,7 +454,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 // and the current version is recorded.
 func TestOpenMigratesEmptyLayout1(t *testing.T) {
 	dir := t.TempDir()
-	writeLayout1(t, dir, nil)
+	writeLegacy(t, dir, 1, nil)
 	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -259,13 +463,15 @@ func TestOpenMigratesEmptyLayout1(t *testing.T) {
 	checkMigrated(t, s)
 }
 
-// checkMigrated checks that layout 1's bucket is gone and the current
+// checkMigrated checks that the buckets of layouts 1 and 2 are gone and the current
 // layout is recorded.
 func checkMigrated(t *testing.T, s *Store) {
 	t.Helper()
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bEvPolicyLayout1) != nil {
-			t.Errorf("bucket %s is still there after the migration", bEvPolicyLayout1)
+		for _, name := range legacyBuckets {
+			if tx.Bucket(name) != nil {
+				t.Errorf("bucket %s is still there after the migration", name)
+			}
 		}
 		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) != 4 || binary.BigEndian.Uint32(raw) != layoutCurrent {
 			t.Errorf("recorded layout %x, want %d", raw, layoutCurrent)
