@@ -10,8 +10,9 @@
 // docs/benchmarks.md (Stores) records the measurements behind choosing bbolt over
 // pebble.
 //
-// Layout: one bucket per kind of row (JSON values, except events: see
-// evtx.go) and one bucket per secondary index. Index keys are order-preserving byte strings (big-endian
+// Layout: one bucket per kind of row (schedules and fires in the binary
+// codec of rowcodec.go, events as evtx.go describes, the others JSON) and
+// one bucket per secondary index. Index keys are order-preserving byte strings (big-endian
 // integers with the sign bit flipped, NUL-terminated strings) so that every
 // scan of the contract is a prefix seek; see keys.go.
 package embedded
@@ -74,7 +75,7 @@ type Store struct {
 
 var _ store.Driver = (*Store)(nil)
 
-// Bucket names. Row buckets hold JSON values (events: binary) keyed by id;
+// Bucket names. Row buckets hold values keyed by id (see the package doc);
 // the others are secondary indexes whose keys are built in keys.go.
 var (
 	bTenants       = []byte("tenants")
@@ -212,6 +213,11 @@ func migrate(db *bolt.DB, chunk int) error {
 		if err := compactEvents(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
 		}
+		for _, name := range [][]byte{bSchedules, bFires} {
+			if err := binaryRows(db, name, chunk); err != nil {
+				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactEvents, name, err)
+			}
+		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {
 		return nil
@@ -278,6 +284,65 @@ func compactEvents(db *bolt.DB, chunk int) error {
 			}
 			after = bytes.Clone(last)
 			return x.flush()
+		}); err != nil {
+			return err
+		}
+		if rows < chunk {
+			return nil
+		}
+	}
+}
+
+// binaryRows rewrites the JSON rows of bucket name (schedules or fires) in
+// the binary codec of rowcodec.go, chunk rows per transaction. Rows already
+// binary are left alone, so a run interrupted by a crash is simply resumed.
+func binaryRows(db *bolt.DB, name []byte, chunk int) error {
+	var after []byte
+	for {
+		rows := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			rows = 0
+			b := tx.Bucket(name)
+			type kv struct{ k, v []byte }
+			var puts []kv
+			c := b.Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for ; k != nil && rows < chunk; k, v = c.Next() {
+				last = k
+				rows++
+				if len(v) == 0 || v[0] != '{' {
+					continue
+				}
+				var raw []byte
+				if bytes.Equal(name, bSchedules) {
+					sc, err := decodeSchedule(k, v)
+					if err != nil {
+						return err
+					}
+					raw = encodeSchedule(sc)
+				} else {
+					f, err := decodeFire(k, v)
+					if err != nil {
+						return err
+					}
+					raw = encodeFire(f)
+				}
+				puts = append(puts, kv{bytes.Clone(k), raw})
+			}
+			after = bytes.Clone(last)
+			// Written after the walk: a cursor must not see its bucket change.
+			for _, p := range puts {
+				if err := b.Put(p.k, p.v); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}

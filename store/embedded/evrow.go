@@ -188,7 +188,12 @@ func encodeRow(e, h *model.Event) []byte {
 		b = binary.AppendVarint(b, int64(e.Shard))
 	}
 	if flags&fStatus != 0 {
-		b = putStr(b, string(e.Status))
+		// A status code, or 0 and the name of a status without one.
+		if c, ok := statusCodes[e.Status]; ok {
+			b = append(b, c)
+		} else {
+			b = putStr(append(b, 0), string(e.Status))
+		}
 	}
 	if flags&fLaunchDelta != 0 {
 		b = binary.AppendVarint(b, e.LaunchAt.Unix()-h.LaunchAt.Unix())
@@ -297,7 +302,11 @@ func decodeRow(raw []byte, h *model.Event, slot uint32) (*model.Event, error) {
 		e.Shard = int(d.varint())
 	}
 	if flags&fStatus != 0 {
-		e.Status = model.EventStatus(d.str())
+		if c := d.byte1(); c != 0 {
+			e.Status = statusByCode[c]
+		} else {
+			e.Status = model.EventStatus(d.str())
+		}
 	}
 	if flags&fLaunchDelta != 0 {
 		sec := h.LaunchAt.Unix() + d.varint()

@@ -65,6 +65,9 @@ type evtx struct {
 }
 
 func newEvtx(tx *bolt.Tx) *evtx {
+	// Heads are keyed by a sequence: every new one goes at the end, so
+	// their pages can be filled (see packedFill).
+	pack(tx, bEvHeads)
 	return &evtx{
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
@@ -147,7 +150,11 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := encodeEvent(e)
+	// The head is a template: its id and index are never read (a canonical
+	// event's come from its row key), so they are left out.
+	t := *e
+	t.ID, t.Index = "", 0
+	raw, err := encodeEvent(&t)
 	if err != nil {
 		return nil, err
 	}

@@ -412,7 +412,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 			return err
 		}
 		for seq, h := range heads {
-			raw, err := encodeEvent(h)
+			raw, err := encodeEvent(h) // a head has no id and index
 			if err != nil {
 				return err
 			}
