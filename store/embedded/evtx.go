@@ -23,8 +23,8 @@ import (
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
 //	             waiting statuses only, scheduled ones by fence first
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
-//	ev_tenant:   tenantID\0, fireID ".\x00" -> sequence (the group's
-//	             canonical events), or tenantID\0, id -> rk (a loose event)
+//	ev_tenant:   tenantID\0, fireID ".\x00" (the group's canonical events,
+//	             no value), or tenantID\0, id -> rk (a loose event)
 //	ev_sched:    as ev_tenant, by schedule
 //	ev_policy:   policyID\0, class\0, launchAt, rk (unfinished events)
 //	ev_finished: finishedAt, rk                    (retention)
@@ -167,11 +167,12 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 		return nil, err
 	}
 	g := &group{seq: seq, head: h, dirty: true, sibKey: strKey(e.FireID)}
-	sk := seqKey(seq)
-	if err := x.tenant.Put(append(strKey(e.TenantID), groupEntry(e.FireID)...), sk); err != nil {
+	// A group's entries hold no value: a reader finds the group by the fire
+	// id in the key (ev_groups), and tells them from loose events' by that.
+	if err := x.tenant.Put(append(strKey(e.TenantID), groupEntry(e.FireID)...), []byte{}); err != nil {
 		return nil, err
 	}
-	if err := x.sched.Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), sk); err != nil {
+	if err := x.sched.Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), []byte{}); err != nil {
 		return nil, err
 	}
 	return x.cache(g), nil

@@ -245,6 +245,9 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 	clear(inserted)
 	n := 0
 	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
+	// New fires open new event groups, whose sequences (and so row and
+	// fire index keys) go at the end: those pages can be filled.
+	pack(tx, bEvRows, bEvFire)
 	x := newEvtx(tx)
 	for i, fn := range fs {
 		f := fn.Fire
