@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +60,10 @@ type Options struct {
 	InitialMmapSize int
 
 	// migrateChunk is how many event rows a migration transaction reads
-	// (zero: 200,000), which bounds the memory a migration of a large store
-	// needs. Tests set it small.
+	// (zero: 20,000), which bounds the memory a migration of a large store
+	// needs, and its time: bbolt splits the nodes a transaction fills only
+	// when it commits, so every key put into the middle of a node moves the
+	// ones after it, and a transaction of n scattered puts costs about n². Tests set it small.
 	migrateChunk int
 }
 
@@ -180,7 +184,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	if err := migrate(db, cmp.Or(opts.migrateChunk, 200_000)); err != nil {
+	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000)); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
@@ -269,20 +273,29 @@ func compactEvents(db *bolt.DB, chunk int) error {
 					id, raw = c.Next()
 				}
 			}
-			x := newEvtx(tx)
 			var last []byte
+			var events []*model.Event
 			for ; id != nil && rows < chunk; id, raw = c.Next() {
 				e, err := decodeEvent(raw)
 				if err != nil {
 					return fmt.Errorf("event %q: %w", id, err)
 				}
-				if _, err := x.insert(e); err != nil {
-					return fmt.Errorf("event %q: %w", id, err)
-				}
+				events = append(events, e)
 				last = id
 				rows++
 			}
 			after = bytes.Clone(last)
+			// Ids sort a fire's events as strings ("f.1", "f.10", "f.2");
+			// by index their row and fire index keys go in in order.
+			slices.SortStableFunc(events, func(a, b *model.Event) int {
+				return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
+			})
+			x := newEvtx(tx)
+			for _, e := range events {
+				if _, err := x.insert(e); err != nil {
+					return fmt.Errorf("event %q: %w", e.ID, err)
+				}
+			}
 			return x.flush()
 		}); err != nil {
 			return err

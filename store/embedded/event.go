@@ -553,11 +553,11 @@ func applyTransition(x *evtx, t *store.EventTransition, result *error) error {
 // fireRows calls fn with the row key of each of the fire's events in
 // status st (any status when st is ""), until fn returns false.
 func fireRows(x *evtx, tx *bolt.Tx, fireID string, st model.EventStatus, fn func(code byte, rk []byte) bool) error {
-	g, err := x.groupOf(fireID)
-	if err != nil || g == nil {
+	seq, _, ok, err := x.groupCount(fireID)
+	if err != nil || !ok {
 		return err
 	}
-	prefix := seqKey(g.seq)
+	prefix := seqKey(seq)
 	if st != "" {
 		prefix = append(prefix, statusCodes[st])
 	}
@@ -597,14 +597,12 @@ func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int
 			if len(v) == rowKeyLen {
 				n++
 			} else {
-				var g *group
 				suffix := k[len(prefix):]
-				if g, err = x.groupOf(string(suffix[:len(suffix)-2])); err != nil {
+				var count uint64
+				if _, count, _, err = x.groupCount(string(suffix[:len(suffix)-2])); err != nil {
 					return false
 				}
-				if g != nil {
-					n += int(g.count)
-				}
+				n += int(count)
 			}
 			return max <= 0 || n < max
 		})

@@ -121,6 +121,20 @@ func (x *evtx) groupOf(fireID string) (*group, error) {
 	return x.cache(&group{seq: seq, head: h, count: n, sibKey: key}), nil
 }
 
+// groupCount returns the sequence and canonical count of fireID's group
+// without decoding its head; ok is false if it has none.
+func (x *evtx) groupCount(fireID string) (seq, count uint64, ok bool, err error) {
+	if g, found := x.byFire[fireID]; found {
+		return g.seq, g.count, true, nil
+	}
+	v := x.groups.Get(strKey(fireID))
+	if v == nil {
+		return 0, 0, false, nil
+	}
+	seq, count, err = decodeGroupValue(v)
+	return seq, count, err == nil, err
+}
+
 // groupBySeq returns the group seq.
 func (x *evtx) groupBySeq(seq uint64) (*group, error) {
 	if g, ok := x.bySeq[seq]; ok {

@@ -255,7 +255,7 @@ func checkListsAndCounts(t *testing.T, s *Store, events []*model.Event) {
 // id; in layout 1 due and policy keys (by status) for every event, in
 // layout 2 for waiting and unfinished events only (by class). The encoding
 // is layout 2's binary rows, which layout 1 read too.
-func writeLegacy(t *testing.T, dir string, layout int, events []*model.Event) {
+func writeLegacy(t testing.TB, dir string, layout int, events []*model.Event) {
 	t.Helper()
 	s, err := Open(dir, Options{})
 	if err != nil {
@@ -479,5 +479,66 @@ func checkMigrated(t *testing.T, s *Store) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkDriverMigrate opens a directory of layout 2 holding n events
+// (SCHEDULERD_BENCH_FOOTPRINT, default 100,000; fires of 1,000 events as
+// benchEvent makes them) and reports the time Open takes to migrate it.
+//
+//	go test -run='^$' -bench=DriverMigrate -benchtime=1x ./store/embedded
+func BenchmarkDriverMigrate(b *testing.B) {
+	n := footprintN(b)
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		for lo := 0; lo < n; lo += 100_000 {
+			events := make([]*model.Event, 0, 100_000)
+			for i := lo; i < min(lo+100_000, n); i++ {
+				events = append(events, benchEvent(i))
+			}
+			writeLegacyMore(b, dir, lo == 0, events)
+		}
+		b.StartTimer()
+		s, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if got, err := s.EventCountByTenant(b.Context(), "tenant-00", 0); err != nil || got == 0 {
+			b.Fatalf("after the migration: %d events of tenant-00, %v", got, err)
+		}
+		_ = s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// writeLegacyMore writes events as layout 2 did, into a new directory
+// (first) or one writeLegacy already made.
+func writeLegacyMore(b *testing.B, dir string, first bool, events []*model.Event) {
+	b.Helper()
+	if first {
+		writeLegacy(b, dir, layoutNarrowIndexes, events)
+		return
+	}
+	db, err := bolt.Open(dir+"/"+fileName, 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, e := range events {
+			raw, err := encodeEvent(e)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bEventsLayout2).Put([]byte(e.ID), raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
 	}
 }
