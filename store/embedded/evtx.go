@@ -266,18 +266,14 @@ func (x *evtx) get(id string) ([]byte, *model.Event, error) {
 
 // insert stores e unless an event with its id exists.
 func (x *evtx) insert(e *model.Event) (bool, error) {
+	if rk, err := x.locate(e.ID); err != nil || rk != nil {
+		return false, err
+	}
 	g, err := x.groupOf(e.FireID)
 	if err != nil {
 		return false, err
 	}
-	if g != nil {
-		if rk, err := x.locate(e.ID); err != nil || rk != nil {
-			return false, err
-		}
-	} else {
-		if x.ids.Get([]byte(e.ID)) != nil {
-			return false, nil
-		}
+	if g == nil {
 		if g, err = x.newGroup(e); err != nil {
 			return false, err
 		}

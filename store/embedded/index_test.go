@@ -542,3 +542,31 @@ func writeLegacyMore(b *testing.B, dir string, first bool, events []*model.Event
 		b.Fatal(err)
 	}
 }
+
+// An id is stored once whichever way it comes: as a canonical event of its
+// fire or as a loose event of another fire, in either order.
+func TestEventIDUniqueAcrossFires(t *testing.T) {
+	ctx := t.Context()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	canon := &model.Event{ID: "f.5", FireID: "f", Index: 5, TenantID: "t", ScheduleID: "s", Status: model.EventPending, LaunchAt: base}
+	loose := &model.Event{ID: "f.5", FireID: "g", Index: 0, TenantID: "t", ScheduleID: "s", Status: model.EventPending, LaunchAt: base}
+	for name, order := range map[string][]*model.Event{"canonical first": {canon, loose}, "loose first": {loose, canon}} {
+		s, err := Open(t.TempDir(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range order {
+			n, err := s.EventInsertMany(ctx, []*model.Event{e})
+			if want := 1 - i; err != nil || n != want {
+				t.Errorf("%s: insert %d (fire %s): %d inserted, %v; want %d", name, i, e.FireID, n, err, want)
+			}
+		}
+		if got, err := s.EventGetByID(ctx, "f.5"); err != nil || got.FireID != order[0].FireID {
+			t.Errorf("%s: event f.5 = %+v, %v; want the one of fire %s", name, got, err, order[0].FireID)
+		}
+		if n, err := s.EventCountByTenant(ctx, "t", 0); err != nil || n != 1 {
+			t.Errorf("%s: %d events of the tenant, %v; want 1", name, n, err)
+		}
+		_ = s.Close()
+	}
+}
