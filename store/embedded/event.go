@@ -318,6 +318,9 @@ func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, after string, limit 
 			continue
 		}
 		suffix := groupEntry(after[:i])
+		if string(suffix) > after {
+			continue // after ends in "." here: the walk below meets it
+		}
 		if v := b.Get(append(bytes.Clone(prefix), suffix...)); v != nil {
 			if err := entry(suffix, v); err != nil {
 				return nil, err

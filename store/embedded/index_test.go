@@ -570,3 +570,36 @@ func TestEventIDUniqueAcrossFires(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// Paging after an id that is a fire id and its dot (no event has it, but the
+// contract pages after any string) lists that fire's events once.
+func TestEventListAfterFirePrefix(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	var want []string
+	for i := range 12 {
+		e := &model.Event{ID: model.EventID("f", i), FireID: "f", Index: i, TenantID: "t", ScheduleID: "s", Status: model.EventPending}
+		if _, err := s.EventInsertMany(ctx, []*model.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e.ID)
+	}
+	slices.Sort(want)
+	for _, p := range []store.EventListParams{{TenantID: "t", After: "f."}, {TenantID: "t", ScheduleID: "s", After: "f."}} {
+		list, err := s.EventList(ctx, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range list {
+			got = append(got, e.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("EventList %+v:\n got %v\nwant %v", p, got, want)
+		}
+	}
+}
