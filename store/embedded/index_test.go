@@ -603,3 +603,65 @@ func TestEventListAfterFirePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A migration that a crash interrupted left part of its work in the new
+// buckets and the old version recorded: the next Open starts again from the
+// old rows and ends with every event as it was, none twice.
+func TestOpenRedoesInterruptedMigration(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var events []*model.Event
+	for i := range 40 {
+		events = append(events, &model.Event{
+			ID: model.EventID("s.1", i), FireID: "s.1", Index: i, TenantID: "t", ScheduleID: "s",
+			Status: model.EventPending, LaunchAt: base.Add(time.Duration(i) * time.Second), CreatedAt: base, UpdatedAt: base,
+		})
+	}
+	writeLegacy(t, dir, layoutNarrowIndexes, events)
+	// What an interrupted run leaves: the first events in the new buckets,
+	// one of them already moved on.
+	db, err := bolt.Open(dir+"/"+fileName, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, name := range eventBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		x := newEvtx(tx)
+		for _, e := range events[:15] {
+			moved := *e
+			if e.Index == 3 {
+				moved.Status = model.EventDelivering
+			}
+			if _, err := x.insert(&moved); err != nil {
+				return err
+			}
+		}
+		return x.flush()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{migrateChunk: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	checkMigrated(t, s)
+	checkEventIndexes(t, s)
+	for _, e := range events {
+		got, err := s.EventGetByID(ctx, e.ID)
+		if err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
+			t.Errorf("event %s after the migration: %+v, %v; want %+v", e.ID, got, err, e)
+		}
+	}
+	if n, err := s.EventCountByTenant(ctx, "t", 0); err != nil || n != len(events) {
+		t.Errorf("%d events after the migration, %v; want %d", n, err, len(events))
+	}
+}
