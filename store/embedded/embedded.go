@@ -10,9 +10,9 @@
 // docs/benchmarks.md (Stores) records the measurements behind choosing bbolt over
 // pebble.
 //
-// Layout: one bucket per kind of row (JSON values, except events, which use
-// the compact binary encoding of eventcodec.go) and one bucket per secondary
-// index. Index keys are order-preserving byte strings (big-endian
+// Layout: one bucket per kind of row (schedules and fires in the binary
+// codec of rowcodec.go, events as evtx.go describes, the others JSON) and
+// one bucket per secondary index. Index keys are order-preserving byte strings (big-endian
 // integers with the sign bit flipped, NUL-terminated strings) so that every
 // scan of the contract is a prefix seek; see keys.go.
 package embedded
@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,8 +60,10 @@ type Options struct {
 	InitialMmapSize int
 
 	// migrateChunk is how many event rows a migration transaction reads
-	// (zero: 200,000), which bounds the memory a migration of a large store
-	// needs. Tests set it small.
+	// (zero: 20,000), which bounds the memory a migration of a large store
+	// needs, and its time: bbolt splits the nodes a transaction fills only
+	// when it commits, so every key put into the middle of a node moves the
+	// ones after it, and a transaction of n scattered puts costs about n². Tests set it small.
 	migrateChunk int
 }
 
@@ -76,7 +79,7 @@ type Store struct {
 
 var _ store.Driver = (*Store)(nil)
 
-// Bucket names. Row buckets hold JSON values (events: binary) keyed by id;
+// Bucket names. Row buckets hold values keyed by id (see the package doc);
 // the others are secondary indexes whose keys are built in keys.go.
 var (
 	bTenants       = []byte("tenants")
@@ -93,31 +96,32 @@ var (
 	bFires         = []byte("fires")
 	bFireSched     = []byte("fires_by_schedule") // schedule\0fireTime id
 	bFireEmitting  = []byte("fires_emitting")    // id of fires with Remaining > 0
-	bEvents        = []byte("events")
-	bEvDue         = []byte("events_by_shard_status_launch") // -> fence
-	bEvFire        = []byte("events_by_fire_status")
-	bEvSched       = []byte("events_by_schedule")
-	bEvTenant      = []byte("events_by_tenant")
-	bEvPolicy      = []byte("events_by_policy_class_launch")
-	bEvFinished    = []byte("events_finished_by_time")
 	bPolicies      = []byte("policies")
 	bPolicyTenant  = []byte("policies_by_tenant") // tenant\0id
 	bPolicyName    = []byte("policies_by_name")   // tenant\0name -> id
 	bLeases        = []byte("leases")
 	bMeta          = []byte("meta") // keyLayout -> layout version
-	allBucketNames = [][]byte{
+	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting,
-		bEvents, bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy, bEvFinished,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
-	}
+	}, eventBuckets...)
 )
 
 var keyLayout = []byte("layout")
 
-// bEvPolicyLayout1 is layout 1's policy index, keyed by status.
-var bEvPolicyLayout1 = []byte("events_by_policy_status_launch")
+// Buckets of layouts 1 and 2, which keyed events by id and repeated the
+// fire's fields in every row; Open migrates them to the ev_ buckets.
+var (
+	bEventsLayout2   = []byte("events")
+	bEvPolicyLayout1 = []byte("events_by_policy_status_launch")
+	legacyBuckets    = [][]byte{
+		bEventsLayout2, []byte("events_by_shard_status_launch"), []byte("events_by_fire_status"),
+		[]byte("events_by_schedule"), []byte("events_by_tenant"), []byte("events_by_policy_class_launch"),
+		[]byte("events_finished_by_time"), bEvPolicyLayout1,
+	}
+)
 
 // Versions of the data layout; Open migrates a directory to the current one.
 // A directory without a version was written with layout 1.
@@ -126,7 +130,12 @@ const (
 	// policy index only unfinished ones, keyed by class (see dueIndexed).
 	// In layout 1 both had a key for every event in every status.
 	layoutNarrowIndexes = 2
-	layoutCurrent       = layoutNarrowIndexes
+	// layoutCompactEvents: events stored by fire, as a group head and rows
+	// of what differs from it, under short row keys (evtx.go). Layouts 1
+	// and 2 stored every event in full under its id, with index keys that
+	// repeated the id.
+	layoutCompactEvents = 3
+	layoutCurrent       = layoutCompactEvents
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -175,7 +184,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	if err := migrate(db, cmp.Or(opts.migrateChunk, 200_000)); err != nil {
+	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000)); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
@@ -183,14 +192,18 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 // migrate brings the data to layoutCurrent before Open returns. The
-// version is written last: a crash during a migration leaves the old
-// version, and the next Open migrates again from the start.
+// version is written last, in the transaction that drops the old buckets: a
+// crash during a migration leaves the old version and the old data, and the
+// next Open migrates again from the start.
 func migrate(db *bolt.DB, chunk int) error {
-	layout, recorded := 1, false
+	layout, recorded, legacy := 1, false, false
 	if err := db.View(func(tx *bolt.Tx) error {
+		for _, name := range legacyBuckets {
+			legacy = legacy || tx.Bucket(name) != nil
+		}
 		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) == 4 {
 			layout, recorded = int(binary.BigEndian.Uint32(raw)), true
-		} else if k, _ := tx.Bucket(bEvents).Cursor().First(); k == nil && tx.Bucket(bEvPolicyLayout1) == nil {
+		} else if !legacy {
 			layout = layoutCurrent // a new store
 		}
 		return nil
@@ -200,30 +213,40 @@ func migrate(db *bolt.DB, chunk int) error {
 	if layout > layoutCurrent {
 		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
 	}
-	if layout < layoutNarrowIndexes {
-		if err := rebuildNarrowIndexes(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutNarrowIndexes, err)
+	if layout < layoutCompactEvents {
+		if err := compactEvents(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
+		}
+		for _, name := range [][]byte{bSchedules, bFires} {
+			if err := binaryRows(db, name, chunk); err != nil {
+				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactEvents, name, err)
+			}
 		}
 	}
-	if recorded && layout == layoutCurrent {
+	if recorded && layout == layoutCurrent && !legacy {
 		return nil
 	}
 	return db.Update(func(tx *bolt.Tx) error {
+		for _, name := range legacyBuckets {
+			if tx.Bucket(name) == nil {
+				continue
+			}
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCurrent))
 	})
 }
 
-// rebuildNarrowIndexes rebuilds the due and policy indexes from the event
-// rows (layout 1 to layoutNarrowIndexes), chunk rows per transaction.
-func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
+// compactEvents rewrites the events of layouts 1 and 2 (rows by id in
+// bEventsLayout2; their indexes are not read) into the ev_ buckets, chunk
+// rows per transaction. The ev_ buckets are emptied first: a crash in an
+// earlier run may have left part of the work there.
+func compactEvents(db *bolt.DB, chunk int) error {
 	if err := db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(bEvPolicyLayout1) != nil {
-			if err := tx.DeleteBucket(bEvPolicyLayout1); err != nil {
-				return err
-			}
-		}
-		for _, name := range [][]byte{bEvDue, bEvPolicy} {
-			if err := tx.DeleteBucket(name); err != nil {
+		for _, name := range eventBuckets {
+			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 				return err
 			}
 			if _, err := tx.CreateBucket(name); err != nil {
@@ -238,11 +261,12 @@ func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
 	for {
 		rows := 0
 		if err := db.Update(func(tx *bolt.Tx) error {
-			// Keys are put in order: bbolt then fills pages one after the
-			// other instead of splitting them at random.
-			type kv struct{ k, v []byte }
-			var due, policy []kv
-			c := tx.Bucket(bEvents).Cursor()
+			rows = 0
+			old := tx.Bucket(bEventsLayout2)
+			if old == nil {
+				return nil
+			}
+			c := old.Cursor()
 			id, raw := c.First()
 			if after != nil {
 				if id, raw = c.Seek(after); bytes.Equal(id, after) {
@@ -250,28 +274,85 @@ func rebuildNarrowIndexes(db *bolt.DB, chunk int) error {
 				}
 			}
 			var last []byte
+			var events []*model.Event
 			for ; id != nil && rows < chunk; id, raw = c.Next() {
 				e, err := decodeEvent(raw)
 				if err != nil {
 					return fmt.Errorf("event %q: %w", id, err)
 				}
-				if dueIndexed(e.Status) {
-					due = append(due, kv{dueKey(nil, e), fenceValue(e)})
-				}
-				if policyIndexed(e) {
-					policy = append(policy, kv{k: policyKey(e)})
-				}
+				events = append(events, e)
 				last = id
 				rows++
 			}
 			after = bytes.Clone(last)
-			for name, kvs := range map[string][]kv{string(bEvDue): due, string(bEvPolicy): policy} {
-				slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
-				b := tx.Bucket([]byte(name))
-				for _, x := range kvs {
-					if err := b.Put(x.k, x.v); err != nil {
+			// Ids sort a fire's events as strings ("f.1", "f.10", "f.2");
+			// by index their row and fire index keys go in in order.
+			slices.SortStableFunc(events, func(a, b *model.Event) int {
+				return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
+			})
+			x := newEvtx(tx)
+			for _, e := range events {
+				if _, err := x.insert(e); err != nil {
+					return fmt.Errorf("event %q: %w", e.ID, err)
+				}
+			}
+			return x.flush()
+		}); err != nil {
+			return err
+		}
+		if rows < chunk {
+			return nil
+		}
+	}
+}
+
+// binaryRows rewrites the JSON rows of bucket name (schedules or fires) in
+// the binary codec of rowcodec.go, chunk rows per transaction. Rows already
+// binary are left alone, so a run interrupted by a crash is simply resumed.
+func binaryRows(db *bolt.DB, name []byte, chunk int) error {
+	var after []byte
+	for {
+		rows := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			rows = 0
+			b := tx.Bucket(name)
+			type kv struct{ k, v []byte }
+			var puts []kv
+			c := b.Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for ; k != nil && rows < chunk; k, v = c.Next() {
+				last = k
+				rows++
+				if len(v) == 0 || v[0] != '{' {
+					continue
+				}
+				var raw []byte
+				if bytes.Equal(name, bSchedules) {
+					sc, err := decodeSchedule(k, v)
+					if err != nil {
 						return err
 					}
+					raw = encodeSchedule(sc)
+				} else {
+					f, err := decodeFire(k, v)
+					if err != nil {
+						return err
+					}
+					raw = encodeFire(f)
+				}
+				puts = append(puts, kv{bytes.Clone(k), raw})
+			}
+			after = bytes.Clone(last)
+			// Written after the walk: a cursor must not see its bucket change.
+			for _, p := range puts {
+				if err := b.Put(p.k, p.v); err != nil {
+					return err
 				}
 			}
 			return nil

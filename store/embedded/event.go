@@ -6,7 +6,8 @@ import (
 	"context"
 	"encoding/binary"
 	"slices"
-	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,60 +16,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-func getEvent(tx *bolt.Tx, id []byte) (*model.Event, error) {
-	raw := tx.Bucket(bEvents).Get(id)
-	if raw == nil {
-		return nil, model.ErrNotFound
-	}
-	return decodeEvent(raw)
-}
-
-// Event index keys. Each is derived from the row alone, so an update removes
-// the old row's keys and adds the new row's in the same transaction.
-//
-//	due:      shard, status\0, launchAt, id      -> fence (claims; no row read
-//	                                                to skip current-fence rows;
-//	                                                waiting statuses only)
-//	fire:     fireID\0, status\0, id             (counts per fire and status)
-//	schedule: scheduleID\0, id                   (cancel, list by schedule)
-//	tenant:   tenantID\0, id                     (list, ids ascending)
-//	policy:   policyID\0, class\0, launchAt, id  (token and waiting counts;
-//	                                              unfinished events only;
-//	                                              see policyClass)
-//	finished: finishedAt, id                     (retention of released and
-//	                                              cancelled events)
-func dueKey(b []byte, e *model.Event) []byte {
-	b = appendInt32(b, e.Shard)
-	b = appendStr(b, string(e.Status))
-	if e.Status == model.EventScheduled {
-		// Scheduled events are ordered by fence first, so that a claim finds
-		// those left by older owners without walking the ones it holds.
-		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
-	}
-	b = appendTime(b, e.LaunchAt)
-	return append(b, e.ID...)
-}
-
-// fenceValue is the due index's value for e.
-func fenceValue(e *model.Event) []byte { return binary.BigEndian.AppendUint64(nil, uint64(e.Fence)) }
-
-func duePrefix(shard int, status model.EventStatus) []byte {
-	return appendStr(appendInt32(nil, shard), string(status))
-}
-
-func fireKey(e *model.Event) []byte {
-	return append(strKey(e.FireID, string(e.Status)), e.ID...)
-}
-
-func schedKey(e *model.Event) []byte { return append(strKey(e.ScheduleID), e.ID...) }
-
-func tenantKey(e *model.Event) []byte { return append(strKey(e.TenantID), e.ID...) }
-
-func policyKey(e *model.Event) []byte {
-	return append(appendTime(policyPrefix(e.PolicyID, policyClass(e.Status)), e.LaunchAt), e.ID...)
-}
-
-func policyPrefix(policyID, class string) []byte { return strKey(policyID, class) }
+// Event buckets and keys: see evtx.go.
 
 // The policy index groups statuses into the two classes its scans count,
 // so that the transitions inside a class (a claim's pending → scheduled,
@@ -84,10 +32,6 @@ func policyClass(s model.EventStatus) string {
 		return classHolding
 	}
 	return classWaiting
-}
-
-func finishedKey(e *model.Event) []byte {
-	return append(appendTime(nil, *e.FinishedAt), e.ID...)
 }
 
 // dueIndexed and policyIndexed say which events have keys in the due and
@@ -114,9 +58,9 @@ func retained(e *model.Event) bool {
 const packMin = 64
 
 // oneFireRun reports whether events are a fan-out batch: at least packMin
-// events of one fire. Their row ids and the index keys they add fall into a
-// few runs of adjacent keys (one per fire status, schedule, tenant, shard),
-// so their pages can be packed; see packedFill.
+// events of one fire. Their row keys and the index keys they add fall into a
+// few runs of adjacent keys (one per fire status, shard), so their pages can
+// be packed; see packedFill.
 func oneFireRun(events []*model.Event) bool {
 	if len(events) < packMin {
 		return false
@@ -127,85 +71,6 @@ func oneFireRun(events []*model.Event) bool {
 		}
 	}
 	return true
-}
-
-// eventWriter holds the buckets an event write touches.
-type eventWriter struct {
-	rows, due, fire, sched, tenant, policy, finished *bolt.Bucket
-}
-
-func newEventWriter(tx *bolt.Tx) *eventWriter {
-	return &eventWriter{
-		rows: tx.Bucket(bEvents), due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire),
-		sched: tx.Bucket(bEvSched), tenant: tx.Bucket(bEvTenant),
-		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished),
-	}
-}
-
-// put writes e and its index keys; old (nil for a new event) is the stored
-// version. Index keys that differ between old and e are moved; keys that
-// did not change (the schedule and tenant ones always, the fire key when
-// the status stays, ...) are left alone, so a transition dirties as few
-// index pages as it can.
-func (w *eventWriter) put(old, e *model.Event) error {
-	raw, err := encodeEvent(e)
-	if err != nil {
-		return err
-	}
-	if err := w.rows.Put([]byte(e.ID), raw); err != nil {
-		return err
-	}
-	if old == nil {
-		if err := w.sched.Put(schedKey(e), nil); err != nil {
-			return err
-		}
-		if err := w.tenant.Put(tenantKey(e), nil); err != nil {
-			return err
-		}
-	}
-	var oldDue, newDue []byte
-	if old != nil && dueIndexed(old.Status) {
-		oldDue = dueKey(nil, old)
-	}
-	if dueIndexed(e.Status) {
-		newDue = dueKey(nil, e)
-	}
-	if old == nil || old.Fence != e.Fence || !bytes.Equal(oldDue, newDue) {
-		if oldDue != nil {
-			if err := w.due.Delete(oldDue); err != nil {
-				return err
-			}
-		}
-		if newDue != nil {
-			if err := w.due.Put(newDue, fenceValue(e)); err != nil {
-				return err
-			}
-		}
-	}
-	var oldFire, oldPolicy, oldFinished []byte
-	if old != nil {
-		oldFire = fireKey(old)
-		if policyIndexed(old) {
-			oldPolicy = policyKey(old)
-		}
-		if retained(old) {
-			oldFinished = finishedKey(old)
-		}
-	}
-	var newPolicy, newFinished []byte
-	if policyIndexed(e) {
-		newPolicy = policyKey(e)
-	}
-	if retained(e) {
-		newFinished = finishedKey(e)
-	}
-	if err := move(w.fire, oldFire, fireKey(e)); err != nil {
-		return err
-	}
-	if err := move(w.policy, oldPolicy, newPolicy); err != nil {
-		return err
-	}
-	return move(w.finished, oldFinished, newFinished)
 }
 
 // move replaces oldKey (nil: none) with newKey (nil: none) in bucket b,
@@ -225,34 +90,6 @@ func move(b *bolt.Bucket, oldKey, newKey []byte) error {
 	return nil
 }
 
-// remove deletes e's index keys, and with all also its row and the keys that
-// never change.
-func (w *eventWriter) remove(e *model.Event, all bool) error {
-	type key struct {
-		b *bolt.Bucket
-		k []byte
-	}
-	dels := []key{{w.fire, fireKey(e)}}
-	if dueIndexed(e.Status) {
-		dels = append(dels, key{w.due, dueKey(nil, e)})
-	}
-	if policyIndexed(e) {
-		dels = append(dels, key{w.policy, policyKey(e)})
-	}
-	if retained(e) {
-		dels = append(dels, key{w.finished, finishedKey(e)})
-	}
-	if all {
-		dels = append(dels, key{w.sched, schedKey(e)}, key{w.tenant, tenantKey(e)}, key{w.rows, []byte(e.ID)})
-	}
-	for _, d := range dels {
-		if err := d.b.Delete(d.k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // EventInsertMany inserts the events whose ids are new, in one transaction
 // (one fsync for the whole batch). Cross-tenant.
 func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int, error) {
@@ -264,19 +101,19 @@ func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int
 	err := s.update(ctx, "event insert many", func(tx *bolt.Tx) error {
 		n = 0
 		if run {
-			pack(tx, bEvents, bEvDue, bEvFire, bEvSched, bEvTenant, bEvPolicy)
+			pack(tx, bEvRows, bEvDue, bEvFire, bEvPolicy)
 		}
-		w := newEventWriter(tx)
+		x := newEvtx(tx)
 		for _, e := range events {
-			if w.rows.Get([]byte(e.ID)) != nil {
-				continue
-			}
-			if err := w.put(nil, e); err != nil {
+			ok, err := x.insert(e)
+			if err != nil {
 				return err
 			}
-			n++
+			if ok {
+				n++
+			}
 		}
-		return nil
+		return x.flush()
 	})
 	if err != nil {
 		return 0, err
@@ -301,7 +138,7 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 	var e *model.Event
 	err := s.view(ctx, "event get", func(tx *bolt.Tx) error {
 		var err error
-		e, err = getEvent(tx, []byte(id))
+		_, e, err = newEvtx(tx).get(id)
 		return err
 	})
 	if err != nil {
@@ -314,8 +151,9 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error) {
 	out := make(map[string]*model.Event, len(ids))
 	err := s.view(ctx, "event get many", func(tx *bolt.Tx) error {
+		x := newEvtx(tx)
 		for _, id := range ids {
-			e, err := getEvent(tx, []byte(id))
+			_, e, err := x.get(id)
 			if err == model.ErrNotFound {
 				continue
 			}
@@ -348,62 +186,222 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 				(p.From.IsZero() || !e.LaunchAt.Before(p.From)) &&
 				(p.To.IsZero() || e.LaunchAt.Before(p.To))
 		}
-		var ids []string
-		if p.FireID != "" {
-			// The fire index is ordered by status first: collect and sort.
-			prefix := strKey(p.FireID)
-			if p.Status != "" {
-				prefix = strKey(p.FireID, string(p.Status))
+		x := newEvtx(tx)
+		if p.FireID == "" {
+			b, prefix := x.tenant, strKey(p.TenantID)
+			if p.ScheduleID != "" {
+				b, prefix = x.sched, strKey(p.ScheduleID)
 			}
-			scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
-				_, rest := readStr(k[len(strKey(p.FireID)):])
-				if id := string(rest); id > p.After {
-					ids = append(ids, id)
-				}
-				return true
-			})
-			sort.Strings(ids)
+			var err error
+			out, err = x.listByEntries(b, prefix, p.After, limit, match)
+			return err
 		}
-		var err error
-		consider := func(id []byte) bool {
-			var e *model.Event
-			if e, err = getEvent(tx, id); err != nil {
-				return false
+		g, err := x.groupOf(p.FireID)
+		if err != nil || g == nil {
+			return err
+		}
+		// The fire index is ordered by status first: collect and sort.
+		type ref struct {
+			id string
+			rk []byte
+		}
+		var refs []ref
+		prefix := seqKey(g.seq)
+		if p.Status != "" {
+			code, err := statusCode(p.Status)
+			if err != nil {
+				return nil // no event has an unknown status
+			}
+			prefix = append(prefix, code)
+		}
+		scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+			rk := append(bytes.Clone(k[:8]), k[9:]...)
+			r := ref{rk: rk}
+			if slot := slotOf(rk); slot < looseSlot {
+				r.id = model.EventID(p.FireID, int(slot))
+			}
+			refs = append(refs, r)
+			return true
+		})
+		for i := range refs {
+			if refs[i].id == "" {
+				e, err := x.load(refs[i].rk)
+				if err != nil {
+					return err
+				}
+				refs[i].id = e.ID
+			}
+		}
+		slices.SortFunc(refs, func(a, b ref) int { return strings.Compare(a.id, b.id) })
+		for _, r := range refs {
+			if r.id <= p.After {
+				continue
+			}
+			e, err := x.load(r.rk)
+			if err != nil {
+				return err
 			}
 			if match(e) {
 				out = append(out, e)
-			}
-			return len(out) < limit
-		}
-		if p.FireID != "" {
-			for _, id := range ids {
-				if !consider([]byte(id)) {
+				if len(out) == limit {
 					break
 				}
 			}
-			return err
 		}
-		b, prefix := bEvTenant, strKey(p.TenantID)
-		if p.ScheduleID != "" {
-			b, prefix = bEvSched, strKey(p.ScheduleID)
-		}
-		c := tx.Bucket(b).Cursor()
-		k, _ := c.Seek(append(bytes.Clone(prefix), p.After...))
-		for ; k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-			id := k[len(prefix):]
-			if string(id) <= p.After {
-				continue
-			}
-			if !consider(id) {
-				break
-			}
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// listByEntries returns, in id order, the first limit events after the id
+// after that match, among those of the entries of index b (ev_tenant or
+// ev_sched) under prefix.
+//
+// Each entry is a loose event, whose key is its id, or a group, whose key
+// fireID ".\x00" sorts before every id of its canonical events (fireID "."
+// digits), so every id an entry yields is at least its key. The entries
+// that can hold ids after after are those whose keys sort after it and the
+// groups whose prefix fireID "." after itself starts with; the walk stops
+// at the first entry whose key is beyond the limit-th id found.
+func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, after string, limit int, match func(*model.Event) bool) ([]*model.Event, error) {
+	var out []*model.Event
+	full := func() bool { return len(out) == limit }
+	add := func(e *model.Event) {
+		i, _ := slices.BinarySearchFunc(out, e.ID, func(a *model.Event, id string) int { return strings.Compare(a.ID, id) })
+		out = slices.Insert(out, i, e)
+		if len(out) > limit {
+			out = out[:limit]
+		}
+	}
+	entry := func(suffix, v []byte) error {
+		if len(v) == rowKeyLen {
+			e, err := x.load(v)
+			if err != nil {
+				return err
+			}
+			if match(e) {
+				add(e)
+			}
+			return nil
+		}
+		fireID := string(suffix[:len(suffix)-2])
+		g, err := x.groupOf(fireID)
+		if err != nil || g == nil {
+			return err
+		}
+		rest, from := "", false
+		if p := fireID + "."; strings.HasPrefix(after, p) {
+			rest, from = after[len(p):], true
+		}
+		var ferr error
+		x.canonicalIDs(g, rest, from, func(id string, rk []byte) bool {
+			if full() && id >= out[len(out)-1].ID {
+				return false
+			}
+			var e *model.Event
+			if e, ferr = x.load(rk); ferr != nil {
+				return false
+			}
+			if match(e) {
+				add(e)
+			}
+			return true
+		})
+		return ferr
+	}
+	// Groups whose events' ids start like after.
+	for i := 0; i < len(after); i++ {
+		if after[i] != '.' {
+			continue
+		}
+		suffix := groupEntry(after[:i])
+		if string(suffix) > after {
+			continue // after ends in "." here: the walk below meets it
+		}
+		if v := b.Get(append(bytes.Clone(prefix), suffix...)); v != nil {
+			if err := entry(suffix, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(append(bytes.Clone(prefix), after...)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		suffix := k[len(prefix):]
+		if string(suffix) <= after {
+			continue
+		}
+		if full() && string(suffix) >= out[len(out)-1].ID {
+			break
+		}
+		if err := entry(suffix, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// canonicalIDs calls fn for the canonical events of g in id order (the
+// decimal slots in string order), those after rest only when from is set,
+// until fn returns false.
+func (x *evtx) canonicalIDs(g *group, rest string, from bool, fn func(id string, rk []byte) bool) {
+	// n is one more than the highest canonical slot.
+	c := x.rows.Cursor()
+	k, _ := c.Seek(rowKey(g.seq, looseSlot))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k == nil || seqOf(k) != g.seq || slotOf(k) >= looseSlot {
+		return
+	}
+	n := uint64(slotOf(k)) + 1
+	// Decimal strings of 0..n-1 in string order: 0, 1, 10, 100, ..., 11, ...
+	sibling := func(v uint64) (uint64, bool) {
+		if v == 0 {
+			return 1, 1 < n
+		}
+		for v%10 == 9 || v+1 >= n {
+			if v /= 10; v == 0 {
+				return 0, false
+			}
+		}
+		return v + 1, true
+	}
+	next := func(v uint64) (uint64, bool) {
+		if v != 0 && v*10 < n {
+			return v * 10, true
+		}
+		return sibling(v)
+	}
+	v, ok := uint64(0), true
+	if from {
+		// Skip to the first string after rest, descending only into the
+		// numbers that rest starts with.
+		for ok {
+			s := strconv.FormatUint(v, 10)
+			if s > rest {
+				break
+			}
+			if v != 0 && strings.HasPrefix(rest, s) {
+				v, ok = next(v)
+			} else {
+				v, ok = sibling(v)
+			}
+		}
+	}
+	for ; ok; v, ok = next(v) {
+		rk := rowKey(g.seq, uint32(v))
+		if x.rows.Get(rk) == nil {
+			continue
+		}
+		if !fn(model.EventID(g.head.FireID, int(v)), rk) {
+			return
+		}
+	}
 }
 
 // EventClaimDue moves the shard's due events (pending or retrying, and
@@ -419,14 +417,10 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	var out []*model.Event
 	err := s.batch(ctx, "event claim due", func(tx *bolt.Tx) error {
 		out = nil
-		type candidate struct {
-			key []byte // launchAt, id
-			id  []byte
-		}
-		var cands []candidate
+		var cands [][]byte // launchAt, rk
 		c := tx.Bucket(bEvDue).Cursor()
 		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
-			prefix := duePrefix(p.Shard, st)
+			prefix := duePrefix(p.Shard, statusCodes[st])
 			taken := 0
 			for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < p.Limit; k, _ = c.Next() {
 				rest := k[len(prefix):]
@@ -440,23 +434,24 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 				} else if !readTime(rest).Before(p.DueBefore) {
 					break
 				}
-				cands = append(cands, candidate{key: bytes.Clone(rest), id: bytes.Clone(rest[timeLen:])})
+				cands = append(cands, bytes.Clone(rest))
 				taken++
 			}
 		}
-		sort.Slice(cands, func(i, j int) bool { return bytes.Compare(cands[i].key, cands[j].key) < 0 })
+		slices.SortFunc(cands, bytes.Compare)
 		if len(cands) > p.Limit {
 			cands = cands[:p.Limit]
 		}
-		w := newEventWriter(tx)
+		x := newEvtx(tx)
 		for _, cand := range cands {
-			old, err := getEvent(tx, cand.id)
+			rk := cand[timeLen:]
+			old, err := x.load(rk)
 			if err != nil {
 				return err
 			}
 			e := *old
 			e.Status, e.Fence = model.EventScheduled, p.Fence
-			if err := w.put(old, &e); err != nil {
+			if err := x.put(rk, old, &e); err != nil {
 				return err
 			}
 			e.TakenOver = old.Status == model.EventScheduled
@@ -479,13 +474,13 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 		return results, nil
 	}
 	err := s.batch(ctx, "event transition", func(tx *bolt.Tx) error {
-		w := newEventWriter(tx)
+		x := newEvtx(tx)
 		for i := range ts {
 			if ts[i].RequiresPrevious && (i == 0 || results[i-1] != nil) {
 				results[i] = model.ErrConflict
 				continue
 			}
-			if err := applyTransition(tx, w, &ts[i], &results[i]); err != nil {
+			if err := applyTransition(x, &ts[i], &results[i]); err != nil {
 				return err
 			}
 		}
@@ -504,9 +499,9 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 
 // applyTransition sets *result to nil, model.ErrNotFound or
 // model.ErrConflict, and returns an error only when the store failed.
-func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, result *error) error {
+func applyTransition(x *evtx, t *store.EventTransition, result *error) error {
 	*result = nil
-	old, err := getEvent(tx, []byte(t.ID))
+	rk, old, err := x.get(t.ID)
 	if err == model.ErrNotFound {
 		*result = model.ErrNotFound
 		return nil
@@ -555,7 +550,24 @@ func applyTransition(tx *bolt.Tx, w *eventWriter, t *store.EventTransition, resu
 	if !t.At.IsZero() {
 		e.UpdatedAt = t.At
 	}
-	return w.put(old, &e)
+	return x.put(rk, old, &e)
+}
+
+// fireRows calls fn with the row key of each of the fire's events in
+// status st (any status when st is ""), until fn returns false.
+func fireRows(x *evtx, tx *bolt.Tx, fireID string, st model.EventStatus, fn func(code byte, rk []byte) bool) error {
+	seq, _, ok, err := x.groupCount(fireID)
+	if err != nil || !ok {
+		return err
+	}
+	prefix := seqKey(seq)
+	if st != "" {
+		prefix = append(prefix, statusCodes[st])
+	}
+	scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+		return fn(k[8], append(bytes.Clone(k[:8]), k[9:]...))
+	})
+	return nil
 }
 
 // EventCountByFire counts a fire's events per status from the fire index
@@ -564,13 +576,10 @@ func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.Even
 	counts := store.EventCounts{}
 	err := s.view(ctx, "event count by fire", func(tx *bolt.Tx) error {
 		clear(counts)
-		prefix := strKey(fireID)
-		scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
-			st, _ := readStr(k[len(prefix):])
-			counts[model.EventStatus(st)]++
+		return fireRows(newEvtx(tx), tx, fireID, "", func(code byte, _ []byte) bool {
+			counts[statusByCode[code]]++
 			return true
 		})
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -578,10 +587,37 @@ func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.Even
 	return counts, nil
 }
 
-// EventCountByTenant counts the keys of the tenant index (every event is
-// in it until retention deletes it), stopping at max when max > 0.
+// EventCountByTenant adds up the tenant index: a group's count of canonical
+// events, one for a loose event. It stops at max when max > 0.
 func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
-	return s.countPrefix(ctx, "event count by tenant", bEvTenant, strKey(tenantID), max)
+	var n int
+	err := s.view(ctx, "event count by tenant", func(tx *bolt.Tx) error {
+		n = 0
+		x := newEvtx(tx)
+		prefix := strKey(tenantID)
+		var err error
+		scanPrefix(tx, bEvTenant, prefix, func(k, v []byte) bool {
+			if len(v) == rowKeyLen {
+				n++
+			} else {
+				suffix := k[len(prefix):]
+				var count uint64
+				if _, count, _, err = x.groupCount(string(suffix[:len(suffix)-2])); err != nil {
+					return false
+				}
+				n += int(count)
+			}
+			return max <= 0 || n < max
+		})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if max > 0 && n > max {
+		n = max
+	}
+	return n, nil
 }
 
 // EventLastFinished returns the latest FinishedAt among a fire's events, or
@@ -590,19 +626,21 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 	var last *time.Time
 	err := s.view(ctx, "event last finished", func(tx *bolt.Tx) error {
 		last = nil
+		x := newEvtx(tx)
 		for _, st := range []model.EventStatus{model.EventReleased, model.EventDead, model.EventCancelled} {
-			prefix := strKey(fireID, string(st))
 			var err error
-			scanPrefix(tx, bEvFire, prefix, func(k, _ []byte) bool {
+			if ferr := fireRows(x, tx, fireID, st, func(_ byte, rk []byte) bool {
 				var e *model.Event
-				if e, err = getEvent(tx, k[len(prefix):]); err != nil {
+				if e, err = x.load(rk); err != nil {
 					return false
 				}
 				if e.FinishedAt != nil && (last == nil || e.FinishedAt.After(*last)) {
 					last = e.FinishedAt
 				}
 				return true
-			})
+			}); ferr != nil {
+				return ferr
+			}
 			if err != nil {
 				return err
 			}
@@ -617,28 +655,57 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 
 // EventCancelPending cancels the schedule's (or one fire's) events that are
 // pending, retrying or scheduled, setting FinishedAt so that retention
-// removes them later. Cross-tenant.
+// removes them later. Cross-tenant. It reads the waiting statuses of the
+// fire index: of the one fire, or of the schedule's groups (found in the
+// schedule index with its loose events).
 func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error) {
 	var n int
 	err := s.update(ctx, "event cancel pending", func(tx *bolt.Tx) error {
 		n = 0
-		var ids [][]byte
-		if fireID != "" {
+		x := newEvtx(tx)
+		var rks [][]byte
+		seen := map[string]bool{}
+		addFire := func(fid string) error {
 			for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
-				prefix := strKey(fireID, string(st))
-				for _, k := range collectPrefix(tx, bEvFire, prefix) {
-					ids = append(ids, k[len(prefix):])
+				if err := fireRows(x, tx, fid, st, func(_ byte, rk []byte) bool {
+					if !seen[string(rk)] {
+						seen[string(rk)] = true
+						rks = append(rks, rk)
+					}
+					return true
+				}); err != nil {
+					return err
 				}
+			}
+			return nil
+		}
+		if fireID != "" {
+			if err := addFire(fireID); err != nil {
+				return err
 			}
 		} else {
 			prefix := strKey(scheduleID)
-			for _, k := range collectPrefix(tx, bEvSched, prefix) {
-				ids = append(ids, k[len(prefix):])
+			type ent struct{ suffix, v []byte }
+			var ents []ent
+			scanPrefix(tx, bEvSched, prefix, func(k, v []byte) bool {
+				ents = append(ents, ent{bytes.Clone(k[len(prefix):]), bytes.Clone(v)})
+				return true
+			})
+			for _, en := range ents {
+				if len(en.v) == rowKeyLen {
+					if !seen[string(en.v)] {
+						seen[string(en.v)] = true
+						rks = append(rks, en.v)
+					}
+					continue
+				}
+				if err := addFire(string(en.suffix[:len(en.suffix)-2])); err != nil {
+					return err
+				}
 			}
 		}
-		w := newEventWriter(tx)
-		for _, id := range ids {
-			old, err := getEvent(tx, id)
+		for _, rk := range rks {
+			old, err := x.load(rk)
 			if err != nil {
 				return err
 			}
@@ -652,7 +719,7 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 			}
 			e := *old
 			e.Status, e.FinishedAt, e.UpdatedAt = model.EventCancelled, &at, at
-			if err := w.put(old, &e); err != nil {
+			if err := x.put(rk, old, &e); err != nil {
 				return err
 			}
 			n++
@@ -671,11 +738,12 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 	var out []*model.Event
 	err := s.view(ctx, "event find token expired", func(tx *bolt.Tx) error {
 		out = nil
+		x := newEvtx(tx)
 		prefix := policyPrefix(policyID, classHolding)
 		var err error
 		scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
 			var e *model.Event
-			if e, err = getEvent(tx, k[len(prefix)+timeLen:]); err != nil {
+			if e, err = x.load(k[len(prefix)+timeLen:]); err != nil {
 				return false
 			}
 			if e.TokenExpiresAt != nil && e.TokenExpiresAt.Before(t) {
@@ -745,26 +813,26 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 	var n int
 	err := s.update(ctx, "event delete finished before", func(tx *bolt.Tx) error {
 		n = 0
-		var ids [][]byte
+		var rks [][]byte
 		scanPrefix(tx, bEvFinished, nil, func(k, _ []byte) bool {
-			if !readTime(k).Before(t) || (limit > 0 && len(ids) >= limit) {
+			if !readTime(k).Before(t) || (limit > 0 && len(rks) >= limit) {
 				return false
 			}
-			ids = append(ids, bytes.Clone(k[timeLen:]))
+			rks = append(rks, bytes.Clone(k[timeLen:]))
 			return true
 		})
-		w := newEventWriter(tx)
-		for _, id := range ids {
-			e, err := getEvent(tx, id)
+		x := newEvtx(tx)
+		for _, rk := range rks {
+			e, err := x.load(rk)
 			if err != nil {
 				return err
 			}
-			if err := w.remove(e, true); err != nil {
+			if err := x.remove(rk, e); err != nil {
 				return err
 			}
 			n++
 		}
-		return nil
+		return x.flush()
 	})
 	if err != nil {
 		return 0, err
@@ -772,21 +840,32 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 	return n, nil
 }
 
-// EventCountByStatus counts a tenant's events per status. There is no
-// index by (tenant, status): it walks the tenant index and reads each event.
+// EventCountByStatus counts a tenant's events per status: a group's from
+// the fire index (its canonical slots), a loose event from its row.
 func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.EventCounts, error) {
 	counts := store.EventCounts{}
 	err := s.view(ctx, "event count by status", func(tx *bolt.Tx) error {
 		clear(counts)
+		x := newEvtx(tx)
 		prefix := strKey(tenantID)
 		var err error
-		scanPrefix(tx, bEvTenant, prefix, func(k, _ []byte) bool {
-			var e *model.Event
-			if e, err = getEvent(tx, k[len(prefix):]); err != nil {
-				return false
+		scanPrefix(tx, bEvTenant, prefix, func(k, v []byte) bool {
+			if len(v) == rowKeyLen {
+				var e *model.Event
+				if e, err = x.load(v); err != nil {
+					return false
+				}
+				counts[e.Status]++
+				return true
 			}
-			counts[e.Status]++
-			return true
+			suffix := k[len(prefix):]
+			err = fireRows(x, tx, string(suffix[:len(suffix)-2]), "", func(code byte, rk []byte) bool {
+				if slotOf(rk) < looseSlot {
+					counts[statusByCode[code]]++
+				}
+				return true
+			})
+			return err == nil
 		})
 		return err
 	})

@@ -9,10 +9,12 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 )
 
-// Event rows are stored in a compact binary form: JSON encoding and decoding
-// was a third of the CPU of the handler's hot path (claim and outcome
-// writes). Rows written by earlier versions are JSON objects and start with
-// '{'; binary rows start with eventCodecV1, so both are read.
+// The full binary form of an event: the head of an event group, a loose
+// event's row (evtx.go), and the rows of layouts 1 and 2 that a migration
+// reads. JSON encoding and decoding was a third of the CPU of the handler's
+// hot path (claim and outcome writes). Rows written by the first versions
+// are JSON objects and start with '{'; binary rows start with eventCodecV1,
+// so both are read.
 //
 // Layout (after the version byte), in this order: strings are a uvarint
 // length and the bytes; integers are varints; times are a presence byte (0

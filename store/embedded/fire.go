@@ -24,7 +24,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 		if tx.Bucket(bFires).Get([]byte(f.ID)) != nil {
 			return nil
 		}
-		if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+		if err := putFire(tx, f); err != nil {
 			return err
 		}
 		inserted = true
@@ -45,7 +45,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 func (s *Store) FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error) {
 	var f model.Fire
 	err := s.view(ctx, "fire get", func(tx *bolt.Tx) error {
-		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+		if err := getFireInto(tx, []byte(id), &f); err != nil {
 			return err
 		}
 		if f.TenantID != tenantID {
@@ -70,7 +70,7 @@ func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model
 		var err error
 		scanBackward(tx, bFireSched, prefix, beforeKey(prefix, p.Before), func(k []byte) bool {
 			var f model.Fire
-			if err = getJSON(tx, bFires, k[len(prefix)+timeLen:], &f); err != nil {
+			if err = getFireInto(tx, k[len(prefix)+timeLen:], &f); err != nil {
 				return false
 			}
 			if f.TenantID != p.TenantID {
@@ -97,7 +97,7 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 		var err error
 		scanBackward(tx, bFireSched, prefix, appendTime(bytes.Clone(prefix), t), func(k []byte) bool {
 			var got model.Fire
-			if err = getJSON(tx, bFires, k[len(prefix)+timeLen:], &got); err == nil {
+			if err = getFireInto(tx, k[len(prefix)+timeLen:], &got); err == nil {
 				f = &got
 			}
 			return false
@@ -120,11 +120,11 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error {
 	return s.batch(ctx, "fire set decision", func(tx *bolt.Tx) error {
 		var f model.Fire
-		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+		if err := getFireInto(tx, []byte(id), &f); err != nil {
 			return err
 		}
 		f.Decision, f.Note = d, note
-		return putJSON(tx, bFires, []byte(id), &f)
+		return putFire(tx, &f)
 	})
 }
 
@@ -133,7 +133,7 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) error {
 	return s.batch(ctx, "fire set remaining", func(tx *bolt.Tx) error {
 		var f model.Fire
-		if err := getJSON(tx, bFires, []byte(id), &f); err != nil {
+		if err := getFireInto(tx, []byte(id), &f); err != nil {
 			return err
 		}
 		if remaining >= f.Remaining {
@@ -145,7 +145,7 @@ func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) 
 				return err
 			}
 		}
-		return putJSON(tx, bFires, []byte(id), &f)
+		return putFire(tx, &f)
 	})
 }
 
@@ -159,7 +159,7 @@ func (s *Store) FireListEmitting(ctx context.Context, limit int) ([]*model.Fire,
 		c := tx.Bucket(bFireEmitting).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			var f model.Fire
-			if err := getJSON(tx, bFires, k, &f); err != nil {
+			if err := getFireInto(tx, k, &f); err != nil {
 				return err
 			}
 			out = append(out, &f)
@@ -245,7 +245,10 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 	clear(inserted)
 	n := 0
 	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
-	w := newEventWriter(tx)
+	// New fires open new event groups, whose sequences (and so row and
+	// fire index keys) go at the end: those pages can be filled.
+	pack(tx, bEvRows, bEvFire)
+	x := newEvtx(tx)
 	for i, fn := range fs {
 		f := fn.Fire
 		if fires.Get([]byte(f.ID)) != nil {
@@ -255,7 +258,7 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 			if err := fires.Put([]byte(f.ID), docs[i]); err != nil {
 				return 0, err
 			}
-		} else if err := putJSON(tx, bFires, []byte(f.ID), f); err != nil {
+		} else if err := putFire(tx, f); err != nil {
 			return 0, err
 		}
 		inserted[i] = true
@@ -268,14 +271,14 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 			return 0, err
 		}
 		for _, e := range fn.Events {
-			if w.rows.Get([]byte(e.ID)) != nil {
-				continue
-			}
-			if err := w.put(nil, e); err != nil {
+			ok, err := x.insert(e)
+			if err != nil {
 				return 0, err
 			}
-			n++
+			if ok {
+				n++
+			}
 		}
 	}
-	return n, nil
+	return n, x.flush()
 }

@@ -89,16 +89,6 @@ func deleteKeys(tx *bolt.Tx, b []byte, keys [][]byte) error {
 	return nil
 }
 
-// collectPrefix returns copies of the keys of b that start with prefix.
-func collectPrefix(tx *bolt.Tx, b, prefix []byte) [][]byte {
-	var keys [][]byte
-	scanPrefix(tx, b, prefix, func(k, _ []byte) bool {
-		keys = append(keys, bytes.Clone(k))
-		return true
-	})
-	return keys
-}
-
 // countPrefix counts the keys of bucket b that start with prefix, stopping
 // at max when max > 0.
 func (s *Store) countPrefix(ctx context.Context, what string, b, prefix []byte, max int) (int, error) {

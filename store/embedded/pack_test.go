@@ -33,7 +33,7 @@ func TestFanOutBatchesPackPages(t *testing.T) {
 		}
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bEvents, bEvFire, bEvSched, bEvTenant, bEvDue} {
+		for _, name := range [][]byte{bEvRows, bEvFire, bEvDue} {
 			st := tx.Bucket(name).Stats()
 			if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); fill < 0.75 {
 				t.Errorf("%s: leaf pages %.0f%% full, want at least 75%%", name, 100*fill)

@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -140,7 +139,7 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 }
 
 func putSchedule(tx *bolt.Tx, sc *model.Schedule) error {
-	if err := putJSON(tx, bSchedules, []byte(sc.ID), sc); err != nil {
+	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeSchedule(sc)); err != nil {
 		return err
 	}
 	return tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil)
@@ -165,19 +164,14 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 // exists, and then nothing is written.
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	// Encoded before the transaction, which holds the one writer.
-	doc, err := json.Marshal(sc)
-	if err != nil {
-		return nil, 0, wrap("schedule create with fires", fmt.Errorf("encode schedule %q: %w", sc.ID, err))
-	}
+	doc := encodeSchedule(sc)
 	docs := make([][]byte, len(fs))
 	for i, fn := range fs {
-		if docs[i], err = json.Marshal(fn.Fire); err != nil {
-			return nil, 0, wrap("schedule create with fires", fmt.Errorf("encode fire %q: %w", fn.Fire.ID, err))
-		}
+		docs[i] = encodeFire(fn.Fire)
 	}
 	inserted := make([]bool, len(fs))
 	var n int
-	err = s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
+	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bSchedules)
 		id := []byte(sc.ID)
 		if b.Get(id) != nil {
@@ -210,11 +204,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	// Encoded before the transaction, which holds the one writer.
 	docs := make([][]byte, len(items))
 	for i, it := range items {
-		raw, err := json.Marshal(it.Schedule)
-		if err != nil {
-			return nil, wrap("schedule create many", fmt.Errorf("encode schedule %q: %w", it.Schedule.ID, err))
-		}
-		docs[i] = raw
+		docs[i] = encodeSchedule(it.Schedule)
 	}
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
 		b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
@@ -247,7 +237,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 func (s *Store) ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
 	var sc model.Schedule
 	err := s.view(ctx, "schedule get", func(tx *bolt.Tx) error {
-		if err := getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+		if err := getScheduleInto(tx, []byte(id), &sc); err != nil {
 			return err
 		}
 		if sc.TenantID != tenantID {
@@ -269,7 +259,7 @@ func (s *Store) ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Sch
 		out = out[:0]
 		for _, id := range ids {
 			var sc model.Schedule
-			switch err := getJSON(tx, bSchedules, []byte(id), &sc); err {
+			switch err := getScheduleInto(tx, []byte(id), &sc); err {
 			case nil:
 				out = append(out, &sc)
 			case model.ErrNotFound:
@@ -305,7 +295,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		for ; k != nil && len(out) < limit && hasPrefix(k, prefix); k, _ = c.Next() {
 			id, _ := readStr(k[len(prefix):])
 			var sc model.Schedule
-			if err := getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+			if err := getScheduleInto(tx, []byte(id), &sc); err != nil {
 				return err
 			}
 			if (p.State != "" && sc.State != p.State) ||
@@ -333,7 +323,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 	}
 	return s.update(ctx, "schedule update", func(tx *bolt.Tx) error {
 		var old model.Schedule
-		if err := getJSON(tx, bSchedules, []byte(sc.ID), &old); err != nil {
+		if err := getScheduleInto(tx, []byte(sc.ID), &old); err != nil {
 			return err
 		}
 		if old.TenantID != sc.TenantID {
@@ -359,7 +349,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 	return s.update(ctx, "schedule delete", func(tx *bolt.Tx) error {
 		var old model.Schedule
-		if err := getJSON(tx, bSchedules, []byte(id), &old); err != nil {
+		if err := getScheduleInto(tx, []byte(id), &old); err != nil {
 			return err
 		}
 		if old.TenantID != tenantID {
@@ -386,7 +376,7 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
 			id, _ := readStr(k[len(prefix):])
 			var sc model.Schedule
-			if err = getJSON(tx, bSchedules, []byte(id), &sc); err != nil {
+			if err = getScheduleInto(tx, []byte(id), &sc); err != nil {
 				return false
 			}
 			if sc.PolicyID == policyID {
@@ -474,7 +464,7 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 		for _, id := range scheduleIDs {
 			var sc model.Schedule
 			version := int64(-1) << 62 // matches no child: the schedule is gone
-			switch err := getJSON(tx, bSchedules, []byte(id), &sc); err {
+			switch err := getScheduleInto(tx, []byte(id), &sc); err {
 			case nil:
 				version = sc.Version
 			case model.ErrNotFound:

@@ -1,0 +1,500 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// Event buckets (layoutCompactEvents). Keys, with rk = rowKey (group
+// sequence, slot: 12 bytes):
+//
+//	ev_rows:     rk -> row (evrow.go)
+//	ev_heads:    sequence -> head (encodeEvent of the group's first event)
+//	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
+//	ev_ids:      id -> rk, loose events only
+//	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
+//	             waiting statuses only, scheduled ones by fence first
+//	ev_fire:     sequence, status, slot            (counts per fire, status)
+//	ev_tenant:   tenantID\0, fireID ".\x00" (the group's canonical events,
+//	             no value), or tenantID\0, id -> rk (a loose event)
+//	ev_sched:    as ev_tenant, by schedule
+//	ev_policy:   policyID\0, class\0, launchAt, rk (unfinished events)
+//	ev_finished: finishedAt, rk                    (retention)
+//
+// A group's entry in ev_tenant sorts before all its events' ids (fireID "."
+// digits) and after every id smaller than them, which is what lets
+// EventList page a tenant's events by id from one entry per fire; see
+// listByEntries.
+var (
+	bEvRows      = []byte("ev_rows")
+	bEvHeads     = []byte("ev_heads")
+	bEvGroups    = []byte("ev_groups")
+	bEvIDs       = []byte("ev_ids")
+	bEvDue       = []byte("ev_due")
+	bEvFire      = []byte("ev_fire")
+	bEvTenant    = []byte("ev_tenant")
+	bEvSched     = []byte("ev_sched")
+	bEvPolicy    = []byte("ev_policy")
+	bEvFinished  = []byte("ev_finished")
+	eventBuckets = [][]byte{bEvRows, bEvHeads, bEvGroups, bEvIDs, bEvDue, bEvFire, bEvTenant, bEvSched, bEvPolicy, bEvFinished}
+)
+
+// group is an event group as one transaction sees it.
+type group struct {
+	seq    uint64
+	head   *model.Event
+	count  uint64 // canonical events
+	dirty  bool   // count changed: written by flush
+	sibKey []byte // ev_groups key
+}
+
+// evtx reads and writes events in one bbolt transaction, caching the groups
+// it has met. It is made afresh for each run of a transaction function.
+type evtx struct {
+	rows, heads, groups, ids, due, fire, tenant, sched, policy, finished *bolt.Bucket
+	bySeq                                                                map[uint64]*group
+	byFire                                                               map[string]*group
+}
+
+func newEvtx(tx *bolt.Tx) *evtx {
+	// Heads are keyed by a sequence: every new one goes at the end, so
+	// their pages can be filled (see packedFill).
+	pack(tx, bEvHeads)
+	return &evtx{
+		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
+		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
+		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished),
+		bySeq: map[uint64]*group{}, byFire: map[string]*group{},
+	}
+}
+
+// groupEntry is a group's key suffix in ev_tenant and ev_sched.
+func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
+
+func (x *evtx) cache(g *group) *group {
+	x.bySeq[g.seq] = g
+	x.byFire[g.head.FireID] = g
+	return g
+}
+
+func decodeGroupValue(v []byte) (uint64, uint64, error) {
+	if len(v) < 8 {
+		return 0, 0, errors.New("decode event group: short value")
+	}
+	n, k := binary.Uvarint(v[8:])
+	if k <= 0 {
+		return 0, 0, errors.New("decode event group: bad count")
+	}
+	return binary.BigEndian.Uint64(v), n, nil
+}
+
+// groupOf returns the group of fireID, or nil if it has none.
+func (x *evtx) groupOf(fireID string) (*group, error) {
+	if g, ok := x.byFire[fireID]; ok {
+		return g, nil
+	}
+	key := strKey(fireID)
+	v := x.groups.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	seq, n, err := decodeGroupValue(v)
+	if err != nil {
+		return nil, err
+	}
+	raw := x.heads.Get(seqKey(seq))
+	if raw == nil {
+		return nil, fmt.Errorf("event group %d of fire %q has no head", seq, fireID)
+	}
+	h, err := decodeEvent(raw)
+	if err != nil {
+		return nil, fmt.Errorf("event group %d: %w", seq, err)
+	}
+	return x.cache(&group{seq: seq, head: h, count: n, sibKey: key}), nil
+}
+
+// groupCount returns the sequence and canonical count of fireID's group
+// without decoding its head; ok is false if it has none.
+func (x *evtx) groupCount(fireID string) (seq, count uint64, ok bool, err error) {
+	if g, found := x.byFire[fireID]; found {
+		return g.seq, g.count, true, nil
+	}
+	v := x.groups.Get(strKey(fireID))
+	if v == nil {
+		return 0, 0, false, nil
+	}
+	seq, count, err = decodeGroupValue(v)
+	return seq, count, err == nil, err
+}
+
+// groupBySeq returns the group seq.
+func (x *evtx) groupBySeq(seq uint64) (*group, error) {
+	if g, ok := x.bySeq[seq]; ok {
+		return g, nil
+	}
+	raw := x.heads.Get(seqKey(seq))
+	if raw == nil {
+		return nil, fmt.Errorf("event group %d has no head", seq)
+	}
+	h, err := decodeEvent(raw)
+	if err != nil {
+		return nil, fmt.Errorf("event group %d: %w", seq, err)
+	}
+	g, err := x.groupOf(h.FireID)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil || g.seq != seq {
+		return nil, fmt.Errorf("event group %d of fire %q is not in %s", seq, h.FireID, bEvGroups)
+	}
+	return g, nil
+}
+
+// newGroup opens the group of e's fire with e as its head.
+func (x *evtx) newGroup(e *model.Event) (*group, error) {
+	seq, err := x.heads.NextSequence()
+	if err != nil {
+		return nil, err
+	}
+	// The head is a template: its id and index are never read (a canonical
+	// event's come from its row key), so they are left out.
+	t := *e
+	t.ID, t.Index = "", 0
+	raw, err := encodeEvent(&t)
+	if err != nil {
+		return nil, err
+	}
+	// The head is decoded back so that it holds what a reader sees.
+	h, err := decodeEvent(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.heads.Put(seqKey(seq), raw); err != nil {
+		return nil, err
+	}
+	g := &group{seq: seq, head: h, dirty: true, sibKey: strKey(e.FireID)}
+	// A group's entries hold no value: a reader finds the group by the fire
+	// id in the key (ev_groups), and tells them from loose events' by that.
+	if err := x.tenant.Put(append(strKey(e.TenantID), groupEntry(e.FireID)...), []byte{}); err != nil {
+		return nil, err
+	}
+	if err := x.sched.Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), []byte{}); err != nil {
+		return nil, err
+	}
+	return x.cache(g), nil
+}
+
+// flush writes the counts of the groups this transaction changed.
+func (x *evtx) flush() error {
+	for _, g := range x.bySeq {
+		if !g.dirty {
+			continue
+		}
+		v := binary.AppendUvarint(seqKey(g.seq), g.count)
+		if err := x.groups.Put(g.sibKey, v); err != nil {
+			return err
+		}
+		g.dirty = false
+	}
+	return nil
+}
+
+// load returns the event stored at rk; model.ErrNotFound if none.
+func (x *evtx) load(rk []byte) (*model.Event, error) {
+	raw := x.rows.Get(rk)
+	if raw == nil {
+		return nil, model.ErrNotFound
+	}
+	var h *model.Event
+	if raw[0] == eventRowV2 {
+		g, err := x.groupBySeq(seqOf(rk))
+		if err != nil {
+			return nil, err
+		}
+		h = g.head
+	}
+	return decodeRow(raw, h, slotOf(rk))
+}
+
+// locate returns the row key of event id, or nil if there is none.
+func (x *evtx) locate(id string) ([]byte, error) {
+	if rk := x.ids.Get([]byte(id)); rk != nil {
+		return bytes.Clone(rk), nil
+	}
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		return nil, nil
+	}
+	idx, err := strconv.Atoi(id[i+1:])
+	if err != nil || idx < 0 || idx >= looseSlot || strconv.Itoa(idx) != id[i+1:] {
+		return nil, nil
+	}
+	g, err := x.groupOf(id[:i])
+	if err != nil || g == nil {
+		return nil, err
+	}
+	rk := rowKey(g.seq, uint32(idx))
+	if x.rows.Get(rk) == nil {
+		return nil, nil
+	}
+	return rk, nil
+}
+
+// get returns event id and its row key; model.ErrNotFound if none.
+func (x *evtx) get(id string) ([]byte, *model.Event, error) {
+	rk, err := x.locate(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rk == nil {
+		return nil, nil, model.ErrNotFound
+	}
+	e, err := x.load(rk)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rk, e, nil
+}
+
+// insert stores e unless an event with its id exists.
+func (x *evtx) insert(e *model.Event) (bool, error) {
+	if rk, err := x.locate(e.ID); err != nil || rk != nil {
+		return false, err
+	}
+	g, err := x.groupOf(e.FireID)
+	if err != nil {
+		return false, err
+	}
+	if g == nil {
+		if g, err = x.newGroup(e); err != nil {
+			return false, err
+		}
+	}
+	if canonical(e, g.head) {
+		rk := rowKey(g.seq, uint32(e.Index))
+		if x.rows.Get(rk) != nil {
+			return false, nil
+		}
+		g.count++
+		g.dirty = true
+		return true, x.put(rk, nil, e)
+	}
+	// A loose event takes the slot after the group's last one.
+	slot := uint32(looseSlot)
+	c := x.rows.Cursor()
+	k, _ := c.Seek(rowKey(g.seq+1, 0))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil && seqOf(k) == g.seq && slotOf(k) >= looseSlot {
+		if slotOf(k) == 1<<32-1 {
+			return false, fmt.Errorf("fire %q: too many events: %w", e.FireID, model.ErrInvalid)
+		}
+		slot = slotOf(k) + 1
+	}
+	rk := rowKey(g.seq, slot)
+	if err := x.ids.Put([]byte(e.ID), rk); err != nil {
+		return false, err
+	}
+	if err := x.tenant.Put(append(strKey(e.TenantID), e.ID...), rk); err != nil {
+		return false, err
+	}
+	if err := x.sched.Put(append(strKey(e.ScheduleID), e.ID...), rk); err != nil {
+		return false, err
+	}
+	return true, x.put(rk, nil, e)
+}
+
+// Index keys derived from an event and its row key.
+
+func dueKey(e *model.Event, rk []byte) ([]byte, error) {
+	code, err := statusCode(e.Status)
+	if err != nil {
+		return nil, err
+	}
+	b := append(appendInt32(make([]byte, 0, 4+1+8+timeLen+rowKeyLen), e.Shard), code)
+	if e.Status == model.EventScheduled {
+		// Scheduled events are ordered by fence first, so that a claim finds
+		// those left by older owners without walking the ones it holds.
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
+	}
+	b = appendTime(b, e.LaunchAt)
+	return append(b, rk...), nil
+}
+
+// fenceValue is the due index's value for e: empty for fence 0.
+func fenceValue(e *model.Event) []byte {
+	if e.Fence == 0 {
+		return []byte{}
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(e.Fence))
+}
+
+func duePrefix(shard int, code byte) []byte { return append(appendInt32(nil, shard), code) }
+
+func fireIndexKey(e *model.Event, rk []byte) ([]byte, error) {
+	code, err := statusCode(e.Status)
+	if err != nil {
+		return nil, err
+	}
+	b := append(rk[:8:8], code)
+	return append(b, rk[8:]...), nil
+}
+
+func policyKey(e *model.Event, rk []byte) []byte {
+	return append(appendTime(policyPrefix(e.PolicyID, policyClass(e.Status)), e.LaunchAt), rk...)
+}
+
+func policyPrefix(policyID, class string) []byte { return strKey(policyID, class) }
+
+func finishedKey(e *model.Event, rk []byte) []byte {
+	return append(appendTime(nil, *e.FinishedAt), rk...)
+}
+
+// put writes e at rk with its index keys; old (nil for a new event) is the
+// stored version. Index keys that differ between old and e are moved; keys
+// that did not change are left alone, so a transition dirties as few index
+// pages as it can.
+func (x *evtx) put(rk []byte, old, e *model.Event) error {
+	var raw []byte
+	if slotOf(rk) < looseSlot {
+		g, err := x.groupBySeq(seqOf(rk))
+		if err != nil {
+			return err
+		}
+		raw = encodeRow(e, g.head)
+	} else {
+		var err error
+		if raw, err = encodeEvent(e); err != nil {
+			return err
+		}
+	}
+	if err := x.rows.Put(rk, raw); err != nil {
+		return err
+	}
+	var oldDue, newDue []byte
+	var err error
+	if old != nil && dueIndexed(old.Status) {
+		if oldDue, err = dueKey(old, rk); err != nil {
+			return err
+		}
+	}
+	if dueIndexed(e.Status) {
+		if newDue, err = dueKey(e, rk); err != nil {
+			return err
+		}
+	}
+	if old == nil || old.Fence != e.Fence || !bytes.Equal(oldDue, newDue) {
+		if oldDue != nil {
+			if err := x.due.Delete(oldDue); err != nil {
+				return err
+			}
+		}
+		if newDue != nil {
+			if err := x.due.Put(newDue, fenceValue(e)); err != nil {
+				return err
+			}
+		}
+	}
+	var oldFire, oldPolicy, oldFinished []byte
+	if old != nil {
+		if oldFire, err = fireIndexKey(old, rk); err != nil {
+			return err
+		}
+		if policyIndexed(old) {
+			oldPolicy = policyKey(old, rk)
+		}
+		if retained(old) {
+			oldFinished = finishedKey(old, rk)
+		}
+	}
+	newFire, err := fireIndexKey(e, rk)
+	if err != nil {
+		return err
+	}
+	var newPolicy, newFinished []byte
+	if policyIndexed(e) {
+		newPolicy = policyKey(e, rk)
+	}
+	if retained(e) {
+		newFinished = finishedKey(e, rk)
+	}
+	if err := move(x.fire, oldFire, newFire); err != nil {
+		return err
+	}
+	if err := move(x.policy, oldPolicy, newPolicy); err != nil {
+		return err
+	}
+	return move(x.finished, oldFinished, newFinished)
+}
+
+// remove deletes the event e stored at rk with all its keys. A group left
+// without events goes too.
+func (x *evtx) remove(rk []byte, e *model.Event) error {
+	type key struct {
+		b *bolt.Bucket
+		k []byte
+	}
+	fk, err := fireIndexKey(e, rk)
+	if err != nil {
+		return err
+	}
+	dels := []key{{x.fire, fk}, {x.rows, rk}}
+	if dueIndexed(e.Status) {
+		dk, err := dueKey(e, rk)
+		if err != nil {
+			return err
+		}
+		dels = append(dels, key{x.due, dk})
+	}
+	if policyIndexed(e) {
+		dels = append(dels, key{x.policy, policyKey(e, rk)})
+	}
+	if retained(e) {
+		dels = append(dels, key{x.finished, finishedKey(e, rk)})
+	}
+	g, err := x.groupBySeq(seqOf(rk))
+	if err != nil {
+		return err
+	}
+	if slotOf(rk) >= looseSlot {
+		dels = append(dels, key{x.ids, []byte(e.ID)},
+			key{x.tenant, append(strKey(e.TenantID), e.ID...)},
+			key{x.sched, append(strKey(e.ScheduleID), e.ID...)})
+	} else {
+		g.count--
+		g.dirty = true
+	}
+	for _, d := range dels {
+		if err := d.b.Delete(d.k); err != nil {
+			return err
+		}
+	}
+	if k, _ := x.rows.Cursor().Seek(seqKey(g.seq)); k != nil && seqOf(k) == g.seq {
+		return nil
+	}
+	// The last event of the group is gone: so is the group.
+	h := g.head
+	for _, d := range []key{
+		{x.heads, seqKey(g.seq)}, {x.groups, g.sibKey},
+		{x.tenant, append(strKey(h.TenantID), groupEntry(h.FireID)...)},
+		{x.sched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...)},
+	} {
+		if err := d.b.Delete(d.k); err != nil {
+			return err
+		}
+	}
+	delete(x.bySeq, g.seq)
+	delete(x.byFire, h.FireID)
+	return nil
+}
