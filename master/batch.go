@@ -133,7 +133,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key != "" {
 			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
 		} else {
-			it.m.ID = newID(prefixSchedule)
+			it.m.ID = s.ids.newID(prefixSchedule)
 		}
 		it.m.TenantID = who.tenantID
 		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)

@@ -143,6 +143,7 @@ type Server struct {
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
 	seal    *sealer         // idempotency record bodies
+	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskSpace       // nil: no disk guard
 
@@ -190,6 +191,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 		seal:    seal,
 		disk:    deps.Disk,
+		ids:     idSource{clock: deps.Clock},
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
