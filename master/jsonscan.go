@@ -131,7 +131,6 @@ func scanTokens(body []byte) error {
 // strings are valid UTF-8 without U+0000: a body scanTokens passes. false
 // means "not known to be clean" (a problem, a syntax error, a key with an
 // escape, nesting deeper than maxScanDepth); scanTokens then decides.
-//
 func scanClean(body []byte) bool {
 	s := cleanScanner{b: body}
 	s.space()
