@@ -308,7 +308,9 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 			itemErrs[i] = badRequest(strings.Join(detail, "; "), fields...)
 		}
 	}
-	if err := decodeJSON(raw, &env); err != nil {
+	if items, ok := arrayMember(raw, "items"); ok {
+		env.Items = items
+	} else if err := decodeJSON(raw, &env); err != nil {
 		return nil, nil, err
 	}
 	switch {

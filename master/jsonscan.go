@@ -374,3 +374,89 @@ func (s *cleanScanner) object(depth int) bool {
 		}
 	}
 }
+
+// arrayMember returns the elements of the array that is the member name of
+// the JSON object body, each as it appears in body, as decoding body into
+// a struct with a []json.RawMessage field would, without the decoder's
+// copies. ok is false when body is not an object with that one member, or
+// not as plainly as scanClean reads it (a key with an escape, say): the
+// caller decodes it.
+func arrayMember(body []byte, name string) (elems []json.RawMessage, ok bool) {
+	s := cleanScanner{b: body}
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return nil, false
+	}
+	s.i++
+	found := false
+	for {
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return nil, false
+		}
+		key, escaped, ok := s.str()
+		if !ok || escaped {
+			return nil, false
+		}
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return nil, false
+		}
+		s.i++
+		s.space()
+		// Another member is for the decoder, which may refuse it.
+		if string(key) != name || found || s.i >= len(s.b) || s.b[s.i] != '[' {
+			return nil, false
+		}
+		found = true
+		if elems, ok = s.elements(); !ok {
+			return nil, false
+		}
+		s.space()
+		if s.i >= len(s.b) {
+			return nil, false
+		}
+		if s.b[s.i] == '}' {
+			s.i++
+			break
+		}
+		if s.b[s.i] != ',' {
+			return nil, false
+		}
+		s.i++
+	}
+	s.space()
+	return elems, found && s.i == len(s.b)
+}
+
+// elements reads the array at s.i and returns its elements as they appear.
+func (s *cleanScanner) elements() ([]json.RawMessage, bool) {
+	s.i++ // [
+	elems := []json.RawMessage{}
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return elems, true
+	}
+	for {
+		start := s.i
+		if !s.value(1) {
+			return nil, false
+		}
+		elems = append(elems, s.b[start:s.i:s.i])
+		s.space()
+		if s.i >= len(s.b) {
+			return nil, false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.space()
+		case ']':
+			s.i++
+			return elems, true
+		default:
+			return nil, false
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"encoding/json"
 	"flag"
 	"math/rand/v2"
 	"reflect"
@@ -218,5 +219,56 @@ func BenchmarkScanBody(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestArrayMemberAgreesWithDecoder checks arrayMember against decoding the
+// body into a struct with a []json.RawMessage field (what the batch handler
+// did before): wherever arrayMember answers, the decoder gives the same
+// elements. Batch bodies must get an answer.
+func TestArrayMemberAgreesWithDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(*scanSeed, 1))
+	answered := 0
+	for i := range *scanCases / 4 {
+		var b strings.Builder
+		b.WriteString([]string{`{"items":[`, `{ "items" : [`, `{"items":`, `{"other":1,"items":[`, `{"it\u0065ms":[`}[r.IntN(5)])
+		for j := range r.IntN(5) {
+			if j > 0 {
+				b.WriteString([]string{",", " , ", "\n,"}[r.IntN(3)])
+			}
+			genValue(r, &b, 1)
+		}
+		b.WriteString([]string{"]}", " ] }\n", "]", "],\"x\":2}", "]}x"}[r.IntN(5)])
+		body := []byte(b.String())
+		if r.IntN(4) == 0 {
+			body = mutate(r, body)
+		}
+		got, ok := arrayMember(body, "items")
+		var env struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		err := decodeJSON(body, &env)
+		if !ok {
+			continue
+		}
+		answered++
+		if err != nil || !reflect.DeepEqual(got, env.Items) {
+			t.Fatalf("case %d of seed %d: body %q:\narrayMember %q\ndecoder     %q (%v)", i, *scanSeed, body, got, env.Items, err)
+		}
+	}
+	if answered < *scanCases/4/20 {
+		t.Fatalf("arrayMember answered %d of %d bodies", answered, *scanCases/4)
+	}
+	const item = `{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`
+	for _, body := range []string{`{"items":[]}`, `{"items":[` + item + `]}`, " {\n \"items\" : [ " + item + " ,\n" + item + " ] }\n"} {
+		var env struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := decodeJSON([]byte(body), &env); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := arrayMember([]byte(body), "items"); !ok || !reflect.DeepEqual(got, env.Items) {
+			t.Errorf("arrayMember(%q) = %q, %v; want %q", body, got, ok, env.Items)
+		}
 	}
 }

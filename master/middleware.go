@@ -275,7 +275,7 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		var body []byte
 		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(r.Body)
+			b, err := readBody(r.Body, r.ContentLength)
 			if err != nil {
 				var mbe *http.MaxBytesError
 				if errors.As(err, &mbe) {
@@ -321,6 +321,17 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return next(c)
 	}
+}
+
+// readBody reads a body of size bytes (-1: unknown) into one buffer of
+// that size, where io.ReadAll would grow its buffer several times.
+func readBody(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead)) // room for ReadFrom's last read, which sees EOF
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 var propertyRe = regexp.MustCompile(`^property "([^"]+)" is (unsupported|missing)$`)
