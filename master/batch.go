@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -38,7 +39,9 @@ type batchItem struct {
 	m    model.Schedule
 	comp *schedule.Compiled
 	done bool // out holds the item's answer
-	out  api.ScheduleBatchItemResult
+	// stored before this request (recoverItem): its fires may exist
+	recovered bool
+	out       api.ScheduleBatchItemResult
 }
 
 // CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
@@ -173,16 +176,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 
 	// Emit, then answer and record.
 	if len(saved) > 0 && s.emitter != nil {
-		ss := make([]*model.Schedule, 0, len(saved))
-		keys := make([][]cron.Key, 0, len(saved))
-		for _, it := range saved {
-			if it.m.State == model.ScheduleActive {
-				ss = append(ss, &it.m)
-				keys = append(keys, it.comp.Keys)
-			}
-		}
-		if err := s.emitter.SavedMany(context.WithoutCancel(ctx), ss, keys); err != nil {
-			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
+		if err := s.emitBatch(context.WithoutCancel(ctx), saved); err != nil {
 			return err
 		}
 	}
@@ -232,6 +226,85 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// emitBatch has the fires of the saved items emitted. The fires the
+// emitter plans (CreatePlanner: a new one-off's small fire) are written
+// with one FireInsertMany, without the reads and workers of SavedMany;
+// the others (cron schedules, large or deferred fires, items stored by an
+// earlier attempt) go through SavedMany.
+func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
+	var (
+		ss    []*model.Schedule
+		keys  [][]cron.Key
+		fs    []store.FireNew
+		plans []plannedFires
+	)
+	p, planner := s.emitter.(CreatePlanner)
+	finish := func(inserted []bool, err error) {
+		for _, pl := range plans {
+			var (
+				ins    []bool
+				events int
+			)
+			if inserted != nil {
+				ins = inserted[pl.from:pl.to]
+				for i, ok := range ins {
+					if ok {
+						events += len(fs[pl.from+i].Events)
+					}
+				}
+			}
+			pl.done(ctx, ins, events, err)
+		}
+	}
+	for _, it := range saved {
+		if it.m.State != model.ScheduleActive {
+			continue
+		}
+		if planner && !it.recovered {
+			f, done, err := p.PlanCreated(ctx, &it.m, it.comp.Keys)
+			if err != nil {
+				finish(nil, err) // gives back what the planned ones took
+				return fmt.Errorf("plan the fires of schedule %s: %w", it.m.ID, err)
+			}
+			if done != nil {
+				plans = append(plans, plannedFires{from: len(fs), to: len(fs) + len(f), done: done})
+				fs = append(fs, f...)
+				continue
+			}
+		}
+		ss = append(ss, &it.m)
+		keys = append(keys, it.comp.Keys)
+	}
+	if len(fs) > 0 {
+		inserted, _, err := s.store.FireInsertMany(ctx, fs)
+		if err == nil && len(inserted) != len(fs) {
+			err = fmt.Errorf("the store reported %d fires inserted of %d", len(inserted), len(fs))
+		}
+		if err != nil {
+			finish(nil, err)
+			s.log.Warn().Err(err).Int("fires", len(fs)).Msg("writing the fires of a batch failed")
+			return err
+		}
+		finish(inserted, nil)
+	} else {
+		finish(nil, nil)
+	}
+	if len(ss) > 0 {
+		if err := s.emitter.SavedMany(ctx, ss, keys); err != nil {
+			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
+			return err
+		}
+	}
+	return nil
+}
+
+// plannedFires are the fires fs[from:to] a CreatePlanner planned for one
+// schedule, and the function that takes their write's result.
+type plannedFires struct {
+	from, to int
+	done     func(ctx context.Context, inserted []bool, events int, err error)
 }
 
 // batchItems validates a batch body against the spec, as the middleware
@@ -452,7 +525,7 @@ func (s *Server) recoverItem(c echo.Context, it *batchItem) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	it.m, it.comp = *m, comp
+	it.m, it.comp, it.recovered = *m, comp, true
 	replayed := true
 	it.out.Replayed = &replayed
 	return true, nil

@@ -56,6 +56,7 @@ type Store interface {
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 
+	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
 
