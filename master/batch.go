@@ -48,7 +48,7 @@ type batchItem struct {
 // validated and answered on its own, the valid ones are stored with one
 // ScheduleCreateMany and emitted with one SavedMany.
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
-	raws, itemErrs, err := s.batchItems(c)
+	raws, decoded, itemErrs, err := s.batchItems(c)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,9 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			}
 			continue
 		}
-		if err := decodeJSON(raw, &in); err != nil {
+		if decoded != nil {
+			in = decoded[i]
+		} else if err := decodeJSON(raw, &in); err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err
 			}
@@ -309,18 +311,40 @@ type plannedFires struct {
 
 // batchItems validates a batch body against the spec, as the middleware
 // validates other bodies but in one pass for all items, and returns its
-// items undecoded with the validation failure of each (nil: valid). A
-// failure outside the items fails the request.
-func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) {
+// items with the validation failure of each (nil: valid). A failure outside
+// the items fails the request. When every item passed decodeBatchItem,
+// decoded holds them decoded (nil otherwise: the caller decodes them).
+func (s *Server) batchItems(c echo.Context) (items []json.RawMessage, decoded []api.ScheduleBatchItem, itemErrs []error, err error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON {
 		reason := "header Content-Type has unexpected value " + strconv.Quote(ct)
-		return nil, nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
+		return nil, nil, nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
 	}
 	raw, _ := c.Get(ctxRawBody).([]byte)
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
+		return nil, nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
+	// Validated and decoded at once when every item is plainly valid.
+	if items, ok := arrayMember(raw, "items"); ok && len(items) >= 1 && len(items) <= s.cfg.MaxBatchItems {
+		decoded := make([]api.ScheduleBatchItem, len(items))
+		all := true
+		for i, item := range items {
+			if all = decodeBatchItem(item, &decoded[i]); !all {
+				break
+			}
+		}
+		if all {
+			return items, decoded, make([]error, len(items)), nil
+		}
+	}
+	raws, itemErrs, err := s.validateBatch(c, raw)
+	return raws, nil, itemErrs, err
+}
+
+// validateBatch is batchItems for a body with an item decodeBatchItem did
+// not accept: the spec's validator on the whole body, its failures split
+// by item.
+func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, []error, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, nil, badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
