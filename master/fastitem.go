@@ -1,28 +1,37 @@
 package master
 
 import (
+	"maps"
+
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/schedulerd/schedulerd/api"
 )
 
-// Batch items are validated and decoded once: decodeBatchItem decodes an
-// item into its Go type and checks there what the ScheduleBatchItem schema
-// says, instead of decoding it a second time, untyped, for the schema
-// validator. Like bodySchema it only ever accepts: an item it accepts is
-// one the schema accepts, and for any other the batch goes through the
-// validator, whose answers (the 400s and their field names) stay the ones
-// the client gets.
+// Schedule bodies are validated and decoded once: decodeBatchItem and
+// decodeScheduleCreate decode a body into its Go type and check there what
+// its schema (ScheduleBatchItem, ScheduleCreate) says, instead of decoding
+// it a second time, untyped, for the schema validator. Like bodySchema they
+// only ever accept: a body they accept is one the schema accepts, and any
+// other goes through the validator, whose answers (the 400s and their field
+// names) stay the ones the client gets.
 
-// batchItemMembers are the properties of ScheduleBatchItem, with those
+// scheduleCreateMembers are the properties of ScheduleCreate, with those
 // that are objects of their own (whose members must not be null either).
-var batchItemMembers = map[string]bool{
+var scheduleCreateMembers = map[string]bool{
 	"name": false, "cron": false, "fields": true, "runAt": false, "timezone": false,
 	"eventCount": false, "policyId": false, "window": false, "spread": false,
 	"priority": false, "overlap": false, "target": true, "payload": false,
 	"maxAttempts": false, "startAt": false, "endAt": false, "misfire": false,
-	"idempotencyKey": false,
 }
+
+// batchItemMembers are the properties of ScheduleBatchItem: those of
+// ScheduleCreate and idempotencyKey.
+var batchItemMembers = func() map[string]bool {
+	m := map[string]bool{"idempotencyKey": false}
+	maps.Copy(m, scheduleCreateMembers)
+	return m
+}()
 
 // dateTimeMembers are the members of format date-time.
 var dateTimeMembers = map[string]bool{"runAt": true, "startAt": true, "endAt": true}
@@ -31,13 +40,35 @@ var dateTimeMembers = map[string]bool{"runAt": true, "startAt": true, "endAt": t
 // passed, into in and reports whether the item is valid for the schema.
 // false means "not known to be valid": in is then undefined.
 func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
-	// The decoder sets a member that is null to its zero value, which the
-	// schema refuses (no property is nullable): none may be null, nor a
-	// member of target or fields. Dates are checked as the schema's
-	// format checks them, which the decoder's parser does not match.
+	if !plainMembers(raw, batchItemMembers) || decodeJSON(raw, in) != nil {
+		return false
+	}
+	// minLength 1, maxLength 255 characters: bytes bound characters
+	// however the validator counts them.
+	if in.IdempotencyKey != nil && (*in.IdempotencyKey == "" || len(*in.IdempotencyKey) > 255) {
+		return false
+	}
+	return validCreate(in.Name, in.Target, in.EventCount, in.MaxAttempts, in.Overlap, in.Misfire)
+}
+
+// decodeScheduleCreate is decodeBatchItem for the body of createSchedule.
+func decodeScheduleCreate(raw []byte, in *api.ScheduleCreate) bool {
+	if !plainMembers(raw, scheduleCreateMembers) || decodeJSON(raw, in) != nil {
+		return false
+	}
+	return validCreate(in.Name, in.Target, in.EventCount, in.MaxAttempts, in.Overlap, in.Misfire)
+}
+
+// plainMembers reports whether raw is an object of known members (name and
+// target among them), none of them null. The decoder sets a member that is
+// null to its zero value, which the schema refuses (no property is
+// nullable), so none may be null, nor a member of target or fields. Dates
+// are checked as the schema's format checks them, which the decoder's
+// parser does not match.
+func plainMembers(raw []byte, members map[string]bool) bool {
 	hasName, hasTarget := false, false
 	ok := eachMember(raw, func(key string, value []byte) bool {
-		nested, known := batchItemMembers[key]
+		nested, known := members[key]
 		switch {
 		case !known || isNull(value):
 			return false
@@ -54,22 +85,18 @@ func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
 		hasTarget = hasTarget || key == "target"
 		return true
 	})
-	if !ok || !hasName || !hasTarget {
-		return false
-	}
-	if decodeJSON(raw, in) != nil {
-		return false
-	}
+	return ok && hasName && hasTarget
+}
+
+// validCreate checks the decoded members that carry a bound or an enum.
+func validCreate(name string, target api.Target, eventCount, maxAttempts *int, overlap *api.Overlap, misfire *api.Misfire) bool {
 	switch {
-	case in.Name == "",
-		in.Target.Type != api.Http && in.Target.Type != api.Sqs,
-		in.EventCount != nil && *in.EventCount < 1,
-		in.MaxAttempts != nil && (*in.MaxAttempts < 1 || *in.MaxAttempts > 100),
-		in.Overlap != nil && *in.Overlap != api.OverlapAllow && *in.Overlap != api.OverlapSkip && *in.Overlap != api.OverlapCancel,
-		in.Misfire != nil && *in.Misfire != api.MisfireFireOnce && *in.Misfire != api.MisfireFireAll && *in.Misfire != api.MisfireSkip,
-		// minLength 1, maxLength 255 characters: bytes bound characters
-		// however the validator counts them.
-		in.IdempotencyKey != nil && (*in.IdempotencyKey == "" || len(*in.IdempotencyKey) > 255):
+	case name == "",
+		target.Type != api.Http && target.Type != api.Sqs,
+		eventCount != nil && *eventCount < 1,
+		maxAttempts != nil && (*maxAttempts < 1 || *maxAttempts > 100),
+		overlap != nil && *overlap != api.OverlapAllow && *overlap != api.OverlapSkip && *overlap != api.OverlapCancel,
+		misfire != nil && *misfire != api.MisfireFireOnce && *misfire != api.MisfireFireAll && *misfire != api.MisfireSkip:
 		return false
 	}
 	return true

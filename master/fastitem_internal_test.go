@@ -4,25 +4,29 @@ import (
 	"encoding/json"
 	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
 )
 
-// batchItemValidator validates a batch body as validateBatch does; quick
-// says a body is valid (true) or not known to be (the prepared validator).
-func batchItemValidator(t *testing.T) (validate func(body []byte) error, quick func(body []byte) bool) {
+// bodyValidator validates a body of the route as validateBatch does;
+// quick says a body is valid (true) or not known to be (the prepared
+// validator).
+func bodyValidator(t *testing.T, route string) (validate func(body []byte) error, quick func(body []byte) bool) {
 	t.Helper()
 	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := buildRoutes(spec)["POST /v1/schedules/batch"]
+	rt := buildRoutes(spec)[route]
 	schema := batchBodySchema(rt)
 	if schema == nil {
 		t.Fatal("no batch body schema")
@@ -47,29 +51,64 @@ func batchItemValidator(t *testing.T) (validate func(body []byte) error, quick f
 	}, quick
 }
 
-// TestBatchItemMembersMatchTheSpec keeps decodeBatchItem's list of
-// properties, and which of them are objects, in step with the spec.
-func TestBatchItemMembersMatchTheSpec(t *testing.T) {
+// TestScheduleMembersMatchTheSpec keeps the lists of properties of
+// decodeBatchItem and decodeScheduleCreate, and which of them are objects
+// or dates, in step with the spec.
+func TestScheduleMembersMatchTheSpec(t *testing.T) {
 	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	item := spec.Components.Schemas["ScheduleBatchItem"].Value
-	want := map[string]bool{}
-	for name, p := range item.Properties {
-		want[name] = p.Value.Type.Is("object")
-	}
-	if !maps.Equal(want, batchItemMembers) {
-		t.Fatalf("batchItemMembers %v, the spec's ScheduleBatchItem %v", batchItemMembers, want)
-	}
-	dates := map[string]bool{}
-	for name, p := range item.Properties {
-		if p.Value.Format == "date-time" {
-			dates[name] = true
+	for schema, members := range map[string]map[string]bool{"ScheduleBatchItem": batchItemMembers, "ScheduleCreate": scheduleCreateMembers} {
+		item := spec.Components.Schemas[schema].Value
+		want := map[string]bool{}
+		dates := map[string]bool{}
+		for name, p := range item.Properties {
+			want[name] = p.Value.Type.Is("object")
+			if p.Value.Format == "date-time" {
+				dates[name] = true
+			}
+		}
+		if !maps.Equal(want, members) {
+			t.Fatalf("members %v, the spec's %s %v", members, schema, want)
+		}
+		if !maps.Equal(dates, dateTimeMembers) {
+			t.Fatalf("dateTimeMembers %v, the spec's date-times of %s %v", dateTimeMembers, schema, dates)
 		}
 	}
-	if !maps.Equal(dates, dateTimeMembers) {
-		t.Fatalf("dateTimeMembers %v, the spec's date-times %v", dateTimeMembers, dates)
+}
+
+// TestDecodeScheduleCreateOnlyAcceptsValidBodies is
+// TestDecodeBatchItemOnlyAcceptsValidItems for the body of createSchedule.
+func TestDecodeScheduleCreateOnlyAcceptsValidBodies(t *testing.T) {
+	validate, quick := bodyValidator(t, "POST /v1/schedules")
+	r := rand.New(rand.NewPCG(*scanSeed, 3))
+	accepted, valid := 0, 0
+	for i := range *scanCases / 10 {
+		body := []byte(randomItem(r))
+		var got api.ScheduleCreate
+		ok := decodeScheduleCreate(body, &got)
+		var want api.ScheduleCreate
+		derr := decodeJSON(body, &want)
+		if derr == nil && quick(body) {
+			valid++
+		}
+		if !ok {
+			continue
+		}
+		accepted++
+		if verr := validate(body); verr != nil || derr != nil {
+			t.Fatalf("case %d of seed %d: decodeScheduleCreate accepted %s\nvalidator: %v\ndecoder: %v", i, *scanSeed, body, verr, derr)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) {
+			t.Fatalf("case %d of seed %d: %s decoded to\n%s, want\n%s", i, *scanSeed, body, a, b)
+		}
+	}
+	t.Logf("%d of %d bodies valid, %d accepted", valid, *scanCases/10, accepted)
+	if accepted < valid/2 {
+		t.Fatalf("decodeScheduleCreate accepted %d of %d valid bodies", accepted, valid)
 	}
 }
 
@@ -79,7 +118,7 @@ func TestBatchItemMembersMatchTheSpec(t *testing.T) {
 // decodes to the same value; and it accepts the plainly valid ones. A
 // failure prints the seed to rerun it with -master.scanseed.
 func TestDecodeBatchItemOnlyAcceptsValidItems(t *testing.T) {
-	validate, quick := batchItemValidator(t)
+	validate, quick := bodyValidator(t, "POST /v1/schedules/batch")
 	r := rand.New(rand.NewPCG(*scanSeed, 2))
 	accepted, valid := 0, 0
 	for i := range *scanCases / 10 {
@@ -177,4 +216,48 @@ func randomItem(r *rand.Rand) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// TestCreateBodyDecodedByTheMiddleware checks that the middleware hands a
+// plainly valid createSchedule body to the handler decoded, and leaves
+// any other body to the handler's own decoding after kin-openapi.
+func TestCreateBodyDecodedByTheMiddleware(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{routes: buildRoutes(spec)}
+	e := echo.New()
+	e.HTTPErrorHandler = s.handleError
+	var got *api.ScheduleCreate
+	e.POST("/v1/schedules", func(c echo.Context) error {
+		got, _ = c.Get(ctxScheduleCreate).(*api.ScheduleCreate)
+		return c.NoContent(http.StatusNoContent)
+	}, s.validateRequest)
+	for _, tc := range []struct {
+		body, ct string
+		decoded  bool
+		status   int
+	}{
+		{`{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`, "application/json", true, http.StatusNoContent},
+		{`{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`, "application/json; charset=utf-8", true, http.StatusNoContent},
+		{`{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`, "text/plain", false, http.StatusBadRequest},
+		{`{"name":"a","cron":null,"target":{"type":"http","url":"https://x.example.com/"}}`, "application/json", false, http.StatusBadRequest},
+		{`{"name":"a","maxAttempts":101,"target":{"type":"http"}}`, "application/json", false, http.StatusBadRequest},
+	} {
+		got = nil
+		req := httptest.NewRequest(http.MethodPost, "/v1/schedules", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", tc.ct)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != tc.status {
+			t.Errorf("%s (%s): status %d, want %d", tc.body, tc.ct, rec.Code, tc.status)
+		}
+		if (got != nil) != tc.decoded {
+			t.Errorf("%s (%s): decoded by the middleware %v, want %v", tc.body, tc.ct, got != nil, tc.decoded)
+		}
+		if got != nil && (got.Name != "a" || got.RunAt == nil || got.Target.Type != api.Http) {
+			t.Errorf("%s: decoded %+v", tc.body, got)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"regexp"
@@ -32,7 +33,19 @@ import (
 const (
 	ctxCaller  = "master.caller"
 	ctxRawBody = "master.body"
+	// the body of createSchedule, when decodeScheduleCreate accepted it
+	ctxScheduleCreate = "master.scheduleCreate"
 )
+
+// opCreateSchedule is the operation whose body the middleware may decode
+// for the handler.
+const opCreateSchedule = "createSchedule"
+
+// isJSON reports whether r's Content-Type is application/json.
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	return err == nil && mt == echo.MIMEApplicationJSON
+}
 
 // caller is the authenticated principal of a request.
 type caller struct {
@@ -72,6 +85,7 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 				}
 			}
 			r.batch = strings.EqualFold(op.OperationID, opCreateSchedulesBatch) // the embedded spec capitalises ids
+			r.create = strings.EqualFold(op.OperationID, opCreateSchedule)
 			out[method+" "+echoPath] = r
 		}
 	}
@@ -310,7 +324,15 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			},
 			Options: validationOptions,
 		}
-		if rt.batch || rt.body.accepts(rt, r, body) {
+		var create api.ScheduleCreate
+		switch {
+		case rt.batch:
+			in.Options = bodylessValidationOptions
+		case rt.create && isJSON(r) && decodeScheduleCreate(body, &create):
+			// Validated and decoded at once (see decodeScheduleCreate).
+			c.Set(ctxScheduleCreate, &create)
+			in.Options = bodylessValidationOptions
+		case rt.body.accepts(rt, r, body):
 			// A valid body needs no second look (see bodySchema); an
 			// invalid one gets kin-openapi's answer below.
 			in.Options = bodylessValidationOptions

@@ -236,5 +236,6 @@ type route struct {
 	admin     bool            // tagged admin: admin key only
 	query     map[string]bool // declared query parameters
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
+	create    bool            // createSchedule: the body may be decoded by the middleware
 	body      bodySchema      // the JSON body's schema, compiled on first use
 }
