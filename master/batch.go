@@ -46,7 +46,7 @@ type batchItem struct {
 
 // CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
 // validated and answered on its own, the valid ones are stored with one
-// ScheduleCreateMany and emitted with one SavedMany.
+// ScheduleCreateMany and their fires emitted together (emitBatch).
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	raws, decoded, itemErrs, err := s.batchItems(c)
 	if err != nil {
