@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -38,14 +39,16 @@ type batchItem struct {
 	m    model.Schedule
 	comp *schedule.Compiled
 	done bool // out holds the item's answer
-	out  api.ScheduleBatchItemResult
+	// stored before this request (recoverItem): its fires may exist
+	recovered bool
+	out       api.ScheduleBatchItemResult
 }
 
 // CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
 // validated and answered on its own, the valid ones are stored with one
-// ScheduleCreateMany and emitted with one SavedMany.
+// ScheduleCreateMany and their fires emitted together (emitBatch).
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
-	raws, itemErrs, err := s.batchItems(c)
+	raws, decoded, itemErrs, err := s.batchItems(c)
 	if err != nil {
 		return err
 	}
@@ -70,7 +73,9 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			}
 			continue
 		}
-		if err := decodeJSON(raw, &in); err != nil {
+		if decoded != nil {
+			in = decoded[i]
+		} else if err := decodeJSON(raw, &in); err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err
 			}
@@ -133,7 +138,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key != "" {
 			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
 		} else {
-			it.m.ID = newID(prefixSchedule)
+			it.m.ID = s.ids.newID(prefixSchedule)
 		}
 		it.m.TenantID = who.tenantID
 		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)
@@ -173,16 +178,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 
 	// Emit, then answer and record.
 	if len(saved) > 0 && s.emitter != nil {
-		ss := make([]*model.Schedule, 0, len(saved))
-		keys := make([][]cron.Key, 0, len(saved))
-		for _, it := range saved {
-			if it.m.State == model.ScheduleActive {
-				ss = append(ss, &it.m)
-				keys = append(keys, it.comp.Keys)
-			}
-		}
-		if err := s.emitter.SavedMany(context.WithoutCancel(ctx), ss, keys); err != nil {
-			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
+		if err := s.emitBatch(context.WithoutCancel(ctx), saved); err != nil {
 			return err
 		}
 	}
@@ -234,20 +230,121 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// emitBatch has the fires of the saved items emitted. The fires the
+// emitter plans (CreatePlanner: a new one-off's small fire) are written
+// with one FireInsertMany, without the reads and workers of SavedMany;
+// the others (cron schedules, large or deferred fires, items stored by an
+// earlier attempt) go through SavedMany.
+func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
+	var (
+		ss    []*model.Schedule
+		keys  [][]cron.Key
+		fs    []store.FireNew
+		plans []plannedFires
+	)
+	p, planner := s.emitter.(CreatePlanner)
+	finish := func(inserted []bool, err error) {
+		for _, pl := range plans {
+			var (
+				ins    []bool
+				events int
+			)
+			if inserted != nil {
+				ins = inserted[pl.from:pl.to]
+				for i, ok := range ins {
+					if ok {
+						events += len(fs[pl.from+i].Events)
+					}
+				}
+			}
+			pl.done(ctx, ins, events, err)
+		}
+	}
+	for _, it := range saved {
+		if it.m.State != model.ScheduleActive {
+			continue
+		}
+		if planner && !it.recovered {
+			f, done, err := p.PlanCreated(ctx, &it.m, it.comp.Keys)
+			if err != nil {
+				finish(nil, err) // gives back what the planned ones took
+				return fmt.Errorf("plan the fires of schedule %s: %w", it.m.ID, err)
+			}
+			if done != nil {
+				plans = append(plans, plannedFires{from: len(fs), to: len(fs) + len(f), done: done})
+				fs = append(fs, f...)
+				continue
+			}
+		}
+		ss = append(ss, &it.m)
+		keys = append(keys, it.comp.Keys)
+	}
+	if len(fs) > 0 {
+		inserted, _, err := s.store.FireInsertMany(ctx, fs)
+		if err == nil && len(inserted) != len(fs) {
+			err = fmt.Errorf("the store reported %d fires inserted of %d", len(inserted), len(fs))
+		}
+		if err != nil {
+			finish(nil, err)
+			s.log.Warn().Err(err).Int("fires", len(fs)).Msg("writing the fires of a batch failed")
+			return err
+		}
+		finish(inserted, nil)
+	} else {
+		finish(nil, nil)
+	}
+	if len(ss) > 0 {
+		if err := s.emitter.SavedMany(ctx, ss, keys); err != nil {
+			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
+			return err
+		}
+	}
+	return nil
+}
+
+// plannedFires are the fires fs[from:to] a CreatePlanner planned for one
+// schedule, and the function that takes their write's result.
+type plannedFires struct {
+	from, to int
+	done     func(ctx context.Context, inserted []bool, events int, err error)
+}
+
 // batchItems validates a batch body against the spec, as the middleware
 // validates other bodies but in one pass for all items, and returns its
-// items undecoded with the validation failure of each (nil: valid). A
-// failure outside the items fails the request.
-func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) {
+// items with the validation failure of each (nil: valid). A failure outside
+// the items fails the request. When every item passed decodeBatchItem,
+// decoded holds them decoded (nil otherwise: the caller decodes them).
+func (s *Server) batchItems(c echo.Context) (items []json.RawMessage, decoded []api.ScheduleBatchItem, itemErrs []error, err error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON {
 		reason := "header Content-Type has unexpected value " + strconv.Quote(ct)
-		return nil, nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
+		return nil, nil, nil, badRequest(reason, api.FieldProblem{Field: "Content-Type", Reason: reason})
 	}
 	raw, _ := c.Get(ctxRawBody).([]byte)
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
+		return nil, nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
+	// Validated and decoded at once when every item is plainly valid.
+	if items, ok := arrayMember(raw, "items"); ok && len(items) >= 1 && len(items) <= s.cfg.MaxBatchItems {
+		decoded := make([]api.ScheduleBatchItem, len(items))
+		all := true
+		for i, item := range items {
+			if all = decodeBatchItem(item, &decoded[i]); !all {
+				break
+			}
+		}
+		if all {
+			return items, decoded, make([]error, len(items)), nil
+		}
+	}
+	raws, itemErrs, err := s.validateBatch(c, raw)
+	return raws, nil, itemErrs, err
+}
+
+// validateBatch is batchItems for a body with an item decodeBatchItem did
+// not accept: the spec's validator on the whole body, its failures split
+// by item.
+func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, []error, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, nil, badRequest("not valid JSON: "+err.Error(), api.FieldProblem{Field: "body", Reason: "not valid JSON: " + err.Error()})
@@ -308,7 +405,9 @@ func (s *Server) batchItems(c echo.Context) ([]json.RawMessage, []error, error) 
 			itemErrs[i] = badRequest(strings.Join(detail, "; "), fields...)
 		}
 	}
-	if err := decodeJSON(raw, &env); err != nil {
+	if items, ok := arrayMember(raw, "items"); ok {
+		env.Items = items
+	} else if err := decodeJSON(raw, &env); err != nil {
 		return nil, nil, err
 	}
 	switch {
@@ -450,7 +549,7 @@ func (s *Server) recoverItem(c echo.Context, it *batchItem) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	it.m, it.comp = *m, comp
+	it.m, it.comp, it.recovered = *m, comp, true
 	replayed := true
 	it.out.Replayed = &replayed
 	return true, nil

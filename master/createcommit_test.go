@@ -3,11 +3,16 @@ package master_test
 import (
 	"context"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
@@ -18,8 +23,11 @@ import (
 // writeLog records the schedule, fire and event writes made through it.
 type writeLog struct {
 	*embedded.Store
-	mu    sync.Mutex
-	calls []string
+	mu          sync.Mutex
+	calls       []string
+	latestReads atomic.Int64
+	// WatermarkGet calls: SavedMany reads it for a cron schedule
+	watermarkReads atomic.Int64
 }
 
 func (w *writeLog) note(call string) {
@@ -44,6 +52,22 @@ func (w *writeLog) ScheduleCreate(ctx context.Context, s *model.Schedule, cs []m
 func (w *writeLog) ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, cs []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	w.note("ScheduleCreateWithFires")
 	return w.Store.ScheduleCreateWithFires(ctx, s, cs, fs)
+}
+
+func (w *writeLog) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
+	w.note("ScheduleCreateMany")
+	return w.Store.ScheduleCreateMany(ctx, items)
+}
+
+// FireLatestBefore is counted, not logged: it is a read.
+func (w *writeLog) FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error) {
+	w.latestReads.Add(1)
+	return w.Store.FireLatestBefore(ctx, scheduleID, t)
+}
+
+func (w *writeLog) WatermarkGet(ctx context.Context, partition int) (model.Watermark, error) {
+	w.watermarkReads.Add(1)
+	return w.Store.WatermarkGet(ctx, partition)
 }
 
 func (w *writeLog) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
@@ -134,5 +158,106 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 	h.schedule(c, client.ScheduleCreate{Name: "cron", Cron: ptr("0 3 * * *"), Target: httpTarget()})
 	if got := wl.take(); len(got) == 0 || got[0] != "ScheduleCreate" {
 		t.Fatalf("cron create wrote %q, want ScheduleCreate first", got)
+	}
+}
+
+// TestBatchOneOffsAreOneFireWrite checks that the one-offs of a batch have
+// their fires planned, without a read per schedule, and written with one
+// FireInsertMany after the schedules' write; that they are the fires and
+// events SavedMany would write (a SavedMany afterwards adds nothing); and
+// that a cron item still goes through SavedMany.
+func TestBatchOneOffsAreOneFireWrite(t *testing.T) {
+	var (
+		wl  *writeLog
+		em  *emitter.Emitter
+		out = make(chan *model.Fire, 16)
+	)
+	h := newHarness(t, func(_ *master.Config, d *master.Deps) {
+		wl = &writeLog{Store: d.Store.(*embedded.Store)}
+		var err error
+		em, err = emitter.New(emitter.Config{Partitions: 4, Owner: "test"}, emitter.Deps{Store: wl, Emitted: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Store, d.Emitter = wl, em
+	})
+	tenantID, c := h.tenant("acme")
+	wl.take()
+
+	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	item := func(name string, events int) string {
+		return `{"name":"` + name + `","runAt":"` + runAt.Format(time.RFC3339) + `","eventCount":` + strconv.Itoa(events) +
+			`,"target":{"type":"http","url":"https://consumer.example.com/hook"}}`
+	}
+	res := postBatch(t, h, c, `{"items":[`+strings.Join([]string{item("a", 1), item("b", 3), `{"name":"bad","cron":"61 * * * *","target":{"type":"http","url":"https://consumer.example.com/hook"}}`, item("c", 2)}, ",")+`]}`)
+	if res.Created != 3 || res.Failed != 1 {
+		t.Fatalf("created %d, failed %d; want 3 and 1", res.Created, res.Failed)
+	}
+	if got, want := wl.take(), []string{"ScheduleCreateMany", "FireInsertMany"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the batch wrote %q, want %q", got, want)
+	}
+	if n, w := wl.latestReads.Load(), wl.watermarkReads.Load(); n != 0 || w != 0 {
+		t.Fatalf("the batch read the latest fire %d times and watermarks %d times, want none (planned)", n, w)
+	}
+	signalled := map[string]bool{}
+	for range 3 {
+		select {
+		case f := <-out:
+			signalled[f.ID] = true
+		default:
+			t.Fatalf("only %d fires signalled, want 3", len(signalled))
+		}
+	}
+	var ss []*model.Schedule
+	var keys [][]cron.Key
+	for i, want := range map[int]int{0: 1, 1: 3, 3: 2} {
+		sc := res.Items[i].Schedule
+		id := model.FireID(sc.Id, 1, runAt)
+		f, err := wl.FireLatestBefore(h.ctx, sc.Id, runAt.Add(time.Hour))
+		if err != nil || f.ID != id || f.Decision != model.FireEmitted || f.Count != want {
+			t.Fatalf("item %d: fire %+v (%v), want %s emitted with %d events", i, f, err, id, want)
+		}
+		if !signalled[id] {
+			t.Fatalf("item %d: fire %s not signalled", i, id)
+		}
+		if counts, err := wl.EventCountByFire(h.ctx, id); err != nil || counts[model.EventPending] != want {
+			t.Fatalf("item %d: events %v (%v), want %d pending", i, counts, err, want)
+		}
+		m, err := wl.ScheduleGet(h.ctx, tenantID, sc.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, keys = append(ss, m), append(keys, nil)
+	}
+
+	// SavedMany on the stored schedules finds the same fires and events.
+	if err := em.SavedMany(h.ctx, ss, keys); err != nil {
+		t.Fatalf("SavedMany: %v", err)
+	}
+	for _, m := range ss {
+		fs, err := wl.FireList(h.ctx, &store.FireListParams{TenantID: tenantID, ScheduleID: m.ID, Limit: 10})
+		if err != nil || len(fs) != 1 || fs[0].ID != model.FireID(m.ID, 1, runAt) {
+			t.Fatalf("fires of %s after SavedMany: %d (%v), want only its first", m.Name, len(fs), err)
+		}
+		if counts, err := wl.EventCountByFire(h.ctx, fs[0].ID); err != nil || counts[model.EventPending] != m.EventCount {
+			t.Fatalf("events of %s after SavedMany %v (%v), want still %d pending", m.Name, counts, err, m.EventCount)
+		}
+	}
+	select {
+	case f := <-out:
+		t.Fatalf("SavedMany signalled %s again", f.ID)
+	default:
+	}
+
+	wl.take()
+	res = postBatch(t, h, c, `{"items":[{"name":"nightly","cron":"0 3 * * *","target":{"type":"http","url":"https://consumer.example.com/hook"}}]}`)
+	if res.Created != 1 {
+		t.Fatalf("cron item: %+v", res.Items[0])
+	}
+	if got := wl.take(); len(got) == 0 || got[0] != "ScheduleCreateMany" || slices.Contains(got[1:], "ScheduleCreateMany") {
+		t.Fatalf("cron batch wrote %q, want ScheduleCreateMany first", got)
+	}
+	if wl.watermarkReads.Load() == 0 {
+		t.Fatal("the cron item was not handed to SavedMany (no watermark read)")
 	}
 }

@@ -6,14 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
@@ -30,11 +33,44 @@ const (
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// newID returns prefix + 16 URL-safe characters from 10 random bytes.
-func newID(prefix string) string {
+// orderedEncoding is idEncoding's alphabet in byte order, so that the
+// text of two ids sorts as their bytes do.
+var orderedEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
+
+// idSource makes the ids of new objects: prefix + 16 characters of the
+// same alphabet as before from 10 bytes, the creation second (4 bytes) and
+// a counter (6 bytes) that starts at a random value below 2^47 each new
+// second and counts up. Ids made in one second therefore sort together and
+// in order: the rows of a batch, and their fires and events (whose ids
+// start with the schedule's), go into a few neighbouring pages of the
+// store's B+trees rather than one page each, which is most of what a
+// commit of random ids writes. Two instances (or a restart) in the same
+// second collide only if their counters' ranges overlap: about n/2^46 for
+// n ids a second.
+type idSource struct {
+	clock clockwork.Clock
+	mu    sync.Mutex
+	begun bool
+	sec   uint32 // of the counter
+	next  uint64
+}
+
+func (g *idSource) newID(prefix string) string {
+	sec := uint32(g.clock.Now().Unix())
+	g.mu.Lock()
+	if !g.begun || sec != g.sec {
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		g.begun, g.sec, g.next = true, sec, binary.BigEndian.Uint64(r[:])>>17
+	}
+	n := g.next
+	g.next++
+	g.mu.Unlock()
 	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return prefix + idEncoding.EncodeToString(b[:])
+	binary.BigEndian.PutUint32(b[:4], sec)
+	binary.BigEndian.PutUint16(b[4:6], uint16(n>>32))
+	binary.BigEndian.PutUint32(b[6:], uint32(n))
+	return prefix + orderedEncoding.EncodeToString(b[:])
 }
 
 // idFor returns the deterministic id of the object created under an

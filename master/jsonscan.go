@@ -16,7 +16,20 @@ import (
 // a duplicated key (the last one would silently win), data after the JSON
 // value, and strings (keys or values) with invalid UTF-8 or U+0000. Syntax
 // errors inside the value are left to the validator, which reports them.
+//
+// A body that scanClean passes is answered at once; any other goes through
+// scanTokens, which names the problem.
 func scanBody(body []byte) error {
+	if scanClean(body) {
+		return nil
+	}
+	return scanTokens(body)
+}
+
+// scanTokens is scanBody token by token with encoding/json's decoder,
+// tracking the path of every value: several times slower than scanClean,
+// and only needed to name what is wrong.
+func scanTokens(body []byte) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
@@ -109,6 +122,341 @@ func scanBody(body []byte) error {
 					api.FieldProblem{Field: "body", Reason: "data after the JSON value"})
 			}
 			return nil
+		}
+	}
+}
+
+// scanClean reports whether body is one JSON value, with nothing but white
+// space after it, whose keys are all distinct within their object and whose
+// strings are valid UTF-8 without U+0000: a body scanTokens passes. false
+// means "not known to be clean" (a problem, a syntax error, a key with an
+// escape, nesting deeper than maxScanDepth); scanTokens then decides.
+func scanClean(body []byte) bool {
+	s := cleanScanner{b: body}
+	s.space()
+	if s.i == len(s.b) {
+		return true // empty: nothing to check
+	}
+	if !s.value(0) {
+		return false
+	}
+	s.space()
+	return s.i == len(s.b)
+}
+
+// maxScanDepth bounds the nesting scanClean follows; deeper bodies are
+// left to scanTokens (and encoding/json's own limit).
+const maxScanDepth = 512
+
+// cleanScanner is the state of scanClean: the body, the position, and the
+// keys of the objects being read (keys[from:] for the innermost one).
+type cleanScanner struct {
+	b    []byte
+	i    int
+	keys [][]byte
+}
+
+func (s *cleanScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *cleanScanner) value(depth int) bool {
+	if s.i >= len(s.b) || depth > maxScanDepth {
+		return false
+	}
+	switch s.b[s.i] {
+	case '{':
+		return s.object(depth + 1)
+	case '[':
+		return s.array(depth + 1)
+	case '"':
+		_, _, ok := s.str()
+		return ok
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if end := s.i + len(lit); end <= len(s.b) && string(s.b[s.i:end]) == lit {
+			s.i += len(lit)
+			return true
+		}
+	}
+	return s.number()
+}
+
+// number reads a number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *cleanScanner) number() bool {
+	digits := func() bool {
+		start := s.i
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+		return s.i > start
+	}
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i < len(s.b) && s.b[s.i] == '0':
+		s.i++
+	case !digits():
+		return false
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if !digits() {
+			return false
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return true
+}
+
+// str reads a string at s.i: its raw content (between the quotes) and
+// whether it has escapes. ok is false for invalid UTF-8, U+0000, a control
+// character or a malformed escape.
+func (s *cleanScanner) str() (raw []byte, escaped, ok bool) {
+	s.i++ // the opening quote
+	start := s.i
+	ascii := true
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			raw = s.b[start:s.i]
+			s.i++
+			return raw, escaped, ascii || utf8.Valid(raw)
+		case c == '\\':
+			escaped = true
+			if s.i+1 >= len(s.b) {
+				return nil, false, false
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) {
+					return nil, false, false
+				}
+				hex := s.b[s.i+2 : s.i+6]
+				for _, h := range hex {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return nil, false, false
+					}
+				}
+				if string(hex) == "0000" {
+					return nil, false, false
+				}
+				s.i += 6
+			default:
+				return nil, false, false
+			}
+		case c < 0x20:
+			return nil, false, false
+		default:
+			if c >= 0x80 {
+				ascii = false
+			}
+			s.i++
+		}
+	}
+	return nil, false, false
+}
+
+func (s *cleanScanner) array(depth int) bool {
+	s.i++ // [
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return true
+	}
+	for {
+		if !s.value(depth) {
+			return false
+		}
+		s.space()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.space()
+		case ']':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// manyKeys is where an object's duplicate check moves from comparing with
+// each earlier key to a map.
+const manyKeys = 32
+
+func (s *cleanScanner) object(depth int) bool {
+	s.i++ // {
+	from := len(s.keys)
+	defer func() { s.keys = s.keys[:from] }()
+	var seen map[string]bool
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return true
+	}
+	for {
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		key, escaped, ok := s.str()
+		if !ok || escaped {
+			return false
+		}
+		switch {
+		case seen != nil:
+			if seen[string(key)] {
+				return false
+			}
+			seen[string(key)] = true
+		case len(s.keys)-from < manyKeys:
+			for _, k := range s.keys[from:] {
+				if bytes.Equal(k, key) {
+					return false
+				}
+			}
+			s.keys = append(s.keys, key)
+		default:
+			seen = make(map[string]bool, 2*manyKeys)
+			for _, k := range s.keys[from:] {
+				seen[string(k)] = true
+			}
+			if seen[string(key)] {
+				return false
+			}
+			seen[string(key)] = true
+		}
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.space()
+		if !s.value(depth) {
+			return false
+		}
+		s.space()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.space()
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// arrayMember returns the elements of the array that is the member name of
+// the JSON object body, each as it appears in body, as decoding body into
+// a struct with a []json.RawMessage field would, without the decoder's
+// copies. ok is false when body is not an object with that one member, or
+// not as plainly as scanClean reads it (a key with an escape, say): the
+// caller decodes it.
+func arrayMember(body []byte, name string) (elems []json.RawMessage, ok bool) {
+	s := cleanScanner{b: body}
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return nil, false
+	}
+	s.i++
+	found := false
+	for {
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return nil, false
+		}
+		key, escaped, ok := s.str()
+		if !ok || escaped {
+			return nil, false
+		}
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return nil, false
+		}
+		s.i++
+		s.space()
+		// Another member is for the decoder, which may refuse it.
+		if string(key) != name || found || s.i >= len(s.b) || s.b[s.i] != '[' {
+			return nil, false
+		}
+		found = true
+		if elems, ok = s.elements(); !ok {
+			return nil, false
+		}
+		s.space()
+		if s.i >= len(s.b) {
+			return nil, false
+		}
+		if s.b[s.i] == '}' {
+			s.i++
+			break
+		}
+		if s.b[s.i] != ',' {
+			return nil, false
+		}
+		s.i++
+	}
+	s.space()
+	return elems, found && s.i == len(s.b)
+}
+
+// elements reads the array at s.i and returns its elements as they appear.
+func (s *cleanScanner) elements() ([]json.RawMessage, bool) {
+	s.i++ // [
+	elems := []json.RawMessage{}
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return elems, true
+	}
+	for {
+		start := s.i
+		if !s.value(1) {
+			return nil, false
+		}
+		elems = append(elems, s.b[start:s.i:s.i])
+		s.space()
+		if s.i >= len(s.b) {
+			return nil, false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.space()
+		case ']':
+			s.i++
+			return elems, true
+		default:
+			return nil, false
 		}
 	}
 }

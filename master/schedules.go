@@ -161,7 +161,9 @@ func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec,
 // CreateSchedule implements POST /v1/schedules.
 func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) error {
 	var in api.ScheduleCreate
-	if err := decodeBody(c, &in); err != nil {
+	if d, ok := c.Get(ctxScheduleCreate).(*api.ScheduleCreate); ok {
+		in = *d
+	} else if err := decodeBody(c, &in); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

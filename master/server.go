@@ -56,6 +56,7 @@ type Store interface {
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 
+	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
 	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
 
@@ -143,6 +144,7 @@ type Server struct {
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
 	seal    *sealer         // idempotency record bodies
+	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskSpace       // nil: no disk guard
 
@@ -190,6 +192,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
 		seal:    seal,
 		disk:    deps.Disk,
+		ids:     idSource{clock: deps.Clock},
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")
@@ -233,5 +236,6 @@ type route struct {
 	admin     bool            // tagged admin: admin key only
 	query     map[string]bool // declared query parameters
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
+	create    bool            // createSchedule: the body may be decoded by the middleware
 	body      bodySchema      // the JSON body's schema, compiled on first use
 }

@@ -207,6 +207,7 @@ func commands() []*command {
 			return fetch(e, scheduleTable)(e.api.GetSchedule(e.ctx, a[0]))
 		})},
 		{group: "schedules", verb: "create", summary: "create a schedule from flags, or from a JSON body with --file", positional: 0, flags: scheduleCreateFlags},
+		{group: "schedules", verb: "create-batch", summary: "create many schedules from a JSON array or NDJSON file (-f), in batches of up to 1,000", positional: 0, flags: scheduleCreateBatchFlags},
 		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0]))
 		})},

@@ -1,0 +1,274 @@
+package master
+
+import (
+	"encoding/json"
+	"flag"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var (
+	scanSeed  = flag.Uint64("master.scanseed", 1, "seed of TestScanBodyAgreesWithTokens")
+	scanCases = flag.Int("master.scancases", 20000, "number of random bodies TestScanBodyAgreesWithTokens scans")
+)
+
+// TestScanBodyAgreesWithTokens checks scanBody, whose fast path answers
+// clean bodies, against scanTokens alone on random bodies: valid ones,
+// ones with duplicated keys, invalid UTF-8, U+0000, escapes, data after the
+// value, and byte-level mutations of all of these (syntax errors). Both
+// must give the same answer (nil, or the same problem naming the same
+// field). A failure prints the seed to rerun it with -master.scanseed.
+func TestScanBodyAgreesWithTokens(t *testing.T) {
+	r := rand.New(rand.NewPCG(*scanSeed, 0))
+	fast := 0
+	for i := range *scanCases {
+		var b strings.Builder
+		genValue(r, &b, 0)
+		body := []byte(b.String())
+		if r.IntN(3) == 0 {
+			body = mutate(r, body)
+		}
+		got, want := scanBody(body), scanTokens(body)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d of seed %d: body %q:\nscanBody   %v\nscanTokens %v", i, *scanSeed, body, got, want)
+		}
+		if scanClean(body) {
+			fast++
+		}
+	}
+	// The fast path must carry the clean bodies, not leave them all to
+	// scanTokens.
+	if fast < *scanCases/5 {
+		t.Fatalf("scanClean passed %d of %d bodies", fast, *scanCases)
+	}
+	t.Logf("scanClean passed %d of %d bodies", fast, *scanCases)
+}
+
+// TestScanCleanPassesRequestBodies checks that the bodies of the hot
+// operations take the fast path, and that what it refuses gets its answer.
+func TestScanCleanPassesRequestBodies(t *testing.T) {
+	const item = `{"name":"job-1","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":1,"tags":["a","b\u00e9\n"],"x":null,"y":true,"z":-1.5e3}}`
+	batch := `{"items":[` + strings.Repeat(item+",", 99) + item + "]}\n"
+	for _, body := range []string{item, batch, "", " \n", `[]`, `{}`, `"x"`} {
+		if !scanClean([]byte(body)) {
+			t.Errorf("scanClean refused %.80q", body)
+		}
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"name":"a","name":"b"}`, "name"},
+		{`{"items":[{"a":1},{"a":1,"b":{"c":1,"c":2}}]}`, "items.1.b.c"},
+		{`{"a":"\u0000"}`, "a"},
+		{"{\"a\":\"\xff\"}", "a"},
+		{`{"a":1} {}`, "body"},
+	} {
+		if scanClean([]byte(tc.body)) {
+			t.Errorf("scanClean passed %q", tc.body)
+		}
+		err := scanBody([]byte(tc.body))
+		p, ok := err.(*problem)
+		if !ok || len(p.fields) != 1 || p.fields[0].Field != tc.field {
+			t.Errorf("scanBody(%q) = %v, want a problem naming %q", tc.body, err, tc.field)
+		}
+	}
+}
+
+// genValue writes a random JSON value, small enough to scan quickly, with
+// the kinds of keys and strings scanBody looks at.
+func genValue(r *rand.Rand, b *strings.Builder, depth int) {
+	n := r.IntN(10)
+	if depth > 4 {
+		n = 5 + r.IntN(5)
+	}
+	switch n {
+	case 0, 1:
+		b.WriteByte('{')
+		keys := r.IntN(6)
+		if r.IntN(20) == 0 || depth == 0 && r.IntN(4) == 0 {
+			keys = manyKeys + r.IntN(10) // the map path of the duplicate check
+		}
+		for i := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space(r, b)
+			if keys > manyKeys && i < manyKeys {
+				// Distinct, so that a repeat comes on the map path.
+				b.WriteString(`"k` + strconv.Itoa(i) + `"`)
+			} else {
+				genString(r, b, true, keys)
+			}
+			space(r, b)
+			b.WriteByte(':')
+			space(r, b)
+			genValue(r, b, depth+1)
+		}
+		b.WriteByte('}')
+	case 2, 3:
+		b.WriteByte('[')
+		for i := range r.IntN(5) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space(r, b)
+			genValue(r, b, depth+1)
+			space(r, b)
+		}
+		b.WriteByte(']')
+	case 4, 5, 6:
+		genString(r, b, false, 0)
+	case 7:
+		b.WriteString(strconv.FormatFloat(r.NormFloat64()*1e3, 'g', -1, 64))
+	case 8:
+		b.WriteString(strconv.Itoa(r.IntN(2000) - 1000))
+	default:
+		b.WriteString([]string{"true", "false", "null"}[r.IntN(3)])
+	}
+	if depth == 0 && r.IntN(30) == 0 {
+		b.WriteString([]string{" {}", "x", " 1", "\n"}[r.IntN(4)])
+	}
+}
+
+// genString writes a string; keys come from a small set (so objects repeat
+// them) sized by how many keys the object has.
+func genString(r *rand.Rand, b *strings.Builder, key bool, keys int) {
+	b.WriteByte('"')
+	if key && r.IntN(8) != 0 {
+		b.WriteString("k" + strconv.Itoa(r.IntN(keys*3+1)))
+	} else {
+		for range r.IntN(6) {
+			switch r.IntN(60) {
+			case 0:
+				b.WriteString(`\u0000`)
+			case 1:
+				b.WriteString(`\n`)
+			case 2:
+				b.WriteString(`\u00e9`)
+			case 3:
+				b.WriteString(`\"`)
+			case 4:
+				b.WriteString("\xff") // invalid UTF-8
+			case 5:
+				b.WriteString("é€")
+			case 6:
+				b.WriteString(`\ud800`) // a lone surrogate: replaced, not refused
+			default:
+				b.WriteByte(byte('a' + r.IntN(26)))
+			}
+		}
+	}
+	b.WriteByte('"')
+}
+
+func space(r *rand.Rand, b *strings.Builder) {
+	if r.IntN(4) == 0 {
+		b.WriteString([]string{" ", "\n", "\t ", "\r\n"}[r.IntN(4)])
+	}
+}
+
+// mutate changes a few bytes of body: deletes, duplicates or replaces them
+// with JSON punctuation.
+func mutate(r *rand.Rand, body []byte) []byte {
+	out := append([]byte(nil), body...)
+	for range 1 + r.IntN(3) {
+		if len(out) == 0 {
+			return out
+		}
+		i := r.IntN(len(out))
+		switch r.IntN(3) {
+		case 0:
+			out = slices.Delete(out, i, i+1)
+		case 1:
+			out = slices.Insert(out, i, out[i])
+		default:
+			const punct = `{}[]":,\ 0ae`
+			out[i] = punct[r.IntN(len(punct))]
+		}
+	}
+	return out
+}
+
+// BenchmarkScanBody scans a batch body of 1,000 one-offs: the fast path
+// (what every valid body takes) against the token-by-token scan.
+//
+//	go test -run '^$' -bench ScanBody ./master/
+func BenchmarkScanBody(b *testing.B) {
+	var body strings.Builder
+	body.WriteString(`{"items":[`)
+	for i := range 1000 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(`{"name":"job-` + strconv.Itoa(i) + `","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":` + strconv.Itoa(i) + `}}`)
+	}
+	body.WriteString(`]}`)
+	raw := []byte(body.String())
+	for _, bc := range []struct {
+		name string
+		scan func([]byte) error
+	}{{"scanBody", scanBody}, {"scanTokens", scanTokens}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.scan(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestArrayMemberAgreesWithDecoder checks arrayMember against decoding the
+// body into a struct with a []json.RawMessage field (what the batch handler
+// did before): wherever arrayMember answers, the decoder gives the same
+// elements. Batch bodies must get an answer.
+func TestArrayMemberAgreesWithDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(*scanSeed, 1))
+	answered := 0
+	for i := range *scanCases / 4 {
+		var b strings.Builder
+		b.WriteString([]string{`{"items":[`, `{ "items" : [`, `{"items":`, `{"other":1,"items":[`, `{"it\u0065ms":[`}[r.IntN(5)])
+		for j := range r.IntN(5) {
+			if j > 0 {
+				b.WriteString([]string{",", " , ", "\n,"}[r.IntN(3)])
+			}
+			genValue(r, &b, 1)
+		}
+		b.WriteString([]string{"]}", " ] }\n", "]", "],\"x\":2}", "]}x"}[r.IntN(5)])
+		body := []byte(b.String())
+		if r.IntN(4) == 0 {
+			body = mutate(r, body)
+		}
+		got, ok := arrayMember(body, "items")
+		var env struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		err := decodeJSON(body, &env)
+		if !ok {
+			continue
+		}
+		answered++
+		if err != nil || !reflect.DeepEqual(got, env.Items) {
+			t.Fatalf("case %d of seed %d: body %q:\narrayMember %q\ndecoder     %q (%v)", i, *scanSeed, body, got, env.Items, err)
+		}
+	}
+	if answered < *scanCases/4/20 {
+		t.Fatalf("arrayMember answered %d of %d bodies", answered, *scanCases/4)
+	}
+	const item = `{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`
+	for _, body := range []string{`{"items":[]}`, `{"items":[` + item + `]}`, " {\n \"items\" : [ " + item + " ,\n" + item + " ] }\n"} {
+		var env struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := decodeJSON([]byte(body), &env); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := arrayMember([]byte(body), "items"); !ok || !reflect.DeepEqual(got, env.Items) {
+			t.Errorf("arrayMember(%q) = %q, %v; want %q", body, got, ok, env.Items)
+		}
+	}
+}
