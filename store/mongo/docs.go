@@ -412,8 +412,9 @@ type leaseDoc struct {
 	Owner     string `bson:"owner"`
 	Fence     int64  `bson:"fence"`
 	ExpiresAt int64  `bson:"expiresAt"`
+	Addr      string `bson:"addr,omitempty"`
 }
 
 func (d *leaseDoc) model() model.Lease {
-	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt)}
+	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt), Addr: d.Addr}
 }

@@ -47,7 +47,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, name, owner string, now time.T
 			bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(now)}}}},
 		}}},
 		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: expires}}},
+			{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: expires}, {Key: "addr", Value: ""}}},
 			{Key: "$inc", Value: bson.D{{Key: "fence", Value: int64(1)}}},
 		}, after).Decode(&d)
 	if err == nil {
@@ -98,6 +98,22 @@ func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int6
 	}
 	if err != nil {
 		return fmt.Errorf("lease release %s fence %d: %w", name, fence, interpretError(err))
+	}
+	return nil
+}
+
+// LeaseAdvertise records addr on the lease if owner holds it with fence.
+// ErrConflict otherwise.
+func (s *Store) LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error {
+	defer s.lockCAS(s.leases, name)()
+	res, err := s.leases.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}, {Key: "fence", Value: fence}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "addr", Value: addr}}}})
+	if err == nil && res.MatchedCount == 0 {
+		err = model.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("lease advertise %s fence %d: %w", name, fence, interpretError(err))
 	}
 	return nil
 }
