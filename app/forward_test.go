@@ -23,7 +23,7 @@ import (
 // a server), with
 // short leases so that they split the shards within seconds, HTTP targets
 // allowed on loopback.
-func twoOnMongo(t *testing.T) (insts [2]*app.App, calls [2]apiCall) {
+func twoOnMongo(t testing.TB) (insts [2]*app.App, calls [2]apiCall) {
 	t.Helper()
 	uri := ""
 	if mongotest.IsRealMongo() {
@@ -51,6 +51,23 @@ func twoOnMongo(t *testing.T) (insts [2]*app.App, calls [2]apiCall) {
 		})
 	}
 	return insts, calls
+}
+
+// waitSplit waits until each of the two instances holds half the shards.
+func waitSplit(t testing.TB, insts [2]*app.App) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h0, ok0 := metric(insts[0], `schedulerd_leases_held{group="handler"}`)
+		h1, ok1 := metric(insts[1], `schedulerd_leases_held{group="handler"}`)
+		if ok0 && ok1 && h0 == 2 && h1 == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the two instances did not split the shards within 30s")
+		}
+		time.Sleep(200 * time.Millisecond) // polling the instances' lease gauges
+	}
 }
 
 // metric reads a sample of the app's /metrics: name with its labels, as
@@ -172,18 +189,7 @@ func TestReleaseThroughNonOwnerOnMongo(t *testing.T) {
 
 	// Both instances hold shards before the fire: each release then has an
 	// owner, and the consumer's other instance is not it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		h0, ok0 := metric(insts[0], `schedulerd_leases_held{group="handler"}`)
-		h1, ok1 := metric(insts[1], `schedulerd_leases_held{group="handler"}`)
-		if ok0 && ok1 && h0 == 2 && h1 == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the two instances did not split the shards within 30s")
-		}
-		time.Sleep(200 * time.Millisecond) // polling the instances' lease gauges
-	}
+	waitSplit(t, insts)
 
 	a, call := insts[0], calls[0]
 	key := tenantKey(a, call)
