@@ -21,7 +21,7 @@ import (
 // twoOnMongo starts two instances, a and b, sharing one MongoDB-protocol
 // store (a FerretDB of the test's own unless SCHEDULER_TEST_MONGO_URI names
 // a server), with
-// short leases so that they split the shards within seconds, HTTP targets
+// short leases (6s) so that they split the shards within seconds, HTTP targets
 // allowed on loopback.
 func twoOnMongo(t testing.TB) (insts [2]*app.App, calls [2]apiCall) {
 	t.Helper()
@@ -46,7 +46,7 @@ func twoOnMongo(t testing.TB) (insts [2]*app.App, calls [2]apiCall) {
 		insts[i], calls[i] = runApp(t, map[string]string{
 			"SCHEDULER_STORE": "mongo", "SCHEDULER_MONGO_URI": uri,
 			"SCHEDULER_ADMIN_KEY": "admin-key-for-tests-0123456789", "SCHEDULER_SIGNING_SECRET": "signing-secret-for-tests-0123",
-			"SCHEDULER_INSTANCE_ID": id, "SCHEDULER_LEASE_TTL": "3s", "SCHEDULER_SHARDS": "4",
+			"SCHEDULER_INSTANCE_ID": id, "SCHEDULER_LEASE_TTL": "6s", "SCHEDULER_SHARDS": "4",
 			"SCHEDULER_HTTP_ALLOW_CIDRS": "127.0.0.0/8", "SCHEDULER_LOG_LEVEL": "warn",
 		})
 	}
