@@ -41,10 +41,10 @@ import (
 //     once a newer holder claimed the shard's events again.
 //
 // What is left is the window of an owner change: this process sends the
-// next event while it still holds the shard by its own clock, and a
-// duplicate release of the released event that reaches the new holder
-// after the lease expired, and before this commit lands, can win there and
-// free the token once more. It needs a consumer that repeats a release
+// next event only while it still holds the shard by its own clock (Owns,
+// checked before the send), but a duplicate release of the released event
+// that reaches the new holder after the lease expired, and before this
+// commit lands, can win there and free the token once more. It needs a consumer that repeats a release
 // within one commit of a lease expiry that the holder did not see coming
 // (renewals failing for a whole lease TTL); the next holder's
 // reconciliation then counts the tokens held again. Instances that do not
@@ -80,6 +80,12 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	// own consumer, and the release below would lose after the send.
 	attempt := model.CurrentAttempt(e)
 	if model.Superseded(cur, e.Fence, attempt) {
+		return false, false, nil
+	}
+	// Only while this process still holds the next event's shard under the
+	// fence it was claimed with, by its own clock: once the lease expired, a
+	// new holder may serve a duplicate release of e.
+	if !t.deps.Shards.Owns(nx.it.Shard, nx.it.Fence) {
 		return false, false, nil
 	}
 	nid := nx.it.Event.ID
