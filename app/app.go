@@ -80,6 +80,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	if a.cfg.PublicURL == "" {
 		a.cfg.PublicURL = "http://" + ln.Addr().String()
 	}
+	if a.cfg.AdvertiseURL == "" {
+		a.cfg.AdvertiseURL = advertiseURL(ln.Addr())
+	}
 	cfg = a.cfg
 	switch cfg.Store {
 	case "embedded":
@@ -184,7 +187,13 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.shards, err = lease.New(lease.Config{Group: "handler", Units: cfg.Shards, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}, lease.Deps{Store: a.store, Logger: a.log})
+	// With instances sharing the store, each advertises where releases
+	// of its shards' policies are forwarded to (see tokenOwners).
+	shardsCfg := lease.Config{Group: "handler", Units: cfg.Shards, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}
+	if cfg.Store == "mongo" {
+		shardsCfg.Addr = cfg.AdvertiseURL
+	}
+	a.shards, err = lease.New(shardsCfg, lease.Deps{Store: a.store, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -216,10 +225,12 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	// One throttle per process: the handler feeds it and delivers what it
-	// dispatches; the master releases and extends tokens through it. One
-	// process owns an embedded store, so every release goes through this
-	// throttle, which early dispatch needs.
-	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: cfg.Store == "embedded"},
+	// dispatches; the master releases and extends tokens through it. Early
+	// dispatch needs every release of a policy to go through the throttle
+	// that owns it: one process owns an embedded store, and with MongoDB
+	// the master forwards a release to the owner of the event's shard
+	// (tokenOwners).
+	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: true},
 		throttle.Deps{Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
@@ -237,6 +248,10 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var owners master.TokenOwners
+	if cfg.Store == "mongo" {
+		owners = tokenOwners{shards: a.shards, k: cfg.Shards, self: cfg.InstanceID}
+	}
 	a.master, err = master.New(master.Config{
 		AdminKey: cfg.AdminKey, Partitions: cfg.Partitions,
 		RateLimit: master.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
@@ -252,11 +267,13 @@ func (a *App) build(ctx context.Context) error {
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
 		// Releases served here hand tokens to this throttle's buckets.
-		Tokens: a.throttle,
+		Tokens:      a.throttle,
+		TokenOwners: owners,
 	})
 	if err != nil {
 		return err
 	}
+	a.metrics.countForwards(a.master.TokenForwards)
 	e := a.master.Echo()
 	e.Pre(a.metrics.apiMiddleware)
 	e.Pre(middleware.RequestID())
@@ -321,6 +338,51 @@ func (a *App) readyz(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// tokenOwners finds the instance that owns an event's tokens: the holder
+// of the event's queue shard, whose throttle runs its policy's bucket (all
+// events of a policy live on one shard).
+type tokenOwners struct {
+	shards *lease.Balancer
+	k      int
+	self   string
+}
+
+func (o tokenOwners) TokenOwner(ctx context.Context, e *model.Event) (string, error) {
+	shard := model.ShardOf(e, o.k)
+	if _, ok := o.shards.Held()[shard]; ok {
+		return "", nil
+	}
+	h, ok, err := o.shards.HolderOf(ctx, shard)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return "", fmt.Errorf("%w: no live holder of queue shard %d", model.ErrUnavailable, shard)
+	case h.Owner == o.self || h.Addr == "":
+		// Taken by this instance a moment ago, or held by one that
+		// advertises no address (a version without forwarding, which runs
+		// no early dispatch on MongoDB): served here, as such versions do.
+		return "", nil
+	}
+	return h.Addr, nil
+}
+
+// advertiseURL is the default base URL this instance advertises to the
+// others: the bound listen address, with the host name in place of an
+// address that means "all addresses".
+func advertiseURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // masterDisk hands the master's disk guard to the emitter, which is built

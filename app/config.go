@@ -23,6 +23,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 type Config struct {
 	ListenAddr      string
 	PublicURL       string
+	AdvertiseURL    string
 	Store           string // "embedded" or "mongo"
 	DataDir         string
 	MongoURI        string
@@ -141,6 +142,7 @@ func Options() []Option {
 	return []Option{
 		{"listen", "SCHEDULER_LISTEN_ADDR", "127.0.0.1:8080", "address the REST API listens on (use :8080 in containers)", str(func(c *Config) *string { return &c.ListenAddr })},
 		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<bound listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"advertise-url", "SCHEDULER_ADVERTISE_URL", "", "store=mongo: base URL the other instances reach this one's API at, to forward releases and extends to the instance that owns the event's policy (default: http://<bound listen address>, with the host name if it listens on all addresses)", str(func(c *Config) *string { return &c.AdvertiseURL })},
 		{"store", "SCHEDULER_STORE", "embedded", "storage driver: embedded (one process, data directory) or mongo", str(func(c *Config) *string { return &c.Store })},
 		{"data-dir", "SCHEDULER_DATA_DIR", "./data", "data directory of the embedded store (also keeps generated secrets)", str(func(c *Config) *string { return &c.DataDir })},
 		{"mongo-uri", "SCHEDULER_MONGO_URI", "", "MongoDB connection string (store=mongo)", str(func(c *Config) *string { return &c.MongoURI })},

@@ -20,7 +20,7 @@ type apiCall func(method, key, path string, body any, want int) map[string]any
 // runApp starts the app configured by env (SCHEDULER_* variables) on
 // 127.0.0.1:0 with a data directory in t.TempDir(), shuts it down at the
 // end of the test, and returns it with a caller of its API.
-func runApp(t *testing.T, env map[string]string) (*app.App, apiCall) {
+func runApp(t testing.TB, env map[string]string) (*app.App, apiCall) {
 	t.Helper()
 	all := map[string]string{"SCHEDULER_LISTEN_ADDR": "127.0.0.1:0", "SCHEDULER_DATA_DIR": t.TempDir()}
 	for k, v := range env {

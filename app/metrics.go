@@ -246,3 +246,12 @@ func (m *metrics) EffectiveLimit(policyID string, limit int) {
 }
 
 var _ throttle.LimitMetrics = (*metrics)(nil)
+
+// countForwards exports n, the releases and extends this instance forwarded
+// to the owner of their event's policy.
+func (m *metrics) countForwards(n func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "schedulerd_token_forwards_total",
+		Help: "Releases and extends forwarded to the instance that owns the event's policy (store=mongo).",
+	}, func() float64 { return float64(n()) }))
+}

@@ -37,6 +37,7 @@ type Store interface {
 	LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error)
 	LeaseRelease(ctx context.Context, name, owner string, fence int64) error
 	LeaseList(ctx context.Context, prefix string) ([]model.Lease, error)
+	LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error
 }
 
 // Config configures a Balancer.
@@ -54,6 +55,9 @@ type Config struct {
 	// DrainTimeout bounds Stop: a tick in progress may finish until then,
 	// and the leases are released within it. Default 5s.
 	DrainTimeout time.Duration
+	// Addr, if set, is advertised on this instance's member lease (the API
+	// base URL other instances reach it at), for HolderOf.
+	Addr string
 }
 
 func (c *Config) setDefaults() {
@@ -116,6 +120,59 @@ type Balancer struct {
 
 	lifeMu sync.Mutex
 	sched  gocron.Scheduler
+
+	holdersMu sync.Mutex
+	holders   map[int]Holder // live unit holders as last read, by unit
+	holdersAt time.Time      // when holders was read, by clock
+}
+
+// Holder is the live holder of a unit as the store has it.
+type Holder struct {
+	Owner string
+	Fence int64
+	// Addr is what the holder advertises on its member lease (Config.Addr);
+	// "" if nothing.
+	Addr string
+}
+
+// holdersFor is how long HolderOf answers from what it last read: a unit
+// that changed owner is seen within it.
+const holdersFor = time.Second
+
+// HolderOf returns the live holder of unit, read from the store at most
+// one second ago; ok is false when no live instance holds it. Errors are
+// the store's.
+func (b *Balancer) HolderOf(ctx context.Context, unit int) (h Holder, ok bool, err error) {
+	b.holdersMu.Lock()
+	defer b.holdersMu.Unlock()
+	now := b.clock.Now()
+	if b.holders == nil || now.Sub(b.holdersAt) >= holdersFor || now.Before(b.holdersAt) {
+		units, err := b.store.LeaseList(ctx, b.cfg.Group+"/unit/")
+		if err != nil {
+			return Holder{}, false, fmt.Errorf("lease %s list units: %w", b.cfg.Group, err)
+		}
+		members, err := b.store.LeaseList(ctx, b.cfg.Group+"/member/")
+		if err != nil {
+			return Holder{}, false, fmt.Errorf("lease %s list members: %w", b.cfg.Group, err)
+		}
+		addr := map[string]string{}
+		for _, m := range members {
+			if m.Owner != "" && now.Before(m.ExpiresAt) {
+				addr[m.Owner] = m.Addr
+			}
+		}
+		hs := map[int]Holder{}
+		for _, l := range units {
+			u, err := strconv.Atoi(strings.TrimPrefix(l.Name, b.cfg.Group+"/unit/"))
+			if err != nil || l.Owner == "" || !now.Before(l.ExpiresAt) {
+				continue
+			}
+			hs[u] = Holder{Owner: l.Owner, Fence: l.Fence, Addr: addr[l.Owner]}
+		}
+		b.holders, b.holdersAt = hs, now
+	}
+	h, ok = b.holders[unit]
+	return h, ok, nil
 }
 
 // Healthy reports whether a Tick reached the store within one TTL.
@@ -321,8 +378,14 @@ func (b *Balancer) signal() {
 func (b *Balancer) Tick(ctx context.Context) error {
 	now := b.clock.Now()
 	ttl := b.cfg.TTL
-	if _, err := b.store.LeaseAcquire(ctx, b.memberName(), b.cfg.Owner, now, ttl); err != nil {
+	member, err := b.store.LeaseAcquire(ctx, b.memberName(), b.cfg.Owner, now, ttl)
+	if err != nil {
 		return fmt.Errorf("lease %s membership: %w", b.cfg.Group, err)
+	}
+	if b.cfg.Addr != "" && member.Addr != b.cfg.Addr {
+		if err := b.store.LeaseAdvertise(ctx, member.Name, b.cfg.Owner, member.Fence, b.cfg.Addr); err != nil {
+			b.log.Warn().Err(err).Msg("advertising the address on the member lease failed")
+		}
 	}
 	b.mu.Lock()
 	b.lastOK = now

@@ -216,3 +216,48 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 }
+
+// HolderOf names each unit's holder with the address it advertises, and
+// sees a unit that moved to another instance once its answer is a second
+// old.
+func TestHolderOf(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	clk := clockwork.NewFakeClock()
+	var bs []*lease.Balancer
+	for i, addr := range []string{"http://a:1", "http://b:2"} {
+		b, err := lease.New(lease.Config{Group: "g", Units: 4, Owner: fmt.Sprintf("inst-%d", i), TTL: 15 * time.Second, Addr: addr},
+			lease.Deps{Store: st, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	tickAll(t, ctx, bs, 3)
+	checkPartition(t, bs, 4)
+	want := map[string]string{"inst-0": "http://a:1", "inst-1": "http://b:2"}
+	for i, b := range bs {
+		for u, fence := range b.Held() {
+			for _, asker := range bs {
+				h, ok, err := asker.HolderOf(ctx, u)
+				if err != nil || !ok {
+					t.Fatalf("HolderOf(%d) = %v, %v", u, ok, err)
+				}
+				if h.Owner != fmt.Sprintf("inst-%d", i) || h.Fence != fence || h.Addr != want[h.Owner] {
+					t.Errorf("HolderOf(%d) = %+v, want inst-%d under fence %d at %s", u, h, i, fence, want[h.Owner])
+				}
+			}
+		}
+	}
+	// inst-1 stops: its units go to inst-0, which HolderOf shows after
+	// its cache time.
+	bs[1].Stop()
+	tickAll(t, ctx, bs[:1], 1)
+	clk.Advance(time.Second)
+	for u := range 4 {
+		h, ok, err := bs[0].HolderOf(ctx, u)
+		if err != nil || !ok || h.Owner != "inst-0" || h.Addr != "http://a:1" {
+			t.Errorf("after inst-1 stopped, HolderOf(%d) = %+v, %v, %v; want inst-0", u, h, ok, err)
+		}
+	}
+}

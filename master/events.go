@@ -130,6 +130,9 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	if cp.supersededBy(e) {
 		return superseded(e)
 	}
+	if fwd, err := s.forwardTokens(c, e, in); fwd {
+		return err
+	}
 	// Tokens does the compare-and-set, gives the token back exactly
 	// once, and hands it straight to a waiting event when the policy's
 	// bucket runs in this process.
@@ -212,6 +215,11 @@ func (s *Server) ExtendEvent(c echo.Context, id api.ID) error {
 	}
 	if cp.supersededBy(e) && !e.Status.Finished() {
 		return superseded(e)
+	}
+	if e.PolicyID != "" && e.Status.HoldsToken() {
+		if fwd, err := s.forwardTokens(c, e, in); fwd {
+			return err
+		}
 	}
 	by := s.cfg.DefaultTokenTimeout
 	if in.ExtendBy != nil {

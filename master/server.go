@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -125,6 +126,11 @@ type Deps struct {
 	Emitter Emitter
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
+	// TokenOwners, if set, names the instance that owns an event's
+	// tokens; releases and extends of events owned elsewhere are
+	// forwarded there. Nil: every instance serves them itself (one
+	// process, the embedded store).
+	TokenOwners TokenOwners
 	// Disk, if set, is probed before writes that add schedules or events
 	// (the disk guard; see Config.DiskMinFreeBytes). Nil: no guard.
 	Disk DiskSpace
@@ -153,6 +159,10 @@ type Server struct {
 	limiter *rateLimiter
 
 	wrongTokens *failureLimiter // nil: off
+
+	owners    TokenOwners  // nil: no forwarding
+	forwarder *http.Client // forwards to owners
+	forwards  atomic.Int64 // forwarded calls answered
 }
 
 var _ api.ServerInterface = (*Server)(nil)
@@ -193,6 +203,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		seal:    seal,
 		disk:    deps.Disk,
 		ids:     idSource{clock: deps.Clock},
+		owners:  deps.TokenOwners,
+	}
+	if s.owners != nil {
+		// Instance to instance: no proxy from the environment.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		s.forwarder = &http.Client{Timeout: forwardTimeout, Transport: tr}
 	}
 	if cfg.AdminKey == "" {
 		s.log.Warn().Msg("master: no admin key configured; the /v1/tenants API answers 401")

@@ -366,6 +366,10 @@ type Lease struct {
 	Owner     string    `json:"owner"`
 	Fence     int64     `json:"fence"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Addr is what the holder advertises on it (store.LeaseStore's
+	// LeaseAdvertise): on a member lease, the API base URL of the instance.
+	// A new owner's acquisition clears it.
+	Addr string `json:"addr,omitempty"`
 }
 
 // Watermark is the end of the last window an emitter partition finished.

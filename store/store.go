@@ -419,4 +419,8 @@ type LeaseStore interface {
 	LeaseRelease(ctx context.Context, name, owner string, fence int64) error
 	// LeaseList returns the leases whose name starts with prefix.
 	LeaseList(ctx context.Context, prefix string) ([]model.Lease, error)
+	// LeaseAdvertise records addr on the lease (model.Lease.Addr) if owner
+	// holds it with this fence; the expiry does not change. A later
+	// acquisition by another owner clears it. ErrConflict otherwise.
+	LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error
 }

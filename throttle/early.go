@@ -26,11 +26,32 @@ import (
 // the released event must be delivered (the handler writes nothing more about
 // it then) and its slot is held (eventSlots), so the only other writes that
 // could end it first, another release and a timeout reclaim, wait or skip
-// it. That needs every such write to run in this process, which is why early
-// dispatch is for a store that one process uses alone (the embedded store):
-// with instances sharing a store, a duplicate release served elsewhere could
-// win the compare-and-set and return the token while the next event runs on
-// it.
+// it. That needs every such write to run in this process, the one that owns
+// the policy's queue shard (its bucket runs here):
+//
+//   - The embedded store has one process.
+//   - With instances sharing MongoDB, the master forwards a release or
+//     extend that reaches an instance without the event's shard to the
+//     shard's holder (master.TokenOwners; the holder's address is on its
+//     member lease), and a forwarded call that finds the shard moved again
+//     answers 503 rather than being served there. Reclaims run at the
+//     holder. So a duplicate release is served here, behind the slot.
+//   - The lease fence covers what the holder writes: the next event's start
+//     is a compare-and-set under the fence it was claimed with, so it loses
+//     once a newer holder claimed the shard's events again.
+//
+// What is left is the window of an owner change: this process sends the
+// next event only while it still holds the shard by its own clock (Owns,
+// checked before the send), but a duplicate release of the released event
+// that reaches the new holder after the lease expired, and before this
+// commit lands, can win there and free the token once more. It needs a consumer that repeats a release
+// within one commit of a lease expiry that the holder did not see coming
+// (renewals failing for a whole lease TTL); the next holder's
+// reconciliation then counts the tokens held again. Instances that do not
+// forward (a version without it, advertising no address) serve releases
+// themselves and can race the owner's early dispatch the same way, so a
+// rolling upgrade from such a version has that window until the last of
+// them stops.
 //
 // What it gives up is only about crashes: if the process dies after the send
 // and before the commit, the store still has the released event holding the
@@ -59,6 +80,12 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	// own consumer, and the release below would lose after the send.
 	attempt := model.CurrentAttempt(e)
 	if model.Superseded(cur, e.Fence, attempt) {
+		return false, false, nil
+	}
+	// Only while this process still holds the next event's shard under the
+	// fence it was claimed with, by its own clock: once the lease expired, a
+	// new holder may serve a duplicate release of e.
+	if !t.deps.Shards.Owns(nx.it.Shard, nx.it.Fence) {
 		return false, false, nil
 	}
 	nid := nx.it.Event.ID

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -271,4 +272,86 @@ func TestEarlyDispatchAfterReportedDelivery(t *testing.T) {
 	if n := holding(t, st.MemStore, "p"); n != 1 {
 		t.Fatalf("%d events hold tokens, want 1", n)
 	}
+}
+
+// lostShards holds every shard under fence 1 until lost is set; then Owns
+// answers false (the lease expired by this process's clock) while Held
+// still lists them.
+type lostShards struct{ lost atomic.Bool }
+
+func (l *lostShards) Held() map[int]int64  { return oneShard{fence: 1}.Held() }
+func (l *lostShards) Owns(int, int64) bool { return !l.lost.Load() }
+
+// An instance whose shard lease has expired by its own clock sends nothing
+// early: the next event goes only after the commit that releases the first
+// one and starts it.
+func TestEarlyDispatchNeedsTheShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := throttletest.NewMemStore()
+		st := &gatedStore{MemStore: mem, gate: make(chan struct{})}
+		newPolicy(t, mem, "p", 1, time.Minute)
+		items := scheduledEvents(t, mem, "p", "s", 2, 1)
+		shards := &lostShards{}
+		thr, err := throttle.New(throttle.Config{EarlyDispatch: true}, throttle.Deps{Store: st, Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range thr.Config().Shards {
+			thr.MarkSettled(s, 1)
+		}
+		var mu sync.Mutex
+		var got []throttle.Item
+		runThrottle(t, thr, func(its []throttle.Item) {
+			mu.Lock()
+			got = append(got, its...)
+			mu.Unlock()
+		})
+		t.Cleanup(st.open)
+		thr.Enqueue(items...)
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 1 {
+			mu.Unlock()
+			t.Fatalf("%d dispatched with maxInFlight 1", len(got))
+		}
+		first := got[0].Event
+		mu.Unlock()
+		now := time.Now()
+		if res, err := mem.EventTransition(ctx, []store.EventTransition{{ID: first.ID, From: model.EventDelivering, Fence: 1,
+			To: model.EventDelivered, DeliveredAt: &now, Attempts: 1, At: now}}); err != nil || res[0] != nil {
+			t.Fatalf("mark delivered: %v %v", err, res)
+		}
+		e, err := mem.EventGetByID(ctx, first.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		shards.lost.Store(true)
+		rel := make(chan error, 1)
+		go func() {
+			_, err := thr.Release(ctx, e, time.Now())
+			rel <- err
+		}()
+		synctest.Wait()
+		if st.waiting() != 1 {
+			t.Fatalf("%d release-and-start commits waiting, want 1", st.waiting())
+		}
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d dispatched while the commit waits: the next event went early without the shard", n)
+		}
+		st.open()
+		if err := <-rel; err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 {
+			t.Fatalf("%d dispatched after the commit, want 2", len(got))
+		}
+	})
 }

@@ -211,3 +211,132 @@ func TestReconcileWaitsForSettledShard(t *testing.T) {
 		t.Fatal("the leaked token was not repaired once the shard settled")
 	}
 }
+
+// loseHandOff applies a release that hands its token to the next event,
+// then fails the call as a lost reply would, once.
+type loseHandOff struct {
+	*throttletest.MemStore
+	lose atomic.Bool
+}
+
+func (s *loseHandOff) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	res, err := s.MemStore.EventTransition(ctx, ts)
+	if err == nil && len(ts) == 2 && ts[0].To == model.EventReleased && ts[1].RequiresPrevious &&
+		s.lose.CompareAndSwap(true, false) {
+		return nil, errLostReply
+	}
+	return res, err
+}
+
+// A release whose reply is lost after it handed its token to the next
+// waiting event reads that event back: started, it is dispatched at once
+// (not when its token times out) and the release answers released.
+func TestReleaseHandOffWithLostReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := throttletest.NewMemStore()
+		newPolicy(t, mem, "p", 1, time.Minute)
+		items := scheduledEvents(t, mem, "p", "s", 2, 1)
+		st := &loseHandOff{MemStore: mem}
+		var mu sync.Mutex
+		var got []*model.Event
+		thr := startThrottle(t, st, throttle.Config{}, func(its []throttle.Item) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range its {
+				got = append(got, it.Event)
+			}
+		}, nil)
+		thr.Enqueue(items...)
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 1 {
+			mu.Unlock()
+			t.Fatalf("%d dispatched with maxInFlight 1", len(got))
+		}
+		first := got[0]
+		mu.Unlock()
+
+		st.lose.Store(true)
+		released, err := thr.Release(ctx, first, time.Now())
+		if st.lose.Load() {
+			t.Fatal("no release lost its reply: the test did not test anything")
+		}
+		if !released || err != nil {
+			t.Errorf("Release = %v, %v; want released (the next event's start shows it applied)", released, err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 || got[1].ID == first.ID {
+			t.Fatalf("dispatched %d events after the release, want the second one too", len(got))
+		}
+		if got[1].Status != model.EventDelivering {
+			t.Errorf("next event dispatched as %s, want delivering", got[1].Status)
+		}
+		if h := holding(t, mem, "p"); h != 1 {
+			t.Errorf("%d events hold tokens, want 1", h)
+		}
+		if n := inUse(t, mem, "p"); n != 1 {
+			t.Errorf("InUse = %d, want 1", n)
+		}
+	})
+}
+
+// A release whose reply is lost before the next event started puts that
+// event back in its queue: it goes out once, on the token the store holds.
+func TestReleaseHandOffNotAppliedPutsNextBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := throttletest.NewMemStore()
+		newPolicy(t, mem, "p", 1, time.Minute)
+		items := scheduledEvents(t, mem, "p", "s", 2, 1)
+		st := &failHandOff{MemStore: mem}
+		var mu sync.Mutex
+		var got []*model.Event
+		thr := startThrottle(t, st, throttle.Config{}, func(its []throttle.Item) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range its {
+				got = append(got, it.Event)
+			}
+		}, nil)
+		thr.Enqueue(items...)
+		synctest.Wait()
+		mu.Lock()
+		first := got[0]
+		mu.Unlock()
+
+		st.fail.Store(true)
+		if released, err := thr.Release(ctx, first, time.Now()); released || !errors.Is(err, model.ErrUnavailable) {
+			t.Fatalf("Release = %v, %v; want the failed call's error", released, err)
+		}
+		// The consumer retries; the event waiting again takes the token.
+		if released, err := thr.Release(ctx, first, time.Now()); !released || err != nil {
+			t.Fatalf("retried Release = %v, %v", released, err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 || got[1].ID == first.ID {
+			t.Fatalf("dispatched %d events, want the second one once", len(got))
+		}
+		if n := inUse(t, mem, "p"); n != 1 {
+			t.Errorf("InUse = %d, want 1", n)
+		}
+	})
+}
+
+// failHandOff fails, once, a release call that hands its token on, before
+// it applies, without saying so (a connection closed before the write).
+type failHandOff struct {
+	*throttletest.MemStore
+	fail atomic.Bool
+}
+
+func (s *failHandOff) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
+	if len(ts) == 2 && ts[0].To == model.EventReleased && ts[1].RequiresPrevious && s.fail.CompareAndSwap(true, false) {
+		return nil, errLostReply
+	}
+	return s.MemStore.EventTransition(ctx, ts)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -117,6 +118,9 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		}
 		errs, err := st.EventTransition(ctx, ts)
 		if err != nil {
+			if nx != nil && !errors.Is(err, model.ErrNotApplied) {
+				return t.settleNext(ctx, e, nx, err)
+			}
 			nx.putBack()
 			return false, err
 		}
@@ -185,6 +189,34 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
 	}
 	return true, nil
+}
+
+// settleNext settles a release of e that handed its token to nx and failed
+// without saying whether it applied (a lost reply): nx's state in the store
+// tells. Started under its fence with this call's expiry, it holds the
+// token, which it could only take from e's applied release: it is
+// dispatched and the release answers released. Still waiting, it goes back
+// to its queue and the release fails with cause (the consumer retries and
+// finds e released if it was). Otherwise its token stays counted, left to
+// reconciliation, and the release fails with cause.
+func (t *Throttle) settleNext(ctx context.Context, e *model.Event, nx *next, cause error) (released bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, readBackFor)
+	defer cancel()
+	wait := t.cfg.PollInterval
+	out := t.startOutcome(ctx, nx.it.Event.ID, nx.it.Fence, nx.exp, &wait)
+	t.log.Info().Err(cause).Str(logkey.Event, e.ID).Str("next", nx.it.Event.ID).Str(logkey.Policy, e.PolicyID).
+		AnErr("outcome", out).Msg("release and start of the next event failed ambiguously; read back")
+	switch {
+	case out == nil:
+		nx.handedOver(e.ID, true)
+		nx.dispatch(nil)
+		return true, nil
+	case errors.Is(out, model.ErrConflict):
+		nx.putBack()
+	default:
+		nx.handedOver("", false)
+	}
+	return false, cause
 }
 
 // Extend moves the token expiry of e to until, like a visibility-timeout

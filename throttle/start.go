@@ -122,45 +122,52 @@ var errStartUnknown = errors.New("start outcome unknown")
 func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, cause error) ([]error, error) {
 	t := b.t
 	res := make([]error, len(items))
-	wait := t.cfg.PollInterval
 	// The write often failed because the bucket stopped (its context was
 	// cancelled mid-call, the store being fine): the reads go on for a while
 	// regardless, so that the tokens are settled exactly.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackFor)
 	defer cancel()
-	for i := 0; i < len(items); {
-		e, err := t.deps.Store.EventGetByID(ctx, items[i].Event.ID)
-		switch {
-		case err == nil:
-		case errors.Is(err, model.ErrNotFound):
-			res[i] = model.ErrNotFound
-			i++
-			continue
-		default:
-			if !sleepCtx(ctx, t.deps.Clock, wait) {
-				// Unknown: keep the tokens (safe), requeue nothing.
-				for j := i; j < len(items); j++ {
-					res[j] = errStartUnknown
-				}
-				return res, nil
-			}
-			wait = min(2*wait, 5*time.Second)
-			continue
-		}
-		it := items[i]
-		switch {
-		case e.Status == model.EventDelivering && startedBy(e, it.Fence, exp):
-			res[i] = nil
-		case e.Status == model.EventScheduled && e.Fence == it.Fence:
-			res[i] = model.ErrConflict
+	wait := t.cfg.PollInterval
+	for i, it := range items {
+		res[i] = t.startOutcome(ctx, it.Event.ID, it.Fence, exp, &wait)
+		if errors.Is(res[i], model.ErrConflict) {
 			b.mu.Lock()
 			b.q.Push(it) // not started: it waits again
 			b.mu.Unlock()
-		default:
-			res[i] = errStartUnknown
 		}
-		i++
 	}
 	t.log.Info().Err(cause).Str(logkey.Policy, b.policyID).Int("events", len(items)).Msg("start write failed ambiguously; read back")
 	return res, nil
+}
+
+// startOutcome reads event id back after a start write under fence with
+// token expiry exp failed without saying whether it applied, retrying while
+// the store is unreachable until ctx ends (*wait is the pause between
+// tries, doubled up to 5s). It returns nil if the start applied,
+// model.ErrConflict if the event is still scheduled under fence (not
+// started), model.ErrNotFound, or errStartUnknown.
+func (t *Throttle) startOutcome(ctx context.Context, id string, fence int64, exp time.Time, wait *time.Duration) error {
+	for {
+		e, err := t.deps.Store.EventGetByID(ctx, id)
+		switch {
+		case err == nil:
+		case errors.Is(err, model.ErrNotFound):
+			return model.ErrNotFound
+		default:
+			if !sleepCtx(ctx, t.deps.Clock, *wait) {
+				// Unknown: keep the token (safe), requeue nothing.
+				return errStartUnknown
+			}
+			*wait = min(2**wait, 5*time.Second)
+			continue
+		}
+		switch {
+		case e.Status == model.EventDelivering && startedBy(e, fence, exp):
+			return nil
+		case e.Status == model.EventScheduled && e.Fence == fence:
+			return model.ErrConflict
+		default:
+			return errStartUnknown
+		}
+	}
 }

@@ -247,7 +247,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, name, owner string, now time.T
 		case l.Owner == owner && owner != "":
 			// Renewal, even if expired: nobody took it in between.
 		case l.Owner == "" || !now.Before(l.ExpiresAt):
-			l.Owner = owner
+			l.Owner, l.Addr = owner, ""
 			l.Fence++
 		default:
 			return model.ErrConflict
@@ -302,6 +302,26 @@ func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int6
 			return model.ErrConflict
 		}
 		l.Owner, l.ExpiresAt = "", time.Time{}
+		return putJSON(tx, bLeases, []byte(name), &l)
+	})
+}
+
+// LeaseAdvertise records addr on the lease if owner holds it with fence.
+// model.ErrConflict otherwise.
+func (s *Store) LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error {
+	return s.batch(ctx, "lease advertise", func(tx *bolt.Tx) error {
+		var l model.Lease
+		switch err := getJSON(tx, bLeases, []byte(name), &l); err {
+		case nil:
+		case model.ErrNotFound:
+			return model.ErrConflict
+		default:
+			return err
+		}
+		if l.Owner != owner || owner == "" || l.Fence != fence {
+			return model.ErrConflict
+		}
+		l.Addr = addr
 		return putJSON(tx, bLeases, []byte(name), &l)
 	})
 }

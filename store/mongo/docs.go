@@ -440,8 +440,9 @@ type leaseDoc struct {
 	// ExpiresDate is ExpiresAt of a member lease, for the TTL index (see
 	// retention.go); unit leases have none.
 	ExpiresDate *bson.DateTime `bson:"expiresDate,omitempty"`
+	Addr        string         `bson:"addr,omitempty"`
 }
 
 func (d *leaseDoc) model() model.Lease {
-	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt)}
+	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt), Addr: d.Addr}
 }

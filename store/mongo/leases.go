@@ -83,14 +83,14 @@ func (s *Store) leaseUpdate(name string, expires time.Time, newOwner *string) an
 	if !s.caps.serverClock {
 		update := bson.D{}
 		if newOwner != nil {
-			set = append(set, bson.E{Key: "owner", Value: *newOwner})
+			set = append(set, bson.E{Key: "owner", Value: *newOwner}, bson.E{Key: "addr", Value: ""})
 			update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "fence", Value: int64(1)}}})
 		}
 		return append(bson.D{{Key: "$set", Value: set}}, update...)
 	}
 	if newOwner != nil {
 		// $literal: an owner name starting with $ is not a field path.
-		set = append(set, bson.E{Key: "owner", Value: bson.D{{Key: "$literal", Value: *newOwner}}},
+		set = append(set, bson.E{Key: "owner", Value: bson.D{{Key: "$literal", Value: *newOwner}}}, bson.E{Key: "addr", Value: ""},
 			bson.E{Key: "fence", Value: bson.D{{Key: "$add", Value: bson.A{"$fence", int64(1)}}}})
 	}
 	return mongo.Pipeline{{{Key: "$set", Value: set}}}
@@ -138,6 +138,22 @@ func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int6
 	}
 	if err != nil {
 		return fmt.Errorf("lease release %s fence %d: %w", name, fence, interpretError(err))
+	}
+	return nil
+}
+
+// LeaseAdvertise records addr on the lease if owner holds it with fence.
+// ErrConflict otherwise.
+func (s *Store) LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error {
+	defer s.lockCAS(s.leases, name)()
+	res, err := s.leases.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}, {Key: "fence", Value: fence}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "addr", Value: addr}}}})
+	if err == nil && res.MatchedCount == 0 {
+		err = model.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("lease advertise %s fence %d: %w", name, fence, interpretError(err))
 	}
 	return nil
 }

@@ -9,6 +9,30 @@ import (
 )
 
 var leaseTests = []namedTest{
+	{"Advertise", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		l, err := d.LeaseAcquire(ctx, "g/member/a", "a", base, time.Minute)
+		requireNoError(t, err, "LeaseAcquire")
+		requireEqual(t, l.Addr, "", "Addr before any advertisement")
+		requireIs(t, d.LeaseAdvertise(ctx, "g/member/a", "b", l.Fence, "http://b"), model.ErrConflict, "LeaseAdvertise by a non-owner")
+		requireIs(t, d.LeaseAdvertise(ctx, "g/member/a", "a", l.Fence+1, "http://a"), model.ErrConflict, "LeaseAdvertise with a wrong fence")
+		requireIs(t, d.LeaseAdvertise(ctx, "g/member/none", "a", 1, "http://a"), model.ErrConflict, "LeaseAdvertise of a lease never taken")
+		requireNoError(t, d.LeaseAdvertise(ctx, "g/member/a", "a", l.Fence, "http://a:8080"), "LeaseAdvertise")
+		ls, err := d.LeaseList(ctx, "g/member/")
+		requireNoError(t, err, "LeaseList")
+		if len(ls) != 1 {
+			t.Fatalf("LeaseList: %d leases, want 1", len(ls))
+		}
+		requireEqual(t, ls[0].Addr, "http://a:8080", "Addr listed")
+		requireTime(t, ls[0].ExpiresAt, at(time.Minute), "expiry unchanged by LeaseAdvertise")
+		// Renewals keep it; another owner's acquisition clears it.
+		r, err := d.LeaseAcquire(ctx, "g/member/a", "a", at(30*time.Second), time.Minute)
+		requireNoError(t, err, "LeaseAcquire by the owner")
+		requireEqual(t, r.Addr, "http://a:8080", "Addr after a renewal")
+		o, err := d.LeaseAcquire(ctx, "g/member/a", "other", at(5*time.Minute), time.Minute)
+		requireNoError(t, err, "LeaseAcquire of the expired lease")
+		requireEqual(t, o.Addr, "", "Addr after another owner took the lease")
+	}},
 	{"AcquireRenewRelease", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		l, err := d.LeaseAcquire(ctx, "shard/1", "a", base, time.Minute)
