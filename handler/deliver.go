@@ -215,6 +215,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 	for _, it := range send {
 		h.observeLateness(it, start)
 	}
+	each := make([]bool, len(send)) // answers reported one by one
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
 		if fail != nil {
@@ -240,7 +241,17 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 				evs[j] = &e
 			}
 		}
-		rs := d.Deliver(ctx, evs)
+		var rs []delivery.Result
+		if tt == model.TargetHTTP && adaptiveHTTP(send, idx) {
+			its := make([]throttle.Item, len(idx))
+			for j, i := range idx {
+				its[j] = send[i]
+				each[i] = true
+			}
+			rs = h.deliverEach(ctx, d, evs, its)
+		} else {
+			rs = d.Deliver(ctx, evs)
+		}
 		for j, i := range idx {
 			if j < len(rs) {
 				results[i] = rs[j]
@@ -250,13 +261,17 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		}
 	}
 	now := clock.Now()
-	h.observeLimits(send, results, now.Sub(start))
 	ts := make([]store.EventTransition, len(send))
 	var ok []string
 	for i, it := range send {
 		ts[i] = h.outcome(it, results[i], now)
 		if ts[i].To == model.EventDelivered {
 			ok = append(ok, it.Event.ID)
+		}
+	}
+	for i, it := range send {
+		if !each[i] {
+			h.answer(it, results[i], now.Sub(start))
 		}
 	}
 	// Until its delivered write, a consumer's release may already come.
@@ -412,16 +427,27 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 	h.thr.OutcomeWritten(ok...)
 	after := h.deliveredAfterCancel(ctx, o, res)
-	tokens := map[string]int{}
+	// tokens go back through the throttle's hand-off; back are the tokens
+	// of adaptive policies that answer counted free (answered by policy),
+	// which go back to the store.
+	tokens, back, answered := map[string]int{}, map[string]int{}, map[string]int{}
 	failed := map[delivery.Reason]int{}
 	now := h.deps.Clock.Now()
 	var delivered int
 	retried, dead := map[string]int{}, map[string]int{}
 	for i, it := range o.items {
 		var to model.EventStatus
+		counted := h.counted(it, o.results[i])
+		if counted {
+			answered[it.Event.PolicyID]++
+		}
 		if res != nil && res[i] == nil {
 			to = o.ts[i].To
-			if it.Policy != nil && to != model.EventDelivered {
+			switch {
+			case it.Policy == nil || to == model.EventDelivered:
+			case counted:
+				back[it.Event.PolicyID]++
+			default:
 				tokens[it.Event.PolicyID]++
 			}
 			switch to {
@@ -448,6 +474,11 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
+		}
+	}
+	for pid, n := range answered {
+		if err := h.thr.(answeredCounter).Settled(context.WithoutCancel(ctx), pid, n, back[pid]); err != nil {
+			h.log.Warn().Err(err).Str(logkey.Policy, pid).Int("tokens", back[pid]).Msg("returning tokens failed")
 		}
 	}
 	for pid, n := range tokens {

@@ -2,13 +2,16 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
@@ -98,6 +101,183 @@ func TestAdaptiveLimit(t *testing.T) {
 		ls, ok := thr.Limit("p")
 		if !ok || ls.Limit != 9 || ls.Reason != throttle.LimitReasonTimeout {
 			t.Fatalf("Limit = %+v, %v; want 9 after a timeout", ls, ok)
+		}
+	})
+}
+
+// adaptiveRun is an adaptive policy's throttle over the in-memory store,
+// with the events it dispatched.
+type adaptiveRun struct {
+	st  *throttletest.MemStore
+	thr *throttle.Throttle
+	mu  sync.Mutex
+	got []throttle.Item
+}
+
+// startAdaptiveRun enqueues n events of an adaptive policy (min 1, max
+// ceiling; maxInFlight ceiling) whose owner starts at limit, and lets the
+// owner dispatch. Call it in a synctest bubble.
+func startAdaptiveRun(t *testing.T, ceiling, limit, n int) *adaptiveRun {
+	return startAdaptiveRunOn(t, throttletest.NewMemStore(), nil, ceiling, limit, n)
+}
+
+// startAdaptiveRunOn is startAdaptiveRun on mem, through st if not nil.
+func startAdaptiveRunOn(t *testing.T, mem *throttletest.MemStore, st throttle.Store, ceiling, limit, n int) *adaptiveRun {
+	r := &adaptiveRun{st: mem}
+	if st == nil {
+		st = mem
+	}
+	p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: ceiling, TokenTimeout: time.Hour, Version: 1,
+		Adaptive: &model.AdaptiveLimit{Min: 1, Max: ceiling}, EffectiveLimit: limit}
+	if err := r.st.PolicyCreate(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	r.thr = startThrottle(t, st, throttle.Config{}, func(items []throttle.Item) {
+		r.mu.Lock()
+		r.got = append(r.got, items...)
+		r.mu.Unlock()
+	}, nil)
+	r.thr.Enqueue(scheduledEvents(t, r.st, "p", "s", n, 1)...)
+	r.settle()
+	return r
+}
+
+// settle lets fake time pass: reconciliation and polls run.
+func (r *adaptiveRun) settle() {
+	time.Sleep(5 * time.Second)
+	synctest.Wait()
+}
+
+func (r *adaptiveRun) dispatched() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// release releases dispatched event i as delivered held ago.
+func (r *adaptiveRun) release(t *testing.T, i int, held time.Duration) {
+	t.Helper()
+	r.mu.Lock()
+	id := r.got[i].Event.ID
+	r.mu.Unlock()
+	e, err := r.st.EventGetByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-held)
+	e.DeliveredAt = &at
+	if ok, err := r.thr.Release(context.Background(), e, time.Now()); !ok || err != nil {
+		t.Fatalf("release %s = %v, %v", id, ok, err)
+	}
+}
+
+// TestAdaptiveReleaseLatencyLowersLimit: a window of releases ten times
+// slower than the first lowers the limit of a policy whose consumer
+// releases its events; it fails when Release does not report the time the
+// consumer held the event.
+func TestAdaptiveReleaseLatencyLowersLimit(t *testing.T) {
+	runInBubble(t, "Slower", func(t *testing.T) {
+		r := startAdaptiveRun(t, 10, 10, 40)
+		for i := range 10 {
+			r.release(t, i, 10*time.Millisecond)
+		}
+		r.settle()
+		if ls, _ := r.thr.Limit("p"); ls.Limit != 10 {
+			t.Fatalf("limit %+v after a window of 10 ms releases, want 10", ls)
+		}
+		for i := 10; i < 20; i++ {
+			r.release(t, i, 100*time.Millisecond)
+		}
+		if ls, _ := r.thr.Limit("p"); ls.Limit != 9 || ls.Reason != throttle.LimitReasonLatency {
+			t.Fatalf("limit %+v after a window of 100 ms releases, want 9 latency", ls)
+		}
+	})
+}
+
+// TestAdaptiveAnsweredTokens: tokens whose consumer answered count free
+// for the effective limit until settled, and settled ones go back to the
+// store, never to a waiting event: the bucket already used their room.
+func TestAdaptiveAnsweredTokens(t *testing.T) {
+	runInBubble(t, "Bound", func(t *testing.T) {
+		ctx := context.Background()
+		r := startAdaptiveRun(t, 20, 10, 40)
+		if n := r.dispatched(); n != 10 {
+			t.Fatalf("%d dispatched under a limit of 10", n)
+		}
+		r.thr.Answered("p", 3)
+		r.settle()
+		if n := r.dispatched(); n != 13 {
+			t.Fatalf("%d dispatched after 3 of 10 answered, want 13", n)
+		}
+		// Their outcomes are written (autoRelease: released) and the
+		// tokens settled.
+		ts := make([]store.EventTransition, 3)
+		r.mu.Lock()
+		for i := range ts {
+			ts[i] = store.DeliveredReleased(r.got[i].Event.ID, model.EventDelivering, 1, 1, true, time.Now())
+		}
+		r.mu.Unlock()
+		if res, err := r.st.EventTransition(ctx, ts); err != nil || errors.Join(res...) != nil {
+			t.Fatalf("outcome writes: %v %v", res, err)
+		}
+		if err := r.thr.Settled(ctx, "p", 3, 3); err != nil {
+			t.Fatal(err)
+		}
+		r.settle()
+		if n := r.dispatched(); n != 13 {
+			t.Fatalf("%d dispatched after the answered tokens were settled, want still 13", n)
+		}
+		if p, _ := r.st.PolicyGetByID(ctx, "p"); p.InUse != 10 {
+			t.Fatalf("InUse %d, want 10 (13 acquired, 3 given back)", p.InUse)
+		}
+	})
+}
+
+// gatedAcquire holds PolicyAcquireTokens, once armed, until the gate opens.
+type gatedAcquire struct {
+	*throttletest.MemStore
+	armed   atomic.Bool
+	waiting chan struct{} // an acquisition waits at the gate
+	gate    chan struct{}
+}
+
+func (g *gatedAcquire) PolicyAcquireTokens(ctx context.Context, id string, want int) (int, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.waiting)
+		<-g.gate
+	}
+	return g.MemStore.PolicyAcquireTokens(ctx, id, want)
+}
+
+// TestAdaptiveSettledWhileAcquiring: the bucket acquires tokens for the
+// room answered tokens left, and their outcomes are settled before the
+// acquisition returns. The settled tokens must not go to waiting events
+// as well: that would put 13 events out under a limit of 10.
+func TestAdaptiveSettledWhileAcquiring(t *testing.T) {
+	runInBubble(t, "Bound", func(t *testing.T) {
+		ctx := context.Background()
+		g := &gatedAcquire{MemStore: throttletest.NewMemStore(), waiting: make(chan struct{}), gate: make(chan struct{})}
+		r := startAdaptiveRunOn(t, g.MemStore, g, 20, 10, 40)
+		g.armed.Store(true)
+		r.thr.Answered("p", 3)
+		<-g.waiting // the bucket acquires 3 tokens for the answered ones' room
+		ts := make([]store.EventTransition, 3)
+		r.mu.Lock()
+		for i := range ts {
+			ts[i] = store.DeliveredReleased(r.got[i].Event.ID, model.EventDelivering, 1, 1, true, time.Now())
+		}
+		r.mu.Unlock()
+		if res, err := r.st.EventTransition(ctx, ts); err != nil || errors.Join(res...) != nil {
+			t.Fatalf("outcome writes: %v %v", res, err)
+		}
+		if err := r.thr.Settled(ctx, "p", 3, 3); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		close(g.gate)
+		r.settle()
+		if n := r.dispatched() - 3; n != 10 {
+			t.Fatalf("%d events out under a limit of 10", n)
 		}
 	})
 }

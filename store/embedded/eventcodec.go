@@ -58,10 +58,6 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	b = putTimePtr(b, e.FinishedAt)
 	b = putTime(b, e.CreatedAt)
 	b = putTime(b, e.UpdatedAt)
-	if e.ConcurrencyKey != "" {
-		// Optional tail: rows without it have no concurrency key.
-		b = putStr(b, e.ConcurrencyKey)
-	}
 	return b, nil
 }
 
@@ -105,7 +101,9 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	e.CreatedAt = d.time()
 	e.UpdatedAt = d.time()
 	if d.err == nil && len(d.b) > 0 {
-		e.ConcurrencyKey = d.str()
+		// Rows of earlier versions may end with a concurrency key value,
+		// now read from the payload.
+		_ = d.str()
 	}
 	if d.err != nil {
 		return nil, d.err
