@@ -61,11 +61,13 @@ func TestPollBacklogs(t *testing.T) {
 	}
 	// A policy the throttle keeps no limit for (deleted) is read no more.
 	sqs.err = nil
+	h.backlogs.seen("p", "q1")
 	thr.gone = map[string]bool{"p": true}
-	if err := h.pollBacklogs(ctx); err != nil {
-		t.Fatal(err)
-	}
 	n := len(thr.calls)
+	if err := h.pollBacklogs(ctx); err != nil || len(thr.calls) != n+1 {
+		t.Fatalf("err %v, calls %v: the queue was not read", err, thr.calls[n:])
+	}
+	n++
 	if err := h.pollBacklogs(ctx); err != nil || len(thr.calls) != n {
 		t.Fatalf("err %v; the queue of a policy without a limit was read again: %v", err, thr.calls[n-1:])
 	}
