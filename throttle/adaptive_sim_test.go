@@ -2,8 +2,9 @@ package throttle
 
 import (
 	"container/heap"
-	"flag"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +13,21 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 )
 
-var simSeed = flag.Uint64("adaptive.seed", 1, "seed of the adaptive limit simulation's work times")
+// simSeed is the seed of the simulation's work times: THROTTLE_TEST_SEED,
+// or 1 (as for the randomized keyed tests).
+func simSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(1)
+	if s := os.Getenv("THROTTLE_TEST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("THROTTLE_TEST_SEED: %v", err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (set THROTTLE_TEST_SEED to change)", seed)
+	return seed
+}
 
 // simEvent is one thing that happens in the simulation.
 type simEvent struct {
@@ -137,10 +152,10 @@ func simulate(seed uint64, capacity []int, phase, work, transit time.Duration) [
 // 429s. The token cycle takes 3 ms (about what it takes on the test
 // machine) and the answer 1 ms, so that a limit that stayed at the
 // capacity all along would get 100/104 of it: the controller must lose at
-// most 3 points more. -adaptive.seed changes the work times.
+// most 3 points more. THROTTLE_TEST_SEED changes the work times.
 func TestAdaptiveSimulated(t *testing.T) {
 	const work, transit, answer = 100 * time.Millisecond, 3 * time.Millisecond, simAnswerTime
-	phases := simulate(*simSeed, []int{50, 10, 50}, 30*time.Second, work, transit)
+	phases := simulate(simSeed(t), []int{50, 10, 50}, 30*time.Second, work, transit)
 	ideal := work.Seconds() / (work + transit + answer).Seconds()
 	for i, p := range phases[1:] {
 		if p.converged < 0 || p.converged > 10*time.Second {
