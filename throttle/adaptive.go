@@ -25,11 +25,12 @@ import (
 // tries it again (more windows each time the same level fails again), and
 // grows faster and faster beyond it once the consumer takes it. A 429 or
 // 503 takes one off the limit (one request more than the consumer takes),
-// each further one in the same window one more, down to ×0.9. A timeout, a 5xx share over adaptiveServerErrorShare,
-// or a window whose mean latency exceeds adaptiveLatencyGrowth times the
-// best (of responses: ever; of releases, for policies without autoRelease:
-// of the recent windows) takes it ×0.9, once per window. A window is
-// `limit` outcomes.
+// each further one in the same window one more, down to ×0.9. A timeout,
+// a 5xx share over adaptiveServerErrorShare, or a window whose mean
+// latency exceeds adaptiveLatencyGrowth times the best (of responses: the
+// best window ever; of releases, for policies without autoRelease: the
+// best of the last adaptiveRecent minutes) takes it ×0.9, once per window.
+// A window is `limit` outcomes (or releases).
 
 // Outcome is what a delivery attempt told about the consumer's capacity.
 type Outcome int
