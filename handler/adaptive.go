@@ -102,14 +102,6 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// answeredCounter is the throttle's count of the tokens of adaptive
-// policies whose consumer has answered and that the handler gives back
-// once their outcome is written (see throttle.Throttle.Answered).
-type answeredCounter interface {
-	Answered(policyID string, n int)
-	Settled(ctx context.Context, policyID string, n, back int) error
-}
-
 // adaptiveHTTP reports whether items hold an event of an adaptive policy;
 // a group of HTTP deliveries that does is sent one event per call
 // (deliverEach).
@@ -123,9 +115,10 @@ func adaptiveHTTP(items []throttle.Item, idx []int) bool {
 }
 
 // deliverEach delivers evs (the events of items) one per call, all at
-// once, and reports each answer to the adaptive limit as it comes: a
-// batch answered as a whole would hold every token until its slowest
-// answer, and keep the consumer's load in lockstep batches.
+// once, and reports each answer to the adaptive limit as it comes, with
+// its own latency: a batch answered as a whole would hold every token
+// until its slowest answer, and keep the consumer's load in lockstep
+// batches that reach it all at once.
 func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Event, items []throttle.Item) []delivery.Result {
 	rs := make([]delivery.Result, len(evs))
 	var wg sync.WaitGroup
@@ -146,8 +139,7 @@ func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Eve
 }
 
 // answer reports the consumer's answer r to a delivery of it to the
-// throttle, which moves the limit of an adaptive policy and counts the
-// token free if r gives it back.
+// throttle, which moves the limit of an adaptive policy.
 func (h *Handler) answer(it throttle.Item, r delivery.Result, latency time.Duration) {
 	if it.Policy == nil || it.Policy.Adaptive == nil {
 		return
@@ -158,26 +150,6 @@ func (h *Handler) answer(it throttle.Item, r delivery.Result, latency time.Durat
 	if lo, ok := h.thr.(limitObserver); ok {
 		lo.Observe(it.Policy.ID, outcomeOf(r), latency)
 	}
-	if h.counted(it, r) {
-		h.thr.(answeredCounter).Answered(it.Policy.ID, 1)
-	}
-}
-
-// counted reports whether answer counted the token of it free (Answered):
-// an adaptive policy's token that r gives back.
-func (h *Handler) counted(it throttle.Item, r delivery.Result) bool {
-	if it.Policy == nil || it.Policy.Adaptive == nil || !givesTokenBack(it, r) {
-		return false
-	}
-	_, ok := h.thr.(answeredCounter)
-	return ok
-}
-
-// givesTokenBack reports whether the outcome of a throttled delivery
-// returns its token (as in outcome: all but a success the consumer
-// releases itself).
-func givesTokenBack(it throttle.Item, r delivery.Result) bool {
-	return r.Err != nil || it.Policy.AutoRelease
 }
 
 // outcomeOf classifies r for the adaptive limit.

@@ -261,17 +261,17 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		}
 	}
 	now := clock.Now()
+	for i, it := range send {
+		if !each[i] {
+			h.answer(it, results[i], now.Sub(start))
+		}
+	}
 	ts := make([]store.EventTransition, len(send))
 	var ok []string
 	for i, it := range send {
 		ts[i] = h.outcome(it, results[i], now)
 		if ts[i].To == model.EventDelivered {
 			ok = append(ok, it.Event.ID)
-		}
-	}
-	for i, it := range send {
-		if !each[i] {
-			h.answer(it, results[i], now.Sub(start))
 		}
 	}
 	// Until its delivered write, a consumer's release may already come.
@@ -427,27 +427,16 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 	h.thr.OutcomeWritten(ok...)
 	after := h.deliveredAfterCancel(ctx, o, res)
-	// tokens go back through the throttle's hand-off; back are the tokens
-	// of adaptive policies that answer counted free (answered by policy),
-	// which go back to the store.
-	tokens, back, answered := map[string]int{}, map[string]int{}, map[string]int{}
+	tokens := map[string]int{}
 	failed := map[delivery.Reason]int{}
 	now := h.deps.Clock.Now()
 	var delivered int
 	retried, dead := map[string]int{}, map[string]int{}
 	for i, it := range o.items {
 		var to model.EventStatus
-		counted := h.counted(it, o.results[i])
-		if counted {
-			answered[it.Event.PolicyID]++
-		}
 		if res != nil && res[i] == nil {
 			to = o.ts[i].To
-			switch {
-			case it.Policy == nil || to == model.EventDelivered:
-			case counted:
-				back[it.Event.PolicyID]++
-			default:
+			if it.Policy != nil && to != model.EventDelivered {
 				tokens[it.Event.PolicyID]++
 			}
 			switch to {
@@ -474,11 +463,6 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)
-		}
-	}
-	for pid, n := range answered {
-		if err := h.thr.(answeredCounter).Settled(context.WithoutCancel(ctx), pid, n, back[pid]); err != nil {
-			h.log.Warn().Err(err).Str(logkey.Policy, pid).Int("tokens", back[pid]).Msg("returning tokens failed")
 		}
 	}
 	for pid, n := range tokens {

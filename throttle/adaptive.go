@@ -14,10 +14,7 @@ import (
 // the only process that acquires the policy's tokens, enforces the lower
 // effective limit: before acquiring it reads the persisted InUse and asks
 // only for what fits under the limit, and releases do not hand their token
-// on while the tokens out exceed it. A token whose consumer has answered and
-// that the handler is about to give back (an autoRelease delivery, a failed
-// attempt) counts as free from the answer on (Answered, Settled): the
-// outcome write is not the consumer's load.
+// on while the tokens out exceed it.
 //
 // The limit follows the consumer's signals, after TCP CUBIC: it remembers
 // the level at which the consumer last said it was overloaded (wmax), comes
@@ -110,9 +107,6 @@ type aimd struct {
 	// last acquisition, plus what it acquired since, minus the tokens
 	// it sent back instead of handing them on.
 	out int
-	// answered are tokens in out whose consumer has answered and that the
-	// handler is giving back: free for the limit, still in InUse.
-	answered int
 }
 
 // newAIMD starts at the limit the policy's previous owner persisted, else at
@@ -459,11 +453,8 @@ func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.out = p.InUse
-	return max(0, min(want, c.state.Limit-c.busy())), nil
+	return max(0, min(want, c.state.Limit-c.out)), nil
 }
-
-// busy is how many of the tokens out the consumer may still be working on.
-func (c *aimd) busy() int { return c.out - c.answered }
 
 // acquired counts n tokens taken from the store.
 func (b *bucket) acquired(n int) {
@@ -484,46 +475,11 @@ func (t *Throttle) overLimit(policyID string, returning bool) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.busy() > c.state.Limit {
+	if c.out > c.state.Limit {
 		if returning {
 			c.out--
 		}
 		return true
 	}
 	return false
-}
-
-// Answered counts n tokens of policyID free for its effective limit: their
-// consumer has answered, and the caller gives them back once it has written
-// the outcome. It then calls Settled for the same n.
-func (t *Throttle) Answered(policyID string, n int) {
-	c := t.adapt.get(policyID)
-	if c == nil || n <= 0 {
-		return
-	}
-	c.mu.Lock()
-	c.answered += n
-	c.mu.Unlock()
-	t.wakeReleased(policyID) // room under the limit for waiting events
-}
-
-// Settled ends what Answered counted for n tokens of policyID and gives
-// back the given ones (0 <= back <= n; the others went back another way,
-// or are held by the event still). They go to the store, never to a
-// waiting event: the bucket may have taken their places under the limit
-// already, and a hand-off would let one event too many out. Until the
-// store has them they count as busy again, which costs nothing.
-func (t *Throttle) Settled(ctx context.Context, policyID string, n, back int) error {
-	if c := t.adapt.get(policyID); c != nil && n > 0 {
-		c.mu.Lock()
-		// A controller made anew meanwhile counted none of them.
-		c.answered = max(0, c.answered-n)
-		c.mu.Unlock()
-	}
-	if back <= 0 {
-		return nil
-	}
-	err := returnTokens(ctx, t.deps.Store, policyID, back, 0)
-	t.wakeReleased(policyID)
-	return err
 }

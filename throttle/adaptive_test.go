@@ -2,16 +2,13 @@ package throttle_test
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
@@ -118,21 +115,13 @@ type adaptiveRun struct {
 // ceiling; maxInFlight ceiling) whose owner starts at limit, and lets the
 // owner dispatch. Call it in a synctest bubble.
 func startAdaptiveRun(t *testing.T, ceiling, limit, n int) *adaptiveRun {
-	return startAdaptiveRunOn(t, throttletest.NewMemStore(), nil, ceiling, limit, n)
-}
-
-// startAdaptiveRunOn is startAdaptiveRun on mem, through st if not nil.
-func startAdaptiveRunOn(t *testing.T, mem *throttletest.MemStore, st throttle.Store, ceiling, limit, n int) *adaptiveRun {
-	r := &adaptiveRun{st: mem}
-	if st == nil {
-		st = mem
-	}
+	r := &adaptiveRun{st: throttletest.NewMemStore()}
 	p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: ceiling, TokenTimeout: time.Hour, Version: 1,
 		Adaptive: &model.AdaptiveLimit{Min: 1, Max: ceiling}, EffectiveLimit: limit}
 	if err := r.st.PolicyCreate(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	r.thr = startThrottle(t, st, throttle.Config{}, func(items []throttle.Item) {
+	r.thr = startThrottle(t, r.st, throttle.Config{}, func(items []throttle.Item) {
 		r.mu.Lock()
 		r.got = append(r.got, items...)
 		r.mu.Unlock()
@@ -190,94 +179,6 @@ func TestAdaptiveReleaseLatencyLowersLimit(t *testing.T) {
 		}
 		if ls, _ := r.thr.Limit("p"); ls.Limit != 9 || ls.Reason != throttle.LimitReasonLatency {
 			t.Fatalf("limit %+v after a window of 100 ms releases, want 9 latency", ls)
-		}
-	})
-}
-
-// TestAdaptiveAnsweredTokens: tokens whose consumer answered count free
-// for the effective limit until settled, and settled ones go back to the
-// store, never to a waiting event: the bucket already used their room.
-func TestAdaptiveAnsweredTokens(t *testing.T) {
-	runInBubble(t, "Bound", func(t *testing.T) {
-		ctx := context.Background()
-		r := startAdaptiveRun(t, 20, 10, 40)
-		if n := r.dispatched(); n != 10 {
-			t.Fatalf("%d dispatched under a limit of 10", n)
-		}
-		r.thr.Answered("p", 3)
-		r.settle()
-		if n := r.dispatched(); n != 13 {
-			t.Fatalf("%d dispatched after 3 of 10 answered, want 13", n)
-		}
-		// Their outcomes are written (autoRelease: released) and the
-		// tokens settled.
-		ts := make([]store.EventTransition, 3)
-		r.mu.Lock()
-		for i := range ts {
-			ts[i] = store.DeliveredReleased(r.got[i].Event.ID, model.EventDelivering, 1, 1, true, time.Now())
-		}
-		r.mu.Unlock()
-		if res, err := r.st.EventTransition(ctx, ts); err != nil || errors.Join(res...) != nil {
-			t.Fatalf("outcome writes: %v %v", res, err)
-		}
-		if err := r.thr.Settled(ctx, "p", 3, 3); err != nil {
-			t.Fatal(err)
-		}
-		r.settle()
-		if n := r.dispatched(); n != 13 {
-			t.Fatalf("%d dispatched after the answered tokens were settled, want still 13", n)
-		}
-		if p, _ := r.st.PolicyGetByID(ctx, "p"); p.InUse != 10 {
-			t.Fatalf("InUse %d, want 10 (13 acquired, 3 given back)", p.InUse)
-		}
-	})
-}
-
-// gatedAcquire holds PolicyAcquireTokens, once armed, until the gate opens.
-type gatedAcquire struct {
-	*throttletest.MemStore
-	armed   atomic.Bool
-	waiting chan struct{} // an acquisition waits at the gate
-	gate    chan struct{}
-}
-
-func (g *gatedAcquire) PolicyAcquireTokens(ctx context.Context, id string, want int) (int, error) {
-	if g.armed.CompareAndSwap(true, false) {
-		close(g.waiting)
-		<-g.gate
-	}
-	return g.MemStore.PolicyAcquireTokens(ctx, id, want)
-}
-
-// TestAdaptiveSettledWhileAcquiring: the bucket acquires tokens for the
-// room answered tokens left, and their outcomes are settled before the
-// acquisition returns. The settled tokens must not go to waiting events
-// as well: that would put 13 events out under a limit of 10.
-func TestAdaptiveSettledWhileAcquiring(t *testing.T) {
-	runInBubble(t, "Bound", func(t *testing.T) {
-		ctx := context.Background()
-		g := &gatedAcquire{MemStore: throttletest.NewMemStore(), waiting: make(chan struct{}), gate: make(chan struct{})}
-		r := startAdaptiveRunOn(t, g.MemStore, g, 20, 10, 40)
-		g.armed.Store(true)
-		r.thr.Answered("p", 3)
-		<-g.waiting // the bucket acquires 3 tokens for the answered ones' room
-		ts := make([]store.EventTransition, 3)
-		r.mu.Lock()
-		for i := range ts {
-			ts[i] = store.DeliveredReleased(r.got[i].Event.ID, model.EventDelivering, 1, 1, true, time.Now())
-		}
-		r.mu.Unlock()
-		if res, err := r.st.EventTransition(ctx, ts); err != nil || errors.Join(res...) != nil {
-			t.Fatalf("outcome writes: %v %v", res, err)
-		}
-		if err := r.thr.Settled(ctx, "p", 3, 3); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		close(g.gate)
-		r.settle()
-		if n := r.dispatched() - 3; n != 10 {
-			t.Fatalf("%d events out under a limit of 10", n)
 		}
 	})
 }
