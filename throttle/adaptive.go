@@ -182,10 +182,9 @@ func (c *aimd) newWindow() {
 
 // decrease lowers the limit and starts a window in which no signal but
 // further overloads lowers it again: the deliveries sent under the old
-// limit still answer, and their signals are about that limit. An overload
-// takes one off (the consumer took one request less than the limit, and
-// the level that failed is the limit plus one); any other signal ×0.9
-// (the level that failed is the limit before).
+// limit still answer, and their signals are about that limit. The level
+// that failed (wmax) is the limit before; an overload takes one off (the
+// consumer took one request less), any other signal ×0.9.
 func (c *aimd) decrease(reason string, now time.Time) (LimitState, bool) {
 	c.newWindow()
 	l := c.state.Limit
