@@ -137,12 +137,6 @@ func (r *adaptiveRun) settle() {
 	synctest.Wait()
 }
 
-func (r *adaptiveRun) dispatched() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.got)
-}
-
 // release releases dispatched event i as delivered held ago.
 func (r *adaptiveRun) release(t *testing.T, i int, held time.Duration) {
 	t.Helper()
