@@ -50,7 +50,7 @@ const (
 	// adaptiveHold and adaptiveMaxHold bound the healthy windows the
 	// limit spends just below wmax before it tries wmax again.
 	adaptiveHold    = 2
-	adaptiveMaxHold = 16
+	adaptiveMaxHold = 8
 	// adaptiveRecent is how far back "the best recent window" of release
 	// latency looks, in whole minutes: a consumer that stays slower for
 	// longer sets a new baseline.
