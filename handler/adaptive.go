@@ -115,10 +115,10 @@ func adaptiveHTTP(items []throttle.Item, idx []int) bool {
 }
 
 // deliverEach delivers evs (the events of items) one per call, all at
-// once, and reports each answer to the adaptive limit as it comes, with
-// its own latency: a batch answered as a whole would hold every token
-// until its slowest answer, and keep the consumer's load in lockstep
-// batches that reach it all at once.
+// once. As each answer comes, it reports it to the adaptive limit (with its
+// own latency) and queues its outcome for the writers: a batch answered as
+// a whole would hold every token until its slowest answer, and keep the
+// consumer's load in lockstep batches that reach it all at once.
 func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Event, items []throttle.Item) []delivery.Result {
 	rs := make([]delivery.Result, len(evs))
 	var wg sync.WaitGroup
@@ -131,7 +131,9 @@ func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Eve
 			} else {
 				rs[j] = delivery.Result{Err: errors.New("deliverer returned no result")}
 			}
-			h.answer(items[j], rs[j], h.deps.Clock.Now().Sub(start))
+			now := h.deps.Clock.Now()
+			h.answer(items[j], rs[j], now.Sub(start))
+			h.outcomes.put(h.outcomesAt(&outcomes{items: items[j : j+1], results: rs[j : j+1]}, now))
 		})
 	}
 	wg.Wait()
