@@ -100,11 +100,8 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	e.FinishedAt = d.timePtr()
 	e.CreatedAt = d.time()
 	e.UpdatedAt = d.time()
-	if d.err == nil && len(d.b) > 0 {
-		// Rows of earlier versions may end with a concurrency key value,
-		// now read from the payload.
-		_ = d.str()
-	}
+	// Rows of earlier versions may end with the event's concurrency key
+	// value (now read from the payload): what follows is not read.
 	if d.err != nil {
 		return nil, d.err
 	}
