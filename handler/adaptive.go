@@ -26,9 +26,9 @@ type backlogReader interface {
 }
 
 // backlogObserver is the throttle's input for the backlog of an adaptive
-// policy's SQS queue.
+// policy's SQS queue; false if it keeps no limit for the policy.
 type backlogObserver interface {
-	ObserveBacklog(policyID string, prev, cur int)
+	ObserveBacklog(policyID string, prev, cur int) bool
 }
 
 // backlogInterval is how often the queues of adaptive SQS policies are read.
@@ -85,7 +85,9 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 		if q.read {
 			prev = q.last
 		}
-		bo.ObserveBacklog(policyID, prev, n)
+		if !bo.ObserveBacklog(policyID, prev, n) {
+			continue // deleted, no longer adaptive, or owned elsewhere
+		}
 		q.last, q.read = n, true
 		// Kept for the next poll unless a delivery replaced it.
 		h.backlogs.mu.Lock()
@@ -100,21 +102,55 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// observeLimits reports the outcomes of a delivered batch to the throttle,
-// which moves the limits of adaptive policies.
-func (h *Handler) observeLimits(items []throttle.Item, results []delivery.Result, latency time.Duration) {
-	lo, ok := h.thr.(limitObserver)
-	if !ok {
+// adaptiveHTTP reports whether items hold an event of an adaptive policy;
+// a group of HTTP deliveries that does is sent one event per call
+// (deliverEach).
+func adaptiveHTTP(items []throttle.Item, idx []int) bool {
+	for _, i := range idx {
+		if p := items[i].Policy; p != nil && p.Adaptive != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// deliverEach delivers evs (the events of items) one per call, all at
+// once. As each answer comes, it reports it to the adaptive limit (with its
+// own latency) and queues its outcome for the writers: a batch answered as
+// a whole would hold every token until its slowest answer, and keep the
+// consumer's load in lockstep batches that reach it all at once.
+func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Event, items []throttle.Item) []delivery.Result {
+	rs := make([]delivery.Result, len(evs))
+	var wg sync.WaitGroup
+	for j := range evs {
+		wg.Go(func() {
+			start := h.deps.Clock.Now()
+			r := d.Deliver(ctx, evs[j:j+1])
+			if len(r) == 1 {
+				rs[j] = r[0]
+			} else {
+				rs[j] = delivery.Result{Err: errors.New("deliverer returned no result")}
+			}
+			now := h.deps.Clock.Now()
+			h.answer(items[j], rs[j], now.Sub(start))
+			h.outcomes.put(h.outcomesAt(&outcomes{items: items[j : j+1], results: rs[j : j+1]}, now))
+		})
+	}
+	wg.Wait()
+	return rs
+}
+
+// answer reports the consumer's answer r to a delivery of it to the
+// throttle, which moves the limit of an adaptive policy.
+func (h *Handler) answer(it throttle.Item, r delivery.Result, latency time.Duration) {
+	if it.Policy == nil || it.Policy.Adaptive == nil {
 		return
 	}
-	for i, it := range items {
-		if it.Policy == nil || it.Policy.Adaptive == nil || i >= len(results) {
-			continue
-		}
-		if it.Event.Target.Type == model.TargetSQS {
-			h.backlogs.seen(it.Policy.ID, it.Event.Target.QueueURL)
-		}
-		lo.Observe(it.Policy.ID, outcomeOf(results[i]), latency)
+	if it.Event.Target.Type == model.TargetSQS {
+		h.backlogs.seen(it.Policy.ID, it.Event.Target.QueueURL)
+	}
+	if lo, ok := h.thr.(limitObserver); ok {
+		lo.Observe(it.Policy.ID, outcomeOf(r), latency)
 	}
 }
 

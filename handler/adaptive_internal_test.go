@@ -26,10 +26,12 @@ type backlogCall struct {
 type fakeBacklogThrottle struct {
 	Throttle
 	calls []backlogCall
+	gone  map[string]bool // policies it keeps no limit for
 }
 
-func (f *fakeBacklogThrottle) ObserveBacklog(policyID string, prev, cur int) {
+func (f *fakeBacklogThrottle) ObserveBacklog(policyID string, prev, cur int) bool {
 	f.calls = append(f.calls, backlogCall{policyID, prev, cur})
+	return !f.gone[policyID]
 }
 
 func TestPollBacklogs(t *testing.T) {
@@ -56,5 +58,20 @@ func TestPollBacklogs(t *testing.T) {
 	sqs.err = errors.New("denied")
 	if err := h.pollBacklogs(ctx); err == nil {
 		t.Fatal("a failed read was not reported")
+	}
+	// A policy the throttle keeps no limit for (deleted) is read no more.
+	sqs.err = nil
+	h.backlogs.seen("p", "q1")
+	thr.gone = map[string]bool{"p": true}
+	n := len(thr.calls)
+	if err := h.pollBacklogs(ctx); err != nil || len(thr.calls) != n+1 {
+		t.Fatalf("err %v, calls %v: the queue was not read", err, thr.calls[n:])
+	}
+	n++
+	if err := h.pollBacklogs(ctx); err != nil || len(thr.calls) != n {
+		t.Fatalf("err %v; the queue of a policy without a limit was read again: %v", err, thr.calls[n-1:])
+	}
+	if len(h.backlogs.m) != 0 {
+		t.Fatalf("backlogs kept %v", h.backlogs.m)
 	}
 }

@@ -331,7 +331,7 @@ func BenchmarkAdaptive(b *testing.B) {
 	for range b.N {
 		c := &capped{work: work}
 		c.capacity.Store(50)
-		thr := startAdaptive(b, c, 100000, 100)
+		thr := startAdaptive(b, c, 100000, 100, 0)
 		limit := func() int {
 			ls, _ := thr.Limit("pol")
 			return ls.Limit

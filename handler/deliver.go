@@ -35,13 +35,9 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 			h.hosts.acquire(host, n)
 			h.inFlight.Add(int64(n))
 			deliveries.Go(func() {
-				o := h.deliverTenant(h.workCtx, batch)
-				var rs []delivery.Result
-				if o != nil {
-					rs = o.results
-				}
+				o, rs := h.deliverTenant(h.workCtx, batch)
 				h.hosts.done(host, n, rs)
-				if o != nil {
+				if o != nil && len(o.items) > 0 {
 					h.outcomes.put(o)
 				}
 				h.inFlight.Add(-int64(n))
@@ -59,7 +55,7 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 
 // deliverTenant delivers a batch of one tenant with the tenant's target rule
 // in the context.
-func (h *Handler) deliverTenant(ctx context.Context, batch []throttle.Item) *outcomes {
+func (h *Handler) deliverTenant(ctx context.Context, batch []throttle.Item) (*outcomes, []delivery.Result) {
 	tenant := batch[0].Event.TenantID
 	rule, err := h.tenants.rule(ctx, tenant)
 	if err != nil {
@@ -165,9 +161,12 @@ func (b *outbox) close() {
 	b.queued.Broadcast()
 }
 
-// deliverWith sends one batch and returns its outcomes (nil if nothing was
-// sent); with fail set, each event fails with it instead (retryable).
-func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail error) *outcomes {
+// deliverWith sends one batch and returns the outcomes to write (nil if
+// nothing was sent) and the results of every event sent; with fail set,
+// each event fails with it instead (retryable). The outcomes of events sent
+// one by one (deliverEach) are queued for the writers as they come, not
+// returned.
+func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail error) (*outcomes, []delivery.Result) {
 	clock := h.deps.Clock
 	owns := map[int]bool{}
 	send := batch[:0:0]
@@ -202,7 +201,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 	send = h.recheck(ctx, send)
 	send = h.renewTokens(ctx, send)
 	if len(send) == 0 {
-		return nil
+		return nil, nil
 	}
 
 	// Deliver, grouped by target type.
@@ -215,6 +214,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 	for _, it := range send {
 		h.observeLateness(it, start)
 	}
+	each := make([]bool, len(send)) // sent one by one, outcomes queued already
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
 		if fail != nil {
@@ -240,7 +240,17 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 				evs[j] = &e
 			}
 		}
-		rs := d.Deliver(ctx, evs)
+		var rs []delivery.Result
+		if tt == model.TargetHTTP && adaptiveHTTP(send, idx) {
+			its := make([]throttle.Item, len(idx))
+			for j, i := range idx {
+				its[j] = send[i]
+				each[i] = true
+			}
+			rs = h.deliverEach(ctx, d, evs, its)
+		} else {
+			rs = d.Deliver(ctx, evs)
+		}
 		for j, i := range idx {
 			if j < len(rs) {
 				results[i] = rs[j]
@@ -250,18 +260,30 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		}
 	}
 	now := clock.Now()
-	h.observeLimits(send, results, now.Sub(start))
-	ts := make([]store.EventTransition, len(send))
-	var ok []string
+	o := &outcomes{}
 	for i, it := range send {
-		ts[i] = h.outcome(it, results[i], now)
-		if ts[i].To == model.EventDelivered {
+		if !each[i] {
+			h.answer(it, results[i], now.Sub(start))
+			o.items, o.results = append(o.items, it), append(o.results, results[i])
+		}
+	}
+	return h.outcomesAt(o, now), results
+}
+
+// outcomesAt sets the transitions of o's results at now and tells the
+// throttle which events are delivered.
+func (h *Handler) outcomesAt(o *outcomes, now time.Time) *outcomes {
+	o.ts = make([]store.EventTransition, len(o.items))
+	var ok []string
+	for i, it := range o.items {
+		o.ts[i] = h.outcome(it, o.results[i], now)
+		if o.ts[i].To == model.EventDelivered {
 			ok = append(ok, it.Event.ID)
 		}
 	}
 	// Until its delivered write, a consumer's release may already come.
 	h.thr.Delivered(ok...)
-	return &outcomes{items: send, results: results, ts: ts}
+	return o
 }
 
 // observeLateness reports the delay the scheduler added to it: from the

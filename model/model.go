@@ -148,19 +148,16 @@ type Schedule struct {
 	// Window is the batch window: events carry FireTime+Window as deadline.
 	Window time.Duration `json:"window,omitempty"`
 	// Spread lays the launch times of a fire's events evenly over Window.
-	Spread   bool            `json:"spread,omitempty"`
-	Priority int             `json:"priority,omitempty"`
-	Target   Target          `json:"target"`
-	Payload  json.RawMessage `json:"payload,omitempty"`
-	// ConcurrencyKey is the event's value of its policy's ConcurrencyKey,
-	// computed once at emission; "" when the policy has none.
-	ConcurrencyKey string        `json:"concurrencyKey,omitempty"`
-	MaxAttempts    int           `json:"maxAttempts"`
-	StartAt        *time.Time    `json:"startAt,omitempty"`
-	EndAt          *time.Time    `json:"endAt,omitempty"`
-	Misfire        MisfirePolicy `json:"misfire"`
-	Overlap        OverlapPolicy `json:"overlap"`
-	State          ScheduleState `json:"state"`
+	Spread      bool            `json:"spread,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Target      Target          `json:"target"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts int             `json:"maxAttempts"`
+	StartAt     *time.Time      `json:"startAt,omitempty"`
+	EndAt       *time.Time      `json:"endAt,omitempty"`
+	Misfire     MisfirePolicy   `json:"misfire"`
+	Overlap     OverlapPolicy   `json:"overlap"`
+	State       ScheduleState   `json:"state"`
 	// Partition is the emitter partition of the schedule's children, fixed at
 	// creation (see PartitionOf).
 	Partition int `json:"partition"`
@@ -268,20 +265,21 @@ type Event struct {
 	Count      int       `json:"count"`
 	// LaunchAt is when the next attempt may start (the launch time, or the
 	// retry time after a failed attempt).
-	LaunchAt time.Time       `json:"launchAt"`
-	Deadline *time.Time      `json:"deadline,omitempty"`
-	Priority int             `json:"priority,omitempty"`
-	PolicyID string          `json:"policyId,omitempty"`
-	Target   Target          `json:"target"`
-	Payload  json.RawMessage `json:"payload,omitempty"`
-	// ConcurrencyKey is the event's value of its policy's ConcurrencyKey,
-	// computed once at emission; "" when the policy has none.
-	ConcurrencyKey string      `json:"concurrencyKey,omitempty"`
-	MaxAttempts    int         `json:"maxAttempts"`
-	Shard          int         `json:"shard"`
-	Status         EventStatus `json:"status"`
-	Attempts       int         `json:"attempts"`
-	LastError      string      `json:"lastError,omitempty"`
+	LaunchAt time.Time  `json:"launchAt"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Priority int        `json:"priority,omitempty"`
+	PolicyID string     `json:"policyId,omitempty"`
+	Target   Target     `json:"target"`
+	// Payload also holds the event's concurrency key value, which the
+	// owner of its policy's bucket reads with the policy's current
+	// ConcurrencyKey (ConcurrencyKeyOf): it is not stored apart, so that a
+	// changed key regroups waiting events.
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts int             `json:"maxAttempts"`
+	Shard       int             `json:"shard"`
+	Status      EventStatus     `json:"status"`
+	Attempts    int             `json:"attempts"`
+	LastError   string          `json:"lastError,omitempty"`
 	// Fence is the fencing token of the queue-shard lease under which the
 	// event was last claimed; a holder with an older fence loses.
 	Fence int64 `json:"fence,omitempty"`

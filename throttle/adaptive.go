@@ -14,11 +14,20 @@ import (
 // the only process that acquires the policy's tokens, enforces the lower
 // effective limit: before acquiring it reads the persisted InUse and asks
 // only for what fits under the limit, and releases do not hand their token
-// on while the tokens out exceed it. The limit follows the consumer's signals
-// in an AIMD loop: +1 per window of `limit` successful deliveries, ×0.9 on a
-// signal (429, 503, timeout, a 5xx share over adaptiveServerErrorShare, or
-// the window's mean latency beyond adaptiveLatencyGrowth times the best
-// window seen), at most one decrease per window.
+// on while the tokens out exceed it.
+//
+// The limit follows the consumer's signals, after TCP CUBIC: it remembers
+// the level at which the consumer last said it was overloaded (wmax), comes
+// back towards it quickly, holds just below it for a few windows before it
+// tries it again (more windows each time the same level fails again), and
+// grows faster and faster beyond it once the consumer takes it. A 429 or
+// 503 takes one off the limit (one request more than the consumer takes),
+// each further one in the same window one more, down to ×0.9. A timeout,
+// a 5xx share over adaptiveServerErrorShare, or a window whose mean
+// latency exceeds adaptiveLatencyGrowth times the best (of responses: the
+// best window ever; of releases, for policies without autoRelease: the
+// best of the last adaptiveRecent minutes) takes it ×0.9, once per window.
+// A window is `limit` outcomes (or releases).
 
 // Outcome is what a delivery attempt told about the consumer's capacity.
 type Outcome int
@@ -32,13 +41,20 @@ const (
 )
 
 const (
-	// adaptiveDecrease is gentle: the limit saws between it and just
-	// above the consumer's capacity, and ×0.7 left a quarter of the
-	// capacity unused (BenchmarkAdaptive); the window after a decrease
-	// ignoring late signals keeps it from compounding.
+	// adaptiveDecrease is the multiplicative decrease: gentle, because
+	// the window after a decrease ignores late signals and the limit
+	// holds just below the level that failed.
 	adaptiveDecrease         = 0.9
 	adaptiveServerErrorShare = 0.1
 	adaptiveLatencyGrowth    = 2.0
+	// adaptiveHold and adaptiveMaxHold bound the healthy windows the
+	// limit spends just below wmax before it tries wmax again.
+	adaptiveHold    = 2
+	adaptiveMaxHold = 8
+	// adaptiveRecent is how far back "the best recent window" of release
+	// latency looks, in whole minutes: a consumer that stays slower for
+	// longer sets a new baseline.
+	adaptiveRecent = 5
 )
 
 // Limit reasons, as in the policy's limitReason.
@@ -65,12 +81,28 @@ type aimd struct {
 	min, max int
 	state    LimitState
 	// The current window: observations since it began, successes, 5xx,
-	// summed latency of successes; whether a decrease happened in it.
+	// summed latency of successes.
 	seen, ok, serverErr int
 	latSum              time.Duration
-	decreased           bool
+	// decreased: the limit went down in this window, from from;
+	// overloads: on an overload (further ones take it down further).
+	decreased, overloads bool
+	from                 int
+	// wmax is the limit at which the consumer last said it was overloaded
+	// (0: never). The limit holds at wmax-1 for hold healthy windows (held
+	// so far) before it tries wmax again; at or beyond wmax it grows by
+	// step, which doubles each healthy window.
+	wmax, hold, held, step int
 	// best is the lowest mean success latency of a full window.
 	best time.Duration
+	// rel is the window of release latencies (policies without
+	// autoRelease): releases seen, their summed latency, and the best
+	// window mean of each of the last adaptiveRecent minutes.
+	rel struct {
+		seen   int
+		sum    time.Duration
+		recent []minuteBest
+	}
 	// out is the owner's count of tokens out: the persisted InUse at the
 	// last acquisition, plus what it acquired since, minus the tokens
 	// it sent back instead of handing them on.
@@ -85,7 +117,7 @@ func newAIMD(p *model.Policy, now time.Time) *aimd {
 	if p.EffectiveLimit > 0 {
 		st = LimitState{Limit: min(max(p.EffectiveLimit, a.Min), a.Max), Reason: p.LimitReason, ChangedAt: p.LimitChangedAt}
 	}
-	return &aimd{min: a.Min, max: a.Max, state: st}
+	return &aimd{min: a.Min, max: a.Max, state: st, hold: adaptiveHold, step: 1}
 }
 
 // observe feeds one outcome; it returns the new state if the limit changed.
@@ -108,8 +140,18 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 			reason = LimitReasonServerError
 		}
 	}
-	if reason != "" && !c.decreased {
-		return c.decrease(reason, now)
+	if reason != "" {
+		if !c.decreased {
+			return c.decrease(reason, now)
+		}
+		// Each further overload is one more request than the consumer
+		// takes: one less again, down to ×0.9 of the limit the window
+		// began with. No further: requests it accepted under an older,
+		// higher limit make it refuse new ones until they end.
+		if reason == LimitReasonOverloaded && c.overloads && c.state.Limit > max(c.min, int(float64(c.from)*adaptiveDecrease)) {
+			c.wmax = c.state.Limit
+			return c.set(c.state.Limit-1, reason, now)
+		}
 	}
 	if c.seen < c.state.Limit {
 		return c.state, false
@@ -120,7 +162,7 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 	if c.ok > 0 {
 		mean = c.latSum / time.Duration(c.ok)
 	}
-	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, false
+	c.newWindow()
 	if mean > 0 && c.best > 0 && float64(mean) > adaptiveLatencyGrowth*float64(c.best) {
 		return c.decrease(LimitReasonLatency, now)
 	}
@@ -128,17 +170,102 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 		c.best = mean
 	}
 	if full && c.state.Limit < c.max {
-		return c.set(c.state.Limit+1, LimitReasonHealthy, now)
+		return c.grow(now)
 	}
 	return c.state, false
 }
 
-// decrease lowers the limit and starts a window in which no signal lowers it
-// again: the deliveries sent under the old limit still answer, and their
-// signals are about that limit.
+func (c *aimd) newWindow() {
+	c.seen, c.ok, c.serverErr, c.latSum = 0, 0, 0, 0
+	c.decreased, c.overloads = false, false
+}
+
+// decrease lowers the limit and starts a window in which no signal but
+// further overloads lowers it again: the deliveries sent under the old
+// limit still answer, and their signals are about that limit. The level
+// that failed (wmax) is the limit before; an overload takes one off (the
+// consumer took one request less), any other signal ×0.9.
 func (c *aimd) decrease(reason string, now time.Time) (LimitState, bool) {
-	c.seen, c.ok, c.serverErr, c.latSum, c.decreased = 0, 0, 0, 0, true
-	return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), reason, now)
+	c.newWindow()
+	l := c.state.Limit
+	c.decreased, c.from = true, l
+	// The same level failing again holds the limit below it longer.
+	if c.wmax == l {
+		c.hold = min(2*c.hold, adaptiveMaxHold)
+	} else {
+		c.hold = adaptiveHold
+	}
+	c.wmax, c.held, c.step = l, 0, 1
+	if reason == LimitReasonOverloaded {
+		c.overloads = true
+		return c.set(max(c.min, l-1), reason, now)
+	}
+	return c.set(max(c.min, int(float64(l)*adaptiveDecrease)), reason, now)
+}
+
+// grow raises the limit after a healthy window: halfway back up to just
+// below wmax; there, after hold windows, to wmax; at or beyond it (or with
+// no overload seen) by a step that doubles each window, up to an eighth of
+// the limit (a consumer whose capacity grew gets there fast, and one that
+// did not sees at most an eighth too many requests).
+func (c *aimd) grow(now time.Time) (LimitState, bool) {
+	l := c.state.Limit
+	next := l
+	switch {
+	case c.wmax == 0 || l >= c.wmax:
+		s := min(c.step, max(1, l/8))
+		next, c.step = l+s, 2*s
+	case l < c.wmax-1:
+		next = l + max(1, (c.wmax-1-l)/2)
+	default:
+		if c.held++; c.held < c.hold {
+			return c.state, false
+		}
+		next, c.held = c.wmax, 0
+	}
+	return c.set(min(next, c.max), LimitReasonHealthy, now)
+}
+
+// minuteBest is the best window mean of release latency in one minute.
+type minuteBest struct {
+	minute time.Time
+	best   time.Duration
+}
+
+// observeRelease feeds the time from a delivery to its release: a window
+// of `limit` releases whose mean exceeds adaptiveLatencyGrowth times the
+// best window of the last adaptiveRecent minutes lowers the limit.
+func (c *aimd) observeRelease(d time.Duration, now time.Time) (LimitState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rel.seen++
+	c.rel.sum += d
+	if c.rel.seen < c.state.Limit {
+		return c.state, false
+	}
+	mean := c.rel.sum / time.Duration(c.rel.seen)
+	c.rel.seen, c.rel.sum = 0, 0
+	minute := now.Truncate(time.Minute)
+	recent := c.rel.recent[:0]
+	best := time.Duration(0)
+	for _, m := range c.rel.recent {
+		if minute.Sub(m.minute) < adaptiveRecent*time.Minute {
+			recent = append(recent, m)
+			if best == 0 || m.best < best {
+				best = m.best
+			}
+		}
+	}
+	if n := len(recent); n > 0 && recent[n-1].minute.Equal(minute) {
+		recent[n-1].best = min(recent[n-1].best, mean)
+	} else {
+		recent = append(recent, minuteBest{minute, mean})
+	}
+	c.rel.recent = recent
+	if best > 0 && float64(mean) > adaptiveLatencyGrowth*float64(best) && !c.decreased {
+		return c.decrease(LimitReasonLatency, now)
+	}
+	return c.state, false
 }
 
 // backlog lowers the limit of an SQS policy whose queue grows: a
@@ -200,6 +327,13 @@ func (s *adaptiveSet) of(p *model.Policy, now time.Time) *aimd {
 	return c
 }
 
+// forget drops the controller of a deleted policy.
+func (s *adaptiveSet) forget(policyID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, policyID)
+}
+
 func (s *adaptiveSet) get(policyID string) *aimd {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -230,16 +364,33 @@ func (t *Throttle) Observe(policyID string, o Outcome, latency time.Duration) {
 	}
 }
 
-// ObserveBacklog reports the backlog of an adaptive SQS policy's queue
-// (prev: the previous reading).
-func (t *Throttle) ObserveBacklog(policyID string, prev, cur int) {
+// ObserveRelease reports the time from a delivery of policyID to its
+// release by the consumer (Release calls it). It moves the limit of an
+// adaptive policy this process owns; it does nothing for another policy,
+// or for releases served by an instance that does not own the policy.
+func (t *Throttle) ObserveRelease(policyID string, held time.Duration) {
 	c := t.adapt.get(policyID)
 	if c == nil {
 		return
 	}
+	if st, changed := c.observeRelease(max(held, 0), t.deps.Clock.Now()); changed {
+		t.limitChanged(policyID, st)
+	}
+}
+
+// ObserveBacklog reports the backlog of an adaptive SQS policy's queue
+// (prev: the previous reading). It returns false if this process keeps no
+// limit for policyID (not adaptive, deleted, or owned elsewhere): its
+// queue need not be read.
+func (t *Throttle) ObserveBacklog(policyID string, prev, cur int) bool {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return false
+	}
 	if st, changed := c.backlog(prev, cur, t.deps.Clock.Now()); changed {
 		t.limitChanged(policyID, st)
 	}
+	return true
 }
 
 // Limit returns the effective limit of an adaptive policy this process

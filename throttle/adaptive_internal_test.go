@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -21,27 +22,27 @@ func TestAIMD(t *testing.T) {
 	})
 	t.Run("DecreasesOncePerWindow", func(t *testing.T) {
 		c := newC()
-		st, changed := c.observe(OutcomeOverloaded, 0, at)
-		if !changed || st.Limit != 9 || st.Reason != LimitReasonOverloaded {
-			t.Fatalf("after a 429: %+v changed=%v, want 9 overloaded", st, changed)
+		st, changed := c.observe(OutcomeTimeout, 0, at)
+		if !changed || st.Limit != 9 || st.Reason != LimitReasonTimeout {
+			t.Fatalf("after a timeout: %+v changed=%v, want 9 timeout", st, changed)
 		}
-		if _, changed := c.observe(OutcomeOverloaded, 0, at); changed {
-			t.Fatal("a second signal in the same window lowered the limit again")
+		if _, changed := c.observe(OutcomeTimeout, 0, at); changed {
+			t.Fatal("a second timeout in the same window lowered the limit again")
 		}
 	})
 	t.Run("LateSignalsOfTheOldLimitIgnored", func(t *testing.T) {
 		c := newC()
 		c.observe(OutcomeOK, time.Millisecond, at)
-		c.observe(OutcomeOverloaded, 0, at) // 10 → 9
+		c.observe(OutcomeTimeout, 0, at) // 10 → 9
 		for i := 0; i < 8; i++ {
-			if _, changed := c.observe(OutcomeOverloaded, 0, at); changed {
+			if _, changed := c.observe(OutcomeTimeout, 0, at); changed {
 				t.Fatalf("answer %d sent under the old limit lowered the new one", i)
 			}
 		}
 		if st, changed := c.observe(OutcomeOK, 0, at); changed || st.Limit != 9 {
 			t.Fatalf("state %+v changed=%v at the end of the window after the decrease", st, changed)
 		}
-		if st, changed := c.observe(OutcomeOverloaded, 0, at); !changed || st.Limit != 8 {
+		if st, changed := c.observe(OutcomeTimeout, 0, at); !changed || st.Limit != 8 {
 			t.Fatalf("a signal in the next window: %+v changed=%v, want 8", st, changed)
 		}
 	})
@@ -54,26 +55,103 @@ func TestAIMD(t *testing.T) {
 			t.Fatalf("limit = %d, want min 2", c.state.Limit)
 		}
 	})
-	t.Run("IncreasesByOnePerHealthyWindow", func(t *testing.T) {
+	// healthy feeds one window of successes and returns the limit after it.
+	healthy := func(c *aimd) int {
+		for range c.state.Limit {
+			c.observe(OutcomeOK, time.Millisecond, at)
+		}
+		return c.state.Limit
+	}
+	t.Run("HoldsBelowTheLevelThatFailed", func(t *testing.T) {
 		c := newC()
-		c.observe(OutcomeOverloaded, 0, at) // 9; the next window follows a decrease
-		for i := 0; i < 9; i++ {
-			c.observe(OutcomeOK, time.Millisecond, at)
+		c.observe(OutcomeOverloaded, 0, at) // 10 → 9; the next window follows a decrease
+		if l := healthy(c); l != 9 {
+			t.Fatalf("limit = %d after the window of the decrease, want 9", l)
 		}
-		if c.state.Limit != 9 {
-			t.Fatalf("limit = %d after the window of the decrease, want 9", c.state.Limit)
+		// Two healthy windows at 9, then 10 is tried again.
+		if l := healthy(c); l != 9 {
+			t.Fatalf("limit = %d after one healthy window below the failed 10, want 9 (held)", l)
 		}
-		for i := 0; i < 9; i++ {
-			c.observe(OutcomeOK, time.Millisecond, at)
+		if l := healthy(c); l != 10 || c.state.Reason != LimitReasonHealthy {
+			t.Fatalf("state = %+v after two healthy windows at 9, want 10 healthy", c.state)
 		}
-		if c.state.Limit != 10 || c.state.Reason != LimitReasonHealthy {
-			t.Fatalf("state = %+v after a healthy window, want 10 healthy", c.state)
+		// 10 fails again: held twice as long.
+		c.observe(OutcomeOverloaded, 0, at)
+		healthy(c) // the window of the decrease
+		for i := range 3 {
+			if l := healthy(c); l != 9 {
+				t.Fatalf("limit = %d after %d healthy windows below 10 failing twice, want 9", l, i+1)
+			}
 		}
-		for i := 0; i < 100; i++ {
-			c.observe(OutcomeOK, time.Millisecond, at)
+		if l := healthy(c); l != 10 {
+			t.Fatalf("limit = %d after four healthy windows, want 10", l)
+		}
+		for range 100 {
+			healthy(c)
 		}
 		if c.state.Limit != 10 {
 			t.Fatalf("limit = %d, want max 10", c.state.Limit)
+		}
+	})
+	t.Run("BeyondTheFailedLevelFasterAndFaster", func(t *testing.T) {
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 1, Max: 100}, EffectiveLimit: 20}, at)
+		c.observe(OutcomeOverloaded, 0, at) // 20 → 19: the consumer failed at 20
+		healthy(c)                          // the window of the decrease
+		var got []int
+		for range 8 {
+			got = append(got, healthy(c))
+		}
+		// Held at 19 for two windows, 20 again, then +1, +2, and from
+		// there an eighth of the limit: +2 (23/8), +3, +3, +3.
+		want := []int{19, 20, 21, 23, 25, 28, 31, 34}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limits after healthy windows = %v, want %v", got, want)
+		}
+	})
+	t.Run("BackHalfwayTowardsTheFailedLevel", func(t *testing.T) {
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 1, Max: 100}, EffectiveLimit: 50}, at)
+		c.observe(OutcomeTimeout, 0, at) // 50 → 45 (×0.9)
+		healthy(c)
+		var got []int
+		for range 6 {
+			got = append(got, healthy(c))
+		}
+		if want := []int{47, 48, 49, 49, 50, 51}; !slices.Equal(got, want) {
+			t.Fatalf("limits after healthy windows = %v, want %v", got, want)
+		}
+	})
+	t.Run("OneLessPerOverloadDownToTimesPointNine", func(t *testing.T) {
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 1, Max: 100}, EffectiveLimit: 50}, at)
+		for i := 1; i <= 3; i++ {
+			if st, changed := c.observe(OutcomeOverloaded, 0, at); !changed || st.Limit != 50-i {
+				t.Fatalf("429 number %d at 50: %+v changed=%v, want %d", i, st, changed, 50-i)
+			}
+		}
+		for range 20 {
+			c.observe(OutcomeOverloaded, 0, at)
+		}
+		if c.state.Limit != 45 {
+			t.Fatalf("limit = %d after 23 429s in a window that began at 50, want 45 (×0.9)", c.state.Limit)
+		}
+		for range 45 - 22 {
+			c.observe(OutcomeOK, time.Millisecond, at)
+		}
+		// The consumer failed at 46: held at 45 for two windows.
+		if l := healthy(c); l != 45 {
+			t.Fatalf("limit = %d after a healthy window, want 45 (held)", l)
+		}
+		if l := healthy(c); l != 46 {
+			t.Fatalf("limit = %d after two healthy windows, want 46", l)
+		}
+	})
+	t.Run("TimeoutOncePerWindow", func(t *testing.T) {
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 1, Max: 100}, EffectiveLimit: 50}, at)
+		c.observe(OutcomeTimeout, 0, at)
+		for range 20 {
+			c.observe(OutcomeTimeout, 0, at)
+		}
+		if c.state.Limit != 45 {
+			t.Fatalf("limit = %d after timeouts in one window at 50, want 45", c.state.Limit)
 		}
 	})
 	t.Run("ServerErrorShare", func(t *testing.T) {

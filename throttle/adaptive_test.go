@@ -101,3 +101,78 @@ func TestAdaptiveLimit(t *testing.T) {
 		}
 	})
 }
+
+// adaptiveRun is an adaptive policy's throttle over the in-memory store,
+// with the events it dispatched.
+type adaptiveRun struct {
+	st  *throttletest.MemStore
+	thr *throttle.Throttle
+	mu  sync.Mutex
+	got []throttle.Item
+}
+
+// startAdaptiveRun enqueues n events of an adaptive policy (min 1, max
+// ceiling; maxInFlight ceiling) whose owner starts at limit, and lets the
+// owner dispatch. Call it in a synctest bubble.
+func startAdaptiveRun(t *testing.T, ceiling, limit, n int) *adaptiveRun {
+	r := &adaptiveRun{st: throttletest.NewMemStore()}
+	p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: ceiling, TokenTimeout: time.Hour, Version: 1,
+		Adaptive: &model.AdaptiveLimit{Min: 1, Max: ceiling}, EffectiveLimit: limit}
+	if err := r.st.PolicyCreate(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	r.thr = startThrottle(t, r.st, throttle.Config{}, func(items []throttle.Item) {
+		r.mu.Lock()
+		r.got = append(r.got, items...)
+		r.mu.Unlock()
+	}, nil)
+	r.thr.Enqueue(scheduledEvents(t, r.st, "p", "s", n, 1)...)
+	r.settle()
+	return r
+}
+
+// settle lets fake time pass: reconciliation and polls run.
+func (r *adaptiveRun) settle() {
+	time.Sleep(5 * time.Second)
+	synctest.Wait()
+}
+
+// release releases dispatched event i as delivered held ago.
+func (r *adaptiveRun) release(t *testing.T, i int, held time.Duration) {
+	t.Helper()
+	r.mu.Lock()
+	id := r.got[i].Event.ID
+	r.mu.Unlock()
+	e, err := r.st.EventGetByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-held)
+	e.DeliveredAt = &at
+	if ok, err := r.thr.Release(context.Background(), e, time.Now()); !ok || err != nil {
+		t.Fatalf("release %s = %v, %v", id, ok, err)
+	}
+}
+
+// TestAdaptiveReleaseLatencyLowersLimit: a window of releases ten times
+// slower than the first lowers the limit of a policy whose consumer
+// releases its events; it fails when Release does not report the time the
+// consumer held the event.
+func TestAdaptiveReleaseLatencyLowersLimit(t *testing.T) {
+	runInBubble(t, "Slower", func(t *testing.T) {
+		r := startAdaptiveRun(t, 10, 10, 40)
+		for i := range 10 {
+			r.release(t, i, 10*time.Millisecond)
+		}
+		r.settle()
+		if ls, _ := r.thr.Limit("p"); ls.Limit != 10 {
+			t.Fatalf("limit %+v after a window of 10 ms releases, want 10", ls)
+		}
+		for i := 10; i < 20; i++ {
+			r.release(t, i, 100*time.Millisecond)
+		}
+		if ls, _ := r.thr.Limit("p"); ls.Limit != 9 || ls.Reason != throttle.LimitReasonLatency {
+			t.Fatalf("limit %+v after a window of 100 ms releases, want 9 latency", ls)
+		}
+	})
+}

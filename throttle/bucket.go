@@ -340,6 +340,7 @@ func (b *bucket) drop(ctx context.Context) {
 		delete(t.buckets, b.policyID)
 	}
 	t.mu.Unlock()
+	t.adapt.forget(b.policyID)
 	b.policyGone(ctx)
 	t.deps.Metrics.PolicyGone(b.policyID)
 	t.log.Info().Str(logkey.Policy, b.policyID).Msg("policy deleted; its bucket is dropped")

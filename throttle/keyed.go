@@ -148,12 +148,9 @@ func (b *bucket) markStale() {
 	b.mu.Unlock()
 }
 
-// keyOf is the concurrency key value of e under p: the one stored on the
-// event if any, else computed from its payload.
+// keyOf is the concurrency key value of e under p's current key. This is
+// the one place it is computed (events do not carry it).
 func keyOf(p *model.Policy, e *model.Event) string {
-	if e.ConcurrencyKey != "" {
-		return e.ConcurrencyKey
-	}
 	return model.ConcurrencyKeyOf(p.ConcurrencyKey, e.ScheduleID, e.Payload)
 }
 

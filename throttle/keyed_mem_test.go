@@ -1,12 +1,18 @@
 package throttle
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"testing"
 
 	"github.com/schedulerd/schedulerd/model"
 )
+
+// customer is a payload whose /customerId is k.
+func customer(k string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"customerId":%q}`, k))
+}
 
 func heapInUse() uint64 {
 	runtime.GC()
@@ -24,9 +30,11 @@ func BenchmarkKeyedBytesPerKey(b *testing.B) {
 	const keys = 20_000
 	p := &model.Policy{ConcurrencyKey: "/customerId", MaxInFlight: 1}
 	waiting := make([]Item, keys)
+	keyOfWaiting := make([]string, keys)
 	for i := range waiting {
 		k := fmt.Sprint("customer-", i)
-		waiting[i] = Item{Event: &model.Event{ID: fmt.Sprint("w", i), ConcurrencyKey: k}}
+		waiting[i] = Item{Event: &model.Event{ID: fmt.Sprint("w", i), Payload: customer(k)}}
+		keyOfWaiting[i] = k
 	}
 	heldIDs := make([]string, keys)
 	for i := range heldIDs {
@@ -38,7 +46,7 @@ func BenchmarkKeyedBytesPerKey(b *testing.B) {
 		before := heapInUse()
 		for i, it := range waiting {
 			q.Push(it)
-			h.add(heldIDs[i], it.Event.ConcurrencyKey)
+			h.add(heldIDs[i], keyOfWaiting[i])
 		}
 		active := heapInUse()
 		for q.Len() > 0 {
@@ -57,7 +65,7 @@ func BenchmarkKeyedBytesPerKey(b *testing.B) {
 	// and idle again, in a queue that already serves other keys.
 	q := NewKeyedQueue(func(e *model.Event) string { return keyOf(p, e) })
 	h := holders{loaded: true, byID: map[string]string{}, perKey: map[string]int{}}
-	q.Push(Item{Event: &model.Event{ID: "other", ConcurrencyKey: "other"}})
+	q.Push(Item{Event: &model.Event{ID: "other", Payload: customer("other")}})
 	h.add("other-held", "other")
 	i := 0
 	allocs := testing.AllocsPerRun(100, func() {
@@ -79,7 +87,7 @@ func TestKeyedIdleKeysDropped(t *testing.T) {
 	h := holders{loaded: true, byID: map[string]string{}, perKey: map[string]int{}}
 	for i := range 100 {
 		k := fmt.Sprint("c", i%10)
-		q.Push(Item{Event: &model.Event{ID: fmt.Sprint(i), ConcurrencyKey: k, Priority: i % 3}})
+		q.Push(Item{Event: &model.Event{ID: fmt.Sprint(i), Payload: customer(k), Priority: i % 3}})
 	}
 	for q.Len() > 0 {
 		it, k, ok := q.PopEligible(func(string) bool { return true })

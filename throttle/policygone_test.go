@@ -86,3 +86,35 @@ func TestDeletedPolicyStopsReconciling(t *testing.T) {
 		t.Errorf("waiting event of the deleted policy is %s, want dead", e.Status)
 	}
 }
+
+// A deleted adaptive policy's controller is dropped with its bucket.
+func TestDeletedPolicyDropsItsLimit(t *testing.T) {
+	mem := throttletest.NewMemStore()
+	st := &deletableStore{MemStore: mem}
+	if err := mem.PolicyCreate(context.Background(), &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: 4, TokenTimeout: time.Minute,
+		Version: 1, Adaptive: &model.AdaptiveLimit{Min: 1, Max: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	thr, err := throttle.New(throttle.Config{ReconcileInterval: 5 * time.Millisecond, PollInterval: 5 * time.Millisecond},
+		throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range thr.Config().Shards {
+		thr.MarkSettled(s, 1)
+	}
+	var dispatched atomic.Int32
+	runThrottle(t, thr, func(items []throttle.Item) { dispatched.Add(int32(len(items))) })
+	thr.Enqueue(scheduledEvents(t, mem, "p", "s", 6, 1)...)
+	waitFor(t, 5*time.Second, "the first events dispatched", func() bool { return dispatched.Load() == 4 })
+	thr.Observe("p", throttle.OutcomeOverloaded, 0)
+	if ls, ok := thr.Limit("p"); !ok || ls.Limit != 3 {
+		t.Fatalf("limit %+v, %v; want 3 after a 429", ls, ok)
+	}
+	st.gone.Store(true)
+	waitFor(t, 5*time.Second, "the bucket dropped", func() bool { return logs.count("bucket is dropped") == 1 })
+	if ls, ok := thr.Limit("p"); ok {
+		t.Fatalf("the deleted policy still has a limit: %+v", ls)
+	}
+}

@@ -66,8 +66,15 @@ func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time
 // loses, the token is handed to the bucket directly instead of being written
 // back (see handoff.go). A token that does go back to the store wakes t's
 // bucket of the policy, if any, so that the next waiting event goes at once.
+//
+// A release of an adaptive policy's event whose delivery is recorded
+// (e.DeliveredAt) tells its controller how long the consumer held it.
 func (t *Throttle) Release(ctx context.Context, e *model.Event, now time.Time) (released bool, err error) {
-	return release(ctx, t.deps.Store, t, e, now)
+	released, err = release(ctx, t.deps.Store, t, e, now)
+	if released && e.DeliveredAt != nil {
+		t.ObserveRelease(e.PolicyID, now.Sub(*e.DeliveredAt))
+	}
+	return released, err
 }
 
 // release implements both: t, if not nil, is where the token may be handed

@@ -60,10 +60,6 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	b = putTimePtr(b, e.FinishedAt)
 	b = putTime(b, e.CreatedAt)
 	b = putTime(b, e.UpdatedAt)
-	if e.ConcurrencyKey != "" {
-		// Optional tail: rows without it have no concurrency key.
-		b = putStr(b, e.ConcurrencyKey)
-	}
 	return b, nil
 }
 
@@ -106,9 +102,8 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	e.FinishedAt = d.timePtr()
 	e.CreatedAt = d.time()
 	e.UpdatedAt = d.time()
-	if d.err == nil && len(d.b) > 0 {
-		e.ConcurrencyKey = d.str()
-	}
+	// Rows of earlier versions may end with the event's concurrency key
+	// value (now read from the payload): what follows is not read.
 	if d.err != nil {
 		return nil, d.err
 	}

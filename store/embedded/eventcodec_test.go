@@ -53,6 +53,23 @@ func TestEventCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// Rows of earlier versions that end with the event's concurrency key value
+// (now read from the payload) are still read.
+func TestEventCodecSkipsConcurrencyKeyTail(t *testing.T) {
+	e := fullEvent()
+	raw, err := encodeEvent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeEvent(putStr(raw, "c-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, e) {
+		t.Fatalf("row with a key tail\n got %+v\nwant %+v", got, e)
+	}
+}
+
 // Rows written by earlier versions (JSON) are still read.
 func TestEventCodecReadsJSONRows(t *testing.T) {
 	e := fullEvent()

@@ -299,7 +299,6 @@ type eventDoc struct {
 	PolicyID       string    `bson:"policyId"`
 	Target         targetDoc `bson:"target"`
 	Payload        []byte    `bson:"payload,omitempty"`
-	ConcurrencyKey string    `bson:"concurrencyKey,omitempty"`
 	MaxAttempts    int       `bson:"maxAttempts"`
 	Shard          int       `bson:"shard"`
 	Status         string    `bson:"status"`
@@ -324,7 +323,7 @@ func toEventDoc(e *model.Event) eventDoc {
 		FireTime: unixNano(e.FireTime), Index: e.Index, Count: e.Count,
 		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline),
 		Priority: e.Priority, PolicyID: e.PolicyID, Target: toTargetDoc(e.Target),
-		Payload: e.Payload, ConcurrencyKey: e.ConcurrencyKey, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
+		Payload: e.Payload, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
 		Status: string(e.Status), Attempts: e.Attempts, LastError: e.LastError,
 		Fence: e.Fence, ReleaseToken: e.ReleaseToken,
 		TokenExpiresAt: unixNanoPtr(e.TokenExpiresAt), TokenTimedOut: e.TokenTimedOut,
@@ -358,7 +357,7 @@ func (d *eventDoc) model() *model.Event {
 		FireTime: fromNano(d.FireTime), Index: d.Index, Count: d.Count,
 		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline),
 		Priority: d.Priority, PolicyID: d.PolicyID, Target: d.Target.model(),
-		Payload: d.Payload, ConcurrencyKey: d.ConcurrencyKey, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
+		Payload: d.Payload, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
 		Status: model.EventStatus(d.Status), Attempts: d.Attempts, LastError: d.LastError,
 		Fence: d.Fence, ReleaseToken: d.ReleaseToken,
 		TokenExpiresAt: fromNanoPtr(d.TokenExpiresAt), TokenTimedOut: d.TokenTimedOut,

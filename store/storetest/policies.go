@@ -136,14 +136,6 @@ var policyTests = []namedTest{
 		n, err = d.PolicyAcquireTokens(ctx, "p1", 1)
 		requireNoError(t, err, "PolicyAcquireTokens unkeyed")
 		requireEqual(t, n, 0, "acquired past MaxInFlight")
-
-		// The event's key value is stored with it.
-		e := newEvent("A", "s1", base, 0)
-		e.PolicyID, e.ConcurrencyKey = "p1", "c-7"
-		insertEvents(t, d, e)
-		ge, err := d.EventGetByID(ctx, e.ID)
-		requireNoError(t, err, "EventGetByID")
-		requireEqual(t, ge.ConcurrencyKey, "c-7", "event ConcurrencyKey")
 	}},
 	{"List", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
