@@ -89,7 +89,6 @@ const (
 	fTarget
 	fPayload
 	fMaxAttempts
-	fConcurrencyKey
 	fCreatedAt
 	fUpdatedAt
 	fShard
@@ -125,7 +124,6 @@ func encodeRow(e, h *model.Event) []byte {
 	set(fTarget, e.Target != h.Target)
 	set(fPayload, !bytes.Equal(e.Payload, h.Payload))
 	set(fMaxAttempts, e.MaxAttempts != h.MaxAttempts)
-	set(fConcurrencyKey, e.ConcurrencyKey != h.ConcurrencyKey)
 	set(fCreatedAt, !sameTime(e.CreatedAt, h.CreatedAt))
 	set(fUpdatedAt, !sameTime(e.UpdatedAt, h.UpdatedAt))
 	set(fShard, e.Shard != h.Shard)
@@ -174,9 +172,6 @@ func encodeRow(e, h *model.Event) []byte {
 	}
 	if flags&fMaxAttempts != 0 {
 		b = binary.AppendVarint(b, int64(e.MaxAttempts))
-	}
-	if flags&fConcurrencyKey != 0 {
-		b = putStr(b, e.ConcurrencyKey)
 	}
 	if flags&fCreatedAt != 0 {
 		b = putTime(b, e.CreatedAt)
@@ -250,7 +245,7 @@ func decodeRow(raw []byte, h *model.Event, slot uint32) (*model.Event, error) {
 	e := &model.Event{
 		ID: model.EventID(h.FireID, int(slot)), TenantID: h.TenantID, ScheduleID: h.ScheduleID,
 		FireID: h.FireID, FireTime: h.FireTime, Index: int(slot), Count: h.Count, LaunchAt: h.LaunchAt,
-		Priority: h.Priority, PolicyID: h.PolicyID, Target: h.Target, ConcurrencyKey: h.ConcurrencyKey,
+		Priority: h.Priority, PolicyID: h.PolicyID, Target: h.Target,
 		MaxAttempts: h.MaxAttempts, Shard: h.Shard, Status: h.Status, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt,
 	}
 	if h.Deadline != nil {
@@ -288,9 +283,6 @@ func decodeRow(raw []byte, h *model.Event, slot uint32) (*model.Event, error) {
 	}
 	if flags&fMaxAttempts != 0 {
 		e.MaxAttempts = int(d.varint())
-	}
-	if flags&fConcurrencyKey != 0 {
-		e.ConcurrencyKey = d.str()
 	}
 	if flags&fCreatedAt != 0 {
 		e.CreatedAt = d.time()

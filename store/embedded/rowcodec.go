@@ -42,7 +42,6 @@ func encodeSchedule(sc *model.Schedule) []byte {
 	b = putStr(b, sc.Target.URL)
 	b = putStr(b, sc.Target.QueueURL)
 	b = putBytes(b, sc.Payload)
-	b = putStr(b, sc.ConcurrencyKey)
 	b = binary.AppendVarint(b, int64(sc.MaxAttempts))
 	b = putTimePtr(b, sc.StartAt)
 	b = putTimePtr(b, sc.EndAt)
@@ -84,7 +83,6 @@ func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
 	if p := d.bytes(); len(p) > 0 {
 		sc.Payload = json.RawMessage(p)
 	}
-	sc.ConcurrencyKey = d.str()
 	sc.MaxAttempts = int(d.varint())
 	sc.StartAt = d.timePtr()
 	sc.EndAt = d.timePtr()
