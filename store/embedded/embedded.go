@@ -568,6 +568,32 @@ func pack(tx *bolt.Tx, names ...[]byte) {
 	}
 }
 
+// mixedFill marks a bucket that this transaction also writes into the
+// middle of: packAppends leaves it at (about) bbolt's default for the rest
+// of the transaction. A value of its own, so that it is told from a bucket
+// not yet looked at.
+const mixedFill = bolt.DefaultFillPercent + 0.001
+
+// packAppends packs bucket b's pages (see pack) while this transaction's
+// puts into it are appends: key sorts after every key of b that shares its
+// first n bytes (n is 0 for a bucket keyed by id, the length of the tenant
+// prefix for a by-tenant index). Ids issued in creation order make every
+// new schedule, fire and index entry such an append, and the pages would
+// otherwise be left half empty; random ids write into the middle, for which
+// bbolt's default suits best. One put into the middle turns packing off for
+// the rest of the transaction. It costs a seek, so it is called only on
+// the paths that create rows.
+func packAppends(b *bolt.Bucket, key []byte, n int) {
+	if b.FillPercent == mixedFill {
+		return
+	}
+	if k, _ := b.Cursor().Seek(key); k == nil || !bytes.HasPrefix(k, key[:n]) {
+		b.FillPercent = packedFill
+		return
+	}
+	b.FillPercent = mixedFill
+}
+
 func putJSON(tx *bolt.Tx, b, key []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,6 +54,7 @@ type group struct {
 	head   *model.Event
 	count  uint64 // canonical events
 	dirty  bool   // count changed: written by flush
+	fresh  bool   // opened by this transaction
 	sibKey []byte // ev_groups key
 }
 
@@ -183,26 +185,40 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	g := &group{seq: seq, head: h, dirty: true, sibKey: strKey(e.FireID)}
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
-	if err := x.tenant.Put(append(strKey(e.TenantID), groupEntry(e.FireID)...), []byte{}); err != nil {
+	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
+	sk := append(strKey(e.ScheduleID), groupEntry(e.FireID)...)
+	packAppends(x.tenant, tk, len(e.TenantID)+1)
+	packAppends(x.sched, sk, 0)
+	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
-	if err := x.sched.Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), []byte{}); err != nil {
+	if err := x.sched.Put(sk, []byte{}); err != nil {
 		return nil, err
 	}
+	g.fresh = true
 	return x.cache(g), nil
 }
 
-// flush writes the counts of the groups this transaction changed.
+// flush writes the counts of the groups this transaction changed, in key
+// order, so that new groups of fires whose ids sort in creation order are
+// appends (packAppends).
 func (x *evtx) flush() error {
+	var dirty []*group
 	for _, g := range x.bySeq {
-		if !g.dirty {
-			continue
+		if g.dirty {
+			dirty = append(dirty, g)
+		}
+	}
+	slices.SortFunc(dirty, func(a, b *group) int { return bytes.Compare(a.sibKey, b.sibKey) })
+	for _, g := range dirty {
+		if g.fresh {
+			packAppends(x.groups, g.sibKey, 0)
 		}
 		v := binary.AppendUvarint(seqKey(g.seq), g.count)
 		if err := x.groups.Put(g.sibKey, v); err != nil {
 			return err
 		}
-		g.dirty = false
+		g.dirty, g.fresh = false, false
 	}
 	return nil
 }

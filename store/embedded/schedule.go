@@ -72,7 +72,9 @@ func putChildren(tx *bolt.Tx, children []model.Child) error {
 		if err := bc.Put(k, []byte(c.TenantID)); err != nil {
 			return err
 		}
-		if err := bs.Put(childSchedKey(c), nil); err != nil {
+		sk := childSchedKey(c)
+		packAppends(bs, sk, 0)
+		if err := bs.Put(sk, nil); err != nil {
 			return err
 		}
 	}
@@ -138,6 +140,19 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 	return b.Put([]byte(tz), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
+// createSchedule writes the new schedule sc, encoded as doc, and its tenant
+// index entry.
+func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte) error {
+	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
+	id, tk := []byte(sc.ID), strKey(sc.TenantID, sc.ID)
+	packAppends(b, id, 0)
+	packAppends(bt, tk, len(sc.TenantID)+1)
+	if err := b.Put(id, doc); err != nil {
+		return err
+	}
+	return bt.Put(tk, nil)
+}
+
 func putSchedule(tx *bolt.Tx, sc *model.Schedule) error {
 	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeSchedule(sc)); err != nil {
 		return err
@@ -155,7 +170,7 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		if err := putChildren(tx, children); err != nil {
 			return err
 		}
-		return putSchedule(tx, sc)
+		return createSchedule(tx, sc, encodeSchedule(sc))
 	})
 }
 
@@ -180,10 +195,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if err := putChildren(tx, children); err != nil {
 			return err
 		}
-		if err := b.Put(id, doc); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil); err != nil {
+		if err := createSchedule(tx, sc, doc); err != nil {
 			return err
 		}
 		var err error
@@ -207,7 +219,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		docs[i] = encodeSchedule(it.Schedule)
 	}
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
-		b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
+		b := tx.Bucket(bSchedules)
 		for i, it := range items {
 			res[i] = nil
 			id := []byte(it.Schedule.ID)
@@ -218,10 +230,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if err := putChildren(tx, it.Children); err != nil {
 				return err
 			}
-			if err := b.Put(id, docs[i]); err != nil {
-				return err
-			}
-			if err := bt.Put(strKey(it.Schedule.TenantID, it.Schedule.ID), nil); err != nil {
+			if err := createSchedule(tx, it.Schedule, docs[i]); err != nil {
 				return err
 			}
 		}
