@@ -220,8 +220,8 @@ func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
 
 // Flags of a version 2 fire row.
 const (
-	fireSchedInID   = 1 << iota // the schedule id is the start of the fire id: its length is stored
-	fireLocalIsUTC              // LocalTime is FireTime in UTC (localLayout) and is not stored
+	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
+	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
 )
 
 // localLayout is the emitter's format of a fire's local time.
