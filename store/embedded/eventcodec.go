@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
@@ -13,43 +15,85 @@ import (
 // event's row (evtx.go), and the rows of layouts 1 and 2 that a migration
 // reads. JSON encoding and decoding was a third of the CPU of the handler's
 // hot path (claim and outcome writes). Rows written by the first versions
-// are JSON objects and start with '{'; binary rows start with eventCodecV1,
-// so both are read.
+// are JSON objects and start with '{'; binary rows start with their codec
+// version (eventCodecV1 or eventCodecV3), and all are read.
 //
-// Layout (after the version byte), in this order: strings are a uvarint
+// Version 1 layout (after the version byte), in this order: strings are a uvarint
 // length and the bytes; integers are varints; times are a presence byte (0
 // zero time, 1 set) followed by varint Unix seconds and uvarint nanoseconds,
 // read back in UTC; optional times are a presence byte (0 nil) and a time;
 // booleans are one byte. The payload is kept byte for byte. The event's
 // concurrency key, if any, is a last string (absent: none).
-const eventCodecV1 = 0x01
+//
+// Version 3 (eventCodecV3; 2 starts a canonical row, evrow.go) begins with a
+// uvarint of flags and leaves out what the row gives already: the schedule
+// id when the fire id starts with it (its length instead), the launch time
+// when it is the fire time, the update time when it is the creation time.
+// Status and target type are codes (putEnum, statusCodes). The concurrency
+// key is a flag and a string.
+const (
+	eventCodecV1 = 0x01
+	eventCodecV3 = 0x03
+)
+
+// Flags of a version 3 event.
+const (
+	evSchedInFire = 1 << iota
+	evLaunchIsFire
+	evUpdatedIsCreated
+	evConcurrencyKey
+)
 
 var errShortRow = errors.New("truncated event row")
 
 func encodeEvent(e *model.Event) ([]byte, error) {
-	n := 64 + len(e.ID) + len(e.TenantID) + len(e.ScheduleID) + len(e.FireID) + len(e.PolicyID) +
+	n := 64 + len(e.ID) + len(e.TenantID) + len(e.FireID) + len(e.PolicyID) +
 		len(e.Target.URL) + len(e.Target.QueueURL) + len(e.Payload) + len(e.LastError) + len(e.ReleaseToken) +
-		len(e.Status) + len(e.Target.Type) + 12*9
+		len(e.ConcurrencyKey) + 12*9
+	var flags uint64
+	if strings.HasPrefix(e.FireID, e.ScheduleID+".") {
+		flags |= evSchedInFire
+	}
+	if sameTime(e.LaunchAt, e.FireTime) {
+		flags |= evLaunchIsFire
+	}
+	if sameTime(e.UpdatedAt, e.CreatedAt) {
+		flags |= evUpdatedIsCreated
+	}
+	if e.ConcurrencyKey != "" {
+		flags |= evConcurrencyKey
+	}
 	b := make([]byte, 0, n)
-	b = append(b, eventCodecV1)
+	b = append(b, eventCodecV3)
+	b = binary.AppendUvarint(b, flags)
 	b = putStr(b, e.ID)
 	b = putStr(b, e.TenantID)
-	b = putStr(b, e.ScheduleID)
+	if flags&evSchedInFire != 0 {
+		b = binary.AppendUvarint(b, uint64(len(e.ScheduleID)))
+	} else {
+		b = putStr(b, e.ScheduleID)
+	}
 	b = putStr(b, e.FireID)
 	b = putTime(b, e.FireTime)
 	b = binary.AppendVarint(b, int64(e.Index))
 	b = binary.AppendVarint(b, int64(e.Count))
-	b = putTime(b, e.LaunchAt)
+	if flags&evLaunchIsFire == 0 {
+		b = putTime(b, e.LaunchAt)
+	}
 	b = putTimePtr(b, e.Deadline)
 	b = binary.AppendVarint(b, int64(e.Priority))
 	b = putStr(b, e.PolicyID)
-	b = putStr(b, string(e.Target.Type))
+	b = putEnum(b, string(e.Target.Type), enumTarget)
 	b = putStr(b, e.Target.URL)
 	b = putStr(b, e.Target.QueueURL)
 	b = putBytes(b, e.Payload)
 	b = binary.AppendVarint(b, int64(e.MaxAttempts))
 	b = binary.AppendVarint(b, int64(e.Shard))
-	b = putStr(b, string(e.Status))
+	if c, ok := statusCodes[e.Status]; ok {
+		b = append(b, c)
+	} else {
+		b = putStr(append(b, 0), string(e.Status))
+	}
 	b = binary.AppendVarint(b, int64(e.Attempts))
 	b = putStr(b, e.LastError)
 	b = binary.AppendVarint(b, e.Fence)
@@ -59,9 +103,10 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	b = putTimePtr(b, e.DeliveredAt)
 	b = putTimePtr(b, e.FinishedAt)
 	b = putTime(b, e.CreatedAt)
-	b = putTime(b, e.UpdatedAt)
-	if e.ConcurrencyKey != "" {
-		// Optional tail: rows without it have no concurrency key.
+	if flags&evUpdatedIsCreated == 0 {
+		b = putTime(b, e.UpdatedAt)
+	}
+	if flags&evConcurrencyKey != 0 {
 		b = putStr(b, e.ConcurrencyKey)
 	}
 	return b, nil
@@ -70,6 +115,9 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 func decodeEvent(raw []byte) (*model.Event, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		return decodeEventJSON(raw)
+	}
+	if len(raw) > 0 && raw[0] == eventCodecV3 {
+		return decodeEventV3(raw[1:])
 	}
 	if len(raw) == 0 || raw[0] != eventCodecV1 {
 		return nil, errors.New("decode event: unknown row format")
@@ -108,6 +156,78 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	e.UpdatedAt = d.time()
 	if d.err == nil && len(d.b) > 0 {
 		e.ConcurrencyKey = d.str()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return e, nil
+}
+
+func decodeEventV3(b []byte) (*model.Event, error) {
+	d := decoder{b: b}
+	e := &model.Event{}
+	flags := d.uvarint()
+	e.ID = d.str()
+	e.TenantID = d.str()
+	var schedLen uint64
+	if flags&evSchedInFire != 0 {
+		schedLen = d.uvarint()
+	} else {
+		e.ScheduleID = d.str()
+	}
+	e.FireID = d.str()
+	if flags&evSchedInFire != 0 {
+		if schedLen < uint64(len(e.FireID)) {
+			e.ScheduleID = e.FireID[:schedLen]
+		} else if d.err == nil {
+			d.err, d.b = fmt.Errorf("decode event: schedule id of %d bytes in a fire id of %d", schedLen, len(e.FireID)), nil
+		}
+	}
+	e.FireTime = d.time()
+	e.Index = int(d.varint())
+	e.Count = int(d.varint())
+	if flags&evLaunchIsFire != 0 {
+		e.LaunchAt = e.FireTime
+	} else {
+		e.LaunchAt = d.time()
+	}
+	e.Deadline = d.timePtr()
+	e.Priority = int(d.varint())
+	e.PolicyID = d.str()
+	e.Target.Type = model.TargetType(d.enum(enumTarget))
+	e.Target.URL = d.str()
+	e.Target.QueueURL = d.str()
+	if p := d.bytes(); len(p) > 0 {
+		e.Payload = json.RawMessage(p)
+	}
+	e.MaxAttempts = int(d.varint())
+	e.Shard = int(d.varint())
+	if c := d.byte1(); c != 0 {
+		if e.Status = statusByCode[c]; e.Status == "" && d.err == nil {
+			d.err, d.b = fmt.Errorf("decode event: unknown status code %d", c), nil
+		}
+	} else {
+		e.Status = model.EventStatus(d.str())
+	}
+	e.Attempts = int(d.varint())
+	e.LastError = d.str()
+	e.Fence = d.varint()
+	e.ReleaseToken = d.str()
+	e.TokenExpiresAt = d.timePtr()
+	e.TokenTimedOut = d.bool()
+	e.DeliveredAt = d.timePtr()
+	e.FinishedAt = d.timePtr()
+	e.CreatedAt = d.time()
+	if flags&evUpdatedIsCreated != 0 {
+		e.UpdatedAt = e.CreatedAt
+	} else {
+		e.UpdatedAt = d.time()
+	}
+	if flags&evConcurrencyKey != 0 {
+		e.ConcurrencyKey = d.str()
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errors.New("decode event: trailing bytes")
 	}
 	if d.err != nil {
 		return nil, d.err
