@@ -135,7 +135,14 @@ const (
 	// and 2 stored every event in full under its id, with index keys that
 	// repeated the id.
 	layoutCompactEvents = 3
-	layoutCurrent       = layoutCompactEvents
+	// layoutCompactRows: schedules and fires in row codec version 2 (a
+	// schedule's sole child inline, without a children_by_schedule entry),
+	// event heads in event codec version 3 (rowcodec.go, eventcodec.go).
+	// Layout 3 rows are still read; the migration rewrites them, and the
+	// version keeps an older schedulerd, which cannot read the new rows,
+	// from opening the store.
+	layoutCompactRows = 4
+	layoutCurrent     = layoutCompactRows
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -217,9 +224,11 @@ func migrate(db *bolt.DB, chunk int) error {
 		if err := compactEvents(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
 		}
-		for _, name := range [][]byte{bSchedules, bFires} {
-			if err := binaryRows(db, name, chunk); err != nil {
-				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactEvents, name, err)
+	}
+	if layout < layoutCompactRows {
+		for _, name := range [][]byte{bSchedules, bFires, bEvHeads} {
+			if err := rewriteRows(db, name, chunk); err != nil {
+				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactRows, name, err)
 			}
 		}
 	}
@@ -306,10 +315,13 @@ func compactEvents(db *bolt.DB, chunk int) error {
 	}
 }
 
-// binaryRows rewrites the JSON rows of bucket name (schedules or fires) in
-// the binary codec of rowcodec.go, chunk rows per transaction. Rows already
-// binary are left alone, so a run interrupted by a crash is simply resumed.
-func binaryRows(db *bolt.DB, name []byte, chunk int) error {
+// rewriteRows rewrites the rows of bucket name (schedules, fires or event
+// heads) that are not in its current codec (JSON rows of layouts 1 and 2,
+// binary rows of layout 3), chunk rows per transaction. Rows already
+// current are left alone, so a run interrupted by a crash is simply
+// resumed.
+func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
+	current := map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
 	var after []byte
 	for {
 		rows := 0
@@ -329,22 +341,31 @@ func binaryRows(db *bolt.DB, name []byte, chunk int) error {
 			for ; k != nil && rows < chunk; k, v = c.Next() {
 				last = k
 				rows++
-				if len(v) == 0 || v[0] != '{' {
+				if len(v) > 0 && v[0] == current {
 					continue
 				}
 				var raw []byte
-				if bytes.Equal(name, bSchedules) {
+				switch {
+				case bytes.Equal(name, bSchedules):
 					sc, err := decodeSchedule(k, v)
 					if err != nil {
 						return err
 					}
 					raw = encodeSchedule(sc)
-				} else {
+				case bytes.Equal(name, bFires):
 					f, err := decodeFire(k, v)
 					if err != nil {
 						return err
 					}
 					raw = encodeFire(f)
+				default:
+					e, err := decodeEvent(v)
+					if err != nil {
+						return fmt.Errorf("event group %x: %w", k, err)
+					}
+					if raw, err = encodeEvent(e); err != nil {
+						return err
+					}
 				}
 				puts = append(puts, kv{bytes.Clone(k), raw})
 			}

@@ -1,11 +1,15 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -127,5 +131,115 @@ func TestRowCodecV2(t *testing.T) {
 	}
 	if _, err := decodeFire([]byte("sch"), encodeFire(f)); err == nil {
 		t.Error("fire row whose schedule id is longer than the key: decoded without error")
+	}
+}
+
+// A store of layout 3 (schedules and fires in row codec 1, heads in event
+// codec 1) opens with its rows rewritten in the current codecs, in chunks,
+// and everything reads back as written.
+func TestOpenMigratesLayout3Rows(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	items, fires := oneOffs(t, r, "ten_a", base(), 0, 30, false)
+	if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.FireInsertMany(ctx, fires); err != nil {
+		t.Fatal(err)
+	}
+	// What layout 3 wrote: every row in the first codecs, every child with
+	// its by-schedule entry.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCompactEvents)); err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := tx.Bucket(bSchedules).Put([]byte(it.Schedule.ID), encodeScheduleV1(it.Schedule)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bChildSched).Put(childSchedKey(&it.Children[0]), nil); err != nil {
+				return err
+			}
+		}
+		for _, fn := range fires {
+			if err := tx.Bucket(bFires).Put([]byte(fn.Fire.ID), encodeFireV1(fn.Fire)); err != nil {
+				return err
+			}
+		}
+		heads := tx.Bucket(bEvHeads)
+		type kv struct{ k, v []byte }
+		var puts []kv
+		if err := heads.ForEach(func(k, v []byte) error {
+			h, err := decodeEvent(v)
+			if err != nil {
+				return err
+			}
+			old, err := encodeEventV1(h)
+			puts = append(puts, kv{bytes.Clone(k), old})
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, p := range puts {
+			if err := heads.Put(p.k, p.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if s, err = Open(dir, Options{migrateChunk: 7}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	checkMigrated(t, s)
+	checkEventIndexes(t, s)
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		for name, want := range map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3} {
+			if err := tx.Bucket([]byte(name)).ForEach(func(k, v []byte) error {
+				if v[0] != want {
+					t.Errorf("%s %q: codec %d after the migration, want %d", name, k, v[0], want)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		sc := it.Schedule
+		if got, err := s.ScheduleGet(ctx, sc.TenantID, sc.ID); err != nil || !reflect.DeepEqual(got, sc) {
+			t.Errorf("schedule %s: %v\n got %+v\nwant %+v", sc.ID, err, got, sc)
+		}
+		f := fires[i].Fire
+		if got, err := s.FireGet(ctx, f.TenantID, f.ID); err != nil || !reflect.DeepEqual(got, f) {
+			t.Errorf("fire %s: %v\n got %+v\nwant %+v", f.ID, err, got, f)
+		}
+		e := fires[i].Events[0]
+		if got, err := s.EventGetByID(ctx, e.ID); err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
+			t.Errorf("event %s: %v\n got %+v\nwant %+v", e.ID, err, got, e)
+		}
+	}
+	// A migrated schedule's child keeps its by-schedule entry and goes with
+	// the schedule.
+	sc := items[0].Schedule
+	if err := s.ScheduleDelete(ctx, sc.TenantID, sc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := bySchedEntries(t, s); n != len(items)-1 {
+		t.Errorf("children_by_schedule: %d entries, want %d", n, len(items)-1)
 	}
 }
