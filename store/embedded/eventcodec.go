@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,10 @@ import (
 // id when the fire id starts with it (its length instead), the launch time
 // when it is the fire time, the update time when it is the creation time.
 // Status and target type are codes (putEnum, statusCodes). The concurrency
-// key is a flag and a string.
+// key is a flag and a string. A group head of a one-off whose schedule row
+// holds its tenant, target, payload, policy, priority, attempts and
+// concurrency key leaves those out and names the schedule's version instead
+// (evFromSchedule, refSchedule); it is read with that row (decodeEventWith).
 const (
 	eventCodecV1 = 0x01
 	eventCodecV3 = 0x03
@@ -42,11 +46,36 @@ const (
 	evLaunchIsFire
 	evUpdatedIsCreated
 	evConcurrencyKey
+	evFromSchedule
 )
+
+// refSchedule reports whether the head e can leave its fields to the row
+// of sc (nil: no row): only a one-off's, whose rows change only through
+// ScheduleUpdate and ScheduleDelete, which first write such heads in full
+// (unrefHeads).
+func refSchedule(e *model.Event, sc *model.Schedule) bool {
+	return sc != nil && sc.RunAt != nil && sc.ID == e.ScheduleID && sc.TenantID == e.TenantID &&
+		sc.Target == e.Target && bytes.Equal(sc.Payload, e.Payload) && sc.MaxAttempts == e.MaxAttempts &&
+		sc.Priority == e.Priority && sc.PolicyID == e.PolicyID && sc.ConcurrencyKey == e.ConcurrencyKey
+}
+
+// refersToSchedule reports whether the encoded event raw leaves fields to
+// its schedule's row.
+func refersToSchedule(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != eventCodecV3 {
+		return false
+	}
+	flags, n := binary.Uvarint(raw[1:])
+	return n > 0 && flags&evFromSchedule != 0
+}
 
 var errShortRow = errors.New("truncated event row")
 
-func encodeEvent(e *model.Event) ([]byte, error) {
+func encodeEvent(e *model.Event) ([]byte, error) { return encodeEventRef(e, nil) }
+
+// encodeEventRef encodes e; sc, if refSchedule(e, sc), is the schedule
+// whose row e's fields are left to.
+func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	n := 64 + len(e.ID) + len(e.TenantID) + len(e.FireID) + len(e.PolicyID) +
 		len(e.Target.URL) + len(e.Target.QueueURL) + len(e.Payload) + len(e.LastError) + len(e.ReleaseToken) +
 		len(e.ConcurrencyKey) + 12*9
@@ -60,14 +89,22 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	if sameTime(e.UpdatedAt, e.CreatedAt) {
 		flags |= evUpdatedIsCreated
 	}
-	if e.ConcurrencyKey != "" {
+	ref := refSchedule(e, sc)
+	if ref {
+		flags |= evFromSchedule
+	} else if e.ConcurrencyKey != "" {
 		flags |= evConcurrencyKey
 	}
 	b := make([]byte, 0, n)
 	b = append(b, eventCodecV3)
 	b = binary.AppendUvarint(b, flags)
+	if ref {
+		b = binary.AppendVarint(b, sc.Version)
+	}
 	b = putStr(b, e.ID)
-	b = putStr(b, e.TenantID)
+	if !ref {
+		b = putStr(b, e.TenantID)
+	}
 	if flags&evSchedInFire != 0 {
 		b = binary.AppendUvarint(b, uint64(len(e.ScheduleID)))
 	} else {
@@ -81,13 +118,15 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 		b = putTime(b, e.LaunchAt)
 	}
 	b = putTimePtr(b, e.Deadline)
-	b = binary.AppendVarint(b, int64(e.Priority))
-	b = putStr(b, e.PolicyID)
-	b = putEnum(b, string(e.Target.Type), enumTarget)
-	b = putStr(b, e.Target.URL)
-	b = putStr(b, e.Target.QueueURL)
-	b = putBytes(b, e.Payload)
-	b = binary.AppendVarint(b, int64(e.MaxAttempts))
+	if !ref {
+		b = binary.AppendVarint(b, int64(e.Priority))
+		b = putStr(b, e.PolicyID)
+		b = putEnum(b, string(e.Target.Type), enumTarget)
+		b = putStr(b, e.Target.URL)
+		b = putStr(b, e.Target.QueueURL)
+		b = putBytes(b, e.Payload)
+		b = binary.AppendVarint(b, int64(e.MaxAttempts))
+	}
 	b = binary.AppendVarint(b, int64(e.Shard))
 	if c, ok := statusCodes[e.Status]; ok {
 		b = append(b, c)
@@ -112,12 +151,16 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	return b, nil
 }
 
-func decodeEvent(raw []byte) (*model.Event, error) {
+func decodeEvent(raw []byte) (*model.Event, error) { return decodeEventWith(raw, nil) }
+
+// decodeEventWith decodes raw; schedule returns the stored schedule a head
+// leaves fields to (nil: such a head is an error).
+func decodeEventWith(raw []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		return decodeEventJSON(raw)
 	}
 	if len(raw) > 0 && raw[0] == eventCodecV3 {
-		return decodeEventV3(raw[1:])
+		return decodeEventV3(raw[1:], schedule)
 	}
 	if len(raw) == 0 || raw[0] != eventCodecV1 {
 		return nil, errors.New("decode event: unknown row format")
@@ -163,12 +206,19 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 	return e, nil
 }
 
-func decodeEventV3(b []byte) (*model.Event, error) {
+func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
 	d := decoder{b: b}
 	e := &model.Event{}
 	flags := d.uvarint()
+	ref := flags&evFromSchedule != 0
+	var version int64
+	if ref {
+		version = d.varint()
+	}
 	e.ID = d.str()
-	e.TenantID = d.str()
+	if !ref {
+		e.TenantID = d.str()
+	}
 	var schedLen uint64
 	if flags&evSchedInFire != 0 {
 		schedLen = d.uvarint()
@@ -192,15 +242,17 @@ func decodeEventV3(b []byte) (*model.Event, error) {
 		e.LaunchAt = d.time()
 	}
 	e.Deadline = d.timePtr()
-	e.Priority = int(d.varint())
-	e.PolicyID = d.str()
-	e.Target.Type = model.TargetType(d.enum(enumTarget))
-	e.Target.URL = d.str()
-	e.Target.QueueURL = d.str()
-	if p := d.bytes(); len(p) > 0 {
-		e.Payload = json.RawMessage(p)
+	if !ref {
+		e.Priority = int(d.varint())
+		e.PolicyID = d.str()
+		e.Target.Type = model.TargetType(d.enum(enumTarget))
+		e.Target.URL = d.str()
+		e.Target.QueueURL = d.str()
+		if p := d.bytes(); len(p) > 0 {
+			e.Payload = json.RawMessage(p)
+		}
+		e.MaxAttempts = int(d.varint())
 	}
-	e.MaxAttempts = int(d.varint())
 	e.Shard = int(d.varint())
 	if c := d.byte1(); c != 0 {
 		if e.Status = statusByCode[c]; e.Status == "" && d.err == nil {
@@ -232,7 +284,32 @@ func decodeEventV3(b []byte) (*model.Event, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	if ref {
+		if err := fromSchedule(e, version, schedule); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// fromSchedule fills the fields head e left to version of its schedule.
+func fromSchedule(e *model.Event, version int64, schedule func(id string) (*model.Schedule, error)) error {
+	if schedule == nil {
+		return fmt.Errorf("decode event: fire %q: a head that refers to its schedule, read without it", e.FireID)
+	}
+	sc, err := schedule(e.ScheduleID)
+	if err != nil {
+		return fmt.Errorf("decode event: fire %q: schedule %q: %w", e.FireID, e.ScheduleID, err)
+	}
+	if sc.Version != version {
+		return fmt.Errorf("decode event: fire %q: refers to version %d of schedule %q, which is at %d", e.FireID, version, e.ScheduleID, sc.Version)
+	}
+	e.TenantID, e.Priority, e.PolicyID, e.Target = sc.TenantID, sc.Priority, sc.PolicyID, sc.Target
+	e.MaxAttempts, e.ConcurrencyKey = sc.MaxAttempts, sc.ConcurrencyKey
+	if len(sc.Payload) > 0 {
+		e.Payload = json.RawMessage(bytes.Clone(sc.Payload))
+	}
+	return nil
 }
 
 // eventRow is the JSON form of an event row written by earlier versions.

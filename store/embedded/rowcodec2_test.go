@@ -174,8 +174,9 @@ func TestOpenMigratesLayout3Rows(t *testing.T) {
 		heads := tx.Bucket(bEvHeads)
 		type kv struct{ k, v []byte }
 		var puts []kv
+		x := newEvtx(tx)
 		if err := heads.ForEach(func(k, v []byte) error {
-			h, err := decodeEvent(v)
+			h, err := x.decodeHead(v)
 			if err != nil {
 				return err
 			}

@@ -378,6 +378,11 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		if old.Version != expectedVersion {
 			return model.ErrConflict
 		}
+		if old.RunAt != nil {
+			if err := unrefHeads(tx, sc.ID); err != nil {
+				return err
+			}
+		}
 		var sole *model.Child
 		switch {
 		case children != nil:
@@ -414,6 +419,11 @@ func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 		}
 		if old.TenantID != tenantID {
 			return model.ErrNotFound
+		}
+		if old.RunAt != nil {
+			if err := unrefHeads(tx, id); err != nil {
+				return err
+			}
 		}
 		if err := dropSoleChild(tx, oldSole); err != nil {
 			return err

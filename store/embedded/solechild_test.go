@@ -1,6 +1,10 @@
 package embedded
 
 import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -120,4 +124,91 @@ func TestSoleChildInline(t *testing.T) {
 			t.Errorf("ChildrenDeleteOrphans: %d, %v; want the child of another version", n, err)
 		}
 	})
+}
+
+// storedHead returns the stored head of fireID's event group.
+func storedHead(t *testing.T, s *Store, fireID string) []byte {
+	t.Helper()
+	var raw []byte
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		g, err := newEvtx(tx).groupOf(fireID)
+		if err != nil || g == nil {
+			t.Fatalf("group of %s: %v, %v", fireID, g, err)
+		}
+		raw = bytes.Clone(tx.Bucket(bEvHeads).Get(seqKey(g.seq)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// The head of a one-off's event group leaves tenant, target, payload and
+// the like to the schedule's row, and its events read back as written
+// after the schedule is edited or deleted.
+func TestOneOffHeadRefersToSchedule(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	items, fires := oneOffs(t, rand.New(rand.NewPCG(5, 5)), "ten_a", base(), 0, 3, false)
+	for i := range items {
+		if _, _, err := s.ScheduleCreateWithFires(ctx, items[i].Schedule, items[i].Children, fires[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := encodeEvent(fires[0].Events[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range fires {
+		raw := storedHead(t, s, fn.Fire.ID)
+		if !refersToSchedule(raw) {
+			t.Fatalf("head of %s does not refer to its schedule", fn.Fire.ID)
+		}
+		// Tenant (21 bytes), target (48), payload (59), the rest (4).
+		if len(raw) > len(full)-100 {
+			t.Errorf("head of %s: %d bytes, in full %d: want at least 100 fewer", fn.Fire.ID, len(raw), len(full))
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, fn := range fires {
+			e := fn.Events[0]
+			if got, err := s.EventGetByID(ctx, e.ID); err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
+				t.Errorf("%s: event %s: %v\n got %+v\nwant %+v", when, e.ID, err, got, e)
+			}
+		}
+		checkEventIndexes(t, s)
+	}
+	check("created")
+
+	edited := *items[0].Schedule
+	edited.Version, edited.Target.URL, edited.Payload = 2, "https://elsewhere.example.com/", json.RawMessage(`{"edited":true}`)
+	if err := s.ScheduleUpdate(ctx, &edited, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if refersToSchedule(storedHead(t, s, fires[0].Fire.ID)) {
+		t.Error("head still refers to the schedule after an edit")
+	}
+	check("after an edit")
+
+	if err := s.ScheduleDelete(ctx, items[1].Schedule.TenantID, items[1].Schedule.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("after a delete")
+	if !refersToSchedule(storedHead(t, s, fires[2].Fire.ID)) {
+		t.Error("head of an untouched schedule was rewritten")
+	}
+
+	// The events move on as before.
+	e := fires[2].Events[0]
+	if n, err := s.EventCancelPending(ctx, e.ScheduleID, "", base()); err != nil || n != 1 {
+		t.Fatalf("EventCancelPending: %d, %v", n, err)
+	}
+	if got, err := s.EventGetByID(ctx, e.ID); err != nil || got.Status != model.EventCancelled || got.Target != e.Target {
+		t.Errorf("cancelled event: %+v, %v", got, err)
+	}
 }
