@@ -18,7 +18,7 @@ import (
 // sequence, slot: 12 bytes):
 //
 //	ev_rows:     rk -> row (evrow.go)
-//	ev_heads:    sequence -> head (encodeEvent of the group's first event)
+//	ev_heads:    sequence -> head (encodeEventRef of the group's first event)
 //	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
 //	ev_ids:      id -> rk, loose events only
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
