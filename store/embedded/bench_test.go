@@ -196,7 +196,7 @@ func buildChildren(b *testing.B, dir string) {
 	perSlot := (childCount + slots - 1) / slots
 	batch := make([]model.Child, 0, perTx)
 	flush := func() {
-		if err := s.db.Update(func(tx *bolt.Tx) error { return putChildren(tx, batch) }); err != nil {
+		if err := s.db.Update(func(tx *bolt.Tx) error { return putChildren(tx, batch, nil) }); err != nil {
 			b.Fatal(err)
 		}
 		batch = batch[:0]

@@ -135,7 +135,14 @@ const (
 	// and 2 stored every event in full under its id, with index keys that
 	// repeated the id.
 	layoutCompactEvents = 3
-	layoutCurrent       = layoutCompactEvents
+	// layoutCompactRows: schedules and fires in row codec version 2 (a
+	// schedule's sole child inline, without a children_by_schedule entry),
+	// event heads in event codec version 3 (rowcodec.go, eventcodec.go).
+	// Layout 3 rows are still read; the migration rewrites them, and the
+	// version keeps an older schedulerd, which cannot read the new rows,
+	// from opening the store.
+	layoutCompactRows = 4
+	layoutCurrent     = layoutCompactRows
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -217,9 +224,11 @@ func migrate(db *bolt.DB, chunk int) error {
 		if err := compactEvents(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
 		}
-		for _, name := range [][]byte{bSchedules, bFires} {
-			if err := binaryRows(db, name, chunk); err != nil {
-				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactEvents, name, err)
+	}
+	if layout < layoutCompactRows {
+		for _, name := range [][]byte{bSchedules, bFires, bEvHeads} {
+			if err := rewriteRows(db, name, chunk); err != nil {
+				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactRows, name, err)
 			}
 		}
 	}
@@ -306,10 +315,13 @@ func compactEvents(db *bolt.DB, chunk int) error {
 	}
 }
 
-// binaryRows rewrites the JSON rows of bucket name (schedules or fires) in
-// the binary codec of rowcodec.go, chunk rows per transaction. Rows already
-// binary are left alone, so a run interrupted by a crash is simply resumed.
-func binaryRows(db *bolt.DB, name []byte, chunk int) error {
+// rewriteRows rewrites the rows of bucket name (schedules, fires or event
+// heads) that are not in its current codec (JSON rows of layouts 1 and 2,
+// binary rows of layout 3), chunk rows per transaction. Rows already
+// current are left alone, so a run interrupted by a crash is simply
+// resumed.
+func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
+	current := map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
 	var after []byte
 	for {
 		rows := 0
@@ -329,22 +341,31 @@ func binaryRows(db *bolt.DB, name []byte, chunk int) error {
 			for ; k != nil && rows < chunk; k, v = c.Next() {
 				last = k
 				rows++
-				if len(v) == 0 || v[0] != '{' {
+				if len(v) > 0 && v[0] == current {
 					continue
 				}
 				var raw []byte
-				if bytes.Equal(name, bSchedules) {
+				switch {
+				case bytes.Equal(name, bSchedules):
 					sc, err := decodeSchedule(k, v)
 					if err != nil {
 						return err
 					}
 					raw = encodeSchedule(sc)
-				} else {
+				case bytes.Equal(name, bFires):
 					f, err := decodeFire(k, v)
 					if err != nil {
 						return err
 					}
 					raw = encodeFire(f)
+				default:
+					e, err := decodeEvent(v)
+					if err != nil {
+						return fmt.Errorf("event group %x: %w", k, err)
+					}
+					if raw, err = encodeEvent(e); err != nil {
+						return err
+					}
 				}
 				puts = append(puts, kv{bytes.Clone(k), raw})
 			}
@@ -566,6 +587,32 @@ func pack(tx *bolt.Tx, names ...[]byte) {
 			b.FillPercent = packedFill
 		}
 	}
+}
+
+// mixedFill marks a bucket that this transaction also writes into the
+// middle of: packAppends leaves it at (about) bbolt's default for the rest
+// of the transaction. A value of its own, so that it is told from a bucket
+// not yet looked at.
+const mixedFill = bolt.DefaultFillPercent + 0.001
+
+// packAppends packs bucket b's pages (see pack) while this transaction's
+// puts into it are appends: key sorts after every key of b that shares its
+// first n bytes (n is 0 for a bucket keyed by id, the length of the tenant
+// prefix for a by-tenant index). Ids issued in creation order make every
+// new schedule, fire and index entry such an append, and the pages would
+// otherwise be left half empty; random ids write into the middle, for which
+// bbolt's default suits best. One put into the middle turns packing off for
+// the rest of the transaction. It costs a seek, so it is called only on
+// the paths that create rows.
+func packAppends(b *bolt.Bucket, key []byte, n int) {
+	if b.FillPercent == mixedFill {
+		return
+	}
+	if k, _ := b.Cursor().Seek(key); k == nil || !bytes.HasPrefix(k, key[:n]) {
+		b.FillPercent = packedFill
+		return
+	}
+	b.FillPercent = mixedFill
 }
 
 func putJSON(tx *bolt.Tx, b, key []byte, v any) error {

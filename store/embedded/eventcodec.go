@@ -1,9 +1,12 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
@@ -13,43 +16,119 @@ import (
 // event's row (evtx.go), and the rows of layouts 1 and 2 that a migration
 // reads. JSON encoding and decoding was a third of the CPU of the handler's
 // hot path (claim and outcome writes). Rows written by the first versions
-// are JSON objects and start with '{'; binary rows start with eventCodecV1,
-// so both are read.
+// are JSON objects and start with '{'; binary rows start with their codec
+// version (eventCodecV1 or eventCodecV3), and all are read.
 //
-// Layout (after the version byte), in this order: strings are a uvarint
+// Version 1 layout (after the version byte), in this order: strings are a uvarint
 // length and the bytes; integers are varints; times are a presence byte (0
 // zero time, 1 set) followed by varint Unix seconds and uvarint nanoseconds,
 // read back in UTC; optional times are a presence byte (0 nil) and a time;
 // booleans are one byte. The payload is kept byte for byte. The event's
 // concurrency key, if any, is a last string (absent: none).
-const eventCodecV1 = 0x01
+//
+// Version 3 (eventCodecV3; 2 starts a canonical row, evrow.go) begins with a
+// uvarint of flags and leaves out what the row gives already: the schedule
+// id when the fire id starts with it (its length instead), the launch time
+// when it is the fire time, the update time when it is the creation time.
+// Status and target type are codes (putEnum, statusCodes). The concurrency
+// key is a flag and a string. A group head of a one-off whose schedule row
+// holds its tenant, target, payload, policy, priority, attempts and
+// concurrency key leaves those out and names the schedule's version instead
+// (evFromSchedule, refSchedule); it is read with that row (decodeEventWith).
+const (
+	eventCodecV1 = 0x01
+	eventCodecV3 = 0x03
+)
+
+// Flags of a version 3 event.
+const (
+	evSchedInFire = 1 << iota
+	evLaunchIsFire
+	evUpdatedIsCreated
+	evFromSchedule
+)
+
+// refSchedule reports whether the head e can leave its fields to the row
+// of sc (nil: no row): only a one-off's, whose rows change only through
+// ScheduleUpdate and ScheduleDelete, which first write such heads in full
+// (unrefHeads).
+func refSchedule(e *model.Event, sc *model.Schedule) bool {
+	return sc != nil && sc.RunAt != nil && sc.ID == e.ScheduleID && sc.TenantID == e.TenantID &&
+		sc.Target == e.Target && bytes.Equal(sc.Payload, e.Payload) && sc.MaxAttempts == e.MaxAttempts &&
+		sc.Priority == e.Priority && sc.PolicyID == e.PolicyID
+}
+
+// refersToSchedule reports whether the encoded event raw leaves fields to
+// its schedule's row.
+func refersToSchedule(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != eventCodecV3 {
+		return false
+	}
+	flags, n := binary.Uvarint(raw[1:])
+	return n > 0 && flags&evFromSchedule != 0
+}
 
 var errShortRow = errors.New("truncated event row")
 
-func encodeEvent(e *model.Event) ([]byte, error) {
-	n := 64 + len(e.ID) + len(e.TenantID) + len(e.ScheduleID) + len(e.FireID) + len(e.PolicyID) +
-		len(e.Target.URL) + len(e.Target.QueueURL) + len(e.Payload) + len(e.LastError) + len(e.ReleaseToken) +
-		len(e.Status) + len(e.Target.Type) + 12*9
+func encodeEvent(e *model.Event) ([]byte, error) { return encodeEventRef(e, nil) }
+
+// encodeEventRef encodes e; sc, if refSchedule(e, sc), is the schedule
+// whose row e's fields are left to.
+func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
+	n := 64 + len(e.ID) + len(e.TenantID) + len(e.FireID) + len(e.PolicyID) +
+		len(e.Target.URL) + len(e.Target.QueueURL) + len(e.Payload) + len(e.LastError) + len(e.ReleaseToken) + 12*9
+	var flags uint64
+	if strings.HasPrefix(e.FireID, e.ScheduleID+".") {
+		flags |= evSchedInFire
+	}
+	if sameTime(e.LaunchAt, e.FireTime) {
+		flags |= evLaunchIsFire
+	}
+	if sameTime(e.UpdatedAt, e.CreatedAt) {
+		flags |= evUpdatedIsCreated
+	}
+	ref := refSchedule(e, sc)
+	if ref {
+		flags |= evFromSchedule
+	}
 	b := make([]byte, 0, n)
-	b = append(b, eventCodecV1)
+	b = append(b, eventCodecV3)
+	b = binary.AppendUvarint(b, flags)
+	if ref {
+		b = binary.AppendVarint(b, sc.Version)
+	}
 	b = putStr(b, e.ID)
-	b = putStr(b, e.TenantID)
-	b = putStr(b, e.ScheduleID)
+	if !ref {
+		b = putStr(b, e.TenantID)
+	}
+	if flags&evSchedInFire != 0 {
+		b = binary.AppendUvarint(b, uint64(len(e.ScheduleID)))
+	} else {
+		b = putStr(b, e.ScheduleID)
+	}
 	b = putStr(b, e.FireID)
 	b = putTime(b, e.FireTime)
 	b = binary.AppendVarint(b, int64(e.Index))
 	b = binary.AppendVarint(b, int64(e.Count))
-	b = putTime(b, e.LaunchAt)
+	if flags&evLaunchIsFire == 0 {
+		b = putTime(b, e.LaunchAt)
+	}
 	b = putTimePtr(b, e.Deadline)
-	b = binary.AppendVarint(b, int64(e.Priority))
-	b = putStr(b, e.PolicyID)
-	b = putStr(b, string(e.Target.Type))
-	b = putStr(b, e.Target.URL)
-	b = putStr(b, e.Target.QueueURL)
-	b = putBytes(b, e.Payload)
-	b = binary.AppendVarint(b, int64(e.MaxAttempts))
+	if !ref {
+		b = binary.AppendVarint(b, int64(e.Priority))
+		b = putStr(b, e.PolicyID)
+		b = putEnum(b, string(e.Target.Type), enumTarget)
+		b = putStr(b, e.Target.URL)
+		b = putStr(b, e.Target.QueueURL)
+		b = putBytes(b, e.Payload)
+		b = binary.AppendVarint(b, int64(e.MaxAttempts))
+	}
 	b = binary.AppendVarint(b, int64(e.Shard))
-	b = putStr(b, string(e.Status))
+	if c, ok := statusCodes[e.Status]; ok {
+		b = append(b, c)
+	} else {
+		b = putStr(append(b, 0), string(e.Status))
+	}
 	b = binary.AppendVarint(b, int64(e.Attempts))
 	b = putStr(b, e.LastError)
 	b = binary.AppendVarint(b, e.Fence)
@@ -59,13 +138,22 @@ func encodeEvent(e *model.Event) ([]byte, error) {
 	b = putTimePtr(b, e.DeliveredAt)
 	b = putTimePtr(b, e.FinishedAt)
 	b = putTime(b, e.CreatedAt)
-	b = putTime(b, e.UpdatedAt)
+	if flags&evUpdatedIsCreated == 0 {
+		b = putTime(b, e.UpdatedAt)
+	}
 	return b, nil
 }
 
-func decodeEvent(raw []byte) (*model.Event, error) {
+func decodeEvent(raw []byte) (*model.Event, error) { return decodeEventWith(raw, nil) }
+
+// decodeEventWith decodes raw; schedule returns the stored schedule a head
+// leaves fields to (nil: such a head is an error).
+func decodeEventWith(raw []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		return decodeEventJSON(raw)
+	}
+	if len(raw) > 0 && raw[0] == eventCodecV3 {
+		return decodeEventV3(raw[1:], schedule)
 	}
 	if len(raw) == 0 || raw[0] != eventCodecV1 {
 		return nil, errors.New("decode event: unknown row format")
@@ -108,6 +196,109 @@ func decodeEvent(raw []byte) (*model.Event, error) {
 		return nil, d.err
 	}
 	return e, nil
+}
+
+func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
+	d := decoder{b: b}
+	e := &model.Event{}
+	flags := d.uvarint()
+	ref := flags&evFromSchedule != 0
+	var version int64
+	if ref {
+		version = d.varint()
+	}
+	e.ID = d.str()
+	if !ref {
+		e.TenantID = d.str()
+	}
+	var schedLen uint64
+	if flags&evSchedInFire != 0 {
+		schedLen = d.uvarint()
+	} else {
+		e.ScheduleID = d.str()
+	}
+	e.FireID = d.str()
+	if flags&evSchedInFire != 0 {
+		if schedLen < uint64(len(e.FireID)) {
+			e.ScheduleID = e.FireID[:schedLen]
+		} else if d.err == nil {
+			d.err, d.b = fmt.Errorf("decode event: schedule id of %d bytes in a fire id of %d", schedLen, len(e.FireID)), nil
+		}
+	}
+	e.FireTime = d.time()
+	e.Index = int(d.varint())
+	e.Count = int(d.varint())
+	if flags&evLaunchIsFire != 0 {
+		e.LaunchAt = e.FireTime
+	} else {
+		e.LaunchAt = d.time()
+	}
+	e.Deadline = d.timePtr()
+	if !ref {
+		e.Priority = int(d.varint())
+		e.PolicyID = d.str()
+		e.Target.Type = model.TargetType(d.enum(enumTarget))
+		e.Target.URL = d.str()
+		e.Target.QueueURL = d.str()
+		if p := d.bytes(); len(p) > 0 {
+			e.Payload = json.RawMessage(p)
+		}
+		e.MaxAttempts = int(d.varint())
+	}
+	e.Shard = int(d.varint())
+	if c := d.byte1(); c != 0 {
+		if e.Status = statusByCode[c]; e.Status == "" && d.err == nil {
+			d.err, d.b = fmt.Errorf("decode event: unknown status code %d", c), nil
+		}
+	} else {
+		e.Status = model.EventStatus(d.str())
+	}
+	e.Attempts = int(d.varint())
+	e.LastError = d.str()
+	e.Fence = d.varint()
+	e.ReleaseToken = d.str()
+	e.TokenExpiresAt = d.timePtr()
+	e.TokenTimedOut = d.bool()
+	e.DeliveredAt = d.timePtr()
+	e.FinishedAt = d.timePtr()
+	e.CreatedAt = d.time()
+	if flags&evUpdatedIsCreated != 0 {
+		e.UpdatedAt = e.CreatedAt
+	} else {
+		e.UpdatedAt = d.time()
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errors.New("decode event: trailing bytes")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if ref {
+		if err := fromSchedule(e, version, schedule); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// fromSchedule fills the fields head e left to version of its schedule.
+func fromSchedule(e *model.Event, version int64, schedule func(id string) (*model.Schedule, error)) error {
+	if schedule == nil {
+		return fmt.Errorf("decode event: fire %q: a head that refers to its schedule, read without it", e.FireID)
+	}
+	sc, err := schedule(e.ScheduleID)
+	if err != nil {
+		return fmt.Errorf("decode event: fire %q: schedule %q: %w", e.FireID, e.ScheduleID, err)
+	}
+	if sc.Version != version {
+		return fmt.Errorf("decode event: fire %q: refers to version %d of schedule %q, which is at %d", e.FireID, version, e.ScheduleID, sc.Version)
+	}
+	e.TenantID, e.Priority, e.PolicyID, e.Target = sc.TenantID, sc.Priority, sc.PolicyID, sc.Target
+	e.MaxAttempts = sc.MaxAttempts
+	if len(sc.Payload) > 0 {
+		e.Payload = json.RawMessage(bytes.Clone(sc.Payload))
+	}
+	return nil
 }
 
 // eventRow is the JSON form of an event row written by earlier versions.

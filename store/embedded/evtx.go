@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,7 @@ import (
 // sequence, slot: 12 bytes):
 //
 //	ev_rows:     rk -> row (evrow.go)
-//	ev_heads:    sequence -> head (encodeEvent of the group's first event)
+//	ev_heads:    sequence -> head (encodeEventRef of the group's first event)
 //	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
 //	ev_ids:      id -> rk, loose events only
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
@@ -53,6 +54,7 @@ type group struct {
 	head   *model.Event
 	count  uint64 // canonical events
 	dirty  bool   // count changed: written by flush
+	fresh  bool   // opened by this transaction
 	sibKey []byte // ev_groups key
 }
 
@@ -60,8 +62,10 @@ type group struct {
 // it has met. It is made afresh for each run of a transaction function.
 type evtx struct {
 	rows, heads, groups, ids, due, fire, tenant, sched, policy, finished *bolt.Bucket
+	schedules                                                            *bolt.Bucket
 	bySeq                                                                map[uint64]*group
 	byFire                                                               map[string]*group
+	scheds                                                               map[string]*model.Schedule // read for heads
 }
 
 func newEvtx(tx *bolt.Tx) *evtx {
@@ -71,10 +75,33 @@ func newEvtx(tx *bolt.Tx) *evtx {
 	return &evtx{
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
-		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished),
+		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules),
 		bySeq: map[uint64]*group{}, byFire: map[string]*group{},
 	}
 }
+
+// schedule returns the stored schedule id for a head that refers to it;
+// model.ErrNotFound if there is none.
+func (x *evtx) schedule(id string) (*model.Schedule, error) {
+	if sc, ok := x.scheds[id]; ok {
+		return sc, nil
+	}
+	raw := x.schedules.Get([]byte(id))
+	if raw == nil {
+		return nil, model.ErrNotFound
+	}
+	sc, err := decodeSchedule([]byte(id), raw)
+	if err != nil {
+		return nil, err
+	}
+	if x.scheds == nil {
+		x.scheds = map[string]*model.Schedule{}
+	}
+	x.scheds[id] = sc
+	return sc, nil
+}
+
+func (x *evtx) decodeHead(raw []byte) (*model.Event, error) { return decodeEventWith(raw, x.schedule) }
 
 // groupEntry is a group's key suffix in ev_tenant and ev_sched.
 func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
@@ -114,7 +141,7 @@ func (x *evtx) groupOf(fireID string) (*group, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("event group %d of fire %q has no head", seq, fireID)
 	}
-	h, err := decodeEvent(raw)
+	h, err := x.decodeHead(raw)
 	if err != nil {
 		return nil, fmt.Errorf("event group %d: %w", seq, err)
 	}
@@ -144,7 +171,7 @@ func (x *evtx) groupBySeq(seq uint64) (*group, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("event group %d has no head", seq)
 	}
-	h, err := decodeEvent(raw)
+	h, err := x.decodeHead(raw)
 	if err != nil {
 		return nil, fmt.Errorf("event group %d: %w", seq, err)
 	}
@@ -168,12 +195,17 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	// event's come from its row key), so they are left out.
 	t := *e
 	t.ID, t.Index = "", 0
-	raw, err := encodeEvent(&t)
+	// A one-off's head leaves what its schedule's row holds to that row.
+	sc, err := x.schedule(e.ScheduleID)
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
+		return nil, err
+	}
+	raw, err := encodeEventRef(&t, sc)
 	if err != nil {
 		return nil, err
 	}
 	// The head is decoded back so that it holds what a reader sees.
-	h, err := decodeEvent(raw)
+	h, err := x.decodeHead(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -183,26 +215,73 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	g := &group{seq: seq, head: h, dirty: true, sibKey: strKey(e.FireID)}
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
-	if err := x.tenant.Put(append(strKey(e.TenantID), groupEntry(e.FireID)...), []byte{}); err != nil {
+	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
+	sk := append(strKey(e.ScheduleID), groupEntry(e.FireID)...)
+	packAppends(x.tenant, tk, len(e.TenantID)+1)
+	packAppends(x.sched, sk, 0)
+	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
-	if err := x.sched.Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), []byte{}); err != nil {
+	if err := x.sched.Put(sk, []byte{}); err != nil {
 		return nil, err
 	}
+	g.fresh = true
 	return x.cache(g), nil
 }
 
-// flush writes the counts of the groups this transaction changed.
-func (x *evtx) flush() error {
-	for _, g := range x.bySeq {
-		if !g.dirty {
+// unrefHeads writes in full the heads of the schedule's event groups that
+// leave fields to its row (refSchedule), before that row changes or goes.
+func unrefHeads(tx *bolt.Tx, scheduleID string) error {
+	x := newEvtx(tx)
+	prefix := strKey(scheduleID)
+	var fires []string
+	scanPrefix(tx, bEvSched, prefix, func(k, v []byte) bool {
+		// A group's entry: fire id, '.', NUL and no value (loose events
+		// have their row key as the value).
+		if len(v) == 0 && bytes.HasSuffix(k, []byte{'.', 0}) {
+			fires = append(fires, string(k[len(prefix):len(k)-2]))
+		}
+		return true
+	})
+	for _, fireID := range fires {
+		g, err := x.groupOf(fireID)
+		if err != nil {
+			return err
+		}
+		if g == nil || !refersToSchedule(x.heads.Get(seqKey(g.seq))) {
 			continue
+		}
+		raw, err := encodeEvent(g.head)
+		if err != nil {
+			return err
+		}
+		if err := x.heads.Put(seqKey(g.seq), raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes the counts of the groups this transaction changed, in key
+// order, so that new groups of fires whose ids sort in creation order are
+// appends (packAppends).
+func (x *evtx) flush() error {
+	var dirty []*group
+	for _, g := range x.bySeq {
+		if g.dirty {
+			dirty = append(dirty, g)
+		}
+	}
+	slices.SortFunc(dirty, func(a, b *group) int { return bytes.Compare(a.sibKey, b.sibKey) })
+	for _, g := range dirty {
+		if g.fresh {
+			packAppends(x.groups, g.sibKey, 0)
 		}
 		v := binary.AppendUvarint(seqKey(g.seq), g.count)
 		if err := x.groups.Put(g.sibKey, v); err != nil {
 			return err
 		}
-		g.dirty = false
+		g.dirty, g.fresh = false, false
 	}
 	return nil
 }

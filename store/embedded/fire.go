@@ -16,6 +16,19 @@ func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
 	return append(appendTime(strKey(scheduleID), fireTime), id...)
 }
 
+// createFire writes the new fire f, encoded as doc, and its by-schedule
+// index entry.
+func createFire(tx *bolt.Tx, f *model.Fire, doc []byte) error {
+	b, bs := tx.Bucket(bFires), tx.Bucket(bFireSched)
+	id, sk := []byte(f.ID), fireSchedKey(f.ScheduleID, f.FireTime, f.ID)
+	packAppends(b, id, 0)
+	packAppends(bs, sk, 0)
+	if err := b.Put(id, doc); err != nil {
+		return err
+	}
+	return bs.Put(sk, nil)
+}
+
 // FireInsert stores f unless a fire with its id exists. Cross-tenant.
 func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 	var inserted bool
@@ -24,7 +37,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 		if tx.Bucket(bFires).Get([]byte(f.ID)) != nil {
 			return nil
 		}
-		if err := putFire(tx, f); err != nil {
+		if err := createFire(tx, f, encodeFire(f)); err != nil {
 			return err
 		}
 		inserted = true
@@ -33,7 +46,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 				return err
 			}
 		}
-		return tx.Bucket(bFireSched).Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil)
+		return nil
 	})
 	if err != nil {
 		return false, err
@@ -244,7 +257,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (int, error) {
 	clear(inserted)
 	n := 0
-	fires, emitting, sched := tx.Bucket(bFires), tx.Bucket(bFireEmitting), tx.Bucket(bFireSched)
+	fires, emitting := tx.Bucket(bFires), tx.Bucket(bFireEmitting)
 	// New fires open new event groups, whose sequences (and so row and
 	// fire index keys) go at the end: those pages can be filled.
 	pack(tx, bEvRows, bEvFire)
@@ -254,11 +267,13 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 		if fires.Get([]byte(f.ID)) != nil {
 			continue
 		}
+		var doc []byte
 		if docs != nil {
-			if err := fires.Put([]byte(f.ID), docs[i]); err != nil {
-				return 0, err
-			}
-		} else if err := putFire(tx, f); err != nil {
+			doc = docs[i]
+		} else {
+			doc = encodeFire(f)
+		}
+		if err := createFire(tx, f, doc); err != nil {
 			return 0, err
 		}
 		inserted[i] = true
@@ -266,9 +281,6 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (
 			if err := emitting.Put([]byte(f.ID), nil); err != nil {
 				return 0, err
 			}
-		}
-		if err := sched.Put(fireSchedKey(f.ScheduleID, f.FireTime, f.ID), nil); err != nil {
-			return 0, err
 		}
 		for _, e := range fn.Events {
 			ok, err := x.insert(e)

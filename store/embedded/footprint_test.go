@@ -7,6 +7,8 @@ package embedded
 //
 // SCHEDULERD_BENCH_FOOTPRINT sets the number of one-offs and the size of
 // the fire (default 100,000); SCHEDULERD_BENCH_SEED the seed of the ids.
+// The one-offs are stored twice: with random ids and with ids that sort in
+// creation order.
 
 import (
 	"encoding/json"
@@ -49,13 +51,30 @@ func footprintRand(b *testing.B) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed))
 }
 
-// randomID mimics the master's ids: prefix + 16 base32 characters.
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+// randomID mimics the master's random ids: prefix + 16 base32 characters.
 func randomID(r *rand.Rand, prefix string) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	var sb strings.Builder
 	sb.WriteString(prefix)
 	for range 16 {
-		sb.WriteByte(alphabet[r.IntN(len(alphabet))])
+		sb.WriteByte(idAlphabet[r.IntN(len(idAlphabet))])
+	}
+	return sb.String()
+}
+
+// orderedID mimics ids that sort in creation order: prefix, the sequence n
+// in 8 base32 characters of an alphabet in byte order (most significant
+// first), then 8 random ones.
+func orderedID(r *rand.Rand, prefix string, n uint64) string {
+	const sorted = "234567abcdefghijklmnopqrstuvwxyz"
+	var sb strings.Builder
+	sb.WriteString(prefix)
+	for i := 7; i >= 0; i-- {
+		sb.WriteByte(sorted[(n>>(5*i))&31])
+	}
+	for range 8 {
+		sb.WriteByte(idAlphabet[r.IntN(len(idAlphabet))])
 	}
 	return sb.String()
 }
@@ -65,6 +84,11 @@ var footprintPayload = json.RawMessage(`{"job":"nightly-report","region":"eu-cen
 // BenchmarkDriverFootprintOneOffs stores n one-offs due within a day as the
 // master does on save: the schedule and its child, then its fire and event.
 func BenchmarkDriverFootprintOneOffs(b *testing.B) {
+	b.Run("ids=random", func(b *testing.B) { footprintOneOffs(b, false) })
+	b.Run("ids=ordered", func(b *testing.B) { footprintOneOffs(b, true) })
+}
+
+func footprintOneOffs(b *testing.B, ordered bool) {
 	n := footprintN(b)
 	for b.Loop() {
 		b.StopTimer()
@@ -78,33 +102,7 @@ func BenchmarkDriverFootprintOneOffs(b *testing.B) {
 		now := base()
 		b.StartTimer()
 		for start := 0; start < n; start += benchBatch {
-			items := make([]store.ScheduleNew, 0, benchBatch)
-			fires := make([]store.FireNew, 0, benchBatch)
-			for i := start; i < min(start+benchBatch, n); i++ {
-				runAt := now.Add(time.Duration(r.Int64N(int64(24 * time.Hour)))).Truncate(time.Millisecond)
-				sc := &model.Schedule{
-					ID: randomID(r, "sch_"), TenantID: tenant, Name: "report", RunAt: &runAt,
-					Timezone: "UTC", EventCount: 1, Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
-					Payload: footprintPayload, MaxAttempts: 5, Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow,
-					State: model.ScheduleActive, Version: 1, CreatedAt: now, UpdatedAt: now,
-				}
-				sc.Partition = model.PartitionOf(sc.ID, 16)
-				c, err := schedule.FromSchedule(sc, 100)
-				if err != nil {
-					b.Fatal(err)
-				}
-				items = append(items, store.ScheduleNew{Schedule: sc, Children: c.Children(sc)})
-				f := &model.Fire{
-					ID: model.FireID(sc.ID, sc.Version, runAt), ScheduleID: sc.ID, TenantID: tenant, FireTime: runAt,
-					LocalTime: runAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
-				}
-				e := &model.Event{
-					ID: model.EventID(f.ID, 0), TenantID: tenant, ScheduleID: sc.ID, FireID: f.ID, FireTime: runAt,
-					Count: 1, LaunchAt: runAt, Target: sc.Target, Payload: sc.Payload, MaxAttempts: 5,
-					Shard: r.IntN(8), Status: model.EventPending, CreatedAt: now, UpdatedAt: now,
-				}
-				fires = append(fires, store.FireNew{Fire: f, Events: []*model.Event{e}})
-			}
+			items, fires := oneOffs(b, r, tenant, now, start, min(start+benchBatch, n), ordered)
 			if errs, err := s.ScheduleCreateMany(b.Context(), items); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
 				b.Fatalf("ScheduleCreateMany: %v %v", errs, err)
 			}
@@ -116,6 +114,45 @@ func BenchmarkDriverFootprintOneOffs(b *testing.B) {
 		reportFootprint(b, s, dir, n, "job")
 		b.StartTimer()
 	}
+}
+
+// oneOffs returns one-offs lo..hi-1 of tenant due within a day of now, as
+// the master saves them: the schedules with their children, and their fires
+// with one event each.
+func oneOffs(tb testing.TB, r *rand.Rand, tenant string, now time.Time, lo, hi int, ordered bool) ([]store.ScheduleNew, []store.FireNew) {
+	tb.Helper()
+	items := make([]store.ScheduleNew, 0, hi-lo)
+	fires := make([]store.FireNew, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		runAt := now.Add(time.Duration(r.Int64N(int64(24 * time.Hour)))).Truncate(time.Millisecond)
+		id := randomID(r, "sch_")
+		if ordered {
+			id = orderedID(r, "sch_", uint64(i))
+		}
+		sc := &model.Schedule{
+			ID: id, TenantID: tenant, Name: "report", RunAt: &runAt,
+			Timezone: "UTC", EventCount: 1, Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+			Payload: footprintPayload, MaxAttempts: 5, Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow,
+			State: model.ScheduleActive, Version: 1, CreatedAt: now, UpdatedAt: now,
+		}
+		sc.Partition = model.PartitionOf(sc.ID, 16)
+		c, err := schedule.FromSchedule(sc, 100)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		items = append(items, store.ScheduleNew{Schedule: sc, Children: c.Children(sc)})
+		f := &model.Fire{
+			ID: model.FireID(sc.ID, sc.Version, runAt), ScheduleID: sc.ID, TenantID: tenant, FireTime: runAt,
+			LocalTime: runAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
+		}
+		e := &model.Event{
+			ID: model.EventID(f.ID, 0), TenantID: tenant, ScheduleID: sc.ID, FireID: f.ID, FireTime: runAt,
+			Count: 1, LaunchAt: runAt, Target: sc.Target, Payload: sc.Payload, MaxAttempts: 5,
+			Shard: r.IntN(8), Status: model.EventPending, CreatedAt: now, UpdatedAt: now,
+		}
+		fires = append(fires, store.FireNew{Fire: f, Events: []*model.Event{e}})
+	}
+	return items, fires
 }
 
 // BenchmarkDriverFootprintFire stores one fire of n events as the emitter's

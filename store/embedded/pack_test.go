@@ -1,6 +1,8 @@
 package embedded
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -67,5 +69,92 @@ func TestOneFireRun(t *testing.T) {
 		if got := oneFireRun(tc.events); got != tc.want {
 			t.Errorf("%s: oneFireRun = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// One-offs whose ids sort in creation order fill the pages of the buckets
+// keyed by those ids to about packedFill; random ids leave them at bbolt's
+// default (the B+tree fills pages to about 70% from random keys).
+func TestOrderedIDsPackPages(t *testing.T) {
+	for _, ordered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			s, err := Open(t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r := rand.New(rand.NewPCG(1, 1))
+			const n, batch = 6_000, 500
+			for lo := 0; lo < n; lo += batch {
+				items, fires := oneOffs(t, r, "ten_a", base(), lo, lo+batch, ordered)
+				if _, err := s.ScheduleCreateMany(t.Context(), items); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := s.FireInsertMany(t.Context(), fires); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.db.View(func(tx *bolt.Tx) error {
+				for _, name := range [][]byte{bSchedules, bSchedTenant, bChildSched, bFires, bFireSched, bEvGroups, bEvTenant, bEvSched} {
+					st := tx.Bucket(name).Stats()
+					fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
+					if ordered && fill < 0.8 {
+						t.Errorf("%s: leaf pages %.0f%% full, want at least 80%%", name, 100*fill)
+					}
+					if !ordered && fill > 0.8 {
+						t.Errorf("%s: leaf pages %.0f%% full from random keys: packed (want bbolt's default)", name, 100*fill)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestPackAppends(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSchedTenant)
+		for _, k := range []string{"t1\x00b", "t1\x00d", "t2\x00a"} {
+			if err := b.Put([]byte(k), nil); err != nil {
+				return err
+			}
+		}
+		for _, step := range []struct {
+			key  string
+			n    int
+			want float64
+		}{
+			{"t1\x00e", 0, bolt.DefaultFillPercent}, // t2\0a follows: not an append to the bucket
+			{"t1\x00e", 3, packedFill},              // but one to tenant t1
+			{"t3\x00a", 0, packedFill},              // the end of the bucket
+			{"t1\x00c", 3, mixedFill},               // into the middle
+			{"t3\x00b", 0, mixedFill},               // stays off for the transaction
+		} {
+			if step.want == bolt.DefaultFillPercent {
+				// Checked on a fresh handle state: reset what an earlier step set.
+				b.FillPercent = bolt.DefaultFillPercent
+			}
+			packAppends(b, []byte(step.key), step.n)
+			if step.want == bolt.DefaultFillPercent {
+				if b.FillPercent == packedFill {
+					t.Errorf("packAppends(%q, %d): packed, want not", step.key, step.n)
+				}
+				b.FillPercent = bolt.DefaultFillPercent
+				continue
+			}
+			if b.FillPercent != step.want {
+				t.Errorf("packAppends(%q, %d): fill %v, want %v", step.key, step.n, b.FillPercent, step.want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,69 +17,170 @@ import (
 // Schedules and fires are stored in a binary form (the JSON of earlier
 // layouts spent most of a row on field names). A row starts with its codec
 // version; rows of earlier layouts are JSON objects and start with '{', and
-// are still read. The id is the row's key and is not repeated in the value.
-// The primitives are eventcodec.go's: uvarint-length strings, varints,
-// presence-byte times read back in UTC.
+// are still read, as are rows of an earlier codec version. The id is the
+// row's key and is not repeated in the value. The primitives are
+// eventcodec.go's: uvarint-length strings, varints, presence-byte times read
+// back in UTC.
+//
+// Version 2 names the values of the enumerations by a code (putEnum),
+// leaves out what the row holds already (a fire's schedule id and local
+// time when they are what its id and fire time give, an update time equal
+// to the creation time), and keeps a schedule's sole child inline.
 const (
 	scheduleCodecV1 = 0x01
+	scheduleCodecV2 = 0x02
 	fireCodecV1     = 0x01
+	fireCodecV2     = 0x02
 )
+
+// Code tables of putEnum. Codes are stored: values are only ever appended.
+var (
+	enumTimezone = []string{"", "UTC"}
+	enumTarget   = []string{"", string(model.TargetHTTP), string(model.TargetSQS)}
+	enumMisfire  = []string{"", string(model.MisfireFireOnce), string(model.MisfireFireAll), string(model.MisfireSkip)}
+	enumOverlap  = []string{"", string(model.OverlapAllow), string(model.OverlapSkip), string(model.OverlapCancel)}
+	enumState    = []string{"", string(model.ScheduleActive), string(model.SchedulePaused), string(model.ScheduleCompleted)}
+	enumDecision = []string{"", string(model.FireEmitted), string(model.FireLate), string(model.FireSkippedOverlap),
+		string(model.FireCancelledByNext), string(model.FireTriggered)}
+)
+
+// putEnum writes s as one byte, its index in table plus one, or as 0 and
+// the string when the table does not hold it.
+func putEnum(b []byte, s string, table []string) []byte {
+	if i := slices.Index(table, s); i >= 0 && i < 255 {
+		return append(b, byte(i+1))
+	}
+	return putStr(append(b, 0), s)
+}
+
+func (d *decoder) enum(table []string) string {
+	c := d.byte1()
+	switch {
+	case d.err != nil:
+		return ""
+	case c == 0:
+		return d.str()
+	case int(c) > len(table):
+		d.err, d.b = fmt.Errorf("unknown code %d", c), nil
+		return ""
+	}
+	return table[c-1]
+}
 
 func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(b, int64(d)) }
 
-func encodeSchedule(sc *model.Schedule) []byte {
-	b := make([]byte, 0, 96+len(sc.TenantID)+len(sc.Name)+len(sc.Cron)+len(sc.Target.URL)+len(sc.Target.QueueURL)+len(sc.Payload))
-	b = append(b, scheduleCodecV1)
+// Flags of a version 2 schedule row.
+const (
+	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
+	schedSoleChild                    // the schedule's sole child follows (soleChild)
+)
+
+// soleChild returns the child of children that a row of sc can hold
+// inline: the only one, of sc's id, tenant, version and partition, so that
+// the row gives all of its key but its timezone, launch expression and
+// minute. Such a child has no entry in children_by_schedule; the row stands
+// for it (see putChildren and dropSoleChild). nil otherwise.
+func soleChild(sc *model.Schedule, children []model.Child) *model.Child {
+	if len(children) != 1 {
+		return nil
+	}
+	c := &children[0]
+	if c.ScheduleID != sc.ID || c.TenantID != sc.TenantID || c.ScheduleVersion != sc.Version || c.Partition != sc.Partition {
+		return nil
+	}
+	return c
+}
+
+func encodeSchedule(sc *model.Schedule) []byte { return encodeScheduleRow(sc, nil) }
+
+// encodeScheduleRow encodes sc with child (nil: none) inline.
+func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
+	b := make([]byte, 0, 64+len(sc.TenantID)+len(sc.Name)+len(sc.Cron)+len(sc.Target.URL)+len(sc.Target.QueueURL)+len(sc.Payload))
+	var flags uint64
+	if sameTime(sc.UpdatedAt, sc.CreatedAt) {
+		flags |= schedUpdatedIsCreated
+	}
+	if child != nil {
+		flags |= schedSoleChild
+	}
+	b = append(b, scheduleCodecV2)
+	b = binary.AppendUvarint(b, flags)
 	b = putStr(b, sc.TenantID)
 	b = putStr(b, sc.Name)
 	b = putStr(b, sc.Cron)
 	b = putTimePtr(b, sc.RunAt)
-	b = putStr(b, sc.Timezone)
+	b = putEnum(b, sc.Timezone, enumTimezone)
 	b = binary.AppendVarint(b, int64(sc.EventCount))
 	b = putStr(b, sc.PolicyID)
 	b = putDuration(b, sc.Window)
 	b = putBool(b, sc.Spread)
 	b = binary.AppendVarint(b, int64(sc.Priority))
-	b = putStr(b, string(sc.Target.Type))
+	b = putEnum(b, string(sc.Target.Type), enumTarget)
 	b = putStr(b, sc.Target.URL)
 	b = putStr(b, sc.Target.QueueURL)
 	b = putBytes(b, sc.Payload)
 	b = binary.AppendVarint(b, int64(sc.MaxAttempts))
 	b = putTimePtr(b, sc.StartAt)
 	b = putTimePtr(b, sc.EndAt)
-	b = putStr(b, string(sc.Misfire))
-	b = putStr(b, string(sc.Overlap))
-	b = putStr(b, string(sc.State))
+	b = putEnum(b, string(sc.Misfire), enumMisfire)
+	b = putEnum(b, string(sc.Overlap), enumOverlap)
+	b = putEnum(b, string(sc.State), enumState)
 	b = binary.AppendVarint(b, int64(sc.Partition))
 	b = binary.AppendVarint(b, sc.Version)
 	b = putTime(b, sc.CreatedAt)
-	return putTime(b, sc.UpdatedAt)
+	if flags&schedUpdatedIsCreated == 0 {
+		b = putTime(b, sc.UpdatedAt)
+	}
+	if child != nil {
+		b = putEnum(b, child.Timezone, enumTimezone)
+		b = putStr(b, child.LaunchExpression)
+		b = binary.AppendVarint(b, int64(child.Minute))
+	}
+	return b
 }
 
 func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
+	sc, _, err := decodeScheduleRow(id, raw)
+	return sc, err
+}
+
+// decodeScheduleRow returns the schedule of a row and the child it holds
+// inline (nil if none).
+func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
 	sc := &model.Schedule{}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := jsonUnmarshal(raw, sc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return sc, nil
+		return sc, nil, nil
 	}
-	if len(raw) == 0 || raw[0] != scheduleCodecV1 {
-		return nil, fmt.Errorf("decode schedule %q: unknown row format", id)
+	if len(raw) == 0 || (raw[0] != scheduleCodecV1 && raw[0] != scheduleCodecV2) {
+		return nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
+	}
+	v2 := raw[0] == scheduleCodecV2
+	str := func(d *decoder, table []string) string {
+		if v2 {
+			return d.enum(table)
+		}
+		return d.str()
 	}
 	d := decoder{b: raw[1:]}
+	var flags uint64
+	if v2 {
+		flags = d.uvarint()
+	}
 	sc.ID = string(id)
 	sc.TenantID = d.str()
 	sc.Name = d.str()
 	sc.Cron = d.str()
 	sc.RunAt = d.timePtr()
-	sc.Timezone = d.str()
+	sc.Timezone = str(&d, enumTimezone)
 	sc.EventCount = int(d.varint())
 	sc.PolicyID = d.str()
 	sc.Window = time.Duration(d.varint())
 	sc.Spread = d.bool()
 	sc.Priority = int(d.varint())
-	sc.Target.Type = model.TargetType(d.str())
+	sc.Target.Type = model.TargetType(str(&d, enumTarget))
 	sc.Target.URL = d.str()
 	sc.Target.QueueURL = d.str()
 	if p := d.bytes(); len(p) > 0 {
@@ -86,31 +189,65 @@ func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
 	sc.MaxAttempts = int(d.varint())
 	sc.StartAt = d.timePtr()
 	sc.EndAt = d.timePtr()
-	sc.Misfire = model.MisfirePolicy(d.str())
-	sc.Overlap = model.OverlapPolicy(d.str())
-	sc.State = model.ScheduleState(d.str())
+	sc.Misfire = model.MisfirePolicy(str(&d, enumMisfire))
+	sc.Overlap = model.OverlapPolicy(str(&d, enumOverlap))
+	sc.State = model.ScheduleState(str(&d, enumState))
 	sc.Partition = int(d.varint())
 	sc.Version = d.varint()
 	sc.CreatedAt = d.time()
-	sc.UpdatedAt = d.time()
+	if flags&schedUpdatedIsCreated != 0 {
+		sc.UpdatedAt = sc.CreatedAt
+	} else {
+		sc.UpdatedAt = d.time()
+	}
+	var child *model.Child
+	if flags&schedSoleChild != 0 {
+		child = &model.Child{
+			ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: sc.Version, Partition: sc.Partition,
+			Timezone: d.enum(enumTimezone), LaunchExpression: d.str(), Minute: int(d.varint()),
+		}
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
+		return nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
 	}
-	return sc, nil
+	return sc, child, nil
 }
 
+// Flags of a version 2 fire row.
+const (
+	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
+	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
+)
+
+// localLayout is the emitter's format of a fire's local time.
+const localLayout = "2006-01-02T15:04:05.999Z07:00"
+
 func encodeFire(f *model.Fire) []byte {
-	b := make([]byte, 0, 48+len(f.ScheduleID)+len(f.TenantID)+len(f.LocalTime)+len(f.Note))
-	b = append(b, fireCodecV1)
-	b = putStr(b, f.ScheduleID)
+	b := make([]byte, 0, 48+len(f.TenantID)+len(f.Note))
+	var flags uint64
+	if strings.HasPrefix(f.ID, f.ScheduleID+".") {
+		flags |= fireSchedInID
+	}
+	if f.LocalTime == f.FireTime.UTC().Format(localLayout) {
+		flags |= fireLocalIsUTC
+	}
+	b = append(b, fireCodecV2)
+	b = binary.AppendUvarint(b, flags)
+	if flags&fireSchedInID != 0 {
+		b = binary.AppendUvarint(b, uint64(len(f.ScheduleID)))
+	} else {
+		b = putStr(b, f.ScheduleID)
+	}
 	b = putStr(b, f.TenantID)
 	b = putTime(b, f.FireTime)
-	b = putStr(b, f.LocalTime)
+	if flags&fireLocalIsUTC == 0 {
+		b = putStr(b, f.LocalTime)
+	}
 	b = binary.AppendVarint(b, int64(f.Count))
-	b = putStr(b, string(f.Decision))
+	b = putEnum(b, string(f.Decision), enumDecision)
 	b = putStr(b, f.Note)
 	b = binary.AppendVarint(b, int64(f.Remaining))
 	return putTime(b, f.CreatedAt)
@@ -124,17 +261,38 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 		}
 		return f, nil
 	}
-	if len(raw) == 0 || raw[0] != fireCodecV1 {
+	if len(raw) == 0 || (raw[0] != fireCodecV1 && raw[0] != fireCodecV2) {
 		return nil, fmt.Errorf("decode fire %q: unknown row format", id)
 	}
+	v2 := raw[0] == fireCodecV2
 	d := decoder{b: raw[1:]}
+	var flags uint64
+	if v2 {
+		flags = d.uvarint()
+	}
 	f.ID = string(id)
-	f.ScheduleID = d.str()
+	if flags&fireSchedInID != 0 {
+		if n := d.uvarint(); n < uint64(len(id)) {
+			f.ScheduleID = string(id[:n])
+		} else if d.err == nil {
+			d.err = fmt.Errorf("schedule id of %d bytes in a fire id of %d", n, len(id))
+		}
+	} else {
+		f.ScheduleID = d.str()
+	}
 	f.TenantID = d.str()
 	f.FireTime = d.time()
-	f.LocalTime = d.str()
+	if flags&fireLocalIsUTC != 0 {
+		f.LocalTime = f.FireTime.Format(localLayout)
+	} else {
+		f.LocalTime = d.str()
+	}
 	f.Count = int(d.varint())
-	f.Decision = model.FireDecision(d.str())
+	if v2 {
+		f.Decision = model.FireDecision(d.enum(enumDecision))
+	} else {
+		f.Decision = model.FireDecision(d.str())
+	}
 	f.Note = d.str()
 	f.Remaining = int(d.varint())
 	f.CreatedAt = d.time()

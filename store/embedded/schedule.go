@@ -59,7 +59,10 @@ func childSchedKey(c *model.Child) []byte {
 	return append(strKey(c.ScheduleID), childKey(c)...)
 }
 
-func putChildren(tx *bolt.Tx, children []model.Child) error {
+// putChildren writes children. sole, if not nil, is the one of them that
+// the schedule's row holds inline (soleChild): it gets no entry in
+// children_by_schedule.
+func putChildren(tx *bolt.Tx, children []model.Child, sole *model.Child) error {
 	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
 	for i := range children {
 		c := &children[i]
@@ -72,11 +75,42 @@ func putChildren(tx *bolt.Tx, children []model.Child) error {
 		if err := bc.Put(k, []byte(c.TenantID)); err != nil {
 			return err
 		}
-		if err := bs.Put(childSchedKey(c), nil); err != nil {
+		if c == sole {
+			continue
+		}
+		sk := childSchedKey(c)
+		packAppends(bs, sk, 0)
+		if err := bs.Put(sk, nil); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dropSoleChild deletes the child c that a schedule's row held inline (nil:
+// none).
+func dropSoleChild(tx *bolt.Tx, c *model.Child) error {
+	if c == nil {
+		return nil
+	}
+	bc, k := tx.Bucket(bChildren), childKey(c)
+	if bc.Get(k) == nil {
+		return nil
+	}
+	if err := addTZCount(tx.Bucket(bChildTZ), c.Timezone, -1); err != nil {
+		return err
+	}
+	return bc.Delete(k)
+}
+
+// getScheduleRow returns the schedule id and the child its row holds
+// inline; model.ErrNotFound if there is none.
+func getScheduleRow(tx *bolt.Tx, id []byte) (*model.Schedule, *model.Child, error) {
+	raw := tx.Bucket(bSchedules).Get(id)
+	if raw == nil {
+		return nil, nil, model.ErrNotFound
+	}
+	return decodeScheduleRow(id, raw)
 }
 
 // deleteChildren removes the schedule's children for which keep returns
@@ -138,8 +172,22 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 	return b.Put([]byte(tz), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-func putSchedule(tx *bolt.Tx, sc *model.Schedule) error {
-	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeSchedule(sc)); err != nil {
+// createSchedule writes the new schedule sc, encoded as doc, and its tenant
+// index entry.
+func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte) error {
+	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
+	id, tk := []byte(sc.ID), strKey(sc.TenantID, sc.ID)
+	packAppends(b, id, 0)
+	packAppends(bt, tk, len(sc.TenantID)+1)
+	if err := b.Put(id, doc); err != nil {
+		return err
+	}
+	return bt.Put(tk, nil)
+}
+
+// putSchedule replaces the row of sc, holding sole inline (nil: none).
+func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
+	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeScheduleRow(sc, sole)); err != nil {
 		return err
 	}
 	return tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil)
@@ -152,10 +200,11 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
 			return model.ErrConflict
 		}
-		if err := putChildren(tx, children); err != nil {
+		sole := soleChild(sc, children)
+		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		return putSchedule(tx, sc)
+		return createSchedule(tx, sc, encodeScheduleRow(sc, sole))
 	})
 }
 
@@ -164,7 +213,8 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 // exists, and then nothing is written.
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	// Encoded before the transaction, which holds the one writer.
-	doc := encodeSchedule(sc)
+	sole := soleChild(sc, children)
+	doc := encodeScheduleRow(sc, sole)
 	docs := make([][]byte, len(fs))
 	for i, fn := range fs {
 		docs[i] = encodeFire(fn.Fire)
@@ -177,13 +227,10 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if b.Get(id) != nil {
 			return model.ErrConflict
 		}
-		if err := putChildren(tx, children); err != nil {
+		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		if err := b.Put(id, doc); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil); err != nil {
+		if err := createSchedule(tx, sc, doc); err != nil {
 			return err
 		}
 		var err error
@@ -203,11 +250,13 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	res := make([]error, len(items))
 	// Encoded before the transaction, which holds the one writer.
 	docs := make([][]byte, len(items))
+	soles := make([]*model.Child, len(items))
 	for i, it := range items {
-		docs[i] = encodeSchedule(it.Schedule)
+		soles[i] = soleChild(it.Schedule, it.Children)
+		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
 	}
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
-		b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
+		b := tx.Bucket(bSchedules)
 		for i, it := range items {
 			res[i] = nil
 			id := []byte(it.Schedule.ID)
@@ -215,13 +264,10 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				res[i] = model.ErrConflict
 				continue
 			}
-			if err := putChildren(tx, it.Children); err != nil {
+			if err := putChildren(tx, it.Children, soles[i]); err != nil {
 				return err
 			}
-			if err := b.Put(id, docs[i]); err != nil {
-				return err
-			}
-			if err := bt.Put(strKey(it.Schedule.TenantID, it.Schedule.ID), nil); err != nil {
+			if err := createSchedule(tx, it.Schedule, docs[i]); err != nil {
 				return err
 			}
 		}
@@ -322,8 +368,8 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		return wrap("schedule update", &model.FieldError{Field: "version", Reason: fmt.Sprintf("must be %d", expectedVersion+1)})
 	}
 	return s.update(ctx, "schedule update", func(tx *bolt.Tx) error {
-		var old model.Schedule
-		if err := getScheduleInto(tx, []byte(sc.ID), &old); err != nil {
+		old, oldSole, err := getScheduleRow(tx, []byte(sc.ID))
+		if err != nil {
 			return err
 		}
 		if old.TenantID != sc.TenantID {
@@ -332,15 +378,34 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		if old.Version != expectedVersion {
 			return model.ErrConflict
 		}
-		if children != nil {
-			if _, err := deleteChildren(tx, sc.ID, nil); err != nil {
-				return err
-			}
-			if err := putChildren(tx, children); err != nil {
+		if old.RunAt != nil {
+			if err := unrefHeads(tx, sc.ID); err != nil {
 				return err
 			}
 		}
-		return putSchedule(tx, sc)
+		var sole *model.Child
+		switch {
+		case children != nil:
+			if err := dropSoleChild(tx, oldSole); err != nil {
+				return err
+			}
+			if _, err := deleteChildren(tx, sc.ID, nil); err != nil {
+				return err
+			}
+			sole = soleChild(sc, children)
+			if err := putChildren(tx, children, sole); err != nil {
+				return err
+			}
+		case oldSole != nil:
+			// The child stays, of the old version, for the orphan clean-up,
+			// which finds children by schedule: the new row does not hold it.
+			if tx.Bucket(bChildren).Get(childKey(oldSole)) != nil {
+				if err := tx.Bucket(bChildSched).Put(childSchedKey(oldSole), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return putSchedule(tx, sc, sole)
 	})
 }
 
@@ -348,12 +413,20 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 // model.ErrNotFound. Its events are left to EventCancelPending.
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 	return s.update(ctx, "schedule delete", func(tx *bolt.Tx) error {
-		var old model.Schedule
-		if err := getScheduleInto(tx, []byte(id), &old); err != nil {
+		old, oldSole, err := getScheduleRow(tx, []byte(id))
+		if err != nil {
 			return err
 		}
 		if old.TenantID != tenantID {
 			return model.ErrNotFound
+		}
+		if old.RunAt != nil {
+			if err := unrefHeads(tx, id); err != nil {
+				return err
+			}
+		}
+		if err := dropSoleChild(tx, oldSole); err != nil {
+			return err
 		}
 		if _, err := deleteChildren(tx, id, nil); err != nil {
 			return err

@@ -1,0 +1,43 @@
+package embedded
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkDriverClaimCompleteOneOffs is BenchmarkDriverClaimComplete on
+// 100,000 one-offs (schedule, child, fire and one event each, random ids,
+// seed 1) instead of fires of 1,000 events: every event claimed is the only
+// one of its group, whose head a claim reads with its schedule's row.
+//
+//	go test -run='^$' -bench=DriverClaimCompleteOneOffs -benchtime=1x ./store/embedded
+func BenchmarkDriverClaimCompleteOneOffs(b *testing.B) {
+	for _, workers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("shards-in-parallel=%d", workers), func(b *testing.B) {
+			var elapsed time.Duration
+			runs := 0
+			for b.Loop() {
+				b.StopTimer()
+				s := openBench(b)
+				r := rand.New(rand.NewPCG(1, 1))
+				for lo := 0; lo < benchEvents; lo += benchBatch {
+					items, fires := oneOffs(b, r, "ten_bench", base(), lo, lo+benchBatch, false)
+					if _, err := s.ScheduleCreateMany(b.Context(), items); err != nil {
+						b.Fatal(err)
+					}
+					if _, n, err := s.FireInsertMany(b.Context(), fires); err != nil || n != len(fires) {
+						b.Fatalf("FireInsertMany: %d events, %v", n, err)
+					}
+				}
+				b.StartTimer()
+				start := time.Now()
+				claimCompleteAll(b, s, workers)
+				elapsed += time.Since(start)
+				runs++
+			}
+			b.ReportMetric(float64(benchEvents*runs)/elapsed.Seconds(), "events/s")
+		})
+	}
+}

@@ -1,0 +1,245 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// encodeScheduleV1 and encodeFireV1 write rows as the first binary codec
+// did, which stores written before version 2 hold.
+func encodeScheduleV1(sc *model.Schedule) []byte {
+	b := []byte{scheduleCodecV1}
+	b = putStr(b, sc.TenantID)
+	b = putStr(b, sc.Name)
+	b = putStr(b, sc.Cron)
+	b = putTimePtr(b, sc.RunAt)
+	b = putStr(b, sc.Timezone)
+	b = binary.AppendVarint(b, int64(sc.EventCount))
+	b = putStr(b, sc.PolicyID)
+	b = putDuration(b, sc.Window)
+	b = putBool(b, sc.Spread)
+	b = binary.AppendVarint(b, int64(sc.Priority))
+	b = putStr(b, string(sc.Target.Type))
+	b = putStr(b, sc.Target.URL)
+	b = putStr(b, sc.Target.QueueURL)
+	b = putBytes(b, sc.Payload)
+	b = binary.AppendVarint(b, int64(sc.MaxAttempts))
+	b = putTimePtr(b, sc.StartAt)
+	b = putTimePtr(b, sc.EndAt)
+	b = putStr(b, string(sc.Misfire))
+	b = putStr(b, string(sc.Overlap))
+	b = putStr(b, string(sc.State))
+	b = binary.AppendVarint(b, int64(sc.Partition))
+	b = binary.AppendVarint(b, sc.Version)
+	b = putTime(b, sc.CreatedAt)
+	return putTime(b, sc.UpdatedAt)
+}
+
+func encodeFireV1(f *model.Fire) []byte {
+	b := []byte{fireCodecV1}
+	b = putStr(b, f.ScheduleID)
+	b = putStr(b, f.TenantID)
+	b = putTime(b, f.FireTime)
+	b = putStr(b, f.LocalTime)
+	b = binary.AppendVarint(b, int64(f.Count))
+	b = putStr(b, string(f.Decision))
+	b = putStr(b, f.Note)
+	b = binary.AppendVarint(b, int64(f.Remaining))
+	return putTime(b, f.CreatedAt)
+}
+
+// A one-off as the master stores it, and its fire.
+func typicalOneOff() (*model.Schedule, *model.Fire) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	runAt := now.Add(5*time.Hour + 1234*time.Millisecond)
+	sc := &model.Schedule{
+		ID: "sch_2222222aqxkfmzpe", TenantID: "ten_abcdefghijklmnop", Name: "report", RunAt: &runAt, Timezone: "UTC",
+		EventCount: 1, Target: model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
+		Payload: json.RawMessage(`{"job":"nightly-report"}`), MaxAttempts: 5, Misfire: model.MisfireFireOnce,
+		Overlap: model.OverlapAllow, State: model.ScheduleActive, Partition: 7, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	f := &model.Fire{
+		ID: model.FireID(sc.ID, 1, runAt), ScheduleID: sc.ID, TenantID: sc.TenantID, FireTime: runAt,
+		LocalTime: runAt.Format(localLayout), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
+	}
+	return sc, f
+}
+
+// Version 2 rows of a typical one-off read back whole, are smaller than
+// version 1 rows by what they leave out, and version 1 rows are still read.
+func TestRowCodecV2(t *testing.T) {
+	sc, f := typicalOneOff()
+	child := &model.Child{ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: 1, Partition: 7,
+		Timezone: "UTC", LaunchExpression: "MM 01-01 05", Minute: 0}
+
+	raw := encodeScheduleRow(sc, child)
+	got, gotChild, err := decodeScheduleRow([]byte(sc.ID), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sc) || !reflect.DeepEqual(gotChild, child) {
+		t.Errorf("schedule round trip\n got %+v %+v\nwant %+v %+v", got, gotChild, sc, child)
+	}
+	for i := range raw {
+		if _, _, err := decodeScheduleRow([]byte(sc.ID), raw[:i]); err == nil {
+			t.Fatalf("schedule truncated to %d of %d bytes: decoded without error", i, len(raw))
+		}
+	}
+	// Enumerations (3+4+9+5+6 bytes), the update time (7) are left out.
+	if v1, v2 := len(encodeScheduleV1(sc)), len(encodeSchedule(sc)); v2 > v1-30 {
+		t.Errorf("schedule row: %d bytes, version 1 %d: want at least 30 fewer", v2, v1)
+	}
+	if got, err := decodeSchedule([]byte(sc.ID), encodeScheduleV1(sc)); err != nil || !reflect.DeepEqual(got, sc) {
+		t.Errorf("version 1 schedule row: %+v, %v", got, err)
+	}
+
+	rawFire := encodeFire(f)
+	gotFire, err := decodeFire([]byte(f.ID), rawFire)
+	if err != nil || !reflect.DeepEqual(gotFire, f) {
+		t.Errorf("fire round trip\n got %+v %v\nwant %+v", gotFire, err, f)
+	}
+	for i := range rawFire {
+		if _, err := decodeFire([]byte(f.ID), rawFire[:i]); err == nil {
+			t.Fatalf("fire truncated to %d of %d bytes: decoded without error", i, len(rawFire))
+		}
+	}
+	// The schedule id (19 of 20 bytes), the local time (25) and the decision
+	// (7) are left out.
+	if v1, v2 := len(encodeFireV1(f)), len(rawFire); v2 > v1-45 {
+		t.Errorf("fire row: %d bytes, version 1 %d: want at least 45 fewer", v2, v1)
+	}
+	if got, err := decodeFire([]byte(f.ID), encodeFireV1(f)); err != nil || !reflect.DeepEqual(got, f) {
+		t.Errorf("version 1 fire row: %+v, %v", got, err)
+	}
+
+	// What the row cannot leave out is kept: a fire id that does not start
+	// with its schedule's, a local time in another zone.
+	odd := *f
+	odd.ID, odd.LocalTime, odd.Decision = "other-id", "2030-01-01T06:00:01.234+01:00", "some_new_decision"
+	if got, err := decodeFire([]byte(odd.ID), encodeFire(&odd)); err != nil || !reflect.DeepEqual(got, &odd) {
+		t.Errorf("fire round trip\n got %+v %v\nwant %+v", got, err, &odd)
+	}
+	if _, err := decodeFire([]byte("sch"), encodeFire(f)); err == nil {
+		t.Error("fire row whose schedule id is longer than the key: decoded without error")
+	}
+}
+
+// A store of layout 3 (schedules and fires in row codec 1, heads in event
+// codec 1) opens with its rows rewritten in the current codecs, in chunks,
+// and everything reads back as written.
+func TestOpenMigratesLayout3Rows(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	items, fires := oneOffs(t, r, "ten_a", base(), 0, 30, false)
+	if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.FireInsertMany(ctx, fires); err != nil {
+		t.Fatal(err)
+	}
+	// What layout 3 wrote: every row in the first codecs, every child with
+	// its by-schedule entry.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCompactEvents)); err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := tx.Bucket(bSchedules).Put([]byte(it.Schedule.ID), encodeScheduleV1(it.Schedule)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bChildSched).Put(childSchedKey(&it.Children[0]), nil); err != nil {
+				return err
+			}
+		}
+		for _, fn := range fires {
+			if err := tx.Bucket(bFires).Put([]byte(fn.Fire.ID), encodeFireV1(fn.Fire)); err != nil {
+				return err
+			}
+		}
+		heads := tx.Bucket(bEvHeads)
+		type kv struct{ k, v []byte }
+		var puts []kv
+		x := newEvtx(tx)
+		if err := heads.ForEach(func(k, v []byte) error {
+			h, err := x.decodeHead(v)
+			if err != nil {
+				return err
+			}
+			old, err := encodeEventV1(h)
+			puts = append(puts, kv{bytes.Clone(k), old})
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, p := range puts {
+			if err := heads.Put(p.k, p.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if s, err = Open(dir, Options{migrateChunk: 7}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	checkMigrated(t, s)
+	checkEventIndexes(t, s)
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		for name, want := range map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3} {
+			if err := tx.Bucket([]byte(name)).ForEach(func(k, v []byte) error {
+				if v[0] != want {
+					t.Errorf("%s %q: codec %d after the migration, want %d", name, k, v[0], want)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		sc := it.Schedule
+		if got, err := s.ScheduleGet(ctx, sc.TenantID, sc.ID); err != nil || !reflect.DeepEqual(got, sc) {
+			t.Errorf("schedule %s: %v\n got %+v\nwant %+v", sc.ID, err, got, sc)
+		}
+		f := fires[i].Fire
+		if got, err := s.FireGet(ctx, f.TenantID, f.ID); err != nil || !reflect.DeepEqual(got, f) {
+			t.Errorf("fire %s: %v\n got %+v\nwant %+v", f.ID, err, got, f)
+		}
+		e := fires[i].Events[0]
+		if got, err := s.EventGetByID(ctx, e.ID); err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
+			t.Errorf("event %s: %v\n got %+v\nwant %+v", e.ID, err, got, e)
+		}
+	}
+	// A migrated schedule's child keeps its by-schedule entry and goes with
+	// the schedule.
+	sc := items[0].Schedule
+	if err := s.ScheduleDelete(ctx, sc.TenantID, sc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := bySchedEntries(t, s); n != len(items)-1 {
+		t.Errorf("children_by_schedule: %d entries, want %d", n, len(items)-1)
+	}
+}
