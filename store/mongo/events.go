@@ -462,7 +462,7 @@ func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition,
 	ids := make([]string, len(idx))
 	for k, i := range idx {
 		ids[k] = ts[i].ID
-		filter, update := transitionWrite(&ts[i], nonce)
+		filter, update := s.transitionWrite(&ts[i], nonce)
 		writes[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
 	}
 	var matched int64
@@ -574,14 +574,21 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 
 // transitionWrite returns the compare-and-set of t (id, from-status and the
 // optional fence and token expiry in the filter) with its update, which
-// stamps nonce on the event.
-func transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+// stamps nonce on the event. The token expiry is judged on the clock that
+// EventFindTokenExpired reads by (s.before), so that a token the reclaim
+// found expired is taken back without waiting for the caller's clock.
+func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
 	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
 	}
 	if t.TokenExpiredBy != nil {
-		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(*t.TokenExpiredBy)}}})
+		expired := s.before("tokenExpiresAt", *t.TokenExpiredBy, true)
+		if expired.Key == "$expr" {
+			// An $expr matches a missing field; the contract wants a token.
+			filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$exists", Value: true}}})
+		}
+		filter = append(filter, expired)
 	}
 	if t.AttemptsAtMost != nil {
 		filter = append(filter, bson.E{Key: "attempts", Value: bson.D{{Key: "$lte", Value: *t.AttemptsAtMost}}})
@@ -725,9 +732,8 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 
 // EventFindTokenExpired returns the policy's token-holding events whose
 // token expired before t, oldest expiry first, t judged on the server's
-// clock where it can (see clock.go). The reclaim's transition still
-// requires the expiry by the caller's t (TokenExpiredBy), so a token is
-// taken back only once both clocks agree that it expired. Cross-tenant.
+// clock where it can (see clock.go). The reclaim's transition
+// (TokenExpiredBy) is judged on the same clock. Cross-tenant.
 func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
 	filter := bson.D{{Key: "policyId", Value: policyID}}
 	if expired := s.before("tokenExpiresAt", t, false); expired.Key == "$expr" {
