@@ -207,6 +207,10 @@ type Store struct {
 	// orphanPage is the page of the orphan clean-up (orphanPage; tests
 	// make it small).
 	orphanPage int
+	// orphanFence is the fence of orphanLease while this process holds it
+	// (0: not held), for Close to release it.
+	orphanMu    sync.Mutex
+	orphanFence int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -527,14 +531,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close disconnects the client. Safe to call twice.
+// Close releases the orphan clean-up's lease if this process holds it, so
+// that another instance takes the clean-up over at its next pass rather
+// than after the lease's ttl, and disconnects the client. Safe to call
+// twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := s.client.Disconnect(ctx); err != nil {
-			s.closeErr = fmt.Errorf("mongo close: %w", interpretError(err))
+		var errs []error
+		if err := s.releaseOrphanLease(ctx); err != nil {
+			errs = append(errs, err)
 		}
+		if err := s.client.Disconnect(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("mongo close: %w", interpretError(err)))
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }

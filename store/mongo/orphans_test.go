@@ -252,3 +252,40 @@ func TestScheduleTransactions(t *testing.T) {
 	}
 	check("ScheduleDelete", "delete schedules", "delete children")
 }
+
+// TestOrphanLeaseReleasedOnClose closes the clean-up's holder: another
+// instance takes the clean-up over at its next pass, within the lease's
+// ttl, instead of waiting for the lease to expire.
+func TestOrphanLeaseReleasedOnClose(t *testing.T) {
+	t.Parallel()
+	a, db, uri := openWith(t, "", mongo.Options{Owner: "a"})
+	ctx := t.Context()
+	if err := a.ScheduleCreate(ctx, testSchedule("gone"), testChildren("gone", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("schedules").DeleteOne(ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	// a takes the lease; its orphans are still within their grace.
+	if n, err := a.ChildrenDeleteOrphans(ctx); err != nil || n != 0 {
+		t.Fatalf("ChildrenDeleteOrphans on the first holder: %d, %v; want 0", n, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Past the grace, well inside the lease's ttl.
+	later := clockwork.NewFakeClockAt(time.Now().Add(11 * time.Minute))
+	b, _, _ := openWith(t, uri, mongo.Options{Owner: "b", Clock: later})
+	if n, err := b.ChildrenDeleteOrphans(ctx); err != nil || n != 2 {
+		t.Fatalf("ChildrenDeleteOrphans after the holder closed: %d, %v; want 2", n, err)
+	}
+	requireCounts(t, childCounts(t, db), map[string]int{}, "after the takeover's clean-up")
+	// A store that never held the lease closes without touching it.
+	c, _, _ := openWith(t, uri, mongo.Options{Owner: "c"})
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close of a non-holder: %v", err)
+	}
+	if n, err := b.ChildrenDeleteOrphans(ctx); err != nil || n != 0 {
+		t.Fatalf("ChildrenDeleteOrphans on the holder after a non-holder closed: %d, %v; want 0", n, err)
+	}
+}

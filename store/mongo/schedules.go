@@ -560,7 +560,8 @@ const orphanGrace = 10 * time.Minute
 // The orphan clean-up runs on one instance at a time: the holder of the
 // store's own unit lease orphanLease, which it keeps by taking it again on
 // each pass (the emitter's passes are minutes apart, well inside the TTL).
-// A holder that stops is replaced once the lease expires.
+// A holder that closes its store releases it (Close); one that dies is
+// replaced once the lease expires.
 const (
 	orphanLease    = "store/unit/orphan-children"
 	orphanLeaseTTL = 15 * time.Minute
@@ -577,7 +578,16 @@ const (
 // Memory is bounded by a page whatever the number of children.
 func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 	now := s.opts.Clock.Now()
-	if _, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, now, orphanLeaseTTL); err != nil {
+	s.orphanMu.Lock()
+	l, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, now, orphanLeaseTTL)
+	switch {
+	case err == nil:
+		s.orphanFence = l.Fence
+	case errors.Is(err, model.ErrConflict):
+		s.orphanFence = 0
+	}
+	s.orphanMu.Unlock()
+	if err != nil {
 		if errors.Is(err, model.ErrConflict) {
 			return 0, nil
 		}
@@ -655,6 +665,22 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 		}
 		last = &end
 	}
+}
+
+// releaseOrphanLease releases orphanLease if this process holds it. A
+// lease lost meanwhile (ErrConflict) is no error.
+func (s *Store) releaseOrphanLease(ctx context.Context) error {
+	s.orphanMu.Lock()
+	defer s.orphanMu.Unlock()
+	if s.orphanFence == 0 {
+		return nil
+	}
+	err := s.LeaseRelease(ctx, orphanLease, s.opts.Owner, s.orphanFence)
+	s.orphanFence = 0
+	if err != nil && !errors.Is(err, model.ErrConflict) {
+		return fmt.Errorf("mongo close: %w", err)
+	}
+	return nil
 }
 
 // WatermarkGet returns the partition's watermark, or a zero Watermark.
