@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
 )
@@ -160,8 +162,8 @@ func TestOrphanQueryPlan(t *testing.T) {
 	}
 }
 
-// txnRecorder records whether the writes to schedules and children ran in
-// a transaction (autocommit: false).
+// txnRecorder records whether the writes to schedules, children, fires and
+// events ran in a transaction (autocommit: false).
 type txnRecorder struct {
 	mu     sync.Mutex
 	writes []string // "insert schedules txn" / "insert children plain"
@@ -175,7 +177,7 @@ func (r *txnRecorder) monitor() *event.CommandMonitor {
 			return
 		}
 		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
-		if coll != "schedules" && coll != "children" {
+		if !slices.Contains([]string{"schedules", "children", "fires", "events"}, coll) {
 			return
 		}
 		mode := "plain"
@@ -251,6 +253,32 @@ func TestScheduleTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("ScheduleDelete", "delete schedules", "delete children")
+
+	// A one-off's schedule, children, fire and events.
+	now := time.Now()
+	fire := &model.Fire{ID: "f1", ScheduleID: "s2", TenantID: "t1", FireTime: now, Count: 1, CreatedAt: now}
+	ev := &model.Event{ID: "e1", TenantID: "t1", ScheduleID: "s2", FireID: "f1", FireTime: now, LaunchAt: now,
+		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
+		Status: model.EventPending, CreatedAt: now, UpdatedAt: now}
+	inserted, n, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
+		[]store.FireNew{{Fire: fire, Events: []*model.Event{ev}}})
+	if err != nil || len(inserted) != 1 || !inserted[0] || n != 1 {
+		t.Fatalf("ScheduleCreateWithFires: %v, %d, %v; want [true], 1", inserted, n, err)
+	}
+	if mode == "txn" {
+		check("ScheduleCreateWithFires", "insert schedules", "insert children", "insert fires", "insert events")
+	} else {
+		check("ScheduleCreateWithFires", "insert children", "insert schedules", "insert fires", "insert events")
+	}
+	// Its id taken: nothing of it stays.
+	fire2 := &model.Fire{ID: "f2", ScheduleID: "s2", TenantID: "t1", FireTime: now.Add(time.Hour), Count: 1, CreatedAt: now}
+	if _, _, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
+		[]store.FireNew{{Fire: fire2}}); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("ScheduleCreateWithFires of an existing id: %v, want ErrConflict", err)
+	}
+	if _, err := s.FireGet(ctx, "t1", "f2"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the fire of a conflicting create: %v, want ErrNotFound", err)
+	}
 }
 
 // TestOrphanLeaseReleasedOnClose closes the clean-up's holder: another
