@@ -374,6 +374,11 @@ func decideCaps(version string, ferret bool, setName string, clientClock bool) s
 // ServerClock reports whether expiries are judged by the server's clock.
 func (s *Store) ServerClock() bool { return s.caps.serverClock }
 
+// RetentionByTTL reports whether the server deletes released and cancelled
+// events, idempotency records and member leases by TTL indexes, so that
+// the purge jobs are only a backstop (see retention.go).
+func (s *Store) RetentionByTTL() bool { return s.caps.ttl }
+
 // Transactions reports whether a schedule and its children are written in
 // one transaction.
 func (s *Store) Transactions() bool { return s.caps.transactions }

@@ -185,7 +185,12 @@ func TestRetentionDates(t *testing.T) {
 // FerretDB v1 refuses TTL indexes, so it has none.
 func TestTTLIndexes(t *testing.T) {
 	t.Parallel()
-	_, db, uri := openWith(t, "", mongo.Options{EventRetention: 90 * time.Minute, IdempotencyRetention: 1500 * time.Millisecond})
+	s, db, uri := openWith(t, "", mongo.Options{EventRetention: 90 * time.Minute, IdempotencyRetention: 1500 * time.Millisecond})
+	// The application runs the purge jobs as a backstop only where this
+	// is true (app.retentionInterval).
+	if s.RetentionByTTL() != mongotest.IsRealMongo() {
+		t.Fatalf("RetentionByTTL %v on a real MongoDB %v", s.RetentionByTTL(), mongotest.IsRealMongo())
+	}
 	ttl := func() map[string]int32 {
 		t.Helper()
 		out := map[string]int32{}
