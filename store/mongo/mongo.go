@@ -8,7 +8,8 @@
 // the update's filter); multi-document operations are loops or unordered
 // bulk writes of such writes and are safe to repeat after a crash. What
 // only some servers have is used where Open finds it (serverCaps): a
-// schedule and its children in one transaction on a replica set, TTL
+// schedule and its children (and a one-off's first fire and events) in one
+// transaction on a replica set, TTL
 // indexes for retention (retention.go; the delete jobs stay for FerretDB),
 // expiries judged by the server's clock (clock.go), partial indexes.
 //
@@ -379,7 +380,8 @@ func (s *Store) ServerClock() bool { return s.caps.serverClock }
 // the purge jobs are only a backstop (see retention.go).
 func (s *Store) RetentionByTTL() bool { return s.caps.ttl }
 
-// Transactions reports whether a schedule and its children are written in
+// Transactions reports whether a schedule and its children, and a
+// one-off's create with its fires (ScheduleCreateWithFires), are written in
 // one transaction.
 func (s *Store) Transactions() bool { return s.caps.transactions }
 
