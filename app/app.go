@@ -109,6 +109,24 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	return a, nil
 }
 
+// purgeBackstopInterval is how often the handler's purge jobs run where
+// the store deletes by TTL indexes: often enough that events and
+// idempotency records without the TTL's Date field (written by an older
+// version) or left behind by a lagging TTL monitor go within the hour, one
+// indexed query per job and hour otherwise.
+const purgeBackstopInterval = time.Hour
+
+// retentionInterval is the handler's RetentionInterval for st: the
+// backstop's where st's retention is by TTL indexes (MongoDB), else 0, the
+// handler's default, where the purge jobs are the retention (the embedded
+// store, FerretDB).
+func retentionInterval(st store.Driver) time.Duration {
+	if ttl, ok := st.(interface{ RetentionByTTL() bool }); ok && ttl.RetentionByTTL() {
+		return purgeBackstopInterval
+	}
+	return 0
+}
+
 // mongoOptions are the MongoDB driver's options from the flags.
 func mongoOptions(cfg Config) mongo.Options {
 	return mongo.Options{
@@ -236,7 +254,8 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
-		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight},
+		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
+		RetentionInterval: retentionInterval(a.store)},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			// Delivery is shared between tenants by their weights.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -77,6 +78,13 @@ func findStatuses[T any](ctx context.Context, c *mongo.Collection, filter bson.D
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// batchOf is the first batch of a find that returns at most n documents:
+// all of them, so that no getMore follows (the server still ends a batch
+// at 16 MB). Without it the first batch holds 101 documents.
+func batchOf(n int) int32 {
+	return int32(min(max(n, 1), math.MaxInt32))
 }
 
 // EventInsertMany inserts the events whose ids do not exist yet, as one
@@ -169,7 +177,7 @@ func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*mod
 		}
 	} else {
 		var err error
-		docs, err = findAll[eventDoc](ctx, s.events, bson.D{{Key: "_id", Value: in(ids)}}, options.Find())
+		docs, err = findAll[eventDoc](ctx, s.events, bson.D{{Key: "_id", Value: in(ids)}}, options.Find().SetBatchSize(batchOf(len(ids))))
 		if err != nil {
 			return nil, fmt.Errorf("event get many (%d): %w", len(ids), err)
 		}
@@ -253,7 +261,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	limit := p.Limit
 	opts := options.Find().
 		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit)).
+		SetLimit(int64(limit)).SetBatchSize(batchOf(limit)).
 		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}})
 	byLaunch := func(a, b claimCand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
 	due, err := findStatuses(ctx, s.events, bson.D{
@@ -318,7 +326,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 				{Key: "claim", Value: nonce},
 				{Key: "status", Value: string(model.EventScheduled)},
 				{Key: "fence", Value: p.Fence},
-			}, options.Find())
+			}, options.Find().SetBatchSize(batchOf(len(chunk))))
 		if err != nil {
 			return nil, fmt.Errorf("event claim shard %d: read back: %w", p.Shard, err)
 		}
@@ -462,7 +470,7 @@ func (s *Store) transitionRound(ctx context.Context, ts []store.EventTransition,
 	ids := make([]string, len(idx))
 	for k, i := range idx {
 		ids[k] = ts[i].ID
-		filter, update := transitionWrite(&ts[i], nonce)
+		filter, update := s.transitionWrite(&ts[i], nonce)
 		writes[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
 	}
 	var matched int64
@@ -561,7 +569,8 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 		return out, g.Wait()
 	}
 	for chunk := range slices.Chunk(ids, inBatch) {
-		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}}, options.Find().SetProjection(proj))
+		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}},
+			options.Find().SetProjection(proj).SetBatchSize(batchOf(len(chunk))))
 		if err != nil {
 			return nil, err
 		}
@@ -574,14 +583,21 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 
 // transitionWrite returns the compare-and-set of t (id, from-status and the
 // optional fence and token expiry in the filter) with its update, which
-// stamps nonce on the event.
-func transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+// stamps nonce on the event. The token expiry is judged on the clock that
+// EventFindTokenExpired reads by (s.before), so that a token the reclaim
+// found expired is taken back without waiting for the caller's clock.
+func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
 	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
 	}
 	if t.TokenExpiredBy != nil {
-		filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: unixNano(*t.TokenExpiredBy)}}})
+		expired := s.before("tokenExpiresAt", *t.TokenExpiredBy, true)
+		if expired.Key == "$expr" {
+			// An $expr matches a missing field; the contract wants a token.
+			filter = append(filter, bson.E{Key: "tokenExpiresAt", Value: bson.D{{Key: "$exists", Value: true}}})
+		}
+		filter = append(filter, expired)
 	}
 	if t.AttemptsAtMost != nil {
 		filter = append(filter, bson.E{Key: "attempts", Value: bson.D{{Key: "$lte", Value: *t.AttemptsAtMost}}})
@@ -725,9 +741,8 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 
 // EventFindTokenExpired returns the policy's token-holding events whose
 // token expired before t, oldest expiry first, t judged on the server's
-// clock where it can (see clock.go). The reclaim's transition still
-// requires the expiry by the caller's t (TokenExpiredBy), so a token is
-// taken back only once both clocks agree that it expired. Cross-tenant.
+// clock where it can (see clock.go). The reclaim's transition
+// (TokenExpiredBy) is judged on the same clock. Cross-tenant.
 func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error) {
 	filter := bson.D{{Key: "policyId", Value: policyID}}
 	if expired := s.before("tokenExpiresAt", t, false); expired.Key == "$expr" {
@@ -737,7 +752,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 	}
 	opts := options.Find().SetSort(bson.D{{Key: "tokenExpiresAt", Value: 1}, {Key: "_id", Value: 1}})
 	if limit > 0 {
-		opts.SetLimit(int64(limit))
+		opts.SetLimit(int64(limit)).SetBatchSize(batchOf(limit))
 	}
 	byExpiry := func(a, b eventDoc) int {
 		// The $lt filter matched only documents that have the field.

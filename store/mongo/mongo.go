@@ -8,7 +8,8 @@
 // the update's filter); multi-document operations are loops or unordered
 // bulk writes of such writes and are safe to repeat after a crash. What
 // only some servers have is used where Open finds it (serverCaps): a
-// schedule and its children in one transaction on a replica set, TTL
+// schedule and its children (and a one-off's first fire and events) in one
+// transaction on a replica set, TTL
 // indexes for retention (retention.go; the delete jobs stay for FerretDB),
 // expiries judged by the server's clock (clock.go), partial indexes.
 //
@@ -207,6 +208,10 @@ type Store struct {
 	// orphanPage is the page of the orphan clean-up (orphanPage; tests
 	// make it small).
 	orphanPage int
+	// orphanFence is the fence of orphanLease while this process holds it
+	// (0: not held), for Close to release it.
+	orphanMu    sync.Mutex
+	orphanFence int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -370,7 +375,13 @@ func decideCaps(version string, ferret bool, setName string, clientClock bool) s
 // ServerClock reports whether expiries are judged by the server's clock.
 func (s *Store) ServerClock() bool { return s.caps.serverClock }
 
-// Transactions reports whether a schedule and its children are written in
+// RetentionByTTL reports whether the server deletes released and cancelled
+// events, idempotency records and member leases by TTL indexes, so that
+// the purge jobs are only a backstop (see retention.go).
+func (s *Store) RetentionByTTL() bool { return s.caps.ttl }
+
+// Transactions reports whether a schedule and its children, and a
+// one-off's create with its fires (ScheduleCreateWithFires), are written in
 // one transaction.
 func (s *Store) Transactions() bool { return s.caps.transactions }
 
@@ -527,14 +538,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close disconnects the client. Safe to call twice.
+// Close releases the orphan clean-up's lease if this process holds it, so
+// that another instance takes the clean-up over at its next pass rather
+// than after the lease's ttl, and disconnects the client. Safe to call
+// twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := s.client.Disconnect(ctx); err != nil {
-			s.closeErr = fmt.Errorf("mongo close: %w", interpretError(err))
+		var errs []error
+		if err := s.releaseOrphanLease(ctx); err != nil {
+			errs = append(errs, err)
 		}
+		if err := s.client.Disconnect(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("mongo close: %w", interpretError(err)))
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }

@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
 )
@@ -160,8 +162,8 @@ func TestOrphanQueryPlan(t *testing.T) {
 	}
 }
 
-// txnRecorder records whether the writes to schedules and children ran in
-// a transaction (autocommit: false).
+// txnRecorder records whether the writes to schedules, children, fires and
+// events ran in a transaction (autocommit: false).
 type txnRecorder struct {
 	mu     sync.Mutex
 	writes []string // "insert schedules txn" / "insert children plain"
@@ -175,7 +177,7 @@ func (r *txnRecorder) monitor() *event.CommandMonitor {
 			return
 		}
 		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
-		if coll != "schedules" && coll != "children" {
+		if !slices.Contains([]string{"schedules", "children", "fires", "events"}, coll) {
 			return
 		}
 		mode := "plain"
@@ -251,4 +253,67 @@ func TestScheduleTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("ScheduleDelete", "delete schedules", "delete children")
+
+	// A one-off's schedule, children, fire and events.
+	now := time.Now()
+	fire := &model.Fire{ID: "f1", ScheduleID: "s2", TenantID: "t1", FireTime: now, Count: 1, CreatedAt: now}
+	ev := &model.Event{ID: "e1", TenantID: "t1", ScheduleID: "s2", FireID: "f1", FireTime: now, LaunchAt: now,
+		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
+		Status: model.EventPending, CreatedAt: now, UpdatedAt: now}
+	inserted, n, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
+		[]store.FireNew{{Fire: fire, Events: []*model.Event{ev}}})
+	if err != nil || len(inserted) != 1 || !inserted[0] || n != 1 {
+		t.Fatalf("ScheduleCreateWithFires: %v, %d, %v; want [true], 1", inserted, n, err)
+	}
+	if mode == "txn" {
+		check("ScheduleCreateWithFires", "insert schedules", "insert children", "insert fires", "insert events")
+	} else {
+		check("ScheduleCreateWithFires", "insert children", "insert schedules", "insert fires", "insert events")
+	}
+	// Its id taken: nothing of it stays.
+	fire2 := &model.Fire{ID: "f2", ScheduleID: "s2", TenantID: "t1", FireTime: now.Add(time.Hour), Count: 1, CreatedAt: now}
+	if _, _, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
+		[]store.FireNew{{Fire: fire2}}); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("ScheduleCreateWithFires of an existing id: %v, want ErrConflict", err)
+	}
+	if _, err := s.FireGet(ctx, "t1", "f2"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the fire of a conflicting create: %v, want ErrNotFound", err)
+	}
+}
+
+// TestOrphanLeaseReleasedOnClose closes the clean-up's holder: another
+// instance takes the clean-up over at its next pass, within the lease's
+// ttl, instead of waiting for the lease to expire.
+func TestOrphanLeaseReleasedOnClose(t *testing.T) {
+	t.Parallel()
+	a, db, uri := openWith(t, "", mongo.Options{Owner: "a"})
+	ctx := t.Context()
+	if err := a.ScheduleCreate(ctx, testSchedule("gone"), testChildren("gone", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("schedules").DeleteOne(ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	// a takes the lease; its orphans are still within their grace.
+	if n, err := a.ChildrenDeleteOrphans(ctx); err != nil || n != 0 {
+		t.Fatalf("ChildrenDeleteOrphans on the first holder: %d, %v; want 0", n, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Past the grace, well inside the lease's ttl.
+	later := clockwork.NewFakeClockAt(time.Now().Add(11 * time.Minute))
+	b, _, _ := openWith(t, uri, mongo.Options{Owner: "b", Clock: later})
+	if n, err := b.ChildrenDeleteOrphans(ctx); err != nil || n != 2 {
+		t.Fatalf("ChildrenDeleteOrphans after the holder closed: %d, %v; want 2", n, err)
+	}
+	requireCounts(t, childCounts(t, db), map[string]int{}, "after the takeover's clean-up")
+	// A store that never held the lease closes without touching it.
+	c, _, _ := openWith(t, uri, mongo.Options{Owner: "c"})
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close of a non-holder: %v", err)
+	}
+	if n, err := b.ChildrenDeleteOrphans(ctx); err != nil || n != 0 {
+		t.Fatalf("ChildrenDeleteOrphans on the holder after a non-holder closed: %d, %v; want 0", n, err)
+	}
 }

@@ -26,8 +26,10 @@ import (
 //     restart its fence at 1 and let a stale owner's writes through.
 //
 // The purge jobs (EventDeleteFinishedBefore, IdempotencyDeleteBefore) stay:
-// they are the retention on FerretDB, and on MongoDB they find what the
-// TTL monitor (a pass every 60 s) has not removed yet.
+// they are the retention on FerretDB. On MongoDB (RetentionByTTL) the
+// application runs them as a backstop only, much less often: for documents
+// that carry no Date field (written by a version without them) and for
+// whatever the TTL monitor, a single pass every 60 s, falls behind on.
 
 // Date fields read by the TTL indexes.
 const (

@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -184,7 +185,12 @@ func TestRetentionDates(t *testing.T) {
 // FerretDB v1 refuses TTL indexes, so it has none.
 func TestTTLIndexes(t *testing.T) {
 	t.Parallel()
-	_, db, uri := openWith(t, "", mongo.Options{EventRetention: 90 * time.Minute, IdempotencyRetention: 1500 * time.Millisecond})
+	s, db, uri := openWith(t, "", mongo.Options{EventRetention: 90 * time.Minute, IdempotencyRetention: 1500 * time.Millisecond})
+	// The application runs the purge jobs as a backstop only where this
+	// is true (app.retentionInterval).
+	if s.RetentionByTTL() != mongotest.IsRealMongo() {
+		t.Fatalf("RetentionByTTL %v on a real MongoDB %v", s.RetentionByTTL(), mongotest.IsRealMongo())
+	}
 	ttl := func() map[string]int32 {
 		t.Helper()
 		out := map[string]int32{}
@@ -307,6 +313,54 @@ func TestServerClockTokens(t *testing.T) {
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// TestServerClockReclaim reclaims a token that expired a minute ago from
+// an instance whose clock runs an hour behind. On the server's clock the
+// read finds it and the reclaim's transition (TokenExpiredBy) applies, on
+// the same clock; on the callers' clocks neither does, until the caller's
+// clock has passed the expiry.
+func TestServerClockReclaim(t *testing.T) {
+	t.Parallel()
+	behind := clockwork.NewFakeClockAt(time.Now().Add(-time.Hour))
+	s, _, _ := openWith(t, "", mongo.Options{Clock: behind})
+	ctx := t.Context()
+	now := time.Now()
+	e := &model.Event{ID: "e1", TenantID: "t1", ScheduleID: "s1", FireID: "f1", FireTime: now, LaunchAt: now,
+		PolicyID: "p1", Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
+		Status: model.EventDelivering, TokenExpiresAt: ptrTime(now.Add(-time.Minute)), CreatedAt: now, UpdatedAt: now}
+	if _, err := s.EventInsertMany(ctx, []*model.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	found, err := s.EventFindTokenExpired(ctx, "p1", behind.Now(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: 1, false: 0}[s.ServerClock()]; len(found) != want {
+		t.Fatalf("EventFindTokenExpired on a clock an hour behind (server clock %v): %d events, want %d", s.ServerClock(), len(found), want)
+	}
+	results, err := s.EventTransition(ctx, []store.EventTransition{store.ReclaimToken(e, 3, behind.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ServerClock() {
+		if results[0] != nil {
+			t.Fatalf("server clock: the reclaim of a token its read found expired: %v", results[0])
+		}
+		got, err := s.EventGetByID(ctx, "e1")
+		if err != nil || got.Status != model.EventRetrying || got.TokenExpiresAt != nil {
+			t.Fatalf("after the reclaim: %+v, %v; want retrying without a token", got, err)
+		}
+		return
+	}
+	if !errors.Is(results[0], model.ErrConflict) {
+		t.Fatalf("client clock: the reclaim of a token not expired by the caller's clock: %v, want ErrConflict", results[0])
+	}
+	// A caller whose clock is right reclaims it.
+	results, err = s.EventTransition(ctx, []store.EventTransition{store.ReclaimToken(e, 3, time.Now())})
+	if err != nil || results[0] != nil {
+		t.Fatalf("client clock: the reclaim by the right time: %v, %v", results, err)
+	}
+}
 
 // TestServerClockTokenPlan explains the reclaim's read on the server's
 // clock: the $expr leaves the (policyId, status, tokenExpiresAt, _id) index

@@ -94,15 +94,15 @@ func insertEvents(t *testing.T, s *mongo.Store, events []*model.Event) {
 type roundTripBounds struct{ claim, start, outcome int }
 
 // On MongoDB the claim is three finds (pending, retrying, scheduled under
-// another fence), one getMore after the first batch of 101 pending events,
-// one bulk update and one read-back by _id with one getMore; a transition
-// batch of independent events is one bulk update and one read-back. FerretDB
-// takes more: updates of at most a hundred documents for the claim and ten
-// statements for a batch, getMores of smaller batches, and a read-back of
-// one find per event, because it evaluates $in over the whole collection.
+// another fence), one bulk update and one read-back by _id, each find
+// asking for all its documents in its first batch (no getMore); a
+// transition batch of independent events is one bulk update and one
+// read-back. FerretDB takes more: updates of ten statements, getMores
+// after its own batch limit, and a read-back of one find per event for a
+// transition batch, because it evaluates $in over the whole collection.
 var (
-	mongoBounds  = roundTripBounds{claim: 3 + 1 + 1 + 2, start: 2, outcome: 2}
-	ferretBounds = roundTripBounds{claim: 4 + 8 + 10, start: 10 + 100, outcome: 10 + 100}
+	mongoBounds  = roundTripBounds{claim: 3 + 1 + 1, start: 2, outcome: 2}
+	ferretBounds = roundTripBounds{claim: 4 + 2 + 10, start: 10 + 100, outcome: 10 + 100}
 )
 
 // TestRoundTrips counts the commands of the hot path's store operations: a

@@ -560,7 +560,8 @@ const orphanGrace = 10 * time.Minute
 // The orphan clean-up runs on one instance at a time: the holder of the
 // store's own unit lease orphanLease, which it keeps by taking it again on
 // each pass (the emitter's passes are minutes apart, well inside the TTL).
-// A holder that stops is replaced once the lease expires.
+// A holder that closes its store releases it (Close); one that dies is
+// replaced once the lease expires.
 const (
 	orphanLease    = "store/unit/orphan-children"
 	orphanLeaseTTL = 15 * time.Minute
@@ -577,7 +578,16 @@ const (
 // Memory is bounded by a page whatever the number of children.
 func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 	now := s.opts.Clock.Now()
-	if _, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, now, orphanLeaseTTL); err != nil {
+	s.orphanMu.Lock()
+	l, err := s.LeaseAcquire(ctx, orphanLease, s.opts.Owner, now, orphanLeaseTTL)
+	switch {
+	case err == nil:
+		s.orphanFence = l.Fence
+	case errors.Is(err, model.ErrConflict):
+		s.orphanFence = 0
+	}
+	s.orphanMu.Unlock()
+	if err != nil {
 		if errors.Is(err, model.ErrConflict) {
 			return 0, nil
 		}
@@ -657,6 +667,22 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 	}
 }
 
+// releaseOrphanLease releases orphanLease if this process holds it. A
+// lease lost meanwhile (ErrConflict) is no error.
+func (s *Store) releaseOrphanLease(ctx context.Context) error {
+	s.orphanMu.Lock()
+	defer s.orphanMu.Unlock()
+	if s.orphanFence == 0 {
+		return nil
+	}
+	err := s.LeaseRelease(ctx, orphanLease, s.opts.Owner, s.orphanFence)
+	s.orphanFence = 0
+	if err != nil && !errors.Is(err, model.ErrConflict) {
+		return fmt.Errorf("mongo close: %w", err)
+	}
+	return nil
+}
+
 // WatermarkGet returns the partition's watermark, or a zero Watermark.
 func (s *Store) WatermarkGet(ctx context.Context, partition int) (model.Watermark, error) {
 	var d watermarkDoc
@@ -689,10 +715,17 @@ func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
 	return nil
 }
 
-// ScheduleCreateWithFires is ScheduleCreate followed by FireInsertMany: a
-// failure in between leaves the schedule without its fires, which a retry
-// of the create or the emitter's next pass emits.
+// ScheduleCreateWithFires stores the schedule, its children, the new fires
+// of fs and their new events: in one transaction where the server has them
+// (scheduleCreateWithFiresTxn), so that a one-off is stored with its fire
+// or not at all. Elsewhere it is ScheduleCreate (with its clean-up of the
+// children on a conflict) followed by FireInsertMany: a failure in
+// between leaves the schedule without its fires, which a retry of the
+// create or the emitter's next pass emits.
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
+	if s.caps.transactions {
+		return s.scheduleCreateWithFiresTxn(ctx, sc, children, fs)
+	}
 	if err := s.ScheduleCreate(ctx, sc, children); err != nil {
 		return nil, 0, err
 	}
@@ -701,4 +734,133 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, err)
 	}
 	return inserted, n, nil
+}
+
+// createWithFiresTries bounds the transactions of one
+// scheduleCreateWithFiresTxn that find fire or event ids taken.
+const createWithFiresTries = 3
+
+// scheduleCreateWithFiresTxn is ScheduleCreateWithFires in one
+// transaction. A new schedule's fires and events are new, so the first
+// transaction inserts them without reading; a duplicate id (a fire left by
+// an earlier schedule of the same id) aborts it, and the next one reads
+// which ids exist first and inserts the others. A transaction changes
+// nothing until it commits, so a schedule id that exists (ErrConflict)
+// leaves nothing written.
+func (s *Store) scheduleCreateWithFiresTxn(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
+	var (
+		inserted []bool
+		n        int
+		conflict bool
+	)
+	checked := false
+	for try := 1; ; try++ {
+		err := s.withTxn(ctx, func(ctx context.Context) error {
+			conflict = false
+			if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
+				conflict = mongo.IsDuplicateKeyError(err)
+				return err
+			}
+			if err := s.insertChildrenTxn(ctx, children); err != nil {
+				return err
+			}
+			var err error
+			inserted, n, err = s.fireInsertManyTxn(ctx, fs, checked)
+			return err
+		})
+		switch {
+		case err == nil:
+			return inserted, n, nil
+		case conflict:
+			return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, model.ErrConflict)
+		case mongo.IsDuplicateKeyError(err) && try < createWithFiresTries:
+			checked = true
+			continue
+		case mongo.IsDuplicateKeyError(err):
+			// Not the schedule's id: not a conflict of the create.
+			return nil, 0, fmt.Errorf("schedule create %s: %w: fire or event ids taken while it was written: %v", sc.ID, model.ErrUnavailable, err)
+		}
+		return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, interpretError(err))
+	}
+}
+
+// fireInsertManyTxn is FireInsertMany inside a transaction, which needs
+// every write to succeed: with checked it first reads which fire and
+// event ids exist and inserts only the others; without, it inserts all
+// of them, and a duplicate id fails the transaction.
+func (s *Store) fireInsertManyTxn(ctx context.Context, fs []store.FireNew, checked bool) ([]bool, int, error) {
+	if len(fs) == 0 {
+		return nil, 0, nil
+	}
+	inserted := make([]bool, len(fs))
+	ids := make([]string, len(fs))
+	for i, fn := range fs {
+		inserted[i] = true
+		ids[i] = fn.Fire.ID
+	}
+	if checked {
+		have, err := s.existingIDs(ctx, s.fires, ids)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, id := range ids {
+			inserted[i] = !have[id]
+		}
+	}
+	var docs []any
+	var events []*model.Event
+	for i, fn := range fs {
+		if inserted[i] {
+			docs = append(docs, toFireDoc(fn.Fire))
+			events = append(events, fn.Events...)
+		}
+	}
+	if len(docs) > 0 {
+		if _, err := s.fires.InsertMany(ctx, docs); err != nil {
+			return nil, 0, err
+		}
+	}
+	if checked && len(events) > 0 {
+		eids := make([]string, len(events))
+		for i, e := range events {
+			eids[i] = e.ID
+		}
+		have, err := s.existingIDs(ctx, s.events, eids)
+		if err != nil {
+			return nil, 0, err
+		}
+		events = slices.DeleteFunc(events, func(e *model.Event) bool { return have[e.ID] })
+	}
+	if len(events) == 0 {
+		return inserted, 0, nil
+	}
+	edocs := make([]any, len(events))
+	for i, e := range events {
+		edocs[i] = toEventDoc(e)
+	}
+	if _, err := s.events.InsertMany(ctx, edocs); err != nil {
+		return nil, 0, err
+	}
+	return inserted, len(events), nil
+}
+
+// existingIDs returns which of ids exist in coll. Driver errors are
+// returned as they are (see withTxn).
+func (s *Store) existingIDs(ctx context.Context, coll *mongo.Collection, ids []string) (map[string]bool, error) {
+	have := make(map[string]bool)
+	for chunk := range slices.Chunk(ids, inBatch) {
+		cur, err := coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}},
+			options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return nil, err
+		}
+		var docs []idOnly
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			have[d.ID] = true
+		}
+	}
+	return have, nil
 }

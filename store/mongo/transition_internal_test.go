@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -57,6 +61,41 @@ func TestCallError(t *testing.T) {
 			}
 			if errors.Is(got, model.ErrNotApplied) != tc.wantNotApplied {
 				t.Fatalf("callError: got %v, ErrNotApplied want %v", got, tc.wantNotApplied)
+			}
+		})
+	}
+}
+
+// TestTransitionTokenExpiry checks the reclaim's guard on each clock: on
+// the server's, a token expired by the caller's t means expired by $$NOW
+// moved by t's distance from the process's clock, with the token required
+// to exist (an $expr matches a missing field); elsewhere the stored
+// instant is compared with t's.
+func TestTransitionTokenExpiry(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	by := clock.Now().Add(-90 * time.Second)
+	tr := store.EventTransition{ID: "e1", From: model.EventDelivering, To: model.EventRetrying, TokenExpiredBy: &by}
+	for _, tc := range []struct {
+		name string
+		caps serverCaps
+		want bson.D
+	}{
+		{"ServerClock", serverCaps{serverClock: true}, bson.D{
+			{Key: "_id", Value: "e1"}, {Key: "status", Value: "delivering"},
+			{Key: "tokenExpiresAt", Value: bson.D{{Key: "$exists", Value: true}}},
+			{Key: "$expr", Value: bson.D{{Key: "$lte", Value: bson.A{"$tokenExpiresAt",
+				bson.D{{Key: "$add", Value: bson.A{nowNanos, int64(-90 * time.Second)}}}}}}},
+		}},
+		{"ClientClock", serverCaps{ferret: true}, bson.D{
+			{Key: "_id", Value: "e1"}, {Key: "status", Value: "delivering"},
+			{Key: "tokenExpiresAt", Value: bson.D{{Key: "$lte", Value: by.UnixNano()}}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Store{caps: tc.caps, opts: Options{Clock: clock}}
+			filter, _ := s.transitionWrite(&tr, bson.NewObjectID())
+			if got, want := fmt.Sprint(filter), fmt.Sprint(tc.want); got != want {
+				t.Fatalf("filter\n got %s\nwant %s", got, want)
 			}
 		})
 	}

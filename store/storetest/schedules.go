@@ -94,6 +94,43 @@ var scheduleTests = []namedTest{
 		_, err = d.ScheduleGet(ctx, "A", "s2")
 		requireNoError(t, err, "ScheduleGet s2")
 	}},
+	{"CreateWithFiresExisting", func(t *testing.T, d store.Driver) {
+		// Fire and event ids left by an earlier schedule of the same id:
+		// the existing fire and event stay as they are, the rest is stored.
+		ctx := t.Context()
+		f, g := newFire("A", "s1", at(time.Hour)), newFire("A", "s1", at(2*time.Hour))
+		f.Count = 7
+		_, err := d.FireInsert(ctx, f)
+		requireNoError(t, err, "FireInsert of the earlier fire")
+		g0 := newEvent("A", "s1", at(2*time.Hour), 0)
+		g0.Attempts = 2
+		_, err = d.EventInsertMany(ctx, []*model.Event{g0})
+		requireNoError(t, err, "EventInsertMany of the earlier event")
+
+		inserted, n, err := d.ScheduleCreateWithFires(ctx, newSchedule("A", "s1"), nil, []store.FireNew{
+			{Fire: newFire("A", "s1", at(time.Hour)), Events: []*model.Event{newEvent("A", "s1", at(time.Hour), 0)}},
+			{Fire: g, Events: []*model.Event{newEvent("A", "s1", at(2*time.Hour), 0), newEvent("A", "s1", at(2*time.Hour), 1)}},
+		})
+		requireNoError(t, err, "ScheduleCreateWithFires over existing ids")
+		requireEqual(t, len(inserted), 2, "inserted results")
+		requireEqual(t, inserted[0], false, "the existing fire inserted")
+		requireEqual(t, inserted[1], true, "the new fire inserted")
+		requireEqual(t, n, 1, "events stored (the new fire's new one)")
+		_, err = d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		gf, err := d.FireGet(ctx, "A", f.ID)
+		requireNoError(t, err, "FireGet of the existing fire")
+		requireEqual(t, gf.Count, 7, "the existing fire's Count")
+		counts, err := d.EventCountByFire(ctx, f.ID)
+		requireNoError(t, err, "EventCountByFire of the existing fire")
+		requireEqual(t, counts[model.EventPending], 0, "events written for the existing fire")
+		ge, err := d.EventGet(ctx, "A", g0.ID)
+		requireNoError(t, err, "EventGet of the existing event")
+		requireEqual(t, ge.Attempts, 2, "the existing event's Attempts")
+		counts, err = d.EventCountByFire(ctx, g.ID)
+		requireNoError(t, err, "EventCountByFire of the new fire")
+		requireEqual(t, counts[model.EventPending], 2, "events of the new fire")
+	}},
 	{"CreateMany", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
