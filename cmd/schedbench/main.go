@@ -336,6 +336,7 @@ type result struct {
 	// CPU time of the server (or, in process, of the whole process) while
 	// the schedules were created and from then until the last release.
 	setupCPU, runCPU cpuTime
+	runSelfCPU       cpuTime // schedbench's own, with -server or -server-pid
 	runWall          time.Duration
 	cpuMeasured      bool
 	serverMeasured   bool
@@ -483,7 +484,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	if meter != nil {
 		var ok1, ok2 bool
 		res.setupCPU, _, ok1 = meter.between("start", "setup-end")
-		res.runCPU, res.runWall, ok2 = meter.between("setup-end", "end")
+		res.runCPU, res.runSelfCPU, res.runWall, ok2 = meter.between2("setup-end", "end")
 		res.cpuMeasured, res.serverMeasured = ok1 && ok2, meter.pid != 0
 	}
 	s := rec.Snapshot()
@@ -597,6 +598,9 @@ func (r *result) print(w io.Writer, o *options) {
 		}
 		fmt.Fprintf(tw, "CPU of %s: setup\t%v\n", who, r.setupCPU)
 		fmt.Fprintf(tw, "CPU of %s: after setup until the last release\t%v over %v\n", who, r.runCPU, r.runWall.Round(time.Millisecond))
+		if r.serverMeasured {
+			fmt.Fprintf(tw, "CPU of schedbench (consumer, releases, clients) meanwhile\t%v\n", r.runSelfCPU)
+		}
 	}
 	fmt.Fprintf(tw, "\t\n")
 	ids := append([]string(nil), r.policies...)

@@ -172,6 +172,7 @@ type cpuMark struct {
 	name string
 	at   time.Time
 	cpu  cpuTime
+	self cpuTime // this process's (with -server: the consumer's and clients')
 }
 
 func (m *cpuMeter) read() cpuTime {
@@ -190,11 +191,17 @@ func (m *cpuMeter) mark(name string) {
 	if m == nil {
 		return
 	}
-	m.marks = append(m.marks, cpuMark{name, time.Now(), m.read()})
+	m.marks = append(m.marks, cpuMark{name, time.Now(), m.read(), selfCPU()})
 }
 
 // between is the CPU time and wall time from mark a to mark b.
 func (m *cpuMeter) between(a, b string) (cpuTime, time.Duration, bool) {
+	c, _, d, ok := m.between2(a, b)
+	return c, d, ok
+}
+
+// between2 is between with this process's CPU time over the same span.
+func (m *cpuMeter) between2(a, b string) (server, self cpuTime, wall time.Duration, ok bool) {
 	var x, y *cpuMark
 	for i := range m.marks {
 		switch m.marks[i].name {
@@ -205,9 +212,9 @@ func (m *cpuMeter) between(a, b string) (cpuTime, time.Duration, bool) {
 		}
 	}
 	if x == nil || y == nil {
-		return cpuTime{}, 0, false
+		return cpuTime{}, cpuTime{}, 0, false
 	}
-	return y.cpu.sub(x.cpu), y.at.Sub(x.at), true
+	return y.cpu.sub(x.cpu), y.self.sub(x.self), y.at.Sub(x.at), true
 }
 
 // dirSize is the bytes of the regular files under dir.
