@@ -125,6 +125,7 @@ type outbox struct {
 	closed  bool
 	linger  time.Duration
 	timer   *time.Timer // wakes take when the oldest batch's linger ends
+	batch   int         // the max of the last take: a full write
 }
 
 func newOutbox(max int, linger time.Duration) *outbox {
@@ -146,6 +147,10 @@ func (b *outbox) put(o *outcomes) {
 	b.q = append(b.q, o)
 	b.events += n
 	b.waiting += n
+	if b.timer != nil && o.lingers && b.waiting < b.batch {
+		// A writer lingers already; its timer wakes it.
+		return
+	}
 	b.queued.Signal()
 }
 
@@ -168,6 +173,7 @@ func (b *outbox) holdBack(max int) time.Duration {
 func (b *outbox) take(max int) (*outcomes, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.batch = max
 	for {
 		for len(b.q) == 0 && !b.closed {
 			b.queued.Wait()
