@@ -70,6 +70,21 @@ type outcomes struct {
 	items   []throttle.Item
 	results []delivery.Result
 	ts      []store.EventTransition
+	// lingers: no outcome of the batch gives a token back or is awaited by
+	// a consumer's release (all unthrottled), so its write may wait for
+	// others to share its commit.
+	lingers bool
+	put     time.Time // when it was queued (real time)
+}
+
+// lingers reports whether every item is unthrottled.
+func lingers(items []throttle.Item) bool {
+	for _, it := range items {
+		if it.Policy != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // writer writes delivery outcomes, merging what is queued (up to MaxBatch
@@ -89,24 +104,37 @@ func (h *Handler) writer() {
 // counts events, not batches (a batch may be one event or MaxBatch): put
 // waits while max events are queued or being written, so memory stays
 // bounded when the store is slow.
+//
+// With linger set, take holds back batches of unthrottled events until
+// the oldest has waited linger or a full write is queued: when events are
+// delivered one at a time (a fire spread over its window), one commit then
+// records several outcomes instead of one each. linger is real time, not
+// the handler's clock: it only groups writes.
 type outbox struct {
-	mu     sync.Mutex
-	queued sync.Cond // a batch was put, or the box closed
-	space  sync.Cond // events were written
-	q      []*outcomes
-	events int
-	max    int
-	closed bool
+	mu      sync.Mutex
+	queued  sync.Cond // a batch was put, the box closed, or a linger ended
+	space   sync.Cond // events were written
+	q       []*outcomes
+	events  int // queued or being written
+	waiting int // queued
+	max     int
+	closed  bool
+	linger  time.Duration
+	timer   *time.Timer // wakes take when the oldest batch's linger ends
+	batch   int         // the max of the last take: a full write
 }
 
-func newOutbox(max int) *outbox {
-	b := &outbox{max: max}
+func newOutbox(max int, linger time.Duration) *outbox {
+	b := &outbox{max: max, linger: linger}
 	b.queued.L, b.space.L = &b.mu, &b.mu
 	return b
 }
 
 func (b *outbox) put(o *outcomes) {
 	n := len(o.items)
+	if b.linger > 0 {
+		o.lingers, o.put = lingers(o.items), time.Now()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for b.events > 0 && b.events+n > b.max {
@@ -114,7 +142,26 @@ func (b *outbox) put(o *outcomes) {
 	}
 	b.q = append(b.q, o)
 	b.events += n
+	b.waiting += n
+	if b.timer != nil && o.lingers && b.waiting < b.batch {
+		// A writer lingers already; its timer wakes it.
+		return
+	}
 	b.queued.Signal()
+}
+
+// holdBack reports how long take should wait for more batches before
+// writing what is queued (0: write now). Called with b.mu held.
+func (b *outbox) holdBack(max int) time.Duration {
+	if b.linger <= 0 || b.closed || b.waiting >= max {
+		return 0
+	}
+	for _, o := range b.q {
+		if !o.lingers {
+			return 0
+		}
+	}
+	return b.linger - time.Since(b.q[0].put)
 }
 
 // take waits for queued batches and merges them up to max events (at least
@@ -122,11 +169,27 @@ func (b *outbox) put(o *outcomes) {
 func (b *outbox) take(max int) (*outcomes, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.q) == 0 && !b.closed {
+	b.batch = max
+	for {
+		for len(b.q) == 0 && !b.closed {
+			b.queued.Wait()
+		}
+		if len(b.q) == 0 {
+			return nil, false
+		}
+		wait := b.holdBack(max)
+		if wait <= 0 {
+			break
+		}
+		if b.timer == nil {
+			b.timer = time.AfterFunc(wait, func() {
+				b.mu.Lock()
+				b.timer = nil
+				b.queued.Broadcast()
+				b.mu.Unlock()
+			})
+		}
 		b.queued.Wait()
-	}
-	if len(b.q) == 0 {
-		return nil, false
 	}
 	o := b.q[0]
 	i := 1
@@ -142,6 +205,11 @@ func (b *outbox) take(max int) (*outcomes, bool) {
 	}
 	clear(b.q[:i])
 	b.q = b.q[i:]
+	b.waiting -= len(o.items)
+	if len(b.q) > 0 {
+		// Another writer may take the rest.
+		b.queued.Signal()
+	}
 	return o, true
 }
 
@@ -153,7 +221,8 @@ func (b *outbox) release(n int) {
 	b.space.Broadcast()
 }
 
-// close lets the writers return once the box is empty.
+// close lets the writers return once the box is empty, writing what is
+// queued without lingering.
 func (b *outbox) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -132,6 +132,12 @@ type Config struct {
 	ClaimBatch int
 	// Workers is the number of outcome writers. Default 4.
 	Workers int
+	// OutcomeLinger is how long the outcome of an unthrottled delivery may
+	// wait to share its store write with later ones (when fewer than
+	// MaxBatch are queued): events launched one at a time then cost a
+	// fraction of a commit each. Outcomes of throttled events are written
+	// at once (their tokens wait for them). Negative: no wait. Default 10ms.
+	OutcomeLinger time.Duration
 	// QueueSize is unused: due events wait in the per-tenant delivery
 	// queues, bounded with the timer heap by MaxScheduled.
 	QueueSize int
@@ -208,6 +214,7 @@ func (c *Config) validate() error {
 	defaults.Set(&c.TakeoverGrace, 2*time.Second)
 	defaults.Set(&c.DrainTimeout, 10*time.Second)
 	defaults.Set(&c.WaitingAgeInterval, 10*time.Second)
+	defaults.Set(&c.OutcomeLinger, 10*time.Millisecond)
 	defaults.Set(&c.Shards, 16)
 	defaults.Set(&c.MaxBatch, 500)
 	defaults.Set(&c.Workers, 4)
@@ -382,7 +389,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		hosts: newHostLimits(cfg.MaxPerHost),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
-		outcomes: newOutbox(64 * cfg.Workers * cfg.MaxBatch),
+		outcomes: newOutbox(64*cfg.Workers*cfg.MaxBatch, cfg.OutcomeLinger),
 	}
 	h.tenants = &tenantCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
 		now: deps.Clock.Now, m: map[string]*tenantEntry{},

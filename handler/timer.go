@@ -89,6 +89,12 @@ func (h *Handler) timerLoop() {
 			continue
 		}
 		timer.Reset(wait)
+		if h.headDue(clock.Now()) {
+			// The clock passed the head's launch between the reading
+			// above and arming the timer (a fake clock advanced at
+			// once), so the timer would fire late: look again.
+			continue
+		}
 		select {
 		case <-h.stopCh:
 			return
@@ -97,6 +103,13 @@ func (h *Handler) timerLoop() {
 			timer.Stop()
 		}
 	}
+}
+
+// headDue reports whether the earliest event in the heap is due at now.
+func (h *Handler) headDue(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.heap) > 0 && !h.heap[0].Event.LaunchAt.After(now)
 }
 
 // launch routes due events; false when the handler is stopping.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/schedulerd/schedulerd/internal/chaoskit"
 )
@@ -79,8 +81,9 @@ func verify(want expectation, s chaoskit.Snapshot, status map[eventKey]string) v
 // failures returns a FAIL line for each check the run did not pass: an
 // expected event not delivered (and not dead), a delivery nobody asked for,
 // a token reclaimed by timeout (the consumer releases long before
-// tokenTimeout, so each one is a token the scheduler lost track of), and a
-// delivery over a policy's bound. Duplicates are reported, not failed:
+// tokenTimeout, so each one is a token the scheduler lost track of), a
+// delivery over a policy's bound, and an event received before its launch
+// time. Duplicates are reported, not failed:
 // delivery is at least once.
 func (r *result) failures() []string {
 	var out []string
@@ -96,5 +99,50 @@ func (r *result) failures() []string {
 	if r.violations > 0 {
 		out = append(out, fmt.Sprintf("FAIL throttle: %d deliveries over a policy's bound", r.violations))
 	}
+	if r.early > 0 {
+		out = append(out, fmt.Sprintf("FAIL early: %d events received before their launch time", r.early))
+	}
 	return out
+}
+
+// countEarly counts the negative latenesses (sorted ascending).
+func countEarly(sorted []time.Duration) int {
+	n := 0
+	for n < len(sorted) && sorted[n] < 0 {
+		n++
+	}
+	return n
+}
+
+// launchAt is the launch time of event i of a fire of n events at fireTime:
+// the fire time, or with spread i*window/n after it (the schedule's
+// contract: the fire's events evenly over its window).
+func launchAt(fireTime time.Time, i, n int, window time.Duration, spread bool) time.Time {
+	if !spread || window <= 0 || n <= 1 {
+		return fireTime
+	}
+	// i*window/n without overflowing int64 for large windows and n.
+	step, rem := int64(window)/int64(n), int64(window)%int64(n)
+	return fireTime.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
+}
+
+// lateness returns, for every accepted event matching keep (nil: all), the
+// receipt of its first accepted attempt minus its launch time, sorted.
+func lateness(s chaoskit.Snapshot, o *options, keep func(chaoskit.Delivery) bool) []time.Duration {
+	var out []time.Duration
+	for _, d := range s.Events {
+		if d.Accepted == 0 || (keep != nil && !keep(d)) {
+			continue
+		}
+		out = append(out, d.First.Sub(launchAt(d.FireTime, d.Index, d.Count, o.window, o.spread)))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func windowString(w time.Duration) string {
+	if w <= 0 {
+		return ""
+	}
+	return w.String()
 }

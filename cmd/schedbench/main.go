@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -66,12 +67,38 @@ type options struct {
 	maxAttempts     int
 	tokenTimeout    time.Duration
 	duration        time.Duration
+	window          time.Duration
+	spread          bool
 	lead            time.Duration
 	drain           time.Duration
 	seed            uint64
 	shards          int
 	logLevel        string
 	markdown        bool
+
+	server     string
+	serverPID  int
+	scenario   string
+	cpuprofile string
+	oneoffs    int
+	clients    int
+	settle     time.Duration
+	idle       time.Duration
+}
+
+// scenarios are the preset workloads of -scenario; flags given on the
+// command line override them.
+var scenarios = map[string]map[string]string{
+	// 50,000 events spread over 60 s: one one-off of 50,000 events with a
+	// window of 60 s and spread, each event at its own instant.
+	"spread": {"schedules": "1", "events-per-fire": "50000", "policies": "0", "window": "60s", "spread": "true", "duration": "0s", "drain": "90s"},
+	// 50,000 events in fires spread over 60 s: 1,000 one-offs of 50
+	// events, about 17 fires (833 events) due at each whole second.
+	"fires": {"schedules": "1000", "events-per-fire": "50", "policies": "0", "duration": "60s", "drain": "30s"},
+	// 100,000 events due at one instant: 100 one-offs of 1,000 events.
+	"burst": {"schedules": "100", "events-per-fire": "1000", "policies": "0", "duration": "0s", "lead": "10s", "drain": "60s"},
+	// 1,000,000 one-offs due within a day, created through the batch API.
+	"oneoffs": {"oneoffs": "1000000"},
 }
 
 func main() {
@@ -102,20 +129,57 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxAttempts, "max-attempts", 5, "maxAttempts of every schedule")
 	fs.DurationVar(&o.tokenTimeout, "token-timeout", 5*time.Minute, "tokenTimeout of every policy")
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "the fires are spread evenly over this period")
+	fs.DurationVar(&o.window, "window", 0, "window of every schedule (0: none)")
+	fs.BoolVar(&o.spread, "spread", false, "spread each fire's events evenly over -window (lateness is then measured from each event's own launch time)")
 	fs.DurationVar(&o.lead, "lead", 5*time.Second, "the first fire is this long after the setup ends")
 	fs.DurationVar(&o.drain, "drain", 2*time.Minute, "how long to wait after the last fire for the last deliveries")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the consumer's random latency and failures")
 	fs.IntVar(&o.shards, "shards", 16, "with -inprocess: event queue shards and emitter partitions")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "with -inprocess: schedulerd log level")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the result as a Markdown table row")
+	fs.StringVar(&o.server, "server", "", "start this schedulerd binary (embedded store, new data directory) and measure its CPU time apart from schedbench's")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "with -target: process id of the schedulerd to measure the CPU time of (read from /proc)")
+	fs.StringVar(&o.scenario, "scenario", "", "preset workload: spread (50,000 events over 60 s), burst (100,000 at one instant), oneoffs (1,000,000 one-offs due within a day); other flags override it")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (with -inprocess: the server's and the consumer's)")
+	fs.IntVar(&o.oneoffs, "oneoffs", 0, "instead of delivering: create this many one-offs due 2-24 h later through the batch API, then measure intake time, idle CPU and the data directory")
+	fs.IntVar(&o.clients, "clients", 4, "with -oneoffs: concurrent batch requests")
+	fs.DurationVar(&o.settle, "settle", 10*time.Second, "with -oneoffs: wait after the intake before measuring idle CPU")
+	fs.DurationVar(&o.idle, "idle", 60*time.Second, "with -oneoffs: how long idle CPU is measured")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.scenario != "" {
+		preset, ok := scenarios[o.scenario]
+		if !ok {
+			return nil, fmt.Errorf("unknown -scenario %q (spread, burst or oneoffs)", o.scenario)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range preset {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	modes := 0
+	for _, on := range []bool{o.inprocess, o.target != "", o.server != ""} {
+		if on {
+			modes++
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.inprocess == (o.target != ""):
-		return nil, errors.New("give exactly one of -target URL and -inprocess")
+	case modes != 1:
+		return nil, errors.New("give exactly one of -target URL, -inprocess and -server BINARY")
+	case o.serverPID != 0 && o.target == "":
+		return nil, errors.New("-server-pid goes with -target")
+	case o.window < 0 || (o.spread && o.window == 0):
+		return nil, errors.New("-window must be >= 0, and -spread needs a -window")
+	case o.oneoffs < 0 || o.clients < 1:
+		return nil, errors.New("-oneoffs must be >= 0 and -clients >= 1")
 	case o.target != "" && (o.adminKey == "" || o.signingSecret == ""):
 		return nil, errors.New("-target needs -admin-key and -signing-secret")
 	case o.schedules < 1 || o.eventsPerFire < 1:
@@ -136,8 +200,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
 	base := strings.TrimRight(o.target, "/")
-	if o.inprocess {
+	meter := &cpuMeter{pid: o.serverPID}
+	dataDir := ""
+	switch {
+	case o.inprocess:
 		a, cleanup, err := startInProcess(ctx, o, stderr)
 		if err != nil {
 			return err
@@ -145,8 +224,30 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer cleanup()
 		base = "http://" + a.Addr()
 		o.adminKey = a.AdminKey()
+		if o.dataDir != "" {
+			dataDir = filepath.Join(o.dataDir, "data")
+		}
+	case o.server != "":
+		srv, stopServer, err := startServer(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopServer()
+		base = "http://" + srv.base
+		meter.pid, dataDir = srv.pid, srv.dataDir
 	}
-	res, err := bench(ctx, o, base, stderr)
+	if o.oneoffs > 0 {
+		r, err := intake(ctx, o, base, meter, dataDir, stderr)
+		if err != nil {
+			return err
+		}
+		r.print(stdout)
+		return nil
+	}
+	if o.target != "" && o.serverPID == 0 {
+		meter = nil // the server's CPU time is unknown
+	}
+	res, err := bench(ctx, o, base, meter, stderr)
 	if err != nil {
 		return err
 	}
@@ -231,9 +332,17 @@ type result struct {
 	tokenTimeouts                                           int64
 	releases                                                map[string]int
 	drainedOK                                               bool
+	early                                                   int
+	// CPU time of the server (or, in process, of the whole process) while
+	// the schedules were created and from then until the last release.
+	setupCPU, runCPU cpuTime
+	runSelfCPU       cpuTime // schedbench's own, with -server or -server-pid
+	runWall          time.Duration
+	cpuMeasured      bool
+	serverMeasured   bool
 }
 
-func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*result, error) {
+func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr io.Writer) (*result, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "schedbench: "+format+"\n", a...) }
 	rec := chaoskit.NewRecorder(chaoskit.RecorderConfig{
 		Secret: []byte(o.signingSecret), Latency: o.consumerLatency, FailureRate: o.failureRate,
@@ -249,6 +358,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	}
 
 	setupStart := time.Now()
+	meter.mark("start")
 	admin := chaoskit.NewClient(o.adminKey, base)
 	_, key, err := admin.CreateTenant(ctx, "schedbench-"+randomHex(4))
 	if err != nil {
@@ -302,7 +412,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 				runAt := at(j.i)
 				sch, err := api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 					Name: fmt.Sprintf("bench-%d", j.i), RunAt: &runAt, EventCount: o.eventsPerFire,
-					PolicyID: policy, MaxAttempts: o.maxAttempts,
+					PolicyID: policy, MaxAttempts: o.maxAttempts, Window: windowString(o.window), Spread: o.spread,
 					Target:  chaoskit.Target{Type: "http", URL: consumer},
 					Payload: chaoskit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
 				})
@@ -326,6 +436,7 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	if createErr != nil {
 		return nil, fmt.Errorf("create schedules: %w", createErr)
 	}
+	meter.mark("setup-end")
 	res := &result{want: want, expected: o.schedules * o.eventsPerFire, setup: time.Since(setupStart),
 		firstFire: at(0), lastFire: at(o.schedules - 1), policies: pols}
 	if time.Now().After(first) {
@@ -338,9 +449,13 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 	deadline := res.lastFire.Add(o.drain)
 	lastLog := time.Now()
 	for {
-		s := rec.Snapshot()
-		missing := len(verify(want, s, nil).missing)
-		n := res.expected - missing
+		// Comparing the sets costs a copy of every delivery: only once
+		// enough deliveries were accepted for the run to be complete.
+		n := rec.Counter("accepted") - rec.Counter("duplicates")
+		missing := res.expected - n
+		if missing <= 0 {
+			missing = len(verify(want, rec.Snapshot(), nil).missing)
+		}
 		if missing == 0 {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			_ = rec.WaitReleases(wctx)
@@ -365,6 +480,13 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 		time.Sleep(250 * time.Millisecond)
 	}
 
+	meter.mark("end")
+	if meter != nil {
+		var ok1, ok2 bool
+		res.setupCPU, _, ok1 = meter.between("start", "setup-end")
+		res.runCPU, res.runSelfCPU, res.runWall, ok2 = meter.between2("setup-end", "end")
+		res.cpuMeasured, res.serverMeasured = ok1 && ok2, meter.pid != 0
+	}
 	s := rec.Snapshot()
 	status := map[eventKey]string{}
 	if evs, err := api.ListEvents(ctx, nil); err == nil {
@@ -398,9 +520,10 @@ func bench(ctx context.Context, o *options, base string, stderr io.Writer) (*res
 			res.lastReceipt = d.First
 		}
 	}
-	res.lateAll = s.Lateness(nil)
-	res.lateFree = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy == "" })
-	res.lateThrottled = s.Lateness(func(d chaoskit.Delivery) bool { return d.Policy != "" })
+	res.lateAll = lateness(s, o, nil)
+	res.lateFree = lateness(s, o, func(d chaoskit.Delivery) bool { return d.Policy == "" })
+	res.lateThrottled = lateness(s, o, func(d chaoskit.Delivery) bool { return d.Policy != "" })
+	res.early = countEarly(res.lateAll)
 	for _, id := range pols {
 		if p, err := api.GetPolicy(ctx, id); err == nil {
 			res.tokenTimeouts += p.TokenTimeouts
@@ -432,16 +555,23 @@ func ms(d time.Duration) string {
 
 func (r *result) print(w io.Writer, o *options) {
 	mode := "inprocess (embedded store)"
-	if o.target != "" {
+	switch {
+	case o.target != "":
 		mode = o.target
+	case o.server != "":
+		mode = o.server + " started by schedbench (embedded store)"
 	}
 	fmt.Fprintf(w, "schedbench: %s, GOMAXPROCS %d, %s/%s\n", mode, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	pols := "no policies"
 	if o.policies > 0 {
 		pols = fmt.Sprintf("%d policies (maxInFlight %d, %.0f%% of schedules throttled)", o.policies, o.maxInFlight, 100*o.throttled)
 	}
-	fmt.Fprintf(w, "workload: %d schedules x %d events over %v, %s, consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
-		o.schedules, o.eventsPerFire, o.duration, pols, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
+	spread := ""
+	if o.spread {
+		spread = fmt.Sprintf(", each fire's events spread over %v", o.window)
+	}
+	fmt.Fprintf(w, "workload: %d schedules x %d events over %v%s, %s, consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
+		o.schedules, o.eventsPerFire, o.duration, spread, pols, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
 	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
@@ -459,6 +589,18 @@ func (r *result) print(w io.Writer, o *options) {
 	}{{"all", r.lateAll}, {"unthrottled", r.lateFree}, {"throttled", r.lateThrottled}} {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", row.name, len(row.d), ms(chaoskit.Percentile(row.d, 50)), ms(chaoskit.Percentile(row.d, 95)),
 			ms(chaoskit.Percentile(row.d, 99)), ms(chaoskit.Percentile(row.d, 100)))
+	}
+	fmt.Fprintf(tw, "early (received before the launch time)\t%d\n", r.early)
+	if r.cpuMeasured {
+		who := "schedbench process (server, consumer and clients)"
+		if r.serverMeasured {
+			who = "schedulerd"
+		}
+		fmt.Fprintf(tw, "CPU of %s: setup\t%v\n", who, r.setupCPU)
+		fmt.Fprintf(tw, "CPU of %s: after setup until the last release\t%v over %v\n", who, r.runCPU, r.runWall.Round(time.Millisecond))
+		if r.serverMeasured {
+			fmt.Fprintf(tw, "CPU of schedbench (consumer, releases, clients) meanwhile\t%v\n", r.runSelfCPU)
+		}
 	}
 	fmt.Fprintf(tw, "\t\n")
 	ids := append([]string(nil), r.policies...)

@@ -204,6 +204,12 @@ func (d *Deliverer) Close() {
 // Permanent error wrapping ErrTargetRefused.
 func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
 	results := make([]delivery.Result, len(events))
+	if len(events) == 1 {
+		// Events of a spread fire come one at a time: no goroutine to
+		// start and wait for.
+		results[0] = d.deliverOne(ctx, events[0])
+		return results
+	}
 	workers := min(d.cfg.Concurrency, len(events))
 	var next atomic.Int64
 	var wg sync.WaitGroup

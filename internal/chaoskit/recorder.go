@@ -509,6 +509,14 @@ func (r *Recorder) Snapshot() Snapshot {
 	return s
 }
 
+// Counter returns one of the counters (accepted, duplicates, answered_500,
+// ...) without copying the recorded deliveries.
+func (r *Recorder) Counter(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counters[name]
+}
+
 // Accepted returns the number of distinct events accepted at least once.
 func (s Snapshot) Accepted() int {
 	n := 0

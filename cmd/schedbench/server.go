@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is a schedulerd process schedbench started (-server) or was
+// pointed at (-server-pid): its CPU time is read from /proc, apart from
+// schedbench's own consumer and clients.
+type server struct {
+	pid     int
+	base    string
+	dataDir string // "" when not known
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// startServer runs the schedulerd binary bin on a new data directory
+// (under dir, or a temporary one) with the embedded store, a generated
+// admin key and signing secret, and waits until it listens.
+func startServer(ctx context.Context, o *options, stderr io.Writer) (*server, func(), error) {
+	dir := o.dataDir
+	remove := false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "schedbench-"); err != nil {
+			return nil, nil, err
+		}
+		remove = true
+	}
+	o.adminKey = "sk_schedbench_" + randomHex(16)
+	o.signingSecret = randomHex(24)
+	data := filepath.Join(dir, "data")
+	cmd := exec.Command(o.server)
+	cmd.Env = append(os.Environ(),
+		"SCHEDULER_LISTEN_ADDR=127.0.0.1:0",
+		"SCHEDULER_STORE=embedded",
+		"SCHEDULER_DATA_DIR="+data,
+		"SCHEDULER_ADMIN_KEY="+o.adminKey,
+		"SCHEDULER_SIGNING_SECRET="+o.signingSecret,
+		"SCHEDULER_LOG_LEVEL="+o.logLevel,
+		"SCHEDULER_PARTITIONS="+fmt.Sprint(o.shards),
+		"SCHEDULER_SHARDS="+fmt.Sprint(o.shards),
+	)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", o.server, err)
+	}
+	s := &server{pid: cmd.Process.Pid, dataDir: data, cmd: cmd, exited: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "schedulerd listening on "); ok {
+				select {
+				case addr <- strings.TrimPrefix(strings.Fields(rest)[0], "http://"):
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-s.exited
+		}
+		if remove {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	select {
+	case s.base = <-addr:
+		return s, stop, nil
+	case <-s.exited:
+		stop()
+		return nil, nil, fmt.Errorf("%s exited before it listened", o.server)
+	case <-time.After(60 * time.Second):
+		stop()
+		return nil, nil, fmt.Errorf("%s did not listen within 60s", o.server)
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// cpuTime is a process's user and system CPU time.
+type cpuTime struct{ user, sys time.Duration }
+
+func (c cpuTime) total() time.Duration { return c.user + c.sys }
+
+func (c cpuTime) sub(d cpuTime) cpuTime { return cpuTime{c.user - d.user, c.sys - d.sys} }
+
+func (c cpuTime) String() string {
+	return fmt.Sprintf("%.2f s (user %.2f, sys %.2f)", c.total().Seconds(), c.user.Seconds(), c.sys.Seconds())
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// procCPU reads utime and stime of process pid from /proc/PID/stat.
+func procCPU(pid int) (cpuTime, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return cpuTime{}, err
+	}
+	return parseStat(string(raw))
+}
+
+// parseStat reads utime and stime (fields 14 and 15) of a /proc/PID/stat
+// line; the command name (field 2) may hold spaces and parentheses.
+func parseStat(line string) (cpuTime, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return cpuTime{}, errors.New("proc stat: no command name")
+	}
+	f := strings.Fields(line[i+1:])
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return cpuTime{}, fmt.Errorf("proc stat: %d fields after the command name", len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return cpuTime{}, fmt.Errorf("proc stat: %w", err)
+	}
+	tick := time.Second / clockTicks
+	return cpuTime{time.Duration(u) * tick, time.Duration(s) * tick}, nil
+}
+
+// selfCPU is this process's CPU time.
+func selfCPU() cpuTime {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuTime{}
+	}
+	return cpuTime{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
+}
+
+// cpuMeter reads the CPU time of the measured server (or, in process, of
+// the whole schedbench process) at the phases of a run.
+type cpuMeter struct {
+	pid   int // 0: this process
+	marks []cpuMark
+}
+
+type cpuMark struct {
+	name string
+	at   time.Time
+	cpu  cpuTime
+	self cpuTime // this process's (with -server: the consumer's and clients')
+}
+
+func (m *cpuMeter) read() cpuTime {
+	if m.pid == 0 {
+		return selfCPU()
+	}
+	c, err := procCPU(m.pid)
+	if err != nil {
+		return cpuTime{}
+	}
+	return c
+}
+
+// mark records the CPU time now under name.
+func (m *cpuMeter) mark(name string) {
+	if m == nil {
+		return
+	}
+	m.marks = append(m.marks, cpuMark{name, time.Now(), m.read(), selfCPU()})
+}
+
+// between is the CPU time and wall time from mark a to mark b.
+func (m *cpuMeter) between(a, b string) (cpuTime, time.Duration, bool) {
+	c, _, d, ok := m.between2(a, b)
+	return c, d, ok
+}
+
+// between2 is between with this process's CPU time over the same span.
+func (m *cpuMeter) between2(a, b string) (server, self cpuTime, wall time.Duration, ok bool) {
+	var x, y *cpuMark
+	for i := range m.marks {
+		switch m.marks[i].name {
+		case a:
+			x = &m.marks[i]
+		case b:
+			y = &m.marks[i]
+		}
+	}
+	if x == nil || y == nil {
+		return cpuTime{}, cpuTime{}, 0, false
+	}
+	return y.cpu.sub(x.cpu), y.self.sub(x.self), y.at.Sub(x.at), true
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
+}
