@@ -158,9 +158,8 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			keys[j] = items[i].comp.Keys
 		}
 		plans, err := s.planBatch(context.WithoutCancel(ctx), news, keys)
-		// Whatever is not finished below is given back.
-		defer plans.finish(context.WithoutCancel(ctx), errBatchNotStored)
 		if err != nil {
+			plans.finish(context.WithoutCancel(ctx), errBatchNotStored)
 			return err
 		}
 		res, err := s.store.ScheduleCreateMany(ctx, news)
@@ -171,15 +170,20 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			plans.finish(context.WithoutCancel(ctx), err)
 			return err
 		}
+		// Every plan learns its item's result before anything can fail the
+		// request: a conflicting item wrote nothing, and the quota its fires
+		// took goes back.
+		for j, rerr := range res {
+			if rerr != nil {
+				plans.done(context.WithoutCancel(ctx), j, nil, rerr)
+			} else {
+				items[at[j]].planned = plans.done(context.WithoutCancel(ctx), j, news[j].Fires, nil)
+			}
+		}
 		for j, rerr := range res {
 			it := &items[at[j]]
-			if rerr != nil {
-				// Written nothing: the quota its fires took goes back.
-				plans.done(context.WithoutCancel(ctx), j, nil, rerr)
-			}
 			switch {
 			case rerr == nil:
-				it.planned = plans.done(context.WithoutCancel(ctx), j, news[j].Fires, nil)
 				saved = append(saved, it)
 			case errors.Is(rerr, model.ErrConflict) && it.key != "":
 				// A concurrent batch with the same key, or a first attempt
@@ -253,8 +257,8 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// errBatchNotStored is what the planned fires of a batch are told when the
-// request ends before its items are stored.
+// errBatchNotStored is what the planned fires of a batch are told when
+// planning fails before the write.
 var errBatchNotStored = errors.New("the batch was not stored")
 
 // batchPlans holds, per item of a ScheduleCreateMany, the function that
