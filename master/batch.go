@@ -41,12 +41,16 @@ type batchItem struct {
 	done bool // out holds the item's answer
 	// stored before this request (recoverItem): its fires may exist
 	recovered bool
-	out       api.ScheduleBatchItemResult
+	// its planned fires were written with it (ScheduleCreateMany)
+	planned bool
+	out     api.ScheduleBatchItemResult
 }
 
 // CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
 // validated and answered on its own, the valid ones are stored with one
-// ScheduleCreateMany and their fires emitted together (emitBatch).
+// ScheduleCreateMany, in the same commit as the fires the emitter plans for
+// them (planBatch); the fires of the others are emitted after it
+// (emitBatch).
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	raws, decoded, itemErrs, err := s.batchItems(c)
 	if err != nil {
@@ -149,9 +153,32 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	}
 	var saved []*batchItem
 	if len(news) > 0 {
-		res, err := s.store.ScheduleCreateMany(ctx, news)
+		keys := make([][]cron.Key, len(news))
+		for j, i := range at {
+			keys[j] = items[i].comp.Keys
+		}
+		plans, err := s.planBatch(context.WithoutCancel(ctx), news, keys)
 		if err != nil {
+			plans.finish(context.WithoutCancel(ctx), errBatchNotStored)
 			return err
+		}
+		res, err := s.store.ScheduleCreateMany(ctx, news)
+		if err == nil && len(res) != len(news) {
+			err = fmt.Errorf("the store reported %d results of %d items", len(res), len(news))
+		}
+		if err != nil {
+			plans.finish(context.WithoutCancel(ctx), err)
+			return err
+		}
+		// Every plan learns its item's result before anything can fail the
+		// request: a conflicting item wrote nothing, and the quota its fires
+		// took goes back.
+		for j, rerr := range res {
+			if rerr != nil {
+				plans.done(context.WithoutCancel(ctx), j, nil, rerr)
+			} else {
+				items[at[j]].planned = plans.done(context.WithoutCancel(ctx), j, news[j].Fires, nil)
+			}
 		}
 		for j, rerr := range res {
 			it := &items[at[j]]
@@ -230,68 +257,85 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// emitBatch has the fires of the saved items emitted. The fires the
-// emitter plans (CreatePlanner: a new one-off's small fire) are written
-// with one FireInsertMany, without the reads and workers of SavedMany;
-// the others (cron schedules, large or deferred fires, items stored by an
-// earlier attempt) go through SavedMany.
-func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
-	var (
-		ss    []*model.Schedule
-		keys  [][]cron.Key
-		fs    []store.FireNew
-		plans []plannedFires
-	)
-	p, planner := s.emitter.(CreatePlanner)
-	finish := func(inserted []bool, err error) {
-		for _, pl := range plans {
-			var (
-				ins    []bool
-				events int
-			)
-			if inserted != nil {
-				ins = inserted[pl.from:pl.to]
-				for i, ok := range ins {
-					if ok {
-						events += len(fs[pl.from+i].Events)
-					}
-				}
-			}
-			pl.done(ctx, ins, events, err)
-		}
+// errBatchNotStored is what the planned fires of a batch are told when
+// planning fails before the write.
+var errBatchNotStored = errors.New("the batch was not stored")
+
+// batchPlans holds, per item of a ScheduleCreateMany, the function that
+// takes the write's result for the fires a CreatePlanner planned in it
+// (nil: none planned).
+type batchPlans []func(ctx context.Context, inserted []bool, events int, err error)
+
+// planBatch has the emitter plan the fires of each new schedule in news,
+// whose children keys are keys (CreatePlanner: a one-off's small fire),
+// and puts them in its Fires, so
+// that ScheduleCreateMany writes them in the schedule's commit. The others
+// (cron schedules, large or deferred fires) are left to emitBatch. On an
+// error the plans made so far are returned for the caller to finish.
+func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [][]cron.Key) (batchPlans, error) {
+	p, ok := s.emitter.(CreatePlanner)
+	if !ok {
+		return nil, nil
 	}
-	for _, it := range saved {
-		if it.m.State != model.ScheduleActive {
+	plans := make(batchPlans, len(news))
+	for j := range news {
+		m := news[j].Schedule
+		if m.State != model.ScheduleActive {
 			continue
 		}
-		if planner && !it.recovered {
-			f, done, err := p.PlanCreated(ctx, &it.m, it.comp.Keys)
-			if err != nil {
-				finish(nil, err) // gives back what the planned ones took
-				return fmt.Errorf("plan the fires of schedule %s: %w", it.m.ID, err)
-			}
-			if done != nil {
-				plans = append(plans, plannedFires{from: len(fs), to: len(fs) + len(f), done: done})
-				fs = append(fs, f...)
-				continue
-			}
+		fs, done, err := p.PlanCreated(ctx, m, keys[j])
+		if err != nil {
+			return plans, fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
+		}
+		news[j].Fires, plans[j] = fs, done
+	}
+	return plans, nil
+}
+
+// done gives item j's plan the result of its write, fs when the item was
+// stored (all of them inserted: the store writes them with the schedule)
+// or err, and reports whether there was a plan; each plan is finished once.
+func (ps batchPlans) done(ctx context.Context, j int, fs []store.FireNew, err error) bool {
+	if j >= len(ps) || ps[j] == nil {
+		return false
+	}
+	done := ps[j]
+	ps[j] = nil
+	if err != nil {
+		done(ctx, nil, 0, err)
+		return true
+	}
+	inserted := make([]bool, len(fs))
+	events := 0
+	for i, fn := range fs {
+		inserted[i] = true
+		events += len(fn.Events)
+	}
+	done(ctx, inserted, events, nil)
+	return true
+}
+
+// finish gives err to every plan not finished yet.
+func (ps batchPlans) finish(ctx context.Context, err error) {
+	for j := range ps {
+		ps.done(ctx, j, nil, err)
+	}
+}
+
+// emitBatch has the fires of the saved items that were not planned with
+// their write emitted through SavedMany: cron schedules, large or deferred
+// fires, and items stored by an earlier attempt (recovered).
+func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
+	var (
+		ss   []*model.Schedule
+		keys [][]cron.Key
+	)
+	for _, it := range saved {
+		if it.m.State != model.ScheduleActive || it.planned {
+			continue
 		}
 		ss = append(ss, &it.m)
 		keys = append(keys, it.comp.Keys)
-	}
-	if len(fs) > 0 {
-		inserted, _, err := s.store.FireInsertMany(ctx, fs)
-		if err == nil && len(inserted) != len(fs) {
-			err = fmt.Errorf("the store reported %d fires inserted of %d", len(inserted), len(fs))
-		}
-		if err != nil {
-			finish(nil, err)
-			s.log.Warn().Err(err).Int("fires", len(fs)).Msg("writing the fires of a batch failed")
-			return err
-		}
-		finish(inserted, nil)
-	} else {
-		finish(nil, nil)
 	}
 	if len(ss) > 0 {
 		if err := s.emitter.SavedMany(ctx, ss, keys); err != nil {
@@ -300,13 +344,6 @@ func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
 		}
 	}
 	return nil
-}
-
-// plannedFires are the fires fs[from:to] a CreatePlanner planned for one
-// schedule, and the function that takes their write's result.
-type plannedFires struct {
-	from, to int
-	done     func(ctx context.Context, inserted []bool, events int, err error)
 }
 
 // batchItems validates a batch body against the spec, as the middleware

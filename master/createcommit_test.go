@@ -161,12 +161,12 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 	}
 }
 
-// TestBatchOneOffsAreOneFireWrite checks that the one-offs of a batch have
-// their fires planned, without a read per schedule, and written with one
-// FireInsertMany after the schedules' write; that they are the fires and
+// TestBatchOneOffsAreOneCommit checks that the one-offs of a batch have
+// their fires planned, without a read per schedule, and written with the
+// schedules in their one ScheduleCreateMany; that they are the fires and
 // events SavedMany would write (a SavedMany afterwards adds nothing); and
 // that a cron item still goes through SavedMany.
-func TestBatchOneOffsAreOneFireWrite(t *testing.T) {
+func TestBatchOneOffsAreOneCommit(t *testing.T) {
 	var (
 		wl  *writeLog
 		em  *emitter.Emitter
@@ -193,7 +193,7 @@ func TestBatchOneOffsAreOneFireWrite(t *testing.T) {
 	if res.Created != 3 || res.Failed != 1 {
 		t.Fatalf("created %d, failed %d; want 3 and 1", res.Created, res.Failed)
 	}
-	if got, want := wl.take(), []string{"ScheduleCreateMany", "FireInsertMany"}; !reflect.DeepEqual(got, want) {
+	if got, want := wl.take(), []string{"ScheduleCreateMany"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("the batch wrote %q, want %q", got, want)
 	}
 	if n, w := wl.latestReads.Load(), wl.watermarkReads.Load(); n != 0 || w != 0 {

@@ -99,7 +99,8 @@ type Emitter interface {
 
 // CreatePlanner is an Emitter that can plan the fires of a schedule about
 // to be created, so that they are written in the schedule's own store
-// commit (ScheduleCreateWithFires) rather than by Saved after it. done nil:
+// commit (ScheduleCreateWithFires; ScheduleCreateMany for a batch) rather
+// than by Saved after it. done nil:
 // not planned, call Saved after the write. Otherwise done takes the
 // write's result.
 type CreatePlanner interface {

@@ -105,10 +105,15 @@ type ChildrenFindParams struct {
 	Keys      []model.ChildKey
 }
 
-// ScheduleNew is one schedule of ScheduleCreateMany with its children.
+// ScheduleNew is one schedule of ScheduleCreateMany with its children and
+// its first fires.
 type ScheduleNew struct {
 	Schedule *model.Schedule
 	Children []model.Child
+	// Fires are written with the schedule, as FireInsertMany writes them
+	// (a fire or event whose id exists stays as it is), only when the
+	// schedule is inserted: an item that conflicts writes none of them.
+	Fires []FireNew
 }
 
 // ScheduleStore keeps schedules and their children.
@@ -118,15 +123,20 @@ type ScheduleStore interface {
 	// the emitter ignores (no schedule) and ChildrenDeleteOrphans removes.
 	// ErrConflict if the id exists.
 	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
-	// ScheduleCreateMany stores many schedules with their children at once:
-	// one transaction (one commit) where the store has them, else bulk
-	// writes in the order ScheduleCreate describes. The result has one error
-	// per item: nil when it was stored, ErrConflict when its id exists
-	// (also an id repeated within items: the first one wins); an item that
-	// conflicts leaves nothing written. The error return is for the call:
-	// then no item is reported stored, though a store without transactions
-	// may have stored some of them (a retry with the same ids finds those
-	// as ErrConflict) and left orphan children.
+	// ScheduleCreateMany stores many schedules with their children and
+	// their Fires at once: one transaction (one commit) where the store has
+	// them, else bulk writes in the order ScheduleCreate describes, then the
+	// fires of the stored items with one FireInsertMany. The result has one
+	// error per item: nil when it was stored (with its fires), ErrConflict
+	// when its id exists (also an id repeated within items: the first one
+	// wins); an item that conflicts leaves nothing written, fires included.
+	// The error return is for the call: then no item is reported stored,
+	// though a store without transactions may have stored some of them (a
+	// retry with the same ids finds those as ErrConflict), left orphan
+	// children, or stored schedules without their fires or with only some
+	// of them (a failure between the schedules and the fires): a retry that
+	// recovers the items emits those, and nothing else does for a one-off
+	// due within what the emitter has already scanned.
 	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
 	// ScheduleCreateWithFires is ScheduleCreate that also stores fs as
 	// FireInsertMany does, so that a new schedule and its first fires and

@@ -243,22 +243,38 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	return inserted, n, nil
 }
 
-// ScheduleCreateMany stores the items and their children in one
-// transaction; an item whose id exists gets model.ErrConflict and writes
-// nothing.
+// ScheduleCreateMany stores the items, their children and their fires in
+// one transaction; an item whose id exists gets model.ErrConflict and
+// writes nothing.
 func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
 	res := make([]error, len(items))
 	// Encoded before the transaction, which holds the one writer.
 	docs := make([][]byte, len(items))
 	soles := make([]*model.Child, len(items))
+	nf := 0
 	for i, it := range items {
 		soles[i] = soleChild(it.Schedule, it.Children)
 		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
+		nf += len(it.Fires)
 	}
+	fireDocs := make([][]byte, 0, nf)
+	for _, it := range items {
+		for _, fn := range it.Fires {
+			fireDocs = append(fireDocs, encodeFire(fn.Fire))
+		}
+	}
+	var (
+		fs    []store.FireNew
+		fdocs [][]byte
+	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bSchedules)
+		fs, fdocs = fs[:0], fdocs[:0]
+		at := 0 // items[i].Fires are encoded at fireDocs[at:]
 		for i, it := range items {
 			res[i] = nil
+			from := at
+			at += len(it.Fires)
 			id := []byte(it.Schedule.ID)
 			if b.Get(id) != nil {
 				res[i] = model.ErrConflict
@@ -270,8 +286,14 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if err := createSchedule(tx, it.Schedule, docs[i]); err != nil {
 				return err
 			}
+			fs = append(fs, it.Fires...)
+			fdocs = append(fdocs, fireDocs[from:at]...)
 		}
-		return nil
+		if len(fs) == 0 {
+			return nil
+		}
+		_, err := putFires(tx, fs, fdocs, make([]bool, len(fs)))
+		return err
 	})
 	if err != nil {
 		return nil, err

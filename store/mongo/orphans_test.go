@@ -279,6 +279,32 @@ func TestScheduleTransactions(t *testing.T) {
 	if _, err := s.FireGet(ctx, "t1", "f2"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the fire of a conflicting create: %v, want ErrNotFound", err)
 	}
+
+	// A batch's schedules, children, fires and events; the item whose id
+	// is taken writes no fire.
+	fire3 := &model.Fire{ID: "f3", ScheduleID: "s3", TenantID: "t1", FireTime: now, Count: 1, CreatedAt: now}
+	ev3 := *ev
+	ev3.ID, ev3.ScheduleID, ev3.FireID = "e3", "s3", "f3"
+	fire4 := &model.Fire{ID: "f4", ScheduleID: "s2", TenantID: "t1", FireTime: now.Add(2 * time.Hour), Count: 1, CreatedAt: now}
+	rec.take()
+	res, err := s.ScheduleCreateMany(ctx, []store.ScheduleNew{
+		{Schedule: testSchedule("s3"), Children: testChildren("s3", 1, 1), Fires: []store.FireNew{{Fire: fire3, Events: []*model.Event{&ev3}}}},
+		{Schedule: testSchedule("s2"), Fires: []store.FireNew{{Fire: fire4}}},
+	})
+	if err != nil || len(res) != 2 || res[0] != nil || !errors.Is(res[1], model.ErrConflict) {
+		t.Fatalf("ScheduleCreateMany: %v, %v; want [nil ErrConflict]", res, err)
+	}
+	if mode == "txn" {
+		check("ScheduleCreateMany", "insert schedules", "insert children", "insert fires", "insert events")
+	} else {
+		check("ScheduleCreateMany", "insert children", "insert schedules", "insert fires", "insert events")
+	}
+	if _, err := s.FireGet(ctx, "t1", "f3"); err != nil {
+		t.Fatalf("the fire of a batch item: %v", err)
+	}
+	if _, err := s.FireGet(ctx, "t1", "f4"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the fire of a conflicting batch item: %v, want ErrNotFound", err)
+	}
 }
 
 // TestOrphanLeaseReleasedOnClose closes the clean-up's holder: another

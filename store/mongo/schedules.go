@@ -75,13 +75,16 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 }
 
 // ScheduleCreateMany writes like ScheduleCreate, in bulk: ids that exist
-// are looked up at once; in one transaction where the server has them
-// (scheduleCreateManyTxn), else the children of the other items go in one
-// unordered insert, then their schedules in another. A schedule insert that loses to a
-// concurrent create of its id (duplicate key) has its children removed and
-// its item reports ErrConflict. On any other failure of the schedule insert
-// the call fails; schedules it did write stay (a retry with the same ids
-// finds them as conflicts).
+// are looked up at once; in one transaction with the items' fires where
+// the server has them (scheduleCreateManyTxn), else the children of the
+// other items go in one unordered insert, then their schedules in another,
+// then the fires of the stored items with one FireInsertMany. A schedule
+// insert that loses to a concurrent create of its id (duplicate key) has
+// its children removed and its item reports ErrConflict (its fires are not
+// written). On any other failure of the schedule insert the call fails;
+// schedules it did write stay (a retry with the same ids finds them as
+// conflicts). A failure of the fires' write fails the call too, leaving
+// the stored schedules without some of their fires.
 func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
 	res := make([]error, len(items))
 	ids := make([]string, 0, len(items))
@@ -137,42 +140,61 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		docs[j] = toScheduleDoc(items[i].Schedule)
 	}
 	_, err = s.schedules.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	if err == nil {
-		return res, nil
-	}
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
-		return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
-	}
-	var lost []bson.ObjectID
-	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we) || we.Index < 0 || we.Index >= len(todo) {
+	if err != nil {
+		var bwe mongo.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
 			return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
 		}
-		res[todo[we.Index]] = model.ErrConflict
-		sp := spans[we.Index]
-		lost = append(lost, childIDs[sp[0]:sp[1]]...)
+		var lost []bson.ObjectID
+		for _, we := range bwe.WriteErrors {
+			if !mongo.IsDuplicateKeyError(we) || we.Index < 0 || we.Index >= len(todo) {
+				return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))
+			}
+			res[todo[we.Index]] = model.ErrConflict
+			sp := spans[we.Index]
+			lost = append(lost, childIDs[sp[0]:sp[1]]...)
+		}
+		if err := s.deleteChildrenByID(context.WithoutCancel(ctx), lost); err != nil {
+			return nil, fmt.Errorf("schedule create many (%d): removing the children of conflicting items: %w", len(items), err)
+		}
 	}
-	if err := s.deleteChildrenByID(context.WithoutCancel(ctx), lost); err != nil {
-		return nil, fmt.Errorf("schedule create many (%d): removing the children of conflicting items: %w", len(items), err)
+	var fs []store.FireNew
+	for _, i := range todo {
+		if res[i] == nil {
+			fs = append(fs, items[i].Fires...)
+		}
+	}
+	if len(fs) > 0 {
+		if _, _, err := s.FireInsertMany(ctx, fs); err != nil {
+			return nil, fmt.Errorf("schedule create many (%d): the schedules are stored, their fires: %w", len(items), err)
+		}
 	}
 	return res, nil
 }
 
-// scheduleCreateManyTxn writes items[todo...] and their children in one
-// transaction. A schedule id that a concurrent create took meanwhile aborts
-// it: that item becomes ErrConflict and the others go again, so an item
-// that conflicts leaves nothing written and the others are stored.
+// scheduleCreateManyTxn writes items[todo...], their children and their
+// fires in one transaction. A schedule id that a concurrent create took
+// meanwhile aborts it: that item becomes ErrConflict and the others go
+// again, so an item that conflicts leaves nothing written and the others
+// are stored. Fires are inserted without reading first, as in
+// scheduleCreateWithFiresTxn; a fire or event id that exists aborts the
+// transaction and the next one skips the ids that exist.
 func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.ScheduleNew, todo []int, res []error) ([]error, error) {
+	checked, tries := false, 0
 	for len(todo) > 0 {
 		lost := -1
+		inFires := false
 		err := s.withTxn(ctx, func(ctx context.Context) error {
-			lost = -1
+			lost, inFires = -1, false
 			docs := make([]any, len(todo))
-			var children []model.Child
+			var (
+				children []model.Child
+				fs       []store.FireNew
+			)
 			for j, i := range todo {
 				docs[j] = toScheduleDoc(items[i].Schedule)
 				children = append(children, items[i].Children...)
+				fs = append(fs, items[i].Fires...)
 			}
 			// Ordered: the first duplicate ends the insert and names its item.
 			if _, err := s.schedules.InsertMany(ctx, docs); err != nil {
@@ -183,10 +205,22 @@ func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.Schedul
 				}
 				return err
 			}
-			return s.insertChildrenTxn(ctx, children)
+			if err := s.insertChildrenTxn(ctx, children); err != nil {
+				return err
+			}
+			_, _, err := s.fireInsertManyTxn(ctx, fs, checked)
+			inFires = err != nil
+			return err
 		})
 		if err == nil {
 			return res, nil
+		}
+		if inFires && mongo.IsDuplicateKeyError(err) {
+			if tries++; tries < createWithFiresTries {
+				checked = true
+				continue
+			}
+			return nil, fmt.Errorf("schedule create many (%d): %w: fire or event ids taken while they were written: %v", len(items), model.ErrUnavailable, err)
 		}
 		if lost < 0 {
 			return nil, fmt.Errorf("schedule create many (%d): %w", len(items), interpretError(err))

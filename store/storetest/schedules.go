@@ -182,6 +182,86 @@ var scheduleTests = []namedTest{
 		requireNoError(t, err, "ScheduleCreateMany of nothing")
 		requireEqual(t, len(res), 0, "results of nothing")
 	}},
+	{"CreateManyWithFires", func(t *testing.T, d store.Driver) {
+		// Fires go with their schedule; an item that conflicts (an id that
+		// exists, or repeated within the call) writes none of its fires.
+		ctx := t.Context()
+		createSchedule(t, d, newSchedule("A", "old"), nil)
+		fireOf := func(sched string, h time.Duration, events int) store.FireNew {
+			fn := store.FireNew{Fire: newFire("A", sched, at(h))}
+			for i := range events {
+				fn.Events = append(fn.Events, newEvent("A", sched, at(h), i))
+			}
+			return fn
+		}
+		m1, m2 := fireOf("m1", time.Hour, 2), fireOf("m2", time.Hour, 1)
+		m2b := fireOf("m2", 2*time.Hour, 3)
+		taken, again := fireOf("old", time.Hour, 2), fireOf("m1", 3*time.Hour, 1)
+		res, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{
+			{Schedule: newSchedule("A", "m1"), Fires: []store.FireNew{m1}},
+			{Schedule: newSchedule("A", "old"), Fires: []store.FireNew{taken}},
+			{Schedule: newSchedule("A", "m2"), Fires: []store.FireNew{m2, m2b}},
+			{Schedule: newSchedule("A", "m1"), Fires: []store.FireNew{again}},
+			{Schedule: newSchedule("A", "m3")},
+		})
+		requireNoError(t, err, "ScheduleCreateMany")
+		requireEqual(t, len(res), 5, "results")
+		requireNoError(t, res[0], "result m1")
+		requireIs(t, res[1], model.ErrConflict, "result of an existing id")
+		requireNoError(t, res[2], "result m2")
+		requireIs(t, res[3], model.ErrConflict, "result of a repeated id")
+		requireNoError(t, res[4], "result m3 (no fires)")
+
+		for _, c := range []struct {
+			fn     store.FireNew
+			events int
+		}{{m1, 2}, {m2, 1}, {m2b, 3}} {
+			gf, err := d.FireGet(ctx, "A", c.fn.Fire.ID)
+			requireNoError(t, err, "FireGet "+c.fn.Fire.ID)
+			requireEqual(t, gf.ScheduleID, c.fn.Fire.ScheduleID, "ScheduleID of "+c.fn.Fire.ID)
+			counts, err := d.EventCountByFire(ctx, c.fn.Fire.ID)
+			requireNoError(t, err, "EventCountByFire "+c.fn.Fire.ID)
+			requireEqual(t, counts[model.EventPending], c.events, "events of "+c.fn.Fire.ID)
+		}
+		for _, fn := range []store.FireNew{taken, again} {
+			_, err := d.FireGet(ctx, "A", fn.Fire.ID)
+			requireIs(t, err, model.ErrNotFound, "fire of a conflicting item "+fn.Fire.ID)
+			counts, err := d.EventCountByFire(ctx, fn.Fire.ID)
+			requireNoError(t, err, "EventCountByFire "+fn.Fire.ID)
+			requireEqual(t, len(counts), 0, "events of a conflicting item's fire "+fn.Fire.ID)
+		}
+		n, err := d.EventCountByTenant(ctx, "A", 0)
+		requireNoError(t, err, "EventCountByTenant")
+		requireEqual(t, n, 6, "events of the tenant")
+		latest, err := d.FireLatestBefore(ctx, "m2", at(3*time.Hour))
+		requireNoError(t, err, "FireLatestBefore m2")
+		requireEqual(t, latest.ID, m2b.Fire.ID, "latest fire of m2")
+	}},
+	{"CreateManyWithFiresExisting", func(t *testing.T, d store.Driver) {
+		// A fire id left by an earlier schedule of the same id: the
+		// existing fire and its events stay as they are, the rest is stored.
+		ctx := t.Context()
+		f := newFire("A", "s1", at(time.Hour))
+		f.Count = 7
+		_, err := d.FireInsert(ctx, f)
+		requireNoError(t, err, "FireInsert of the earlier fire")
+		g := newFire("A", "s1", at(2*time.Hour))
+		res, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{{Schedule: newSchedule("A", "s1"), Fires: []store.FireNew{
+			{Fire: newFire("A", "s1", at(time.Hour)), Events: []*model.Event{newEvent("A", "s1", at(time.Hour), 0)}},
+			{Fire: g, Events: []*model.Event{newEvent("A", "s1", at(2*time.Hour), 0), newEvent("A", "s1", at(2*time.Hour), 1)}},
+		}}})
+		requireNoError(t, err, "ScheduleCreateMany over an existing fire")
+		requireNoError(t, res[0], "result s1")
+		gf, err := d.FireGet(ctx, "A", f.ID)
+		requireNoError(t, err, "FireGet of the existing fire")
+		requireEqual(t, gf.Count, 7, "the existing fire's Count")
+		counts, err := d.EventCountByFire(ctx, f.ID)
+		requireNoError(t, err, "EventCountByFire of the existing fire")
+		requireEqual(t, counts[model.EventPending], 0, "events written for the existing fire")
+		counts, err = d.EventCountByFire(ctx, g.ID)
+		requireNoError(t, err, "EventCountByFire of the new fire")
+		requireEqual(t, counts[model.EventPending], 2, "events of the new fire")
+	}},
 	{"CreateOneOff", func(t *testing.T, d store.Driver) {
 		s := newSchedule("A", "once")
 		s.Cron = ""
