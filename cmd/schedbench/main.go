@@ -62,6 +62,7 @@ type options struct {
 	maxInFlight     int
 	throttled       float64
 	autoRelease     bool
+	releaseAll      bool
 	consumerLatency time.Duration
 	failureRate     float64
 	maxAttempts     int
@@ -124,6 +125,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 20, "maxInFlight of each policy")
 	fs.Float64Var(&o.throttled, "throttled", 0.5, "fraction of the schedules that name a policy (round robin over the policies)")
 	fs.BoolVar(&o.autoRelease, "auto-release", false, "policies release tokens on delivery (no release call needed)")
+	fs.BoolVar(&o.releaseAll, "release-all", false, "the consumer releases every delivery, also those that hold no token (no policy, or autoRelease), which need no release call")
 	fs.DurationVar(&o.consumerLatency, "consumer-latency", 20*time.Millisecond, "how long the consumer holds an event before releasing it (x0.5-1.5 at random)")
 	fs.Float64Var(&o.failureRate, "failure-rate", 0, "fraction of delivery attempts the consumer answers with 500")
 	fs.IntVar(&o.maxAttempts, "max-attempts", 5, "maxAttempts of every schedule")
@@ -346,7 +348,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "schedbench: "+format+"\n", a...) }
 	rec := chaoskit.NewRecorder(chaoskit.RecorderConfig{
 		Secret: []byte(o.signingSecret), Latency: o.consumerLatency, FailureRate: o.failureRate,
-		ReleaseBases: func() []string { return []string{base} }, Seed: o.seed,
+		ReleaseBases: func() []string { return []string{base} }, Seed: o.seed, ReleaseOnlyTokens: !o.releaseAll,
 	})
 	consumer, err := rec.Start()
 	if err != nil {

@@ -67,6 +67,11 @@ type RecorderConfig struct {
 	ReleaseTimeout time.Duration
 	// Seed seeds the failure and latency choices.
 	Seed uint64
+	// ReleaseOnlyTokens skips the release call of a delivery that holds no
+	// token (its release has no expiresAt: an event without a policy, or of
+	// an autoRelease policy), as a consumer that needs no release does; its
+	// outcome is "skipped". False: every accepted delivery is released.
+	ReleaseOnlyTokens bool
 	// Logf reports anomalies; nil: dropped.
 	Logf func(format string, args ...any)
 }
@@ -366,7 +371,10 @@ func (r *Recorder) work(m delivery.Message, policy string, hold uint64, copyIdx 
 		delete(r.holds[policy], hold)
 	}
 	r.mu.Unlock()
-	outcome := r.release(m.Release)
+	outcome := "skipped"
+	if !r.cfg.ReleaseOnlyTokens || !m.Release.ExpiresAt.IsZero() {
+		outcome = r.release(m.Release)
+	}
 	answered := time.Now()
 	r.mu.Lock()
 	if d := r.events[m.EventID]; d != nil && copyIdx < len(d.ReleaseOutcome) {

@@ -154,3 +154,37 @@ func TestRecorderDropsExpiredTokens(t *testing.T) {
 		t.Fatalf("two live tokens with bound 1: violations %v, max held %d; want 1 and 2", s.Violations, s.MaxHeld["p"])
 	}
 }
+
+// With ReleaseOnlyTokens a delivery whose release has no expiry (no token
+// held) is not released; one with an expiry is.
+func TestRecorderReleaseOnlyTokens(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: time.Millisecond, ReleaseOnlyTokens: true})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for id, expires := range map[string]time.Time{"free": {}, "held": time.Now().Add(time.Minute)} {
+		m := delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Count: 1, Attempt: 1,
+			Payload: Payload{}.JSON(), Release: delivery.Release{URL: srv.URL + "/v1/events/" + id + "/release", Token: "tok", ExpiresAt: expires}}
+		if code := post(t, u, testSecret, m); code != http.StatusOK {
+			t.Fatalf("delivery %s answered %d", id, code)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if calls.Load() != 1 || s.Events["free"].ReleaseOutcome[0] != "skipped" || s.Events["held"].ReleaseOutcome[0] != "ok" {
+		t.Errorf("%d release calls, outcomes free %q held %q; want 1, skipped, ok", calls.Load(),
+			s.Events["free"].ReleaseOutcome, s.Events["held"].ReleaseOutcome)
+	}
+}
