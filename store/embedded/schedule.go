@@ -221,7 +221,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	}
 	var written map[string]*model.Schedule
 	if len(fs) > 0 {
-		written = decodeWritten(nil, sc.ID, doc)
+		written = decodeWritten(sc.ID, doc)
 	}
 	inserted := make([]bool, len(fs))
 	var n int
@@ -247,20 +247,15 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	return inserted, n, nil
 }
 
-// decodeWritten adds to m (made if nil) the schedule id whose row this
-// transaction writes as doc, decoded as a reader of the row sees it; a row
-// that does not decode is left out, to be read (and fail) in the
-// transaction.
-func decodeWritten(m map[string]*model.Schedule, id string, doc []byte) map[string]*model.Schedule {
+// decodeWritten returns the schedule id, whose row this transaction writes
+// as doc, as a reader of the row sees it (see newEvtxWith); nil if the row
+// does not decode, to be read (and fail) in the transaction.
+func decodeWritten(id string, doc []byte) map[string]*model.Schedule {
 	sc, err := decodeSchedule([]byte(id), doc)
 	if err != nil {
-		return m
+		return nil
 	}
-	if m == nil {
-		m = map[string]*model.Schedule{}
-	}
-	m[id] = sc
-	return m
+	return map[string]*model.Schedule{id: sc}
 }
 
 // ScheduleCreateMany stores the items, their children and their fires in
