@@ -41,3 +41,36 @@ func BenchmarkDriverClaimCompleteOneOffs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDriverScheduleCreateManyOneOffs measures one ScheduleCreateMany
+// of 1,000 one-offs with creation-ordered ids (seed 1), each written with
+// its fire and event, as a batch through the API is: the commit that bounds
+// the batch intake. One operation is one batch, onto the batches before it.
+//
+//	go test -run='^$' -bench=DriverScheduleCreateManyOneOffs -benchtime=100x ./store/embedded
+func BenchmarkDriverScheduleCreateManyOneOffs(b *testing.B) {
+	const batch = 1000
+	s := openBench(b)
+	r := rand.New(rand.NewPCG(1, 1))
+	lo := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		items, fires := oneOffs(b, r, "ten_bench", base(), lo, lo+batch, true)
+		for i := range items {
+			items[i].Fires = fires[i : i+1]
+		}
+		lo += batch
+		b.StartTimer()
+		res, err := s.ScheduleCreateMany(b.Context(), items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, rerr := range res {
+			if rerr != nil {
+				b.Fatal(rerr)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -608,7 +608,16 @@ func packAppends(b *bolt.Bucket, key []byte, n int) {
 	if b.FillPercent == mixedFill {
 		return
 	}
-	if k, _ := b.Cursor().Seek(key); k == nil || !bytes.HasPrefix(k, key[:n]) {
+	var after bool
+	if n == 0 {
+		// After every key: after the last, found with no comparisons.
+		k, _ := b.Cursor().Last()
+		after = k == nil || bytes.Compare(k, key) < 0
+	} else {
+		k, _ := b.Cursor().Seek(key)
+		after = k == nil || !bytes.HasPrefix(k, key[:n])
+	}
+	if after {
 		b.FillPercent = packedFill
 		return
 	}

@@ -66,6 +66,17 @@ type evtx struct {
 	bySeq                                                                map[uint64]*group
 	byFire                                                               map[string]*group
 	scheds                                                               map[string]*model.Schedule // read for heads
+	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
+}
+
+// newEvtxWith is newEvtx whose heads read the schedules in written (by id,
+// decoded from the rows this transaction wrote for them) instead of those
+// rows: the decoding can then be done before the transaction, which holds
+// the one writer. written must hold exactly what the rows do.
+func newEvtxWith(tx *bolt.Tx, written map[string]*model.Schedule) *evtx {
+	x := newEvtx(tx)
+	x.written = written
+	return x
 }
 
 func newEvtx(tx *bolt.Tx) *evtx {
@@ -83,6 +94,9 @@ func newEvtx(tx *bolt.Tx) *evtx {
 // schedule returns the stored schedule id for a head that refers to it;
 // model.ErrNotFound if there is none.
 func (x *evtx) schedule(id string) (*model.Schedule, error) {
+	if sc, ok := x.written[id]; ok {
+		return sc, nil
+	}
 	if sc, ok := x.scheds[id]; ok {
 		return sc, nil
 	}
@@ -352,14 +366,16 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if g == nil {
+	opened := g == nil
+	if opened {
 		if g, err = x.newGroup(e); err != nil {
 			return false, err
 		}
 	}
 	if canonical(e, g.head) {
 		rk := rowKey(g.seq, uint32(e.Index))
-		if x.rows.Get(rk) != nil {
+		// A group opened just now has a new sequence, and so no rows.
+		if !opened && x.rows.Get(rk) != nil {
 			return false, nil
 		}
 		g.count++

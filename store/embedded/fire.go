@@ -241,7 +241,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, nil, inserted)
+		n, err = putFires(tx, fs, nil, inserted, nil)
 		return err
 	})
 	if err != nil {
@@ -253,15 +253,16 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // putFires writes the fires of fs whose ids are new with their new events,
 // setting inserted[i] for each fire written (from scratch: a group commit
 // may run it again); it returns the number of events written. docs, if not
-// nil, are the fires encoded before the transaction.
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool) (int, error) {
+// nil, are the fires encoded before the transaction; written, if not nil,
+// the schedules this transaction wrote (see newEvtxWith).
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool, written map[string]*model.Schedule) (int, error) {
 	clear(inserted)
 	n := 0
 	fires, emitting := tx.Bucket(bFires), tx.Bucket(bFireEmitting)
 	// New fires open new event groups, whose sequences (and so row and
 	// fire index keys) go at the end: those pages can be filled.
 	pack(tx, bEvRows, bEvFire)
-	x := newEvtx(tx)
+	x := newEvtxWith(tx, written)
 	for i, fn := range fs {
 		f := fn.Fire
 		if fires.Get([]byte(f.ID)) != nil {

@@ -132,6 +132,8 @@ func TestPackAppends(t *testing.T) {
 			want float64
 		}{
 			{"t1\x00e", 0, bolt.DefaultFillPercent}, // t2\0a follows: not an append to the bucket
+			{"t2\x00a", 0, bolt.DefaultFillPercent}, // the last key itself: not an append
+			{"t1\x00a", 0, bolt.DefaultFillPercent}, // before every key
 			{"t1\x00e", 3, packedFill},              // but one to tenant t1
 			{"t3\x00a", 0, packedFill},              // the end of the bucket
 			{"t1\x00c", 3, mixedFill},               // into the middle

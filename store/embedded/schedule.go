@@ -219,6 +219,10 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	for i, fn := range fs {
 		docs[i] = encodeFire(fn.Fire)
 	}
+	var written map[string]*model.Schedule
+	if len(fs) > 0 {
+		written = decodeWritten(sc.ID, doc)
+	}
 	inserted := make([]bool, len(fs))
 	var n int
 	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
@@ -234,13 +238,24 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inserted)
+		n, err = putFires(tx, fs, docs, inserted, written)
 		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return inserted, n, nil
+}
+
+// decodeWritten returns the schedule id, whose row this transaction writes
+// as doc, as a reader of the row sees it (see newEvtxWith); nil if the row
+// does not decode, to be read (and fail) in the transaction.
+func decodeWritten(id string, doc []byte) map[string]*model.Schedule {
+	sc, err := decodeSchedule([]byte(id), doc)
+	if err != nil {
+		return nil
+	}
+	return map[string]*model.Schedule{id: sc}
 }
 
 // ScheduleCreateMany stores the items, their children and their fires in
@@ -258,18 +273,26 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		nf += len(it.Fires)
 	}
 	fireDocs := make([][]byte, 0, nf)
-	for _, it := range items {
+	// The rows of items with fires, decoded as their events' heads read
+	// them; those of the items stored are handed to putFires.
+	decoded := make([]*model.Schedule, len(items))
+	for i, it := range items {
 		for _, fn := range it.Fires {
 			fireDocs = append(fireDocs, encodeFire(fn.Fire))
 		}
+		if len(it.Fires) > 0 {
+			decoded[i], _ = decodeSchedule([]byte(it.Schedule.ID), docs[i])
+		}
 	}
 	var (
-		fs    []store.FireNew
-		fdocs [][]byte
+		fs      []store.FireNew
+		fdocs   [][]byte
+		written = make(map[string]*model.Schedule, len(items))
 	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bSchedules)
 		fs, fdocs = fs[:0], fdocs[:0]
+		clear(written)
 		at := 0 // items[i].Fires are encoded at fireDocs[at:]
 		for i, it := range items {
 			res[i] = nil
@@ -288,11 +311,14 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			}
 			fs = append(fs, it.Fires...)
 			fdocs = append(fdocs, fireDocs[from:at]...)
+			if decoded[i] != nil {
+				written[it.Schedule.ID] = decoded[i]
+			}
 		}
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, make([]bool, len(fs)))
+		_, err := putFires(tx, fs, fdocs, make([]bool, len(fs)), written)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -211,4 +212,56 @@ func TestOneOffHeadRefersToSchedule(t *testing.T) {
 	if got, err := s.EventGetByID(ctx, e.ID); err != nil || got.Status != model.EventCancelled || got.Target != e.Target {
 		t.Errorf("cancelled event: %+v, %v", got, err)
 	}
+}
+
+// The one-offs of a ScheduleCreateMany, which writes their first fires in
+// the schedules' commit, get heads that refer to their schedules' rows as
+// a single create's do; an item whose id exists writes nothing and leaves
+// the stored schedule as it was.
+func TestOneOffHeadRefersToScheduleInBatch(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	items, fires := oneOffs(t, rand.New(rand.NewPCG(6, 6)), "ten_a", base(), 0, 4, false)
+	if err := s.ScheduleCreate(ctx, items[3].Schedule, items[3].Children); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.ScheduleGet(ctx, "ten_a", items[3].Schedule.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash := *items[3].Schedule
+	clash.Payload = json.RawMessage(`{"other":true}`)
+	items[3].Schedule = &clash
+	for i := range items {
+		items[i].Fires = fires[i : i+1]
+	}
+	res, err := s.ScheduleCreateMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rerr := range res {
+		if want := i == 3; errors.Is(rerr, model.ErrConflict) != want {
+			t.Fatalf("item %d: %v, want conflict %v", i, rerr, want)
+		}
+	}
+	for _, fn := range fires[:3] {
+		if !refersToSchedule(storedHead(t, s, fn.Fire.ID)) {
+			t.Errorf("head of %s does not refer to its schedule", fn.Fire.ID)
+		}
+		e := fn.Events[0]
+		if got, err := s.EventGetByID(ctx, e.ID); err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
+			t.Errorf("event %s: %v\n got %+v\nwant %+v", e.ID, err, got, e)
+		}
+	}
+	if _, err := s.EventGetByID(ctx, fires[3].Events[0].ID); !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("event of the conflicting item: %v, want not found", err)
+	}
+	if got, err := s.ScheduleGet(ctx, "ten_a", clash.ID); err != nil || !reflect.DeepEqual(got, stored) {
+		t.Errorf("schedule of the conflicting item: %v\n got %+v\nwant %+v", err, got, stored)
+	}
+	checkEventIndexes(t, s)
 }
