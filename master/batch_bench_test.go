@@ -27,9 +27,9 @@ import (
 // written on save). One operation is one batch of batchSize items; clients
 // batches are in flight at once.
 //
-// On 2 shared cores it measures a few thousand jobs/s, bound by the
-// emission of each one-off's fire (its own fire write) and the fsync of
-// every commit; see the NoEmitter case for the intake alone.
+// The store's one commit goroutine bounds it (the rows and index keys of
+// each one-off's schedule, fire and event); the NoEmitter case measures the
+// intake without the fires. Figures: docs/benchmarks.md, Intake.
 //
 //	go test -run '^$' -bench BatchIntake -benchtime 20x ./master/
 func BenchmarkBatchIntake(b *testing.B) {
