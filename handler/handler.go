@@ -136,8 +136,22 @@ type Config struct {
 	// wait to share its store write with later ones (when fewer than
 	// MaxBatch are queued): events launched one at a time then cost a
 	// fraction of a commit each. Outcomes of throttled events are written
-	// at once (their tokens wait for them). Negative: no wait. Default 10ms.
+	// at once (their tokens wait for them). Negative: no wait. Default
+	// 100ms: about ten commits a second however fast events launch one by
+	// one. The price is at crash time: the unthrottled events delivered in
+	// the last linger (plus one write) before a crash have no outcome
+	// written and are delivered again by the shard's next owner.
 	OutcomeLinger time.Duration
+	// LaunchGap is the least time between two wakes of the timer for
+	// events that are not due yet: an event due within LaunchGap of the
+	// previous wake waits for the end of the gap and goes with the others
+	// due by then. Events launched at distinct instants close together (a
+	// fire spread over its window) then go a few at a time, one wake-up,
+	// dispatch and delivery goroutine for several, at most LaunchGap
+	// late; an event due after the gap (a lone one-off) goes at its
+	// launch instant. Never early. Negative: a wake per launch instant.
+	// Default 4ms.
+	LaunchGap time.Duration
 	// QueueSize is unused: due events wait in the per-tenant delivery
 	// queues, bounded with the timer heap by MaxScheduled.
 	QueueSize int
@@ -214,7 +228,8 @@ func (c *Config) validate() error {
 	defaults.Set(&c.TakeoverGrace, 2*time.Second)
 	defaults.Set(&c.DrainTimeout, 10*time.Second)
 	defaults.Set(&c.WaitingAgeInterval, 10*time.Second)
-	defaults.Set(&c.OutcomeLinger, 10*time.Millisecond)
+	defaults.Set(&c.OutcomeLinger, 100*time.Millisecond)
+	defaults.Set(&c.LaunchGap, 4*time.Millisecond)
 	defaults.Set(&c.Shards, 16)
 	defaults.Set(&c.MaxBatch, 500)
 	defaults.Set(&c.Workers, 4)

@@ -35,6 +35,18 @@ func (s *outcomeWrites) EventTransition(ctx context.Context, ts []store.EventTra
 // Events of a spread fire are delivered one at a time; their outcomes wait
 // (OutcomeLinger) to share store writes instead of one write each.
 func TestSpreadOutcomesShareWrites(t *testing.T) {
+	spreadOutcomeWrites(t, 100*time.Millisecond)
+}
+
+// The default OutcomeLinger groups the outcomes of a spread fire launched
+// every 5 ms into a few writes: a 10 ms linger takes about one write per
+// two or three events (over 20 here).
+func TestSpreadOutcomesShareWritesByDefault(t *testing.T) {
+	spreadOutcomeWrites(t, 0)
+}
+
+func spreadOutcomeWrites(t *testing.T, linger time.Duration) {
+	t.Helper()
 	const n = 60
 	base := openStore(t)
 	st := &outcomeWrites{Store: base}
@@ -42,7 +54,7 @@ func TestSpreadOutcomesShareWrites(t *testing.T) {
 	// One event every 5 ms over 300 ms, launched from 200 ms on.
 	evs := makeEvents(n, evOpts{schedule: "s1", url: srv.URL, launch: time.Now().Add(200 * time.Millisecond), spread: 300 * time.Millisecond})
 	insert(t, base, evs)
-	startHandler(t, handler.Config{OutcomeLinger: 100 * time.Millisecond, PrefetchInterval: 50 * time.Millisecond},
+	startHandler(t, handler.Config{OutcomeLinger: linger, PrefetchInterval: 50 * time.Millisecond},
 		handler.Deps{Store: st, Shards: allShards(1),
 			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}})
 	waitFor(t, 10*time.Second, "all released", func() bool { return allIn(t, base, evs, model.EventReleased) })

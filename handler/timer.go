@@ -67,6 +67,7 @@ func (h *Handler) timerLoop() {
 	timer := clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	due := make([]throttle.Item, 0, h.cfg.MaxBatch)
+	var last time.Time // the last wake that launched events
 	for {
 		now := clock.Now()
 		due = due[:0]
@@ -83,14 +84,21 @@ func (h *Handler) timerLoop() {
 		}
 		h.mu.Unlock()
 		if len(due) > 0 {
+			last = now
 			if !h.launch(due) {
 				return
 			}
 			continue
 		}
+		if h.cfg.LaunchGap > 0 && !last.IsZero() {
+			// A head due within the gap waits for its end, with those
+			// due by then.
+			wait = max(wait, last.Add(h.cfg.LaunchGap).Sub(now))
+		}
+		wake := now.Add(wait)
 		timer.Reset(wait)
-		if h.headDue(clock.Now()) {
-			// The clock passed the head's launch between the reading
+		if now := clock.Now(); !now.Before(wake) && h.headDue(now) {
+			// The clock passed the wake instant between the reading
 			// above and arming the timer (a fake clock advanced at
 			// once), so the timer would fire late: look again.
 			continue
