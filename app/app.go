@@ -255,7 +255,8 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
 		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
-		RetentionInterval: retentionInterval(a.store)},
+		RetentionInterval: retentionInterval(a.store),
+		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			// Delivery is shared between tenants by their weights.
@@ -514,4 +515,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 		a.log.Info().Err(a.stopErr).Msg("schedulerd stopped")
 	})
 	return a.stopErr
+}
+
+// offIfZero maps a flag's 0 ("off") to a handler setting's negative value
+// (its 0 means "the default").
+func offIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

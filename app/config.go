@@ -42,9 +42,12 @@ type Config struct {
 	LeaseTTL        time.Duration
 	Retention       time.Duration
 	HTTPTimeout     time.Duration
-	HTTPAllowCIDRs  []netip.Prefix
-	HTTPDenyCIDRs   []netip.Prefix
-	RateLimit       float64
+	// OutcomeLinger and LaunchGap are handler.Config's; 0 turns each off.
+	OutcomeLinger  time.Duration
+	LaunchGap      time.Duration
+	HTTPAllowCIDRs []netip.Prefix
+	HTTPDenyCIDRs  []netip.Prefix
+	RateLimit      float64
 	// Defaults of every tenant that does not set its own (PATCH /v1/tenants/{id}).
 	TenantWeight             int
 	TenantMaxSchedules       int
@@ -165,6 +168,8 @@ func Options() []Option {
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
+		{"outcome-linger", "SCHEDULER_OUTCOME_LINGER", "100ms", "how long the outcome of an unthrottled delivery may wait to share its store write with later ones (0-1s; 0: written at once); after a crash the events delivered in the last linger are delivered again", dur("outcome-linger", func(c *Config) *time.Duration { return &c.OutcomeLinger })},
+		{"launch-gap", "SCHEDULER_LAUNCH_GAP", "4ms", "least time between two wakes of the handler's timer for events not yet due: those due within it go together, at most this late, never early (0-100ms; 0: a wake per launch instant)", dur("launch-gap", func(c *Config) *time.Duration { return &c.LaunchGap })},
 		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins); also applied on save to targets whose host is an address literal", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
 		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default); also applied on save to targets whose host is an address literal", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
 		{"rate-limit", "SCHEDULER_RATE_LIMIT", "0", "API requests per second per tenant (0: unlimited)", func(c *Config, v string) error {
@@ -333,6 +338,12 @@ func (c *Config) validate() error {
 	}
 	if c.HTTPTimeout <= 0 {
 		return errors.New("http-timeout: must be positive")
+	}
+	if c.OutcomeLinger < 0 || c.OutcomeLinger > time.Second {
+		return fmt.Errorf("outcome-linger: %s is out of range 0-1s", c.OutcomeLinger)
+	}
+	if c.LaunchGap < 0 || c.LaunchGap > 100*time.Millisecond {
+		return fmt.Errorf("launch-gap: %s is out of range 0-100ms", c.LaunchGap)
 	}
 	for _, r := range []struct {
 		flag string

@@ -1,0 +1,39 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The handler's outcome linger and launch gap: defaults, values, 0 as off
+// (a negative handler setting) and refusals naming the flag.
+func TestHandlerTimingFlags(t *testing.T) {
+	t.Parallel()
+	c, err := ParseConfig(nil, mongoEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OutcomeLinger != 100*time.Millisecond || c.LaunchGap != 4*time.Millisecond {
+		t.Fatalf("defaults: linger %s, gap %s; want 100ms, 4ms", c.OutcomeLinger, c.LaunchGap)
+	}
+	c, err = ParseConfig([]string{"-outcome-linger", "0", "-launch-gap", "2ms"}, mongoEnv(map[string]string{"SCHEDULER_LAUNCH_GAP": "9ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := offIfZero(c.OutcomeLinger); got >= 0 {
+		t.Errorf("-outcome-linger 0 gives the handler %s, want a negative (off)", got)
+	}
+	if got := offIfZero(c.LaunchGap); got != 2*time.Millisecond {
+		t.Errorf("-launch-gap 2ms (flag over environment) gives the handler %s, want 2ms", got)
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"-outcome-linger", "2s"}}, {[]string{"-outcome-linger", "-1ms"}},
+		{[]string{"-launch-gap", "1s"}}, {[]string{"-launch-gap", "soon"}},
+	} {
+		_, err := ParseConfig(tc.args, mongoEnv(nil))
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(tc.args[0], "-")+":") {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.args[0])
+		}
+	}
+}
