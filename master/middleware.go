@@ -9,12 +9,14 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -68,11 +70,17 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 	for path, item := range spec.Paths.Map() {
 		echoPath := regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllString(path, ":$1")
 		for method, op := range item.Operations() {
-			r := &route{path: path, method: method, pathItem: item, operation: op, spec: spec, query: map[string]bool{}}
+			r := &route{path: path, method: method, pathItem: item, operation: op, spec: spec, query: map[string]bool{},
+				pathOnly: true, pathLen: map[string][2]int{}}
 			for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
 				for _, p := range ps {
 					if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
 						r.query[p.Value.Name] = true
+					}
+					if min, max, ok := plainPathString(p); ok {
+						r.pathLen[p.Value.Name] = [2]int{min, max}
+					} else {
+						r.pathOnly = false
 					}
 				}
 			}
@@ -110,6 +118,38 @@ func (r *route) checkQuery(q map[string][]string) error {
 		detail[i] = f.Field + ": " + f.Reason
 	}
 	return badRequest(strings.Join(detail, "; "), out...)
+}
+
+// plainPathString reports whether p is a path parameter of type string
+// whose only constraints are its length bounds (max 0: none).
+func plainPathString(p *openapi3.ParameterRef) (min, max int, ok bool) {
+	if p.Value == nil || p.Value.In != openapi3.ParameterInPath || p.Value.Schema == nil || p.Value.Schema.Value == nil ||
+		p.Value.Content != nil {
+		return 0, 0, false
+	}
+	sc := p.Value.Schema.Value
+	plain := *sc
+	plain.MinLength, plain.MaxLength, plain.Extensions = 0, nil, nil
+	if !sc.Type.Is(openapi3.TypeString) || !reflect.DeepEqual(plain, openapi3.Schema{Type: sc.Type}) {
+		return 0, 0, false
+	}
+	if sc.MaxLength != nil {
+		max = int(*sc.MaxLength)
+	}
+	return int(sc.MinLength), max, true
+}
+
+// plainParamsValid checks what kin-openapi would check of a route whose
+// parameters are all plain path strings (route.pathOnly): their lengths.
+func (r *route) plainParamsValid(params map[string]string) bool {
+	for name, b := range r.pathLen {
+		v, ok := params[name]
+		n := utf8.RuneCountInString(v)
+		if !ok || n < b[0] || b[1] > 0 && n > b[1] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) routeOf(c echo.Context) *route {
@@ -337,8 +377,14 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			// invalid one gets kin-openapi's answer below.
 			in.Options = bodylessValidationOptions
 		}
-		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
-			return translateValidation(err)
+		// kin-openapi compiles a parameter's schema on every call: a route
+		// whose parameters are plain path strings, with its body accepted
+		// above or none, is checked here instead.
+		bodyDone := in.Options == bodylessValidationOptions || rt.operation.RequestBody == nil
+		if !(bodyDone && rt.pathOnly && rt.plainParamsValid(params)) {
+			if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+				return translateValidation(err)
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return next(c)

@@ -256,4 +256,6 @@ type route struct {
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
 	create    bool            // createSchedule: the body may be decoded by the middleware
 	body      bodySchema      // the JSON body's schema, compiled on first use
+	pathOnly  bool            // every parameter is a plain path string (plainPathString)
+	pathLen   map[string][2]int
 }

@@ -202,3 +202,15 @@ func TestScheduleValidation(t *testing.T) {
 		wantProblem(t, nil, resp, b, http.StatusNotFound, "")
 	})
 }
+
+// A release whose event id breaks the spec's length bounds is refused
+// naming the id, as kin-openapi's validation of the parameter does.
+func TestReleaseIDTooLong(t *testing.T) {
+	h := newHarness(t)
+	anon := h.client("")
+	r, err := anon.ReleaseEventWithResponse(h.ctx, strings.Repeat("e", 201), client.ReleaseRequest{Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusBadRequest, "id")
+}
