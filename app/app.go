@@ -248,7 +248,7 @@ func (a *App) build(ctx context.Context) error {
 	// that owns it: one process owns an embedded store, and with MongoDB
 	// the master forwards a release to the owner of the event's shard
 	// (tokenOwners).
-	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: true},
+	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: earlyDispatch(cfg)},
 		throttle.Deps{Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
@@ -524,4 +524,17 @@ func offIfZero(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// earlyDispatch decides -early-dispatch: auto is on for the embedded store
+// and off for MongoDB, where a crash between the send and its commit (more
+// likely with several instances) sends the event again.
+func earlyDispatch(cfg Config) bool {
+	switch cfg.EarlyDispatch {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return cfg.Store != "mongo"
 }

@@ -42,6 +42,9 @@ type Config struct {
 	LeaseTTL        time.Duration
 	Retention       time.Duration
 	HTTPTimeout     time.Duration
+	// EarlyDispatch is auto (on with the embedded store, off with MongoDB), on
+	// or off.
+	EarlyDispatch string
 	// OutcomeLinger and LaunchGap are handler.Config's; 0 turns each off.
 	OutcomeLinger  time.Duration
 	LaunchGap      time.Duration
@@ -168,6 +171,7 @@ func Options() []Option {
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
+		{"early-dispatch", "SCHEDULER_EARLY_DISPATCH", "auto", "send the event a release hands its token to before the commit recording both: auto (on with the embedded store, off with MongoDB), on or off; on with MongoDB raises the throttled rate across instances, and a crash before that commit sends such events again (more duplicates)", str(func(c *Config) *string { return &c.EarlyDispatch })},
 		{"outcome-linger", "SCHEDULER_OUTCOME_LINGER", "100ms", "how long the outcome of an unthrottled delivery may wait to share its store write with later ones (0-1s; 0: written at once); after a crash the events delivered in the last linger are delivered again", dur("outcome-linger", func(c *Config) *time.Duration { return &c.OutcomeLinger })},
 		{"launch-gap", "SCHEDULER_LAUNCH_GAP", "4ms", "least time between two wakes of the handler's timer for events not yet due: those due within it go together, at most this late, never early (0-100ms; 0: a wake per launch instant)", dur("launch-gap", func(c *Config) *time.Duration { return &c.LaunchGap })},
 		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins); also applied on save to targets whose host is an address literal", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
@@ -338,6 +342,11 @@ func (c *Config) validate() error {
 	}
 	if c.HTTPTimeout <= 0 {
 		return errors.New("http-timeout: must be positive")
+	}
+	switch c.EarlyDispatch {
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("early-dispatch: %q is not auto, on or off", c.EarlyDispatch)
 	}
 	if c.OutcomeLinger < 0 || c.OutcomeLinger > time.Second {
 		return fmt.Errorf("outcome-linger: %s is out of range 0-1s", c.OutcomeLinger)

@@ -48,6 +48,8 @@ func twoOnMongo(t testing.TB) (insts [2]*app.App, calls [2]apiCall) {
 			"SCHEDULER_ADMIN_KEY": "admin-key-for-tests-0123456789", "SCHEDULER_SIGNING_SECRET": "signing-secret-for-tests-0123",
 			"SCHEDULER_INSTANCE_ID": id, "SCHEDULER_LEASE_TTL": "6s", "SCHEDULER_SHARDS": "4",
 			"SCHEDULER_HTTP_ALLOW_CIDRS": "127.0.0.0/8", "SCHEDULER_LOG_LEVEL": "warn",
+			// Forwarding is what makes early dispatch safe across instances.
+			"SCHEDULER_EARLY_DISPATCH": "on",
 		})
 	}
 	return insts, calls

@@ -37,3 +37,30 @@ func TestHandlerTimingFlags(t *testing.T) {
 		}
 	}
 }
+
+// -early-dispatch: auto is on with the embedded store and off with MongoDB;
+// on and off decide; anything else is refused naming the flag.
+func TestEarlyDispatchFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		store, value string
+		want         bool
+	}{
+		{"embedded", "", true}, {"mongo", "", false}, {"mongo", "on", true}, {"embedded", "off", false}, {"mongo", "auto", false},
+	} {
+		c := Config{Store: tc.store, EarlyDispatch: tc.value}
+		if c.EarlyDispatch == "" {
+			parsed, err := ParseConfig(nil, mongoEnv(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.EarlyDispatch = parsed.EarlyDispatch
+		}
+		if got := earlyDispatch(c); got != tc.want {
+			t.Errorf("store %s, -early-dispatch %q: %v, want %v", tc.store, c.EarlyDispatch, got, tc.want)
+		}
+	}
+	if _, err := ParseConfig([]string{"-early-dispatch", "yes"}, mongoEnv(nil)); err == nil || !strings.Contains(err.Error(), "early-dispatch:") {
+		t.Errorf("-early-dispatch yes: %v, want an error naming the flag", err)
+	}
+}
