@@ -180,14 +180,7 @@ func decodeEventWith(raw []byte, schedule func(id string) (*model.Schedule, erro
 	e.MaxAttempts = int(d.varint())
 	e.Shard = int(d.varint())
 	e.Status = model.EventStatus(d.str())
-	e.Attempts = int(d.varint())
-	e.LastError = d.str()
-	e.Fence = d.varint()
-	e.ReleaseToken = d.str()
-	e.TokenExpiresAt = d.timePtr()
-	e.TokenTimedOut = d.bool()
-	e.DeliveredAt = d.timePtr()
-	e.FinishedAt = d.timePtr()
+	readDeliveryState(&d, e)
 	e.CreatedAt = d.time()
 	e.UpdatedAt = d.time()
 	// Rows of earlier versions may end with the event's concurrency key
@@ -253,14 +246,7 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 	} else {
 		e.Status = model.EventStatus(d.str())
 	}
-	e.Attempts = int(d.varint())
-	e.LastError = d.str()
-	e.Fence = d.varint()
-	e.ReleaseToken = d.str()
-	e.TokenExpiresAt = d.timePtr()
-	e.TokenTimedOut = d.bool()
-	e.DeliveredAt = d.timePtr()
-	e.FinishedAt = d.timePtr()
+	readDeliveryState(&d, e)
 	e.CreatedAt = d.time()
 	if flags&evUpdatedIsCreated != 0 {
 		e.UpdatedAt = e.CreatedAt
@@ -435,4 +421,18 @@ func (d *decoder) timePtr() *time.Time {
 	}
 	t := d.time()
 	return &t
+}
+
+// readDeliveryState reads what both event codecs store alike, in this
+// order: attempts, last error, fence, release token, token expiry and
+// timeout, delivery and finish times.
+func readDeliveryState(d *decoder, e *model.Event) {
+	e.Attempts = int(d.varint())
+	e.LastError = d.str()
+	e.Fence = d.varint()
+	e.ReleaseToken = d.str()
+	e.TokenExpiresAt = d.timePtr()
+	e.TokenTimedOut = d.bool()
+	e.DeliveredAt = d.timePtr()
+	e.FinishedAt = d.timePtr()
 }

@@ -264,8 +264,30 @@ func (s *Store) LeaseAcquire(ctx context.Context, name, owner string, now time.T
 // LeaseRenew extends the lease if owner still holds it with fence, expired
 // or not. model.ErrConflict otherwise.
 func (s *Store) LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error) {
+	return s.updateHeldLease(ctx, "lease renew", name, owner, fence, func(l *model.Lease) { l.ExpiresAt = now.Add(ttl) })
+}
+
+// LeaseRelease frees the lease if owner holds it with fence; the fence is
+// kept so that the next owner's is larger. model.ErrConflict otherwise.
+func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int64) error {
+	_, err := s.updateHeldLease(ctx, "lease release", name, owner, fence, func(l *model.Lease) {
+		l.Owner, l.ExpiresAt = "", time.Time{}
+	})
+	return err
+}
+
+// LeaseAdvertise records addr on the lease if owner holds it with fence.
+// model.ErrConflict otherwise.
+func (s *Store) LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error {
+	_, err := s.updateHeldLease(ctx, "lease advertise", name, owner, fence, func(l *model.Lease) { l.Addr = addr })
+	return err
+}
+
+// updateHeldLease applies change to the lease if owner holds it with fence
+// (expired or not) and returns it as written; model.ErrConflict otherwise.
+func (s *Store) updateHeldLease(ctx context.Context, op, name, owner string, fence int64, change func(*model.Lease)) (model.Lease, error) {
 	var l model.Lease
-	err := s.batch(ctx, "lease renew", func(tx *bolt.Tx) error {
+	err := s.batch(ctx, op, func(tx *bolt.Tx) error {
 		l = model.Lease{}
 		switch err := getJSON(tx, bLeases, []byte(name), &l); err {
 		case nil:
@@ -277,53 +299,13 @@ func (s *Store) LeaseRenew(ctx context.Context, name, owner string, fence int64,
 		if l.Owner != owner || owner == "" || l.Fence != fence {
 			return model.ErrConflict
 		}
-		l.ExpiresAt = now.Add(ttl)
+		change(&l)
 		return putJSON(tx, bLeases, []byte(name), &l)
 	})
 	if err != nil {
 		return model.Lease{}, err
 	}
 	return l, nil
-}
-
-// LeaseRelease frees the lease if owner holds it with fence; the fence is
-// kept so that the next owner's is larger. model.ErrConflict otherwise.
-func (s *Store) LeaseRelease(ctx context.Context, name, owner string, fence int64) error {
-	return s.batch(ctx, "lease release", func(tx *bolt.Tx) error {
-		var l model.Lease
-		switch err := getJSON(tx, bLeases, []byte(name), &l); err {
-		case nil:
-		case model.ErrNotFound:
-			return model.ErrConflict
-		default:
-			return err
-		}
-		if l.Owner != owner || owner == "" || l.Fence != fence {
-			return model.ErrConflict
-		}
-		l.Owner, l.ExpiresAt = "", time.Time{}
-		return putJSON(tx, bLeases, []byte(name), &l)
-	})
-}
-
-// LeaseAdvertise records addr on the lease if owner holds it with fence.
-// model.ErrConflict otherwise.
-func (s *Store) LeaseAdvertise(ctx context.Context, name, owner string, fence int64, addr string) error {
-	return s.batch(ctx, "lease advertise", func(tx *bolt.Tx) error {
-		var l model.Lease
-		switch err := getJSON(tx, bLeases, []byte(name), &l); err {
-		case nil:
-		case model.ErrNotFound:
-			return model.ErrConflict
-		default:
-			return err
-		}
-		if l.Owner != owner || owner == "" || l.Fence != fence {
-			return model.ErrConflict
-		}
-		l.Addr = addr
-		return putJSON(tx, bLeases, []byte(name), &l)
-	})
 }
 
 // LeaseList returns the leases whose name starts with prefix, released ones
