@@ -90,12 +90,15 @@ type TargetType string
 const (
 	TargetHTTP TargetType = "http"
 	TargetSQS  TargetType = "sqs"
+	// TargetHTTPBatch POSTs the events due together to one URL as one
+	// request (a JSON array of messages), for consumers that take them so.
+	TargetHTTPBatch TargetType = "http_batch"
 )
 
 // Target is where a schedule's events go.
 type Target struct {
 	Type     TargetType `json:"type"`
-	URL      string     `json:"url,omitempty"`      // TargetHTTP
+	URL      string     `json:"url,omitempty"`      // TargetHTTP, TargetHTTPBatch
 	QueueURL string     `json:"queueUrl,omitempty"` // TargetSQS
 }
 

@@ -36,7 +36,7 @@ const (
 // Code tables of putEnum. Codes are stored: values are only ever appended.
 var (
 	enumTimezone = []string{"", "UTC"}
-	enumTarget   = []string{"", string(model.TargetHTTP), string(model.TargetSQS)}
+	enumTarget   = []string{"", string(model.TargetHTTP), string(model.TargetSQS), string(model.TargetHTTPBatch)}
 	enumMisfire  = []string{"", string(model.MisfireFireOnce), string(model.MisfireFireAll), string(model.MisfireSkip)}
 	enumOverlap  = []string{"", string(model.OverlapAllow), string(model.OverlapSkip), string(model.OverlapCancel)}
 	enumState    = []string{"", string(model.ScheduleActive), string(model.SchedulePaused), string(model.ScheduleCompleted)}
