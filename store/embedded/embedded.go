@@ -142,7 +142,13 @@ const (
 	// version keeps an older schedulerd, which cannot read the new rows,
 	// from opening the store.
 	layoutCompactRows = 4
-	layoutCurrent     = layoutCompactRows
+	// layoutImpliedGroups: an event group whose fire id starts with its
+	// schedule's id and "." (every fire the emitter and the master make)
+	// has no entry in ev_sched; ev_groups under that prefix lists it
+	// (impliedGroup). The migration deletes those entries; an older
+	// schedulerd would miss the groups in a schedule's events.
+	layoutImpliedGroups = 5
+	layoutCurrent       = layoutImpliedGroups
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -230,6 +236,11 @@ func migrate(db *bolt.DB, chunk int) error {
 			if err := rewriteRows(db, name, chunk); err != nil {
 				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactRows, name, err)
 			}
+		}
+	}
+	if layout < layoutImpliedGroups {
+		if err := dropImpliedEntries(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutImpliedGroups, err)
 		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {
@@ -381,6 +392,49 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 			return err
 		}
 		if rows < chunk {
+			return nil
+		}
+	}
+}
+
+// dropImpliedEntries deletes the ev_sched entries of the groups that
+// layoutImpliedGroups lists by fire id, chunk keys per transaction. A run
+// interrupted by a crash is redone: what it deleted stays deleted.
+func dropImpliedEntries(db *bolt.DB, chunk int) error {
+	var after []byte
+	for {
+		keys := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			keys = 0
+			b := tx.Bucket(bEvSched)
+			var drop [][]byte
+			c := b.Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for ; k != nil && keys < chunk; k, v = c.Next() {
+				last = k
+				keys++
+				// A group's entry: schedule id NUL, fire id ".", NUL, no value.
+				if len(v) != 0 || !bytes.HasSuffix(k, []byte{'.', 0}) {
+					continue
+				}
+				scheduleID, rest := readStr(k)
+				if len(rest) >= 2 && impliedGroup(scheduleID, string(rest[:len(rest)-2])) {
+					drop = append(drop, bytes.Clone(k))
+				}
+			}
+			after = bytes.Clone(last)
+			// Deleted after the walk: a cursor must not see its bucket change.
+			return deleteKeys(tx, bEvSched, drop)
+		}); err != nil {
+			return err
+		}
+		if keys < chunk {
 			return nil
 		}
 	}

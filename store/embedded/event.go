@@ -188,12 +188,12 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 		}
 		x := newEvtx(tx)
 		if p.FireID == "" {
-			b, prefix := x.tenant, strKey(p.TenantID)
+			b, prefix, implied := x.tenant, strKey(p.TenantID), ""
 			if p.ScheduleID != "" {
-				b, prefix = x.sched, strKey(p.ScheduleID)
+				b, prefix, implied = x.sched, strKey(p.ScheduleID), p.ScheduleID+"."
 			}
 			var err error
-			out, err = x.listByEntries(b, prefix, p.After, limit, match)
+			out, err = x.listByEntries(b, prefix, implied, p.After, limit, match)
 			return err
 		}
 		g, err := x.groupOf(p.FireID)
@@ -258,7 +258,9 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 
 // listByEntries returns, in id order, the first limit events after the id
 // after that match, among those of the entries of index b (ev_tenant or
-// ev_sched) under prefix.
+// ev_sched) under prefix and, when implied is not empty (a schedule's id
+// and "."), of the groups of ev_groups whose fire ids start with it
+// (impliedGroup).
 //
 // Each entry is a loose event, whose key is its id, or a group, whose key
 // fireID ".\x00" sorts before every id of its canonical events (fireID "."
@@ -266,7 +268,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 // that can hold ids after after are those whose keys sort after it and the
 // groups whose prefix fireID "." after itself starts with; the walk stops
 // at the first entry whose key is beyond the limit-th id found.
-func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, after string, limit int, match func(*model.Event) bool) ([]*model.Event, error) {
+func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, implied, after string, limit int, match func(*model.Event) bool) ([]*model.Event, error) {
 	var out []*model.Event
 	full := func() bool { return len(out) == limit }
 	add := func(e *model.Event) {
@@ -337,6 +339,50 @@ func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, after string, limit 
 			break
 		}
 		if err := entry(suffix, v); err != nil {
+			return nil, err
+		}
+	}
+	if implied == "" {
+		return out, nil
+	}
+	// The groups without an entry, found by fire id, the same way: those
+	// whose events' ids start like after, then the walk. out only ever
+	// keeps the smallest ids, so the two walks may go one after the other.
+	for i := len(implied); i < len(after); i++ {
+		if after[i] != '.' || !strings.HasPrefix(after, implied) {
+			continue
+		}
+		suffix := groupEntry(after[:i])
+		if string(suffix) > after {
+			continue
+		}
+		if x.groups.Get(strKey(after[:i])) != nil {
+			if err := entry(suffix, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// ev_groups keys are fireID NUL, not fireID "." NUL: the order of two
+	// fire ids is the same in both unless after holds a byte that sorts
+	// before "." or ends in ".", so the walk starts at the first key that
+	// can hold a group with ids after after.
+	from := strings.TrimSuffix(after, ".")
+	if strings.IndexFunc(after, func(r rune) bool { return r < '.' }) >= 0 || from < implied {
+		from = implied
+	}
+	c = x.groups.Cursor()
+	for k, _ := c.Seek([]byte(from)); k != nil && strings.HasPrefix(string(k), implied); k, _ = c.Next() {
+		fireID := string(k[:len(k)-1])
+		// Every id of this group and of the ones after it is beyond
+		// fireID: none can enter a full out.
+		if full() && fireID >= out[len(out)-1].ID {
+			break
+		}
+		suffix := groupEntry(fireID)
+		if string(suffix) <= after {
+			continue
+		}
+		if err := entry(suffix, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -689,6 +735,10 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 			var ents []ent
 			scanPrefix(tx, bEvSched, prefix, func(k, v []byte) bool {
 				ents = append(ents, ent{bytes.Clone(k[len(prefix):]), bytes.Clone(v)})
+				return true
+			})
+			schedGroups(x.groups, scheduleID, func(fireID string) bool {
+				ents = append(ents, ent{groupEntry(fireID), nil})
 				return true
 			})
 			for _, en := range ents {

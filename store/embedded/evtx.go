@@ -26,7 +26,9 @@ import (
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
 //	ev_tenant:   tenantID\0, fireID ".\x00" (the group's canonical events,
 //	             no value), or tenantID\0, id -> rk (a loose event)
-//	ev_sched:    as ev_tenant, by schedule
+//	ev_sched:    as ev_tenant, by schedule; a group whose fire id starts
+//	             with its schedule's id and "." has no entry there (see
+//	             impliedGroup): ev_groups under that prefix lists it
 //	ev_policy:   policyID\0, class\0, launchAt, rk (unfinished events)
 //	ev_finished: finishedAt, rk                    (retention)
 //
@@ -119,6 +121,30 @@ func (x *evtx) decodeHead(raw []byte) (*model.Event, error) { return decodeEvent
 
 // groupEntry is a group's key suffix in ev_tenant and ev_sched.
 func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
+
+// impliedGroup reports whether the group of fireID, whose events are of
+// schedule scheduleID, goes without an entry in ev_sched
+// (layoutImpliedGroups): its fire id starts with the schedule's id and ".",
+// as every fire id the emitter and the master make does, so the schedule's
+// groups are the keys of ev_groups under that prefix (schedGroups). Such a
+// prefix also holds the groups of schedules whose own ids start with it
+// ("s.x" under "s."): readers check the schedule of what they find.
+func impliedGroup(scheduleID, fireID string) bool {
+	return len(fireID) > len(scheduleID) && fireID[len(scheduleID)] == '.' && fireID[:len(scheduleID)] == scheduleID
+}
+
+// schedGroups calls fn with the fire id of each group in ev_groups whose
+// fire id starts with scheduleID "." (impliedGroup), in key order, until fn
+// returns false.
+func schedGroups(groups *bolt.Bucket, scheduleID string, fn func(fireID string) bool) {
+	prefix := []byte(scheduleID + ".")
+	c := groups.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if !fn(string(k[:len(k)-1])) {
+			return
+		}
+	}
+}
 
 func (x *evtx) cache(g *group) *group {
 	x.bySeq[g.seq] = g
@@ -230,14 +256,16 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
 	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
-	sk := append(strKey(e.ScheduleID), groupEntry(e.FireID)...)
 	packAppends(x.tenant, tk, len(e.TenantID)+1)
-	packAppends(x.sched, sk, 0)
 	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
-	if err := x.sched.Put(sk, []byte{}); err != nil {
-		return nil, err
+	if !impliedGroup(e.ScheduleID, e.FireID) {
+		sk := append(strKey(e.ScheduleID), groupEntry(e.FireID)...)
+		packAppends(x.sched, sk, 0)
+		if err := x.sched.Put(sk, []byte{}); err != nil {
+			return nil, err
+		}
 	}
 	g.fresh = true
 	return x.cache(g), nil
@@ -257,12 +285,16 @@ func unrefHeads(tx *bolt.Tx, scheduleID string) error {
 		}
 		return true
 	})
+	schedGroups(x.groups, scheduleID, func(fireID string) bool {
+		fires = append(fires, fireID)
+		return true
+	})
 	for _, fireID := range fires {
 		g, err := x.groupOf(fireID)
 		if err != nil {
 			return err
 		}
-		if g == nil || !refersToSchedule(x.heads.Get(seqKey(g.seq))) {
+		if g == nil || g.head.ScheduleID != scheduleID || !refersToSchedule(x.heads.Get(seqKey(g.seq))) {
 			continue
 		}
 		raw, err := encodeEvent(g.head)
@@ -580,11 +612,14 @@ func (x *evtx) remove(rk []byte, e *model.Event) error {
 	}
 	// The last event of the group is gone: so is the group.
 	h := g.head
-	for _, d := range []key{
+	dels = []key{
 		{x.heads, seqKey(g.seq)}, {x.groups, g.sibKey},
 		{x.tenant, append(strKey(h.TenantID), groupEntry(h.FireID)...)},
-		{x.sched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...)},
-	} {
+	}
+	if !impliedGroup(h.ScheduleID, h.FireID) {
+		dels = append(dels, key{x.sched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...)})
+	}
+	for _, d := range dels {
 		if err := d.b.Delete(d.k); err != nil {
 			return err
 		}

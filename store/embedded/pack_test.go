@@ -95,7 +95,7 @@ func TestOrderedIDsPackPages(t *testing.T) {
 				}
 			}
 			if err := s.db.View(func(tx *bolt.Tx) error {
-				for _, name := range [][]byte{bSchedules, bSchedTenant, bChildSched, bFires, bFireSched, bEvGroups, bEvTenant, bEvSched} {
+				for _, name := range [][]byte{bSchedules, bSchedTenant, bChildSched, bFires, bFireSched, bEvGroups, bEvTenant} {
 					st := tx.Bucket(name).Stats()
 					fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
 					if ordered && fill < 0.8 {
