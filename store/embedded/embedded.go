@@ -142,13 +142,15 @@ const (
 	// version keeps an older schedulerd, which cannot read the new rows,
 	// from opening the store.
 	layoutCompactRows = 4
-	// layoutImpliedGroups: an event group whose fire id starts with its
+	// layoutLeanOneOffs: an event group whose fire id starts with its
 	// schedule's id and "." (every fire the emitter and the master make)
 	// has no entry in ev_sched; ev_groups under that prefix lists it
-	// (impliedGroup). The migration deletes those entries; an older
-	// schedulerd would miss the groups in a schedule's events.
-	layoutImpliedGroups = 5
-	layoutCurrent       = layoutImpliedGroups
+	// (impliedGroup). A one-off stored with its fire holds that fire in its
+	// row (impliesFire): no fire row, no fires_by_schedule entry. The
+	// migration deletes the ev_sched entries; an older schedulerd would
+	// miss those groups and fires.
+	layoutLeanOneOffs = 5
+	layoutCurrent     = layoutLeanOneOffs
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -238,9 +240,9 @@ func migrate(db *bolt.DB, chunk int) error {
 			}
 		}
 	}
-	if layout < layoutImpliedGroups {
+	if layout < layoutLeanOneOffs {
 		if err := dropImpliedEntries(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutImpliedGroups, err)
+			return fmt.Errorf("migrate to data layout %d: %w", layoutLeanOneOffs, err)
 		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {
@@ -398,7 +400,7 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 }
 
 // dropImpliedEntries deletes the ev_sched entries of the groups that
-// layoutImpliedGroups lists by fire id, chunk keys per transaction. A run
+// layoutLeanOneOffs lists by fire id, chunk keys per transaction. A run
 // interrupted by a crash is redone: what it deleted stays deleted.
 func dropImpliedEntries(db *bolt.DB, chunk int) error {
 	var after []byte

@@ -124,7 +124,7 @@ func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
 
 // impliedGroup reports whether the group of fireID, whose events are of
 // schedule scheduleID, goes without an entry in ev_sched
-// (layoutImpliedGroups): its fire id starts with the schedule's id and ".",
+// (layoutLeanOneOffs): its fire id starts with the schedule's id and ".",
 // as every fire id the emitter and the master make does, so the schedule's
 // groups are the keys of ev_groups under that prefix (schedGroups). Such a
 // prefix also holds the groups of schedules whose own ids start with it

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,6 +15,58 @@ import (
 // fireSchedKey orders a schedule's fires by fire time: schedule\0time id.
 func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
 	return append(appendTime(strKey(scheduleID), fireTime), id...)
+}
+
+// spillFire writes the fire that the row of schedule id holds, if any, as
+// a row of its own with its by-schedule entry, and the schedule's row
+// without it: before the fire changes, or the schedule's row does.
+// keepRow leaves the schedule's row to the caller, who rewrites or deletes
+// it.
+func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
+	raw := tx.Bucket(bSchedules).Get([]byte(id))
+	if !rowHasFire(raw) {
+		return nil
+	}
+	sc, child, f, err := decodeScheduleFire([]byte(id), raw)
+	if err != nil {
+		return err
+	}
+	if err := createFire(tx, f, encodeFire(f)); err != nil {
+		return err
+	}
+	if keepRow {
+		return nil
+	}
+	return tx.Bucket(bSchedules).Put([]byte(id), encodeScheduleRow(sc, child))
+}
+
+// spillRowFire spills (spillFire) the fire id of schedule scheduleID if
+// it has no row of its own, before it changes.
+func spillRowFire(tx *bolt.Tx, id, scheduleID string) error {
+	if tx.Bucket(bFires).Get([]byte(id)) != nil {
+		return nil
+	}
+	return spillFire(tx, scheduleID, false)
+}
+
+// rowFireOf returns the fire that the row of schedule id holds; nil if
+// none.
+func rowFireOf(tx *bolt.Tx, id string) (*model.Fire, error) {
+	raw := tx.Bucket(bSchedules).Get([]byte(id))
+	if !rowHasFire(raw) {
+		return nil, nil
+	}
+	_, _, f, err := decodeScheduleFire([]byte(id), raw)
+	return f, err
+}
+
+// newerFire reports whether a sorts after b in the by-schedule index: by
+// fire time, then id.
+func newerFire(a, b *model.Fire) bool {
+	if c := a.FireTime.Compare(b.FireTime); c != 0 {
+		return c > 0
+	}
+	return a.ID > b.ID
 }
 
 // createFire writes the new fire f, encoded as doc, and its by-schedule
@@ -34,8 +87,8 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 	var inserted bool
 	err := s.batch(ctx, "fire insert", func(tx *bolt.Tx) error {
 		inserted = false
-		if tx.Bucket(bFires).Get([]byte(f.ID)) != nil {
-			return nil
+		if ok, err := fireExists(tx, f.ID); ok || err != nil {
+			return err
 		}
 		if err := createFire(tx, f, encodeFire(f)); err != nil {
 			return err
@@ -92,7 +145,22 @@ func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model
 			out = append(out, &f)
 			return len(out) < limit
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		// The fire the schedule's row holds, in its place.
+		rf, err := rowFireOf(tx, p.ScheduleID)
+		if err != nil || rf == nil || rf.TenantID != p.TenantID || (!p.Before.IsZero() && !rf.FireTime.Before(p.Before)) {
+			return err
+		}
+		i := slices.IndexFunc(out, func(f *model.Fire) bool { return newerFire(rf, f) })
+		if i < 0 {
+			i = len(out)
+		}
+		if out = slices.Insert(out, i, rf); len(out) > limit {
+			out = out[:limit]
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -118,6 +186,13 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 		if err != nil {
 			return err
 		}
+		rf, err := rowFireOf(tx, scheduleID)
+		if err != nil {
+			return err
+		}
+		if rf != nil && rf.FireTime.Before(t) && (f == nil || newerFire(rf, f)) {
+			f = rf
+		}
 		if f == nil {
 			return model.ErrNotFound
 		}
@@ -137,6 +212,9 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 			return err
 		}
 		f.Decision, f.Note = d, note
+		if err := spillRowFire(tx, id, f.ScheduleID); err != nil {
+			return err
+		}
 		return putFire(tx, &f)
 	})
 }
@@ -157,6 +235,9 @@ func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) 
 			if err := tx.Bucket(bFireEmitting).Delete([]byte(id)); err != nil {
 				return err
 			}
+		}
+		if err := spillRowFire(tx, id, f.ScheduleID); err != nil {
+			return err
 		}
 		return putFire(tx, &f)
 	})
@@ -241,7 +322,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, nil, inserted, nil)
+		n, err = putFires(tx, fs, nil, nil, inserted, nil)
 		return err
 	})
 	if err != nil {
@@ -254,18 +335,30 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // setting inserted[i] for each fire written (from scratch: a group commit
 // may run it again); it returns the number of events written. docs, if not
 // nil, are the fires encoded before the transaction; written, if not nil,
-// the schedules this transaction wrote (see newEvtxWith).
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool, written map[string]*model.Schedule) (int, error) {
+// the schedules this transaction wrote (see newEvtxWith); inRow, if not
+// nil, marks the fires that those schedules' rows hold (impliesFire),
+// which this transaction found new: only their events are written.
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inserted []bool, written map[string]*model.Schedule) (int, error) {
 	clear(inserted)
 	n := 0
-	fires, emitting := tx.Bucket(bFires), tx.Bucket(bFireEmitting)
+	emitting := tx.Bucket(bFireEmitting)
 	// New fires open new event groups, whose sequences (and so row and
 	// fire index keys) go at the end: those pages can be filled.
 	pack(tx, bEvRows, bEvFire)
 	x := newEvtxWith(tx, written)
 	for i, fn := range fs {
 		f := fn.Fire
-		if fires.Get([]byte(f.ID)) != nil {
+		if inRow != nil && inRow[i] {
+			inserted[i] = true
+			if err := x.insertAll(fn.Events, &n); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if ok, err := fireExists(tx, f.ID); ok || err != nil {
+			if err != nil {
+				return 0, err
+			}
 			continue
 		}
 		var doc []byte
@@ -283,15 +376,23 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inserted []bool, w
 				return 0, err
 			}
 		}
-		for _, e := range fn.Events {
-			ok, err := x.insert(e)
-			if err != nil {
-				return 0, err
-			}
-			if ok {
-				n++
-			}
+		if err := x.insertAll(fn.Events, &n); err != nil {
+			return 0, err
 		}
 	}
 	return n, x.flush()
+}
+
+// insertAll inserts events as insert does, adding those it stored to *n.
+func (x *evtx) insertAll(events []*model.Event, n *int) error {
+	for _, e := range events {
+		ok, err := x.insert(e)
+		if err != nil {
+			return err
+		}
+		if ok {
+			*n++
+		}
+	}
+	return nil
 }

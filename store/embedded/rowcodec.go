@@ -73,7 +73,52 @@ func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(
 const (
 	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
+	schedFire                         // the one-off's fire follows (impliesFire)
 )
+
+// impliesFire reports whether the row of the one-off sc can hold its fire f
+// (layoutLeanOneOffs): f's id is model.FireID of sc's id and version and
+// f's fire time, so the row gives it, and f is not being emitted
+// (Remaining 0: no fires_emitting entry). Such a fire has no row of its
+// own and no fires_by_schedule entry until it changes or the schedule's row
+// does (spillFire); getFire, FireList and FireLatestBefore read it from the
+// row.
+func impliesFire(sc *model.Schedule, f *model.Fire) bool {
+	return sc.RunAt != nil && f.ScheduleID == sc.ID && f.Remaining == 0 &&
+		f.ID == model.FireID(sc.ID, sc.Version, f.FireTime)
+}
+
+// encodeScheduleFire is encodeScheduleRow with the fire f (impliesFire)
+// held in the row: its fire row, the last field.
+func encodeScheduleFire(sc *model.Schedule, child *model.Child, f *model.Fire) []byte {
+	b := encodeScheduleRow(sc, child)
+	// The flags are one byte (uvarint below 128) after the version.
+	b[1] |= schedFire
+	return putBytes(b, encodeFire(f))
+}
+
+// rowHasFire reports, without decoding it, whether the schedule row raw
+// holds its fire.
+func rowHasFire(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != scheduleCodecV2 {
+		return false
+	}
+	flags, n := binary.Uvarint(raw[1:])
+	return n > 0 && flags&schedFire != 0
+}
+
+// decodeRowFire returns the fire that the row of sc holds, from its
+// encoding fire.
+func decodeRowFire(sc *model.Schedule, fire []byte) (*model.Fire, error) {
+	// The fire row's schedule id is the start of its key: a key of the
+	// schedule's id and "." gives it.
+	f, err := decodeFire([]byte(sc.ID+"."), fire)
+	if err != nil {
+		return nil, err
+	}
+	f.ID = model.FireID(sc.ID, sc.Version, f.FireTime)
+	return f, nil
+}
 
 // soleChild returns the child of children that a row of sc can hold
 // inline: the only one, of sc's id, tenant, version and partition, so that
@@ -140,22 +185,43 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
 }
 
 func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
-	sc, _, err := decodeScheduleRow(id, raw)
+	sc, _, _, err := decodeScheduleParts(id, raw)
 	return sc, err
 }
 
 // decodeScheduleRow returns the schedule of a row and the child it holds
 // inline (nil if none).
 func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
+	sc, child, _, err := decodeScheduleParts(id, raw)
+	return sc, child, err
+}
+
+// decodeScheduleFire returns the schedule of a row, the child it holds
+// inline and the fire it holds (nil if none).
+func decodeScheduleFire(id, raw []byte) (*model.Schedule, *model.Child, *model.Fire, error) {
+	sc, child, fire, err := decodeScheduleParts(id, raw)
+	if err != nil || fire == nil {
+		return sc, child, nil, err
+	}
+	f, err := decodeRowFire(sc, fire)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("decode schedule %q: %w", id, err)
+	}
+	return sc, child, f, nil
+}
+
+// decodeScheduleParts returns the schedule of a row, the child it holds
+// inline (nil if none) and the encoding of the fire it holds (nil if none).
+func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte, error) {
 	sc := &model.Schedule{}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := jsonUnmarshal(raw, sc); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return sc, nil, nil
+		return sc, nil, nil, nil
 	}
 	if len(raw) == 0 || (raw[0] != scheduleCodecV1 && raw[0] != scheduleCodecV2) {
-		return nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
+		return nil, nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
 	}
 	v2 := raw[0] == scheduleCodecV2
 	str := func(d *decoder, table []string) string {
@@ -207,13 +273,22 @@ func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
 			Timezone: d.enum(enumTimezone), LaunchExpression: d.str(), Minute: int(d.varint()),
 		}
 	}
+	var fire []byte
+	if flags&schedFire != 0 {
+		// Not copied: decodeRowFire copies what it keeps.
+		if l := d.uvarint(); d.err == nil && (l == 0 || uint64(len(d.b)) < l) {
+			d.err, d.b = errors.New("bad fire"), nil
+		} else if d.err == nil {
+			fire, d.b = d.b[:l], d.b[l:]
+		}
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}
 	if d.err != nil {
-		return nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
+		return nil, nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
 	}
-	return sc, child, nil
+	return sc, child, fire, nil
 }
 
 // Flags of a version 2 fire row.
@@ -314,13 +389,58 @@ func getSchedule(tx *bolt.Tx, id []byte) (*model.Schedule, error) {
 	return decodeSchedule(id, raw)
 }
 
-// getFire returns the fire id; model.ErrNotFound if there is none.
+// getFire returns the fire id, stored in its row or in its schedule's
+// (impliesFire); model.ErrNotFound if there is none.
 func getFire(tx *bolt.Tx, id []byte) (*model.Fire, error) {
 	raw := tx.Bucket(bFires).Get(id)
 	if raw == nil {
-		return nil, model.ErrNotFound
+		return rowFire(tx, string(id))
 	}
 	return decodeFire(id, raw)
+}
+
+// rowFire returns the fire id that its schedule's row holds;
+// model.ErrNotFound if there is none. A fire id is the schedule's id, ".",
+// the second, maybe "." and milliseconds, ".v" and the version
+// (model.FireID): the schedule's id is id up to one of its last three dots.
+func rowFire(tx *bolt.Tx, id string) (*model.Fire, error) {
+	b := tx.Bucket(bSchedules)
+	end := len(id)
+	for range 3 {
+		i := strings.LastIndexByte(id[:end], '.')
+		if i < 0 {
+			break
+		}
+		end = i
+		raw := b.Get([]byte(id[:i]))
+		if !rowHasFire(raw) {
+			continue
+		}
+		_, _, f, err := decodeScheduleFire([]byte(id[:i]), raw)
+		if err != nil {
+			return nil, err
+		}
+		if f.ID == id {
+			return f, nil
+		}
+	}
+	return nil, model.ErrNotFound
+}
+
+// fireExists reports whether fire id is stored, in its row or its
+// schedule's.
+func fireExists(tx *bolt.Tx, id string) (bool, error) {
+	if tx.Bucket(bFires).Get([]byte(id)) != nil {
+		return true, nil
+	}
+	switch _, err := rowFire(tx, id); err {
+	case nil:
+		return true, nil
+	case model.ErrNotFound:
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // getScheduleInto is getSchedule into *dst.

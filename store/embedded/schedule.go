@@ -219,6 +219,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	for i, fn := range fs {
 		docs[i] = encodeFire(fn.Fire)
 	}
+	j, withFire := rowFireOfNew(sc, sole, fs)
 	var written map[string]*model.Schedule
 	if len(fs) > 0 {
 		written = decodeWritten(sc.ID, doc)
@@ -234,17 +235,34 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		if err := createSchedule(tx, sc, doc); err != nil {
+		row, inRow := doc, []bool(nil)
+		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
+			row, inRow = withFire, make([]bool, len(fs))
+			inRow[j] = true
+		}
+		if err := createSchedule(tx, sc, row); err != nil {
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inserted, written)
+		n, err = putFires(tx, fs, docs, inRow, inserted, written)
 		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return inserted, n, nil
+}
+
+// rowFireOfNew returns the index in fs of the fire that the row of the new
+// schedule sc can hold (impliesFire) and that row encoded with it; -1 and
+// nil if none can. The row holds it if no fire row has its id.
+func rowFireOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew) (int, []byte) {
+	for j, fn := range fs {
+		if impliesFire(sc, fn.Fire) {
+			return j, encodeScheduleFire(sc, sole, fn.Fire)
+		}
+	}
+	return -1, nil
 }
 
 // decodeWritten returns the schedule id, whose row this transaction writes
@@ -266,10 +284,13 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	// Encoded before the transaction, which holds the one writer.
 	docs := make([][]byte, len(items))
 	soles := make([]*model.Child, len(items))
+	rowFires := make([]int, len(items))    // index in the item's Fires, or -1
+	withFire := make([][]byte, len(items)) // docs[i] with that fire
 	nf := 0
 	for i, it := range items {
 		soles[i] = soleChild(it.Schedule, it.Children)
 		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
+		rowFires[i], withFire[i] = rowFireOfNew(it.Schedule, soles[i], it.Fires)
 		nf += len(it.Fires)
 	}
 	fireDocs := make([][]byte, 0, nf)
@@ -287,11 +308,12 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	var (
 		fs      []store.FireNew
 		fdocs   [][]byte
+		inRow   []bool
 		written = make(map[string]*model.Schedule, len(items))
 	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bSchedules)
-		fs, fdocs = fs[:0], fdocs[:0]
+		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
+		fs, fdocs, inRow = fs[:0], fdocs[:0], inRow[:0]
 		clear(written)
 		at := 0 // items[i].Fires are encoded at fireDocs[at:]
 		for i, it := range items {
@@ -306,8 +328,17 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if err := putChildren(tx, it.Children, soles[i]); err != nil {
 				return err
 			}
-			if err := createSchedule(tx, it.Schedule, docs[i]); err != nil {
+			row, j := docs[i], rowFires[i]
+			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
+				row = withFire[i]
+			} else {
+				j = -1
+			}
+			if err := createSchedule(tx, it.Schedule, row); err != nil {
 				return err
+			}
+			for k := range it.Fires {
+				inRow = append(inRow, k == j)
 			}
 			fs = append(fs, it.Fires...)
 			fdocs = append(fdocs, fireDocs[from:at]...)
@@ -318,7 +349,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, make([]bool, len(fs)), written)
+		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written)
 		return err
 	})
 	if err != nil {
@@ -431,6 +462,10 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 				return err
 			}
 		}
+		// The fire the old row holds is of the old version: a row of its own.
+		if err := spillFire(tx, sc.ID, true); err != nil {
+			return err
+		}
 		var sole *model.Child
 		switch {
 		case children != nil:
@@ -472,6 +507,10 @@ func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 			if err := unrefHeads(tx, id); err != nil {
 				return err
 			}
+		}
+		// Fires outlive their schedule.
+		if err := spillFire(tx, id, true); err != nil {
+			return err
 		}
 		if err := dropSoleChild(tx, oldSole); err != nil {
 			return err
