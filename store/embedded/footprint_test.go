@@ -82,7 +82,8 @@ func orderedID(r *rand.Rand, prefix string, n uint64) string {
 var footprintPayload = json.RawMessage(`{"job":"nightly-report","region":"eu-central-1","batch":42}`)
 
 // BenchmarkDriverFootprintOneOffs stores n one-offs due within a day as the
-// master does on save: the schedule and its child, then its fire and event.
+// master does on save: the schedule and its child with its fire and event
+// (ScheduleNew.Fires), in batches.
 func BenchmarkDriverFootprintOneOffs(b *testing.B) {
 	b.Run("ids=random", func(b *testing.B) { footprintOneOffs(b, false) })
 	b.Run("ids=ordered", func(b *testing.B) { footprintOneOffs(b, true) })
@@ -103,11 +104,11 @@ func footprintOneOffs(b *testing.B, ordered bool) {
 		b.StartTimer()
 		for start := 0; start < n; start += benchBatch {
 			items, fires := oneOffs(b, r, tenant, now, start, min(start+benchBatch, n), ordered)
+			for i := range items {
+				items[i].Fires = fires[i : i+1]
+			}
 			if errs, err := s.ScheduleCreateMany(b.Context(), items); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
 				b.Fatalf("ScheduleCreateMany: %v %v", errs, err)
-			}
-			if _, ev, err := s.FireInsertMany(b.Context(), fires); err != nil || ev != len(fires) {
-				b.Fatalf("FireInsertMany: %d events, %v", ev, err)
 			}
 		}
 		b.StopTimer()
