@@ -89,12 +89,73 @@ func impliesFire(sc *model.Schedule, f *model.Fire) bool {
 }
 
 // encodeScheduleFire is encodeScheduleRow with the fire f (impliesFire)
-// held in the row: its fire row, the last field.
+// held in the row as its last field (encodeRowFire).
 func encodeScheduleFire(sc *model.Schedule, child *model.Child, f *model.Fire) []byte {
 	b := encodeScheduleRow(sc, child)
 	// The flags are one byte (uvarint below 128) after the version.
 	b[1] |= schedFire
-	return putBytes(b, encodeFire(f))
+	return putBytes(b, encodeRowFire(sc, f))
+}
+
+// Flags of a fire held in its schedule's row.
+const (
+	rowFireTenant     = 1 << iota // the tenant is not the schedule's: stored
+	rowFireLocal                  // the local time is not the fire time in UTC (localLayout): stored
+	rowFireTimeAbs                // the fire time is stored in full, not from the schedule's runAt
+	rowFireCreatedAbs             // the creation time is stored in full, not from the schedule's
+)
+
+// encodeRowFire encodes the fire f that the row of sc holds, against that
+// row: its id and schedule are the row's (impliesFire), its tenant
+// usually, its fire time and creation time as nanoseconds from runAt and
+// the schedule's creation time; Remaining is 0.
+func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
+	var flags uint64
+	if f.TenantID != sc.TenantID {
+		flags |= rowFireTenant
+	}
+	if f.LocalTime != f.FireTime.UTC().Format(localLayout) {
+		flags |= rowFireLocal
+	}
+	fireDelta, fireOK := timeDelta(*sc.RunAt, f.FireTime)
+	if !fireOK {
+		flags |= rowFireTimeAbs
+	}
+	createdDelta, createdOK := timeDelta(sc.CreatedAt, f.CreatedAt)
+	if !createdOK {
+		flags |= rowFireCreatedAbs
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 16+len(f.Note)), flags)
+	if flags&rowFireTenant != 0 {
+		b = putStr(b, f.TenantID)
+	}
+	if fireOK {
+		b = binary.AppendVarint(b, int64(fireDelta))
+	} else {
+		b = putTime(b, f.FireTime)
+	}
+	if flags&rowFireLocal != 0 {
+		b = putStr(b, f.LocalTime)
+	}
+	b = binary.AppendVarint(b, int64(f.Count))
+	b = putEnum(b, string(f.Decision), enumDecision)
+	b = putStr(b, f.Note)
+	if createdOK {
+		b = binary.AppendVarint(b, int64(createdDelta))
+	} else {
+		b = putTime(b, f.CreatedAt)
+	}
+	return b
+}
+
+// timeDelta returns t - from when from plus it gives t back exactly (both
+// set, within a Duration of each other).
+func timeDelta(from, t time.Time) (time.Duration, bool) {
+	if from.IsZero() || t.IsZero() {
+		return 0, false
+	}
+	d := t.Sub(from)
+	return d, from.Add(d).Equal(t)
 }
 
 // rowHasFire reports, without decoding it, whether the schedule row raw
@@ -108,13 +169,40 @@ func rowHasFire(raw []byte) bool {
 }
 
 // decodeRowFire returns the fire that the row of sc holds, from its
-// encoding fire.
-func decodeRowFire(sc *model.Schedule, fire []byte) (*model.Fire, error) {
-	// The fire row's schedule id is the start of its key: a key of the
-	// schedule's id and "." gives it.
-	f, err := decodeFire([]byte(sc.ID+"."), fire)
-	if err != nil {
-		return nil, err
+// encoding raw (encodeRowFire).
+func decodeRowFire(sc *model.Schedule, raw []byte) (*model.Fire, error) {
+	if sc.RunAt == nil {
+		return nil, errors.New("a fire in the row of a schedule without runAt")
+	}
+	d := decoder{b: raw}
+	flags := d.uvarint()
+	f := &model.Fire{ScheduleID: sc.ID, TenantID: sc.TenantID}
+	if flags&rowFireTenant != 0 {
+		f.TenantID = d.str()
+	}
+	if flags&rowFireTimeAbs != 0 {
+		f.FireTime = d.time()
+	} else {
+		f.FireTime = sc.RunAt.Add(time.Duration(d.varint()))
+	}
+	if flags&rowFireLocal != 0 {
+		f.LocalTime = d.str()
+	} else {
+		f.LocalTime = f.FireTime.Format(localLayout)
+	}
+	f.Count = int(d.varint())
+	f.Decision = model.FireDecision(d.enum(enumDecision))
+	f.Note = d.str()
+	if flags&rowFireCreatedAbs != 0 {
+		f.CreatedAt = d.time()
+	} else {
+		f.CreatedAt = sc.CreatedAt.Add(time.Duration(d.varint()))
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("fire in the row: %w", d.err)
 	}
 	f.ID = model.FireID(sc.ID, sc.Version, f.FireTime)
 	return f, nil

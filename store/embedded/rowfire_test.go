@@ -296,6 +296,28 @@ func TestScheduleRowFireCodec(t *testing.T) {
 			t.Fatalf("row truncated to %d of %d bytes: decoded without error", i, len(raw))
 		}
 	}
+	// What the row gives is left out: the typical fire is a few bytes.
+	if n := len(encodeRowFire(sc, f)); n > 12 {
+		t.Errorf("typical fire in the row: %d bytes, want at most 12", n)
+	}
+	// What it does not give is kept.
+	for name, change := range map[string]func(f *model.Fire){
+		"other tenant":       func(f *model.Fire) { f.TenantID = "ten_other" },
+		"local time in zone": func(f *model.Fire) { f.LocalTime = f.FireTime.In(time.FixedZone("X", 3600)).Format(localLayout) },
+		"created later":      func(f *model.Fire) { f.CreatedAt = f.CreatedAt.Add(1234567 * time.Nanosecond) },
+		"created zero":       func(f *model.Fire) { f.CreatedAt = time.Time{} },
+		"created far":        func(f *model.Fire) { f.CreatedAt = time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"late, noted":        func(f *model.Fire) { f.Decision, f.Note = model.FireLate, "late by 3s" },
+		"new decision":       func(f *model.Fire) { f.Decision = "some_new_decision" },
+		"count":              func(f *model.Fire) { f.Count = 1000 },
+	} {
+		_, f2 := typicalOneOff()
+		change(f2)
+		raw := encodeScheduleFire(sc, child, f2)
+		if _, _, got, err := decodeScheduleFire([]byte(sc.ID), raw); err != nil || !reflect.DeepEqual(got, f2) {
+			t.Errorf("%s: round trip %v\n got %+v\nwant %+v", name, err, got, f2)
+		}
+	}
 	for name, change := range map[string]func(s *model.Schedule, f *model.Fire){
 		"cron":         func(s *model.Schedule, f *model.Fire) { s.RunAt, s.Cron = nil, "0 5 * * *" },
 		"other id":     func(s *model.Schedule, f *model.Fire) { f.ID += "x" },
