@@ -34,7 +34,9 @@ import (
 // key is a flag and a string. A group head of a one-off whose schedule row
 // holds its tenant, target, payload, policy, priority, attempts and
 // concurrency key leaves those out and names the schedule's version instead
-// (evFromSchedule, refSchedule); it is read with that row (decodeEventWith).
+// (evFromSchedule, refSchedule); it is read with that row (decodeEventWith),
+// which also gives its fire id, fire time and creation time when they are
+// the schedule's (evFireOfSchedule and the flags after it).
 const (
 	eventCodecV1 = 0x01
 	eventCodecV3 = 0x03
@@ -46,6 +48,14 @@ const (
 	evLaunchIsFire
 	evUpdatedIsCreated
 	evFromSchedule
+	// With evFromSchedule only (layoutLeanOneOffs): the fire id is
+	// model.FireID of the schedule's id and version and the fire time, and
+	// the schedule's id is stored instead (evFireOfSchedule); the fire time
+	// is the schedule's runAt (evFireAtRunAt); the creation time is stored
+	// as nanoseconds from the schedule's (evCreatedFromSchedule).
+	evFireOfSchedule
+	evFireAtRunAt
+	evCreatedFromSchedule
 )
 
 // refSchedule reports whether the head e can leave its fields to the row
@@ -88,8 +98,19 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 		flags |= evUpdatedIsCreated
 	}
 	ref := refSchedule(e, sc)
+	var createdDelta time.Duration
 	if ref {
 		flags |= evFromSchedule
+		if e.FireID == model.FireID(sc.ID, sc.Version, e.FireTime) {
+			flags |= evFireOfSchedule
+		}
+		if sc.RunAt != nil && e.FireTime.Equal(*sc.RunAt) {
+			flags |= evFireAtRunAt
+		}
+		var ok bool
+		if createdDelta, ok = timeDelta(sc.CreatedAt, e.CreatedAt); ok {
+			flags |= evCreatedFromSchedule
+		}
 	}
 	b := make([]byte, 0, n)
 	b = append(b, eventCodecV3)
@@ -101,13 +122,19 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	if !ref {
 		b = putStr(b, e.TenantID)
 	}
-	if flags&evSchedInFire != 0 {
-		b = binary.AppendUvarint(b, uint64(len(e.ScheduleID)))
-	} else {
+	switch {
+	case flags&evFireOfSchedule != 0:
 		b = putStr(b, e.ScheduleID)
+	case flags&evSchedInFire != 0:
+		b = binary.AppendUvarint(b, uint64(len(e.ScheduleID)))
+		b = putStr(b, e.FireID)
+	default:
+		b = putStr(b, e.ScheduleID)
+		b = putStr(b, e.FireID)
 	}
-	b = putStr(b, e.FireID)
-	b = putTime(b, e.FireTime)
+	if flags&evFireAtRunAt == 0 {
+		b = putTime(b, e.FireTime)
+	}
 	b = binary.AppendVarint(b, int64(e.Index))
 	b = binary.AppendVarint(b, int64(e.Count))
 	if flags&evLaunchIsFire == 0 {
@@ -137,7 +164,11 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	b = putBool(b, e.TokenTimedOut)
 	b = putTimePtr(b, e.DeliveredAt)
 	b = putTimePtr(b, e.FinishedAt)
-	b = putTime(b, e.CreatedAt)
+	if flags&evCreatedFromSchedule != 0 {
+		b = binary.AppendVarint(b, int64(createdDelta))
+	} else {
+		b = putTime(b, e.CreatedAt)
+	}
 	if flags&evUpdatedIsCreated == 0 {
 		b = putTime(b, e.UpdatedAt)
 	}
@@ -204,21 +235,45 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 	if !ref {
 		e.TenantID = d.str()
 	}
-	var schedLen uint64
-	if flags&evSchedInFire != 0 {
-		schedLen = d.uvarint()
-	} else {
+	// The schedule, read first when the fire's id and times are its.
+	var sc *model.Schedule
+	switch {
+	case flags&(evFireOfSchedule|evFireAtRunAt|evCreatedFromSchedule) != 0 && !ref:
+		return nil, errors.New("decode event: fields of a schedule without a reference to it")
+	case flags&evFireOfSchedule != 0:
 		e.ScheduleID = d.str()
-	}
-	e.FireID = d.str()
-	if flags&evSchedInFire != 0 {
+	case flags&evSchedInFire != 0:
+		schedLen := d.uvarint()
+		e.FireID = d.str()
 		if schedLen < uint64(len(e.FireID)) {
 			e.ScheduleID = e.FireID[:schedLen]
 		} else if d.err == nil {
 			d.err, d.b = fmt.Errorf("decode event: schedule id of %d bytes in a fire id of %d", schedLen, len(e.FireID)), nil
 		}
+	default:
+		e.ScheduleID = d.str()
+		e.FireID = d.str()
 	}
-	e.FireTime = d.time()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if flags&(evFireOfSchedule|evFireAtRunAt|evCreatedFromSchedule) != 0 {
+		var err error
+		if sc, err = referredSchedule(e, version, schedule); err != nil {
+			return nil, err
+		}
+	}
+	if flags&evFireAtRunAt != 0 {
+		if sc.RunAt == nil {
+			return nil, fmt.Errorf("decode event: fire time of schedule %q, which has no runAt", sc.ID)
+		}
+		e.FireTime = *sc.RunAt
+	} else {
+		e.FireTime = d.time()
+	}
+	if flags&evFireOfSchedule != 0 {
+		e.FireID = model.FireID(e.ScheduleID, version, e.FireTime)
+	}
 	e.Index = int(d.varint())
 	e.Count = int(d.varint())
 	if flags&evLaunchIsFire != 0 {
@@ -247,7 +302,11 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 		e.Status = model.EventStatus(d.str())
 	}
 	readDeliveryState(&d, e)
-	e.CreatedAt = d.time()
+	if flags&evCreatedFromSchedule != 0 {
+		e.CreatedAt = sc.CreatedAt.Add(time.Duration(d.varint()))
+	} else {
+		e.CreatedAt = d.time()
+	}
 	if flags&evUpdatedIsCreated != 0 {
 		e.UpdatedAt = e.CreatedAt
 	} else {
@@ -267,17 +326,27 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 	return e, nil
 }
 
-// fromSchedule fills the fields head e left to version of its schedule.
-func fromSchedule(e *model.Event, version int64, schedule func(id string) (*model.Schedule, error)) error {
+// referredSchedule returns version of e's schedule, which head e refers
+// to.
+func referredSchedule(e *model.Event, version int64, schedule func(id string) (*model.Schedule, error)) (*model.Schedule, error) {
 	if schedule == nil {
-		return fmt.Errorf("decode event: fire %q: a head that refers to its schedule, read without it", e.FireID)
+		return nil, fmt.Errorf("decode event: schedule %q: a head that refers to its schedule, read without it", e.ScheduleID)
 	}
 	sc, err := schedule(e.ScheduleID)
 	if err != nil {
-		return fmt.Errorf("decode event: fire %q: schedule %q: %w", e.FireID, e.ScheduleID, err)
+		return nil, fmt.Errorf("decode event: schedule %q: %w", e.ScheduleID, err)
 	}
 	if sc.Version != version {
-		return fmt.Errorf("decode event: fire %q: refers to version %d of schedule %q, which is at %d", e.FireID, version, e.ScheduleID, sc.Version)
+		return nil, fmt.Errorf("decode event: refers to version %d of schedule %q, which is at %d", version, e.ScheduleID, sc.Version)
+	}
+	return sc, nil
+}
+
+// fromSchedule fills the fields head e left to version of its schedule.
+func fromSchedule(e *model.Event, version int64, schedule func(id string) (*model.Schedule, error)) error {
+	sc, err := referredSchedule(e, version, schedule)
+	if err != nil {
+		return fmt.Errorf("fire %q: %w", e.FireID, err)
 	}
 	e.TenantID, e.Priority, e.PolicyID, e.Target = sc.TenantID, sc.Priority, sc.PolicyID, sc.Target
 	e.MaxAttempts = sc.MaxAttempts

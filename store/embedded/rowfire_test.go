@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -330,5 +331,70 @@ func TestScheduleRowFireCodec(t *testing.T) {
 		if impliesFire(s2, f2) {
 			t.Errorf("%s: impliesFire true", name)
 		}
+	}
+}
+
+// A one-off's group head names its schedule instead of its fire (whose id
+// the schedule's id, version and runAt give) and its creation time from
+// the schedule's, reads back whole with the schedule's row, and keeps what
+// the row does not give.
+func TestOneOffHeadFireFromSchedule(t *testing.T) {
+	sc, f := typicalOneOff()
+	event := func() *model.Event {
+		return &model.Event{
+			FireID: f.ID, TenantID: sc.TenantID, ScheduleID: sc.ID, FireTime: f.FireTime, Count: 1,
+			LaunchAt: f.FireTime, Target: sc.Target, Payload: sc.Payload, MaxAttempts: sc.MaxAttempts,
+			Shard: 3, Status: model.EventPending, CreatedAt: sc.CreatedAt.Add(1500*time.Microsecond + 7),
+		}
+	}
+	schedule := func(id string) (*model.Schedule, error) {
+		if id != sc.ID {
+			return nil, model.ErrNotFound
+		}
+		return sc, nil
+	}
+	all := uint64(evFireOfSchedule | evFireAtRunAt | evCreatedFromSchedule)
+	for name, tc := range map[string]struct {
+		change func(e *model.Event)
+		flags  uint64
+	}{
+		"typical":         {func(e *model.Event) { e.UpdatedAt = e.CreatedAt }, all},
+		"other fire id":   {func(e *model.Event) { e.FireID = sc.ID + ".x" }, evFireAtRunAt | evCreatedFromSchedule},
+		"other fire time": {func(e *model.Event) { e.FireTime = e.FireTime.Add(time.Second); e.FireID = sc.ID + ".y" }, evCreatedFromSchedule},
+		"created far":     {func(e *model.Event) { e.CreatedAt = time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC) }, evFireOfSchedule | evFireAtRunAt},
+	} {
+		e := event()
+		tc.change(e)
+		if e.UpdatedAt.IsZero() {
+			e.UpdatedAt = e.CreatedAt.Add(time.Second)
+		}
+		raw, err := encodeEventRef(e, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, _ := binary.Uvarint(raw[1:])
+		if got := flags & all; got != tc.flags {
+			t.Errorf("%s: flags %b, want %b", name, got, tc.flags)
+		}
+		if got, err := decodeEventWith(raw, schedule); err != nil || !reflect.DeepEqual(got, e) {
+			t.Errorf("%s: round trip %v\n got %+v\nwant %+v", name, err, got, e)
+		}
+		for i := range raw {
+			if _, err := decodeEventWith(raw[:i], schedule); err == nil {
+				t.Fatalf("%s: head truncated to %d of %d bytes: decoded without error", name, i, len(raw))
+			}
+		}
+		if tc.flags == all && len(raw) > 45 {
+			t.Errorf("%s: head of %d bytes, want at most 45", name, len(raw))
+		}
+	}
+	later := *sc
+	later.Version++
+	raw, err := encodeEventRef(event(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeEventWith(raw, func(string) (*model.Schedule, error) { return &later, nil }); err == nil {
+		t.Error("head decoded with another version of its schedule")
 	}
 }
