@@ -144,7 +144,7 @@ func oneOffs(tb testing.TB, r *rand.Rand, tenant string, now time.Time, lo, hi i
 		items = append(items, store.ScheduleNew{Schedule: sc, Children: c.Children(sc)})
 		f := &model.Fire{
 			ID: model.FireID(sc.ID, sc.Version, runAt), ScheduleID: sc.ID, TenantID: tenant, FireTime: runAt,
-			LocalTime: runAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
+			LocalTime: runAt.Format(localLayout), Count: 1, Decision: model.FireEmitted, CreatedAt: now,
 		}
 		e := &model.Event{
 			ID: model.EventID(f.ID, 0), TenantID: tenant, ScheduleID: sc.ID, FireID: f.ID, FireTime: runAt,
