@@ -40,6 +40,16 @@ var dateTimeMembers = map[string]bool{"runAt": true, "startAt": true, "endAt": t
 // passed, into in and reports whether the item is valid for the schema.
 // false means "not known to be valid": in is then undefined.
 func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
+	if decodePlainItem(raw, in) {
+		return true
+	}
+	*in = api.ScheduleBatchItem{}
+	return decodeItemMembers(raw, in)
+}
+
+// decodeItemMembers is decodeBatchItem with encoding/json's decoder, for
+// any item.
+func decodeItemMembers(raw []byte, in *api.ScheduleBatchItem) bool {
 	if !plainMembers(raw, batchItemMembers) || decodeJSON(raw, in) != nil {
 		return false
 	}
