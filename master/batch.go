@@ -220,7 +220,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key == "" {
 			continue
 		}
-		b, err := json.Marshal(out)
+		b, err := appendSchedule(nil, out)
 		if err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			out.Failed++
 		}
 	}
-	return c.JSON(http.StatusOK, out)
+	return writeBatchResult(c, &out)
 }
 
 // errBatchNotStored is what the planned fires of a batch are told when
