@@ -66,6 +66,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	lim := s.limitsFor(rules)
 	items := make([]batchItem, len(raws))
 	keyAt := make(map[string]int)
+	policies := make(map[string]bool) // compileKnowing
 	for i, raw := range raws {
 		it := &items[i]
 		it.raw = raw
@@ -95,7 +96,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			sum := sha256.Sum256(append([]byte("POST /v1/schedules/batch item\n"), raw...))
 			it.hash = hex.EncodeToString(sum[:])
 		}
-		it.comp, err = s.compile(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim)
+		it.comp, err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, policies)
 		if err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err

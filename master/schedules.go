@@ -136,6 +136,13 @@ func (s *Server) limits() schedule.Limits {
 // compile validates sp against lim completely (nothing is written before it
 // passed), including that its policy exists, and compiles it.
 func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits) (*schedule.Compiled, error) {
+	return s.compileKnowing(ctx, tenantID, sp, lim, nil)
+}
+
+// compileKnowing is compile that looks each policy up once per policies,
+// which holds whether the policies looked up so far exist (nil: none
+// kept): a batch's items mostly name the same few policies.
+func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits, policies map[string]bool) (*schedule.Compiled, error) {
 	comp, err := schedule.Compile(sp, lim, s.now())
 	var fe fieldErrors
 	if err != nil {
@@ -146,10 +153,19 @@ func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec,
 		fe = fieldErrors(se)
 	}
 	if sp.PolicyID != "" {
-		if _, err := s.store.PolicyGet(ctx, tenantID, sp.PolicyID); errors.Is(err, model.ErrNotFound) {
+		known, looked := policies[sp.PolicyID]
+		if !looked {
+			_, err := s.store.PolicyGet(ctx, tenantID, sp.PolicyID)
+			if err != nil && !errors.Is(err, model.ErrNotFound) {
+				return nil, err
+			}
+			known = err == nil
+			if policies != nil {
+				policies[sp.PolicyID] = known
+			}
+		}
+		if !known {
 			fe.add("policyId", "unknown policy")
-		} else if err != nil {
-			return nil, err
 		}
 	}
 	if err := fe.err(); err != nil {
