@@ -64,6 +64,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		return err
 	}
 	lim := s.limitsFor(rules)
+	now := s.now().UTC() // of every item: read once
 	items := make([]batchItem, len(raws))
 	keyAt := make(map[string]int)
 	policies := make(map[string]bool) // compileKnowing
@@ -96,7 +97,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			sum := sha256.Sum256(append([]byte("POST /v1/schedules/batch item\n"), raw...))
 			it.hash = hex.EncodeToString(sum[:])
 		}
-		it.comp, err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, policies)
+		it.comp, err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, now, policies)
 		if err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err
@@ -129,7 +130,6 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	}
 
 	// Store the rest in one write.
-	now := s.now().UTC()
 	var (
 		news []store.ScheduleNew
 		at   []int // news[j] is items[at[j]]
@@ -143,7 +143,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key != "" {
 			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
 		} else {
-			it.m.ID = s.ids.newID(prefixSchedule)
+			it.m.ID = s.ids.newIDAt(prefixSchedule, now)
 		}
 		it.m.TenantID = who.tenantID
 		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)
@@ -214,8 +214,9 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		recs   []*model.IdempotencyRecord
 		recFor []*batchItem
 	)
+	answered := s.now()
 	for _, it := range saved {
-		out := s.scheduleOutCompiled(&it.m, it.comp)
+		out := scheduleOutAt(&it.m, it.comp, answered)
 		it.done = true
 		it.out.Status, it.out.Schedule = http.StatusCreated, out
 		if it.key == "" {

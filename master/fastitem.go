@@ -77,22 +77,22 @@ func decodeScheduleCreate(raw []byte, in *api.ScheduleCreate) bool {
 // parser does not match.
 func plainMembers(raw []byte, members map[string]bool) bool {
 	hasName, hasTarget := false, false
-	ok := eachMember(raw, func(key string, value []byte) bool {
-		nested, known := members[key]
+	ok := eachMember(raw, func(key, value []byte) bool {
+		nested, known := members[string(key)]
 		switch {
 		case !known || isNull(value):
 			return false
 		case nested:
-			if !eachMember(value, func(_ string, v []byte) bool { return !isNull(v) }) {
+			if !eachMember(value, func(_, v []byte) bool { return !isNull(v) }) {
 				return false
 			}
-		case dateTimeMembers[key]:
+		case dateTimeMembers[string(key)]:
 			if !validDateTime(value) {
 				return false
 			}
 		}
-		hasName = hasName || key == "name"
-		hasTarget = hasTarget || key == "target"
+		hasName = hasName || string(key) == "name"
+		hasTarget = hasTarget || string(key) == "target"
 		return true
 	})
 	return ok && hasName && hasTarget
@@ -115,7 +115,7 @@ func validCreate(name string, target api.Target, eventCount, maxAttempts *int, o
 // eachMember calls fn with each member of the JSON object raw, whose keys
 // have no escapes, until fn returns false; false if raw is not such an
 // object or fn returned false.
-func eachMember(raw []byte, fn func(key string, value []byte) bool) bool {
+func eachMember(raw []byte, fn func(key, value []byte) bool) bool {
 	s := cleanScanner{b: raw}
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -143,7 +143,7 @@ func eachMember(raw []byte, fn func(key string, value []byte) bool) bool {
 		s.i++
 		s.space()
 		start := s.i
-		if !s.value(1) || !fn(string(key), s.b[start:s.i]) {
+		if !s.value(1) || !fn(key, s.b[start:s.i]) {
 			return false
 		}
 		s.space()

@@ -56,7 +56,13 @@ type idSource struct {
 }
 
 func (g *idSource) newID(prefix string) string {
-	sec := uint32(g.clock.Now().Unix())
+	return g.newIDAt(prefix, g.clock.Now())
+}
+
+// newIDAt is newID at now, the time of the clock a caller read for many
+// ids at once.
+func (g *idSource) newIDAt(prefix string, now time.Time) string {
+	sec := uint32(now.Unix())
 	g.mu.Lock()
 	if !g.begun || sec != g.sec {
 		var r [8]byte

@@ -19,8 +19,8 @@ import (
 func decodePlainItem(raw []byte, in *api.ScheduleBatchItem) bool {
 	*in = api.ScheduleBatchItem{}
 	hasName, hasTarget := false, false
-	ok := eachMember(raw, func(key string, v []byte) bool {
-		switch key {
+	ok := eachMember(raw, func(key, v []byte) bool {
+		switch string(key) {
 		case "name":
 			hasName = true
 			return plainString(v, &in.Name)
@@ -163,8 +163,8 @@ func plainTime(v []byte, dst **time.Time) bool {
 
 // plainTarget decodes a target object of type, url and queueUrl.
 func plainTarget(v []byte, dst *api.Target) bool {
-	return eachMember(v, func(key string, value []byte) bool {
-		switch key {
+	return eachMember(v, func(key, value []byte) bool {
+		switch string(key) {
 		case "type":
 			var s string
 			if !plainString(value, &s) {

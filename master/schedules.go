@@ -136,14 +136,14 @@ func (s *Server) limits() schedule.Limits {
 // compile validates sp against lim completely (nothing is written before it
 // passed), including that its policy exists, and compiles it.
 func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits) (*schedule.Compiled, error) {
-	return s.compileKnowing(ctx, tenantID, sp, lim, nil)
+	return s.compileKnowing(ctx, tenantID, sp, lim, s.now(), nil)
 }
 
-// compileKnowing is compile that looks each policy up once per policies,
-// which holds whether the policies looked up so far exist (nil: none
-// kept): a batch's items mostly name the same few policies.
-func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits, policies map[string]bool) (*schedule.Compiled, error) {
-	comp, err := schedule.Compile(sp, lim, s.now())
+// compileKnowing is compile at now that looks each policy up once per
+// policies, which holds whether the policies looked up so far exist (nil:
+// none kept): a batch's items mostly name the same few policies.
+func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits, now time.Time, policies map[string]bool) (*schedule.Compiled, error) {
+	comp, err := schedule.Compile(sp, lim, now)
 	var fe fieldErrors
 	if err != nil {
 		var se schedule.Errors
@@ -579,6 +579,11 @@ func (s *Server) scheduleOut(m *model.Schedule) (*api.Schedule, error) {
 
 // scheduleOutCompiled renders m, compiled as comp (whose definition m's is).
 func (s *Server) scheduleOutCompiled(m *model.Schedule, comp *schedule.Compiled) *api.Schedule {
+	return scheduleOutAt(m, comp, s.now())
+}
+
+// scheduleOutAt is scheduleOutCompiled with the next fire times after now.
+func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *api.Schedule {
 	out := &api.Schedule{
 		Id:            m.ID,
 		Name:          m.Name,
@@ -615,7 +620,7 @@ func (s *Server) scheduleOutCompiled(m *model.Schedule, comp *schedule.Compiled)
 		out.Payload = &p
 	}
 	if m.State == model.ScheduleActive {
-		if t := comp.NextFireTimes(s.now(), nextFireTimesShown); t != nil {
+		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {
 			out.NextFireTimes = t
 		}
 	}
