@@ -131,8 +131,8 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 
 	// Store the rest in one write.
 	var (
-		news []store.ScheduleNew
-		at   []int // news[j] is items[at[j]]
+		news = make([]store.ScheduleNew, 0, len(items))
+		at   = make([]int, 0, len(items)) // news[j] is items[at[j]]
 	)
 	for i := range items {
 		it := &items[i]
@@ -152,7 +152,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		news = append(news, store.ScheduleNew{Schedule: &it.m, Children: it.comp.Children(&it.m)})
 		at = append(at, i)
 	}
-	var saved []*batchItem
+	saved := make([]*batchItem, 0, len(news))
 	if len(news) > 0 {
 		keys := make([][]cron.Key, len(news))
 		for j, i := range at {
