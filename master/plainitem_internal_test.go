@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/schedulerd/schedulerd/api"
 )
@@ -147,4 +150,57 @@ func randomPlainItem(r *rand.Rand) string {
 	}
 	b.WriteString(space() + "}" + space())
 	return b.String()
+}
+
+// TestMatchesDateTimeAgreesWithTheFormat checks matchesDateTime against
+// kin-openapi's date-time pattern and its registered format validator on
+// random strings made of the pattern's pieces, one piece sometimes out of
+// range, missing or doubled. A failure prints the seed to rerun it with
+// -master.scanseed.
+func TestMatchesDateTimeAgreesWithTheFormat(t *testing.T) {
+	re := regexp.MustCompile(openapi3.FormatOfStringDateTime)
+	format := openapi3.SchemaStringFormats["date-time"]
+	r := rand.New(rand.NewPCG(*scanSeed, 7))
+	pieces := [][]string{
+		{"2030", "0000", "9999", "203", "20301", "2o30"},
+		{"-"}, {"01", "09", "10", "12", "00", "13", "1", "19", "20"},
+		{"-"}, {"01", "09", "10", "19", "29", "30", "31", "00", "32", "40", "3"},
+		{"T", "t", " "}, {"00", "09", "19", "23", "24", "29", "30", "2"},
+		{":"}, {"00", "59", "60", "5", "5a"},
+		{":"}, {"00", "59", "60", "61", "69", "70", "6"},
+		{"", "", ".5", ".123456789", ".", ".x", ",5"},
+		{"Z", "Z", "+05:30", "-00:00", "+0530", "+05:3", "z", "", "+99:99", "Z\n"},
+	}
+	matched := 0
+	for i := range *scanCases / 2 {
+		var b strings.Builder
+		for _, p := range pieces {
+			switch r.IntN(40) {
+			case 0: // missing
+			case 1:
+				b.WriteString(p[r.IntN(len(p))] + p[r.IntN(len(p))])
+			default:
+				if r.IntN(6) == 0 {
+					b.WriteString(p[r.IntN(len(p))])
+				} else {
+					b.WriteString(p[0])
+				}
+			}
+		}
+		s := b.String()
+		want := re.MatchString(s)
+		if want {
+			matched++
+		}
+		if got := matchesDateTime([]byte(s)); got != want {
+			t.Fatalf("case %d of seed %d: matchesDateTime(%q) = %v, the pattern %v", i, *scanSeed, s, got, want)
+		}
+		if fv := format.Validate(s) == nil; fv != want {
+			t.Fatalf("the registered date-time format (%q: %v) is not the pattern (%v)", s, fv, want)
+		}
+	}
+	t.Logf("%d of %d strings match", matched, *scanCases/2)
+	if matched < *scanCases/40 {
+		t.Fatalf("only %d strings match: the cases miss the valid side", matched)
+	}
 }
