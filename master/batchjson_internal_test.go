@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -163,4 +164,59 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 		it.Schedule = s
 	}
 	return out
+}
+
+// TestAppendBatchResultWritesEveryField fills every field of a batch
+// answer, down to its schedule's target, with a value that is not zero (so
+// that no omitempty hides one) and checks appendBatchResult against
+// encoding/json: a field added to the API's types fails it until
+// appendSchedule writes it.
+func TestAppendBatchResultWritesEveryField(t *testing.T) {
+	out := &api.ScheduleBatchResult{}
+	fill(t, reflect.ValueOf(out).Elem())
+	want, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendBatchResult(nil, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("appendBatchResult wrote\n%s\nencoding/json\n%s", got, want)
+	}
+}
+
+// fill sets v, and every field, element and pointee under it, to a value
+// that is not zero.
+func fill(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Interface().(type) {
+	case time.Time:
+		v.Set(reflect.ValueOf(time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)))
+		return
+	case json.RawMessage:
+		v.Set(reflect.ValueOf(json.RawMessage(`{"a":1}`)))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem())
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(t, v.Index(0))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i))
+		}
+	default:
+		t.Fatalf("fill: a field of kind %s (%s)", v.Kind(), v.Type())
+	}
 }
