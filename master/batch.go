@@ -64,8 +64,10 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		return err
 	}
 	lim := s.limitsFor(rules)
+	now := s.now().UTC() // of every item: read once
 	items := make([]batchItem, len(raws))
 	keyAt := make(map[string]int)
+	policies := make(map[string]bool) // compileKnowing
 	for i, raw := range raws {
 		it := &items[i]
 		it.raw = raw
@@ -95,7 +97,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			sum := sha256.Sum256(append([]byte("POST /v1/schedules/batch item\n"), raw...))
 			it.hash = hex.EncodeToString(sum[:])
 		}
-		it.comp, err = s.compile(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim)
+		it.comp, err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, now, policies)
 		if err != nil {
 			if it.done, err = s.itemFailed(c, it, err); err != nil {
 				return err
@@ -128,10 +130,9 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	}
 
 	// Store the rest in one write.
-	now := s.now().UTC()
 	var (
-		news []store.ScheduleNew
-		at   []int // news[j] is items[at[j]]
+		news = make([]store.ScheduleNew, 0, len(items))
+		at   = make([]int, 0, len(items)) // news[j] is items[at[j]]
 	)
 	for i := range items {
 		it := &items[i]
@@ -142,7 +143,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key != "" {
 			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
 		} else {
-			it.m.ID = s.ids.newID(prefixSchedule)
+			it.m.ID = s.ids.newIDAt(prefixSchedule, now)
 		}
 		it.m.TenantID = who.tenantID
 		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)
@@ -151,7 +152,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		news = append(news, store.ScheduleNew{Schedule: &it.m, Children: it.comp.Children(&it.m)})
 		at = append(at, i)
 	}
-	var saved []*batchItem
+	saved := make([]*batchItem, 0, len(news))
 	if len(news) > 0 {
 		keys := make([][]cron.Key, len(news))
 		for j, i := range at {
@@ -213,14 +214,15 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		recs   []*model.IdempotencyRecord
 		recFor []*batchItem
 	)
+	answered := s.now()
 	for _, it := range saved {
-		out := s.scheduleOutCompiled(&it.m, it.comp)
+		out := scheduleOutAt(&it.m, it.comp, answered)
 		it.done = true
 		it.out.Status, it.out.Schedule = http.StatusCreated, out
 		if it.key == "" {
 			continue
 		}
-		b, err := json.Marshal(out)
+		b, err := appendSchedule(nil, out)
 		if err != nil {
 			return err
 		}
@@ -254,7 +256,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			out.Failed++
 		}
 	}
-	return c.JSON(http.StatusOK, out)
+	return writeBatchResult(c, &out)
 }
 
 // errBatchNotStored is what the planned fires of a batch are told when

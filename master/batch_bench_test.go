@@ -3,7 +3,6 @@ package master_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,8 +99,9 @@ func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
 	b.ResetTimer()
 	for range clients {
 		go func() {
+			var buf bytes.Buffer
 			for p := range work {
-				if err := postBench(hc, ts.URL, key, p, batchSize); err != nil {
+				if err := postBench(hc, ts.URL, key, p, batchSize, &buf); err != nil {
 					errs <- err
 					for range work {
 					}
@@ -124,7 +124,12 @@ func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
 	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "jobs/s")
 }
 
-func postBench(hc *http.Client, url, key string, body []byte, want int) error {
+// postBench posts one batch body and checks that all want items were
+// created. It reads the answer into buf (reused by its caller) and parses
+// only its leading counts, so that the client costs little next to the
+// server it measures: the answer of a batch starts with "created" and
+// "failed" (the field order of api.ScheduleBatchResult).
+func postBench(hc *http.Client, url, key string, body []byte, want int, buf *bytes.Buffer) error {
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/schedules/batch", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -136,19 +141,17 @@ func postBench(hc *http.Client, url, key string, body []byte, want int) error {
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return err
 	}
+	raw := buf.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d: %.300s", resp.StatusCode, raw)
 	}
-	var out struct{ Created int }
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return err
-	}
-	if out.Created != want {
-		return fmt.Errorf("created %d of %d: %.300s", out.Created, want, raw)
+	prefix := fmt.Appendf(nil, `{"created":%d,"failed":0,"items":[`, want)
+	if !bytes.HasPrefix(raw, prefix) {
+		return fmt.Errorf("created %d items? %.300s", want, raw)
 	}
 	return nil
 }
@@ -260,8 +263,7 @@ func postCreate(hc *http.Client, url, key string, body []byte) error {
 }
 
 // benchConfig lifts the tenant's maxSchedules quota (default 10,000) above
-// what a benchmark creates. The quota checks still count the tenant's
-// schedules and stored events on every request.
+// what a benchmark creates. The quota checks run as configured by default.
 func benchConfig() master.Config {
 	return master.Config{AdminKey: testAdminKey, Partitions: 4, TenantQuotas: model.TenantQuotas{MaxSchedules: 10_000_000}}
 }

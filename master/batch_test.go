@@ -2,16 +2,21 @@ package master_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
 // postBatch sends body to POST /v1/schedules/batch as c and decodes a 200.
@@ -357,4 +362,47 @@ func TestBatchQuotas(t *testing.T) {
 	itemCreated(t, res, 0, "a")
 	itemCreated(t, res, 1, "b")
 	itemProblem(t, res, 2, http.StatusUnprocessableEntity, "items[2].maxSchedules")
+}
+
+// policyGets counts PolicyGet calls.
+type policyGets struct {
+	*embedded.Store
+	n atomic.Int64
+}
+
+func (p *policyGets) PolicyGet(ctx context.Context, tenantID, id string) (*model.Policy, error) {
+	p.n.Add(1)
+	return p.Store.PolicyGet(ctx, tenantID, id)
+}
+
+// TestBatchLooksUpEachPolicyOnce checks that a batch looks up each policy
+// its items name once, and still answers every item that names an unknown
+// policy with a problem naming its policyId.
+func TestBatchLooksUpEachPolicyOnce(t *testing.T) {
+	var st *policyGets
+	h := newHarness(t, func(_ *master.Config, d *master.Deps) {
+		st = &policyGets{Store: d.Store.(*embedded.Store)}
+		d.Store = st
+	})
+	_, c := h.tenant("policies")
+	pr, err := c.CreatePolicyWithResponse(h.ctx, nil, client.PolicyCreate{Name: "p", MaxInFlight: 5})
+	if err != nil || pr.JSON201 == nil {
+		t.Fatalf("create policy: %v %s", err, pr.Body)
+	}
+	item := func(name, policy string) string {
+		return `{"name":"` + name + `","policyId":"` + policy + `","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"}}`
+	}
+	st.n.Store(0)
+	res := postBatch(t, h, c, `{"items":[`+item("a", pr.JSON201.Id)+`,`+item("b", "pol_unknown")+`,`+item("c", pr.JSON201.Id)+`,`+item("d", "pol_unknown")+`,`+item("e", pr.JSON201.Id)+`]}`)
+	for _, i := range []int{0, 2, 4} {
+		if s := itemCreated(t, res, i, string(rune('a'+i))); s.PolicyId == nil || *s.PolicyId != pr.JSON201.Id {
+			t.Fatalf("item %d: policy %v", i, s.PolicyId)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		itemProblem(t, res, i, http.StatusUnprocessableEntity, "items["+strconv.Itoa(i)+"].policyId")
+	}
+	if n := st.n.Load(); n != 2 {
+		t.Fatalf("%d policy lookups for a batch naming 2 policies, want 2", n)
+	}
 }

@@ -94,9 +94,10 @@ type Config struct {
 	// answer (default 5s).
 	IdempotencyWait time.Duration
 	// QuotaCountTTL is how long a tenant's counted schedules and stored
-	// events serve the quota checks before they are counted again (what
-	// this process lets through meanwhile is added). Default 5s; negative:
-	// count on every check.
+	// events serve the quota checks at least before they are counted again,
+	// in the background (what this process lets through meanwhile is
+	// added); a tenant whose count takes long is counted at most once per
+	// 20 times that. Default 5s; negative: count on every check, before it.
 	QuotaCountTTL time.Duration
 	// IdempotencySecret is what the key sealing idempotency records
 	// (AES-256-GCM) is derived from; instances sharing a store need the same

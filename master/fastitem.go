@@ -3,8 +3,6 @@ package master
 import (
 	"maps"
 
-	"github.com/getkin/kin-openapi/openapi3"
-
 	"github.com/schedulerd/schedulerd/api"
 )
 
@@ -40,6 +38,16 @@ var dateTimeMembers = map[string]bool{"runAt": true, "startAt": true, "endAt": t
 // passed, into in and reports whether the item is valid for the schema.
 // false means "not known to be valid": in is then undefined.
 func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
+	if decodePlainItem(raw, in) {
+		return true
+	}
+	*in = api.ScheduleBatchItem{}
+	return decodeItemMembers(raw, in)
+}
+
+// decodeItemMembers is decodeBatchItem with encoding/json's decoder, for
+// any item.
+func decodeItemMembers(raw []byte, in *api.ScheduleBatchItem) bool {
 	if !plainMembers(raw, batchItemMembers) || decodeJSON(raw, in) != nil {
 		return false
 	}
@@ -67,22 +75,22 @@ func decodeScheduleCreate(raw []byte, in *api.ScheduleCreate) bool {
 // parser does not match.
 func plainMembers(raw []byte, members map[string]bool) bool {
 	hasName, hasTarget := false, false
-	ok := eachMember(raw, func(key string, value []byte) bool {
-		nested, known := members[key]
+	ok := eachMember(raw, func(key, value []byte) bool {
+		nested, known := members[string(key)]
 		switch {
 		case !known || isNull(value):
 			return false
 		case nested:
-			if !eachMember(value, func(_ string, v []byte) bool { return !isNull(v) }) {
+			if !eachMember(value, func(_, v []byte) bool { return !isNull(v) }) {
 				return false
 			}
-		case dateTimeMembers[key]:
+		case dateTimeMembers[string(key)]:
 			if !validDateTime(value) {
 				return false
 			}
 		}
-		hasName = hasName || key == "name"
-		hasTarget = hasTarget || key == "target"
+		hasName = hasName || string(key) == "name"
+		hasTarget = hasTarget || string(key) == "target"
 		return true
 	})
 	return ok && hasName && hasTarget
@@ -105,7 +113,7 @@ func validCreate(name string, target api.Target, eventCount, maxAttempts *int, o
 // eachMember calls fn with each member of the JSON object raw, whose keys
 // have no escapes, until fn returns false; false if raw is not such an
 // object or fn returned false.
-func eachMember(raw []byte, fn func(key string, value []byte) bool) bool {
+func eachMember(raw []byte, fn func(key, value []byte) bool) bool {
 	s := cleanScanner{b: raw}
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -133,7 +141,7 @@ func eachMember(raw []byte, fn func(key string, value []byte) bool) bool {
 		s.i++
 		s.space()
 		start := s.i
-		if !s.value(1) || !fn(string(key), s.b[start:s.i]) {
+		if !s.value(1) || !fn(key, s.b[start:s.i]) {
 			return false
 		}
 		s.space()
@@ -162,12 +170,49 @@ func validDateTime(value []byte) bool {
 	if len(value) < 2 || value[0] != '"' || value[len(value)-1] != '"' {
 		return false
 	}
-	s := value[1 : len(value)-1]
-	for _, c := range s {
-		if c == '\\' {
+	return matchesDateTime(value[1 : len(value)-1])
+}
+
+// matchesDateTime reports whether s matches openapi3.FormatOfStringDateTime,
+// the pattern of kin-openapi's date-time format, without a regexp:
+// [0-9]{4}-(0[1-9]|10|11|12)-(0[1-9]|[12][0-9]|3[01])T([0-1][0-9]|2[0-3]):
+// [0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)[0-9]{2}:[0-9]{2}), whole.
+func matchesDateTime(s []byte) bool {
+	digit := func(i int) bool { return i < len(s) && s[i] >= '0' && s[i] <= '9' }
+	at := func(i int, c byte) bool { return i < len(s) && s[i] == c }
+	if len(s) < 20 || !digit(0) || !digit(1) || !digit(2) || !digit(3) || !at(4, '-') ||
+		!digit(5) || !digit(6) || !at(7, '-') || !digit(8) || !digit(9) || !at(10, 'T') ||
+		!digit(11) || !digit(12) || !at(13, ':') || !digit(14) || !digit(15) || !at(16, ':') ||
+		!digit(17) || !digit(18) {
+		return false
+	}
+	month := int(s[5]-'0')*10 + int(s[6]-'0')
+	day := int(s[8]-'0')*10 + int(s[9]-'0')
+	hour := int(s[11]-'0')*10 + int(s[12]-'0')
+	sec := int(s[17]-'0')*10 + int(s[18]-'0')
+	if month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || s[14] > '5' || sec > 60 {
+		return false
+	}
+	i := 19
+	if at(i, '.') {
+		i++
+		if !digit(i) {
 			return false
 		}
+		for digit(i) {
+			i++
+		}
 	}
-	f, ok := openapi3.SchemaStringFormats["date-time"]
-	return ok && f.Validate(string(s)) == nil
+	switch {
+	case at(i, 'Z'):
+		i++
+	case at(i, '+') || at(i, '-'):
+		if !digit(i+1) || !digit(i+2) || !at(i+3, ':') || !digit(i+4) || !digit(i+5) {
+			return false
+		}
+		i += 6
+	default:
+		return false
+	}
+	return i == len(s)
 }

@@ -56,13 +56,22 @@ type idSource struct {
 }
 
 func (g *idSource) newID(prefix string) string {
-	sec := uint32(g.clock.Now().Unix())
+	return g.newIDAt(prefix, g.clock.Now())
+}
+
+// newIDAt is newID at now, the time of the clock a caller read for many
+// ids at once. A second before the counter's (a batch begun before
+// another's, or the clock set back) takes the counter's: ids never repeat
+// a second's counter range, and sort in the order they are made.
+func (g *idSource) newIDAt(prefix string, now time.Time) string {
+	sec := uint32(now.Unix())
 	g.mu.Lock()
-	if !g.begun || sec != g.sec {
+	if !g.begun || sec > g.sec {
 		var r [8]byte
 		_, _ = rand.Read(r[:])
 		g.begun, g.sec, g.next = true, sec, binary.BigEndian.Uint64(r[:])>>17
 	}
+	sec = g.sec
 	n := g.next
 	g.next++
 	g.mu.Unlock()

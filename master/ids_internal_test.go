@@ -54,3 +54,25 @@ func TestNewIDsOfTwoSources(t *testing.T) {
 		}
 	}
 }
+
+// TestNewIDsOfInterleavedBatches checks ids made at the times two batches
+// read, one a second after the other, in turns: none made twice, and
+// each sorts after the one made before it.
+func TestNewIDsOfInterleavedBatches(t *testing.T) {
+	start := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	g := idSource{clock: clockwork.NewFakeClockAt(start)}
+	seen := map[string]bool{}
+	prev := ""
+	for i := range 2000 {
+		at := start.Add(time.Duration(i%2) * time.Second) // batch A's second, then B's
+		id := g.newIDAt(prefixSchedule, at)
+		if seen[id] {
+			t.Fatalf("id %q made twice", id)
+		}
+		seen[id] = true
+		if id <= prev {
+			t.Fatalf("id %d, %q, sorts before the previous one %q", i, id, prev)
+		}
+		prev = id
+	}
+}

@@ -136,7 +136,14 @@ func (s *Server) limits() schedule.Limits {
 // compile validates sp against lim completely (nothing is written before it
 // passed), including that its policy exists, and compiles it.
 func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits) (*schedule.Compiled, error) {
-	comp, err := schedule.Compile(sp, lim, s.now())
+	return s.compileKnowing(ctx, tenantID, sp, lim, s.now(), nil)
+}
+
+// compileKnowing is compile at now that looks each policy up once per
+// policies, which holds whether the policies looked up so far exist (nil:
+// none kept): a batch's items mostly name the same few policies.
+func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedule.Spec, lim schedule.Limits, now time.Time, policies map[string]bool) (*schedule.Compiled, error) {
+	comp, err := schedule.Compile(sp, lim, now)
 	var fe fieldErrors
 	if err != nil {
 		var se schedule.Errors
@@ -146,10 +153,19 @@ func (s *Server) compile(ctx context.Context, tenantID string, sp schedule.Spec,
 		fe = fieldErrors(se)
 	}
 	if sp.PolicyID != "" {
-		if _, err := s.store.PolicyGet(ctx, tenantID, sp.PolicyID); errors.Is(err, model.ErrNotFound) {
+		known, looked := policies[sp.PolicyID]
+		if !looked {
+			_, err := s.store.PolicyGet(ctx, tenantID, sp.PolicyID)
+			if err != nil && !errors.Is(err, model.ErrNotFound) {
+				return nil, err
+			}
+			known = err == nil
+			if policies != nil {
+				policies[sp.PolicyID] = known
+			}
+		}
+		if !known {
 			fe.add("policyId", "unknown policy")
-		} else if err != nil {
-			return nil, err
 		}
 	}
 	if err := fe.err(); err != nil {
@@ -563,6 +579,11 @@ func (s *Server) scheduleOut(m *model.Schedule) (*api.Schedule, error) {
 
 // scheduleOutCompiled renders m, compiled as comp (whose definition m's is).
 func (s *Server) scheduleOutCompiled(m *model.Schedule, comp *schedule.Compiled) *api.Schedule {
+	return scheduleOutAt(m, comp, s.now())
+}
+
+// scheduleOutAt is scheduleOutCompiled with the next fire times after now.
+func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *api.Schedule {
 	out := &api.Schedule{
 		Id:            m.ID,
 		Name:          m.Name,
@@ -599,7 +620,7 @@ func (s *Server) scheduleOutCompiled(m *model.Schedule, comp *schedule.Compiled)
 		out.Payload = &p
 	}
 	if m.State == model.ScheduleActive {
-		if t := comp.NextFireTimes(s.now(), nextFireTimesShown); t != nil {
+		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {
 			out.NextFireTimes = t
 		}
 	}

@@ -4,56 +4,114 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/logkey"
 )
 
 // usageCache holds each tenant's schedule and stored-event counts as the
 // quotas see them. Counting in the store reads up to the quota's number of
-// index keys, so it runs at most once per Config.QuotaCountTTL per tenant;
-// in between, what this process lets through is added to the cached figures.
-// Deletions, retention and other instances' writes show at the next count.
+// index keys (about a microsecond each), so a tenant is counted once on its
+// first check and then again in the background, no request waiting for it,
+// once the figures are Config.QuotaCountTTL old and recountSpacing times as
+// old as the last count took (so that counting a large tenant takes a small
+// share of a core); in between, what this process lets through is added to
+// the cached figures. Deletions, retention and other instances' writes show
+// at the next count.
 type usageCache struct {
 	mu sync.Mutex
 	m  map[string]*usage
+	// recounts running in the background (tests wait for them)
+	recounts sync.WaitGroup
 }
 
 type usage struct {
 	schedules, events int
 	countedAt         time.Time
+	countTook         time.Duration // the last count
+	counting          bool          // a recount is running
+	// let through since the tenant's first count: a recount adds what was
+	// let through after it began
+	addedSchedules, addedEvents int
 }
 
-// reserve counts the tenant's usage if the cached figures are stale, asks
-// check whether schedules more schedules and events more events fit, and
-// adds them to the figures when they do.
+// recountSpacing is how many times as long as a count took the figures
+// serve at least before the next.
+const recountSpacing = 20
+
+// reserve counts the tenant's usage if it has no figures yet (or counts
+// on every check: QuotaCountTTL negative), starts a recount if its figures
+// are stale, asks check whether schedules more schedules and events more
+// events fit, and adds them to the figures when they do.
 func (s *Server) reserve(ctx context.Context, tenantID string, r *tenantRules, schedules, events int,
 	check func(u usage) error) error {
 	now := s.now()
 	s.usage.mu.Lock()
 	u, ok := s.usage.m[tenantID]
-	fresh := ok && s.cfg.QuotaCountTTL >= 0 && now.Sub(u.countedAt) < s.cfg.QuotaCountTTL
 	s.usage.mu.Unlock()
-	if !fresh {
-		ns, err := s.store.ScheduleCountByTenant(ctx, tenantID, r.quotas.MaxSchedules)
+	if !ok || s.cfg.QuotaCountTTL < 0 {
+		ns, ne, took, err := s.countUsage(ctx, tenantID, r)
 		if err != nil {
 			return err
 		}
-		ne, err := s.store.EventCountByTenant(ctx, tenantID, r.quotas.MaxEventsStored+1)
-		if err != nil {
-			return err
-		}
-		u = &usage{schedules: ns, events: ne, countedAt: now}
 		s.usage.mu.Lock()
 		if s.usage.m == nil {
 			s.usage.m = make(map[string]*usage)
 		}
-		s.usage.m[tenantID] = u
+		if u = s.usage.m[tenantID]; u == nil {
+			u = &usage{}
+			s.usage.m[tenantID] = u
+		}
+		u.schedules, u.events, u.countedAt, u.countTook = ns, ne, now, took
 		s.usage.mu.Unlock()
 	}
 	s.usage.mu.Lock()
 	defer s.usage.mu.Unlock()
+	if age := now.Sub(u.countedAt); s.cfg.QuotaCountTTL >= 0 && !u.counting && age >= s.cfg.QuotaCountTTL && age >= recountSpacing*u.countTook {
+		u.counting = true
+		s.usage.recounts.Add(1)
+		go s.recount(tenantID, r, u, u.addedSchedules, u.addedEvents)
+	}
 	if err := check(*u); err != nil {
 		return err
 	}
 	u.schedules += schedules
 	u.events += events
+	u.addedSchedules += schedules
+	u.addedEvents += events
 	return nil
+}
+
+// countUsage counts the tenant's schedules and stored events in the store
+// and says how long that took.
+func (s *Server) countUsage(ctx context.Context, tenantID string, r *tenantRules) (schedules, events int, took time.Duration, err error) {
+	start := s.now()
+	ns, err := s.store.ScheduleCountByTenant(ctx, tenantID, r.quotas.MaxSchedules)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ne, err := s.store.EventCountByTenant(ctx, tenantID, r.quotas.MaxEventsStored+1)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return ns, ne, s.now().Sub(start), nil
+}
+
+// recount counts u's tenant again and makes the count, plus what was let
+// through since the recount began (beyond schedules and events, the
+// tenant's additions when it began), its figures. On an error the figures
+// stay, and the next check starts another recount.
+func (s *Server) recount(tenantID string, r *tenantRules, u *usage, schedules, events int) {
+	defer s.usage.recounts.Done()
+	start := s.now()
+	ns, ne, took, err := s.countUsage(context.Background(), tenantID, r)
+	s.usage.mu.Lock()
+	defer s.usage.mu.Unlock()
+	u.counting = false
+	if err != nil {
+		s.log.Debug().Err(err).Str(logkey.Tenant, tenantID).Msg("recounting the tenant's usage for its quotas")
+		return
+	}
+	u.schedules = ns + u.addedSchedules - schedules
+	u.events = ne + u.addedEvents - events
+	u.countedAt, u.countTook = start, took
 }
