@@ -118,7 +118,7 @@ func TestFairQueueFilter(t *testing.T) {
 // one per event back up to the cap, and a recovered idle host is
 // forgotten.
 func TestHostLimitsAIMD(t *testing.T) {
-	l := newHostLimits(64)
+	l := newHostLimits(64, 500)
 	const h = "http x:1"
 	timeout := delivery.Result{Err: fmt.Errorf("post: %w", context.DeadlineExceeded)}
 	for _, want := range []int{32, 16, 8, 4, 2, 1, 1} {
@@ -254,5 +254,39 @@ func TestTenantCacheRule(t *testing.T) {
 	}
 	if _, err := c.rule(ctx, "b"); err == nil {
 		t.Fatalf("store down, tenant never read: no error")
+	}
+}
+
+// An http_batch host's slots are deliveries: one of any size up to the
+// batch takes one, congestion halves them and a successful one gives one
+// back; an http host to the same address still counts events.
+func TestHostLimitsBatchHostCountsDeliveries(t *testing.T) {
+	l := newHostLimits(4, 100)
+	hb := hostKey(&model.Event{Target: model.Target{Type: model.TargetHTTPBatch, URL: "http://x.example:1/batch"}})
+	hs := hostKey(&model.Event{Target: model.Target{Type: model.TargetHTTP, URL: "http://x.example:1/one"}})
+	if hb == hs {
+		t.Fatalf("http and http_batch share the host key %q", hb)
+	}
+	if f := l.free(hb); f != 400 {
+		t.Fatalf("free %d for an idle batch host, want 4 deliveries of 100", f)
+	}
+	l.acquire(hb, 100)
+	l.acquire(hb, 3)
+	if f := l.free(hb); f != 200 {
+		t.Fatalf("free %d with two deliveries out, want 200", f)
+	}
+	timeout := delivery.Result{Err: fmt.Errorf("post: %w", context.DeadlineExceeded)}
+	l.done(hb, 3, []delivery.Result{timeout, timeout, timeout})
+	if got, f := l.limit(hb), l.free(hb); got != 2 || f != 100 {
+		t.Fatalf("after a timeout: limit %d, free %d; want 2 and 100", got, f)
+	}
+	ok := make([]delivery.Result, 100)
+	l.done(hb, 100, ok)
+	if got, f := l.limit(hb), l.free(hb); got != 3 || f != 300 {
+		t.Fatalf("after a delivered batch: limit %d, free %d; want 3 and 300", got, f)
+	}
+	l.acquire(hs, 3)
+	if f := l.free(hs); f != 1 {
+		t.Fatalf("free %d for the http host with 3 events out, want 1", f)
 	}
 }
