@@ -304,11 +304,32 @@ func (r *Recorder) serveBatch(w http.ResponseWriter, req *http.Request, body []b
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ans)
+	var quick []int
 	for i, m := range b.Events {
-		if answers[i] == Accept {
-			a := accepted[i]
-			go r.work(m, a.policy, a.hold, a.copyIdx, a.latency)
+		if answers[i] != Accept {
+			continue
 		}
+		a := accepted[i]
+		if r.cfg.ReleaseOnlyTokens && a.policy == "" && m.Release.ExpiresAt.IsZero() {
+			// Nothing to give back and no token counted: done at once,
+			// without a goroutine and a timer for each event of the batch.
+			quick = append(quick, i)
+			continue
+		}
+		go r.work(m, a.policy, a.hold, a.copyIdx, a.latency)
+	}
+	if len(quick) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, i := range quick {
+		if d := r.events[b.Events[i].EventID]; d != nil && accepted[i].copyIdx < len(d.ReleaseOutcome) {
+			d.ReleaseOutcome[accepted[i].copyIdx] = "skipped"
+		}
+		r.inRelease--
+		r.pending.Done()
+		r.count("release_skipped")
 	}
 }
 

@@ -252,3 +252,30 @@ func TestRecorderBatches(t *testing.T) {
 		t.Errorf("%d releases, most held %d; want 3 and 3", releases.Load(), s.MaxHeld["p"])
 	}
 }
+
+// A batch's events that hold no token need no release: with
+// ReleaseOnlyTokens they are done at once, recorded as skipped.
+func TestRecorderBatchSkipsReleases(t *testing.T) {
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: time.Hour, ReleaseOnlyTokens: true})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	msg := func(id string) delivery.Message {
+		return delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Count: 2, Attempt: 1,
+			Release: delivery.Release{URL: "http://127.0.0.1:1/v1/events/" + id + "/release", Token: "tok"}}
+	}
+	if code, _ := postBatch(t, u, msg("e1"), msg("e2")); code != http.StatusOK {
+		t.Fatalf("batch answered %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if s.Counters["release_skipped"] != 2 || s.Events["e1"].ReleaseOutcome[0] != "skipped" || s.Accepted() != 2 {
+		t.Errorf("counters %v, e1 outcomes %v; want 2 accepted and skipped", s.Counters, s.Events["e1"].ReleaseOutcome)
+	}
+}
