@@ -2,12 +2,16 @@ package handler_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
@@ -153,5 +157,47 @@ func TestHTTPBatchAdaptiveOnePerRequest(t *testing.T) {
 		if size != 1 {
 			t.Fatalf("request sizes %v, want 1 each", rec.sizes)
 		}
+	}
+}
+
+// BenchmarkBurst100kHTTPBatch is BenchmarkBurst100k delivered for real: an
+// http_batch target on 127.0.0.1 whose consumer reads each request's body
+// and counts its events (it does not decode them), through
+// httpdelivery.
+func BenchmarkBurst100kHTTPBatch(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		b.StopTimer()
+		st := openStore(b)
+		var got, requests atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			c, _ := strconv.Atoi(r.Header.Get(httpdelivery.HeaderEventCount))
+			requests.Add(1)
+			got.Add(int64(c))
+		}))
+		launch := time.Now().Add(25 * time.Second)
+		insert(b, st, batchTarget(makeEvents(n, evOpts{schedule: "s", url: srv.URL, launch: launch})))
+		var done atomic.Int64
+		h := startHandler(b, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTPBatch: httpDeliverer(b, 10*time.Second)},
+			Hooks:      handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }}})
+		for h.Scheduled() < n && time.Now().Before(launch) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if h.Scheduled() < n {
+			b.Logf("warning: not all events were claimed before the launch instant")
+		}
+		time.Sleep(time.Until(launch))
+		b.StartTimer()
+		lastDelivered := waitCount(b, &got, n, time.Minute)
+		lastWritten := waitCount(b, &done, n, time.Minute)
+		b.StopTimer()
+		srv.Close()
+		b.ReportMetric(lastDelivered.Sub(launch).Seconds(), "s-to-last-delivery")
+		b.ReportMetric(lastWritten.Sub(launch).Seconds(), "s-to-last-write")
+		b.ReportMetric(float64(requests.Load()), "requests")
+		b.Logf("burst of %d to http_batch: last delivered %s after the instant in %d requests, last outcome written %s after",
+			n, lastDelivered.Sub(launch).Round(time.Millisecond), requests.Load(), lastWritten.Sub(launch).Round(time.Millisecond))
 	}
 }
