@@ -290,3 +290,44 @@ func TestHostLimitsBatchHostCountsDeliveries(t *testing.T) {
 		t.Fatalf("free %d for the http host with 3 events out, want 1", f)
 	}
 }
+
+// A batch to an http_batch host goes on with the tenant's next schedules in
+// turn while their heads go to the same host, up to the limit; it stops at
+// a schedule whose head goes elsewhere (which keeps its turn), and a batch
+// to an http host stays within one schedule.
+func TestFairQueueBatchHostSpansSchedules(t *testing.T) {
+	batchItems := func(schedule, url string, n int) []throttle.Item {
+		its := fairItems("a", schedule, url, n)
+		for _, it := range its {
+			it.Event.Target.Type = model.TargetHTTPBatch
+		}
+		return its
+	}
+	one := func(string) int { return 1 }
+	q := newFairQueue()
+	q.push(batchItems("s1", "http://c.example/a", 3)...)
+	q.push(batchItems("s2", "http://c.example/b", 4)...)
+	q.push(fairItems("a", "s3", "http://c.example/a", 5)...)
+	q.push(batchItems("s4", "http://c.example/a", 6)...)
+	count := func(b []throttle.Item) map[string]int {
+		m := map[string]int{}
+		for _, it := range b {
+			m[it.Event.ScheduleID]++
+		}
+		return m
+	}
+	b, h := q.take(100, one, unlimited)
+	if got := count(b); len(b) != 7 || got["s1"] != 3 || got["s2"] != 4 || h != hostKey(b[0].Event) {
+		t.Fatalf("first batch %v to %q, want s1's 3 and s2's 4 (s3's http head stops it)", got, h)
+	}
+	if b, _ := q.take(100, one, unlimited); len(b) != 5 || b[0].Event.ScheduleID != "s3" {
+		t.Fatalf("second batch %v, want s3's 5 alone (http)", count(b))
+	}
+	q.push(batchItems("s5", "http://c.example/c", 10)...)
+	if b, _ := q.take(8, one, unlimited); len(b) != 8 || count(b)["s4"] != 6 || count(b)["s5"] != 2 {
+		t.Fatalf("third batch %v, want s4's 6 and s5's first 2 (limit 8)", count(b))
+	}
+	if b, _ := q.take(100, one, unlimited); len(b) != 8 || count(b)["s5"] != 8 || q.Len() != 0 {
+		t.Fatalf("last batch %v with %d left, want s5's 8 and none", count(b), q.Len())
+	}
+}
