@@ -234,6 +234,7 @@ func (a *App) build(ctx context.Context) error {
 	httpd, err := httpdelivery.New(httpdelivery.Config{
 		SigningSecret: []byte(cfg.SigningSecret), ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
 		AllowCIDRs: cfg.HTTPAllowCIDRs, DenyCIDRs: cfg.HTTPDenyCIDRs,
+		BatchMaxEvents: cfg.HTTPBatchMaxEvents, BatchMaxBytes: cfg.HTTPBatchMaxBytes,
 	})
 	if err != nil {
 		return err
@@ -263,7 +264,7 @@ func (a *App) build(ctx context.Context) error {
 			Tenants: a.store,
 			// The master's idempotency records are cleaned up with the events.
 			Idempotency: a.store,
-			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetSQS: sqsd},
+			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetHTTPBatch: httpd, model.TargetSQS: sqsd},
 		})
 	if err != nil {
 		return err

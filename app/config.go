@@ -42,6 +42,11 @@ type Config struct {
 	LeaseTTL        time.Duration
 	Retention       time.Duration
 	HTTPTimeout     time.Duration
+	// HTTPBatchMaxEvents and HTTPBatchMaxBytes bound one request to an
+	// http_batch target (httpdelivery.Config's BatchMaxEvents and
+	// BatchMaxBytes).
+	HTTPBatchMaxEvents int
+	HTTPBatchMaxBytes  int
 	// EarlyDispatch is auto (on with the embedded store, off with MongoDB), on
 	// or off.
 	EarlyDispatch string
@@ -171,6 +176,8 @@ func Options() []Option {
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
+		{"http-batch-max-events", "SCHEDULER_HTTP_BATCH_MAX_EVENTS", "500", "most events in one request to an http_batch target (1-10000; the handler sends at most 500 at once to one host)", num("http-batch-max-events", func(c *Config) *int { return &c.HTTPBatchMaxEvents })},
+		{"http-batch-max-bytes", "SCHEDULER_HTTP_BATCH_MAX_BYTES", "1048576", "most bytes of one request body to an http_batch target (1024-67108864); a larger message goes alone", num("http-batch-max-bytes", func(c *Config) *int { return &c.HTTPBatchMaxBytes })},
 		{"early-dispatch", "SCHEDULER_EARLY_DISPATCH", "auto", "send the event a release hands its token to before the commit recording both: auto (on with the embedded store, off with MongoDB), on or off; on with MongoDB raises the throttled rate across instances, and a crash before that commit sends such events again (more duplicates)", str(func(c *Config) *string { return &c.EarlyDispatch })},
 		{"outcome-linger", "SCHEDULER_OUTCOME_LINGER", "100ms", "how long the outcome of an unthrottled delivery may wait to share its store write with later ones (0-1s; 0: written at once); after a crash the events delivered in the last linger are delivered again", dur("outcome-linger", func(c *Config) *time.Duration { return &c.OutcomeLinger })},
 		{"launch-gap", "SCHEDULER_LAUNCH_GAP", "4ms", "least time between two wakes of the handler's timer for events not yet due: those due within it go together, at most this late, never early (0-100ms; 0: a wake per launch instant)", dur("launch-gap", func(c *Config) *time.Duration { return &c.LaunchGap })},
@@ -342,6 +349,12 @@ func (c *Config) validate() error {
 	}
 	if c.HTTPTimeout <= 0 {
 		return errors.New("http-timeout: must be positive")
+	}
+	if c.HTTPBatchMaxEvents < 1 || c.HTTPBatchMaxEvents > 10000 {
+		return fmt.Errorf("http-batch-max-events: %d is out of range 1-10000", c.HTTPBatchMaxEvents)
+	}
+	if c.HTTPBatchMaxBytes < 1024 || c.HTTPBatchMaxBytes > 64<<20 {
+		return fmt.Errorf("http-batch-max-bytes: %d is out of range 1024-67108864", c.HTTPBatchMaxBytes)
 	}
 	switch c.EarlyDispatch {
 	case "auto", "on", "off":

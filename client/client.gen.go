@@ -178,14 +178,17 @@ func (e ScheduleState) Valid() bool {
 
 // Defines values for TargetType.
 const (
-	TargetTypeHttp TargetType = "http"
-	TargetTypeSqs  TargetType = "sqs"
+	TargetTypeHttp      TargetType = "http"
+	TargetTypeHttpBatch TargetType = "http_batch"
+	TargetTypeSqs       TargetType = "sqs"
 )
 
 // Valid indicates whether the value is a known member of the TargetType enum.
 func (e TargetType) Valid() bool {
 	switch e {
 	case TargetTypeHttp:
+		return true
+	case TargetTypeHttpBatch:
 		return true
 	case TargetTypeSqs:
 		return true
@@ -871,14 +874,32 @@ type SummaryPolicy struct {
 // Target defines model for Target.
 type Target struct {
 	// QueueUrl SQS queue URL (type sqs).
-	QueueUrl *string    `json:"queueUrl,omitempty"`
-	Type     TargetType `json:"type"`
+	QueueUrl *string `json:"queueUrl,omitempty"`
 
-	// Url http(s) URL events are POSTed to (type http).
+	// Type `http`: one signed POST per event to `url`. `sqs`: one message per
+	// event to `queueUrl`. `http_batch`: the events due together to the
+	// same `url` go in one signed POST of at most 500 events and 1 MiB by
+	// default, body `{"events":[message, ...]}` (each message as `http`
+	// sends it) with the header `X-Scheduler-Event-Count`. A 2xx answer
+	// delivers every event of the request, except those a JSON body
+	// `{"retry":["<event id>", ...]}` names, which are retried; any
+	// other answer (429 and 503 with Retry-After included) applies to
+	// every event of the request. See docs/delivery.md.
+	Type TargetType `json:"type"`
+
+	// Url http(s) URL events are POSTed to (types http and http_batch).
 	Url *string `json:"url,omitempty"`
 }
 
-// TargetType defines model for TargetType.
+// TargetType `http`: one signed POST per event to `url`. `sqs`: one message per
+// event to `queueUrl`. `http_batch`: the events due together to the
+// same `url` go in one signed POST of at most 500 events and 1 MiB by
+// default, body `{"events":[message, ...]}` (each message as `http`
+// sends it) with the header `X-Scheduler-Event-Count`. A 2xx answer
+// delivers every event of the request, except those a JSON body
+// `{"retry":["<event id>", ...]}` names, which are retried; any
+// other answer (429 and 503 with Retry-After included) applies to
+// every event of the request. See docs/delivery.md.
 type TargetType string
 
 // Tenant defines model for Tenant.

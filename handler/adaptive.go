@@ -103,8 +103,10 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 }
 
 // adaptiveHTTP reports whether items hold an event of an adaptive policy;
-// a group of HTTP deliveries that does is sent one event per call
-// (deliverEach).
+// a group of http or http_batch deliveries that does is sent one event per
+// call (deliverEach). An http_batch event then goes in a request of its
+// own: the limit learns from each event's own answer and latency, which a
+// batch's answer, slower the more events it holds, would blur.
 func adaptiveHTTP(items []throttle.Item, idx []int) bool {
 	for _, i := range idx {
 		if p := items[i].Policy; p != nil && p.Adaptive != nil {

@@ -310,7 +310,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 			}
 		}
 		var rs []delivery.Result
-		if tt == model.TargetHTTP && adaptiveHTTP(send, idx) {
+		if (tt == model.TargetHTTP || tt == model.TargetHTTPBatch) && adaptiveHTTP(send, idx) {
 			its := make([]throttle.Item, len(idx))
 			for j, i := range idx {
 				its[j] = send[i]

@@ -77,11 +77,12 @@ func (f *failureLog) allow(key failureKey, now time.Time) (bool, failureKey, int
 	return true, key, n
 }
 
-// targetOf names an event's target for sampling: the host of an HTTP
-// target (never its path or credentials), the queue of an SQS one.
+// targetOf names an event's target for sampling: the host of an http or
+// http_batch target (never its path or credentials), the queue of an SQS
+// one.
 func targetOf(t model.Target) string {
 	switch t.Type {
-	case model.TargetHTTP:
+	case model.TargetHTTP, model.TargetHTTPBatch:
 		if u, err := url.Parse(t.URL); err == nil && u.Host != "" {
 			return u.Host
 		}

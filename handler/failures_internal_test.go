@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/model"
 )
 
 func TestFailureLogSamplesPerTarget(t *testing.T) {
@@ -48,5 +50,13 @@ func TestFailureLogIsBounded(t *testing.T) {
 	later := now.Add(failureLogEvery)
 	if ok, key, _ := f.allow(failureKey{target: "fresh"}, later); !ok || key.target != "fresh" {
 		t.Fatalf("a new target after the interval: ok %v, logged as %q", ok, key.target)
+	}
+}
+
+func TestTargetOfNamesTheHost(t *testing.T) {
+	for _, tt := range []model.TargetType{model.TargetHTTP, model.TargetHTTPBatch} {
+		if got := targetOf(model.Target{Type: tt, URL: "https://u:p@hooks.example:8443/batch?x=1"}); got != "hooks.example:8443" {
+			t.Errorf("%s target: %q, want the host only", tt, got)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,7 +160,10 @@ func (q *fairQueue) take(max int, weight func(tenant string) int, free func(host
 }
 
 // take takes up to limit events to one host from the next schedule in turn
-// whose head event's host has a free slot.
+// whose head event's host has a free slot. A batch to an http_batch host
+// goes on with the following schedules in turn while their head events go
+// to the same host: their events due together then share requests instead
+// of one request (or more) per schedule.
 func (t *tenantQueue) take(limit int, free func(host string) int) ([]throttle.Item, string) {
 	for range len(t.ring) {
 		if t.next >= len(t.ring) {
@@ -172,26 +176,48 @@ func (t *tenantQueue) take(limit int, free func(host string) int) ([]throttle.It
 			t.next++
 			continue
 		}
-		var out []throttle.Item
-		for len(out) < n && s.head < len(s.items) && s.items[s.head].host == host {
-			out = append(out, s.items[s.head].it)
-			s.items[s.head] = queued{}
-			s.head++
-		}
-		if s.head == len(s.items) {
-			delete(t.scheds, s.id)
-			t.ring = slices.Delete(t.ring, t.next, t.next+1)
-		} else {
-			if s.head > len(s.items)/2 && s.head > 64 {
-				n := copy(s.items, s.items[s.head:])
-				clear(s.items[n:])
-				s.items, s.head = s.items[:n], 0
+		out := t.takeFrom(s, host, n, nil)
+		if strings.HasPrefix(host, batchHostPrefix) {
+			for range len(t.ring) {
+				if len(out) == n || len(t.ring) == 0 {
+					break
+				}
+				if t.next >= len(t.ring) {
+					t.next = 0
+				}
+				s := t.ring[t.next]
+				if s.items[s.head].host != host {
+					break
+				}
+				out = t.takeFrom(s, host, n, out)
 			}
-			t.next++
 		}
 		return out, host
 	}
 	return nil, ""
+}
+
+// takeFrom appends to out the head events of s, the schedule at t.next,
+// that go to host, until out holds n; then drops s if it is empty, or moves
+// t.next past it.
+func (t *tenantQueue) takeFrom(s *schedQueue, host string, n int, out []throttle.Item) []throttle.Item {
+	for len(out) < n && s.head < len(s.items) && s.items[s.head].host == host {
+		out = append(out, s.items[s.head].it)
+		s.items[s.head] = queued{}
+		s.head++
+	}
+	if s.head == len(s.items) {
+		delete(t.scheds, s.id)
+		t.ring = slices.Delete(t.ring, t.next, t.next+1)
+	} else {
+		if s.head > len(s.items)/2 && s.head > 64 {
+			n := copy(s.items, s.items[s.head:])
+			clear(s.items[n:])
+			s.items, s.head = s.items[:n], 0
+		}
+		t.next++
+	}
+	return out
 }
 
 // filter keeps the events for which keep is true.

@@ -118,7 +118,7 @@ func TestFairQueueFilter(t *testing.T) {
 // one per event back up to the cap, and a recovered idle host is
 // forgotten.
 func TestHostLimitsAIMD(t *testing.T) {
-	l := newHostLimits(64)
+	l := newHostLimits(64, 500)
 	const h = "http x:1"
 	timeout := delivery.Result{Err: fmt.Errorf("post: %w", context.DeadlineExceeded)}
 	for _, want := range []int{32, 16, 8, 4, 2, 1, 1} {
@@ -254,5 +254,80 @@ func TestTenantCacheRule(t *testing.T) {
 	}
 	if _, err := c.rule(ctx, "b"); err == nil {
 		t.Fatalf("store down, tenant never read: no error")
+	}
+}
+
+// An http_batch host's slots are deliveries: one of any size up to the
+// batch takes one, congestion halves them and a successful one gives one
+// back; an http host to the same address still counts events.
+func TestHostLimitsBatchHostCountsDeliveries(t *testing.T) {
+	l := newHostLimits(4, 100)
+	hb := hostKey(&model.Event{Target: model.Target{Type: model.TargetHTTPBatch, URL: "http://x.example:1/batch"}})
+	hs := hostKey(&model.Event{Target: model.Target{Type: model.TargetHTTP, URL: "http://x.example:1/one"}})
+	if hb == hs {
+		t.Fatalf("http and http_batch share the host key %q", hb)
+	}
+	if f := l.free(hb); f != 400 {
+		t.Fatalf("free %d for an idle batch host, want 4 deliveries of 100", f)
+	}
+	l.acquire(hb, 100)
+	l.acquire(hb, 3)
+	if f := l.free(hb); f != 200 {
+		t.Fatalf("free %d with two deliveries out, want 200", f)
+	}
+	timeout := delivery.Result{Err: fmt.Errorf("post: %w", context.DeadlineExceeded)}
+	l.done(hb, 3, []delivery.Result{timeout, timeout, timeout})
+	if got, f := l.limit(hb), l.free(hb); got != 2 || f != 100 {
+		t.Fatalf("after a timeout: limit %d, free %d; want 2 and 100", got, f)
+	}
+	ok := make([]delivery.Result, 100)
+	l.done(hb, 100, ok)
+	if got, f := l.limit(hb), l.free(hb); got != 3 || f != 300 {
+		t.Fatalf("after a delivered batch: limit %d, free %d; want 3 and 300", got, f)
+	}
+	l.acquire(hs, 3)
+	if f := l.free(hs); f != 1 {
+		t.Fatalf("free %d for the http host with 3 events out, want 1", f)
+	}
+}
+
+// A batch to an http_batch host goes on with the tenant's next schedules in
+// turn while their heads go to the same host, up to the limit; it stops at
+// a schedule whose head goes elsewhere (which keeps its turn), and a batch
+// to an http host stays within one schedule.
+func TestFairQueueBatchHostSpansSchedules(t *testing.T) {
+	batchItems := func(schedule, url string, n int) []throttle.Item {
+		its := fairItems("a", schedule, url, n)
+		for _, it := range its {
+			it.Event.Target.Type = model.TargetHTTPBatch
+		}
+		return its
+	}
+	one := func(string) int { return 1 }
+	q := newFairQueue()
+	q.push(batchItems("s1", "http://c.example/a", 3)...)
+	q.push(batchItems("s2", "http://c.example/b", 4)...)
+	q.push(fairItems("a", "s3", "http://c.example/a", 5)...)
+	q.push(batchItems("s4", "http://c.example/a", 6)...)
+	count := func(b []throttle.Item) map[string]int {
+		m := map[string]int{}
+		for _, it := range b {
+			m[it.Event.ScheduleID]++
+		}
+		return m
+	}
+	b, h := q.take(100, one, unlimited)
+	if got := count(b); len(b) != 7 || got["s1"] != 3 || got["s2"] != 4 || h != hostKey(b[0].Event) {
+		t.Fatalf("first batch %v to %q, want s1's 3 and s2's 4 (s3's http head stops it)", got, h)
+	}
+	if b, _ := q.take(100, one, unlimited); len(b) != 5 || b[0].Event.ScheduleID != "s3" {
+		t.Fatalf("second batch %v, want s3's 5 alone (http)", count(b))
+	}
+	q.push(batchItems("s5", "http://c.example/c", 10)...)
+	if b, _ := q.take(8, one, unlimited); len(b) != 8 || count(b)["s4"] != 6 || count(b)["s5"] != 2 {
+		t.Fatalf("third batch %v, want s4's 6 and s5's first 2 (limit 8)", count(b))
+	}
+	if b, _ := q.take(100, one, unlimited); len(b) != 8 || count(b)["s5"] != 8 || q.Len() != 0 {
+		t.Fatalf("last batch %v with %d left, want s5's 8 and none", count(b), q.Len())
 	}
 }

@@ -161,7 +161,9 @@ type Config struct {
 	// MaxPerHost caps the events being delivered at once to one consumer
 	// host (target type and URL host); it is the most the AIMD limit of a
 	// host recovers to. Keep it at most the HTTP deliverer's
-	// MaxConnsPerHost. Default 64 (httpdelivery's default).
+	// MaxConnsPerHost. Default 64 (httpdelivery's default). An http_batch
+	// host counts deliveries instead (up to MaxBatch events each, sent in
+	// few requests), so up to MaxPerHost×MaxBatch of its events may be out.
 	MaxPerHost int
 	// TenantWeight is the weight of a tenant that sets none, or that
 	// Deps.Tenants cannot read; it should equal the master's. Default 1.
@@ -401,7 +403,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		wakeT: make(chan struct{}, 1),
 		queue: newFairQueue(),
 		wakeD: make(chan struct{}, 1),
-		hosts: newHostLimits(cfg.MaxPerHost),
+		hosts: newHostLimits(cfg.MaxPerHost, cfg.MaxBatch),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
 		outcomes: newOutbox(64*cfg.Workers*cfg.MaxBatch, cfg.OutcomeLinger),

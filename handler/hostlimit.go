@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/model"
 )
 
 // hostLimits bounds the events in flight to each consumer host. A host's
@@ -16,8 +18,13 @@ import (
 // (AIMD), so that a broken consumer holds few delivery slots and regains
 // them as it recovers. A host with nothing in flight at full limit is
 // forgotten.
+//
+// The slots of an http_batch host are deliveries, not events: its events
+// go to it in few requests, so a delivery of up to batch events takes one
+// slot, and a successful delivery gives one back.
 type hostLimits struct {
 	max   int
+	batch int // the most events of one delivery to an http_batch host
 	mu    sync.Mutex
 	hosts map[string]*hostLimit
 }
@@ -26,8 +33,27 @@ type hostLimit struct {
 	limit, inFlight int
 }
 
-func newHostLimits(max int) *hostLimits {
-	return &hostLimits{max: max, hosts: map[string]*hostLimit{}}
+func newHostLimits(limit, batch int) *hostLimits {
+	return &hostLimits{max: limit, batch: max(batch, 1), hosts: map[string]*hostLimit{}}
+}
+
+// batchHostPrefix starts the host keys of http_batch targets (hostKey).
+const batchHostPrefix = string(model.TargetHTTPBatch) + " "
+
+// perSlot returns how many events one slot of host holds.
+func (l *hostLimits) perSlot(host string) int {
+	if strings.HasPrefix(host, batchHostPrefix) {
+		return l.batch
+	}
+	return 1
+}
+
+// slots returns the slots a delivery of n events to host takes.
+func (l *hostLimits) slots(host string, n int) int {
+	if l.perSlot(host) > 1 {
+		return 1
+	}
+	return n
 }
 
 // free returns how many more events may go to host now.
@@ -35,12 +61,12 @@ func (l *hostLimits) free(host string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h := l.hosts[host]; h != nil {
-		return h.limit - h.inFlight
+		return (h.limit - h.inFlight) * l.perSlot(host)
 	}
-	return l.max
+	return l.max * l.perSlot(host)
 }
 
-// acquire counts n events in flight to host.
+// acquire counts a delivery of n events in flight to host.
 func (l *hostLimits) acquire(host string, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -49,7 +75,7 @@ func (l *hostLimits) acquire(host string, n int) {
 		h = &hostLimit{limit: l.max}
 		l.hosts[host] = h
 	}
-	h.inFlight += n
+	h.inFlight += l.slots(host, n)
 }
 
 // done ends n events in flight to host, adjusting its limit by results
@@ -62,7 +88,7 @@ func (l *hostLimits) done(host string, n int, results []delivery.Result) {
 	if h == nil {
 		return
 	}
-	h.inFlight -= n
+	h.inFlight -= l.slots(host, n)
 	ok, congested := 0, false
 	for _, r := range results {
 		switch {
@@ -77,7 +103,7 @@ func (l *hostLimits) done(host string, n int, results []delivery.Result) {
 		// Once per batch: its requests ran together, one signal.
 		h.limit = max(1, h.limit/2)
 	default:
-		h.limit = min(l.max, h.limit+ok)
+		h.limit = min(l.max, h.limit+min(ok, l.slots(host, ok)))
 	}
 	if h.inFlight <= 0 && h.limit == l.max {
 		delete(l.hosts, host)

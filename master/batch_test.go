@@ -64,6 +64,34 @@ func itemCreated(t *testing.T, res client.ScheduleBatchResult, i int, name strin
 	return *got.Schedule
 }
 
+// TestBatchCreateHTTPBatchTargets checks that batch items with http_batch
+// targets are created as such and refused, naming target.url, without a URL
+// or with a refused address.
+func TestBatchCreateHTTPBatchTargets(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("batchtargets")
+	items := []string{
+		`{"name":"batched","cron":"0 3 * * *","target":{"type":"http_batch","url":"https://consumer.example.com/batch"}}`,
+		`{"name":"nourl","cron":"0 3 * * *","target":{"type":"http_batch"}}`,
+		`{"name":"ssrf","cron":"0 3 * * *","target":{"type":"http_batch","url":"http://169.254.169.254/"}}`,
+	}
+	res := postBatch(t, h, c, `{"items":[`+strings.Join(items, ",")+`]}`)
+	if len(res.Items) != len(items) || res.Created != 1 {
+		t.Fatalf("results: %+v, want 1 created of %d", res, len(items))
+	}
+	got := itemCreated(t, res, 0, "batched")
+	if got.Target.Type != client.TargetTypeHttpBatch || got.Target.Url == nil || *got.Target.Url != "https://consumer.example.com/batch" {
+		t.Fatalf("target %+v", got.Target)
+	}
+	itemProblem(t, res, 1, http.StatusUnprocessableEntity, "items[1].target.url")
+	itemProblem(t, res, 2, http.StatusUnprocessableEntity, "items[2].target.url")
+	r, err := c.GetScheduleWithResponse(h.ctx, got.Id)
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if r.JSON200.Target.Type != client.TargetTypeHttpBatch {
+		t.Fatalf("stored target %+v", r.JSON200.Target)
+	}
+}
+
 func TestBatchCreateMixedItems(t *testing.T) {
 	h := newHarness(t)
 	tenantID, c := h.tenant("batch")

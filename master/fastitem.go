@@ -100,7 +100,7 @@ func plainMembers(raw []byte, members map[string]bool) bool {
 func validCreate(name string, target api.Target, eventCount, maxAttempts *int, overlap *api.Overlap, misfire *api.Misfire) bool {
 	switch {
 	case name == "",
-		target.Type != api.Http && target.Type != api.Sqs,
+		target.Type != api.Http && target.Type != api.Sqs && target.Type != api.HttpBatch,
 		eventCount != nil && *eventCount < 1,
 		maxAttempts != nil && (*maxAttempts < 1 || *maxAttempts > 100),
 		overlap != nil && *overlap != api.OverlapAllow && *overlap != api.OverlapSkip && *overlap != api.OverlapCancel,

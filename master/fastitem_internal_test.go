@@ -152,6 +152,7 @@ func TestDecodeBatchItemOnlyAcceptsValidItems(t *testing.T) {
 	for _, item := range []string{
 		`{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":1}}`,
 		`{"name":"b","cron":"0 3 * * *","timezone":"Europe/Berlin","eventCount":5,"target":{"type":"sqs","queueUrl":"https://sqs.example.com/1/q"},"idempotencyKey":"k-1","maxAttempts":100,"overlap":"skip","misfire":"fire_all","startAt":"2030-01-02T03:04:05.5+02:00"}`,
+		`{"name":"c","runAt":"2030-01-02T03:04:05Z","target":{"type":"http_batch","url":"https://consumer.example.com/batch"}}`,
 	} {
 		var in api.ScheduleBatchItem
 		if !decodeBatchItem([]byte(item), &in) {
@@ -167,7 +168,7 @@ func TestDecodeBatchItemOnlyAcceptsValidItems(t *testing.T) {
 func randomItem(r *rand.Rand) string {
 	values := map[string][]string{ // the first of each is valid
 		"name":           {`"job"`, `"é"`, `""`, `null`, `1`},
-		"target":         {`{"type":"http","url":"https://consumer.example.com/hook"}`, `{"type":"sqs","queueUrl":"q"}`, `{"type":"ftp"}`, `{"url":"x"}`, `{"type":"http","url":null}`, `{"type":"http","extra":1}`, `"https://x"`, `null`, `{}`},
+		"target":         {`{"type":"http","url":"https://consumer.example.com/hook"}`, `{"type":"sqs","queueUrl":"q"}`, `{"type":"http_batch","url":"https://consumer.example.com/batch"}`, `{"type":"http_batch"}`, `{"type":"HTTP_BATCH","url":"https://x"}`, `{"type":"ftp"}`, `{"url":"x"}`, `{"type":"http","url":null}`, `{"type":"http","extra":1}`, `"https://x"`, `null`, `{}`},
 		"runAt":          {`"2030-01-02T03:04:05Z"`, `"2030-01-02T03:04:05.123+05:30"`, `"2030-01-02T03:04:05,123Z"`, `"2030-01-02t03:04:05Z"`, `"2030-01-02T03:04:05"`, `"2030-02-31T00:00:00Z"`, `"2030-01-02T23:59:60Z"`, `"tomorrow"`, `"2030-01-02T03:04:05\u005a"`, `1`, `null`},
 		"startAt":        {`"2030-01-02T03:04:05Z"`, `"2030-13-02T03:04:05Z"`, `"2030-01-02T03:04:05,5Z"`, `null`},
 		"endAt":          {`"2031-01-02T03:04:05Z"`, `"2031-01-02T03:04:05z"`, `"2031-01-02T03:04:05,5+01:00"`},

@@ -73,6 +73,21 @@ func TestTargetAddressGuard(t *testing.T) {
 		wantNoSchedules(t, h, c)
 	})
 
+	t.Run("RefusesMetadataForBatchTargets", func(t *testing.T) {
+		h := newHarness(t)
+		_, c := h.tenant("acme")
+		for _, url := range []string{"http://169.254.169.254/latest/meta-data/", "http://0xa9fea9fe/", "http://[fd00:ec2::254]/"} {
+			r, err := c.CreateScheduleWithResponse(h.ctx, nil, client.ScheduleCreate{
+				Name: "s", Cron: ptr("0 3 * * *"), Target: client.Target{Type: client.TargetTypeHttpBatch, Url: ptr(url)},
+			})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			wantRefused(t, r, url)
+		}
+		wantNoSchedules(t, h, c)
+	})
+
 	t.Run("AcceptsLoopbackByDefault", func(t *testing.T) {
 		h := newHarness(t)
 		_, c := h.tenant("acme")

@@ -152,6 +152,7 @@ func TestTenantTargets(t *testing.T) {
 	}
 	web := func(u string) client.Target { return client.Target{Type: client.TargetTypeHttp, Url: &u} }
 	queue := func(u string) client.Target { return client.Target{Type: client.TargetTypeSqs, QueueUrl: &u} }
+	batch := func(u string) client.Target { return client.Target{Type: client.TargetTypeHttpBatch, Url: &u} }
 	cases := []struct {
 		name   string
 		c      *client.ClientWithResponses
@@ -164,6 +165,10 @@ func TestTenantTargets(t *testing.T) {
 		{"OtherHost", c, web("https://example.org/hook"), "target.url"},
 		{"LookalikeSuffix", c, web("https://evilexample.com/hook"), "target.url"},
 		{"AddressWithoutRanges", c, web("http://203.0.113.7/hook"), "target.url"},
+		{"BatchSubdomainPattern", c, batch("https://a.b.example.com/batch"), ""},
+		{"BatchOtherHost", c, batch("https://example.org/batch"), "target.url"},
+		{"BatchAddressInRange", rc, batch("http://203.0.113.7/batch"), ""},
+		{"BatchAddressOutOfRange", rc, batch("http://198.51.100.7/batch"), "target.url"},
 		{"QueueUnderPrefix", c, queue("https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"), ""},
 		{"QueueOfAnotherAccount", c, queue("https://sqs.eu-west-1.amazonaws.com/210987654321/jobs"), "target.queueUrl"},
 		{"AddressInRange", rc, web("http://203.0.113.7/hook"), ""},

@@ -57,6 +57,13 @@ func TestScheduleValidation(t *testing.T) {
 		{"RejectsNonHTTPTargetURL", func(s *client.ScheduleCreate) { s.Target.Url = ptr("ftp://consumer.example.com/x") }, "target.url", "http"},
 		{"RejectsTargetURLWithoutHost", func(s *client.ScheduleCreate) { s.Target.Url = ptr("https:///path") }, "target.url", "host"},
 		{"RejectsHTTPTargetWithoutURL", func(s *client.ScheduleCreate) { s.Target.Url = nil }, "target.url", "required"},
+		{"RejectsHTTPBatchTargetWithoutURL", func(s *client.ScheduleCreate) { s.Target = client.Target{Type: client.TargetTypeHttpBatch} }, "target.url", "required"},
+		{"RejectsNonHTTPBatchTargetURL", func(s *client.ScheduleCreate) {
+			s.Target = client.Target{Type: client.TargetTypeHttpBatch, Url: ptr("ftp://consumer.example.com/x")}
+		}, "target.url", "http"},
+		{"RejectsHTTPBatchTargetWithQueueURL", func(s *client.ScheduleCreate) {
+			s.Target = client.Target{Type: client.TargetTypeHttpBatch, Url: ptr("https://consumer.example.com/batch"), QueueUrl: ptr("q")}
+		}, "target.queueUrl", "sqs"},
 		{"RejectsMalformedSQSQueueURL", func(s *client.ScheduleCreate) {
 			s.Target = client.Target{Type: client.TargetTypeSqs, QueueUrl: ptr("https://sqs.eu-west-1.amazonaws.com/not-an-account/q")}
 		}, "target.queueUrl", "SQS"},
@@ -94,6 +101,7 @@ func TestScheduleValidation(t *testing.T) {
 		{"RejectsUnknownNestedField", `{"name":"x","cron":"0 3 * * *","target":{"type":"http","url":"https://a.example","verb":"PUT"}}`, "target.verb"},
 		{"RejectsMissingTarget", `{"name":"x","cron":"0 3 * * *"}`, "target"},
 		{"RejectsUnknownTargetType", `{"name":"x","cron":"0 3 * * *","target":{"type":"smtp"}}`, "target.type"},
+		{"RejectsMisspelledBatchTargetType", `{"name":"x","cron":"0 3 * * *","target":{"type":"http-batch","url":"https://a.example"}}`, "target.type"},
 		{"RejectsWrongType", `{"name":"x","cron":"0 3 * * *","eventCount":"many","target":{"type":"http","url":"https://a.example"}}`, "eventCount"},
 		{"RejectsZeroEventCount", `{"name":"x","cron":"0 3 * * *","eventCount":0,"target":{"type":"http","url":"https://a.example"}}`, "eventCount"},
 		{"RejectsBadRunAt", `{"name":"x","runAt":"tomorrow","target":{"type":"http","url":"https://a.example"}}`, "runAt"},

@@ -217,12 +217,12 @@ func OverPerFireQuota(q int) string {
 func checkTarget(fe *Errors, t Target, checkHost, checkQueueURL func(string) error) model.Target {
 	out := model.Target{Type: t.Type}
 	switch t.Type {
-	case model.TargetHTTP:
+	case model.TargetHTTP, model.TargetHTTPBatch:
 		if t.QueueURL != nil {
 			fe.Add("target.queueUrl", "only for sqs targets")
 		}
 		if t.URL == nil || *t.URL == "" {
-			fe.Add("target.url", "required for http targets")
+			fe.Add("target.url", "required for "+string(t.Type)+" targets")
 			return out
 		}
 		out.URL = *t.URL
@@ -259,7 +259,7 @@ func checkTarget(fe *Errors, t Target, checkHost, checkQueueURL func(string) err
 			}
 		}
 	default:
-		fe.Add("target.type", "must be http or sqs")
+		fe.Add("target.type", "must be http, sqs or http_batch")
 	}
 	return out
 }

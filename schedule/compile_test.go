@@ -82,9 +82,19 @@ func TestCompileRejects(t *testing.T) {
 		{"PriorityAboveRange", func(s *schedule.Spec) { s.Priority = 11 }, "priority", "must be between -10 and 10"},
 		{"UnknownOverlap", func(s *schedule.Spec) { s.Overlap = "queue" }, "overlap", "must be allow, skip or cancel"},
 		{"UnknownMisfire", func(s *schedule.Spec) { s.Misfire = "" }, "misfire", "must be fire_once, fire_all or skip"},
-		{"UnknownTargetType", func(s *schedule.Spec) { s.Target.Type = "smtp" }, "target.type", "must be http or sqs"},
+		{"UnknownTargetType", func(s *schedule.Spec) { s.Target.Type = "smtp" }, "target.type", "must be http, sqs or http_batch"},
 		{"HTTPTargetWithoutURL", func(s *schedule.Spec) { s.Target.URL = nil }, "target.url", "required for http targets"},
 		{"HTTPTargetWithQueueURL", func(s *schedule.Spec) { s.Target.QueueURL = ptr("") }, "target.queueUrl", "only for sqs targets"},
+		{"HTTPBatchTargetWithoutURL", func(s *schedule.Spec) { s.Target = schedule.Target{Type: model.TargetHTTPBatch} }, "target.url", "required for http_batch targets"},
+		{"HTTPBatchTargetWithQueueURL", func(s *schedule.Spec) {
+			s.Target = schedule.Target{Type: model.TargetHTTPBatch, URL: ptr("https://consumer.example.com/batch"), QueueURL: ptr("")}
+		}, "target.queueUrl", "only for sqs targets"},
+		{"HTTPBatchFTPTargetURL", func(s *schedule.Spec) {
+			s.Target = schedule.Target{Type: model.TargetHTTPBatch, URL: ptr("ftp://consumer.example.com/x")}
+		}, "target.url", "must be an http or https URL"},
+		{"HTTPBatchTargetURLWithCredentials", func(s *schedule.Spec) {
+			s.Target = schedule.Target{Type: model.TargetHTTPBatch, URL: ptr("https://u:p@consumer.example.com/")}
+		}, "target.url", "must not contain credentials"},
 		{"FTPTargetURL", func(s *schedule.Spec) { s.Target.URL = ptr("ftp://consumer.example.com/x") }, "target.url", "must be an http or https URL"},
 		{"TargetURLWithoutHost", func(s *schedule.Spec) { s.Target.URL = ptr("https:///path") }, "target.url", "has no host"},
 		{"TargetURLWithCredentials", func(s *schedule.Spec) { s.Target.URL = ptr("https://u:p@consumer.example.com/") }, "target.url", "must not contain credentials"},
@@ -189,6 +199,17 @@ func TestCompile(t *testing.T) {
 		}
 		if want := []string{"W:1:09@30", "W:5:09@30"}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("keys %v, want %v", got, want)
+		}
+	})
+	t.Run("HTTPBatchTargetCompiles", func(t *testing.T) {
+		sp := valid()
+		sp.Target = schedule.Target{Type: model.TargetHTTPBatch, URL: ptr("https://consumer.example.com/batch")}
+		c, err := schedule.Compile(sp, testLimits(), testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (model.Target{Type: model.TargetHTTPBatch, URL: "https://consumer.example.com/batch"}); c.Schedule.Target != want {
+			t.Fatalf("target %+v, want %+v", c.Schedule.Target, want)
 		}
 	})
 	t.Run("FieldsCompileLikeCron", func(t *testing.T) {
@@ -412,6 +433,25 @@ func TestCompileCheckTargetHost(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("HTTPBatchTargetChecked", func(t *testing.T) {
+		lim := testLimits()
+		var seen []string
+		lim.CheckTargetHost = func(host string) error {
+			seen = append(seen, host)
+			return refuse
+		}
+		sp := valid()
+		sp.Target = schedule.Target{Type: model.TargetHTTPBatch, URL: ptr("https://consumer.example.com/batch")}
+		_, err := schedule.Compile(sp, lim, testNow)
+		var fe schedule.Errors
+		if !errors.As(err, &fe) || !reflect.DeepEqual(fe.Reasons("target.url"), []string{refuse.Error()}) {
+			t.Fatalf("error %v, want target.url refused", err)
+		}
+		if !reflect.DeepEqual(seen, []string{"consumer.example.com"}) {
+			t.Fatalf("hook saw %q", seen)
+		}
+	})
 
 	t.Run("NotCalledForSQSTargets", func(t *testing.T) {
 		lim := testLimits()

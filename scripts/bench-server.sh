@@ -3,12 +3,14 @@
 # embedded store on disk in a new temporary directory), so that its CPU time
 # (utime+stime from /proc) is apart from the consumer's and the clients'.
 # Builds bin/schedulerd and bin/schedbench, then runs each scenario named
-# (default: all three). Figures go into docs/benchmarks.md (schedbench
+# (default: spread, burst and oneoffs). Figures go into docs/benchmarks.md (schedbench
 # workloads); say the load (uptime) with them.
 #
 #   scripts/bench-server.sh                  # spread, burst, oneoffs
 #   scripts/bench-server.sh spread           # 50,000 events spread over 60 s
 #   scripts/bench-server.sh burst            # 100,000 events due at one instant
+#   scripts/bench-server.sh burst-batch      # the burst to an http_batch target
+#   scripts/bench-server.sh spread-batch     # the spread to an http_batch target
 #   scripts/bench-server.sh oneoffs          # 1,000,000 one-offs due within a day (intake, disk, idle CPU)
 #   ONEOFFS=100000 scripts/bench-server.sh oneoffs
 set -euo pipefail

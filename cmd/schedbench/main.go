@@ -76,6 +76,7 @@ type options struct {
 	shards          int
 	logLevel        string
 	markdown        bool
+	targetType      string
 
 	server     string
 	serverPID  int
@@ -98,6 +99,10 @@ var scenarios = map[string]map[string]string{
 	"fires": {"schedules": "1000", "events-per-fire": "50", "policies": "0", "duration": "60s", "drain": "30s"},
 	// 100,000 events due at one instant: 100 one-offs of 1,000 events.
 	"burst": {"schedules": "100", "events-per-fire": "1000", "policies": "0", "duration": "0s", "lead": "10s", "drain": "60s"},
+	// burst and spread with an http_batch target: the events due together
+	// go to the consumer in few requests.
+	"burst-batch":  {"schedules": "100", "events-per-fire": "1000", "policies": "0", "duration": "0s", "lead": "10s", "drain": "60s", "target-type": "http_batch"},
+	"spread-batch": {"schedules": "1", "events-per-fire": "50000", "policies": "0", "window": "60s", "spread": "true", "duration": "0s", "drain": "90s", "target-type": "http_batch"},
 	// 1,000,000 one-offs due within a day, created through the batch API.
 	"oneoffs": {"oneoffs": "1000000"},
 }
@@ -139,9 +144,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.shards, "shards", 16, "with -inprocess: event queue shards and emitter partitions")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "with -inprocess: schedulerd log level")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the result as a Markdown table row")
+	fs.StringVar(&o.targetType, "target-type", "http", "target type of every schedule: http (a request per event) or http_batch (the events due together in one request)")
 	fs.StringVar(&o.server, "server", "", "start this schedulerd binary (embedded store, new data directory) and measure its CPU time apart from schedbench's")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -target: process id of the schedulerd to measure the CPU time of (read from /proc)")
-	fs.StringVar(&o.scenario, "scenario", "", "preset workload: spread (50,000 events over 60 s), burst (100,000 at one instant), oneoffs (1,000,000 one-offs due within a day); other flags override it")
+	fs.StringVar(&o.scenario, "scenario", "", "preset workload: spread (50,000 events over 60 s), burst (100,000 at one instant), burst-batch and spread-batch (the same with -target-type http_batch), oneoffs (1,000,000 one-offs due within a day); other flags override it")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (with -inprocess: the server's and the consumer's)")
 	fs.IntVar(&o.oneoffs, "oneoffs", 0, "instead of delivering: create this many one-offs due 2-24 h later through the batch API, then measure intake time, idle CPU and the data directory")
 	fs.IntVar(&o.clients, "clients", 4, "with -oneoffs: concurrent batch requests")
@@ -153,7 +159,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.scenario != "" {
 		preset, ok := scenarios[o.scenario]
 		if !ok {
-			return nil, fmt.Errorf("unknown -scenario %q (spread, burst or oneoffs)", o.scenario)
+			return nil, fmt.Errorf("unknown -scenario %q (spread, fires, burst, burst-batch, spread-batch or oneoffs)", o.scenario)
 		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -178,6 +184,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("give exactly one of -target URL, -inprocess and -server BINARY")
 	case o.serverPID != 0 && o.target == "":
 		return nil, errors.New("-server-pid goes with -target")
+	case o.targetType != "http" && o.targetType != "http_batch":
+		return nil, fmt.Errorf("-target-type %q: want http or http_batch", o.targetType)
 	case o.window < 0 || (o.spread && o.window == 0):
 		return nil, errors.New("-window must be >= 0, and -spread needs a -window")
 	case o.oneoffs < 0 || o.clients < 1:
@@ -325,6 +333,7 @@ type result struct {
 	verdict                                                 verdict
 	expected, delivered, duplicates, lost, dead, unfinished int
 	failedAttempts                                          int
+	batches                                                 int // http_batch requests received
 	firstFire, lastFire, lastReceipt                        time.Time
 	setup                                                   time.Duration
 	lateAll, lateFree, lateThrottled                        []time.Duration
@@ -415,7 +424,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 				sch, err := api.CreateSchedule(ctx, chaoskit.ScheduleSpec{
 					Name: fmt.Sprintf("bench-%d", j.i), RunAt: &runAt, EventCount: o.eventsPerFire,
 					PolicyID: policy, MaxAttempts: o.maxAttempts, Window: windowString(o.window), Spread: o.spread,
-					Target:  chaoskit.Target{Type: "http", URL: consumer},
+					Target:  chaoskit.Target{Type: o.targetType, URL: consumer},
 					Payload: chaoskit.Payload{Policy: policy, Tag: fmt.Sprint(j.i)}.JSON(),
 				})
 				mu.Lock()
@@ -509,6 +518,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	res.delivered = res.expected - res.lost - len(res.verdict.dead)
 	res.duplicates = s.Duplicates()
 	res.failedAttempts = s.Counters["answered_500"]
+	res.batches = s.Counters["batches"]
 	res.violations = len(s.Violations)
 	res.bounds, res.maxHeld = s.Bounds, s.MaxHeld
 	res.releases = map[string]int{}
@@ -572,8 +582,8 @@ func (r *result) print(w io.Writer, o *options) {
 	if o.spread {
 		spread = fmt.Sprintf(", each fire's events spread over %v", o.window)
 	}
-	fmt.Fprintf(w, "workload: %d schedules x %d events over %v%s, %s, consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
-		o.schedules, o.eventsPerFire, o.duration, spread, pols, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
+	fmt.Fprintf(w, "workload: %d schedules x %d events over %v%s, %s, target %s, consumer latency %v, failure rate %.0f%%, maxAttempts %d, seed %d\n\n",
+		o.schedules, o.eventsPerFire, o.duration, spread, pols, o.targetType, o.consumerLatency, 100*o.failureRate, o.maxAttempts, o.seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "events expected\t%d\n", r.expected)
 	fmt.Fprintf(tw, "delivered (distinct)\t%d\n", r.delivered)
@@ -581,6 +591,9 @@ func (r *result) print(w io.Writer, o *options) {
 	fmt.Fprintf(tw, "not delivered\t%d (lost %d, dead %d; unfinished at the end %d)\n", r.lost+len(r.verdict.dead), r.lost, len(r.verdict.dead), r.unfinished)
 	fmt.Fprintf(tw, "unexpected deliveries\t%d\n", len(r.verdict.unexpected))
 	fmt.Fprintf(tw, "failed attempts (injected)\t%d\n", r.failedAttempts)
+	if o.targetType == "http_batch" {
+		fmt.Fprintf(tw, "http_batch requests\t%d\n", r.batches)
+	}
 	fmt.Fprintf(tw, "throughput\t%.1f events/s (first fire to last first receipt: %v)\n", r.throughput(), r.lastReceipt.Sub(r.firstFire).Round(time.Millisecond))
 	fmt.Fprintf(tw, "setup (tenant, policies, schedules)\t%v\n", r.setup.Round(time.Millisecond))
 	fmt.Fprintf(tw, "\t\n")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,17 @@ func TestScenarios(t *testing.T) {
 	if o.schedules != 100 || o.eventsPerFire != 10 || o.duration != 0 {
 		t.Fatalf("-scenario burst with -events-per-fire 10: %d x %d over %v; want the flag to win over the preset", o.schedules, o.eventsPerFire, o.duration)
 	}
+	o, err = parse([]string{"-server", "x", "-scenario", "burst-batch"}, io.Discard)
+	if err != nil || o.schedules != 100 || o.eventsPerFire != 1000 || o.duration != 0 || o.targetType != "http_batch" {
+		t.Fatalf("-scenario burst-batch: %d x %d over %v to %s, %v; want the burst to http_batch", o.schedules, o.eventsPerFire, o.duration, o.targetType, err)
+	}
+	o, err = parse([]string{"-server", "x", "-scenario", "spread-batch"}, io.Discard)
+	if err != nil || o.eventsPerFire != 50000 || !o.spread || o.targetType != "http_batch" {
+		t.Fatalf("-scenario spread-batch: %d events, spread %v, to %s, %v; want the spread to http_batch", o.eventsPerFire, o.spread, o.targetType, err)
+	}
+	if o, err = parse([]string{"-server", "x", "-scenario", "burst"}, io.Discard); err != nil || o.targetType != "http" {
+		t.Fatalf("-scenario burst: target %q, %v; want http", o.targetType, err)
+	}
 	o, err = parse([]string{"-server", "x", "-scenario", "oneoffs"}, io.Discard)
 	if err != nil || o.oneoffs != 1000000 {
 		t.Fatalf("-scenario oneoffs: %d one-offs, %v", o.oneoffs, err)
@@ -139,6 +151,7 @@ func TestScenarios(t *testing.T) {
 		{"-inprocess", "-server", "x"},
 		{"-inprocess", "-server-pid", "1"},
 		{"-inprocess", "-spread"},
+		{"-inprocess", "-target-type", "sqs"},
 	} {
 		if _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) did not fail", args)
@@ -190,6 +203,33 @@ func TestRunSpreadInProcess(t *testing.T) {
 	}
 	if !containsFields(out.String(), "delivered (distinct)", "20") {
 		t.Fatalf("not all 20 events delivered:\n%s", out.String())
+	}
+}
+
+// End to end in process with an http_batch target: fires due at one
+// instant reach the consumer in far fewer requests than events, every
+// event once and none early.
+func TestRunBurstBatchInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the service")
+	}
+	var out bytes.Buffer
+	err := run([]string{"-inprocess", "-data-dir", t.TempDir(), "-schedules", "3", "-events-per-fire", "200", "-policies", "0",
+		"-duration", "0s", "-lead", "1s", "-drain", "30s", "-consumer-latency", "1ms", "-target-type", "http_batch"}, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !containsFields(out.String(), "delivered (distinct)", "600") || !containsFields(out.String(), "duplicates", "0") {
+		t.Fatalf("not all 600 events delivered once:\n%s", out.String())
+	}
+	requests := -1
+	for _, l := range strings.Split(out.String(), "\n") {
+		if rest, ok := strings.CutPrefix(l, "http_batch requests"); ok {
+			requests, _ = strconv.Atoi(strings.TrimSpace(rest))
+		}
+	}
+	if requests < 1 || requests > 60 {
+		t.Fatalf("%d http_batch requests for 600 events due at one instant, want 1-60:\n%s", requests, out.String())
 	}
 }
 

@@ -5,6 +5,11 @@
 // request carries X-Scheduler-Event-Id, X-Scheduler-Timestamp (unix seconds)
 // and X-Scheduler-Signature ("v1=" + hex HMAC-SHA256 of "<timestamp>.<body>");
 // consumers check it with Verify.
+//
+// Events of type http_batch go to their URL together: one POST carries the
+// events of a Deliver call to one URL, up to Config.BatchMaxEvents and
+// Config.BatchMaxBytes, as {"events":[message, ...]} with
+// X-Scheduler-Event-Count, signed the same way (batch.go).
 package httpdelivery
 
 import (
@@ -72,6 +77,12 @@ type Config struct {
 	// Concurrency is how many requests one Deliver call runs at once.
 	// Default 64.
 	Concurrency int
+	// BatchMaxEvents is the most events of one http_batch request. Default
+	// 500.
+	BatchMaxEvents int
+	// BatchMaxBytes is the most bytes of one http_batch request body; a
+	// message larger than that goes alone. Default 1 MiB.
+	BatchMaxBytes int
 	// UserAgent is sent with every request. Default "schedulerd-delivery/1".
 	UserAgent string
 	// AllowCIDRs and DenyCIDRs tune the SSRF guard on top of
@@ -91,6 +102,8 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
 	defaults.Set(&c.Concurrency, DefaultConcurrency)
 	defaults.Set(&c.UserAgent, DefaultUserAgent)
+	defaults.Set(&c.BatchMaxEvents, DefaultBatchMaxEvents)
+	defaults.Set(&c.BatchMaxBytes, DefaultBatchMaxBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -118,6 +131,12 @@ func (c *Config) validate() error {
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("httpdelivery: Config.Concurrency: %d is negative", c.Concurrency)
+	}
+	if c.BatchMaxEvents < 0 {
+		return fmt.Errorf("httpdelivery: Config.BatchMaxEvents: %d is negative", c.BatchMaxEvents)
+	}
+	if c.BatchMaxBytes < 0 {
+		return fmt.Errorf("httpdelivery: Config.BatchMaxBytes: %d is negative", c.BatchMaxBytes)
 	}
 	for i, p := range c.AllowCIDRs {
 		if !p.IsValid() {
@@ -193,7 +212,8 @@ func (d *Deliverer) Close() {
 }
 
 // Deliver sends each event to its Target.URL and returns one Result per
-// event, in the order of events. Up to Config.Concurrency requests run at
+// event, in the order of events. Events of type http_batch go together, as
+// batch.go describes. Up to Config.Concurrency requests run at
 // once. A 2xx answer is success; 429 and 503 with Retry-After set RetryAfter;
 // other answers, timeouts and connection errors are retryable errors; a
 // target refused by the SSRF guard, a URL that is not http(s) or a payload
@@ -203,6 +223,9 @@ func (d *Deliverer) Close() {
 // every address dialled, after name resolution; a refused target is a
 // Permanent error wrapping ErrTargetRefused.
 func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
+	if hasBatch(events) {
+		return d.deliverBatches(ctx, events)
+	}
 	results := make([]delivery.Result, len(events))
 	if len(events) == 1 {
 		// Events of a spread fire come one at a time: no goroutine to

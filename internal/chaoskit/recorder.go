@@ -212,7 +212,7 @@ func (r *Recorder) count(name string) {
 // ServeHTTP handles one delivery attempt.
 func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
-	body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
+	body, err := io.ReadAll(io.LimitReader(req.Body, 65<<20)) // an http_batch body is at most 64 MiB
 	if err != nil {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
@@ -226,6 +226,10 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
+	if req.Header.Get(httpdelivery.HeaderEventCount) != "" {
+		r.serveBatch(w, req, body, now)
+		return
+	}
 	var m delivery.Message
 	if err := json.Unmarshal(body, &m); err != nil || m.EventID == "" {
 		r.mu.Lock()
@@ -234,10 +238,126 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
+	r.mu.Lock()
+	answer := r.draw()
+	a := r.record(m, answer, now)
+	r.mu.Unlock()
+
+	switch answer {
+	case Fail:
+		http.Error(w, "injected failure", http.StatusInternalServerError)
+	case Hang:
+		r.hang(req)
+		http.Error(w, "injected timeout", http.StatusGatewayTimeout)
+	case Accept:
+		w.WriteHeader(http.StatusOK)
+		go r.work(m, a.policy, a.hold, a.copyIdx, a.latency)
+	}
+}
+
+// serveBatch handles an http_batch request: each event of it is recorded as
+// a delivery of its own. An event drawn to fail is named in the answer's
+// retry list; one drawn to hang holds the whole request (the scheduler
+// times out every event of it).
+func (r *Recorder) serveBatch(w http.ResponseWriter, req *http.Request, body []byte, now time.Time) {
+	var b httpdelivery.BatchBody
+	if err := json.Unmarshal(body, &b); err != nil || len(b.Events) == 0 {
+		r.mu.Lock()
+		r.count("bad_body")
+		r.mu.Unlock()
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	for _, m := range b.Events {
+		if m.EventID == "" {
+			r.mu.Lock()
+			r.count("bad_body")
+			r.mu.Unlock()
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+	}
+	r.mu.Lock()
+	r.count("batches")
+	answers := make([]Answer, len(b.Events))
+	hang := false
+	for i := range answers {
+		answers[i] = r.draw()
+		hang = hang || answers[i] == Hang
+	}
+	accepted := make([]accepted, len(b.Events))
+	var ans httpdelivery.BatchAnswer
+	for i, m := range b.Events {
+		if hang {
+			answers[i] = Hang
+		}
+		accepted[i] = r.record(m, answers[i], now)
+		if answers[i] == Fail {
+			ans.Retry = append(ans.Retry, m.EventID)
+		}
+	}
+	r.mu.Unlock()
+	if hang {
+		r.hang(req)
+		http.Error(w, "injected timeout", http.StatusGatewayTimeout)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ans)
+	var quick []int
+	for i, m := range b.Events {
+		if answers[i] != Accept {
+			continue
+		}
+		a := accepted[i]
+		if r.cfg.ReleaseOnlyTokens && a.policy == "" && m.Release.ExpiresAt.IsZero() {
+			// Nothing to give back and no token counted: done at once,
+			// without a goroutine and a timer for each event of the batch.
+			quick = append(quick, i)
+			continue
+		}
+		go r.work(m, a.policy, a.hold, a.copyIdx, a.latency)
+	}
+	if len(quick) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, i := range quick {
+		if d := r.events[b.Events[i].EventID]; d != nil && accepted[i].copyIdx < len(d.ReleaseOutcome) {
+			d.ReleaseOutcome[accepted[i].copyIdx] = "skipped"
+		}
+		r.inRelease--
+		r.pending.Done()
+		r.count("release_skipped")
+	}
+}
+
+// draw chooses the answer to one attempt. Called with r.mu held.
+func (r *Recorder) draw() Answer {
+	switch x := r.rng.Float64(); {
+	case x < r.failRate:
+		return Fail
+	case x < r.failRate+r.hangRate:
+		return Hang
+	}
+	return Accept
+}
+
+// accepted is what work needs of an accepted attempt.
+type accepted struct {
+	policy  string
+	hold    uint64
+	copyIdx int
+	latency time.Duration
+}
+
+// record counts an attempt of m received at now and answered with answer;
+// an accepted one holds its policy's token and awaits its work (r.pending).
+// Called with r.mu held.
+func (r *Recorder) record(m delivery.Message, answer Answer, now time.Time) accepted {
 	var p Payload
 	_ = json.Unmarshal(m.Payload, &p)
-
-	r.mu.Lock()
 	d := r.events[m.EventID]
 	if d == nil {
 		d = &Delivery{EventID: m.EventID, ScheduleID: m.ScheduleID, FireID: m.FireID, FireTime: m.FireTime,
@@ -246,16 +366,7 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	d.Seen++
 	d.Attempts = append(d.Attempts, m.Attempt)
-	answer := Accept
-	switch x := r.rng.Float64(); {
-	case x < r.failRate:
-		answer = Fail
-	case x < r.failRate+r.hangRate:
-		answer = Hang
-	}
-	var latency time.Duration
-	var hold uint64
-	copyIdx := -1
+	a := accepted{policy: p.Policy, copyIdx: -1}
 	switch answer {
 	case Fail:
 		r.count("answered_500")
@@ -269,14 +380,14 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		d.AcceptedFrom = append(d.AcceptedFrom, senderBase(m.Release.URL))
 		d.ReleaseOutcome = append(d.ReleaseOutcome, "")
 		d.ReleasedAt = append(d.ReleasedAt, time.Time{})
-		copyIdx = len(d.AcceptedAt) - 1
+		a.copyIdx = len(d.AcceptedAt) - 1
 		if d.Accepted == 1 {
 			d.First = now
 		} else {
 			r.count("duplicates")
 		}
 		if p.Policy != "" {
-			hold = r.hold(p.Policy, heldToken{event: m.EventID, attempt: m.Attempt, since: now, expires: m.Release.ExpiresAt})
+			a.hold = r.hold(p.Policy, heldToken{event: m.EventID, attempt: m.Attempt, since: now, expires: m.Release.ExpiresAt})
 			h := len(r.holds[p.Policy])
 			if h > r.maxHeld[p.Policy] {
 				r.maxHeld[p.Policy] = h
@@ -286,25 +397,20 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 					now.Format(time.RFC3339Nano), p.Policy, h, bound, m.EventID, r.heldList(p.Policy)))
 			}
 		}
-		latency = time.Duration(float64(r.cfg.Latency) * (0.5 + r.rng.Float64()))
+		a.latency = time.Duration(float64(r.cfg.Latency) * (0.5 + r.rng.Float64()))
 		r.inRelease++
 		r.pending.Add(1)
 	}
-	r.mu.Unlock()
+	return a
+}
 
-	switch answer {
-	case Fail:
-		http.Error(w, "injected failure", http.StatusInternalServerError)
-	case Hang:
-		select {
-		case <-req.Context().Done():
-		case <-time.After(r.cfg.HangFor):
-		case <-r.ctx.Done():
-		}
-		http.Error(w, "injected timeout", http.StatusGatewayTimeout)
-	case Accept:
-		w.WriteHeader(http.StatusOK)
-		go r.work(m, p.Policy, hold, copyIdx, latency)
+// hang waits until the scheduler gives up on req, HangFor passes or the
+// recorder closes.
+func (r *Recorder) hang(req *http.Request) {
+	select {
+	case <-req.Context().Done():
+	case <-time.After(r.cfg.HangFor):
+	case <-r.ctx.Done():
 	}
 }
 

@@ -188,3 +188,94 @@ func TestRecorderReleaseOnlyTokens(t *testing.T) {
 			s.Events["free"].ReleaseOutcome, s.Events["held"].ReleaseOutcome)
 	}
 }
+
+// postBatch delivers ms to the recorder in one http_batch request, signed
+// with the test secret, and returns the status and the decoded answer.
+func postBatch(t *testing.T, url string, ms ...delivery.Message) (int, httpdelivery.BatchAnswer) {
+	t.Helper()
+	body, _ := json.Marshal(httpdelivery.BatchBody{Events: ms})
+	ts := time.Now().Unix()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set(httpdelivery.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(httpdelivery.HeaderSignature, httpdelivery.Sign(testSecret, ts, body))
+	req.Header.Set(httpdelivery.HeaderEventCount, strconv.Itoa(len(ms)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a httpdelivery.BatchAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	return resp.StatusCode, a
+}
+
+// Each event of a batch request is recorded and released as a delivery of
+// its own; events drawn to fail are named in the answer's retry list.
+func TestRecorderBatches(t *testing.T) {
+	var releases atomic.Int32
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		releases.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer live.Close()
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: time.Millisecond})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetPolicy("p", 10)
+	msg := func(id string) delivery.Message {
+		return delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Count: 3, Attempt: 1,
+			Payload: Payload{Policy: "p"}.JSON(), Release: delivery.Release{URL: live.URL + "/v1/events/" + id + "/release", Token: "tok"}}
+	}
+	if code, a := postBatch(t, u, msg("e1"), msg("e2"), msg("e3")); code != http.StatusOK || len(a.Retry) != 0 {
+		t.Fatalf("batch answered %d with retry %v, want 200 and none", code, a.Retry)
+	}
+	r.SetFailures(1, 0)
+	if code, a := postBatch(t, u, msg("e4"), msg("e1")); code != http.StatusOK || len(a.Retry) != 2 || a.Retry[0] != "e4" || a.Retry[1] != "e1" {
+		t.Fatalf("failing batch answered %d with retry %v, want 200 naming e4 and e1", code, a.Retry)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if s.Accepted() != 3 || s.Duplicates() != 0 || s.Counters["answered_500"] != 2 || s.Counters["batches"] != 2 {
+		t.Errorf("accepted %d, duplicates %d, failed %d, batches %d; want 3, 0, 2, 2", s.Accepted(), s.Duplicates(), s.Counters["answered_500"], s.Counters["batches"])
+	}
+	if e1 := s.Events["e1"]; e1.Seen != 2 || e1.Accepted != 1 {
+		t.Errorf("e1 recorded %+v, want seen twice, accepted once", e1)
+	}
+	if releases.Load() != 3 || s.MaxHeld["p"] != 3 {
+		t.Errorf("%d releases, most held %d; want 3 and 3", releases.Load(), s.MaxHeld["p"])
+	}
+}
+
+// A batch's events that hold no token need no release: with
+// ReleaseOnlyTokens they are done at once, recorded as skipped.
+func TestRecorderBatchSkipsReleases(t *testing.T) {
+	r := NewRecorder(RecorderConfig{Secret: testSecret, Latency: time.Hour, ReleaseOnlyTokens: true})
+	u, err := r.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	msg := func(id string) delivery.Message {
+		return delivery.Message{EventID: id, ScheduleID: "s", FireID: "f", FireTime: time.Now(), Count: 2, Attempt: 1,
+			Release: delivery.Release{URL: "http://127.0.0.1:1/v1/events/" + id + "/release", Token: "tok"}}
+	}
+	if code, _ := postBatch(t, u, msg("e1"), msg("e2")); code != http.StatusOK {
+		t.Fatalf("batch answered %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if s.Counters["release_skipped"] != 2 || s.Events["e1"].ReleaseOutcome[0] != "skipped" || s.Accepted() != 2 {
+		t.Errorf("counters %v, e1 outcomes %v; want 2 accepted and skipped", s.Counters, s.Events["e1"].ReleaseOutcome)
+	}
+}

@@ -52,6 +52,52 @@ var scheduleTests = []namedTest{
 		_, err = d.ScheduleGet(ctx, "A", "nope")
 		requireIs(t, err, model.ErrNotFound, "ScheduleGet unknown")
 	}},
+	{"HTTPBatchTargetRoundTrips", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		target := model.Target{Type: model.TargetHTTPBatch, URL: "http://127.0.0.1:9/batch"}
+		s := newSchedule("A", "s1")
+		s.Target = target
+		f := newFire("A", "s1", at(time.Hour))
+		evs := []*model.Event{newEvent("A", "s1", at(time.Hour), 0), newEvent("A", "s1", at(time.Hour), 1)}
+		for _, e := range evs {
+			e.Target = target
+		}
+		_, n, err := d.ScheduleCreateWithFires(ctx, s, nil, []store.FireNew{{Fire: f, Events: evs}})
+		requireNoError(t, err, "ScheduleCreateWithFires")
+		requireEqual(t, n, 2, "events stored")
+		// A later fire's events, written as the emitter writes them.
+		f2 := newFire("A", "s1", at(2*time.Hour))
+		later := newEvent("A", "s1", at(2*time.Hour), 0)
+		later.Target = target
+		_, _, err = d.FireInsertMany(ctx, []store.FireNew{{Fire: f2, Events: []*model.Event{later}}})
+		requireNoError(t, err, "FireInsertMany")
+
+		got, err := d.ScheduleGet(ctx, "A", "s1")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.Target, target, "schedule target")
+		many, err := d.ScheduleGetMany(ctx, []string{"s1"})
+		requireNoError(t, err, "ScheduleGetMany")
+		requireEqual(t, len(many), 1, "ScheduleGetMany found")
+		requireEqual(t, many[0].Target, target, "ScheduleGetMany target")
+		for _, e := range append(evs, later) {
+			requireEqual(t, getEvent(t, d, e.ID).Target, target, "event target of "+e.ID)
+		}
+		listed, err := d.EventList(ctx, &store.EventListParams{TenantID: "A", FireID: f.ID, Limit: 10})
+		requireNoError(t, err, "EventList")
+		requireEqual(t, len(listed), 2, "events listed")
+		for _, e := range listed {
+			requireEqual(t, e.Target, target, "listed target of "+e.ID)
+		}
+		claimed, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 3, DueBefore: at(3 * time.Hour), Limit: 10})
+		requireNoError(t, err, "EventClaimDue")
+		requireEqual(t, len(claimed), 3, "events claimed")
+		for _, e := range claimed {
+			requireEqual(t, e.Target, target, "claimed target of "+e.ID)
+		}
+		// A delivered outcome is written over the claimed record.
+		requireNoError(t, transition(t, d, store.DeliveredReleased(evs[0].ID, model.EventScheduled, 3, 1, false, at(time.Hour))), "DeliveredReleased")
+		requireEqual(t, getEvent(t, d, evs[0].ID).Target, target, "target after the outcome")
+	}},
 	{"CreateWithFires", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		s := newSchedule("A", "s1")

@@ -1,0 +1,47 @@
+//go:build unix
+
+package httpdelivery_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// BenchmarkHTTPBatchDelivery is BenchmarkHTTPDeliveryKeepAlive for
+// http_batch events: one op is one Deliver call of 500 events to one URL
+// (one request with the defaults), to a sink in the same process that reads
+// the body and answers 204.
+func BenchmarkHTTPBatchDelivery(b *testing.B) {
+	sink := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}
+	srv := newBenchServer(b, sink)
+	d := newDeliverer(b, httpdelivery.Config{Now: time.Now})
+	const batch = 500
+	events := make([]*model.Event, batch)
+	for i := range events {
+		events[i] = batchEvent("sch_1.1772366400.v1."+strconv.Itoa(i), srv)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpuStart := time.Now(), processCPU(b)
+	for b.Loop() {
+		for i, res := range d.Deliver(ctx, events) {
+			if res.Err != nil {
+				b.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+	}
+	elapsed, cpu := time.Since(start), processCPU(b)-cpuStart
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "cpu-us/event")
+}
