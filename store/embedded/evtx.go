@@ -67,6 +67,7 @@ type evtx struct {
 	schedules                                                            *bolt.Bucket
 	bySeq                                                                map[uint64]*group
 	byFire                                                               map[string]*group
+	absent                                                               map[string]bool            // fire ids found without a group in ev_groups
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
 }
@@ -89,7 +90,7 @@ func newEvtx(tx *bolt.Tx) *evtx {
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules),
-		bySeq: map[uint64]*group{}, byFire: map[string]*group{},
+		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, absent: map[string]bool{},
 	}
 }
 
@@ -164,13 +165,21 @@ func decodeGroupValue(v []byte) (uint64, uint64, error) {
 }
 
 // groupOf returns the group of fireID, or nil if it has none.
+//
+// A fire found without a group is remembered: inserting an event looks its
+// fire up twice (for its id, then for its group), and ev_groups gains a key
+// only through a group this evtx caches, which byFire finds first.
 func (x *evtx) groupOf(fireID string) (*group, error) {
 	if g, ok := x.byFire[fireID]; ok {
 		return g, nil
 	}
+	if x.absent[fireID] {
+		return nil, nil
+	}
 	key := strKey(fireID)
 	v := x.groups.Get(key)
 	if v == nil {
+		x.absent[fireID] = true
 		return nil, nil
 	}
 	seq, n, err := decodeGroupValue(v)
