@@ -1,9 +1,11 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,22 +65,52 @@ func childSchedKey(c *model.Child) []byte {
 // the schedule's row holds inline (soleChild): it gets no entry in
 // children_by_schedule.
 func putChildren(tx *bolt.Tx, children []model.Child, sole *model.Child) error {
-	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	return writeChildren(tx, appendNewChildren(nil, children, sole, 0))
+}
+
+// newChild is a child to write with its key; sole if its schedule's row
+// holds it inline; item is the index of its schedule in a batch.
+type newChild struct {
+	c    *model.Child
+	k    []byte
+	sole bool
+	item int
+}
+
+// appendNewChildren appends children, of the batch's item, to dst with
+// their keys (see putChildren for sole).
+func appendNewChildren(dst []newChild, children []model.Child, sole *model.Child, item int) []newChild {
 	for i := range children {
 		c := &children[i]
-		k := childKey(c)
-		if bc.Get(k) == nil {
+		dst = append(dst, newChild{c: c, k: childKey(c), sole: c == sole, item: item})
+	}
+	return dst
+}
+
+// sortNewChildren sorts children by key. Children of a batch of schedules
+// go to scattered places in the children bucket (by minute); put in key
+// order, each put's search walks the branch pages the one before it walked.
+func sortNewChildren(children []newChild) {
+	slices.SortFunc(children, func(a, b newChild) int { return bytes.Compare(a.k, b.k) })
+}
+
+// writeChildren writes children in the order given.
+func writeChildren(tx *bolt.Tx, children []newChild) error {
+	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	for _, n := range children {
+		c := n.c
+		if bc.Get(n.k) == nil {
 			if err := addTZCount(bt, c.Timezone, 1); err != nil {
 				return err
 			}
 		}
-		if err := bc.Put(k, []byte(c.TenantID)); err != nil {
+		if err := bc.Put(n.k, []byte(c.TenantID)); err != nil {
 			return err
 		}
-		if c == sole {
+		if n.sole {
 			continue
 		}
-		sk := childSchedKey(c)
+		sk := append(strKey(c.ScheduleID), n.k...)
 		packAppends(bs, sk, 0)
 		if err := bs.Put(sk, nil); err != nil {
 			return err
@@ -287,12 +319,16 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	rowFires := make([]int, len(items))    // index in the item's Fires, or -1
 	withFire := make([][]byte, len(items)) // docs[i] with that fire
 	nf := 0
+	var children []newChild
 	for i, it := range items {
 		soles[i] = soleChild(it.Schedule, it.Children)
 		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
 		rowFires[i], withFire[i] = rowFireOfNew(it.Schedule, soles[i], it.Fires)
 		nf += len(it.Fires)
+		children = appendNewChildren(children, it.Children, soles[i], i)
 	}
+	sortNewChildren(children)
+	var stored []newChild // children of the items not in conflict
 	fireDocs := make([][]byte, 0, nf)
 	// The rows of items with fires, decoded as their events' heads read
 	// them; those of the items stored are handed to putFires.
@@ -325,9 +361,6 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				res[i] = model.ErrConflict
 				continue
 			}
-			if err := putChildren(tx, it.Children, soles[i]); err != nil {
-				return err
-			}
 			row, j := docs[i], rowFires[i]
 			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
 				row = withFire[i]
@@ -345,6 +378,15 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if decoded[i] != nil {
 				written[it.Schedule.ID] = decoded[i]
 			}
+		}
+		stored = stored[:0]
+		for _, c := range children {
+			if res[c.item] == nil {
+				stored = append(stored, c)
+			}
+		}
+		if err := writeChildren(tx, stored); err != nil {
+			return err
 		}
 		if len(fs) == 0 {
 			return nil
