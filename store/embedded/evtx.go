@@ -70,7 +70,6 @@ type evtx struct {
 	absent                                                               map[string]bool            // fire ids found without a group in ev_groups
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
-	newDue                                                               []keyValue                 // due entries of new events, put by putDue
 }
 
 // newEvtxWith is newEvtx whose heads read the schedules in written (by id,
@@ -322,9 +321,6 @@ func unrefHeads(tx *bolt.Tx, scheduleID string) error {
 // order, so that new groups of fires whose ids sort in creation order are
 // appends (packAppends).
 func (x *evtx) flush() error {
-	if err := x.putDue(); err != nil {
-		return err
-	}
 	var dirty []*group
 	for _, g := range x.bySeq {
 		if g.dirty {
@@ -342,27 +338,6 @@ func (x *evtx) flush() error {
 		}
 		g.dirty, g.fresh = false, false
 	}
-	return nil
-}
-
-// keyValue is a bbolt key and its value.
-type keyValue struct{ k, v []byte }
-
-// putDue writes the due entries of the events this evtx inserted, in key
-// order. A batch of new events puts them at scattered launch times; put in
-// order, each put's search walks the branch pages the one before it
-// walked.
-func (x *evtx) putDue() error {
-	if len(x.newDue) == 0 {
-		return nil
-	}
-	slices.SortFunc(x.newDue, func(a, b keyValue) int { return bytes.Compare(a.k, b.k) })
-	for _, kv := range x.newDue {
-		if err := x.due.Put(kv.k, kv.v); err != nil {
-			return err
-		}
-	}
-	x.newDue = x.newDue[:0]
 	return nil
 }
 
@@ -525,14 +500,8 @@ func finishedKey(e *model.Event, rk []byte) []byte {
 // put writes e at rk with its index keys; old (nil for a new event) is the
 // stored version. Index keys that differ between old and e are moved; keys
 // that did not change are left alone, so a transition dirties as few index
-// pages as it can. A new event's due entry waits for flush (putDue); a
-// change or a removal writes the waiting ones first, so that it finds them.
+// pages as it can.
 func (x *evtx) put(rk []byte, old, e *model.Event) error {
-	if old != nil {
-		if err := x.putDue(); err != nil {
-			return err
-		}
-	}
 	var raw []byte
 	if slotOf(rk) < looseSlot {
 		g, err := x.groupBySeq(seqOf(rk))
@@ -567,11 +536,7 @@ func (x *evtx) put(rk []byte, old, e *model.Event) error {
 				return err
 			}
 		}
-		switch {
-		case newDue == nil:
-		case old == nil:
-			x.newDue = append(x.newDue, keyValue{newDue, fenceValue(e)})
-		default:
+		if newDue != nil {
 			if err := x.due.Put(newDue, fenceValue(e)); err != nil {
 				return err
 			}
@@ -612,9 +577,6 @@ func (x *evtx) put(rk []byte, old, e *model.Event) error {
 // remove deletes the event e stored at rk with all its keys. A group left
 // without events goes too.
 func (x *evtx) remove(rk []byte, e *model.Event) error {
-	if err := x.putDue(); err != nil {
-		return err
-	}
 	type key struct {
 		b *bolt.Bucket
 		k []byte
