@@ -253,8 +253,13 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	}
 	j, withFire := rowFireOfNew(sc, sole, fs)
 	var written map[string]*model.Schedule
+	var heads map[*model.Event]preparedHead
 	if len(fs) > 0 {
 		written = decodeWritten(sc.ID, doc)
+		if dec := written[sc.ID]; dec != nil {
+			heads = make(map[*model.Event]preparedHead, len(fs))
+			prepareHeads(heads, dec, fs)
+		}
 	}
 	inserted := make([]bool, len(fs))
 	var n int
@@ -276,7 +281,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inRow, inserted, written)
+		n, err = putFires(tx, fs, docs, inRow, inserted, written, heads)
 		return err
 	})
 	if err != nil {
@@ -333,12 +338,16 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	// The rows of items with fires, decoded as their events' heads read
 	// them; those of the items stored are handed to putFires.
 	decoded := make([]*model.Schedule, len(items))
+	heads := make(map[*model.Event]preparedHead, nf)
 	for i, it := range items {
 		for _, fn := range it.Fires {
 			fireDocs = append(fireDocs, encodeFire(fn.Fire))
 		}
 		if len(it.Fires) > 0 {
 			decoded[i], _ = decodeSchedule([]byte(it.Schedule.ID), docs[i])
+		}
+		if decoded[i] != nil {
+			prepareHeads(heads, decoded[i], it.Fires)
 		}
 	}
 	var (
@@ -391,7 +400,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written)
+		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written, heads)
 		return err
 	})
 	if err != nil {
