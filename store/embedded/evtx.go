@@ -139,7 +139,7 @@ func newEvtx(tx *bolt.Tx) *evtx {
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules),
-		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, absent: map[string]bool{},
+		bySeq: map[uint64]*group{}, byFire: map[string]*group{},
 	}
 }
 
@@ -228,6 +228,9 @@ func (x *evtx) groupOf(fireID string) (*group, error) {
 	key := strKey(fireID)
 	v := x.groups.Get(key)
 	if v == nil {
+		if x.absent == nil {
+			x.absent = map[string]bool{}
+		}
 		x.absent[fireID] = true
 		return nil, nil
 	}
