@@ -72,6 +72,7 @@ type evtx struct {
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
 	prepared                                                             map[*model.Event]preparedHead
+	tenantRun                                                            appender // group entries put into ev_tenant
 }
 
 // preparedHead is the head an event would get if it opened its fire's
@@ -318,7 +319,7 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
 	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
-	packAppends(x.tenant, tk, len(e.TenantID)+1)
+	x.tenantRun.pack(x.tenant, tk, len(e.TenantID)+1)
 	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
@@ -381,9 +382,10 @@ func (x *evtx) flush() error {
 		}
 	}
 	slices.SortFunc(dirty, func(a, b *group) int { return bytes.Compare(a.sibKey, b.sibKey) })
+	var run appender
 	for _, g := range dirty {
 		if g.fresh {
-			packAppends(x.groups, g.sibKey, 0)
+			run.pack(x.groups, g.sibKey, 0)
 		}
 		v := binary.AppendUvarint(seqKey(g.seq), g.count)
 		if err := x.groups.Put(g.sibKey, v); err != nil {
@@ -495,6 +497,7 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 	if err := x.ids.Put([]byte(e.ID), rk); err != nil {
 		return false, err
 	}
+	x.tenantRun.reset()
 	if err := x.tenant.Put(append(strKey(e.TenantID), e.ID...), rk); err != nil {
 		return false, err
 	}

@@ -45,7 +45,7 @@ func TestPreparedHeadOfAnotherRow(t *testing.T) {
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		doc := encodeSchedule(stored)
-		if err := createSchedule(tx, stored, doc); err != nil {
+		if err := createSchedule(tx, stored, doc, nil); err != nil {
 			return err
 		}
 		_, err := putFires(tx, fs, nil, nil, make([]bool, 1), decodeWritten("s", doc), heads)

@@ -205,17 +205,25 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 }
 
 // createSchedule writes the new schedule sc, encoded as doc, and its tenant
-// index entry.
-func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte) error {
+// index entry. run, if not nil, is the run of schedules this one is part
+// of (see appender; nothing else may write to those buckets meanwhile).
+func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRun) error {
 	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
 	id, tk := []byte(sc.ID), strKey(sc.TenantID, sc.ID)
-	packAppends(b, id, 0)
-	packAppends(bt, tk, len(sc.TenantID)+1)
+	if run == nil {
+		run = &scheduleRun{}
+	}
+	run.rows.pack(b, id, 0)
+	run.tenant.pack(bt, tk, len(sc.TenantID)+1)
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
 	return bt.Put(tk, nil)
 }
+
+// scheduleRun is a run of createSchedule calls: the appenders of its two
+// buckets.
+type scheduleRun struct{ rows, tenant appender }
 
 // putSchedule replaces the row of sc, holding sole inline (nil: none).
 func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
@@ -236,7 +244,7 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		return createSchedule(tx, sc, encodeScheduleRow(sc, sole))
+		return createSchedule(tx, sc, encodeScheduleRow(sc, sole), nil)
 	})
 }
 
@@ -277,7 +285,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			row, inRow = withFire, make([]bool, len(fs))
 			inRow[j] = true
 		}
-		if err := createSchedule(tx, sc, row); err != nil {
+		if err := createSchedule(tx, sc, row, nil); err != nil {
 			return err
 		}
 		var err error
@@ -360,6 +368,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
 		fs, fdocs, inRow = fs[:0], fdocs[:0], inRow[:0]
 		clear(written)
+		var run scheduleRun
 		at := 0 // items[i].Fires are encoded at fireDocs[at:]
 		for i, it := range items {
 			res[i] = nil
@@ -376,7 +385,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			} else {
 				j = -1
 			}
-			if err := createSchedule(tx, it.Schedule, row); err != nil {
+			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
 				return err
 			}
 			for k := range it.Fires {
