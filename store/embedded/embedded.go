@@ -680,6 +680,27 @@ func packAppends(b *bolt.Bucket, key []byte, n int) {
 	b.FillPercent = mixedFill
 }
 
+// appender is packAppends for a run of puts into one bucket that nothing
+// else writes to meanwhile: a key that sorts after the run's previous one,
+// which was an append, with the same first n bytes, is an append too, and
+// needs no seek.
+type appender struct{ last []byte }
+
+func (a *appender) pack(b *bolt.Bucket, key []byte, n int) {
+	if a.last != nil && b.FillPercent == packedFill && len(a.last) >= n && bytes.Equal(a.last[:n], key[:n]) && bytes.Compare(a.last, key) < 0 {
+		a.last = key
+		return
+	}
+	packAppends(b, key, n)
+	a.last = nil
+	if b.FillPercent == packedFill {
+		a.last = key
+	}
+}
+
+// reset forgets the run: the caller wrote into the bucket without pack.
+func (a *appender) reset() { a.last = nil }
+
 func putJSON(tx *bolt.Tx, b, key []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {

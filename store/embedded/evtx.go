@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // Event buckets (layoutCompactEvents). Keys, with rk = rowKey (group
@@ -67,8 +68,58 @@ type evtx struct {
 	schedules                                                            *bolt.Bucket
 	bySeq                                                                map[uint64]*group
 	byFire                                                               map[string]*group
+	absent                                                               map[string]bool            // fire ids found without a group in ev_groups
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
+	prepared                                                             map[*model.Event]preparedHead
+	tenantRun                                                            appender // group entries put into ev_tenant
+}
+
+// preparedHead is the head an event would get if it opened its fire's
+// group, encoded against schedule sc and decoded back before the
+// transaction (prepareHeads); newGroup uses it when sc is the schedule it
+// reads.
+type preparedHead struct {
+	sc   *model.Schedule
+	raw  []byte
+	head *model.Event
+}
+
+// prepareHeads adds to dst the heads of the first event of each fire of fs
+// whose schedule is sc, as newGroup would make them with sc as the stored
+// schedule (see newEvtxWith): the encoding and decoding then run before
+// the transaction, which holds the one writer. A head that fails to encode
+// is left to newGroup, which reports it.
+func prepareHeads(dst map[*model.Event]preparedHead, sc *model.Schedule, fs []store.FireNew) {
+	for _, fn := range fs {
+		if len(fn.Events) == 0 || fn.Events[0].ScheduleID != sc.ID {
+			continue
+		}
+		e := fn.Events[0]
+		t := headTemplate(e)
+		raw, err := encodeEventRef(&t, sc)
+		if err != nil {
+			continue
+		}
+		h, err := decodeEventWith(raw, func(id string) (*model.Schedule, error) {
+			if id != sc.ID {
+				return nil, model.ErrNotFound
+			}
+			return sc, nil
+		})
+		if err != nil {
+			continue
+		}
+		dst[e] = preparedHead{sc: sc, raw: raw, head: h}
+	}
+}
+
+// headTemplate is e as a group head: its id and index are never read (a
+// canonical event's come from its row key), so they are left out.
+func headTemplate(e *model.Event) model.Event {
+	t := *e
+	t.ID, t.Index = "", 0
+	return t
 }
 
 // newEvtxWith is newEvtx whose heads read the schedules in written (by id,
@@ -164,13 +215,24 @@ func decodeGroupValue(v []byte) (uint64, uint64, error) {
 }
 
 // groupOf returns the group of fireID, or nil if it has none.
+//
+// A fire found without a group is remembered: inserting an event looks its
+// fire up twice (for its id, then for its group), and ev_groups gains a key
+// only through a group this evtx caches, which byFire finds first.
 func (x *evtx) groupOf(fireID string) (*group, error) {
 	if g, ok := x.byFire[fireID]; ok {
 		return g, nil
 	}
+	if x.absent[fireID] {
+		return nil, nil
+	}
 	key := strKey(fireID)
 	v := x.groups.Get(key)
 	if v == nil {
+		if x.absent == nil {
+			x.absent = map[string]bool{}
+		}
+		x.absent[fireID] = true
 		return nil, nil
 	}
 	seq, n, err := decodeGroupValue(v)
@@ -231,23 +293,24 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The head is a template: its id and index are never read (a canonical
-	// event's come from its row key), so they are left out.
-	t := *e
-	t.ID, t.Index = "", 0
 	// A one-off's head leaves what its schedule's row holds to that row.
 	sc, err := x.schedule(e.ScheduleID)
 	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return nil, err
 	}
-	raw, err := encodeEventRef(&t, sc)
-	if err != nil {
-		return nil, err
-	}
-	// The head is decoded back so that it holds what a reader sees.
-	h, err := x.decodeHead(raw)
-	if err != nil {
-		return nil, err
+	var raw []byte
+	var h *model.Event
+	if p, ok := x.prepared[e]; ok && sc != nil && p.sc == sc {
+		raw, h = p.raw, p.head
+	} else {
+		t := headTemplate(e)
+		if raw, err = encodeEventRef(&t, sc); err != nil {
+			return nil, err
+		}
+		// The head is decoded back so that it holds what a reader sees.
+		if h, err = x.decodeHead(raw); err != nil {
+			return nil, err
+		}
 	}
 	if err := x.heads.Put(seqKey(seq), raw); err != nil {
 		return nil, err
@@ -256,7 +319,7 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
 	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
-	packAppends(x.tenant, tk, len(e.TenantID)+1)
+	x.tenantRun.pack(x.tenant, tk, len(e.TenantID)+1)
 	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
@@ -319,9 +382,10 @@ func (x *evtx) flush() error {
 		}
 	}
 	slices.SortFunc(dirty, func(a, b *group) int { return bytes.Compare(a.sibKey, b.sibKey) })
+	var run appender
 	for _, g := range dirty {
 		if g.fresh {
-			packAppends(x.groups, g.sibKey, 0)
+			run.pack(x.groups, g.sibKey, 0)
 		}
 		v := binary.AppendUvarint(seqKey(g.seq), g.count)
 		if err := x.groups.Put(g.sibKey, v); err != nil {
@@ -433,6 +497,7 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 	if err := x.ids.Put([]byte(e.ID), rk); err != nil {
 		return false, err
 	}
+	x.tenantRun.reset()
 	if err := x.tenant.Put(append(strKey(e.TenantID), e.ID...), rk); err != nil {
 		return false, err
 	}

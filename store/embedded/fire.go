@@ -322,7 +322,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, nil, nil, inserted, nil)
+		n, err = putFires(tx, fs, nil, nil, inserted, nil, nil)
 		return err
 	})
 	if err != nil {
@@ -337,8 +337,10 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // nil, are the fires encoded before the transaction; written, if not nil,
 // the schedules this transaction wrote (see newEvtxWith); inRow, if not
 // nil, marks the fires that those schedules' rows hold (impliesFire),
-// which this transaction found new: only their events are written.
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inserted []bool, written map[string]*model.Schedule) (int, error) {
+// which this transaction found new: only their events are written; heads,
+// if not nil, are event group heads made before the transaction
+// (prepareHeads).
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
 	clear(inserted)
 	n := 0
 	emitting := tx.Bucket(bFireEmitting)
@@ -346,6 +348,7 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inse
 	// fire index keys) go at the end: those pages can be filled.
 	pack(tx, bEvRows, bEvFire)
 	x := newEvtxWith(tx, written)
+	x.prepared = heads
 	for i, fn := range fs {
 		f := fn.Fire
 		if inRow != nil && inRow[i] {

@@ -1,9 +1,11 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,22 +65,52 @@ func childSchedKey(c *model.Child) []byte {
 // the schedule's row holds inline (soleChild): it gets no entry in
 // children_by_schedule.
 func putChildren(tx *bolt.Tx, children []model.Child, sole *model.Child) error {
-	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	return writeChildren(tx, appendNewChildren(nil, children, sole, 0))
+}
+
+// newChild is a child to write with its key; sole if its schedule's row
+// holds it inline; item is the index of its schedule in a batch.
+type newChild struct {
+	c    *model.Child
+	k    []byte
+	sole bool
+	item int
+}
+
+// appendNewChildren appends children, of the batch's item, to dst with
+// their keys (see putChildren for sole).
+func appendNewChildren(dst []newChild, children []model.Child, sole *model.Child, item int) []newChild {
 	for i := range children {
 		c := &children[i]
-		k := childKey(c)
-		if bc.Get(k) == nil {
+		dst = append(dst, newChild{c: c, k: childKey(c), sole: c == sole, item: item})
+	}
+	return dst
+}
+
+// sortNewChildren sorts children by key. Children of a batch of schedules
+// go to scattered places in the children bucket (by minute); put in key
+// order, each put's search walks the branch pages the one before it walked.
+func sortNewChildren(children []newChild) {
+	slices.SortFunc(children, func(a, b newChild) int { return bytes.Compare(a.k, b.k) })
+}
+
+// writeChildren writes children in the order given.
+func writeChildren(tx *bolt.Tx, children []newChild) error {
+	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	for _, n := range children {
+		c := n.c
+		if bc.Get(n.k) == nil {
 			if err := addTZCount(bt, c.Timezone, 1); err != nil {
 				return err
 			}
 		}
-		if err := bc.Put(k, []byte(c.TenantID)); err != nil {
+		if err := bc.Put(n.k, []byte(c.TenantID)); err != nil {
 			return err
 		}
-		if c == sole {
+		if n.sole {
 			continue
 		}
-		sk := childSchedKey(c)
+		sk := append(strKey(c.ScheduleID), n.k...)
 		packAppends(bs, sk, 0)
 		if err := bs.Put(sk, nil); err != nil {
 			return err
@@ -173,17 +205,25 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 }
 
 // createSchedule writes the new schedule sc, encoded as doc, and its tenant
-// index entry.
-func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte) error {
+// index entry. run, if not nil, is the run of schedules this one is part
+// of (see appender; nothing else may write to those buckets meanwhile).
+func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRun) error {
 	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
 	id, tk := []byte(sc.ID), strKey(sc.TenantID, sc.ID)
-	packAppends(b, id, 0)
-	packAppends(bt, tk, len(sc.TenantID)+1)
+	if run == nil {
+		run = &scheduleRun{}
+	}
+	run.rows.pack(b, id, 0)
+	run.tenant.pack(bt, tk, len(sc.TenantID)+1)
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
 	return bt.Put(tk, nil)
 }
+
+// scheduleRun is a run of createSchedule calls: the appenders of its two
+// buckets.
+type scheduleRun struct{ rows, tenant appender }
 
 // putSchedule replaces the row of sc, holding sole inline (nil: none).
 func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
@@ -204,7 +244,7 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		return createSchedule(tx, sc, encodeScheduleRow(sc, sole))
+		return createSchedule(tx, sc, encodeScheduleRow(sc, sole), nil)
 	})
 }
 
@@ -221,8 +261,13 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	}
 	j, withFire := rowFireOfNew(sc, sole, fs)
 	var written map[string]*model.Schedule
+	var heads map[*model.Event]preparedHead
 	if len(fs) > 0 {
 		written = decodeWritten(sc.ID, doc)
+		if dec := written[sc.ID]; dec != nil {
+			heads = make(map[*model.Event]preparedHead, len(fs))
+			prepareHeads(heads, dec, fs)
+		}
 	}
 	inserted := make([]bool, len(fs))
 	var n int
@@ -240,11 +285,11 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			row, inRow = withFire, make([]bool, len(fs))
 			inRow[j] = true
 		}
-		if err := createSchedule(tx, sc, row); err != nil {
+		if err := createSchedule(tx, sc, row, nil); err != nil {
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inRow, inserted, written)
+		n, err = putFires(tx, fs, docs, inRow, inserted, written, heads)
 		return err
 	})
 	if err != nil {
@@ -287,22 +332,30 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	rowFires := make([]int, len(items))    // index in the item's Fires, or -1
 	withFire := make([][]byte, len(items)) // docs[i] with that fire
 	nf := 0
+	var children []newChild
 	for i, it := range items {
 		soles[i] = soleChild(it.Schedule, it.Children)
 		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
 		rowFires[i], withFire[i] = rowFireOfNew(it.Schedule, soles[i], it.Fires)
 		nf += len(it.Fires)
+		children = appendNewChildren(children, it.Children, soles[i], i)
 	}
+	sortNewChildren(children)
+	var stored []newChild // children of the items not in conflict
 	fireDocs := make([][]byte, 0, nf)
 	// The rows of items with fires, decoded as their events' heads read
 	// them; those of the items stored are handed to putFires.
 	decoded := make([]*model.Schedule, len(items))
+	heads := make(map[*model.Event]preparedHead, nf)
 	for i, it := range items {
 		for _, fn := range it.Fires {
 			fireDocs = append(fireDocs, encodeFire(fn.Fire))
 		}
 		if len(it.Fires) > 0 {
 			decoded[i], _ = decodeSchedule([]byte(it.Schedule.ID), docs[i])
+		}
+		if decoded[i] != nil {
+			prepareHeads(heads, decoded[i], it.Fires)
 		}
 	}
 	var (
@@ -315,6 +368,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
 		fs, fdocs, inRow = fs[:0], fdocs[:0], inRow[:0]
 		clear(written)
+		var run scheduleRun
 		at := 0 // items[i].Fires are encoded at fireDocs[at:]
 		for i, it := range items {
 			res[i] = nil
@@ -325,16 +379,13 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				res[i] = model.ErrConflict
 				continue
 			}
-			if err := putChildren(tx, it.Children, soles[i]); err != nil {
-				return err
-			}
 			row, j := docs[i], rowFires[i]
 			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
 				row = withFire[i]
 			} else {
 				j = -1
 			}
-			if err := createSchedule(tx, it.Schedule, row); err != nil {
+			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
 				return err
 			}
 			for k := range it.Fires {
@@ -346,10 +397,19 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				written[it.Schedule.ID] = decoded[i]
 			}
 		}
+		stored = stored[:0]
+		for _, c := range children {
+			if res[c.item] == nil {
+				stored = append(stored, c)
+			}
+		}
+		if err := writeChildren(tx, stored); err != nil {
+			return err
+		}
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written)
+		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written, heads)
 		return err
 	})
 	if err != nil {
