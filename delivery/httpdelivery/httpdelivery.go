@@ -10,9 +10,12 @@ package httpdelivery
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -143,6 +146,11 @@ type Deliverer struct {
 	// the resolved address: a connection is checked when it is dialled, so
 	// it must not serve another tenant.
 	ruled ruledPools
+	// direct holds the connections to plain-http consumers (direct.go).
+	direct  *directPool
+	targets targetCache
+	bufs    sync.Pool // *[]byte: a message or a request being written
+	macs    sync.Pool // hash.Hash: HMAC-SHA256 under the signing secret
 }
 
 // New validates cfg and returns a Deliverer. Errors name the Config field.
@@ -181,8 +189,11 @@ func New(cfg Config) (*Deliverer, error) {
 		// or send the signed body to a host the tenant did not configure.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	d := &Deliverer{cfg: cfg, client: client, transport: transport}
+	d := &Deliverer{cfg: cfg, client: client, transport: transport,
+		direct: newDirectPool(dialer.DialContext, cfg.MaxConnsPerHost, cfg.MaxIdleConnsPerHost, transport.IdleConnTimeout)}
 	d.ruled.init(client)
+	d.bufs.New = func() any { return new([]byte) }
+	d.macs.New = func() any { return hmac.New(sha256.New, d.cfg.SigningSecret) }
 	return d, nil
 }
 
@@ -190,6 +201,7 @@ func New(cfg Config) (*Deliverer, error) {
 func (d *Deliverer) Close() {
 	d.transport.CloseIdleConnections()
 	d.ruled.closeIdle()
+	d.direct.closeIdle()
 }
 
 // Deliver sends each event to its Target.URL and returns one Result per
@@ -204,26 +216,24 @@ func (d *Deliverer) Close() {
 // Permanent error wrapping ErrTargetRefused.
 func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delivery.Result {
 	results := make([]delivery.Result, len(events))
-	if len(events) == 1 {
-		// Events of a spread fire come one at a time: no goroutine to
-		// start and wait for.
-		results[0] = d.deliverOne(ctx, events[0])
-		return results
-	}
 	workers := min(d.cfg.Concurrency, len(events))
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(events) {
-					return
-				}
-				results[i] = d.deliverOne(ctx, events[i])
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(events) {
+				return
 			}
-		})
+			results[i] = d.deliverOne(ctx, events[i])
+		}
 	}
+	// The calling goroutine is one of the workers: a lone event (a fire
+	// spread over its window sends one or a few at a time) starts none.
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	return results
 }
@@ -235,28 +245,35 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 	if e.Target.Type != "" && e.Target.Type != model.TargetHTTP {
 		return permanent(fmt.Errorf("httpdelivery: event %s: target type %q is not http", e.ID, e.Target.Type))
 	}
-	target, err := url.Parse(e.Target.URL)
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+	t := d.targets.get(e.Target.URL, d.cfg.UserAgent)
+	if t.url == nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: target URL is not an absolute http(s) URL", e.ID))
 	}
-	body, err := json.Marshal(delivery.NewMessage(e, d.cfg.ReleaseBaseURL))
+	buf := d.bufs.Get().(*[]byte)
+	defer d.putBuf(buf)
+	body, err := delivery.AppendMessage((*buf)[:0], e, d.cfg.ReleaseBaseURL)
+	*buf = body[:0]
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err))
 	}
+	ts := d.cfg.Now().Unix()
 
 	client := d.client
-	if tenant, rule := netguard.TargetRuleFrom(ctx); rule != nil && !rule.NameAllowed(target.Hostname()) {
+	if tenant, rule := netguard.TargetRuleFrom(ctx); rule != nil && !rule.NameAllowed(t.url.Hostname()) {
 		// Its addresses decide: dial them for this tenant only.
 		client = d.ruled.client(tenant, rule, d.transport)
-		ctx = context.WithValue(ctx, dialHostKey{}, target.Hostname())
+		ctx = context.WithValue(ctx, dialHostKey{}, t.url.Hostname())
+	} else if t.direct != nil && printable(e.ID, false) {
+		return d.deliverDirect(ctx, e, t, ts, body)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	// net/http may still read the body after Do returns: not the pooled
+	// buffer.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url.String(), bytes.NewReader(bytes.Clone(body)))
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: build request: %w", e.ID, err))
 	}
-	ts := d.cfg.Now().Unix()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", d.cfg.UserAgent)
 	req.Header.Set(HeaderEventID, e.ID)
@@ -273,7 +290,93 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		}
 		return delivery.Result{Err: err}
 	}
-	return d.result(e, target, resp)
+	return d.result(e, t.url, resp)
+}
+
+// deliverDirect sends e's message body through the direct path.
+func (d *Deliverer) deliverDirect(ctx context.Context, e *model.Event, t *target, ts int64, body []byte) delivery.Result {
+	var tsBuf [20]byte
+	var sigBuf [len(signatureVersion) + 2*sha256.Size]byte
+	tsText := strconv.AppendInt(tsBuf[:0], ts, 10)
+	sig := d.appendSignature(sigBuf[:0], tsText, body)
+	buf := d.bufs.Get().(*[]byte)
+	defer d.putBuf(buf)
+	req := appendRequest((*buf)[:0], t.direct, e.ID, tsText, sig, body)
+	*buf = req[:0]
+
+	deadline := time.Now().Add(d.cfg.Timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	resp, err := d.direct.roundTrip(ctx, t.direct.addr, deadline, req)
+	if err != nil {
+		// As net/http's Client reports it.
+		err = fmt.Errorf("httpdelivery: event %s: %w", e.ID, &url.Error{Op: "Post", URL: t.url.Redacted(), Err: err})
+		if errors.Is(err, ErrTargetRefused) {
+			return permanent(err)
+		}
+		return delivery.Result{Err: err}
+	}
+	return d.result(e, t.url, resp)
+}
+
+// maxPooledBuf is the largest buffer kept for reuse: one message of an
+// outsized payload does not stay in memory.
+const maxPooledBuf = 64 << 10
+
+func (d *Deliverer) putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		d.bufs.Put(b)
+	}
+}
+
+// appendSignature appends Sign's value for body sent at ts (unix seconds,
+// as text).
+func (d *Deliverer) appendSignature(dst, ts, body []byte) []byte {
+	h := d.macs.Get().(hash.Hash)
+	h.Reset()
+	h.Write(ts)
+	h.Write([]byte{'.'})
+	h.Write(body)
+	var sum [sha256.Size]byte
+	dst = append(dst, signatureVersion...)
+	dst = hex.AppendEncode(dst, h.Sum(sum[:0]))
+	d.macs.Put(h)
+	return dst
+}
+
+// maxTargets bounds the parsed target URLs kept; past it the cache starts
+// again.
+const maxTargets = 4096
+
+// targetCache keeps target URLs parsed, keyed by the URL as given.
+type targetCache struct {
+	m sync.Map // string → *target
+	n atomic.Int64
+}
+
+// target is a parsed target URL: url is nil when it is not an absolute
+// http(s) URL; direct is set when the direct path can send to it.
+type target struct {
+	url    *url.URL
+	direct *directTarget
+}
+
+func (c *targetCache) get(raw, userAgent string) *target {
+	if t, ok := c.m.Load(raw); ok {
+		return t.(*target)
+	}
+	t := &target{}
+	if u, err := url.Parse(raw); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		t.url = u
+		t.direct = newDirectTarget(u.Scheme, u.Host, u.Hostname(), u.Port(), u.RequestURI(), u.User != nil, userAgent)
+	}
+	if c.n.Add(1) > maxTargets {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(raw, t)
+	return t
 }
 
 // result maps a response to a Result. It always drains (up to drainLimit)
