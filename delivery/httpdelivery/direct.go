@@ -131,8 +131,8 @@ func newDirectPool(dial func(context.Context, string, string) (net.Conn, error),
 
 // get returns a connection to addr with deadline set: an idle one still
 // open, or a new one when fewer than maxConns are open; otherwise it waits
-// for one until ctx ends.
-func (p *directPool) get(ctx context.Context, addr string, deadline time.Time) (*directConn, error) {
+// for one until ctx ends (without wait: errWouldWait).
+func (p *directPool) get(ctx context.Context, addr string, deadline time.Time, wait bool) (*directConn, error) {
 	for {
 		p.mu.Lock()
 		h := p.hosts[addr]
@@ -168,6 +168,10 @@ func (p *directPool) get(ctx context.Context, addr string, deadline time.Time) (
 				return nil, err
 			}
 			return &directConn{Conn: conn, addr: addr, br: bufio.NewReader(conn)}, nil
+		}
+		if !wait {
+			p.mu.Unlock()
+			return nil, errWouldWait
 		}
 		if h.freed == nil {
 			h.freed = make(chan struct{})
@@ -292,17 +296,29 @@ func (p *directPool) closeIdle() {
 // net/http does.
 const maxInformational = 5
 
-// roundTrip writes req, the whole request, to addr and reads the answer.
-// The response body must be closed; that gives the connection back. A
-// failure of ctx (or of deadline) is returned as ctx's error.
-func (p *directPool) roundTrip(ctx context.Context, addr string, deadline time.Time, req []byte) (*http.Response, error) {
+// exchange is a request written and its answer not read yet.
+type exchange struct {
+	c        *directConn
+	stop     func() bool // ends the watch of ctx
+	deadline time.Time
+}
+
+// errWouldWait: send without wait found addr's connections all in use.
+var errWouldWait = errors.New("httpdelivery: every connection to the host is in use")
+
+// send writes req to a connection to addr. Without wait, it returns
+// errWouldWait rather than wait for a connection to come back.
+func (p *directPool) send(ctx context.Context, addr string, deadline time.Time, req []byte, wait bool) (exchange, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return exchange{}, err
 	}
 	for retry := true; ; retry = false {
-		c, err := p.get(ctx, addr, deadline)
+		c, err := p.get(ctx, addr, deadline, wait)
 		if err != nil {
-			return nil, ctxErr(ctx, deadline, err)
+			if err == errWouldWait {
+				return exchange{}, err
+			}
+			return exchange{}, ctxErr(ctx, deadline, err)
 		}
 		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 		n, err := c.Write(req)
@@ -314,27 +330,33 @@ func (p *directPool) roundTrip(ctx context.Context, addr string, deadline time.T
 				// closed: a new one, as net/http does.
 				continue
 			}
-			return nil, ctxErr(ctx, deadline, err)
+			return exchange{}, ctxErr(ctx, deadline, err)
 		}
-		resp, err := readResponse(c.br)
-		if err != nil {
-			stop()
-			p.discard(c)
-			return nil, ctxErr(ctx, deadline, err)
-		}
-		body := &directBody{rc: resp.Body, c: c, p: p, stop: stop,
-			keep: !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
-		resp.Body = body
-		if resp.Header.Get("Content-Encoding") == "gzip" && (resp.StatusCode < 200 || resp.StatusCode > 299) {
-			// Asked for with Accept-Encoding, as net/http does: the start
-			// of a failed answer goes into the error, decompressed. Such a
-			// connection is not kept.
-			body.keep = false
-			resp.Body = &gunzipBody{body: body}
-			resp.Header.Del("Content-Encoding")
-		}
-		return resp, nil
+		return exchange{c: c, stop: stop, deadline: deadline}, nil
 	}
+}
+
+// receive reads the answer of x.
+func (p *directPool) receive(ctx context.Context, x exchange) (*http.Response, error) {
+	c := x.c
+	resp, err := readResponse(c.br)
+	if err != nil {
+		x.stop()
+		p.discard(c)
+		return nil, ctxErr(ctx, x.deadline, err)
+	}
+	body := &directBody{rc: resp.Body, c: c, p: p, stop: x.stop,
+		keep: !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+	resp.Body = body
+	if resp.Header.Get("Content-Encoding") == "gzip" && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+		// Asked for with Accept-Encoding, as net/http does: the start
+		// of a failed answer goes into the error, decompressed. Such a
+		// connection is not kept.
+		body.keep = false
+		resp.Body = &gunzipBody{body: body}
+		resp.Header.Del("Content-Encoding")
+	}
+	return resp, nil
 }
 
 // readResponse reads the final answer, skipping 1xx ones (but 101).

@@ -585,3 +585,50 @@ func TestDirectConnections(t *testing.T) {
 		}
 	})
 }
+
+func TestDeliverSmallBatch(t *testing.T) {
+	t.Run("ConsumerHasEveryRequestAtOnce", func(t *testing.T) {
+		// Each request is answered only once all four have arrived: a
+		// deliverer that waited for one answer before sending the next
+		// request would time out.
+		const n = 4
+		var arrived sync.WaitGroup
+		arrived.Add(n)
+		all := make(chan struct{})
+		go func() { arrived.Wait(); close(all) }()
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			arrived.Done()
+			select {
+			case <-all:
+			case <-r.Context().Done():
+			}
+		})
+		d := newDeliverer(t, httpdelivery.Config{Timeout: 2 * time.Second})
+		events := make([]*model.Event, n)
+		for i := range events {
+			events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)
+		}
+		for i, res := range d.Deliver(context.Background(), events) {
+			if res.Err != nil {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+	})
+
+	t.Run("MoreEventsThanConnections", func(t *testing.T) {
+		srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+		d := newDeliverer(t, httpdelivery.Config{MaxConnsPerHost: 2, Timeout: 2 * time.Second})
+		events := make([]*model.Event, 7)
+		for i := range events {
+			events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)
+		}
+		for i, res := range d.Deliver(context.Background(), events) {
+			if res.Err != nil {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+		if n := conns.Load(); n > 2 {
+			t.Fatalf("%d connections opened, want at most MaxConnsPerHost 2", n)
+		}
+	})
+}
