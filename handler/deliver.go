@@ -41,7 +41,11 @@ func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
 					h.outcomes.put(o)
 				}
 				h.inFlight.Add(-int64(n))
-				h.wakeDispatch()
+				if h.queue.Len() > 0 {
+					// Its slots may let a waiting event go. With none
+					// waiting, the next enqueue wakes the dispatcher.
+					h.wakeDispatch()
+				}
 			})
 			continue
 		}

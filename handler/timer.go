@@ -1,8 +1,8 @@
 package handler
 
 import (
-	"container/heap"
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -11,20 +11,93 @@ import (
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
-// itemHeap is a min-heap of scheduled events by LaunchAt.
-type itemHeap []throttle.Item
+// itemHeap is a min-heap of scheduled events by LaunchAt. Each entry
+// keeps its launch as unix nanoseconds beside the item, so that ordering
+// compares integers in the heap's own memory rather than reading every
+// event it passes, and no item is boxed into an interface on its way in
+// or out.
+type itemHeap []heapEntry
 
-func (h itemHeap) Len() int           { return len(h) }
-func (h itemHeap) Less(i, j int) bool { return h[i].Event.LaunchAt.Before(h[j].Event.LaunchAt) }
-func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)        { *h = append(*h, x.(throttle.Item)) }
-func (h *itemHeap) Pop() any {
+type heapEntry struct {
+	at int64 // launchKey(it.Event.LaunchAt)
+	it throttle.Item
+}
+
+var (
+	minKeyTime = time.Unix(0, math.MinInt64)
+	maxKeyTime = time.Unix(0, math.MaxInt64)
+)
+
+// launchKey is t in unix nanoseconds, clamped to the range they can hold
+// (years 1678-2262): a launch before it is due in any case, one after it
+// not for centuries.
+func launchKey(t time.Time) int64 {
+	switch {
+	case t.Before(minKeyTime):
+		return math.MinInt64
+	case t.After(maxKeyTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func (h *itemHeap) push(it throttle.Item) {
+	*h = append(*h, heapEntry{at: launchKey(it.Event.LaunchAt), it: it})
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the earliest item; h must not be empty.
+func (h *itemHeap) pop() throttle.Item {
 	old := *h
-	n := len(old)
-	it := old[n-1]
-	old[n-1] = throttle.Item{}
-	*h = old[:n-1]
-	return it
+	n := len(old) - 1
+	top := old[0].it
+	old[0] = old[n]
+	old[n] = heapEntry{}
+	*h = old[:n]
+	if n > 0 {
+		h.down(0)
+	}
+	return top
+}
+
+// init orders h after its entries changed in place.
+func (h itemHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h itemHeap) up(i int) {
+	e := h[i]
+	for i > 0 {
+		parent := (i - 1) / 2
+		if h[parent].at <= e.at {
+			break
+		}
+		h[i] = h[parent]
+		i = parent
+	}
+	h[i] = e
+}
+
+func (h itemHeap) down(i int) {
+	e := h[i]
+	n := len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].at < h[c].at {
+			c = r
+		}
+		if e.at <= h[c].at {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = e
 }
 
 // schedule puts claimed events into the timer heap.
@@ -35,12 +108,12 @@ func (h *Handler) schedule(items []throttle.Item) {
 	h.mu.Lock()
 	var head time.Time
 	if len(h.heap) > 0 {
-		head = h.heap[0].Event.LaunchAt
+		head = h.heap[0].it.Event.LaunchAt
 	}
 	for _, it := range items {
-		heap.Push(&h.heap, it)
+		h.heap.push(it)
 	}
-	newHead := head.IsZero() || h.heap[0].Event.LaunchAt.Before(head)
+	newHead := head.IsZero() || h.heap[0].it.Event.LaunchAt.Before(head)
 	h.mu.Unlock()
 	if newHead {
 		select {
@@ -76,11 +149,11 @@ func (h *Handler) timerLoop() {
 		for len(h.heap) > 0 && len(due) < h.cfg.MaxBatch {
 			// Compared at full precision: a wake before the head's launch
 			// instant (timer slack, a new head) only re-arms the timer.
-			if d := h.heap[0].Event.LaunchAt.Sub(now); d > 0 {
+			if d := h.heap[0].it.Event.LaunchAt.Sub(now); d > 0 {
 				wait = d
 				break
 			}
-			due = append(due, heap.Pop(&h.heap).(throttle.Item))
+			due = append(due, h.heap.pop())
 		}
 		h.mu.Unlock()
 		if len(due) > 0 {
@@ -117,7 +190,7 @@ func (h *Handler) timerLoop() {
 func (h *Handler) headDue(now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.heap) > 0 && !h.heap[0].Event.LaunchAt.After(now)
+	return len(h.heap) > 0 && !h.heap[0].it.Event.LaunchAt.After(now)
 }
 
 // launch routes due events; false when the handler is stopping.
@@ -323,14 +396,14 @@ func (h *Handler) syncShards(held map[int]int64) {
 	h.thr.SyncShards(cp)
 	h.mu.Lock()
 	kept := h.heap[:0]
-	for _, it := range h.heap {
-		if f, ok := cp[it.Shard]; ok && f == it.Fence {
-			kept = append(kept, it)
+	for _, e := range h.heap {
+		if f, ok := cp[e.it.Shard]; ok && f == e.it.Fence {
+			kept = append(kept, e)
 		}
 	}
 	clear(h.heap[len(kept):])
 	h.heap = kept
-	heap.Init(&h.heap)
+	h.heap.init()
 	h.mu.Unlock()
 	// Due unthrottled events of lost shards too; throttled ones hold a
 	// token and go (their start was written under the fence).

@@ -42,10 +42,10 @@ func (h *Handler) ReportWaiting() {
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if i >= len(h.heap) || h.heap[i].Event.LaunchAt.After(now) {
+		if i >= len(h.heap) || h.heap[i].it.Event.LaunchAt.After(now) {
 			continue
 		}
-		e := h.heap[i].Event
+		e := h.heap[i].it.Event
 		add(e.PolicyID, e.Priority, e.LaunchAt)
 		stack = append(stack, 2*i+1, 2*i+2)
 	}

@@ -1,6 +1,7 @@
 package httpdelivery_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -511,4 +512,123 @@ func TestTenantRuleAfterResolution(t *testing.T) {
 			t.Fatalf("10.0.0.0/8 only: %+v, want a permanent refusal", r)
 		}
 	}
+}
+
+func TestDirectConnections(t *testing.T) {
+	t.Run("ConsumerClosedIdleConnection", func(t *testing.T) {
+		// A consumer closes kept connections it finds idle (Node's
+		// keepAliveTimeout, for one): the next event must not fail on it.
+		closed := make(chan struct{}, 4)
+		var conns atomic.Int64
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				conns.Add(1)
+			case http.StateClosed:
+				closed <- struct{}{}
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		d := newDeliverer(t, httpdelivery.Config{})
+		if res := deliverOne(t, d, testEvent("e1", srv.URL)); res.Err != nil {
+			t.Fatalf("first delivery: %v", res.Err)
+		}
+		srv.CloseClientConnections()
+		<-closed
+		if res := deliverOne(t, d, testEvent("e2", srv.URL)); res.Err != nil {
+			t.Fatalf("delivery after the consumer closed the idle connection: %v", res.Err)
+		}
+		if n := conns.Load(); n != 2 {
+			t.Fatalf("%d connections, want 2", n)
+		}
+	})
+
+	t.Run("MaxConnsPerHostBelowConcurrency", func(t *testing.T) {
+		srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+		d := newDeliverer(t, httpdelivery.Config{Concurrency: 16, MaxConnsPerHost: 4})
+		events := make([]*model.Event, 64)
+		for i := range events {
+			events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)
+		}
+		for i, res := range d.Deliver(context.Background(), events) {
+			if res.Err != nil {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+		if n := conns.Load(); n > 4 {
+			t.Fatalf("%d connections opened, want at most MaxConnsPerHost 4", n)
+		}
+	})
+
+	t.Run("GzipErrorBodyInError", func(t *testing.T) {
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Accept-Encoding") != "gzip" {
+				t.Errorf("Accept-Encoding = %q, want gzip", r.Header.Get("Accept-Encoding"))
+			}
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(http.StatusInternalServerError)
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, "consumer says no")
+			_ = zw.Close()
+		})
+		d := newDeliverer(t, httpdelivery.Config{})
+		res := deliverOne(t, d, testEvent("e1", srv.URL))
+		if res.Err == nil || res.StatusCode != 500 || !strings.Contains(res.Err.Error(), "consumer says no") {
+			t.Fatalf("result = %+v, want a 500 whose error holds the decompressed body", res)
+		}
+		// The connection is not kept (its body was decompressed); the next
+		// event still goes.
+		if res := deliverOne(t, d, testEvent("e2", srv.URL)); res.StatusCode != 500 {
+			t.Fatalf("second delivery: %+v", res)
+		}
+	})
+}
+
+func TestDeliverSmallBatch(t *testing.T) {
+	t.Run("ConsumerHasEveryRequestAtOnce", func(t *testing.T) {
+		// Each request is answered only once all four have arrived: a
+		// deliverer that waited for one answer before sending the next
+		// request would time out.
+		const n = 4
+		var arrived sync.WaitGroup
+		arrived.Add(n)
+		all := make(chan struct{})
+		go func() { arrived.Wait(); close(all) }()
+		srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			arrived.Done()
+			select {
+			case <-all:
+			case <-r.Context().Done():
+			}
+		})
+		d := newDeliverer(t, httpdelivery.Config{Timeout: 2 * time.Second})
+		events := make([]*model.Event, n)
+		for i := range events {
+			events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)
+		}
+		for i, res := range d.Deliver(context.Background(), events) {
+			if res.Err != nil {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+	})
+
+	t.Run("MoreEventsThanConnections", func(t *testing.T) {
+		srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+		d := newDeliverer(t, httpdelivery.Config{MaxConnsPerHost: 2, Timeout: 2 * time.Second})
+		events := make([]*model.Event, 7)
+		for i := range events {
+			events[i] = testEvent("e"+strconv.Itoa(i), srv.URL)
+		}
+		for i, res := range d.Deliver(context.Background(), events) {
+			if res.Err != nil {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+		if n := conns.Load(); n > 2 {
+			t.Fatalf("%d connections opened, want at most MaxConnsPerHost 2", n)
+		}
+	})
 }
