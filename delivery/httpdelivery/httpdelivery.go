@@ -164,9 +164,7 @@ type Deliverer struct {
 	// ruled are the connection pools of tenants whose target rule judges
 	// the resolved address: a connection is checked when it is dialled, so
 	// it must not serve another tenant.
-	ruled ruledPools
-	// direct holds the connections to plain-http consumers (direct.go).
-	direct  *directPool
+	ruled   ruledPools
 	targets targetCache
 	bufs    sync.Pool // *[]byte: a message or a request being written
 	macs    sync.Pool // hash.Hash: HMAC-SHA256 under the signing secret
@@ -208,8 +206,7 @@ func New(cfg Config) (*Deliverer, error) {
 		// or send the signed body to a host the tenant did not configure.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	d := &Deliverer{cfg: cfg, client: client, transport: transport,
-		direct: newDirectPool(dialer.DialContext, cfg.MaxConnsPerHost, cfg.MaxIdleConnsPerHost, transport.IdleConnTimeout)}
+	d := &Deliverer{cfg: cfg, client: client, transport: transport}
 	d.ruled.init(client)
 	d.bufs.New = func() any { return new([]byte) }
 	d.macs.New = func() any { return hmac.New(sha256.New, d.cfg.SigningSecret) }
@@ -220,7 +217,6 @@ func New(cfg Config) (*Deliverer, error) {
 func (d *Deliverer) Close() {
 	d.transport.CloseIdleConnections()
 	d.ruled.closeIdle()
-	d.direct.closeIdle()
 }
 
 // Deliver sends each event to its Target.URL and returns one Result per
@@ -239,10 +235,6 @@ func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delive
 		return d.deliverBatches(ctx, events)
 	}
 	results := make([]delivery.Result, len(events))
-	if len(events) > 1 && len(events) <= min(d.cfg.Concurrency, maxWave) && d.allDirect(ctx, events) {
-		d.deliverWave(ctx, events, results)
-		return results
-	}
 	workers := min(d.cfg.Concurrency, len(events))
 	var next atomic.Int64
 	work := func() {
@@ -281,29 +273,29 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		// Its addresses decide: dial them for this tenant only.
 		client = d.ruled.client(tenant, rule, d.transport)
 		ctx = context.WithValue(ctx, dialHostKey{}, t.url.Hostname())
-	} else if t.direct != nil && printable(e.ID, false) {
-		x, res, sent := d.sendDirect(ctx, e, t, true)
-		if !sent {
-			return res
-		}
-		return d.receiveDirect(ctx, e, t, x)
 	}
 	body, err := delivery.AppendMessage(nil, e, d.cfg.ReleaseBaseURL)
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err))
 	}
-	ts := d.cfg.Now().Unix()
+	ts := strconv.AppendInt(nil, d.cfg.Now().Unix(), 10)
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url.String(), bytes.NewReader(body))
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: build request: %w", e.ID, err))
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", d.cfg.UserAgent)
-	req.Header.Set(HeaderEventID, e.ID)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(d.cfg.SigningSecret, ts, body))
+	req.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		"User-Agent":    {d.cfg.UserAgent},
+		HeaderEventID:   {e.ID},
+		HeaderTimestamp: {string(ts)},
+		HeaderSignature: {string(d.appendSignature(nil, ts, body))},
+		// The event's id is its idempotency key; with it net/http also
+		// sends the request again on a new connection when a kept one
+		// turns out closed by the consumer before it took the request.
+		"Idempotency-Key": {e.ID},
+	}
 
 	resp, err := client.Do(req)
 	if err != nil {
@@ -316,130 +308,6 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		return delivery.Result{Err: err}
 	}
 	return d.result(e, t.url, resp)
-}
-
-// maxWave is the most events a call sends through the direct path from
-// the calling goroutine alone (deliverWave); more go to workers.
-const maxWave = 16
-
-// waveGrace is how long deliverWave still reads an answer whose deadline
-// passed while it read the earlier ones.
-const waveGrace = 10 * time.Millisecond
-
-// allDirect reports whether every event can take the direct path.
-func (d *Deliverer) allDirect(ctx context.Context, events []*model.Event) bool {
-	_, rule := netguard.TargetRuleFrom(ctx)
-	for _, e := range events {
-		if e == nil || (e.Target.Type != "" && e.Target.Type != model.TargetHTTP) || !printable(e.ID, false) {
-			return false
-		}
-		t := d.targets.get(e.Target.URL, d.cfg.UserAgent)
-		if t.direct == nil || (rule != nil && !rule.NameAllowed(t.url.Hostname())) {
-			return false
-		}
-	}
-	return true
-}
-
-// deliverWave delivers events that all take the direct path from the
-// calling goroutine: it writes every request, each on a connection of its
-// own, and then reads the answers in turn, so that the consumer has them
-// all at once, as it would from one goroutine per event, without those
-// goroutines. When the host's connections are all in use, the answers
-// sent so far are read first, which gives theirs back.
-func (d *Deliverer) deliverWave(ctx context.Context, events []*model.Event, results []delivery.Result) {
-	var xs [maxWave]exchange
-	var pending [maxWave]int
-	n := 0
-	read := func() {
-		for _, i := range pending[:n] {
-			if now := time.Now(); !now.Before(xs[i].deadline) && ctx.Err() == nil {
-				// Its time ran out while an earlier answer was read: an
-				// answer already here still counts.
-				_ = xs[i].c.SetReadDeadline(now.Add(waveGrace))
-			}
-			results[i] = d.receiveDirect(ctx, events[i], d.targets.get(events[i].Target.URL, d.cfg.UserAgent), xs[i])
-		}
-		n = 0
-	}
-	for i, e := range events {
-		t := d.targets.get(e.Target.URL, d.cfg.UserAgent)
-		x, res, sent := d.sendDirect(ctx, e, t, n == 0)
-		if !sent && errors.Is(res.Err, errWouldWait) {
-			read()
-			x, res, sent = d.sendDirect(ctx, e, t, true)
-		}
-		if !sent {
-			results[i] = res
-			continue
-		}
-		xs[i], pending[n] = x, i
-		n++
-	}
-	read()
-}
-
-// sendDirect writes e's request through the direct path; when it was not
-// sent, res is the event's result (errWouldWait in it, without wait, when
-// every connection to the host is in use).
-func (d *Deliverer) sendDirect(ctx context.Context, e *model.Event, t *target, wait bool) (x exchange, res delivery.Result, sent bool) {
-	buf := d.bufs.Get().(*[]byte)
-	defer d.putBuf(buf)
-	body, err := delivery.AppendMessage((*buf)[:0], e, d.cfg.ReleaseBaseURL)
-	*buf = body[:0]
-	if err != nil {
-		return x, permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err)), false
-	}
-	var tsBuf [20]byte
-	var sigBuf [len(signatureVersion) + 2*sha256.Size]byte
-	tsText := strconv.AppendInt(tsBuf[:0], d.cfg.Now().Unix(), 10)
-	sig := d.appendSignature(sigBuf[:0], tsText, body)
-	reqBuf := d.bufs.Get().(*[]byte)
-	defer d.putBuf(reqBuf)
-	req := appendRequest((*reqBuf)[:0], t.direct, e.ID, tsText, sig, body)
-	*reqBuf = req[:0]
-
-	deadline := time.Now().Add(d.cfg.Timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	x, err = d.direct.send(ctx, t.direct.addr, deadline, req, wait)
-	if err == errWouldWait {
-		return x, delivery.Result{Err: err}, false
-	}
-	if err != nil {
-		return x, d.directFailure(e, t, err), false
-	}
-	return x, res, true
-}
-
-// receiveDirect reads the answer of e's request sent as x.
-func (d *Deliverer) receiveDirect(ctx context.Context, e *model.Event, t *target, x exchange) delivery.Result {
-	resp, err := d.direct.receive(ctx, x)
-	if err != nil {
-		return d.directFailure(e, t, err)
-	}
-	return d.result(e, t.url, resp)
-}
-
-// directFailure is the result of a direct request that got no answer,
-// its error worded as net/http's Client words it.
-func (d *Deliverer) directFailure(e *model.Event, t *target, err error) delivery.Result {
-	err = fmt.Errorf("httpdelivery: event %s: %w", e.ID, &url.Error{Op: "Post", URL: t.url.Redacted(), Err: err})
-	if errors.Is(err, ErrTargetRefused) {
-		return permanent(err)
-	}
-	return delivery.Result{Err: err}
-}
-
-// maxPooledBuf is the largest buffer kept for reuse: one message of an
-// outsized payload does not stay in memory.
-const maxPooledBuf = 64 << 10
-
-func (d *Deliverer) putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		d.bufs.Put(b)
-	}
 }
 
 // appendSignature appends Sign's value for body sent at ts (unix seconds,
@@ -468,10 +336,9 @@ type targetCache struct {
 }
 
 // target is a parsed target URL: url is nil when it is not an absolute
-// http(s) URL; direct is set when the direct path can send to it.
+// http(s) URL.
 type target struct {
-	url    *url.URL
-	direct *directTarget
+	url *url.URL
 }
 
 func (c *targetCache) get(raw, userAgent string) *target {
@@ -481,7 +348,6 @@ func (c *targetCache) get(raw, userAgent string) *target {
 	t := &target{}
 	if u, err := url.Parse(raw); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
 		t.url = u
-		t.direct = newDirectTarget(u.Scheme, u.Host, u.Hostname(), u.Port(), u.RequestURI(), u.User != nil, userAgent)
 	}
 	if c.n.Add(1) > maxTargets {
 		c.m.Clear()

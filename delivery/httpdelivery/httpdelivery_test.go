@@ -153,6 +153,7 @@ func TestDeliver(t *testing.T) {
 			"User-Agent":                 "ua-test",
 			httpdelivery.HeaderEventID:   e.ID,
 			httpdelivery.HeaderTimestamp: strconv.FormatInt(testNow.Unix(), 10),
+			"Idempotency-Key":            e.ID,
 		} {
 			if v := s.header.Get(name); v != want {
 				t.Errorf("header %s = %q, want %q", name, v, want)
@@ -514,7 +515,7 @@ func TestTenantRuleAfterResolution(t *testing.T) {
 	}
 }
 
-func TestDirectConnections(t *testing.T) {
+func TestDeliverConnections(t *testing.T) {
 	t.Run("ConsumerClosedIdleConnection", func(t *testing.T) {
 		// A consumer closes kept connections it finds idle (Node's
 		// keepAliveTimeout, for one): the next event must not fail on it.
