@@ -88,8 +88,8 @@ var (
 	bAPIKeyTenant  = []byte("apikeys_by_tenant") // tenant\0id
 	bIdempotency   = []byte("idempotency")       // tenant\0key -> record
 	bSchedules     = []byte("schedules")
-	bSchedTenant   = []byte("schedules_by_tenant") // tenant\0id
-	bChildren      = []byte("children")            // childKey -> tenant id
+	bSchedTenant   = []byte("schedules_by_tcode") // tenant code, id\0 (tenantcode.go)
+	bChildren      = []byte("children")           // childKey -> tenant id
 	bChildSched    = []byte("children_by_schedule")
 	bChildTZ       = []byte("child_timezones") // tz -> count of children
 	bWatermarks    = []byte("watermarks")
@@ -103,13 +103,21 @@ var (
 	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
-		bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
+		bTenantCodes, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
 )
 
 var keyLayout = []byte("layout")
+
+// Tenant indexes of layouts 1-5, keyed by the tenant id (tenant\0...);
+// the migration to layoutTenantCodes moves their keys to schedules_by_tcode
+// and ev_tcode.
+var (
+	bSchedTenantLayout5 = []byte("schedules_by_tenant")
+	bEvTenantLayout5    = []byte("ev_tenant")
+)
 
 // Buckets of layouts 1 and 2, which keyed events by id and repeated the
 // fire's fields in every row; Open migrates them to the ev_ buckets.
@@ -150,7 +158,12 @@ const (
 	// migration deletes the ev_sched entries; an older schedulerd would
 	// miss those groups and fires.
 	layoutLeanOneOffs = 5
-	layoutCurrent     = layoutLeanOneOffs
+	// layoutTenantCodes: the tenant indexes key a tenant by a short code
+	// (tenantcode.go) instead of its id, in buckets of new names; the
+	// migration moves the entries of the old ones. An older schedulerd
+	// would find no tenant's schedules or events.
+	layoutTenantCodes = 6
+	layoutCurrent     = layoutTenantCodes
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -245,11 +258,18 @@ func migrate(db *bolt.DB, chunk int) error {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutLeanOneOffs, err)
 		}
 	}
+	if layout < layoutTenantCodes {
+		for _, m := range [][2][]byte{{bSchedTenantLayout5, bSchedTenant}, {bEvTenantLayout5, bEvTenant}} {
+			if err := codeTenantEntries(db, m[0], m[1], chunk); err != nil {
+				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutTenantCodes, m[0], err)
+			}
+		}
+	}
 	if recorded && layout == layoutCurrent && !legacy {
 		return nil
 	}
 	return db.Update(func(tx *bolt.Tx) error {
-		for _, name := range legacyBuckets {
+		for _, name := range append(legacyBuckets, bSchedTenantLayout5, bEvTenantLayout5) {
 			if tx.Bucket(name) == nil {
 				continue
 			}
@@ -433,6 +453,54 @@ func dropImpliedEntries(db *bolt.DB, chunk int) error {
 			after = bytes.Clone(last)
 			// Deleted after the walk: a cursor must not see its bucket change.
 			return deleteKeys(tx, bEvSched, drop)
+		}); err != nil {
+			return err
+		}
+		if keys < chunk {
+			return nil
+		}
+	}
+}
+
+// codeTenantEntries moves the keys of the tenant index from (tenant id,
+// NUL, rest) to to (tenant code, rest), chunk keys per transaction. Each
+// transaction deletes the keys it moved, so a run interrupted by a crash
+// resumes where the last commit left it; the emptied bucket is dropped with
+// the version.
+func codeTenantEntries(db *bolt.DB, from, to []byte, chunk int) error {
+	for {
+		keys := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			keys = 0
+			old := tx.Bucket(from)
+			if old == nil {
+				return nil
+			}
+			codes, dst := newTenantCodes(tx), tx.Bucket(to)
+			type kv struct{ k, v []byte }
+			var moves []kv
+			var drop [][]byte
+			c := old.Cursor()
+			for k, v := c.First(); k != nil && keys < chunk; k, v = c.Next() {
+				keys++
+				tenantID, rest := readStr(k)
+				nk, err := codes.key(tenantID, rest)
+				if err != nil {
+					return err
+				}
+				moves = append(moves, kv{nk, bytes.Clone(v)})
+				drop = append(drop, bytes.Clone(k))
+			}
+			// Written after the walk: a cursor must not see its bucket change.
+			if err := deleteKeys(tx, from, drop); err != nil {
+				return err
+			}
+			for _, m := range moves {
+				if err := dst.Put(m.k, m.v); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}

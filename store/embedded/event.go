@@ -188,9 +188,12 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 		}
 		x := newEvtx(tx)
 		if p.FireID == "" {
-			b, prefix, implied := x.tenant, strKey(p.TenantID), ""
+			b, prefix, implied := x.tenant, tenantPrefix(tx, p.TenantID), ""
 			if p.ScheduleID != "" {
 				b, prefix, implied = x.sched, strKey(p.ScheduleID), p.ScheduleID+"."
+			}
+			if prefix == nil {
+				return nil // a tenant without a code has no events
 			}
 			var err error
 			out, err = x.listByEntries(b, prefix, implied, p.After, limit, match)
@@ -257,7 +260,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 }
 
 // listByEntries returns, in id order, the first limit events after the id
-// after that match, among those of the entries of index b (ev_tenant or
+// after that match, among those of the entries of index b (ev_tcode or
 // ev_sched) under prefix and, when implied is not empty (a schedule's id
 // and "."), of the groups of ev_groups whose fire ids start with it
 // (impliedGroup).
@@ -640,7 +643,10 @@ func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int
 	err := s.view(ctx, "event count by tenant", func(tx *bolt.Tx) error {
 		n = 0
 		x := newEvtx(tx)
-		prefix := strKey(tenantID)
+		prefix := tenantPrefix(tx, tenantID)
+		if prefix == nil {
+			return nil
+		}
 		var err error
 		scanPrefix(tx, bEvTenant, prefix, func(k, v []byte) bool {
 			if len(v) == rowKeyLen {
@@ -897,7 +903,10 @@ func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.
 	err := s.view(ctx, "event count by status", func(tx *bolt.Tx) error {
 		clear(counts)
 		x := newEvtx(tx)
-		prefix := strKey(tenantID)
+		prefix := tenantPrefix(tx, tenantID)
+		if prefix == nil {
+			return nil
+		}
 		var err error
 		scanPrefix(tx, bEvTenant, prefix, func(k, v []byte) bool {
 			if len(v) == rowKeyLen {

@@ -25,15 +25,16 @@ import (
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
 //	             waiting statuses only, scheduled ones by fence first
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
-//	ev_tenant:   tenantID\0, fireID ".\x00" (the group's canonical events,
-//	             no value), or tenantID\0, id -> rk (a loose event)
-//	ev_sched:    as ev_tenant, by schedule; a group whose fire id starts
+//	ev_tcode:    tenant code, fireID ".\x00" (the group's canonical events,
+//	             no value), or tenant code, id -> rk (a loose event); the
+//	             code stands for the tenant id (tenantcode.go)
+//	ev_sched:    scheduleID\0, then as ev_tcode; a group whose fire id starts
 //	             with its schedule's id and "." has no entry there (see
 //	             impliedGroup): ev_groups under that prefix lists it
 //	ev_policy:   policyID\0, class\0, launchAt, rk (unfinished events)
 //	ev_finished: finishedAt, rk                    (retention)
 //
-// A group's entry in ev_tenant sorts before all its events' ids (fireID "."
+// A group's entry in ev_tcode sorts before all its events' ids (fireID "."
 // digits) and after every id smaller than them, which is what lets
 // EventList page a tenant's events by id from one entry per fire; see
 // listByEntries.
@@ -44,7 +45,7 @@ var (
 	bEvIDs       = []byte("ev_ids")
 	bEvDue       = []byte("ev_due")
 	bEvFire      = []byte("ev_fire")
-	bEvTenant    = []byte("ev_tenant")
+	bEvTenant    = []byte("ev_tcode")
 	bEvSched     = []byte("ev_sched")
 	bEvPolicy    = []byte("ev_policy")
 	bEvFinished  = []byte("ev_finished")
@@ -72,7 +73,8 @@ type evtx struct {
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
 	prepared                                                             map[*model.Event]preparedHead
-	tenantRun                                                            appender // group entries put into ev_tenant
+	tenantRun                                                            appender // group entries put into ev_tcode
+	codes                                                                *tenantCodes
 }
 
 // preparedHead is the head an event would get if it opened its fire's
@@ -140,7 +142,7 @@ func newEvtx(tx *bolt.Tx) *evtx {
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules),
-		bySeq: map[uint64]*group{}, byFire: map[string]*group{},
+		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, codes: newTenantCodes(tx),
 	}
 }
 
@@ -170,7 +172,7 @@ func (x *evtx) schedule(id string) (*model.Schedule, error) {
 
 func (x *evtx) decodeHead(raw []byte) (*model.Event, error) { return decodeEventWith(raw, x.schedule) }
 
-// groupEntry is a group's key suffix in ev_tenant and ev_sched.
+// groupEntry is a group's key suffix in ev_tcode and ev_sched.
 func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
 
 // impliedGroup reports whether the group of fireID, whose events are of
@@ -318,8 +320,12 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	g := &group{seq: seq, head: h, dirty: true, sibKey: strKey(e.FireID)}
 	// A group's entries hold no value: a reader finds the group by the fire
 	// id in the key (ev_groups), and tells them from loose events' by that.
-	tk := append(strKey(e.TenantID), groupEntry(e.FireID)...)
-	x.tenantRun.pack(x.tenant, tk, len(e.TenantID)+1)
+	code, err := x.codes.prefix(e.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	tk := append(bytes.Clone(code), groupEntry(e.FireID)...)
+	x.tenantRun.pack(x.tenant, tk, len(code))
 	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err
 	}
@@ -498,7 +504,11 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 		return false, err
 	}
 	x.tenantRun.reset()
-	if err := x.tenant.Put(append(strKey(e.TenantID), e.ID...), rk); err != nil {
+	tk, err := x.codes.key(e.TenantID, []byte(e.ID))
+	if err != nil {
+		return false, err
+	}
+	if err := x.tenant.Put(tk, rk); err != nil {
 		return false, err
 	}
 	if err := x.sched.Put(append(strKey(e.ScheduleID), e.ID...), rk); err != nil {
@@ -661,8 +671,10 @@ func (x *evtx) remove(rk []byte, e *model.Event) error {
 	}
 	if slotOf(rk) >= looseSlot {
 		dels = append(dels, key{x.ids, []byte(e.ID)},
-			key{x.tenant, append(strKey(e.TenantID), e.ID...)},
 			key{x.sched, append(strKey(e.ScheduleID), e.ID...)})
+		if p := x.codes.existing(e.TenantID); p != nil {
+			dels = append(dels, key{x.tenant, append(bytes.Clone(p), e.ID...)})
+		}
 	} else {
 		g.count--
 		g.dirty = true
@@ -677,9 +689,9 @@ func (x *evtx) remove(rk []byte, e *model.Event) error {
 	}
 	// The last event of the group is gone: so is the group.
 	h := g.head
-	dels = []key{
-		{x.heads, seqKey(g.seq)}, {x.groups, g.sibKey},
-		{x.tenant, append(strKey(h.TenantID), groupEntry(h.FireID)...)},
+	dels = []key{{x.heads, seqKey(g.seq)}, {x.groups, g.sibKey}}
+	if p := x.codes.existing(h.TenantID); p != nil {
+		dels = append(dels, key{x.tenant, append(bytes.Clone(p), groupEntry(h.FireID)...)})
 	}
 	if !impliedGroup(h.ScheduleID, h.FireID) {
 		dels = append(dels, key{x.sched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...)})

@@ -404,7 +404,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 				counts[g.seq]++
 			} else {
 				add(bEvIDs, []byte(e.ID), rk)
-				add(bEvTenant, append(strKey(e.TenantID), e.ID...), rk)
+				add(bEvTenant, append(tenantPrefix(tx, e.TenantID), e.ID...), rk)
 				add(bEvSched, append(strKey(e.ScheduleID), e.ID...), rk)
 			}
 			return nil
@@ -420,7 +420,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 			}
 			add(bEvHeads, seqKey(seq), raw)
 			add(bEvGroups, strKey(h.FireID), binary.AppendUvarint(seqKey(seq), counts[seq]))
-			add(bEvTenant, append(strKey(h.TenantID), groupEntry(h.FireID)...), nil)
+			add(bEvTenant, append(tenantPrefix(tx, h.TenantID), groupEntry(h.FireID)...), nil)
 			if !impliedGroup(h.ScheduleID, h.FireID) {
 				add(bEvSched, append(strKey(h.ScheduleID), groupEntry(h.FireID)...), nil)
 			}
@@ -476,7 +476,7 @@ func TestOpenMigratesEmptyLayout1(t *testing.T) {
 func checkMigrated(t *testing.T, s *Store) {
 	t.Helper()
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		for _, name := range legacyBuckets {
+		for _, name := range append(legacyBuckets, bSchedTenantLayout5, bEvTenantLayout5) {
 			if tx.Bucket(name) != nil {
 				t.Errorf("bucket %s is still there after the migration", name)
 			}

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"time"
 
@@ -87,22 +86,4 @@ func deleteKeys(tx *bolt.Tx, b []byte, keys [][]byte) error {
 		}
 	}
 	return nil
-}
-
-// countPrefix counts the keys of bucket b that start with prefix, stopping
-// at max when max > 0.
-func (s *Store) countPrefix(ctx context.Context, what string, b, prefix []byte, max int) (int, error) {
-	var n int
-	err := s.view(ctx, what, func(tx *bolt.Tx) error {
-		n = 0
-		scanPrefix(tx, b, prefix, func(_, _ []byte) bool {
-			n++
-			return max <= 0 || n < max
-		})
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }

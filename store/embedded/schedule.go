@@ -209,12 +209,19 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 // of (see appender; nothing else may write to those buckets meanwhile).
 func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRun) error {
 	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
-	id, tk := []byte(sc.ID), strKey(sc.TenantID, sc.ID)
 	if run == nil {
 		run = &scheduleRun{}
 	}
+	if run.codes == nil {
+		run.codes = newTenantCodes(tx)
+	}
+	code, err := run.codes.prefix(sc.TenantID)
+	if err != nil {
+		return err
+	}
+	id, tk := []byte(sc.ID), appendStr(bytes.Clone(code), sc.ID)
 	run.rows.pack(b, id, 0)
-	run.tenant.pack(bt, tk, len(sc.TenantID)+1)
+	run.tenant.pack(bt, tk, len(code))
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
@@ -222,15 +229,22 @@ func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRu
 }
 
 // scheduleRun is a run of createSchedule calls: the appenders of its two
-// buckets.
-type scheduleRun struct{ rows, tenant appender }
+// buckets, and the tenant codes it has met.
+type scheduleRun struct {
+	rows, tenant appender
+	codes        *tenantCodes
+}
 
 // putSchedule replaces the row of sc, holding sole inline (nil: none).
 func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
 	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeScheduleRow(sc, sole)); err != nil {
 		return err
 	}
-	return tx.Bucket(bSchedTenant).Put(strKey(sc.TenantID, sc.ID), nil)
+	tk, err := newTenantCodes(tx).key(sc.TenantID, strKey(sc.ID))
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bSchedTenant).Put(tk, nil)
 }
 
 // ScheduleCreate stores sc and its children in one transaction.
@@ -467,11 +481,14 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 	var out []*model.Schedule
 	err := s.view(ctx, "schedule list", func(tx *bolt.Tx) error {
 		out = nil
-		prefix := strKey(p.TenantID)
+		prefix := tenantPrefix(tx, p.TenantID)
+		if prefix == nil {
+			return nil // a tenant without a code has no schedules
+		}
 		c := tx.Bucket(bSchedTenant).Cursor()
 		k, _ := c.Seek(prefix)
 		if p.After != "" {
-			after := strKey(p.TenantID, p.After)
+			after := appendStr(bytes.Clone(prefix), p.After)
 			k, _ = c.Seek(after)
 			if k != nil && string(k) == string(after) {
 				k, _ = c.Next()
@@ -578,8 +595,10 @@ func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 		if _, err := deleteChildren(tx, id, nil); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bSchedTenant).Delete(strKey(tenantID, id)); err != nil {
-			return err
+		if code := tenantPrefix(tx, tenantID); code != nil {
+			if err := tx.Bucket(bSchedTenant).Delete(appendStr(code, id)); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bSchedules).Delete([]byte(id))
 	})
@@ -591,7 +610,10 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	var n int
 	err := s.view(ctx, "schedule count by policy", func(tx *bolt.Tx) error {
 		n = 0
-		prefix := strKey(tenantID)
+		prefix := tenantPrefix(tx, tenantID)
+		if prefix == nil {
+			return nil
+		}
 		var err error
 		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
 			id, _ := readStr(k[len(prefix):])
@@ -615,7 +637,23 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 // ScheduleCountByTenant counts the keys of the tenant index, stopping at
 // max when max > 0.
 func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
-	return s.countPrefix(ctx, "schedule count by tenant", bSchedTenant, strKey(tenantID), max)
+	var n int
+	err := s.view(ctx, "schedule count by tenant", func(tx *bolt.Tx) error {
+		n = 0
+		prefix := tenantPrefix(tx, tenantID)
+		if prefix == nil {
+			return nil
+		}
+		scanPrefix(tx, bSchedTenant, prefix, func(_, _ []byte) bool {
+			n++
+			return max <= 0 || n < max
+		})
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // ChildrenFind returns the children of p.Keys in one partition and

@@ -1,0 +1,83 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Tenant codes (layoutTenantCodes). The tenant indexes (schedules_by_tcode,
+// ev_tcode) start their keys with a code of the tenant instead of its id:
+// tenant_codes maps the id to the code, a uvarint (one byte for the first
+// 127 tenants, two up to 16,383) given out in order from the bucket's
+// sequence. A uvarint is prefix-free, so the keys of one tenant are exactly
+// those under its code, in the order of what follows it, as under the id
+// before; no query walks the tenant indexes across tenants. Codes are never
+// taken back: a deleted tenant's code is a few bytes, and reusing it would
+// need its entries gone first.
+var bTenantCodes = []byte("tenant_codes") // tenant id -> uvarint code
+
+// tenantPrefix returns the prefix of tenantID's keys in the tenant
+// indexes, or nil when the tenant has no code, and so no entries.
+func tenantPrefix(tx *bolt.Tx, tenantID string) []byte {
+	if v := tx.Bucket(bTenantCodes).Get([]byte(tenantID)); v != nil {
+		return bytes.Clone(v)
+	}
+	return nil
+}
+
+// tenantCodes finds and gives out tenant codes in a write transaction,
+// remembering those it has met.
+type tenantCodes struct {
+	b     *bolt.Bucket
+	known map[string][]byte
+}
+
+func newTenantCodes(tx *bolt.Tx) *tenantCodes {
+	return &tenantCodes{b: tx.Bucket(bTenantCodes)}
+}
+
+// prefix returns tenantID's code, giving it one if it has none.
+func (t *tenantCodes) prefix(tenantID string) ([]byte, error) {
+	if p, ok := t.known[tenantID]; ok {
+		return p, nil
+	}
+	p := t.b.Get([]byte(tenantID))
+	if p != nil {
+		p = bytes.Clone(p)
+	} else {
+		seq, err := t.b.NextSequence()
+		if err != nil {
+			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+		}
+		p = binary.AppendUvarint(nil, seq)
+		if err := t.b.Put([]byte(tenantID), p); err != nil {
+			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+		}
+	}
+	if t.known == nil {
+		t.known = map[string][]byte{}
+	}
+	t.known[tenantID] = p
+	return p, nil
+}
+
+// existing returns tenantID's code, or nil when it has none (so no
+// entries to delete).
+func (t *tenantCodes) existing(tenantID string) []byte {
+	if p, ok := t.known[tenantID]; ok {
+		return p
+	}
+	return t.b.Get([]byte(tenantID))
+}
+
+// key returns tenantID's code followed by rest.
+func (t *tenantCodes) key(tenantID string, rest []byte) ([]byte, error) {
+	p, err := t.prefix(tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(make([]byte, 0, len(p)+len(rest)), p...), rest...), nil
+}

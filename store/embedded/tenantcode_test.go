@@ -1,0 +1,236 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// codeTenants are tenant ids whose ids start like each other's, and enough
+// of them (300) that codes take one and two bytes.
+func codeTenants() []string {
+	out := []string{"t", "t1", "t10", "t-", "t\x01"}
+	for i := len(out); i < 300; i++ {
+		out = append(out, fmt.Sprintf("ten_%d", i))
+	}
+	return out
+}
+
+// storeCodeTenants writes, per tenant, one-offs with their fires and
+// events (tenant i has i%3+1 of them), and the events of impliedEvents
+// (tenant "t": groups and loose events). It returns the schedule ids and
+// event ids by tenant.
+func storeCodeTenants(t *testing.T, s *Store) (scheds, events map[string][]string) {
+	t.Helper()
+	ctx := t.Context()
+	r := rand.New(rand.NewPCG(1, 2))
+	scheds, events = map[string][]string{}, map[string][]string{}
+	var items []store.ScheduleNew
+	n := 0
+	for i, tenant := range codeTenants() {
+		its, fires := oneOffs(t, r, tenant, base(), n, n+i%3+1, true)
+		n += len(its)
+		for j := range its {
+			its[j].Fires = fires[j : j+1]
+			scheds[tenant] = append(scheds[tenant], its[j].Schedule.ID)
+			events[tenant] = append(events[tenant], fires[j].Events[0].ID)
+		}
+		items = append(items, its...)
+	}
+	for lo := 0; lo < len(items); lo += 100 {
+		errs, err := s.ScheduleCreateMany(ctx, items[lo:min(lo+100, len(items))])
+		if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+			t.Fatalf("ScheduleCreateMany: %v %v", errs, err)
+		}
+	}
+	implied := impliedEvents()
+	if _, err := s.EventInsertMany(ctx, implied); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range implied {
+		events[e.TenantID] = append(events[e.TenantID], e.ID)
+	}
+	return scheds, events
+}
+
+// checkTenantQueries checks every query of the tenant indexes against the
+// ids each tenant was given: lists (paged by two) and counts, and none for
+// a tenant that has nothing.
+func checkTenantQueries(t *testing.T, s *Store, scheds, events map[string][]string) {
+	t.Helper()
+	ctx := t.Context()
+	for _, tenant := range append(codeTenants(), "t2", "nobody") {
+		wantScheds, wantEvents := slices.Sorted(slices.Values(scheds[tenant])), slices.Sorted(slices.Values(events[tenant]))
+		var got []string
+		for after := ""; ; {
+			list, err := s.ScheduleList(ctx, &store.ScheduleListParams{TenantID: tenant, After: after, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sc := range list {
+				got = append(got, sc.ID)
+			}
+			if len(list) < 2 {
+				break
+			}
+			after = list[len(list)-1].ID
+		}
+		if !slices.Equal(got, wantScheds) {
+			t.Errorf("ScheduleList(%q) = %v, want %v", tenant, got, wantScheds)
+		}
+		if n, err := s.ScheduleCountByTenant(ctx, tenant, 0); err != nil || n != len(wantScheds) {
+			t.Errorf("ScheduleCountByTenant(%q) = %d, %v; want %d", tenant, n, err, len(wantScheds))
+		}
+		if n, err := s.ScheduleCountByPolicy(ctx, tenant, ""); err != nil || n != len(wantScheds) {
+			t.Errorf("ScheduleCountByPolicy(%q, none) = %d, %v; want %d", tenant, n, err, len(wantScheds))
+		}
+		got = nil
+		for after := ""; ; {
+			list, err := s.EventList(ctx, &store.EventListParams{TenantID: tenant, After: after, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list {
+				got = append(got, e.ID)
+			}
+			if len(list) < 2 {
+				break
+			}
+			after = list[len(list)-1].ID
+		}
+		if !slices.Equal(got, wantEvents) {
+			t.Errorf("EventList(%q) = %v, want %v", tenant, got, wantEvents)
+		}
+		if n, err := s.EventCountByTenant(ctx, tenant, 0); err != nil || n != len(wantEvents) {
+			t.Errorf("EventCountByTenant(%q) = %d, %v; want %d", tenant, n, err, len(wantEvents))
+		}
+		counts, err := s.EventCountByStatus(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counts[model.EventPending]; n != len(wantEvents) || len(counts) > 1 {
+			t.Errorf("EventCountByStatus(%q) = %v, want %d pending", tenant, counts, len(wantEvents))
+		}
+	}
+}
+
+// Tenants whose ids start like each other's, with codes of one and two
+// bytes, each find exactly their own schedules and events, and the tenant
+// indexes hold codes, not ids.
+func TestTenantCodes(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	scheds, events := storeCodeTenants(t, s)
+	checkTenantQueries(t, s, scheds, events)
+	checkEventIndexes(t, s)
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bSchedTenant).Cursor().First()
+		if want := binary.AppendUvarint(nil, 1); len(k) < 1 || k[0] != want[0] {
+			t.Errorf("first key of %s: %q, want it under code 1", bSchedTenant, k)
+		}
+		if n := tx.Bucket(bTenantCodes).Stats().KeyN; n != len(codeTenants()) {
+			t.Errorf("%s: %d codes, want one for each of %d tenants", bTenantCodes, n, len(codeTenants()))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting a schedule and the events deletes their coded entries.
+	ctx := t.Context()
+	if err := s.ScheduleDelete(ctx, "t1", scheds["t1"][0]); err != nil {
+		t.Fatal(err)
+	}
+	scheds["t1"] = scheds["t1"][1:]
+	if n, err := s.ScheduleCountByTenant(ctx, "t1", 0); err != nil || n != len(scheds["t1"]) {
+		t.Errorf("ScheduleCountByTenant(t1) after a delete = %d, %v; want %d", n, err, len(scheds["t1"]))
+	}
+}
+
+// A store of layout 5 (tenant indexes keyed by tenant id, no codes) opens
+// with its entries moved under codes, in chunks, and answers every tenant
+// query as before; so does one whose migration a crash interrupted (some
+// entries moved, the others not, the version still 5).
+func TestOpenMigratesLayout5TenantEntries(t *testing.T) {
+	for _, interrupted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) { testOpenMigratesLayout5(t, interrupted) })
+	}
+}
+
+func testOpenMigratesLayout5(t *testing.T, interrupted bool) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheds, events := storeCodeTenants(t, s)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutLeanOneOffs)); err != nil {
+			return err
+		}
+		byCode := map[string]string{}
+		if err := tx.Bucket(bTenantCodes).ForEach(func(k, v []byte) error { byCode[string(v)] = string(k); return nil }); err != nil {
+			return err
+		}
+		for _, m := range [][2][]byte{{bSchedTenant, bSchedTenantLayout5}, {bEvTenant, bEvTenantLayout5}} {
+			old, err := tx.CreateBucketIfNotExists(m[1])
+			if err != nil {
+				return err
+			}
+			type move struct{ from, to, v []byte }
+			var moves []move
+			i := 0
+			if err := tx.Bucket(m[0]).ForEach(func(k, v []byte) error {
+				if i++; interrupted && i%2 == 0 {
+					return nil // moved before the crash
+				}
+				_, n := binary.Uvarint(k)
+				tenant, ok := byCode[string(k[:n])]
+				if !ok {
+					return fmt.Errorf("%s key %q: no tenant has its code", m[0], k)
+				}
+				moves = append(moves, move{append([]byte(nil), k...), append(strKey(tenant), k[n:]...), append([]byte{}, v...)})
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, mv := range moves {
+				if err := old.Put(mv.to, mv.v); err != nil {
+					return err
+				}
+				if err := tx.Bucket(m[0]).Delete(mv.from); err != nil {
+					return err
+				}
+			}
+		}
+		if interrupted {
+			return nil // the codes of the moved entries were committed
+		}
+		if err := tx.DeleteBucket(bTenantCodes); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(bTenantCodes)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{migrateChunk: 7}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	checkMigrated(t, s)
+	checkEventIndexes(t, s)
+	checkTenantQueries(t, s, scheds, events)
+}
