@@ -89,7 +89,7 @@ var (
 	bIdempotency   = []byte("idempotency")       // tenant\0key -> record
 	bSchedules     = []byte("schedules")
 	bSchedTenant   = []byte("schedules_by_tcode") // tenant code, id\0 (tenantcode.go)
-	bChildren      = []byte("children")           // childKey -> tenant id
+	bChildren      = []byte("children")           // childKey -> NUL, tenant code (tenantcode.go)
 	bChildSched    = []byte("children_by_schedule")
 	bChildTZ       = []byte("child_timezones") // tz -> count of children
 	bWatermarks    = []byte("watermarks")
@@ -103,7 +103,7 @@ var (
 	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
-		bTenantCodes, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
+		bTenantCodes, bTenantIDs, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
@@ -163,7 +163,13 @@ const (
 	// migration moves the entries of the old ones. An older schedulerd
 	// would find no tenant's schedules or events.
 	layoutTenantCodes = 6
-	layoutCurrent     = layoutTenantCodes
+	// layoutChildTenantCodes: a child's value in the children bucket is
+	// its tenant's code (childValue), which tenant_ids maps back, instead
+	// of the tenant id. The migration fills tenant_ids from tenant_codes
+	// and rewrites the values; an older schedulerd would read the code as
+	// the tenant id.
+	layoutChildTenantCodes = 7
+	layoutCurrent          = layoutChildTenantCodes
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -263,6 +269,11 @@ func migrate(db *bolt.DB, chunk int) error {
 			if err := codeTenantEntries(db, m[0], m[1], chunk); err != nil {
 				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutTenantCodes, m[0], err)
 			}
+		}
+	}
+	if layout < layoutChildTenantCodes {
+		if err := codeChildTenants(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutChildTenantCodes, err)
 		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {
@@ -497,6 +508,68 @@ func codeTenantEntries(db *bolt.DB, from, to []byte, chunk int) error {
 			}
 			for _, m := range moves {
 				if err := dst.Put(m.k, m.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if keys < chunk {
+			return nil
+		}
+	}
+}
+
+// codeChildTenants gives tenant_ids the codes of tenant_codes that it
+// lacks (codes given out by layout 6), then rewrites the children values
+// that hold a tenant id as childValue, chunk keys per transaction. Values
+// already rewritten start with NUL and are left alone, so a run
+// interrupted by a crash is simply resumed.
+func codeChildTenants(db *bolt.DB, chunk int) error {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bTenantIDs)
+		return tx.Bucket(bTenantCodes).ForEach(func(id, code []byte) error {
+			if ids.Get(code) != nil {
+				return nil
+			}
+			return ids.Put(bytes.Clone(code), bytes.Clone(id))
+		})
+	}); err != nil {
+		return err
+	}
+	var after []byte
+	for {
+		keys := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			keys = 0
+			b, codes := tx.Bucket(bChildren), newTenantCodes(tx)
+			type kv struct{ k, v []byte }
+			var puts []kv
+			c := b.Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for ; k != nil && keys < chunk; k, v = c.Next() {
+				last = k
+				keys++
+				if len(v) > 0 && v[0] == 0 {
+					continue
+				}
+				nv, err := codes.childValue(string(v))
+				if err != nil {
+					return err
+				}
+				puts = append(puts, kv{bytes.Clone(k), nv})
+			}
+			after = bytes.Clone(last)
+			// Written after the walk: a cursor must not see its bucket change.
+			for _, p := range puts {
+				if err := b.Put(p.k, p.v); err != nil {
 					return err
 				}
 			}

@@ -34,12 +34,13 @@ func childPrefix(b []byte, partition int, tz, launchExpr string, minute int) []b
 	return appendInt32(b, minute)
 }
 
-// decodeChild rebuilds a child from its key and value.
-func decodeChild(k, v []byte) (model.Child, error) {
+// decodeChild rebuilds a child from its key; its tenant is in the value
+// (childTenants).
+func decodeChild(k []byte) (model.Child, error) {
 	if len(k) < 4+4+8 {
 		return model.Child{}, fmt.Errorf("short child key %q", k)
 	}
-	c := model.Child{Partition: readInt32(k), TenantID: string(v)}
+	c := model.Child{Partition: readInt32(k)}
 	rest := k[4:]
 	c.Timezone, rest = readStr(rest)
 	c.LaunchExpression, rest = readStr(rest)
@@ -97,6 +98,7 @@ func sortNewChildren(children []newChild) {
 // writeChildren writes children in the order given.
 func writeChildren(tx *bolt.Tx, children []newChild) error {
 	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
+	codes := newTenantCodes(tx)
 	for _, n := range children {
 		c := n.c
 		if bc.Get(n.k) == nil {
@@ -104,7 +106,11 @@ func writeChildren(tx *bolt.Tx, children []newChild) error {
 				return err
 			}
 		}
-		if err := bc.Put(n.k, []byte(c.TenantID)); err != nil {
+		v, err := codes.childValue(c.TenantID)
+		if err != nil {
+			return err
+		}
+		if err := bc.Put(n.k, v); err != nil {
 			return err
 		}
 		if n.sole {
@@ -153,7 +159,7 @@ func deleteChildren(tx *bolt.Tx, scheduleID string, keep func(model.Child) bool)
 	var err error
 	scanPrefix(tx, bChildSched, prefix, func(k, _ []byte) bool {
 		var c model.Child
-		if c, err = decodeChild(k[len(prefix):], nil); err != nil {
+		if c, err = decodeChild(k[len(prefix):]); err != nil {
 			return false
 		}
 		if keep == nil || !keep(c) {
@@ -171,7 +177,7 @@ func deleteChildren(tx *bolt.Tx, scheduleID string, keep func(model.Child) bool)
 	}
 	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
 	for _, k := range keys {
-		c, err := decodeChild(k, nil)
+		c, err := decodeChild(k)
 		if err != nil {
 			return 0, err
 		}
@@ -663,12 +669,16 @@ func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) (
 	err := s.view(ctx, "children find", func(tx *bolt.Tx) error {
 		out = nil
 		c := tx.Bucket(bChildren).Cursor()
+		tenants := newChildTenants(tx)
 		var prefix []byte
 		for _, key := range p.Keys {
 			prefix = childPrefix(prefix[:0], p.Partition, p.Timezone, key.LaunchExpression, key.Minute)
 			for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-				child, err := decodeChild(k, v)
+				child, err := decodeChild(k)
 				if err != nil {
+					return err
+				}
+				if child.TenantID, err = tenants.tenant(v); err != nil {
 					return err
 				}
 				out = append(out, child)

@@ -17,7 +17,13 @@ import (
 // before; no query walks the tenant indexes across tenants. Codes are never
 // taken back: a deleted tenant's code is a few bytes, and reusing it would
 // need its entries gone first.
-var bTenantCodes = []byte("tenant_codes") // tenant id -> uvarint code
+//
+// The children bucket (layoutChildTenantCodes) holds a child's tenant as a
+// NUL byte and the code (childValue); tenant_ids maps the code back.
+var (
+	bTenantCodes = []byte("tenant_codes") // tenant id -> uvarint code
+	bTenantIDs   = []byte("tenant_ids")   // uvarint code -> tenant id
+)
 
 // tenantPrefix returns the prefix of tenantID's keys in the tenant
 // indexes, or nil when the tenant has no code, and so no entries.
@@ -31,12 +37,12 @@ func tenantPrefix(tx *bolt.Tx, tenantID string) []byte {
 // tenantCodes finds and gives out tenant codes in a write transaction,
 // remembering those it has met.
 type tenantCodes struct {
-	b     *bolt.Bucket
-	known map[string][]byte
+	b, ids *bolt.Bucket
+	known  map[string][]byte
 }
 
 func newTenantCodes(tx *bolt.Tx) *tenantCodes {
-	return &tenantCodes{b: tx.Bucket(bTenantCodes)}
+	return &tenantCodes{b: tx.Bucket(bTenantCodes), ids: tx.Bucket(bTenantIDs)}
 }
 
 // prefix returns tenantID's code, giving it one if it has none.
@@ -54,6 +60,9 @@ func (t *tenantCodes) prefix(tenantID string) ([]byte, error) {
 		}
 		p = binary.AppendUvarint(nil, seq)
 		if err := t.b.Put([]byte(tenantID), p); err != nil {
+			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+		}
+		if err := t.ids.Put(p, []byte(tenantID)); err != nil {
 			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
 		}
 	}
@@ -80,4 +89,42 @@ func (t *tenantCodes) key(tenantID string, rest []byte) ([]byte, error) {
 		return nil, err
 	}
 	return append(append(make([]byte, 0, len(p)+len(rest)), p...), rest...), nil
+}
+
+// childValue returns the value of a child of tenantID in the children
+// bucket: NUL, then the tenant's code. A tenant id never starts with NUL,
+// which tells it from the tenant id that earlier layouts held there.
+func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
+	p, err := t.prefix(tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{0}, p...), nil
+}
+
+// childTenants reads the tenants of children values in a transaction,
+// remembering those it has met.
+type childTenants struct {
+	ids   *bolt.Bucket
+	known map[string]string
+}
+
+func newChildTenants(tx *bolt.Tx) *childTenants {
+	return &childTenants{ids: tx.Bucket(bTenantIDs), known: map[string]string{}}
+}
+
+// tenant returns the tenant id of the children value v.
+func (c *childTenants) tenant(v []byte) (string, error) {
+	if len(v) == 0 || v[0] != 0 {
+		return string(v), nil // a tenant id (layouts 1-6)
+	}
+	if id, ok := c.known[string(v)]; ok {
+		return id, nil
+	}
+	raw := c.ids.Get(v[1:])
+	if raw == nil {
+		return "", fmt.Errorf("child of tenant code %x: no such code in %s", v[1:], bTenantIDs)
+	}
+	c.known[string(v)] = string(raw)
+	return string(raw), nil
 }

@@ -119,6 +119,49 @@ func checkTenantQueries(t *testing.T, s *Store, scheds, events map[string][]stri
 			t.Errorf("EventCountByStatus(%q) = %v, want %d pending", tenant, counts, len(wantEvents))
 		}
 	}
+	checkChildTenants(t, s, scheds)
+}
+
+// checkChildTenants finds every child in the children bucket with
+// ChildrenFind and checks that it names the tenant of its schedule, that
+// every schedule of scheds has a child, and that every value is a code.
+func checkChildTenants(t *testing.T, s *Store, scheds map[string][]string) {
+	t.Helper()
+	tenantOf := map[string]string{}
+	for tenant, ids := range scheds {
+		for _, id := range ids {
+			tenantOf[id] = tenant
+		}
+	}
+	var keys []model.Child
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bChildren).ForEach(func(k, v []byte) error {
+			if len(v) < 2 || v[0] != 0 {
+				t.Errorf("children value %q: not a tenant code", v)
+			}
+			c, err := decodeChild(k)
+			keys = append(keys, c)
+			return err
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, k := range keys {
+		list, err := s.ChildrenFind(t.Context(), &store.ChildrenFindParams{Partition: k.Partition, Timezone: k.Timezone, Keys: []model.ChildKey{{LaunchExpression: k.LaunchExpression, Minute: k.Minute}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			found[c.ScheduleID] = true
+			if want := tenantOf[c.ScheduleID]; c.TenantID != want {
+				t.Errorf("ChildrenFind: child of schedule %s names tenant %q, want %q", c.ScheduleID, c.TenantID, want)
+			}
+		}
+	}
+	if len(found) != len(tenantOf) {
+		t.Errorf("ChildrenFind found the children of %d schedules, want %d", len(found), len(tenantOf))
+	}
 }
 
 // Tenants whose ids start like each other's, with codes of one and two
@@ -156,17 +199,23 @@ func TestTenantCodes(t *testing.T) {
 	}
 }
 
-// A store of layout 5 (tenant indexes keyed by tenant id, no codes) opens
-// with its entries moved under codes, in chunks, and answers every tenant
-// query as before; so does one whose migration a crash interrupted (some
-// entries moved, the others not, the version still 5).
+// A store of layout 5 (tenant indexes keyed by tenant id, children values
+// that are tenant ids, no codes) opens with its entries moved under codes
+// and its children values rewritten, in chunks, and answers every tenant
+// query and ChildrenFind as before; so does one whose migration a crash
+// interrupted (some entries moved and values rewritten, the others not,
+// the version still 5).
+// A store of layout 6 (coded tenant indexes, children values that are
+// tenant ids, no tenant_ids) migrates the same way.
 func TestOpenMigratesLayout5TenantEntries(t *testing.T) {
-	for _, interrupted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) { testOpenMigratesLayout5(t, interrupted) })
+	for _, from := range []int{layoutLeanOneOffs, layoutTenantCodes} {
+		for _, interrupted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("layout=%d/interrupted=%v", from, interrupted), func(t *testing.T) { testOpenMigratesLayout5(t, from, interrupted) })
+		}
 	}
 }
 
-func testOpenMigratesLayout5(t *testing.T, interrupted bool) {
+func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	if err != nil {
@@ -174,7 +223,7 @@ func testOpenMigratesLayout5(t *testing.T, interrupted bool) {
 	}
 	scheds, events := storeCodeTenants(t, s)
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutLeanOneOffs)); err != nil {
+		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, uint32(from))); err != nil {
 			return err
 		}
 		byCode := map[string]string{}
@@ -182,6 +231,9 @@ func testOpenMigratesLayout5(t *testing.T, interrupted bool) {
 			return err
 		}
 		for _, m := range [][2][]byte{{bSchedTenant, bSchedTenantLayout5}, {bEvTenant, bEvTenantLayout5}} {
+			if from != layoutLeanOneOffs {
+				break
+			}
 			old, err := tx.CreateBucketIfNotExists(m[1])
 			if err != nil {
 				return err
@@ -212,14 +264,45 @@ func testOpenMigratesLayout5(t *testing.T, interrupted bool) {
 				}
 			}
 		}
+		// Children values held the tenant id.
+		ids := tx.Bucket(bTenantIDs)
+		type kv struct{ k, v []byte }
+		var puts []kv
+		i := 0
+		if err := tx.Bucket(bChildren).ForEach(func(k, v []byte) error {
+			if i++; interrupted && i%2 == 0 {
+				return nil // rewritten before the crash
+			}
+			tenant := ids.Get(v[1:])
+			if len(v) < 2 || v[0] != 0 || tenant == nil {
+				return fmt.Errorf("children value %q: not a tenant code", v)
+			}
+			puts = append(puts, kv{append([]byte(nil), k...), append([]byte(nil), tenant...)})
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, p := range puts {
+			if err := tx.Bucket(bChildren).Put(p.k, p.v); err != nil {
+				return err
+			}
+		}
 		if interrupted {
 			return nil // the codes of the moved entries were committed
 		}
-		if err := tx.DeleteBucket(bTenantCodes); err != nil {
-			return err
+		drop := [][]byte{bTenantCodes, bTenantIDs}
+		if from == layoutTenantCodes {
+			drop = drop[1:]
 		}
-		_, err := tx.CreateBucket(bTenantCodes)
-		return err
+		for _, name := range drop {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
