@@ -72,9 +72,10 @@ const fileName = "schedulerd.db"
 
 // Store is the embedded driver. It is safe for concurrent use.
 type Store struct {
-	db     *bolt.DB
-	group  groupCommit
-	closed atomic.Bool
+	db      *bolt.DB
+	group   groupCommit
+	closed  atomic.Bool
+	tenants tenantNames // see ChildrenFind
 }
 
 var _ store.Driver = (*Store)(nil)

@@ -669,7 +669,6 @@ func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) (
 	err := s.view(ctx, "children find", func(tx *bolt.Tx) error {
 		out = nil
 		c := tx.Bucket(bChildren).Cursor()
-		tenants := newChildTenants(tx)
 		var prefix []byte
 		for _, key := range p.Keys {
 			prefix = childPrefix(prefix[:0], p.Partition, p.Timezone, key.LaunchExpression, key.Minute)
@@ -678,7 +677,7 @@ func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) (
 				if err != nil {
 					return err
 				}
-				if child.TenantID, err = tenants.tenant(v); err != nil {
+				if child.TenantID, err = s.tenants.childTenant(tx, v); err != nil {
 					return err
 				}
 				out = append(out, child)

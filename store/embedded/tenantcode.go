@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -102,29 +104,42 @@ func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
 	return append([]byte{0}, p...), nil
 }
 
-// childTenants reads the tenants of children values in a transaction,
-// remembering those it has met.
-type childTenants struct {
-	ids   *bolt.Bucket
-	known map[string]string
+// tenantNames caches what tenant_ids maps codes to, as committed. A
+// committed code is never given to another tenant, so an entry never goes
+// stale; one given out by a transaction that rolled back is never read
+// here, which reads only in read-only transactions. The map is replaced,
+// not changed, when a code is added (once a tenant), so that readers, one
+// a child, take no lock.
+type tenantNames struct {
+	mu     sync.Mutex                        // serialises additions
+	byCode atomic.Pointer[map[string]string] // code -> tenant id
 }
 
-func newChildTenants(tx *bolt.Tx) *childTenants {
-	return &childTenants{ids: tx.Bucket(bTenantIDs), known: map[string]string{}}
-}
-
-// tenant returns the tenant id of the children value v.
-func (c *childTenants) tenant(v []byte) (string, error) {
+// childTenant returns the tenant id of the children value v, read in the
+// read-only transaction tx.
+func (n *tenantNames) childTenant(tx *bolt.Tx, v []byte) (string, error) {
 	if len(v) == 0 || v[0] != 0 {
 		return string(v), nil // a tenant id (layouts 1-6)
 	}
-	if id, ok := c.known[string(v)]; ok {
-		return id, nil
+	code := v[1:]
+	if m := n.byCode.Load(); m != nil {
+		if id, ok := (*m)[string(code)]; ok {
+			return id, nil
+		}
 	}
-	raw := c.ids.Get(v[1:])
+	raw := tx.Bucket(bTenantIDs).Get(code)
 	if raw == nil {
-		return "", fmt.Errorf("child of tenant code %x: no such code in %s", v[1:], bTenantIDs)
+		return "", fmt.Errorf("child of tenant code %x: no such code in %s", code, bTenantIDs)
 	}
-	c.known[string(v)] = string(raw)
-	return string(raw), nil
+	id := string(raw)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	next := map[string]string{string(code): id}
+	if m := n.byCode.Load(); m != nil {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	n.byCode.Store(&next)
+	return id, nil
 }
