@@ -324,7 +324,7 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	tk := append(bytes.Clone(code), groupEntry(e.FireID)...)
+	tk := append(append(append(make([]byte, 0, len(code)+len(e.FireID)+2), code...), e.FireID...), '.', 0) // code, groupEntry
 	x.tenantRun.pack(x.tenant, tk, len(code))
 	if err := x.tenant.Put(tk, []byte{}); err != nil {
 		return nil, err

@@ -225,7 +225,7 @@ func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRu
 	if err != nil {
 		return err
 	}
-	id, tk := []byte(sc.ID), appendStr(bytes.Clone(code), sc.ID)
+	id, tk := []byte(sc.ID), appendStr(append(make([]byte, 0, len(code)+len(sc.ID)+1), code...), sc.ID)
 	run.rows.pack(b, id, 0)
 	run.tenant.pack(bt, tk, len(code))
 	if err := b.Put(id, doc); err != nil {
