@@ -530,11 +530,12 @@ func codeTenantEntries(db *bolt.DB, from, to []byte, chunk int) error {
 func codeChildTenants(db *bolt.DB, chunk int) error {
 	if err := db.Update(func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bTenantIDs)
-		return tx.Bucket(bTenantCodes).ForEach(func(id, code []byte) error {
+		return tx.Bucket(bTenantCodes).ForEach(func(k, code []byte) error {
 			if ids.Get(code) != nil {
 				return nil
 			}
-			return ids.Put(bytes.Clone(code), bytes.Clone(id))
+			id, _ := readStr(k)
+			return ids.Put(bytes.Clone(code), []byte(id))
 		})
 	}); err != nil {
 		return err

@@ -14,23 +14,25 @@ import (
 // ev_tcode) start their keys with a code of the tenant instead of its id:
 // tenant_codes maps the id to the code, a uvarint (one byte for the first
 // 127 tenants, two up to 16,383) given out in order from the bucket's
-// sequence. A uvarint is prefix-free, so the keys of one tenant are exactly
-// those under its code, in the order of what follows it, as under the id
-// before; no query walks the tenant indexes across tenants. Codes are never
-// taken back: a deleted tenant's code is a few bytes, and reusing it would
-// need its entries gone first.
+// sequence. Its keys are the id and a NUL, as in the tenant indexes'
+// keys before, so that an empty id has a key too. A uvarint is
+// prefix-free, so the keys of one tenant are exactly those under its code,
+// in the order of what follows it, as under the id before; no query walks
+// the tenant indexes across tenants. Codes are never taken back: a deleted
+// tenant's code is a few bytes, and reusing it would need its entries gone
+// first.
 //
 // The children bucket (layoutChildTenantCodes) holds a child's tenant as a
 // NUL byte and the code (childValue); tenant_ids maps the code back.
 var (
-	bTenantCodes = []byte("tenant_codes") // tenant id -> uvarint code
+	bTenantCodes = []byte("tenant_codes") // tenant id, NUL -> uvarint code
 	bTenantIDs   = []byte("tenant_ids")   // uvarint code -> tenant id
 )
 
 // tenantPrefix returns the prefix of tenantID's keys in the tenant
 // indexes, or nil when the tenant has no code, and so no entries.
 func tenantPrefix(tx *bolt.Tx, tenantID string) []byte {
-	if v := tx.Bucket(bTenantCodes).Get([]byte(tenantID)); v != nil {
+	if v := tx.Bucket(bTenantCodes).Get(strKey(tenantID)); v != nil {
 		return bytes.Clone(v)
 	}
 	return nil
@@ -52,7 +54,7 @@ func (t *tenantCodes) prefix(tenantID string) ([]byte, error) {
 	if p, ok := t.known[tenantID]; ok {
 		return p, nil
 	}
-	p := t.b.Get([]byte(tenantID))
+	p := t.b.Get(strKey(tenantID))
 	if p != nil {
 		p = bytes.Clone(p)
 	} else {
@@ -61,7 +63,7 @@ func (t *tenantCodes) prefix(tenantID string) ([]byte, error) {
 			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
 		}
 		p = binary.AppendUvarint(nil, seq)
-		if err := t.b.Put([]byte(tenantID), p); err != nil {
+		if err := t.b.Put(strKey(tenantID), p); err != nil {
 			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
 		}
 		if err := t.ids.Put(p, []byte(tenantID)); err != nil {
@@ -81,7 +83,7 @@ func (t *tenantCodes) existing(tenantID string) []byte {
 	if p, ok := t.known[tenantID]; ok {
 		return p
 	}
-	return t.b.Get([]byte(tenantID))
+	return t.b.Get(strKey(tenantID))
 }
 
 // key returns tenantID's code followed by rest.

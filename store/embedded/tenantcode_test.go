@@ -16,7 +16,7 @@ import (
 // codeTenants are tenant ids whose ids start like each other's, and enough
 // of them (300) that codes take one and two bytes.
 func codeTenants() []string {
-	out := []string{"t", "t1", "t10", "t-", "t\x01"}
+	out := []string{"t", "t1", "t10", "t-", "t\x01", ""}
 	for i := len(out); i < 300; i++ {
 		out = append(out, fmt.Sprintf("ten_%d", i))
 	}
@@ -227,7 +227,7 @@ func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 			return err
 		}
 		byCode := map[string]string{}
-		if err := tx.Bucket(bTenantCodes).ForEach(func(k, v []byte) error { byCode[string(v)] = string(k); return nil }); err != nil {
+		if err := tx.Bucket(bTenantCodes).ForEach(func(k, v []byte) error { byCode[string(v)], _ = readStr(k); return nil }); err != nil {
 			return err
 		}
 		for _, m := range [][2][]byte{{bSchedTenant, bSchedTenantLayout5}, {bEvTenant, bEvTenantLayout5}} {
