@@ -35,7 +35,7 @@ func childPrefix(b []byte, partition int, tz, launchExpr string, minute int) []b
 }
 
 // decodeChild rebuilds a child from its key; its tenant is in the value
-// (childTenants).
+// (tenantNames.childTenant).
 func decodeChild(k []byte) (model.Child, error) {
 	if len(k) < 4+4+8 {
 		return model.Child{}, fmt.Errorf("short child key %q", k)
