@@ -146,8 +146,8 @@ type Config struct {
 	// events that are not due yet: an event due within LaunchGap of the
 	// previous wake waits for the end of the gap and goes with the others
 	// due by then. Events launched at distinct instants close together (a
-	// fire spread over its window) then go a few at a time, one wake-up,
-	// dispatch and delivery goroutine for several, at most LaunchGap
+	// fire spread over its window) then go a few at a time, one wake-up
+	// and delivery goroutine for several, at most LaunchGap
 	// late; an event due after the gap (a lone one-off) goes at its
 	// launch instant. Never early. Negative: a wake per launch instant.
 	// Default 4ms.
