@@ -355,7 +355,7 @@ type Handler struct {
 
 	owned atomic.Pointer[map[int]int64]
 	queue *fairQueue    // due events waiting for a delivery slot
-	wakeD chan struct{} // an event was queued or a delivery ended
+	wakeD chan struct{} // a delivery ended with events waiting
 	// dispatchMu lets one goroutine at a time take batches and count
 	// their slots (startDeliveries).
 	dispatchMu sync.Mutex
