@@ -15,45 +15,60 @@ import (
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
-// dispatch starts deliveries while there are due events and free slots:
-// it takes the next batch (one host, fair across tenants) from the queues
-// and delivers it in its own goroutine, so that a slow consumer never holds
-// back the events of others. A delivery keeps its slots until its outcomes
-// are queued for the writers, so memory stays bounded when the store is
-// slow.
-func (h *Handler) dispatch(deliveries *sync.WaitGroup) {
+// dispatch starts deliveries whenever a delivery ends or the throttle
+// hands events on (startDeliveries); the timer starts those of the events
+// it launches itself, so that a wake-up of the timer is not also one of
+// this goroutine.
+func (h *Handler) dispatch() {
 	for {
-		select {
-		case <-h.stopCh:
+		if !h.startDeliveries() {
 			return
-		default:
-		}
-		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
-		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
-		if len(batch) > 0 {
-			n := len(batch)
-			h.hosts.acquire(host, n)
-			h.inFlight.Add(int64(n))
-			deliveries.Go(func() {
-				o, rs := h.deliverTenant(h.workCtx, batch)
-				h.hosts.done(host, n, rs)
-				if o != nil && len(o.items) > 0 {
-					h.outcomes.put(o)
-				}
-				h.inFlight.Add(-int64(n))
-				if h.queue.Len() > 0 {
-					// Its slots may let a waiting event go. With none
-					// waiting, the next enqueue wakes the dispatcher.
-					h.wakeDispatch()
-				}
-			})
-			continue
 		}
 		select {
 		case <-h.stopCh:
 			return
 		case <-h.wakeD:
 		}
+	}
+}
+
+// startDeliveries starts deliveries while there are due events and free
+// slots: it takes the next batch (one host, fair across tenants) from the
+// queues and delivers it in its own goroutine, so that a slow consumer never
+// holds back the events of others. A delivery keeps its slots until its
+// outcomes are queued for the writers, so memory stays bounded when the
+// store is slow. False once the handler stops. Only the handler's loops
+// call it: deliveries.Wait follows their end.
+func (h *Handler) startDeliveries() bool {
+	h.dispatchMu.Lock()
+	defer h.dispatchMu.Unlock()
+	for {
+		select {
+		case <-h.stopCh:
+			return false
+		default:
+		}
+		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
+		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
+		if len(batch) == 0 {
+			return true
+		}
+		n := len(batch)
+		h.hosts.acquire(host, n)
+		h.inFlight.Add(int64(n))
+		h.deliveries.Go(func() {
+			o, rs := h.deliverTenant(h.workCtx, batch)
+			h.hosts.done(host, n, rs)
+			if o != nil && len(o.items) > 0 {
+				h.outcomes.put(o)
+			}
+			h.inFlight.Add(-int64(n))
+			if h.queue.Len() > 0 {
+				// Its slots may let a waiting event go. With none
+				// waiting, the next enqueue starts it.
+				h.wakeDispatch()
+			}
+		})
 	}
 }
 

@@ -146,8 +146,8 @@ type Config struct {
 	// events that are not due yet: an event due within LaunchGap of the
 	// previous wake waits for the end of the gap and goes with the others
 	// due by then. Events launched at distinct instants close together (a
-	// fire spread over its window) then go a few at a time, one wake-up,
-	// dispatch and delivery goroutine for several, at most LaunchGap
+	// fire spread over its window) then go a few at a time, one wake-up
+	// and delivery goroutine for several, at most LaunchGap
 	// late; an event due after the gap (a lone one-off) goes at its
 	// launch instant. Never early. Negative: a wake per launch instant.
 	// Default 4ms.
@@ -353,15 +353,19 @@ type Handler struct {
 	heap  itemHeap
 	wakeT chan struct{} // the heap's head changed
 
-	owned    atomic.Pointer[map[int]int64]
-	queue    *fairQueue    // due events waiting for a delivery slot
-	wakeD    chan struct{} // an event was queued or a delivery ended
-	hosts    *hostLimits
-	inFlight atomic.Int64 // events being delivered
-	tenants  *tenantCache
-	outcomes *outbox         // delivered batches waiting to be written
-	stopCh   <-chan struct{} // Stopping, read once at Start
-	workCtx  context.Context // deliveries; cancelled once Stop's drain ends
+	owned atomic.Pointer[map[int]int64]
+	queue *fairQueue    // due events waiting for a delivery slot
+	wakeD chan struct{} // a delivery ended with events waiting
+	// dispatchMu lets one goroutine at a time take batches and count
+	// their slots (startDeliveries).
+	dispatchMu sync.Mutex
+	deliveries sync.WaitGroup
+	hosts      *hostLimits
+	inFlight   atomic.Int64 // events being delivered
+	tenants    *tenantCache
+	outcomes   *outbox         // delivered batches waiting to be written
+	stopCh     <-chan struct{} // Stopping, read once at Start
+	workCtx    context.Context // deliveries; cancelled once Stop's drain ends
 
 	lifeMu sync.Mutex
 	ran    bool // a handler's queues are not reused: Start once
@@ -484,17 +488,17 @@ func (h *Handler) Start(ctx context.Context) error {
 // then their outcome writes; events that hold a token and were not sent go
 // back (to pending, token returned).
 func (h *Handler) run() {
-	var loops, deliveries, writers sync.WaitGroup
+	var loops, writers sync.WaitGroup
 	for range h.cfg.Workers {
 		writers.Go(h.writer)
 	}
 	loops.Go(h.timerLoop)
 	loops.Go(h.prefetchLoop)
 	loops.Go(h.forward)
-	loops.Go(func() { h.dispatch(&deliveries) })
+	loops.Go(h.dispatch)
 	<-h.stopCh
 	loops.Wait()
-	deliveries.Wait()
+	h.deliveries.Wait()
 	h.outcomes.close() // writers finish what was delivered, then exit
 	writers.Wait()
 	var back []Item

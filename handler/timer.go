@@ -193,7 +193,8 @@ func (h *Handler) headDue(now time.Time) bool {
 	return len(h.heap) > 0 && !h.heap[0].it.Event.LaunchAt.After(now)
 }
 
-// launch routes due events; false when the handler is stopping.
+// launch routes due events and starts the deliveries of the unthrottled
+// ones in this goroutine; false when the handler is stopping.
 func (h *Handler) launch(due []throttle.Item) bool {
 	owned := *h.owned.Load()
 	var throttled, ready []throttle.Item
@@ -212,20 +213,14 @@ func (h *Handler) launch(due []throttle.Item) bool {
 		return false
 	default:
 	}
-	h.enqueue(ready...)
+	h.queue.push(ready...)
 	if len(throttled) > 0 {
 		h.thr.Enqueue(throttled...)
 	}
-	return true
-}
-
-// enqueue puts due events into the delivery queues.
-func (h *Handler) enqueue(items ...throttle.Item) {
-	if len(items) == 0 {
-		return
+	if len(ready) == 0 {
+		return true
 	}
-	h.queue.push(items...)
-	h.wakeDispatch()
+	return h.startDeliveries()
 }
 
 func (h *Handler) wakeDispatch() {
@@ -236,16 +231,31 @@ func (h *Handler) wakeDispatch() {
 }
 
 // forward takes the events that took a token from the throttle to the
-// delivery queues. Once the handler stops, the run hands back what is
-// queued.
+// delivery queues, with those handed on meanwhile, and starts their
+// deliveries. Once the handler stops, the run hands back what is queued.
 func (h *Handler) forward() {
 	in := h.thr.Dispatched()
+	var got []throttle.Item
 	for {
 		select {
 		case <-h.stopCh:
 			return
 		case it := <-in:
-			h.enqueue(it)
+			got = append(got[:0], it)
+		}
+	more:
+		for len(got) < h.cfg.MaxBatch {
+			select {
+			case it := <-in:
+				got = append(got, it)
+			default:
+				break more
+			}
+		}
+		h.queue.push(got...)
+		clear(got)
+		if !h.startDeliveries() {
+			return
 		}
 	}
 }
