@@ -428,12 +428,12 @@ func (b *Balancer) Tick(ctx context.Context) error {
 		held[u] = l
 	}
 	b.mu.Unlock()
-	for u, l := range held {
-		nl, err := b.store.LeaseRenew(ctx, l.Name, b.cfg.Owner, l.Fence, now, ttl)
+	for _, r := range b.renewAll(ctx, held, now, ttl) {
+		u, l := r.unit, r.lease
 		switch {
-		case err == nil:
-			held[u] = nl
-		case errors.Is(err, model.ErrConflict):
+		case r.err == nil:
+			held[u] = r.renewed
+		case errors.Is(r.err, model.ErrConflict):
 			b.log.Info().Str(logkey.Lease, l.Name).Int64(logkey.Fence, l.Fence).Msg("lease lost")
 			delete(held, u)
 			changed = true
@@ -519,4 +519,35 @@ func sortedUnits(m map[int]model.Lease) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// maxRenewing bounds the renewals of one balancer in flight at once.
+const maxRenewing = 16
+
+type renewal struct {
+	unit           int
+	lease, renewed model.Lease
+	err            error
+}
+
+// renewAll renews the held leases concurrently: the embedded store writes
+// renewals that arrive together in one commit, and MongoDB's round trips
+// overlap, where one after another each would cost its own.
+func (b *Balancer) renewAll(ctx context.Context, held map[int]model.Lease, now time.Time, ttl time.Duration) []renewal {
+	rs := make([]renewal, 0, len(held))
+	for u, l := range held {
+		rs = append(rs, renewal{unit: u, lease: l})
+	}
+	sem := make(chan struct{}, maxRenewing)
+	var wg sync.WaitGroup
+	for i := range rs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r := &rs[i]
+			r.renewed, r.err = b.store.LeaseRenew(ctx, r.lease.Name, b.cfg.Owner, r.lease.Fence, now, ttl)
+		})
+	}
+	wg.Wait()
+	return rs
 }

@@ -3,12 +3,15 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/schedulerd/schedulerd/lease"
+	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
@@ -259,5 +262,52 @@ func TestHolderOf(t *testing.T) {
 		if err != nil || !ok || h.Owner != "inst-0" || h.Addr != "http://a:1" {
 			t.Errorf("after inst-1 stopped, HolderOf(%d) = %+v, %v, %v; want inst-0", u, h, ok, err)
 		}
+	}
+}
+
+// barrierRenews holds each LeaseRenew until want of them are in flight at
+// once (or a second passed, which fails the test).
+type barrierRenews struct {
+	*embedded.Store
+	want     int
+	mu       sync.Mutex
+	inFlight int
+	all      chan struct{}
+	timedOut atomic.Bool
+}
+
+func (s *barrierRenews) LeaseRenew(ctx context.Context, name, owner string, fence int64, now time.Time, ttl time.Duration) (model.Lease, error) {
+	s.mu.Lock()
+	s.inFlight++
+	if s.inFlight == s.want {
+		close(s.all)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.all:
+	case <-time.After(time.Second):
+		s.timedOut.Store(true)
+	}
+	return s.Store.LeaseRenew(ctx, name, owner, fence, now, ttl)
+}
+
+func TestRenewalsGoTogether(t *testing.T) {
+	// Renewals that reach the store together share its commits.
+	ctx := context.Background()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const units = 8
+	st := &barrierRenews{Store: openStore(t), want: units, all: make(chan struct{})}
+	bs := newBalancers(t, st, clk, 1, units)
+	tickAll(t, ctx, bs, 1) // takes the units
+	if n := len(bs[0].Held()); n != units {
+		t.Fatalf("holds %d units, want %d", n, units)
+	}
+	clk.Advance(5 * time.Second)
+	tickAll(t, ctx, bs, 1) // renews them
+	if st.timedOut.Load() {
+		t.Fatalf("renewals were not in flight together (want %d at once)", units)
+	}
+	if n := len(bs[0].Held()); n != units {
+		t.Fatalf("holds %d units after renewing, want %d", n, units)
 	}
 }

@@ -463,30 +463,22 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	if p.Limit <= 0 {
 		return nil, nil
 	}
+	// Most claims of a quiet shard find nothing: a read says so without a
+	// commit (and its sync).
+	var due bool
+	if err := s.view(ctx, "event claim due", func(tx *bolt.Tx) error {
+		due = len(dueCandidates(tx, p, 1)) > 0
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if !due {
+		return nil, nil
+	}
 	var out []*model.Event
 	err := s.batch(ctx, "event claim due", func(tx *bolt.Tx) error {
 		out = nil
-		var cands [][]byte // launchAt, rk
-		c := tx.Bucket(bEvDue).Cursor()
-		for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
-			prefix := duePrefix(p.Shard, statusCodes[st])
-			taken := 0
-			for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < p.Limit; k, _ = c.Next() {
-				rest := k[len(prefix):]
-				if st == model.EventScheduled {
-					// Left by an older owner: claimed whatever its launch
-					// time, since that owner had already loaded it.
-					if int64(binary.BigEndian.Uint64(rest)) >= p.Fence {
-						break
-					}
-					rest = rest[8:]
-				} else if !readTime(rest).Before(p.DueBefore) {
-					break
-				}
-				cands = append(cands, bytes.Clone(rest))
-				taken++
-			}
-		}
+		cands := dueCandidates(tx, p, p.Limit)
 		slices.SortFunc(cands, bytes.Compare)
 		if len(cands) > p.Limit {
 			cands = cands[:p.Limit]
@@ -517,6 +509,33 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 // EventTransition applies compare-and-set transitions in order. Concurrent
 // callers share commits (bbolt batches), so many handlers finishing events
 // at once pay for few fsyncs.
+
+// dueCandidates returns up to limit claimable entries of each status of
+// p's shard (launch time, row key).
+func dueCandidates(tx *bolt.Tx, p *store.EventClaimParams, limit int) [][]byte {
+	var cands [][]byte
+	c := tx.Bucket(bEvDue).Cursor()
+	for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
+		prefix := duePrefix(p.Shard, statusCodes[st])
+		taken := 0
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < limit; k, _ = c.Next() {
+			rest := k[len(prefix):]
+			if st == model.EventScheduled {
+				// Left by an older owner: claimed whatever its launch
+				// time, since that owner had already loaded it.
+				if int64(binary.BigEndian.Uint64(rest)) >= p.Fence {
+					break
+				}
+				rest = rest[8:]
+			} else if !readTime(rest).Before(p.DueBefore) {
+				break
+			}
+			cands = append(cands, bytes.Clone(rest))
+			taken++
+		}
+	}
+	return cands
+}
 func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	results := make([]error, len(ts))
 	if len(ts) == 0 {
