@@ -311,53 +311,28 @@ func compactEvents(db *bolt.DB, chunk int) error {
 	}); err != nil {
 		return err
 	}
-	var after []byte // the last row id of the previous chunk
-	for {
-		rows := 0
-		if err := db.Update(func(tx *bolt.Tx) error {
-			rows = 0
-			old := tx.Bucket(bEventsLayout2)
-			if old == nil {
-				return nil
+	return walkChunks(db, bEventsLayout2, chunk, func(tx *bolt.Tx, rows []kv) error {
+		events := make([]*model.Event, 0, len(rows))
+		for _, r := range rows {
+			e, err := decodeEvent(r.v)
+			if err != nil {
+				return fmt.Errorf("event %q: %w", r.k, err)
 			}
-			c := old.Cursor()
-			id, raw := c.First()
-			if after != nil {
-				if id, raw = c.Seek(after); bytes.Equal(id, after) {
-					id, raw = c.Next()
-				}
-			}
-			var last []byte
-			var events []*model.Event
-			for ; id != nil && rows < chunk; id, raw = c.Next() {
-				e, err := decodeEvent(raw)
-				if err != nil {
-					return fmt.Errorf("event %q: %w", id, err)
-				}
-				events = append(events, e)
-				last = id
-				rows++
-			}
-			after = bytes.Clone(last)
-			// Ids sort a fire's events as strings ("f.1", "f.10", "f.2");
-			// by index their row and fire index keys go in in order.
-			slices.SortStableFunc(events, func(a, b *model.Event) int {
-				return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
-			})
-			x := newEvtx(tx)
-			for _, e := range events {
-				if _, err := x.insert(e); err != nil {
-					return fmt.Errorf("event %q: %w", e.ID, err)
-				}
-			}
-			return x.flush()
-		}); err != nil {
-			return err
+			events = append(events, e)
 		}
-		if rows < chunk {
-			return nil
+		// Ids sort a fire's events as strings ("f.1", "f.10", "f.2");
+		// by index their row and fire index keys go in in order.
+		slices.SortStableFunc(events, func(a, b *model.Event) int {
+			return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
+		})
+		x := newEvtx(tx)
+		for _, e := range events {
+			if _, err := x.insert(e); err != nil {
+				return fmt.Errorf("event %q: %w", e.ID, err)
+			}
 		}
-	}
+		return x.flush()
+	})
 }
 
 // rewriteRows rewrites the rows of bucket name (schedules, fires or event
@@ -367,111 +342,62 @@ func compactEvents(db *bolt.DB, chunk int) error {
 // resumed.
 func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 	current := map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
-	var after []byte
-	for {
-		rows := 0
-		if err := db.Update(func(tx *bolt.Tx) error {
-			rows = 0
-			b := tx.Bucket(name)
-			type kv struct{ k, v []byte }
-			var puts []kv
-			c := b.Cursor()
-			k, v := c.First()
-			if after != nil {
-				if k, v = c.Seek(after); bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
+	return walkChunks(db, name, chunk, func(tx *bolt.Tx, rows []kv) error {
+		b := tx.Bucket(name)
+		for _, r := range rows {
+			k, v := r.k, r.v
+			if len(v) > 0 && v[0] == current {
+				continue
 			}
-			var last []byte
-			for ; k != nil && rows < chunk; k, v = c.Next() {
-				last = k
-				rows++
-				if len(v) > 0 && v[0] == current {
-					continue
+			var raw []byte
+			switch {
+			case bytes.Equal(name, bSchedules):
+				sc, err := decodeSchedule(k, v)
+				if err != nil {
+					return err
 				}
-				var raw []byte
-				switch {
-				case bytes.Equal(name, bSchedules):
-					sc, err := decodeSchedule(k, v)
-					if err != nil {
-						return err
-					}
-					raw = encodeSchedule(sc)
-				case bytes.Equal(name, bFires):
-					f, err := decodeFire(k, v)
-					if err != nil {
-						return err
-					}
-					raw = encodeFire(f)
-				default:
-					e, err := decodeEvent(v)
-					if err != nil {
-						return fmt.Errorf("event group %x: %w", k, err)
-					}
-					if raw, err = encodeEvent(e); err != nil {
-						return err
-					}
+				raw = encodeSchedule(sc)
+			case bytes.Equal(name, bFires):
+				f, err := decodeFire(k, v)
+				if err != nil {
+					return err
 				}
-				puts = append(puts, kv{bytes.Clone(k), raw})
-			}
-			after = bytes.Clone(last)
-			// Written after the walk: a cursor must not see its bucket change.
-			for _, p := range puts {
-				if err := b.Put(p.k, p.v); err != nil {
+				raw = encodeFire(f)
+			default:
+				e, err := decodeEvent(v)
+				if err != nil {
+					return fmt.Errorf("event group %x: %w", k, err)
+				}
+				if raw, err = encodeEvent(e); err != nil {
 					return err
 				}
 			}
-			return nil
-		}); err != nil {
-			return err
+			if err := b.Put(k, raw); err != nil {
+				return err
+			}
 		}
-		if rows < chunk {
-			return nil
-		}
-	}
+		return nil
+	})
 }
 
 // dropImpliedEntries deletes the ev_sched entries of the groups that
 // layoutLeanOneOffs lists by fire id, chunk keys per transaction. A run
 // interrupted by a crash is redone: what it deleted stays deleted.
 func dropImpliedEntries(db *bolt.DB, chunk int) error {
-	var after []byte
-	for {
-		keys := 0
-		if err := db.Update(func(tx *bolt.Tx) error {
-			keys = 0
-			b := tx.Bucket(bEvSched)
-			var drop [][]byte
-			c := b.Cursor()
-			k, v := c.First()
-			if after != nil {
-				if k, v = c.Seek(after); bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
+	return walkChunks(db, bEvSched, chunk, func(tx *bolt.Tx, rows []kv) error {
+		var drop [][]byte
+		for _, r := range rows {
+			// A group's entry: schedule id NUL, fire id ".", NUL, no value.
+			if len(r.v) != 0 || !bytes.HasSuffix(r.k, []byte{'.', 0}) {
+				continue
 			}
-			var last []byte
-			for ; k != nil && keys < chunk; k, v = c.Next() {
-				last = k
-				keys++
-				// A group's entry: schedule id NUL, fire id ".", NUL, no value.
-				if len(v) != 0 || !bytes.HasSuffix(k, []byte{'.', 0}) {
-					continue
-				}
-				scheduleID, rest := readStr(k)
-				if len(rest) >= 2 && impliedGroup(scheduleID, string(rest[:len(rest)-2])) {
-					drop = append(drop, bytes.Clone(k))
-				}
+			scheduleID, rest := readStr(r.k)
+			if len(rest) >= 2 && impliedGroup(scheduleID, string(rest[:len(rest)-2])) {
+				drop = append(drop, r.k)
 			}
-			after = bytes.Clone(last)
-			// Deleted after the walk: a cursor must not see its bucket change.
-			return deleteKeys(tx, bEvSched, drop)
-		}); err != nil {
-			return err
 		}
-		if keys < chunk {
-			return nil
-		}
-	}
+		return deleteKeys(tx, bEvSched, drop)
+	})
 }
 
 // codeTenantEntries moves the keys of the tenant index from (tenant id,
@@ -480,46 +406,22 @@ func dropImpliedEntries(db *bolt.DB, chunk int) error {
 // resumes where the last commit left it; the emptied bucket is dropped with
 // the version.
 func codeTenantEntries(db *bolt.DB, from, to []byte, chunk int) error {
-	for {
-		keys := 0
-		if err := db.Update(func(tx *bolt.Tx) error {
-			keys = 0
-			old := tx.Bucket(from)
-			if old == nil {
-				return nil
-			}
-			codes, dst := newTenantCodes(tx), tx.Bucket(to)
-			type kv struct{ k, v []byte }
-			var moves []kv
-			var drop [][]byte
-			c := old.Cursor()
-			for k, v := c.First(); k != nil && keys < chunk; k, v = c.Next() {
-				keys++
-				tenantID, rest := readStr(k)
-				nk, err := codes.key(tenantID, rest)
-				if err != nil {
-					return err
-				}
-				moves = append(moves, kv{nk, bytes.Clone(v)})
-				drop = append(drop, bytes.Clone(k))
-			}
-			// Written after the walk: a cursor must not see its bucket change.
-			if err := deleteKeys(tx, from, drop); err != nil {
+	return walkChunks(db, from, chunk, func(tx *bolt.Tx, rows []kv) error {
+		codes, dst := newTenantCodes(tx), tx.Bucket(to)
+		drop := make([][]byte, 0, len(rows))
+		for _, r := range rows {
+			tenantID, rest := readStr(r.k)
+			nk, err := codes.key(tenantID, rest)
+			if err != nil {
 				return err
 			}
-			for _, m := range moves {
-				if err := dst.Put(m.k, m.v); err != nil {
-					return err
-				}
+			if err := dst.Put(nk, r.v); err != nil {
+				return err
 			}
-			return nil
-		}); err != nil {
-			return err
+			drop = append(drop, r.k)
 		}
-		if keys < chunk {
-			return nil
-		}
-	}
+		return deleteKeys(tx, from, drop)
+	})
 }
 
 // codeChildTenants gives tenant_ids the codes of tenant_codes that it
@@ -540,14 +442,42 @@ func codeChildTenants(db *bolt.DB, chunk int) error {
 	}); err != nil {
 		return err
 	}
+	return walkChunks(db, bChildren, chunk, func(tx *bolt.Tx, rows []kv) error {
+		b, codes := tx.Bucket(bChildren), newTenantCodes(tx)
+		for _, r := range rows {
+			if len(r.v) > 0 && r.v[0] == 0 {
+				continue
+			}
+			nv, err := codes.childValue(string(r.v))
+			if err != nil {
+				return err
+			}
+			if err := b.Put(r.k, nv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// kv is a key and its value, copied out of a transaction.
+type kv struct{ k, v []byte }
+
+// walkChunks hands fn the keys and values of bucket name in key order,
+// chunk at a time, each chunk in a read-write transaction of its own that
+// starts after the last key of the one before. fn writes once the chunk's
+// walk is over (a cursor must not see its bucket change). A missing bucket
+// is an empty one.
+func walkChunks(db *bolt.DB, name []byte, chunk int, fn func(tx *bolt.Tx, rows []kv) error) error {
 	var after []byte
 	for {
-		keys := 0
+		n := 0
 		if err := db.Update(func(tx *bolt.Tx) error {
-			keys = 0
-			b, codes := tx.Bucket(bChildren), newTenantCodes(tx)
-			type kv struct{ k, v []byte }
-			var puts []kv
+			b := tx.Bucket(name)
+			if b == nil {
+				return nil
+			}
+			var rows []kv
 			c := b.Cursor()
 			k, v := c.First()
 			if after != nil {
@@ -555,31 +485,17 @@ func codeChildTenants(db *bolt.DB, chunk int) error {
 					k, v = c.Next()
 				}
 			}
-			var last []byte
-			for ; k != nil && keys < chunk; k, v = c.Next() {
-				last = k
-				keys++
-				if len(v) > 0 && v[0] == 0 {
-					continue
-				}
-				nv, err := codes.childValue(string(v))
-				if err != nil {
-					return err
-				}
-				puts = append(puts, kv{bytes.Clone(k), nv})
+			for ; k != nil && len(rows) < chunk; k, v = c.Next() {
+				rows = append(rows, kv{bytes.Clone(k), bytes.Clone(v)})
 			}
-			after = bytes.Clone(last)
-			// Written after the walk: a cursor must not see its bucket change.
-			for _, p := range puts {
-				if err := b.Put(p.k, p.v); err != nil {
-					return err
-				}
+			if n = len(rows); n > 0 {
+				after = rows[n-1].k
 			}
-			return nil
+			return fn(tx, rows)
 		}); err != nil {
 			return err
 		}
-		if keys < chunk {
+		if n < chunk {
 			return nil
 		}
 	}
