@@ -3,7 +3,6 @@
 package httpdelivery_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -30,18 +29,5 @@ func BenchmarkHTTPBatchDelivery(b *testing.B) {
 	for i := range events {
 		events[i] = batchEvent("sch_1.1772366400.v1."+strconv.Itoa(i), srv)
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start, cpuStart := time.Now(), processCPU(b)
-	for b.Loop() {
-		for i, res := range d.Deliver(ctx, events) {
-			if res.Err != nil {
-				b.Fatalf("event %d: %v", i, res.Err)
-			}
-		}
-	}
-	elapsed, cpu := time.Since(start), processCPU(b)-cpuStart
-	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "cpu-us/event")
+	benchDeliver(b, d, events)
 }
