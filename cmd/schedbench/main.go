@@ -273,26 +273,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 func startInProcess(ctx context.Context, o *options, stderr io.Writer) (*app.App, func(), error) {
-	dir := o.dataDir
-	remove := false
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "schedbench-"); err != nil {
-			return nil, nil, err
-		}
-		remove = true
-	}
-	if o.signingSecret == "" {
-		o.signingSecret = randomHex(24)
-	}
-	env := map[string]string{
-		"SCHEDULER_LISTEN_ADDR":    "127.0.0.1:0",
-		"SCHEDULER_STORE":          "embedded",
-		"SCHEDULER_DATA_DIR":       filepath.Join(dir, "data"),
-		"SCHEDULER_SIGNING_SECRET": o.signingSecret,
-		"SCHEDULER_LOG_LEVEL":      o.logLevel,
-		"SCHEDULER_PARTITIONS":     fmt.Sprint(o.shards),
-		"SCHEDULER_SHARDS":         fmt.Sprint(o.shards),
+	env, removeDir, err := embeddedEnv(o)
+	if err != nil {
+		return nil, nil, err
 	}
 	cfg, err := app.ParseConfig(nil, func(k string) string { return env[k] })
 	if err != nil {
@@ -314,11 +297,34 @@ func startInProcess(ctx context.Context, o *options, stderr io.Writer) (*app.App
 		if err := a.Shutdown(sctx); err != nil {
 			fmt.Fprintln(stderr, "schedbench: shutdown:", err)
 		}
-		if remove {
-			_ = os.RemoveAll(dir)
-		}
+		removeDir()
 	}
 	return a, cleanup, nil
+}
+
+// embeddedEnv is the configuration of a schedulerd on the embedded store
+// in o.dataDir (a new temporary directory when empty; removeDir removes
+// only that one) listening on a free port of 127.0.0.1.
+func embeddedEnv(o *options) (env map[string]string, removeDir func(), err error) {
+	dir, removeDir := o.dataDir, func() {}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "schedbench-"); err != nil {
+			return nil, nil, err
+		}
+		removeDir = func() { _ = os.RemoveAll(dir) }
+	}
+	if o.signingSecret == "" {
+		o.signingSecret = randomHex(24)
+	}
+	return map[string]string{
+		"SCHEDULER_LISTEN_ADDR":    "127.0.0.1:0",
+		"SCHEDULER_STORE":          "embedded",
+		"SCHEDULER_DATA_DIR":       filepath.Join(dir, "data"),
+		"SCHEDULER_SIGNING_SECRET": o.signingSecret,
+		"SCHEDULER_LOG_LEVEL":      o.logLevel,
+		"SCHEDULER_PARTITIONS":     fmt.Sprint(o.shards),
+		"SCHEDULER_SHARDS":         fmt.Sprint(o.shards),
+	}, removeDir, nil
 }
 
 func randomHex(n int) string {

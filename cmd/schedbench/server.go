@@ -31,29 +31,17 @@ type server struct {
 // (under dir, or a temporary one) with the embedded store, a generated
 // admin key and signing secret, and waits until it listens.
 func startServer(ctx context.Context, o *options, stderr io.Writer) (*server, func(), error) {
-	dir := o.dataDir
-	remove := false
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "schedbench-"); err != nil {
-			return nil, nil, err
-		}
-		remove = true
+	env, removeDir, err := embeddedEnv(o)
+	if err != nil {
+		return nil, nil, err
 	}
 	o.adminKey = "sk_schedbench_" + randomHex(16)
-	o.signingSecret = randomHex(24)
-	data := filepath.Join(dir, "data")
+	env["SCHEDULER_ADMIN_KEY"] = o.adminKey
 	cmd := exec.Command(o.server)
-	cmd.Env = append(os.Environ(),
-		"SCHEDULER_LISTEN_ADDR=127.0.0.1:0",
-		"SCHEDULER_STORE=embedded",
-		"SCHEDULER_DATA_DIR="+data,
-		"SCHEDULER_ADMIN_KEY="+o.adminKey,
-		"SCHEDULER_SIGNING_SECRET="+o.signingSecret,
-		"SCHEDULER_LOG_LEVEL="+o.logLevel,
-		"SCHEDULER_PARTITIONS="+fmt.Sprint(o.shards),
-		"SCHEDULER_SHARDS="+fmt.Sprint(o.shards),
-	)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -62,7 +50,7 @@ func startServer(ctx context.Context, o *options, stderr io.Writer) (*server, fu
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", o.server, err)
 	}
-	s := &server{pid: cmd.Process.Pid, dataDir: data, cmd: cmd, exited: make(chan struct{})}
+	s := &server{pid: cmd.Process.Pid, dataDir: env["SCHEDULER_DATA_DIR"], cmd: cmd, exited: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -88,9 +76,7 @@ func startServer(ctx context.Context, o *options, stderr io.Writer) (*server, fu
 			_ = cmd.Process.Kill()
 			<-s.exited
 		}
-		if remove {
-			_ = os.RemoveAll(dir)
-		}
+		removeDir()
 	}
 	select {
 	case s.base = <-addr:

@@ -193,12 +193,12 @@ func (d *Deliverer) sendBatch(ctx context.Context, r batchRequest, events []*mod
 		})
 		return
 	}
-	ts := d.cfg.Now().Unix()
+	ts := strconv.AppendInt(nil, d.cfg.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", d.cfg.UserAgent)
 	req.Header.Set(HeaderEventCount, strconv.Itoa(len(r.idx)))
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(d.cfg.SigningSecret, ts, r.body))
+	req.Header.Set(HeaderTimestamp, string(ts))
+	req.Header.Set(HeaderSignature, string(d.appendSignature(nil, ts, r.body)))
 
 	resp, err := client.Do(req)
 	if err != nil {

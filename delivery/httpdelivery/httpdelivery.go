@@ -314,13 +314,9 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 // as text).
 func (d *Deliverer) appendSignature(dst, ts, body []byte) []byte {
 	h := d.macs.Get().(hash.Hash)
-	h.Reset()
-	h.Write(ts)
-	h.Write([]byte{'.'})
-	h.Write(body)
 	var sum [sha256.Size]byte
 	dst = append(dst, signatureVersion...)
-	dst = hex.AppendEncode(dst, h.Sum(sum[:0]))
+	dst = hex.AppendEncode(dst, appendMAC(sum[:0], h, ts, body))
 	d.macs.Put(h)
 	return dst
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
 	"time"
@@ -42,11 +43,17 @@ func Sign(secret []byte, ts int64, body []byte) string {
 }
 
 func mac(secret []byte, ts string, body []byte) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(ts))
+	return appendMAC(nil, hmac.New(sha256.New, secret), []byte(ts), body)
+}
+
+// appendMAC appends the MAC of "<ts>.<body>" under h, an HMAC-SHA256 under
+// the signing secret (reset first, so that a pooled one serves).
+func appendMAC(dst []byte, h hash.Hash, ts, body []byte) []byte {
+	h.Reset()
+	h.Write(ts)
 	h.Write([]byte{'.'})
 	h.Write(body)
-	return h.Sum(nil)
+	return h.Sum(dst)
 }
 
 // Verify checks a delivery's signature. header is the X-Scheduler-Signature
