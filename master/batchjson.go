@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/internal/jsonappend"
 )
 
 // writeBatchResult answers a batch with out, the bytes c.JSON would write
@@ -89,25 +89,25 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 	b = append(b, `{"children":`...)
 	b = strconv.AppendInt(b, int64(s.Children), 10)
 	b = append(b, `,"createdAt":`...)
-	b, ok = appendTime(b, s.CreatedAt, ok)
+	b, ok = jsonappend.Time(b, s.CreatedAt, ok)
 	if s.Cron != nil {
 		b = append(b, `,"cron":`...)
-		b = appendString(b, *s.Cron)
+		b = jsonappend.String(b, *s.Cron)
 	}
 	if s.EndAt != nil {
 		b = append(b, `,"endAt":`...)
-		b, ok = appendTime(b, *s.EndAt, ok)
+		b, ok = jsonappend.Time(b, *s.EndAt, ok)
 	}
 	b = append(b, `,"eventCount":`...)
 	b = strconv.AppendInt(b, int64(s.EventCount), 10)
 	b = append(b, `,"id":`...)
-	b = appendString(b, s.Id)
+	b = jsonappend.String(b, s.Id)
 	b = append(b, `,"maxAttempts":`...)
 	b = strconv.AppendInt(b, int64(s.MaxAttempts), 10)
 	b = append(b, `,"misfire":`...)
-	b = appendString(b, string(s.Misfire))
+	b = jsonappend.String(b, string(s.Misfire))
 	b = append(b, `,"name":`...)
-	b = appendString(b, s.Name)
+	b = jsonappend.String(b, s.Name)
 	b = append(b, `,"nextFireTimes":`...)
 	if s.NextFireTimes == nil {
 		b = append(b, "null"...)
@@ -117,59 +117,59 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b, ok = appendTime(b, t, ok)
+			b, ok = jsonappend.Time(b, t, ok)
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"overlap":`...)
-	b = appendString(b, string(s.Overlap))
+	b = jsonappend.String(b, string(s.Overlap))
 	if s.Payload != nil {
 		b = append(b, `,"payload":`...)
-		b, ok = appendRaw(b, *s.Payload, ok)
+		b, ok = jsonappend.Raw(b, *s.Payload, ok)
 	}
 	if s.PolicyId != nil {
 		b = append(b, `,"policyId":`...)
-		b = appendString(b, *s.PolicyId)
+		b = jsonappend.String(b, *s.PolicyId)
 	}
 	b = append(b, `,"priority":`...)
 	b = strconv.AppendInt(b, int64(s.Priority), 10)
 	if s.RunAt != nil {
 		b = append(b, `,"runAt":`...)
-		b, ok = appendTime(b, *s.RunAt, ok)
+		b, ok = jsonappend.Time(b, *s.RunAt, ok)
 	}
 	b = append(b, `,"spread":`...)
 	b = strconv.AppendBool(b, s.Spread)
 	if s.StartAt != nil {
 		b = append(b, `,"startAt":`...)
-		b, ok = appendTime(b, *s.StartAt, ok)
+		b, ok = jsonappend.Time(b, *s.StartAt, ok)
 	}
 	b = append(b, `,"state":`...)
-	b = appendString(b, string(s.State))
+	b = jsonappend.String(b, string(s.State))
 	b = append(b, `,"target":{`...)
 	if s.Target.QueueUrl != nil {
 		b = append(b, `"queueUrl":`...)
-		b = appendString(b, *s.Target.QueueUrl)
+		b = jsonappend.String(b, *s.Target.QueueUrl)
 		b = append(b, ',')
 	}
 	b = append(b, `"type":`...)
-	b = appendString(b, string(s.Target.Type))
+	b = jsonappend.String(b, string(s.Target.Type))
 	if s.Target.Url != nil {
 		b = append(b, `,"url":`...)
-		b = appendString(b, *s.Target.Url)
+		b = jsonappend.String(b, *s.Target.Url)
 	}
 	b = append(b, `},"timezone":`...)
-	b = appendString(b, s.Timezone)
+	b = jsonappend.String(b, s.Timezone)
 	b = append(b, `,"updatedAt":`...)
-	b, ok = appendTime(b, s.UpdatedAt, ok)
+	b, ok = jsonappend.Time(b, s.UpdatedAt, ok)
 	b = append(b, `,"version":`...)
 	b = strconv.AppendInt(b, s.Version, 10)
 	if s.Window != nil {
 		b = append(b, `,"window":`...)
-		b = appendString(b, *s.Window)
+		b = jsonappend.String(b, *s.Window)
 	}
 	b = append(b, '}')
 	if !ok {
-		// A value appendTime or appendRaw left to json.Marshal.
+		// A value jsonappend.Time or jsonappend.Raw left to json.Marshal.
 		return appendMarshal(b[:start], s)
 	}
 	return b, nil
@@ -181,56 +181,4 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, m...), nil
-}
-
-// appendString appends s quoted as json.Marshal quotes it: as it is when
-// every byte is printable ASCII that needs no escape (json.Marshal escapes
-// <, > and & too); otherwise by json.Marshal.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			m, _ := json.Marshal(s) // a string always marshals
-			return append(b, m...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendTime appends t as time.Time's MarshalJSON writes it (RFC 3339 with
-// nanoseconds) when ok and t is within what MarshalJSON writes (a year of
-// four digits, an offset under a day); otherwise it reports false, for
-// the caller to have json.Marshal write the value (and give its error).
-func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
-	if !ok {
-		return b, false
-	}
-	_, off := t.Zone()
-	if y := t.Year(); y < 0 || y > 9999 || off <= -24*60*60 || off >= 24*60*60 {
-		return b, false
-	}
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"'), true
-}
-
-// appendRaw appends the raw JSON value v as json.Marshal writes a
-// json.RawMessage (compacted, with <, >, & and U+2028, U+2029 escaped)
-// when v has none of them nor white space, and so is written as it is;
-// otherwise it reports false.
-func appendRaw(b []byte, v []byte, ok bool) ([]byte, bool) {
-	if !ok {
-		return b, false
-	}
-	for _, c := range v {
-		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2: // 0xe2 leads U+2028 and U+2029
-			return b, false
-		}
-	}
-	if !json.Valid(v) {
-		return b, false
-	}
-	return append(b, v...), true
 }
