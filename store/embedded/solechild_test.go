@@ -149,7 +149,7 @@ func storedHead(t *testing.T, s *Store, fireID string) []byte {
 // after the schedule is edited or deleted.
 func TestOneOffHeadRefersToSchedule(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{groupedOneOffs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestOneOffHeadRefersToSchedule(t *testing.T) {
 // the stored schedule as it was.
 func TestOneOffHeadRefersToScheduleInBatch(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{groupedOneOffs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
