@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -46,16 +47,16 @@ func isTenantImplied(v []byte) bool { return len(v) == 1 && v[0] == tenantImplie
 
 // impliesEvent reports whether the row of the one-off sc, holding its fire
 // f (impliesFire), can hold events too: f has one event, e, canonical
-// (index 0) and of sc's tenant, whose target, payload and the rest are
-// sc's (refSchedule), as created (pending, never attempted). A one-off
-// with a policy keeps the ordinary form: its event needs an ev_policy
-// entry, which this form does not give.
+// (index 0), of sc's tenant and f's fire time, whose target, payload and
+// the rest are sc's (refSchedule), as created (pristine). A one-off with a
+// policy keeps the ordinary form: its event needs an ev_policy entry,
+// which this form does not give.
 func impliesEvent(sc *model.Schedule, f *model.Fire, events []*model.Event) bool {
 	if len(events) != 1 || sc.PolicyID != "" {
 		return false
 	}
 	e := events[0]
-	return e.FireID == f.ID && e.Index == 0 && e.ID == model.EventID(f.ID, 0) &&
+	return e.FireID == f.ID && e.Index == 0 && e.ID == model.EventID(f.ID, 0) && e.FireTime.Equal(f.FireTime) &&
 		e.ScheduleID == sc.ID && refSchedule(e, sc) && pristine(e)
 }
 
@@ -65,34 +66,101 @@ func pristine(e *model.Event) bool {
 		e.ReleaseToken == "" && e.TokenExpiresAt == nil && !e.TokenTimedOut && e.DeliveredAt == nil && e.FinishedAt == nil
 }
 
-// encodeScheduleEvent is encodeScheduleFire with the event e
-// (impliesEvent) held in the row after the fire, as a group head that
-// leaves to the row what the row gives (encodeEventRef).
-func encodeScheduleEvent(sc *model.Schedule, child *model.Child, f *model.Fire, e *model.Event) ([]byte, error) {
-	t := headTemplate(e)
-	ev, err := encodeEventRef(&t, sc)
-	if err != nil {
-		return nil, err
+// Flags of an event held in its schedule's row.
+const (
+	rowEvLaunchAbs  = 1 << iota // the launch time is stored in full, not from the fire time
+	rowEvCreatedAbs             // the creation time is stored in full, not from the schedule's
+	rowEvUpdated                // the update time is not the creation time: stored
+	rowEvDeadline               // a deadline is stored
+)
+
+// encodeRowEvent encodes the event e that the row of sc holds with its
+// fire f (impliesEvent): what the row does not give, which is its count,
+// shard, launch time (from the fire time), deadline and creation time
+// (from the schedule's).
+func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
+	var flags uint64
+	launch, launchOK := timeDelta(f.FireTime, e.LaunchAt)
+	if !launchOK {
+		flags |= rowEvLaunchAbs
 	}
-	b := encodeScheduleFire(sc, child, f)
-	b[1] |= schedEvent
-	return putBytes(b, ev), nil
+	created, createdOK := timeDelta(sc.CreatedAt, e.CreatedAt)
+	if !createdOK {
+		flags |= rowEvCreatedAbs
+	}
+	if !sameTime(e.UpdatedAt, e.CreatedAt) {
+		flags |= rowEvUpdated
+	}
+	if e.Deadline != nil {
+		flags |= rowEvDeadline
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 16), flags)
+	b = binary.AppendVarint(b, int64(e.Count))
+	b = binary.AppendVarint(b, int64(e.Shard))
+	if launchOK {
+		b = binary.AppendVarint(b, int64(launch))
+	} else {
+		b = putTime(b, e.LaunchAt)
+	}
+	if createdOK {
+		b = binary.AppendVarint(b, int64(created))
+	} else {
+		b = putTime(b, e.CreatedAt)
+	}
+	if flags&rowEvUpdated != 0 {
+		b = putTime(b, e.UpdatedAt)
+	}
+	if e.Deadline != nil {
+		b = putTime(b, *e.Deadline)
+	}
+	return b
 }
 
-// decodeRowEvent returns the event that the row of sc holds, from its
-// encoding raw.
-func decodeRowEvent(sc *model.Schedule, raw []byte) (*model.Event, error) {
-	e, err := decodeEventWith(raw, func(id string) (*model.Schedule, error) {
-		if id != sc.ID {
-			return nil, model.ErrNotFound
-		}
-		return sc, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("event in the row of schedule %q: %w", sc.ID, err)
+// decodeRowEvent returns the event that the row of sc holds with its fire
+// f, from its encoding raw (encodeRowEvent).
+func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event, error) {
+	d := decoder{b: raw}
+	flags := d.uvarint()
+	e := &model.Event{
+		ID: model.EventID(f.ID, 0), TenantID: sc.TenantID, ScheduleID: sc.ID, FireID: f.ID, FireTime: f.FireTime,
+		Priority: sc.Priority, Target: sc.Target, Payload: sc.Payload, MaxAttempts: sc.MaxAttempts,
+		Status: model.EventPending,
 	}
-	e.ID, e.Index = model.EventID(e.FireID, 0), 0
+	e.Count = int(d.varint())
+	e.Shard = int(d.varint())
+	if flags&rowEvLaunchAbs != 0 {
+		e.LaunchAt = d.time()
+	} else {
+		e.LaunchAt = f.FireTime.Add(time.Duration(d.varint()))
+	}
+	if flags&rowEvCreatedAbs != 0 {
+		e.CreatedAt = d.time()
+	} else {
+		e.CreatedAt = sc.CreatedAt.Add(time.Duration(d.varint()))
+	}
+	e.UpdatedAt = e.CreatedAt
+	if flags&rowEvUpdated != 0 {
+		e.UpdatedAt = d.time()
+	}
+	if flags&rowEvDeadline != 0 {
+		t := d.time()
+		e.Deadline = &t
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("event in the row of schedule %q: %w", sc.ID, d.err)
+	}
 	return e, nil
+}
+
+// encodeScheduleEvent is encodeScheduleFire with the event e
+// (impliesEvent) held in the row after the fire (encodeRowEvent).
+func encodeScheduleEvent(sc *model.Schedule, child *model.Child, f *model.Fire, e *model.Event) []byte {
+	b := encodeScheduleFire(sc, child, f)
+	b[1] |= schedEvent
+	return putBytes(b, encodeRowEvent(sc, f, e))
 }
 
 // rowHasEvent reports, without decoding it, whether the schedule row raw
@@ -126,7 +194,7 @@ func decodeRowParts(id string, raw []byte) (*rowParts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode schedule %q: %w", id, err)
 	}
-	e, err := decodeRowEvent(sc, event)
+	e, err := decodeRowEvent(sc, f, event)
 	if err != nil {
 		return nil, err
 	}
@@ -380,10 +448,7 @@ func (x *evtx) moveToRow(sc *model.Schedule, child *model.Child, f *model.Fire) 
 	if !impliesEvent(sc, f, []*model.Event{e}) {
 		return nil
 	}
-	doc, err := encodeScheduleEvent(sc, child, f, e)
-	if err != nil {
-		return err
-	}
+	doc := encodeScheduleEvent(sc, child, f, e)
 	p, err := decodeRowParts(sc.ID, doc)
 	if err != nil {
 		return err

@@ -349,10 +349,7 @@ func rowEventOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew, j 
 	if j < 0 || grouped || !impliesEvent(sc, fs[j].Fire, fs[j].Events) {
 		return nil, nil
 	}
-	doc, err := encodeScheduleEvent(sc, sole, fs[j].Fire, fs[j].Events[0])
-	if err != nil {
-		return nil, nil
-	}
+	doc := encodeScheduleEvent(sc, sole, fs[j].Fire, fs[j].Events[0])
 	p, err := decodeRowParts(sc.ID, doc)
 	if err != nil {
 		return nil, nil
