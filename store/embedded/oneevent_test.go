@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -467,4 +468,236 @@ func errClasses(errs []error) []string {
 		out[i] = errClass(err)
 	}
 	return out
+}
+
+// headSeq returns the last group sequence given out.
+func headSeq(t *testing.T, s *Store) uint64 {
+	t.Helper()
+	var seq uint64
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		seq = tx.Bucket(bEvHeads).Sequence()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// The first change to an event that a one-off's row holds (a claim, a
+// transition, a cancel, an event joining its fire, an update or delete
+// of its schedule, a new decision of its fire) moves it into a group of
+// its own in the same commit, once: the row no longer holds it, one
+// group sequence is given out, and the changes after it find the group.
+// The event reads as in a store that groups every event all along.
+func TestOneRecordMaterialisesOnce(t *testing.T) {
+	ctx := t.Context()
+	changes := []struct {
+		name   string
+		change func(s *Store, sc *model.Schedule, e *model.Event) error
+	}{
+		{"claim", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			got, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: e.Shard, Fence: 2, DueBefore: e.LaunchAt.Add(time.Second), Limit: 5})
+			if err == nil && len(got) != 1 {
+				err = fmt.Errorf("claimed %d events, want 1", len(got))
+			}
+			return err
+		}},
+		{"transition", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			res, err := s.EventTransition(ctx, []store.EventTransition{store.Acknowledge(e.ID, model.EventPending, base().Add(time.Minute))})
+			return firstErr(err, res)
+		}},
+		{"cancel", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			n, err := s.EventCancelPending(ctx, sc.ID, "", base().Add(time.Minute))
+			if err == nil && n != 1 {
+				err = fmt.Errorf("cancelled %d, want 1", n)
+			}
+			return err
+		}},
+		{"cancel of the fire", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			n, err := s.EventCancelPending(ctx, sc.ID, e.FireID, base().Add(time.Minute))
+			if err == nil && n != 1 {
+				err = fmt.Errorf("cancelled %d, want 1", n)
+			}
+			return err
+		}},
+		{"event joins the fire", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			j := *e
+			j.ID, j.Index, j.Count, j.Shard = model.EventID(e.FireID, 1), 1, 2, 2
+			n, err := s.EventInsertMany(ctx, []*model.Event{&j})
+			if err == nil && n != 1 {
+				err = fmt.Errorf("inserted %d, want 1", n)
+			}
+			return err
+		}},
+		{"schedule update", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			next := *sc
+			next.Version, next.Payload = 2, []byte(`{"edited":true}`)
+			return s.ScheduleUpdate(ctx, &next, 1, nil)
+		}},
+		{"schedule delete", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			return s.ScheduleDelete(ctx, sc.TenantID, sc.ID)
+		}},
+		{"fire decision", func(s *Store, sc *model.Schedule, e *model.Event) error {
+			return s.FireSetDecision(ctx, e.FireID, model.FireSkippedOverlap, "skipped")
+		}},
+	}
+	for _, c := range changes {
+		t.Run(c.name, func(t *testing.T) {
+			w := &oneWorld{r: rand.New(rand.NewPCG(4, 4))}
+			items := []store.ScheduleNew{w.oneOff("ta", ""), w.oneOff("ta", "")}
+			one, err := Open(t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			grouped, err := Open(t.TempDir(), Options{groupedOneOffs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer grouped.Close()
+			for _, s := range []*Store{one, grouped} {
+				if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sc, e := items[0].Schedule, items[0].Fires[0].Events[0]
+			seq := headSeq(t, one)
+			for _, s := range []*Store{one, grouped} {
+				if err := c.change(s, sc, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := rowEventCount(t, one); n != 1 {
+				t.Errorf("%d rows hold their event, want 1 (the untouched one-off's)", n)
+			}
+			if got := headSeq(t, one); got != seq+1 {
+				t.Errorf("group sequence %d after the change, want %d: one group", got, seq+1)
+			}
+			keys := bucketKeys(t, one, bEvGroups, bEvHeads, bEvDue)
+			checkEventIndexes(t, one)
+			compareStores(t, one, grouped, w, w.r)
+			// A second change finds the group.
+			for _, s := range []*Store{one, grouped} {
+				if _, err := s.EventTransition(ctx, []store.EventTransition{store.Acknowledge(e.ID, model.EventPending, base().Add(time.Hour))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := headSeq(t, one); got != seq+1 {
+				t.Errorf("group sequence %d after a second change, want %d", got, seq+1)
+			}
+			if got := bucketKeys(t, one, bEvGroups, bEvHeads); got[string(bEvGroups)] != keys[string(bEvGroups)] || got[string(bEvHeads)] != keys[string(bEvHeads)] {
+				t.Errorf("groups and heads after a second change: %v, want %v", got, keys)
+			}
+			checkEventIndexes(t, one)
+			compareStores(t, one, grouped, w, w.r)
+		})
+	}
+}
+
+// firstErr is the first error of a call or of its results.
+func firstErr(err error, results []error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// A store of layout 7 (every event in a group) opens with the events of
+// its one-offs that qualify moved into their rows, in chunks, and answers
+// every query as a store that groups them; so does one whose migration a
+// crash interrupted (some events moved, the others not, the version still
+// 7). A one-off with a policy, or whose fire has more events, or whose
+// event changed, keeps its group.
+func TestOpenMigratesLayout7(t *testing.T) {
+	for _, interrupted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			old, err := Open(dir, Options{groupedOneOffs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := Open(t.TempDir(), Options{groupedOneOffs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			w := &oneWorld{r: rand.New(rand.NewPCG(9, 9))}
+			var items []store.ScheduleNew
+			for i := range 30 {
+				policy := ""
+				if i%10 == 3 {
+					policy = "pol"
+				}
+				items = append(items, w.oneOff([]string{"ta", "tb"}[i%2], policy))
+			}
+			fans := []store.FireNew{w.fanOut("ta", 4)}
+			join := w.joiner(items[5].Schedule)
+			for _, s := range []*Store{old, ref} {
+				if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := s.FireInsertMany(ctx, fans); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.EventInsertMany(ctx, []*model.Event{join}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.EventTransition(ctx, []store.EventTransition{store.Acknowledge(items[7].Fires[0].Events[0].ID, model.EventPending, base())}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// 30 one-offs: 3 with a policy, one whose fire has two events,
+			// one acknowledged.
+			const want = 25
+			if n := rowEventCount(t, old); n != 0 {
+				t.Fatalf("%d rows hold an event before the migration", n)
+			}
+			if err := old.db.Update(func(tx *bolt.Tx) error {
+				if interrupted {
+					// The first chunks moved their events before the crash.
+					x := newEvtx(tx)
+					for _, it := range items[:12] {
+						sc, child, f, err := decodeScheduleFire([]byte(it.Schedule.ID), tx.Bucket(bSchedules).Get([]byte(it.Schedule.ID)))
+						if err != nil {
+							return err
+						}
+						if err := x.moveToRow(sc, child, f); err != nil {
+							return err
+						}
+					}
+					if err := x.flush(); err != nil {
+						return err
+					}
+				}
+				return tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutChildTenantCodes))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if interrupted {
+				if n := rowEventCount(t, old); n == 0 || n == want {
+					t.Fatalf("%d rows hold an event before the interrupted migration resumes, want some", n)
+				}
+			}
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir, Options{migrateChunk: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkMigrated(t, s)
+			if n := rowEventCount(t, s); n != want {
+				t.Errorf("%d rows hold their event after the migration, want %d", n, want)
+			}
+			checkEventIndexes(t, s)
+			compareStores(t, s, ref, w, w.r)
+		})
+	}
 }
