@@ -14,7 +14,9 @@
 // codec of rowcodec.go, events as evtx.go describes, the others JSON) and
 // one bucket per secondary index. Index keys are order-preserving byte strings (big-endian
 // integers with the sign bit flipped, NUL-terminated strings) so that every
-// scan of the contract is a prefix seek; see keys.go.
+// scan of the contract is a prefix seek; see keys.go. A one-off saved with
+// its fire and event is one row with two index entries until its event
+// first changes (oneevent.go).
 package embedded
 
 import (

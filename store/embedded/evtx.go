@@ -23,7 +23,9 @@ import (
 //	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
 //	ev_ids:      id -> rk, loose events only
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
-//	             waiting statuses only, scheduled ones by fence first
+//	             waiting statuses only, scheduled ones by fence first; rk
+//	             is an impliedKey for an event that its one-off's row
+//	             holds (oneevent.go), which has no other entry here
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
 //	ev_tcode:    tenant code, fireID ".\x00" (the group's canonical events,
 //	             no value), or tenant code, id -> rk (a loose event); the

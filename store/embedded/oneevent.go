@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,7 +27,8 @@ import (
 // from then on it is an ordinary event.
 
 // impliedMark starts the key that stands for an implied event's row key in
-// ev_due: a group sequence never starts with it.
+// ev_due: a group sequence (the first 8 bytes of a row key) would start
+// with it only after 2^63 groups.
 const impliedMark = 0xff
 
 // impliedKey stands for the row key of the event that the row of schedule
@@ -60,10 +62,11 @@ func impliesEvent(sc *model.Schedule, f *model.Fire, events []*model.Event) bool
 		e.ScheduleID == sc.ID && refSchedule(e, sc) && pristine(e)
 }
 
-// pristine reports whether e is as the emitter creates it.
+// pristine reports whether e is as the emitter creates it (with any
+// release token).
 func pristine(e *model.Event) bool {
 	return e.Status == model.EventPending && e.Fence == 0 && e.Attempts == 0 && e.LastError == "" &&
-		e.ReleaseToken == "" && e.TokenExpiresAt == nil && !e.TokenTimedOut && e.DeliveredAt == nil && e.FinishedAt == nil
+		e.TokenExpiresAt == nil && !e.TokenTimedOut && e.DeliveredAt == nil && e.FinishedAt == nil
 }
 
 // Flags of an event held in its schedule's row.
@@ -72,12 +75,15 @@ const (
 	rowEvCreatedAbs             // the creation time is stored in full, not from the schedule's
 	rowEvUpdated                // the update time is not the creation time: stored
 	rowEvDeadline               // a deadline is stored
+	rowEvToken                  // a release token is stored as a string
+	rowEvTokenHex               // a release token of lower-case hex is stored as its bytes
 )
 
 // encodeRowEvent encodes the event e that the row of sc holds with its
 // fire f (impliesEvent): what the row does not give, which is its count,
-// shard, launch time (from the fire time), deadline and creation time
-// (from the schedule's).
+// shard, launch time (from the fire time), deadline, creation time (from
+// the schedule's) and release token (the emitter's, 32 hex digits, as 16
+// bytes).
 func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	var flags uint64
 	launch, launchOK := timeDelta(f.FireTime, e.LaunchAt)
@@ -94,7 +100,16 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	if e.Deadline != nil {
 		flags |= rowEvDeadline
 	}
-	b := binary.AppendUvarint(make([]byte, 0, 16), flags)
+	var token []byte
+	switch {
+	case e.ReleaseToken == "":
+	case isLowerHex(e.ReleaseToken):
+		flags |= rowEvTokenHex
+		token, _ = hex.DecodeString(e.ReleaseToken)
+	default:
+		flags |= rowEvToken
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 32), flags)
 	b = binary.AppendVarint(b, int64(e.Count))
 	b = binary.AppendVarint(b, int64(e.Shard))
 	if launchOK {
@@ -113,7 +128,27 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	if e.Deadline != nil {
 		b = putTime(b, *e.Deadline)
 	}
+	switch {
+	case flags&rowEvTokenHex != 0:
+		b = putBytes(b, token)
+	case flags&rowEvToken != 0:
+		b = putStr(b, e.ReleaseToken)
+	}
 	return b
+}
+
+// isLowerHex reports whether s is an even number of lower-case hex digits,
+// which hex.EncodeToString gives back from its bytes.
+func isLowerHex(s string) bool {
+	if len(s)%2 != 0 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeRowEvent returns the event that the row of sc holds with its fire
@@ -145,6 +180,12 @@ func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event
 	if flags&rowEvDeadline != 0 {
 		t := d.time()
 		e.Deadline = &t
+	}
+	switch {
+	case flags&rowEvTokenHex != 0:
+		e.ReleaseToken = hex.EncodeToString(d.bytes())
+	case flags&rowEvToken != 0:
+		e.ReleaseToken = d.str()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
@@ -278,7 +319,7 @@ func digits(s string) bool {
 	return true
 }
 
-// putImpliedDue writes the ev_due entry of old, the pending event that the
+// putImpliedDue writes the ev_due entry of e, the pending event that the
 // row of its schedule holds.
 func (x *evtx) putImpliedDue(e *model.Event) error {
 	k, err := dueKey(e, impliedKey(e.ScheduleID))

@@ -62,6 +62,12 @@ func (w *oneWorld) oneOff(tenant, policy string) store.ScheduleNew {
 		d := runAt.Add(time.Hour)
 		e.Deadline = &d
 	}
+	switch n % 3 { // release tokens as the emitter gives them, and others
+	case 0:
+		e.ReleaseToken = fmt.Sprintf("%032x", w.r.Uint64())
+	case 1:
+		e.ReleaseToken = "Tok-" + strconv.Itoa(n)
+	}
 	w.scheds = append(w.scheds, sc)
 	w.events = append(w.events, e.ID)
 	w.fires = append(w.fires, f.ID)
