@@ -275,6 +275,21 @@ func compareStores(t *testing.T, one, grouped *Store, w *oneWorld, r *rand.Rand)
 		a, aerr := one.EventCountByFire(ctx, f)
 		b, berr := grouped.EventCountByFire(ctx, f)
 		same("EventCountByFire "+f, a, b, aerr, berr)
+		la, aerr := one.EventLastFinished(ctx, f)
+		lb, berr := grouped.EventLastFinished(ctx, f)
+		same("EventLastFinished "+f, la, lb, aerr, berr)
+		fa, aerr := one.FireGet(ctx, "ta", f)
+		fb, berr := grouped.FireGet(ctx, "ta", f)
+		same("FireGet "+f, fa, fb, aerr, berr)
+	}
+	for _, p := range []store.EventListParams{
+		{TenantID: "ta", From: base().Add(20 * time.Second), To: base().Add(60 * time.Second)},
+		{TenantID: "tb", Status: model.EventScheduled},
+		{TenantID: "ta", Status: model.EventCancelled, Limit: 3},
+	} {
+		a, aerr := one.EventList(ctx, &p)
+		b, berr := grouped.EventList(ctx, &p)
+		same(fmt.Sprintf("EventList %+v", p), a, b, aerr, berr)
 	}
 	for _, tenant := range []string{"ta", "tb", "tc"} {
 		for _, max := range []int{0, 1, 5, 30} {
@@ -357,6 +372,11 @@ func TestOneRecordRandomOps(t *testing.T) {
 	for op := range 300 {
 		now := base().Add(time.Duration(op) * time.Second)
 		switch k := r.IntN(100); {
+		case k < 5 && len(w.scheds) > 0: // one one-off, created alone
+			it := w.oneOff(tenants[r.IntN(2)], "")
+			ai, an, aerr := one.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
+			bi, bn, berr := grouped.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
+			same("ScheduleCreateWithFires", []any{ai, an}, []any{bi, bn}, aerr, berr)
 		case k < 25 || len(w.scheds) == 0: // a batch of one-offs
 			var items []store.ScheduleNew
 			for range 1 + r.IntN(4) {
