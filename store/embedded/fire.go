@@ -345,12 +345,12 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // the schedules this transaction wrote (see newEvtxWith); inRow, if not
 // nil, marks the fires that those schedules' rows hold (impliesFire),
 // which this transaction found new: only their events are written;
-// rowEvents, if not nil, holds the events of those fires that the rows
+// inRowEvents, if not nil, holds the events of those fires that the rows
 // hold too (impliesEvent), as decoded from the rows: only their due
 // entries are written; heads,
 // if not nil, are event group heads made before the transaction
 // (prepareHeads).
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, rowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
 	clear(inserted)
 	n := 0
 	emitting := tx.Bucket(bFireEmitting)
@@ -361,10 +361,10 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, rowE
 	x.prepared = heads
 	for i, fn := range fs {
 		f := fn.Fire
-		if rowEvents != nil && rowEvents[i] != nil {
+		if inRowEvents != nil && inRowEvents[i] != nil {
 			inserted[i] = true
 			n++
-			if err := x.putImpliedDue(rowEvents[i]); err != nil {
+			if err := x.putImpliedDue(inRowEvents[i]); err != nil {
 				return 0, err
 			}
 			continue

@@ -260,9 +260,8 @@ func (x *evtx) impliedIn(scheduleID string) (*model.Event, error) {
 // holds; nil if none. A fire id is the schedule's id, ".", the second,
 // maybe "." and milliseconds, ".v" and the version (model.FireID), so the
 // schedule's id is one of two prefixes. A fire found without one is
-// remembered: only materialise takes an event out of a row, and rows gain
-// one only when they are written, which no transaction that reads events
-// does after it read them.
+// remembered: rows gain events only in creates and the migration, which
+// write them before they make their evtx.
 func (x *evtx) impliedOf(fireID string) (*model.Event, error) {
 	if x.noImplied[fireID] {
 		return nil, nil

@@ -306,20 +306,20 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		row, inRow, rowEvents := doc, []bool(nil), []*model.Event(nil)
+		row, inRow, inRowEvents := doc, []bool(nil), []*model.Event(nil)
 		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
 			row, inRow = withFire, make([]bool, len(fs))
 			inRow[j] = true
 			if rowEvent != nil && eventFree(tx, rowEvent) {
-				row, rowEvents = withEvent, make([]*model.Event, len(fs))
-				rowEvents[j] = rowEvent
+				row, inRowEvents = withEvent, make([]*model.Event, len(fs))
+				inRowEvents[j] = rowEvent
 			}
 		}
 		if err := createSchedule(tx, sc, row, nil); err != nil {
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inRow, rowEvents, inserted, written, heads)
+		n, err = putFires(tx, fs, docs, inRow, inRowEvents, inserted, written, heads)
 		return err
 	})
 	if err != nil {
