@@ -9,8 +9,9 @@ import (
 
 // BenchmarkDriverClaimCompleteOneOffs is BenchmarkDriverClaimComplete on
 // 100,000 one-offs (schedule, child, fire and one event each, random ids,
-// seed 1) instead of fires of 1,000 events: every event claimed is the only
-// one of its group, whose head a claim reads with its schedule's row.
+// seed 1, saved as the master saves them: ScheduleNew.Fires) instead of
+// fires of 1,000 events: every event claimed is held in its schedule's
+// row, and the claim moves it into a group of its own (materialise).
 //
 //	go test -run='^$' -bench=DriverClaimCompleteOneOffs -benchtime=1x ./store/embedded
 func BenchmarkDriverClaimCompleteOneOffs(b *testing.B) {
@@ -24,11 +25,11 @@ func BenchmarkDriverClaimCompleteOneOffs(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 1))
 				for lo := 0; lo < benchEvents; lo += benchBatch {
 					items, fires := oneOffs(b, r, "ten_bench", base(), lo, lo+benchBatch, false)
+					for i := range items {
+						items[i].Fires = fires[i : i+1]
+					}
 					if _, err := s.ScheduleCreateMany(b.Context(), items); err != nil {
 						b.Fatal(err)
-					}
-					if _, n, err := s.FireInsertMany(b.Context(), fires); err != nil || n != len(fires) {
-						b.Fatalf("FireInsertMany: %d events, %v", n, err)
 					}
 				}
 				b.StartTimer()

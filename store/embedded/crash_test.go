@@ -126,6 +126,21 @@ func verifyCrashStore(t *testing.T, dir string, acked map[string][]string, token
 			t.Fatalf("acknowledged event %s lost: %v", id, err)
 		}
 	}
+	// One-offs saved with their event in the row; the claimed ones moved
+	// into groups.
+	if err := embedded.CheckOneRecords(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range acked["oneoff"] {
+		if _, err := s.EventGetByID(ctx, id); err != nil {
+			t.Fatalf("acknowledged one-off's event %s lost: %v", id, err)
+		}
+	}
+	for _, id := range acked["claimed"] {
+		if e, err := s.EventGetByID(ctx, id); err != nil || e.Status != model.EventScheduled {
+			t.Fatalf("acknowledged claim of %s lost: %+v, %v", id, e, err)
+		}
+	}
 	for _, id := range acked["schedule"] {
 		sc, err := s.ScheduleGet(ctx, "crash-tenant", id)
 		if err != nil {
@@ -153,7 +168,8 @@ func verifyCrashStore(t *testing.T, dir string, acked map[string][]string, token
 	if p.InUse < tokens {
 		t.Fatalf("policy InUse %d, but %d token acquisitions were acknowledged", p.InUse, tokens)
 	}
-	t.Logf("verified %d events, %d schedules, %d tokens (InUse %d)", len(acked["event"]), len(acked["schedule"]), tokens, p.InUse)
+	t.Logf("verified %d events, %d schedules, %d one-offs (%d claimed), %d tokens (InUse %d)", len(acked["event"]), len(acked["schedule"]),
+		len(acked["oneoff"]), len(acked["claimed"]), tokens, p.InUse)
 }
 
 // TestCrashChild is the child process of TestCrashRecovery. It writes until
@@ -214,6 +230,40 @@ func TestCrashChild(t *testing.T) {
 				fail(err)
 			}
 			ack("schedule", sc.ID)
+		}
+	})
+	wg.Go(func() { // one-offs saved with their fire and event, then claimed
+		fence, _ := strconv.Atoi(round)
+		for b := 0; ; b++ {
+			var items []store.ScheduleNew
+			for i := range 10 {
+				id := fmt.Sprintf("crash-r%s-o%d-%d", round, b, i)
+				runAt := base.Add(time.Duration(b*10+i) * time.Second)
+				sc := &model.Schedule{ID: id, TenantID: "crash-tenant", RunAt: &runAt, Timezone: "UTC", EventCount: 1,
+					Target: model.Target{Type: model.TargetHTTP, URL: "https://c.example.com/"}, MaxAttempts: 3,
+					State: model.ScheduleActive, Version: 1, CreatedAt: base, UpdatedAt: base}
+				f := &model.Fire{ID: model.FireID(id, 1, runAt), ScheduleID: id, TenantID: sc.TenantID, FireTime: runAt,
+					LocalTime: runAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: base}
+				e := &model.Event{ID: model.EventID(f.ID, 0), TenantID: sc.TenantID, ScheduleID: id, FireID: f.ID, FireTime: runAt,
+					Count: 1, LaunchAt: runAt, Target: sc.Target, MaxAttempts: 3, Shard: 7, Status: model.EventPending,
+					CreatedAt: base, UpdatedAt: base}
+				items = append(items, store.ScheduleNew{Schedule: sc, Fires: []store.FireNew{{Fire: f, Events: []*model.Event{e}}}})
+			}
+			if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
+				fail(err)
+			}
+			for _, it := range items {
+				ack("oneoff", it.Fires[0].Events[0].ID)
+			}
+			if b%2 == 1 {
+				claimed, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: 7, Fence: int64(fence + 1), DueBefore: base.Add(time.Duration(b*10) * time.Second), Limit: 7})
+				if err != nil {
+					fail(err)
+				}
+				for _, e := range claimed {
+					ack("claimed", e.ID)
+				}
+			}
 		}
 	})
 	for range 2 {

@@ -14,7 +14,9 @@
 // codec of rowcodec.go, events as evtx.go describes, the others JSON) and
 // one bucket per secondary index. Index keys are order-preserving byte strings (big-endian
 // integers with the sign bit flipped, NUL-terminated strings) so that every
-// scan of the contract is a prefix seek; see keys.go.
+// scan of the contract is a prefix seek; see keys.go. A one-off saved with
+// its fire and event is one row with two index entries until its event
+// first changes (oneevent.go).
 package embedded
 
 import (
@@ -65,6 +67,9 @@ type Options struct {
 	// when it commits, so every key put into the middle of a node moves the
 	// ones after it, and a transaction of n scattered puts costs about n². Tests set it small.
 	migrateChunk int
+	// groupedOneOffs stores every event in a group, never in its
+	// one-off's row (impliesEvent): tests compare the two forms.
+	groupedOneOffs bool
 }
 
 // fileName is the bbolt file inside the data directory.
@@ -76,6 +81,7 @@ type Store struct {
 	group   groupCommit
 	closed  atomic.Bool
 	tenants tenantNames // see ChildrenFind
+	grouped bool        // Options.groupedOneOffs
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -170,7 +176,14 @@ const (
 	// and rewrites the values; an older schedulerd would read the code as
 	// the tenant id.
 	layoutChildTenantCodes = 7
-	layoutCurrent          = layoutChildTenantCodes
+	// layoutOneRecord: a one-off's row that holds its fire can hold that
+	// fire's one event too, while nothing has changed it (oneevent.go):
+	// no event group, only an ev_due entry of an impliedKey and a mark on
+	// the schedule's schedules_by_tcode entry. The migration moves the
+	// events of layout 7 that qualify into their rows, in chunks; an older
+	// schedulerd would find none of those events.
+	layoutOneRecord = 8
+	layoutCurrent   = layoutOneRecord
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -223,7 +236,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}}, nil
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs}, nil
 }
 
 // migrate brings the data to layoutCurrent before Open returns. The
@@ -275,6 +288,11 @@ func migrate(db *bolt.DB, chunk int) error {
 	if layout < layoutChildTenantCodes {
 		if err := codeChildTenants(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutChildTenantCodes, err)
+		}
+	}
+	if layout < layoutOneRecord {
+		if err := moveEventsToRows(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutOneRecord, err)
 		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {
@@ -457,6 +475,31 @@ func codeChildTenants(db *bolt.DB, chunk int) error {
 			}
 		}
 		return nil
+	})
+}
+
+// moveEventsToRows moves into its schedule's row the event of each
+// one-off whose row holds its fire, when that fire has one event, as
+// created (impliesEvent): its group goes, and the row, an ev_due entry
+// and the mark of the schedule's tenant entry stand for it. chunk rows per
+// transaction; rows that hold an event already are left alone, so a run
+// interrupted by a crash is simply resumed.
+func moveEventsToRows(db *bolt.DB, chunk int) error {
+	return walkChunks(db, bSchedules, chunk, func(tx *bolt.Tx, rows []kv) error {
+		x := newEvtx(tx)
+		for _, r := range rows {
+			if !rowHasFire(r.v) || rowHasEvent(r.v) {
+				continue
+			}
+			sc, child, f, err := decodeScheduleFire(r.k, r.v)
+			if err != nil {
+				return err
+			}
+			if err := x.moveToRow(sc, child, f); err != nil {
+				return fmt.Errorf("schedule %q: %w", r.k, err)
+			}
+		}
+		return x.flush()
 	})
 }
 

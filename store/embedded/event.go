@@ -189,18 +189,28 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 		x := newEvtx(tx)
 		if p.FireID == "" {
 			b, prefix, implied := x.tenant, tenantPrefix(tx, p.TenantID), ""
+			rows := rowEvents{tenant: prefix}
 			if p.ScheduleID != "" {
 				b, prefix, implied = x.sched, strKey(p.ScheduleID), p.ScheduleID+"."
+				rows = rowEvents{schedule: p.ScheduleID}
 			}
 			if prefix == nil {
 				return nil // a tenant without a code has no events
 			}
 			var err error
-			out, err = x.listByEntries(b, prefix, implied, p.After, limit, match)
+			out, err = x.listByEntries(b, prefix, implied, rows, p.After, limit, match)
 			return err
 		}
 		g, err := x.groupOf(p.FireID)
-		if err != nil || g == nil {
+		if err != nil {
+			return err
+		}
+		if g == nil {
+			// The fire's event may be held in its schedule's row.
+			e, err := x.impliedOf(p.FireID)
+			if err == nil && e != nil && e.ID > p.After && match(e) {
+				out = append(out, e)
+			}
 			return err
 		}
 		// The fire index is ordered by status first: collect and sort.
@@ -259,11 +269,20 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 	return out, nil
 }
 
+// rowEvents names the events held in schedules' rows (impliesEvent) that a
+// list adds to those of the event indexes: those of the tenant whose
+// schedules_by_tcode entries are under the prefix tenant, or the one of
+// schedule.
+type rowEvents struct {
+	tenant   []byte
+	schedule string
+}
+
 // listByEntries returns, in id order, the first limit events after the id
 // after that match, among those of the entries of index b (ev_tcode or
-// ev_sched) under prefix and, when implied is not empty (a schedule's id
+// ev_sched) under prefix, when implied is not empty (a schedule's id
 // and "."), of the groups of ev_groups whose fire ids start with it
-// (impliedGroup).
+// (impliedGroup), and those of rows.
 //
 // Each entry is a loose event, whose key is its id, or a group, whose key
 // fireID ".\x00" sorts before every id of its canonical events (fireID "."
@@ -271,7 +290,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 // that can hold ids after after are those whose keys sort after it and the
 // groups whose prefix fireID "." after itself starts with; the walk stops
 // at the first entry whose key is beyond the limit-th id found.
-func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, implied, after string, limit int, match func(*model.Event) bool) ([]*model.Event, error) {
+func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, implied string, rows rowEvents, after string, limit int, match func(*model.Event) bool) ([]*model.Event, error) {
 	var out []*model.Event
 	full := func() bool { return len(out) == limit }
 	add := func(e *model.Event) {
@@ -344,6 +363,9 @@ func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, implied, after strin
 		if err := entry(suffix, v); err != nil {
 			return nil, err
 		}
+	}
+	if err := x.listRowEvents(rows, after, full, add, match, func() string { return out[len(out)-1].ID }); err != nil {
+		return nil, err
 	}
 	if implied == "" {
 		return out, nil
@@ -492,7 +514,12 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 			}
 			e := *old
 			e.Status, e.Fence = model.EventScheduled, p.Fence
-			if err := x.put(rk, old, &e); err != nil {
+			if isImpliedKey(rk) {
+				_, err = x.materialise(old, &e)
+			} else {
+				err = x.put(rk, old, &e)
+			}
+			if err != nil {
 				return err
 			}
 			e.TakenOver = old.Status == model.EventScheduled
@@ -618,6 +645,10 @@ func applyTransition(x *evtx, t *store.EventTransition, result *error) error {
 	if !t.At.IsZero() {
 		e.UpdatedAt = t.At
 	}
+	if isImpliedKey(rk) {
+		_, err = x.materialise(old, &e)
+		return err
+	}
 	return x.put(rk, old, &e)
 }
 
@@ -644,7 +675,16 @@ func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.Even
 	counts := store.EventCounts{}
 	err := s.view(ctx, "event count by fire", func(tx *bolt.Tx) error {
 		clear(counts)
-		return fireRows(newEvtx(tx), tx, fireID, "", func(code byte, _ []byte) bool {
+		x := newEvtx(tx)
+		if _, _, ok, err := x.groupCount(fireID); err != nil || !ok {
+			// The fire's event may be held in its schedule's row.
+			e, ierr := x.impliedOf(fireID)
+			if e != nil {
+				counts[e.Status]++
+			}
+			return cmp.Or(err, ierr)
+		}
+		return fireRows(x, tx, fireID, "", func(code byte, _ []byte) bool {
 			counts[statusByCode[code]]++
 			return true
 		})
@@ -680,7 +720,11 @@ func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int
 			}
 			return max <= 0 || n < max
 		})
-		return err
+		if err != nil || (max > 0 && n >= max) {
+			return err
+		}
+		n += impliedTenantCount(tx, prefix, max-n)
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -734,6 +778,14 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 	err := s.update(ctx, "event cancel pending", func(tx *bolt.Tx) error {
 		n = 0
 		x := newEvtx(tx)
+		// An event held in the schedule's row gets its group first.
+		if e, err := x.impliedIn(scheduleID); err != nil {
+			return err
+		} else if e != nil && (fireID == "" || e.FireID == fireID) {
+			if _, err := x.materialise(e, e); err != nil {
+				return err
+			}
+		}
 		var rks [][]byte
 		seen := map[string]bool{}
 		addFire := func(fid string) error {
@@ -945,7 +997,14 @@ func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.
 			})
 			return err == nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		// The events held in rows are pending: a change materialises them.
+		if n := impliedTenantCount(tx, prefix, 0); n > 0 {
+			counts[model.EventPending] += n
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

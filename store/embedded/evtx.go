@@ -23,7 +23,9 @@ import (
 //	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
 //	ev_ids:      id -> rk, loose events only
 //	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
-//	             waiting statuses only, scheduled ones by fence first
+//	             waiting statuses only, scheduled ones by fence first; rk
+//	             is an impliedKey for an event that its one-off's row
+//	             holds (oneevent.go), which has no other entry here
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
 //	ev_tcode:    tenant code, fireID ".\x00" (the group's canonical events,
 //	             no value), or tenant code, id -> rk (a loose event); the
@@ -66,10 +68,11 @@ type group struct {
 // it has met. It is made afresh for each run of a transaction function.
 type evtx struct {
 	rows, heads, groups, ids, due, fire, tenant, sched, policy, finished *bolt.Bucket
-	schedules                                                            *bolt.Bucket
+	schedules, schedTenant                                               *bolt.Bucket
 	bySeq                                                                map[uint64]*group
 	byFire                                                               map[string]*group
 	absent                                                               map[string]bool            // fire ids found without a group in ev_groups
+	noImplied                                                            map[string]bool            // fire ids found without an event in a row (impliedOf)
 	scheds                                                               map[string]*model.Schedule // read for heads
 	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
 	prepared                                                             map[*model.Event]preparedHead
@@ -141,7 +144,7 @@ func newEvtx(tx *bolt.Tx) *evtx {
 	return &evtx{
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
-		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules),
+		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules), schedTenant: tx.Bucket(bSchedTenant),
 		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, codes: newTenantCodes(tx),
 	}
 }
@@ -402,8 +405,16 @@ func (x *evtx) flush() error {
 	return nil
 }
 
-// load returns the event stored at rk; model.ErrNotFound if none.
+// load returns the event stored at rk, or held in its schedule's row when
+// rk is an impliedKey; model.ErrNotFound if none.
 func (x *evtx) load(rk []byte) (*model.Event, error) {
+	if isImpliedKey(rk) {
+		e, err := x.impliedIn(string(rk[1:]))
+		if err == nil && e == nil {
+			err = model.ErrNotFound
+		}
+		return e, err
+	}
 	raw := x.rows.Get(rk)
 	if raw == nil {
 		return nil, model.ErrNotFound
@@ -419,7 +430,8 @@ func (x *evtx) load(rk []byte) (*model.Event, error) {
 	return decodeRow(raw, h, slotOf(rk))
 }
 
-// locate returns the row key of event id, or nil if there is none.
+// locate returns the row key of event id (an impliedKey for an event that
+// its schedule's row holds), or nil if there is none.
 func (x *evtx) locate(id string) ([]byte, error) {
 	if rk := x.ids.Get([]byte(id)); rk != nil {
 		return bytes.Clone(rk), nil
@@ -433,8 +445,18 @@ func (x *evtx) locate(id string) ([]byte, error) {
 		return nil, nil
 	}
 	g, err := x.groupOf(id[:i])
-	if err != nil || g == nil {
+	if err != nil {
 		return nil, err
+	}
+	if g == nil {
+		if idx != 0 {
+			return nil, nil
+		}
+		e, err := x.impliedOf(id[:i])
+		if err != nil || e == nil {
+			return nil, err
+		}
+		return impliedKey(e.ScheduleID), nil
 	}
 	rk := rowKey(g.seq, uint32(idx))
 	if x.rows.Get(rk) == nil {
@@ -467,6 +489,20 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 	g, err := x.groupOf(e.FireID)
 	if err != nil {
 		return false, err
+	}
+	if g == nil {
+		// An event joining a fire whose event a row holds: that one gets
+		// the group first.
+		ie, err := x.impliedOf(e.FireID)
+		if err != nil {
+			return false, err
+		}
+		if ie != nil {
+			if _, err := x.materialise(ie, ie); err != nil {
+				return false, err
+			}
+			g = x.byFire[e.FireID]
+		}
 	}
 	opened := g == nil
 	if opened {

@@ -24,6 +24,13 @@ func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
 // it.
 func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	raw := tx.Bucket(bSchedules).Get([]byte(id))
+	if rowHasEvent(raw) {
+		// The fire's event goes into a group of its own first.
+		if err := newEvtx(tx).materialiseIn(id); err != nil {
+			return err
+		}
+		raw = tx.Bucket(bSchedules).Get([]byte(id))
+	}
 	if !rowHasFire(raw) {
 		return nil
 	}
@@ -322,7 +329,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, nil, nil, inserted, nil, nil)
+		n, err = putFires(tx, fs, nil, nil, nil, inserted, nil, nil)
 		return err
 	})
 	if err != nil {
@@ -337,10 +344,13 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // nil, are the fires encoded before the transaction; written, if not nil,
 // the schedules this transaction wrote (see newEvtxWith); inRow, if not
 // nil, marks the fires that those schedules' rows hold (impliesFire),
-// which this transaction found new: only their events are written; heads,
+// which this transaction found new: only their events are written;
+// inRowEvents, if not nil, holds the events of those fires that the rows
+// hold too (impliesEvent), as decoded from the rows: only their due
+// entries are written; heads,
 // if not nil, are event group heads made before the transaction
 // (prepareHeads).
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
+func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
 	clear(inserted)
 	n := 0
 	emitting := tx.Bucket(bFireEmitting)
@@ -351,6 +361,14 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inse
 	x.prepared = heads
 	for i, fn := range fs {
 		f := fn.Fire
+		if inRowEvents != nil && inRowEvents[i] != nil {
+			inserted[i] = true
+			n++
+			if err := x.putImpliedDue(inRowEvents[i]); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if inRow != nil && inRow[i] {
 			inserted[i] = true
 			if err := x.insertAll(fn.Events, &n); err != nil {

@@ -119,7 +119,7 @@ func footprintOneOffs(b *testing.B, ordered bool) {
 
 // oneOffs returns one-offs lo..hi-1 of tenant due within a day of now, as
 // the master saves them: the schedules with their children, and their fires
-// with one event each.
+// with one event each (with a release token of 32 hex digits).
 func oneOffs(tb testing.TB, r *rand.Rand, tenant string, now time.Time, lo, hi int, ordered bool) ([]store.ScheduleNew, []store.FireNew) {
 	tb.Helper()
 	items := make([]store.ScheduleNew, 0, hi-lo)
@@ -150,6 +150,7 @@ func oneOffs(tb testing.TB, r *rand.Rand, tenant string, now time.Time, lo, hi i
 			ID: model.EventID(f.ID, 0), TenantID: tenant, ScheduleID: sc.ID, FireID: f.ID, FireTime: runAt,
 			Count: 1, LaunchAt: runAt, Target: sc.Target, Payload: sc.Payload, MaxAttempts: 5,
 			Shard: r.IntN(8), Status: model.EventPending, CreatedAt: now, UpdatedAt: now,
+			ReleaseToken: fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64()), // as the emitter gives one
 		}
 		fires = append(fires, store.FireNew{Fire: f, Events: []*model.Event{e}})
 	}

@@ -411,6 +411,48 @@ func checkEventIndexes(t *testing.T, s *Store) {
 		}); err != nil {
 			return err
 		}
+		// The events that schedules' rows hold: one due entry each, and
+		// their schedules' tenant entries marked.
+		if err := tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
+			if !rowHasEvent(v) {
+				return nil
+			}
+			p, err := decodeRowParts(string(k), v)
+			if err != nil {
+				return err
+			}
+			rows++
+			if !pristine(p.event) || p.event.ScheduleID != string(k) || p.event.FireID != p.fire.ID {
+				t.Errorf("schedule %s holds event %+v", k, p.event)
+			}
+			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
+				t.Errorf("schedule %s holds the event of fire %s, which has a group too (%v)", k, p.fire.ID, err)
+			}
+			dk, err := dueKey(p.event, impliedKey(string(k)))
+			if err != nil {
+				return err
+			}
+			add(bEvDue, dk, fenceValue(p.event))
+			if v := tx.Bucket(bSchedTenant).Get(append(tenantPrefix(tx, p.sc.TenantID), strKey(string(k))...)); !isTenantImplied(v) {
+				t.Errorf("schedule %s holds an event, and its tenant entry holds %q", k, v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSchedTenant).ForEach(func(k, v []byte) error {
+			if len(v) == 0 {
+				return nil
+			}
+			_, n := binary.Uvarint(k)
+			id, _ := readStr(k[n:])
+			if !isTenantImplied(v) || !rowHasEvent(tx.Bucket(bSchedules).Get([]byte(id))) {
+				t.Errorf("%s: key %q holds %q, and its row no event", bSchedTenant, k, v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 		for seq, h := range heads {
 			// A head has no id and index. One that leaves fields to its
 			// schedule's row is compared decoded (below).

@@ -48,7 +48,7 @@ func TestPreparedHeadOfAnotherRow(t *testing.T) {
 		if err := createSchedule(tx, stored, doc, nil); err != nil {
 			return err
 		}
-		_, err := putFires(tx, fs, nil, nil, make([]bool, 1), decodeWritten("s", doc), heads)
+		_, err := putFires(tx, fs, nil, nil, nil, make([]bool, 1), decodeWritten("s", doc), heads)
 		return err
 	}); err != nil {
 		t.Fatal(err)

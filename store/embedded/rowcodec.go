@@ -74,6 +74,7 @@ const (
 	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
 	schedFire                         // the one-off's fire follows (impliesFire)
+	schedEvent                        // with schedFire: that fire's one event follows (impliesEvent)
 )
 
 // impliesFire reports whether the row of the one-off sc can hold its fire f
@@ -273,21 +274,21 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
 }
 
 func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
-	sc, _, _, err := decodeScheduleParts(id, raw)
+	sc, _, _, _, err := decodeScheduleParts(id, raw)
 	return sc, err
 }
 
 // decodeScheduleRow returns the schedule of a row and the child it holds
 // inline (nil if none).
 func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
-	sc, child, _, err := decodeScheduleParts(id, raw)
+	sc, child, _, _, err := decodeScheduleParts(id, raw)
 	return sc, child, err
 }
 
 // decodeScheduleFire returns the schedule of a row, the child it holds
 // inline and the fire it holds (nil if none).
 func decodeScheduleFire(id, raw []byte) (*model.Schedule, *model.Child, *model.Fire, error) {
-	sc, child, fire, err := decodeScheduleParts(id, raw)
+	sc, child, fire, _, err := decodeScheduleParts(id, raw)
 	if err != nil || fire == nil {
 		return sc, child, nil, err
 	}
@@ -299,17 +300,18 @@ func decodeScheduleFire(id, raw []byte) (*model.Schedule, *model.Child, *model.F
 }
 
 // decodeScheduleParts returns the schedule of a row, the child it holds
-// inline (nil if none) and the encoding of the fire it holds (nil if none).
-func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte, error) {
+// inline (nil if none) and the encodings of the fire and of the event it
+// holds (nil if none).
+func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte, []byte, error) {
 	sc := &model.Schedule{}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := jsonUnmarshal(raw, sc); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return sc, nil, nil, nil
+		return sc, nil, nil, nil, nil
 	}
 	if len(raw) == 0 || (raw[0] != scheduleCodecV1 && raw[0] != scheduleCodecV2) {
-		return nil, nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
+		return nil, nil, nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
 	}
 	v2 := raw[0] == scheduleCodecV2
 	str := func(d *decoder, table []string) string {
@@ -361,22 +363,37 @@ func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte,
 			Timezone: d.enum(enumTimezone), LaunchExpression: d.str(), Minute: int(d.varint()),
 		}
 	}
-	var fire []byte
+	// Not copied: decodeRowFire and decodeRowEvent copy what they keep.
+	var fire, event []byte
 	if flags&schedFire != 0 {
-		// Not copied: decodeRowFire copies what it keeps.
-		if l := d.uvarint(); d.err == nil && (l == 0 || uint64(len(d.b)) < l) {
-			d.err, d.b = errors.New("bad fire"), nil
-		} else if d.err == nil {
-			fire, d.b = d.b[:l], d.b[l:]
-		}
+		fire = d.part("fire")
+	}
+	if flags&schedEvent != 0 {
+		event = d.part("event")
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}
 	if d.err != nil {
-		return nil, nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
+		return nil, nil, nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
 	}
-	return sc, child, fire, nil
+	return sc, child, fire, event, nil
+}
+
+// part reads a length-prefixed part of a row without copying it: the
+// fire or the event that a schedule's row holds.
+func (d *decoder) part(what string) []byte {
+	l := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if l == 0 || uint64(len(d.b)) < l {
+		d.err, d.b = fmt.Errorf("bad %s", what), nil
+		return nil
+	}
+	p := d.b[:l]
+	d.b = d.b[l:]
+	return p
 }
 
 // Flags of a version 2 fire row.

@@ -211,8 +211,9 @@ func addTZCount(b *bolt.Bucket, tz string, delta int64) error {
 }
 
 // createSchedule writes the new schedule sc, encoded as doc, and its tenant
-// index entry. run, if not nil, is the run of schedules this one is part
-// of (see appender; nothing else may write to those buckets meanwhile).
+// index entry, marked when doc holds an event (tenantImplied). run, if not
+// nil, is the run of schedules this one is part of (see appender; nothing
+// else may write to those buckets meanwhile).
 func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRun) error {
 	b, bt := tx.Bucket(bSchedules), tx.Bucket(bSchedTenant)
 	if run == nil {
@@ -231,7 +232,11 @@ func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRu
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
-	return bt.Put(tk, nil)
+	var v []byte
+	if rowHasEvent(doc) {
+		v = tenantImplied
+	}
+	return bt.Put(tk, v)
 }
 
 // scheduleRun is a run of createSchedule calls: the appenders of its two
@@ -280,6 +285,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		docs[i] = encodeFire(fn.Fire)
 	}
 	j, withFire := rowFireOfNew(sc, sole, fs)
+	withEvent, rowEvent := rowEventOfNew(sc, sole, fs, j, s.grouped)
 	var written map[string]*model.Schedule
 	var heads map[*model.Event]preparedHead
 	if len(fs) > 0 {
@@ -300,16 +306,20 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		row, inRow := doc, []bool(nil)
+		row, inRow, inRowEvents := doc, []bool(nil), []*model.Event(nil)
 		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
 			row, inRow = withFire, make([]bool, len(fs))
 			inRow[j] = true
+			if rowEvent != nil && eventFree(tx, rowEvent) {
+				row, inRowEvents = withEvent, make([]*model.Event, len(fs))
+				inRowEvents[j] = rowEvent
+			}
 		}
 		if err := createSchedule(tx, sc, row, nil); err != nil {
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inRow, inserted, written, heads)
+		n, err = putFires(tx, fs, docs, inRow, inRowEvents, inserted, written, heads)
 		return err
 	})
 	if err != nil {
@@ -328,6 +338,29 @@ func rowFireOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew) (in
 		}
 	}
 	return -1, nil
+}
+
+// rowEventOfNew returns the row of the new schedule sc holding the fire
+// fs[j] (rowFireOfNew; j < 0: none) and its event (impliesEvent), and
+// that event as a reader decodes it from the row; nil and nil if the row
+// cannot hold it (or grouped, Options.groupedOneOffs, says not to). The
+// row holds it if no event has its id or fire.
+func rowEventOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew, j int, grouped bool) ([]byte, *model.Event) {
+	if j < 0 || grouped || !impliesEvent(sc, fs[j].Fire, fs[j].Events) {
+		return nil, nil
+	}
+	doc := encodeScheduleEvent(sc, sole, fs[j].Fire, fs[j].Events[0])
+	p, err := decodeRowParts(sc.ID, doc)
+	if err != nil {
+		return nil, nil
+	}
+	return doc, p.event
+}
+
+// eventFree reports whether no event has e's id and no group e's fire, so
+// that a row can hold e.
+func eventFree(tx *bolt.Tx, e *model.Event) bool {
+	return tx.Bucket(bEvIDs).Get([]byte(e.ID)) == nil && tx.Bucket(bEvGroups).Get(strKey(e.FireID)) == nil
 }
 
 // decodeWritten returns the schedule id, whose row this transaction writes
@@ -349,14 +382,17 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	// Encoded before the transaction, which holds the one writer.
 	docs := make([][]byte, len(items))
 	soles := make([]*model.Child, len(items))
-	rowFires := make([]int, len(items))    // index in the item's Fires, or -1
-	withFire := make([][]byte, len(items)) // docs[i] with that fire
+	rowFires := make([]int, len(items))          // index in the item's Fires, or -1
+	withFire := make([][]byte, len(items))       // docs[i] with that fire
+	withEvent := make([][]byte, len(items))      // docs[i] with that fire and its event
+	rowEvent := make([]*model.Event, len(items)) // that event, decoded
 	nf := 0
 	var children []newChild
 	for i, it := range items {
 		soles[i] = soleChild(it.Schedule, it.Children)
 		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
 		rowFires[i], withFire[i] = rowFireOfNew(it.Schedule, soles[i], it.Fires)
+		withEvent[i], rowEvent[i] = rowEventOfNew(it.Schedule, soles[i], it.Fires, rowFires[i], s.grouped)
 		nf += len(it.Fires)
 		children = appendNewChildren(children, it.Children, soles[i], i)
 	}
@@ -382,11 +418,12 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		fs      []store.FireNew
 		fdocs   [][]byte
 		inRow   []bool
+		evRow   []*model.Event
 		written = make(map[string]*model.Schedule, len(items))
 	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
 		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
-		fs, fdocs, inRow = fs[:0], fdocs[:0], inRow[:0]
+		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
 		var run scheduleRun
 		at := 0 // items[i].Fires are encoded at fireDocs[at:]
@@ -399,9 +436,12 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				res[i] = model.ErrConflict
 				continue
 			}
-			row, j := docs[i], rowFires[i]
+			row, j, ev := docs[i], rowFires[i], (*model.Event)(nil)
 			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
 				row = withFire[i]
+				if rowEvent[i] != nil && eventFree(tx, rowEvent[i]) {
+					row, ev = withEvent[i], rowEvent[i]
+				}
 			} else {
 				j = -1
 			}
@@ -410,6 +450,11 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			}
 			for k := range it.Fires {
 				inRow = append(inRow, k == j)
+				if k == j {
+					evRow = append(evRow, ev)
+				} else {
+					evRow = append(evRow, nil)
+				}
 			}
 			fs = append(fs, it.Fires...)
 			fdocs = append(fdocs, fireDocs[from:at]...)
@@ -429,7 +474,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, inRow, make([]bool, len(fs)), written, heads)
+		_, err := putFires(tx, fs, fdocs, inRow, evRow, make([]bool, len(fs)), written, heads)
 		return err
 	})
 	if err != nil {
@@ -541,6 +586,10 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 			return model.ErrConflict
 		}
 		if old.RunAt != nil {
+			// The event the row holds stays, in a group of its own.
+			if err := newEvtx(tx).materialiseIn(sc.ID); err != nil {
+				return err
+			}
 			if err := unrefHeads(tx, sc.ID); err != nil {
 				return err
 			}
@@ -587,6 +636,11 @@ func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 			return model.ErrNotFound
 		}
 		if old.RunAt != nil {
+			// Events outlive their schedule: the one the row holds goes
+			// into a group of its own.
+			if err := newEvtx(tx).materialiseIn(id); err != nil {
+				return err
+			}
 			if err := unrefHeads(tx, id); err != nil {
 				return err
 			}

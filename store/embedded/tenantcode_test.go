@@ -217,7 +217,8 @@ func TestOpenMigratesLayout5TenantEntries(t *testing.T) {
 
 func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
+	// Events in groups, as layouts before layoutOneRecord store them.
+	s, err := Open(dir, Options{groupedOneOffs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,4 +317,12 @@ func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 	checkMigrated(t, s)
 	checkEventIndexes(t, s)
 	checkTenantQueries(t, s, scheds, events)
+	// On to layoutOneRecord: the one-offs' events are in their rows.
+	n := 0
+	for _, ids := range scheds {
+		n += len(ids)
+	}
+	if got := rowEventCount(t, s); got != n {
+		t.Errorf("%d rows hold their event after the migration, want every one-off's (%d)", got, n)
+	}
 }

@@ -1,0 +1,62 @@
+package embedded
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// CheckOneRecords reports an event that both a one-off's row holds and a
+// group does, a row's event without its ev_due entry or its tenant mark,
+// or an ev_due entry of a row that holds no event.
+func CheckOneRecords(s *Store) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		x := newEvtx(tx)
+		rows := 0
+		if err := tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
+			if !rowHasEvent(v) {
+				return nil
+			}
+			rows++
+			p, err := decodeRowParts(string(k), v)
+			if err != nil {
+				return err
+			}
+			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
+				return fmt.Errorf("the event of fire %s is in its schedule's row and in group %v (%v)", p.fire.ID, g, err)
+			}
+			dk, err := dueKey(p.event, impliedKey(string(k)))
+			if err != nil {
+				return err
+			}
+			if tx.Bucket(bEvDue).Get(dk) == nil {
+				return fmt.Errorf("the event of fire %s has no due entry", p.fire.ID)
+			}
+			if !isTenantImplied(tx.Bucket(bSchedTenant).Get(append(tenantPrefix(tx, p.sc.TenantID), strKey(string(k))...))) {
+				return fmt.Errorf("schedule %s holds an event, its tenant entry no mark", k)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		due := 0
+		if err := tx.Bucket(bEvDue).ForEach(func(k, _ []byte) error {
+			// shard, status, launch time, row key: a row's event is pending.
+			if len(k) > 4+1+timeLen && k[4] == statusCodes[model.EventPending] && isImpliedKey(k[4+1+timeLen:]) {
+				due++
+				if !rowHasEvent(tx.Bucket(bSchedules).Get(k[4+1+timeLen+1:])) {
+					return fmt.Errorf("due entry %q: its schedule's row holds no event", k)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if due != rows {
+			return fmt.Errorf("%d rows hold an event, %d due entries name a row", rows, due)
+		}
+		return nil
+	})
+}
