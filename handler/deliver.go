@@ -129,9 +129,9 @@ func (h *Handler) writer() {
 // delivered one at a time (a fire spread over its window), one commit then
 // records several outcomes instead of one each. While busy reports due
 // events waiting for a delivery slot (a burst), it holds them back, full
-// writes too, up to busyLingers lingers and while the box is at most half
-// full: their commits would take the cores the sending needs. linger is
-// real time, not the handler's clock: it only groups writes.
+// writes too, up to busyLingers lingers and while the box is at most three
+// quarters full: their commits would take the cores the sending needs.
+// linger is real time, not the handler's clock: it only groups writes.
 type outbox struct {
 	mu      sync.Mutex
 	queued  sync.Cond // a batch was put, the box closed, or a linger ended
@@ -160,7 +160,7 @@ func newOutbox(max int, linger time.Duration, busy func() bool) *outbox {
 // sending reports whether lingering outcomes give way to the sending of
 // due events. Called with b.mu held.
 func (b *outbox) sending() bool {
-	return b.busy != nil && b.events <= b.max/2 && b.busy()
+	return b.busy != nil && 4*b.events <= 3*b.max && b.busy()
 }
 
 func (b *outbox) put(o *outcomes) {

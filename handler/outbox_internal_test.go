@@ -132,7 +132,7 @@ func TestOutboxNoLinger(t *testing.T) {
 
 // While due events wait for a delivery slot, unthrottled outcomes give way
 // to their sending, full writes too, for up to ten lingers and while the
-// box is at most half full; throttled ones (their tokens wait) do not.
+// box is at most three quarters full; throttled ones (their tokens wait) do not.
 func TestOutboxGivesWayToSending(t *testing.T) {
 	var busy atomic.Bool
 	newBox := func() *outbox {
@@ -171,11 +171,15 @@ func TestOutboxGivesWayToSending(t *testing.T) {
 			t.Fatalf("held for ten lingers already: would wait %v more", d)
 		}
 	})
-	t.Run("HalfFullWrites", func(t *testing.T) {
+	t.Run("FullerThanThreeQuartersWrites", func(t *testing.T) {
 		b := newBox()
-		b.put(delivered("a", 6, false)) // more than half of 10
+		b.put(delivered("a", 7, false)) // three quarters of 10, rounded down
+		if d := holdBack(b, 3); d <= 0 {
+			t.Fatalf("box three quarters full: a full write would go now; want it held")
+		}
+		b.put(delivered("b", 1, false))
 		if d := holdBack(b, 3); d > 0 {
-			t.Fatalf("box more than half full: would wait %v", d)
+			t.Fatalf("box more than three quarters full: would wait %v", d)
 		}
 	})
 	t.Run("ThrottledNotHeld", func(t *testing.T) {
