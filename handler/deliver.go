@@ -127,8 +127,11 @@ func (h *Handler) writer() {
 // With linger set, take holds back batches of unthrottled events until
 // the oldest has waited linger or a full write is queued: when events are
 // delivered one at a time (a fire spread over its window), one commit then
-// records several outcomes instead of one each. linger is real time, not
-// the handler's clock: it only groups writes.
+// records several outcomes instead of one each. While busy reports due
+// events waiting for a delivery slot (a burst), it holds them back, full
+// writes too, up to busyLingers lingers and while the box is at most three
+// quarters full: their commits would take the cores the sending needs.
+// linger is real time, not the handler's clock: it only groups writes.
 type outbox struct {
 	mu      sync.Mutex
 	queued  sync.Cond // a batch was put, the box closed, or a linger ended
@@ -141,12 +144,23 @@ type outbox struct {
 	linger  time.Duration
 	timer   *time.Timer // wakes take when the oldest batch's linger ends
 	batch   int         // the max of the last take: a full write
+	busy    func() bool // due events wait for a delivery slot; nil: never
 }
 
-func newOutbox(max int, linger time.Duration) *outbox {
-	b := &outbox{max: max, linger: linger}
+// busyLingers is how many lingers unthrottled outcomes may wait while due
+// events wait for a delivery slot.
+const busyLingers = 10
+
+func newOutbox(max int, linger time.Duration, busy func() bool) *outbox {
+	b := &outbox{max: max, linger: linger, busy: busy}
 	b.queued.L, b.space.L = &b.mu, &b.mu
 	return b
+}
+
+// sending reports whether lingering outcomes give way to the sending of
+// due events. Called with b.mu held.
+func (b *outbox) sending() bool {
+	return b.busy != nil && 4*b.events <= 3*b.max && b.busy()
 }
 
 func (b *outbox) put(o *outcomes) {
@@ -162,7 +176,7 @@ func (b *outbox) put(o *outcomes) {
 	b.q = append(b.q, o)
 	b.events += n
 	b.waiting += n
-	if b.timer != nil && o.lingers && b.waiting < b.batch {
+	if b.timer != nil && o.lingers && (b.waiting < b.batch || b.sending()) {
 		// A writer lingers already; its timer wakes it.
 		return
 	}
@@ -172,7 +186,7 @@ func (b *outbox) put(o *outcomes) {
 // holdBack reports how long take should wait for more batches before
 // writing what is queued (0: write now). Called with b.mu held.
 func (b *outbox) holdBack(max int) time.Duration {
-	if b.linger <= 0 || b.closed || b.waiting >= max {
+	if b.linger <= 0 || b.closed {
 		return 0
 	}
 	for _, o := range b.q {
@@ -180,7 +194,18 @@ func (b *outbox) holdBack(max int) time.Duration {
 			return 0
 		}
 	}
-	return b.linger - time.Since(b.q[0].put)
+	age := time.Since(b.q[0].put)
+	if b.sending() {
+		if w := busyLingers*b.linger - age; w > 0 {
+			// Looked at again after a linger at most: the due events
+			// may have gone by then.
+			return min(w, b.linger)
+		}
+	}
+	if b.waiting >= max {
+		return 0
+	}
+	return b.linger - age
 }
 
 // take waits for queued batches and merges them up to max events (at least

@@ -135,12 +135,16 @@ type Config struct {
 	// OutcomeLinger is how long the outcome of an unthrottled delivery may
 	// wait to share its store write with later ones (when fewer than
 	// MaxBatch are queued): events launched one at a time then cost a
-	// fraction of a commit each. Outcomes of throttled events are written
-	// at once (their tokens wait for them). Negative: no wait. Default
-	// 100ms: about ten commits a second however fast events launch one by
-	// one. The price is at crash time: the unthrottled events delivered in
-	// the last linger (plus one write) before a crash have no outcome
-	// written and are delivered again by the shard's next owner.
+	// fraction of a commit each. While due events wait for a delivery
+	// slot (a burst), these outcomes wait for them to go, full writes
+	// too, up to ten lingers: their commits would take the cores the
+	// sending needs. Outcomes of throttled events are written at once
+	// (their tokens wait for them). Negative: no wait. Default 100ms:
+	// about ten commits a second however fast events launch one by one.
+	// The price is at crash time: the unthrottled events delivered in the
+	// last linger (ten during a burst) plus one write before a crash have
+	// no outcome written and are delivered again by the shard's next
+	// owner.
 	OutcomeLinger time.Duration
 	// LaunchGap is the least time between two wakes of the timer for
 	// events that are not due yet: an event due within LaunchGap of the
@@ -410,8 +414,8 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		hosts: newHostLimits(cfg.MaxPerHost, cfg.MaxBatch),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
-		outcomes: newOutbox(64*cfg.Workers*cfg.MaxBatch, cfg.OutcomeLinger),
 	}
+	h.outcomes = newOutbox(64*cfg.Workers*cfg.MaxBatch, cfg.OutcomeLinger, func() bool { return h.queue.Len() > 0 })
 	h.tenants = &tenantCache{src: deps.Tenants, def: cfg.TenantWeight, ttl: cfg.WeightTTL,
 		now: deps.Clock.Now, m: map[string]*tenantEntry{},
 		spawn: func(f func(context.Context)) {

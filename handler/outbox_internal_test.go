@@ -2,6 +2,8 @@ package handler
 
 import (
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,7 +63,7 @@ func holdBack(b *outbox, max int) time.Duration {
 // take holds the first back (the linger here is an hour) until the queued
 // events make a full write, then writes them together.
 func TestOutboxLingerGroupsUnthrottledOutcomes(t *testing.T) {
-	b := newOutbox(1000, time.Hour)
+	b := newOutbox(1000, time.Hour, nil)
 	b.put(delivered("a", 1, false))
 	if d := holdBack(b, 3); d <= 0 || d > time.Hour {
 		t.Fatalf("one unthrottled outcome queued: take would wait %v, want up to the linger (1h)", d)
@@ -85,7 +87,7 @@ func TestOutboxLingerGroupsUnthrottledOutcomes(t *testing.T) {
 
 // The linger ends: a lone outcome is written once it has waited linger.
 func TestOutboxLingerEnds(t *testing.T) {
-	b := newOutbox(1000, 5*time.Millisecond)
+	b := newOutbox(1000, 5*time.Millisecond, nil)
 	put := time.Now()
 	b.put(delivered("a", 1, false))
 	o := within(t, takeAsync(b, 500), "lone outcome")
@@ -111,7 +113,7 @@ func TestOutboxNoLinger(t *testing.T) {
 		{"linger off", -1, []*outcomes{delivered("a", 1, false)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newOutbox(1000, tc.linger)
+			b := newOutbox(1000, tc.linger, nil)
 			n := 0
 			for _, o := range tc.batch {
 				b.put(o)
@@ -125,5 +127,82 @@ func TestOutboxNoLinger(t *testing.T) {
 				t.Fatalf("take returned %d outcomes, want %d", len(o.items), n)
 			}
 		})
+	}
+}
+
+// While due events wait for a delivery slot, unthrottled outcomes give way
+// to their sending, full writes too, for up to ten lingers and while the
+// box is at most three quarters full; throttled ones (their tokens wait) do not.
+func TestOutboxGivesWayToSending(t *testing.T) {
+	var busy atomic.Bool
+	newBox := func() *outbox {
+		busy.Store(true)
+		return newOutbox(10, time.Hour, busy.Load)
+	}
+	t.Run("HoldsFullWriteWhileBusy", func(t *testing.T) {
+		b := newBox()
+		b.put(delivered("a", 3, false)) // a full write of 3
+		if d := holdBack(b, 3); d <= 0 {
+			t.Fatalf("due events wait: a full write would go now; want it held")
+		}
+		busy.Store(false)
+		if d := holdBack(b, 3); d > 0 {
+			t.Fatalf("nothing waits any more: a full write would still wait %v", d)
+		}
+	})
+	t.Run("WrittenWhenSendingEnds", func(t *testing.T) {
+		b := newBox()
+		b.put(delivered("a", 3, false))
+		ch := takeAsync(b, 3)
+		holding(t, b)
+		busy.Store(false)
+		b.put(delivered("b", 1, false)) // the last delivery's outcome
+		if o := within(t, ch, "sending ended"); len(o.items) != 3 {
+			t.Fatalf("take returned %d outcomes, want the full write of 3", len(o.items))
+		}
+	})
+	t.Run("AtMostTenLingers", func(t *testing.T) {
+		b := newBox()
+		b.put(delivered("a", 3, false))
+		b.mu.Lock()
+		b.q[0].put = time.Now().Add(-busyLingers * b.linger)
+		b.mu.Unlock()
+		if d := holdBack(b, 3); d > 0 {
+			t.Fatalf("held for ten lingers already: would wait %v more", d)
+		}
+	})
+	t.Run("FullerThanThreeQuartersWrites", func(t *testing.T) {
+		b := newBox()
+		b.put(delivered("a", 7, false)) // three quarters of 10, rounded down
+		if d := holdBack(b, 3); d <= 0 {
+			t.Fatalf("box three quarters full: a full write would go now; want it held")
+		}
+		b.put(delivered("b", 1, false))
+		if d := holdBack(b, 3); d > 0 {
+			t.Fatalf("box more than three quarters full: would wait %v", d)
+		}
+	})
+	t.Run("ThrottledNotHeld", func(t *testing.T) {
+		b := newBox()
+		b.put(delivered("p", 1, true))
+		if d := holdBack(b, 3); d > 0 {
+			t.Fatalf("a throttled outcome would wait %v while due events wait", d)
+		}
+	})
+}
+
+// holding waits until a take holds b's outcomes back (its timer armed).
+func holding(t *testing.T, b *outbox) {
+	t.Helper()
+	for start := time.Now(); ; runtime.Gosched() {
+		b.mu.Lock()
+		armed := b.timer != nil
+		b.mu.Unlock()
+		if armed {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("take never held the outcomes back")
+		}
 	}
 }

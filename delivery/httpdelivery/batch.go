@@ -148,8 +148,11 @@ func (d *Deliverer) packBatches(reqs []batchRequest, raw string, events []*model
 		}
 		cur = batchRequest{}
 	}
+	bp := d.bufs.Get().(*[]byte)
+	defer d.bufs.Put(bp)
 	for _, i := range idx {
-		msg, err := json.Marshal(delivery.NewMessage(events[i], d.cfg.ReleaseBaseURL))
+		msg, err := delivery.AppendMessage((*bp)[:0], events[i], d.cfg.ReleaseBaseURL)
+		*bp = msg
 		if err != nil {
 			results[i] = permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", events[i].ID, err))
 			continue
