@@ -326,15 +326,14 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 }
 
 // newRow is the row of a new schedule in the forms the transaction may
-// write, encoded (and decoded as a reader would read them) before it, as
-// the transaction holds the one writer.
+// write, encoded before it, as the transaction holds the one writer.
 type newRow struct {
 	doc       []byte          // the schedule and its sole child alone
 	fire      int             // the index in fs of the fire the row can hold (impliesFire), or -1
 	withFire  []byte          // doc holding that fire
 	withEvent []byte          // withFire holding that fire's one event (impliesEvent); nil if it cannot
-	event     *model.Event    // that event as a reader decodes it from withEvent
-	decoded   *model.Schedule // doc decoded; nil without fires or if it does not decode
+	event     *model.Event    // that event: its due entry's and eventFree's fields are the row's
+	decoded   *model.Schedule // doc decoded, for the heads of events the row does not hold; else nil
 }
 
 // encodeNewRow encodes the row of the new schedule sc with its sole child
@@ -344,26 +343,37 @@ type newRow struct {
 // does not forbid and no event has its id or fire; the transaction checks
 // those and picks the form. The forms share the schedule's encoding: a
 // fire and an event are appended to it as their own parts.
+//
+// The event held is not decoded back: what putImpliedDue and eventFree
+// read of it (ids, shard, status, fence, launch time) the row gives back
+// equal, as encodeRowEvent keeps a time as a delta only when it gives the
+// time back exactly. The schedule is decoded, as newGroup's heads read it,
+// only when some event of fs may need a group.
 func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped bool) newRow {
 	r := newRow{doc: encodeScheduleRow(sc, sole), fire: -1}
 	if len(fs) == 0 {
 		return r
 	}
-	r.decoded, _ = decodeSchedule([]byte(sc.ID), r.doc)
 	for j, fn := range fs {
 		if impliesFire(sc, fn.Fire) {
 			r.fire = j
 			break
 		}
 	}
+	var fb, eb []byte
+	if r.fire >= 0 {
+		f := fs[r.fire].Fire
+		fb = encodeRowFire(sc, f)
+		if !grouped && impliesEvent(sc, f, fs[r.fire].Events) {
+			r.event = fs[r.fire].Events[0]
+			eb = encodeRowEvent(sc, f, r.event)
+		}
+	}
+	if r.event == nil || len(fs) > 1 {
+		r.decoded, _ = decodeSchedule([]byte(sc.ID), r.doc)
+	}
 	if r.fire < 0 {
 		return r
-	}
-	f := fs[r.fire].Fire
-	fb := encodeRowFire(sc, f)
-	var eb []byte
-	if !grouped && r.decoded != nil && impliesEvent(sc, f, fs[r.fire].Events) {
-		eb = encodeRowEvent(sc, f, fs[r.fire].Events[0])
 	}
 	// One allocation for both forms: withEvent follows withFire.
 	n := len(r.doc) + len(fb) + binary.MaxVarintLen64
@@ -374,18 +384,8 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 	if eb == nil {
 		return r
 	}
-	df, err := decodeRowFire(r.decoded, fb)
-	if err != nil {
-		return r
-	}
-	e, err := decodeRowEvent(r.decoded, df, eb)
-	if err != nil {
-		return r
-	}
-	rest := buf[len(r.withFire):len(r.withFire)]
-	r.withEvent = putBytes(append(rest, r.withFire...), eb)
+	r.withEvent = putBytes(append(buf[len(r.withFire):len(r.withFire)], r.withFire...), eb)
 	r.withEvent[1] |= schedEvent
-	r.event = e
 	return r
 }
 
@@ -437,7 +437,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			}
 			fireDocs = append(fireDocs, encodeFire(fn.Fire))
 		}
-		if r.decoded != nil && r.event == nil {
+		if r.decoded != nil {
 			prepareHeads(heads, r.decoded, it.Fires)
 		}
 	}
