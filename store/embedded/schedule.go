@@ -449,7 +449,10 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		written = make(map[string]*model.Schedule, len(items))
 	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
-		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
+		// Ids in creation order are above every key of these buckets, so
+		// their absence needs no search.
+		ids, fires := above{b: tx.Bucket(bSchedules)}, above{b: tx.Bucket(bFires)}
+		evIDs, evGroups := above{b: tx.Bucket(bEvIDs)}, above{b: tx.Bucket(bEvGroups)}
 		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
 		var run scheduleRun
@@ -459,15 +462,15 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			from := at
 			at += len(it.Fires)
 			id := []byte(it.Schedule.ID)
-			if b.Get(id) != nil {
+			if !ids.absent(id) {
 				res[i] = model.ErrConflict
 				continue
 			}
 			r := &rows[i]
 			row, j, ev := r.doc, r.fire, (*model.Event)(nil)
-			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
+			if j >= 0 && fires.absent([]byte(it.Fires[j].Fire.ID)) {
 				row = r.withFire
-				if r.event != nil && eventFree(tx, r.event) {
+				if r.event != nil && evIDs.absent([]byte(r.event.ID)) && evGroups.absent(strKey(r.event.FireID)) {
 					row, ev = r.withEvent, r.event
 				}
 			} else if j >= 0 {
@@ -477,6 +480,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
 				return err
 			}
+			ids.put(id)
 			for k := range it.Fires {
 				inRow = append(inRow, k == j)
 				if k == j {
