@@ -456,7 +456,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
 		var run scheduleRun
-		at := 0 // items[i].Fires are encoded at fireDocs[at:]
+		at := 0 // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
 		for i, it := range items {
 			res[i] = nil
 			from := at
@@ -473,8 +473,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				if r.event != nil && evIDs.absent([]byte(r.event.ID)) && evGroups.absent(strKey(r.event.FireID)) {
 					row, ev = r.withEvent, r.event
 				}
-			} else if j >= 0 {
-				fireDocs[from+j] = encodeFire(it.Fires[j].Fire)
+			} else {
 				j = -1
 			}
 			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
