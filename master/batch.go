@@ -222,7 +222,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key == "" {
 			continue
 		}
-		b, err := appendSchedule(nil, out)
+		b, err := appendSchedule(nil, out, nil)
 		if err != nil {
 			return err
 		}

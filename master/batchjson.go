@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -39,19 +40,20 @@ func appendBatchResult(b []byte, out *api.ScheduleBatchResult) ([]byte, error) {
 		return append(b, "null}"...), nil
 	}
 	b = append(b, '[')
+	var tm timeMemo
 	for i := range out.Items {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendBatchItemResult(b, &out.Items[i]); err != nil {
+		if b, err = appendBatchItemResult(b, &out.Items[i], &tm); err != nil {
 			return nil, err
 		}
 	}
 	return append(b, "]}"...), nil
 }
 
-func appendBatchItemResult(b []byte, it *api.ScheduleBatchItemResult) ([]byte, error) {
+func appendBatchItemResult(b []byte, it *api.ScheduleBatchItemResult, tm *timeMemo) ([]byte, error) {
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(it.Index), 10)
 	if it.Problem != nil {
@@ -68,7 +70,7 @@ func appendBatchItemResult(b []byte, it *api.ScheduleBatchItemResult) ([]byte, e
 	if it.Schedule != nil {
 		b = append(b, `,"schedule":`...)
 		var err error
-		if b, err = appendSchedule(b, it.Schedule); err != nil {
+		if b, err = appendSchedule(b, it.Schedule, tm); err != nil {
 			return nil, err
 		}
 	}
@@ -77,9 +79,39 @@ func appendBatchItemResult(b []byte, it *api.ScheduleBatchItemResult) ([]byte, e
 	return append(b, '}'), nil
 }
 
+// timeMemo holds the last two times appended and their encodings: the
+// schedules of a batch share their creation and update times, and often
+// their runAt. nil remembers nothing.
+type timeMemo struct {
+	t    [2]time.Time
+	enc  [2][]byte // nil: the slot is empty, or its time does not encode
+	next int       // the slot to fill next
+}
+
+// time appends t as jsonappend.Time does. Times that are == (same instant,
+// location and monotonic reading) encode alike; Equal ones need not, as the
+// location is written.
+func (m *timeMemo) time(b []byte, t time.Time, ok bool) ([]byte, bool) {
+	if m == nil {
+		return jsonappend.Time(b, t, ok)
+	}
+	for i := range m.t {
+		if m.enc[i] != nil && m.t[i] == t {
+			return append(b, m.enc[i]...), ok
+		}
+	}
+	start := len(b)
+	b, tok := jsonappend.Time(b, t, ok)
+	if tok {
+		i := m.next
+		m.t[i], m.enc[i], m.next = t, append(m.enc[i][:0], b[start:]...), 1-i
+	}
+	return b, tok
+}
+
 // appendSchedule appends s as json.Marshal writes it: its members in the
-// order of the struct's fields.
-func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
+// order of the struct's fields; tm (nil: none) remembers times.
+func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 	if s.Payload != nil && len(*s.Payload) == 0 {
 		// json.Marshal's error: an empty raw value.
 		return appendMarshal(b, s)
@@ -89,14 +121,14 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 	b = append(b, `{"children":`...)
 	b = strconv.AppendInt(b, int64(s.Children), 10)
 	b = append(b, `,"createdAt":`...)
-	b, ok = jsonappend.Time(b, s.CreatedAt, ok)
+	b, ok = tm.time(b, s.CreatedAt, ok)
 	if s.Cron != nil {
 		b = append(b, `,"cron":`...)
 		b = jsonappend.String(b, *s.Cron)
 	}
 	if s.EndAt != nil {
 		b = append(b, `,"endAt":`...)
-		b, ok = jsonappend.Time(b, *s.EndAt, ok)
+		b, ok = tm.time(b, *s.EndAt, ok)
 	}
 	b = append(b, `,"eventCount":`...)
 	b = strconv.AppendInt(b, int64(s.EventCount), 10)
@@ -117,7 +149,7 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b, ok = jsonappend.Time(b, t, ok)
+			b, ok = tm.time(b, t, ok)
 		}
 		b = append(b, ']')
 	}
@@ -135,13 +167,13 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(s.Priority), 10)
 	if s.RunAt != nil {
 		b = append(b, `,"runAt":`...)
-		b, ok = jsonappend.Time(b, *s.RunAt, ok)
+		b, ok = tm.time(b, *s.RunAt, ok)
 	}
 	b = append(b, `,"spread":`...)
 	b = strconv.AppendBool(b, s.Spread)
 	if s.StartAt != nil {
 		b = append(b, `,"startAt":`...)
-		b, ok = jsonappend.Time(b, *s.StartAt, ok)
+		b, ok = tm.time(b, *s.StartAt, ok)
 	}
 	b = append(b, `,"state":`...)
 	b = jsonappend.String(b, string(s.State))
@@ -160,7 +192,7 @@ func appendSchedule(b []byte, s *api.Schedule) ([]byte, error) {
 	b = append(b, `},"timezone":`...)
 	b = jsonappend.String(b, s.Timezone)
 	b = append(b, `,"updatedAt":`...)
-	b, ok = jsonappend.Time(b, s.UpdatedAt, ok)
+	b, ok = tm.time(b, s.UpdatedAt, ok)
 	b = append(b, `,"version":`...)
 	b = strconv.AppendInt(b, s.Version, 10)
 	if s.Window != nil {

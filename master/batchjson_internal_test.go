@@ -101,7 +101,7 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 	if broken {
 		years = append(years, 10000, -1)
 	}
-	instant := func() time.Time {
+	newInstant := func() time.Time {
 		y := 2030
 		if r.IntN(20) == 0 {
 			y = years[r.IntN(len(years))]
@@ -111,6 +111,21 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 			z = zones[r.IntN(len(zones))]
 		}
 		return time.Date(y, time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), []int{0, 0, 500_000_000, 123_456_789, 1000}[r.IntN(5)], z)
+	}
+	// Times repeat, as a batch's do (appendBatchResult remembers them), and
+	// come back in another zone.
+	var seen []time.Time
+	instant := func() time.Time {
+		if len(seen) > 0 && r.IntN(3) == 0 {
+			t := seen[r.IntN(len(seen))]
+			if r.IntN(3) == 0 {
+				t = t.In(zones[r.IntN(len(zones))])
+			}
+			return t
+		}
+		t := newInstant()
+		seen = append(seen, t)
+		return t
 	}
 	instantPtr := func() *time.Time {
 		if r.IntN(2) == 0 {

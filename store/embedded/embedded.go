@@ -782,6 +782,35 @@ func packAppends(b *bolt.Bucket, key []byte, n int) {
 	b.FillPercent = mixedFill
 }
 
+// above tells whether keys are absent from a bucket, mostly without a
+// search: a key after the bucket's last key is absent, and keys met in
+// ascending order (creation-ordered ids) are. put keeps the last key known
+// for the puts of its caller; nothing else may write to the bucket
+// meanwhile.
+type above struct {
+	b    *bolt.Bucket
+	last []byte // the bucket's last key; nil: empty, or not read yet
+	read bool
+}
+
+func (a *above) absent(k []byte) bool {
+	if !a.read {
+		l, _ := a.b.Cursor().Last()
+		a.last, a.read = bytes.Clone(l), true
+	}
+	if a.last == nil || bytes.Compare(a.last, k) < 0 {
+		return true
+	}
+	return a.b.Get(k) == nil
+}
+
+// put notes that k was put into the bucket.
+func (a *above) put(k []byte) {
+	if a.read && (a.last == nil || bytes.Compare(a.last, k) < 0) {
+		a.last = k
+	}
+}
+
 // appender is packAppends for a run of puts into one bucket that nothing
 // else writes to meanwhile: a key that sorts after the run's previous one,
 // which was an append, with the same first n bytes, is an append too, and

@@ -341,13 +341,14 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // putFires writes the fires of fs whose ids are new with their new events,
 // setting inserted[i] for each fire written (from scratch: a group commit
 // may run it again); it returns the number of events written. docs, if not
-// nil, are the fires encoded before the transaction; written, if not nil,
+// nil, are the fires encoded before the transaction (nil: one to encode
+// here); written, if not nil,
 // the schedules this transaction wrote (see newEvtxWith); inRow, if not
 // nil, marks the fires that those schedules' rows hold (impliesFire),
 // which this transaction found new: only their events are written;
 // inRowEvents, if not nil, holds the events of those fires that the rows
-// hold too (impliesEvent), as decoded from the rows: only their due
-// entries are written; heads,
+// hold too (impliesEvent), with the fields their due entries need as the
+// rows give them back: only their due entries are written; heads,
 // if not nil, are event group heads made before the transaction
 // (prepareHeads).
 func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
@@ -385,7 +386,8 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRo
 		var doc []byte
 		if docs != nil {
 			doc = docs[i]
-		} else {
+		}
+		if doc == nil { // not encoded before the transaction
 			doc = encodeFire(f)
 		}
 		if err := createFire(tx, f, doc); err != nil {

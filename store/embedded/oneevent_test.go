@@ -27,6 +27,7 @@ type oneWorld struct {
 	scheds []*model.Schedule // made so far
 	events []string          // ids of the events made so far
 	fires  []string          // ids of the fires made so far
+	sorted bool              // one-offs' ids sort in creation order
 }
 
 func (w *oneWorld) next() (int, time.Time) {
@@ -43,6 +44,9 @@ func (w *oneWorld) oneOff(tenant, policy string) store.ScheduleNew {
 	id := fmt.Sprintf("o%d", n/2)
 	if n%2 == 1 {
 		id += "-" + strconv.Itoa(n%7)
+	}
+	if w.sorted {
+		id = fmt.Sprintf("o%06d", n)
 	}
 	now := base()
 	sc := &model.Schedule{

@@ -115,7 +115,7 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	if f.TenantID != sc.TenantID {
 		flags |= rowFireTenant
 	}
-	if f.LocalTime != f.FireTime.UTC().Format(localLayout) {
+	if !isUTCLocal(f) {
 		flags |= rowFireLocal
 	}
 	fireDelta, fireOK := timeDelta(*sc.RunAt, f.FireTime)
@@ -405,13 +405,20 @@ const (
 // localLayout is the emitter's format of a fire's local time.
 const localLayout = "2006-01-02T15:04:05.999Z07:00"
 
+// isUTCLocal reports whether f's local time is its fire time in UTC
+// (localLayout), formatted on the stack.
+func isUTCLocal(f *model.Fire) bool {
+	var buf [len(localLayout) + 8]byte
+	return string(f.FireTime.UTC().AppendFormat(buf[:0], localLayout)) == f.LocalTime
+}
+
 func encodeFire(f *model.Fire) []byte {
 	b := make([]byte, 0, 48+len(f.TenantID)+len(f.Note))
 	var flags uint64
 	if strings.HasPrefix(f.ID, f.ScheduleID+".") {
 		flags |= fireSchedInID
 	}
-	if f.LocalTime == f.FireTime.UTC().Format(localLayout) {
+	if isUTCLocal(f) {
 		flags |= fireLocalIsUTC
 	}
 	b = append(b, fireCodecV2)

@@ -279,21 +279,18 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	// Encoded before the transaction, which holds the one writer.
 	sole := soleChild(sc, children)
-	doc := encodeScheduleRow(sc, sole)
+	r := encodeNewRow(sc, sole, fs, s.grouped)
+	doc, j, withFire, withEvent, rowEvent := r.doc, r.fire, r.withFire, r.withEvent, r.event
 	docs := make([][]byte, len(fs))
 	for i, fn := range fs {
 		docs[i] = encodeFire(fn.Fire)
 	}
-	j, withFire := rowFireOfNew(sc, sole, fs)
-	withEvent, rowEvent := rowEventOfNew(sc, sole, fs, j, s.grouped)
 	var written map[string]*model.Schedule
 	var heads map[*model.Event]preparedHead
-	if len(fs) > 0 {
-		written = decodeWritten(sc.ID, doc)
-		if dec := written[sc.ID]; dec != nil {
-			heads = make(map[*model.Event]preparedHead, len(fs))
-			prepareHeads(heads, dec, fs)
-		}
+	if r.decoded != nil {
+		written = map[string]*model.Schedule{sc.ID: r.decoded}
+		heads = make(map[*model.Event]preparedHead, len(fs))
+		prepareHeads(heads, r.decoded, fs)
 	}
 	inserted := make([]bool, len(fs))
 	var n int
@@ -328,33 +325,68 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	return inserted, n, nil
 }
 
-// rowFireOfNew returns the index in fs of the fire that the row of the new
-// schedule sc can hold (impliesFire) and that row encoded with it; -1 and
-// nil if none can. The row holds it if no fire row has its id.
-func rowFireOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew) (int, []byte) {
-	for j, fn := range fs {
-		if impliesFire(sc, fn.Fire) {
-			return j, encodeScheduleFire(sc, sole, fn.Fire)
-		}
-	}
-	return -1, nil
+// newRow is the row of a new schedule in the forms the transaction may
+// write, encoded before it, as the transaction holds the one writer.
+type newRow struct {
+	doc       []byte          // the schedule and its sole child alone
+	fire      int             // the index in fs of the fire the row can hold (impliesFire), or -1
+	withFire  []byte          // doc holding that fire
+	withEvent []byte          // withFire holding that fire's one event (impliesEvent); nil if it cannot
+	event     *model.Event    // that event: its due entry's and eventFree's fields are the row's
+	decoded   *model.Schedule // doc decoded, for the heads of events the row does not hold; else nil
 }
 
-// rowEventOfNew returns the row of the new schedule sc holding the fire
-// fs[j] (rowFireOfNew; j < 0: none) and its event (impliesEvent), and
-// that event as a reader decodes it from the row; nil and nil if the row
-// cannot hold it (or grouped, Options.groupedOneOffs, says not to). The
-// row holds it if no event has its id or fire.
-func rowEventOfNew(sc *model.Schedule, sole *model.Child, fs []store.FireNew, j int, grouped bool) ([]byte, *model.Event) {
-	if j < 0 || grouped || !impliesEvent(sc, fs[j].Fire, fs[j].Events) {
-		return nil, nil
+// encodeNewRow encodes the row of the new schedule sc with its sole child
+// (soleChild) and the fires fs it is created with. The row holds the first
+// fire that impliesFire allows if no fire row has its id, and that fire's
+// event as well if impliesEvent allows, grouped (Options.groupedOneOffs)
+// does not forbid and no event has its id or fire; the transaction checks
+// those and picks the form. The forms share the schedule's encoding: a
+// fire and an event are appended to it as their own parts.
+//
+// The event held is not decoded back: what putImpliedDue and eventFree
+// read of it (ids, shard, status, fence, launch time) the row gives back
+// equal, as encodeRowEvent keeps a time as a delta only when it gives the
+// time back exactly. The schedule is decoded, as newGroup's heads read it,
+// only when some event of fs may need a group.
+func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped bool) newRow {
+	r := newRow{doc: encodeScheduleRow(sc, sole), fire: -1}
+	if len(fs) == 0 {
+		return r
 	}
-	doc := encodeScheduleEvent(sc, sole, fs[j].Fire, fs[j].Events[0])
-	p, err := decodeRowParts(sc.ID, doc)
-	if err != nil {
-		return nil, nil
+	for j, fn := range fs {
+		if impliesFire(sc, fn.Fire) {
+			r.fire = j
+			break
+		}
 	}
-	return doc, p.event
+	var fb, eb []byte
+	if r.fire >= 0 {
+		f := fs[r.fire].Fire
+		fb = encodeRowFire(sc, f)
+		if !grouped && impliesEvent(sc, f, fs[r.fire].Events) {
+			r.event = fs[r.fire].Events[0]
+			eb = encodeRowEvent(sc, f, r.event)
+		}
+	}
+	if r.event == nil || len(fs) > 1 {
+		r.decoded, _ = decodeSchedule([]byte(sc.ID), r.doc)
+	}
+	if r.fire < 0 {
+		return r
+	}
+	// One allocation for both forms: withEvent follows withFire.
+	n := len(r.doc) + len(fb) + binary.MaxVarintLen64
+	buf := make([]byte, 0, n+n+len(eb)+binary.MaxVarintLen64)
+	r.withFire = putBytes(append(buf, r.doc...), fb)
+	r.withFire[1] |= schedFire // the flags are one byte (uvarint below 128) after the version
+	r.withFire = r.withFire[:len(r.withFire):len(r.withFire)]
+	if eb == nil {
+		return r
+	}
+	r.withEvent = putBytes(append(buf[len(r.withFire):len(r.withFire)], r.withFire...), eb)
+	r.withEvent[1] |= schedEvent
+	return r
 }
 
 // eventFree reports whether no event has e's id and no group e's fire, so
@@ -380,38 +412,33 @@ func decodeWritten(id string, doc []byte) map[string]*model.Schedule {
 func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
 	res := make([]error, len(items))
 	// Encoded before the transaction, which holds the one writer.
-	docs := make([][]byte, len(items))
-	soles := make([]*model.Child, len(items))
-	rowFires := make([]int, len(items))          // index in the item's Fires, or -1
-	withFire := make([][]byte, len(items))       // docs[i] with that fire
-	withEvent := make([][]byte, len(items))      // docs[i] with that fire and its event
-	rowEvent := make([]*model.Event, len(items)) // that event, decoded
+	rows := make([]newRow, len(items))
 	nf := 0
 	var children []newChild
 	for i, it := range items {
-		soles[i] = soleChild(it.Schedule, it.Children)
-		docs[i] = encodeScheduleRow(it.Schedule, soles[i])
-		rowFires[i], withFire[i] = rowFireOfNew(it.Schedule, soles[i], it.Fires)
-		withEvent[i], rowEvent[i] = rowEventOfNew(it.Schedule, soles[i], it.Fires, rowFires[i], s.grouped)
+		sole := soleChild(it.Schedule, it.Children)
+		rows[i] = encodeNewRow(it.Schedule, sole, it.Fires, s.grouped)
 		nf += len(it.Fires)
-		children = appendNewChildren(children, it.Children, soles[i], i)
+		children = appendNewChildren(children, it.Children, sole, i)
 	}
 	sortNewChildren(children)
 	var stored []newChild // children of the items not in conflict
+	// The fires' own rows, and the heads of their events' groups, are
+	// encoded for the fires and events that the schedules' rows will
+	// likely not hold; the transaction encodes the others if it must.
 	fireDocs := make([][]byte, 0, nf)
-	// The rows of items with fires, decoded as their events' heads read
-	// them; those of the items stored are handed to putFires.
-	decoded := make([]*model.Schedule, len(items))
-	heads := make(map[*model.Event]preparedHead, nf)
+	heads := make(map[*model.Event]preparedHead)
 	for i, it := range items {
-		for _, fn := range it.Fires {
+		r := &rows[i]
+		for k, fn := range it.Fires {
+			if k == r.fire {
+				fireDocs = append(fireDocs, nil)
+				continue
+			}
 			fireDocs = append(fireDocs, encodeFire(fn.Fire))
 		}
-		if len(it.Fires) > 0 {
-			decoded[i], _ = decodeSchedule([]byte(it.Schedule.ID), docs[i])
-		}
-		if decoded[i] != nil {
-			prepareHeads(heads, decoded[i], it.Fires)
+		if r.decoded != nil {
+			prepareHeads(heads, r.decoded, it.Fires)
 		}
 	}
 	var (
@@ -422,25 +449,29 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		written = make(map[string]*model.Schedule, len(items))
 	)
 	err := s.batch(ctx, "schedule create many", func(tx *bolt.Tx) error {
-		b, fires := tx.Bucket(bSchedules), tx.Bucket(bFires)
+		// Ids in creation order are above every key of these buckets, so
+		// their absence needs no search.
+		ids, fires := above{b: tx.Bucket(bSchedules)}, above{b: tx.Bucket(bFires)}
+		evIDs, evGroups := above{b: tx.Bucket(bEvIDs)}, above{b: tx.Bucket(bEvGroups)}
 		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
 		var run scheduleRun
-		at := 0 // items[i].Fires are encoded at fireDocs[at:]
+		at := 0 // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
 		for i, it := range items {
 			res[i] = nil
 			from := at
 			at += len(it.Fires)
 			id := []byte(it.Schedule.ID)
-			if b.Get(id) != nil {
+			if !ids.absent(id) {
 				res[i] = model.ErrConflict
 				continue
 			}
-			row, j, ev := docs[i], rowFires[i], (*model.Event)(nil)
-			if j >= 0 && fires.Get([]byte(it.Fires[j].Fire.ID)) == nil {
-				row = withFire[i]
-				if rowEvent[i] != nil && eventFree(tx, rowEvent[i]) {
-					row, ev = withEvent[i], rowEvent[i]
+			r := &rows[i]
+			row, j, ev := r.doc, r.fire, (*model.Event)(nil)
+			if j >= 0 && fires.absent([]byte(it.Fires[j].Fire.ID)) {
+				row = r.withFire
+				if r.event != nil && evIDs.absent([]byte(r.event.ID)) && evGroups.absent(strKey(r.event.FireID)) {
+					row, ev = r.withEvent, r.event
 				}
 			} else {
 				j = -1
@@ -448,6 +479,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
 				return err
 			}
+			ids.put(id)
 			for k := range it.Fires {
 				inRow = append(inRow, k == j)
 				if k == j {
@@ -458,8 +490,8 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			}
 			fs = append(fs, it.Fires...)
 			fdocs = append(fdocs, fireDocs[from:at]...)
-			if decoded[i] != nil {
-				written[it.Schedule.ID] = decoded[i]
+			if r.decoded != nil {
+				written[it.Schedule.ID] = r.decoded
 			}
 		}
 		stored = stored[:0]
