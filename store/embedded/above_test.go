@@ -19,16 +19,8 @@ import (
 func TestCreateManyAbsentAbove(t *testing.T) {
 	ctx := t.Context()
 	seed := oneSeed(t)
-	many, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer many.Close()
-	single, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer single.Close()
+	many := openTemp(t, Options{})
+	single := openTemp(t, Options{})
 	r := rand.New(rand.NewPCG(seed, 9))
 	w := &oneWorld{r: rand.New(rand.NewPCG(seed, 10)), sorted: true}
 	renamed := func(it store.ScheduleNew, name string) store.ScheduleNew {

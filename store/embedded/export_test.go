@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -59,4 +60,16 @@ func CheckOneRecords(s *Store) error {
 		}
 		return nil
 	})
+}
+
+// openTemp opens a store with opts in a new temporary directory, closed
+// when the test ends.
+func openTemp(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -161,16 +161,8 @@ var groupBuckets = [][]byte{bEvGroups, bEvHeads, bEvRows, bEvFire, bEvTenant, bE
 // as a store that groups them does, from the first page to the last.
 func TestOneRecordQueries(t *testing.T) {
 	ctx := t.Context()
-	one, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	grouped, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grouped.Close()
+	one := openTemp(t, Options{})
+	grouped := openTemp(t, Options{groupedOneOffs: true})
 	w := &oneWorld{r: rand.New(rand.NewPCG(3, 3))}
 	var items []store.ScheduleNew
 	for i := range 40 {
@@ -351,16 +343,8 @@ func show(v any) string {
 func TestOneRecordRandomOps(t *testing.T) {
 	ctx := t.Context()
 	seed := oneSeed(t)
-	one, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	grouped, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grouped.Close()
+	one := openTemp(t, Options{})
+	grouped := openTemp(t, Options{groupedOneOffs: true})
 	r := rand.New(rand.NewPCG(seed, 7))
 	w := &oneWorld{r: rand.New(rand.NewPCG(seed, 8))}
 	same := func(what string, a, b any, aerr, berr error) {
