@@ -27,10 +27,13 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		runAt time.Time
+		count int
 		want  model.FireDecision
 	}{
-		{"Future", now.Add(90*time.Minute + 1500*time.Microsecond), model.FireEmitted},
-		{"Past", now.Add(-5 * time.Minute), model.FireLate},
+		{"Future", now.Add(90*time.Minute + 1500*time.Microsecond), 3, model.FireEmitted},
+		{"Past", now.Add(-5 * time.Minute), 3, model.FireLate},
+		{"FutureOneEvent", now.Add(90*time.Minute + 1500*time.Microsecond), 1, model.FireEmitted},
+		{"PastOneEvent", now.Add(-5 * time.Minute), 1, model.FireLate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			planned, saved := openEmbedded(t), openEmbedded(t)
@@ -38,17 +41,17 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			ep, es := newEmitter(t, planned, clk, nil), newEmitter(t, saved, clk, nil)
 			ctx := context.Background()
 
-			s := oneOff("o1", tc.runAt, 3)
+			s := oneOff("o1", tc.runAt, tc.count)
 			fs, done, err := ep.PlanCreated(ctx, s, nil)
 			if err != nil || done == nil || len(fs) != 1 {
 				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
 			}
 			inserted, n, err := planned.ScheduleCreateWithFires(ctx, s, nil, fs)
 			done(ctx, inserted, n, err)
-			if err != nil || n != 3 {
+			if err != nil || n != tc.count {
 				t.Fatalf("ScheduleCreateWithFires: %d events, %v", n, err)
 			}
-			s2 := oneOff("o1", tc.runAt, 3)
+			s2 := oneOff("o1", tc.runAt, tc.count)
 			create(t, saved, s2)
 			if err := es.Saved(ctx, s2, nil); err != nil {
 				t.Fatal(err)
@@ -67,8 +70,8 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 				t.Fatalf("decision %s, want %s", a.Decision, tc.want)
 			}
 			pe, se := eventsOf(t, planned, a.ID), eventsOf(t, saved, b.ID)
-			if len(pe) != 3 || len(se) != 3 {
-				t.Fatalf("%d planned events, %d saved events; want 3 each", len(pe), len(se))
+			if len(pe) != tc.count || len(se) != tc.count {
+				t.Fatalf("%d planned events, %d saved events; want %d each", len(pe), len(se), tc.count)
 			}
 			for i := range pe {
 				x, y := pe[i], se[i]
@@ -85,8 +88,8 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			if got := len(firesOf(t, planned, "o1")); got != 1 {
 				t.Fatalf("%d fires after Saved, want 1", got)
 			}
-			if got := len(eventsOf(t, planned, a.ID)); got != 3 {
-				t.Fatalf("%d events after Saved, want 3", got)
+			if got := len(eventsOf(t, planned, a.ID)); got != tc.count {
+				t.Fatalf("%d events after Saved, want %d", got, tc.count)
 			}
 		})
 	}
