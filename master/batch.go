@@ -256,7 +256,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			out.Failed++
 		}
 	}
-	return writeBatchResult(c, &out)
+	return writeBatchResult(c, &out, &s.answers)
 }
 
 // errBatchNotStored is what the planned fires of a batch are told when
