@@ -2,6 +2,7 @@ package emitter
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -90,7 +91,7 @@ func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, o
 		ScheduleID: s.ID,
 		TenantID:   s.TenantID,
 		FireTime:   t,
-		LocalTime:  e.localTime(s, t),
+		LocalTime:  e.planned.localTime(e, s, t),
 		Count:      max(s.EventCount, 1),
 		Decision:   model.FireEmitted,
 		CreatedAt:  now.UTC(),
@@ -112,4 +113,30 @@ func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, o
 	}
 	p.fires[0] = store.FireNew{Fire: f, Events: evs}
 	return p, true
+}
+
+// plannedLocal remembers the last local time planOneOff formatted: the
+// one-offs of a batch often share their runAt and timezone.
+type plannedLocal struct {
+	mu sync.Mutex
+	tz string
+	t  time.Time
+	s  string
+}
+
+// localTime is e.localTime(s, t), formatted again only when s's timezone
+// or t is not the last one's.
+func (m *plannedLocal) localTime(e *Emitter, s *model.Schedule, t time.Time) string {
+	m.mu.Lock()
+	if m.s != "" && m.tz == s.Timezone && m.t.Equal(t) {
+		lt := m.s
+		m.mu.Unlock()
+		return lt
+	}
+	m.mu.Unlock()
+	lt := e.localTime(s, t)
+	m.mu.Lock()
+	m.tz, m.t, m.s = s.Timezone, t, lt
+	m.mu.Unlock()
+	return lt
 }

@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,5 +130,36 @@ func TestPlanCreatedLeavesCronToSaved(t *testing.T) {
 	fs, done, err := e.PlanCreated(context.Background(), sched("c", "* * * * *", "UTC", 1), nil)
 	if err != nil || done != nil || fs != nil {
 		t.Fatalf("cron plan: %d fires, done %v, err %v; want none", len(fs), done != nil, err)
+	}
+}
+
+// TestPlanCreatedLocalTimes plans one-offs whose timezones and runAt
+// alternate and repeat: each fire's local time is its own.
+func TestPlanCreatedLocalTimes(t *testing.T) {
+	now := utc("2025-06-02T10:00:30Z")
+	e := newEmitter(t, openEmbedded(t), newClock(now), nil)
+	t1, t2 := utc("2025-06-02T11:30:30Z"), utc("2025-06-02T11:30:30.5Z")
+	for i, c := range []struct {
+		tz   string
+		at   time.Time
+		want string
+	}{
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"Europe/Berlin", t1, "2025-06-02T13:30:30+02:00"},
+		{"Europe/Berlin", t2, "2025-06-02T13:30:30.5+02:00"},
+		{"America/New_York", t2, "2025-06-02T07:30:30.5-04:00"},
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"UTC", t1.In(time.FixedZone("x", 3600)), "2025-06-02T11:30:30Z"},
+	} {
+		s := oneOff(fmt.Sprintf("o%d", i), c.at, 1)
+		s.Timezone = c.tz
+		fs, _, err := e.PlanCreated(t.Context(), s, nil)
+		if err != nil || len(fs) != 1 {
+			t.Fatalf("plan %d: %d fires, %v", i, len(fs), err)
+		}
+		if got := fs[0].Fire.LocalTime; got != c.want {
+			t.Errorf("plan %d (%s at %s): local time %q, want %q", i, c.tz, c.at, got, c.want)
+		}
 	}
 }
