@@ -393,3 +393,20 @@ func BenchmarkFanOut(b *testing.B) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 	b.ReportMetric(float64(base)/(1<<20), "base-heap-MB")
 }
+
+// BenchmarkPlanCreated plans the fire and event of a new one-off of one
+// event, as a batch create does for each of its items (the write and done
+// are not part of it).
+func BenchmarkPlanCreated(b *testing.B) {
+	now := utc("2025-06-02T10:00:30Z")
+	e := newEmitter(b, openEmbedded(b), newClock(now), nil)
+	ctx := context.Background()
+	s := oneOff("o1", now.Add(90*time.Minute), 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		fs, done, err := e.PlanCreated(ctx, s, nil)
+		if err != nil || done == nil || len(fs) != 1 {
+			b.Fatalf("PlanCreated: %d fires, %v", len(fs), err)
+		}
+	}
+}

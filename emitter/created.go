@@ -2,6 +2,7 @@ package emitter
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -29,10 +30,11 @@ func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cro
 		return nil, nil, nil
 	}
 	now := e.deps.Clock.Now()
-	f, evs, ok := e.planOneOff(s, now)
+	p, ok := e.planOneOff(s, now)
 	if !ok {
 		return nil, func(context.Context, []bool, int, error) {}, nil
 	}
+	f := &p.fire
 	if e.large(f) {
 		return nil, nil, nil
 	}
@@ -44,8 +46,7 @@ func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cro
 		// Deferred: Saved records it for the background (no room taken).
 		return nil, nil, nil
 	}
-	fs = []store.FireNew{{Fire: f, Events: evs}}
-	return fs, func(ctx context.Context, inserted []bool, events int, err error) {
+	return p.fires[:], func(ctx context.Context, inserted []bool, events int, err error) {
 		if err != nil || len(inserted) == 0 || !inserted[0] {
 			e.unadmit(f, false, now)
 		}
@@ -65,34 +66,77 @@ func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cro
 	}, nil
 }
 
+// oneOffPlan holds what planOneOff plans for a one-off, in one allocation
+// for the usual fire of one event.
+type oneOffPlan struct {
+	fire   model.Fire
+	fires  [1]store.FireNew // fire and its events
+	event  [1]model.Event   // the event of a fire of one
+	events [1]*model.Event
+}
+
 // planOneOff returns the fire of the new active one-off s and its events as
 // Saved would record them at now, without reading the store; ok is false
 // when s emits nothing (not active, or runAt outside StartAt/EndAt).
-func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (f *model.Fire, evs []*model.Event, ok bool) {
+func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, ok bool) {
 	if s.State != model.ScheduleActive && s.State != "" || s.RunAt == nil {
-		return nil, nil, false
+		return nil, false
 	}
 	t := model.FireInstant(*s.RunAt)
 	if !inRange(s, t) {
-		return nil, nil, false
+		return nil, false
 	}
-	f = &model.Fire{
+	p = &oneOffPlan{fire: model.Fire{
 		ID:         model.FireID(s.ID, s.Version, t),
 		ScheduleID: s.ID,
 		TenantID:   s.TenantID,
 		FireTime:   t,
-		LocalTime:  e.localTime(s, t),
+		LocalTime:  e.planned.localTime(e, s, t),
 		Count:      max(s.EventCount, 1),
 		Decision:   model.FireEmitted,
 		CreatedAt:  now.UTC(),
-	}
+	}}
+	f := &p.fire
 	if t.Before(now.Truncate(time.Second)) {
 		// As SavedMany: accepted with its runAt already past, late.
 		f.Decision = model.FireLate
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}
-	if !e.large(f) {
+	var evs []*model.Event
+	switch {
+	case e.large(f):
+	case f.Count == 1:
+		e.fillEvents(p.event[:], p.events[:], s, f, 0, now)
+		evs = p.events[:]
+	default:
 		evs = e.makeEvents(s, f, 0, f.Count, now)
 	}
-	return f, evs, true
+	p.fires[0] = store.FireNew{Fire: f, Events: evs}
+	return p, true
+}
+
+// plannedLocal remembers the last local time planOneOff formatted: the
+// one-offs of a batch often share their runAt and timezone.
+type plannedLocal struct {
+	mu sync.Mutex
+	tz string
+	t  time.Time
+	s  string
+}
+
+// localTime is e.localTime(s, t), formatted again only when s's timezone
+// or t is not the last one's.
+func (m *plannedLocal) localTime(e *Emitter, s *model.Schedule, t time.Time) string {
+	m.mu.Lock()
+	if m.s != "" && m.tz == s.Timezone && m.t.Equal(t) {
+		lt := m.s
+		m.mu.Unlock()
+		return lt
+	}
+	m.mu.Unlock()
+	lt := e.localTime(s, t)
+	m.mu.Lock()
+	m.tz, m.t, m.s = s.Timezone, t, lt
+	m.mu.Unlock()
+	return lt
 }

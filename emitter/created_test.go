@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,10 +28,13 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		runAt time.Time
+		count int
 		want  model.FireDecision
 	}{
-		{"Future", now.Add(90*time.Minute + 1500*time.Microsecond), model.FireEmitted},
-		{"Past", now.Add(-5 * time.Minute), model.FireLate},
+		{"Future", now.Add(90*time.Minute + 1500*time.Microsecond), 3, model.FireEmitted},
+		{"Past", now.Add(-5 * time.Minute), 3, model.FireLate},
+		{"FutureOneEvent", now.Add(90*time.Minute + 1500*time.Microsecond), 1, model.FireEmitted},
+		{"PastOneEvent", now.Add(-5 * time.Minute), 1, model.FireLate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			planned, saved := openEmbedded(t), openEmbedded(t)
@@ -38,17 +42,17 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			ep, es := newEmitter(t, planned, clk, nil), newEmitter(t, saved, clk, nil)
 			ctx := context.Background()
 
-			s := oneOff("o1", tc.runAt, 3)
+			s := oneOff("o1", tc.runAt, tc.count)
 			fs, done, err := ep.PlanCreated(ctx, s, nil)
 			if err != nil || done == nil || len(fs) != 1 {
 				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
 			}
 			inserted, n, err := planned.ScheduleCreateWithFires(ctx, s, nil, fs)
 			done(ctx, inserted, n, err)
-			if err != nil || n != 3 {
+			if err != nil || n != tc.count {
 				t.Fatalf("ScheduleCreateWithFires: %d events, %v", n, err)
 			}
-			s2 := oneOff("o1", tc.runAt, 3)
+			s2 := oneOff("o1", tc.runAt, tc.count)
 			create(t, saved, s2)
 			if err := es.Saved(ctx, s2, nil); err != nil {
 				t.Fatal(err)
@@ -67,8 +71,8 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 				t.Fatalf("decision %s, want %s", a.Decision, tc.want)
 			}
 			pe, se := eventsOf(t, planned, a.ID), eventsOf(t, saved, b.ID)
-			if len(pe) != 3 || len(se) != 3 {
-				t.Fatalf("%d planned events, %d saved events; want 3 each", len(pe), len(se))
+			if len(pe) != tc.count || len(se) != tc.count {
+				t.Fatalf("%d planned events, %d saved events; want %d each", len(pe), len(se), tc.count)
 			}
 			for i := range pe {
 				x, y := pe[i], se[i]
@@ -85,8 +89,8 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			if got := len(firesOf(t, planned, "o1")); got != 1 {
 				t.Fatalf("%d fires after Saved, want 1", got)
 			}
-			if got := len(eventsOf(t, planned, a.ID)); got != 3 {
-				t.Fatalf("%d events after Saved, want 3", got)
+			if got := len(eventsOf(t, planned, a.ID)); got != tc.count {
+				t.Fatalf("%d events after Saved, want %d", got, tc.count)
 			}
 		})
 	}
@@ -126,5 +130,36 @@ func TestPlanCreatedLeavesCronToSaved(t *testing.T) {
 	fs, done, err := e.PlanCreated(context.Background(), sched("c", "* * * * *", "UTC", 1), nil)
 	if err != nil || done != nil || fs != nil {
 		t.Fatalf("cron plan: %d fires, done %v, err %v; want none", len(fs), done != nil, err)
+	}
+}
+
+// TestPlanCreatedLocalTimes plans one-offs whose timezones and runAt
+// alternate and repeat: each fire's local time is its own.
+func TestPlanCreatedLocalTimes(t *testing.T) {
+	now := utc("2025-06-02T10:00:30Z")
+	e := newEmitter(t, openEmbedded(t), newClock(now), nil)
+	t1, t2 := utc("2025-06-02T11:30:30Z"), utc("2025-06-02T11:30:30.5Z")
+	for i, c := range []struct {
+		tz   string
+		at   time.Time
+		want string
+	}{
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"Europe/Berlin", t1, "2025-06-02T13:30:30+02:00"},
+		{"Europe/Berlin", t2, "2025-06-02T13:30:30.5+02:00"},
+		{"America/New_York", t2, "2025-06-02T07:30:30.5-04:00"},
+		{"UTC", t1, "2025-06-02T11:30:30Z"},
+		{"UTC", t1.In(time.FixedZone("x", 3600)), "2025-06-02T11:30:30Z"},
+	} {
+		s := oneOff(fmt.Sprintf("o%d", i), c.at, 1)
+		s.Timezone = c.tz
+		fs, _, err := e.PlanCreated(t.Context(), s, nil)
+		if err != nil || len(fs) != 1 {
+			t.Fatalf("plan %d: %d fires, %v", i, len(fs), err)
+		}
+		if got := fs[0].Fire.LocalTime; got != c.want {
+			t.Errorf("plan %d (%s at %s): local time %q, want %q", i, c.tz, c.at, got, c.want)
+		}
 	}
 }

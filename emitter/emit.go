@@ -496,6 +496,16 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 
 // makeEvents makes the events lo..hi-1 of fire f of s.
 func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now time.Time) []*model.Event {
+	k := hi - lo
+	chunk := make([]model.Event, k)
+	ptrs := make([]*model.Event, k)
+	e.fillEvents(chunk, ptrs, s, f, lo, now)
+	return ptrs
+}
+
+// fillEvents sets chunk to the events lo to lo+len(chunk)-1 of f, and ptrs
+// (as long) to point at them: makeEvents in storage the caller gives.
+func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.Schedule, f *model.Fire, lo int, now time.Time) {
 	n := f.Count
 	base := launchBase(s, f)
 	var deadline *time.Time
@@ -509,9 +519,7 @@ func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now t
 		step, rem = int64(s.Window)/int64(n), int64(s.Window)%int64(n)
 	}
 	created := now.UTC()
-	k := hi - lo
-	chunk := make([]model.Event, k)
-	ptrs := make([]*model.Event, k)
+	k := len(chunk)
 	tokens := make([]byte, 16*k)
 	_, _ = rand.Read(tokens) // never fails (crypto/rand)
 	for j := range chunk {
@@ -545,7 +553,6 @@ func (e *Emitter) makeEvents(s *model.Schedule, f *model.Fire, lo, hi int, now t
 		ev.Shard = model.ShardOf(ev, e.cfg.Shards)
 		ptrs[j] = ev
 	}
-	return ptrs
 }
 
 // put queues events, writing every full batch.

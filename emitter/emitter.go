@@ -272,6 +272,8 @@ type Emitter struct {
 	locMu sync.Mutex
 	locs  map[string]*time.Location
 
+	planned plannedLocal // see planOneOff
+
 	passMu sync.Mutex // one pass at a time
 
 	lifeMu sync.Mutex

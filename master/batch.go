@@ -158,9 +158,10 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		for j, i := range at {
 			keys[j] = items[i].comp.Keys
 		}
-		plans, err := s.planBatch(context.WithoutCancel(ctx), news, keys)
+		pctx := context.WithoutCancel(ctx) // the plans' context
+		plans, err := s.planBatch(pctx, news, keys)
 		if err != nil {
-			plans.finish(context.WithoutCancel(ctx), errBatchNotStored)
+			plans.finish(pctx, errBatchNotStored)
 			return err
 		}
 		res, err := s.store.ScheduleCreateMany(ctx, news)
@@ -168,7 +169,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			err = fmt.Errorf("the store reported %d results of %d items", len(res), len(news))
 		}
 		if err != nil {
-			plans.finish(context.WithoutCancel(ctx), err)
+			plans.finish(pctx, err)
 			return err
 		}
 		// Every plan learns its item's result before anything can fail the
@@ -176,9 +177,9 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		// took goes back.
 		for j, rerr := range res {
 			if rerr != nil {
-				plans.done(context.WithoutCancel(ctx), j, nil, rerr)
+				plans.done(pctx, j, nil, rerr)
 			} else {
-				items[at[j]].planned = plans.done(context.WithoutCancel(ctx), j, news[j].Fires, nil)
+				items[at[j]].planned = plans.done(pctx, j, news[j].Fires, nil)
 			}
 		}
 		for j, rerr := range res {
@@ -256,7 +257,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			out.Failed++
 		}
 	}
-	return writeBatchResult(c, &out)
+	return writeBatchResult(c, &out, &s.answers)
 }
 
 // errBatchNotStored is what the planned fires of a batch are told when

@@ -3,7 +3,9 @@ package master
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -16,16 +18,31 @@ import (
 // (encoding/json, then a newline), written by appendBatchResult without
 // reflection: a batch's answer holds up to a thousand schedules. A pretty
 // printed answer is left to c.JSON.
-func writeBatchResult(c echo.Context, out *api.ScheduleBatchResult) error {
+// The buffer goes back to pool once written (the response copies it), so
+// that a batch's half-megabyte answer does not add to the garbage.
+func writeBatchResult(c echo.Context, out *api.ScheduleBatchResult, pool *sync.Pool) error {
 	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
 		return c.JSON(http.StatusOK, out)
 	}
-	b, err := appendBatchResult(make([]byte, 0, 512*len(out.Items)+64), out)
+	bp, _ := pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b, err := appendBatchResult(slices.Grow((*bp)[:0], 512*len(out.Items)+64), out)
 	if err != nil {
 		return err
 	}
-	return c.JSONBlob(http.StatusOK, append(b, '\n'))
+	err = c.JSONBlob(http.StatusOK, append(b, '\n'))
+	if cap(b) <= maxPooledAnswer {
+		*bp = b[:0]
+		pool.Put(bp)
+	}
+	return err
 }
+
+// maxPooledAnswer bounds the buffers writeBatchResult keeps: an answer of
+// 1,000 schedules with long strings is not held for the next batch.
+const maxPooledAnswer = 1 << 20
 
 // appendBatchResult appends out to b as json.Marshal writes it. What it
 // does not write itself (problems, strings that need escapes, unusual

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,18 +52,23 @@ func tail(b []byte, at int) string {
 }
 
 // TestWriteBatchResultWritesWhatJSONWrites checks the whole answer, its
-// header and its final newline against c.JSON.
+// header and its final newline against c.JSON, with the answers written
+// one after the other from the same pool of buffers.
 func TestWriteBatchResultWritesWhatJSONWrites(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 6))
-	out := randomBatchResult(r)
-	for _, err := json.Marshal(out); err != nil || len(out.Items) < 5; _, err = json.Marshal(out) {
-		out = randomBatchResult(r) // one that encodes
+	encodable := func() *api.ScheduleBatchResult {
+		out := randomBatchResult(r)
+		for _, err := json.Marshal(out); err != nil || len(out.Items) < 5; _, err = json.Marshal(out) {
+			out = randomBatchResult(r)
+		}
+		return out
 	}
-	for _, out := range []*api.ScheduleBatchResult{out, {Items: []api.ScheduleBatchItemResult{}}} {
+	var answers sync.Pool
+	for _, out := range []*api.ScheduleBatchResult{encodable(), {Items: []api.ScheduleBatchItemResult{}}, encodable(), encodable()} {
 		e := echo.New()
 		var recs [2]*httptest.ResponseRecorder
 		for i, write := range []func(c echo.Context) error{
-			func(c echo.Context) error { return writeBatchResult(c, out) },
+			func(c echo.Context) error { return writeBatchResult(c, out, &answers) },
 			func(c echo.Context) error { return c.JSON(http.StatusOK, out) },
 		} {
 			recs[i] = httptest.NewRecorder()

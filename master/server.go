@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +155,7 @@ type Server struct {
 	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskSpace       // nil: no disk guard
+	answers sync.Pool       // *[]byte: buffers of batch answers (writeBatchResult)
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"

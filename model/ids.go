@@ -31,12 +31,17 @@ func FireInstant(t time.Time) time.Time {
 // not on a whole second: ids of whole-second fires (every cron fire) are
 // those earlier releases gave them, so stored fires keep their ids.
 func FireID(scheduleID string, version int64, fireTime time.Time) string {
+	var buf [64]byte
+	return string(AppendFireID(buf[:0], scheduleID, version, fireTime))
+}
+
+// AppendFireID appends FireID(scheduleID, version, fireTime) to b.
+func AppendFireID(b []byte, scheduleID string, version int64, fireTime time.Time) []byte {
 	ms := fireTime.UnixMilli()
 	sec, frac := ms/1000, ms%1000
 	if frac < 0 {
 		sec, frac = sec-1, frac+1000
 	}
-	b := make([]byte, 0, len(scheduleID)+32)
 	b = append(b, scheduleID...)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, sec, 10)
@@ -44,8 +49,7 @@ func FireID(scheduleID string, version int64, fireTime time.Time) string {
 		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 	}
 	b = append(b, ".v"...)
-	b = strconv.AppendInt(b, version, 10)
-	return string(b)
+	return strconv.AppendInt(b, version, 10)
 }
 
 // EventID is the deterministic id of event index (0-based) of a fire.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +47,13 @@ func TestFireID(t *testing.T) {
 	}
 	if a, b := FireID("s1", 3, base.Add(time.Millisecond)), FireID("s1", 3, base.Add(2*time.Millisecond)); a == b {
 		t.Errorf("fires a millisecond apart share id %q", a)
+	}
+	// An id longer than the stack buffer FireID starts with.
+	long := strings.Repeat("s", 80)
+	if got, want := FireID(long, 12, base.Add(7*time.Millisecond)), long+".1748862015.007.v12"; got != want {
+		t.Errorf("FireID of a long schedule id = %q, want %q", got, want)
+	}
+	if got := string(AppendFireID([]byte("k:"), "s1", 3, base)); got != "k:s1.1748862015.v3" {
+		t.Errorf("AppendFireID after a prefix = %q", got)
 	}
 }

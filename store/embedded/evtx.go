@@ -560,7 +560,7 @@ func dueKey(e *model.Event, rk []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := append(appendInt32(make([]byte, 0, 4+1+8+timeLen+rowKeyLen), e.Shard), code)
+	b := append(appendInt32(make([]byte, 0, 4+1+8+timeLen+len(rk)), e.Shard), code)
 	if e.Status == model.EventScheduled {
 		// Scheduled events are ordered by fence first, so that a claim finds
 		// those left by older owners without walking the ones it holds.

@@ -58,8 +58,13 @@ func impliesEvent(sc *model.Schedule, f *model.Fire, events []*model.Event) bool
 		return false
 	}
 	e := events[0]
-	return e.FireID == f.ID && e.Index == 0 && e.ID == model.EventID(f.ID, 0) && e.FireTime.Equal(f.FireTime) &&
+	return e.FireID == f.ID && e.Index == 0 && isFirstEventID(e.ID, f.ID) && e.FireTime.Equal(f.FireTime) &&
 		e.ScheduleID == sc.ID && refSchedule(e, sc) && pristine(e)
+}
+
+// isFirstEventID reports whether id is model.EventID(fireID, 0).
+func isFirstEventID(id, fireID string) bool {
+	return len(id) == len(fireID)+2 && id[:len(fireID)] == fireID && id[len(fireID):] == ".0"
 }
 
 // pristine reports whether e is as the emitter creates it (with any
@@ -321,7 +326,8 @@ func digits(s string) bool {
 // putImpliedDue writes the ev_due entry of e, the pending event that the
 // row of its schedule holds.
 func (x *evtx) putImpliedDue(e *model.Event) error {
-	k, err := dueKey(e, impliedKey(e.ScheduleID))
+	var rk [64]byte // impliedKey(e.ScheduleID), on the stack
+	k, err := dueKey(e, append(append(rk[:0], impliedMark), e.ScheduleID...))
 	if err != nil {
 		return err
 	}

@@ -715,3 +715,25 @@ func TestOpenMigratesLayout7(t *testing.T) {
 		})
 	}
 }
+
+func TestIsFirstEventID(t *testing.T) {
+	const f = "sch_1.1748862015.v3"
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{
+		{model.EventID(f, 0), true},
+		{model.EventID(f, 1), false},
+		{model.EventID(f, 10), false},
+		{f + ".00", false},
+		{f + "x0", false},
+		{f + ".", false},
+		{f, false},
+		{model.EventID("sch_2.1748862015.v3", 0), false},
+		{model.EventID(f+"1", 0), false},
+	} {
+		if got := isFirstEventID(c.id, f); got != c.want {
+			t.Errorf("isFirstEventID(%q) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}

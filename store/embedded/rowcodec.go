@@ -85,8 +85,11 @@ const (
 // does (spillFire); getFire, FireList and FireLatestBefore read it from the
 // row.
 func impliesFire(sc *model.Schedule, f *model.Fire) bool {
-	return sc.RunAt != nil && f.ScheduleID == sc.ID && f.Remaining == 0 &&
-		f.ID == model.FireID(sc.ID, sc.Version, f.FireTime)
+	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 {
+		return false
+	}
+	var buf [64]byte
+	return string(model.AppendFireID(buf[:0], sc.ID, sc.Version, f.FireTime)) == f.ID
 }
 
 // encodeScheduleFire is encodeScheduleRow with the fire f (impliesFire)

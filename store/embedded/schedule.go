@@ -22,7 +22,8 @@ import (
 // eligible (launchExpression, minute). The value is the tenant id, the one
 // field not in the key, which keeps a million children small.
 func childKey(c *model.Child) []byte {
-	b := childPrefix(nil, c.Partition, c.Timezone, c.LaunchExpression, c.Minute)
+	b := make([]byte, 0, 4+len(c.Timezone)+1+len(c.LaunchExpression)+1+4+len(c.ScheduleID)+1+8)
+	b = childPrefix(b, c.Partition, c.Timezone, c.LaunchExpression, c.Minute)
 	b = appendStr(b, c.ScheduleID)
 	return appendInt64(b, c.ScheduleVersion)
 }
@@ -95,16 +96,16 @@ func sortNewChildren(children []newChild) {
 	slices.SortFunc(children, func(a, b newChild) int { return bytes.Compare(a.k, b.k) })
 }
 
-// writeChildren writes children in the order given.
+// writeChildren writes children in the order given. The timezone counts
+// take each timezone's new children in one update.
 func writeChildren(tx *bolt.Tx, children []newChild) error {
 	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
 	codes := newTenantCodes(tx)
+	var added tzDeltas
 	for _, n := range children {
 		c := n.c
 		if bc.Get(n.k) == nil {
-			if err := addTZCount(bt, c.Timezone, 1); err != nil {
-				return err
-			}
+			added.add(c.Timezone)
 		}
 		v, err := codes.childValue(c.TenantID)
 		if err != nil {
@@ -119,6 +120,11 @@ func writeChildren(tx *bolt.Tx, children []newChild) error {
 		sk := append(strKey(c.ScheduleID), n.k...)
 		packAppends(bs, sk, 0)
 		if err := bs.Put(sk, nil); err != nil {
+			return err
+		}
+	}
+	for i, tz := range added.tzs {
+		if err := addTZCount(bt, tz, added.n[i]); err != nil {
 			return err
 		}
 	}
@@ -194,6 +200,41 @@ func deleteChildren(tx *bolt.Tx, scheduleID string, keep func(model.Child) bool)
 		}
 	}
 	return len(keys), nil
+}
+
+// tzDeltas counts the children a transaction adds per timezone, in the
+// order the timezones come.
+type tzDeltas struct {
+	tzs []string
+	n   []int64
+	at  map[string]int // index in tzs, once there are many
+}
+
+// add counts one child more for tz.
+func (d *tzDeltas) add(tz string) {
+	if d.at != nil {
+		if i, ok := d.at[tz]; ok {
+			d.n[i]++
+			return
+		}
+	} else {
+		for i, t := range d.tzs {
+			if t == tz {
+				d.n[i]++
+				return
+			}
+		}
+	}
+	d.tzs, d.n = append(d.tzs, tz), append(d.n, 1)
+	switch {
+	case d.at != nil:
+		d.at[tz] = len(d.tzs) - 1
+	case len(d.tzs) > 16:
+		d.at = make(map[string]int, 2*len(d.tzs))
+		for i, t := range d.tzs {
+			d.at[t] = i
+		}
+	}
 }
 
 // addTZCount keeps the number of children per timezone so that

@@ -43,6 +43,7 @@ func tenantPrefix(tx *bolt.Tx, tenantID string) []byte {
 type tenantCodes struct {
 	b, ids *bolt.Bucket
 	known  map[string][]byte
+	values map[string][]byte // childValue's, shared by the tenant's children
 }
 
 func newTenantCodes(tx *bolt.Tx) *tenantCodes {
@@ -98,12 +99,22 @@ func (t *tenantCodes) key(tenantID string, rest []byte) ([]byte, error) {
 // childValue returns the value of a child of tenantID in the children
 // bucket: NUL, then the tenant's code. A tenant id never starts with NUL,
 // which tells it from the tenant id that earlier layouts held there.
+//
+// The value is shared by the calls for one tenant: nobody writes to it.
 func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
+	if v, ok := t.values[tenantID]; ok {
+		return v, nil
+	}
 	p, err := t.prefix(tenantID)
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{0}, p...), nil
+	v := append([]byte{0}, p...)
+	if t.values == nil {
+		t.values = map[string][]byte{}
+	}
+	t.values[tenantID] = v
+	return v, nil
 }
 
 // tenantNames caches what tenant_ids maps codes to, as committed. A

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/schedulerd/schedulerd/model"
@@ -81,6 +82,58 @@ var childrenTests = []namedTest{
 		tzs, err = d.ChildTimezones(ctx)
 		requireNoError(t, err, "ChildTimezones")
 		requireSameIDs(t, tzs, []string{"America/New_York", "Europe/Berlin", "UTC"}, "ChildTimezones")
+	}},
+	{"TimezonesOfABatch", func(t *testing.T, d store.Driver) {
+		// One ScheduleCreateMany adds several children to a timezone (and
+		// to more timezones than a handful): each one counts, so the
+		// timezone stays until its last child goes.
+		ctx := t.Context()
+		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		var items []store.ScheduleNew
+		var want []string
+		for i := range 20 {
+			tz := fmt.Sprintf("Etc/GMT+%d", i%12)
+			if i >= 12 {
+				tz = fmt.Sprintf("Etc/GMT-%d", i-11)
+			}
+			s := newSchedule("A", fmt.Sprintf("z%02d", i))
+			s.Timezone = tz
+			items = append(items, store.ScheduleNew{Schedule: s, Children: childrenOf(s, key)})
+			want = append(want, tz)
+		}
+		for i := range 3 {
+			s := newSchedule("A", fmt.Sprintf("tahiti%d", i))
+			s.Timezone = "Pacific/Tahiti"
+			items = append(items, store.ScheduleNew{Schedule: s, Children: childrenOf(s, key)})
+		}
+		res, err := d.ScheduleCreateMany(ctx, items)
+		requireNoError(t, err, "ScheduleCreateMany")
+		for i, e := range res {
+			requireNoError(t, e, fmt.Sprintf("ScheduleCreateMany item %d", i))
+		}
+		for i := range 3 {
+			tzs, err := d.ChildTimezones(ctx)
+			requireNoError(t, err, "ChildTimezones")
+			requireSameIDs(t, tzs, append(slices.Clone(want), "Pacific/Tahiti"), fmt.Sprintf("ChildTimezones with %d Tahiti schedules", 3-i))
+			requireNoError(t, d.ScheduleDelete(ctx, "A", fmt.Sprintf("tahiti%d", i)), "ScheduleDelete")
+		}
+		tzs, err := d.ChildTimezones(ctx)
+		requireNoError(t, err, "ChildTimezones")
+		requireSameIDs(t, tzs, want, "ChildTimezones after the Tahiti schedules went")
+
+		// A batch of few timezones.
+		items = nil
+		for i := range 2 {
+			s := newSchedule("A", fmt.Sprintf("kolkata%d", i))
+			s.Timezone = "Asia/Kolkata"
+			items = append(items, store.ScheduleNew{Schedule: s, Children: childrenOf(s, key)})
+		}
+		_, err = d.ScheduleCreateMany(ctx, items)
+		requireNoError(t, err, "ScheduleCreateMany of two")
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "kolkata0"), "ScheduleDelete")
+		tzs, err = d.ChildTimezones(ctx)
+		requireNoError(t, err, "ChildTimezones")
+		requireSameIDs(t, tzs, append(want, "Asia/Kolkata"), "ChildTimezones with one of two Kolkata schedules")
 	}},
 	{"DeleteOrphans", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
