@@ -484,6 +484,15 @@ func (d *decoder) time() time.Time {
 	return time.Unix(sec, int64(nsec)).UTC()
 }
 
+// timeFrom reads what putTimeFrom wrote against base: the time in full
+// when abs, else nanoseconds from base.
+func (d *decoder) timeFrom(abs bool, base time.Time) time.Time {
+	if abs {
+		return d.time()
+	}
+	return base.Add(time.Duration(d.varint()))
+}
+
 func (d *decoder) timePtr() *time.Time {
 	if d.byte1() == 0 {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -91,12 +90,10 @@ const (
 // bytes).
 func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	var flags uint64
-	launch, launchOK := timeDelta(f.FireTime, e.LaunchAt)
-	if !launchOK {
+	if _, ok := timeDelta(f.FireTime, e.LaunchAt); !ok {
 		flags |= rowEvLaunchAbs
 	}
-	created, createdOK := timeDelta(sc.CreatedAt, e.CreatedAt)
-	if !createdOK {
+	if _, ok := timeDelta(sc.CreatedAt, e.CreatedAt); !ok {
 		flags |= rowEvCreatedAbs
 	}
 	if !sameTime(e.UpdatedAt, e.CreatedAt) {
@@ -117,16 +114,8 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	b := binary.AppendUvarint(make([]byte, 0, 32), flags)
 	b = binary.AppendVarint(b, int64(e.Count))
 	b = binary.AppendVarint(b, int64(e.Shard))
-	if launchOK {
-		b = binary.AppendVarint(b, int64(launch))
-	} else {
-		b = putTime(b, e.LaunchAt)
-	}
-	if createdOK {
-		b = binary.AppendVarint(b, int64(created))
-	} else {
-		b = putTime(b, e.CreatedAt)
-	}
+	b = putTimeFrom(b, f.FireTime, e.LaunchAt)
+	b = putTimeFrom(b, sc.CreatedAt, e.CreatedAt)
 	if flags&rowEvUpdated != 0 {
 		b = putTime(b, e.UpdatedAt)
 	}
@@ -168,16 +157,8 @@ func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event
 	}
 	e.Count = int(d.varint())
 	e.Shard = int(d.varint())
-	if flags&rowEvLaunchAbs != 0 {
-		e.LaunchAt = d.time()
-	} else {
-		e.LaunchAt = f.FireTime.Add(time.Duration(d.varint()))
-	}
-	if flags&rowEvCreatedAbs != 0 {
-		e.CreatedAt = d.time()
-	} else {
-		e.CreatedAt = sc.CreatedAt.Add(time.Duration(d.varint()))
-	}
+	e.LaunchAt = d.timeFrom(flags&rowEvLaunchAbs != 0, f.FireTime)
+	e.CreatedAt = d.timeFrom(flags&rowEvCreatedAbs != 0, sc.CreatedAt)
 	e.UpdatedAt = e.CreatedAt
 	if flags&rowEvUpdated != 0 {
 		e.UpdatedAt = d.time()

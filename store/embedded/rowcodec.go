@@ -121,34 +121,24 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	if !isUTCLocal(f) {
 		flags |= rowFireLocal
 	}
-	fireDelta, fireOK := timeDelta(*sc.RunAt, f.FireTime)
-	if !fireOK {
+	if _, ok := timeDelta(*sc.RunAt, f.FireTime); !ok {
 		flags |= rowFireTimeAbs
 	}
-	createdDelta, createdOK := timeDelta(sc.CreatedAt, f.CreatedAt)
-	if !createdOK {
+	if _, ok := timeDelta(sc.CreatedAt, f.CreatedAt); !ok {
 		flags |= rowFireCreatedAbs
 	}
 	b := binary.AppendUvarint(make([]byte, 0, 16+len(f.Note)), flags)
 	if flags&rowFireTenant != 0 {
 		b = putStr(b, f.TenantID)
 	}
-	if fireOK {
-		b = binary.AppendVarint(b, int64(fireDelta))
-	} else {
-		b = putTime(b, f.FireTime)
-	}
+	b = putTimeFrom(b, *sc.RunAt, f.FireTime)
 	if flags&rowFireLocal != 0 {
 		b = putStr(b, f.LocalTime)
 	}
 	b = binary.AppendVarint(b, int64(f.Count))
 	b = putEnum(b, string(f.Decision), enumDecision)
 	b = putStr(b, f.Note)
-	if createdOK {
-		b = binary.AppendVarint(b, int64(createdDelta))
-	} else {
-		b = putTime(b, f.CreatedAt)
-	}
+	b = putTimeFrom(b, sc.CreatedAt, f.CreatedAt)
 	return b
 }
 
@@ -160,6 +150,15 @@ func timeDelta(from, t time.Time) (time.Duration, bool) {
 	}
 	d := t.Sub(from)
 	return d, from.Add(d).Equal(t)
+}
+
+// putTimeFrom appends t as nanoseconds from base when timeDelta allows
+// it, else in full: the row's flags say which (d.timeFrom reads it back).
+func putTimeFrom(b []byte, base, t time.Time) []byte {
+	if delta, ok := timeDelta(base, t); ok {
+		return binary.AppendVarint(b, int64(delta))
+	}
+	return putTime(b, t)
 }
 
 // rowHasFire reports, without decoding it, whether the schedule row raw
@@ -184,11 +183,7 @@ func decodeRowFire(sc *model.Schedule, raw []byte) (*model.Fire, error) {
 	if flags&rowFireTenant != 0 {
 		f.TenantID = d.str()
 	}
-	if flags&rowFireTimeAbs != 0 {
-		f.FireTime = d.time()
-	} else {
-		f.FireTime = sc.RunAt.Add(time.Duration(d.varint()))
-	}
+	f.FireTime = d.timeFrom(flags&rowFireTimeAbs != 0, *sc.RunAt)
 	if flags&rowFireLocal != 0 {
 		f.LocalTime = d.str()
 	} else {
@@ -197,11 +192,7 @@ func decodeRowFire(sc *model.Schedule, raw []byte) (*model.Fire, error) {
 	f.Count = int(d.varint())
 	f.Decision = model.FireDecision(d.enum(enumDecision))
 	f.Note = d.str()
-	if flags&rowFireCreatedAbs != 0 {
-		f.CreatedAt = d.time()
-	} else {
-		f.CreatedAt = sc.CreatedAt.Add(time.Duration(d.varint()))
-	}
+	f.CreatedAt = d.timeFrom(flags&rowFireCreatedAbs != 0, sc.CreatedAt)
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}
