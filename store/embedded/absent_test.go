@@ -14,11 +14,7 @@ import (
 // one group per fire and read back.
 func TestEventInsertNewGroupsInterleaved(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var events []*model.Event
 	add := func(fire string, i int, id string) {

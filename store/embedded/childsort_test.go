@@ -18,11 +18,7 @@ import (
 // conflict (an id stored before, or earlier in the batch).
 func TestScheduleCreateManyChildrenOfStoredOnly(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	sched := func(id string) *model.Schedule {
 		return &model.Schedule{ID: id, TenantID: "t", Name: id, Cron: "* * * * *", Timezone: "UTC", State: model.ScheduleActive, Version: 1, CreatedAt: now, UpdatedAt: now}

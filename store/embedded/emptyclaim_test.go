@@ -12,11 +12,7 @@ import (
 // that finds an event still claims it.
 func TestEmptyClaimDoesNotCommit(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &model.Event{ID: "s.f.0", TenantID: "t", ScheduleID: "s", FireID: "s.f", Shard: 3,
 		LaunchAt: base.Add(time.Minute), Status: model.EventPending, CreatedAt: base, UpdatedAt: base}

@@ -91,11 +91,7 @@ func TestEventCodecReadsJSONRows(t *testing.T) {
 // Concurrent batched writes share commits; a write that fails gets its own
 // error and does not undo or fail the others.
 func TestGroupCommit(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	boom := errors.New("boom")
 	const n = 64
 	errs := make([]error, n)
@@ -112,7 +108,7 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bLeases)
 		for i := range n {
 			failed := i%8 == 3

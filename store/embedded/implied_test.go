@@ -53,11 +53,7 @@ func impliedEvents() []*model.Event {
 // lists exactly the schedule's events after it, in id order.
 func TestEventListImpliedGroups(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	events := impliedEvents()
 	if _, err := s.EventInsertMany(ctx, events); err != nil {
 		t.Fatal(err)
@@ -123,11 +119,7 @@ func checkImpliedLists(t *testing.T, s *Store, events []*model.Event) {
 // like its own.
 func TestEventCancelPendingImpliedGroups(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	events := impliedEvents()
 	if _, err := s.EventInsertMany(ctx, events); err != nil {
 		t.Fatal(err)

@@ -625,11 +625,7 @@ func TestEventIDUniqueAcrossFires(t *testing.T) {
 // contract pages after any string) lists that fire's events once.
 func TestEventListAfterFirePrefix(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	var want []string
 	for i := range 12 {
 		e := &model.Event{ID: model.EventID("f", i), FireID: "f", Index: i, TenantID: "t", ScheduleID: "s", Status: model.EventPending}

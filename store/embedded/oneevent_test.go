@@ -559,16 +559,8 @@ func TestOneRecordMaterialisesOnce(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := &oneWorld{r: rand.New(rand.NewPCG(4, 4))}
 			items := []store.ScheduleNew{w.oneOff("ta", ""), w.oneOff("ta", "")}
-			one, err := Open(t.TempDir(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer one.Close()
-			grouped, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer grouped.Close()
+			one := openTemp(t, Options{})
+			grouped := openTemp(t, Options{groupedOneOffs: true})
 			for _, s := range []*Store{one, grouped} {
 				if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
 					t.Fatal(err)
@@ -636,11 +628,7 @@ func TestOpenMigratesLayout7(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Close()
+			ref := openTemp(t, Options{groupedOneOffs: true})
 			w := &oneWorld{r: rand.New(rand.NewPCG(9, 9))}
 			var items []store.ScheduleNew
 			for i := range 30 {

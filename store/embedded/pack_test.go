@@ -13,11 +13,7 @@ import (
 // A fire's events written in fan-out batches fill their pages to about
 // packedFill, not to bbolt's default of half.
 func TestFanOutBatchesPackPages(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, Options{})
 	const n, batch = 20_000, 1_000
 	fire := base()
 	fireID := model.FireID("sch_fanout", 1, fire)
@@ -78,11 +74,7 @@ func TestOneFireRun(t *testing.T) {
 func TestOrderedIDsPackPages(t *testing.T) {
 	for _, ordered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			s, err := Open(t.TempDir(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openTemp(t, Options{})
 			r := rand.New(rand.NewPCG(1, 1))
 			const n, batch = 6_000, 500
 			for lo := 0; lo < n; lo += batch {
@@ -114,11 +106,7 @@ func TestOrderedIDsPackPages(t *testing.T) {
 }
 
 func TestPackAppends(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, Options{})
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bSchedTenant)
 		for _, k := range []string{"t1\x00b", "t1\x00d", "t2\x00a"} {

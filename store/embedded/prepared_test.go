@@ -16,11 +16,7 @@ import (
 // with.
 func TestPreparedHeadOfAnotherRow(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	runAt := now.Add(time.Hour)
 	oneOff := func(url string) *model.Schedule {
@@ -67,11 +63,7 @@ func TestPreparedHeadOfAnotherRow(t *testing.T) {
 // take their fields from the schedule and one whose event does not.
 func TestPreparedHeadsReadBack(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var items []store.ScheduleNew
 	var events []*model.Event

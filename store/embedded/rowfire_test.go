@@ -46,11 +46,7 @@ func fireStorage(t *testing.T, s *Store, id, scheduleID string) (own, inRow bool
 // and gets a row of its own when it changes or its schedule does.
 func TestOneOffFireInScheduleRow(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	r := rand.New(rand.NewPCG(5, 5))
 	items, fires := oneOffs(t, r, "ten_a", base(), 0, 6, true)
 	for i := range items[:5] {
@@ -236,11 +232,7 @@ func fireIDs(fs []*model.Fire) []string {
 // after a delete) leaves that row as it is and holds no fire.
 func TestOneOffFireRowExists(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	r := rand.New(rand.NewPCG(6, 6))
 	items, fires := oneOffs(t, r, "ten_a", base(), 0, 2, true)
 	for i := range items {

@@ -107,11 +107,7 @@ func TestSoleChildInline(t *testing.T) {
 		}
 	})
 	t.Run("not the schedule's", func(t *testing.T) {
-		s, err := Open(t.TempDir(), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openTemp(t, Options{})
 		sc, _ := typicalOneOff()
 		c := childOf(sc, 0)
 		c.ScheduleVersion = 9 // another version: the row cannot stand for it
@@ -150,11 +146,7 @@ func storedHead(t *testing.T, s *Store, fireID string) []byte {
 // these events would otherwise be held in their rows, see oneevent.go.)
 func TestOneOffHeadRefersToSchedule(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, Options{groupedOneOffs: true})
 	items, fires := oneOffs(t, rand.New(rand.NewPCG(5, 5)), "ten_a", base(), 0, 3, false)
 	for i := range items {
 		if _, _, err := s.ScheduleCreateWithFires(ctx, items[i].Schedule, items[i].Children, fires[i:i+1]); err != nil {
@@ -221,11 +213,7 @@ func TestOneOffHeadRefersToSchedule(t *testing.T) {
 // the stored schedule as it was. (Every event in a group, as above.)
 func TestOneOffHeadRefersToScheduleInBatch(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(t.TempDir(), Options{groupedOneOffs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, Options{groupedOneOffs: true})
 	items, fires := oneOffs(t, rand.New(rand.NewPCG(6, 6)), "ten_a", base(), 0, 4, false)
 	if err := s.ScheduleCreate(ctx, items[3].Schedule, items[3].Children); err != nil {
 		t.Fatal(err)

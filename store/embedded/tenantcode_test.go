@@ -168,11 +168,7 @@ func checkChildTenants(t *testing.T, s *Store, scheds map[string][]string) {
 // bytes, each find exactly their own schedules and events, and the tenant
 // indexes hold codes, not ids.
 func TestTenantCodes(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openTemp(t, Options{})
 	scheds, events := storeCodeTenants(t, s)
 	checkTenantQueries(t, s, scheds, events)
 	checkEventIndexes(t, s)
