@@ -243,9 +243,8 @@ func (x *evtx) impliedIn(scheduleID string) (*model.Event, error) {
 }
 
 // impliedOf returns the event of fire fireID that its schedule's row
-// holds; nil if none. A fire id is the schedule's id, ".", the second,
-// maybe "." and milliseconds, ".v" and the version (model.FireID), so the
-// schedule's id is one of two prefixes. A fire found without one is
+// holds; nil if none. The schedule is one of those fireScheduleIDs
+// names. A fire found without one is
 // remembered: rows gain events only in creates and the migration, which
 // write them before they make their evtx.
 func (x *evtx) impliedOf(fireID string) (*model.Event, error) {
@@ -261,15 +260,21 @@ func (x *evtx) impliedOf(fireID string) (*model.Event, error) {
 			return e, nil
 		}
 	}
+	x.markNoImplied(fireID)
+	return nil, nil
+}
+
+// markNoImplied remembers that no row holds an event of fire fireID.
+func (x *evtx) markNoImplied(fireID string) {
 	if x.noImplied == nil {
 		x.noImplied = map[string]bool{}
 	}
 	x.noImplied[fireID] = true
-	return nil, nil
 }
 
 // fireScheduleIDs returns the ids that the schedule of fire id can have if
-// id is a model.FireID.
+// id is a model.FireID: the schedule's id, ".", the second, maybe "." and
+// milliseconds, ".v" and the version, so one of two prefixes.
 func fireScheduleIDs(id string) []string {
 	i := strings.LastIndex(id, ".v")
 	if i < 0 || !digits(id[i+2:]) {
@@ -346,10 +351,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err := x.schedTenant.Put(tk, nil); err != nil {
 		return nil, err
 	}
-	if x.noImplied == nil {
-		x.noImplied = map[string]bool{}
-	}
-	x.noImplied[old.FireID] = true
+	x.markNoImplied(old.FireID)
 	delete(x.absent, old.FireID)
 	g, err := x.newGroup(old)
 	if err != nil {

@@ -506,23 +506,16 @@ func getFire(tx *bolt.Tx, id []byte) (*model.Fire, error) {
 }
 
 // rowFire returns the fire id that its schedule's row holds;
-// model.ErrNotFound if there is none. A fire id is the schedule's id, ".",
-// the second, maybe "." and milliseconds, ".v" and the version
-// (model.FireID): the schedule's id is id up to one of its last three dots.
+// model.ErrNotFound if there is none. The schedule is one of those
+// fireScheduleIDs names.
 func rowFire(tx *bolt.Tx, id string) (*model.Fire, error) {
 	b := tx.Bucket(bSchedules)
-	end := len(id)
-	for range 3 {
-		i := strings.LastIndexByte(id[:end], '.')
-		if i < 0 {
-			break
-		}
-		end = i
-		raw := b.Get([]byte(id[:i]))
+	for _, sid := range fireScheduleIDs(id) {
+		raw := b.Get([]byte(sid))
 		if !rowHasFire(raw) {
 			continue
 		}
-		_, _, f, err := decodeScheduleFire([]byte(id[:i]), raw)
+		_, _, f, err := decodeScheduleFire([]byte(sid), raw)
 		if err != nil {
 			return nil, err
 		}
