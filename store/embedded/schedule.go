@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -101,11 +102,11 @@ func sortNewChildren(children []newChild) {
 func writeChildren(tx *bolt.Tx, children []newChild) error {
 	bc, bs, bt := tx.Bucket(bChildren), tx.Bucket(bChildSched), tx.Bucket(bChildTZ)
 	codes := newTenantCodes(tx)
-	var added tzDeltas
+	added := map[string]int64{} // new children per timezone
 	for _, n := range children {
 		c := n.c
 		if bc.Get(n.k) == nil {
-			added.add(c.Timezone)
+			added[c.Timezone]++
 		}
 		v, err := codes.childValue(c.TenantID)
 		if err != nil {
@@ -123,8 +124,8 @@ func writeChildren(tx *bolt.Tx, children []newChild) error {
 			return err
 		}
 	}
-	for i, tz := range added.tzs {
-		if err := addTZCount(bt, tz, added.n[i]); err != nil {
+	for _, tz := range slices.Sorted(maps.Keys(added)) {
+		if err := addTZCount(bt, tz, added[tz]); err != nil {
 			return err
 		}
 	}
@@ -200,41 +201,6 @@ func deleteChildren(tx *bolt.Tx, scheduleID string, keep func(model.Child) bool)
 		}
 	}
 	return len(keys), nil
-}
-
-// tzDeltas counts the children a transaction adds per timezone, in the
-// order the timezones come.
-type tzDeltas struct {
-	tzs []string
-	n   []int64
-	at  map[string]int // index in tzs, once there are many
-}
-
-// add counts one child more for tz.
-func (d *tzDeltas) add(tz string) {
-	if d.at != nil {
-		if i, ok := d.at[tz]; ok {
-			d.n[i]++
-			return
-		}
-	} else {
-		for i, t := range d.tzs {
-			if t == tz {
-				d.n[i]++
-				return
-			}
-		}
-	}
-	d.tzs, d.n = append(d.tzs, tz), append(d.n, 1)
-	switch {
-	case d.at != nil:
-		d.at[tz] = len(d.tzs) - 1
-	case len(d.tzs) > 16:
-		d.at = make(map[string]int, 2*len(d.tzs))
-		for i, t := range d.tzs {
-			d.at[t] = i
-		}
-	}
 }
 
 // addTZCount keeps the number of children per timezone so that
