@@ -64,7 +64,7 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 		}
 	})
 
-	instant := time.Now().Add(4*time.Second + time.Duration(n.aEvents)*100*time.Microsecond)
+	instant := time.Now().Add(4*time.Second + time.Duration(n.aEvents)*claimTimePerEvent)
 	a := makeEvents(n.aEvents, evOpts{schedule: "a", url: slow.URL, launch: instant})
 	b := makeEvents(n.bEvents, evOpts{schedule: "b", url: fast.URL, launch: instant.Add(time.Second)})
 	for _, e := range a {

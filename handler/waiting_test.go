@@ -43,7 +43,8 @@ func TestOldestWaitingAge(t *testing.T) {
 	srv := consumer(t, func(m delivery.Message, w http.ResponseWriter, _ *http.Request) { rec.add(m) }) // never releases
 	launch := clock.Now()
 	var evs []*model.Event
-	evs = append(evs, makeEvents(1, evOpts{schedule: "urgent", policy: "one", url: srv.URL, launch: launch, priority: 9})...)
+	// Every launch is after the clock's time, so nothing is due until it moves.
+	evs = append(evs, makeEvents(1, evOpts{schedule: "urgent", policy: "one", url: srv.URL, launch: launch.Add(time.Millisecond), priority: 9})...)
 	evs = append(evs, makeEvents(2, evOpts{schedule: "urgent2", policy: "one", url: srv.URL, launch: launch.Add(2 * time.Second), priority: 3})...)
 	evs = append(evs, makeEvents(2, evOpts{schedule: "plain", policy: "one", url: srv.URL, launch: launch.Add(time.Second)})...)
 	evs = append(evs, makeEvents(1, evOpts{schedule: "later", policy: "one", url: srv.URL, launch: launch.Add(time.Hour), priority: -1})...)

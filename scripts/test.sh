@@ -68,8 +68,9 @@ race_pkgs="./lease/... ./store/... ./emitter/... ./handler/... ./throttle/... ./
 go test -race -count=1 -timeout 15m $race_pkgs
 others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery)(/|$)' | grep -vx '.*/chaos')
 go test -count=1 -timeout 15m $others
-# The conformance cases of more than a thousand events skip under -race (the
-# MongoDB tests' in-process FerretDB takes minutes for them there).
-go test -count=1 -timeout 10m -run 'TestConformance/.*/.*LargeLimit' ./store/embedded/ ./store/mongo/
+# The conformance cases of more than a thousand events and the MongoDB
+# driver's round-trip count skip under -race (the MongoDB tests' in-process
+# FerretDB takes minutes for them there).
+go test -count=1 -timeout 10m -run 'TestConformance/.*/.*LargeLimit|TestRoundTrips' ./store/embedded/ ./store/mongo/
 echo "== chaos tests (alone: they time real processes on a 2-core machine)"
 go test -count=1 -timeout 15m ./chaos

@@ -1,0 +1,6 @@
+//go:build !race
+
+package mongo_test
+
+// raceDetector is true in builds with the race detector.
+const raceDetector = false
