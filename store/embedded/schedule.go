@@ -773,7 +773,8 @@ func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max 
 }
 
 // ChildrenFind returns the children of p.Keys in one partition and
-// timezone: one prefix seek per key. Cross-tenant.
+// timezone: one prefix seek per key. Cross-tenant. Not those that rows
+// hold marked (impliesChild).
 func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error) {
 	var out []model.Child
 	err := s.view(ctx, "children find", func(tx *bolt.Tx) error {
