@@ -445,8 +445,8 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		children = appendNewChildren(children, it.Children, sole, i)
 	}
 	sortNewChildren(children)
-	var stored []newChild // children of the items not in conflict, but those rows hold (childImplied)
-	unindexed := make([]bool, len(items))
+	var stored []newChild                 // children to write: of the items not in conflict
+	unindexed := make([]bool, len(items)) // the item's row holds its child (childImplied)
 	// The fires' own rows, and the heads of their events' groups, are
 	// encoded for the fires and events that the schedules' rows will
 	// likely not hold; the transaction encodes the others if it must.
