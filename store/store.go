@@ -136,7 +136,13 @@ type ScheduleStore interface {
 	// children, or stored schedules without their fires or with only some
 	// of them (a failure between the schedules and the fires): a retry that
 	// recovers the items emits those, and nothing else does for a one-off
-	// due within what the emitter has already scanned.
+	// due within what the emitter has already scanned. A driver that
+	// writes an item's fires in the same atomic write as the schedule may
+	// leave out of ChildrenFind and ChildTimezones the child of a one-off
+	// whose one fire it wrote so (model.FireID of the schedule's id and
+	// version and model.FireInstant of runAt): the emitter would only find
+	// that fire made. The children of every other schedule, and those of
+	// a later update, are found.
 	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
 	// ScheduleCreateWithFires is ScheduleCreate that also stores fs as
 	// FireInsertMany does, so that a new schedule and its first fires and
@@ -144,8 +150,10 @@ type ScheduleStore interface {
 	// if the schedule id exists writes nothing. A store without
 	// transactions writes the schedule first, then the fires: a failure in
 	// between leaves the schedule without them, which a retry of the
-	// create (Saved) or the emitter's next pass emits. inserted and events
-	// are as for FireInsertMany.
+	// create (Saved) or the emitter's next pass emits, so such a store
+	// must write every child. A store with transactions may leave a
+	// one-off's child out as ScheduleCreateMany describes. inserted and
+	// events are as for FireInsertMany.
 	ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, children []model.Child, fs []FireNew) (inserted []bool, events int, err error)
 	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
@@ -170,9 +178,12 @@ type ScheduleStore interface {
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	// ChildrenFind returns the children of one partition and timezone whose
 	// (LaunchExpression, Minute) is one of p.Keys, through the index
-	// (partition, timezone, launchExpression, minute). Cross-tenant.
+	// (partition, timezone, launchExpression, minute). Cross-tenant. It
+	// may leave out the child of a one-off created with its fire in one
+	// atomic write (ScheduleCreateMany).
 	ChildrenFind(ctx context.Context, p *ChildrenFindParams) ([]model.Child, error)
-	// ChildTimezones lists the distinct timezones that have children.
+	// ChildTimezones lists the distinct timezones that have children that
+	// ChildrenFind finds.
 	ChildTimezones(ctx context.Context) ([]string, error)
 	// ChildrenDeleteOrphans removes children whose schedule has moved to a
 	// later version, and children whose schedule does not exist or has

@@ -70,6 +70,10 @@ type Options struct {
 	// groupedOneOffs stores every event in a group, never in its
 	// one-off's row (impliesEvent): tests compare the two forms.
 	groupedOneOffs bool
+	// indexedOneOffs gives every one-off's child a children entry, never
+	// leaving it to the row (impliesChild), and Open keeps those of an
+	// older layout: tests compare the two forms.
+	indexedOneOffs bool
 }
 
 // fileName is the bbolt file inside the data directory.
@@ -82,6 +86,7 @@ type Store struct {
 	closed  atomic.Bool
 	tenants tenantNames // see ChildrenFind
 	grouped bool        // Options.groupedOneOffs
+	indexed bool        // Options.indexedOneOffs
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -183,7 +188,14 @@ const (
 	// events of layout 7 that qualify into their rows, in chunks; an older
 	// schedulerd would find none of those events.
 	layoutOneRecord = 8
-	layoutCurrent   = layoutOneRecord
+	// layoutImpliedChild: a one-off created with its fire in its row has
+	// no children entry and no timezone count for its sole child, which
+	// the row holds marked (impliesChild): the emitter would only find
+	// that fire made. The migration deletes the entries and counts of the
+	// one-offs of layout 8 that qualify and marks their rows, in chunks;
+	// an older schedulerd would take those children off the counts again.
+	layoutImpliedChild = 9
+	layoutCurrent      = layoutImpliedChild
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -232,18 +244,19 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000)); err != nil {
+	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000), opts.indexedOneOffs); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs}, nil
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}, nil
 }
 
 // migrate brings the data to layoutCurrent before Open returns. The
 // version is written last, in the transaction that drops the old buckets: a
 // crash during a migration leaves the old version and the old data, and the
-// next Open migrates again from the start.
-func migrate(db *bolt.DB, chunk int) error {
+// next Open migrates again from the start. indexed is
+// Options.indexedOneOffs.
+func migrate(db *bolt.DB, chunk int, indexed bool) error {
 	layout, recorded, legacy := 1, false, false
 	if err := db.View(func(tx *bolt.Tx) error {
 		for _, name := range legacyBuckets {
@@ -293,6 +306,11 @@ func migrate(db *bolt.DB, chunk int) error {
 	if layout < layoutOneRecord {
 		if err := moveEventsToRows(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutOneRecord, err)
+		}
+	}
+	if layout < layoutImpliedChild && !indexed {
+		if err := dropImpliedChildren(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutImpliedChild, err)
 		}
 	}
 	if recorded && layout == layoutCurrent && !legacy {

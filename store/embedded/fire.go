@@ -38,13 +38,14 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	if err != nil {
 		return err
 	}
+	implied := rowChildImplied(raw) // read before the writes, which may remap raw
 	if err := createFire(tx, f, encodeFire(f)); err != nil {
 		return err
 	}
 	if keepRow {
 		return nil
 	}
-	return tx.Bucket(bSchedules).Put([]byte(id), encodeScheduleRow(sc, child))
+	return tx.Bucket(bSchedules).Put([]byte(id), markChildImplied(encodeScheduleRow(sc, child), implied))
 }
 
 // spillRowFire spills (spillFire) the fire id of schedule scheduleID if

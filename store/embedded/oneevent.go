@@ -334,6 +334,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	implied := rowChildImplied(raw) // read before the writes, which may remap raw
 	dk, err := dueKey(p.event, impliedKey(id))
 	if err != nil {
 		return nil, err
@@ -341,7 +342,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err := x.due.Delete(dk); err != nil {
 		return nil, err
 	}
-	if err := x.schedules.Put([]byte(id), encodeScheduleFire(p.sc, p.child, p.fire)); err != nil {
+	if err := x.schedules.Put([]byte(id), markChildImplied(encodeScheduleFire(p.sc, p.child, p.fire), implied)); err != nil {
 		return nil, err
 	}
 	tk, err := x.codes.key(p.sc.TenantID, strKey(id))

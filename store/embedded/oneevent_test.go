@@ -624,7 +624,7 @@ func TestOpenMigratesLayout7(t *testing.T) {
 		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) {
 			ctx := t.Context()
 			dir := t.TempDir()
-			old, err := Open(dir, Options{groupedOneOffs: true})
+			old, err := Open(dir, Options{groupedOneOffs: true, indexedOneOffs: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,6 +75,7 @@ const (
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
 	schedFire                         // the one-off's fire follows (impliesFire)
 	schedEvent                        // with schedFire: that fire's one event follows (impliesEvent)
+	schedChildImplied                 // the sole child has no children entry and no timezone count (impliesChild)
 )
 
 // impliesFire reports whether the row of the one-off sc can hold its fire f

@@ -149,13 +149,18 @@ func dropSoleChild(tx *bolt.Tx, c *model.Child) error {
 }
 
 // getScheduleRow returns the schedule id and the child its row holds
-// inline; model.ErrNotFound if there is none.
+// inline with a children entry (nil if none, or if it has none:
+// schedChildImplied); model.ErrNotFound if there is no schedule.
 func getScheduleRow(tx *bolt.Tx, id []byte) (*model.Schedule, *model.Child, error) {
 	raw := tx.Bucket(bSchedules).Get(id)
 	if raw == nil {
 		return nil, nil, model.ErrNotFound
 	}
-	return decodeScheduleRow(id, raw)
+	sc, child, err := decodeScheduleRow(id, raw)
+	if rowChildImplied(raw) {
+		child = nil
+	}
+	return sc, child, err
 }
 
 // deleteChildren removes the schedule's children for which keep returns
@@ -286,7 +291,7 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	// Encoded before the transaction, which holds the one writer.
 	sole := soleChild(sc, children)
-	r := encodeNewRow(sc, sole, fs, s.grouped)
+	r := encodeNewRow(sc, sole, fs, s.grouped, s.indexed)
 	doc, j, withFire, withEvent, rowEvent := r.doc, r.fire, r.withFire, r.withEvent, r.event
 	docs := make([][]byte, len(fs))
 	for i, fn := range fs {
@@ -307,9 +312,6 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if b.Get(id) != nil {
 			return model.ErrConflict
 		}
-		if err := putChildren(tx, children, sole); err != nil {
-			return err
-		}
 		row, inRow, inRowEvents := doc, []bool(nil), []*model.Event(nil)
 		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
 			row, inRow = withFire, make([]bool, len(fs))
@@ -317,6 +319,11 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			if rowEvent != nil && eventFree(tx, rowEvent) {
 				row, inRowEvents = withEvent, make([]*model.Event, len(fs))
 				inRowEvents[j] = rowEvent
+			}
+		}
+		if inRow == nil || !r.childImplied {
+			if err := putChildren(tx, children, sole); err != nil {
+				return err
 			}
 		}
 		if err := createSchedule(tx, sc, row, nil); err != nil {
@@ -341,6 +348,9 @@ type newRow struct {
 	withEvent []byte          // withFire holding that fire's one event (impliesEvent); nil if it cannot
 	event     *model.Event    // that event: its due entry's and eventFree's fields are the row's
 	decoded   *model.Schedule // doc decoded, for the heads of events the row does not hold; else nil
+	// childImplied: withFire and withEvent hold the sole child marked
+	// (impliesChild), which then gets no children entry.
+	childImplied bool
 }
 
 // encodeNewRow encodes the row of the new schedule sc with its sole child
@@ -349,14 +359,16 @@ type newRow struct {
 // event as well if impliesEvent allows, grouped (Options.groupedOneOffs)
 // does not forbid and no event has its id or fire; the transaction checks
 // those and picks the form. The forms share the schedule's encoding: a
-// fire and an event are appended to it as their own parts.
+// fire and an event are appended to it as their own parts. A form that
+// holds the fire holds the sole child marked if impliesChild allows and
+// indexed (Options.indexedOneOffs) does not forbid.
 //
 // The event held is not decoded back: what putImpliedDue and eventFree
 // read of it (ids, shard, status, fence, launch time) the row gives back
 // equal, as encodeRowEvent keeps a time as a delta only when it gives the
 // time back exactly. The schedule is decoded, as newGroup's heads read it,
 // only when some event of fs may need a group.
-func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped bool) newRow {
+func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped, indexed bool) newRow {
 	r := newRow{doc: encodeScheduleRow(sc, sole), fire: -1}
 	if len(fs) == 0 {
 		return r
@@ -371,6 +383,7 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 	if r.fire >= 0 {
 		f := fs[r.fire].Fire
 		fb = encodeRowFire(sc, f)
+		r.childImplied = !indexed && impliesChild(sc, sole, f)
 		if !grouped && impliesEvent(sc, f, fs[r.fire].Events) {
 			r.event = fs[r.fire].Events[0]
 			eb = encodeRowEvent(sc, f, r.event)
@@ -387,6 +400,9 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 	buf := make([]byte, 0, n+n+len(eb)+binary.MaxVarintLen64)
 	r.withFire = putBytes(append(buf, r.doc...), fb)
 	r.withFire[1] |= schedFire // the flags are one byte (uvarint below 128) after the version
+	if r.childImplied {
+		r.withFire[1] |= schedChildImplied
+	}
 	r.withFire = r.withFire[:len(r.withFire):len(r.withFire)]
 	if eb == nil {
 		return r
@@ -424,12 +440,13 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 	var children []newChild
 	for i, it := range items {
 		sole := soleChild(it.Schedule, it.Children)
-		rows[i] = encodeNewRow(it.Schedule, sole, it.Fires, s.grouped)
+		rows[i] = encodeNewRow(it.Schedule, sole, it.Fires, s.grouped, s.indexed)
 		nf += len(it.Fires)
 		children = appendNewChildren(children, it.Children, sole, i)
 	}
 	sortNewChildren(children)
-	var stored []newChild // children of the items not in conflict
+	var stored []newChild                 // children to write: of the items not in conflict
+	unindexed := make([]bool, len(items)) // the item's row holds its child (childImplied)
 	// The fires' own rows, and the heads of their events' groups, are
 	// encoded for the fires and events that the schedules' rows will
 	// likely not hold; the transaction encodes the others if it must.
@@ -465,7 +482,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		var run scheduleRun
 		at := 0 // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
 		for i, it := range items {
-			res[i] = nil
+			res[i], unindexed[i] = nil, false
 			from := at
 			at += len(it.Fires)
 			id := []byte(it.Schedule.ID)
@@ -476,7 +493,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			r := &rows[i]
 			row, j, ev := r.doc, r.fire, (*model.Event)(nil)
 			if j >= 0 && fires.absent([]byte(it.Fires[j].Fire.ID)) {
-				row = r.withFire
+				row, unindexed[i] = r.withFire, r.childImplied
 				if r.event != nil && evIDs.absent([]byte(r.event.ID)) && evGroups.absent(strKey(r.event.FireID)) {
 					row, ev = r.withEvent, r.event
 				}
@@ -503,7 +520,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		}
 		stored = stored[:0]
 		for _, c := range children {
-			if res[c.item] == nil {
+			if res[c.item] == nil && !unindexed[c.item] {
 				stored = append(stored, c)
 			}
 		}
@@ -756,7 +773,8 @@ func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max 
 }
 
 // ChildrenFind returns the children of p.Keys in one partition and
-// timezone: one prefix seek per key. Cross-tenant.
+// timezone: one prefix seek per key. Cross-tenant. Not those that rows
+// hold marked (impliesChild).
 func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) ([]model.Child, error) {
 	var out []model.Child
 	err := s.view(ctx, "children find", func(tx *bolt.Tx) error {

@@ -168,7 +168,7 @@ func checkChildTenants(t *testing.T, s *Store, scheds map[string][]string) {
 // bytes, each find exactly their own schedules and events, and the tenant
 // indexes hold codes, not ids.
 func TestTenantCodes(t *testing.T) {
-	s := openTemp(t, Options{})
+	s := openTemp(t, Options{indexedOneOffs: true})
 	scheds, events := storeCodeTenants(t, s)
 	checkTenantQueries(t, s, scheds, events)
 	checkEventIndexes(t, s)
@@ -213,8 +213,9 @@ func TestOpenMigratesLayout5TenantEntries(t *testing.T) {
 
 func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 	dir := t.TempDir()
-	// Events in groups, as layouts before layoutOneRecord store them.
-	s, err := Open(dir, Options{groupedOneOffs: true})
+	// Events in groups and every child indexed, as layouts before
+	// layoutOneRecord store them.
+	s, err := Open(dir, Options{groupedOneOffs: true, indexedOneOffs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,8 @@ func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = Open(dir, Options{migrateChunk: 7}); err != nil {
+	// The children stay, to be found with their rewritten values.
+	if s, err = Open(dir, Options{migrateChunk: 7, indexedOneOffs: true}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -134,6 +135,82 @@ var childrenTests = []namedTest{
 		tzs, err = d.ChildTimezones(ctx)
 		requireNoError(t, err, "ChildTimezones")
 		requireSameIDs(t, tzs, append(want, "Asia/Kolkata"), "ChildTimezones with one of two Kolkata schedules")
+	}},
+	{"OneOffsWithFires", func(t *testing.T, d store.Driver) {
+		// A one-off saved with its fire (ScheduleCreateWithFires,
+		// ScheduleCreateMany) may have its child left out of ChildrenFind
+		// and ChildTimezones by a driver that writes the fire with the
+		// schedule atomically; found, it is as written. Other children are
+		// found either way, new children of an update are, and a timezone
+		// is listed exactly while it has a child found.
+		ctx := t.Context()
+		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
+		oneOff := func(id, tz string) store.ScheduleNew {
+			s := newSchedule("A", id)
+			s.Cron, s.RunAt, s.Timezone, s.EventCount = "", ptr(at(time.Hour)), tz, 1
+			f := newFire("A", id, *s.RunAt)
+			f.Count = 1
+			return store.ScheduleNew{Schedule: s, Children: childrenOf(s, key), Fires: []store.FireNew{{Fire: f, Events: []*model.Event{newEvent("A", id, *s.RunAt, 0)}}}}
+		}
+		cron := newSchedule("A", "cron") // Europe/Berlin
+		createSchedule(t, d, cron, childrenOf(cron, key))
+		alone := oneOff("o1", "Asia/Tokyo")
+		_, _, err := d.ScheduleCreateWithFires(ctx, alone.Schedule, alone.Children, alone.Fires)
+		requireNoError(t, err, "ScheduleCreateWithFires")
+		res, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{oneOff("o2", "Asia/Tokyo"), oneOff("o3", "Europe/Berlin")})
+		requireNoError(t, err, "ScheduleCreateMany")
+		for i, e := range res {
+			requireNoError(t, e, fmt.Sprintf("ScheduleCreateMany item %d", i))
+		}
+		// check finds the children of key in tz: those of must, and of
+		// may or not.
+		check := func(what, tz string, must, may []string) {
+			t.Helper()
+			got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: tz, Keys: []model.ChildKey{key}})
+			requireNoError(t, err, "ChildrenFind")
+			var want []string
+			for _, c := range childStrings(got) {
+				if slices.Contains(may, c) {
+					continue
+				}
+				want = append(want, c)
+			}
+			requireIDs(t, want, must, what+": children in "+tz)
+		}
+		listed := func(what string, tzs ...string) {
+			t.Helper()
+			var want []string
+			for _, tz := range tzs {
+				got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: tz, Keys: []model.ChildKey{key}})
+				requireNoError(t, err, "ChildrenFind")
+				if len(got) > 0 {
+					want = append(want, tz)
+				}
+			}
+			got, err := d.ChildTimezones(ctx)
+			requireNoError(t, err, "ChildTimezones")
+			requireSameIDs(t, got, want, what+": ChildTimezones")
+		}
+		check("created", "Europe/Berlin", []string{"cron/v1/p0/Europe/Berlin/H:3/0"}, []string{"o3/v1/p0/Europe/Berlin/H:3/0"})
+		check("created", "Asia/Tokyo", nil, []string{"o1/v1/p0/Asia/Tokyo/H:3/0", "o2/v1/p0/Asia/Tokyo/H:3/0"})
+		listed("created", "Europe/Berlin", "Asia/Tokyo")
+
+		upd := *alone.Schedule
+		upd.Version, upd.RunAt = 2, ptr(at(2*time.Hour))
+		requireNoError(t, d.ScheduleUpdate(ctx, &upd, 1, childrenOf(&upd, key)), "ScheduleUpdate")
+		check("updated", "Asia/Tokyo", []string{"o1/v2/p0/Asia/Tokyo/H:3/0"}, []string{"o2/v1/p0/Asia/Tokyo/H:3/0"})
+		listed("updated", "Europe/Berlin", "Asia/Tokyo")
+
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "o2"), "ScheduleDelete o2")
+		check("o2 deleted", "Asia/Tokyo", []string{"o1/v2/p0/Asia/Tokyo/H:3/0"}, nil)
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "o1"), "ScheduleDelete o1")
+		check("o1 deleted", "Asia/Tokyo", nil, nil)
+		listed("one-offs of Tokyo deleted", "Europe/Berlin", "Asia/Tokyo")
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "o3"), "ScheduleDelete o3")
+		check("o3 deleted", "Europe/Berlin", []string{"cron/v1/p0/Europe/Berlin/H:3/0"}, nil)
+		listed("o3 deleted", "Europe/Berlin")
+		requireNoError(t, d.ScheduleDelete(ctx, "A", "cron"), "ScheduleDelete cron")
+		listed("every schedule deleted")
 	}},
 	{"DeleteOrphans", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
