@@ -80,8 +80,8 @@ type Store struct {
 	db      *bolt.DB
 	group   groupCommit
 	closed  atomic.Bool
-	tenants tenantNames // see ChildrenFind
-	grouped bool        // Options.groupedOneOffs
+	names   [dictKinds]codeNames // committed dictionary codes (dict.go)
+	grouped bool                 // Options.groupedOneOffs
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -110,7 +110,7 @@ var (
 	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
-		bTenantCodes, bTenantIDs, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
+		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
@@ -183,7 +183,14 @@ const (
 	// events of layout 7 that qualify into their rows, in chunks; an older
 	// schedulerd would find none of those events.
 	layoutOneRecord = 8
-	layoutCurrent   = layoutOneRecord
+	// layoutRowCodes: schedules written in row codec version 3, which
+	// holds the tenant by its code, the target URL's origin by a code of
+	// the origin dictionary (origin_codes, origin_names) and runAt from the
+	// creation time (rowcodec.go). Rows of earlier versions are read and
+	// not rewritten; the version keeps an older schedulerd, which cannot
+	// read the new rows, from opening the store.
+	layoutRowCodes = 10
+	layoutCurrent  = layoutRowCodes
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -359,7 +366,7 @@ func compactEvents(db *bolt.DB, chunk int) error {
 // current are left alone, so a run interrupted by a crash is simply
 // resumed.
 func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
-	current := map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
+	current := map[string]byte{string(bSchedules): scheduleCodecV3, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
 	return walkChunks(db, name, chunk, func(tx *bolt.Tx, rows []kv) error {
 		b := tx.Bucket(name)
 		for _, r := range rows {
@@ -370,11 +377,14 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 			var raw []byte
 			switch {
 			case bytes.Equal(name, bSchedules):
-				sc, err := decodeSchedule(k, v)
+				dict := &rowDict{tx: tx}
+				sc, err := decodeSchedule(k, v, dict)
 				if err != nil {
 					return err
 				}
-				raw = encodeSchedule(sc)
+				if raw, err = encodeSchedule(sc, dict); err != nil {
+					return err
+				}
 			case bytes.Equal(name, bFires):
 				f, err := decodeFire(k, v)
 				if err != nil {
@@ -491,7 +501,7 @@ func moveEventsToRows(db *bolt.DB, chunk int) error {
 			if !rowHasFire(r.v) || rowHasEvent(r.v) {
 				continue
 			}
-			sc, child, f, err := decodeScheduleFire(r.k, r.v)
+			sc, child, f, err := decodeScheduleFire(r.k, r.v, x.dict)
 			if err != nil {
 				return err
 			}
