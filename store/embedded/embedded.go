@@ -84,9 +84,9 @@ type Store struct {
 	db      *bolt.DB
 	group   groupCommit
 	closed  atomic.Bool
-	tenants tenantNames // see ChildrenFind
-	grouped bool        // Options.groupedOneOffs
-	indexed bool        // Options.indexedOneOffs
+	names   [dictKinds]codeNames // committed dictionary codes (dict.go)
+	grouped bool                 // Options.groupedOneOffs
+	indexed bool                 // Options.indexedOneOffs
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -115,7 +115,7 @@ var (
 	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
-		bTenantCodes, bTenantIDs, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
+		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
@@ -195,7 +195,14 @@ const (
 	// one-offs of layout 8 that qualify and marks their rows, in chunks;
 	// an older schedulerd would take those children off the counts again.
 	layoutImpliedChild = 9
-	layoutCurrent      = layoutImpliedChild
+	// layoutRowCodes: schedules written in row codec version 3, which
+	// holds the tenant by its code, the target URL's origin by a code of
+	// the origin dictionary (origin_codes, origin_names) and runAt from the
+	// creation time (rowcodec.go). Rows of earlier versions are read and
+	// not rewritten; the version keeps an older schedulerd, which cannot
+	// read the new rows, from opening the store.
+	layoutRowCodes = 10
+	layoutCurrent  = layoutRowCodes
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -377,7 +384,7 @@ func compactEvents(db *bolt.DB, chunk int) error {
 // current are left alone, so a run interrupted by a crash is simply
 // resumed.
 func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
-	current := map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
+	current := map[string]byte{string(bSchedules): scheduleCodecV3, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
 	return walkChunks(db, name, chunk, func(tx *bolt.Tx, rows []kv) error {
 		b := tx.Bucket(name)
 		for _, r := range rows {
@@ -388,11 +395,14 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 			var raw []byte
 			switch {
 			case bytes.Equal(name, bSchedules):
-				sc, err := decodeSchedule(k, v)
+				dict := &rowDict{tx: tx}
+				sc, err := decodeSchedule(k, v, dict)
 				if err != nil {
 					return err
 				}
-				raw = encodeSchedule(sc)
+				if raw, err = encodeSchedule(sc, dict); err != nil {
+					return err
+				}
 			case bytes.Equal(name, bFires):
 				f, err := decodeFire(k, v)
 				if err != nil {
@@ -509,7 +519,7 @@ func moveEventsToRows(db *bolt.DB, chunk int) error {
 			if !rowHasFire(r.v) || rowHasEvent(r.v) {
 				continue
 			}
-			sc, child, f, err := decodeScheduleFire(r.k, r.v)
+			sc, child, f, err := decodeScheduleFire(r.k, r.v, x.dict)
 			if err != nil {
 				return err
 			}

@@ -78,6 +78,7 @@ type evtx struct {
 	prepared                                                             map[*model.Event]preparedHead
 	tenantRun                                                            appender // group entries put into ev_tcode
 	codes                                                                *tenantCodes
+	dict                                                                 *rowDict // shares codes
 }
 
 // preparedHead is the head an event would get if it opened its fire's
@@ -141,12 +142,14 @@ func newEvtx(tx *bolt.Tx) *evtx {
 	// Heads are keyed by a sequence: every new one goes at the end, so
 	// their pages can be filled (see packedFill).
 	pack(tx, bEvHeads)
-	return &evtx{
+	x := &evtx{
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
 		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules), schedTenant: tx.Bucket(bSchedTenant),
 		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, codes: newTenantCodes(tx),
 	}
+	x.dict = txDict(tx, x.codes)
+	return x
 }
 
 // schedule returns the stored schedule id for a head that refers to it;
@@ -162,7 +165,7 @@ func (x *evtx) schedule(id string) (*model.Schedule, error) {
 	if raw == nil {
 		return nil, model.ErrNotFound
 	}
-	sc, err := decodeSchedule([]byte(id), raw)
+	sc, err := decodeSchedule([]byte(id), raw, x.dict)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func CheckOneRecords(s *Store) error {
 				return nil
 			}
 			rows++
-			p, err := decodeRowParts(string(k), v)
+			p, err := decodeRowParts(string(k), v, x.dict)
 			if err != nil {
 				return err
 			}

@@ -34,7 +34,8 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	if !rowHasFire(raw) {
 		return nil
 	}
-	sc, child, f, err := decodeScheduleFire([]byte(id), raw)
+	dict := &rowDict{tx: tx}
+	sc, child, f, err := decodeScheduleFire([]byte(id), raw, dict)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,11 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	if keepRow {
 		return nil
 	}
-	return tx.Bucket(bSchedules).Put([]byte(id), markChildImplied(encodeScheduleRow(sc, child), implied))
+	doc, err := encodeScheduleRow(sc, child, dict)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bSchedules).Put([]byte(id), markChildImplied(doc, implied))
 }
 
 // spillRowFire spills (spillFire) the fire id of schedule scheduleID if
@@ -59,12 +64,12 @@ func spillRowFire(tx *bolt.Tx, id, scheduleID string) error {
 
 // rowFireOf returns the fire that the row of schedule id holds; nil if
 // none.
-func rowFireOf(tx *bolt.Tx, id string) (*model.Fire, error) {
-	raw := tx.Bucket(bSchedules).Get([]byte(id))
+func rowFireOf(r *rowDict, id string) (*model.Fire, error) {
+	raw := r.tx.Bucket(bSchedules).Get([]byte(id))
 	if !rowHasFire(raw) {
 		return nil, nil
 	}
-	_, _, f, err := decodeScheduleFire([]byte(id), raw)
+	_, _, f, err := decodeScheduleFire([]byte(id), raw, r)
 	return f, err
 }
 
@@ -95,7 +100,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 	var inserted bool
 	err := s.batch(ctx, "fire insert", func(tx *bolt.Tx) error {
 		inserted = false
-		if ok, err := fireExists(tx, f.ID); ok || err != nil {
+		if ok, err := fireExists(s.dict(tx), f.ID); ok || err != nil {
 			return err
 		}
 		if err := createFire(tx, f, encodeFire(f)); err != nil {
@@ -119,7 +124,7 @@ func (s *Store) FireInsert(ctx context.Context, f *model.Fire) (bool, error) {
 func (s *Store) FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error) {
 	var f model.Fire
 	err := s.view(ctx, "fire get", func(tx *bolt.Tx) error {
-		if err := getFireInto(tx, []byte(id), &f); err != nil {
+		if err := getFireInto(s.dict(tx), []byte(id), &f); err != nil {
 			return err
 		}
 		if f.TenantID != tenantID {
@@ -141,10 +146,11 @@ func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model
 	err := s.view(ctx, "fire list", func(tx *bolt.Tx) error {
 		out = nil
 		prefix := strKey(p.ScheduleID)
+		dict := s.dict(tx)
 		var err error
 		scanBackward(tx, bFireSched, prefix, beforeKey(prefix, p.Before), func(k []byte) bool {
 			var f model.Fire
-			if err = getFireInto(tx, k[len(prefix)+timeLen:], &f); err != nil {
+			if err = getFireInto(dict, k[len(prefix)+timeLen:], &f); err != nil {
 				return false
 			}
 			if f.TenantID != p.TenantID {
@@ -157,7 +163,7 @@ func (s *Store) FireList(ctx context.Context, p *store.FireListParams) ([]*model
 			return err
 		}
 		// The fire the schedule's row holds, in its place.
-		rf, err := rowFireOf(tx, p.ScheduleID)
+		rf, err := rowFireOf(dict, p.ScheduleID)
 		if err != nil || rf == nil || rf.TenantID != p.TenantID || (!p.Before.IsZero() && !rf.FireTime.Before(p.Before)) {
 			return err
 		}
@@ -183,10 +189,11 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 	err := s.view(ctx, "fire latest before", func(tx *bolt.Tx) error {
 		f = nil
 		prefix := strKey(scheduleID)
+		dict := s.dict(tx)
 		var err error
 		scanBackward(tx, bFireSched, prefix, appendTime(bytes.Clone(prefix), t), func(k []byte) bool {
 			var got model.Fire
-			if err = getFireInto(tx, k[len(prefix)+timeLen:], &got); err == nil {
+			if err = getFireInto(dict, k[len(prefix)+timeLen:], &got); err == nil {
 				f = &got
 			}
 			return false
@@ -194,7 +201,7 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 		if err != nil {
 			return err
 		}
-		rf, err := rowFireOf(tx, scheduleID)
+		rf, err := rowFireOf(dict, scheduleID)
 		if err != nil {
 			return err
 		}
@@ -216,7 +223,7 @@ func (s *Store) FireLatestBefore(ctx context.Context, scheduleID string, t time.
 func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDecision, note string) error {
 	return s.batch(ctx, "fire set decision", func(tx *bolt.Tx) error {
 		var f model.Fire
-		if err := getFireInto(tx, []byte(id), &f); err != nil {
+		if err := getFireInto(s.dict(tx), []byte(id), &f); err != nil {
 			return err
 		}
 		f.Decision, f.Note = d, note
@@ -232,7 +239,7 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) error {
 	return s.batch(ctx, "fire set remaining", func(tx *bolt.Tx) error {
 		var f model.Fire
-		if err := getFireInto(tx, []byte(id), &f); err != nil {
+		if err := getFireInto(s.dict(tx), []byte(id), &f); err != nil {
 			return err
 		}
 		if remaining >= f.Remaining {
@@ -258,10 +265,11 @@ func (s *Store) FireListEmitting(ctx context.Context, limit int) ([]*model.Fire,
 	var out []*model.Fire
 	err := s.view(ctx, "fire list emitting", func(tx *bolt.Tx) error {
 		out = nil
+		dict := s.dict(tx)
 		c := tx.Bucket(bFireEmitting).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			var f model.Fire
-			if err := getFireInto(tx, k, &f); err != nil {
+			if err := getFireInto(dict, k, &f); err != nil {
 				return err
 			}
 			out = append(out, &f)
@@ -378,7 +386,7 @@ func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRo
 			}
 			continue
 		}
-		if ok, err := fireExists(tx, f.ID); ok || err != nil {
+		if ok, err := fireExists(x.dict, f.ID); ok || err != nil {
 			if err != nil {
 				return 0, err
 			}

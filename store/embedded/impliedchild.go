@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"encoding/binary"
 	"maps"
 	"slices"
 
@@ -26,19 +25,6 @@ func impliesChild(sc *model.Schedule, sole *model.Child, f *model.Fire) bool {
 	return sole != nil && sc.RunAt != nil && f.FireTime.Equal(model.FireInstant(*sc.RunAt))
 }
 
-// rowFlags returns the flags of the version 2 schedule row raw; 0 for
-// other rows.
-func rowFlags(raw []byte) uint64 {
-	if len(raw) < 2 || raw[0] != scheduleCodecV2 {
-		return 0
-	}
-	flags, n := binary.Uvarint(raw[1:])
-	if n <= 0 {
-		return 0
-	}
-	return flags
-}
-
 // rowChildImplied reports whether the sole child that the schedule row raw
 // holds has no children entry (schedChildImplied).
 func rowChildImplied(raw []byte) bool { return rowFlags(raw)&schedChildImplied != 0 }
@@ -48,7 +34,7 @@ func rowChildImplied(raw []byte) bool { return rowFlags(raw)&schedChildImplied !
 // and returns it.
 func markChildImplied(doc []byte, implied bool) []byte {
 	if implied && rowFlags(doc)&schedSoleChild != 0 {
-		doc[1] |= schedChildImplied // the flags are one byte (uvarint below 128)
+		doc[1] |= schedChildImplied // the low seven flags are in the first byte of the flags' uvarint
 	}
 	return doc
 }
@@ -72,7 +58,7 @@ func dropImpliedChildrenOf(tx *bolt.Tx, rows []kv) error {
 		if flags := rowFlags(r.v); flags&want != want || flags&schedChildImplied != 0 {
 			continue
 		}
-		sc, child, f, err := decodeScheduleFire(r.k, r.v)
+		sc, child, f, err := decodeScheduleFire(r.k, r.v, &rowDict{tx: tx})
 		if err != nil {
 			return err
 		}
@@ -85,7 +71,7 @@ func dropImpliedChildrenOf(tx *bolt.Tx, rows []kv) error {
 				return err
 			}
 		}
-		r.v[1] |= schedChildImplied // the flags are one byte (uvarint below 128)
+		r.v[1] |= schedChildImplied // the low seven flags are in the first byte of the flags' uvarint
 		if err := b.Put(r.k, r.v); err != nil {
 			return err
 		}

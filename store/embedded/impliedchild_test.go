@@ -48,7 +48,7 @@ func readChildIndex(t *testing.T, s *Store) childIndex {
 			t.Errorf("child_timezones %v, the children bucket has %v", stored, counts)
 		}
 		return tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
-			_, child, err := decodeScheduleRow(k, v)
+			_, child, err := decodeScheduleRow(k, v, s.dict(tx))
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func sameChildren(t *testing.T, lean, indexed *Store) childIndex {
 func orphan(t *testing.T, s *Store, c model.Child) bool {
 	t.Helper()
 	var sc model.Schedule
-	switch err := s.db.View(func(tx *bolt.Tx) error { return getScheduleInto(tx, []byte(c.ScheduleID), &sc) }); err {
+	switch err := s.db.View(func(tx *bolt.Tx) error { return getScheduleInto(s.dict(tx), []byte(c.ScheduleID), &sc) }); err {
 	case nil:
 		return sc.Version != c.ScheduleVersion
 	case model.ErrNotFound:

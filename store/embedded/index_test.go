@@ -417,7 +417,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 			if !rowHasEvent(v) {
 				return nil
 			}
-			p, err := decodeRowParts(string(k), v)
+			p, err := decodeRowParts(string(k), v, &rowDict{tx: tx})
 			if err != nil {
 				return err
 			}

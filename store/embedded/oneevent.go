@@ -184,21 +184,18 @@ func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event
 
 // encodeScheduleEvent is encodeScheduleFire with the event e
 // (impliesEvent) held in the row after the fire (encodeRowEvent).
-func encodeScheduleEvent(sc *model.Schedule, child *model.Child, f *model.Fire, e *model.Event) []byte {
-	b := encodeScheduleFire(sc, child, f)
+func encodeScheduleEvent(sc *model.Schedule, child *model.Child, f *model.Fire, e *model.Event, c rowCodes) ([]byte, error) {
+	b, err := encodeScheduleFire(sc, child, f, c)
+	if err != nil {
+		return nil, err
+	}
 	b[1] |= schedEvent
-	return putBytes(b, encodeRowEvent(sc, f, e))
+	return putBytes(b, encodeRowEvent(sc, f, e)), nil
 }
 
 // rowHasEvent reports, without decoding it, whether the schedule row raw
 // holds an event.
-func rowHasEvent(raw []byte) bool {
-	if len(raw) < 2 || raw[0] != scheduleCodecV2 {
-		return false
-	}
-	flags, n := binary.Uvarint(raw[1:])
-	return n > 0 && flags&schedEvent != 0
-}
+func rowHasEvent(raw []byte) bool { return rowFlags(raw)&schedEvent != 0 }
 
 // rowParts is a schedule row that holds an event, decoded.
 type rowParts struct {
@@ -209,8 +206,8 @@ type rowParts struct {
 }
 
 // decodeRowParts decodes the row raw of schedule id, which holds an event.
-func decodeRowParts(id string, raw []byte) (*rowParts, error) {
-	sc, child, fire, event, err := decodeScheduleParts([]byte(id), raw)
+func decodeRowParts(id string, raw []byte, c rowCodes) (*rowParts, error) {
+	sc, child, fire, event, err := decodeScheduleParts([]byte(id), raw, c)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +232,7 @@ func (x *evtx) impliedIn(scheduleID string) (*model.Event, error) {
 	if !rowHasEvent(raw) {
 		return nil, nil
 	}
-	p, err := decodeRowParts(scheduleID, raw)
+	p, err := decodeRowParts(scheduleID, raw, x.dict)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +327,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if !rowHasEvent(raw) {
 		return nil, fmt.Errorf("schedule %q: the row holds no event to materialise", id)
 	}
-	p, err := decodeRowParts(id, raw)
+	p, err := decodeRowParts(id, raw, x.dict)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +339,11 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err := x.due.Delete(dk); err != nil {
 		return nil, err
 	}
-	if err := x.schedules.Put([]byte(id), markChildImplied(encodeScheduleFire(p.sc, p.child, p.fire), implied)); err != nil {
+	doc, err := encodeScheduleFire(p.sc, p.child, p.fire, x.dict)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.schedules.Put([]byte(id), markChildImplied(doc, implied)); err != nil {
 		return nil, err
 	}
 	tk, err := x.codes.key(p.sc.TenantID, strKey(id))
@@ -478,8 +479,11 @@ func (x *evtx) moveToRow(sc *model.Schedule, child *model.Child, f *model.Fire) 
 	if !impliesEvent(sc, f, []*model.Event{e}) {
 		return nil
 	}
-	doc := encodeScheduleEvent(sc, child, f, e)
-	p, err := decodeRowParts(sc.ID, doc)
+	doc, err := encodeScheduleEvent(sc, child, f, e, x.dict)
+	if err != nil {
+		return err
+	}
+	p, err := decodeRowParts(sc.ID, doc, x.dict)
 	if err != nil {
 		return err
 	}

@@ -661,11 +661,14 @@ func TestOpenMigratesLayout7(t *testing.T) {
 				t.Fatalf("%d rows hold an event before the migration", n)
 			}
 			if err := old.db.Update(func(tx *bolt.Tx) error {
+				if err := writeRowsV2(tx); err != nil {
+					return err
+				}
 				if interrupted {
 					// The first chunks moved their events before the crash.
 					x := newEvtx(tx)
 					for _, it := range items[:12] {
-						sc, child, f, err := decodeScheduleFire([]byte(it.Schedule.ID), tx.Bucket(bSchedules).Get([]byte(it.Schedule.ID)))
+						sc, child, f, err := decodeScheduleFire([]byte(it.Schedule.ID), tx.Bucket(bSchedules).Get([]byte(it.Schedule.ID)), x.dict)
 						if err != nil {
 							return err
 						}

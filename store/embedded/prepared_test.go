@@ -35,16 +35,25 @@ func TestPreparedHeadOfAnotherRow(t *testing.T) {
 	}
 	fs := []store.FireNew{{Fire: &model.Fire{ID: fireID, ScheduleID: "s", TenantID: "t", FireTime: runAt, Count: 1, Decision: model.FireEmitted, CreatedAt: now}, Events: []*model.Event{e}}}
 	heads := map[*model.Event]preparedHead{}
-	prepareHeads(heads, decodeWritten("s", encodeSchedule(prepared))["s"], fs)
+	var codes memCodes
+	doc, err := encodeSchedule(prepared, &codes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepareHeads(heads, decodeWritten("s", doc, &codes)["s"], fs)
 	if _, ok := heads[e]; !ok {
 		t.Fatal("no head prepared for the fire's first event")
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		doc := encodeSchedule(stored)
+		dict := &rowDict{tx: tx}
+		doc, err := encodeSchedule(stored, dict)
+		if err != nil {
+			return err
+		}
 		if err := createSchedule(tx, stored, doc, nil); err != nil {
 			return err
 		}
-		_, err := putFires(tx, fs, nil, nil, nil, make([]bool, 1), decodeWritten("s", doc), heads)
+		_, err = putFires(tx, fs, nil, nil, nil, make([]bool, 1), decodeWritten("s", doc, dict), heads)
 		return err
 	}); err != nil {
 		t.Fatal(err)

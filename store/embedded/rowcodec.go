@@ -26,9 +26,15 @@ import (
 // leaves out what the row holds already (a fire's schedule id and local
 // time when they are what its id and fire time give, an update time equal
 // to the creation time), and keeps a schedule's sole child inline.
+//
+// Version 3 (layoutRowCodes) stores a schedule's tenant by its code and
+// its target URL's origin by a code of the origin dictionary (dict.go,
+// splitOrigin), and runAt as nanoseconds from the creation time; the times
+// a row gives read back as stored, to the nanosecond.
 const (
 	scheduleCodecV1 = 0x01
 	scheduleCodecV2 = 0x02
+	scheduleCodecV3 = 0x03
 	fireCodecV1     = 0x01
 	fireCodecV2     = 0x02
 )
@@ -69,14 +75,25 @@ func (d *decoder) enum(table []string) string {
 
 func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(b, int64(d)) }
 
-// Flags of a version 2 schedule row.
+// Flags of a schedule row of version 2, and of version 3 with the last
+// three. They stay below 128: one byte, which encodeScheduleFire and
+// encodeScheduleEvent change in place.
 const (
 	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
 	schedFire                         // the one-off's fire follows (impliesFire)
 	schedEvent                        // with schedFire: that fire's one event follows (impliesEvent)
 	schedChildImplied                 // the sole child has no children entry and no timezone count (impliesChild)
+	schedRunAt                        // runAt follows the times, from the creation time (putTimeFrom)
+	schedURLWhole                     // the target URL is stored whole, not as an origin code and the rest
+	schedRunAtAbs                     // with schedRunAt: runAt is stored in full
 )
+
+// isScheduleFlagged reports whether raw is a schedule row of a binary codec
+// whose flags say what it holds (version 2 or 3).
+func isScheduleFlagged(raw []byte) bool {
+	return len(raw) >= 2 && (raw[0] == scheduleCodecV2 || raw[0] == scheduleCodecV3)
+}
 
 // impliesFire reports whether the row of the one-off sc can hold its fire f
 // (layoutLeanOneOffs): f's id is model.FireID of sc's id and version and
@@ -95,11 +112,14 @@ func impliesFire(sc *model.Schedule, f *model.Fire) bool {
 
 // encodeScheduleFire is encodeScheduleRow with the fire f (impliesFire)
 // held in the row as its last field (encodeRowFire).
-func encodeScheduleFire(sc *model.Schedule, child *model.Child, f *model.Fire) []byte {
-	b := encodeScheduleRow(sc, child)
+func encodeScheduleFire(sc *model.Schedule, child *model.Child, f *model.Fire, c rowCodes) ([]byte, error) {
+	b, err := encodeScheduleRow(sc, child, c)
+	if err != nil {
+		return nil, err
+	}
 	// The flags are one byte (uvarint below 128) after the version.
 	b[1] |= schedFire
-	return putBytes(b, encodeRowFire(sc, f))
+	return putBytes(b, encodeRowFire(sc, f)), nil
 }
 
 // Flags of a fire held in its schedule's row.
@@ -162,15 +182,22 @@ func putTimeFrom(b []byte, base, t time.Time) []byte {
 	return putTime(b, t)
 }
 
-// rowHasFire reports, without decoding it, whether the schedule row raw
-// holds its fire.
-func rowHasFire(raw []byte) bool {
-	if len(raw) < 2 || raw[0] != scheduleCodecV2 {
-		return false
+// rowFlags returns the flags of the schedule row raw (isScheduleFlagged);
+// 0 for other rows.
+func rowFlags(raw []byte) uint64 {
+	if !isScheduleFlagged(raw) {
+		return 0
 	}
 	flags, n := binary.Uvarint(raw[1:])
-	return n > 0 && flags&schedFire != 0
+	if n <= 0 {
+		return 0
+	}
+	return flags
 }
+
+// rowHasFire reports, without decoding it, whether the schedule row raw
+// holds its fire.
+func rowHasFire(raw []byte) bool { return rowFlags(raw)&schedFire != 0 }
 
 // decodeRowFire returns the fire that the row of sc holds, from its
 // encoding raw (encodeRowFire).
@@ -220,24 +247,81 @@ func soleChild(sc *model.Schedule, children []model.Child) *model.Child {
 	return c
 }
 
-func encodeSchedule(sc *model.Schedule) []byte { return encodeScheduleRow(sc, nil) }
+// splitOrigin splits url into its origin, scheme "://" authority, which
+// the origin dictionary holds, and the rest, when it has one that is worth
+// a code: a scheme of RFC 3986, a non-empty authority without userinfo
+// (credentials are not kept in a dictionary that outlives the schedule)
+// and not too long. origin + rest is url.
+func splitOrigin(url string) (origin, rest string, ok bool) {
+	const maxOrigin = 128
+	i := strings.Index(url, "://")
+	if i <= 0 || !isScheme(url[:i]) {
+		return "", "", false
+	}
+	end := len(url)
+	if j := strings.IndexAny(url[i+3:], "/?#"); j >= 0 {
+		end = i + 3 + j
+	}
+	if end == i+3 || end > maxOrigin || strings.IndexByte(url[i+3:end], '@') >= 0 {
+		return "", "", false
+	}
+	return url[:end], url[end:], true
+}
 
-// encodeScheduleRow encodes sc with child (nil: none) inline.
-func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
-	b := make([]byte, 0, 64+len(sc.TenantID)+len(sc.Name)+len(sc.Cron)+len(sc.Target.URL)+len(sc.Target.QueueURL)+len(sc.Payload))
+// isScheme reports whether s is a URI scheme: a letter, then letters,
+// digits, "+", "-" and ".".
+func isScheme(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+func encodeSchedule(sc *model.Schedule, c rowCodes) ([]byte, error) {
+	return encodeScheduleRow(sc, nil, c)
+}
+
+// encodeScheduleRow encodes sc with child (nil: none) inline, in version
+// 3, with the codes of c.
+func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]byte, error) {
+	tenant, err := c.code(dictTenant, sc.TenantID)
+	if err != nil {
+		return nil, err
+	}
 	var flags uint64
+	origin, rest, split := splitOrigin(sc.Target.URL)
+	var originCode []byte
+	if split {
+		if originCode, err = c.code(dictOrigin, origin); err != nil {
+			return nil, err
+		}
+	} else {
+		flags |= schedURLWhole
+	}
 	if sameTime(sc.UpdatedAt, sc.CreatedAt) {
 		flags |= schedUpdatedIsCreated
 	}
 	if child != nil {
 		flags |= schedSoleChild
 	}
-	b = append(b, scheduleCodecV2)
+	if sc.RunAt != nil {
+		flags |= schedRunAt
+		if _, ok := timeDelta(sc.CreatedAt, *sc.RunAt); !ok {
+			flags |= schedRunAtAbs
+		}
+	}
+	b := make([]byte, 0, 64+len(sc.Name)+len(sc.Cron)+len(rest)+len(sc.Target.QueueURL)+len(sc.Payload))
+	b = append(b, scheduleCodecV3)
 	b = binary.AppendUvarint(b, flags)
-	b = putStr(b, sc.TenantID)
+	b = append(b, tenant...) // a uvarint: prefix-free
 	b = putStr(b, sc.Name)
 	b = putStr(b, sc.Cron)
-	b = putTimePtr(b, sc.RunAt)
 	b = putEnum(b, sc.Timezone, enumTimezone)
 	b = binary.AppendVarint(b, int64(sc.EventCount))
 	b = putStr(b, sc.PolicyID)
@@ -245,7 +329,11 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
 	b = putBool(b, sc.Spread)
 	b = binary.AppendVarint(b, int64(sc.Priority))
 	b = putEnum(b, string(sc.Target.Type), enumTarget)
-	b = putStr(b, sc.Target.URL)
+	if split {
+		b = putStr(append(b, originCode...), rest)
+	} else {
+		b = putStr(b, sc.Target.URL)
+	}
 	b = putStr(b, sc.Target.QueueURL)
 	b = putBytes(b, sc.Payload)
 	b = binary.AppendVarint(b, int64(sc.MaxAttempts))
@@ -260,30 +348,33 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child) []byte {
 	if flags&schedUpdatedIsCreated == 0 {
 		b = putTime(b, sc.UpdatedAt)
 	}
+	if sc.RunAt != nil {
+		b = putTimeFrom(b, sc.CreatedAt, *sc.RunAt)
+	}
 	if child != nil {
 		b = putEnum(b, child.Timezone, enumTimezone)
 		b = putStr(b, child.LaunchExpression)
 		b = binary.AppendVarint(b, int64(child.Minute))
 	}
-	return b
+	return b, nil
 }
 
-func decodeSchedule(id, raw []byte) (*model.Schedule, error) {
-	sc, _, _, _, err := decodeScheduleParts(id, raw)
+func decodeSchedule(id, raw []byte, c rowCodes) (*model.Schedule, error) {
+	sc, _, _, _, err := decodeScheduleParts(id, raw, c)
 	return sc, err
 }
 
 // decodeScheduleRow returns the schedule of a row and the child it holds
 // inline (nil if none).
-func decodeScheduleRow(id, raw []byte) (*model.Schedule, *model.Child, error) {
-	sc, child, _, _, err := decodeScheduleParts(id, raw)
+func decodeScheduleRow(id, raw []byte, c rowCodes) (*model.Schedule, *model.Child, error) {
+	sc, child, _, _, err := decodeScheduleParts(id, raw, c)
 	return sc, child, err
 }
 
 // decodeScheduleFire returns the schedule of a row, the child it holds
 // inline and the fire it holds (nil if none).
-func decodeScheduleFire(id, raw []byte) (*model.Schedule, *model.Child, *model.Fire, error) {
-	sc, child, fire, _, err := decodeScheduleParts(id, raw)
+func decodeScheduleFire(id, raw []byte, c rowCodes) (*model.Schedule, *model.Child, *model.Fire, error) {
+	sc, child, fire, _, err := decodeScheduleParts(id, raw, c)
 	if err != nil || fire == nil {
 		return sc, child, nil, err
 	}
@@ -296,8 +387,8 @@ func decodeScheduleFire(id, raw []byte) (*model.Schedule, *model.Child, *model.F
 
 // decodeScheduleParts returns the schedule of a row, the child it holds
 // inline (nil if none) and the encodings of the fire and of the event it
-// holds (nil if none).
-func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte, []byte, error) {
+// holds (nil if none). c maps the codes of a version 3 row.
+func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Child, []byte, []byte, error) {
 	sc := &model.Schedule{}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := jsonUnmarshal(raw, sc); err != nil {
@@ -305,26 +396,32 @@ func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte,
 		}
 		return sc, nil, nil, nil, nil
 	}
-	if len(raw) == 0 || (raw[0] != scheduleCodecV1 && raw[0] != scheduleCodecV2) {
+	if len(raw) == 0 || raw[0] < scheduleCodecV1 || raw[0] > scheduleCodecV3 {
 		return nil, nil, nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
 	}
-	v2 := raw[0] == scheduleCodecV2
+	version := raw[0]
 	str := func(d *decoder, table []string) string {
-		if v2 {
+		if version >= scheduleCodecV2 {
 			return d.enum(table)
 		}
 		return d.str()
 	}
 	d := decoder{b: raw[1:]}
 	var flags uint64
-	if v2 {
+	if version >= scheduleCodecV2 {
 		flags = d.uvarint()
 	}
 	sc.ID = string(id)
-	sc.TenantID = d.str()
+	if version >= scheduleCodecV3 {
+		sc.TenantID = d.name(c, dictTenant)
+	} else {
+		sc.TenantID = d.str()
+	}
 	sc.Name = d.str()
 	sc.Cron = d.str()
-	sc.RunAt = d.timePtr()
+	if version < scheduleCodecV3 {
+		sc.RunAt = d.timePtr()
+	}
 	sc.Timezone = str(&d, enumTimezone)
 	sc.EventCount = int(d.varint())
 	sc.PolicyID = d.str()
@@ -332,7 +429,12 @@ func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte,
 	sc.Spread = d.bool()
 	sc.Priority = int(d.varint())
 	sc.Target.Type = model.TargetType(str(&d, enumTarget))
-	sc.Target.URL = d.str()
+	if version >= scheduleCodecV3 && flags&schedURLWhole == 0 {
+		origin := d.name(c, dictOrigin)
+		sc.Target.URL = origin + string(d.raw())
+	} else {
+		sc.Target.URL = d.str()
+	}
 	sc.Target.QueueURL = d.str()
 	if p := d.bytes(); len(p) > 0 {
 		sc.Payload = json.RawMessage(p)
@@ -350,6 +452,10 @@ func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte,
 		sc.UpdatedAt = sc.CreatedAt
 	} else {
 		sc.UpdatedAt = d.time()
+	}
+	if version >= scheduleCodecV3 && flags&schedRunAt != 0 {
+		t := d.timeFrom(flags&schedRunAtAbs != 0, sc.CreatedAt)
+		sc.RunAt = &t
 	}
 	var child *model.Child
 	if flags&schedSoleChild != 0 {
@@ -373,6 +479,32 @@ func decodeScheduleParts(id, raw []byte) (*model.Schedule, *model.Child, []byte,
 		return nil, nil, nil, nil, fmt.Errorf("decode schedule %q: %w", id, d.err)
 	}
 	return sc, child, fire, event, nil
+}
+
+// name reads a dictionary code (a uvarint) and returns its name in c.
+func (d *decoder) name(c rowCodes, dk dictKind) string {
+	b := d.b
+	d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	s, err := c.name(dk, b[:len(b)-len(d.b)])
+	if err != nil {
+		d.err, d.b = err, nil
+	}
+	return s
+}
+
+// raw reads a uvarint-length string without copying it.
+func (d *decoder) raw() []byte {
+	l := d.uvarint()
+	if uint64(len(d.b)) < l {
+		d.fail()
+		return nil
+	}
+	v := d.b[:l]
+	d.b = d.b[l:]
+	return v
 }
 
 // part reads a length-prefixed part of a row without copying it: the
@@ -488,20 +620,20 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 }
 
 // getSchedule returns the schedule id; model.ErrNotFound if there is none.
-func getSchedule(tx *bolt.Tx, id []byte) (*model.Schedule, error) {
-	raw := tx.Bucket(bSchedules).Get(id)
+func getSchedule(r *rowDict, id []byte) (*model.Schedule, error) {
+	raw := r.tx.Bucket(bSchedules).Get(id)
 	if raw == nil {
 		return nil, model.ErrNotFound
 	}
-	return decodeSchedule(id, raw)
+	return decodeSchedule(id, raw, r)
 }
 
 // getFire returns the fire id, stored in its row or in its schedule's
 // (impliesFire); model.ErrNotFound if there is none.
-func getFire(tx *bolt.Tx, id []byte) (*model.Fire, error) {
-	raw := tx.Bucket(bFires).Get(id)
+func getFire(r *rowDict, id []byte) (*model.Fire, error) {
+	raw := r.tx.Bucket(bFires).Get(id)
 	if raw == nil {
-		return rowFire(tx, string(id))
+		return rowFire(r, string(id))
 	}
 	return decodeFire(id, raw)
 }
@@ -509,14 +641,14 @@ func getFire(tx *bolt.Tx, id []byte) (*model.Fire, error) {
 // rowFire returns the fire id that its schedule's row holds;
 // model.ErrNotFound if there is none. The schedule is one of those
 // fireScheduleIDs names.
-func rowFire(tx *bolt.Tx, id string) (*model.Fire, error) {
-	b := tx.Bucket(bSchedules)
+func rowFire(r *rowDict, id string) (*model.Fire, error) {
+	b := r.tx.Bucket(bSchedules)
 	for _, sid := range fireScheduleIDs(id) {
 		raw := b.Get([]byte(sid))
 		if !rowHasFire(raw) {
 			continue
 		}
-		_, _, f, err := decodeScheduleFire([]byte(sid), raw)
+		_, _, f, err := decodeScheduleFire([]byte(sid), raw, r)
 		if err != nil {
 			return nil, err
 		}
@@ -529,11 +661,11 @@ func rowFire(tx *bolt.Tx, id string) (*model.Fire, error) {
 
 // fireExists reports whether fire id is stored, in its row or its
 // schedule's.
-func fireExists(tx *bolt.Tx, id string) (bool, error) {
-	if tx.Bucket(bFires).Get([]byte(id)) != nil {
+func fireExists(r *rowDict, id string) (bool, error) {
+	if r.tx.Bucket(bFires).Get([]byte(id)) != nil {
 		return true, nil
 	}
-	switch _, err := rowFire(tx, id); err {
+	switch _, err := rowFire(r, id); err {
 	case nil:
 		return true, nil
 	case model.ErrNotFound:
@@ -544,8 +676,8 @@ func fireExists(tx *bolt.Tx, id string) (bool, error) {
 }
 
 // getScheduleInto is getSchedule into *dst.
-func getScheduleInto(tx *bolt.Tx, id []byte, dst *model.Schedule) error {
-	sc, err := getSchedule(tx, id)
+func getScheduleInto(r *rowDict, id []byte, dst *model.Schedule) error {
+	sc, err := getSchedule(r, id)
 	if err != nil {
 		return err
 	}
@@ -554,8 +686,8 @@ func getScheduleInto(tx *bolt.Tx, id []byte, dst *model.Schedule) error {
 }
 
 // getFireInto is getFire into *dst.
-func getFireInto(tx *bolt.Tx, id []byte, dst *model.Fire) error {
-	f, err := getFire(tx, id)
+func getFireInto(r *rowDict, id []byte, dst *model.Fire) error {
+	f, err := getFire(r, id)
 	if err != nil {
 		return err
 	}

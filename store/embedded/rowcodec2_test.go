@@ -44,6 +44,64 @@ func encodeScheduleV1(sc *model.Schedule) []byte {
 	return putTime(b, sc.UpdatedAt)
 }
 
+// encodeScheduleV2 writes a row as codec version 2 did (layouts 4 to 8),
+// with child, the fire f and the event e when not nil.
+func encodeScheduleV2(sc *model.Schedule, child *model.Child, f *model.Fire, e *model.Event) []byte {
+	var flags uint64
+	if sameTime(sc.UpdatedAt, sc.CreatedAt) {
+		flags |= schedUpdatedIsCreated
+	}
+	if child != nil {
+		flags |= schedSoleChild
+	}
+	if f != nil {
+		flags |= schedFire
+	}
+	if e != nil {
+		flags |= schedEvent
+	}
+	b := []byte{scheduleCodecV2}
+	b = binary.AppendUvarint(b, flags)
+	b = putStr(b, sc.TenantID)
+	b = putStr(b, sc.Name)
+	b = putStr(b, sc.Cron)
+	b = putTimePtr(b, sc.RunAt)
+	b = putEnum(b, sc.Timezone, enumTimezone)
+	b = binary.AppendVarint(b, int64(sc.EventCount))
+	b = putStr(b, sc.PolicyID)
+	b = putDuration(b, sc.Window)
+	b = putBool(b, sc.Spread)
+	b = binary.AppendVarint(b, int64(sc.Priority))
+	b = putEnum(b, string(sc.Target.Type), enumTarget)
+	b = putStr(b, sc.Target.URL)
+	b = putStr(b, sc.Target.QueueURL)
+	b = putBytes(b, sc.Payload)
+	b = binary.AppendVarint(b, int64(sc.MaxAttempts))
+	b = putTimePtr(b, sc.StartAt)
+	b = putTimePtr(b, sc.EndAt)
+	b = putEnum(b, string(sc.Misfire), enumMisfire)
+	b = putEnum(b, string(sc.Overlap), enumOverlap)
+	b = putEnum(b, string(sc.State), enumState)
+	b = binary.AppendVarint(b, int64(sc.Partition))
+	b = binary.AppendVarint(b, sc.Version)
+	b = putTime(b, sc.CreatedAt)
+	if flags&schedUpdatedIsCreated == 0 {
+		b = putTime(b, sc.UpdatedAt)
+	}
+	if child != nil {
+		b = putEnum(b, child.Timezone, enumTimezone)
+		b = putStr(b, child.LaunchExpression)
+		b = binary.AppendVarint(b, int64(child.Minute))
+	}
+	if f != nil {
+		b = putBytes(b, encodeRowFire(sc, f))
+	}
+	if e != nil {
+		b = putBytes(b, encodeRowEvent(sc, f, e))
+	}
+	return b
+}
+
 func encodeFireV1(f *model.Fire) []byte {
 	b := []byte{fireCodecV1}
 	b = putStr(b, f.ScheduleID)
@@ -74,15 +132,23 @@ func typicalOneOff() (*model.Schedule, *model.Fire) {
 	return sc, f
 }
 
-// Version 2 rows of a typical one-off read back whole, are smaller than
-// version 1 rows by what they leave out, and version 1 rows are still read.
-func TestRowCodecV2(t *testing.T) {
+// Rows of a typical one-off read back whole; version 2 rows are smaller
+// than version 1 rows by what they leave out, version 3 rows than version
+// 2 rows by the codes and runAt's delta; rows of every version are read.
+func TestRowCodecVersions(t *testing.T) {
 	sc, f := typicalOneOff()
 	child := &model.Child{ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: 1, Partition: 7,
 		Timezone: "UTC", LaunchExpression: "MM 01-01 05", Minute: 0}
 
-	raw := encodeScheduleRow(sc, child)
-	got, gotChild, err := decodeScheduleRow([]byte(sc.ID), raw)
+	var codes memCodes
+	raw, err := encodeScheduleRow(sc, child, &codes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw[0] != scheduleCodecV3 {
+		t.Fatalf("row of codec %d, want %d", raw[0], scheduleCodecV3)
+	}
+	got, gotChild, err := decodeScheduleRow([]byte(sc.ID), raw, &codes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +156,29 @@ func TestRowCodecV2(t *testing.T) {
 		t.Errorf("schedule round trip\n got %+v %+v\nwant %+v %+v", got, gotChild, sc, child)
 	}
 	for i := range raw {
-		if _, _, err := decodeScheduleRow([]byte(sc.ID), raw[:i]); err == nil {
+		if _, _, err := decodeScheduleRow([]byte(sc.ID), raw[:i], &codes); err == nil {
 			t.Fatalf("schedule truncated to %d of %d bytes: decoded without error", i, len(raw))
 		}
 	}
 	// Enumerations (3+4+9+5+6 bytes), the update time (7) are left out.
-	if v1, v2 := len(encodeScheduleV1(sc)), len(encodeSchedule(sc)); v2 > v1-30 {
-		t.Errorf("schedule row: %d bytes, version 1 %d: want at least 30 fewer", v2, v1)
+	v1, v2 := len(encodeScheduleV1(sc)), len(encodeScheduleV2(sc, nil, nil, nil))
+	if v2 > v1-30 {
+		t.Errorf("version 2 schedule row: %d bytes, version 1 %d: want at least 30 fewer", v2, v1)
 	}
-	if got, err := decodeSchedule([]byte(sc.ID), encodeScheduleV1(sc)); err != nil || !reflect.DeepEqual(got, sc) {
-		t.Errorf("version 1 schedule row: %+v, %v", got, err)
+	// The tenant (21 bytes) and the origin (29) by codes of a byte each,
+	// runAt (13) as a delta of 7.
+	v3 := must(encodeSchedule(sc, &codes))
+	if len(v3) > v2-50 {
+		t.Errorf("version 3 schedule row: %d bytes, version 2 %d: want at least 50 fewer", len(v3), v2)
+	}
+	for v, old := range map[int][]byte{1: encodeScheduleV1(sc), 2: encodeScheduleV2(sc, nil, nil, nil)} {
+		if got, err := decodeSchedule([]byte(sc.ID), old, &codes); err != nil || !reflect.DeepEqual(got, sc) {
+			t.Errorf("version %d schedule row: %+v, %v", v, got, err)
+		}
+	}
+	if gotSc, gotChild, gotFire, err := decodeScheduleFire([]byte(sc.ID), encodeScheduleV2(sc, child, f, nil), &codes); err != nil ||
+		!reflect.DeepEqual(gotSc, sc) || !reflect.DeepEqual(gotChild, child) || !reflect.DeepEqual(gotFire, f) {
+		t.Errorf("version 2 row with its child and fire: %v\n got %+v %+v %+v\nwant %+v %+v %+v", err, gotSc, gotChild, gotFire, sc, child, f)
 	}
 
 	rawFire := encodeFire(f)
@@ -205,7 +284,7 @@ func TestOpenMigratesLayout3Rows(t *testing.T) {
 	checkMigrated(t, s)
 	checkEventIndexes(t, s)
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		for name, want := range map[string]byte{string(bSchedules): scheduleCodecV2, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3} {
+		for name, want := range map[string]byte{string(bSchedules): scheduleCodecV3, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3} {
 			if err := tx.Bucket([]byte(name)).ForEach(func(k, v []byte) error {
 				if v[0] != want {
 					t.Errorf("%s %q: codec %d after the migration, want %d", name, k, v[0], want)

@@ -58,8 +58,12 @@ func TestScheduleCodecRoundTrip(t *testing.T) {
 		if name == "full" {
 			fill(t, sc, 1)
 		}
-		raw := encodeSchedule(sc)
-		got, err := decodeSchedule([]byte(sc.ID), raw)
+		var codes memCodes
+		raw, err := encodeSchedule(sc, &codes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeSchedule([]byte(sc.ID), raw, &codes)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -67,7 +71,7 @@ func TestScheduleCodecRoundTrip(t *testing.T) {
 			t.Errorf("%s: round trip\n got %+v\nwant %+v", name, got, sc)
 		}
 		for i := range raw {
-			if _, err := decodeSchedule([]byte(sc.ID), raw[:i]); err == nil {
+			if _, err := decodeSchedule([]byte(sc.ID), raw[:i], &codes); err == nil {
 				t.Fatalf("%s: truncated to %d of %d bytes: decoded without error", name, i, len(raw))
 			}
 		}

@@ -273,19 +273,20 @@ func TestScheduleRowFireCodec(t *testing.T) {
 	if !impliesFire(sc, f) {
 		t.Fatal("a one-off's fire of its id: impliesFire false")
 	}
-	raw := encodeScheduleFire(sc, child, f)
-	if !rowHasFire(raw) || rowHasFire(encodeScheduleRow(sc, child)) {
+	codes := &memCodes{}
+	raw := must(encodeScheduleFire(sc, child, f, codes))
+	if !rowHasFire(raw) || rowHasFire(must(encodeScheduleRow(sc, child, codes))) {
 		t.Error("rowHasFire does not tell a row with its fire")
 	}
-	gotSc, gotChild, gotFire, err := decodeScheduleFire([]byte(sc.ID), raw)
+	gotSc, gotChild, gotFire, err := decodeScheduleFire([]byte(sc.ID), raw, codes)
 	if err != nil || !reflect.DeepEqual(gotSc, sc) || !reflect.DeepEqual(gotChild, child) || !reflect.DeepEqual(gotFire, f) {
 		t.Errorf("round trip: %v\n got %+v %+v %+v\nwant %+v %+v %+v", err, gotSc, gotChild, gotFire, sc, child, f)
 	}
-	if got, err := decodeSchedule([]byte(sc.ID), raw); err != nil || !reflect.DeepEqual(got, sc) {
+	if got, err := decodeSchedule([]byte(sc.ID), raw, codes); err != nil || !reflect.DeepEqual(got, sc) {
 		t.Errorf("decodeSchedule of a row with its fire: %+v %v", got, err)
 	}
 	for i := range raw {
-		if _, _, _, err := decodeScheduleFire([]byte(sc.ID), raw[:i]); err == nil {
+		if _, _, _, err := decodeScheduleFire([]byte(sc.ID), raw[:i], codes); err == nil {
 			t.Fatalf("row truncated to %d of %d bytes: decoded without error", i, len(raw))
 		}
 	}
@@ -306,8 +307,8 @@ func TestScheduleRowFireCodec(t *testing.T) {
 	} {
 		_, f2 := typicalOneOff()
 		change(f2)
-		raw := encodeScheduleFire(sc, child, f2)
-		if _, _, got, err := decodeScheduleFire([]byte(sc.ID), raw); err != nil || !reflect.DeepEqual(got, f2) {
+		raw := must(encodeScheduleFire(sc, child, f2, codes))
+		if _, _, got, err := decodeScheduleFire([]byte(sc.ID), raw, codes); err != nil || !reflect.DeepEqual(got, f2) {
 			t.Errorf("%s: round trip %v\n got %+v\nwant %+v", name, err, got, f2)
 		}
 	}

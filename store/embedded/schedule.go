@@ -151,12 +151,12 @@ func dropSoleChild(tx *bolt.Tx, c *model.Child) error {
 // getScheduleRow returns the schedule id and the child its row holds
 // inline with a children entry (nil if none, or if it has none:
 // schedChildImplied); model.ErrNotFound if there is no schedule.
-func getScheduleRow(tx *bolt.Tx, id []byte) (*model.Schedule, *model.Child, error) {
-	raw := tx.Bucket(bSchedules).Get(id)
+func getScheduleRow(r *rowDict, id []byte) (*model.Schedule, *model.Child, error) {
+	raw := r.tx.Bucket(bSchedules).Get(id)
 	if raw == nil {
 		return nil, nil, model.ErrNotFound
 	}
-	sc, child, err := decodeScheduleRow(id, raw)
+	sc, child, err := decodeScheduleRow(id, raw, r)
 	if rowChildImplied(raw) {
 		child = nil
 	}
@@ -260,10 +260,15 @@ type scheduleRun struct {
 
 // putSchedule replaces the row of sc, holding sole inline (nil: none).
 func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
-	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), encodeScheduleRow(sc, sole)); err != nil {
+	codes := newTenantCodes(tx)
+	doc, err := encodeScheduleRow(sc, sole, txDict(tx, codes))
+	if err != nil {
 		return err
 	}
-	tk, err := newTenantCodes(tx).key(sc.TenantID, strKey(sc.ID))
+	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), doc); err != nil {
+		return err
+	}
+	tk, err := codes.key(sc.TenantID, strKey(sc.ID))
 	if err != nil {
 		return err
 	}
@@ -281,7 +286,11 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 		if err := putChildren(tx, children, sole); err != nil {
 			return err
 		}
-		return createSchedule(tx, sc, encodeScheduleRow(sc, sole), nil)
+		doc, err := encodeScheduleRow(sc, sole, s.dict(tx))
+		if err != nil {
+			return err
+		}
+		return createSchedule(tx, sc, doc, nil)
 	})
 }
 
@@ -289,20 +298,20 @@ func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children
 // with their new events in one group commit. model.ErrConflict if the id
 // exists, and then nothing is written.
 func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
-	// Encoded before the transaction, which holds the one writer.
+	// Encoded before the transaction, which holds the one writer, unless
+	// the schedule's tenant or origin has no code yet.
 	sole := soleChild(sc, children)
-	r := encodeNewRow(sc, sole, fs, s.grouped, s.indexed)
-	doc, j, withFire, withEvent, rowEvent := r.doc, r.fire, r.withFire, r.withEvent, r.event
+	pre, preErr := encodeNewRow(sc, sole, fs, s.grouped, s.indexed, s.committedDict(sc))
 	docs := make([][]byte, len(fs))
 	for i, fn := range fs {
 		docs[i] = encodeFire(fn.Fire)
 	}
 	var written map[string]*model.Schedule
 	var heads map[*model.Event]preparedHead
-	if r.decoded != nil {
-		written = map[string]*model.Schedule{sc.ID: r.decoded}
+	if preErr == nil && pre.decoded != nil {
+		written = map[string]*model.Schedule{sc.ID: pre.decoded}
 		heads = make(map[*model.Event]preparedHead, len(fs))
-		prepareHeads(heads, r.decoded, fs)
+		prepareHeads(heads, pre.decoded, fs)
 	}
 	inserted := make([]bool, len(fs))
 	var n int
@@ -312,6 +321,14 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 		if b.Get(id) != nil {
 			return model.ErrConflict
 		}
+		r := pre
+		if preErr != nil {
+			var err error
+			if r, err = encodeNewRow(sc, sole, fs, s.grouped, s.indexed, s.dict(tx)); err != nil {
+				return err
+			}
+		}
+		doc, j, withFire, withEvent, rowEvent := r.doc, r.fire, r.withFire, r.withEvent, r.event
 		row, inRow, inRowEvents := doc, []bool(nil), []*model.Event(nil)
 		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
 			row, inRow = withFire, make([]bool, len(fs))
@@ -354,24 +371,28 @@ type newRow struct {
 }
 
 // encodeNewRow encodes the row of the new schedule sc with its sole child
-// (soleChild) and the fires fs it is created with. The row holds the first
-// fire that impliesFire allows if no fire row has its id, and that fire's
-// event as well if impliesEvent allows, grouped (Options.groupedOneOffs)
-// does not forbid and no event has its id or fire; the transaction checks
-// those and picks the form. The forms share the schedule's encoding: a
-// fire and an event are appended to it as their own parts. A form that
-// holds the fire holds the sole child marked if impliesChild allows and
-// indexed (Options.indexedOneOffs) does not forbid.
+// (soleChild) and the fires fs it is created with, with the codes of c.
+// The row holds the first fire that impliesFire allows if no fire row has
+// its id, and that fire's event as well if impliesEvent allows, grouped
+// (Options.groupedOneOffs) does not forbid and no event has its id or
+// fire; the transaction checks those and picks the form. The forms share
+// the schedule's encoding: a fire and an event are appended to it as their
+// own parts. A form that holds the fire holds the sole child marked if
+// impliesChild allows and indexed (Options.indexedOneOffs) does not forbid.
 //
 // The event held is not decoded back: what putImpliedDue and eventFree
 // read of it (ids, shard, status, fence, launch time) the row gives back
 // equal, as encodeRowEvent keeps a time as a delta only when it gives the
 // time back exactly. The schedule is decoded, as newGroup's heads read it,
 // only when some event of fs may need a group.
-func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped, indexed bool) newRow {
-	r := newRow{doc: encodeScheduleRow(sc, sole), fire: -1}
+func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, grouped, indexed bool, c rowCodes) (newRow, error) {
+	doc, err := encodeScheduleRow(sc, sole, c)
+	if err != nil {
+		return newRow{fire: -1}, err
+	}
+	r := newRow{doc: doc, fire: -1}
 	if len(fs) == 0 {
-		return r
+		return r, nil
 	}
 	for j, fn := range fs {
 		if impliesFire(sc, fn.Fire) {
@@ -390,26 +411,26 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 		}
 	}
 	if r.event == nil || len(fs) > 1 {
-		r.decoded, _ = decodeSchedule([]byte(sc.ID), r.doc)
+		r.decoded, _ = decodeSchedule([]byte(sc.ID), r.doc, c)
 	}
 	if r.fire < 0 {
-		return r
+		return r, nil
 	}
 	// One allocation for both forms: withEvent follows withFire.
 	n := len(r.doc) + len(fb) + binary.MaxVarintLen64
 	buf := make([]byte, 0, n+n+len(eb)+binary.MaxVarintLen64)
 	r.withFire = putBytes(append(buf, r.doc...), fb)
-	r.withFire[1] |= schedFire // the flags are one byte (uvarint below 128) after the version
+	r.withFire[1] |= schedFire // the low seven flags are in the first byte of the flags' uvarint, after the version
 	if r.childImplied {
 		r.withFire[1] |= schedChildImplied
 	}
 	r.withFire = r.withFire[:len(r.withFire):len(r.withFire)]
 	if eb == nil {
-		return r
+		return r, nil
 	}
 	r.withEvent = putBytes(append(buf[len(r.withFire):len(r.withFire)], r.withFire...), eb)
 	r.withEvent[1] |= schedEvent
-	return r
+	return r, nil
 }
 
 // eventFree reports whether no event has e's id and no group e's fire, so
@@ -421,8 +442,8 @@ func eventFree(tx *bolt.Tx, e *model.Event) bool {
 // decodeWritten returns the schedule id, whose row this transaction writes
 // as doc, as a reader of the row sees it (see newEvtxWith); nil if the row
 // does not decode, to be read (and fail) in the transaction.
-func decodeWritten(id string, doc []byte) map[string]*model.Schedule {
-	sc, err := decodeSchedule([]byte(id), doc)
+func decodeWritten(id string, doc []byte, c rowCodes) map[string]*model.Schedule {
+	sc, err := decodeSchedule([]byte(id), doc, c)
 	if err != nil {
 		return nil
 	}
@@ -435,12 +456,19 @@ func decodeWritten(id string, doc []byte) map[string]*model.Schedule {
 func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
 	res := make([]error, len(items))
 	// Encoded before the transaction, which holds the one writer.
+	// An item whose tenant or origin has no code yet is encoded in the
+	// transaction (unencoded: its row's doc is nil).
 	rows := make([]newRow, len(items))
+	scs := make([]*model.Schedule, len(items))
+	for i, it := range items {
+		scs[i] = it.Schedule
+	}
+	pre := s.committedDict(scs...)
 	nf := 0
 	var children []newChild
 	for i, it := range items {
 		sole := soleChild(it.Schedule, it.Children)
-		rows[i] = encodeNewRow(it.Schedule, sole, it.Fires, s.grouped, s.indexed)
+		rows[i], _ = encodeNewRow(it.Schedule, sole, it.Fires, s.grouped, s.indexed, pre)
 		nf += len(it.Fires)
 		children = appendNewChildren(children, it.Children, sole, i)
 	}
@@ -480,7 +508,8 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
 		var run scheduleRun
-		at := 0 // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
+		var dict *rowDict // for the items not encoded before
+		at := 0           // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
 		for i, it := range items {
 			res[i], unindexed[i] = nil, false
 			from := at
@@ -491,6 +520,16 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				continue
 			}
 			r := &rows[i]
+			if r.doc == nil {
+				if dict == nil {
+					dict = s.dict(tx)
+				}
+				inTx, err := encodeNewRow(it.Schedule, soleChild(it.Schedule, it.Children), it.Fires, s.grouped, s.indexed, dict)
+				if err != nil {
+					return err
+				}
+				r = &inTx
+			}
 			row, j, ev := r.doc, r.fire, (*model.Event)(nil)
 			if j >= 0 && fires.absent([]byte(it.Fires[j].Fire.ID)) {
 				row, unindexed[i] = r.withFire, r.childImplied
@@ -543,7 +582,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 func (s *Store) ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
 	var sc model.Schedule
 	err := s.view(ctx, "schedule get", func(tx *bolt.Tx) error {
-		if err := getScheduleInto(tx, []byte(id), &sc); err != nil {
+		if err := getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 			return err
 		}
 		if sc.TenantID != tenantID {
@@ -565,7 +604,7 @@ func (s *Store) ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Sch
 		out = out[:0]
 		for _, id := range ids {
 			var sc model.Schedule
-			switch err := getScheduleInto(tx, []byte(id), &sc); err {
+			switch err := getScheduleInto(s.dict(tx), []byte(id), &sc); err {
 			case nil:
 				out = append(out, &sc)
 			case model.ErrNotFound:
@@ -604,7 +643,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		for ; k != nil && len(out) < limit && hasPrefix(k, prefix); k, _ = c.Next() {
 			id, _ := readStr(k[len(prefix):])
 			var sc model.Schedule
-			if err := getScheduleInto(tx, []byte(id), &sc); err != nil {
+			if err := getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 				return err
 			}
 			if (p.State != "" && sc.State != p.State) ||
@@ -631,7 +670,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		return wrap("schedule update", &model.FieldError{Field: "version", Reason: fmt.Sprintf("must be %d", expectedVersion+1)})
 	}
 	return s.update(ctx, "schedule update", func(tx *bolt.Tx) error {
-		old, oldSole, err := getScheduleRow(tx, []byte(sc.ID))
+		old, oldSole, err := getScheduleRow(s.dict(tx), []byte(sc.ID))
 		if err != nil {
 			return err
 		}
@@ -684,7 +723,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 // model.ErrNotFound. Its events are left to EventCancelPending.
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 	return s.update(ctx, "schedule delete", func(tx *bolt.Tx) error {
-		old, oldSole, err := getScheduleRow(tx, []byte(id))
+		old, oldSole, err := getScheduleRow(s.dict(tx), []byte(id))
 		if err != nil {
 			return err
 		}
@@ -734,7 +773,7 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
 			id, _ := readStr(k[len(prefix):])
 			var sc model.Schedule
-			if err = getScheduleInto(tx, []byte(id), &sc); err != nil {
+			if err = getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 				return false
 			}
 			if sc.PolicyID == policyID {
@@ -788,7 +827,7 @@ func (s *Store) ChildrenFind(ctx context.Context, p *store.ChildrenFindParams) (
 				if err != nil {
 					return err
 				}
-				if child.TenantID, err = s.tenants.childTenant(tx, v); err != nil {
+				if child.TenantID, err = childTenant(&s.names[dictTenant], tx, v); err != nil {
 					return err
 				}
 				out = append(out, child)
@@ -842,7 +881,7 @@ func (s *Store) ChildrenDeleteOrphans(ctx context.Context) (int, error) {
 		for _, id := range scheduleIDs {
 			var sc model.Schedule
 			version := int64(-1) << 62 // matches no child: the schedule is gone
-			switch err := getScheduleInto(tx, []byte(id), &sc); err {
+			switch err := getScheduleInto(s.dict(tx), []byte(id), &sc); err {
 			case nil:
 				version = sc.Version
 			case model.ErrNotFound:

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -38,53 +36,63 @@ func tenantPrefix(tx *bolt.Tx, tenantID string) []byte {
 	return nil
 }
 
-// tenantCodes finds and gives out tenant codes in a write transaction,
-// remembering those it has met.
-type tenantCodes struct {
+// codes finds and gives out the codes of a dictionary (dict.go) in a
+// write transaction, remembering those it has met.
+type codes struct {
+	d      dictKind
 	b, ids *bolt.Bucket
 	known  map[string][]byte
-	values map[string][]byte // childValue's, shared by the tenant's children
 }
 
-func newTenantCodes(tx *bolt.Tx) *tenantCodes {
-	return &tenantCodes{b: tx.Bucket(bTenantCodes), ids: tx.Bucket(bTenantIDs)}
+func newCodes(tx *bolt.Tx, d dictKind) *codes {
+	return &codes{d: d, b: tx.Bucket(dicts[d].codes), ids: tx.Bucket(dicts[d].names)}
 }
 
-// prefix returns tenantID's code, giving it one if it has none.
-func (t *tenantCodes) prefix(tenantID string) ([]byte, error) {
-	if p, ok := t.known[tenantID]; ok {
+// prefix returns name's code, giving it one if it has none.
+func (t *codes) prefix(name string) ([]byte, error) {
+	if p, ok := t.known[name]; ok {
 		return p, nil
 	}
-	p := t.b.Get(strKey(tenantID))
+	p := t.b.Get(strKey(name))
 	if p != nil {
 		p = bytes.Clone(p)
 	} else {
 		seq, err := t.b.NextSequence()
 		if err != nil {
-			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+			return nil, fmt.Errorf("%s code for %q: %w", dicts[t.d].what, name, err)
 		}
 		p = binary.AppendUvarint(nil, seq)
-		if err := t.b.Put(strKey(tenantID), p); err != nil {
-			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+		if err := t.b.Put(strKey(name), p); err != nil {
+			return nil, fmt.Errorf("%s code for %q: %w", dicts[t.d].what, name, err)
 		}
-		if err := t.ids.Put(p, []byte(tenantID)); err != nil {
-			return nil, fmt.Errorf("tenant code for %q: %w", tenantID, err)
+		if err := t.ids.Put(p, []byte(name)); err != nil {
+			return nil, fmt.Errorf("%s code for %q: %w", dicts[t.d].what, name, err)
 		}
 	}
 	if t.known == nil {
 		t.known = map[string][]byte{}
 	}
-	t.known[tenantID] = p
+	t.known[name] = p
 	return p, nil
 }
 
-// existing returns tenantID's code, or nil when it has none (so no
-// entries to delete).
-func (t *tenantCodes) existing(tenantID string) []byte {
-	if p, ok := t.known[tenantID]; ok {
+// existing returns name's code, or nil when it has none (so no entries
+// to delete).
+func (t *codes) existing(name string) []byte {
+	if p, ok := t.known[name]; ok {
 		return p
 	}
-	return t.b.Get(strKey(tenantID))
+	return t.b.Get(strKey(name))
+}
+
+// tenantCodes are the codes of tenants in a write transaction.
+type tenantCodes struct {
+	codes
+	values map[string][]byte // childValue's, shared by the tenant's children
+}
+
+func newTenantCodes(tx *bolt.Tx) *tenantCodes {
+	return &tenantCodes{codes: *newCodes(tx, dictTenant)}
 }
 
 // key returns tenantID's code followed by rest.
@@ -117,42 +125,15 @@ func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
 	return v, nil
 }
 
-// tenantNames caches what tenant_ids maps codes to, as committed. A
-// committed code is never given to another tenant, so an entry never goes
-// stale; one given out by a transaction that rolled back is never read
-// here, which reads only in read-only transactions. The map is replaced,
-// not changed, when a code is added (once a tenant), so that readers, one
-// a child, take no lock.
-type tenantNames struct {
-	mu     sync.Mutex                        // serialises additions
-	byCode atomic.Pointer[map[string]string] // code -> tenant id
-}
-
 // childTenant returns the tenant id of the children value v, read in the
-// read-only transaction tx.
-func (n *tenantNames) childTenant(tx *bolt.Tx, v []byte) (string, error) {
+// read-only transaction tx, through n, the Store's cache of tenant codes.
+func childTenant(n *codeNames, tx *bolt.Tx, v []byte) (string, error) {
 	if len(v) == 0 || v[0] != 0 {
 		return string(v), nil // a tenant id (layouts 1-6)
 	}
-	code := v[1:]
-	if m := n.byCode.Load(); m != nil {
-		if id, ok := (*m)[string(code)]; ok {
-			return id, nil
-		}
+	id, err := n.read(tx, dictTenant, v[1:])
+	if err != nil {
+		return "", fmt.Errorf("child: %w", err)
 	}
-	raw := tx.Bucket(bTenantIDs).Get(code)
-	if raw == nil {
-		return "", fmt.Errorf("child of tenant code %x: no such code in %s", code, bTenantIDs)
-	}
-	id := string(raw)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	next := map[string]string{string(code): id}
-	if m := n.byCode.Load(); m != nil {
-		for k, v := range *m {
-			next[k] = v
-		}
-	}
-	n.byCode.Store(&next)
 	return id, nil
 }

@@ -224,6 +224,9 @@ func testOpenMigratesLayout5(t *testing.T, from int, interrupted bool) {
 		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, uint32(from))); err != nil {
 			return err
 		}
+		if err := writeRowsV2(tx); err != nil {
+			return err
+		}
 		byCode := map[string]string{}
 		if err := tx.Bucket(bTenantCodes).ForEach(func(k, v []byte) error { byCode[string(v)], _ = readStr(k); return nil }); err != nil {
 			return err
