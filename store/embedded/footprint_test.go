@@ -158,7 +158,8 @@ func oneOffs(tb testing.TB, r *rand.Rand, tenant string, now time.Time, lo, hi i
 }
 
 // BenchmarkDriverFootprintFire stores one fire of n events as the emitter's
-// fan-out does: the fire, then its events in batches of 1,000.
+// fan-out does: the fire, then its events (each with a release token) in
+// batches of 1,000.
 func BenchmarkDriverFootprintFire(b *testing.B) {
 	n := footprintN(b)
 	for b.Loop() {
@@ -187,6 +188,7 @@ func BenchmarkDriverFootprintFire(b *testing.B) {
 				Index: i, Count: n, LaunchAt: fireTime.Add(time.Duration(i) * time.Hour / time.Duration(n)), Deadline: &deadline,
 				Target:  model.Target{Type: model.TargetHTTP, URL: "https://consumer.example.com/hooks/nightly"},
 				Payload: footprintPayload, MaxAttempts: 5, Shard: i % 8, Status: model.EventPending, CreatedAt: fireTime, UpdatedAt: fireTime,
+				ReleaseToken: fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64()), // as the emitter gives one
 			})
 			if len(batch) == benchBatch || i == n-1 {
 				if got, err := s.EventInsertMany(b.Context(), batch); err != nil || got != len(batch) {

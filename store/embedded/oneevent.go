@@ -102,13 +102,11 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	if e.Deadline != nil {
 		flags |= rowEvDeadline
 	}
-	var token []byte
+	token, tokenHex := tokenBytes(e.ReleaseToken)
 	switch {
-	case e.ReleaseToken == "":
-	case isLowerHex(e.ReleaseToken):
+	case tokenHex:
 		flags |= rowEvTokenHex
-		token, _ = hex.DecodeString(e.ReleaseToken)
-	default:
+	case e.ReleaseToken != "":
 		flags |= rowEvToken
 	}
 	b := binary.AppendUvarint(make([]byte, 0, 32), flags)
@@ -131,18 +129,20 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	return b
 }
 
-// isLowerHex reports whether s is an even number of lower-case hex digits,
-// which hex.EncodeToString gives back from its bytes.
-func isLowerHex(s string) bool {
-	if len(s)%2 != 0 {
-		return false
+// tokenBytes returns the bytes of the release token s when s is a
+// non-empty even number of lower-case hex digits (the emitter's tokens),
+// which hex.EncodeToString gives back from them; false otherwise.
+func tokenBytes(s string) ([]byte, bool) {
+	if s == "" || len(s)%2 != 0 {
+		return nil, false
 	}
 	for i := range len(s) {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	b, err := hex.DecodeString(s)
+	return b, err == nil
 }
 
 // decodeRowEvent returns the event that the row of sc holds with its fire
