@@ -198,9 +198,10 @@ const (
 	// layoutRowCodes: schedules written in row codec version 3, which
 	// holds the tenant by its code, the target URL's origin by a code of
 	// the origin dictionary (origin_codes, origin_names) and runAt from the
-	// creation time (rowcodec.go). Rows of earlier versions are read and
-	// not rewritten; the version keeps an older schedulerd, which cannot
-	// read the new rows, from opening the store.
+	// creation time (rowcodec.go), and event rows that keep an emitter's
+	// release token as 16 bytes (fReleaseTokenBytes). Rows of earlier
+	// versions are read and not rewritten; the version keeps an older
+	// schedulerd, which cannot read the new rows, from opening the store.
 	layoutRowCodes = 10
 	layoutCurrent  = layoutRowCodes
 )
