@@ -199,7 +199,9 @@ const (
 	// holds the tenant by its code, the target URL's origin by a code of
 	// the origin dictionary (origin_codes, origin_names) and runAt from the
 	// creation time (rowcodec.go), and event rows that keep an emitter's
-	// release token as 16 bytes (fReleaseTokenBytes). Rows of earlier
+	// release token as 16 bytes (fReleaseTokenBytes), and due entries of
+	// events held in their one-off's row that name an id of the master's
+	// form by its 10 bytes (appendImpliedKey). Rows and entries of earlier
 	// versions are read and not rewritten; the version keeps an older
 	// schedulerd, which cannot read the new rows, from opening the store.
 	layoutRowCodes = 10

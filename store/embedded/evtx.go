@@ -412,7 +412,7 @@ func (x *evtx) flush() error {
 // rk is an impliedKey; model.ErrNotFound if none.
 func (x *evtx) load(rk []byte) (*model.Event, error) {
 	if isImpliedKey(rk) {
-		e, err := x.impliedIn(string(rk[1:]))
+		e, err := x.impliedIn(impliedScheduleID(rk))
 		if err == nil && e == nil {
 			err = model.ErrNotFound
 		}

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -25,19 +26,48 @@ import (
 // it into a group of its own in the same transaction (materialise), and
 // from then on it is an ordinary event.
 
-// impliedMark starts the key that stands for an implied event's row key in
-// ev_due: a group sequence (the first 8 bytes of a row key) would start
-// with it only after 2^63 groups.
-const impliedMark = 0xff
+// The key that stands for an implied event's row key in ev_due starts with
+// a mark that a group sequence (the first 8 bytes of a row key) would
+// start with only after 2^63 groups: impliedPacked and the 10 bytes of a
+// schedule id of the master's form (idPrefix and 16 base32 characters),
+// or impliedMark and the id as it is. Layout 8 wrote every id as it is.
+const (
+	impliedMark   = 0xff
+	impliedPacked = 0xfe
+)
 
-// impliedKey stands for the row key of the event that the row of schedule
-// scheduleID holds.
-func impliedKey(scheduleID string) []byte {
-	return append([]byte{impliedMark}, scheduleID...)
+const idPrefix = "sch_"
+
+// idText is the base32 of the master's ids, in byte order: 16 characters
+// stand for exactly 10 bytes and come back from them unchanged.
+var idText = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
+
+// appendImpliedKey appends the key that stands for the row key of the
+// event that the row of schedule scheduleID holds.
+func appendImpliedKey(b []byte, scheduleID string) []byte {
+	if text, ok := strings.CutPrefix(scheduleID, idPrefix); ok && len(text) == 16 {
+		var raw [10]byte
+		if n, err := idText.Decode(raw[:], []byte(text)); err == nil && n == len(raw) {
+			return append(append(b, impliedPacked), raw[:]...)
+		}
+	}
+	return append(append(b, impliedMark), scheduleID...)
+}
+
+func impliedKey(scheduleID string) []byte { return appendImpliedKey(nil, scheduleID) }
+
+// impliedScheduleID returns the schedule id of the impliedKey rk.
+func impliedScheduleID(rk []byte) string {
+	if rk[0] == impliedPacked && len(rk) == 11 {
+		return idPrefix + idText.EncodeToString(rk[1:])
+	}
+	return string(rk[1:])
 }
 
 // isImpliedKey reports whether rk is an impliedKey, not a row key.
-func isImpliedKey(rk []byte) bool { return len(rk) > 0 && rk[0] == impliedMark }
+func isImpliedKey(rk []byte) bool {
+	return len(rk) > 0 && (rk[0] == impliedMark || rk[0] == impliedPacked)
+}
 
 // tenantImplied is the value of a schedule's entry in schedules_by_tcode
 // when its row holds an event (the others have none), so that the tenant's
@@ -310,7 +340,7 @@ func digits(s string) bool {
 // row of its schedule holds.
 func (x *evtx) putImpliedDue(e *model.Event) error {
 	var rk [64]byte // impliedKey(e.ScheduleID), on the stack
-	k, err := dueKey(e, append(append(rk[:0], impliedMark), e.ScheduleID...))
+	k, err := dueKey(e, appendImpliedKey(rk[:0], e.ScheduleID))
 	if err != nil {
 		return err
 	}
@@ -332,9 +362,16 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 		return nil, err
 	}
 	implied := rowChildImplied(raw) // read before the writes, which may remap raw
-	dk, err := dueKey(p.event, impliedKey(id))
+	ik := impliedKey(id)
+	dk, err := dueKey(p.event, ik)
 	if err != nil {
 		return nil, err
+	}
+	if ik[0] == impliedPacked && x.due.Get(dk) == nil {
+		// An entry of layout 8, which kept every id as it is.
+		if dk, err = dueKey(p.event, append([]byte{impliedMark}, id...)); err != nil {
+			return nil, err
+		}
 	}
 	if err := x.due.Delete(dk); err != nil {
 		return nil, err

@@ -47,6 +47,8 @@ func (w *oneWorld) oneOff(tenant, policy string) store.ScheduleNew {
 	}
 	if w.sorted {
 		id = fmt.Sprintf("o%06d", n)
+	} else if n%4 == 3 {
+		id = masterID(uint64(n)) // its due entry packs it (appendImpliedKey)
 	}
 	now := base()
 	sc := &model.Schedule{
@@ -76,6 +78,14 @@ func (w *oneWorld) oneOff(tenant, policy string) store.ScheduleNew {
 	w.events = append(w.events, e.ID)
 	w.fires = append(w.fires, f.ID)
 	return store.ScheduleNew{Schedule: sc, Children: []model.Child{child}, Fires: []store.FireNew{{Fire: f, Events: []*model.Event{e}}}}
+}
+
+// masterID returns an id of the master's form: "sch_" and the base32 of
+// 10 bytes that end with n.
+func masterID(n uint64) string {
+	var b [10]byte
+	binary.BigEndian.PutUint64(b[2:], n)
+	return idPrefix + idText.EncodeToString(b[:])
 }
 
 // fanOut returns a fire of a cron schedule of tenant with size events.
