@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -90,12 +91,8 @@ func (n *codeNames) add(code []byte, name string) {
 	}
 	next := &codeMaps{names: map[string]string{string(code): name}, codes: map[string][]byte{name: []byte(string(code))}}
 	if m != nil {
-		for k, v := range m.names {
-			next.names[k] = v
-		}
-		for k, v := range m.codes {
-			next.codes[k] = v
-		}
+		maps.Copy(next.names, m.names)
+		maps.Copy(next.codes, m.codes)
 	}
 	n.m.Store(next)
 }

@@ -195,15 +195,15 @@ const (
 	// one-offs of layout 8 that qualify and marks their rows, in chunks;
 	// an older schedulerd would take those children off the counts again.
 	layoutImpliedChild = 9
-	// layoutRowCodes: schedules written in row codec version 3, which
+	// layoutRowCodes: schedules are written in row codec version 3, which
 	// holds the tenant by its code, the target URL's origin by a code of
 	// the origin dictionary (origin_codes, origin_names) and runAt from the
-	// creation time (rowcodec.go), and event rows that keep an emitter's
-	// release token as 16 bytes (fReleaseTokenBytes), and due entries of
-	// events held in their one-off's row that name an id of the master's
-	// form by its 10 bytes (appendImpliedKey). Rows and entries of earlier
-	// versions are read and not rewritten; the version keeps an older
-	// schedulerd, which cannot read the new rows, from opening the store.
+	// creation time (rowcodec.go); event rows keep an emitter's release
+	// token as its 16 bytes (fReleaseTokenBytes); the due entry of an event
+	// held in its one-off's row names an id of the master's form by its 10
+	// bytes (appendImpliedKey). Rows and entries of earlier versions are
+	// read and not rewritten; the version keeps an older schedulerd, which
+	// cannot read the new ones, from opening the store.
 	layoutRowCodes = 10
 	layoutCurrent  = layoutRowCodes
 )
@@ -389,7 +389,7 @@ func compactEvents(db *bolt.DB, chunk int) error {
 func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 	current := map[string]byte{string(bSchedules): scheduleCodecV3, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
 	return walkChunks(db, name, chunk, func(tx *bolt.Tx, rows []kv) error {
-		b := tx.Bucket(name)
+		b, dict := tx.Bucket(name), &rowDict{tx: tx}
 		for _, r := range rows {
 			k, v := r.k, r.v
 			if len(v) > 0 && v[0] == current {
@@ -398,7 +398,6 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 			var raw []byte
 			switch {
 			case bytes.Equal(name, bSchedules):
-				dict := &rowDict{tx: tx}
 				sc, err := decodeSchedule(k, v, dict)
 				if err != nil {
 					return err

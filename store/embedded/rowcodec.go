@@ -76,8 +76,9 @@ func (d *decoder) enum(table []string) string {
 func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(b, int64(d)) }
 
 // Flags of a schedule row of version 2, and of version 3 with the last
-// three. They stay below 128: one byte, which encodeScheduleFire and
-// encodeScheduleEvent change in place.
+// three. The first seven are in the first byte of the flags' uvarint,
+// where encodeScheduleFire, encodeScheduleEvent and markChildImplied set
+// them in place.
 const (
 	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
@@ -117,8 +118,7 @@ func encodeScheduleFire(sc *model.Schedule, child *model.Child, f *model.Fire, c
 	if err != nil {
 		return nil, err
 	}
-	// The flags are one byte (uvarint below 128) after the version.
-	b[1] |= schedFire
+	b[1] |= schedFire // in the first byte of the flags, after the version
 	return putBytes(b, encodeRowFire(sc, f)), nil
 }
 
