@@ -46,6 +46,9 @@ type App struct {
 	log     zerolog.Logger
 	store   store.Driver
 	metrics *metrics
+	// releaseToken makes new events' release tokens (emitter.Deps); nil
+	// for a store that keeps random ones.
+	releaseToken func(eventID string) string
 
 	partitions *lease.Balancer
 	shards     *lease.Balancer
@@ -86,7 +89,11 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	cfg = a.cfg
 	switch cfg.Store {
 	case "embedded":
-		a.store, err = embedded.Open(cfg.DataDir, embedded.Options{})
+		var emb *embedded.Store
+		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{}); err == nil {
+			// Its tokens are made again from the event ids, not stored.
+			a.store, a.releaseToken = emb, emb.ReleaseToken
+		}
 	case "mongo":
 		// Bounded, so that an unreachable store fails the start with an
 		// error instead of hanging before the banner.
@@ -226,7 +233,7 @@ func (a *App) build(ctx context.Context) error {
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
 		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),
-		Disk:   masterDisk{a},
+		Disk:   masterDisk{a}, ReleaseToken: a.releaseToken,
 	})
 	if err != nil {
 		return err

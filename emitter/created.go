@@ -30,7 +30,13 @@ func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cro
 		return nil, nil, nil
 	}
 	now := e.deps.Clock.Now()
-	p, ok := e.planOneOff(s, now)
+	// The fire and its events are written in the schedule's commit: they
+	// are made when it is.
+	made := now
+	if !s.CreatedAt.IsZero() && !s.CreatedAt.After(now) {
+		made = s.CreatedAt
+	}
+	p, ok := e.planOneOff(s, made)
 	if !ok {
 		return nil, func(context.Context, []bool, int, error) {}, nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
 // oneOff builds an active one-off schedule running at runAt.
@@ -160,6 +161,87 @@ func TestPlanCreatedLocalTimes(t *testing.T) {
 		}
 		if got := fs[0].Fire.LocalTime; got != c.want {
 			t.Errorf("plan %d (%s at %s): local time %q, want %q", i, c.tz, c.at, got, c.want)
+		}
+	}
+}
+
+// TestPlanCreatedMadeWithSchedule checks the creation times of what
+// PlanCreated plans: the fire and its events are written in the
+// schedule's commit and are made when the schedule is; a schedule stamped
+// after the clock's now (a clock set back) takes now.
+func TestPlanCreatedMadeWithSchedule(t *testing.T) {
+	now := utc("2025-06-02T10:00:30Z")
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+		want    time.Time
+	}{
+		{"Before", now.Add(-3 * time.Millisecond), now.Add(-3 * time.Millisecond)},
+		{"After", now.Add(time.Second), now},
+		{"Unset", time.Time{}, now},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEmitter(t, openEmbedded(t), newClock(now), nil)
+			s := oneOff("o1", now.Add(time.Hour), 2)
+			s.CreatedAt = tc.created
+			fs, done, err := e.PlanCreated(context.Background(), s, nil)
+			if err != nil || done == nil || len(fs) != 1 {
+				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
+			}
+			if got := fs[0].Fire.CreatedAt; !got.Equal(tc.want) {
+				t.Errorf("fire made at %v, want %v", got, tc.want)
+			}
+			if len(fs[0].Events) != 2 {
+				t.Fatalf("%d events, want 2", len(fs[0].Events))
+			}
+			for _, ev := range fs[0].Events {
+				if !ev.CreatedAt.Equal(tc.want) || !ev.UpdatedAt.Equal(tc.want) {
+					t.Errorf("event %s made at %v, updated %v; want %v", ev.ID, ev.CreatedAt, ev.UpdatedAt, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestReleaseTokensOfTheStore checks Deps.ReleaseToken: every new event
+// takes its token from it, and the store gives each back with its event;
+// without it tokens are random (32 hex digits), never the store's.
+func TestReleaseTokensOfTheStore(t *testing.T) {
+	now := utc("2025-06-02T10:00:30Z")
+	for _, derived := range []bool{true, false} {
+		st := openEmbedded(t)
+		tokens := st.(*embedded.Store).ReleaseToken
+		e := newEmitter(t, st, newClock(now), func(_ *emitter.Config, d *emitter.Deps) {
+			if derived {
+				d.ReleaseToken = tokens
+			}
+		})
+		ctx := context.Background()
+		for _, n := range []int{1, 3} {
+			s := oneOff(fmt.Sprintf("o%d", n), now.Add(time.Hour), n)
+			fs, done, err := e.PlanCreated(ctx, s, nil)
+			if err != nil || done == nil || len(fs) != 1 {
+				t.Fatalf("PlanCreated: %d fires, %v", len(fs), err)
+			}
+			inserted, written, err := st.ScheduleCreateWithFires(ctx, s, nil, fs)
+			done(ctx, inserted, written, err)
+			if err != nil || written != n {
+				t.Fatalf("ScheduleCreateWithFires: %d events, %v", written, err)
+			}
+			got := eventsOf(t, st, fs[0].Fire.ID)
+			if len(got) != n {
+				t.Fatalf("%d events stored, want %d", len(got), n)
+			}
+			seen := map[string]bool{}
+			for i, ev := range got {
+				if ev.ReleaseToken != fs[0].Events[i].ReleaseToken || len(ev.ReleaseToken) != 32 || seen[ev.ReleaseToken] {
+					t.Fatalf("event %s: token %q stored, %q planned (or repeated)", ev.ID, ev.ReleaseToken, fs[0].Events[i].ReleaseToken)
+				}
+				seen[ev.ReleaseToken] = true
+				if (ev.ReleaseToken == tokens(ev.ID)) != derived {
+					t.Errorf("derived %v: event %s has token %q, the store's is %q", derived, ev.ID, ev.ReleaseToken, tokens(ev.ID))
+				}
+			}
 		}
 	}
 }

@@ -520,8 +520,11 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 	}
 	created := now.UTC()
 	k := len(chunk)
-	tokens := make([]byte, 16*k)
-	_, _ = rand.Read(tokens) // never fails (crypto/rand)
+	var tokens []byte
+	if e.deps.ReleaseToken == nil {
+		tokens = make([]byte, 16*k)
+		_, _ = rand.Read(tokens) // never fails (crypto/rand)
+	}
 	for j := range chunk {
 		i := lo + j
 		ev := &chunk[j]
@@ -531,24 +534,28 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 			launch = launch.Add(time.Duration(step*int64(i) + rem*int64(i)/int64(n)))
 		}
 		*ev = model.Event{
-			ID:           model.EventID(f.ID, i),
-			TenantID:     s.TenantID,
-			ScheduleID:   s.ID,
-			FireID:       f.ID,
-			FireTime:     f.FireTime,
-			Index:        i,
-			Count:        n,
-			LaunchAt:     launch,
-			Deadline:     deadline,
-			Priority:     s.Priority,
-			PolicyID:     s.PolicyID,
-			Target:       s.Target,
-			Payload:      s.Payload,
-			MaxAttempts:  s.MaxAttempts,
-			Status:       model.EventPending,
-			ReleaseToken: hex.EncodeToString(tokens[16*j : 16*j+16]),
-			CreatedAt:    created,
-			UpdatedAt:    created,
+			ID:          model.EventID(f.ID, i),
+			TenantID:    s.TenantID,
+			ScheduleID:  s.ID,
+			FireID:      f.ID,
+			FireTime:    f.FireTime,
+			Index:       i,
+			Count:       n,
+			LaunchAt:    launch,
+			Deadline:    deadline,
+			Priority:    s.Priority,
+			PolicyID:    s.PolicyID,
+			Target:      s.Target,
+			Payload:     s.Payload,
+			MaxAttempts: s.MaxAttempts,
+			Status:      model.EventPending,
+			CreatedAt:   created,
+			UpdatedAt:   created,
+		}
+		if tokens != nil {
+			ev.ReleaseToken = hex.EncodeToString(tokens[16*j : 16*j+16])
+		} else {
+			ev.ReleaseToken = e.deps.ReleaseToken(ev.ID)
 		}
 		ev.Shard = model.ShardOf(ev, e.cfg.Shards)
 		ptrs[j] = ev

@@ -257,6 +257,10 @@ type Deps struct {
 	// until received or the context ends: a test hook, leave nil in
 	// production.
 	Emitted chan<- *model.Fire
+	// ReleaseToken, if set, makes the release token of a new event from
+	// its id: a store that can make the token again keeps no copy of it
+	// (embedded.Store.ReleaseToken). Nil: 16 random bytes in hex.
+	ReleaseToken func(eventID string) string
 }
 
 // Emitter is the schedule event emitter. Its methods are safe for concurrent

@@ -134,6 +134,13 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		news = make([]store.ScheduleNew, 0, len(items))
 		at   = make([]int, 0, len(items)) // news[j] is items[at[j]]
 	)
+	unkeyed := 0
+	for i := range items {
+		if !items[i].done && items[i].key == "" {
+			unkeyed++
+		}
+	}
+	ids := s.ids.newIDsAt(prefixSchedule, now, unkeyed)
 	for i := range items {
 		it := &items[i]
 		if it.done {
@@ -143,7 +150,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key != "" {
 			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
 		} else {
-			it.m.ID = s.ids.newIDAt(prefixSchedule, now)
+			it.m.ID, ids = ids[0], ids[1:]
 		}
 		it.m.TenantID = who.tenantID
 		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)

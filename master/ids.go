@@ -60,21 +60,45 @@ func (g *idSource) newID(prefix string) string {
 }
 
 // newIDAt is newID at now, the time of the clock a caller read for many
-// ids at once. A second before the counter's (a batch begun before
-// another's, or the clock set back) takes the counter's: ids never repeat
-// a second's counter range, and sort in the order they are made.
+// ids at once.
 func (g *idSource) newIDAt(prefix string, now time.Time) string {
-	sec := uint32(now.Unix())
+	sec, n := g.reserve(now, 1)
+	return formatID(prefix, sec, n)
+}
+
+// newIDsAt returns n new ids at now, consecutive: a batch's rows go into
+// the store's pages in one run even while other batches take ids, instead
+// of interleaving with theirs (which leaves pages split half full).
+func (g *idSource) newIDsAt(prefix string, now time.Time, n int) []string {
+	sec, first := g.reserve(now, n)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = formatID(prefix, sec, first+uint64(i))
+	}
+	return ids
+}
+
+// reserve takes n counter values of the second of now and returns the
+// second and the first value. A second before the counter's (a batch
+// begun before another's, or the clock set back) takes the counter's: ids
+// never repeat a second's counter range, and sort in the order they are
+// made.
+func (g *idSource) reserve(now time.Time, n int) (sec uint32, first uint64) {
+	sec = uint32(now.Unix())
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if !g.begun || sec > g.sec {
 		var r [8]byte
 		_, _ = rand.Read(r[:])
 		g.begun, g.sec, g.next = true, sec, binary.BigEndian.Uint64(r[:])>>17
 	}
-	sec = g.sec
-	n := g.next
-	g.next++
-	g.mu.Unlock()
+	first = g.next
+	g.next += uint64(n)
+	return g.sec, first
+}
+
+// formatID is the id of counter value n of second sec.
+func formatID(prefix string, sec uint32, n uint64) string {
 	var b [10]byte
 	binary.BigEndian.PutUint32(b[:4], sec)
 	binary.BigEndian.PutUint16(b[4:6], uint16(n>>32))

@@ -2,6 +2,8 @@ package master
 
 import (
 	"regexp"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,5 +76,52 @@ func TestNewIDsOfInterleavedBatches(t *testing.T) {
 			t.Fatalf("id %d, %q, sorts before the previous one %q", i, id, prev)
 		}
 		prev = id
+	}
+}
+
+// TestNewIDsOfConcurrentBatches checks the ids that batches reserve at
+// once while others do: each batch's ids are consecutive (no id of
+// another batch sorts between its first and last), none is made twice,
+// and each batch's sort in the order they were made.
+func TestNewIDsOfConcurrentBatches(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	g := idSource{clock: clockwork.NewFakeClockAt(now)}
+	const batches, size = 8, 500
+	got := make([][]string, batches)
+	var wg sync.WaitGroup
+	for b := range batches {
+		wg.Go(func() {
+			for range size / 50 {
+				got[b] = append(got[b], g.newIDsAt(prefixSchedule, now, 50)...)
+			}
+		})
+	}
+	wg.Wait()
+	owner := map[string]int{}
+	var all []string
+	for b, ids := range got {
+		if !slices.IsSorted(ids) {
+			t.Fatalf("batch %d: ids not in the order made", b)
+		}
+		for _, id := range ids {
+			if _, dup := owner[id]; dup {
+				t.Fatalf("id %q made twice", id)
+			}
+			owner[id] = b
+			all = append(all, id)
+		}
+	}
+	slices.Sort(all)
+	// Reservations of 50: every run of one batch's ids is a multiple of 50.
+	run := 1
+	for i := 1; i <= len(all); i++ {
+		if i < len(all) && owner[all[i]] == owner[all[i-1]] {
+			run++
+			continue
+		}
+		if run%50 != 0 {
+			t.Fatalf("a run of %d ids of batch %d ends at %q: a reservation was split", run, owner[all[i-1]], all[i-1])
+		}
+		run = 1
 	}
 }

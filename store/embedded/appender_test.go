@@ -97,3 +97,84 @@ func TestAppenderDecidesAsPackAppends(t *testing.T) {
 		}
 	}
 }
+
+// A batch of ascending ids committed after a later batch goes into the gap
+// below that batch's rows: its pages are packed as appends' are, not left
+// half empty. Random ids keep bbolt's default.
+func TestBatchIntoGapIsPacked(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(1, 1))
+	now := base()
+	create := func(lo, hi int, ordered bool) {
+		t.Helper()
+		items, fires := oneOffs(t, r, "ten_a", now, lo, hi, ordered)
+		for i := range items {
+			items[i].Fires = fires[i : i+1]
+		}
+		errs, err := s.ScheduleCreateMany(t.Context(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range errs {
+			if e != nil {
+				t.Fatalf("item %d: %v", i, e)
+			}
+		}
+	}
+	fill := func() (rows, tenant float64) {
+		t.Helper()
+		err := s.db.View(func(tx *bolt.Tx) error {
+			f := func(name []byte) float64 {
+				st := tx.Bucket(name).Stats()
+				return float64(st.LeafInuse) / float64(st.LeafAlloc)
+			}
+			rows, tenant = f(bSchedules), f(bSchedTenant)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, tenant
+	}
+	// Four batches, each committed after the next one's: every batch but
+	// the first goes into a gap.
+	const size = 1000
+	for b := 3; b >= 0; b-- {
+		create(b*size, (b+1)*size, true)
+	}
+	rows, tenant := fill()
+	if rows < 0.8 || tenant < 0.8 {
+		t.Fatalf("batches into gaps: pages %.0f%% (rows) and %.0f%% (tenant index) full, want at least 80%%", 100*rows, 100*tenant)
+	}
+	// Random ids among random ids: short runs into many gaps, at bbolt's
+	// default.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSchedules)
+		for range 500 {
+			if err := b.Put([]byte(randomID(r, "sch_")), []byte{}); err != nil {
+				return err
+			}
+		}
+		b.FillPercent = bolt.DefaultFillPercent
+		run := batchRun()
+		for range 200 {
+			id := []byte(randomID(r, "sch_"))
+			run.rows.pack(b, id, 0)
+			if err := b.Put(id, []byte{}); err != nil {
+				return err
+			}
+		}
+		run.finish(tx)
+		if got := tx.Bucket(bSchedules).FillPercent; got != mixedFill {
+			t.Errorf("random ids: fill %v, want bbolt's default (%v)", got, mixedFill)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -123,6 +123,8 @@ func readName(tx *bolt.Tx, d dictKind, code []byte) (string, error) {
 type rowCodes interface {
 	code(d dictKind, name string) ([]byte, error)
 	name(d dictKind, code []byte) (string, error)
+	// tokenKey returns the store's token key (token.go); nil: none.
+	tokenKey() *tokenKey
 }
 
 // rowDict is the rowCodes of a transaction, tx: it reads codes in the
@@ -131,10 +133,11 @@ type rowCodes interface {
 // holds, and code returns errNoCode for the rest: rows encoded before a
 // write transaction, which holds the one writer.
 type rowDict struct {
-	tx    *bolt.Tx
-	names *[dictKinds]codeNames
-	give  [dictKinds]*codes            // tx's, made when first needed
-	seen  [dictKinds]map[string]string // code -> name read in a write tx, which names must not hold
+	tx     *bolt.Tx
+	names  *[dictKinds]codeNames
+	give   [dictKinds]*codes            // tx's, made when first needed
+	seen   [dictKinds]map[string]string // code -> name read in a write tx, which names must not hold
+	tokens *tokenKey                    // nil: read in tx when needed
 }
 
 func (r *rowDict) code(d dictKind, name string) ([]byte, error) {
@@ -189,7 +192,18 @@ func (r *rowDict) name(d dictKind, code []byte) (string, error) {
 }
 
 // dict returns the rowDict of tx with the Store's caches.
-func (s *Store) dict(tx *bolt.Tx) *rowDict { return &rowDict{tx: tx, names: &s.names} }
+func (s *Store) dict(tx *bolt.Tx) *rowDict {
+	return &rowDict{tx: tx, names: &s.names, tokens: s.tokens}
+}
+
+// tokenKey returns the token key of r's store, read in r's transaction
+// when r was made without it.
+func (r *rowDict) tokenKey() *tokenKey {
+	if r.tokens == nil && r.tx != nil {
+		r.tokens = readTokenKey(r.tx)
+	}
+	return r.tokens
+}
 
 // txDict returns the rowDict of the write transaction tx, which gives out
 // tenant codes through codes.
@@ -217,7 +231,7 @@ func (s *Store) committedDict(scs ...*model.Schedule) *rowDict {
 		return true
 	}
 	if !slices.ContainsFunc(scs, func(sc *model.Schedule) bool { return !known(sc) }) {
-		return &rowDict{names: &s.names}
+		return &rowDict{names: &s.names, tokens: s.tokens}
 	}
 	// A failure leaves the caches as they were: the write transaction
 	// encodes what they lack.
@@ -234,5 +248,5 @@ func (s *Store) committedDict(scs ...*model.Schedule) *rowDict {
 		}
 		return nil
 	})
-	return &rowDict{names: &s.names}
+	return &rowDict{names: &s.names, tokens: s.tokens}
 }

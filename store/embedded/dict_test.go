@@ -8,9 +8,12 @@ import (
 // memCodes is a rowCodes in memory for the codec's tests: codes given out
 // in order from 1, as the buckets' sequences do.
 type memCodes struct {
-	codes [dictKinds]map[string][]byte
-	names [dictKinds]map[string]string
+	codes  [dictKinds]map[string][]byte
+	names  [dictKinds]map[string]string
+	tokens *tokenKey // nil: derives no token
 }
+
+func (m *memCodes) tokenKey() *tokenKey { return m.tokens }
 
 func (m *memCodes) code(d dictKind, name string) ([]byte, error) {
 	if c, ok := m.codes[d][name]; ok {

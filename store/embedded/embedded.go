@@ -87,6 +87,7 @@ type Store struct {
 	names   [dictKinds]codeNames // committed dictionary codes (dict.go)
 	grouped bool                 // Options.groupedOneOffs
 	indexed bool                 // Options.indexedOneOffs
+	tokens  *tokenKey            // derives release tokens (token.go)
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -205,7 +206,17 @@ const (
 	// read and not rewritten; the version keeps an older schedulerd, which
 	// cannot read the new ones, from opening the store.
 	layoutRowCodes = 10
-	layoutCurrent  = layoutRowCodes
+	// layoutPackedIDs: the schedules bucket and the tenant index name a
+	// schedule id of the master's form by the 10 bytes its text stands for
+	// (schedkey.go); the migration moves the entries under the new keys.
+	// Rows keep as flags what the store can make again: a one-off's sole
+	// child when it is the one the one-off's runAt gives
+	// (schedule.OneOffChild, schedChildOfRunAt), and an event's release
+	// token when it is the store's for the event id (token.go), under a key
+	// the meta bucket holds; rows of layout 10 are read as they are. An
+	// older schedulerd would find no schedule.
+	layoutPackedIDs = 11
+	layoutCurrent   = layoutPackedIDs
 )
 
 // Open opens (creating if needed) the store in dir. Only one process may
@@ -243,13 +254,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", path, model.ErrUnavailable, err)
 	}
+	// The file grows by this much past what a commit needs (bbolt's
+	// default, 16 MiB, is about 16 bytes a one-off held in a store of a
+	// million); each growth costs a truncate and an fsync.
+	db.AllocSize = growBy
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return nil
+		return ensureTokenKey(tx)
 	}); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
@@ -258,8 +273,19 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}, nil
+	s := &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}
+	if err := db.View(func(tx *bolt.Tx) error {
+		s.tokens = readTokenKey(tx)
+		return nil
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
+	}
+	return s, nil
 }
+
+// growBy is the store file's growth step (bolt.DB.AllocSize).
+const growBy = 4 << 20
 
 // migrate brings the data to layoutCurrent before Open returns. The
 // version is written last, in the transaction that drops the old buckets: a
@@ -284,6 +310,11 @@ func migrate(db *bolt.DB, chunk int, indexed bool) error {
 	if layout > layoutCurrent {
 		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
 	}
+	if layout < layoutPackedIDs {
+		if err := packScheduleKeys(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %w", layoutPackedIDs, err)
+		}
+	}
 	if layout < layoutCompactEvents {
 		if err := compactEvents(db, chunk); err != nil {
 			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
@@ -306,6 +337,11 @@ func migrate(db *bolt.DB, chunk int, indexed bool) error {
 			if err := codeTenantEntries(db, m[0], m[1], chunk); err != nil {
 				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutTenantCodes, m[0], err)
 			}
+		}
+	}
+	if layout < layoutPackedIDs {
+		if err := packTenantKeys(db, chunk); err != nil {
+			return fmt.Errorf("migrate to data layout %d: %s: %w", layoutPackedIDs, bSchedTenant, err)
 		}
 	}
 	if layout < layoutChildTenantCodes {
@@ -398,7 +434,7 @@ func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
 			var raw []byte
 			switch {
 			case bytes.Equal(name, bSchedules):
-				sc, err := decodeSchedule(k, v, dict)
+				sc, err := decodeSchedule([]byte(schedKeyID(k)), v, dict)
 				if err != nil {
 					return err
 				}
@@ -521,12 +557,12 @@ func moveEventsToRows(db *bolt.DB, chunk int) error {
 			if !rowHasFire(r.v) || rowHasEvent(r.v) {
 				continue
 			}
-			sc, child, f, err := decodeScheduleFire(r.k, r.v, x.dict)
+			sc, child, f, err := decodeScheduleFire([]byte(schedKeyID(r.k)), r.v, x.dict)
 			if err != nil {
 				return err
 			}
 			if err := x.moveToRow(sc, child, f); err != nil {
-				return fmt.Errorf("schedule %q: %w", r.k, err)
+				return fmt.Errorf("schedule %q: %w", sc.ID, err)
 			}
 		}
 		return x.flush()
@@ -845,22 +881,69 @@ func (a *above) put(k []byte) {
 // else writes to meanwhile: a key that sorts after the run's previous one,
 // which was an append, with the same first n bytes, is an append too, and
 // needs no seek.
-type appender struct{ last []byte }
+//
+// With gaps set it also packs puts into the middle of the bucket that come
+// in long ascending runs, each into one gap between existing keys (a batch
+// of ids in creation order committed after a later batch): those fill new
+// pages one after another as appends do. Short runs, such as random ids,
+// leave the bucket at bbolt's default. finish judges the runs.
+type appender struct {
+	last []byte // the run's previous key; nil: no run
+	next []byte // the key after the run's gap; nil: the run appends
+
+	gaps             bool
+	gapPuts, gapRuns int
+}
+
+// minGapRun is the fewest puts a gap's run must have, on average, for
+// finish to pack the bucket: about a page of schedule rows.
+const minGapRun = 16
 
 func (a *appender) pack(b *bolt.Bucket, key []byte, n int) {
-	if a.last != nil && b.FillPercent == packedFill && len(a.last) >= n && bytes.Equal(a.last[:n], key[:n]) && bytes.Compare(a.last, key) < 0 {
+	if a.last != nil && len(a.last) >= n && bytes.Equal(a.last[:n], key[:n]) && bytes.Compare(a.last, key) < 0 &&
+		(a.next == nil || bytes.Compare(key, a.next) < 0) {
 		a.last = key
+		if a.next != nil {
+			a.gapPuts++
+		}
 		return
 	}
-	packAppends(b, key, n)
-	a.last = nil
-	if b.FillPercent == packedFill {
-		a.last = key
+	a.last, a.next = nil, nil
+	if !a.gaps {
+		packAppends(b, key, n)
+		if b.FillPercent == packedFill {
+			a.last = key
+		}
+		return
+	}
+	if b.FillPercent == mixedFill {
+		return
+	}
+	k, _ := b.Cursor().Seek(key)
+	a.last = key
+	if k == nil || !bytes.HasPrefix(k, key[:n]) {
+		b.FillPercent = packedFill
+		return
+	}
+	a.next = bytes.Clone(k)
+	a.gapRuns++
+	a.gapPuts++
+}
+
+// finish sets the fill of bucket b for the runs into its gaps (gaps):
+// packed when they were long enough, else bbolt's default.
+func (a *appender) finish(b *bolt.Bucket) {
+	switch {
+	case a.gapRuns == 0 || b.FillPercent == mixedFill:
+	case a.gapPuts < minGapRun*a.gapRuns:
+		b.FillPercent = mixedFill
+	default:
+		b.FillPercent = packedFill
 	}
 }
 
 // reset forgets the run: the caller wrote into the bucket without pack.
-func (a *appender) reset() { a.last = nil }
+func (a *appender) reset() { a.last, a.next = nil, nil }
 
 func putJSON(tx *bolt.Tx, b, key []byte, v any) error {
 	raw, err := json.Marshal(v)

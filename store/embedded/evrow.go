@@ -107,13 +107,17 @@ const (
 	// The release token as the bytes its hex digits give (tokenBytes),
 	// instead of fReleaseToken's text: half the bytes of the emitter's.
 	fReleaseTokenBytes
+	// The release token is the store's for the event id (tokenKey): not
+	// stored.
+	fReleaseTokenDerived
 )
 
 // sameTime is equality as the codec keeps it: instants read back in UTC.
 func sameTime(a, b time.Time) bool { return a.Equal(b) }
 
-// encodeRow encodes canonical e against its group's head h.
-func encodeRow(e, h *model.Event) []byte {
+// encodeRow encodes canonical e against its group's head h, with the
+// store's token key k.
+func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	var flags uint64
 	set := func(bit uint64, cond bool) {
 		if cond {
@@ -143,8 +147,10 @@ func encodeRow(e, h *model.Event) []byte {
 	set(fLastError, e.LastError != "")
 	set(fFence, e.Fence != 0)
 	token, tokenHex := tokenBytes(e.ReleaseToken)
+	derived := tokenHex && k.derives(e.ID, token)
 	set(fReleaseToken, e.ReleaseToken != "" && !tokenHex)
-	set(fReleaseTokenBytes, tokenHex)
+	set(fReleaseTokenBytes, tokenHex && !derived)
+	set(fReleaseTokenDerived, derived)
 	set(fTokenExpiresAt, e.TokenExpiresAt != nil)
 	set(fTokenTimedOut, e.TokenTimedOut)
 	set(fDeliveredAt, e.DeliveredAt != nil)
@@ -239,7 +245,7 @@ func sameDeadline(a, b *time.Time) bool {
 
 // decodeRow returns the event of the row raw stored at slot of the group
 // whose head is h (nil for a loose row, which needs none).
-func decodeRow(raw []byte, h *model.Event, slot uint32) (*model.Event, error) {
+func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Event, error) {
 	if len(raw) == 0 {
 		return nil, errors.New("decode event: empty row")
 	}
@@ -343,6 +349,12 @@ func decodeRow(raw []byte, h *model.Event, slot uint32) (*model.Event, error) {
 	}
 	if flags&fReleaseTokenBytes != 0 {
 		e.ReleaseToken = hex.EncodeToString(d.bytes())
+	}
+	if flags&fReleaseTokenDerived != 0 {
+		var err error
+		if e.ReleaseToken, err = k.token(e.ID); err != nil && d.err == nil {
+			d.err = err
+		}
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes in row")

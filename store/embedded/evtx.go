@@ -161,7 +161,7 @@ func (x *evtx) schedule(id string) (*model.Schedule, error) {
 	if sc, ok := x.scheds[id]; ok {
 		return sc, nil
 	}
-	raw := x.schedules.Get([]byte(id))
+	raw := x.schedules.Get(schedKey(id))
 	if raw == nil {
 		return nil, model.ErrNotFound
 	}
@@ -430,7 +430,7 @@ func (x *evtx) load(rk []byte) (*model.Event, error) {
 		}
 		h = g.head
 	}
-	return decodeRow(raw, h, slotOf(rk))
+	return decodeRow(raw, h, slotOf(rk), x.dict.tokenKey())
 }
 
 // locate returns the row key of event id (an impliedKey for an event that
@@ -613,7 +613,7 @@ func (x *evtx) put(rk []byte, old, e *model.Event) error {
 		if err != nil {
 			return err
 		}
-		raw = encodeRow(e, g.head)
+		raw = encodeRow(e, g.head, x.dict.tokenKey())
 	} else {
 		var err error
 		if raw, err = encodeEvent(e); err != nil {

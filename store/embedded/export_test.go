@@ -16,26 +16,27 @@ func CheckOneRecords(s *Store) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		x := newEvtx(tx)
 		rows := 0
-		if err := tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
+		if err := tx.Bucket(bSchedules).ForEach(func(key, v []byte) error {
 			if !rowHasEvent(v) {
 				return nil
 			}
 			rows++
-			p, err := decodeRowParts(string(k), v, x.dict)
+			k := schedKeyID(key)
+			p, err := decodeRowParts(k, v, x.dict)
 			if err != nil {
 				return err
 			}
 			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
 				return fmt.Errorf("the event of fire %s is in its schedule's row and in group %v (%v)", p.fire.ID, g, err)
 			}
-			dk, err := dueKey(p.event, impliedKey(string(k)))
+			dk, err := dueKey(p.event, impliedKey(k))
 			if err != nil {
 				return err
 			}
 			if tx.Bucket(bEvDue).Get(dk) == nil {
 				return fmt.Errorf("the event of fire %s has no due entry", p.fire.ID)
 			}
-			if !isTenantImplied(tx.Bucket(bSchedTenant).Get(append(tenantPrefix(tx, p.sc.TenantID), strKey(string(k))...))) {
+			if !isTenantImplied(tx.Bucket(bSchedTenant).Get(appendTenantSched(tenantPrefix(tx, p.sc.TenantID), k))) {
 				return fmt.Errorf("schedule %s holds an event, its tenant entry no mark", k)
 			}
 			return nil
@@ -47,7 +48,7 @@ func CheckOneRecords(s *Store) error {
 			// shard, status, launch time, row key: a row's event is pending.
 			if len(k) > 4+1+timeLen && k[4] == statusCodes[model.EventPending] && isImpliedKey(k[4+1+timeLen:]) {
 				due++
-				if !rowHasEvent(tx.Bucket(bSchedules).Get(k[4+1+timeLen+1:])) {
+				if !rowHasEvent(tx.Bucket(bSchedules).Get(schedKey(impliedScheduleID(k[4+1+timeLen:])))) {
 					return fmt.Errorf("due entry %q: its schedule's row holds no event", k)
 				}
 			}

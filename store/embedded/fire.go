@@ -23,13 +23,13 @@ func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
 // keepRow leaves the schedule's row to the caller, who rewrites or deletes
 // it.
 func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
-	raw := tx.Bucket(bSchedules).Get([]byte(id))
+	raw := tx.Bucket(bSchedules).Get(schedKey(id))
 	if rowHasEvent(raw) {
 		// The fire's event goes into a group of its own first.
 		if err := newEvtx(tx).materialiseIn(id); err != nil {
 			return err
 		}
-		raw = tx.Bucket(bSchedules).Get([]byte(id))
+		raw = tx.Bucket(bSchedules).Get(schedKey(id))
 	}
 	if !rowHasFire(raw) {
 		return nil
@@ -50,7 +50,7 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	if err != nil {
 		return err
 	}
-	return tx.Bucket(bSchedules).Put([]byte(id), markChildImplied(doc, implied))
+	return tx.Bucket(bSchedules).Put(schedKey(id), markChildImplied(doc, implied))
 }
 
 // spillRowFire spills (spillFire) the fire id of schedule scheduleID if
@@ -65,7 +65,7 @@ func spillRowFire(tx *bolt.Tx, id, scheduleID string) error {
 // rowFireOf returns the fire that the row of schedule id holds; nil if
 // none.
 func rowFireOf(r *rowDict, id string) (*model.Fire, error) {
-	raw := r.tx.Bucket(bSchedules).Get([]byte(id))
+	raw := r.tx.Bucket(bSchedules).Get(schedKey(id))
 	if !rowHasFire(raw) {
 		return nil, nil
 	}

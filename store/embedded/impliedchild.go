@@ -58,7 +58,7 @@ func dropImpliedChildrenOf(tx *bolt.Tx, rows []kv) error {
 		if flags := rowFlags(r.v); flags&want != want || flags&schedChildImplied != 0 {
 			continue
 		}
-		sc, child, f, err := decodeScheduleFire(r.k, r.v, &rowDict{tx: tx})
+		sc, child, f, err := decodeScheduleFire([]byte(schedKeyID(r.k)), r.v, &rowDict{tx: tx})
 		if err != nil {
 			return err
 		}

@@ -47,8 +47,9 @@ func readChildIndex(t *testing.T, s *Store) childIndex {
 		if !maps.Equal(counts, stored) {
 			t.Errorf("child_timezones %v, the children bucket has %v", stored, counts)
 		}
-		return tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
-			_, child, err := decodeScheduleRow(k, v, s.dict(tx))
+		return tx.Bucket(bSchedules).ForEach(func(key, v []byte) error {
+			k := schedKeyID(key)
+			_, child, err := decodeScheduleRow([]byte(k), v, s.dict(tx))
 			if err != nil {
 				return err
 			}
@@ -420,7 +421,7 @@ func rowOf(t *testing.T, s *Store, id string) []byte {
 	t.Helper()
 	var raw []byte
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		raw = slices.Clone(tx.Bucket(bSchedules).Get([]byte(id)))
+		raw = slices.Clone(tx.Bucket(bSchedules).Get(schedKey(id)))
 		return nil
 	}); err != nil {
 		t.Fatal(err)

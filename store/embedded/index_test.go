@@ -413,27 +413,28 @@ func checkEventIndexes(t *testing.T, s *Store) {
 		}
 		// The events that schedules' rows hold: one due entry each, and
 		// their schedules' tenant entries marked.
-		if err := tx.Bucket(bSchedules).ForEach(func(k, v []byte) error {
+		if err := tx.Bucket(bSchedules).ForEach(func(key, v []byte) error {
 			if !rowHasEvent(v) {
 				return nil
 			}
-			p, err := decodeRowParts(string(k), v, &rowDict{tx: tx})
+			k := schedKeyID(key)
+			p, err := decodeRowParts(k, v, &rowDict{tx: tx})
 			if err != nil {
 				return err
 			}
 			rows++
-			if !pristine(p.event) || p.event.ScheduleID != string(k) || p.event.FireID != p.fire.ID {
+			if !pristine(p.event) || p.event.ScheduleID != k || p.event.FireID != p.fire.ID {
 				t.Errorf("schedule %s holds event %+v", k, p.event)
 			}
 			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
 				t.Errorf("schedule %s holds the event of fire %s, which has a group too (%v)", k, p.fire.ID, err)
 			}
-			dk, err := dueKey(p.event, impliedKey(string(k)))
+			dk, err := dueKey(p.event, impliedKey(k))
 			if err != nil {
 				return err
 			}
 			add(bEvDue, dk, fenceValue(p.event))
-			if v := tx.Bucket(bSchedTenant).Get(append(tenantPrefix(tx, p.sc.TenantID), strKey(string(k))...)); !isTenantImplied(v) {
+			if v := tx.Bucket(bSchedTenant).Get(appendTenantSched(tenantPrefix(tx, p.sc.TenantID), k)); !isTenantImplied(v) {
 				t.Errorf("schedule %s holds an event, and its tenant entry holds %q", k, v)
 			}
 			return nil
@@ -445,8 +446,8 @@ func checkEventIndexes(t *testing.T, s *Store) {
 				return nil
 			}
 			_, n := binary.Uvarint(k)
-			id, _ := readStr(k[n:])
-			if !isTenantImplied(v) || !rowHasEvent(tx.Bucket(bSchedules).Get([]byte(id))) {
+			id := tenantSchedID(k[n:])
+			if !isTenantImplied(v) || !rowHasEvent(tx.Bucket(bSchedules).Get(schedKey(id))) {
 				t.Errorf("%s: key %q holds %q, and its row no event", bSchedTenant, k, v)
 			}
 			return nil

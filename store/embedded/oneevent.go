@@ -105,20 +105,21 @@ func pristine(e *model.Event) bool {
 
 // Flags of an event held in its schedule's row.
 const (
-	rowEvLaunchAbs  = 1 << iota // the launch time is stored in full, not from the fire time
-	rowEvCreatedAbs             // the creation time is stored in full, not from the schedule's
-	rowEvUpdated                // the update time is not the creation time: stored
-	rowEvDeadline               // a deadline is stored
-	rowEvToken                  // a release token is stored as a string
-	rowEvTokenHex               // a release token of lower-case hex is stored as its bytes
+	rowEvLaunchAbs    = 1 << iota // the launch time is stored in full, not from the fire time
+	rowEvCreatedAbs               // the creation time is stored in full, not from the schedule's
+	rowEvUpdated                  // the update time is not the creation time: stored
+	rowEvDeadline                 // a deadline is stored
+	rowEvToken                    // a release token is stored as a string
+	rowEvTokenHex                 // a release token of lower-case hex is stored as its bytes
+	rowEvTokenDerived             // the release token is the store's for the event id (tokenKey), not stored
 )
 
 // encodeRowEvent encodes the event e that the row of sc holds with its
 // fire f (impliesEvent): what the row does not give, which is its count,
 // shard, launch time (from the fire time), deadline, creation time (from
 // the schedule's) and release token (the emitter's, 32 hex digits, as 16
-// bytes).
-func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
+// bytes, or nothing when k derives it).
+func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event, k *tokenKey) []byte {
 	var flags uint64
 	if _, ok := timeDelta(f.FireTime, e.LaunchAt); !ok {
 		flags |= rowEvLaunchAbs
@@ -134,6 +135,8 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event) []byte {
 	}
 	token, tokenHex := tokenBytes(e.ReleaseToken)
 	switch {
+	case tokenHex && k.derives(e.ID, token):
+		flags |= rowEvTokenDerived
 	case tokenHex:
 		flags |= rowEvTokenHex
 	case e.ReleaseToken != "":
@@ -176,8 +179,8 @@ func tokenBytes(s string) ([]byte, bool) {
 }
 
 // decodeRowEvent returns the event that the row of sc holds with its fire
-// f, from its encoding raw (encodeRowEvent).
-func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event, error) {
+// f, from its encoding raw (encodeRowEvent) with the store's token key k.
+func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte, k *tokenKey) (*model.Event, error) {
 	d := decoder{b: raw}
 	flags := d.uvarint()
 	e := &model.Event{
@@ -198,6 +201,11 @@ func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte) (*model.Event
 		e.Deadline = &t
 	}
 	switch {
+	case flags&rowEvTokenDerived != 0:
+		var err error
+		if e.ReleaseToken, err = k.token(e.ID); err != nil && d.err == nil {
+			d.err = err
+		}
 	case flags&rowEvTokenHex != 0:
 		e.ReleaseToken = hex.EncodeToString(d.bytes())
 	case flags&rowEvToken != 0:
@@ -220,7 +228,7 @@ func encodeScheduleEvent(sc *model.Schedule, child *model.Child, f *model.Fire, 
 		return nil, err
 	}
 	b[1] |= schedEvent
-	return putBytes(b, encodeRowEvent(sc, f, e)), nil
+	return putBytes(b, encodeRowEvent(sc, f, e, c.tokenKey())), nil
 }
 
 // rowHasEvent reports, without decoding it, whether the schedule row raw
@@ -248,7 +256,7 @@ func decodeRowParts(id string, raw []byte, c rowCodes) (*rowParts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode schedule %q: %w", id, err)
 	}
-	e, err := decodeRowEvent(sc, f, event)
+	e, err := decodeRowEvent(sc, f, event, c.tokenKey())
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +266,7 @@ func decodeRowParts(id string, raw []byte, c rowCodes) (*rowParts, error) {
 // impliedIn returns the event that the row of schedule scheduleID holds;
 // nil if none.
 func (x *evtx) impliedIn(scheduleID string) (*model.Event, error) {
-	raw := x.schedules.Get([]byte(scheduleID))
+	raw := x.schedules.Get(schedKey(scheduleID))
 	if !rowHasEvent(raw) {
 		return nil, nil
 	}
@@ -353,7 +361,7 @@ func (x *evtx) putImpliedDue(e *model.Event) error {
 // its entries. It returns e's row key.
 func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	id := old.ScheduleID
-	raw := x.schedules.Get([]byte(id))
+	raw := x.schedules.Get(schedKey(id))
 	if !rowHasEvent(raw) {
 		return nil, fmt.Errorf("schedule %q: the row holds no event to materialise", id)
 	}
@@ -380,10 +388,10 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := x.schedules.Put([]byte(id), markChildImplied(doc, implied)); err != nil {
+	if err := x.schedules.Put(schedKey(id), markChildImplied(doc, implied)); err != nil {
 		return nil, err
 	}
-	tk, err := x.codes.key(p.sc.TenantID, strKey(id))
+	tk, err := x.codes.key(p.sc.TenantID, appendTenantSched(nil, id))
 	if err != nil {
 		return nil, err
 	}
@@ -467,19 +475,13 @@ func (x *evtx) listRowEvents(rows rowEvents, after string, full func() bool, add
 		if after[i] > '.' {
 			continue
 		}
-		if v := x.schedTenant.Get(appendStr(bytes.Clone(prefix), after[:i])); isTenantImplied(v) {
+		if v := x.schedTenant.Get(appendTenantSched(bytes.Clone(prefix), after[:i])); isTenantImplied(v) {
 			if err := visit(after[:i]); err != nil {
 				return err
 			}
 		}
 	}
-	c := x.schedTenant.Cursor()
-	from := bytes.Clone(prefix)
-	if after != "" {
-		from = appendStr(from, after)
-	}
-	for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		id, _ := readStr(k[len(prefix):])
+	for id, v := range tenantSchedules(x.schedTenant, prefix, after) {
 		if full() && id >= last() {
 			break
 		}
@@ -527,10 +529,10 @@ func (x *evtx) moveToRow(sc *model.Schedule, child *model.Child, f *model.Fire) 
 	if err := x.remove(rk, e); err != nil {
 		return err
 	}
-	if err := x.schedules.Put([]byte(sc.ID), doc); err != nil {
+	if err := x.schedules.Put(schedKey(sc.ID), doc); err != nil {
 		return err
 	}
-	tk, err := x.codes.key(sc.TenantID, strKey(sc.ID))
+	tk, err := x.codes.key(sc.TenantID, appendTenantSched(nil, sc.ID))
 	if err != nil {
 		return err
 	}

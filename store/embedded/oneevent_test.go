@@ -678,7 +678,7 @@ func TestOpenMigratesLayout7(t *testing.T) {
 					// The first chunks moved their events before the crash.
 					x := newEvtx(tx)
 					for _, it := range items[:12] {
-						sc, child, f, err := decodeScheduleFire([]byte(it.Schedule.ID), tx.Bucket(bSchedules).Get([]byte(it.Schedule.ID)), x.dict)
+						sc, child, f, err := decodeScheduleFire([]byte(it.Schedule.ID), tx.Bucket(bSchedules).Get(schedKey(it.Schedule.ID)), x.dict)
 						if err != nil {
 							return err
 						}

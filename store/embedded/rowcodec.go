@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // Schedules and fires are stored in a binary form (the JSON of earlier
@@ -76,9 +77,9 @@ func (d *decoder) enum(table []string) string {
 func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(b, int64(d)) }
 
 // Flags of a schedule row of version 2, and of version 3 with the last
-// three. The first seven are in the first byte of the flags' uvarint,
-// where encodeScheduleFire, encodeScheduleEvent and markChildImplied set
-// them in place.
+// four (the last from layoutPackedIDs). The first seven are in the first
+// byte of the flags' uvarint, where encodeScheduleFire,
+// encodeScheduleEvent and markChildImplied set them in place.
 const (
 	schedUpdatedIsCreated = 1 << iota // UpdatedAt equals CreatedAt and is not stored
 	schedSoleChild                    // the schedule's sole child follows (soleChild)
@@ -88,6 +89,7 @@ const (
 	schedRunAt                        // runAt follows the times, from the creation time (putTimeFrom)
 	schedURLWhole                     // the target URL is stored whole, not as an origin code and the rest
 	schedRunAtAbs                     // with schedRunAt: runAt is stored in full
+	schedChildOfRunAt                 // with schedSoleChild: the child is schedule.OneOffChild, not stored
 )
 
 // isScheduleFlagged reports whether raw is a schedule row of a binary codec
@@ -309,6 +311,9 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]by
 	}
 	if child != nil {
 		flags |= schedSoleChild
+		if sc.RunAt != nil && *child == schedule.OneOffChild(sc) {
+			flags |= schedChildOfRunAt
+		}
 	}
 	if sc.RunAt != nil {
 		flags |= schedRunAt
@@ -351,7 +356,7 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]by
 	if sc.RunAt != nil {
 		b = putTimeFrom(b, sc.CreatedAt, *sc.RunAt)
 	}
-	if child != nil {
+	if child != nil && flags&schedChildOfRunAt == 0 {
 		b = putEnum(b, child.Timezone, enumTimezone)
 		b = putStr(b, child.LaunchExpression)
 		b = binary.AppendVarint(b, int64(child.Minute))
@@ -458,7 +463,14 @@ func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Ch
 		sc.RunAt = &t
 	}
 	var child *model.Child
-	if flags&schedSoleChild != 0 {
+	switch {
+	case flags&schedSoleChild == 0:
+	case flags&schedChildOfRunAt != 0 && sc.RunAt != nil:
+		c := schedule.OneOffChild(sc)
+		child = &c
+	case flags&schedChildOfRunAt != 0:
+		d.err = errors.New("a one-off's child without runAt")
+	default:
 		child = &model.Child{
 			ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: sc.Version, Partition: sc.Partition,
 			Timezone: d.enum(enumTimezone), LaunchExpression: d.str(), Minute: int(d.varint()),
@@ -621,7 +633,7 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 
 // getSchedule returns the schedule id; model.ErrNotFound if there is none.
 func getSchedule(r *rowDict, id []byte) (*model.Schedule, error) {
-	raw := r.tx.Bucket(bSchedules).Get(id)
+	raw := r.tx.Bucket(bSchedules).Get(schedKey(string(id)))
 	if raw == nil {
 		return nil, model.ErrNotFound
 	}
@@ -644,7 +656,7 @@ func getFire(r *rowDict, id []byte) (*model.Fire, error) {
 func rowFire(r *rowDict, id string) (*model.Fire, error) {
 	b := r.tx.Bucket(bSchedules)
 	for _, sid := range fireScheduleIDs(id) {
-		raw := b.Get([]byte(sid))
+		raw := b.Get(schedKey(sid))
 		if !rowHasFire(raw) {
 			continue
 		}

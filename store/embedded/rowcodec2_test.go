@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // encodeScheduleV1 and encodeFireV1 write rows as the first binary codec
@@ -97,7 +98,7 @@ func encodeScheduleV2(sc *model.Schedule, child *model.Child, f *model.Fire, e *
 		b = putBytes(b, encodeRowFire(sc, f))
 	}
 	if e != nil {
-		b = putBytes(b, encodeRowEvent(sc, f, e))
+		b = putBytes(b, encodeRowEvent(sc, f, e, nil)) // layouts 4 to 8 derived no token
 	}
 	return b
 }
@@ -113,6 +114,49 @@ func encodeFireV1(f *model.Fire) []byte {
 	b = putStr(b, f.Note)
 	b = binary.AppendVarint(b, int64(f.Remaining))
 	return putTime(b, f.CreatedAt)
+}
+
+// rowOfLayout10 encodes sc with its sole child child stored field by
+// field after the row, as layout 10 wrote every child.
+func rowOfLayout10(t *testing.T, sc *model.Schedule, child *model.Child, c rowCodes) []byte {
+	t.Helper()
+	raw, err := encodeScheduleRow(sc, nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags, n := binary.Uvarint(raw[1:])
+	b := binary.AppendUvarint([]byte{raw[0]}, flags|schedSoleChild)
+	b = append(b, raw[1+n:]...)
+	b = putEnum(b, child.Timezone, enumTimezone)
+	b = putStr(b, child.LaunchExpression)
+	return binary.AppendVarint(b, int64(child.Minute))
+}
+
+// A one-off's sole child that its runAt gives is kept as a flag: the row
+// is no longer than without a child but for the flag, and reads back
+// whole, as does the row of layout 10 that holds the child's fields.
+func TestRowOneOffChild(t *testing.T) {
+	sc, _ := typicalOneOff()
+	child := schedule.OneOffChild(sc)
+	var codes memCodes
+	bare := must(encodeScheduleRow(sc, nil, &codes))
+	raw := must(encodeScheduleRow(sc, &child, &codes))
+	if len(raw) > len(bare)+1 {
+		t.Errorf("row with the one-off's child: %d bytes, without a child %d: want at most one more", len(raw), len(bare))
+	}
+	for name, raw := range map[string][]byte{"flag": raw, "layout 10": rowOfLayout10(t, sc, &child, &codes)} {
+		got, gotChild, err := decodeScheduleRow([]byte(sc.ID), raw, &codes)
+		if err != nil || !reflect.DeepEqual(got, sc) || gotChild == nil || *gotChild != child {
+			t.Errorf("%s: %v\n got %+v %+v\nwant %+v %+v", name, err, got, gotChild, sc, child)
+		}
+	}
+	// Another child of the one-off is stored.
+	other := child
+	other.Minute = (child.Minute + 1) % 60
+	got, gotChild, err := decodeScheduleRow([]byte(sc.ID), must(encodeScheduleRow(sc, &other, &codes)), &codes)
+	if err != nil || !reflect.DeepEqual(got, sc) || gotChild == nil || *gotChild != other {
+		t.Errorf("another child: %v\n got %+v\nwant %+v", err, gotChild, other)
+	}
 }
 
 // A one-off as the master stores it, and its fire.
@@ -320,5 +364,35 @@ func TestOpenMigratesLayout3Rows(t *testing.T) {
 	}
 	if n := bySchedEntries(t, s); n != len(items)-1 {
 		t.Errorf("children_by_schedule: %d entries, want %d", n, len(items)-1)
+	}
+}
+
+// The event a one-off's row holds keeps the store's token for its id as a
+// flag: no longer than without a token, and read back only with the key.
+func TestRowEventDerivedToken(t *testing.T) {
+	sc, f := typicalOneOff()
+	key := newTokenKey(bytes.Repeat([]byte{3}, tokenKeyLen))
+	e := &model.Event{
+		ID: model.EventID(f.ID, 0), TenantID: sc.TenantID, ScheduleID: sc.ID, FireID: f.ID, FireTime: f.FireTime,
+		Count: 1, LaunchAt: f.FireTime, Target: sc.Target, Payload: sc.Payload, MaxAttempts: sc.MaxAttempts,
+		Shard: 3, Status: model.EventPending, CreatedAt: sc.CreatedAt, UpdatedAt: sc.CreatedAt,
+	}
+	bare := encodeRowEvent(sc, f, e, key)
+	e.ReleaseToken = must(key.token(e.ID))
+	raw := encodeRowEvent(sc, f, e, key)
+	if len(raw) != len(bare) {
+		t.Errorf("event with the store's token: %d bytes, without a token %d", len(raw), len(bare))
+	}
+	got, err := decodeRowEvent(sc, f, raw, key)
+	if err != nil || !reflect.DeepEqual(got, e) {
+		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, e)
+	}
+	if _, err := decodeRowEvent(sc, f, raw, nil); err == nil {
+		t.Error("a derived token read without the key: no error")
+	}
+	// A token of another key is stored.
+	e.ReleaseToken = must(newTokenKey(bytes.Repeat([]byte{4}, tokenKeyLen)).token(e.ID))
+	if raw := encodeRowEvent(sc, f, e, key); len(raw) != len(bare)+17 {
+		t.Errorf("event with another token: %d bytes, want %d", len(raw), len(bare)+17)
 	}
 }

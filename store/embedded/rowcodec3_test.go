@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -30,7 +31,7 @@ func writeRowsV2(tx *bolt.Tx) error {
 		if len(v) == 0 || v[0] != scheduleCodecV3 {
 			return nil
 		}
-		sc, child, fire, event, err := decodeScheduleParts(k, v, dict)
+		sc, child, fire, event, err := decodeScheduleParts([]byte(schedKeyID(k)), v, dict)
 		if err != nil {
 			return err
 		}
@@ -42,7 +43,7 @@ func writeRowsV2(tx *bolt.Tx) error {
 			}
 		}
 		if event != nil {
-			if e, err = decodeRowEvent(sc, f, event); err != nil {
+			if e, err = decodeRowEvent(sc, f, event, dict.tokenKey()); err != nil {
 				return err
 			}
 		}
@@ -148,6 +149,10 @@ func randRow(r *rand.Rand, i int) (*model.Schedule, *model.Child, *model.Fire, *
 			ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: sc.Version, Partition: sc.Partition,
 			Timezone: pick(r, "", "UTC", "Asia/Tokyo"), LaunchExpression: pick(r, "", "MM 01-01 05"), Minute: r.IntN(60),
 		}
+		if sc.RunAt != nil && r.IntN(2) == 0 {
+			c := schedule.OneOffChild(sc) // kept as a flag
+			child = &c
+		}
 	}
 	if sc.RunAt == nil || r.IntN(3) == 0 {
 		return sc, child, nil, nil
@@ -192,7 +197,7 @@ func decodeRandRow(id string, raw []byte, c rowCodes) (*model.Schedule, *model.C
 	if err != nil || event == nil {
 		return sc, child, f, nil, err
 	}
-	e, err := decodeRowEvent(sc, f, event)
+	e, err := decodeRowEvent(sc, f, event, c.tokenKey())
 	return sc, child, f, e, err
 }
 
@@ -201,9 +206,12 @@ func decodeRandRow(id string, raw []byte, c rowCodes) (*model.Schedule, *model.C
 // version 2; a truncated row fails.
 func TestRowCodecRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(rowSeed(t), 3))
-	var codes memCodes
+	codes := memCodes{tokens: newTokenKey(bytes.Repeat([]byte{1}, tokenKeyLen))}
 	for i := range 3000 {
 		sc, child, f, e := randRow(r, i)
+		if e != nil && r.IntN(3) == 0 {
+			e.ReleaseToken = must(codes.tokens.token(e.ID)) // kept as a flag
+		}
 		raw, err := encodeRandRow(sc, child, f, e, &codes)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -131,8 +132,8 @@ func TestEventRowRoundTrip(t *testing.T) {
 		if !canonical(e, head) {
 			t.Fatalf("%s: not canonical", name)
 		}
-		raw := encodeRow(e, head)
-		got, err := decodeRow(raw, head, 42)
+		raw := encodeRow(e, head, nil)
+		got, err := decodeRow(raw, head, 42, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -143,7 +144,7 @@ func TestEventRowRoundTrip(t *testing.T) {
 			t.Errorf("%s: row of %d bytes, want at most 12", name, len(raw))
 		}
 		for i := 1; i < len(raw); i++ {
-			if _, err := decodeRow(raw[:i], head, 42); err == nil {
+			if _, err := decodeRow(raw[:i], head, 42, nil); err == nil {
 				t.Fatalf("%s: truncated to %d of %d bytes: decoded without error", name, i, len(raw))
 			}
 		}
@@ -151,20 +152,27 @@ func TestEventRowRoundTrip(t *testing.T) {
 }
 
 // A release token of lower-case hex digits (the emitter's) is kept as the
-// bytes they give, half its text; any other token is kept as it is. Both
-// read back exactly.
+// bytes they give, half its text; the store's own token for the event id
+// (Store.ReleaseToken) as a flag; any other token as it is. All read back
+// exactly; a derived token read without the key fails.
 func TestEventRowReleaseTokens(t *testing.T) {
 	head := &model.Event{}
 	fill(t, head, 1, "TakenOver")
 	head.ID, head.Index, head.ReleaseToken = "", 0, ""
 	emitter := strings.Repeat("0123456789abcdef", 2)
+	key := newTokenKey(bytes.Repeat([]byte{7}, tokenKeyLen))
+	e := *head
+	e.FireID, e.TenantID, e.ScheduleID, e.Index = head.FireID, head.TenantID, head.ScheduleID, 3
+	e.ID, e.Status = model.EventID(e.FireID, 3), model.EventPending
+	derived := must(key.token(e.ID))
+	if other := must(newTokenKey(bytes.Repeat([]byte{8}, tokenKeyLen)).token(e.ID)); other == derived || len(derived) != 32 {
+		t.Fatalf("tokens %q and %q of two keys", derived, other)
+	}
 	size := map[string]int{}
-	for _, token := range []string{"", emitter, "0", "0a1", "ABCDEF", "0123456789abcdeF", "zz", "rt", emitter + "00"} {
-		e := *head
-		e.FireID, e.TenantID, e.ScheduleID, e.Index = head.FireID, head.TenantID, head.ScheduleID, 3
-		e.ID, e.Status, e.ReleaseToken = model.EventID(e.FireID, 3), model.EventPending, token
-		raw := encodeRow(&e, head)
-		got, err := decodeRow(raw, head, 3)
+	for _, token := range []string{"", emitter, "0", "0a1", "ABCDEF", "0123456789abcdeF", "zz", "rt", emitter + "00", derived} {
+		e.ReleaseToken = token
+		raw := encodeRow(&e, head, key)
+		got, err := decodeRow(raw, head, 3, key)
 		if err != nil {
 			t.Fatalf("token %q: %v", token, err)
 		}
@@ -172,6 +180,12 @@ func TestEventRowReleaseTokens(t *testing.T) {
 			t.Errorf("token %q: round trip\n got %+v\nwant %+v", token, got, &e)
 		}
 		size[token] = len(raw)
+		if _, err := decodeRow(raw, head, 3, nil); (err != nil) != (token == derived) {
+			t.Errorf("token %q read without the key: error %v", token, err)
+		}
+	}
+	if size[derived] != size[""] {
+		t.Errorf("a derived token adds %d bytes to a row, want none", size[derived]-size[""])
 	}
 	if grew := size[emitter] - size[""]; grew > len(emitter)/2+1 {
 		t.Errorf("an emitter's token of %d hex digits adds %d bytes to a row, want at most %d", len(emitter), grew, len(emitter)/2+1)

@@ -31,7 +31,7 @@ func fireStorage(t *testing.T, s *Store, id, scheduleID string) (own, inRow bool
 	t.Helper()
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		own = tx.Bucket(bFires).Get([]byte(id)) != nil
-		inRow = rowHasFire(tx.Bucket(bSchedules).Get([]byte(scheduleID)))
+		inRow = rowHasFire(tx.Bucket(bSchedules).Get(schedKey(scheduleID)))
 		return nil
 	}); err != nil {
 		t.Fatal(err)

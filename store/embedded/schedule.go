@@ -152,7 +152,7 @@ func dropSoleChild(tx *bolt.Tx, c *model.Child) error {
 // inline with a children entry (nil if none, or if it has none:
 // schedChildImplied); model.ErrNotFound if there is no schedule.
 func getScheduleRow(r *rowDict, id []byte) (*model.Schedule, *model.Child, error) {
-	raw := r.tx.Bucket(bSchedules).Get(id)
+	raw := r.tx.Bucket(bSchedules).Get(schedKey(string(id)))
 	if raw == nil {
 		return nil, nil, model.ErrNotFound
 	}
@@ -238,7 +238,7 @@ func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRu
 	if err != nil {
 		return err
 	}
-	id, tk := []byte(sc.ID), appendStr(append(make([]byte, 0, len(code)+len(sc.ID)+1), code...), sc.ID)
+	id, tk := schedKey(sc.ID), appendTenantSched(append(make([]byte, 0, len(code)+len(sc.ID)+1), code...), sc.ID)
 	run.rows.pack(b, id, 0)
 	run.tenant.pack(bt, tk, len(code))
 	if err := b.Put(id, doc); err != nil {
@@ -258,6 +258,20 @@ type scheduleRun struct {
 	codes        *tenantCodes
 }
 
+// batchRun is a scheduleRun for a batch of schedules whose ids ascend:
+// its rows may go into a gap (appender.gaps), and finish is called after
+// its last createSchedule.
+func batchRun() *scheduleRun {
+	r := &scheduleRun{}
+	r.rows.gaps, r.tenant.gaps = true, true
+	return r
+}
+
+func (r *scheduleRun) finish(tx *bolt.Tx) {
+	r.rows.finish(tx.Bucket(bSchedules))
+	r.tenant.finish(tx.Bucket(bSchedTenant))
+}
+
 // putSchedule replaces the row of sc, holding sole inline (nil: none).
 func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
 	codes := newTenantCodes(tx)
@@ -265,10 +279,10 @@ func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bSchedules).Put([]byte(sc.ID), doc); err != nil {
+	if err := tx.Bucket(bSchedules).Put(schedKey(sc.ID), doc); err != nil {
 		return err
 	}
-	tk, err := codes.key(sc.TenantID, strKey(sc.ID))
+	tk, err := codes.key(sc.TenantID, appendTenantSched(nil, sc.ID))
 	if err != nil {
 		return err
 	}
@@ -279,7 +293,7 @@ func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
 // model.ErrConflict if the id exists.
 func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
 	return s.batch(ctx, "schedule create", func(tx *bolt.Tx) error {
-		if tx.Bucket(bSchedules).Get([]byte(sc.ID)) != nil {
+		if tx.Bucket(bSchedules).Get(schedKey(sc.ID)) != nil {
 			return model.ErrConflict
 		}
 		sole := soleChild(sc, children)
@@ -316,9 +330,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 	inserted := make([]bool, len(fs))
 	var n int
 	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bSchedules)
-		id := []byte(sc.ID)
-		if b.Get(id) != nil {
+		if tx.Bucket(bSchedules).Get(schedKey(sc.ID)) != nil {
 			return model.ErrConflict
 		}
 		r := pre
@@ -407,7 +419,7 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 		r.childImplied = !indexed && impliesChild(sc, sole, f)
 		if !grouped && impliesEvent(sc, f, fs[r.fire].Events) {
 			r.event = fs[r.fire].Events[0]
-			eb = encodeRowEvent(sc, f, r.event)
+			eb = encodeRowEvent(sc, f, r.event, c.tokenKey())
 		}
 	}
 	if r.event == nil || len(fs) > 1 {
@@ -507,14 +519,14 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		evIDs, evGroups := above{b: tx.Bucket(bEvIDs)}, above{b: tx.Bucket(bEvGroups)}
 		fs, fdocs, inRow, evRow = fs[:0], fdocs[:0], inRow[:0], evRow[:0]
 		clear(written)
-		var run scheduleRun
+		run := batchRun()
 		var dict *rowDict // for the items not encoded before
 		at := 0           // items[i].Fires are encoded at fireDocs[at:] (nil: not encoded)
 		for i, it := range items {
 			res[i], unindexed[i] = nil, false
 			from := at
 			at += len(it.Fires)
-			id := []byte(it.Schedule.ID)
+			id := schedKey(it.Schedule.ID)
 			if !ids.absent(id) {
 				res[i] = model.ErrConflict
 				continue
@@ -539,7 +551,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 			} else {
 				j = -1
 			}
-			if err := createSchedule(tx, it.Schedule, row, &run); err != nil {
+			if err := createSchedule(tx, it.Schedule, row, run); err != nil {
 				return err
 			}
 			ids.put(id)
@@ -557,6 +569,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 				written[it.Schedule.ID] = r.decoded
 			}
 		}
+		run.finish(tx)
 		stored = stored[:0]
 		for _, c := range children {
 			if res[c.item] == nil && !unindexed[c.item] {
@@ -631,17 +644,13 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		if prefix == nil {
 			return nil // a tenant without a code has no schedules
 		}
-		c := tx.Bucket(bSchedTenant).Cursor()
-		k, _ := c.Seek(prefix)
-		if p.After != "" {
-			after := appendStr(bytes.Clone(prefix), p.After)
-			k, _ = c.Seek(after)
-			if k != nil && string(k) == string(after) {
-				k, _ = c.Next()
+		for id := range tenantSchedules(tx.Bucket(bSchedTenant), prefix, p.After) {
+			if len(out) == limit {
+				break
 			}
-		}
-		for ; k != nil && len(out) < limit && hasPrefix(k, prefix); k, _ = c.Next() {
-			id, _ := readStr(k[len(prefix):])
+			if id == p.After {
+				continue
+			}
 			var sc model.Schedule
 			if err := getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 				return err
@@ -751,11 +760,11 @@ func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 			return err
 		}
 		if code := tenantPrefix(tx, tenantID); code != nil {
-			if err := tx.Bucket(bSchedTenant).Delete(appendStr(code, id)); err != nil {
+			if err := tx.Bucket(bSchedTenant).Delete(appendTenantSched(code, id)); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bSchedules).Delete([]byte(id))
+		return tx.Bucket(bSchedules).Delete(schedKey(id))
 	})
 }
 
@@ -771,7 +780,7 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 		}
 		var err error
 		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
-			id, _ := readStr(k[len(prefix):])
+			id := tenantSchedID(k[len(prefix):])
 			var sc model.Schedule
 			if err = getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 				return false
