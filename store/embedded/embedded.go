@@ -92,16 +92,17 @@ type Store struct {
 
 var _ store.Driver = (*Store)(nil)
 
-// Bucket names. Row buckets hold values keyed by id (see the package doc);
+// Bucket names. Row buckets hold values keyed by id (schedules by a packed
+// form of it; see the package doc);
 // the others are secondary indexes whose keys are built in keys.go.
 var (
 	bTenants       = []byte("tenants")
 	bAPIKeys       = []byte("apikeys")
-	bAPIKeyHash    = []byte("apikeys_by_hash")   // hash -> key id
-	bAPIKeyTenant  = []byte("apikeys_by_tenant") // tenant\0id
-	bIdempotency   = []byte("idempotency")       // tenant\0key -> record
-	bSchedules     = []byte("schedules")
-	bSchedTenant   = []byte("schedules_by_tcode") // tenant code, id\0 (tenantcode.go)
+	bAPIKeyHash    = []byte("apikeys_by_hash")    // hash -> key id
+	bAPIKeyTenant  = []byte("apikeys_by_tenant")  // tenant\0id
+	bIdempotency   = []byte("idempotency")        // tenant\0key -> record
+	bSchedules     = []byte("schedules")          // schedKey -> row (schedkey.go)
+	bSchedTenant   = []byte("schedules_by_tcode") // tenant code, schedule id (tenantcode.go, schedkey.go)
 	bChildren      = []byte("children")           // childKey -> NUL, tenant code (tenantcode.go)
 	bChildSched    = []byte("children_by_schedule")
 	bChildTZ       = []byte("child_timezones") // tz -> count of children
