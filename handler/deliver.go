@@ -56,7 +56,7 @@ func (h *Handler) startDeliveries() bool {
 		n := len(batch)
 		h.hosts.acquire(host, n)
 		h.inFlight.Add(int64(n))
-		h.deliveries.Go(func() {
+		h.workers.GoWith(&h.deliveries, func() {
 			o, rs := h.deliverTenant(h.workCtx, batch)
 			h.hosts.done(host, n, rs)
 			if o != nil && len(o.items) > 0 {

@@ -41,6 +41,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/gopool"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
@@ -364,6 +365,7 @@ type Handler struct {
 	// their slots (startDeliveries).
 	dispatchMu sync.Mutex
 	deliveries sync.WaitGroup
+	workers    *gopool.Pool // runs the deliveries
 	hosts      *hostLimits
 	inFlight   atomic.Int64 // events being delivered
 	tenants    *tenantCache
@@ -407,11 +409,12 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg: cfg, deps: deps, thr: deps.Throttle,
-		log:   deps.Logger.With().Str(logkey.Component, "handler").Logger(),
-		wakeT: make(chan struct{}, 1),
-		queue: newFairQueue(),
-		wakeD: make(chan struct{}, 1),
-		hosts: newHostLimits(cfg.MaxPerHost, cfg.MaxBatch),
+		log:     deps.Logger.With().Str(logkey.Component, "handler").Logger(),
+		wakeT:   make(chan struct{}, 1),
+		queue:   newFairQueue(),
+		wakeD:   make(chan struct{}, 1),
+		workers: gopool.New(gopool.DefaultIdle),
+		hosts:   newHostLimits(cfg.MaxPerHost, cfg.MaxBatch),
 		// Outcomes hold back deliveries once the writers fall this far
 		// behind, so memory stays bounded when the store is slow.
 	}

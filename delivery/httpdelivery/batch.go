@@ -116,7 +116,7 @@ func (d *Deliverer) deliverBatches(ctx context.Context, events []*model.Event) [
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(d.cfg.Concurrency, jobs) {
-		wg.Go(func() {
+		d.workers.GoWith(&wg, func() {
 			for {
 				j := int(next.Add(1) - 1)
 				if j >= jobs {

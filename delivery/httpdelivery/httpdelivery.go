@@ -34,6 +34,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/defaults"
+	"github.com/schedulerd/schedulerd/internal/gopool"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -166,8 +167,9 @@ type Deliverer struct {
 	// it must not serve another tenant.
 	ruled   ruledPools
 	targets targetCache
-	bufs    sync.Pool // *[]byte: a message or a request being written
-	macs    sync.Pool // hash.Hash: HMAC-SHA256 under the signing secret
+	workers *gopool.Pool // a Deliver call's requests beyond its first
+	bufs    sync.Pool    // *[]byte: a message or a request being written
+	macs    sync.Pool    // hash.Hash: HMAC-SHA256 under the signing secret
 }
 
 // New validates cfg and returns a Deliverer. Errors name the Config field.
@@ -206,7 +208,7 @@ func New(cfg Config) (*Deliverer, error) {
 		// or send the signed body to a host the tenant did not configure.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	d := &Deliverer{cfg: cfg, client: client, transport: transport}
+	d := &Deliverer{cfg: cfg, client: client, transport: transport, workers: gopool.New(gopool.DefaultIdle)}
 	d.ruled.init(client)
 	d.bufs.New = func() any { return new([]byte) }
 	d.macs.New = func() any { return hmac.New(sha256.New, d.cfg.SigningSecret) }
@@ -250,7 +252,7 @@ func (d *Deliverer) Deliver(ctx context.Context, events []*model.Event) []delive
 	// spread over its window sends one or a few at a time) starts none.
 	var wg sync.WaitGroup
 	for range workers - 1 {
-		wg.Go(work)
+		d.workers.GoWith(&wg, work)
 	}
 	work()
 	wg.Wait()
@@ -274,14 +276,14 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		client = d.ruled.client(tenant, rule, d.transport)
 		ctx = context.WithValue(ctx, dialHostKey{}, t.url.Hostname())
 	}
-	body, err := delivery.AppendMessage(nil, e, d.cfg.ReleaseBaseURL)
+	body, err := d.message(e)
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: encode message: %w", e.ID, err))
 	}
 	ts := strconv.AppendInt(nil, d.cfg.Now().Unix(), 10)
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.str, bytes.NewReader(body))
 	if err != nil {
 		return permanent(fmt.Errorf("httpdelivery: event %s: build request: %w", e.ID, err))
 	}
@@ -290,7 +292,7 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		"User-Agent":    {d.cfg.UserAgent},
 		HeaderEventID:   {e.ID},
 		HeaderTimestamp: {string(ts)},
-		HeaderSignature: {string(d.appendSignature(nil, ts, body))},
+		HeaderSignature: {string(d.appendSignature(make([]byte, 0, len(signatureVersion)+2*sha256.Size), ts, body))},
 		// The event's id is its idempotency key; with it net/http also
 		// sends the request again on a new connection when a kept one
 		// turns out closed by the consumer before it took the request.
@@ -308,6 +310,19 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		return delivery.Result{Err: err}
 	}
 	return d.result(e, t.url, resp)
+}
+
+// message is e's message in a slice of its own size; it is written in a
+// kept buffer, so that it does not grow a new one step by step.
+func (d *Deliverer) message(e *model.Event) ([]byte, error) {
+	bp := d.bufs.Get().(*[]byte)
+	defer d.bufs.Put(bp)
+	msg, err := delivery.AppendMessage((*bp)[:0], e, d.cfg.ReleaseBaseURL)
+	*bp = msg
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(msg), nil
 }
 
 // appendSignature appends Sign's value for body sent at ts (unix seconds,
@@ -332,9 +347,10 @@ type targetCache struct {
 }
 
 // target is a parsed target URL: url is nil when it is not an absolute
-// http(s) URL.
+// http(s) URL; str is url as a request takes it.
 type target struct {
 	url *url.URL
+	str string
 }
 
 func (c *targetCache) get(raw, userAgent string) *target {
@@ -343,7 +359,7 @@ func (c *targetCache) get(raw, userAgent string) *target {
 	}
 	t := &target{}
 	if u, err := url.Parse(raw); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-		t.url = u
+		t.url, t.str = u, u.String()
 	}
 	if c.n.Add(1) > maxTargets {
 		c.m.Clear()
