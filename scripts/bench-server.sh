@@ -4,7 +4,7 @@
 # (utime+stime from /proc) is apart from the consumer's and the clients'.
 # Builds bin/schedulerd and bin/schedbench, then runs each scenario named
 # (default: spread, burst and oneoffs). Figures go into docs/benchmarks.md (schedbench
-# workloads); say the load (uptime) with them.
+# workloads); say the load (uptime) and the steal with them.
 #
 #   scripts/bench-server.sh                  # spread, burst, oneoffs
 #   scripts/bench-server.sh spread           # 50,000 events spread over 60 s
@@ -17,6 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 go build -o bin/ ./cmd/schedulerd ./cmd/schedbench
+
+# cpu_ticks prints the machine's busy (user, nice, system) and steal ticks
+# from /proc/stat. On a shared VM, steal is the time the host gave the
+# vCPUs to others: figures measured under much of it are not comparable.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4, $9}' /proc/stat; }
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(spread burst oneoffs)
 for s in "${scenarios[@]}"; do
@@ -25,6 +30,9 @@ for s in "${scenarios[@]}"; do
 		extra=(-oneoffs "$ONEOFFS")
 	fi
 	echo "== $s ($(date -u +%FT%TZ); $(uptime))"
+	read -r busy0 steal0 < <(cpu_ticks)
 	bin/schedbench -server bin/schedulerd -scenario "$s" "${extra[@]}"
-	echo "== $s done ($(uptime))"
+	read -r busy1 steal1 < <(cpu_ticks)
+	busy=$((busy1 - busy0)) steal=$((steal1 - steal0))
+	echo "== $s done ($(uptime)); steal $steal ticks, $((100 * steal / (busy + steal + 1)))% of the busy time"
 done
