@@ -18,9 +18,10 @@ type Pool struct {
 	mu    sync.Mutex
 	ready []chan func() // idle goroutines' inboxes, the most recently idle last
 
-	onIdle   func() // test hook: a goroutine became idle
-	onRetire func() // test hook: an idle goroutine ended
-	starts   int    // goroutines started (test counter; guarded by mu)
+	// Test hooks, set before the first Go: a goroutine became idle; an
+	// idle goroutine ended.
+	onIdle, onRetire func()
+	starts           int // goroutines started (test counter; guarded by mu)
 }
 
 // DefaultIdle is long enough to keep a pool's goroutines through the gaps
@@ -68,10 +69,9 @@ func (p *Pool) run(f func()) {
 		idle.Reset(p.idle)
 		p.mu.Lock()
 		p.ready = append(p.ready, inbox)
-		hook := p.onIdle
 		p.mu.Unlock()
-		if hook != nil {
-			hook()
+		if p.onIdle != nil {
+			p.onIdle()
 		}
 		select {
 		case f = <-inbox:
