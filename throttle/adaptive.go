@@ -105,8 +105,9 @@ type aimd struct {
 	}
 	// out is the owner's count of tokens out: the persisted InUse at the
 	// last acquisition, plus what it acquired since, minus the tokens
-	// it sent back instead of handing them on.
-	out int
+	// it sent back instead of handing them on. peak is the most out in
+	// the current window (tokensOut).
+	out, peak int
 }
 
 // newAIMD starts at the limit the policy's previous owner persisted, else at
@@ -157,7 +158,7 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 		return c.state, false
 	}
 	// A full window.
-	full := c.ok == c.seen && !c.decreased
+	full, used := c.ok == c.seen && !c.decreased, c.pushed()
 	mean := time.Duration(0)
 	if c.ok > 0 {
 		mean = c.latSum / time.Duration(c.ok)
@@ -169,7 +170,7 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 	if mean > 0 && (c.best == 0 || mean < c.best) {
 		c.best = mean
 	}
-	if full && c.state.Limit < c.max {
+	if full && used && c.state.Limit < c.max {
 		return c.grow(now)
 	}
 	return c.state, false
@@ -178,6 +179,18 @@ func (c *aimd) observe(o Outcome, latency time.Duration, now time.Time) (LimitSt
 func (c *aimd) newWindow() {
 	c.seen, c.ok, c.serverErr, c.latSum = 0, 0, 0, 0
 	c.decreased, c.overloads = false, false
+	c.peak = c.out
+}
+
+// pushed reports whether the tokens out reached half the limit in this
+// window (the consumer saw enough load for its health to mean that it
+// takes more). c.mu held.
+func (c *aimd) pushed() bool { return 2*max(c.peak, c.out) >= c.state.Limit }
+
+// tokensOut records the owner's count of tokens out. c.mu held.
+func (c *aimd) tokensOut(n int) {
+	c.out = n
+	c.peak = max(c.peak, n)
 }
 
 // decrease lowers the limit and starts a window in which no signal but
@@ -270,14 +283,15 @@ func (c *aimd) observeRelease(d time.Duration, now time.Time) (LimitState, bool)
 
 // backlog lowers the limit of an SQS policy whose queue grows: a
 // multiplicative decrease if the backlog exceeds the limit and grew since
-// the last reading, an additive increase if it is empty.
+// the last reading, an additive increase if it is empty while the tokens
+// out reach half the limit.
 func (c *aimd) backlog(prev, cur int, now time.Time) (LimitState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case cur > c.state.Limit && cur > prev:
 		return c.set(max(c.min, int(float64(c.state.Limit)*adaptiveDecrease)), LimitReasonBacklog, now)
-	case cur == 0 && c.state.Limit < c.max:
+	case cur == 0 && c.state.Limit < c.max && c.pushed():
 		return c.set(c.state.Limit+1, LimitReasonHealthy, now)
 	}
 	return c.state, false
@@ -451,7 +465,7 @@ func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.out = p.InUse
+	c.tokensOut(p.InUse)
 	return max(0, min(want, c.state.Limit-c.out)), nil
 }
 
@@ -459,7 +473,7 @@ func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
 func (b *bucket) acquired(n int) {
 	if c := b.t.adapt.get(b.policyID); c != nil {
 		c.mu.Lock()
-		c.out += n
+		c.tokensOut(c.out + n)
 		c.mu.Unlock()
 	}
 }

@@ -55,8 +55,10 @@ func TestAIMD(t *testing.T) {
 			t.Fatalf("limit = %d, want min 2", c.state.Limit)
 		}
 	})
-	// healthy feeds one window of successes and returns the limit after it.
+	// healthy feeds one window of successes with the limit's worth of
+	// tokens out and returns the limit after it.
 	healthy := func(c *aimd) int {
+		c.tokensOut(c.state.Limit)
 		for range c.state.Limit {
 			c.observe(OutcomeOK, time.Millisecond, at)
 		}
@@ -133,6 +135,7 @@ func TestAIMD(t *testing.T) {
 		if c.state.Limit != 45 {
 			t.Fatalf("limit = %d after 23 429s in a window that began at 50, want 45 (×0.9)", c.state.Limit)
 		}
+		c.tokensOut(45)
 		for range 45 - 22 {
 			c.observe(OutcomeOK, time.Millisecond, at)
 		}
@@ -194,8 +197,40 @@ func TestAIMD(t *testing.T) {
 		if _, changed := c.backlog(50, 40, at); changed {
 			t.Fatal("a shrinking backlog moved the limit")
 		}
+		c.tokensOut(4)
+		if _, changed := c.backlog(40, 0, at); changed {
+			t.Fatal("an empty queue raised the limit of 9 with 4 tokens out")
+		}
+		c.tokensOut(5)
 		if st, changed := c.backlog(40, 0, at); !changed || st.Limit != 10 {
-			t.Fatalf("empty queue: %+v changed=%v, want 10", st, changed)
+			t.Fatalf("empty queue, 5 of 9 tokens out: %+v changed=%v, want 10", st, changed)
+		}
+	})
+	t.Run("GrowsOnlyWhenPushed", func(t *testing.T) {
+		// A window of successes says the consumer takes more only if
+		// the tokens out came near the limit: half of it.
+		c := newAIMD(&model.Policy{ID: "p", Adaptive: &model.AdaptiveLimit{Min: 1, Max: 100}, EffectiveLimit: 20}, at)
+		window := func() int {
+			for range c.state.Limit {
+				c.observe(OutcomeOK, time.Millisecond, at)
+			}
+			return c.state.Limit
+		}
+		for i := range 20 {
+			c.tokensOut(i % 10) // up to 9 out, then back to 0
+			if l := window(); l != 20 {
+				t.Fatalf("limit = %d after %d windows with at most 9 of 20 tokens out, want 20", l, i+1)
+			}
+		}
+		// 10 out once in the window, even if fewer at its end.
+		c.tokensOut(10)
+		c.tokensOut(3)
+		if l := window(); l != 21 {
+			t.Fatalf("limit = %d after a window that reached 10 of 20 tokens out, want 21", l)
+		}
+		// The peak is the window's: the next one, at 3 out, holds.
+		if l := window(); l != 21 {
+			t.Fatalf("limit = %d after a window with 3 of 21 out, want 21", l)
 		}
 	})
 	t.Run("StartsAtPersistedLimit", func(t *testing.T) {

@@ -86,6 +86,7 @@ func simulate(seed uint64, capacity []int, phase, work, transit time.Duration) [
 		for ; out < c.state.Limit; out++ {
 			heap.Push(&q, simEvent{at: clock.Now().Add(transit), kind: simArrive, sent: clock.Now()})
 		}
+		c.tokensOut(out)
 	}
 	phases := make([]simPhase, len(capacity))
 	for i, cp := range capacity {
@@ -195,6 +196,7 @@ func simulateReleases(workers []int, phase, work, transit time.Duration, ignore 
 		for ; out < c.state.Limit; out++ {
 			heap.Push(&q, simEvent{at: clock.Now().Add(transit), kind: simArrive, sent: clock.Now()})
 		}
+		c.tokensOut(out)
 	}
 	end := start.Add(phase * time.Duration(len(workers)))
 	send()

@@ -176,3 +176,31 @@ func TestAdaptiveReleaseLatencyLowersLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestAdaptiveLimitGrowsOnlyUnderLoad: healthy answers raise the limit only
+// when the owner had at least half of it out, as counted from its
+// acquisitions; answers from a quiet policy leave the limit where it is.
+func TestAdaptiveLimitGrowsOnlyUnderLoad(t *testing.T) {
+	healthyWindows := func(r *adaptiveRun, windows int) throttle.LimitState {
+		for range windows {
+			ls, _ := r.thr.Limit("p")
+			for range ls.Limit {
+				r.thr.Observe("p", throttle.OutcomeOK, time.Millisecond)
+			}
+		}
+		ls, _ := r.thr.Limit("p")
+		return ls
+	}
+	runInBubble(t, "Quiet", func(t *testing.T) {
+		r := startAdaptiveRun(t, 40, 20, 9) // 9 of 20 tokens out
+		if ls := healthyWindows(r, 10); ls.Limit != 20 {
+			t.Fatalf("limit %+v after 10 healthy windows with 9 of 20 tokens out, want 20", ls)
+		}
+	})
+	runInBubble(t, "Loaded", func(t *testing.T) {
+		r := startAdaptiveRun(t, 40, 20, 10) // 10 of 20 tokens out
+		if ls := healthyWindows(r, 1); ls.Limit != 21 || ls.Reason != throttle.LimitReasonHealthy {
+			t.Fatalf("limit %+v after a healthy window with 10 of 20 tokens out, want 21 healthy", ls)
+		}
+	})
+}
