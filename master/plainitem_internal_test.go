@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"regexp"
@@ -29,31 +30,15 @@ func TestDecodePlainItemAgreesWithTheDecoder(t *testing.T) {
 	accepted, valid := 0, 0
 	for i := range *scanCases / 5 {
 		item := []byte(randomPlainItem(r))
-		var got, want api.ScheduleBatchItem
-		ok := decodePlainItem(item, &got)
-		wantOK := decodeItemMembers(item, &want)
+		ok, wantOK, problem := comparePlainItem(item)
+		if problem != "" {
+			t.Fatalf("case %d of seed %d: %s", i, *scanSeed, problem)
+		}
 		if wantOK {
 			valid++
 		}
-		if !ok {
-			continue
-		}
-		accepted++
-		if !wantOK {
-			t.Fatalf("case %d of seed %d: decodePlainItem accepted %s, which decodeItemMembers refuses", i, *scanSeed, item)
-		}
-		a, _ := json.Marshal(got)
-		b, _ := json.Marshal(want)
-		if string(a) != string(b) {
-			t.Fatalf("case %d of seed %d: %s decoded to\n%s, want\n%s", i, *scanSeed, item, a, b)
-		}
-		if (got.Payload == nil) != (want.Payload == nil) || got.Payload != nil && !bytes.Equal(*got.Payload, *want.Payload) {
-			t.Fatalf("case %d of seed %d: %s: payload %s, want %s", i, *scanSeed, item, payloadText(got.Payload), payloadText(want.Payload))
-		}
-		for _, tt := range [][2]timeField{{timeOf(got.RunAt), timeOf(want.RunAt)}, {timeOf(got.StartAt), timeOf(want.StartAt)}, {timeOf(got.EndAt), timeOf(want.EndAt)}} {
-			if tt[0] != tt[1] {
-				t.Fatalf("case %d of seed %d: %s: time %+v, want %+v", i, *scanSeed, item, tt[0], tt[1])
-			}
+		if ok {
+			accepted++
 		}
 	}
 	t.Logf("%d of %d items valid, %d accepted", valid, *scanCases/5, accepted)
@@ -71,6 +56,36 @@ func TestDecodePlainItemAgreesWithTheDecoder(t *testing.T) {
 			t.Errorf("decodePlainItem refused %s", item)
 		}
 	}
+}
+
+// comparePlainItem decodes item with decodePlainItem (ok) and
+// decodeItemMembers (wantOK); problem says how they disagree: whatever
+// decodePlainItem accepts, decodeItemMembers must accept and decode to the
+// same value, payload bytes and instants' offsets included.
+func comparePlainItem(item []byte) (ok, wantOK bool, problem string) {
+	var got, want api.ScheduleBatchItem
+	ok = decodePlainItem(item, &got)
+	wantOK = decodeItemMembers(item, &want)
+	if !ok {
+		return ok, wantOK, ""
+	}
+	if !wantOK {
+		return ok, wantOK, fmt.Sprintf("decodePlainItem accepted %s, which decodeItemMembers refuses", item)
+	}
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) {
+		return ok, wantOK, fmt.Sprintf("%s decoded to\n%s, want\n%s", item, a, b)
+	}
+	if (got.Payload == nil) != (want.Payload == nil) || got.Payload != nil && !bytes.Equal(*got.Payload, *want.Payload) {
+		return ok, wantOK, fmt.Sprintf("%s: payload %s, want %s", item, payloadText(got.Payload), payloadText(want.Payload))
+	}
+	for _, tt := range [][2]timeField{{timeOf(got.RunAt), timeOf(want.RunAt)}, {timeOf(got.StartAt), timeOf(want.StartAt)}, {timeOf(got.EndAt), timeOf(want.EndAt)}} {
+		if tt[0] != tt[1] {
+			return ok, wantOK, fmt.Sprintf("%s: time %+v, want %+v", item, tt[0], tt[1])
+		}
+	}
+	return ok, wantOK, ""
 }
 
 // timeField is what a decoded instant must agree on: the instant and the
