@@ -230,9 +230,13 @@ type APIKeyList struct {
 // AdaptiveLimit The policy's limit moves between min and max (the policy's
 // maxInFlight, which is the ceiling) from the consumer's signals
 // (429/503, timeouts, the 5xx share, growing latency; for SQS targets
-// the queue's backlog): +1 per window of limit successful deliveries,
-// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
-// removes adaptive and the limit is fixed at maxInFlight again.
+// the queue's backlog). A 429 or 503 takes one off (each further one
+// in the same window one more, down to x0.9), another signal x0.9
+// once per window (a window is limit outcomes). A window of
+// successes in which at least half the limit was out raises it: back
+// towards the level that last failed, then faster beyond it. In
+// PolicyUpdate, min 0 removes adaptive and the limit is fixed at
+// maxInFlight again.
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
@@ -456,9 +460,13 @@ type Policy struct {
 	// Adaptive The policy's limit moves between min and max (the policy's
 	// maxInFlight, which is the ceiling) from the consumer's signals
 	// (429/503, timeouts, the 5xx share, growing latency; for SQS targets
-	// the queue's backlog): +1 per window of limit successful deliveries,
-	// x0.9 on a signal, at most once per window. In PolicyUpdate, min 0
-	// removes adaptive and the limit is fixed at maxInFlight again.
+	// the queue's backlog). A 429 or 503 takes one off (each further one
+	// in the same window one more, down to x0.9), another signal x0.9
+	// once per window (a window is limit outcomes). A window of
+	// successes in which at least half the limit was out raises it: back
+	// towards the level that last failed, then faster beyond it. In
+	// PolicyUpdate, min 0 removes adaptive and the limit is fixed at
+	// maxInFlight again.
 	Adaptive    *AdaptiveLimit `json:"adaptive,omitempty"`
 	AutoRelease bool           `json:"autoRelease"`
 
