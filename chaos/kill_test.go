@@ -198,11 +198,11 @@ func TestChaosMultiInstanceKill(t *testing.T) {
 			back := time.Now()
 			d.disrupted(victim.base, killedAt, back)
 			// Back, it takes its share of the shards: the other instances
-			// give up their units above their share at their next lease
-			// tick (every leaseTTL/3) without waiting for the deliveries
-			// they have in flight, so a copy any of them sent then may be
-			// sent again by the new owner. The window allows a tick that
-			// takes up to two intervals on a busy store.
+			// stop their units above their share at their next lease tick
+			// (every leaseTTL/3) and release them a tick later, so a copy
+			// any of them sent before and had not recorded by then (a slow
+			// store) may be sent again by the new owner. The window allows
+			// a tick that takes up to two intervals on a busy store.
 			d.disrupted("", back, back.Add(leaseTTL))
 		})
 	}

@@ -3,8 +3,11 @@
 //
 // Every instance keeps a membership lease "<group>/member/<owner>" and, on
 // each tick, aims to hold ceil(units / live members) unit leases
-// "<group>/unit/<n>". An instance over its share releases units; one under it
-// takes free or expired ones. A dead instance's units expire after one TTL
+// "<group>/unit/<n>". An instance over its share gives units back: it stops
+// their work at once and releases their leases at its next tick, so that
+// work in flight under them (a delivery whose outcome is being written)
+// normally ends before another instance takes them. One under its share
+// takes free or expired units. A dead instance's units expire after one TTL
 // and are taken by the others on their next tick. Fences come from the store
 // and grow on every change of owner, so work done under a lost lease can be
 // refused by the store (compare-and-set on the fence).
@@ -117,6 +120,9 @@ type Balancer struct {
 	// owner in the store; they are released (and only then taken again,
 	// with a new fence) on the next ticks.
 	refence map[int]model.Lease
+	// leaving holds units given back above the share: no longer held
+	// (Held, Owns), their leases kept until the next tick releases them.
+	leaving map[int]model.Lease
 
 	lifeMu sync.Mutex
 	sched  gocron.Scheduler
@@ -198,7 +204,7 @@ func New(cfg Config, deps Deps) (*Balancer, error) {
 	return &Balancer{
 		cfg: cfg, store: deps.Store, clock: deps.Clock,
 		log:  deps.Logger.With().Str(logkey.Component, "lease").Str("group", cfg.Group).Logger(),
-		held: map[int]model.Lease{}, refence: map[int]model.Lease{}, changed: make(chan struct{}, 1),
+		held: map[int]model.Lease{}, refence: map[int]model.Lease{}, leaving: map[int]model.Lease{}, changed: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -322,11 +328,13 @@ func (b *Balancer) Stop() {
 		}
 	})
 	b.mu.Lock()
-	held := b.held
-	b.held = map[int]model.Lease{}
+	held, leaving := b.held, b.leaving
+	b.held, b.leaving = map[int]model.Lease{}, map[int]model.Lease{}
 	b.mu.Unlock()
-	for _, l := range held {
-		_ = b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+	for _, ls := range []map[int]model.Lease{held, leaving} {
+		for _, l := range ls {
+			_ = b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+		}
 	}
 	if m, err := b.store.LeaseList(ctx, b.memberName()); err == nil {
 		for _, l := range m {
@@ -421,6 +429,23 @@ func (b *Balancer) Tick(ctx context.Context) error {
 			delete(pending, u)
 		}
 	}
+	// Units given back at the previous tick have had an interval for
+	// their work in flight to end.
+	b.mu.Lock()
+	leaving := make(map[int]model.Lease, len(b.leaving))
+	for u, l := range b.leaving {
+		leaving[u] = l
+	}
+	b.mu.Unlock()
+	for u, l := range leaving {
+		err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+		if err == nil || errors.Is(err, model.ErrConflict) || !now.Before(l.ExpiresAt) {
+			b.mu.Lock()
+			delete(b.leaving, u)
+			b.mu.Unlock()
+			delete(leaving, u)
+		}
+	}
 	// Renew what we hold; forget what we lost.
 	b.mu.Lock()
 	held := make(map[int]model.Lease, len(b.held))
@@ -445,17 +470,18 @@ func (b *Balancer) Tick(ctx context.Context) error {
 			}
 		}
 	}
-	// Give back units above our share, highest numbers first.
+	// Give back units above our share, highest numbers first: their work
+	// stops now, their leases go at the next tick.
 	if len(held) > share {
 		units := sortedUnits(held)
+		b.mu.Lock()
 		for _, u := range units[share:] {
-			l := held[u]
-			if err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence); err != nil && !errors.Is(err, model.ErrConflict) {
-				continue
-			}
+			b.leaving[u] = held[u]
+			leaving[u] = held[u]
 			delete(held, u)
-			changed = true
 		}
+		b.mu.Unlock()
+		changed = true
 	}
 	// Take free or expired units up to our share.
 	if len(held) < share {
@@ -475,6 +501,9 @@ func (b *Balancer) Tick(ctx context.Context) error {
 			}
 			if _, ok := pending[u]; ok {
 				busy[u] = true // still names us under the old fence
+			}
+			if _, ok := leaving[u]; ok {
+				busy[u] = true // its work may still be ending
 			}
 		}
 		// Start at an owner-dependent offset so that instances starting

@@ -205,6 +205,62 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("GivenBackUnitsStopAtOnceAndMoveATickLater", func(t *testing.T) {
+		// An instance over its share stops the units' work at once but
+		// keeps their leases one tick, so that work in flight under them
+		// ends before another instance can take them.
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		bs := newBalancers(t, openStore(t), clk, 2, 8)
+		tickAll(t, ctx, bs[:1], 1)
+		before := bs[0].Held()
+		tickAll(t, ctx, bs[1:], 1) // joins: a member, no free unit yet
+		<-bs[0].Changed()          // drained: the first tick's change
+		tickAll(t, ctx, bs[:1], 1)
+		kept := bs[0].Held()
+		if len(kept) != 4 {
+			t.Fatalf("over its share, the first balancer holds %d units, want 4", len(kept))
+		}
+		select {
+		case <-bs[0].Changed():
+		default:
+			t.Fatal("giving units back did not signal a change")
+		}
+		var gone []int
+		for u, f := range before {
+			if _, ok := kept[u]; !ok {
+				gone = append(gone, u)
+				if bs[0].Owns(u, f) {
+					t.Errorf("unit %d given back but still owned", u)
+				}
+			}
+		}
+		tickAll(t, ctx, bs[1:], 1)
+		if n := len(bs[1].Held()); n != 0 {
+			t.Fatalf("the new balancer took %d units in the tick they were given back, want 0", n)
+		}
+		clk.Advance(5 * time.Second)
+		tickAll(t, ctx, bs, 1)
+		checkPartition(t, bs, 8)
+		for _, u := range gone {
+			if f, ok := bs[1].Held()[u]; !ok || f <= before[u] {
+				t.Errorf("unit %d: taken %v with fence %d, want a fence above %d", u, ok, f, before[u])
+			}
+		}
+	})
+
+	t.Run("StopReleasesUnitsBeingGivenBack", func(t *testing.T) {
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		bs := newBalancers(t, openStore(t), clk, 2, 8)
+		tickAll(t, ctx, bs[:1], 1)
+		tickAll(t, ctx, bs[1:], 1)
+		tickAll(t, ctx, bs[:1], 1) // gives 4 back
+		bs[0].Stop()
+		// No clock advance: every lease, the ones being given back
+		// included, is free at once.
+		tickAll(t, ctx, bs[1:], 1)
+		checkPartition(t, bs[1:], 8)
+	})
+
 	t.Run("RejectsBadConfig", func(t *testing.T) {
 		for name, cfg := range map[string]lease.Config{
 			"NoGroup":    {Units: 1, Owner: "a"},
