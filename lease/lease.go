@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -328,8 +329,9 @@ func (b *Balancer) Stop() {
 		}
 	})
 	b.mu.Lock()
-	held, leaving := b.held, b.leaving
-	b.held, b.leaving = map[int]model.Lease{}, map[int]model.Lease{}
+	held, leaving := b.held, maps.Clone(b.leaving)
+	b.held = map[int]model.Lease{}
+	clear(b.leaving)
 	b.mu.Unlock()
 	for _, ls := range []map[int]model.Lease{held, leaving} {
 		for _, l := range ls {
@@ -414,38 +416,10 @@ func (b *Balancer) Tick(ctx context.Context) error {
 	share := (b.cfg.Units + live - 1) / live
 
 	changed := false
-	b.mu.Lock()
-	pending := make(map[int]model.Lease, len(b.refence))
-	for u, l := range b.refence {
-		pending[u] = l
-	}
-	b.mu.Unlock()
-	for u, l := range pending {
-		err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
-		if err == nil || errors.Is(err, model.ErrConflict) {
-			b.mu.Lock()
-			delete(b.refence, u)
-			b.mu.Unlock()
-			delete(pending, u)
-		}
-	}
+	pending := b.release(ctx, b.refence)
 	// Units given back at the previous tick have had an interval for
 	// their work in flight to end.
-	b.mu.Lock()
-	leaving := make(map[int]model.Lease, len(b.leaving))
-	for u, l := range b.leaving {
-		leaving[u] = l
-	}
-	b.mu.Unlock()
-	for u, l := range leaving {
-		err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
-		if err == nil || errors.Is(err, model.ErrConflict) || !now.Before(l.ExpiresAt) {
-			b.mu.Lock()
-			delete(b.leaving, u)
-			b.mu.Unlock()
-			delete(leaving, u)
-		}
-	}
+	leaving := b.release(ctx, b.leaving)
 	// Renew what we hold; forget what we lost.
 	b.mu.Lock()
 	held := make(map[int]model.Lease, len(b.held))
@@ -529,6 +503,27 @@ func (b *Balancer) Tick(ctx context.Context) error {
 	}
 	b.commit(held, changed)
 	return nil
+}
+
+// release releases the leases of set (b.refence or b.leaving), dropping
+// from it those released or lost, and returns what is left. One the store
+// could not release stays, even expired: taken again by this owner before
+// that, it would keep its fence, and the work claimed under it would stay
+// claimed by nobody.
+func (b *Balancer) release(ctx context.Context, set map[int]model.Lease) map[int]model.Lease {
+	b.mu.Lock()
+	left := maps.Clone(set)
+	b.mu.Unlock()
+	for u, l := range left {
+		err := b.store.LeaseRelease(ctx, l.Name, b.cfg.Owner, l.Fence)
+		if err == nil || errors.Is(err, model.ErrConflict) {
+			b.mu.Lock()
+			delete(set, u)
+			b.mu.Unlock()
+			delete(left, u)
+		}
+	}
+	return left
 }
 
 func (b *Balancer) commit(held map[int]model.Lease, changed bool) {

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -248,6 +249,39 @@ func TestBalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("GivenBackUnitNotTakenAgainUnderItsFence", func(t *testing.T) {
+		// A unit given back whose release fails stays out of this
+		// instance's hands, even once its lease expired: taken again by
+		// the same owner it would keep its fence, and the events claimed
+		// under that fence would stay claimed by nobody.
+		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		st := &failingRelease{Store: openStore(t)}
+		bs := newBalancers(t, st, clk, 2, 2)
+		tickAll(t, ctx, bs[:1], 1)
+		before := bs[0].Held()
+		tickAll(t, ctx, bs[1:], 1)
+		st.fail.Store(true)
+		tickAll(t, ctx, bs[:1], 1) // gives one unit back; its release fails
+		var gone int
+		for u := range before {
+			if _, ok := bs[0].Held()[u]; !ok {
+				gone = u
+			}
+		}
+		// The second instance dies; the first is alone again, and the
+		// unit's lease expires.
+		clk.Advance(20 * time.Second)
+		tickAll(t, ctx, bs[:1], 2)
+		if f, ok := bs[0].Held()[gone]; ok && f == before[gone] {
+			t.Fatalf("unit %d taken again under its old fence %d while its release failed", gone, f)
+		}
+		st.fail.Store(false)
+		tickAll(t, ctx, bs[:1], 2)
+		if f, ok := bs[0].Held()[gone]; !ok || f <= before[gone] {
+			t.Fatalf("unit %d after its release: held %v with fence %d, want a fence above %d", gone, ok, f, before[gone])
+		}
+	})
+
 	t.Run("StopReleasesUnitsBeingGivenBack", func(t *testing.T) {
 		clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		bs := newBalancers(t, openStore(t), clk, 2, 8)
@@ -373,4 +407,17 @@ func TestRenewalsGoTogether(t *testing.T) {
 	if n := len(bs[0].Held()); n != units {
 		t.Fatalf("holds %d units after renewing, want %d", n, units)
 	}
+}
+
+// failingRelease is a store whose LeaseRelease fails while fail is set.
+type failingRelease struct {
+	*embedded.Store
+	fail atomic.Bool
+}
+
+func (s *failingRelease) LeaseRelease(ctx context.Context, name, owner string, fence int64) error {
+	if s.fail.Load() {
+		return errors.New("release refused by the test")
+	}
+	return s.Store.LeaseRelease(ctx, name, owner, fence)
 }
