@@ -141,6 +141,9 @@ const (
 	roundError                      // store trouble; wait and try again
 	roundGone                       // the policy was deleted
 	roundRate                       // events wait for the policy's rate
+	// roundKeysAtBound: events wait, each of a key at its bound; one of
+	// another key, enqueued later, may go at once.
+	roundKeysAtBound
 )
 
 func (b *bucket) run(ctx context.Context) {
@@ -202,7 +205,8 @@ func (b *bucket) run(ctx context.Context) {
 			b.drop(ctx)
 			break
 		}
-		if stall := b.stallReconcile(); res == roundStarved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
+		starved := res == roundStarved || res == roundKeysAtBound
+		if stall := b.stallReconcile(); starved && clock.Since(b.progressAt) >= stall && clock.Since(lastReconcile) >= stall {
 			nextReconcile = clock.Now() // starved for a while: look for leaks now
 		}
 		b.mu.Lock()
@@ -230,6 +234,14 @@ func (b *bucket) run(ctx context.Context) {
 			poll.Reset(t.cfg.PollInterval)
 			select {
 			case <-ctx.Done():
+			case <-b.released:
+			case <-poll.Chan():
+			}
+		case roundKeysAtBound:
+			poll.Reset(t.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+			case <-b.wake:
 			case <-b.released:
 			case <-poll.Chan():
 			}

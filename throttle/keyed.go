@@ -256,7 +256,7 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 		}
 		b.mu.Unlock()
 		if want == 0 {
-			return roundStarved // every waiting key is at its bound
+			return roundKeysAtBound
 		}
 		began := t.deps.Clock.Now()
 		got, err := t.deps.Store.PolicyAcquireTokens(ctx, b.policyID, want)
