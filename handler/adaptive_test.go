@@ -85,11 +85,12 @@ func (r *limitRange) from(limit int) {
 
 // TestAdaptiveHTTP: a consumer on 127.0.0.1 whose capacity drops from 50
 // concurrent requests of 300 ms to 10 and recovers to 50, answering 429
-// beyond it. Answers that are all 2xx grow the limit, so the band below
-// needs the handler to keep the consumer at its capacity: 300 ms makes
-// that 170 requests a second, which it sends even on busy cores. After
-// the limit has converged in each phase, over a count of answers: fewer than 5% are 429s, the limit stays
-// in a band around the capacity, and the consumer never has more requests
+// beyond it. Answers that are all 2xx grow the limit once half of it is
+// out, so the band below needs the handler to keep the consumer at its
+// capacity: 300 ms makes that 170 requests a second, which it sends even
+// on busy cores. After the limit has converged in each phase, over a
+// count of answers: fewer than 5% are 429s, the limit stays in a band
+// around the capacity, and the consumer never has more requests
 // in flight than the highest limit of the phase. (Timings and goodput on
 // real time are BenchmarkAdaptive's; the simulated-time test of the
 // controller asserts them.)

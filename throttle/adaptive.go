@@ -106,7 +106,7 @@ type aimd struct {
 	// out is the owner's count of tokens out: the persisted InUse at the
 	// last acquisition, plus what it acquired since, minus the tokens
 	// it sent back instead of handing them on. peak is the most out in
-	// the current window (tokensOut).
+	// the current window (tokensOut), never below out.
 	out, peak int
 }
 
@@ -185,7 +185,7 @@ func (c *aimd) newWindow() {
 // pushed reports whether the tokens out reached half the limit in this
 // window (the consumer saw enough load for its health to mean that it
 // takes more). c.mu held.
-func (c *aimd) pushed() bool { return 2*max(c.peak, c.out) >= c.state.Limit }
+func (c *aimd) pushed() bool { return 2*c.peak >= c.state.Limit }
 
 // tokensOut records the owner's count of tokens out. c.mu held.
 func (c *aimd) tokensOut(n int) {

@@ -230,18 +230,17 @@ func (b *bucket) run(ctx context.Context) {
 			case <-b.wake: // more events, or the rate changed
 			case <-clock.After(wait):
 			}
-		case roundStarved, roundError:
-			poll.Reset(t.cfg.PollInterval)
-			select {
-			case <-ctx.Done():
-			case <-b.released:
-			case <-poll.Chan():
+		case roundStarved, roundError, roundKeysAtBound:
+			// More events help only keys below their bound: a nil
+			// channel never fires.
+			var more <-chan struct{}
+			if res == roundKeysAtBound {
+				more = b.wake
 			}
-		case roundKeysAtBound:
 			poll.Reset(t.cfg.PollInterval)
 			select {
 			case <-ctx.Done():
-			case <-b.wake:
+			case <-more:
 			case <-b.released:
 			case <-poll.Chan():
 			}
