@@ -70,6 +70,10 @@ type Config struct {
 	InstanceID         string
 	LogLevel           string
 	LogFormat          string // "json" (default) or "console"
+	// GCPercent and MemoryLimitPercent are the Go runtime's memory
+	// settings; see ApplyMemorySettings.
+	GCPercent          int
+	MemoryLimitPercent int
 
 	// MongoDB client settings (store=mongo); see mongo.Options.
 	MongoAllowWeakWriteConcern  bool
@@ -217,6 +221,8 @@ func Options() []Option {
 		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: local with the embedded store, hostname-pid with mongo)", str(func(c *Config) *string { return &c.InstanceID })},
 		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "SCHEDULER_LOG_FORMAT", "json", "json or console", str(func(c *Config) *string { return &c.LogFormat })},
+		{"gc-percent", "SCHEDULER_GC_PERCENT", itoa(DefaultGCPercent), "heap growth in percent that starts a garbage collection, as GOGC (25-10000; GOGC in the environment wins): the heap may reach (1 + this/100) times its live size, within the memory limit", num("gc-percent", func(c *Config) *int { return &c.GCPercent })},
+		{"memory-limit-percent", "SCHEDULER_MEMORY_LIMIT_PERCENT", itoa(DefaultMemoryLimitPercent), "soft memory limit of the Go runtime, as GOMEMLIMIT, in percent of the memory limit of the process's cgroup (a container's limit; none without one) (0-100; 0: none; GOMEMLIMIT in the environment wins)", num("memory-limit-percent", func(c *Config) *int { return &c.MemoryLimitPercent })},
 	}
 }
 
@@ -382,6 +388,12 @@ func (c *Config) validate() error {
 	}
 	if c.MongoOperationTimeout <= 0 {
 		return errors.New("mongo-operation-timeout: must be positive")
+	}
+	if c.GCPercent < 25 || c.GCPercent > 10000 {
+		return fmt.Errorf("gc-percent: %d is out of range 25-10000", c.GCPercent)
+	}
+	if c.MemoryLimitPercent < 0 || c.MemoryLimitPercent > 100 {
+		return fmt.Errorf("memory-limit-percent: %d is out of range 0-100", c.MemoryLimitPercent)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

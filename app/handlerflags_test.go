@@ -64,3 +64,37 @@ func TestEarlyDispatchFlag(t *testing.T) {
 		t.Errorf("-early-dispatch yes: %v, want an error naming the flag", err)
 	}
 }
+
+// -gc-percent and -memory-limit-percent: the defaults, the environment,
+// the flag over it, and refusals naming the flag.
+func TestMemoryFlags(t *testing.T) {
+	t.Parallel()
+	c, err := ParseConfig(nil, mongoEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GCPercent != DefaultGCPercent || c.MemoryLimitPercent != DefaultMemoryLimitPercent {
+		t.Fatalf("defaults: gc percent %d, memory limit percent %d; want %d, %d", c.GCPercent, c.MemoryLimitPercent, DefaultGCPercent, DefaultMemoryLimitPercent)
+	}
+	c, err = ParseConfig([]string{"-memory-limit-percent", "0"}, mongoEnv(map[string]string{"SCHEDULER_MEMORY_LIMIT_PERCENT": "75"}))
+	if err != nil || c.MemoryLimitPercent != 0 {
+		t.Fatalf("-memory-limit-percent 0 over the environment's 75: %d, %v", c.MemoryLimitPercent, err)
+	}
+	c, err = ParseConfig(nil, mongoEnv(map[string]string{"SCHEDULER_GC_PERCENT": "150"}))
+	if err != nil || c.GCPercent != 150 {
+		t.Fatalf("SCHEDULER_GC_PERCENT=150: %d, %v", c.GCPercent, err)
+	}
+	c, err = ParseConfig([]string{"-gc-percent", "800"}, mongoEnv(map[string]string{"SCHEDULER_GC_PERCENT": "150"}))
+	if err != nil || c.GCPercent != 800 {
+		t.Fatalf("-gc-percent 800 over the environment's 150: %d, %v", c.GCPercent, err)
+	}
+	for _, tc := range []struct{ flag, v string }{
+		{"gc-percent", "24"}, {"gc-percent", "10001"}, {"gc-percent", "off"}, {"gc-percent", "-1"},
+		{"memory-limit-percent", "101"}, {"memory-limit-percent", "-1"}, {"memory-limit-percent", "90%"},
+	} {
+		_, err := ParseConfig([]string{"-" + tc.flag, tc.v}, mongoEnv(nil))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.flag+":") {
+			t.Errorf("-%s %s: error %v, want one naming %s", tc.flag, tc.v, err, tc.flag)
+		}
+	}
+}

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/app"
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/master"
@@ -49,7 +51,15 @@ func BenchmarkBatchIntake(b *testing.B) {
 	}
 }
 
+// serverMemory runs a benchmark with the garbage collector and memory
+// limit that schedulerd starts with.
+func serverMemory(b *testing.B) {
+	_, restore := app.ApplyMemorySettings(app.DefaultGCPercent, app.DefaultMemoryLimitPercent, os.Getenv, os.DirFS("/"))
+	b.Cleanup(restore)
+}
+
 func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
+	serverMemory(b)
 	st, err := embedded.Open(b.TempDir(), embedded.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -202,6 +212,7 @@ func benchTenantKey(b *testing.B, hc *http.Client, url string) string {
 //	go test -run '^$' -bench SingleCreate64 -benchtime 5000x ./master/
 func BenchmarkSingleCreate64(b *testing.B) {
 	const clients = 64
+	serverMemory(b)
 	st, err := embedded.Open(b.TempDir(), embedded.Options{})
 	if err != nil {
 		b.Fatal(err)

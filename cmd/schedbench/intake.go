@@ -27,6 +27,7 @@ type intakeResult struct {
 	size           int64 // bytes of the data directory; -1 if unknown
 	cpuMeasured    bool
 	serverMeasured bool
+	peakRSS        int64 // bytes; -1 when not measured
 }
 
 // oneOffItem is one item of a batch create: a one-off due at runAt.
@@ -134,6 +135,7 @@ func intake(ctx context.Context, o *options, base string, meter *cpuMeter, dataD
 	r.intakeCPU, _, ok1 = meter.between("intake-start", "intake-end")
 	r.idleCPU, r.idleFor, ok2 = meter.between("idle-start", "idle-end")
 	r.cpuMeasured = ok1 && ok2
+	r.peakRSS = meter.peakRSS()
 	if dataDir != "" {
 		if n, err := dirSize(dataDir); err == nil {
 			r.size = n
@@ -167,6 +169,9 @@ func (r *intakeResult) print(w io.Writer) {
 		fmt.Fprintf(tw, "CPU during intake (%s)\t%v\n", who, r.intakeCPU)
 		fmt.Fprintf(tw, "idle CPU (%s)\t%v over %v = %.2f%% of a core\n", who, r.idleCPU, r.idleFor.Round(time.Millisecond),
 			100*r.idleCPU.total().Seconds()/r.idleFor.Seconds())
+	}
+	if r.peakRSS > 0 {
+		fmt.Fprintf(tw, "peak resident memory (%s)\t%s\n", who, mib(r.peakRSS))
 	}
 	if r.size >= 0 {
 		fmt.Fprintf(tw, "data directory\t%d bytes = %.0f bytes a one-off\n", r.size, float64(r.size)/float64(r.n))

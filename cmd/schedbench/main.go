@@ -357,6 +357,7 @@ type result struct {
 	runWall          time.Duration
 	cpuMeasured      bool
 	serverMeasured   bool
+	peakRSS          int64 // bytes; -1 or 0 when not measured
 }
 
 func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr io.Writer) (*result, error) {
@@ -503,6 +504,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 		res.setupCPU, _, ok1 = meter.between("start", "setup-end")
 		res.runCPU, res.runSelfCPU, res.runWall, ok2 = meter.between2("setup-end", "end")
 		res.cpuMeasured, res.serverMeasured = ok1 && ok2, meter.pid != 0
+		res.peakRSS = meter.peakRSS()
 	}
 	s := rec.Snapshot()
 	status := map[eventKey]string{}
@@ -557,6 +559,9 @@ func (r *result) throughput() float64 {
 	}
 	return float64(r.delivered) / span.Seconds()
 }
+
+// mib formats bytes as mebibytes.
+func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
 
 func ms(d time.Duration) string {
 	switch {
@@ -621,6 +626,9 @@ func (r *result) print(w io.Writer, o *options) {
 		fmt.Fprintf(tw, "CPU of %s: after setup until the last release\t%v over %v\n", who, r.runCPU, r.runWall.Round(time.Millisecond))
 		if r.serverMeasured {
 			fmt.Fprintf(tw, "CPU of schedbench (consumer, releases, clients) meanwhile\t%v\n", r.runSelfCPU)
+		}
+		if r.peakRSS > 0 {
+			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))
 		}
 	}
 	fmt.Fprintf(tw, "\t\n")

@@ -138,6 +138,40 @@ func parseStat(line string) (cpuTime, error) {
 	return cpuTime{time.Duration(u) * tick, time.Duration(s) * tick}, nil
 }
 
+// procPeakRSS reads VmHWM, the most resident memory process pid (0: this
+// process) has had, from /proc/PID/status.
+func procPeakRSS(pid int) (int64, error) {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return parsePeakRSS(string(raw))
+}
+
+// parsePeakRSS returns the bytes of the VmHWM line of a /proc/PID/status.
+func parsePeakRSS(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("proc status: VmHWM %q is not a number of kB", strings.TrimSpace(rest))
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc status: VmHWM: %w", err)
+		}
+		return n << 10, nil
+	}
+	return 0, errors.New("proc status: no VmHWM line")
+}
+
 // selfCPU is this process's CPU time.
 func selfCPU() cpuTime {
 	var ru syscall.Rusage
@@ -170,6 +204,16 @@ func (m *cpuMeter) read() cpuTime {
 		return cpuTime{}
 	}
 	return c
+}
+
+// peakRSS is the measured process's peak resident memory in bytes; -1
+// when it cannot be read.
+func (m *cpuMeter) peakRSS() int64 {
+	n, err := procPeakRSS(m.pid)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // mark records the CPU time now under name.

@@ -32,6 +32,44 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+// VmHWM of a /proc/PID/status, in bytes; a status without it, or with a
+// unit other than kB, is an error.
+func TestParsePeakRSS(t *testing.T) {
+	status := "Name:\tschedulerd\nVmPeak:\t  912340 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\n"
+	n, err := parsePeakRSS(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 50<<20 {
+		t.Fatalf("parsePeakRSS = %d, want %d (50 MiB)", n, 50<<20)
+	}
+	for _, bad := range []string{"Name:\tx\nVmRSS:\t 1 kB\n", "VmHWM:\t 12 MB\n", "VmHWM:\t x kB\n", "VmHWM:\n"} {
+		if _, err := parsePeakRSS(bad); err == nil {
+			t.Errorf("parsePeakRSS(%q) did not fail", bad)
+		}
+	}
+}
+
+// The peak resident memory of this process is at least a buffer it has
+// touched.
+func TestProcPeakRSS(t *testing.T) {
+	buf := make([]byte, 64<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	n, err := procPeakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < int64(len(buf)) {
+		t.Fatalf("peak resident memory %d bytes after touching a %d-byte buffer", n, len(buf))
+	}
+	self, err := procPeakRSS(0)
+	if err != nil || self < int64(len(buf)) {
+		t.Fatalf("procPeakRSS(0) = %d, %v", self, err)
+	}
+}
+
 // procCPU of this process grows with the CPU it burns.
 func TestProcCPU(t *testing.T) {
 	before, err := procCPU(os.Getpid())
@@ -196,7 +234,7 @@ func TestRunSpreadInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"delivered (distinct)", "early (received before the launch time)", "CPU of schedbench process"} {
+	for _, want := range []string{"delivered (distinct)", "early (received before the launch time)", "CPU of schedbench process", "peak resident memory of schedbench process"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
@@ -247,7 +285,7 @@ func TestRunOneOffsInProcess(t *testing.T) {
 	if !containsFields(out.String(), "one-offs created", "2500,") {
 		t.Fatalf("output does not say 2500 one-offs were created:\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "bytes a one-off") || !strings.Contains(out.String(), "idle CPU") {
+	if !strings.Contains(out.String(), "bytes a one-off") || !strings.Contains(out.String(), "idle CPU") || !strings.Contains(out.String(), "peak resident memory") {
 		t.Fatalf("output lacks the data directory size or idle CPU:\n%s", out.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -60,6 +61,16 @@ func runWithBanner(args []string, getenv func(string) string, logOut, banner io.
 		return err
 	}
 	log := newLogger(cfg, logOut)
+	mem, restoreMem := app.ApplyMemorySettings(cfg.GCPercent, cfg.MemoryLimitPercent, getenv, os.DirFS("/"))
+	defer restoreMem()
+	memLog := log.Info().Int("gcPercent", mem.GCPercent)
+	if mem.Limit != math.MaxInt64 {
+		memLog = memLog.Int64("memoryLimitBytes", mem.Limit)
+	}
+	if mem.CgroupLimit > 0 {
+		memLog = memLog.Int64("cgroupMemoryLimitBytes", mem.CgroupLimit)
+	}
+	memLog.Msg("go runtime memory settings")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

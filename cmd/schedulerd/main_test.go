@@ -57,9 +57,15 @@ var bannerRE = regexp.MustCompile(`listening on (http://\S+)`)
 // listen port (0, so that tests never collide with a running service).
 func start(t *testing.T, dir string) *proc {
 	t.Helper()
+	return startEnv(t, dir)
+}
+
+// startEnv is start with more environment variables (KEY=value).
+func startEnv(t *testing.T, dir string, env ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(binPath)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SCHEDULER_LISTEN_ADDR=127.0.0.1:0")
+	cmd.Env = append(append(os.Environ(), "SCHEDULER_LISTEN_ADDR=127.0.0.1:0"), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
