@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,23 +14,12 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testseed"
 )
 
 // seed returns CHAOS_SEED or a seed from the clock; it is logged so that a
 // failing run's kill schedule can be repeated.
-func seed(t *testing.T) uint64 {
-	if s := os.Getenv("CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CHAOS_SEED: %v", err)
-		}
-		t.Logf("seed %d (from CHAOS_SEED)", v)
-		return v
-	}
-	v := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (repeat with CHAOS_SEED=%d)", v, v)
-	return v
-}
+func seed(t *testing.T) uint64 { return testseed.GetOrClock(t, "CHAOS_SEED") }
 
 // killSize is the workload of the multi-instance kill test.
 type killSize struct {

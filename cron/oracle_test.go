@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/testseed"
 )
 
 // oracleDay is one local date of the oracle's year: its attributes and, per
@@ -130,18 +130,6 @@ func buildIndex(loc *time.Location, t0, t1 time.Time) *eligibleIndex {
 	return ix
 }
 
-func oracleSeed(t *testing.T) uint64 {
-	t.Helper()
-	if s := os.Getenv("CRON_ORACLE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CRON_ORACLE_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return 20260101
-}
-
 // oracleWindow is a stretch of time the oracle compares over.
 type oracleWindow struct{ t0, t1 time.Time }
 
@@ -165,7 +153,7 @@ func farWindow(r *rand.Rand, i int, short bool) oracleWindow {
 // matcher in zones with every kind of DST transition, over 2026 and over a
 // random year up to 2100 per zone, and NextFireTimes with both on a sample.
 func TestOracle(t *testing.T) {
-	seed := oracleSeed(t)
+	seed := testseed.Get(t, "CRON_ORACLE_SEED", 20260101)
 	n := 5000
 	near := oracleWindow{utc(2026, 1, 1, 0, 0), utc(2027, 1, 1, 0, 0)}
 	short := testing.Short() || raceEnabled

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -92,15 +91,7 @@ func TestAppendMessage(t *testing.T) {
 		checkSame(t, encodeEvent(), "https://scheduler.example/?a=1&b=2")
 	})
 	t.Run("Random", func(t *testing.T) {
-		seed := uint64(1)
-		if s := os.Getenv("DELIVERY_TEST_SEED"); s != "" {
-			v, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				t.Fatalf("DELIVERY_TEST_SEED: %v", err)
-			}
-			seed = v
-		}
-		t.Logf("seed %d (set DELIVERY_TEST_SEED to change)", seed)
+		seed := testseed.Get(t, "DELIVERY_TEST_SEED", 1)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		alphabet := []rune("abc.-_09 \"\\<>&\n\u2028é\x00")
 		word := func() string {

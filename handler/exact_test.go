@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -23,15 +22,7 @@ import (
 // arrives at or after its launch instant, and that no launch instant is
 // before the schedule's runAt. HANDLER_TEST_SEED picks another draw.
 func TestNeverBeforeLaunch(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("HANDLER_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HANDLER_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set HANDLER_TEST_SEED to change)", seed)
+	seed := testseed.Get(t, "HANDLER_TEST_SEED", 1)
 	r := rand.New(rand.NewPCG(seed, seed))
 
 	st := openStore(t)

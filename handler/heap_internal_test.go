@@ -2,11 +2,11 @@ package handler
 
 import (
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )
@@ -15,15 +15,7 @@ import (
 // beyond what unix nanoseconds hold) and checks each pop is the earliest
 // held, against a plain scan.
 func TestItemHeapOrder(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("HANDLER_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HANDLER_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set HANDLER_TEST_SEED to change)", seed)
+	seed := testseed.Get(t, "HANDLER_TEST_SEED", 1)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	base := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
 	launch := func() time.Time {

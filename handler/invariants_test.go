@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -229,15 +229,7 @@ func TestInvariantsEarlyDispatch(t *testing.T) {
 }
 
 func testInvariants(t *testing.T, early bool) {
-	seed := uint64(1)
-	if s := os.Getenv("HANDLER_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HANDLER_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set HANDLER_TEST_SEED to change)", seed)
+	seed := testseed.Get(t, "HANDLER_TEST_SEED", 1)
 
 	st := openStore(t)
 	ctx := context.Background()

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )
@@ -37,15 +37,7 @@ func keyedEventsHTTP(keys, n int, url string) []*model.Event {
 // releases each event after a random time: at every delivery no customer
 // holds more than 2 and the consumer no more than 30.
 func TestKeyedBoundHTTP(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("HANDLER_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HANDLER_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set HANDLER_TEST_SEED to change)", seed)
+	seed := testseed.Get(t, "HANDLER_TEST_SEED", 1)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	const perKey, total, keys, each = 2, 30, 20, 12
 	st := openStore(t)

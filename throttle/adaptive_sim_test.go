@@ -3,31 +3,14 @@ package throttle
 import (
 	"container/heap"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 )
-
-// simSeed is the seed of the simulation's work times: THROTTLE_TEST_SEED,
-// or 1 (as for the randomized keyed tests).
-func simSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(1)
-	if s := os.Getenv("THROTTLE_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("THROTTLE_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set THROTTLE_TEST_SEED to change)", seed)
-	return seed
-}
 
 // simEvent is one thing that happens in the simulation.
 type simEvent struct {
@@ -156,7 +139,7 @@ func simulate(seed uint64, capacity []int, phase, work, transit time.Duration) [
 // most 3 points more. THROTTLE_TEST_SEED changes the work times.
 func TestAdaptiveSimulated(t *testing.T) {
 	const work, transit, answer = 100 * time.Millisecond, 3 * time.Millisecond, simAnswerTime
-	phases := simulate(simSeed(t), []int{50, 10, 50}, 30*time.Second, work, transit)
+	phases := simulate(testseed.Get(t, "THROTTLE_TEST_SEED", 1), []int{50, 10, 50}, 30*time.Second, work, transit)
 	ideal := work.Seconds() / (work + transit + answer).Seconds()
 	for i, p := range phases[1:] {
 		if p.converged < 0 || p.converged > 10*time.Second {

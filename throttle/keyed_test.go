@@ -5,34 +5,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )
-
-// keyedSeed is the seed of the randomized keyed tests: THROTTLE_TEST_SEED,
-// or 1.
-func keyedSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(1)
-	if s := os.Getenv("THROTTLE_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("THROTTLE_TEST_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (set THROTTLE_TEST_SEED to change)", seed)
-	return seed
-}
 
 func newKeyedPolicy(t *testing.T, st *throttletest.MemStore, id string, perKey, total int) *model.Policy {
 	t.Helper()
@@ -92,7 +75,7 @@ func customer(e *model.Event) string {
 
 func TestKeyedBoundHoldsWithRandomReleases(t *testing.T) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(keyedSeed(t), 1))
+	rng := rand.New(rand.NewPCG(testseed.Get(t, "THROTTLE_TEST_SEED", 1), 1))
 	var rngMu sync.Mutex
 	st := throttletest.NewMemStore()
 	const perKey, total, keys, each = 2, 25, 20, 15

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/internal/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -276,9 +277,7 @@ func TestBucket(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("BoundHoldsWithRandomReleases", func(t *testing.T) {
-		seed := uint64(time.Now().UnixNano())
-		t.Logf("seed %d", seed)
-		rng := rand.New(rand.NewPCG(seed, 1))
+		rng := rand.New(rand.NewPCG(testseed.Get(t, "THROTTLE_TEST_SEED", 1), 1))
 		var rngMu sync.Mutex
 		st := throttletest.NewMemStore()
 		const maxInFlight = 7

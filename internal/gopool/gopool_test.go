@@ -2,12 +2,13 @@ package gopool
 
 import (
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/testseed"
 )
 
 // within fails the test when ch is not closed or sent on within d.
@@ -89,10 +90,7 @@ func TestIdleGoroutineEnds(t *testing.T) {
 // Every function runs exactly once while idle goroutines end at random
 // moments around new work (GOPOOL_SEED picks the timing).
 func TestEveryFunctionRunsOnce(t *testing.T) {
-	seed := uint64(1)
-	if v, err := strconv.ParseUint(os.Getenv("GOPOOL_SEED"), 10, 64); err == nil {
-		seed = v
-	}
+	seed := testseed.Get(t, "GOPOOL_SEED", 1)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	const n = 2000
 	p := New(time.Millisecond)

@@ -3,11 +3,11 @@ package embedded
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/internal/testseed"
 )
 
 // appender decides every put as packAppends does: runs of keys, mostly
@@ -15,13 +15,7 @@ import (
 // that change, and puts made without it (reset), into buckets that hold
 // keys already. Seeded by SCHEDULERD_APPENDER_SEED (default 1).
 func TestAppenderDecidesAsPackAppends(t *testing.T) {
-	seed := uint64(1)
-	if v := os.Getenv("SCHEDULERD_APPENDER_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := testseed.Get(t, "SCHEDULERD_APPENDER_SEED", 1)
 	r := rand.New(rand.NewPCG(seed, seed))
 	db, err := bolt.Open(t.TempDir()+"/a.db", 0o600, nil)
 	if err != nil {

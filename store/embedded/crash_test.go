@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
@@ -38,15 +39,7 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SCHEDULERD_CRASH_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("SCHEDULERD_CRASH_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d (rerun with SCHEDULERD_CRASH_SEED=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := rand.New(rand.NewPCG(testseed.GetOrClock(t, "SCHEDULERD_CRASH_SEED"), 0))
 	dir := t.TempDir()
 
 	acked := map[string][]string{} // kind -> ids

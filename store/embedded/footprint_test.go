@@ -24,6 +24,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -41,13 +42,7 @@ func footprintN(b *testing.B) int {
 }
 
 func footprintRand(b *testing.B) *rand.Rand {
-	seed := uint64(1)
-	if v := os.Getenv("SCHEDULERD_BENCH_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			b.Fatalf("SCHEDULERD_BENCH_SEED=%q: %v", v, err)
-		}
-	}
+	seed := testseed.Get(b, "SCHEDULERD_BENCH_SEED", 1)
 	return rand.New(rand.NewPCG(seed, seed))
 }
 

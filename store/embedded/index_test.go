@@ -8,16 +8,15 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -47,14 +46,7 @@ func TestEventIndexesMatchRows(t *testing.T) {
 }
 
 func testEventIndexesMatchRows(t *testing.T, layout int) {
-	seed := uint64(1)
-	if v := os.Getenv("EMBEDDED_TEST_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("EMBEDDED_TEST_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d (set EMBEDDED_TEST_SEED to change)", seed)
+	seed := testseed.Get(t, "EMBEDDED_TEST_SEED", 1)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	ctx := t.Context()
 	dir := t.TempDir()

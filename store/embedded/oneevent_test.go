@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -120,17 +120,7 @@ func (w *oneWorld) joiner(sc *model.Schedule) *model.Event {
 
 // oneSeed is the seed of the randomized tests: SCHEDULERD_ONERECORD_SEED,
 // 1 by default.
-func oneSeed(t *testing.T) uint64 {
-	seed := uint64(1)
-	if v := os.Getenv("SCHEDULERD_ONERECORD_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SCHEDULERD_ONERECORD_SEED=%q: %v", v, err)
-		}
-	}
-	t.Logf("seed %d (SCHEDULERD_ONERECORD_SEED)", seed)
-	return seed
-}
+func oneSeed(t *testing.T) uint64 { return testseed.Get(t, "SCHEDULERD_ONERECORD_SEED", 1) }
 
 // bucketKeys returns the number of keys of each bucket named.
 func bucketKeys(t *testing.T, s *Store, names ...[]byte) map[string]int {

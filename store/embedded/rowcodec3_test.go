@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -62,17 +61,7 @@ func writeRowsV2(tx *bolt.Tx) error {
 
 // rowSeed returns the seed of the codec's randomized tests:
 // SCHEDULERD_ROWCODEC_SEED, default 1.
-func rowSeed(t *testing.T) uint64 {
-	seed := uint64(1)
-	if v := os.Getenv("SCHEDULERD_ROWCODEC_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SCHEDULERD_ROWCODEC_SEED=%q: %v", v, err)
-		}
-	}
-	t.Logf("seed %d (SCHEDULERD_ROWCODEC_SEED)", seed)
-	return seed
-}
+func rowSeed(t *testing.T) uint64 { return testseed.Get(t, "SCHEDULERD_ROWCODEC_SEED", 1) }
 
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 

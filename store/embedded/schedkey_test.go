@@ -4,29 +4,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
 
-func schedKeySeed(t *testing.T) uint64 {
-	seed := uint64(1)
-	if v := os.Getenv("SCHEDULERD_SCHEDKEY_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("seed %d (SCHEDULERD_SCHEDKEY_SEED)", seed)
-	return seed
-}
+func schedKeySeed(t *testing.T) uint64 { return testseed.Get(t, "SCHEDULERD_SCHEDKEY_SEED", 1) }
 
 // oddID returns an id of the master's form, or one that is not quite:
 // shorter, longer, with characters outside the alphabet, without the
