@@ -222,7 +222,7 @@ func Options() []Option {
 		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "SCHEDULER_LOG_FORMAT", "json", "json or console", str(func(c *Config) *string { return &c.LogFormat })},
 		{"gc-percent", "SCHEDULER_GC_PERCENT", itoa(DefaultGCPercent), "heap growth in percent that starts a garbage collection, as GOGC (25-10000; GOGC in the environment wins): the heap may reach (1 + this/100) times its live size, within the memory limit", num("gc-percent", func(c *Config) *int { return &c.GCPercent })},
-		{"memory-limit-percent", "SCHEDULER_MEMORY_LIMIT_PERCENT", itoa(DefaultMemoryLimitPercent), "soft memory limit of the Go runtime, as GOMEMLIMIT, in percent of the memory limit of the process's cgroup (a container's limit; none without one) (0-100; 0: none; GOMEMLIMIT in the environment wins)", num("memory-limit-percent", func(c *Config) *int { return &c.MemoryLimitPercent })},
+		{"memory-limit-percent", "SCHEDULER_MEMORY_LIMIT_PERCENT", itoa(DefaultMemoryLimitPercent), "soft memory limit of the Go runtime, as GOMEMLIMIT, in percent of the memory limit of the process's cgroup (a container's or systemd's), else of the machine's memory (0-100; 0: none; GOMEMLIMIT in the environment wins)", num("memory-limit-percent", func(c *Config) *int { return &c.MemoryLimitPercent })},
 	}
 }
 

@@ -15,13 +15,14 @@ import (
 // holds its own), so the live heap is small while intake allocates a few
 // kilobytes a job: at Go's default of 100 the collector runs every few
 // batches. 400 trades a heap up to five times its live size for about a
-// fifth less CPU a created job (docs/benchmarks.md); the memory limit
-// (DefaultMemoryLimitPercent) keeps that growth inside a container.
+// fifth less CPU a created job (docs/benchmarks.md); the soft memory
+// limit (DefaultMemoryLimitPercent) keeps that growth within the memory
+// the process has.
 const DefaultGCPercent = 400
 
 // DefaultMemoryLimitPercent is the Go runtime's soft memory limit as a
 // share of the memory limit of the process's cgroup, as container runtimes
-// set it.
+// and systemd set it, or of the machine's memory without one.
 const DefaultMemoryLimitPercent = 90
 
 // MemorySettings are the Go runtime's memory settings after
@@ -29,16 +30,19 @@ const DefaultMemoryLimitPercent = 90
 type MemorySettings struct {
 	GCPercent int   // the garbage collector's target; -1: off (GOGC=off)
 	Limit     int64 // the soft memory limit in bytes; math.MaxInt64: none
-	// CgroupLimit is the cgroup's memory limit Limit was taken from; 0
-	// when Limit is not from it.
-	CgroupLimit int64
+	// LimitOf is what Limit is a share of: "cgroup" (its memory limit) or
+	// "machine" (MemTotal); "" when ApplyMemorySettings did not set it.
+	LimitOf string
+	// Of is the size of what Limit is a share of, in bytes.
+	Of int64
 }
 
 // ApplyMemorySettings sets the garbage collector's target to gcPercent and
 // the soft memory limit to limitPercent of the memory limit of the
-// process's cgroup (cgroupMemoryLimit, read from root: os.DirFS("/")),
-// unless GOGC or GOMEMLIMIT (read with getenv) is set: the runtime has then
-// taken that at start and it stands. It returns the settings in force and a func that puts the
+// process's cgroup (cgroupMemoryLimit), or of the machine's memory
+// (MemTotal of proc/meminfo) without one, both read from root
+// (os.DirFS("/")), unless GOGC or GOMEMLIMIT (read with getenv) is set:
+// the runtime has then taken that at start and it stands. It returns the settings in force and a func that puts the
 // previous ones back. It is for the start of a process, before anything
 // else runs.
 func ApplyMemorySettings(gcPercent, limitPercent int, getenv func(string) string, root fs.FS) (MemorySettings, func()) {
@@ -54,9 +58,13 @@ func ApplyMemorySettings(gcPercent, limitPercent int, getenv func(string) string
 	oldLimit := debug.SetMemoryLimit(-1) // a negative input only reads it
 	got.Limit = oldLimit
 	if getenv("GOMEMLIMIT") == "" && limitPercent > 0 {
-		if cg, ok := cgroupMemoryLimit(root); ok {
-			got.CgroupLimit = cg
-			got.Limit = int64(float64(cg) * float64(limitPercent) / 100)
+		if n, ok := cgroupMemoryLimit(root); ok {
+			got.LimitOf, got.Of = "cgroup", n
+		} else if n, ok := machineMemory(root); ok {
+			got.LimitOf, got.Of = "machine", n
+		}
+		if got.LimitOf != "" {
+			got.Limit = int64(float64(got.Of) * float64(limitPercent) / 100)
 			debug.SetMemoryLimit(got.Limit)
 		}
 	}
@@ -127,4 +135,28 @@ func parseCgroupLimit(s string) (int64, error) {
 		return 0, nil
 	}
 	return int64(n), nil
+}
+
+// machineMemory reads MemTotal from root's proc/meminfo, in bytes.
+func machineMemory(root fs.FS) (int64, bool) {
+	raw, err := fs.ReadFile(root, "proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(raw)) {
+		rest, ok := strings.CutPrefix(line, "MemTotal:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || n <= 0 || n > 1<<43 {
+			return 0, false
+		}
+		return n << 10, true
+	}
+	return 0, false
 }

@@ -67,8 +67,8 @@ func runWithBanner(args []string, getenv func(string) string, logOut, banner io.
 	if mem.Limit != math.MaxInt64 {
 		memLog = memLog.Int64("memoryLimitBytes", mem.Limit)
 	}
-	if mem.CgroupLimit > 0 {
-		memLog = memLog.Int64("cgroupMemoryLimitBytes", mem.CgroupLimit)
+	if mem.LimitOf != "" {
+		memLog = memLog.Str("memoryLimitOf", mem.LimitOf).Int64("memoryLimitOfBytes", mem.Of)
 	}
 	memLog.Msg("go runtime memory settings")
 
