@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/schedulerd/schedulerd/internal/procfs"
 )
 
 // DefaultGCPercent is the garbage collector's target unless configured.
@@ -42,9 +44,9 @@ type MemorySettings struct {
 // process's cgroup (cgroupMemoryLimit), or of the machine's memory
 // (MemTotal of proc/meminfo) without one, both read from root
 // (os.DirFS("/")), unless GOGC or GOMEMLIMIT (read with getenv) is set:
-// the runtime has then taken that at start and it stands. It returns the settings in force and a func that puts the
-// previous ones back. It is for the start of a process, before anything
-// else runs.
+// the runtime has then taken that at start and it stands. It returns the
+// settings in force and a func that puts the previous ones back. It is for
+// the start of a process, before anything else runs.
 func ApplyMemorySettings(gcPercent, limitPercent int, getenv func(string) string, root fs.FS) (MemorySettings, func()) {
 	var got MemorySettings
 	// SetGCPercent is the only way to read the target: set, then put the
@@ -143,20 +145,6 @@ func machineMemory(root fs.FS) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	for line := range strings.Lines(string(raw)) {
-		rest, ok := strings.CutPrefix(line, "MemTotal:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || n <= 0 || n > 1<<43 {
-			return 0, false
-		}
-		return n << 10, true
-	}
-	return 0, false
+	n, err := procfs.Bytes(string(raw), "MemTotal")
+	return n, err == nil && n > 0
 }

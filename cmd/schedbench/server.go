@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/procfs"
 )
 
 // server is a schedulerd process schedbench started (-server) or was
@@ -149,27 +151,7 @@ func procPeakRSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parsePeakRSS(string(raw))
-}
-
-// parsePeakRSS returns the bytes of the VmHWM line of a /proc/PID/status.
-func parsePeakRSS(status string) (int64, error) {
-	for line := range strings.Lines(status) {
-		rest, ok := strings.CutPrefix(line, "VmHWM:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("proc status: VmHWM %q is not a number of kB", strings.TrimSpace(rest))
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("proc status: VmHWM: %w", err)
-		}
-		return n << 10, nil
-	}
-	return 0, errors.New("proc status: no VmHWM line")
+	return procfs.Bytes(string(raw), "VmHWM")
 }
 
 // selfCPU is this process's CPU time.

@@ -32,24 +32,6 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
-// VmHWM of a /proc/PID/status, in bytes; a status without it, or with a
-// unit other than kB, is an error.
-func TestParsePeakRSS(t *testing.T) {
-	status := "Name:\tschedulerd\nVmPeak:\t  912340 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\n"
-	n, err := parsePeakRSS(status)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 50<<20 {
-		t.Fatalf("parsePeakRSS = %d, want %d (50 MiB)", n, 50<<20)
-	}
-	for _, bad := range []string{"Name:\tx\nVmRSS:\t 1 kB\n", "VmHWM:\t 12 MB\n", "VmHWM:\t x kB\n", "VmHWM:\n"} {
-		if _, err := parsePeakRSS(bad); err == nil {
-			t.Errorf("parsePeakRSS(%q) did not fail", bad)
-		}
-	}
-}
-
 // The peak resident memory of this process is at least a buffer it has
 // touched.
 func TestProcPeakRSS(t *testing.T) {

@@ -23,6 +23,7 @@ var testHelpers = []string{
 	"store/mongo/mongotest",
 	"internal/chaoskit",
 	"internal/sqstest",
+	"internal/testseed",
 	"internal/throttletest",
 	"throttle/throttletest",
 }
