@@ -313,25 +313,34 @@ func (t *Throttle) isSettled(shard int, fence int64) bool {
 
 // Enqueue adds launched events of throttled policies to their buckets. Items
 // claimed under an older fence than the bucket's are dropped; a newer fence
-// replaces the bucket (the shard changed owner and came back).
+// replaces the bucket (the shard changed owner and came back). A bucket
+// takes its items of one call at once: a round, even the first round of a
+// bucket the call starts, sees all of them or none, so that the keys and
+// priorities of one launch are ordered among each other.
 func (t *Throttle) Enqueue(items ...Item) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ctx == nil || t.stopped {
 		return
 	}
-	touched := map[*bucket]bool{}
+	var order []*bucket
+	groups := map[*bucket][]Item{}
 	for _, it := range items {
 		b := t.bucketLocked(it.Event.PolicyID, it.Shard, it.Fence)
 		if b == nil {
 			continue
 		}
-		b.mu.Lock()
-		b.q.Push(it)
-		b.mu.Unlock()
-		touched[b] = true
+		if _, ok := groups[b]; !ok {
+			order = append(order, b)
+		}
+		groups[b] = append(groups[b], it)
 	}
-	for b := range touched {
+	for _, b := range order {
+		b.mu.Lock()
+		for _, it := range groups[b] {
+			b.q.Push(it)
+		}
+		b.mu.Unlock()
 		signal(b.wake)
 	}
 }
