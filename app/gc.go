@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"io/fs"
 	"path"
 	"runtime/debug"
@@ -112,8 +111,7 @@ func cgroupMemoryLimit(root fs.FS) (int64, bool) {
 		if err != nil {
 			continue
 		}
-		n, err := parseCgroupLimit(string(raw))
-		return n, err == nil && n > 0
+		return parseCgroupLimit(string(raw))
 	}
 	return 0, false
 }
@@ -122,21 +120,15 @@ func cgroupMemoryLimit(root fs.FS) (int64, bool) {
 // "no limit" as the largest page-aligned int64.
 const unlimitedCgroup = 1 << 62
 
-// parseCgroupLimit reads a memory limit file's value: a number of bytes,
-// or "max" (v2) or a number too large to be one (v1) for none (0).
-func parseCgroupLimit(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "max" {
-		return 0, nil
+// parseCgroupLimit reads a memory limit file's value, a number of bytes.
+// False for "max" (v2), a number too large to be a limit (v1) and
+// anything unreadable: no limit.
+func parseCgroupLimit(s string) (int64, bool) {
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil || n == 0 || n >= unlimitedCgroup {
+		return 0, false
 	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup memory limit %q: %w", s, err)
-	}
-	if n >= unlimitedCgroup {
-		return 0, nil
-	}
-	return int64(n), nil
+	return int64(n), true
 }
 
 // machineMemory reads MemTotal from root's proc/meminfo, in bytes.

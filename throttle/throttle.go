@@ -323,21 +323,17 @@ func (t *Throttle) Enqueue(items ...Item) {
 	if t.ctx == nil || t.stopped {
 		return
 	}
-	var order []*bucket
 	groups := map[*bucket][]Item{}
 	for _, it := range items {
 		b := t.bucketLocked(it.Event.PolicyID, it.Shard, it.Fence)
 		if b == nil {
 			continue
 		}
-		if _, ok := groups[b]; !ok {
-			order = append(order, b)
-		}
 		groups[b] = append(groups[b], it)
 	}
-	for _, b := range order {
+	for b, its := range groups {
 		b.mu.Lock()
-		for _, it := range groups[b] {
+		for _, it := range its {
 			b.q.Push(it)
 		}
 		b.mu.Unlock()

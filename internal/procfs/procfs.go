@@ -24,7 +24,7 @@ func Bytes(text, key string) (int64, error) {
 			return 0, fmt.Errorf("procfs: %s %q is not a number of kB", key, strings.TrimSpace(rest))
 		}
 		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || n < 0 || n > 1<<53 {
+		if err != nil || n < 0 || n >= 1<<53 { // n<<10 must fit an int64
 			return 0, fmt.Errorf("procfs: %s %q is not a number of kB", key, f[0])
 		}
 		return n << 10, nil
