@@ -352,13 +352,13 @@ func (e *Emitter) Start(ctx context.Context) error {
 		return fmt.Errorf("emitter scheduler: %w", err)
 	}
 	_, err = s.NewJob(gocron.DurationJob(e.cfg.Window),
-		gocron.NewTask(func() { e.tracked(func() { e.runPassLogged(run) }) }),
+		gocron.NewTask(func() { e.Do(func() { e.runPassLogged(run) }) }),
 		gocron.WithName("emitter-pass"),
 		gocron.WithStartAt(gocron.WithStartImmediately()),
 		gocron.WithSingletonMode(gocron.LimitModeReschedule))
 	if err == nil {
 		_, err = s.NewJob(gocron.DurationJob(e.cfg.CleanupInterval),
-			gocron.NewTask(func() { e.tracked(func() { e.cleanup(run) }) }),
+			gocron.NewTask(func() { e.Do(func() { e.cleanup(run) }) }),
 			gocron.WithName("emitter-cleanup"),
 			gocron.WithSingletonMode(gocron.LimitModeReschedule))
 	}
@@ -389,22 +389,6 @@ func (e *Emitter) Start(ctx context.Context) error {
 	e.sched = s
 	e.Started()
 	return nil
-}
-
-// tracked runs f as part of the emitter unless Stop has begun, and waits
-// for it: the scheduler keeps its singleton mode and Stop waits for f.
-func (e *Emitter) tracked(f func()) {
-	select {
-	case <-e.Stopping():
-		return
-	default:
-	}
-	done := make(chan struct{})
-	e.Go(func() {
-		defer close(done)
-		f()
-	})
-	<-done
 }
 
 // Stop schedules no more passes, lets a pass in progress finish until

@@ -269,7 +269,7 @@ func (b *Balancer) Start(ctx context.Context) error {
 	s, err := gocron.NewScheduler(gocron.WithClock(b.clock))
 	if err == nil {
 		_, err = s.NewJob(gocron.DurationJob(b.cfg.Interval),
-			gocron.NewTask(func() { b.tracked(func() { b.tickLogged(run) }) }),
+			gocron.NewTask(func() { b.Do(func() { b.tickLogged(run) }) }),
 			gocron.WithName("lease-tick-"+b.cfg.Group),
 			gocron.WithSingletonMode(gocron.LimitModeReschedule))
 		if err != nil {
@@ -284,22 +284,6 @@ func (b *Balancer) Start(ctx context.Context) error {
 	b.sched = s
 	b.Started()
 	return nil
-}
-
-// tracked runs f as part of the balancer unless Stop has begun, and waits
-// for it: the scheduler keeps its singleton mode and Stop waits for f.
-func (b *Balancer) tracked(f func()) {
-	select {
-	case <-b.Stopping():
-		return
-	default:
-	}
-	done := make(chan struct{})
-	b.Go(func() {
-		defer close(done)
-		f()
-	})
-	<-done
 }
 
 func (b *Balancer) tickLogged(ctx context.Context) {

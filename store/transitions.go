@@ -166,3 +166,57 @@ func ReclaimToken(e *model.Event, maxAttempts int, now time.Time) EventTransitio
 	}
 	return tr
 }
+
+// Conflicts reports whether e is not as t requires (its From status,
+// Fence, TokenExpiredBy and AttemptsAtMost): the transition then answers
+// model.ErrConflict and changes nothing.
+func (t *EventTransition) Conflicts(e *model.Event) bool {
+	return e.Status != t.From || (t.Fence != 0 && e.Fence != t.Fence) ||
+		(t.TokenExpiredBy != nil && (e.TokenExpiresAt == nil || e.TokenExpiresAt.After(*t.TokenExpiredBy))) ||
+		(t.AttemptsAtMost != nil && e.Attempts > *t.AttemptsAtMost)
+}
+
+// Apply writes t's changes into e; e shares no memory with t afterwards.
+// A driver that keeps events as model.Event applies a transition that does
+// not conflict with it so.
+func (t *EventTransition) Apply(e *model.Event) {
+	e.Status = t.To
+	if !t.LaunchAt.IsZero() {
+		e.LaunchAt = t.LaunchAt
+	}
+	if t.Attempts != 0 {
+		e.Attempts = t.Attempts
+	}
+	if t.ResetAttempts {
+		e.Attempts = 0
+	}
+	if t.LastError != "" {
+		e.LastError = t.LastError
+	}
+	if t.TokenExpiresAt != nil {
+		e.TokenExpiresAt = copyTime(t.TokenExpiresAt)
+	}
+	if t.ClearToken {
+		e.TokenExpiresAt = nil
+	}
+	if t.TokenTimedOut {
+		e.TokenTimedOut = true
+	}
+	if t.DeliveredAt != nil {
+		e.DeliveredAt = copyTime(t.DeliveredAt)
+	}
+	if t.FinishedAt != nil {
+		e.FinishedAt = copyTime(t.FinishedAt)
+	}
+	if t.ClearOutcome {
+		e.DeliveredAt, e.FinishedAt, e.TokenTimedOut = nil, nil, false
+	}
+	if !t.At.IsZero() {
+		e.UpdatedAt = t.At
+	}
+}
+
+func copyTime(t *time.Time) *time.Time {
+	c := *t
+	return &c
+}

@@ -102,3 +102,56 @@ func TestTokenTransitions(t *testing.T) {
 		t.Fatalf("Dead: %+v", dead)
 	}
 }
+
+func TestTransitionConflicts(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	earlier, later := now.Add(-time.Minute), now.Add(time.Minute)
+	two := 2
+	stored := model.Event{ID: "e1", Status: model.EventDelivering, Fence: 7, Attempts: 2, TokenExpiresAt: &now}
+	for _, tc := range []struct {
+		name string
+		t    EventTransition
+		want bool
+	}{
+		{"Matches", EventTransition{From: model.EventDelivering, Fence: 7}, false},
+		{"AnyFence", EventTransition{From: model.EventDelivering}, false},
+		{"OtherStatus", EventTransition{From: model.EventScheduled, Fence: 7}, true},
+		{"OtherFence", EventTransition{From: model.EventDelivering, Fence: 8}, true},
+		{"TokenExpiredByNow", EventTransition{From: model.EventDelivering, TokenExpiredBy: &now}, false},
+		{"TokenRenewedAfterRead", EventTransition{From: model.EventDelivering, TokenExpiredBy: &earlier}, true},
+		{"AttemptsAtMostTwo", EventTransition{From: model.EventDelivering, AttemptsAtMost: &two}, false},
+		{"LaterAttempt", EventTransition{From: model.EventDelivering, AttemptsAtMost: new(int)}, true},
+	} {
+		if got := tc.t.Conflicts(&stored); got != tc.want {
+			t.Errorf("%s: Conflicts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	noToken := stored
+	noToken.TokenExpiresAt = nil
+	if tr := (EventTransition{From: model.EventDelivering, TokenExpiredBy: &later}); !tr.Conflicts(&noToken) {
+		t.Error("TokenExpiredBy must conflict with an event that holds no token")
+	}
+}
+
+func TestTransitionApply(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	until, launch := now.Add(time.Minute), now.Add(time.Hour)
+	e := model.Event{ID: "e1", Status: model.EventDelivering, Attempts: 1, LastError: "503", LaunchAt: now, UpdatedAt: now}
+	tr := EventTransition{To: model.EventDelivered, Attempts: 2, TokenExpiresAt: &until, DeliveredAt: &now, At: until}
+	tr.Apply(&e)
+	if e.Status != model.EventDelivered || e.Attempts != 2 || e.LastError != "503" || !e.LaunchAt.Equal(now) ||
+		!e.TokenExpiresAt.Equal(until) || !e.DeliveredAt.Equal(now) || e.FinishedAt != nil || !e.UpdatedAt.Equal(until) {
+		t.Fatalf("after delivered: %+v", e)
+	}
+	until = until.Add(time.Hour) // the caller's value changes; the event must not
+	if !e.TokenExpiresAt.Equal(now.Add(time.Minute)) {
+		t.Fatal("Apply shared the transition's TokenExpiresAt with the event")
+	}
+	e.TokenTimedOut = true
+	redrive := Redrive("e1", launch)
+	redrive.Apply(&e)
+	if e.Status != model.EventPending || e.Attempts != 0 || e.TokenExpiresAt != nil || e.DeliveredAt != nil ||
+		e.FinishedAt != nil || e.TokenTimedOut || !e.LaunchAt.Equal(launch) || e.LastError != "503" {
+		t.Fatalf("after redrive: %+v", e)
+	}
+}

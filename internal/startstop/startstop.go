@@ -75,6 +75,26 @@ func (b *Base) Go(f func()) {
 	}()
 }
 
+// Do runs f in the calling goroutine as part of the component, so that
+// Stop waits for it, unless Stop has begun: then f does not run. A
+// scheduler's job runs so, and keeps the scheduler's singleton mode.
+func (b *Base) Do(f func()) {
+	b.mu.Lock()
+	b.init()
+	select {
+	case <-b.stopping:
+		b.mu.Unlock()
+		return
+	default:
+	}
+	// Added under mu, which Stop holds to close stopping: Stop's wait
+	// either counts f or f does not run.
+	b.wg.Add(1)
+	b.mu.Unlock()
+	defer b.wg.Done()
+	f()
+}
+
 // Started marks the component ready (closes Ready).
 func (b *Base) Started() {
 	b.mu.Lock()

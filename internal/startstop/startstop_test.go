@@ -2,6 +2,8 @@ package startstop
 
 import (
 	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -66,4 +68,54 @@ func TestStopBeforeStartAndRestart(t *testing.T) {
 	default:
 	}
 	s.Stop(nil)
+}
+
+func TestDoRunsAsPartOfTheComponent(t *testing.T) {
+	var s svc
+	run, _ := s.StartInit(context.Background(), time.Hour)
+	entered, finished := make(chan struct{}), make(chan struct{})
+	go s.Do(func() {
+		close(entered)
+		<-s.Stopping() // drain: finish the work in hand, then return
+		if run.Err() != nil {
+			t.Error("run context cancelled before the drain ended")
+		}
+		close(finished)
+	})
+	<-entered
+	s.Stop(nil)
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stop returned before the work given to Do finished")
+	}
+	ran := false
+	s.Do(func() { ran = true })
+	if ran {
+		t.Fatal("Do ran work after Stop began")
+	}
+}
+
+// TestDoRacingStop starts and stops a component while Do is called: any
+// work Do ran has finished when Stop returns.
+func TestDoRacingStop(t *testing.T) {
+	var s svc
+	for range 2000 {
+		s.StartInit(context.Background(), time.Hour)
+		var ran, finished atomic.Bool
+		called := make(chan struct{})
+		go func() {
+			defer close(called)
+			s.Do(func() {
+				ran.Store(true)
+				runtime.Gosched()
+				finished.Store(true)
+			})
+		}()
+		s.Stop(nil)
+		if ran.Load() && !finished.Load() {
+			t.Fatal("Stop returned while work given to Do ran")
+		}
+		<-called
+	}
 }

@@ -155,46 +155,11 @@ func (s *MemStore) EventTransition(ctx context.Context, ts []store.EventTransiti
 			out[i] = model.ErrNotFound
 			continue
 		}
-		if e.Status != t.From || (t.Fence != 0 && e.Fence != t.Fence) ||
-			(t.TokenExpiredBy != nil && (e.TokenExpiresAt == nil || e.TokenExpiresAt.After(*t.TokenExpiredBy))) ||
-			(t.AttemptsAtMost != nil && e.Attempts > *t.AttemptsAtMost) {
+		if t.Conflicts(e) {
 			out[i] = model.ErrConflict
 			continue
 		}
-		e.Status = t.To
-		if !t.LaunchAt.IsZero() {
-			e.LaunchAt = t.LaunchAt
-		}
-		if t.Attempts != 0 {
-			e.Attempts = t.Attempts
-		}
-		if t.ResetAttempts {
-			e.Attempts = 0
-		}
-		if t.LastError != "" {
-			e.LastError = t.LastError
-		}
-		if t.TokenExpiresAt != nil {
-			x := *t.TokenExpiresAt
-			e.TokenExpiresAt = &x
-		}
-		if t.ClearToken {
-			e.TokenExpiresAt = nil
-		}
-		if t.TokenTimedOut {
-			e.TokenTimedOut = true
-		}
-		if t.DeliveredAt != nil {
-			x := *t.DeliveredAt
-			e.DeliveredAt = &x
-		}
-		if t.FinishedAt != nil {
-			x := *t.FinishedAt
-			e.FinishedAt = &x
-		}
-		if !t.At.IsZero() {
-			e.UpdatedAt = t.At
-		}
+		t.Apply(e)
 	}
 	return out, nil
 }

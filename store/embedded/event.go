@@ -604,47 +604,12 @@ func applyTransition(x *evtx, t *store.EventTransition, result *error) error {
 	if err != nil {
 		return err
 	}
-	if old.Status != t.From || (t.Fence != 0 && old.Fence != t.Fence) ||
-		(t.TokenExpiredBy != nil && (old.TokenExpiresAt == nil || old.TokenExpiresAt.After(*t.TokenExpiredBy))) ||
-		(t.AttemptsAtMost != nil && old.Attempts > *t.AttemptsAtMost) {
+	if t.Conflicts(old) {
 		*result = model.ErrConflict
 		return nil
 	}
 	e := *old
-	e.Status = t.To
-	if !t.LaunchAt.IsZero() {
-		e.LaunchAt = t.LaunchAt
-	}
-	if t.Attempts != 0 {
-		e.Attempts = t.Attempts
-	}
-	if t.ResetAttempts {
-		e.Attempts = 0
-	}
-	if t.LastError != "" {
-		e.LastError = t.LastError
-	}
-	if t.TokenExpiresAt != nil {
-		e.TokenExpiresAt = t.TokenExpiresAt
-	}
-	if t.ClearToken {
-		e.TokenExpiresAt = nil
-	}
-	if t.TokenTimedOut {
-		e.TokenTimedOut = true
-	}
-	if t.DeliveredAt != nil {
-		e.DeliveredAt = t.DeliveredAt
-	}
-	if t.FinishedAt != nil {
-		e.FinishedAt = t.FinishedAt
-	}
-	if t.ClearOutcome {
-		e.DeliveredAt, e.FinishedAt, e.TokenTimedOut = nil, nil, false
-	}
-	if !t.At.IsZero() {
-		e.UpdatedAt = t.At
-	}
+	t.Apply(&e)
 	if isImpliedKey(rk) {
 		_, err = x.materialise(old, &e)
 		return err
