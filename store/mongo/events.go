@@ -146,47 +146,64 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 	return d.model(), nil
 }
 
-// EventGetMany returns the events of ids that exist, by id, in one query.
+// EventGetMany returns the events of ids that exist, by id.
 func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error) {
-	var docs []eventDoc
-	if s.serialise {
-		// FerretDB evaluates $in itself over the whole collection (2.3 s
-		// per call in a long chaos run) but pushes {_id: x} down: one
-		// lookup per id, a few at a time.
-		var mu sync.Mutex
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
-		for _, id := range ids {
-			g.Go(func() error {
-				var d eventDoc
-				err := s.events.FindOne(gctx, bson.D{{Key: "_id", Value: id}}).Decode(&d)
-				if errors.Is(err, mongo.ErrNoDocuments) {
-					return nil
-				}
-				if err != nil {
-					return interpretError(err)
-				}
-				mu.Lock()
-				docs = append(docs, d)
-				mu.Unlock()
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, fmt.Errorf("event get many (%d): %w", len(ids), err)
-		}
-	} else {
-		var err error
-		docs, err = findAll[eventDoc](ctx, s.events, bson.D{{Key: "_id", Value: in(ids)}}, options.Find().SetBatchSize(batchOf(len(ids))))
-		if err != nil {
-			return nil, fmt.Errorf("event get many (%d): %w", len(ids), err)
-		}
+	docs, err := findByIDs[eventDoc](ctx, s, s.events, ids, nil)
+	if err != nil {
+		return nil, fmt.Errorf("event get many (%d): %w", len(ids), err)
 	}
 	out := make(map[string]*model.Event, len(docs))
 	for _, e := range eventModels(docs) {
 		out[e.ID] = e
 	}
 	return out, nil
+}
+
+// findByIDs returns the documents of c among ids that exist, decoded as T,
+// with the projection proj unless it is nil: $in queries of inBatch ids
+// each, or against FerretDB, which evaluates $in itself over the whole
+// collection (2.3 s a call in a long chaos run) but pushes {_id: x} down,
+// one lookup an id, eight at a time.
+func findByIDs[T any](ctx context.Context, s *Store, c *mongo.Collection, ids []string, proj bson.D) ([]T, error) {
+	var docs []T
+	if !s.serialise {
+		for chunk := range slices.Chunk(ids, inBatch) {
+			find := options.Find().SetBatchSize(batchOf(len(chunk)))
+			if proj != nil {
+				find.SetProjection(proj)
+			}
+			part, err := findAll[T](ctx, c, bson.D{{Key: "_id", Value: in(chunk)}}, find)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, part...)
+		}
+		return docs, nil
+	}
+	findOne := options.FindOne()
+	if proj != nil {
+		findOne.SetProjection(proj)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, id := range ids {
+		g.Go(func() error {
+			var d T
+			err := c.FindOne(gctx, bson.D{{Key: "_id", Value: id}}, findOne).Decode(&d)
+			if errors.Is(err, mongo.ErrNoDocuments) {
+				return nil
+			}
+			if err != nil {
+				return interpretError(err)
+			}
+			mu.Lock()
+			docs = append(docs, d)
+			mu.Unlock()
+			return nil
+		})
+	}
+	return docs, g.Wait()
 }
 
 // EventList pages a tenant's events by id.
@@ -541,42 +558,13 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 		ID  string        `bson:"_id"`
 		Txn bson.ObjectID `bson:"txn"`
 	}
-	proj := bson.D{{Key: "txn", Value: 1}}
-	out := make(map[string]bson.ObjectID, len(ids))
-	if s.serialise {
-		// One lookup per id, a few at a time: FerretDB pushes {_id: x}
-		// down but evaluates $in itself over the whole collection (see
-		// EventGetMany).
-		var mu sync.Mutex
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
-		for _, id := range ids {
-			g.Go(func() error {
-				var d stamp
-				err := s.events.FindOne(gctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(proj)).Decode(&d)
-				if errors.Is(err, mongo.ErrNoDocuments) {
-					return nil
-				}
-				if err != nil {
-					return interpretError(err)
-				}
-				mu.Lock()
-				out[d.ID] = d.Txn
-				mu.Unlock()
-				return nil
-			})
-		}
-		return out, g.Wait()
+	docs, err := findByIDs[stamp](ctx, s, s.events, ids, bson.D{{Key: "txn", Value: 1}})
+	if err != nil {
+		return nil, err
 	}
-	for chunk := range slices.Chunk(ids, inBatch) {
-		docs, err := findAll[stamp](ctx, s.events, bson.D{{Key: "_id", Value: in(chunk)}},
-			options.Find().SetProjection(proj).SetBatchSize(batchOf(len(chunk))))
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range docs {
-			out[d.ID] = d.Txn
-		}
+	out := make(map[string]bson.ObjectID, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d.Txn
 	}
 	return out, nil
 }
