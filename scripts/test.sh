@@ -64,9 +64,9 @@ echo "== staticcheck"
 go tool staticcheck ./...
 
 echo "== tests (race detector on the concurrent packages)"
-race_pkgs="./lease/... ./store/... ./emitter/... ./handler/... ./throttle/... ./master/... ./delivery/..."
+race_pkgs="./lease/... ./store/... ./emitter/... ./handler/... ./throttle/... ./master/... ./delivery/... ./internal/... ./app/..."
 go test -race -count=1 -timeout 15m $race_pkgs
-others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery)(/|$)' | grep -vx '.*/chaos')
+others=$(go list ./... | grep -vE '/(lease|store|emitter|handler|throttle|master|delivery|internal|app)(/|$)' | grep -vx '.*/chaos')
 go test -count=1 -timeout 15m $others
 # The conformance cases of more than a thousand events and the MongoDB
 # driver's round-trip count skip under -race (the MongoDB tests' in-process
