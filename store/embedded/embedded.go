@@ -833,16 +833,7 @@ func packAppends(b *bolt.Bucket, key []byte, n int) {
 	if b.FillPercent == mixedFill {
 		return
 	}
-	var after bool
-	if n == 0 {
-		// After every key: after the last, found with no comparisons.
-		k, _ := b.Cursor().Last()
-		after = k == nil || bytes.Compare(k, key) < 0
-	} else {
-		k, _ := b.Cursor().Seek(key)
-		after = k == nil || !bytes.HasPrefix(k, key[:n])
-	}
-	if after {
+	if k, _ := b.Cursor().Seek(key); k == nil || !bytes.HasPrefix(k, key[:n]) {
 		b.FillPercent = packedFill
 		return
 	}
@@ -862,8 +853,7 @@ type above struct {
 
 func (a *above) absent(k []byte) bool {
 	if !a.read {
-		l, _ := a.b.Cursor().Last()
-		a.last, a.read = bytes.Clone(l), true
+		a.last, a.read = bytes.Clone(lastKey(a.b)), true
 	}
 	if a.last == nil || bytes.Compare(a.last, k) < 0 {
 		return true

@@ -419,13 +419,7 @@ func (x *evtx) listByEntries(b *bolt.Bucket, prefix []byte, implied string, rows
 // until fn returns false.
 func (x *evtx) canonicalIDs(g *group, rest string, from bool, fn func(id string, rk []byte) bool) {
 	// n is one more than the highest canonical slot.
-	c := x.rows.Cursor()
-	k, _ := c.Seek(rowKey(g.seq, looseSlot))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
+	k := reverseCursor(x.rows).below(rowKey(g.seq, looseSlot))
 	if k == nil || seqOf(k) != g.seq || slotOf(k) >= looseSlot {
 		return
 	}

@@ -525,13 +525,7 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 	}
 	// A loose event takes the slot after the group's last one.
 	slot := uint32(looseSlot)
-	c := x.rows.Cursor()
-	k, _ := c.Seek(rowKey(g.seq+1, 0))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
+	k := reverseCursor(x.rows).below(rowKey(g.seq+1, 0))
 	if k != nil && seqOf(k) == g.seq && slotOf(k) >= looseSlot {
 		if slotOf(k) == 1<<32-1 {
 			return false, fmt.Errorf("fire %q: too many events: %w", e.FireID, model.ErrInvalid)

@@ -295,20 +295,11 @@ func beforeKey(prefix []byte, t time.Time) []byte {
 // that sort before upper (all keys under prefix when upper is nil), until fn
 // returns false.
 func scanBackward(tx *bolt.Tx, b, prefix, upper []byte, fn func(k []byte) bool) {
-	c := tx.Bucket(b).Cursor()
+	r := reverseCursor(tx.Bucket(b))
 	if upper == nil {
 		upper = prefixEnd(prefix)
 	}
-	k, _ := c.Seek(upper)
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
-	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
-		if bytes.Compare(k, upper) >= 0 {
-			continue
-		}
+	for k := r.below(upper); k != nil && hasPrefix(k, prefix); k = r.prev(k) {
 		if !fn(k) {
 			return
 		}

@@ -423,6 +423,46 @@ var scheduleTests = []namedTest{
 		requireNoError(t, err, "ChildrenFind")
 		requireIDs(t, childStrings(got), []string{"s1/v2/p0/Europe/Berlin/H:4/30"}, "children after update")
 	}},
+	{"UpdateOfManyChildrenReturns", func(t *testing.T, d store.Driver) {
+		// An every-minute schedule has 60 children, more than one page of
+		// an embedded store's bucket: pausing it (no children) or changing it
+		// (new children) rewrites every one in one write.
+		ctx := t.Context()
+		keys := make([]model.ChildKey, 60)
+		for m := range keys {
+			keys[m] = model.ChildKey{LaunchExpression: "H:*", Minute: m}
+		}
+		every := func(s *model.Schedule) []model.Child { return childrenOf(s, keys...) }
+		// An id as long as a real one's, so that the children span pages.
+		s := newSchedule("A", "sch_0123456789abcdefghijklmnopqrstuvwxyz")
+		s.Cron = "* * * * *"
+		createSchedule(t, d, s, every(s))
+
+		paused := *s
+		paused.State, paused.Version = model.SchedulePaused, 2
+		Within(t, 0, "ScheduleUpdate pausing the only schedule, of 60 children", func() {
+			requireNoError(t, d.ScheduleUpdate(ctx, &paused, 1, []model.Child{}), "ScheduleUpdate pause")
+		})
+		resumed := *s
+		resumed.Version = 3
+		Within(t, 0, "ScheduleUpdate resuming it", func() {
+			requireNoError(t, d.ScheduleUpdate(ctx, &resumed, 2, every(&resumed)), "ScheduleUpdate resume")
+		})
+		changed := *s
+		changed.EventCount, changed.Version = 4, 4
+		Within(t, 0, "ScheduleUpdate replacing its 60 children", func() {
+			requireNoError(t, d.ScheduleUpdate(ctx, &changed, 3, every(&changed)), "ScheduleUpdate eventCount")
+		})
+		Within(t, 0, "ScheduleCreate after the updates", func() {
+			createSchedule(t, d, newSchedule("A", "s2"), nil)
+		})
+		got, err := d.ChildrenFind(ctx, &store.ChildrenFindParams{Partition: 0, Timezone: "Europe/Berlin", Keys: keys})
+		requireNoError(t, err, "ChildrenFind")
+		requireEqual(t, len(got), 60, "children after the updates")
+		for _, c := range got {
+			requireEqual(t, c.ScheduleVersion, int64(4), "child version of "+childStrings([]model.Child{c})[0])
+		}
+	}},
 	{"Delete", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		key := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
