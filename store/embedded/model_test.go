@@ -6,8 +6,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
