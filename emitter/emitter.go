@@ -12,7 +12,7 @@
 // keys are eligible in the window (cron.AppendEligible) and reads only the
 // children with those keys (store ChildrenFind), so the cost of a window
 // follows the number of due children, never the number of schedules
-// (DESIGN.md invariant 4). After a window the watermark is advanced under the
+// (docs/design.md invariant 4). After a window the watermark is advanced under the
 // partition's fence; a conflict means the lease was lost and the partition is
 // left alone.
 //

@@ -210,7 +210,7 @@ func pick(seed uint64, id string, nth int) (behaviour, uint32) {
 	return b, uint32(v >> 32)
 }
 
-// TestInvariantsUnderRandomConsumers checks DESIGN.md invariant 1 (every
+// TestInvariantsUnderRandomConsumers checks docs/design.md invariant 1 (every
 // event is delivered at least once or ends dead) and invariant 3 (at no
 // instant do more than maxInFlight events of a policy hold tokens) with
 // consumers that are slow, fail, time out, never release or release twice

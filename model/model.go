@@ -2,8 +2,8 @@
 //
 // It imports nothing but the standard library so that every other package
 // (the cron engine, the store drivers, the master, emitter and handler) can
-// share one vocabulary without depending on each other. The names follow
-// shared/DESIGN.md: Schedule, Child, LaunchExpression, Fire, Event, Policy,
+// share one vocabulary without depending on each other. The names are those
+// of docs/design.md: Schedule, Child, LaunchExpression, Fire, Event, Policy,
 // Token, Lease.
 package model
 
