@@ -43,33 +43,8 @@ func TestAPIWalkthrough(t *testing.T) {
 	}
 	setup := blocks[0].text
 	work := t.TempDir()
-
-	// Build as the setup block says, into the test's directory.
-	build := regexp.MustCompile(`(?m)^go build -o bin/ (\./cmd/schedulerd)$`).FindStringSubmatch(setup)
-	if build == nil {
-		t.Fatalf("the setup block does not build with `go build -o bin/ ./cmd/schedulerd`:\n%s", setup)
-	}
-	if out, err := exec.Command("go", "build", "-C", "..", "-o", filepath.Join(work, "bin")+"/", build[1]).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	// Start the server with the setup block's environment and flags, on a
-	// free port instead of its address.
-	line := regexp.MustCompile(`(?m)^((?:[A-Z_]+=\S+ )*)bin/schedulerd ([^&\n]*)&$`).FindStringSubmatch(setup)
-	if line == nil {
-		t.Fatalf("the setup block does not start bin/schedulerd in the background:\n%s", setup)
-	}
-	args := strings.Fields(line[2])
-	docAddr := ""
-	for i, a := range args {
-		if (a == "-listen" || a == "--listen") && i+1 < len(args) {
-			docAddr, args[i+1] = args[i+1], "127.0.0.1:0"
-		}
-	}
-	if docAddr == "" {
-		t.Fatalf("the setup block starts schedulerd without -listen:\n%s", setup)
-	}
-	api := startServer(t, work, strings.Fields(line[1]), args)
+	buildAs(t, setup, work)
+	docAddr, api := startServerAs(t, setup, work)
 
 	// The consumer: appends each delivery to deliveries.jsonl, answers 200.
 	if !strings.Contains(setup, "master/testdata/consumer.py") {
@@ -87,6 +62,53 @@ func TestAPIWalkthrough(t *testing.T) {
 
 	replace := strings.NewReplacer("http://"+docAddr, api, "127.0.0.1:"+string(docConsumer[1]), consumer)
 	runBlocks(t, work, blocks[1:], replace)
+}
+
+// TestREADMETour runs the README's tour as TestAPIWalkthrough runs the API
+// walk-through: the server and the example consumer are built and started
+// as its setup block says (the consumer with the signing secret the server
+// wrote), each on a free port.
+func TestREADMETour(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the tour needs %s: %v", tool, err)
+		}
+	}
+	blocks := walkthroughBlocks(t, "../README.md", "## A 5-minute tour")
+	if len(blocks) < 2 {
+		t.Fatalf("README.md tour: want a setup sh block and command blocks, got %d blocks", len(blocks))
+	}
+	setup := blocks[0].text
+	work := t.TempDir()
+	buildAs(t, setup, work)
+	docAddr, api := startServerAs(t, setup, work)
+
+	line := regexp.MustCompile(`(?m)^((?:[A-Z_]+=(?:\$\([^)]*\)|\S+) )*)bin/consumer$`).FindStringSubmatch(setup)
+	if line == nil {
+		t.Fatalf("the setup block does not start bin/consumer:\n%s", setup)
+	}
+	var env []string
+	docConsumer := ""
+	for _, m := range regexp.MustCompile(`([A-Z_]+)=(\$\([^)]*\)|\S+)`).FindAllStringSubmatch(line[1], -1) {
+		kv, k, v := m[0], m[1], m[2]
+		switch {
+		case k == "LISTEN_ADDR":
+			docConsumer, v = v, "127.0.0.1:0"
+		case strings.HasPrefix(v, "$(cat ") && strings.HasSuffix(v, ")"):
+			b, err := os.ReadFile(filepath.Join(work, strings.TrimSuffix(strings.TrimPrefix(v, "$(cat "), ")")))
+			if err != nil {
+				t.Fatalf("%s: %v", kv, err)
+			}
+			v = strings.TrimSpace(string(b))
+		}
+		env = append(env, k+"="+v)
+	}
+	if docConsumer == "" {
+		t.Fatalf("the setup block starts the consumer without LISTEN_ADDR:\n%s", setup)
+	}
+	consumer := startProc(t, work, "consumer", env, nil, regexp.MustCompile(`consumer listening on http://(\S+) `))
+
+	runBlocks(t, work, blocks[1:], strings.NewReplacer("http://"+docAddr, api, docConsumer, consumer))
 }
 
 // block is one fenced block of a Markdown section.
@@ -193,28 +215,33 @@ func runBlocks(t *testing.T, dir string, blocks []block, replace *strings.Replac
 	}
 }
 
-// startServer runs bin/schedulerd from dir with env (KEY=value) and args
-// and returns its base URL, from the line it prints when it listens.
-func startServer(t *testing.T, dir string, env, args []string) string {
+// startProc runs dir/bin/name from dir with env (KEY=value) and args, and
+// returns the first submatch of ready in what it prints (stdout or stderr):
+// where it listens.
+func startProc(t *testing.T, dir, name string, env, args []string, ready *regexp.Regexp) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(dir, "bin", "schedulerd"), args...)
+	cmd := exec.Command(filepath.Join(dir, "bin", name), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var logs bytes.Buffer
-	cmd.Stderr = &lockedWriter{w: &logs}
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	found := make(chan string, 1)
+	var mu sync.Mutex
 	go func() {
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1]:
 				default:
@@ -228,14 +255,56 @@ func startServer(t *testing.T, dir string, env, args []string) string {
 		<-done
 	})
 	select {
-	case base := <-found:
-		return base
+	case addr := <-found:
+		return addr
 	case err := <-done:
-		t.Fatalf("schedulerd %v exited before listening: %v\n%s", args, err, logs.String())
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%s %v exited before listening: %v\n%s", name, args, err, logs.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("schedulerd %v did not say where it listens\n%s", args, logs.String())
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%s %v did not say where it listens\n%s", name, args, logs.String())
 	}
 	return ""
+}
+
+// buildAs runs the setup block's "go build -o bin/ PACKAGES" with dir/bin/
+// as the output directory.
+func buildAs(t *testing.T, setup, dir string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^go build -o bin/ (\./cmd/schedulerd(?: \./\S+)*)$`).FindStringSubmatch(setup)
+	if m == nil {
+		t.Fatalf("the setup block does not build with `go build -o bin/ ./cmd/schedulerd ...`:\n%s", setup)
+	}
+	args := append([]string{"build", "-C", "..", "-o", filepath.Join(dir, "bin") + "/"}, strings.Fields(m[1])...)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}
+
+// startServerAs starts bin/schedulerd as the setup block's line does, on a
+// free port instead of its -listen address (default 127.0.0.1:8080). It
+// returns the address the block gives and the server's base URL.
+func startServerAs(t *testing.T, setup, dir string) (docAddr, base string) {
+	t.Helper()
+	line := regexp.MustCompile(`(?m)^((?:[A-Z_]+=\S+ )*)bin/schedulerd((?: [^&#\n]*)?)(?:&|#.*)?$`).FindStringSubmatch(setup)
+	if line == nil {
+		t.Fatalf("the setup block does not start bin/schedulerd:\n%s", setup)
+	}
+	args := strings.Fields(line[2])
+	docAddr = "127.0.0.1:8080"
+	listen := false
+	for i, a := range args {
+		if (a == "-listen" || a == "--listen") && i+1 < len(args) {
+			docAddr, args[i+1], listen = args[i+1], "127.0.0.1:0", true
+		}
+	}
+	if !listen {
+		args = append(args, "-listen", "127.0.0.1:0")
+	}
+	base = startProc(t, dir, "schedulerd", strings.Fields(line[1]), args, regexp.MustCompile(`listening on (http://\S+)`))
+	return docAddr, base
 }
 
 // startConsumer serves deliveries on 127.0.0.1 as
@@ -270,15 +339,4 @@ func startConsumer(t *testing.T, file string) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }

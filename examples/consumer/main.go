@@ -9,7 +9,8 @@
 //
 //	SCHEDULER_SIGNING_SECRET=... LISTEN_ADDR=:8081 go run ./examples/consumer
 //
-// It logs the address it listens on when it is ready.
+// It logs the address it listens on when it is ready. With DELIVERIES_FILE
+// set, it appends each delivery's message to that file as a JSON line.
 package main
 
 import (
@@ -54,9 +55,10 @@ func run(ctx context.Context, getenv func(string) string, logger *log.Logger) er
 	if addr == "" {
 		addr = ":8081"
 	}
+	record := recorder(getenv("DELIVERIES_FILE"))
 	c := NewConsumer(ctx, []byte(secret), func(ctx context.Context, m delivery.Message) error {
 		logger.Printf("event %s (%d/%d of %s): payload %s", m.EventID, m.Index+1, m.Count, m.ScheduleID, m.Payload)
-		return nil
+		return record(m)
 	})
 	c.Logf = logger.Printf
 	ln, err := net.Listen("tcp", addr)
@@ -77,6 +79,36 @@ func run(ctx context.Context, getenv func(string) string, logger *log.Logger) er
 	err = srv.Shutdown(shutdown)
 	c.Wait()
 	return err
+}
+
+// recorder returns a function that appends each message to file as a JSON
+// line, to look at the deliveries afterwards; with file empty it does
+// nothing.
+func recorder(file string) func(delivery.Message) error {
+	if file == "" {
+		return func(delivery.Message) error { return nil }
+	}
+	var mu sync.Mutex
+	return func(m delivery.Message) error {
+		line, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("record the delivery: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("record the delivery: %w", err)
+		}
+		_, err = f.Write(append(line, '\n'))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("record the delivery in %s: %w", file, err)
+		}
+		return nil
+	}
 }
 
 // WorkFunc does the job of one event.
