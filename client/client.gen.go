@@ -1138,6 +1138,11 @@ type DeliverEventParams struct {
 	// XSchedulerEventId The event id (equal to `eventId`).
 	XSchedulerEventId string `json:"X-Scheduler-Event-Id"`
 
+	// IdempotencyKey The event id again, the same on every attempt of the event: a
+	// consumer that keeps the keys it has done skips a repeated
+	// delivery.
+	IdempotencyKey string `json:"Idempotency-Key"`
+
 	// XSchedulerTimestamp Unix seconds when the request was signed.
 	XSchedulerTimestamp string `json:"X-Scheduler-Timestamp"`
 
@@ -11948,21 +11953,30 @@ func NewDeliverEventWebhookRequestWithBody(targetURL string, params *DeliverEven
 
 		var headerParam1 string
 
-		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Timestamp", params.XSchedulerTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 		if err != nil {
 			return nil, err
 		}
 
-		req.Header.Set("X-Scheduler-Timestamp", headerParam1)
+		req.Header.Set("Idempotency-Key", headerParam1)
 
 		var headerParam2 string
 
-		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Signature", params.XSchedulerSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Timestamp", params.XSchedulerTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 		if err != nil {
 			return nil, err
 		}
 
-		req.Header.Set("X-Scheduler-Signature", headerParam2)
+		req.Header.Set("X-Scheduler-Timestamp", headerParam2)
+
+		var headerParam3 string
+
+		headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Scheduler-Signature", params.XSchedulerSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Scheduler-Signature", headerParam3)
 
 	}
 	return req, nil

@@ -2,7 +2,8 @@
 # Runs every check and the full test suite. This is the README's test command
 # and what CI runs. It installs what it needs: Go modules and the npm test
 # servers (local-aws-sqs) and, as root on Debian, PostgreSQL for the chaos tests
-# and Chromium for the console's browser tests.
+# and Chromium for the console's browser tests, curl and jq for the
+# documentation's walk-through tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +39,16 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
       || echo "could not install Chromium: the console's browser tests skip"
   else
     echo "no Chromium found (Debian: apt-get install chromium): the console's browser tests skip"
+  fi
+fi
+
+echo "== curl and jq (the documentation's walk-throughs in ./docs; they skip without them)"
+if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl jq >/dev/null; } \
+      || echo "could not install curl and jq: the walk-through tests skip"
+  else
+    echo "no curl or jq found (Debian: apt-get install curl jq): the walk-through tests skip"
   fi
 fi
 

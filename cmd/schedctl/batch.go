@@ -61,12 +61,25 @@ type batcher struct {
 	e               *env
 	chunk, maxBytes int
 
-	table           *tabwriter.Writer
-	sent            int // items sent and answered
-	created, failed int
+	table                     *tabwriter.Writer
+	sent                      int // items sent and answered
+	created, replayed, failed int
+	// failures counts the failed items by distinct problem, in the order
+	// first seen; only the first item of each gets a table row.
+	failures []*failure
+	byText   map[string]*failure
+	// quota is the first quota refusal: the chunks after it are not sent.
+	quota *client.Problem
+}
+
+// failure is one distinct problem of failed items.
+type failure struct {
+	status, first, n int
+	text             string
 }
 
 func (b *batcher) run(r *bufio.Reader) error {
+	b.byText = map[string]*failure{}
 	if !b.e.json {
 		b.table = tabwriter.NewWriter(b.e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(b.table, "INDEX\tSTATUS\tID\tNAME OR PROBLEM")
@@ -93,6 +106,9 @@ func (b *batcher) run(r *bufio.Reader) error {
 				return err
 			}
 			items, size = items[:0], 0
+			if b.quota != nil {
+				return b.quotaStop()
+			}
 		}
 		if item != nil {
 			items = append(items, item)
@@ -113,10 +129,39 @@ func (b *batcher) run(r *bufio.Reader) error {
 	switch {
 	case b.sent == 0:
 		return errors.New("the input holds no items")
+	case b.quota != nil:
+		return fmt.Errorf("%d of %d items failed; %s", b.failed, b.sent, quotaText(b.quota))
 	case b.failed > 0:
 		return fmt.Errorf("%d of %d items failed", b.failed, b.sent)
 	}
 	return nil
+}
+
+// quotaStop ends a run after a chunk with a quota refusal: the items after
+// it would be refused alike.
+func (b *batcher) quotaStop() error {
+	if err := b.flush(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%d of %d items failed; %s; the items from %d on were not sent", b.failed, b.sent, quotaText(b.quota), b.sent)
+}
+
+// quotaText names the quota a problem refused an item for.
+func quotaText(p *client.Problem) string {
+	name := p.Title
+	if p.Errors != nil && len(*p.Errors) > 0 {
+		name = (*p.Errors)[0].Field
+		if _, f, ok := strings.Cut(name, "]."); ok {
+			name = f
+		}
+	}
+	return "the tenant's " + name + " quota refused items (ask the operator to raise it, or delete schedules)"
+}
+
+// isQuota reports whether p is a refusal for a tenant quota, which the
+// items after it would meet too.
+func isQuota(p *client.Problem) bool {
+	return p != nil && strings.HasSuffix(p.Type, "/quota")
 }
 
 // itemReader returns a function that reads one item at a time from a JSON
@@ -206,7 +251,6 @@ func (b *batcher) send(items []json.RawMessage) error {
 			}
 		}
 		b.sent += len(items)
-		b.failed += len(items)
 		return nil
 	}
 	if err != nil {
@@ -232,10 +276,15 @@ func (b *batcher) send(items []json.RawMessage) error {
 		if err := b.print(it); err != nil {
 			return err
 		}
-		if it.Status == http.StatusCreated {
+		switch {
+		case it.Problem != nil:
+			if isQuota(it.Problem) && b.quota == nil {
+				b.quota = it.Problem
+			}
+		case it.Replayed != nil && *it.Replayed:
+			b.replayed++
+		default:
 			b.created++
-		} else {
-			b.failed++
 		}
 	}
 	b.sent += len(items)
@@ -263,8 +312,25 @@ func renumber(p client.Problem, local, global int) client.Problem {
 	return p
 }
 
-// print writes one item's result: a table row, or a JSON line with --json.
+// print counts a failed item and writes one item's result: a table row, or
+// a JSON line with --json. A failure with the same status and problem as an
+// earlier item is counted, not printed again in the table.
 func (b *batcher) print(it client.ScheduleBatchItemResult) error {
+	if it.Problem != nil {
+		b.failed++
+		text := strconv.Itoa(it.Status) + "\x00" + problemText(it.Problem, it.Index)
+		f := b.byText[text]
+		if f != nil {
+			f.n++
+			if !b.e.json {
+				return nil
+			}
+		} else {
+			f = &failure{status: it.Status, first: it.Index, n: 1, text: problemText(it.Problem, it.Index)}
+			b.byText[text] = f
+			b.failures = append(b.failures, f)
+		}
+	}
 	if b.e.json {
 		line, err := json.Marshal(it)
 		if err != nil {
@@ -318,6 +384,17 @@ func (b *batcher) flush() error {
 	if err := b.table.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(b.e.out, "\ncreated %d, failed %d\n", b.created, b.failed)
-	return err
+	if _, err := fmt.Fprintf(b.e.out, "\ncreated %d, replayed %d, failed %d\n", b.created, b.replayed, b.failed); err != nil {
+		return err
+	}
+	if b.failed == len(b.failures) {
+		return nil
+	}
+	// Some failures were not printed: the count of each.
+	w := tabwriter.NewWriter(b.e.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nFAILED\tSTATUS\tFIRST INDEX\tPROBLEM")
+	for _, f := range b.failures {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\n", f.n, f.status, f.first, f.text)
+	}
+	return w.Flush()
 }

@@ -51,7 +51,7 @@ func TestSchedulesCreateBatch(t *testing.T) {
 		r.has(t, `(?m)^INDEX\s+STATUS\s+ID\s+NAME OR PROBLEM$`,
 			`(?m)^0\s+201\s+sch_\S+\s+nd-0$`, `(?m)^1\s+201\s+sch_\S+\s+nd-1$`,
 			`(?m)^2\s+422\s+-\s+cron: \S`, `(?m)^3\s+201\s+sch_\S+\s+nd-3$`,
-			`(?m)^4\s+400\s+-\s+colour: unknown field$`, `(?m)^created 3, failed 2$`)
+			`(?m)^4\s+400\s+-\s+colour: unknown field$`, `(?m)^created 3, replayed 0, failed 2$`)
 		if n := count("nd-"); n != 3 {
 			t.Fatalf("%d schedules named nd-*, want 3", n)
 		}
@@ -99,7 +99,7 @@ func TestSchedulesCreateBatch(t *testing.T) {
 			in.WriteString(item(fmt.Sprintf("all-%02d", i)))
 		}
 		in.WriteString("]")
-		cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-", "--chunk", "10").ok(t).has(t, `(?m)^24\s+201\s+sch_\S+\s+all-24$`, `(?m)^created 25, failed 0$`)
+		cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-", "--chunk", "10").ok(t).has(t, `(?m)^24\s+201\s+sch_\S+\s+all-24$`, `(?m)^created 25, replayed 0, failed 0$`)
 		if n := count("all-"); n != 25 {
 			t.Fatalf("%d schedules named all-*, want 25", n)
 		}
@@ -120,9 +120,41 @@ func TestSchedulesCreateBatch(t *testing.T) {
 		in := item("syn-0") + "\n" + item("syn-1") + "\n" + item("syn-2") + "\n{\"name\": oops}\n" + item("syn-4") + "\n"
 		r := cliStdin(t, s.url, key, in, "schedules", "create-batch", "-f", "-", "--chunk", "2")
 		r.fails(t, exitFail, `input item 3: not valid JSON`, `items from 2 on were not sent`)
-		r.has(t, `(?m)^1\s+201\s`, `(?m)^created 2, failed 0$`)
+		r.has(t, `(?m)^1\s+201\s`, `(?m)^created 2, replayed 0, failed 0$`)
 		if n := count("syn-"); n != 2 {
 			t.Fatalf("%d schedules named syn-*, want 2", n)
+		}
+	})
+
+	t.Run("RepeatedFailuresCounted", func(t *testing.T) {
+		var in strings.Builder
+		for i := range 6 {
+			fmt.Fprintf(&in, `{"name":"rep-%d","cron":"not a cron","target":{"type":"http","url":"%s"}}`+"\n", i, s.consumer)
+		}
+		in.WriteString(item("rep-ok") + "\n")
+		in.WriteString(`{"name":"rep-tz","cron":"0 3 * * *","timezone":"Mars/Olympus","target":{"type":"http","url":"` + s.consumer + `"}}` + "\n")
+		r := cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-", "--chunk", "4")
+		r.fails(t, exitFail, `7 of 8 items failed`)
+		// One row for the first item of each distinct problem, then the
+		// count of each.
+		r.has(t, `(?m)^0\s+422\s+-\s+cron: \S`, `(?m)^6\s+201\s+sch_\S+\s+rep-ok$`, `(?m)^7\s+422\s+-\s+timezone: `,
+			`(?m)^created 1, replayed 0, failed 7$`, `(?m)^FAILED\s+STATUS\s+FIRST INDEX\s+PROBLEM$`,
+			`(?m)^6\s+422\s+0\s+cron: \S`, `(?m)^1\s+422\s+7\s+timezone: `)
+		if n := strings.Count(r.out, "cron: "); n != 2 {
+			t.Fatalf("the repeated problem is printed %d times, want its row and its count:\n%s", n, r.out)
+		}
+	})
+
+	t.Run("IdempotentReplaysCountedApart", func(t *testing.T) {
+		var in strings.Builder
+		for i := range 3 {
+			fmt.Fprintf(&in, `{"idempotencyKey":"idem-%d","name":"idem-%d","runAt":"2099-01-02T03:04:05Z","target":{"type":"http","url":"%s"}}`+"\n", i, i, s.consumer)
+		}
+		cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-").ok(t).has(t, `(?m)^created 3, replayed 0, failed 0$`)
+		cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-").ok(t).has(t,
+			`(?m)^0\s+201\s+sch_\S+\s+idem-0 \(replayed\)$`, `(?m)^created 0, replayed 3, failed 0$`)
+		if n := count("idem-"); n != 3 {
+			t.Fatalf("%d schedules named idem-*, want 3", n)
 		}
 	})
 
@@ -132,4 +164,33 @@ func TestSchedulesCreateBatch(t *testing.T) {
 		cliStdin(t, s.url, key, " \n", "schedules", "create-batch", "-f", "-").fails(t, exitFail, `the input holds no items`)
 		cli(t, s.url, key, "schedules", "create-batch", "-f", filepath.Join(t.TempDir(), "missing.json")).fails(t, exitFail, `no such file`)
 	})
+}
+
+// TestSchedulesCreateBatchStopsAtQuota checks that a quota refusal ends the
+// run after its chunk: the next chunks are not sent.
+func TestSchedulesCreateBatchStopsAtQuota(t *testing.T) {
+	s := startServer(t)
+	tenant := decode[idOnly](t, cli(t, s.url, s.adminKey, "tenants", "create", "--name", "small", "--json").ok(t)).ID
+	cli(t, s.url, s.adminKey, "tenants", "patch", tenant, "--max-schedules", "3").ok(t)
+	key := decode[struct {
+		Key string `json:"key"`
+	}](t, cli(t, s.url, s.adminKey, "keys", "create", tenant, "--json").ok(t)).Key
+
+	var in strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&in, `{"name":"q-%d","runAt":"2099-01-02T03:04:05Z","target":{"type":"http","url":"%s"}}`+"\n", i, s.consumer)
+	}
+	r := cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-", "--chunk", "2")
+	r.fails(t, exitFail, `1 of 4 items failed; the tenant's maxSchedules quota refused items`, `the items from 4 on were not sent`)
+	r.has(t, `(?m)^2\s+201\s`, `(?m)^3\s+422\s+-\s+maxSchedules: `, `(?m)^created 3, replayed 0, failed 1$`)
+	if strings.Contains(r.out, "\n4 ") {
+		t.Fatalf("item 4 was sent:\n%s", r.out)
+	}
+
+	// With --json the run stops the same way.
+	r = cliStdin(t, s.url, key, in.String(), "schedules", "create-batch", "-f", "-", "--chunk", "2", "--json")
+	r.fails(t, exitFail, `2 of 2 items failed; the tenant's maxSchedules quota`, `the items from 2 on were not sent`)
+	if lines := strings.Split(strings.TrimSpace(r.out), "\n"); len(lines) != 2 {
+		t.Fatalf("--json: %d lines, want the first chunk's 2:\n%s", len(lines), r.out)
+	}
 }

@@ -158,10 +158,28 @@ func commands() []*command {
 			maxIn := fs.Int("max-in-flight", 0, "tokens: events in flight at once (required)")
 			timeout := fs.String("token-timeout", "", "how long a token is held without release, e.g. 15m")
 			auto := fs.Bool("auto-release", false, "release the token when the delivery succeeds")
+			rate := fs.Float64("rate-per-second", 0, "most events per second on average, on top of --max-in-flight (ratePerSecond)")
+			burst := fs.Int("burst", 0, "events that may go at once after a quiet spell; only with --rate-per-second")
+			key := fs.String("concurrency-key", "", `makes --max-in-flight a bound per key value: a JSON pointer into the payload such as "/customerId", or "scheduleId"`)
+			total := fs.Int("max-in-flight-total", 0, "most tokens out across all key values; only with --concurrency-key")
+			adaptiveMin := fs.Int("adaptive-min", 0, "adaptive limit: the floor it moves down to from the consumer's signals (its ceiling is --max-in-flight)")
 			return func(e *env, _ []string) error {
-				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout)}
-				if setFlags(fs)["auto-release"] {
+				set := setFlags(fs)
+				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout), ConcurrencyKey: optString(*key)}
+				if set["auto-release"] {
 					in.AutoRelease = auto
+				}
+				if set["rate-per-second"] {
+					in.RatePerSecond = rate
+				}
+				if set["burst"] {
+					in.Burst = burst
+				}
+				if set["max-in-flight-total"] {
+					in.MaxInFlightTotal = total
+				}
+				if set["adaptive-min"] {
+					in.Adaptive = &client.AdaptiveLimit{Min: *adaptiveMin}
 				}
 				return fetch(e, policyTable)(e.api.CreatePolicy(e.ctx, nil, in))
 			}
@@ -287,7 +305,7 @@ func commands() []*command {
 				return fetch(e, func(w *tabwriter.Writer, v *client.EventList) {
 					fmt.Fprintln(w, "ID\tSTATUS\tSCHEDULE\tFIRE\tLAUNCH\tATTEMPTS\tLAST ERROR")
 					for _, ev := range v.Items {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ev.Id, ev.Status, ev.ScheduleId, ev.FireId, ts(ev.LaunchAt), ev.Attempts, oneLine(sp(ev.LastError)))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ev.Id, ev.Status, ev.ScheduleId, ev.FireId, ts(ev.LaunchAt), ev.Attempts, oneLine(errorCause(sp(ev.LastError), ev.Id)))
 					}
 					next(w, v.NextCursor)
 				})(e.api.ListEvents(e.ctx, params))
@@ -309,6 +327,8 @@ func commands() []*command {
 					return fmt.Errorf("at most one EVENT_ID: %w", errUsage)
 				case len(a) == 1 && bulk:
 					return fmt.Errorf("give an EVENT_ID or bulk filters, not both: %w", errUsage)
+				case len(a) == 0 && !bulk:
+					return fmt.Errorf("give an EVENT_ID, or select dead events with --fire, --schedule, --from, --to or --all: %w", errUsage)
 				case len(a) == 1:
 					return fetch(e, eventTable)(e.api.RedriveEvent(e.ctx, a[0]))
 				}
@@ -353,10 +373,18 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 	policy := fs.String("policy", "", "throttling policy id")
 	payload := fs.String("payload", "", "JSON payload of the events")
 	attempts := fs.Int("max-attempts", 0, "delivery attempts per event")
+	priority := fs.Int("priority", 0, "higher goes first among waiting events (default 0)")
+	window := fs.String("window", "", "events of a fire must finish within this Go duration, e.g. 2h")
+	spread := fs.Bool("spread", false, "spread the launch times of a fire's events evenly over --window")
+	overlap := fs.String("overlap", "", "a fire while the previous one's events are still out: allow (default), skip or cancel")
+	misfire := fs.String("misfire", "", "fires missed while the service was down: fire_once (default), fire_all or skip")
+	startAt := fs.String("start-at", "", "no fires before this RFC 3339 time")
+	endAt := fs.String("end-at", "", "no fires after this RFC 3339 time")
 	return func(e *env, _ []string) error {
 		set := setFlags(fs)
 		if *file != "" {
-			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts"} {
+			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
+				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at"} {
 				if set[f] {
 					return fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
 				}
@@ -382,6 +410,27 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if set["max-attempts"] {
 			in.MaxAttempts = attempts
+		}
+		if set["priority"] {
+			in.Priority = priority
+		}
+		if set["spread"] {
+			in.Spread = spread
+		}
+		in.Window = optString(*window)
+		if *overlap != "" {
+			o := client.Overlap(*overlap)
+			in.Overlap = &o
+		}
+		if *misfire != "" {
+			m := client.Misfire(*misfire)
+			in.Misfire = &m
+		}
+		if in.StartAt, err = optTime("start-at", *startAt); err != nil {
+			return err
+		}
+		if in.EndAt, err = optTime("end-at", *endAt); err != nil {
+			return err
 		}
 		switch {
 		case *queue != "" && *target != "":
@@ -415,8 +464,31 @@ func done(e *env, what, id string) error {
 
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 60 {
-		s = s[:57] + "..."
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+// errorCause is the part of an event's last error that says why it failed:
+// without the "httpdelivery: event ID: " the delivery puts first (the row
+// names the event) and the request's method and URL (the schedule names
+// the target), which would fill a table column before the cause.
+func errorCause(s, eventID string) string {
+	if _, after, ok := strings.Cut(s, "event "+eventID+": "); ok {
+		s = after
+	}
+	// A status error: POST URL: status 500: body.
+	if rest, ok := strings.CutPrefix(s, "POST "); ok {
+		if i := strings.Index(rest, ": "); i >= 0 && !strings.ContainsAny(rest[:i], " ") {
+			return rest[i+2:]
+		}
+	}
+	// A transport error (*url.Error): Post "URL": cause.
+	if rest, ok := strings.CutPrefix(s, `Post "`); ok {
+		if _, cause, ok := strings.Cut(rest, `": `); ok {
+			return cause
+		}
 	}
 	return s
 }
@@ -456,6 +528,20 @@ func policyRow(w io.Writer, p *client.Policy) {
 func policyTable(w *tabwriter.Writer, p *client.Policy) {
 	policyHeader(w)
 	policyRow(w, p)
+	var limits []string
+	if p.RatePerSecond != nil {
+		limits = append(limits, fmt.Sprintf("rate %g/s burst %s", *p.RatePerSecond, ip(p.Burst)))
+	}
+	if p.ConcurrencyKey != nil {
+		limits = append(limits, fmt.Sprintf("per key %s (total %s)", *p.ConcurrencyKey, ip(p.MaxInFlightTotal)))
+	}
+	if p.Adaptive != nil {
+		limits = append(limits, fmt.Sprintf("adaptive %d to %d, now %s", p.Adaptive.Min, p.MaxInFlight, ip(p.EffectiveLimit)))
+	}
+	if len(limits) > 0 {
+		_ = w.Flush()
+		fmt.Fprintf(w, "\n%s\n", strings.Join(limits, "; "))
+	}
 }
 
 func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
@@ -464,7 +550,11 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	if s.Target.QueueUrl != nil {
 		target = *s.Target.QueueUrl
 	}
-	fmt.Fprintf(w, "target\t%s %s\nversion\t%d\n", s.Target.Type, target, s.Version)
+	fmt.Fprintf(w, "target\t%s %s\npriority\t%d\noverlap\t%s\nmisfire\t%s\n", s.Target.Type, target, s.Priority, s.Overlap, s.Misfire)
+	if s.Window != nil {
+		fmt.Fprintf(w, "window\t%s (spread %t)\n", *s.Window, s.Spread)
+	}
+	fmt.Fprintf(w, "version\t%d\n", s.Version)
 	for i, t := range s.NextFireTimes {
 		label := ""
 		if i == 0 {
@@ -492,7 +582,7 @@ func fireTable(w *tabwriter.Writer, f *client.Fire) {
 func eventTable(w *tabwriter.Writer, ev *client.Event) {
 	fmt.Fprintf(w, "id\t%s\nstatus\t%s\nschedule\t%s\nfire\t%s\nindex\t%d of %d\nlaunch\t%s\nattempts\t%d of %d\n",
 		ev.Id, ev.Status, ev.ScheduleId, ev.FireId, ev.Index, ev.Count, ts(ev.LaunchAt), ev.Attempts, ev.MaxAttempts)
-	fmt.Fprintf(w, "policy\t%s\ndelivered\t%s\nfinished\t%s\nlast error\t%s\n", sp(ev.PolicyId), tsp(ev.DeliveredAt), tsp(ev.FinishedAt), oneLine(sp(ev.LastError)))
+	fmt.Fprintf(w, "policy\t%s\ndelivered\t%s\nfinished\t%s\nlast error\t%s\n", sp(ev.PolicyId), tsp(ev.DeliveredAt), tsp(ev.FinishedAt), strings.ReplaceAll(sp(ev.LastError), "\n", " "))
 }
 
 func summaryTable(w *tabwriter.Writer, s *client.Summary) {

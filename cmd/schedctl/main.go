@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s %s[flags]\n\n%s\n\nflags:\n", name, argsUsage(cmd.args), cmd.summary)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	pos, err := parseInterleaved(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
@@ -162,6 +162,27 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitFail
 	}
+}
+
+// printFlags is flag.PrintDefaults with the spelling the documentation
+// uses: --name for long flags, -f for one-letter ones.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if d := f.DefValue; d != "" && d != "0" && d != "false" {
+			line += fmt.Sprintf(" (default %s)", d)
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 func argsUsage(a string) string {
@@ -201,6 +222,9 @@ func (e *env) connect() error {
 	}
 	if e.key == "" {
 		e.key = e.getenv("SCHEDULER_KEY")
+	}
+	if e.key == "" {
+		return errors.New("no API key: give --key or set SCHEDULER_KEY (the admin key for tenants and keys, else a tenant key)")
 	}
 	key := e.key
 	c, err := client.NewClient(strings.TrimRight(e.url, "/"),

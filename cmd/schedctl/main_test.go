@@ -187,7 +187,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	tk("events", "ls", "--schedule", sched).ok(t).has(t, `(?m)^ID\s+STATUS\s+SCHEDULE`, regexp.QuoteMeta(events.Items[0].ID))
 	tk("events", "get", events.Items[0].ID).ok(t).has(t, `(?m)^fire\s+`+regexp.QuoteMeta(fire)+`$`, `(?m)^index\s+\d of 3$`)
 	tk("events", "ls", "--from", "yesterday").fails(t, exitUsage, `--from "yesterday": not an RFC 3339 time`)
-	tk("events", "redrive").fails(t, exitFail, `422`, `all: `)
+	tk("events", "redrive").fails(t, exitUsage, `give an EVENT_ID, or select dead events with --fire, --schedule, --from, --to or --all`)
 	tk("events", "redrive", "--schedule", sched).ok(t).has(t, `(?m)^redriven\s+0$`)
 	tk("events", "redrive", events.Items[0].ID).fails(t, exitFail, `409`, `only dead events`)
 	tk("fires", "cancel", fire).ok(t).has(t, regexp.QuoteMeta(fire)+`\s+\S+\s+triggered\s+3\s`)
@@ -257,19 +257,27 @@ func TestCommandLine(t *testing.T) {
 		{"RedriveIDAndFilter", []string{"events", "redrive", "ev_1", "--all"}, exitUsage, `not both`},
 		{"FileAndFlags", []string{"schedules", "create", "--file", "x.json", "--name", "n"}, exitUsage, `--file and --name`},
 		{"Unreachable", []string{"summary"}, exitFail, `connect|refused`},
+		{"RedriveWithoutSelector", []string{"events", "redrive"}, exitUsage, `give an EVENT_ID, or select dead events with --fire`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cli(t, url, "k", tc.args...).fails(t, tc.code, tc.err)
 		})
 	}
+	t.Run("MissingKey", func(t *testing.T) {
+		cli(t, url, "", "summary").fails(t, exitUsage, `^schedctl summary: no API key: give --key or set SCHEDULER_KEY`)
+	})
 	t.Run("Help", func(t *testing.T) {
 		r := cli(t, url, "", "-h")
 		if r.code != exitOK || !strings.Contains(r.err, "schedules preview SCHEDULE_ID") || !strings.Contains(r.err, "SCHEDULER_KEY") {
 			t.Fatalf("schedctl -h: exit %d\n%s", r.code, r.err)
 		}
 		r = cli(t, url, "", "events", "ls", "-h")
-		if r.code != exitOK || !strings.Contains(r.err, "usage: schedctl events ls") || !strings.Contains(r.err, "-status") {
+		if r.code != exitOK || !strings.Contains(r.err, "usage: schedctl events ls") || !strings.Contains(r.err, "\n  --status string\n") {
 			t.Fatalf("schedctl events ls -h: exit %d\n%s", r.code, r.err)
+		}
+		r = cli(t, url, "", "schedules", "create-batch", "-h")
+		if r.code != exitOK || !strings.Contains(r.err, "\n  -f string\n") || !strings.Contains(r.err, "\n  --chunk int\n") {
+			t.Fatalf("schedctl schedules create-batch -h: exit %d\n%s", r.code, r.err)
 		}
 	})
 }

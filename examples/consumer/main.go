@@ -8,6 +8,9 @@
 // until the policy's token timeout reclaims it.
 //
 //	SCHEDULER_SIGNING_SECRET=... LISTEN_ADDR=:8081 go run ./examples/consumer
+//
+// It logs the address it listens on when it is ready. With DELIVERIES_FILE
+// set, it appends each delivery's message to that file as a JSON line.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -33,40 +37,78 @@ import (
 const maxBody = 4 << 20
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, log.Default()); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
-	secret := os.Getenv("SCHEDULER_SIGNING_SECRET")
+// run serves deliveries until ctx ends, configured by getenv, logging to
+// logger.
+func run(ctx context.Context, getenv func(string) string, logger *log.Logger) error {
+	secret := getenv("SCHEDULER_SIGNING_SECRET")
 	if secret == "" {
 		return errors.New("SCHEDULER_SIGNING_SECRET is not set")
 	}
-	addr := os.Getenv("LISTEN_ADDR")
+	addr := getenv("LISTEN_ADDR")
 	if addr == "" {
 		addr = ":8081"
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+	record := recorder(getenv("DELIVERIES_FILE"))
 	c := NewConsumer(ctx, []byte(secret), func(ctx context.Context, m delivery.Message) error {
-		log.Printf("event %s (%d/%d of %s): payload %s", m.EventID, m.Index+1, m.Count, m.ScheduleID, m.Payload)
-		return nil
+		logger.Printf("event %s (%d/%d of %s): payload %s", m.EventID, m.Index+1, m.Count, m.ScheduleID, m.Payload)
+		return record(m)
 	})
-	srv := &http.Server{Addr: addr, Handler: c, ReadHeaderTimeout: 10 * time.Second}
+	c.Logf = logger.Printf
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	logger.Printf("consumer listening on http://%s (LISTEN_ADDR); use it as the schedules' target URL", ln.Addr())
+	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := srv.Shutdown(shutdown)
+	err = srv.Shutdown(shutdown)
 	c.Wait()
 	return err
+}
+
+// recorder returns a function that appends each message to file as a JSON
+// line, to look at the deliveries afterwards; with file empty it does
+// nothing.
+func recorder(file string) func(delivery.Message) error {
+	if file == "" {
+		return func(delivery.Message) error { return nil }
+	}
+	var mu sync.Mutex
+	return func(m delivery.Message) error {
+		line, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("record the delivery: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("record the delivery: %w", err)
+		}
+		_, err = f.Write(append(line, '\n'))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("record the delivery in %s: %w", file, err)
+		}
+		return nil
+	}
 }
 
 // WorkFunc does the job of one event.
