@@ -86,6 +86,18 @@ func TestInterpretError(t *testing.T) {
 		{"MaxTimeMSExpired", cmd(50, "MaxTimeMSExpired"), unavailable},
 		{"CursorKilled", cmd(237, "CursorKilled"), unavailable},
 		{"WrappedByCaller", fmt.Errorf("event claim: %w", cmd(189, "PrimarySteppedDown")), unavailable},
+		{"CursorNotFound", cmd(43, "CursorNotFound"), unavailable},
+		{"FailedToSatisfyReadPreference", cmd(133, "FailedToSatisfyReadPreference"), unavailable},
+		{"ReadConcernMajorityNotAvailableYet", cmd(134, "ReadConcernMajorityNotAvailableYet"), unavailable},
+		{"QueryPlanKilled", cmd(175, "QueryPlanKilled"), unavailable},
+		{"LegacyNotPrimary", cmd(10058, "LegacyNotPrimary"), unavailable},
+		{"SystemOverloadedErrorLabel", cmd(462, "IngressRequestRateLimitExceeded", "SystemOverloadedError", "RetryableError"), unavailable},
+		{"RetryableErrorLabel", cmd(1234, "Unknown", "RetryableError"), unavailable},
+		{"UnknownTransactionCommitResultLabel", cmd(1234, "Unknown", "UnknownTransactionCommitResult"), unavailable},
+		// A transaction whose callback ran may have committed before a
+		// retry of the commit failed to reach a server.
+		{"ServerSelectionAfterCallbackRan", fmt.Errorf("%w: %w", errMayHaveApplied, topology.ServerSelectionError{Wrapped: errors.New("no primary")}), unavailable},
+		{"DuplicateKeyAfterCallbackRan", fmt.Errorf("%w: %w", errMayHaveApplied, cmd(11000, "DuplicateKey")), conflict},
 		{"BadValueIsABug", cmd(2, "BadValue"), other},
 		{"DocumentValidationIsABug", writeErr(121), other},
 		{"PlainError", errors.New("boom"), other},

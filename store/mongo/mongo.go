@@ -602,6 +602,8 @@ func interpretError(err error) error {
 		return model.ErrNotFound
 	case mongo.IsDuplicateKeyError(err) && !isUnavailable(err):
 		return fmt.Errorf("%w: %w", model.ErrConflict, err)
+	case errors.Is(err, errMayHaveApplied):
+		return unavailable(err)
 	case notSent(err):
 		return fmt.Errorf("%w: %w: %w", model.ErrUnavailable, model.ErrNotApplied, err)
 	case isUnavailable(err):
@@ -617,6 +619,10 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", model.ErrUnavailable, err)
 }
 
+// errMayHaveApplied marks the error of a transaction whose callback ran
+// (withTxn): its commit may have applied, whatever the last error says.
+var errMayHaveApplied = errors.New("the transaction may have committed")
+
 // notSent reports errors of operations that never reached a server (no
 // server could be selected, or the client was closed): they did not apply.
 func notSent(err error) bool {
@@ -630,14 +636,19 @@ func notSent(err error) bool {
 var unavailableCodes = []int{
 	6,     // HostUnreachable
 	7,     // HostNotFound
+	43,    // CursorNotFound (a failover or an idle timeout dropped the cursor)
 	50,    // MaxTimeMSExpired
 	64,    // WriteConcernFailed (applied on the primary, not confirmed)
 	89,    // NetworkTimeout
 	91,    // ShutdownInProgress
+	133,   // FailedToSatisfyReadPreference (no member fits, during an election)
+	134,   // ReadConcernMajorityNotAvailableYet (a member just started)
+	175,   // QueryPlanKilled (a yield met a stepdown or a dropped index)
 	189,   // PrimarySteppedDown
 	237,   // CursorKilled (a stepdown kills the cursors)
 	262,   // ExceededTimeLimit
 	9001,  // SocketException
+	10058, // LegacyNotPrimary
 	10107, // NotWritablePrimary
 	11600, // InterruptedAtShutdown
 	11601, // Interrupted
@@ -646,11 +657,20 @@ var unavailableCodes = []int{
 	13436, // NotPrimaryOrSecondary
 }
 
+// unavailableLabels are the error labels of operations worth retrying:
+// the retryable-writes and transactions labels, an ambiguous commit, and
+// the overload labels MongoDB 8 gives when it sheds load (Atlas answers
+// them too).
+var unavailableLabels = []string{
+	"RetryableWriteError", "TransientTransactionError", "UnknownTransactionCommitResult",
+	"SystemOverloadedError", "RetryableError",
+}
+
 // isUnavailable reports whether err says the server could not be reached,
 // did not answer in time, was changing primaries, or could not confirm a
 // write: codes of unavailableCodes in a command error, in a write error or
-// in a write-concern error, the driver's RetryableWriteError and
-// TransientTransactionError labels, network errors and deadlines.
+// in a write-concern error, the labels of unavailableLabels, network errors
+// and deadlines.
 func isUnavailable(err error) bool {
 	var sse topology.ServerSelectionError
 	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) ||
@@ -662,8 +682,10 @@ func isUnavailable(err error) bool {
 	if !errors.As(err, &se) {
 		return false
 	}
-	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
-		return true
+	for _, label := range unavailableLabels {
+		if se.HasErrorLabel(label) {
+			return true
+		}
 	}
 	for _, code := range unavailableCodes {
 		if se.HasErrorCode(code) {

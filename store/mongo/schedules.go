@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -267,13 +268,27 @@ func (s *Store) insertChildrenTxn(ctx context.Context, children []model.Child) e
 // client's operation timeout; fn must return every error of the driver
 // (wrapped with %w, so that the labels are seen), and so must not write
 // outside the transaction.
+//
+// The transaction reads the primary whatever the URI's readPreference:
+// MongoDB refuses a transaction whose reads go elsewhere ("read preference
+// in a transaction must be primary"). Once fn has run, a commit may have
+// happened even if a later retry of it failed without reaching a server,
+// so the error is marked errMayHaveApplied and never maps to ErrNotApplied.
 func (s *Store) withTxn(ctx context.Context, fn func(ctx context.Context) error) error {
-	sess, err := s.client.StartSession()
+	sess, err := s.client.StartSession(options.Session().SetDefaultTransactionOptions(
+		options.Transaction().SetReadPreference(readpref.Primary())))
 	if err != nil {
 		return err
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
-	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) { return nil, fn(ctx) })
+	ran := false
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		ran = true
+		return nil, fn(ctx)
+	})
+	if err != nil && ran {
+		return fmt.Errorf("%w: %w", errMayHaveApplied, err)
+	}
 	return err
 }
 
