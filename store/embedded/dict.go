@@ -14,8 +14,8 @@ import (
 )
 
 // Dictionaries give short codes to strings that many rows repeat: tenant
-// ids (tenantcode.go) and the origins of target URLs (layoutRowCodes,
-// splitOrigin). Each has two buckets, the name and a NUL to the code, a
+// ids (tenantcode.go) and the origins of target URLs
+// (splitOrigin). Each has two buckets, the name and a NUL to the code, a
 // uvarint given out in order from the first bucket's sequence, and the code
 // back to the name. Codes are never taken back, so a code never changes
 // meaning.

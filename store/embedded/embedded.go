@@ -17,20 +17,22 @@
 // scan of the contract is a prefix seek; see keys.go. A one-off saved with
 // its fire and event is one row with two index entries until its event
 // first changes (oneevent.go).
+//
+// The layout is versioned (layoutCurrent, recorded in the meta bucket) and
+// frozen: a change that this version would misread raises the version and
+// comes with a numbered migration from the one before, in a file of its
+// own with its own test (migrate.go). Open refuses a directory whose
+// layout no migration leads from.
 package embedded
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,18 +63,11 @@ type Options struct {
 	// it on demand.
 	InitialMmapSize int
 
-	// migrateChunk is how many event rows a migration transaction reads
-	// (zero: 20,000), which bounds the memory a migration of a large store
-	// needs, and its time: bbolt splits the nodes a transaction fills only
-	// when it commits, so every key put into the middle of a node moves the
-	// ones after it, and a transaction of n scattered puts costs about n². Tests set it small.
-	migrateChunk int
 	// groupedOneOffs stores every event in a group, never in its
 	// one-off's row (impliesEvent): tests compare the two forms.
 	groupedOneOffs bool
 	// indexedOneOffs gives every one-off's child a children entry, never
-	// leaving it to the row (impliesChild), and Open keeps those of an
-	// older layout: tests compare the two forms.
+	// leaving it to the row (impliesChild): tests compare the two forms.
 	indexedOneOffs bool
 }
 
@@ -123,109 +118,32 @@ var (
 	}, eventBuckets...)
 )
 
+// keyLayout is the meta bucket's record of the data layout a directory is
+// written in, a big-endian uint32.
 var keyLayout = []byte("layout")
 
-// Tenant indexes of layouts 1-5, keyed by the tenant id (tenant\0...);
-// the migration to layoutTenantCodes moves their keys to schedules_by_tcode
-// and ev_tcode.
-var (
-	bSchedTenantLayout5 = []byte("schedules_by_tenant")
-	bEvTenantLayout5    = []byte("ev_tenant")
-)
-
-// Buckets of layouts 1 and 2, which keyed events by id and repeated the
-// fire's fields in every row; Open migrates them to the ev_ buckets.
-var (
-	bEventsLayout2   = []byte("events")
-	bEvPolicyLayout1 = []byte("events_by_policy_status_launch")
-	legacyBuckets    = [][]byte{
-		bEventsLayout2, []byte("events_by_shard_status_launch"), []byte("events_by_fire_status"),
-		[]byte("events_by_schedule"), []byte("events_by_tenant"), []byte("events_by_policy_class_launch"),
-		[]byte("events_finished_by_time"), bEvPolicyLayout1,
-	}
-)
-
-// Versions of the data layout; Open migrates a directory to the current one.
-// A directory without a version was written with layout 1.
-const (
-	// layoutNarrowIndexes: the due index holds only waiting events, and the
-	// policy index only unfinished ones, keyed by class (see dueIndexed).
-	// In layout 1 both had a key for every event in every status.
-	layoutNarrowIndexes = 2
-	// layoutCompactEvents: events stored by fire, as a group head and rows
-	// of what differs from it, under short row keys (evtx.go). Layouts 1
-	// and 2 stored every event in full under its id, with index keys that
-	// repeated the id.
-	layoutCompactEvents = 3
-	// layoutCompactRows: schedules and fires in row codec version 2 (a
-	// schedule's sole child inline, without a children_by_schedule entry),
-	// event heads in event codec version 3 (rowcodec.go, eventcodec.go).
-	// Layout 3 rows are still read; the migration rewrites them, and the
-	// version keeps an older schedulerd, which cannot read the new rows,
-	// from opening the store.
-	layoutCompactRows = 4
-	// layoutLeanOneOffs: an event group whose fire id starts with its
-	// schedule's id and "." (every fire the emitter and the master make)
-	// has no entry in ev_sched; ev_groups under that prefix lists it
-	// (impliedGroup). A one-off stored with its fire holds that fire in its
-	// row (impliesFire): no fire row, no fires_by_schedule entry. The
-	// migration deletes the ev_sched entries; an older schedulerd would
-	// miss those groups and fires.
-	layoutLeanOneOffs = 5
-	// layoutTenantCodes: the tenant indexes key a tenant by a short code
-	// (tenantcode.go) instead of its id, in buckets of new names; the
-	// migration moves the entries of the old ones. An older schedulerd
-	// would find no tenant's schedules or events.
-	layoutTenantCodes = 6
-	// layoutChildTenantCodes: a child's value in the children bucket is
-	// its tenant's code (childValue), which tenant_ids maps back, instead
-	// of the tenant id. The migration fills tenant_ids from tenant_codes
-	// and rewrites the values; an older schedulerd would read the code as
-	// the tenant id.
-	layoutChildTenantCodes = 7
-	// layoutOneRecord: a one-off's row that holds its fire can hold that
-	// fire's one event too, while nothing has changed it (oneevent.go):
-	// no event group, only an ev_due entry of an impliedKey and a mark on
-	// the schedule's schedules_by_tcode entry. The migration moves the
-	// events of layout 7 that qualify into their rows, in chunks; an older
-	// schedulerd would find none of those events.
-	layoutOneRecord = 8
-	// layoutImpliedChild: a one-off created with its fire in its row has
-	// no children entry and no timezone count for its sole child, which
-	// the row holds marked (impliesChild): the emitter would only find
-	// that fire made. The migration deletes the entries and counts of the
-	// one-offs of layout 8 that qualify and marks their rows, in chunks;
-	// an older schedulerd would take those children off the counts again.
-	layoutImpliedChild = 9
-	// layoutRowCodes: schedules are written in row codec version 3, which
-	// holds the tenant by its code, the target URL's origin by a code of
-	// the origin dictionary (origin_codes, origin_names) and runAt from the
-	// creation time (rowcodec.go); event rows keep an emitter's release
-	// token as its 16 bytes (fReleaseTokenBytes); the due entry of an event
-	// held in its one-off's row names an id of the master's form by its 10
-	// bytes (appendImpliedKey). Rows and entries of earlier versions are
-	// read and not rewritten; the version keeps an older schedulerd, which
-	// cannot read the new ones, from opening the store.
-	layoutRowCodes = 10
-	// layoutPackedIDs: the schedules bucket and the tenant index name a
-	// schedule id of the master's form by the 10 bytes its text stands for
-	// (schedkey.go); the migration moves the entries under the new keys.
-	// Rows keep as flags what the store can make again: a one-off's sole
-	// child when it is the one the one-off's runAt gives
-	// (schedule.OneOffChild, schedChildOfRunAt), and an event's release
-	// token when it is the store's for the event id (token.go), under a key
-	// the meta bucket holds; rows of layout 10 are read as they are. An
-	// older schedulerd would find no schedule.
-	layoutPackedIDs = 11
-	layoutCurrent   = layoutPackedIDs
-)
+// layoutCurrent is the data layout this schedulerd reads and writes: the
+// buckets of allBucketNames, rows in the codecs of rowcodec.go,
+// eventcodec.go and evrow.go, keys as keys.go, schedkey.go and
+// tenantcode.go build them. A change that a schedulerd of this layout
+// would misread raises it by one, with a migration from the layout before
+// (migrate.go).
+const layoutCurrent = 11
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout
 // and then fails with ErrLocked and model.ErrUnavailable. A truncated or
-// foreign store file fails with ErrDamaged before bbolt maps it. A directory written by an older
-// schedulerd is migrated to the current data layout before Open returns.
+// foreign store file fails with ErrDamaged before bbolt maps it. A
+// directory of an earlier data layout is brought to layoutCurrent by the
+// migrations before Open returns, or refused with model.ErrUnavailable
+// when there is none from its layout; so is one of a later layout.
 func Open(dir string, opts Options) (*Store, error) {
+	return open(dir, opts, layoutCurrent, migrations)
+}
+
+// open is Open for a schedulerd of data layout current, whose migrations
+// are steps: tests give it others.
+func open(dir string, opts Options, current int, steps []migration) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded: create data directory: %w: %w", model.ErrUnavailable, err)
 	}
@@ -259,9 +177,27 @@ func Open(dir string, opts Options) (*Store, error) {
 	// default, 16 MiB, is about 16 bytes a one-off held in a store of a
 	// million); each growth costs a truncate and an fsync.
 	db.AllocSize = growBy
+	var layout int
+	if err := db.View(func(tx *bolt.Tx) error {
+		layout, err = storedLayout(tx)
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
+	}
+	pending, err := migrationsFrom(layout, current, steps)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
+	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		if layout == 0 {
+			if err := putLayout(tx, current); err != nil {
 				return err
 			}
 		}
@@ -270,7 +206,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000), opts.indexedOneOffs); err != nil {
+	if err := migrate(db, pending); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
@@ -287,329 +223,6 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // growBy is the store file's growth step (bolt.DB.AllocSize).
 const growBy = 4 << 20
-
-// migrate brings the data to layoutCurrent before Open returns. The
-// version is written last, in the transaction that drops the old buckets: a
-// crash during a migration leaves the old version and the old data, and the
-// next Open migrates again from the start. indexed is
-// Options.indexedOneOffs.
-func migrate(db *bolt.DB, chunk int, indexed bool) error {
-	layout, recorded, legacy := 1, false, false
-	if err := db.View(func(tx *bolt.Tx) error {
-		for _, name := range legacyBuckets {
-			legacy = legacy || tx.Bucket(name) != nil
-		}
-		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) == 4 {
-			layout, recorded = int(binary.BigEndian.Uint32(raw)), true
-		} else if !legacy {
-			layout = layoutCurrent // a new store
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if layout > layoutCurrent {
-		return fmt.Errorf("data layout %d was written by a newer schedulerd (this one knows up to %d)", layout, layoutCurrent)
-	}
-	if layout < layoutPackedIDs {
-		if err := packScheduleKeys(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutPackedIDs, err)
-		}
-	}
-	if layout < layoutCompactEvents {
-		if err := compactEvents(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutCompactEvents, err)
-		}
-	}
-	if layout < layoutCompactRows {
-		for _, name := range [][]byte{bSchedules, bFires, bEvHeads} {
-			if err := rewriteRows(db, name, chunk); err != nil {
-				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutCompactRows, name, err)
-			}
-		}
-	}
-	if layout < layoutLeanOneOffs {
-		if err := dropImpliedEntries(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutLeanOneOffs, err)
-		}
-	}
-	if layout < layoutTenantCodes {
-		for _, m := range [][2][]byte{{bSchedTenantLayout5, bSchedTenant}, {bEvTenantLayout5, bEvTenant}} {
-			if err := codeTenantEntries(db, m[0], m[1], chunk); err != nil {
-				return fmt.Errorf("migrate to data layout %d: %s: %w", layoutTenantCodes, m[0], err)
-			}
-		}
-	}
-	if layout < layoutPackedIDs {
-		if err := packTenantKeys(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %s: %w", layoutPackedIDs, bSchedTenant, err)
-		}
-	}
-	if layout < layoutChildTenantCodes {
-		if err := codeChildTenants(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutChildTenantCodes, err)
-		}
-	}
-	if layout < layoutOneRecord {
-		if err := moveEventsToRows(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutOneRecord, err)
-		}
-	}
-	if layout < layoutImpliedChild && !indexed {
-		if err := dropImpliedChildren(db, chunk); err != nil {
-			return fmt.Errorf("migrate to data layout %d: %w", layoutImpliedChild, err)
-		}
-	}
-	if recorded && layout == layoutCurrent && !legacy {
-		return nil
-	}
-	return db.Update(func(tx *bolt.Tx) error {
-		for _, name := range append(legacyBuckets, bSchedTenantLayout5, bEvTenantLayout5) {
-			if tx.Bucket(name) == nil {
-				continue
-			}
-			if err := tx.DeleteBucket(name); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCurrent))
-	})
-}
-
-// compactEvents rewrites the events of layouts 1 and 2 (rows by id in
-// bEventsLayout2; their indexes are not read) into the ev_ buckets, chunk
-// rows per transaction. The ev_ buckets are emptied first: a crash in an
-// earlier run may have left part of the work there.
-func compactEvents(db *bolt.DB, chunk int) error {
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, name := range eventBuckets {
-			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
-				return err
-			}
-			if _, err := tx.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	return walkChunks(db, bEventsLayout2, chunk, func(tx *bolt.Tx, rows []kv) error {
-		events := make([]*model.Event, 0, len(rows))
-		for _, r := range rows {
-			e, err := decodeEvent(r.v)
-			if err != nil {
-				return fmt.Errorf("event %q: %w", r.k, err)
-			}
-			events = append(events, e)
-		}
-		// Ids sort a fire's events as strings ("f.1", "f.10", "f.2");
-		// by index their row and fire index keys go in in order.
-		slices.SortStableFunc(events, func(a, b *model.Event) int {
-			return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
-		})
-		x := newEvtx(tx)
-		for _, e := range events {
-			if _, err := x.insert(e); err != nil {
-				return fmt.Errorf("event %q: %w", e.ID, err)
-			}
-		}
-		return x.flush()
-	})
-}
-
-// rewriteRows rewrites the rows of bucket name (schedules, fires or event
-// heads) that are not in its current codec (JSON rows of layouts 1 and 2,
-// binary rows of layout 3), chunk rows per transaction. Rows already
-// current are left alone, so a run interrupted by a crash is simply
-// resumed.
-func rewriteRows(db *bolt.DB, name []byte, chunk int) error {
-	current := map[string]byte{string(bSchedules): scheduleCodecV3, string(bFires): fireCodecV2, string(bEvHeads): eventCodecV3}[string(name)]
-	return walkChunks(db, name, chunk, func(tx *bolt.Tx, rows []kv) error {
-		b, dict := tx.Bucket(name), &rowDict{tx: tx}
-		for _, r := range rows {
-			k, v := r.k, r.v
-			if len(v) > 0 && v[0] == current {
-				continue
-			}
-			var raw []byte
-			switch {
-			case bytes.Equal(name, bSchedules):
-				sc, err := decodeSchedule([]byte(schedKeyID(k)), v, dict)
-				if err != nil {
-					return err
-				}
-				if raw, err = encodeSchedule(sc, dict); err != nil {
-					return err
-				}
-			case bytes.Equal(name, bFires):
-				f, err := decodeFire(k, v)
-				if err != nil {
-					return err
-				}
-				raw = encodeFire(f)
-			default:
-				e, err := decodeEvent(v)
-				if err != nil {
-					return fmt.Errorf("event group %x: %w", k, err)
-				}
-				if raw, err = encodeEvent(e); err != nil {
-					return err
-				}
-			}
-			if err := b.Put(k, raw); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// dropImpliedEntries deletes the ev_sched entries of the groups that
-// layoutLeanOneOffs lists by fire id, chunk keys per transaction. A run
-// interrupted by a crash is redone: what it deleted stays deleted.
-func dropImpliedEntries(db *bolt.DB, chunk int) error {
-	return walkChunks(db, bEvSched, chunk, func(tx *bolt.Tx, rows []kv) error {
-		var drop [][]byte
-		for _, r := range rows {
-			// A group's entry: schedule id NUL, fire id ".", NUL, no value.
-			if len(r.v) != 0 || !bytes.HasSuffix(r.k, []byte{'.', 0}) {
-				continue
-			}
-			scheduleID, rest := readStr(r.k)
-			if len(rest) >= 2 && impliedGroup(scheduleID, string(rest[:len(rest)-2])) {
-				drop = append(drop, r.k)
-			}
-		}
-		return deleteKeys(tx, bEvSched, drop)
-	})
-}
-
-// codeTenantEntries moves the keys of the tenant index from (tenant id,
-// NUL, rest) to to (tenant code, rest), chunk keys per transaction. Each
-// transaction deletes the keys it moved, so a run interrupted by a crash
-// resumes where the last commit left it; the emptied bucket is dropped with
-// the version.
-func codeTenantEntries(db *bolt.DB, from, to []byte, chunk int) error {
-	return walkChunks(db, from, chunk, func(tx *bolt.Tx, rows []kv) error {
-		codes, dst := newTenantCodes(tx), tx.Bucket(to)
-		drop := make([][]byte, 0, len(rows))
-		for _, r := range rows {
-			tenantID, rest := readStr(r.k)
-			nk, err := codes.key(tenantID, rest)
-			if err != nil {
-				return err
-			}
-			if err := dst.Put(nk, r.v); err != nil {
-				return err
-			}
-			drop = append(drop, r.k)
-		}
-		return deleteKeys(tx, from, drop)
-	})
-}
-
-// codeChildTenants gives tenant_ids the codes of tenant_codes that it
-// lacks (codes given out by layout 6), then rewrites the children values
-// that hold a tenant id as childValue, chunk keys per transaction. Values
-// already rewritten start with NUL and are left alone, so a run
-// interrupted by a crash is simply resumed.
-func codeChildTenants(db *bolt.DB, chunk int) error {
-	if err := db.Update(func(tx *bolt.Tx) error {
-		ids := tx.Bucket(bTenantIDs)
-		return tx.Bucket(bTenantCodes).ForEach(func(k, code []byte) error {
-			if ids.Get(code) != nil {
-				return nil
-			}
-			id, _ := readStr(k)
-			return ids.Put(bytes.Clone(code), []byte(id))
-		})
-	}); err != nil {
-		return err
-	}
-	return walkChunks(db, bChildren, chunk, func(tx *bolt.Tx, rows []kv) error {
-		b, codes := tx.Bucket(bChildren), newTenantCodes(tx)
-		for _, r := range rows {
-			if len(r.v) > 0 && r.v[0] == 0 {
-				continue
-			}
-			nv, err := codes.childValue(string(r.v))
-			if err != nil {
-				return err
-			}
-			if err := b.Put(r.k, nv); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// moveEventsToRows moves into its schedule's row the event of each
-// one-off whose row holds its fire, when that fire has one event, as
-// created (impliesEvent): its group goes, and the row, an ev_due entry
-// and the mark of the schedule's tenant entry stand for it. chunk rows per
-// transaction; rows that hold an event already are left alone, so a run
-// interrupted by a crash is simply resumed.
-func moveEventsToRows(db *bolt.DB, chunk int) error {
-	return walkChunks(db, bSchedules, chunk, func(tx *bolt.Tx, rows []kv) error {
-		x := newEvtx(tx)
-		for _, r := range rows {
-			if !rowHasFire(r.v) || rowHasEvent(r.v) {
-				continue
-			}
-			sc, child, f, err := decodeScheduleFire([]byte(schedKeyID(r.k)), r.v, x.dict)
-			if err != nil {
-				return err
-			}
-			if err := x.moveToRow(sc, child, f); err != nil {
-				return fmt.Errorf("schedule %q: %w", sc.ID, err)
-			}
-		}
-		return x.flush()
-	})
-}
-
-// kv is a key and its value, copied out of a transaction.
-type kv struct{ k, v []byte }
-
-// walkChunks hands fn the keys and values of bucket name in key order,
-// chunk at a time, each chunk in a read-write transaction of its own that
-// starts after the last key of the one before. fn writes once the chunk's
-// walk is over (a cursor must not see its bucket change). A missing bucket
-// is an empty one.
-func walkChunks(db *bolt.DB, name []byte, chunk int, fn func(tx *bolt.Tx, rows []kv) error) error {
-	var after []byte
-	for {
-		n := 0
-		if err := db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(name)
-			if b == nil {
-				return nil
-			}
-			var rows []kv
-			c := b.Cursor()
-			k, v := c.First()
-			if after != nil {
-				if k, v = c.Seek(after); bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
-			}
-			for ; k != nil && len(rows) < chunk; k, v = c.Next() {
-				rows = append(rows, kv{bytes.Clone(k), bytes.Clone(v)})
-			}
-			if n = len(rows); n > 0 {
-				after = rows[n-1].k
-			}
-			return fn(tx, rows)
-		}); err != nil {
-			return err
-		}
-		if n < chunk {
-			return nil
-		}
-	}
-}
 
 // Ping reports model.ErrUnavailable once the store is closed.
 func (s *Store) Ping(ctx context.Context) error {

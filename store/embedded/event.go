@@ -41,8 +41,7 @@ func policyClass(s model.EventStatus) string {
 // keying the policy index by class) takes index pages out of the token
 // cycle's commits, whose fsync is most of a token's time between two
 // consumers: a start moves one due key less, a delivered write no due or
-// policy key, a release one policy key less. Data written before
-// (layoutNarrowIndexes) is migrated on Open.
+// policy key, a release one policy key less.
 func dueIndexed(s model.EventStatus) bool {
 	return s == model.EventPending || s == model.EventRetrying || s == model.EventScheduled
 }

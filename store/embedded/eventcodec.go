@@ -12,24 +12,20 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 )
 
-// The full binary form of an event: the head of an event group, a loose
-// event's row (evtx.go), and the rows of layouts 1 and 2 that a migration
-// reads. JSON encoding and decoding was a third of the CPU of the handler's
-// hot path (claim and outcome writes). Rows written by the first versions
-// are JSON objects and start with '{'; binary rows start with their codec
-// version (eventCodecV1 or eventCodecV3), and all are read.
+// The full binary form of an event: the head of an event group and a
+// loose event's row (evtx.go). A row starts with its codec version,
+// eventCodecV3 (2 starts a canonical row, evrow.go).
 //
-// Version 1 layout (after the version byte), in this order: strings are a uvarint
-// length and the bytes; integers are varints; times are a presence byte (0
-// zero time, 1 set) followed by varint Unix seconds and uvarint nanoseconds,
-// read back in UTC; optional times are a presence byte (0 nil) and a time;
-// booleans are one byte. The payload is kept byte for byte. The event's
-// concurrency key, if any, is a last string (absent: none).
+// Strings are a uvarint length and the bytes; integers are varints; times
+// are a presence byte (0 zero time, 1 set) followed by varint Unix seconds
+// and uvarint nanoseconds, read back in UTC; optional times are a presence
+// byte (0 nil) and a time; booleans are one byte. The payload is kept byte
+// for byte.
 //
-// Version 3 (eventCodecV3; 2 starts a canonical row, evrow.go) begins with a
-// uvarint of flags and leaves out what the row gives already: the schedule
-// id when the fire id starts with it (its length instead), the launch time
-// when it is the fire time, the update time when it is the creation time.
+// After the version come a uvarint of flags and the fields, leaving out
+// what the row gives already: the schedule id when the fire id starts with
+// it (its length instead), the launch time when it is the fire time, the
+// update time when it is the creation time.
 // Status and target type are codes (putEnum, statusCodes). The concurrency
 // key is a flag and a string. A group head of a one-off whose schedule row
 // holds its tenant, target, payload, policy, priority, attempts and
@@ -37,10 +33,7 @@ import (
 // (evFromSchedule, refSchedule); it is read with that row (decodeEventWith),
 // which also gives its fire id, fire time and creation time when they are
 // the schedule's (evFireOfSchedule and the flags after it).
-const (
-	eventCodecV1 = 0x01
-	eventCodecV3 = 0x03
-)
+const eventCodecV3 = 0x03
 
 // Flags of a version 3 event.
 const (
@@ -48,7 +41,7 @@ const (
 	evLaunchIsFire
 	evUpdatedIsCreated
 	evFromSchedule
-	// With evFromSchedule only (layoutLeanOneOffs): the fire id is
+	// With evFromSchedule only: the fire id is
 	// model.FireID of the schedule's id and version and the fire time, and
 	// the schedule's id is stored instead (evFireOfSchedule); the fire time
 	// is the schedule's runAt (evFireAtRunAt); the creation time is stored
@@ -180,46 +173,10 @@ func decodeEvent(raw []byte) (*model.Event, error) { return decodeEventWith(raw,
 // decodeEventWith decodes raw; schedule returns the stored schedule a head
 // leaves fields to (nil: such a head is an error).
 func decodeEventWith(raw []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
-	if len(raw) > 0 && raw[0] == '{' {
-		return decodeEventJSON(raw)
-	}
-	if len(raw) > 0 && raw[0] == eventCodecV3 {
-		return decodeEventV3(raw[1:], schedule)
-	}
-	if len(raw) == 0 || raw[0] != eventCodecV1 {
+	if len(raw) == 0 || raw[0] != eventCodecV3 {
 		return nil, errors.New("decode event: unknown row format")
 	}
-	d := decoder{b: raw[1:]}
-	e := &model.Event{}
-	e.ID = d.str()
-	e.TenantID = d.str()
-	e.ScheduleID = d.str()
-	e.FireID = d.str()
-	e.FireTime = d.time()
-	e.Index = int(d.varint())
-	e.Count = int(d.varint())
-	e.LaunchAt = d.time()
-	e.Deadline = d.timePtr()
-	e.Priority = int(d.varint())
-	e.PolicyID = d.str()
-	e.Target.Type = model.TargetType(d.str())
-	e.Target.URL = d.str()
-	e.Target.QueueURL = d.str()
-	if p := d.bytes(); len(p) > 0 {
-		e.Payload = json.RawMessage(p)
-	}
-	e.MaxAttempts = int(d.varint())
-	e.Shard = int(d.varint())
-	e.Status = model.EventStatus(d.str())
-	readDeliveryState(&d, e)
-	e.CreatedAt = d.time()
-	e.UpdatedAt = d.time()
-	// Rows of earlier versions may end with the event's concurrency key
-	// value (now read from the payload): what follows is not read.
-	if d.err != nil {
-		return nil, d.err
-	}
-	return e, nil
+	return decodeEventV3(raw[1:], schedule)
 }
 
 func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) (*model.Event, error) {
@@ -356,23 +313,6 @@ func fromSchedule(e *model.Event, version int64, schedule func(id string) (*mode
 	return nil
 }
 
-// eventRow is the JSON form of an event row written by earlier versions.
-// model.Event hides ReleaseToken from JSON (the API must never show it), but
-// the store must keep it.
-type eventRow struct {
-	*model.Event
-	ReleaseToken string `json:"releaseToken,omitempty"`
-}
-
-func decodeEventJSON(raw []byte) (*model.Event, error) {
-	row := eventRow{Event: &model.Event{}}
-	if err := jsonUnmarshal(raw, &row); err != nil {
-		return nil, err
-	}
-	row.Event.ReleaseToken = row.ReleaseToken
-	return row.Event, nil
-}
-
 func putStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -501,7 +441,7 @@ func (d *decoder) timePtr() *time.Time {
 	return &t
 }
 
-// readDeliveryState reads what both event codecs store alike, in this
+// readDeliveryState reads the delivery state of an event, in this
 // order: attempts, last error, fence, release token, token expiry and
 // timeout, delivery and finish times.
 func readDeliveryState(d *decoder, e *model.Event) {

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -54,40 +53,6 @@ func TestEventCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// Version 1 rows of earlier versions that end with the event's concurrency
-// key value (now read from the payload) are still read.
-func TestEventCodecSkipsConcurrencyKeyTail(t *testing.T) {
-	e := fullEvent()
-	raw, err := encodeEventV1(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeEvent(putStr(raw, "c-7"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, e) {
-		t.Fatalf("row with a key tail\n got %+v\nwant %+v", got, e)
-	}
-}
-
-// Rows written by earlier versions (JSON) are still read.
-func TestEventCodecReadsJSONRows(t *testing.T) {
-	e := fullEvent()
-	e.Payload = json.RawMessage(`{"k":[1,2]}`) // JSON rows hold compacted payloads
-	raw, err := json.Marshal(eventRow{Event: e, ReleaseToken: e.ReleaseToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeEvent(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, e) {
-		t.Fatalf("JSON row\n got %+v\nwant %+v", got, e)
-	}
-}
-
 // Concurrent batched writes share commits; a write that fails gets its own
 // error and does not undo or fail the others.
 func TestGroupCommit(t *testing.T) {
@@ -129,48 +94,8 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// encodeEventV1 writes an event as the first binary codec did, which the
-// heads and loose rows of stores written before version 3 hold.
-func encodeEventV1(e *model.Event) ([]byte, error) {
-	n := 64 + len(e.ID) + len(e.TenantID) + len(e.ScheduleID) + len(e.FireID) + len(e.PolicyID) +
-		len(e.Target.URL) + len(e.Target.QueueURL) + len(e.Payload) + len(e.LastError) + len(e.ReleaseToken) +
-		len(e.Status) + len(e.Target.Type) + 12*9
-	b := make([]byte, 0, n)
-	b = append(b, eventCodecV1)
-	b = putStr(b, e.ID)
-	b = putStr(b, e.TenantID)
-	b = putStr(b, e.ScheduleID)
-	b = putStr(b, e.FireID)
-	b = putTime(b, e.FireTime)
-	b = binary.AppendVarint(b, int64(e.Index))
-	b = binary.AppendVarint(b, int64(e.Count))
-	b = putTime(b, e.LaunchAt)
-	b = putTimePtr(b, e.Deadline)
-	b = binary.AppendVarint(b, int64(e.Priority))
-	b = putStr(b, e.PolicyID)
-	b = putStr(b, string(e.Target.Type))
-	b = putStr(b, e.Target.URL)
-	b = putStr(b, e.Target.QueueURL)
-	b = putBytes(b, e.Payload)
-	b = binary.AppendVarint(b, int64(e.MaxAttempts))
-	b = binary.AppendVarint(b, int64(e.Shard))
-	b = putStr(b, string(e.Status))
-	b = binary.AppendVarint(b, int64(e.Attempts))
-	b = putStr(b, e.LastError)
-	b = binary.AppendVarint(b, e.Fence)
-	b = putStr(b, e.ReleaseToken)
-	b = putTimePtr(b, e.TokenExpiresAt)
-	b = putBool(b, e.TokenTimedOut)
-	b = putTimePtr(b, e.DeliveredAt)
-	b = putTimePtr(b, e.FinishedAt)
-	b = putTime(b, e.CreatedAt)
-	b = putTime(b, e.UpdatedAt)
-	return b, nil
-}
-
-// A head as the emitter's first event of a one-off's fire makes it is
-// smaller in version 3 by what it leaves out, and reads back whole; version
-// 1 rows are still read.
+// A head as the emitter's first event of a one-off's fire makes it reads
+// back whole, and a cut one fails.
 func TestEventCodecV3(t *testing.T) {
 	sc, f := typicalOneOff()
 	e := &model.Event{
@@ -182,19 +107,8 @@ func TestEventCodecV3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, err := encodeEventV1(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Schedule id (19 of 20 bytes), launch time (10), update time (6),
-	// status (7) and target type (4), less the flags (1).
-	if len(v3) > len(v1)-40 {
-		t.Errorf("head: %d bytes, version 1 %d: want at least 40 fewer", len(v3), len(v1))
-	}
-	for name, raw := range map[string][]byte{"version 3": v3, "version 1": v1} {
-		if got, err := decodeEvent(raw); err != nil || !reflect.DeepEqual(got, e) {
-			t.Errorf("%s: round trip\n got %+v %v\nwant %+v", name, got, err, e)
-		}
+	if got, err := decodeEvent(v3); err != nil || !reflect.DeepEqual(got, e) {
+		t.Errorf("round trip\n got %+v %v\nwant %+v", got, err, e)
 	}
 	for i := range v3 {
 		if _, err := decodeEvent(v3[:i]); err == nil {

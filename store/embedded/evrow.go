@@ -12,7 +12,7 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 )
 
-// Events are stored by fire (data layout layoutCompactEvents). The first
+// Events are stored by fire. The first
 // event stored of a fire opens the fire's event group: a sequence number and
 // a head, the full encoding of that first event, which holds what the
 // fire's events share (tenant, schedule, target, payload, policy, ...).

@@ -15,7 +15,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// Event buckets (layoutCompactEvents). Keys, with rk = rowKey (group
+// Event buckets. Keys, with rk = rowKey (group
 // sequence, slot: 12 bytes):
 //
 //	ev_rows:     rk -> row (evrow.go)
@@ -182,8 +182,7 @@ func (x *evtx) decodeHead(raw []byte) (*model.Event, error) { return decodeEvent
 func groupEntry(fireID string) []byte { return append([]byte(fireID), '.', 0) }
 
 // impliedGroup reports whether the group of fireID, whose events are of
-// schedule scheduleID, goes without an entry in ev_sched
-// (layoutLeanOneOffs): its fire id starts with the schedule's id and ".",
+// schedule scheduleID, goes without an entry in ev_sched: its fire id starts with the schedule's id and ".",
 // as every fire id the emitter and the master make does, so the schedule's
 // groups are the keys of ev_groups under that prefix (schedGroups). Such a
 // prefix also holds the groups of schedules whose own ids start with it

@@ -1,10 +1,8 @@
 package embedded
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -144,65 +142,4 @@ func TestEventCancelPendingImpliedGroups(t *testing.T) {
 		}
 	}
 	checkEventIndexes(t, s)
-}
-
-// A store of layout 4 (every group with its ev_sched entry) opens with the
-// entries of the groups that go without one deleted, in chunks, and lists
-// by schedule as before; so does one whose migration a crash interrupted
-// (some of those entries deleted, the version still 4).
-func TestOpenMigratesLayout4SchedEntries(t *testing.T) {
-	for _, interrupted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) { testOpenMigratesLayout4(t, interrupted) })
-	}
-}
-
-func testOpenMigratesLayout4(t *testing.T, interrupted bool) {
-	ctx := t.Context()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := impliedEvents()
-	if _, err := s.EventInsertMany(ctx, events); err != nil {
-		t.Fatal(err)
-	}
-	entries := 0
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutCompactRows)); err != nil {
-			return err
-		}
-		for i, e := range events {
-			if impliedGroup(e.ScheduleID, e.FireID) && strings.HasPrefix(e.ID, e.FireID+".") && (!interrupted || i%2 == 0) {
-				if err := tx.Bucket(bEvSched).Put(append(strKey(e.ScheduleID), groupEntry(e.FireID)...), []byte{}); err != nil {
-					return err
-				}
-			}
-		}
-		return tx.Bucket(bEvSched).ForEach(func(_, _ []byte) error { entries++; return nil })
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(dir, Options{migrateChunk: 3}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	checkMigrated(t, s)
-	checkEventIndexes(t, s)
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		n := 0
-		if err := tx.Bucket(bEvSched).ForEach(func(_, _ []byte) error { n++; return nil }); err != nil {
-			return err
-		}
-		if n >= entries || n == 0 {
-			t.Errorf("ev_sched: %d keys after the migration, %d before: want fewer, and the others kept", n, entries)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	checkImpliedLists(t, s, events)
 }

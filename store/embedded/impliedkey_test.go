@@ -1,15 +1,8 @@
 package embedded
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"testing"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/store"
 )
 
 // An implied event's due key gives its schedule id back, whatever the id;
@@ -62,63 +55,5 @@ func TestImpliedKeyRoundTrip(t *testing.T) {
 	}
 	if packed < len(ids)/4 {
 		t.Errorf("%d of %d ids packed: the test makes too few of the master's form", packed, len(ids))
-	}
-}
-
-// A one-off whose due entry holds its id as it is (as layout 8 wrote every
-// one) is claimed once and leaves no due entry behind, as one of the
-// packed form does.
-func TestImpliedKeyOfLayout8(t *testing.T) {
-	for _, unpack := range []bool{false, true} {
-		ctx := t.Context()
-		s := openTemp(t, Options{})
-		w := &oneWorld{r: rand.New(rand.NewPCG(9, 9)), n: 2} // the next one-off's id is of the master's form
-		item := w.oneOff("ta", "")
-		if !bytes.HasPrefix([]byte(item.Schedule.ID), []byte(idPrefix)) {
-			t.Fatalf("one-off %q: not of the master's form", item.Schedule.ID)
-		}
-		if _, err := s.ScheduleCreateMany(ctx, []store.ScheduleNew{item}); err != nil {
-			t.Fatal(err)
-		}
-		e := item.Fires[0].Events[0]
-		if unpack {
-			err := s.db.Update(func(tx *bolt.Tx) error {
-				due := tx.Bucket(bEvDue)
-				old, err := dueKey(e, impliedKey(e.ScheduleID))
-				if err != nil {
-					return err
-				}
-				if due.Get(old) == nil {
-					t.Fatalf("no due entry %x", old)
-				}
-				raw, err := dueKey(e, append([]byte{impliedMark}, e.ScheduleID...))
-				if err != nil {
-					return err
-				}
-				if err := due.Delete(old); err != nil {
-					return err
-				}
-				return due.Put(raw, fenceValue(e))
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got, err := s.EventGet(ctx, e.TenantID, e.ID); err != nil || got.ID != e.ID {
-			t.Fatalf("unpack=%v: EventGet: %v, %v", unpack, got, err)
-		}
-		p := &store.EventClaimParams{Shard: e.Shard, Fence: 1, DueBefore: e.LaunchAt.Add(time.Second), Limit: 10}
-		got, err := s.EventClaimDue(ctx, p)
-		if err != nil || len(got) != 1 || got[0].ID != e.ID || got[0].Status != model.EventScheduled {
-			t.Fatalf("unpack=%v: claim: %v, %v; want %s scheduled", unpack, got, err, e.ID)
-		}
-		if n := bucketKeys(t, s, bEvDue)[string(bEvDue)]; n != 1 {
-			t.Errorf("unpack=%v: %d due entries after the claim, want 1 (the scheduled event's)", unpack, n)
-		}
-		checkEventIndexes(t, s)
-		p.Fence = 2
-		if again, err := s.EventClaimDue(ctx, p); err != nil || len(again) != 1 || !again[0].TakenOver {
-			t.Errorf("unpack=%v: a claim under a newer fence: %v, %v; want the event taken over once", unpack, again, err)
-		}
 	}
 }

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -26,12 +27,10 @@ var allEventStatuses = []model.EventStatus{
 	model.EventReleased, model.EventRetrying, model.EventDead, model.EventCancelled,
 }
 
-// TestEventIndexesMatchRows starts from a data directory in layout 1 or 2
-// (events in full by id, with the index keys of those layouts), reopens it
-// (which migrates it in several transactions), checks that every event reads
-// back as it was written, adds events, drives them all through random
-// transitions, claims and retention deletes, and checks after the migration
-// and at the end that every event bucket holds exactly the keys derived from
+// TestEventIndexesMatchRows stores events in every status, checks that
+// every event reads back as it was written, adds events, drives them all
+// through random transitions, claims and retention deletes, and checks
+// before and at the end that every event bucket holds exactly the keys derived from
 // the rows (the due index only waiting events, the policy index only
 // unfinished ones, by class; the groups, their counts and entries) and that
 // listing and counting by tenant and schedule agree with the events stored.
@@ -40,26 +39,19 @@ var allEventStatuses = []model.EventStatus{
 // tenant), and some differ from the first event of their fire in target,
 // payload or deadline. Set EMBEDDED_TEST_SEED to vary the run.
 func TestEventIndexesMatchRows(t *testing.T) {
-	for _, layout := range []int{1, layoutNarrowIndexes} {
-		t.Run(fmt.Sprintf("layout%d", layout), func(t *testing.T) { testEventIndexesMatchRows(t, layout) })
-	}
-}
-
-func testEventIndexesMatchRows(t *testing.T, layout int) {
 	seed := testseed.Get(t, "EMBEDDED_TEST_SEED", 1)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	ctx := t.Context()
-	dir := t.TempDir()
 
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	const legacy, added = 200, 100
+	const stored, added = 200, 100
 	var events []*model.Event
-	for i := range legacy + added {
+	for i := range stored + added {
 		f := i % 7
 		fireID := fmt.Sprintf("s%d.1", f)
 		e := &model.Event{
 			ID: model.EventID(fireID, i), TenantID: fmt.Sprintf("t%d", f%3),
-			ScheduleID: fmt.Sprintf("s%d", f), FireID: fireID, FireTime: base, Index: i, Count: legacy + added,
+			ScheduleID: fmt.Sprintf("s%d", f), FireID: fireID, FireTime: base, Index: i, Count: stored + added,
 			LaunchAt: base.Add(time.Duration(rng.IntN(600)) * time.Second),
 			Target:   model.Target{Type: model.TargetHTTP, URL: fmt.Sprintf("http://127.0.0.1:9/%d", f)},
 			Payload:  json.RawMessage(fmt.Sprintf(`{"f":%d}`, f)), MaxAttempts: 3,
@@ -81,7 +73,7 @@ func testEventIndexesMatchRows(t *testing.T, layout int) {
 		if rng.IntN(3) > 0 {
 			e.PolicyID = fmt.Sprintf("p%d", rng.IntN(2))
 		}
-		if i < legacy {
+		if i < stored {
 			e.Status = allEventStatuses[rng.IntN(len(allEventStatuses))]
 			e.Fence = int64(rng.IntN(3))
 			e.Attempts = rng.IntN(3)
@@ -96,29 +88,38 @@ func testEventIndexesMatchRows(t *testing.T, layout int) {
 		}
 		events = append(events, e)
 	}
-	writeLegacy(t, dir, layout, events[:legacy])
-
-	// Several migration transactions, the last one short.
-	s, err := Open(dir, Options{migrateChunk: 7})
-	if err != nil {
+	// The first events in their statuses, as the transitions leave them,
+	// sorted as a fire's events are inserted.
+	s := openTemp(t, Options{})
+	first := slices.Clone(events[:stored])
+	slices.SortStableFunc(first, func(a, b *model.Event) int {
+		return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
+	})
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		x := newEvtx(tx)
+		for _, e := range first {
+			if _, err := x.insert(e); err != nil {
+				return err
+			}
+		}
+		return x.flush()
+	}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
-	checkMigrated(t, s)
 	checkEventIndexes(t, s)
-	for _, e := range events[:legacy] {
+	for _, e := range events[:stored] {
 		got, err := s.EventGetByID(ctx, e.ID)
 		if err != nil {
-			t.Fatalf("event %s after the migration: %v", e.ID, err)
+			t.Fatalf("event %s: %v", e.ID, err)
 		}
 		if want := roundTrip(t, e); !reflect.DeepEqual(got, want) {
-			t.Errorf("event %s after the migration:\n got %+v\nwant %+v", e.ID, got, want)
+			t.Errorf("event %s read back:\n got %+v\nwant %+v", e.ID, got, want)
 		}
 	}
-	if _, err := s.EventInsertMany(ctx, events[legacy:]); err != nil {
+	if _, err := s.EventInsertMany(ctx, events[stored:]); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range events[legacy:] {
+	for _, e := range events[stored:] {
 		got, err := s.EventGetByID(ctx, e.ID)
 		if err != nil {
 			t.Fatalf("event %s: %v", e.ID, err)
@@ -240,87 +241,6 @@ func checkListsAndCounts(t *testing.T, s *Store, events []*model.Event) {
 			t.Errorf("EventList tenant %s schedule %s:\n got %v\nwant %v", k[0], k[1], got, want)
 		}
 	}
-}
-
-// writeLegacy creates a store in dir holding events as layout 1 (or 2) wrote
-// them: every event in full under its id, with index keys that repeat the
-// id; in layout 1 due and policy keys (by status) for every event, in
-// layout 2 for waiting and unfinished events only (by class). The encoding
-// is layout 2's binary rows, which layout 1 read too.
-func writeLegacy(t testing.TB, dir string, layout int, events []*model.Event) {
-	t.Helper()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if layout == 1 {
-			if err := tx.Bucket(bMeta).Delete(keyLayout); err != nil {
-				return err
-			}
-		} else if err := tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, uint32(layout))); err != nil {
-			return err
-		}
-		// An empty store of the current layout: its event buckets would be
-		// created empty by the Open that migrates it.
-		for _, name := range eventBuckets {
-			if err := tx.DeleteBucket(name); err != nil {
-				return err
-			}
-		}
-		names := legacyBuckets
-		if layout != 1 {
-			names = names[:len(names)-1] // no layout-1 policy bucket
-		}
-		for _, name := range names {
-			if _, err := tx.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		for _, e := range events {
-			raw, err := encodeEvent(e)
-			if err != nil {
-				return err
-			}
-			puts := [][3][]byte{
-				{bEventsLayout2, []byte(e.ID), raw},
-				{[]byte("events_by_fire_status"), append(strKey(e.FireID, string(e.Status)), e.ID...), nil},
-				{[]byte("events_by_schedule"), append(strKey(e.ScheduleID), e.ID...), nil},
-				{[]byte("events_by_tenant"), append(strKey(e.TenantID), e.ID...), nil},
-			}
-			if layout == 1 || dueIndexed(e.Status) {
-				puts = append(puts, [3][]byte{[]byte("events_by_shard_status_launch"), legacyDueKey(e), binary.BigEndian.AppendUint64(nil, uint64(e.Fence))})
-			}
-			switch {
-			case layout == 1 && e.PolicyID != "":
-				puts = append(puts, [3][]byte{bEvPolicyLayout1, append(appendTime(strKey(e.PolicyID, string(e.Status)), e.LaunchAt), e.ID...), nil})
-			case layout != 1 && policyIndexed(e):
-				puts = append(puts, [3][]byte{[]byte("events_by_policy_class_launch"), append(appendTime(strKey(e.PolicyID, policyClass(e.Status)), e.LaunchAt), e.ID...), nil})
-			}
-			if retained(e) {
-				puts = append(puts, [3][]byte{[]byte("events_finished_by_time"), append(appendTime(nil, *e.FinishedAt), e.ID...), nil})
-			}
-			for _, p := range puts {
-				if err := tx.Bucket(p[0]).Put(p[1], p[2]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// legacyDueKey is the due key of layouts 1 and 2: shard, status\0,
-// [fence], launchAt, id.
-func legacyDueKey(e *model.Event) []byte {
-	b := appendStr(appendInt32(nil, e.Shard), string(e.Status))
-	if e.Status == model.EventScheduled {
-		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
-	}
-	return append(appendTime(b, e.LaunchAt), e.ID...)
 }
 
 func TestOpenRefusesNewerLayout(t *testing.T) {
@@ -493,99 +413,6 @@ func checkEventIndexes(t *testing.T, s *Store) {
 	}
 }
 
-// An empty directory of layout 1 is migrated too: its layout-1 bucket goes
-// and the current version is recorded.
-func TestOpenMigratesEmptyLayout1(t *testing.T) {
-	dir := t.TempDir()
-	writeLegacy(t, dir, 1, nil)
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	checkMigrated(t, s)
-}
-
-// checkMigrated checks that the buckets of layouts 1 and 2 are gone and the current
-// layout is recorded.
-func checkMigrated(t *testing.T, s *Store) {
-	t.Helper()
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		for _, name := range append(legacyBuckets, bSchedTenantLayout5, bEvTenantLayout5) {
-			if tx.Bucket(name) != nil {
-				t.Errorf("bucket %s is still there after the migration", name)
-			}
-		}
-		if raw := tx.Bucket(bMeta).Get(keyLayout); len(raw) != 4 || binary.BigEndian.Uint32(raw) != layoutCurrent {
-			t.Errorf("recorded layout %x, want %d", raw, layoutCurrent)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// BenchmarkDriverMigrate opens a directory of layout 2 holding n events
-// (SCHEDULERD_BENCH_FOOTPRINT, default 100,000; fires of 1,000 events as
-// benchEvent makes them) and reports the time Open takes to migrate it.
-//
-//	go test -run='^$' -bench=DriverMigrate -benchtime=1x ./store/embedded
-func BenchmarkDriverMigrate(b *testing.B) {
-	n := footprintN(b)
-	for b.Loop() {
-		b.StopTimer()
-		dir := b.TempDir()
-		for lo := 0; lo < n; lo += 100_000 {
-			events := make([]*model.Event, 0, 100_000)
-			for i := lo; i < min(lo+100_000, n); i++ {
-				events = append(events, benchEvent(i))
-			}
-			writeLegacyMore(b, dir, lo == 0, events)
-		}
-		b.StartTimer()
-		s, err := Open(dir, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if got, err := s.EventCountByTenant(b.Context(), "tenant-00", 0); err != nil || got == 0 {
-			b.Fatalf("after the migration: %d events of tenant-00, %v", got, err)
-		}
-		_ = s.Close()
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
-}
-
-// writeLegacyMore writes events as layout 2 did, into a new directory
-// (first) or one writeLegacy already made.
-func writeLegacyMore(b *testing.B, dir string, first bool, events []*model.Event) {
-	b.Helper()
-	if first {
-		writeLegacy(b, dir, layoutNarrowIndexes, events)
-		return
-	}
-	db, err := bolt.Open(dir+"/"+fileName, 0o600, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = db.Close() }()
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, e := range events {
-			raw, err := encodeEvent(e)
-			if err != nil {
-				return err
-			}
-			if err := tx.Bucket(bEventsLayout2).Put([]byte(e.ID), raw); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // An id is stored once whichever way it comes: as a canonical event of its
 // fire or as a loose event of another fire, in either order.
 func TestEventIDUniqueAcrossFires(t *testing.T) {
@@ -640,67 +467,5 @@ func TestEventListAfterFirePrefix(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("EventList %+v:\n got %v\nwant %v", p, got, want)
 		}
-	}
-}
-
-// A migration that a crash interrupted left part of its work in the new
-// buckets and the old version recorded: the next Open starts again from the
-// old rows and ends with every event as it was, none twice.
-func TestOpenRedoesInterruptedMigration(t *testing.T) {
-	ctx := t.Context()
-	dir := t.TempDir()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	var events []*model.Event
-	for i := range 40 {
-		events = append(events, &model.Event{
-			ID: model.EventID("s.1", i), FireID: "s.1", Index: i, TenantID: "t", ScheduleID: "s",
-			Status: model.EventPending, LaunchAt: base.Add(time.Duration(i) * time.Second), CreatedAt: base, UpdatedAt: base,
-		})
-	}
-	writeLegacy(t, dir, layoutNarrowIndexes, events)
-	// What an interrupted run leaves: the first events in the new buckets,
-	// one of them already moved on.
-	db, err := bolt.Open(dir+"/"+fileName, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, name := range eventBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		x := newEvtx(tx)
-		for _, e := range events[:15] {
-			moved := *e
-			if e.Index == 3 {
-				moved.Status = model.EventDelivering
-			}
-			if _, err := x.insert(&moved); err != nil {
-				return err
-			}
-		}
-		return x.flush()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{migrateChunk: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	checkMigrated(t, s)
-	checkEventIndexes(t, s)
-	for _, e := range events {
-		got, err := s.EventGetByID(ctx, e.ID)
-		if err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
-			t.Errorf("event %s after the migration: %+v, %v; want %+v", e.ID, got, err, e)
-		}
-	}
-	if n, err := s.EventCountByTenant(ctx, "t", 0); err != nil || n != len(events) {
-		t.Errorf("%d events after the migration, %v; want %d", n, err, len(events))
 	}
 }

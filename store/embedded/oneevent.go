@@ -15,7 +15,7 @@ import (
 )
 
 // A one-off stored with its fire and that fire's one event, which nothing
-// has changed yet, is one record (layoutOneRecord): the schedule's row
+// has changed yet, is one record: the schedule's row
 // holds the fire (impliesFire) and the event (impliesEvent), and the event
 // has no group, head, row, ev_fire or ev_tcode entry. Its only entries
 // besides the row are the schedule's in schedules_by_tcode, whose value
@@ -30,7 +30,7 @@ import (
 // a mark that a group sequence (the first 8 bytes of a row key) would
 // start with only after 2^63 groups: impliedPacked and the 10 bytes of a
 // schedule id of the master's form (idPrefix and 16 base32 characters),
-// or impliedMark and the id as it is. Layout 8 wrote every id as it is.
+// or impliedMark and the id as it is.
 const (
 	impliedMark   = 0xff
 	impliedPacked = 0xfe
@@ -280,8 +280,8 @@ func (x *evtx) impliedIn(scheduleID string) (*model.Event, error) {
 // impliedOf returns the event of fire fireID that its schedule's row
 // holds; nil if none. The schedule is one of those fireScheduleIDs
 // names. A fire found without one is
-// remembered: rows gain events only in creates and the migration, which
-// write them before they make their evtx.
+// remembered: rows gain events only in creates, which write them before
+// they make their evtx.
 func (x *evtx) impliedOf(fireID string) (*model.Event, error) {
 	if x.noImplied[fireID] {
 		return nil, nil
@@ -374,12 +374,6 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	dk, err := dueKey(p.event, ik)
 	if err != nil {
 		return nil, err
-	}
-	if ik[0] == impliedPacked && x.due.Get(dk) == nil {
-		// An entry of layout 8, which kept every id as it is.
-		if dk, err = dueKey(p.event, append([]byte{impliedMark}, id...)); err != nil {
-			return nil, err
-		}
 	}
 	if err := x.due.Delete(dk); err != nil {
 		return nil, err
@@ -493,51 +487,4 @@ func (x *evtx) listRowEvents(rows rowEvents, after string, full func() bool, add
 		}
 	}
 	return nil
-}
-
-// moveToRow moves the event of fire f, which the row of the one-off sc
-// holds with child, into that row if the fire has that one event only and
-// the row can hold it (impliesEvent): the migration to layoutOneRecord.
-func (x *evtx) moveToRow(sc *model.Schedule, child *model.Child, f *model.Fire) error {
-	g, err := x.groupOf(f.ID)
-	if err != nil || g == nil || g.count != 1 {
-		return err
-	}
-	rk := rowKey(g.seq, 0)
-	// The group's only row: slot 0, and no loose event after it.
-	if k, _ := x.rows.Cursor().Seek(rowKey(g.seq, 1)); k != nil && seqOf(k) == g.seq {
-		return nil
-	}
-	e, err := x.load(rk)
-	if errors.Is(err, model.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !impliesEvent(sc, f, []*model.Event{e}) {
-		return nil
-	}
-	doc, err := encodeScheduleEvent(sc, child, f, e, x.dict)
-	if err != nil {
-		return err
-	}
-	p, err := decodeRowParts(sc.ID, doc, x.dict)
-	if err != nil {
-		return err
-	}
-	if err := x.remove(rk, e); err != nil {
-		return err
-	}
-	if err := x.schedules.Put(schedKey(sc.ID), doc); err != nil {
-		return err
-	}
-	tk, err := x.codes.key(sc.TenantID, appendTenantSched(nil, sc.ID))
-	if err != nil {
-		return err
-	}
-	if err := x.schedTenant.Put(tk, tenantImplied); err != nil {
-		return err
-	}
-	return x.putImpliedDue(p.event)
 }

@@ -15,28 +15,21 @@ import (
 	"github.com/schedulerd/schedulerd/schedule"
 )
 
-// Schedules and fires are stored in a binary form (the JSON of earlier
-// layouts spent most of a row on field names). A row starts with its codec
-// version; rows of earlier layouts are JSON objects and start with '{', and
-// are still read, as are rows of an earlier codec version. The id is the
-// row's key and is not repeated in the value. The primitives are
-// eventcodec.go's: uvarint-length strings, varints, presence-byte times read
-// back in UTC.
+// Schedules and fires are stored in a binary form. A row starts with its
+// codec version (scheduleCodecV3, fireCodecV2). The id is the row's key
+// and is not repeated in the value. The primitives are eventcodec.go's:
+// uvarint-length strings, varints, presence-byte times read back in UTC.
 //
-// Version 2 names the values of the enumerations by a code (putEnum),
-// leaves out what the row holds already (a fire's schedule id and local
-// time when they are what its id and fire time give, an update time equal
-// to the creation time), and keeps a schedule's sole child inline.
-//
-// Version 3 (layoutRowCodes) stores a schedule's tenant by its code and
-// its target URL's origin by a code of the origin dictionary (dict.go,
-// splitOrigin), and runAt as nanoseconds from the creation time; the times
-// a row gives read back as stored, to the nanosecond.
+// Enumerations are stored by a code (putEnum); a row leaves out what it
+// holds already (a fire's schedule id and local time when they are what
+// its id and fire time give, an update time equal to the creation time)
+// and keeps a schedule's sole child inline. A schedule's tenant is stored
+// by its code and its target URL's origin by a code of the origin
+// dictionary (dict.go, splitOrigin), and runAt as nanoseconds from the
+// creation time; the times a row gives read back as stored, to the
+// nanosecond.
 const (
-	scheduleCodecV1 = 0x01
-	scheduleCodecV2 = 0x02
 	scheduleCodecV3 = 0x03
-	fireCodecV1     = 0x01
 	fireCodecV2     = 0x02
 )
 
@@ -76,8 +69,7 @@ func (d *decoder) enum(table []string) string {
 
 func putDuration(b []byte, d time.Duration) []byte { return binary.AppendVarint(b, int64(d)) }
 
-// Flags of a schedule row of version 2, and of version 3 with the last
-// four (the last from layoutPackedIDs). The first seven are in the first
+// Flags of a schedule row. The first seven are in the first
 // byte of the flags' uvarint, where encodeScheduleFire,
 // encodeScheduleEvent and markChildImplied set them in place.
 const (
@@ -92,18 +84,18 @@ const (
 	schedChildOfRunAt                 // with schedSoleChild: the child is schedule.OneOffChild, not stored
 )
 
-// isScheduleFlagged reports whether raw is a schedule row of a binary codec
-// whose flags say what it holds (version 2 or 3).
+// isScheduleFlagged reports whether raw is a schedule row, whose flags say
+// what it holds.
 func isScheduleFlagged(raw []byte) bool {
-	return len(raw) >= 2 && (raw[0] == scheduleCodecV2 || raw[0] == scheduleCodecV3)
+	return len(raw) >= 2 && raw[0] == scheduleCodecV3
 }
 
-// impliesFire reports whether the row of the one-off sc can hold its fire f
-// (layoutLeanOneOffs): f's id is model.FireID of sc's id and version and
-// f's fire time, so the row gives it, and f is not being emitted
-// (Remaining 0: no fires_emitting entry). Such a fire has no row of its
-// own and no fires_by_schedule entry until it changes or the schedule's row
-// does (spillFire); getFire, FireList and FireLatestBefore read it from the
+// impliesFire reports whether the row of the one-off sc can hold its fire
+// f: f's id is model.FireID of sc's id and version and f's fire time, so
+// the row gives it, and f is not being emitted (Remaining 0: no
+// fires_emitting entry). Such a fire has no row of its own and no
+// fires_by_schedule entry until it changes or the schedule's row does
+// (spillFire); getFire, FireList and FireLatestBefore read it from the
 // row.
 func impliesFire(sc *model.Schedule, f *model.Fire) bool {
 	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 {
@@ -289,8 +281,8 @@ func encodeSchedule(sc *model.Schedule, c rowCodes) ([]byte, error) {
 	return encodeScheduleRow(sc, nil, c)
 }
 
-// encodeScheduleRow encodes sc with child (nil: none) inline, in version
-// 3, with the codes of c.
+// encodeScheduleRow encodes sc with child (nil: none) inline, with the
+// codes of c.
 func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]byte, error) {
 	tenant, err := c.code(dictTenant, sc.TenantID)
 	if err != nil {
@@ -392,49 +384,26 @@ func decodeScheduleFire(id, raw []byte, c rowCodes) (*model.Schedule, *model.Chi
 
 // decodeScheduleParts returns the schedule of a row, the child it holds
 // inline (nil if none) and the encodings of the fire and of the event it
-// holds (nil if none). c maps the codes of a version 3 row.
+// holds (nil if none). c maps the row's codes.
 func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Child, []byte, []byte, error) {
-	sc := &model.Schedule{}
-	if len(raw) > 0 && raw[0] == '{' {
-		if err := jsonUnmarshal(raw, sc); err != nil {
-			return nil, nil, nil, nil, err
-		}
-		return sc, nil, nil, nil, nil
-	}
-	if len(raw) == 0 || raw[0] < scheduleCodecV1 || raw[0] > scheduleCodecV3 {
+	if len(raw) == 0 || raw[0] != scheduleCodecV3 {
 		return nil, nil, nil, nil, fmt.Errorf("decode schedule %q: unknown row format", id)
 	}
-	version := raw[0]
-	str := func(d *decoder, table []string) string {
-		if version >= scheduleCodecV2 {
-			return d.enum(table)
-		}
-		return d.str()
-	}
+	sc := &model.Schedule{}
 	d := decoder{b: raw[1:]}
-	var flags uint64
-	if version >= scheduleCodecV2 {
-		flags = d.uvarint()
-	}
+	flags := d.uvarint()
 	sc.ID = string(id)
-	if version >= scheduleCodecV3 {
-		sc.TenantID = d.name(c, dictTenant)
-	} else {
-		sc.TenantID = d.str()
-	}
+	sc.TenantID = d.name(c, dictTenant)
 	sc.Name = d.str()
 	sc.Cron = d.str()
-	if version < scheduleCodecV3 {
-		sc.RunAt = d.timePtr()
-	}
-	sc.Timezone = str(&d, enumTimezone)
+	sc.Timezone = d.enum(enumTimezone)
 	sc.EventCount = int(d.varint())
 	sc.PolicyID = d.str()
 	sc.Window = time.Duration(d.varint())
 	sc.Spread = d.bool()
 	sc.Priority = int(d.varint())
-	sc.Target.Type = model.TargetType(str(&d, enumTarget))
-	if version >= scheduleCodecV3 && flags&schedURLWhole == 0 {
+	sc.Target.Type = model.TargetType(d.enum(enumTarget))
+	if flags&schedURLWhole == 0 {
 		origin := d.name(c, dictOrigin)
 		sc.Target.URL = origin + string(d.raw())
 	} else {
@@ -447,9 +416,9 @@ func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Ch
 	sc.MaxAttempts = int(d.varint())
 	sc.StartAt = d.timePtr()
 	sc.EndAt = d.timePtr()
-	sc.Misfire = model.MisfirePolicy(str(&d, enumMisfire))
-	sc.Overlap = model.OverlapPolicy(str(&d, enumOverlap))
-	sc.State = model.ScheduleState(str(&d, enumState))
+	sc.Misfire = model.MisfirePolicy(d.enum(enumMisfire))
+	sc.Overlap = model.OverlapPolicy(d.enum(enumOverlap))
+	sc.State = model.ScheduleState(d.enum(enumState))
 	sc.Partition = int(d.varint())
 	sc.Version = d.varint()
 	sc.CreatedAt = d.time()
@@ -458,7 +427,7 @@ func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Ch
 	} else {
 		sc.UpdatedAt = d.time()
 	}
-	if version >= scheduleCodecV3 && flags&schedRunAt != 0 {
+	if flags&schedRunAt != 0 {
 		t := d.timeFrom(flags&schedRunAtAbs != 0, sc.CreatedAt)
 		sc.RunAt = &t
 	}
@@ -535,7 +504,7 @@ func (d *decoder) part(what string) []byte {
 	return p
 }
 
-// Flags of a version 2 fire row.
+// Flags of a fire row.
 const (
 	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
 	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
@@ -580,22 +549,12 @@ func encodeFire(f *model.Fire) []byte {
 }
 
 func decodeFire(id, raw []byte) (*model.Fire, error) {
-	f := &model.Fire{}
-	if len(raw) > 0 && raw[0] == '{' {
-		if err := jsonUnmarshal(raw, f); err != nil {
-			return nil, err
-		}
-		return f, nil
-	}
-	if len(raw) == 0 || (raw[0] != fireCodecV1 && raw[0] != fireCodecV2) {
+	if len(raw) == 0 || raw[0] != fireCodecV2 {
 		return nil, fmt.Errorf("decode fire %q: unknown row format", id)
 	}
-	v2 := raw[0] == fireCodecV2
+	f := &model.Fire{}
 	d := decoder{b: raw[1:]}
-	var flags uint64
-	if v2 {
-		flags = d.uvarint()
-	}
+	flags := d.uvarint()
 	f.ID = string(id)
 	if flags&fireSchedInID != 0 {
 		if n := d.uvarint(); n < uint64(len(id)) {
@@ -614,11 +573,7 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 		f.LocalTime = d.str()
 	}
 	f.Count = int(d.varint())
-	if v2 {
-		f.Decision = model.FireDecision(d.enum(enumDecision))
-	} else {
-		f.Decision = model.FireDecision(d.str())
-	}
+	f.Decision = model.FireDecision(d.enum(enumDecision))
 	f.Note = d.str()
 	f.Remaining = int(d.varint())
 	f.CreatedAt = d.time()

@@ -16,48 +16,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
-	"github.com/schedulerd/schedulerd/store"
 )
-
-// writeRowsV2 rewrites the schedule rows of codec version 3 in version 2,
-// as layouts 4 to 8 wrote them, for the tests that make a store of such a
-// layout.
-func writeRowsV2(tx *bolt.Tx) error {
-	dict := &rowDict{tx: tx}
-	b := tx.Bucket(bSchedules)
-	var puts []kv
-	if err := b.ForEach(func(k, v []byte) error {
-		if len(v) == 0 || v[0] != scheduleCodecV3 {
-			return nil
-		}
-		sc, child, fire, event, err := decodeScheduleParts([]byte(schedKeyID(k)), v, dict)
-		if err != nil {
-			return err
-		}
-		var f *model.Fire
-		var e *model.Event
-		if fire != nil {
-			if f, err = decodeRowFire(sc, fire); err != nil {
-				return err
-			}
-		}
-		if event != nil {
-			if e, err = decodeRowEvent(sc, f, event, dict.tokenKey()); err != nil {
-				return err
-			}
-		}
-		puts = append(puts, kv{bytes.Clone(k), encodeScheduleV2(sc, child, f, e)})
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, p := range puts {
-		if err := b.Put(p.k, p.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // rowSeed returns the seed of the codec's randomized tests:
 // SCHEDULERD_ROWCODEC_SEED, default 1.
@@ -191,8 +150,7 @@ func decodeRandRow(id string, raw []byte, c rowCodes) (*model.Schedule, *model.C
 }
 
 // Random schedules, alone or with a sole child, a fire and an event, read
-// back as written from rows of the current codec, and as from rows of
-// version 2; a truncated row fails.
+// back as written; a truncated row fails.
 func TestRowCodecRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(rowSeed(t), 3))
 	codes := memCodes{tokens: newTokenKey(bytes.Repeat([]byte{1}, tokenKeyLen))}
@@ -208,14 +166,12 @@ func TestRowCodecRandom(t *testing.T) {
 		if raw[0] != scheduleCodecV3 {
 			t.Fatalf("row %d: codec %d", i, raw[0])
 		}
-		for v, raw := range map[int][]byte{3: raw, 2: encodeScheduleV2(sc, child, f, e)} {
-			gotSc, gotChild, gotF, gotE, err := decodeRandRow(sc.ID, raw, &codes)
-			if err != nil {
-				t.Fatalf("row %d (version %d): %v\n%+v", i, v, err, sc)
-			}
-			if !reflect.DeepEqual(gotSc, sc) || !reflect.DeepEqual(gotChild, child) || !reflect.DeepEqual(gotF, f) || !reflect.DeepEqual(gotE, e) {
-				t.Fatalf("row %d (version %d):\n got %+v %+v %+v %+v\nwant %+v %+v %+v %+v", i, v, gotSc, gotChild, gotF, gotE, sc, child, f, e)
-			}
+		gotSc, gotChild, gotF, gotE, err := decodeRandRow(sc.ID, raw, &codes)
+		if err != nil {
+			t.Fatalf("row %d: %v\n%+v", i, err, sc)
+		}
+		if !reflect.DeepEqual(gotSc, sc) || !reflect.DeepEqual(gotChild, child) || !reflect.DeepEqual(gotF, f) || !reflect.DeepEqual(gotE, e) {
+			t.Fatalf("row %d:\n got %+v %+v %+v %+v\nwant %+v %+v %+v %+v", i, gotSc, gotChild, gotF, gotE, sc, child, f, e)
 		}
 		if i%50 == 0 {
 			for n := range raw {
@@ -311,88 +267,6 @@ func TestRowDictRollback(t *testing.T) {
 	}
 	if c, ok := s.names[dictOrigin].code("https://kept.example"); !ok || !bytes.Equal(c, code) {
 		t.Errorf("cache after a read: code %x, %v", c, ok)
-	}
-}
-
-// A store whose rows are of codec version 2 (layouts 4 to 8) reads back as
-// written; a row that changes is written in version 3.
-func TestRowsV2ReadAndRewritten(t *testing.T) {
-	ctx := t.Context()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(rowSeed(t), 4))
-	items, _ := oneOffs(t, r, "ten_v2", base(), 0, 20, true)
-	if _, err := s.ScheduleCreateMany(ctx, items); err != nil {
-		t.Fatal(err)
-	}
-	withFires, fires := oneOffs(t, r, "ten_v2", base(), 20, 30, true)
-	for i := range withFires {
-		withFires[i].Fires = fires[i : i+1]
-	}
-	if _, err := s.ScheduleCreateMany(ctx, withFires); err != nil {
-		t.Fatal(err)
-	}
-	codecs := func() map[byte]int {
-		out := map[byte]int{}
-		if err := s.db.View(func(tx *bolt.Tx) error {
-			return tx.Bucket(bSchedules).ForEach(func(_, v []byte) error { out[v[0]]++; return nil })
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	if err := s.db.Update(writeRowsV2); err != nil {
-		t.Fatal(err)
-	}
-	if got := codecs(); got[scheduleCodecV2] != 30 {
-		t.Fatalf("codecs of the rows %v, want 30 of version 2", got)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(dir, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	for _, it := range append(items, withFires...) {
-		sc := it.Schedule
-		if got, err := s.ScheduleGet(ctx, sc.TenantID, sc.ID); err != nil || !reflect.DeepEqual(got, sc) {
-			t.Errorf("schedule %s: %v\n got %+v\nwant %+v", sc.ID, err, got, sc)
-		}
-	}
-	for _, fn := range fires {
-		if got, err := s.FireGet(ctx, fn.Fire.TenantID, fn.Fire.ID); err != nil || !reflect.DeepEqual(got, fn.Fire) {
-			t.Errorf("fire %s: %v\n got %+v\nwant %+v", fn.Fire.ID, err, got, fn.Fire)
-		}
-		e := fn.Events[0]
-		if got, err := s.EventGetByID(ctx, e.ID); err != nil || !reflect.DeepEqual(got, roundTrip(t, e)) {
-			t.Errorf("event %s: %v\n got %+v\nwant %+v", e.ID, err, got, e)
-		}
-	}
-	if got, err := s.ScheduleList(ctx, &store.ScheduleListParams{TenantID: "ten_v2", Limit: 100}); err != nil || len(got) != 30 {
-		t.Errorf("ScheduleList: %d schedules, %v; want 30", len(got), err)
-	}
-	// Changed: an update, and a claim that takes the event out of its row.
-	sc := *items[0].Schedule
-	sc.Name, sc.Version = "renamed", sc.Version+1
-	if err := s.ScheduleUpdate(ctx, &sc, sc.Version-1, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.ScheduleGet(ctx, sc.TenantID, sc.ID); err != nil || !reflect.DeepEqual(got, &sc) {
-		t.Errorf("updated schedule: %v\n got %+v\nwant %+v", err, got, &sc)
-	}
-	e := fires[0].Events[0]
-	if _, err := s.EventTransition(ctx, []store.EventTransition{store.Acknowledge(e.ID, model.EventPending, base())}); err != nil {
-		t.Fatal(err)
-	}
-	if got := codecs(); got[scheduleCodecV2] != 28 || got[scheduleCodecV3] != 2 {
-		t.Errorf("codecs of the rows after two changes %v, want 28 of version 2 and 2 of version 3", got)
-	}
-	if got, err := s.ScheduleGet(ctx, withFires[0].Schedule.TenantID, withFires[0].Schedule.ID); err != nil || !reflect.DeepEqual(got, withFires[0].Schedule) {
-		t.Errorf("schedule whose event changed: %v\n got %+v\nwant %+v", err, got, withFires[0].Schedule)
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -189,73 +187,5 @@ func TestEventRowReleaseTokens(t *testing.T) {
 	}
 	if grew := size[emitter] - size[""]; grew > len(emitter)/2+1 {
 		t.Errorf("an emitter's token of %d hex digits adds %d bytes to a row, want at most %d", len(emitter), grew, len(emitter)/2+1)
-	}
-}
-
-// A directory of layout 2 whose schedules and fires are JSON rows (as
-// layouts 1 and 2 wrote them) opens with every schedule and fire read back
-// as written, now in binary rows.
-func TestOpenMigratesJSONSchedulesAndFires(t *testing.T) {
-	dir := t.TempDir()
-	var scs []*model.Schedule
-	var fs []*model.Fire
-	for i := range 25 {
-		sc, f := &model.Schedule{}, &model.Fire{}
-		fill(t, sc, i)
-		fill(t, f, i)
-		sc.ID, f.ID = fmt.Sprintf("sch_%02d", i), fmt.Sprintf("sch_%02d.100.v1", i)
-		scs, fs = append(scs, sc), append(fs, f)
-	}
-	writeLegacy(t, dir, layoutNarrowIndexes, nil)
-	db, err := bolt.Open(dir+"/"+fileName, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for i := range scs {
-			if err := putJSON(tx, bSchedules, []byte(scs[i].ID), scs[i]); err != nil {
-				return err
-			}
-			if err := putJSON(tx, bFires, []byte(fs[i].ID), fs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{migrateChunk: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	checkMigrated(t, s)
-	for i := range scs {
-		sc, err := s.ScheduleGet(t.Context(), scs[i].TenantID, scs[i].ID)
-		if err != nil || !reflect.DeepEqual(sc, scs[i]) {
-			t.Errorf("schedule %s after the migration: %v\n got %+v\nwant %+v", scs[i].ID, err, sc, scs[i])
-		}
-		f, err := s.FireGet(t.Context(), fs[i].TenantID, fs[i].ID)
-		if err != nil || !reflect.DeepEqual(f, fs[i]) {
-			t.Errorf("fire %s after the migration: %v\n got %+v\nwant %+v", fs[i].ID, err, f, fs[i])
-		}
-	}
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bSchedules, bFires} {
-			if err := tx.Bucket(name).ForEach(func(k, v []byte) error {
-				if v[0] == '{' {
-					t.Errorf("%s %s: still a JSON row after the migration", name, k)
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -2,14 +2,13 @@ package embedded
 
 import (
 	"bytes"
-	"encoding/binary"
 	"iter"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Schedule ids in keys (layoutPackedIDs): the schedules bucket and the
+// Schedule ids in keys: the schedules bucket and the
 // tenant index (schedules_by_tcode, after the tenant code) name a schedule
 // id of the master's form (idPrefix and 16 base32 characters) by
 // impliedPacked and the 10 bytes its text stands for, as the due entries
@@ -155,57 +154,4 @@ func packedFrom(from string) ([]byte, bool) {
 		return nil, false // not reached: text is 16 characters of the alphabet
 	}
 	return raw, true
-}
-
-// packScheduleKeys moves the rows of the schedules bucket stored under an
-// id of the master's form as it is to their packed key (appendSchedKey),
-// chunk rows per transaction: the migration to layoutPackedIDs, before any
-// other, which read rows by the new keys. Packed keys sort after the
-// others and are left alone, so a run interrupted by a crash is simply
-// resumed. A key of an earlier layout that starts with 0xfe or above (an
-// id the master never made) stays as it is.
-func packScheduleKeys(db *bolt.DB, chunk int) error {
-	return walkChunks(db, bSchedules, chunk, func(tx *bolt.Tx, rows []kv) error {
-		b := tx.Bucket(bSchedules)
-		for _, r := range rows {
-			if len(r.k) == 0 || r.k[0] >= impliedPacked {
-				continue
-			}
-			if err := repack(b, r, schedKey(string(r.k))); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// packTenantKeys is packScheduleKeys for the tenant index, whose keys
-// start with a tenant code (a uvarint): the migration to layoutPackedIDs
-// once the entries have tenant codes (layoutTenantCodes).
-func packTenantKeys(db *bolt.DB, chunk int) error {
-	return walkChunks(db, bSchedTenant, chunk, func(tx *bolt.Tx, rows []kv) error {
-		b := tx.Bucket(bSchedTenant)
-		for _, r := range rows {
-			_, n := binary.Uvarint(r.k)
-			if n <= 0 || n >= len(r.k) || r.k[n] >= impliedPacked {
-				continue
-			}
-			id, _ := readStr(r.k[n:])
-			if err := repack(b, r, appendTenantSched(bytes.Clone(r.k[:n]), id)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// repack moves the entry r of b to the key nk, unless that is its key.
-func repack(b *bolt.Bucket, r kv, nk []byte) error {
-	if bytes.Equal(nk, r.k) {
-		return nil
-	}
-	if err := b.Put(nk, r.v); err != nil {
-		return err
-	}
-	return b.Delete(r.k)
 }

@@ -11,8 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/internal/testseed"
-	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/store"
 )
 
 func schedKeySeed(t *testing.T) uint64 { return testseed.Get(t, "SCHEDULERD_SCHEDKEY_SEED", 1) }
@@ -102,125 +100,6 @@ func TestScheduleKeys(t *testing.T) {
 			return nil
 		})
 		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// A store of layout 10, whose schedules and tenant entries are keyed by
-// ids as they are, opens with every key packed, every schedule and event
-// found, and the tenant's schedules and events listed in id order.
-func TestOpenPacksScheduleKeys(t *testing.T) {
-	for _, interrupted := range []bool{false, true} {
-		dir := t.TempDir()
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := rand.New(rand.NewPCG(7, 7))
-		items, fires := oneOffs(t, r, "ten_a", base(), 0, 60, false)
-		for i := range items {
-			items[i].Fires = fires[i : i+1]
-		}
-		// Ids that are not of the master's form stay as they are.
-		for i, id := range []string{"s1", "sch_x", "zz"} {
-			items[i].Schedule.ID = id
-			items[i].Children = nil
-			items[i].Fires = nil
-		}
-		if _, err := s.ScheduleCreateMany(t.Context(), items); err != nil {
-			t.Fatal(err)
-		}
-		ids := make([]string, len(items))
-		for i, it := range items {
-			ids[i] = it.Schedule.ID
-		}
-		slices.Sort(ids)
-		// Back to layout 10's keys.
-		err = s.db.Update(func(tx *bolt.Tx) error {
-			for _, m := range []struct {
-				name  []byte
-				plain func(k []byte) []byte
-			}{
-				{bSchedules, func(k []byte) []byte { return []byte(schedKeyID(k)) }},
-				{bSchedTenant, func(k []byte) []byte {
-					_, n := binary.Uvarint(k)
-					return appendStr(bytes.Clone(k[:n]), tenantSchedID(k[n:]))
-				}},
-			} {
-				var rows []kv
-				b := tx.Bucket(m.name)
-				if err := b.ForEach(func(k, v []byte) error {
-					rows = append(rows, kv{bytes.Clone(k), bytes.Clone(v)})
-					return nil
-				}); err != nil {
-					return err
-				}
-				for i, row := range rows {
-					if interrupted && i%2 == 0 {
-						continue // moved before a crash
-					}
-					if err := repack(b, row, m.plain(row.k)); err != nil {
-						return err
-					}
-				}
-			}
-			return tx.Bucket(bMeta).Put(keyLayout, binary.BigEndian.AppendUint32(nil, layoutRowCodes))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		plainKeys := func(s *Store) (n int) {
-			_ = s.db.View(func(tx *bolt.Tx) error {
-				return tx.Bucket(bSchedules).ForEach(func(k, _ []byte) error {
-					if k[0] < impliedPacked && !bytes.Equal(schedKey(string(k)), k) {
-						n++
-					}
-					return nil
-				})
-			})
-			return n
-		}
-		if n := plainKeys(s); n == 0 {
-			t.Fatal("no key of layout 10 before the migration")
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		s, err = Open(dir, Options{migrateChunk: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := plainKeys(s); n != 0 {
-			t.Errorf("interrupted %v: %d keys of layout 10 after the migration", interrupted, n)
-		}
-		if err := CheckOneRecords(s); err != nil {
-			t.Error(err)
-		}
-		list, err := s.ScheduleList(t.Context(), &store.ScheduleListParams{TenantID: "ten_a", Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, sc := range list {
-			got = append(got, sc.ID)
-		}
-		if !slices.Equal(got, ids) {
-			t.Errorf("interrupted %v: schedules listed\n got %q\nwant %q", interrupted, got, ids)
-		}
-		events, err := s.EventList(t.Context(), &store.EventListParams{TenantID: "ten_a", Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(events) != len(fires)-3 || !slices.IsSortedFunc(events, func(a, b *model.Event) int { return strings.Compare(a.ID, b.ID) }) {
-			t.Errorf("interrupted %v: %d events listed (sorted %v), want %d", interrupted, len(events), slices.IsSortedFunc(events, func(a, b *model.Event) int { return strings.Compare(a.ID, b.ID) }), len(fires)-3)
-		}
-		for _, id := range ids {
-			if _, err := s.ScheduleGet(t.Context(), "ten_a", id); err != nil {
-				t.Errorf("interrupted %v: schedule %q: %v", interrupted, id, err)
-			}
-		}
-		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,20 +8,18 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Tenant codes (layoutTenantCodes). The tenant indexes (schedules_by_tcode,
-// ev_tcode) start their keys with a code of the tenant instead of its id:
-// tenant_codes maps the id to the code, a uvarint (one byte for the first
-// 127 tenants, two up to 16,383) given out in order from the bucket's
-// sequence. Its keys are the id and a NUL, as in the tenant indexes'
-// keys before, so that an empty id has a key too. A uvarint is
-// prefix-free, so the keys of one tenant are exactly those under its code,
-// in the order of what follows it, as under the id before; no query walks
-// the tenant indexes across tenants. Codes are never taken back: a deleted
-// tenant's code is a few bytes, and reusing it would need its entries gone
-// first.
+// Tenant codes. The tenant indexes (schedules_by_tcode, ev_tcode) start
+// their keys with a code of the tenant instead of its id: tenant_codes
+// maps the id to the code, a uvarint (one byte for the first 127 tenants,
+// two up to 16,383) given out in order from the bucket's sequence. Its
+// keys are the id and a NUL, so that an empty id has a key too. A uvarint
+// is prefix-free, so the keys of one tenant are exactly those under its
+// code, in the order of what follows it; no query walks the tenant indexes
+// across tenants. Codes are never taken back: a deleted tenant's code is a
+// few bytes, and reusing it would need its entries gone first.
 //
-// The children bucket (layoutChildTenantCodes) holds a child's tenant as a
-// NUL byte and the code (childValue); tenant_ids maps the code back.
+// The children bucket holds a child's tenant as a NUL byte and the code
+// (childValue); tenant_ids maps the code back.
 var (
 	bTenantCodes = []byte("tenant_codes") // tenant id, NUL -> uvarint code
 	bTenantIDs   = []byte("tenant_ids")   // uvarint code -> tenant id
@@ -105,8 +103,7 @@ func (t *tenantCodes) key(tenantID string, rest []byte) ([]byte, error) {
 }
 
 // childValue returns the value of a child of tenantID in the children
-// bucket: NUL, then the tenant's code. A tenant id never starts with NUL,
-// which tells it from the tenant id that earlier layouts held there.
+// bucket: NUL, then the tenant's code.
 //
 // The value is shared by the calls for one tenant: nobody writes to it.
 func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
@@ -129,7 +126,7 @@ func (t *tenantCodes) childValue(tenantID string) ([]byte, error) {
 // read-only transaction tx, through n, the Store's cache of tenant codes.
 func childTenant(n *codeNames, tx *bolt.Tx, v []byte) (string, error) {
 	if len(v) == 0 || v[0] != 0 {
-		return string(v), nil // a tenant id (layouts 1-6)
+		return "", fmt.Errorf("child: tenant value %x is not a code", v)
 	}
 	id, err := n.read(tx, dictTenant, v[1:])
 	if err != nil {

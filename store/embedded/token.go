@@ -18,8 +18,7 @@ import (
 // Release tokens the store can give again: ReleaseToken derives an event's
 // token from its id under a key the store keeps (the meta bucket's
 // token_key, made when the store is created). A row whose event carries
-// that token keeps a flag instead of the token's 16 bytes
-// (layoutPackedIDs); any other token is stored as it is. The key never
+// that token keeps a flag instead of the token's 16 bytes; any other token is stored as it is. The key never
 // leaves the store file, so the tokens are as secret as random ones to
 // anyone who cannot read it.
 
