@@ -75,7 +75,8 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 			for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
 				for _, p := range ps {
 					if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
-						r.query[p.Value.Name] = true
+						sc := p.Value.Schema
+						r.query[p.Value.Name] = sc != nil && sc.Value != nil && sc.Value.Type.Is(openapi3.TypeArray)
 					}
 					if min, max, ok := plainPathString(p); ok {
 						r.pathLen[p.Value.Name] = [2]int{min, max}
@@ -101,12 +102,17 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 }
 
 // checkQuery answers 400 for a query parameter the operation does not
-// declare: a misspelt filter must not silently widen the answer.
+// declare, and for one given twice that takes one value: a misspelt filter
+// must not silently widen the answer, nor a second one be ignored.
 func (r *route) checkQuery(q map[string][]string) error {
 	var out []api.FieldProblem
-	for name := range q {
-		if !r.query[name] {
+	for name, values := range q {
+		repeatable, known := r.query[name]
+		switch {
+		case !known:
 			out = append(out, api.FieldProblem{Field: name, Reason: "unknown query parameter"})
+		case len(values) > 1 && !repeatable:
+			out = append(out, api.FieldProblem{Field: name, Reason: "must be given at most once"})
 		}
 	}
 	if len(out) == 0 {
@@ -341,6 +347,9 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if rt.operation.RequestBody == nil {
 			body = nil // bodies of operations without one are ignored
+		}
+		if err := checkDepth(body); err != nil {
+			return err
 		}
 		if err := scanBody(body); err != nil {
 			return err
