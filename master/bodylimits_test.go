@@ -90,30 +90,32 @@ func nest(open, close string, levels int, inner string) string {
 // TestDeepBodiesAreRefused: on every operation that takes a JSON body, with
 // or without a key, a body nesting deeper than 64 levels is answered 400
 // naming the body by the depth check, before anything decodes it (no other
-// answer names the depth), whether it is small or fills the 1 MiB limit,
-// declared or chunked. Decoding such a body cost CPU time quadratic in its
+// answer names the depth), whether it is small or fills the body limit
+// (1 MiB; 16 KiB without a key), declared or chunked. Decoding such a body cost CPU time quadratic in its
 // depth.
 func TestDeepBodiesAreRefused(t *testing.T) {
 	h := newHarness(t)
-	const limit = master.DefaultMaxBodyBytes
-	objects := nest(`{"a":`, `}`, (limit-64)/6, `1`) // just under the limit
-	arrays := nest(`[`, `]`, (limit-64)/2, ``)
-	if len(objects) >= limit || len(objects) < limit-256 || len(arrays) >= limit {
-		t.Fatalf("bodies of %d and %d bytes", len(objects), len(arrays))
-	}
-	bodies := []struct {
-		name    string
-		body    string
-		chunked bool
-	}{
-		{"ObjectsOverTheLimit", nest(`{"a":`, `}`, 65, `1`), false},
-		{"MixedOverTheLimit", `{"name":"n","payload":` + nest(`[{"a":`, `}]`, 32, `1`) + `}`, false},
-		{"OneMiBOfObjects", objects, false},
-		{"OneMiBOfObjectsChunked", objects, true},
-		{"OneMiBOfArrays", arrays, false},
-	}
 	for _, o := range bodyOperations(t, h.tenantKey("deep")) {
 		t.Run(o.method+" "+o.path, func(t *testing.T) {
+			limit := master.DefaultMaxBodyBytes
+			if o.key == "" {
+				limit = 16 << 10 // operations without a key
+			}
+			objects := nest(`{"a":`, `}`, (limit-64)/6, `1`) // just under the limit
+			if len(objects) >= limit || len(objects) < limit-256 {
+				t.Fatalf("a body of %d bytes", len(objects))
+			}
+			bodies := []struct {
+				name    string
+				body    string
+				chunked bool
+			}{
+				{"ObjectsOverTheLimit", nest(`{"a":`, `}`, 65, `1`), false},
+				{"MixedOverTheLimit", `{"name":"n","payload":` + nest(`[{"a":`, `}]`, 32, `1`) + `}`, false},
+				{"FullBodyOfObjects", objects, false},
+				{"FullBodyOfObjectsChunked", objects, true},
+				{"FullBodyOfArrays", nest(`[`, `]`, (limit-64)/2, ``), false},
+			}
 			for _, b := range bodies {
 				resp, body := o.do(t, h, b.body, b.chunked)
 				p := wantProblem(t, nil, resp, body, http.StatusBadRequest, "body")
@@ -151,20 +153,40 @@ func TestDeepPayloadAtTheLimit(t *testing.T) {
 }
 
 // TestBodiesOverTheSizeLimit: on every operation with a body, one over the
-// limit is answered 413 naming the body, declared or chunked.
+// limit is answered 413 naming the body, declared or chunked; the limit of
+// the operations without a key (release, extend) is 16 KiB.
 func TestBodiesOverTheSizeLimit(t *testing.T) {
 	h := newHarness(t)
 	for _, o := range bodyOperations(t, h.tenantKey("big")) {
 		t.Run(o.method+" "+o.path, func(t *testing.T) {
 			limit := master.DefaultMaxBodyBytes
-			if o.path == "/v1/schedules/batch" {
+			switch {
+			case o.path == "/v1/schedules/batch":
 				limit = master.DefaultMaxBatchBodyBytes
+			case o.key == "":
+				limit = 16 << 10 // operations without a key
 			}
 			big := `{"a":"` + strings.Repeat("x", limit) + `"}`
 			for _, chunked := range []bool{false, true} {
 				resp, body := o.do(t, h, big, chunked)
 				wantProblem(t, nil, resp, body, http.StatusRequestEntityTooLarge, "body")
 			}
+		})
+	}
+}
+
+// TestPublicBodyLimit: release and extend take bodies up to 16 KiB, more
+// than their longest valid body.
+func TestPublicBodyLimit(t *testing.T) {
+	h := newHarness(t)
+	for _, op := range []string{"release", "extend"} {
+		t.Run(op, func(t *testing.T) {
+			o := bodyOperation{method: http.MethodPost, path: "/v1/events/ev_1/" + op}
+			escaped := strings.Repeat(`\u0041`, 512) // the longest token, each character escaped
+			resp, body := o.do(t, h, `{"token":"`+escaped+`"`+strings.Repeat(" ", 16<<10-len(escaped)-12)+`}`, false)
+			mustStatus(t, nil, resp.StatusCode, body, http.StatusNotFound) // read and checked: no such event
+			resp, body = o.do(t, h, `{"token":"`+escaped+`"`+strings.Repeat(" ", 16<<10-len(escaped)-11)+`}`, false)
+			wantProblem(t, nil, resp, body, http.StatusRequestEntityTooLarge, "body")
 		})
 	}
 }

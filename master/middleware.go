@@ -177,6 +177,11 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// publicBodyBytes limits the bodies of the operations that need no key
+// (release, extend: a token of at most 512 characters and a duration), so
+// that what anyone may send costs little to read and check.
+const publicBodyBytes = 16 << 10
+
 // limitBody answers 413 for a declared Content-Length over the limit and caps
 // the body reader so that an undeclared large body fails when it passes the
 // limit, before it was read whole.
@@ -186,6 +191,8 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		limit := s.cfg.MaxBodyBytes
 		if rt := s.routeOf(c); rt != nil && rt.batch {
 			limit = s.cfg.MaxBatchBodyBytes
+		} else if rt != nil && rt.public {
+			limit = min(limit, publicBodyBytes)
 		}
 		if r.ContentLength > limit {
 			return tooLarge(limit)
