@@ -188,7 +188,7 @@ func scanClean(body []byte) bool {
 }
 
 // maxScanDepth bounds the nesting scanClean follows; deeper bodies are
-// left to scanTokens (and encoding/json's own limit).
+// left to scanTokens. The server refuses them before (checkDepth).
 const maxScanDepth = 512
 
 // cleanScanner is the state of scanClean: the body, the position, and the
