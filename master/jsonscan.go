@@ -16,7 +16,7 @@ import (
 // maxBodyDepth is how deeply the objects and arrays of a request body may
 // nest. What reads a body after checkDepth (scanTokens, the validators,
 // encoding/json) does work in the depth for each value, so that without a
-// bound a body cost time quadratic in its size.
+// bound a body costs time quadratic in its size.
 const maxBodyDepth = 64
 
 // checkDepth answers 400 for a body whose objects and arrays nest deeper
@@ -53,8 +53,10 @@ func checkDepth(body []byte) error {
 
 // scanBody checks what encoding/json and the schema validator let through:
 // a duplicated key (the last one would silently win), data after the JSON
-// value, and strings (keys or values) with invalid UTF-8 or U+0000. Syntax
-// errors inside the value are left to the validator, which reports them.
+// value, and strings (keys or values) with invalid UTF-8, U+0000 or an
+// unpaired surrogate escape (which encoding/json turns into U+FFFD).
+// Syntax errors inside the value are left to the validator, which reports
+// them.
 //
 // A body that scanClean passes is answered at once; any other goes through
 // scanTokens, which names the problem.
@@ -171,9 +173,9 @@ func scanTokens(body []byte) error {
 // scanClean reports whether body is one JSON value, with nothing but white
 // space after it, whose keys are all distinct within their object and whose
 // strings are valid UTF-8 without U+0000 or an unpaired surrogate escape:
-// a body scanTokens passes. false
-// means "not known to be clean" (a problem, a syntax error, a key with an
-// escape, nesting deeper than maxScanDepth); scanTokens then decides.
+// a body scanTokens passes. false means "not known to be clean" (a problem,
+// a syntax error, a key with an escape, nesting deeper than maxScanDepth);
+// scanTokens then decides.
 func scanClean(body []byte) bool {
 	s := cleanScanner{b: body}
 	s.space()
