@@ -8,7 +8,8 @@ import (
 )
 
 // The fuzz targets hold the hand-written JSON scanners of the request path
-// to the oracles of the randomized tests: scanBody to scanTokens,
+// to the oracles of the randomized tests: checkDepth to encoding/json's
+// decoder, scanBody to scanTokens,
 // arrayMember and decodePlainItem to encoding/json's decoding. Their seed
 // corpora are bodies of the randomized generators and the hot bodies.
 //
@@ -40,6 +41,23 @@ func FuzzScanBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if got, want := scanBody(body), scanTokens(body); !reflect.DeepEqual(got, want) {
 			t.Fatalf("body %q:\nscanBody   %v\nscanTokens %v", body, got, want)
+		}
+	})
+}
+
+// FuzzCheckDepth holds checkDepth to encoding/json's decoder: it refuses a
+// valid body exactly when the decoder nests deeper than maxBodyDepth, and
+// passes no body, valid or not, in which the decoder nests deeper.
+//
+//	go test -run '^$' -fuzz FuzzCheckDepth -fuzztime 60s ./master/
+func FuzzCheckDepth(f *testing.F) {
+	for _, b := range append(fuzzBodies(20), fuzzItem, nested(`{"a":`, `}`, maxBodyDepth, `1`), nested(`[`, `]`, maxBodyDepth+1, ``),
+		`["\\",`+nested(`[`, `]`, maxBodyDepth, ``)+`]`, `{"a":"\"`+strings.Repeat(`[`, 70)+`"}`, strings.Repeat(`]`, 9)+nested(`[`, `]`, maxBodyDepth+1, ``)) {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if problem := checkDepthAgrees(body); problem != "" {
+			t.Fatalf("body %q: %s", body, problem)
 		}
 	})
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding"
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +149,9 @@ func decodeJSON(raw []byte, v any) error {
 			}
 			return badRequest(field+": "+reason, api.FieldProblem{Field: field, Reason: reason})
 		case errors.As(err, &te):
-			return badRequest(err.Error(), api.FieldProblem{Field: orBody(te.Field), Reason: "must be " + te.Type.String()})
+			// The schema let it through: 1.0 for an integer, say.
+			field, reason := orBody(te.Field), "must be "+jsonKind(te.Type)
+			return badRequest(field+" "+reason, api.FieldProblem{Field: field, Reason: reason})
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return badRequest(err.Error(), api.FieldProblem{Field: name, Reason: "unknown field"})
@@ -155,6 +159,32 @@ func decodeJSON(raw []byte, v any) error {
 		return badRequest("the body could not be decoded: "+err.Error(), api.FieldProblem{Field: "body", Reason: err.Error()})
 	}
 	return nil
+}
+
+// jsonKind names the JSON values that decode into a value of type t.
+func jsonKind(t reflect.Type) string {
+	text := reflect.TypeFor[encoding.TextUnmarshaler]()
+	if t.Implements(text) || reflect.PointerTo(t).Implements(text) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another type"
 }
 
 // fieldHolding names the member of a JSON object (dotted for nested objects)

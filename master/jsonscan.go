@@ -7,15 +7,56 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/schedulerd/schedulerd/api"
 )
 
+// maxBodyDepth is how deeply the objects and arrays of a request body may
+// nest. What reads a body after checkDepth (scanTokens, the validators,
+// encoding/json) does work in the depth for each value, so that without a
+// bound a body costs time quadratic in its size.
+const maxBodyDepth = 64
+
+// checkDepth answers 400 for a body whose objects and arrays nest deeper
+// than maxBodyDepth, in one pass over its bytes, before anything decodes
+// it. Brackets inside strings do not count; a malformed body is left to
+// the decoders, which stop at the first error.
+func checkDepth(body []byte) error {
+	depth, inString := 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte cannot end the string
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > maxBodyDepth {
+				reason := "objects and arrays nest deeper than " + strconv.Itoa(maxBodyDepth) + " levels"
+				return badRequest("body: "+reason, api.FieldProblem{Field: "body", Reason: reason})
+			}
+		case '}', ']':
+			depth = max(depth-1, 0) // a stray one: the decoders stop there
+		}
+	}
+	return nil
+}
+
 // scanBody checks what encoding/json and the schema validator let through:
 // a duplicated key (the last one would silently win), data after the JSON
-// value, and strings (keys or values) with invalid UTF-8 or U+0000. Syntax
-// errors inside the value are left to the validator, which reports them.
+// value, and strings (keys or values) with invalid UTF-8, U+0000 or an
+// unpaired surrogate escape (which encoding/json turns into U+FFFD).
+// Syntax errors inside the value are left to the validator, which reports
+// them.
 //
 // A body that scanClean passes is answered at once; any other goes through
 // scanTokens, which names the problem.
@@ -101,6 +142,9 @@ func scanTokens(body []byte) error {
 				return badRequest(field+": not valid UTF-8", api.FieldProblem{Field: field, Reason: "not valid UTF-8"})
 			case strings.ContainsRune(t, 0):
 				return badRequest(field+": contains U+0000", api.FieldProblem{Field: field, Reason: "contains U+0000 (NUL)"})
+			case loneSurrogate(raw):
+				return badRequest(field+": contains an unpaired surrogate escape",
+					api.FieldProblem{Field: field, Reason: "contains an unpaired UTF-16 surrogate escape (such as \\ud800)"})
 			}
 			if isKey {
 				if top.keys[t] {
@@ -128,9 +172,10 @@ func scanTokens(body []byte) error {
 
 // scanClean reports whether body is one JSON value, with nothing but white
 // space after it, whose keys are all distinct within their object and whose
-// strings are valid UTF-8 without U+0000: a body scanTokens passes. false
-// means "not known to be clean" (a problem, a syntax error, a key with an
-// escape, nesting deeper than maxScanDepth); scanTokens then decides.
+// strings are valid UTF-8 without U+0000 or an unpaired surrogate escape:
+// a body scanTokens passes. false means "not known to be clean" (a problem,
+// a syntax error, a key with an escape, nesting deeper than maxScanDepth);
+// scanTokens then decides.
 func scanClean(body []byte) bool {
 	s := cleanScanner{b: body}
 	s.space()
@@ -145,7 +190,7 @@ func scanClean(body []byte) bool {
 }
 
 // maxScanDepth bounds the nesting scanClean follows; deeper bodies are
-// left to scanTokens (and encoding/json's own limit).
+// left to scanTokens. The server refuses them before (checkDepth).
 const maxScanDepth = 512
 
 // cleanScanner is the state of scanClean: the body, the position, and the
@@ -227,7 +272,7 @@ func (s *cleanScanner) number() bool {
 
 // str reads a string at s.i: its raw content (between the quotes) and
 // whether it has escapes. ok is false for invalid UTF-8, U+0000, a control
-// character or a malformed escape.
+// character, a malformed escape or an unpaired surrogate escape.
 func (s *cleanScanner) str() (raw []byte, escaped, ok bool) {
 	s.i++ // the opening quote
 	start := s.i
@@ -238,7 +283,7 @@ func (s *cleanScanner) str() (raw []byte, escaped, ok bool) {
 		case c == '"':
 			raw = s.b[start:s.i]
 			s.i++
-			return raw, escaped, ascii || utf8.Valid(raw)
+			return raw, escaped, (ascii || utf8.Valid(raw)) && !(escaped && loneSurrogate(raw))
 		case c == '\\':
 			escaped = true
 			if s.i+1 >= len(s.b) {
@@ -373,6 +418,43 @@ func (s *cleanScanner) object(depth int) bool {
 			return false
 		}
 	}
+}
+
+// loneSurrogate reports whether the JSON string text raw (with or without
+// its quotes) has a \u escape of a UTF-16 surrogate that is not the first
+// of a pair followed by the second: text that decodes to no character.
+func loneSurrogate(raw []byte) bool {
+	// hexAt returns the code unit of the \uXXXX escape at i, or -1.
+	hexAt := func(i int) rune {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r := hexAt(i)
+		switch {
+		case r < 0:
+			i++ // another escape: skip the escaped byte
+		case !utf16.IsSurrogate(r):
+			i += 5
+		case r >= 0xdc00: // a second half with no first
+			return true
+		default:
+			if utf16.DecodeRune(r, hexAt(i+6)) == utf8.RuneError {
+				return true
+			}
+			i += 11
+		}
+	}
+	return false
 }
 
 // arrayMember returns the elements of the array that is the member name of

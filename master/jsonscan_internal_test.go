@@ -155,7 +155,11 @@ func genString(r *rand.Rand, b *strings.Builder, key bool, keys int) {
 			case 5:
 				b.WriteString("é€")
 			case 6:
-				b.WriteString(`\ud800`) // a lone surrogate: replaced, not refused
+				b.WriteString(`\ud800`) // a lone surrogate: refused
+			case 7:
+				b.WriteString(`\ud83d\ude00`) // a pair: U+1F600
+			case 8:
+				b.WriteString(`\udc00\ud800`) // the halves the wrong way round
 			default:
 				b.WriteByte(byte('a' + r.IntN(26)))
 			}

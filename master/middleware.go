@@ -75,7 +75,8 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 			for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
 				for _, p := range ps {
 					if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
-						r.query[p.Value.Name] = true
+						sc := p.Value.Schema
+						r.query[p.Value.Name] = sc != nil && sc.Value != nil && sc.Value.Type.Is(openapi3.TypeArray)
 					}
 					if min, max, ok := plainPathString(p); ok {
 						r.pathLen[p.Value.Name] = [2]int{min, max}
@@ -101,12 +102,17 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 }
 
 // checkQuery answers 400 for a query parameter the operation does not
-// declare: a misspelt filter must not silently widen the answer.
+// declare, and for one given twice that takes one value: a misspelt filter
+// must not silently widen the answer, nor a second one be ignored.
 func (r *route) checkQuery(q map[string][]string) error {
 	var out []api.FieldProblem
-	for name := range q {
-		if !r.query[name] {
+	for name, values := range q {
+		repeatable, known := r.query[name]
+		switch {
+		case !known:
 			out = append(out, api.FieldProblem{Field: name, Reason: "unknown query parameter"})
+		case len(values) > 1 && !repeatable:
+			out = append(out, api.FieldProblem{Field: name, Reason: "must be given at most once"})
 		}
 	}
 	if len(out) == 0 {
@@ -171,6 +177,11 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// publicBodyBytes limits the bodies of the operations that need no key
+// (release, extend: a token of at most 512 characters and a duration), so
+// that what anyone may send costs little to read and check.
+const publicBodyBytes = 16 << 10
+
 // limitBody answers 413 for a declared Content-Length over the limit and caps
 // the body reader so that an undeclared large body fails when it passes the
 // limit, before it was read whole.
@@ -180,6 +191,8 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		limit := s.cfg.MaxBodyBytes
 		if rt := s.routeOf(c); rt != nil && rt.batch {
 			limit = s.cfg.MaxBatchBodyBytes
+		} else if rt != nil && rt.public {
+			limit = min(limit, publicBodyBytes)
 		}
 		if r.ContentLength > limit {
 			return tooLarge(limit)
@@ -341,6 +354,9 @@ func (s *Server) validateRequest(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if rt.operation.RequestBody == nil {
 			body = nil // bodies of operations without one are ignored
+		}
+		if err := checkDepth(body); err != nil {
+			return err
 		}
 		if err := scanBody(body); err != nil {
 			return err

@@ -63,10 +63,35 @@ func (s *Server) limitsFor(r *tenantRules) schedule.Limits {
 	return lim
 }
 
-// quotaProblem is a refusal naming the quota and its figure.
-func quotaProblem(status int, field, reason string) *problem {
+// quotaProblem is a refusal of tenant tenantID naming the quota field, its
+// figure (reason) and how to raise it.
+func quotaProblem(status int, tenantID, field, reason string) *problem {
+	reason += "; " + raiseQuota(tenantID, field)
 	return &problem{status: status, kind: "quota", title: "Tenant quota exceeded", detail: field + ": " + reason,
 		fields: []api.FieldProblem{{Field: field, Reason: reason}}}
+}
+
+// raiseQuota tells how the quota name of tenant tenantID is raised: for the
+// tenant through the admin API, for every tenant that sets none through the
+// server setting of its default (the flags of app.Options).
+func raiseQuota(tenantID, name string) string {
+	var flag string
+	switch name {
+	case "maxSchedules":
+		flag = "-tenant-max-schedules (SCHEDULER_TENANT_MAX_SCHEDULES)"
+	case "maxEventsPerFire":
+		flag = "-tenant-max-events-per-fire (SCHEDULER_TENANT_MAX_EVENTS_PER_FIRE)"
+	case "maxEventsStored":
+		flag = "-tenant-max-events-stored (SCHEDULER_TENANT_MAX_EVENTS_STORED)"
+	}
+	return "an admin raises it with PATCH /v1/tenants/" + tenantID + ` {"quotas":{"` + name + `":<n>}}` +
+		", or for every tenant without its own with the server flag " + flag
+}
+
+// overPerFireQuota is the reason given for an eventCount over the
+// maxEventsPerFire quota q of tenant tenantID.
+func overPerFireQuota(tenantID string, q int) string {
+	return schedule.OverPerFireQuota(q) + "; " + raiseQuota(tenantID, "maxEventsPerFire")
 }
 
 // checkSchedulesQuota refuses a new schedule, with its events first
@@ -76,17 +101,18 @@ func quotaProblem(status int, field, reason string) *problem {
 // quota may be passed by their number.
 func (s *Server) checkSchedulesQuota(ctx context.Context, tenantID string, r *tenantRules, events int) error {
 	return s.reserve(ctx, tenantID, r, 1, events, func(u usage) error {
-		if err := schedulesQuota(u.schedules, r.quotas.MaxSchedules); err != nil {
+		if err := schedulesQuota(tenantID, u.schedules, r.quotas.MaxSchedules); err != nil {
 			return err
 		}
-		return storedQuota(u.events, events, r.quotas.MaxEventsStored)
+		return storedQuota(tenantID, u.events, events, r.quotas.MaxEventsStored)
 	})
 }
 
-// schedulesQuota refuses one more schedule to a tenant with n of quota q.
-func schedulesQuota(n, q int) error {
+// schedulesQuota refuses one more schedule to tenant tenantID with n of
+// quota q.
+func schedulesQuota(tenantID string, n, q int) error {
 	if n >= q {
-		return quotaProblem(http.StatusUnprocessableEntity, "maxSchedules",
+		return quotaProblem(http.StatusUnprocessableEntity, tenantID, "maxSchedules",
 			"the tenant has "+strconv.Itoa(n)+" schedules, its maxSchedules quota ("+strconv.Itoa(q)+")")
 	}
 	return nil
@@ -97,7 +123,7 @@ func schedulesQuota(n, q int) error {
 // the schedule was saved.
 func checkPerFire(m *model.Schedule, r *tenantRules) error {
 	if q := r.quotas.MaxEventsPerFire; m.EventCount > q {
-		return invalid("eventCount", schedule.OverPerFireQuota(q))
+		return invalid("eventCount", overPerFireQuota(m.TenantID, q))
 	}
 	return nil
 }
@@ -107,13 +133,13 @@ func checkPerFire(m *model.Schedule, r *tenantRules) error {
 // tenant's usage.
 func (s *Server) checkStoredQuota(ctx context.Context, tenantID string, r *tenantRules, events int) error {
 	return s.reserve(ctx, tenantID, r, 0, events, func(u usage) error {
-		return storedQuota(u.events, events, r.quotas.MaxEventsStored)
+		return storedQuota(tenantID, u.events, events, r.quotas.MaxEventsStored)
 	})
 }
 
-// storedQuota refuses events more events to a tenant storing n (counted up
-// to q+1) of quota q.
-func storedQuota(n, events, q int) error {
+// storedQuota refuses events more events to tenant tenantID storing n
+// (counted up to q+1) of quota q.
+func storedQuota(tenantID string, n, events, q int) error {
 	if n+events <= q {
 		return nil
 	}
@@ -121,7 +147,7 @@ func storedQuota(n, events, q int) error {
 	if n > q {
 		figure = "more than " + strconv.Itoa(q)
 	}
-	return quotaProblem(http.StatusTooManyRequests, "maxEventsStored",
+	return quotaProblem(http.StatusTooManyRequests, tenantID, "maxEventsStored",
 		"the tenant stores "+figure+" events; "+strconv.Itoa(events)+" more would pass its maxEventsStored quota ("+strconv.Itoa(q)+")")
 }
 

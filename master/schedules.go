@@ -151,6 +151,11 @@ func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedul
 			return nil, err
 		}
 		fe = fieldErrors(se)
+		for _, e := range fe {
+			if e.Field == "eventCount" && e.Reason == schedule.OverPerFireQuota(lim.MaxEventsPerFire) {
+				e.Reason = overPerFireQuota(tenantID, lim.MaxEventsPerFire)
+			}
+		}
 	}
 	if sp.PolicyID != "" {
 		known, looked := policies[sp.PolicyID]

@@ -254,7 +254,7 @@ type route struct {
 	spec      *openapi3.T
 	public    bool            // security: [] (authorised by the release token)
 	admin     bool            // tagged admin: admin key only
-	query     map[string]bool // declared query parameters
+	query     map[string]bool // declared query parameters: whether one takes several values
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
 	create    bool            // createSchedule: the body may be decoded by the middleware
 	body      bodySchema      // the JSON body's schema, compiled on first use

@@ -48,7 +48,7 @@ func TestQuotaRecountDoesNotHoldRequests(t *testing.T) {
 	r := &tenantRules{quotas: model.TenantQuotas{MaxSchedules: 5, MaxEventsStored: 1000}}
 	reserve := func() error {
 		return s.reserve(context.Background(), "t", r, 1, 1, func(u usage) error {
-			return schedulesQuota(u.schedules, r.quotas.MaxSchedules)
+			return schedulesQuota("t", u.schedules, r.quotas.MaxSchedules)
 		})
 	}
 	if err := reserve(); err != nil || st.counts.Load() != 1 {
