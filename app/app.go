@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -27,7 +28,9 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/connlimit"
 	"github.com/schedulerd/schedulerd/internal/diskspace"
+	"github.com/schedulerd/schedulerd/internal/fdlimit"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
@@ -438,11 +441,37 @@ func (a *App) AdminKey() string { return a.cfg.AdminKey }
 // Addr returns the address the API listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
+// maxConns is -server-max-conns, or where it is 0 half the open-file limit
+// (the rest is left to the store, outgoing deliveries and the like).
+func maxConns(cfg Config) (int, error) {
+	if cfg.ServerMaxConns > 0 {
+		return cfg.ServerMaxConns, nil
+	}
+	l, err := fdlimit.Get()
+	if err != nil {
+		return 0, err
+	}
+	return int(min(l.Soft/2, math.MaxInt32)), nil
+}
+
 // Start listens and starts the background services. It returns at once.
 func (a *App) Start(ctx context.Context) error {
 	ln := a.ln
-	a.srv = &http.Server{Handler: a.master.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { a.serveErr <- a.srv.Serve(ln) }()
+	limit, err := maxConns(a.cfg)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("API connections not capped in total")
+	}
+	conns := connlimit.New(limit, a.cfg.ServerMaxConnsPerClient, func(reason string) {
+		a.metrics.connsShed.WithLabelValues(reason).Inc()
+	})
+	a.srv = &http.Server{
+		Handler:           a.master.Handler(),
+		ReadHeaderTimeout: a.cfg.ServerReadHeaderTimeout,
+		WriteTimeout:      a.cfg.ServerWriteTimeout,
+		IdleTimeout:       a.cfg.ServerIdleTimeout,
+		ConnState:         conns.ConnState,
+	}
+	go func() { a.serveErr <- a.srv.Serve(conns.Listener(ln)) }()
 	// Reverse stop order: the lease groups first, so that the handler and
 	// the emitter find their shards and partitions held.
 	svcs := a.services()
@@ -452,7 +481,8 @@ func (a *App) Start(ctx context.Context) error {
 		}
 	}
 	go a.leaseGauges()
-	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store)
+	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store).
+		Int("maxConns", limit).Int("maxConnsPerClient", a.cfg.ServerMaxConnsPerClient)
 	if a.adminKeyPath != "" {
 		ev = ev.Str("adminKeyFile", a.adminKeyPath)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/internal/fdlimit"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 )
 
@@ -71,6 +72,12 @@ func runWithBanner(args []string, getenv func(string) string, logOut, banner io.
 		memLog = memLog.Str("memoryLimitOf", mem.LimitOf).Int64("memoryLimitOfBytes", mem.Of)
 	}
 	memLog.Msg("go runtime memory settings")
+	// Every API connection holds a file descriptor.
+	if fds, err := fdlimit.Raise(); err != nil {
+		log.Warn().Err(err).Uint64("openFilesLimit", fds.Soft).Msg("open-file limit not raised")
+	} else {
+		log.Info().Uint64("openFilesLimit", fds.Soft).Msg("open-file limit")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
