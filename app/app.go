@@ -68,10 +68,26 @@ type App struct {
 	done     chan struct{} // closed by Shutdown
 	stopOnce sync.Once
 	stopErr  error
+
+	probeMu sync.Mutex
+	probe   *probeRun // the store write probe in flight, if any
+}
+
+// Hooks are ways for tests to reach into an App; production code passes
+// none.
+type Hooks struct {
+	// WrapStore, if set, wraps the store the App opened (to make its
+	// calls hang, say).
+	WrapStore func(store.Driver) store.Driver
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
 func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
+	return NewWithHooks(ctx, cfg, log, Hooks{})
+}
+
+// NewWithHooks is New with test hooks.
+func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hooks) (*App, error) {
 	a := &App{cfg: cfg, log: log, metrics: newMetrics(), serveErr: make(chan error, 1), done: make(chan struct{})}
 	if err := a.secrets(); err != nil {
 		return nil, err
@@ -110,6 +126,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("open %s store: %w", cfg.Store, err)
+	}
+	if hooks.WrapStore != nil {
+		a.store = hooks.WrapStore(a.store)
 	}
 	if err := a.build(ctx); err != nil {
 		ln.Close()
@@ -343,16 +362,21 @@ func (a *App) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// readyz is ready when the store answers and both lease groups have
-// renewed recently: an instance that cannot reach the store must not get
-// traffic, because every write it accepts would fail.
+// readyz is ready when the store answers, a write to it completes and both
+// lease groups have renewed recently: an instance that cannot reach the
+// store, or whose writes hang, must not get traffic, because every write it
+// accepts would fail.
 func (a *App) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyzTimeout)
 	defer cancel()
-	checks := map[string]string{"store": "ok", "leases": "ok"}
+	checks := map[string]string{"store": "ok", "storeWrite": "ok", "leases": "ok"}
 	ready := true
 	if err := a.store.Ping(ctx); err != nil {
 		checks["store"] = err.Error()
+		ready = false
+	}
+	if err := a.probeStoreWrite(ctx); err != nil {
+		checks["storeWrite"] = err.Error()
 		ready = false
 	}
 	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
@@ -369,6 +393,58 @@ func (a *App) readyz(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// readyzTimeout bounds each check of /readyz.
+const readyzTimeout = 2 * time.Second
+
+// probeRun is one store write of /readyz; err is set when done is closed.
+type probeRun struct {
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// probeLease names the lease the /readyz write probe writes: shaped as a
+// lease group's membership lease ("<group>/member/<owner>"), which a store
+// deletes once expired where it deletes by TTL, so that the records of
+// instances gone (named hostname-pid) do not pile up.
+func probeLease(instance string) string { return "readyz/member/" + instance }
+
+// probeStoreWrite writes this instance's probe lease (probeLease) and waits for it until ctx ends. A write that does not return is not
+// started again: later calls wait for the same one and report its age.
+func (a *App) probeStoreWrite(ctx context.Context) error {
+	a.probeMu.Lock()
+	run := a.probe
+	if run == nil {
+		run = &probeRun{started: time.Now(), done: make(chan struct{})}
+		a.probe = run
+		go func() {
+			// Bounded for a store that honours deadlines, not by the
+			// request: a later /readyz reports a write still hanging.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_, err := a.store.LeaseAcquire(wctx, probeLease(a.cfg.InstanceID), a.cfg.InstanceID, time.Now(), time.Minute)
+			if errors.Is(err, model.ErrConflict) {
+				err = nil // held by a namesake: the store wrote and answered
+			}
+			run.err = err
+			a.probeMu.Lock()
+			a.probe = nil
+			a.probeMu.Unlock()
+			close(run.done)
+		}()
+	}
+	a.probeMu.Unlock()
+	select {
+	case <-run.done:
+		if run.err != nil {
+			return fmt.Errorf("store write probe: %w", run.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("store write probe: a write has not completed for %s", time.Since(run.started).Round(time.Millisecond))
+	}
 }
 
 // tokenOwners finds the instance that owns an event's tokens: the holder
@@ -477,7 +553,7 @@ func (a *App) Start(ctx context.Context) error {
 	svcs := a.services()
 	for i := len(svcs) - 1; i >= 0; i-- {
 		if err := svcs[i].Start(ctx); err != nil {
-			return err
+			return fmt.Errorf("start %s: %w", svcs[i].name, err)
 		}
 	}
 	go a.leaseGauges()
@@ -522,34 +598,72 @@ func (a *App) Wait(ctx context.Context) error {
 // finish), the throttle (tokens taken but not sent go back), then the lease
 // groups (the units go to other instances at once). Start runs the list
 // backwards.
-func (a *App) services() []startstop.Service {
-	return []startstop.Service{a.emitter, a.handler, a.throttle, a.partitions, a.shards}
+func (a *App) services() []component {
+	return []component{
+		{"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"emitter leases", a.partitions}, {"handler leases", a.shards},
+	}
+}
+
+// component is a background component and its name in logs and errors.
+type component struct {
+	name string
+	startstop.Service
+}
+
+// within runs f and waits for it until ctx ends; then it returns an error
+// naming what did not return, and f goes on in the background.
+func within(ctx context.Context, what string, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%s did not return within the shutdown timeout", what)
+	}
 }
 
 // Shutdown stops taking new work, lets in-flight deliveries finish, hands
 // the leases back so that other instances take over at once, then stops the
 // API (kept up meanwhile so that consumers can still release tokens) and
 // closes the store. Safe to call twice.
+//
+// It returns when ctx ends even if a component's Stop or the store's Close
+// never returns (a store call that hangs): the error names it, the
+// components after it are not stopped and the store is left open.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.log.Info().Msg("schedulerd shutting down")
 		close(a.done)
-		for _, svc := range a.services() {
-			svc.Stop()
-		}
 		var errs []error
+		stuck := ""
+		for _, svc := range a.services() {
+			if err := within(ctx, svc.name+" stop", func() error { svc.Stop(); return nil }); err != nil {
+				errs, stuck = append(errs, err), svc.name
+				break
+			}
+		}
 		if a.srv != nil {
 			if err := a.srv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+				a.srv.Close()
 			}
 		}
 		if a.srv == nil {
 			a.ln.Close()
 		}
-		if err := a.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close store: %w", err))
+		if stuck == "" {
+			if err := within(ctx, "store close", a.store.Close); err != nil {
+				errs, stuck = append(errs, fmt.Errorf("close store: %w", err)), "store"
+			}
 		}
 		a.stopErr = errors.Join(errs...)
+		if stuck != "" {
+			a.log.Error().Err(a.stopErr).Str("stuck", stuck).Dur("shutdownTimeout", a.cfg.ShutdownTimeout).
+				Msg("schedulerd shutdown timed out")
+			return
+		}
 		a.log.Info().Err(a.stopErr).Msg("schedulerd stopped")
 	})
 	return a.stopErr
