@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,6 +72,9 @@ type App struct {
 
 	probeMu sync.Mutex
 	probe   *probeRun // the store write probe in flight, if any
+
+	disk     master.DiskSpace // nil: not watched
+	diskFull atomic.Bool      // as last seen by checkDiskFull
 }
 
 // Hooks are ways for tests to reach into an App; production code passes
@@ -79,6 +83,8 @@ type Hooks struct {
 	// WrapStore, if set, wraps the store the App opened (to make its
 	// calls hang, say).
 	WrapStore func(store.Driver) store.Driver
+	// Disk, if set, replaces the free-space probe of the data directory.
+	Disk master.DiskSpace
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
@@ -129,6 +135,10 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 	}
 	if hooks.WrapStore != nil {
 		a.store = hooks.WrapStore(a.store)
+	}
+	a.disk = a.diskProbe()
+	if hooks.Disk != nil {
+		a.disk = hooks.Disk
 	}
 	if err := a.build(ctx); err != nil {
 		ln.Close()
@@ -315,7 +325,7 @@ func (a *App) build(ctx context.Context) error {
 		CatchUpLimit:      cfg.CatchUpLimit,
 		DiskMinFreeBytes:  cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
+		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.disk,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,
@@ -386,8 +396,12 @@ func (a *App) readyz(c echo.Context) error {
 		}
 	}
 	// A nearly full disk refuses new work but stays ready: releases and
-	// deliveries must keep reaching this instance.
+	// deliveries must keep reaching this instance. A full one stops them.
 	_, checks["disk"] = a.master.DiskStatus()
+	if full, reason := a.checkDiskFull(); full {
+		checks["disk"] = reason
+		ready = false
+	}
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
@@ -507,6 +521,36 @@ func (a *App) diskProbe() master.DiskSpace {
 	return diskspace.Dir{Path: a.cfg.DataDir}
 }
 
+// diskFullBelow is the free space under which the data disk counts as
+// full: a store commit may need more, so writes (outcomes, releases,
+// lease renewals) fail and deliveries stop.
+const diskFullBelow = 1 << 20
+
+// checkDiskFull reports whether the data disk is full, and logs when it
+// becomes full and when it has room again.
+func (a *App) checkDiskFull() (bool, string) {
+	if a.disk == nil {
+		return false, ""
+	}
+	free, total, err := a.disk.Usage()
+	if err != nil {
+		return false, "" // DiskStatus reports it
+	}
+	full := free < diskFullBelow
+	if a.diskFull.Swap(full) != full {
+		if full {
+			a.log.Error().Uint64("freeBytes", free).Uint64("totalBytes", total).
+				Msg("data disk full: store writes fail, deliveries and releases have stopped until space is freed")
+		} else {
+			a.log.Info().Uint64("freeBytes", free).Msg("data disk has room again")
+		}
+	}
+	if !full {
+		return false, ""
+	}
+	return true, fmt.Sprintf("full: %d bytes free of %d: store writes fail, deliveries and releases have stopped until space is freed", free, total)
+}
+
 // AdminKeyFile returns the file the generated admin key was written to, or
 // "" if the key came from configuration.
 func (a *App) AdminKeyFile() string { return a.adminKeyPath }
@@ -556,7 +600,7 @@ func (a *App) Start(ctx context.Context) error {
 			return fmt.Errorf("start %s: %w", svcs[i].name, err)
 		}
 	}
-	go a.leaseGauges()
+	go a.watch()
 	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store).
 		Int("maxConns", limit).Int("maxConnsPerClient", a.cfg.ServerMaxConnsPerClient)
 	if a.adminKeyPath != "" {
@@ -566,12 +610,15 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) leaseGauges() {
+// watch updates the lease gauges and logs a full data disk every 5s until
+// Shutdown.
+func (a *App) watch() {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		a.metrics.leasesHeld.WithLabelValues("emitter").Set(float64(len(a.partitions.Held())))
 		a.metrics.leasesHeld.WithLabelValues("handler").Set(float64(len(a.shards.Held())))
+		a.checkDiskFull()
 		select {
 		case <-a.done:
 			return
@@ -620,7 +667,12 @@ func within(ctx context.Context, what string, f func() error) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%s did not return within the shutdown timeout", what)
+		select {
+		case err := <-done:
+			return err
+		default:
+			return fmt.Errorf("%s did not return within the shutdown timeout", what)
+		}
 	}
 }
 

@@ -43,6 +43,12 @@ func runAppWith(t testing.TB, env map[string]string, hooks app.Hooks) (*app.App,
 // the test.
 func startApp(t testing.TB, ctx context.Context, env map[string]string, hooks app.Hooks) *app.App {
 	t.Helper()
+	return startAppLog(t, ctx, env, hooks, zerolog.Nop())
+}
+
+// startAppLog is startApp logging to log.
+func startAppLog(t testing.TB, ctx context.Context, env map[string]string, hooks app.Hooks, log zerolog.Logger) *app.App {
+	t.Helper()
 	all := map[string]string{"SCHEDULER_LISTEN_ADDR": "127.0.0.1:0", "SCHEDULER_DATA_DIR": t.TempDir()}
 	for k, v := range env {
 		all[k] = v
@@ -51,7 +57,7 @@ func startApp(t testing.TB, ctx context.Context, env map[string]string, hooks ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.NewWithHooks(ctx, cfg, zerolog.Nop(), hooks)
+	a, err := app.NewWithHooks(ctx, cfg, log, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
