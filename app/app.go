@@ -10,12 +10,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -27,7 +29,9 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/internal/connlimit"
 	"github.com/schedulerd/schedulerd/internal/diskspace"
+	"github.com/schedulerd/schedulerd/internal/fdlimit"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
@@ -65,10 +69,31 @@ type App struct {
 	done     chan struct{} // closed by Shutdown
 	stopOnce sync.Once
 	stopErr  error
+
+	probeMu sync.Mutex
+	probe   *probeRun // the store write probe in flight, if any
+
+	disk     master.DiskSpace // nil: not watched
+	diskFull atomic.Bool      // as last seen by checkDiskFull
+}
+
+// Hooks are ways for tests to reach into an App; production code passes
+// none.
+type Hooks struct {
+	// WrapStore, if set, wraps the store the App opened (to make its
+	// calls hang, say).
+	WrapStore func(store.Driver) store.Driver
+	// Disk, if set, replaces the free-space probe of the data directory.
+	Disk master.DiskSpace
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
 func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
+	return NewWithHooks(ctx, cfg, log, Hooks{})
+}
+
+// NewWithHooks is New with test hooks.
+func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hooks) (*App, error) {
 	a := &App{cfg: cfg, log: log, metrics: newMetrics(), serveErr: make(chan error, 1), done: make(chan struct{})}
 	if err := a.secrets(); err != nil {
 		return nil, err
@@ -107,6 +132,13 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("open %s store: %w", cfg.Store, err)
+	}
+	if hooks.WrapStore != nil {
+		a.store = hooks.WrapStore(a.store)
+	}
+	a.disk = a.diskProbe()
+	if hooks.Disk != nil {
+		a.disk = hooks.Disk
 	}
 	if err := a.build(ctx); err != nil {
 		ln.Close()
@@ -293,7 +325,7 @@ func (a *App) build(ctx context.Context) error {
 		CatchUpLimit:      cfg.CatchUpLimit,
 		DiskMinFreeBytes:  cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
+		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.disk,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,
@@ -340,16 +372,21 @@ func (a *App) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// readyz is ready when the store answers and both lease groups have
-// renewed recently: an instance that cannot reach the store must not get
-// traffic, because every write it accepts would fail.
+// readyz is ready when the store answers, a write to it completes and both
+// lease groups have renewed recently: an instance that cannot reach the
+// store, or whose writes hang, must not get traffic, because every write it
+// accepts would fail.
 func (a *App) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyzTimeout)
 	defer cancel()
-	checks := map[string]string{"store": "ok", "leases": "ok"}
+	checks := map[string]string{"store": "ok", "storeWrite": "ok", "leases": "ok"}
 	ready := true
 	if err := a.store.Ping(ctx); err != nil {
 		checks["store"] = err.Error()
+		ready = false
+	}
+	if err := a.probeStoreWrite(ctx); err != nil {
+		checks["storeWrite"] = err.Error()
 		ready = false
 	}
 	for _, b := range []*lease.Balancer{a.partitions, a.shards} {
@@ -359,13 +396,69 @@ func (a *App) readyz(c echo.Context) error {
 		}
 	}
 	// A nearly full disk refuses new work but stays ready: releases and
-	// deliveries must keep reaching this instance.
+	// deliveries must keep reaching this instance. A full one stops them.
 	_, checks["disk"] = a.master.DiskStatus()
+	if full, reason := a.checkDiskFull(); full {
+		checks["disk"] = reason
+		ready = false
+	}
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// readyzTimeout bounds each check of /readyz.
+const readyzTimeout = 2 * time.Second
+
+// probeRun is one store write of /readyz; err is set when done is closed.
+type probeRun struct {
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// probeLease names the lease the /readyz write probe writes: shaped as a
+// lease group's membership lease ("<group>/member/<owner>"), which a store
+// deletes once expired where it deletes by TTL, so that the records of
+// instances gone (named hostname-pid) do not pile up.
+func probeLease(instance string) string { return "readyz/member/" + instance }
+
+// probeStoreWrite writes this instance's probe lease (probeLease) and waits for it until ctx ends. A write that does not return is not
+// started again: later calls wait for the same one and report its age.
+func (a *App) probeStoreWrite(ctx context.Context) error {
+	a.probeMu.Lock()
+	run := a.probe
+	if run == nil {
+		run = &probeRun{started: time.Now(), done: make(chan struct{})}
+		a.probe = run
+		go func() {
+			// Bounded for a store that honours deadlines, not by the
+			// request: a later /readyz reports a write still hanging.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_, err := a.store.LeaseAcquire(wctx, probeLease(a.cfg.InstanceID), a.cfg.InstanceID, time.Now(), time.Minute)
+			if errors.Is(err, model.ErrConflict) {
+				err = nil // held by a namesake: the store wrote and answered
+			}
+			run.err = err
+			a.probeMu.Lock()
+			a.probe = nil
+			a.probeMu.Unlock()
+			close(run.done)
+		}()
+	}
+	a.probeMu.Unlock()
+	select {
+	case <-run.done:
+		if run.err != nil {
+			return fmt.Errorf("store write probe: %w", run.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("store write probe: a write has not completed for %s", time.Since(run.started).Round(time.Millisecond))
+	}
 }
 
 // tokenOwners finds the instance that owns an event's tokens: the holder
@@ -428,6 +521,36 @@ func (a *App) diskProbe() master.DiskSpace {
 	return diskspace.Dir{Path: a.cfg.DataDir}
 }
 
+// diskFullBelow is the free space under which the data disk counts as
+// full: a store commit may need more, so writes (outcomes, releases,
+// lease renewals) fail and deliveries stop.
+const diskFullBelow = 1 << 20
+
+// checkDiskFull reports whether the data disk is full, and logs when it
+// becomes full and when it has room again.
+func (a *App) checkDiskFull() (bool, string) {
+	if a.disk == nil {
+		return false, ""
+	}
+	free, total, err := a.disk.Usage()
+	if err != nil {
+		return false, "" // DiskStatus reports it
+	}
+	full := free < diskFullBelow
+	if a.diskFull.Swap(full) != full {
+		if full {
+			a.log.Error().Uint64("freeBytes", free).Uint64("totalBytes", total).
+				Msg("data disk full: store writes fail, deliveries and releases have stopped until space is freed")
+		} else {
+			a.log.Info().Uint64("freeBytes", free).Msg("data disk has room again")
+		}
+	}
+	if !full {
+		return false, ""
+	}
+	return true, fmt.Sprintf("full: %d bytes free of %d: store writes fail, deliveries and releases have stopped until space is freed", free, total)
+}
+
 // AdminKeyFile returns the file the generated admin key was written to, or
 // "" if the key came from configuration.
 func (a *App) AdminKeyFile() string { return a.adminKeyPath }
@@ -438,21 +561,48 @@ func (a *App) AdminKey() string { return a.cfg.AdminKey }
 // Addr returns the address the API listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
+// maxConns is -server-max-conns, or where it is 0 half the open-file limit
+// (the rest is left to the store, outgoing deliveries and the like).
+func maxConns(cfg Config) (int, error) {
+	if cfg.ServerMaxConns > 0 {
+		return cfg.ServerMaxConns, nil
+	}
+	l, err := fdlimit.Get()
+	if err != nil {
+		return 0, err
+	}
+	return int(min(l.Soft/2, math.MaxInt32)), nil
+}
+
 // Start listens and starts the background services. It returns at once.
 func (a *App) Start(ctx context.Context) error {
 	ln := a.ln
-	a.srv = &http.Server{Handler: a.master.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { a.serveErr <- a.srv.Serve(ln) }()
+	limit, err := maxConns(a.cfg)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("API connections not capped in total")
+	}
+	conns := connlimit.New(limit, a.cfg.ServerMaxConnsPerClient, func(reason string) {
+		a.metrics.connsShed.WithLabelValues(reason).Inc()
+	})
+	a.srv = &http.Server{
+		Handler:           a.master.Handler(),
+		ReadHeaderTimeout: a.cfg.ServerReadHeaderTimeout,
+		WriteTimeout:      a.cfg.ServerWriteTimeout,
+		IdleTimeout:       a.cfg.ServerIdleTimeout,
+		ConnState:         conns.ConnState,
+	}
+	go func() { a.serveErr <- a.srv.Serve(conns.Listener(ln)) }()
 	// Reverse stop order: the lease groups first, so that the handler and
 	// the emitter find their shards and partitions held.
 	svcs := a.services()
 	for i := len(svcs) - 1; i >= 0; i-- {
 		if err := svcs[i].Start(ctx); err != nil {
-			return err
+			return fmt.Errorf("start %s: %w", svcs[i].name, err)
 		}
 	}
-	go a.leaseGauges()
-	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store)
+	go a.watch()
+	ev := a.log.Info().Str("listen", ln.Addr().String()).Str("store", a.cfg.Store).
+		Int("maxConns", limit).Int("maxConnsPerClient", a.cfg.ServerMaxConnsPerClient)
 	if a.adminKeyPath != "" {
 		ev = ev.Str("adminKeyFile", a.adminKeyPath)
 	}
@@ -460,12 +610,15 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) leaseGauges() {
+// watch updates the lease gauges and logs a full data disk every 5s until
+// Shutdown.
+func (a *App) watch() {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		a.metrics.leasesHeld.WithLabelValues("emitter").Set(float64(len(a.partitions.Held())))
 		a.metrics.leasesHeld.WithLabelValues("handler").Set(float64(len(a.shards.Held())))
+		a.checkDiskFull()
 		select {
 		case <-a.done:
 			return
@@ -492,34 +645,77 @@ func (a *App) Wait(ctx context.Context) error {
 // finish), the throttle (tokens taken but not sent go back), then the lease
 // groups (the units go to other instances at once). Start runs the list
 // backwards.
-func (a *App) services() []startstop.Service {
-	return []startstop.Service{a.emitter, a.handler, a.throttle, a.partitions, a.shards}
+func (a *App) services() []component {
+	return []component{
+		{"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"emitter leases", a.partitions}, {"handler leases", a.shards},
+	}
+}
+
+// component is a background component and its name in logs and errors.
+type component struct {
+	name string
+	startstop.Service
+}
+
+// within runs f and waits for it until ctx ends; then it returns an error
+// naming what did not return, and f goes on in the background.
+func within(ctx context.Context, what string, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
+			return fmt.Errorf("%s did not return within the shutdown timeout", what)
+		}
+	}
 }
 
 // Shutdown stops taking new work, lets in-flight deliveries finish, hands
 // the leases back so that other instances take over at once, then stops the
 // API (kept up meanwhile so that consumers can still release tokens) and
 // closes the store. Safe to call twice.
+//
+// It returns when ctx ends even if a component's Stop or the store's Close
+// never returns (a store call that hangs): the error names it, the
+// components after it are not stopped and the store is left open.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.log.Info().Msg("schedulerd shutting down")
 		close(a.done)
-		for _, svc := range a.services() {
-			svc.Stop()
-		}
 		var errs []error
+		stuck := ""
+		for _, svc := range a.services() {
+			if err := within(ctx, svc.name+" stop", func() error { svc.Stop(); return nil }); err != nil {
+				errs, stuck = append(errs, err), svc.name
+				break
+			}
+		}
 		if a.srv != nil {
 			if err := a.srv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+				a.srv.Close()
 			}
 		}
 		if a.srv == nil {
 			a.ln.Close()
 		}
-		if err := a.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close store: %w", err))
+		if stuck == "" {
+			if err := within(ctx, "store close", a.store.Close); err != nil {
+				errs, stuck = append(errs, fmt.Errorf("close store: %w", err)), "store"
+			}
 		}
 		a.stopErr = errors.Join(errs...)
+		if stuck != "" {
+			a.log.Error().Err(a.stopErr).Str("stuck", stuck).Dur("shutdownTimeout", a.cfg.ShutdownTimeout).
+				Msg("schedulerd shutdown timed out")
+			return
+		}
 		a.log.Info().Err(a.stopErr).Msg("schedulerd stopped")
 	})
 	return a.stopErr

@@ -67,9 +67,15 @@ type Config struct {
 	DiskMinFreePercent float64
 	RateBurst          int
 	ShutdownTimeout    time.Duration
-	InstanceID         string
-	LogLevel           string
-	LogFormat          string // "json" (default) or "console"
+	// The API server's connection timeouts and caps (see Start).
+	ServerIdleTimeout       time.Duration
+	ServerReadHeaderTimeout time.Duration
+	ServerWriteTimeout      time.Duration
+	ServerMaxConns          int
+	ServerMaxConnsPerClient int
+	InstanceID              string
+	LogLevel                string
+	LogFormat               string // "json" (default) or "console"
 	// GCPercent and MemoryLimitPercent are the Go runtime's memory
 	// settings; see ApplyMemorySettings.
 	GCPercent          int
@@ -217,7 +223,12 @@ func Options() []Option {
 			c.DiskMinFreePercent = f
 			return nil
 		}},
-		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take; a component still stopping then is logged and the process exits non-zero", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{"server-idle-timeout", "SCHEDULER_SERVER_IDLE_TIMEOUT", "60s", "API connections idle between requests this long are closed", dur("server-idle-timeout", func(c *Config) *time.Duration { return &c.ServerIdleTimeout })},
+		{"server-read-header-timeout", "SCHEDULER_SERVER_READ_HEADER_TIMEOUT", "10s", "time a client has to send a request's headers", dur("server-read-header-timeout", func(c *Config) *time.Duration { return &c.ServerReadHeaderTimeout })},
+		{"server-write-timeout", "SCHEDULER_SERVER_WRITE_TIMEOUT", "2m", "most time from the end of a request's headers to the end of its response", dur("server-write-timeout", func(c *Config) *time.Duration { return &c.ServerWriteTimeout })},
+		{"server-max-conns", "SCHEDULER_SERVER_MAX_CONNS", "0", "most API connections open at once (0: half the open-file limit); over it the oldest idle connection is closed, or the new one if none is idle", num("server-max-conns", func(c *Config) *int { return &c.ServerMaxConns })},
+		{"server-max-conns-per-client", "SCHEDULER_SERVER_MAX_CONNS_PER_CLIENT", "256", "most API connections from one client IP address, kept as -server-max-conns (0: no cap; raise it behind a proxy that shares one address)", num("server-max-conns-per-client", func(c *Config) *int { return &c.ServerMaxConnsPerClient })},
 		{"instance-id", "SCHEDULER_INSTANCE_ID", "", "unique name of this instance (default: local with the embedded store, hostname-pid with mongo)", str(func(c *Config) *string { return &c.InstanceID })},
 		{"log-level", "SCHEDULER_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "SCHEDULER_LOG_FORMAT", "json", "json or console", str(func(c *Config) *string { return &c.LogFormat })},
@@ -388,6 +399,20 @@ func (c *Config) validate() error {
 	}
 	if c.MongoOperationTimeout <= 0 {
 		return errors.New("mongo-operation-timeout: must be positive")
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"server-idle-timeout", c.ServerIdleTimeout}, {"server-read-header-timeout", c.ServerReadHeaderTimeout}, {"server-write-timeout", c.ServerWriteTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: must be positive", d.flag)
+		}
+	}
+	if c.ServerMaxConns < 0 {
+		return fmt.Errorf("server-max-conns: %d is negative", c.ServerMaxConns)
+	}
+	if c.ServerMaxConnsPerClient < 0 {
+		return fmt.Errorf("server-max-conns-per-client: %d is negative", c.ServerMaxConnsPerClient)
 	}
 	if c.GCPercent < 25 || c.GCPercent > 10000 {
 		return fmt.Errorf("gc-percent: %d is out of range 25-10000", c.GCPercent)

@@ -22,6 +22,33 @@ type apiCall func(method, key, path string, body any, want int) map[string]any
 // end of the test, and returns it with a caller of its API.
 func runApp(t testing.TB, env map[string]string) (*app.App, apiCall) {
 	t.Helper()
+	return runAppWith(t, env, app.Hooks{})
+}
+
+// runAppWith is runApp with test hooks.
+func runAppWith(t testing.TB, env map[string]string, hooks app.Hooks) (*app.App, apiCall) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	a := startApp(t, ctx, env, hooks)
+	t.Cleanup(func() {
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return a, caller(t, ctx, "http://"+a.Addr())
+}
+
+// startApp starts the app as runApp does, and leaves shutting it down to
+// the test.
+func startApp(t testing.TB, ctx context.Context, env map[string]string, hooks app.Hooks) *app.App {
+	t.Helper()
+	return startAppLog(t, ctx, env, hooks, zerolog.Nop())
+}
+
+// startAppLog is startApp logging to log.
+func startAppLog(t testing.TB, ctx context.Context, env map[string]string, hooks app.Hooks, log zerolog.Logger) *app.App {
+	t.Helper()
 	all := map[string]string{"SCHEDULER_LISTEN_ADDR": "127.0.0.1:0", "SCHEDULER_DATA_DIR": t.TempDir()}
 	for k, v := range env {
 		all[k] = v
@@ -30,21 +57,19 @@ func runApp(t testing.TB, env map[string]string) (*app.App, apiCall) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	a, err := app.New(ctx, cfg, zerolog.Nop())
+	a, err := app.NewWithHooks(ctx, cfg, log, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	base := "http://" + a.Addr()
+	return a
+}
+
+// caller returns an apiCall to the app at base.
+func caller(t testing.TB, ctx context.Context, base string) apiCall {
+	t.Helper()
 	call := func(method, key, path string, body any, want int) map[string]any {
 		t.Helper()
 		var r *bytes.Reader
@@ -73,7 +98,7 @@ func runApp(t testing.TB, env map[string]string) (*app.App, apiCall) {
 		}
 		return out
 	}
-	return a, call
+	return call
 }
 
 // tenantKey creates a tenant through the admin API and returns a key of it.

@@ -51,6 +51,9 @@ type metrics struct {
 
 	// leases
 	leasesHeld *prometheus.GaugeVec
+
+	// connsShed counts API connections closed by the connection caps.
+	connsShed *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -102,6 +105,10 @@ func newMetrics() *metrics {
 		Name: "schedulerd_leases_held",
 		Help: "Leases this instance holds, by group (emitter partitions, handler shards).",
 	}, []string{"group"})
+	m.connsShed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_api_connections_shed_total",
+		Help: "API connections closed by -server-max-conns or -server-max-conns-per-client, by reason (idle_closed: an idle one made room; refused: every other was busy).",
+	}, []string{"reason"})
 	m.delivered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "schedulerd_events_delivered_total",
 		Help: "Successful delivery attempts.",
@@ -161,7 +168,7 @@ func newMetrics() *metrics {
 	}, []string{"policy"})
 	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit)
 	m.reg.MustRegister(m.firesDeferred, m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
-		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld)
+		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld, m.connsShed)
 	return m
 }
 

@@ -30,16 +30,16 @@ func TestServicesStopOrder(t *testing.T) {
 	if len(got) != 5 {
 		t.Fatalf("%d services, want 5 (emitter, handler, throttle, partitions, shards)", len(got))
 	}
-	if got[0] != em {
-		t.Errorf("first to stop is %T, want the emitter", got[0])
+	if got[0].Service != em {
+		t.Errorf("first to stop is %T, want the emitter", got[0].Service)
 	}
-	if _, ok := got[1].(*handler.Handler); !ok {
-		t.Errorf("second to stop is %T, want the handler", got[1])
+	if _, ok := got[1].Service.(*handler.Handler); !ok {
+		t.Errorf("second to stop is %T, want the handler", got[1].Service)
 	}
-	if _, ok := got[2].(*throttle.Throttle); !ok {
-		t.Errorf("third to stop is %T, want the throttle", got[2])
+	if _, ok := got[2].Service.(*throttle.Throttle); !ok {
+		t.Errorf("third to stop is %T, want the throttle", got[2].Service)
 	}
-	if got[3] != a.partitions || got[4] != a.shards {
+	if got[3].Service != a.partitions || got[4].Service != a.shards {
 		t.Errorf("the lease groups must stop last, partitions then shards")
 	}
 }

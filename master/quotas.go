@@ -154,7 +154,11 @@ func storedQuota(tenantID string, n, events, q int) error {
 // DiskStatus reports whether the disk guard lets writes through, and why
 // not. Without Deps.Disk it is always ok. A failing probe lets writes
 // through (the store reports its own write errors) and says so.
-func (s *Server) DiskStatus() (ok bool, reason string) {
+func (s *Server) DiskStatus() (ok bool, reason string) { return s.diskStatus(0) }
+
+// diskStatus is DiskStatus for a write of about need bytes: refused also
+// when the write would leave less than the threshold free.
+func (s *Server) diskStatus(need uint64) (ok bool, reason string) {
 	if s.disk == nil {
 		return true, "not checked"
 	}
@@ -166,6 +170,10 @@ func (s *Server) DiskStatus() (ok bool, reason string) {
 	if free < min {
 		return false, fmt.Sprintf("free space %s of %s is below the threshold of %s: new schedules, changes, triggers and resumes are refused; deliveries, releases and retention go on",
 			bytesText(free), bytesText(total), bytesText(min))
+	}
+	if need > free-min {
+		return false, fmt.Sprintf("free space %s of %s would fall below the threshold of %s with this write of about %s: make it smaller or free space",
+			bytesText(free), bytesText(total), bytesText(min), bytesText(need))
 	}
 	return true, "ok: " + bytesText(free) + " free of " + bytesText(total)
 }
@@ -180,8 +188,11 @@ func (s *Server) diskThreshold(total uint64) uint64 {
 
 // checkDisk refuses a write that adds schedules or events while the disk
 // guard says the disk is nearly full.
-func (s *Server) checkDisk() error {
-	if ok, reason := s.DiskStatus(); !ok {
+func (s *Server) checkDisk() error { return s.checkDiskFor(0) }
+
+// checkDiskFor is checkDisk for a write of about need bytes.
+func (s *Server) checkDiskFor(need uint64) error {
+	if ok, reason := s.diskStatus(need); !ok {
 		return &problem{status: http.StatusInsufficientStorage, kind: "insufficient-storage", title: "Insufficient Storage", detail: reason}
 	}
 	return nil

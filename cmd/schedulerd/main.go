@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/internal/fdlimit"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 )
 
@@ -31,7 +32,7 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, logOut io.Writer) error {
-	return runWithBanner(args, getenv, logOut, os.Stdout)
+	return runWithBanner(context.Background(), args, getenv, logOut, os.Stdout, app.Hooks{})
 }
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -48,7 +49,9 @@ func versionString() string {
 	return "(devel)"
 }
 
-func runWithBanner(args []string, getenv func(string) string, logOut, banner io.Writer) error {
+// runWithBanner runs schedulerd until SIGINT, SIGTERM or the end of ctx;
+// hooks are for tests.
+func runWithBanner(ctx context.Context, args []string, getenv func(string) string, logOut, banner io.Writer, hooks app.Hooks) error {
 	if slices.Contains(args, "--version") || slices.Contains(args, "-version") {
 		_, err := fmt.Fprintf(banner, "schedulerd %s\n", versionString())
 		return err
@@ -71,11 +74,17 @@ func runWithBanner(args []string, getenv func(string) string, logOut, banner io.
 		memLog = memLog.Str("memoryLimitOf", mem.LimitOf).Int64("memoryLimitOfBytes", mem.Of)
 	}
 	memLog.Msg("go runtime memory settings")
+	// Every API connection holds a file descriptor.
+	if fds, err := fdlimit.Raise(); err != nil {
+		log.Warn().Err(err).Uint64("openFilesLimit", fds.Soft).Msg("open-file limit not raised")
+	} else {
+		log.Info().Uint64("openFilesLimit", fds.Soft).Msg("open-file limit")
+	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	a, err := app.New(ctx, cfg, log)
+	a, err := app.NewWithHooks(ctx, cfg, log, hooks)
 	if err != nil {
 		return err
 	}

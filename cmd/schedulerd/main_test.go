@@ -63,7 +63,13 @@ func start(t *testing.T, dir string) *proc {
 // startEnv is start with more environment variables (KEY=value).
 func startEnv(t *testing.T, dir string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binPath)
+	return startCmd(t, exec.Command(binPath), dir, env...)
+}
+
+// startCmd is startEnv with the command that runs the binary (under
+// prlimit, say).
+func startCmd(t *testing.T, cmd *exec.Cmd, dir string, env ...string) *proc {
+	t.Helper()
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "SCHEDULER_LISTEN_ADDR=127.0.0.1:0"), env...)
 	stdout, err := cmd.StdoutPipe()

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/schedulerd/schedulerd/app"
 )
 
 // --version prints the module version the go tool recorded in the binary,
@@ -55,7 +58,7 @@ func TestVersionFromLdflags(t *testing.T) {
 
 func TestVersionInProcess(t *testing.T) {
 	var banner bytes.Buffer
-	if err := runWithBanner([]string{"--version"}, func(string) string { return "" }, &banner, &banner); err != nil {
+	if err := runWithBanner(context.Background(), []string{"--version"}, func(string) string { return "" }, &banner, &banner, app.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(banner.String(), "schedulerd ") || strings.TrimSpace(strings.TrimPrefix(banner.String(), "schedulerd ")) == "" {
