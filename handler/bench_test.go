@@ -275,7 +275,7 @@ func BenchmarkPolicyRate(b *testing.B) {
 	const perSecond, burst = 200.0, 10
 	const n = 200*30 + 200
 	for range b.N {
-		at := runPolicyRate(b, n, perSecond, burst)
+		_, at := runPolicyRate(b, n, perSecond, burst)
 		b.StopTimer()
 		got := achieved(at, 200, n-1)
 		b.ReportMetric(got, "events/s")

@@ -24,18 +24,25 @@ type noisyNeighbour struct {
 	// requests at once (the others wait for it), each taking aHold.
 	aConcurrency int
 	aHold        time.Duration
+	// holdForB, if set, has A's consumer hold each request until B's
+	// events have all arrived instead of for aHold: A's requests then hold
+	// every delivery slot of A's host while B's events are due.
+	holdForB bool
 	// window, if set, is when after A's launch instant A's deliveries are
 	// counted (its drain rate), B's having all arrived.
 	window time.Duration
 }
 
-// bLateness runs n and returns the lateness of each of B's deliveries
-// (receipt at B's consumer minus launch time) and how many of A's events
-// arrived meanwhile (or within window).
+// run runs n and returns the lateness of each of B's deliveries (receipt
+// at B's consumer minus launch time) and how many of A's events had
+// arrived when B's had (or within window).
 func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Duration, aGot int64) {
 	t.Helper()
 	sem := make(chan struct{}, n.aConcurrency)
-	var aN atomic.Int64
+	var aN, aDropped atomic.Int64 // A's requests answered; given up by the sender
+	bIn := make(chan struct{})
+	endHold := sync.OnceFunc(func() { close(bIn) })
+	t.Cleanup(endHold)
 	slow := consumer(t, func(_ delivery.Message, w http.ResponseWriter, r *http.Request) {
 		select {
 		case sem <- struct{}{}:
@@ -43,9 +50,16 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 			return
 		}
 		defer func() { <-sem }()
+		var held <-chan time.Time
+		hold := bIn
+		if !n.holdForB {
+			held, hold = time.After(n.aHold), nil
+		}
 		select {
-		case <-time.After(n.aHold):
+		case <-held:
+		case <-hold:
 		case <-r.Context().Done():
+			aDropped.Add(1)
 			return
 		}
 		aN.Add(1)
@@ -93,41 +107,53 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 			t.Fatalf("only %d of B's %d events arrived; A's consumer got %d", len(late), n.bEvents, aN.Load())
 		}
 	}
+	aGot = aN.Load()
+	if d := aDropped.Load(); n.holdForB && d > 0 {
+		// The delivery timeout ended them: B may have had their slots.
+		t.Errorf("%d of A's held requests ended before B's events all arrived", d)
+	}
+	endHold()
 	if n.window > 0 {
 		time.Sleep(time.Until(instant.Add(n.window))) // a measurement window, not a wait for an event
+		aGot = aN.Load()
 	}
-	return late, aN.Load()
+	return late, aGot
 }
 
-func checkBLateness(t *testing.T, late []time.Duration, aGot int64, aTotal int, bound time.Duration) {
+// checkB checks B's deliveries behind A's backlog: every one of them
+// arrived while A's backlog still waited (aGot of aTotal delivered), none
+// before its launch time. Their lateness is logged; BenchmarkNoisyNeighbour
+// measures it.
+func checkB(t *testing.T, late []time.Duration, aGot int64, aTotal int) {
 	t.Helper()
 	p50, p99, worst := percentile(late, 0.5), percentile(late, 0.99), percentile(late, 1)
 	t.Logf("B lateness p50 %s p99 %s max %s; A delivered %d of %d meanwhile", p50, p99, worst, aGot, aTotal)
 	if aGot >= int64(aTotal) {
-		t.Fatalf("A's backlog drained (%d) before B's events were due: the test shows nothing", aGot)
+		t.Errorf("A's backlog drained (%d of %d) before B's events all arrived: B waited behind it", aGot, aTotal)
 	}
-	if p99 > bound {
-		t.Errorf("B's p99 lateness %s behind A's backlog, want at most %s", p99, bound)
+	if first := percentile(late, 0); first < 0 {
+		t.Errorf("a B event arrived %s before its launch time", -first)
 	}
 }
 
-// A tenant's backlog to a consumer slower than the scheduler does not delay
-// another tenant's events: they go out at their launch time.
+// A tenant's backlog to a consumer slower than the scheduler does not hold
+// back another tenant's events: they go out while the backlog waits.
 func TestFairSlowConsumerBacklog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 deliveries")
 	}
 	n := noisyNeighbour{aEvents: 20_000, bEvents: 50, aConcurrency: 8, aHold: 2 * time.Millisecond}
 	late, aGot := n.run(t, openStore(t))
-	checkBLateness(t, late, aGot, n.aEvents, latenessBound)
+	checkB(t, late, aGot, n.aEvents)
 }
 
-// A consumer that holds each request 2 s holds only its own tenant's
-// delivery slots.
+// A consumer that holds its requests holds only its own tenant's delivery
+// slots: B's events all arrive while A's consumer holds every request it
+// got, none answered or given up.
 func TestFairHoldingConsumer(t *testing.T) {
-	n := noisyNeighbour{aEvents: 3_000, bEvents: 50, aConcurrency: 1000, aHold: 2 * time.Second}
+	n := noisyNeighbour{aEvents: 1_000, bEvents: 50, aConcurrency: 1000, holdForB: true}
 	late, aGot := n.run(t, openStore(t))
-	checkBLateness(t, late, aGot, n.aEvents, latenessBound)
+	checkB(t, late, aGot, n.aEvents)
 }
 
 // tenantsByID is a handler.Tenants from a map.

@@ -4,10 +4,6 @@ package handler_test
 
 import "time"
 
-// latenessBound is the acceptance bound on the p99 lateness of a
-// tenant's events behind another tenant's backlog.
-const latenessBound = 100 * time.Millisecond
-
 // claimTimePerEvent is the lead a noisy-neighbour test gives each event
 // so that inserting and claiming them all ends before their instant on a
 // slow shared machine, without the race detector.

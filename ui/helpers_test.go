@@ -21,15 +21,20 @@ import (
 	"github.com/schedulerd/schedulerd/app"
 )
 
-// chromePath finds a Chromium binary or skips the test.
+// chromeNames are the Chromium binaries a browser test can drive.
+var chromeNames = []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"}
+
+// chromePath finds a Chromium binary or skips the test, naming the
+// binaries it looked for.
 func chromePath(tb testing.TB) string {
 	tb.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+	for _, name := range chromeNames {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	tb.Skip("no Chromium binary found (Debian: apt-get install chromium; scripts/test.sh installs it as root): browser tests skipped")
+	tb.Skipf("browser test skipped: no Chromium binary on PATH (looked for %s; Debian: apt-get install chromium; scripts/test.sh installs it as root)",
+		strings.Join(chromeNames, ", "))
 	return ""
 }
 
