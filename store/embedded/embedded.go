@@ -118,7 +118,7 @@ var (
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
-		bFires, bFireSched, bFireEmitting,
+		bFires, bFireSched, bFireEmitting, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
 )
@@ -273,6 +273,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000), opts.indexedOneOffs); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
+	}
+	if err := fillScheduleEnds(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: index schedule ends: %w: %w", dir, model.ErrUnavailable, err)
 	}
 	s := &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}
 	if err := db.View(func(tx *bolt.Tx) error {

@@ -417,6 +417,11 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		collSchedules: {
 			idx("tenant_id", false, "tenantId", "_id"),
 			idx("tenant_policy", false, "tenantId", "policyId"),
+			// The quota's count of schedules that are not completed.
+			idx("tenant_state", false, "tenantId", "state"),
+			// ScheduleComplete and ScheduleDeleteCompleted.
+			idx("ends_id", false, "endsAt", "_id"),
+			idx("completed", false, "completedAt"),
 		},
 		collChildren: {
 			// The emitter's scan: eligible keys of one partition and timezone.

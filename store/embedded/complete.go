@@ -1,0 +1,348 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// bSchedEnds indexes the schedules that will complete or have completed,
+// under three kinds of keys (schedKey as in the schedules bucket):
+//
+//	'e', end, schedKey            an active schedule with an end: a
+//	                              one-off's fire instant, a cron
+//	                              schedule's endAt (ScheduleComplete)
+//	'c', updatedAt, schedKey      a completed schedule (ScheduleDeleteCompleted)
+//	't', tenant code, schedKey    a completed schedule (ScheduleCountByTenant)
+//
+// The entries change with the schedule's row (writeEndKeys); the keys of
+// a schedule are made from its row alone (endKeys).
+var bSchedEnds = []byte("schedule_ends")
+
+// keyEndsFilled in the meta bucket says that bSchedEnds holds the entries
+// of every schedule (fillScheduleEnds has run).
+var keyEndsFilled = []byte("schedule_ends_filled")
+
+const (
+	endActive     = 'e'
+	endDone       = 'c'
+	endTenantDone = 't'
+)
+
+// scheduleEnd is the end of an active schedule, false if it has none.
+func scheduleEnd(sc *model.Schedule) (time.Time, bool) {
+	switch {
+	case sc.State != model.ScheduleActive && sc.State != "":
+		return time.Time{}, false
+	case sc.RunAt != nil:
+		return model.FireInstant(*sc.RunAt), true
+	case sc.EndAt != nil:
+		return sc.EndAt.UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// endKeys returns sc's keys in bSchedEnds (none for nil). codes gives the
+// tenant's code (a new one only if create).
+func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
+	if sc == nil {
+		return nil, nil
+	}
+	if end, ok := scheduleEnd(sc); ok {
+		return [][]byte{appendSchedKey(appendTime([]byte{endActive}, end), sc.ID)}, nil
+	}
+	if sc.State != model.ScheduleCompleted {
+		return nil, nil
+	}
+	tk, err := codes.key(sc.TenantID, appendSchedKey(nil, sc.ID))
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{
+		appendSchedKey(appendTime([]byte{endDone}, sc.UpdatedAt), sc.ID),
+		append([]byte{endTenantDone}, tk...),
+	}, nil
+}
+
+// writeEndKeys moves the schedule's entries in bSchedEnds from those of
+// old (nil: a new schedule) to those of sc (nil: deleted).
+func writeEndKeys(tx *bolt.Tx, codes *tenantCodes, old, sc *model.Schedule) error {
+	if codes == nil {
+		codes = newTenantCodes(tx)
+	}
+	oldKeys, err := endKeys(codes, old)
+	if err != nil {
+		return err
+	}
+	newKeys, err := endKeys(codes, sc)
+	if err != nil {
+		return err
+	}
+	b := tx.Bucket(bSchedEnds)
+	for _, k := range oldKeys {
+		if !containsKey(newKeys, k) {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range newKeys {
+		if !containsKey(oldKeys, k) {
+			if err := b.Put(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func containsKey(keys [][]byte, k []byte) bool {
+	for _, o := range keys {
+		if bytes.Equal(o, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// completedCount counts the tenant's completed schedules under its code.
+func completedCount(tx *bolt.Tx, code []byte) int {
+	n := 0
+	scanPrefix(tx, bSchedEnds, append([]byte{endTenantDone}, code...), func(_, _ []byte) bool {
+		n++
+		return true
+	})
+	return n
+}
+
+// fillScheduleEnds writes the entries of every schedule into bSchedEnds
+// once, for a store written before the index existed.
+func fillScheduleEnds(db *bolt.DB) error {
+	done := false
+	if err := db.View(func(tx *bolt.Tx) error {
+		done = tx.Bucket(bMeta).Get(keyEndsFilled) != nil
+		return nil
+	}); err != nil || done {
+		return err
+	}
+	if err := walkChunks(db, bSchedules, 10_000, func(tx *bolt.Tx, rows []kv) error {
+		codes, dict := newTenantCodes(tx), &rowDict{tx: tx}
+		for _, r := range rows {
+			sc, _, err := decodeScheduleRow([]byte(schedKeyID(r.k)), r.v, dict)
+			if err != nil {
+				return err
+			}
+			if err := writeEndKeys(tx, codes, nil, sc); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keyEndsFilled, []byte{1}) })
+}
+
+// clampLimit is limit within 1..1000.
+func clampLimit(limit int) int { return min(max(limit, 1), 1000) }
+
+// ScheduleComplete completes the active schedules with an end not after
+// p.Now whose events are finished, in one transaction (see
+// store.ScheduleStore).
+func (s *Store) ScheduleComplete(ctx context.Context, p *store.ScheduleCompleteParams) (store.ScheduleCompleteResult, error) {
+	var res store.ScheduleCompleteResult
+	err := s.update(ctx, "schedule complete", func(tx *bolt.Tx) error {
+		res = store.ScheduleCompleteResult{Last: p.After}
+		limit := clampLimit(p.Limit)
+		from := []byte{endActive}
+		if !p.After.End.IsZero() || p.After.ID != "" {
+			from = append(appendSchedKey(appendTime([]byte{endActive}, p.After.End), p.After.ID), 0)
+		}
+		type cand struct {
+			end time.Time
+			id  string
+		}
+		var cands []cand
+		c := tx.Bucket(bSchedEnds).Cursor()
+		for k, _ := c.Seek(from); k != nil && k[0] == endActive && len(cands) < limit; k, _ = c.Next() {
+			end := readTime(k[1:])
+			if end.After(p.Now) {
+				break
+			}
+			cands = append(cands, cand{end, schedKeyID(k[1+timeLen:])})
+		}
+		codes := newTenantCodes(tx)
+		for _, cd := range cands {
+			res.Examined++
+			res.Last = store.ScheduleEnd{End: cd.end, ID: cd.id}
+			done, err := s.completeOne(tx, codes, cd.id, cd.end, p)
+			if err != nil {
+				return err
+			}
+			if done {
+				res.Completed++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.ScheduleCompleteResult{}, err
+	}
+	return res, nil
+}
+
+// completeOne completes schedule id, whose end is end, if it may.
+func (s *Store) completeOne(tx *bolt.Tx, codes *tenantCodes, id string, end time.Time, p *store.ScheduleCompleteParams) (bool, error) {
+	raw := tx.Bucket(bSchedules).Get(schedKey(id))
+	if raw == nil || rowHasEvent(raw) {
+		// An event the row holds has not changed: it waits.
+		return false, nil
+	}
+	old, oldSole, err := getScheduleRow(s.dict(tx), []byte(id))
+	if err != nil {
+		return false, err
+	}
+	if e, ok := scheduleEnd(old); !ok || !e.Equal(end) {
+		return false, nil
+	}
+	if k, _ := tx.Bucket(bFireEmitting).Cursor().Seek([]byte(id + ".")); k != nil && bytes.HasPrefix(k, []byte(id+".")) {
+		return false, nil
+	}
+	busy, err := scheduleUnfinished(tx, id)
+	if err != nil || busy {
+		return false, err
+	}
+	if !end.Before(p.MissedBefore) {
+		if old.RunAt == nil {
+			return false, nil
+		}
+		fired, err := firedAt(s.dict(tx), id, end)
+		if err != nil || !fired {
+			return false, err
+		}
+	}
+	sc := *old
+	sc.State, sc.Version, sc.UpdatedAt = model.ScheduleCompleted, old.Version+1, p.At.UTC()
+	if err := updateScheduleRow(tx, codes, old, oldSole, &sc, nil); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// firedAt reports whether schedule id has a fire at t, of any version.
+func firedAt(r *rowDict, id string, t time.Time) (bool, error) {
+	f, err := rowFireOf(r, id)
+	if err != nil {
+		return false, err
+	}
+	if f != nil && f.FireTime.Equal(t) {
+		return true, nil
+	}
+	prefix := appendTime(strKey(id), t)
+	k, _ := r.tx.Bucket(bFireSched).Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix), nil
+}
+
+// scheduleUnfinished reports whether schedule id has an event that is not
+// finished: in its row (not asked here: the caller has read the row), a
+// group of its fires (ev_sched entries and the groups under its id, see
+// impliedGroup) or a loose event.
+func scheduleUnfinished(tx *bolt.Tx, id string) (bool, error) {
+	x := newEvtx(tx)
+	busy := false
+	var err error
+	check := func(fireID string) bool {
+		err = fireRows(x, tx, fireID, "", func(code byte, _ []byte) bool {
+			busy = !statusByCode[code].Finished()
+			return !busy
+		})
+		return err == nil && !busy
+	}
+	schedGroups(x.groups, id, check)
+	if err != nil || busy {
+		return busy, err
+	}
+	prefix := strKey(id)
+	type ent struct{ suffix, v []byte }
+	var ents []ent
+	scanPrefix(tx, bEvSched, prefix, func(k, v []byte) bool {
+		ents = append(ents, ent{bytes.Clone(k[len(prefix):]), bytes.Clone(v)})
+		return true
+	})
+	for _, en := range ents {
+		if len(en.v) == rowKeyLen {
+			e, err := x.load(en.v)
+			if err != nil {
+				return false, err
+			}
+			if !e.Status.Finished() {
+				return true, nil
+			}
+			continue
+		}
+		if !check(string(en.suffix[:len(en.suffix)-2])) {
+			return busy, err
+		}
+	}
+	return false, nil
+}
+
+// ScheduleDeleteCompleted deletes the completed schedules whose UpdatedAt
+// is before p.Before, oldest first, with their children and fires.
+func (s *Store) ScheduleDeleteCompleted(ctx context.Context, p *store.ScheduleDeleteCompletedParams) (int, error) {
+	var n int
+	err := s.update(ctx, "schedule delete completed", func(tx *bolt.Tx) error {
+		n = 0
+		limit := clampLimit(p.Limit)
+		var ids []string
+		scanPrefix(tx, bSchedEnds, []byte{endDone}, func(k, _ []byte) bool {
+			if len(ids) >= limit || !readTime(k[1:]).Before(p.Before) {
+				return false
+			}
+			ids = append(ids, schedKeyID(k[1+timeLen:]))
+			return true
+		})
+		for _, id := range ids {
+			sc, err := getSchedule(s.dict(tx), []byte(id))
+			if err != nil {
+				return err
+			}
+			if err := s.deleteSchedule(tx, sc.TenantID, id); err != nil {
+				return err
+			}
+			if err := deleteFires(tx, id); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// deleteFires removes the fire rows of schedule id and their index
+// entries; the fire its row held went with the row.
+func deleteFires(tx *bolt.Tx, id string) error {
+	var keys, ids [][]byte
+	prefix := strKey(id)
+	scanPrefix(tx, bFireSched, prefix, func(k, _ []byte) bool {
+		keys = append(keys, bytes.Clone(k))
+		ids = append(ids, bytes.Clone(k[len(prefix)+timeLen:]))
+		return true
+	})
+	if err := deleteKeys(tx, bFireSched, keys); err != nil {
+		return err
+	}
+	if err := deleteKeys(tx, bFires, ids); err != nil {
+		return err
+	}
+	return deleteKeys(tx, bFireEmitting, ids)
+}
