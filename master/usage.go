@@ -15,8 +15,9 @@ import (
 // once the figures are Config.QuotaCountTTL old and recountSpacing times as
 // old as the last count took (so that counting a large tenant takes a small
 // share of a core); in between, what this process lets through is added to
-// the cached figures. Deletions, retention and other instances' writes show
-// at the next count.
+// the cached figures. Deletions, completions, retention and other
+// instances' writes show at the next count; a check that would refuse
+// counts again first (at most as often as a recount).
 type usageCache struct {
 	mu sync.Mutex
 	m  map[string]*usage
@@ -72,7 +73,25 @@ func (s *Server) reserve(ctx context.Context, tenantID string, r *tenantRules, s
 		go s.recount(tenantID, r, u, u.addedSchedules, u.addedEvents)
 	}
 	if err := check(*u); err != nil {
-		return err
+		if !ok || s.cfg.QuotaCountTTL < 0 || u.counting || now.Sub(u.countedAt) < recountSpacing*u.countTook {
+			return err
+		}
+		// A refusal is final for the client: count again first, since the
+		// tenant's schedules may have completed or gone, unless a count
+		// was just made (as often as a recount).
+		addedSchedules, addedEvents := u.addedSchedules, u.addedEvents
+		s.usage.mu.Unlock()
+		ns, ne, took, cerr := s.countUsage(ctx, tenantID, r)
+		s.usage.mu.Lock()
+		if cerr != nil {
+			return cerr
+		}
+		u.schedules = ns + u.addedSchedules - addedSchedules
+		u.events = ne + u.addedEvents - addedEvents
+		u.countedAt, u.countTook = now, took
+		if err := check(*u); err != nil {
+			return err
+		}
 	}
 	u.schedules += schedules
 	u.events += events
