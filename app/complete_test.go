@@ -107,13 +107,16 @@ func TestOneOffCompletes(t *testing.T) {
 	tenant := call(http.MethodPost, a.AdminKey(), "/v1/tenants", map[string]any{"name": "acme"}, http.StatusCreated)
 	call(http.MethodPatch, a.AdminKey(), "/v1/tenants/"+tenant["id"].(string), map[string]any{"quotas": map[string]any{"maxSchedules": 1}}, http.StatusOK)
 	key := call(http.MethodPost, a.AdminKey(), "/v1/tenants/"+tenant["id"].(string)+"/keys", nil, http.StatusCreated)["key"].(string)
-	oneOff := func(name string) map[string]any {
-		return map[string]any{"name": name, "runAt": time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano),
+	oneOff := func(name string, in time.Duration) map[string]any {
+		return map[string]any{"name": name, "runAt": time.Now().Add(in).UTC().Format(time.RFC3339Nano),
 			"target": map[string]any{"type": "http", "url": consumer.URL + "/hook"}}
 	}
-	first := call(http.MethodPost, key, "/v1/schedules", oneOff("first"), http.StatusCreated)
+	// Due after the master's count of the tenant is stale (its
+	// QuotaCountTTL, 5s), so that the create after the completion counts
+	// again.
+	first := call(http.MethodPost, key, "/v1/schedules", oneOff("first", 6*time.Second), http.StatusCreated)
 	id := first["id"].(string)
-	call(http.MethodPost, key, "/v1/schedules", oneOff("refused"), http.StatusUnprocessableEntity)
+	call(http.MethodPost, key, "/v1/schedules", oneOff("refused", time.Second), http.StatusUnprocessableEntity)
 
 	var m delivery.Message
 	select {
@@ -131,7 +134,7 @@ func TestOneOffCompletes(t *testing.T) {
 	if got := call(http.MethodGet, key, "/v1/schedules/"+id, nil, http.StatusOK)["state"]; got != "completed" {
 		t.Fatalf("state %v after the release, want completed", got)
 	}
-	second := call(http.MethodPost, key, "/v1/schedules", oneOff("second"), http.StatusCreated)
+	second := call(http.MethodPost, key, "/v1/schedules", oneOff("second", time.Hour), http.StatusCreated)
 
 	wait("deletion", func(m map[string]any) bool { n, _ := m["deleted"].(float64); return n > 0 })
 	call(http.MethodGet, key, "/v1/schedules/"+id, nil, http.StatusNotFound)
