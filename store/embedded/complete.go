@@ -3,6 +3,9 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -19,6 +22,10 @@ import (
 //	                              schedule's endAt (ScheduleComplete)
 //	'c', updatedAt, schedKey      a completed schedule (ScheduleDeleteCompleted)
 //	't', tenant code, schedKey    a completed schedule (ScheduleCountByTenant)
+//
+// Times are whole Unix seconds in 4 bytes (appendSecond), which keeps the
+// entry of each one-off small; the walks read the exact times from the
+// rows.
 //
 // The entries change with the schedule's row (writeEndKeys); the keys of
 // a schedule are made from its row alone (endKeys).
@@ -54,7 +61,7 @@ func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 		return nil, nil
 	}
 	if end, ok := scheduleEnd(sc); ok {
-		return [][]byte{appendSchedKey(appendTime([]byte{endActive}, end), sc.ID)}, nil
+		return [][]byte{appendSchedKey(appendSecond([]byte{endActive}, end), sc.ID)}, nil
 	}
 	if sc.State != model.ScheduleCompleted {
 		return nil, nil
@@ -64,10 +71,24 @@ func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 		return nil, err
 	}
 	return [][]byte{
-		appendSchedKey(appendTime([]byte{endDone}, sc.UpdatedAt), sc.ID),
+		appendSchedKey(appendSecond([]byte{endDone}, sc.UpdatedAt), sc.ID),
 		append([]byte{endTenantDone}, tk...),
 	}, nil
 }
+
+// appendSecond appends t's Unix second (rounded down), within 0 and
+// 2^32-1, in 4 bytes big-endian.
+func appendSecond(b []byte, t time.Time) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(min(max(t.Unix(), 0), math.MaxUint32)))
+}
+
+// secondNotAfter reports whether the second that k (after its kind)
+// starts with is not after t's: the entry's time may be at or before t.
+func secondNotAfter(k []byte, t time.Time) bool {
+	return bytes.Compare(k[1:1+secLen], appendSecond(nil, t)) <= 0
+}
+
+const secLen = 4
 
 // writeEndKeys moves the schedule's entries in bSchedEnds from those of
 // old (nil: a new schedule) to those of sc (nil: deleted).
@@ -161,29 +182,21 @@ func (s *Store) ScheduleComplete(ctx context.Context, p *store.ScheduleCompleteP
 		limit := clampLimit(p.Limit)
 		from := []byte{endActive}
 		if !p.After.End.IsZero() || p.After.ID != "" {
-			from = append(appendSchedKey(appendTime([]byte{endActive}, p.After.End), p.After.ID), 0)
+			from = append(appendSchedKey(appendSecond([]byte{endActive}, p.After.End), p.After.ID), 0)
 		}
-		type cand struct {
-			end time.Time
-			id  string
-		}
-		var cands []cand
+		var ids []string
 		c := tx.Bucket(bSchedEnds).Cursor()
-		for k, _ := c.Seek(from); k != nil && k[0] == endActive && len(cands) < limit; k, _ = c.Next() {
-			end := readTime(k[1:])
-			if end.After(p.Now) {
-				break
-			}
-			cands = append(cands, cand{end, schedKeyID(k[1+timeLen:])})
+		for k, _ := c.Seek(from); k != nil && k[0] == endActive && len(ids) < limit && secondNotAfter(k, p.Now); k, _ = c.Next() {
+			ids = append(ids, schedKeyID(k[1+secLen:]))
 		}
 		codes := newTenantCodes(tx)
-		for _, cd := range cands {
-			res.Examined++
-			res.Last = store.ScheduleEnd{End: cd.end, ID: cd.id}
-			done, err := s.completeOne(tx, codes, cd.id, cd.end, p)
+		for _, id := range ids {
+			end, done, err := s.completeOne(tx, codes, id, p)
 			if err != nil {
 				return err
 			}
+			res.Examined++
+			res.Last = store.ScheduleEnd{End: end, ID: id}
 			if done {
 				res.Completed++
 			}
@@ -196,42 +209,45 @@ func (s *Store) ScheduleComplete(ctx context.Context, p *store.ScheduleCompleteP
 	return res, nil
 }
 
-// completeOne completes schedule id, whose end is end, if it may.
-func (s *Store) completeOne(tx *bolt.Tx, codes *tenantCodes, id string, end time.Time, p *store.ScheduleCompleteParams) (bool, error) {
-	raw := tx.Bucket(bSchedules).Get(schedKey(id))
-	if raw == nil || rowHasEvent(raw) {
-		// An event the row holds has not changed: it waits.
-		return false, nil
-	}
+// completeOne completes schedule id if it may, and returns its end.
+func (s *Store) completeOne(tx *bolt.Tx, codes *tenantCodes, id string, p *store.ScheduleCompleteParams) (time.Time, bool, error) {
 	old, oldSole, err := getScheduleRow(s.dict(tx), []byte(id))
-	if err != nil {
-		return false, err
+	if errors.Is(err, model.ErrNotFound) {
+		return time.Time{}, false, nil // the entry and the row go in one transaction
 	}
-	if e, ok := scheduleEnd(old); !ok || !e.Equal(end) {
-		return false, nil
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	end, ok := scheduleEnd(old)
+	if !ok || end.After(p.Now) {
+		return end, false, nil
+	}
+	if rowHasEvent(tx.Bucket(bSchedules).Get(schedKey(id))) {
+		// An event the row holds has not changed: it waits.
+		return end, false, nil
 	}
 	if k, _ := tx.Bucket(bFireEmitting).Cursor().Seek([]byte(id + ".")); k != nil && bytes.HasPrefix(k, []byte(id+".")) {
-		return false, nil
+		return end, false, nil
 	}
 	busy, err := scheduleUnfinished(tx, id)
 	if err != nil || busy {
-		return false, err
+		return end, false, err
 	}
 	if !end.Before(p.MissedBefore) {
 		if old.RunAt == nil {
-			return false, nil
+			return end, false, nil
 		}
 		fired, err := firedAt(s.dict(tx), id, end)
 		if err != nil || !fired {
-			return false, err
+			return end, false, err
 		}
 	}
 	sc := *old
 	sc.State, sc.Version, sc.UpdatedAt = model.ScheduleCompleted, old.Version+1, p.At.UTC()
 	if err := updateScheduleRow(tx, codes, old, oldSole, &sc, nil); err != nil {
-		return false, err
+		return end, false, err
 	}
-	return true, nil
+	return end, true, nil
 }
 
 // firedAt reports whether schedule id has a fire at t, of any version.
@@ -301,16 +317,19 @@ func (s *Store) ScheduleDeleteCompleted(ctx context.Context, p *store.ScheduleDe
 		limit := clampLimit(p.Limit)
 		var ids []string
 		scanPrefix(tx, bSchedEnds, []byte{endDone}, func(k, _ []byte) bool {
-			if len(ids) >= limit || !readTime(k[1:]).Before(p.Before) {
+			if len(ids) >= limit || !secondNotAfter(k, p.Before) {
 				return false
 			}
-			ids = append(ids, schedKeyID(k[1+timeLen:]))
+			ids = append(ids, schedKeyID(k[1+secLen:]))
 			return true
 		})
 		for _, id := range ids {
 			sc, err := getSchedule(s.dict(tx), []byte(id))
 			if err != nil {
 				return err
+			}
+			if !sc.UpdatedAt.Before(p.Before) {
+				continue
 			}
 			if err := s.deleteSchedule(tx, sc.TenantID, id); err != nil {
 				return err
