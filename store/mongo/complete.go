@@ -132,3 +132,50 @@ func (s *Store) ScheduleDeleteCompleted(ctx context.Context, p *store.ScheduleDe
 	}
 	return n, nil
 }
+
+// fillEnds sets endsAt on the active schedules with an end that a version
+// without it wrote, once: while the (endsAt, _id) index, created after
+// it, is missing. A fill cut short runs again at the next start.
+func (s *Store) fillEnds(ctx context.Context) error {
+	specs, err := s.schedules.Indexes().ListSpecifications(ctx)
+	if err != nil && !isNamespaceNotFound(err) {
+		return fmt.Errorf("list indexes on %s: %w", collSchedules, interpretError(err))
+	}
+	for _, sp := range specs {
+		if sp.Name == "ends_id" {
+			return nil
+		}
+	}
+	filter := bson.D{
+		{Key: "endsAt", Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: "state", Value: bson.D{{Key: "$ne", Value: string(model.ScheduleCompleted)}}},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "runAt", Value: bson.D{{Key: "$exists", Value: true}}}},
+			bson.D{{Key: "endAt", Value: bson.D{{Key: "$exists", Value: true}}}},
+		}},
+	}
+	cur, err := s.schedules.Find(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("fill endsAt: %w", interpretError(err))
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var d scheduleDoc
+		if err := cur.Decode(&d); err != nil {
+			return fmt.Errorf("fill endsAt: %w", err)
+		}
+		nd := toScheduleDoc(d.model())
+		if nd.EndsAt == nil {
+			continue
+		}
+		_, err := s.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}, {Key: "version", Value: d.Version}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "endsAt", Value: *nd.EndsAt}}}})
+		if err != nil {
+			return fmt.Errorf("fill endsAt of %s: %w", d.ID, interpretError(err))
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("fill endsAt: %w", interpretError(err))
+	}
+	return nil
+}

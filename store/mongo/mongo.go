@@ -326,6 +326,9 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if opts.SkipIndexes {
 		return nil
 	}
+	if err := s.fillEnds(ctx); err != nil {
+		return fmt.Errorf("mongo open: %w", err)
+	}
 	if err := s.createIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
