@@ -141,3 +141,37 @@ func TestOneOffCompletes(t *testing.T) {
 	call(http.MethodGet, key, "/v1/fires/"+m.FireID, nil, http.StatusNotFound)
 	call(http.MethodGet, key, "/v1/schedules/"+second["id"].(string), nil, http.StatusOK)
 }
+
+// TestCompletedRetentionFlag: -completed-retention defaults to -retention
+// and is held to the same range.
+func TestCompletedRetentionFlag(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+		err  string
+	}{
+		"DefaultsToRetention": {env: map[string]string{"SCHEDULER_RETENTION": "2h"}, want: 2 * time.Hour},
+		"Own":                 {args: []string{"-completed-retention", "90m"}, want: 90 * time.Minute},
+		"Env":                 {env: map[string]string{"SCHEDULER_COMPLETED_RETENTION": "3h"}, want: 3 * time.Hour},
+		"RejectsHuge":         {args: []string{"-completed-retention", "1000000h"}, err: "completed-retention:"},
+		"RejectsBad":          {args: []string{"-completed-retention", "soon"}, err: "completed-retention:"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := app.ParseConfig(tc.args, func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.CompletedRetention != tc.want {
+				t.Fatalf("CompletedRetention %s, want %s", cfg.CompletedRetention, tc.want)
+			}
+		})
+	}
+}
