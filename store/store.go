@@ -216,8 +216,10 @@ type ScheduleStore interface {
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	// ScheduleComplete walks the active schedules that have an end (a
 	// one-off's fire instant, model.FireInstant of RunAt; a cron
-	// schedule's EndAt) not after p.Now, in the order of their ends after
-	// p.After, through an index of those ends (never every schedule), and
+	// schedule's EndAt) not after p.Now, after p.After in the order of an
+	// index of those ends (never every schedule; a driver may order ends
+	// by a coarser unit, by id within it, and look at and leave schedules
+	// whose ends are in p.Now's unit but after it), and
 	// moves to completed (Version+1, UpdatedAt p.At) each whose events are
 	// all finished (released, dead or cancelled), that has no fire still
 	// being emitted (Remaining > 0), and that fires no more: a one-off

@@ -23,9 +23,14 @@ import (
 //	'c', updatedAt, schedKey      a completed schedule (ScheduleDeleteCompleted)
 //	't', tenant code, schedKey    a completed schedule (ScheduleCountByTenant)
 //
-// Times are whole Unix seconds in 4 bytes (appendSecond), which keeps the
-// entry of each one-off small; the walks read the exact times from the
-// rows.
+// Times are counts of whole units since the Unix epoch in 4 bytes
+// (appendUnit), which keeps the entry of each one-off small; the walks
+// read the exact times from the rows. Ends are in hours: the one-offs
+// created together (a batch), with runAts spread over the next hours,
+// then append to the ends of a few runs of keys (schedKeys ascend with
+// creation) instead of going to a page each, which would make every
+// commit of a batch write a page per one-off. A walk reads the entries of
+// the current hour whose ends are still ahead once per call.
 //
 // The entries change with the schedule's row (writeEndKeys); the keys of
 // a schedule are made from its row alone (endKeys).
@@ -61,7 +66,7 @@ func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 		return nil, nil
 	}
 	if end, ok := scheduleEnd(sc); ok {
-		return [][]byte{appendSchedKey(appendSecond([]byte{endActive}, end), sc.ID)}, nil
+		return [][]byte{appendSchedKey(appendUnit([]byte{endActive}, end, endUnit), sc.ID)}, nil
 	}
 	if sc.State != model.ScheduleCompleted {
 		return nil, nil
@@ -71,24 +76,28 @@ func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 		return nil, err
 	}
 	return [][]byte{
-		appendSchedKey(appendSecond([]byte{endDone}, sc.UpdatedAt), sc.ID),
+		appendSchedKey(appendUnit([]byte{endDone}, sc.UpdatedAt, time.Second), sc.ID),
 		append([]byte{endTenantDone}, tk...),
 	}, nil
 }
 
-// appendSecond appends t's Unix second (rounded down), within 0 and
-// 2^32-1, in 4 bytes big-endian.
-func appendSecond(b []byte, t time.Time) []byte {
-	return binary.BigEndian.AppendUint32(b, uint32(min(max(t.Unix(), 0), math.MaxUint32)))
+// endUnit is the unit of the ends in 'e' keys.
+const endUnit = time.Hour
+
+// appendUnit appends the number of whole units from the Unix epoch to t
+// (rounded down), within 0 and 2^32-1, in 4 bytes big-endian.
+func appendUnit(b []byte, t time.Time, unit time.Duration) []byte {
+	n := t.Unix() / int64(unit/time.Second)
+	return binary.BigEndian.AppendUint32(b, uint32(min(max(n, 0), math.MaxUint32)))
 }
 
-// secondNotAfter reports whether the second that k (after its kind)
-// starts with is not after t's: the entry's time may be at or before t.
-func secondNotAfter(k []byte, t time.Time) bool {
-	return bytes.Compare(k[1:1+secLen], appendSecond(nil, t)) <= 0
+// unitNotAfter reports whether the unit that k (after its kind) starts
+// with is not after t's: the entry's time may be at or before t.
+func unitNotAfter(k []byte, t time.Time, unit time.Duration) bool {
+	return bytes.Compare(k[1:1+unitLen], appendUnit(nil, t, unit)) <= 0
 }
 
-const secLen = 4
+const unitLen = 4
 
 // writeEndKeys moves the schedule's entries in bSchedEnds from those of
 // old (nil: a new schedule) to those of sc (nil: deleted).
@@ -114,6 +123,10 @@ func writeEndKeys(tx *bolt.Tx, codes *tenantCodes, old, sc *model.Schedule) erro
 	}
 	for _, k := range newKeys {
 		if !containsKey(oldKeys, k) {
+			if k[0] == endActive {
+				// Appends to the run of its hour when ids ascend.
+				packAppends(b, k, 1+unitLen)
+			}
 			if err := b.Put(k, nil); err != nil {
 				return err
 			}
@@ -182,12 +195,12 @@ func (s *Store) ScheduleComplete(ctx context.Context, p *store.ScheduleCompleteP
 		limit := clampLimit(p.Limit)
 		from := []byte{endActive}
 		if !p.After.End.IsZero() || p.After.ID != "" {
-			from = append(appendSchedKey(appendSecond([]byte{endActive}, p.After.End), p.After.ID), 0)
+			from = append(appendSchedKey(appendUnit([]byte{endActive}, p.After.End, endUnit), p.After.ID), 0)
 		}
 		var ids []string
 		c := tx.Bucket(bSchedEnds).Cursor()
-		for k, _ := c.Seek(from); k != nil && k[0] == endActive && len(ids) < limit && secondNotAfter(k, p.Now); k, _ = c.Next() {
-			ids = append(ids, schedKeyID(k[1+secLen:]))
+		for k, _ := c.Seek(from); k != nil && k[0] == endActive && len(ids) < limit && unitNotAfter(k, p.Now, endUnit); k, _ = c.Next() {
+			ids = append(ids, schedKeyID(k[1+unitLen:]))
 		}
 		codes := newTenantCodes(tx)
 		for _, id := range ids {
@@ -317,10 +330,10 @@ func (s *Store) ScheduleDeleteCompleted(ctx context.Context, p *store.ScheduleDe
 		limit := clampLimit(p.Limit)
 		var ids []string
 		scanPrefix(tx, bSchedEnds, []byte{endDone}, func(k, _ []byte) bool {
-			if len(ids) >= limit || !secondNotAfter(k, p.Before) {
+			if len(ids) >= limit || !unitNotAfter(k, p.Before, time.Second) {
 				return false
 			}
-			ids = append(ids, schedKeyID(k[1+secLen:]))
+			ids = append(ids, schedKeyID(k[1+unitLen:]))
 			return true
 		})
 		for _, id := range ids {
