@@ -166,6 +166,13 @@ func retentionInterval(st store.Driver) time.Duration {
 	return 0
 }
 
+// cleanupInterval is the emitter's CleanupInterval, which also completes
+// and deletes completed schedules: its default (5m), or the completed
+// retention if shorter (at least 1s), so that a short retention is kept.
+func cleanupInterval(completedRetention time.Duration) time.Duration {
+	return min(5*time.Minute, max(time.Second, completedRetention))
+}
+
 // mongoOptions are the MongoDB driver's options from the flags.
 func mongoOptions(cfg Config) mongo.Options {
 	return mongo.Options{
@@ -262,6 +269,7 @@ func (a *App) build(ctx context.Context) error {
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
 		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove,
 		BackgroundChunk: cfg.BackgroundChunk, Owner: cfg.InstanceID,
+		CompletedRetention: cfg.CompletedRetention, CleanupInterval: cleanupInterval(cfg.CompletedRetention),
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
 		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),

@@ -88,6 +88,9 @@ type Config struct {
 	// IdempotencyRetention is how long the master's idempotency records
 	// are kept.
 	IdempotencyRetention time.Duration
+	// CompletedRetention is how long completed schedules are kept; zero
+	// (unset) means Retention.
+	CompletedRetention time.Duration
 }
 
 // Option describes one setting: its flag, its environment variable, its
@@ -184,6 +187,12 @@ func Options() []Option {
 		{"emit-background-chunk", "SCHEDULER_EMIT_BACKGROUND_CHUNK", "5000", "events per store write of a fire written in the background; its progress is recorded after each (1-100000)", num("emit-background-chunk", func(c *Config) *int { return &c.BackgroundChunk })},
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
+		{"completed-retention", "SCHEDULER_COMPLETED_RETENTION", "", "how long completed schedules (one-offs that fired, cron schedules past endAt, once their events finished) are kept before they are deleted with their fires (empty: -retention)", func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			return dur("completed-retention", func(c *Config) *time.Duration { return &c.CompletedRetention })(c, v)
+		}},
 		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
 		{"http-batch-max-events", "SCHEDULER_HTTP_BATCH_MAX_EVENTS", "500", "most events in one request to an http_batch target (1-10000; the handler sends at most 500 at once to one host)", num("http-batch-max-events", func(c *Config) *int { return &c.HTTPBatchMaxEvents })},
@@ -295,6 +304,7 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 func (c *Config) setDefaults() {
 	// An empty PublicURL is filled in by the App from the bound address.
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	defaults.Set(&c.CompletedRetention, c.Retention)
 	if c.Store == "embedded" {
 		// One process owns an embedded data directory, so a stable name lets
 		// a restarted instance take its leases back at once.
@@ -387,7 +397,7 @@ func (c *Config) validate() error {
 	for _, r := range []struct {
 		flag string
 		v    time.Duration
-	}{{"retention", c.Retention}, {"idempotency-retention", c.IdempotencyRetention}} {
+	}{{"retention", c.Retention}, {"idempotency-retention", c.IdempotencyRetention}, {"completed-retention", c.CompletedRetention}} {
 		// The bounds of a TTL index's expireAfterSeconds (store=mongo),
 		// for every store alike.
 		if r.v < time.Second || r.v > mongo.MaxRetention {

@@ -658,12 +658,17 @@ type Schedule struct {
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
 	// leave the property out for no payload.
-	Payload   *Payload      `json:"payload,omitempty"`
-	PolicyId  *string       `json:"policyId,omitempty"`
-	Priority  int           `json:"priority"`
-	RunAt     *time.Time    `json:"runAt,omitempty"`
-	Spread    bool          `json:"spread"`
-	StartAt   *time.Time    `json:"startAt,omitempty"`
+	Payload  *Payload   `json:"payload,omitempty"`
+	PolicyId *string    `json:"policyId,omitempty"`
+	Priority int        `json:"priority"`
+	RunAt    *time.Time `json:"runAt,omitempty"`
+	Spread   bool       `json:"spread"`
+	StartAt  *time.Time `json:"startAt,omitempty"`
+
+	// State `completed`: the schedule fires no more (a one-off that fired, a cron
+	// schedule past its `endAt`) and all its events are finished; it does
+	// not count against `maxSchedules` and is deleted with its fires
+	// `-completed-retention` after its completion.
 	State     ScheduleState `json:"state"`
 	Target    Target        `json:"target"`
 	Timezone  string        `json:"timezone"`
@@ -803,7 +808,10 @@ type ScheduleList struct {
 	NextCursor *string    `json:"nextCursor,omitempty"`
 }
 
-// ScheduleState defines model for ScheduleState.
+// ScheduleState `completed`: the schedule fires no more (a one-off that fired, a cron
+// schedule past its `endAt`) and all its events are finished; it does
+// not count against `maxSchedules` and is deleted with its fires
+// `-completed-retention` after its completion.
 type ScheduleState string
 
 // ScheduleUpdate defines model for ScheduleUpdate.

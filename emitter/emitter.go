@@ -106,6 +106,10 @@ type Store interface {
 	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
 	// EventCancelPending cancels what is left of a previous fire.
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+	// ScheduleComplete and ScheduleDeleteCompleted complete the schedules
+	// that fire no more and delete them after CompletedRetention.
+	ScheduleComplete(ctx context.Context, p *store.ScheduleCompleteParams) (store.ScheduleCompleteResult, error)
+	ScheduleDeleteCompleted(ctx context.Context, p *store.ScheduleDeleteCompletedParams) (int, error)
 }
 
 var _ Store = store.Driver(nil)
@@ -168,8 +172,12 @@ type Config struct {
 	// BackgroundWorkers is the number of fires emitted in the background at
 	// once by this instance. Default 2.
 	BackgroundWorkers int
-	// CleanupInterval is how often orphan children are deleted. Default 5m.
+	// CleanupInterval is how often orphan children are deleted and
+	// schedules completed (Complete). Default 5m.
 	CleanupInterval time.Duration
+	// CompletedRetention is how long a completed schedule is kept before
+	// Complete deletes it. Default 24h.
+	CompletedRetention time.Duration
 	// DrainTimeout bounds Stop: a pass in progress may finish until then and
 	// is cancelled after it (passes are idempotent). Default 5s.
 	DrainTimeout time.Duration
@@ -191,6 +199,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.BackgroundChunk, 5000)
 	defaults.Set(&c.BackgroundWorkers, 2)
 	defaults.Set(&c.CleanupInterval, 5*time.Minute)
+	defaults.Set(&c.CompletedRetention, 24*time.Hour)
 	defaults.Set(&c.DrainTimeout, 5*time.Second)
 }
 
@@ -219,6 +228,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("emitter config: BackgroundWorkers must be 1..64, got %d", c.BackgroundWorkers)
 	case c.CleanupInterval < time.Second:
 		return fmt.Errorf("emitter config: CleanupInterval must be at least 1s, got %s", c.CleanupInterval)
+	case c.CompletedRetention < 0:
+		return fmt.Errorf("emitter config: CompletedRetention must not be negative, got %s", c.CompletedRetention)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("emitter config: DrainTimeout must not be negative, got %s", c.DrainTimeout)
 	case c.Owner == "":
@@ -431,11 +442,60 @@ func (e *Emitter) cleanup(ctx context.Context) {
 		if ctx.Err() == nil {
 			e.log.Warn().Err(err).Msg("deleting orphan children failed")
 		}
-		return
-	}
-	if n > 0 {
+	} else if n > 0 {
 		e.log.Info().Int("children", n).Msg("deleted orphan children")
 	}
+	if _, _, err := e.Complete(ctx); err != nil && ctx.Err() == nil {
+		e.log.Warn().Err(err).Msg("completing schedules failed")
+	}
+}
+
+// completeBatch is the number of schedules of one ScheduleComplete or
+// ScheduleDeleteCompleted call.
+const completeBatch = 1000
+
+// Complete moves the active schedules that fire no more (a one-off that
+// fired, a cron schedule past its endAt, or either past the catch-up limit
+// without a fire) and whose events are all finished to completed, and
+// deletes the schedules completed more than CompletedRetention ago with
+// their fires (store ScheduleComplete, ScheduleDeleteCompleted). Only the
+// holder of partition 0 does the work, so that instances do not repeat
+// each other's. It runs with the clean-up, every CleanupInterval; each run
+// looks at every schedule whose end has come and is not completed yet
+// (those whose events are still in flight), through the store's index of
+// ends.
+func (e *Emitter) Complete(ctx context.Context) (completed, deleted int, err error) {
+	if _, ok := e.deps.Partitions.Held()[0]; !ok {
+		return 0, 0, nil
+	}
+	now := e.deps.Clock.Now()
+	p := &store.ScheduleCompleteParams{Now: now, MissedBefore: now.Add(-e.cfg.CatchUpLimit), At: now, Limit: completeBatch}
+	for {
+		res, err := e.deps.Store.ScheduleComplete(ctx, p)
+		completed += res.Completed
+		if err != nil {
+			return completed, deleted, fmt.Errorf("emitter: complete schedules: %w", err)
+		}
+		if res.Examined < completeBatch {
+			break
+		}
+		p.After = res.Last
+	}
+	del := &store.ScheduleDeleteCompletedParams{Before: now.Add(-e.cfg.CompletedRetention), Limit: completeBatch}
+	for {
+		n, err := e.deps.Store.ScheduleDeleteCompleted(ctx, del)
+		deleted += n
+		if err != nil {
+			return completed, deleted, fmt.Errorf("emitter: delete completed schedules: %w", err)
+		}
+		if n < completeBatch {
+			break
+		}
+	}
+	if completed > 0 || deleted > 0 {
+		e.log.Info().Int("completed", completed).Int("deleted", deleted).Msg("completed schedules")
+	}
+	return completed, deleted, nil
 }
 
 // location caches *time.Location per IANA name.

@@ -15,8 +15,11 @@ import (
 // once the figures are Config.QuotaCountTTL old and recountSpacing times as
 // old as the last count took (so that counting a large tenant takes a small
 // share of a core); in between, what this process lets through is added to
-// the cached figures. Deletions, retention and other instances' writes show
-// at the next count.
+// the cached figures. Deletions, completions, retention and other
+// instances' writes show at the next count; a check that would refuse
+// counts again first (at most as often as a recount, and only if nothing
+// was let through for QuotaCountTTL: a batch's items are let through
+// before they are written).
 type usageCache struct {
 	mu sync.Mutex
 	m  map[string]*usage
@@ -32,6 +35,7 @@ type usage struct {
 	// let through since the tenant's first count: a recount adds what was
 	// let through after it began
 	addedSchedules, addedEvents int
+	addedAt                     time.Time // the last time something was let through
 }
 
 // recountSpacing is how many times as long as a count took the figures
@@ -66,18 +70,42 @@ func (s *Server) reserve(ctx context.Context, tenantID string, r *tenantRules, s
 	}
 	s.usage.mu.Lock()
 	defer s.usage.mu.Unlock()
+	err := check(*u)
+	if err != nil && ok && s.cfg.QuotaCountTTL >= 0 && !u.counting && now.Sub(u.countedAt) >= recountSpacing*u.countTook &&
+		now.Sub(u.addedAt) >= s.cfg.QuotaCountTTL {
+		// A refusal is final for the client: count again first, since the
+		// tenant's schedules may have completed or gone, unless a count
+		// was just made (as often as a recount) or something was let
+		// through lately, which may not be written yet (a batch).
+		u.counting = true
+		addedSchedules, addedEvents := u.addedSchedules, u.addedEvents
+		s.usage.mu.Unlock()
+		ns, ne, took, cerr := s.countUsage(ctx, tenantID, r)
+		s.usage.mu.Lock()
+		u.counting = false
+		if cerr != nil {
+			return cerr
+		}
+		u.schedules = ns + u.addedSchedules - addedSchedules
+		u.events = ne + u.addedEvents - addedEvents
+		u.countedAt, u.countTook = now, took
+		err = check(*u)
+	}
 	if age := now.Sub(u.countedAt); s.cfg.QuotaCountTTL >= 0 && !u.counting && age >= s.cfg.QuotaCountTTL && age >= recountSpacing*u.countTook {
 		u.counting = true
 		s.usage.recounts.Add(1)
 		go s.recount(tenantID, r, u, u.addedSchedules, u.addedEvents)
 	}
-	if err := check(*u); err != nil {
+	if err != nil {
 		return err
 	}
 	u.schedules += schedules
 	u.events += events
 	u.addedSchedules += schedules
 	u.addedEvents += events
+	if schedules > 0 || events > 0 {
+		u.addedAt = now
+	}
 	return nil
 }
 

@@ -105,6 +105,43 @@ type ChildrenFindParams struct {
 	Keys      []model.ChildKey
 }
 
+// ScheduleEnd is a position in ScheduleComplete's walk: the end and id of
+// the last schedule looked at. The zero value is the start.
+type ScheduleEnd struct {
+	End time.Time
+	ID  string
+}
+
+// ScheduleCompleteParams selects the schedules ScheduleComplete looks at.
+type ScheduleCompleteParams struct {
+	// Now bounds the ends looked at (inclusive).
+	Now time.Time
+	// MissedBefore: a schedule whose end is before it fires no more, with
+	// or without a fire at its end.
+	MissedBefore time.Time
+	// At is the completion time (UpdatedAt).
+	At    time.Time
+	After ScheduleEnd
+	Limit int // schedules looked at, 1..1000; drivers clamp
+}
+
+// ScheduleCompleteResult is what one ScheduleComplete call did.
+type ScheduleCompleteResult struct {
+	Completed int
+	// Examined counts the schedules looked at; fewer than the limit
+	// means that the walk reached Now.
+	Examined int
+	// Last is where the next call goes on (After).
+	Last ScheduleEnd
+}
+
+// ScheduleDeleteCompletedParams selects what ScheduleDeleteCompleted
+// deletes.
+type ScheduleDeleteCompletedParams struct {
+	Before time.Time
+	Limit  int // 1..1000; drivers clamp
+}
+
 // ScheduleNew is one schedule of ScheduleCreateMany with its children and
 // its first fires.
 type ScheduleNew struct {
@@ -173,9 +210,31 @@ type ScheduleStore interface {
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	// ScheduleCountByPolicy counts a tenant's schedules that name policyID.
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
-	// ScheduleCountByTenant counts a tenant's schedules, stopping at max
-	// when max > 0 (so that a quota check costs at most the quota).
+	// ScheduleCountByTenant counts a tenant's schedules that are not
+	// completed (those count against maxSchedules), stopping at max when
+	// max > 0 (so that a quota check costs at most the quota).
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	// ScheduleComplete walks the active schedules that have an end (a
+	// one-off's fire instant, model.FireInstant of RunAt; a cron
+	// schedule's EndAt) not after p.Now, after p.After in the order of an
+	// index of those ends (never every schedule; a driver may order ends
+	// by a coarser unit, by id within it, and look at and leave schedules
+	// whose ends are in p.Now's unit but after it), and
+	// moves to completed (Version+1, UpdatedAt p.At) each whose events are
+	// all finished (released, dead or cancelled), that has no fire still
+	// being emitted (Remaining > 0), and that fires no more: a one-off
+	// with a fire at its fire instant (of any version), or any of them
+	// once its end is before p.MissedBefore (the emitter's catch-up limit:
+	// a cron schedule's last fire, a one-off that never fired). The
+	// completion is a compare-and-set on the version read: a schedule
+	// changed meanwhile is left for the next walk. Cross-tenant.
+	ScheduleComplete(ctx context.Context, p *ScheduleCompleteParams) (ScheduleCompleteResult, error)
+	// ScheduleDeleteCompleted deletes up to p.Limit completed schedules
+	// whose UpdatedAt (their completion, or a later edit) is before
+	// p.Before, oldest first, as ScheduleDelete does, and their fires; their
+	// events stay for the event retention (released and cancelled ones)
+	// and for inspection (dead ones). Returns how many. Cross-tenant.
+	ScheduleDeleteCompleted(ctx context.Context, p *ScheduleDeleteCompletedParams) (int, error)
 	// ChildrenFind returns the children of one partition and timezone whose
 	// (LaunchExpression, Minute) is one of p.Keys, through the index
 	// (partition, timezone, launchExpression, minute). Cross-tenant. It

@@ -113,7 +113,7 @@ var (
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
-		bFires, bFireSched, bFireEmitting,
+		bFires, bFireSched, bFireEmitting, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
 	}, eventBuckets...)
 )
@@ -127,8 +127,8 @@ var keyLayout = []byte("layout")
 // eventcodec.go and evrow.go, keys as keys.go, schedkey.go and
 // tenantcode.go build them. A change that a schedulerd of this layout
 // would misread raises it by one, with a migration from the layout before
-// (migrate.go).
-const layoutCurrent = 11
+// (migrate.go). Layout 12 added the schedule_ends index (complete.go).
+const layoutCurrent = 12
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout

@@ -27,9 +27,46 @@ type migration struct {
 	run  func(db *bolt.DB) error
 }
 
-// migrations are the steps to layoutCurrent, in order of from: none, the
-// layout is the first that Open reads.
-var migrations []migration
+// migrations are the steps to layoutCurrent, in order of from. Layout 11
+// is the first that Open reads.
+var migrations = []migration{
+	{from: 11, run: indexScheduleEnds}, // migrate_11.go
+}
+
+type kv struct{ k, v []byte }
+
+// walkChunks hands fn the keys and values of bucket name in key order,
+// chunk at a time, each chunk in a read-write transaction of its own that
+// starts after the last key of the one before, so that a migration of a
+// large store needs memory for a chunk only.
+func walkChunks(db *bolt.DB, name []byte, chunk int, fn func(tx *bolt.Tx, rows []kv) error) error {
+	var after []byte
+	for {
+		n := 0
+		if err := db.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(name).Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			var rows []kv
+			for ; k != nil && len(rows) < chunk; k, v = c.Next() {
+				rows = append(rows, kv{bytes.Clone(k), bytes.Clone(v)})
+			}
+			if n = len(rows); n > 0 {
+				after = rows[n-1].k
+			}
+			return fn(tx, rows)
+		}); err != nil {
+			return err
+		}
+		if n < chunk {
+			return nil
+		}
+	}
+}
 
 // storedLayout returns the layout that tx's store records, 0 for a new
 // store: nothing recorded and no bucket but meta holding anything. Data

@@ -248,7 +248,10 @@ func createSchedule(tx *bolt.Tx, sc *model.Schedule, doc []byte, run *scheduleRu
 	if rowHasEvent(doc) {
 		v = tenantImplied
 	}
-	return bt.Put(tk, v)
+	if err := bt.Put(tk, v); err != nil {
+		return err
+	}
+	return writeEndKeys(tx, run.codes, nil, sc)
 }
 
 // scheduleRun is a run of createSchedule calls: the appenders of its two
@@ -272,9 +275,12 @@ func (r *scheduleRun) finish(tx *bolt.Tx) {
 	r.tenant.finish(tx.Bucket(bSchedTenant))
 }
 
-// putSchedule replaces the row of sc, holding sole inline (nil: none).
-func putSchedule(tx *bolt.Tx, sc *model.Schedule, sole *model.Child) error {
-	codes := newTenantCodes(tx)
+// putSchedule replaces the row of old by sc, holding sole inline (nil:
+// none).
+func putSchedule(tx *bolt.Tx, codes *tenantCodes, old, sc *model.Schedule, sole *model.Child) error {
+	if err := writeEndKeys(tx, codes, old, sc); err != nil {
+		return err
+	}
 	doc, err := encodeScheduleRow(sc, sole, txDict(tx, codes))
 	if err != nil {
 		return err
@@ -689,83 +695,97 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		if old.Version != expectedVersion {
 			return model.ErrConflict
 		}
-		if old.RunAt != nil {
-			// The event the row holds stays, in a group of its own.
-			if err := newEvtx(tx).materialiseIn(sc.ID); err != nil {
-				return err
-			}
-			if err := unrefHeads(tx, sc.ID); err != nil {
-				return err
-			}
-		}
-		// The fire the old row holds is of the old version: a row of its own.
-		if err := spillFire(tx, sc.ID, true); err != nil {
+		return updateScheduleRow(tx, newTenantCodes(tx), old, oldSole, sc, children)
+	})
+}
+
+// updateScheduleRow replaces the stored schedule old, whose row holds
+// oldSole inline, by sc, and its children by children unless nil.
+func updateScheduleRow(tx *bolt.Tx, codes *tenantCodes, old *model.Schedule, oldSole *model.Child, sc *model.Schedule, children []model.Child) error {
+	if old.RunAt != nil {
+		// The event the row holds stays, in a group of its own.
+		if err := newEvtx(tx).materialiseIn(sc.ID); err != nil {
 			return err
 		}
-		var sole *model.Child
-		switch {
-		case children != nil:
-			if err := dropSoleChild(tx, oldSole); err != nil {
+		if err := unrefHeads(tx, sc.ID); err != nil {
+			return err
+		}
+	}
+	// The fire the old row holds is of the old version: a row of its own.
+	if err := spillFire(tx, sc.ID, true); err != nil {
+		return err
+	}
+	var sole *model.Child
+	switch {
+	case children != nil:
+		if err := dropSoleChild(tx, oldSole); err != nil {
+			return err
+		}
+		if _, err := deleteChildren(tx, sc.ID, nil); err != nil {
+			return err
+		}
+		sole = soleChild(sc, children)
+		if err := putChildren(tx, children, sole); err != nil {
+			return err
+		}
+	case oldSole != nil:
+		// The child stays, of the old version, for the orphan clean-up,
+		// which finds children by schedule: the new row does not hold it.
+		if tx.Bucket(bChildren).Get(childKey(oldSole)) != nil {
+			if err := tx.Bucket(bChildSched).Put(childSchedKey(oldSole), nil); err != nil {
 				return err
-			}
-			if _, err := deleteChildren(tx, sc.ID, nil); err != nil {
-				return err
-			}
-			sole = soleChild(sc, children)
-			if err := putChildren(tx, children, sole); err != nil {
-				return err
-			}
-		case oldSole != nil:
-			// The child stays, of the old version, for the orphan clean-up,
-			// which finds children by schedule: the new row does not hold it.
-			if tx.Bucket(bChildren).Get(childKey(oldSole)) != nil {
-				if err := tx.Bucket(bChildSched).Put(childSchedKey(oldSole), nil); err != nil {
-					return err
-				}
 			}
 		}
-		return putSchedule(tx, sc, sole)
-	})
+	}
+	return putSchedule(tx, codes, old, sc, sole)
 }
 
 // ScheduleDelete removes the tenant's schedule and its children.
 // model.ErrNotFound. Its events are left to EventCancelPending.
 func (s *Store) ScheduleDelete(ctx context.Context, tenantID, id string) error {
 	return s.update(ctx, "schedule delete", func(tx *bolt.Tx) error {
-		old, oldSole, err := getScheduleRow(s.dict(tx), []byte(id))
-		if err != nil {
-			return err
-		}
-		if old.TenantID != tenantID {
-			return model.ErrNotFound
-		}
-		if old.RunAt != nil {
-			// Events outlive their schedule: the one the row holds goes
-			// into a group of its own.
-			if err := newEvtx(tx).materialiseIn(id); err != nil {
-				return err
-			}
-			if err := unrefHeads(tx, id); err != nil {
-				return err
-			}
-		}
-		// Fires outlive their schedule.
-		if err := spillFire(tx, id, true); err != nil {
-			return err
-		}
-		if err := dropSoleChild(tx, oldSole); err != nil {
-			return err
-		}
-		if _, err := deleteChildren(tx, id, nil); err != nil {
-			return err
-		}
-		if code := tenantPrefix(tx, tenantID); code != nil {
-			if err := tx.Bucket(bSchedTenant).Delete(appendTenantSched(code, id)); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bSchedules).Delete(schedKey(id))
+		return s.deleteSchedule(tx, tenantID, id)
 	})
+}
+
+// deleteSchedule is ScheduleDelete in transaction tx.
+func (s *Store) deleteSchedule(tx *bolt.Tx, tenantID, id string) error {
+	old, oldSole, err := getScheduleRow(s.dict(tx), []byte(id))
+	if err != nil {
+		return err
+	}
+	if old.TenantID != tenantID {
+		return model.ErrNotFound
+	}
+	if err := writeEndKeys(tx, nil, old, nil); err != nil {
+		return err
+	}
+	if old.RunAt != nil {
+		// Events outlive their schedule: the one the row holds goes
+		// into a group of its own.
+		if err := newEvtx(tx).materialiseIn(id); err != nil {
+			return err
+		}
+		if err := unrefHeads(tx, id); err != nil {
+			return err
+		}
+	}
+	// Fires outlive their schedule.
+	if err := spillFire(tx, id, true); err != nil {
+		return err
+	}
+	if err := dropSoleChild(tx, oldSole); err != nil {
+		return err
+	}
+	if _, err := deleteChildren(tx, id, nil); err != nil {
+		return err
+	}
+	if code := tenantPrefix(tx, tenantID); code != nil {
+		if err := tx.Bucket(bSchedTenant).Delete(appendTenantSched(code, id)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bSchedules).Delete(schedKey(id))
 }
 
 // ScheduleCountByPolicy counts a tenant's schedules that name policyID. It
@@ -798,8 +818,9 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	return n, nil
 }
 
-// ScheduleCountByTenant counts the keys of the tenant index, stopping at
-// max when max > 0.
+// ScheduleCountByTenant counts the keys of the tenant index less the
+// tenant's completed schedules (their own entries in schedule_ends),
+// stopping at max when max > 0.
 func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
 	var n int
 	err := s.view(ctx, "schedule count by tenant", func(tx *bolt.Tx) error {
@@ -808,10 +829,12 @@ func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max 
 		if prefix == nil {
 			return nil
 		}
+		done := completedCount(tx, prefix)
 		scanPrefix(tx, bSchedTenant, prefix, func(_, _ []byte) bool {
 			n++
-			return max <= 0 || n < max
+			return max <= 0 || n-done < max
 		})
+		n -= done
 		return nil
 	})
 	if err != nil {

@@ -192,10 +192,16 @@ type scheduleDoc struct {
 	Version     int64     `bson:"version"`
 	CreatedAt   int64     `bson:"createdAt"`
 	UpdatedAt   int64     `bson:"updatedAt"`
+	// EndsAt is the end of an active schedule that has one (a one-off's
+	// fire instant, a cron schedule's endAt), CompletedAt the UpdatedAt of
+	// a completed one: what ScheduleComplete and ScheduleDeleteCompleted
+	// find them by.
+	EndsAt      *int64 `bson:"endsAt,omitempty"`
+	CompletedAt *int64 `bson:"completedAt,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
-	return scheduleDoc{
+	d := scheduleDoc{
 		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Cron: s.Cron,
 		RunAt: unixNanoPtr(s.RunAt), Timezone: s.Timezone, EventCount: s.EventCount,
 		PolicyID: s.PolicyID, Window: int64(s.Window), Spread: s.Spread,
@@ -205,6 +211,16 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
 	}
+	switch {
+	case s.State == model.ScheduleCompleted:
+		d.CompletedAt = &d.UpdatedAt
+	case s.State != model.ScheduleActive && s.State != "":
+	case s.RunAt != nil:
+		d.EndsAt = unixNanoPtr(new(model.FireInstant(*s.RunAt)))
+	case s.EndAt != nil:
+		d.EndsAt = d.EndAt
+	}
+	return d
 }
 
 func (d *scheduleDoc) model() *model.Schedule {

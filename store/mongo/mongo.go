@@ -326,6 +326,9 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if opts.SkipIndexes {
 		return nil
 	}
+	if err := s.fillEnds(ctx); err != nil {
+		return fmt.Errorf("mongo open: %w", err)
+	}
 	if err := s.createIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
@@ -417,6 +420,11 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		collSchedules: {
 			idx("tenant_id", false, "tenantId", "_id"),
 			idx("tenant_policy", false, "tenantId", "policyId"),
+			// The quota's count of schedules that are not completed.
+			idx("tenant_state", false, "tenantId", "state"),
+			// ScheduleComplete and ScheduleDeleteCompleted.
+			idx("ends_id", false, "endsAt", "_id"),
+			idx("completed", false, "completedAt"),
 		},
 		collChildren: {
 			// The emitter's scan: eligible keys of one partition and timezone.

@@ -509,10 +509,11 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	return int(n), nil
 }
 
-// ScheduleCountByTenant counts over the (tenantId, _id) index, stopping at
-// max when max > 0.
+// ScheduleCountByTenant counts the schedules that are not completed over
+// the (tenantId, state) index, stopping at max when max > 0.
 func (s *Store) ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error) {
-	n, err := s.schedules.CountDocuments(ctx, bson.D{{Key: "tenantId", Value: tenantID}}, countOpts(max))
+	filter := bson.D{{Key: "tenantId", Value: tenantID}, {Key: "state", Value: bson.D{{Key: "$ne", Value: string(model.ScheduleCompleted)}}}}
+	n, err := s.schedules.CountDocuments(ctx, filter, countOpts(max))
 	if err != nil {
 		return 0, fmt.Errorf("schedule count by tenant %s: %w", tenantID, interpretError(err))
 	}
