@@ -207,7 +207,10 @@ func (a *App) checkEmptyStore() error {
 
 func (a *App) build(ctx context.Context) error {
 	cfg := a.cfg
-	var err error
+	secrets, err := SigningSecrets(cfg.SigningSecret)
+	if err != nil {
+		return err
+	}
 	a.partitions, err = lease.New(lease.Config{Group: "emitter", Units: cfg.Partitions, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}, lease.Deps{Store: a.store, Logger: a.log})
 	if err != nil {
 		return err
@@ -239,7 +242,7 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	httpd, err := httpdelivery.New(httpdelivery.Config{
-		SigningSecret: []byte(cfg.SigningSecret), ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
+		SigningSecret: secrets[0], PreviousSigningSecrets: secrets[1:], ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
 		AllowCIDRs: cfg.HTTPAllowCIDRs, DenyCIDRs: cfg.HTTPDenyCIDRs,
 		BatchMaxEvents: cfg.HTTPBatchMaxEvents, BatchMaxBytes: cfg.HTTPBatchMaxBytes,
 	})
@@ -287,11 +290,11 @@ func (a *App) build(ctx context.Context) error {
 		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
 		// Shared by every instance and kept across restarts, so that any
 		// of them replays a sealed idempotency record.
-		IdempotencySecret: []byte(cfg.SigningSecret),
-		TenantWeight:      cfg.TenantWeight,
-		TenantQuotas:      tenantQuotas,
-		CatchUpLimit:      cfg.CatchUpLimit,
-		DiskMinFreeBytes:  cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
+		IdempotencySecret: secrets[0], PreviousIdempotencySecrets: secrets[1:],
+		TenantWeight:     cfg.TenantWeight,
+		TenantQuotas:     tenantQuotas,
+		CatchUpLimit:     cfg.CatchUpLimit,
+		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskProbe(),
 		// Releases served here hand tokens to this throttle's buckets.

@@ -104,6 +104,10 @@ type Config struct {
 	// one. The runtime passes the signing secret. Empty: a random key, so
 	// records replay only in this process.
 	IdempotencySecret []byte
+	// PreviousIdempotencySecrets are secrets rotated out: records sealed
+	// with one of them still open (new ones are sealed with
+	// IdempotencySecret).
+	PreviousIdempotencySecrets [][]byte
 }
 
 // RateLimit is a token bucket per tenant: PerSecond requests per second on
