@@ -66,15 +66,19 @@ func CurrentAttempt(e *Event) int {
 	return e.Attempts + 1
 }
 
-// Superseded reports whether a delivery token naming fence and attempt came
-// with an older copy of e than the one that holds or will hold its token: e
-// was claimed again under a newer fence, or its token timed out during that
-// attempt and it was retried. Such a copy's release or extend must not touch
-// e's token. A token without a fence or attempt is not checked on what it
-// lacks.
+// Superseded reports whether a delivery token naming fence and attempt did
+// not come with the copy of e that holds or will hold its token: e was
+// claimed again under a newer fence, or its token timed out during that
+// attempt and it was retried, or it was redriven. Such a copy's release or
+// extend must not touch e's token. Once e was claimed under a fence, only
+// the exact fence and attempt of its current copy pass: a token without
+// them (cut off, or of the form older versions issued) or naming others
+// would otherwise release the current copy's token from an older copy.
+// An event never claimed under a fence has tokens without one
+// (DeliveryToken), which are not checked.
 func Superseded(e *Event, fence int64, attempt int) bool {
-	if fence != 0 && fence < e.Fence {
-		return true
+	if e.Fence <= 0 {
+		return false
 	}
-	return attempt != 0 && (fence == 0 || fence == e.Fence) && attempt < CurrentAttempt(e)
+	return fence != e.Fence || attempt != CurrentAttempt(e)
 }

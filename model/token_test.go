@@ -55,9 +55,12 @@ func TestSuperseded(t *testing.T) {
 		{"attempt 3 timed out, retry not sent", retrying, 5, 3, true},
 		{"older fence", delivered, 4, 3, true},
 		{"older fence, no attempt", delivered, 4, 0, true},
-		{"no fence, no attempt", delivered, 0, 0, false},
-		{"fence only", delivered, 5, 0, false},
-		{"attempt under a newer fence than stored", delivered, 6, 1, false},
+		{"no fence, no attempt", delivered, 0, 0, true},
+		{"fence only", delivered, 5, 0, true},
+		{"attempt only", delivered, 0, 3, true},
+		{"newer fence than stored", delivered, 6, 3, true},
+		{"later attempt than current", delivering, 5, 4, true},
+		{"never fenced, no suffix", &Event{Attempts: 1, Status: EventDelivered}, 0, 0, false},
 	}
 	for _, c := range cases {
 		if got := Superseded(c.e, c.fence, c.attempt); got != c.want {
