@@ -90,9 +90,16 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 	switch cfg.Store {
 	case "embedded":
 		var emb *embedded.Store
-		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{}); err == nil {
+		var secrets [][]byte
+		if secrets, err = SigningSecrets(cfg.SigningSecret); err != nil {
+			break
+		}
+		// The key of its release tokens is kept sealed under the signing secret.
+		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{TokenKeySecrets: secrets}); err == nil {
 			// Its tokens are made again from the event ids, not stored.
 			a.store, a.releaseToken = emb, emb.ReleaseToken
+		} else if errors.Is(err, embedded.ErrTokenKeySealed) {
+			err = fmt.Errorf("signing-secret: %w (keep the previous secret after the new one while rotating)", err)
 		}
 	case "mongo":
 		// Bounded, so that an unreachable store fails the start with an

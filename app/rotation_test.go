@@ -13,13 +13,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 )
 
 // TestSigningSecretRotation rotates the signing secret of an embedded
 // deployment the way docs/delivery.md says: restarted with "new,old", it
-// still replays an idempotency record sealed under the old secret, and a
-// consumer on 127.0.0.1 finds a delivery signed under both.
+// still replays an idempotency record sealed under the old secret, still
+// releases a token delivered before the restart (the store's token key
+// was sealed under the old secret), and a consumer on 127.0.0.1 finds a
+// delivery signed under both.
 func TestSigningSecretRotation(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -44,7 +47,9 @@ func TestSigningSecretRotation(t *testing.T) {
 	post := func(a *app.App, key, path, body, idemKey string) (map[string]any, http.Header) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.Addr()+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -64,27 +69,6 @@ func TestSigningSecretRotation(t *testing.T) {
 		return out, resp.Header
 	}
 
-	oldSecret, newSecret := "old-signing-secret-0123456789", "new-signing-secret-0123456789"
-	a := start(oldSecret)
-	tenant, _ := post(a, a.AdminKey(), "/v1/tenants", `{"name":"acme"}`, "")
-	tid, _ := tenant["id"].(string)
-	first, _ := post(a, a.AdminKey(), "/v1/tenants/"+tid+"/keys", "", "k-1")
-	if err := a.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	b := start(newSecret + "," + oldSecret)
-	defer func() {
-		if err := b.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	again, h := post(b, b.AdminKey(), "/v1/tenants/"+tid+"/keys", "", "k-1")
-	key, _ := first["key"].(string)
-	if key == "" || again["key"] != key || h.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("retry after the rotation answered %v (replayed %q), want the first answer %v", again, h.Get("Idempotent-Replayed"), first)
-	}
-
 	type seen struct{ sig, ts, body string }
 	got := make(chan seen, 1)
 	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,14 +80,52 @@ func TestSigningSecretRotation(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer consumer.Close()
-	sched, _ := post(b, key, "/v1/schedules", `{"name":"s","cron":"0 3 * * *","eventCount":1,"target":{"type":"http","url":"`+consumer.URL+`"}}`, "")
-	post(b, key, "/v1/schedules/"+sched["id"].(string)+"/trigger", "", "")
-	var s seen
-	select {
-	case s = <-got:
-	case <-ctx.Done():
-		t.Fatal("no delivery within a minute")
+	deliver := func(a *app.App, key, policy string) seen {
+		t.Helper()
+		body := `{"name":"s","cron":"0 3 * * *","eventCount":1,"target":{"type":"http","url":"` + consumer.URL + `"}` + policy + `}`
+		sched, _ := post(a, key, "/v1/schedules", body, "")
+		post(a, key, "/v1/schedules/"+sched["id"].(string)+"/trigger", "", "")
+		select {
+		case s := <-got:
+			return s
+		case <-ctx.Done():
+			t.Fatal("no delivery within a minute")
+		}
+		return seen{}
 	}
+
+	oldSecret, newSecret := "old-signing-secret-0123456789", "new-signing-secret-0123456789"
+	a := start(oldSecret)
+	tenant, _ := post(a, a.AdminKey(), "/v1/tenants", `{"name":"acme"}`, "")
+	tid, _ := tenant["id"].(string)
+	first, _ := post(a, a.AdminKey(), "/v1/tenants/"+tid+"/keys", "", "k-1")
+	key, _ := first["key"].(string)
+	// A delivery whose token is released after the restart.
+	pol, _ := post(a, key, "/v1/policies", `{"name":"p","maxInFlight":1,"tokenTimeout":"10m"}`, "")
+	var before delivery.Message
+	if err := json.Unmarshal([]byte(deliver(a, key, `,"policyId":"`+pol["id"].(string)+`"`).body), &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b := start(newSecret + "," + oldSecret)
+	defer func() {
+		if err := b.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	again, h := post(b, b.AdminKey(), "/v1/tenants/"+tid+"/keys", "", "k-1")
+	if key == "" || again["key"] != key || h.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry after the rotation answered %v (replayed %q), want the first answer %v", again, h.Get("Idempotent-Replayed"), first)
+	}
+	released, _ := post(b, "", "/v1/events/"+before.EventID+"/release", `{"token":"`+before.Release.Token+`"}`, "")
+	if released["status"] != "released" {
+		t.Fatalf("release after the rotation of a token sent before: %v", released)
+	}
+
+	s := deliver(b, key, "")
 	for _, secret := range []string{newSecret, oldSecret} {
 		if err := httpdelivery.Verify([]byte(secret), s.sig, s.ts, []byte(s.body), time.Now(), 5*time.Minute); err != nil {
 			t.Errorf("consumer checking with %q: %v (header %q)", secret, err, s.sig)

@@ -60,6 +60,12 @@ type Options struct {
 	// database does not block readers while it remaps. Zero lets bbolt grow
 	// it on demand.
 	InitialMmapSize int
+	// TokenKeySecrets seal the key release tokens are derived from
+	// (token.go): it is kept sealed under the first, and a key sealed under
+	// another one (a rotation) opens and is sealed again under the first.
+	// None: kept in clear (a sealed key is then not used). The runtime
+	// passes the signing secrets.
+	TokenKeySecrets [][]byte
 
 	// migrateChunk is how many event rows a migration transaction reads
 	// (zero: 20,000), which bounds the memory a migration of a large store
@@ -259,30 +265,31 @@ func Open(dir string, opts Options) (*Store, error) {
 	// default, 16 MiB, is about 16 bytes a one-off held in a store of a
 	// million); each growth costs a truncate and an fsync.
 	db.AllocSize = growBy
+	var tokens *tokenKey
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return ensureTokenKey(tx)
-	}); err != nil {
+		tokens, err = setupTokenKey(tx, opts.TokenKeySecrets)
+		return err
+	}); errors.Is(err, ErrTokenKeySealed) {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	} else if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
+	if tokens != nil {
+		openKeys.Store(db, tokens)
+	}
 	if err := migrate(db, cmp.Or(opts.migrateChunk, 20_000), opts.indexedOneOffs); err != nil {
+		openKeys.Delete(db)
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	s := &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}
-	if err := db.View(func(tx *bolt.Tx) error {
-		s.tokens = readTokenKey(tx)
-		return nil
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
-	}
-	return s, nil
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs, tokens: tokens}, nil
 }
 
 // growBy is the store file's growth step (bolt.DB.AllocSize).
@@ -622,6 +629,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	openKeys.Delete(s.db)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("embedded: close: %w", err)
 	}
