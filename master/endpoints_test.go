@@ -474,9 +474,16 @@ func TestEvents(t *testing.T) {
 		sent := *e
 		sent.Attempts = 0
 		cur := model.DeliveryToken(&sent)
-		if cur != e.ReleaseToken+".3.1" {
+		if !strings.HasSuffix(cur, ".3.1") || strings.Contains(cur, e.ReleaseToken) {
 			t.Fatalf("DeliveryToken %q", cur)
 		}
+		// Nor is the token of an earlier copy, given the current copy's
+		// fence and attempt: it is no token of the event.
+		earlier := sent
+		earlier.Fence = 2
+		tag := strings.TrimSuffix(model.DeliveryToken(&earlier), ".2.1")
+		forged, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: tag + ".3.1"})
+		wantProblem(t, err, forged.HTTPResponse, forged.Body, http.StatusNotFound, "")
 		ok, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: cur})
 		mustStatus(t, err, ok.StatusCode(), ok.Body, http.StatusOK)
 		// An event never claimed under a fence is released by its plain token.
