@@ -132,3 +132,57 @@ func TestSigningSecretRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestSigningSecretList: -signing-secret is a comma-separated list whose
+// items must not be empty; the error names the flag.
+func TestSigningSecretList(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int // secrets; 0: refused
+	}{
+		{"one-secret", 1},
+		{"new-secret, old-secret", 2},
+		{"new-secret,,old-secret", 0},
+		{"new-secret,", 0},
+	} {
+		env := map[string]string{"SCHEDULER_SIGNING_SECRET": tc.value}
+		_, err := app.ParseConfig(nil, func(k string) string { return env[k] })
+		secrets, splitErr := app.SigningSecrets(tc.value)
+		switch {
+		case tc.want == 0 && (err == nil || !strings.Contains(err.Error(), "signing-secret")):
+			t.Errorf("%q: ParseConfig error %v, want one naming signing-secret", tc.value, err)
+		case tc.want > 0 && (err != nil || splitErr != nil || len(secrets) != tc.want):
+			t.Errorf("%q: %d secrets, errors %v, %v; want %d", tc.value, len(secrets), err, splitErr, tc.want)
+		}
+	}
+}
+
+// TestSigningSecretChangedWithoutTheOld: an embedded store started with a
+// signing secret list none of whose secrets sealed its token key refuses
+// to start, naming the flag, rather than give its events other tokens.
+func TestSigningSecretChangedWithoutTheOld(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	newApp := func(secret string) (*app.App, error) {
+		env := map[string]string{"SCHEDULER_LISTEN_ADDR": "127.0.0.1:0", "SCHEDULER_DATA_DIR": dir, "SCHEDULER_SIGNING_SECRET": secret}
+		cfg, err := app.ParseConfig(nil, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app.New(ctx, cfg, zerolog.Nop())
+	}
+	a, err := newApp("first-signing-secret-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := newApp("other-signing-secret-0123456789"); err == nil || !strings.Contains(err.Error(), "signing-secret") {
+		if b != nil {
+			_ = b.Shutdown(ctx)
+		}
+		t.Fatalf("start with another secret: %v, want an error naming signing-secret", err)
+	}
+}
