@@ -115,9 +115,16 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 	switch cfg.Store {
 	case "embedded":
 		var emb *embedded.Store
-		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{}); err == nil {
+		var secrets [][]byte
+		if secrets, err = SigningSecrets(cfg.SigningSecret); err != nil {
+			break
+		}
+		// The key of its release tokens is kept sealed under the signing secret.
+		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{TokenKeySecrets: secrets}); err == nil {
 			// Its tokens are made again from the event ids, not stored.
 			a.store, a.releaseToken = emb, emb.ReleaseToken
+		} else if errors.Is(err, embedded.ErrTokenKeySealed) {
+			err = fmt.Errorf("signing-secret: %w (keep the previous secret after the new one while rotating)", err)
 		}
 	case "mongo":
 		// Bounded, so that an unreachable store fails the start with an
@@ -246,7 +253,10 @@ func (a *App) checkEmptyStore() error {
 
 func (a *App) build(ctx context.Context) error {
 	cfg := a.cfg
-	var err error
+	secrets, err := SigningSecrets(cfg.SigningSecret)
+	if err != nil {
+		return err
+	}
 	a.partitions, err = lease.New(lease.Config{Group: "emitter", Units: cfg.Partitions, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL}, lease.Deps{Store: a.store, Logger: a.log})
 	if err != nil {
 		return err
@@ -279,7 +289,7 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	httpd, err := httpdelivery.New(httpdelivery.Config{
-		SigningSecret: []byte(cfg.SigningSecret), ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
+		SigningSecret: secrets[0], PreviousSigningSecrets: secrets[1:], ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
 		AllowCIDRs: cfg.HTTPAllowCIDRs, DenyCIDRs: cfg.HTTPDenyCIDRs,
 		BatchMaxEvents: cfg.HTTPBatchMaxEvents, BatchMaxBytes: cfg.HTTPBatchMaxBytes,
 	})
@@ -327,11 +337,11 @@ func (a *App) build(ctx context.Context) error {
 		TargetAllowCIDRs: cfg.HTTPAllowCIDRs, TargetDenyCIDRs: cfg.HTTPDenyCIDRs,
 		// Shared by every instance and kept across restarts, so that any
 		// of them replays a sealed idempotency record.
-		IdempotencySecret: []byte(cfg.SigningSecret),
-		TenantWeight:      cfg.TenantWeight,
-		TenantQuotas:      tenantQuotas,
-		CatchUpLimit:      cfg.CatchUpLimit,
-		DiskMinFreeBytes:  cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
+		IdempotencySecret: secrets[0], PreviousIdempotencySecrets: secrets[1:],
+		TenantWeight:     cfg.TenantWeight,
+		TenantQuotas:     tenantQuotas,
+		CatchUpLimit:     cfg.CatchUpLimit,
+		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.disk,
 		// Releases served here hand tokens to this throttle's buckets.

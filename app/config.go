@@ -29,7 +29,7 @@ type Config struct {
 	MongoURI        string
 	MongoDatabase   string
 	AdminKey        string
-	SigningSecret   string
+	SigningSecret   string // comma-separated: the current one, then those rotated out (SigningSecrets)
 	SQSRegion       string
 	SQSEndpoint     string
 	Partitions      int
@@ -175,7 +175,7 @@ func Options() []Option {
 		{"mongo-server-selection-timeout", "SCHEDULER_MONGO_SERVER_SELECTION_TIMEOUT", "30s", "store=mongo: how long an operation waits for a usable server (keep it longer than an election)", dur("mongo-server-selection-timeout", func(c *Config) *time.Duration { return &c.MongoServerSelectionTimeout })},
 		{"mongo-operation-timeout", "SCHEDULER_MONGO_OPERATION_TIMEOUT", "60s", "store=mongo: bound of one store operation, its retries included, unless its caller's is earlier", dur("mongo-operation-timeout", func(c *Config) *time.Duration { return &c.MongoOperationTimeout })},
 		{"admin-key", "SCHEDULER_ADMIN_KEY", "", "admin API key; embedded store: generated into <data-dir>/admin.key when empty; mongo: required", str(func(c *Config) *string { return &c.AdminKey })},
-		{"signing-secret", "SCHEDULER_SIGNING_SECRET", "", "HMAC secret for delivery signatures; embedded: generated into <data-dir>/signing.secret when empty; mongo: required", str(func(c *Config) *string { return &c.SigningSecret })},
+		{"signing-secret", "SCHEDULER_SIGNING_SECRET", "", "HMAC secret for delivery signatures; a comma-separated list while rotating (new first: requests carry a signature per secret); embedded: generated into <data-dir>/signing.secret when empty; mongo: required", str(func(c *Config) *string { return &c.SigningSecret })},
 		{"sqs-region", "SCHEDULER_SQS_REGION", "us-east-1", "AWS region for SQS delivery", str(func(c *Config) *string { return &c.SQSRegion })},
 		{"sqs-endpoint", "SCHEDULER_SQS_ENDPOINT", "", "SQS endpoint override for local stacks (empty: AWS)", str(func(c *Config) *string { return &c.SQSEndpoint })},
 		{"partitions", "SCHEDULER_PARTITIONS", "16", "emitter partitions P (fixed for the life of the data)", num("partitions", func(c *Config) *int { return &c.Partitions })},
@@ -316,6 +316,21 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// SigningSecrets splits a -signing-secret value: the current secret, then
+// the previous ones. Delivery signs with each; idempotency records sealed
+// with any of them still open, and new ones are sealed with the first.
+func SigningSecrets(v string) ([][]byte, error) {
+	var secrets [][]byte
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, errors.New("signing-secret: an empty secret in the comma-separated list")
+		}
+		secrets = append(secrets, []byte(part))
+	}
+	return secrets, nil
+}
+
 // validate checks c after setDefaults; the error names the flag.
 func (c *Config) validate() error {
 	switch c.Store {
@@ -335,6 +350,11 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("store: %q is not embedded or mongo", c.Store)
+	}
+	if c.SigningSecret != "" {
+		if _, err := SigningSecrets(c.SigningSecret); err != nil {
+			return err
+		}
 	}
 	if c.Partitions < 1 || c.Partitions > 4096 {
 		return fmt.Errorf("partitions: %d is out of range 1-4096", c.Partitions)

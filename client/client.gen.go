@@ -1154,7 +1154,7 @@ type DeliverEventParams struct {
 	// XSchedulerTimestamp Unix seconds when the request was signed.
 	XSchedulerTimestamp string `json:"X-Scheduler-Timestamp"`
 
-	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body).
+	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body); while the signing secret is rotated, one comma-separated `v1=` signature per secret, the new one first.
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
 
@@ -1341,12 +1341,14 @@ type ClientInterface interface {
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+	// them under the event's secret): once the event
 	// was claimed again under a newer fence (an instance died and it is or
 	// will be sent again), or its token timed out while that attempt was
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
-	// nothing.
+	// nothing; so does a token without the current copy's fence and
+	// attempt.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1364,12 +1366,14 @@ type ClientInterface interface {
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+	// them under the event's secret): once the event
 	// was claimed again under a newer fence (an instance died and it is or
 	// will be sent again), or its token timed out while that attempt was
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
-	// nothing.
+	// nothing; so does a token without the current copy's fence and
+	// attempt.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1771,12 +1775,14 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+// them under the event's secret): once the event
 // was claimed again under a newer fence (an instance died and it is or
 // will be sent again), or its token timed out while that attempt was
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
-// nothing.
+// nothing; so does a token without the current copy's fence and
+// attempt.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1804,12 +1810,14 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+// them under the event's secret): once the event
 // was claimed again under a newer fence (an instance died and it is or
 // will be sent again), or its token timed out while that attempt was
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
-// nothing.
+// nothing; so does a token without the current copy's fence and
+// attempt.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4024,12 +4032,14 @@ type ClientWithResponsesInterface interface {
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+	// them under the event's secret): once the event
 	// was claimed again under a newer fence (an instance died and it is or
 	// will be sent again), or its token timed out while that attempt was
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
-	// nothing.
+	// nothing; so does a token without the current copy's fence and
+	// attempt.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4047,12 +4057,14 @@ type ClientWithResponsesInterface interface {
 	// delivery is not yet recorded (scheduled) or was recorded as a failed
 	// attempt (retrying), it becomes released and is not delivered again.
 	// The token of a throttled event's delivery names the fence it was sent
-	// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+	// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+	// them under the event's secret): once the event
 	// was claimed again under a newer fence (an instance died and it is or
 	// will be sent again), or its token timed out while that attempt was
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
-	// nothing.
+	// nothing; so does a token without the current copy's fence and
+	// attempt.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7973,12 +7985,14 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+// them under the event's secret): once the event
 // was claimed again under a newer fence (an instance died and it is or
 // will be sent again), or its token timed out while that attempt was
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
-// nothing.
+// nothing; so does a token without the current copy's fence and
+// attempt.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8002,12 +8016,14 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // delivery is not yet recorded (scheduled) or was recorded as a failed
 // attempt (retrying), it becomes released and is not delivered again.
 // The token of a throttled event's delivery names the fence it was sent
-// under and its attempt (`<secret>.<fence>.<attempt>`): once the event
+// under and its attempt (`<tag>.<fence>.<attempt>`, the tag an HMAC of
+// them under the event's secret): once the event
 // was claimed again under a newer fence (an instance died and it is or
 // will be sent again), or its token timed out while that attempt was
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
-// nothing.
+// nothing; so does a token without the current copy's fence and
+// attempt.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -170,7 +170,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			unkeyed++
 		}
 	}
-	ids := s.ids.newIDsAt(prefixSchedule, now, unkeyed)
+	ids := s.ids.newIDsAt(scope, prefixSchedule, now, unkeyed)
 	for i := range items {
 		it := &items[i]
 		if it.done {

@@ -74,7 +74,8 @@ type Config struct {
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
 	// WrongTokens limits release and extend calls with a wrong token (or
-	// an unknown event) per client address (default 60 per minute).
+	// an unknown event) per client address and per event (default 60 per
+	// minute each).
 	WrongTokens WrongTokens
 
 	// PreviewDefault is the number of fire times a preview returns without
@@ -104,6 +105,10 @@ type Config struct {
 	// one. The runtime passes the signing secret. Empty: a random key, so
 	// records replay only in this process.
 	IdempotencySecret []byte
+	// PreviousIdempotencySecrets are secrets rotated out: records sealed
+	// with one of them still open (new ones are sealed with
+	// IdempotencySecret).
+	PreviousIdempotencySecrets [][]byte
 }
 
 // RateLimit is a token bucket per tenant: PerSecond requests per second on
@@ -113,9 +118,10 @@ type RateLimit struct {
 	Burst     int
 }
 
-// WrongTokens blocks a client address for the rest of a Window once it sent
-// Max release or extend calls that answered 404 in it. Max < 0 turns the
-// limit off.
+// WrongTokens: once a client address sent Max release or extend calls
+// that answered 404 in a Window, or Max such calls named one event, their
+// further wrong tokens answer 429 for the rest of the Window. A correct
+// token is always served. Max < 0 turns the limit off.
 type WrongTokens struct {
 	Max    int
 	Window time.Duration

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"github.com/jonboulle/clockwork"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -158,46 +159,93 @@ func TestBadKeysAnswerAlike(t *testing.T) {
 	}
 }
 
-// TestWrongTokensLimited: after Max wrong release or extend tokens from one
-// address in a window, that address gets 429 with Retry-After, even with
-// the right token, until the window ends.
+// TestWrongTokensLimited: past Max wrong release or extend tokens in a
+// window from one address, or aimed at one event from any addresses, a
+// wrong token answers 429 with Retry-After until the window ends; a correct
+// token is served all along.
 func TestWrongTokensLimited(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	advance := clock.Advance
 	h := newHarness(t, func(c *master.Config, d *master.Deps) {
 		c.WrongTokens = master.WrongTokens{Max: 3, Window: time.Minute}
 		d.Clock = clock
 	})
 	tid, c := h.tenant("acme")
 	s := h.cronSchedule(c, "s")
-	e := h.insertEvent(tid, s.Id, "", model.EventDelivering)
-	anon := h.client("")
-	for i := range 3 {
-		var status int
-		var err error
+	// from is an anonymous client whose requests come from 127.0.0.n.
+	from := func(t *testing.T, n byte) *client.ClientWithResponses {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, n)}}
+		tr := &http.Transport{DialContext: d.DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		cl, err := client.NewClientWithResponses(h.url, client.WithHTTPClient(&http.Client{Transport: tr}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	wrong := func(t *testing.T, cl *client.ClientWithResponses, id string, i int, want int) {
+		t.Helper()
+		var r *http.Response
+		var body []byte
 		if i%2 == 0 {
-			r, rerr := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: "wrong-" + strconv.Itoa(i)})
-			status, err = r.StatusCode(), rerr
+			rr, err := cl.ReleaseEventWithResponse(h.ctx, id, client.ReleaseRequest{Token: "wrong-" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, body = rr.HTTPResponse, rr.Body
 		} else {
-			r, rerr := anon.ExtendEventWithResponse(h.ctx, e.ID, client.ExtendRequest{Token: "wrong-" + strconv.Itoa(i)})
-			status, err = r.StatusCode(), rerr
+			rr, err := cl.ExtendEventWithResponse(h.ctx, id, client.ExtendRequest{Token: "wrong-" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, body = rr.HTTPResponse, rr.Body
 		}
-		if err != nil || status != http.StatusNotFound {
-			t.Fatalf("wrong token %d: status %d, err %v; want 404", i, status, err)
+		wantProblem(t, nil, r, body, want, "")
+		if want == http.StatusTooManyRequests {
+			if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 1 || ra > 60 {
+				t.Fatalf("Retry-After %q, want 1..60", r.Header.Get("Retry-After"))
+			}
 		}
 	}
-	r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
-	wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusTooManyRequests, "")
-	if ra, _ := strconv.Atoi(r.HTTPResponse.Header.Get("Retry-After")); ra < 1 || ra > 60 {
-		t.Fatalf("Retry-After %q, want 1..60", r.HTTPResponse.Header.Get("Retry-After"))
+	release := func(t *testing.T, cl *client.ClientWithResponses, e *model.Event) {
+		t.Helper()
+		r, err := cl.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
+		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 	}
-	// Tenant operations are not affected.
-	l, err := c.ListPoliciesWithResponse(h.ctx)
-	mustStatus(t, err, l.StatusCode(), l.Body, http.StatusOK)
 
-	advance(time.Minute)
-	r, err = anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: e.ReleaseToken})
-	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	t.Run("PerAddress", func(t *testing.T) {
+		guesser := from(t, 2)
+		target, other := h.insertEvent(tid, s.Id, "", model.EventDelivering), h.insertEvent(tid, s.Id, "", model.EventDelivering)
+		for i := range 3 {
+			wrong(t, guesser, target.ID, i, http.StatusNotFound)
+		}
+		wrong(t, guesser, other.ID, 3, http.StatusTooManyRequests)
+		// The right tokens from the same address are served.
+		release(t, guesser, target)
+		release(t, guesser, other)
+		// Tenant operations are not affected.
+		l, err := c.ListPoliciesWithResponse(h.ctx)
+		mustStatus(t, err, l.StatusCode(), l.Body, http.StatusOK)
+	})
+	t.Run("PerEventOverAddresses", func(t *testing.T) {
+		target := h.insertEvent(tid, s.Id, "", model.EventDelivering)
+		for i := range 3 {
+			wrong(t, from(t, byte(10+i)), target.ID, i, http.StatusNotFound)
+		}
+		wrong(t, from(t, 13), target.ID, 3, http.StatusTooManyRequests)
+		// Another event's guesses from a fresh address are not.
+		wrong(t, from(t, 14), h.insertEvent(tid, s.Id, "", model.EventDelivering).ID, 0, http.StatusNotFound)
+		release(t, from(t, 15), target)
+	})
+	t.Run("WindowEnds", func(t *testing.T) {
+		target := h.insertEvent(tid, s.Id, "", model.EventDelivering)
+		guesser := from(t, 20)
+		for i := range 3 {
+			wrong(t, guesser, target.ID, i, http.StatusNotFound)
+		}
+		wrong(t, guesser, target.ID, 3, http.StatusTooManyRequests)
+		clock.Advance(time.Minute)
+		wrong(t, guesser, target.ID, 4, http.StatusNotFound)
+	})
 }
 
 // send does req with c's key and returns the response and its body.

@@ -448,7 +448,7 @@ func TestEvents(t *testing.T) {
 	t.Run("ReleaseOfSupersededCopyIs409", func(t *testing.T) {
 		// Sent under fence 2, then claimed again under 3 and sent again:
 		// the first copy's token must not release the second copy's.
-		fence := func(f int64) func(*model.Event) { return func(e *model.Event) { e.Fence = f } }
+		fence := func(f int64) func(*model.Event) { return func(e *model.Event) { e.Fence, e.Attempts = f, 1 } }
 		e := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered, fence(3))
 		old := e.ReleaseToken + ".2"
 		r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: old})
@@ -458,14 +458,36 @@ func TestEvents(t *testing.T) {
 		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventDelivered || !stored.TokenExpiresAt.Equal(*e.TokenExpiresAt) {
 			t.Fatalf("a superseded copy's calls changed the event: %s, expiry %v", stored.Status, stored.TokenExpiresAt)
 		}
-		// The current copy's token, and a token without a fence, work.
-		cur := model.DeliveryToken(e)
-		if cur != e.ReleaseToken+".3.1" {
+		// A token without the fence and attempt, or naming others than the
+		// current copy's, is no way around the check.
+		for _, forged := range []string{e.ReleaseToken, e.ReleaseToken + ".3", e.ReleaseToken + ".4.1", e.ReleaseToken + ".3.2"} {
+			r, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: forged})
+			wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusConflict, "")
+			x, err := anon.ExtendEventWithResponse(h.ctx, e.ID, client.ExtendRequest{Token: forged})
+			wantProblem(t, err, x.HTTPResponse, x.Body, http.StatusConflict, "")
+		}
+		if stored, _ := h.st.EventGetByID(h.ctx, e.ID); stored.Status != model.EventDelivered || !stored.TokenExpiresAt.Equal(*e.TokenExpiresAt) {
+			t.Fatalf("a token without the current fence changed the event: %s, expiry %v", stored.Status, stored.TokenExpiresAt)
+		}
+		// The current copy's token (made before its delivery counted the
+		// attempt) works.
+		sent := *e
+		sent.Attempts = 0
+		cur := model.DeliveryToken(&sent)
+		if !strings.HasSuffix(cur, ".3.1") || strings.Contains(cur, e.ReleaseToken) {
 			t.Fatalf("DeliveryToken %q", cur)
 		}
+		// Nor is the token of an earlier copy, given the current copy's
+		// fence and attempt: it is no token of the event.
+		earlier := sent
+		earlier.Fence = 2
+		tag := strings.TrimSuffix(model.DeliveryToken(&earlier), ".2.1")
+		forged, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: tag + ".3.1"})
+		wantProblem(t, err, forged.HTTPResponse, forged.Body, http.StatusNotFound, "")
 		ok, err := anon.ReleaseEventWithResponse(h.ctx, e.ID, client.ReleaseRequest{Token: cur})
 		mustStatus(t, err, ok.StatusCode(), ok.Body, http.StatusOK)
-		e2 := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered, fence(3))
+		// An event never claimed under a fence is released by its plain token.
+		e2 := h.insertEvent(tid, "sch_a", pol.Id, model.EventDelivered)
 		plain, err := anon.ReleaseEventWithResponse(h.ctx, e2.ID, client.ReleaseRequest{Token: e2.ReleaseToken})
 		mustStatus(t, err, plain.StatusCode(), plain.Body, http.StatusOK)
 		// A forged fence on a wrong secret is still a 404.

@@ -34,7 +34,7 @@ type recoverFunc func(id string) (int, any, error)
 func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, recoverObj recoverFunc) error {
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" {
-		status, body, err := create(s.ids.newID(prefix))
+		status, body, err := create(s.ids.newID(callerOf(c).scope(), prefix))
 		if err != nil {
 			return err
 		}

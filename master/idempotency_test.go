@@ -267,6 +267,21 @@ func TestIdempotencyRecordsHoldNoClearKey(t *testing.T) {
 		t.Fatalf("replay on another instance: key %q replayed %q, want %q replayed", k2.JSON201.Key, k2.HTTPResponse.Header.Get("Idempotent-Replayed"), clearKey)
 	}
 
+	// One whose secret was rotated, the old one kept as previous, replays it.
+	rotated := &harness{t: t, st: h.st, em: h.em, ctx: h.ctx}
+	rotated.srv, err = master.New(master.Config{AdminKey: testAdminKey, Partitions: 4,
+		IdempotencySecret: []byte("rotated-in-secret"), PreviousIdempotencySecrets: [][]byte{secret}},
+		master.Deps{Store: h.st, Emitter: h.em, Tokens: countingTokens{st: h.st, n: new(atomic.Int64)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated.url = startServer(t, rotated.srv)
+	k4, err := rotated.client(testAdminKey).CreateAPIKeyWithResponse(h.ctx, tid, params)
+	mustStatus(t, err, k4.StatusCode(), k4.Body, http.StatusCreated)
+	if k4.JSON201.Key != clearKey || k4.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay after rotation: key %q replayed %q, want %q replayed", k4.JSON201.Key, k4.HTTPResponse.Header.Get("Idempotent-Replayed"), clearKey)
+	}
+
 	// One with another secret cannot open it: a 409, and no second key.
 	other := &harness{t: t, st: h.st, em: h.em, ctx: h.ctx}
 	other.srv, err = master.New(master.Config{AdminKey: testAdminKey, Partitions: 4, IdempotencySecret: []byte("another-secret")},

@@ -41,70 +41,103 @@ var orderedEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").Wit
 
 // idSource makes the ids of new objects: prefix + 16 characters of the
 // same alphabet as before from 10 bytes, the creation second (4 bytes) and
-// a counter (6 bytes) that starts at a random value below 2^47 each new
-// second and counts up. Ids made in one second therefore sort together and
-// in order: the rows of a batch, and their fires and events (whose ids
-// start with the schedule's), go into a few neighbouring pages of the
-// store's B+trees rather than one page each, which is most of what a
-// commit of random ids writes. Two instances (or a restart) in the same
-// second collide only if their counters' ranges overlap: about n/2^46 for
-// n ids a second.
+// a counter (6 bytes) of the creating scope (a tenant, or the admin key):
+// each scope that creates in a second gets a lane of its own (the first 2
+// bytes, random and distinct among the scopes of that second) whose
+// counter (4 bytes) starts at a random value below 2^31 and counts that
+// scope's ids only. Ids made in one second therefore sort together and, in
+// a scope, in order: the rows of a batch, and their fires and events
+// (whose ids start with the schedule's), go into a few neighbouring pages
+// of the store's B+trees rather than one page each, which is most of what
+// a commit of random ids writes. And a tenant comparing its own ids learns
+// nothing of what other tenants created meanwhile. Two instances (or a
+// restart) in the same second collide only if they give two scopes the
+// same lane and the counters' ranges overlap: about n/2^47 for n ids a
+// second.
 type idSource struct {
 	clock clockwork.Clock
 	mu    sync.Mutex
-	begun bool
-	sec   uint32 // of the counter
-	next  uint64
+	sec   uint32                // the latest second ids were made in
+	lanes map[string]*idCounter // by scope, in sec
+	used  map[uint16]bool       // lanes given out in sec
 }
 
-func (g *idSource) newID(prefix string) string {
-	return g.newIDAt(prefix, g.clock.Now())
+// idCounter is a scope's lane and its next counter value.
+type idCounter struct {
+	lane uint16
+	next uint32
+}
+
+func (g *idSource) newID(scope, prefix string) string {
+	return g.newIDAt(scope, prefix, g.clock.Now())
 }
 
 // newIDAt is newID at now, the time of the clock a caller read for many
 // ids at once.
-func (g *idSource) newIDAt(prefix string, now time.Time) string {
-	sec, n := g.reserve(now, 1)
-	return formatID(prefix, sec, n)
+func (g *idSource) newIDAt(scope, prefix string, now time.Time) string {
+	sec, lane, n := g.reserve(scope, now, 1)
+	return formatID(prefix, sec, lane, n)
 }
 
-// newIDsAt returns n new ids at now, consecutive: a batch's rows go into
-// the store's pages in one run even while other batches take ids, instead
-// of interleaving with theirs (which leaves pages split half full).
-func (g *idSource) newIDsAt(prefix string, now time.Time, n int) []string {
-	sec, first := g.reserve(now, n)
+// newIDsAt returns n new ids of scope at now, consecutive: a batch's rows
+// go into the store's pages in one run even while other batches take ids,
+// instead of interleaving with theirs (which leaves pages split half
+// full).
+func (g *idSource) newIDsAt(scope, prefix string, now time.Time, n int) []string {
+	sec, lane, first := g.reserve(scope, now, n)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = formatID(prefix, sec, first+uint64(i))
+		ids[i] = formatID(prefix, sec, lane, first+uint32(i))
 	}
 	return ids
 }
 
-// reserve takes n counter values of the second of now and returns the
-// second and the first value. A second before the counter's (a batch
-// begun before another's, or the clock set back) takes the counter's: ids
-// never repeat a second's counter range, and sort in the order they are
-// made.
-func (g *idSource) reserve(now time.Time, n int) (sec uint32, first uint64) {
+// reserve takes n counter values of scope in the second of now and returns
+// the second, the scope's lane and the first value. A second before the
+// latest one ids were made in (a batch begun before another's, or the
+// clock set back) takes the latest: ids never repeat a lane's range, and a
+// scope's sort in the order they are made.
+func (g *idSource) reserve(scope string, now time.Time, n int) (sec uint32, lane uint16, first uint32) {
 	sec = uint32(now.Unix())
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.begun || sec > g.sec {
-		var r [8]byte
-		_, _ = rand.Read(r[:])
-		g.begun, g.sec, g.next = true, sec, binary.BigEndian.Uint64(r[:])>>17
+	if g.lanes == nil || sec > g.sec {
+		g.sec, g.lanes, g.used = sec, map[string]*idCounter{}, map[uint16]bool{}
 	}
-	first = g.next
-	g.next += uint64(n)
-	return g.sec, first
+	c := g.lanes[scope]
+	if c == nil {
+		c = g.newCounter()
+		g.lanes[scope] = c
+	}
+	first = c.next
+	c.next += uint32(n)
+	return g.sec, c.lane, first
 }
 
-// formatID is the id of counter value n of second sec.
-func formatID(prefix string, sec uint32, n uint64) string {
+// newCounter is a scope's counter in a new lane. Past 2^16 scopes in one
+// second (a lane each) a scope shares the counter of another.
+func (g *idSource) newCounter() *idCounter {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	lane := binary.BigEndian.Uint16(r[:2])
+	if len(g.used) == 1<<16 {
+		for _, c := range g.lanes {
+			return c
+		}
+	}
+	for g.used[lane] {
+		lane++
+	}
+	g.used[lane] = true
+	return &idCounter{lane: lane, next: binary.BigEndian.Uint32(r[2:]) >> 1}
+}
+
+// formatID is the id of counter value n of lane in second sec.
+func formatID(prefix string, sec uint32, lane uint16, n uint32) string {
 	var b [10]byte
 	binary.BigEndian.PutUint32(b[:4], sec)
-	binary.BigEndian.PutUint16(b[4:6], uint16(n>>32))
-	binary.BigEndian.PutUint32(b[6:], uint32(n))
+	binary.BigEndian.PutUint16(b[4:6], lane)
+	binary.BigEndian.PutUint32(b[6:], n)
 	return prefix + orderedEncoding.EncodeToString(b[:])
 }
 

@@ -1,8 +1,10 @@
 package master
 
 import (
+	"encoding/binary"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestNewIDsSortInCreationOrder(t *testing.T) {
 	prev := ""
 	for sec := range 40 {
 		for range 300 {
-			id := g.newID(prefixSchedule)
+			id := g.newID("ten_a", prefixSchedule)
 			if !format.MatchString(id) {
 				t.Fatalf("id %q does not match %s", id, format)
 			}
@@ -48,7 +50,7 @@ func TestNewIDsOfTwoSources(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		for _, g := range []*idSource{&a, &b} {
-			id := g.newID(prefixPolicy)
+			id := g.newID("ten_a", prefixPolicy)
 			if seen[id] {
 				t.Fatalf("id %q made by both sources", id)
 			}
@@ -67,7 +69,7 @@ func TestNewIDsOfInterleavedBatches(t *testing.T) {
 	prev := ""
 	for i := range 2000 {
 		at := start.Add(time.Duration(i%2) * time.Second) // batch A's second, then B's
-		id := g.newIDAt(prefixSchedule, at)
+		id := g.newIDAt("ten_a", prefixSchedule, at)
 		if seen[id] {
 			t.Fatalf("id %q made twice", id)
 		}
@@ -92,7 +94,7 @@ func TestNewIDsOfConcurrentBatches(t *testing.T) {
 	for b := range batches {
 		wg.Go(func() {
 			for range size / 50 {
-				got[b] = append(got[b], g.newIDsAt(prefixSchedule, now, 50)...)
+				got[b] = append(got[b], g.newIDsAt("ten_a", prefixSchedule, now, 50)...)
 			}
 		})
 	}
@@ -123,5 +125,50 @@ func TestNewIDsOfConcurrentBatches(t *testing.T) {
 			t.Fatalf("a run of %d ids of batch %d ends at %q: a reservation was split", run, owner[all[i-1]], all[i-1])
 		}
 		run = 1
+	}
+}
+
+// TestNewIDsRevealNoOtherTenant: the ids a tenant gets in one second step
+// by one from each other however many ids other tenants took in between,
+// so that two of its consecutive ids do not count the others' creates; and
+// the tenants' ids are distinct.
+func TestNewIDsRevealNoOtherTenant(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	g := idSource{clock: clock}
+	counter := func(id string) uint64 {
+		t.Helper()
+		b, err := orderedEncoding.DecodeString(strings.TrimPrefix(id, prefixSchedule))
+		if err != nil || len(b) != 10 {
+			t.Fatalf("id %q: %v", id, err)
+		}
+		return uint64(b[4])<<40 | uint64(b[5])<<32 | uint64(binary.BigEndian.Uint32(b[6:]))
+	}
+	seen := map[string]bool{}
+	take := func(id string) string {
+		t.Helper()
+		if seen[id] {
+			t.Fatalf("id %q made twice", id)
+		}
+		seen[id] = true
+		return id
+	}
+	prev := take(g.newID("ten_a", prefixSchedule))
+	for _, others := range []int{0, 1, 7, 500} {
+		for i := range others {
+			take(g.newID("ten_b", prefixSchedule))
+			if i%2 == 0 {
+				for _, id := range g.newIDsAt("ten_c", prefixSchedule, clock.Now(), 3) {
+					take(id)
+				}
+			}
+		}
+		id := take(g.newID("ten_a", prefixSchedule))
+		if d := counter(id) - counter(prev); d != 1 {
+			t.Fatalf("after %d ids of other tenants, tenant a's next id is %d after its previous one, want 1", others, d)
+		}
+		if id <= prev {
+			t.Fatalf("tenant a's id %q sorts before its previous one %q", id, prev)
+		}
+		prev = id
 	}
 }

@@ -277,27 +277,31 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitWrongTokens answers 429 to a client address that sent too many
-// wrong release tokens (release and extend answer 404 to them), so that
-// tokens cannot be guessed at speed.
+// limitWrongTokens answers 429 instead of 404 to a wrong release token
+// (release and extend answer 404 to one, or to an unknown event) once its
+// client address, or its event, had WrongTokens.Max wrong ones in the
+// window: guesses spread over many addresses are counted against the event
+// they aim at. The token is checked first and a correct one is always
+// served, so that neither guesses from a consumer's address (behind one
+// NAT) nor guesses aimed at its event block its releases.
 func (s *Server) limitWrongTokens(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		rt := s.routeOf(c)
 		if s.wrongTokens == nil || rt == nil || !rt.public {
 			return next(c)
 		}
-		addr := s.clientAddr(c)
-		if wait := s.wrongTokens.blocked(addr); wait > 0 {
-			secs := int((wait + time.Second - 1) / time.Second)
-			return &problem{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
-				detail: "too many wrong release tokens from this address; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
-		}
 		err := next(c)
 		var p *problem
-		if errors.Is(err, model.ErrNotFound) || errors.As(err, &p) && p.status == http.StatusNotFound {
-			s.wrongTokens.fail(addr)
+		if !errors.Is(err, model.ErrNotFound) && !(errors.As(err, &p) && p.status == http.StatusNotFound) {
+			return err
 		}
-		return err
+		wait := max(s.wrongTokens.fail("addr "+s.clientAddr(c)), s.wrongTokens.fail("event "+c.Param("id")))
+		if wait <= 0 {
+			return err
+		}
+		secs := int((wait + time.Second - 1) / time.Second)
+		return &problem{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
+			detail: "too many wrong release tokens from this address or for this event; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
 	}
 }
 

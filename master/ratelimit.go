@@ -48,16 +48,16 @@ func (l *rateLimiter) allow(scope string) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// failureLimiter counts failures (wrong release tokens) per client address
-// in fixed windows; an address with Max failures in its window is blocked
-// until the window ends.
+// failureLimiter counts failures (wrong release tokens) per key (a client
+// address, an event) in fixed windows; a key with more than Max failures in
+// its window is over the limit until the window ends.
 type failureLimiter struct {
 	max    int
 	window time.Duration
 	now    func() time.Time
 
-	mu    sync.Mutex
-	addrs map[string]*failures
+	mu   sync.Mutex
+	keys map[string]*failures
 }
 
 type failures struct {
@@ -66,45 +66,41 @@ type failures struct {
 }
 
 // failureLimiterSweep is the map size from which expired windows are
-// dropped, so that many addresses do not grow the map without bound.
-const failureLimiterSweep = 10_000
+// dropped, so that many keys do not grow the map without bound; past
+// failureLimiterCap new keys are not counted until windows expire.
+const (
+	failureLimiterSweep = 10_000
+	failureLimiterCap   = 100_000
+)
 
 func newFailureLimiter(cfg WrongTokens, now func() time.Time) *failureLimiter {
-	return &failureLimiter{max: cfg.Max, window: cfg.Window, now: now, addrs: make(map[string]*failures)}
+	return &failureLimiter{max: cfg.Max, window: cfg.Window, now: now, keys: make(map[string]*failures)}
 }
 
-// blocked reports how long addr remains blocked; 0 if it is not.
-func (l *failureLimiter) blocked(addr string) time.Duration {
+// fail counts one failure of key and returns how long key remains over the
+// limit: 0 while it has had at most Max failures in its window.
+func (l *failureLimiter) fail(key string) time.Duration {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f, ok := l.addrs[addr]
-	if !ok || f.n < l.max {
-		return 0
-	}
-	if end := f.start.Add(l.window); now.Before(end) {
-		return end.Sub(now)
-	}
-	delete(l.addrs, addr)
-	return 0
-}
-
-// fail counts one failure of addr.
-func (l *failureLimiter) fail(addr string) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f, ok := l.addrs[addr]
+	f, ok := l.keys[key]
 	if !ok || !now.Before(f.start.Add(l.window)) {
-		if !ok && len(l.addrs) >= failureLimiterSweep {
-			for a, g := range l.addrs {
+		if !ok && len(l.keys) >= failureLimiterSweep {
+			for k, g := range l.keys {
 				if !now.Before(g.start.Add(l.window)) {
-					delete(l.addrs, a)
+					delete(l.keys, k)
 				}
+			}
+			if len(l.keys) >= failureLimiterCap {
+				return 0
 			}
 		}
 		f = &failures{start: now}
-		l.addrs[addr] = f
+		l.keys[key] = f
 	}
 	f.n++
+	if f.n <= l.max {
+		return 0
+	}
+	return f.start.Add(l.window).Sub(now)
 }

@@ -23,29 +23,41 @@ var errUnsealable = errors.New("idempotency record cannot be opened")
 // carry a secret (a new API key's clear key), which must not be at rest in
 // clear. The additional data binds a body to its record, so a sealed body
 // copied into another record does not open.
-type sealer struct{ aead cipher.AEAD }
+type sealer struct {
+	// aeads are the keys of the current secret, then of each previous one:
+	// records are sealed with the first and opened with any.
+	aeads []cipher.AEAD
+}
 
-// newSealer derives the AES-256 key from secret with HMAC-SHA256, so that
-// the secret may be one with another use (the signing secret). An empty
-// secret gets a random key: records then replay only in this process.
-func newSealer(secret []byte) (*sealer, error) {
+// newSealer derives the AES-256 keys from secret and the previous secrets
+// with HMAC-SHA256, so that a secret may be one with another use (the
+// signing secret). An empty secret gets a random key: records then replay
+// only in this process.
+func newSealer(secret []byte, previous [][]byte) (*sealer, error) {
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, fmt.Errorf("master: idempotency record key: %w", err)
 		}
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte("schedulerd idempotency record key v1"))
-	block, err := aes.NewCipher(mac.Sum(nil))
-	if err != nil {
-		return nil, fmt.Errorf("master: idempotency record key: %w", err)
+	s := &sealer{}
+	for i, sec := range append([][]byte{secret}, previous...) {
+		if len(sec) == 0 {
+			return nil, fmt.Errorf("master: Config.PreviousIdempotencySecrets[%d]: empty", i-1)
+		}
+		mac := hmac.New(sha256.New, sec)
+		mac.Write([]byte("schedulerd idempotency record key v1"))
+		block, err := aes.NewCipher(mac.Sum(nil))
+		if err != nil {
+			return nil, fmt.Errorf("master: idempotency record key: %w", err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("master: idempotency record key: %w", err)
+		}
+		s.aeads = append(s.aeads, aead)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("master: idempotency record key: %w", err)
-	}
-	return &sealer{aead: aead}, nil
+	return s, nil
 }
 
 func recordAD(scope, key, requestHash string) []byte {
@@ -53,25 +65,28 @@ func recordAD(scope, key, requestHash string) []byte {
 }
 
 func (s *sealer) seal(body []byte, scope, key, requestHash string) ([]byte, error) {
-	out := make([]byte, 1+s.aead.NonceSize(), 1+s.aead.NonceSize()+len(body)+s.aead.Overhead())
+	aead := s.aeads[0]
+	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+len(body)+aead.Overhead())
 	out[0] = sealedV1
 	if _, err := rand.Read(out[1:]); err != nil {
 		return nil, fmt.Errorf("seal idempotency record: %w", err)
 	}
-	return s.aead.Seal(out, out[1:], body, recordAD(scope, key, requestHash)), nil
+	return aead.Seal(out, out[1:], body, recordAD(scope, key, requestHash)), nil
 }
 
 func (s *sealer) open(stored []byte, scope, key, requestHash string) ([]byte, error) {
 	if len(stored) == 0 || stored[0] != sealedV1 {
 		return stored, nil // written in clear by an older version
 	}
-	n := s.aead.NonceSize()
-	if len(stored) < 1+n {
-		return nil, errUnsealable
+	ad := recordAD(scope, key, requestHash)
+	for _, aead := range s.aeads {
+		n := aead.NonceSize()
+		if len(stored) < 1+n {
+			return nil, errUnsealable
+		}
+		if body, err := aead.Open(nil, stored[1:1+n], stored[1+n:], ad); err == nil {
+			return body, nil
+		}
 	}
-	body, err := s.aead.Open(nil, stored[1:1+n], stored[1+n:], recordAD(scope, key, requestHash))
-	if err != nil {
-		return nil, errUnsealable
-	}
-	return body, nil
+	return nil, errUnsealable
 }

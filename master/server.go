@@ -191,7 +191,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: load embedded spec: %w", err)
 	}
-	seal, err := newSealer(cfg.IdempotencySecret)
+	seal, err := newSealer(cfg.IdempotencySecret, cfg.PreviousIdempotencySecrets)
 	if err != nil {
 		return nil, err
 	}

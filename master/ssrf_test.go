@@ -67,6 +67,15 @@ func TestTargetAddressGuard(t *testing.T) {
 			"http://0/",
 			"http://[::]/",
 			"https://[fe80::1%25eth0]/",
+			// IPv6 transition forms carrying loopback, private or metadata
+			// IPv4 addresses.
+			"http://[64:ff9b::7f00:1]/",
+			"http://[64:ff9b::169.254.169.254]/",
+			"http://[64:ff9b:1::a00:1]/",
+			"http://[2002:c0a8:101::1]/",
+			"http://[2001:0:7f00:1::]/",
+			"http://[::7f00:1]/",
+			"http://[::ffff:0:7f00:1]/",
 		} {
 			t.Run(url, func(t *testing.T) { wantRefused(t, create(h, c, url), url) })
 		}

@@ -61,6 +61,10 @@ const errorBodyLimit = 256
 type Config struct {
 	// SigningSecret is the HMAC key of X-Scheduler-Signature. Required.
 	SigningSecret []byte
+	// PreviousSigningSecrets are secrets being rotated out: each request
+	// carries one more "v1=" signature per secret, after SigningSecret's,
+	// so that consumers still checking with one of them accept it.
+	PreviousSigningSecrets [][]byte
 	// ReleaseBaseURL is the service's public base URL; the message's release
 	// URL is ReleaseBaseURL + "/v1/events/{id}/release".
 	ReleaseBaseURL string
@@ -118,6 +122,11 @@ func (c *Config) validate() error {
 	if len(c.SigningSecret) == 0 {
 		return errors.New("httpdelivery: Config.SigningSecret: required")
 	}
+	for i, old := range c.PreviousSigningSecrets {
+		if len(old) == 0 {
+			return fmt.Errorf("httpdelivery: Config.PreviousSigningSecrets[%d]: empty", i)
+		}
+	}
 	if c.ReleaseBaseURL != "" {
 		u, err := url.Parse(c.ReleaseBaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -169,7 +178,7 @@ type Deliverer struct {
 	targets targetCache
 	workers *gopool.Pool // a Deliver call's requests beyond its first
 	bufs    sync.Pool    // *[]byte: a message or a request being written
-	macs    sync.Pool    // hash.Hash: HMAC-SHA256 under the signing secret
+	macs    sync.Pool    // *[]hash.Hash: HMAC-SHA256 under each signing secret, current first
 }
 
 // New validates cfg and returns a Deliverer. Errors name the Config field.
@@ -179,6 +188,11 @@ func New(cfg Config) (*Deliverer, error) {
 		return nil, err
 	}
 	cfg.SigningSecret = bytes.Clone(cfg.SigningSecret)
+	secrets := [][]byte{cfg.SigningSecret}
+	for _, old := range cfg.PreviousSigningSecrets {
+		secrets = append(secrets, bytes.Clone(old))
+	}
+	cfg.PreviousSigningSecrets = secrets[1:]
 	cfg.ReleaseBaseURL = strings.TrimRight(cfg.ReleaseBaseURL, "/")
 
 	g := newGuard(cfg.AllowCIDRs, cfg.DenyCIDRs)
@@ -211,7 +225,13 @@ func New(cfg Config) (*Deliverer, error) {
 	d := &Deliverer{cfg: cfg, client: client, transport: transport, workers: gopool.New(gopool.DefaultIdle)}
 	d.ruled.init(client)
 	d.bufs.New = func() any { return new([]byte) }
-	d.macs.New = func() any { return hmac.New(sha256.New, d.cfg.SigningSecret) }
+	d.macs.New = func() any {
+		macs := make([]hash.Hash, len(secrets))
+		for i, secret := range secrets {
+			macs[i] = hmac.New(sha256.New, secret)
+		}
+		return &macs
+	}
 	return d, nil
 }
 
@@ -292,7 +312,7 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		"User-Agent":    {d.cfg.UserAgent},
 		HeaderEventID:   {e.ID},
 		HeaderTimestamp: {string(ts)},
-		HeaderSignature: {string(d.appendSignature(make([]byte, 0, len(signatureVersion)+2*sha256.Size), ts, body))},
+		HeaderSignature: {string(d.appendSignature(make([]byte, 0, (1+len(d.cfg.PreviousSigningSecrets))*(len(signatureVersion)+2*sha256.Size+1)), ts, body))},
 		// The event's id is its idempotency key; with it net/http also
 		// sends the request again on a new connection when a kept one
 		// turns out closed by the consumer before it took the request.
@@ -326,13 +346,18 @@ func (d *Deliverer) message(e *model.Event) ([]byte, error) {
 }
 
 // appendSignature appends Sign's value for body sent at ts (unix seconds,
-// as text).
+// as text) under each signing secret, current first, joined by commas.
 func (d *Deliverer) appendSignature(dst, ts, body []byte) []byte {
-	h := d.macs.Get().(hash.Hash)
+	macs := d.macs.Get().(*[]hash.Hash)
 	var sum [sha256.Size]byte
-	dst = append(dst, signatureVersion...)
-	dst = hex.AppendEncode(dst, appendMAC(sum[:0], h, ts, body))
-	d.macs.Put(h)
+	for i, h := range *macs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, signatureVersion...)
+		dst = hex.AppendEncode(dst, appendMAC(sum[:0], h, ts, body))
+	}
+	d.macs.Put(macs)
 	return dst
 }
 

@@ -109,6 +109,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"RejectsNegativeConcurrency", httpdelivery.Config{SigningSecret: testSecret, Concurrency: -1}, "Concurrency"},
 		{"RejectsInvalidDenyCIDR", httpdelivery.Config{SigningSecret: testSecret, DenyCIDRs: []netip.Prefix{{}}}, "DenyCIDRs[0]"},
 		{"RejectsInvalidAllowCIDR", httpdelivery.Config{SigningSecret: testSecret, AllowCIDRs: []netip.Prefix{{}}}, "AllowCIDRs[0]"},
+		{"RejectsEmptyPreviousSecret", httpdelivery.Config{SigningSecret: testSecret, PreviousSigningSecrets: [][]byte{[]byte("old"), nil}}, "PreviousSigningSecrets[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := httpdelivery.New(tc.cfg)
@@ -122,6 +123,44 @@ func TestNewValidatesConfig(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 	})
+}
+
+// TestDeliverSignsWithEachSecret: during a rotation every request carries
+// one signature per secret, the current one's first, so that a consumer
+// checking with either secret accepts it.
+func TestDeliverSignsWithEachSecret(t *testing.T) {
+	newSecret, oldSecret := []byte("new-signing-secret"), []byte("old-signing-secret")
+	type seen struct {
+		header string
+		ts     string
+		body   []byte
+	}
+	got := make(chan seen, 2)
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp), body}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	d := newDeliverer(t, httpdelivery.Config{SigningSecret: newSecret, PreviousSigningSecrets: [][]byte{oldSecret}})
+	for _, e := range []*model.Event{testEvent("single", srv.URL), batchEvent("batched", srv.URL)} {
+		if res := deliverOne(t, d, e); res.Err != nil {
+			t.Fatalf("%s: %v", e.ID, res.Err)
+		}
+		s := <-got
+		ts, _ := strconv.ParseInt(s.ts, 10, 64)
+		want := httpdelivery.Sign(newSecret, ts, s.body) + "," + httpdelivery.Sign(oldSecret, ts, s.body)
+		if s.header != want {
+			t.Errorf("%s: signature header %q, want %q", e.ID, s.header, want)
+		}
+		for _, secret := range [][]byte{newSecret, oldSecret} {
+			if err := httpdelivery.Verify(secret, s.header, s.ts, s.body, testNow, 5*time.Minute); err != nil {
+				t.Errorf("%s: Verify with %q: %v", e.ID, secret, err)
+			}
+		}
+		if err := httpdelivery.Verify([]byte("third-secret"), s.header, s.ts, s.body, testNow, 5*time.Minute); !errors.Is(err, httpdelivery.ErrSignatureMismatch) {
+			t.Errorf("%s: Verify with another secret = %v, want ErrSignatureMismatch", e.ID, err)
+		}
+	}
 }
 
 func TestDeliver(t *testing.T) {

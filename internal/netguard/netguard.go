@@ -36,6 +36,10 @@ func DefaultDeny() []netip.Prefix {
 		netip.MustParsePrefix("224.0.0.0/4"),        // multicast
 		netip.MustParsePrefix("ff00::/8"),           // IPv6 multicast
 		netip.MustParsePrefix("255.255.255.255/32"), // broadcast
+		// Local-use NAT64 (RFC 8215): where the IPv4 address it carries sits
+		// depends on the operator's prefix length, so it cannot be judged;
+		// a deployment behind such a translator allows it.
+		netip.MustParsePrefix("64:ff9b:1::/48"),
 	}
 }
 
@@ -71,9 +75,28 @@ func New(allow, deny []netip.Prefix) *Guard {
 }
 
 // Allowed reports whether addr may be dialled. IPv4-mapped IPv6 addresses
-// (::ffff:169.254.169.254) are judged as the IPv4 address they reach.
+// (::ffff:169.254.169.254) are judged as the IPv4 address they reach. An
+// IPv6 address of a transition mechanism that embeds an IPv4 address
+// (NAT64, 6to4, Teredo, IPv4-compatible, IPv4-translated; see
+// EmbeddedIPv4; the local-use NAT64 prefix is in DefaultDeny) is allowed only if it is itself allowed, each address it
+// embeds is allowed too, and none of those is a special-purpose IPv4
+// address (loopback, private, link-local and the others of
+// specialIPv4): a translator or relay would reach such an address from
+// its own network, which no allow list here describes.
 func (g *Guard) Allowed(addr netip.Addr) bool {
 	addr = addr.Unmap().WithZone("")
+	if !g.allowed(addr) {
+		return false
+	}
+	for _, v4 := range EmbeddedIPv4(addr) {
+		if isSpecialIPv4(v4) || !g.allowed(v4) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Guard) allowed(addr netip.Addr) bool {
 	best, allow := -1, true
 	for _, r := range g.rules {
 		if !r.prefix.Contains(addr) {
@@ -87,6 +110,71 @@ func (g *Guard) Allowed(addr netip.Addr) bool {
 	return allow
 }
 
+// Prefixes of the IPv6 transition mechanisms that carry an IPv4 address.
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052
+	sixToFour      = netip.MustParsePrefix("2002::/16")       // RFC 3056: bits 16-47
+	teredo         = netip.MustParsePrefix("2001::/32")       // RFC 4380: server in bits 32-63, client inverted in bits 96-127
+	ipv4Compatible = netip.MustParsePrefix("::/96")           // RFC 4291, deprecated
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765 (SIIT)
+)
+
+// EmbeddedIPv4 returns the IPv4 addresses an IPv6 address of a transition
+// mechanism carries: the NAT64 well-known prefix 64:ff9b::/96, 6to4
+// 2002::/16, Teredo 2001::/32 (server and client), IPv4-compatible
+// ::/96 (but :: and ::1) and IPv4-translated ::ffff:0:0:0/96. IPv4-mapped
+// addresses are not among them: Unmap gives their IPv4 address. None for
+// any other address.
+func EmbeddedIPv4(addr netip.Addr) []netip.Addr {
+	addr = addr.WithZone("")
+	if !addr.Is6() || addr.Is4In6() {
+		return nil
+	}
+	b := addr.As16()
+	v4 := func(p []byte) netip.Addr { return netip.AddrFrom4([4]byte(p)) }
+	switch {
+	case nat64WellKnown.Contains(addr), ipv4Translated.Contains(addr):
+		return []netip.Addr{v4(b[12:16])}
+	case sixToFour.Contains(addr):
+		return []netip.Addr{v4(b[2:6])}
+	case teredo.Contains(addr):
+		return []netip.Addr{v4(b[4:8]), v4([]byte{^b[12], ^b[13], ^b[14], ^b[15]})}
+	case ipv4Compatible.Contains(addr) && addr != netip.IPv6Unspecified() && addr != netip.IPv6Loopback():
+		return []netip.Addr{v4(b[12:16])}
+	}
+	return nil
+}
+
+// specialIPv4 are the IPv4 special-purpose ranges (RFC 6890 and the IANA
+// registry) that are not global: reached through a transition mechanism,
+// each is an address of the translator's or relay's own network.
+var specialIPv4 = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("192.88.99.0/24"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+func isSpecialIPv4(a netip.Addr) bool {
+	for _, p := range specialIPv4 {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckHost refuses a URL host (as url.URL.Hostname returns it, without
 // brackets) that is an address literal the Guard does not allow; the error
 // wraps ErrRefused. Host names pass: only their resolved addresses can be
@@ -96,7 +184,15 @@ func (g *Guard) CheckHost(host string) error {
 	if !ok || g.Allowed(addr) {
 		return nil
 	}
-	if a := addr.Unmap().WithZone(""); a.String() != host {
+	a := addr.Unmap().WithZone("")
+	if g.allowed(a) {
+		for _, v4 := range EmbeddedIPv4(a) {
+			if isSpecialIPv4(v4) || !g.allowed(v4) {
+				return fmt.Errorf("host %s carries the IPv4 address %s, a %w", host, v4, ErrRefused)
+			}
+		}
+	}
+	if a.String() != host {
 		return fmt.Errorf("host %s is %s, a %w", host, a, ErrRefused)
 	}
 	return fmt.Errorf("host %s is a %w", host, ErrRefused)

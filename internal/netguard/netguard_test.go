@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,6 +120,25 @@ func TestAllowed(t *testing.T) {
 		{"DenyWinsTie", []netip.Prefix{p("10.0.0.0/8")}, []netip.Prefix{p("10.0.0.0/8")}, "10.1.2.3", false},
 		{"AllowCanReopenDefault", []netip.Prefix{p("169.254.10.0/24")}, nil, "169.254.10.1", true},
 		{"UnmaskedPrefixNormalised", nil, []netip.Prefix{p("10.9.9.9/8")}, "10.1.2.3", false},
+		{"NAT64OfLoopbackRefused", nil, nil, "64:ff9b::7f00:1", false},
+		{"NAT64OfMetadataRefused", nil, nil, "64:ff9b::a9fe:a9fe", false},
+		{"NAT64OfPublicAllowed", nil, nil, "64:ff9b::5db8:d822", true},
+		{"NAT64OfDeniedPublicRefused", nil, []netip.Prefix{p("93.184.0.0/16")}, "64:ff9b::5db8:d822", false},
+		{"NAT64PrefixDenied", nil, []netip.Prefix{p("64:ff9b::/96")}, "64:ff9b::5db8:d822", false},
+		{"NAT64OfHoleStillRefused", []netip.Prefix{p("127.0.0.1/32")}, nil, "64:ff9b::7f00:1", false},
+		{"LocalNAT64Of10Refused", nil, nil, "64:ff9b:1::a00:1", false},
+		{"LocalNAT64Slash48OfLoopbackRefused", nil, nil, "64:ff9b:1:7f00:1::", false},
+		{"LocalNAT64AllowedByOperator", []netip.Prefix{p("64:ff9b:1::/96")}, nil, "64:ff9b:1::5db8:d822", true},
+		{"SixToFourOfPrivateRefused", nil, nil, "2002:c0a8:101::1", false},
+		{"SixToFourOfPublicAllowed", nil, nil, "2002:5db8:d822::1", true},
+		{"TeredoServerLoopbackRefused", nil, nil, "2001:0:7f00:1:0:0:a247:2bdd", false},
+		{"TeredoClientLoopbackRefused", nil, nil, "2001:0:5db8:d822::80ff:fffe", false},
+		{"TeredoPublicAllowed", nil, nil, "2001:0:5db8:d822::a247:2bdd", true},
+		{"IPv4CompatibleLoopbackRefused", nil, nil, "::7f00:1", false},
+		{"IPv4CompatibleMetadataRefused", nil, nil, "::169.254.169.254", false},
+		{"IPv4TranslatedLoopbackRefused", nil, nil, "::ffff:0:7f00:1", false},
+		{"IPv6LoopbackNotIPv4Compatible", nil, nil, "::1", true},
+		{"DocumentationV6Allowed", nil, nil, "2001:db8::1", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := New(tc.allow, tc.deny).Allowed(netip.MustParseAddr(tc.addr)); got != tc.want {
@@ -154,6 +174,16 @@ func TestCheckHost(t *testing.T) {
 		{"UnspecifiedV6Refused", defaults, "::", true, ""},
 		{"LinkLocalV6ZoneRefused", defaults, "fe80::1%eth0", true, "fe80::1"},
 		{"BroadcastRefused", defaults, "255.255.255.255", true, ""},
+		{"NAT64LoopbackRefused", defaults, "64:ff9b::7f00:1", true, "127.0.0.1"},
+		{"NAT64DottedMetadataRefused", defaults, "64:ff9b::169.254.169.254", true, "169.254.169.254"},
+		{"LocalNAT64Refused", defaults, "64:ff9b:1::a00:1", true, ""},
+		{"LocalNAT64PublicRefused", defaults, "64:ff9b:1::5db8:d822", true, ""},
+		{"SixToFourPrivateRefused", defaults, "2002:c0a8:101::1", true, "192.168.1.1"},
+		{"TeredoLoopbackRefused", defaults, "2001:0:7f00:1::", true, "127.0.0.1"},
+		{"IPv4CompatibleRefused", defaults, "::127.0.0.1", true, "127.0.0.1"},
+		{"IPv4TranslatedRefused", defaults, "::ffff:0:a9fe:a9fe", true, "169.254.169.254"},
+		{"NAT64PublicAllowed", defaults, "64:ff9b::5db8:d822", false, ""},
+		{"NAT64LoopbackRefusedBesideHole", hole, "64:ff9b::7f00:1", true, "127.0.0.1"},
 
 		{"LoopbackAllowedByDefault", defaults, "127.0.0.1", false, ""},
 		{"LoopbackShortAllowedByDefault", defaults, "127.1", false, ""},
@@ -198,6 +228,78 @@ func TestCheckHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestEmbeddedIPv4(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want []string
+	}{
+		{"64:ff9b::7f00:1", []string{"127.0.0.1"}},
+		{"64:ff9b::a9fe:a9fe%eth0", []string{"169.254.169.254"}},
+		{"64:ff9b:1::a00:1", nil}, // refused by DefaultDeny instead
+		{"2002:c0a8:101::1", []string{"192.168.1.1"}},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", []string{"65.54.227.120", "192.0.2.45"}}, // RFC 4380's example
+		{"::7f00:1", []string{"127.0.0.1"}},
+		{"::ffff:0:7f00:1", []string{"127.0.0.1"}},
+		{"::1", nil},
+		{"::", nil},
+		{"::ffff:127.0.0.1", nil},
+		{"127.0.0.1", nil},
+		{"2001:db8::1", nil},
+		{"fe80::1", nil},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			var got []string
+			for _, a := range EmbeddedIPv4(netip.MustParseAddr(tc.addr)) {
+				got = append(got, a.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("EmbeddedIPv4(%s) = %v, want %v", tc.addr, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzTransitionForms builds the IPv6 transition forms of arbitrary IPv4
+// addresses and checks that each is allowed only where the IPv4 address
+// itself is allowed and is not special-purpose, under the defaults and
+// under a deployment that allows loopback and private ranges explicitly.
+func FuzzTransitionForms(f *testing.F) {
+	for _, s := range []string{"127.0.0.1", "169.254.169.254", "10.0.0.1", "93.184.216.34", "0.0.0.0", "255.255.255.255", "100.64.0.1"} {
+		a := netip.MustParseAddr(s).As4()
+		f.Add(a[0], a[1], a[2], a[3], uint8(0))
+	}
+	guards := []*Guard{New(nil, nil), New(append(append([]netip.Prefix{}, loopback...), private...), nil)}
+	f.Fuzz(func(t *testing.T, a, b, c, d, form uint8) {
+		v4 := netip.AddrFrom4([4]byte{a, b, c, d})
+		var v6 [16]byte
+		switch form % 4 {
+		case 0: // NAT64
+			copy(v6[:], []byte{0, 0x64, 0xff, 0x9b})
+			copy(v6[12:], []byte{a, b, c, d})
+		case 1: // 6to4
+			copy(v6[:], []byte{0x20, 0x02, a, b, c, d})
+			v6[15] = 1
+		case 2: // Teredo with a public server, the client inverted
+			copy(v6[:], []byte{0x20, 0x01, 0, 0, 93, 184, 216, 34})
+			copy(v6[12:], []byte{^a, ^b, ^c, ^d})
+		case 3: // IPv4-translated
+			v6 = [16]byte{8: 0xff, 9: 0xff, 12: a, 13: b, 14: c, 15: d}
+		}
+		addr := netip.AddrFrom16(v6)
+		if !slices.Contains(EmbeddedIPv4(addr), v4) {
+			t.Fatalf("EmbeddedIPv4(%s) = %v, want it to hold %s", addr, EmbeddedIPv4(addr), v4)
+		}
+		for i, g := range guards {
+			if g.Allowed(addr) && (isSpecialIPv4(v4) || !g.Allowed(v4)) {
+				t.Fatalf("guard %d allows %s, which carries %s", i, addr, v4)
+			}
+			if err := g.CheckHost(addr.String()); (err == nil) != g.Allowed(addr) {
+				t.Fatalf("guard %d: CheckHost(%s) = %v, Allowed %v", i, addr, err, g.Allowed(addr))
+			}
+		}
+	})
 }
 
 // part is one inet_aton part as the C library's strtoul(3) with base 0

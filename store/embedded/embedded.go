@@ -62,6 +62,12 @@ type Options struct {
 	// database does not block readers while it remaps. Zero lets bbolt grow
 	// it on demand.
 	InitialMmapSize int
+	// TokenKeySecrets seal the key release tokens are derived from
+	// (token.go): it is kept sealed under the first, and a key sealed under
+	// another one (a rotation) opens and is sealed again under the first.
+	// None: kept in clear (a sealed key is then not used). The runtime
+	// passes the signing secrets.
+	TokenKeySecrets [][]byte
 
 	// groupedOneOffs stores every event in a group, never in its
 	// one-off's row (impliesEvent): tests compare the two forms.
@@ -190,6 +196,7 @@ func open(dir string, opts Options, current int, steps []migration) (*Store, err
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
+	var tokens *tokenKey
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBucketNames {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -201,24 +208,24 @@ func open(dir string, opts Options, current int, steps []migration) (*Store, err
 				return err
 			}
 		}
-		return ensureTokenKey(tx)
-	}); err != nil {
+		tokens, err = setupTokenKey(tx, opts.TokenKeySecrets)
+		return err
+	}); errors.Is(err, ErrTokenKeySealed) {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	} else if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
+	if tokens != nil {
+		openKeys.Store(db, tokens)
+	}
 	if err := migrate(db, pending); err != nil {
+		openKeys.Delete(db)
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	s := &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs}
-	if err := db.View(func(tx *bolt.Tx) error {
-		s.tokens = readTokenKey(tx)
-		return nil
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
-	}
-	return s, nil
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs, tokens: tokens}, nil
 }
 
 // growBy is the store file's growth step (bolt.DB.AllocSize).
@@ -235,6 +242,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	openKeys.Delete(s.db)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("embedded: close: %w", err)
 	}
