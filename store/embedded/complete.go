@@ -210,7 +210,7 @@ func (s *Store) completeOne(tx *bolt.Tx, codes *tenantCodes, id string, p *store
 	if k, _ := tx.Bucket(bFireEmitting).Cursor().Seek([]byte(id + ".")); k != nil && bytes.HasPrefix(k, []byte(id+".")) {
 		return end, false, nil
 	}
-	busy, err := scheduleUnfinished(tx, id)
+	busy, err := scheduleUnfinished(tx, s.tokens, id)
 	if err != nil || busy {
 		return end, false, err
 	}
@@ -225,7 +225,7 @@ func (s *Store) completeOne(tx *bolt.Tx, codes *tenantCodes, id string, p *store
 	}
 	sc := *old
 	sc.State, sc.Version, sc.UpdatedAt = model.ScheduleCompleted, old.Version+1, p.At.UTC()
-	if err := updateScheduleRow(tx, codes, old, oldSole, &sc, nil); err != nil {
+	if err := updateScheduleRow(tx, codes, s.tokens, old, oldSole, &sc, nil); err != nil {
 		return end, false, err
 	}
 	return end, true, nil
@@ -249,8 +249,8 @@ func firedAt(r *rowDict, id string, t time.Time) (bool, error) {
 // finished: in its row (not asked here: the caller has read the row), a
 // group of its fires (ev_sched entries and the groups under its id, see
 // impliedGroup) or a loose event.
-func scheduleUnfinished(tx *bolt.Tx, id string) (bool, error) {
-	x := newEvtx(tx)
+func scheduleUnfinished(tx *bolt.Tx, keys *tokenKey, id string) (bool, error) {
+	x := newEvtx(tx, keys)
 	busy := false
 	var err error
 	check := func(fireID string) bool {

@@ -196,19 +196,13 @@ func (s *Store) dict(tx *bolt.Tx) *rowDict {
 	return &rowDict{tx: tx, names: &s.names, tokens: s.tokens}
 }
 
-// tokenKey returns the token key of r's store, read in r's transaction
-// when r was made without it.
-func (r *rowDict) tokenKey() *tokenKey {
-	if r.tokens == nil && r.tx != nil {
-		r.tokens = readTokenKey(r.tx)
-	}
-	return r.tokens
-}
+// tokenKey returns the release-token key of r's store.
+func (r *rowDict) tokenKey() *tokenKey { return r.tokens }
 
 // txDict returns the rowDict of the write transaction tx, which gives out
 // tenant codes through codes.
-func txDict(tx *bolt.Tx, codes *tenantCodes) *rowDict {
-	r := &rowDict{tx: tx}
+func txDict(tx *bolt.Tx, codes *tenantCodes, keys *tokenKey) *rowDict {
+	r := &rowDict{tx: tx, tokens: keys}
 	r.give[dictTenant] = &codes.codes
 	return r
 }

@@ -217,11 +217,7 @@ func open(dir string, opts Options, current int, steps []migration) (*Store, err
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: create buckets: %w: %w", model.ErrUnavailable, err)
 	}
-	if tokens != nil {
-		openKeys.Store(db, tokens)
-	}
-	if err := migrate(db, pending); err != nil {
-		openKeys.Delete(db)
+	if err := migrate(db, pending, tokens); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
@@ -242,7 +238,6 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	openKeys.Delete(s.db)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("embedded: close: %w", err)
 	}

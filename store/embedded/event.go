@@ -102,7 +102,7 @@ func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int
 		if run {
 			pack(tx, bEvRows, bEvDue, bEvFire, bEvPolicy)
 		}
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, e := range events {
 			ok, err := x.insert(e)
 			if err != nil {
@@ -137,7 +137,7 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 	var e *model.Event
 	err := s.view(ctx, "event get", func(tx *bolt.Tx) error {
 		var err error
-		_, e, err = newEvtx(tx).get(id)
+		_, e, err = newEvtx(tx, s.tokens).get(id)
 		return err
 	})
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) EventGetByID(ctx context.Context, id string) (*model.Event, erro
 func (s *Store) EventGetMany(ctx context.Context, ids []string) (map[string]*model.Event, error) {
 	out := make(map[string]*model.Event, len(ids))
 	err := s.view(ctx, "event get many", func(tx *bolt.Tx) error {
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, id := range ids {
 			_, e, err := x.get(id)
 			if err == model.ErrNotFound {
@@ -185,7 +185,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*mod
 				(p.From.IsZero() || !e.LaunchAt.Before(p.From)) &&
 				(p.To.IsZero() || e.LaunchAt.Before(p.To))
 		}
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		if p.FireID == "" {
 			b, prefix, implied := x.tenant, tenantPrefix(tx, p.TenantID), ""
 			rows := rowEvents{tenant: prefix}
@@ -498,7 +498,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 		if len(cands) > p.Limit {
 			cands = cands[:p.Limit]
 		}
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, cand := range cands {
 			rk := cand[timeLen:]
 			old, err := x.load(rk)
@@ -562,7 +562,7 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 		return results, nil
 	}
 	err := s.batch(ctx, "event transition", func(tx *bolt.Tx) error {
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for i := range ts {
 			if ts[i].RequiresPrevious && (i == 0 || results[i-1] != nil) {
 				results[i] = model.ErrConflict
@@ -633,7 +633,7 @@ func (s *Store) EventCountByFire(ctx context.Context, fireID string) (store.Even
 	counts := store.EventCounts{}
 	err := s.view(ctx, "event count by fire", func(tx *bolt.Tx) error {
 		clear(counts)
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		if _, _, ok, err := x.groupCount(fireID); err != nil || !ok {
 			// The fire's event may be held in its schedule's row.
 			e, ierr := x.impliedOf(fireID)
@@ -659,7 +659,7 @@ func (s *Store) EventCountByTenant(ctx context.Context, tenantID string, max int
 	var n int
 	err := s.view(ctx, "event count by tenant", func(tx *bolt.Tx) error {
 		n = 0
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		prefix := tenantPrefix(tx, tenantID)
 		if prefix == nil {
 			return nil
@@ -699,7 +699,7 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 	var last *time.Time
 	err := s.view(ctx, "event last finished", func(tx *bolt.Tx) error {
 		last = nil
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, st := range []model.EventStatus{model.EventReleased, model.EventDead, model.EventCancelled} {
 			var err error
 			if ferr := fireRows(x, tx, fireID, st, func(_ byte, rk []byte) bool {
@@ -735,7 +735,7 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 	var n int
 	err := s.update(ctx, "event cancel pending", func(tx *bolt.Tx) error {
 		n = 0
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		// An event held in the schedule's row gets its group first.
 		if e, err := x.impliedIn(scheduleID); err != nil {
 			return err
@@ -823,7 +823,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 	var out []*model.Event
 	err := s.view(ctx, "event find token expired", func(tx *bolt.Tx) error {
 		out = nil
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		prefix := policyPrefix(policyID, classHolding)
 		var err error
 		scanPrefix(tx, bEvPolicy, prefix, func(k, _ []byte) bool {
@@ -906,7 +906,7 @@ func (s *Store) EventDeleteFinishedBefore(ctx context.Context, t time.Time, limi
 			rks = append(rks, bytes.Clone(k[timeLen:]))
 			return true
 		})
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, rk := range rks {
 			e, err := x.load(rk)
 			if err != nil {
@@ -931,7 +931,7 @@ func (s *Store) EventCountByStatus(ctx context.Context, tenantID string) (store.
 	counts := store.EventCounts{}
 	err := s.view(ctx, "event count by status", func(tx *bolt.Tx) error {
 		clear(counts)
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		prefix := tenantPrefix(tx, tenantID)
 		if prefix == nil {
 			return nil

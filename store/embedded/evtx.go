@@ -132,13 +132,15 @@ func headTemplate(e *model.Event) model.Event {
 // decoded from the rows this transaction wrote for them) instead of those
 // rows: the decoding can then be done before the transaction, which holds
 // the one writer. written must hold exactly what the rows do.
-func newEvtxWith(tx *bolt.Tx, written map[string]*model.Schedule) *evtx {
-	x := newEvtx(tx)
+func newEvtxWith(tx *bolt.Tx, keys *tokenKey, written map[string]*model.Schedule) *evtx {
+	x := newEvtx(tx, keys)
 	x.written = written
 	return x
 }
 
-func newEvtx(tx *bolt.Tx) *evtx {
+// newEvtx works in the write transaction tx of a store whose release-token
+// key is keys.
+func newEvtx(tx *bolt.Tx, keys *tokenKey) *evtx {
 	// Heads are keyed by a sequence: every new one goes at the end, so
 	// their pages can be filled (see packedFill).
 	pack(tx, bEvHeads)
@@ -148,7 +150,7 @@ func newEvtx(tx *bolt.Tx) *evtx {
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules), schedTenant: tx.Bucket(bSchedTenant),
 		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, codes: newTenantCodes(tx),
 	}
-	x.dict = txDict(tx, x.codes)
+	x.dict = txDict(tx, x.codes, keys)
 	return x
 }
 
@@ -347,8 +349,8 @@ func (x *evtx) newGroup(e *model.Event) (*group, error) {
 
 // unrefHeads writes in full the heads of the schedule's event groups that
 // leave fields to its row (refSchedule), before that row changes or goes.
-func unrefHeads(tx *bolt.Tx, scheduleID string) error {
-	x := newEvtx(tx)
+func unrefHeads(tx *bolt.Tx, keys *tokenKey, scheduleID string) error {
+	x := newEvtx(tx, keys)
 	prefix := strKey(scheduleID)
 	var fires []string
 	scanPrefix(tx, bEvSched, prefix, func(k, v []byte) bool {

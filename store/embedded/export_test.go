@@ -14,7 +14,7 @@ import (
 // or an ev_due entry of a row that holds no event.
 func CheckOneRecords(s *Store) error {
 	return s.db.View(func(tx *bolt.Tx) error {
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		rows := 0
 		if err := tx.Bucket(bSchedules).ForEach(func(key, v []byte) error {
 			if !rowHasEvent(v) {

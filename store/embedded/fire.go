@@ -22,11 +22,11 @@ func fireSchedKey(scheduleID string, fireTime time.Time, id string) []byte {
 // without it: before the fire changes, or the schedule's row does.
 // keepRow leaves the schedule's row to the caller, who rewrites or deletes
 // it.
-func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
+func spillFire(tx *bolt.Tx, keys *tokenKey, id string, keepRow bool) error {
 	raw := tx.Bucket(bSchedules).Get(schedKey(id))
 	if rowHasEvent(raw) {
 		// The fire's event goes into a group of its own first.
-		if err := newEvtx(tx).materialiseIn(id); err != nil {
+		if err := newEvtx(tx, keys).materialiseIn(id); err != nil {
 			return err
 		}
 		raw = tx.Bucket(bSchedules).Get(schedKey(id))
@@ -34,7 +34,7 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 	if !rowHasFire(raw) {
 		return nil
 	}
-	dict := &rowDict{tx: tx}
+	dict := &rowDict{tx: tx, tokens: keys}
 	sc, child, f, err := decodeScheduleFire([]byte(id), raw, dict)
 	if err != nil {
 		return err
@@ -55,11 +55,11 @@ func spillFire(tx *bolt.Tx, id string, keepRow bool) error {
 
 // spillRowFire spills (spillFire) the fire id of schedule scheduleID if
 // it has no row of its own, before it changes.
-func spillRowFire(tx *bolt.Tx, id, scheduleID string) error {
+func spillRowFire(tx *bolt.Tx, keys *tokenKey, id, scheduleID string) error {
 	if tx.Bucket(bFires).Get([]byte(id)) != nil {
 		return nil
 	}
-	return spillFire(tx, scheduleID, false)
+	return spillFire(tx, keys, scheduleID, false)
 }
 
 // rowFireOf returns the fire that the row of schedule id holds; nil if
@@ -227,7 +227,7 @@ func (s *Store) FireSetDecision(ctx context.Context, id string, d model.FireDeci
 			return err
 		}
 		f.Decision, f.Note = d, note
-		if err := spillRowFire(tx, id, f.ScheduleID); err != nil {
+		if err := spillRowFire(tx, s.tokens, id, f.ScheduleID); err != nil {
 			return err
 		}
 		return putFire(tx, &f)
@@ -251,7 +251,7 @@ func (s *Store) FireSetRemaining(ctx context.Context, id string, remaining int) 
 				return err
 			}
 		}
-		if err := spillRowFire(tx, id, f.ScheduleID); err != nil {
+		if err := spillRowFire(tx, s.tokens, id, f.ScheduleID); err != nil {
 			return err
 		}
 		return putFire(tx, &f)
@@ -329,7 +329,7 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	var n int
 	err := s.batch(ctx, "fire insert many", func(tx *bolt.Tx) error {
 		var err error
-		n, err = putFires(tx, fs, nil, nil, nil, inserted, nil, nil)
+		n, err = putFires(tx, s.tokens, fs, nil, nil, nil, inserted, nil, nil)
 		return err
 	})
 	if err != nil {
@@ -351,14 +351,14 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 // rows give them back: only their due entries are written; heads,
 // if not nil, are event group heads made before the transaction
 // (prepareHeads).
-func putFires(tx *bolt.Tx, fs []store.FireNew, docs [][]byte, inRow []bool, inRowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
+func putFires(tx *bolt.Tx, keys *tokenKey, fs []store.FireNew, docs [][]byte, inRow []bool, inRowEvents []*model.Event, inserted []bool, written map[string]*model.Schedule, heads map[*model.Event]preparedHead) (int, error) {
 	clear(inserted)
 	n := 0
 	emitting := tx.Bucket(bFireEmitting)
 	// New fires open new event groups, whose sequences (and so row and
 	// fire index keys) go at the end: those pages can be filled.
 	pack(tx, bEvRows, bEvFire)
-	x := newEvtxWith(tx, written)
+	x := newEvtxWith(tx, keys, written)
 	x.prepared = heads
 	for i, fn := range fs {
 		f := fn.Fire

@@ -96,7 +96,7 @@ func TestEventIndexesMatchRows(t *testing.T) {
 		return cmp.Or(strings.Compare(a.FireID, b.FireID), cmp.Compare(a.Index, b.Index))
 	})
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		for _, e := range first {
 			if _, err := x.insert(e); err != nil {
 				return err
@@ -273,7 +273,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 	}
 	add := func(b, k, v []byte) { want[string(b)][string(k)] = string(v) }
 	err := s.db.View(func(tx *bolt.Tx) error {
-		x := newEvtx(tx)
+		x := newEvtx(tx, s.tokens)
 		rows := 0
 		counts := map[uint64]uint64{}
 		heads := map[uint64]*model.Event{}

@@ -24,7 +24,7 @@ import (
 // as the data of layout from.
 type migration struct {
 	from int
-	run  func(db *bolt.DB) error
+	run  func(db *bolt.DB, keys *tokenKey) error
 }
 
 // migrations are the steps to layoutCurrent, in order of from. Layout 11
@@ -118,9 +118,9 @@ func migrationsFrom(layout, current int, steps []migration) ([]migration, error)
 }
 
 // migrate runs steps, recording the layout each one reaches.
-func migrate(db *bolt.DB, steps []migration) error {
+func migrate(db *bolt.DB, steps []migration, keys *tokenKey) error {
 	for _, m := range steps {
-		if err := m.run(db); err != nil {
+		if err := m.run(db, keys); err != nil {
 			return fmt.Errorf("migrate data layout %d to %d: %w", m.from, m.from+1, err)
 		}
 		if err := db.Update(func(tx *bolt.Tx) error { return putLayout(tx, m.from+1) }); err != nil {

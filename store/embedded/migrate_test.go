@@ -73,7 +73,7 @@ type stepLog struct {
 func (l *stepLog) steps(from ...int) []migration {
 	var out []migration
 	for _, f := range from {
-		out = append(out, migration{from: f, run: func(db *bolt.DB) error {
+		out = append(out, migration{from: f, run: func(db *bolt.DB, _ *tokenKey) error {
 			l.ran = append(l.ran, f)
 			if f == l.failAt {
 				return errors.New("boom")

@@ -53,7 +53,7 @@ func TestPreparedHeadOfAnotherRow(t *testing.T) {
 		if err := createSchedule(tx, stored, doc, nil); err != nil {
 			return err
 		}
-		_, err = putFires(tx, fs, nil, nil, nil, make([]bool, 1), decodeWritten("s", doc, dict), heads)
+		_, err = putFires(tx, s.tokens, fs, nil, nil, nil, make([]bool, 1), decodeWritten("s", doc, dict), heads)
 		return err
 	}); err != nil {
 		t.Fatal(err)

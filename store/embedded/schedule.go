@@ -277,11 +277,11 @@ func (r *scheduleRun) finish(tx *bolt.Tx) {
 
 // putSchedule replaces the row of old by sc, holding sole inline (nil:
 // none).
-func putSchedule(tx *bolt.Tx, codes *tenantCodes, old, sc *model.Schedule, sole *model.Child) error {
+func putSchedule(tx *bolt.Tx, codes *tenantCodes, keys *tokenKey, old, sc *model.Schedule, sole *model.Child) error {
 	if err := writeEndKeys(tx, codes, old, sc); err != nil {
 		return err
 	}
-	doc, err := encodeScheduleRow(sc, sole, txDict(tx, codes))
+	doc, err := encodeScheduleRow(sc, sole, txDict(tx, codes, keys))
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule,
 			return err
 		}
 		var err error
-		n, err = putFires(tx, fs, docs, inRow, inRowEvents, inserted, written, heads)
+		n, err = putFires(tx, s.tokens, fs, docs, inRow, inRowEvents, inserted, written, heads)
 		return err
 	})
 	if err != nil {
@@ -588,7 +588,7 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 		if len(fs) == 0 {
 			return nil
 		}
-		_, err := putFires(tx, fs, fdocs, inRow, evRow, make([]bool, len(fs)), written, heads)
+		_, err := putFires(tx, s.tokens, fs, fdocs, inRow, evRow, make([]bool, len(fs)), written, heads)
 		return err
 	})
 	if err != nil {
@@ -695,24 +695,24 @@ func (s *Store) ScheduleUpdate(ctx context.Context, sc *model.Schedule, expected
 		if old.Version != expectedVersion {
 			return model.ErrConflict
 		}
-		return updateScheduleRow(tx, newTenantCodes(tx), old, oldSole, sc, children)
+		return updateScheduleRow(tx, newTenantCodes(tx), s.tokens, old, oldSole, sc, children)
 	})
 }
 
 // updateScheduleRow replaces the stored schedule old, whose row holds
 // oldSole inline, by sc, and its children by children unless nil.
-func updateScheduleRow(tx *bolt.Tx, codes *tenantCodes, old *model.Schedule, oldSole *model.Child, sc *model.Schedule, children []model.Child) error {
+func updateScheduleRow(tx *bolt.Tx, codes *tenantCodes, keys *tokenKey, old *model.Schedule, oldSole *model.Child, sc *model.Schedule, children []model.Child) error {
 	if old.RunAt != nil {
 		// The event the row holds stays, in a group of its own.
-		if err := newEvtx(tx).materialiseIn(sc.ID); err != nil {
+		if err := newEvtx(tx, keys).materialiseIn(sc.ID); err != nil {
 			return err
 		}
-		if err := unrefHeads(tx, sc.ID); err != nil {
+		if err := unrefHeads(tx, keys, sc.ID); err != nil {
 			return err
 		}
 	}
 	// The fire the old row holds is of the old version: a row of its own.
-	if err := spillFire(tx, sc.ID, true); err != nil {
+	if err := spillFire(tx, keys, sc.ID, true); err != nil {
 		return err
 	}
 	var sole *model.Child
@@ -737,7 +737,7 @@ func updateScheduleRow(tx *bolt.Tx, codes *tenantCodes, old *model.Schedule, old
 			}
 		}
 	}
-	return putSchedule(tx, codes, old, sc, sole)
+	return putSchedule(tx, codes, keys, old, sc, sole)
 }
 
 // ScheduleDelete removes the tenant's schedule and its children.
@@ -763,15 +763,15 @@ func (s *Store) deleteSchedule(tx *bolt.Tx, tenantID, id string) error {
 	if old.RunAt != nil {
 		// Events outlive their schedule: the one the row holds goes
 		// into a group of its own.
-		if err := newEvtx(tx).materialiseIn(id); err != nil {
+		if err := newEvtx(tx, s.tokens).materialiseIn(id); err != nil {
 			return err
 		}
-		if err := unrefHeads(tx, id); err != nil {
+		if err := unrefHeads(tx, s.tokens, id); err != nil {
 			return err
 		}
 	}
 	// Fires outlive their schedule.
-	if err := spillFire(tx, id, true); err != nil {
+	if err := spillFire(tx, s.tokens, id, true); err != nil {
 		return err
 	}
 	if err := dropSoleChild(tx, oldSole); err != nil {

@@ -128,7 +128,7 @@ func storedHead(t *testing.T, s *Store, fireID string) []byte {
 	t.Helper()
 	var raw []byte
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		g, err := newEvtx(tx).groupOf(fireID)
+		g, err := newEvtx(tx, s.tokens).groupOf(fireID)
 		if err != nil || g == nil {
 			t.Fatalf("group of %s: %v, %v", fireID, g, err)
 		}

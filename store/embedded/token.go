@@ -33,12 +33,6 @@ const tokenKeyLen = 32
 // sealed key. A key in clear is tokenKeyLen bytes without a version.
 const sealedTokenKeyV1 = 0x01
 
-// openKeys holds the token key of each open store by its *bolt.DB: code
-// that runs in a transaction without the Store (event transactions,
-// migrations) finds it there (readTokenKey), since the file holds it
-// sealed.
-var openKeys sync.Map
-
 // tokenKey derives release tokens: the first 16 bytes of HMAC-SHA256 of
 // the event id. Safe for concurrent use.
 type tokenKey struct {
@@ -188,10 +182,3 @@ func openTokenKey(raw []byte, secrets [][]byte) (key []byte, which int, err erro
 // old one kept in the list).
 var ErrTokenKeySealed = errors.New("no secret given opens the store's release-token key")
 
-// readTokenKey returns the token key of tx's store; nil if it has none.
-func readTokenKey(tx *bolt.Tx) *tokenKey {
-	if k, ok := openKeys.Load(tx.DB()); ok {
-		return k.(*tokenKey)
-	}
-	return nil
-}
