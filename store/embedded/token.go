@@ -181,4 +181,3 @@ func openTokenKey(raw []byte, secrets [][]byte) (key []byte, which int, err erro
 // store's sealed release-token key (the signing secret changed without the
 // old one kept in the list).
 var ErrTokenKeySealed = errors.New("no secret given opens the store's release-token key")
-
