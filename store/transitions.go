@@ -130,6 +130,20 @@ func DeliveredAfterCancel(id string, attempts int, deliveredAt, now time.Time) E
 		Attempts: attempts, DeliveredAt: &deliveredAt, FinishedAt: &now, At: now}
 }
 
+// DeliveredAfterRelease records a successful attempt whose outcome write
+// lost to the consumer's release: a consumer may release (Acknowledge,
+// Release) before its answer reaches the deliverer, and the event then is
+// released with neither the attempt nor deliveredAt. attempts and
+// deliveredAt are the lost outcome's; the release's finishedAt stays. It
+// applies only while the stored Attempts does not count this attempt yet,
+// so that a copy whose outcome was written keeps its own record; like
+// DeliveredAfterCancel it is not bound to a fence.
+func DeliveredAfterRelease(id string, attempts int, deliveredAt, now time.Time) EventTransition {
+	below := attempts - 1
+	return EventTransition{ID: id, From: model.EventReleased, To: model.EventReleased,
+		Attempts: attempts, DeliveredAt: &deliveredAt, AttemptsAtMost: &below, At: now}
+}
+
 // Retry records a failed attempt to be tried again at launchAt. attempts 0
 // keeps the stored count (a consumer that asked to be called later);
 // holdsToken clears the token of a throttled event.
