@@ -96,6 +96,17 @@ func Acknowledge(id string, from model.EventStatus, now time.Time) EventTransiti
 	return EventTransition{ID: id, From: from, To: model.EventReleased, FinishedAt: &now, At: now}
 }
 
+// AcknowledgeSent is the consumer's release of a throttled event still
+// scheduled (under fence) whose attempt attempt reached it: it was sent
+// early (before the write that starts it and takes its token) and that
+// write never applied, the sender having died first. It holds no token, so
+// it finishes as released like an acknowledged unthrottled event, and is
+// not sent again.
+func AcknowledgeSent(id string, fence int64, attempt int, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventScheduled, Fence: fence, To: model.EventReleased,
+		FinishedAt: &now, AttemptsAtMost: attemptsAtMost(model.EventScheduled, attempt), At: now}
+}
+
 // Redrive sends a dead event again from its first attempt, now: attempts
 // reset and the finished attempt's outcome (finishedAt, deliveredAt,
 // tokenTimedOut, any token) cleared. LastError stays: it is the error that

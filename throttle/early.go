@@ -56,9 +56,11 @@ import (
 // What it gives up is only about crashes: if the process dies after the send
 // and before the commit, the store still has the released event holding the
 // token and the sent one waiting. The consumer's release fails and is
-// retried; the sent event is delivered again later (at least once), and if
-// the consumer still works on its first copy when the retried release frees
-// the token, that copy runs beside the token's next holder.
+// retried; the sent event's release acknowledges it if it comes before the
+// event is claimed again (acknowledgeSent), else the event is delivered
+// again (at least once), and if the consumer still works on its first copy
+// when the retried release frees the token, that copy runs beside the
+// token's next holder.
 
 // releaseEarly releases e and starts nx with nx sent first. taken is false,
 // with nothing done, when e is not delivered (its delivery's outcome is not

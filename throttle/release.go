@@ -107,6 +107,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		}
 	}
 	var nextErr error
+	var cur *model.Event
 	// e.Status may be stale (the handler may have moved delivering to
 	// delivered, or e's start was still being written when the caller read
 	// it): a lost compare-and-set reads the event and tries its status.
@@ -146,7 +147,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 			nx.putBack()
 			return false, errs[0]
 		}
-		cur, err := st.EventGetByID(ctx, e.ID)
+		cur, err = st.EventGetByID(ctx, e.ID)
 		if errors.Is(err, model.ErrNotFound) {
 			nx.putBack()
 			return false, nil
@@ -162,6 +163,9 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	}
 	if !released {
 		nx.putBack()
+		if t != nil && cur != nil && cur.Status == model.EventScheduled && cur.Fence == e.Fence && e.PolicyID != "" {
+			return acknowledgeSent(ctx, st, cur, attempt, now)
+		}
 		return false, nil
 	}
 	if e.PolicyID == "" {
@@ -196,6 +200,27 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
 	}
 	return true, nil
+}
+
+// acknowledgeSent finishes cur, a scheduled event whose consumer has the
+// copy sent under cur's fence in attempt attempt, as released
+// (store.AcknowledgeSent). Only an early dispatch whose start never applied
+// leaves a sent event so, its sender having died before the write: this
+// process serves cur's releases behind its slot, so an early start of its
+// own has been written by now, and a start without an early send comes
+// before the send. No copy holds a token then, so none goes back, and the
+// shard's next owner does not claim it and send it again while its
+// consumer has it. An event claimed again meanwhile (a newer fence) is
+// left alone: it may wait in a bucket, which could send it early anyway.
+// (An early start whose write failed puts its event back in this
+// process's bucket: sent early again, its start loses and its token is
+// left to reconciliation, as for a cancelled one.)
+func acknowledgeSent(ctx context.Context, st ReleaseStore, cur *model.Event, attempt int, now time.Time) (bool, error) {
+	res, err := st.EventTransition(ctx, []store.EventTransition{store.AcknowledgeSent(cur.ID, cur.Fence, attempt, now)})
+	if err != nil {
+		return false, err
+	}
+	return res[0] == nil, nil
 }
 
 // settleNext settles a release of e that handed its token to nx and failed
