@@ -2,7 +2,9 @@ package throttle_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/throttletest"
@@ -61,14 +63,15 @@ func TestReleaseOfEarlySentEventAfterCrash(t *testing.T) {
 }
 
 // The early-sent event may have been claimed again (a newer fence) after
-// its consumer's release read it: it may wait in a bucket then, which can
-// send it early whatever the store says, so the release leaves it alone.
-func TestReleaseOfEarlySentEventClaimedAgain(t *testing.T) {
+// its consumer's release read it. Claimed by another process, it may wait
+// in that process's bucket, which can send it early whatever the store
+// says: the release leaves it alone.
+func TestReleaseOfEarlySentEventClaimedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	st := throttletest.NewMemStore()
 	newPolicy(t, st, "p", 1, time.Minute)
 	items := scheduledEvents(t, st, "p", "s", 1, 1)
-	thr := startThrottle(t, st, throttle.Config{EarlyDispatch: true}, func([]throttle.Item) {}, nil)
+	thr := startFenced(t, st, 1, func([]throttle.Item) {})
 	e, _ := st.EventGetByID(ctx, items[0].Event.ID)
 	if claimed, err := st.EventClaimDue(ctx, &store.EventClaimParams{Shard: e.Shard, Fence: 2, DueBefore: time.Now().Add(time.Hour), Limit: 10}); err != nil || len(claimed) != 1 {
 		t.Fatalf("claim again: %d, %v", len(claimed), err)
@@ -79,6 +82,85 @@ func TestReleaseOfEarlySentEventClaimedAgain(t *testing.T) {
 	if e, _ = st.EventGetByID(ctx, e.ID); e.Status != model.EventScheduled || e.Fence != 2 {
 		t.Fatalf("after the release: %s under fence %d, want scheduled under 2", e.Status, e.Fence)
 	}
+}
+
+// Claimed again by this process (restarted under a newer fence), the
+// early-sent event waits in its bucket: the release acknowledges it, and
+// the release that next hands a token on does not send it early but finds
+// its start lost, and the token goes back.
+func TestReleaseOfEarlySentEventClaimedHere(t *testing.T) {
+	synctest.Test(t, testReleaseOfEarlySentEventClaimedHere)
+}
+
+func testReleaseOfEarlySentEventClaimedHere(t *testing.T) {
+	ctx := context.Background()
+	st := throttletest.NewMemStore()
+	newPolicy(t, st, "p", 1, time.Minute)
+	items := scheduledEvents(t, st, "p", "s", 2, 1)
+	holder, sent := items[0].Event.ID, items[1].Event.ID
+	e, _ := st.EventGetByID(ctx, sent) // its consumer's release reads it sent under fence 1
+	// The restarted process claims both under fence 2; the holder has the
+	// token and is delivered, the sent one waits for it.
+	if claimed, err := st.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 2, DueBefore: time.Now().Add(time.Hour), Limit: 10}); err != nil || len(claimed) != 2 {
+		t.Fatalf("claim again: %d, %v", len(claimed), err)
+	}
+	if n, _ := st.PolicyAcquireTokens(ctx, "p", 1); n != 1 {
+		t.Fatalf("acquired %d", n)
+	}
+	exp := time.Now().Add(time.Minute)
+	if _, err := st.EventTransition(ctx, transition(holder, model.EventScheduled, model.EventDelivered, &exp)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	thr := startFenced(t, st, 2, func(its []throttle.Item) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range its {
+			got = append(got, it.Event.ID)
+		}
+	})
+	c, _ := st.EventGetByID(ctx, sent)
+	thr.Enqueue(throttle.Item{Event: c, Shard: c.Shard, Fence: 2})
+	// Every goroutine of the bubble blocked: the bucket waits for a token.
+	synctest.Wait()
+
+	if ok, err := thr.Release(ctx, e, time.Now()); err != nil || !ok {
+		t.Fatalf("release of the early-sent event = %v, %v; want released", ok, err)
+	}
+	if c, _ = st.EventGetByID(ctx, sent); c.Status != model.EventReleased {
+		t.Fatalf("early-sent event %s, want released", c.Status)
+	}
+	h, _ := st.EventGetByID(ctx, holder)
+	if ok, err := thr.Release(ctx, h, time.Now()); err != nil || !ok {
+		t.Fatalf("release of the holder = %v, %v", ok, err)
+	}
+	waitFor(t, 5*time.Second, "the token back", func() bool { return inUse(t, st, "p") == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("dispatched %v, want nothing (the acknowledged event is not sent again)", got)
+	}
+}
+
+// fencedShards holds every shard under fence, and only under it.
+type fencedShards struct{ oneShard }
+
+func (f fencedShards) Owns(_ int, fence int64) bool { return fence == f.fence }
+
+// startFenced runs a Throttle with EarlyDispatch that holds every shard
+// under fence, passing what it dispatches to dispatch.
+func startFenced(t *testing.T, st *throttletest.MemStore, fence int64, dispatch func([]throttle.Item)) *throttle.Throttle {
+	t.Helper()
+	thr, err := throttle.New(throttle.Config{EarlyDispatch: true}, throttle.Deps{Store: st, Shards: fencedShards{oneShard{fence: fence}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range thr.Config().Shards {
+		thr.MarkSettled(s, fence)
+	}
+	runThrottle(t, thr, dispatch)
+	return thr
 }
 
 // A release of a scheduled event with the token of an earlier attempt (a
