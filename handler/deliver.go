@@ -546,7 +546,7 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		}
 	}
 	h.thr.OutcomeWritten(ok...)
-	after := h.deliveredAfterCancel(ctx, o, res)
+	after := h.deliveredAfterLoss(ctx, o, res)
 	tokens := map[string]int{}
 	failed := map[delivery.Reason]int{}
 	now := h.deps.Clock.Now()
@@ -604,35 +604,56 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 	}
 }
 
-// deliveredAfterCancel records as released the events that were delivered
-// but whose outcome write lost because they were cancelled meanwhile (a
-// pause or delete while the handler held them); it reports which.
-func (h *Handler) deliveredAfterCancel(ctx context.Context, o *outcomes, res []error) map[int]bool {
+// deliveredAfterLoss records the deliveries whose outcome write lost to a
+// consumer's release (a consumer that released before it answered) or to
+// a cancel (a pause or delete while the handler held the event): on the
+// released event, its attempt and deliveredAt; the cancelled one becomes
+// released. It reports which were recorded.
+func (h *Handler) deliveredAfterLoss(ctx context.Context, o *outcomes, res []error) map[int]bool {
 	if res == nil {
 		return nil
 	}
-	var idx []int
-	var ts []store.EventTransition
+	var lost []int
 	for i, err := range res {
 		if errors.Is(err, model.ErrConflict) && o.results[i].Err == nil {
-			idx = append(idx, i)
-			at := o.ts[i].At
-			ts = append(ts, store.DeliveredAfterCancel(o.ts[i].ID, o.ts[i].Attempts, at, h.deps.Clock.Now()))
+			lost = append(lost, i)
 		}
 	}
-	if len(ts) == 0 {
+	if len(lost) == 0 {
 		return nil
 	}
-	// Most of these lost to a consumer's release or a newer owner and
-	// fail here as well: one batched write for all of them.
+	// A quick release is the usual loss: its record goes first, in one
+	// batched write; what it does not find released may be cancelled. The
+	// rest lost to a newer owner or a token timeout and fail both.
 	won := map[int]bool{}
+	ts := make([]store.EventTransition, len(lost))
+	for j, i := range lost {
+		ts[j] = store.DeliveredAfterRelease(o.ts[i].ID, o.ts[i].Attempts, o.ts[i].At, h.deps.Clock.Now())
+	}
+	var rest []int
 	for j, err := range h.transition(ctx, ts) {
 		if err == nil {
-			won[idx[j]] = true
+			won[lost[j]] = true
+		} else {
+			rest = append(rest, lost[j])
 		}
 	}
-	if len(won) > 0 {
-		h.log.Info().Int("events", len(won)).Msg("events cancelled while being delivered recorded as released")
+	if len(rest) == 0 {
+		return won
+	}
+	ts = ts[:0]
+	for _, i := range rest {
+		ts = append(ts, store.DeliveredAfterCancel(o.ts[i].ID, o.ts[i].Attempts, o.ts[i].At, h.deps.Clock.Now()))
+	}
+	cancelled := 0
+	for j, err := range h.transition(ctx, ts) {
+		if err == nil {
+			won[rest[j]] = true
+			cancelled++
+		}
+	}
+	if cancelled > 0 {
+		h.log.Info().Int("events", cancelled).Msg("events cancelled while being delivered recorded as released")
 	}
 	return won
 }

@@ -108,9 +108,11 @@ func (NopMetrics) DeliveryFailed(delivery.Reason, int)        {}
 // block for long.
 type Hooks struct {
 	// Attempted is called after the outcome of a delivery attempt was
-	// written: e is the event as delivered, status the status it moved to,
-	// or "" if the write lost to a concurrent change (a consumer that
-	// released already, a token timeout, a newer owner of the shard).
+	// written: e is the event as delivered, status the status it moved to
+	// (released also for a delivery recorded on an event that its consumer
+	// released, or a cancel finished, before the outcome's write), or "" if
+	// the write lost to a concurrent change (a token timeout, a newer owner
+	// of the shard).
 	Attempted func(e *model.Event, r delivery.Result, status model.EventStatus)
 }
 

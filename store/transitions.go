@@ -96,6 +96,17 @@ func Acknowledge(id string, from model.EventStatus, now time.Time) EventTransiti
 	return EventTransition{ID: id, From: from, To: model.EventReleased, FinishedAt: &now, At: now}
 }
 
+// AcknowledgeSent is the consumer's release of a throttled event still
+// scheduled (under fence) whose attempt attempt reached it: it was sent
+// early (before the write that starts it and takes its token) and that
+// write never applied, the sender having died first. It holds no token, so
+// it finishes as released like an acknowledged unthrottled event, and is
+// not sent again.
+func AcknowledgeSent(id string, fence int64, attempt int, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: model.EventScheduled, Fence: fence, To: model.EventReleased,
+		FinishedAt: &now, AttemptsAtMost: attemptsAtMost(model.EventScheduled, attempt), At: now}
+}
+
 // Redrive sends a dead event again from its first attempt, now: attempts
 // reset and the finished attempt's outcome (finishedAt, deliveredAt,
 // tokenTimedOut, any token) cleared. LastError stays: it is the error that
@@ -128,6 +139,20 @@ func DeliveredReleased(id string, from model.EventStatus, fence int64, attempts 
 func DeliveredAfterCancel(id string, attempts int, deliveredAt, now time.Time) EventTransition {
 	return EventTransition{ID: id, From: model.EventCancelled, To: model.EventReleased,
 		Attempts: attempts, DeliveredAt: &deliveredAt, FinishedAt: &now, At: now}
+}
+
+// DeliveredAfterRelease records a successful attempt whose outcome write
+// lost to the consumer's release: a consumer may release (Acknowledge,
+// Release) before its answer reaches the deliverer, and the event then is
+// released with neither the attempt nor deliveredAt. attempts and
+// deliveredAt are the lost outcome's; the release's finishedAt stays. It
+// applies only while the stored Attempts does not count this attempt yet,
+// so that a copy whose outcome was written keeps its own record; like
+// DeliveredAfterCancel it is not bound to a fence.
+func DeliveredAfterRelease(id string, attempts int, deliveredAt, now time.Time) EventTransition {
+	below := attempts - 1
+	return EventTransition{ID: id, From: model.EventReleased, To: model.EventReleased,
+		Attempts: attempts, DeliveredAt: &deliveredAt, AttemptsAtMost: &below, At: now}
 }
 
 // Retry records a failed attempt to be tried again at launchAt. attempts 0

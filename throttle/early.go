@@ -56,9 +56,11 @@ import (
 // What it gives up is only about crashes: if the process dies after the send
 // and before the commit, the store still has the released event holding the
 // token and the sent one waiting. The consumer's release fails and is
-// retried; the sent event is delivered again later (at least once), and if
-// the consumer still works on its first copy when the retried release frees
-// the token, that copy runs beside the token's next holder.
+// retried; the sent event's release acknowledges it if it comes before the
+// event is claimed again (acknowledgeSent), else the event is delivered
+// again (at least once), and if the consumer still works on its first copy
+// when the retried release frees the token, that copy runs beside the
+// token's next holder.
 
 // releaseEarly releases e and starts nx with nx sent first. taken is false,
 // with nothing done, when e is not delivered (its delivery's outcome is not
@@ -90,6 +92,12 @@ func (t *Throttle) releaseEarly(ctx context.Context, e *model.Event, nx *next, n
 	}
 	nid := nx.it.Event.ID
 	if !t.slots.tryAcquire(nid) {
+		return false, false, nil
+	}
+	if t.acked.take(nid) {
+		// Its consumer acknowledged it while it waited here: the usual
+		// release finds its start lost and drops it.
+		t.slots.release(nid)
 		return false, false, nil
 	}
 	// The next event's own release (a fast consumer) waits for its slot,
@@ -186,6 +194,42 @@ func (t *Throttle) startedEarly(ctx context.Context, start store.EventTransition
 		return nil
 	}
 	return model.ErrConflict
+}
+
+// ackedSet holds the events acknowledged by a release while they may wait
+// in one of the process's buckets. An entry goes when an early dispatch
+// meets it, or after ackedFor (the bucket's own start, a compare-and-set,
+// found it finished).
+type ackedSet struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+const ackedFor = 10 * time.Minute
+
+func (a *ackedSet) add(id string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]time.Time{}
+	}
+	if len(a.m) >= 1024 {
+		for k, at := range a.m {
+			if now.Sub(at) > ackedFor {
+				delete(a.m, k)
+			}
+		}
+	}
+	a.m[id] = now
+}
+
+// take reports whether id is in the set and removes it.
+func (a *ackedSet) take(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.m[id]
+	delete(a.m, id)
+	return ok
 }
 
 // deliveredSet holds the events whose delivery the handler saw succeed and

@@ -107,6 +107,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		}
 	}
 	var nextErr error
+	var cur *model.Event
 	// e.Status may be stale (the handler may have moved delivering to
 	// delivered, or e's start was still being written when the caller read
 	// it): a lost compare-and-set reads the event and tries its status.
@@ -146,7 +147,7 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 			nx.putBack()
 			return false, errs[0]
 		}
-		cur, err := st.EventGetByID(ctx, e.ID)
+		cur, err = st.EventGetByID(ctx, e.ID)
 		if errors.Is(err, model.ErrNotFound) {
 			nx.putBack()
 			return false, nil
@@ -162,6 +163,9 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 	}
 	if !released {
 		nx.putBack()
+		if t != nil && cur != nil && cur.Status == model.EventScheduled && e.PolicyID != "" {
+			return t.acknowledgeSent(ctx, e, cur, attempt, now)
+		}
 		return false, nil
 	}
 	if e.PolicyID == "" {
@@ -196,6 +200,50 @@ func release(ctx context.Context, st ReleaseStore, t *Throttle, e *model.Event, 
 		return true, fmt.Errorf("event %s released but its token was not returned: %w", e.ID, err)
 	}
 	return true, nil
+}
+
+// acknowledgeSent finishes cur, a scheduled event whose consumer has the
+// copy e sent in attempt attempt, as released (store.AcknowledgeSent). Only
+// an early dispatch whose start never applied leaves a sent event so, its
+// sender having died before the write: this process serves cur's releases
+// behind its slot, so an early start of its own has been written by now,
+// and a start without an early send comes before the send. No copy holds a
+// token then, so none goes back, and the shard's owner does not send it
+// again while its consumer has it.
+//
+// cur may have been claimed again since e was sent (a newer fence: the
+// restart or takeover that followed the crash) and wait in a bucket, whose
+// early dispatch sends without reading the store. It is acknowledged only if
+// that bucket is this process's (it holds cur's shard under cur's fence),
+// and then marked so that an early dispatch drops it; a claim racing the
+// write is read back and tried again.
+func (t *Throttle) acknowledgeSent(ctx context.Context, e, cur *model.Event, attempt int, now time.Time) (bool, error) {
+	st := t.deps.Store
+	for range maxReleaseTries {
+		ours := t.deps.Shards.Owns(cur.Shard, cur.Fence)
+		if cur.Fence != e.Fence && !ours {
+			return false, nil
+		}
+		if ours {
+			// Marked first: a dispatch that takes it after the write
+			// must find the mark.
+			t.acked.add(cur.ID, now)
+		}
+		res, err := st.EventTransition(ctx, []store.EventTransition{store.AcknowledgeSent(cur.ID, cur.Fence, attempt, now)})
+		if err != nil {
+			return false, err
+		}
+		if res[0] == nil {
+			return true, nil
+		}
+		if ours {
+			t.acked.take(cur.ID)
+		}
+		if cur, err = st.EventGetByID(ctx, cur.ID); err != nil || cur.Status != model.EventScheduled {
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // settleNext settles a release of e that handed its token to nx and failed

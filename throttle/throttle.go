@@ -217,6 +217,9 @@ type Throttle struct {
 	// delivered are the events the handler delivered whose outcome is not
 	// written yet (EarlyDispatch only).
 	delivered deliveredSet
+	// acked are events acknowledged while they may wait in a bucket here
+	// (see acknowledgeSent), which an early dispatch must not send.
+	acked ackedSet
 	// adapt holds the adaptive policies' limits (see adaptive.go).
 	adapt adaptiveSet
 }

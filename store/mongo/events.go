@@ -619,10 +619,12 @@ func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (
 		set = append(set, bson.E{Key: "updatedAt", Value: unixNano(t.At)})
 	}
 	var unset bson.D
-	// The TTL date of retention follows the status (see retention.go).
-	if d := finishedDate(t.To, t.FinishedAt, t.At); d != nil {
+	// The TTL date of retention follows the status (see retention.go); a
+	// finished event that stays so without a new finishedAt keeps it.
+	keepDate := t.From == t.To && t.FinishedAt == nil
+	if d := finishedDate(t.To, t.FinishedAt, t.At); d != nil && !keepDate {
 		set = append(set, bson.E{Key: fieldFinishedDate, Value: *d})
-	} else if t.From == model.EventReleased || t.From == model.EventCancelled {
+	} else if (t.From == model.EventReleased || t.From == model.EventCancelled) && !keepDate {
 		unset = append(unset, bson.E{Key: fieldFinishedDate, Value: ""})
 	}
 	if t.ClearToken && t.TokenExpiresAt == nil {

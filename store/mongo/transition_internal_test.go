@@ -100,3 +100,30 @@ func TestTransitionTokenExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestTransitionKeepsFinishedDate checks retention's TTL date: a
+// transition that leaves an event released without a new finishedAt (a
+// delivery recorded after the consumer's release) neither moves nor drops
+// the date the release set.
+func TestTransitionKeepsFinishedDate(t *testing.T) {
+	released := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	later := released.Add(time.Hour)
+	s := &Store{opts: Options{Clock: clockwork.NewFakeClockAt(later)}}
+	touches := func(tr store.EventTransition) bool {
+		_, update := s.transitionWrite(&tr, bson.NewObjectID())
+		for _, op := range update {
+			for _, f := range op.Value.(bson.D) {
+				if f.Key == fieldFinishedDate {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !touches(store.Acknowledge("e1", model.EventScheduled, released)) {
+		t.Fatal("the release sets no finishedDate")
+	}
+	if touches(store.DeliveredAfterRelease("e1", 1, released.Add(-time.Second), later)) {
+		t.Fatal("recording the delivery of a released event changes its finishedDate")
+	}
+}

@@ -566,6 +566,56 @@ var eventTests = []namedTest{
 			model.ErrConflict, "a second time")
 		requireEqual(t, getEvent(t, d, kept.ID).Status, model.EventCancelled, "the event not sent stays cancelled")
 	}},
+	{"DeliveredAfterRelease", func(t *testing.T, d store.Driver) {
+		// A consumer that releases before it answers has its release
+		// written before the delivery's outcome, which then loses: the
+		// delivery is recorded on the released event all the same, and
+		// the release's finish stays.
+		ctx := t.Context()
+		free := newEvent("A", "s1", base, 0) // unthrottled: acknowledged while scheduled
+		held := newEvent("A", "s1", base, 1) // throttled: released while delivering
+		kept := newEvent("A", "s1", base, 2) // outcome first, release after
+		insertEvents(t, d, free, held, kept)
+		_, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: 10})
+		requireNoError(t, err, "EventClaimDue")
+		requireIs(t, transition(t, d, store.DeliveredAfterRelease(free.ID, 1, at(time.Second), at(time.Second))),
+			model.ErrConflict, "recorded on an event not released")
+
+		requireNoError(t, transition(t, d, store.Acknowledge(free.ID, model.EventScheduled, at(2*time.Second))), "acknowledge")
+		requireIs(t, transition(t, d, store.DeliveredReleased(free.ID, model.EventScheduled, 1, 1, false, at(3*time.Second))),
+			model.ErrConflict, "outcome after the acknowledge")
+		requireNoError(t, transition(t, d, store.DeliveredAfterRelease(free.ID, 1, at(3*time.Second), at(4*time.Second))), "unthrottled delivered after release")
+
+		requireNoError(t, transition(t, d, store.StartDelivery(held.ID, 1, at(time.Minute), at(time.Second))), "start")
+		requireNoError(t, transition(t, d, store.Release(held.ID, model.EventDelivering, 1, 1, at(2*time.Second))), "release")
+		requireIs(t, transition(t, d, store.Delivered(held.ID, 1, 1, at(3*time.Second))), model.ErrConflict, "outcome after the release")
+		requireNoError(t, transition(t, d, store.DeliveredAfterRelease(held.ID, 1, at(3*time.Second), at(4*time.Second))), "throttled delivered after release")
+
+		for _, id := range []string{free.ID, held.ID} {
+			got := getEvent(t, d, id)
+			requireEqual(t, got.Status, model.EventReleased, id+" Status")
+			requireEqual(t, got.Attempts, 1, id+" Attempts")
+			requireTimePtr(t, got.DeliveredAt, ptr(at(3*time.Second)), id+" DeliveredAt")
+			requireTimePtr(t, got.FinishedAt, ptr(at(2*time.Second)), id+" FinishedAt of the release")
+			requireTimePtr(t, got.TokenExpiresAt, nil, id+" TokenExpiresAt")
+			requireIs(t, transition(t, d, store.DeliveredAfterRelease(id, 1, at(5*time.Second), at(5*time.Second))),
+				model.ErrConflict, id+" recorded a second time")
+		}
+
+		// The outcome first: a late record of the same attempt (another
+		// copy's) leaves the written one as it is.
+		requireNoError(t, transition(t, d, store.DeliveredReleased(kept.ID, model.EventScheduled, 1, 1, false, at(3*time.Second))), "outcome")
+		requireIs(t, transition(t, d, store.Acknowledge(kept.ID, model.EventScheduled, at(4*time.Second))), model.ErrConflict, "acknowledge after the outcome")
+		requireIs(t, transition(t, d, store.DeliveredAfterRelease(kept.ID, 1, at(5*time.Second), at(5*time.Second))),
+			model.ErrConflict, "record over a written outcome")
+		got := getEvent(t, d, kept.ID)
+		requireEqual(t, got.Attempts, 1, "Attempts of the outcome written first")
+		requireTimePtr(t, got.DeliveredAt, ptr(at(3*time.Second)), "DeliveredAt of the outcome written first")
+
+		n, err := d.EventDeleteFinishedBefore(ctx, at(2500*time.Millisecond), 10)
+		requireNoError(t, err, "EventDeleteFinishedBefore")
+		requireEqual(t, n, 2, "retention counts from the release")
+	}},
 	{"CancelPending", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		f1, f2 := at(time.Hour), at(2*time.Hour)
