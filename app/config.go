@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/store/mongo"
 )
@@ -304,11 +304,11 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 func (c *Config) setDefaults() {
 	// An empty PublicURL is filled in by the App from the bound address.
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	defaults.Set(&c.CompletedRetention, c.Retention)
+	c.CompletedRetention = cmp.Or(c.CompletedRetention, c.Retention)
 	if c.Store == "embedded" {
 		// One process owns an embedded data directory, so a stable name lets
 		// a restarted instance take its leases back at once.
-		defaults.Set(&c.InstanceID, "local")
+		c.InstanceID = cmp.Or(c.InstanceID, "local")
 	}
 	if c.InstanceID == "" {
 		h, _ := os.Hostname()

@@ -53,6 +53,7 @@
 package emitter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
@@ -188,19 +188,19 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	defaults.Set(&c.Partitions, 16)
-	defaults.Set(&c.Shards, 16)
-	defaults.Set(&c.Window, time.Minute)
-	defaults.Set(&c.Lead, 2*time.Minute)
-	defaults.Set(&c.CatchUpLimit, time.Hour)
-	defaults.Set(&c.BatchSize, 1000)
-	defaults.Set(&c.Workers, 32)
-	defaults.Set(&c.BackgroundThreshold, 10000)
-	defaults.Set(&c.BackgroundChunk, 5000)
-	defaults.Set(&c.BackgroundWorkers, 2)
-	defaults.Set(&c.CleanupInterval, 5*time.Minute)
-	defaults.Set(&c.CompletedRetention, 24*time.Hour)
-	defaults.Set(&c.DrainTimeout, 5*time.Second)
+	c.Partitions = cmp.Or(c.Partitions, 16)
+	c.Shards = cmp.Or(c.Shards, 16)
+	c.Window = cmp.Or(c.Window, time.Minute)
+	c.Lead = cmp.Or(c.Lead, 2*time.Minute)
+	c.CatchUpLimit = cmp.Or(c.CatchUpLimit, time.Hour)
+	c.BatchSize = cmp.Or(c.BatchSize, 1000)
+	c.Workers = cmp.Or(c.Workers, 32)
+	c.BackgroundThreshold = cmp.Or(c.BackgroundThreshold, 10000)
+	c.BackgroundChunk = cmp.Or(c.BackgroundChunk, 5000)
+	c.BackgroundWorkers = cmp.Or(c.BackgroundWorkers, 2)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, 5*time.Minute)
+	c.CompletedRetention = cmp.Or(c.CompletedRetention, 24*time.Hour)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 5*time.Second)
 }
 
 // validate checks c after setDefaults; the error names the field.

@@ -27,6 +27,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/gopool"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
@@ -227,31 +227,31 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	defaults.Set(&c.Horizon, 30*time.Second)
-	defaults.Set(&c.PrefetchInterval, time.Second)
-	defaults.Set(&c.Retention, 24*time.Hour)
-	defaults.Set(&c.RetentionInterval, time.Minute)
-	defaults.Set(&c.IdempotencyRetention, 24*time.Hour)
-	defaults.Set(&c.ReclaimInterval, 2*time.Second)
-	defaults.Set(&c.MaxRetryAfter, time.Hour)
-	defaults.Set(&c.TakeoverGrace, 2*time.Second)
-	defaults.Set(&c.DrainTimeout, 10*time.Second)
-	defaults.Set(&c.WaitingAgeInterval, 10*time.Second)
-	defaults.Set(&c.OutcomeLinger, 100*time.Millisecond)
-	defaults.Set(&c.LaunchGap, 4*time.Millisecond)
-	defaults.Set(&c.Shards, 16)
-	defaults.Set(&c.MaxBatch, 500)
-	defaults.Set(&c.Workers, 4)
-	defaults.Set(&c.MaxScheduled, 500_000)
-	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	c.Horizon = cmp.Or(c.Horizon, 30*time.Second)
+	c.PrefetchInterval = cmp.Or(c.PrefetchInterval, time.Second)
+	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	c.RetentionInterval = cmp.Or(c.RetentionInterval, time.Minute)
+	c.IdempotencyRetention = cmp.Or(c.IdempotencyRetention, 24*time.Hour)
+	c.ReclaimInterval = cmp.Or(c.ReclaimInterval, 2*time.Second)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
+	c.TakeoverGrace = cmp.Or(c.TakeoverGrace, 2*time.Second)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
+	c.WaitingAgeInterval = cmp.Or(c.WaitingAgeInterval, 10*time.Second)
+	c.OutcomeLinger = cmp.Or(c.OutcomeLinger, 100*time.Millisecond)
+	c.LaunchGap = cmp.Or(c.LaunchGap, 4*time.Millisecond)
+	c.Shards = cmp.Or(c.Shards, 16)
+	c.MaxBatch = cmp.Or(c.MaxBatch, 500)
+	c.Workers = cmp.Or(c.Workers, 4)
+	c.MaxScheduled = cmp.Or(c.MaxScheduled, 500_000)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, model.DefaultMaxAttempts)
 	if c.MaxBatch > 0 {
-		defaults.Set(&c.ClaimBatch, 4*c.MaxBatch)
+		c.ClaimBatch = cmp.Or(c.ClaimBatch, 4*c.MaxBatch)
 	}
-	defaults.Set(&c.QueueSize, 2*c.MaxBatch*c.Workers)
-	defaults.Set(&c.MaxInFlight, c.MaxBatch*c.Workers)
-	defaults.Set(&c.MaxPerHost, 64)
-	defaults.Set(&c.TenantWeight, 1)
-	defaults.Set(&c.WeightTTL, 30*time.Second)
+	c.QueueSize = cmp.Or(c.QueueSize, 2*c.MaxBatch*c.Workers)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, c.MaxBatch*c.Workers)
+	c.MaxPerHost = cmp.Or(c.MaxPerHost, 64)
+	c.TenantWeight = cmp.Or(c.TenantWeight, 1)
+	c.WeightTTL = cmp.Or(c.WeightTTL, 30*time.Second)
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff
 	}

@@ -14,6 +14,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
@@ -65,11 +65,11 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	defaults.Set(&c.TTL, 15*time.Second)
+	c.TTL = cmp.Or(c.TTL, 15*time.Second)
 	if c.TTL > 0 {
-		defaults.Set(&c.Interval, c.TTL/3)
+		c.Interval = cmp.Or(c.Interval, c.TTL/3)
 	}
-	defaults.Set(&c.DrainTimeout, 5*time.Second)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 5*time.Second)
 }
 
 // validate checks c after setDefaults; the error names the field.

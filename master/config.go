@@ -1,12 +1,12 @@
 package master
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -164,7 +164,7 @@ func DefaultTenantQuotas() model.TenantQuotas {
 // default). A tenant's effective quotas are then its own Or these; the
 // master and the emitter (emitter.QuotaCache) both take them from here.
 func TenantQuotaDefaults(configured model.TenantQuotas, maxEventCount int) model.TenantQuotas {
-	defaults.Set(&maxEventCount, DefaultMaxEventCount)
+	maxEventCount = cmp.Or(maxEventCount, DefaultMaxEventCount)
 	dq := DefaultTenantQuotas()
 	dq.MaxEventsPerFire = min(dq.MaxEventsPerFire, maxEventCount)
 	return configured.Or(dq)
@@ -177,30 +177,30 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	defaults.Set(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
-	defaults.Set(&c.MaxEventCount, DefaultMaxEventCount)
-	defaults.Set(&c.MaxNameLen, DefaultMaxNameLen)
-	defaults.Set(&c.MaxChildren, cron.MaxChildren)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	c.MaxEventCount = cmp.Or(c.MaxEventCount, DefaultMaxEventCount)
+	c.MaxNameLen = cmp.Or(c.MaxNameLen, DefaultMaxNameLen)
+	c.MaxChildren = cmp.Or(c.MaxChildren, cron.MaxChildren)
 	// The body must fit the largest payload and the rest of the schedule.
-	defaults.Set(&c.MaxBodyBytes, max(DefaultMaxBodyBytes, int64(c.MaxPayloadBytes)+64<<10))
-	defaults.Set(&c.MaxWindow, 24*time.Hour)
-	defaults.Set(&c.MaxTokenTimeout, 24*time.Hour)
-	defaults.Set(&c.DefaultTokenTimeout, 15*time.Minute)
-	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
-	defaults.Set(&c.PreviewDefault, 10)
-	defaults.Set(&c.PreviewMax, 1000)
-	defaults.Set(&c.PageDefault, 100)
-	defaults.Set(&c.IdempotencyWait, 5*time.Second)
-	defaults.Set(&c.QuotaCountTTL, 5*time.Second)
-	defaults.Set(&c.TenantWeight, 1)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, max(DefaultMaxBodyBytes, int64(c.MaxPayloadBytes)+64<<10))
+	c.MaxWindow = cmp.Or(c.MaxWindow, 24*time.Hour)
+	c.MaxTokenTimeout = cmp.Or(c.MaxTokenTimeout, 24*time.Hour)
+	c.DefaultTokenTimeout = cmp.Or(c.DefaultTokenTimeout, 15*time.Minute)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	c.PreviewDefault = cmp.Or(c.PreviewDefault, 10)
+	c.PreviewMax = cmp.Or(c.PreviewMax, 1000)
+	c.PageDefault = cmp.Or(c.PageDefault, 100)
+	c.IdempotencyWait = cmp.Or(c.IdempotencyWait, 5*time.Second)
+	c.QuotaCountTTL = cmp.Or(c.QuotaCountTTL, 5*time.Second)
+	c.TenantWeight = cmp.Or(c.TenantWeight, 1)
 	c.TenantQuotas = TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
-	defaults.Set(&c.CatchUpLimit, time.Hour)
-	defaults.Set(&c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
-	defaults.Set(&c.DiskMinFreePercent, DefaultDiskMinFreePercent)
-	defaults.Set(&c.MaxBatchItems, DefaultMaxBatchItems)
-	defaults.Set(&c.MaxBatchBodyBytes, max(DefaultMaxBatchBodyBytes, c.MaxBodyBytes))
-	defaults.Set(&c.WrongTokens.Max, 60)
-	defaults.Set(&c.WrongTokens.Window, time.Minute)
+	c.CatchUpLimit = cmp.Or(c.CatchUpLimit, time.Hour)
+	c.DiskMinFreeBytes = cmp.Or(c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
+	c.DiskMinFreePercent = cmp.Or(c.DiskMinFreePercent, DefaultDiskMinFreePercent)
+	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, DefaultMaxBatchItems)
+	c.MaxBatchBodyBytes = cmp.Or(c.MaxBatchBodyBytes, max(DefaultMaxBatchBodyBytes, c.MaxBodyBytes))
+	c.WrongTokens.Max = cmp.Or(c.WrongTokens.Max, 60)
+	c.WrongTokens.Window = cmp.Or(c.WrongTokens.Window, time.Minute)
 }
 
 // validate checks c after defaults were applied; the error names the field.

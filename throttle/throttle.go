@@ -32,6 +32,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/model"
@@ -141,15 +141,15 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	defaults.Set(&c.Shards, 16)
-	defaults.Set(&c.PollInterval, 50*time.Millisecond)
-	defaults.Set(&c.AcquireBatch, 32)
-	defaults.Set(&c.DefaultTokenTimeout, 5*time.Minute)
-	defaults.Set(&c.DefaultMaxAttempts, model.DefaultMaxAttempts)
-	defaults.Set(&c.ReconcileInterval, time.Minute)
-	defaults.Set(&c.ReconcileSettle, time.Second)
-	defaults.Set(&c.ReclaimBatch, 500)
-	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	c.Shards = cmp.Or(c.Shards, 16)
+	c.PollInterval = cmp.Or(c.PollInterval, 50*time.Millisecond)
+	c.AcquireBatch = cmp.Or(c.AcquireBatch, 32)
+	c.DefaultTokenTimeout = cmp.Or(c.DefaultTokenTimeout, 5*time.Minute)
+	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, model.DefaultMaxAttempts)
+	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, time.Minute)
+	c.ReconcileSettle = cmp.Or(c.ReconcileSettle, time.Second)
+	c.ReclaimBatch = cmp.Or(c.ReclaimBatch, 500)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
 	var errs []error
 	for _, d := range []struct {
 		v    time.Duration

@@ -14,6 +14,7 @@ package httpdelivery
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -33,7 +34,6 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/delivery"
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/gopool"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
@@ -105,13 +105,13 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	defaults.Set(&c.Timeout, DefaultTimeout)
-	defaults.Set(&c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
-	defaults.Set(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
-	defaults.Set(&c.Concurrency, DefaultConcurrency)
-	defaults.Set(&c.UserAgent, DefaultUserAgent)
-	defaults.Set(&c.BatchMaxEvents, DefaultBatchMaxEvents)
-	defaults.Set(&c.BatchMaxBytes, DefaultBatchMaxBytes)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
+	c.MaxConnsPerHost = cmp.Or(c.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.BatchMaxEvents = cmp.Or(c.BatchMaxEvents, DefaultBatchMaxEvents)
+	c.BatchMaxBytes = cmp.Or(c.BatchMaxBytes, DefaultBatchMaxBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -5,6 +5,7 @@
 package sqsdelivery
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,7 +26,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/delivery"
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -76,7 +76,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	defaults.Set(&c.Concurrency, DefaultConcurrency)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 }
 
 // validate checks c after setDefaults; the error names the field.
