@@ -5,25 +5,21 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"golang.org/x/time/rate"
 )
 
 // rateLimiter is one token bucket per scope (tenant id or "admin").
 type rateLimiter struct {
-	rate  float64 // tokens per second
-	burst float64
+	limit rate.Limit
+	burst int
 	clock clockwork.Clock
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+	buckets map[string]*rate.Limiter
 }
 
 func newRateLimiter(cfg RateLimit, clock clockwork.Clock) *rateLimiter {
-	return &rateLimiter{rate: cfg.PerSecond, burst: float64(cfg.Burst), clock: clock, buckets: make(map[string]*bucket)}
+	return &rateLimiter{limit: rate.Limit(cfg.PerSecond), burst: cfg.Burst, clock: clock, buckets: make(map[string]*rate.Limiter)}
 }
 
 // allow takes one token of scope's bucket. If none is left it reports how
@@ -31,21 +27,18 @@ func newRateLimiter(cfg RateLimit, clock clockwork.Clock) *rateLimiter {
 func (l *rateLimiter) allow(scope string) (bool, time.Duration) {
 	now := l.clock.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	b, ok := l.buckets[scope]
 	if !ok {
-		b = &bucket{tokens: l.burst, last: now}
+		b = rate.NewLimiter(l.limit, l.burst)
 		l.buckets[scope] = b
 	}
-	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = min(l.burst, b.tokens+el*l.rate)
-		b.last = now
+	l.mu.Unlock()
+	r := b.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
 	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	return true, 0
 }
 
 // failureLimiter counts failures (wrong release tokens) per key (a client
