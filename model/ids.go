@@ -2,12 +2,47 @@ package model
 
 import (
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 )
+
+// Prefixes of the ids the API gives out: a prefix and the IDText of 10
+// bytes (16 characters).
+const (
+	PrefixSchedule = "sch_"
+	PrefixPolicy   = "pol_"
+	PrefixTenant   = "ten_"
+	PrefixKey      = "key_"
+)
+
+// IDAlphabet is IDText's, in byte order, so that ids sort as their bytes
+// do.
+const IDAlphabet = "234567abcdefghijklmnopqrstuvwxyz"
+
+// IDText writes the 10 bytes of an id as its 16 characters; 16 characters
+// stand for exactly 10 bytes and come back from them unchanged, so a store
+// may keep an id by its bytes (ParseID).
+var IDText = base32.NewEncoding(IDAlphabet).WithPadding(base32.NoPadding)
+
+// FormatID is the id of prefix and raw.
+func FormatID(prefix string, raw [10]byte) string { return prefix + IDText.EncodeToString(raw[:]) }
+
+// ParseID returns the 10 bytes of id if it is of prefix's form
+// (FormatID); false otherwise.
+func ParseID(prefix, id string) ([10]byte, bool) {
+	var raw [10]byte
+	text, ok := strings.CutPrefix(id, prefix)
+	if !ok || len(text) != 16 {
+		return raw, false
+	}
+	n, err := IDText.Decode(raw[:], []byte(text))
+	return raw, err == nil && n == len(raw)
+}
 
 // FireInstant is the fire time of something due at t: t rounded up to the
 // next whole millisecond (t itself if it is one). Fire times are whole

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +57,33 @@ func TestFireID(t *testing.T) {
 	}
 	if got := string(AppendFireID([]byte("k:"), "s1", 3, base)); got != "k:s1.1748862015.v3" {
 		t.Errorf("AppendFireID after a prefix = %q", got)
+	}
+}
+
+// ParseID takes back exactly the ids FormatID makes, and their text sorts
+// as their bytes do.
+func TestFormatParseID(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var prev [10]byte
+	prevID := FormatID(PrefixSchedule, prev)
+	for range 1000 {
+		var raw [10]byte
+		for i := range raw {
+			raw[i] = byte(r.IntN(256))
+		}
+		id := FormatID(PrefixSchedule, raw)
+		got, ok := ParseID(PrefixSchedule, id)
+		if !ok || got != raw {
+			t.Fatalf("ParseID(%q) = %x, %v; want %x", id, got, ok, raw)
+		}
+		if (bytes.Compare(raw[:], prev[:]) < 0) != (id < prevID) {
+			t.Fatalf("%q and %q sort unlike their bytes %x and %x", id, prevID, raw, prev)
+		}
+		prev, prevID = raw, id
+	}
+	for _, id := range []string{"", "sch_", "pol_aaaaaaaaaaaaaaaa", "sch_aaaaaaaaaaaaaaa", "sch_aaaaaaaaaaaaaaaaa", "sch_AAAAAAAAAAAAAAAA", "sch_aaaaaaaaaaaaaaa1"} {
+		if _, ok := ParseID(PrefixSchedule, id); ok {
+			t.Errorf("ParseID(%q) took it", id)
+		}
 	}
 }

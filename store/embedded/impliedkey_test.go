@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"github.com/schedulerd/schedulerd/model"
 	"math/rand/v2"
 	"testing"
 )
@@ -11,11 +12,11 @@ import (
 func TestImpliedKeyRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(oneSeed(t), 7))
 	const chars = "abcdefghijklmnopqrstuvwxyz234567018_ABZ-."
-	ids := []string{"", "o1", "sch_", idPrefix + "2222222222222222", idPrefix + "zzzzzzzzzzzzzzzz",
-		idPrefix + "aaaaaaaaaaaaaaa", idPrefix + "aaaaaaaaaaaaaaaaa", idPrefix + "aaaaaaaaaaaaaaa1", idPrefix + "AAAAAAAAAAAAAAAA",
+	ids := []string{"", "o1", "sch_", model.PrefixSchedule + "2222222222222222", model.PrefixSchedule + "zzzzzzzzzzzzzzzz",
+		model.PrefixSchedule + "aaaaaaaaaaaaaaa", model.PrefixSchedule + "aaaaaaaaaaaaaaaaa", model.PrefixSchedule + "aaaaaaaaaaaaaaa1", model.PrefixSchedule + "AAAAAAAAAAAAAAAA",
 		"pol_aaaaaaaaaaaaaaaa", masterID(0), masterID(1 << 60)}
 	for range 2000 {
-		b := []byte(idPrefix)
+		b := []byte(model.PrefixSchedule)
 		if r.IntN(4) == 0 {
 			b = b[:r.IntN(len(b))]
 		}
@@ -27,7 +28,7 @@ func TestImpliedKeyRoundTrip(t *testing.T) {
 			if r.IntN(10) == 0 {
 				b = append(b, chars[r.IntN(len(chars))])
 			} else {
-				b = append(b, idText.EncodeToString([]byte{byte(r.IntN(256))})[0])
+				b = append(b, model.IDText.EncodeToString([]byte{byte(r.IntN(256))})[0])
 			}
 		}
 		ids = append(ids, string(b))

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"bytes"
-	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -29,27 +28,18 @@ import (
 // The key that stands for an implied event's row key in ev_due starts with
 // a mark that a group sequence (the first 8 bytes of a row key) would
 // start with only after 2^63 groups: impliedPacked and the 10 bytes of a
-// schedule id of the master's form (idPrefix and 16 base32 characters),
+// schedule id of the API's form (model.ParseID),
 // or impliedMark and the id as it is.
 const (
 	impliedMark   = 0xff
 	impliedPacked = 0xfe
 )
 
-const idPrefix = "sch_"
-
-// idText is the base32 of the master's ids, in byte order: 16 characters
-// stand for exactly 10 bytes and come back from them unchanged.
-var idText = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
-
 // appendImpliedKey appends the key that stands for the row key of the
 // event that the row of schedule scheduleID holds.
 func appendImpliedKey(b []byte, scheduleID string) []byte {
-	if text, ok := strings.CutPrefix(scheduleID, idPrefix); ok && len(text) == 16 {
-		var raw [10]byte
-		if n, err := idText.Decode(raw[:], []byte(text)); err == nil && n == len(raw) {
-			return append(append(b, impliedPacked), raw[:]...)
-		}
+	if raw, ok := model.ParseID(model.PrefixSchedule, scheduleID); ok {
+		return append(append(b, impliedPacked), raw[:]...)
 	}
 	return append(append(b, impliedMark), scheduleID...)
 }
@@ -59,7 +49,7 @@ func impliedKey(scheduleID string) []byte { return appendImpliedKey(nil, schedul
 // impliedScheduleID returns the schedule id of the impliedKey rk.
 func impliedScheduleID(rk []byte) string {
 	if rk[0] == impliedPacked && len(rk) == 11 {
-		return idPrefix + idText.EncodeToString(rk[1:])
+		return model.FormatID(model.PrefixSchedule, [10]byte(rk[1:11]))
 	}
 	return string(rk[1:])
 }

@@ -85,7 +85,7 @@ func (w *oneWorld) oneOff(tenant, policy string) store.ScheduleNew {
 func masterID(n uint64) string {
 	var b [10]byte
 	binary.BigEndian.PutUint64(b[2:], n)
-	return idPrefix + idText.EncodeToString(b[:])
+	return model.PrefixSchedule + model.IDText.EncodeToString(b[:])
 }
 
 // fanOut returns a fire of a cron schedule of tenant with size events.

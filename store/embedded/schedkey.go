@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
 )
 
 // Schedule ids in keys: the schedules bucket and the
 // tenant index (schedules_by_tcode, after the tenant code) name a schedule
-// id of the master's form (idPrefix and 16 base32 characters) by
+// id of the API's form (model.ParseID) by
 // impliedPacked and the 10 bytes its text stands for, as the due entries
 // of events held in rows do (appendImpliedKey), and any other id as it is,
 // NUL-terminated in the tenant index. An id whose first byte could be
@@ -115,14 +117,14 @@ func tenantSchedules(b *bolt.Bucket, prefix []byte, from string) iter.Seq2[strin
 // packedFrom returns the 10 bytes of the least id of the master's form
 // that sorts at or after from; false if none does.
 func packedFrom(from string) ([]byte, bool) {
-	rest, ok := strings.CutPrefix(from, idPrefix)
+	rest, ok := strings.CutPrefix(from, model.PrefixSchedule)
 	if !ok {
-		if from < idPrefix {
+		if from < model.PrefixSchedule {
 			return make([]byte, 10), true
 		}
 		return nil, false
 	}
-	const alphabet = "234567abcdefghijklmnopqrstuvwxyz" // in byte order
+	const alphabet = model.IDAlphabet
 	text := make([]byte, 0, 16)
 	i := 0
 	for ; i < len(rest) && i < 16 && strings.IndexByte(alphabet, rest[i]) >= 0; i++ {
@@ -150,7 +152,7 @@ func packedFrom(from string) ([]byte, bool) {
 		text = append(text, alphabet[0])
 	}
 	raw := make([]byte, 10)
-	if _, err := idText.Decode(raw, text); err != nil {
+	if _, err := model.IDText.Decode(raw, text); err != nil {
 		return nil, false // not reached: text is 16 characters of the alphabet
 	}
 	return raw, true

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/schedulerd/schedulerd/model"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -22,12 +23,12 @@ func oddID(r *rand.Rand) string {
 	const chars = "234567abcdefghijklmnopqrstuvwxyz0189_.AZ{~"
 	switch r.IntN(4) {
 	case 0, 1:
-		return randomID(r, idPrefix)
+		return randomID(r, model.PrefixSchedule)
 	case 2:
-		return orderedID(r, idPrefix, r.Uint64N(1<<40))
+		return orderedID(r, model.PrefixSchedule, r.Uint64N(1<<40))
 	}
 	var sb strings.Builder
-	sb.WriteString(pick(r, idPrefix, idPrefix, "sch", "sci_", "s", "", "\xfe", "\xff\x01", "sch_zzzzzzzzzzzzzzzz"))
+	sb.WriteString(pick(r, model.PrefixSchedule, model.PrefixSchedule, "sch", "sci_", "s", "", "\xfe", "\xff\x01", "sch_zzzzzzzzzzzzzzzz"))
 	for range r.IntN(19) {
 		sb.WriteByte(chars[r.IntN(len(chars))])
 	}
