@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -98,7 +99,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
 		// Bounded, so that an unreachable store fails the start with an
 		// error instead of hanging before the banner.
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		a.store, err = mongo.Open(octx, cfg.MongoURI, mongoOptions(cfg))
+		o := mongoOptions(cfg)
+		o.Logger = slog.New(zerolog.NewSlogHandler(log))
+		a.store, err = mongo.Open(octx, cfg.MongoURI, o)
 		cancel()
 		if errors.Is(err, mongo.ErrWeakWriteConcern) {
 			err = fmt.Errorf("mongo-uri: %w (-mongo-allow-weak-write-concern accepts it)", err)
@@ -361,6 +364,9 @@ func (a *App) readyz(c echo.Context) error {
 	// A nearly full disk refuses new work but stays ready: releases and
 	// deliveries must keep reaching this instance.
 	_, checks["disk"] = a.master.DiskStatus()
+	if v, ok := indexCheck(a.store); ok {
+		checks["indexes"] = v // reported, never unready: see indexCheck
+	}
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable

@@ -53,6 +53,9 @@ func runWithBanner(args []string, getenv func(string) string, logOut, banner io.
 		_, err := fmt.Fprintf(banner, "schedulerd %s\n", versionString())
 		return err
 	}
+	if len(args) > 0 && args[0] == "mongo-indexes" {
+		return mongoIndexes(args[1:], getenv, banner)
+	}
 	cfg, err := app.ParseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -102,4 +105,21 @@ func newLogger(cfg app.Config, out io.Writer) zerolog.Logger {
 		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Str(logkey.Instance, cfg.InstanceID).Logger()
+}
+
+// mongoIndexes is the mongo-indexes command: with the instances'
+// configuration (flags or environment), it builds the MongoDB store's
+// missing indexes and waits for them, for an operator to run before
+// rolling out a version that adds indexes (see docs/operating.md).
+func mongoIndexes(args []string, getenv func(string) string, out io.Writer) error {
+	cfg, err := app.ParseConfig(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return app.BuildMongoIndexes(ctx, cfg, out)
 }

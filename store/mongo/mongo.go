@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -73,9 +74,16 @@ type Options struct {
 	// rolls back loses fences and token counts, and the throttle's bound
 	// with them.
 	AllowWeakWriteConcern bool
-	// SkipIndexes skips creating the indexes at Open, for instances started
-	// against a database whose indexes another instance already built.
+	// SkipIndexes makes Open neither check nor build indexes, for a
+	// database whose indexes another instance or BuildIndexes (the
+	// schedulerd mongo-indexes command) builds. Without it Open builds the
+	// missing indexes of empty collections at once and those of populated
+	// ones in the background (see indexes.go).
 	SkipIndexes bool
+	// Logger receives what the store reports outside a call: a background
+	// index build that failed, a retention it could not set (default:
+	// discarded).
+	Logger *slog.Logger
 	// EventRetention is how long released and cancelled events are kept
 	// (default 24h): on MongoDB the expireAfterSeconds of the TTL index on
 	// their finishedDate. The handler's purge job deletes them too, and is
@@ -118,6 +126,9 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.IdempotencyRetention, defaultRetention)
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Owner == "" {
 		h, _ := os.Hostname()
@@ -212,6 +223,9 @@ type Store struct {
 	// (0: not held), for Close to release it.
 	orphanMu    sync.Mutex
 	orphanFence int64
+
+	// idx is the background index build (indexes.go).
+	idx indexBuild
 
 	closeOnce sync.Once
 	closeErr  error
@@ -326,7 +340,7 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if opts.SkipIndexes {
 		return nil
 	}
-	if err := s.createIndexes(ctx); err != nil {
+	if err := s.startIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
 	return nil
@@ -405,7 +419,7 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		}
 		return mongo.IndexModel{Keys: d, Options: o}
 	}
-	return map[string][]mongo.IndexModel{
+	specs := map[string][]mongo.IndexModel{
 		collAPIKeys: {
 			idx("hash_unique", true, "hash"),
 			idx("tenant_created", false, "tenantId", "createdAt"),
@@ -430,14 +444,11 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("remaining", false, "remaining"),
 		},
 		collEvents: {
-			// The handler's claim: due events of one queue shard.
-			idx("shard_status_launch", false, "shard", "status", "launchAt"),
-			// Its takeover part: scheduled events under another fence, which
+			// The handler's takeover: scheduled events under another fence, which
 			// are few, without reading through the owner's own backlog.
 			idx("shard_status_fence", false, "shard", "status", "fence"),
 			idx("fire_status", false, "fireId", "status"),
 			idx("schedule", false, "scheduleId"),
-			idx("policy_status", false, "policyId", "status"),
 			idx("tenant_id", false, "tenantId", "_id"),
 			// The retention job: finished events by age.
 			idx("status_finished", false, "status", "finishedAt"),
@@ -457,6 +468,12 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("tenant_name_unique", true, "tenantId", "name"),
 		},
 	}
+	if partial {
+		// Events of one queue shard and status that are not waiting: the
+		// partial claim index does not have them (see superseded).
+		specs[collEvents] = append(specs[collEvents], idx("shard_status_launch", false, "shard", "status", "launchAt"))
+	}
+	return specs
 }
 
 // claimIndex is the claim's (shard, status, launchAt, _id) index, partial
@@ -468,42 +485,6 @@ func claimIndex(partial bool) mongo.IndexModel {
 	}
 	return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_launch_id_waiting").
 		SetPartialFilterExpression(bson.D{{Key: "status", Value: in(waitingStatuses)}})}
-}
-
-func (s *Store) createIndexes(ctx context.Context) error {
-	all := indexSpecs(s.caps.partialIndexes)
-	if s.caps.ttl {
-		for coll, m := range ttlSpecs(s.opts) {
-			all[coll] = append(all[coll], m.model())
-		}
-	}
-	for coll, models := range all {
-		// Create only the missing indexes, one per call. FerretDB v1.24
-		// panics (dropping the connection) on a createIndexes of two or more
-		// indexes that all exist, and a createIndexes of an existing index
-		// can block for good while other clients write; every start after
-		// the first would hit one or the other.
-		have := map[string]bool{}
-		specs, err := s.db.Collection(coll).Indexes().ListSpecifications(ctx)
-		if err != nil && !isNamespaceNotFound(err) {
-			return fmt.Errorf("list indexes on %s: %w", coll, interpretError(err))
-		}
-		for _, sp := range specs {
-			have[sp.Name] = true
-		}
-		if err := s.syncTTL(ctx, coll, specs); err != nil {
-			return err
-		}
-		for _, m := range models {
-			if have[indexName(m)] {
-				continue
-			}
-			if _, err := s.db.Collection(coll).Indexes().CreateOne(ctx, m); err != nil {
-				return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
-			}
-		}
-	}
-	return nil
 }
 
 // indexName returns the name an index model sets, or "".
@@ -546,6 +527,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		s.idx.stop()
 		var errs []error
 		if err := s.releaseOrphanLease(ctx); err != nil {
 			errs = append(errs, err)

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -93,6 +94,14 @@ func (s *Store) syncTTL(ctx context.Context, coll string, have []mongo.IndexSpec
 			{Key: "name", Value: want.name}, {Key: "expireAfterSeconds", Value: want.seconds()},
 		}}}
 		if err := s.db.RunCommand(ctx, cmd).Err(); err != nil {
+			if isUnauthorized(err) {
+				// collMod is not in the built-in readWrite role (usual on
+				// Atlas): the stored retention stays, and starting matters
+				// more than changing it.
+				s.opts.Logger.Warn("the user may not run collMod: the stored retention stays; grant collMod or change it by hand (see docs/operating.md)",
+					"index", coll+"."+want.name, "storedSeconds", storedSeconds(sp), "configuredSeconds", want.seconds(), "error", err.Error())
+				continue
+			}
 			return fmt.Errorf("set the retention of %s.%s: %w", coll, want.name, interpretError(err))
 		}
 	}
@@ -109,3 +118,18 @@ func isMemberLease(name string) bool {
 
 // bsonDate is t as a BSON date (milliseconds).
 func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
+
+// isUnauthorized reports MongoDB's Unauthorized (code 13): the user's
+// roles do not grant the action.
+func isUnauthorized(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(13)
+}
+
+// storedSeconds is the expireAfterSeconds of sp, -1 if it has none.
+func storedSeconds(sp mongo.IndexSpecification) int32 {
+	if sp.ExpireAfterSeconds == nil {
+		return -1
+	}
+	return *sp.ExpireAfterSeconds
+}
