@@ -574,7 +574,7 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 // stamps nonce on the event. The token expiry is judged on the clock that
 // EventFindTokenExpired reads by (s.before), so that a token the reclaim
 // found expired is taken back without waiting for the caller's clock.
-func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter bson.D, update any) {
 	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
@@ -632,11 +632,15 @@ func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (
 		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
 			bson.E{Key: "tokenTimedOut", Value: ""})
 	}
-	update = bson.D{{Key: "$set", Value: set}}
-	if len(unset) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
+	if t.TokenExpiresAt != nil && s.caps.serverClock {
+		// Stamped on the clock that judges it (clock.go).
+		return filter, s.onServerClock(set, unset, "tokenExpiresAt", *t.TokenExpiresAt)
 	}
-	return filter, update
+	plain := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		plain = append(plain, bson.E{Key: "$unset", Value: unset})
+	}
+	return filter, plain
 }
 
 // EventCountByTenant counts over the (tenantId, _id) index, stopping at
