@@ -27,8 +27,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +92,7 @@ type Options struct {
 	IdempotencyRetention time.Duration
 	// ClientClock judges lease and token expiries by the instants callers
 	// pass even where the server could judge them by its own clock
-	// (MongoDB 4.2 and later, see serverCaps), for tests that drive time
+	// (where Open's probe finds $$NOW, see serverCaps), for tests that drive time
 	// with a fake clock.
 	ClientClock bool
 	// Owner names this process in the store's own lease (the orphan-children
@@ -322,6 +320,9 @@ func clientOptions(uri string, cs *connstring.ConnString, opts Options) *options
 func (s *Store) init(ctx context.Context, opts Options) error {
 	var info bson.M
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		if isWireVersionTooOld(err) {
+			return fmt.Errorf("mongo open: %w: %v", ErrServerTooOld, err)
+		}
 		return fmt.Errorf("mongo open: buildInfo: %w", interpretError(err))
 	}
 	var hello struct {
@@ -334,8 +335,18 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		}
 	}
 	_, ferret := info["ferretdbVersion"]
-	version, _ := info["version"].(string)
-	s.caps = decideCaps(version, ferret, hello.SetName, opts.ClientClock)
+	var probed probes
+	if !ferret {
+		version, _ := info["version"].(string)
+		if err := checkVersion(version); err != nil {
+			return fmt.Errorf("mongo open: %w", err)
+		}
+		var err error
+		if probed, err = s.probe(ctx); err != nil {
+			return fmt.Errorf("mongo open: %w", err)
+		}
+	}
+	s.caps = decideCaps(ferret, hello.SetName, opts.ClientClock, probed)
 	s.serialise = s.caps.ferret
 	if opts.SkipIndexes {
 		return nil
@@ -344,46 +355,6 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mongo open: %w", err)
 	}
 	return nil
-}
-
-// serverCaps is what the server supports beyond the subset the package
-// doc describes. decideCaps is the one place that chooses a code path by
-// server; the methods consult the result.
-type serverCaps struct {
-	// ferret: the server is FerretDB v1 (see Store.locks).
-	ferret bool
-	// partialIndexes: partial indexes with $in in their filter (MongoDB 6.0).
-	partialIndexes bool
-	// ttl: TTL indexes, which FerretDB v1 refuses ("expireAfterSeconds is
-	// not implemented"): the purge jobs are then the only retention.
-	ttl bool
-	// serverClock: expiries are judged by the server's clock ($$NOW in an
-	// $expr or a pipeline update, MongoDB 4.2), so that instances whose
-	// clocks disagree still agree on when a lease or a token expired.
-	// FerretDB v1 has neither, and judges by the callers' instants.
-	serverClock bool
-	// transactions: multi-document transactions, which need a replica set
-	// (a standalone server refuses them) and MongoDB 4.0.
-	transactions bool
-}
-
-func decideCaps(version string, ferret bool, setName string, clientClock bool) serverCaps {
-	if ferret {
-		return serverCaps{ferret: true}
-	}
-	major, minor := 0, 0
-	parts := strings.SplitN(version, ".", 3)
-	major, _ = strconv.Atoi(parts[0])
-	if len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
-	}
-	atLeast := func(ma, mi int) bool { return major > ma || major == ma && minor >= mi }
-	return serverCaps{
-		partialIndexes: major >= 6,
-		ttl:            true,
-		serverClock:    !clientClock && atLeast(4, 2),
-		transactions:   setName != "" && atLeast(4, 0),
-	}
 }
 
 // ServerClock reports whether expiries are judged by the server's clock.
@@ -406,7 +377,7 @@ func (s *Store) Transactions() bool { return s.caps.transactions }
 //
 // An index whose keys or options change gets a new name: creation skips an
 // existing name, so changed keys under an old name would never build.
-// partial selects the partial variants (MongoDB 6.0 and later).
+// partial selects the partial variants (where Open's probe finds them).
 func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
 		d := bson.D{}

@@ -28,8 +28,8 @@ import (
 
 // Bounds of what one create writes in its transaction: a few hundred
 // milliseconds of writes, far within the 60 s lifetime and the cache a
-// transaction may hold (and within the 16 MB oplog entry that held a whole
-// transaction before MongoDB 4.2, should an older server answer).
+// transaction may hold, and within the 16 MB of one oplog entry (which
+// held a whole transaction before MongoDB 4.2).
 const (
 	txnMaxDocs  = 1000
 	txnMaxBytes = 8 << 20
