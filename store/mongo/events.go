@@ -750,7 +750,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 		// The $lt filter matched only documents that have the field.
 		return cmp.Or(cmp.Compare(*a.TokenExpiresAt, *b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))
 	}
-	docs, err := findStatuses(ctx, s.events, filter, tokenStatuses, limit, byExpiry, opts)
+	docs, err := findStatuses(ctx, s.eventsMajority, filter, tokenStatuses, limit, byExpiry, opts)
 	if err != nil {
 		return nil, fmt.Errorf("event find token expired policy %s: %w", policyID, err)
 	}
@@ -760,7 +760,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 // EventCountHoldingTokens counts the policy's delivering and delivered
 // events. Cross-tenant.
 func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (int, error) {
-	n, err := countStatuses(ctx, s.events, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses)
+	n, err := countStatuses(ctx, s.eventsMajority, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses)
 	if err != nil {
 		return 0, fmt.Errorf("event count holding tokens policy %s: %w", policyID, err)
 	}

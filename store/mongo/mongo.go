@@ -35,6 +35,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
@@ -197,6 +198,14 @@ type Store struct {
 	tenants, apiKeys, idempotency   *mongo.Collection
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
+	// eventsMajority and policiesMajority read at read concern majority
+	// where the server has it (not FerretDB): the throttle's reconciliation
+	// reads (PolicyGetByID, EventCountHoldingTokens, EventFindTokenExpired)
+	// decide an overwrite of InUse, and at read concern local they could
+	// count writes that a primary cut off from the majority will roll back
+	// (MongoDB manual, "Read Concern majority"). Every write is majority
+	// acknowledged, so such a read sees this process's own writes.
+	eventsMajority, policiesMajority *mongo.Collection
 
 	// locks serialise conflicting conditional writes when the server is
 	// FerretDB v1, which evaluates an update's filter and writes the result
@@ -348,6 +357,11 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	}
 	s.caps = decideCaps(ferret, hello.SetName, opts.ClientClock, probed)
 	s.serialise = s.caps.ferret
+	s.eventsMajority, s.policiesMajority = s.events, s.policies
+	if !s.caps.ferret {
+		maj := options.Collection().SetReadPreference(readpref.Primary()).SetReadConcern(readconcern.Majority())
+		s.eventsMajority, s.policiesMajority = s.db.Collection(collEvents, maj), s.db.Collection(collPolicies, maj)
+	}
 	if opts.SkipIndexes {
 		return nil
 	}

@@ -32,7 +32,7 @@ func (s *Store) PolicyGet(ctx context.Context, tenantID, id string) (*model.Poli
 // PolicyGetByID returns any tenant's policy. ErrNotFound.
 func (s *Store) PolicyGetByID(ctx context.Context, id string) (*model.Policy, error) {
 	var d policyDoc
-	if err := s.policies.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+	if err := s.policiesMajority.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
 		return nil, fmt.Errorf("policy get by id %s: %w", id, interpretError(err))
 	}
 	return d.model(), nil
