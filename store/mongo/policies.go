@@ -229,12 +229,12 @@ func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, 
 	return nil
 }
 
-// PolicySetInUse overwrites InUse if the version is expectedVersion.
-// ErrNotFound, ErrConflict.
-func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error {
+// PolicySetInUse overwrites InUse if the version is expectedVersion and
+// InUse is expectedInUse. ErrNotFound, ErrConflict.
+func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error {
 	unlock := s.lockCAS(s.policies, policyID)
 	res, err := s.policies.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: policyID}, {Key: "version", Value: expectedVersion}},
+		bson.D{{Key: "_id", Value: policyID}, {Key: "version", Value: expectedVersion}, {Key: "inUse", Value: expectedInUse}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "inUse", Value: max(inUse, 0)}}}})
 	unlock()
 	if err == nil && res.MatchedCount == 0 {
