@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -152,4 +154,86 @@ func TestWriteRest(t *testing.T) {
 		t.Fatalf("writeRest again: %d events, %v; want 0", m, err)
 	}
 	check("after writing the rest again")
+}
+
+// TestLargeCreate creates a one-off schedule with two fires of 1,500
+// events each (3,000 events, three times what a transaction takes), then a
+// batch of two such items: every event is stored once, every fire's
+// Remaining is 0, and on a replica set the transactions' inserts carry at
+// most txnMaxDocs documents (the rest written after the commit).
+func TestLargeCreate(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	inTxn := 0 // documents inserted inside transactions
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName != "insert" {
+			return
+		}
+		if v, err := e.Command.LookupErr("autocommit"); err != nil || v.Boolean() {
+			return
+		}
+		docs, _ := e.Command.Lookup("documents").Array().Values()
+		mu.Lock()
+		inTxn += len(docs)
+		mu.Unlock()
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	s, err := open(ctx, mongotest.URI(t), Options{OperationTimeout: 5 * time.Minute}, mon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	sched := func(id string) *model.Schedule {
+		return &model.Schedule{ID: id, TenantID: "t1", Name: id, Cron: "0 3 * * *", Timezone: "UTC", EventCount: 1500,
+			Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
+			State: model.ScheduleActive, Version: 1}
+	}
+	check := func(what string, fs []store.FireNew) {
+		t.Helper()
+		for _, fn := range fs {
+			n, err := s.events.CountDocuments(ctx, bson.D{{Key: "fireId", Value: fn.Fire.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := s.FireGet(ctx, "t1", fn.Fire.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 1500 || f.Remaining != 0 {
+				t.Fatalf("%s: fire %s has %d events and Remaining %d, want 1500 and 0", what, fn.Fire.ID, n, f.Remaining)
+			}
+		}
+	}
+	rename := func(fs []store.FireNew, prefix string) []store.FireNew {
+		for _, fn := range fs {
+			fn.Fire.ID = prefix + fn.Fire.ID
+			fn.Fire.ScheduleID = prefix
+			for _, e := range fn.Events {
+				e.ID, e.FireID, e.ScheduleID = prefix+e.ID, fn.Fire.ID, prefix
+			}
+		}
+		return fs
+	}
+	fs := rename(capFires(2, 1500, 100), "one")
+	inserted, n, err := s.ScheduleCreateWithFires(ctx, sched("one"), nil, fs)
+	if err != nil || len(inserted) != 2 || !inserted[0] || !inserted[1] || n != 3000 {
+		t.Fatalf("ScheduleCreateWithFires: %v, %d, %v; want both fires and 3000 events", inserted, n, err)
+	}
+	check("one-off", fs)
+	a, b := rename(capFires(1, 1500, 100), "a"), rename(capFires(1, 1500, 100), "b")
+	res, err := s.ScheduleCreateMany(ctx, []store.ScheduleNew{{Schedule: sched("a"), Fires: a}, {Schedule: sched("b"), Fires: b}})
+	if err != nil || res[0] != nil || res[1] != nil {
+		t.Fatalf("ScheduleCreateMany: %v, %v", res, err)
+	}
+	check("batch", append(a, b...))
+	if !s.Transactions() {
+		t.Skipf("the capped transaction needs a replica set: set %s (all events written without one, checked)", mongotest.EnvURI)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Two creates, each at most txnMaxDocs documents in its transaction.
+	if inTxn > 2*txnMaxDocs {
+		t.Fatalf("the transactions inserted %d documents, more than %d per create", inTxn, txnMaxDocs)
+	}
 }
