@@ -240,12 +240,14 @@ type Store struct {
 
 var _ store.Driver = (*Store)(nil)
 
-// Open connects to the MongoDB at uri, checks that it answers and creates the
-// indexes the queries rely on (creating an existing index is a no-op). It
-// returns model.ErrUnavailable if the server cannot be reached, and an error
-// naming AllowWeakWriteConcern if the URI asks for a write concern weaker
-// than majority. A URI without w gets w=majority, and one without
-// readPreference gets primary.
+// Open connects to the MongoDB at uri, checks that it answers, probes what
+// it supports (serverCaps) and creates the missing indexes the queries rely
+// on: those of empty collections before it returns, those of populated
+// ones in the background (see indexes.go). It returns model.ErrUnavailable
+// if the server cannot be reached, ErrServerTooOld for a server older than
+// MongoDB 4.4, and an error naming AllowWeakWriteConcern if the URI asks
+// for a write concern weaker than majority. A URI without w gets
+// w=majority, and one without readPreference gets primary.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	return open(ctx, uri, opts, nil)
 }
