@@ -58,6 +58,10 @@ var superseded = map[string][]struct{ name, by string }{
 type indexJob struct {
 	coll  string
 	model mongo.IndexModel
+	// replaces is an index on the same keys dropped right before the
+	// build (a TTL index's full predecessor, see ttlSpec.old); until the
+	// new one is built the purge jobs are the only retention.
+	replaces string
 }
 
 func (j indexJob) String() string { return j.coll + "." + indexName(j.model) }
@@ -211,9 +215,11 @@ func (s *Store) startBackground(jobs []indexJob) {
 // indexes that do not exist, in a fixed order.
 func (s *Store) missingIndexes(ctx context.Context) ([]indexJob, error) {
 	all := indexSpecs(s.caps.partialIndexes)
+	replaced := map[string]string{} // new name → old name
 	if s.caps.ttl {
 		for coll, m := range ttlSpecs(s.opts) {
 			all[coll] = append(all[coll], m.model())
+			replaced[m.name] = m.old
 		}
 	}
 	colls := make([]string, 0, len(all))
@@ -241,7 +247,11 @@ func (s *Store) missingIndexes(ctx context.Context) ([]indexJob, error) {
 		}
 		for _, m := range all[coll] {
 			if !have[indexName(m)] {
-				jobs = append(jobs, indexJob{coll: coll, model: m})
+				j := indexJob{coll: coll, model: m}
+				if old := replaced[indexName(m)]; have[old] {
+					j.replaces = old
+				}
+				jobs = append(jobs, j)
 			}
 		}
 	}
@@ -265,6 +275,12 @@ func (s *Store) createIndex(ctx context.Context, j indexJob) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, indexBuildTimeout)
 		defer cancel()
+	}
+	if j.replaces != "" {
+		err := s.db.RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: j.coll}, {Key: "index", Value: j.replaces}}).Err()
+		if err != nil && !isIndexNotFound(err) {
+			return fmt.Errorf("drop index %s.%s (replaced by %s): %w", j.coll, j.replaces, j, interpretError(err))
+		}
 	}
 	if _, err := s.db.Collection(j.coll).Indexes().CreateOne(ctx, j.model); err != nil {
 		return fmt.Errorf("create index %s: %w", j, interpretError(err))

@@ -45,9 +45,14 @@ const (
 // process) do not pile up.
 const memberLeaseGrace = time.Hour
 
-// ttlSpec is one TTL index.
+// ttlSpec is one TTL index. It is partial on the documents that have the
+// date, so that events in flight and unit leases take no room in it.
 type ttlSpec struct {
-	name  string
+	name string
+	// old is the name of the earlier, full index on the same field, which
+	// is dropped right before this one is built: MongoDB 4.4 refuses a
+	// second index on the same keys that differs only in options.
+	old   string
 	field string
 	after time.Duration
 }
@@ -55,9 +60,9 @@ type ttlSpec struct {
 // ttlSpecs are the TTL indexes, by collection, with the retention of opts.
 func ttlSpecs(opts Options) map[string]ttlSpec {
 	return map[string]ttlSpec{
-		collEvents:      {"finished_ttl", fieldFinishedDate, opts.EventRetention},
-		collIdempotency: {"created_ttl", fieldCreatedDate, opts.IdempotencyRetention},
-		collLeases:      {"member_expires_ttl", fieldExpiresDate, memberLeaseGrace},
+		collEvents:      {"finished_partial_ttl", "finished_ttl", fieldFinishedDate, opts.EventRetention},
+		collIdempotency: {"created_partial_ttl", "created_ttl", fieldCreatedDate, opts.IdempotencyRetention},
+		collLeases:      {"member_expires_partial_ttl", "member_expires_ttl", fieldExpiresDate, memberLeaseGrace},
 	}
 }
 
@@ -69,8 +74,9 @@ func (t ttlSpec) seconds() int32 {
 
 func (t ttlSpec) model() mongo.IndexModel {
 	return mongo.IndexModel{
-		Keys:    bson.D{{Key: t.field, Value: 1}},
-		Options: options.Index().SetName(t.name).SetExpireAfterSeconds(t.seconds()),
+		Keys: bson.D{{Key: t.field, Value: 1}},
+		Options: options.Index().SetName(t.name).SetExpireAfterSeconds(t.seconds()).
+			SetPartialFilterExpression(bson.D{{Key: t.field, Value: bson.D{{Key: "$exists", Value: true}}}}),
 	}
 }
 

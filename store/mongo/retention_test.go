@@ -214,11 +214,11 @@ func TestTTLIndexes(t *testing.T) {
 		}
 		t.Skipf("TTL indexes and their retention need a real MongoDB: set %s (FerretDB v1 has none, checked)", mongotest.EnvURI)
 	}
-	want := map[string]int32{"events.finished_ttl": 5400, "idempotency.created_ttl": 2, "leases.member_expires_ttl": 3600}
+	want := map[string]int32{"events.finished_partial_ttl": 5400, "idempotency.created_partial_ttl": 2, "leases.member_expires_partial_ttl": 3600}
 	requireTTL(t, got, want, "first start")
 
 	_, _, _ = openWith(t, uri, mongo.Options{EventRetention: 48 * time.Hour, IdempotencyRetention: time.Hour})
-	want = map[string]int32{"events.finished_ttl": 172800, "idempotency.created_ttl": 3600, "leases.member_expires_ttl": 3600}
+	want = map[string]int32{"events.finished_partial_ttl": 172800, "idempotency.created_partial_ttl": 3600, "leases.member_expires_partial_ttl": 3600}
 	requireTTL(t, ttl(), want, "start with other retentions")
 }
 
