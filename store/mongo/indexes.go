@@ -119,10 +119,14 @@ func (s *Store) startIndexes(ctx context.Context) error {
 		return err
 	}
 	var later []indexJob
+	emptyColl := map[string]bool{}
 	for _, j := range jobs {
-		empty, err := s.isEmpty(ctx, j.coll)
-		if err != nil {
-			return err
+		empty, seen := emptyColl[j.coll]
+		if !seen {
+			if empty, err = s.isEmpty(ctx, j.coll); err != nil {
+				return err
+			}
+			emptyColl[j.coll] = empty
 		}
 		if !empty {
 			later = append(later, j)
