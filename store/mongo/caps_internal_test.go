@@ -2,8 +2,11 @@ package mongo
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 func TestDecideCaps(t *testing.T) {
@@ -65,5 +68,19 @@ func TestIsMemberLease(t *testing.T) {
 		if got := isMemberLease(name); got != want {
 			t.Errorf("isMemberLease(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestIsUnauthorized checks the error a collMod without the privilege
+// gets (Unauthorized, code 13), which keeps the stored retention with a
+// warning instead of failing the start.
+func TestIsUnauthorized(t *testing.T) {
+	t.Parallel()
+	denied := mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on schedulerd to execute command { collMod: ... }"}
+	if !isUnauthorized(fmt.Errorf("collMod: %w", denied)) {
+		t.Errorf("isUnauthorized(%v) = false", denied)
+	}
+	if isUnauthorized(mongo.CommandError{Code: 26, Name: "NamespaceNotFound"}) {
+		t.Error("isUnauthorized(NamespaceNotFound) = true")
 	}
 }
