@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -130,7 +131,9 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 		// Bounded, so that an unreachable store fails the start with an
 		// error instead of hanging before the banner.
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		a.store, err = mongo.Open(octx, cfg.MongoURI, mongoOptions(cfg))
+		o := mongoOptions(cfg)
+		o.Logger = slog.New(zerolog.NewSlogHandler(log))
+		a.store, err = mongo.Open(octx, cfg.MongoURI, o)
 		cancel()
 		if errors.Is(err, mongo.ErrWeakWriteConcern) {
 			err = fmt.Errorf("mongo-uri: %w (-mongo-allow-weak-write-concern accepts it)", err)
@@ -419,6 +422,9 @@ func (a *App) readyz(c echo.Context) error {
 	if full, reason := a.checkDiskFull(); full {
 		checks["disk"] = reason
 		ready = false
+	}
+	if v, ok := indexCheck(a.store); ok {
+		checks["indexes"] = v // reported, never unready: see indexCheck
 	}
 	status := http.StatusOK
 	if !ready {

@@ -119,6 +119,19 @@ func dur(name string, p func(*Config) *time.Duration) func(*Config, string) erro
 	}
 }
 
+// autoDur is dur that also takes "auto", which leaves the duration 0 for
+// setDefaults to choose.
+func autoDur(name string, p func(*Config) *time.Duration) func(*Config, string) error {
+	parse := dur(name, p)
+	return func(c *Config, v string) error {
+		if v == "auto" {
+			*p(c) = 0
+			return nil
+		}
+		return parse(c, v)
+	}
+}
+
 func boolean(name string, p func(*Config) *bool) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -185,7 +198,7 @@ func Options() []Option {
 		{"catch-up-limit", "SCHEDULER_CATCHUP_LIMIT", "1h", "missed fires older than this are not fired after downtime", dur("catch-up-limit", func(c *Config) *time.Duration { return &c.CatchUpLimit })},
 		{"emit-background-above", "SCHEDULER_EMIT_BACKGROUND_ABOVE", "10000", "fires with more events than this are answered at once and written in the background", num("emit-background-above", func(c *Config) *int { return &c.BackgroundAbove })},
 		{"emit-background-chunk", "SCHEDULER_EMIT_BACKGROUND_CHUNK", "5000", "events per store write of a fire written in the background; its progress is recorded after each (1-100000)", num("emit-background-chunk", func(c *Config) *int { return &c.BackgroundChunk })},
-		{"lease-ttl", "SCHEDULER_LEASE_TTL", "15s", "lease lifetime; a dead instance's work moves after this", dur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
+		{"lease-ttl", "SCHEDULER_LEASE_TTL", "auto", "lease lifetime; a dead instance's work moves after this: auto is 15s with the embedded store and 30s with mongo, where leases must outlast a replica-set election", autoDur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"completed-retention", "SCHEDULER_COMPLETED_RETENTION", "", "how long completed schedules (one-offs that fired, cron schedules past endAt, once their events finished) are kept before they are deleted with their fires (empty: -retention)", func(c *Config, v string) error {
 			if v == "" {
@@ -309,6 +322,15 @@ func (c *Config) setDefaults() {
 		// One process owns an embedded data directory, so a stable name lets
 		// a restarted instance take its leases back at once.
 		c.InstanceID = cmp.Or(c.InstanceID, "local")
+	}
+	if c.LeaseTTL == 0 {
+		// A MongoDB election takes up to about 12 s (electionTimeoutMillis
+		// 10 s, then the vote), during which no lease is renewed: 15 s
+		// would move every partition and shard after a slow one.
+		c.LeaseTTL = 15 * time.Second
+		if c.Store == "mongo" {
+			c.LeaseTTL = 30 * time.Second
+		}
 	}
 	if c.InstanceID == "" {
 		h, _ := os.Hostname()

@@ -100,3 +100,33 @@ func TestMongoWeakWriteConcernAtStart(t *testing.T) {
 		t.Fatalf("start with w=1 accepted: %v, want ErrUnavailable from the closed port", err)
 	}
 }
+
+// TestLeaseTTLDefault checks the lease lifetime's default per store (30s
+// on MongoDB, longer than an election) and that a set value is kept.
+func TestLeaseTTLDefault(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args []string
+		env  func(string) string
+		want time.Duration
+	}{
+		"Mongo":       {env: mongoEnv(nil), want: 30 * time.Second},
+		"MongoSet":    {args: []string{"-lease-ttl", "10s"}, env: mongoEnv(nil), want: 10 * time.Second},
+		"MongoAuto":   {env: mongoEnv(map[string]string{"SCHEDULER_LEASE_TTL": "auto"}), want: 30 * time.Second},
+		"Embedded":    {args: []string{"-data-dir", t.TempDir()}, env: func(string) string { return "" }, want: 15 * time.Second},
+		"EmbeddedSet": {args: []string{"-data-dir", t.TempDir(), "-lease-ttl", "40s"}, env: func(string) string { return "" }, want: 40 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := ParseConfig(tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.LeaseTTL != tc.want {
+				t.Fatalf("LeaseTTL %s, want %s", c.LeaseTTL, tc.want)
+			}
+		})
+	}
+	if _, err := ParseConfig([]string{"-lease-ttl", "soon"}, mongoEnv(nil)); err == nil || !strings.Contains(err.Error(), "lease-ttl:") {
+		t.Fatalf("a bad lease-ttl: %v, want an error naming it", err)
+	}
+}

@@ -65,11 +65,11 @@ func (c *crashable) PolicyAcquireTokens(ctx context.Context, id string, want int
 	}
 	return c.Store.PolicyAcquireTokens(ctx, id, want)
 }
-func (c *crashable) PolicySetInUse(ctx context.Context, id string, v int64, n int) error {
+func (c *crashable) PolicySetInUse(ctx context.Context, id string, v int64, was, n int) error {
 	if err := c.err(); err != nil {
 		return err
 	}
-	return c.Store.PolicySetInUse(ctx, id, v, n)
+	return c.Store.PolicySetInUse(ctx, id, v, was, n)
 }
 func (c *crashable) EventFindTokenExpired(ctx context.Context, id string, t time.Time, limit int) ([]*model.Event, error) {
 	if err := c.err(); err != nil {

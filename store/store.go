@@ -474,9 +474,11 @@ type PolicyStore interface {
 	// adds timedOut to the TimedOut counter. ErrNotFound.
 	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
 	// PolicySetInUse overwrites InUse (reconciliation by the bucket owner
-	// after counting token-holding events) if Version equals expectedVersion.
-	// ErrConflict if the policy changed meanwhile.
-	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
+	// after counting token-holding events) if Version equals expectedVersion
+	// and InUse still equals expectedInUse, the value the count was compared
+	// with: a token taken or given back since then is not overwritten.
+	// ErrConflict if the policy or its InUse changed meanwhile.
+	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error
 	// PolicySetLimit records an adaptive policy's effective limit, why it
 	// changed and when (by the bucket owner). Version is not changed: it is
 	// not an edit of the policy. ErrNotFound.

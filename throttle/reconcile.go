@@ -132,9 +132,9 @@ func (b *bucket) reconcile(ctx context.Context) error {
 		return nil
 	}
 	// More tokens held than counted (only a bug elsewhere leads here):
-	// count them all. A concurrent change of InUse fails the version check
-	// only if the policy itself changed, so this writes the quiet reading.
-	err = st.PolicySetInUse(ctx, b.policyID, first.p.Version, out)
+	// count them all, unless the policy or its InUse moved since the quiet
+	// reading (a token taken meanwhile would be lost from the count).
+	err = st.PolicySetInUse(ctx, b.policyID, first.p.Version, first.p.InUse, out)
 	if err != nil && !errors.Is(err, model.ErrConflict) {
 		return err
 	}

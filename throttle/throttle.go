@@ -54,7 +54,7 @@ type Store interface {
 	PolicyGetByID(ctx context.Context, id string) (*model.Policy, error)
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
 	PolicyAcquireTokens(ctx context.Context, policyID string, want int) (int, error)
-	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error
+	PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error
 	EventFindTokenExpired(ctx context.Context, policyID string, t time.Time, limit int) ([]*model.Event, error)
 	EventCountHoldingTokens(ctx context.Context, policyID string) (int, error)
 	// EventGetByID reads events back after a write that may have applied.

@@ -56,6 +56,9 @@ func runWithBanner(ctx context.Context, args []string, getenv func(string) strin
 		_, err := fmt.Fprintf(banner, "schedulerd %s\n", versionString())
 		return err
 	}
+	if len(args) > 0 && args[0] == "mongo-indexes" {
+		return mongoIndexes(args[1:], getenv, banner)
+	}
 	cfg, err := app.ParseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -111,4 +114,21 @@ func newLogger(cfg app.Config, out io.Writer) zerolog.Logger {
 		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Str(logkey.Instance, cfg.InstanceID).Logger()
+}
+
+// mongoIndexes is the mongo-indexes command: with the instances'
+// configuration (flags or environment), it builds the MongoDB store's
+// missing indexes and waits for them, for an operator to run before
+// rolling out a version that adds indexes (see docs/operating.md).
+func mongoIndexes(args []string, getenv func(string) string, out io.Writer) error {
+	cfg, err := app.ParseConfig(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return app.BuildMongoIndexes(ctx, cfg, out)
 }

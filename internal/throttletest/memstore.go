@@ -310,7 +310,7 @@ func (s *MemStore) PolicyReleaseTokens(ctx context.Context, policyID string, n i
 }
 
 // PolicySetInUse follows the store contract.
-func (s *MemStore) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error {
+func (s *MemStore) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(ctx); err != nil {
@@ -320,7 +320,7 @@ func (s *MemStore) PolicySetInUse(ctx context.Context, policyID string, expected
 	if !ok {
 		return model.ErrNotFound
 	}
-	if p.Version != expectedVersion {
+	if p.Version != expectedVersion || p.InUse != expectedInUse {
 		return model.ErrConflict
 	}
 	p.InUse = max(inUse, 0)

@@ -211,17 +211,18 @@ func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, 
 	})
 }
 
-// PolicySetInUse overwrites InUse if Version equals expectedVersion. It does
+// PolicySetInUse overwrites InUse if Version equals expectedVersion and
+// InUse equals expectedInUse. It does
 // not change Version: token counts are not an edit of the policy, and a
 // reconciliation must not make the tenant's next PolicyUpdate conflict.
 // model.ErrNotFound, model.ErrConflict.
-func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error {
+func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error {
 	return s.batch(ctx, "policy set in use", func(tx *bolt.Tx) error {
 		var p model.Policy
 		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
 			return err
 		}
-		if p.Version != expectedVersion {
+		if p.Version != expectedVersion || p.InUse != expectedInUse {
 			return model.ErrConflict
 		}
 		p.InUse = max(inUse, 0)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // Expiries (of leases, of delivery tokens) are instants compared with
@@ -73,4 +74,28 @@ func (s *Store) before(field string, t time.Time, orEqual bool) bson.E {
 		}
 	}
 	return bson.E{Key: field, Value: bson.D{{Key: op, Value: unixNano(t)}}}
+}
+
+// onServerClock is the update {$set: set, $unset: unset} with set's field
+// moved onto the server's clock (instant): a pipeline update, the only
+// kind that reads $$NOW (MongoDB 4.2). Its other values are $literal, so
+// that a string starting with $ is not read as a field path.
+func (s *Store) onServerClock(set, unset bson.D, field string, t time.Time) mongo.Pipeline {
+	ps := make(bson.D, 0, len(set))
+	for _, e := range set {
+		v := any(bson.D{{Key: "$literal", Value: e.Value}})
+		if e.Key == field {
+			v = s.instant(t)
+		}
+		ps = append(ps, bson.E{Key: e.Key, Value: v})
+	}
+	p := mongo.Pipeline{{{Key: "$set", Value: ps}}}
+	if len(unset) > 0 {
+		names := make(bson.A, len(unset))
+		for i, e := range unset {
+			names[i] = e.Key
+		}
+		p = append(p, bson.D{{Key: "$unset", Value: names}})
+	}
+	return p
 }

@@ -574,7 +574,7 @@ func (s *Store) readStamps(ctx context.Context, ids []string) (map[string]bson.O
 // stamps nonce on the event. The token expiry is judged on the clock that
 // EventFindTokenExpired reads by (s.before), so that a token the reclaim
 // found expired is taken back without waiting for the caller's clock.
-func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter, update bson.D) {
+func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (filter bson.D, update any) {
 	filter = bson.D{{Key: "_id", Value: t.ID}, {Key: "status", Value: string(t.From)}}
 	if t.Fence != 0 {
 		filter = append(filter, bson.E{Key: "fence", Value: t.Fence})
@@ -634,11 +634,15 @@ func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (
 		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
 			bson.E{Key: "tokenTimedOut", Value: ""})
 	}
-	update = bson.D{{Key: "$set", Value: set}}
-	if len(unset) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
+	if t.TokenExpiresAt != nil && s.caps.serverClock {
+		// Stamped on the clock that judges it (clock.go).
+		return filter, s.onServerClock(set, unset, "tokenExpiresAt", *t.TokenExpiresAt)
 	}
-	return filter, update
+	plain := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		plain = append(plain, bson.E{Key: "$unset", Value: unset})
+	}
+	return filter, plain
 }
 
 // EventCountByTenant counts over the (tenantId, _id) index, stopping at
@@ -748,7 +752,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 		// The $lt filter matched only documents that have the field.
 		return cmp.Or(cmp.Compare(*a.TokenExpiresAt, *b.TokenExpiresAt), cmp.Compare(a.ID, b.ID))
 	}
-	docs, err := findStatuses(ctx, s.events, filter, tokenStatuses, limit, byExpiry, opts)
+	docs, err := findStatuses(ctx, s.eventsMajority, filter, tokenStatuses, limit, byExpiry, opts)
 	if err != nil {
 		return nil, fmt.Errorf("event find token expired policy %s: %w", policyID, err)
 	}
@@ -758,7 +762,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 // EventCountHoldingTokens counts the policy's delivering and delivered
 // events. Cross-tenant.
 func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (int, error) {
-	n, err := countStatuses(ctx, s.events, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses)
+	n, err := countStatuses(ctx, s.eventsMajority, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses)
 	if err != nil {
 		return 0, fmt.Errorf("event count holding tokens policy %s: %w", policyID, err)
 	}

@@ -24,10 +24,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +35,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
@@ -73,9 +73,16 @@ type Options struct {
 	// rolls back loses fences and token counts, and the throttle's bound
 	// with them.
 	AllowWeakWriteConcern bool
-	// SkipIndexes skips creating the indexes at Open, for instances started
-	// against a database whose indexes another instance already built.
+	// SkipIndexes makes Open neither check nor build indexes, for a
+	// database whose indexes another instance or BuildIndexes (the
+	// schedulerd mongo-indexes command) builds. Without it Open builds the
+	// missing indexes of empty collections at once and those of populated
+	// ones in the background (see indexes.go).
 	SkipIndexes bool
+	// Logger receives what the store reports outside a call: a background
+	// index build that failed, a retention it could not set (default:
+	// discarded).
+	Logger *slog.Logger
 	// EventRetention is how long released and cancelled events are kept
 	// (default 24h): on MongoDB the expireAfterSeconds of the TTL index on
 	// their finishedDate. The handler's purge job deletes them too, and is
@@ -86,7 +93,7 @@ type Options struct {
 	IdempotencyRetention time.Duration
 	// ClientClock judges lease and token expiries by the instants callers
 	// pass even where the server could judge them by its own clock
-	// (MongoDB 4.2 and later, see serverCaps), for tests that drive time
+	// (where Open's probe finds $$NOW, see serverCaps), for tests that drive time
 	// with a fake clock.
 	ClientClock bool
 	// Owner names this process in the store's own lease (the orphan-children
@@ -118,6 +125,9 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.IdempotencyRetention, defaultRetention)
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Owner == "" {
 		h, _ := os.Hostname()
@@ -188,6 +198,14 @@ type Store struct {
 	tenants, apiKeys, idempotency   *mongo.Collection
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
+	// eventsMajority and policiesMajority read at read concern majority
+	// where the server has it (not FerretDB): the throttle's reconciliation
+	// reads (PolicyGetByID, EventCountHoldingTokens, EventFindTokenExpired)
+	// decide an overwrite of InUse, and at read concern local they could
+	// count writes that a primary cut off from the majority will roll back
+	// (MongoDB manual, "Read Concern majority"). Every write is majority
+	// acknowledged, so such a read sees this process's own writes.
+	eventsMajority, policiesMajority *mongo.Collection
 
 	// locks serialise conflicting conditional writes when the server is
 	// FerretDB v1, which evaluates an update's filter and writes the result
@@ -213,18 +231,23 @@ type Store struct {
 	orphanMu    sync.Mutex
 	orphanFence int64
 
+	// idx is the background index build (indexes.go).
+	idx indexBuild
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
 var _ store.Driver = (*Store)(nil)
 
-// Open connects to the MongoDB at uri, checks that it answers and creates the
-// indexes the queries rely on (creating an existing index is a no-op). It
-// returns model.ErrUnavailable if the server cannot be reached, and an error
-// naming AllowWeakWriteConcern if the URI asks for a write concern weaker
-// than majority. A URI without w gets w=majority, and one without
-// readPreference gets primary.
+// Open connects to the MongoDB at uri, checks that it answers, probes what
+// it supports (serverCaps) and creates the missing indexes the queries rely
+// on: those of empty collections before it returns, those of populated
+// ones in the background (see indexes.go). It returns model.ErrUnavailable
+// if the server cannot be reached, ErrServerTooOld for a server older than
+// MongoDB 4.4, and an error naming AllowWeakWriteConcern if the URI asks
+// for a write concern weaker than majority. A URI without w gets
+// w=majority, and one without readPreference gets primary.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	return open(ctx, uri, opts, nil)
 }
@@ -308,6 +331,9 @@ func clientOptions(uri string, cs *connstring.ConnString, opts Options) *options
 func (s *Store) init(ctx context.Context, opts Options) error {
 	var info bson.M
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		if isWireVersionTooOld(err) {
+			return fmt.Errorf("mongo open: %w: %v", ErrServerTooOld, err)
+		}
 		return fmt.Errorf("mongo open: buildInfo: %w", interpretError(err))
 	}
 	var hello struct {
@@ -320,59 +346,34 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 		}
 	}
 	_, ferret := info["ferretdbVersion"]
-	version, _ := info["version"].(string)
-	s.caps = decideCaps(version, ferret, hello.SetName, opts.ClientClock)
+	var probed probes
+	if !ferret {
+		version, _ := info["version"].(string)
+		if err := checkVersion(version); err != nil {
+			return fmt.Errorf("mongo open: %w", err)
+		}
+		var err error
+		if probed, err = s.probe(ctx); err != nil {
+			return fmt.Errorf("mongo open: %w", err)
+		}
+	}
+	s.caps = decideCaps(ferret, hello.SetName, opts.ClientClock, probed)
 	s.serialise = s.caps.ferret
+	s.eventsMajority, s.policiesMajority = s.events, s.policies
+	if !s.caps.ferret {
+		maj := options.Collection().SetReadPreference(readpref.Primary()).SetReadConcern(readconcern.Majority())
+		s.eventsMajority, s.policiesMajority = s.db.Collection(collEvents, maj), s.db.Collection(collPolicies, maj)
+	}
 	if opts.SkipIndexes {
 		return nil
 	}
 	if err := s.fillEnds(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
-	if err := s.createIndexes(ctx); err != nil {
+	if err := s.startIndexes(ctx); err != nil {
 		return fmt.Errorf("mongo open: %w", err)
 	}
 	return nil
-}
-
-// serverCaps is what the server supports beyond the subset the package
-// doc describes. decideCaps is the one place that chooses a code path by
-// server; the methods consult the result.
-type serverCaps struct {
-	// ferret: the server is FerretDB v1 (see Store.locks).
-	ferret bool
-	// partialIndexes: partial indexes with $in in their filter (MongoDB 6.0).
-	partialIndexes bool
-	// ttl: TTL indexes, which FerretDB v1 refuses ("expireAfterSeconds is
-	// not implemented"): the purge jobs are then the only retention.
-	ttl bool
-	// serverClock: expiries are judged by the server's clock ($$NOW in an
-	// $expr or a pipeline update, MongoDB 4.2), so that instances whose
-	// clocks disagree still agree on when a lease or a token expired.
-	// FerretDB v1 has neither, and judges by the callers' instants.
-	serverClock bool
-	// transactions: multi-document transactions, which need a replica set
-	// (a standalone server refuses them) and MongoDB 4.0.
-	transactions bool
-}
-
-func decideCaps(version string, ferret bool, setName string, clientClock bool) serverCaps {
-	if ferret {
-		return serverCaps{ferret: true}
-	}
-	major, minor := 0, 0
-	parts := strings.SplitN(version, ".", 3)
-	major, _ = strconv.Atoi(parts[0])
-	if len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
-	}
-	atLeast := func(ma, mi int) bool { return major > ma || major == ma && minor >= mi }
-	return serverCaps{
-		partialIndexes: major >= 6,
-		ttl:            true,
-		serverClock:    !clientClock && atLeast(4, 2),
-		transactions:   setName != "" && atLeast(4, 0),
-	}
 }
 
 // ServerClock reports whether expiries are judged by the server's clock.
@@ -395,7 +396,7 @@ func (s *Store) Transactions() bool { return s.caps.transactions }
 //
 // An index whose keys or options change gets a new name: creation skips an
 // existing name, so changed keys under an old name would never build.
-// partial selects the partial variants (MongoDB 6.0 and later).
+// partial selects the partial variants (where Open's probe finds them).
 func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
 		d := bson.D{}
@@ -408,7 +409,7 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		}
 		return mongo.IndexModel{Keys: d, Options: o}
 	}
-	return map[string][]mongo.IndexModel{
+	specs := map[string][]mongo.IndexModel{
 		collAPIKeys: {
 			idx("hash_unique", true, "hash"),
 			idx("tenant_created", false, "tenantId", "createdAt"),
@@ -438,14 +439,11 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("remaining", false, "remaining"),
 		},
 		collEvents: {
-			// The handler's claim: due events of one queue shard.
-			idx("shard_status_launch", false, "shard", "status", "launchAt"),
-			// Its takeover part: scheduled events under another fence, which
+			// The handler's takeover: scheduled events under another fence, which
 			// are few, without reading through the owner's own backlog.
 			idx("shard_status_fence", false, "shard", "status", "fence"),
 			idx("fire_status", false, "fireId", "status"),
 			idx("schedule", false, "scheduleId"),
-			idx("policy_status", false, "policyId", "status"),
 			idx("tenant_id", false, "tenantId", "_id"),
 			// The retention job: finished events by age.
 			idx("status_finished", false, "status", "finishedAt"),
@@ -465,6 +463,12 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("tenant_name_unique", true, "tenantId", "name"),
 		},
 	}
+	if partial {
+		// Events of one queue shard and status that are not waiting: the
+		// partial claim index does not have them (see superseded).
+		specs[collEvents] = append(specs[collEvents], idx("shard_status_launch", false, "shard", "status", "launchAt"))
+	}
+	return specs
 }
 
 // claimIndex is the claim's (shard, status, launchAt, _id) index, partial
@@ -476,42 +480,6 @@ func claimIndex(partial bool) mongo.IndexModel {
 	}
 	return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_launch_id_waiting").
 		SetPartialFilterExpression(bson.D{{Key: "status", Value: in(waitingStatuses)}})}
-}
-
-func (s *Store) createIndexes(ctx context.Context) error {
-	all := indexSpecs(s.caps.partialIndexes)
-	if s.caps.ttl {
-		for coll, m := range ttlSpecs(s.opts) {
-			all[coll] = append(all[coll], m.model())
-		}
-	}
-	for coll, models := range all {
-		// Create only the missing indexes, one per call. FerretDB v1.24
-		// panics (dropping the connection) on a createIndexes of two or more
-		// indexes that all exist, and a createIndexes of an existing index
-		// can block for good while other clients write; every start after
-		// the first would hit one or the other.
-		have := map[string]bool{}
-		specs, err := s.db.Collection(coll).Indexes().ListSpecifications(ctx)
-		if err != nil && !isNamespaceNotFound(err) {
-			return fmt.Errorf("list indexes on %s: %w", coll, interpretError(err))
-		}
-		for _, sp := range specs {
-			have[sp.Name] = true
-		}
-		if err := s.syncTTL(ctx, coll, specs); err != nil {
-			return err
-		}
-		for _, m := range models {
-			if have[indexName(m)] {
-				continue
-			}
-			if _, err := s.db.Collection(coll).Indexes().CreateOne(ctx, m); err != nil {
-				return fmt.Errorf("create indexes on %s: %w", coll, interpretError(err))
-			}
-		}
-	}
-	return nil
 }
 
 // indexName returns the name an index model sets, or "".
@@ -554,6 +522,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		s.idx.stop()
 		var errs []error
 		if err := s.releaseOrphanLease(ctx); err != nil {
 			errs = append(errs, err)

@@ -305,6 +305,9 @@ func TestScheduleTransactions(t *testing.T) {
 	if _, err := s.FireGet(ctx, "t1", "f4"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the fire of a conflicting batch item: %v, want ErrNotFound", err)
 	}
+	if mode != "txn" {
+		t.Skipf("transactions need a replica set: set %s (the writes without one, checked)", mongotest.EnvURI)
+	}
 }
 
 // TestOrphanLeaseReleasedOnClose closes the clean-up's holder: another

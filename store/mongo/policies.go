@@ -32,7 +32,7 @@ func (s *Store) PolicyGet(ctx context.Context, tenantID, id string) (*model.Poli
 // PolicyGetByID returns any tenant's policy. ErrNotFound.
 func (s *Store) PolicyGetByID(ctx context.Context, id string) (*model.Policy, error) {
 	var d policyDoc
-	if err := s.policies.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+	if err := s.policiesMajority.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
 		return nil, fmt.Errorf("policy get by id %s: %w", id, interpretError(err))
 	}
 	return d.model(), nil
@@ -229,12 +229,12 @@ func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, 
 	return nil
 }
 
-// PolicySetInUse overwrites InUse if the version is expectedVersion.
-// ErrNotFound, ErrConflict.
-func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, inUse int) error {
+// PolicySetInUse overwrites InUse if the version is expectedVersion and
+// InUse is expectedInUse. ErrNotFound, ErrConflict.
+func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error {
 	unlock := s.lockCAS(s.policies, policyID)
 	res, err := s.policies.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: policyID}, {Key: "version", Value: expectedVersion}},
+		bson.D{{Key: "_id", Value: policyID}, {Key: "version", Value: expectedVersion}, {Key: "inUse", Value: expectedInUse}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "inUse", Value: max(inUse, 0)}}}})
 	unlock()
 	if err == nil && res.MatchedCount == 0 {

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,9 +45,14 @@ const (
 // process) do not pile up.
 const memberLeaseGrace = time.Hour
 
-// ttlSpec is one TTL index.
+// ttlSpec is one TTL index. It is partial on the documents that have the
+// date, so that events in flight and unit leases take no room in it.
 type ttlSpec struct {
-	name  string
+	name string
+	// old is the name of the earlier, full index on the same field, which
+	// is dropped right before this one is built: MongoDB 4.4 refuses a
+	// second index on the same keys that differs only in options.
+	old   string
 	field string
 	after time.Duration
 }
@@ -54,9 +60,9 @@ type ttlSpec struct {
 // ttlSpecs are the TTL indexes, by collection, with the retention of opts.
 func ttlSpecs(opts Options) map[string]ttlSpec {
 	return map[string]ttlSpec{
-		collEvents:      {"finished_ttl", fieldFinishedDate, opts.EventRetention},
-		collIdempotency: {"created_ttl", fieldCreatedDate, opts.IdempotencyRetention},
-		collLeases:      {"member_expires_ttl", fieldExpiresDate, memberLeaseGrace},
+		collEvents:      {"finished_partial_ttl", "finished_ttl", fieldFinishedDate, opts.EventRetention},
+		collIdempotency: {"created_partial_ttl", "created_ttl", fieldCreatedDate, opts.IdempotencyRetention},
+		collLeases:      {"member_expires_partial_ttl", "member_expires_ttl", fieldExpiresDate, memberLeaseGrace},
 	}
 }
 
@@ -68,8 +74,9 @@ func (t ttlSpec) seconds() int32 {
 
 func (t ttlSpec) model() mongo.IndexModel {
 	return mongo.IndexModel{
-		Keys:    bson.D{{Key: t.field, Value: 1}},
-		Options: options.Index().SetName(t.name).SetExpireAfterSeconds(t.seconds()),
+		Keys: bson.D{{Key: t.field, Value: 1}},
+		Options: options.Index().SetName(t.name).SetExpireAfterSeconds(t.seconds()).
+			SetPartialFilterExpression(bson.D{{Key: t.field, Value: bson.D{{Key: "$exists", Value: true}}}}),
 	}
 }
 
@@ -93,6 +100,14 @@ func (s *Store) syncTTL(ctx context.Context, coll string, have []mongo.IndexSpec
 			{Key: "name", Value: want.name}, {Key: "expireAfterSeconds", Value: want.seconds()},
 		}}}
 		if err := s.db.RunCommand(ctx, cmd).Err(); err != nil {
+			if isUnauthorized(err) {
+				// collMod is not in the built-in readWrite role (usual on
+				// Atlas): the stored retention stays, and starting matters
+				// more than changing it.
+				s.opts.Logger.Warn("the user may not run collMod: the stored retention stays; grant collMod or change it by hand (see docs/operating.md)",
+					"index", coll+"."+want.name, "storedSeconds", storedSeconds(sp), "configuredSeconds", want.seconds(), "error", err.Error())
+				continue
+			}
 			return fmt.Errorf("set the retention of %s.%s: %w", coll, want.name, interpretError(err))
 		}
 	}
@@ -109,3 +124,18 @@ func isMemberLease(name string) bool {
 
 // bsonDate is t as a BSON date (milliseconds).
 func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
+
+// isUnauthorized reports MongoDB's Unauthorized (code 13): the user's
+// roles do not grant the action.
+func isUnauthorized(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(13)
+}
+
+// storedSeconds is the expireAfterSeconds of sp, -1 if it has none.
+func storedSeconds(sp mongo.IndexSpecification) int32 {
+	if sp.ExpireAfterSeconds == nil {
+		return -1
+	}
+	return *sp.ExpireAfterSeconds
+}

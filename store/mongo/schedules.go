@@ -179,12 +179,18 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 // again, so an item that conflicts leaves nothing written and the others
 // are stored. Fires are inserted without reading first, as in
 // scheduleCreateWithFiresTxn; a fire or event id that exists aborts the
-// transaction and the next one skips the ids that exist.
+// transaction and the next one skips the ids that exist. Events beyond
+// what a transaction takes are written after the commit (splitForTxn,
+// writeRest).
 func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.ScheduleNew, todo []int, res []error) ([]error, error) {
 	checked, tries := false, 0
 	for len(todo) > 0 {
 		lost := -1
 		inFires := false
+		var (
+			sp       txnSplit
+			inserted []bool
+		)
 		err := s.withTxn(ctx, func(ctx context.Context) error {
 			lost, inFires = -1, false
 			docs := make([]any, len(todo))
@@ -197,6 +203,7 @@ func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.Schedul
 				children = append(children, items[i].Children...)
 				fs = append(fs, items[i].Fires...)
 			}
+			sp = splitForTxn(fs, txnMaxDocs-len(todo)-len(children), txnMaxBytes)
 			// Ordered: the first duplicate ends the insert and names its item.
 			if _, err := s.schedules.InsertMany(ctx, docs); err != nil {
 				var bwe mongo.BulkWriteException
@@ -209,11 +216,13 @@ func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.Schedul
 			if err := s.insertChildrenTxn(ctx, children); err != nil {
 				return err
 			}
-			_, _, err := s.fireInsertManyTxn(ctx, fs, checked)
+			var err error
+			inserted, _, err = s.fireInsertManyTxn(ctx, sp.in, checked)
 			inFires = err != nil
 			return err
 		})
 		if err == nil {
+			s.finishRest(ctx, sp, inserted)
 			return res, nil
 		}
 		if inFires && mongo.IsDuplicateKeyError(err) {
@@ -796,7 +805,8 @@ const createWithFiresTries = 3
 // an earlier schedule of the same id) aborts it, and the next one reads
 // which ids exist first and inserts the others. A transaction changes
 // nothing until it commits, so a schedule id that exists (ErrConflict)
-// leaves nothing written.
+// leaves nothing written. Events beyond what a transaction takes are
+// written after the commit (splitForTxn, writeRest).
 func (s *Store) scheduleCreateWithFiresTxn(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
 	var (
 		inserted []bool
@@ -804,6 +814,7 @@ func (s *Store) scheduleCreateWithFiresTxn(ctx context.Context, sc *model.Schedu
 		conflict bool
 	)
 	checked := false
+	sp := splitForTxn(fs, txnMaxDocs-1-len(children), txnMaxBytes)
 	for try := 1; ; try++ {
 		err := s.withTxn(ctx, func(ctx context.Context) error {
 			conflict = false
@@ -815,12 +826,12 @@ func (s *Store) scheduleCreateWithFiresTxn(ctx context.Context, sc *model.Schedu
 				return err
 			}
 			var err error
-			inserted, n, err = s.fireInsertManyTxn(ctx, fs, checked)
+			inserted, n, err = s.fireInsertManyTxn(ctx, sp.in, checked)
 			return err
 		})
 		switch {
 		case err == nil:
-			return inserted, n, nil
+			return inserted, n + s.finishRest(ctx, sp, inserted), nil
 		case conflict:
 			return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, model.ErrConflict)
 		case mongo.IsDuplicateKeyError(err) && try < createWithFiresTries:

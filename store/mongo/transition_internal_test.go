@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -111,7 +112,7 @@ func TestTransitionKeepsFinishedDate(t *testing.T) {
 	s := &Store{opts: Options{Clock: clockwork.NewFakeClockAt(later)}}
 	touches := func(tr store.EventTransition) bool {
 		_, update := s.transitionWrite(&tr, bson.NewObjectID())
-		for _, op := range update {
+		for _, op := range update.(bson.D) {
 			for _, f := range op.Value.(bson.D) {
 				if f.Key == fieldFinishedDate {
 					return true
@@ -125,5 +126,40 @@ func TestTransitionKeepsFinishedDate(t *testing.T) {
 	}
 	if touches(store.DeliveredAfterRelease("e1", 1, released.Add(-time.Second), later)) {
 		t.Fatal("recording the delivery of a released event changes its finishedDate")
+	}
+}
+
+// TestTransitionTokenStamp checks how a transition stamps a token's
+// expiry: on the server's clock, a pipeline update that sets it to $$NOW
+// moved by its distance from the process's clock (the other values
+// literal); elsewhere the caller's instant.
+func TestTransitionTokenStamp(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	exp := clock.Now().Add(time.Minute)
+	tr := store.StartDelivery("e1", 3, exp, clock.Now())
+	nonce := bson.NewObjectID()
+	for _, tc := range []struct {
+		name string
+		caps serverCaps
+		want any
+	}{
+		{"ServerClock", serverCaps{serverClock: true}, mongo.Pipeline{{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: bson.D{{Key: "$literal", Value: "delivering"}}},
+			{Key: "txn", Value: bson.D{{Key: "$literal", Value: nonce}}},
+			{Key: "tokenExpiresAt", Value: bson.D{{Key: "$add", Value: bson.A{nowNanos, int64(time.Minute)}}}},
+			{Key: "updatedAt", Value: bson.D{{Key: "$literal", Value: clock.Now().UnixNano()}}},
+		}}}}},
+		{"ClientClock", serverCaps{ferret: true}, bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: "delivering"}, {Key: "txn", Value: nonce},
+			{Key: "tokenExpiresAt", Value: exp.UnixNano()}, {Key: "updatedAt", Value: clock.Now().UnixNano()},
+		}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Store{caps: tc.caps, opts: Options{Clock: clock}}
+			_, update := s.transitionWrite(&tr, nonce)
+			if got, want := fmt.Sprint(update), fmt.Sprint(tc.want); got != want {
+				t.Fatalf("update\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }

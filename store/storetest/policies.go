@@ -381,23 +381,32 @@ var policyTests = []namedTest{
 		cur, err := d.PolicyGetByID(ctx, "p1")
 		requireNoError(t, err, "PolicyGetByID")
 
-		requireNoError(t, d.PolicySetInUse(ctx, "p1", cur.Version, 4), "PolicySetInUse")
+		requireNoError(t, d.PolicySetInUse(ctx, "p1", cur.Version, 0, 4), "PolicySetInUse")
 		got, err := d.PolicyGetByID(ctx, "p1")
 		requireNoError(t, err, "PolicyGetByID")
 		requireEqual(t, got.InUse, 4, "InUse")
 		requireEqual(t, got.MaxInFlight, 5, "MaxInFlight kept")
 
-		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version+1, 0), model.ErrConflict, "PolicySetInUse with a wrong version")
+		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version+1, 4, 0), model.ErrConflict, "PolicySetInUse with a wrong version")
+		// A token taken since the count: InUse is not what the caller saw.
+		n, err := d.PolicyAcquireTokens(ctx, "p1", 1)
+		requireNoError(t, err, "PolicyAcquireTokens")
+		requireEqual(t, n, 1, "tokens taken")
+		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version, 4, 2), model.ErrConflict, "PolicySetInUse after InUse moved")
+		got, err = d.PolicyGetByID(ctx, "p1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.InUse, 5, "InUse after PolicySetInUse lost to a token taken")
+		requireNoError(t, d.PolicyReleaseTokens(ctx, "p1", 1, 0), "PolicyReleaseTokens")
 
 		upd := newPolicy("A", "p1", 6)
 		upd.Version = got.Version + 1
 		requireNoError(t, d.PolicyUpdate(ctx, upd, got.Version), "PolicyUpdate")
-		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version, 0), model.ErrConflict, "PolicySetInUse after the policy changed")
+		requireIs(t, d.PolicySetInUse(ctx, "p1", got.Version, 4, 0), model.ErrConflict, "PolicySetInUse after the policy changed")
 		got, err = d.PolicyGetByID(ctx, "p1")
 		requireNoError(t, err, "PolicyGetByID")
 		requireEqual(t, got.InUse, 4, "InUse after rejected PolicySetInUse")
 
-		err = d.PolicySetInUse(ctx, "nope", 1, 0)
+		err = d.PolicySetInUse(ctx, "nope", 1, 0, 0)
 		if !errors.Is(err, model.ErrNotFound) && !errors.Is(err, model.ErrConflict) {
 			t.Fatalf("PolicySetInUse unknown: got %v, want ErrNotFound or ErrConflict", err)
 		}

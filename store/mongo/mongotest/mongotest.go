@@ -221,7 +221,7 @@ type Config struct {
 	Stats      io.Writer
 	StatsEvery time.Duration
 	// Faults, if set (with SerializeWrites), cuts the write commands it
-	// is armed for.
+	// is armed for and holds the commands it is told to hold.
 	Faults *Faults
 }
 

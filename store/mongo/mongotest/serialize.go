@@ -159,6 +159,7 @@ func (s *writeSerializer) proxy(client net.Conn) {
 				pmu.Unlock()
 			}
 		}
+		s.faults.wait(msg)
 		fault := s.faults.next(msg)
 		if fault == FailWrite {
 			break
