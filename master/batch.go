@@ -230,7 +230,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key == "" {
 			continue
 		}
-		b, err := appendSchedule(nil, out, nil)
+		b, err := marshalAnswer(out)
 		if err != nil {
 			return err
 		}
@@ -372,7 +372,7 @@ func (s *Server) batchItems(c echo.Context) (items []json.RawMessage, decoded []
 		return nil, nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
 	// Validated and decoded at once when every item is plainly valid.
-	if items, ok := arrayMember(raw, "items"); ok && len(items) >= 1 && len(items) <= s.cfg.MaxBatchItems {
+	if items, ok := batchItemsOf(raw); ok && len(items) >= 1 && len(items) <= s.cfg.MaxBatchItems {
 		decoded := make([]api.ScheduleBatchItem, len(items))
 		all := true
 		for i, item := range items {
@@ -452,9 +452,7 @@ func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, [
 			itemErrs[i] = badRequest(strings.Join(detail, "; "), fields...)
 		}
 	}
-	if items, ok := arrayMember(raw, "items"); ok {
-		env.Items = items
-	} else if err := decodeJSON(raw, &env); err != nil {
+	if err := decodeJSON(raw, &env); err != nil {
 		return nil, nil, err
 	}
 	switch {

@@ -51,33 +51,6 @@ func bodyValidator(t *testing.T, route string) (validate func(body []byte) error
 	}, quick
 }
 
-// TestScheduleMembersMatchTheSpec keeps the lists of properties of
-// decodeBatchItem and decodeScheduleCreate, and which of them are objects
-// or dates, in step with the spec.
-func TestScheduleMembersMatchTheSpec(t *testing.T) {
-	spec, err := api.GetSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for schema, members := range map[string]map[string]bool{"ScheduleBatchItem": batchItemMembers, "ScheduleCreate": scheduleCreateMembers} {
-		item := spec.Components.Schemas[schema].Value
-		want := map[string]bool{}
-		dates := map[string]bool{}
-		for name, p := range item.Properties {
-			want[name] = p.Value.Type.Is("object")
-			if p.Value.Format == "date-time" {
-				dates[name] = true
-			}
-		}
-		if !maps.Equal(want, members) {
-			t.Fatalf("members %v, the spec's %s %v", members, schema, want)
-		}
-		if !maps.Equal(dates, dateTimeMembers) {
-			t.Fatalf("dateTimeMembers %v, the spec's date-times of %s %v", dateTimeMembers, schema, dates)
-		}
-	}
-}
-
 // TestDecodeScheduleCreateOnlyAcceptsValidBodies is
 // TestDecodeBatchItemOnlyAcceptsValidItems for the body of createSchedule.
 func TestDecodeScheduleCreateOnlyAcceptsValidBodies(t *testing.T) {
