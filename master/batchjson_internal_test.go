@@ -14,21 +14,22 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 )
 
-// TestMarshalAnswerAgreesWithEncodingJSON checks marshalAnswer against
-// encoding/json (but fffd) on random batch answers whose strings, instants
+// TestAppendBatchResultAgreesWithEncodingJSON checks batchanswer.AppendBatchResult
+// against encoding/json on random batch answers whose strings, instants
 // and payloads take every branch (escapes, HTML characters, invalid UTF-8,
 // years and offsets MarshalJSON refuses, payloads with white space): the
 // bytes are the same, or both fail. A failure prints the seed to rerun it
 // with -master.scanseed.
-func TestMarshalAnswerAgreesWithEncodingJSON(t *testing.T) {
+func TestAppendBatchResultAgreesWithEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(*scanSeed, 5))
 	failed := 0
 	for i := range *scanCases / 20 {
 		out := randomBatchResult(r)
 		want, werr := json.Marshal(out)
-		got, gerr := marshalAnswer(out)
+		got, gerr := batchanswer.AppendBatchResult(nil, out)
 		if (werr != nil) != (gerr != nil) {
 			t.Fatalf("case %d of seed %d: error %v, encoding/json's %v", i, *scanSeed, gerr, werr)
 		}
@@ -36,7 +37,7 @@ func TestMarshalAnswerAgreesWithEncodingJSON(t *testing.T) {
 			failed++
 			continue
 		}
-		if want = fffd(want); !bytes.Equal(got, want) {
+		if !bytes.Equal(got, want) {
 			at := 0
 			for at < len(got) && at < len(want) && got[at] == want[at] {
 				at++
@@ -46,10 +47,6 @@ func TestMarshalAnswerAgreesWithEncodingJSON(t *testing.T) {
 	}
 	t.Logf("%d of %d answers fail to encode", failed, *scanCases/20)
 }
-
-// fffd is what encoding/json writes with its escapes of U+FFFD (which it
-// writes for invalid UTF-8) written as the character, as jsontext does.
-func fffd(b []byte) []byte { return bytes.ReplaceAll(b, []byte(`\ufffd`), []byte("\uFFFD")) }
 
 func tail(b []byte, at int) string {
 	return string(b[max(0, at-80):min(len(b), at+80)])
@@ -81,7 +78,7 @@ func TestWriteBatchResultWritesWhatJSONWrites(t *testing.T) {
 			}
 		}
 		if recs[0].Code != recs[1].Code || recs[0].Header().Get("Content-Type") != recs[1].Header().Get("Content-Type") ||
-			!bytes.Equal(recs[0].Body.Bytes(), fffd(recs[1].Body.Bytes())) {
+			!bytes.Equal(recs[0].Body.Bytes(), recs[1].Body.Bytes()) {
 			t.Fatalf("writeBatchResult: %d %q %q\nc.JSON: %d %q %q", recs[0].Code, recs[0].Header().Get("Content-Type"), recs[0].Body.Bytes(),
 				recs[1].Code, recs[1].Header().Get("Content-Type"), recs[1].Body.Bytes())
 		}
@@ -89,7 +86,7 @@ func TestWriteBatchResultWritesWhatJSONWrites(t *testing.T) {
 }
 
 // randomBatchResult makes an answer of up to 20 items, problems and
-// schedules, with values drawn from lists that cover marshalAnswer's
+// schedules, with values drawn from lists that cover batchanswer.AppendBatchResult's
 // branches.
 func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 	texts := []string{"job-1", "", "a\"b", `back\slash`, "tab\t", "nul\x00", "<b>&amp;</b>", "é", "\u2028\u2029", "bad\xff", "\x7f", "https://consumer.example.com/hook?a=1&b=2", "sch_2222222222222222"}
@@ -122,7 +119,7 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 		}
 		return time.Date(y, time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), []int{0, 0, 500_000_000, 123_456_789, 1000}[r.IntN(5)], z)
 	}
-	// Times repeat, as a batch's do (marshalAnswer remembers them), and
+	// Times repeat, as a batch's do (batchanswer.AppendBatchResult remembers them), and
 	// come back in another zone.
 	var seen []time.Time
 	instant := func() time.Time {
@@ -191,24 +188,24 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 	return out
 }
 
-// TestMarshalAnswerWritesEveryField fills every field of a batch
+// TestAppendBatchResultWritesEveryField fills every field of a batch
 // answer, down to its schedule's target, with a value that is not zero (so
-// that no omitempty hides one) and checks marshalAnswer against
-// encoding/json: a field added to the API's types fails it if
-// answerOptions write it otherwise.
-func TestMarshalAnswerWritesEveryField(t *testing.T) {
+// that no omitempty hides one) and checks batchanswer.AppendBatchResult against
+// encoding/json: a field added to the API's types fails it until
+// batchanswer writes it.
+func TestAppendBatchResultWritesEveryField(t *testing.T) {
 	out := &api.ScheduleBatchResult{}
 	fill(t, reflect.ValueOf(out).Elem())
 	want, err := json.Marshal(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := marshalAnswer(out)
+	got, err := batchanswer.AppendBatchResult(nil, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("marshalAnswer wrote\n%s\nencoding/json\n%s", got, want)
+		t.Fatalf("batchanswer.AppendBatchResult wrote\n%s\nencoding/json\n%s", got, want)
 	}
 }
 

@@ -14,8 +14,23 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/schedulerd/schedulerd/api"
 )
+
+// decodeBatchItem is decodeBatch for a body of the one item raw.
+func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
+	if !jsontext.Value(raw).IsValid() {
+		return false // what scanBody refuses, or raw is not one value
+	}
+	items, ok := decodeBatch([]byte(`{"items":[` + string(raw) + `]}`))
+	if !ok || len(items) != 1 {
+		return false
+	}
+	*in = items[0]
+	return true
+}
 
 // bodyValidator validates a body of the route as validateBatch does;
 // quick says a body is valid (true) or not known to be (the prepared

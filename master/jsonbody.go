@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +16,10 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 	"github.com/schedulerd/schedulerd/master/internal/jsoncheck"
 )
 
@@ -203,14 +204,24 @@ func decodeStrict(raw []byte, v any) bool {
 	return json.Unmarshal(raw, v, opts) == nil
 }
 
-// decodeBatchItem decodes raw, one item of a batch body that scanBody
-// passed, into in and reports whether the item is valid for the schema.
-// false means "not known to be valid": in is then undefined.
-func decodeBatchItem(raw []byte, in *api.ScheduleBatchItem) bool {
-	*in = api.ScheduleBatchItem{}
-	if !decodeStrict(raw, in) {
-		return false
+// decodeBatch decodes a batch body that scanBody passed and reports
+// whether all its items are valid for the schema, in one pass: false means
+// "not known to be valid", and the items are then validated one by one.
+func decodeBatch(raw []byte) ([]api.ScheduleBatchItem, bool) {
+	var env api.ScheduleBatchCreate
+	if !decodeStrict(raw, &env) {
+		return nil, false
 	}
+	for i := range env.Items {
+		if !validItem(&env.Items[i]) {
+			return nil, false
+		}
+	}
+	return env.Items, true
+}
+
+// validItem checks what the decoder does not of a batch item.
+func validItem(in *api.ScheduleBatchItem) bool {
 	// minLength 1, maxLength 255 characters: bytes bound characters
 	// however the validator counts them.
 	if in.IdempotencyKey != nil && (*in.IdempotencyKey == "" || len(*in.IdempotencyKey) > 255) {
@@ -256,35 +267,26 @@ func batchItemsOf(raw []byte) (items []encjson.RawMessage, ok bool) {
 	return env.Items, true
 }
 
-// answerOptions write what encoding/json's Marshal writes: the legacy
-// omitempty, nil slices as null, <, >, &, U+2028 and U+2029 escaped, and
-// invalid UTF-8 as U+FFFD.
-var answerOptions = json.JoinOptions(jsonv1.OmitEmptyWithLegacySemantics(true), json.FormatNilSliceAsNull(true),
-	jsontext.EscapeForHTML(true), jsontext.EscapeForJS(true), jsontext.AllowInvalidUTF8(true))
-
-// marshalAnswer is json.Marshal with answerOptions.
-func marshalAnswer(v any) ([]byte, error) { return json.Marshal(v, answerOptions) }
-
-// writeBatchResult answers a batch with out, the bytes c.JSON would write.
-// The buffer goes back to pool once written (the response copies it), so
-// that a batch's half-megabyte answer does not add to the garbage. A pretty
-// printed answer is left to c.JSON.
+// writeBatchResult answers a batch with out, the bytes c.JSON would write
+// (see batchanswer). The buffer goes back to pool once written (the
+// response copies it), so that a batch's half-megabyte answer does not add
+// to the garbage. A pretty printed answer is left to c.JSON.
 func writeBatchResult(c echo.Context, out *api.ScheduleBatchResult, pool *sync.Pool) error {
 	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
 		return c.JSON(http.StatusOK, out)
 	}
-	buf, _ := pool.Get().(*bytes.Buffer)
-	if buf == nil {
-		buf = new(bytes.Buffer)
+	bp, _ := pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
 	}
-	buf.Reset()
-	if err := json.MarshalWrite(buf, out, answerOptions); err != nil {
+	b, err := batchanswer.AppendBatchResult(slices.Grow((*bp)[:0], 512*len(out.Items)+64), out)
+	if err != nil {
 		return err
 	}
-	buf.WriteByte('\n')
-	err := c.JSONBlob(http.StatusOK, buf.Bytes())
-	if buf.Cap() <= maxPooledAnswer {
-		pool.Put(buf)
+	err = c.JSONBlob(http.StatusOK, append(b, '\n'))
+	if cap(b) <= maxPooledAnswer {
+		*bp = b[:0]
+		pool.Put(bp)
 	}
 	return err
 }

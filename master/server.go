@@ -155,7 +155,7 @@ type Server struct {
 	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskSpace       // nil: no disk guard
-	answers sync.Pool       // *bytes.Buffer: batch answers (writeBatchResult)
+	answers sync.Pool       // *[]byte: buffers of batch answers (writeBatchResult)
 
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
