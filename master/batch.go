@@ -18,6 +18,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -260,7 +261,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 		if it.key == "" {
 			continue
 		}
-		b, err := appendSchedule(nil, out, nil)
+		b, err := batchanswer.AppendSchedule(nil, out)
 		if err != nil {
 			return err
 		}
@@ -389,8 +390,9 @@ func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
 // batchItems validates a batch body against the spec, as the middleware
 // validates other bodies but in one pass for all items, and returns its
 // items with the validation failure of each (nil: valid). A failure outside
-// the items fails the request. When every item passed decodeBatchItem,
-// decoded holds them decoded (nil otherwise: the caller decodes them).
+// the items fails the request. When decodeBatch passed the body, decoded
+// holds its items (nil otherwise: the caller decodes them), and items only
+// those that have an idempotencyKey (the others are nil).
 func (s *Server) batchItems(c echo.Context) (items []json.RawMessage, decoded []api.ScheduleBatchItem, itemErrs []error, err error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON {
@@ -402,24 +404,20 @@ func (s *Server) batchItems(c echo.Context) (items []json.RawMessage, decoded []
 		return nil, nil, nil, badRequest("the body is required", api.FieldProblem{Field: "body", Reason: "is required"})
 	}
 	// Validated and decoded at once when every item is plainly valid.
-	if items, ok := arrayMember(raw, "items"); ok && len(items) >= 1 && len(items) <= s.cfg.MaxBatchItems {
-		decoded := make([]api.ScheduleBatchItem, len(items))
-		all := true
-		for i, item := range items {
-			if all = decodeBatchItem(item, &decoded[i]); !all {
-				break
+	if decoded, ok := decodeBatch(raw); ok && len(decoded) >= 1 && len(decoded) <= s.cfg.MaxBatchItems {
+		items := make([]json.RawMessage, len(decoded)) // only a keyed item's is read
+		if keyed(decoded) {
+			if items, ok = batchItemsOf(raw); !ok || len(items) != len(decoded) {
+				return nil, nil, nil, errors.New("master: batch items counted differently by two decoders")
 			}
 		}
-		if all {
-			return items, decoded, make([]error, len(items)), nil
-		}
+		return items, decoded, make([]error, len(items)), nil
 	}
 	raws, itemErrs, err := s.validateBatch(c, raw)
 	return raws, nil, itemErrs, err
 }
 
-// validateBatch is batchItems for a body with an item decodeBatchItem did
-// not accept: the spec's validator on the whole body, its failures split
+// validateBatch is batchItems for a body decodeBatch did not accept: the spec's validator on the whole body, its failures split
 // by item.
 func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, []error, error) {
 	var v any
@@ -482,9 +480,7 @@ func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, [
 			itemErrs[i] = badRequest(strings.Join(detail, "; "), fields...)
 		}
 	}
-	if items, ok := arrayMember(raw, "items"); ok {
-		env.Items = items
-	} else if err := decodeJSON(raw, &env); err != nil {
+	if err := decodeJSON(raw, &env); err != nil {
 		return nil, nil, err
 	}
 	switch {
@@ -494,6 +490,16 @@ func (s *Server) validateBatch(c echo.Context, raw []byte) ([]json.RawMessage, [
 		return nil, nil, errors.New("master: batch items counted differently by two decoders")
 	}
 	return env.Items, itemErrs, nil
+}
+
+// keyed reports whether an item has an idempotencyKey.
+func keyed(items []api.ScheduleBatchItem) bool {
+	for i := range items {
+		if items[i].IdempotencyKey != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // itemOfField splits a field of the batch body, "items.3.target.url", into

@@ -14,9 +14,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 )
 
-// TestAppendBatchResultAgreesWithEncodingJSON checks appendBatchResult
+// TestAppendBatchResultAgreesWithEncodingJSON checks batchanswer.AppendBatchResult
 // against encoding/json on random batch answers whose strings, instants
 // and payloads take every branch (escapes, HTML characters, invalid UTF-8,
 // years and offsets MarshalJSON refuses, payloads with white space): the
@@ -28,7 +29,7 @@ func TestAppendBatchResultAgreesWithEncodingJSON(t *testing.T) {
 	for i := range *scanCases / 20 {
 		out := randomBatchResult(r)
 		want, werr := json.Marshal(out)
-		got, gerr := appendBatchResult(nil, out)
+		got, gerr := batchanswer.AppendBatchResult(nil, out)
 		if (werr != nil) != (gerr != nil) {
 			t.Fatalf("case %d of seed %d: error %v, encoding/json's %v", i, *scanSeed, gerr, werr)
 		}
@@ -85,7 +86,7 @@ func TestWriteBatchResultWritesWhatJSONWrites(t *testing.T) {
 }
 
 // randomBatchResult makes an answer of up to 20 items, problems and
-// schedules, with values drawn from lists that cover appendBatchResult's
+// schedules, with values drawn from lists that cover batchanswer.AppendBatchResult's
 // branches.
 func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 	texts := []string{"job-1", "", "a\"b", `back\slash`, "tab\t", "nul\x00", "<b>&amp;</b>", "é", "\u2028\u2029", "bad\xff", "\x7f", "https://consumer.example.com/hook?a=1&b=2", "sch_2222222222222222"}
@@ -118,7 +119,7 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 		}
 		return time.Date(y, time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), []int{0, 0, 500_000_000, 123_456_789, 1000}[r.IntN(5)], z)
 	}
-	// Times repeat, as a batch's do (appendBatchResult remembers them), and
+	// Times repeat, as a batch's do (batchanswer.AppendBatchResult remembers them), and
 	// come back in another zone.
 	var seen []time.Time
 	instant := func() time.Time {
@@ -189,9 +190,9 @@ func randomBatchResult(r *rand.Rand) *api.ScheduleBatchResult {
 
 // TestAppendBatchResultWritesEveryField fills every field of a batch
 // answer, down to its schedule's target, with a value that is not zero (so
-// that no omitempty hides one) and checks appendBatchResult against
+// that no omitempty hides one) and checks batchanswer.AppendBatchResult against
 // encoding/json: a field added to the API's types fails it until
-// appendSchedule writes it.
+// batchanswer writes it.
 func TestAppendBatchResultWritesEveryField(t *testing.T) {
 	out := &api.ScheduleBatchResult{}
 	fill(t, reflect.ValueOf(out).Elem())
@@ -199,12 +200,12 @@ func TestAppendBatchResultWritesEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := appendBatchResult(nil, out)
+	got, err := batchanswer.AppendBatchResult(nil, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("appendBatchResult wrote\n%s\nencoding/json\n%s", got, want)
+		t.Fatalf("batchanswer.AppendBatchResult wrote\n%s\nencoding/json\n%s", got, want)
 	}
 }
 

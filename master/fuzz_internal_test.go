@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// The fuzz targets hold the hand-written JSON scanners of the request path
-// to the oracles of the randomized tests: checkDepth to encoding/json's
-// decoder, scanBody to scanTokens,
-// arrayMember and decodePlainItem to encoding/json's decoding. Their seed
+// The fuzz targets hold the JSON checks of the request path to the oracles
+// of the randomized tests: checkDepth to encoding/json's decoder, scanBody
+// (jsontext) to scanTokens (encoding/json's tokens), batchItemsOf and
+// decodeBatchItem to encoding/json's decoding. Their seed
 // corpora are bodies of the randomized generators and the hot bodies.
 //
 //	go test -run '^$' -fuzz FuzzScanBody -fuzztime 60s ./master/
@@ -62,7 +62,7 @@ func FuzzCheckDepth(f *testing.F) {
 	})
 }
 
-func FuzzArrayMember(f *testing.F) {
+func FuzzBatchItemsOf(f *testing.F) {
 	for _, b := range []string{`{"items":[]}`, `{"items":[` + fuzzItem + `]}`, ` { "other" : 1 , "items" : [ 1 , "x" , null ] } `, `{"it\u0065ms":[1]}`, `{"items":[1],"items":[2]}`, `{"items":[1]}x`} {
 		f.Add([]byte(b))
 	}
@@ -76,7 +76,7 @@ func FuzzArrayMember(f *testing.F) {
 	})
 }
 
-func FuzzDecodePlainItem(f *testing.F) {
+func FuzzDecodeBatchItem(f *testing.F) {
 	r := rand.New(rand.NewPCG(1, 8))
 	for range 40 {
 		f.Add([]byte(randomPlainItem(r)))

@@ -1,15 +1,22 @@
 package master
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/schedulerd/schedulerd/api"
 )
 
 var (
@@ -17,15 +24,14 @@ var (
 	scanCases = flag.Int("master.scancases", 20000, "number of random bodies TestScanBodyAgreesWithTokens scans")
 )
 
-// TestScanBodyAgreesWithTokens checks scanBody, whose fast path answers
-// clean bodies, against scanTokens alone on random bodies: valid ones,
+// TestScanBodyAgreesWithTokens checks scanBody, on jsontext, against
+// scanTokens, the same checks on encoding/json's tokens, on random bodies: valid ones,
 // ones with duplicated keys, invalid UTF-8, U+0000, escapes, data after the
 // value, and byte-level mutations of all of these (syntax errors). Both
 // must give the same answer (nil, or the same problem naming the same
 // field). A failure prints the seed to rerun it with -master.scanseed.
 func TestScanBodyAgreesWithTokens(t *testing.T) {
 	r := rand.New(rand.NewPCG(*scanSeed, 0))
-	fast := 0
 	for i := range *scanCases {
 		var b strings.Builder
 		genValue(r, &b, 0)
@@ -37,26 +43,17 @@ func TestScanBodyAgreesWithTokens(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("case %d of seed %d: body %q:\nscanBody   %v\nscanTokens %v", i, *scanSeed, body, got, want)
 		}
-		if scanClean(body) {
-			fast++
-		}
 	}
-	// The fast path must carry the clean bodies, not leave them all to
-	// scanTokens.
-	if fast < *scanCases/5 {
-		t.Fatalf("scanClean passed %d of %d bodies", fast, *scanCases)
-	}
-	t.Logf("scanClean passed %d of %d bodies", fast, *scanCases)
 }
 
-// TestScanCleanPassesRequestBodies checks that the bodies of the hot
-// operations take the fast path, and that what it refuses gets its answer.
-func TestScanCleanPassesRequestBodies(t *testing.T) {
+// TestScanBodyPassesRequestBodies checks that the bodies of the hot
+// operations pass, and that what it refuses names the field.
+func TestScanBodyPassesRequestBodies(t *testing.T) {
 	const item = `{"name":"job-1","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":1,"tags":["a","b\u00e9\n"],"x":null,"y":true,"z":-1.5e3}}`
 	batch := `{"items":[` + strings.Repeat(item+",", 99) + item + "]}\n"
 	for _, body := range []string{item, batch, "", " \n", `[]`, `{}`, `"x"`} {
-		if !scanClean([]byte(body)) {
-			t.Errorf("scanClean refused %.80q", body)
+		if err := scanBody([]byte(body)); err != nil {
+			t.Errorf("scanBody refused %.80q: %v", body, err)
 		}
 	}
 	for _, tc := range []struct{ body, field string }{
@@ -66,9 +63,6 @@ func TestScanCleanPassesRequestBodies(t *testing.T) {
 		{"{\"a\":\"\xff\"}", "a"},
 		{`{"a":1} {}`, "body"},
 	} {
-		if scanClean([]byte(tc.body)) {
-			t.Errorf("scanClean passed %q", tc.body)
-		}
 		err := scanBody([]byte(tc.body))
 		p, ok := err.(*problem)
 		if !ok || len(p.fields) != 1 || p.fields[0].Field != tc.field {
@@ -76,6 +70,10 @@ func TestScanCleanPassesRequestBodies(t *testing.T) {
 		}
 	}
 }
+
+// manyKeys is how many keys make an object large in genValue (once the
+// point where the hand scanner's duplicate check moved to a map).
+const manyKeys = 32
 
 // genValue writes a random JSON value, small enough to scan quickly, with
 // the kinds of keys and strings scanBody looks at.
@@ -196,8 +194,8 @@ func mutate(r *rand.Rand, body []byte) []byte {
 	return out
 }
 
-// BenchmarkScanBody scans a batch body of 1,000 one-offs: the fast path
-// (what every valid body takes) against the token-by-token scan.
+// BenchmarkScanBody scans a batch body of 1,000 one-offs: jsontext against
+// encoding/json's tokens.
 //
 //	go test -run '^$' -bench ScanBody ./master/
 func BenchmarkScanBody(b *testing.B) {
@@ -227,11 +225,11 @@ func BenchmarkScanBody(b *testing.B) {
 	}
 }
 
-// compareArrayMember reports whether arrayMember answered for body and, if
-// so, how it disagrees with decoding body into a struct with a
+// compareArrayMember reports whether batchItemsOf answered for body and,
+// if so, how it disagrees with decoding body into a struct with a
 // []json.RawMessage field.
 func compareArrayMember(body []byte) (answered bool, problem string) {
-	got, ok := arrayMember(body, "items")
+	got, ok := batchItemsOf(body)
 	if !ok {
 		return false, ""
 	}
@@ -239,14 +237,14 @@ func compareArrayMember(body []byte) (answered bool, problem string) {
 		Items []json.RawMessage `json:"items"`
 	}
 	if err := decodeJSON(body, &env); err != nil || !reflect.DeepEqual(got, env.Items) {
-		return true, fmt.Sprintf("body %q:\narrayMember %q\ndecoder     %q (%v)", body, got, env.Items, err)
+		return true, fmt.Sprintf("body %q:\nbatchItemsOf %q\ndecoder          %q (%v)", body, got, env.Items, err)
 	}
 	return true, ""
 }
 
-// TestArrayMemberAgreesWithDecoder checks arrayMember against decoding the
+// TestArrayMemberAgreesWithDecoder checks batchItemsOf against decoding the
 // body into a struct with a []json.RawMessage field (what the batch handler
-// did before): wherever arrayMember answers, the decoder gives the same
+// did before): wherever batchItemsOf answers, the decoder gives the same
 // elements. Batch bodies must get an answer.
 func TestArrayMemberAgreesWithDecoder(t *testing.T) {
 	r := rand.New(rand.NewPCG(*scanSeed, 1))
@@ -274,7 +272,7 @@ func TestArrayMemberAgreesWithDecoder(t *testing.T) {
 		}
 	}
 	if answered < *scanCases/4/20 {
-		t.Fatalf("arrayMember answered %d of %d bodies", answered, *scanCases/4)
+		t.Fatalf("batchItemsOf answered %d of %d bodies", answered, *scanCases/4)
 	}
 	const item = `{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://x.example.com/"}}`
 	for _, body := range []string{`{"items":[]}`, `{"items":[` + item + `]}`, " {\n \"items\" : [ " + item + " ,\n" + item + " ] }\n"} {
@@ -284,8 +282,149 @@ func TestArrayMemberAgreesWithDecoder(t *testing.T) {
 		if err := decodeJSON([]byte(body), &env); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok := arrayMember([]byte(body), "items"); !ok || !reflect.DeepEqual(got, env.Items) {
-			t.Errorf("arrayMember(%q) = %q, %v; want %q", body, got, ok, env.Items)
+		if got, ok := batchItemsOf([]byte(body)); !ok || !reflect.DeepEqual(got, env.Items) {
+			t.Errorf("batchItemsOf(%q) = %q, %v; want %q", body, got, ok, env.Items)
 		}
 	}
+}
+
+// scanTokens is the oracle of scanBody: the same checks on encoding/json's
+// tokens, tracking the path of every value. encoding/json takes invalid
+// UTF-8, U+0000 and unpaired surrogate escapes (as U+FFFD) in its stride:
+// the raw bytes of each string are checked.
+func scanTokens(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	type frame struct {
+		object  bool
+		keys    map[string]bool
+		wantKey bool   // object: the next string is a key
+		key     string // object: the current member's key
+		index   int    // array: the current element's index
+	}
+	var stack []*frame
+	path := func(last string) string {
+		parts := make([]string, 0, len(stack)+1)
+		for _, f := range stack {
+			switch {
+			case f.object && !f.wantKey:
+				parts = append(parts, f.key)
+			case !f.object:
+				parts = append(parts, strconv.Itoa(f.index))
+			}
+		}
+		if last != "" {
+			parts = append(parts, last)
+		}
+		return orBody(strings.Join(parts, "."))
+	}
+	// valueDone advances the enclosing container past one value.
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.object {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		before := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // a syntax error: the validator names it
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, &frame{object: t == '{', keys: map[string]bool{}, wantKey: t == '{'})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+		case string:
+			// The decoder replaces invalid UTF-8 with U+FFFD: check the raw bytes.
+			raw := body[before:dec.InputOffset()]
+			isKey := top != nil && top.object && top.wantKey
+			field := path("")
+			if isKey {
+				field = path(t)
+			}
+			switch {
+			case !utf8.Valid(raw):
+				return badRequest(field+": not valid UTF-8", api.FieldProblem{Field: field, Reason: "not valid UTF-8"})
+			case strings.ContainsRune(t, 0):
+				return badRequest(field+": contains U+0000", api.FieldProblem{Field: field, Reason: "contains U+0000 (NUL)"})
+			case loneSurrogate(raw):
+				return badRequest(field+": contains an unpaired surrogate escape",
+					api.FieldProblem{Field: field, Reason: "contains an unpaired UTF-16 surrogate escape (such as \\ud800)"})
+			}
+			if isKey {
+				if top.keys[t] {
+					return badRequest("duplicate key "+strconv.Quote(t)+" in "+path(""),
+						api.FieldProblem{Field: field, Reason: "duplicate key " + strconv.Quote(t)})
+				}
+				top.keys[t] = true
+				top.key, top.wantKey = t, false
+				continue
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+		if len(stack) == 0 {
+			// Look past the value: only whitespace may follow.
+			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+				return badRequest("the body has data after the JSON value",
+					api.FieldProblem{Field: "body", Reason: "data after the JSON value"})
+			}
+			return nil
+		}
+	}
+}
+
+// loneSurrogate reports whether the JSON string text raw (with or without
+// its quotes) has a \u escape of a UTF-16 surrogate that is not the first
+// of a pair followed by the second: text that decodes to no character.
+func loneSurrogate(raw []byte) bool {
+	// hexAt returns the code unit of the \uXXXX escape at i, or -1.
+	hexAt := func(i int) rune {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r := hexAt(i)
+		switch {
+		case r < 0:
+			i++ // another escape: skip the escaped byte
+		case !utf16.IsSurrogate(r):
+			i += 5
+		case r >= 0xdc00: // a second half with no first
+			return true
+		default:
+			if utf16.DecodeRune(r, hexAt(i+6)) == utf8.RuneError {
+				return true
+			}
+			i += 11
+		}
+	}
+	return false
 }

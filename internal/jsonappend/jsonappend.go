@@ -1,6 +1,6 @@
 // Package jsonappend appends JSON values byte for byte as encoding/json's
-// Marshal writes them, without its reflection, for the encoders on hot
-// paths (delivery messages, batch answers). What it cannot write as Marshal
+// Marshal writes them, without its reflection, for the encoder on the
+// delivery hot path (one message an event). What it cannot write as Marshal
 // would, it reports (or hands to Marshal), so callers fall back to Marshal.
 package jsonappend
 

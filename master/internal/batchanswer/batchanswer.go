@@ -1,53 +1,24 @@
-package master
+// Package batchanswer writes the answer of a batch create (up to 1,000
+// schedules) and the schedules of its idempotency records, byte for byte
+// as encoding/json's Marshal writes them, without reflection.
+// github.com/go-json-experiment/json writes the same bytes in three to
+// four times the CPU (BenchmarkAppendBatchResult), about a tenth of the CPU
+// of a created one-off through POST /v1/schedules/batch.
+package batchanswer
 
 import (
 	"encoding/json"
-	"net/http"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/internal/jsonappend"
 )
 
-// writeBatchResult answers a batch with out, the bytes c.JSON would write
-// (encoding/json, then a newline), written by appendBatchResult without
-// reflection: a batch's answer holds up to a thousand schedules. A pretty
-// printed answer is left to c.JSON.
-// The buffer goes back to pool once written (the response copies it), so
-// that a batch's half-megabyte answer does not add to the garbage.
-func writeBatchResult(c echo.Context, out *api.ScheduleBatchResult, pool *sync.Pool) error {
-	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
-		return c.JSON(http.StatusOK, out)
-	}
-	bp, _ := pool.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	b, err := appendBatchResult(slices.Grow((*bp)[:0], 512*len(out.Items)+64), out)
-	if err != nil {
-		return err
-	}
-	err = c.JSONBlob(http.StatusOK, append(b, '\n'))
-	if cap(b) <= maxPooledAnswer {
-		*bp = b[:0]
-		pool.Put(bp)
-	}
-	return err
-}
-
-// maxPooledAnswer bounds the buffers writeBatchResult keeps: an answer of
-// 1,000 schedules with long strings is not held for the next batch.
-const maxPooledAnswer = 1 << 20
-
-// appendBatchResult appends out to b as json.Marshal writes it. What it
+// AppendBatchResult appends out to b as json.Marshal writes it. What it
 // does not write itself (problems, strings that need escapes, unusual
 // values) it has json.Marshal write, so the bytes are the same.
-func appendBatchResult(b []byte, out *api.ScheduleBatchResult) ([]byte, error) {
+func AppendBatchResult(b []byte, out *api.ScheduleBatchResult) ([]byte, error) {
 	b = append(b, `{"created":`...)
 	b = strconv.AppendInt(b, int64(out.Created), 10)
 	b = append(b, `,"failed":`...)
@@ -125,6 +96,9 @@ func (m *timeMemo) time(b []byte, t time.Time, ok bool) ([]byte, bool) {
 	}
 	return b, tok
 }
+
+// AppendSchedule appends s as json.Marshal writes it.
+func AppendSchedule(b []byte, s *api.Schedule) ([]byte, error) { return appendSchedule(b, s, nil) }
 
 // appendSchedule appends s as json.Marshal writes it: its members in the
 // order of the struct's fields; tm (nil: none) remembers times.
