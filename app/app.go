@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -132,7 +131,7 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 		// error instead of hanging before the banner.
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		o := mongoOptions(cfg)
-		o.Logger = slog.New(zerolog.NewSlogHandler(log))
+		o.Logger = log
 		a.store, err = mongo.Open(octx, cfg.MongoURI, o)
 		cancel()
 		if errors.Is(err, mongo.ErrWeakWriteConcern) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestMongoFlags(t *testing.T) {
 		got := mongoOptions(c)
 		want := mongo.Options{ServerSelectionTimeout: 30 * time.Second, OperationTimeout: 60 * time.Second,
 			EventRetention: 24 * time.Hour, IdempotencyRetention: 24 * time.Hour, Owner: c.InstanceID}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("mongo options %+v, want %+v", got, want)
 		}
 	})
@@ -50,7 +51,7 @@ func TestMongoFlags(t *testing.T) {
 		got := mongoOptions(c)
 		want := mongo.Options{Database: "d1", AllowWeakWriteConcern: true, ServerSelectionTimeout: 5 * time.Second,
 			OperationTimeout: 2 * time.Minute, EventRetention: 72 * time.Hour, IdempotencyRetention: 90 * time.Minute, Owner: "i1"}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("mongo options %+v, want %+v", got, want)
 		}
 	})

@@ -196,8 +196,8 @@ func (s *Store) startBackground(jobs []indexJob) {
 				jobs, wait = jobs[1:], indexRetryFirst
 				continue
 			}
-			s.opts.Logger.Warn("building an index in the background failed; it is tried again",
-				"index", jobs[0].String(), "retryIn", wait.String(), "error", err.Error())
+			s.opts.Logger.Warn().Err(err).Str("index", jobs[0].String()).Dur("retryIn", wait).
+				Msg("building an index in the background failed; it is tried again")
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -208,7 +208,7 @@ func (s *Store) startBackground(jobs []indexJob) {
 			wait = min(2*wait, indexRetryMax)
 		}
 		if err := s.pruneSuperseded(ctx); err != nil && ctx.Err() == nil {
-			s.opts.Logger.Warn("dropping superseded indexes failed; the next start tries again", "error", err.Error())
+			s.opts.Logger.Warn().Err(err).Msg("dropping superseded indexes failed; the next start tries again")
 		}
 		close(done)
 	}()

@@ -21,16 +21,18 @@
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+
 	"math"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -43,7 +45,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
-	"github.com/schedulerd/schedulerd/internal/defaults"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -82,7 +83,7 @@ type Options struct {
 	// Logger receives what the store reports outside a call: a background
 	// index build that failed, a retention it could not set (default:
 	// discarded).
-	Logger *slog.Logger
+	Logger zerolog.Logger
 	// EventRetention is how long released and cancelled events are kept
 	// (default 24h): on MongoDB the expireAfterSeconds of the TTL index on
 	// their finishedDate. The handler's purge job deletes them too, and is
@@ -118,16 +119,13 @@ const (
 )
 
 func (o *Options) setDefaults() {
-	defaults.Set(&o.ConnectTimeout, defaultConnectTimeout)
-	defaults.Set(&o.ServerSelectionTimeout, defaultServerSelectionTimeout)
-	defaults.Set(&o.OperationTimeout, defaultOperationTimeout)
-	defaults.Set(&o.EventRetention, defaultRetention)
-	defaults.Set(&o.IdempotencyRetention, defaultRetention)
+	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, defaultConnectTimeout)
+	o.ServerSelectionTimeout = cmp.Or(o.ServerSelectionTimeout, defaultServerSelectionTimeout)
+	o.OperationTimeout = cmp.Or(o.OperationTimeout, defaultOperationTimeout)
+	o.EventRetention = cmp.Or(o.EventRetention, defaultRetention)
+	o.IdempotencyRetention = cmp.Or(o.IdempotencyRetention, defaultRetention)
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Owner == "" {
 		h, _ := os.Hostname()

@@ -104,8 +104,9 @@ func (s *Store) syncTTL(ctx context.Context, coll string, have []mongo.IndexSpec
 				// collMod is not in the built-in readWrite role (usual on
 				// Atlas): the stored retention stays, and starting matters
 				// more than changing it.
-				s.opts.Logger.Warn("the user may not run collMod: the stored retention stays; grant collMod or change it by hand (see docs/operating.md)",
-					"index", coll+"."+want.name, "storedSeconds", storedSeconds(sp), "configuredSeconds", want.seconds(), "error", err.Error())
+				s.opts.Logger.Warn().Err(err).Str("index", coll+"."+want.name).
+					Int32("storedSeconds", storedSeconds(sp)).Int32("configuredSeconds", want.seconds()).
+					Msg("the user may not run collMod: the stored retention stays; grant collMod or change it by hand (see docs/operating.md)")
 				continue
 			}
 			return fmt.Errorf("set the retention of %s.%s: %w", coll, want.name, interpretError(err))

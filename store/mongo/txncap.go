@@ -145,8 +145,8 @@ func (s *Store) writeRest(ctx context.Context, sp txnSplit, inserted []bool) (in
 func (s *Store) finishRest(ctx context.Context, sp txnSplit, inserted []bool) int {
 	n, err := s.writeRest(context.WithoutCancel(ctx), sp, inserted)
 	if err != nil {
-		s.opts.Logger.Warn("writing the events a create left out of its transaction failed; the emitter completes them",
-			"written", n, "error", err.Error())
+		s.opts.Logger.Warn().Err(err).Int("written", n).
+			Msg("writing the events a create left out of its transaction failed; the emitter completes them")
 	}
 	return n
 }
