@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // TestChaosConsumerFailures runs a consumer that answers 20% of deliveries

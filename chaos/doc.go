@@ -2,7 +2,7 @@
 // schedulerd and ferretdb commands, run them as real processes, break them
 // (SIGKILL, SIGSTOP, a stopped store, a failing consumer) while schedules
 // fire, and check the service's promises from the outside, through the REST
-// API and a recording HTTP consumer (package internal/chaoskit):
+// API and a recording HTTP consumer (package internal/testkit/chaoskit):
 //
 //   - TestChaosMultiInstanceKill: three instances on one FerretDB process,
 //     instances killed with SIGKILL and restarted at random moments; every

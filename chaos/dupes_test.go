@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // TestChaosKillDuplicates measures the duplicates that SIGKILLs leave at

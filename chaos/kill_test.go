@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 // seed returns CHAOS_SEED or a seed from the clock; it is logged so that a

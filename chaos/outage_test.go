@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // TestChaosStoreOutage stops the store process for 10 seconds in the middle

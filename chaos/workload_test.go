@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 func readyz(ctx context.Context, base string) int { return chaoskit.Ready(ctx, base) }

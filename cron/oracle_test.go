@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 // oracleDay is one local date of the oracle's year: its attributes and, per

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )

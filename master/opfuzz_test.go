@@ -19,7 +19,7 @@ import (
 
 	schedulerd "github.com/schedulerd/schedulerd"
 	"github.com/schedulerd/schedulerd/client"
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 )
 

@@ -187,6 +187,24 @@ type Child struct {
 	Minute           int    `json:"minute"`
 }
 
+// OneOffChild is the child of the one-off s (s.RunAt set): the UTC child
+// of RunAt's minute, of LaunchExpression class MM ("MM:month:day:hour",
+// as the cron package spells it; its tests hold the two together). A store
+// may keep it as a flag and build it again.
+func OneOffChild(s *Schedule) Child {
+	ra := s.RunAt.UTC()
+	le := make([]byte, 0, 11)
+	le = append(le, "MM:"...)
+	for i, v := range []int{int(ra.Month()), ra.Day(), ra.Hour()} {
+		if i > 0 {
+			le = append(le, ':')
+		}
+		le = append(le, byte('0'+v/10), byte('0'+v%10))
+	}
+	return Child{ScheduleID: s.ID, TenantID: s.TenantID, ScheduleVersion: s.Version, Partition: s.Partition,
+		Timezone: "UTC", LaunchExpression: string(le), Minute: ra.Minute()}
+}
+
 // ChildKey is the lookup key of a child within a partition and timezone.
 type ChildKey struct {
 	LaunchExpression string

@@ -39,7 +39,7 @@ func FromSchedule(m *model.Schedule, maxChildren int) (*Compiled, error) {
 // recurrence of the key never fires again.
 func (c *Compiled) Children(m *model.Schedule) []model.Child {
 	if m.RunAt != nil {
-		return []model.Child{OneOffChild(m)}
+		return []model.Child{model.OneOffChild(m)}
 	}
 	out := make([]model.Child, len(c.Keys))
 	for i, k := range c.Keys {
@@ -54,17 +54,6 @@ func (c *Compiled) Children(m *model.Schedule) []model.Child {
 		}
 	}
 	return out
-}
-
-// OneOffChild is the child of the one-off m (m.RunAt set): the UTC
-// child of RunAt's minute. A store may keep it as that and build it again.
-func OneOffChild(m *model.Schedule) model.Child {
-	ra := m.RunAt.UTC()
-	k := cron.Key{Class: cron.ClassMM, Month: int8(ra.Month()), Day: int8(ra.Day()), Hour: int8(ra.Hour()), Minute: int8(ra.Minute())}
-	return model.Child{
-		ScheduleID: m.ID, TenantID: m.TenantID, ScheduleVersion: m.Version, Partition: m.Partition,
-		Timezone: "UTC", LaunchExpression: k.LaunchExpression(), Minute: ra.Minute(),
-	}
 }
 
 // NextFireTimes lists up to k fire times (UTC) of a cron schedule after now,

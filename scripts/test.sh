@@ -17,8 +17,8 @@ fi
 
 echo "== installing Go modules and npm test servers"
 go mod download
-if [ -f internal/sqstest/package-lock.json ]; then
-  npm ci --prefix internal/sqstest --no-audit --no-fund --loglevel=error
+if [ -f internal/testkit/sqstest/package-lock.json ]; then
+  npm ci --prefix internal/testkit/sqstest --no-audit --no-fund --loglevel=error
 fi
 
 echo "== PostgreSQL server (FerretDB's backend in the chaos tests; SQLite without it)"

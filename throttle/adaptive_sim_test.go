@@ -8,7 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
-	"github.com/schedulerd/schedulerd/internal/throttletest"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )

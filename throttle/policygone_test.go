@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/schedulerd/schedulerd/internal/throttletest"
+	"github.com/schedulerd/schedulerd/internal/testkit/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/throttle"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/throttletest"
+	"github.com/schedulerd/schedulerd/internal/testkit/throttletest"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"

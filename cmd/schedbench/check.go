@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // eventKey names one event of a one-off schedule: its single fire's

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // accepted is a recorded delivery of event id (schedule s, index i, of a

@@ -11,7 +11,7 @@ import (
 
 	mrand "math/rand/v2"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // batchLimit is the server's most items per POST /v1/schedules/batch.

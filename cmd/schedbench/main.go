@@ -45,7 +45,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 type options struct {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/chaoskit"
+	"github.com/schedulerd/schedulerd/internal/testkit/chaoskit"
 )
 
 // A /proc/PID/stat line whose command name holds spaces and parentheses:

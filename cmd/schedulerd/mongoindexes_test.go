@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/schedulerd/schedulerd/app"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestMongoIndexesCommand(t *testing.T) {
 		"SCHEDULER_ADMIN_KEY": "sk_admin_0123456789abcdef", "SCHEDULER_SIGNING_SECRET": "0123456789abcdef0123",
 	}
 	var out bytes.Buffer
-	if err := runWithBanner([]string{"mongo-indexes"}, func(k string) string { return env[k] }, &out, &out); err != nil {
+	if err := runWithBanner(t.Context(), []string{"mongo-indexes"}, func(k string) string { return env[k] }, &out, &out, app.Hooks{}); err != nil {
 		t.Fatalf("mongo-indexes: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "building index events.fire_finished") || !strings.Contains(out.String(), "indexes up to date") {
@@ -47,7 +48,7 @@ func TestMongoIndexesCommand(t *testing.T) {
 		t.Fatalf("events has no fire_finished index after mongo-indexes: %v", specs)
 	}
 	out.Reset()
-	if err := runWithBanner([]string{"mongo-indexes"}, func(k string) string { return env[k] }, &out, &out); err != nil {
+	if err := runWithBanner(t.Context(), []string{"mongo-indexes"}, func(k string) string { return env[k] }, &out, &out, app.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); got != "indexes up to date (0 built)\n" {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/app"
-	"github.com/schedulerd/schedulerd/internal/hangstore"
+	"github.com/schedulerd/schedulerd/internal/testkit/hangstore"
 	"github.com/schedulerd/schedulerd/store"
 )
 

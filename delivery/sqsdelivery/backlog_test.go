@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/sqstest"
+	"github.com/schedulerd/schedulerd/internal/testkit/sqstest"
 	"github.com/schedulerd/schedulerd/model"
 )
 

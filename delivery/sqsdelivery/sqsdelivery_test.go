@@ -18,7 +18,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
-	"github.com/schedulerd/schedulerd/internal/sqstest"
+	"github.com/schedulerd/schedulerd/internal/testkit/sqstest"
 	"github.com/schedulerd/schedulerd/model"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 // within fails the test when ch is not closed or sent on within d.

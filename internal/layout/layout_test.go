@@ -21,18 +21,18 @@ type graph map[string][]string
 var testHelpers = []string{
 	"store/storetest",
 	"store/mongo/mongotest",
-	"internal/chaoskit",
-	"internal/sqstest",
-	"internal/testseed",
-	"internal/throttletest",
-	"throttle/throttletest",
+	"internal/testkit/chaoskit",
+	"internal/testkit/hangstore",
+	"internal/testkit/sqstest",
+	"internal/testkit/testseed",
+	"internal/testkit/throttletest",
 }
 
 // helperUsers are the production packages allowed to import a test helper.
 var helperUsers = map[string][]string{
 	// The benchmark tool drives a deployment with the chaos tests' client
 	// and recording consumer.
-	"cmd/schedbench": {"internal/chaoskit"},
+	"cmd/schedbench": {"internal/testkit/chaoskit"},
 	// FerretDB as a process of its own, started by the chaos tests; it is
 	// the same embedded FerretDB the driver tests run in process.
 	"cmd/ferretdb": {"store/mongo/mongotest"},
@@ -48,6 +48,9 @@ type rule struct {
 var rules = []rule{
 	{"ModelImportsNothingOfOurs", onlyImports("model", false)},
 	{"StoreImportsOnlyModel", onlyImports("store", false, "model")},
+	{"EmbeddedDriverImportsOnlyModelAndStore", onlyImports("store/embedded", false, "model", "store")},
+	{"MongoDriverImportsOnlyModelAndStore", onlyImports("store/mongo", false, "model", "store", "store/mongo/internal/doclock")},
+	{"TestHelpersLiveInTestkit", helpersInTestkit},
 	{"ScheduleImportsOnlyModelAndCron", onlyImports("schedule", true, "model", "cron")},
 	{"EmitterDoesNotImportHandler", neverReaches("emitter", "handler")},
 	{"HandlerDoesNotImportEmitter", neverReaches("handler", "emitter")},
@@ -132,6 +135,29 @@ func importPath(g graph, from, to string) []string {
 		}
 	}
 	return nil
+}
+
+// helpersInTestkit: every test helper of internal/ is under
+// internal/testkit/, and every package there is listed in testHelpers, so
+// that the production import rule covers it.
+func helpersInTestkit(g graph) ([]string, string) {
+	var out []string
+	for _, pkg := range sortedKeys(g) {
+		inKit := strings.HasPrefix(pkg, "internal/testkit/")
+		listed := slices.Contains(testHelpers, pkg)
+		switch {
+		case inKit && !listed:
+			out = append(out, fmt.Sprintf("%s is under internal/testkit but not a listed test helper", pkg))
+		case listed && strings.HasPrefix(pkg, "internal/") && !inKit:
+			out = append(out, fmt.Sprintf("the test helper %s is not under internal/testkit", pkg))
+		}
+	}
+	for _, h := range testHelpers {
+		if _, ok := g[h]; !ok {
+			out = append(out, fmt.Sprintf("listed test helper %s does not exist", h))
+		}
+	}
+	return out, ""
 }
 
 // noTestHelpers: no production package imports a test helper, except the

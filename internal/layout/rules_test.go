@@ -10,25 +10,30 @@ import (
 // clean is an import graph that keeps every rule: the intended layout.
 func clean() graph {
 	return graph{
-		"api":                   {},
-		"cron":                  {},
-		"model":                 {},
-		"store":                 {"model"},
-		"schedule":              {"model", "cron"},
-		"delivery":              {"model"},
-		"emitter":               {"cron", "model", "store"},
-		"throttle":              {"model", "store"},
-		"handler":               {"delivery", "model", "store", "throttle"},
-		"master":                {"api", "cron", "model", "schedule", "store"},
-		"app":                   {"emitter", "handler", "master", "store", "throttle", "ui"},
-		"ui":                    {}, // the console: embedded files, no package of ours
-		"cmd/schedbench":        {"app", "internal/chaoskit"},
-		"cmd/ferretdb":          {"store/mongo/mongotest"},
-		"internal/chaoskit":     {"delivery"},
-		"internal/sqstest":      {},
-		"internal/throttletest": {"model", "store"},
-		"store/mongo/mongotest": {},
-		"store/storetest":       {"model", "store", "internal/sqstest"}, // helpers may use helpers
+		"api":                           {},
+		"cron":                          {},
+		"model":                         {},
+		"store":                         {"model"},
+		"schedule":                      {"model", "cron"},
+		"delivery":                      {"model"},
+		"emitter":                       {"cron", "model", "store"},
+		"throttle":                      {"model", "store"},
+		"handler":                       {"delivery", "model", "store", "throttle"},
+		"master":                        {"api", "cron", "model", "schedule", "store"},
+		"app":                           {"emitter", "handler", "master", "store", "throttle", "ui"},
+		"ui":                            {}, // the console: embedded files, no package of ours
+		"cmd/schedbench":                {"app", "internal/testkit/chaoskit"},
+		"cmd/ferretdb":                  {"store/mongo/mongotest"},
+		"internal/testkit/chaoskit":     {"delivery"},
+		"internal/testkit/sqstest":      {},
+		"internal/testkit/throttletest": {"model", "store"},
+		"store/mongo/mongotest":         {},
+		"store/embedded":                {"model", "store"},
+		"store/mongo":                   {"model", "store", "store/mongo/internal/doclock"},
+		"store/mongo/internal/doclock":  {},
+		"internal/testkit/hangstore":    {"model", "store"},
+		"internal/testkit/testseed":     {},
+		"store/storetest":               {"model", "store", "internal/testkit/sqstest"}, // helpers may use helpers
 	}
 }
 
@@ -67,10 +72,13 @@ var violationCases = []violationCase{
 	{"MasterDoesNotImportHandler", "Directly", edge("master", "handler"), "master -> handler"},
 	{"MasterDoesNotImportThrottle", "Directly", edge("master", "throttle"), "master -> throttle"},
 	{"MasterDoesNotImportThrottle", "ThroughHandler", edge("master", "handler"), "master -> handler -> throttle"},
-	{"ProductionDoesNotImportTestHelpers", "HandlerImportsThrottletest", edge("handler", "throttle/throttletest"), "handler imports the test helper throttle/throttletest"},
+	{"EmbeddedDriverImportsOnlyModelAndStore", "ImportsSchedule", edge("store/embedded", "schedule"), "store/embedded imports schedule"},
+	{"MongoDriverImportsOnlyModelAndStore", "ImportsCron", edge("store/mongo", "cron"), "store/mongo imports cron"},
+	{"TestHelpersLiveInTestkit", "UnlistedKitPackage", func(g graph) { g["internal/testkit/newkit"] = nil }, "internal/testkit/newkit is under internal/testkit but not a listed test helper"},
+	{"TestHelpersLiveInTestkit", "ListedHelperMissing", func(g graph) { delete(g, "internal/testkit/testseed") }, "listed test helper internal/testkit/testseed does not exist"},
 	{"ProductionDoesNotImportTestHelpers", "AppImportsStoretest", edge("app", "store/storetest"), "app imports the test helper store/storetest"},
-	{"ProductionDoesNotImportTestHelpers", "SchedbenchImportsSqstest", edge("cmd/schedbench", "internal/sqstest"), "cmd/schedbench imports the test helper internal/sqstest"},
-	{"ProductionDoesNotImportTestHelpers", "MasterImportsInternalThrottletest", edge("master", "internal/throttletest"), "master imports the test helper internal/throttletest"},
+	{"ProductionDoesNotImportTestHelpers", "SchedbenchImportsSqstest", edge("cmd/schedbench", "internal/testkit/sqstest"), "cmd/schedbench imports the test helper internal/testkit/sqstest"},
+	{"ProductionDoesNotImportTestHelpers", "MasterImportsInternalThrottletest", edge("master", "internal/testkit/throttletest"), "master imports the test helper internal/testkit/throttletest"},
 }
 
 // TestRulesCatchViolations checks that each broken layout is reported by the

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/storetest"

@@ -12,7 +12,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // Schedules and fires are stored in a binary form. A row starts with its
@@ -81,7 +80,7 @@ const (
 	schedRunAt                        // runAt follows the times, from the creation time (putTimeFrom)
 	schedURLWhole                     // the target URL is stored whole, not as an origin code and the rest
 	schedRunAtAbs                     // with schedRunAt: runAt is stored in full
-	schedChildOfRunAt                 // with schedSoleChild: the child is schedule.OneOffChild, not stored
+	schedChildOfRunAt                 // with schedSoleChild: the child is model.OneOffChild, not stored
 )
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say
@@ -303,7 +302,7 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]by
 	}
 	if child != nil {
 		flags |= schedSoleChild
-		if sc.RunAt != nil && *child == schedule.OneOffChild(sc) {
+		if sc.RunAt != nil && *child == model.OneOffChild(sc) {
 			flags |= schedChildOfRunAt
 		}
 	}
@@ -435,7 +434,7 @@ func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Ch
 	switch {
 	case flags&schedSoleChild == 0:
 	case flags&schedChildOfRunAt != 0 && sc.RunAt != nil:
-		c := schedule.OneOffChild(sc)
+		c := model.OneOffChild(sc)
 		child = &c
 	case flags&schedChildOfRunAt != 0:
 		d.err = errors.New("a one-off's child without runAt")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // A one-off's sole child that its runAt gives is kept as a flag: the row
@@ -16,7 +15,7 @@ import (
 // whole.
 func TestRowOneOffChild(t *testing.T) {
 	sc, _ := typicalOneOff()
-	child := schedule.OneOffChild(sc)
+	child := model.OneOffChild(sc)
 	var codes memCodes
 	bare := must(encodeScheduleRow(sc, nil, &codes))
 	raw := must(encodeScheduleRow(sc, &child, &codes))

@@ -13,9 +13,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // rowSeed returns the seed of the codec's randomized tests:
@@ -98,7 +97,7 @@ func randRow(r *rand.Rand, i int) (*model.Schedule, *model.Child, *model.Fire, *
 			Timezone: pick(r, "", "UTC", "Asia/Tokyo"), LaunchExpression: pick(r, "", "MM 01-01 05"), Minute: r.IntN(60),
 		}
 		if sc.RunAt != nil && r.IntN(2) == 0 {
-			c := schedule.OneOffChild(sc) // kept as a flag
+			c := model.OneOffChild(sc) // kept as a flag
 			child = &c
 		}
 	}

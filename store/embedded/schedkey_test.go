@@ -11,7 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 func schedKeySeed(t *testing.T) uint64 { return testseed.Get(t, "SCHEDULERD_SCHEDKEY_SEED", 1) }

@@ -6,7 +6,7 @@
 // when the test process exits: the server reads its stdin and quits when
 // that pipe closes, so no process is left behind either way.
 //
-// The server is installed by `npm ci --prefix internal/sqstest` (CI does this). If
+// The server is installed by `npm ci --prefix internal/testkit/sqstest` (CI does this). If
 // it is missing, tests that need it fail, naming the command to run; they are
 // not skipped, so that a green run always means the SQS tests ran.
 package sqstest
@@ -283,7 +283,7 @@ func (s *server) stopLocked() error {
 }
 
 // packageDir returns this package's directory, which holds package.json and
-// node_modules: internal/sqstest under the directory of go.mod above the
+// node_modules: internal/testkit/sqstest under the directory of go.mod above the
 // working directory (go test runs in the tested package's directory).
 func packageDir() (string, error) {
 	dir, err := os.Getwd()

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/schedulerd/schedulerd/internal/sqstest"
+	"github.com/schedulerd/schedulerd/internal/testkit/sqstest"
 )
 
 func TestMain(m *testing.M) { sqstest.Main(m) }

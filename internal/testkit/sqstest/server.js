@@ -1,4 +1,4 @@
-// Starts local-aws-sqs for the Go test harness (internal/sqstest).
+// Starts local-aws-sqs for the Go test harness (internal/testkit/sqstest).
 //
 // local-aws-sqs ships no command-line entry point, only createSqsServer, so
 // this script is that entry point. It listens on 127.0.0.1 with port 0 (the

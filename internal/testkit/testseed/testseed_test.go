@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/schedulerd/schedulerd/internal/testseed"
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 func TestGet(t *testing.T) {
