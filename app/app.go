@@ -1,7 +1,8 @@
 // Package app wires schedulerd together: store → lease groups → emitter,
 // handler and master → one HTTP server with /healthz, /readyz, /metrics and
 // the console at /ui.
-// cmd/schedulerd only parses configuration and calls Run; end-to-end tests
+// cmd/schedulerd only parses configuration, builds the App (New) and runs
+// it (Start, Wait, Shutdown); end-to-end tests
 // and the benchmark command start the same App in process.
 package app
 
