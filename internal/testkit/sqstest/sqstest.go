@@ -292,7 +292,7 @@ func packageDir() (string, error) {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "internal", "sqstest"), nil
+			return filepath.Join(dir, "internal", "testkit", "sqstest"), nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
