@@ -23,25 +23,37 @@ var fieldTests = []namedTest{
 		requireEveryFieldSet(t, cronSc, oneOffSc)
 
 		createSchedule(t, d, cronSc, childrenOf(cronSc, key))
-		// The one-off's event is what the emitter makes of it, which a
-		// driver may store as a difference from its schedule.
-		f := newFire("A", oneOffSc.ID, *oneOffSc.RunAt)
-		f.Count = 1
-		ev := newEvent("A", oneOffSc.ID, *oneOffSc.RunAt, 0)
-		ev.Count, ev.Deadline = 1, ptr(oneOffSc.RunAt.Add(oneOffSc.Window))
-		copyShared(ev, oneOffSc)
-		errs, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{{Schedule: oneOffSc, Children: childrenOf(oneOffSc, key),
-			Fires: []store.FireNew{{Fire: f, Events: []*model.Event{ev}}}}})
+		// A one-off's event is what the emitter makes of it, which a driver
+		// may store as a difference from its schedule: one without a
+		// policy and one with.
+		withPolicy := fullSchedule(t, "A", "once-policy", true)
+		withPolicy.PolicyID = "pol_once"
+		var items []store.ScheduleNew
+		var evs []*model.Event
+		for _, s := range []*model.Schedule{oneOffSc, withPolicy} {
+			f := newFire("A", s.ID, *s.RunAt)
+			f.Count = 1
+			ev := newEvent("A", s.ID, *s.RunAt, 0)
+			ev.Count, ev.Deadline = 1, ptr(s.RunAt.Add(s.Window))
+			copyShared(ev, s)
+			evs = append(evs, ev)
+			items = append(items, store.ScheduleNew{Schedule: s, Children: childrenOf(s, key), Fires: []store.FireNew{{Fire: f, Events: []*model.Event{ev}}}})
+		}
+		errs, err := d.ScheduleCreateMany(ctx, items)
 		requireNoError(t, err, "ScheduleCreateMany")
-		requireNoError(t, errs[0], "ScheduleCreateMany item")
-		for _, want := range []*model.Schedule{cronSc, oneOffSc} {
+		for i, err := range errs {
+			requireNoError(t, err, "ScheduleCreateMany item "+items[i].Schedule.ID)
+		}
+		for _, want := range []*model.Schedule{cronSc, oneOffSc, withPolicy} {
 			got, err := d.ScheduleGet(ctx, want.TenantID, want.ID)
 			requireNoError(t, err, "ScheduleGet "+want.ID)
 			requireSameFields(t, got, want, "created "+want.ID)
 		}
-		gotEv := getEvent(t, d, ev.ID)
-		gotEv.ReleaseToken, ev.ReleaseToken = "", "" // the driver's to mint
-		requireSameFields(t, gotEv, ev, "the one-off's event")
+		for _, ev := range evs {
+			got := getEvent(t, d, ev.ID)
+			got.ReleaseToken, ev.ReleaseToken = "", "" // the driver's to mint
+			requireSameFields(t, got, ev, "the event of "+ev.ScheduleID)
+		}
 
 		// An update writes every field too.
 		upd := fullSchedule(t, "A", "cron", false)
