@@ -41,21 +41,51 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 }
 
 // eachMemberChanges sets, one at a time, each field of a fresh *T (but
-// those in skip) and fails unless the mapping's result differs from its
-// result for the bare *T: a member the mapping forgets changes nothing.
+// those in skip), and each member of a field that is a struct of its own
+// (a target, cron fields), and fails unless the mapping's result differs
+// from its result for the bare *T: a member the mapping forgets changes
+// nothing.
 func eachMemberChanges[T, R any](t *testing.T, mapping func(*T) R, skip ...string) {
 	t.Helper()
 	base := mapping(new(T))
 	typ := reflect.TypeFor[T]()
+	check := func(name string, base R, set func(f reflect.Value)) {
+		t.Helper()
+		in := new(T)
+		set(reflect.ValueOf(in).Elem())
+		if reflect.DeepEqual(mapping(in), base) {
+			t.Errorf("%s.%s is not mapped: setting it changes nothing", typ, name)
+		}
+	}
 	for i := range typ.NumField() {
 		name := typ.Field(i).Name
 		if contains(skip, name) {
 			continue
 		}
-		in := new(T)
-		setMember(t, reflect.ValueOf(in).Elem().Field(i), name)
-		if reflect.DeepEqual(mapping(in), base) {
-			t.Errorf("%s.%s is not mapped: setting it changes nothing", typ, name)
+		check(name, base, func(v reflect.Value) { setMember(t, v.Field(i), name) })
+		ft := typ.Field(i).Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() != reflect.Struct || ft == reflect.TypeFor[time.Time]() {
+			continue
+		}
+		// A member of the struct is compared with the struct present but
+		// empty.
+		alloc := func(v reflect.Value) reflect.Value {
+			f := v.Field(i)
+			if f.Kind() == reflect.Pointer {
+				f.Set(reflect.New(ft))
+				f = f.Elem()
+			}
+			return f
+		}
+		empty := new(T)
+		alloc(reflect.ValueOf(empty).Elem())
+		emptyOut := mapping(empty)
+		for j := range ft.NumField() {
+			sub := name + "." + ft.Field(j).Name
+			check(sub, emptyOut, func(v reflect.Value) { setMember(t, alloc(v).Field(j), sub) })
 		}
 	}
 }
