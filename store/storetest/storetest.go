@@ -42,6 +42,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"APIKey", apiKeyTests},
 		{"Idempotency", idempotencyTests},
 		{"Schedule", scheduleTests},
+		{"Fields", fieldTests},
 		{"Complete", completeTests},
 		{"Children", childrenTests},
 		{"Watermark", watermarkTests},
