@@ -1,7 +1,8 @@
 package embedded
 
 // Footprint benchmarks: bytes on disk per one-off and per event of a large
-// fire, broken down by bucket. Figures are in docs/benchmarks.md (Stores):
+// fire, broken down by bucket. Figures are in docs/benchmarks.md (Stores), the
+// breakdown in docs/design.md (Where the time goes):
 //
 //	go test -run='^$' -bench=Footprint -benchtime=1x -v ./store/embedded
 //
