@@ -54,6 +54,12 @@ type App struct {
 	// releaseToken makes new events' release tokens (emitter.Deps); nil
 	// for a store that keeps random ones.
 	releaseToken func(eventID string) string
+	// retentionByTTL: the store deletes released events and idempotency
+	// records by TTL indexes (MongoDB), see retentionInterval.
+	retentionByTTL bool
+	// indexes reports the store's background index build; nil for a store
+	// that builds none (the embedded one).
+	indexes indexStatus
 
 	partitions *lease.Balancer
 	shards     *lease.Balancer
@@ -133,8 +139,12 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		o := mongoOptions(cfg)
 		o.Logger = log
-		a.store, err = mongo.Open(octx, cfg.MongoURI, o)
+		var ms *mongo.Store
+		ms, err = mongo.Open(octx, cfg.MongoURI, o)
 		cancel()
+		if err == nil {
+			a.store, a.indexes, a.retentionByTTL = ms, ms, ms.RetentionByTTL()
+		}
 		if errors.Is(err, mongo.ErrWeakWriteConcern) {
 			err = fmt.Errorf("mongo-uri: %w (-mongo-allow-weak-write-concern accepts it)", err)
 		}
@@ -165,12 +175,12 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 // indexed query per job and hour otherwise.
 const purgeBackstopInterval = time.Hour
 
-// retentionInterval is the handler's RetentionInterval for st: the
-// backstop's where st's retention is by TTL indexes (MongoDB), else 0, the
+// retentionInterval is the handler's RetentionInterval: the backstop's
+// where the store's retention is by TTL indexes (MongoDB), else 0, the
 // handler's default, where the purge jobs are the retention (the embedded
 // store, FerretDB).
-func retentionInterval(st store.Driver) time.Duration {
-	if ttl, ok := st.(interface{ RetentionByTTL() bool }); ok && ttl.RetentionByTTL() {
+func retentionInterval(byTTL bool) time.Duration {
+	if byTTL {
 		return purgeBackstopInterval
 	}
 	return 0
@@ -310,13 +320,13 @@ func (a *App) build(ctx context.Context) error {
 	// the master forwards a release to the owner of the event's shard
 	// (tokenOwners).
 	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: earlyDispatch(cfg)},
-		throttle.Deps{Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics})
+		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
 		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
-		RetentionInterval: retentionInterval(a.store),
+		RetentionInterval: retentionInterval(a.retentionByTTL),
 		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
@@ -325,6 +335,8 @@ func (a *App) build(ctx context.Context) error {
 			// The master's idempotency records are cleaned up with the events.
 			Idempotency: a.store,
 			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetHTTPBatch: httpd, model.TargetSQS: sqsd},
+			// The queues of adaptive SQS policies feed their limits.
+			Backlogs: sqsd,
 		})
 	if err != nil {
 		return err
@@ -346,7 +358,7 @@ func (a *App) build(ctx context.Context) error {
 		CatchUpLimit:     cfg.CatchUpLimit,
 		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.disk,
+		Store: a.store, Emitter: a.emitter, Planner: a.emitter, Logger: a.log, Disk: a.disk,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,
@@ -423,7 +435,7 @@ func (a *App) readyz(c echo.Context) error {
 		checks["disk"] = reason
 		ready = false
 	}
-	if v, ok := indexCheck(a.store); ok {
+	if v, ok := indexCheck(a.indexes); ok {
 		checks["indexes"] = v // reported, never unready: see indexCheck
 	}
 	status := http.StatusOK

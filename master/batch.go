@@ -314,8 +314,7 @@ type batchPlans []func(ctx context.Context, inserted []bool, events int, err err
 // (cron schedules, large or deferred fires) are left to emitBatch. On an
 // error the plans made so far are returned for the caller to finish.
 func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [][]cron.Key) (batchPlans, error) {
-	p, ok := s.emitter.(CreatePlanner)
-	if !ok {
+	if s.planner == nil {
 		return nil, nil
 	}
 	plans := make(batchPlans, len(news))
@@ -324,7 +323,7 @@ func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [
 		if m.State != model.ScheduleActive {
 			continue
 		}
-		fs, done, err := p.PlanCreated(ctx, m, keys[j])
+		fs, done, err := s.planner.PlanCreated(ctx, m, keys[j])
 		if err != nil {
 			return plans, fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
 		}
