@@ -33,6 +33,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/connlimit"
 	"github.com/schedulerd/schedulerd/internal/diskspace"
 	"github.com/schedulerd/schedulerd/internal/fdlimit"
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
@@ -80,8 +81,9 @@ type App struct {
 	probeMu sync.Mutex
 	probe   *probeRun // the store write probe in flight, if any
 
-	disk     master.DiskSpace // nil: not watched
-	diskFull atomic.Bool      // as last seen by checkDiskFull
+	disk      guard.Space // nil: not watched
+	diskGuard *guard.Disk // nil: no guard
+	diskFull  atomic.Bool // as last seen by checkDiskFull
 }
 
 // Hooks are ways for tests to reach into an App; production code passes
@@ -91,7 +93,7 @@ type Hooks struct {
 	// calls hang, say).
 	WrapStore func(store.Driver) store.Driver
 	// Disk, if set, replaces the free-space probe of the data directory.
-	Disk master.DiskSpace
+	Disk guard.Space
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
@@ -284,10 +286,16 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tenantQuotas := model.TenantQuotas{
+	// The disk guard and the tenants' default quotas, the same for the
+	// master's requests and the emitter's emissions.
+	a.diskGuard, err = guard.NewDisk(a.disk, cfg.DiskMinFreeBytes, cfg.DiskMinFreePercent)
+	if err != nil {
+		return err
+	}
+	tenantQuotas := guard.TenantQuotaDefaults(model.TenantQuotas{
 		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
 		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
-	}
+	}, master.DefaultMaxEventCount)
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
 		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove,
@@ -295,8 +303,8 @@ func (a *App) build(ctx context.Context) error {
 		CompletedRetention: cfg.CompletedRetention, CleanupInterval: cleanupInterval(cfg.CompletedRetention),
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
-		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),
-		Disk:   masterDisk{a}, ReleaseToken: a.releaseToken,
+		Quotas: emitter.NewQuotaCache(a.store, tenantQuotas, 0, nil),
+		Disk:   a.diskGuard, ReleaseToken: a.releaseToken,
 	})
 	if err != nil {
 		return err
@@ -353,12 +361,11 @@ func (a *App) build(ctx context.Context) error {
 		// Shared by every instance and kept across restarts, so that any
 		// of them replays a sealed idempotency record.
 		IdempotencySecret: secrets[0], PreviousIdempotencySecrets: secrets[1:],
-		TenantWeight:     cfg.TenantWeight,
-		TenantQuotas:     tenantQuotas,
-		CatchUpLimit:     cfg.CatchUpLimit,
-		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
+		TenantWeight: cfg.TenantWeight,
+		TenantQuotas: tenantQuotas,
+		CatchUpLimit: cfg.CatchUpLimit,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Planner: a.emitter, Logger: a.log, Disk: a.disk,
+		Store: a.store, Emitter: a.emitter, Planner: a.emitter, Logger: a.log, Disk: a.diskGuard,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,
@@ -430,7 +437,7 @@ func (a *App) readyz(c echo.Context) error {
 	}
 	// A nearly full disk refuses new work but stays ready: releases and
 	// deliveries must keep reaching this instance. A full one stops them.
-	_, checks["disk"] = a.master.DiskStatus()
+	_, checks["disk"] = a.diskGuard.DiskStatus()
 	if full, reason := a.checkDiskFull(); full {
 		checks["disk"] = reason
 		ready = false
@@ -542,15 +549,9 @@ func advertiseURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// masterDisk hands the master's disk guard to the emitter, which is built
-// before the master.
-type masterDisk struct{ a *App }
-
-func (d masterDisk) DiskStatus() (bool, string) { return d.a.master.DiskStatus() }
-
 // diskProbe is the disk guard's probe: the embedded store's data directory.
 // MongoDB's disk is not this process's to watch (nil: no guard).
-func (a *App) diskProbe() master.DiskSpace {
+func (a *App) diskProbe() guard.Space {
 	if a.cfg.Store != "embedded" {
 		return nil
 	}

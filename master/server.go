@@ -136,9 +136,9 @@ type Deps struct {
 	// forwarded there. Nil: every instance serves them itself (one
 	// process, the embedded store).
 	TokenOwners TokenOwners
-	// Disk, if set, is probed before writes that add schedules or events
-	// (the disk guard; see Config.DiskMinFreeBytes). Nil: no guard.
-	Disk DiskSpace
+	// Disk, if set, is asked before writes that add schedules or events
+	// (the disk guard, shared with the emitter). Nil: no guard.
+	Disk DiskGuard
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
 	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -158,7 +158,7 @@ type Server struct {
 	seal    *sealer         // idempotency record bodies
 	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
-	disk    DiskSpace       // nil: no disk guard
+	disk    DiskGuard       // nil: no disk guard
 	answers sync.Pool       // *[]byte: buffers of batch answers (writeBatchResult)
 
 	echo    *echo.Echo
