@@ -33,6 +33,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/connlimit"
 	"github.com/schedulerd/schedulerd/internal/diskspace"
 	"github.com/schedulerd/schedulerd/internal/fdlimit"
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
 	"github.com/schedulerd/schedulerd/lease"
@@ -54,6 +55,12 @@ type App struct {
 	// releaseToken makes new events' release tokens (emitter.Deps); nil
 	// for a store that keeps random ones.
 	releaseToken func(eventID string) string
+	// retentionByTTL: the store deletes released events and idempotency
+	// records by TTL indexes (MongoDB), see retentionInterval.
+	retentionByTTL bool
+	// indexes reports the store's background index build; nil for a store
+	// that builds none (the embedded one).
+	indexes indexStatus
 
 	partitions *lease.Balancer
 	shards     *lease.Balancer
@@ -74,8 +81,9 @@ type App struct {
 	probeMu sync.Mutex
 	probe   *probeRun // the store write probe in flight, if any
 
-	disk     master.DiskSpace // nil: not watched
-	diskFull atomic.Bool      // as last seen by checkDiskFull
+	disk      guard.Space // nil: not watched
+	diskGuard *guard.Disk // nil: no guard
+	diskFull  atomic.Bool // as last seen by checkDiskFull
 }
 
 // Hooks are ways for tests to reach into an App; production code passes
@@ -85,7 +93,7 @@ type Hooks struct {
 	// calls hang, say).
 	WrapStore func(store.Driver) store.Driver
 	// Disk, if set, replaces the free-space probe of the data directory.
-	Disk master.DiskSpace
+	Disk guard.Space
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
@@ -133,8 +141,12 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		o := mongoOptions(cfg)
 		o.Logger = log
-		a.store, err = mongo.Open(octx, cfg.MongoURI, o)
+		var ms *mongo.Store
+		ms, err = mongo.Open(octx, cfg.MongoURI, o)
 		cancel()
+		if err == nil {
+			a.store, a.indexes, a.retentionByTTL = ms, ms, ms.RetentionByTTL()
+		}
 		if errors.Is(err, mongo.ErrWeakWriteConcern) {
 			err = fmt.Errorf("mongo-uri: %w (-mongo-allow-weak-write-concern accepts it)", err)
 		}
@@ -165,12 +177,12 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 // indexed query per job and hour otherwise.
 const purgeBackstopInterval = time.Hour
 
-// retentionInterval is the handler's RetentionInterval for st: the
-// backstop's where st's retention is by TTL indexes (MongoDB), else 0, the
+// retentionInterval is the handler's RetentionInterval: the backstop's
+// where the store's retention is by TTL indexes (MongoDB), else 0, the
 // handler's default, where the purge jobs are the retention (the embedded
 // store, FerretDB).
-func retentionInterval(st store.Driver) time.Duration {
-	if ttl, ok := st.(interface{ RetentionByTTL() bool }); ok && ttl.RetentionByTTL() {
+func retentionInterval(byTTL bool) time.Duration {
+	if byTTL {
 		return purgeBackstopInterval
 	}
 	return 0
@@ -274,10 +286,16 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tenantQuotas := model.TenantQuotas{
+	// The disk guard and the tenants' default quotas, the same for the
+	// master's requests and the emitter's emissions.
+	a.diskGuard, err = guard.NewDisk(a.disk, cfg.DiskMinFreeBytes, cfg.DiskMinFreePercent)
+	if err != nil {
+		return err
+	}
+	tenantQuotas := guard.TenantQuotaDefaults(model.TenantQuotas{
 		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
 		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
-	}
+	}, master.DefaultMaxEventCount)
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
 		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove,
@@ -285,8 +303,8 @@ func (a *App) build(ctx context.Context) error {
 		CompletedRetention: cfg.CompletedRetention, CleanupInterval: cleanupInterval(cfg.CompletedRetention),
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
-		Quotas: emitter.NewQuotaCache(a.store, master.TenantQuotaDefaults(tenantQuotas, 0), 0, nil),
-		Disk:   masterDisk{a}, ReleaseToken: a.releaseToken,
+		Quotas: emitter.NewQuotaCache(a.store, tenantQuotas, 0, nil),
+		Disk:   a.diskGuard, ReleaseToken: a.releaseToken,
 	})
 	if err != nil {
 		return err
@@ -310,13 +328,13 @@ func (a *App) build(ctx context.Context) error {
 	// the master forwards a release to the owner of the event's shard
 	// (tokenOwners).
 	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: earlyDispatch(cfg)},
-		throttle.Deps{Store: a.store, Shards: a.shards, Logger: a.log, Metrics: a.metrics})
+		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
 		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
-		RetentionInterval: retentionInterval(a.store),
+		RetentionInterval: retentionInterval(a.retentionByTTL),
 		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
@@ -325,6 +343,8 @@ func (a *App) build(ctx context.Context) error {
 			// The master's idempotency records are cleaned up with the events.
 			Idempotency: a.store,
 			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetHTTPBatch: httpd, model.TargetSQS: sqsd},
+			// The queues of adaptive SQS policies feed their limits.
+			Backlogs: sqsd,
 		})
 	if err != nil {
 		return err
@@ -341,12 +361,11 @@ func (a *App) build(ctx context.Context) error {
 		// Shared by every instance and kept across restarts, so that any
 		// of them replays a sealed idempotency record.
 		IdempotencySecret: secrets[0], PreviousIdempotencySecrets: secrets[1:],
-		TenantWeight:     cfg.TenantWeight,
-		TenantQuotas:     tenantQuotas,
-		CatchUpLimit:     cfg.CatchUpLimit,
-		DiskMinFreeBytes: cfg.DiskMinFreeBytes, DiskMinFreePercent: cfg.DiskMinFreePercent,
+		TenantWeight: cfg.TenantWeight,
+		TenantQuotas: tenantQuotas,
+		CatchUpLimit: cfg.CatchUpLimit,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.disk,
+		Store: a.store, Emitter: a.emitter, Planner: a.emitter, Logger: a.log, Disk: a.diskGuard,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,
@@ -418,12 +437,12 @@ func (a *App) readyz(c echo.Context) error {
 	}
 	// A nearly full disk refuses new work but stays ready: releases and
 	// deliveries must keep reaching this instance. A full one stops them.
-	_, checks["disk"] = a.master.DiskStatus()
+	_, checks["disk"] = a.diskGuard.DiskStatus()
 	if full, reason := a.checkDiskFull(); full {
 		checks["disk"] = reason
 		ready = false
 	}
-	if v, ok := indexCheck(a.store); ok {
+	if v, ok := indexCheck(a.indexes); ok {
 		checks["indexes"] = v // reported, never unready: see indexCheck
 	}
 	status := http.StatusOK
@@ -530,15 +549,9 @@ func advertiseURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// masterDisk hands the master's disk guard to the emitter, which is built
-// before the master.
-type masterDisk struct{ a *App }
-
-func (d masterDisk) DiskStatus() (bool, string) { return d.a.master.DiskStatus() }
-
 // diskProbe is the disk guard's probe: the embedded store's data directory.
 // MongoDB's disk is not this process's to watch (nil: no guard).
-func (a *App) diskProbe() master.DiskSpace {
+func (a *App) diskProbe() guard.Space {
 	if a.cfg.Store != "embedded" {
 		return nil
 	}

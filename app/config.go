@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/store/mongo"
 )
@@ -175,7 +176,7 @@ func cidrs(name string, p func(*Config) *[]netip.Prefix) func(*Config, string) e
 
 // Options lists every setting.
 func Options() []Option {
-	dq := master.DefaultTenantQuotas()
+	dq := guard.DefaultTenantQuotas()
 	return []Option{
 		{"listen", "SCHEDULER_LISTEN_ADDR", "127.0.0.1:8080", "address the REST API listens on (use :8080 in containers)", str(func(c *Config) *string { return &c.ListenAddr })},
 		{"public-url", "SCHEDULER_PUBLIC_URL", "", "base URL consumers use for release calls (default: http://<bound listen address>)", str(func(c *Config) *string { return &c.PublicURL })},
@@ -229,7 +230,7 @@ func Options() []Option {
 		{"tenant-max-events-per-fire", "SCHEDULER_TENANT_MAX_EVENTS_PER_FIRE", itoa(dq.MaxEventsPerFire), "largest eventCount of a tenant's schedule, unless the tenant's quota says otherwise", num("tenant-max-events-per-fire", func(c *Config) *int { return &c.TenantMaxEventsPerFire })},
 		{"tenant-max-events-per-minute", "SCHEDULER_TENANT_MAX_EVENTS_PER_MINUTE", itoa(dq.MaxEventsPerMinute), "emission rate of a tenant, unless the tenant's quota says otherwise (the emitter defers what is over it; each instance counts its own emissions)", num("tenant-max-events-per-minute", func(c *Config) *int { return &c.TenantMaxEventsPerMinute })},
 		{"tenant-max-events-stored", "SCHEDULER_TENANT_MAX_EVENTS_STORED", itoa(dq.MaxEventsStored), "events a tenant may have stored (waiting, in flight, retained), unless the tenant's quota says otherwise", num("tenant-max-events-stored", func(c *Config) *int { return &c.TenantMaxEventsStored })},
-		{"disk-min-free-bytes", "SCHEDULER_DISK_MIN_FREE_BYTES", itoa(master.DefaultDiskMinFreeBytes), "embedded store: refuse new schedules and triggers (507) when the data directory's disk has less free space than the smaller of this and -disk-min-free-percent", func(c *Config, v string) error {
+		{"disk-min-free-bytes", "SCHEDULER_DISK_MIN_FREE_BYTES", itoa(guard.DefaultDiskMinFreeBytes), "embedded store: refuse new schedules and triggers (507) when the data directory's disk has less free space than the smaller of this and -disk-min-free-percent", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {
 				return fmt.Errorf("disk-min-free-bytes: %q is not a positive whole number", v)
@@ -237,7 +238,7 @@ func Options() []Option {
 			c.DiskMinFreeBytes = n
 			return nil
 		}},
-		{"disk-min-free-percent", "SCHEDULER_DISK_MIN_FREE_PERCENT", itoa(master.DefaultDiskMinFreePercent), "embedded store: the disk guard's threshold as a percentage of the disk's size (see -disk-min-free-bytes)", func(c *Config, v string) error {
+		{"disk-min-free-percent", "SCHEDULER_DISK_MIN_FREE_PERCENT", itoa(guard.DefaultDiskMinFreePercent), "embedded store: the disk guard's threshold as a percentage of the disk's size (see -disk-min-free-bytes)", func(c *Config, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f <= 0 || f > 100 {
 				return fmt.Errorf("disk-min-free-percent: %q is not a number above 0 and at most 100", v)

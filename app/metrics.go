@@ -247,12 +247,13 @@ func (m *metrics) PolicyGone(policyID string) {
 	m.effectiveLimit.DeleteLabelValues(policyID)
 }
 
-// EffectiveLimit implements throttle.LimitMetrics.
+// EffectiveLimit exports an adaptive policy's limit
+// (schedulerd_policy_effective_limit{policy}).
 func (m *metrics) EffectiveLimit(policyID string, limit int) {
 	m.effectiveLimit.WithLabelValues(policyID).Set(float64(limit))
 }
 
-var _ throttle.LimitMetrics = (*metrics)(nil)
+var _ throttle.Metrics = (*metrics)(nil)
 
 // countForwards exports n, the releases and extends this instance forwarded
 // to the owner of their event's policy.

@@ -17,11 +17,11 @@ func (r indexReport) IndexStatus() ([]string, error) { return r.building, r.err 
 func TestIndexCheck(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		st   any
+		st   indexStatus
 		want string
 		ok   bool
 	}{
-		"NoBuild":  {st: struct{}{}},
+		"NoBuild":  {st: nil},
 		"Built":    {st: indexReport{}, want: "ok", ok: true},
 		"Building": {st: indexReport{building: []string{"events.a", "fires.b"}}, want: "building events.a, fires.b", ok: true},
 		"Failing": {st: indexReport{building: []string{"events.a"}, err: errors.New("stepped down")},

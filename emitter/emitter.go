@@ -115,12 +115,13 @@ type Store interface {
 var _ Store = store.Driver(nil)
 
 // Partitions tells which emitter partitions this instance holds and under
-// which fence. *lease.Balancer satisfies it. If it also has a
-// Changed() <-chan struct{} method (the Balancer does), a started emitter
-// runs a pass as soon as the held set changes, so that a partition taken
-// over from a dead instance is caught up at once.
+// which fence. *lease.Balancer satisfies it.
 type Partitions interface {
 	Held() map[int]int64
+	// Changed is signalled whenever the held set changes, so that a started
+	// emitter runs a pass at once and catches up a partition taken over from
+	// a dead instance. Nil: the set never changes.
+	Changed() <-chan struct{}
 }
 
 // AllPartitions holds every partition 0..P-1 with fence 0: the single-process
@@ -136,7 +137,8 @@ func (p AllPartitions) Held() map[int]int64 {
 	return out
 }
 
-type changer interface{ Changed() <-chan struct{} }
+// Changed returns nil: the set never changes.
+func (AllPartitions) Changed() <-chan struct{} { return nil }
 
 // Config configures an Emitter. Zero fields take their defaults.
 type Config struct {
@@ -378,14 +380,14 @@ func (e *Emitter) Start(ctx context.Context) error {
 		e.Base.Stop(nil)
 		return fmt.Errorf("emitter job: %w", err)
 	}
-	if c, ok := e.deps.Partitions.(changer); ok {
+	if changed := e.deps.Partitions.Changed(); changed != nil {
 		stopping := e.Stopping()
 		e.Go(func() {
 			for {
 				select {
 				case <-stopping:
 					return
-				case <-c.Changed():
+				case <-changed:
 					e.runPassLogged(run)
 				}
 			}

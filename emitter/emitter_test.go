@@ -793,6 +793,8 @@ type staticPartitions map[int]int64
 
 func (s staticPartitions) Held() map[int]int64 { return s }
 
+func (staticPartitions) Changed() <-chan struct{} { return nil }
+
 func TestStartStop(t *testing.T) {
 	st := openEmbedded(t)
 	clk := newClock(utc("2025-06-02T10:00:30Z"))

@@ -47,7 +47,7 @@ type Quotas interface {
 }
 
 // DiskGuard says whether the disk the store writes to has room for new
-// events, and if not why. The master's disk guard satisfies it.
+// events, and if not why: the disk guard the master also asks (*guard.Disk).
 type DiskGuard interface {
 	DiskStatus() (ok bool, reason string)
 }
@@ -77,7 +77,7 @@ type cachedQuotas struct {
 }
 
 // NewQuotaCache returns a QuotaCache. defaults are the configured quotas of
-// a tenant that sets none (master.TenantQuotaDefaults); a ttl of 0 means
+// a tenant that sets none (guard.TenantQuotaDefaults); a ttl of 0 means
 // 10s, a nil clock the real one.
 func NewQuotaCache(st TenantGetter, defaults model.TenantQuotas, ttl time.Duration, clock clockwork.Clock) *QuotaCache {
 	if ttl <= 0 {

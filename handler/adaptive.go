@@ -13,22 +13,10 @@ import (
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
-// limitObserver is the throttle's adaptive-limit input: delivery outcomes of
-// throttled events, by policy (see throttle/adaptive.go).
-type limitObserver interface {
-	Observe(policyID string, o throttle.Outcome, latency time.Duration)
-}
-
-// backlogReader is the SQS deliverer's port to a queue's backlog
+// BacklogReader reads the backlog of an SQS queue
 // (ApproximateNumberOfMessages); *sqsdelivery.Deliverer implements it.
-type backlogReader interface {
+type BacklogReader interface {
 	Backlog(ctx context.Context, queueURL string) (int, error)
-}
-
-// backlogObserver is the throttle's input for the backlog of an adaptive
-// policy's SQS queue; false if it keeps no limit for the policy.
-type backlogObserver interface {
-	ObserveBacklog(policyID string, prev, cur int) bool
 }
 
 // backlogInterval is how often the queues of adaptive SQS policies are read.
@@ -62,12 +50,7 @@ func (b *backlogs) seen(policyID, queueURL string) {
 // pollBacklogs reads the queue of every adaptive SQS policy delivered so far
 // and reports the backlog to the throttle.
 func (h *Handler) pollBacklogs(ctx context.Context) error {
-	br, ok := h.deps.Deliverers[model.TargetSQS].(backlogReader)
-	if !ok {
-		return nil
-	}
-	bo, ok := h.thr.(backlogObserver)
-	if !ok {
+	if h.deps.Backlogs == nil {
 		return nil
 	}
 	h.backlogs.mu.Lock()
@@ -76,7 +59,7 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 	h.backlogs.mu.Unlock()
 	var errs []error
 	for policyID, q := range polls {
-		n, err := br.Backlog(ctx, q.queueURL)
+		n, err := h.deps.Backlogs.Backlog(ctx, q.queueURL)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -85,7 +68,7 @@ func (h *Handler) pollBacklogs(ctx context.Context) error {
 		if q.read {
 			prev = q.last
 		}
-		if !bo.ObserveBacklog(policyID, prev, n) {
+		if !h.thr.ObserveBacklog(policyID, prev, n) {
 			continue // deleted, no longer adaptive, or owned elsewhere
 		}
 		q.last, q.read = n, true
@@ -151,9 +134,7 @@ func (h *Handler) answer(it throttle.Item, r delivery.Result, latency time.Durat
 	if it.Event.Target.Type == model.TargetSQS {
 		h.backlogs.seen(it.Policy.ID, it.Event.Target.QueueURL)
 	}
-	if lo, ok := h.thr.(limitObserver); ok {
-		lo.Observe(it.Policy.ID, outcomeOf(r), latency)
-	}
+	h.thr.Observe(it.Policy.ID, outcomeOf(r), latency)
 }
 
 // outcomeOf classifies r for the adaptive limit.

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
-
-	"github.com/schedulerd/schedulerd/model"
 )
 
 type fakeBacklog struct {
-	Deliverer
 	n   map[string]int
 	err error
 }
@@ -38,7 +35,7 @@ func TestPollBacklogs(t *testing.T) {
 	ctx := context.Background()
 	sqs := &fakeBacklog{n: map[string]int{"q1": 7}}
 	thr := &fakeBacklogThrottle{}
-	h := &Handler{deps: Deps{Deliverers: map[model.TargetType]Deliverer{model.TargetSQS: sqs}}, thr: thr}
+	h := &Handler{deps: Deps{Backlogs: sqs}, thr: thr}
 
 	if err := h.pollBacklogs(ctx); err != nil || len(thr.calls) != 0 {
 		t.Fatalf("nothing seen: err %v calls %v", err, thr.calls)

@@ -60,7 +60,7 @@ func startAdaptive(t testing.TB, c *capped, n, ceiling, limit int, opts ...throt
 }
 
 // limitRange records the lowest and highest effective limit the throttle
-// set since from (throttle.LimitMetrics). It is told a new limit before
+// set since from (throttle.Metrics.EffectiveLimit). It is told a new limit before
 // the bucket acts on it.
 type limitRange struct {
 	throttle.NopMetrics

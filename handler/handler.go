@@ -62,6 +62,9 @@ type Store interface {
 type Shards interface {
 	throttle.Shards
 	Changed() <-chan struct{}
+	// Refence takes shard again under a new fence, so that the events a
+	// lost claim left under the old one are claimable again.
+	Refence(shard int)
 }
 
 // Deliverer sends events to their consumers (delivery/httpdelivery,
@@ -314,6 +317,12 @@ type Throttle interface {
 	MarkSettled(shard int, fence int64)
 	WaitingAll() int
 	OldestWaiting() map[string]map[int]time.Time
+	// Observe is the adaptive limit's input: the outcome of a delivery of
+	// a throttled event of policyID (see throttle/adaptive.go).
+	Observe(policyID string, o throttle.Outcome, latency time.Duration)
+	// ObserveBacklog is its input for the backlog of an adaptive policy's
+	// SQS queue; false if it keeps no limit for the policy.
+	ObserveBacklog(policyID string, prev, cur int) bool
 }
 
 var _ Throttle = (*throttle.Throttle)(nil)
@@ -338,6 +347,10 @@ type Deps struct {
 	Tenants Tenants
 	// Deliverers route events by Target.Type.
 	Deliverers map[model.TargetType]Deliverer
+	// Backlogs, if set (the SQS deliverer), reads the queues of adaptive
+	// SQS policies for their limits. Nil: the limits learn from delivery
+	// outcomes only.
+	Backlogs BacklogReader
 	// Idempotency, if set, has its old records deleted by the retention
 	// job (PurgeIdempotency).
 	Idempotency IdempotencyStore

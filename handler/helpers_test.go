@@ -72,6 +72,8 @@ func (s *shards) Owns(shard int, fence int64) bool {
 
 func (s *shards) Changed() <-chan struct{} { return s.changed }
 
+func (s *shards) Refence(int) {}
+
 func openStore(t testing.TB) *embedded.Store {
 	t.Helper()
 	dir := t.TempDir()

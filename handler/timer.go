@@ -290,9 +290,6 @@ func (h *Handler) prefetchLoop() {
 	}
 }
 
-// refencer is implemented by *lease.Balancer.
-type refencer interface{ Refence(shard int) }
-
 // Prefetch runs one prefetch pass now: it picks up lease changes and claims
 // the owned shards' events due within Horizon.
 func (h *Handler) Prefetch(ctx context.Context) error {
@@ -341,9 +338,7 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 				// nobody holding them. Take the shard again under a new
 				// fence, so that everything claimed under this one is
 				// claimable again.
-				if r, ok := h.deps.Shards.(refencer); ok {
-					r.Refence(shard)
-				}
+				h.deps.Shards.Refence(shard)
 				mu.Lock()
 				errs = append(errs, cerr)
 				mu.Unlock()

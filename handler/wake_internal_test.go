@@ -19,6 +19,7 @@ type oneShardHeld struct{}
 func (oneShardHeld) Held() map[int]int64      { return map[int]int64{0: 1} }
 func (oneShardHeld) Owns(s int, f int64) bool { return s == 0 && f == 1 }
 func (oneShardHeld) Changed() <-chan struct{} { return nil }
+func (oneShardHeld) Refence(int)              {}
 
 // quietThrottle hands on the events sent on out and is told of
 // deliveries.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
@@ -47,17 +48,6 @@ type batchItem struct {
 	out     api.ScheduleBatchItemResult
 }
 
-// Disk space a batch create is taken to need with the embedded store: about
-// 4.5 KiB per item was measured for 1,000-item batches of small cron and
-// one-off schedules (records, indexes, idempotency records, copy-on-write
-// pages); these figures are about twice that, plus the item's JSON several
-// times over. A one-off's events, written in the same commit, carry its
-// payload each.
-const (
-	batchItemDiskBytes  = 8 << 10
-	batchEventDiskBytes = 1 << 10
-)
-
 // batchDiskNeed estimates the disk space the write of items not yet
 // answered needs.
 func batchDiskNeed(items []batchItem) uint64 {
@@ -67,11 +57,11 @@ func batchDiskNeed(items []batchItem) uint64 {
 		if it.done {
 			continue
 		}
-		raw := uint64(len(it.raw))
-		need += batchItemDiskBytes + 4*raw
+		events := 0
 		if it.comp != nil && it.comp.Schedule.RunAt != nil {
-			need += uint64(it.comp.Schedule.EventCount) * (batchEventDiskBytes + raw)
+			events = it.comp.Schedule.EventCount // written in the same commit
 		}
+		need += guard.WriteNeed(len(it.raw), events)
 	}
 	return need
 }
@@ -314,8 +304,7 @@ type batchPlans []func(ctx context.Context, inserted []bool, events int, err err
 // (cron schedules, large or deferred fires) are left to emitBatch. On an
 // error the plans made so far are returned for the caller to finish.
 func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [][]cron.Key) (batchPlans, error) {
-	p, ok := s.emitter.(CreatePlanner)
-	if !ok {
+	if s.planner == nil {
 		return nil, nil
 	}
 	plans := make(batchPlans, len(news))
@@ -324,7 +313,7 @@ func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [
 		if m.State != model.ScheduleActive {
 			continue
 		}
-		fs, done, err := p.PlanCreated(ctx, m, keys[j])
+		fs, done, err := s.planner.PlanCreated(ctx, m, keys[j])
 		if err != nil {
 			return plans, fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
 		}

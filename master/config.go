@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -57,19 +58,12 @@ type Config struct {
 	// TenantWeight is the weight of a tenant that sets none (default 1).
 	TenantWeight int
 	// TenantQuotas are the quotas of a tenant that sets none of its own;
-	// each zero field takes its default (DefaultTenantQuotas).
+	// each zero field takes its default (guard.TenantQuotaDefaults).
 	TenantQuotas model.TenantQuotas
 	// CatchUpLimit is the emitter's catch-up limit (default 1h): a one-off
 	// whose runAt is older is refused unless its misfire is fire_all. Give
 	// it the emitter's value.
 	CatchUpLimit time.Duration
-	// DiskMinFreeBytes and DiskMinFreePercent set the disk guard's
-	// threshold: writes that add schedules or events are refused (507) when
-	// the free space of the store's disk is below the smaller of
-	// DiskMinFreeBytes (default 1 GiB) and DiskMinFreePercent (default 5)
-	// of its size. The guard needs Deps.Disk.
-	DiskMinFreeBytes   int64
-	DiskMinFreePercent float64
 
 	// RateLimit limits requests per tenant (and for the admin key).
 	RateLimit RateLimit
@@ -146,36 +140,6 @@ const (
 	MaxTenantWeight = 1000
 )
 
-// DefaultTenantQuotas are the quotas of a tenant when neither the tenant
-// nor Config.TenantQuotas sets them (MaxEventsPerFire at most
-// Config.MaxEventCount). MaxEventsPerMinute is enforced by the emitter.
-func DefaultTenantQuotas() model.TenantQuotas {
-	return model.TenantQuotas{
-		MaxSchedules:       10_000,
-		MaxEventsPerFire:   100_000,
-		MaxEventsPerMinute: 1_000_000,
-		MaxEventsStored:    10_000_000,
-	}
-}
-
-// TenantQuotaDefaults returns the quotas of a tenant that sets none of its
-// own: the configured ones (Config.TenantQuotas; zero fields unset), else
-// DefaultTenantQuotas, MaxEventsPerFire at most maxEventCount (0: its
-// default). A tenant's effective quotas are then its own Or these; the
-// master and the emitter (emitter.QuotaCache) both take them from here.
-func TenantQuotaDefaults(configured model.TenantQuotas, maxEventCount int) model.TenantQuotas {
-	maxEventCount = cmp.Or(maxEventCount, DefaultMaxEventCount)
-	dq := DefaultTenantQuotas()
-	dq.MaxEventsPerFire = min(dq.MaxEventsPerFire, maxEventCount)
-	return configured.Or(dq)
-}
-
-// Default disk guard threshold: the smaller of the two.
-const (
-	DefaultDiskMinFreeBytes   = 1 << 30
-	DefaultDiskMinFreePercent = 5
-)
-
 func (c *Config) setDefaults() {
 	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	c.MaxEventCount = cmp.Or(c.MaxEventCount, DefaultMaxEventCount)
@@ -193,10 +157,8 @@ func (c *Config) setDefaults() {
 	c.IdempotencyWait = cmp.Or(c.IdempotencyWait, 5*time.Second)
 	c.QuotaCountTTL = cmp.Or(c.QuotaCountTTL, 5*time.Second)
 	c.TenantWeight = cmp.Or(c.TenantWeight, 1)
-	c.TenantQuotas = TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
+	c.TenantQuotas = guard.TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
 	c.CatchUpLimit = cmp.Or(c.CatchUpLimit, time.Hour)
-	c.DiskMinFreeBytes = cmp.Or(c.DiskMinFreeBytes, DefaultDiskMinFreeBytes)
-	c.DiskMinFreePercent = cmp.Or(c.DiskMinFreePercent, DefaultDiskMinFreePercent)
 	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, DefaultMaxBatchItems)
 	c.MaxBatchBodyBytes = cmp.Or(c.MaxBatchBodyBytes, max(DefaultMaxBatchBodyBytes, c.MaxBodyBytes))
 	c.WrongTokens.Max = cmp.Or(c.WrongTokens.Max, 60)
@@ -254,10 +216,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.TenantQuotas.MaxEventsPerFire must be between 1 and MaxEventCount (%d), got %d", c.MaxEventCount, c.TenantQuotas.MaxEventsPerFire)
 	case c.CatchUpLimit < 0:
 		return fmt.Errorf("master: Config.CatchUpLimit must not be negative")
-	case c.DiskMinFreeBytes < 0:
-		return fmt.Errorf("master: Config.DiskMinFreeBytes must not be negative")
-	case c.DiskMinFreePercent < 0 || c.DiskMinFreePercent > 100:
-		return fmt.Errorf("master: Config.DiskMinFreePercent must be between 0 and 100")
 	}
 	for i, p := range c.TargetAllowCIDRs {
 		if !p.IsValid() {

@@ -103,7 +103,7 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Store, d.Emitter = wl, em
+		d.Store, d.Emitter, d.Planner = wl, em, em
 	})
 	tenantID, c := h.tenant("acme")
 	wl.take()
@@ -179,7 +179,7 @@ func TestBatchOneOffsAreOneCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Store, d.Emitter = wl, em
+		d.Store, d.Emitter, d.Planner = wl, em, em
 	})
 	tenantID, c := h.tenant("acme")
 	wl.take()

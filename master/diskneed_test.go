@@ -16,10 +16,8 @@ import (
 func TestDiskGuardCountsTheBatchWrite(t *testing.T) {
 	disk := &fakeDisk{}
 	disk.free.Store(500_000)
-	h := newHarness(t, func(c *master.Config, d *master.Deps) {
-		c.DiskMinFreeBytes = 1000 // below 5% of the fake 1,000,000
-		d.Disk = disk
-	})
+	g := diskGuard(t, disk, 1000) // below 5% of the fake 1,000,000
+	h := newHarness(t, func(_ *master.Config, d *master.Deps) { d.Disk = g })
 	_, c := h.tenant("disk-need")
 	batch := func(n int) client.ScheduleBatchCreate {
 		var b client.ScheduleBatchCreate

@@ -12,10 +12,10 @@ import (
 	"github.com/schedulerd/schedulerd/schedule"
 )
 
-// DiskSpace reports the free and total bytes of the disk the store writes
-// to (an adapter over statfs for the embedded store's data directory).
-type DiskSpace interface {
-	Usage() (free, total uint64, err error)
+// DiskGuard says whether the disk the store writes to has room for a write
+// of about need bytes (guard.WriteNeed), and if not why (*guard.Disk).
+type DiskGuard interface {
+	DiskStatusFor(need uint64) (ok bool, reason string)
 }
 
 // tenantRules are a tenant's effective quotas and its target rule (nil:
@@ -151,62 +151,17 @@ func storedQuota(tenantID string, n, events, q int) error {
 		"the tenant stores "+figure+" events; "+strconv.Itoa(events)+" more would pass its maxEventsStored quota ("+strconv.Itoa(q)+")")
 }
 
-// DiskStatus reports whether the disk guard lets writes through, and why
-// not. Without Deps.Disk it is always ok. A failing probe lets writes
-// through (the store reports its own write errors) and says so.
-func (s *Server) DiskStatus() (ok bool, reason string) { return s.diskStatus(0) }
-
-// diskStatus is DiskStatus for a write of about need bytes: refused also
-// when the write would leave less than the threshold free.
-func (s *Server) diskStatus(need uint64) (ok bool, reason string) {
-	if s.disk == nil {
-		return true, "not checked"
-	}
-	free, total, err := s.disk.Usage()
-	if err != nil {
-		return true, "free space unknown: " + err.Error()
-	}
-	min := s.diskThreshold(total)
-	if free < min {
-		return false, fmt.Sprintf("free space %s of %s is below the threshold of %s: new schedules, changes, triggers and resumes are refused; deliveries, releases and retention go on",
-			bytesText(free), bytesText(total), bytesText(min))
-	}
-	if need > free-min {
-		return false, fmt.Sprintf("free space %s of %s would fall below the threshold of %s with this write of about %s: make it smaller or free space",
-			bytesText(free), bytesText(total), bytesText(min), bytesText(need))
-	}
-	return true, "ok: " + bytesText(free) + " free of " + bytesText(total)
-}
-
-// diskThreshold is the smaller of DiskMinFreeBytes and DiskMinFreePercent
-// of total: enough room for deliveries, releases and retention on a small
-// disk, without refusing writes with tens of gigabytes free on a large one.
-func (s *Server) diskThreshold(total uint64) uint64 {
-	pct := uint64(float64(total) * s.cfg.DiskMinFreePercent / 100)
-	return min(uint64(s.cfg.DiskMinFreeBytes), pct)
-}
-
 // checkDisk refuses a write that adds schedules or events while the disk
 // guard says the disk is nearly full.
 func (s *Server) checkDisk() error { return s.checkDiskFor(0) }
 
 // checkDiskFor is checkDisk for a write of about need bytes.
 func (s *Server) checkDiskFor(need uint64) error {
-	if ok, reason := s.diskStatus(need); !ok {
+	if s.disk == nil {
+		return nil
+	}
+	if ok, reason := s.disk.DiskStatusFor(need); !ok {
 		return &problem{status: http.StatusInsufficientStorage, kind: "insufficient-storage", title: "Insufficient Storage", detail: reason}
 	}
 	return nil
-}
-
-func bytesText(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

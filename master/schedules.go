@@ -237,8 +237,8 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 // the schedule in one store commit when the emitter plans them
 // (CreatePlanner), else by saved after the write.
 func (s *Server) createAndEmit(ctx context.Context, m *model.Schedule, comp *schedule.Compiled) error {
-	if p, ok := s.emitter.(CreatePlanner); ok && m.State == model.ScheduleActive {
-		fs, done, err := p.PlanCreated(context.WithoutCancel(ctx), m, comp.Keys)
+	if s.planner != nil && m.State == model.ScheduleActive {
+		fs, done, err := s.planner.PlanCreated(context.WithoutCancel(ctx), m, comp.Keys)
 		if err != nil {
 			return fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
 		}

@@ -98,8 +98,7 @@ type Emitter interface {
 	SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error
 }
 
-// CreatePlanner is an Emitter that can plan the fires of a schedule about
-// to be created, so that they are written in the schedule's own store
+// CreatePlanner plans the fires of a schedule about to be created, so that they are written in the schedule's own store
 // commit (ScheduleCreateWithFires; ScheduleCreateMany for a batch) rather
 // than by Saved after it. done nil:
 // not planned, call Saved after the write. Otherwise done takes the
@@ -126,6 +125,10 @@ type Deps struct {
 	// Emitter may be nil: then nothing is emitted on save and trigger
 	// answers 503.
 	Emitter Emitter
+	// Planner, if set (the emitter), plans the fires of new schedules so
+	// that they are written in the schedule's own commit. Nil: Emitter.Saved
+	// emits them after the write.
+	Planner CreatePlanner
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
 	// TokenOwners, if set, names the instance that owns an event's
@@ -133,9 +136,9 @@ type Deps struct {
 	// forwarded there. Nil: every instance serves them itself (one
 	// process, the embedded store).
 	TokenOwners TokenOwners
-	// Disk, if set, is probed before writes that add schedules or events
-	// (the disk guard; see Config.DiskMinFreeBytes). Nil: no guard.
-	Disk DiskSpace
+	// Disk, if set, is asked before writes that add schedules or events
+	// (the disk guard, shared with the emitter). Nil: no guard.
+	Disk DiskGuard
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
 	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
@@ -147,6 +150,7 @@ type Server struct {
 	cfg     Config
 	store   Store
 	emitter Emitter
+	planner CreatePlanner // nil: fires are emitted after the write
 	tokens  Tokens
 	clock   clockwork.Clock
 	log     zerolog.Logger
@@ -154,7 +158,7 @@ type Server struct {
 	seal    *sealer         // idempotency record bodies
 	ids     idSource        // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
-	disk    DiskSpace       // nil: no disk guard
+	disk    DiskGuard       // nil: no disk guard
 	answers sync.Pool       // *[]byte: buffers of batch answers (writeBatchResult)
 
 	echo    *echo.Echo
@@ -199,6 +203,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg:     cfg,
 		store:   deps.Store,
 		emitter: deps.Emitter,
+		planner: deps.Planner,
 		tokens:  deps.Tokens,
 		clock:   deps.Clock,
 		log:     deps.Logger,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/client"
+	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -29,7 +30,7 @@ func wantReason(t *testing.T, p client.Problem, field, want string) {
 
 func TestTenantQuotas(t *testing.T) {
 	h := newHarness(t, func(c *master.Config, _ *master.Deps) {
-		c.TenantQuotas = model.TenantQuotas{MaxSchedules: 50} // the rest: master.DefaultTenantQuotas
+		c.TenantQuotas = model.TenantQuotas{MaxSchedules: 50} // the rest: guard.DefaultTenantQuotas
 		c.QuotaCountTTL = -1                                  // events inserted by the test count at once
 		c.TenantWeight = 2
 	})
@@ -38,7 +39,7 @@ func TestTenantQuotas(t *testing.T) {
 		id, _ := h.tenant("defaults")
 		r, err := h.admin.GetTenantWithResponse(h.ctx, id)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		got, def := r.JSON200, master.DefaultTenantQuotas()
+		got, def := r.JSON200, guard.DefaultTenantQuotas()
 		if got.Weight != 2 || *got.Quotas.MaxSchedules != 50 || *got.Quotas.MaxEventsPerFire != def.MaxEventsPerFire ||
 			*got.Quotas.MaxEventsPerMinute != def.MaxEventsPerMinute || *got.Quotas.MaxEventsStored != def.MaxEventsStored || got.Targets != nil {
 			t.Fatalf("tenant %s", r.Body)
@@ -240,27 +241,35 @@ func TestOneOffInThePast(t *testing.T) {
 	wantProblem(t, err, u.HTTPResponse, u.Body, http.StatusUnprocessableEntity, "runAt")
 }
 
-// fakeDisk is a DiskSpace whose free space the test sets.
+// fakeDisk is a guard.Space whose free space the test sets.
 type fakeDisk struct{ free atomic.Uint64 }
 
 func (d *fakeDisk) Usage() (free, total uint64, err error) { return d.free.Load(), 1_000_000, nil }
 
+// diskGuard is the disk guard over disk with a threshold of minFreeBytes.
+func diskGuard(t *testing.T, disk guard.Space, minFreeBytes int64) *guard.Disk {
+	t.Helper()
+	g, err := guard.NewDisk(disk, minFreeBytes, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func TestDiskGuard(t *testing.T) {
 	disk := &fakeDisk{}
 	disk.free.Store(500_000)
-	h := newHarness(t, func(c *master.Config, d *master.Deps) {
-		// Threshold: the smaller of 1000 bytes and 5% of 1,000,000.
-		c.DiskMinFreeBytes = 1000
-		d.Disk = disk
-	})
+	// Threshold: the smaller of 1000 bytes and 5% of 1,000,000.
+	dg := diskGuard(t, disk, 1000)
+	h := newHarness(t, func(_ *master.Config, d *master.Deps) { d.Disk = dg })
 	tid, c := h.tenant("disk")
 	s := h.cronSchedule(c, "before")
-	if ok, reason := h.srv.DiskStatus(); !ok || !strings.HasPrefix(reason, "ok") {
+	if ok, reason := dg.DiskStatus(); !ok || !strings.HasPrefix(reason, "ok") {
 		t.Fatalf("DiskStatus with room = %v %q", ok, reason)
 	}
 
 	disk.free.Store(999)
-	ok, reason := h.srv.DiskStatus()
+	ok, reason := dg.DiskStatus()
 	if ok || !strings.Contains(reason, "below the threshold of 1000 B") {
 		t.Fatalf("DiskStatus when low = %v %q, want refused, naming the threshold", ok, reason)
 	}
@@ -289,28 +298,16 @@ func TestDiskGuard(t *testing.T) {
 	h.cronSchedule(c, "after")
 }
 
+// TestTenantQuotaDefaults: the quotas the master applies to a tenant
+// without its own are guard.TenantQuotaDefaults, as the emitter's.
 func TestTenantQuotaDefaults(t *testing.T) {
-	def := master.DefaultTenantQuotas()
-	t.Run("ConfiguredOverBuiltIn", func(t *testing.T) {
-		got := master.TenantQuotaDefaults(model.TenantQuotas{MaxEventsPerMinute: 5}, 0)
-		want := def
-		want.MaxEventsPerMinute = 5
-		if got != want {
-			t.Fatalf("defaults = %+v, want %+v", got, want)
-		}
-	})
-	t.Run("PerFireAtMostMaxEventCount", func(t *testing.T) {
-		if got := master.TenantQuotaDefaults(model.TenantQuotas{}, 50); got.MaxEventsPerFire != 50 {
-			t.Fatalf("maxEventsPerFire = %d, want 50 (MaxEventCount)", got.MaxEventsPerFire)
-		}
-	})
 	t.Run("SameAsTheMasterApplies", func(t *testing.T) {
 		configured := model.TenantQuotas{MaxSchedules: 3}
 		h := newHarness(t, func(c *master.Config, _ *master.Deps) { c.TenantQuotas = configured })
 		id, _ := h.tenant("q")
 		r, err := h.admin.GetTenantWithResponse(h.ctx, id)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
-		want := master.TenantQuotaDefaults(configured, 0)
+		want := guard.TenantQuotaDefaults(configured, master.DefaultMaxEventCount)
 		q := r.JSON200.Quotas
 		if *q.MaxSchedules != want.MaxSchedules || *q.MaxEventsPerMinute != want.MaxEventsPerMinute || *q.MaxEventsStored != want.MaxEventsStored {
 			t.Fatalf("the API shows %+v, want %+v", q, want)

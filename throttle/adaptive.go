@@ -354,16 +354,10 @@ func (s *adaptiveSet) get(policyID string) *aimd {
 	return s.m[policyID]
 }
 
-// limitStore is implemented by stores that keep the effective limit in the
-// policy's representation (store.Store does).
-type limitStore interface {
+// LimitStore keeps the effective limit in the policy's representation
+// (store.Driver does), for the API to show.
+type LimitStore interface {
 	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
-}
-
-// LimitMetrics is implemented by Metrics that export the effective limit
-// (schedulerd_policy_effective_limit{policy}).
-type LimitMetrics interface {
-	EffectiveLimit(policyID string, limit int)
 }
 
 // Observe reports a delivery outcome of policyID and its latency. It moves
@@ -420,9 +414,7 @@ func (t *Throttle) Limit(policyID string) (LimitState, bool) {
 }
 
 func (t *Throttle) limitChanged(policyID string, st LimitState) {
-	if m, ok := t.deps.Metrics.(LimitMetrics); ok {
-		m.EffectiveLimit(policyID, st.Limit)
-	}
+	t.deps.Metrics.EffectiveLimit(policyID, st.Limit)
 	t.log.Info().Str(logkey.Policy, policyID).Int("effectiveLimit", st.Limit).Str("limitReason", st.Reason).Msg("policy limit changed")
 	t.mu.Lock()
 	b := t.buckets[policyID]
@@ -430,7 +422,7 @@ func (t *Throttle) limitChanged(policyID string, st LimitState) {
 	if b != nil {
 		signal(b.released) // a raised limit may let waiting events out
 	}
-	if ls, ok := t.deps.Store.(limitStore); ok {
+	if ls := t.deps.Limits; ls != nil {
 		// Off the delivery path; the latest state is written.
 		go func() {
 			c := t.adapt.get(policyID)

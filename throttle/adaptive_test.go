@@ -100,6 +100,52 @@ func TestAdaptiveLimit(t *testing.T) {
 			t.Fatalf("Limit = %+v, %v; want 9 after a timeout", ls, ok)
 		}
 	})
+	runInBubble(t, "LimitRecorded", func(t *testing.T) {
+		st := throttletest.NewMemStore()
+		p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: 10, TokenTimeout: time.Hour, Version: 1, Adaptive: &model.AdaptiveLimit{Min: 1, Max: 10}}
+		if err := st.PolicyCreate(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		rec := &limitRecorder{}
+		thr, err := throttle.New(throttle.Config{}, throttle.Deps{Store: st, Shards: oneShard{fence: 1}, Limits: rec, Metrics: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runThrottle(t, thr, func([]throttle.Item) {})
+		thr.Enqueue(scheduledEvents(t, st, "p", "s", 1, 1)...)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		thr.Observe("p", throttle.OutcomeTimeout, 0)
+		synctest.Wait() // the store write runs off the delivery path
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if rec.exported != 9 || rec.stored != 9 || rec.reason != throttle.LimitReasonTimeout {
+			t.Fatalf("exported %d, stored %d (%s); want 9 (timeout) in both", rec.exported, rec.stored, rec.reason)
+		}
+	})
+}
+
+// limitRecorder is the throttle's Metrics and Limits: it keeps the last
+// effective limit each was told.
+type limitRecorder struct {
+	throttle.NopMetrics
+	mu       sync.Mutex
+	exported int
+	stored   int
+	reason   string
+}
+
+func (r *limitRecorder) EffectiveLimit(_ string, limit int) {
+	r.mu.Lock()
+	r.exported = limit
+	r.mu.Unlock()
+}
+
+func (r *limitRecorder) PolicySetLimit(_ context.Context, _ string, limit int, reason string, _ time.Time) error {
+	r.mu.Lock()
+	r.stored, r.reason = limit, reason
+	r.mu.Unlock()
+	return nil
 }
 
 // adaptiveRun is an adaptive policy's throttle over the in-memory store,

@@ -85,17 +85,20 @@ type Metrics interface {
 	Retried(priority string, n int)
 	// PolicyGone forgets the series of a deleted policy.
 	PolicyGone(policyID string)
+	// EffectiveLimit reports an adaptive policy's limit when it changes.
+	EffectiveLimit(policyID string, limit int)
 }
 
 // NopMetrics discards everything.
 type NopMetrics struct{}
 
-func (NopMetrics) TokenTimeouts(string, int) {}
-func (NopMetrics) TokensInUse(string, int)   {}
-func (NopMetrics) TokensWaiting(string, int) {}
-func (NopMetrics) Dead(string, int)          {}
-func (NopMetrics) Retried(string, int)       {}
-func (NopMetrics) PolicyGone(string)         {}
+func (NopMetrics) TokenTimeouts(string, int)  {}
+func (NopMetrics) TokensInUse(string, int)    {}
+func (NopMetrics) TokensWaiting(string, int)  {}
+func (NopMetrics) Dead(string, int)           {}
+func (NopMetrics) Retried(string, int)        {}
+func (NopMetrics) PolicyGone(string)          {}
+func (NopMetrics) EffectiveLimit(string, int) {}
 
 // Config configures a Throttle. Zero values take the defaults.
 type Config struct {
@@ -181,6 +184,9 @@ func (c *Config) validate() error {
 type Deps struct {
 	Store  Store
 	Shards Shards
+	// Limits, if set, records the effective limits of adaptive policies
+	// (the store). Nil: they are kept in memory only.
+	Limits LimitStore
 	// Clock defaults to the real clock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger

@@ -19,8 +19,9 @@ func clean() graph {
 		"emitter":                       {"cron", "model", "store"},
 		"throttle":                      {"model", "store"},
 		"handler":                       {"delivery", "model", "store", "throttle"},
-		"master":                        {"api", "cron", "model", "schedule", "store"},
-		"app":                           {"emitter", "handler", "master", "store", "throttle", "ui"},
+		"master":                        {"api", "cron", "internal/guard", "model", "schedule", "store"},
+		"app":                           {"emitter", "handler", "internal/guard", "master", "store", "throttle", "ui"},
+		"internal/guard":                {"model"},
 		"ui":                            {}, // the console: embedded files, no package of ours
 		"cmd/schedbench":                {"app", "internal/testkit/chaoskit"},
 		"cmd/ferretdb":                  {"store/mongo/mongotest"},
@@ -63,6 +64,7 @@ var violationCases = []violationCase{
 	{"ModelImportsNothingOfOurs", "ModelMissing", func(g graph) { delete(g, "model") }, "model does not exist"},
 	{"StoreImportsOnlyModel", "StoreImportsDriver", edge("store", "store/embedded"), "store imports store/embedded"},
 	{"ScheduleImportsOnlyModelAndCron", "ScheduleImportsStore", edge("schedule", "store"), "schedule imports store"},
+	{"GuardImportsOnlyModel", "GuardImportsStore", edge("internal/guard", "store"), "internal/guard imports store"},
 	{"EmitterDoesNotImportHandler", "Directly", edge("emitter", "handler"), "emitter -> handler"},
 	{"EmitterDoesNotImportHandler", "ThroughAnotherPackage", func(g graph) {
 		g["emitter/hooks"] = []string{"handler"}
