@@ -69,27 +69,7 @@ func TestOneOffCompletes(t *testing.T) {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	call := func(method, key, path string, body any, want int) map[string]any {
-		t.Helper()
-		var b []byte
-		if body != nil {
-			b, _ = json.Marshal(body)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, "http://"+a.Addr()+path, bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: status %d, want %d: %v", method, path, resp.StatusCode, want, out)
-		}
-		return out
-	}
+	call := caller(t, ctx, "http://"+a.Addr())
 	wait := func(what string, ok func(m map[string]any) bool) {
 		t.Helper()
 		for {
