@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,33 @@ func caller(t testing.TB, ctx context.Context, base string) apiCall {
 func tenantKey(a *app.App, call apiCall) string {
 	tenant := call(http.MethodPost, a.AdminKey(), "/v1/tenants", map[string]any{"name": "acme"}, http.StatusCreated)
 	return call(http.MethodPost, a.AdminKey(), "/v1/tenants/"+tenant["id"].(string)+"/keys", nil, http.StatusCreated)["key"].(string)
+}
+
+// postKeyed POSTs body (JSON, none if empty) to the app a with key (none if
+// empty) and an Idempotency-Key (none if empty), and fails the test unless
+// it answers want (0: any 2xx); it returns the decoded answer and its
+// headers.
+func postKeyed(t testing.TB, ctx context.Context, a *app.App, key, path, body, idemKey string, want int) (map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.Addr()+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	if want == 0 && resp.StatusCode/100 != 2 || want != 0 && resp.StatusCode != want {
+		t.Fatalf("POST %s: status %d: %v", path, resp.StatusCode, out)
+	}
+	return out, resp.Header
 }

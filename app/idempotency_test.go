@@ -3,7 +3,6 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -40,25 +39,7 @@ func TestIdempotentKeyReplaysAfterRestart(t *testing.T) {
 	}
 	post := func(a *app.App, path, body, idemKey string) (map[string]any, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.Addr()+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+a.AdminKey())
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if idemKey != "" {
-			req.Header.Set("Idempotency-Key", idemKey)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST %s: status %d: %v", path, resp.StatusCode, out)
-		}
-		return out, resp.Header
+		return postKeyed(t, ctx, a, a.AdminKey(), path, body, idemKey, http.StatusCreated)
 	}
 
 	a := start()

@@ -46,27 +46,7 @@ func TestSigningSecretRotation(t *testing.T) {
 	}
 	post := func(a *app.App, key, path, body, idemKey string) (map[string]any, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.Addr()+path, strings.NewReader(body))
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if idemKey != "" {
-			req.Header.Set("Idempotency-Key", idemKey)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("POST %s: status %d: %v", path, resp.StatusCode, out)
-		}
-		return out, resp.Header
+		return postKeyed(t, ctx, a, key, path, body, idemKey, 0)
 	}
 
 	type seen struct{ sig, ts, body string }
