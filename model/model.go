@@ -169,6 +169,9 @@ type Schedule struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Labels are the client's key/value pairs, selected on by list and
+	// bulk actions.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // IsOneOff reports whether s is a delayed job rather than a cron schedule.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -81,7 +82,26 @@ const (
 	schedURLWhole                     // the target URL is stored whole, not as an origin code and the rest
 	schedRunAtAbs                     // with schedRunAt: runAt is stored in full
 	schedChildOfRunAt                 // with schedSoleChild: the child is model.OneOffChild, not stored
+	schedExt                          // the fields of scheduleExt follow the times, as JSON
 )
+
+// scheduleExt holds the fields of a schedule that most schedules leave
+// unset, stored as JSON behind schedExt: a row without any pays nothing,
+// and a field added here needs no new layout.
+type scheduleExt struct {
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// extOf returns the scheduleExt of sc, and whether any of its fields is set.
+func extOf(sc *model.Schedule) (scheduleExt, bool) {
+	x := scheduleExt{Labels: sc.Labels}
+	return x, !reflect.ValueOf(x).IsZero()
+}
+
+// apply sets the fields of sc that x holds.
+func (x *scheduleExt) apply(sc *model.Schedule) {
+	sc.Labels = x.Labels
+}
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say
 // what it holds.
@@ -312,6 +332,13 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]by
 			flags |= schedRunAtAbs
 		}
 	}
+	var ext []byte
+	if x, ok := extOf(sc); ok {
+		flags |= schedExt
+		if ext, err = json.Marshal(x); err != nil {
+			return nil, fmt.Errorf("encode schedule %q: %w", sc.ID, err)
+		}
+	}
 	b := make([]byte, 0, 64+len(sc.Name)+len(sc.Cron)+len(rest)+len(sc.Target.QueueURL)+len(sc.Payload))
 	b = append(b, scheduleCodecV3)
 	b = binary.AppendUvarint(b, flags)
@@ -346,6 +373,9 @@ func encodeScheduleRow(sc *model.Schedule, child *model.Child, c rowCodes) ([]by
 	}
 	if sc.RunAt != nil {
 		b = putTimeFrom(b, sc.CreatedAt, *sc.RunAt)
+	}
+	if ext != nil {
+		b = putBytes(b, ext)
 	}
 	if child != nil && flags&schedChildOfRunAt == 0 {
 		b = putEnum(b, child.Timezone, enumTimezone)
@@ -429,6 +459,13 @@ func decodeScheduleParts(id, raw []byte, c rowCodes) (*model.Schedule, *model.Ch
 	if flags&schedRunAt != 0 {
 		t := d.timeFrom(flags&schedRunAtAbs != 0, sc.CreatedAt)
 		sc.RunAt = &t
+	}
+	if flags&schedExt != 0 {
+		var x scheduleExt
+		if err := json.Unmarshal(d.bytes(), &x); err != nil && d.err == nil {
+			d.err = fmt.Errorf("extension: %w", err)
+		}
+		x.apply(sc)
 	}
 	var child *model.Child
 	switch {

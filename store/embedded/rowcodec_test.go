@@ -43,6 +43,10 @@ func fillValue(t *testing.T, f reflect.Value, name string, n int) {
 		f.SetInt(int64(n*10 + len(name)))
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Type() == reflect.TypeOf(map[string]string{}):
+		f.Set(reflect.ValueOf(map[string]string{name: fmt.Sprint(n)}))
+	case f.Type() == reflect.TypeOf([]string{}):
+		f.Set(reflect.ValueOf([]string{name, fmt.Sprint(n)}))
 	case f.Kind() == reflect.Struct:
 		for i := range f.NumField() {
 			fillValue(t, f.Field(i), name+f.Type().Field(i).Name, n)

@@ -196,8 +196,9 @@ type scheduleDoc struct {
 	// fire instant, a cron schedule's endAt), CompletedAt the UpdatedAt of
 	// a completed one: what ScheduleComplete and ScheduleDeleteCompleted
 	// find them by.
-	EndsAt      *int64 `bson:"endsAt,omitempty"`
-	CompletedAt *int64 `bson:"completedAt,omitempty"`
+	EndsAt      *int64            `bson:"endsAt,omitempty"`
+	CompletedAt *int64            `bson:"completedAt,omitempty"`
+	Labels      map[string]string `bson:"labels,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -210,6 +211,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
+		Labels: s.Labels,
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -233,6 +235,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+		Labels: d.Labels,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,6 +114,10 @@ func fillField(t *testing.T, f reflect.Value, name string, n int) {
 		f.SetInt(int64(n + 1))
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Type() == reflect.TypeFor[map[string]string]():
+		f.Set(reflect.ValueOf(map[string]string{name: strconv.Itoa(n)}))
+	case f.Type() == reflect.TypeFor[[]string]():
+		f.Set(reflect.ValueOf([]string{name, strconv.Itoa(n)}))
 	case f.Kind() == reflect.Struct:
 		for i := range f.NumField() {
 			fillField(t, f.Field(i), name+"."+f.Type().Field(i).Name, n)
