@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,4 +295,82 @@ func postCreate(hc *http.Client, url, key string, body []byte) error {
 // what a benchmark creates. The quota checks run as configured by default.
 func benchConfig() master.Config {
 	return master.Config{AdminKey: testAdminKey, Partitions: 4, TenantQuotas: model.TenantQuotas{MaxSchedules: 10_000_000}}
+}
+
+// BenchmarkBatchBodyMemory posts batches of 1,000 one-offs one at a time,
+// with small payloads and with payloads of 7 KiB (a body near the 8 MiB
+// limit), and reports the most the heap grew during a batch over what it
+// held before it (after a collection), per byte of body: what a batch
+// costs in memory while it is handled, which BatchBodyBudget multiplies.
+//
+//	go test -run '^$' -bench BatchBodyMemory -benchtime 20x ./master/
+func BenchmarkBatchBodyMemory(b *testing.B) {
+	for _, pad := range []int{0, 7 << 10} {
+		b.Run(fmt.Sprintf("Payload%dB", pad), func(b *testing.B) { benchBatchBodyMemory(b, pad) })
+	}
+}
+
+func benchBatchBodyMemory(b *testing.B, pad int) {
+	serverMemory(b)
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	em, err := emitter.New(emitter.Config{Partitions: 4, Owner: "bench"}, emitter.Deps{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := master.New(benchConfig(), master.Deps{Store: st, Emitter: em, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	hc := &http.Client{}
+	key := benchTenantKey(b, hc, ts.URL)
+	runAt := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	var body bytes.Buffer
+	body.WriteString(`{"items":[`)
+	for i := range 1000 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"name":"job-%d","runAt":"%s","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":%d,"pad":"%s"}}`,
+			i, runAt, i, strings.Repeat("x", pad))
+	}
+	body.WriteString(`]}`)
+	raw := body.Bytes()
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(heap); return heap[0].Value.Uint64() }
+	var worst, sum float64
+	var buf bytes.Buffer
+	for b.Loop() {
+		runtime.GC()
+		base := read()
+		stop, peak := make(chan struct{}), make(chan uint64)
+		go func() {
+			var top uint64
+			t := time.NewTicker(100 * time.Microsecond)
+			defer t.Stop()
+			for {
+				top = max(top, read())
+				select {
+				case <-stop:
+					peak <- top
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		if err := postBench(hc, ts.URL, key, raw, 1000, &buf); err != nil {
+			b.Fatal(err)
+		}
+		close(stop)
+		grew := float64(int64(<-peak)-int64(base)) / float64(len(raw))
+		worst, sum = max(worst, grew), sum+grew
+	}
+	b.ReportMetric(sum/float64(b.N), "heap-B/body-B")
+	b.ReportMetric(worst, "worst-heap-B/body-B")
+	b.ReportMetric(float64(len(raw)), "body-B")
 }

@@ -1,16 +1,21 @@
 package master_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
 // bodyOperation is an operation of the spec that takes a JSON body, with
@@ -188,5 +193,84 @@ func TestPublicBodyLimit(t *testing.T) {
 			resp, body = o.do(t, h, `{"token":"`+escaped+`"`+strings.Repeat(" ", 16<<10-len(escaped)-11)+`}`, false)
 			wantProblem(t, nil, resp, body, http.StatusRequestEntityTooLarge, "body")
 		})
+	}
+}
+
+// heldCreates is a store whose first ScheduleCreateMany signals entered
+// and waits for release.
+type heldCreates struct {
+	*embedded.Store
+	first            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (h *heldCreates) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
+	if h.first.CompareAndSwap(false, true) {
+		close(h.entered)
+		<-h.release
+	}
+	return h.Store.ScheduleCreateMany(ctx, items)
+}
+
+// TestBatchBodiesShareABudget: a batch whose body would take the batch
+// memory past BatchBodyBudget waits for room and, given none within
+// BatchBodyWait, answers 503 with Retry-After; once the batch holding the
+// room is answered, the next one is served.
+func TestBatchBodiesShareABudget(t *testing.T) {
+	held := &heldCreates{entered: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, func(c *master.Config, d *master.Deps) {
+		c.MaxBatchBodyBytes, c.BatchBodyBudget = 1<<20, 1<<20
+		c.BatchBodyWait = 50 * time.Millisecond
+		held.Store = d.Store.(*embedded.Store)
+		d.Store = held
+	})
+	t.Cleanup(func() {
+		select {
+		case <-held.release:
+		default:
+			close(held.release) // before the server closes
+		}
+	})
+	key := h.tenantKey("acme")
+	item := `{"name":"a","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"}}`
+	body := `{"items":[` + item + `]}`
+	post := func() (int, string, error) {
+		req, err := http.NewRequestWithContext(h.ctx, http.MethodPost, h.url+"/v1/schedules/batch", strings.NewReader(body))
+		if err != nil {
+			return 0, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header.Get("Retry-After") + " " + string(b), nil
+	}
+
+	// The first batch takes the whole budget (it counts at least
+	// MaxBodyBytes) and holds it while its write is held.
+	type answer struct {
+		status int
+		text   string
+		err    error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		st, text, err := post()
+		first <- answer{st, text, err}
+	}()
+	<-held.entered
+	if st, text, err := post(); err != nil || st != http.StatusServiceUnavailable || strings.HasPrefix(text, " ") {
+		t.Fatalf("a batch over the budget: %d %s %v; want 503 with Retry-After", st, text, err)
+	}
+	close(held.release)
+	if a := <-first; a.err != nil || a.status != http.StatusOK {
+		t.Fatalf("the batch holding the budget: %d %s %v", a.status, a.text, a.err)
+	}
+	if st, text, err := post(); err != nil || st != http.StatusOK {
+		t.Fatalf("a batch after the budget was given back: %d %s %v", st, text, err)
 	}
 }

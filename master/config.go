@@ -84,6 +84,15 @@ type Config struct {
 	// MaxBatchBodyBytes limits the body of POST /v1/schedules/batch in
 	// place of MaxBodyBytes (default 8 MiB; at least MaxBodyBytes).
 	MaxBatchBodyBytes int64
+	// BatchBodyBudget bounds the bytes of batch bodies handled at once
+	// (default 2 × MaxBatchBodyBytes), each batch counting at least
+	// MaxBodyBytes: a batch costs many times its body in memory while it
+	// is decoded and written (docs/benchmarks.md), so this bounds the
+	// memory of batch intake whatever the number of clients. A batch waits
+	// for room up to BatchBodyWait (default 10 s), then answers 503 with
+	// Retry-After.
+	BatchBodyBudget int64
+	BatchBodyWait   time.Duration
 	// IdempotencyWait is how long a create that collides with a concurrent
 	// request carrying the same Idempotency-Key waits for the first one's
 	// answer (default 5s).
@@ -160,7 +169,9 @@ func (c *Config) setDefaults() {
 	c.TenantQuotas = guard.TenantQuotaDefaults(c.TenantQuotas, c.MaxEventCount)
 	c.CatchUpLimit = cmp.Or(c.CatchUpLimit, time.Hour)
 	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, DefaultMaxBatchItems)
+	c.BatchBodyWait = cmp.Or(c.BatchBodyWait, 10*time.Second)
 	c.MaxBatchBodyBytes = cmp.Or(c.MaxBatchBodyBytes, max(DefaultMaxBatchBodyBytes, c.MaxBodyBytes))
+	c.BatchBodyBudget = cmp.Or(c.BatchBodyBudget, 2*c.MaxBatchBodyBytes)
 	c.WrongTokens.Max = cmp.Or(c.WrongTokens.Max, 60)
 	c.WrongTokens.Window = cmp.Or(c.WrongTokens.Window, time.Minute)
 }
@@ -206,6 +217,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.MaxBatchItems must be at least 1")
 	case c.MaxBatchBodyBytes < c.MaxBodyBytes:
 		return fmt.Errorf("master: Config.MaxBatchBodyBytes (%d) must be at least MaxBodyBytes (%d)", c.MaxBatchBodyBytes, c.MaxBodyBytes)
+	case c.BatchBodyBudget < c.MaxBatchBodyBytes:
+		return fmt.Errorf("master: Config.BatchBodyBudget (%d) must be at least MaxBatchBodyBytes (%d)", c.BatchBodyBudget, c.MaxBatchBodyBytes)
 	case c.IdempotencyWait < 0:
 		return fmt.Errorf("master: Config.IdempotencyWait must not be negative")
 	case c.TenantWeight < 1 || c.TenantWeight > MaxTenantWeight:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -427,4 +428,37 @@ func loneSurrogate(raw []byte) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkDecodeBatch decodes and checks a batch body of 1,000 one-offs
+// as the batch endpoint does before compiling its items (scanBody, then
+// decodeBatch), and reports the bytes allocated per byte of body.
+//
+//	go test -run '^$' -bench DecodeBatch -benchmem ./master/
+func BenchmarkDecodeBatch(b *testing.B) {
+	var body strings.Builder
+	body.WriteString(`{"items":[`)
+	for i := range 1000 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(`{"name":"job-` + strconv.Itoa(i) + `","runAt":"2030-01-02T03:04:05Z","target":{"type":"http","url":"https://consumer.example.com/hook"},"payload":{"order":` + strconv.Itoa(i) + `}}`)
+	}
+	body.WriteString(`]}`)
+	raw := []byte(body.String())
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	for b.Loop() {
+		if err := scanBody(raw); err != nil {
+			b.Fatal(err)
+		}
+		if items, ok := decodeBatch(raw); !ok || len(items) != 1000 {
+			b.Fatalf("decodeBatch: %d items, %v", len(items), ok)
+		}
+	}
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.TotalAlloc-before)/float64(b.N)/float64(len(raw)), "alloc-B/body-B")
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -273,6 +274,37 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return &problem{status: http.StatusTooManyRequests, kind: "rate-limited", title: "Too Many Requests",
 				detail: "the tenant's request rate limit is exhausted; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
 		}
+		return next(c)
+	}
+}
+
+// boundBatchBodies has a batch create take room for its body in the
+// BatchBodyBudget before the body is read, and give it back when answered:
+// the memory of batch intake follows the budget, not the number of
+// clients. Its Content-Length is the room it takes (the body limit when it
+// has none), at least MaxBodyBytes, as a small batch's items cost more
+// per byte than a large one's; it waits up to BatchBodyWait, then answers
+// 503.
+func (s *Server) boundBatchBodies(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rt := s.routeOf(c)
+		if rt == nil || !rt.batch {
+			return next(c)
+		}
+		n := c.Request().ContentLength
+		if n < 0 || n > s.cfg.MaxBatchBodyBytes {
+			n = s.cfg.MaxBatchBodyBytes
+		}
+		n = max(n, s.cfg.MaxBodyBytes)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.BatchBodyWait)
+		defer cancel()
+		if err := s.batches.Acquire(ctx, n); err != nil {
+			if c.Request().Context().Err() != nil {
+				return c.Request().Context().Err()
+			}
+			return unavailable("batch creates are using the server's batch memory (BatchBodyBudget); retry later")
+		}
+		defer s.batches.Release(n)
 		return next(c)
 	}
 }

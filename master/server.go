@@ -24,6 +24,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	schedulerd "github.com/schedulerd/schedulerd"
 	"github.com/schedulerd/schedulerd/api"
@@ -150,6 +151,7 @@ type Server struct {
 	echo    *echo.Echo
 	routes  map[string]*route // "METHOD /echo/path"
 	limiter *rateLimiter
+	batches *semaphore.Weighted // bytes of batch bodies being handled (BatchBodyBudget)
 
 	wrongTokens *failureLimiter // nil: off
 
@@ -216,6 +218,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		disk:    deps.Disk,
 		ids:     ids,
 		owners:  deps.TokenOwners,
+		batches: semaphore.NewWeighted(cfg.BatchBodyBudget),
 	}
 	if s.owners != nil {
 		// Instance to instance: no proxy from the environment.
@@ -238,7 +241,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.validateRequest)
+	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.boundBatchBodies, s.validateRequest)
 	api.RegisterHandlers(e, s)
 	// Not an operation of the spec, so no authentication.
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", schedulerd.OpenAPI) })
