@@ -388,6 +388,9 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.metrics.countForwards(a.master.TokenForwards)
+	if a.storeSpace != nil {
+		a.metrics.exportStoreSpace(a.storeSpace)
+	}
 	e := a.master.Echo()
 	e.Pre(a.metrics.apiMiddleware)
 	e.Pre(middleware.RequestID())

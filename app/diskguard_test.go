@@ -85,6 +85,9 @@ func TestReadyzFullDisk(t *testing.T) {
 			t.Fatalf("/readyz checks.disk = %q, want it to say the disk is full and deliveries go on: %v", d, out)
 		}
 	}
+	if v, _ := metric(a, "schedulerd_store_reserve_bytes"); v != 12<<20 {
+		t.Fatalf("schedulerd_store_reserve_bytes %v, want %d", v, 12<<20)
+	}
 	if n := strings.Count(logs.String(), "data disk full: deliveries and releases go on"); n != 1 {
 		t.Fatalf("the log says the disk is full %d times, want once:\n%s", n, logs.String())
 	}
@@ -95,6 +98,9 @@ func TestReadyzFullDisk(t *testing.T) {
 		if d, _ := out["checks"].(map[string]any)["disk"].(string); !strings.HasPrefix(d, "full: store writes fail for lack of space (no space left on device)") {
 			t.Fatalf("/readyz checks.disk = %q, want it to say the store's writes fail: %v", d, out)
 		}
+	}
+	if v, ok := metric(a, "schedulerd_store_out_of_space"); !ok || v != 1 {
+		t.Fatalf("schedulerd_store_out_of_space %v (exported: %v), want 1", v, ok)
 	}
 	if n := strings.Count(logs.String(), "data disk full: store writes fail"); n != 1 {
 		t.Fatalf("the log says the store's writes fail %d times, want once:\n%s", n, logs.String())
