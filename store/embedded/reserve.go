@@ -99,6 +99,12 @@ func (r *reserve) top(hwm int64) {
 		return
 	}
 	if err := r.allocate(r.f, hwm, r.size); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			// A file system without fallocate: no reserve.
+			_ = r.f.Close()
+			r.f = nil
+			return
+		}
 		if r.full {
 			r.err = fmt.Errorf("reserve: %w", err)
 		}

@@ -192,3 +192,33 @@ func TestReserveTopUp(t *testing.T) {
 		t.Fatalf("after the reserve was allocated again: %+v, want not full", st)
 	}
 }
+
+// On a file system without fallocate the store goes on without a reserve.
+func TestReserveUnsupported(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{ReserveBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.reserve.f == nil {
+		t.Skip("no reserve on this platform")
+	}
+	calls := 0
+	s.reserve.allocate = func(*os.File, int64, int64) error {
+		calls++
+		return syscall.EOPNOTSUPP
+	}
+	for range 3 {
+		if err := s.update(t.Context(), "test", func(tx *bolt.Tx) error {
+			return tx.Bucket(bMeta).Put([]byte("reserve-test"), make([]byte, 100))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("fallocate tried %d times, want once", calls)
+	}
+	if st := s.Space(); st.Reserved != 0 || st.Full {
+		t.Fatalf("%+v, want no reserve, not full", st)
+	}
+}
