@@ -60,6 +60,8 @@ func openReserve(path string, size int64) (*reserve, error) {
 }
 
 func (r *reserve) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.f == nil {
 		return nil
 	}
