@@ -163,6 +163,7 @@ func TestFullDataDisk(t *testing.T) {
 			}, http.StatusCreated)
 			fire := call(http.MethodPost, key, "/v1/schedules/"+s["id"].(string)+"/trigger", nil, http.StatusAccepted)
 
+			reserve0, _ := metric(a, "schedulerd_store_reserve_bytes")
 			filler := smallfs.Fill(t, mnt)
 			filled := time.Now()
 			d0, _ := consumer.counts()
@@ -172,7 +173,9 @@ func TestFullDataDisk(t *testing.T) {
 			}
 			if tc.reserve == "" {
 				waitClosed(t, consumer.allReleased, 2*time.Minute, func() string { return "on the full disk: " + progress() })
-				t.Logf("on the full disk: %d events delivered and released in %s", n-d0, time.Since(filled).Round(time.Millisecond))
+				reserve1, _ := metric(a, "schedulerd_store_reserve_bytes")
+				t.Logf("on the full disk: %d events delivered and released in %s, taking %.0f bytes of the reserve",
+					n-d0, time.Since(filled).Round(time.Millisecond), reserve0-reserve1)
 				out := call(http.MethodGet, "", "/readyz", nil, http.StatusOK)
 				if d, _ := out["checks"].(map[string]any)["disk"].(string); !strings.HasPrefix(d, "full: 0 bytes free") || !strings.Contains(d, "deliveries and releases go on") {
 					t.Fatalf("/readyz checks.disk = %q, want it to say the disk is full and deliveries go on", d)
