@@ -31,7 +31,9 @@ const DefaultReserveBytes = 16 << 20
 // fallocate the blocks of the pages from the high-water mark to size bytes
 // past it, when fewer than half of them are left. On a full disk that
 // fails and the commits live on what is left; the first commit after
-// space returns tops it up again.
+// space returns tops it up again. On a copy-on-write file system (btrfs,
+// ZFS) even a freed page needs a new block when it is written again: the
+// reserve cannot help there.
 type reserve struct {
 	size     int64
 	f        *os.File                             // the store file, opened again; nil: no reserve
