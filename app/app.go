@@ -83,7 +83,11 @@ type App struct {
 
 	disk      guard.Space // nil: not watched
 	diskGuard *guard.Disk // nil: no guard
-	diskFull  atomic.Bool // as last seen by checkDiskFull
+	// storeSpace is the embedded store's view of its disk space (its
+	// reserve, and whether its writes fail for lack of space); nil for
+	// MongoDB.
+	storeSpace func() embedded.SpaceStatus
+	diskState  atomic.Int32 // a diskState, as last seen by checkDiskFull
 }
 
 // Hooks are ways for tests to reach into an App; production code passes
@@ -94,6 +98,9 @@ type Hooks struct {
 	WrapStore func(store.Driver) store.Driver
 	// Disk, if set, replaces the free-space probe of the data directory.
 	Disk guard.Space
+	// StoreSpace, if set, replaces the embedded store's report of its
+	// disk space (its writes failing for lack of space, say).
+	StoreSpace func() embedded.SpaceStatus
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
@@ -129,9 +136,13 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 			break
 		}
 		// The key of its release tokens is kept sealed under the signing secret.
-		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{TokenKeySecrets: secrets}); err == nil {
+		reserve := cfg.StoreReserveBytes
+		if reserve == 0 {
+			reserve = -1 // the store's option for none
+		}
+		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{TokenKeySecrets: secrets, ReserveBytes: reserve}); err == nil {
 			// Its tokens are made again from the event ids, not stored.
-			a.store, a.releaseToken = emb, emb.ReleaseToken
+			a.store, a.releaseToken, a.storeSpace = emb, emb.ReleaseToken, emb.Space
 		} else if errors.Is(err, embedded.ErrTokenKeySealed) {
 			err = fmt.Errorf("signing-secret: %w (keep the previous secret after the new one while rotating)", err)
 		}
@@ -161,6 +172,9 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 	a.disk = a.diskProbe()
 	if hooks.Disk != nil {
 		a.disk = hooks.Disk
+	}
+	if hooks.StoreSpace != nil {
+		a.storeSpace = hooks.StoreSpace
 	}
 	if err := a.build(ctx); err != nil {
 		ln.Close()
@@ -374,6 +388,9 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.metrics.countForwards(a.master.TokenForwards)
+	if a.storeSpace != nil {
+		a.metrics.exportStoreSpace(a.storeSpace)
+	}
 	e := a.master.Echo()
 	e.Pre(a.metrics.apiMiddleware)
 	e.Pre(middleware.RequestID())
@@ -436,11 +453,13 @@ func (a *App) readyz(c echo.Context) error {
 		}
 	}
 	// A nearly full disk refuses new work but stays ready: releases and
-	// deliveries must keep reaching this instance. A full one stops them.
+	// deliveries must keep reaching this instance, and do while the store's
+	// writes go through. An instance whose store writes fail for lack of
+	// space is not ready.
 	_, checks["disk"] = a.diskGuard.DiskStatus()
-	if full, reason := a.checkDiskFull(); full {
+	if ok, reason := a.checkDiskFull(); reason != "" {
 		checks["disk"] = reason
-		ready = false
+		ready = ready && ok
 	}
 	if v, ok := indexCheck(a.indexes); ok {
 		checks["indexes"] = v // reported, never unready: see indexCheck
@@ -559,33 +578,70 @@ func (a *App) diskProbe() guard.Space {
 }
 
 // diskFullBelow is the free space under which the data disk counts as
-// full: a store commit may need more, so writes (outcomes, releases,
-// lease renewals) fail and deliveries stop.
+// full: a store commit may need more than is left.
 const diskFullBelow = 1 << 20
 
-// checkDiskFull reports whether the data disk is full, and logs when it
-// becomes full and when it has room again.
-func (a *App) checkDiskFull() (bool, string) {
+// The data disk's states, as checkDiskFull reports and logs them.
+const (
+	diskRoom       int32 = iota // at least diskFullBelow free
+	diskFullWrites              // full, and the store's writes go through (its reserve)
+	diskFullFails               // the store's writes fail for lack of space
+)
+
+// checkDiskFull reports whether the data disk is full and, if it is, why
+// and whether the instance is still ready: it is while the store's writes
+// go through, in the space its file keeps allocated, so that deliveries
+// and releases go on; it is not once they fail for lack of space. It logs
+// every change of state. reason is "" while the disk has room.
+func (a *App) checkDiskFull() (ready bool, reason string) {
 	if a.disk == nil {
-		return false, ""
+		return true, ""
+	}
+	var st embedded.SpaceStatus
+	if a.storeSpace != nil {
+		st = a.storeSpace()
 	}
 	free, total, err := a.disk.Usage()
-	if err != nil {
-		return false, "" // DiskStatus reports it
+	if err != nil && !st.Full {
+		return true, "" // DiskStatus reports it
 	}
-	full := free < diskFullBelow
-	if a.diskFull.Swap(full) != full {
-		if full {
-			a.log.Error().Uint64("freeBytes", free).Uint64("totalBytes", total).
-				Msg("data disk full: store writes fail, deliveries and releases have stopped until space is freed")
-		} else {
+	// The store's own report stands until the disk has room (a commit
+	// may not need new pages to show it).
+	state := diskRoom
+	switch {
+	case st.Full && (err != nil || free < diskFullBelow):
+		state = diskFullFails
+		reason = fmt.Sprintf("full: store writes fail for lack of space (%v): deliveries and releases stall until space is freed, then resume by themselves", st.Err)
+	case err == nil && free < diskFullBelow:
+		state = diskFullWrites
+		reason = fmt.Sprintf("full: %d bytes free of %d: new schedules and triggers are refused; %s", free, total, reserveText(st.Reserved))
+	}
+	if old := a.diskState.Swap(state); old != state {
+		switch state {
+		case diskFullFails:
+			a.log.Error().Err(st.Err).Uint64("freeBytes", free).
+				Msg("data disk full: store writes fail for lack of space, deliveries and releases stall until space is freed")
+		case diskFullWrites:
+			ev := a.log.Warn()
+			if old == diskFullFails {
+				ev = a.log.Info()
+			}
+			ev.Uint64("freeBytes", free).Uint64("totalBytes", total).Int64("reserveBytes", st.Reserved).
+				Msg("data disk full: deliveries and releases go on in the store's reserve")
+		default:
 			a.log.Info().Uint64("freeBytes", free).Msg("data disk has room again")
 		}
 	}
-	if !full {
-		return false, ""
+	return state != diskFullFails, reason
+}
+
+// reserveText says what the store's reserve of n bytes left means on a
+// full disk.
+func reserveText(n int64) string {
+	if n <= 0 {
+		return "the store has no reserve left: deliveries and releases go on only while its writes find freed pages"
 	}
-	return true, fmt.Sprintf("full: %d bytes free of %d: store writes fail, deliveries and releases have stopped until space is freed", free, total)
+	return fmt.Sprintf("deliveries and releases go on in the store's reserve (%.1f MiB left)", float64(n)/(1<<20))
 }
 
 // AdminKeyFile returns the file the generated admin key was written to, or

@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master"
+	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/store/mongo"
 )
 
@@ -66,8 +67,11 @@ type Config struct {
 	// Disk guard of the embedded store's data directory.
 	DiskMinFreeBytes   int64
 	DiskMinFreePercent float64
-	RateBurst          int
-	ShutdownTimeout    time.Duration
+	// Disk space the embedded store keeps allocated for writes on a full
+	// disk (0: none).
+	StoreReserveBytes int64
+	RateBurst         int
+	ShutdownTimeout   time.Duration
 	// The API server's connection timeouts and caps (see Start).
 	ServerIdleTimeout       time.Duration
 	ServerReadHeaderTimeout time.Duration
@@ -244,6 +248,14 @@ func Options() []Option {
 				return fmt.Errorf("disk-min-free-percent: %q is not a number above 0 and at most 100", v)
 			}
 			c.DiskMinFreePercent = f
+			return nil
+		}},
+		{"store-reserve-bytes", "SCHEDULER_STORE_RESERVE_BYTES", itoa(embedded.DefaultReserveBytes), "embedded store: disk space its file keeps allocated past its data, so that deliveries and releases go on when the disk is full (0: none; Linux)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("store-reserve-bytes: %q is not a whole number of bytes", v)
+			}
+			c.StoreReserveBytes = n
 			return nil
 		}},
 		{"shutdown-timeout", "SCHEDULER_SHUTDOWN_TIMEOUT", "30s", "how long a graceful shutdown may take; a component still stopping then is logged and the process exits non-zero", dur("shutdown-timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout })},

@@ -12,6 +12,7 @@ import (
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
@@ -254,6 +255,23 @@ func (m *metrics) EffectiveLimit(policyID string, limit int) {
 }
 
 var _ throttle.Metrics = (*metrics)(nil)
+
+// exportStoreSpace exports the embedded store's report of its disk space.
+func (m *metrics) exportStoreSpace(space func() embedded.SpaceStatus) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "schedulerd_store_reserve_bytes",
+		Help: "Disk space the embedded store's file keeps allocated past its data, which its writes take on a full disk.",
+	}, func() float64 { return float64(space().Reserved) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "schedulerd_store_out_of_space",
+		Help: "1 while the embedded store's writes fail for lack of disk space (until space is freed), else 0.",
+	}, func() float64 {
+		if space().Full {
+			return 1
+		}
+		return 0
+	}))
+}
 
 // countForwards exports n, the releases and extends this instance forwarded
 // to the owner of their event's policy.

@@ -62,6 +62,11 @@ type Options struct {
 	// database does not block readers while it remaps. Zero lets bbolt grow
 	// it on demand.
 	InitialMmapSize int
+	// ReserveBytes is the disk space the store file keeps allocated past
+	// its data, so that deliveries and releases go on when the disk is
+	// full (see reserve). Zero takes DefaultReserveBytes; negative keeps
+	// none. Linux only.
+	ReserveBytes int64
 	// TokenKeySecrets seal the key release tokens are derived from
 	// (token.go): it is kept sealed under the first, and a key sealed under
 	// another one (a rotation) opens and is sealed again under the first.
@@ -89,6 +94,7 @@ type Store struct {
 	grouped bool                 // Options.groupedOneOffs
 	indexed bool                 // Options.indexedOneOffs
 	tokens  *tokenKey            // derives release tokens (token.go)
+	reserve *reserve             // disk space for writes on a full disk (reserve.go)
 }
 
 var _ store.Driver = (*Store)(nil)
@@ -221,7 +227,16 @@ func open(dir string, opts Options, current int, steps []migration) (*Store, err
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w: %w", dir, model.ErrUnavailable, err)
 	}
-	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0)}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs, tokens: tokens}, nil
+	size := opts.ReserveBytes
+	if size == 0 {
+		size = DefaultReserveBytes
+	}
+	res, err := openReserve(path, size)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: %w: %w", model.ErrUnavailable, err)
+	}
+	return &Store{db: db, group: groupCommit{delay: max(opts.BatchDelay, 0), reserve: res}, grouped: opts.groupedOneOffs, indexed: opts.indexedOneOffs, tokens: tokens, reserve: res}, nil
 }
 
 // growBy is the store file's growth step (bolt.DB.AllocSize).
@@ -238,7 +253,11 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if rerr := s.reserve.close(); err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return fmt.Errorf("embedded: close: %w", err)
 	}
 	return nil
@@ -258,7 +277,7 @@ func (s *Store) update(ctx context.Context, op string, fn func(tx *bolt.Tx) erro
 	if err := s.usable(ctx); err != nil {
 		return wrap(op, err)
 	}
-	return wrap(op, s.db.Update(fn))
+	return wrap(op, s.reserve.update(s.db, fn))
 }
 
 // batch is update for small writes that many goroutines issue at once: the
@@ -286,6 +305,7 @@ func (s *Store) batch(ctx context.Context, op string, fn func(tx *bolt.Tx) error
 // each group to gather more calls.
 type groupCommit struct {
 	delay   time.Duration
+	reserve *reserve
 	mu      sync.Mutex
 	pending []groupCall
 	running bool
@@ -311,7 +331,7 @@ func (g *groupCommit) do(db *bolt.DB, fn func(*bolt.Tx) error) error {
 	g.mu.Unlock()
 	err := <-c.err
 	if err == errRunAlone {
-		err = db.Update(fn)
+		err = g.reserve.update(db, fn)
 	}
 	return err
 }
@@ -339,7 +359,7 @@ func (g *groupCommit) commitLoop(db *bolt.DB) {
 func (g *groupCommit) run(db *bolt.DB, calls []groupCall) {
 	for len(calls) > 0 {
 		failed := -1
-		err := db.Update(func(tx *bolt.Tx) error {
+		err := g.reserve.update(db, func(tx *bolt.Tx) error {
 			for i, c := range calls {
 				if err := safeCall(c.fn, tx); err != nil {
 					failed = i
