@@ -230,6 +230,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		Decision:   o.decision,
 		Note:       o.note,
 		CreatedAt:  now.UTC(),
+		Jitter:     jitterOf(s, t, o.decision),
 	}
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
