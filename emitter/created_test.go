@@ -44,6 +44,7 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			ctx := context.Background()
 
 			s := oneOff("o1", tc.runAt, tc.count)
+			s.Jitter = 10 * time.Minute
 			fs, done, err := ep.PlanCreated(ctx, s, nil)
 			if err != nil || done == nil || len(fs) != 1 {
 				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
@@ -54,6 +55,7 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 				t.Fatalf("ScheduleCreateWithFires: %d events, %v", n, err)
 			}
 			s2 := oneOff("o1", tc.runAt, tc.count)
+			s2.Jitter = s.Jitter
 			create(t, saved, s2)
 			if err := es.Saved(ctx, s2, nil); err != nil {
 				t.Fatal(err)
@@ -65,8 +67,12 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 			}
 			a, b := pf[0], sf[0]
 			if a.ID != b.ID || !a.FireTime.Equal(b.FireTime) || a.LocalTime != b.LocalTime || a.Count != b.Count ||
-				a.Decision != b.Decision || a.Note != b.Note || a.Remaining != b.Remaining || !a.CreatedAt.Equal(b.CreatedAt) {
+				a.Decision != b.Decision || a.Note != b.Note || a.Remaining != b.Remaining || !a.CreatedAt.Equal(b.CreatedAt) ||
+				a.Jitter != b.Jitter {
 				t.Fatalf("planned fire %+v, saved fire %+v", a, b)
+			}
+			if want := model.JitterOffset("o1", a.FireTime, s.Jitter); a.Jitter != want || want == 0 {
+				t.Fatalf("jitter %v, want %v (not 0)", a.Jitter, want)
 			}
 			if a.Decision != tc.want {
 				t.Fatalf("decision %s, want %s", a.Decision, tc.want)

@@ -248,6 +248,9 @@ type Fire struct {
 	// Jitter is the offset its events' launch was given (the schedule's
 	// JitterOffset); their launch and window start at FireTime+Jitter.
 	Jitter time.Duration `json:"jitter,omitempty"`
+	// Payload, if set, is what its events carry instead of the schedule's
+	// payload (a trigger with a payload).
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // EventStatus is where an event is in its life.

@@ -144,6 +144,7 @@ const (
 	rowFireTimeAbs                // the fire time is stored in full, not from the schedule's runAt
 	rowFireCreatedAbs             // the creation time is stored in full, not from the schedule's
 	rowFireJitter                 // the jitter offset follows the creation time
+	rowFirePayload                // the fire's own payload follows (the jitter)
 )
 
 // encodeRowFire encodes the fire f that the row of sc holds, against that
@@ -167,6 +168,9 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	if f.Jitter != 0 {
 		flags |= rowFireJitter
 	}
+	if f.Payload != nil {
+		flags |= rowFirePayload
+	}
 	b := binary.AppendUvarint(make([]byte, 0, 16+len(f.Note)), flags)
 	if flags&rowFireTenant != 0 {
 		b = putStr(b, f.TenantID)
@@ -181,6 +185,9 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	b = putTimeFrom(b, sc.CreatedAt, f.CreatedAt)
 	if flags&rowFireJitter != 0 {
 		b = putDuration(b, f.Jitter)
+	}
+	if flags&rowFirePayload != 0 {
+		b = putBytes(b, f.Payload)
 	}
 	return b
 }
@@ -245,6 +252,9 @@ func decodeRowFire(sc *model.Schedule, raw []byte) (*model.Fire, error) {
 	f.CreatedAt = d.timeFrom(flags&rowFireCreatedAbs != 0, sc.CreatedAt)
 	if flags&rowFireJitter != 0 {
 		f.Jitter = time.Duration(d.varint())
+	}
+	if flags&rowFirePayload != 0 {
+		f.Payload = d.bytes()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
@@ -557,6 +567,7 @@ const (
 	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
 	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
 	fireJitter                 // the jitter offset follows the creation time
+	firePayload                // the fire's own payload follows (the jitter)
 )
 
 // localLayout is the emitter's format of a fire's local time.
@@ -581,6 +592,9 @@ func encodeFire(f *model.Fire) []byte {
 	if f.Jitter != 0 {
 		flags |= fireJitter
 	}
+	if f.Payload != nil {
+		flags |= firePayload
+	}
 	b = append(b, fireCodecV2)
 	b = binary.AppendUvarint(b, flags)
 	if flags&fireSchedInID != 0 {
@@ -600,6 +614,9 @@ func encodeFire(f *model.Fire) []byte {
 	b = putTime(b, f.CreatedAt)
 	if flags&fireJitter != 0 {
 		b = putDuration(b, f.Jitter)
+	}
+	if flags&firePayload != 0 {
+		b = putBytes(b, f.Payload)
 	}
 	return b
 }
@@ -635,6 +652,9 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 	f.CreatedAt = d.time()
 	if flags&fireJitter != 0 {
 		f.Jitter = time.Duration(d.varint())
+	}
+	if flags&firePayload != 0 {
+		f.Payload = d.bytes()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")

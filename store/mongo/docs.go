@@ -288,6 +288,7 @@ type fireDoc struct {
 	Remaining  int    `bson:"remaining,omitempty"`
 	CreatedAt  int64  `bson:"createdAt"`
 	Jitter     int64  `bson:"jitter,omitempty"` // nanoseconds
+	Payload    []byte `bson:"payload,omitempty"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -295,7 +296,7 @@ func toFireDoc(f *model.Fire) fireDoc {
 		ID: f.ID, ScheduleID: f.ScheduleID, TenantID: f.TenantID,
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
-		Jitter: int64(f.Jitter),
+		Jitter: int64(f.Jitter), Payload: f.Payload,
 	}
 }
 
@@ -304,7 +305,7 @@ func (d *fireDoc) model() *model.Fire {
 		ID: d.ID, ScheduleID: d.ScheduleID, TenantID: d.TenantID,
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
-		Jitter: time.Duration(d.Jitter),
+		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
 	}
 }
 
