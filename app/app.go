@@ -365,7 +365,7 @@ func (a *App) build(ctx context.Context) error {
 		TenantQuotas: tenantQuotas,
 		CatchUpLimit: cfg.CatchUpLimit,
 	}, master.Deps{
-		Store: a.store, Emitter: a.emitter, Planner: a.emitter, Logger: a.log, Disk: a.diskGuard,
+		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskGuard,
 		// Releases served here hand tokens to this throttle's buckets.
 		Tokens:      a.throttle,
 		TokenOwners: owners,

@@ -84,15 +84,15 @@ func (e *Emitter) TriggerWith(ctx context.Context, s *model.Schedule, at time.Ti
 // StartAt/EndAt, emits nothing. Fires of more than BackgroundThreshold events
 // are only recorded here; their events are written in the background.
 func (e *Emitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error {
-	return e.SavedMany(ctx, []*model.Schedule{s}, [][]cron.Key{keys})
+	return e.savedMany(ctx, []*model.Schedule{s}, [][]cron.Key{keys})
 }
 
-// SavedMany is Saved for many schedules saved together (a batch create):
+// savedMany is Saved for many schedules saved together (a batch create):
 // keys[i] are the children keys of ss[i]. The fires of all of them are
 // emitted as one batch, and each partition's watermark is read once. New
 // fires are written with their events, up to BatchSize events a write
 // (one commit for a batch of one-offs), rather than a write per fire.
-func (e *Emitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
+func (e *Emitter) savedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
 	if len(keys) != len(ss) {
 		return fmt.Errorf("emitter: saved: %d schedules but %d key lists", len(ss), len(keys))
 	}

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // Benchmarks on the embedded store. They only run with -bench; see
@@ -150,7 +152,7 @@ func loadBenchStores(b *testing.B) map[int]string {
 							return
 						}
 						s := benchSchedule(i)
-						if err := st.ScheduleCreate(ctx, s, childrenOf(b, s)); err != nil {
+						if err := storetest.CreateSchedule(ctx, st, s, childrenOf(b, s)); err != nil {
 							errOnce.Do(func() { benchStores.err = err })
 							return
 						}
@@ -394,19 +396,20 @@ func BenchmarkFanOut(b *testing.B) {
 	b.ReportMetric(float64(base)/(1<<20), "base-heap-MB")
 }
 
-// BenchmarkPlanCreated plans the fire and event of a new one-off of one
-// event, as a batch create does for each of its items (the write and done
-// are not part of it).
-func BenchmarkPlanCreated(b *testing.B) {
+// BenchmarkPlanCreates plans the fire and event of a new one-off of one
+// event, as a create does for each of its items (the write and done are
+// not part of it).
+func BenchmarkPlanCreates(b *testing.B) {
 	now := utc("2025-06-02T10:00:30Z")
 	e := newEmitter(b, openEmbedded(b), newClock(now), nil)
 	ctx := context.Background()
-	s := oneOff("o1", now.Add(90*time.Minute), 1)
+	ss := []*model.Schedule{oneOff("o1", now.Add(90*time.Minute), 1)}
+	keys := [][]cron.Key{nil}
 	b.ReportAllocs()
 	for b.Loop() {
-		fs, done, err := e.PlanCreated(ctx, s, nil)
-		if err != nil || done == nil || len(fs) != 1 {
-			b.Fatalf("PlanCreated: %d fires, %v", len(fs), err)
+		fs, done, err := e.PlanCreates(ctx, ss, keys)
+		if err != nil || done == nil || len(fs[0]) != 1 {
+			b.Fatalf("PlanCreates: %v, %v", fs, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package emitter
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,24 +11,79 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// PlanCreated plans what Saved would emit for s, a schedule about to be
-// created (its id is new, so no fire of it exists), so that the caller
-// writes the fires with the schedule in one store commit
-// (ScheduleCreateWithFires) and then calls done with that write's result.
-// done records what was written (metrics, logs, the Emitted hook) or, when
-// the write failed, gives back the room the fires took in the tenant's
-// per-minute quota.
+// PlanCreates plans the first fires of ss, schedules about to be created
+// (their ids are new, so no fire of them exists; keys[i] are the children
+// keys of ss[i]), so that the caller writes them with the schedules in
+// one store commit (fires[i] with ss[i]) and then calls done with that
+// write's outcome (see create.Planner).
 //
-// Only a one-off schedule whose fire is small and not deferred is planned:
-// its fire and events are fixed by s and the clock (deterministic ids), so
-// a later pass or Saved finds them recorded and emits nothing twice. The
-// plan reads nothing from the store beyond the tenant's quotas
-// (Deps.Quotas). For anything else (a cron schedule, whose fires depend on
-// the partition's watermark; a large or deferred fire) done is nil and the
-// caller calls Saved after the write as before.
-func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cron.Key) (fs []store.FireNew, done func(ctx context.Context, inserted []bool, events int, err error), err error) {
-	if !s.IsOneOff() {
-		return nil, nil, nil
+// Only a one-off whose fire is small and not deferred is planned: its fire
+// and events are fixed by the schedule and the clock (deterministic ids),
+// so a later pass or Saved finds them recorded and emits nothing twice.
+// The plan reads nothing from the store beyond the tenant's quotas
+// (Deps.Quotas). done emits the fires of the others as Saved does (a cron
+// schedule's depend on the partition's watermark; large or deferred fires
+// are recorded for the background), and those of recovered schedules;
+// it records what was written (metrics, logs, the Emitted hook) and gives
+// back the room the planned fires of failed items took in the tenant's
+// per-minute quota.
+func (e *Emitter) PlanCreates(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) (fires [][]store.FireNew, done func(ctx context.Context, errs []error, recovered []*model.Schedule) error, err error) {
+	if len(keys) != len(ss) {
+		return nil, nil, fmt.Errorf("emitter: plan creates: %d schedules but %d key lists", len(ss), len(keys))
+	}
+	fires = make([][]store.FireNew, len(ss))
+	plans := make([]*createdFire, len(ss))
+	finish := func(ctx context.Context, errs []error, recovered []*model.Schedule) error {
+		var (
+			rest     []*model.Schedule
+			restKeys [][]cron.Key
+		)
+		for i, s := range ss {
+			if p := plans[i]; p != nil {
+				p.done(ctx, e, errs[i])
+			}
+			switch {
+			case recovered != nil && recovered[i] != nil:
+				rest, restKeys = append(rest, recovered[i]), append(restKeys, keys[i])
+			case errs[i] == nil && plans[i] == nil:
+				rest, restKeys = append(rest, s), append(restKeys, keys[i])
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return e.savedMany(ctx, rest, restKeys)
+	}
+	for i, s := range ss {
+		p, err := e.planCreated(ctx, s)
+		if err != nil {
+			all := make([]error, len(ss))
+			for j := range all {
+				all[j] = err
+			}
+			_ = finish(ctx, all, nil)
+			return nil, nil, err
+		}
+		if p != nil {
+			fires[i], plans[i] = p.fires, p
+		}
+	}
+	return fires, finish, nil
+}
+
+// createdFire is the planned first fire of a new one-off (planCreated).
+type createdFire struct {
+	s     *model.Schedule
+	f     *model.Fire // nil: the schedule emits nothing
+	fires []store.FireNew
+	now   time.Time
+}
+
+// planCreated plans the fire of the new schedule s (PlanCreates): nil
+// when it is not planned (not a one-off; a large or deferred fire).
+func (e *Emitter) planCreated(ctx context.Context, s *model.Schedule) (*createdFire, error) {
+	if !s.IsOneOff() || s.State != model.ScheduleActive {
+		return nil, nil
 	}
 	now := e.deps.Clock.Now()
 	// The fire and its events are written in the schedule's commit: they
@@ -38,38 +94,41 @@ func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cro
 	}
 	p, ok := e.planOneOff(s, made)
 	if !ok {
-		return nil, func(context.Context, []bool, int, error) {}, nil
+		return &createdFire{s: s, now: now}, nil // emits nothing
 	}
 	f := &p.fire
 	if e.large(f) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	note, err := e.admitFire(ctx, f, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("plan the fire of schedule %s: %w", s.ID, err)
 	}
 	if note != "" {
 		// Deferred: Saved records it for the background (no room taken).
-		return nil, nil, nil
+		return nil, nil
 	}
-	return p.fires[:], func(ctx context.Context, inserted []bool, events int, err error) {
-		if err != nil || len(inserted) == 0 || !inserted[0] {
-			e.unadmit(f, false, now)
-		}
-		if err != nil {
-			return
-		}
-		e.m.EventsEmitted(events)
-		var ws PassStats
-		out := outExisting
-		if len(inserted) > 0 && inserted[0] {
-			out = outInserted
-		}
-		e.count(&ws, dueFire{s: s, t: f.FireTime}, f, out)
-		if out == outInserted {
-			e.signal(ctx, []*model.Fire{f})
-		}
-	}, nil
+	return &createdFire{s: s, f: f, fires: p.fires[:], now: now}, nil
+}
+
+// done records the outcome of the write of p's fire: err nil when it was
+// written with its schedule.
+func (p *createdFire) done(ctx context.Context, e *Emitter, err error) {
+	if p.f == nil {
+		return
+	}
+	if err != nil {
+		e.unadmit(p.f, false, p.now)
+		return
+	}
+	events := 0
+	for _, fn := range p.fires {
+		events += len(fn.Events)
+	}
+	e.m.EventsEmitted(events)
+	var ws PassStats
+	e.count(&ws, dueFire{s: p.s, t: p.f.FireTime}, p.f, outInserted)
+	e.signal(ctx, []*model.Fire{p.f})
 }
 
 // oneOffPlan holds what planOneOff plans for a one-off, in one allocation
@@ -104,7 +163,7 @@ func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, o
 	}}
 	f := &p.fire
 	if t.Before(now.Truncate(time.Second)) {
-		// As SavedMany: accepted with its runAt already past, late.
+		// As savedMany: accepted with its runAt already past, late.
 		f.Decision = model.FireLate
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}

@@ -7,10 +7,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
+
+// planOne plans the create of s alone (PlanCreates of one): the fires to
+// write with it (nil: none planned) and done for the write's error.
+func planOne(ctx context.Context, e *emitter.Emitter, s *model.Schedule) ([]store.FireNew, func(context.Context, error) error, error) {
+	fires, done, err := e.PlanCreates(ctx, []*model.Schedule{s}, [][]cron.Key{nil})
+	if err != nil {
+		return nil, nil, err
+	}
+	return fires[0], func(ctx context.Context, werr error) error {
+		return done(ctx, []error{werr}, []*model.Schedule{nil})
+	}, nil
+}
 
 // oneOff builds an active one-off schedule running at runAt.
 func oneOff(id string, runAt time.Time, n int) *model.Schedule {
@@ -20,11 +35,11 @@ func oneOff(id string, runAt time.Time, n int) *model.Schedule {
 	})
 }
 
-// TestPlanCreatedMatchesSaved writes one-offs with the fires PlanCreated
+// TestPlanCreatesMatchesSaved writes one-offs with the fires PlanCreates
 // plans into one store, and the same one-offs followed by Saved into
 // another: the fires and events must agree (ids, decisions, notes, launch
 // times), so that a later Saved or pass finds the planned ones recorded.
-func TestPlanCreatedMatchesSaved(t *testing.T) {
+func TestPlanCreatesMatchesSaved(t *testing.T) {
 	now := utc("2025-06-02T10:00:30Z")
 	for _, tc := range []struct {
 		name  string
@@ -45,14 +60,13 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 
 			s := oneOff("o1", tc.runAt, tc.count)
 			s.Jitter = 10 * time.Minute
-			fs, done, err := ep.PlanCreated(ctx, s, nil)
-			if err != nil || done == nil || len(fs) != 1 {
-				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
+			fs, done, err := planOne(ctx, ep, s)
+			if err != nil || len(fs) != 1 {
+				t.Fatalf("PlanCreates: %d fires, err %v; want one fire planned", len(fs), err)
 			}
-			inserted, n, err := planned.ScheduleCreateWithFires(ctx, s, nil, fs)
-			done(ctx, inserted, n, err)
-			if err != nil || n != tc.count {
-				t.Fatalf("ScheduleCreateWithFires: %d events, %v", n, err)
+			err = storetest.CreateSchedule(ctx, planned, s, nil, fs...)
+			if derr := done(ctx, err); err != nil || derr != nil {
+				t.Fatalf("create: %v, done: %v", err, derr)
 			}
 			s2 := oneOff("o1", tc.runAt, tc.count)
 			s2.Jitter = s.Jitter
@@ -103,46 +117,48 @@ func TestPlanCreatedMatchesSaved(t *testing.T) {
 	}
 }
 
-// TestPlanCreatedQuota checks that a planned fire takes room in the
+// TestPlanCreatesQuota checks that a planned fire takes room in the
 // tenant's per-minute quota, that a failed write gives it back, and that a
 // fire the quota defers is left to Saved.
-func TestPlanCreatedQuota(t *testing.T) {
+func TestPlanCreatesQuota(t *testing.T) {
 	clk := newClock(utc("2025-06-02T10:00:30Z"))
 	e := newEmitter(t, openEmbedded(t), clk, func(_ *emitter.Config, d *emitter.Deps) { d.Quotas = fixedQuotas(5) })
 	ctx := context.Background()
 	runAt := clk.Now().Add(time.Hour)
 
-	_, done, err := e.PlanCreated(ctx, oneOff("a", runAt, 3), nil)
-	if err != nil || done == nil {
-		t.Fatalf("first plan: done %v, err %v", done != nil, err)
+	fs, done, err := planOne(ctx, e, oneOff("a", runAt, 3))
+	if err != nil || fs == nil {
+		t.Fatalf("first plan: %d fires, err %v", len(fs), err)
 	}
-	done(ctx, nil, 0, errors.New("write failed"))
+	_ = done(ctx, errors.New("write failed"))
 
-	_, done, err = e.PlanCreated(ctx, oneOff("b", runAt, 3), nil)
-	if err != nil || done == nil {
-		t.Fatalf("plan after a failed write: done %v, err %v; want planned (room given back)", done != nil, err)
+	fs, done, err = planOne(ctx, e, oneOff("b", runAt, 3))
+	if err != nil || fs == nil {
+		t.Fatalf("plan after a failed write: %d fires, err %v; want planned (room given back)", len(fs), err)
 	}
-	done(ctx, []bool{true}, 3, nil)
+	if err := done(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 
-	fs, done, err := e.PlanCreated(ctx, oneOff("c", runAt, 3), nil)
-	if err != nil || done != nil || fs != nil {
-		t.Fatalf("plan over the quota: %d fires, done %v, err %v; want left to Saved", len(fs), done != nil, err)
+	fs, _, err = planOne(ctx, e, oneOff("c", runAt, 3))
+	if err != nil || fs != nil {
+		t.Fatalf("plan over the quota: %d fires, err %v; want left to Saved", len(fs), err)
 	}
 }
 
-// TestPlanCreatedLeavesCronToSaved: a cron schedule's fires depend on the
+// TestPlanCreatesLeavesCronToSaved: a cron schedule's fires depend on the
 // partition's watermark, so they are not planned.
-func TestPlanCreatedLeavesCronToSaved(t *testing.T) {
+func TestPlanCreatesLeavesCronToSaved(t *testing.T) {
 	e := newEmitter(t, openEmbedded(t), newClock(utc("2025-06-02T10:00:30Z")), nil)
-	fs, done, err := e.PlanCreated(context.Background(), sched("c", "* * * * *", "UTC", 1), nil)
-	if err != nil || done != nil || fs != nil {
-		t.Fatalf("cron plan: %d fires, done %v, err %v; want none", len(fs), done != nil, err)
+	fs, _, err := planOne(context.Background(), e, sched("c", "* * * * *", "UTC", 1))
+	if err != nil || fs != nil {
+		t.Fatalf("cron plan: %d fires, err %v; want none", len(fs), err)
 	}
 }
 
-// TestPlanCreatedLocalTimes plans one-offs whose timezones and runAt
+// TestPlanCreatesLocalTimes plans one-offs whose timezones and runAt
 // alternate and repeat: each fire's local time is its own.
-func TestPlanCreatedLocalTimes(t *testing.T) {
+func TestPlanCreatesLocalTimes(t *testing.T) {
 	now := utc("2025-06-02T10:00:30Z")
 	e := newEmitter(t, openEmbedded(t), newClock(now), nil)
 	t1, t2 := utc("2025-06-02T11:30:30Z"), utc("2025-06-02T11:30:30.5Z")
@@ -161,7 +177,7 @@ func TestPlanCreatedLocalTimes(t *testing.T) {
 	} {
 		s := oneOff(fmt.Sprintf("o%d", i), c.at, 1)
 		s.Timezone = c.tz
-		fs, _, err := e.PlanCreated(t.Context(), s, nil)
+		fs, _, err := planOne(t.Context(), e, s)
 		if err != nil || len(fs) != 1 {
 			t.Fatalf("plan %d: %d fires, %v", i, len(fs), err)
 		}
@@ -171,11 +187,11 @@ func TestPlanCreatedLocalTimes(t *testing.T) {
 	}
 }
 
-// TestPlanCreatedMadeWithSchedule checks the creation times of what
-// PlanCreated plans: the fire and its events are written in the
+// TestPlanCreatesMadeWithSchedule checks the creation times of what
+// PlanCreates plans: the fire and its events are written in the
 // schedule's commit and are made when the schedule is; a schedule stamped
 // after the clock's now (a clock set back) takes now.
-func TestPlanCreatedMadeWithSchedule(t *testing.T) {
+func TestPlanCreatesMadeWithSchedule(t *testing.T) {
 	now := utc("2025-06-02T10:00:30Z")
 	for _, tc := range []struct {
 		name    string
@@ -190,9 +206,9 @@ func TestPlanCreatedMadeWithSchedule(t *testing.T) {
 			e := newEmitter(t, openEmbedded(t), newClock(now), nil)
 			s := oneOff("o1", now.Add(time.Hour), 2)
 			s.CreatedAt = tc.created
-			fs, done, err := e.PlanCreated(context.Background(), s, nil)
-			if err != nil || done == nil || len(fs) != 1 {
-				t.Fatalf("PlanCreated: %d fires, done %v, err %v; want one fire planned", len(fs), done != nil, err)
+			fs, _, err := planOne(context.Background(), e, s)
+			if err != nil || len(fs) != 1 {
+				t.Fatalf("PlanCreates: %d fires, err %v; want one fire planned", len(fs), err)
 			}
 			if got := fs[0].Fire.CreatedAt; !got.Equal(tc.want) {
 				t.Errorf("fire made at %v, want %v", got, tc.want)
@@ -225,14 +241,13 @@ func TestReleaseTokensOfTheStore(t *testing.T) {
 		ctx := context.Background()
 		for _, n := range []int{1, 3} {
 			s := oneOff(fmt.Sprintf("o%d", n), now.Add(time.Hour), n)
-			fs, done, err := e.PlanCreated(ctx, s, nil)
-			if err != nil || done == nil || len(fs) != 1 {
-				t.Fatalf("PlanCreated: %d fires, %v", len(fs), err)
+			fs, done, err := planOne(ctx, e, s)
+			if err != nil || len(fs) != 1 {
+				t.Fatalf("PlanCreates: %d fires, %v", len(fs), err)
 			}
-			inserted, written, err := st.ScheduleCreateWithFires(ctx, s, nil, fs)
-			done(ctx, inserted, written, err)
-			if err != nil || written != n {
-				t.Fatalf("ScheduleCreateWithFires: %d events, %v", written, err)
+			err = storetest.CreateSchedule(ctx, st, s, nil, fs...)
+			if derr := done(ctx, err); err != nil || derr != nil {
+				t.Fatalf("create: %v, done: %v", err, derr)
 			}
 			got := eventsOf(t, st, fs[0].Fire.ID)
 			if len(got) != n {

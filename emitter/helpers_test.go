@@ -17,6 +17,7 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 const (
@@ -122,13 +123,13 @@ func childrenOf(t testing.TB, s *model.Schedule) []model.Child {
 }
 
 type scheduleWriter interface {
-	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
+	ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error)
 }
 
 func create(t testing.TB, st scheduleWriter, ss ...*model.Schedule) {
 	t.Helper()
 	for _, s := range ss {
-		if err := st.ScheduleCreate(context.Background(), s, childrenOf(t, s)); err != nil {
+		if err := storetest.CreateSchedule(context.Background(), st, s, childrenOf(t, s)); err != nil {
 			t.Fatalf("create %s: %v", s.ID, err)
 		}
 	}

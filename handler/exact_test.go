@@ -14,6 +14,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // TestNeverBeforeLaunch emits random one-offs, fan-outs and spread windows
@@ -58,7 +59,7 @@ func TestNeverBeforeLaunch(t *testing.T) {
 			s.EventCount = 2 + r.IntN(30)
 			s.Window, s.Spread = time.Second+time.Duration(r.IntN(1000))*time.Millisecond, true
 		}
-		if err := st.ScheduleCreate(ctx, s, nil); err != nil {
+		if err := storetest.CreateSchedule(ctx, st, s, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := em.Saved(ctx, s, nil); err != nil {

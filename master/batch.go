@@ -2,9 +2,7 @@ package master
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +15,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
-	"github.com/schedulerd/schedulerd/cron"
-	"github.com/schedulerd/schedulerd/internal/guard"
-	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
+	"github.com/schedulerd/schedulerd/create"
+	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/model"
-	"github.com/schedulerd/schedulerd/schedule"
-	"github.com/schedulerd/schedulerd/store"
 )
 
 // opCreateSchedulesBatch is the operation whose body the validation
@@ -33,44 +28,9 @@ const opCreateSchedulesBatch = "createSchedulesBatch"
 // Idempotency-Key headers: the same text in both names two requests.
 const batchKeyPrefix = "batch-item:"
 
-// batchItem is one item of a batch create on its way through the handler.
-type batchItem struct {
-	raw  json.RawMessage
-	key  string // idempotencyKey, "" if none
-	hash string // of raw, when key is set
-	m    model.Schedule
-	comp *schedule.Compiled
-	done bool // out holds the item's answer
-	// stored before this request (recoverItem): its fires may exist
-	recovered bool
-	// its planned fires were written with it (ScheduleCreateMany)
-	planned bool
-	out     api.ScheduleBatchItemResult
-}
-
-// batchDiskNeed estimates the disk space the write of items not yet
-// answered needs.
-func batchDiskNeed(items []batchItem) uint64 {
-	var need uint64
-	for i := range items {
-		it := &items[i]
-		if it.done {
-			continue
-		}
-		events := 0
-		if it.comp != nil && it.comp.Schedule.RunAt != nil {
-			events = it.comp.Schedule.EventCount // written in the same commit
-		}
-		need += guard.WriteNeed(len(it.raw), events)
-	}
-	return need
-}
-
 // CreateSchedulesBatch implements POST /v1/schedules/batch: every item is
-// validated and answered on its own, the valid ones are stored with one
-// ScheduleCreateMany, in the same commit as the fires the emitter plans for
-// them (planBatch); the fires of the others are emitted after it
-// (emitBatch).
+// validated and answered on its own; the valid ones are created together
+// by the create use case (createSchedules), in one store write.
 func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	raws, decoded, itemErrs, err := s.batchItems(c)
 	if err != nil {
@@ -78,302 +38,73 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	who := callerOf(c)
-	scope := who.scope()
 	rules, err := s.rulesOf(ctx, who.tenantID)
 	if err != nil {
 		return err
 	}
 	lim := s.limitsFor(rules)
 	now := s.now().UTC() // of every item: read once
-	items := make([]batchItem, len(raws))
+	raw, _ := c.Get(ctxRawBody).([]byte)
+	share := len(raw) / max(len(raws), 1) // an item's part of the body when its own is not kept
+	items := make([]create.Item, len(raws))
 	keyAt := make(map[string]int)
 	policies := make(map[string]bool) // compileKnowing
 	for i, raw := range raws {
 		it := &items[i]
-		it.raw = raw
-		it.out.Index = i
-		var in api.ScheduleBatchItem
-		if err := itemErrs[i]; err != nil {
-			if it.done, err = s.itemFailed(c, it, err); err != nil {
-				return err
-			}
+		it.Size = cmp.Or(len(raw), share)
+		if it.Err = itemErrs[i]; it.Err != nil {
 			continue
 		}
+		var in api.ScheduleBatchItem
 		if decoded != nil {
 			in = decoded[i]
-		} else if err := decodeJSON(raw, &in); err != nil {
-			if it.done, err = s.itemFailed(c, it, err); err != nil {
-				return err
-			}
+		} else if it.Err = decodeJSON(raw, &in); it.Err != nil {
 			continue
 		}
 		if in.IdempotencyKey != nil {
-			it.key = *in.IdempotencyKey
-			if j, ok := keyAt[it.key]; ok {
-				it.done, _ = s.itemFailed(c, it, invalid("idempotencyKey", "repeats the key of items["+strconv.Itoa(j)+"]"))
+			if j, ok := keyAt[*in.IdempotencyKey]; ok {
+				it.Err = invalid("idempotencyKey", "repeats the key of items["+strconv.Itoa(j)+"]")
 				continue
 			}
-			keyAt[it.key] = i
-			sum := sha256.Sum256(append([]byte("POST /v1/schedules/batch item\n"), raw...))
-			it.hash = hex.EncodeToString(sum[:])
+			keyAt[*in.IdempotencyKey] = i
+			it.Key = batchKeyPrefix + *in.IdempotencyKey
+			it.Hash = idempotency.Hash([]byte("POST /v1/schedules/batch item\n"), raw)
 		}
-		it.comp, err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, now, policies)
-		if err != nil {
-			if it.done, err = s.itemFailed(c, it, err); err != nil {
+		it.Compiled, it.Err = s.compileKnowing(ctx, who.tenantID, s.specFromCreate(createOf(&in)), lim, now, policies)
+	}
+	res, err := s.createSchedules(c, rules, items)
+	if err != nil {
+		return keyProblem(err, "idempotencyKey", "item")
+	}
+	out := api.ScheduleBatchResult{Items: make([]api.ScheduleBatchItemResult, len(items))}
+	answered := s.now()
+	for i, r := range res {
+		o := &out.Items[i]
+		o.Index = i
+		switch {
+		case r.Err != nil:
+			if err := s.itemFailed(c, o, keyProblem(r.Err, "idempotencyKey", "item")); err != nil {
 				return err
 			}
-			continue
-		}
-	}
-
-	// Items answered before: replay them.
-	for i := range items {
-		it := &items[i]
-		if it.done || it.key == "" {
-			continue
-		}
-		rec, err := s.store.IdempotencyGet(ctx, scope, batchKeyPrefix+it.key)
-		switch {
-		case err == nil:
-			s.replayItem(c, it, rec)
-		case !errors.Is(err, model.ErrNotFound):
-			return err
-		}
-	}
-
-	// The disk guard, with the room this write needs, and the tenant's
-	// quotas, as for a single create.
-	if err := s.checkDiskFor(batchDiskNeed(items)); err != nil {
-		return err
-	}
-	if err := s.batchQuotas(c, who.tenantID, rules, items); err != nil {
-		return err
-	}
-
-	// Store the rest in one write.
-	var (
-		news = make([]store.ScheduleNew, 0, len(items))
-		at   = make([]int, 0, len(items)) // news[j] is items[at[j]]
-	)
-	unkeyed := 0
-	for i := range items {
-		if !items[i].done && items[i].key == "" {
-			unkeyed++
-		}
-	}
-	ids := s.ids.newIDsAt(scope, prefixSchedule, now, unkeyed)
-	for i := range items {
-		it := &items[i]
-		if it.done {
-			continue
-		}
-		it.m = it.comp.Schedule
-		if it.key != "" {
-			it.m.ID = idFor(prefixSchedule, scope, batchKeyPrefix+it.key)
-		} else {
-			it.m.ID, ids = ids[0], ids[1:]
-		}
-		it.m.TenantID = who.tenantID
-		it.m.Partition = model.PartitionOf(it.m.ID, s.cfg.Partitions)
-		it.m.Version, it.m.State = 1, model.ScheduleActive
-		it.m.CreatedAt, it.m.UpdatedAt = now, now
-		news = append(news, store.ScheduleNew{Schedule: &it.m, Children: it.comp.Children(&it.m)})
-		at = append(at, i)
-	}
-	saved := make([]*batchItem, 0, len(news))
-	if len(news) > 0 {
-		keys := make([][]cron.Key, len(news))
-		for j, i := range at {
-			keys[j] = items[i].comp.Keys
-		}
-		pctx := context.WithoutCancel(ctx) // the plans' context
-		plans, err := s.planBatch(pctx, news, keys)
-		if err != nil {
-			plans.finish(pctx, errBatchNotStored)
-			return err
-		}
-		res, err := s.store.ScheduleCreateMany(ctx, news)
-		if err == nil && len(res) != len(news) {
-			err = fmt.Errorf("the store reported %d results of %d items", len(res), len(news))
-		}
-		if err != nil {
-			plans.finish(pctx, err)
-			return err
-		}
-		// Every plan learns its item's result before anything can fail the
-		// request: a conflicting item wrote nothing, and the quota its fires
-		// took goes back.
-		for j, rerr := range res {
-			if rerr != nil {
-				plans.done(pctx, j, nil, rerr)
-			} else {
-				items[at[j]].planned = plans.done(pctx, j, news[j].Fires, nil)
+		case r.Replay != nil:
+			var sch api.Schedule
+			if err := json.Unmarshal(r.Replay.Body, &sch); err != nil {
+				return fmt.Errorf("replay the answer of items[%d]: %w", i, err)
+			}
+			o.Status, o.Schedule, o.Replayed = r.Replay.Status, &sch, new(true)
+		default:
+			o.Status, o.Schedule = http.StatusCreated, scheduleOutAt(r.Schedule, r.Compiled, answered)
+			if r.Recovered {
+				o.Replayed = new(true)
 			}
 		}
-		for j, rerr := range res {
-			it := &items[at[j]]
-			switch {
-			case rerr == nil:
-				saved = append(saved, it)
-			case errors.Is(rerr, model.ErrConflict) && it.key != "":
-				// A concurrent batch with the same key, or a first attempt
-				// that stored the item and failed before recording it.
-				ok, err := s.recoverItem(c, it)
-				if err != nil {
-					return err
-				}
-				if ok {
-					saved = append(saved, it)
-				}
-			default:
-				if it.done, err = s.itemFailed(c, it, rerr); err != nil {
-					return err
-				}
-			}
-		}
-	}
-
-	// Emit, then answer and record.
-	if len(saved) > 0 && s.emitter != nil {
-		if err := s.emitBatch(context.WithoutCancel(ctx), saved); err != nil {
-			return err
-		}
-	}
-	var (
-		recs   []*model.IdempotencyRecord
-		recFor []*batchItem
-	)
-	answered := s.now()
-	for _, it := range saved {
-		out := scheduleOutAt(&it.m, it.comp, answered)
-		it.done = true
-		it.out.Status, it.out.Schedule = http.StatusCreated, out
-		if it.key == "" {
-			continue
-		}
-		b, err := batchanswer.AppendSchedule(nil, out)
-		if err != nil {
-			return err
-		}
-		key := batchKeyPrefix + it.key
-		sealed, err := s.seal.seal(b, scope, key, it.hash)
-		if err != nil {
-			return err
-		}
-		recs = append(recs, &model.IdempotencyRecord{TenantID: scope, Key: key, RequestHash: it.hash, Status: http.StatusCreated, Body: sealed, CreatedAt: now})
-		recFor = append(recFor, it)
-	}
-	if len(recs) > 0 {
-		existing, err := s.store.IdempotencyPutMany(ctx, recs)
-		if err != nil {
-			// The schedules exist; a retry finds them through recoverItem.
-			s.log.Warn().Err(err).Int("records", len(recs)).Msg("storing the idempotency records of a batch failed")
-		}
-		for j, old := range existing {
-			if old != nil {
-				s.replayItem(c, recFor[j], old)
-			}
-		}
-	}
-
-	out := api.ScheduleBatchResult{Items: make([]api.ScheduleBatchItemResult, len(items))}
-	for i := range items {
-		out.Items[i] = items[i].out
-		if items[i].out.Status == http.StatusCreated {
+		if o.Status == http.StatusCreated {
 			out.Created++
 		} else {
 			out.Failed++
 		}
 	}
 	return writeBatchResult(c, &out, &s.answers)
-}
-
-// errBatchNotStored is what the planned fires of a batch are told when
-// planning fails before the write.
-var errBatchNotStored = errors.New("the batch was not stored")
-
-// batchPlans holds, per item of a ScheduleCreateMany, the function that
-// takes the write's result for the fires a CreatePlanner planned in it
-// (nil: none planned).
-type batchPlans []func(ctx context.Context, inserted []bool, events int, err error)
-
-// planBatch has the emitter plan the fires of each new schedule in news,
-// whose children keys are keys (CreatePlanner: a one-off's small fire),
-// and puts them in its Fires, so
-// that ScheduleCreateMany writes them in the schedule's commit. The others
-// (cron schedules, large or deferred fires) are left to emitBatch. On an
-// error the plans made so far are returned for the caller to finish.
-func (s *Server) planBatch(ctx context.Context, news []store.ScheduleNew, keys [][]cron.Key) (batchPlans, error) {
-	if s.planner == nil {
-		return nil, nil
-	}
-	plans := make(batchPlans, len(news))
-	for j := range news {
-		m := news[j].Schedule
-		if m.State != model.ScheduleActive {
-			continue
-		}
-		fs, done, err := s.planner.PlanCreated(ctx, m, keys[j])
-		if err != nil {
-			return plans, fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
-		}
-		news[j].Fires, plans[j] = fs, done
-	}
-	return plans, nil
-}
-
-// done gives item j's plan the result of its write, fs when the item was
-// stored (all of them inserted: the store writes them with the schedule)
-// or err, and reports whether there was a plan; each plan is finished once.
-func (ps batchPlans) done(ctx context.Context, j int, fs []store.FireNew, err error) bool {
-	if j >= len(ps) || ps[j] == nil {
-		return false
-	}
-	done := ps[j]
-	ps[j] = nil
-	if err != nil {
-		done(ctx, nil, 0, err)
-		return true
-	}
-	inserted := make([]bool, len(fs))
-	events := 0
-	for i, fn := range fs {
-		inserted[i] = true
-		events += len(fn.Events)
-	}
-	done(ctx, inserted, events, nil)
-	return true
-}
-
-// finish gives err to every plan not finished yet.
-func (ps batchPlans) finish(ctx context.Context, err error) {
-	for j := range ps {
-		ps.done(ctx, j, nil, err)
-	}
-}
-
-// emitBatch has the fires of the saved items that were not planned with
-// their write emitted through SavedMany: cron schedules, large or deferred
-// fires, and items stored by an earlier attempt (recovered).
-func (s *Server) emitBatch(ctx context.Context, saved []*batchItem) error {
-	var (
-		ss   []*model.Schedule
-		keys [][]cron.Key
-	)
-	for _, it := range saved {
-		if it.m.State != model.ScheduleActive || it.planned {
-			continue
-		}
-		ss = append(ss, &it.m)
-		keys = append(keys, it.comp.Keys)
-	}
-	if len(ss) > 0 {
-		if err := s.emitter.SavedMany(ctx, ss, keys); err != nil {
-			s.log.Warn().Err(err).Int("schedules", len(ss)).Msg("emitting the fires of a batch failed")
-			return err
-		}
-	}
-	return nil
 }
 
 // batchItems validates a batch body against the spec, as the middleware
@@ -530,14 +261,14 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 	}
 }
 
-// itemFailed makes err the answer of it when it is the client's (4xx) and
-// reports whether it did; an error of the server fails the whole request.
-func (s *Server) itemFailed(c echo.Context, it *batchItem, err error) (bool, error) {
+// itemFailed makes err the answer of o when it is the client's (4xx); an
+// error of the server fails the whole request.
+func (s *Server) itemFailed(c echo.Context, o *api.ScheduleBatchItemResult, err error) error {
 	if !isClientError(err) {
-		return false, err
+		return err
 	}
 	p := s.toProblem(err, c)
-	prefix := "items[" + strconv.Itoa(it.out.Index) + "]"
+	prefix := "items[" + strconv.Itoa(o.Index) + "]"
 	body := api.Problem{Type: problemTypeBase + p.kind, Title: p.title, Status: p.status}
 	if p.detail != "" {
 		d := prefix + ": " + p.detail
@@ -550,8 +281,8 @@ func (s *Server) itemFailed(c echo.Context, it *batchItem, err error) (bool, err
 		}
 		body.Errors = &fields
 	}
-	it.out.Status, it.out.Problem, it.out.Schedule = p.status, &body, nil
-	return true, nil
+	o.Status, o.Problem, o.Schedule = p.status, &body, nil
+	return nil
 }
 
 // itemField names field of an item: "items[3].cron"; the item's "body" is
@@ -571,84 +302,4 @@ func isClientError(err error) bool {
 		return p.status >= 400 && p.status < 500
 	}
 	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrConflict)
-}
-
-// replayItem answers it with rec, the record of its idempotency key.
-func (s *Server) replayItem(c echo.Context, it *batchItem, rec *model.IdempotencyRecord) {
-	if rec.RequestHash != it.hash {
-		_, _ = s.itemFailed(c, it, &problem{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused", title: "Idempotency-Key reused",
-			detail: "this idempotencyKey was used with a different item",
-			fields: []api.FieldProblem{{Field: "idempotencyKey", Reason: "already used with a different item"}}})
-		return
-	}
-	body, err := s.seal.open(rec.Body, rec.TenantID, rec.Key, rec.RequestHash)
-	var out api.Schedule
-	if err == nil {
-		err = json.Unmarshal(body, &out)
-	}
-	if err != nil {
-		s.log.Warn().Err(err).Str("key", rec.Key).Msg("replaying the idempotency record of a batch item")
-		_, _ = s.itemFailed(c, it, conflict("the first answer to this idempotencyKey cannot be read (the server's secret changed); use a new key"))
-		return
-	}
-	replayed := true
-	it.done = true
-	it.out.Status, it.out.Schedule, it.out.Problem, it.out.Replayed = rec.Status, &out, nil, &replayed
-}
-
-// recoverItem answers an item whose id exists already: with the record of
-// its key if a concurrent request wrote it meanwhile (done), else with the
-// stored schedule, whose emission the caller finishes (true).
-func (s *Server) recoverItem(c echo.Context, it *batchItem) (bool, error) {
-	ctx := c.Request().Context()
-	scope := callerOf(c).scope()
-	rec, err := s.store.IdempotencyGet(ctx, scope, batchKeyPrefix+it.key)
-	switch {
-	case err == nil:
-		s.replayItem(c, it, rec)
-		return false, nil
-	case !errors.Is(err, model.ErrNotFound):
-		return false, err
-	}
-	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, it.m.ID)
-	if errors.Is(err, model.ErrNotFound) {
-		it.done, _ = s.itemFailed(c, it, conflict("the item conflicts with an existing object"))
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
-	if err != nil {
-		return false, err
-	}
-	it.m, it.comp, it.recovered = *m, comp, true
-	replayed := true
-	it.out.Replayed = &replayed
-	return true, nil
-}
-
-// batchQuotas refuses, item by item in order, the items that would take the
-// tenant past maxSchedules or maxEventsStored.
-func (s *Server) batchQuotas(c echo.Context, tenantID string, r *tenantRules, items []batchItem) error {
-	ctx := c.Request().Context()
-	for i := range items {
-		it := &items[i]
-		if it.done {
-			continue
-		}
-		qerr := s.checkSchedulesQuota(ctx, tenantID, r, it.comp.Schedule.EventCount)
-		if qerr == nil {
-			continue
-		}
-		var p *problem
-		if !errors.As(qerr, &p) {
-			return qerr
-		}
-		var err error
-		if it.done, err = s.itemFailed(c, it, qerr); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -71,7 +71,7 @@ func benchBatchIntake(b *testing.B, batchSize, clients int, keyed, emit bool) {
 	}
 	deps := master.Deps{Store: st, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()}
 	if emit {
-		deps.Emitter, deps.Planner = em, em
+		deps.Emitter = em
 	}
 	srv, err := master.New(benchConfig(), deps)
 	if err != nil {
@@ -222,7 +222,7 @@ func BenchmarkSingleCreate64(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deps := master.Deps{Store: st, Emitter: em, Planner: em, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()}
+	deps := master.Deps{Store: st, Emitter: em, Tokens: countingTokens{st: st, n: new(atomic.Int64)}, Logger: zerolog.Nop()}
 	srv, err := master.New(benchConfig(), deps)
 	if err != nil {
 		b.Fatal(err)

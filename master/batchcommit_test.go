@@ -64,7 +64,7 @@ func TestBatchWriteFailureLeavesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Store, d.Emitter, d.Planner = st, em, em
+		d.Store, d.Emitter = st, em
 	})
 	tenantID, c := h.tenant("acme")
 

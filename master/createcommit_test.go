@@ -26,7 +26,7 @@ type writeLog struct {
 	mu          sync.Mutex
 	calls       []string
 	latestReads atomic.Int64
-	// WatermarkGet calls: SavedMany reads it for a cron schedule
+	// WatermarkGet calls: Saved reads it for a cron schedule
 	watermarkReads atomic.Int64
 }
 
@@ -42,16 +42,6 @@ func (w *writeLog) take() []string {
 	c := w.calls
 	w.calls = nil
 	return c
-}
-
-func (w *writeLog) ScheduleCreate(ctx context.Context, s *model.Schedule, cs []model.Child) error {
-	w.note("ScheduleCreate")
-	return w.Store.ScheduleCreate(ctx, s, cs)
-}
-
-func (w *writeLog) ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, cs []model.Child, fs []store.FireNew) ([]bool, int, error) {
-	w.note("ScheduleCreateWithFires")
-	return w.Store.ScheduleCreateWithFires(ctx, s, cs, fs)
 }
 
 func (w *writeLog) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error) {
@@ -103,14 +93,14 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Store, d.Emitter, d.Planner = wl, em, em
+		d.Store, d.Emitter = wl, em
 	})
 	tenantID, c := h.tenant("acme")
 	wl.take()
 
 	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	o := h.schedule(c, client.ScheduleCreate{Name: "once", RunAt: &runAt, EventCount: ptr(3), Target: httpTarget()})
-	if got, want := wl.take(), []string{"ScheduleCreateWithFires"}; !reflect.DeepEqual(got, want) {
+	if got, want := wl.take(), []string{"ScheduleCreateMany"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("one-off create wrote %q, want %q", got, want)
 	}
 	f, err := wl.FireLatestBefore(h.ctx, o.Id, runAt.Add(time.Hour))
@@ -156,7 +146,7 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 
 	wl.take()
 	h.schedule(c, client.ScheduleCreate{Name: "cron", Cron: ptr("0 3 * * *"), Target: httpTarget()})
-	if got := wl.take(); len(got) == 0 || got[0] != "ScheduleCreate" {
+	if got := wl.take(); len(got) == 0 || got[0] != "ScheduleCreateMany" {
 		t.Fatalf("cron create wrote %q, want ScheduleCreate first", got)
 	}
 }
@@ -164,8 +154,8 @@ func TestOneOffCreateIsOneCommit(t *testing.T) {
 // TestBatchOneOffsAreOneCommit checks that the one-offs of a batch have
 // their fires planned, without a read per schedule, and written with the
 // schedules in their one ScheduleCreateMany; that they are the fires and
-// events SavedMany would write (a SavedMany afterwards adds nothing); and
-// that a cron item still goes through SavedMany.
+// events Saved would write (a Saved afterwards adds nothing); and
+// that a cron item still goes through Saved.
 func TestBatchOneOffsAreOneCommit(t *testing.T) {
 	var (
 		wl  *writeLog
@@ -179,7 +169,7 @@ func TestBatchOneOffsAreOneCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Store, d.Emitter, d.Planner = wl, em, em
+		d.Store, d.Emitter = wl, em
 	})
 	tenantID, c := h.tenant("acme")
 	wl.take()
@@ -230,22 +220,24 @@ func TestBatchOneOffsAreOneCommit(t *testing.T) {
 		ss, keys = append(ss, m), append(keys, nil)
 	}
 
-	// SavedMany on the stored schedules finds the same fires and events.
-	if err := em.SavedMany(h.ctx, ss, keys); err != nil {
-		t.Fatalf("SavedMany: %v", err)
+	// Saved on the stored schedules finds the same fires and events.
+	for i, m := range ss {
+		if err := em.Saved(h.ctx, m, keys[i]); err != nil {
+			t.Fatalf("Saved: %v", err)
+		}
 	}
 	for _, m := range ss {
 		fs, err := wl.FireList(h.ctx, &store.FireListParams{TenantID: tenantID, ScheduleID: m.ID, Limit: 10})
 		if err != nil || len(fs) != 1 || fs[0].ID != model.FireID(m.ID, 1, runAt) {
-			t.Fatalf("fires of %s after SavedMany: %d (%v), want only its first", m.Name, len(fs), err)
+			t.Fatalf("fires of %s after Saved: %d (%v), want only its first", m.Name, len(fs), err)
 		}
 		if counts, err := wl.EventCountByFire(h.ctx, fs[0].ID); err != nil || counts[model.EventPending] != m.EventCount {
-			t.Fatalf("events of %s after SavedMany %v (%v), want still %d pending", m.Name, counts, err, m.EventCount)
+			t.Fatalf("events of %s after Saved %v (%v), want still %d pending", m.Name, counts, err, m.EventCount)
 		}
 	}
 	select {
 	case f := <-out:
-		t.Fatalf("SavedMany signalled %s again", f.ID)
+		t.Fatalf("Saved signalled %s again", f.ID)
 	default:
 	}
 
@@ -258,6 +250,6 @@ func TestBatchOneOffsAreOneCommit(t *testing.T) {
 		t.Fatalf("cron batch wrote %q, want ScheduleCreateMany first", got)
 	}
 	if wl.watermarkReads.Load() == 0 {
-		t.Fatal("the cron item was not handed to SavedMany (no watermark read)")
+		t.Fatal("the cron item was not handed to Saved (no watermark read)")
 	}
 }

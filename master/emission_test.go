@@ -27,7 +27,7 @@ func TestLargeTriggerIsAcceptedWhileEmitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(e.Stop)
-		d.Emitter, d.Planner = e, e
+		d.Emitter = e
 	})
 	_, c := h.tenant("acme")
 	s := h.schedule(c, client.ScheduleCreate{Name: "big", Cron: ptr("0 0 1 1 *"), EventCount: ptr(n), Target: httpTarget()})

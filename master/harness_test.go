@@ -21,6 +21,7 @@ import (
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/throttle"
 )
@@ -219,13 +220,22 @@ func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.K
 	return nil
 }
 
-func (r *recEmitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
-	for i, s := range ss {
-		if err := r.Saved(ctx, s, keys[i]); err != nil {
-			return err
+// PlanCreates plans nothing: done emits each stored schedule (new or
+// recovered) through Saved.
+func (r *recEmitter) PlanCreates(_ context.Context, ss []*model.Schedule, keys [][]cron.Key) ([][]store.FireNew, func(context.Context, []error, []*model.Schedule) error, error) {
+	return make([][]store.FireNew, len(ss)), func(ctx context.Context, errs []error, recovered []*model.Schedule) error {
+		for i, s := range ss {
+			if recovered != nil && recovered[i] != nil {
+				s = recovered[i]
+			} else if errs[i] != nil {
+				continue
+			}
+			if err := r.Saved(ctx, s, keys[i]); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 func (r *recEmitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error) {

@@ -1,16 +1,15 @@
 package master
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/create"
+	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -23,59 +22,40 @@ type createFunc func(id string) (int, any, error)
 // request crashed between its write and its record). Nil: cannot recover.
 type recoverFunc func(id string) (int, any, error)
 
-// idempotent runs a create under the request's Idempotency-Key, if any.
+// idempotent runs the create of an object other than a schedule (those are
+// the create package's) under the request's Idempotency-Key, if any.
 //
-// Without a key it runs create with a random id. With a key: a stored record
-// for the same request is replayed; one for another request answers 422. Else
-// the object gets an id derived from the key, so concurrent retries collide in
-// the store (ErrConflict) instead of making duplicates; the loser waits for
-// the winner's record and replays it. Only successful answers are recorded,
-// sealed (see sealer): the record holds no clear answer.
+// Without a key it runs create with a new id. With a key: an answer
+// recorded for the same request is replayed; one for another request
+// answers 422. Else the object gets an id derived from the key, so
+// concurrent retries collide in the store (ErrConflict) instead of making
+// duplicates; the loser waits for the winner's record and replays it, or
+// when none comes recovers the object (recoverObj). Only
+// successful answers are recorded (internal/idempotency).
 func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, recoverObj recoverFunc) error {
 	key := c.Request().Header.Get("Idempotency-Key")
+	scope := callerOf(c).scope()
 	if key == "" {
-		status, body, err := create(s.ids.newID(callerOf(c).scope(), prefix))
+		status, body, err := create(s.ids.New(scope, prefix, s.now()))
 		if err != nil {
 			return err
 		}
 		return c.JSON(status, body)
 	}
 	ctx := c.Request().Context()
-	scope := callerOf(c).scope()
-	raw, _ := c.Get(ctxRawBody).([]byte)
-	sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Request().URL.Path + "\n" + string(raw)))
-	hash := hex.EncodeToString(sum[:])
-
-	rec, err := s.store.IdempotencyGet(ctx, scope, key)
-	switch {
-	case err == nil:
-		return s.replay(c, rec, hash)
-	case !errors.Is(err, model.ErrNotFound):
-		return err
+	hash := requestHash(c)
+	a, err := s.records.Get(ctx, scope, key, hash)
+	if err != nil || a != nil {
+		return s.answerRecorded(c, a, err)
 	}
-
-	id := idFor(prefix, scope, key)
+	id := model.KeyedID(prefix, scope, key)
 	status, body, err := create(id)
 	if errors.Is(err, model.ErrConflict) {
-		// Someone created the object with this id: a concurrent retry (wait
-		// for its record) or a first attempt that crashed before recording.
-		deadline := s.now().Add(s.cfg.IdempotencyWait)
-		for {
-			rec, gerr := s.store.IdempotencyGet(ctx, scope, key)
-			if gerr == nil {
-				return s.replay(c, rec, hash)
-			}
-			if !errors.Is(gerr, model.ErrNotFound) {
-				return gerr
-			}
-			if !s.now().Before(deadline) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+		// A concurrent retry (wait for its record) or a first attempt that
+		// crashed before recording.
+		a, err := s.records.Await(ctx, scope, key, hash)
+		if err != nil || a != nil {
+			return s.answerRecorded(c, a, err)
 		}
 		if recoverObj == nil {
 			return conflict("a request with this Idempotency-Key is in progress or failed; use a new key")
@@ -92,33 +72,48 @@ func (s *Server) idempotent(c echo.Context, prefix string, create createFunc, re
 	if err != nil {
 		return err
 	}
-	sealed, err := s.seal.seal(b, scope, key, hash)
+	found, err := s.records.Put(ctx, []idempotency.Entry{{Scope: scope, Key: key, Hash: hash, Answer: idempotency.Answer{Status: status, Body: b}}})
 	if err != nil {
-		return err
-	}
-	rec = &model.IdempotencyRecord{TenantID: scope, Key: key, RequestHash: hash, Status: status, Body: sealed, CreatedAt: s.now().UTC()}
-	if existing, perr := s.store.IdempotencyPut(ctx, rec); perr != nil {
-		if errors.Is(perr, model.ErrConflict) && existing != nil {
-			return s.replay(c, existing, hash)
-		}
-		// The object exists; a retry will find it through recoverObj.
-		s.log.Warn().Err(perr).Str("key", key).Msg("storing idempotency record failed")
+		// The object exists; its answer is not recorded.
+		s.log.Warn().Err(err).Str("key", key).Msg("storing idempotency record failed")
+	} else if f := found[0]; f != (idempotency.Found{}) {
+		return s.answerRecorded(c, f.Answer, f.Err)
 	}
 	return c.JSONBlob(status, b)
 }
 
-func (s *Server) replay(c echo.Context, rec *model.IdempotencyRecord, hash string) error {
-	if rec.RequestHash != hash {
-		return &problem{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused", title: "Idempotency-Key reused",
-			detail: "this Idempotency-Key was used with a different request",
-			fields: []api.FieldProblem{{Field: "Idempotency-Key", Reason: "already used with a different request"}}}
-	}
-	body, err := s.seal.open(rec.Body, rec.TenantID, rec.Key, rec.RequestHash)
+// requestHash identifies the request an Idempotency-Key comes with.
+func requestHash(c echo.Context) string {
+	raw, _ := c.Get(ctxRawBody).([]byte)
+	return idempotency.Hash([]byte(c.Request().Method+" "+c.Request().URL.Path+"\n"), raw)
+}
+
+// answerRecorded answers with a, an answer recorded under the request's
+// Idempotency-Key, or with the error of reading it.
+func (s *Server) answerRecorded(c echo.Context, a *idempotency.Answer, err error) error {
 	if err != nil {
-		// Sealed under another secret: the object exists, its answer is lost.
-		s.log.Warn().Err(err).Str("key", rec.Key).Msg("replaying idempotency record")
-		return conflict("the first answer to this Idempotency-Key cannot be read (the server's secret changed); use a new key")
+		return keyProblem(err, "Idempotency-Key", "request")
 	}
 	c.Response().Header().Set("Idempotent-Replayed", "true")
-	return c.JSONBlob(rec.Status, body)
+	return c.JSONBlob(a.Status, a.Body)
+}
+
+// keyProblem is the answer to err of a create under an idempotency key
+// named field, given with a what (request, item).
+func keyProblem(err error, field, what string) error {
+	switch {
+	case errors.Is(err, idempotency.ErrReused):
+		return &problem{status: http.StatusUnprocessableEntity, kind: "idempotency-key-reused", title: "Idempotency-Key reused",
+			detail: "this " + field + " was used with a different " + what,
+			fields: []api.FieldProblem{{Field: field, Reason: "already used with a different " + what}}}
+	case errors.Is(err, idempotency.ErrUnreadable):
+		return conflict(idempotency.ErrUnreadable.Error())
+	case errors.Is(err, create.ErrConflict):
+		return conflict("the " + what + " conflicts with an existing object")
+	}
+	var full *create.DiskFullError
+	if errors.As(err, &full) {
+		return &problem{status: http.StatusInsufficientStorage, kind: "insufficient-storage", title: "Insufficient Storage", detail: full.Reason}
+	}
+	return err
 }

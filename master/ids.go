@@ -3,151 +3,24 @@ package master
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding"
-	"encoding/base32"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
 )
 
-// ID prefixes.
-const (
-	prefixSchedule = "sch_"
-	prefixPolicy   = "pol_"
-	prefixTenant   = "ten_"
-	prefixKey      = "key_"
-	prefixAPIKey   = "sk_"
-)
-
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// orderedEncoding is idEncoding's alphabet in byte order, so that the
-// text of two ids sorts as their bytes do.
-var orderedEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
-
-// idSource makes the ids of new objects: prefix + 16 characters of the
-// same alphabet as before from 10 bytes, the creation second (4 bytes) and
-// a counter (6 bytes) of the creating scope (a tenant, or the admin key):
-// each scope that creates in a second gets a lane of its own (the first 2
-// bytes, random and distinct among the scopes of that second) whose
-// counter (4 bytes) starts at a random value below 2^31 and counts that
-// scope's ids only. Ids made in one second therefore sort together and, in
-// a scope, in order: the rows of a batch, and their fires and events
-// (whose ids start with the schedule's), go into a few neighbouring pages
-// of the store's B+trees rather than one page each, which is most of what
-// a commit of random ids writes. And a tenant comparing its own ids learns
-// nothing of what other tenants created meanwhile. Two instances (or a
-// restart) in the same second collide only if they give two scopes the
-// same lane and the counters' ranges overlap: about n/2^47 for n ids a
-// second.
-type idSource struct {
-	clock clockwork.Clock
-	mu    sync.Mutex
-	sec   uint32                // the latest second ids were made in
-	lanes map[string]*idCounter // by scope, in sec
-	used  map[uint16]bool       // lanes given out in sec
-}
-
-// idCounter is a scope's lane and its next counter value.
-type idCounter struct {
-	lane uint16
-	next uint32
-}
-
-func (g *idSource) newID(scope, prefix string) string {
-	return g.newIDAt(scope, prefix, g.clock.Now())
-}
-
-// newIDAt is newID at now, the time of the clock a caller read for many
-// ids at once.
-func (g *idSource) newIDAt(scope, prefix string, now time.Time) string {
-	sec, lane, n := g.reserve(scope, now, 1)
-	return formatID(prefix, sec, lane, n)
-}
-
-// newIDsAt returns n new ids of scope at now, consecutive: a batch's rows
-// go into the store's pages in one run even while other batches take ids,
-// instead of interleaving with theirs (which leaves pages split half
-// full).
-func (g *idSource) newIDsAt(scope, prefix string, now time.Time, n int) []string {
-	sec, lane, first := g.reserve(scope, now, n)
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = formatID(prefix, sec, lane, first+uint32(i))
-	}
-	return ids
-}
-
-// reserve takes n counter values of scope in the second of now and returns
-// the second, the scope's lane and the first value. A second before the
-// latest one ids were made in (a batch begun before another's, or the
-// clock set back) takes the latest: ids never repeat a lane's range, and a
-// scope's sort in the order they are made.
-func (g *idSource) reserve(scope string, now time.Time, n int) (sec uint32, lane uint16, first uint32) {
-	sec = uint32(now.Unix())
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.lanes == nil || sec > g.sec {
-		g.sec, g.lanes, g.used = sec, map[string]*idCounter{}, map[uint16]bool{}
-	}
-	c := g.lanes[scope]
-	if c == nil {
-		c = g.newCounter()
-		g.lanes[scope] = c
-	}
-	first = c.next
-	c.next += uint32(n)
-	return g.sec, c.lane, first
-}
-
-// newCounter is a scope's counter in a new lane. Past 2^16 scopes in one
-// second (a lane each) a scope shares the counter of another.
-func (g *idSource) newCounter() *idCounter {
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	lane := binary.BigEndian.Uint16(r[:2])
-	if len(g.used) == 1<<16 {
-		for _, c := range g.lanes {
-			return c
-		}
-	}
-	for g.used[lane] {
-		lane++
-	}
-	g.used[lane] = true
-	return &idCounter{lane: lane, next: binary.BigEndian.Uint32(r[2:]) >> 1}
-}
-
-// formatID is the id of counter value n of lane in second sec.
-func formatID(prefix string, sec uint32, lane uint16, n uint32) string {
-	var b [10]byte
-	binary.BigEndian.PutUint32(b[:4], sec)
-	binary.BigEndian.PutUint16(b[4:6], lane)
-	binary.BigEndian.PutUint32(b[6:], n)
-	return prefix + orderedEncoding.EncodeToString(b[:])
-}
-
-// idFor returns the deterministic id of the object created under an
-// Idempotency-Key: concurrent retries of one create collide on it in the
-// store instead of making duplicates.
-func idFor(prefix, scope, key string) string {
-	sum := sha256.Sum256([]byte("idempotency\x00" + scope + "\x00" + key))
-	return prefix + idEncoding.EncodeToString(sum[:10])
-}
+// prefixAPIKey starts a clear API key.
+const prefixAPIKey = "sk_"
 
 // newAPIKey returns a clear API key: "sk_" + base64url of 32 random bytes.
 func newAPIKey() string {

@@ -35,6 +35,10 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 		f.SetInt(17)
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Type() == reflect.TypeFor[map[string]string]():
+		f.Set(reflect.ValueOf(map[string]string{name: "value"}))
+	case f.Type() == reflect.TypeFor[[]string]():
+		f.Set(reflect.ValueOf([]string{"value-of-" + name}))
 	default:
 		t.Fatalf("member %s of kind %s: teach setMember this kind", name, f.Kind())
 	}
@@ -129,11 +133,11 @@ func TestEveryMemberIsMapped(t *testing.T) {
 				m.State = model.SchedulePaused // no next fire times to compute
 			}
 			return scheduleOutAt(m, &schedule.Compiled{}, now)
-		}, "TenantID", "Partition")
+		}, "TenantID", "Partition", "Labels")
 	})
 	t.Run("ScheduleToSpec", func(t *testing.T) {
 		// Identity, state and bookkeeping are not part of the definition.
 		eachMemberChanges(t, func(m *model.Schedule) schedule.Spec { return schedule.SpecFromSchedule(m) },
-			"ID", "TenantID", "State", "Partition", "Version", "CreatedAt", "UpdatedAt")
+			"ID", "TenantID", "State", "Partition", "Version", "CreatedAt", "UpdatedAt", "Labels")
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 func newServer(st *embedded.Store, em *recEmitter, wait time.Duration) (*master.Server, error) {
@@ -44,7 +45,7 @@ func TestPagination(t *testing.T) {
 			Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive,
 			Partition: model.PartitionOf(id, 4), Version: 1, CreatedAt: now, UpdatedAt: now,
 		}
-		if err := h.st.ScheduleCreate(h.ctx, m, nil); err != nil {
+		if err := storetest.CreateSchedule(h.ctx, h.st, m, nil); err != nil {
 			t.Fatal(err)
 		}
 		want[id] = true

@@ -56,7 +56,7 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	return s.idempotent(c, prefixPolicy, func(id string) (int, any, error) {
+	return s.idempotent(c, model.PrefixPolicy, func(id string) (int, any, error) {
 		p := *p
 		p.ID = id
 		now := s.now().UTC()

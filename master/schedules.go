@@ -2,6 +2,7 @@ package master
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +15,13 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/create"
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/internal/guard"
+	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -185,7 +190,8 @@ func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedul
 	return comp, nil
 }
 
-// CreateSchedule implements POST /v1/schedules.
+// CreateSchedule implements POST /v1/schedules: a create of one item
+// (createSchedules).
 func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) error {
 	var in api.ScheduleCreate
 	if d, ok := c.Get(ctxScheduleCreate).(*api.ScheduleCreate); ok {
@@ -203,64 +209,50 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 	if err != nil {
 		return err
 	}
-	return s.idempotent(c, prefixSchedule, func(id string) (int, any, error) {
-		// Here rather than before: a retry replays the first answer.
-		if err := s.checkDisk(); err != nil {
-			return 0, nil, err
-		}
-		if err := s.checkSchedulesQuota(ctx, who.tenantID, rules, comp.Schedule.EventCount); err != nil {
-			return 0, nil, err
-		}
-		m := comp.Schedule
-		now := s.now().UTC()
-		m.ID, m.TenantID = id, who.tenantID
-		m.Partition = model.PartitionOf(id, s.cfg.Partitions)
-		m.Version, m.State = 1, model.ScheduleActive
-		m.CreatedAt, m.UpdatedAt = now, now
-		if err := s.createAndEmit(ctx, &m, comp); err != nil {
-			return 0, nil, err
-		}
-		return http.StatusCreated, s.scheduleOutCompiled(&m, comp), nil
-	}, func(id string) (int, any, error) {
-		// A retry of a create that stored the schedule and then failed or
-		// died: finish its emission before answering.
-		m, err := s.store.ScheduleGet(ctx, who.tenantID, id)
+	raw, _ := c.Get(ctxRawBody).([]byte)
+	item := create.Item{Compiled: comp, Size: len(raw)}
+	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
+		item.Key, item.Hash = key, requestHash(c)
+	}
+	res, err := s.createSchedules(c, rules, []create.Item{item})
+	if err != nil {
+		return keyProblem(err, "Idempotency-Key", "request")
+	}
+	switch r := res[0]; {
+	case r.Err != nil:
+		return keyProblem(r.Err, "Idempotency-Key", "request")
+	case r.Replay != nil:
+		return s.answerRecorded(c, r.Replay, nil)
+	default:
+		// Encoded as the answer recorded for a retry, which replays it.
+		b, err := batchanswer.AppendSchedule(nil, s.scheduleOutCompiled(r.Schedule, r.Compiled))
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
-		if err != nil {
-			return 0, nil, err
-		}
-		if err := s.saved(ctx, m, comp.Keys); err != nil {
-			return 0, nil, err
-		}
-		return http.StatusCreated, s.scheduleOutCompiled(m, comp), nil
+		return c.JSONBlob(http.StatusCreated, b)
+	}
+}
+
+// createSchedules has the create use case create items for the caller,
+// whose quotas are rules.
+func (s *Server) createSchedules(c echo.Context, rules *tenantRules, items []create.Item) ([]create.Result, error) {
+	who := callerOf(c)
+	ctx := c.Request().Context()
+	return s.creates.Create(ctx, &create.Request{
+		TenantID: who.tenantID,
+		Scope:    who.scope(),
+		Items:    items,
+		Reserve: func(ctx context.Context, events int) error {
+			return s.checkSchedulesQuota(ctx, who.tenantID, rules, events)
+		},
+		Answer: func(m *model.Schedule, comp *schedule.Compiled) (idempotency.Answer, error) {
+			b, err := batchanswer.AppendSchedule(nil, s.scheduleOutCompiled(m, comp))
+			return idempotency.Answer{Status: http.StatusCreated, Body: b}, err
+		},
 	})
 }
 
-// createAndEmit stores the new schedule m and has its fires emitted: with
-// the schedule in one store commit when the emitter plans them
-// (CreatePlanner), else by saved after the write.
-func (s *Server) createAndEmit(ctx context.Context, m *model.Schedule, comp *schedule.Compiled) error {
-	if s.planner != nil && m.State == model.ScheduleActive {
-		fs, done, err := s.planner.PlanCreated(context.WithoutCancel(ctx), m, comp.Keys)
-		if err != nil {
-			return fmt.Errorf("plan the fires of schedule %s: %w", m.ID, err)
-		}
-		if done != nil {
-			inserted, n, err := s.store.ScheduleCreateWithFires(ctx, m, comp.Children(m), fs)
-			done(context.WithoutCancel(ctx), inserted, n, err)
-			return err
-		}
-	}
-	if err := s.store.ScheduleCreate(ctx, m, comp.Children(m)); err != nil {
-		return err
-	}
-	return s.saved(ctx, m, comp.Keys)
-}
-
-// saved has the emitter emit the fires of a saved schedule that the
+// saved has the emitter emit the fires of a changed schedule that the
 // emitter's passes may have scanned past already (a one-off due soon, a
 // cron schedule's fires within the lead). Nothing else would emit them, so
 // the call is not cut short when the client gives up, and its failure is
@@ -522,10 +514,14 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 		return err
 	}
 	fired := m
-	if opts.EventCount > 0 {
-		// The quotas of a fire judge the fire's own count.
+	if opts.EventCount > 0 || opts.Payload != nil {
+		// The quotas and the disk guard judge the fire's own count and
+		// payload.
 		cp := *m
-		cp.EventCount = opts.EventCount
+		cp.EventCount = cmp.Or(opts.EventCount, m.EventCount)
+		if opts.Payload != nil {
+			cp.Payload = opts.Payload
+		}
 		fired = &cp
 	}
 	if err := s.checkFire(ctx, fired); err != nil {
@@ -583,9 +579,11 @@ func (s *Server) triggerOptions(c echo.Context) (emitter.TriggerOptions, error) 
 }
 
 // checkFire runs the checks of a write that fires m (trigger, resume): the
-// disk guard and the tenant's maxEventsPerFire and maxEventsStored.
+// disk guard, with the room the fire's events need, and the tenant's maxEventsPerFire and maxEventsStored.
 func (s *Server) checkFire(ctx context.Context, m *model.Schedule) error {
-	if err := s.checkDisk(); err != nil {
+	// The fire's events carry the payload; the schedule's share of the
+	// estimate is the margin.
+	if err := s.checkDiskFor(guard.WriteNeed(len(m.Payload), m.EventCount)); err != nil {
 		return err
 	}
 	rules, err := s.rulesOf(ctx, m.TenantID)

@@ -27,8 +27,10 @@ import (
 
 	schedulerd "github.com/schedulerd/schedulerd"
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/create"
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -49,9 +51,7 @@ type Store interface {
 	IdempotencyGet(ctx context.Context, tenantID, key string) (*model.IdempotencyRecord, error)
 	IdempotencyPutMany(ctx context.Context, rs []*model.IdempotencyRecord) ([]*model.IdempotencyRecord, error)
 
-	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
-	ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error)
-	ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, children []model.Child, fs []store.FireNew) (inserted []bool, events int, err error)
+	create.Store // the creates
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error)
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
@@ -91,24 +91,14 @@ type Emitter interface {
 	// TriggerWith is Trigger with a count, payload and note for this fire
 	// (checked by the caller).
 	TriggerWith(ctx context.Context, s *model.Schedule, at time.Time, o emitter.TriggerOptions) (*model.Fire, error)
-	// Saved is called after a schedule was created, updated or resumed, so
-	// that the emitter emits the fires that fall inside the horizon it already
+	// Saved is called after a schedule was updated or resumed, so that
+	// the emitter emits the fires that fall inside the horizon it already
 	// scanned, and the fire of a one-off (runAt) schedule. keys are the
 	// children keys the master compiled for s (schedule.Compiled.Keys), so
 	// that the expression is parsed once per request; nil for a one-off.
 	Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error
-	// SavedMany is Saved for the schedules of one batch create at once;
-	// keys[i] are the children keys of ss[i].
-	SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error
-}
-
-// CreatePlanner plans the fires of a schedule about to be created, so that they are written in the schedule's own store
-// commit (ScheduleCreateWithFires; ScheduleCreateMany for a batch) rather
-// than by Saved after it. done nil:
-// not planned, call Saved after the write. Otherwise done takes the
-// write's result.
-type CreatePlanner interface {
-	PlanCreated(ctx context.Context, s *model.Schedule, keys []cron.Key) (fs []store.FireNew, done func(ctx context.Context, inserted []bool, events int, err error), err error)
+	// The first fires of new schedules are planned with their write.
+	create.Planner
 }
 
 // Tokens releases and extends the tokens of events on behalf of their
@@ -129,10 +119,6 @@ type Deps struct {
 	// Emitter may be nil: then nothing is emitted on save and trigger
 	// answers 503.
 	Emitter Emitter
-	// Planner, if set (the emitter), plans the fires of new schedules so
-	// that they are written in the schedule's own commit. Nil: Emitter.Saved
-	// emits them after the write.
-	Planner CreatePlanner
 	// Tokens serves POST /v1/events/{id}/release and /extend. Required.
 	Tokens Tokens
 	// TokenOwners, if set, names the instance that owns an event's
@@ -154,13 +140,13 @@ type Server struct {
 	cfg     Config
 	store   Store
 	emitter Emitter
-	planner CreatePlanner // nil: fires are emitted after the write
+	creates *create.Service
 	tokens  Tokens
 	clock   clockwork.Clock
 	log     zerolog.Logger
 	guard   *netguard.Guard // the SSRF rule of target URLs
-	seal    *sealer         // idempotency record bodies
-	ids     idSource        // ids of new objects
+	records *idempotency.Records
+	ids     *model.IDSource // ids of new objects
 	usage   usageCache      // tenants' counts for the quotas
 	disk    DiskGuard       // nil: no disk guard
 	answers sync.Pool       // *[]byte: buffers of batch answers (writeBatchResult)
@@ -199,22 +185,40 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: load embedded spec: %w", err)
 	}
-	seal, err := newSealer(cfg.IdempotencySecret, cfg.PreviousIdempotencySecrets)
+	records, err := idempotency.New(deps.Store, idempotency.Options{
+		Secret: cfg.IdempotencySecret, Previous: cfg.PreviousIdempotencySecrets,
+		Wait: cfg.IdempotencyWait, Clock: deps.Clock,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	ids := &model.IDSource{}
+	cd := create.Deps{
+		Store: deps.Store, Records: records, IDs: ids, Clock: deps.Clock, Logger: deps.Logger,
+		Partitions: cfg.Partitions, MaxChildren: cfg.MaxChildren,
+	}
+	if deps.Emitter != nil {
+		cd.Planner = deps.Emitter
+	}
+	if deps.Disk != nil {
+		cd.Disk = deps.Disk
+	}
+	creates, err := create.New(cd)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
 	}
 	s := &Server{
 		cfg:     cfg,
 		store:   deps.Store,
 		emitter: deps.Emitter,
-		planner: deps.Planner,
+		creates: creates,
 		tokens:  deps.Tokens,
 		clock:   deps.Clock,
 		log:     deps.Logger,
 		guard:   netguard.New(cfg.TargetAllowCIDRs, cfg.TargetDenyCIDRs),
-		seal:    seal,
+		records: records,
 		disk:    deps.Disk,
-		ids:     idSource{clock: deps.Clock},
+		ids:     ids,
 		owners:  deps.TokenOwners,
 	}
 	if s.owners != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // patchTenant changes a tenant through the admin API and returns it.
@@ -294,7 +295,8 @@ func TestDiskGuard(t *testing.T) {
 	rs, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 	wantProblem(t, err, rs.HTTPResponse, rs.Body, http.StatusInsufficientStorage, "")
 
-	disk.free.Store(1000)
+	// Room for the threshold and the write (guard.WriteNeed).
+	disk.free.Store(1000 + 16<<10)
 	h.cronSchedule(c, "after")
 }
 
@@ -334,7 +336,7 @@ func TestQuotaCountsAreCached(t *testing.T) {
 		Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive,
 		Partition: model.PartitionOf("sch_hidden", 4), Version: 1, CreatedAt: now, UpdatedAt: now,
 	}
-	if err := h.st.ScheduleCreate(h.ctx, hidden, nil); err != nil {
+	if err := storetest.CreateSchedule(h.ctx, h.st, hidden, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.schedule(c, client.ScheduleCreate{Name: "c", Cron: ptr("0 3 * * *"), Target: httpTarget()})

@@ -25,7 +25,7 @@ func (s *Server) CreateTenant(c echo.Context, _ api.CreateTenantParams) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	return s.idempotent(c, prefixTenant, func(id string) (int, any, error) {
+	return s.idempotent(c, model.PrefixTenant, func(id string) (int, any, error) {
 		t := &model.Tenant{ID: id, Name: in.Name, CreatedAt: s.now().UTC()}
 		if err := s.store.TenantCreate(ctx, t); err != nil {
 			return 0, nil, err
@@ -121,7 +121,7 @@ func (s *Server) CreateAPIKey(c echo.Context, tenantID api.ID, _ api.CreateAPIKe
 	if _, err := s.store.TenantGet(ctx, tenantID); err != nil {
 		return err
 	}
-	return s.idempotent(c, prefixKey, func(id string) (int, any, error) {
+	return s.idempotent(c, model.PrefixKey, func(id string) (int, any, error) {
 		clear := newAPIKey()
 		k := &model.APIKey{
 			ID:        id,

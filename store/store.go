@@ -155,15 +155,12 @@ type ScheduleNew struct {
 
 // ScheduleStore keeps schedules and their children.
 type ScheduleStore interface {
-	// ScheduleCreate stores s and its children. Children are written before
-	// the schedule, so a crash in between leaves only orphan children, which
-	// the emitter ignores (no schedule) and ChildrenDeleteOrphans removes.
-	// ErrConflict if the id exists.
-	ScheduleCreate(ctx context.Context, s *model.Schedule, children []model.Child) error
-	// ScheduleCreateMany stores many schedules with their children and
-	// their Fires at once: one transaction (one commit) where the store has
-	// them, else bulk writes in the order ScheduleCreate describes, then the
-	// fires of the stored items with one FireInsertMany. The result has one
+	// ScheduleCreateMany is how schedules are created, one or many, with
+	// their children and their Fires at once: one transaction (one commit)
+	// where the store has them, else bulk writes, children before the
+	// schedules (a crash in between leaves only orphan children, which the
+	// emitter ignores and ChildrenDeleteOrphans removes), then the fires of
+	// the stored items with one FireInsertMany. The result has one
 	// error per item: nil when it was stored (with its fires), ErrConflict
 	// when its id exists (also an id repeated within items: the first one
 	// wins); an item that conflicts leaves nothing written, fires included.
@@ -181,17 +178,6 @@ type ScheduleStore interface {
 	// that fire made. The children of every other schedule, and those of
 	// a later update, are found.
 	ScheduleCreateMany(ctx context.Context, items []ScheduleNew) ([]error, error)
-	// ScheduleCreateWithFires is ScheduleCreate that also stores fs as
-	// FireInsertMany does, so that a new schedule and its first fires and
-	// events cost one commit where the store has transactions; ErrConflict
-	// if the schedule id exists writes nothing. A store without
-	// transactions writes the schedule first, then the fires: a failure in
-	// between leaves the schedule without them, which a retry of the
-	// create (Saved) or the emitter's next pass emits, so such a store
-	// must write every child. A store with transactions may leave a
-	// one-off's child out as ScheduleCreateMany describes. inserted and
-	// events are as for FireInsertMany.
-	ScheduleCreateWithFires(ctx context.Context, s *model.Schedule, children []model.Child, fs []FireNew) (inserted []bool, events int, err error)
 	// ScheduleGet returns the tenant's schedule. ErrNotFound otherwise.
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
 	// ScheduleGetMany returns the schedules with these ids that exist, in any

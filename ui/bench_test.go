@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // BenchmarkConsoleFirstPage measures, in a headless Chromium, the time from
@@ -78,7 +79,7 @@ func seed(b *testing.B, ctx context.Context, dir, tenantID string, n int) {
 	for i := range n {
 		g.Go(func() error {
 			id := fmt.Sprintf("sch_bench%06d", i)
-			return st.ScheduleCreate(gctx, &model.Schedule{
+			return storetest.CreateSchedule(gctx, st, &model.Schedule{
 				ID: id, TenantID: tenantID, Name: fmt.Sprintf("report-%05d", i),
 				Cron: "0 3 * * *", Timezone: "UTC", EventCount: 1, MaxAttempts: 5,
 				Target:  model.Target{Type: model.TargetHTTP, URL: "https://example.com/hook"},

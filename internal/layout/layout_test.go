@@ -53,6 +53,10 @@ var rules = []rule{
 	{"TestHelpersLiveInTestkit", helpersInTestkit},
 	{"ScheduleImportsOnlyModelAndCron", onlyImports("schedule", true, "model", "cron")},
 	{"GuardImportsOnlyModel", onlyImports("internal/guard", false, "model")},
+	{"IdempotencyImportsOnlyModel", onlyImports("internal/idempotency", false, "model")},
+	// The create use case knows no HTTP, no driver and no emitter: those
+	// are its caller and its ports.
+	{"CreateImportsNoAdapter", onlyImports("create", false, "model", "store", "schedule", "cron", "internal/guard", "internal/idempotency")},
 	{"EmitterDoesNotImportHandler", neverReaches("emitter", "handler")},
 	{"HandlerDoesNotImportEmitter", neverReaches("handler", "emitter")},
 	{"MasterDoesNotImportHandler", neverReaches("master", "handler")},

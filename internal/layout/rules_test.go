@@ -19,7 +19,9 @@ func clean() graph {
 		"emitter":                       {"cron", "model", "store"},
 		"throttle":                      {"model", "store"},
 		"handler":                       {"delivery", "model", "store", "throttle"},
-		"master":                        {"api", "cron", "internal/guard", "model", "schedule", "store"},
+		"master":                        {"api", "create", "cron", "internal/guard", "internal/idempotency", "model", "schedule", "store"},
+		"create":                        {"cron", "internal/guard", "internal/idempotency", "model", "schedule", "store"},
+		"internal/idempotency":          {"model"},
 		"app":                           {"emitter", "handler", "internal/guard", "master", "store", "throttle", "ui"},
 		"internal/guard":                {"model"},
 		"ui":                            {}, // the console: embedded files, no package of ours
@@ -65,6 +67,9 @@ var violationCases = []violationCase{
 	{"StoreImportsOnlyModel", "StoreImportsDriver", edge("store", "store/embedded"), "store imports store/embedded"},
 	{"ScheduleImportsOnlyModelAndCron", "ScheduleImportsStore", edge("schedule", "store"), "schedule imports store"},
 	{"GuardImportsOnlyModel", "GuardImportsStore", edge("internal/guard", "store"), "internal/guard imports store"},
+	{"IdempotencyImportsOnlyModel", "ImportsStore", edge("internal/idempotency", "store"), "internal/idempotency imports store"},
+	{"CreateImportsNoAdapter", "ImportsAPI", edge("create", "api"), "create imports api"},
+	{"CreateImportsNoAdapter", "ImportsEmitter", edge("create", "emitter"), "create imports emitter"},
 	{"EmitterDoesNotImportHandler", "Directly", edge("emitter", "handler"), "emitter -> handler"},
 	{"EmitterDoesNotImportHandler", "ThroughAnotherPackage", func(g graph) {
 		g["emitter/hooks"] = []string{"handler"}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // ScheduleCreateMany takes an id, a fire or an event that sorts after every
@@ -70,7 +71,7 @@ func TestCreateManyAbsentAbove(t *testing.T) {
 		}
 		want := make([]error, len(items))
 		for i, it := range items {
-			_, _, want[i] = single.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
+			want[i] = storetest.CreateSchedule(ctx, single, it.Schedule, it.Children, it.Fires...)
 		}
 		if a, b := errClasses(res), errClasses(want); !reflect.DeepEqual(a, b) {
 			t.Fatalf("round %d: ScheduleCreateMany %v, one by one %v", round, a, b)

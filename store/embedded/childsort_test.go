@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // ScheduleCreateMany writes the children of a batch in key order, all at
@@ -26,7 +27,7 @@ func TestScheduleCreateManyChildrenOfStoredOnly(t *testing.T) {
 	child := func(id, tz string, minute int) model.Child {
 		return model.Child{ScheduleID: id, TenantID: "t", ScheduleVersion: 1, Timezone: tz, LaunchExpression: "0", Minute: minute}
 	}
-	if err := s.ScheduleCreate(ctx, sched("x"), []model.Child{child("x", "Europe/Paris", 7)}); err != nil {
+	if err := storetest.CreateSchedule(ctx, s, sched("x"), []model.Child{child("x", "Europe/Paris", 7)}); err != nil {
 		t.Fatal(err)
 	}
 	items := []store.ScheduleNew{

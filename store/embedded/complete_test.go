@@ -8,6 +8,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // TestFillScheduleEnds: a store written before schedule_ends existed gets
@@ -25,7 +26,7 @@ func TestMigrate11IndexesScheduleEnds(t *testing.T) {
 	sc := &model.Schedule{ID: "o1", TenantID: "A", Name: "o1", RunAt: &runAt, Timezone: "UTC", EventCount: 1,
 		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/hook"}, MaxAttempts: 3,
 		Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive, Version: 1}
-	if err := s.ScheduleCreate(t.Context(), sc, nil); err != nil {
+	if err := storetest.CreateSchedule(t.Context(), s, sc, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

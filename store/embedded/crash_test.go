@@ -18,6 +18,7 @@ import (
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // The crash test checks the contract's durability promise: a write the
@@ -219,7 +220,7 @@ func TestCrashChild(t *testing.T) {
 				Timezone: "UTC", EventCount: 1, State: model.ScheduleActive, Version: 1, Partition: i % 2}
 			child := model.Child{ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: 1, Partition: sc.Partition,
 				Timezone: sc.Timezone, LaunchExpression: "H:3", Minute: 0}
-			if err := s.ScheduleCreate(ctx, sc, []model.Child{child}); err != nil {
+			if err := storetest.CreateSchedule(ctx, s, sc, []model.Child{child}); err != nil {
 				fail(err)
 			}
 			ack("schedule", sc.ID)

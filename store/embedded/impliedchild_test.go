@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // childIndex is what a store's children bucket holds, by key, and the
@@ -205,13 +206,13 @@ func TestImpliedChild(t *testing.T) {
 	items := []store.ScheduleNew{oneOffIn(w, "ta", "UTC"), oneOffIn(w, "tb", "Pacific/Tahiti"), oneOffIn(w, "ta", "Pacific/Tahiti")}
 	alone := oneOffIn(w, "tb", "Pacific/Tahiti")
 	for _, s := range []*Store{lean, indexed} {
-		if err := s.ScheduleCreate(ctx, cron.Schedule, cron.Children); err != nil {
+		if err := storetest.CreateSchedule(ctx, s, cron.Schedule, cron.Children); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := s.ScheduleCreateMany(ctx, items); firstErr(err, res) != nil {
 			t.Fatal(firstErr(err, res))
 		}
-		if _, _, err := s.ScheduleCreateWithFires(ctx, alone.Schedule, alone.Children, alone.Fires); err != nil {
+		if err := storetest.CreateSchedule(ctx, s, alone.Schedule, alone.Children, alone.Fires...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -341,9 +342,9 @@ func TestImpliedChildRandomOps(t *testing.T) {
 			same("ScheduleCreateMany", errClasses(a), errClasses(b), aerr, berr)
 		case k < 40:
 			it := oneOffIn(w, tenants[r.IntN(2)], oneOffTZ[r.IntN(3)])
-			a, an, aerr := lean.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
-			b, bn, berr := indexed.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
-			same("ScheduleCreateWithFires", []any{a, an}, []any{b, bn}, aerr, berr)
+			aerr := storetest.CreateSchedule(ctx, lean, it.Schedule, it.Children, it.Fires...)
+			berr := storetest.CreateSchedule(ctx, indexed, it.Schedule, it.Children, it.Fires...)
+			same("create one", nil, nil, aerr, berr)
 		case k < 60:
 			sc := w.scheds[r.IntN(len(w.scheds))]
 			cur, err := lean.ScheduleGet(ctx, sc.TenantID, sc.ID)

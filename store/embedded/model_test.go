@@ -225,7 +225,7 @@ func (m *storeModel) step() string {
 		ms := &modelSched{tenant: []string{"ta", "tb"}[m.r.IntN(2)], state: model.ScheduleActive, version: 1,
 			keys: m.drawKeys(), children: map[model.ChildKey]int64{}}
 		sc := m.schedule(id, ms)
-		m.must("ScheduleCreate "+id, func() error { return m.s.ScheduleCreate(ctx, sc, children(sc, ms.keys)) })
+		m.must("ScheduleCreate "+id, func() error { return storetest.CreateSchedule(ctx, m.s, sc, children(sc, ms.keys)) })
 		for _, k := range ms.keys {
 			ms.children[k] = 1
 		}

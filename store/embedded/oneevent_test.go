@@ -16,6 +16,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // oneWorld makes one-offs, fan-outs and lone events whose launch times are
@@ -362,9 +363,9 @@ func TestOneRecordRandomOps(t *testing.T) {
 		switch k := r.IntN(100); {
 		case k < 5 && len(w.scheds) > 0: // one one-off, created alone
 			it := w.oneOff(tenants[r.IntN(2)], "")
-			ai, an, aerr := one.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
-			bi, bn, berr := grouped.ScheduleCreateWithFires(ctx, it.Schedule, it.Children, it.Fires)
-			same("ScheduleCreateWithFires", []any{ai, an}, []any{bi, bn}, aerr, berr)
+			aerr := storetest.CreateSchedule(ctx, one, it.Schedule, it.Children, it.Fires...)
+			berr := storetest.CreateSchedule(ctx, grouped, it.Schedule, it.Children, it.Fires...)
+			same("create one", nil, nil, aerr, berr)
 		case k < 25 || len(w.scheds) == 0: // a batch of one-offs
 			var items []store.ScheduleNew
 			for range 1 + r.IntN(4) {

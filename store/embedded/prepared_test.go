@@ -8,6 +8,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // A head made before the transaction against one version of a one-off's
@@ -101,7 +102,7 @@ func TestPreparedHeadsReadBack(t *testing.T) {
 	if res, err := s.ScheduleCreateMany(ctx, items[:2]); err != nil || res[0] != nil || res[1] != nil {
 		t.Fatalf("ScheduleCreateMany: %v, %v", res, err)
 	}
-	if _, _, err := s.ScheduleCreateWithFires(ctx, items[2].Schedule, nil, items[2].Fires); err != nil {
+	if err := storetest.CreateSchedule(ctx, s, items[2].Schedule, nil, items[2].Fires...); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events {
@@ -114,4 +115,15 @@ func TestPreparedHeadsReadBack(t *testing.T) {
 			t.Errorf("event %s reads back as %+v, want %+v", e.ID, got, e)
 		}
 	}
+}
+
+// decodeWritten returns the schedule id, whose row this transaction writes
+// as doc, as a reader of the row sees it (see newEvtxWith); nil if the row
+// does not decode, to be read (and fail) in the transaction.
+func decodeWritten(id string, doc []byte, c rowCodes) map[string]*model.Schedule {
+	sc, err := decodeSchedule([]byte(id), doc, c)
+	if err != nil {
+		return nil
+	}
+	return map[string]*model.Schedule{id: sc}
 }

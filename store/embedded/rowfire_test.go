@@ -13,6 +13,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // fireRoundTrip is f as the store keeps it (times in UTC).
@@ -55,8 +56,8 @@ func TestOneOffFireInScheduleRow(t *testing.T) {
 	if res, err := s.ScheduleCreateMany(ctx, items[:5]); err != nil || slices.ContainsFunc(res, func(e error) bool { return e != nil }) {
 		t.Fatalf("ScheduleCreateMany: %v %v", res, err)
 	}
-	if ins, n, err := s.ScheduleCreateWithFires(ctx, items[5].Schedule, items[5].Children, fires[5:6]); err != nil || !ins[0] || n != 1 {
-		t.Fatalf("ScheduleCreateWithFires: %v %d %v", ins, n, err)
+	if err := storetest.CreateSchedule(ctx, s, items[5].Schedule, items[5].Children, fires[5:6]...); err != nil {
+		t.Fatalf("create one: %v", err)
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bFires, bFireSched} {
@@ -246,8 +247,8 @@ func TestOneOffFireRowExists(t *testing.T) {
 	if res, err := s.ScheduleCreateMany(ctx, items[:1]); err != nil || res[0] != nil {
 		t.Fatal(res, err)
 	}
-	if ins, _, err := s.ScheduleCreateWithFires(ctx, items[1].Schedule, items[1].Children, fires[1:2]); err != nil || ins[0] {
-		t.Fatalf("ScheduleCreateWithFires over an existing fire: inserted %v, %v", ins, err)
+	if err := storetest.CreateSchedule(ctx, s, items[1].Schedule, items[1].Children, fires[1:2]...); err != nil {
+		t.Fatalf("create over an existing fire: %v", err)
 	}
 	for i, fn := range fires {
 		f := fn.Fire

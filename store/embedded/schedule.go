@@ -295,85 +295,6 @@ func putSchedule(tx *bolt.Tx, codes *tenantCodes, keys *tokenKey, old, sc *model
 	return tx.Bucket(bSchedTenant).Put(tk, nil)
 }
 
-// ScheduleCreate stores sc and its children in one transaction.
-// model.ErrConflict if the id exists.
-func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
-	return s.batch(ctx, "schedule create", func(tx *bolt.Tx) error {
-		if tx.Bucket(bSchedules).Get(schedKey(sc.ID)) != nil {
-			return model.ErrConflict
-		}
-		sole := soleChild(sc, children)
-		if err := putChildren(tx, children, sole); err != nil {
-			return err
-		}
-		doc, err := encodeScheduleRow(sc, sole, s.dict(tx))
-		if err != nil {
-			return err
-		}
-		return createSchedule(tx, sc, doc, nil)
-	})
-}
-
-// ScheduleCreateWithFires stores sc, its children and the new fires of fs
-// with their new events in one group commit. model.ErrConflict if the id
-// exists, and then nothing is written.
-func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
-	// Encoded before the transaction, which holds the one writer, unless
-	// the schedule's tenant or origin has no code yet.
-	sole := soleChild(sc, children)
-	pre, preErr := encodeNewRow(sc, sole, fs, s.grouped, s.indexed, s.committedDict(sc))
-	docs := make([][]byte, len(fs))
-	for i, fn := range fs {
-		docs[i] = encodeFire(fn.Fire)
-	}
-	var written map[string]*model.Schedule
-	var heads map[*model.Event]preparedHead
-	if preErr == nil && pre.decoded != nil {
-		written = map[string]*model.Schedule{sc.ID: pre.decoded}
-		heads = make(map[*model.Event]preparedHead, len(fs))
-		prepareHeads(heads, pre.decoded, fs)
-	}
-	inserted := make([]bool, len(fs))
-	var n int
-	err := s.batch(ctx, "schedule create with fires", func(tx *bolt.Tx) error {
-		if tx.Bucket(bSchedules).Get(schedKey(sc.ID)) != nil {
-			return model.ErrConflict
-		}
-		r := pre
-		if preErr != nil {
-			var err error
-			if r, err = encodeNewRow(sc, sole, fs, s.grouped, s.indexed, s.dict(tx)); err != nil {
-				return err
-			}
-		}
-		doc, j, withFire, withEvent, rowEvent := r.doc, r.fire, r.withFire, r.withEvent, r.event
-		row, inRow, inRowEvents := doc, []bool(nil), []*model.Event(nil)
-		if j >= 0 && tx.Bucket(bFires).Get([]byte(fs[j].Fire.ID)) == nil {
-			row, inRow = withFire, make([]bool, len(fs))
-			inRow[j] = true
-			if rowEvent != nil && eventFree(tx, rowEvent) {
-				row, inRowEvents = withEvent, make([]*model.Event, len(fs))
-				inRowEvents[j] = rowEvent
-			}
-		}
-		if inRow == nil || !r.childImplied {
-			if err := putChildren(tx, children, sole); err != nil {
-				return err
-			}
-		}
-		if err := createSchedule(tx, sc, row, nil); err != nil {
-			return err
-		}
-		var err error
-		n, err = putFires(tx, s.tokens, fs, docs, inRow, inRowEvents, inserted, written, heads)
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return inserted, n, nil
-}
-
 // newRow is the row of a new schedule in the forms the transaction may
 // write, encoded before it, as the transaction holds the one writer.
 type newRow struct {
@@ -381,7 +302,7 @@ type newRow struct {
 	fire      int             // the index in fs of the fire the row can hold (impliesFire), or -1
 	withFire  []byte          // doc holding that fire
 	withEvent []byte          // withFire holding that fire's one event (impliesEvent); nil if it cannot
-	event     *model.Event    // that event: its due entry's and eventFree's fields are the row's
+	event     *model.Event    // that event: its due entry's fields and its id are the row's
 	decoded   *model.Schedule // doc decoded, for the heads of events the row does not hold; else nil
 	// childImplied: withFire and withEvent hold the sole child marked
 	// (impliesChild), which then gets no children entry.
@@ -398,7 +319,7 @@ type newRow struct {
 // own parts. A form that holds the fire holds the sole child marked if
 // impliesChild allows and indexed (Options.indexedOneOffs) does not forbid.
 //
-// The event held is not decoded back: what putImpliedDue and eventFree
+// The event held is not decoded back: what putImpliedDue and the absence checks
 // read of it (ids, shard, status, fence, launch time) the row gives back
 // equal, as encodeRowEvent keeps a time as a delta only when it gives the
 // time back exactly. The schedule is decoded, as newGroup's heads read it,
@@ -449,23 +370,6 @@ func encodeNewRow(sc *model.Schedule, sole *model.Child, fs []store.FireNew, gro
 	r.withEvent = putBytes(append(buf[len(r.withFire):len(r.withFire)], r.withFire...), eb)
 	r.withEvent[1] |= schedEvent
 	return r, nil
-}
-
-// eventFree reports whether no event has e's id and no group e's fire, so
-// that a row can hold e.
-func eventFree(tx *bolt.Tx, e *model.Event) bool {
-	return tx.Bucket(bEvIDs).Get([]byte(e.ID)) == nil && tx.Bucket(bEvGroups).Get(strKey(e.FireID)) == nil
-}
-
-// decodeWritten returns the schedule id, whose row this transaction writes
-// as doc, as a reader of the row sees it (see newEvtxWith); nil if the row
-// does not decode, to be read (and fail) in the transaction.
-func decodeWritten(id string, doc []byte, c rowCodes) map[string]*model.Schedule {
-	sc, err := decodeSchedule([]byte(id), doc, c)
-	if err != nil {
-		return nil
-	}
-	return map[string]*model.Schedule{id: sc}
 }
 
 // ScheduleCreateMany stores the items, their children and their fires in

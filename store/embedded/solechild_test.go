@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 func childOf(sc *model.Schedule, minute int) model.Child {
@@ -52,7 +53,7 @@ func TestSoleChildInline(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		sc, _ := typicalOneOff()
-		if err := s.ScheduleCreate(t.Context(), sc, []model.Child{childOf(sc, 0)}); err != nil {
+		if err := storetest.CreateSchedule(t.Context(), s, sc, []model.Child{childOf(sc, 0)}); err != nil {
 			t.Fatal(err)
 		}
 		if n := bySchedEntries(t, s); n != 0 {
@@ -149,7 +150,7 @@ func TestOneOffHeadRefersToSchedule(t *testing.T) {
 	s := openTemp(t, Options{groupedOneOffs: true})
 	items, fires := oneOffs(t, rand.New(rand.NewPCG(5, 5)), "ten_a", base(), 0, 3, false)
 	for i := range items {
-		if _, _, err := s.ScheduleCreateWithFires(ctx, items[i].Schedule, items[i].Children, fires[i:i+1]); err != nil {
+		if err := storetest.CreateSchedule(ctx, s, items[i].Schedule, items[i].Children, fires[i:i+1]...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -215,7 +216,7 @@ func TestOneOffHeadRefersToScheduleInBatch(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t, Options{groupedOneOffs: true})
 	items, fires := oneOffs(t, rand.New(rand.NewPCG(6, 6)), "ten_a", base(), 0, 4, false)
-	if err := s.ScheduleCreate(ctx, items[3].Schedule, items[3].Children); err != nil {
+	if err := storetest.CreateSchedule(ctx, s, items[3].Schedule, items[3].Children); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := s.ScheduleGet(ctx, "ten_a", items[3].Schedule.ID)

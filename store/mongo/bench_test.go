@@ -31,6 +31,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 const (
@@ -155,7 +156,7 @@ func loadChildren(tb testing.TB, s *mongo.Store, schedules, perSchedule int) {
 			children[j] = model.Child{ScheduleID: sc.ID, TenantID: sc.TenantID, ScheduleVersion: 1,
 				Timezone: sc.Timezone, LaunchExpression: fmt.Sprintf("H:%d", k/60), Minute: k % 60}
 		}
-		if err := s.ScheduleCreate(ctx, sc, children); err != nil {
+		if err := storetest.CreateSchedule(ctx, s, sc, children); err != nil {
 			tb.Fatal(err)
 		}
 	}

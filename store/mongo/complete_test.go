@@ -13,6 +13,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // TestFillEnds: schedules written before endsAt existed get it at the
@@ -37,7 +38,7 @@ func TestFillEnds(t *testing.T) {
 	sc := &model.Schedule{ID: "o1", TenantID: "A", Name: "o1", RunAt: &runAt, Timezone: "UTC", EventCount: 1,
 		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/hook"}, MaxAttempts: 3,
 		Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive, Version: 1}
-	if err := s.ScheduleCreate(ctx, sc, nil); err != nil {
+	if err := storetest.CreateSchedule(ctx, s, sc, nil); err != nil {
 		t.Fatal(err)
 	}
 	// As an older version left it: no endsAt, no index of it.

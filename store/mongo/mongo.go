@@ -383,7 +383,7 @@ func (s *Store) ServerClock() bool { return s.caps.serverClock }
 func (s *Store) RetentionByTTL() bool { return s.caps.ttl }
 
 // Transactions reports whether a schedule and its children, and a
-// one-off's create with its fires (ScheduleCreateWithFires), are written in
+// one-off's create with its fires (ScheduleCreateMany), are written in
 // one transaction.
 func (s *Store) Transactions() bool { return s.caps.transactions }
 

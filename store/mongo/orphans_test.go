@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/mongo"
 	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 func testSchedule(id string) *model.Schedule {
@@ -73,13 +74,13 @@ func TestOrphanCleanup(t *testing.T) {
 	ctx := t.Context()
 	for i, n := range []int{3, 1, 1, 1, 1} {
 		id := fmt.Sprintf("s%d", i+1)
-		if err := a.ScheduleCreate(ctx, testSchedule(id), testChildren(id, 1, n)); err != nil {
+		if err := storetest.CreateSchedule(ctx, a, testSchedule(id), testChildren(id, 1, n)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A schedule gone without its children (a crash between the two
 	// deletes where there are no transactions).
-	if err := a.ScheduleCreate(ctx, testSchedule("gone"), testChildren("gone", 1, 1)); err != nil {
+	if err := storetest.CreateSchedule(ctx, a, testSchedule("gone"), testChildren("gone", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Collection("schedules").DeleteOne(ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {
@@ -227,7 +228,7 @@ func TestScheduleTransactions(t *testing.T) {
 		}
 	}
 	rec.take()
-	if err := s.ScheduleCreate(ctx, testSchedule("s1"), testChildren("s1", 1, 2)); err != nil {
+	if err := storetest.CreateSchedule(ctx, s, testSchedule("s1"), testChildren("s1", 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if mode == "txn" {
@@ -260,21 +261,23 @@ func TestScheduleTransactions(t *testing.T) {
 	ev := &model.Event{ID: "e1", TenantID: "t1", ScheduleID: "s2", FireID: "f1", FireTime: now, LaunchAt: now,
 		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
 		Status: model.EventPending, CreatedAt: now, UpdatedAt: now}
-	inserted, n, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
-		[]store.FireNew{{Fire: fire, Events: []*model.Event{ev}}})
-	if err != nil || len(inserted) != 1 || !inserted[0] || n != 1 {
-		t.Fatalf("ScheduleCreateWithFires: %v, %d, %v; want [true], 1", inserted, n, err)
+	if err := storetest.CreateSchedule(ctx, s, testSchedule("s2"), testChildren("s2", 1, 1),
+		store.FireNew{Fire: fire, Events: []*model.Event{ev}}); err != nil {
+		t.Fatalf("create one: %v", err)
+	}
+	if n, err := s.EventCountByFire(ctx, "f1"); err != nil || n[model.EventPending] != 1 {
+		t.Fatalf("events of the created fire: %v, %v; want 1", n, err)
 	}
 	if mode == "txn" {
-		check("ScheduleCreateWithFires", "insert schedules", "insert children", "insert fires", "insert events")
+		check("create one", "insert schedules", "insert children", "insert fires", "insert events")
 	} else {
-		check("ScheduleCreateWithFires", "insert children", "insert schedules", "insert fires", "insert events")
+		check("create one", "insert children", "insert schedules", "insert fires", "insert events")
 	}
 	// Its id taken: nothing of it stays.
 	fire2 := &model.Fire{ID: "f2", ScheduleID: "s2", TenantID: "t1", FireTime: now.Add(time.Hour), Count: 1, CreatedAt: now}
-	if _, _, err := s.ScheduleCreateWithFires(ctx, testSchedule("s2"), testChildren("s2", 1, 1),
-		[]store.FireNew{{Fire: fire2}}); !errors.Is(err, model.ErrConflict) {
-		t.Fatalf("ScheduleCreateWithFires of an existing id: %v, want ErrConflict", err)
+	if err := storetest.CreateSchedule(ctx, s, testSchedule("s2"), testChildren("s2", 1, 1),
+		store.FireNew{Fire: fire2}); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("create of an existing id: %v, want ErrConflict", err)
 	}
 	if _, err := s.FireGet(ctx, "t1", "f2"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the fire of a conflicting create: %v, want ErrNotFound", err)
@@ -317,7 +320,7 @@ func TestOrphanLeaseReleasedOnClose(t *testing.T) {
 	t.Parallel()
 	a, db, uri := openWith(t, "", mongo.Options{Owner: "a"})
 	ctx := t.Context()
-	if err := a.ScheduleCreate(ctx, testSchedule("gone"), testChildren("gone", 1, 2)); err != nil {
+	if err := storetest.CreateSchedule(ctx, a, testSchedule("gone"), testChildren("gone", 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Collection("schedules").DeleteOne(ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {

@@ -34,49 +34,8 @@ func clampLimit(n int) int64 {
 // 16 MB command limit.
 const inBatch = 1000
 
-// ScheduleCreate stores s and its children: in one transaction where the
-// server has them, else children first, then the schedule, so a crash in
-// between leaves only orphan children (which ChildrenDeleteOrphans
-// removes). If the schedule id exists the children just written are
-// deleted again (or the transaction aborted) and ErrConflict is returned.
-func (s *Store) ScheduleCreate(ctx context.Context, sc *model.Schedule, children []model.Child) error {
-	if s.caps.transactions {
-		err := s.withTxn(ctx, func(ctx context.Context) error {
-			if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
-				return err
-			}
-			return s.insertChildrenTxn(ctx, children)
-		})
-		if err != nil {
-			return fmt.Errorf("schedule create %s: %w", sc.ID, interpretError(err))
-		}
-		return nil
-	}
-	// Checking first keeps a plain duplicate create from writing children at
-	// all; the insert below is still what decides.
-	if err := s.exists(ctx, s.schedules, bson.D{{Key: "_id", Value: sc.ID}}); err == nil {
-		return fmt.Errorf("schedule create %s: %w", sc.ID, model.ErrConflict)
-	} else if !errors.Is(err, model.ErrNotFound) {
-		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
-	}
-	ids, err := s.insertChildren(ctx, children)
-	if err != nil {
-		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
-	}
-	if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
-		err = interpretError(err)
-		if errors.Is(err, model.ErrConflict) {
-			if derr := s.deleteChildrenByID(ctx, ids); derr != nil {
-				return fmt.Errorf("schedule create %s: %w (and removing its children: %v)", sc.ID, err, derr)
-			}
-		}
-		return fmt.Errorf("schedule create %s: %w", sc.ID, err)
-	}
-	return nil
-}
-
-// ScheduleCreateMany writes like ScheduleCreate, in bulk: ids that exist
-// are looked up at once; in one transaction with the items' fires where
+// ScheduleCreateMany stores the items: ids that exist are looked up at
+// once; in one transaction with the items' fires where
 // the server has them (scheduleCreateManyTxn), else the children of the
 // other items go in one unordered insert, then their schedules in another,
 // then the fires of the stored items with one FireInsertMany. A schedule
@@ -177,9 +136,10 @@ func (s *Store) ScheduleCreateMany(ctx context.Context, items []store.ScheduleNe
 // fires in one transaction. A schedule id that a concurrent create took
 // meanwhile aborts it: that item becomes ErrConflict and the others go
 // again, so an item that conflicts leaves nothing written and the others
-// are stored. Fires are inserted without reading first, as in
-// scheduleCreateWithFiresTxn; a fire or event id that exists aborts the
-// transaction and the next one skips the ids that exist. Events beyond
+// are stored. A new schedule's fires and events are new, so they are
+// inserted without reading first; a fire or event id that exists (left
+// by an earlier schedule of the same id) aborts the transaction and the
+// next one skips the ids that exist. Events beyond
 // what a transaction takes are written after the commit (splitForTxn,
 // writeRest).
 func (s *Store) scheduleCreateManyTxn(ctx context.Context, items []store.ScheduleNew, todo []int, res []error) ([]error, error) {
@@ -774,76 +734,9 @@ func (s *Store) WatermarkAdvance(ctx context.Context, w model.Watermark) error {
 	return nil
 }
 
-// ScheduleCreateWithFires stores the schedule, its children, the new fires
-// of fs and their new events: in one transaction where the server has them
-// (scheduleCreateWithFiresTxn), so that a one-off is stored with its fire
-// or not at all. Elsewhere it is ScheduleCreate (with its clean-up of the
-// children on a conflict) followed by FireInsertMany: a failure in
-// between leaves the schedule without its fires, which a retry of the
-// create or the emitter's next pass emits.
-func (s *Store) ScheduleCreateWithFires(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
-	if s.caps.transactions {
-		return s.scheduleCreateWithFiresTxn(ctx, sc, children, fs)
-	}
-	if err := s.ScheduleCreate(ctx, sc, children); err != nil {
-		return nil, 0, err
-	}
-	inserted, n, err := s.FireInsertMany(ctx, fs)
-	if err != nil {
-		return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, err)
-	}
-	return inserted, n, nil
-}
-
 // createWithFiresTries bounds the transactions of one
-// scheduleCreateWithFiresTxn that find fire or event ids taken.
+// scheduleCreateManyTxn that find fire or event ids taken.
 const createWithFiresTries = 3
-
-// scheduleCreateWithFiresTxn is ScheduleCreateWithFires in one
-// transaction. A new schedule's fires and events are new, so the first
-// transaction inserts them without reading; a duplicate id (a fire left by
-// an earlier schedule of the same id) aborts it, and the next one reads
-// which ids exist first and inserts the others. A transaction changes
-// nothing until it commits, so a schedule id that exists (ErrConflict)
-// leaves nothing written. Events beyond what a transaction takes are
-// written after the commit (splitForTxn, writeRest).
-func (s *Store) scheduleCreateWithFiresTxn(ctx context.Context, sc *model.Schedule, children []model.Child, fs []store.FireNew) ([]bool, int, error) {
-	var (
-		inserted []bool
-		n        int
-		conflict bool
-	)
-	checked := false
-	sp := splitForTxn(fs, txnMaxDocs-1-len(children), txnMaxBytes)
-	for try := 1; ; try++ {
-		err := s.withTxn(ctx, func(ctx context.Context) error {
-			conflict = false
-			if _, err := s.schedules.InsertOne(ctx, toScheduleDoc(sc)); err != nil {
-				conflict = mongo.IsDuplicateKeyError(err)
-				return err
-			}
-			if err := s.insertChildrenTxn(ctx, children); err != nil {
-				return err
-			}
-			var err error
-			inserted, n, err = s.fireInsertManyTxn(ctx, sp.in, checked)
-			return err
-		})
-		switch {
-		case err == nil:
-			return inserted, n + s.finishRest(ctx, sp, inserted), nil
-		case conflict:
-			return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, model.ErrConflict)
-		case mongo.IsDuplicateKeyError(err) && try < createWithFiresTries:
-			checked = true
-			continue
-		case mongo.IsDuplicateKeyError(err):
-			// Not the schedule's id: not a conflict of the create.
-			return nil, 0, fmt.Errorf("schedule create %s: %w: fire or event ids taken while it was written: %v", sc.ID, model.ErrUnavailable, err)
-		}
-		return nil, 0, fmt.Errorf("schedule create %s: %w", sc.ID, interpretError(err))
-	}
-}
 
 // fireInsertManyTxn is FireInsertMany inside a transaction, which needs
 // every write to succeed: with checked it first reads which fire and

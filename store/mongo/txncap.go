@@ -11,7 +11,7 @@ import (
 )
 
 // A create that writes one-offs' fires and events with their schedules
-// (ScheduleCreateWithFires, ScheduleCreateMany) does so in one transaction
+// (ScheduleCreateMany) does so in one transaction
 // on a replica set. MongoDB bounds a transaction: the server aborts one
 // that runs longer than transactionLifetimeLimitSeconds (60 s by
 // default), its writes stay in the WiredTiger cache until the commit (a

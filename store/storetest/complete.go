@@ -21,8 +21,7 @@ var completeTests = []namedTest{
 		for _, id := range []string{"o1", "o2", "o3"} {
 			s, f, e := oneOff("A", id, runAt)
 			evs[id] = e
-			_, _, err := d.ScheduleCreateWithFires(ctx, s, nil, []store.FireNew{{Fire: f, Events: []*model.Event{e}}})
-			requireNoError(t, err, "ScheduleCreateWithFires "+id)
+			createSchedule(t, d, s, nil, store.FireNew{Fire: f, Events: []*model.Event{e}})
 		}
 		o4, _, _ := oneOff("A", "o4", runAt)
 		createSchedule(t, d, o4, nil)
@@ -104,8 +103,7 @@ var completeTests = []namedTest{
 		ctx := t.Context()
 		runAt := at(time.Hour)
 		s, f, e := oneOff("A", "o1", runAt)
-		_, _, err := d.ScheduleCreateWithFires(ctx, s, nil, []store.FireNew{{Fire: f, Events: []*model.Event{e}}})
-		requireNoError(t, err, "ScheduleCreateWithFires")
+		createSchedule(t, d, s, nil, store.FireNew{Fire: f, Events: []*model.Event{e}})
 		fin := runAt
 		requireNoError(t, transition(t, d, store.EventTransition{ID: e.ID, From: model.EventPending, To: model.EventReleased, FinishedAt: &fin, At: fin}), "release")
 		keep, _, _ := oneOff("A", "o2", runAt)

@@ -27,8 +27,7 @@ var fireTests = []namedTest{
 		requireNoError(t, err, "FireInsertMany")
 		s, f, ev := oneOff("A", "s3", at(2*time.Hour))
 		s.Jitter, f.Jitter, f.Payload = time.Hour, 59*time.Minute, json.RawMessage(`[3]`)
-		_, _, err = d.ScheduleCreateWithFires(ctx, s, nil, []store.FireNew{{Fire: f, Events: []*model.Event{ev}}})
-		requireNoError(t, err, "ScheduleCreateWithFires")
+		requireNoError(t, CreateSchedule(ctx, d, s, nil, store.FireNew{Fire: f, Events: []*model.Event{ev}}), "ScheduleCreateMany")
 		for _, want := range []*model.Fire{one, many, f} {
 			got, err := d.FireGet(ctx, "A", want.ID)
 			requireNoError(t, err, "FireGet "+want.ID)

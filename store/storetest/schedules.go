@@ -42,7 +42,7 @@ var scheduleTests = []namedTest{
 
 		dup := newSchedule("A", "s1")
 		dup.Name = "dup"
-		requireIs(t, d.ScheduleCreate(ctx, dup, nil), model.ErrConflict, "duplicate ScheduleCreate")
+		requireIs(t, CreateSchedule(ctx, d, dup, nil), model.ErrConflict, "duplicate create")
 		got, err = d.ScheduleGet(ctx, "A", "s1")
 		requireNoError(t, err, "ScheduleGet after duplicate")
 		requireEqual(t, got.Name, s.Name, "Name after duplicate")
@@ -62,14 +62,12 @@ var scheduleTests = []namedTest{
 		for _, e := range evs {
 			e.Target = target
 		}
-		_, n, err := d.ScheduleCreateWithFires(ctx, s, nil, []store.FireNew{{Fire: f, Events: evs}})
-		requireNoError(t, err, "ScheduleCreateWithFires")
-		requireEqual(t, n, 2, "events stored")
+		createSchedule(t, d, s, nil, store.FireNew{Fire: f, Events: evs})
 		// A later fire's events, written as the emitter writes them.
 		f2 := newFire("A", "s1", at(2*time.Hour))
 		later := newEvent("A", "s1", at(2*time.Hour), 0)
 		later.Target = target
-		_, _, err = d.FireInsertMany(ctx, []store.FireNew{{Fire: f2, Events: []*model.Event{later}}})
+		_, _, err := d.FireInsertMany(ctx, []store.FireNew{{Fire: f2, Events: []*model.Event{later}}})
 		requireNoError(t, err, "FireInsertMany")
 
 		got, err := d.ScheduleGet(ctx, "A", "s1")
@@ -104,11 +102,7 @@ var scheduleTests = []namedTest{
 		h3 := model.ChildKey{LaunchExpression: "H:3", Minute: 0}
 		f := newFire("A", "s1", at(time.Hour))
 		evs := []*model.Event{newEvent("A", "s1", at(time.Hour), 0), newEvent("A", "s1", at(time.Hour), 1)}
-		inserted, n, err := d.ScheduleCreateWithFires(ctx, s, childrenOf(s, h3), []store.FireNew{{Fire: f, Events: evs}})
-		requireNoError(t, err, "ScheduleCreateWithFires")
-		requireEqual(t, len(inserted), 1, "inserted results")
-		requireEqual(t, inserted[0], true, "fire inserted")
-		requireEqual(t, n, 2, "events stored")
+		createSchedule(t, d, s, childrenOf(s, h3), store.FireNew{Fire: f, Events: evs})
 
 		got, err := d.ScheduleGet(ctx, "A", "s1")
 		requireNoError(t, err, "ScheduleGet")
@@ -128,15 +122,13 @@ var scheduleTests = []namedTest{
 
 		// The id exists: ErrConflict, and the other fire is not written.
 		other := newFire("A", "s1", at(2*time.Hour))
-		_, _, err = d.ScheduleCreateWithFires(ctx, newSchedule("A", "s1"), nil, []store.FireNew{{Fire: other}})
-		requireIs(t, err, model.ErrConflict, "ScheduleCreateWithFires of an existing id")
+		err = CreateSchedule(ctx, d, newSchedule("A", "s1"), nil, store.FireNew{Fire: other})
+		requireIs(t, err, model.ErrConflict, "create of an existing id")
 		_, err = d.FireGet(ctx, "A", other.ID)
 		requireIs(t, err, model.ErrNotFound, "fire of a conflicting create")
 
 		// No fires: a plain create.
-		inserted, n, err = d.ScheduleCreateWithFires(ctx, newSchedule("A", "s2"), nil, nil)
-		requireNoError(t, err, "ScheduleCreateWithFires without fires")
-		requireEqual(t, len(inserted)+n, 0, "nothing inserted")
+		createSchedule(t, d, newSchedule("A", "s2"), nil)
 		_, err = d.ScheduleGet(ctx, "A", "s2")
 		requireNoError(t, err, "ScheduleGet s2")
 	}},
@@ -153,15 +145,10 @@ var scheduleTests = []namedTest{
 		_, err = d.EventInsertMany(ctx, []*model.Event{g0})
 		requireNoError(t, err, "EventInsertMany of the earlier event")
 
-		inserted, n, err := d.ScheduleCreateWithFires(ctx, newSchedule("A", "s1"), nil, []store.FireNew{
-			{Fire: newFire("A", "s1", at(time.Hour)), Events: []*model.Event{newEvent("A", "s1", at(time.Hour), 0)}},
-			{Fire: g, Events: []*model.Event{newEvent("A", "s1", at(2*time.Hour), 0), newEvent("A", "s1", at(2*time.Hour), 1)}},
-		})
-		requireNoError(t, err, "ScheduleCreateWithFires over existing ids")
-		requireEqual(t, len(inserted), 2, "inserted results")
-		requireEqual(t, inserted[0], false, "the existing fire inserted")
-		requireEqual(t, inserted[1], true, "the new fire inserted")
-		requireEqual(t, n, 1, "events stored (the new fire's new one)")
+		createSchedule(t, d, newSchedule("A", "s1"), nil,
+			store.FireNew{Fire: newFire("A", "s1", at(time.Hour)), Events: []*model.Event{newEvent("A", "s1", at(time.Hour), 0)}},
+			store.FireNew{Fire: g, Events: []*model.Event{newEvent("A", "s1", at(2*time.Hour), 0), newEvent("A", "s1", at(2*time.Hour), 1)}},
+		)
 		_, err = d.ScheduleGet(ctx, "A", "s1")
 		requireNoError(t, err, "ScheduleGet")
 		gf, err := d.FireGet(ctx, "A", f.ID)
@@ -176,6 +163,9 @@ var scheduleTests = []namedTest{
 		counts, err = d.EventCountByFire(ctx, g.ID)
 		requireNoError(t, err, "EventCountByFire of the new fire")
 		requireEqual(t, counts[model.EventPending], 2, "events of the new fire")
+		gg, err := d.FireGet(ctx, "A", g.ID)
+		requireNoError(t, err, "FireGet of the new fire")
+		requireEqual(t, gg.ScheduleID, "s1", "the new fire's ScheduleID")
 	}},
 	{"CreateMany", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()

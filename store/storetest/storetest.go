@@ -13,6 +13,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -298,7 +299,20 @@ func createPolicy(t *testing.T, d store.Driver, p *model.Policy) {
 	requireNoError(t, d.PolicyCreate(t.Context(), p), "PolicyCreate "+p.ID)
 }
 
-func createSchedule(t *testing.T, d store.Driver, s *model.Schedule, cs []model.Child) {
+func createSchedule(t *testing.T, d store.Driver, s *model.Schedule, cs []model.Child, fs ...store.FireNew) {
 	t.Helper()
-	requireNoError(t, d.ScheduleCreate(t.Context(), s, cs), "ScheduleCreate "+s.ID)
+	requireNoError(t, CreateSchedule(t.Context(), d, s, cs, fs...), "create schedule "+s.ID)
+}
+
+// CreateSchedule creates s with its children cs and fires fs as a single
+// create does (ScheduleCreateMany of one item) and returns the item's
+// error or the call's.
+func CreateSchedule(ctx context.Context, d interface {
+	ScheduleCreateMany(ctx context.Context, items []store.ScheduleNew) ([]error, error)
+}, s *model.Schedule, cs []model.Child, fs ...store.FireNew) error {
+	errs, err := d.ScheduleCreateMany(ctx, []store.ScheduleNew{{Schedule: s, Children: cs, Fires: fs}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }

@@ -1,4 +1,4 @@
-package master
+package model
 
 import (
 	"encoding/binary"
@@ -18,13 +18,13 @@ import (
 // batch together.
 func TestNewIDsSortInCreationOrder(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	g := idSource{clock: clock}
+	g := &IDSource{}
 	format := regexp.MustCompile(`^sch_[a-z2-7]{16}$`)
 	seen := map[string]bool{}
 	prev := ""
 	for sec := range 40 {
 		for range 300 {
-			id := g.newID("ten_a", prefixSchedule)
+			id := g.New("ten_a", PrefixSchedule, clock.Now())
 			if !format.MatchString(id) {
 				t.Fatalf("id %q does not match %s", id, format)
 			}
@@ -46,11 +46,11 @@ func TestNewIDsSortInCreationOrder(t *testing.T) {
 // restart) in the same second do not make the same ids.
 func TestNewIDsOfTwoSources(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	a, b := idSource{clock: clock}, idSource{clock: clock}
+	a, b := &IDSource{}, &IDSource{}
 	seen := map[string]bool{}
 	for range 1000 {
-		for _, g := range []*idSource{&a, &b} {
-			id := g.newID("ten_a", prefixPolicy)
+		for _, g := range []*IDSource{a, b} {
+			id := g.New("ten_a", PrefixPolicy, clock.Now())
 			if seen[id] {
 				t.Fatalf("id %q made by both sources", id)
 			}
@@ -64,12 +64,12 @@ func TestNewIDsOfTwoSources(t *testing.T) {
 // each sorts after the one made before it.
 func TestNewIDsOfInterleavedBatches(t *testing.T) {
 	start := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	g := idSource{clock: clockwork.NewFakeClockAt(start)}
+	g := &IDSource{}
 	seen := map[string]bool{}
 	prev := ""
 	for i := range 2000 {
 		at := start.Add(time.Duration(i%2) * time.Second) // batch A's second, then B's
-		id := g.newIDAt("ten_a", prefixSchedule, at)
+		id := g.New("ten_a", PrefixSchedule, at)
 		if seen[id] {
 			t.Fatalf("id %q made twice", id)
 		}
@@ -87,14 +87,14 @@ func TestNewIDsOfInterleavedBatches(t *testing.T) {
 // and each batch's sort in the order they were made.
 func TestNewIDsOfConcurrentBatches(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	g := idSource{clock: clockwork.NewFakeClockAt(now)}
+	g := &IDSource{}
 	const batches, size = 8, 500
 	got := make([][]string, batches)
 	var wg sync.WaitGroup
 	for b := range batches {
 		wg.Go(func() {
 			for range size / 50 {
-				got[b] = append(got[b], g.newIDsAt("ten_a", prefixSchedule, now, 50)...)
+				got[b] = append(got[b], g.NewN("ten_a", PrefixSchedule, now, 50)...)
 			}
 		})
 	}
@@ -134,10 +134,10 @@ func TestNewIDsOfConcurrentBatches(t *testing.T) {
 // the tenants' ids are distinct.
 func TestNewIDsRevealNoOtherTenant(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	g := idSource{clock: clock}
+	g := &IDSource{}
 	counter := func(id string) uint64 {
 		t.Helper()
-		b, err := orderedEncoding.DecodeString(strings.TrimPrefix(id, prefixSchedule))
+		b, err := IDText.DecodeString(strings.TrimPrefix(id, PrefixSchedule))
 		if err != nil || len(b) != 10 {
 			t.Fatalf("id %q: %v", id, err)
 		}
@@ -152,17 +152,17 @@ func TestNewIDsRevealNoOtherTenant(t *testing.T) {
 		seen[id] = true
 		return id
 	}
-	prev := take(g.newID("ten_a", prefixSchedule))
+	prev := take(g.New("ten_a", PrefixSchedule, clock.Now()))
 	for _, others := range []int{0, 1, 7, 500} {
 		for i := range others {
-			take(g.newID("ten_b", prefixSchedule))
+			take(g.New("ten_b", PrefixSchedule, clock.Now()))
 			if i%2 == 0 {
-				for _, id := range g.newIDsAt("ten_c", prefixSchedule, clock.Now(), 3) {
+				for _, id := range g.NewN("ten_c", PrefixSchedule, clock.Now(), 3) {
 					take(id)
 				}
 			}
 		}
-		id := take(g.newID("ten_a", prefixSchedule))
+		id := take(g.New("ten_a", PrefixSchedule, clock.Now()))
 		if d := counter(id) - counter(prev); d != 1 {
 			t.Fatalf("after %d ids of other tenants, tenant a's next id is %d after its previous one, want 1", others, d)
 		}

@@ -1,4 +1,4 @@
-package master
+package idempotency
 
 import (
 	"crypto/aes"
@@ -37,23 +37,23 @@ func newSealer(secret []byte, previous [][]byte) (*sealer, error) {
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
-			return nil, fmt.Errorf("master: idempotency record key: %w", err)
+			return nil, fmt.Errorf("idempotency: record key: %w", err)
 		}
 	}
 	s := &sealer{}
 	for i, sec := range append([][]byte{secret}, previous...) {
 		if len(sec) == 0 {
-			return nil, fmt.Errorf("master: Config.PreviousIdempotencySecrets[%d]: empty", i-1)
+			return nil, fmt.Errorf("idempotency: previous secret %d: empty", i-1)
 		}
 		mac := hmac.New(sha256.New, sec)
 		mac.Write([]byte("schedulerd idempotency record key v1"))
 		block, err := aes.NewCipher(mac.Sum(nil))
 		if err != nil {
-			return nil, fmt.Errorf("master: idempotency record key: %w", err)
+			return nil, fmt.Errorf("idempotency: record key: %w", err)
 		}
 		aead, err := cipher.NewGCM(block)
 		if err != nil {
-			return nil, fmt.Errorf("master: idempotency record key: %w", err)
+			return nil, fmt.Errorf("idempotency: record key: %w", err)
 		}
 		s.aeads = append(s.aeads, aead)
 	}
