@@ -673,6 +673,12 @@ func fireRow(w io.Writer, f *client.Fire) {
 func fireTable(w *tabwriter.Writer, f *client.Fire) {
 	fireHeader(w)
 	fireRow(w, f)
+	if f.LaunchAt != nil {
+		fmt.Fprintf(w, "\nlaunch %s (jitter +%s)\n", ts(*f.LaunchAt), sp(f.Jitter))
+	}
+	if f.Note != nil {
+		fmt.Fprintf(w, "\nnote: %s\n", *f.Note)
+	}
 }
 
 func eventTable(w *tabwriter.Writer, ev *client.Event) {

@@ -59,6 +59,7 @@ func TestJitterPreviewTrigger(t *testing.T) {
 	if fire.N != 3 || fire.Note != "re-run invoice 42" || fire.Payload["invoice"] != 42 || fire.Jitter != "" {
 		t.Fatalf("triggered fire %+v", fire)
 	}
+	tk("fires", "get", fire.ID).ok(t).has(t, `(?m)^note: re-run invoice 42$`)
 	tk("events", "ls", "--fire", fire.ID).ok(t).has(t, `(?s)`+fire.ID+`\.0.*`+fire.ID+`\.2`)
 	tk("schedules", "trigger", created.ID, "--payload", "{").fails(t, exitUsage, `--payload is not JSON`)
 }
