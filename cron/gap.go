@@ -51,11 +51,31 @@ func MinGap(e *Expr, loc *time.Location, from, to time.Time) (gap time.Duration,
 
 	const margin = 26 * 3600
 	var (
-		secs []int64 // fires, or the first and last fire of a uniform day
 		span = zoneSpan{start: math.MaxInt64, end: math.MinInt64}
 		best = int64(math.MaxInt64)
 		at0  int64
+		prev = int64(math.MinInt64) // the last fire looked at
+		buf  []int64                // fires of the days near a transition, not yet looked at
 	)
+	consider := func(d, at int64) {
+		if d < best || d == best && at < at0 {
+			best, at0 = d, at
+		}
+	}
+	// Days near a transition may list their fires out of order; none of
+	// them comes before a uniform day's or after the next one's.
+	flush := func() {
+		for _, m := range sortDedupe(buf) {
+			if m <= prev {
+				continue
+			}
+			if prev != math.MinInt64 {
+				consider(m-prev, prev)
+			}
+			prev = m
+		}
+		buf = buf[:0]
+	}
 	for day := first; day <= last; day++ {
 		y, mo, d := civilFromDays(day)
 		dim := daysIn(y, mo)
@@ -74,25 +94,28 @@ func MinGap(e *Expr, loc *time.Location, from, to time.Time) (gap time.Duration,
 		if lo >= span.start && hi <= span.end {
 			f0, f1 := w0+walls[0]-span.off, w0+walls[len(walls)-1]-span.off
 			if f0 > a && f1 <= b {
-				secs = append(secs, f0, f1)
-				if t := w0 + walls[inAt] - span.off; inGap < best || inGap == best && t < at0 {
-					best, at0 = inGap, t
+				flush()
+				if prev != math.MinInt64 {
+					consider(f0-prev, prev)
 				}
+				if inGap != math.MaxInt64 {
+					consider(inGap, w0+walls[inAt]-span.off)
+				}
+				prev = f1
 				continue
 			}
 		}
-		for _, m := range e.appendDayFires(nil, loc, day, a) {
+		n := len(buf)
+		buf = e.appendDayFires(buf, loc, day, a)
+		kept := buf[:n]
+		for _, m := range buf[n:] {
 			if m <= b {
-				secs = append(secs, m)
+				kept = append(kept, m)
 			}
 		}
+		buf = kept
 	}
-	secs = sortDedupe(secs)
-	for i := 1; i < len(secs); i++ {
-		if d := secs[i] - secs[i-1]; d < best || d == best && secs[i-1] < at0 {
-			best, at0 = d, secs[i-1]
-		}
-	}
+	flush()
 	if best == math.MaxInt64 {
 		return 0, time.Time{}
 	}
