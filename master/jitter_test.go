@@ -152,3 +152,23 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// TestBatchJitter: a batch item keeps its jitter, and an item whose jitter
+// is as long as its gap fails alone, naming the item's jitter.
+func TestBatchJitter(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("a")
+	r, err := c.CreateSchedulesBatchWithResponse(h.ctx, client.ScheduleBatchCreate{Items: []client.ScheduleBatchItem{
+		{Name: "ok", Cron: ptr("0 3 * * *"), Jitter: ptr("1h"), Target: httpTarget()},
+		{Name: "bad", Cron: ptr("0 * * * *"), Jitter: ptr("1h"), Target: httpTarget()},
+	}})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	items := r.JSON200.Items
+	if r.JSON200.Created != 1 || items[0].Schedule == nil || deref(items[0].Schedule.Jitter) != "1h0m0s" {
+		t.Fatalf("batch answer %s", r.Body)
+	}
+	if p := items[1].Problem; items[1].Status != http.StatusUnprocessableEntity || p == nil || p.Errors == nil ||
+		(*p.Errors)[0].Field != "items[1].jitter" {
+		t.Fatalf("bad item: %s", r.Body)
+	}
+}
