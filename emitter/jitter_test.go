@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +133,39 @@ func TestTriggerWithOverrides(t *testing.T) {
 	}
 	if got, err := st.ScheduleGet(ctx, tenant, s.ID); err != nil || got.EventCount != 2 || string(got.Payload) != string(s.Payload) {
 		t.Fatalf("the schedule changed: %+v, %v", got, err)
+	}
+}
+
+// TestTriggerNoteKeptWhenSkipped: under overlap skip a trigger that comes
+// while the previous fire runs is skipped; its note follows the reason,
+// which still names the running fire first.
+func TestTriggerNoteKeptWhenSkipped(t *testing.T) {
+	st := openEmbedded(t)
+	clk := newClock(utc("2025-06-02T10:00:30Z"))
+	e := newEmitter(t, st, clk, nil)
+	s := sched("skip", "0 3 * * *", "UTC", 2, func(s *model.Schedule) { s.Overlap = model.OverlapSkip })
+	create(t, st, s)
+	ctx := context.Background()
+	first, err := e.Trigger(ctx, s, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	f, err := e.TriggerWith(ctx, s, clk.Now(), emitter.TriggerOptions{Note: "re-run invoice 42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "overlap=skip: previous fire " + first.ID + " has 2 unfinished events; re-run invoice 42"
+	if f.Decision != model.FireSkippedOverlap || f.Note != want {
+		t.Fatalf("fire %s %q, want skipped_overlap %q", f.Decision, f.Note, want)
+	}
+	// The next fire still finds the running one through the skipped fire.
+	clk.Advance(time.Second)
+	next, err := e.Trigger(ctx, s, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Decision != model.FireSkippedOverlap || !strings.Contains(next.Note, first.ID) {
+		t.Fatalf("next fire %s %q, want skipped_overlap naming %s", next.Decision, next.Note, first.ID)
 	}
 }
