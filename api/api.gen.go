@@ -83,6 +83,24 @@ func (e FireDecision) Valid() bool {
 	}
 }
 
+// Defines values for FireTimeDst.
+const (
+	Repeated FireTimeDst = "repeated"
+	Skipped  FireTimeDst = "skipped"
+)
+
+// Valid indicates whether the value is a known member of the FireTimeDst enum.
+func (e FireTimeDst) Valid() bool {
+	switch e {
+	case Repeated:
+		return true
+	case Skipped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -383,11 +401,17 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting       *bool      `json:"emitting,omitempty"`
-	FireTime       time.Time  `json:"fireTime"`
-	Id             string     `json:"id"`
+	Emitting *bool     `json:"emitting,omitempty"`
+	FireTime time.Time `json:"fireTime"`
+	Id       string    `json:"id"`
+
+	// Jitter The fire's jitter offset; absent when it has none.
+	Jitter         *string    `json:"jitter,omitempty"`
 	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
-	LocalTime      string     `json:"localTime"`
+
+	// LaunchAt When its events launch (before any spread), fireTime plus jitter; absent without jitter.
+	LaunchAt  *time.Time `json:"launchAt,omitempty"`
+	LocalTime string     `json:"localTime"`
 
 	// N Number of events of the fire.
 	N int `json:"n"`
@@ -396,8 +420,13 @@ type Fire struct {
 	// "deferred: tenant over maxEventsPerMinute (100)" (its events are
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
-	Note       *string `json:"note,omitempty"`
-	ScheduleId string  `json:"scheduleId"`
+	Note *string `json:"note,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload    *Payload `json:"payload,omitempty"`
+	ScheduleId string   `json:"scheduleId"`
 }
 
 // FireDecision emitted: on time; late: after downtime, within the catch-up limit,
@@ -432,10 +461,45 @@ type FireList struct {
 
 // FireTime defines model for FireTime.
 type FireTime struct {
+	// Dst skipped: the wall time the schedule names did not exist that day
+	// (a spring-forward gap) and the fire is at the end of the gap;
+	// repeated: the fire's wall time occurred twice that day (a
+	// fall-back) and this is the occurrence that fires (the first,
+	// or both for a schedule whose hour is *).
+	Dst *FireTimeDst `json:"dst,omitempty"`
+
+	// Jitter The fire's jitter offset (launchAt - utc), when launchAt is given.
+	Jitter *string `json:"jitter,omitempty"`
+
+	// LaunchAt When the fire's events launch (before any spread): utc plus the
+	// fire's jitter offset. Absent for a schedule without jitter, and
+	// for a definition not saved yet, whose offsets depend on the id
+	// it will get.
+	LaunchAt *time.Time `json:"launchAt,omitempty"`
+
 	// Local Wall clock in the schedule's timezone, RFC 3339 with offset.
 	Local string    `json:"local"`
 	Utc   time.Time `json:"utc"`
 }
+
+// FireTimeDst skipped: the wall time the schedule names did not exist that day
+// (a spring-forward gap) and the fire is at the end of the gap;
+// repeated: the fire's wall time occurred twice that day (a
+// fall-back) and this is the occurrence that fires (the first,
+// or both for a schedule whose hour is *).
+type FireTimeDst string
+
+// Jitter Go duration such as "15m": each fire's events launch up to this much
+// after the fire time, by an offset in [0, jitter) that is a hash of
+// the schedule id and the fire time (so every instance and every
+// rescan agrees, and schedules on the same cron spread apart). The
+// window and spread start at the delayed launch; the fire keeps its
+// time and id. At most the longest window (24h by default), and
+// shorter than the smallest gap between two fires of the schedule in
+// the four years after its start (DST included), so that no fire
+// launches after the next one: else 400 naming jitter. Triggered
+// fires have no jitter.
+type Jitter = string
 
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
 type Lateness struct {
@@ -587,9 +651,16 @@ type PolicyUpdate struct {
 
 // Preview defines model for Preview.
 type Preview struct {
-	FireTimes  []FireTime `json:"fireTimes"`
-	ScheduleId string     `json:"scheduleId"`
-	Timezone   string     `json:"timezone"`
+	// Description When the schedule fires, in words, such as "at 09:00 on Monday through Friday".
+	Description *string    `json:"description,omitempty"`
+	FireTimes   []FireTime `json:"fireTimes"`
+
+	// Jitter The schedule's jitter; absent without one.
+	Jitter *string `json:"jitter,omitempty"`
+
+	// ScheduleId Empty for a definition previewed before it is saved.
+	ScheduleId string `json:"scheduleId"`
+	Timezone   string `json:"timezone"`
 }
 
 // Problem RFC 9457 problem details.
@@ -646,13 +717,16 @@ type Schedule struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Cron Canonical 5-field form (also for schedules created with fields).
-	Cron        *string    `json:"cron,omitempty"`
-	EndAt       *time.Time `json:"endAt,omitempty"`
-	EventCount  int        `json:"eventCount"`
-	Id          string     `json:"id"`
-	MaxAttempts int        `json:"maxAttempts"`
-	Misfire     Misfire    `json:"misfire"`
-	Name        string     `json:"name"`
+	Cron       *string    `json:"cron,omitempty"`
+	EndAt      *time.Time `json:"endAt,omitempty"`
+	EventCount int        `json:"eventCount"`
+	Id         string     `json:"id"`
+
+	// Jitter The schedule's jitter (see Jitter); absent without one.
+	Jitter      *string `json:"jitter,omitempty"`
+	MaxAttempts int     `json:"maxAttempts"`
+	Misfire     Misfire `json:"misfire"`
+	Name        string  `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
@@ -699,11 +773,23 @@ type ScheduleBatchItem struct {
 	Fields *CronFields `json:"fields,omitempty"`
 
 	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
-	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
-	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
-	Misfire        *Misfire `json:"misfire,omitempty"`
-	Name           string   `json:"name"`
-	Overlap        *Overlap `json:"overlap,omitempty"`
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Jitter Go duration such as "15m": each fire's events launch up to this much
+	// after the fire time, by an offset in [0, jitter) that is a hash of
+	// the schedule id and the fire time (so every instance and every
+	// rescan agrees, and schedules on the same cron spread apart). The
+	// window and spread start at the delayed launch; the fire keeps its
+	// time and id. At most the longest window (24h by default), and
+	// shorter than the smallest gap between two fires of the schedule in
+	// the four years after its start (DST included), so that no fire
+	// launches after the next one: else 400 naming jitter. Triggered
+	// fires have no jitter.
+	Jitter      *Jitter  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -773,11 +859,23 @@ type ScheduleCreate struct {
 	EventCount *int `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        string      `json:"name"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Jitter Go duration such as "15m": each fire's events launch up to this much
+	// after the fire time, by an offset in [0, jitter) that is a hash of
+	// the schedule id and the fire time (so every instance and every
+	// rescan agrees, and schedules on the same cron spread apart). The
+	// window and spread start at the delayed launch; the fire keeps its
+	// time and id. At most the longest window (24h by default), and
+	// shorter than the smallest gap between two fires of the schedule in
+	// the four years after its start (DST included), so that no fire
+	// launches after the next one: else 400 naming jitter. Triggered
+	// fires have no jitter.
+	Jitter      *Jitter  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -824,11 +922,14 @@ type ScheduleUpdate struct {
 	EventCount *int       `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        *string     `json:"name,omitempty"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Jitter See Jitter; "" or "0s" removes it.
+	Jitter      *string  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        *string  `json:"name,omitempty"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1013,6 +1114,20 @@ type TenantUpdate struct {
 	Weight *int `json:"weight,omitempty"`
 }
 
+// TriggerRequest defines model for TriggerRequest.
+type TriggerRequest struct {
+	// EventCount Events of this fire (default the schedule's eventCount).
+	EventCount *int `json:"eventCount,omitempty"`
+
+	// Note Kept on the fire (default "triggered").
+	Note *string `json:"note,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload *Payload `json:"payload,omitempty"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1104,6 +1219,12 @@ type CreateScheduleParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PreviewScheduleSpecParams defines parameters for PreviewScheduleSpec.
+type PreviewScheduleSpecParams struct {
+	// Count How many fire times (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+}
+
 // ListScheduleFiresParams defines parameters for ListScheduleFires.
 type ListScheduleFiresParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1182,8 +1303,14 @@ type CreateScheduleJSONRequestBody = ScheduleCreate
 // CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
 type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
 
+// PreviewScheduleSpecJSONRequestBody defines body for PreviewScheduleSpec for application/json ContentType.
+type PreviewScheduleSpecJSONRequestBody = ScheduleCreate
+
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
+
+// TriggerScheduleJSONRequestBody defines body for TriggerSchedule for application/json ContentType.
+type TriggerScheduleJSONRequestBody = TriggerRequest
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
@@ -1244,6 +1371,9 @@ type ServerInterface interface {
 	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
 	// (POST /v1/schedules/batch)
 	CreateSchedulesBatch(ctx echo.Context) error
+	// PreviewScheduleSpec The next fire times of a schedule definition, without saving it.
+	// (POST /v1/schedules/preview)
+	PreviewScheduleSpec(ctx echo.Context, params PreviewScheduleSpecParams) error
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	// (DELETE /v1/schedules/{id})
 	DeleteSchedule(ctx echo.Context, id ID) error
@@ -1634,6 +1764,24 @@ func (w *ServerInterfaceWrapper) CreateSchedulesBatch(ctx echo.Context) error {
 	return err
 }
 
+// PreviewScheduleSpec converts echo context to params.
+func (w *ServerInterfaceWrapper) PreviewScheduleSpec(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PreviewScheduleSpecParams
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", ctx.QueryParams(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PreviewScheduleSpec(ctx, params)
+	return err
+}
+
 // DeleteSchedule converts echo context to params.
 func (w *ServerInterfaceWrapper) DeleteSchedule(ctx echo.Context) error {
 	var err error
@@ -2019,6 +2167,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/trigger", wrapper.TriggerSchedule, options.OperationMiddlewares["triggerSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/preview", wrapper.PreviewScheduleSpec, options.OperationMiddlewares["previewScheduleSpec"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
 	router.GET(options.BaseURL+"/v1/fires/:id", wrapper.GetFire, options.OperationMiddlewares["getFire"]...)
@@ -2149,215 +2298,234 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQfHeqpBnRxQlS9k1VfuH4sS7OpvEPpZ891RlXCE4A5JYDQEawIjipvzdb6EbwGDIGT4U",
-	"yXGyqvwRi/PCo9Hv7t8vnUzOF1IwYXRn+EtnQRWdM8MU/PWqVFoq+6+c6UzxheFSdIadmxkjI8HuDd4w",
-	"InJCzIyRhWJ3XJaaLOiUXRAqVkSaGVPkjhYlI1wTxSalZjlZcjMjZ4NBv5N0uH3lx5KpVSfpCDpnnWEn",
-	"wy8nHZ3N2JzaIZjVwl7RRnEx7Xz6lHSuvrW/w+MLambV0zzvJB3FPpZcsbwzNKpk8Zvm9P57JqZm1hme",
-	"DgZJZ86F//skafpOzuYLaZjIVv9gq83luCSKGcVZTjLFqGE4O7sgms4ZuWUrQkVe/TCW+co+Uiqh4dcJ",
-	"V9qkggq9ZAruxRdpIqSZcTG9qL8N3k8Fri28rVraVODanp72yT/YShOqGNGZXLCcGAnvyWhRMPWVJoYJ",
-	"Kkw/FX4XZozmTFULGc38yE69bRXPz3ev4vd8zs3m4r2lU0Y0/zcj3ZxNaFkYcjIY9NoIo4C3rI2Dz8t5",
-	"Z3gycJvp/gyD4MKwKVOdT3YYiumFFJoBgX9D83fsY8k0DCyTwjAB/6SLRcEzasd4vFByXLD5n/6l7YB/",
-	"iT79fxWbdIad/3NcHaJjvKqP3+JT+NHN46PwsySXuMtkTk2GRHP59opED/Q7n5LOKykmBc8++zDl+F8s",
-	"MySbUTFlOZkzKpYzXrDEUhwXMN6lkmJKtKGGJUQqe0UbXhSEi1SUml3YH7sjppRUekQEnXMxdXTPijwh",
-	"dpvIqN/vH9NCMZqvjtg910aPep7IU+EG4m4gM2pPDjWkFPxjyZDBJESX2YxQTShZyIJnq6+0/RyzFP4p",
-	"6XxnR/A5V/BSkFKw+wXLDMsJLADpngN1f0o6r6Ua8zxn4nNvqmUhc7oCsrO8gJgZ10QumIKPki7yBbhP",
-	"CkIFofmci+gOqWD/FLtjSjOczpXQ5WTCM86EuTZS0Sn73BObKMaIXtCMeYmkjVTsK01yrm8tYY5ZIZfI",
-	"BKWY8GmpLFucKaZnssiHqRBsSezX8rJgOnGErxNiFJ9OmdLAnRXT5Zwha/USrRSGF/jxVHANY8n75FtW",
-	"8DumuH2HYgWjmvl32GWxizmVRApHoj9K81qWIv+cK/ejxHPjjtgENpdrJyZgb2+k/J6qz7+hnkt6GVfY",
-	"QdjhUbG+iSAYSPfka/IP/g1Mwi03rDa7N0zkPT+ZH6hYOcavP/ec8HB9pcPklFUZcPhcE3Y/o6W2/EKq",
-	"xB6/aBqpwHkkhDqua+QtE4ROjF0VKcnc6lzRJU26dhuRWXoNg+XkbHDWIxMl57iMhT20hOa5YloDE5+4",
-	"I87umDCJY/WpyEql7K1LLnK5vCCUZFIpSzY4Esv7mbqzlH/NGHnHjFodXdrh9ckb4dSaJBXlIgdx4Y5V",
-	"dKrsyaXhCA5hEH7JUjGn99/ZEWnLYVhOPpbSULKUZZGTMSMLqu1Z7AoZf3qIs9CkYPSOpSIwBgJSxKpn",
-	"ipEcTyrLvbLGVXRImch1DzUlVJKAbqKPbGo21yyTItdW61pSbvpN2mykmnxKOu8FLc1MKv5v9lk5wA9c",
-	"ayuTpSJzWkykmrOcXLqhIMfHSQNpUBAMIH056i53tOB5PxUg726FXIqg9FIrJOQty+GXKTOVJovE6Bjf",
-	"e0HvKC/ouPjsTAZJgWtSVmMgXXv64BAghSZESMLm3NiTpkrhtB+uU7FQMmNa9y7ADFi50xiT/pOTjRvC",
-	"b7F6notxTZasKI4c9YxLQ7hAwgD1373Ofu3y7ZWzoxbK6hSGozaO3CG/hIHb91DTGXYsozgyfM46G1ZF",
-	"Yi29TdMw6SwUm/D7ZsMVjC0r2BXNrKHrVYVbtkrsoiuWyangmhFc/I2XO4I+ZJjIwK7yZju2slR/QtM1",
-	"3B5mkkSL8yF8ACW2/QAu6Su8B/a9KN5MOsOftu+t24lPyfpW3DbZuTcgKhhVdq365HpmD7o7Bu40EymK",
-	"VcOqrc3Svn5zGh/CRL7naJHVB8UNm9f/sdfc/GeoUnS1ueDwrsY1zenC8DsWDFea59wuBS3eRuOa0EKz",
-	"ppMRTBCU7XN5x6wCapaMCWL1acsf5/SedE10N8i4K/G64NOZSchyxrOZPVwgpxkvuJjGklsKKzStMa/5",
-	"VNBCp6J7dvry+HzwIiGWHGVprPo6Y+T8/p7oGVUsIVMll5bhFxRs+wvgdNf/c02MVbCMRhn5sWSlVZ7H",
-	"NLst5LTXJ5fk7PSllQHngxfE0FumiRRWZE9Il9FsRialAqeEFFYLFhWzR4UB7p5LO4TcEo+R5H7Qf9lL",
-	"gjcDZwG/pkKKjJEFU/7pLvX/4n5VZWkyOWcaBuc/MkmFLjPLERnwaVxEaqwCoA2Z0QKPPL5iSbV9DVGU",
-	"w/1mCDNOhZFLqnJc+oLdsQKFXmHfMaG8YDksrCATqi3LH7OVFLllG+RKpOIt7Oh7p+nYDR8QxZAMqKOt",
-	"4BgK+t+E31sVxNTogNAp5QLlSP1MzOn9hhNkpx8Eru54bNDgPqmfHPuOpnPzSknx2lr2+gGHBlwClhzn",
-	"qAhmyipf9wurmHIpLsAaHWurg+Ktc0aFJmnnv9JOf2N1crp6M/lBCjNrFBNw+Z+M3TZenclSNV6Yc1Ea",
-	"1nyp5VufGtbJmYarH6zkRttqcz3A8rErIcjfb27eei0VlSv83Z7bOb5jCAeMGsPmC6uSp8LdD7+DFtxE",
-	"RO6BzRGcWAMkeCj9i+06byevTJaofmy/LWc0L7homTrDGQILceYAMCOTzSr7A0lhyc3MHmEpmB3cfkIZ",
-	"luOqWYGYcMW2XLqxr9xfSRE5a1BGBkdjaq0VOpfOHzaCdRt5c8VN3n6wtuSDprVc0FUhab5Tm3O3wVkG",
-	"w3LXE55M37nbnS5nt2Mfhcavcu2psMDRcvp18tSTBLKshvphyzF6V02nvs5/rzw+ICvJlFsWHKzbr7Qz",
-	"Xi3X3+Qh7H7BFdOXDcfjn5b5x8LbvcjJXSchwYINHyDdandpKvDJQMC0NNJNBFSp3jDY/1I5LwYZs4m1",
-	"WKzowdO8pxJqx7A5iTcL+rF0hrZfD80yxQyqDRNmpbCTk3DaSpE7kx18Ap4rkJswUTkhIzcN52YZwf2j",
-	"72AG/jcc/cZAS1W0xJzcWoALYETev/sezwjXOPIL8vbN9Q2hmx830mnzYalKxXeqqXYgft2aSA/Gsamn",
-	"ugXRTQZbxBsbLh1uAMUsdN8nnJ9jK0WDkuOUqElZBJliiWBOc9Ynr6wlYC29FRj5ueJ3BzDfCRdcz3YM",
-	"AjaVKKtZstwfhDwhdtL2PGRUZKwoWN4nl04QzHgBxOo8E/4zpJs1DLd3yHgfUyA0vyjIiU3KsNsRwhcN",
-	"ohJCC05ezKW2i5aBjgRqahDc5B9sYZyDIqwCoZrMuDZSrdAUwWXnmiyYyK2ZgPFGR9VkAMa9nsmlY6Lw",
-	"cVCNLWXY1bcb1HMucUoEWwb6sQPSjWZ1QUuRzQ6h/Tm9v9x61A6XiciOr9q8ClwqblbNH9sqFJOONtSU",
-	"O41W4CjXeKtl2WCO7XroBu/yLP67WGAdIBosDedvStNi+HvpmfMcjpaXS5F4Q7nEDUGZmbczCTeCsZQF",
-	"o+AARI/wAbyvyXFysIoRiC7a3bDsdQoLW5hUDD5m2fEUWoXFYzg2UOps+DWSTpWRsYefqdXtEUiQNQz0",
-	"MWn7QbTauOv4zq2TweExYfXnnzqOsUUUY9/jJCNeCGKyUj/xn0at/B3U/hKEUDSAamlqCs9Oe3hd87TP",
-	"ftPgifubJHnpo7U+baJdEU2I5c1WLJyezXr9rcphlNZxfnK6O60j3o12TQn8Ad6TvEFWYMk3s53/vn7z",
-	"I1lQM6usIWv1dyegDtP5omAkdQe2X6oi7fQSQglkjZCQzYRhC/TAt/h0qXOKb58hjjTc3zxV1XBygOHs",
-	"PCL22Vd450PVwYxrLhvUfIxd5EOw6PmcXYDzb+iUgVwuhf01AVnvHHeZNbWPygU6p5JUwCpKwY7kZEJo",
-	"lrGF8blc3GiiSnFZpWgsqDYXRN/yxYLlP8s7pgq6GKbC/euv9kpwf4XMMcuryYyiiMkV5YLlF6kIh+zn",
-	"8epny+eGxL8HL7lgk52TwpeER8gSYp9Wcy3YxFz4kI5djPEK5ZcLQ4YMB7RMPLtwawfywth1X5tVzAX8",
-	"AO3u+O80cgb/0gb11+qwI7jOxXSEppko52MGOp6zH5fKPi+IlmRClTcrUzHo992rj04IJNL0gnoMPtYl",
-	"16xmeUVKjP9ow2FUJXPqtXdKfKX9WCDHDHJ+xgwURhxbn1ziXshJKuZWN3D3hwC+i6g5J/NUyVJE+RiB",
-	"t6XiZJAMBoMeJrplUuWg1RLwEFNwutYG4xfHx62rtycuzpxHarA2VJkLp6+CR3fklnBENF3pVMzkEmPr",
-	"sKDVeioCnBvHwcAxF7RnvwjxUkcKz6OZDdY2eF0zp/Z7XSEzWvgRbFxtYCE/rpPgmoNqk5yENKyJwFfh",
-	"ObtQVKPFhgHXiqvbw2ZP6Pl8oNNOkoq0k7MJU3ByXY6SPYEkZAW8ZeoHcM6S7slg0Es7pFsnjFRElIHM",
-	"Ar25umc3M/4ApAxNS6ryYZRYlIoqhSjQadpp8WQc4ihrVmCd3lrtld2ZiM8nXrLsihBGomVTOAUVptGy",
-	"AUWn5YpXkjaTYr14cCzW2w8JcPYVCwZE3kw63IU+Nt/8DbCYKl2ja7fA/kRR6+k1vzAocY0zCXpd49Ul",
-	"5c1c8a2zkKUi1oT0ls6MiryI52q5RdOw1mjAfyea/q/UROsE8BjmB+g3T2Z9vI64Yn2UcAQamAktCpIV",
-	"Mrv1+ahRsMCyvn9LwRLy7vUr8uLFi5eorcjJRLPm6H5psgfaIvZJd1Ibp/Y9NUwwrdtTPiCsS0Vww6J1",
-	"CrNAD6YO8Z8EOV+cHRU7foqVe5jl0UlxfLDrrYETK1ORi0vNqid45AOcyVL1Nr3ii/NBtM2onICP5GXb",
-	"7y8bf9fA7PNmrz1KXK8yQCjYTo4XLvfSUmdpeQwsXHfggoFCCtbb47TZOeCIcXzVaJq27weuJ06193qh",
-	"/ftnK/ods/6ZFoXTDhtVvjdOXYxeQYtCLv0z/gg3Pvy2cmatZxmv0EzCKgt2bxkvEWVRJNHeA93HGoqn",
-	"glScnmPS5HhFnL7V65ORfcGoqWbDZ3CPnHttNEwFZNY5TR7IZAUhdSvPhSTuRhSS90dTeeRm9y8tRf8d",
-	"XfoQqJ0mWLANTnUXMd+Z9lHL2viUdKKQSkSBkSI2LpVuEDPfBVXVQLb0VHqFcyPsSKMczmbhk0mXOtlS",
-	"QuI8bP4ecstW1VesQhonA4ytHosnYjmThbf6G9nZA2xINpmwrJb4sjlWTFeoPA6EiYlUGdQyLJOQ5eI3",
-	"re/SXVJR/ULvN9fRX2yxTtoUYDuYV1ii0BpPqM8KeZsra2gfx97hARjCu+BE2NR3H/p5zyfARMEswsLM",
-	"Vp2kA7Yn6Bx2QOjosYyEqTumfsZqC2exisw+4NJ4GplLRF7NGlB0w400TYL4BytRXNIxzCJTUmtI+wTG",
-	"pNui9Q1mA20xSuwxe8sUysuWITh5sWCKaLgPahjumMKatO0nt9ptWY6LaKsriRV85bI0jYOMb2gQ9je4",
-	"RIplBeWQKskyWqIjfUWWTLHYvY7CmM/rtMiF+fqscelwA67E+6ZI+E21OwLSqXCLrAZVbVOL+nywfz7p",
-	"3DHlfVF7jLxVx44ZMSRql2jy2wdAwji9fw+JDzYWUFed5Nd2tS406ouaREp6faerCR8SFkB5h5mbB/qH",
-	"Y5F4QJrVNWOkJiX7X3xWWV1r2CXi13zl/I6t52BIUSVScaENxJMnxO1sKH7wIa6MFkVz1Opg3SF4nT6W",
-	"3NqFC1YUF5DqATwpFTUW1ycnVvF363jh1TNIBO3W7uy1ycxdmscPkKNSyzVEBQM4aGALQ0KdL17alyvS",
-	"tRbV1y8HJ71UcOEqS1GzdOpeVY6Xdo6zUhs5Z+oqTzsJuloqXwf4T9yaLcEUca8gBc1uUdNB5RbyVyGZ",
-	"zY6sm3bSTq9P/on7lorYHQllKAQ9ikqOrQKyLpEStxs+9NdPxaUPlJx/TcYrw7T39Q33UsGa3UBr0nWH",
-	"3PRKJkbdHa0ncQKwc7xV2pSvfoq1K587PC+tUPxY0gK8bBNIfxKOXg4+4Q9VA+oyJqJ4UifQJBUhT7eW",
-	"CB1sVhxotS1CgilsPwC70nYQvFKxNaD1UBUDvcFBz0jiaVsGY806nRApUmHkwu5fTE1db/OTqYSUars2",
-	"VmkdS0sC1kQk3BplfwMxoVIBDvRBUuU0Q94nyemKdAd9u0AnJ1/3MCjSsnCpEDLWftYyyfbWf1ojkxde",
-	"MNf1GRdgwhydSgsKYcy0c3I+t8d6p8OlQZC3S9jHcH052/ThJQVxSvizsH8UYb+3TL6EUoBY3fJcKAS1",
-	"nC07gwpyezT6BMxKkC01xhAMCPgYuWVsYZ/Bv0DsY7akAVnHCs1SUWWDelL3eoZgS/zcA2V409SsaAzl",
-	"Bq6+yTKanKzz8N5DpNY/Y+FEuiBT7FRv2cL0moRVuDkVwG8uSF1YecGU1AXWU4mppiUb1NarLlSeUKTs",
-	"HkpUIdz1EXMgtd6DufYe9QlvFbvjbNmUroE++sNiBuDVb4gb7Mib8y783UGFWuwsPJZEw21kyVVSSn1b",
-	"rH778uz8z8SVTZKcGZ+8uFZlAhcaR+/cMPuvU5Qm07BWXpXYkYXV4Bbgpmh+Cn/YbGnz/t1V3KrjlmM1",
-	"hluM3cIZrvoPb83ReodpgQ/LkaJFw+F2b3TubsgWRvXKsSIXOwYVy6qPUHk24YW1BbhGPtRvDdpfNZzh",
-	"N1aQBAtIh7T0tdB4lDSs5LzlNSw2hOIQENdgHChf7z+DHiyWIsz+nsr6cdtvFv6ZxplUZNdUWm2v+WX3",
-	"kRzpM0GdAB7ZHRph7rEPQMBkreJbiw/HTrYHrF4onDh84T5tI1xdFqYl5Wt3YAs8fm5BRLOcmUvFmkyR",
-	"KqEGugdBKxMqwBaAvi7urfoC/8Qiwga6Xju6OPDmoxqXVRx4VJ84xfDaEWnDRsx4kSu2NaPF30O6PhdM",
-	"F9LoHhJuqD9EtW5RWOtFGNkS7Dk85pKppsDBKyqk4BktyPlRVBjZpYWWoDyGTjWus4YL0sG9ujnRk4nD",
-	"gkGWvl61l6y0hGR2pubPq2jqNoHog67bggKC3ZvXsUqyyYfsLaRbLizvOe9h4pGdsU7I+5tX0GvMi+c9",
-	"E+bXBLOsIrvbpuMDwJ+7NgEyM/efnV6oespPJAEhEHXQy3wq+bZp+sOLeecPqXxoVxM/R+wCylH3zPFy",
-	"botIQ40OWVj8WkFClWfaUprgj5Nf7loswrO/9aNySJjCb9A3VtA8KFoRTtiapuncU5C5A7HLUOTrWzpB",
-	"lkqcnBCf132oCgZ9ZVCnnnNxhQ+fPNiPs/niB7SHCDdZ+ePfiEuboOdOELnANxJe60G5aYM0CxAvNtaq",
-	"6BPC+tM+STsD8oL8l/0Pi+cfV1g0hkQWPj276vbY211PPgntBLZtd9R4ACTT9q6dr1yLTUt4dqeDoxTC",
-	"NF07ULQTegkp+C16iNYaYrqSAlAg4HXXkaZ8UIPMDZEZuzx2u+IeKkx3jOmLEmtrajSfWqsNHOauOwHU",
-	"0fsYns9182Q2aEsL9aKx/vrv0XJwVgL2ovCVDzkr6Irl5F9y3CeXItzk0uYWVJtU2JXWVTAH2qQUea15",
-	"Xa28otbCtXt2euqtbxhgj5SiYFoTt9XE2ZY/06I4pAa8kuxrbmL43WX9BZsJi9TXcv3t/4pVlX6Isq/Z",
-	"XD5YWfg1Yr8+o6vLHy9D/mccXXh/86o5uhCL8S1Bjah8HzkZ+Cux0LgKbuwdvXAz3kvKVJbmGm/l2DvH",
-	"3U+6zu4+HZxAWnvktFmTyc2dKW4cS/xKk4XUINQ8cbt2XwmmXA6az9Si8qnt1VnMLswCzlTzWFxvKR51",
-	"S4YDhV5n70V3I96UlA10GdmK+ygQ2/wcp4OTxDdEhRYtbvGDXMHuhDN6h4VNEFyoSwu/qvtksLgC1i3+",
-	"tBrZtDonqlZhLe4J0H7QO+GNS0jl51XnSql8dj/uif/d97/mqn03YukOReo7hxKaV9IGL2Rskh4U02s7",
-	"ZLuCfH4Bw/CTPfTFtgIMmvnQXlMRe9lStbA2IveS8MTWgeynwa+xmXuaGcv6oeUXKJWJ8zVgA08rqZ5V",
-	"092q6bOq96zqPat6z6reJl9+jCyVWGl5miKturduYw1HdlAFMyx3tctBMcWTIiT0gCTd6pxByoS9Cr2t",
-	"rUxIRXjKnjIofhoB0x+5vKaiWK/69d1+LqAHjWQ6FdDj3rJ9jH5oQ0Zzeu8noLEtFYe6KlYrZoehpmJ0",
-	"FCZzFLpBj1wEzt7nLm/UjK9L46QTXtSYge+H9KDkIC9iH1dKPgu+pxB8Dd2b5guzIjiiWt7HlrqeL9ff",
-	"/6ie+22O9U22VM7nVK0e2nzDPV7135gywdShgYMiqvLc9rVQDerJgx+QT+OG2paPWBm4ewsLP+umULDu",
-	"REOMZhh/pr5aH9p357kG/T+4Br1Ot/u2l+Jbq5lm1ooch3QKUVNQm3MCmxe4NcC8X0GXoaG8JKro4orM",
-	"0Bho6Js2j4u7Dtjxb8uQ+BGXrDxGHRRfK3Jq2sWbwOEPUFGgmfj7ps6e1/9zja3GoaFnF9Cg9MeW9AWf",
-	"rrZbttzYO9u6ic6MWXR1D74YKZBv31zfIE4aDEMTex+oiPYfP0NYsrdn7lv7yt00ptyN7CdG2MFZ86lg",
-	"OXYzXTDlsteMJKNSFaM+GemP2t3qOj/b21z9C9znl9veXI19NIwTsfKSESOnDJzHWMGTCujWDp8hU2np",
-	"c3081hpykbLzwSCsnsjJCfkBqshT4UywBNtXj35JO647UWf4kxtwQvr9/odPI9c43k+DahzvKBWaiVwT",
-	"bnoVnp4Lt43+98jLLXUE3psjECujPrkkp/f3zlUYul/rWuG7y0YLnmxXMI89EFyVkx13KuzAgcXZcaed",
-	"tBwMXmSuv08Of7G0EyZiz5P2VTcIDQWogACEmLr+9s6V3T07fQlrdj54gdOLMEEIF1lR5izvEYDvsNqg",
-	"hM1tmQOC7eQy08e+rK0/z+v2iF1UK7E/WlldUUSjLXIDcc+nBOho5bUA6LNTa8EB/g/eG3TOPR+7cTdb",
-	"DsuaxTto5b5im+BdmJ8Ymm3IZYBBi1Co4hSFA3iwG0eY/q5mPjiRB6Vh7GUVNfkv2sfxGE4LR3JP5rKo",
-	"Ucxhbm+oPAEvkGWFDjOTXAlCydvLm1d/T3xReZTRccvYwol/qHi7ADQM6p5OHD9C9CoX1qroDbxYDcSG",
-	"qBxN1NYMDBF6YvmWhOt+TzVlvpoN+Gcde+sixKkSso7XBfBqCNd1B44Qx9g0idyZ1Yt3u9E3W3g1+Onn",
-	"HJMwoR6ilssNCGVRWR429UrQ9QMacSpAzvgM+q+07z1XNalzM6m1mKu1lkvFWm+5WgexC7hTSMOgaRzR",
-	"0hWv7DdxRDTbXnEYJa/P6QpjihqR0LpOY4OVmLhKXpGnQjEDXRQBIWX3fmLxEoQsF1Rb+eth4zSAv7i9",
-	"XQdiCyLaI8Qhje65Atexudow/SrPtWEFKjrdRozxV3aR46dWBnJTCZoD071CvbmTVYEZwDxKzfrkn1WL",
-	"noJr49mKPfjoIlqbfAmogP6NffIGmyG6p7mrP6MClNdU4G3ow0a0WUpmdnUX1J4DgU1SX119+y6kn+mP",
-	"mkSPpQK8Qa4yOVLaEaWqzhT9PCG0n+HWpSKwNDtGjcFwrKDu/vKJFHziqFwxy+Izu4CN7C3juWrKJkQI",
-	"Q6IAtjMUoI9OBy/6g/7JyYv+4Pj0bASxHAd3SApumKIIV2s/bScEizRmTv+98CtlBaGv6jfZDH3Z8RoC",
-	"9Gc2Y9ktmuFRuy7htlYxLYs7y1vw+w5+2QvJODl+sE/SmE9mHAw2Zacdmm4KrLu5RCs0k/JW913zxX4m",
-	"5yPIahj9V+03tDPFiuhynMs55YD1EN3Rb5nL6fmLXzsZb9K8BWJr4hX+CiRUxlalTqKJGrPQw+Nj/VH3",
-	"WXm0ZNocnfTpnP5bCrrUdhLHJ6cvzs6//vNfXg5OTo9HbXMKgNMPnlQ7o3lQGGBPj/eXoWNfYyuHScUZ",
-	"M7qgGTf2iBQUNCHji7OQbWjShU5k4xWZUK7Ck73+eo3oofz9U9LRLCsVNysrJVwhwZhRxdRliZBOMEPw",
-	"jsPPlYYPphXAI3Ixkc3WxKIcFzwj7767vgGAbzkJQk3lQ8yCAEgnFxCLMIjNTEljCihC9m7YxIXSANsW",
-	"5DDy7K5DahbFqhcWzV6w37xlK8ttUmFnxIRxuJBDMqphfQ7JNzBBgvbuLVuhqTvqk5sADK0RliNm6kcO",
-	"ZT40UdYXrvDXDgnKjyFpzCuwcE/PwXs48TA6vjs5duMeRW9CXEFyEzVlqWB9CULcIhoWrAYqag5MVVcO",
-	"YN9YMfjgELS26gBDhV8pWCiA3NBDx7nPwLOQA5BelZI2aoPYHKWi64tIex6znwQcdBDSXlO2Szmmuetu",
-	"7mt8sct4PxVnA9/b0GzDjuea5DIr59DezyOxOpB1AAVOhSXZhMwd4Ktv1tfUMh1qoAPid/hWzrICGulK",
-	"FeXgmSXPGIRuwVLDsQCQvfN6zoC4oRU9tnPnuYeQ9dqNfaHV304Hgwies+cg5e1L7PcWhRU6Ub/Dbk4N",
-	"xYAsym+HBU9JXuLGIPhs4vFIyfub10d/Scj7Pw2g/aUVaKQUC2qtyFToUik5tdok0xldsKqLTVrmfxkM",
-	"CBhyyE0TB5qNZwyYuiaCaWNflDO28EkgX58hgqDuXYBSipvJAeUPFYlxaffxFlUKzYRmpOsHvJEj5fc2",
-	"JD1YHRGjhbAJ67DY7D5jLGfQJSgV/7Tr7mMhYOwwKOIPGYw12G1PjBHMHFzoga4DsGVrSHYjgsLggmjG",
-	"yGjJxqBcjODj35b+SNsjGgMZ4JLqqGvQS+j77DuCYNeg01notow1zZ2Kj4YqCvIDIjJevr2KSmGGnZP+",
-	"oD+AoO+CCbrgnWHnRf+kDw1AqZkB07ccCFmq/cs5usNBuMrBI6ANWj/woDsxuhVutbrl2HkyPiU77/QN",
-	"L37pcDt0OJ7eYzSsF7tv4ANX7pHmpwM0ysFPBgyU/cCDa5gf9p2PWO/cODEl57XB7Vfb+1iVxE1DMvLw",
-	"AX1IOorphRQaFZHTwWALrvNheM4VDk0DovMby2GhUeKo8rtBF1hvjEatge2NgKh/hsNr+mqYxvE3NMCg",
-	"wCMnux+p4aHDQy92P/RaqjHPcwbZC2enp/t8JsbPhqde7n7qRsofqFi5OYGqe77P+GKkc1h/8OHtfg7h",
-	"v0BT9XkOnbeWGVv9sJzO6r2gvVIoVc4cABPHKDed6oDLqDsf7AsrlnfsSsbBnSsbW9tBtMYKLYyAh94K",
-	"4DbDKnbLvccrDBdF7/6F55/8B7DVWtW7Sk4IMqWEVKwt8R2xc2IkmqNphxZF2hkSo0o2SkB98B7ghGiJ",
-	"SkWogIegSaiDRz3OwMjHK0KzjOcIiTqaS8WAzg3iXDBB5nvX1w/hz1RAilnlCoNQGraVQIlVlyKufUAQ",
-	"JE7qfiPz1aMd9rXeGp/qDnM7109PyGrqDRIa2M2OXghfNms5ebEXkwA3+38AL7pmTlGseIKOfGWQQgsd",
-	"VvCUVE3oAdkFvPb2FPX2YFKWkbQqZ39jqJt1nlqGNhH0jTcyv3TiHZztfuJHaV7LUuS/KzL8GzPBDdBI",
-	"Sodq7Fffdj592KS/Y/Q9gKA8/H1Ji3S9cd3gAEBx5UODGGZyAS8fYHG3WOEIPdcXRalTMfKgcaOQCD/c",
-	"igwnFTk5n1cNsb0deVHHjGuQXwhtV521x5dedfC8zyy8IhzEloNuNwpXE/fi4Wf+0MM42OMwvpJiUnD0",
-	"KT/LqtjD2xn+9KGmRZd6hol7VZtoD+ENEfE1BJU+udzwLNY8inuKsJqy/bg8ZAPCF4UuqNOuuqHC8x9W",
-	"2L5ckwGwlAqfOQIRuTROF4/QYhGIBWFe+yTgFLuWmFvwgZMIdzjZjhXcrjf/tkI+qS/vH07mH8xmfle6",
-	"Ko2t16CUuoOgGATPndtHyGWvT84GL31tHqaJ2Of3P+uhZe0jnvXQj8QMHQsCavTtpJ2HPWByhibMXakq",
-	"MMhU+NPeC5kTp4OBWxN74qdgPQvpTGdglUuesQv4QipcwqKuvoxeM8dLN7hq1fY5FFKFZM0V6dZ6RdfZ",
-	"TQ9C987/7RNeEfsTIhy+yz80zsYYzdngDB5yAwvIH6jnpGImixy87vBoAp54gDN1LB2BLWlmP1mwfMqc",
-	"y9wyTj5ZG7uLVGBtgUsi6gaQYQhmLGmcYKStYQQV5KnwjK/r8+p7iaW0McvknOlq91zNGoZjvGhCFpSK",
-	"m7DaILtc9NDLrq8qCDGXAQDl+0xkwJixa7EwqShFDumqmP8URjbCoKChUwwK9vFveEHtF/eECx1iR2BD",
-	"gTb//sPlK4AEhRR4/FAcndMsU8z0htiJJ1xBCNdAOECcbpRWbDDlptGlIqR5kZyHLC67ZFKlYok4pdiz",
-	"HV7TAzWYm1g5hmhV6A1Ng7C0S5QKpIkKMNp/AvcW0n5JdznD1GoAwTJOTTAKGkynYsyYwDGsGLZMpsbV",
-	"DWdysYqilCGbaYA5wxPFXGmjPY4XREsMz/l2657EY2vBvRJXCJGYcD7Nnin48FOq9mudJL8o3f5d4JJC",
-	"LqHJBXj7e38o/f53qakHLBfPKipMl51K+YVl8T64v0VoQ2LFThfTa+y292QUiiibzbonZKuCaCxcl2Ph",
-	"ipz1s9vpt3Q7RTtjhUnD7lRkB2T2K91RFakeO+DIX6td1un8Fbz0yyB1u6CuReUzxX8JFI/EEYPBr/dj",
-	"ccZxFdED8HWn2YbuGlW6OlohTYfE0XtcJ92amPG2qlR+MpKNIGVaCLdK1FuLwH7h4fLfCfHZpa8HvP2C",
-	"x+QT6AXYbDOLg8IBV5B8MC+utxjFtI1DdGWXOL0B8FNN9BuHpHruqgVjiLCEzOXdZnX7V75VGkAS0qJk",
-	"668H6J7z9Zro80GV5cOoymZH0GzOJcxGGDT1EV6GOF6wh1gNySweRe2DJ9UHx7wouJge0QVfB2Mcds7n",
-	"MIIFU68cilzzCE4xiOjuSexqcUEQkzmMYB1LJ4amW6uGHp42IclEy7Rg6sg/jbVoLme7GtvpgNBNHNIE",
-	"4VsgZ/VskJCTwaBtxWpwR9YuCgBHZ4NkfT2joVFlBFNuQdcQaE4HwLUO4XWu1nAvO+3kkflsE4/F8Xzx",
-	"/PQ5UPMrlQys66JREnzcFWeTz69pCsGOw/5Om/z/W/g98P81Sj5r6L2AjaKeff2/FxLCDQv+3j55V8ez",
-	"f+mcfFXhKyk1076xW5Mq0eYUaCOjwWdgiDdRv6hni+g39AE4EMG6FwD9VJtegLqG+iDLHbo4bFAj1o9F",
-	"BPn4LtwamOVnduBuPwfeT/AHPQ/PSsWvVCpmVEwriXCxR/+G7dpGrdtaq2PiOmqW9hsVjThsmP3O2Bom",
-	"T9tLQ2/DB1ST2P9h0e7Wp5+yHKLWefU/oiLid1/bENXGtpY3VEdyl+8ntMv97N6fwwj0t7HAq2bC7TY4",
-	"GXmIKWynO6rBTI0IPjVmrijijuVRMeOzBf/FC9vzwZ93P3MldDmZWMEozLWRik4f0fqHAtgK3gT+lMrj",
-	"HGLjkoaW7aSLHdXbGMO6+D4ee2W6OdvqPQAIIh4ZYlJ022DLen0ClVKAAMI1gUJeCnXBAUwKyms3oKNI",
-	"F+qGFLS7sccJ3qdd02uHgZEKKcC6kEux1mObG4/XkeDCePxiTMny9eepcM1MmC8612QEk/rp6sdvv/vf",
-	"D/3XV999/+2oT/4f1CA7DA7lGw6lIrQOdE0Cl4ob5suFuXIdCrDLUh4aDV4QSM+B9UgFAqTYB6v0MvuG",
-	"UG6ujVxgKbp92LUvEA5YxZfU10FGQDh7yBIpMjYk1CXedCGfbZUKzKjHfo4hvwaz5cKbK1wTl0hmB4bv",
-	"rbJvkoNgwcBBbb8ArQxcs8VbtvIddXI+mTDI10FEso2BnZ2e9sk/2Ao8xzB8XEOklOZhuF1jVnQZhllf",
-	"C5oxt5hIhjAAqHjD1wXoAiwgDylIJy98zwIkllGSClcM65Fa7PIXUt6ynNDG9KK63NWAvNJ5WuEZwxZ+",
-	"ZlO1CY6nRc9UcDUQSeJhJkDL8fUfsOzPtXG/Rzc2lDpWvcywgwYIrX/JsfZ8NAaD2kdo7efijtTc/1wn",
-	"9+/OZ13pPFIRzPGJVJ1/yXEPuw6upV5ATYbvxN1uFrX5sdtpZfBZDIubSJ95psHf1Jtdg/5vtq1/ldd6",
-	"c+PnTE1ZHumzkfKMQKxYJSQF65PXpSmVx5VxVQ6p8DqnRwaUBfRK5QKhDGunA/tIuQdclRQ+lorwmWtm",
-	"4HiNrOUxgkYEaHuMiCmV0NGZ5MLIDQibC6L9G8AiGaGCiy2WAGKRNSlK6FuvncanU5F+G0f+LjbgXfl/",
-	"WHbw7F/4Df0LPhAQtTw+KBSwUy/DFN29wgKv4c4nDw18eOJM3v8YP/ofVvDXHO/V2fjKYaIlUGwFOHhK",
-	"m6S1EOFxU93XjhWAqj1ytvtb+84vQfVFxLhnkfe7SzUCCrpYN8bkhExqamrNOCP2IXs3FNRafjijal4w",
-	"rQ8TNAvF7jhbtoqat3i9PdrV0pkJKjAQIbTCxR0kpGrfM0C81ab4LvCCWmj3kC69Tymq3HK0t/a4N9HU",
-	"/3iy6A/tbmvYQe899acGfKvvb15h4S7GUnw31Ue1dZtPK4ItPLIAewcv/RIkGIKfPkuwSoI922AtZxWJ",
-	"FrpC17UeAldcOwtaIeM8WEI6rJNH7sBx6SJjoVeBx+z2LR4qfJkJKRcOZw1KlqfKElQqzEwxPZNFXpOw",
-	"gwCu1iMzqtfxjj0KzXgFfRTEBaGksDY/tuX2ATtXUYJa+gj8XFxMXftM397B9dFA1SSCt6kPlHQ1wym+",
-	"xnq/kXObjRrbg93gcrezo9PPV0GKoDZx340u9digE1kDEnjmVM+cqplTvUZKYrFFLCLYUXt6Mw4AVWnH",
-	"MRuWewD6LWyqgi1uDci4W55SpLtPtIVj8PJzcuPjaaj1Xs3ObwLBf2yynoSaVsuLS80S6DskDPEIzMC/",
-	"Q6Bk0/Gy3trCAWtsdUfeuHt+147ICJfwOaX3i0/pXc/j9Sg2t2yFSDYxTcOlnUm9Dk7yC03prcF3fuaE",
-	"Xg+0+VxS+x9fUotgTvsctrr82NkcKZy+J2bwbcqKw2h9DiD9lpkjB5DX4yaRIGQdQGevrLntOLjG7rMe",
-	"S4aRDKK/wyghr0JTS4VvmengVa1lfMsWxlrzCNsrlQeGhjxlFtQGN3FDb5lug+x1yGiYV6xncrmOAQyh",
-	"Zt2eFBIdsaeST79NQsj2k+3TQf6gJ/xZtj1SQkewrQSds8Qd1ARPLiTe0qKQS0tIDqV2nU0dmgmyRVIe",
-	"37LVdpvr8u3VP+w9T3is8BPbOlbZUSbQgNTH9p8F6BfT3QoQN7szqmdOTEHHdfzZiibEObKCRDyqhN1i",
-	"YiFFPY6J9US2Dg7R2TW/Z5Pn2ev7KCZPAHcNmcFOjwBg2XCkCID6IbifU9EAfvYAdn/8yy1bXW2vy3jH",
-	"7uRtdYx2V2XgA89VGb8VGeH6E2pp5ILEVXGDE4TWMDMmiBR9ArfuzOr5NdzZd1RYUDOrEm6A6jrr+vpa",
-	"Ak7AZN8JX/7pw1o35jom9k8fLPvG8lcceKkKB4g9PD4+Of1zf9Af9E+Gfxn8ZQCs3s18M++/3t2LM30R",
-	"V79gp3opABEcKxKjUGjoINpf60rBme5sgnu+iouJdQ11O6od1v1NsNWmt70REGO0Q4d++1WCSSgi9cM0",
-	"vs6gX0dibXrtDQCpVe0UJ667cBKBQ7fgYKOGWuH7zukti77oggINn4zgwvEdHjT8gtS14+htSMJ2az3M",
-	"L/S1tN/wqMDt9dTX6GzPsC7WN9g3koxQLe+Xqhj1AXnY6+lTZipsxf++fvNjKijazjE2cbT410DK4So1",
-	"RvFxaZgmIxjlVT7CfvijCndyRLqvr16/IR9LVjI9JA7X+G9KlournPw1hqhMhbv6LfN408DgyV+Je38v",
-	"Bhg3M6aZL8x1aMwOImMp1S2gikjBEgTPHP2SYjPMtOPxPVgffvg0SkV3VO+iP+rB2vn77OJhgbr/Cdre",
-	"R7DqvYtUwHeoIKMa2NbI5yn4RuuOwt6/+550HcYYvs1+MxXeNHKNrgopps2gl46mPbTA1hzECMgoJ132",
-	"saQFTNDvW5V2iOtZUeX/Hvm0A3UEnzrawRV3IgLXxgJlQklFh1I4hHhPwi7ZDB4YEpoKfxoxE6HCRgIF",
-	"nhtI8LD7TvQtX2ioV18w6mDE8RjhajZOd63u+9fN9L3g965jqUYg1BhzHgBC+FQgE9u5+NABxND54teN",
-	"aXR38tcR+ROZsXtADzm6/vvl6fnXXUQKSTDFz36G/ImknX7aIX8iii4Rp/wioHgwGLplB/ggpOlI43ol",
-	"CEYyOZ/TI18qnxP8rn2IQgIvBGf9Nx0CnBTMm8t7LMi1f9dBC/JEcag13PYDXH3rOVArcnp/71DtAyTN",
-	"hdeeP5Y8uy0QqxC4HDhhl1TlLrMWNcAN4eAL8tBn+44ZtTq6hH93PYEiej+g1ufUOIwOpxk+2vsirXFz",
-	"4tCYIoTsaYUcpxCJX7AMqg4RBo034P0MA2QMSK0xzW6tMlIli0UJJ3N6f+kwqhJM/EIUKvKO5VyxzCVx",
-	"CWnIRKKPyzKObaAaHhoJANnizykQQsCfjLTLYvU6J4m/0lYWNCcbfPr0/wMAAP//",
+	"7H17c9s29uhXwejemUq7tCw7dncjz+8PN212vds0+cXO7c6UnQomIQk1BSgAaFnbyXe/g3MAEJRIPRw7",
+	"TVpP/2gskngcHJz347dOJmdzKZgwujP8rTOnis6YYQr+elEqLZX9V850pvjccCk6w87VlJGRYHcGXxgR",
+	"OSZmyshcsVsuS03mdMLOCBVLIs2UKXJLi5IRroli41KznCy4mZKTwaDfSTrcDvm+ZGrZSTqCzlhn2Mlw",
+	"5qSjsymbUbsEs5zbJ9ooLiadDx+SzsW39nf4fE7NtPqa552ko9j7kiuWd4ZGlSweaUbvvmdiYqad4fFg",
+	"kHRmXPi/j5KmeXI2m0vDRLb8N1uug+OcKGYUZznJFKOG4e4sQDSdMXLDloSKvPrhWuZL+0mphIZfx1xp",
+	"kwoq9IIpeBcH0kRIM+ViclYfDcanAmELo1WgTQXC9vi4T/7NlppQxYjO5JzlxEgYJ6NFwdRXmhgmqDD9",
+	"VPhTmDKaM1UBMtr5gd16GxRPT7dD8Xs+42YdeG/ohBHN/8tIN2djWhaGHA0GvTbEKGCUlXXwWTnrDI8G",
+	"7jDdn2ERXBg2YarzwS5DMT2XQjNA8G9o/pa9L5mGhWVSGCbgn3Q+L3hG7RoP50peF2z211+1XfBv0dT/",
+	"V7FxZ9j5P4fVJTrEp/rwDX6Fk65fH4XTklziKZMZNRkizfmbCxJ90O98SDovpBgXPPvky5TXv7LMkGxK",
+	"xYTlZMaoWEx5wRKLcVzAehdKignRhhqWEKnsE214URAuUlFqdmZ/7I6YUlLpERF0xsXE4T0r8oTYYyKj",
+	"fr9/SAvFaL48YHdcGz3qeSRPhVuIe4FMqb051JBS8PclQwKTEF1mU0I1oWQuC54tv9J2OmYx/EPS+c6u",
+	"4FNC8FyQUrC7OcsMywkAgHRPAbs/JJ2XUl3zPGfiUx+qJSEzugS0s7SAmCnXRM6ZgklJF+kCvCcFoYLQ",
+	"fMZF9IZUcH6K3TKlGW7nQuhyPOYZZ8JcGqnohH3qjY0VY0TPacY8R9JGKvaVJjnXNxYxr1khF0gEpRjz",
+	"SaksWZwqpqeyyIepEGxB7Gx5WTCdOMTXCTGKTyZMaaDOiulyxpC0eo5WCsMLnDwVXMNa8j75lhX8lilu",
+	"x1CsYFQzP4YFiwXmRBIpHIr+IM1LWYr8U0LuB4n3xl2xMRwu145NwNleSfk9VZ/+QD2V9DyusIuwy6Ni",
+	"9RCBMZDu0dfk3/wb2IQDN0Cb3Rkm8p7fzCsqlo7w60+9J7xcX+mwOWVFBlw+14TdTWmpLb2QKrHXL9pG",
+	"KnAfCaGO6hp5wwShY2OhIiWZWZkreqRJ1x4jEksvYbCcnAxOemSs5AzBWNhLS2ieK6Y1EPGxu+LslgmT",
+	"OFKfiqxUyr664CKXizNCSSaVsmiDK7G0n6lbi/mXjJG3zKjlwbldXp+8Fk6sSVJRznNgF+5aRbfK3lwa",
+	"ruAQFuFBlooZvfvOrkhbCsNy8r6UhpKFLIucXDMyp9rexa6Q8dRD3IUmBaO3LBWBMBDgIlY8U4zkeFNZ",
+	"7oU1rqJLykSueygpoZAEeBNNsi7ZXLJMilxbqWtBuek3SbORaPIh6bwTtDRTqfh/2SelAK+41pYnS0Vm",
+	"tBhLNWM5OXdLQYqPmwbUoMAYgPtylF1uacHzfiqA390IuRBB6KWWScgblsMvE2YqSRaR0RG+d4LeUl7Q",
+	"6+KTExlEBa5JWa2BdO3tg0uAGJoQIQmbcWNvmiqFk364TsVcyYxp3TsDNWDpbmOM+o+ONm4Jvwf0PBXj",
+	"mixYURw47LkuDeECEQPEfzecne38zYXTo+bKyhSGozSO1CE/h4XbcajpDDuWUBwYPmOdNa0isZreumqY",
+	"dOaKjflds+IKypZl7IpmVtH1osINWyYW6IplciK4ZgSBvza4Q+h9lokE7CJv1mMrTfUnVF3D62EnSQSc",
+	"n8MEyLHtBAjSF/gOnHtRvB53hj9tPlt3Eh+S1aO4adJzr4BVMKosrPrkcmovursG7jYTKYplA9RWdmmH",
+	"X9/Gz2Ej33PUyOqL4obN6v/YaW9+GqoUXa4DHMZqhGlO54bfsqC40jznFhS0eBOta0wLzZpuRlBBkLfP",
+	"5C2zAqhZMCaIlactfZzRO9I10dvA4y7Ey4JPpiYhiynPpvZyAZ9mvOBiEnNuKSzTtMq85hNBC52K7snx",
+	"88PTwbOEWHSUpbHi65SR07s7oqdUsYRMlFxYgl9Q0O3PgNJd/u8lMVbAMhp55PuSlVZ4vqbZTSEnvT45",
+	"JyfHzy0POB08I4beME2ksCx7TLqMZlMyLhUYJaSwUrCoiD0KDPD2TNol5BZ5jCR3g/7zXhKsGbgL+DUV",
+	"UmSMzJnyX3ep/xf3UJWlyeSMaVicn2ScCl1mliIyoNMIRGqsAKANmdICrzwOsaDaDkMU5fC+GcKOU2Hk",
+	"gqocQV+wW1Yg0yvsGGPKC5YDYAUZU21J/jVbSpFbskEuRCrewIm+c5KOPfABUQzRgDrcCoahIP+N+Z0V",
+	"QUwNDwidUC6Qj9TvxIzerRlBttpB4OmWzwYN5pP6zbFjNN2bF0qKl1az1/e4NGASsOg4Q0EwU1b4uptb",
+	"wZRLcQba6LW2Mii+OmNUaJJ2/pJ2+mvQyeny9fiVFGbayCbg8Y+M3TQ+ncpSNT6YcVEa1vyoZa4PDXBy",
+	"quHyleXcqFutwwM0HwsJQf55dfXGS6koXOHv9t7OcIwhXDBqDJvNrUieCvc+/A5ScBMSuQ/WV3BkFZBg",
+	"ofQDWzhvRq9Mlih+bH4tZzQvuGjZOsMdAglx6gAQI5NNK/0DUWHBzdReYSmYXdxuTBnAcdEsQIy5Yhse",
+	"XdkhdxdSRM4ahJHBwTW12gqdSWcPGwHcRl5dcZu3E9ZAPmiC5ZwuC0nzrdKcew3uMiiW277waPrWve5k",
+	"OXscuwg0Hsq1rwKAI3B6OHnsSQJaVkv9ecM1elttpw7nf1YWH+CVZMItCQ7a7VfaKa+W6q/TEHY354rp",
+	"84br8aMl/jHzdgM5vus4JGiwYQLSrU6XpgK/DAhMSyPdRkCU6g2D/i+Vs2KQaza2GotlPXibdxRC7RrW",
+	"N/F6Tt+XTtH28NAsU8yg2DBmlgs7Pgm3rRS5U9nBJuCpArkKG5VjMnLbcGaWEbw/+g524H/D1a8ttFRF",
+	"i8/JwQJMACPy7u33eEe4xpWfkTevL68IXZ/cSCfNB1CVim8VU+1CPNyaUA/WsS6nOoDoJoUtoo0Nj/ZX",
+	"gGISuusXzs6xEaNByHFC1LgsAk+xSDCjOeuTF1YTsJreEpT8XPHbPYjvmAuup1sWAYdKlJUsWe4vQp4Q",
+	"u2l7HzIqMlYULO+Tc8cIprwAZHWWCT8N6WYNy+3ts96HZAjNAwU+sY4Z9jiC+6KBVYJrwfGLmdQWaBnI",
+	"SCCmBsZN/s3mxhkoAhQI1WTKtZFqiaoIgp1rMmcit2oC+hsdVpMBKPd6KheOiMLkIBpbzLDQtwfUcyZx",
+	"SgRbBPyxC9KNanVBS5FN98H9Gb0733jV9ueJSI4v2qwKXCpuls2TbWSKSUcbasqtSitQlEt81ZJsUMe2",
+	"fXSFb3kS/13MsPZgDRaH89elaVH8PffMeQ5Xy/OliL0hX+KGIM/M24mEW8G1lAWjYABEi/AetK/JcLK3",
+	"iBGQLjrdAPY6hoUjTCoCH5PseAutzOIhDBvIddbsGkmnisjYwc7UavYIKMgaFvqQuH0vXG08dRxz42Zw",
+	"eUxY+fmnjiNsEcbYcRxnxAeBTVbiJ/7TqKV/g9pfAhOKFlCBpibwbNWHVyVP++03DZa4f0iSl95b68Mm",
+	"2gXRhFjabNnC8cm0198oHEZhHadHx9vDOuLTaJeUwB7gLclraAWafDPZ+dfl6x/InJpppQ1Zrb87BnGY",
+	"zuYFI6m7sP1SFWmnlxBKIGqEhGgmdFugBb7FpkudUXzzDnGl4f3mraqGmwMEZ+sVsd++wDfvKw5mXHPZ",
+	"IOaj7yIfgkbPZ+wMjH9DJwzkciHsrwnweme4y6yqfVDO0TiVpAKgKAU7kOMxoVnG5sbHcnGjiSrFeRWi",
+	"MafanBF9w+dzlv8ib5kq6HyYCvev/7FPgvkrRI5ZWk2mFFlMrigXLD9LRbhkv1wvf7F0bkj8OPjIOZvs",
+	"nhQOEj4hC/B9Wsm1YGNz5l06FhjXS+Rfzg0ZIhxQM/HkwsEO+IWxcF/ZVUwF/ALt6fh5GimDH7RB/LUy",
+	"7AieczEZoWomytk1AxnP6Y8LZb8XREsypsqrlakY9Ptu6IMjAoE0vSAeg411wTWraV6REOMnbbiMqmRO",
+	"vPZGia+0XwvEmEHMzzUDgRHX1ifneBZynIqZlQ3c+8GB7zxqzsg8UbIUUTxGoG2pOBokg8Ggh4FumVQ5",
+	"SLUELMQUjK61xXjgeL91NXri/Mx5JAZrQ5U5c/IqWHRHDoQjoulSp2IqF+hbB4BW8FQEKDeug4FhLkjP",
+	"HggxqCOB58HUhl8BhK3OLntM+AqR47FmprKa2Z1yA8FUwpnOGsRybV7WlLXdFhuL8w3qXXRe+CbpOvHR",
+	"QlnPLQ3pJcQDicyL0m9jzeqHP++uyxUyo4UH/drTBtr5w+rdW7HMrd8jIQ1r2vkyfGcxhGpUVdHTXLEz",
+	"S2UsaTqdDXTaSVKRdnI2ZgpIlgvOsqSHhHCIN0y9Aqs06R4NBr20Q7r1G5GK6EoglUQztu5ZLI4ngFip",
+	"SUlVPowiqlJRxU6FC5p2Wkw4+2te+9gUm2V9J+JXp2vPMmKJiWfC25ypERde5+NB2mtUAkEmbHni5cn1",
+	"+GHPSR038qpWAkxwyYKulTcjG3deovWRvwFqXEW2dO2h2Z8oCoi95gGDvNu4kyACNz5dUN7MQN44Y4JU",
+	"xJ65VwqnVORFvFd7tZuWtYIDfp5o+x8ptNcR4CE0NRAFH01RexkxkBW3l27ABSezoDSxgLBPS1hj9woE",
+	"y+qg4QOvQ8NOTpep6FJLmLmYHIylWlCVkwmd94IMF6gaqiKR+2ZC52epUGwOt24YCxDVQmQGwWU5MQue",
+	"sTAt6dJUjGlRHFge7mfj2vvE3WfCf2LH1WjHAqcViq3X0kyByFahZWQxlZqRqSwhZPkvvbrM58AF2IPr",
+	"bpTi9mW+pOsZIzkgpcl6CbLh8CvX4J8Q/Xsw1XXBrJ23Du3syFZBQmpabJBzViFXY7wJhibiOzkbcwEK",
+	"LqCQprcst9c6ceDGgTXJ2RwQBBfN81Rwy9CLglhFbg+vBpD7BnhYvMoKmd34MPXIh2jH+q8ULCFvX74g",
+	"z549e45KjNt1o0/CZPc0Udgv/TKbrvG/WjAo1vF9XHvaOTqdpZ0hwWCLpqMu55jmwTWZldk0FS441F9Q",
+	"1PIs6RUeJbkgPw0Sd5q9ENlnabOeguxeIxI8r195uL1dLZ38y4U21Ivl8JO9+jqjgtCJYkwDvlRB1h4H",
+	"IEwE3P2IoYTOqbK6y5VFTxfaAV/iYxDaPbHJWUGXLHdAOKsWd8PY3EpZOgX9FnWFvE/OnUEEfB1STJg2",
+	"Icrk+GRqAeR0j57Dbz2VysTBx3pGi8J+N6HzENdjFtKRoBXXNWRDwLIswVkyqrTTQKyghpvpfnt5RbjI",
+	"ijJnVvrVEg9D4JipwO0x/yXohewO/N5DwqwicjIY+AwLJxaTK6+G4iXXZEpvmR3TvdAswX1PDRNM6/YA",
+	"RQhCoiI4DR0CIleRsC0frZCguBrH8sZuimLpPmZ5JKw4vO5629WR1QARrJaShC945LGy1Ly37sOdnw4i",
+	"TouqNIipz9t+f974uwYJPW/2MaN+6BVcCFyym+OFyxSwAkJpxTwAXHfgQles5tXbQeCxe8AV4/qq1TRR",
+	"lVdcj50hynM0+/cvVlF18vIvtCicLaORtb12xo1oCFoUcuG/8VJU48dvKgVgNSdmiUY9zAlkd1b2JaIs",
+	"iiQ6eyDHsT7tsSAVx6cY4h/d0D4Z2QFGTRmG/jaMnEoyGqYC4sCd3QnQZAkBYJaDCUnci3gv7g4m8sDt",
+	"7lctRf8tXfiAHbtNsLc2uIBdfNfWIMVajOGHpBMFAEQYGJkNrkvVJN19FwwrBnJ7JtKbR9bUZRplHDTL",
+	"/5l0gf4tCY/OH+TfITdsWTcqxKFr17IULohuMZWFt1E3ctl7WDzZeMyyWpjm+loxuK6yjxNmpZUMMu8W",
+	"SaDd/tD6LjgzFdUv9G4djv5hiy2txVwDi3mBCXWtklx9V0jbXBJe+zp2l5nsoG+DyXvdSHHf6YPwbNkZ",
+	"xrwXZrrsJB2wlILaZxeEbglLSJi6ZeoXzA109lWR2Q9c0GkjcYnQq1kJjV64kqZJPnwFzB9TZGAXmZJa",
+	"Q5ICECbdFlvWYOuhLZYke83eMIX8smUJjl/MmSIa3oOMu1umMIN6882tTluW10V01BXHCp5dWZrGRcYv",
+	"NDD7KwSRYllBOQT2s4yW6PZdkgVTLHYGIzPmszoucmG+PmkEHR7AhXjXFLd1VZ2OgOBfPCIr2FfH1GLB",
+	"2NubnHRumfKekx1W3mrmiAkxpBWVKHTaD5weBbvegeODmQuwq47yK6daZxp1oCaRnaR+0tWG93FiI7/D",
+	"PIM9vZkxS9wjKPiSMVLjkv3PPga6LjVsY/ErWh+/ZasRg1JUYb9Wu4LopzFxJxtS9XxARkaLojnGYm/Z",
+	"IfhI3pecGaLnrCjOIDARaFIqaiSuT46s4O/geObFM0hb6Nbe7LXxzG2SxyuIqKxFxqOAARQ0kIUhoc5z",
+	"LO3ginStov/188FRLxVcuDoIKFk6cS+JlOzDrNRGzpi6yNNOgvbxytwMRm8HMzRquCFIQbMblHRQuIVs",
+	"Cwi9tivrpp200+uTH/HcUhE7zyBpkqD/S8lrK4CscqTEnYYPVOmnwmuxVia+XhqmvcVmuJMI1qz5rXDX",
+	"LXzTC5kYI+ZwPYnTVZwmXElTPlc3lq58psustEzxfUkLcI2M0Rjm8GXvG35fMaDOYyKMJ3UETVIRskpq",
+	"aTtBZ8WFVsciJKjCdgI4lbaL4IWKjeEX9xUx0HcZ5Iwk3rY33+iESJEKI+f2/GJs6nqdn0wkmG8sbKzQ",
+	"CkZWUBEJt0rZP4BNqFSAyWSQVBk4kKWA1t1B3wLo6OhrNO22AS4VQsbSz4qFcGf5p9XGduYZc12eceEQ",
+	"GFFaSUEh6MZZ5Hrbc94aGHk7h30I74PTTe+fABcnMD0x+wdh9jvz5HNIXIvFLU+FQgiG02WnUO/EXo0+",
+	"AbUSeEuNMAQFAiZzNlHq/gK2j7H9BngdKzRLRZW74FHdyxmCLXC6e/Lwpq1Z1hiS41w2riU0OVml4b37",
+	"cK0fY+ZEusBT7FZv2Nz0mphVeDkVQG/OSJ1ZecaU1BnWY7GpJpANavCqM5VHZCnblxLVs+h6RwGgWu/e",
+	"VHuHbLo3it1ytmhwhsbLb3WbBTM9mMih4MVCqlzHYiE1ZPB8OBhY1vlKCsu+zFTJcjIlLxXP6RJTEFsT",
+	"BPZzHINrt8F5vMnjGPm4WmJl2sJ86uEXK/rBbG6WZM2/N0eIszwK/OYaXX7NMabO7bbd6V2L7QifxZBs",
+	"5FdVfGl9A1b4f35y+jfiKiCQnBmfh7CKLPZBo6HE2ah2P8Io4rXhGL2ctSWgusFmwk3R/BX+sF6d7t3b",
+	"i7jq1g1Hz7wDxnbJBZ76iTeGW7/FCP/7hTvTooHyuRGdLwASf1D2dHTaRUOB/Glla0giH/MCHGvrrvSV",
+	"+LsmbH9tuWxQD3XIMFsJ9oqut5KzlmFYrCXG/jEMk7A3yjnyoJyaxQizuxl3051t24X/ppkIBLRrqpJi",
+	"n3mwezeX9EkdTjoZ2RMaYfiF987AZq1W0EYW5D2gF3Ig9wfch02Iq8vCtERvb/f6gTnUAUQ0M+GZVKxJ",
+	"T6tiY6EQIFQlowIUJSjR5kbVZ/gn1gNowOuVq4sLb76qcYbknlf1kbMFLh2SNhzElBe5YhtjNP07pOvD",
+	"unUhje4h4oZSAijzzgvLtYSRLZ6w/R1SmWoSNF5QIQXPaEFOD6IaB11aaAmstYqHcHOivQHe1c05G0zs",
+	"5ymz+PWiPfv0HuHFa/IG6WrGCIa09HYWPrYm8s0qb/Ymnuud3pucMoLdmZexQLa+Kwip6GIgzWmvCnLR",
+	"CXl39QIqk3oJYMf0uhXeLyvP+qbteAf8p85khDyO3XeH8TjN2i04AvcazCeebdqmpw+YpXafPMl2SfRT",
+	"+I4gzmjHMGdnNoqE4OgeB+DX0herrJSWREZ/nTy4a74gT2FXr8o+biJ/QN9YXnYvb1G4YSvCbBS2hb7j",
+	"UBLEF4CEKKE4OCS+r7tgFSz6wqDYPuPiAj8+urcdbX3gexSTCi9ZFudHRNBiQJ2VFuY4IuG1itXrak4z",
+	"j/KcaaXmTkJYf9InaWdAnpG/2P9a9NyP4keNLqm5T+aqakP3tlefGYfiQ5uOOypTBMxvc43vF64gN0Sr",
+	"GjYLhmpwk3XtQlEV6SWk4DdooVspn+0SEEFGgeEuI2F8r3LaMVfetEcXW7rOYmMT1XbT6X2Z75Y9fFZs",
+	"cEWy5xOrSIKDw9U+gio93ufqYxM9Wg7aMik8K60P/z0qM05xwUpXPq/Sh7L+Kq/75FyEl1yY45xq4wM5",
+	"g/MNirAVea00bi15s1YgvntyfOwNArDAHilFwbQm7qiJU3d/oUWxTyx2JQmsmPUxYhejNIMahyVwVqKY",
+	"7f+KZRUuiryyWYPfW7j4GDGhvqOL8x/OQxh57A16d/Wi2RsUs/0NTqioOBBSPrAvYxmTyhm1s7fJ7Xgn",
+	"rlQpvyu0mGNlPm8h7TpTwPHgCHLHIjvSCg9vrnt15UjoV5rMpUZbokNuV0w0wRDZQfOdmldmvp3qlkIG",
+	"B9yp5rW4ypU86sUAFwq9BN7r4Va8zlkb8DJSX3cRODaZXo4HR4kvtw4F4BzwAx/C2scQ0j2lORa/r3MX",
+	"D9VdIo5ceYwNJr4a2rTaS6pCpC0WE5CW0GDi9V3IfuNVXWypfEIcnon/3XfX4Kr9NGJpAErgbF1KKI1N",
+	"GwyjsZa8lw+27ZJtc8p6AIblJzvIl205izTzrtimEjllS6LfyorcIOGLjQvZTeJfITN3NDOW9ENBURBC",
+	"E2f+wPLgllM9ibLbRdkn0fBJNHwSDZ9Ew48XDR8iCikWch4nD7puDVyD4cguqmCG5a6SSt3VT4SEitSk",
+	"W92zkEgMnTYsD0lF+MreMkhuGwGTGLm4taJYrUHiaw+eQUU8yXQqoOOOZRPowNGGjGb0zm9AY5FMDnlz",
+	"rFZaB5aaitFB2MxB6E0xivII3eO1Cjar3DvphIEaMyz8ku4V/OVZ8sNy1cdklOtRaP9y4RMQmAQBwAMd",
+	"hSi1tAZ4YqWN1SkhfgRXVIsU2pAJ9vl6KB7U17DJFbBO6MrZjKrlfYuLuc+r+mITJpja19VRRHnBm2YL",
+	"+cMePfge8U9uqW0RrJWKvTP78btu8o/rTrTEaIfxNHVo/dx+Ok+FY/7EhWPqeLtr+Uy+Mf9tavXY6xBj",
+	"Imoib3MUaTOAW13iu6UAGhoSkqIcQK7IFNWLhrqwszgdcI8T/7YM0TBxktNDZM7xlbS4plO8ChR+D6EH",
+	"mqW8a6pcfvm/l9hKBQqWd6HbpX7fEtPhY/i285Yr+2ZbtfSpMfOu7sGMkUj65vXlFfaBhWVoYt8DodP+",
+	"4xdwpPZ2DAhsh9xVYxziyE4xwg4Vmk8Ey7Fa+5wpF9JnJBmVqhj1yUi/1+5V19nCvuYypuA9D277crX2",
+	"0TCOTstLRoycMDBfY85XKqDMCExDJtLi5+p6rH7lfHung0GAnsjJEXkFdQdS4ZS6BNtzjH5LO676Ymf4",
+	"k1twQvr9/s8fRq4xjt8G1bjeUSo0E7mVJHtVv2DnIBz958DzLXUA9qMDYCujPjknx3d3zlgZunvoWqkE",
+	"F6IXbOmuxAJWzXB5cXbdqbALBxJn15120nIweJa5+oU5/MXSTtgIFIfyeVrY+hK6HkOj59T173HG9O7J",
+	"8XOA2engGW4v6nlWlTgh0J7MSoMSDrdlD9hMMJeZPvSJkP1ZXtdwLFAtx35veXWFEY3azRV4ah+zAVkr",
+	"rYWGhVulFlzg/+K7Qebc8bMr97KlsKyZvYNU7nP8Cb6FQZuhPItchDavUZfNOKhiDxrs1hG2v60CH27k",
+	"XoEjO2lFTRaR9nU8hBnEodyjGUFqGLOf4R1ylcCuZEmh6wlOLgSh5M351Yt/Jj6ML4pBuWFs7tg/5Eie",
+	"Qbcv6r5OHD3C7pzOsVbhG9jFGpAN6yM1YVtz46tQ+tKXXF61pCoo61SZEeq9Rc+Cpywhq/1IoX0stiO9",
+	"BdOKI2yaRAbSauDthvz1Sp1NeRYcI1Mhg6YW4A4JKVEiJ9buTNCYBBJxKoDP+LSCr7SvrVsV4XU7qZXQ",
+	"rZXOTcVK7dxaodAzeFNIw6AoLtHSpTvttnHs2Lo5RzWK6J/RJXo1NXZ67TqJDSAxdrnfIk+FYgaqREMH",
+	"uO3nielu4DSdU235r2+Lq6G5nTvb1UazgUX7DriIoztC4DJWVxu2XwX/NkCgwtNNyBjPsg0dP7QSkKuK",
+	"0ewZoBYqFDheFYgB7KPUrE9+rIo6FVwbT1bsxUcT0crmS40VC111d/Iaq8q5r7nLWKQChNdU4GtoFcdu",
+	"+pRMLXTn1N4DgUXgX1x8+zYEzOn3mkSfpQLrsGEueyS0YxfOOlH0+4Tggoy5MoqBpNk1anTHY85997cP",
+	"pOBjh+WKWRKfWQA2kreM56op/hFbNBMFbclDbtroePCsP+gfHT3rDw6PT0bgHXLtnEnBDVO0CAXo7IYA",
+	"SNfMyb9nHlKWEfo6EAYKzQlZgyG0Ns+mLLtBNTwq8Cbc0SqmZXFraQvOj7sLTDLOGBhsDXOzypsLvxwM",
+	"1nmnXZpucu27vUQQmkp5o/uuxnI/k7MRxFWM/lL7DfVMsSS6vM7ljHLoZRW90W/Zy/Hps4/djFdp3gCy",
+	"NdEK/wRCQGOtMkpTBO1CDw8P9XvdZ+XBgmlzcNSnM/pfKehC200cHh0/Ozn9+m9/fz44Oj4cte3pyOeu",
+	"3ntT7YTmXo6FHS3en4eMfYnFP8YVZczonGbc2CtSUJCEjM9YQ7KhSRdq110vyZhyFb7s9Veziu9B35ET",
+	"3rMTyfb4hjhNrt6TJEoSqcbZIfahuYY6dLCqulLWPKyh4YLzs9ZozeABypSvA/ZD0tEsKxU3S8t+XU7J",
+	"NaOKqfMSe4HCMOB2gJ8r1Ql0VuirzcVYNqtp8/K64Bl5+93lFTl/c2Hh7AGq8iEGuEAvUOe7DKJEAsnJ",
+	"xhRQD8DbtxPn9XTFWYVx5Vi7NJ8BMyiWvYCN9oGd84YtLRlPhd0RE8Y1FB+SUa1J/JB8AxskaEi4YUu0",
+	"IYz6BG8NDIT93GJueaAzOWd51X1Dn7kcfLskqAQA8YBeM4B3eq4vnOO7o8Pbo0O37lE0EjakJldRfSTY",
+	"OnZSzGhRaNdGFaCBErDrwq8ry7qvcRqMm1ApJCrGRIWHFAAKerXpoWOJJ2CyyaEDcxVtOGrrzT5KRden",
+	"LDvjEBVkhAnII5R+vApiQXlNc9cWx6fbY3uafipOBr7MaGROAWc02GpRTIJ7m8usnEGlTd/CH4ZMyEJJ",
+	"i0AWZRMCGoqYhLqZTb12oByBP4BqrpxlBTQikCoKr4Ri3+BlBxUY12Ih6c3JU0Bu6GGEfYB47isUe7HR",
+	"DmgF4+PBIOrrDrGprg2gnW9eWG4elR7t5tRQ9J2jYAQ/23nyEg+G5dgV3jWyJ++uXh78PSHv/jqASrRW",
+	"UiClmFMOxXV1qZScWDGd6YzOWVU5IC3zvw8GBDRkJD4JQQKCdwy4pSaCaWMHyhmb+3idr0+w9bTunYG0",
+	"j4fJoT00SmjXpT3HG5TVNBOaka5f8Fr4mz/bEJ9ihW90w8IhVLo3xgaxu4yxnEHBrlT8aOHunUygRTKo",
+	"pxGCUz2CgVnUI2PUnxge9ECIhH63Ky2QRwQp7hnRjJHRgl2D1DaCyb8t/ZW2V7RWHRtAqqNKDc+hb4Yv",
+	"zoP+++Np6FaBGfSdio6GhBryClt5n7+5iLKihp2j/qA/AG/6nAk6551h51n/qA+1eKmZAtG3FAhJqv3L",
+	"eRDCRbjIwdSiDfJL+NDdGN3ap7965dCZiD4kW9/0tWd+63C7dLie3hQ3rJdWQHA32p2avw499fb+MjTP",
+	"q77cuVmcHfMBs+sbN6bkrLa43TLJHypvvWlJRu6/oJ+TjmJ6LoVGQeR4MMAAActqUeqLmM6vrgDsHkcC",
+	"tlAQWVY3zsgcapaOKoMmFGT2Wn5Updu+2Le36QSX1zRr2MbhNzT0z4NPjrZ/8k44Fv5fluNHz7Z/9FKq",
+	"a57nDMJCTo6Pd5lmrmRmadc1BridHD/f/tWVlK+oWLo9gQ5xusv63gl6S3nh53Ji7/bvsG8sSKo+gKTz",
+	"xhJjX7ymZor1QqFUOXOdOzmGD9CJDg29dednO2BF8g5dgQKwk8vGKpPgBrNMC0MLQiUPsEdizQRLva+X",
+	"6IeLxv6N5x/8BFj1sCojJ8cEiVJCKtKW+OL0OTES9fy0Q4si7QyJUSUbJSA+eNN6VWk/1FsAb1SouoBy",
+	"nIGVXy8JzTKeYy/90UwqBnhusEEaE2S2czWHIfyZCogGrGyM4KPEIibIsepcxBWrCIzEcd1vZL58sMu+",
+	"UsnlQ90TYff64RFJTb0cRwO52VJ54/MmLUfPdiIS4L/4E9CiS+YExYom6MgICdHOUM8Hb0nVDwJaAoI7",
+	"xN6i3g5EyhKSVuHsHwxls85j89AmhL7ySubnjryDk+1f/CDNS1mK/ItCw38wE8wAjai0r8R+8W3nw8/r",
+	"+HeItgdglPuPl7Rw1ytXmBE6by+9zxX9d86T6D1X7hXLHKH9wbwodSpGvtvwKFjUhhtbCktFjk5nVW16",
+	"r0ee1ZsNN/Av7Ilc3bWH5171rsufmHlFDbRbLro9KIQmnsX97/y+l3Gww2V8IcW44Gg1fuJVsYW3M/zp",
+	"55oUXeopRkRWFdvd/cBQg5VmRn1yvmZZrFkUd2RhNWH7YWlIEMldi3THdEGcdoko2hDXAH/o/wHd+AZA",
+	"UsahV2zUz+fcOFncBZrmr0vsjpAVjCqW90EvBIC76rRgdIW/nSSQQ31JKyIkVkuYcm2kWiauaS+FO+VW",
+	"Q8a+uGO73Pz7MvmkDt4/HM/fm8x8UbIqjbXXIJS6i6AYRCU4s4+Qi16fnAye+zRKjL+x3+9+10P16Ae8",
+	"66E0jRk6EgTY6Cu7hx6Arpl7qIfelarqIp4Kf9t7ISTleDBwMLE3fgLas5BOdQZSueAZO4MZUuEiQXU1",
+	"M1rNHC1do6pVBfaQ8xaiYJekWyvbXic3PYiJcPZvH0mMTePBw+EbbkANe/TRnAxO4CO3sNCEB+WcVExl",
+	"kYPVHT5NwBIPffAdSceO6DSzUxYsnzBnMreEk49X1u48FZi04aKzut6ikYMzY0HjyC1tFSMoDpAKT/i6",
+	"PmGhl1hMu2aZnDFdnZ5LL0R3jGdNSIJScRWgDbzLeQ897/qq6ubnQivAAwuNV7kvIC5MKkqRQxwwBpaF",
+	"lY3QKWjoBJ2CffwbBqj94r5wrkMszm0o4OY/X52/8P0oZwQnir1zmmWKmd4QizKFJ9j7PyAOIKdbpWUb",
+	"TLltdKmoulfmPITHWZBJlYoFNrjH9gkwTA/EYG5i4Ri8VaFMOw3M0oIoFYgTDpJ45XIPPxdPTbqLKcas",
+	"Qz8648QEo6DWeyquGRO4hiXD6uXUuBTvTM6XkZcyhIkNMBh7rJjLQrXX8Yxoie453/nAo3isLbghEULY",
+	"FA3302yZgokfU7RfqVv6Wcn2bwOVFHIB9UvA2t/7Q8n3X6SkHtoqeVJRtVfaKpSfWRLvnfsbmDYEVmw1",
+	"Mb3EwouPhqHYc7xZ9oR4GWCNhaupLVw+un4yO/2eZqfoZCwzaTidCu0AzT7SHFWh6qHr4fqx0mUdz1/A",
+	"oJ8HqluAumqlTxj/OWA8IkfcrH61dI5TjiuPXp6QINmGQihVHgBqIU2XxOF7nIDeGpjxpkoBfzSUjbo7",
+	"tSBuFai34oH9zN3lXwjyWdDXHd4e4DH6BHwBMttM4iAjw2V6702L69VmMWxjH1nZRaSv9dqqNvqNa2p8",
+	"6tIw4259CZnJ2/WyAV/5KnjQHZQWJVsdHrpona4mm58OqigfRlU2PYA6gi4SOWoHVV/hefDjBX2I1ZoK",
+	"xquoTXhUTXjNi4KLyQGd89W+qMPO6QxWMGfqhWvo2LyCY3QiuncSCy0uCLZHDytYbWsVd4lcSTMfHjc1",
+	"dYrANGfqwH+NSX4uGL5a2/GA0PWWwAl2UoKY1ZNBQo4GgzaI1TqPWb0o9Bo7GSSr8IyWRpURTDmArjSD",
+	"Oh4A1dqH1rkkzp30tKMHprNNNBbX89nT0ydHzUcKGZgwR6Mg+Ljc0DqdX5EUgh6HpbjW6f+38Hug/yuY",
+	"fNJQ1AJrej3Z+r8UFMIDC/bePnmLVRJRrTgZPHdGviqjmJS6qg3WJEq0GQXa0GjwCQjiVVSI60kj+h1t",
+	"AK6fZ90KgHaqdStAXUK9l+YO5THWsBET8yKEfHgTbq2v7Cc24G6+B95O8Ae9D09CxUcKFVMqJhVHONuh",
+	"MMZmaaNWxq7VMHEZVaH7nZJGXJug3e7YSnumtkFD0ch7ZJPY/2E29MavHzMdolYk90+REfHF5zZEubGt",
+	"6Q3Vldxm+wmVjT+59Wc/BP19NPCq7nO7Dk5GvtsYVj4e1TqOjQh+dc1cUsQty6NkxicN/rNntqeDv23/",
+	"5kLocjy2jFGYSyMVnTyg9g8JsFXnGvhTKt9VEyvCNFTXJ10sft9GGFbZ9+G1F6abo63eQS9JbE2H7Ua6",
+	"bR3sen0CmVLQ3IVrAom8FPKCQ18xSK9d6yJGupA3pKCOkL1OMJ529clde5NUSAHahVyIlXLo3PhWLAkC",
+	"xnfLxpAsn3+eClclhvmkc01GsKmfLn749rv//Nx/efHd99+O+uT/QQ6ya6+ifCWnVISajK764kJxw3y6",
+	"MFeuQgGWr8pDBcczAuE5AI9UYO8b+2EVXmZHCOnm2sg5pqLbj135AuF65viU+nr/GGDOvhuNFBkbEuoC",
+	"b7oQz7ZMBUbUY6HMEF+D0XJh5KpljQskswvDcavom2SvDnFgoLYzQCkDV8Xyhi19qaKcj8cM4nWwOd3a",
+	"wk6Oj/vk32wJlmNYPsIQMaV5Ge7UmGVdhmHU15xmzAET0RAWMMP273a40GUCE8hDCNLRM1+zAJFllKTC",
+	"JcP6JjwW/IWUNywntDG8qM53NTTV6Twu84w7WH5iVbWp01KLnKngaUCSxHcEASnH538A2J9y475EMzak",
+	"OlZF4rCCBjCtX+W19nQ07vO1C9OaK3bL2aKdbV1BWYm1fmL23ieBMUFMM9WrL2HDi+7JYODvfeAYvQRZ",
+	"QaDcScSiMK4UWjC7phdUE7fS2uBJRWyjpt5ckIVUucaSL9jhIRVyPNbMaJKzOUN/GlyIvM4AIb5zwgyk",
+	"AyMTyqhSSyKkJfylyKbnZog1V/BPpn3jlRFONbKXDeJB+Yw1kbA39Z1czlm2rj+05LpWjaijJlKDhFQJ",
+	"kQNsNtSkMWe+YXCgPfsUlPqMVJQHtAU6/G/N0nI4iDB/opxfFOVsOMF6+VeSszEXUAEtCZHPmt5aUsV3",
+	"J6K7+QkjW8Gf11P4xTn+KsVRKoKBkpG++Ku87mFN3JX4NUhs830i2m1Lbc7AdlwZfBLrzFXEE59w8Hd1",
+	"CeqoQXiLgfKjXH/rBz9jasLyyCgQWSCwsTmmWkrB+uRlaUrl+6i5VLFUeMXdd86VRR7R2vrtwGJ87gOX",
+	"aoqfpSJMc8kMXK9RpqQYQTUXNOCMiCmV0NGd5MLItZZtZ0T7EcCsM0IrAdapgxbEjaIaOihrt/HxJKDf",
+	"xxu6jQx4f+gflhw8GWl/RyOt96ZGBfn38qdulcswz2En3+pLePPR/as/P3I6xJ/GGfmHZfw17yWNiycD",
+	"MieQsQp9X5U2SWs218PmC61cK2gi+sApQ2/smJ+D6IsdUp9Y3hcXrwkYdLaqjMkxGdfE1JpyRuxHYJxc",
+	"8Ayk3SlVs4JpvR+jiUypjaxmxez3xZj8nixvj8KL/oyWt9jUDg6qd1cvsPqBCBbz/1p97yF13ebbiq2A",
+	"HpiBvYVBPwcOhs2+nzhYxcGedLCWu4pIC6X161IPgSeuJhCt+rbdm0O63hwPXMbo3PkMQ8EXoDlRh7Oq",
+	"+9mYlHPXBRTqPkyURahUmKlieiqLvMZhB6H1Z49MqV7t7+97pF0voRiNOCOUFFbnx94G3pXp0vJQSh+B",
+	"nYuLiatB7GvkuGJEKJpEzdfqCyVdzXCLLzFpeuTMZiOszX8F1izs54KRGdkUm0RVbVmkKJZDMqq6sIyw",
+	"osvI9UEZkW5l7KN6tXuLXAjnqZ1QLjCPNup4tdqRr+dbY62Mk7hYP2mgcHIqblZautgz843bnHs1VEV2",
+	"GZEUK0ZRVXDw74L3G42BEPMC2y0FgiDvkyvfGcZJgdBZTkjnIG6y/rkvHtn8t9KV54Oz/9UYx/GnK5iA",
+	"zfHiMlNd6nuMj2WtIdGTIfDJEPhATOglol6N1oio37klzBmH8I71Hk+bOJCfob0aj2vY/qjSmpuizdOG",
+	"j5+C/x9O+aj3MnAmMQiOwyYkSaj5YNlsqVkCdfmEgXrJgmkMigw+sHWb2mrpJ9d4aqOl+cq980XbmKOG",
+	"yE8pL599ystqnovv8nbDltjpLcZpeLQ16cX1sf5MU15qfcM/ccKL7/D9VHLiT19yApsd7nLZ6vxja/HA",
+	"cPsemcC3CSuuOfyTb/D3DAraA70eNj4Ie+USi1xLYqSPN9dYnd33WmPO8DCMAtarbqOp8CWlXV93qhi5",
+	"YXNjlX5o3AuVjqGnLubxsCA2uI0besM0dmyM+hU6wLrOoZh3o6dy4UrJj8cMjVgQRaDb432iK/ZY/On3",
+	"ifXZfLN9pM8f9IY/8bYHitUJupWgM5a4i5rgzYXEFFoUcmERybXHXyVT+wb5bOCUhzdsuVnnOn9z8W/7",
+	"ziNeK5xiU0VHu8oECnT7sI0nBvrZVH+EjtTdKdVTx6agIwn+bFkT9gG0jEQ8KIfdoGIhRj2MivVIug4u",
+	"0ek1X7LK8+R6fBCVJzQ/D0HfTo6ALLxwpQg0vUWHlBPRoD37HuT+8LcbtrzYnHLzlt3Km+oabU+4wQ+e",
+	"Em5+LzRC+BNqceSMxFnjgyNsPWWmTBAp+gRe3Rqw9THU2VccmlMzrWKpAOs6q/L6SmzV90xMzLQzPHbB",
+	"Vf7vo4ZGzSvdCn7rXDOqmDov7Qc//WzJN5aHwIWXqugMO1Nj5sPDw6Pjv/UH/UH/aPj3wd8HQOrdztdT",
+	"OurVLznTZ3FiE3ZykYJZfQ4z9iMvd6iw3V+p2sSZ7qw3v34RF9tAbtpQW0P315uRN432WoBT0i69lrcX",
+	"5/26ZRqfQtKvdypvGvYKGo1W5YbHrvp+EvrVV91TcoJNEaG/qHYSatX/fkZvWDSjcwo0TIlELKpw4ail",
+	"PYuadByNhihsj9a3wYe6z3YO3zW/PXH7Eo3tGdaN8A1ojCQjFMv7pSpGfejM7+X0CTOVl/1fl69/gMRr",
+	"AylBVe/+CPiXgMrhKTVG8evSMO0CDC5yH11Q9WUeke7Li5evyfuSlUwPiev7/w8ly/lFTv4nbuGcCvf0",
+	"W5aXQVCBt9z4PejWw2juwss084UrICLix6lrIbWQ6ga6bknBEmwuPfotxWLRacf3v2J9+OHDKBXdUb3L",
+	"zKgHsPPvWeBhARf/E8Q9jEhgQ72zVMA8VJBRrRnlyIeg+EYkDsPevf2edF0PThzNzpkKrxq5QpCFFJPm",
+	"eAWH0771zsbw0qjRX0667H1JC9igP7cqohThWWHlfw58QIQ6gKkOtlDFrR3za2uBwJKkwkMpsPN2QGEX",
+	"RwgfDAlNhb+NGLpQ9Q4EAZ4biN2x5070DZ9rqOcyZ1hOxwczIDQbt7tSF+XjdvpO8DsXv6KxUThSG8AL",
+	"bKDFJwKJ2FbgQ4UsQ2fzj1vT6Pbof0bkr2TK7qC71sHlP8+PT7/uYietBKM37TTkryTt9NMO+StRdAG0",
+	"oHcWulwxWLolB/ghRGBJ42oJCUYyOZvRA19KJic4r/2IQmw2OGf9nK5DqhTMq8s7AOTSj7UXQB7JD+Up",
+	"tKNge5j6VsPbluT47o7MGBW6atl25qXn9yXPbgrs5QtUDoywC6pyFzSNEuAac/C5lmizfcuMWh6cw7+7",
+	"HkGlgo5rV1dvSE6N62HlJMMHGy+SGtc3DoWbgsueVp1VFaGWCwuWQUIptgnlDf3whqGlGnCta5rdWGGk",
+	"igOMAk5m9O7c9XBMMKYPuzSStyznimUuPk9IQ8YSbVyWcGxqOuVbByarsXQKmBDQJyMtWKxc5zjxV9ry",
+	"guZggw8f/n8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -80,6 +80,24 @@ func (e FireDecision) Valid() bool {
 	}
 }
 
+// Defines values for FireTimeDst.
+const (
+	FireTimeDstRepeated FireTimeDst = "repeated"
+	FireTimeDstSkipped  FireTimeDst = "skipped"
+)
+
+// Valid indicates whether the value is a known member of the FireTimeDst enum.
+func (e FireTimeDst) Valid() bool {
+	switch e {
+	case FireTimeDstRepeated:
+		return true
+	case FireTimeDstSkipped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -380,11 +398,17 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting       *bool      `json:"emitting,omitempty"`
-	FireTime       time.Time  `json:"fireTime"`
-	Id             string     `json:"id"`
+	Emitting *bool     `json:"emitting,omitempty"`
+	FireTime time.Time `json:"fireTime"`
+	Id       string    `json:"id"`
+
+	// Jitter The fire's jitter offset; absent when it has none.
+	Jitter         *string    `json:"jitter,omitempty"`
 	LastFinishedAt *time.Time `json:"lastFinishedAt,omitempty"`
-	LocalTime      string     `json:"localTime"`
+
+	// LaunchAt When its events launch (before any spread), fireTime plus jitter; absent without jitter.
+	LaunchAt  *time.Time `json:"launchAt,omitempty"`
+	LocalTime string     `json:"localTime"`
 
 	// N Number of events of the fire.
 	N int `json:"n"`
@@ -393,8 +417,13 @@ type Fire struct {
 	// "deferred: tenant over maxEventsPerMinute (100)" (its events are
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
-	Note       *string `json:"note,omitempty"`
-	ScheduleId string  `json:"scheduleId"`
+	Note *string `json:"note,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload    *Payload `json:"payload,omitempty"`
+	ScheduleId string   `json:"scheduleId"`
 }
 
 // FireDecision emitted: on time; late: after downtime, within the catch-up limit,
@@ -429,10 +458,45 @@ type FireList struct {
 
 // FireTime defines model for FireTime.
 type FireTime struct {
+	// Dst skipped: the wall time the schedule names did not exist that day
+	// (a spring-forward gap) and the fire is at the end of the gap;
+	// repeated: the fire's wall time occurred twice that day (a
+	// fall-back) and this is the occurrence that fires (the first,
+	// or both for a schedule whose hour is *).
+	Dst *FireTimeDst `json:"dst,omitempty"`
+
+	// Jitter The fire's jitter offset (launchAt - utc), when launchAt is given.
+	Jitter *string `json:"jitter,omitempty"`
+
+	// LaunchAt When the fire's events launch (before any spread): utc plus the
+	// fire's jitter offset. Absent for a schedule without jitter, and
+	// for a definition not saved yet, whose offsets depend on the id
+	// it will get.
+	LaunchAt *time.Time `json:"launchAt,omitempty"`
+
 	// Local Wall clock in the schedule's timezone, RFC 3339 with offset.
 	Local string    `json:"local"`
 	Utc   time.Time `json:"utc"`
 }
+
+// FireTimeDst skipped: the wall time the schedule names did not exist that day
+// (a spring-forward gap) and the fire is at the end of the gap;
+// repeated: the fire's wall time occurred twice that day (a
+// fall-back) and this is the occurrence that fires (the first,
+// or both for a schedule whose hour is *).
+type FireTimeDst string
+
+// Jitter Go duration such as "15m": each fire's events launch up to this much
+// after the fire time, by an offset in [0, jitter) that is a hash of
+// the schedule id and the fire time (so every instance and every
+// rescan agrees, and schedules on the same cron spread apart). The
+// window and spread start at the delayed launch; the fire keeps its
+// time and id. At most the longest window (24h by default), and
+// shorter than the smallest gap between two fires of the schedule in
+// the four years after its start (DST included), so that no fire
+// launches after the next one: else 400 naming jitter. Triggered
+// fires have no jitter.
+type Jitter = string
 
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
 type Lateness struct {
@@ -584,9 +648,16 @@ type PolicyUpdate struct {
 
 // Preview defines model for Preview.
 type Preview struct {
-	FireTimes  []FireTime `json:"fireTimes"`
-	ScheduleId string     `json:"scheduleId"`
-	Timezone   string     `json:"timezone"`
+	// Description When the schedule fires, in words, such as "at 09:00 on Monday through Friday".
+	Description *string    `json:"description,omitempty"`
+	FireTimes   []FireTime `json:"fireTimes"`
+
+	// Jitter The schedule's jitter; absent without one.
+	Jitter *string `json:"jitter,omitempty"`
+
+	// ScheduleId Empty for a definition previewed before it is saved.
+	ScheduleId string `json:"scheduleId"`
+	Timezone   string `json:"timezone"`
 }
 
 // Problem RFC 9457 problem details.
@@ -643,13 +714,16 @@ type Schedule struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Cron Canonical 5-field form (also for schedules created with fields).
-	Cron        *string    `json:"cron,omitempty"`
-	EndAt       *time.Time `json:"endAt,omitempty"`
-	EventCount  int        `json:"eventCount"`
-	Id          string     `json:"id"`
-	MaxAttempts int        `json:"maxAttempts"`
-	Misfire     Misfire    `json:"misfire"`
-	Name        string     `json:"name"`
+	Cron       *string    `json:"cron,omitempty"`
+	EndAt      *time.Time `json:"endAt,omitempty"`
+	EventCount int        `json:"eventCount"`
+	Id         string     `json:"id"`
+
+	// Jitter The schedule's jitter (see Jitter); absent without one.
+	Jitter      *string `json:"jitter,omitempty"`
+	MaxAttempts int     `json:"maxAttempts"`
+	Misfire     Misfire `json:"misfire"`
+	Name        string  `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
@@ -696,11 +770,23 @@ type ScheduleBatchItem struct {
 	Fields *CronFields `json:"fields,omitempty"`
 
 	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
-	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
-	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
-	Misfire        *Misfire `json:"misfire,omitempty"`
-	Name           string   `json:"name"`
-	Overlap        *Overlap `json:"overlap,omitempty"`
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Jitter Go duration such as "15m": each fire's events launch up to this much
+	// after the fire time, by an offset in [0, jitter) that is a hash of
+	// the schedule id and the fire time (so every instance and every
+	// rescan agrees, and schedules on the same cron spread apart). The
+	// window and spread start at the delayed launch; the fire keeps its
+	// time and id. At most the longest window (24h by default), and
+	// shorter than the smallest gap between two fires of the schedule in
+	// the four years after its start (DST included), so that no fire
+	// launches after the next one: else 400 naming jitter. Triggered
+	// fires have no jitter.
+	Jitter      *Jitter  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -770,11 +856,23 @@ type ScheduleCreate struct {
 	EventCount *int `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        string      `json:"name"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Jitter Go duration such as "15m": each fire's events launch up to this much
+	// after the fire time, by an offset in [0, jitter) that is a hash of
+	// the schedule id and the fire time (so every instance and every
+	// rescan agrees, and schedules on the same cron spread apart). The
+	// window and spread start at the delayed launch; the fire keeps its
+	// time and id. At most the longest window (24h by default), and
+	// shorter than the smallest gap between two fires of the schedule in
+	// the four years after its start (DST included), so that no fire
+	// launches after the next one: else 400 naming jitter. Triggered
+	// fires have no jitter.
+	Jitter      *Jitter  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -821,11 +919,14 @@ type ScheduleUpdate struct {
 	EventCount *int       `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        *string     `json:"name,omitempty"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Jitter See Jitter; "" or "0s" removes it.
+	Jitter      *string  `json:"jitter,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        *string  `json:"name,omitempty"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1010,6 +1111,20 @@ type TenantUpdate struct {
 	Weight *int `json:"weight,omitempty"`
 }
 
+// TriggerRequest defines model for TriggerRequest.
+type TriggerRequest struct {
+	// EventCount Events of this fire (default the schedule's eventCount).
+	EventCount *int `json:"eventCount,omitempty"`
+
+	// Note Kept on the fire (default "triggered").
+	Note *string `json:"note,omitempty"`
+
+	// Payload Any JSON value except null, delivered with every event (at most
+	// 256 KiB by default). `null` is refused with 400 naming `payload`:
+	// leave the property out for no payload.
+	Payload *Payload `json:"payload,omitempty"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1101,6 +1216,12 @@ type CreateScheduleParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PreviewScheduleSpecParams defines parameters for PreviewScheduleSpec.
+type PreviewScheduleSpecParams struct {
+	// Count How many fire times (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+}
+
 // ListScheduleFiresParams defines parameters for ListScheduleFires.
 type ListScheduleFiresParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1179,8 +1300,14 @@ type CreateScheduleJSONRequestBody = ScheduleCreate
 // CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
 type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
 
+// PreviewScheduleSpecJSONRequestBody defines body for PreviewScheduleSpec for application/json ContentType.
+type PreviewScheduleSpecJSONRequestBody = ScheduleCreate
+
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
+
+// TriggerScheduleJSONRequestBody defines body for TriggerSchedule for application/json ContentType.
+type TriggerScheduleJSONRequestBody = TriggerRequest
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
@@ -1498,6 +1625,32 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
 	CreateSchedulesBatch(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PreviewScheduleSpecWithBody The next fire times of a schedule definition, without saving it.
+	//
+	// Takes a createSchedule body, validates it as createSchedule does
+	// (400 naming the field), stores nothing, and answers the next fires
+	// as previewSchedule does, with the expression in words. The jitter
+	// offsets depend on the id the schedule will get, so fires carry no
+	// launchAt: each launches within `jitter` of its time.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+	PreviewScheduleSpecWithBody(ctx context.Context, params *PreviewScheduleSpecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewScheduleSpec The next fire times of a schedule definition, without saving it.
+	//
+	// Takes a createSchedule body, validates it as createSchedule does
+	// (400 naming the field), stores nothing, and answers the next fires
+	// as previewSchedule does, with the expression in words. The jitter
+	// offsets depend on the id the schedule will get, so fires carry no
+	// launchAt: each launches within `jitter` of its time.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+	PreviewScheduleSpec(ctx context.Context, params *PreviewScheduleSpecParams, body PreviewScheduleSpecJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	//
 	// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
@@ -1552,6 +1705,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TriggerScheduleWithBody Fire the schedule's n events now (decision "triggered").
+	//
+	// Answers once the fire is recorded. A fire of up to the background
+	// threshold (default 10,000 events) has all its events written by
+	// then; a larger one answers at once with `emitting: true` and its
+	// events are written in the background (see the Fire's `emitted`).
+	//
+	// The optional body changes this fire only: `eventCount` and
+	// `payload` (validated as the schedule's own, and against the
+	// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+	// kept on the fire. A trigger within the same second as an earlier
+	// one returns that fire unchanged. Triggered fires have no jitter.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
+	TriggerScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	//
 	// Answers once the fire is recorded. A fire of up to the background
@@ -1559,8 +1730,16 @@ type ClientInterface interface {
 	// then; a larger one answers at once with `emitting: true` and its
 	// events are written in the background (see the Fire's `emitted`).
 	//
+	// The optional body changes this fire only: `eventCount` and
+	// `payload` (validated as the schedule's own, and against the
+	// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+	// kept on the fire. A trigger within the same second as an earlier
+	// one returns that fire unchanged. Triggered fires have no jitter.
+	//
+	// Takes a body of the `application/json` content type.
+	//
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
-	TriggerSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	TriggerSchedule(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	//
@@ -2092,6 +2271,52 @@ func (c *Client) CreateSchedulesBatch(ctx context.Context, body CreateSchedulesB
 	return c.Client.Do(req)
 }
 
+// PreviewScheduleSpecWithBody The next fire times of a schedule definition, without saving it.
+//
+// Takes a createSchedule body, validates it as createSchedule does
+// (400 naming the field), stores nothing, and answers the next fires
+// as previewSchedule does, with the expression in words. The jitter
+// offsets depend on the id the schedule will get, so fires carry no
+// launchAt: each launches within `jitter` of its time.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+func (c *Client) PreviewScheduleSpecWithBody(ctx context.Context, params *PreviewScheduleSpecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewScheduleSpecRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewScheduleSpec The next fire times of a schedule definition, without saving it.
+//
+// Takes a createSchedule body, validates it as createSchedule does
+// (400 naming the field), stores nothing, and answers the next fires
+// as previewSchedule does, with the expression in words. The jitter
+// offsets depend on the id the schedule will get, so fires carry no
+// launchAt: each launches within `jitter` of its time.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+func (c *Client) PreviewScheduleSpec(ctx context.Context, params *PreviewScheduleSpecParams, body PreviewScheduleSpecJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewScheduleSpecRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteSchedule Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 //
 // Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
@@ -2226,6 +2451,34 @@ func (c *Client) ResumeSchedule(ctx context.Context, id ID, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
+// TriggerScheduleWithBody Fire the schedule's n events now (decision "triggered").
+//
+// Answers once the fire is recorded. A fire of up to the background
+// threshold (default 10,000 events) has all its events written by
+// then; a larger one answers at once with `emitting: true` and its
+// events are written in the background (see the Fire's `emitted`).
+//
+// The optional body changes this fire only: `eventCount` and
+// `payload` (validated as the schedule's own, and against the
+// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+// kept on the fire. A trigger within the same second as an earlier
+// one returns that fire unchanged. Triggered fires have no jitter.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
+func (c *Client) TriggerScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTriggerScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // TriggerSchedule Fire the schedule's n events now (decision "triggered").
 //
 // Answers once the fire is recorded. A fire of up to the background
@@ -2233,9 +2486,17 @@ func (c *Client) ResumeSchedule(ctx context.Context, id ID, reqEditors ...Reques
 // then; a larger one answers at once with `emitting: true` and its
 // events are written in the background (see the Fire's `emitted`).
 //
+// The optional body changes this fire only: `eventCount` and
+// `payload` (validated as the schedule's own, and against the
+// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+// kept on the fire. A trigger within the same second as an earlier
+// one returns that fire unchanged. Triggered fires have no jitter.
+//
+// Takes a body of the `application/json` content type.
+//
 // Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
-func (c *Client) TriggerSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewTriggerScheduleRequest(c.Server, id)
+func (c *Client) TriggerSchedule(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTriggerScheduleRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3202,6 +3463,73 @@ func NewCreateSchedulesBatchRequestWithBody(server string, contentType string, b
 	return req, nil
 }
 
+// NewPreviewScheduleSpecRequest calls the generic PreviewScheduleSpec builder with application/json body
+func NewPreviewScheduleSpecRequest(server string, params *PreviewScheduleSpecParams, body PreviewScheduleSpecJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewScheduleSpecRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPreviewScheduleSpecRequestWithBody constructs an http.Request for the PreviewScheduleSpec method, with any body, and a specified content type
+func NewPreviewScheduleSpecRequestWithBody(server string, params *PreviewScheduleSpecParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/preview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDeleteScheduleRequest constructs an http.Request for the DeleteSchedule method
 func NewDeleteScheduleRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -3519,8 +3847,19 @@ func NewResumeScheduleRequest(server string, id ID) (*http.Request, error) {
 	return req, nil
 }
 
-// NewTriggerScheduleRequest constructs an http.Request for the TriggerSchedule method
-func NewTriggerScheduleRequest(server string, id ID) (*http.Request, error) {
+// NewTriggerScheduleRequest calls the generic TriggerSchedule builder with application/json body
+func NewTriggerScheduleRequest(server string, id ID, body TriggerScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTriggerScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewTriggerScheduleRequestWithBody constructs an http.Request for the TriggerSchedule method, with any body, and a specified content type
+func NewTriggerScheduleRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3545,10 +3884,12 @@ func NewTriggerScheduleRequest(server string, id ID) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4201,6 +4542,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/schedules/batch (the `CreateSchedulesBatch` operationId).
 	CreateSchedulesBatchWithResponse(ctx context.Context, body CreateSchedulesBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSchedulesBatchResponse, error)
 
+	// PreviewScheduleSpecWithBodyWithResponse The next fire times of a schedule definition, without saving it.
+	//
+	// Takes a createSchedule body, validates it as createSchedule does
+	// (400 naming the field), stores nothing, and answers the next fires
+	// as previewSchedule does, with the expression in words. The jitter
+	// offsets depend on the id the schedule will get, so fires carry no
+	// launchAt: each launches within `jitter` of its time.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+	PreviewScheduleSpecWithBodyWithResponse(ctx context.Context, params *PreviewScheduleSpecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewScheduleSpecResponse, error)
+
+	// PreviewScheduleSpecWithResponse The next fire times of a schedule definition, without saving it.
+	//
+	// Takes a createSchedule body, validates it as createSchedule does
+	// (400 naming the field), stores nothing, and answers the next fires
+	// as previewSchedule does, with the expression in words. The jitter
+	// offsets depend on the id the schedule will get, so fires carry no
+	// launchAt: each launches within `jitter` of its time.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+	PreviewScheduleSpecWithResponse(ctx context.Context, params *PreviewScheduleSpecParams, body PreviewScheduleSpecJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewScheduleSpecResponse, error)
+
 	// DeleteScheduleWithResponse Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4267,6 +4634,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
 
+	// TriggerScheduleWithBodyWithResponse Fire the schedule's n events now (decision "triggered").
+	//
+	// Answers once the fire is recorded. A fire of up to the background
+	// threshold (default 10,000 events) has all its events written by
+	// then; a larger one answers at once with `emitting: true` and its
+	// events are written in the background (see the Fire's `emitted`).
+	//
+	// The optional body changes this fire only: `eventCount` and
+	// `payload` (validated as the schedule's own, and against the
+	// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+	// kept on the fire. A trigger within the same second as an earlier
+	// one returns that fire unchanged. Triggered fires have no jitter.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
+	TriggerScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error)
+
 	// TriggerScheduleWithResponse Fire the schedule's n events now (decision "triggered").
 	//
 	// Answers once the fire is recorded. A fire of up to the background
@@ -4274,10 +4659,16 @@ type ClientWithResponsesInterface interface {
 	// then; a larger one answers at once with `emitting: true` and its
 	// events are written in the background (see the Fire's `emitted`).
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// The optional body changes this fire only: `eventCount` and
+	// `payload` (validated as the schedule's own, and against the
+	// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+	// kept on the fire. A trigger within the same second as an earlier
+	// one returns that fire unchanged. Triggered fires have no jitter.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
-	TriggerScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error)
+	TriggerScheduleWithResponse(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error)
 
 	// GetSummaryWithResponse The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	//
@@ -6092,6 +6483,117 @@ func (r CreateSchedulesBatchResponse) ContentType() string {
 	return ""
 }
 
+// PreviewScheduleSpecResponse429Headers the declared response headers of an HTTP 429 response for PreviewScheduleSpec
+type PreviewScheduleSpecResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PreviewScheduleSpecResponse503Headers the declared response headers of an HTTP 503 response for PreviewScheduleSpec
+type PreviewScheduleSpecResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PreviewScheduleSpecResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Preview
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewScheduleSpecResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PreviewScheduleSpecResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewScheduleSpecResponse) GetJSON200() *Preview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PreviewScheduleSpecResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewScheduleSpecResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewScheduleSpecResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewScheduleSpecResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewScheduleSpecResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteScheduleResponse429Headers the declared response headers of an HTTP 429 response for DeleteSchedule
 type DeleteScheduleResponse429Headers struct {
 	RetryAfter *int
@@ -6901,6 +7403,8 @@ type TriggerScheduleResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -6945,6 +7449,11 @@ func (r TriggerScheduleResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r TriggerScheduleResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TriggerScheduleResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -8250,6 +8759,44 @@ func (c *ClientWithResponses) CreateSchedulesBatchWithResponse(ctx context.Conte
 	return ParseCreateSchedulesBatchResponse(rsp)
 }
 
+// PreviewScheduleSpecWithBodyWithResponse The next fire times of a schedule definition, without saving it.
+//
+// Takes a createSchedule body, validates it as createSchedule does
+// (400 naming the field), stores nothing, and answers the next fires
+// as previewSchedule does, with the expression in words. The jitter
+// offsets depend on the id the schedule will get, so fires carry no
+// launchAt: each launches within `jitter` of its time.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+func (c *ClientWithResponses) PreviewScheduleSpecWithBodyWithResponse(ctx context.Context, params *PreviewScheduleSpecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewScheduleSpecResponse, error) {
+	rsp, err := c.PreviewScheduleSpecWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewScheduleSpecResponse(rsp)
+}
+
+// PreviewScheduleSpecWithResponse The next fire times of a schedule definition, without saving it.
+//
+// Takes a createSchedule body, validates it as createSchedule does
+// (400 naming the field), stores nothing, and answers the next fires
+// as previewSchedule does, with the expression in words. The jitter
+// offsets depend on the id the schedule will get, so fires carry no
+// launchAt: each launches within `jitter` of its time.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/preview (the `PreviewScheduleSpec` operationId).
+func (c *ClientWithResponses) PreviewScheduleSpecWithResponse(ctx context.Context, params *PreviewScheduleSpecParams, body PreviewScheduleSpecJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewScheduleSpecResponse, error) {
+	rsp, err := c.PreviewScheduleSpec(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewScheduleSpecResponse(rsp)
+}
+
 // DeleteScheduleWithResponse Delete a schedule (or cancel a one-off job); its waiting events are cancelled.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8364,6 +8911,30 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 	return ParseResumeScheduleResponse(rsp)
 }
 
+// TriggerScheduleWithBodyWithResponse Fire the schedule's n events now (decision "triggered").
+//
+// Answers once the fire is recorded. A fire of up to the background
+// threshold (default 10,000 events) has all its events written by
+// then; a larger one answers at once with `emitting: true` and its
+// events are written in the background (see the Fire's `emitted`).
+//
+// The optional body changes this fire only: `eventCount` and
+// `payload` (validated as the schedule's own, and against the
+// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+// kept on the fire. A trigger within the same second as an earlier
+// one returns that fire unchanged. Triggered fires have no jitter.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
+func (c *ClientWithResponses) TriggerScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error) {
+	rsp, err := c.TriggerScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTriggerScheduleResponse(rsp)
+}
+
 // TriggerScheduleWithResponse Fire the schedule's n events now (decision "triggered").
 //
 // Answers once the fire is recorded. A fire of up to the background
@@ -8371,11 +8942,17 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 // then; a larger one answers at once with `emitting: true` and its
 // events are written in the background (see the Fire's `emitted`).
 //
-// Returns a wrapper object for the known response body format(s).
+// The optional body changes this fire only: `eventCount` and
+// `payload` (validated as the schedule's own, and against the
+// tenant's maxEventsPerFire) replace the schedule's, and `note` is
+// kept on the fire. A trigger within the same second as an earlier
+// one returns that fire unchanged. Triggered fires have no jitter.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
-func (c *ClientWithResponses) TriggerScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error) {
-	rsp, err := c.TriggerSchedule(ctx, id, reqEditors...)
+func (c *ClientWithResponses) TriggerScheduleWithResponse(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error) {
+	rsp, err := c.TriggerSchedule(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10161,6 +10738,111 @@ func ParseCreateSchedulesBatchResponse(rsp *http.Response) (*CreateSchedulesBatc
 	return response, nil
 }
 
+// ParsePreviewScheduleSpecResponse parses an HTTP response from a PreviewScheduleSpecWithResponse call
+func ParsePreviewScheduleSpecResponse(rsp *http.Response) (*PreviewScheduleSpecResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewScheduleSpecResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Preview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PreviewScheduleSpecResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PreviewScheduleSpecResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteScheduleResponse parses an HTTP response from a DeleteScheduleWithResponse call
 func ParseDeleteScheduleResponse(rsp *http.Response) (*DeleteScheduleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10961,6 +11643,13 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -66,3 +66,18 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMinGapMinutelyFourYears is the jitter check of a minutely
+// schedule in a DST zone: four years of fires, every one a candidate.
+func BenchmarkMinGapMinutelyFourYears(b *testing.B) {
+	loc := mustLoc(b, "Europe/Berlin")
+	e := mustParse(b, "* * * * *")
+	from := utc(2026, 12, 2, 0, 0)
+	to := from.AddDate(4, 0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if g, _ := MinGap(e, loc, from, to); g != time.Minute {
+			b.Fatal(g)
+		}
+	}
+}

@@ -147,3 +147,10 @@ func writeSet(b *strings.Builder, set uint64, lo, hi int, restricted bool) {
 }
 
 func popcount[T uint8 | uint16 | uint32 | uint64](x T) int { return bits.OnesCount64(uint64(x)) }
+
+// HasWallTime reports whether e names the wall-clock time hour:minute
+// (whatever the day): a fire at another wall time was moved there by DST.
+func (e *Expr) HasWallTime(hour, minute int) bool {
+	return hour >= 0 && hour < 24 && minute >= 0 && minute < 60 &&
+		e.hours&(1<<hour) != 0 && e.minutes&(1<<minute) != 0
+}

@@ -1,7 +1,9 @@
 package emitter
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -21,10 +23,32 @@ import (
 // BackgroundThreshold events is returned once recorded, with Remaining > 0,
 // and its events are written in the background.
 func (e *Emitter) Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error) {
+	return e.TriggerWith(ctx, s, at, TriggerOptions{})
+}
+
+// TriggerOptions change what a triggered fire emits. The caller validates
+// them (as the schedule's own eventCount and payload, and the tenant's
+// per-fire quota).
+type TriggerOptions struct {
+	// Note is kept on the fire; "" means "triggered".
+	Note string
+	// EventCount, if positive, is the fire's number of events instead of
+	// the schedule's eventCount.
+	EventCount int
+	// Payload, if set, is what the fire's events carry instead of the
+	// schedule's payload; the fire keeps it (Fire.Payload), so that
+	// events written later (a large or deferred fire) carry it too.
+	Payload json.RawMessage
+}
+
+// TriggerWith is Trigger with the options o. A trigger in the same second
+// as an earlier one returns the earlier fire, whatever o says.
+func (e *Emitter) TriggerWith(ctx context.Context, s *model.Schedule, at time.Time, o TriggerOptions) (*model.Fire, error) {
 	t := at.UTC().Truncate(time.Second)
 	now := e.deps.Clock.Now()
 	b := e.newBatch()
-	f, out, err := e.emitFire(ctx, s, t, now, emitOpts{decision: model.FireTriggered, note: "triggered"}, b)
+	opts := emitOpts{decision: model.FireTriggered, note: cmp.Or(o.Note, "triggered"), count: o.EventCount, payload: o.Payload}
+	f, out, err := e.emitFire(ctx, s, t, now, opts, b)
 	if err == nil {
 		err = b.flush(ctx)
 	}

@@ -59,6 +59,7 @@ func TestPlanCreatesMatchesSaved(t *testing.T) {
 			ctx := context.Background()
 
 			s := oneOff("o1", tc.runAt, tc.count)
+			s.Jitter = 10 * time.Minute
 			fs, done, err := planOne(ctx, ep, s)
 			if err != nil || len(fs) != 1 {
 				t.Fatalf("PlanCreates: %d fires, err %v; want one fire planned", len(fs), err)
@@ -68,6 +69,7 @@ func TestPlanCreatesMatchesSaved(t *testing.T) {
 				t.Fatalf("create: %v, done: %v", err, derr)
 			}
 			s2 := oneOff("o1", tc.runAt, tc.count)
+			s2.Jitter = s.Jitter
 			create(t, saved, s2)
 			if err := es.Saved(ctx, s2, nil); err != nil {
 				t.Fatal(err)
@@ -79,8 +81,12 @@ func TestPlanCreatesMatchesSaved(t *testing.T) {
 			}
 			a, b := pf[0], sf[0]
 			if a.ID != b.ID || !a.FireTime.Equal(b.FireTime) || a.LocalTime != b.LocalTime || a.Count != b.Count ||
-				a.Decision != b.Decision || a.Note != b.Note || a.Remaining != b.Remaining || !a.CreatedAt.Equal(b.CreatedAt) {
+				a.Decision != b.Decision || a.Note != b.Note || a.Remaining != b.Remaining || !a.CreatedAt.Equal(b.CreatedAt) ||
+				a.Jitter != b.Jitter {
 				t.Fatalf("planned fire %+v, saved fire %+v", a, b)
+			}
+			if want := model.JitterOffset("o1", a.FireTime, s.Jitter); a.Jitter != want || want == 0 {
+				t.Fatalf("jitter %v, want %v (not 0)", a.Jitter, want)
 			}
 			if a.Decision != tc.want {
 				t.Fatalf("decision %s, want %s", a.Decision, tc.want)

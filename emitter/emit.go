@@ -1,9 +1,11 @@
 package emitter
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -27,6 +29,10 @@ type emitOpts struct {
 	// catch-up: if the schedule already has a late fire at or after it (an
 	// earlier attempt at this catch-up, before a crash), nothing is emitted.
 	onceSince time.Time
+	// count and payload, if set, replace the schedule's eventCount and
+	// payload for this fire (a trigger with overrides).
+	count   int
+	payload json.RawMessage
 	// together holds the records of new fires (not large ones, nor the
 	// fires of a cron schedule with overlap skip or cancel, which look at
 	// the fire before them) and writes each batch of them with its events
@@ -226,10 +232,12 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		TenantID:   s.TenantID,
 		FireTime:   t,
 		LocalTime:  e.localTime(s, t),
-		Count:      max(s.EventCount, 1),
+		Count:      max(cmp.Or(o.count, s.EventCount), 1),
 		Decision:   o.decision,
 		Note:       o.note,
 		CreatedAt:  now.UTC(),
+		Jitter:     jitterOf(s, t, o.decision),
+		Payload:    o.payload,
 	}
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
@@ -381,7 +389,11 @@ func (e *Emitter) overlap(ctx context.Context, s *model.Schedule, f, prev *model
 	}
 	if s.Overlap == model.OverlapSkip {
 		f.Decision = model.FireSkippedOverlap
+		asked := f.Note // a trigger's note, kept after the reason
 		f.Note = notePrefixSkipped + running + " has " + strconv.Itoa(unfinished) + " unfinished events"
+		if asked != "" {
+			f.Note += "; " + asked
+		}
 		return nil
 	}
 	n, err := st.EventCancelPending(ctx, s.ID, running, now)
@@ -519,6 +531,10 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 		step, rem = int64(s.Window)/int64(n), int64(s.Window)%int64(n)
 	}
 	created := now.UTC()
+	payload := s.Payload
+	if f.Payload != nil {
+		payload = f.Payload
+	}
 	k := len(chunk)
 	var tokens []byte
 	if e.deps.ReleaseToken == nil {
@@ -546,7 +562,7 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 			Priority:    s.Priority,
 			PolicyID:    s.PolicyID,
 			Target:      s.Target,
-			Payload:     s.Payload,
+			Payload:     payload,
 			MaxAttempts: s.MaxAttempts,
 			Status:      model.EventPending,
 			CreatedAt:   created,

@@ -63,7 +63,7 @@ func TestCrossTenant(t *testing.T) {
 	_, b := h.tenant("b")
 	pol := h.policy(a, "pa", 5)
 	s := h.schedule(a, client.ScheduleCreate{Name: "a-sched", Cron: ptr("0 3 * * *"), PolicyId: &pol.Id, EventCount: ptr(2), Target: httpTarget()})
-	tr, err := a.TriggerScheduleWithResponse(h.ctx, s.Id)
+	tr, err := a.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 	mustStatus(t, err, tr.StatusCode(), tr.Body, http.StatusAccepted)
 	fire := tr.JSON202
 	dead := h.insertEvent(aID, s.Id, "", model.EventDead)
@@ -95,7 +95,7 @@ func TestCrossTenant(t *testing.T) {
 		check(t, err, p.HTTPResponse, p.Body)
 		r, err := b.ResumeScheduleWithResponse(h.ctx, s.Id)
 		check(t, err, r.HTTPResponse, r.Body)
-		tr, err := b.TriggerScheduleWithResponse(h.ctx, s.Id)
+		tr, err := b.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 		check(t, err, tr.HTTPResponse, tr.Body)
 		pv, err := b.PreviewScheduleWithResponse(h.ctx, s.Id, nil)
 		check(t, err, pv.HTTPResponse, pv.Body)

@@ -151,7 +151,7 @@ func TestCancelFire(t *testing.T) {
 	_, ca := h.tenant("a")
 	_, cb := h.tenant("b")
 	s := h.cronSchedule(ca, "nightly") // eventCount 3
-	tr, err := ca.TriggerScheduleWithResponse(h.ctx, s.Id)
+	tr, err := ca.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 	mustStatus(t, err, tr.StatusCode(), tr.Body, http.StatusAccepted)
 	fire := tr.JSON202
 	// One event is being delivered: it must finish, not be cancelled.

@@ -32,7 +32,7 @@ func TestLargeTriggerIsAcceptedWhileEmitting(t *testing.T) {
 	_, c := h.tenant("acme")
 	s := h.schedule(c, client.ScheduleCreate{Name: "big", Cron: ptr("0 0 1 1 *"), EventCount: ptr(n), Target: httpTarget()})
 
-	r, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+	r, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusAccepted)
 	f := r.JSON202
 	if f.N != n || f.Emitting == nil || !*f.Emitting || f.Emitted == nil || *f.Emitted != 0 {

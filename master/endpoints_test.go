@@ -202,7 +202,7 @@ func TestSchedules(t *testing.T) {
 	var fire client.Fire
 	t.Run("Trigger", func(t *testing.T) {
 		small := h.schedule(c, client.ScheduleCreate{Name: "small", Cron: ptr("0 3 * * *"), EventCount: ptr(4), Target: httpTarget()})
-		r, err := c.TriggerScheduleWithResponse(h.ctx, small.Id)
+		r, err := c.TriggerScheduleWithResponse(h.ctx, small.Id, client.TriggerRequest{})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusAccepted)
 		fire = *r.JSON202
 		if fire.N != 4 || fire.Decision != "triggered" || fire.Counts.Waiting != 4 || fire.ScheduleId != small.Id {

@@ -412,6 +412,14 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 	if f.Note != "" {
 		out.Note = &f.Note
 	}
+	if f.Jitter > 0 {
+		j, at := f.Jitter.String(), f.FireTime.Add(f.Jitter).UTC()
+		out.Jitter, out.LaunchAt = &j, &at
+	}
+	if f.Payload != nil {
+		p := api.Payload(f.Payload)
+		out.Payload = &p
+	}
 	fireEmission(out, f)
 	return out, nil
 }

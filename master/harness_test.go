@@ -18,6 +18,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
@@ -242,6 +243,25 @@ func (r *recEmitter) Trigger(ctx context.Context, s *model.Schedule, at time.Tim
 	r.triggers++
 	r.mu.Unlock()
 	return r.emit(ctx, s, at, model.FireTriggered)
+}
+
+func (r *recEmitter) TriggerWith(ctx context.Context, s *model.Schedule, at time.Time, o emitter.TriggerOptions) (*model.Fire, error) {
+	r.mu.Lock()
+	r.triggers++
+	r.mu.Unlock()
+	cp := *s
+	if o.EventCount > 0 {
+		cp.EventCount = o.EventCount
+	}
+	if o.Payload != nil {
+		cp.Payload = o.Payload
+	}
+	f, err := r.emit(ctx, &cp, at, model.FireTriggered)
+	if err == nil && o.Note != "" {
+		err = r.st.FireSetDecision(ctx, f.ID, model.FireTriggered, o.Note)
+		f.Note = o.Note
+	}
+	return f, err
 }
 
 // keysGiven returns the keys of every Saved call for id, as text, in order.

@@ -190,7 +190,7 @@ func TestQuotaRefusalsSayHowToRaiseThem(t *testing.T) {
 	t.Run("MaxEventsStored", func(t *testing.T) {
 		h.insertEvent(id, s.Id, "", model.EventPending)
 		h.insertEvent(id, s.Id, "", model.EventPending)
-		r, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+		r, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 		wantWayOut(t, wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusTooManyRequests, "maxEventsStored"), id, "maxEventsStored", "maxEventsStored")
 	})
 }

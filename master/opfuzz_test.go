@@ -60,7 +60,7 @@ func TestRandomRequestsToEveryOperation(t *testing.T) {
 		pol := h.policy(c, name+"-pol", 3)
 		s := h.cronSchedule(c, name+"-cron")
 		one := h.schedule(c, client.ScheduleCreate{Name: name + "-once", RunAt: ptr(time.Now().Add(time.Hour)), Target: httpTarget()})
-		fire, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+		fire, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 		mustStatus(t, err, fire.StatusCode(), fire.Body, http.StatusAccepted)
 		dead := h.insertEvent(id, s.Id, "", model.EventDead)
 		held := h.insertEvent(id, s.Id, pol.Id, model.EventDelivered)

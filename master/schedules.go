@@ -1,18 +1,23 @@
 package master
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/create"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/logkey"
@@ -44,6 +49,7 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 		StartAt:     in.StartAt,
 		EndAt:       in.EndAt,
 		Misfire:     model.MisfirePolicy(deref(in.Misfire, api.MisfireFireOnce)),
+		Jitter:      deref(in.Jitter, ""),
 	}
 	if in.Payload != nil {
 		sp.Payload = *in.Payload
@@ -89,6 +95,7 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	set(&sp.Timezone, in.Timezone)
 	set(&sp.PolicyID, in.PolicyId)
 	set(&sp.Window, in.Window)
+	set(&sp.Jitter, in.Jitter)
 	if in.EventCount != nil {
 		sp.EventCount = *in.EventCount
 	}
@@ -502,10 +509,25 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	if s.emitter == nil {
 		return unavailable("no emitter is running")
 	}
-	if err := s.checkFire(ctx, m); err != nil {
+	opts, err := s.triggerOptions(c)
+	if err != nil {
 		return err
 	}
-	f, err := s.emitter.Trigger(ctx, m, s.now())
+	fired := m
+	if opts.EventCount > 0 || opts.Payload != nil {
+		// The quotas and the disk guard judge the fire's own count and
+		// payload.
+		cp := *m
+		cp.EventCount = cmp.Or(opts.EventCount, m.EventCount)
+		if opts.Payload != nil {
+			cp.Payload = opts.Payload
+		}
+		fired = &cp
+	}
+	if err := s.checkFire(ctx, fired); err != nil {
+		return err
+	}
+	f, err := s.emitter.TriggerWith(ctx, m, s.now(), opts)
 	if err != nil {
 		return err
 	}
@@ -514,6 +536,46 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, out)
+}
+
+// maxTriggerNote is the longest note of a trigger, in characters.
+const maxTriggerNote = 500
+
+// triggerOptions reads the optional body of a trigger: an eventCount and a
+// payload checked as a schedule's own (the per-fire quota is checkFire's),
+// and a note.
+func (s *Server) triggerOptions(c echo.Context) (emitter.TriggerOptions, error) {
+	var o emitter.TriggerOptions
+	if raw, _ := c.Get(ctxRawBody).([]byte); len(bytes.TrimSpace(raw)) == 0 {
+		return o, nil
+	}
+	var in api.TriggerRequest
+	if err := decodeBody(c, &in); err != nil {
+		return o, err
+	}
+	var fe fieldErrors
+	if in.EventCount != nil {
+		if n := *in.EventCount; n < 1 || n > s.cfg.MaxEventCount {
+			fe.add("eventCount", "must be between 1 and "+itoa(s.cfg.MaxEventCount))
+		}
+		o.EventCount = *in.EventCount
+	}
+	if in.Payload != nil {
+		switch p := *in.Payload; {
+		case string(bytes.TrimSpace(p)) == "null":
+			fe.add("payload", "must not be null: leave it out for the schedule's payload")
+		case len(p) > s.cfg.MaxPayloadBytes:
+			fe.add("payload", "larger than "+itoa(s.cfg.MaxPayloadBytes)+" bytes")
+		}
+		o.Payload = append(json.RawMessage(nil), *in.Payload...)
+	}
+	if in.Note != nil {
+		if utf8.RuneCountInString(*in.Note) > maxTriggerNote {
+			fe.add("note", "longer than "+itoa(maxTriggerNote)+" characters")
+		}
+		o.Note = *in.Note
+	}
+	return o, fe.err()
 }
 
 // checkFire runs the checks of a write that fires m (trigger, resume): the
@@ -548,14 +610,65 @@ func (s *Server) PreviewSchedule(c echo.Context, id api.ID, params api.PreviewSc
 	if err != nil {
 		return err
 	}
-	times := comp.NextFireTimes(s.now(), count)
-	loc := comp.Loc
-	out := api.Preview{ScheduleId: m.ID, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(times))}
-	for i, t := range times {
-		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format("2006-01-02T15:04:05.999Z07:00")}
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, previewOut(comp, m.ID, s.now(), count))
 }
+
+// PreviewScheduleSpec implements POST /v1/schedules/preview: a create body
+// validated as CreateSchedule does, previewed and not stored.
+func (s *Server) PreviewScheduleSpec(c echo.Context, params api.PreviewScheduleSpecParams) error {
+	count := deref(params.Count, s.cfg.PreviewDefault)
+	if count > s.cfg.PreviewMax {
+		return invalid("count", "at most "+itoa(s.cfg.PreviewMax))
+	}
+	var in api.ScheduleCreate
+	if err := decodeBody(c, &in); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	tenant := callerOf(c).tenantID
+	rules, err := s.rulesOf(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	comp, err := s.compile(ctx, tenant, s.specFromCreate(&in), s.limitsFor(rules))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, previewOut(comp, "", s.now(), count))
+}
+
+// previewOut is the preview of up to count fires after now of comp, saved
+// as id ("" for a definition not saved yet, whose jitter offsets are not
+// known).
+func previewOut(comp *schedule.Compiled, id string, now time.Time, count int) api.Preview {
+	m := &comp.Schedule
+	fires := comp.Preview(id, now, count)
+	out := api.Preview{ScheduleId: id, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(fires))}
+	if d := comp.Describe(); d != "" {
+		out.Description = &d
+	}
+	if m.Jitter > 0 {
+		j := m.Jitter.String()
+		out.Jitter = &j
+	}
+	for i, p := range fires {
+		ft := api.FireTime{Utc: p.At, Local: p.Local.Format(localLayout)}
+		if m.Jitter > 0 && p.JitterKnown {
+			at, j := p.LaunchAt(), p.Jitter.String()
+			ft.LaunchAt, ft.Jitter = &at, &j
+		}
+		if p.DST != "" {
+			d := api.FireTimeDst(p.DST)
+			ft.Dst = &d
+		}
+		out.FireTimes[i] = ft
+	}
+	return out
+}
+
+// localLayout is how a preview writes a local time: RFC 3339 with the
+// milliseconds of a one-off that has them.
+const localLayout = "2006-01-02T15:04:05.999Z07:00"
 
 func (s *Server) respondSchedule(c echo.Context, status int, m *model.Schedule) error {
 	out, err := s.scheduleOut(m)
@@ -616,6 +729,10 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if len(m.Payload) > 0 {
 		p := api.Payload(m.Payload)
 		out.Payload = &p
+	}
+	if m.Jitter > 0 {
+		j := m.Jitter.String()
+		out.Jitter = &j
 	}
 	if m.State == model.ScheduleActive {
 		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/create"
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
@@ -88,6 +89,9 @@ var _ Store = store.Driver(nil)
 type Emitter interface {
 	// Trigger emits one fire of s at once (decision "triggered") and returns it.
 	Trigger(ctx context.Context, s *model.Schedule, at time.Time) (*model.Fire, error)
+	// TriggerWith is Trigger with a count, payload and note for this fire
+	// (checked by the caller).
+	TriggerWith(ctx context.Context, s *model.Schedule, at time.Time, o emitter.TriggerOptions) (*model.Fire, error)
 	// Saved is called after a schedule was updated or resumed, so that
 	// the emitter emits the fires that fall inside the horizon it already
 	// scanned, and the fire of a one-off (runAt) schedule. keys are the

@@ -107,7 +107,7 @@ func TestTenantQuotas(t *testing.T) {
 		p, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
 		mustStatus(t, err, p.StatusCode(), p.Body, http.StatusOK)
 		h.patchTenant(id, client.TenantUpdate{Quotas: &client.TenantQuotas{MaxEventsPerFire: ptr(5)}})
-		tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+		tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 		wantReason(t, wantProblem(t, err, tr.HTTPResponse, tr.Body, http.StatusUnprocessableEntity, "eventCount"), "eventCount", "quota (5)")
 		rr, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 		wantReason(t, wantProblem(t, err, rr.HTTPResponse, rr.Body, http.StatusUnprocessableEntity, "eventCount"), "eventCount", "quota (5)")
@@ -130,7 +130,7 @@ func TestTenantQuotas(t *testing.T) {
 
 		h.insertEvent(id, s.Id, "", model.EventPending)
 		h.insertEvent(id, s.Id, "", model.EventPending)
-		tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+		tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 		p = wantProblem(t, err, tr.HTTPResponse, tr.Body, http.StatusTooManyRequests, "maxEventsStored")
 		wantReason(t, p, "maxEventsStored", "stores more than 5 events")
 
@@ -279,7 +279,7 @@ func TestDiskGuard(t *testing.T) {
 	if p.Detail == nil || !strings.Contains(*p.Detail, "below the threshold") {
 		t.Fatalf("507 without the reason: %s", r.Body)
 	}
-	tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id)
+	tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
 	wantProblem(t, err, tr.HTTPResponse, tr.Body, http.StatusInsufficientStorage, "")
 	u, err := c.UpdateScheduleWithResponse(h.ctx, s.Id, client.ScheduleUpdate{EventCount: ptr(5)})
 	wantProblem(t, err, u.HTTPResponse, u.Body, http.StatusInsufficientStorage, "")

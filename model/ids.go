@@ -102,6 +102,22 @@ func PartitionOf(scheduleID string, p int) int {
 	return int(h.Sum32() % uint32(p))
 }
 
+// JitterOffset is the launch offset of the fire at fireTime of the schedule
+// scheduleID whose jitter is jitter: a whole number of milliseconds in
+// [0, jitter), a hash of the schedule id and the fire time, so that every
+// pass and every instance computes the same offset and schedules with the
+// same cron spread apart. 0 when jitter is under a millisecond.
+func JitterOffset(scheduleID string, fireTime time.Time, jitter time.Duration) time.Duration {
+	span := jitter.Milliseconds()
+	if span <= 0 {
+		return 0
+	}
+	b := make([]byte, 0, len(scheduleID)+8)
+	b = binary.BigEndian.AppendUint64(append(b, scheduleID...), uint64(fireTime.UnixMilli()))
+	sum := sha256.Sum256(b)
+	return time.Duration(binary.BigEndian.Uint64(sum[:8])%uint64(span)) * time.Millisecond
+}
+
 // ShardOf maps an event onto one of k event queue shards. Events of a
 // throttled policy all go to the policy's shard so that one handler (the
 // owner of that shard) serialises the policy's token bucket; other events

@@ -172,6 +172,9 @@ type Schedule struct {
 	// Labels are the client's key/value pairs, selected on by list and
 	// bulk actions.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Jitter, if positive, delays the launch of each fire by
+	// JitterOffset(ID, fire time, Jitter), in [0, Jitter).
+	Jitter time.Duration `json:"jitter,omitempty"`
 }
 
 // IsOneOff reports whether s is a delayed job rather than a cron schedule.
@@ -242,6 +245,12 @@ type Fire struct {
 	// 0 once every event exists (and for fires emitted in one go).
 	Remaining int       `json:"remaining,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Jitter is the offset its events' launch was given (the schedule's
+	// JitterOffset); their launch and window start at FireTime+Jitter.
+	Jitter time.Duration `json:"jitter,omitempty"`
+	// Payload, if set, is what its events carry instead of the schedule's
+	// payload (a trigger with a payload).
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // EventStatus is where an event is in its life.

@@ -159,10 +159,56 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 		fe.Add("endAt", "is in the past")
 	}
 	m.PolicyID = sp.PolicyID
+	m.Jitter = checkJitter(&fe, sp.Jitter, out, lim.MaxWindow, now)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// jitterSpan is how far ahead of a schedule's start Compile looks for the
+// smallest gap between its fires: four years hold every leap-day and
+// weekday pattern a gap under a day can come from, and eight DST changes.
+const jitterSpan = 4
+
+// checkJitter parses a jitter and checks it against the fires of the
+// schedule out compiles to: at most maxJitter (the longest window), and
+// shorter than the smallest gap between two fires in the four years after
+// the later of now and startAt (cron.MinGap, DST included), so that a fire
+// never launches after the one that follows it.
+func checkJitter(fe *Errors, text string, out *Compiled, maxJitter time.Duration, now time.Time) time.Duration {
+	if text == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(text)
+	switch {
+	case err != nil:
+		fe.Add("jitter", "not a duration such as \"15m\" or \"1h\"")
+		return 0
+	case d < 0:
+		fe.Add("jitter", "must not be negative")
+		return 0
+	case d > maxJitter:
+		fe.Add("jitter", "longer than "+maxJitter.String())
+		return 0
+	}
+	m := &out.Schedule
+	if d == 0 || out.Expr == nil || out.Loc == nil {
+		return d
+	}
+	from := now
+	if m.StartAt != nil && m.StartAt.After(from) {
+		from = *m.StartAt
+	}
+	to := from.AddDate(jitterSpan, 0, 0)
+	if m.EndAt != nil && m.EndAt.Before(to) {
+		to = *m.EndAt
+	}
+	if gap, at := cron.MinGap(out.Expr, out.Loc, from, to); gap > 0 && d >= gap {
+		fe.Add("jitter", "must be shorter than the smallest gap between fires ("+gap.String()+
+			", after the fire at "+at.In(out.Loc).Format(time.RFC3339)+")")
+	}
+	return d
 }
 
 // MutuallyExclusive is the reason given when more than one of cron, fields

@@ -125,6 +125,18 @@ func TestCompileRejects(t *testing.T) {
 			s.StartAt, s.EndAt = ptr(testNow.Add(time.Hour)), ptr(testNow.Add(time.Hour))
 		}, "endAt", "must be after startAt"},
 		{"EndInThePast", func(s *schedule.Spec) { s.EndAt = ptr(testNow) }, "endAt", "is in the past"},
+		{"BadJitter", func(s *schedule.Spec) { s.Jitter = "soon" }, "jitter", `not a duration such as "15m" or "1h"`},
+		{"NegativeJitter", func(s *schedule.Spec) { s.Jitter = "-1s" }, "jitter", "must not be negative"},
+		{"LongJitter", func(s *schedule.Spec) { s.Cron, s.Jitter = ptr("0 3 1 1 *"), "25h" }, "jitter", "longer than 24h0m0s"},
+		{"JitterAsLongAsTheGap", func(s *schedule.Spec) { s.Cron, s.Jitter = ptr("*/15 * * * *"), "15m" },
+			"jitter", "must be shorter than the smallest gap between fires (15m0s, after the fire at 2026-03-01T12:15:00Z)"},
+		{"JitterOverTheWeekdayGap", func(s *schedule.Spec) { s.Cron, s.Jitter = ptr("0 9 * * 1-5"), "24h" },
+			"jitter", "must be shorter than the smallest gap between fires (24h0m0s, after the fire at 2026-03-02T09:00:00Z)"},
+		// 02:59 does not exist on 2026-03-29 in Berlin: it fires at 03:00,
+		// a minute after the 01:59 fire.
+		{"JitterOverADSTGap", func(s *schedule.Spec) {
+			s.Cron, s.Timezone, s.Jitter = ptr("59 1,2 * * *"), "Europe/Berlin", "2m"
+		}, "jitter", "must be shorter than the smallest gap between fires (1m0s, after the fire at 2026-03-29T01:59:00+01:00)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

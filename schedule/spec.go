@@ -30,6 +30,8 @@ type Spec struct {
 	StartAt     *time.Time
 	EndAt       *time.Time
 	Misfire     model.MisfirePolicy
+	// Jitter is a duration such as "15m"; "" means none.
+	Jitter string
 }
 
 // Target is where a schedule's events go. URL and QueueURL are pointers
@@ -94,6 +96,9 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 	}
 	if m.Window > 0 {
 		sp.Window = m.Window.String()
+	}
+	if m.Jitter > 0 {
+		sp.Jitter = m.Jitter.String()
 	}
 	return sp
 }

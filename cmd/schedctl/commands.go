@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -232,24 +233,8 @@ func commands() []*command {
 		{group: "schedules", verb: "resume", args: "SCHEDULE_ID", summary: "resume a paused schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, scheduleTable)(e.api.ResumeSchedule(e.ctx, a[0]))
 		})},
-		{group: "schedules", verb: "trigger", args: "SCHEDULE_ID", summary: "fire a schedule now", positional: 1, flags: noFlags(func(e *env, a []string) error {
-			return fetch(e, fireTable)(e.api.TriggerSchedule(e.ctx, a[0]))
-		})},
-		{group: "schedules", verb: "preview", args: "SCHEDULE_ID", summary: "show a schedule's next fire times", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
-			n := fs.Int("n", 0, "how many fire times (default: the server's)")
-			return func(e *env, a []string) error {
-				p := &client.PreviewScheduleParams{}
-				if *n > 0 {
-					p.Count = n
-				}
-				return fetch(e, func(w *tabwriter.Writer, v *client.Preview) {
-					fmt.Fprintf(w, "UTC\tLOCAL (%s)\n", v.Timezone)
-					for _, f := range v.FireTimes {
-						fmt.Fprintf(w, "%s\t%s\n", ts(f.Utc), f.Local)
-					}
-				})(e.api.PreviewSchedule(e.ctx, a[0], p))
-			}
-		}},
+		{group: "schedules", verb: "trigger", args: "SCHEDULE_ID", summary: "fire a schedule now, optionally with its own --count, --payload and --note", positional: 1, flags: triggerFlags},
+		{group: "schedules", verb: "preview", args: "[SCHEDULE_ID]", summary: "show the next fire times of a schedule, or of a definition given as with create (--file or flags) without saving it", positional: -1, flags: previewFlags},
 		{group: "schedules", verb: "delete", args: "SCHEDULE_ID", summary: "delete a schedule (its waiting events are cancelled)", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			if _, err := call(e.api.DeleteSchedule(e.ctx, a[0])); err != nil {
 				return err
@@ -362,6 +347,114 @@ func commands() []*command {
 // scheduleCreateFlags builds the body of POST /v1/schedules from flags, or
 // sends a JSON file as it is (the server validates either).
 func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
+	body := specFlags(fs)
+	return func(e *env, _ []string) error {
+		r, in, err := body(e)
+		switch {
+		case err != nil:
+			return err
+		case r != nil:
+			return fetch(e, scheduleTable)(e.api.CreateScheduleWithBody(e.ctx, nil, "application/json", r))
+		}
+		return fetch(e, scheduleTable)(e.api.CreateSchedule(e.ctx, nil, *in))
+	}
+}
+
+// previewFlags previews a stored schedule (one argument) or a definition
+// given as scheduleCreateFlags takes it (none).
+func previewFlags(fs *flag.FlagSet) func(*env, []string) error {
+	n := fs.Int("n", 0, "how many fire times (default: the server's)")
+	body := specFlags(fs)
+	return func(e *env, a []string) error {
+		table := fetch(e, previewTable)
+		if len(a) == 1 {
+			set := setFlags(fs)
+			for _, f := range append([]string{"file"}, specBodyFlags...) {
+				if set[f] {
+					return fmt.Errorf("--%s: a stored schedule is previewed as it is; leave out SCHEDULE_ID to preview a definition: %w", f, errUsage)
+				}
+			}
+			p := &client.PreviewScheduleParams{}
+			if *n > 0 {
+				p.Count = n
+			}
+			return table(e.api.PreviewSchedule(e.ctx, a[0], p))
+		}
+		if len(a) > 1 {
+			return fmt.Errorf("want at most one SCHEDULE_ID, got %d: %w", len(a), errUsage)
+		}
+		p := &client.PreviewScheduleSpecParams{}
+		if *n > 0 {
+			p.Count = n
+		}
+		r, in, err := body(e)
+		switch {
+		case err != nil:
+			return err
+		case r != nil:
+			return table(e.api.PreviewScheduleSpecWithBody(e.ctx, p, "application/json", r))
+		}
+		return table(e.api.PreviewScheduleSpec(e.ctx, p, *in))
+	}
+}
+
+func previewTable(w *tabwriter.Writer, v *client.Preview) {
+	if v.Description != nil {
+		fmt.Fprintf(w, "fires %s (%s)\n", *v.Description, v.Timezone)
+	}
+	if v.Jitter != nil {
+		note := ""
+		if v.ScheduleId == "" {
+			note = "; the offsets are fixed when the schedule gets its id"
+		}
+		fmt.Fprintf(w, "jitter up to %s%s\n", *v.Jitter, note)
+	}
+	fmt.Fprintf(w, "UTC\tLOCAL (%s)\tLAUNCH\tDST\n", v.Timezone)
+	for _, f := range v.FireTimes {
+		launch := "-"
+		if f.LaunchAt != nil {
+			launch = ts(*f.LaunchAt) + " (+" + sp(f.Jitter) + ")"
+		}
+		dst := "-"
+		if f.Dst != nil {
+			dst = string(*f.Dst)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", ts(f.Utc), f.Local, launch, dst)
+	}
+}
+
+// triggerFlags fires a schedule now, with the body of its flags.
+func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
+	count := fs.Int("count", 0, "events of this fire (default: the schedule's)")
+	payload := fs.String("payload", "", "JSON payload of this fire's events (default: the schedule's)")
+	note := fs.String("note", "", "note kept on the fire (default \"triggered\")")
+	return func(e *env, a []string) error {
+		set := setFlags(fs)
+		var in client.TriggerRequest
+		if set["count"] {
+			in.EventCount = count
+		}
+		if set["payload"] {
+			if !json.Valid([]byte(*payload)) {
+				return fmt.Errorf("--payload is not JSON: %w", errUsage)
+			}
+			p := client.Payload(json.RawMessage(*payload))
+			in.Payload = &p
+		}
+		in.Note = optString(*note)
+		return fetch(e, fireTable)(e.api.TriggerSchedule(e.ctx, a[0], in))
+	}
+}
+
+// specBodyFlags are the flags of specFlags that make a body, which --file
+// excludes.
+var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
+	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter"}
+
+// specFlags declares the flags of a schedule definition (create, preview)
+// and returns what reads them: the body of --file as it is, or the
+// definition the other flags make.
+func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, error) {
 	file := fs.String("file", "", "JSON body of the schedule (the API's ScheduleCreate); - reads stdin. Other body flags are then not allowed")
 	name := fs.String("name", "", "name (required)")
 	cronExpr := fs.String("cron", "", "cron expression, e.g. \"0 3 * * *\"")
@@ -380,30 +473,30 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 	misfire := fs.String("misfire", "", "fires missed while the service was down: fire_once (default), fire_all or skip")
 	startAt := fs.String("start-at", "", "no fires before this RFC 3339 time")
 	endAt := fs.String("end-at", "", "no fires after this RFC 3339 time")
-	return func(e *env, _ []string) error {
+	jitter := fs.String("jitter", "", "delay each fire's launch by a fixed offset below this Go duration, e.g. 15m")
+	return func(e *env) (io.Reader, *client.ScheduleCreate, error) {
 		set := setFlags(fs)
 		if *file != "" {
-			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at"} {
+			for _, f := range specBodyFlags {
 				if set[f] {
-					return fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
+					return nil, nil, fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
 				}
 			}
-			var r io.Reader = e.stdin
-			if *file != "-" {
-				f, err := os.Open(*file)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				r = f
+			if *file == "-" {
+				return e.stdin, nil, nil
 			}
-			return fetch(e, scheduleTable)(e.api.CreateScheduleWithBody(e.ctx, nil, "application/json", r))
+			// Read whole: the request is sent after this returns.
+			b, err := os.ReadFile(*file)
+			if err != nil {
+				return nil, nil, err
+			}
+			return bytes.NewReader(b), nil, nil
 		}
-		in := client.ScheduleCreate{Name: *name, Cron: optString(*cronExpr), Timezone: optString(*tz), PolicyId: optString(*policy)}
+		in := client.ScheduleCreate{Name: *name, Cron: optString(*cronExpr), Timezone: optString(*tz), PolicyId: optString(*policy),
+			Jitter: optString(*jitter)}
 		var err error
 		if in.RunAt, err = optTime("run-at", *runAt); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if set["count"] {
 			in.EventCount = count
@@ -427,14 +520,14 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 			in.Misfire = &m
 		}
 		if in.StartAt, err = optTime("start-at", *startAt); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if in.EndAt, err = optTime("end-at", *endAt); err != nil {
-			return err
+			return nil, nil, err
 		}
 		switch {
 		case *queue != "" && *target != "":
-			return fmt.Errorf("--target and --queue-url: give one: %w", errUsage)
+			return nil, nil, fmt.Errorf("--target and --queue-url: give one: %w", errUsage)
 		case *queue != "":
 			in.Target = client.Target{Type: client.TargetTypeSqs, QueueUrl: queue}
 		default:
@@ -442,12 +535,12 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if *payload != "" {
 			if !json.Valid([]byte(*payload)) {
-				return fmt.Errorf("--payload is not JSON: %w", errUsage)
+				return nil, nil, fmt.Errorf("--payload is not JSON: %w", errUsage)
 			}
 			p := client.Payload(json.RawMessage(*payload))
 			in.Payload = &p
 		}
-		return fetch(e, scheduleTable)(e.api.CreateSchedule(e.ctx, nil, in))
+		return nil, &in, nil
 	}
 }
 
@@ -554,6 +647,9 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	if s.Window != nil {
 		fmt.Fprintf(w, "window\t%s (spread %t)\n", *s.Window, s.Spread)
 	}
+	if s.Jitter != nil {
+		fmt.Fprintf(w, "jitter\t%s\n", *s.Jitter)
+	}
 	fmt.Fprintf(w, "version\t%d\n", s.Version)
 	for i, t := range s.NextFireTimes {
 		label := ""
@@ -577,6 +673,12 @@ func fireRow(w io.Writer, f *client.Fire) {
 func fireTable(w *tabwriter.Writer, f *client.Fire) {
 	fireHeader(w)
 	fireRow(w, f)
+	if f.LaunchAt != nil {
+		fmt.Fprintf(w, "\nlaunch %s (jitter +%s)\n", ts(*f.LaunchAt), sp(f.Jitter))
+	}
+	if f.Note != nil {
+		fmt.Fprintf(w, "\nnote: %s\n", *f.Note)
+	}
 }
 
 func eventTable(w *tabwriter.Writer, ev *client.Event) {

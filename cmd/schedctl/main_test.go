@@ -158,7 +158,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	tk("schedules", "ls", "--state", "active").ok(t).has(t, `(?m)^`+sched+`\s+nightly\s+active\s+`)
 
 	// Preview: table and JSON agree on three fire times at 03:00 Berlin time.
-	tk("schedules", "preview", sched, "--n", "3").ok(t).has(t, `(?m)^UTC\s+LOCAL \(Europe/Berlin\)$`, `(?m)^\S+Z\s+\S+T03:00:00\+0[12]:00$`)
+	tk("schedules", "preview", sched, "--n", "3").ok(t).has(t, `(?m)^UTC\s+LOCAL \(Europe/Berlin\)\s+LAUNCH\s+DST$`, `(?m)^\S+Z\s+\S+T03:00:00\+0[12]:00\s+-\s+-$`)
 	preview := decode[struct {
 		FireTimes []struct{ Local string } `json:"fireTimes"`
 	}](t, tk("schedules", "preview", sched, "--n", "3", "--json").ok(t))
@@ -268,7 +268,7 @@ func TestCommandLine(t *testing.T) {
 	})
 	t.Run("Help", func(t *testing.T) {
 		r := cli(t, url, "", "-h")
-		if r.code != exitOK || !strings.Contains(r.err, "schedules preview SCHEDULE_ID") || !strings.Contains(r.err, "SCHEDULER_KEY") {
+		if r.code != exitOK || !strings.Contains(r.err, "schedules preview [SCHEDULE_ID]") || !strings.Contains(r.err, "SCHEDULER_KEY") {
 			t.Fatalf("schedctl -h: exit %d\n%s", r.code, r.err)
 		}
 		r = cli(t, url, "", "events", "ls", "-h")

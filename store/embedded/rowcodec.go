@@ -90,17 +90,19 @@ const (
 // and a field added here needs no new layout.
 type scheduleExt struct {
 	Labels map[string]string `json:"labels,omitempty"`
+	Jitter time.Duration     `json:"jitter,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
-	x := scheduleExt{Labels: sc.Labels}
+	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
 // apply sets the fields of sc that x holds.
 func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Labels = x.Labels
+	sc.Jitter = x.Jitter
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say
@@ -141,6 +143,8 @@ const (
 	rowFireLocal                  // the local time is not the fire time in UTC (localLayout): stored
 	rowFireTimeAbs                // the fire time is stored in full, not from the schedule's runAt
 	rowFireCreatedAbs             // the creation time is stored in full, not from the schedule's
+	rowFireJitter                 // the jitter offset follows the creation time
+	rowFirePayload                // the fire's own payload follows (the jitter)
 )
 
 // encodeRowFire encodes the fire f that the row of sc holds, against that
@@ -161,6 +165,12 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	if _, ok := timeDelta(sc.CreatedAt, f.CreatedAt); !ok {
 		flags |= rowFireCreatedAbs
 	}
+	if f.Jitter != 0 {
+		flags |= rowFireJitter
+	}
+	if f.Payload != nil {
+		flags |= rowFirePayload
+	}
 	b := binary.AppendUvarint(make([]byte, 0, 16+len(f.Note)), flags)
 	if flags&rowFireTenant != 0 {
 		b = putStr(b, f.TenantID)
@@ -173,6 +183,12 @@ func encodeRowFire(sc *model.Schedule, f *model.Fire) []byte {
 	b = putEnum(b, string(f.Decision), enumDecision)
 	b = putStr(b, f.Note)
 	b = putTimeFrom(b, sc.CreatedAt, f.CreatedAt)
+	if flags&rowFireJitter != 0 {
+		b = putDuration(b, f.Jitter)
+	}
+	if flags&rowFirePayload != 0 {
+		b = putBytes(b, f.Payload)
+	}
 	return b
 }
 
@@ -234,6 +250,12 @@ func decodeRowFire(sc *model.Schedule, raw []byte) (*model.Fire, error) {
 	f.Decision = model.FireDecision(d.enum(enumDecision))
 	f.Note = d.str()
 	f.CreatedAt = d.timeFrom(flags&rowFireCreatedAbs != 0, sc.CreatedAt)
+	if flags&rowFireJitter != 0 {
+		f.Jitter = time.Duration(d.varint())
+	}
+	if flags&rowFirePayload != 0 {
+		f.Payload = d.bytes()
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}
@@ -544,6 +566,8 @@ func (d *decoder) part(what string) []byte {
 const (
 	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
 	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
+	fireJitter                 // the jitter offset follows the creation time
+	firePayload                // the fire's own payload follows (the jitter)
 )
 
 // localLayout is the emitter's format of a fire's local time.
@@ -565,6 +589,12 @@ func encodeFire(f *model.Fire) []byte {
 	if isUTCLocal(f) {
 		flags |= fireLocalIsUTC
 	}
+	if f.Jitter != 0 {
+		flags |= fireJitter
+	}
+	if f.Payload != nil {
+		flags |= firePayload
+	}
 	b = append(b, fireCodecV2)
 	b = binary.AppendUvarint(b, flags)
 	if flags&fireSchedInID != 0 {
@@ -581,7 +611,14 @@ func encodeFire(f *model.Fire) []byte {
 	b = putEnum(b, string(f.Decision), enumDecision)
 	b = putStr(b, f.Note)
 	b = binary.AppendVarint(b, int64(f.Remaining))
-	return putTime(b, f.CreatedAt)
+	b = putTime(b, f.CreatedAt)
+	if flags&fireJitter != 0 {
+		b = putDuration(b, f.Jitter)
+	}
+	if flags&firePayload != 0 {
+		b = putBytes(b, f.Payload)
+	}
+	return b
 }
 
 func decodeFire(id, raw []byte) (*model.Fire, error) {
@@ -613,6 +650,12 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 	f.Note = d.str()
 	f.Remaining = int(d.varint())
 	f.CreatedAt = d.time()
+	if flags&fireJitter != 0 {
+		f.Jitter = time.Duration(d.varint())
+	}
+	if flags&firePayload != 0 {
+		f.Payload = d.bytes()
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")
 	}

@@ -199,6 +199,7 @@ type scheduleDoc struct {
 	EndsAt      *int64            `bson:"endsAt,omitempty"`
 	CompletedAt *int64            `bson:"completedAt,omitempty"`
 	Labels      map[string]string `bson:"labels,omitempty"`
+	Jitter      int64             `bson:"jitter,omitempty"` // nanoseconds
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -211,7 +212,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
-		Labels: s.Labels,
+		Labels: s.Labels, Jitter: int64(s.Jitter),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -235,7 +236,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: d.Labels,
+		Labels: d.Labels, Jitter: time.Duration(d.Jitter),
 	}
 }
 
@@ -286,6 +287,8 @@ type fireDoc struct {
 	Note       string `bson:"note,omitempty"`
 	Remaining  int    `bson:"remaining,omitempty"`
 	CreatedAt  int64  `bson:"createdAt"`
+	Jitter     int64  `bson:"jitter,omitempty"` // nanoseconds
+	Payload    []byte `bson:"payload,omitempty"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -293,6 +296,7 @@ func toFireDoc(f *model.Fire) fireDoc {
 		ID: f.ID, ScheduleID: f.ScheduleID, TenantID: f.TenantID,
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
+		Jitter: int64(f.Jitter), Payload: f.Payload,
 	}
 }
 
@@ -301,6 +305,7 @@ func (d *fireDoc) model() *model.Fire {
 		ID: d.ID, ScheduleID: d.ScheduleID, TenantID: d.TenantID,
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
+		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
 	}
 }
 

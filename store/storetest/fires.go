@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,6 +10,42 @@ import (
 )
 
 var fireTests = []namedTest{
+	{"KeepsJitterAndPayload", func(t *testing.T, d store.Driver) {
+		// A fire's jitter offset and own payload come back from every
+		// write that makes a fire: FireInsert, FireInsertMany and a one-off
+		// created with its fire (which a driver may keep in the schedule's
+		// row).
+		ctx := t.Context()
+		one := newFire("A", "s1", at(time.Hour))
+		one.Jitter = 7*time.Minute + 123*time.Millisecond
+		one.Payload = json.RawMessage(`{"override":1}`)
+		_, err := d.FireInsert(ctx, one)
+		requireNoError(t, err, "FireInsert")
+		many := newFire("A", "s2", at(time.Hour))
+		many.Jitter = 42 * time.Second
+		_, _, err = d.FireInsertMany(ctx, []store.FireNew{{Fire: many, Events: []*model.Event{newEvent("A", "s2", at(time.Hour), 0)}}})
+		requireNoError(t, err, "FireInsertMany")
+		s, f, ev := oneOff("A", "s3", at(2*time.Hour))
+		s.Jitter, f.Jitter, f.Payload = time.Hour, 59*time.Minute, json.RawMessage(`[3]`)
+		requireNoError(t, CreateSchedule(ctx, d, s, nil, store.FireNew{Fire: f, Events: []*model.Event{ev}}), "ScheduleCreateMany")
+		for _, want := range []*model.Fire{one, many, f} {
+			got, err := d.FireGet(ctx, "A", want.ID)
+			requireNoError(t, err, "FireGet "+want.ID)
+			requireEqual(t, got.Jitter, want.Jitter, "Jitter of FireGet "+want.ID)
+			requireEqual(t, string(got.Payload), string(want.Payload), "Payload of FireGet "+want.ID)
+			list, err := d.FireList(ctx, &store.FireListParams{TenantID: "A", ScheduleID: want.ScheduleID, Limit: 10})
+			requireNoError(t, err, "FireList "+want.ScheduleID)
+			requireEqual(t, len(list), 1, "fires of "+want.ScheduleID)
+			requireEqual(t, list[0].Jitter, want.Jitter, "Jitter of FireList "+want.ScheduleID)
+			requireEqual(t, string(list[0].Payload), string(want.Payload), "Payload of FireList "+want.ScheduleID)
+			latest, err := d.FireLatestBefore(ctx, want.ScheduleID, want.FireTime.Add(time.Millisecond))
+			requireNoError(t, err, "FireLatestBefore "+want.ScheduleID)
+			requireEqual(t, latest.Jitter, want.Jitter, "Jitter of FireLatestBefore "+want.ScheduleID)
+		}
+		got, err := d.ScheduleGet(ctx, "A", "s3")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.Jitter, time.Hour, "schedule Jitter")
+	}},
 	{"InsertGet", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		f := newFire("A", "s1", at(time.Hour))

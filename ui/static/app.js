@@ -267,6 +267,7 @@ function scheduleForm(policies, onCreated) {
       policies.map((p) => h("option", { value: p.id }, p.name))),
     url: h("input", { name: "target.url", type: "url", required: true, placeholder: "https://…" }),
     window: h("input", { name: "window", placeholder: "e.g. 10m" }),
+    jitter: h("input", { name: "jitter", placeholder: "e.g. 15m" }),
     overlap: h("select", { name: "overlap" }, ["allow", "skip", "cancel"].map((o) => h("option", { value: o }, o))),
     spread: h("input", { name: "spread", type: "checkbox" }),
   };
@@ -290,6 +291,7 @@ function scheduleForm(policies, onCreated) {
       };
       if (f.policyId.value) body.policyId = f.policyId.value;
       if (f.window.value) body.window = f.window.value;
+      if (f.jitter.value) body.jitter = f.jitter.value;
       try {
         const s = await api("POST", "/v1/schedules", body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
         toast(`Created ${s.name}`);
@@ -308,7 +310,7 @@ function scheduleForm(policies, onCreated) {
   field("Name", f.name), h("label", { for: "cron-in" }, "Cron", Object.assign(f.cron, { id: "cron-in" }), words),
   field("Time zone", f.timezone), field("Events per fire", f.eventCount),
   field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
-  field("Window", f.window), field("Overlap", f.overlap), h("label", { class: "inline", for: "spread-in" },
+  field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), h("label", { class: "inline", for: "spread-in" },
     Object.assign(f.spread, { id: "spread-in" }), " spread over the window"),
   h("div", {}, h("button", { type: "submit", class: "primary", id: "create-schedule" }, "Create schedule")), msg);
   return form;
@@ -400,6 +402,12 @@ async function pageSchedules(main, params) {
   return load;
 }
 
+// DST_MARKS explain a previewed fire's dst mark.
+const DST_MARKS = {
+  skipped: "the wall time did not exist (spring forward): fires at the end of the gap",
+  repeated: "the wall time occurs twice (fall back)",
+};
+
 async function pageSchedule(main, id) {
   const gen = generation;
   let s;
@@ -415,7 +423,7 @@ async function pageSchedule(main, id) {
   const dst = h("p", { id: "dst-note", class: "muted" });
   const loadPreview = async () => {
     if (s.state !== "active") {
-      preview.replaceChildren(h("tr", {}, h("td", { colspan: 3, class: "muted" }, `No upcoming fires: the schedule is ${s.state}.`)));
+      preview.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "muted" }, `No upcoming fires: the schedule is ${s.state}.`)));
       return;
     }
     try {
@@ -428,14 +436,18 @@ async function pageSchedule(main, id) {
         const changed = prev !== null && off !== prev;
         if (changed) changes.push(`${prev} → ${off} before ${ft.local}`);
         prev = off;
-        return h("tr", { class: changed ? "dst" : null }, h("td", {}, ft.local), h("td", {}, ft.utc),
-          h("td", {}, changed ? "UTC offset changed (daylight saving)" : ""));
+        const notes = [];
+        if (changed) notes.push("UTC offset changed (daylight saving)");
+        if (ft.dst) notes.push(DST_MARKS[ft.dst] || ft.dst);
+        return h("tr", { class: changed ? "dst" : null, dataset: ft.dst ? { dst: ft.dst } : {} }, h("td", {}, ft.local), h("td", {}, ft.utc),
+          h("td", { class: "launch" }, ft.launchAt ? [utc(ft.launchAt), h("br"), h("small", {}, `+${ft.jitter}`)] : h("span", { class: "muted" }, "at the fire time")),
+          h("td", {}, notes.join("; ")));
       }));
       dst.textContent = changes.length
         ? `Offset changes in this preview: ${changes.join("; ")}.`
         : `No daylight-saving change within these ${p.fireTimes.length} fires of ${p.timezone}; show more to reach the next one.`;
     } catch (err) {
-      preview.replaceChildren(h("tr", {}, h("td", { colspan: 3 }, errorBox(err))));
+      preview.replaceChildren(h("tr", {}, h("td", { colspan: 4 }, errorBox(err))));
     }
   };
   countSel.addEventListener("change", loadPreview);
@@ -449,6 +461,9 @@ async function pageSchedule(main, id) {
       h("dt", {}, "cron"), h("dd", {}, h("code", {}, s.cron || "—"), " in ", s.timezone),
       h("dt", {}, "events per fire"), h("dd", {}, s.eventCount),
       h("dt", {}, "window"), h("dd", {}, s.window || "none", s.spread ? " (launches spread over it)" : ""),
+      h("dt", {}, "jitter"), h("dd", { id: "jitter" }, s.jitter
+        ? `each fire launches up to ${s.jitter} after its time, by a fixed offset per fire (before the window)`
+        : "none"),
       h("dt", {}, "overlap / misfire"), h("dd", {}, `${s.overlap} / ${s.misfire}`),
       h("dt", {}, "policy"), h("dd", {}, s.policyId || "none"),
       h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
@@ -458,7 +473,8 @@ async function pageSchedule(main, id) {
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
     h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,
     h("table", { "aria-label": "Preview" }, h("thead", {}, h("tr", {},
-      h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, ""))), preview));
+      h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "Launch (UTC)"),
+      h("th", { scope: "col" }, ""))), preview));
   await loadPreview();
   return null;
 }
@@ -538,8 +554,9 @@ async function pageFires(main, id) {
       status.replaceChildren();
       if (unchanged(memo, page)) return;
       tbody.replaceChildren(...page.items.map((f) => h("tr", { dataset: { fire: f.id, ...Object.fromEntries(STATES.map((k) => [k, f.counts[k]])) } },
-        h("td", {}, local(f.fireTime), h("br"), h("small", {}, utc(f.fireTime))),
-        h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", {}, f.note)) : null),
+        h("td", {}, local(f.fireTime), h("br"), h("small", {}, utc(f.fireTime)),
+          f.jitter ? h("div", {}, h("small", { class: "jitter" }, `launch ${utc(f.launchAt)} (jitter +${f.jitter})`)) : null),
+        h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", { class: "note" }, f.note)) : null),
         h("td", { class: "num" }, f.n, f.emitting ? h("div", {}, h("small", {}, `emitting: ${f.emitted || 0}`)) : null),
         h("td", {}, countsBar(f), h("div", { class: "counts" }, STATES.map((k) => `${k} ${f.counts[k]}`).join(" · "))),
         h("td", {}, windowBar(s, f)),

@@ -125,6 +125,10 @@ func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(s.EventCount), 10)
 	b = append(b, `,"id":`...)
 	b = jsonappend.String(b, s.Id)
+	if s.Jitter != nil {
+		b = append(b, `,"jitter":`...)
+		b = jsonappend.String(b, *s.Jitter)
+	}
 	b = append(b, `,"maxAttempts":`...)
 	b = strconv.AppendInt(b, int64(s.MaxAttempts), 10)
 	b = append(b, `,"misfire":`...)
