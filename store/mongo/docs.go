@@ -198,8 +198,8 @@ type scheduleDoc struct {
 	// fire instant, a cron schedule's endAt), CompletedAt the UpdatedAt of
 	// a completed one: what ScheduleComplete and ScheduleDeleteCompleted
 	// find them by.
-	EndsAt      *int64            `bson:"endsAt,omitempty"`
-	CompletedAt *int64            `bson:"completedAt,omitempty"`
+	EndsAt      *int64 `bson:"endsAt,omitempty"`
+	CompletedAt *int64 `bson:"completedAt,omitempty"`
 	// Labels are the pairs "key=value", sorted: one array that an index
 	// on (tenantId, labels, _id) serves for any key, including keys with
 	// '.', which a field path would split.
