@@ -158,6 +158,30 @@ func (e PolicyLimitReason) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleAction.
+const (
+	Delete  ScheduleAction = "delete"
+	Pause   ScheduleAction = "pause"
+	Resume  ScheduleAction = "resume"
+	Trigger ScheduleAction = "trigger"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleAction enum.
+func (e ScheduleAction) Valid() bool {
+	switch e {
+	case Delete:
+		return true
+	case Pause:
+		return true
+	case Resume:
+		return true
+	case Trigger:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	Active    ScheduleState = "active"
@@ -437,6 +461,15 @@ type FireTime struct {
 	Utc   time.Time `json:"utc"`
 }
 
+// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+// is a name of at most 63 characters (letters, digits, '-', '_' and
+// '.', starting and ending with a letter or digit), optionally after
+// a prefix and '/', the prefix a DNS subdomain of at most 253
+// characters ("example.com/team"). A value is empty or follows the
+// rules of a name. A bad key is a 422 naming `labels`; a bad value
+// one naming `labels.<key>`.
+type Labels map[string]string
+
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
 type Lateness struct {
 	P50 float32 `json:"p50"`
@@ -484,6 +517,15 @@ type Policy struct {
 	// adaptive.max; absent without adaptive.
 	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
 	Id             string `json:"id"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
 	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
@@ -534,6 +576,15 @@ type PolicyCreate struct {
 	// At most 256 bytes. Absent: maxInFlight bounds the whole policy.
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels *Labels `json:"labels,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int `json:"maxInFlight"`
@@ -571,6 +622,9 @@ type PolicyUpdate struct {
 
 	// ConcurrencyKey As in PolicyCreate; "" removes the key (and maxInFlightTotal).
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+
+	// Labels Replaces the labels whole; `{}` removes them all.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
@@ -646,13 +700,22 @@ type Schedule struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Cron Canonical 5-field form (also for schedules created with fields).
-	Cron        *string    `json:"cron,omitempty"`
-	EndAt       *time.Time `json:"endAt,omitempty"`
-	EventCount  int        `json:"eventCount"`
-	Id          string     `json:"id"`
-	MaxAttempts int        `json:"maxAttempts"`
-	Misfire     Misfire    `json:"misfire"`
-	Name        string     `json:"name"`
+	Cron       *string    `json:"cron,omitempty"`
+	EndAt      *time.Time `json:"endAt,omitempty"`
+	EventCount int        `json:"eventCount"`
+	Id         string     `json:"id"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts int     `json:"maxAttempts"`
+	Misfire     Misfire `json:"misfire"`
+	Name        string  `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
@@ -680,6 +743,58 @@ type Schedule struct {
 	Window    *string       `json:"window,omitempty"`
 }
 
+// ScheduleAction defines model for ScheduleAction.
+type ScheduleAction string
+
+// ScheduleActionFailure defines model for ScheduleActionFailure.
+type ScheduleActionFailure struct {
+	Detail string `json:"detail"`
+	Id     string `json:"id"`
+
+	// Status The HTTP status the single-schedule call would have answered.
+	Status int `json:"status"`
+}
+
+// ScheduleActionRequest defines model for ScheduleActionRequest.
+type ScheduleActionRequest struct {
+	Action ScheduleAction `json:"action"`
+
+	// Cursor The `nextCursor` of the previous page; absent for the first.
+	Cursor *string `json:"cursor,omitempty"`
+
+	// Note With pause, the note each paused schedule keeps.
+	Note *string `json:"note,omitempty"`
+
+	// Selector Which schedules a bulk action applies to: those that meet every
+	// criterion given. At least one criterion is required (an empty
+	// selector, or only empty criteria, is a 400 naming `selector`), so
+	// that no call selects every schedule by accident.
+	Selector ScheduleSelector `json:"selector"`
+
+	// Until With pause, when the paused schedules resume by themselves.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// ScheduleActionResult defines model for ScheduleActionResult.
+type ScheduleActionResult struct {
+	// Changed Of them, those the action changed: paused, resumed, deleted, or
+	// triggered. A schedule already in the state asked for is matched,
+	// not changed.
+	Changed int `json:"changed"`
+
+	// Failed Matched schedules the action failed on, each left as it was.
+	Failed *[]ScheduleActionFailure `json:"failed,omitempty"`
+
+	// Matched Schedules of this page that the selector matched.
+	Matched int `json:"matched"`
+
+	// More More schedules may match after this page; call again with `cursor` set to `nextCursor`.
+	More *bool `json:"more,omitempty"`
+
+	// NextCursor Where the next page starts; present when `more` is.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // ScheduleBatchCreate defines model for ScheduleBatchCreate.
 type ScheduleBatchCreate struct {
 	// Items At most the server's batch limit (1,000 by default).
@@ -699,11 +814,20 @@ type ScheduleBatchItem struct {
 	Fields *CronFields `json:"fields,omitempty"`
 
 	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
-	IdempotencyKey *string  `json:"idempotencyKey,omitempty"`
-	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
-	Misfire        *Misfire `json:"misfire,omitempty"`
-	Name           string   `json:"name"`
-	Overlap        *Overlap `json:"overlap,omitempty"`
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -773,11 +897,20 @@ type ScheduleCreate struct {
 	EventCount *int `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        string      `json:"name"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        string   `json:"name"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -811,6 +944,25 @@ type ScheduleList struct {
 	NextCursor *string    `json:"nextCursor,omitempty"`
 }
 
+// ScheduleSelector Which schedules a bulk action applies to: those that meet every
+// criterion given. At least one criterion is required (an empty
+// selector, or only empty criteria, is a 400 naming `selector`), so
+// that no call selects every schedule by accident.
+type ScheduleSelector struct {
+	// Ids Schedules with these ids. Ids of no schedule of the tenant
+	// (deleted meanwhile, say) select nothing and are no error.
+	Ids *[]string `json:"ids,omitempty"`
+
+	// Labels Schedules with each of these labels, with these values (as `label=key=value` in the list).
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// NamePrefix Schedules whose name starts with this.
+	NamePrefix *string `json:"namePrefix,omitempty"`
+
+	// PolicyId Schedules that name this policy; an unknown policy is a 422 naming `selector.policyId`.
+	PolicyId *string `json:"policyId,omitempty"`
+}
+
 // ScheduleState `completed`: the schedule fires no more (a one-off that fired, a cron
 // schedule past its `endAt`) and all its events are finished; it does
 // not count against `maxSchedules` and is deleted with its fires
@@ -824,11 +976,14 @@ type ScheduleUpdate struct {
 	EventCount *int       `json:"eventCount,omitempty"`
 
 	// Fields The field form of a cron expression; an absent field means "*".
-	Fields      *CronFields `json:"fields,omitempty"`
-	MaxAttempts *int        `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire    `json:"misfire,omitempty"`
-	Name        *string     `json:"name,omitempty"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+	Fields *CronFields `json:"fields,omitempty"`
+
+	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
+	Labels      *Labels  `json:"labels,omitempty"`
+	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Misfire     *Misfire `json:"misfire,omitempty"`
+	Name        *string  `json:"name,omitempty"`
+	Overlap     *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1094,6 +1249,11 @@ type ListSchedulesParams struct {
 	State      *ScheduleState `form:"state,omitempty" json:"state,omitempty"`
 	PolicyId   *string        `form:"policyId,omitempty" json:"policyId,omitempty"`
 	NamePrefix *string        `form:"namePrefix,omitempty" json:"namePrefix,omitempty"`
+
+	// Label `key=value` (the label key has this value; `key=` an empty value)
+	// or `key` (the schedule has the label, with any value). Repeat the
+	// parameter for several; a schedule must meet all of them.
+	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 }
 
 // CreateScheduleParams defines parameters for CreateSchedule.
@@ -1179,6 +1339,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
+// ScheduleActionsJSONRequestBody defines body for ScheduleActions for application/json ContentType.
+type ScheduleActionsJSONRequestBody = ScheduleActionRequest
+
 // CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
 type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
 
@@ -1241,6 +1404,9 @@ type ServerInterface interface {
 	// CreateSchedule Create a cron schedule (cron or fields) or a one-off delayed job (runAt).
 	// (POST /v1/schedules)
 	CreateSchedule(ctx echo.Context, params CreateScheduleParams) error
+	// ScheduleActions Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	// (POST /v1/schedules/actions)
+	ScheduleActions(ctx echo.Context) error
 	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
 	// (POST /v1/schedules/batch)
 	CreateSchedulesBatch(ctx echo.Context) error
@@ -1591,6 +1757,13 @@ func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namePrefix: %s", err))
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", ctx.QueryParams(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListSchedules(ctx, params)
 	return err
@@ -1622,6 +1795,15 @@ func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CreateSchedule(ctx, params)
+	return err
+}
+
+// ScheduleActions converts echo context to params.
+func (w *ServerInterfaceWrapper) ScheduleActions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ScheduleActions(ctx)
 	return err
 }
 
@@ -2013,6 +2195,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
+	router.POST(options.BaseURL+"/v1/schedules/actions", wrapper.ScheduleActions, options.OperationMiddlewares["scheduleActions"]...)
 	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
@@ -2149,215 +2332,239 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQfHeqpBnRxQlS9k1VfuH4sS7OpvEPpZ891RlXCE4A5JYDQEawIjipvzdb6EbwGDIGT4U",
-	"yXGyqvwRi/PCo9Hv7t8vnUzOF1IwYXRn+EtnQRWdM8MU/PWqVFoq+6+c6UzxheFSdIadmxkjI8HuDd4w",
-	"InJCzIyRhWJ3XJaaLOiUXRAqVkSaGVPkjhYlI1wTxSalZjlZcjMjZ4NBv5N0uH3lx5KpVSfpCDpnnWEn",
-	"wy8nHZ3N2JzaIZjVwl7RRnEx7Xz6lHSuvrW/w+MLambV0zzvJB3FPpZcsbwzNKpk8Zvm9P57JqZm1hme",
-	"DgZJZ86F//skafpOzuYLaZjIVv9gq83luCSKGcVZTjLFqGE4O7sgms4ZuWUrQkVe/TCW+co+Uiqh4dcJ",
-	"V9qkggq9ZAruxRdpIqSZcTG9qL8N3k8Fri28rVraVODanp72yT/YShOqGNGZXLCcGAnvyWhRMPWVJoYJ",
-	"Kkw/FX4XZozmTFULGc38yE69bRXPz3ev4vd8zs3m4r2lU0Y0/zcj3ZxNaFkYcjIY9NoIo4C3rI2Dz8t5",
-	"Z3gycJvp/gyD4MKwKVOdT3YYiumFFJoBgX9D83fsY8k0DCyTwjAB/6SLRcEzasd4vFByXLD5n/6l7YB/",
-	"iT79fxWbdIad/3NcHaJjvKqP3+JT+NHN46PwsySXuMtkTk2GRHP59opED/Q7n5LOKykmBc8++zDl+F8s",
-	"MySbUTFlOZkzKpYzXrDEUhwXMN6lkmJKtKGGJUQqe0UbXhSEi1SUml3YH7sjppRUekQEnXMxdXTPijwh",
-	"dpvIqN/vH9NCMZqvjtg910aPep7IU+EG4m4gM2pPDjWkFPxjyZDBJESX2YxQTShZyIJnq6+0/RyzFP4p",
-	"6XxnR/A5V/BSkFKw+wXLDMsJLADpngN1f0o6r6Ua8zxn4nNvqmUhc7oCsrO8gJgZ10QumIKPki7yBbhP",
-	"CkIFofmci+gOqWD/FLtjSjOczpXQ5WTCM86EuTZS0Sn73BObKMaIXtCMeYmkjVTsK01yrm8tYY5ZIZfI",
-	"BKWY8GmpLFucKaZnssiHqRBsSezX8rJgOnGErxNiFJ9OmdLAnRXT5Zwha/USrRSGF/jxVHANY8n75FtW",
-	"8DumuH2HYgWjmvl32GWxizmVRApHoj9K81qWIv+cK/ejxHPjjtgENpdrJyZgb2+k/J6qz7+hnkt6GVfY",
-	"QdjhUbG+iSAYSPfka/IP/g1Mwi03rDa7N0zkPT+ZH6hYOcavP/ec8HB9pcPklFUZcPhcE3Y/o6W2/EKq",
-	"xB6/aBqpwHkkhDqua+QtE4ROjF0VKcnc6lzRJU26dhuRWXoNg+XkbHDWIxMl57iMhT20hOa5YloDE5+4",
-	"I87umDCJY/WpyEql7K1LLnK5vCCUZFIpSzY4Esv7mbqzlH/NGHnHjFodXdrh9ckb4dSaJBXlIgdx4Y5V",
-	"dKrsyaXhCA5hEH7JUjGn99/ZEWnLYVhOPpbSULKUZZGTMSMLqu1Z7AoZf3qIs9CkYPSOpSIwBgJSxKpn",
-	"ipEcTyrLvbLGVXRImch1DzUlVJKAbqKPbGo21yyTItdW61pSbvpN2mykmnxKOu8FLc1MKv5v9lk5wA9c",
-	"ayuTpSJzWkykmrOcXLqhIMfHSQNpUBAMIH056i53tOB5PxUg726FXIqg9FIrJOQty+GXKTOVJovE6Bjf",
-	"e0HvKC/ouPjsTAZJgWtSVmMgXXv64BAghSZESMLm3NiTpkrhtB+uU7FQMmNa9y7ADFi50xiT/pOTjRvC",
-	"b7F6notxTZasKI4c9YxLQ7hAwgD1373Ofu3y7ZWzoxbK6hSGozaO3CG/hIHb91DTGXYsozgyfM46G1ZF",
-	"Yi29TdMw6SwUm/D7ZsMVjC0r2BXNrKHrVYVbtkrsoiuWyangmhFc/I2XO4I+ZJjIwK7yZju2slR/QtM1",
-	"3B5mkkSL8yF8ACW2/QAu6Su8B/a9KN5MOsOftu+t24lPyfpW3DbZuTcgKhhVdq365HpmD7o7Bu40EymK",
-	"VcOqrc3Svn5zGh/CRL7naJHVB8UNm9f/sdfc/GeoUnS1ueDwrsY1zenC8DsWDFea59wuBS3eRuOa0EKz",
-	"ppMRTBCU7XN5x6wCapaMCWL1acsf5/SedE10N8i4K/G64NOZSchyxrOZPVwgpxkvuJjGklsKKzStMa/5",
-	"VNBCp6J7dvry+HzwIiGWHGVprPo6Y+T8/p7oGVUsIVMll5bhFxRs+wvgdNf/c02MVbCMRhn5sWSlVZ7H",
-	"NLst5LTXJ5fk7PSllQHngxfE0FumiRRWZE9Il9FsRialAqeEFFYLFhWzR4UB7p5LO4TcEo+R5H7Qf9lL",
-	"gjcDZwG/pkKKjJEFU/7pLvX/4n5VZWkyOWcaBuc/MkmFLjPLERnwaVxEaqwCoA2Z0QKPPL5iSbV9DVGU",
-	"w/1mCDNOhZFLqnJc+oLdsQKFXmHfMaG8YDksrCATqi3LH7OVFLllG+RKpOIt7Oh7p+nYDR8QxZAMqKOt",
-	"4BgK+t+E31sVxNTogNAp5QLlSP1MzOn9hhNkpx8Eru54bNDgPqmfHPuOpnPzSknx2lr2+gGHBlwClhzn",
-	"qAhmyipf9wurmHIpLsAaHWurg+Ktc0aFJmnnv9JOf2N1crp6M/lBCjNrFBNw+Z+M3TZenclSNV6Yc1Ea",
-	"1nyp5VufGtbJmYarH6zkRttqcz3A8rErIcjfb27eei0VlSv83Z7bOb5jCAeMGsPmC6uSp8LdD7+DFtxE",
-	"RO6BzRGcWAMkeCj9i+06byevTJaofmy/LWc0L7homTrDGQILceYAMCOTzSr7A0lhyc3MHmEpmB3cfkIZ",
-	"luOqWYGYcMW2XLqxr9xfSRE5a1BGBkdjaq0VOpfOHzaCdRt5c8VN3n6wtuSDprVc0FUhab5Tm3O3wVkG",
-	"w3LXE55M37nbnS5nt2Mfhcavcu2psMDRcvp18tSTBLKshvphyzF6V02nvs5/rzw+ICvJlFsWHKzbr7Qz",
-	"Xi3X3+Qh7H7BFdOXDcfjn5b5x8LbvcjJXSchwYINHyDdandpKvDJQMC0NNJNBFSp3jDY/1I5LwYZs4m1",
-	"WKzowdO8pxJqx7A5iTcL+rF0hrZfD80yxQyqDRNmpbCTk3DaSpE7kx18Ap4rkJswUTkhIzcN52YZwf2j",
-	"72AG/jcc/cZAS1W0xJzcWoALYETev/sezwjXOPIL8vbN9Q2hmx830mnzYalKxXeqqXYgft2aSA/Gsamn",
-	"ugXRTQZbxBsbLh1uAMUsdN8nnJ9jK0WDkuOUqElZBJliiWBOc9Ynr6wlYC29FRj5ueJ3BzDfCRdcz3YM",
-	"AjaVKKtZstwfhDwhdtL2PGRUZKwoWN4nl04QzHgBxOo8E/4zpJs1DLd3yHgfUyA0vyjIiU3KsNsRwhcN",
-	"ohJCC05ezKW2i5aBjgRqahDc5B9sYZyDIqwCoZrMuDZSrdAUwWXnmiyYyK2ZgPFGR9VkAMa9nsmlY6Lw",
-	"cVCNLWXY1bcb1HMucUoEWwb6sQPSjWZ1QUuRzQ6h/Tm9v9x61A6XiciOr9q8ClwqblbNH9sqFJOONtSU",
-	"O41W4CjXeKtl2WCO7XroBu/yLP67WGAdIBosDedvStNi+HvpmfMcjpaXS5F4Q7nEDUGZmbczCTeCsZQF",
-	"o+AARI/wAbyvyXFysIoRiC7a3bDsdQoLW5hUDD5m2fEUWoXFYzg2UOps+DWSTpWRsYefqdXtEUiQNQz0",
-	"MWn7QbTauOv4zq2TweExYfXnnzqOsUUUY9/jJCNeCGKyUj/xn0at/B3U/hKEUDSAamlqCs9Oe3hd87TP",
-	"ftPgifubJHnpo7U+baJdEU2I5c1WLJyezXr9rcphlNZxfnK6O60j3o12TQn8Ad6TvEFWYMk3s53/vn7z",
-	"I1lQM6usIWv1dyegDtP5omAkdQe2X6oi7fQSQglkjZCQzYRhC/TAt/h0qXOKb58hjjTc3zxV1XBygOHs",
-	"PCL22Vd450PVwYxrLhvUfIxd5EOw6PmcXYDzb+iUgVwuhf01AVnvHHeZNbWPygU6p5JUwCpKwY7kZEJo",
-	"lrGF8blc3GiiSnFZpWgsqDYXRN/yxYLlP8s7pgq6GKbC/euv9kpwf4XMMcuryYyiiMkV5YLlF6kIh+zn",
-	"8epny+eGxL8HL7lgk52TwpeER8gSYp9Wcy3YxFz4kI5djPEK5ZcLQ4YMB7RMPLtwawfywth1X5tVzAX8",
-	"AO3u+O80cgb/0gb11+qwI7jOxXSEppko52MGOp6zH5fKPi+IlmRClTcrUzHo992rj04IJNL0gnoMPtYl",
-	"16xmeUVKjP9ow2FUJXPqtXdKfKX9WCDHDHJ+xgwURhxbn1ziXshJKuZWN3D3hwC+i6g5J/NUyVJE+RiB",
-	"t6XiZJAMBoMeJrplUuWg1RLwEFNwutYG4xfHx62rtycuzpxHarA2VJkLp6+CR3fklnBENF3pVMzkEmPr",
-	"sKDVeioCnBvHwcAxF7RnvwjxUkcKz6OZDdY2eF0zp/Z7XSEzWvgRbFxtYCE/rpPgmoNqk5yENKyJwFfh",
-	"ObtQVKPFhgHXiqvbw2ZP6Pl8oNNOkoq0k7MJU3ByXY6SPYEkZAW8ZeoHcM6S7slg0Es7pFsnjFRElIHM",
-	"Ar25umc3M/4ApAxNS6ryYZRYlIoqhSjQadpp8WQc4ihrVmCd3lrtld2ZiM8nXrLsihBGomVTOAUVptGy",
-	"AUWn5YpXkjaTYr14cCzW2w8JcPYVCwZE3kw63IU+Nt/8DbCYKl2ja7fA/kRR6+k1vzAocY0zCXpd49Ul",
-	"5c1c8a2zkKUi1oT0ls6MiryI52q5RdOw1mjAfyea/q/UROsE8BjmB+g3T2Z9vI64Yn2UcAQamAktCpIV",
-	"Mrv1+ahRsMCyvn9LwRLy7vUr8uLFi5eorcjJRLPm6H5psgfaIvZJd1Ibp/Y9NUwwrdtTPiCsS0Vww6J1",
-	"CrNAD6YO8Z8EOV+cHRU7foqVe5jl0UlxfLDrrYETK1ORi0vNqid45AOcyVL1Nr3ii/NBtM2onICP5GXb",
-	"7y8bf9fA7PNmrz1KXK8yQCjYTo4XLvfSUmdpeQwsXHfggoFCCtbb47TZOeCIcXzVaJq27weuJ06193qh",
-	"/ftnK/ods/6ZFoXTDhtVvjdOXYxeQYtCLv0z/gg3Pvy2cmatZxmv0EzCKgt2bxkvEWVRJNHeA93HGoqn",
-	"glScnmPS5HhFnL7V65ORfcGoqWbDZ3CPnHttNEwFZNY5TR7IZAUhdSvPhSTuRhSS90dTeeRm9y8tRf8d",
-	"XfoQqJ0mWLANTnUXMd+Z9lHL2viUdKKQSkSBkSI2LpVuEDPfBVXVQLb0VHqFcyPsSKMczmbhk0mXOtlS",
-	"QuI8bP4ecstW1VesQhonA4ytHosnYjmThbf6G9nZA2xINpmwrJb4sjlWTFeoPA6EiYlUGdQyLJOQ5eI3",
-	"re/SXVJR/ULvN9fRX2yxTtoUYDuYV1ii0BpPqM8KeZsra2gfx97hARjCu+BE2NR3H/p5zyfARMEswsLM",
-	"Vp2kA7Yn6Bx2QOjosYyEqTumfsZqC2exisw+4NJ4GplLRF7NGlB0w400TYL4BytRXNIxzCJTUmtI+wTG",
-	"pNui9Q1mA20xSuwxe8sUysuWITh5sWCKaLgPahjumMKatO0nt9ptWY6LaKsriRV85bI0jYOMb2gQ9je4",
-	"RIplBeWQKskyWqIjfUWWTLHYvY7CmM/rtMiF+fqscelwA67E+6ZI+E21OwLSqXCLrAZVbVOL+nywfz7p",
-	"3DHlfVF7jLxVx44ZMSRql2jy2wdAwji9fw+JDzYWUFed5Nd2tS406ouaREp6faerCR8SFkB5h5mbB/qH",
-	"Y5F4QJrVNWOkJiX7X3xWWV1r2CXi13zl/I6t52BIUSVScaENxJMnxO1sKH7wIa6MFkVz1Opg3SF4nT6W",
-	"3NqFC1YUF5DqATwpFTUW1ycnVvF363jh1TNIBO3W7uy1ycxdmscPkKNSyzVEBQM4aGALQ0KdL17alyvS",
-	"tRbV1y8HJ71UcOEqS1GzdOpeVY6Xdo6zUhs5Z+oqTzsJuloqXwf4T9yaLcEUca8gBc1uUdNB5RbyVyGZ",
-	"zY6sm3bSTq9P/on7lorYHQllKAQ9ikqOrQKyLpEStxs+9NdPxaUPlJx/TcYrw7T39Q33UsGa3UBr0nWH",
-	"3PRKJkbdHa0ncQKwc7xV2pSvfoq1K587PC+tUPxY0gK8bBNIfxKOXg4+4Q9VA+oyJqJ4UifQJBUhT7eW",
-	"CB1sVhxotS1CgilsPwC70nYQvFKxNaD1UBUDvcFBz0jiaVsGY806nRApUmHkwu5fTE1db/OTqYSUars2",
-	"VmkdS0sC1kQk3BplfwMxoVIBDvRBUuU0Q94nyemKdAd9u0AnJ1/3MCjSsnCpEDLWftYyyfbWf1ojkxde",
-	"MNf1GRdgwhydSgsKYcy0c3I+t8d6p8OlQZC3S9jHcH052/ThJQVxSvizsH8UYb+3TL6EUoBY3fJcKAS1",
-	"nC07gwpyezT6BMxKkC01xhAMCPgYuWVsYZ/Bv0DsY7akAVnHCs1SUWWDelL3eoZgS/zcA2V409SsaAzl",
-	"Bq6+yTKanKzz8N5DpNY/Y+FEuiBT7FRv2cL0moRVuDkVwG8uSF1YecGU1AXWU4mppiUb1NarLlSeUKTs",
-	"HkpUIdz1EXMgtd6DufYe9QlvFbvjbNmUroE++sNiBuDVb4gb7Mib8y783UGFWuwsPJZEw21kyVVSSn1b",
-	"rH778uz8z8SVTZKcGZ+8uFZlAhcaR+/cMPuvU5Qm07BWXpXYkYXV4Bbgpmh+Cn/YbGnz/t1V3KrjlmM1",
-	"hluM3cIZrvoPb83ReodpgQ/LkaJFw+F2b3TubsgWRvXKsSIXOwYVy6qPUHk24YW1BbhGPtRvDdpfNZzh",
-	"N1aQBAtIh7T0tdB4lDSs5LzlNSw2hOIQENdgHChf7z+DHiyWIsz+nsr6cdtvFv6ZxplUZNdUWm2v+WX3",
-	"kRzpM0GdAB7ZHRph7rEPQMBkreJbiw/HTrYHrF4onDh84T5tI1xdFqYl5Wt3YAs8fm5BRLOcmUvFmkyR",
-	"KqEGugdBKxMqwBaAvi7urfoC/8Qiwga6Xju6OPDmoxqXVRx4VJ84xfDaEWnDRsx4kSu2NaPF30O6PhdM",
-	"F9LoHhJuqD9EtW5RWOtFGNkS7Dk85pKppsDBKyqk4BktyPlRVBjZpYWWoDyGTjWus4YL0sG9ujnRk4nD",
-	"gkGWvl61l6y0hGR2pubPq2jqNoHog67bggKC3ZvXsUqyyYfsLaRbLizvOe9h4pGdsU7I+5tX0GvMi+c9",
-	"E+bXBLOsIrvbpuMDwJ+7NgEyM/efnV6oespPJAEhEHXQy3wq+bZp+sOLeecPqXxoVxM/R+wCylH3zPFy",
-	"botIQ40OWVj8WkFClWfaUprgj5Nf7loswrO/9aNySJjCb9A3VtA8KFoRTtiapuncU5C5A7HLUOTrWzpB",
-	"lkqcnBCf132oCgZ9ZVCnnnNxhQ+fPNiPs/niB7SHCDdZ+ePfiEuboOdOELnANxJe60G5aYM0CxAvNtaq",
-	"6BPC+tM+STsD8oL8l/0Pi+cfV1g0hkQWPj276vbY211PPgntBLZtd9R4ACTT9q6dr1yLTUt4dqeDoxTC",
-	"NF07ULQTegkp+C16iNYaYrqSAlAg4HXXkaZ8UIPMDZEZuzx2u+IeKkx3jOmLEmtrajSfWqsNHOauOwHU",
-	"0fsYns9182Q2aEsL9aKx/vrv0XJwVgL2ovCVDzkr6Irl5F9y3CeXItzk0uYWVJtU2JXWVTAH2qQUea15",
-	"Xa28otbCtXt2euqtbxhgj5SiYFoTt9XE2ZY/06I4pAa8kuxrbmL43WX9BZsJi9TXcv3t/4pVlX6Isq/Z",
-	"XD5YWfg1Yr8+o6vLHy9D/mccXXh/86o5uhCL8S1Bjah8HzkZ+Cux0LgKbuwdvXAz3kvKVJbmGm/l2DvH",
-	"3U+6zu4+HZxAWnvktFmTyc2dKW4cS/xKk4XUINQ8cbt2XwmmXA6az9Si8qnt1VnMLswCzlTzWFxvKR51",
-	"S4YDhV5n70V3I96UlA10GdmK+ygQ2/wcp4OTxDdEhRYtbvGDXMHuhDN6h4VNEFyoSwu/qvtksLgC1i3+",
-	"tBrZtDonqlZhLe4J0H7QO+GNS0jl51XnSql8dj/uif/d97/mqn03YukOReo7hxKaV9IGL2Rskh4U02s7",
-	"ZLuCfH4Bw/CTPfTFtgIMmvnQXlMRe9lStbA2IveS8MTWgeynwa+xmXuaGcv6oeUXKJWJ8zVgA08rqZ5V",
-	"092q6bOq96zqPat6z6reJl9+jCyVWGl5miKturduYw1HdlAFMyx3tctBMcWTIiT0gCTd6pxByoS9Cr2t",
-	"rUxIRXjKnjIofhoB0x+5vKaiWK/69d1+LqAHjWQ6FdDj3rJ9jH5oQ0Zzeu8noLEtFYe6KlYrZoehpmJ0",
-	"FCZzFLpBj1wEzt7nLm/UjK9L46QTXtSYge+H9KDkIC9iH1dKPgu+pxB8Dd2b5guzIjiiWt7HlrqeL9ff",
-	"/6ie+22O9U22VM7nVK0e2nzDPV7135gywdShgYMiqvLc9rVQDerJgx+QT+OG2paPWBm4ewsLP+umULDu",
-	"REOMZhh/pr5aH9p357kG/T+4Br1Ot/u2l+Jbq5lm1ooch3QKUVNQm3MCmxe4NcC8X0GXoaG8JKro4orM",
-	"0Bho6Js2j4u7Dtjxb8uQ+BGXrDxGHRRfK3Jq2sWbwOEPUFGgmfj7ps6e1/9zja3GoaFnF9Cg9MeW9AWf",
-	"rrZbttzYO9u6ic6MWXR1D74YKZBv31zfIE4aDEMTex+oiPYfP0NYsrdn7lv7yt00ptyN7CdG2MFZ86lg",
-	"OXYzXTDlsteMJKNSFaM+GemP2t3qOj/b21z9C9znl9veXI19NIwTsfKSESOnDJzHWMGTCujWDp8hU2np",
-	"c3081hpykbLzwSCsnsjJCfkBqshT4UywBNtXj35JO647UWf4kxtwQvr9/odPI9c43k+DahzvKBWaiVwT",
-	"bnoVnp4Lt43+98jLLXUE3psjECujPrkkp/f3zlUYul/rWuG7y0YLnmxXMI89EFyVkx13KuzAgcXZcaed",
-	"tBwMXmSuv08Of7G0EyZiz5P2VTcIDQWogACEmLr+9s6V3T07fQlrdj54gdOLMEEIF1lR5izvEYDvsNqg",
-	"hM1tmQOC7eQy08e+rK0/z+v2iF1UK7E/WlldUUSjLXIDcc+nBOho5bUA6LNTa8EB/g/eG3TOPR+7cTdb",
-	"DsuaxTto5b5im+BdmJ8Ymm3IZYBBi1Co4hSFA3iwG0eY/q5mPjiRB6Vh7GUVNfkv2sfxGE4LR3JP5rKo",
-	"Ucxhbm+oPAEvkGWFDjOTXAlCydvLm1d/T3xReZTRccvYwol/qHi7ADQM6p5OHD9C9CoX1qroDbxYDcSG",
-	"qBxN1NYMDBF6YvmWhOt+TzVlvpoN+Gcde+sixKkSso7XBfBqCNd1B44Qx9g0idyZ1Yt3u9E3W3g1+Onn",
-	"HJMwoR6ilssNCGVRWR429UrQ9QMacSpAzvgM+q+07z1XNalzM6m1mKu1lkvFWm+5WgexC7hTSMOgaRzR",
-	"0hWv7DdxRDTbXnEYJa/P6QpjihqR0LpOY4OVmLhKXpGnQjEDXRQBIWX3fmLxEoQsF1Rb+eth4zSAv7i9",
-	"XQdiCyLaI8Qhje65Atexudow/SrPtWEFKjrdRozxV3aR46dWBnJTCZoD071CvbmTVYEZwDxKzfrkn1WL",
-	"noJr49mKPfjoIlqbfAmogP6NffIGmyG6p7mrP6MClNdU4G3ow0a0WUpmdnUX1J4DgU1SX119+y6kn+mP",
-	"mkSPpQK8Qa4yOVLaEaWqzhT9PCG0n+HWpSKwNDtGjcFwrKDu/vKJFHziqFwxy+Izu4CN7C3juWrKJkQI",
-	"Q6IAtjMUoI9OBy/6g/7JyYv+4Pj0bASxHAd3SApumKIIV2s/bScEizRmTv+98CtlBaGv6jfZDH3Z8RoC",
-	"9Gc2Y9ktmuFRuy7htlYxLYs7y1vw+w5+2QvJODl+sE/SmE9mHAw2Zacdmm4KrLu5RCs0k/JW913zxX4m",
-	"5yPIahj9V+03tDPFiuhynMs55YD1EN3Rb5nL6fmLXzsZb9K8BWJr4hX+CiRUxlalTqKJGrPQw+Nj/VH3",
-	"WXm0ZNocnfTpnP5bCrrUdhLHJ6cvzs6//vNfXg5OTo9HbXMKgNMPnlQ7o3lQGGBPj/eXoWNfYyuHScUZ",
-	"M7qgGTf2iBQUNCHji7OQbWjShU5k4xWZUK7Ck73+eo3oofz9U9LRLCsVNysrJVwhwZhRxdRliZBOMEPw",
-	"jsPPlYYPphXAI3Ixkc3WxKIcFzwj7767vgGAbzkJQk3lQ8yCAEgnFxCLMIjNTEljCihC9m7YxIXSANsW",
-	"5DDy7K5DahbFqhcWzV6w37xlK8ttUmFnxIRxuJBDMqphfQ7JNzBBgvbuLVuhqTvqk5sADK0RliNm6kcO",
-	"ZT40UdYXrvDXDgnKjyFpzCuwcE/PwXs48TA6vjs5duMeRW9CXEFyEzVlqWB9CULcIhoWrAYqag5MVVcO",
-	"YN9YMfjgELS26gBDhV8pWCiA3NBDx7nPwLOQA5BelZI2aoPYHKWi64tIex6znwQcdBDSXlO2Szmmuetu",
-	"7mt8sct4PxVnA9/b0GzDjuea5DIr59DezyOxOpB1AAVOhSXZhMwd4Ktv1tfUMh1qoAPid/hWzrICGulK",
-	"FeXgmSXPGIRuwVLDsQCQvfN6zoC4oRU9tnPnuYeQ9dqNfaHV304Hgwies+cg5e1L7PcWhRU6Ub/Dbk4N",
-	"xYAsym+HBU9JXuLGIPhs4vFIyfub10d/Scj7Pw2g/aUVaKQUC2qtyFToUik5tdok0xldsKqLTVrmfxkM",
-	"CBhyyE0TB5qNZwyYuiaCaWNflDO28EkgX58hgqDuXYBSipvJAeUPFYlxaffxFlUKzYRmpOsHvJEj5fc2",
-	"JD1YHRGjhbAJ67DY7D5jLGfQJSgV/7Tr7mMhYOwwKOIPGYw12G1PjBHMHFzoga4DsGVrSHYjgsLggmjG",
-	"yGjJxqBcjODj35b+SNsjGgMZ4JLqqGvQS+j77DuCYNeg01notow1zZ2Kj4YqCvIDIjJevr2KSmGGnZP+",
-	"oD+AoO+CCbrgnWHnRf+kDw1AqZkB07ccCFmq/cs5usNBuMrBI6ANWj/woDsxuhVutbrl2HkyPiU77/QN",
-	"L37pcDt0OJ7eYzSsF7tv4ANX7pHmpwM0ysFPBgyU/cCDa5gf9p2PWO/cODEl57XB7Vfb+1iVxE1DMvLw",
-	"AX1IOorphRQaFZHTwWALrvNheM4VDk0DovMby2GhUeKo8rtBF1hvjEatge2NgKh/hsNr+mqYxvE3NMCg",
-	"wCMnux+p4aHDQy92P/RaqjHPcwbZC2enp/t8JsbPhqde7n7qRsofqFi5OYGqe77P+GKkc1h/8OHtfg7h",
-	"v0BT9XkOnbeWGVv9sJzO6r2gvVIoVc4cABPHKDed6oDLqDsf7AsrlnfsSsbBnSsbW9tBtMYKLYyAh94K",
-	"4DbDKnbLvccrDBdF7/6F55/8B7DVWtW7Sk4IMqWEVKwt8R2xc2IkmqNphxZF2hkSo0o2SkB98B7ghGiJ",
-	"SkWogIegSaiDRz3OwMjHK0KzjOcIiTqaS8WAzg3iXDBB5nvX1w/hz1RAilnlCoNQGraVQIlVlyKufUAQ",
-	"JE7qfiPz1aMd9rXeGp/qDnM7109PyGrqDRIa2M2OXghfNms5ebEXkwA3+38AL7pmTlGseIKOfGWQQgsd",
-	"VvCUVE3oAdkFvPb2FPX2YFKWkbQqZ39jqJt1nlqGNhH0jTcyv3TiHZztfuJHaV7LUuS/KzL8GzPBDdBI",
-	"Sodq7Fffdj592KS/Y/Q9gKA8/H1Ji3S9cd3gAEBx5UODGGZyAS8fYHG3WOEIPdcXRalTMfKgcaOQCD/c",
-	"igwnFTk5n1cNsb0deVHHjGuQXwhtV521x5dedfC8zyy8IhzEloNuNwpXE/fi4Wf+0MM42OMwvpJiUnD0",
-	"KT/LqtjD2xn+9KGmRZd6hol7VZtoD+ENEfE1BJU+udzwLNY8inuKsJqy/bg8ZAPCF4UuqNOuuqHC8x9W",
-	"2L5ckwGwlAqfOQIRuTROF4/QYhGIBWFe+yTgFLuWmFvwgZMIdzjZjhXcrjf/tkI+qS/vH07mH8xmfle6",
-	"Ko2t16CUuoOgGATPndtHyGWvT84GL31tHqaJ2Of3P+uhZe0jnvXQj8QMHQsCavTtpJ2HPWByhibMXakq",
-	"MMhU+NPeC5kTp4OBWxN74qdgPQvpTGdglUuesQv4QipcwqKuvoxeM8dLN7hq1fY5FFKFZM0V6dZ6RdfZ",
-	"TQ9C987/7RNeEfsTIhy+yz80zsYYzdngDB5yAwvIH6jnpGImixy87vBoAp54gDN1LB2BLWlmP1mwfMqc",
-	"y9wyTj5ZG7uLVGBtgUsi6gaQYQhmLGmcYKStYQQV5KnwjK/r8+p7iaW0McvknOlq91zNGoZjvGhCFpSK",
-	"m7DaILtc9NDLrq8qCDGXAQDl+0xkwJixa7EwqShFDumqmP8URjbCoKChUwwK9vFveEHtF/eECx1iR2BD",
-	"gTb//sPlK4AEhRR4/FAcndMsU8z0htiJJ1xBCNdAOECcbpRWbDDlptGlIqR5kZyHLC67ZFKlYok4pdiz",
-	"HV7TAzWYm1g5hmhV6A1Ng7C0S5QKpIkKMNp/AvcW0n5JdznD1GoAwTJOTTAKGkynYsyYwDGsGLZMpsbV",
-	"DWdysYqilCGbaYA5wxPFXGmjPY4XREsMz/l2657EY2vBvRJXCJGYcD7Nnin48FOq9mudJL8o3f5d4JJC",
-	"LqHJBXj7e38o/f53qakHLBfPKipMl51K+YVl8T64v0VoQ2LFThfTa+y292QUiiibzbonZKuCaCxcl2Ph",
-	"ipz1s9vpt3Q7RTtjhUnD7lRkB2T2K91RFakeO+DIX6td1un8Fbz0yyB1u6CuReUzxX8JFI/EEYPBr/dj",
-	"ccZxFdED8HWn2YbuGlW6OlohTYfE0XtcJ92amPG2qlR+MpKNIGVaCLdK1FuLwH7h4fLfCfHZpa8HvP2C",
-	"x+QT6AXYbDOLg8IBV5B8MC+utxjFtI1DdGWXOL0B8FNN9BuHpHruqgVjiLCEzOXdZnX7V75VGkAS0qJk",
-	"668H6J7z9Zro80GV5cOoymZH0GzOJcxGGDT1EV6GOF6wh1gNySweRe2DJ9UHx7wouJge0QVfB2Mcds7n",
-	"MIIFU68cilzzCE4xiOjuSexqcUEQkzmMYB1LJ4amW6uGHp42IclEy7Rg6sg/jbVoLme7GtvpgNBNHNIE",
-	"4VsgZ/VskJCTwaBtxWpwR9YuCgBHZ4NkfT2joVFlBFNuQdcQaE4HwLUO4XWu1nAvO+3kkflsE4/F8Xzx",
-	"/PQ5UPMrlQys66JREnzcFWeTz69pCsGOw/5Om/z/W/g98P81Sj5r6L2AjaKeff2/FxLCDQv+3j55V8ez",
-	"f+mcfFXhKyk1076xW5Mq0eYUaCOjwWdgiDdRv6hni+g39AE4EMG6FwD9VJtegLqG+iDLHbo4bFAj1o9F",
-	"BPn4LtwamOVnduBuPwfeT/AHPQ/PSsWvVCpmVEwriXCxR/+G7dpGrdtaq2PiOmqW9hsVjThsmP3O2Bom",
-	"T9tLQ2/DB1ST2P9h0e7Wp5+yHKLWefU/oiLid1/bENXGtpY3VEdyl+8ntMv97N6fwwj0t7HAq2bC7TY4",
-	"GXmIKWynO6rBTI0IPjVmrijijuVRMeOzBf/FC9vzwZ93P3MldDmZWMEozLWRik4f0fqHAtgK3gT+lMrj",
-	"HGLjkoaW7aSLHdXbGMO6+D4ee2W6OdvqPQAIIh4ZYlJ022DLen0ClVKAAMI1gUJeCnXBAUwKyms3oKNI",
-	"F+qGFLS7sccJ3qdd02uHgZEKKcC6kEux1mObG4/XkeDCePxiTMny9eepcM1MmC8612QEk/rp6sdvv/vf",
-	"D/3XV999/+2oT/4f1CA7DA7lGw6lIrQOdE0Cl4ob5suFuXIdCrDLUh4aDV4QSM+B9UgFAqTYB6v0MvuG",
-	"UG6ujVxgKbp92LUvEA5YxZfU10FGQDh7yBIpMjYk1CXedCGfbZUKzKjHfo4hvwaz5cKbK1wTl0hmB4bv",
-	"rbJvkoNgwcBBbb8ArQxcs8VbtvIddXI+mTDI10FEso2BnZ2e9sk/2Ao8xzB8XEOklOZhuF1jVnQZhllf",
-	"C5oxt5hIhjAAqHjD1wXoAiwgDylIJy98zwIkllGSClcM65Fa7PIXUt6ynNDG9KK63NWAvNJ5WuEZwxZ+",
-	"ZlO1CY6nRc9UcDUQSeJhJkDL8fUfsOzPtXG/Rzc2lDpWvcywgwYIrX/JsfZ8NAaD2kdo7efijtTc/1wn",
-	"9+/OZ13pPFIRzPGJVJ1/yXEPuw6upV5ATYbvxN1uFrX5sdtpZfBZDIubSJ95psHf1Jtdg/5vtq1/ldd6",
-	"c+PnTE1ZHumzkfKMQKxYJSQF65PXpSmVx5VxVQ6p8DqnRwaUBfRK5QKhDGunA/tIuQdclRQ+lorwmWtm",
-	"4HiNrOUxgkYEaHuMiCmV0NGZ5MLIDQibC6L9G8AiGaGCiy2WAGKRNSlK6FuvncanU5F+G0f+LjbgXfl/",
-	"WHbw7F/4Df0LPhAQtTw+KBSwUy/DFN29wgKv4c4nDw18eOJM3v8YP/ofVvDXHO/V2fjKYaIlUGwFOHhK",
-	"m6S1EOFxU93XjhWAqj1ytvtb+84vQfVFxLhnkfe7SzUCCrpYN8bkhExqamrNOCP2IXs3FNRafjijal4w",
-	"rQ8TNAvF7jhbtoqat3i9PdrV0pkJKjAQIbTCxR0kpGrfM0C81ab4LvCCWmj3kC69Tymq3HK0t/a4N9HU",
-	"/3iy6A/tbmvYQe899acGfKvvb15h4S7GUnw31Ue1dZtPK4ItPLIAewcv/RIkGIKfPkuwSoI922AtZxWJ",
-	"FrpC17UeAldcOwtaIeM8WEI6rJNH7sBx6SJjoVeBx+z2LR4qfJkJKRcOZw1KlqfKElQqzEwxPZNFXpOw",
-	"gwCu1iMzqtfxjj0KzXgFfRTEBaGksDY/tuX2ATtXUYJa+gj8XFxMXftM397B9dFA1SSCt6kPlHQ1wym+",
-	"xnq/kXObjRrbg93gcrezo9PPV0GKoDZx340u9digE1kDEnjmVM+cqplTvUZKYrFFLCLYUXt6Mw4AVWnH",
-	"MRuWewD6LWyqgi1uDci4W55SpLtPtIVj8PJzcuPjaaj1Xs3ObwLBf2yynoSaVsuLS80S6DskDPEIzMC/",
-	"Q6Bk0/Gy3trCAWtsdUfeuHt+147ICJfwOaX3i0/pXc/j9Sg2t2yFSDYxTcOlnUm9Dk7yC03prcF3fuaE",
-	"Xg+0+VxS+x9fUotgTvsctrr82NkcKZy+J2bwbcqKw2h9DiD9lpkjB5DX4yaRIGQdQGevrLntOLjG7rMe",
-	"S4aRDKK/wyghr0JTS4VvmengVa1lfMsWxlrzCNsrlQeGhjxlFtQGN3FDb5lug+x1yGiYV6xncrmOAQyh",
-	"Zt2eFBIdsaeST79NQsj2k+3TQf6gJ/xZtj1SQkewrQSds8Qd1ARPLiTe0qKQS0tIDqV2nU0dmgmyRVIe",
-	"37LVdpvr8u3VP+w9T3is8BPbOlbZUSbQgNTH9p8F6BfT3QoQN7szqmdOTEHHdfzZiibEObKCRDyqhN1i",
-	"YiFFPY6J9US2Dg7R2TW/Z5Pn2ev7KCZPAHcNmcFOjwBg2XCkCID6IbifU9EAfvYAdn/8yy1bXW2vy3jH",
-	"7uRtdYx2V2XgA89VGb8VGeH6E2pp5ILEVXGDE4TWMDMmiBR9ArfuzOr5NdzZd1RYUDOrEm6A6jrr+vpa",
-	"Ak7AZN8JX/7pw1o35jom9k8fLPvG8lcceKkKB4g9PD4+Of1zf9Af9E+Gfxn8ZQCs3s18M++/3t2LM30R",
-	"V79gp3opABEcKxKjUGjoINpf60rBme5sgnu+iouJdQ11O6od1v1NsNWmt70REGO0Q4d++1WCSSgi9cM0",
-	"vs6gX0dibXrtDQCpVe0UJ667cBKBQ7fgYKOGWuH7zukti77oggINn4zgwvEdHjT8gtS14+htSMJ2az3M",
-	"L/S1tN/wqMDt9dTX6GzPsC7WN9g3koxQLe+Xqhj1AXnY6+lTZipsxf++fvNjKijazjE2cbT410DK4So1",
-	"RvFxaZgmIxjlVT7CfvijCndyRLqvr16/IR9LVjI9JA7X+G9KlournPw1hqhMhbv6LfN408DgyV+Je38v",
-	"Bhg3M6aZL8x1aMwOImMp1S2gikjBEgTPHP2SYjPMtOPxPVgffvg0SkV3VO+iP+rB2vn77OJhgbr/Cdre",
-	"R7DqvYtUwHeoIKMa2NbI5yn4RuuOwt6/+550HcYYvs1+MxXeNHKNrgopps2gl46mPbTA1hzECMgoJ132",
-	"saQFTNDvW5V2iOtZUeX/Hvm0A3UEnzrawRV3IgLXxgJlQklFh1I4hHhPwi7ZDB4YEpoKfxoxE6HCRgIF",
-	"nhtI8LD7TvQtX2ioV18w6mDE8RjhajZOd63u+9fN9L3g965jqUYg1BhzHgBC+FQgE9u5+NABxND54teN",
-	"aXR38tcR+ROZsXtADzm6/vvl6fnXXUQKSTDFz36G/ImknX7aIX8iii4Rp/wioHgwGLplB/ggpOlI43ol",
-	"CEYyOZ/TI18qnxP8rn2IQgIvBGf9Nx0CnBTMm8t7LMi1f9dBC/JEcag13PYDXH3rOVArcnp/71DtAyTN",
-	"hdeeP5Y8uy0QqxC4HDhhl1TlLrMWNcAN4eAL8tBn+44ZtTq6hH93PYEiej+g1ufUOIwOpxk+2vsirXFz",
-	"4tCYIoTsaYUcpxCJX7AMqg4RBo034P0MA2QMSK0xzW6tMlIli0UJJ3N6f+kwqhJM/EIUKvKO5VyxzCVx",
-	"CWnIRKKPyzKObaAaHhoJANnizykQQsCfjLTLYvU6J4m/0lYWNCcbfPr0/wMAAP//",
+	"7H1rc9u2tuhfwejemUhn07Ls2N078uwPbtrs7dOmyYmd2zNTdiqIhCTUFKAAoGXtjv/7HawFgKBEvRw7",
+	"j9bTD41FAgQWFtb78Ucrk9OZFEwY3er/0ZpRRafMMAV/vSyVlsr+K2c6U3xmuBStfutqwshAsFuDLwyI",
+	"HBEzYWSm2A2XpSYzOmZnhIoFkWbCFLmhRckI10SxUalZTubcTMhJr9dtJS1up/xQMrVoJS1Bp6zVb2X4",
+	"5aSlswmbUrsEs5jZJ9ooLsatu7ukdfGd/R2Gz6iZVKN53kpain0ouWJ5q29UyeKZpvT2RybGZtLqH/d6",
+	"SWvKhf/7KGn6Ts6mM2mYyBY/sMUqOM6JYkZxlpNMMWoY7s4CRNMpI9dsQajIqx+GMl/YIaUSGn4dcaVN",
+	"KqjQc6bgXZxIEyHNhIvxWX02mJ8KhC3MVoE2FQjb4+Mu+YEtNKGKEZ3JGcuJkTBPRouCqWeaGCaoMN1U",
+	"+FOYMJozVQEy2vmB3fo6KJ6ebofij3zKzSrw3tIxI5r/h5F2zka0LAw56vU66xCjgFmW1sGn5bTVP+q5",
+	"w3R/hkVwYdiYqdadXYZieiaFZoDg39L8HftQMg0Ly6QwTMA/6WxW8IzaNR7OlBwWbPq337Vd8B/Rp/+v",
+	"YqNWv/V/DqtLdIhP9eFbHIUfXb0+Cj9LcomnTKbUZIg0528vSDSg27pLWi+lGBU8++TLlMPfWWZINqFi",
+	"zHIyZVTMJ7xgicU4LmC9cyXFmGhDDUuIVPaJNrwoCBepKDU7sz+2B0wpqfSACDrlYuzwnhV5QuwxkUG3",
+	"2z2khWI0XxywW66NHnQ8kqfCLcS9QCbU3hxqSCn4h5IhgUmILrMJoZpQMpMFzxbPtP0csxh+l7S+tyv4",
+	"lBA8F6QU7HbGMsNyAgAg7VPA7ruk9UqqIc9zJj71oVoSMqULQDtLC4iZcE3kjCn4KGkjXYD3pCBUEJpP",
+	"uYjekArOT7EbpjTD7VwIXY5GPONMmEsjFR2zT72xkWKM6BnNmOdI2kjFnmmSc31tEXPICjlHIijFiI9L",
+	"ZcniRDE9kUXeT4Vgc2K/lpcF04lDfJ0Qo/h4zJQG6qyYLqcMSavnaKUwvMCPp4JrWEveJd+xgt8wxe0c",
+	"ihWMaubnsGCxwBxLIoVD0Z+keSVLkX9KyP0k8d64KzaCw+XasQk42yspf6Tq0x+op5KexxV2EXZ5VCwf",
+	"IjAG0j76hvzAv4VNOHADtNmtYSLv+M28pmLhCL/+1HvCy/VMh80pKzLg8rkm7HZCS23phVSJvX7RNlKB",
+	"+0gIdVTXyGsmCB0ZCxUpydTKXNEjTdr2GJFYegmD5eSkd9IhIyWnCMbCXlpC81wxrYGIj9wVZzdMmMSR",
+	"+lRkpVL21TkXuZyfEUoyqZRFG1yJpf1M3VjMv2SMvGNGLQ7O7fK65I1wYk2SinKWA7tw1yq6Vfbm0nAF",
+	"+7AID7JUTOnt93ZF2lIYlpMPpTSUzGVZ5GTIyIxqexfbQsaf7uMuNCkYvWGpCISBABex4pliJMebynIv",
+	"rHEVXVImct1BSQmFJMCb6COrks0ly6TItZW65pSbbpM0G4kmd0nrvaClmUjF/8M+KQV4zbW2PFkqMqXF",
+	"SKopy8m5WwpSfNw0oAYFxgDcl6PsckMLnndTAfzuWsi5CEIvtUxCXrMcfhkzU0myiIyO8L0X9Ibygg6L",
+	"T05kEBW4JmW1BtK2tw8uAWJoQoQkbMqNvWmqFE764ToVMyUzpnXnDNSAhbuNMeo/Otq4JXwO6HkqxjWZ",
+	"s6I4cNgzLA3hAhEDxH83nf3a+dsLp0fNlJUpDEdpHKlDfg4Lt/NQ0+q3LKE4MHzKWitaRWI1vVXVMGnN",
+	"FBvx22bFFZQty9gVzayi60WFa7ZILNAVy+RYcM0IAn9lcofQ+ywTCdhF3qzHVprqL6i6htfDTpIIOL+G",
+	"DyDHth9AkL7Ed+Dci+LNqNX/ZfPZupO4S5aP4rpJz70CVsGosrDqksuJvejuGrjbTKQoFg1QW9qlnX51",
+	"G7+GjfzIUSOrL4obNq3/Y6e9+c9QpehiFeAwVyNMczoz/IYFxZXmObegoMXbaF0jWmjWdDOCCoK8fSpv",
+	"mBVAzZwxQaw8benjlN6StoneBh53IV4VfDwxCZlPeDaxlwv4NOMFF+OYc0thmaZV5jUfC1roVLRPjl8c",
+	"nvaeJ8SioyyNFV8njJze3hI9oYolZKzk3BL8goJufwaU7vJ/LomxApbRyCM/lKy0wvOQZteFHHe65Jyc",
+	"HL+wPOC095wYes00kcKy7BFpM5pNyKhUYJSQwkrBoiL2KDDA21Npl5Bb5DGS3Pa6LzpJsGbgLuDXVEiR",
+	"MTJjyo9uU/8v7qEqS5PJKdOwOP+RUSp0mVmKyIBOIxCpsQKANmRCC7zyOMWcajsNUZTD+6YPO06FkXOq",
+	"cgR9wW5YgUyvsHOMKC9YDoAVZES1JflDtpAit2SDXIhUvIUTfe8kHXvgPaIYogF1uBUMQ0H+G/FbK4KY",
+	"Gh4QOqZcIB+p34kpvV0xgmy1g8DTLcN6DeaT+s2xczTdm5dKildWs9f3uDRgErDoOEVBMFNW+LqdWcGU",
+	"S3EG2uhQWxkUX50yKjRJW/+Vtror0Mnp4s3otRRm0sgm4PHPjF03Pp3IUjU+mHJRGtb8aM237hrg5FTD",
+	"xWvLuVG3WoUHaD4WEoL8++rqrZdSUbjC3+29neIcfbhg1Bg2nVmRPBXuffgdpOAmJHIDVldwZBWQYKH0",
+	"E1s4b0avTJYofmx+LWc0L7hYs3WGOwQS4tQBIEYmm1T6B6LCnJuJvcJSMLu43ZgygOOiWYAYccU2PLqy",
+	"U+4upIicNQgjvYMhtdoKnUpnDxsA3AZeXXGbtx+sgbzXBMsZXRSS5lulOfca3GVQLLeN8Gj6zr3uZDl7",
+	"HLsINB7KtVEBwBE4PZw89iQBLaul/rrhGr2rtlOH878riw/wSjLmlgQH7faZdsqrpfqrNITdzrhi+rzh",
+	"evxsiX/MvN1Eju86DgkabPgAaVenS1OBIwMC09JItxEQpTr9oP9L5awYZMhGVmOxrAdv845CqF3D6ibe",
+	"zOiH0inaHh6aZYoZFBtGzHJhxyfhtpUidyo72AQ8VSBXYaNyRAZuG87MMoD3B9/DDvxvuPqVhZaqWONz",
+	"crAAE8CAvH/3I94RrnHlZ+Ttm8srQlc/bqST5gOoSsW3iql2IR5uTagH61iVUx1AdJPCFtHGhkf7K0Ax",
+	"Cd11hLNzbMRoEHKcEDUqi8BTLBJMac665KXVBKymtwAlP1f8Zg/iO+KC68mWRcChEmUlS5b7i5AnxG7a",
+	"3oeMiowVBcu75NwxggkvAFmdZcJ/hrSzhuV29lnvQzKE5okCn1jFDHscwX3RwCrBteD4xVRqC7QMZCQQ",
+	"UwPjJj+wmXEGigAFQjWZcG2kWqAqgmDnmsyYyK2agP5Gh9WkB8q9nsi5I6LwcRCNLWZY6NsD6jiTOCWC",
+	"zQP+2AXpRrW6oKXIJvvg/pTenm+8avvzRCTHF+usClwqbhbNH9vIFJOWNtSUW5VWoCiX+Kol2aCObRt0",
+	"hW95Ev99zLD2YA0Wh/M3pVmj+HvumfMcrpbnSxF7Q77EDUGema8nEm4FQykLRsEAiBbhPWhfk+FkbxEj",
+	"IF10ugHsdQwLR5hUBD4m2fEW1jKLhzBsINdZsWskrSoiYwc701qzR0BB1rDQh8Tte+Fq46njnBs3g8tj",
+	"wsrPv7QcYYswxs7jOCM+CGyyEj/xn0Yt/BvU/hKYULSACjQ1gWerPrwsedqx3zZY4v4lSV56b60Pm1gv",
+	"iCbE0mbLFo5PJp3uRuEwCus4PTreHtYRn8Z6SQnsAd6SvIJWoMk3k53/vnzzE5lRM6m0Iav1t0cgDtPp",
+	"rGAkdRe2W6oibXUSQglEjZAQzYRuC7TAr7HpUmcU37xDXGl4v3mrquHmAMHZekXs2Jf45n3FwYxrLhvE",
+	"fPRd5H3Q6PmUnYHxr++EgVzOhf01AV7vDHeZVbUPyhkap5JUABSlYAdyNCI0y9jM+FgubjRRpTivQjRm",
+	"VJszoq/5bMby3+QNUwWd9VPh/vVP+ySYv0LkmKXVZEKRxeSKcsHys1SES/bbcPGbpXN94ufBR87ZZPek",
+	"cJIwhMzB92kl14KNzJl36VhgDBfIv5wbMkQ4oGbiyYWDHfALY+G+tKuYCvgF2tPx32mkDH7SBvHXyrAD",
+	"eM7FeICqmSinQwYyntMf58qOF0RLMqLKq5Wp6HW7buqDIwKBNJ0gHoONdc41q2lekRDjP9pwGVXJnHjt",
+	"jRLPtF8LxJhBzM+QgcCIa+uSczwLOUrF1MoG7v3gwHceNWdkHitZiigeI9C2VBz1kl6v18FAt0yqHKRa",
+	"AhZiCkbX2mI8cLzfupo9cX7mPBKDtaHKnDl5FSy6AwfCAdF0oVMxkXP0rQNAK3gqApQb18HAMBekZw+E",
+	"GNSRwPNgaoPVDV7V1KndpitkRgu/gpWnDSTkp2UUXDJQraKTkIY1IfgijLOAoho1NnS4VlTdXjZ7Q0+n",
+	"PZ22klSkrZyNmIKb62KU7A0kISrgLVOvwThL2ke9XidtkXYdMVIRYQYSC7Tm6o49zPgDEDI0LqnK+1Fg",
+	"USqqEKKAp2lrjSVjH0NZswDr5NbqrOzJRHQ+8Zxlm4cwYi2rzCmIMI2aDQg6a554IWk1KNazB0divf6Q",
+	"AGVfsKBA5M2ow53rY3Xmb4HEVOEabXsE9ieKUk+necIgxDXuJMh1jU/nlDdTxbdOQ5aKWBXSazoTKvIi",
+	"3qulFk3LWsIB/51o+x8pidYR4CHUD5BvHk37eBVRxfoq4Qo0EBNaFCQrZHbt41EjZ4Elff+RgiXk3auX",
+	"5Pnz5y9QWpGjkWbN3v3SZPfURexId1Mbt/YjHbJig0+syUFV2+r7GTGSHH1DrtniEEPqZ5QrnVQB56os",
+	"GNDlH8ohU4IZpkkB37W8+JotIDaRQlQsWKCdXvDN8zgiol0wy5V1QnI+5kYn5NnBs4Q8++0ZRqE96z5L",
+	"CDBNuHYiJzVDEcHh9lLA+E5C5Az3W7jwmFRQgqENMPzZ4bPEy4HwG/nup0uiy2Eup5SLeKXHp89TEa81",
+	"bTmO0c3k9NAwOk1b4A0OSQdWV19gUFtROKtVKgKoEBp2xJBimBKA6OT42McqDxCEgzNC4R2YORVSsKU3",
+	"umnZ6z3PLJztP5izcLsFwhEzOrVyAC8KvLuGM9Xqt8ayyFt3jVhjmGBarw8UgmAAKoLxHm0agPto99bB",
+	"a5ggv4xj6mJzYbFwg1ke0VfHPdv+BI6sJIa8X2pWjeCR5XgiS9VZ9aXMTnsRnqNIC5a1F+t+f9H4uwZ4",
+	"5s2+HpTTvKAJAQR2c7xwEbuWppWWMwHg2j3nQrbH2dmBRts94IpxfdVqmi79a65HTiH02oT9+zcrMDoW",
+	"/xstCqdTNCoKb5ySEU1BLR77MZ7wNw5+W5lAl2PTF6hc4zVht5ZdE1EWRRKdPVzoWK71WJCK41MMtR0u",
+	"iJPSO10ysBMMmjJ9wk1xRtlBPxUQj+nuPaDJAgIxrBQoJHEv4hW6PRjLA7e737UU3Xd07h3ndptg92hw",
+	"xbg4i63BQrVYn7ukFTniIgyMxPdhqXSDcPJ9UHAMxNiPpVdTVpzVNIr8bRZZMukCbtckHjm7rH/H0q7q",
+	"K1aNiUNIhlb7wRsxn8jC24oameA9LA9sNGJZLVxqda0Y5FLZqQgTI6kyyICZJyE2yh9a1wVJpaL6hd6u",
+	"wtE/XKPTrlWbPDvehBiOadv37eJfYiLMWq9VHQpIC13yzPp17+yEgiW8C6aqVa3qvp/3dAV4OsaqFmay",
+	"aCUtsHCAZAu8CsyJlvAwdcPUb5jT4+wiIrMDXLBYIzGK0LFZzo5euJKmSdx7bTmQC22HXWRKag1cGwiZ",
+	"XhcT0qCc0jWqr72Wb5lC/rpmCY6/zJgiGt6DTJkbpjDzcfNNr05blsMiOuqKwwWPjCxN4yLjFxqEgysE",
+	"kWJZQTkE5LKMluiuWZA5Uyx24iDz5tM6LnJhvjlpBB0ewIV43xRvcVWdjoCgPTwiK6dXx7RGSdvbC5S0",
+	"bpjyFs8dVr5Wk4sJN6QDlGhYsgOAIzntcgcJATR5wK46yi+dap3J1IGaRKpg/aSrDe/jfEL+iPHBe3oh",
+	"Yha6RzDfJWOkxlW7X3zsYl3K2CYSLHlk+A1bjvSRogrX40IbiFoYEXeyIcXGO1IzWhTNvtG9ZY1g2/xQ",
+	"cmaInrGiOIOAIqBJqaiRuC45AsUS4XjmxTkIN27X3uys47HbJJXXEAlVi2hFgQQoaCALfUKdx0fayRVp",
+	"W739mxe9o04quHD5yyiJOvGwSvpMW4dZqY2cMnWRp60EDXqVRQ2sdA5mc1Bd3BSkoNk1SkYoDEOUNIRM",
+	"2pW10xZolD/juaUiNnpDshNBu7WSQyuwLHOkxJ2GdzB3U3EelNlvyHBhmPYW5f5OIluzsXFfgWaJG2/h",
+	"s16IRRXf3Y0kDkt35uBKWvM5ebH05iPap6Vloh9KWoDtdwRBecLh194U4b5iQ50nRTeE1BE6SUWIHq+F",
+	"5wedGBdaHaOQoGrbD8Aprrs4XgjZ6Ga9r0iCPooglyTxti1BsmqjTogUqTByZs8vxr62tymQsYRAfwsb",
+	"K+QOpUUBq4ISbpW+fwFbUakAt04vqSLtIRqZ5HRB2r2uBdDR0TcddNWtAVwqhIylpaX4xp3lpbX+8jPP",
+	"yOvyj3N7YuRYJTUF53raOjoFw9JWM2AD41/PkR/CIOt03/snusSJCk/CwYMIBzvz8HNIUInFM0+FgqvV",
+	"6coTqGtgr0aXgBoKvKhGGILCAR8j14zN7Bj8C8QEjOE1wBtZoVkqqhhlj+peLhFsjp+7J89v2pplpSEJ",
+	"xmXdWUKTk2Ua3nkILreMd+/YrKCZ+zTOhJz1jAz+uBvEK5sSEMe28cmfY3ZI2sDFLHCv2cx0mthjeDkV",
+	"QOHOSJ09elaY1FnkYzHGpkPq1U6ozsYekYltX0qUKd/2kSOA3J1784kd8nTeKnbD2bwpbAl9Vfv5zsC7",
+	"1eA/2xI/6l1Z251rNR9yGJZEy21kAlVw1tKdefWSvDg5/Ttx6cMkZ8YH8S5lW8GDxtU7Q9HucIrCxRpg",
+	"5YWXLdGIDYYLbormUfjDammn9+8u4pI11xyzkhwwtosD8NR/eGOs4jsMj71frCAtGi63m9EZ8CFqHgU6",
+	"R4pcDAUIdVZghQzMES+stsI10qHu2uCVi4Y7/MayrqCj6ZCesRQiEgXPKzldMw2LVbXYqcU1qCPK172Y",
+	"QC0iixFmd1tq/brttgs/pnEnFdo1lRiwzzzYvW9K+ohox/IH9oQGGIPvXSqwWStq1+IkYjPgPaAXEoj2",
+	"B9zdJsTVZWHWhD5ud9WBTdIBRDTzmalUrEn5qQLLoIoWlPShArQPqG/kZtVn+Ccm0zbg9dLVxYU3X9U4",
+	"vWjPq/rIobaXDkkbDmLCi1yxjZFd/h3S9jGRupBGdxBxQx4uCpKzwupLwsg17qv9vUiZanJtvKRCCp7R",
+	"gpweRAnCbVpoCeJqqNjkKsw4tyO8q5sDnpnYz71l8evl+tStB3IybU1pmVb+5E0zerfzJjeHYLfmVSzC",
+	"rNIt+wpplxB3ctrBgD0LIZ2Q91cvoUafZ+c7JposMXJZ+bY3bce7wD91Tg9ENO++Oz1T9VC5iGOCa22v",
+	"yXwKxqZt+suO+Rr3yRhaL1Z+Cm8MpHHvGBvpDCuRRBtdygD8WiJPFZ+9JqXHXycP7pp3xZPL5auyj+PF",
+	"H9B5ZhxYQg4KLcHRg+HIGOfHYAmO8ja6UOvzvaK8KJvSDTaI4ltzeFbJAFQecDIMRNhxMS7Ygae6yFWx",
+	"CNeE3vjKTs2RnRsSeBK/7O2AvKeQHA5hlzvljsxypY+sg+vqVTi7CtRSaORJa8KlLSsDbEF7gn2LQLUV",
+	"+DEP3A8NPs3CKStYZnAPO9ET/76lAsLwYvOy5iERvr4i7Yu6YRDwVLPihuk9ZM0YVdzpRZvZBU/WyKQY",
+	"FNEgO8MJThMX3AYGG5jJx1H03R5DHgGESzFj/yFVKkLSR5ecVyfjk2J8iKolNoTqawaijJXJneSapALK",
+	"cuLH1pneMK23yc2G4m8F/2gDLhdYigSxp2Aj42Lv51TXmPnu18NToAbe7nbUELgYVucVK3tP0EAJ0HHn",
+	"62GytzJQbX9KF66ybqQr4q2sVAEUFgeZu8SaGSvvxBe7WQmuRzyvRANhiQaUoWCDIALoM0seqhCtgd3H",
+	"gHC93ZTgAZoE9N10Ab61b9/L4x/QYMkW4lw2eETqxqXtWOD64psQGRoHBO6LVLDoC4NWnykXFzj46N6+",
+	"jdWJ71HIK7xkEdbPiKBN0JslQoQz4bVq4atWsmYVxys2S/WOEsK64y5JWz3ynPyX/Q/LHD2sOtMYVjDz",
+	"iXRVXe7O9so/o1D4adNxRyWiQCLZXF/9pSuGbhHPnnRwHkKoQ9suFC1ZnYQU/Bqv3VLpcpf8CSouTHcZ",
+	"2XL2KmX+0UpdbMTf7s66r7q3ZQ9flOK1ZBji4wlT6HR2daegQpKPm/Hx6B4te+sSfrzyVp/+R7SFObsX",
+	"JgD4nNacFXTBcvK7HHbJuQgvcS/daJMKC2ldBURAAbwir5UlriXO1orzt6O0Alhgh5SiYFoTd9TEWUt/",
+	"o0WxT3WfSvdcYrbwu3N4BSugS3yoZ3Ha/xWLKkUAtbNm3re3Ovsximl9RxfnP52HzJ7YQ//+6mWzhz5W",
+	"NDcEBkSFmZDygQcOS8hUAQI7RwC4He/ElSo5dYkWc6yK6OXIttPCjntHkLAYuSGWeHhzzbErR0KfaTKT",
+	"GpigR25XyDXBtIhe852aVV6inWrGWsDM4E41r8VVDeVRHwy4UOhH9RqTW/EqZ23Ay8j6uYvAsUn1Pe4d",
+	"Jb7U/bIKDHwoUnknNMfGA3Xu4qG6iybsSpNs8BDV0GatalMVgV1jcAdpCe3t3lwK+hmvapJL5fM28Uz8",
+	"7z7RjKv1p7GDnrK0lFCWnDb41WIj615xMesu2bZAGQ/AsPxkB/lyXWotzXx4TFN5onJNPmqD5ntjSYob",
+	"sXEhu0n8S2TmlmbGkn4o5gpCaOKs51ia3XKqJ1F2uyj7JBo+iYZPouGTaPjxouFDRIbGQs7jpOuv2Iv3",
+	"4zs/Qyx4Za6jZFgW195gCb0LrN4v+8Eca1V/xgyGtKQiU9wwBV10IGyAnMehx9VTJ9pwqBdBBaaEp8Jb",
+	"GkHMgxgMzBV3A2niUsGj9FU/ZNBJiJYQ82yIkGhOxIfaBdwEqX24IDTLeL6m/DLP9SYjqZe5NCM8111y",
+	"kQMiCll9oBbPk4q2s0jH/bo0XXTc+nxXOTRdQSYYFnF0neA8ajXm7zmDHAQfLuNU8bEVDpY2DWZq3Jv2",
+	"8ZpJDA+M2ydtql0G/j+v2eKf8Osg5KNDBaRWA/Lay/h2TaeIaCWAeVAwAQ24fgG82dUSs7Z1cyLS2CnR",
+	"IA1DoLa575/ign5XKhF49Ov6zwy6uwXp1D3FK2sbWPIBSOPqTQXcQp4mJNTtJ+2KI8Im7FPoR2SlvVSE",
+	"UZYfQumBAYhzAxf1XxTLlZp8hdYzqBsqmXYOECvQoXleGzKY0tsAPSwlzLX3u1QFyGCpqRgchM0chA4+",
+	"A+cBsO+5xyt1vpbl7KQVJtrojL1X6LwXnh9W/v3MIu3HBlwn3lmKsev25+6TnHyxxnqCzApXVAuU3pDa",
+	"/+UGvDxo6MqmyJJV2lhOp1Qt7lu10Q2vCjeOmWBq38iZIir0svmmufc8evA9AtDdUtelDFX2s51lS7/r",
+	"pthJSw/CEqMdxp+pQ+vX9afzVLzsL1y8rI63u9Yl5hsLFExYATt2woio6bPNSTTNAF4bYblbjQZDQ8Z4",
+	"VKSBKzJB20FDwe1pXK9hjxP/rgyR0nEW+kOUNuBLdQuaTvEqUPg95CToQvW+qSXE5f9cYo8q6ATRhjbC",
+	"+sOaeF+f37Gdt1zZN9e1oZgYM2vrDnwxkmLfvrm8wgbbsAxN7Hsgp9p//AZREp0dk0XWQ+6qMUdlYD8x",
+	"wNY/mo8Fy7ENxowpl+5hJBmUqhh0yUB/0O5V1zLIvuZS2uE9D277crX2QT/OXMhLRowcM/BNYVJ+KqDN",
+	"F3yGjKXFz+X1REXcTnu9AD2RkyPyGgpJpcJZbBLsezT4I225srat/i9uwQnpdru/3g1cxzG/DasCAiCs",
+	"Vi9yTbjpVHXxnPd/8L8Hnm+pAzAOHwBbGXTJOTm+vXWeiNA2SddqXzktOzjKXM0sNE24wgV23amwCwcS",
+	"Z9edtrAqnCsMm2NpuLQVNmLvk/aJ8dhTGNrJQwf91DVGc56y9snxC4DZae85bi9qJkm4yIoyZ3knsp3A",
+	"4a7ZA3ZpzWWmD32liu40rytFFqiWY3+wvLrCiEaF6AoMEI/Z2XEtrYVOsFulFlzg/+C7QebccdiVe9lS",
+	"WNbM3kEq90WYCL6FCT2h3p7V7p1TMWpfHEdM7UGD3TrC9rdVgcWN3CsqbCetqMncuX4dD2HjdCj3aBbO",
+	"GsbsZ92E5HCw1VlSiAjQJReCUPL2/Orlv4OyGwWYWb3XsX8wY51BG0XqRieOHmHbY+c1r/ANjN4NyIbt",
+	"HJuwrbmjYCim7GvZL7tJ1Jj5ghNAP+tNm8+CGzwhy42eoS839nm+AWuMI2w6tnJVE2/30q3Wfm5wA045",
+	"Zi1BAnHNWAqtraPKGVgNOkH7E0jEqQA+41NOn2lftLyqbu52UqtNXqtJnoqlouS10tNn8CaEdWu60ERL",
+	"l+2928axFfbmoiBRtueULjBkQWML7baT2AASI1ecR+SpUMxA+X0oprr9PLG+AEREzKi2/Nf3G9fQNdSd",
+	"7XIH78CifWtxxNEdIXAZq6sN268HQi9BoMLTTcgYf2UbOt6tJSBXFaPZM/o0lJByvCoQA9hHqVmX/FxV",
+	"6Sy4Np6s2IuPJqKlzZfQTt7P2CVvsIq+G81diQgqQHhNBb6GLi8XTE0mFrozau+BwO4aLy++exeiYfUH",
+	"TaJhqQBrkK8PXAntWO+3ThT9PlVkO0xFIGl2jRpjbbAoUvuPO1LwkcNyxSyJBwdSI3nLeK6agpux9z1R",
+	"VIyZDjWlBse9591e9+joebd3eHwyANev65NPCm6YogXhAgms3RAAacic/HvmIeVs/dQBEA3qMQyhLnM2",
+	"Ydk1quFRxV7hjlYxLYsbS1vw+0vemjibtLc1hrXmylnlnXZpuilux+0lgtBEymvdjWowD8CbNviv2m+o",
+	"Z4pFvahz9EZ3zV6OT59/7Ga8SoO+niZa4Z9AfHesVeok2qgxM90/PNQfdJeVB3OmzcFRl07pf6Sgcw3l",
+	"p4+On5+cfvP3f7zoHR0fDtbt6ciX7rj3ptYTmnv5Ina0eH8ZMvYlVmcbVZQxozOacWOvSEFBEjK+mgGS",
+	"DU3akJc0XJAR5SqM7HSXi6rsS98htyorFTcLyyVcJu2QUcXUeYm9gGGHYB2HnysJH1Qr6KvPxUg2axOz",
+	"cljwjLz7/vKKnL+9sPv2TE3lfQyygl7AzisXOF5CzERJYwqoE+TNsInz50HRduDDSLPbNJ8CzSoWnQA0",
+	"+8B+85otLLVJhd0RE4ZnEBbRJwP7g1T8P+7vb2GDZKUKOsHDhYmwn2NM1A90Jmcsr7rv6DNXKccuCSoE",
+	"QUyqF2DhnY7rC+nYw+Dw5ujQrXsQzYQN6aE1qbefwdaxk2pGi0K7NsoADRTUKO5KVwZgX1s92OCgglhU",
+	"1JEKDykAFPRq1H1HuU9uscz9abAwWCY7AB0dQXno4h7/9ruWYpCKtq+64mwYVJAB1lAZIJP2krIF5ZDm",
+	"ri2WL4qD7am6qTjp+fLmkdYPblYwKSI3Bx90LrNyChW+vQsapkzIXEmLQBZlEwKCtBiHet1NvbagaJA/",
+	"gOpbOcsK6MAiVRTia+Y8Y+A/Bk0N12Ih6a2eE0Bu6GGGfcB4joyUay/d2Amt/Hbc60VdDCA+2rUBtd+b",
+	"FZbpRCXP2zk11LcjCMUf7XfyEg+GQTsAKxjf0ILn5P3Vq4N/JOT933pQAV+hw35GrRaZCl0qJcdWmmQ6",
+	"ozNWFaZMy/wfvR4BRQ6paUKQgGgXg6Gs3C+YNnainLGZjxn75gRbz+vOGQileJgc2sOjIDEs7Tleo0ih",
+	"mdCMtP2CV0Iw/dmGGCkrI6K3EA6hUhExPo3dZozlDAp/puJnC3fvCwFlh0HVqxAg7REMrHceGaP+5PCg",
+	"A7IO9LteaoE+IMgMzohmjAzmbAjCxQA+/l3pr7S9onEHPASpjgqBvoCGQb5oHxYCPZ6ENj1YBKhV0dGQ",
+	"1EVeYyv/87cXUS54v3XU7XV74PSdMUFnvNVvPe8edaEHADUTIPqWAiFJtX85Q3e4CBc5WAS0Qe0HBrob",
+	"o1v9X5p5Y/XKobNk3CVb3/Q16f5ocbt0uJ7eYtSvV4dCcDeaR5pHh56ae48MOd7VyJ2bRdo5H7BAUOPG",
+	"lJzWFrdbgvJDld5pWpKR+y/oV6gnMJNCoyBy3OuhH9uyWvS8REznd1dIfo8jAZMdiCzLG2cur7aWEG9P",
+	"YujLkIbuIPZFCOs4weU1fTVs4/BbGvpnwpCj7UPeC8fC/8NyHPR8+6BXUg15njOIXjg5Pt7lMzMlM0u7",
+	"hhhkeXL8YvuoKylfU7FwewJR93SX9b0X9Ibywn/L2fC2j8O+0SCp+jiH1ltMuFayHE/q7WC8UChVzlzn",
+	"Xo5ebjrWoaG/bv1qJ6xI3qGrsQTmXNlYrRq8NZZpoQc8FCMDsxmWfbLUe7hAd1E09x88v/MfwOrJVYyn",
+	"HBEkSgmpSFvim+LkxEhUR9MWLYq01SdGlWyQgPjgLcAJ0RKFilAyCpwmoXAUynEYNFkP5gzp2zCv67qx",
+	"c0GqPvyZiigNHWLv6JS5OmzIsepcxNXbCozEcd1vZb54sMu+VIzurm4wt3u9e0RSU68o1kButhQP+7JJ",
+	"y9HznYgEmNn/ArTokjlBsaIJOrKVQcQ9lCTEW1L1oYKWoGC1t7eoswORsoRkrXD2L4ayWeuxeWgTQl95",
+	"JfNLR97eyfYRP0nzSpYi/6rQ8F/MBDNAIyrtK7FffNe6+3UV/w7R9gCMcv/5kjXc9coVbIbO+wvvGkQ3",
+	"k3N4eQeLe8UyR2i7NCtKnYqB7zY+CHkz/Y0txaUiR6fTqseN1yPP6s3GG/gX9kSv7trDc6961/VPzLyi",
+	"BvprLro9KIQmnsX97/y+l7G3w2V8KcWo4GhTfuJVsYW31f/l15oUXeoJBu5VnV/c/UCP+FITxS45X7Es",
+	"1iyKO7KwmrD9sDQkiOQzFxyKTBfEaZdioQ2hGIvf9//QdkQPSMoodKKO+gieGyeLu3jI/E2JXZayglGo",
+	"lWX1QgB4FfmPOUleEsgZJIgwmidWS5hwbaRaJK5pN4U75VYDla7AV7tebv68TD6pg/dPx/P3JjNflaxK",
+	"Y+01CKXuIigGznNn9hFy3umSk94Ln8qLYSJ2/O53PXSVeMC7Hsojmb4jQZgQ6CNG0cIe6taFPiltqdCz",
+	"NueapcLf9k6InDju9RxM7I0fg/bs8w2RVM55xs7gC6lwAYu6+jJazRwtXaGqVWeWkM0VgjUXpF1r51In",
+	"Nx1w3Tv7tw94BeM7ejh84y7obYM+mpPeCQxyCwvN/FDOScVEFjlY3WFoApZ4bionkTa8KAjN7CcLlo+Z",
+	"M5lbwslHS2t3ngrMLXBBRG1v0cjBmTGncYCRtooRFKhIhSd8bR9X30kspg1ZJqdMV6fnEufQHeNZE5Kg",
+	"VFwFaAPvct5Dz7ueVV2EXQQAVAdhImOugiDkCaSiFDmEq2L8U1jZAJ2Cho7RKehaJcMEtV/cCOc6xJKX",
+	"hgJu/vv1+UsiR+CtmRL8UOyd0yxTzHT6WBgsPEmFXV1AHEBOt0rLNphy22hTEcK8SM5DFJcFmVSpmNvj",
+	"HDJsqwTTdEAM5iYWjsFbFdq30MAsLYhSgTjhIOlzcB38XNgvac8nGFoNfXCNExOMgh4wqRgyJnANC4Y9",
+	"RqhxZQYyOVtEXsoQzdTDmOGRYi6/0l7HM6Iluud8RySP4rG24KZECGEzVtxPs2UKPvyYov1S6fUvSrZ/",
+	"F6ikkHOooQPW/s6fSr7/KiX10J7Rk4qqTeNWofzMknjv3N/AtCGwYquJ6RWWm340DIX518ieEK0KrLFw",
+	"bUGEy7TWT2anz2l2ik7GMpOG06nQDtDsI81RFaoeut7xHytd1vH8JUz6ZaC6Bair0f6E8V8CxiNy+OJy",
+	"7JleKd/klOPKowfVtp1kG4rxVOHqqIU0XRKH73Ge9NrAjLdVpvKjoWzU9XEN4laBekse2C/cXf6VIJ8F",
+	"fd3h7QEeo0/AFyCzzSQOEgdcQvLetLhe8RjDNvaRlV3g9EoPzmqj3zIzt4rCqcsWjLv4JmQqb1az25/5",
+	"SozQZZwWJVueHrprni7nRJ/2qigfRlU2OYBali5gNmoTWV/hefDjBX2I1ZoNx6uoffCo+uCQFwUX4wM6",
+	"48v91fut0ymsYMbUS9cYunkFx+hEdO8kFlpcEFoU8QqW213G3aaXsqH7x02tFyMwzZg68KMxF83FbFdr",
+	"O+4R6vv4xi18od8hxKye9BJy1Outg1itI6nVi0IP0pNesgzPaGlUGcGUA+hSy8bjHlCtfWidyzXcSU87",
+	"emA620RjcT1fPD19ctR8pJCBeV00CoKPq+Ks0vklSSHoca4rzwr9/w5+D/R/CZNPGmovYLWqJ1v/14JC",
+	"eGDB3tsl77BSJ6oVJ70XzshXJb6SUjPt60A2iRLrjALr0Kj3CQjiVVQv6kkj+ow2AFfyr24FQDvVqhWg",
+	"LqHeS3OHKg4r2Ij5YxFCPrwJt9Zv/hMbcDffA28n+JPehyeh4iOFCmi7FK7q2Q71GzZLG7Vqa2sNE5dR",
+	"sbTPlDTimiPudseWmlKumzTUNrxHNklUunXL6KVaSVF92HaoSQk5hhOqMS0D624QeHVAfLFg/LkD6Wv2",
+	"kRsfWD8OdxMmPmvPD7PCw4xhf7NUVLly0LyWQYf9s1iQwFx7ZvlCUbgAvqmry3M7K2QedLom6MAaaoDZ",
+	"qabvNw3lAM0CUqVGUk1bj5pdUqt7/ZdIMPnqU0WiVOO12SIVhdtmSgvFyj+5MW0/BP08Bo2qlPt6kwYZ",
+	"+Ja1WCJ5UGtbOyA4ashcjskNy6Pc0CeDyBcvu5z2/r59zIXQ5Whk5QxhLo1UdPyAxhTIJ66aUcGfUvk+",
+	"61gHpqFhBmljP4t1hGFZGjrEBgB6l2SyuP8tlFCBzpgukQzKb80FJl213765vEpF/UvgA3VdbLGQUaht",
+	"lJDvvv/x+6vvyeqITuKrQvkPyOmMKnZARX6gmenHvDxaFRascWE91KQCS15j+QZXUJ3yAsJpC66tKsIF",
+	"GWCY1yBZatmaoAECk9chKE+TsSRSdMkbn2lWSHkN2bDYxB07dIYsvLArqDLGc6TjZ74pKVSjMnJbq9RU",
+	"1HqlknOiQNhhWGDB5x9AVhs0QuWaTKiaQkDkCDLQ4wMAeKDZrS5jYeZ3rZUuNdhLt+/z4XMsW+sA3rFC",
+	"VViMr1nlKmC4sLeVIKZ6g9vHSrBr7mf9ibXhxmbJDRzmZ2zN6zv1+otnD8p3Kn7Kufu6hLoaxXO3Tapw",
+	"R5bu3XJPZp04UuKz73Ym7UNvdmom7O8jMoXN4drr+g13uuR7pMFsSlBv42C+SUXoAguFKFZ6vpI20CKF",
+	"exOu2IV2PSpcM7pUSOHp+1JLDG5847wEeZ6r3uKCl32lllS4sl/Ml2fRZACb+uXip+++/99fu68uvv/x",
+	"u0GX/D+o1uGa4Slfmi8VociuK6c7V9wwX1iDe0qG9QjzUJIXGom4EiCpwE6FdqCuNX4JhVm0kTNSsRAs",
+	"9CNch0NffKbe7Q/0Lt87UIqM9YHOGrUgbYj8XqQCc8+w8nGIRMW48jBz1WDQhVwDRcF2vyFONdmrny9g",
+	"pP0CFP1xZYmtfu9qz+V8NGIQ2YqthFcWdnJ83CU/sAX4WGH5CEPElOZluFNjVisx2CxGz2jGHDARDWEB",
+	"kBuO04WeYFhqJQTrHj0P3V7gxUGSClc2wrdMBPlAymtLgxsDcesqlYYWiI/MyOJ+45+JjcV9MdeYEBQ8",
+	"DUiS+C5BIPh4SQXA/sTRvkaHLxQFqBgX1poCfeR3OdSejsZdWXdhWrs5gyMLxl/XHfzVeXcrdVZaUQZi",
+	"E2mMNR2sz7sUpAjZi75nxXqL1zqP73pc6X0Sm9FVJM884eBn9ftWx7DWbPpR/t3Vg58yNV6ymwThmYDs",
+	"jPm0UrAueVWaUvk2cE75ToWXOX2LbllAVXEusKd47XZgxUU3wOUT47BUhM9cMgPXa5ApKQZQsgfNSgNi",
+	"SiV0dCe5MHKl49wZ0X4GMDYNUMDFYoTQ65w1CUroha7dxscTkT6Py3sbGfBO7z8tOXgyHX9G07F3mUfN",
+	"AfZymm+VyzCZZScH+it489Gd6L8+cs7LX8ZF+qdl/DWfanU3nrkWpgmkJUODaaVNsjZl72GTwpqcIg+c",
+	"FwZmxy9B9MUGr08s76sLygUMOltWxuSIjGpiak05I3aQfRtKT8Tep/0YzUyxG87ma1nNW3y+PpBhTQ1D",
+	"yFXE1vuhZf1RLyFVobter7OuSizQglqszz717B+TVTlwrC+CdWuirf/5eNGf2tzWcILBz+vwH2yr769e",
+	"YokL9KX4uuMPqus231b0bT0wA3sHk34JHAx7lT9xsIqDPelga+7qOxdWsSL1EHjiCj/RqofcvTmk8x4/",
+	"cK2qc+cZC1V9gOZE3daqTmwjF+cCvl+aXY+VRahUmIlieiKLvMZhe6ENaQfid2lRRE3bQr+24QJCbMQZ",
+	"oaSwOj82sPAOO5d76UJjwM7FxdgVmvaFkFzFKRRNokZw9YWStma4xVeYGT9wZrNBYyHNKwT3enJ0/Olq",
+	"LWD7t7hCVZv6LtojWWu580SpnihVM6V6hZjEYo1YRA267e3NOLRyTFuO2LA8bW2NLKwa/K91yLhXHpOl",
+	"u0+sc8fg46e49YeTUOtdDZzdBJz/2I4kCdUfLC12IVGZfbWghgmmMegjOEpWDS/LRaBcC6qN5sgr985X",
+	"bYiMOvg+ZWt88dkayykavt/bNVtgz7cYp+HR1nwN13j5C83WqDW6/sS5Gr4l9VPxib988Qlse7jLZavz",
+	"j61lBMPte2QCv05Ycd3MnxxInzNyZA/0etggEmzuSixyLay67Si4xjrtvusac8kB/TiSPPQdTYXP5HCN",
+	"yK1mfM1mxmrz2OBeKoJNYDFOmQWxwW3c0Gum1zW3dz1EMa5YT+R8uVs+uJr1+qCQ6Io9Fn/6PAEhm2+2",
+	"Dwf5k97wJ972QAEdQbcSdMoSd1ETvLkQeEuLQs4tIrl+7stkat9IkA2c8vCaLTbrXOdvL36w7zzitcJP",
+	"bKrtaFeZQKlu79t/YqBfTB1I6E3dnlA9cWwKepPgz5Y1YUdAy0jEg3LYDSoWYtTDqFiPpOvgEp1e8zWr",
+	"PE9W3wdReUIb9BAZ7OQIaMEerhSB9reYUupENGjUvge5P/zjmi0uNudlvGM38rq6RtuzMnDAU1bG50Ij",
+	"hD+hFkfOSJwV1zvCJlRmwgSkuMOrW6N6PoY6+9pDM2omVcANYF1rWV5fCsD5kYmxmbT6xy4Cx/991NCy",
+	"ealvwR+tIaOKqfPSDvjlV0u+Mf0VF16qotVvTYyZ9Q8Pj47/3u11e92j/j96/+gBqXc7X437r9fB5EzX",
+	"Kg5hTxcoQyBdRmLkCg21trtL9Zs4063VMksv4zoR2hc4WC4LoburbcmbZnsjwMdolw6daaoAk5BE6pdp",
+	"fJ5Bt96zvGnaK2g5WhUeHrk6/EnoXF/1UckJtkeEXGftJNSqE/6UXrPoi84p0PBJJGJRBq+jlvYsatJx",
+	"NBuisD1a3xAfKkDbb/j++evzqS/R2J5hXqxvRWMkGaBY3i1VMehCj34vp4+Zqeo1/Pflm59S4WpbxV38",
+	"I+BfAiqHp9QYxYelYZoMYJUX+QA7xwyqDs0D0n518eoN+VCykuk+eY2D/6VkObvIyT/jZs6pcE+/Y3kZ",
+	"BBV4y83fgb49jOYuBkkzn5gLCbg/T1wzqblU19B/SwqWYJvpwR8plo1OW74TFuvCD3eDVLQH9X4zgw7A",
+	"zr9ngYcJ6v4naBAzIIENdc5SAd+hggxqbSkHPk7BtyRxGPb+3Y+k7bpx4mwdqLHhVSNXErKQYtzcHtrh",
+	"tG/CszEGMWr5l5M2+1DSAjboz60KO0R4Vlj5vwc+7EAdwKcOtlDFrbXZamuBNKGkwkMpsAd3QGEXbAYD",
+	"+oSmwt9GjESougiCAM8NBHjYcyf6ms90VBekasKF0Gzc7lLe98ft9L3gt662t8aW4UhtAC+wlRYfCyRi",
+	"W4EPxZ0Mnc4+bk2Dm6N/DsjfyITdQp+tg8t/nx+fftPGnloJhvjZz5C/kbTVTVvkb0TROdCCzlnod8Vg",
+	"6VBbBgZCmI40rlaCYCST0yk98KnyOcHv2kEUAnjBOeu/6XqlSsG8urwDQC79XHsB5JH8UJ5COwq2h6lv",
+	"OQZqQY5vb8mUUaGr5m1nXnr+UPLsusCuvkDlwAg7pyp3kbUoAa4wB5+Qhzbbd8yoxcE5/LvtEVQq6L12",
+	"dfWW5NS4blZOMnyw+SKpcXXjUJgiuOxp1WNVEWq5sGBQv8Y1DOUNnfH6obkacK0hza6tMFIFi0UBJ1N6",
+	"e+66OSYY+IX9Gsk7lnPFMhfEJaQhI4k2Lks4NrWf8k0EoXVp/DkFTAjok5EWLFauc5z4mba8oDnY4O7u",
+	"/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

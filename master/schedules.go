@@ -13,6 +13,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -40,6 +41,7 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 		StartAt:     in.StartAt,
 		EndAt:       in.EndAt,
 		Misfire:     model.MisfirePolicy(deref(in.Misfire, api.MisfireFireOnce)),
+		Labels:      deref(in.Labels, nil),
 	}
 	if in.Payload != nil {
 		sp.Payload = *in.Payload
@@ -114,6 +116,9 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	}
 	if in.Misfire != nil {
 		sp.Misfire = model.MisfirePolicy(*in.Misfire)
+	}
+	if in.Labels != nil {
+		sp.Labels = *in.Labels // whole: {} removes every label
 	}
 	return nil
 }
@@ -290,6 +295,13 @@ func (s *Server) ListSchedules(c echo.Context, params api.ListSchedulesParams) e
 	if params.State != nil {
 		p.State = model.ScheduleState(*params.State)
 	}
+	for _, l := range deref(params.Label, nil) {
+		r, err := label.Parse(l)
+		if err != nil {
+			return invalid("label", err.Error())
+		}
+		p.Labels = append(p.Labels, r)
+	}
 	items, err := s.store.ScheduleList(c.Request().Context(), p)
 	if err != nil {
 		return err
@@ -407,22 +419,29 @@ func (s *Server) cancelFutureFires(ctx context.Context, tenantID, scheduleID str
 // the cancellation.
 func (s *Server) DeleteSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	if _, err := s.store.ScheduleGet(ctx, tenant, id); err != nil {
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
+	if err != nil {
 		return err
 	}
-	// Cancel before deleting so that a failed delete leaves nothing waiting,
-	// and again after it for events the emitter wrote meanwhile.
-	if _, err := s.store.EventCancelPending(ctx, id, "", s.now()); err != nil {
-		return err
-	}
-	if err := s.store.ScheduleDelete(ctx, tenant, id); err != nil {
-		return err
-	}
-	if _, err := s.store.EventCancelPending(ctx, id, "", s.now()); err != nil {
+	if err := s.deleteSchedule(ctx, m); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// deleteSchedule deletes m with its waiting events (DELETE and the bulk
+// delete).
+func (s *Server) deleteSchedule(ctx context.Context, m *model.Schedule) error {
+	// Cancel before deleting so that a failed delete leaves nothing waiting,
+	// and again after it for events the emitter wrote meanwhile.
+	if _, err := s.store.EventCancelPending(ctx, m.ID, "", s.now()); err != nil {
+		return err
+	}
+	if err := s.store.ScheduleDelete(ctx, m.TenantID, m.ID); err != nil {
+		return err
+	}
+	_, err := s.store.EventCancelPending(ctx, m.ID, "", s.now())
+	return err
 }
 
 // setState moves the schedule to state with a new version (children are
@@ -446,23 +465,43 @@ func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.
 // PauseSchedule implements POST /v1/schedules/{id}/pause.
 func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	m, err := s.store.ScheduleGet(ctx, tenant, id)
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
 	if err != nil {
 		return err
 	}
-	switch m.State {
-	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
-	case model.ScheduleActive:
-		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
-			return err
-		}
-	}
-	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
+	if m, _, err = s.pause(ctx, m, pauseArgs{}); err != nil {
 		return err
 	}
 	return s.respondSchedule(c, http.StatusOK, m)
+}
+
+// pauseArgs are what a pause records with the schedule: the client's note
+// and when it resumes by itself (nil: when resumed).
+type pauseArgs struct {
+	Note  string
+	Until *time.Time
+}
+
+// pause pauses m (single and bulk pause) and reports whether it was active.
+// The state change is one compare-and-set; the waiting events of future
+// fires are cancelled after it, also when m was paused already, so that a
+// repeated pause finishes one that failed there.
+func (s *Server) pause(ctx context.Context, m *model.Schedule, _ pauseArgs) (*model.Schedule, bool, error) {
+	changed := false
+	switch m.State {
+	case model.ScheduleCompleted:
+		return nil, false, conflict("the schedule is completed")
+	case model.ScheduleActive:
+		var err error
+		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
+			return nil, false, err
+		}
+		changed = true
+	}
+	if err := s.cancelFutureFires(ctx, m.TenantID, m.ID); err != nil {
+		return nil, false, err
+	}
+	return m, changed, nil
 }
 
 // ResumeSchedule implements POST /v1/schedules/{id}/resume.
@@ -472,49 +511,51 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
+	m, comp, _, err := s.resume(ctx, m)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
+}
+
+// resume resumes m (single and bulk resume) and reports whether it was
+// paused. An active m has its fires emitted again (idempotently): a
+// retried resume whose first attempt failed after the state change still
+// emits.
+func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, bool, error) {
 	var comp *schedule.Compiled
+	changed := false
+	var err error
 	switch m.State {
 	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
+		return nil, nil, false, conflict("the schedule is completed")
 	case model.SchedulePaused:
 		if err := s.checkFire(ctx, m); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
-			return err
+			return nil, nil, false, err
 		}
-		fallthrough
-	case model.ScheduleActive:
-		// Also when already active: a retried resume whose first attempt
-		// failed after the state change still emits (idempotently).
-		if comp == nil {
-			if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
-				return err
-			}
+		changed = true
+	default:
+		if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
+			return nil, nil, false, err
 		}
-		if err := s.saved(ctx, m, comp.Keys); err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
 	}
-	return s.respondSchedule(c, http.StatusOK, m)
+	if err := s.saved(ctx, m, comp.Keys); err != nil {
+		return nil, nil, false, err
+	}
+	return m, comp, changed, nil
 }
 
 // TriggerSchedule implements POST /v1/schedules/{id}/trigger.
 func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	m, err := s.store.ScheduleGet(ctx, tenant, id)
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
 	if err != nil {
 		return err
 	}
-	if s.emitter == nil {
-		return unavailable("no emitter is running")
-	}
-	if err := s.checkFire(ctx, m); err != nil {
-		return err
-	}
-	f, err := s.emitter.Trigger(ctx, m, s.now())
+	f, err := s.trigger(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -523,6 +564,17 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, out)
+}
+
+// trigger fires m's events now (single and bulk trigger).
+func (s *Server) trigger(ctx context.Context, m *model.Schedule) (*model.Fire, error) {
+	if s.emitter == nil {
+		return nil, unavailable("no emitter is running")
+	}
+	if err := s.checkFire(ctx, m); err != nil {
+		return nil, err
+	}
+	return s.emitter.Trigger(ctx, m, s.now())
 }
 
 // checkFire runs the checks of a write that fires m (trigger, resume): the
@@ -623,6 +675,10 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if len(m.Payload) > 0 {
 		p := api.Payload(m.Payload)
 		out.Payload = &p
+	}
+	if len(m.Labels) > 0 {
+		l := api.Labels(m.Labels)
+		out.Labels = &l
 	}
 	if m.State == model.ScheduleActive {
 		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {

@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -159,6 +161,10 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 		fe.Add("endAt", "is in the past")
 	}
 	m.PolicyID = sp.PolicyID
+	fe = append(fe, label.Check("labels", sp.Labels)...)
+	if len(sp.Labels) > 0 {
+		m.Labels = maps.Clone(sp.Labels)
+	}
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}

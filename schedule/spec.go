@@ -30,6 +30,8 @@ type Spec struct {
 	StartAt     *time.Time
 	EndAt       *time.Time
 	Misfire     model.MisfirePolicy
+	// Labels are the client's key/value pairs (label.Check's rules).
+	Labels map[string]string
 }
 
 // Target is where a schedule's events go. URL and QueueURL are pointers
@@ -87,6 +89,7 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		StartAt:     m.StartAt,
 		EndAt:       m.EndAt,
 		Misfire:     m.Misfire,
+		Labels:      m.Labels,
 	}
 	if m.Cron != "" {
 		c := m.Cron
