@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,16 @@ func TestCompileRejects(t *testing.T) {
 			s.StartAt, s.EndAt = ptr(testNow.Add(time.Hour)), ptr(testNow.Add(time.Hour))
 		}, "endAt", "must be after startAt"},
 		{"EndInThePast", func(s *schedule.Spec) { s.EndAt = ptr(testNow) }, "endAt", "is in the past"},
+		{"LabelKeyInvalid", func(s *schedule.Spec) { s.Labels = map[string]string{"my team": "x"} }, "labels",
+			`key "my team": the name must be letters, digits, '-', '_' and '.', and start and end with a letter or digit`},
+		{"LabelValueInvalid", func(s *schedule.Spec) { s.Labels = map[string]string{"team": "-x"} }, "labels.team",
+			"value must be letters, digits, '-', '_' and '.', and start and end with a letter or digit"},
+		{"SeventeenLabels", func(s *schedule.Spec) {
+			s.Labels = map[string]string{}
+			for i := range 17 {
+				s.Labels["k"+strconv.Itoa(i)] = ""
+			}
+		}, "labels", "17 labels, at most 16"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

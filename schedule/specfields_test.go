@@ -34,6 +34,7 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		"StartAt":     func(sp *schedule.Spec) { sp.StartAt = ptr(testNow.Add(time.Hour)) },
 		"EndAt":       func(sp *schedule.Spec) { sp.EndAt = ptr(testNow.Add(48 * time.Hour)) },
 		"Misfire":     func(sp *schedule.Spec) { sp.Misfire = model.MisfireSkip },
+		"Labels":      func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
 	if err != nil {
