@@ -163,9 +163,15 @@ func commands() []*command {
 			key := fs.String("concurrency-key", "", `makes --max-in-flight a bound per key value: a JSON pointer into the payload such as "/customerId", or "scheduleId"`)
 			total := fs.Int("max-in-flight-total", 0, "most tokens out across all key values; only with --concurrency-key")
 			adaptiveMin := fs.Int("adaptive-min", 0, "adaptive limit: the floor it moves down to from the consumer's signals (its ceiling is --max-in-flight)")
+			var labels listFlag
+			fs.Var(&labels, "label", "a label, key=value (repeatable)")
 			return func(e *env, _ []string) error {
 				set := setFlags(fs)
 				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout), ConcurrencyKey: optString(*key)}
+				var err error
+				if in.Labels, err = labelsOf(labels); err != nil {
+					return err
+				}
 				if set["auto-release"] {
 					in.AutoRelease = auto
 				}
@@ -201,21 +207,26 @@ func commands() []*command {
 			state := fs.String("state", "", "only schedules in this state: active, paused or completed")
 			policy := fs.String("policy", "", "only schedules of this policy id")
 			prefix := fs.String("name-prefix", "", "only schedules whose name starts with this")
+			var labels listFlag
+			fs.Var(&labels, "label", "only schedules with this label: key=value, or key for any value (repeatable; all must hold)")
 			return func(e *env, _ []string) error {
 				l, c := p.params()
 				params := &client.ListSchedulesParams{Limit: l, Cursor: c, PolicyId: optString(*policy), NamePrefix: optString(*prefix)}
+				if len(labels) > 0 {
+					params.Label = (*[]string)(&labels)
+				}
 				if *state != "" {
 					st := client.ScheduleState(*state)
 					params.State = &st
 				}
 				return fetch(e, func(w *tabwriter.Writer, v *client.ScheduleList) {
-					fmt.Fprintln(w, "ID\tNAME\tSTATE\tWHEN\tTIMEZONE\tEVENTS\tPOLICY\tNEXT FIRE")
+					fmt.Fprintln(w, "ID\tNAME\tSTATE\tWHEN\tTIMEZONE\tEVENTS\tPOLICY\tNEXT FIRE\tLABELS")
 					for _, s := range v.Items {
 						nextFire := "-"
 						if len(s.NextFireTimes) > 0 {
 							nextFire = ts(s.NextFireTimes[0])
 						}
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Name, s.State, when(&s), s.Timezone, s.EventCount, sp(s.PolicyId), nextFire)
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Id, s.Name, s.State, when(&s), s.Timezone, s.EventCount, sp(s.PolicyId), nextFire, labelsText(s.Labels))
 					}
 					next(w, v.NextCursor)
 				})(e.api.ListSchedules(e.ctx, params))
@@ -226,6 +237,7 @@ func commands() []*command {
 		})},
 		{group: "schedules", verb: "create", summary: "create a schedule from flags, or from a JSON body with --file", positional: 0, flags: scheduleCreateFlags},
 		{group: "schedules", verb: "create-batch", summary: "create many schedules from a JSON array or NDJSON file (-f), in batches of up to 1,000", positional: 0, flags: scheduleCreateBatchFlags},
+		{group: "schedules", verb: "actions", summary: "pause, resume, delete or trigger every schedule a selector (--label, --id, --policy, --name-prefix) matches", positional: 0, flags: scheduleActionsFlags},
 		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0]))
 		})},
@@ -380,11 +392,13 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 	misfire := fs.String("misfire", "", "fires missed while the service was down: fire_once (default), fire_all or skip")
 	startAt := fs.String("start-at", "", "no fires before this RFC 3339 time")
 	endAt := fs.String("end-at", "", "no fires after this RFC 3339 time")
+	var labels listFlag
+	fs.Var(&labels, "label", "a label, key=value (repeatable)")
 	return func(e *env, _ []string) error {
 		set := setFlags(fs)
 		if *file != "" {
 			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at"} {
+				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "label"} {
 				if set[f] {
 					return fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
 				}
@@ -430,6 +444,9 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		if in.EndAt, err = optTime("end-at", *endAt); err != nil {
+			return err
+		}
+		if in.Labels, err = labelsOf(labels); err != nil {
 			return err
 		}
 		switch {
@@ -538,6 +555,9 @@ func policyTable(w *tabwriter.Writer, p *client.Policy) {
 	if p.Adaptive != nil {
 		limits = append(limits, fmt.Sprintf("adaptive %d to %d, now %s", p.Adaptive.Min, p.MaxInFlight, ip(p.EffectiveLimit)))
 	}
+	if p.Labels != nil {
+		limits = append(limits, "labels "+labelsText(p.Labels))
+	}
 	if len(limits) > 0 {
 		_ = w.Flush()
 		fmt.Fprintf(w, "\n%s\n", strings.Join(limits, "; "))
@@ -554,7 +574,7 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	if s.Window != nil {
 		fmt.Fprintf(w, "window\t%s (spread %t)\n", *s.Window, s.Spread)
 	}
-	fmt.Fprintf(w, "version\t%d\n", s.Version)
+	fmt.Fprintf(w, "version\t%d\nlabels\t%s\n", s.Version, labelsText(s.Labels))
 	for i, t := range s.NextFireTimes {
 		label := ""
 		if i == 0 {
