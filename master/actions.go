@@ -84,15 +84,18 @@ func (s *Server) ScheduleActions(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// act applies the action of in to m and reports whether it changed m.
+// act applies the action of in to m and reports whether it changed m's
+// state (pause, resume), deleted it or fired it.
 func (s *Server) act(ctx context.Context, in api.ScheduleActionRequest, m *model.Schedule) (bool, error) {
 	switch in.Action {
 	case api.Pause:
-		_, changed, err := s.pause(ctx, m, pauseArgs{Note: deref(in.Note, ""), Until: untilOf(in.Until)})
-		return changed, err
+		was := m.State
+		_, err := s.Pause(ctx, m, deref(in.Note, ""), untilOf(in.Until), "")
+		return err == nil && was == model.ScheduleActive, err
 	case api.Resume:
-		_, _, changed, err := s.resume(ctx, m)
-		return changed, err
+		was := m.State
+		_, _, err := s.resumeSchedule(ctx, m)
+		return err == nil && was == model.SchedulePaused, err
 	case api.Delete:
 		err := s.deleteSchedule(ctx, m)
 		if errors.Is(err, model.ErrNotFound) {

@@ -234,6 +234,7 @@ func TestScheduleActionsRefusesBadSelectors(t *testing.T) {
 		{"NoteWithResume", `{"action":"resume","selector":{"namePrefix":"o"},"note":"x"}`, 422, "note"},
 		{"UntilPast", `{"action":"pause","selector":{"namePrefix":"o"},"until":"2001-01-01T00:00:00Z"}`, 422, "until"},
 		{"ForeignCursor", `{"action":"pause","selector":{"namePrefix":"o"},"cursor":"nope"}`, 400, "cursor"},
+		{"OverAPageOfIDs", `{"action":"pause","selector":{"ids":["s` + strings.Repeat(`","s`, 1000) + `"]}}`, 400, "selector.ids"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,9 +325,11 @@ func TestScheduleLabels(t *testing.T) {
 		t.Fatalf("list team=batch = %v, want the first batch item", ids)
 	}
 
-	// A bad selector in the list is a 422 naming label.
+	// A bad selector in the list is a 422 naming label; 17 are a 400.
 	lr, err := a.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{Label: &[]string{"a b=c"}})
 	wantProblem(t, err, lr.HTTPResponse, lr.Body, http.StatusUnprocessableEntity, "label")
+	lr, err = a.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{Label: &seventeen})
+	wantProblem(t, err, lr.HTTPResponse, lr.Body, http.StatusBadRequest, "label")
 }
 
 func TestPolicyLabels(t *testing.T) {

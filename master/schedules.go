@@ -469,39 +469,32 @@ func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	if m, _, err = s.pause(ctx, m, pauseArgs{}); err != nil {
+	if m, err = s.Pause(ctx, m, "", nil, ""); err != nil {
 		return err
 	}
 	return s.respondSchedule(c, http.StatusOK, m)
 }
 
-// pauseArgs are what a pause records with the schedule: the client's note
-// and when it resumes by itself (nil: when resumed).
-type pauseArgs struct {
-	Note  string
-	Until *time.Time
-}
-
-// pause pauses m (single and bulk pause) and reports whether it was active.
-// The state change is one compare-and-set; the waiting events of future
-// fires are cancelled after it, also when m was paused already, so that a
-// repeated pause finishes one that failed there.
-func (s *Server) pause(ctx context.Context, m *model.Schedule, _ pauseArgs) (*model.Schedule, bool, error) {
-	changed := false
+// Pause pauses m (single and bulk pause) and cancels the waiting events of
+// its fires still ahead, also when m was paused already, so that a
+// repeated pause finishes one that failed there. note, until and by (the
+// asking key's prefix) are what the pause records where schedules keep
+// them. A completed m is a conflict; ErrConflict also when m's version
+// moved meanwhile (nothing written).
+func (s *Server) Pause(ctx context.Context, m *model.Schedule, note string, until *time.Time, by string) (*model.Schedule, error) {
 	switch m.State {
 	case model.ScheduleCompleted:
-		return nil, false, conflict("the schedule is completed")
+		return nil, conflict("the schedule is completed")
 	case model.ScheduleActive:
 		var err error
 		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		changed = true
 	}
 	if err := s.cancelFutureFires(ctx, m.TenantID, m.ID); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return m, changed, nil
+	return m, nil
 }
 
 // ResumeSchedule implements POST /v1/schedules/{id}/resume.
@@ -511,41 +504,48 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	m, comp, _, err := s.resume(ctx, m)
+	m, comp, err := s.resumeSchedule(ctx, m)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
 }
 
-// resume resumes m (single and bulk resume) and reports whether it was
-// paused. An active m has its fires emitted again (idempotently): a
+// resumeSchedule resumes m (single and bulk resume): a paused m by resume,
+// an active one has its fires emitted again (idempotently), so that a
 // retried resume whose first attempt failed after the state change still
-// emits.
-func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, bool, error) {
-	var comp *schedule.Compiled
-	changed := false
-	var err error
+// emits. A completed m is a conflict.
+func (s *Server) resumeSchedule(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
 	switch m.State {
 	case model.ScheduleCompleted:
-		return nil, nil, false, conflict("the schedule is completed")
+		return nil, nil, conflict("the schedule is completed")
 	case model.SchedulePaused:
-		if err := s.checkFire(ctx, m); err != nil {
-			return nil, nil, false, err
-		}
-		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
-			return nil, nil, false, err
-		}
-		changed = true
-	default:
-		if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
-			return nil, nil, false, err
-		}
+		return s.resume(ctx, m)
+	}
+	comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := s.saved(ctx, m, comp.Keys); err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
-	return m, comp, changed, nil
+	return m, comp, nil
+}
+
+// resume moves the paused m to active with a compare-and-set on its
+// version (ErrConflict: changed meanwhile) and emits its fires.
+func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
+	if err := s.checkFire(ctx, m); err != nil {
+		return nil, nil, err
+	}
+	m, comp, err := s.setState(ctx, m, model.ScheduleActive)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.saved(ctx, m, comp.Keys); err != nil {
+		return nil, nil, err
+	}
+	return m, comp, nil
 }
 
 // TriggerSchedule implements POST /v1/schedules/{id}/trigger.
