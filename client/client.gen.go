@@ -573,14 +573,8 @@ type PolicyCreate struct {
 	// At most 256 bytes. Absent: maxInFlight bounds the whole policy.
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 
-	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
-	// is a name of at most 63 characters (letters, digits, '-', '_' and
-	// '.', starting and ending with a letter or digit), optionally after
-	// a prefix and '/', the prefix a DNS subdomain of at most 253
-	// characters ("example.com/team"). A value is empty or follows the
-	// rules of a name. A bad key is a 422 naming `labels`; a bad value
-	// one naming `labels.<key>`.
-	Labels *Labels `json:"labels,omitempty"`
+	// Labels Up to 16 key/value pairs, with the rules of the schedules' labels (see Labels).
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
@@ -620,8 +614,8 @@ type PolicyUpdate struct {
 	// ConcurrencyKey As in PolicyCreate; "" removes the key (and maxInFlightTotal).
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 
-	// Labels Replaces the labels whole; `{}` removes them all.
-	Labels *Labels `json:"labels,omitempty"`
+	// Labels As in PolicyCreate; replaces the labels whole, `{}` removes them all.
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.

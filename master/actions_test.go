@@ -335,17 +335,17 @@ func TestScheduleLabels(t *testing.T) {
 func TestPolicyLabels(t *testing.T) {
 	h := newHarness(t)
 	_, a := h.tenant("a")
-	l := client.Labels{"team": "billing"}
+	l := map[string]string{"team": "billing"}
 	r, err := a.CreatePolicyWithResponse(h.ctx, nil, client.PolicyCreate{Name: "p", MaxInFlight: 3, Labels: &l})
 	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusCreated)
 	if r.JSON201.Labels == nil || (*r.JSON201.Labels)["team"] != "billing" {
 		t.Fatalf("created policy labels = %v", r.JSON201.Labels)
 	}
 	id := r.JSON201.Id
-	bad := client.Labels{"team": "-x"}
+	bad := map[string]string{"team": "-x"}
 	ur, err := a.UpdatePolicyWithResponse(h.ctx, id, client.PolicyUpdate{Labels: &bad})
 	wantProblem(t, err, ur.HTTPResponse, ur.Body, http.StatusUnprocessableEntity, "labels.team")
-	ops := client.Labels{"team": "ops", "tier": "gold"}
+	ops := map[string]string{"team": "ops", "tier": "gold"}
 	ur, err = a.UpdatePolicyWithResponse(h.ctx, id, client.PolicyUpdate{Labels: &ops})
 	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
 	gr, err := a.GetPolicyWithResponse(h.ctx, id)

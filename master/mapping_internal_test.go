@@ -35,6 +35,9 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 		f.SetInt(17)
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Type().Elem().Kind() == reflect.String:
+		f.Set(reflect.MakeMap(f.Type()))
+		f.SetMapIndex(reflect.ValueOf("member").Convert(f.Type().Key()), reflect.ValueOf("value-of-"+name).Convert(f.Type().Elem()))
 	default:
 		t.Fatalf("member %s of kind %s: teach setMember this kind", name, f.Kind())
 	}

@@ -384,7 +384,7 @@ func (s *Server) parseTimeout(fe *fieldErrors, field, v string) time.Duration {
 
 // setLabels replaces *dst by in, when given, after label.Check: labels are
 // set whole ({} removes them all).
-func setLabels(fe *fieldErrors, dst *map[string]string, in *api.Labels) {
+func setLabels(fe *fieldErrors, dst *map[string]string, in *map[string]string) {
 	if in == nil {
 		return
 	}

@@ -168,9 +168,13 @@ func commands() []*command {
 			return func(e *env, _ []string) error {
 				set := setFlags(fs)
 				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout), ConcurrencyKey: optString(*key)}
-				var err error
-				if in.Labels, err = labelsOf(labels); err != nil {
+				l, err := labelsOf(labels)
+				if err != nil {
 					return err
+				}
+				if l != nil {
+					m := map[string]string(*l)
+					in.Labels = &m
 				}
 				if set["auto-release"] {
 					in.AutoRelease = auto
