@@ -40,6 +40,7 @@ func TestLabelsAndBulkActions(t *testing.T) {
 	if res.Matched != 1 || res.Changed != 1 {
 		t.Fatalf("actions delete --id --json: %+v", res)
 	}
+	tk("policies", "create", "--name", "p", "--max-in-flight", "1", "--label", "team=billing").ok(t).has(t, `(?m)^labels team=billing$`)
 	tk("schedules", "actions", "--action", "pause").fails(t, exitFail, `400`, `(?m)^  selector: `)
 	tk("schedules", "actions", "--label", "team=ops").fails(t, exitUsage, `--action is required`)
 }
