@@ -106,6 +106,18 @@ func TestScheduleActionsByLabel(t *testing.T) {
 		t.Fatalf("paused after the bulk resume: %v", got)
 	}
 
+	// ids and labels together: only the named schedules with the label.
+	both := append(slices.Clone(billing), ops...)
+	opsOnly := map[string]string{"team": "ops"}
+	res = h.act(a, client.ScheduleActionRequest{Action: client.ScheduleActionPause, Selector: client.ScheduleSelector{Ids: &both, Labels: &opsOnly}})
+	if res.Matched != 2 || res.Changed != 2 {
+		t.Fatalf("pause by ids and label = %+v, want the 2 ops schedules", res)
+	}
+	if got := h.listIDs(a, nil, "paused", 100); !slices.Equal(got, ops) {
+		t.Fatalf("paused = %v, want the ops schedules %v", got, ops)
+	}
+	h.act(a, client.ScheduleActionRequest{Action: client.ScheduleActionResume, Selector: client.ScheduleSelector{Ids: &ops}})
+
 	before := h.em.triggerCount()
 	res = h.act(a, client.ScheduleActionRequest{Action: client.ScheduleActionTrigger, Selector: bySel})
 	if res.Matched != 3 || res.Changed != 3 || h.em.triggerCount()-before != 3 {
