@@ -176,6 +176,30 @@ func (e PolicyLimitReason) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleAction.
+const (
+	Delete  ScheduleAction = "delete"
+	Pause   ScheduleAction = "pause"
+	Resume  ScheduleAction = "resume"
+	Trigger ScheduleAction = "trigger"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleAction enum.
+func (e ScheduleAction) Valid() bool {
+	switch e {
+	case Delete:
+		return true
+	case Pause:
+		return true
+	case Resume:
+		return true
+	case Trigger:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	Active    ScheduleState = "active"
@@ -501,6 +525,15 @@ type FireTimeDst string
 // fires have no jitter.
 type Jitter = string
 
+// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+// is a name of at most 63 characters (letters, digits, '-', '_' and
+// '.', starting and ending with a letter or digit), optionally after
+// a prefix and '/', the prefix a DNS subdomain of at most 253
+// characters ("example.com/team"). A value is empty or follows the
+// rules of a name. A bad key is a 422 naming `labels`; a bad value
+// one naming `labels.<key>`.
+type Labels map[string]string
+
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
 type Lateness struct {
 	P50 float32 `json:"p50"`
@@ -548,6 +581,15 @@ type Policy struct {
 	// adaptive.max; absent without adaptive.
 	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
 	Id             string `json:"id"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
 	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
@@ -598,6 +640,9 @@ type PolicyCreate struct {
 	// At most 256 bytes. Absent: maxInFlight bounds the whole policy.
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 
+	// Labels Up to 16 key/value pairs, with the rules of the schedules' labels (see Labels).
+	Labels *map[string]string `json:"labels,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int `json:"maxInFlight"`
@@ -635,6 +680,9 @@ type PolicyUpdate struct {
 
 	// ConcurrencyKey As in PolicyCreate; "" removes the key (and maxInFlightTotal).
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+
+	// Labels As in PolicyCreate; replaces the labels whole, `{}` removes them all.
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
@@ -723,7 +771,16 @@ type Schedule struct {
 	Id         string     `json:"id"`
 
 	// Jitter The schedule's jitter (see Jitter); absent without one.
-	Jitter      *string `json:"jitter,omitempty"`
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
@@ -752,6 +809,58 @@ type Schedule struct {
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
 	Window    *string       `json:"window,omitempty"`
+}
+
+// ScheduleAction defines model for ScheduleAction.
+type ScheduleAction string
+
+// ScheduleActionFailure defines model for ScheduleActionFailure.
+type ScheduleActionFailure struct {
+	Detail string `json:"detail"`
+	Id     string `json:"id"`
+
+	// Status The HTTP status the single-schedule call would have answered.
+	Status int `json:"status"`
+}
+
+// ScheduleActionRequest defines model for ScheduleActionRequest.
+type ScheduleActionRequest struct {
+	Action ScheduleAction `json:"action"`
+
+	// Cursor The `nextCursor` of the previous page; absent for the first.
+	Cursor *string `json:"cursor,omitempty"`
+
+	// Note With pause, the note each paused schedule keeps.
+	Note *string `json:"note,omitempty"`
+
+	// Selector Which schedules a bulk action applies to: those that meet every
+	// criterion given. At least one criterion is required (an empty
+	// selector, or only empty criteria, is a 400 naming `selector`), so
+	// that no call selects every schedule by accident.
+	Selector ScheduleSelector `json:"selector"`
+
+	// Until With pause, when the paused schedules resume by themselves.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// ScheduleActionResult defines model for ScheduleActionResult.
+type ScheduleActionResult struct {
+	// Changed Of them, those the action changed: paused, resumed, deleted, or
+	// triggered. A schedule already in the state asked for is matched,
+	// not changed.
+	Changed int `json:"changed"`
+
+	// Failed Matched schedules the action failed on, each left as it was.
+	Failed *[]ScheduleActionFailure `json:"failed,omitempty"`
+
+	// Matched Schedules of this page that the selector matched.
+	Matched int `json:"matched"`
+
+	// More More schedules may match after this page; call again with `cursor` set to `nextCursor`.
+	More *bool `json:"more,omitempty"`
+
+	// NextCursor Where the next page starts; present when `more` is.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // ScheduleBatchCreate defines model for ScheduleBatchCreate.
@@ -785,7 +894,16 @@ type ScheduleBatchItem struct {
 	// the four years after its start (DST included), so that no fire
 	// launches after the next one: else 400 naming jitter. Triggered
 	// fires have no jitter.
-	Jitter      *Jitter  `json:"jitter,omitempty"`
+	Jitter *Jitter `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
@@ -871,7 +989,16 @@ type ScheduleCreate struct {
 	// the four years after its start (DST included), so that no fire
 	// launches after the next one: else 400 naming jitter. Triggered
 	// fires have no jitter.
-	Jitter      *Jitter  `json:"jitter,omitempty"`
+	Jitter *Jitter `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
@@ -909,6 +1036,25 @@ type ScheduleList struct {
 	NextCursor *string    `json:"nextCursor,omitempty"`
 }
 
+// ScheduleSelector Which schedules a bulk action applies to: those that meet every
+// criterion given. At least one criterion is required (an empty
+// selector, or only empty criteria, is a 400 naming `selector`), so
+// that no call selects every schedule by accident.
+type ScheduleSelector struct {
+	// Ids Schedules with these ids. Ids of no schedule of the tenant
+	// (deleted meanwhile, say) select nothing and are no error.
+	Ids *[]string `json:"ids,omitempty"`
+
+	// Labels Schedules with each of these labels, with these values (as `label=key=value` in the list).
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// NamePrefix Schedules whose name starts with this.
+	NamePrefix *string `json:"namePrefix,omitempty"`
+
+	// PolicyId Schedules that name this policy; an unknown policy is a 422 naming `selector.policyId`.
+	PolicyId *string `json:"policyId,omitempty"`
+}
+
 // ScheduleState `completed`: the schedule fires no more (a one-off that fired, a cron
 // schedule past its `endAt`) and all its events are finished; it does
 // not count against `maxSchedules` and is deleted with its fires
@@ -925,7 +1071,10 @@ type ScheduleUpdate struct {
 	Fields *CronFields `json:"fields,omitempty"`
 
 	// Jitter See Jitter; "" or "0s" removes it.
-	Jitter      *string  `json:"jitter,omitempty"`
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
@@ -1209,6 +1358,11 @@ type ListSchedulesParams struct {
 	State      *ScheduleState `form:"state,omitempty" json:"state,omitempty"`
 	PolicyId   *string        `form:"policyId,omitempty" json:"policyId,omitempty"`
 	NamePrefix *string        `form:"namePrefix,omitempty" json:"namePrefix,omitempty"`
+
+	// Label `key=value` (the label key has this value; `key=` an empty value)
+	// or `key` (the schedule has the label, with any value). Repeat the
+	// parameter for several; a schedule must meet all of them.
+	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 }
 
 // CreateScheduleParams defines parameters for CreateSchedule.
@@ -1300,6 +1454,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
+// ScheduleActionsJSONRequestBody defines body for ScheduleActions for application/json ContentType.
+type ScheduleActionsJSONRequestBody = ScheduleActionRequest
+
 // CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
 type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
 
@@ -1368,6 +1525,9 @@ type ServerInterface interface {
 	// CreateSchedule Create a cron schedule (cron or fields) or a one-off delayed job (runAt).
 	// (POST /v1/schedules)
 	CreateSchedule(ctx echo.Context, params CreateScheduleParams) error
+	// ScheduleActions Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	// (POST /v1/schedules/actions)
+	ScheduleActions(ctx echo.Context) error
 	// CreateSchedulesBatch Create many schedules or one-off jobs in one request.
 	// (POST /v1/schedules/batch)
 	CreateSchedulesBatch(ctx echo.Context) error
@@ -1721,6 +1881,13 @@ func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namePrefix: %s", err))
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", ctx.QueryParams(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListSchedules(ctx, params)
 	return err
@@ -1752,6 +1919,15 @@ func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CreateSchedule(ctx, params)
+	return err
+}
+
+// ScheduleActions converts echo context to params.
+func (w *ServerInterfaceWrapper) ScheduleActions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ScheduleActions(ctx)
 	return err
 }
 
@@ -2161,6 +2337,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
+	router.POST(options.BaseURL+"/v1/schedules/actions", wrapper.ScheduleActions, options.OperationMiddlewares["scheduleActions"]...)
 	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
@@ -2298,234 +2475,256 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9s29uhXwejemUq7tCw7dncjz+8PN212vds0+cXO7c6UnQomIQk1BSgAaFnbyXe/g3MAEJRIPRw7",
-	"TVpP/2gskngcHJz347dOJmdzKZgwujP8rTOnis6YYQr+elEqLZX9V850pvjccCk6w87VlJGRYHcGXxgR",
-	"OSZmyshcsVsuS03mdMLOCBVLIs2UKXJLi5IRroli41KznCy4mZKTwaDfSTrcDvm+ZGrZSTqCzlhn2Mlw",
-	"5qSjsymbUbsEs5zbJ9ooLiadDx+SzsW39nf4fE7NtPqa552ko9j7kiuWd4ZGlSweaUbvvmdiYqad4fFg",
-	"kHRmXPi/j5KmeXI2m0vDRLb8N1uug+OcKGYUZznJFKOG4e4sQDSdMXLDloSKvPrhWuZL+0mphIZfx1xp",
-	"kwoq9IIpeBcH0kRIM+ViclYfDcanAmELo1WgTQXC9vi4T/7NlppQxYjO5JzlxEgYJ6NFwdRXmhgmqDD9",
-	"VPhTmDKaM1UBMtr5gd16GxRPT7dD8Xs+42YdeG/ohBHN/8tIN2djWhaGHA0GvTbEKGCUlXXwWTnrDI8G",
-	"7jDdn2ERXBg2YarzwS5DMT2XQjNA8G9o/pa9L5mGhWVSGCbgn3Q+L3hG7RoP50peF2z211+1XfBv0dT/",
-	"V7FxZ9j5P4fVJTrEp/rwDX6Fk65fH4XTklziKZMZNRkizfmbCxJ90O98SDovpBgXPPvky5TXv7LMkGxK",
-	"xYTlZMaoWEx5wRKLcVzAehdKignRhhqWEKnsE214URAuUlFqdmZ/7I6YUlLpERF0xsXE4T0r8oTYYyKj",
-	"fr9/SAvFaL48YHdcGz3qeSRPhVuIe4FMqb051JBS8PclQwKTEF1mU0I1oWQuC54tv9J2OmYx/EPS+c6u",
-	"4FNC8FyQUrC7OcsMywkAgHRPAbs/JJ2XUl3zPGfiUx+qJSEzugS0s7SAmCnXRM6ZgklJF+kCvCcFoYLQ",
-	"fMZF9IZUcH6K3TKlGW7nQuhyPOYZZ8JcGqnohH3qjY0VY0TPacY8R9JGKvaVJjnXNxYxr1khF0gEpRjz",
-	"SaksWZwqpqeyyIepEGxB7Gx5WTCdOMTXCTGKTyZMaaDOiulyxpC0eo5WCsMLnDwVXMNa8j75lhX8lilu",
-	"x1CsYFQzP4YFiwXmRBIpHIr+IM1LWYr8U0LuB4n3xl2xMRwu145NwNleSfk9VZ/+QD2V9DyusIuwy6Ni",
-	"9RCBMZDu0dfk3/wb2IQDN0Cb3Rkm8p7fzCsqlo7w60+9J7xcX+mwOWVFBlw+14TdTWmpLb2QKrHXL9pG",
-	"KnAfCaGO6hp5wwShY2OhIiWZWZkreqRJ1x4jEksvYbCcnAxOemSs5AzBWNhLS2ieK6Y1EPGxu+LslgmT",
-	"OFKfiqxUyr664CKXizNCSSaVsmiDK7G0n6lbi/mXjJG3zKjlwbldXp+8Fk6sSVJRznNgF+5aRbfK3lwa",
-	"ruAQFuFBlooZvfvOrkhbCsNy8r6UhpKFLIucXDMyp9rexa6Q8dRD3IUmBaO3LBWBMBDgIlY8U4zkeFNZ",
-	"7oU1rqJLykSueygpoZAEeBNNsi7ZXLJMilxbqWtBuek3SbORaPIh6bwTtDRTqfh/2SelAK+41pYnS0Vm",
-	"tBhLNWM5OXdLQYqPmwbUoMAYgPtylF1uacHzfiqA390IuRBB6KWWScgblsMvE2YqSRaR0RG+d4LeUl7Q",
-	"6+KTExlEBa5JWa2BdO3tg0uAGJoQIQmbcWNvmiqFk364TsVcyYxp3TsDNWDpbmOM+o+ONm4Jvwf0PBXj",
-	"mixYURw47LkuDeECEQPEfzecne38zYXTo+bKyhSGozSO1CE/h4XbcajpDDuWUBwYPmOdNa0isZreumqY",
-	"dOaKjflds+IKypZl7IpmVtH1osINWyYW6IplciK4ZgSBvza4Q+h9lokE7CJv1mMrTfUnVF3D62EnSQSc",
-	"n8MEyLHtBAjSF/gOnHtRvB53hj9tPlt3Eh+S1aO4adJzr4BVMKosrPrkcmovursG7jYTKYplA9RWdmmH",
-	"X9/Gz2Ej33PUyOqL4obN6v/YaW9+GqoUXa4DHMZqhGlO54bfsqC40jznFhS0eBOta0wLzZpuRlBBkLfP",
-	"5C2zAqhZMCaIlactfZzRO9I10dvA4y7Ey4JPpiYhiynPpvZyAZ9mvOBiEnNuKSzTtMq85hNBC52K7snx",
-	"88PTwbOEWHSUpbHi65SR07s7oqdUsYRMlFxYgl9Q0O3PgNJd/u8lMVbAMhp55PuSlVZ4vqbZTSEnvT45",
-	"JyfHzy0POB08I4beME2ksCx7TLqMZlMyLhUYJaSwUrCoiD0KDPD2TNol5BZ5jCR3g/7zXhKsGbgL+DUV",
-	"UmSMzJnyX3ep/xf3UJWlyeSMaVicn2ScCl1mliIyoNMIRGqsAKANmdICrzwOsaDaDkMU5fC+GcKOU2Hk",
-	"gqocQV+wW1Yg0yvsGGPKC5YDYAUZU21J/jVbSpFbskEuRCrewIm+c5KOPfABUQzRgDrcCoahIP+N+Z0V",
-	"QUwNDwidUC6Qj9TvxIzerRlBttpB4OmWzwYN5pP6zbFjNN2bF0qKl1az1/e4NGASsOg4Q0EwU1b4uptb",
-	"wZRLcQba6LW2Mii+OmNUaJJ2/pJ2+mvQyeny9fiVFGbayCbg8Y+M3TQ+ncpSNT6YcVEa1vyoZa4PDXBy",
-	"quHyleXcqFutwwM0HwsJQf55dfXGS6koXOHv9t7OcIwhXDBqDJvNrUieCvc+/A5ScBMSuQ/WV3BkFZBg",
-	"ofQDWzhvRq9Mlih+bH4tZzQvuGjZOsMdAglx6gAQI5NNK/0DUWHBzdReYSmYXdxuTBnAcdEsQIy5Yhse",
-	"XdkhdxdSRM4ahJHBwTW12gqdSWcPGwHcRl5dcZu3E9ZAPmiC5ZwuC0nzrdKcew3uMiiW277waPrWve5k",
-	"OXscuwg0Hsq1rwKAI3B6OHnsSQJaVkv9ecM1elttpw7nf1YWH+CVZMItCQ7a7VfaKa+W6q/TEHY354rp",
-	"84br8aMl/jHzdgM5vus4JGiwYQLSrU6XpgK/DAhMSyPdRkCU6g2D/i+Vs2KQaza2GotlPXibdxRC7RrW",
-	"N/F6Tt+XTtH28NAsU8yg2DBmlgs7Pgm3rRS5U9nBJuCpArkKG5VjMnLbcGaWEbw/+g524H/D1a8ttFRF",
-	"i8/JwQJMACPy7u33eEe4xpWfkTevL68IXZ/cSCfNB1CVim8VU+1CPNyaUA/WsS6nOoDoJoUtoo0Nj/ZX",
-	"gGISuusXzs6xEaNByHFC1LgsAk+xSDCjOeuTF1YTsJreEpT8XPHbPYjvmAuup1sWAYdKlJUsWe4vQp4Q",
-	"u2l7HzIqMlYULO+Tc8cIprwAZHWWCT8N6WYNy+3ts96HZAjNAwU+sY4Z9jiC+6KBVYJrwfGLmdQWaBnI",
-	"SCCmBsZN/s3mxhkoAhQI1WTKtZFqiaoIgp1rMmcit2oC+hsdVpMBKPd6KheOiMLkIBpbzLDQtwfUcyZx",
-	"SgRbBPyxC9KNanVBS5FN98H9Gb0733jV9ueJSI4v2qwKXCpuls2TbWSKSUcbasqtSitQlEt81ZJsUMe2",
-	"fXSFb3kS/13MsPZgDRaH89elaVH8PffMeQ5Xy/OliL0hX+KGIM/M24mEW8G1lAWjYABEi/AetK/JcLK3",
-	"iBGQLjrdAPY6hoUjTCoCH5PseAutzOIhDBvIddbsGkmnisjYwc7UavYIKMgaFvqQuH0vXG08dRxz42Zw",
-	"eUxY+fmnjiNsEcbYcRxnxAeBTVbiJ/7TqKV/g9pfAhOKFlCBpibwbNWHVyVP++03DZa4f0iSl95b68Mm",
-	"2gXRhFjabNnC8cm0198oHEZhHadHx9vDOuLTaJeUwB7gLclraAWafDPZ+dfl6x/InJpppQ1Zrb87BnGY",
-	"zuYFI6m7sP1SFWmnlxBKIGqEhGgmdFugBb7FpkudUXzzDnGl4f3mraqGmwMEZ+sVsd++wDfvKw5mXHPZ",
-	"IOaj7yIfgkbPZ+wMjH9DJwzkciHsrwnweme4y6yqfVDO0TiVpAKgKAU7kOMxoVnG5sbHcnGjiSrFeRWi",
-	"MafanBF9w+dzlv8ib5kq6HyYCvev/7FPgvkrRI5ZWk2mFFlMrigXLD9LRbhkv1wvf7F0bkj8OPjIOZvs",
-	"nhQOEj4hC/B9Wsm1YGNz5l06FhjXS+Rfzg0ZIhxQM/HkwsEO+IWxcF/ZVUwF/ALt6fh5GimDH7RB/LUy",
-	"7AieczEZoWomytk1AxnP6Y8LZb8XREsypsqrlakY9Ptu6IMjAoE0vSAeg411wTWraV6REOMnbbiMqmRO",
-	"vPZGia+0XwvEmEHMzzUDgRHX1ifneBZynIqZlQ3c+8GB7zxqzsg8UbIUUTxGoG2pOBokg8Ggh4FumVQ5",
-	"SLUELMQUjK61xXjgeL91NXri/Mx5JAZrQ5U5c/IqWHRHDoQjoulSp2IqF+hbB4BW8FQEKDeug4FhLkjP",
-	"HggxqCOB58HUhl8BhK3OLntM+AqR47FmprKa2Z1yA8FUwpnOGsRybV7WlLXdFhuL8w3qXXRe+CbpOvHR",
-	"QlnPLQ3pJcQDicyL0m9jzeqHP++uyxUyo4UH/drTBtr5w+rdW7HMrd8jIQ1r2vkyfGcxhGpUVdHTXLEz",
-	"S2UsaTqdDXTaSVKRdnI2ZgpIlgvOsqSHhHCIN0y9Aqs06R4NBr20Q7r1G5GK6EoglUQztu5ZLI4ngFip",
-	"SUlVPowiqlJRxU6FC5p2Wkw4+2te+9gUm2V9J+JXp2vPMmKJiWfC25ypERde5+NB2mtUAkEmbHni5cn1",
-	"+GHPSR038qpWAkxwyYKulTcjG3deovWRvwFqXEW2dO2h2Z8oCoi95gGDvNu4kyACNz5dUN7MQN44Y4JU",
-	"xJ65VwqnVORFvFd7tZuWtYIDfp5o+x8ptNcR4CE0NRAFH01RexkxkBW3l27ABSezoDSxgLBPS1hj9woE",
-	"y+qg4QOvQ8NOTpep6FJLmLmYHIylWlCVkwmd94IMF6gaqiKR+2ZC52epUGwOt24YCxDVQmQGwWU5MQue",
-	"sTAt6dJUjGlRHFge7mfj2vvE3WfCf2LH1WjHAqcViq3X0kyByFahZWQxlZqRqSwhZPkvvbrM58AF2IPr",
-	"bpTi9mW+pOsZIzkgpcl6CbLh8CvX4J8Q/Xsw1XXBrJ23Du3syFZBQmpabJBzViFXY7wJhibiOzkbcwEK",
-	"LqCQprcst9c6ceDGgTXJ2RwQBBfN81Rwy9CLglhFbg+vBpD7BnhYvMoKmd34MPXIh2jH+q8ULCFvX74g",
-	"z549e45KjNt1o0/CZPc0Udgv/TKbrvG/WjAo1vF9XHvaOTqdpZ0hwWCLpqMu55jmwTWZldk0FS441F9Q",
-	"1PIs6RUeJbkgPw0Sd5q9ENlnabOeguxeIxI8r195uL1dLZ38y4U21Ivl8JO9+jqjgtCJYkwDvlRB1h4H",
-	"IEwE3P2IoYTOqbK6y5VFTxfaAV/iYxDaPbHJWUGXLHdAOKsWd8PY3EpZOgX9FnWFvE/OnUEEfB1STJg2",
-	"Icrk+GRqAeR0j57Dbz2VysTBx3pGi8J+N6HzENdjFtKRoBXXNWRDwLIswVkyqrTTQKyghpvpfnt5RbjI",
-	"ijJnVvrVEg9D4JipwO0x/yXohewO/N5DwqwicjIY+AwLJxaTK6+G4iXXZEpvmR3TvdAswX1PDRNM6/YA",
-	"RQhCoiI4DR0CIleRsC0frZCguBrH8sZuimLpPmZ5JKw4vO5629WR1QARrJaShC945LGy1Ly37sOdnw4i",
-	"TouqNIipz9t+f974uwYJPW/2MaN+6BVcCFyym+OFyxSwAkJpxTwAXHfgQles5tXbQeCxe8AV4/qq1TRR",
-	"lVdcj50hynM0+/cvVlF18vIvtCicLaORtb12xo1oCFoUcuG/8VJU48dvKgVgNSdmiUY9zAlkd1b2JaIs",
-	"iiQ6eyDHsT7tsSAVx6cY4h/d0D4Z2QFGTRmG/jaMnEoyGqYC4sCd3QnQZAkBYJaDCUnci3gv7g4m8sDt",
-	"7lctRf8tXfiAHbtNsLc2uIBdfNfWIMVajOGHpBMFAEQYGJkNrkvVJN19FwwrBnJ7JtKbR9bUZRplHDTL",
-	"/5l0gf4tCY/OH+TfITdsWTcqxKFr17IULohuMZWFt1E3ctl7WDzZeMyyWpjm+loxuK6yjxNmpZUMMu8W",
-	"SaDd/tD6LjgzFdUv9G4djv5hiy2txVwDi3mBCXWtklx9V0jbXBJe+zp2l5nsoG+DyXvdSHHf6YPwbNkZ",
-	"xrwXZrrsJB2wlILaZxeEbglLSJi6ZeoXzA109lWR2Q9c0GkjcYnQq1kJjV64kqZJPnwFzB9TZGAXmZJa",
-	"Q5ICECbdFlvWYOuhLZYke83eMIX8smUJjl/MmSIa3oOMu1umMIN6882tTluW10V01BXHCp5dWZrGRcYv",
-	"NDD7KwSRYllBOQT2s4yW6PZdkgVTLHYGIzPmszoucmG+PmkEHR7AhXjXFLd1VZ2OgOBfPCIr2FfH1GLB",
-	"2NubnHRumfKekx1W3mrmiAkxpBWVKHTaD5weBbvegeODmQuwq47yK6daZxp1oCaRnaR+0tWG93FiI7/D",
-	"PIM9vZkxS9wjKPiSMVLjkv3PPga6LjVsY/ErWh+/ZasRg1JUYb9Wu4LopzFxJxtS9XxARkaLojnGYm/Z",
-	"IfhI3pecGaLnrCjOIDARaFIqaiSuT46s4O/geObFM0hb6Nbe7LXxzG2SxyuIqKxFxqOAARQ0kIUhoc5z",
-	"LO3ginStov/188FRLxVcuDoIKFk6cS+JlOzDrNRGzpi6yNNOgvbxytwMRm8HMzRquCFIQbMblHRQuIVs",
-	"Cwi9tivrpp200+uTH/HcUhE7zyBpkqD/S8lrK4CscqTEnYYPVOmnwmuxVia+XhqmvcVmuJMI1qz5rXDX",
-	"LXzTC5kYI+ZwPYnTVZwmXElTPlc3lq58psustEzxfUkLcI2M0Rjm8GXvG35fMaDOYyKMJ3UETVIRskpq",
-	"aTtBZ8WFVsciJKjCdgI4lbaL4IWKjeEX9xUx0HcZ5Iwk3rY33+iESJEKI+f2/GJs6nqdn0wkmG8sbKzQ",
-	"CkZWUBEJt0rZP4BNqFSAyWSQVBk4kKWA1t1B3wLo6OhrNO22AS4VQsbSz4qFcGf5p9XGduYZc12eceEQ",
-	"GFFaSUEh6MZZ5Hrbc94aGHk7h30I74PTTe+fABcnMD0x+wdh9jvz5HNIXIvFLU+FQgiG02WnUO/EXo0+",
-	"AbUSeEuNMAQFAiZzNlHq/gK2j7H9BngdKzRLRZW74FHdyxmCLXC6e/Lwpq1Z1hiS41w2riU0OVml4b37",
-	"cK0fY+ZEusBT7FZv2Nz0mphVeDkVQG/OSJ1ZecaU1BnWY7GpJpANavCqM5VHZCnblxLVs+h6RwGgWu/e",
-	"VHuHbLo3it1ytmhwhsbLb3WbBTM9mMih4MVCqlzHYiE1ZPB8OBhY1vlKCsu+zFTJcjIlLxXP6RJTEFsT",
-	"BPZzHINrt8F5vMnjGPm4WmJl2sJ86uEXK/rBbG6WZM2/N0eIszwK/OYaXX7NMabO7bbd6V2L7QifxZBs",
-	"5FdVfGl9A1b4f35y+jfiKiCQnBmfh7CKLPZBo6HE2ah2P8Io4rXhGL2ctSWgusFmwk3R/BX+sF6d7t3b",
-	"i7jq1g1Hz7wDxnbJBZ76iTeGW7/FCP/7hTvTooHyuRGdLwASf1D2dHTaRUOB/Glla0giH/MCHGvrrvSV",
-	"+LsmbH9tuWxQD3XIMFsJ9oqut5KzlmFYrCXG/jEMk7A3yjnyoJyaxQizuxl3051t24X/ppkIBLRrqpJi",
-	"n3mwezeX9EkdTjoZ2RMaYfiF987AZq1W0EYW5D2gF3Ig9wfch02Iq8vCtERvb/f6gTnUAUQ0M+GZVKxJ",
-	"T6tiY6EQIFQlowIUJSjR5kbVZ/gn1gNowOuVq4sLb76qcYbknlf1kbMFLh2SNhzElBe5YhtjNP07pOvD",
-	"unUhje4h4oZSAijzzgvLtYSRLZ6w/R1SmWoSNF5QIQXPaEFOD6IaB11aaAmstYqHcHOivQHe1c05G0zs",
-	"5ymz+PWiPfv0HuHFa/IG6WrGCIa09HYWPrYm8s0qb/Ymnuud3pucMoLdmZexQLa+Kwip6GIgzWmvCnLR",
-	"CXl39QIqk3oJYMf0uhXeLyvP+qbteAf8p85khDyO3XeH8TjN2i04AvcazCeebdqmpw+YpXafPMl2SfRT",
-	"+I4gzmjHMGdnNoqE4OgeB+DX0herrJSWREZ/nTy4a74gT2FXr8o+biJ/QN9YXnYvb1G4YSvCbBS2hb7j",
-	"UBLEF4CEKKE4OCS+r7tgFSz6wqDYPuPiAj8+urcdbX3gexSTCi9ZFudHRNBiQJ2VFuY4IuG1itXrak4z",
-	"j/KcaaXmTkJYf9InaWdAnpG/2P9a9NyP4keNLqm5T+aqakP3tlefGYfiQ5uOOypTBMxvc43vF64gN0Sr",
-	"GjYLhmpwk3XtQlEV6SWk4DdooVspn+0SEEFGgeEuI2F8r3LaMVfetEcXW7rOYmMT1XbT6X2Z75Y9fFZs",
-	"cEWy5xOrSIKDw9U+gio93ufqYxM9Wg7aMik8K60P/z0qM05xwUpXPq/Sh7L+Kq/75FyEl1yY45xq4wM5",
-	"g/MNirAVea00bi15s1YgvntyfOwNArDAHilFwbQm7qiJU3d/oUWxTyx2JQmsmPUxYhejNIMahyVwVqKY",
-	"7f+KZRUuiryyWYPfW7j4GDGhvqOL8x/OQxh57A16d/Wi2RsUs/0NTqioOBBSPrAvYxmTyhm1s7fJ7Xgn",
-	"rlQpvyu0mGNlPm8h7TpTwPHgCHLHIjvSCg9vrnt15UjoV5rMpUZbokNuV0w0wRDZQfOdmldmvp3qlkIG",
-	"B9yp5rW4ypU86sUAFwq9BN7r4Va8zlkb8DJSX3cRODaZXo4HR4kvtw4F4BzwAx/C2scQ0j2lORa/r3MX",
-	"D9VdIo5ceYwNJr4a2rTaS6pCpC0WE5CW0GDi9V3IfuNVXWypfEIcnon/3XfX4Kr9NGJpAErgbF1KKI1N",
-	"GwyjsZa8lw+27ZJtc8p6AIblJzvIl205izTzrtimEjllS6LfyorcIOGLjQvZTeJfITN3NDOW9ENBURBC",
-	"E2f+wPLgllM9ibLbRdkn0fBJNHwSDZ9Ew48XDR8iCikWch4nD7puDVyD4cguqmCG5a6SSt3VT4SEitSk",
-	"W92zkEgMnTYsD0lF+MreMkhuGwGTGLm4taJYrUHiaw+eQUU8yXQqoOOOZRPowNGGjGb0zm9AY5FMDnlz",
-	"rFZaB5aaitFB2MxB6E0xivII3eO1Cjar3DvphIEaMyz8ku4V/OVZ8sNy1cdklOtRaP9y4RMQmAQBwAMd",
-	"hSi1tAZ4YqWN1SkhfgRXVIsU2pAJ9vl6KB7U17DJFbBO6MrZjKrlfYuLuc+r+mITJpja19VRRHnBm2YL",
-	"+cMePfge8U9uqW0RrJWKvTP78btu8o/rTrTEaIfxNHVo/dx+Ok+FY/7EhWPqeLtr+Uy+Mf9tavXY6xBj",
-	"Imoib3MUaTOAW13iu6UAGhoSkqIcQK7IFNWLhrqwszgdcI8T/7YM0TBxktNDZM7xlbS4plO8ChR+D6EH",
-	"mqW8a6pcfvm/l9hKBQqWd6HbpX7fEtPhY/i285Yr+2ZbtfSpMfOu7sGMkUj65vXlFfaBhWVoYt8DodP+",
-	"4xdwpPZ2DAhsh9xVYxziyE4xwg4Vmk8Ey7Fa+5wpF9JnJBmVqhj1yUi/1+5V19nCvuYypuA9D277crX2",
-	"0TCOTstLRoycMDBfY85XKqDMCExDJtLi5+p6rH7lfHung0GAnsjJEXkFdQdS4ZS6BNtzjH5LO676Ymf4",
-	"k1twQvr9/s8fRq4xjt8G1bjeUSo0E7mVJHtVv2DnIBz958DzLXUA9qMDYCujPjknx3d3zlgZunvoWqkE",
-	"F6IXbOmuxAJWzXB5cXbdqbALBxJn15120nIweJa5+oU5/MXSTtgIFIfyeVrY+hK6HkOj59T173HG9O7J",
-	"8XOA2engGW4v6nlWlTgh0J7MSoMSDrdlD9hMMJeZPvSJkP1ZXtdwLFAtx35veXWFEY3azRV4ah+zAVkr",
-	"rYWGhVulFlzg/+K7Qebc8bMr97KlsKyZvYNU7nP8Cb6FQZuhPItchDavUZfNOKhiDxrs1hG2v60CH27k",
-	"XoEjO2lFTRaR9nU8hBnEodyjGUFqGLOf4R1ylcCuZEmh6wlOLgSh5M351Yt/Jj6ML4pBuWFs7tg/5Eie",
-	"Qbcv6r5OHD3C7pzOsVbhG9jFGpAN6yM1YVtz46tQ+tKXXF61pCoo61SZEeq9Rc+Cpywhq/1IoX0stiO9",
-	"BdOKI2yaRAbSauDthvz1Sp1NeRYcI1Mhg6YW4A4JKVEiJ9buTNCYBBJxKoDP+LSCr7SvrVsV4XU7qZXQ",
-	"rZXOTcVK7dxaodAzeFNIw6AoLtHSpTvttnHs2Lo5RzWK6J/RJXo1NXZ67TqJDSAxdrnfIk+FYgaqREMH",
-	"uO3nielu4DSdU235r2+Lq6G5nTvb1UazgUX7DriIoztC4DJWVxu2XwX/NkCgwtNNyBjPsg0dP7QSkKuK",
-	"0ewZoBYqFDheFYgB7KPUrE9+rIo6FVwbT1bsxUcT0crmS40VC111d/Iaq8q5r7nLWKQChNdU4GtoFcdu",
-	"+pRMLXTn1N4DgUXgX1x8+zYEzOn3mkSfpQLrsGEueyS0YxfOOlH0+4Tggoy5MoqBpNk1anTHY85997cP",
-	"pOBjh+WKWRKfWQA2kreM56op/hFbNBMFbclDbtroePCsP+gfHT3rDw6PT0bgHXLtnEnBDVO0CAXo7IYA",
-	"SNfMyb9nHlKWEfo6EAYKzQlZgyG0Ns+mLLtBNTwq8Cbc0SqmZXFraQvOj7sLTDLOGBhsDXOzypsLvxwM",
-	"1nmnXZpucu27vUQQmkp5o/uuxnI/k7MRxFWM/lL7DfVMsSS6vM7ljHLoZRW90W/Zy/Hps4/djFdp3gCy",
-	"NdEK/wRCQGOtMkpTBO1CDw8P9XvdZ+XBgmlzcNSnM/pfKehC200cHh0/Ozn9+m9/fz44Oj4cte3pyOeu",
-	"3ntT7YTmXo6FHS3en4eMfYnFP8YVZczonGbc2CtSUJCEjM9YQ7KhSRdq110vyZhyFb7s9Veziu9B35ET",
-	"3rMTyfb4hjhNrt6TJEoSqcbZIfahuYY6dLCqulLWPKyh4YLzs9ZozeABypSvA/ZD0tEsKxU3S8t+XU7J",
-	"NaOKqfMSe4HCMOB2gJ8r1Ql0VuirzcVYNqtp8/K64Bl5+93lFTl/c2Hh7AGq8iEGuEAvUOe7DKJEAsnJ",
-	"xhRQD8DbtxPn9XTFWYVx5Vi7NJ8BMyiWvYCN9oGd84YtLRlPhd0RE8Y1FB+SUa1J/JB8AxskaEi4YUu0",
-	"IYz6BG8NDIT93GJueaAzOWd51X1Dn7kcfLskqAQA8YBeM4B3eq4vnOO7o8Pbo0O37lE0EjakJldRfSTY",
-	"OnZSzGhRaNdGFaCBErDrwq8ry7qvcRqMm1ApJCrGRIWHFAAKerXpoWOJJ2CyyaEDcxVtOGrrzT5KRden",
-	"LDvjEBVkhAnII5R+vApiQXlNc9cWx6fbY3uafipOBr7MaGROAWc02GpRTIJ7m8usnEGlTd/CH4ZMyEJJ",
-	"i0AWZRMCGoqYhLqZTb12oByBP4BqrpxlBTQikCoKr4Ri3+BlBxUY12Ih6c3JU0Bu6GGEfYB47isUe7HR",
-	"DmgF4+PBIOrrDrGprg2gnW9eWG4elR7t5tRQ9J2jYAQ/23nyEg+G5dgV3jWyJ++uXh78PSHv/jqASrRW",
-	"UiClmFMOxXV1qZScWDGd6YzOWVU5IC3zvw8GBDRkJD4JQQKCdwy4pSaCaWMHyhmb+3idr0+w9bTunYG0",
-	"j4fJoT00SmjXpT3HG5TVNBOaka5f8Fr4mz/bEJ9ihW90w8IhVLo3xgaxu4yxnEHBrlT8aOHunUygRTKo",
-	"pxGCUz2CgVnUI2PUnxge9ECIhH63Ky2QRwQp7hnRjJHRgl2D1DaCyb8t/ZW2V7RWHRtAqqNKDc+hb4Yv",
-	"zoP+++Np6FaBGfSdio6GhBryClt5n7+5iLKihp2j/qA/AG/6nAk6551h51n/qA+1eKmZAtG3FAhJqv3L",
-	"eRDCRbjIwdSiDfJL+NDdGN3ap7965dCZiD4kW9/0tWd+63C7dLie3hQ3rJdWQHA32p2avw499fb+MjTP",
-	"q77cuVmcHfMBs+sbN6bkrLa43TLJHypvvWlJRu6/oJ+TjmJ6LoVGQeR4MMAAActqUeqLmM6vrgDsHkcC",
-	"tlAQWVY3zsgcapaOKoMmFGT2Wn5Updu+2Le36QSX1zRr2MbhNzT0z4NPjrZ/8k44Fv5fluNHz7Z/9FKq",
-	"a57nDMJCTo6Pd5lmrmRmadc1BridHD/f/tWVlK+oWLo9gQ5xusv63gl6S3nh53Ji7/bvsG8sSKo+gKTz",
-	"xhJjX7ymZor1QqFUOXOdOzmGD9CJDg29dednO2BF8g5dgQKwk8vGKpPgBrNMC0MLQiUPsEdizQRLva+X",
-	"6IeLxv6N5x/8BFj1sCojJ8cEiVJCKtKW+OL0OTES9fy0Q4si7QyJUSUbJSA+eNN6VWk/1FsAb1SouoBy",
-	"nIGVXy8JzTKeYy/90UwqBnhusEEaE2S2czWHIfyZCogGrGyM4KPEIibIsepcxBWrCIzEcd1vZL58sMu+",
-	"UsnlQ90TYff64RFJTb0cRwO52VJ54/MmLUfPdiIS4L/4E9CiS+YExYom6MgICdHOUM8Hb0nVDwJaAoI7",
-	"xN6i3g5EyhKSVuHsHwxls85j89AmhL7ySubnjryDk+1f/CDNS1mK/ItCw38wE8wAjai0r8R+8W3nw8/r",
-	"+HeItgdglPuPl7Rw1ytXmBE6by+9zxX9d86T6D1X7hXLHKH9wbwodSpGvtvwKFjUhhtbCktFjk5nVW16",
-	"r0ee1ZsNN/Av7Ilc3bWH5171rsufmHlFDbRbLro9KIQmnsX97/y+l3Gww2V8IcW44Gg1fuJVsYW3M/zp",
-	"55oUXeopRkRWFdvd/cBQg5VmRn1yvmZZrFkUd2RhNWH7YWlIEMldi3THdEGcdoko2hDXAH/o/wHd+AZA",
-	"UsahV2zUz+fcOFncBZrmr0vsjpAVjCqW90EvBIC76rRgdIW/nSSQQ31JKyIkVkuYcm2kWiauaS+FO+VW",
-	"Q8a+uGO73Pz7MvmkDt4/HM/fm8x8UbIqjbXXIJS6i6AYRCU4s4+Qi16fnAye+zRKjL+x3+9+10P16Ae8",
-	"66E0jRk6EgTY6Cu7hx6Arpl7qIfelarqIp4Kf9t7ISTleDBwMLE3fgLas5BOdQZSueAZO4MZUuEiQXU1",
-	"M1rNHC1do6pVBfaQ8xaiYJekWyvbXic3PYiJcPZvH0mMTePBw+EbbkANe/TRnAxO4CO3sNCEB+WcVExl",
-	"kYPVHT5NwBIPffAdSceO6DSzUxYsnzBnMreEk49X1u48FZi04aKzut6ikYMzY0HjyC1tFSMoDpAKT/i6",
-	"PmGhl1hMu2aZnDFdnZ5LL0R3jGdNSIJScRWgDbzLeQ897/qq6ubnQivAAwuNV7kvIC5MKkqRQxwwBpaF",
-	"lY3QKWjoBJ2CffwbBqj94r5wrkMszm0o4OY/X52/8P0oZwQnir1zmmWKmd4QizKFJ9j7PyAOIKdbpWUb",
-	"TLltdKmoulfmPITHWZBJlYoFNrjH9gkwTA/EYG5i4Ri8VaFMOw3M0oIoFYgTDpJ45XIPPxdPTbqLKcas",
-	"Qz8648QEo6DWeyquGRO4hiXD6uXUuBTvTM6XkZcyhIkNMBh7rJjLQrXX8Yxoie453/nAo3isLbghEULY",
-	"FA3302yZgokfU7RfqVv6Wcn2bwOVFHIB9UvA2t/7Q8n3X6SkHtoqeVJRtVfaKpSfWRLvnfsbmDYEVmw1",
-	"Mb3EwouPhqHYc7xZ9oR4GWCNhaupLVw+un4yO/2eZqfoZCwzaTidCu0AzT7SHFWh6qHr4fqx0mUdz1/A",
-	"oJ8HqluAumqlTxj/OWA8IkfcrH61dI5TjiuPXp6QINmGQihVHgBqIU2XxOF7nIDeGpjxpkoBfzSUjbo7",
-	"tSBuFai34oH9zN3lXwjyWdDXHd4e4DH6BHwBMttM4iAjw2V6702L69VmMWxjH1nZRaSv9dqqNvqNa2p8",
-	"6tIw4259CZnJ2/WyAV/5KnjQHZQWJVsdHrpona4mm58OqigfRlU2PYA6gi4SOWoHVV/hefDjBX2I1ZoK",
-	"xquoTXhUTXjNi4KLyQGd89W+qMPO6QxWMGfqhWvo2LyCY3QiuncSCy0uCLZHDytYbWsVd4lcSTMfHjc1",
-	"dYrANGfqwH+NSX4uGL5a2/GA0PWWwAl2UoKY1ZNBQo4GgzaI1TqPWb0o9Bo7GSSr8IyWRpURTDmArjSD",
-	"Oh4A1dqH1rkkzp30tKMHprNNNBbX89nT0ydHzUcKGZgwR6Mg+Ljc0DqdX5EUgh6HpbjW6f+38Hug/yuY",
-	"fNJQ1AJrej3Z+r8UFMIDC/bePnmLVRJRrTgZPHdGviqjmJS6qg3WJEq0GQXa0GjwCQjiVVSI60kj+h1t",
-	"AK6fZ90KgHaqdStAXUK9l+YO5THWsBET8yKEfHgTbq2v7Cc24G6+B95O8Ae9D09CxUcKFVMqJhVHONuh",
-	"MMZmaaNWxq7VMHEZVaH7nZJGXJug3e7YSnumtkFD0ch7ZJPY/2E29MavHzMdolYk90+REfHF5zZEubGt",
-	"6Q3Vldxm+wmVjT+59Wc/BP19NPCq7nO7Dk5GvtsYVj4e1TqOjQh+dc1cUsQty6NkxicN/rNntqeDv23/",
-	"5kLocjy2jFGYSyMVnTyg9g8JsFXnGvhTKt9VEyvCNFTXJ10sft9GGFbZ9+G1F6abo63eQS9JbE2H7Ua6",
-	"bR3sen0CmVLQ3IVrAom8FPKCQ18xSK9d6yJGupA3pKCOkL1OMJ529clde5NUSAHahVyIlXLo3PhWLAkC",
-	"xnfLxpAsn3+eClclhvmkc01GsKmfLn749rv//Nx/efHd99+O+uT/QQ6ya6+ifCWnVISajK764kJxw3y6",
-	"MFeuQgGWr8pDBcczAuE5AI9UYO8b+2EVXmZHCOnm2sg5pqLbj135AuF65viU+nr/GGDOvhuNFBkbEuoC",
-	"b7oQz7ZMBUbUY6HMEF+D0XJh5KpljQskswvDcavom2SvDnFgoLYzQCkDV8Xyhi19qaKcj8cM4nWwOd3a",
-	"wk6Oj/vk32wJlmNYPsIQMaV5Ge7UmGVdhmHU15xmzAET0RAWMMP273a40GUCE8hDCNLRM1+zAJFllKTC",
-	"JcP6JjwW/IWUNywntDG8qM53NTTV6Twu84w7WH5iVbWp01KLnKngaUCSxHcEASnH538A2J9y475EMzak",
-	"OlZF4rCCBjCtX+W19nQ07vO1C9OaK3bL2aKdbV1BWYm1fmL23ieBMUFMM9WrL2HDi+7JYODvfeAYvQRZ",
-	"QaDcScSiMK4UWjC7phdUE7fS2uBJRWyjpt5ckIVUucaSL9jhIRVyPNbMaJKzOUN/GlyIvM4AIb5zwgyk",
-	"AyMTyqhSSyKkJfylyKbnZog1V/BPpn3jlRFONbKXDeJB+Yw1kbA39Z1czlm2rj+05LpWjaijJlKDhFQJ",
-	"kQNsNtSkMWe+YXCgPfsUlPqMVJQHtAU6/G/N0nI4iDB/opxfFOVsOMF6+VeSszEXUAEtCZHPmt5aUsV3",
-	"J6K7+QkjW8Gf11P4xTn+KsVRKoKBkpG++Ku87mFN3JX4NUhs830i2m1Lbc7AdlwZfBLrzFXEE59w8Hd1",
-	"CeqoQXiLgfKjXH/rBz9jasLyyCgQWSCwsTmmWkrB+uRlaUrl+6i5VLFUeMXdd86VRR7R2vrtwGJ87gOX",
-	"aoqfpSJMc8kMXK9RpqQYQTUXNOCMiCmV0NGd5MLItZZtZ0T7EcCsM0IrAdapgxbEjaIaOihrt/HxJKDf",
-	"xxu6jQx4f+gflhw8GWl/RyOt96ZGBfn38qdulcswz2En3+pLePPR/as/P3I6xJ/GGfmHZfw17yWNiycD",
-	"MieQsQp9X5U2SWs218PmC61cK2gi+sApQ2/smJ+D6IsdUp9Y3hcXrwkYdLaqjMkxGdfE1JpyRuxHYJxc",
-	"8Ayk3SlVs4JpvR+jiUypjaxmxez3xZj8nixvj8KL/oyWt9jUDg6qd1cvsPqBCBbz/1p97yF13ebbiq2A",
-	"HpiBvYVBPwcOhs2+nzhYxcGedLCWu4pIC6X161IPgSeuJhCt+rbdm0O63hwPXMbo3PkMQ8EXoDlRh7Oq",
-	"+9mYlHPXBRTqPkyURahUmKlieiqLvMZhB6H1Z49MqV7t7+97pF0voRiNOCOUFFbnx94G3pXp0vJQSh+B",
-	"nYuLiatB7GvkuGJEKJpEzdfqCyVdzXCLLzFpeuTMZiOszX8F1izs54KRGdkUm0RVbVmkKJZDMqq6sIyw",
-	"osvI9UEZkW5l7KN6tXuLXAjnqZ1QLjCPNup4tdqRr+dbY62Mk7hYP2mgcHIqblZautgz843bnHs1VEV2",
-	"GZEUK0ZRVXDw74L3G42BEPMC2y0FgiDvkyvfGcZJgdBZTkjnIG6y/rkvHtn8t9KV54Oz/9UYx/GnK5iA",
-	"zfHiMlNd6nuMj2WtIdGTIfDJEPhATOglol6N1oio37klzBmH8I71Hk+bOJCfob0aj2vY/qjSmpuizdOG",
-	"j5+C/x9O+aj3MnAmMQiOwyYkSaj5YNlsqVkCdfmEgXrJgmkMigw+sHWb2mrpJ9d4aqOl+cq980XbmKOG",
-	"yE8pL599ystqnovv8nbDltjpLcZpeLQ16cX1sf5MU15qfcM/ccKL7/D9VHLiT19yApsd7nLZ6vxja/HA",
-	"cPsemcC3CSuuOfyTb/D3DAraA70eNj4Ie+USi1xLYqSPN9dYnd33WmPO8DCMAtarbqOp8CWlXV93qhi5",
-	"YXNjlX5o3AuVjqGnLubxsCA2uI0besM0dmyM+hU6wLrOoZh3o6dy4UrJj8cMjVgQRaDb432iK/ZY/On3",
-	"ifXZfLN9pM8f9IY/8bYHitUJupWgM5a4i5rgzYXEFFoUcmERybXHXyVT+wb5bOCUhzdsuVnnOn9z8W/7",
-	"ziNeK5xiU0VHu8oECnT7sI0nBvrZVH+EjtTdKdVTx6agIwn+bFkT9gG0jEQ8KIfdoGIhRj2MivVIug4u",
-	"0ek1X7LK8+R6fBCVJzQ/D0HfTo6ALLxwpQg0vUWHlBPRoD37HuT+8LcbtrzYnHLzlt3Km+oabU+4wQ+e",
-	"Em5+LzRC+BNqceSMxFnjgyNsPWWmTBAp+gRe3Rqw9THU2VccmlMzrWKpAOs6q/L6SmzV90xMzLQzPHbB",
-	"Vf7vo4ZGzSvdCn7rXDOqmDov7Qc//WzJN5aHwIWXqugMO1Nj5sPDw6Pjv/UH/UH/aPj3wd8HQOrdztdT",
-	"OurVLznTZ3FiE3ZykYJZfQ4z9iMvd6iw3V+p2sSZ7qw3v34RF9tAbtpQW0P315uRN432WoBT0i69lrcX",
-	"5/26ZRqfQtKvdypvGvYKGo1W5YbHrvp+EvrVV91TcoJNEaG/qHYSatX/fkZvWDSjcwo0TIlELKpw4ail",
-	"PYuadByNhihsj9a3wYe6z3YO3zW/PXH7Eo3tGdaN8A1ojCQjFMv7pSpGfejM7+X0CTOVl/1fl69/gMRr",
-	"AylBVe/+CPiXgMrhKTVG8evSMO0CDC5yH11Q9WUeke7Li5evyfuSlUwPiev7/w8ly/lFTv4nbuGcCvf0",
-	"W5aXQVCBt9z4PejWw2juwss084UrICLix6lrIbWQ6ga6bknBEmwuPfotxWLRacf3v2J9+OHDKBXdUb3L",
-	"zKgHsPPvWeBhARf/E8Q9jEhgQ72zVMA8VJBRrRnlyIeg+EYkDsPevf2edF0PThzNzpkKrxq5QpCFFJPm",
-	"eAWH0771zsbw0qjRX0667H1JC9igP7cqohThWWHlfw58QIQ6gKkOtlDFrR3za2uBwJKkwkMpsPN2QGEX",
-	"RwgfDAlNhb+NGLpQ9Q4EAZ4biN2x5070DZ9rqOcyZ1hOxwczIDQbt7tSF+XjdvpO8DsXv6KxUThSG8AL",
-	"bKDFJwKJ2FbgQ4UsQ2fzj1vT6Pbof0bkr2TK7qC71sHlP8+PT7/uYietBKM37TTkryTt9NMO+StRdAG0",
-	"oHcWulwxWLolB/ghRGBJ42oJCUYyOZvRA19KJic4r/2IQmw2OGf9nK5DqhTMq8s7AOTSj7UXQB7JD+Up",
-	"tKNge5j6VsPbluT47o7MGBW6atl25qXn9yXPbgrs5QtUDoywC6pyFzSNEuAac/C5lmizfcuMWh6cw7+7",
-	"HkGlgo5rV1dvSE6N62HlJMMHGy+SGtc3DoWbgsueVp1VFaGWCwuWQUIptgnlDf3whqGlGnCta5rdWGGk",
-	"igOMAk5m9O7c9XBMMKYPuzSStyznimUuPk9IQ8YSbVyWcGxqOuVbByarsXQKmBDQJyMtWKxc5zjxV9ry",
-	"guZggw8f/n8AAAD//w==",
+	"7L3rchs38gf6KiieU2Vyd0RTspxdU7UfFCfe1W4Sey355F+VSYXQDEhONARoACOKm/K7n0J3A4MhhyIp",
+	"S77sqvIhFueGS6Ovv+7+o5Op2VxJIa3pDP/ozLnmM2GFhr9eVtoo7f6VC5PpYm4LJTvDzsVUsJEUNxZv",
+	"GDE1ZnYq2FyL60JVhs35RJwwLpdM2anQ7JqXlWCFYVqMKyNytijslB0PBv1O0incK99XQi87SUfymegM",
+	"Oxl+OemYbCpm3A3BLufuirG6kJPOhw9J5+w79zs8Pud2Wj9d5J2ko8X7qtAi7wytrkT8phm/+UHIiZ12",
+	"hkeDQdKZFdL/fZi0fScXs7myQmbLf4nl+nKcMi2sLkTOMi24FTg7tyCGzwS7EkvGZV7/cKnypXuk0tLA",
+	"r+NCG5tKLs1CaLgXX2SYVHZayMlJ823wfi5xbeFt9dKmEtf26KjP/iWWhnEtmMnUXOTMKnhPxstS6CeG",
+	"WSG5tP1U+l2YCp4LXS9kNPMDN/VNq/j8+fZV/KGYFXZ98d7wiWCm+I9g3VyMeVVadjgY9DYRRglvWRlH",
+	"MatmneHhgDaT/gyDKKQVE6E7H9wwtDBzJY0AAv+W52/F+0oYGFimpBUS/snn87LIuBvj07lWl6WY/fl3",
+	"4wb8R/Tp/1eLcWfY+X+e1ofoKV41T9/gU/jR9eOj8bMsV7jLbMZthkRz+uaMRQ/0Ox+Szkslx2WRffJh",
+	"qsvfRWZZNuVyInI2E1wupkUpEkdxhYTxLrSSE2YstyJhSrsrxhZlyQqZysqIE/djdyS0VtqMmOSzQk6I",
+	"7kWZJ8xtExv1+/2nvNSC58sDcVMYa0Y9T+SppIHQDWzK3cnhllWyeF8JZDAJM1U2ZdwwzuaqLLLlE+M+",
+	"JxyFf0g637sRfMoVPJWskuJmLjIrcgYLwLrPgbo/JJ1XSl8WeS7kp95Ux0JmfAlk53gBs9PCMDUXGj7K",
+	"usgX4D4lGZeM57NCRncoDfunxbXQRuB0zqSpxuMiK4S051ZpPhGfemJjLQQzc54JL5GMVVo8MSwvzJUj",
+	"zEtRqgUyQSXHxaTSji1OtTBTVebDVEqxYO5reVUKkxDhm4RZXUwmQhvgzlqYaiaQtXqJVklblPjxVBYG",
+	"xpL32XeiLK6FLtw7tCgFN8K/wy2LW8yJYkoSif6k7CtVyfxTrtxPCs8NHbExbG5hSEzA3l4o9QPXn35D",
+	"PZf0Mq50g3DD43J1E0EwsO7hN+xfxbcwCVpuWG1xY4XMe34yP3K5JMZvPvWc8HA9MWFy2qkMOPzCMHEz",
+	"5ZVx/ELpxB2/aBqpxHkkjBPXtepKSMbH1q2KUmzmdK7okmFdt43ILL2GIXJ2PDjusbFWM1zG0h1axvNc",
+	"C2OAiY/piItrIW1CrD6VWaW1u3VRyFwtThhnmdLakQ2OxPF+oa8d5Z8Lwd4Kq5cHp254ffZaklqTpLKa",
+	"5yAu6FhFp8qdXB6O4BAG4ZcslTN+870bkXEcRuTsfaUsZwtVlTm7FGzOjTuLXaniTw9xFoaVgl+LVAbG",
+	"wECKOPVMC5bjSRW5V9YKHR1SIXPTQ00JlSSgm+gj65rNuciUzI3Tuha8sP02bTZSTT4knXeSV3aqdPEf",
+	"8Uk5wI+FMU4mK81mvBwrPRM5O6WhIMfHSQNpcBAMIH0L1F2ueVnk/VSCvLuSaiGD0sudkFBXIodfJsLW",
+	"miwSIzG+d5Jf86Lkl+UnZzJICoVhVT0G1nWnDw4BUmjCpGJiVlh30nQlSfspTCrnWmXCmN4JmAFLOo0x",
+	"6T842dAQPsfqeS5WGLYQZXlA1HNZWVZIJAxQ/+l17munb87Ijpprp1PYArVx5A75KQzcvYfbzrDjGMWB",
+	"LWais2ZVJM7SWzcNk85ci3Fx0264grHlBLvmmTN0vapwJZaJW3QtMjWRhREMF3/t5UTQ+wwTGdhZ3m7H",
+	"1pbqL2i6htvDTJJocX4NH0CJ7T6AS/oS74F9L8vX487wl9v3lnbiQ7K6FVdtdu4FiArBtVurPjufuoNO",
+	"x4BOM1OyXLas2sos3evXp/FrmMgPBVpkzUEVVsya/9hpbv4zXGu+XF9weFfrmuZ8botrEQxXnueFWwpe",
+	"vonGNealEW0nI5ggKNtn6lo4BdQuhJDM6dOOP874Deva6G6QcWfyVVlMpjZhi2mRTd3hAjktirKQk1hy",
+	"K+mEpjPmTTGRvDSp7B4fvXj6fPAsYY4cVWWd+joV7PnNDTNTrkXCJlotHMMvOdj2J8Dpzv99zqxTsKxB",
+	"Gfm+EpVTni95dlWqSa/PTtnx0QsnA54PnjHLr4RhSjqRPWZdwbMpG1canBJKOi1Y1sweFQa4e6bcEHJH",
+	"PFaxm0H/RS8J3gycBfyaSiUzweZC+6e73P+r8KuqKpupmTAwOP+RcSpNlTmOKIBP4yJy6xQAY9mUl3jk",
+	"8RULbtxrmOYF3G+HMONUWrXgOselL8W1KFHole4dY16UIoeFlWzMjWP5l2KpZO7YBjuTqXwDO/qONB23",
+	"4QOmBZIBJ9oKjqGg/42LG6eC2AYdMD7hhUQ50jwTM36z5gTZ6geBq1seG7S4T5onx72j7dy81Eq+cpa9",
+	"ucOhAZeAI8cZKoKZdsrXzdwppoWSJ2CNXhqng+KtM8GlYWnnT2mnv7Y6OV++Hv+opJ22igm4/LMQV61X",
+	"p6rSrRdmhaysaL+04VsfWtaJTMPlj05yo221vh5g+biVkOwfFxdvvJaKyhX+7s7tDN8xhAPGrRWzuVPJ",
+	"U0n3w++gBbcRET2wPoJDZ4AED6V/sVvn28krUxWqH7fflguel4XcMHWBMwQWQuYAMCObTWv7A0lhUdip",
+	"O8JKCje43YQyLMdZuwIxLrS45dKFe+XuSorMRYsyMji45M5a4TNF/rARrNvImys0effBxpIP2tZyzpel",
+	"4vlWbY5ug7MMhuW2JzyZvqXbSZdz27GLQuNXufFUWOBoOf06eepJAlnWQ/31lmP0tp5Oc53/UXt8QFay",
+	"SeFYcLBunxgyXh3XX+ch4mZeaGFOW47Hz475x8KbXkRylyQkWLDhA6xb7y5PJT4ZCJhXVtFEQJXqDYP9",
+	"rzR5MdilGDuLxYkePM07KqFuDOuTeD3n7ysytP16GJFpYVFtGAsnhUlOwmmrZE4mO/gEPFdgF2GiasxG",
+	"NA1ys4zg/tH3MAP/G45+baCVLjfEnGgtwAUwYu/e/oBnpDA48hP25vX5BePrH7eKtPmwVJUutqqpbiB+",
+	"3dpID8axrqfSgpg2gy3ijS2X9jeAYha66xPk57iVokHJISVqXJVBpjgimPFc9NlLZwk4S28JRn6ui+s9",
+	"mO+4kIWZbhkEbCrTTrMUuT8IecLcpN15yLjMRFmKvM9OSRBMixKIlTwT/jOsm7UMt7fPeO9TILS/KMiJ",
+	"dcpw2xHCFy2iEkILJC9myrhFy0BHAjU1CG72LzG35KAIq8C4YdPCWKWXaIrgsheGzYXMnZmA8UaiajYA",
+	"495M1YKYKHwcVGNHGW713Qb1yCXOmRSLQD9uQKbVrC55JbPpPrQ/4zentx61/WUisuOzTV6FQunCLts/",
+	"dqtQTDrGclttNVqBo5zjrY5lgzm27aELvMuz+O9jgbWHaHA0nL+u7AbD30vPvMjhaHm5FIk3lEuFZSgz",
+	"881MgkZwqVQpODgA0SO8B+9rc5zsrWIEoot2Nyx7k8LCFiY1g49ZdjyFjcLiPhwbKHXW/BpJp0Zk7OBn",
+	"2uj2CCQoWgZ6n7R9J1pt3XV8562TweEJ6fTnXzrE2CKKce8hyYgXgpis1U/8p9VLfwd3vwQhFA2gXpqG",
+	"wrPVHl7VPN2z37Z44v6uWF75aK2HTWxWRBPmeLMTC0fH017/VuUwgnU8PzzaDuuId2OzpgT+AO9JXiMr",
+	"sOTb2c4/z1//xObcTmtryFn93TGow3w2LwVL6cD2K12mnV7COAPUCAtoJgxboAd+g0+Xk1P89hniSMP9",
+	"7VPVLScHGM7WI+KefYl33lUdzApTqBY1H2MX+RAs+mImTsD5NyRlIFcL6X5NQNaT4y5zpvZBNUfnVJJK",
+	"WEUlxYEajxnPMjG3HstVWMN0JU9riMacG3vCzFUxn4v8N3UtdMnnw1TSv/7mrgT3V0COOV7NphxFTK55",
+	"IUV+kspwyH67XP7m+NyQ+ffgJQo2uTlpfEl4hC0g9uk011KM7YkP6bjFuFyi/KIwZEA4oGXi2QWtHcgL",
+	"69Z9ZVYxF/ADdLvjv9PKGfxLW9Rfp8OO4HohJyM0zWQ1uxSg45H9uNDuecmMYmOuvVmZykG/T68+OGQA",
+	"pOkF9Rh8rIvCiIblFSkx/qMth1FXgtRr75R4YvxYAGMGmJ9LAQojjq3PTnEv1DiVM6cb0P0hgE8RNXIy",
+	"T7SqZITHCLwtlYeDZDAY9BDolimdg1bLwEPMwenaGIxfHB+3rt+eUJw5j9RgY7m2J6Svgkd3REs4YoYv",
+	"TSqnaoGxdVjQej01A86N4xDgmAvas1+EeKkjhefezIbfYQk3BrvcNuEtTI3HRtjaa+ZmWlgAU0lynbWo",
+	"5ca+ahhruw02VudbzLtov/BO1iX10a2ymTse0kuYXyQ2Lys/jTWvH/68uy1XqoyXfunXrrbwzp9Wz96K",
+	"Z279HEllRdvMl+E5RyHcoKmKkeZanDku41jT89nApJ0klWknF2OhgWUROMuxHhbgEG+E/hG80qx7OBj0",
+	"0g7rNk9EKqMjgVwS3dim56g4/gBgpSYV1/kwQlSlssZOhQOadja4cPa3vPbxKbbr+qTi17vr9jISiYkX",
+	"wtuCqZEUXpfjQdtrNQJBJ9xwxeuT6/hhL0lJGnlTKwEhuBTB1srbia2gKNH6m78FblwjW7pu09xPHBXE",
+	"XvsLg77bOpOgArdeXfCiXYC8IWeC0sztuTcKp1zmZTxXd7TbhrVCA/470fQ/UmlvEsB9WGqgCj6YofYq",
+	"EiArYS/TQguks6A2sQDYp2OscXgFwLImWPgg69Cxk/NlKrvcMeZCTg7GSi+4ztmEz3tBhwtcDU2RKHwz",
+	"4fOTVGoxh1M3jBWIeiAqA3BZzuyiyET4LOvyVI55WR44Ge6/VhgfE6fHpH/EvdegHwuCVqi2Xio7BSZb",
+	"Q8vYYqqMYFNVAWT5T72mzkfLBdSD427V4vYVvqzrBSM7YJXNegmK4fBrYSA+Ift3EKrritlm2Tp0X0ex",
+	"ChpS22CDnrO6cg3BmyA0Ee/JxbiQYOACCRl+LXJ3rBNabnyxYbmYA4HgoIs8lYUT6GXJnCG3R1QD2H3L",
+	"eji6ykqVXXmYehRDdO/6j5IiYW9fvWTPnj17gUYMzbo1JmGzO7oo3JN+mG3H+J8bKCi28T2uPe0cPp+l",
+	"nSFDsEXbVldzTPMoDJtV2TSVBA71BxStPMd6pSfJQrJfBgntZi8g+xxvNlPQ3RtMosibRx5Ob9co0n8L",
+	"aSz3ajn85I6+ybhkfKKFMEAvNcja0wDARCDcjxTK+JxrZ7tcOPIkaAc8iZdBaffMJhclX4qcFuGkHtyV",
+	"EHOnZZkU7Fu0FfI+OyWHCMQ6lJwIYwPK5Oh46haIbI8e0beZKm1j8LGZ8bJ0z034POB67EIRC1oJXUM2",
+	"BAzLMZyl4NqQBeIUNZxM97vzC1bIrKxy4bRfo3AzJL4zlTg94Z8Eu1DcQNx7yIQzRI4HA59hQWoxu/Bm",
+	"KB5yw6b8Wrh30g3tGtwP/FKUtyA42uAUDfp9B4R4+A27EsunmAA254U2SZ0epXH/x+xf1aXQUljhyNh9",
+	"11mOV2IJSHoOYgnipbRp3zyL8XvdUrh5mITlxaSwJmFPDp4k7MlvT3DjnvSfJLjAoPk4qozDGgwfd3oJ",
+	"PN9LmJrjfEsCc6aSMwTiweNPnj5JvNcCfmPf/XTOTHWZqxkvZDzSo+fPUhmPNe2Qmt/P1OypFXyWdgC7",
+	"FFLkxGxulwjBLkuKsaQyLBWuhnvikiOoFpbo+OjI7/sIl3B0wjjcA29OnYG3ckc/rQaDZ5lbZ/cPQfFY",
+	"GiBsseAzZ7UWZYnqky0cq+pMVJl32jAtP3ArpDBmM6wVoGtchlAzsS3URRQcBo9xSdDIiRHgcXCrXNLD",
+	"Io9UXOKGXb8Dh8lgMMDD6ORPeKKI4pxOB+itR/7nzwcRnaMDBoybF5t+f9H6u4H1zNuRCehV8G4RgLu5",
+	"yRUl5Zc4tbJyxgEsXHdAgCe3nb0d1GQ3Bxwxjq8eTZss+rEwY3Jfej3I/f2bkpkgK+s3XpbkAWtViF6T",
+	"Syx6BXd07J/xunfrw29qs3E1k2qJrmA8JuLGWUxMVmWZRHsPBzr2wngqSOXRc0wMifh6n43cC0Zteanh",
+	"pJAhOxqmErIH6NwDmSwBNuj0HqkY3YhH6OZgog5odr8bJftv+cLDvNw0wUvfAhwgVOBWaGsDmfoh6USw",
+	"kYgCI2fTZaXbbILvgzvOQkbYRHmn2pqThUd5Ku1WY6YoPWRDmixFEf09jnc1XVEx4PFSVZKgl4upKn1k",
+	"o1U3u4OfXIzHImuAe9fHipDMOqrChNNxM8jXXCRB4vtN6xOkN5X1L/xmfR39xQ0e2A1OvjKI49sIg4S2",
+	"u98N/iWmbW60F5qrgLyQUj03j3t3zdy99G0IrKy7wu76+WCiOZmOmRWlnS47SQf88eBcAFkFwS/HeIS+",
+	"Fvo3zEAlL77M3AMEbW5lRhE5trs6ohsulG2zQn4EFRMTsWAWmVbGgNQGRmY2IRhbPIp8g7/SHcs3QqN8",
+	"3TAEki9zoZmB+yCv81pozNO//aTXu62qyzLa6lrCBfyAqmzrIOMbWpSDC1wiLbKSF5A+IjJeIbhgyRZC",
+	"ixhygMK7mDVpsZD2m+PWpcMNOJPv2tCBF/XuSICY4xY587Hepg1+sr0xC0nnWmgfn9th5BudaTHjhuS1",
+	"Ck0b9wBZ6zDrHTQEcKYCdTVJfmVXm0KmuahJ5I1r7nQ94X2gEigfMZtlz5h5LEL3gJ6fC8EaUrX/xSPt",
+	"m1rGNpVgxbdQXItVXKqSNbjc2fCAsRsz2tmQEOphPxkvy3Ykz966RojEva8KYZmZi7I8Afgr8KRUNlhc",
+	"nx2CYYnreOLVOUiO6Tbu7G2Ssds0lR8Bt9vIv0CFBDhoYAtDxgmfoNzLNeu+ffWSffNicNhLZSGp2gZq",
+	"oqQeJpEr52lWGatmQp/laSfBKEwd1IDQCq0Zus7oFazk2RVqRqgMQ04PAPzdyLppByzKn3HfUhmHaCE1",
+	"l2GUVatLp7CsSqSEdsPDofqpPA3G7DfscmmF8X7B4U4qW7t/ofyU/oXYEWOekI+BdY0QDFWmmMHXfGhF",
+	"A9gi273ijG4FOo9JnLhFQ6k1RJ+1HmuMPudrVjnB/b7iJQQJx+gWJpremwvdVVVpysHoVLLmIUpSGfKr",
+	"GglswQ7HgdakIxWY9+4DQDmbDqtXfG4FIt1VDcIoftCFknja3pFpEqZkKq2au/2LKb7r/RhsosCR6dbG",
+	"KdYQbgCzlxXO0Pw7iDKdSnAeDpI6Fw3ydTDOMei7BTo8/AaDHJsWLpVSxRraiq98Zx1to7f5xCsPTZ2L",
+	"gEGIra41tQA/I990b3v2Z4uysVkLuI84HNnbd08FjVP5HhWSe1FIdtYbTiGFM1YJPRcKYCSyz6dQ+ccd",
+	"jT4D0xfkX4MxBCMHPkbRAU5/gWqCWS4W5LEojUhlncXjSd3rQlIs8HN31DPapubEd0gTpbx0x2hytsrD",
+	"ew8lWduGpcW85BkNieQnSPmEjf74MIpHPGNN1XBHefpzLDZZF6Sd24QrMbe9NjEabk4lcMIT1hSjXmQm",
+	"TVH6UAK0bdUGjZ1sirsHFHbbhxLVnOn6YB4cgt6d5ckOGa9vtLguxKIFsBAPf2NoO4TSIIwFRWkWSucm",
+	"Vqq5ZYMXw8HACfUflXSC1U61qiZT9koXOV9imvDGJJ79wB0Av2gBeNyGCoji0BvwbJugeE2I1Ip1BVGj",
+	"tRj8HFdc5FFyRmEwLN+OA6fQ+HZgSgN/FR6LV7JVktYY8OYEnOn04vj5XxhVKWG5sD5XaJVY3IVWPkYe",
+	"vt23MEKlt2yj1wC3JD20eJwKW7Y/hT+sV5B89/Ysrox3VSB6hhZju04FV/2Hb02JeItZOHdLSeBlC+ej",
+	"N1LkBZLzUCsmPk2IRdCMndYPhR7GRQnB73W4ywpGto3aXzv5H4xrE7JAVwCZ0fHWarbhNSK2seNoJEKZ",
+	"3ImiYDuUPHQUYXd3gt92ZjfNwj/TzgQC2bVVMnLX/LL7oKLyiVekN43cDo0QIuVjYTBZZ69sYgvqDqsX",
+	"8pT3X7gPtxGuqUq7IcNie4wVnMm0ILJdCM+UFm0WZI1fh2KdUDmQSzDhoIwivdWc4J9Ys6OFrleOLg68",
+	"/ajGWcx7HtUHzug5JyJt2YhpUeZa3Iqj9vewrk+9MKWypoeEG8p9oDY+L53UklZtiDvuH/7LdJui8ZJL",
+	"JYuMl+z5QVSHpMtLo0C01pgl+iZ6QuBe055XJeR+cUlHXy83Z4jfIQVgTd9AvxfCzno7Kx/7BiC3JufO",
+	"aqzBbW/0kITbQmBS3NhXsQK3vgoAk+oiOO55rwaumYS9u3gJ1Ya9xrBjyuyKrqBq3MNt0/HwiE+dnQy5",
+	"WbvPDjF27XY6hF33eplPJr1tmp6fYObpXXKfN2uunyJSB9jBHVMXyAEWKc3RuQ+L30hJrjPNNiQn++Pk",
+	"l7sRefMcefWo7BOU8xt0mnkzLWTT8gqCgJhYhTB8AUMg5t4aXm++7xUvyqotcfIWbX9rNvI6G4AaSqQm",
+	"gUlZyEkpDoJlCYIby4kCStIXTN01jhpSxGnY2xfyjnp42IRdzhRtmRN8H1nRv4aDB4B9q7TYkP/kpCVQ",
+	"C/pz3F0IZYYfa1AwOuba9V9RisziHHbiJ/5+xwWkLcrbh7UIJX2aIzK+PC3m6MyMKK+F2UOdjUmFdi+a",
+	"zC50skHtRcBMi3oOOzhLCPgIDjN4k8fYDGmOISMSoHTCun8oncqQvtpnp/XO+PRej6p3zIZxcyVAW3Jq",
+	"PynHSSqhwDh+bJOLFAuUtIVgUcOu1z+aAFU1UTJB6inF2FIy3YKbhjDf/Xh4DtQi22lGLaDWGsROtps7",
+	"J+hIhtWh/fVrsre9UU9/xpfUIyAyR/FU1tYG6qOjjA6xEdbpO/HBbrezmwlJa+43LDaFOhRMEFQAc+LY",
+	"Qw3fG7l5jFhhtnsr/IImgXxvOwDfurvvhAYJZLDibonA/4gNC4XlfBlxQA3HYNF9iQoGfWbRsTQr5Bk+",
+	"fHjnGNT6i+9QkjTc5AjWvxGXFtMynD1L6HdWNPqerDvi2q0obzutVG5MmOhP+iztDNgz9if33wZP7EdZ",
+	"TK2Qk7kvCVB3GOltr2E4DiUsb9vuqNglaCS3d4p5SW1dIOfJilkI8gIMpusGis6yXsLK4gqP3UoTFipj",
+	"AVY0vO48chft1ZQlthtvmyNlKH28ERgHXbaHKe9qHm6Z8xdlqK34qorJVGgEE1DFTagN6TFYPrfBk/Fg",
+	"U/6uN/aar/8B3XPkisNkEl/NwydQ/a4u++xUhpsKrw0Z69OHAtAFSv+WeaMhQ6NkSKMtUTdKUYEB9lgl",
+	"S2EMo61m5MD9jZflPhmAta26IpwxTwwDlsExSUk0zdw5979yWaeboDXXLiv3Nn8/xpBtzujs9KfTkLwY",
+	"Iy/eXbxsR17EhuktgI+oJCVySoiYYvG8GvixM7KDZryTFKv12hXeXWA9aK93dslqOxocQsWCKDKyIvPb",
+	"q61eEMt9YthcGYyOEXFTCfsEU2wG7WdqXgeudqqWD3nDcKbax0L10ouoAxgcKIx7ewuLRrwuiVvoMnLI",
+	"7qKg3GYqHw0OE9/kZ9VkBrkVmchTnmPLpaY08qu6i+VMRdluCVo1yGajKVSXv98QAwDtCkMA3oML9lxR",
+	"d2NR2pdhwD3xv3tQYaE378YOds3KUEJDFt4S6ov9vnvhnTYdsm0AKL+AYfjJDvropkoZPPOwp7bCjNWG",
+	"8hItlvK1Yyn0xK0D2c1CWGEzNzyzjvVDGXtQWhNy6GNTGiepHlXf7arvoyr5qEo+qpKPquSnVyXvAyEc",
+	"K0UPU61nzR+9n5z6GXICancgZ5dVeeUdotDlSRhm1TC4e7llMyGsL8GR6cIKDf0GAfnATmMIen2VVKEC",
+	"ykVxieUIUuk9maAWAowE6xTQgzyhMgRR6rR/ZASVLAD7DqUswF2JFw1hhoKWf7lkPMuKfEOjiiI3tzlh",
+	"vY5mBCty02dnORCiVPUHGpCkVHbJ4x13NjV82aPx+f676BqDLEQsd009cz1pteaOksMPwKWrNPXRGN2V",
+	"SYMbHOdmPD43idcD8zdYlxuq/vC3K7H8G/w6CrUQoFZkG3DXHcY3G3pqRSMByoNiHegg9gMo2kM5sWjb",
+	"9E4kGj4jGBE+Al1gfKc5An+vVcHw5Nf3nxn1d8MZNSPRa2MbOfYBREOVOZuwVEciUOqyW0vEUJgKOjc6",
+	"7TCV4SknD6HsxQjUvxFlf5Tlak1LX8v+BCqsK2EowOIUQHT/G8tGM34TVg+bLhTGx3XqUq0w1FSODsJk",
+	"DkKvw1FUl4Yur1VEXdXLk0540a3B3julUHhl+3715YdUgddzOf5JUF+A90Oq38BEQP8Nreb2UpKTNVjm",
+	"Bsj+STtkP/HhXcyKcD/3HzXvsw3+GxR/OKIGtP6WQhVfLkTnXsE2t2Fh1rltNZtxvbxrxWx6vC6aPRFS",
+	"6H2xPmVUtuj2k0b3efIo9kgYoKFuSkarPXg7a6t+1m2AUscPwhCjGcafaa7Wr5t357Ea6v9wNdQm3e7a",
+	"E6K4tdzGVJQwY1JvZMNCbk+7al/gjZjQ3SqOWB7qH0QlRwrNpuiNaGl2Mourj+yx499VAT4e11S4j0Id",
+	"xUoVjrZdvAgcfg/NCzqAvmtrx3X+73PsDwpduLruc8y83wCC9kkv22XLhbtzUwuwqbXzrunBFyO9+M3r",
+	"8wuRM6twGIa5+0Dzdf/4DXAdvR0zaDav3EVr4s7IfWKEbRdNMZEixxZkc6EpB8YqNqp0OeqzkXlv6FZq",
+	"1+huowINcJ9fbndzPfbRME7nyCvBrJoIiI5hiYlUQu1M+AybKEefq+OJShI+HwzC6smcHbIfoSxaKskH",
+	"lGDPydEfaYdaCnSGv9CAE9bv93/9MKJur34azqiEhUilETJ36myvrsJAeIXR/x14uaUPwD19AGJl1Gen",
+	"7OjmhmIhoWWlaVRyI7s9hOqoAhw6O6gMhxt3Kt3AgcW5cacdrHFIRflzLHSYdsJEoOKxL7nAITXE6gIK",
+	"UMllSk1pKVbXPT56AWv2fPAMpxc18q7rdkbeGNjcDXPADvm5ysxTX3elP8ubZpZbVCex3ztZXVNEq4l1",
+	"AS6Nh+yqvZHXQhf+rVoLDvDfeG/QOXd87IJudhxWtIt30Mp9STGGd2GWU6geqRbShzUzJcfFpNJQPLLG",
+	"eO3Bg2kcYfrbysrjRO6EY9vJKmpzoG4ex314TYnkHsxn2qCY/fylUHYAvH+OFSIB9NmZZJy9Ob14+Y9g",
+	"7EaQOGf3kvgHx9gJtLDm9HRC/Ah228fta3oDN3oLsWHR3zZqa+/mHPo5+D5Cq4EXDbWKa18Gutq9Un8S",
+	"AvEJq6j1dOhuoz2IGaIThSXGZmK/Wf3i7XHC9fYTbYnJBaZyQcp5w/0KGdxRTRZsSJGgRws04lSCnPF5",
+	"uE+MbxhTd5ahmTT6wjT6waRypSFMo/vFCdwJQHTDl4YZRfUBdpv4uVWtRkxcbiZKgZ3xJYImDDzHuqSx",
+	"wUqMqdSUzFOphYXWR1AaePt+YuUKwGTMuXHyN5X13r7we7sy7FpEY5UKy5BGd1yB89hcbZl+E7q9sgI1",
+	"nd5GjPFXtpHjh40M5KIWNHviZUNBNJJVgRnAPCoj+uznuuZsWRjr2Yo7+OgiWpm8MzG49G/ss9dYKp2e",
+	"Lqj4CJegvKYSb8MgGsG/2dSt7py7cyCxs9nLs+/eBvyueW9Y9Fgqsbg4VbuulXasXt1kin6ecbmPVAaW",
+	"5sZoEO2DJb66f3xgZTEmKtfCsXgISbWyt6zIdRscO8+1MIZpLifChGIOo6PBs/6gf3j4rD94enQ8gmAy",
+	"p3vLwgrNy1BV3U0IFulSkP574leKogecFhBd9PEaQpXxbCqyKzTDo/rTkrZWC6PKa8db8Psr8Z84xXaw",
+	"FXXbCA6ty043NNOGHKK5RCs0VerK9KOK4iOIz43+1PgN7Uy5bJYoj+7ob5jL0fNnHzsZb9Jg9KiNV/gr",
+	"gEiPrcqorgdYF2b49Kl5b/qiOlgIYw8O+3zG/6MkXxgopn549Oz4+Td/+euLweHR09GmOR36Yi93ntRm",
+	"RnOn6MaOHu8vQ8c+x1qD45ozZnzOs8K6I1Jy0ISsL/GAbMOwLmRSXS7ZmBc6PNnrr5bhuQN/R0l4x/aa",
+	"2+FTcV2JZqPNKKu6fs8O0Kr2xDhoy6zqBi4xICOkYREso8FrBvfQe2t9YSHNLqt0YZdO/FJS9aXgWujT",
+	"yn35D/AizyDsAD/XphPYrB8+gAtwrNrNtHl1WRYZe/v9+QU7fXPm1tkvqM6HiJ/jUKUYA6hBlUigmo+1",
+	"JZT28v7thEKv1HFEWuox0uX5DIRBuewFanQX3DevxNKx8VS6GQlpiwwQLEM2cj8oXfyH/v4WJsjWmiUw",
+	"PDXwImxSHkvLA5OpucjrlpLmhIpWuSFBUS+AG3vLAO7pUbNzkrujp9eHT2nco+hNMCPst+8dkzB16BcL",
+	"+AoE4JB2jRowx1mZ2rPuWzAE5yYU/Ytqv3LpVwoWChqQmyGJxOMb7IbxPLhunPYyAucHLuVTgrT++Xej",
+	"5CiVXV/jh5xDXLIRVuwZofbjTRC3lJc8p16vvj4V9lztp/J44LsgRO4UiIiDrxbVJDi3ucqqGTQC8GgB",
+	"eGXCFlo5AnIkmzCwUOQklPVvayAL9bv8BtTfykVWQnc9QMV49DZ0sIJQP5jAOBa3kt6dPAXihsa82Ny2",
+	"yH3bHa82uhc6xfhoMIianQD0nXrbu+/NSyfNo84I3Zxb7ruWhBqx7jt5hRsjoGuIsziueVnk7N3Fq4O/",
+	"JuzdnwfQKEMjtmLOC+gYYyqt1cSp6cJkfC7qUltplf91MGBgISPzSRgyEENwGe0MKimMdS/KhZh7eN83",
+	"x6wU16I0vRPQ9nEzndHiNbTLyu3jFepqRkgjWNcPeA1d6/c2wNmc8o1hWNiE2vZGKKG4yYTIBdQHTuXP",
+	"bt19kAmsSAEF6AL23RMYuEU9MTpNxbs/3YUeKJHuyug7EnDU8GHEkOOeMCMEGy3EJWhtI/j4d5U/0u6I",
+	"Nlo+wZKaqLTZC2gG6etsIojgaBpaMGLJqU7NR0N+H/uRG0fDp2/OorIAw85hf9AfQDR9LiSfF51h51n/",
+	"sA+tQridAtN3HAhZqvuLIgjhIJzl4GoxFuUlPEgnxnSGv7QLoPqWp+Qi+pBsvdOXkfyjU7ihw/H0rrhh",
+	"sxYZLner36n96dAofu8nQ7p//eTOHdDdO++xHFXrxLSaNQa3W676fRV6ahuSVfsP6FcoLTFX0qAicjQY",
+	"IEDAiVrU+iKh8zv1m9hjS8AXCirL6sQFpVg3aiO4nbj0lYNDEyF3I+BljnF4bV8N03j6LQ9N4eGRw+2P",
+	"vJMkwv8jcnzo2faHXil9WeS5AFjI8dHRLp+Za5U53nWJeNjjoxfbn7pQ6kculzQnsCGe7zK+d5Jf86L0",
+	"3yK1d/tzoIugpuoBJJ03mHuP1R4brlivFCqdQ+T/cskKhA/wiYEO38i/fnUvrFneU6roBX5y1VrUHsJg",
+	"TmghtCCUvgN/JBYZc9z7colxuOjdfxT5B/8BLLJew3HVmCFTSljN2hLfOytnVqGdn3Z4WaadIbO6EqME",
+	"1AfvWq/bx4UCZRCNCmXKUI9DfGsTdxsy+eG91Jxn5/JnQ/gzlVFFgtDfD6v+ocRqShGq7hYECUndb1W+",
+	"vLfDvlL68EMzEuHm+uEBWU2zfl0Lu9lSqu7LZi2Hz3ZiEhC/+B/gReeCFMWaJ5jICQnJEVAAE09J3a4O",
+	"+txDOMSdot4OTMoxko3K2d8F6madh5ahbQR94Y3ML514B8fbn/hJ2VeqkvlXRYZ/Fza4AVpJaV+N/ey7",
+	"zodf1+nvKfoeQFDu/75kg3S9oBrr4mZe6KWPuWL8jiKJPnJFtzjhCN3Z5mVlUjnCYX27HAWP2jAC6T4x",
+	"5POgVmEgVA+fz+pWWN6OPKk7eh5Pe23y63v4Un3W7l964Rc+k/AKpovYdNDdRuFq4l7c/czvexgHOxzG",
+	"l0qOywK9xo+yKvbwdoa//NrQoiszRURk3SCKzgdCDVZ6rfbZ6ZpnseFR3FGENZTt++UhQSWfE+oWhS6o",
+	"05QNYyzjmOQw9P+AFvMDYCk+9ebURu1GTy3p4gQ0zV9X2IwtKwWHsmnOLoQFr1MqMH3MawI5FGR3KkLi",
+	"rIRpYazSy4RBoTrG4UzRaKDoGQTBN+vNn1fIJ83l/a+T+Xuzma9KV+Wx9RqUUjoIWgAqgdw+Ui16fXY8",
+	"eOGzrhF/457f/ayHRjD3eNZDpSw7JBaEuZseiusb21MJw9DaqKs0hiwXhRGp9Ke9FyApR4MBrYk78ROw",
+	"nn1qKLLKRZGJE/hCKgkJauovo9eMeOkaV62bKYXEu4CCXbJuowNTk930ABNB/m+PJAbnO0Y4fH8/aEeF",
+	"MZrjwTE8RAMLPT9Rz0nlVJU5eN3h0QQ88YWtg0TGFmXJeOY+WYp8Ishl7hhnMV4ZO0UqMGmD0Fld79HI",
+	"IZix4DFyyzjDCGqPpNIzvq5PWOgljtIuRaZmwtS7RzmOGI7xoglZUCovwmqD7KLooZddT+pm4wStgAis",
+	"kJmgYpKQgJHKSuaAA0ZgWRjZCIOClk8wKEgd1eEFjV/oCQodYvVTy4E2//Hj6UumxhCtmTH8UBydMyLT",
+	"wvaGWCMuXEmlG10gHCBOGqUTG0LTNLpcBvwcy4sAj3NLpnQqF247LwV2QoPX9EANLmysHEO0KnRc4kFY",
+	"uiVKJdIEraRPl6b1Izw16y6miFmHdtmW1ASroW1TKi+FkDiGpcB2P9xSRYhMzZdRlDLAxAYIxh5rQamw",
+	"7jieMKMwPOebmHkSj60FeiWuEPZsxvm0e6bgww+p2q8U+v+idPu3gUtKtYDySODt7/1X6fdfpaYeurh6",
+	"VlF3c92qlJ84Fu+D+7cIbQBWbHUxvcLK4w9GofD+Dbon4GVANJbUhEZSUrx5dDt9TrdTtDNOmLTsTk12",
+	"QGYf6Y6qSfUpJjR+tHbZpPOX8NIvg9TdglK5/keK/xIoHokjAPiemLVKW2Qc1xE9KLxOmm2om1TnAaAV",
+	"0nZIiN7jBPSNwIw3dQr4g5Fs1Kh1A+HWQL2VCOwXHi7/SojPLX0z4O0XPCafQC/AZttZHGRkUKb33ry4",
+	"WfwaYRv76MqESF9rm1tP9FthF85QeE5pmHHj7YTN1PV62YAnvsimOwIAhlt9PTTEfb6abP58UKN8BNfZ",
+	"9ADKlBISOers2hzhaYjjBXtINPqDx6NofPCw/uBlUZaFnBzwedFZbbTZeT6DEcyFfkn949tHcIRBRLon",
+	"catVSMbLMh7BaofauCn9Spr58KitC2q0THOhD/zTmORHYPh6bEcDxn3r7bjrNrQeBczq8SBhh4PBphVr",
+	"NBF2dlFoG3w8SFbXMxoa11YKTQu60j31aABcax9eR0mcO9lph/fMZ9t4LI7ni+enj4Gaj1QyMGGORyD4",
+	"uNzQOp9f0RSCHUcNmtb4/3fwe+D/K5R83FLUAguLPfr6vxYSwg0L/t4+e4tFVdGsOB68ICdfnVHMKlMX",
+	"KGtTJTY5BTaR0eATMMSLqBDXo0X0GX0AVJ2x6QVAP9W6F6Cpod7JcofyGGvUiIl5EUHevwsXX04ZgJ/Y",
+	"gXv7OfB+gv/S8/CoVHykUgEduMJRPdmhMMbt2kajjN1Gx8R5VIXuMyWNUJ/M3c7YSn/STS8NRSPvkE0S",
+	"Vdnd8vRKEaqolG83FPuEHMMpN5iWgQVNGNw6Yr6uM/7cg/Q1d4meD6IfH6cXJj5rzz/mlIe5wFZ3qaxz",
+	"5aBVsnC2XXkSKxJYxEA4uVCWBOCbUcGjm3mp8mDTta0OjKGxMDuVX/6mpc6iXUKq1FjpWedBs0saJcr/",
+	"JxJMvvpUkSjVeGO2SM3htrnSQl35T+5M249AP49Do666v9mlwUa+ezFWsx41OhiPGD51KSjH5FrkUW7o",
+	"o0Pki9ddng/+sv2ZM2mq8djpGdKeW6X55B6dKZBPXPcZgz+V9l39scBOS28T1sXWI5sYw6o29BR7NZhd",
+	"ksniVshQmwaapFIiGdQ1W0hMuuq+eX1+kcrmlyAGSg2NsUJUKBqVsO++/+H7i+/Z+hO9xJfb8h9QsznX",
+	"4oDL/MAIO4xleTQqrAREsB5uU4m1xLF8A9W+50UJcNqyMM4UKSQbIcxrlKx0703QAYHJ6wDKM2yimJJ9",
+	"9tpnmpVKXUE2LPbzx2atIQsvzArKtxU58vET358WynxZta1rbiobbXPZKdOg7AgssODzDyCrDXriFoZN",
+	"uZ4BIHIMGejxBsB6oNutqWNh5nejqzK32FZ56PPhc6wHTAvec0pVGIwvBkYVMAj2tgZiavY6fqgEu/bW",
+	"5p/YGm7tm90iYX7GLs2+abM/eG6jfNPqx5y7r0upa3A8Om1KhzOycu5W23ObhFiJz77bmbVferdTO2N/",
+	"F7Ep7PvX3dR6utdn3yMPFjOGdlsB7ptUhobAUIhirf0v6wIv0jg3ScUuDLUToT6DqVTS8/eV7iWF9T0R",
+	"E5R5VL2FwMu+UksqqZ6a8OVZDBvBpH45++m77//v1/6rs+9/+G7UZ/8fVOugPofa1zxMZaheTHWKF7qw",
+	"whfWKDwnw0KPeah1DD1fqARIKrEJpXvQNHr0hMIsxqo5q0UIFvqR1LzSF59pNnIEu8u3hVQyE0Pgs1Yv",
+	"WReQ38tUYu4ZlpQOSFTElYc3170jCXINHAU7PwecarJXa2egSPcFKPpD9Z6dfU9F/fJiPBaAbMWu0msD",
+	"Oz466rN/iSXEWGH4uIZIKe3DoF0Tziqx2NfHzHkmaDGRDGEAkBuOrwvt27DUSgDrHj4LjXngxlGSSiob",
+	"4bthgn6g1JXjwa1A3KZJZaC75QMLsrj1/GcSY3HL0w0uBA1XA5EkvqETKD5eU4Flf5RoX2PAF4oC1IIL",
+	"a02BPfK7ujSej8YNd3cRWnMtrgux2Cy2LqAA01pjX3fukyCYQG/nZvUm7E/VjfrBBYnRS1AUBM6dRCIK",
+	"/Y1O8/Y9qrhhNNLGy+vuZpG975ZioXRusDgaNmRKpRqPjbCG5WIuEHkCByJvCkDIhJgIC4UzUAhlXOsl",
+	"k8ox/kpm01M7xOpk+Cd1X3PWDH5q5A4bZE4UM9HGwt40Z3I+F9m6a2hDVQhAf2Lfybqb6yBhdemAAXbx",
+	"bPOeQrCt4T3dp/TiF+R9useoGdH/xnxmokFc80fO+VVxzpYdbBZKZ7kYFxJqhSYhR8jwa8eqit2Z6G6I",
+	"msgN/L+LqfnqIDK1T1A5exAA3jwWvT2sHr+C9IYUcN9RaXPYYBNsZjOtDD6J4/0ikomPNPhZwTP1NmyM",
+	"PX0USGZ942dCT1acz8EDwcABgUUJlBR99qqylfZtT8mDmUpvuI+p0Yoq84jXNk8Hlq2lB6goAz6WyvCZ",
+	"c2HheI0yreQI6p6hb37EbKWlic5kIa1a67B6wox/A3jsR+glwIquc2UK26qqIZSncRofTgP6PLihbWzA",
+	"I4f+a9nBY/ztM8bfPO4oal2zF/Joq16GGYE7oZBewZ0PjkT69YETB/9ncCb/tYK/AUzhcZsBIOYEajsY",
+	"iw7mZGPe8/1m1rZFlu85uRZiN1+C6osNzR9F3leX2QAUdLJqjKkxGzfU1IZxxtxD4JxcFFkjhL+foIlc",
+	"qa2iZsXt99W4/B49bw8ii/4XPW+xqx0CVO8uXmKdIBk85v9x9t592rrtpxUBAvcswN7CS78ECcaxIeWj",
+	"BAsS7NEG23BW3xI2bU3rYXCFqufxusPpnSUkQXDuueDfKcUMQ2k04DlRL9C6T+iYwIIAoOHZ1UQ7gkql",
+	"nWphpqrMGxJ2EJpk9yAJgpdl1FI0dBO9XAJOUZ4wzkpn82MXIB/KpAR2wheCn6uQE6rW76vJUdk+VE2i",
+	"NqXNgbKuETjFV1heZERusxF2sbkAbxZ2PkNkBmLYTNTATMlyOWSjul/ZCGufjahj2Ih1a2cfZX5EBoha",
+	"SIrUTnghjV3pDbnau7bnm0iuvCchGLey0GIglVcrzc/cnnnEFoVXA9KSagdwrK3IdVlAfBei3+gMRLyp",
+	"m24lPYyPXfgeaqQFQg9WqShA3Ob9oyce2P230r/uA/n/GoLj6NOVFsI2snFBxi7PMjH37tyodd+jI/DR",
+	"EXhPQugVkl6D14S+0FItHGPOCoB3rHdDvE0C+S9srlt3Trc8pLZGn9gUacPLj3ld92d8NLv+kEsMwHHY",
+	"risJ1ZGcmCXIcOZuLbkVUhgERYYY2LpPbbVIIrVovNXTfEH3fNU+ZpzEYzbj15HNuJrC6PuhXokl9kSN",
+	"aRoubc1nRAL4UrMZcXSfJ5eRVuaxONNjcSZsC7zLYWvKj61ldsPpe2AGv0lZwXE+xgY/KyhoD/K6X3wQ",
+	"dpVnjriWzCqPNzfYx8R3JRXkeBjGmVahL3cqfaYjZgOB0+NKzK0z+qHFPfQEgO7zmMcjgtpAE7f8ShhM",
+	"D406+9LCUo9tzLsxU7WgpivjsUAnFqAIzGa8T3TEHko+fR6sz+0n2yN9/ktP+KNsuyesTrCtJJ+JhA5q",
+	"gicXElN4WaqFIyS3Mtassal9QT63SMqnV2J5u811+ubsX+6eBzxW+Inbah+7USbQysLDNh4F6BdTJ9lt",
+	"DutOuZmSmILeXfizE03YMdcJEnmvEvYWEwsp6n5MrAeydXCIZNd8zSbPY+jxXkwe6TuJBNA36RGQhReO",
+	"FIP28BiQIhXNyYR92P3TP67E8uz2lJu34lpd1cdoe8INPvCYcPO5yAjXn3FHIycszhofHGKTRjsVEkrA",
+	"wK1bAVsfw519bb45t9MaSwVU11nV11ewVT8IObHTzvCIwFX+7xpeFWr4/brS1+ePzqXgWujTyj3wy6+O",
+	"fWN5CBx4pcvOsDO1dj58+vTw6C/9QX/QPxz+dfDXAbB6mvl6SkezTnQhTKMiH/Y8gzI9ijL2oyh36EXR",
+	"X6lvWAjTWS9D+DKuo2R8AaDVskkmelkdtFl/22sJQUk39EbeXpz3S8O0PoUkejXCXtdfewEtuevC/GPq",
+	"U5P4AhRRn7GcYftgqAViSEP1fQWc2Xsloi9SUKDlk8jEogoXxC3dXjS04+htSMJuaxficqrUFbAv+MZ3",
+	"FIXdnLh9js72DOtG+FZtVrERquX9SpejPjv/93nQ0yfC1lH2f56//gkSry2kBBnDJz7tOyz+OZByuMqt",
+	"1cVlZYUhgMFZ7tEFfufcL91XZ69es/eVqIQZsh/x4b9rVc3PcvY3Vt+apJKufifyKigqcBe9vwd97QTP",
+	"CV5mhC9cAYiIn6fUbHGh9BX0p1RSJOzN6/MLNvojxbYKacd3ihR9+OHDKJXdUbMf26gHa+fvc4uHBVz8",
+	"T4B7GLEghnonqYTvcMlGjbbNIw9B8S27iMLevf2BdalbNb6tBzWovGlEJZNLJSfteAWiad+k7lZ4adQS",
+	"N2dd8b7iJUzQ71uNKMX1rKny/w48IEIfwKcOtnDFrbVLG2MBYElS06GCMLBeBhImHCE8MGQ8lf40InSh",
+	"7rILCnxhAbvj9p2Zq2JuorpZdZNKXM3W6a7URfm4mb6TxQ3hVwxbeOIkNxO2miwmEpnY1sWH4oeWz+Yf",
+	"N6bR9eHfRuzPbCpuoA/lwfk/To+ef9PFnpMJojfdZ9ifWdrppx32Z6b5AnhB7yT0gxQwdKi9Bg8CAktZ",
+	"qiUkBcvUbMYPfCmZnOF33UMcsNkQnPXfpF7iSgpvLu+wIOf+XXstyAPFoTyHJg62h6tvFd62ZEc3N2wm",
+	"uDR1c9MTrz2/r4rsqsSu98DlwAm74Don0DRqgGvCwedaos/2rbB6eXAK/+56AlUaepNeXLxhObfU7ZE0",
+	"w3t7X6Q1rk8cCjeFkD2ve5Brxp0UlgLqu1FD7aKlc+wwNB8FqXXJsyunjNQ4wAhwMuM3p9TtOEFMH/Yz",
+	"Zm9FXmiRET5PKsvGCn1cjnHc1p7RN9lNVrF0GoQQ8Cer3LI4vY4k8RPjZEE72ODDh/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

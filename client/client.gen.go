@@ -173,6 +173,30 @@ func (e PolicyLimitReason) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleAction.
+const (
+	ScheduleActionDelete  ScheduleAction = "delete"
+	ScheduleActionPause   ScheduleAction = "pause"
+	ScheduleActionResume  ScheduleAction = "resume"
+	ScheduleActionTrigger ScheduleAction = "trigger"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleAction enum.
+func (e ScheduleAction) Valid() bool {
+	switch e {
+	case ScheduleActionDelete:
+		return true
+	case ScheduleActionPause:
+		return true
+	case ScheduleActionResume:
+		return true
+	case ScheduleActionTrigger:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleState.
 const (
 	ScheduleStateActive    ScheduleState = "active"
@@ -498,6 +522,15 @@ type FireTimeDst string
 // fires have no jitter.
 type Jitter = string
 
+// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+// is a name of at most 63 characters (letters, digits, '-', '_' and
+// '.', starting and ending with a letter or digit), optionally after
+// a prefix and '/', the prefix a DNS subdomain of at most 253
+// characters ("example.com/team"). A value is empty or follows the
+// rules of a name. A bad key is a 422 naming `labels`; a bad value
+// one naming `labels.<key>`.
+type Labels map[string]string
+
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
 type Lateness struct {
 	P50 float32 `json:"p50"`
@@ -545,6 +578,15 @@ type Policy struct {
 	// adaptive.max; absent without adaptive.
 	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
 	Id             string `json:"id"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// LimitChangedAt When effectiveLimit last changed; absent without adaptive.
 	LimitChangedAt *time.Time `json:"limitChangedAt,omitempty"`
@@ -595,6 +637,9 @@ type PolicyCreate struct {
 	// At most 256 bytes. Absent: maxInFlight bounds the whole policy.
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 
+	// Labels Up to 16 key/value pairs, with the rules of the schedules' labels (see Labels).
+	Labels *map[string]string `json:"labels,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int `json:"maxInFlight"`
@@ -632,6 +677,9 @@ type PolicyUpdate struct {
 
 	// ConcurrencyKey As in PolicyCreate; "" removes the key (and maxInFlightTotal).
 	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+
+	// Labels As in PolicyCreate; replaces the labels whole, `{}` removes them all.
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
@@ -720,7 +768,16 @@ type Schedule struct {
 	Id         string     `json:"id"`
 
 	// Jitter The schedule's jitter (see Jitter); absent without one.
-	Jitter      *string `json:"jitter,omitempty"`
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
@@ -749,6 +806,58 @@ type Schedule struct {
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
 	Window    *string       `json:"window,omitempty"`
+}
+
+// ScheduleAction defines model for ScheduleAction.
+type ScheduleAction string
+
+// ScheduleActionFailure defines model for ScheduleActionFailure.
+type ScheduleActionFailure struct {
+	Detail string `json:"detail"`
+	Id     string `json:"id"`
+
+	// Status The HTTP status the single-schedule call would have answered.
+	Status int `json:"status"`
+}
+
+// ScheduleActionRequest defines model for ScheduleActionRequest.
+type ScheduleActionRequest struct {
+	Action ScheduleAction `json:"action"`
+
+	// Cursor The `nextCursor` of the previous page; absent for the first.
+	Cursor *string `json:"cursor,omitempty"`
+
+	// Note With pause, the note each paused schedule keeps.
+	Note *string `json:"note,omitempty"`
+
+	// Selector Which schedules a bulk action applies to: those that meet every
+	// criterion given. At least one criterion is required (an empty
+	// selector, or only empty criteria, is a 400 naming `selector`), so
+	// that no call selects every schedule by accident.
+	Selector ScheduleSelector `json:"selector"`
+
+	// Until With pause, when the paused schedules resume by themselves.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// ScheduleActionResult defines model for ScheduleActionResult.
+type ScheduleActionResult struct {
+	// Changed Of them, those the action changed: paused, resumed, deleted, or
+	// triggered. A schedule already in the state asked for is matched,
+	// not changed.
+	Changed int `json:"changed"`
+
+	// Failed Matched schedules the action failed on, each left as it was.
+	Failed *[]ScheduleActionFailure `json:"failed,omitempty"`
+
+	// Matched Schedules of this page that the selector matched.
+	Matched int `json:"matched"`
+
+	// More More schedules may match after this page; call again with `cursor` set to `nextCursor`.
+	More *bool `json:"more,omitempty"`
+
+	// NextCursor Where the next page starts; present when `more` is.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // ScheduleBatchCreate defines model for ScheduleBatchCreate.
@@ -782,7 +891,16 @@ type ScheduleBatchItem struct {
 	// the four years after its start (DST included), so that no fire
 	// launches after the next one: else 400 naming jitter. Triggered
 	// fires have no jitter.
-	Jitter      *Jitter  `json:"jitter,omitempty"`
+	Jitter *Jitter `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
@@ -868,7 +986,16 @@ type ScheduleCreate struct {
 	// the four years after its start (DST included), so that no fire
 	// launches after the next one: else 400 naming jitter. Triggered
 	// fires have no jitter.
-	Jitter      *Jitter  `json:"jitter,omitempty"`
+	Jitter *Jitter `json:"jitter,omitempty"`
+
+	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
+	// is a name of at most 63 characters (letters, digits, '-', '_' and
+	// '.', starting and ending with a letter or digit), optionally after
+	// a prefix and '/', the prefix a DNS subdomain of at most 253
+	// characters ("example.com/team"). A value is empty or follows the
+	// rules of a name. A bad key is a 422 naming `labels`; a bad value
+	// one naming `labels.<key>`.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
@@ -906,6 +1033,25 @@ type ScheduleList struct {
 	NextCursor *string    `json:"nextCursor,omitempty"`
 }
 
+// ScheduleSelector Which schedules a bulk action applies to: those that meet every
+// criterion given. At least one criterion is required (an empty
+// selector, or only empty criteria, is a 400 naming `selector`), so
+// that no call selects every schedule by accident.
+type ScheduleSelector struct {
+	// Ids Schedules with these ids. Ids of no schedule of the tenant
+	// (deleted meanwhile, say) select nothing and are no error.
+	Ids *[]string `json:"ids,omitempty"`
+
+	// Labels Schedules with each of these labels, with these values (as `label=key=value` in the list).
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// NamePrefix Schedules whose name starts with this.
+	NamePrefix *string `json:"namePrefix,omitempty"`
+
+	// PolicyId Schedules that name this policy; an unknown policy is a 422 naming `selector.policyId`.
+	PolicyId *string `json:"policyId,omitempty"`
+}
+
 // ScheduleState `completed`: the schedule fires no more (a one-off that fired, a cron
 // schedule past its `endAt`) and all its events are finished; it does
 // not count against `maxSchedules` and is deleted with its fires
@@ -922,7 +1068,10 @@ type ScheduleUpdate struct {
 	Fields *CronFields `json:"fields,omitempty"`
 
 	// Jitter See Jitter; "" or "0s" removes it.
-	Jitter      *string  `json:"jitter,omitempty"`
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
+	Labels      *Labels  `json:"labels,omitempty"`
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
@@ -1206,6 +1355,11 @@ type ListSchedulesParams struct {
 	State      *ScheduleState `form:"state,omitempty" json:"state,omitempty"`
 	PolicyId   *string        `form:"policyId,omitempty" json:"policyId,omitempty"`
 	NamePrefix *string        `form:"namePrefix,omitempty" json:"namePrefix,omitempty"`
+
+	// Label `key=value` (the label key has this value; `key=` an empty value)
+	// or `key` (the schedule has the label, with any value). Repeat the
+	// parameter for several; a schedule must meet all of them.
+	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 }
 
 // CreateScheduleParams defines parameters for CreateSchedule.
@@ -1296,6 +1450,9 @@ type UpdatePolicyJSONRequestBody = PolicyUpdate
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
+
+// ScheduleActionsJSONRequestBody defines body for ScheduleActions for application/json ContentType.
+type ScheduleActionsJSONRequestBody = ScheduleActionRequest
 
 // CreateSchedulesBatchJSONRequestBody defines body for CreateSchedulesBatch for application/json ContentType.
 type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
@@ -1578,6 +1735,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 	CreateSchedule(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ScheduleActionsWithBody Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	//
+	// Each matched schedule is changed as by its own call (POST
+	// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+	// each its own compare-and-set: a schedule is changed whole or not at
+	// all, and one that fails is listed in `failed`, left as it was, while
+	// the others go on. One call looks at up to 1,000 matching schedules
+	// in id order; `more` says to call again with `cursor` set to
+	// `nextCursor`. A repeated call of the same page is harmless for
+	// pause, resume and delete (the schedules are already in that state:
+	// matched, not changed); a repeated trigger fires again.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+	ScheduleActionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ScheduleActions Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	//
+	// Each matched schedule is changed as by its own call (POST
+	// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+	// each its own compare-and-set: a schedule is changed whole or not at
+	// all, and one that fails is listed in `failed`, left as it was, while
+	// the others go on. One call looks at up to 1,000 matching schedules
+	// in id order; `more` says to call again with `cursor` set to
+	// `nextCursor`. A repeated call of the same page is harmless for
+	// pause, resume and delete (the schedules are already in that state:
+	// matched, not changed); a repeated trigger fires again.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+	ScheduleActions(ctx context.Context, body ScheduleActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSchedulesBatchWithBody Create many schedules or one-off jobs in one request.
 	//
@@ -2195,6 +2386,60 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, params *CreateSched
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 func (c *Client) CreateSchedule(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateScheduleRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ScheduleActionsWithBody Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+//
+// Each matched schedule is changed as by its own call (POST
+// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+// each its own compare-and-set: a schedule is changed whole or not at
+// all, and one that fails is listed in `failed`, left as it was, while
+// the others go on. One call looks at up to 1,000 matching schedules
+// in id order; `more` says to call again with `cursor` set to
+// `nextCursor`. A repeated call of the same page is harmless for
+// pause, resume and delete (the schedules are already in that state:
+// matched, not changed); a repeated trigger fires again.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+func (c *Client) ScheduleActionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewScheduleActionsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ScheduleActions Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+//
+// Each matched schedule is changed as by its own call (POST
+// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+// each its own compare-and-set: a schedule is changed whole or not at
+// all, and one that fails is listed in `failed`, left as it was, while
+// the others go on. One call looks at up to 1,000 matching schedules
+// in id order; `more` says to call again with `cursor` set to
+// `nextCursor`. A repeated call of the same page is harmless for
+// pause, resume and delete (the schedules are already in that state:
+// matched, not changed); a repeated trigger fires again.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+func (c *Client) ScheduleActions(ctx context.Context, body ScheduleActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewScheduleActionsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3354,6 +3599,18 @@ func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.
 
 		}
 
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", *params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3419,6 +3676,46 @@ func NewCreateScheduleRequestWithBody(server string, params *CreateScheduleParam
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewScheduleActionsRequest calls the generic ScheduleActions builder with application/json body
+func NewScheduleActionsRequest(server string, body ScheduleActionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewScheduleActionsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewScheduleActionsRequestWithBody constructs an http.Request for the ScheduleActions method, with any body, and a specified content type
+func NewScheduleActionsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/actions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4495,6 +4792,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
 	CreateScheduleWithResponse(ctx context.Context, params *CreateScheduleParams, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error)
+
+	// ScheduleActionsWithBodyWithResponse Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	//
+	// Each matched schedule is changed as by its own call (POST
+	// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+	// each its own compare-and-set: a schedule is changed whole or not at
+	// all, and one that fails is listed in `failed`, left as it was, while
+	// the others go on. One call looks at up to 1,000 matching schedules
+	// in id order; `more` says to call again with `cursor` set to
+	// `nextCursor`. A repeated call of the same page is harmless for
+	// pause, resume and delete (the schedules are already in that state:
+	// matched, not changed); a repeated trigger fires again.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+	ScheduleActionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ScheduleActionsResponse, error)
+
+	// ScheduleActionsWithResponse Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+	//
+	// Each matched schedule is changed as by its own call (POST
+	// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+	// each its own compare-and-set: a schedule is changed whole or not at
+	// all, and one that fails is listed in `failed`, left as it was, while
+	// the others go on. One call looks at up to 1,000 matching schedules
+	// in id order; `more` says to call again with `cursor` set to
+	// `nextCursor`. A repeated call of the same page is harmless for
+	// pause, resume and delete (the schedules are already in that state:
+	// matched, not changed); a repeated trigger fires again.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+	ScheduleActionsWithResponse(ctx context.Context, body ScheduleActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*ScheduleActionsResponse, error)
 
 	// CreateSchedulesBatchWithBodyWithResponse Create many schedules or one-off jobs in one request.
 	//
@@ -6366,6 +6697,117 @@ func (r CreateScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ScheduleActionsResponse429Headers the declared response headers of an HTTP 429 response for ScheduleActions
+type ScheduleActionsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ScheduleActionsResponse503Headers the declared response headers of an HTTP 503 response for ScheduleActions
+type ScheduleActionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ScheduleActionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleActionResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ScheduleActionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ScheduleActionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ScheduleActionsResponse) GetJSON200() *ScheduleActionResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ScheduleActionsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ScheduleActionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ScheduleActionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ScheduleActionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ScheduleActionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8701,6 +9143,52 @@ func (c *ClientWithResponses) CreateScheduleWithResponse(ctx context.Context, pa
 	return ParseCreateScheduleResponse(rsp)
 }
 
+// ScheduleActionsWithBodyWithResponse Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+//
+// Each matched schedule is changed as by its own call (POST
+// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+// each its own compare-and-set: a schedule is changed whole or not at
+// all, and one that fails is listed in `failed`, left as it was, while
+// the others go on. One call looks at up to 1,000 matching schedules
+// in id order; `more` says to call again with `cursor` set to
+// `nextCursor`. A repeated call of the same page is harmless for
+// pause, resume and delete (the schedules are already in that state:
+// matched, not changed); a repeated trigger fires again.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+func (c *ClientWithResponses) ScheduleActionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ScheduleActionsResponse, error) {
+	rsp, err := c.ScheduleActionsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseScheduleActionsResponse(rsp)
+}
+
+// ScheduleActionsWithResponse Pause, resume, delete or trigger the schedules a selector matches, 1,000 per call.
+//
+// Each matched schedule is changed as by its own call (POST
+// /v1/schedules/{id}/pause, resume, trigger, DELETE /v1/schedules/{id}),
+// each its own compare-and-set: a schedule is changed whole or not at
+// all, and one that fails is listed in `failed`, left as it was, while
+// the others go on. One call looks at up to 1,000 matching schedules
+// in id order; `more` says to call again with `cursor` set to
+// `nextCursor`. A repeated call of the same page is harmless for
+// pause, resume and delete (the schedules are already in that state:
+// matched, not changed); a repeated trigger fires again.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/actions (the `ScheduleActions` operationId).
+func (c *ClientWithResponses) ScheduleActionsWithResponse(ctx context.Context, body ScheduleActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*ScheduleActionsResponse, error) {
+	rsp, err := c.ScheduleActions(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseScheduleActionsResponse(rsp)
+}
+
 // CreateSchedulesBatchWithBodyWithResponse Create many schedules or one-off jobs in one request.
 //
 // Up to 1,000 items (the server's batch limit). Each item is validated
@@ -10620,6 +11108,111 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseScheduleActionsResponse parses an HTTP response from a ScheduleActionsWithResponse call
+func ParseScheduleActionsResponse(rsp *http.Response) (*ScheduleActionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ScheduleActionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleActionResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ScheduleActionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ScheduleActionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

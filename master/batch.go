@@ -258,6 +258,7 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 		Priority: in.Priority, Overlap: in.Overlap, Target: in.Target, Payload: in.Payload,
 		MaxAttempts: in.MaxAttempts, StartAt: in.StartAt, EndAt: in.EndAt, Misfire: in.Misfire,
 		Jitter: in.Jitter,
+		Labels: in.Labels,
 	}
 }
 

@@ -234,6 +234,12 @@ func fill(t *testing.T, v reflect.Value) {
 	case reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(t, v.Index(0))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k)
+		fill(t, e)
+		v.SetMapIndex(k, e)
 	case reflect.Struct:
 		for i := range v.NumField() {
 			fill(t, v.Field(i))

@@ -78,6 +78,9 @@ type Config struct {
 	PreviewMax     int
 	// PageDefault is the page size of list calls without ?limit (default 100).
 	PageDefault int
+	// BulkPage is how many matching schedules one POST
+	// /v1/schedules/actions call acts on at most (default and most 1,000).
+	BulkPage int
 	// MaxBatchItems limits the items of one POST /v1/schedules/batch
 	// (default 1,000); more answer 413 naming items.
 	MaxBatchItems int
@@ -163,6 +166,7 @@ func (c *Config) setDefaults() {
 	c.PreviewDefault = cmp.Or(c.PreviewDefault, 10)
 	c.PreviewMax = cmp.Or(c.PreviewMax, 1000)
 	c.PageDefault = cmp.Or(c.PageDefault, 100)
+	c.BulkPage = cmp.Or(c.BulkPage, maxBulkPage)
 	c.IdempotencyWait = cmp.Or(c.IdempotencyWait, 5*time.Second)
 	c.QuotaCountTTL = cmp.Or(c.QuotaCountTTL, 5*time.Second)
 	c.TenantWeight = cmp.Or(c.TenantWeight, 1)
@@ -205,6 +209,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("master: Config.RateLimit.PerSecond must not be negative")
 	case c.RateLimit.PerSecond > 0 && c.RateLimit.Burst < 1:
 		return fmt.Errorf("master: Config.RateLimit.Burst must be at least 1 when RateLimit.PerSecond is set")
+	case c.BulkPage < 1 || c.BulkPage > maxBulkPage:
+		return fmt.Errorf("master: Config.BulkPage must be between 1 and %d", maxBulkPage)
 	case c.PreviewMax < 1 || c.PreviewMax > 1000:
 		return fmt.Errorf("master: Config.PreviewMax must be between 1 and 1000")
 	case c.PreviewDefault < 1 || c.PreviewDefault > c.PreviewMax:

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -52,6 +54,7 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 		p.MaxInFlightTotal = *in.MaxInFlightTotal
 	}
 	checkConcurrency(&fe, p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, false, in.ConcurrencyKey != nil))
+	setLabels(&fe, &p.Labels, in.Labels)
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -158,6 +161,7 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 		p.MaxInFlightTotal = *in.MaxInFlightTotal
 	}
 	checkConcurrency(&fe, &p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, in.MaxInFlight != nil, in.ConcurrencyKey != nil))
+	setLabels(&fe, &p.Labels, in.Labels)
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -250,6 +254,10 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 	if p.MaxInFlightTotal > 0 {
 		n := p.MaxInFlightTotal
 		out.MaxInFlightTotal = &n
+	}
+	if len(p.Labels) > 0 {
+		l := api.Labels(p.Labels)
+		out.Labels = &l
 	}
 	if p.RatePerSecond > 0 {
 		r, b := p.RatePerSecond, p.Burst
@@ -372,4 +380,17 @@ func (s *Server) parseTimeout(fe *fieldErrors, field, v string) time.Duration {
 		fe.add(field, "longer than "+s.cfg.MaxTokenTimeout.String())
 	}
 	return d
+}
+
+// setLabels replaces *dst by in, when given, after label.Check: labels are
+// set whole ({} removes them all).
+func setLabels(fe *fieldErrors, dst *map[string]string, in *map[string]string) {
+	if in == nil {
+		return
+	}
+	*fe = append(*fe, label.Check("labels", *in)...)
+	*dst = nil
+	if len(*in) > 0 {
+		*dst = maps.Clone(*in)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -50,6 +51,7 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 		EndAt:       in.EndAt,
 		Misfire:     model.MisfirePolicy(deref(in.Misfire, api.MisfireFireOnce)),
 		Jitter:      deref(in.Jitter, ""),
+		Labels:      deref(in.Labels, nil),
 	}
 	if in.Payload != nil {
 		sp.Payload = *in.Payload
@@ -125,6 +127,9 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	}
 	if in.Misfire != nil {
 		sp.Misfire = model.MisfirePolicy(*in.Misfire)
+	}
+	if in.Labels != nil {
+		sp.Labels = *in.Labels // whole: {} removes every label
 	}
 	return nil
 }
@@ -288,6 +293,13 @@ func (s *Server) ListSchedules(c echo.Context, params api.ListSchedulesParams) e
 	if params.State != nil {
 		p.State = model.ScheduleState(*params.State)
 	}
+	for _, l := range deref(params.Label, nil) {
+		r, err := label.Parse(l)
+		if err != nil {
+			return invalid("label", err.Error())
+		}
+		p.Labels = append(p.Labels, r)
+	}
 	items, err := s.store.ScheduleList(c.Request().Context(), p)
 	if err != nil {
 		return err
@@ -405,22 +417,29 @@ func (s *Server) cancelFutureFires(ctx context.Context, tenantID, scheduleID str
 // the cancellation.
 func (s *Server) DeleteSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	if _, err := s.store.ScheduleGet(ctx, tenant, id); err != nil {
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
+	if err != nil {
 		return err
 	}
-	// Cancel before deleting so that a failed delete leaves nothing waiting,
-	// and again after it for events the emitter wrote meanwhile.
-	if _, err := s.store.EventCancelPending(ctx, id, "", s.now()); err != nil {
-		return err
-	}
-	if err := s.store.ScheduleDelete(ctx, tenant, id); err != nil {
-		return err
-	}
-	if _, err := s.store.EventCancelPending(ctx, id, "", s.now()); err != nil {
+	if err := s.deleteSchedule(ctx, m); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// deleteSchedule deletes m with its waiting events (DELETE and the bulk
+// delete).
+func (s *Server) deleteSchedule(ctx context.Context, m *model.Schedule) error {
+	// Cancel before deleting so that a failed delete leaves nothing waiting,
+	// and again after it for events the emitter wrote meanwhile.
+	if _, err := s.store.EventCancelPending(ctx, m.ID, "", s.now()); err != nil {
+		return err
+	}
+	if err := s.store.ScheduleDelete(ctx, m.TenantID, m.ID); err != nil {
+		return err
+	}
+	_, err := s.store.EventCancelPending(ctx, m.ID, "", s.now())
+	return err
 }
 
 // setState moves the schedule to state with a new version (children are
@@ -444,23 +463,36 @@ func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.
 // PauseSchedule implements POST /v1/schedules/{id}/pause.
 func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	m, err := s.store.ScheduleGet(ctx, tenant, id)
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
 	if err != nil {
 		return err
 	}
-	switch m.State {
-	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
-	case model.ScheduleActive:
-		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
-			return err
-		}
-	}
-	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
+	if m, err = s.Pause(ctx, m, "", nil, ""); err != nil {
 		return err
 	}
 	return s.respondSchedule(c, http.StatusOK, m)
+}
+
+// Pause pauses m (single and bulk pause) and cancels the waiting events of
+// its fires still ahead, also when m was paused already, so that a
+// repeated pause finishes one that failed there. note, until and by (the
+// asking key's prefix) are what the pause records where schedules keep
+// them. A completed m is a conflict; ErrConflict also when m's version
+// moved meanwhile (nothing written).
+func (s *Server) Pause(ctx context.Context, m *model.Schedule, note string, until *time.Time, by string) (*model.Schedule, error) {
+	switch m.State {
+	case model.ScheduleCompleted:
+		return nil, conflict("the schedule is completed")
+	case model.ScheduleActive:
+		var err error
+		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.cancelFutureFires(ctx, m.TenantID, m.ID); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // ResumeSchedule implements POST /v1/schedules/{id}/resume.
@@ -470,64 +502,62 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	var comp *schedule.Compiled
+	m, comp, err := s.resumeSchedule(ctx, m)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
+}
+
+// resumeSchedule resumes m (single and bulk resume): a paused m by resume,
+// an active one has its fires emitted again (idempotently), so that a
+// retried resume whose first attempt failed after the state change still
+// emits. A completed m is a conflict.
+func (s *Server) resumeSchedule(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
 	switch m.State {
 	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
+		return nil, nil, conflict("the schedule is completed")
 	case model.SchedulePaused:
-		if err := s.checkFire(ctx, m); err != nil {
-			return err
-		}
-		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
-			return err
-		}
-		fallthrough
-	case model.ScheduleActive:
-		// Also when already active: a retried resume whose first attempt
-		// failed after the state change still emits (idempotently).
-		if comp == nil {
-			if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
-				return err
-			}
-		}
-		if err := s.saved(ctx, m, comp.Keys); err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
+		return s.resume(ctx, m)
 	}
-	return s.respondSchedule(c, http.StatusOK, m)
+	comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.saved(ctx, m, comp.Keys); err != nil {
+		return nil, nil, err
+	}
+	return m, comp, nil
+}
+
+// resume moves the paused m to active with a compare-and-set on its
+// version (ErrConflict: changed meanwhile) and emits its fires.
+func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
+	if err := s.checkFire(ctx, m); err != nil {
+		return nil, nil, err
+	}
+	m, comp, err := s.setState(ctx, m, model.ScheduleActive)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.saved(ctx, m, comp.Keys); err != nil {
+		return nil, nil, err
+	}
+	return m, comp, nil
 }
 
 // TriggerSchedule implements POST /v1/schedules/{id}/trigger.
 func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	m, err := s.store.ScheduleGet(ctx, tenant, id)
+	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
 	if err != nil {
 		return err
-	}
-	if s.emitter == nil {
-		return unavailable("no emitter is running")
 	}
 	opts, err := s.triggerOptions(c)
 	if err != nil {
 		return err
 	}
-	fired := m
-	if opts.EventCount > 0 || opts.Payload != nil {
-		// The quotas and the disk guard judge the fire's own count and
-		// payload.
-		cp := *m
-		cp.EventCount = cmp.Or(opts.EventCount, m.EventCount)
-		if opts.Payload != nil {
-			cp.Payload = opts.Payload
-		}
-		fired = &cp
-	}
-	if err := s.checkFire(ctx, fired); err != nil {
-		return err
-	}
-	f, err := s.emitter.TriggerWith(ctx, m, s.now(), opts)
+	f, err := s.trigger(ctx, m, opts)
 	if err != nil {
 		return err
 	}
@@ -576,6 +606,28 @@ func (s *Server) triggerOptions(c echo.Context) (emitter.TriggerOptions, error) 
 		o.Note = *in.Note
 	}
 	return o, fe.err()
+}
+
+// trigger fires m's events now, with opts (single and bulk trigger).
+func (s *Server) trigger(ctx context.Context, m *model.Schedule, opts emitter.TriggerOptions) (*model.Fire, error) {
+	if s.emitter == nil {
+		return nil, unavailable("no emitter is running")
+	}
+	fired := m
+	if opts.EventCount > 0 || opts.Payload != nil {
+		// The quotas and the disk guard judge the fire's own count and
+		// payload.
+		cp := *m
+		cp.EventCount = cmp.Or(opts.EventCount, m.EventCount)
+		if opts.Payload != nil {
+			cp.Payload = opts.Payload
+		}
+		fired = &cp
+	}
+	if err := s.checkFire(ctx, fired); err != nil {
+		return nil, err
+	}
+	return s.emitter.TriggerWith(ctx, m, s.now(), opts)
 }
 
 // checkFire runs the checks of a write that fires m (trigger, resume): the
@@ -733,6 +785,10 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if m.Jitter > 0 {
 		j := m.Jitter.String()
 		out.Jitter = &j
+	}
+	if len(m.Labels) > 0 {
+		l := api.Labels(m.Labels)
+		out.Labels = &l
 	}
 	if m.State == model.ScheduleActive {
 		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {

@@ -54,6 +54,8 @@ type Store interface {
 
 	create.Store // the creates
 	ScheduleGet(ctx context.Context, tenantID, id string) (*model.Schedule, error)
+	// ScheduleGetMany is cross-tenant: the bulk actions keep the caller's.
+	ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error)
 	ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*model.Schedule, error)
 	ScheduleUpdate(ctx context.Context, s *model.Schedule, expectedVersion int64, children []model.Child) error
 	ScheduleDelete(ctx context.Context, tenantID, id string) error

@@ -375,6 +375,8 @@ type Policy struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Labels are the client's key/value pairs.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // AdaptiveLimit bounds a policy's adaptive limit: Min >= 1, Max >= Min.

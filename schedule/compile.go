@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerd/schedulerd/cron"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -160,6 +162,10 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	}
 	m.PolicyID = sp.PolicyID
 	m.Jitter = checkJitter(&fe, sp.Jitter, out, lim.MaxWindow, now)
+	fe = append(fe, label.Check("labels", sp.Labels)...)
+	if len(sp.Labels) > 0 {
+		m.Labels = maps.Clone(sp.Labels)
+	}
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}

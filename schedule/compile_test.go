@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,16 @@ func TestCompileRejects(t *testing.T) {
 		{"JitterOverADSTGap", func(s *schedule.Spec) {
 			s.Cron, s.Timezone, s.Jitter = ptr("59 1,2 * * *"), "Europe/Berlin", "2m"
 		}, "jitter", "must be shorter than the smallest gap between fires (1m0s, after the fire at 2026-03-29T01:59:00+01:00)"},
+		{"LabelKeyInvalid", func(s *schedule.Spec) { s.Labels = map[string]string{"my team": "x"} }, "labels",
+			`key "my team": the name must be letters, digits, '-', '_' and '.', and start and end with a letter or digit`},
+		{"LabelValueInvalid", func(s *schedule.Spec) { s.Labels = map[string]string{"team": "-x"} }, "labels.team",
+			"value must be letters, digits, '-', '_' and '.', and start and end with a letter or digit"},
+		{"SeventeenLabels", func(s *schedule.Spec) {
+			s.Labels = map[string]string{}
+			for i := range 17 {
+				s.Labels["k"+strconv.Itoa(i)] = ""
+			}
+		}, "labels", "17 labels, at most 16"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ type Spec struct {
 	Misfire     model.MisfirePolicy
 	// Jitter is a duration such as "15m"; "" means none.
 	Jitter string
+	// Labels are the client's key/value pairs (label.Check's rules).
+	Labels map[string]string
 }
 
 // Target is where a schedule's events go. URL and QueueURL are pointers
@@ -89,6 +91,7 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		StartAt:     m.StartAt,
 		EndAt:       m.EndAt,
 		Misfire:     m.Misfire,
+		Labels:      m.Labels,
 	}
 	if m.Cron != "" {
 		c := m.Cron

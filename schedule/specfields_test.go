@@ -35,6 +35,7 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		"EndAt":       func(sp *schedule.Spec) { sp.EndAt = ptr(testNow.Add(48 * time.Hour)) },
 		"Misfire":     func(sp *schedule.Spec) { sp.Misfire = model.MisfireSkip },
 		"Jitter":      func(sp *schedule.Spec) { sp.Jitter = "15m" },
+		"Labels":      func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -96,6 +97,10 @@ type ScheduleListParams struct {
 	State      model.ScheduleState // optional
 	PolicyID   string              // optional
 	NamePrefix string              // optional
+	// Labels, optional: every requirement must hold. A driver may read
+	// past schedules that fail it (the embedded one does), so a page can
+	// cost more than Limit reads.
+	Labels []label.Requirement
 }
 
 // ChildrenFindParams selects the children of eligible keys. Cross-tenant.
@@ -446,7 +451,7 @@ type PolicyStore interface {
 	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
 	// PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
 	// ratePerSecond, burst, adaptive and the adaptive limit's state
-	// (effectiveLimit, limitReason, limitChangedAt) if the stored Version
+	// (effectiveLimit, limitReason, limitChangedAt) and labels if the stored Version
 	// equals expectedVersion (InUse and TimedOut are kept). ErrNotFound,
 	// ErrConflict.
 	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error

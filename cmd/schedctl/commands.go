@@ -164,9 +164,19 @@ func commands() []*command {
 			key := fs.String("concurrency-key", "", `makes --max-in-flight a bound per key value: a JSON pointer into the payload such as "/customerId", or "scheduleId"`)
 			total := fs.Int("max-in-flight-total", 0, "most tokens out across all key values; only with --concurrency-key")
 			adaptiveMin := fs.Int("adaptive-min", 0, "adaptive limit: the floor it moves down to from the consumer's signals (its ceiling is --max-in-flight)")
+			var labels listFlag
+			fs.Var(&labels, "label", "a label, key=value (repeatable)")
 			return func(e *env, _ []string) error {
 				set := setFlags(fs)
 				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout), ConcurrencyKey: optString(*key)}
+				l, err := labelsOf(labels)
+				if err != nil {
+					return err
+				}
+				if l != nil {
+					m := map[string]string(*l)
+					in.Labels = &m
+				}
 				if set["auto-release"] {
 					in.AutoRelease = auto
 				}
@@ -202,21 +212,26 @@ func commands() []*command {
 			state := fs.String("state", "", "only schedules in this state: active, paused or completed")
 			policy := fs.String("policy", "", "only schedules of this policy id")
 			prefix := fs.String("name-prefix", "", "only schedules whose name starts with this")
+			var labels listFlag
+			fs.Var(&labels, "label", "only schedules with this label: key=value, or key for any value (repeatable; all must hold)")
 			return func(e *env, _ []string) error {
 				l, c := p.params()
 				params := &client.ListSchedulesParams{Limit: l, Cursor: c, PolicyId: optString(*policy), NamePrefix: optString(*prefix)}
+				if len(labels) > 0 {
+					params.Label = (*[]string)(&labels)
+				}
 				if *state != "" {
 					st := client.ScheduleState(*state)
 					params.State = &st
 				}
 				return fetch(e, func(w *tabwriter.Writer, v *client.ScheduleList) {
-					fmt.Fprintln(w, "ID\tNAME\tSTATE\tWHEN\tTIMEZONE\tEVENTS\tPOLICY\tNEXT FIRE")
+					fmt.Fprintln(w, "ID\tNAME\tSTATE\tWHEN\tTIMEZONE\tEVENTS\tPOLICY\tNEXT FIRE\tLABELS")
 					for _, s := range v.Items {
 						nextFire := "-"
 						if len(s.NextFireTimes) > 0 {
 							nextFire = ts(s.NextFireTimes[0])
 						}
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Name, s.State, when(&s), s.Timezone, s.EventCount, sp(s.PolicyId), nextFire)
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Id, s.Name, s.State, when(&s), s.Timezone, s.EventCount, sp(s.PolicyId), nextFire, labelsText(s.Labels))
 					}
 					next(w, v.NextCursor)
 				})(e.api.ListSchedules(e.ctx, params))
@@ -227,6 +242,7 @@ func commands() []*command {
 		})},
 		{group: "schedules", verb: "create", summary: "create a schedule from flags, or from a JSON body with --file", positional: 0, flags: scheduleCreateFlags},
 		{group: "schedules", verb: "create-batch", summary: "create many schedules from a JSON array or NDJSON file (-f), in batches of up to 1,000", positional: 0, flags: scheduleCreateBatchFlags},
+		{group: "schedules", verb: "actions", summary: "pause, resume, delete or trigger every schedule a selector (--label, --id, --policy, --name-prefix) matches", positional: 0, flags: scheduleActionsFlags},
 		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0]))
 		})},
@@ -449,7 +465,7 @@ func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
 // specBodyFlags are the flags of specFlags that make a body, which --file
 // excludes.
 var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter"}
+	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label"}
 
 // specFlags declares the flags of a schedule definition (create, preview)
 // and returns what reads them: the body of --file as it is, or the
@@ -474,6 +490,8 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 	startAt := fs.String("start-at", "", "no fires before this RFC 3339 time")
 	endAt := fs.String("end-at", "", "no fires after this RFC 3339 time")
 	jitter := fs.String("jitter", "", "delay each fire's launch by a fixed offset below this Go duration, e.g. 15m")
+	var labels listFlag
+	fs.Var(&labels, "label", "a label, key=value (repeatable)")
 	return func(e *env) (io.Reader, *client.ScheduleCreate, error) {
 		set := setFlags(fs)
 		if *file != "" {
@@ -523,6 +541,9 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 			return nil, nil, err
 		}
 		if in.EndAt, err = optTime("end-at", *endAt); err != nil {
+			return nil, nil, err
+		}
+		if in.Labels, err = labelsOf(labels); err != nil {
 			return nil, nil, err
 		}
 		switch {
@@ -631,6 +652,9 @@ func policyTable(w *tabwriter.Writer, p *client.Policy) {
 	if p.Adaptive != nil {
 		limits = append(limits, fmt.Sprintf("adaptive %d to %d, now %s", p.Adaptive.Min, p.MaxInFlight, ip(p.EffectiveLimit)))
 	}
+	if p.Labels != nil {
+		limits = append(limits, "labels "+labelsText(p.Labels))
+	}
 	if len(limits) > 0 {
 		_ = w.Flush()
 		fmt.Fprintf(w, "\n%s\n", strings.Join(limits, "; "))
@@ -650,7 +674,7 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	if s.Jitter != nil {
 		fmt.Fprintf(w, "jitter\t%s\n", *s.Jitter)
 	}
-	fmt.Fprintf(w, "version\t%d\n", s.Version)
+	fmt.Fprintf(w, "version\t%d\nlabels\t%s\n", s.Version, labelsText(s.Labels))
 	for i, t := range s.NextFireTimes {
 		label := ""
 		if i == 0 {

@@ -16,7 +16,7 @@ import (
 func TestEveryCreateMemberHasAFlag(t *testing.T) {
 	flagOf := map[string]string{
 		"runAt": "run-at", "timezone": "tz", "eventCount": "count", "policyId": "policy",
-		"maxAttempts": "max-attempts", "startAt": "start-at", "endAt": "end-at",
+		"maxAttempts": "max-attempts", "startAt": "start-at", "endAt": "end-at", "labels": "label",
 		"fields": "", // the field form of cron: --file only
 	}
 	fs := flag.NewFlagSet("schedules create", flag.ContinueOnError)

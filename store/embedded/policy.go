@@ -98,7 +98,7 @@ func (s *Store) PolicyListAll(ctx context.Context) ([]*model.Policy, error) {
 }
 
 // PolicyUpdate replaces name, maxInFlight, tokenTimeout, autoRelease,
-// ratePerSecond, burst, concurrencyKey and maxInFlightTotal if
+// ratePerSecond, burst, concurrencyKey, maxInFlightTotal and labels if
 // the stored Version equals expectedVersion; the stored Version becomes
 // expectedVersion+1. InUse and TimedOut are kept. model.ErrNotFound,
 // model.ErrConflict (version moved, or the new name is taken).
@@ -131,6 +131,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		cur.RatePerSecond, cur.Burst = p.RatePerSecond, p.Burst
 		cur.Adaptive, cur.EffectiveLimit, cur.LimitReason, cur.LimitChangedAt = p.Adaptive, p.EffectiveLimit, p.LimitReason, p.LimitChangedAt
 		cur.ConcurrencyKey, cur.MaxInFlightTotal = p.ConcurrencyKey, p.MaxInFlightTotal
+		cur.Labels = p.Labels
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt

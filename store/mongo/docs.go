@@ -2,6 +2,8 @@ package mongo
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -196,10 +198,13 @@ type scheduleDoc struct {
 	// fire instant, a cron schedule's endAt), CompletedAt the UpdatedAt of
 	// a completed one: what ScheduleComplete and ScheduleDeleteCompleted
 	// find them by.
-	EndsAt      *int64            `bson:"endsAt,omitempty"`
-	CompletedAt *int64            `bson:"completedAt,omitempty"`
-	Labels      map[string]string `bson:"labels,omitempty"`
-	Jitter      int64             `bson:"jitter,omitempty"` // nanoseconds
+	EndsAt      *int64 `bson:"endsAt,omitempty"`
+	CompletedAt *int64 `bson:"completedAt,omitempty"`
+	// Labels are the pairs "key=value", sorted: one array that an index
+	// on (tenantId, labels, _id) serves for any key, including keys with
+	// '.', which a field path would split.
+	Labels []string `bson:"labels,omitempty"`
+	Jitter int64    `bson:"jitter,omitempty"` // nanoseconds
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -212,7 +217,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
-		Labels: s.Labels, Jitter: int64(s.Jitter),
+		Labels: labelPairs(s.Labels), Jitter: int64(s.Jitter),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -236,7 +241,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: d.Labels, Jitter: time.Duration(d.Jitter),
+		Labels: labelMap(d.Labels), Jitter: time.Duration(d.Jitter),
 	}
 }
 
@@ -415,6 +420,8 @@ type policyDoc struct {
 	Version          int64  `bson:"version"`
 	CreatedAt        int64  `bson:"createdAt"`
 	UpdatedAt        int64  `bson:"updatedAt"`
+	// Labels as in scheduleDoc.
+	Labels []string `bson:"labels,omitempty"`
 }
 
 func toPolicyDoc(p *model.Policy) policyDoc {
@@ -425,6 +432,7 @@ func toPolicyDoc(p *model.Policy) policyDoc {
 		ConcurrencyKey: p.ConcurrencyKey, MaxInFlightTotal: p.MaxInFlightTotal,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
+		Labels: labelPairs(p.Labels),
 	}
 	if p.Adaptive != nil {
 		d.AdaptiveMin, d.AdaptiveMax = p.Adaptive.Min, p.Adaptive.Max
@@ -444,6 +452,7 @@ func (d *policyDoc) model() *model.Policy {
 		ConcurrencyKey: d.ConcurrencyKey, MaxInFlightTotal: d.MaxInFlightTotal,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+		Labels: labelMap(d.Labels),
 	}
 	if d.AdaptiveMin > 0 {
 		p.Adaptive = &model.AdaptiveLimit{Min: d.AdaptiveMin, Max: d.AdaptiveMax}
@@ -468,4 +477,31 @@ type leaseDoc struct {
 
 func (d *leaseDoc) model() model.Lease {
 	return model.Lease{Name: d.Name, Owner: d.Owner, Fence: d.Fence, ExpiresAt: fromNano(d.ExpiresAt), Addr: d.Addr}
+}
+
+// labelPairs is the stored form of labels: "key=value" pairs in key order
+// (neither a key nor a value holds '='); nil for none.
+func labelPairs(labels map[string]string) []string {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// labelMap reads labelPairs' form back.
+func labelMap(pairs []string) map[string]string {
+	if len(pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		out[k] = v
+	}
+	return out
 }

@@ -418,6 +418,9 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		},
 		collSchedules: {
 			idx("tenant_id", false, "tenantId", "_id"),
+			// A list by one label ("key=value", or a "key=" prefix) in id
+			// order; further labels are filtered.
+			idx("tenant_labels_id", false, "tenantId", "labels", "_id"),
 			idx("tenant_policy", false, "tenantId", "policyId"),
 			// The quota's count of schedules that are not completed.
 			idx("tenant_state", false, "tenantId", "state"),

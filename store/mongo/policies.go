@@ -61,7 +61,7 @@ func (s *Store) policyList(ctx context.Context, filter bson.D) ([]*model.Policy,
 }
 
 // PolicyUpdate sets name, maxInFlight, tokenTimeout, autoRelease,
-// ratePerSecond, burst, the adaptive fields and updatedAt if the stored version is expectedVersion, and makes the version
+// ratePerSecond, burst, the adaptive fields, labels and updatedAt if the stored version is expectedVersion, and makes the version
 // expectedVersion+1 (p.Version is set to it). InUse and TimedOut are not
 // touched, so token traffic never conflicts with an edit. ErrNotFound,
 // ErrConflict (version moved, or the new name is taken).
@@ -83,6 +83,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "limitChangedAt", Value: d.LimitChangedAt},
 		{Key: "concurrencyKey", Value: p.ConcurrencyKey},
 		{Key: "maxInFlightTotal", Value: p.MaxInFlightTotal},
+		{Key: "labels", Value: d.Labels},
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}

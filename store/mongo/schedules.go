@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -329,6 +330,9 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 	}
 	if p.NamePrefix != "" {
 		filter = append(filter, bson.E{Key: "name", Value: bson.Regex{Pattern: "^" + regexp.QuoteMeta(p.NamePrefix)}})
+	}
+	if len(p.Labels) > 0 {
+		filter = append(filter, labelsFilter(p.Labels)...)
 	}
 	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(clampLimit(p.Limit))
 	docs, err := findAll[scheduleDoc](ctx, s.schedules, filter, opts)
@@ -817,4 +821,25 @@ func (s *Store) existingIDs(ctx context.Context, coll *mongo.Collection, ids []s
 		}
 	}
 	return have, nil
+}
+
+// labelsFilter matches the stored label pairs (see labelPairs) against sel:
+// a pair "key=value", or for a requirement of any value one that starts
+// with "key=" (an anchored prefix, which an index bounds). Several
+// requirements combine under $and.
+func labelsFilter(sel []label.Requirement) bson.D {
+	one := func(r label.Requirement) bson.E {
+		if r.Any {
+			return bson.E{Key: "labels", Value: bson.Regex{Pattern: "^" + regexp.QuoteMeta(r.Key+"=")}}
+		}
+		return bson.E{Key: "labels", Value: r.Key + "=" + r.Value}
+	}
+	if len(sel) == 1 {
+		return bson.D{one(sel[0])}
+	}
+	and := make(bson.A, len(sel))
+	for i, r := range sel {
+		and[i] = bson.D{one(r)}
+	}
+	return bson.D{{Key: "$and", Value: and}}
 }

@@ -137,6 +137,27 @@ var policyTests = []namedTest{
 		requireNoError(t, err, "PolicyAcquireTokens unkeyed")
 		requireEqual(t, n, 0, "acquired past MaxInFlight")
 	}},
+	{"Labels", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "p1", 2)
+		p.Labels = map[string]string{"team": "billing", "app.example.com/tier": "", "a.b": "c.d"}
+		createPolicy(t, d, p)
+		got, err := d.PolicyGet(ctx, "A", "p1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, fmt.Sprint(got.Labels), fmt.Sprint(p.Labels), "Labels")
+
+		// An update replaces the labels whole; none left reads as none.
+		for _, labels := range []map[string]string{{"team": "ops"}, nil} {
+			upd := *got
+			upd.Labels = labels
+			upd.Version = got.Version + 1
+			requireNoError(t, d.PolicyUpdate(ctx, &upd, got.Version), "PolicyUpdate")
+			got, err = d.PolicyGet(ctx, "A", "p1")
+			requireNoError(t, err, "PolicyGet")
+			requireEqual(t, fmt.Sprint(got.Labels), fmt.Sprint(labels), "Labels after update")
+			requireEqual(t, len(got.Labels), len(labels), "Labels count after update")
+		}
+	}},
 	{"List", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		for _, p := range []*model.Policy{newPolicy("A", "p3", 1), newPolicy("A", "p1", 1), newPolicy("B", "p2", 1)} {

@@ -1,9 +1,13 @@
 package storetest
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
+	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -354,6 +358,7 @@ var scheduleTests = []namedTest{
 			{"Policy", store.ScheduleListParams{TenantID: "A", Limit: 100, PolicyID: "p1"}, []string{"s3", "s4"}},
 			{"NamePrefix", store.ScheduleListParams{TenantID: "A", Limit: 100, NamePrefix: "report-"}, []string{"s5"}},
 			{"OtherTenant", store.ScheduleListParams{TenantID: "B", Limit: 100}, []string{"s0", "s9"}},
+			{"NoLabel", store.ScheduleListParams{TenantID: "A", Limit: 100, Labels: []label.Requirement{{Key: "team", Any: true}}}, []string{}},
 			{"UnknownTenant", store.ScheduleListParams{TenantID: "C", Limit: 100}, []string{}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -362,6 +367,78 @@ var scheduleTests = []namedTest{
 				requireIDs(t, scheduleIDs(got), tc.want, "ScheduleList")
 			})
 		}
+	}},
+	{"ListByLabels", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		// Labels drawn from a small alphabet, so that selectors match some;
+		// the oracle is label.Matches over every schedule in id order.
+		rng := rand.New(rand.NewPCG(testseed.Get(t, "STORETEST_LABELS_SEED", 37), 0))
+		keys := []string{"team", "app.example.com/tier", "a.b"}
+		values := []string{"billing", "ops", ""}
+		var all []*model.Schedule
+		for i := range 40 {
+			tenant := "A"
+			if i%5 == 0 {
+				tenant = "B"
+			}
+			s := newSchedule(tenant, fmt.Sprintf("s%02d", i))
+			for _, k := range keys {
+				if rng.IntN(3) > 0 {
+					if s.Labels == nil {
+						s.Labels = map[string]string{}
+					}
+					s.Labels[k] = values[rng.IntN(len(values))]
+				}
+			}
+			createSchedule(t, d, s, nil)
+			all = append(all, s)
+		}
+		sels := [][]label.Requirement{
+			{{Key: "team", Value: "billing"}},
+			{{Key: "team", Any: true}},
+			{{Key: "app.example.com/tier", Value: ""}},
+			{{Key: "team", Value: "ops"}, {Key: "a.b", Any: true}},
+			{{Key: "team", Value: "billing"}, {Key: "app.example.com/tier", Value: "ops"}, {Key: "a.b", Value: ""}},
+			{{Key: "region", Any: true}},
+			{{Key: "te", Any: true}},
+		}
+		for _, sel := range sels {
+			for _, tenant := range []string{"A", "B"} {
+				want := []string{}
+				for _, s := range all {
+					if s.TenantID == tenant && label.Matches(s.Labels, sel) {
+						want = append(want, s.ID)
+					}
+				}
+				// Pages of 3 over the filtered list, as the API pages.
+				got := []string{}
+				p := store.ScheduleListParams{TenantID: tenant, Limit: 3, Labels: sel}
+				for {
+					page, err := d.ScheduleList(ctx, &p)
+					requireNoError(t, err, "ScheduleList")
+					got = append(got, scheduleIDs(page)...)
+					if len(page) < p.Limit {
+						break
+					}
+					p.After = page[len(page)-1].ID
+				}
+				requireIDs(t, got, want, fmt.Sprintf("ScheduleList tenant %s labels %v", tenant, sel))
+			}
+		}
+		// Labels come back as stored, and an update replaces them whole.
+		got, err := d.ScheduleGet(ctx, all[1].TenantID, all[1].ID)
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, fmt.Sprint(got.Labels), fmt.Sprint(all[1].Labels), "Labels")
+		upd := *got
+		upd.Labels = map[string]string{"team": "new"}
+		upd.Version = got.Version + 1
+		requireNoError(t, d.ScheduleUpdate(ctx, &upd, got.Version, nil), "ScheduleUpdate")
+		page, err := d.ScheduleList(ctx, &store.ScheduleListParams{TenantID: got.TenantID, Limit: 100, Labels: []label.Requirement{{Key: "team", Value: "new"}}})
+		requireNoError(t, err, "ScheduleList new label")
+		requireIDs(t, scheduleIDs(page), []string{got.ID}, "ScheduleList new label")
+		got, err = d.ScheduleGet(ctx, got.TenantID, got.ID)
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, fmt.Sprint(got.Labels), "map[team:new]", "Labels after update")
 	}},
 	{"Update", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()

@@ -270,6 +270,7 @@ function scheduleForm(policies, onCreated) {
     jitter: h("input", { name: "jitter", placeholder: "e.g. 15m" }),
     overlap: h("select", { name: "overlap" }, ["allow", "skip", "cancel"].map((o) => h("option", { value: o }, o))),
     spread: h("input", { name: "spread", type: "checkbox" }),
+    labels: h("input", { name: "labels", placeholder: "team=billing, tier=gold" }),
   };
   const words = h("small", { id: "cron-words", "aria-live": "polite" });
   const explain = () => {
@@ -292,6 +293,8 @@ function scheduleForm(policies, onCreated) {
       if (f.policyId.value) body.policyId = f.policyId.value;
       if (f.window.value) body.window = f.window.value;
       if (f.jitter.value) body.jitter = f.jitter.value;
+      const labels = parseLabels(f.labels.value);
+      if (labels) body.labels = labels;
       try {
         const s = await api("POST", "/v1/schedules", body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
         toast(`Created ${s.name}`);
@@ -300,7 +303,8 @@ function scheduleForm(policies, onCreated) {
         onCreated(s);
       } catch (err) {
         for (const fe of (err.problem && err.problem.errors) || []) {
-          const el = form.querySelector(`[name="${CSS.escape(fe.field)}"]`);
+          // labels.<key> is the labels field too.
+          const el = form.querySelector(`[name="${CSS.escape(fe.field.startsWith("labels.") ? "labels" : fe.field)}"]`);
           if (el) el.setAttribute("aria-invalid", "true");
         }
         msg.append(errorBox(err));
@@ -310,7 +314,8 @@ function scheduleForm(policies, onCreated) {
   field("Name", f.name), h("label", { for: "cron-in" }, "Cron", Object.assign(f.cron, { id: "cron-in" }), words),
   field("Time zone", f.timezone), field("Events per fire", f.eventCount),
   field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
-  field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), h("label", { class: "inline", for: "spread-in" },
+  field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), field("Labels (key=value, comma separated)", f.labels),
+  h("label", { class: "inline", for: "spread-in" },
     Object.assign(f.spread, { id: "spread-in" }), " spread over the window"),
   h("div", {}, h("button", { type: "submit", class: "primary", id: "create-schedule" }, "Create schedule")), msg);
   return form;
@@ -350,9 +355,37 @@ function cronWords(s) {
   try { return describeCron(s.cron); } catch (e) { return s.cron; }
 }
 
+// parseLabels reads "team=billing, tier=gold" into an object; undefined for
+// none. The server checks keys and values.
+function parseLabels(text) {
+  const out = {};
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const i = part.indexOf("=");
+    if (i < 0) out[part] = "";
+    else out[part.slice(0, i).trim()] = part.slice(i + 1).trim();
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+// labelChips shows a schedule's or policy's labels.
+function labelChips(labels) {
+  const keys = Object.keys(labels || {}).sort();
+  if (!keys.length) return h("span", { class: "muted" }, "—");
+  return h("span", { class: "labels" }, keys.map((k) => h("span", { class: "chip" }, labels[k] === "" ? k : `${k}=${labels[k]}`)));
+}
+
+// labelQuery is the list's label selectors ("team=billing, tier") as
+// repeated label= parameters.
+function labelQuery(text) {
+  const q = new URLSearchParams();
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) q.append("label", part);
+  const s = q.toString();
+  return s ? "&" + s : "";
+}
+
 async function pageSchedules(main, params) {
   const gen = generation;
-  const filters = { namePrefix: params.get("namePrefix") || "", state: params.get("state") || "", cursor: params.get("cursor") || "" };
+  const filters = { namePrefix: params.get("namePrefix") || "", state: params.get("state") || "", label: params.get("label") || "", cursor: params.get("cursor") || "" };
   let policies = [];
   try { policies = (await api("GET", "/v1/policies")).items || []; } catch (_) { /* the form works without */ }
   if (gen !== generation) return;
@@ -360,16 +393,42 @@ async function pageSchedules(main, params) {
   const more = h("div", { class: "actions" });
   const status = h("div", {});
   const prefix = h("input", { type: "search", name: "namePrefix", value: filters.namePrefix });
+  const labelIn = h("input", { type: "search", name: "label", value: filters.label, placeholder: "team=billing, tier" });
+  // The multi-select: ids chosen on this page, kept across polls.
+  const selected = new Set();
+  const bulkButtons = {};
+  const selCount = h("span", { id: "selected-count", "aria-live": "polite" }, "0 selected");
+  const allBox = h("input", { type: "checkbox", id: "select-all", "aria-label": "select every schedule on this page" });
+  const syncBulk = () => {
+    selCount.textContent = `${selected.size} selected`;
+    for (const b of Object.values(bulkButtons)) b.disabled = selected.size === 0;
+    const boxes = [...tbody.querySelectorAll("input[data-select]")];
+    for (const cb of boxes) cb.checked = selected.has(cb.dataset.select); // rows a poll did not redraw
+    allBox.checked = boxes.length > 0 && boxes.every((cb) => cb.checked);
+  };
+  allBox.addEventListener("change", () => {
+    for (const cb of tbody.querySelectorAll("input[data-select]")) {
+      cb.checked = allBox.checked;
+      allBox.checked ? selected.add(cb.dataset.select) : selected.delete(cb.dataset.select);
+    }
+    syncBulk();
+  });
   const stateSel = h("select", { name: "state" }, ["", "active", "paused", "completed"].map((v) =>
     h("option", { value: v, selected: v === filters.state }, v || "any")));
   const memo = {};
   const load = async () => {
     try {
-      const page = await api("GET", "/v1/schedules" + query({ limit: 100, namePrefix: filters.namePrefix, state: filters.state, cursor: filters.cursor }));
+      const page = await api("GET", "/v1/schedules" + query({ limit: 100, namePrefix: filters.namePrefix, state: filters.state, cursor: filters.cursor }) + labelQuery(filters.label));
       if (gen !== generation) return;
       status.replaceChildren();
       if (unchanged(memo, page)) return;
+      const present = new Set(page.items.map((s) => s.id));
+      for (const id of [...selected]) if (!present.has(id)) selected.delete(id);
       tbody.replaceChildren(...page.items.map((s) => h("tr", { dataset: { id: s.id, state: s.state } },
+        h("td", {}, h("input", {
+          type: "checkbox", "aria-label": `select ${s.name}`, checked: selected.has(s.id), dataset: { select: s.id },
+          onchange: (ev) => { ev.target.checked ? selected.add(s.id) : selected.delete(s.id); syncBulk(); },
+        })),
         h("td", {}, h("a", { href: `#/schedules/${enc(s.id)}` }, s.name), h("br"), h("small", {}, s.id)),
         h("td", {}, badge(s.state)),
         h("td", {}, h("code", {}, s.cron || "one-off"), h("br"), h("small", {}, cronWords(s))),
@@ -377,8 +436,10 @@ async function pageSchedules(main, params) {
           ? [h("span", {}, local(s.nextFireTimes[0])), h("br"), h("small", {}, utc(s.nextFireTimes[0]))]
           : h("span", { class: "muted" }, "none")),
         h("td", {}, s.policyId ? h("small", {}, s.policyId) : h("span", { class: "muted" }, "—")),
+        h("td", { class: "labels-cell" }, labelChips(s.labels)),
         h("td", {}, actionButtons(s, load)))));
-      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No schedules match.")));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No schedules match.")));
+      syncBulk();
       more.replaceChildren(page.nextCursor ? h("a", {
         href: "#/schedules" + query({ ...filters, cursor: page.nextCursor }), id: "next-page",
       }, "Next page →") : "");
@@ -386,17 +447,41 @@ async function pageSchedules(main, params) {
       status.replaceChildren(errorBox(err));
     }
   };
+  // A bulk action over the selection: one POST /v1/schedules/actions
+  // (the selection is at most a page of 100, within one call's 1,000).
+  const bulk = async (action) => {
+    const verbs = { pause: "Pause", resume: "Resume", trigger: "Trigger", delete: "Delete" };
+    const ids = [...selected];
+    const warn = { pause: "Waiting events of their future fires are cancelled.", trigger: "Each fires its events now.", delete: "This cannot be undone." };
+    if (!(await confirmAction(`${verbs[action]} ${ids.length} selected schedule(s)? ${warn[action] || ""}`))) return;
+    try {
+      const r = await api("POST", "/v1/schedules/actions", { action, selector: { ids } });
+      const failed = r.failed || [];
+      toast(`${verbs[action]}: ${r.changed} of ${r.matched} changed` + (failed.length ? `; failed: ${failed.map((f) => `${f.id} (${f.detail})`).join(", ")}` : ""));
+      for (const id of ids) if (!failed.some((f) => f.id === id)) selected.delete(id);
+    } catch (err) {
+      toast(problemText(err));
+    }
+    await load();
+    syncBulk();
+  };
+  for (const [action, label, cls] of [["pause", "Pause"], ["resume", "Resume"], ["trigger", "Trigger"], ["delete", "Delete", "danger"]]) {
+    bulkButtons[action] = h("button", { type: "button", class: cls, id: `bulk-${action}`, disabled: true, onclick: () => bulk(action) }, `${label} selected`);
+  }
   main.append(h("h1", {}, "Schedules"),
     h("details", {}, h("summary", {}, "New schedule"), scheduleForm(policies, load)),
     h("form", {
       class: "bar", role: "search",
       onsubmit: (e) => {
         e.preventDefault();
-        location.hash = "#/schedules" + query({ namePrefix: prefix.value, state: stateSel.value });
+        location.hash = "#/schedules" + query({ namePrefix: prefix.value, state: stateSel.value, label: labelIn.value });
       },
-    }, field("Name starts with", prefix), field("State", stateSel), h("button", { type: "submit" }, "Filter")),
+    }, field("Name starts with", prefix), field("State", stateSel), field("Labels (key=value or key)", labelIn), h("button", { type: "submit" }, "Filter")),
+    h("div", { class: "bar", id: "bulk-bar", role: "group", "aria-label": "Actions on the selected schedules" }, selCount, Object.values(bulkButtons)),
     status,
-    h("table", { "aria-label": "Schedules" }, h("thead", {}, h("tr", {}, ["Name", "State", "Cron", "Next fire (local / UTC)", "Policy", "Actions"].map((t) => h("th", { scope: "col" }, t)))), tbody),
+    h("table", { "aria-label": "Schedules" }, h("thead", {}, h("tr", {},
+      h("th", { scope: "col" }, allBox),
+      ["Name", "State", "Cron", "Next fire (local / UTC)", "Policy", "Labels", "Actions"].map((t) => h("th", { scope: "col" }, t)))), tbody),
     more);
   await load();
   return load;
@@ -468,6 +553,7 @@ async function pageSchedule(main, id) {
       h("dt", {}, "policy"), h("dd", {}, s.policyId || "none"),
       h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
       h("dt", {}, "max attempts"), h("dd", {}, s.maxAttempts),
+      h("dt", {}, "labels"), h("dd", { id: "schedule-labels" }, labelChips(s.labels)),
       h("dt", {}, "version"), h("dd", {}, s.version)),
     h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
@@ -728,14 +814,15 @@ async function pagePolicies(main) {
           " ", `${p.tokensInUse} / ${p.maxInFlight}`),
         h("td", { class: "num" }, p.waiting),
         h("td", { class: "num" }, p.tokenTimeouts),
-        h("td", {}, p.tokenTimeout, p.autoRelease ? " (auto release)" : ""))));
-      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No policies.")));
+        h("td", {}, p.tokenTimeout, p.autoRelease ? " (auto release)" : ""),
+        h("td", {}, labelChips(p.labels)))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No policies.")));
     } catch (err) {
       status.replaceChildren(errorBox(err));
     }
   };
   main.append(h("h1", {}, "Policies"), status,
-    h("table", { "aria-label": "Policies" }, h("thead", {}, h("tr", {}, ["Policy", "Tokens in use / maxInFlight", "Waiting", "Token timeouts", "Token timeout"].map((t) => h("th", { scope: "col" }, t)))), tbody));
+    h("table", { "aria-label": "Policies" }, h("thead", {}, h("tr", {}, ["Policy", "Tokens in use / maxInFlight", "Waiting", "Token timeouts", "Token timeout", "Labels"].map((t) => h("th", { scope: "col" }, t)))), tbody));
   await load();
   return load;
 }

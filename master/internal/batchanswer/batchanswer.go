@@ -8,6 +8,8 @@ package batchanswer
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -129,6 +131,10 @@ func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 		b = append(b, `,"jitter":`...)
 		b = jsonappend.String(b, *s.Jitter)
 	}
+	if s.Labels != nil {
+		b = append(b, `,"labels":`...)
+		b = appendLabels(b, *s.Labels)
+	}
 	b = append(b, `,"maxAttempts":`...)
 	b = strconv.AppendInt(b, int64(s.MaxAttempts), 10)
 	b = append(b, `,"misfire":`...)
@@ -200,6 +206,23 @@ func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 		return appendMarshal(b[:start], s)
 	}
 	return b, nil
+}
+
+// appendLabels appends l as json.Marshal writes a map: keys sorted.
+func appendLabels(b []byte, l api.Labels) []byte {
+	if l == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(l)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonappend.String(b, k)
+		b = append(b, ':')
+		b = jsonappend.String(b, l[k])
+	}
+	return append(b, '}')
 }
 
 func appendMarshal(b []byte, v any) ([]byte, error) {
