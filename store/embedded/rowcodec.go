@@ -89,18 +89,26 @@ const (
 // unset, stored as JSON behind schedExt: a row without any pays nothing,
 // and a field added here needs no new layout.
 type scheduleExt struct {
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	PausedNote string            `json:"pausedNote,omitempty"`
+	PausedAt   *time.Time        `json:"pausedAt,omitempty"`
+	PausedBy   string            `json:"pausedBy,omitempty"`
+	ResumeAt   *time.Time        `json:"resumeAt,omitempty"`
+	SkipUntil  *time.Time        `json:"skipUntil,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
-	x := scheduleExt{Labels: sc.Labels}
+	x := scheduleExt{Labels: sc.Labels, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
+		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
 // apply sets the fields of sc that x holds.
 func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Labels = x.Labels
+	sc.PausedNote, sc.PausedAt, sc.PausedBy = x.PausedNote, x.PausedAt, x.PausedBy
+	sc.ResumeAt, sc.SkipUntil = x.ResumeAt, x.SkipUntil
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

@@ -199,6 +199,12 @@ type scheduleDoc struct {
 	EndsAt      *int64            `bson:"endsAt,omitempty"`
 	CompletedAt *int64            `bson:"completedAt,omitempty"`
 	Labels      map[string]string `bson:"labels,omitempty"`
+	PausedNote  string            `bson:"pausedNote,omitempty"`
+	PausedAt    *int64            `bson:"pausedAt,omitempty"`
+	PausedBy    string            `bson:"pausedBy,omitempty"`
+	// ResumeAt is what ScheduleResumeDue finds a paused schedule by.
+	ResumeAt  *int64 `bson:"resumeAt,omitempty"`
+	SkipUntil *int64 `bson:"skipUntil,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -211,7 +217,9 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
-		Labels: s.Labels,
+		Labels:     s.Labels,
+		PausedNote: s.PausedNote, PausedAt: unixNanoPtr(s.PausedAt), PausedBy: s.PausedBy,
+		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -235,7 +243,9 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: d.Labels,
+		Labels:     d.Labels,
+		PausedNote: d.PausedNote, PausedAt: fromNanoPtr(d.PausedAt), PausedBy: d.PausedBy,
+		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 	}
 }
 
