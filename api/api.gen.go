@@ -61,6 +61,7 @@ const (
 	CancelledByNext FireDecision = "cancelled_by_next"
 	Emitted         FireDecision = "emitted"
 	Late            FireDecision = "late"
+	SkippedManual   FireDecision = "skipped_manual"
 	SkippedOverlap  FireDecision = "skipped_overlap"
 	Triggered       FireDecision = "triggered"
 )
@@ -73,6 +74,8 @@ func (e FireDecision) Valid() bool {
 	case Emitted:
 		return true
 	case Late:
+		return true
+	case SkippedManual:
 		return true
 	case SkippedOverlap:
 		return true
@@ -371,7 +374,8 @@ type Fire struct {
 	// or a one-off accepted with its runAt already past; skipped_overlap:
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
-	// was left; triggered: by the trigger operation.
+	// was left; triggered: by the trigger operation; skipped_manual:
+	// skipped by the skip operation, not delivered.
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -404,7 +408,8 @@ type Fire struct {
 // or a one-off accepted with its runAt already past; skipped_overlap:
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
-// was left; triggered: by the trigger operation.
+// was left; triggered: by the trigger operation; skipped_manual:
+// skipped by the skip operation, not delivered.
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -433,8 +438,11 @@ type FireList struct {
 // FireTime defines model for FireTime.
 type FireTime struct {
 	// Local Wall clock in the schedule's timezone, RFC 3339 with offset.
-	Local string    `json:"local"`
-	Utc   time.Time `json:"utc"`
+	Local string `json:"local"`
+
+	// Skipped The fire is skipped (see the schedule's skipUntil); it will be recorded as skipped_manual, not delivered.
+	Skipped *bool     `json:"skipped,omitempty"`
+	Utc     time.Time `json:"utc"`
 }
 
 // Lateness Seconds from an event's launch time to its delivery, over the tenant's most recently launched delivered events (at most 1,000 of those launched in the last hour).
@@ -452,6 +460,15 @@ type Misfire string
 
 // Overlap defines model for Overlap.
 type Overlap string
+
+// PauseRequest defines model for PauseRequest.
+type PauseRequest struct {
+	// Note Why the schedule is paused; at most 1,000 characters.
+	Note *string `json:"note,omitempty"`
+
+	// Until When the schedule resumes by itself; in the future.
+	Until *time.Time `json:"until,omitempty"`
+}
 
 // Payload Any JSON value except null, delivered with every event (at most
 // 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -657,16 +674,29 @@ type Schedule struct {
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
+	PausedAt      *time.Time  `json:"pausedAt,omitempty"`
+
+	// PausedBy The prefix of the API key that paused the schedule.
+	PausedBy *string `json:"pausedBy,omitempty"`
+
+	// PausedNote The note of the pause (paused schedules only).
+	PausedNote *string `json:"pausedNote,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
 	// leave the property out for no payload.
-	Payload  *Payload   `json:"payload,omitempty"`
-	PolicyId *string    `json:"policyId,omitempty"`
-	Priority int        `json:"priority"`
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+	Priority int      `json:"priority"`
+
+	// ResumeAt When the paused schedule resumes by itself.
+	ResumeAt *time.Time `json:"resumeAt,omitempty"`
 	RunAt    *time.Time `json:"runAt,omitempty"`
-	Spread   bool       `json:"spread"`
-	StartAt  *time.Time `json:"startAt,omitempty"`
+
+	// SkipUntil Scheduled fires before this instant are skipped (decision skipped_manual).
+	SkipUntil *time.Time `json:"skipUntil,omitempty"`
+	Spread    bool       `json:"spread"`
+	StartAt   *time.Time `json:"startAt,omitempty"`
 
 	// State `completed`: the schedule fires no more (a one-off that fired, a cron
 	// schedule past its `endAt`) and all its events are finished; it does
@@ -844,6 +874,15 @@ type ScheduleUpdate struct {
 	Target   *Target    `json:"target,omitempty"`
 	Timezone *string    `json:"timezone,omitempty"`
 	Window   *string    `json:"window,omitempty"`
+}
+
+// SkipRequest Exactly one of count and until.
+type SkipRequest struct {
+	// Count The number of next fires to skip, 1..1000.
+	Count *int `json:"count,omitempty"`
+
+	// Until Every fire before this instant is skipped; in the future.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // Summary defines model for Summary.
@@ -1185,6 +1224,12 @@ type CreateSchedulesBatchJSONRequestBody = ScheduleBatchCreate
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
+// PauseScheduleJSONRequestBody defines body for PauseSchedule for application/json ContentType.
+type PauseScheduleJSONRequestBody = PauseRequest
+
+// SkipScheduleJSONRequestBody defines body for SkipSchedule for application/json ContentType.
+type SkipScheduleJSONRequestBody = SkipRequest
+
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreate
 
@@ -1265,6 +1310,9 @@ type ServerInterface interface {
 	// ResumeSchedule Resume a paused schedule. Resuming an active one is harmless.
 	// (POST /v1/schedules/{id}/resume)
 	ResumeSchedule(ctx echo.Context, id ID) error
+	// SkipSchedule Skip the next `count` fires, or every fire before `until`.
+	// (POST /v1/schedules/{id}/skip)
+	SkipSchedule(ctx echo.Context, id ID) error
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
@@ -1771,6 +1819,22 @@ func (w *ServerInterfaceWrapper) ResumeSchedule(ctx echo.Context) error {
 	return err
 }
 
+// SkipSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) SkipSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SkipSchedule(ctx, id)
+	return err
+}
+
 // TriggerSchedule converts echo context to params.
 func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	var err error
@@ -2018,6 +2082,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/:id/skip", wrapper.SkipSchedule, options.OperationMiddlewares["skipSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/trigger", wrapper.TriggerSchedule, options.OperationMiddlewares["triggerSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
@@ -2149,215 +2214,227 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQfHeqpBnRxQlS9k1VfuH4sS7OpvEPpZ891RlXCE4A5JYDQEawIjipvzdb6EbwGDIGT4U",
-	"yXGyqvwRi/PCo9Hv7t8vnUzOF1IwYXRn+EtnQRWdM8MU/PWqVFoq+6+c6UzxheFSdIadmxkjI8HuDd4w",
-	"InJCzIyRhWJ3XJaaLOiUXRAqVkSaGVPkjhYlI1wTxSalZjlZcjMjZ4NBv5N0uH3lx5KpVSfpCDpnnWEn",
-	"wy8nHZ3N2JzaIZjVwl7RRnEx7Xz6lHSuvrW/w+MLambV0zzvJB3FPpZcsbwzNKpk8Zvm9P57JqZm1hme",
-	"DgZJZ86F//skafpOzuYLaZjIVv9gq83luCSKGcVZTjLFqGE4O7sgms4ZuWUrQkVe/TCW+co+Uiqh4dcJ",
-	"V9qkggq9ZAruxRdpIqSZcTG9qL8N3k8Fri28rVraVODanp72yT/YShOqGNGZXLCcGAnvyWhRMPWVJoYJ",
-	"Kkw/FX4XZozmTFULGc38yE69bRXPz3ev4vd8zs3m4r2lU0Y0/zcj3ZxNaFkYcjIY9NoIo4C3rI2Dz8t5",
-	"Z3gycJvp/gyD4MKwKVOdT3YYiumFFJoBgX9D83fsY8k0DCyTwjAB/6SLRcEzasd4vFByXLD5n/6l7YB/",
-	"iT79fxWbdIad/3NcHaJjvKqP3+JT+NHN46PwsySXuMtkTk2GRHP59opED/Q7n5LOKykmBc8++zDl+F8s",
-	"MySbUTFlOZkzKpYzXrDEUhwXMN6lkmJKtKGGJUQqe0UbXhSEi1SUml3YH7sjppRUekQEnXMxdXTPijwh",
-	"dpvIqN/vH9NCMZqvjtg910aPep7IU+EG4m4gM2pPDjWkFPxjyZDBJESX2YxQTShZyIJnq6+0/RyzFP4p",
-	"6XxnR/A5V/BSkFKw+wXLDMsJLADpngN1f0o6r6Ua8zxn4nNvqmUhc7oCsrO8gJgZ10QumIKPki7yBbhP",
-	"CkIFofmci+gOqWD/FLtjSjOczpXQ5WTCM86EuTZS0Sn73BObKMaIXtCMeYmkjVTsK01yrm8tYY5ZIZfI",
-	"BKWY8GmpLFucKaZnssiHqRBsSezX8rJgOnGErxNiFJ9OmdLAnRXT5Zwha/USrRSGF/jxVHANY8n75FtW",
-	"8DumuH2HYgWjmvl32GWxizmVRApHoj9K81qWIv+cK/ejxHPjjtgENpdrJyZgb2+k/J6qz7+hnkt6GVfY",
-	"QdjhUbG+iSAYSPfka/IP/g1Mwi03rDa7N0zkPT+ZH6hYOcavP/ec8HB9pcPklFUZcPhcE3Y/o6W2/EKq",
-	"xB6/aBqpwHkkhDqua+QtE4ROjF0VKcnc6lzRJU26dhuRWXoNg+XkbHDWIxMl57iMhT20hOa5YloDE5+4",
-	"I87umDCJY/WpyEql7K1LLnK5vCCUZFIpSzY4Esv7mbqzlH/NGHnHjFodXdrh9ckb4dSaJBXlIgdx4Y5V",
-	"dKrsyaXhCA5hEH7JUjGn99/ZEWnLYVhOPpbSULKUZZGTMSMLqu1Z7AoZf3qIs9CkYPSOpSIwBgJSxKpn",
-	"ipEcTyrLvbLGVXRImch1DzUlVJKAbqKPbGo21yyTItdW61pSbvpN2mykmnxKOu8FLc1MKv5v9lk5wA9c",
-	"ayuTpSJzWkykmrOcXLqhIMfHSQNpUBAMIH056i53tOB5PxUg726FXIqg9FIrJOQty+GXKTOVJovE6Bjf",
-	"e0HvKC/ouPjsTAZJgWtSVmMgXXv64BAghSZESMLm3NiTpkrhtB+uU7FQMmNa9y7ADFi50xiT/pOTjRvC",
-	"b7F6notxTZasKI4c9YxLQ7hAwgD1373Ofu3y7ZWzoxbK6hSGozaO3CG/hIHb91DTGXYsozgyfM46G1ZF",
-	"Yi29TdMw6SwUm/D7ZsMVjC0r2BXNrKHrVYVbtkrsoiuWyangmhFc/I2XO4I+ZJjIwK7yZju2slR/QtM1",
-	"3B5mkkSL8yF8ACW2/QAu6Su8B/a9KN5MOsOftu+t24lPyfpW3DbZuTcgKhhVdq365HpmD7o7Bu40EymK",
-	"VcOqrc3Svn5zGh/CRL7naJHVB8UNm9f/sdfc/GeoUnS1ueDwrsY1zenC8DsWDFea59wuBS3eRuOa0EKz",
-	"ppMRTBCU7XN5x6wCapaMCWL1acsf5/SedE10N8i4K/G64NOZSchyxrOZPVwgpxkvuJjGklsKKzStMa/5",
-	"VNBCp6J7dvry+HzwIiGWHGVprPo6Y+T8/p7oGVUsIVMll5bhFxRs+wvgdNf/c02MVbCMRhn5sWSlVZ7H",
-	"NLst5LTXJ5fk7PSllQHngxfE0FumiRRWZE9Il9FsRialAqeEFFYLFhWzR4UB7p5LO4TcEo+R5H7Qf9lL",
-	"gjcDZwG/pkKKjJEFU/7pLvX/4n5VZWkyOWcaBuc/MkmFLjPLERnwaVxEaqwCoA2Z0QKPPL5iSbV9DVGU",
-	"w/1mCDNOhZFLqnJc+oLdsQKFXmHfMaG8YDksrCATqi3LH7OVFLllG+RKpOIt7Oh7p+nYDR8QxZAMqKOt",
-	"4BgK+t+E31sVxNTogNAp5QLlSP1MzOn9hhNkpx8Eru54bNDgPqmfHPuOpnPzSknx2lr2+gGHBlwClhzn",
-	"qAhmyipf9wurmHIpLsAaHWurg+Ktc0aFJmnnv9JOf2N1crp6M/lBCjNrFBNw+Z+M3TZenclSNV6Yc1Ea",
-	"1nyp5VufGtbJmYarH6zkRttqcz3A8rErIcjfb27eei0VlSv83Z7bOb5jCAeMGsPmC6uSp8LdD7+DFtxE",
-	"RO6BzRGcWAMkeCj9i+06byevTJaofmy/LWc0L7homTrDGQILceYAMCOTzSr7A0lhyc3MHmEpmB3cfkIZ",
-	"luOqWYGYcMW2XLqxr9xfSRE5a1BGBkdjaq0VOpfOHzaCdRt5c8VN3n6wtuSDprVc0FUhab5Tm3O3wVkG",
-	"w3LXE55M37nbnS5nt2Mfhcavcu2psMDRcvp18tSTBLKshvphyzF6V02nvs5/rzw+ICvJlFsWHKzbr7Qz",
-	"Xi3X3+Qh7H7BFdOXDcfjn5b5x8LbvcjJXSchwYINHyDdandpKvDJQMC0NNJNBFSp3jDY/1I5LwYZs4m1",
-	"WKzowdO8pxJqx7A5iTcL+rF0hrZfD80yxQyqDRNmpbCTk3DaSpE7kx18Ap4rkJswUTkhIzcN52YZwf2j",
-	"72AG/jcc/cZAS1W0xJzcWoALYETev/sezwjXOPIL8vbN9Q2hmx830mnzYalKxXeqqXYgft2aSA/Gsamn",
-	"ugXRTQZbxBsbLh1uAMUsdN8nnJ9jK0WDkuOUqElZBJliiWBOc9Ynr6wlYC29FRj5ueJ3BzDfCRdcz3YM",
-	"AjaVKKtZstwfhDwhdtL2PGRUZKwoWN4nl04QzHgBxOo8E/4zpJs1DLd3yHgfUyA0vyjIiU3KsNsRwhcN",
-	"ohJCC05ezKW2i5aBjgRqahDc5B9sYZyDIqwCoZrMuDZSrdAUwWXnmiyYyK2ZgPFGR9VkAMa9nsmlY6Lw",
-	"cVCNLWXY1bcb1HMucUoEWwb6sQPSjWZ1QUuRzQ6h/Tm9v9x61A6XiciOr9q8ClwqblbNH9sqFJOONtSU",
-	"O41W4CjXeKtl2WCO7XroBu/yLP67WGAdIBosDedvStNi+HvpmfMcjpaXS5F4Q7nEDUGZmbczCTeCsZQF",
-	"o+AARI/wAbyvyXFysIoRiC7a3bDsdQoLW5hUDD5m2fEUWoXFYzg2UOps+DWSTpWRsYefqdXtEUiQNQz0",
-	"MWn7QbTauOv4zq2TweExYfXnnzqOsUUUY9/jJCNeCGKyUj/xn0at/B3U/hKEUDSAamlqCs9Oe3hd87TP",
-	"ftPgifubJHnpo7U+baJdEU2I5c1WLJyezXr9rcphlNZxfnK6O60j3o12TQn8Ad6TvEFWYMk3s53/vn7z",
-	"I1lQM6usIWv1dyegDtP5omAkdQe2X6oi7fQSQglkjZCQzYRhC/TAt/h0qXOKb58hjjTc3zxV1XBygOHs",
-	"PCL22Vd450PVwYxrLhvUfIxd5EOw6PmcXYDzb+iUgVwuhf01AVnvHHeZNbWPygU6p5JUwCpKwY7kZEJo",
-	"lrGF8blc3GiiSnFZpWgsqDYXRN/yxYLlP8s7pgq6GKbC/euv9kpwf4XMMcuryYyiiMkV5YLlF6kIh+zn",
-	"8epny+eGxL8HL7lgk52TwpeER8gSYp9Wcy3YxFz4kI5djPEK5ZcLQ4YMB7RMPLtwawfywth1X5tVzAX8",
-	"AO3u+O80cgb/0gb11+qwI7jOxXSEppko52MGOp6zH5fKPi+IlmRClTcrUzHo992rj04IJNL0gnoMPtYl",
-	"16xmeUVKjP9ow2FUJXPqtXdKfKX9WCDHDHJ+xgwURhxbn1ziXshJKuZWN3D3hwC+i6g5J/NUyVJE+RiB",
-	"t6XiZJAMBoMeJrplUuWg1RLwEFNwutYG4xfHx62rtycuzpxHarA2VJkLp6+CR3fklnBENF3pVMzkEmPr",
-	"sKDVeioCnBvHwcAxF7RnvwjxUkcKz6OZDdY2eF0zp/Z7XSEzWvgRbFxtYCE/rpPgmoNqk5yENKyJwFfh",
-	"ObtQVKPFhgHXiqvbw2ZP6Pl8oNNOkoq0k7MJU3ByXY6SPYEkZAW8ZeoHcM6S7slg0Es7pFsnjFRElIHM",
-	"Ar25umc3M/4ApAxNS6ryYZRYlIoqhSjQadpp8WQc4ihrVmCd3lrtld2ZiM8nXrLsihBGomVTOAUVptGy",
-	"AUWn5YpXkjaTYr14cCzW2w8JcPYVCwZE3kw63IU+Nt/8DbCYKl2ja7fA/kRR6+k1vzAocY0zCXpd49Ul",
-	"5c1c8a2zkKUi1oT0ls6MiryI52q5RdOw1mjAfyea/q/UROsE8BjmB+g3T2Z9vI64Yn2UcAQamAktCpIV",
-	"Mrv1+ahRsMCyvn9LwRLy7vUr8uLFi5eorcjJRLPm6H5psgfaIvZJd1Ibp/Y9NUwwrdtTPiCsS0Vww6J1",
-	"CrNAD6YO8Z8EOV+cHRU7foqVe5jl0UlxfLDrrYETK1ORi0vNqid45AOcyVL1Nr3ii/NBtM2onICP5GXb",
-	"7y8bf9fA7PNmrz1KXK8yQCjYTo4XLvfSUmdpeQwsXHfggoFCCtbb47TZOeCIcXzVaJq27weuJ06193qh",
-	"/ftnK/ods/6ZFoXTDhtVvjdOXYxeQYtCLv0z/gg3Pvy2cmatZxmv0EzCKgt2bxkvEWVRJNHeA93HGoqn",
-	"glScnmPS5HhFnL7V65ORfcGoqWbDZ3CPnHttNEwFZNY5TR7IZAUhdSvPhSTuRhSS90dTeeRm9y8tRf8d",
-	"XfoQqJ0mWLANTnUXMd+Z9lHL2viUdKKQSkSBkSI2LpVuEDPfBVXVQLb0VHqFcyPsSKMczmbhk0mXOtlS",
-	"QuI8bP4ecstW1VesQhonA4ytHosnYjmThbf6G9nZA2xINpmwrJb4sjlWTFeoPA6EiYlUGdQyLJOQ5eI3",
-	"re/SXVJR/ULvN9fRX2yxTtoUYDuYV1ii0BpPqM8KeZsra2gfx97hARjCu+BE2NR3H/p5zyfARMEswsLM",
-	"Vp2kA7Yn6Bx2QOjosYyEqTumfsZqC2exisw+4NJ4GplLRF7NGlB0w400TYL4BytRXNIxzCJTUmtI+wTG",
-	"pNui9Q1mA20xSuwxe8sUysuWITh5sWCKaLgPahjumMKatO0nt9ptWY6LaKsriRV85bI0jYOMb2gQ9je4",
-	"RIplBeWQKskyWqIjfUWWTLHYvY7CmM/rtMiF+fqscelwA67E+6ZI+E21OwLSqXCLrAZVbVOL+nywfz7p",
-	"3DHlfVF7jLxVx44ZMSRql2jy2wdAwji9fw+JDzYWUFed5Nd2tS406ouaREp6faerCR8SFkB5h5mbB/qH",
-	"Y5F4QJrVNWOkJiX7X3xWWV1r2CXi13zl/I6t52BIUSVScaENxJMnxO1sKH7wIa6MFkVz1Opg3SF4nT6W",
-	"3NqFC1YUF5DqATwpFTUW1ycnVvF363jh1TNIBO3W7uy1ycxdmscPkKNSyzVEBQM4aGALQ0KdL17alyvS",
-	"tRbV1y8HJ71UcOEqS1GzdOpeVY6Xdo6zUhs5Z+oqTzsJuloqXwf4T9yaLcEUca8gBc1uUdNB5RbyVyGZ",
-	"zY6sm3bSTq9P/on7lorYHQllKAQ9ikqOrQKyLpEStxs+9NdPxaUPlJx/TcYrw7T39Q33UsGa3UBr0nWH",
-	"3PRKJkbdHa0ncQKwc7xV2pSvfoq1K587PC+tUPxY0gK8bBNIfxKOXg4+4Q9VA+oyJqJ4UifQJBUhT7eW",
-	"CB1sVhxotS1CgilsPwC70nYQvFKxNaD1UBUDvcFBz0jiaVsGY806nRApUmHkwu5fTE1db/OTqYSUars2",
-	"VmkdS0sC1kQk3BplfwMxoVIBDvRBUuU0Q94nyemKdAd9u0AnJ1/3MCjSsnCpEDLWftYyyfbWf1ojkxde",
-	"MNf1GRdgwhydSgsKYcy0c3I+t8d6p8OlQZC3S9jHcH052/ThJQVxSvizsH8UYb+3TL6EUoBY3fJcKAS1",
-	"nC07gwpyezT6BMxKkC01xhAMCPgYuWVsYZ/Bv0DsY7akAVnHCs1SUWWDelL3eoZgS/zcA2V409SsaAzl",
-	"Bq6+yTKanKzz8N5DpNY/Y+FEuiBT7FRv2cL0moRVuDkVwG8uSF1YecGU1AXWU4mppiUb1NarLlSeUKTs",
-	"HkpUIdz1EXMgtd6DufYe9QlvFbvjbNmUroE++sNiBuDVb4gb7Mib8y783UGFWuwsPJZEw21kyVVSSn1b",
-	"rH778uz8z8SVTZKcGZ+8uFZlAhcaR+/cMPuvU5Qm07BWXpXYkYXV4Bbgpmh+Cn/YbGnz/t1V3KrjlmM1",
-	"hluM3cIZrvoPb83ReodpgQ/LkaJFw+F2b3TubsgWRvXKsSIXOwYVy6qPUHk24YW1BbhGPtRvDdpfNZzh",
-	"N1aQBAtIh7T0tdB4lDSs5LzlNSw2hOIQENdgHChf7z+DHiyWIsz+nsr6cdtvFv6ZxplUZNdUWm2v+WX3",
-	"kRzpM0GdAB7ZHRph7rEPQMBkreJbiw/HTrYHrF4onDh84T5tI1xdFqYl5Wt3YAs8fm5BRLOcmUvFmkyR",
-	"KqEGugdBKxMqwBaAvi7urfoC/8Qiwga6Xju6OPDmoxqXVRx4VJ84xfDaEWnDRsx4kSu2NaPF30O6PhdM",
-	"F9LoHhJuqD9EtW5RWOtFGNkS7Dk85pKppsDBKyqk4BktyPlRVBjZpYWWoDyGTjWus4YL0sG9ujnRk4nD",
-	"gkGWvl61l6y0hGR2pubPq2jqNoHog67bggKC3ZvXsUqyyYfsLaRbLizvOe9h4pGdsU7I+5tX0GvMi+c9",
-	"E+bXBLOsIrvbpuMDwJ+7NgEyM/efnV6oespPJAEhEHXQy3wq+bZp+sOLeecPqXxoVxM/R+wCylH3zPFy",
-	"botIQ40OWVj8WkFClWfaUprgj5Nf7loswrO/9aNySJjCb9A3VtA8KFoRTtiapuncU5C5A7HLUOTrWzpB",
-	"lkqcnBCf132oCgZ9ZVCnnnNxhQ+fPNiPs/niB7SHCDdZ+ePfiEuboOdOELnANxJe60G5aYM0CxAvNtaq",
-	"6BPC+tM+STsD8oL8l/0Pi+cfV1g0hkQWPj276vbY211PPgntBLZtd9R4ACTT9q6dr1yLTUt4dqeDoxTC",
-	"NF07ULQTegkp+C16iNYaYrqSAlAg4HXXkaZ8UIPMDZEZuzx2u+IeKkx3jOmLEmtrajSfWqsNHOauOwHU",
-	"0fsYns9182Q2aEsL9aKx/vrv0XJwVgL2ovCVDzkr6Irl5F9y3CeXItzk0uYWVJtU2JXWVTAH2qQUea15",
-	"Xa28otbCtXt2euqtbxhgj5SiYFoTt9XE2ZY/06I4pAa8kuxrbmL43WX9BZsJi9TXcv3t/4pVlX6Isq/Z",
-	"XD5YWfg1Yr8+o6vLHy9D/mccXXh/86o5uhCL8S1Bjah8HzkZ+Cux0LgKbuwdvXAz3kvKVJbmGm/l2DvH",
-	"3U+6zu4+HZxAWnvktFmTyc2dKW4cS/xKk4XUINQ8cbt2XwmmXA6az9Si8qnt1VnMLswCzlTzWFxvKR51",
-	"S4YDhV5n70V3I96UlA10GdmK+ygQ2/wcp4OTxDdEhRYtbvGDXMHuhDN6h4VNEFyoSwu/qvtksLgC1i3+",
-	"tBrZtDonqlZhLe4J0H7QO+GNS0jl51XnSql8dj/uif/d97/mqn03YukOReo7hxKaV9IGL2Rskh4U02s7",
-	"ZLuCfH4Bw/CTPfTFtgIMmvnQXlMRe9lStbA2IveS8MTWgeynwa+xmXuaGcv6oeUXKJWJ8zVgA08rqZ5V",
-	"092q6bOq96zqPat6z6reJl9+jCyVWGl5miKturduYw1HdlAFMyx3tctBMcWTIiT0gCTd6pxByoS9Cr2t",
-	"rUxIRXjKnjIofhoB0x+5vKaiWK/69d1+LqAHjWQ6FdDj3rJ9jH5oQ0Zzeu8noLEtFYe6KlYrZoehpmJ0",
-	"FCZzFLpBj1wEzt7nLm/UjK9L46QTXtSYge+H9KDkIC9iH1dKPgu+pxB8Dd2b5guzIjiiWt7HlrqeL9ff",
-	"/6ie+22O9U22VM7nVK0e2nzDPV7135gywdShgYMiqvLc9rVQDerJgx+QT+OG2paPWBm4ewsLP+umULDu",
-	"REOMZhh/pr5aH9p357kG/T+4Br1Ot/u2l+Jbq5lm1ooch3QKUVNQm3MCmxe4NcC8X0GXoaG8JKro4orM",
-	"0Bho6Js2j4u7Dtjxb8uQ+BGXrDxGHRRfK3Jq2sWbwOEPUFGgmfj7ps6e1/9zja3GoaFnF9Cg9MeW9AWf",
-	"rrZbttzYO9u6ic6MWXR1D74YKZBv31zfIE4aDEMTex+oiPYfP0NYsrdn7lv7yt00ptyN7CdG2MFZ86lg",
-	"OXYzXTDlsteMJKNSFaM+GemP2t3qOj/b21z9C9znl9veXI19NIwTsfKSESOnDJzHWMGTCujWDp8hU2np",
-	"c3081hpykbLzwSCsnsjJCfkBqshT4UywBNtXj35JO647UWf4kxtwQvr9/odPI9c43k+DahzvKBWaiVwT",
-	"bnoVnp4Lt43+98jLLXUE3psjECujPrkkp/f3zlUYul/rWuG7y0YLnmxXMI89EFyVkx13KuzAgcXZcaed",
-	"tBwMXmSuv08Of7G0EyZiz5P2VTcIDQWogACEmLr+9s6V3T07fQlrdj54gdOLMEEIF1lR5izvEYDvsNqg",
-	"hM1tmQOC7eQy08e+rK0/z+v2iF1UK7E/WlldUUSjLXIDcc+nBOho5bUA6LNTa8EB/g/eG3TOPR+7cTdb",
-	"DsuaxTto5b5im+BdmJ8Ymm3IZYBBi1Co4hSFA3iwG0eY/q5mPjiRB6Vh7GUVNfkv2sfxGE4LR3JP5rKo",
-	"Ucxhbm+oPAEvkGWFDjOTXAlCydvLm1d/T3xReZTRccvYwol/qHi7ADQM6p5OHD9C9CoX1qroDbxYDcSG",
-	"qBxN1NYMDBF6YvmWhOt+TzVlvpoN+Gcde+sixKkSso7XBfBqCNd1B44Qx9g0idyZ1Yt3u9E3W3g1+Onn",
-	"HJMwoR6ilssNCGVRWR429UrQ9QMacSpAzvgM+q+07z1XNalzM6m1mKu1lkvFWm+5WgexC7hTSMOgaRzR",
-	"0hWv7DdxRDTbXnEYJa/P6QpjihqR0LpOY4OVmLhKXpGnQjEDXRQBIWX3fmLxEoQsF1Rb+eth4zSAv7i9",
-	"XQdiCyLaI8Qhje65Atexudow/SrPtWEFKjrdRozxV3aR46dWBnJTCZoD071CvbmTVYEZwDxKzfrkn1WL",
-	"noJr49mKPfjoIlqbfAmogP6NffIGmyG6p7mrP6MClNdU4G3ow0a0WUpmdnUX1J4DgU1SX119+y6kn+mP",
-	"mkSPpQK8Qa4yOVLaEaWqzhT9PCG0n+HWpSKwNDtGjcFwrKDu/vKJFHziqFwxy+Izu4CN7C3juWrKJkQI",
-	"Q6IAtjMUoI9OBy/6g/7JyYv+4Pj0bASxHAd3SApumKIIV2s/bScEizRmTv+98CtlBaGv6jfZDH3Z8RoC",
-	"9Gc2Y9ktmuFRuy7htlYxLYs7y1vw+w5+2QvJODl+sE/SmE9mHAw2Zacdmm4KrLu5RCs0k/JW913zxX4m",
-	"5yPIahj9V+03tDPFiuhynMs55YD1EN3Rb5nL6fmLXzsZb9K8BWJr4hX+CiRUxlalTqKJGrPQw+Nj/VH3",
-	"WXm0ZNocnfTpnP5bCrrUdhLHJ6cvzs6//vNfXg5OTo9HbXMKgNMPnlQ7o3lQGGBPj/eXoWNfYyuHScUZ",
-	"M7qgGTf2iBQUNCHji7OQbWjShU5k4xWZUK7Ck73+eo3oofz9U9LRLCsVNysrJVwhwZhRxdRliZBOMEPw",
-	"jsPPlYYPphXAI3Ixkc3WxKIcFzwj7767vgGAbzkJQk3lQ8yCAEgnFxCLMIjNTEljCihC9m7YxIXSANsW",
-	"5DDy7K5DahbFqhcWzV6w37xlK8ttUmFnxIRxuJBDMqphfQ7JNzBBgvbuLVuhqTvqk5sADK0RliNm6kcO",
-	"ZT40UdYXrvDXDgnKjyFpzCuwcE/PwXs48TA6vjs5duMeRW9CXEFyEzVlqWB9CULcIhoWrAYqag5MVVcO",
-	"YN9YMfjgELS26gBDhV8pWCiA3NBDx7nPwLOQA5BelZI2aoPYHKWi64tIex6znwQcdBDSXlO2Szmmuetu",
-	"7mt8sct4PxVnA9/b0GzDjuea5DIr59DezyOxOpB1AAVOhSXZhMwd4Ktv1tfUMh1qoAPid/hWzrICGulK",
-	"FeXgmSXPGIRuwVLDsQCQvfN6zoC4oRU9tnPnuYeQ9dqNfaHV304Hgwies+cg5e1L7PcWhRU6Ub/Dbk4N",
-	"xYAsym+HBU9JXuLGIPhs4vFIyfub10d/Scj7Pw2g/aUVaKQUC2qtyFToUik5tdok0xldsKqLTVrmfxkM",
-	"CBhyyE0TB5qNZwyYuiaCaWNflDO28EkgX58hgqDuXYBSipvJAeUPFYlxaffxFlUKzYRmpOsHvJEj5fc2",
-	"JD1YHRGjhbAJ67DY7D5jLGfQJSgV/7Tr7mMhYOwwKOIPGYw12G1PjBHMHFzoga4DsGVrSHYjgsLggmjG",
-	"yGjJxqBcjODj35b+SNsjGgMZ4JLqqGvQS+j77DuCYNeg01notow1zZ2Kj4YqCvIDIjJevr2KSmGGnZP+",
-	"oD+AoO+CCbrgnWHnRf+kDw1AqZkB07ccCFmq/cs5usNBuMrBI6ANWj/woDsxuhVutbrl2HkyPiU77/QN",
-	"L37pcDt0OJ7eYzSsF7tv4ANX7pHmpwM0ysFPBgyU/cCDa5gf9p2PWO/cODEl57XB7Vfb+1iVxE1DMvLw",
-	"AX1IOorphRQaFZHTwWALrvNheM4VDk0DovMby2GhUeKo8rtBF1hvjEatge2NgKh/hsNr+mqYxvE3NMCg",
-	"wCMnux+p4aHDQy92P/RaqjHPcwbZC2enp/t8JsbPhqde7n7qRsofqFi5OYGqe77P+GKkc1h/8OHtfg7h",
-	"v0BT9XkOnbeWGVv9sJzO6r2gvVIoVc4cABPHKDed6oDLqDsf7AsrlnfsSsbBnSsbW9tBtMYKLYyAh94K",
-	"4DbDKnbLvccrDBdF7/6F55/8B7DVWtW7Sk4IMqWEVKwt8R2xc2IkmqNphxZF2hkSo0o2SkB98B7ghGiJ",
-	"SkWogIegSaiDRz3OwMjHK0KzjOcIiTqaS8WAzg3iXDBB5nvX1w/hz1RAilnlCoNQGraVQIlVlyKufUAQ",
-	"JE7qfiPz1aMd9rXeGp/qDnM7109PyGrqDRIa2M2OXghfNms5ebEXkwA3+38AL7pmTlGseIKOfGWQQgsd",
-	"VvCUVE3oAdkFvPb2FPX2YFKWkbQqZ39jqJt1nlqGNhH0jTcyv3TiHZztfuJHaV7LUuS/KzL8GzPBDdBI",
-	"Sodq7Fffdj592KS/Y/Q9gKA8/H1Ji3S9cd3gAEBx5UODGGZyAS8fYHG3WOEIPdcXRalTMfKgcaOQCD/c",
-	"igwnFTk5n1cNsb0deVHHjGuQXwhtV521x5dedfC8zyy8IhzEloNuNwpXE/fi4Wf+0MM42OMwvpJiUnD0",
-	"KT/LqtjD2xn+9KGmRZd6hol7VZtoD+ENEfE1BJU+udzwLNY8inuKsJqy/bg8ZAPCF4UuqNOuuqHC8x9W",
-	"2L5ckwGwlAqfOQIRuTROF4/QYhGIBWFe+yTgFLuWmFvwgZMIdzjZjhXcrjf/tkI+qS/vH07mH8xmfle6",
-	"Ko2t16CUuoOgGATPndtHyGWvT84GL31tHqaJ2Of3P+uhZe0jnvXQj8QMHQsCavTtpJ2HPWByhibMXakq",
-	"MMhU+NPeC5kTp4OBWxN74qdgPQvpTGdglUuesQv4QipcwqKuvoxeM8dLN7hq1fY5FFKFZM0V6dZ6RdfZ",
-	"TQ9C987/7RNeEfsTIhy+yz80zsYYzdngDB5yAwvIH6jnpGImixy87vBoAp54gDN1LB2BLWlmP1mwfMqc",
-	"y9wyTj5ZG7uLVGBtgUsi6gaQYQhmLGmcYKStYQQV5KnwjK/r8+p7iaW0McvknOlq91zNGoZjvGhCFpSK",
-	"m7DaILtc9NDLrq8qCDGXAQDl+0xkwJixa7EwqShFDumqmP8URjbCoKChUwwK9vFveEHtF/eECx1iR2BD",
-	"gTb//sPlK4AEhRR4/FAcndMsU8z0htiJJ1xBCNdAOECcbpRWbDDlptGlIqR5kZyHLC67ZFKlYok4pdiz",
-	"HV7TAzWYm1g5hmhV6A1Ng7C0S5QKpIkKMNp/AvcW0n5JdznD1GoAwTJOTTAKGkynYsyYwDGsGLZMpsbV",
-	"DWdysYqilCGbaYA5wxPFXGmjPY4XREsMz/l2657EY2vBvRJXCJGYcD7Nnin48FOq9mudJL8o3f5d4JJC",
-	"LqHJBXj7e38o/f53qakHLBfPKipMl51K+YVl8T64v0VoQ2LFThfTa+y292QUiiibzbonZKuCaCxcl2Ph",
-	"ipz1s9vpt3Q7RTtjhUnD7lRkB2T2K91RFakeO+DIX6td1un8Fbz0yyB1u6CuReUzxX8JFI/EEYPBr/dj",
-	"ccZxFdED8HWn2YbuGlW6OlohTYfE0XtcJ92amPG2qlR+MpKNIGVaCLdK1FuLwH7h4fLfCfHZpa8HvP2C",
-	"x+QT6AXYbDOLg8IBV5B8MC+utxjFtI1DdGWXOL0B8FNN9BuHpHruqgVjiLCEzOXdZnX7V75VGkAS0qJk",
-	"668H6J7z9Zro80GV5cOoymZH0GzOJcxGGDT1EV6GOF6wh1gNySweRe2DJ9UHx7wouJge0QVfB2Mcds7n",
-	"MIIFU68cilzzCE4xiOjuSexqcUEQkzmMYB1LJ4amW6uGHp42IclEy7Rg6sg/jbVoLme7GtvpgNBNHNIE",
-	"4VsgZ/VskJCTwaBtxWpwR9YuCgBHZ4NkfT2joVFlBFNuQdcQaE4HwLUO4XWu1nAvO+3kkflsE4/F8Xzx",
-	"/PQ5UPMrlQys66JREnzcFWeTz69pCsGOw/5Om/z/W/g98P81Sj5r6L2AjaKeff2/FxLCDQv+3j55V8ez",
-	"f+mcfFXhKyk1076xW5Mq0eYUaCOjwWdgiDdRv6hni+g39AE4EMG6FwD9VJtegLqG+iDLHbo4bFAj1o9F",
-	"BPn4LtwamOVnduBuPwfeT/AHPQ/PSsWvVCpmVEwriXCxR/+G7dpGrdtaq2PiOmqW9hsVjThsmP3O2Bom",
-	"T9tLQ2/DB1ST2P9h0e7Wp5+yHKLWefU/oiLid1/bENXGtpY3VEdyl+8ntMv97N6fwwj0t7HAq2bC7TY4",
-	"GXmIKWynO6rBTI0IPjVmrijijuVRMeOzBf/FC9vzwZ93P3MldDmZWMEozLWRik4f0fqHAtgK3gT+lMrj",
-	"HGLjkoaW7aSLHdXbGMO6+D4ee2W6OdvqPQAIIh4ZYlJ022DLen0ClVKAAMI1gUJeCnXBAUwKyms3oKNI",
-	"F+qGFLS7sccJ3qdd02uHgZEKKcC6kEux1mObG4/XkeDCePxiTMny9eepcM1MmC8612QEk/rp6sdvv/vf",
-	"D/3XV999/+2oT/4f1CA7DA7lGw6lIrQOdE0Cl4ob5suFuXIdCrDLUh4aDV4QSM+B9UgFAqTYB6v0MvuG",
-	"UG6ujVxgKbp92LUvEA5YxZfU10FGQDh7yBIpMjYk1CXedCGfbZUKzKjHfo4hvwaz5cKbK1wTl0hmB4bv",
-	"rbJvkoNgwcBBbb8ArQxcs8VbtvIddXI+mTDI10FEso2BnZ2e9sk/2Ao8xzB8XEOklOZhuF1jVnQZhllf",
-	"C5oxt5hIhjAAqHjD1wXoAiwgDylIJy98zwIkllGSClcM65Fa7PIXUt6ynNDG9KK63NWAvNJ5WuEZwxZ+",
-	"ZlO1CY6nRc9UcDUQSeJhJkDL8fUfsOzPtXG/Rzc2lDpWvcywgwYIrX/JsfZ8NAaD2kdo7efijtTc/1wn",
-	"9+/OZ13pPFIRzPGJVJ1/yXEPuw6upV5ATYbvxN1uFrX5sdtpZfBZDIubSJ95psHf1Jtdg/5vtq1/ldd6",
-	"c+PnTE1ZHumzkfKMQKxYJSQF65PXpSmVx5VxVQ6p8DqnRwaUBfRK5QKhDGunA/tIuQdclRQ+lorwmWtm",
-	"4HiNrOUxgkYEaHuMiCmV0NGZ5MLIDQibC6L9G8AiGaGCiy2WAGKRNSlK6FuvncanU5F+G0f+LjbgXfl/",
-	"WHbw7F/4Df0LPhAQtTw+KBSwUy/DFN29wgKv4c4nDw18eOJM3v8YP/ofVvDXHO/V2fjKYaIlUGwFOHhK",
-	"m6S1EOFxU93XjhWAqj1ytvtb+84vQfVFxLhnkfe7SzUCCrpYN8bkhExqamrNOCP2IXs3FNRafjijal4w",
-	"rQ8TNAvF7jhbtoqat3i9PdrV0pkJKjAQIbTCxR0kpGrfM0C81ab4LvCCWmj3kC69Tymq3HK0t/a4N9HU",
-	"/3iy6A/tbmvYQe899acGfKvvb15h4S7GUnw31Ue1dZtPK4ItPLIAewcv/RIkGIKfPkuwSoI922AtZxWJ",
-	"FrpC17UeAldcOwtaIeM8WEI6rJNH7sBx6SJjoVeBx+z2LR4qfJkJKRcOZw1KlqfKElQqzEwxPZNFXpOw",
-	"gwCu1iMzqtfxjj0KzXgFfRTEBaGksDY/tuX2ATtXUYJa+gj8XFxMXftM397B9dFA1SSCt6kPlHQ1wym+",
-	"xnq/kXObjRrbg93gcrezo9PPV0GKoDZx340u9digE1kDEnjmVM+cqplTvUZKYrFFLCLYUXt6Mw4AVWnH",
-	"MRuWewD6LWyqgi1uDci4W55SpLtPtIVj8PJzcuPjaaj1Xs3ObwLBf2yynoSaVsuLS80S6DskDPEIzMC/",
-	"Q6Bk0/Gy3trCAWtsdUfeuHt+147ICJfwOaX3i0/pXc/j9Sg2t2yFSDYxTcOlnUm9Dk7yC03prcF3fuaE",
-	"Xg+0+VxS+x9fUotgTvsctrr82NkcKZy+J2bwbcqKw2h9DiD9lpkjB5DX4yaRIGQdQGevrLntOLjG7rMe",
-	"S4aRDKK/wyghr0JTS4VvmengVa1lfMsWxlrzCNsrlQeGhjxlFtQGN3FDb5lug+x1yGiYV6xncrmOAQyh",
-	"Zt2eFBIdsaeST79NQsj2k+3TQf6gJ/xZtj1SQkewrQSds8Qd1ARPLiTe0qKQS0tIDqV2nU0dmgmyRVIe",
-	"37LVdpvr8u3VP+w9T3is8BPbOlbZUSbQgNTH9p8F6BfT3QoQN7szqmdOTEHHdfzZiibEObKCRDyqhN1i",
-	"YiFFPY6J9US2Dg7R2TW/Z5Pn2ev7KCZPAHcNmcFOjwBg2XCkCID6IbifU9EAfvYAdn/8yy1bXW2vy3jH",
-	"7uRtdYx2V2XgA89VGb8VGeH6E2pp5ILEVXGDE4TWMDMmiBR9ArfuzOr5NdzZd1RYUDOrEm6A6jrr+vpa",
-	"Ak7AZN8JX/7pw1o35jom9k8fLPvG8lcceKkKB4g9PD4+Of1zf9Af9E+Gfxn8ZQCs3s18M++/3t2LM30R",
-	"V79gp3opABEcKxKjUGjoINpf60rBme5sgnu+iouJdQ11O6od1v1NsNWmt70REGO0Q4d++1WCSSgi9cM0",
-	"vs6gX0dibXrtDQCpVe0UJ667cBKBQ7fgYKOGWuH7zukti77oggINn4zgwvEdHjT8gtS14+htSMJ2az3M",
-	"L/S1tN/wqMDt9dTX6GzPsC7WN9g3koxQLe+Xqhj1AXnY6+lTZipsxf++fvNjKijazjE2cbT410DK4So1",
-	"RvFxaZgmIxjlVT7CfvijCndyRLqvr16/IR9LVjI9JA7X+G9KlournPw1hqhMhbv6LfN408DgyV+Je38v",
-	"Bhg3M6aZL8x1aMwOImMp1S2gikjBEgTPHP2SYjPMtOPxPVgffvg0SkV3VO+iP+rB2vn77OJhgbr/Cdre",
-	"R7DqvYtUwHeoIKMa2NbI5yn4RuuOwt6/+550HcYYvs1+MxXeNHKNrgopps2gl46mPbTA1hzECMgoJ132",
-	"saQFTNDvW5V2iOtZUeX/Hvm0A3UEnzrawRV3IgLXxgJlQklFh1I4hHhPwi7ZDB4YEpoKfxoxE6HCRgIF",
-	"nhtI8LD7TvQtX2ioV18w6mDE8RjhajZOd63u+9fN9L3g965jqUYg1BhzHgBC+FQgE9u5+NABxND54teN",
-	"aXR38tcR+ROZsXtADzm6/vvl6fnXXUQKSTDFz36G/ImknX7aIX8iii4Rp/wioHgwGLplB/ggpOlI43ol",
-	"CEYyOZ/TI18qnxP8rn2IQgIvBGf9Nx0CnBTMm8t7LMi1f9dBC/JEcag13PYDXH3rOVArcnp/71DtAyTN",
-	"hdeeP5Y8uy0QqxC4HDhhl1TlLrMWNcAN4eAL8tBn+44ZtTq6hH93PYEiej+g1ufUOIwOpxk+2vsirXFz",
-	"4tCYIoTsaYUcpxCJX7AMqg4RBo034P0MA2QMSK0xzW6tMlIli0UJJ3N6f+kwqhJM/EIUKvKO5VyxzCVx",
-	"CWnIRKKPyzKObaAaHhoJANnizykQQsCfjLTLYvU6J4m/0lYWNCcbfPr0/wMAAP//",
+	"7L17cxs3sgf6VVC8t8rk2RFNyVJ2TdX5Q3HiXZ2NYx9LvjlVmVQIzoAkVkOABjCiuCl/91voBjAYcoYP",
+	"RbKdrCp/xOK88Gj0u/v3WyeT84UUTBjdGf7WWVBF58wwBX+9KpWWyv4rZzpTfGG4FJ1h53rGyEiwO4M3",
+	"jIicEDNjZKHYLZelJgs6ZeeEihWRZsYUuaVFyQjXRLFJqVlOltzMyOlg0O8kHW5f+bFkatVJOoLOWWfY",
+	"yfDLSUdnMzandghmtbBXtFFcTDufPiWdy+/s7/D4gppZ9TTPO0lHsY8lVyzvDI0qWfymOb37gYmpmXWG",
+	"J4NB0plz4f8+Tpq+k7P5QhomstU/2WpzOS6IYkZxlpNMMWoYzs4uiKZzRm7YilCRVz+MZb6yj5RKaPh1",
+	"wpU2qaBCL5mCe/FFmghpZlxMz+tvg/dTgWsLb6uWNhW4ticnffJPttKEKkZ0JhcsJ0bCezJaFEw908Qw",
+	"QYXpp8LvwozRnKlqIaOZH9mpt63i2dnuVfyBz7nZXLx3dMqI5v9mpJuzCS0LQ44Hg14bYRTwlrVx8Hk5",
+	"7wyPB24z3Z9hEFwYNmWq88kOQzG9kEIzIPBvaf6efSyZhoFlUhgm4J90sSh4Ru0Yny+UHBds/pd/aTvg",
+	"36JP/7+KTTrDzv/zvDpEz/Gqfv4On8KPbh4fhZ8lucRdJnNqMiSai3eXJHqg3/mUdF5JMSl49tmHKcf/",
+	"Ypkh2YyKKcvJnFGxnPGCJZbiuIDxLpUUU6INNSwhUtkr2vCiIFykotTs3P7YHTGlpNIjIuici6mje1bk",
+	"CbHbREb9fv85LRSj+eqI3XFt9KjniTwVbiDuBjKj9uRQQ0rBP5YMGUxCdJnNCNWEkoUseLZ6pu3nmKXw",
+	"T0nnezuCz7mCF4KUgt0tWGZYTmABSPcMqPtT0nkt1ZjnOROfe1MtC5nTFZCd5QXEzLgmcsEUfJR0kS/A",
+	"fVIQKgjN51xEd0gF+6fYLVOa4XQuhS4nE55xJsyVkYpO2eee2EQxRvSCZsxLJG2kYs80ybm+sYQ5ZoVc",
+	"IhOUYsKnpbJscaaYnskiH6ZCsCWxX8vLgunEEb5OiFF8OmVKA3dWTJdzhqzVS7RSGF7gx1PBNYwl75Pv",
+	"WMFvmeL2HYoVjGrm32GXxS7mVBIpHIn+KM1rWYr8c67cjxLPjTtiE9hcrp2YgL29lvIHqj7/hnou6WVc",
+	"YQdhh0fF+iaCYCDd42/IP/m3MAm33LDa7M4wkff8ZN5QsXKMX3/uOeHheqbD5JRVGXD4XBN2N6OltvxC",
+	"qsQev2gaqcB5JIQ6rmvkDROEToxdFSnJ3Opc0SVNunYbkVl6DYPl5HRw2iMTJee4jIU9tITmuWJaAxOf",
+	"uCPObpkwiWP1qchKpeytSy5yuTwnlGRSKUs2OBLL+5m6tZR/xRh5z4xaHV3Y4fXJW+HUmiQV5SIHceGO",
+	"VXSq7Mml4QgOYRB+yVIxp3ff2xFpy2FYTj6W0lCylGWRkzEjC6rtWewKGX96iLPQpGD0lqUiMAYCUsSq",
+	"Z4qRHE8qy72yxlV0SJnIdQ81JVSSgG6ij2xqNlcskyLXVutaUm76TdpspJp8SjofBC3NTCr+b/ZZOcAb",
+	"rrWVyVKROS0mUs1ZTi7cUJDj46SBNCgIBpC+HHWXW1rwvJ8KkHc3Qi5FUHqpFRLyhuXwy5SZSpNFYnSM",
+	"74Ogt5QXdFx8diaDpMA1KasxkK49fXAIkEITIiRhc27sSVOlcNoP16lYKJkxrXvnYAas3GmMSf/RycYN",
+	"4UusnudiXJMlK4ojRz3j0hAukDBA/Xevs1+7eHfp7KiFsjqF4aiNI3fIL2Dg9j3UdIYdyyiODJ+zzoZV",
+	"kVhLb9M0TDoLxSb8rtlwBWPLCnZFM2voelXhhq0Su+iKZXIquGYEF3/j5Y6gDxkmMrDLvNmOrSzVn9F0",
+	"DbeHmSTR4vwSPoAS234Al/QV3gP7XhRvJ53hz9v31u3Ep2R9K26a7NxrEBWMKrtWfXI1swfdHQN3mokU",
+	"xaph1dZmaV+/OY1fwkR+4GiR1QfFDZvX/7HX3PxnqFJ0tbng8K7GNc3pwvBbFgxXmufcLgUt3kXjmtBC",
+	"s6aTEUwQlO1zecusAmqWjAli9WnLH+f0jnRNdDfIuEvxuuDTmUnIcsazmT1cIKcZL7iYxpJbCis0rTGv",
+	"+VTQQqeie3ry8vnZ4EVCLDnK0lj1dcbI2d0d0TOqWEKmSi4twy8o2PbnwOmu/veKGKtgGY0y8mPJSqs8",
+	"j2l2U8hpr08uyOnJSysDzgYviKE3TBMprMiekC6j2YxMSgVOCSmsFiwqZo8KA9w9l3YIuSUeI8ndoP+y",
+	"lwRvBs4Cfk2FFBkjC6b8013q/8X9qsrSZHLONAzOf2SSCl1mliMy4NO4iNRYBUAbMqMFHnl8xZJq+xqi",
+	"KIf7zRBmnAojl1TluPQFu2UFCr3CvmNCecFyWFhBJlRblj9mKylyyzbIpUjFO9jRD07TsRs+IIohGVBH",
+	"W8ExFPS/Cb+zKoip0QGhU8oFypH6mZjTuw0nyE4/CFzd8digwX1SPzn2HU3n5pWS4rW17PU9Dg24BCw5",
+	"zlERzJRVvu4WVjHlUpyDNTrWVgfFW+eMCk3Szn+lnf7G6uR09XbyRgozaxQTcPknxm4ar85kqRovzLko",
+	"DWu+1PKtTw3r5EzD1RsrudG22lwPsHzsSgjyj+vrd15LReUKf7fndo7vGMIBo8aw+cKq5Klw98PvoAU3",
+	"EZF7YHMEx9YACR5K/2K7ztvJK5Mlqh/bb8sZzQsuWqbOcIbAQpw5AMzIZLPK/kBSWHIzs0dYCmYHt59Q",
+	"huW4bFYgJlyxLZeu7Sv3V1JEzhqUkcHRmFprhc6l84eNYN1G3lxxk7cfrC35oGktF3RVSJrv1ObcbXCW",
+	"wbDc9YQn0/fudqfL2e3YR6Hxq1x7KixwtJx+nTz1JIEsq6H+suUYva+mU1/nf1QeH5CVZMotCw7W7TPt",
+	"jFfL9Td5CLtbcMX0RcPx+Mky/1h4uxc5ueskJFiw4QOkW+0uTQU+GQiYlka6iYAq1RsG+18q58UgYzax",
+	"FosVPXia91RC7Rg2J/F2QT+WztD266FZpphBtWHCrBR2chJOWylyZ7KDT8BzBXIdJionZOSm4dwsI7h/",
+	"9D3MwP+Go98YaKmKlpiTWwtwAYzIh/c/4BnhGkd+Tt69vbomdPPjRjptPixVqfhONdUOxK9bE+nBODb1",
+	"VLcguslgi3hjw6XDDaCYhe77hPNzbKVoUHKcEjUpiyBTLBHMac765JW1BKyltwIjP1f89gDmO+GC69mO",
+	"QcCmEmU1S5b7g5AnxE7anoeMiowVBcv75MIJghkvgFidZ8J/hnSzhuH2DhnvQwqE5hcFObFJGXY7Qvii",
+	"QVRCaMHJi7nUdtEy0JFATQ2Cm/yTLYxzUIRVIFSTGddGqhWaIrjsXJMFE7k1EzDe6KiaDMC41zO5dEwU",
+	"Pg6qsaUMu/p2g3rOJU6JYMtAP3ZAutGsLmgpstkhtD+ndxdbj9rhMhHZ8WWbV4FLxc2q+WNbhWLS0Yaa",
+	"cqfRChzlCm+1LBvMsV0PXeNdnsV/HwusA0SDpeH8bWlaDH8vPXOew9HycikSbyiXuCEoM/N2JuFGMJay",
+	"YBQcgOgRPoD3NTlODlYxAtFFuxuWvU5hYQuTisHHLDueQquweAjHBkqdDb9G0qkyMvbwM7W6PQIJsoaB",
+	"PiRt34tWG3cd37l1Mjg8Jqz+/HPHMbaIYux7nGTEC0FMVuon/tOolb+D2l+CEIoGUC1NTeHZaQ+va572",
+	"2W8bPHF/lyQvfbTWp020K6IJsbzZioWT01mvv1U5jNI6zo5Pdqd1xLvRrimBP8B7kjfICiz5ZrbzP1dv",
+	"fyQLamaVNWSt/u4E1GE6XxSMpO7A9ktVpJ1eQiiBrBESspkwbIEe+BafLnVO8e0zxJGG+5unqhpODjCc",
+	"nUfEPvsK77yvOphxzWWDmo+xi3wIFj2fs3Nw/g2dMpDLpbC/JiDrneMus6b2UblA51SSClhFKdiRnEwI",
+	"zTK2MD6XixtNVCkuqhSNBdXmnOgbvliw/Fd5y1RBF8NUuH/9t70S3F8hc8zyajKjKGJyRblg+XkqwiH7",
+	"dbz61fK5IfHvwUsu2GTnpPAl4RGyhNin1VwLNjHnPqRjF2O8QvnlwpAhw6Ea+JyKkhbDVLgf/CMw/HB/",
+	"guP1PAMNG89t3NKDuDF229YWJWYifn52c/0woydwNI2cxn+lQZ22OvEIrnMxHaGpJ8r5mIHO6OzRpbLP",
+	"C6IlmVDlzdRUDPp99+qjYwKJOb2gboPPdsk1q1lykVLkP9pwuFXJnLrunRzPtB8L5KxBDtGYgQKKY+uT",
+	"C9xbOUnF3Ooa7v6QEOAidM5pPVWyFFF+R+CVqTgeJIPBoIeJc5lUOWjJBDzOFJy4tcH4xfFx8OrtiYtb",
+	"55FarQ1V5tzpv+AhHrklHBFNVzoVM7nEWD0saLWeioAkwHEwcPQFbdwvQrzUkQL1YGaItTVe18yz/V5X",
+	"yIwWfgQbVxtY0o/rJLjm8NokJyENayLwVXjOLhTVaAFiALeSEvb02eN7Nh/otJOkIu3kbMIUcAKX82SP",
+	"JAlZBu+YegPOXtI9Hgx6aYd064SRiogykPmgd1j37GbGH4AUpGlJVT6MEpVSUaUkBTpNOy2ekUMcb80K",
+	"sdODq72yOxPJjcRLql0Rx0hUbQq7oBI1WkqgOLVc8UrXZpKtFzeO/3p7BDnvigWDJG8mHe5CKZtv/hZY",
+	"TJX+0bVbYH+iqEX1ml8YlMLGmQQ9sfHqkvJmrvjOWdxSEWuSestpRkVexHO13KJpWGs04L8TTf93arZ1",
+	"AngIcwb0pUezZl5HXLE+SjgCDcyEFgXJCpnd+PzWKPhgWd+/pWAJef/6FXnx4sVL1H7kZKJZc7aAk9yt",
+	"uQjAsbxu0dWMrX/TXvtgJUnvHLywKBUjqaXXdJV1XaTZ3DbZPU0u+6RjII0r/gM1TDCt2zNbIHpNRfA2",
+	"oxEOi4uOWh3CXAky5DgJLPZvFSv3MMujA+zYc9cbPcdW1KNwkZpVT/DI1TmTpeptOv8XZ4OI+lBnAlfQ",
+	"y7bfXzb+rkEG5c3BCVQEvCYDEW87OV64FFN7aErL+mDhugMX8xRSsN4eTMDOAUeM46tG07R9b7ieOAvG",
+	"66/271+tRuJkyK+0KJxO2qiJvnVqbfQKWhRy6Z/xnKXx4Xe0DH77A+3l7dqBP1Lg2LQfyc9JnUKqnKA+",
+	"+n6C4Quh8c04hd2jLe7r8EWfLzxeWeJmxeTc096kNKXa223eFEV+V/k415PPV2g9Y/ENu7Pyk4iyKJLo",
+	"rAD7ihVNf2pScXKGubTjFXFqc69PRvYFo6ZSHp/YP3Je19EwFZBw6Qw82KkVZFpYtUxI4m5EXefuaCqP",
+	"3Oz+paXov6dLHxm30wTHRkOsxSVS7MwGqiXzfEo6UaQtOrERhxyXSjdoC98Hi8NAEv1UerthIxpNo9Te",
+	"Zh0iky6jtqWyyDle/T3khq2qr1gyi3NExtYcQQ6ynMnCO4MapdI9XAtsMmFZLR9qc6yYxVI5oggTE6ky",
+	"KHFZJiH5yW9a32VBpaL6hd5trqO/2GJkttkxdjCvsHKlNcxUnxXKAlft0j6OvaNGMIT3wbe0yZju+3nP",
+	"V8HSxOTSwsxWnaQDPgVQHe2A0P9nGS9Tt0z9ikU4zhMhMvuAy+5qZMYReTUrstEN19I06VNvLH91uegw",
+	"i0xJrSEbGBiTbkviaLD+aIttaY/ZO6ZQv2gZgpOvC6aIhvugtOWWKSxV3H5yq92W5biItrqS8CGEIkvT",
+	"OMj4hgbl6BqXSLGsoBwyaFlmpRQmqC+ZYnHUBZUXPq/TIhfmm9PGpcMNuBQfmhIkrqvdEZBlh1tkFeFq",
+	"m1qsoIPDNknnlinvotxj5K2mUsyIIX+/RM+NfQAkjDPf9tCQwFQG6qqT/Nqu1oVGfVGTyNaq73Q14UOi",
+	"RSjvMKH3QDUoFokHZN9dMUZqUrL/1Scb1rWGXSJ+LYTCb9l6ao4UVX4dF9pAmsGEuJ0NNTE+8pnRomi2",
+	"rg7WHYLz8GPJrXm/YEVxDhlAwJNSUWNxfXJsDSW3judePYP84G7tzl6bzNylebyB1KVaCioqGMBBA1sY",
+	"EupCNNK+XJGuNYy/eTk47qWCC1dwjJqlU/eqKs208zwrtZFzpi7ztJOgx6xyWYEbzK3ZEkw39wpS0OwG",
+	"NR1UbiGtGXIc7ci6aSft9PrkJ9y3VMReZahOIugYVnJsFZB1iZS43fAR4X4qLnz87OwbMl4Zpr3LdriX",
+	"CtbszVuTrjvkplcyMRnD0XoS54U7/2mlTfmiuFi78inl89IKxY8lLcBZOoGsOOHo5eATfl81oC5jIoon",
+	"dQJNUhHSt2v58cGCw4FW2yIkuA7sB2BX2g6CVyq2xjnvq2KgUz/oGUk8bctgrBmsEyJFKoxc2P2Lqanr",
+	"fSRkKiHT3q6NVVrH0pKANakJt0bZ30FMqFRAHGSQVKnukA5Mcroi3UHfLtDx8Tc9jJW1LFwqhIy1n7UE",
+	"w731n9aA9bkXzHV9xsUdMXWr0oJCdDvtHJ/N7bHe6aBqEOTtEvYhPJjONr1/pUlcKfAk7B9E2O8tky+g",
+	"QiRWtzwXCrFJZ8vOoLGAPRp9AmYlyJYaYwgGBHyM3DC2sM/gXyD2MYnWgKxjhWapqJKEPal7PUOwJX7u",
+	"njK8aWpWNIYqFFf2ZhlNTtZ5eO8+UuunWDiRLsgUO9UbtjC9JmEVbk4F8JtzUhdWXjAldYH1WGKqackG",
+	"tfWqC5VHFCm7hxIVjnd9IgWQWu/eXHsfh6Nit5wtm7J4MNRyWOgHgjMN4Z8d6ZQ+ErM7NlQLgYbHkmi4",
+	"jSy5ylWqb4vVb1+env2VuGpakjPjc1rXio/gQuPonRtm/3WKsqca1sqrEjuS8xrcAtwUzU/hD5udjj68",
+	"v4w7uNxwLNJxi7FbOMNV/+GtqXvvMVv0fqEAWjQcbvdG5+6GJHJUrxwrcikAoGJZ9REKEie8sLYA18iH",
+	"+q25F5cNZ/itFSTBAtKhWmEtwyHKJVdy3vIaFhtCcciMazAOlG8DMYPWPJYizP6eyvpx228W/pnmuGcg",
+	"u6aKe3vNL7uPfEmfIOwE8Mju0AhT0n0AAiZrFd9aXDN2st1j9UI9zeEL92kb4eqyMC2ZgLsDgeDxcwsi",
+	"muXMXCrWZIpUeVHQVAo63FABtgC0+3Fv1ef4J9aWNtD12tHFgTcf1bja5sCj+siZp1eOSBs2YsaLXLGt",
+	"iUn+HtL1KYK6kEb3kHBDWSqqdYvCWi/CyJZgz+Exl0w1BQ5eUSEFz2hBzo6ietkuLbQE5TE0MHINV1yQ",
+	"Du7Vzfm/TBwWDLL09aq9kqklJLOzYmNeRZ+3CUQfpN4WFBDszryOVZJNPmRvId1yYXnPWQ+zMeyMdUI+",
+	"XL+CFnRePO9ZR7EmmGUVCd82HR8wh5KVUh9GI/jEty3RQ+wf4VntxbvLqnkLPliLVPfbP/BjY3AdVlGa",
+	"0G8L7iVd9+qKDqGWseXtn7FGBwPx20s560PfjN3vL1MhH3r/jQyJPg2ZM75KAWi0UWKhd9PnEfl8vrXU",
+	"oAMK3vRC1dP0InUHoo4HTc2Xk2zbYj9JrD25T/VTu03wOQJVUJK+Z16m81FF5kjEUcPi14qSqmTxlvIk",
+	"zzv9ctcCT17WrfPFQ2JSfoO+tVrFvUJTgZ2umRXOFwmsCALVodDft3WDBJ04EyVmzvtQFQz60qABNefi",
+	"Eh8+vrfTbvPF92gRE26yDNS/EZc2QTetIHKBbyS81od20+Bs1ha8jrDWSSMhrD/tk7QzIC/If9n/sIHG",
+	"w2oGjfGvhS/RqDq+9nb3lJiEliLbtjtqPgJqyPbOva9cm11LeHang1ccYnJdO1A0CnsJKfgNugPXmuK6",
+	"siLQFuF1V5EwPahJ7oZ+FPu3dvtd76s57RjTfXSYRxPpazYTn1oTHaIjrkMJ9NLwAVufCOrJbNCWyu0F",
+	"df31P6CZ6AUs9KPx1U85K+iK5eRfctwnFyLcxL0WoU0qUFiHyB20SiryWgPLWolVrY1z9/TkxLtaYIA9",
+	"UoqCaU3cVhPnSPiVFsUhfSAqyb6mZMDvLiU2GMjYqGKtPsf+r1hVubko+5p9IwcrC79H7NdndHnx40XI",
+	"2Y5DSR+uXzWHkmIxviWCFbXwQE4GzmlsNlBFsvYOVbkZ7yVlKrfCGm/l2D/L661d52Q5GRxDKUrkoVuT",
+	"yc3daa4dS3ymyUJqEGqeuF3LvwTzkQfNZ2pROVD36i5oF2YBZ6p5LK6/HI86psOBwhCDD5m4EW9Kyga6",
+	"jBwD+ygQ25xaJ4PjxDdFhjZNbvGDXMEOpTN6i8WNEEmqSwu/qvukK7ki9i3O0xrZtHqiqnaBLb4o0H7Q",
+	"FeU9CVB+w6vutVL5ihzcE/+774HPVftuxNIdGlXsHEpoYEsbXM6x/+GgAG7bIdsV0fULGIaf7KEvthVN",
+	"0czHcZsaWZQtlUZrI3IvCU9sHch+Gvwam7mjmbGsH9r+gVKZOMcSNvG1kupJNd2tmj6pek+q3pOq96Tq",
+	"bfLlh0hJipWWxymsrHvrNtZwZAdVMMNy128gKKZ4UoSEPrCkW50zcErbq9Df3sqEVISn7CmDysARMP2R",
+	"S2IrivVKfd/xC4olc8l0KgDnwrJ9DHVpQ0ZzeucnoLE1HYeiQ1ZraAFDTcXoKEzmKHSEH7lwq73PXeZS",
+	"1Bs/rEvjpBNe1Fhu4Yd0r0wwL2IfVko+Cb7HEHwNHdzmC7MiOKJaks+WIq4dsY4Dow8P6e9/UM/9Nsf6",
+	"Jlu64Yt949DbNVtkGMIhuzSotM2K5HWttwpEGJHjGQnBmIQc9/vHg0GL2dxSU/o9pKyA/GmK/VQl5A9Y",
+	"WXpVzudUre7by8g9XrUzmjLB1KExmCKqJt/2tVB17k8aPyAPzQ21LY+38hXsLXf9rJtSKHQnGmI0w/gz",
+	"9dX6pX13nlpw/Ae34KjT7b7d+vjWKsCZNcjHIQ1J1HT95lza5gVuTczYrxDS0FCWFVVCckVmaFc1tKGc",
+	"x0WRB+z4d2VImIpLvR6ifpCvFQc27eJ1EJYHaHuAzfChqVHy1f9eIXID9EfuArie/tiS9uPTPHeL6Wt7",
+	"Z1tz5pkxi67uwRcjXfzd26trhJ2EYWhi7wOZav/xK0R4e3vmjLav3HVjqurIfmKEDfE1nwqWY3PoBVMu",
+	"69NIMipVMeqTkf6o3a2ukb69zdWNwX1+ue3N1dhHwziBMS8ZMXLKwA+PlW+pAPAL+AyZSkuf6+OxhqUL",
+	"Op4NBmH1RE6OyRvovpAKZ80miAYw+i3tuOZsneHPbsAJ6ff7v3waORwOPw2qcbyjVGgmck246VXwpC5y",
+	"Ofq/Iy+31BE4wo5ArIz65IKc3N05r2sAE9C1hhEu8ycEBVyjCey14qoD7bhTYQcOLM6OO+2k5WDwInPt",
+	"zXL4i6WdMBF7nrSvVkOkPQBZBVzZ1MGFuKhA9/TkJazZ2eAFTi+CWCJcZEWZs7xHAA0JdDHY3JY5IHZZ",
+	"LjP93JeD9udrPf3solqJ/dHK6ooiGs26awghPybeUSuvBXy0nVoLDvB/8d6gvu/52LW72XJY1izewcDx",
+	"nQ4I3oV5vaGpj1wGVMkI1C/O9jiAB7txhOnv6mWGE7lXRsteBmaTK6h9HA/h/3Ek92jenxrFHGZnQcUW",
+	"ONQsK3QQxORSEEreXVy/+kfimzFEyTE3jC2c+IdK0XMAF6Lu6cTxIwQDdBHCit7AIdhAbAhy1ERtzTg7",
+	"oSWg7/C67kJWU+arQIF/1qEMz0PILyHr8IeAVonoh7fgU3KMTZPIM1y9eHdEYrODYYNNOeeYvAx1RLUa",
+	"CAB8jMpZsadhgkYxaMSpADnjK0+ead96s+rR6WZS67BZ66yZirXWmrUGiudwJySXarrSREtX9LXfxBEg",
+	"cnulblT0MacrDM9qBJbsOo0NVmLiKuBFngrFDDSlBcCp3fuJRX8Q/V1QbeWvR+HUgKXl9nYd1zKIaA+4",
+	"iTS65wpcxeZqw/SrvNyGFajodBsxxl/ZRY6fWhnIdSVoDsycC30anKwKzADmUWrWJz9Vra0Kro1nK/bg",
+	"o7dtbfIlgKz6N/bJW+wF657mrm6TClBeU4G3YTgAwbspmdnVXVB7DgT2nH51+d37kMmnP2oSPZYKcKy5",
+	"iv5Iacek7TpT9POELIkMty4VgaXZMWrMK8DOA93fPpGCTxyVK2ZZfGYXsJG9ZTxXTYmZiAhLFKAgh8YN",
+	"o5PBi/6gf3z8oj94fnI6grCYQ48lBTdMUUT/tp+2E4JFGjOn/577lbKC0HfDMNkMwwLxGgKScjZj2Q2a",
+	"4VFbQOG2VjEti1vLW/D7Ds3eC8m4qGSwT/6dzwuNOr4F2WmHpptyFNxcohWaSXmj+673bD+T8xEkiIz+",
+	"q/Yb2pliRXQ5zuWccoDOie7ot8zl5OzF752MN2neAbE18Qp/BXJTY6tSJ9FEjVno4fPn+qPus/JoybQ5",
+	"Ou7TOf23FHSp7SSeH5+8OD375q9/ezk4Pnk+aptTwO+/96TaGc29Iip7Bg++Dh37ClugTCrOmNEFzbix",
+	"R6SgoAkZX9SIbEOTLtQ6jFdkQrkKT/b667XVh/L3T0lHs6xU3KyslHAFOGNGFVMXJSLkwQwh0AA/Vxo+",
+	"mFaANsvFRLaUtZTjgmfk/fdX11DUIidBqKl8iAklgJDnYosRpLuZKWlMAcX73g2bOB89QIWDHEae3XXA",
+	"96JY9cKi2QuukMZym1TYGTFhHMzukIxq0MlD8i1MkKC9e8NWaOqO+uQ64OxrRDmKmfqRzuSC5VWPeX3u",
+	"CubtkKBsH/LvvAIL9/QcWpITD6Pnt8fP3bhH0ZsQppVcR82MKpR0gojhCC4Iq4GKmsOm1pUD2DdwDT44",
+	"xACvOidR4VcKFgoQjPTQce5T8CzkgEtaZfeN2hCLR6no+uJr58OggoywlHqEQtprynYpxzR3YBG+Nh5B",
+	"G/qpOB34HqqR1Q/BYnApojSHAEsus3IObTE9sDW8MkGM9VRYkk3I3OFn+yaXTQgU0DvAb0D1rZxlBfQR",
+	"lypKZzRLnjGIgoOlhmOxK+m9njMgbkD2QHQMnntEbq/d2Bda/e2k1tkUckEdOJb93qKwQifqE9rNqaEY",
+	"20b5DT/b7+QlbgxieSce3pl8uH599LeEfPjLANrsWoFGSrGg1opMhS6VklOrTTKd0QWruj+lZf63wYCA",
+	"IYfcNCHIQPCMAVPXRDBt7ItyxhY+n+abUwRk1b1zUEpxMzmApqIiMS7tPt6gSqGZ0Ix0/YA30s383ob8",
+	"EasjYuAVNqEyETF3h91ljOUMumul4ie77j4WAsYOg+YXIRnUExh47zwxRqidcKEHug6gQK4Bg44ICoNz",
+	"ohkjoyUbg3Ixgo9/V/ojbY9ojAuDS6qjblsvoe2976SD3bZOZqHZPPYC6FR8NBSkkDcIcHvx7jKqKhp2",
+	"jvuD/gDi5wsm6IJ3hp0X/eM+NBqmZgZM33IgZKn2L+foDgfhMgePgDZo/cCD7sToVvTq6pbnzpPxKdl5",
+	"p28U81uH26HD8fQeo2G9ScQG3HrlHml+OiBNHfxkgJTaD4u9BqFk3/mAfQIaJ6bkvDa4/WLJD1WB3zQk",
+	"Iw8f0C9Q+bmQQqMicjIYbIHJPwwev4L1agDIf2s5LDQYHVV+N+ie7I3RqAW5vbFvT9MpDq/pq2Eaz7+l",
+	"AVUKHjne/cgH4UT4v1mOD73Y/dBrqcY8zxkkgpyenOzzmYWSmeVdY0xAOz15ufupaynfULFycwJV92yf",
+	"8X0Q9Jbywn/L+fB2P4doiqCp+jyHzjvLjK1+WE5n9Z7zXimUKmcOz45jlJtOdYC51Z1f7AsrlvfctVoA",
+	"d65sbAkJ0RortDACHnqSgNsMuz9Y7j1eYbgoevdvPP/kP4AtCqueb3JCkCklpGJtie+8nxMj0RxNO7Qo",
+	"0s6QGFWyUQLqg/cAJ0RLVCpC5wgImoT+EajHGRj5eEVolvEcEaZHc6kY0LlBmB8myHzvvhRD+DMVkK1X",
+	"ucIglIbtWFBi1aWIa7sRBImTut/KfPVgh32tJ82nusPczvXTI7KaemORBnazo4fI181ajl/sxSTAzf4f",
+	"wIuumFMUK56gI18ZZCNDZyI8JRXYBQBbgdfenqLeHkzKMpJW5ezvDHWzzmPL0CaCvvZG5tdOvIPT3U/8",
+	"KM1rWYr8D0WGf2cmuAEaSelQjf3yu86nXzbp7zn6HkBQHv6+pEW6XrsuioBHu/KhQQwzuYCXD7C4W6xw",
+	"BKyCRVHqVIw8Buco1BQMtwJtSkWOz+ZVI3lvR57XITgb5BcihVZn7eGlVx2L9DMLrwhWtuWg243C1cS9",
+	"uP+ZP/QwDvY4jK+kmBQcfcpPsir28HaGP/9S06JLPcPEvaq9ujsfGBFfQ2rqk4sNz2LNo7inCKsp2w/L",
+	"QzYQ0VHogjrtCkW08RjnwwoqnWsyAJZSwd1H4DsXxuniEfg2Aj4hanafBNh310p2C9x6EsG4J9uh19v1",
+	"5i8r5JP68v7pZP7BbOYPpavS2HoNSqk7CIpB8Ny5fYRc9vrkdPDSlzlimoh9fv+zHlo9P+BZD61dzNCx",
+	"IKBG34bdedgDxHFoXt6VqsLCTYU/7b2QOXEyGLg1sSd+CtazkM50Bla55Bk7hy+kwiUs6urL6DVzvHSD",
+	"q1bt0kNNWkjWXJFurcd6nd30IHTv/N8+4RWhlCHC4dExoOE8xmhOB6fwkBtYQMxBPScVM1nk4HWHRxPw",
+	"xAM6tGPpiOtLM/vJguVT5lzmlnHyydrYXaQCawtcElE3YLZDMGNJdQ0MkRIsxk+FZ3xdn1ffSyyljVkm",
+	"50xXu+fK/2qoiY4FpeI6rDbILhc99LLrWQVV6DIAoPaGiQwYM3b7FiYVpcghXRXzn8LIRhgUNHSKQcE+",
+	"/g0vqP3innChQ+ykbSjQ5j/eXLwCRGRIgccPxdE5zTLFTG+ITY3CFUTEDoQDxOlGacUGU24aXSpCmhfJ",
+	"ecjisksmVSo8IKUO574HajA3sXIM0arQU50GYWmXKBVIExX+vv8E7i2k/ZLucoap1QAeZ5yaYBQ0Zk/F",
+	"mDGBY1gxbDVOjSvBzuRiFUUpQzbTAHOGJ4q5KlF7HM+Jlhie8zAFnsRja8G9ElcIEcxwPs2eKfjwY6r2",
+	"ax1Yvyrd/n3gkkIuoV8IePt7fyr9/g+pqQcMJM8qKiyknUr5uWXxPri/RWhDYsVOF9NrbFz4aBSKIMPN",
+	"uidkq4JoLFx3cOHqxfWT2+lLup2inbHCpGF3KrIDMvud7qiKVJ87gNrfq13W6fwVvPTrIHW7oK7b5xPF",
+	"fw0Uj8ThG2mxZ3qjtY0zjquIXp6QoNmGRiVVujpaIU2HxNF7XCfdmpjxrqpUfjSSjaCYWgi3StRbi8B+",
+	"5eHyPwjx2aWvB7z9gsfkE+gF2Gwzi4PCAVeQfDAvrndrxbSNQ3Rllzi9AYxVTfRbh0B85qoFY2i9hMzl",
+	"7WZ1+zPfdQ6gPGlRsvXXA+TV2XpN9NmgyvJhVGWzI+jb5xJmI+ym+ggvQhwv2EOshgAYj6L2wePqg2Ne",
+	"FFxMj+iCr4OYDjtncxjBgqlXDn2xeQQnGER09yR2tbggiP0eRrCOQRVDOq5VQw9PmhCYomVaMHXkn8Za",
+	"NJezXY3tZEDoJn5vgrBHkLN6OkjI8WDQtmI1mDBrFwVgsNNBsr6e0dCoMoIpt6BryE0nA+Bah/A6V2u4",
+	"l512/MB8tonH4ni+en76FKj5nUoG1nXRKAk+bjC0yefXNIVgx2GrrE3+/x38Hvj/GiWfNvRewJ5bT77+",
+	"PwoJ4YYFf2+fvMcuhmhWnA5eOidfVfhKSs2075HXpEq0OQXayGjwGRjiddR668ki+oI+AAe+WfcCoJ9q",
+	"0wtQ11DvZblDF4cNasT6sYggH96FWwOB/cwO3O3nwPsJ/qTn4Ump+J1KxYyKaSURzvfo37Bd26h1W2t1",
+	"TFxFzdK+UNGIg9nZ74ytwRu1vTS0ibxHNYn9Hxbtbn36Mcshak1s/yMqIv7wtQ1RbWxreUN1JHf5fkLn",
+	"4c/u/TmMQL+MBV71ZW63wcnIo3VhZ+JRDbFrRPCpMXNFEbcsj4oZnyz4r17Yng3+uvuZS6HLycQKRmGu",
+	"jFR0+oDWPxTAVkgx8KdUHh8UG5c0dL8nXWxO38YY1sX387FXppuzrT4A8CZCuyG8R7cNAa7XJ1ApBWAq",
+	"XBMo5KVQFxxwuaC8dgOFi3ShbkhBuxt7nOB92vUPd3AiqZACrAu5FGvtyrnx0CcJLozH/caULF9/ngrX",
+	"zIT5onNNRjCpny9//O77//ul//ry+x++G/XJ/wc1yA7ORPmGQ6kIrQNdk8Cl4ob5cmGuXIcC7LKUh0aD",
+	"5wTSc2A9UoFYM/bBKr3MviGUm2sjF1iKbh927QuEw6jxJfV1vBYQzh79RYqMDQl1iTddyGdbpQIz6rGf",
+	"Y8ivwWy58OYKIsYlktmB4Xur7JvkIIQ1cFDbL0ArA9ds8YatfEednE8mDPJ1ENxtY2CnJyd98k+2As8x",
+	"DB/XECmleRhu15gVXYZh1teCZswtJpIhDAAq3vB1AQUCC8hDCtLxC9+zAIlllKTCFcN60Bu7/IWUNywn",
+	"tDG9qC53NYDYdB5XeMYIkJ/ZVG1CNmrRMxVcDUSS+NbYoOX4+g9Y9qfauD+iGxtKHSOMYRWE1r/kWHs+",
+	"GuNq7SO09nNxR2ruf66T+w/ns650HqkI5vhEqs6/5LiHXQfXUi+gJsN34m43i9r82O20MvgshsV1DeH7",
+	"iQa/oDe7BrTebFv/Lq/15sbPmZrGeOax8oyYtlglJAXrk9cAGuGbYWGVQyq8zulBFmUBvVK5QFTI2unA",
+	"PlLuAVclhY+lInzmihk4XiNreYygEQHaHiNiSiV0dCa5MHIDDeicaP8GsEhGqOBiiyVAq2RNihL61mun",
+	"8fFUpC/jyN/FBrwr/0/LDp78C1/Qv+ADAVHL44NCATv1MkzR3Sss8BrufPTQwC+PnMn7H+NH/9MK/prj",
+	"vTobzxy8XALFVgApqLRJWgsRHjbVfe1YAT7dI9RNywW2WkWnCNYwU+zpjUWGvks2nzNPsX5oqeiOEDfv",
+	"R2nYKCEjvPnCjNwquctW/oOfHP/8doXlcanANsre0He1Kuj9wVsJOBYvTPTqtSHg79B+iRvNism5U47G",
+	"LpE0etJ39pvLOVZRpiLUzeFdUNM2kUUhl2BmeHRPn0rzjpZYcOrGF+EfOo8WrGNoAR0apAPybrWUTcqP",
+	"ffdj6z7wjagG7UtqOm6HnxSdP1qCGRDR+boJLicO0c4bJzWTPJwcKKO2UnBG1bxgWh+mXiwUu+Vs2apg",
+	"vMPr7THOln5ccMoRYrcClh4kpGraNEDA4qaoPgINxgH9Q3ozP6aC4pajvaGLAz/Eqf/5NJA/tZO1YQe9",
+	"KPWnBjzqH65fYbk2RtB8D90H9XA0n1aUeA9cpPceXvo1uOwQPfhJglUS7MnybjmrSLRBb6xohsAV18SE",
+	"VnhI95aQ+oYvHthQWAPeHYG8cyo99DEaYad6h3AbKQBCmtArhOVD7Pse4Q0l2HnUsyUCfT8S1yTEl8La",
+	"N2QcgJBG7hO/zqkoaTFy3eCcDgKAP4DrxDX4KSEiCyFxq+kj4p8zZSZRuBu+5HsuV9OQwo5Fz+RSEKqx",
+	"13pkHMJYPsD0zwl1Pevsb5X6TwVhVBWcQeCrn4qfNnWm2JNb+WVnrj8/DBbaz0e61AXB6Qc0I65d41c3",
+	"9Cbz4uqGLx7bsxpBO39lbtVKIIY89Wj/njj3H6aRlT1fxis+nhM5P41UDrgihuH2HOogJuoO1gPz0QuX",
+	"VBLa/MA4I3ZYQbNNSLlwEKXQ7WOq7N5aHqSYnskir5kpg4BL2iMzyzyLIkJxCwBu4xUwMYHsSk2RLYVc",
+	"F8cqnesGWBEXU9d52ndGci2okL1HyHD1gZKuZjjF11gqP3KcbdTYWfMal7tdpzv5fM0XEA8ublnVpR5W",
+	"eyJrGDxP6t6TutfMpl4jJdX0BREhdtvT61SatOOYDcvTzs7MzQrxvzWXwd3ymMLWfaJN1uLlp7qAhzPz",
+	"6zAHLuQAeXOIT5KEdhCWF5eaJdCyTxhQSwXTmC8ZnNWbMYv1rlAOk2prJO/a3fOHjuFFkL5P1TBffTXM",
+	"egmMB4C7YSsEgYtpGi7trIdxSMxfaTVMDfn6M9fCeIzqp24U//HdKBAHcZ/DVpcfO/sKhtP3yAy+TVlx",
+	"8OZPuRdfMunyAPJ62PxLRHsllrhW1tx2HFxj4/bKJZhB4tQwymWvgEhT4b13DpncWsY3bGGsNY+I91IR",
+	"RIXFEh8W1AY3cUNvmG5Du3egoliSo2dyuQ6fD1lauj2fMjpijyWfvkwu5faT7TMp/6Qn/Em2PVAuZLCt",
+	"BJ2zxB3UBE8u1KzQopBLS0gO4H2dTR2aRLlFUj6/YavtNtfFu8t/2nse8VjhJ7Y1e7SjTKB3t0+LexKg",
+	"X01jSACr7s6onjkxBWAl+DPE5DBSNJNL8aASdouJhRT1MCbWI9k6OERn1/yRTZ4nr++DmDwBFz0U1Tg9",
+	"AiLd4UgRwMNFXFynogFy+wHs/vlvN2x1ub2k8T27lTfVMdpd0IgPPBU0fikywvUn1NLIOYkLygfHiEpl",
+	"ZkwQKfoEbt2ZGvl7uLNvRrSgZlZlLQLVddb19bUsxh+YmJpZZ3ji0hj938cNGM5rQAa/dcaMKqYuSvvA",
+	"z79Y9o2dI3DgpSo6w87MmMXw+fPjk7/2B/1B/3j4t8HfBsDq3cw3s9brjTE50+dx4SiCvEjBrD2HxfxR",
+	"KDQ03+6vNXTiTHc2cbFfxX04UJo2tN3Q/U2c8qa3vRUQY7RDB6iataSEgPMAcEsuYNqvg5g3vfYaMEir",
+	"TsQTlzyThIT3ClglJ4iXCNCj2mmoFTT+nN6w6IsuKNDwSWRiUfMLxy3tXtS04+htSMJ2az1CPrSEtt/w",
+	"gPrtrUiu0NmeYUsJj01jJBmhWt4vVTHqA2i/19OnzFSwxP9z9fbHVFC0nWNY/2jxr4CUw1VqjOLj0jBN",
+	"RjDKy3yEUDKjCrJ5RLqvL1+/JR9LVjI9JG/w4b8rWS4uc/LfMbpzKtzV71heBkUF7nLv7wGQj8/9mTHN",
+	"fE8L6F3x08yhSy2lugFALilYgrjTo99S7COddjw0FuvDD59GqeiO6gA0ox6snb/PLh72dvE/AWLMiAQx",
+	"1DtPBXyHCjKq4VSOfJ6CxyhxFPbh/Q+k6+A58W32m6nwppHrEVlIMW3Gi3Y07VF5tiZyRxiAOemyj5Ad",
+	"Jat9q3K3cT0rqvy/I592oI7gU0c7uOJOMP3aWKDCNqnoUAqXo+JJ2GWiwQNDQlPhTyNmIlSwgqDAcwMJ",
+	"HnbfIdlLQ4nOgmGnHZ+bgKvZON21lim/b6YfBL9zzb41ZvIhtwG6QGwtPhXIxHYuPjTPMnS++H1jGt0e",
+	"//eI/IXM2B0Abx1d/ePi5OybLoJsJZgnbT9D/kLSTj/tkL8QRZfAC3rnAQCLwdAtO8AHIU1HGtdmSECq",
+	"4pwe+S4zOcHv2ocoVEFAcNZ/04GnSsG8ubzHglz5dx20II8Uh/Ic2nGwA1x96zlQK3Jyd0fmjApdobmd",
+	"e+35Y8mzmwJhfoHLgRN2SVXuyhNQA9wQDr6WHX2275lRq6ML+HfXE6hUAMZ2ff2O5NQ4eCunGT7Y+yKt",
+	"cXPi0NMphOxpBbqqCLVSWLAMCvYRQZQ3QOUNA9oaSK0xzW6sMlIli0UJJ3N6d+HgHRNM/EIAR/Ke5Vyx",
+	"zIQcXVfyhomj2/CoPKogpOjGn1MghIA/GWmXxep1ThI/01YWNCcbfPr0/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -218,6 +218,11 @@ func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.K
 	return nil
 }
 
+// Resumed records a Saved call: the harness's emitter has no misfires.
+func (r *recEmitter) Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, _ time.Time) error {
+	return r.Saved(ctx, s, keys)
+}
+
 func (r *recEmitter) SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error {
 	for i, s := range ss {
 		if err := r.Saved(ctx, s, keys[i]); err != nil {

@@ -357,6 +357,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	now := s.now().UTC()
 	m.ID, m.TenantID, m.Partition = old.ID, old.TenantID, old.Partition
 	m.State, m.CreatedAt, m.UpdatedAt = old.State, old.CreatedAt, now
+	m.PausedNote, m.PausedAt, m.PausedBy, m.ResumeAt, m.SkipUntil = old.PausedNote, old.PausedAt, old.PausedBy, old.ResumeAt, old.SkipUntil
 	m.Version = old.Version + 1
 	if m.State == model.ScheduleCompleted && (m.RunAt == nil || m.RunAt.After(now) || !old.RunAt.Equal(*m.RunAt)) {
 		m.State = model.ScheduleActive // a new definition can fire again
@@ -426,11 +427,16 @@ func (s *Server) DeleteSchedule(c echo.Context, id api.ID) error {
 }
 
 // setState moves the schedule to state with a new version (children are
-// rewritten for it, because children of another version are stale). It
-// returns the schedule compiled, for the caller to answer with.
-func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState) (*model.Schedule, *schedule.Compiled, error) {
+// rewritten for it, because children of another version are stale), with
+// the changes of change (nil: none) made to it too. It returns the
+// schedule compiled, for the caller to answer with. ErrConflict when old's
+// version moved.
+func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState, change func(m *model.Schedule)) (*model.Schedule, *schedule.Compiled, error) {
 	m := *old
 	m.State = state
+	if change != nil {
+		change(&m)
+	}
 	m.Version = old.Version + 1
 	m.UpdatedAt = s.now().UTC()
 	comp, err := schedule.FromSchedule(&m, s.cfg.MaxChildren)
@@ -441,63 +447,6 @@ func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.
 		return nil, nil, err
 	}
 	return &m, comp, nil
-}
-
-// PauseSchedule implements POST /v1/schedules/{id}/pause.
-func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
-	ctx := c.Request().Context()
-	tenant := callerOf(c).tenantID
-	m, err := s.store.ScheduleGet(ctx, tenant, id)
-	if err != nil {
-		return err
-	}
-	switch m.State {
-	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
-	case model.ScheduleActive:
-		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
-			return err
-		}
-	}
-	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
-		return err
-	}
-	return s.respondSchedule(c, http.StatusOK, m)
-}
-
-// ResumeSchedule implements POST /v1/schedules/{id}/resume.
-func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
-	ctx := c.Request().Context()
-	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
-	if err != nil {
-		return err
-	}
-	var comp *schedule.Compiled
-	switch m.State {
-	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
-	case model.SchedulePaused:
-		if err := s.checkFire(ctx, m); err != nil {
-			return err
-		}
-		if m, comp, err = s.setState(ctx, m, model.ScheduleActive); err != nil {
-			return err
-		}
-		fallthrough
-	case model.ScheduleActive:
-		// Also when already active: a retried resume whose first attempt
-		// failed after the state change still emits (idempotently).
-		if comp == nil {
-			if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
-				return err
-			}
-		}
-		if err := s.saved(ctx, m, comp.Keys); err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
-	}
-	return s.respondSchedule(c, http.StatusOK, m)
 }
 
 // TriggerSchedule implements POST /v1/schedules/{id}/trigger.
@@ -560,6 +509,9 @@ func (s *Server) PreviewSchedule(c echo.Context, id api.ID, params api.PreviewSc
 	out := api.Preview{ScheduleId: m.ID, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(times))}
 	for i, t := range times {
 		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format("2006-01-02T15:04:05.999Z07:00")}
+		if m.Skipped(t) {
+			out.FireTimes[i].Skipped = new(true)
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -609,6 +561,15 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 		NextFireTimes: []time.Time{},
 		CreatedAt:     m.CreatedAt,
 		UpdatedAt:     m.UpdatedAt,
+		PausedAt:      m.PausedAt,
+		ResumeAt:      m.ResumeAt,
+		SkipUntil:     m.SkipUntil,
+	}
+	if m.PausedNote != "" {
+		out.PausedNote = &m.PausedNote
+	}
+	if m.PausedBy != "" {
+		out.PausedBy = &m.PausedBy
 	}
 	if m.Cron != "" {
 		out.Cron = &m.Cron

@@ -57,6 +57,7 @@ type Store interface {
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	ScheduleResumeDue(ctx context.Context, p *store.ScheduleResumeDueParams) ([]*model.Schedule, error)
 
 	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
@@ -96,6 +97,10 @@ type Emitter interface {
 	// SavedMany is Saved for the schedules of one batch create at once;
 	// keys[i] are the children keys of ss[i].
 	SavedMany(ctx context.Context, ss []*model.Schedule, keys [][]cron.Key) error
+	// Resumed is Saved for a schedule resumed after a pause that was due
+	// to end at since (zero: resumed by hand before its resume time): the
+	// fires missed since then follow its misfire policy.
+	Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, since time.Time) error
 }
 
 // CreatePlanner plans the fires of a schedule about to be created, so that they are written in the schedule's own store
