@@ -386,4 +386,3 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
-
