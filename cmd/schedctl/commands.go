@@ -266,13 +266,13 @@ func commands() []*command {
 					p.Count = n
 				}
 				return fetch(e, func(w *tabwriter.Writer, v *client.Preview) {
-					fmt.Fprintf(w, "UTC\tLOCAL (%s)\t\n", v.Timezone)
+					fmt.Fprintf(w, "UTC\tLOCAL (%s)\n", v.Timezone)
 					for _, f := range v.FireTimes {
 						skipped := ""
 						if f.Skipped != nil && *f.Skipped {
-							skipped = "skipped"
+							skipped = "\tskipped"
 						}
-						fmt.Fprintf(w, "%s\t%s\t%s\n", ts(f.Utc), f.Local, skipped)
+						fmt.Fprintf(w, "%s\t%s%s\n", ts(f.Utc), f.Local, skipped)
 					}
 				})(e.api.PreviewSchedule(e.ctx, a[0], p))
 			}
