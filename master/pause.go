@@ -82,33 +82,35 @@ func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	var comp *schedule.Compiled
-	switch m.State {
-	case model.ScheduleCompleted:
-		return conflict("the schedule is completed")
-	case model.SchedulePaused:
-		if m, comp, err = s.resume(ctx, m); err != nil {
-			return err
-		}
-	case model.ScheduleActive:
-		// A retried resume whose first attempt failed after the state
-		// change still emits (idempotently).
-		if comp, err = schedule.FromSchedule(m, s.cfg.MaxChildren); err != nil {
-			return err
-		}
-		if err := s.saved(ctx, m, comp.Keys); err != nil {
-			return err
-		}
+	m, comp, err := s.Resume(ctx, m)
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
 }
 
-// resume moves the paused m to active, its pause cleared, with a
-// compare-and-set on its version (ErrConflict: another request or
-// instance changed or resumed it), and emits its fires: when its resume
-// time has passed, those since then follow its misfire policy (the
-// emitter's Resumed), whether a person or the resume job resumes it.
-func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
+// Resume resumes m and returns it as stored, compiled. A paused m becomes
+// active, its pause cleared, with a compare-and-set on its version
+// (ErrConflict: another request or instance changed or resumed it), and
+// its fires are emitted: when its resume time has passed, those since then
+// follow its misfire policy (the emitter's Resumed), whoever resumes it.
+// An active m has its fires emitted again (idempotently: a retried resume
+// whose first attempt failed after the state change). A completed m is a
+// conflict.
+func (s *Server) Resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
+	switch m.State {
+	case model.ScheduleCompleted:
+		return nil, nil, conflict("the schedule is completed")
+	case model.ScheduleActive:
+		comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.saved(ctx, m, comp.Keys); err != nil {
+			return nil, nil, err
+		}
+		return m, comp, nil
+	}
 	if err := s.checkFire(ctx, m); err != nil {
 		return nil, nil, err
 	}
@@ -150,7 +152,7 @@ func (s *Server) ResumeDue(ctx context.Context) (int, error) {
 		}
 		for _, m := range ss {
 			p.After = store.ScheduleEnd{End: *m.ResumeAt, ID: m.ID}
-			_, _, err := s.resume(ctx, m)
+			_, _, err := s.Resume(ctx, m)
 			switch {
 			case err == nil:
 				resumed++
