@@ -61,6 +61,7 @@ const (
 	CancelledByNext FireDecision = "cancelled_by_next"
 	Emitted         FireDecision = "emitted"
 	Late            FireDecision = "late"
+	SkippedManual   FireDecision = "skipped_manual"
 	SkippedOverlap  FireDecision = "skipped_overlap"
 	Triggered       FireDecision = "triggered"
 )
@@ -73,6 +74,8 @@ func (e FireDecision) Valid() bool {
 	case Emitted:
 		return true
 	case Late:
+		return true
+	case SkippedManual:
 		return true
 	case SkippedOverlap:
 		return true
@@ -413,7 +416,8 @@ type Fire struct {
 	// or a one-off accepted with its runAt already past; skipped_overlap:
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
-	// was left; triggered: by the trigger operation.
+	// was left; triggered: by the trigger operation; skipped_manual:
+	// skipped by the skip operation, not delivered.
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -457,7 +461,8 @@ type Fire struct {
 // or a one-off accepted with its runAt already past; skipped_overlap:
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
-// was left; triggered: by the trigger operation.
+// was left; triggered: by the trigger operation; skipped_manual:
+// skipped by the skip operation, not delivered.
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -502,8 +507,11 @@ type FireTime struct {
 	LaunchAt *time.Time `json:"launchAt,omitempty"`
 
 	// Local Wall clock in the schedule's timezone, RFC 3339 with offset.
-	Local string    `json:"local"`
-	Utc   time.Time `json:"utc"`
+	Local string `json:"local"`
+
+	// Skipped The fire is skipped (see the schedule's skipUntil); it will be recorded as skipped_manual, not delivered.
+	Skipped *bool     `json:"skipped,omitempty"`
+	Utc     time.Time `json:"utc"`
 }
 
 // FireTimeDst skipped: the wall time the schedule names did not exist that day
@@ -549,6 +557,15 @@ type Misfire string
 
 // Overlap defines model for Overlap.
 type Overlap string
+
+// PauseRequest defines model for PauseRequest.
+type PauseRequest struct {
+	// Note Why the schedule is paused; at most 1,000 characters.
+	Note *string `json:"note,omitempty"`
+
+	// Until When the schedule resumes by itself; in the future.
+	Until *time.Time `json:"until,omitempty"`
+}
 
 // Payload Any JSON value except null, delivered with every event (at most
 // 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -788,16 +805,29 @@ type Schedule struct {
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
+	PausedAt      *time.Time  `json:"pausedAt,omitempty"`
+
+	// PausedBy The prefix of the API key that paused the schedule.
+	PausedBy *string `json:"pausedBy,omitempty"`
+
+	// PausedNote The note of the pause (paused schedules only).
+	PausedNote *string `json:"pausedNote,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
 	// leave the property out for no payload.
-	Payload  *Payload   `json:"payload,omitempty"`
-	PolicyId *string    `json:"policyId,omitempty"`
-	Priority int        `json:"priority"`
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+	Priority int      `json:"priority"`
+
+	// ResumeAt When the paused schedule resumes by itself.
+	ResumeAt *time.Time `json:"resumeAt,omitempty"`
 	RunAt    *time.Time `json:"runAt,omitempty"`
-	Spread   bool       `json:"spread"`
-	StartAt  *time.Time `json:"startAt,omitempty"`
+
+	// SkipUntil Scheduled fires before this instant are skipped (decision skipped_manual).
+	SkipUntil *time.Time `json:"skipUntil,omitempty"`
+	Spread    bool       `json:"spread"`
+	StartAt   *time.Time `json:"startAt,omitempty"`
 
 	// State `completed`: the schedule fires no more (a one-off that fired, a cron
 	// schedule past its `endAt`) and all its events are finished; it does
@@ -1094,6 +1124,15 @@ type ScheduleUpdate struct {
 	Target   *Target    `json:"target,omitempty"`
 	Timezone *string    `json:"timezone,omitempty"`
 	Window   *string    `json:"window,omitempty"`
+}
+
+// SkipRequest Exactly one of count and until.
+type SkipRequest struct {
+	// Count The number of next fires to skip, 1..1000.
+	Count *int `json:"count,omitempty"`
+
+	// Until Every fire before this instant is skipped; in the future.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // Summary defines model for Summary.
@@ -1466,6 +1505,12 @@ type PreviewScheduleSpecJSONRequestBody = ScheduleCreate
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
+// PauseScheduleJSONRequestBody defines body for PauseSchedule for application/json ContentType.
+type PauseScheduleJSONRequestBody = PauseRequest
+
+// SkipScheduleJSONRequestBody defines body for SkipSchedule for application/json ContentType.
+type SkipScheduleJSONRequestBody = SkipRequest
+
 // TriggerScheduleJSONRequestBody defines body for TriggerSchedule for application/json ContentType.
 type TriggerScheduleJSONRequestBody = TriggerRequest
 
@@ -1555,6 +1600,9 @@ type ServerInterface interface {
 	// ResumeSchedule Resume a paused schedule. Resuming an active one is harmless.
 	// (POST /v1/schedules/{id}/resume)
 	ResumeSchedule(ctx echo.Context, id ID) error
+	// SkipSchedule Skip the next `count` fires, or every fire before `until`.
+	// (POST /v1/schedules/{id}/skip)
+	SkipSchedule(ctx echo.Context, id ID) error
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
@@ -2095,6 +2143,22 @@ func (w *ServerInterfaceWrapper) ResumeSchedule(ctx echo.Context) error {
 	return err
 }
 
+// SkipSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) SkipSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SkipSchedule(ctx, id)
+	return err
+}
+
 // TriggerSchedule converts echo context to params.
 func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	var err error
@@ -2343,6 +2407,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/:id/skip", wrapper.SkipSchedule, options.OperationMiddlewares["skipSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/trigger", wrapper.TriggerSchedule, options.OperationMiddlewares["triggerSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/preview", wrapper.PreviewScheduleSpec, options.OperationMiddlewares["previewScheduleSpec"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
@@ -2475,256 +2540,268 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rchs38gf6KiieU2Vyd0RTspxdU7UfFCfe1W4Sey355F+VSYXQDEhONARoACOKm/K7n0J3A4MhhyIp",
-	"S77sqvIhFueGS6Ovv+7+o5Op2VxJIa3pDP/ozLnmM2GFhr9eVtoo7f6VC5PpYm4LJTvDzsVUsJEUNxZv",
-	"GDE1ZnYq2FyL60JVhs35RJwwLpdM2anQ7JqXlWCFYVqMKyNytijslB0PBv1O0incK99XQi87SUfymegM",
-	"Oxl+OemYbCpm3A3BLufuirG6kJPOhw9J5+w79zs8Pud2Wj9d5J2ko8X7qtAi7wytrkT8phm/+UHIiZ12",
-	"hkeDQdKZFdL/fZi0fScXs7myQmbLf4nl+nKcMi2sLkTOMi24FTg7tyCGzwS7EkvGZV7/cKnypXuk0tLA",
-	"r+NCG5tKLs1CaLgXX2SYVHZayMlJ823wfi5xbeFt9dKmEtf26KjP/iWWhnEtmMnUXOTMKnhPxstS6CeG",
-	"WSG5tP1U+l2YCp4LXS9kNPMDN/VNq/j8+fZV/KGYFXZ98d7wiWCm+I9g3VyMeVVadjgY9DYRRglvWRlH",
-	"MatmneHhgDaT/gyDKKQVE6E7H9wwtDBzJY0AAv+W52/F+0oYGFimpBUS/snn87LIuBvj07lWl6WY/fl3",
-	"4wb8R/Tp/1eLcWfY+X+e1ofoKV41T9/gU/jR9eOj8bMsV7jLbMZthkRz+uaMRQ/0Ox+Szkslx2WRffJh",
-	"qsvfRWZZNuVyInI2E1wupkUpEkdxhYTxLrSSE2YstyJhSrsrxhZlyQqZysqIE/djdyS0VtqMmOSzQk6I",
-	"7kWZJ8xtExv1+/2nvNSC58sDcVMYa0Y9T+SppIHQDWzK3cnhllWyeF8JZDAJM1U2ZdwwzuaqLLLlE+M+",
-	"JxyFf0g637sRfMoVPJWskuJmLjIrcgYLwLrPgbo/JJ1XSl8WeS7kp95Ux0JmfAlk53gBs9PCMDUXGj7K",
-	"usgX4D4lGZeM57NCRncoDfunxbXQRuB0zqSpxuMiK4S051ZpPhGfemJjLQQzc54JL5GMVVo8MSwvzJUj",
-	"zEtRqgUyQSXHxaTSji1OtTBTVebDVEqxYO5reVUKkxDhm4RZXUwmQhvgzlqYaiaQtXqJVklblPjxVBYG",
-	"xpL32XeiLK6FLtw7tCgFN8K/wy2LW8yJYkoSif6k7CtVyfxTrtxPCs8NHbExbG5hSEzA3l4o9QPXn35D",
-	"PZf0Mq50g3DD43J1E0EwsO7hN+xfxbcwCVpuWG1xY4XMe34yP3K5JMZvPvWc8HA9MWFy2qkMOPzCMHEz",
-	"5ZVx/ELpxB2/aBqpxHkkjBPXtepKSMbH1q2KUmzmdK7okmFdt43ILL2GIXJ2PDjusbFWM1zG0h1axvNc",
-	"C2OAiY/piItrIW1CrD6VWaW1u3VRyFwtThhnmdLakQ2OxPF+oa8d5Z8Lwd4Kq5cHp254ffZaklqTpLKa",
-	"5yAu6FhFp8qdXB6O4BAG4ZcslTN+870bkXEcRuTsfaUsZwtVlTm7FGzOjTuLXaniTw9xFoaVgl+LVAbG",
-	"wECKOPVMC5bjSRW5V9YKHR1SIXPTQ00JlSSgm+gj65rNuciUzI3Tuha8sP02bTZSTT4knXeSV3aqdPEf",
-	"8Uk5wI+FMU4mK81mvBwrPRM5O6WhIMfHSQNpcBAMIH0L1F2ueVnk/VSCvLuSaiGD0sudkFBXIodfJsLW",
-	"miwSIzG+d5Jf86Lkl+UnZzJICoVhVT0G1nWnDw4BUmjCpGJiVlh30nQlSfspTCrnWmXCmN4JmAFLOo0x",
-	"6T842dAQPsfqeS5WGLYQZXlA1HNZWVZIJAxQ/+l17munb87Ijpprp1PYArVx5A75KQzcvYfbzrDjGMWB",
-	"LWais2ZVJM7SWzcNk85ci3Fx0264grHlBLvmmTN0vapwJZaJW3QtMjWRhREMF3/t5UTQ+wwTGdhZ3m7H",
-	"1pbqL2i6htvDTJJocX4NH0CJ7T6AS/oS74F9L8vX487wl9v3lnbiQ7K6FVdtdu4FiArBtVurPjufuoNO",
-	"x4BOM1OyXLas2sos3evXp/FrmMgPBVpkzUEVVsya/9hpbv4zXGu+XF9weFfrmuZ8botrEQxXnueFWwpe",
-	"vonGNealEW0nI5ggKNtn6lo4BdQuhJDM6dOOP874Deva6G6QcWfyVVlMpjZhi2mRTd3hAjktirKQk1hy",
-	"K+mEpjPmTTGRvDSp7B4fvXj6fPAsYY4cVWWd+joV7PnNDTNTrkXCJlotHMMvOdj2J8Dpzv99zqxTsKxB",
-	"Gfm+EpVTni95dlWqSa/PTtnx0QsnA54PnjHLr4RhSjqRPWZdwbMpG1canBJKOi1Y1sweFQa4e6bcEHJH",
-	"PFaxm0H/RS8J3gycBfyaSiUzweZC+6e73P+r8KuqKpupmTAwOP+RcSpNlTmOKIBP4yJy6xQAY9mUl3jk",
-	"8RULbtxrmOYF3G+HMONUWrXgOselL8W1KFHole4dY16UIoeFlWzMjWP5l2KpZO7YBjuTqXwDO/qONB23",
-	"4QOmBZIBJ9oKjqGg/42LG6eC2AYdMD7hhUQ50jwTM36z5gTZ6geBq1seG7S4T5onx72j7dy81Eq+cpa9",
-	"ucOhAZeAI8cZKoKZdsrXzdwppoWSJ2CNXhqng+KtM8GlYWnnT2mnv7Y6OV++Hv+opJ22igm4/LMQV61X",
-	"p6rSrRdmhaysaL+04VsfWtaJTMPlj05yo221vh5g+biVkOwfFxdvvJaKyhX+7s7tDN8xhAPGrRWzuVPJ",
-	"U0n3w++gBbcRET2wPoJDZ4AED6V/sVvn28krUxWqH7fflguel4XcMHWBMwQWQuYAMCObTWv7A0lhUdip",
-	"O8JKCje43YQyLMdZuwIxLrS45dKFe+XuSorMRYsyMji45M5a4TNF/rARrNvImys0effBxpIP2tZyzpel",
-	"4vlWbY5ug7MMhuW2JzyZvqXbSZdz27GLQuNXufFUWOBoOf06eepJAlnWQ/31lmP0tp5Oc53/UXt8QFay",
-	"SeFYcLBunxgyXh3XX+ch4mZeaGFOW47Hz475x8KbXkRylyQkWLDhA6xb7y5PJT4ZCJhXVtFEQJXqDYP9",
-	"rzR5MdilGDuLxYkePM07KqFuDOuTeD3n7ysytP16GJFpYVFtGAsnhUlOwmmrZE4mO/gEPFdgF2GiasxG",
-	"NA1ys4zg/tH3MAP/G45+baCVLjfEnGgtwAUwYu/e/oBnpDA48hP25vX5BePrH7eKtPmwVJUutqqpbiB+",
-	"3dpID8axrqfSgpg2gy3ijS2X9jeAYha66xPk57iVokHJISVqXJVBpjgimPFc9NlLZwk4S28JRn6ui+s9",
-	"mO+4kIWZbhkEbCrTTrMUuT8IecLcpN15yLjMRFmKvM9OSRBMixKIlTwT/jOsm7UMt7fPeO9TILS/KMiJ",
-	"dcpw2xHCFy2iEkILJC9myrhFy0BHAjU1CG72LzG35KAIq8C4YdPCWKWXaIrgsheGzYXMnZmA8UaiajYA",
-	"495M1YKYKHwcVGNHGW713Qb1yCXOmRSLQD9uQKbVrC55JbPpPrQ/4zentx61/WUisuOzTV6FQunCLts/",
-	"dqtQTDrGclttNVqBo5zjrY5lgzm27aELvMuz+O9jgbWHaHA0nL+u7AbD30vPvMjhaHm5FIk3lEuFZSgz",
-	"881MgkZwqVQpODgA0SO8B+9rc5zsrWIEoot2Nyx7k8LCFiY1g49ZdjyFjcLiPhwbKHXW/BpJp0Zk7OBn",
-	"2uj2CCQoWgZ6n7R9J1pt3XV8562TweEJ6fTnXzrE2CKKce8hyYgXgpis1U/8p9VLfwd3vwQhFA2gXpqG",
-	"wrPVHl7VPN2z37Z44v6uWF75aK2HTWxWRBPmeLMTC0fH017/VuUwgnU8PzzaDuuId2OzpgT+AO9JXiMr",
-	"sOTb2c4/z1//xObcTmtryFn93TGow3w2LwVL6cD2K12mnV7COAPUCAtoJgxboAd+g0+Xk1P89hniSMP9",
-	"7VPVLScHGM7WI+KefYl33lUdzApTqBY1H2MX+RAs+mImTsD5NyRlIFcL6X5NQNaT4y5zpvZBNUfnVJJK",
-	"WEUlxYEajxnPMjG3HstVWMN0JU9riMacG3vCzFUxn4v8N3UtdMnnw1TSv/7mrgT3V0COOV7NphxFTK55",
-	"IUV+kspwyH67XP7m+NyQ+ffgJQo2uTlpfEl4hC0g9uk011KM7YkP6bjFuFyi/KIwZEA4oGXi2QWtHcgL",
-	"69Z9ZVYxF/ADdLvjv9PKGfxLW9Rfp8OO4HohJyM0zWQ1uxSg45H9uNDuecmMYmOuvVmZykG/T68+OGQA",
-	"pOkF9Rh8rIvCiIblFSkx/qMth1FXgtRr75R4YvxYAGMGmJ9LAQojjq3PTnEv1DiVM6cb0P0hgE8RNXIy",
-	"T7SqZITHCLwtlYeDZDAY9BDolimdg1bLwEPMwenaGIxfHB+3rt+eUJw5j9RgY7m2J6Svgkd3REs4YoYv",
-	"TSqnaoGxdVjQej01A86N4xDgmAvas1+EeKkjhefezIbfYQk3BrvcNuEtTI3HRtjaa+ZmWlgAU0lynbWo",
-	"5ca+ahhruw02VudbzLtov/BO1iX10a2ymTse0kuYXyQ2Lys/jTWvH/68uy1XqoyXfunXrrbwzp9Wz96K",
-	"Z279HEllRdvMl+E5RyHcoKmKkeZanDku41jT89nApJ0klWknF2OhgWUROMuxHhbgEG+E/hG80qx7OBj0",
-	"0g7rNk9EKqMjgVwS3dim56g4/gBgpSYV1/kwQlSlssZOhQOadja4cPa3vPbxKbbr+qTi17vr9jISiYkX",
-	"wtuCqZEUXpfjQdtrNQJBJ9xwxeuT6/hhL0lJGnlTKwEhuBTB1srbia2gKNH6m78FblwjW7pu09xPHBXE",
-	"XvsLg77bOpOgArdeXfCiXYC8IWeC0sztuTcKp1zmZTxXd7TbhrVCA/470fQ/UmlvEsB9WGqgCj6YofYq",
-	"EiArYS/TQguks6A2sQDYp2OscXgFwLImWPgg69Cxk/NlKrvcMeZCTg7GSi+4ztmEz3tBhwtcDU2RKHwz",
-	"4fOTVGoxh1M3jBWIeiAqA3BZzuyiyET4LOvyVI55WR44Ge6/VhgfE6fHpH/EvdegHwuCVqi2Xio7BSZb",
-	"Q8vYYqqMYFNVAWT5T72mzkfLBdSD427V4vYVvqzrBSM7YJXNegmK4fBrYSA+Ift3EKrritlm2Tp0X0ex",
-	"ChpS22CDnrO6cg3BmyA0Ee/JxbiQYOACCRl+LXJ3rBNabnyxYbmYA4HgoIs8lYUT6GXJnCG3R1QD2H3L",
-	"eji6ykqVXXmYehRDdO/6j5IiYW9fvWTPnj17gUYMzbo1JmGzO7oo3JN+mG3H+J8bKCi28T2uPe0cPp+l",
-	"nSFDsEXbVldzTPMoDJtV2TSVBA71BxStPMd6pSfJQrJfBgntZi8g+xxvNlPQ3RtMosibRx5Ob9co0n8L",
-	"aSz3ajn85I6+ybhkfKKFMEAvNcja0wDARCDcjxTK+JxrZ7tcOPIkaAc8iZdBaffMJhclX4qcFuGkHtyV",
-	"EHOnZZkU7Fu0FfI+OyWHCMQ6lJwIYwPK5Oh46haIbI8e0beZKm1j8LGZ8bJ0z034POB67EIRC1oJXUM2",
-	"BAzLMZyl4NqQBeIUNZxM97vzC1bIrKxy4bRfo3AzJL4zlTg94Z8Eu1DcQNx7yIQzRI4HA59hQWoxu/Bm",
-	"KB5yw6b8Wrh30g3tGtwP/FKUtyA42uAUDfp9B4R4+A27EsunmAA254U2SZ0epXH/x+xf1aXQUljhyNh9",
-	"11mOV2IJSHoOYgnipbRp3zyL8XvdUrh5mITlxaSwJmFPDp4k7MlvT3DjnvSfJLjAoPk4qozDGgwfd3oJ",
-	"PN9LmJrjfEsCc6aSMwTiweNPnj5JvNcCfmPf/XTOTHWZqxkvZDzSo+fPUhmPNe2Qmt/P1OypFXyWdgC7",
-	"FFLkxGxulwjBLkuKsaQyLBWuhnvikiOoFpbo+OjI7/sIl3B0wjjcA29OnYG3ckc/rQaDZ5lbZ/cPQfFY",
-	"GiBsseAzZ7UWZYnqky0cq+pMVJl32jAtP3ArpDBmM6wVoGtchlAzsS3URRQcBo9xSdDIiRHgcXCrXNLD",
-	"Io9UXOKGXb8Dh8lgMMDD6ORPeKKI4pxOB+itR/7nzwcRnaMDBoybF5t+f9H6u4H1zNuRCehV8G4RgLu5",
-	"yRUl5Zc4tbJyxgEsXHdAgCe3nb0d1GQ3Bxwxjq8eTZss+rEwY3Jfej3I/f2bkpkgK+s3XpbkAWtViF6T",
-	"Syx6BXd07J/xunfrw29qs3E1k2qJrmA8JuLGWUxMVmWZRHsPBzr2wngqSOXRc0wMifh6n43cC0Zteanh",
-	"pJAhOxqmErIH6NwDmSwBNuj0HqkY3YhH6OZgog5odr8bJftv+cLDvNw0wUvfAhwgVOBWaGsDmfoh6USw",
-	"kYgCI2fTZaXbbILvgzvOQkbYRHmn2pqThUd5Ku1WY6YoPWRDmixFEf09jnc1XVEx4PFSVZKgl4upKn1k",
-	"o1U3u4OfXIzHImuAe9fHipDMOqrChNNxM8jXXCRB4vtN6xOkN5X1L/xmfR39xQ0e2A1OvjKI49sIg4S2",
-	"u98N/iWmbW60F5qrgLyQUj03j3t3zdy99G0IrKy7wu76+WCiOZmOmRWlnS47SQf88eBcAFkFwS/HeIS+",
-	"Fvo3zEAlL77M3AMEbW5lRhE5trs6ohsulG2zQn4EFRMTsWAWmVbGgNQGRmY2IRhbPIp8g7/SHcs3QqN8",
-	"3TAEki9zoZmB+yCv81pozNO//aTXu62qyzLa6lrCBfyAqmzrIOMbWpSDC1wiLbKSF5A+IjJeIbhgyRZC",
-	"ixhygMK7mDVpsZD2m+PWpcMNOJPv2tCBF/XuSICY4xY587Hepg1+sr0xC0nnWmgfn9th5BudaTHjhuS1",
-	"Ck0b9wBZ6zDrHTQEcKYCdTVJfmVXm0KmuahJ5I1r7nQ94X2gEigfMZtlz5h5LEL3gJ6fC8EaUrX/xSPt",
-	"m1rGNpVgxbdQXItVXKqSNbjc2fCAsRsz2tmQEOphPxkvy3Ykz966RojEva8KYZmZi7I8Afgr8KRUNlhc",
-	"nx2CYYnreOLVOUiO6Tbu7G2Ssds0lR8Bt9vIv0CFBDhoYAtDxgmfoNzLNeu+ffWSffNicNhLZSGp2gZq",
-	"oqQeJpEr52lWGatmQp/laSfBKEwd1IDQCq0Zus7oFazk2RVqRqgMQ04PAPzdyLppByzKn3HfUhmHaCE1",
-	"l2GUVatLp7CsSqSEdsPDofqpPA3G7DfscmmF8X7B4U4qW7t/ofyU/oXYEWOekI+BdY0QDFWmmMHXfGhF",
-	"A9gi273ijG4FOo9JnLhFQ6k1RJ+1HmuMPudrVjnB/b7iJQQJx+gWJpremwvdVVVpysHoVLLmIUpSGfKr",
-	"GglswQ7HgdakIxWY9+4DQDmbDqtXfG4FIt1VDcIoftCFknja3pFpEqZkKq2au/2LKb7r/RhsosCR6dbG",
-	"KdYQbgCzlxXO0Pw7iDKdSnAeDpI6Fw3ydTDOMei7BTo8/AaDHJsWLpVSxRraiq98Zx1to7f5xCsPTZ2L",
-	"gEGIra41tQA/I990b3v2Z4uysVkLuI84HNnbd08FjVP5HhWSe1FIdtYbTiGFM1YJPRcKYCSyz6dQ+ccd",
-	"jT4D0xfkX4MxBCMHPkbRAU5/gWqCWS4W5LEojUhlncXjSd3rQlIs8HN31DPapubEd0gTpbx0x2hytsrD",
-	"ew8lWduGpcW85BkNieQnSPmEjf74MIpHPGNN1XBHefpzLDZZF6Sd24QrMbe9NjEabk4lcMIT1hSjXmQm",
-	"TVH6UAK0bdUGjZ1sirsHFHbbhxLVnOn6YB4cgt6d5ckOGa9vtLguxKIFsBAPf2NoO4TSIIwFRWkWSucm",
-	"Vqq5ZYMXw8HACfUflXSC1U61qiZT9koXOV9imvDGJJ79wB0Av2gBeNyGCoji0BvwbJugeE2I1Ip1BVGj",
-	"tRj8HFdc5FFyRmEwLN+OA6fQ+HZgSgN/FR6LV7JVktYY8OYEnOn04vj5XxhVKWG5sD5XaJVY3IVWPkYe",
-	"vt23MEKlt2yj1wC3JD20eJwKW7Y/hT+sV5B89/Ysrox3VSB6hhZju04FV/2Hb02JeItZOHdLSeBlC+ej",
-	"N1LkBZLzUCsmPk2IRdCMndYPhR7GRQnB73W4ywpGto3aXzv5H4xrE7JAVwCZ0fHWarbhNSK2seNoJEKZ",
-	"3ImiYDuUPHQUYXd3gt92ZjfNwj/TzgQC2bVVMnLX/LL7oKLyiVekN43cDo0QIuVjYTBZZ69sYgvqDqsX",
-	"8pT3X7gPtxGuqUq7IcNie4wVnMm0ILJdCM+UFm0WZI1fh2KdUDmQSzDhoIwivdWc4J9Ys6OFrleOLg68",
-	"/ajGWcx7HtUHzug5JyJt2YhpUeZa3Iqj9vewrk+9MKWypoeEG8p9oDY+L53UklZtiDvuH/7LdJui8ZJL",
-	"JYuMl+z5QVSHpMtLo0C01pgl+iZ6QuBe055XJeR+cUlHXy83Z4jfIQVgTd9AvxfCzno7Kx/7BiC3JufO",
-	"aqzBbW/0kITbQmBS3NhXsQK3vgoAk+oiOO55rwaumYS9u3gJ1Ya9xrBjyuyKrqBq3MNt0/HwiE+dnQy5",
-	"WbvPDjF27XY6hF33eplPJr1tmp6fYObpXXKfN2uunyJSB9jBHVMXyAEWKc3RuQ+L30hJrjPNNiQn++Pk",
-	"l7sRefMcefWo7BOU8xt0mnkzLWTT8gqCgJhYhTB8AUMg5t4aXm++7xUvyqotcfIWbX9rNvI6G4AaSqQm",
-	"gUlZyEkpDoJlCYIby4kCStIXTN01jhpSxGnY2xfyjnp42IRdzhRtmRN8H1nRv4aDB4B9q7TYkP/kpCVQ",
-	"C/pz3F0IZYYfa1AwOuba9V9RisziHHbiJ/5+xwWkLcrbh7UIJX2aIzK+PC3m6MyMKK+F2UOdjUmFdi+a",
-	"zC50skHtRcBMi3oOOzhLCPgIDjN4k8fYDGmOISMSoHTCun8oncqQvtpnp/XO+PRej6p3zIZxcyVAW3Jq",
-	"PynHSSqhwDh+bJOLFAuUtIVgUcOu1z+aAFU1UTJB6inF2FIy3YKbhjDf/Xh4DtQi22lGLaDWGsROtps7",
-	"J+hIhtWh/fVrsre9UU9/xpfUIyAyR/FU1tYG6qOjjA6xEdbpO/HBbrezmwlJa+43LDaFOhRMEFQAc+LY",
-	"Qw3fG7l5jFhhtnsr/IImgXxvOwDfurvvhAYJZLDibonA/4gNC4XlfBlxQA3HYNF9iQoGfWbRsTQr5Bk+",
-	"fHjnGNT6i+9QkjTc5AjWvxGXFtMynD1L6HdWNPqerDvi2q0obzutVG5MmOhP+iztDNgz9if33wZP7EdZ",
-	"TK2Qk7kvCVB3GOltr2E4DiUsb9vuqNglaCS3d4p5SW1dIOfJilkI8gIMpusGis6yXsLK4gqP3UoTFipj",
-	"AVY0vO48chft1ZQlthtvmyNlKH28ERgHXbaHKe9qHm6Z8xdlqK34qorJVGgEE1DFTagN6TFYPrfBk/Fg",
-	"U/6uN/aar/8B3XPkisNkEl/NwydQ/a4u++xUhpsKrw0Z69OHAtAFSv+WeaMhQ6NkSKMtUTdKUYEB9lgl",
-	"S2EMo61m5MD9jZflPhmAta26IpwxTwwDlsExSUk0zdw5979yWaeboDXXLiv3Nn8/xpBtzujs9KfTkLwY",
-	"Iy/eXbxsR17EhuktgI+oJCVySoiYYvG8GvixM7KDZryTFKv12hXeXWA9aK93dslqOxocQsWCKDKyIvPb",
-	"q61eEMt9YthcGYyOEXFTCfsEU2wG7WdqXgeudqqWD3nDcKbax0L10ouoAxgcKIx7ewuLRrwuiVvoMnLI",
-	"7qKg3GYqHw0OE9/kZ9VkBrkVmchTnmPLpaY08qu6i+VMRdluCVo1yGajKVSXv98QAwDtCkMA3oML9lxR",
-	"d2NR2pdhwD3xv3tQYaE378YOds3KUEJDFt4S6ov9vnvhnTYdsm0AKL+AYfjJDvropkoZPPOwp7bCjNWG",
-	"8hItlvK1Yyn0xK0D2c1CWGEzNzyzjvVDGXtQWhNy6GNTGiepHlXf7arvoyr5qEo+qpKPquSnVyXvAyEc",
-	"K0UPU61nzR+9n5z6GXICancgZ5dVeeUdotDlSRhm1TC4e7llMyGsL8GR6cIKDf0GAfnATmMIen2VVKEC",
-	"ykVxieUIUuk9maAWAowE6xTQgzyhMgRR6rR/ZASVLAD7DqUswF2JFw1hhoKWf7lkPMuKfEOjiiI3tzlh",
-	"vY5mBCty02dnORCiVPUHGpCkVHbJ4x13NjV82aPx+f676BqDLEQsd009cz1pteaOksMPwKWrNPXRGN2V",
-	"SYMbHOdmPD43idcD8zdYlxuq/vC3K7H8G/w6CrUQoFZkG3DXHcY3G3pqRSMByoNiHegg9gMo2kM5sWjb",
-	"9E4kGj4jGBE+Al1gfKc5An+vVcHw5Nf3nxn1d8MZNSPRa2MbOfYBREOVOZuwVEciUOqyW0vEUJgKOjc6",
-	"7TCV4SknD6HsxQjUvxFlf5Tlak1LX8v+BCqsK2EowOIUQHT/G8tGM34TVg+bLhTGx3XqUq0w1FSODsJk",
-	"DkKvw1FUl4Yur1VEXdXLk0540a3B3julUHhl+3715YdUgddzOf5JUF+A90Oq38BEQP8Nreb2UpKTNVjm",
-	"Bsj+STtkP/HhXcyKcD/3HzXvsw3+GxR/OKIGtP6WQhVfLkTnXsE2t2Fh1rltNZtxvbxrxWx6vC6aPRFS",
-	"6H2xPmVUtuj2k0b3efIo9kgYoKFuSkarPXg7a6t+1m2AUscPwhCjGcafaa7Wr5t357Ea6v9wNdQm3e7a",
-	"E6K4tdzGVJQwY1JvZMNCbk+7al/gjZjQ3SqOWB7qH0QlRwrNpuiNaGl2Mourj+yx499VAT4e11S4j0Id",
-	"xUoVjrZdvAgcfg/NCzqAvmtrx3X+73PsDwpduLruc8y83wCC9kkv22XLhbtzUwuwqbXzrunBFyO9+M3r",
-	"8wuRM6twGIa5+0Dzdf/4DXAdvR0zaDav3EVr4s7IfWKEbRdNMZEixxZkc6EpB8YqNqp0OeqzkXlv6FZq",
-	"1+huowINcJ9fbndzPfbRME7nyCvBrJoIiI5hiYlUQu1M+AybKEefq+OJShI+HwzC6smcHbIfoSxaKskH",
-	"lGDPydEfaYdaCnSGv9CAE9bv93/9MKJur34azqiEhUilETJ36myvrsJAeIXR/x14uaUPwD19AGJl1Gen",
-	"7OjmhmIhoWWlaVRyI7s9hOqoAhw6O6gMhxt3Kt3AgcW5cacdrHFIRflzLHSYdsJEoOKxL7nAITXE6gIK",
-	"UMllSk1pKVbXPT56AWv2fPAMpxc18q7rdkbeGNjcDXPADvm5ysxTX3elP8ubZpZbVCex3ztZXVNEq4l1",
-	"AS6Nh+yqvZHXQhf+rVoLDvDfeG/QOXd87IJudhxWtIt30Mp9STGGd2GWU6geqRbShzUzJcfFpNJQPLLG",
-	"eO3Bg2kcYfrbysrjRO6EY9vJKmpzoG4ex314TYnkHsxn2qCY/fylUHYAvH+OFSIB9NmZZJy9Ob14+Y9g",
-	"7EaQOGf3kvgHx9gJtLDm9HRC/Ah228fta3oDN3oLsWHR3zZqa+/mHPo5+D5Cq4EXDbWKa18Gutq9Un8S",
-	"AvEJq6j1dOhuoz2IGaIThSXGZmK/Wf3i7XHC9fYTbYnJBaZyQcp5w/0KGdxRTRZsSJGgRws04lSCnPF5",
-	"uE+MbxhTd5ahmTT6wjT6waRypSFMo/vFCdwJQHTDl4YZRfUBdpv4uVWtRkxcbiZKgZ3xJYImDDzHuqSx",
-	"wUqMqdSUzFOphYXWR1AaePt+YuUKwGTMuXHyN5X13r7we7sy7FpEY5UKy5BGd1yB89hcbZl+E7q9sgI1",
-	"nd5GjPFXtpHjh40M5KIWNHviZUNBNJJVgRnAPCoj+uznuuZsWRjr2Yo7+OgiWpm8MzG49G/ss9dYKp2e",
-	"Lqj4CJegvKYSb8MgGsG/2dSt7py7cyCxs9nLs+/eBvyueW9Y9Fgqsbg4VbuulXasXt1kin6ecbmPVAaW",
-	"5sZoEO2DJb66f3xgZTEmKtfCsXgISbWyt6zIdRscO8+1MIZpLifChGIOo6PBs/6gf3j4rD94enQ8gmAy",
-	"p3vLwgrNy1BV3U0IFulSkP574leKogecFhBd9PEaQpXxbCqyKzTDo/rTkrZWC6PKa8db8Psr8Z84xXaw",
-	"FXXbCA6ty043NNOGHKK5RCs0VerK9KOK4iOIz43+1PgN7Uy5bJYoj+7ob5jL0fNnHzsZb9Jg9KiNV/gr",
-	"gEiPrcqorgdYF2b49Kl5b/qiOlgIYw8O+3zG/6MkXxgopn549Oz4+Td/+euLweHR09GmOR36Yi93ntRm",
-	"RnOn6MaOHu8vQ8c+x1qD45ozZnzOs8K6I1Jy0ISsL/GAbMOwLmRSXS7ZmBc6PNnrr5bhuQN/R0l4x/aa",
-	"2+FTcV2JZqPNKKu6fs8O0Kr2xDhoy6zqBi4xICOkYREso8FrBvfQe2t9YSHNLqt0YZdO/FJS9aXgWujT",
-	"yn35D/AizyDsAD/XphPYrB8+gAtwrNrNtHl1WRYZe/v9+QU7fXPm1tkvqM6HiJ/jUKUYA6hBlUigmo+1",
-	"JZT28v7thEKv1HFEWuox0uX5DIRBuewFanQX3DevxNKx8VS6GQlpiwwQLEM2cj8oXfyH/v4WJsjWmiUw",
-	"PDXwImxSHkvLA5OpucjrlpLmhIpWuSFBUS+AG3vLAO7pUbNzkrujp9eHT2nco+hNMCPst+8dkzB16BcL",
-	"+AoE4JB2jRowx1mZ2rPuWzAE5yYU/Ytqv3LpVwoWChqQmyGJxOMb7IbxPLhunPYyAucHLuVTgrT++Xej",
-	"5CiVXV/jh5xDXLIRVuwZofbjTRC3lJc8p16vvj4V9lztp/J44LsgRO4UiIiDrxbVJDi3ucqqGTQC8GgB",
-	"eGXCFlo5AnIkmzCwUOQklPVvayAL9bv8BtTfykVWQnc9QMV49DZ0sIJQP5jAOBa3kt6dPAXihsa82Ny2",
-	"yH3bHa82uhc6xfhoMIianQD0nXrbu+/NSyfNo84I3Zxb7ruWhBqx7jt5hRsjoGuIsziueVnk7N3Fq4O/",
-	"JuzdnwfQKEMjtmLOC+gYYyqt1cSp6cJkfC7qUltplf91MGBgISPzSRgyEENwGe0MKimMdS/KhZh7eN83",
-	"x6wU16I0vRPQ9nEzndHiNbTLyu3jFepqRkgjWNcPeA1d6/c2wNmc8o1hWNiE2vZGKKG4yYTIBdQHTuXP",
-	"bt19kAmsSAEF6AL23RMYuEU9MTpNxbs/3YUeKJHuyug7EnDU8GHEkOOeMCMEGy3EJWhtI/j4d5U/0u6I",
-	"Nlo+wZKaqLTZC2gG6etsIojgaBpaMGLJqU7NR0N+H/uRG0fDp2/OorIAw85hf9AfQDR9LiSfF51h51n/",
-	"sA+tQridAtN3HAhZqvuLIgjhIJzl4GoxFuUlPEgnxnSGv7QLoPqWp+Qi+pBsvdOXkfyjU7ihw/H0rrhh",
-	"sxYZLner36n96dAofu8nQ7p//eTOHdDdO++xHFXrxLSaNQa3W676fRV6ahuSVfsP6FcoLTFX0qAicjQY",
-	"IEDAiVrU+iKh8zv1m9hjS8AXCirL6sQFpVg3aiO4nbj0lYNDEyF3I+BljnF4bV8N03j6LQ9N4eGRw+2P",
-	"vJMkwv8jcnzo2faHXil9WeS5AFjI8dHRLp+Za5U53nWJeNjjoxfbn7pQ6kculzQnsCGe7zK+d5Jf86L0",
-	"3yK1d/tzoIugpuoBJJ03mHuP1R4brlivFCqdQ+T/cskKhA/wiYEO38i/fnUvrFneU6roBX5y1VrUHsJg",
-	"TmghtCCUvgN/JBYZc9z7colxuOjdfxT5B/8BLLJew3HVmCFTSljN2hLfOytnVqGdn3Z4WaadIbO6EqME",
-	"1AfvWq/bx4UCZRCNCmXKUI9DfGsTdxsy+eG91Jxn5/JnQ/gzlVFFgtDfD6v+ocRqShGq7hYECUndb1W+",
-	"vLfDvlL68EMzEuHm+uEBWU2zfl0Lu9lSqu7LZi2Hz3ZiEhC/+B/gReeCFMWaJ5jICQnJEVAAE09J3a4O",
-	"+txDOMSdot4OTMoxko3K2d8F6madh5ahbQR94Y3ML514B8fbn/hJ2VeqkvlXRYZ/Fza4AVpJaV+N/ey7",
-	"zodf1+nvKfoeQFDu/75kg3S9oBrr4mZe6KWPuWL8jiKJPnJFtzjhCN3Z5mVlUjnCYX27HAWP2jAC6T4x",
-	"5POgVmEgVA+fz+pWWN6OPKk7eh5Pe23y63v4Un3W7l964Rc+k/AKpovYdNDdRuFq4l7c/czvexgHOxzG",
-	"l0qOywK9xo+yKvbwdoa//NrQoiszRURk3SCKzgdCDVZ6rfbZ6ZpnseFR3FGENZTt++UhQSWfE+oWhS6o",
-	"05QNYyzjmOQw9P+AFvMDYCk+9ebURu1GTy3p4gQ0zV9X2IwtKwWHsmnOLoQFr1MqMH3MawI5FGR3KkLi",
-	"rIRpYazSy4RBoTrG4UzRaKDoGQTBN+vNn1fIJ83l/a+T+Xuzma9KV+Wx9RqUUjoIWgAqgdw+Ui16fXY8",
-	"eOGzrhF/457f/ayHRjD3eNZDpSw7JBaEuZseiusb21MJw9DaqKs0hiwXhRGp9Ke9FyApR4MBrYk78ROw",
-	"nn1qKLLKRZGJE/hCKgkJauovo9eMeOkaV62bKYXEu4CCXbJuowNTk930ABNB/m+PJAbnO0Y4fH8/aEeF",
-	"MZrjwTE8RAMLPT9Rz0nlVJU5eN3h0QQ88YWtg0TGFmXJeOY+WYp8Ishl7hhnMV4ZO0UqMGmD0Fld79HI",
-	"IZix4DFyyzjDCGqPpNIzvq5PWOgljtIuRaZmwtS7RzmOGI7xoglZUCovwmqD7KLooZddT+pm4wStgAis",
-	"kJmgYpKQgJHKSuaAA0ZgWRjZCIOClk8wKEgd1eEFjV/oCQodYvVTy4E2//Hj6UumxhCtmTH8UBydMyLT",
-	"wvaGWCMuXEmlG10gHCBOGqUTG0LTNLpcBvwcy4sAj3NLpnQqF247LwV2QoPX9EANLmysHEO0KnRc4kFY",
-	"uiVKJdIEraRPl6b1Izw16y6miFmHdtmW1ASroW1TKi+FkDiGpcB2P9xSRYhMzZdRlDLAxAYIxh5rQamw",
-	"7jieMKMwPOebmHkSj60FeiWuEPZsxvm0e6bgww+p2q8U+v+idPu3gUtKtYDySODt7/1X6fdfpaYeurh6",
-	"VlF3c92qlJ84Fu+D+7cIbQBWbHUxvcLK4w9GofD+Dbon4GVANJbUhEZSUrx5dDt9TrdTtDNOmLTsTk12",
-	"QGYf6Y6qSfUpJjR+tHbZpPOX8NIvg9TdglK5/keK/xIoHokjAPiemLVKW2Qc1xE9KLxOmm2om1TnAaAV",
-	"0nZIiN7jBPSNwIw3dQr4g5Fs1Kh1A+HWQL2VCOwXHi7/SojPLX0z4O0XPCafQC/AZttZHGRkUKb33ry4",
-	"WfwaYRv76MqESF9rm1tP9FthF85QeE5pmHHj7YTN1PV62YAnvsimOwIAhlt9PTTEfb6abP58UKN8BNfZ",
-	"9ADKlBISOers2hzhaYjjBXtINPqDx6NofPCw/uBlUZaFnBzwedFZbbTZeT6DEcyFfkn949tHcIRBRLon",
-	"catVSMbLMh7BaofauCn9Spr58KitC2q0THOhD/zTmORHYPh6bEcDxn3r7bjrNrQeBczq8SBhh4PBphVr",
-	"NBF2dlFoG3w8SFbXMxoa11YKTQu60j31aABcax9eR0mcO9lph/fMZ9t4LI7ni+enj4Gaj1QyMGGORyD4",
-	"uNzQOp9f0RSCHUcNmtb4/3fwe+D/K5R83FLUAguLPfr6vxYSwg0L/t4+e4tFVdGsOB68ICdfnVHMKlMX",
-	"KGtTJTY5BTaR0eATMMSLqBDXo0X0GX0AVJ2x6QVAP9W6F6Cpod7JcofyGGvUiIl5EUHevwsXX04ZgJ/Y",
-	"gXv7OfB+gv/S8/CoVHykUgEduMJRPdmhMMbt2kajjN1Gx8R5VIXuMyWNUJ/M3c7YSn/STS8NRSPvkE0S",
-	"Vdnd8vRKEaqolG83FPuEHMMpN5iWgQVNGNw6Yr6uM/7cg/Q1d4meD6IfH6cXJj5rzz/mlIe5wFZ3qaxz",
-	"5aBVsnC2XXkSKxJYxEA4uVCWBOCbUcGjm3mp8mDTta0OjKGxMDuVX/6mpc6iXUKq1FjpWedBs0saJcr/",
-	"JxJMvvpUkSjVeGO2SM3htrnSQl35T+5M249AP49Do666v9mlwUa+ezFWsx41OhiPGD51KSjH5FrkUW7o",
-	"o0Pki9ddng/+sv2ZM2mq8djpGdKeW6X55B6dKZBPXPcZgz+V9l39scBOS28T1sXWI5sYw6o29BR7NZhd",
-	"ksniVshQmwaapFIiGdQ1W0hMuuq+eX1+kcrmlyAGSg2NsUJUKBqVsO++/+H7i+/Z+hO9xJfb8h9QsznX",
-	"4oDL/MAIO4xleTQqrAREsB5uU4m1xLF8A9W+50UJcNqyMM4UKSQbIcxrlKx0703QAYHJ6wDKM2yimJJ9",
-	"9tpnmpVKXUE2LPbzx2atIQsvzArKtxU58vET358WynxZta1rbiobbXPZKdOg7AgssODzDyCrDXriFoZN",
-	"uZ4BIHIMGejxBsB6oNutqWNh5nejqzK32FZ56PPhc6wHTAvec0pVGIwvBkYVMAj2tgZiavY6fqgEu/bW",
-	"5p/YGm7tm90iYX7GLs2+abM/eG6jfNPqx5y7r0upa3A8Om1KhzOycu5W23ObhFiJz77bmbVferdTO2N/",
-	"F7Ep7PvX3dR6utdn3yMPFjOGdlsB7ptUhobAUIhirf0v6wIv0jg3ScUuDLUToT6DqVTS8/eV7iWF9T0R",
-	"E5R5VL2FwMu+UksqqZ6a8OVZDBvBpH45++m77//v1/6rs+9/+G7UZ/8fVOugPofa1zxMZaheTHWKF7qw",
-	"whfWKDwnw0KPeah1DD1fqARIKrEJpXvQNHr0hMIsxqo5q0UIFvqR1LzSF59pNnIEu8u3hVQyE0Pgs1Yv",
-	"WReQ38tUYu4ZlpQOSFTElYc3170jCXINHAU7PwecarJXa2egSPcFKPpD9Z6dfU9F/fJiPBaAbMWu0msD",
-	"Oz466rN/iSXEWGH4uIZIKe3DoF0Tziqx2NfHzHkmaDGRDGEAkBuOrwvt27DUSgDrHj4LjXngxlGSSiob",
-	"4bthgn6g1JXjwa1A3KZJZaC75QMLsrj1/GcSY3HL0w0uBA1XA5EkvqETKD5eU4Flf5RoX2PAF4oC1IIL",
-	"a02BPfK7ujSej8YNd3cRWnMtrgux2Cy2LqAA01pjX3fukyCYQG/nZvUm7E/VjfrBBYnRS1AUBM6dRCIK",
-	"/Y1O8/Y9qrhhNNLGy+vuZpG975ZioXRusDgaNmRKpRqPjbCG5WIuEHkCByJvCkDIhJgIC4UzUAhlXOsl",
-	"k8ox/kpm01M7xOpk+Cd1X3PWDH5q5A4bZE4UM9HGwt40Z3I+F9m6a2hDVQhAf2Lfybqb6yBhdemAAXbx",
-	"bPOeQrCt4T3dp/TiF+R9useoGdH/xnxmokFc80fO+VVxzpYdbBZKZ7kYFxJqhSYhR8jwa8eqit2Z6G6I",
-	"msgN/L+LqfnqIDK1T1A5exAA3jwWvT2sHr+C9IYUcN9RaXPYYBNsZjOtDD6J4/0ikomPNPhZwTP1NmyM",
-	"PX0USGZ942dCT1acz8EDwcABgUUJlBR99qqylfZtT8mDmUpvuI+p0Yoq84jXNk8Hlq2lB6goAz6WyvCZ",
-	"c2HheI0yreQI6p6hb37EbKWlic5kIa1a67B6wox/A3jsR+glwIquc2UK26qqIZSncRofTgP6PLihbWzA",
-	"I4f+a9nBY/ztM8bfPO4oal2zF/Joq16GGYE7oZBewZ0PjkT69YETB/9ncCb/tYK/AUzhcZsBIOYEajsY",
-	"iw7mZGPe8/1m1rZFlu85uRZiN1+C6osNzR9F3leX2QAUdLJqjKkxGzfU1IZxxtxD4JxcFFkjhL+foIlc",
-	"qa2iZsXt99W4/B49bw8ii/4XPW+xqx0CVO8uXmKdIBk85v9x9t592rrtpxUBAvcswN7CS78ECcaxIeWj",
-	"BAsS7NEG23BW3xI2bU3rYXCFqufxusPpnSUkQXDuueDfKcUMQ2k04DlRL9C6T+iYwIIAoOHZ1UQ7gkql",
-	"nWphpqrMGxJ2EJpk9yAJgpdl1FI0dBO9XAJOUZ4wzkpn82MXIB/KpAR2wheCn6uQE6rW76vJUdk+VE2i",
-	"NqXNgbKuETjFV1heZERusxF2sbkAbxZ2PkNkBmLYTNTATMlyOWSjul/ZCGufjahj2Ih1a2cfZX5EBoha",
-	"SIrUTnghjV3pDbnau7bnm0iuvCchGLey0GIglVcrzc/cnnnEFoVXA9KSagdwrK3IdVlAfBei3+gMRLyp",
-	"m24lPYyPXfgeaqQFQg9WqShA3Ob9oyce2P230r/uA/n/GoLj6NOVFsI2snFBxi7PMjH37tyodd+jI/DR",
-	"EXhPQugVkl6D14S+0FItHGPOCoB3rHdDvE0C+S9srlt3Trc8pLZGn9gUacPLj3ld92d8NLv+kEsMwHHY",
-	"risJ1ZGcmCXIcOZuLbkVUhgERYYY2LpPbbVIIrVovNXTfEH3fNU+ZpzEYzbj15HNuJrC6PuhXokl9kSN",
-	"aRoubc1nRAL4UrMZcXSfJ5eRVuaxONNjcSZsC7zLYWvKj61ldsPpe2AGv0lZwXE+xgY/KyhoD/K6X3wQ",
-	"dpVnjriWzCqPNzfYx8R3JRXkeBjGmVahL3cqfaYjZgOB0+NKzK0z+qHFPfQEgO7zmMcjgtpAE7f8ShhM",
-	"D406+9LCUo9tzLsxU7WgpivjsUAnFqAIzGa8T3TEHko+fR6sz+0n2yN9/ktP+KNsuyesTrCtJJ+JhA5q",
-	"gicXElN4WaqFIyS3Mtassal9QT63SMqnV2J5u811+ubsX+6eBzxW+Inbah+7USbQysLDNh4F6BdTJ9lt",
-	"DutOuZmSmILeXfizE03YMdcJEnmvEvYWEwsp6n5MrAeydXCIZNd8zSbPY+jxXkwe6TuJBNA36RGQhReO",
-	"FIP28BiQIhXNyYR92P3TP67E8uz2lJu34lpd1cdoe8INPvCYcPO5yAjXn3FHIycszhofHGKTRjsVEkrA",
-	"wK1bAVsfw519bb45t9MaSwVU11nV11ewVT8IObHTzvCIwFX+7xpeFWr4/brS1+ePzqXgWujTyj3wy6+O",
-	"fWN5CBx4pcvOsDO1dj58+vTw6C/9QX/QPxz+dfDXAbB6mvl6SkezTnQhTKMiH/Y8gzI9ijL2oyh36EXR",
-	"X6lvWAjTWS9D+DKuo2R8AaDVskkmelkdtFl/22sJQUk39EbeXpz3S8O0PoUkejXCXtdfewEtuevC/GPq",
-	"U5P4AhRRn7GcYftgqAViSEP1fQWc2Xsloi9SUKDlk8jEogoXxC3dXjS04+htSMJuaxficqrUFbAv+MZ3",
-	"FIXdnLh9js72DOtG+FZtVrERquX9SpejPjv/93nQ0yfC1lH2f56//gkSry2kBBnDJz7tOyz+OZByuMqt",
-	"1cVlZYUhgMFZ7tEFfufcL91XZ69es/eVqIQZsh/x4b9rVc3PcvY3Vt+apJKufifyKigqcBe9vwd97QTP",
-	"CV5mhC9cAYiIn6fUbHGh9BX0p1RSJOzN6/MLNvojxbYKacd3ihR9+OHDKJXdUbMf26gHa+fvc4uHBVz8",
-	"T4B7GLEghnonqYTvcMlGjbbNIw9B8S27iMLevf2BdalbNb6tBzWovGlEJZNLJSfteAWiad+k7lZ4adQS",
-	"N2dd8b7iJUzQ71uNKMX1rKny/w48IEIfwKcOtnDFrbVLG2MBYElS06GCMLBeBhImHCE8MGQ8lf40InSh",
-	"7rILCnxhAbvj9p2Zq2JuorpZdZNKXM3W6a7URfm4mb6TxQ3hVwxbeOIkNxO2miwmEpnY1sWH4oeWz+Yf",
-	"N6bR9eHfRuzPbCpuoA/lwfk/To+ef9PFnpMJojfdZ9ifWdrppx32Z6b5AnhB7yT0gxQwdKi9Bg8CAktZ",
-	"qiUkBcvUbMYPfCmZnOF33UMcsNkQnPXfpF7iSgpvLu+wIOf+XXstyAPFoTyHJg62h6tvFd62ZEc3N2wm",
-	"uDR1c9MTrz2/r4rsqsSu98DlwAm74Don0DRqgGvCwedaos/2rbB6eXAK/+56AlUaepNeXLxhObfU7ZE0",
-	"w3t7X6Q1rk8cCjeFkD2ve5Brxp0UlgLqu1FD7aKlc+wwNB8FqXXJsyunjNQ4wAhwMuM3p9TtOEFMH/Yz",
-	"Zm9FXmiRET5PKsvGCn1cjnHc1p7RN9lNVrF0GoQQ8Cer3LI4vY4k8RPjZEE72ODDh/8/AAD//w==",
+	"7L3rchs38gf6KiieU2Vyd0RTspxdU7UfFF92tZvEXks++VdlUiE0A5KIhgA9wIjipvzup9DdwGDIoUjK",
+	"kp3sqvIhFueGS6Ovv+7+rZPp2VwroazpDH/rzHnJZ8KKEv56WZVGl+5fuTBZKedWatUZdi6mgo2UuLF4",
+	"w4jpMbNTwealuJa6MmzOJ+KEcbVk2k5Fya55UQkmDSvFuDIiZwtpp+x4MOh3ko50r/xYiXLZSTqKz0Rn",
+	"2Mnwy0nHZFMx424Idjl3V4wtpZp0Pn1KOmev3O/w+Jzbaf20zDtJpxQfK1mKvDO0ZSXiN834zXdCTey0",
+	"MzwaDJLOTCr/92HS9p1czObaCpUt/yWW68txykphSylylpWCW4Gzcwti+EywK7FkXOX1D5c6X7pHqlIZ",
+	"+HUsS2NTxZVZiBLuxRcZprSdSjU5ab4N3s8Vri28rV7aVOHaHh312b/E0jBeCmYyPRc5sxrek/GiEOUT",
+	"w6xQXNl+qvwuTAXPRVkvZDTzAzf1Tav4/Pn2VfxOzqRdX7x3fCKYkf8RrJuLMa8Kyw4Hg94mwijgLSvj",
+	"kLNq1hkeDmgz6c8wCKmsmIiy88kNoxRmrpURQODf8vy9+FgJAwPLtLJCwT/5fF7IjLsxPp2X+rIQsz//",
+	"atyAf4s+/f+WYtwZdv6fp/UheopXzdN3+BR+dP34lPhZlmvcZTbjNkOiOX13xqIH+p1PSeelVuNCZl98",
+	"mPryV5FZlk25moiczQRXi6ksROIoTioY76LUasKM5VYkTJfuirGyKJhUqaqMOHE/dkeiLHVpRkzxmVQT",
+	"ontR5Alz28RG/X7/KS9KwfPlgbiRxppRzxN5qmggdAObcndyuGWVkh8rgQwmYabKpowbxtlcFzJbPjHu",
+	"c8JR+Kek89qN4Euu4KlilRI3c5FZkTNYANZ9DtT9Kem80eWlzHOhvvSmOhYy40sgO8cLmJ1Kw/RclPBR",
+	"1kW+APdpxbhiPJ9JFd2hS9i/UlyL0giczpky1XgsMymUPbe65BPxpSc2LoVgZs4z4SWSsboUTwzLpbly",
+	"hHkpCr1AJqjVWE6q0rHFaSnMVBf5MFVKLJj7Wl4VwiRE+CZhtpSTiSgNcOdSmGomkLV6iVYpKwv8eKqk",
+	"gbHkffZKFPJalNK9oxSF4Eb4d7hlcYs50UwrItEftH2jK5V/yZX7QeO5oSM2hs2VhsQE7O2F1t/x8stv",
+	"qOeSXsYVbhBueFytbiIIBtY9/Ib9S34Lk6DlhtUWN1aovOcn8z1XS2L85kvPCQ/XExMmVzqVAYcvDRM3",
+	"U14Zxy90mbjjF00jVTiPhHHiulZfCcX42LpV0ZrNnM4VXTKs67YRmaXXMETOjgfHPTYu9QyXsXCHlvE8",
+	"L4UxwMTHdMTFtVA2IVafqqwqS3frQqpcL04YZ5kuS0c2OBLH+0V57Sj/XAj2XthyeXDqhtdnbxWpNUmq",
+	"qnkO4oKOVXSq3Mnl4QgOYRB+yVI14zev3YiM4zAiZx8rbTlb6KrI2aVgc27cWewqHX96iLMwrBD8WqQq",
+	"MAYGUsSpZ6VgOZ5UkXtlTZbRIRUqNz3UlFBJArqJPrKu2ZyLTKvcOK1rwaXtt2mzkWryKel8ULyyU13K",
+	"/4gvygG+l8Y4maxLNuPFWJczkbNTGgpyfJw0kAYHwQDSV6Lucs0LmfdTBfLuSumFCkovd0JCX4kcfpkI",
+	"W2uySIzE+D4ofs1lwS+LL85kkBSkYVU9BtZ1pw8OAVJowpRmYiatO2llpUj7kSZV81JnwpjeCZgBSzqN",
+	"Mek/ONnQEL7G6nkuJg1biKI4IOq5rCyTCgkD1H96nfva6bszsqPmpdMprERtHLlDfgoDd+/htjPsOEZx",
+	"YOVMdNasisRZeuumYdKZl2Isb9oNVzC2nGAveeYMXa8qXIll4ha9FJmeKGkEw8VfezkR9D7DRAZ2lrfb",
+	"sbWl+hOaruH2MJMkWpyfwwdQYrsP4JK+xHtg34vi7bgz/On2vaWd+JSsbsVVm517AaJC8NKtVZ+dT91B",
+	"p2NAp5lpVSxbVm1llu7169P4OUzkO4kWWXNQ0opZ8x87zc1/hpclX64vOLyrdU1zPrfyWgTDlee5dEvB",
+	"i3fRuMa8MKLtZAQTBGX7TF8Lp4DahRCKOX3a8ccZv2FdG90NMu5MvSnkZGoTtpjKbOoOF8hpIQupJrHk",
+	"1soJTWfMGzlRvDCp6h4fvXj6fPAsYY4cdWWd+joV7PnNDTNTXoqETUq9cAy/4GDbnwCnO//3ObNOwbIG",
+	"ZeTHSlROeb7k2VWhJ70+O2XHRy+cDHg+eMYsvxKGaeVE9ph1Bc+mbFyV4JTQymnBqmb2qDDA3TPthpA7",
+	"4rGa3Qz6L3pJ8GbgLODXVGmVCTYXpX+6y/2/pF9VXdlMz4SBwfmPjFNlqsxxRAF8GheRW6cAGMumvMAj",
+	"j69YcONew0ou4X47hBmnyuoFL3Nc+kJciwKFXuHeMeayEDksrGJjbhzLvxRLrXLHNtiZStU72NEPpOm4",
+	"DR+wUiAZcKKt4BgK+t9Y3jgVxDbogPEJlwrlSPNMzPjNmhNkqx8Erm55bNDiPmmeHPeOtnPzstTqjbPs",
+	"zR0ODbgEHDnOUBHMSqd83cydYiq1OgFr9NI4HRRvnQmuDEs7f0o7/bXVyfny7fh7rey0VUzA5R+FuGq9",
+	"OtVV2XphJlVlRfulDd/61LJOZBouv3eSG22r9fUAy8ethGL/uLh457VUVK7wd3duZ/iOIRwwbq2YzZ1K",
+	"niq6H34HLbiNiOiB9REcOgMkeCj9i906305ema5Q/bj9tlzwvJBqw9QFzhBYCJkDwIxsNq3tDySFhbRT",
+	"d4S1Em5wuwllWI6zdgViLEtxy6UL98rdlRSVixZlZHBwyZ21wmea/GEjWLeRN1do8u6DjSUftK3lnC8L",
+	"zfOt2hzdBmcZDMttT3gyfU+3ky7ntmMXhcavcuOpsMDRcvp18tSTBLKsh/rzLcfofT2d5jr/o/b4gKxk",
+	"E+lYcLBunxgyXh3XX+ch4mYuS2FOW47Hj475x8KbXkRylyQkWLDhA6xb7y5PFT4ZCJhXVtNEQJXqDYP9",
+	"r0vyYrBLMXYWixM9eJp3VELdGNYn8XbOP1ZkaPv1MCIrhUW1YSycFCY5CaetUjmZ7OAT8FyBXYSJ6jEb",
+	"0TTIzTKC+0evYQb+Nxz92kCrstgQc6K1ABfAiH14/x2eEWlw5Cfs3dvzC8bXP241afNhqapSblVT3UD8",
+	"urWRHoxjXU+lBTFtBlvEG1su7W8AxSx01yfIz3ErRYOSQ0rUuCqCTHFEMOO56LOXzhJwlt4SjPy8lNd7",
+	"MN+xVNJMtwwCNpWVTrMUuT8IecLcpN15yLjKRFGIvM9OSRBMZQHESp4J/xnWzVqG29tnvPcpENpfFOTE",
+	"OmW47QjhixZRCaEFkhczbdyiZaAjgZoaBDf7l5hbclCEVWDcsKk0VpdLNEVw2aVhc6FyZyZgvJGomg3A",
+	"uDdTvSAmCh8H1dhRhlt9t0E9colzpsQi0I8bkGk1qwteqWy6D+3P+M3prUdtf5mI7Phsk1dB6lLaZfvH",
+	"bhWKScdYbqutRitwlHO81bFsMMe2PXSBd3kW/zoWWHuIBkfD+dvKbjD8vfTMZQ5Hy8ulSLyhXJKWoczM",
+	"NzMJGsGl1oXg4ABEj/AevK/NcbK3ihGILtrdsOxNCgtbmNQMPmbZ8RQ2Cov7cGyg1FnzaySdGpGxg59p",
+	"o9sjkKBoGeh90vadaLV11/Gdt04GhyeU059/6hBjiyjGvYckI14IYrJWP/Gftlz6O7j7JQihaAD10jQU",
+	"nq328Krm6Z79tsUT93fN8spHaz1sYrMimjDHm51YODqe9vq3KocRrOP54dF2WEe8G5s1JfAHeE/yGlmB",
+	"Jd/Odv55/vYHNud2WltDzurvjkEd5rN5IVhKB7ZflUXa6SWMM0CNsIBmwrAFeuA3+HQ5OcVvnyGONNzf",
+	"PtWy5eQAw9l6RNyzL/HOu6qDmTRSt6j5GLvIh2DRy5k4AeffkJSBXC+U+zUBWU+Ou8yZ2gfVHJ1TSapg",
+	"FbUSB3o8ZjzLxNx6LJe0hpWVOq0hGnNu7AkzV3I+F/kv+lqUBZ8PU0X/+pu7EtxfATnmeDWbchQxecml",
+	"EvlJqsIh++Vy+Yvjc0Pm34OXKNjk5lTiS8IjbAGxT6e5FmJsT3xIxy3G5RLlF4UhA8KhHviMq4oXw1TR",
+	"D/4RGH64P8Hxep6Bho3nNrT0IG6s27aVRYmZiJ+f21w/zOgJHE0rp/FfaVGnnU48gutSTUZo6qlqdilA",
+	"ZyR7dFG65xUzmo156c3UVA36fXr1wSEDYE4vqNvgs11IIxqWXKQU+Y+2HO6yEqSueyfHE+PHApg1wBBd",
+	"ClBAcWx9dop7q8epmjldg+4PgACK0JHTelLqSkX4jsArU3U4SAaDQQ+Bc5kuc9CSGXicOThxG4Pxi+Pj",
+	"4PXbE4pb55FabSwv7Qnpv+AhHtESjpjhS5OqqV5grB4WtF7PkoEkwHEIcPQFbdwvQrzUkQJ1b2bIr7CE",
+	"G4NnbpvwFqbHYyNs7YVzM5UWwFmKXHEtar6xbxrG326Djc2DFnMx2i+8k3VJHXWrbOaOJ/US5heJzYvK",
+	"T2PNi4g/724bFjrjhV/6tastvPiH1bO34ulbP0dKW9E282V4zlEIN2j6YuS6Fo+O7Ti+9Xw2MGknSVXa",
+	"ycVYlMACCezleBEL8Ip3ovwevNysezgY9NIO6zZPRKqiI4FcF93ipueoOP4AYK8mFS/zYYTQSlWNxQoH",
+	"NO1scAntb8nt46Nstx3IZKh31+1lJGITL9S3BWcjqb6uFwTtsdWoBB1zwxWvn67jkb1kJlHlTTcUUksR",
+	"bLe8ndgkRZ3W3/wtcOMaKdN1m+Z+4qhw9tpfGPTn1pkElbr16oLLdgHyjpwTumRuz72ROeUqL+K5uqPd",
+	"NqwVGvDfiab/mUZAkwDuw/ID1fLBDL83kQBZCaOZFloglQS1iQXASB1jjcM1AL41wWMAsg4dRTlfpqrL",
+	"HWOWanIw1uWClzmb8Hkv6ISBq6FpE4WDJnx+kqpSzOHUDWMFoh6IzgCsljO7kJkIn2VdnqoxL4oDJ8P9",
+	"16TxMXZ6TPlH3HsN+sUgCIZq8KW2U2CyNVSNLabaCDbVFUCg/9RrKoG0XEA9OO5WLW5f4cu6XjCyA1bZ",
+	"rJegGA6/SgPxDtW/g1BdV8w2y9ah+zqKVdCQ2gYb9JzVlWsI3gShjnhPLsZSgcEMJGT4tcjdsU5oufHF",
+	"huViDgSCg5Z5qqQT6EXBnGG4R5QE2H3Leji6ygqdXXnYexSTdO/6j1YiYe/fvGTPnj17gUYRzbrtM54c",
+	"Nm40QCnJ5OgaIVa/6a59cApm74T5qV6KSJk1KybMqonS7oWz2R09Me5Jv3pt3OWfGwg7dmV4+H7aOXw+",
+	"SztDhpiSNgqs5pjNIg2bVdk0VYSB9auHxqyTCMqfFKnYT4OEiKwXAIxOZJgpmBQN3iXzJicCptI1mtRy",
+	"qYzl3lqAnxxHMhlXjE9KIQyQcY0l96QJaBhANeDBYXzOS2dSXbhTQwgWeBIvgy3heWAuCr4UOS3CST24",
+	"KyHmTvkzKZjxaMLkfXZKfh8I6Wg1EcYGMM3R8dQtEJlEPTp2ZqpLG2OszYwXhXtuwucBvmQXmjjjSoQe",
+	"kj5gWI4PLgUvDRlGTn/EyXRfnV8wqbKiyoVTyo3GzVD4zlTh9IR/EsxVcQPh/SETzj46Hgx8Iglp6+zC",
+	"m8vIewyb8mvh3kk3tCuW3/FLUdwCVGlDjTTo9wMQ4uE37Eosn2Ke25zL0iR1FliJ+z9m/6ouRamEFY6M",
+	"3XedQXsllpAwwEFaQliYNu2bZzFMsVsINw+TsFxOpDUJe3LwJGFPfnmCG/ek/yTBBQaFzFFlHL1h+LhT",
+	"l+D5XsL0HOdbEGY1VZwh3hAef/L0SeKdM/Abe/XDOTPVZa5nXKp4pEfPn6UqHmvaIeujn+nZUyv4LO0A",
+	"RCtkAorZ3C4RaV4UFEpKVVgqXA33xCVH7DAs0fHRkd/3ES7h6IRxuAfenDq7c+WOfloNBs8yt87uH4LC",
+	"zjRA2GLBZ44PyqJArc5Kx6o6E13knTboznfcCiWM2YzeBYQeVyGiTmwLVSQNh8FDeRK0vWKgexzDK5b0",
+	"sMgjzZu4YdfvwGEyGAzwMDqxGJ6QUTjXqSa9dYDD/PkgonP0C4HN9WLT7y9afzewnnk7AAOdHd5bA6g+",
+	"NzlZUBqN03YrZ7PAwnUHhOty29nbQXt3c8AR4/jq0bTJou+lGZOX1qtn7u9ftMoEGX+/8KIgv1urnvaW",
+	"XHfRK7ijY/+MNwlaH37Hq4BN2DMmcLsjoObChs3dR/IT1qSQ+pD2Mb4VnPsA/1vHYrg9ukU9DF/0OVGX",
+	"S0fcohifeNobV7Yqd4YGtB23d7X1v5pgt8QIAbIVceMMX6aqokiiswIMMHam+VOTqqPnmC8UycE+G7kX",
+	"jNrSlQNnIX/EaJgqSCohPgk7tQQ0qVNflWZ0I7Kcm4OJPqDZ/Wq06r/nC4/+c9OE4E0LnoTAolsRzw3A",
+	"8qekE6GJohMbqXuXVdlm2r0OXlULiYIT7X2ja74yHqUvtRv/maasoQ3Z0xRc9vc4Xt/0KMY42EtdKULk",
+	"Lqa68AGvVhX7DuETMR6LrIH5Xh8rInXrYBsTzlTJII13kQQNyW9an5Deqap/4Tfr6+gvbnCkb/DVFkF9",
+	"uY0wSMlx97vBv8Rs3o1mX3MVUHZQBvDmce9uYLmXvg/xtnVGdtfPB0vb6UCYcFPY6bKTdCDOAj4ikO0Q",
+	"E3WMWpTXovwFE5MpOqMy9wAh3luZd0SO7R6r6IYLbduMye9BJcf8PJhFVmpjQMsBRmY2AVtbHMN8g9vZ",
+	"Hct3okR9ZMMQSB7PRckM3AfpvteixPINt5/0erd1dVlEW11rBAFWoivbOsj4hhZl6gKXqBRZwSVkFYnM",
+	"STVM2luIUsRIFFR25KxJi1LZb45blw434Ex9aAONXtS7oyDzALeIF0W0TRvcnXtDWZLOtSh92HaHkW/0",
+	"icaMG3IaKzQF3QPkdIFZ76BRgU8cqKtJ8iu72hQyzUVNIqdqc6frCe+DoEH5iElOe6pNsQjdIyPhXAjW",
+	"kKr9330CRlPL2KYSrPhi5LVYhStrVeccSGUsQC/HjHY25Al7NFjGi6LdtbS3rhECqh8rKSwzc1EUJ4CK",
+	"Bp6UqgaL67NDMMRxHU+8Ogc5U93Gnb1NMnabpvI9wLkbaTmokAAHDWxhyDjBVrR7ecm679+8ZN+8GBz2",
+	"UiUVFWFBTZTUwyRyfT3NKmP1TJRnedpJMJhWx6YgQkZrhh5QegUreHaFmhEqw5DqBXkfbmTdtAMW+I+4",
+	"b6mKI+2Qsc0wWF7qS6ewrEqkhHbDo+T6qToNxv837HJphfHu3eFOKlu7P6b4kv6Y2IAxT8gng95WVJli",
+	"Bl/zoRUNYIts94ozumHoPCZxPh8NpdYQfTGDWGP0qYCzygnujxUvINY7Ru8+0fTeXOiuqkpTDkankjUP",
+	"UZKqkHbXyGsMVikOtCYdpcEd4j4AlLPpsHrF51Z82l3VIARjBF0oiaftHb8mYVqlyuq527+Y4rve78Mm",
+	"Ghy/bm2cYg1RI3ATMOkMzb+DKCtTBc7WQVKnKEIaF4arBn23QIeH32CsatPCpUrpWENbCXnsrKNt9M6f",
+	"eOWhqXMRXgwh97WmFlCJ5MvvbU8KblE2NmsB9xFOJXv77hnCcYbno0JyLwrJznrDKWT2xiqh50IBU0b2",
+	"+RQKQrmj0Wdg+oL8azCGYOTAxyiawukvUE0w+cmCPBaFEamqk7s8qXtdSIkFfu6Oekbb1Jz4DtnDVK7A",
+	"MZqcrfLw3kNJ1rZhlWJe8IyGRPITpHzCRr99GsUjnrGmarijPP0xFpusC9LObcKVmNtemxgNN6cKOOEJ",
+	"a4pRLzKTpih9KAHatmqDxk42xd0DCrvtQ4lKEXV98BMOQe/O8mQX924prqVYtOBO4uFvd0FD2A9qFS10",
+	"mZtYqeaWDV4MBwMn1L/XyglWOy11NZmyN6XM+RKzxzfmdu2H0QEUTQtO5zZwRxTa3wBL3ISobCLdVqwr",
+	"iLKtQSnmuOIij3J2pEF0RXt6ACEctuOLGjC68Fi8kq2StE4NaE7AmU4vjp//hVHxGpYL61PIVonFXWjl",
+	"Y+Th230Lo2SFlm30GuCWXJgWj5O0RftT+MN6YdEP78/igolXEkFQtBjbdSq46j98a6bMe0zOultUihct",
+	"nI/eSJEXyNlErZj4NAFPQTN2Wj/U/xjLAsAC66ilFahzG7W/dfI/GNcmJAev4Gqj413q2YbXiNjGjqO3",
+	"iEhzJ4rACVAJ01GE3d0JftuZ3TQL/0w7Ewhk11bgyl3zy+6DsNrn45HeNHI7NEKkm4+FwWSdvbKJLeg7",
+	"rF5IX99/4T7dRrimKuyGxJvtMWlwJtOCqHYhPNOlaLMg6zQEqOEKBSW5AhMOqmvSW80J/omlXFroeuXo",
+	"4sDbj2qc3L7nUX3gRK9zItKWjZjKIi/FrXB4fw/r+owcU2hreki4oQoMauPzwkktZfWGuOP+4b+sbFM0",
+	"XnKllcx4wZ4fROVpurwwGkRrjfGib6InBO417el2Qu0Xl3T09XJz4YA7ZHKs6Rvo90KYXm9n5WPfAOTW",
+	"nO1Zjc247Y0ewnFbCEyJG/smVuDWVwFgZV0EEz7v1UA/k7APFy+hCLXXGHbMpF7RFXSNE7ltOh5OAqkO",
+	"ldmPbPGJbzfE1gm9Rdz/9N1ZXb4RH2wo0f3NH/ihFXoCq6htqLgL97IuvTqGPxbLXv9+cjs+I0sfYSq3",
+	"F3NpDn0d2bK7mIeMyN03MmB6W3BlPk+ZYJctQhR9+R4y7NNUVlDAe5S8QABqu1MGYux7Tc0nlN+2xX6S",
+	"mH1+l/oHm82ULxGWBWDtjulG5O2MLKSIyYfFb5QlqNNFNxQo8LzTL3cjzOrF7ypf3CcC6zfoNPM2ecio",
+	"d4em488Xps4IGAJJ8lYsRfN9b7gsqrbk6VtMu60VCda5FdRRI50YWJ9Uk0IchPMOWhqWFAYIsS+avGvQ",
+	"PJSJoGFvX8g7Gl1hE3Y5U7RlTsv5zK4edQpHSIpp5esboIpONQJqQecdyA7A+a/yXfDCths7ohCZxTns",
+	"xE/8/bcAGqNhLTZIAuNLVGNe3cyI4lqYPWyXmFRo96LJ7EInG2wcREe12GKwg7OEUMHgHYU3eUDVkOYY",
+	"spgBNyms+4cuUxVy0PvstN4Zn+LvM2Ecs2HcXAlQjZ2NR5ZQkipoMoAf2+QPxyJFbfF2NKfq9Y8mQJWN",
+	"tEqQegoxtpQAu+Cmobntfjw8B2pR5GhGmyVzbai7c4IKFqwO7a9fk72Ny3r6M76kPiGR7wFPZW1aovEx",
+	"yugQG2Gdchsf7HanSjOJcE03woJzqDDDBEEFMCeOPdRYzZGbx4hJs9015Rc0CeR72wH41t19J+hPIIMV",
+	"31qUGYNAwFBc0rcSAMB0jAzel6hg0GcWvYgzqc7w4cM7BxzXX3yHssThJkew/o24tJizxFVIDWGy0fto",
+	"3evabjJ7Q3mlemvCRH/SZ2lnwJ6xP7n/NrjdP8s8bsUXzX1ZkLrLUG97HdNxKGN723ZHBW9BI7m9W9RL",
+	"au0EeYpWzEJEHzBPXTdQ9Iz2ElbIKzx2K42YqJQNuEzgdeeR+bZXY6bYSXDbHCl97/Mt/jjCtj0mfVdf",
+	"wJY538UqfzAjdcUxKSdTUSJyhKruQn1YD7jziT+ejAebcu696dl8/Xfoi/UmI2Ra+Yo+PrvwV33ZZ6cq",
+	"3CS9NmSsz60LqCYo/13kjaYsjbJBjdZk3Sh/CwbYY5UqhDGMtpqRt/4XXhT7ZO3WtuqKcMYkSoxOBy80",
+	"ZZg1E0vd/4plnYuF1ly7rNzb/P0cQ7Y5o7PTH05DwnEMs/lw8bIdZhMbprege6KytMgpITyOBTRrlM/O",
+	"MB6a8U5SrNZrV3i3xJrwXu/sktV2NDiEKiNRGGxF5rdXXL4glvvEsLk2GAol4qY2Fgnmnw3az9S8jlLu",
+	"1DEDcv3hTLWPhXomyKgLIBwoBDl4C4tGvC6JW+gy8r7voqDcZiofDQ4T3+hr1WQGuRWZyFOeY9u1pjTy",
+	"q7qL5UyFGW+JUDbIZqMpVLfA2BDwAe0K4z3eXQ/2nKw7MunSl07BPfG/ewSpLDfvxg52zcpQQlMm3hLX",
+	"jZ38e4HbNh2ybWg3v4Bh+MkO+uim6jY88xi3tuKs1YaSMC2W8rVjKfTErQPZzUJYYTM3PLOO9UMrC1Ba",
+	"E4reYGMqJ6keVd/tqu+jKvmoSj6qko+q5JdXJe8DDh4rRQ9TYWvNH72fnPoREkBqdyBnl1Vx5R2i0OlN",
+	"GGb1MLh7uWUzIayvT5OV0ooSeo4CzIWdxvkG9VVShSSUeOMKa3WkynsyQS0EzBAW8aAHeUI1OqI8ef/I",
+	"CMq8QKID1HkBdyVeNAQQC1r+5ZLxLJP5hmY1Mje3OWG9jmYEk7nps7McCFHp+gMN/FmquuTxjrsbG77s",
+	"0fh8D250jUHKKZa8p77ZnrRaE4XJ4RfXVgg09dmA7JVJgxsc52Y8GDuJ1wOTdViXGyqN8rcrsfwb/DoK",
+	"hUKgvmsbStsdxncb+upFIwHKg0o26CD2A5DtoZxYtG16JxINn1G4Gx+BTlC+2yQh/ddKxHjy6/vPjPq7",
+	"gcqakei1sY0c+wCioWq6TQyyIxEoT9utJWIoJgfdW512mKrwlJOHUBNmBOrfiFJ9imK1Dq3vZwE1v3It",
+	"DAVYnAKI7n9j2WjGb8LqYeMVaXxcpy7XDENN1eggTOYg9DsdRUWb6LLUqlnRblUvTzrhRbcGe++UL+OV",
+	"7fvVlx9SBV5P3Pkn4bohlwPyOgcmyurY0G5yLyU5WcPgbsjPOGnPz0h8eBdTYNzP/UfN+2yD/wbFH46o",
+	"kUdxS1WSLfCkPQFD9wnRuVewzW1YmHVueyXnu2IgbjfdkQ8qasfeYrO3W8oXjYLoEONERm414KcSdtjv",
+	"Oym+oeBDO6bgNeg1oAC3wbXqAo/3WCrpvJrNeLm8awMCerzuQTARSpT7wqaKqDza7UyL7vMnTe6RaEND",
+	"3ZTEWTtDd1b8/azbgNiOtYYhRjOMP9NcrZ83785jMej/4WLQTbrdtcWOvLVMzVQUMGPSFFXD2dCerti+",
+	"wBux1LtV6rE81A2JSvXIkk3RsdPSO2oWV+3ZY8dfVSHtIq5Fch8FbuRK9Zq2XbwIwnIPJRYaKn9o6254",
+	"/u9zbLcMTQ277nPMfNyQPOCTxbaL6Qt356aOilNr513Tgy9GJsa7t+cXIneSD4ZhmLsPZKr7xy8Akent",
+	"mHm2eeUuWhPeRu4TI+xia+REiRw7Os5FSbljVrNRVRajPhuZj4Zupe637jYqbAL3+eV2N9djHw3jNKi8",
+	"EszqiYBAI5ZmSRXU6IXPsIl29Lk6nqj06fPBIKyeytkh+x7KCaaK3GkJtvAd/ZZ2qKNKZ/gTDThh/X7/",
+	"508jap7tp+Hsc1iIVBmhcmcZ9OrqJQT9GP3fgZdb5QF4+g9ArIz67JQd3dxQWCl0ADaNCojkAglRT6qc",
+	"iH4jKl/jxp0qN3BgcW7caQdrqVJPkhwLqqadMBEo+O5LlXBIqbKlhMJtaplSj28Ke3aPj17Amj0fPMPp",
+	"vXffOThFy9PXB44cW7C5G+bQZ87EynVmnvp6Rf3ZSiMet6hOYn90srqmiFZr9QK8QxsDjPuoQxtY+kZe",
+	"+7HSlm/VWnCA/8Z7g/q+42MXdLPjsKJdvIOB40vxMbwLswNDlVq9UD5CnGk1lpOqhCK1NVxuDx5M4wjT",
+	"39ZVAydyJ0jgTgZmmy968zjuwwFNJPdg7ucGxexnZ0G5DnCkOlaIBNBnZ4px9u704uU/gt8gQhdeCTEn",
+	"8Q8+xpNUSfcAPp0QP4Ld9hCImt4gItFCbFhcvI3a2pvjh3Y2vi3bagyrhJrotVsIoxZeqT8JmIaEVdTJ",
+	"PzQLKz0eHAI90hJjM7ELsn7x9pDrevedtoR+iSmQUKqh4cmGygdRLSPsx5OgUQwacapAzvj89SfG98uq",
+	"G2vRTBptsRrtsFK10g+r0fznBO4ETL/hS8OMproau0383OpWIyYu0xSljs/4EvEnBp5jXdLYYCXGVKJN",
+	"5akqhYVOclCCfPt+YsUXgLfMuXHyN1X13r7we7sy7FpEY3UXy5BGd1yB89hcbZl+EwW/sgI1nd5GjPFX",
+	"tpHjp40M5KIWNHtCj0MhQZJVgRnAPCoj+uzHulZzIY31bMUdfPS2rUzemRhc+Tf22VtsyUBPSyrawxUo",
+	"r6nC2zAeSUh6NnWrO+fuHChsFPny7NX7AIU2Hw2LHksVNjGgqvq10o55lk2m6OcZl8lJVWBpbowGgVNY",
+	"Gq/72ydWyDFReSkci4foXit7y2RetiHb87wUxrCSq4kwoQjK6GjwrD/oHx4+6w+eHh2PIC7P6d5CWlHy",
+	"InRvcBOCRboUpP+e+JWiQAynBcRoR7yG0M0gm4rsCs3wqM69oq0thdHFteMt+P2VUFqcmj7YCmBuxNnW",
+	"ZacbmmkDYdFcohWaan1l+lHnghGEOkd/avyGdqZaNlshRHf0N8zl6Pmzz52MN2kwENfGK/wVAPfHVmVU",
+	"DwesCzN8+tR8NH1RHSyEsQeHfT7j/9GKLww0bTg8enb8/Ju//PXF4PDo6WjTnA59kaQ7T2ozo7lToGjH",
+	"4MHvQ8c+xxqd45ozZnzOM2ndESk4aELWl0ZBtmFYF5LSLpdszGUZnuz1V8tX3YG/oyS8Y7fi7Ui0uB5L",
+	"s29xVI2gfs8OKLX2HEPocq/r/lUxtiVktBHCpcFrBveQnr6+sJCxmFWltEsnfqkYwaXgpShPK/fl38CL",
+	"PIMIDvxcm05gs376BC7Asd6Q4l9dFjJj71+fX0CCvx6HBS3zIUIROVT3xlh0UCUSqIJlbQEl8bx/O6Hg",
+	"B3U2UpZ6GXV5PgNhUCx7gRrdBSoq4Nh4qtyMhLIyAzDQkI3cD7qU/6G/v4UJsrWmLAxPDbyIlaCoRtLy",
+	"wGR6LvK64645oWJvbkhQDA+Q294ygHt6+B4vd0dPrw+f0rhH0ZtgRtCAKTgmYerQfhugKohlIu0aNWCO",
+	"szK1Z923egnOTSiWGdVM5sqvFCzUa6hKNSSReHyDXXeeB9eN015G4PzApXxK6OA//2q0GqWq62tjkXOI",
+	"KzbCSlcj1H68CeKW8pLn1Drb13XDFtb9VB0PfLeVyJ0C4ALw1aKaBOc211k1gwYaHngBr0zYotSOgBzJ",
+	"JgwsFDUJ7TDa+nFD3Tu/AfW3cpEV0FwUAEYeCA8N/AA1ASYwjsWtpHcnT4G4oc859gqXuW/v5dVG90Kn",
+	"GB81eqBAFoHEb7vvzQsnzaOOIt2cW+67I4Xayu47eYUbI6A7kbM4rnkhc/bh4s3BXxP24c8DaMhTIkxl",
+	"ziV0pjJVWeqJU9OFyfhc1CXq0ir/62DAwEJG5pMwZCCGkEelM6iUMNa9KBdi7pGS3xyzQlyLwvROQNvH",
+	"zXRGi9fQLiu3j1eoqxmhjGBdP+A1oLLf24AMdMo3RrRhE2rbG1GZ4iYTIhdQVztVP7p190EmsCIFFG4M",
+	"aQSewMAt6onRaSre/eku9ECJdFdGr0jAUaOUEUOOe8KMEGy0EJegtY3g468qf6TdEW20loMlNVFJwBfQ",
+	"C9fXp0U8xtE0dKDFUm2dmo+GVEn2PTeOhk/fnUUVFoadw/6gPwBgwlwoPpedYedZ/7APLYm4nQLTdxwI",
+	"War7iyII4SCc5eBqMRblJTxIJ8Z0hj+1C6D6lqfkIvqUbL3Tl1/9rSPd0OF4elfcsFnDD5e71e/U/jRV",
+	"Z7vDk6FyQv3kbSIXVukcn4F33mMZt9aJlXrWGNxuQfr7KpDWNiSr9x/Qz1ClY66VQUXkaDBAgIATtaj1",
+	"RULnV+rTsseWgC8UVJbViQvKVm+UmXA7cekrbodmZe5GgB4d4/Davhqm8fRbnnutFR453P7IB0Ui/D8i",
+	"x4eebX/ojS4vZZ4LQNgcHx3t8pl5qTPHuy4RWnx89GL7Uxdaf8/VkuYENsTzXcb3QfFrLgv/LVJ7tz8H",
+	"ughqqh5A0nmHZQywSmrDFeuVQl3mEPm/XDKJ8AE+cYyKIl2dn90La5b3lCrhgZ9ctzaDgDCYE1oILQgl",
+	"I8EficX5HPe+XGIcLnr3bzL/5D+AzQlqZLMeM2RKCatZW+J79OXMarTz0w4virQzZLasxCgB9cG71us2",
+	"laGwH0SjQnk/1OMQKtyEMIeiCPBeamq1c9nAIfyZqqi4Q+gjitUyUWI1pQhVRQyChKTutzpf3tthXykZ",
+	"+qkZiXBz/fSArKZZ97GF3Wwp8fj7Zi2Hz3ZiEhC/+B/gReeCFMWaJ5jICQl5JlA4Fk9J3RZzAEU8nKrs",
+	"TlFvByblGMlG5ezvAnWzzkPL0DaCvvBG5u+deAfH25/4Qds3ulL5H4oM/y5scAO0ktK+GvvZq86nn9fp",
+	"7yn6HkBQ7v++ZIN0vaDeBOJmLsulj7li/I4iiT5yRbc44QhdDedFZVI1wmF9uxwFj9owwjs/MeTzoBZ7",
+	"IFQPn8/qFnLejqy7kh4dT3tt8us1fKk+a/cvvfALX0l4BdNFbDrobqNwNXEv7n7m9z2Mgx0O40utxoVE",
+	"r/GjrIo9vJ3hTz83tOjKTBERWTdWo/OBUIOVns59drrmWWx4FHcUYQ1l+355SFDJ54S6RaEL6jQlFhnL",
+	"OOaLDP0/jHtiACzFZzGd2qhN76klXZyApvnbCkuaZoXgUIHO2YWw4HV2CmbieU0gh0YGTkVInJUwlcbq",
+	"cplgMgDjcKZoNFA/DoLgm/Xmryvkk+by/tfJ/L3ZzB9KV+Wx9RqUUjoIpQBUArl9lF70+ux48MInsCP+",
+	"xj2/+1kPDZTu8ayHomN2SCwI02A9FBc97KEaZGgJ1tUlhiwX0ohU+dPeC5CUo8GA1sSd+AlYzz7LFlnl",
+	"QmbiBL6QKkKCmvrL6DUjXrrGVesmZCGHMaBgl6zb6FzWZDc9wESQ/9sjicH5jhEO3xcT2rhhjOZ4cAwP",
+	"0cBCr1zUc1I11UUOXnd4NAFPvLR1kMhYWRSMZ+6ThcgnglzmjnHK8crYKVKBSRuEzup6j0YOwYwFj5Fb",
+	"xhlGUMYlVZ7xdX3CQi9xlHYpMj0Tpt49ShfFcIwXTciCUnURVhtkF0UPvex6YupANkIrIAIrVCaoLick",
+	"YKSqUjnggBFYFkY2wqCg5RMMCvbxb3hB4xd6gkKHWEjWcqDNf3x/+pLpMURrZgw/FEfnjMhKYXtDLLcX",
+	"rqTKjS4QDhAnjdKJDVHSNLpcBfwcy2WAx7kl02WqFm47LwV2EITX9EANljZWjiFaFTqV8SAs3RKlCmmC",
+	"VtJnntP6EZ6adRdTxKxDm3lLaoItod1Zqi6FUDiGpcA2WdxScY1Mz5dRlDLAxAYIxh6XgrKK3XE8YUZj",
+	"eM43//MkHlsL9EpcIex1jvNp90zBhx9StV9pkPG70u3fBy6p9AIqTYG3v/dfpd//ITX10P3Ys4q6C/JW",
+	"pfzEsXgf3L9FaAOwYquL6Q0WcX8wCoX3b9A9AS8DorGg5k2K6guYR7fT13Q7RTvjhEnL7tRkB2T2me6o",
+	"mlSfYkLjZ2uXTTp/CS/9fZC6W1DqfPBI8b8HikfiCAC+J2ataBkZx3VED2rYk2YbSlDVeQBohbQdEqL3",
+	"OAF9IzDjXZ0C/mAkGzU43kC4NVBvJQL7Ow+X/0GIzy19M+DtFzwmn0AvwGbbWRxkZFCm9968uFlHHGEb",
+	"++jKhEhfazddT/RbYRfOUHhOaZhxw/qEzfT1etmAJ75eqTsCAIZbfT00kn6+mmz+fFCjfAQvs+kBVHwl",
+	"JHLUEbk5wtMQxwv2kGj01Y9H0fjgYf3BS1kUUk0O+Fx2VhvUdp7PYARzUb6sjNUzLN6zPoIjDCLSPYlb",
+	"LakYL4p4BKudnTtP/QMAiGoM8Kite3C0THNRHvinMcmPwPD12I4GjPuW9XG3emjZC5jV40HCDgeDTSvW",
+	"aL7t7KLQbvt4kKyuZzQ0XlolSlrQla7DRwPgWvvwOkri3MlOO7xnPtvGY3E8v3t++hio+UwlAxPmeASC",
+	"jys3rfP5FU0h2HHU62qN/7+C3wP/X6Hk45aiFlij7dHX/0chIdyw4O/ts/dYnxbNiuPBC3Ly1RnFrDJ1",
+	"rbc2VWKTU2ATGQ2+AEO8iGqaPVpEX9EHQIUum14A9FOtewGaGuqdLHcoj7FGjZiYFxHk/btw8eWUAfiF",
+	"Hbi3nwPvJ/gvPQ+PSsVnKhXQzCwc1ZMdCmPcrm00ythtdEycR1XovlLSCLUc3e2MrbR63fTSUH/zDtkk",
+	"UcHiLU+vFKGKqiJ3Q91UyDGccoNpGVjQhMGtI+ZLZOPPPUhfc5fo+SD68XF6YeKz9vxjTnmYC+wamKo6",
+	"Vw5ajAtn2xUnsSKBRQyEkwtFQQC+GRU8upkXOg82XdvqwBgaC7NTJetvWuos2iWkSo11Oes8aHZJo9r7",
+	"/0SCyR8+VSRKNd6YLVJzuG2utFCi/4s70/Yj0K/j0KgbGGx2abCRbwSNhcFHjWbQI4ZPXQrKMbkWeZQb",
+	"+ugQ+d3rLs8Hf9n+zJky1Xjs9Axlz60u+eQenSmQT1y3bIM/dUn9lHpYYKelTQzrYheXTYxhVRt6im0v",
+	"zC7JZHFXaahNA/1mKZEM6potFCZddd+9Pb9IVfNLEAOl3tBYISoUjUrYq9ffvb54zdaf6CW+3Jb/gJ7N",
+	"eSkOuMoPjLDDWJZHo8JKQATr4TZVWJYdyzdQGwEuC4DTFtI4U0QqNkKY1yhZaYScoAMCk9cBlGfYRDOt",
+	"+uytzzQrtL6CbNhqzqxm2Pc2ZOGFWUH5NpkjHz/xrX6hzJfV2xoQp6rRgZidshKUHYEFFnz+AWS1QXth",
+	"adiUlzMARI4hAz3eAFgPdLs1dSzM/G40qOYWO1QPfT58jvWAacF7TqkKg/HFwKgCBsHe1kBMzbbRD5Vg",
+	"194l/gtbw60tyFskzI/Y8Nr3v/YHz22U7//9mHP3x1LqGhyPTpsuwxlZOXernc5NQqzEZ9/tzNovvdup",
+	"nbF/iNgUtlDsburi3euz18iDxYyh3SbBfZOq0FsZClGsdVJmXeBFJc5NUbELQ51ZqGVjqrTy/H2lEYy0",
+	"vr1kgjKPqrcQeNlXakkV1VMTvjyLYSOY1E9nP7x6/X8/99+cvf7u1ajP/j+o1kEtI0tf8zBVoXox1Sle",
+	"lNIKX1hDek6GhR7zUOsY2udQCZBUYT9P96BptDsKhVmM1XNWixAs9KOoD6gvPtPsiQl2l++wqVUmhsBn",
+	"bblkXUB+L1OFuWdYUjogURFXHt5ct+EkyDVwFGyiHXCqyV5dsoEi3Reg6A/Ve3b2PRX1y+V4LADZig26",
+	"1wZ2fHTUZ/8SS4ixwvBxDZFS2odBuyacVWKxRZKZ80zQYiIZwgAgNxxfFzrhYamVANY9fBZ6HMGNoyRV",
+	"VDbCNxYF/UDrK8eDW4G4TZPKQKPQBxZkcRf/ryTG4u6xG1wIJVwNRJL47hyg+HhNBZb9UaL9EQO+UBSg",
+	"FlxYawrskV/1pfF8NO5dvIvQmpfiWorFZrF1AQWY1noku3OfBMEEejs3qzdhq69u1FovSIxegqIgcO4k",
+	"ElHob6wb2qSKG0Yjbby8bhQX2ftuKRa6zA0WR8PeVqnS47ER1rBczAUiT+BA5E0BCJkQE2GhcAYKoYyX",
+	"5ZIp7Rh/pbLpqR1idTL8kxrZOWsGPzVyhw0yJ+RMtLGwd82ZnM9Ftu4a2lAVAtCf2MKzbow7SFhdOmCA",
+	"DVHbvKfYRyj2nu5TevF35H26x6gZ0f/GfGaiQVzzR875h+KcLTvYLJTOcjGWCmqFJiFHyPBrx6rk7kx0",
+	"N0RN5Ab+38XU/OEgMrVPUDt7EADePBa9Pawev4L0hhRw31Fpc9hgE2xmM60Mvojj/SKSiY80+FXBM/U2",
+	"bIw9fRZIZn3jZ6KcrDifgweCgQMCixJoJfrsDTT/855H9GCmyhvuY2q0oos84rXN04Fla+kBKsqAj6Uq",
+	"fOZcWDheo6zUagR1z9A3P2K2KpWJzqRUVq81qz1hxr8BPPYj9BJgRde5NtK2qmoI5WmcxofTgL4Obmgb",
+	"G/DIof9advAYf/uK8TePO4pa1+yFPNqql2FG4E4opDdw54MjkX5+4MTB/xmcyX+t4G8AU3jcZgCIOYHa",
+	"DsaigznZmPd8v5m1bZHlByjTpOfYuQE9y1gyiWNvJqxp4rsdyZnwFOuHlqruCNu6/6CtGCVshDef2hGt",
+	"El128h9wJPjnt0usxpEqbIfjvaWUGo8udLyVQXTm1EavXhkC/u6D9KIYn5BydEl5a9GTvpD4TM+waEuq",
+	"QpkOvAtKaIx1UegFmBnUlzwg99/xCuvb0PhqjceHBWAdQyuf0OjKfTpaylY/lXvjA+s+8I0oRvw1NR3a",
+	"4UdF5xEkvTm0fLJq6esxNUD3NlDD8g8HFIpDxfiQ/bSYyE/fqses+JT/MP7kR7fugyg6/4tu3VgMQ/Tz",
+	"w8VLLEKlQjjmP1rdryOl/bSiYL3n0iPv4aW/B88gx26nj4IyJH4+Gvgbzup7Aj6uKVcMrlBpRl63z72z",
+	"hDRXcn7P9sjrG57ZYum7MYxA3pHlANVZRxhidp+eizxSAJS2oQKiyCleHLWnTbCfgmdLDKoZJlT60Bf4",
+	"cW/IJIS0R/SJX2ZcVbwYUY1r0kGgPyy0AZYG3KGAngH4kjMosEE8WUzjCJoEX/KdZOppaOXGYqZ6oRg3",
+	"CMKNbFAYyweY/gnjVInb/VZbGVwxwctCCgAp9FP147rOFDuMa/fvlLqOwWChqVakS50ynH7A8klD7Sxo",
+	"6K2g1ys5f2gH7pWcf2Wc67YgTlJn30b798i5H02cZhVgd4wD+MYzPPI66ZK6/gHfIOCeZ4R78Wo6v/fM",
+	"rk8JPBRqpMI4I65bNwwfU9YAIGl5djUpHQk5VlcKM9VF3rCGBoMBca4eZEPyooh6i4e24pdL4JUKuWI5",
+	"Qe4XME3EkckRBRxPqgm17fFlZal+L0qRqF95c6CsawRO8Q3WGRsRAx1hO7t1RxqC2U3UyVSrYjlko7px",
+	"6QiLoI6odeiIdeuoH6WARlJALxRBtiZcKmNXmkSvNrHveeGw8p6E8rm0hV5Dqbpa6YLq9syze8JZhZQL",
+	"KiLEY4GTKoTBYVQQE0/cdCvl8fzswjdTJSEEzdiVJqRYmwyhJx5YjKw0sm31hh19uRqD2E8+rszc5Vkm",
+	"5j6uG/XwfZQijxHBezIY3iDpNXiN8pxW6YVjzKQUr7dFvk0C+S9sLmB7Trc8pLpGn9ikreHlxwTv+3MU",
+	"Ndv/UWwMUPLYtzMJZRKdmKXcoczd6gwbJQxmR4SoynpwbbVaMvVqvjXkfEH3/KGDzTiJx7IGf4yyBqu1",
+	"DHxj9CuxxOboMU3Dpa2FDZAAfq9lDXB0X6eoAa3MY5XGxyqNQAk7Hbam/Nhabz+cvgdm8JuUFRznI0jo",
+	"q6KD9yCv+wUK/7vS1hne83mxZFb7xDODDc1qpzJa3cM45Vr5Xqip8v5fTAsGp8eVmFtn9H90H4DmQAJK",
+	"oUNCrwhqA03c8itBLuqoxT8t7AncSQm4ZqoX1H1tPBYYcAA4odkM/I2O2EPJp68D+r39ZHvI73/pCX+U",
+	"bfcE2g22leIzkdBBTfDkQoYqLwq9cITkVsaaNTa1L9r3Fkn59Eosb7e5Tt+d/cvd84DHCj9xWxMEN8oE",
+	"elp5/OajAP3dNExwm8O6U26mJKagiSf+DFFdjDVO9ULdq4S9xcRCirofE+uBbB0cItk1f2ST5xEmci8m",
+	"jwq4aZ/9RXoEYCXCkWLSYGBL+uYcIBP2YfdPf7sSy7Pbc2/fi2t9VR+j7Zm3+MBj5u3XIiNcf8YdjZyw",
+	"uHzM4BC7NdupUFALDm7dCq79HO7si/TOuZ3WuFegus6qvr6Cg/1OqImddoZHBIT1f9dQ2FDM9+eVBn+/",
+	"dS4FL0V5WrkHfvrZsW+sE4UDr8qiM+xMrZ0Pnz49PPpLf9Af9A+Hfx38dQCsnma+nl7RbBghhWmU5sXm",
+	"p1CvT1PpnijKHZpS9VcKHUthOuv1iF/GBRWNrwS4Wj/RRC+rgzbrb3urICjpht5I4I8LgNAwrQcTRa/G",
+	"/Jf11zqGFHfoGRP8KgmZGXXD0ZwJ6L0PRcEMaai+wZAze69E9EUKCrR8EplYVOqKuKXbi4Z2HL0NSdht",
+	"7UJcTrW+AvYF33hFUdjNFVzO0dmeYQEp37PVajZCtbxflcWoz87/fR709ImwdZT9n+dvf4AKLJCp4iTT",
+	"xNd/CYt/DqQcrnJrS3lZWWEIYHCWe3SB3zn3S/fN2Zu37GMlKmGG7Ht8+O+lruZnOfsbq29NUkVXX4m8",
+	"CooK3EXv70GDW48emwojfAUrQET8OKWuywtdXkGjaq1Ewt69Pb9go99S7K+UdnzLaNGHHz6NUtUdNRuz",
+	"jnqwdv4+t3hYyc3/BLiHEQtiqHeSKvgOV2z0GmjIv8pDUHzvTqKwD++/Y90R/oFv60ExSm8aUe+EQqtJ",
+	"O16BaNp3q701FSDqjZ+zrvgI+Dpd71uN/sf1rKny/w48IKI8gE8dbOGKW4uYN8YCwJKkpkOtCH7kSZiw",
+	"jPDAkPFU+dOI0IW63T4o8NICdsftO8AFTVRAs+5WjavZOt2VAmmfN9MPSt4QfsUgFhS5DdAF9pyWE4VM",
+	"bOviQxVky2fzzxvT6PrwbyP2ZzYVN9CQ+uD8H6dHz7/pYvPpBJH27jPszyzt9NMO+zMr+QJ4Qe8kNIYW",
+	"MHQowgoPAgJLWyoqqADsOuMHvqZczvC77iEOeTQQnPXfBCwaFAHw5vIOC3Lu37XXgjxQHMpzaOJge7j6",
+	"VuFtS3Z0c8NmgitTdzk/8drzx0pmV8USJAtwOXDCLniZU4ILaoBrwsEXXUCf7Xthy+XBKfy76wlUl9Ck",
+	"/OLiHcu5pbbPpBne2/sirXF94lDBMYTseWibD0UqM62UgEKvDApUQpB5tYX8MHQhB6l1ybMrp4zUOMAI",
+	"cDLjN6f4lEkQ08dywXOnceayFJkNKG/KzUTo8W19mn23/WQVS1eCEAL+ZLVbFqfXkSR+YpwsaAcbfPr0",
+	"/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

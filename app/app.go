@@ -68,6 +68,7 @@ type App struct {
 	throttle   *throttle.Throttle
 	handler    *handler.Handler
 	master     *master.Server
+	resumer    *master.Resumer // paused schedules due to resume
 
 	adminKeyPath string
 	srv          *http.Server
@@ -387,6 +388,7 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.resumer = a.master.NewResumer(0)
 	a.metrics.countForwards(a.master.TokenForwards)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
@@ -734,13 +736,13 @@ func (a *App) Wait(ctx context.Context) error {
 }
 
 // services lists the background components in the order they stop: the
-// emitter first (no new events), then the handler (in-flight deliveries
+// resumer (it emits through the emitter), the emitter (no new events), then the handler (in-flight deliveries
 // finish), the throttle (tokens taken but not sent go back), then the lease
 // groups (the units go to other instances at once). Start runs the list
 // backwards.
 func (a *App) services() []component {
 	return []component{
-		{"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"resumer", a.resumer}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
 		{"emitter leases", a.partitions}, {"handler leases", a.shards},
 	}
 }

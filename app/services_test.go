@@ -6,6 +6,7 @@ import (
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/lease"
+	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/throttle"
 )
 
@@ -26,18 +27,23 @@ func TestServicesStopOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler")}
+	a.resumer = (&master.Server{}).NewResumer(0)
 	got := a.services()
-	if len(got) != 5 {
-		t.Fatalf("%d services, want 5 (emitter, handler, throttle, partitions, shards)", len(got))
+	if len(got) != 6 {
+		t.Fatalf("%d services, want 6 (resumer, emitter, handler, throttle, partitions, shards)", len(got))
 	}
+	if got[0].Service != a.resumer {
+		t.Errorf("first to stop is %T, want the resumer", got[0].Service)
+	}
+	got = got[1:]
 	if got[0].Service != em {
-		t.Errorf("first to stop is %T, want the emitter", got[0].Service)
+		t.Errorf("second to stop is %T, want the emitter", got[0].Service)
 	}
 	if _, ok := got[1].Service.(*handler.Handler); !ok {
-		t.Errorf("second to stop is %T, want the handler", got[1].Service)
+		t.Errorf("third to stop is %T, want the handler", got[1].Service)
 	}
 	if _, ok := got[2].Service.(*throttle.Throttle); !ok {
-		t.Errorf("third to stop is %T, want the throttle", got[2].Service)
+		t.Errorf("fourth to stop is %T, want the throttle", got[2].Service)
 	}
 	if got[3].Service != a.partitions || got[4].Service != a.shards {
 		t.Errorf("the lease groups must stop last, partitions then shards")

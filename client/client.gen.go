@@ -58,6 +58,7 @@ const (
 	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
 	FireDecisionEmitted         FireDecision = "emitted"
 	FireDecisionLate            FireDecision = "late"
+	FireDecisionSkippedManual   FireDecision = "skipped_manual"
 	FireDecisionSkippedOverlap  FireDecision = "skipped_overlap"
 	FireDecisionTriggered       FireDecision = "triggered"
 )
@@ -70,6 +71,8 @@ func (e FireDecision) Valid() bool {
 	case FireDecisionEmitted:
 		return true
 	case FireDecisionLate:
+		return true
+	case FireDecisionSkippedManual:
 		return true
 	case FireDecisionSkippedOverlap:
 		return true
@@ -410,7 +413,8 @@ type Fire struct {
 	// or a one-off accepted with its runAt already past; skipped_overlap:
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
-	// was left; triggered: by the trigger operation.
+	// was left; triggered: by the trigger operation; skipped_manual:
+	// skipped by the skip operation, not delivered.
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -454,7 +458,8 @@ type Fire struct {
 // or a one-off accepted with its runAt already past; skipped_overlap:
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
-// was left; triggered: by the trigger operation.
+// was left; triggered: by the trigger operation; skipped_manual:
+// skipped by the skip operation, not delivered.
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -499,8 +504,11 @@ type FireTime struct {
 	LaunchAt *time.Time `json:"launchAt,omitempty"`
 
 	// Local Wall clock in the schedule's timezone, RFC 3339 with offset.
-	Local string    `json:"local"`
-	Utc   time.Time `json:"utc"`
+	Local string `json:"local"`
+
+	// Skipped The fire is skipped (see the schedule's skipUntil); it will be recorded as skipped_manual, not delivered.
+	Skipped *bool     `json:"skipped,omitempty"`
+	Utc     time.Time `json:"utc"`
 }
 
 // FireTimeDst skipped: the wall time the schedule names did not exist that day
@@ -546,6 +554,15 @@ type Misfire string
 
 // Overlap defines model for Overlap.
 type Overlap string
+
+// PauseRequest defines model for PauseRequest.
+type PauseRequest struct {
+	// Note Why the schedule is paused; at most 1,000 characters.
+	Note *string `json:"note,omitempty"`
+
+	// Until When the schedule resumes by itself; in the future.
+	Until *time.Time `json:"until,omitempty"`
+}
 
 // Payload Any JSON value except null, delivered with every event (at most
 // 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -785,16 +802,29 @@ type Schedule struct {
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
 	Overlap       Overlap     `json:"overlap"`
+	PausedAt      *time.Time  `json:"pausedAt,omitempty"`
+
+	// PausedBy The prefix of the API key that paused the schedule.
+	PausedBy *string `json:"pausedBy,omitempty"`
+
+	// PausedNote The note of the pause (paused schedules only).
+	PausedNote *string `json:"pausedNote,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
 	// leave the property out for no payload.
-	Payload  *Payload   `json:"payload,omitempty"`
-	PolicyId *string    `json:"policyId,omitempty"`
-	Priority int        `json:"priority"`
+	Payload  *Payload `json:"payload,omitempty"`
+	PolicyId *string  `json:"policyId,omitempty"`
+	Priority int      `json:"priority"`
+
+	// ResumeAt When the paused schedule resumes by itself.
+	ResumeAt *time.Time `json:"resumeAt,omitempty"`
 	RunAt    *time.Time `json:"runAt,omitempty"`
-	Spread   bool       `json:"spread"`
-	StartAt  *time.Time `json:"startAt,omitempty"`
+
+	// SkipUntil Scheduled fires before this instant are skipped (decision skipped_manual).
+	SkipUntil *time.Time `json:"skipUntil,omitempty"`
+	Spread    bool       `json:"spread"`
+	StartAt   *time.Time `json:"startAt,omitempty"`
 
 	// State `completed`: the schedule fires no more (a one-off that fired, a cron
 	// schedule past its `endAt`) and all its events are finished; it does
@@ -1091,6 +1121,15 @@ type ScheduleUpdate struct {
 	Target   *Target    `json:"target,omitempty"`
 	Timezone *string    `json:"timezone,omitempty"`
 	Window   *string    `json:"window,omitempty"`
+}
+
+// SkipRequest Exactly one of count and until.
+type SkipRequest struct {
+	// Count The number of next fires to skip, 1..1000.
+	Count *int `json:"count,omitempty"`
+
+	// Until Every fire before this instant is skipped; in the future.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // Summary defines model for Summary.
@@ -1462,6 +1501,12 @@ type PreviewScheduleSpecJSONRequestBody = ScheduleCreate
 
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
+
+// PauseScheduleJSONRequestBody defines body for PauseSchedule for application/json ContentType.
+type PauseScheduleJSONRequestBody = PauseRequest
+
+// SkipScheduleJSONRequestBody defines body for SkipSchedule for application/json ContentType.
+type SkipScheduleJSONRequestBody = SkipRequest
 
 // TriggerScheduleJSONRequestBody defines body for TriggerSchedule for application/json ContentType.
 type TriggerScheduleJSONRequestBody = TriggerRequest
@@ -1881,10 +1926,33 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/schedules/{id}/fires (the `ListScheduleFires` operationId).
 	ListScheduleFires(ctx context.Context, id ID, params *ListScheduleFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PauseSchedule Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+	// PauseScheduleWithBody Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+	//
+	// The optional body keeps a note and a resume time on the schedule
+	// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+	// prefix of the API key that paused it). At `resumeAt` the schedule
+	// resumes by itself; fires between `resumeAt` and the moment an
+	// instance resumed it follow its misfire policy. Pausing a paused
+	// schedule with a body replaces its note and resume time.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
-	PauseSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PauseScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSchedule Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+	//
+	// The optional body keeps a note and a resume time on the schedule
+	// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+	// prefix of the API key that paused it). At `resumeAt` the schedule
+	// resumes by itself; fires between `resumeAt` and the moment an
+	// instance resumed it follow its misfire policy. Pausing a paused
+	// schedule with a body replaces its note and resume time.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+	PauseSchedule(ctx context.Context, id ID, body PauseScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewSchedule The next fire times of the schedule, in UTC and in its timezone.
 	//
@@ -1895,6 +1963,36 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SkipScheduleWithBody Skip the next `count` fires, or every fire before `until`.
+	//
+	// Exactly one of `count` and `until`. The skipped fires are not
+	// delivered: each is recorded, when its time comes, as a fire with
+	// decision `skipped_manual` and no events. A count is turned at once
+	// into the time of the first fire after the skipped ones, shown as
+	// the schedule's `skipUntil`; a later skip replaces an earlier one.
+	// Waiting events of fires already emitted ahead of time are
+	// cancelled. A manual trigger is never skipped.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+	SkipScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SkipSchedule Skip the next `count` fires, or every fire before `until`.
+	//
+	// Exactly one of `count` and `until`. The skipped fires are not
+	// delivered: each is recorded, when its time comes, as a fire with
+	// decision `skipped_manual` and no events. A count is turned at once
+	// into the time of the first fire after the skipped ones, shown as
+	// the schedule's `skipUntil`; a later skip replaces an earlier one.
+	// Waiting events of fires already emitted ahead of time are
+	// cancelled. A manual trigger is never skipped.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+	SkipSchedule(ctx context.Context, id ID, body SkipScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TriggerScheduleWithBody Fire the schedule's n events now (decision "triggered").
 	//
@@ -2651,11 +2749,44 @@ func (c *Client) ListScheduleFires(ctx context.Context, id ID, params *ListSched
 	return c.Client.Do(req)
 }
 
-// PauseSchedule Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+// PauseScheduleWithBody Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+//
+// The optional body keeps a note and a resume time on the schedule
+// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+// prefix of the API key that paused it). At `resumeAt` the schedule
+// resumes by itself; fires between `resumeAt` and the moment an
+// instance resumed it follow its misfire policy. Pausing a paused
+// schedule with a body replaces its note and resume time.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
-func (c *Client) PauseSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPauseScheduleRequest(c.Server, id)
+func (c *Client) PauseScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSchedule Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+//
+// The optional body keeps a note and a resume time on the schedule
+// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+// prefix of the API key that paused it). At `resumeAt` the schedule
+// resumes by itself; fires between `resumeAt` and the moment an
+// instance resumed it follow its misfire policy. Pausing a paused
+// schedule with a body replaces its note and resume time.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+func (c *Client) PauseSchedule(ctx context.Context, id ID, body PauseScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseScheduleRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2686,6 +2817,56 @@ func (c *Client) PreviewSchedule(ctx context.Context, id ID, params *PreviewSche
 // Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 func (c *Client) ResumeSchedule(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SkipScheduleWithBody Skip the next `count` fires, or every fire before `until`.
+//
+// Exactly one of `count` and `until`. The skipped fires are not
+// delivered: each is recorded, when its time comes, as a fire with
+// decision `skipped_manual` and no events. A count is turned at once
+// into the time of the first fire after the skipped ones, shown as
+// the schedule's `skipUntil`; a later skip replaces an earlier one.
+// Waiting events of fires already emitted ahead of time are
+// cancelled. A manual trigger is never skipped.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+func (c *Client) SkipScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SkipSchedule Skip the next `count` fires, or every fire before `until`.
+//
+// Exactly one of `count` and `until`. The skipped fires are not
+// delivered: each is recorded, when its time comes, as a fire with
+// decision `skipped_manual` and no events. A count is turned at once
+// into the time of the first fire after the skipped ones, shown as
+// the schedule's `skipUntil`; a later skip replaces an earlier one.
+// Waiting events of fires already emitted ahead of time are
+// cancelled. A manual trigger is never skipped.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+func (c *Client) SkipSchedule(ctx context.Context, id ID, body SkipScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipScheduleRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4015,8 +4196,19 @@ func NewListScheduleFiresRequest(server string, id ID, params *ListScheduleFires
 	return req, nil
 }
 
-// NewPauseScheduleRequest constructs an http.Request for the PauseSchedule method
-func NewPauseScheduleRequest(server string, id ID) (*http.Request, error) {
+// NewPauseScheduleRequest calls the generic PauseSchedule builder with application/json body
+func NewPauseScheduleRequest(server string, id ID, body PauseScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewPauseScheduleRequestWithBody constructs an http.Request for the PauseSchedule method, with any body, and a specified content type
+func NewPauseScheduleRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4041,10 +4233,12 @@ func NewPauseScheduleRequest(server string, id ID) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4140,6 +4334,53 @@ func NewResumeScheduleRequest(server string, id ID) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewSkipScheduleRequest calls the generic SkipSchedule builder with application/json body
+func NewSkipScheduleRequest(server string, id ID, body SkipScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSkipScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSkipScheduleRequestWithBody constructs an http.Request for the SkipSchedule method, with any body, and a specified content type
+func NewSkipScheduleRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/skip", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4944,12 +5185,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/schedules/{id}/fires (the `ListScheduleFires` operationId).
 	ListScheduleFiresWithResponse(ctx context.Context, id ID, params *ListScheduleFiresParams, reqEditors ...RequestEditorFn) (*ListScheduleFiresResponse, error)
 
-	// PauseScheduleWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+	// PauseScheduleWithBodyWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// The optional body keeps a note and a resume time on the schedule
+	// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+	// prefix of the API key that paused it). At `resumeAt` the schedule
+	// resumes by itself; fires between `resumeAt` and the moment an
+	// instance resumed it follow its misfire policy. Pausing a paused
+	// schedule with a body replaces its note and resume time.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
-	PauseScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error)
+	PauseScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error)
+
+	// PauseScheduleWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+	//
+	// The optional body keeps a note and a resume time on the schedule
+	// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+	// prefix of the API key that paused it). At `resumeAt` the schedule
+	// resumes by itself; fires between `resumeAt` and the moment an
+	// instance resumed it follow its misfire policy. Pausing a paused
+	// schedule with a body replaces its note and resume time.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+	PauseScheduleWithResponse(ctx context.Context, id ID, body PauseScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error)
 
 	// PreviewScheduleWithResponse The next fire times of the schedule, in UTC and in its timezone.
 	//
@@ -4964,6 +5226,36 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
+
+	// SkipScheduleWithBodyWithResponse Skip the next `count` fires, or every fire before `until`.
+	//
+	// Exactly one of `count` and `until`. The skipped fires are not
+	// delivered: each is recorded, when its time comes, as a fire with
+	// decision `skipped_manual` and no events. A count is turned at once
+	// into the time of the first fire after the skipped ones, shown as
+	// the schedule's `skipUntil`; a later skip replaces an earlier one.
+	// Waiting events of fires already emitted ahead of time are
+	// cancelled. A manual trigger is never skipped.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+	SkipScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipScheduleResponse, error)
+
+	// SkipScheduleWithResponse Skip the next `count` fires, or every fire before `until`.
+	//
+	// Exactly one of `count` and `until`. The skipped fires are not
+	// delivered: each is recorded, when its time comes, as a fire with
+	// decision `skipped_manual` and no events. A count is turned at once
+	// into the time of the first fire after the skipped ones, shown as
+	// the schedule's `skipUntil`; a later skip replaces an earlier one.
+	// Waiting events of fires already emitted ahead of time are
+	// cancelled. A manual trigger is never skipped.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+	SkipScheduleWithResponse(ctx context.Context, id ID, body SkipScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipScheduleResponse, error)
 
 	// TriggerScheduleWithBodyWithResponse Fire the schedule's n events now (decision "triggered").
 	//
@@ -7498,6 +7790,10 @@ type PauseScheduleResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -7538,6 +7834,16 @@ func (r PauseScheduleResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PauseScheduleResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7814,6 +8120,131 @@ func (r ResumeScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SkipScheduleResponse429Headers the declared response headers of an HTTP 429 response for SkipSchedule
+type SkipScheduleResponse429Headers struct {
+	RetryAfter *int
+}
+
+// SkipScheduleResponse503Headers the declared response headers of an HTTP 503 response for SkipSchedule
+type SkipScheduleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SkipScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SkipScheduleResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SkipScheduleResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SkipScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SkipScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SkipScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SkipScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SkipScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SkipScheduleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9360,13 +9791,40 @@ func (c *ClientWithResponses) ListScheduleFiresWithResponse(ctx context.Context,
 	return ParseListScheduleFiresResponse(rsp)
 }
 
-// PauseScheduleWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+// PauseScheduleWithBodyWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
 //
-// Returns a wrapper object for the known response body format(s).
+// The optional body keeps a note and a resume time on the schedule
+// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+// prefix of the API key that paused it). At `resumeAt` the schedule
+// resumes by itself; fires between `resumeAt` and the moment an
+// instance resumed it follow its misfire policy. Pausing a paused
+// schedule with a body replaces its note and resume time.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
-func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error) {
-	rsp, err := c.PauseSchedule(ctx, id, reqEditors...)
+func (c *ClientWithResponses) PauseScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error) {
+	rsp, err := c.PauseScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseScheduleResponse(rsp)
+}
+
+// PauseScheduleWithResponse Pause; waiting events of future fires are cancelled. Pausing twice is harmless.
+//
+// The optional body keeps a note and a resume time on the schedule
+// (`pausedNote`, `resumeAt`, with `pausedAt` and `pausedBy`, the
+// prefix of the API key that paused it). At `resumeAt` the schedule
+// resumes by itself; fires between `resumeAt` and the moment an
+// instance resumed it follow its misfire policy. Pausing a paused
+// schedule with a body replaces its note and resume time.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, id ID, body PauseScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error) {
+	rsp, err := c.PauseSchedule(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9397,6 +9855,48 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseResumeScheduleResponse(rsp)
+}
+
+// SkipScheduleWithBodyWithResponse Skip the next `count` fires, or every fire before `until`.
+//
+// Exactly one of `count` and `until`. The skipped fires are not
+// delivered: each is recorded, when its time comes, as a fire with
+// decision `skipped_manual` and no events. A count is turned at once
+// into the time of the first fire after the skipped ones, shown as
+// the schedule's `skipUntil`; a later skip replaces an earlier one.
+// Waiting events of fires already emitted ahead of time are
+// cancelled. A manual trigger is never skipped.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+func (c *ClientWithResponses) SkipScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipScheduleResponse, error) {
+	rsp, err := c.SkipScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipScheduleResponse(rsp)
+}
+
+// SkipScheduleWithResponse Skip the next `count` fires, or every fire before `until`.
+//
+// Exactly one of `count` and `until`. The skipped fires are not
+// delivered: each is recorded, when its time comes, as a fire with
+// decision `skipped_manual` and no events. A count is turned at once
+// into the time of the first fire after the skipped ones, shown as
+// the schedule's `skipUntil`; a later skip replaces an earlier one.
+// Waiting events of fires already emitted ahead of time are
+// cancelled. A manual trigger is never skipped.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/skip (the `SkipSchedule` operationId).
+func (c *ClientWithResponses) SkipScheduleWithResponse(ctx context.Context, id ID, body SkipScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipScheduleResponse, error) {
+	rsp, err := c.SkipSchedule(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipScheduleResponse(rsp)
 }
 
 // TriggerScheduleWithBodyWithResponse Fire the schedule's n events now (decision "triggered").
@@ -11908,6 +12408,20 @@ func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, err
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12168,6 +12682,125 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ResumeScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSkipScheduleResponse parses an HTTP response from a SkipScheduleWithResponse call
+func ParseSkipScheduleResponse(rsp *http.Response) (*SkipScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SkipScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SkipScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SkipScheduleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -105,7 +105,7 @@ func (e *Emitter) savedMany(ctx context.Context, ss []*model.Schedule, keys [][]
 		}
 		n := len(due)
 		var err error
-		if due, err = e.appendSavedDue(ctx, due, s, keys[i], now, watermarks); err != nil {
+		if due, err = e.appendSavedDue(ctx, due, s, keys[i], now, now, watermarks); err != nil {
 			return fmt.Errorf("emitter: saved %s: %w", s.ID, err)
 		}
 		if s.IsOneOff() && len(due) == n+1 && due[n].t.Before(now.Truncate(time.Second)) {
@@ -132,9 +132,10 @@ func (e *Emitter) savedMany(ctx context.Context, ss []*model.Schedule, keys [][]
 	return nil
 }
 
-// appendSavedDue appends the fires of s that Saved emits. watermarks caches
-// the partitions' watermarks within one call.
-func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Schedule, keys []cron.Key, now time.Time, watermarks map[int]model.Watermark) ([]dueFire, error) {
+// appendSavedDue appends the fires of s that Saved emits, those of a cron
+// schedule from from on. watermarks caches the partitions' watermarks
+// within one call.
+func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Schedule, keys []cron.Key, from, now time.Time, watermarks map[int]model.Watermark) ([]dueFire, error) {
 	var times []time.Time
 	if s.IsOneOff() {
 		times = append(times, model.FireInstant(*s.RunAt))
@@ -163,13 +164,7 @@ func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Sc
 		if wm.Until.After(horizon) {
 			horizon = wm.Until
 		}
-		for _, sl := range cron.AppendEligible(nil, loc, now, horizon) {
-			if _, ok := own[sl.Key]; ok {
-				times = append(times, sl.At)
-			}
-		}
-		slices.SortFunc(times, time.Time.Compare)
-		times = slices.CompactFunc(times, time.Time.Equal)
+		times = appendOwnTimes(times, own, loc, from, horizon)
 	}
 	for _, t := range times {
 		if inRange(s, t) {
@@ -177,4 +172,78 @@ func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Sc
 		}
 	}
 	return due, nil
+}
+
+// appendOwnTimes appends the fire times in [from, to) of the cron schedule
+// whose children keys are own, in order, each once: the same
+// cron.AppendEligible enumeration as the passes.
+func appendOwnTimes(times []time.Time, own map[cron.Key]struct{}, loc *time.Location, from, to time.Time) []time.Time {
+	n := len(times)
+	for _, sl := range cron.AppendEligible(nil, loc, from, to) {
+		if _, ok := own[sl.Key]; ok {
+			times = append(times, sl.At)
+		}
+	}
+	slices.SortFunc(times[n:], time.Time.Compare)
+	return slices.CompactFunc(times, time.Time.Equal)
+}
+
+// Resumed is Saved for a schedule s that the master resumed (a new active
+// version) after a pause that was due to end at since (its ResumeAt; zero
+// for a resume by hand before it). The fires of a cron schedule between
+// since and the start of the current window were missed while no
+// instance resumed it (the service was down, the resume job had not run
+// yet): they follow s's misfire policy exactly as the fires of windows
+// missed during downtime do (misfires), as late fires. The fires from
+// there on are emitted as Saved emits them, and a one-off's fire as Saved
+// does. Fires before since belong to the pause and never fire.
+func (e *Emitter) Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, since time.Time) error {
+	now := e.deps.Clock.Now()
+	lateEnd := now.Truncate(e.cfg.Window)
+	if s.IsOneOff() || since.IsZero() || !since.Before(now) || len(keys) == 0 {
+		return e.Saved(ctx, s, keys)
+	}
+	from := latest(since, lateEnd)
+	var missed []time.Time
+	if since.Before(lateEnd) {
+		own := make(map[cron.Key]struct{}, len(keys))
+		for _, k := range keys {
+			own[k] = struct{}{}
+		}
+		loc, err := e.location(s.Timezone)
+		if err != nil {
+			return fmt.Errorf("emitter: resumed %s: %w", s.ID, err)
+		}
+		// Older fires never fire (misfires): not enumerated either.
+		missed = appendOwnTimes(nil, own, loc, latest(since, now.Add(-e.cfg.CatchUpLimit)), lateEnd)
+	}
+	var st PassStats
+	m := e.newMisfires(now, &st, -1)
+	var late []dueFire
+	for _, t := range missed {
+		if d := (dueFire{s: s, t: t}); inRange(s, t) && m.add(d) {
+			late = append(late, d)
+		}
+	}
+	due, err := e.appendSavedDue(ctx, nil, s, keys, from, now, map[int]model.Watermark{})
+	if err == nil {
+		_, err = e.emitAll(ctx, late, emitOpts{decision: model.FireLate, late: true}, now)
+	}
+	if err == nil {
+		_, err = e.emitAll(ctx, m.once(), emitOpts{decision: model.FireLate, late: true, onceSince: since}, now)
+	}
+	if err == nil {
+		_, err = e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted, together: true}, now)
+	}
+	if err != nil {
+		return fmt.Errorf("emitter: resumed %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

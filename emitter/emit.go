@@ -147,6 +147,9 @@ func (e *Emitter) count(ws *PassStats, d dueFire, f *model.Fire, out outcome) {
 			ws.FiresLate++
 			e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str(logkey.Fire, f.ID).
 				Int("count", f.Count).Msg("missed fire emitted late")
+		case model.FireSkippedManual:
+			e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str(logkey.Fire, f.ID).
+				Msg("fire skipped (skip requested)")
 		case model.FireSkippedOverlap:
 			ws.FiresOverlapSkipped++
 			e.log.Info().Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).Str(logkey.Fire, f.ID).
@@ -242,7 +245,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}
-	if s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel {
+	if o.decision != model.FireTriggered && s.Skipped(t) {
+		f.Decision, f.Note = model.FireSkippedManual, "skipped: fires before "+s.SkipUntil.UTC().Format(time.RFC3339Nano)+" are skipped"
+	} else if s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel {
 		// The previous fire's events may still be in this batch.
 		if err := b.flush(ctx); err != nil {
 			return nil, 0, err

@@ -166,15 +166,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 // catchUp handles the missed windows [from, lateEnd) of partition p.
 func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Time, tzs []string, st *PassStats) error {
 	w := e.cfg.Window
-	limit := now.Add(-e.cfg.CatchUpLimit)
-	latest := map[string]dueFire{} // fire_once: the latest missed fire per schedule
-	var order []string
-	skip := func(d dueFire, r SkipReason, msg string) {
-		st.skip(r, 1)
-		e.m.FiresSkipped(r, 1)
-		e.log.Info().Int(logkey.Partition, p).Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).
-			Str("reason", string(r)).Msg(msg)
-	}
+	m := e.newMisfires(now, st, p)
 	for w0 := from; w0.Before(lateEnd); w0 = w0.Add(w) {
 		began := time.Now()
 		due, read, err := e.scanWindow(ctx, p, w0, w0.Add(w), tzs, st)
@@ -183,25 +175,8 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 		}
 		var all []dueFire
 		for _, d := range due {
-			if d.t.Before(limit) {
-				skip(d, SkipTooOld, "missed fire older than the catch-up limit: not fired")
-				continue
-			}
-			switch d.s.Misfire {
-			case model.MisfireSkip:
-				skip(d, SkipMisfire, "missed fire skipped (misfire=skip)")
-			case model.MisfireFireAll:
+			if m.add(d) {
 				all = append(all, d)
-			default:
-				if prev, ok := latest[d.s.ID]; ok {
-					if !d.t.After(prev.t) {
-						continue
-					}
-					skip(prev, SkipSuperseded, "missed fire superseded by a later missed fire (misfire=fire_once)")
-				} else {
-					order = append(order, d.s.ID)
-				}
-				latest[d.s.ID] = d
 			}
 		}
 		ws, err := e.emitAll(ctx, all, emitOpts{decision: model.FireLate, late: true}, now)
@@ -214,16 +189,75 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 			Int("due", len(due)).Int("fires", ws.Fires).Int("events", ws.Events).Bool("late", true).
 			Msg("missed window scanned")
 	}
-	once := make([]dueFire, 0, len(order))
-	for _, id := range order {
-		once = append(once, latest[id])
+	ws, err := e.emitAll(ctx, m.once(), emitOpts{decision: model.FireLate, late: true, onceSince: from}, now)
+	st.add(&ws)
+	return err
+}
+
+// misfires applies the schedules' misfire policies to missed fires: those
+// of windows missed during downtime (catchUp) and those of a pause that
+// ended while no instance resumed the schedule (Resumed). Fires older than
+// now-CatchUpLimit never fire; skip fires none; fire_all fires each at
+// once; fire_once fires only the latest of each schedule (once).
+type misfires struct {
+	limit  time.Time
+	skip   func(d dueFire, r SkipReason, msg string)
+	latest map[string]dueFire // fire_once: the latest missed fire per schedule
+	order  []string
+}
+
+// newMisfires counts and logs what it skips into st (and partition p, -1
+// for none).
+func (e *Emitter) newMisfires(now time.Time, st *PassStats, p int) *misfires {
+	return &misfires{
+		limit: now.Add(-e.cfg.CatchUpLimit),
+		skip: func(d dueFire, r SkipReason, msg string) {
+			st.skip(r, 1)
+			e.m.FiresSkipped(r, 1)
+			e.log.Info().Int(logkey.Partition, p).Str(logkey.Schedule, d.s.ID).Time("fireTime", d.t).
+				Str("reason", string(r)).Msg(msg)
+		},
+		latest: map[string]dueFire{},
+	}
+}
+
+// add takes the missed fire d, in time order per schedule, and reports
+// whether it fires at once (fire_all).
+func (m *misfires) add(d dueFire) bool {
+	if d.t.Before(m.limit) {
+		m.skip(d, SkipTooOld, "missed fire older than the catch-up limit: not fired")
+		return false
+	}
+	switch d.s.Misfire {
+	case model.MisfireSkip:
+		m.skip(d, SkipMisfire, "missed fire skipped (misfire=skip)")
+	case model.MisfireFireAll:
+		return true
+	default:
+		if prev, ok := m.latest[d.s.ID]; ok {
+			if !d.t.After(prev.t) {
+				return false
+			}
+			m.skip(prev, SkipSuperseded, "missed fire superseded by a later missed fire (misfire=fire_once)")
+		} else {
+			m.order = append(m.order, d.s.ID)
+		}
+		m.latest[d.s.ID] = d
+	}
+	return false
+}
+
+// once returns the fire_once fires: the latest missed fire of each
+// schedule, by time and schedule id.
+func (m *misfires) once() []dueFire {
+	once := make([]dueFire, 0, len(m.order))
+	for _, id := range m.order {
+		once = append(once, m.latest[id])
 	}
 	slices.SortFunc(once, func(a, b dueFire) int {
 		return cmp.Or(a.t.Compare(b.t), cmp.Compare(a.s.ID, b.s.ID))
 	})
-	ws, err := e.emitAll(ctx, once, emitOpts{decision: model.FireLate, late: true, onceSince: from}, now)
-	st.add(&ws)
-	return err
+	return once
 }
 
 // scanWindow finds the fires of partition p in [w0, w1): for each timezone it

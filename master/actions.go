@@ -12,7 +12,6 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/emitter"
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -62,7 +61,7 @@ func (s *Server) ScheduleActions(c echo.Context) error {
 	out := api.ScheduleActionResult{Matched: len(page)}
 	var failed []api.ScheduleActionFailure
 	for _, m := range page {
-		changed, err := s.act(ctx, in, m)
+		changed, err := s.act(ctx, in, m, callerOf(c).keyPrefix)
 		switch {
 		case err == nil:
 			if changed {
@@ -85,17 +84,18 @@ func (s *Server) ScheduleActions(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// act applies the action of in to m and reports whether it changed m's
-// state (pause, resume), deleted it or fired it.
-func (s *Server) act(ctx context.Context, in api.ScheduleActionRequest, m *model.Schedule) (bool, error) {
+// act applies the action of in to m, asked by the key of prefix by, and
+// reports whether it changed m's state (pause, resume), deleted it or
+// fired it.
+func (s *Server) act(ctx context.Context, in api.ScheduleActionRequest, m *model.Schedule, by string) (bool, error) {
 	switch in.Action {
 	case api.Pause:
 		was := m.State
-		_, err := s.Pause(ctx, m, deref(in.Note, ""), untilOf(in.Until), "")
+		_, err := s.Pause(ctx, m, deref(in.Note, ""), untilOf(in.Until), by)
 		return err == nil && was == model.ScheduleActive, err
 	case api.Resume:
 		was := m.State
-		_, _, err := s.resumeSchedule(ctx, m)
+		_, _, err := s.Resume(ctx, m)
 		return err == nil && was == model.SchedulePaused, err
 	case api.Delete:
 		err := s.deleteSchedule(ctx, m)
@@ -127,10 +127,10 @@ func (s *Server) selection(ctx context.Context, tenant string, in *api.ScheduleA
 			api.FieldProblem{Field: "selector", Reason: "at least one of labels, ids, policyId and namePrefix, not empty"})
 	}
 	var fe fieldErrors
-	for _, e := range label.Check("selector.labels", labels) {
+	for _, e := range model.CheckLabels("selector.labels", labels) {
 		fe.add(e.Field, e.Reason)
 	}
-	p.Labels = label.Equal(labels)
+	p.Labels = model.LabelsEqual(labels)
 	switch in.Action {
 	case api.Pause:
 		if in.Until != nil && !in.Until.After(s.now()) {
@@ -201,7 +201,7 @@ func matches(m *model.Schedule, p *store.ScheduleListParams) bool {
 	return (p.State == "" || m.State == p.State) &&
 		(p.PolicyID == "" || m.PolicyID == p.PolicyID) &&
 		strings.HasPrefix(m.Name, p.NamePrefix) &&
-		label.Matches(m.Labels, p.Labels)
+		model.LabelsMatch(m.Labels, p.Labels)
 }
 
 // untilOf is until in UTC, or nil.

@@ -91,7 +91,7 @@ func TestCrossTenant(t *testing.T) {
 		check(t, err, r.HTTPResponse, r.Body)
 	})
 	t.Run("PauseResumeTriggerPreviewFires", func(t *testing.T) {
-		p, err := b.PauseScheduleWithResponse(h.ctx, s.Id)
+		p, err := b.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 		check(t, err, p.HTTPResponse, p.Body)
 		r, err := b.ResumeScheduleWithResponse(h.ctx, s.Id)
 		check(t, err, r.HTTPResponse, r.Body)

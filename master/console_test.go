@@ -193,7 +193,7 @@ func TestSummary(t *testing.T) {
 	p := h.policy(ca, "narrow", 2)
 	h.cronSchedule(ca, "one")
 	paused := h.cronSchedule(ca, "two")
-	pr, err := ca.PauseScheduleWithResponse(h.ctx, paused.Id)
+	pr, err := ca.PauseScheduleWithResponse(h.ctx, paused.Id, client.PauseRequest{})
 	mustStatus(t, err, pr.StatusCode(), pr.Body, http.StatusOK)
 	h.cronSchedule(cb, "other")
 

@@ -282,7 +282,7 @@ func TestSchedules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
+		r, err := c.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 		if r.JSON200.State != client.ScheduleStatePaused || len(r.JSON200.NextFireTimes) != 0 {
 			t.Fatalf("paused %s", r.Body)
@@ -291,7 +291,7 @@ func TestSchedules(t *testing.T) {
 		if counts[model.EventCancelled] != m.EventCount {
 			t.Fatalf("future fire after pause: %v", counts)
 		}
-		again, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
+		again, err := c.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 		mustStatus(t, err, again.StatusCode(), again.Body, http.StatusOK)
 		saved := h.em.savedCount(s.Id)
 		res, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 )
 
 // problemTypeBase prefixes the type URI of every problem.
@@ -133,7 +134,7 @@ func (s *Server) toProblem(err error, c echo.Context) *problem {
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.As(err, (*schedule.Errors)(&fe)):
 		out := make([]api.FieldProblem, len(fe))
 		for i, e := range fe {
 			out[i] = api.FieldProblem{Field: e.Field, Reason: e.Reason}

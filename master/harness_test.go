@@ -220,6 +220,11 @@ func (r *recEmitter) Saved(ctx context.Context, s *model.Schedule, keys []cron.K
 	return nil
 }
 
+// Resumed records a Saved call: the harness's emitter has no misfires.
+func (r *recEmitter) Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, _ time.Time) error {
+	return r.Saved(ctx, s, keys)
+}
+
 // PlanCreates plans nothing: done emits each stored schedule (new or
 // recovered) through Saved.
 func (r *recEmitter) PlanCreates(_ context.Context, ss []*model.Schedule, keys [][]cron.Key) ([][]store.FireNew, func(context.Context, []error, []*model.Schedule) error, error) {

@@ -135,8 +135,10 @@ func TestEveryMemberIsMapped(t *testing.T) {
 		}, "TenantID", "Partition")
 	})
 	t.Run("ScheduleToSpec", func(t *testing.T) {
-		// Identity, state and bookkeeping are not part of the definition.
+		// Identity, state (a pause, skipped fires) and bookkeeping are not
+		// part of the definition.
 		eachMemberChanges(t, func(m *model.Schedule) schedule.Spec { return schedule.SpecFromSchedule(m) },
-			"ID", "TenantID", "State", "Partition", "Version", "CreatedAt", "UpdatedAt")
+			"ID", "TenantID", "State", "Partition", "Version", "CreatedAt", "UpdatedAt",
+			"PausedNote", "PausedAt", "PausedBy", "ResumeAt", "SkipUntil")
 	})
 }

@@ -55,6 +55,8 @@ type caller struct {
 	admin    bool
 	tenantID string
 	keyID    string
+	// keyPrefix is the displayed prefix of the caller's key (pausedBy).
+	keyPrefix string
 }
 
 // scope is the caller's namespace for rate limits and idempotency records.
@@ -246,7 +248,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			case err != nil:
 				return err
 			}
-			who = &caller{tenantID: k.TenantID, keyID: k.ID}
+			who = &caller{tenantID: k.TenantID, keyID: k.ID, keyPrefix: k.Prefix}
 		}
 		switch {
 		case rt.admin && !who.admin:

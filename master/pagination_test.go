@@ -93,7 +93,7 @@ func TestPagination(t *testing.T) {
 	t.Run("PagesOf7", func(t *testing.T) { check(t, walk(t, ptr(7))) })
 	t.Run("OnePageOf1000", func(t *testing.T) { check(t, walk(t, ptr(1000))) })
 	t.Run("FilterByState", func(t *testing.T) {
-		r, err := c.PauseScheduleWithResponse(h.ctx, "sch_store10000")
+		r, err := c.PauseScheduleWithResponse(h.ctx, "sch_store10000", client.PauseRequest{})
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 		l, err := c.ListSchedulesWithResponse(h.ctx, &client.ListSchedulesParams{State: ptr(client.ScheduleStatePaused)})
 		mustStatus(t, err, l.StatusCode(), l.Body, http.StatusOK)

@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -382,13 +381,13 @@ func (s *Server) parseTimeout(fe *fieldErrors, field, v string) time.Duration {
 	return d
 }
 
-// setLabels replaces *dst by in, when given, after label.Check: labels are
+// setLabels replaces *dst by in, when given, after model.CheckLabels: labels are
 // set whole ({} removes them all).
 func setLabels(fe *fieldErrors, dst *map[string]string, in *map[string]string) {
 	if in == nil {
 		return
 	}
-	*fe = append(*fe, label.Check("labels", *in)...)
+	*fe = append(*fe, model.CheckLabels("labels", *in)...)
 	*dst = nil
 	if len(*in) > 0 {
 		*dst = maps.Clone(*in)

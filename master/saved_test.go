@@ -37,7 +37,7 @@ func TestSavedGetsTheCompiledKeys(t *testing.T) {
 	})
 
 	t.Run("PauseThenResume", func(t *testing.T) {
-		p, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
+		p, err := c.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 		mustStatus(t, err, p.StatusCode(), p.Body, http.StatusOK)
 		r, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)

@@ -22,7 +22,6 @@ import (
 	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/master/internal/batchanswer"
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
@@ -294,7 +293,7 @@ func (s *Server) ListSchedules(c echo.Context, params api.ListSchedulesParams) e
 		p.State = model.ScheduleState(*params.State)
 	}
 	for _, l := range deref(params.Label, nil) {
-		r, err := label.Parse(l)
+		r, err := model.ParseLabelRequirement(l)
 		if err != nil {
 			return invalid("label", err.Error())
 		}
@@ -367,6 +366,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	now := s.now().UTC()
 	m.ID, m.TenantID, m.Partition = old.ID, old.TenantID, old.Partition
 	m.State, m.CreatedAt, m.UpdatedAt = old.State, old.CreatedAt, now
+	m.PausedNote, m.PausedAt, m.PausedBy, m.ResumeAt, m.SkipUntil = old.PausedNote, old.PausedAt, old.PausedBy, old.ResumeAt, old.SkipUntil
 	m.Version = old.Version + 1
 	if m.State == model.ScheduleCompleted && (m.RunAt == nil || m.RunAt.After(now) || !old.RunAt.Equal(*m.RunAt)) {
 		m.State = model.ScheduleActive // a new definition can fire again
@@ -443,11 +443,16 @@ func (s *Server) deleteSchedule(ctx context.Context, m *model.Schedule) error {
 }
 
 // setState moves the schedule to state with a new version (children are
-// rewritten for it, because children of another version are stale). It
-// returns the schedule compiled, for the caller to answer with.
-func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState) (*model.Schedule, *schedule.Compiled, error) {
+// rewritten for it, because children of another version are stale), with
+// the changes of change (nil: none) made to it too. It returns the
+// schedule compiled, for the caller to answer with. ErrConflict when old's
+// version moved.
+func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.ScheduleState, change func(m *model.Schedule)) (*model.Schedule, *schedule.Compiled, error) {
 	m := *old
 	m.State = state
+	if change != nil {
+		change(&m)
+	}
 	m.Version = old.Version + 1
 	m.UpdatedAt = s.now().UTC()
 	comp, err := schedule.FromSchedule(&m, s.cfg.MaxChildren)
@@ -458,92 +463,6 @@ func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.
 		return nil, nil, err
 	}
 	return &m, comp, nil
-}
-
-// PauseSchedule implements POST /v1/schedules/{id}/pause.
-func (s *Server) PauseSchedule(c echo.Context, id api.ID) error {
-	ctx := c.Request().Context()
-	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
-	if err != nil {
-		return err
-	}
-	if m, err = s.Pause(ctx, m, "", nil, ""); err != nil {
-		return err
-	}
-	return s.respondSchedule(c, http.StatusOK, m)
-}
-
-// Pause pauses m (single and bulk pause) and cancels the waiting events of
-// its fires still ahead, also when m was paused already, so that a
-// repeated pause finishes one that failed there. note, until and by (the
-// asking key's prefix) are what the pause records where schedules keep
-// them. A completed m is a conflict; ErrConflict also when m's version
-// moved meanwhile (nothing written).
-func (s *Server) Pause(ctx context.Context, m *model.Schedule, note string, until *time.Time, by string) (*model.Schedule, error) {
-	switch m.State {
-	case model.ScheduleCompleted:
-		return nil, conflict("the schedule is completed")
-	case model.ScheduleActive:
-		var err error
-		if m, _, err = s.setState(ctx, m, model.SchedulePaused); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.cancelFutureFires(ctx, m.TenantID, m.ID); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// ResumeSchedule implements POST /v1/schedules/{id}/resume.
-func (s *Server) ResumeSchedule(c echo.Context, id api.ID) error {
-	ctx := c.Request().Context()
-	m, err := s.store.ScheduleGet(ctx, callerOf(c).tenantID, id)
-	if err != nil {
-		return err
-	}
-	m, comp, err := s.resumeSchedule(ctx, m)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.scheduleOutCompiled(m, comp))
-}
-
-// resumeSchedule resumes m (single and bulk resume): a paused m by resume,
-// an active one has its fires emitted again (idempotently), so that a
-// retried resume whose first attempt failed after the state change still
-// emits. A completed m is a conflict.
-func (s *Server) resumeSchedule(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
-	switch m.State {
-	case model.ScheduleCompleted:
-		return nil, nil, conflict("the schedule is completed")
-	case model.SchedulePaused:
-		return s.resume(ctx, m)
-	}
-	comp, err := schedule.FromSchedule(m, s.cfg.MaxChildren)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := s.saved(ctx, m, comp.Keys); err != nil {
-		return nil, nil, err
-	}
-	return m, comp, nil
-}
-
-// resume moves the paused m to active with a compare-and-set on its
-// version (ErrConflict: changed meanwhile) and emits its fires.
-func (s *Server) resume(ctx context.Context, m *model.Schedule) (*model.Schedule, *schedule.Compiled, error) {
-	if err := s.checkFire(ctx, m); err != nil {
-		return nil, nil, err
-	}
-	m, comp, err := s.setState(ctx, m, model.ScheduleActive)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := s.saved(ctx, m, comp.Keys); err != nil {
-		return nil, nil, err
-	}
-	return m, comp, nil
 }
 
 // TriggerSchedule implements POST /v1/schedules/{id}/trigger.
@@ -713,6 +632,9 @@ func previewOut(comp *schedule.Compiled, id string, now time.Time, count int) ap
 			d := api.FireTimeDst(p.DST)
 			ft.Dst = &d
 		}
+		if m.Skipped(p.At) {
+			ft.Skipped = new(true)
+		}
 		out.FireTimes[i] = ft
 	}
 	return out
@@ -767,6 +689,15 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 		NextFireTimes: []time.Time{},
 		CreatedAt:     m.CreatedAt,
 		UpdatedAt:     m.UpdatedAt,
+		PausedAt:      m.PausedAt,
+		ResumeAt:      m.ResumeAt,
+		SkipUntil:     m.SkipUntil,
+	}
+	if m.PausedNote != "" {
+		out.PausedNote = &m.PausedNote
+	}
+	if m.PausedBy != "" {
+		out.PausedBy = &m.PausedBy
 	}
 	if m.Cron != "" {
 		out.Cron = &m.Cron

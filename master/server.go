@@ -61,6 +61,7 @@ type Store interface {
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
 	ScheduleCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	ScheduleResumeDue(ctx context.Context, p *store.ScheduleResumeDueParams) ([]*model.Schedule, error)
 
 	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
@@ -100,6 +101,10 @@ type Emitter interface {
 	// children keys the master compiled for s (schedule.Compiled.Keys), so
 	// that the expression is parsed once per request; nil for a one-off.
 	Saved(ctx context.Context, s *model.Schedule, keys []cron.Key) error
+	// Resumed is Saved for a schedule resumed after a pause that was due
+	// to end at since (zero: resumed by hand before its resume time): the
+	// fires missed since then follow its misfire policy.
+	Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, since time.Time) error
 	// The first fires of new schedules are planned with their write.
 	create.Planner
 }

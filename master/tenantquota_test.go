@@ -104,7 +104,7 @@ func TestTenantQuotas(t *testing.T) {
 		wantReason(t, wantProblem(t, err, u.HTTPResponse, u.Body, http.StatusUnprocessableEntity, "eventCount"), "eventCount", reason)
 
 		// Lowered after the schedule was saved: trigger and resume refuse it.
-		p, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
+		p, err := c.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 		mustStatus(t, err, p.StatusCode(), p.Body, http.StatusOK)
 		h.patchTenant(id, client.TenantUpdate{Quotas: &client.TenantQuotas{MaxEventsPerFire: ptr(5)}})
 		tr, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{})
@@ -290,7 +290,7 @@ func TestDiskGuard(t *testing.T) {
 	mustStatus(t, err, rel.StatusCode(), rel.Body, http.StatusOK)
 	g, err := c.GetScheduleWithResponse(h.ctx, s.Id)
 	mustStatus(t, err, g.StatusCode(), g.Body, http.StatusOK)
-	pa, err := c.PauseScheduleWithResponse(h.ctx, s.Id)
+	pa, err := c.PauseScheduleWithResponse(h.ctx, s.Id, client.PauseRequest{})
 	mustStatus(t, err, pa.StatusCode(), pa.Body, http.StatusOK)
 	rs, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 	wantProblem(t, err, rs.HTTPResponse, rs.Body, http.StatusInsufficientStorage, "")

@@ -175,7 +175,21 @@ type Schedule struct {
 	// Jitter, if positive, delays the launch of each fire by
 	// JitterOffset(ID, fire time, Jitter), in [0, Jitter).
 	Jitter time.Duration `json:"jitter,omitempty"`
+	// PausedNote, PausedAt and PausedBy (the API key's prefix) say why,
+	// when and by whom a paused schedule was paused; ResumeAt, if set, is
+	// when it resumes by itself. A resume clears all four.
+	PausedNote string     `json:"pausedNote,omitempty"`
+	PausedAt   *time.Time `json:"pausedAt,omitempty"`
+	PausedBy   string     `json:"pausedBy,omitempty"`
+	ResumeAt   *time.Time `json:"resumeAt,omitempty"`
+	// SkipUntil, if set, makes every scheduled fire before it a fire with
+	// decision skipped_manual and no events (POST /skip).
+	SkipUntil *time.Time `json:"skipUntil,omitempty"`
 }
+
+// Skipped reports whether the scheduled fire of s at t is skipped by
+// SkipUntil.
+func (s *Schedule) Skipped(t time.Time) bool { return s.SkipUntil != nil && t.Before(*s.SkipUntil) }
 
 // IsOneOff reports whether s is a delayed job rather than a cron schedule.
 func (s *Schedule) IsOneOff() bool { return s.RunAt != nil }
@@ -226,6 +240,7 @@ const (
 	FireSkippedOverlap  FireDecision = "skipped_overlap"   // overlap=skip and the previous fire had not drained
 	FireCancelledByNext FireDecision = "cancelled_by_next" // overlap=cancel: a later fire cancelled what was left
 	FireTriggered       FireDecision = "triggered"         // POST /trigger
+	FireSkippedManual   FireDecision = "skipped_manual"    // POST /skip: not delivered
 )
 
 // Fire is one firing of a schedule: n events for one fire time.

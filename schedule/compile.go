@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerd/schedulerd/cron"
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -162,7 +161,7 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	}
 	m.PolicyID = sp.PolicyID
 	m.Jitter = checkJitter(&fe, sp.Jitter, out, lim.MaxWindow, now)
-	fe = append(fe, label.Check("labels", sp.Labels)...)
+	fe = append(fe, model.CheckLabels("labels", sp.Labels)...)
 	if len(sp.Labels) > 0 {
 		m.Labels = maps.Clone(sp.Labels)
 	}

@@ -25,7 +25,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -100,7 +99,7 @@ type ScheduleListParams struct {
 	// Labels, optional: every requirement must hold. A driver may read
 	// past schedules that fail it (the embedded one does), so a page can
 	// cost more than Limit reads.
-	Labels []label.Requirement
+	Labels []model.LabelRequirement
 }
 
 // ChildrenFindParams selects the children of eligible keys. Cross-tenant.
@@ -138,6 +137,16 @@ type ScheduleCompleteResult struct {
 	Examined int
 	// Last is where the next call goes on (After).
 	Last ScheduleEnd
+}
+
+// ScheduleResumeDueParams selects what ScheduleResumeDue returns.
+type ScheduleResumeDueParams struct {
+	// Now bounds the resume times returned (inclusive).
+	Now time.Time
+	// After is the ResumeAt and ID of the last schedule of the previous
+	// page (End is the resume time); the zero value is the start.
+	After ScheduleEnd
+	Limit int // 1..1000; drivers clamp
 }
 
 // ScheduleDeleteCompletedParams selects what ScheduleDeleteCompleted
@@ -220,6 +229,13 @@ type ScheduleStore interface {
 	// completion is a compare-and-set on the version read: a schedule
 	// changed meanwhile is left for the next walk. Cross-tenant.
 	ScheduleComplete(ctx context.Context, p *ScheduleCompleteParams) (ScheduleCompleteResult, error)
+	// ScheduleResumeDue returns up to p.Limit paused schedules whose
+	// ResumeAt is not after p.Now, after p.After in the order of an index
+	// of resume times (never every schedule; a driver may order resume
+	// times by a coarser unit and by id within it), which the write of the
+	// schedule keeps. The caller resumes each with ScheduleUpdate, a
+	// compare-and-set on the version read. Cross-tenant.
+	ScheduleResumeDue(ctx context.Context, p *ScheduleResumeDueParams) ([]*model.Schedule, error)
 	// ScheduleDeleteCompleted deletes up to p.Limit completed schedules
 	// whose UpdatedAt (their completion, or a later edit) is before
 	// p.Before, oldest first, as ScheduleDelete does, and their fires; their

@@ -199,14 +199,26 @@ func TestConsole(t *testing.T) {
 		chromedp.Focus(pause),
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(`#confirm[open]`),
+		chromedp.SendKeys(`#pause-note`, "database maintenance"),
 		chromedp.Focus(`#confirm-ok`),
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(fmt.Sprintf(`#schedule-rows tr[data-id=%q][data-state="paused"]`, id)))
-	var st struct{ State string }
+	var st struct{ State, PausedNote string }
 	e.must(http.MethodGet, "/v1/schedules/"+id, key, nil, &st)
-	if st.State != "paused" {
-		t.Errorf("after pause in the console the API says %q", st.State)
+	if st.State != "paused" || st.PausedNote != "database maintenance" {
+		t.Errorf("after pause in the console the API says %q with note %q", st.State, st.PausedNote)
 	}
+	listed := get(t, b, "the list shows the pause note",
+		chromedp.Text(fmt.Sprintf(`#schedule-rows tr[data-id=%q] .pause-info`, id)))
+	b.run(t, "the schedule page shows the pause",
+		chromedp.Navigate(e.base+"/ui/#/schedules/"+id),
+		chromedp.WaitVisible(`#paused-note`))
+	shown := get(t, b, "read the pause note", chromedp.Text(`#paused-note`))
+	if listed != "database maintenance" || shown != "database maintenance" {
+		t.Errorf("pause note in the list %q, on the schedule page %q", listed, shown)
+	}
+	b.run(t, "back to the list", chromedp.Navigate(e.base+"/ui/#/schedules"),
+		chromedp.WaitVisible(fmt.Sprintf(`#schedule-rows tr[data-id=%q][data-state="paused"]`, id)))
 	b.run(t, "resume, and delete the other schedule",
 		chromedp.Click(fmt.Sprintf(`button[data-action="resume"][data-schedule=%q]`, id)),
 		chromedp.WaitVisible(`#confirm[open]`),

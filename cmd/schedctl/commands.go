@@ -243,9 +243,32 @@ func commands() []*command {
 		{group: "schedules", verb: "create", summary: "create a schedule from flags, or from a JSON body with --file", positional: 0, flags: scheduleCreateFlags},
 		{group: "schedules", verb: "create-batch", summary: "create many schedules from a JSON array or NDJSON file (-f), in batches of up to 1,000", positional: 0, flags: scheduleCreateBatchFlags},
 		{group: "schedules", verb: "actions", summary: "pause, resume, delete or trigger every schedule a selector (--label, --id, --policy, --name-prefix) matches", positional: 0, flags: scheduleActionsFlags},
-		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
-			return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0]))
-		})},
+		{group: "schedules", verb: "pause", args: "SCHEDULE_ID", summary: "pause a schedule, with a note and a time it resumes by itself", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			note := fs.String("note", "", "why the schedule is paused (at most 1,000 characters)")
+			until := fs.String("until", "", "resume by itself at this RFC 3339 time")
+			return func(e *env, a []string) error {
+				u, err := optTime("until", *until)
+				if err != nil {
+					return err
+				}
+				return fetch(e, scheduleTable)(e.api.PauseSchedule(e.ctx, a[0], client.PauseRequest{Note: optString(*note), Until: u}))
+			}
+		}},
+		{group: "schedules", verb: "skip", args: "SCHEDULE_ID", summary: "skip the next --count fires, or every fire before --until (recorded as skipped_manual)", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
+			count := fs.Int("count", 0, "skip this many next fires (1..1000)")
+			until := fs.String("until", "", "skip every fire before this RFC 3339 time")
+			return func(e *env, a []string) error {
+				u, err := optTime("until", *until)
+				if err != nil {
+					return err
+				}
+				in := client.SkipRequest{Until: u}
+				if setFlags(fs)["count"] {
+					in.Count = count
+				}
+				return fetch(e, scheduleTable)(e.api.SkipSchedule(e.ctx, a[0], in))
+			}
+		}},
 		{group: "schedules", verb: "resume", args: "SCHEDULE_ID", summary: "resume a paused schedule", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, scheduleTable)(e.api.ResumeSchedule(e.ctx, a[0]))
 		})},
@@ -435,7 +458,11 @@ func previewTable(w *tabwriter.Writer, v *client.Preview) {
 		if f.Dst != nil {
 			dst = string(*f.Dst)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", ts(f.Utc), f.Local, launch, dst)
+		skipped := ""
+		if f.Skipped != nil && *f.Skipped {
+			skipped = "\tskipped"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\n", ts(f.Utc), f.Local, launch, dst, skipped)
 	}
 }
 
@@ -675,6 +702,18 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 		fmt.Fprintf(w, "jitter\t%s\n", *s.Jitter)
 	}
 	fmt.Fprintf(w, "version\t%d\nlabels\t%s\n", s.Version, labelsText(s.Labels))
+	if s.PausedAt != nil {
+		fmt.Fprintf(w, "paused\t%s by %s\n", ts(*s.PausedAt), sp(s.PausedBy))
+	}
+	if s.PausedNote != nil {
+		fmt.Fprintf(w, "pause note\t%s\n", *s.PausedNote)
+	}
+	if s.ResumeAt != nil {
+		fmt.Fprintf(w, "resumes at\t%s\n", ts(*s.ResumeAt))
+	}
+	if s.SkipUntil != nil {
+		fmt.Fprintf(w, "skips fires before\t%s\n", ts(*s.SkipUntil))
+	}
 	for i, t := range s.NextFireTimes {
 		label := ""
 		if i == 0 {

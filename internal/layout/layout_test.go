@@ -23,6 +23,7 @@ var testHelpers = []string{
 	"store/mongo/mongotest",
 	"internal/testkit/chaoskit",
 	"internal/testkit/hangstore",
+	"internal/testkit/smallfs",
 	"internal/testkit/sqstest",
 	"internal/testkit/testseed",
 	"internal/testkit/throttletest",

@@ -29,6 +29,7 @@ func clean() graph {
 		"cmd/ferretdb":                  {"store/mongo/mongotest"},
 		"internal/testkit/chaoskit":     {"delivery"},
 		"internal/testkit/sqstest":      {},
+		"internal/testkit/smallfs":      {},
 		"internal/testkit/throttletest": {"model", "store"},
 		"store/mongo/mongotest":         {},
 		"store/embedded":                {"model", "store"},

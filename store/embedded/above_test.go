@@ -13,7 +13,7 @@ import (
 // ScheduleCreateMany takes an id, a fire or an event that sorts after every
 // key of its bucket to be absent without a search (above). A batch gets
 // the same answers, and leaves the same store, as its items created one by
-// one with ScheduleCreateWithFires, which searches: with ids in creation
+// one (a create of one item each): with ids in creation
 // order, an id twice in a batch, ids that exist (the last one and older
 // ones), and a fire or an event stored before its one-off.
 // SCHEDULERD_ONERECORD_SEED sets the seed.

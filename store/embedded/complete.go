@@ -22,6 +22,8 @@ import (
 //	                              schedule's endAt (ScheduleComplete)
 //	'c', updatedAt, schedKey      a completed schedule (ScheduleDeleteCompleted)
 //	't', tenant code, schedKey    a completed schedule (ScheduleCountByTenant)
+//	'r', resumeAt, schedKey       a paused schedule that resumes by itself
+//	                              (ScheduleResumeDue), resumeAt in seconds
 //
 // Times are counts of whole units since the Unix epoch in 4 bytes
 // (appendUnit), which keeps the entry of each one-off small; the walks
@@ -40,6 +42,7 @@ const (
 	endActive     = 'e'
 	endDone       = 'c'
 	endTenantDone = 't'
+	endResume     = 'r'
 )
 
 // scheduleEnd is the end of an active schedule, false if it has none.
@@ -63,6 +66,9 @@ func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 	}
 	if end, ok := scheduleEnd(sc); ok {
 		return [][]byte{appendSchedKey(appendUnit([]byte{endActive}, end, endUnit), sc.ID)}, nil
+	}
+	if sc.State == model.SchedulePaused && sc.ResumeAt != nil {
+		return [][]byte{appendSchedKey(appendUnit([]byte{endResume}, *sc.ResumeAt, time.Second), sc.ID)}, nil
 	}
 	if sc.State != model.ScheduleCompleted {
 		return nil, nil

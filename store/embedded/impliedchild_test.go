@@ -193,8 +193,8 @@ func edited(sc *model.Schedule, now time.Time) (*model.Schedule, []model.Child) 
 	return &next, []model.Child{c}
 }
 
-// One-offs created with their fire in their row (ScheduleCreateMany and
-// ScheduleCreateWithFires) have no children entry and leave the timezone
+// One-offs created with their fire in their row (ScheduleCreateMany, alone
+// or in a batch) have no children entry and leave the timezone
 // counts as they were; their rows keep the mark when the fire or the event
 // leaves them; an update with new children indexes those, and updates and
 // deletes keep every count exact.

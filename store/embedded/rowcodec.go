@@ -89,13 +89,19 @@ const (
 // unset, stored as JSON behind schedExt: a row without any pays nothing,
 // and a field added here needs no new layout.
 type scheduleExt struct {
-	Labels map[string]string `json:"labels,omitempty"`
-	Jitter time.Duration     `json:"jitter,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Jitter     time.Duration     `json:"jitter,omitempty"`
+	PausedNote string            `json:"pausedNote,omitempty"`
+	PausedAt   *time.Time        `json:"pausedAt,omitempty"`
+	PausedBy   string            `json:"pausedBy,omitempty"`
+	ResumeAt   *time.Time        `json:"resumeAt,omitempty"`
+	SkipUntil  *time.Time        `json:"skipUntil,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
-	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter}
+	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
+		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -103,6 +109,8 @@ func extOf(sc *model.Schedule) (scheduleExt, bool) {
 func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Labels = x.Labels
 	sc.Jitter = x.Jitter
+	sc.PausedNote, sc.PausedAt, sc.PausedBy = x.PausedNote, x.PausedAt, x.PausedBy
+	sc.ResumeAt, sc.SkipUntil = x.ResumeAt, x.SkipUntil
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

@@ -40,8 +40,8 @@ func fireStorage(t *testing.T, s *Store, id, scheduleID string) (own, inRow bool
 	return own, inRow
 }
 
-// A one-off stored with its fire (ScheduleCreateMany with Fires,
-// ScheduleCreateWithFires) keeps the fire in its row: no fire row, no
+// A one-off stored with its fire (ScheduleCreateMany with Fires, alone or
+// in a batch) keeps the fire in its row: no fire row, no
 // by-schedule entry; the fire reads back whole through FireGet, FireList and
 // FireLatestBefore, counts as existing for FireInsert and FireInsertMany,
 // and gets a row of its own when it changes or its schedule does.

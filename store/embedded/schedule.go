@@ -12,7 +12,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -569,7 +568,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 			if (p.State != "" && sc.State != p.State) ||
 				(p.PolicyID != "" && sc.PolicyID != p.PolicyID) ||
 				(p.NamePrefix != "" && !strings.HasPrefix(sc.Name, p.NamePrefix)) ||
-				!label.Matches(sc.Labels, p.Labels) {
+				!model.LabelsMatch(sc.Labels, p.Labels) {
 				continue
 			}
 			out = append(out, &sc)

@@ -203,8 +203,14 @@ type scheduleDoc struct {
 	// Labels are the pairs "key=value", sorted: one array that an index
 	// on (tenantId, labels, _id) serves for any key, including keys with
 	// '.', which a field path would split.
-	Labels []string `bson:"labels,omitempty"`
-	Jitter int64    `bson:"jitter,omitempty"` // nanoseconds
+	Labels     []string `bson:"labels,omitempty"`
+	Jitter     int64    `bson:"jitter,omitempty"` // nanoseconds
+	PausedNote string   `bson:"pausedNote,omitempty"`
+	PausedAt   *int64   `bson:"pausedAt,omitempty"`
+	PausedBy   string   `bson:"pausedBy,omitempty"`
+	// ResumeAt is what ScheduleResumeDue finds a paused schedule by.
+	ResumeAt  *int64 `bson:"resumeAt,omitempty"`
+	SkipUntil *int64 `bson:"skipUntil,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -218,6 +224,8 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
 		Labels: labelPairs(s.Labels), Jitter: int64(s.Jitter),
+		PausedNote: s.PausedNote, PausedAt: unixNanoPtr(s.PausedAt), PausedBy: s.PausedBy,
+		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -242,6 +250,8 @@ func (d *scheduleDoc) model() *model.Schedule {
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
 		Labels: labelMap(d.Labels), Jitter: time.Duration(d.Jitter),
+		PausedNote: d.PausedNote, PausedAt: fromNanoPtr(d.PausedAt), PausedBy: d.PausedBy,
+		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 	}
 }
 

@@ -427,6 +427,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			// ScheduleComplete and ScheduleDeleteCompleted.
 			idx("ends_id", false, "endsAt", "_id"),
 			idx("completed", false, "completedAt"),
+			// ScheduleResumeDue.
+			idx("resume_id", false, "resumeAt", "_id"),
 		},
 		collChildren: {
 			// The emitter's scan: eligible keys of one partition and timezone.

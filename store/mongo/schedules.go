@@ -15,7 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -827,8 +826,8 @@ func (s *Store) existingIDs(ctx context.Context, coll *mongo.Collection, ids []s
 // a pair "key=value", or for a requirement of any value one that starts
 // with "key=" (an anchored prefix, which an index bounds). Several
 // requirements combine under $and.
-func labelsFilter(sel []label.Requirement) bson.D {
-	one := func(r label.Requirement) bson.E {
+func labelsFilter(sel []model.LabelRequirement) bson.D {
+	one := func(r model.LabelRequirement) bson.E {
 		if r.Any {
 			return bson.E{Key: "labels", Value: bson.Regex{Pattern: "^" + regexp.QuoteMeta(r.Key+"=")}}
 		}

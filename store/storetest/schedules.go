@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
-	"github.com/schedulerd/schedulerd/label"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -358,7 +357,7 @@ var scheduleTests = []namedTest{
 			{"Policy", store.ScheduleListParams{TenantID: "A", Limit: 100, PolicyID: "p1"}, []string{"s3", "s4"}},
 			{"NamePrefix", store.ScheduleListParams{TenantID: "A", Limit: 100, NamePrefix: "report-"}, []string{"s5"}},
 			{"OtherTenant", store.ScheduleListParams{TenantID: "B", Limit: 100}, []string{"s0", "s9"}},
-			{"NoLabel", store.ScheduleListParams{TenantID: "A", Limit: 100, Labels: []label.Requirement{{Key: "team", Any: true}}}, []string{}},
+			{"NoLabel", store.ScheduleListParams{TenantID: "A", Limit: 100, Labels: []model.LabelRequirement{{Key: "team", Any: true}}}, []string{}},
 			{"UnknownTenant", store.ScheduleListParams{TenantID: "C", Limit: 100}, []string{}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -371,7 +370,7 @@ var scheduleTests = []namedTest{
 	{"ListByLabels", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		// Labels drawn from a small alphabet, so that selectors match some;
-		// the oracle is label.Matches over every schedule in id order.
+		// the oracle is model.LabelsMatch over every schedule in id order.
 		rng := rand.New(rand.NewPCG(testseed.Get(t, "STORETEST_LABELS_SEED", 37), 0))
 		keys := []string{"team", "app.example.com/tier", "a.b"}
 		values := []string{"billing", "ops", ""}
@@ -393,7 +392,7 @@ var scheduleTests = []namedTest{
 			createSchedule(t, d, s, nil)
 			all = append(all, s)
 		}
-		sels := [][]label.Requirement{
+		sels := [][]model.LabelRequirement{
 			{{Key: "team", Value: "billing"}},
 			{{Key: "team", Any: true}},
 			{{Key: "app.example.com/tier", Value: ""}},
@@ -406,7 +405,7 @@ var scheduleTests = []namedTest{
 			for _, tenant := range []string{"A", "B"} {
 				want := []string{}
 				for _, s := range all {
-					if s.TenantID == tenant && label.Matches(s.Labels, sel) {
+					if s.TenantID == tenant && model.LabelsMatch(s.Labels, sel) {
 						want = append(want, s.ID)
 					}
 				}
@@ -433,7 +432,7 @@ var scheduleTests = []namedTest{
 		upd.Labels = map[string]string{"team": "new"}
 		upd.Version = got.Version + 1
 		requireNoError(t, d.ScheduleUpdate(ctx, &upd, got.Version, nil), "ScheduleUpdate")
-		page, err := d.ScheduleList(ctx, &store.ScheduleListParams{TenantID: got.TenantID, Limit: 100, Labels: []label.Requirement{{Key: "team", Value: "new"}}})
+		page, err := d.ScheduleList(ctx, &store.ScheduleListParams{TenantID: got.TenantID, Limit: 100, Labels: []model.LabelRequirement{{Key: "team", Value: "new"}}})
 		requireNoError(t, err, "ScheduleList new label")
 		requireIDs(t, scheduleIDs(page), []string{got.ID}, "ScheduleList new label")
 		got, err = d.ScheduleGet(ctx, got.TenantID, got.ID)

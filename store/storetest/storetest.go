@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Schedule", scheduleTests},
 		{"Fields", fieldTests},
 		{"Complete", completeTests},
+		{"Resume", resumeTests},
 		{"Children", childrenTests},
 		{"Watermark", watermarkTests},
 		{"Fire", fireTests},

@@ -51,9 +51,12 @@ function toast(msg) {
   setTimeout(() => p.remove(), 4000);
 }
 
-function confirmAction(text) {
+// confirmAction asks to confirm text; extra, if given, are form fields
+// shown with it (read them after it resolves true).
+function confirmAction(text, extra) {
   const d = document.getElementById("confirm");
   document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-extra").replaceChildren(...(extra || []));
   d.returnValue = "";
   d.showModal();
   document.getElementById("confirm-cancel").focus();
@@ -328,10 +331,19 @@ async function scheduleAction(s, action, after) {
     trigger: `It fires its ${s.eventCount} event(s) now.`,
     delete: "This cannot be undone.",
   };
-  if (!(await confirmAction(`${verbs[action]} schedule “${s.name}”? ${warn[action] || ""}`))) return;
+  // A pause takes an optional note and a time it resumes by itself.
+  const note = h("input", { id: "pause-note", name: "note", maxlength: 1000, placeholder: "why (optional)" });
+  const until = h("input", { id: "pause-until", name: "until", type: "datetime-local" });
+  const extra = action === "pause" ? [field("Note", note), field("Resume by itself at (local time)", until)] : null;
+  if (!(await confirmAction(`${verbs[action]} schedule “${s.name}”? ${warn[action] || ""}`, extra))) return;
   try {
     if (action === "delete") await api("DELETE", `/v1/schedules/${enc(s.id)}`);
-    else await api("POST", `/v1/schedules/${enc(s.id)}/${action}`);
+    else if (action === "pause") {
+      const body = {};
+      if (note.value) body.note = note.value;
+      if (until.value) body.until = new Date(until.value).toISOString();
+      await api("POST", `/v1/schedules/${enc(s.id)}/pause`, body);
+    } else await api("POST", `/v1/schedules/${enc(s.id)}/${action}`);
     toast(`${verbs[action]}: ${s.name}`);
     after(action);
   } catch (err) {
@@ -430,7 +442,9 @@ async function pageSchedules(main, params) {
           onchange: (ev) => { ev.target.checked ? selected.add(s.id) : selected.delete(s.id); syncBulk(); },
         })),
         h("td", {}, h("a", { href: `#/schedules/${enc(s.id)}` }, s.name), h("br"), h("small", {}, s.id)),
-        h("td", {}, badge(s.state)),
+        h("td", {}, badge(s.state), s.state === "paused" && (s.pausedNote || s.resumeAt)
+          ? [h("br"), h("small", { class: "pause-info" }, [s.pausedNote, s.resumeAt ? `until ${utc(s.resumeAt)}` : ""].filter(Boolean).join(" · "))]
+          : null),
         h("td", {}, h("code", {}, s.cron || "one-off"), h("br"), h("small", {}, cronWords(s))),
         h("td", { class: "next" }, s.nextFireTimes && s.nextFireTimes.length
           ? [h("span", {}, local(s.nextFireTimes[0])), h("br"), h("small", {}, utc(s.nextFireTimes[0]))]
@@ -522,9 +536,10 @@ async function pageSchedule(main, id) {
         if (changed) changes.push(`${prev} → ${off} before ${ft.local}`);
         prev = off;
         const notes = [];
+        if (ft.skipped) notes.push("skipped");
         if (changed) notes.push("UTC offset changed (daylight saving)");
         if (ft.dst) notes.push(DST_MARKS[ft.dst] || ft.dst);
-        return h("tr", { class: changed ? "dst" : null, dataset: ft.dst ? { dst: ft.dst } : {} }, h("td", {}, ft.local), h("td", {}, ft.utc),
+        return h("tr", { class: changed ? "dst" : null, dataset: { skipped: ft.skipped ? "true" : "false", ...(ft.dst ? { dst: ft.dst } : {}) } }, h("td", {}, ft.local), h("td", {}, ft.utc),
           h("td", { class: "launch" }, ft.launchAt ? [utc(ft.launchAt), h("br"), h("small", {}, `+${ft.jitter}`)] : h("span", { class: "muted" }, "at the fire time")),
           h("td", {}, notes.join("; ")));
       }));
@@ -554,7 +569,13 @@ async function pageSchedule(main, id) {
       h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
       h("dt", {}, "max attempts"), h("dd", {}, s.maxAttempts),
       h("dt", {}, "labels"), h("dd", { id: "schedule-labels" }, labelChips(s.labels)),
-      h("dt", {}, "version"), h("dd", {}, s.version)),
+      h("dt", {}, "version"), h("dd", {}, s.version),
+      ...(s.state === "paused" ? [
+        h("dt", {}, "paused"), h("dd", { id: "paused-by" }, s.pausedAt ? `${utc(s.pausedAt)}${s.pausedBy ? ` by ${s.pausedBy}` : ""}` : "—"),
+        h("dt", {}, "pause note"), h("dd", { id: "paused-note" }, s.pausedNote || "—"),
+        h("dt", {}, "resumes"), h("dd", { id: "resume-at" }, s.resumeAt ? `by itself at ${utc(s.resumeAt)}` : "when resumed"),
+      ] : []),
+      ...(s.skipUntil ? [h("dt", {}, "skipped"), h("dd", { id: "skip-until" }, `fires before ${utc(s.skipUntil)}`)] : [])),
     h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
     h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,

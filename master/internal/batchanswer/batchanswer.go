@@ -156,6 +156,18 @@ func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 	}
 	b = append(b, `,"overlap":`...)
 	b = jsonappend.String(b, string(s.Overlap))
+	if s.PausedAt != nil {
+		b = append(b, `,"pausedAt":`...)
+		b, ok = tm.time(b, *s.PausedAt, ok)
+	}
+	if s.PausedBy != nil {
+		b = append(b, `,"pausedBy":`...)
+		b = jsonappend.String(b, *s.PausedBy)
+	}
+	if s.PausedNote != nil {
+		b = append(b, `,"pausedNote":`...)
+		b = jsonappend.String(b, *s.PausedNote)
+	}
 	if s.Payload != nil {
 		b = append(b, `,"payload":`...)
 		b, ok = jsonappend.Raw(b, *s.Payload, ok)
@@ -166,9 +178,17 @@ func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 	}
 	b = append(b, `,"priority":`...)
 	b = strconv.AppendInt(b, int64(s.Priority), 10)
+	if s.ResumeAt != nil {
+		b = append(b, `,"resumeAt":`...)
+		b, ok = tm.time(b, *s.ResumeAt, ok)
+	}
 	if s.RunAt != nil {
 		b = append(b, `,"runAt":`...)
 		b, ok = tm.time(b, *s.RunAt, ok)
+	}
+	if s.SkipUntil != nil {
+		b = append(b, `,"skipUntil":`...)
+		b, ok = tm.time(b, *s.SkipUntil, ok)
 	}
 	b = append(b, `,"spread":`...)
 	b = strconv.AppendBool(b, s.Spread)

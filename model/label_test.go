@@ -1,14 +1,14 @@
-package label_test
+package model_test
 
 import (
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/schedulerd/schedulerd/label"
+	"github.com/schedulerd/schedulerd/model"
 )
 
-func TestCheck(t *testing.T) {
+func TestCheckLabels(t *testing.T) {
 	long := strings.Repeat("a", 63)
 	tests := []struct {
 		name   string
@@ -40,7 +40,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := label.Check("labels", tc.labels)
+			errs := model.CheckLabels("labels", tc.labels)
 			if tc.field == "" {
 				if len(errs) != 0 {
 					t.Fatalf("Check(%v) = %v, want valid", tc.labels, errs)
@@ -62,7 +62,7 @@ func pairs(n int) map[string]string {
 	return m
 }
 
-func TestParseAndMatches(t *testing.T) {
+func TestParseLabelRequirementAndMatch(t *testing.T) {
 	labels := map[string]string{"team": "billing", "tier": ""}
 	tests := []struct {
 		sel   []string
@@ -79,9 +79,9 @@ func TestParseAndMatches(t *testing.T) {
 		{[]string{"region="}, false},
 	}
 	for _, tc := range tests {
-		var sel []label.Requirement
+		var sel []model.LabelRequirement
 		for _, s := range tc.sel {
-			r, err := label.Parse(s)
+			r, err := model.ParseLabelRequirement(s)
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", s, err)
 			}
@@ -90,12 +90,12 @@ func TestParseAndMatches(t *testing.T) {
 			}
 			sel = append(sel, r)
 		}
-		if got := label.Matches(labels, sel); got != tc.match {
+		if got := model.LabelsMatch(labels, sel); got != tc.match {
 			t.Errorf("Matches(%v, %v) = %v, want %v", labels, tc.sel, got, tc.match)
 		}
 	}
 	for _, bad := range []string{"", "=x", "a b=c", "team=a b", "/x"} {
-		if _, err := label.Parse(bad); err == nil {
+		if _, err := model.ParseLabelRequirement(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
 	}
