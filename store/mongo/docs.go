@@ -75,6 +75,7 @@ type tenantQuotasDoc struct {
 	MaxEventsPerFire   int `bson:"maxEventsPerFire,omitempty"`
 	MaxEventsPerMinute int `bson:"maxEventsPerMinute,omitempty"`
 	MaxEventsStored    int `bson:"maxEventsStored,omitempty"`
+	MaxCalendars       int `bson:"maxCalendars,omitempty"`
 }
 
 type tenantTargetsDoc struct {
