@@ -89,18 +89,21 @@ const (
 // unset, stored as JSON behind schedExt: a row without any pays nothing,
 // and a field added here needs no new layout.
 type scheduleExt struct {
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels           map[string]string      `json:"labels,omitempty"`
+	ExcludeCalendars []string               `json:"excludeCalendars,omitempty"`
+	OnExcluded       model.OnExcludedPolicy `json:"onExcluded,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
-	x := scheduleExt{Labels: sc.Labels}
+	x := scheduleExt{Labels: sc.Labels, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
 // apply sets the fields of sc that x holds.
 func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Labels = x.Labels
+	sc.ExcludeCalendars, sc.OnExcluded = x.ExcludeCalendars, x.OnExcluded
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

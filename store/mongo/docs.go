@@ -200,6 +200,10 @@ type scheduleDoc struct {
 	EndsAt      *int64            `bson:"endsAt,omitempty"`
 	CompletedAt *int64            `bson:"completedAt,omitempty"`
 	Labels      map[string]string `bson:"labels,omitempty"`
+	// ExcludeCalendars is multikey-indexed with tenantId (calendar
+	// deletion's count).
+	ExcludeCalendars []string `bson:"excludeCalendars,omitempty"`
+	OnExcluded       string   `bson:"onExcluded,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -212,7 +216,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Misfire: string(s.Misfire), Overlap: string(s.Overlap), State: string(s.State),
 		Partition: s.Partition, Version: s.Version,
 		CreatedAt: unixNano(s.CreatedAt), UpdatedAt: unixNano(s.UpdatedAt),
-		Labels: s.Labels,
+		Labels: s.Labels, ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -236,7 +240,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Misfire: model.MisfirePolicy(d.Misfire), Overlap: model.OverlapPolicy(d.Overlap),
 		State: model.ScheduleState(d.State), Partition: d.Partition, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: d.Labels,
+		Labels: d.Labels, ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 	}
 }
 
