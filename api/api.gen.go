@@ -61,6 +61,7 @@ const (
 	CancelledByNext FireDecision = "cancelled_by_next"
 	Emitted         FireDecision = "emitted"
 	Late            FireDecision = "late"
+	SkippedCalendar FireDecision = "skipped_calendar"
 	SkippedOverlap  FireDecision = "skipped_overlap"
 	Triggered       FireDecision = "triggered"
 )
@@ -73,6 +74,8 @@ func (e FireDecision) Valid() bool {
 	case Emitted:
 		return true
 	case Late:
+		return true
+	case SkippedCalendar:
 		return true
 	case SkippedOverlap:
 		return true
@@ -98,6 +101,24 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnExcluded.
+const (
+	OnExcludedNextIncluded OnExcluded = "next_included"
+	OnExcludedSkip         OnExcluded = "skip"
+)
+
+// Valid indicates whether the value is a known member of the OnExcluded enum.
+func (e OnExcluded) Valid() bool {
+	switch e {
+	case OnExcludedNextIncluded:
+		return true
+	case OnExcludedSkip:
 		return true
 	default:
 		return false
@@ -200,6 +221,39 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WeeklyRuleDays.
+const (
+	Fri WeeklyRuleDays = "fri"
+	Mon WeeklyRuleDays = "mon"
+	Sat WeeklyRuleDays = "sat"
+	Sun WeeklyRuleDays = "sun"
+	Thu WeeklyRuleDays = "thu"
+	Tue WeeklyRuleDays = "tue"
+	Wed WeeklyRuleDays = "wed"
+)
+
+// Valid indicates whether the value is a known member of the WeeklyRuleDays enum.
+func (e WeeklyRuleDays) Valid() bool {
+	switch e {
+	case Fri:
+		return true
+	case Mon:
+		return true
+	case Sat:
+		return true
+	case Sun:
+		return true
+	case Thu:
+		return true
+	case Tue:
+		return true
+	case Wed:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -243,6 +297,57 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// Calendar defines model for Calendar.
+type Calendar struct {
+	CreatedAt time.Time       `json:"createdAt"`
+	Dates     []string        `json:"dates"`
+	Id        string          `json:"id"`
+	Name      string          `json:"name"`
+	Ranges    []CalendarRange `json:"ranges"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	Version   int64           `json:"version"`
+	Weekly    []WeeklyRule    `json:"weekly"`
+}
+
+// CalendarCreate At most 1,000 dates, ranges and weekly rules together. Every rule is judged in timezone.
+type CalendarCreate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   string           `json:"name"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone string        `json:"timezone"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
+}
+
+// CalendarList defines model for CalendarList.
+type CalendarList struct {
+	Items      []Calendar `json:"items"`
+	NextCursor *string    `json:"nextCursor,omitempty"`
+}
+
+// CalendarRange Excludes [from, to): both RFC 3339 instants with an offset
+// ("2027-12-24T17:00:00Z"), or both local date-times in the calendar's
+// timezone ("2027-12-24T18:00"); whole minutes.
+type CalendarRange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// CalendarUpdate Absent properties keep their value; a list replaces the stored one.
+type CalendarUpdate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   *string          `json:"name,omitempty"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone *string       `json:"timezone,omitempty"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -348,6 +453,22 @@ type EventState struct {
 // EventStatus defines model for EventStatus.
 type EventStatus string
 
+// ExcludedFire defines model for ExcludedFire.
+type ExcludedFire struct {
+	CalendarId   string  `json:"calendarId"`
+	CalendarName *string `json:"calendarName,omitempty"`
+
+	// Local Wall clock in the schedule's timezone.
+	Local string `json:"local"`
+
+	// MovedTo With onExcluded next_included, where the fire moves.
+	MovedTo *time.Time `json:"movedTo,omitempty"`
+
+	// Reason The calendar's rule that excludes it, e.g. "date 2027-12-25" or "weekly sat,sun".
+	Reason string    `json:"reason"`
+	Utc    time.Time `json:"utc"`
+}
+
 // ExtendRequest defines model for ExtendRequest.
 type ExtendRequest struct {
 	// ExtendBy Go duration (default the policy's token timeout, at most 24h).
@@ -371,7 +492,9 @@ type Fire struct {
 	// or a one-off accepted with its runAt already past; skipped_overlap:
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
-	// was left; triggered: by the trigger operation.
+	// was left; triggered: by the trigger operation; skipped_calendar:
+	// a calendar of the schedule excludes the fire time (the note names
+	// it, and with onExcluded next_included where the fire moved).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -404,7 +527,9 @@ type Fire struct {
 // or a one-off accepted with its runAt already past; skipped_overlap:
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
-// was left; triggered: by the trigger operation.
+// was left; triggered: by the trigger operation; skipped_calendar:
+// a calendar of the schedule excludes the fire time (the note names
+// it, and with onExcluded next_included where the fire moved).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -449,6 +574,12 @@ type Lateness struct {
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+// it as skipped_calendar; next_included records that and fires at the
+// next instant no calendar of the schedule excludes (one fire if the
+// schedule fires at that instant anyway). Only with excludeCalendars.
+type OnExcluded string
 
 // Overlap defines model for Overlap.
 type Overlap string
@@ -587,9 +718,11 @@ type PolicyUpdate struct {
 
 // Preview defines model for Preview.
 type Preview struct {
-	FireTimes  []FireTime `json:"fireTimes"`
-	ScheduleId string     `json:"scheduleId"`
-	Timezone   string     `json:"timezone"`
+	// Excluded With `explain=true`, the fire times among those looked at that a calendar excludes.
+	Excluded   *[]ExcludedFire `json:"excluded,omitempty"`
+	FireTimes  []FireTime      `json:"fireTimes"`
+	ScheduleId string          `json:"scheduleId"`
+	Timezone   string          `json:"timezone"`
 }
 
 // Problem RFC 9457 problem details.
@@ -646,17 +779,26 @@ type Schedule struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Cron Canonical 5-field form (also for schedules created with fields).
-	Cron        *string    `json:"cron,omitempty"`
-	EndAt       *time.Time `json:"endAt,omitempty"`
-	EventCount  int        `json:"eventCount"`
-	Id          string     `json:"id"`
-	MaxAttempts int        `json:"maxAttempts"`
-	Misfire     Misfire    `json:"misfire"`
-	Name        string     `json:"name"`
+	Cron       *string    `json:"cron,omitempty"`
+	EndAt      *time.Time `json:"endAt,omitempty"`
+	EventCount int        `json:"eventCount"`
+
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+	Id               string    `json:"id"`
+	MaxAttempts      int       `json:"maxAttempts"`
+	Misfire          Misfire   `json:"misfire"`
+	Name             string    `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
-	Overlap       Overlap     `json:"overlap"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    Overlap     `json:"overlap"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -695,6 +837,9 @@ type ScheduleBatchItem struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -703,7 +848,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts    *int     `json:"maxAttempts,omitempty"`
 	Misfire        *Misfire `json:"misfire,omitempty"`
 	Name           string   `json:"name"`
-	Overlap        *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -772,12 +923,21 @@ type ScheduleCreate struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields      *CronFields `json:"fields,omitempty"`
 	MaxAttempts *int        `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire    `json:"misfire,omitempty"`
 	Name        string      `json:"name"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -823,12 +983,21 @@ type ScheduleUpdate struct {
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the empty list removes them (and onExcluded).
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields      *CronFields `json:"fields,omitempty"`
 	MaxAttempts *int        `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire    `json:"misfire,omitempty"`
 	Name        *string     `json:"name,omitempty"`
-	Overlap     *Overlap    `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -958,6 +1127,9 @@ type TenantList struct {
 // in a tenant, every quota is the effective one (the tenant's own or
 // the configured default).
 type TenantQuotas struct {
+	// MaxCalendars Most calendars the tenant may have (default 100); a create over it answers 422 naming maxCalendars.
+	MaxCalendars *int `json:"maxCalendars,omitempty"`
+
 	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
 	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
 
@@ -1013,6 +1185,20 @@ type TenantUpdate struct {
 	Weight *int `json:"weight,omitempty"`
 }
 
+// WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
+type WeeklyRule struct {
+	Days []WeeklyRuleDays `json:"days"`
+
+	// From HH:MM
+	From *string `json:"from,omitempty"`
+
+	// To HH:MM, after from; "24:00" is the end of the day.
+	To *string `json:"to,omitempty"`
+}
+
+// WeeklyRuleDays defines model for WeeklyRule.Days.
+type WeeklyRuleDays string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1057,6 +1243,23 @@ type Unavailable = Problem
 
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
+
+// ListCalendarsParams defines parameters for ListCalendars.
+type ListCalendarsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateCalendarParams defines parameters for CreateCalendar.
+type CreateCalendarParams struct {
+	// IdempotencyKey A retried create with the same key and the same body returns the first
+	// answer and creates nothing; the same key with another body is refused
+	// with 422. Keys are scoped to the caller's tenant.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
@@ -1117,6 +1320,9 @@ type ListScheduleFiresParams struct {
 type PreviewScheduleParams struct {
 	// Count How many fire times (default 10, at most 1000).
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
+	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -1161,6 +1367,12 @@ type DeliverEventParams struct {
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
 
+// CreateCalendarJSONRequestBody defines body for CreateCalendar for application/json ContentType.
+type CreateCalendarJSONRequestBody = CalendarCreate
+
+// UpdateCalendarJSONRequestBody defines body for UpdateCalendar for application/json ContentType.
+type UpdateCalendarJSONRequestBody = CalendarUpdate
+
 // RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
 type RedriveEventsJSONRequestBody = RedriveRequest
 
@@ -1196,6 +1408,21 @@ type DeliverEventJSONRequestBody = DeliveryMessage
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListCalendars Page through the tenant's calendars, ordered by id.
+	// (GET /v1/calendars)
+	ListCalendars(ctx echo.Context, params ListCalendarsParams) error
+	// CreateCalendar Create an exclusion calendar.
+	// (POST /v1/calendars)
+	CreateCalendar(ctx echo.Context, params CreateCalendarParams) error
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	// (DELETE /v1/calendars/{id})
+	DeleteCalendar(ctx echo.Context, id ID) error
+	// GetCalendar Get a calendar.
+	// (GET /v1/calendars/{id})
+	GetCalendar(ctx echo.Context, id ID) error
+	// UpdateCalendar Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	// (PATCH /v1/calendars/{id})
+	UpdateCalendar(ctx echo.Context, id ID) error
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
@@ -1297,6 +1524,108 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ListCalendars converts echo context to params.
+func (w *ServerInterfaceWrapper) ListCalendars(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCalendarsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListCalendars(ctx, params)
+	return err
+}
+
+// CreateCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateCalendar(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateCalendarParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateCalendar(ctx, params)
+	return err
+}
+
+// DeleteCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteCalendar(ctx, id)
+	return err
+}
+
+// GetCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) GetCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetCalendar(ctx, id)
+	return err
+}
+
+// UpdateCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateCalendar(ctx, id)
+	return err
 }
 
 // ListEvents converts echo context to params.
@@ -1750,6 +2079,13 @@ func (w *ServerInterfaceWrapper) PreviewSchedule(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
 	}
 
+	// ------------- Optional query parameter "explain" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "explain", ctx.QueryParams(), &params.Explain, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter explain: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.PreviewSchedule(ctx, id, params)
 	return err
@@ -2010,6 +2346,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/policies/:id", wrapper.DeletePolicy, options.OperationMiddlewares["deletePolicy"]...)
 	router.GET(options.BaseURL+"/v1/policies/:id", wrapper.GetPolicy, options.OperationMiddlewares["getPolicy"]...)
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
+	router.GET(options.BaseURL+"/v1/calendars", wrapper.ListCalendars, options.OperationMiddlewares["listCalendars"]...)
+	router.POST(options.BaseURL+"/v1/calendars", wrapper.CreateCalendar, options.OperationMiddlewares["createCalendar"]...)
+	router.DELETE(options.BaseURL+"/v1/calendars/:id", wrapper.DeleteCalendar, options.OperationMiddlewares["deleteCalendar"]...)
+	router.GET(options.BaseURL+"/v1/calendars/:id", wrapper.GetCalendar, options.OperationMiddlewares["getCalendar"]...)
+	router.PATCH(options.BaseURL+"/v1/calendars/:id", wrapper.UpdateCalendar, options.OperationMiddlewares["updateCalendar"]...)
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
@@ -2149,215 +2490,241 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQfHeqpBnRxQlS9k1VfuH4sS7OpvEPpZ891RlXCE4A5JYDQEawIjipvzdb6EbwGDIGT4U",
-	"yXGyqvwRi/PCo9Hv7t8vnUzOF1IwYXRn+EtnQRWdM8MU/PWqVFoq+6+c6UzxheFSdIadmxkjI8HuDd4w",
-	"InJCzIyRhWJ3XJaaLOiUXRAqVkSaGVPkjhYlI1wTxSalZjlZcjMjZ4NBv5N0uH3lx5KpVSfpCDpnnWEn",
-	"wy8nHZ3N2JzaIZjVwl7RRnEx7Xz6lHSuvrW/w+MLambV0zzvJB3FPpZcsbwzNKpk8Zvm9P57JqZm1hme",
-	"DgZJZ86F//skafpOzuYLaZjIVv9gq83luCSKGcVZTjLFqGE4O7sgms4ZuWUrQkVe/TCW+co+Uiqh4dcJ",
-	"V9qkggq9ZAruxRdpIqSZcTG9qL8N3k8Fri28rVraVODanp72yT/YShOqGNGZXLCcGAnvyWhRMPWVJoYJ",
-	"Kkw/FX4XZozmTFULGc38yE69bRXPz3ev4vd8zs3m4r2lU0Y0/zcj3ZxNaFkYcjIY9NoIo4C3rI2Dz8t5",
-	"Z3gycJvp/gyD4MKwKVOdT3YYiumFFJoBgX9D83fsY8k0DCyTwjAB/6SLRcEzasd4vFByXLD5n/6l7YB/",
-	"iT79fxWbdIad/3NcHaJjvKqP3+JT+NHN46PwsySXuMtkTk2GRHP59opED/Q7n5LOKykmBc8++zDl+F8s",
-	"MySbUTFlOZkzKpYzXrDEUhwXMN6lkmJKtKGGJUQqe0UbXhSEi1SUml3YH7sjppRUekQEnXMxdXTPijwh",
-	"dpvIqN/vH9NCMZqvjtg910aPep7IU+EG4m4gM2pPDjWkFPxjyZDBJESX2YxQTShZyIJnq6+0/RyzFP4p",
-	"6XxnR/A5V/BSkFKw+wXLDMsJLADpngN1f0o6r6Ua8zxn4nNvqmUhc7oCsrO8gJgZ10QumIKPki7yBbhP",
-	"CkIFofmci+gOqWD/FLtjSjOczpXQ5WTCM86EuTZS0Sn73BObKMaIXtCMeYmkjVTsK01yrm8tYY5ZIZfI",
-	"BKWY8GmpLFucKaZnssiHqRBsSezX8rJgOnGErxNiFJ9OmdLAnRXT5Zwha/USrRSGF/jxVHANY8n75FtW",
-	"8DumuH2HYgWjmvl32GWxizmVRApHoj9K81qWIv+cK/ejxHPjjtgENpdrJyZgb2+k/J6qz7+hnkt6GVfY",
-	"QdjhUbG+iSAYSPfka/IP/g1Mwi03rDa7N0zkPT+ZH6hYOcavP/ec8HB9pcPklFUZcPhcE3Y/o6W2/EKq",
-	"xB6/aBqpwHkkhDqua+QtE4ROjF0VKcnc6lzRJU26dhuRWXoNg+XkbHDWIxMl57iMhT20hOa5YloDE5+4",
-	"I87umDCJY/WpyEql7K1LLnK5vCCUZFIpSzY4Esv7mbqzlH/NGHnHjFodXdrh9ckb4dSaJBXlIgdx4Y5V",
-	"dKrsyaXhCA5hEH7JUjGn99/ZEWnLYVhOPpbSULKUZZGTMSMLqu1Z7AoZf3qIs9CkYPSOpSIwBgJSxKpn",
-	"ipEcTyrLvbLGVXRImch1DzUlVJKAbqKPbGo21yyTItdW61pSbvpN2mykmnxKOu8FLc1MKv5v9lk5wA9c",
-	"ayuTpSJzWkykmrOcXLqhIMfHSQNpUBAMIH056i53tOB5PxUg726FXIqg9FIrJOQty+GXKTOVJovE6Bjf",
-	"e0HvKC/ouPjsTAZJgWtSVmMgXXv64BAghSZESMLm3NiTpkrhtB+uU7FQMmNa9y7ADFi50xiT/pOTjRvC",
-	"b7F6notxTZasKI4c9YxLQ7hAwgD1373Ofu3y7ZWzoxbK6hSGozaO3CG/hIHb91DTGXYsozgyfM46G1ZF",
-	"Yi29TdMw6SwUm/D7ZsMVjC0r2BXNrKHrVYVbtkrsoiuWyangmhFc/I2XO4I+ZJjIwK7yZju2slR/QtM1",
-	"3B5mkkSL8yF8ACW2/QAu6Su8B/a9KN5MOsOftu+t24lPyfpW3DbZuTcgKhhVdq365HpmD7o7Bu40EymK",
-	"VcOqrc3Svn5zGh/CRL7naJHVB8UNm9f/sdfc/GeoUnS1ueDwrsY1zenC8DsWDFea59wuBS3eRuOa0EKz",
-	"ppMRTBCU7XN5x6wCapaMCWL1acsf5/SedE10N8i4K/G64NOZSchyxrOZPVwgpxkvuJjGklsKKzStMa/5",
-	"VNBCp6J7dvry+HzwIiGWHGVprPo6Y+T8/p7oGVUsIVMll5bhFxRs+wvgdNf/c02MVbCMRhn5sWSlVZ7H",
-	"NLst5LTXJ5fk7PSllQHngxfE0FumiRRWZE9Il9FsRialAqeEFFYLFhWzR4UB7p5LO4TcEo+R5H7Qf9lL",
-	"gjcDZwG/pkKKjJEFU/7pLvX/4n5VZWkyOWcaBuc/MkmFLjPLERnwaVxEaqwCoA2Z0QKPPL5iSbV9DVGU",
-	"w/1mCDNOhZFLqnJc+oLdsQKFXmHfMaG8YDksrCATqi3LH7OVFLllG+RKpOIt7Oh7p+nYDR8QxZAMqKOt",
-	"4BgK+t+E31sVxNTogNAp5QLlSP1MzOn9hhNkpx8Eru54bNDgPqmfHPuOpnPzSknx2lr2+gGHBlwClhzn",
-	"qAhmyipf9wurmHIpLsAaHWurg+Ktc0aFJmnnv9JOf2N1crp6M/lBCjNrFBNw+Z+M3TZenclSNV6Yc1Ea",
-	"1nyp5VufGtbJmYarH6zkRttqcz3A8rErIcjfb27eei0VlSv83Z7bOb5jCAeMGsPmC6uSp8LdD7+DFtxE",
-	"RO6BzRGcWAMkeCj9i+06byevTJaofmy/LWc0L7homTrDGQILceYAMCOTzSr7A0lhyc3MHmEpmB3cfkIZ",
-	"luOqWYGYcMW2XLqxr9xfSRE5a1BGBkdjaq0VOpfOHzaCdRt5c8VN3n6wtuSDprVc0FUhab5Tm3O3wVkG",
-	"w3LXE55M37nbnS5nt2Mfhcavcu2psMDRcvp18tSTBLKshvphyzF6V02nvs5/rzw+ICvJlFsWHKzbr7Qz",
-	"Xi3X3+Qh7H7BFdOXDcfjn5b5x8LbvcjJXSchwYINHyDdandpKvDJQMC0NNJNBFSp3jDY/1I5LwYZs4m1",
-	"WKzowdO8pxJqx7A5iTcL+rF0hrZfD80yxQyqDRNmpbCTk3DaSpE7kx18Ap4rkJswUTkhIzcN52YZwf2j",
-	"72AG/jcc/cZAS1W0xJzcWoALYETev/sezwjXOPIL8vbN9Q2hmx830mnzYalKxXeqqXYgft2aSA/Gsamn",
-	"ugXRTQZbxBsbLh1uAMUsdN8nnJ9jK0WDkuOUqElZBJliiWBOc9Ynr6wlYC29FRj5ueJ3BzDfCRdcz3YM",
-	"AjaVKKtZstwfhDwhdtL2PGRUZKwoWN4nl04QzHgBxOo8E/4zpJs1DLd3yHgfUyA0vyjIiU3KsNsRwhcN",
-	"ohJCC05ezKW2i5aBjgRqahDc5B9sYZyDIqwCoZrMuDZSrdAUwWXnmiyYyK2ZgPFGR9VkAMa9nsmlY6Lw",
-	"cVCNLWXY1bcb1HMucUoEWwb6sQPSjWZ1QUuRzQ6h/Tm9v9x61A6XiciOr9q8ClwqblbNH9sqFJOONtSU",
-	"O41W4CjXeKtl2WCO7XroBu/yLP67WGAdIBosDedvStNi+HvpmfMcjpaXS5F4Q7nEDUGZmbczCTeCsZQF",
-	"o+AARI/wAbyvyXFysIoRiC7a3bDsdQoLW5hUDD5m2fEUWoXFYzg2UOps+DWSTpWRsYefqdXtEUiQNQz0",
-	"MWn7QbTauOv4zq2TweExYfXnnzqOsUUUY9/jJCNeCGKyUj/xn0at/B3U/hKEUDSAamlqCs9Oe3hd87TP",
-	"ftPgifubJHnpo7U+baJdEU2I5c1WLJyezXr9rcphlNZxfnK6O60j3o12TQn8Ad6TvEFWYMk3s53/vn7z",
-	"I1lQM6usIWv1dyegDtP5omAkdQe2X6oi7fQSQglkjZCQzYRhC/TAt/h0qXOKb58hjjTc3zxV1XBygOHs",
-	"PCL22Vd450PVwYxrLhvUfIxd5EOw6PmcXYDzb+iUgVwuhf01AVnvHHeZNbWPygU6p5JUwCpKwY7kZEJo",
-	"lrGF8blc3GiiSnFZpWgsqDYXRN/yxYLlP8s7pgq6GKbC/euv9kpwf4XMMcuryYyiiMkV5YLlF6kIh+zn",
-	"8epny+eGxL8HL7lgk52TwpeER8gSYp9Wcy3YxFz4kI5djPEK5ZcLQ4YMB7RMPLtwawfywth1X5tVzAX8",
-	"AO3u+O80cgb/0gb11+qwI7jOxXSEppko52MGOp6zH5fKPi+IlmRClTcrUzHo992rj04IJNL0gnoMPtYl",
-	"16xmeUVKjP9ow2FUJXPqtXdKfKX9WCDHDHJ+xgwURhxbn1ziXshJKuZWN3D3hwC+i6g5J/NUyVJE+RiB",
-	"t6XiZJAMBoMeJrplUuWg1RLwEFNwutYG4xfHx62rtycuzpxHarA2VJkLp6+CR3fklnBENF3pVMzkEmPr",
-	"sKDVeioCnBvHwcAxF7RnvwjxUkcKz6OZDdY2eF0zp/Z7XSEzWvgRbFxtYCE/rpPgmoNqk5yENKyJwFfh",
-	"ObtQVKPFhgHXiqvbw2ZP6Pl8oNNOkoq0k7MJU3ByXY6SPYEkZAW8ZeoHcM6S7slg0Es7pFsnjFRElIHM",
-	"Ar25umc3M/4ApAxNS6ryYZRYlIoqhSjQadpp8WQc4ihrVmCd3lrtld2ZiM8nXrLsihBGomVTOAUVptGy",
-	"AUWn5YpXkjaTYr14cCzW2w8JcPYVCwZE3kw63IU+Nt/8DbCYKl2ja7fA/kRR6+k1vzAocY0zCXpd49Ul",
-	"5c1c8a2zkKUi1oT0ls6MiryI52q5RdOw1mjAfyea/q/UROsE8BjmB+g3T2Z9vI64Yn2UcAQamAktCpIV",
-	"Mrv1+ahRsMCyvn9LwRLy7vUr8uLFi5eorcjJRLPm6H5psgfaIvZJd1Ibp/Y9NUwwrdtTPiCsS0Vww6J1",
-	"CrNAD6YO8Z8EOV+cHRU7foqVe5jl0UlxfLDrrYETK1ORi0vNqid45AOcyVL1Nr3ii/NBtM2onICP5GXb",
-	"7y8bf9fA7PNmrz1KXK8yQCjYTo4XLvfSUmdpeQwsXHfggoFCCtbb47TZOeCIcXzVaJq27weuJ06193qh",
-	"/ftnK/ods/6ZFoXTDhtVvjdOXYxeQYtCLv0z/gg3Pvy2cmatZxmv0EzCKgt2bxkvEWVRJNHeA93HGoqn",
-	"glScnmPS5HhFnL7V65ORfcGoqWbDZ3CPnHttNEwFZNY5TR7IZAUhdSvPhSTuRhSS90dTeeRm9y8tRf8d",
-	"XfoQqJ0mWLANTnUXMd+Z9lHL2viUdKKQSkSBkSI2LpVuEDPfBVXVQLb0VHqFcyPsSKMczmbhk0mXOtlS",
-	"QuI8bP4ecstW1VesQhonA4ytHosnYjmThbf6G9nZA2xINpmwrJb4sjlWTFeoPA6EiYlUGdQyLJOQ5eI3",
-	"re/SXVJR/ULvN9fRX2yxTtoUYDuYV1ii0BpPqM8KeZsra2gfx97hARjCu+BE2NR3H/p5zyfARMEswsLM",
-	"Vp2kA7Yn6Bx2QOjosYyEqTumfsZqC2exisw+4NJ4GplLRF7NGlB0w400TYL4BytRXNIxzCJTUmtI+wTG",
-	"pNui9Q1mA20xSuwxe8sUysuWITh5sWCKaLgPahjumMKatO0nt9ptWY6LaKsriRV85bI0jYOMb2gQ9je4",
-	"RIplBeWQKskyWqIjfUWWTLHYvY7CmM/rtMiF+fqscelwA67E+6ZI+E21OwLSqXCLrAZVbVOL+nywfz7p",
-	"3DHlfVF7jLxVx44ZMSRql2jy2wdAwji9fw+JDzYWUFed5Nd2tS406ouaREp6faerCR8SFkB5h5mbB/qH",
-	"Y5F4QJrVNWOkJiX7X3xWWV1r2CXi13zl/I6t52BIUSVScaENxJMnxO1sKH7wIa6MFkVz1Opg3SF4nT6W",
-	"3NqFC1YUF5DqATwpFTUW1ycnVvF363jh1TNIBO3W7uy1ycxdmscPkKNSyzVEBQM4aGALQ0KdL17alyvS",
-	"tRbV1y8HJ71UcOEqS1GzdOpeVY6Xdo6zUhs5Z+oqTzsJuloqXwf4T9yaLcEUca8gBc1uUdNB5RbyVyGZ",
-	"zY6sm3bSTq9P/on7lorYHQllKAQ9ikqOrQKyLpEStxs+9NdPxaUPlJx/TcYrw7T39Q33UsGa3UBr0nWH",
-	"3PRKJkbdHa0ncQKwc7xV2pSvfoq1K587PC+tUPxY0gK8bBNIfxKOXg4+4Q9VA+oyJqJ4UifQJBUhT7eW",
-	"CB1sVhxotS1CgilsPwC70nYQvFKxNaD1UBUDvcFBz0jiaVsGY806nRApUmHkwu5fTE1db/OTqYSUars2",
-	"VmkdS0sC1kQk3BplfwMxoVIBDvRBUuU0Q94nyemKdAd9u0AnJ1/3MCjSsnCpEDLWftYyyfbWf1ojkxde",
-	"MNf1GRdgwhydSgsKYcy0c3I+t8d6p8OlQZC3S9jHcH052/ThJQVxSvizsH8UYb+3TL6EUoBY3fJcKAS1",
-	"nC07gwpyezT6BMxKkC01xhAMCPgYuWVsYZ/Bv0DsY7akAVnHCs1SUWWDelL3eoZgS/zcA2V409SsaAzl",
-	"Bq6+yTKanKzz8N5DpNY/Y+FEuiBT7FRv2cL0moRVuDkVwG8uSF1YecGU1AXWU4mppiUb1NarLlSeUKTs",
-	"HkpUIdz1EXMgtd6DufYe9QlvFbvjbNmUroE++sNiBuDVb4gb7Mib8y783UGFWuwsPJZEw21kyVVSSn1b",
-	"rH778uz8z8SVTZKcGZ+8uFZlAhcaR+/cMPuvU5Qm07BWXpXYkYXV4Bbgpmh+Cn/YbGnz/t1V3KrjlmM1",
-	"hluM3cIZrvoPb83ReodpgQ/LkaJFw+F2b3TubsgWRvXKsSIXOwYVy6qPUHk24YW1BbhGPtRvDdpfNZzh",
-	"N1aQBAtIh7T0tdB4lDSs5LzlNSw2hOIQENdgHChf7z+DHiyWIsz+nsr6cdtvFv6ZxplUZNdUWm2v+WX3",
-	"kRzpM0GdAB7ZHRph7rEPQMBkreJbiw/HTrYHrF4onDh84T5tI1xdFqYl5Wt3YAs8fm5BRLOcmUvFmkyR",
-	"KqEGugdBKxMqwBaAvi7urfoC/8Qiwga6Xju6OPDmoxqXVRx4VJ84xfDaEWnDRsx4kSu2NaPF30O6PhdM",
-	"F9LoHhJuqD9EtW5RWOtFGNkS7Dk85pKppsDBKyqk4BktyPlRVBjZpYWWoDyGTjWus4YL0sG9ujnRk4nD",
-	"gkGWvl61l6y0hGR2pubPq2jqNoHog67bggKC3ZvXsUqyyYfsLaRbLizvOe9h4pGdsU7I+5tX0GvMi+c9",
-	"E+bXBLOsIrvbpuMDwJ+7NgEyM/efnV6oespPJAEhEHXQy3wq+bZp+sOLeecPqXxoVxM/R+wCylH3zPFy",
-	"botIQ40OWVj8WkFClWfaUprgj5Nf7loswrO/9aNySJjCb9A3VtA8KFoRTtiapuncU5C5A7HLUOTrWzpB",
-	"lkqcnBCf132oCgZ9ZVCnnnNxhQ+fPNiPs/niB7SHCDdZ+ePfiEuboOdOELnANxJe60G5aYM0CxAvNtaq",
-	"6BPC+tM+STsD8oL8l/0Pi+cfV1g0hkQWPj276vbY211PPgntBLZtd9R4ACTT9q6dr1yLTUt4dqeDoxTC",
-	"NF07ULQTegkp+C16iNYaYrqSAlAg4HXXkaZ8UIPMDZEZuzx2u+IeKkx3jOmLEmtrajSfWqsNHOauOwHU",
-	"0fsYns9182Q2aEsL9aKx/vrv0XJwVgL2ovCVDzkr6Irl5F9y3CeXItzk0uYWVJtU2JXWVTAH2qQUea15",
-	"Xa28otbCtXt2euqtbxhgj5SiYFoTt9XE2ZY/06I4pAa8kuxrbmL43WX9BZsJi9TXcv3t/4pVlX6Isq/Z",
-	"XD5YWfg1Yr8+o6vLHy9D/mccXXh/86o5uhCL8S1Bjah8HzkZ+Cux0LgKbuwdvXAz3kvKVJbmGm/l2DvH",
-	"3U+6zu4+HZxAWnvktFmTyc2dKW4cS/xKk4XUINQ8cbt2XwmmXA6az9Si8qnt1VnMLswCzlTzWFxvKR51",
-	"S4YDhV5n70V3I96UlA10GdmK+ygQ2/wcp4OTxDdEhRYtbvGDXMHuhDN6h4VNEFyoSwu/qvtksLgC1i3+",
-	"tBrZtDonqlZhLe4J0H7QO+GNS0jl51XnSql8dj/uif/d97/mqn03YukOReo7hxKaV9IGL2Rskh4U02s7",
-	"ZLuCfH4Bw/CTPfTFtgIMmvnQXlMRe9lStbA2IveS8MTWgeynwa+xmXuaGcv6oeUXKJWJ8zVgA08rqZ5V",
-	"092q6bOq96zqPat6z6reJl9+jCyVWGl5miKturduYw1HdlAFMyx3tctBMcWTIiT0gCTd6pxByoS9Cr2t",
-	"rUxIRXjKnjIofhoB0x+5vKaiWK/69d1+LqAHjWQ6FdDj3rJ9jH5oQ0Zzeu8noLEtFYe6KlYrZoehpmJ0",
-	"FCZzFLpBj1wEzt7nLm/UjK9L46QTXtSYge+H9KDkIC9iH1dKPgu+pxB8Dd2b5guzIjiiWt7HlrqeL9ff",
-	"/6ie+22O9U22VM7nVK0e2nzDPV7135gywdShgYMiqvLc9rVQDerJgx+QT+OG2paPWBm4ewsLP+umULDu",
-	"REOMZhh/pr5aH9p357kG/T+4Br1Ot/u2l+Jbq5lm1ooch3QKUVNQm3MCmxe4NcC8X0GXoaG8JKro4orM",
-	"0Bho6Js2j4u7Dtjxb8uQ+BGXrDxGHRRfK3Jq2sWbwOEPUFGgmfj7ps6e1/9zja3GoaFnF9Cg9MeW9AWf",
-	"rrZbttzYO9u6ic6MWXR1D74YKZBv31zfIE4aDEMTex+oiPYfP0NYsrdn7lv7yt00ptyN7CdG2MFZ86lg",
-	"OXYzXTDlsteMJKNSFaM+GemP2t3qOj/b21z9C9znl9veXI19NIwTsfKSESOnDJzHWMGTCujWDp8hU2np",
-	"c3081hpykbLzwSCsnsjJCfkBqshT4UywBNtXj35JO647UWf4kxtwQvr9/odPI9c43k+DahzvKBWaiVwT",
-	"bnoVnp4Lt43+98jLLXUE3psjECujPrkkp/f3zlUYul/rWuG7y0YLnmxXMI89EFyVkx13KuzAgcXZcaed",
-	"tBwMXmSuv08Of7G0EyZiz5P2VTcIDQWogACEmLr+9s6V3T07fQlrdj54gdOLMEEIF1lR5izvEYDvsNqg",
-	"hM1tmQOC7eQy08e+rK0/z+v2iF1UK7E/WlldUUSjLXIDcc+nBOho5bUA6LNTa8EB/g/eG3TOPR+7cTdb",
-	"DsuaxTto5b5im+BdmJ8Ymm3IZYBBi1Co4hSFA3iwG0eY/q5mPjiRB6Vh7GUVNfkv2sfxGE4LR3JP5rKo",
-	"Ucxhbm+oPAEvkGWFDjOTXAlCydvLm1d/T3xReZTRccvYwol/qHi7ADQM6p5OHD9C9CoX1qroDbxYDcSG",
-	"qBxN1NYMDBF6YvmWhOt+TzVlvpoN+Gcde+sixKkSso7XBfBqCNd1B44Qx9g0idyZ1Yt3u9E3W3g1+Onn",
-	"HJMwoR6ilssNCGVRWR429UrQ9QMacSpAzvgM+q+07z1XNalzM6m1mKu1lkvFWm+5WgexC7hTSMOgaRzR",
-	"0hWv7DdxRDTbXnEYJa/P6QpjihqR0LpOY4OVmLhKXpGnQjEDXRQBIWX3fmLxEoQsF1Rb+eth4zSAv7i9",
-	"XQdiCyLaI8Qhje65Atexudow/SrPtWEFKjrdRozxV3aR46dWBnJTCZoD071CvbmTVYEZwDxKzfrkn1WL",
-	"noJr49mKPfjoIlqbfAmogP6NffIGmyG6p7mrP6MClNdU4G3ow0a0WUpmdnUX1J4DgU1SX119+y6kn+mP",
-	"mkSPpQK8Qa4yOVLaEaWqzhT9PCG0n+HWpSKwNDtGjcFwrKDu/vKJFHziqFwxy+Izu4CN7C3juWrKJkQI",
-	"Q6IAtjMUoI9OBy/6g/7JyYv+4Pj0bASxHAd3SApumKIIV2s/bScEizRmTv+98CtlBaGv6jfZDH3Z8RoC",
-	"9Gc2Y9ktmuFRuy7htlYxLYs7y1vw+w5+2QvJODl+sE/SmE9mHAw2Zacdmm4KrLu5RCs0k/JW913zxX4m",
-	"5yPIahj9V+03tDPFiuhynMs55YD1EN3Rb5nL6fmLXzsZb9K8BWJr4hX+CiRUxlalTqKJGrPQw+Nj/VH3",
-	"WXm0ZNocnfTpnP5bCrrUdhLHJ6cvzs6//vNfXg5OTo9HbXMKgNMPnlQ7o3lQGGBPj/eXoWNfYyuHScUZ",
-	"M7qgGTf2iBQUNCHji7OQbWjShU5k4xWZUK7Ck73+eo3oofz9U9LRLCsVNysrJVwhwZhRxdRliZBOMEPw",
-	"jsPPlYYPphXAI3Ixkc3WxKIcFzwj7767vgGAbzkJQk3lQ8yCAEgnFxCLMIjNTEljCihC9m7YxIXSANsW",
-	"5DDy7K5DahbFqhcWzV6w37xlK8ttUmFnxIRxuJBDMqphfQ7JNzBBgvbuLVuhqTvqk5sADK0RliNm6kcO",
-	"ZT40UdYXrvDXDgnKjyFpzCuwcE/PwXs48TA6vjs5duMeRW9CXEFyEzVlqWB9CULcIhoWrAYqag5MVVcO",
-	"YN9YMfjgELS26gBDhV8pWCiA3NBDx7nPwLOQA5BelZI2aoPYHKWi64tIex6znwQcdBDSXlO2Szmmuetu",
-	"7mt8sct4PxVnA9/b0GzDjuea5DIr59DezyOxOpB1AAVOhSXZhMwd4Ktv1tfUMh1qoAPid/hWzrICGulK",
-	"FeXgmSXPGIRuwVLDsQCQvfN6zoC4oRU9tnPnuYeQ9dqNfaHV304Hgwies+cg5e1L7PcWhRU6Ub/Dbk4N",
-	"xYAsym+HBU9JXuLGIPhs4vFIyfub10d/Scj7Pw2g/aUVaKQUC2qtyFToUik5tdok0xldsKqLTVrmfxkM",
-	"CBhyyE0TB5qNZwyYuiaCaWNflDO28EkgX58hgqDuXYBSipvJAeUPFYlxaffxFlUKzYRmpOsHvJEj5fc2",
-	"JD1YHRGjhbAJ67DY7D5jLGfQJSgV/7Tr7mMhYOwwKOIPGYw12G1PjBHMHFzoga4DsGVrSHYjgsLggmjG",
-	"yGjJxqBcjODj35b+SNsjGgMZ4JLqqGvQS+j77DuCYNeg01notow1zZ2Kj4YqCvIDIjJevr2KSmGGnZP+",
-	"oD+AoO+CCbrgnWHnRf+kDw1AqZkB07ccCFmq/cs5usNBuMrBI6ANWj/woDsxuhVutbrl2HkyPiU77/QN",
-	"L37pcDt0OJ7eYzSsF7tv4ANX7pHmpwM0ysFPBgyU/cCDa5gf9p2PWO/cODEl57XB7Vfb+1iVxE1DMvLw",
-	"AX1IOorphRQaFZHTwWALrvNheM4VDk0DovMby2GhUeKo8rtBF1hvjEatge2NgKh/hsNr+mqYxvE3NMCg",
-	"wCMnux+p4aHDQy92P/RaqjHPcwbZC2enp/t8JsbPhqde7n7qRsofqFi5OYGqe77P+GKkc1h/8OHtfg7h",
-	"v0BT9XkOnbeWGVv9sJzO6r2gvVIoVc4cABPHKDed6oDLqDsf7AsrlnfsSsbBnSsbW9tBtMYKLYyAh94K",
-	"4DbDKnbLvccrDBdF7/6F55/8B7DVWtW7Sk4IMqWEVKwt8R2xc2IkmqNphxZF2hkSo0o2SkB98B7ghGiJ",
-	"SkWogIegSaiDRz3OwMjHK0KzjOcIiTqaS8WAzg3iXDBB5nvX1w/hz1RAilnlCoNQGraVQIlVlyKufUAQ",
-	"JE7qfiPz1aMd9rXeGp/qDnM7109PyGrqDRIa2M2OXghfNms5ebEXkwA3+38AL7pmTlGseIKOfGWQQgsd",
-	"VvCUVE3oAdkFvPb2FPX2YFKWkbQqZ39jqJt1nlqGNhH0jTcyv3TiHZztfuJHaV7LUuS/KzL8GzPBDdBI",
-	"Sodq7Fffdj592KS/Y/Q9gKA8/H1Ji3S9cd3gAEBx5UODGGZyAS8fYHG3WOEIPdcXRalTMfKgcaOQCD/c",
-	"igwnFTk5n1cNsb0deVHHjGuQXwhtV521x5dedfC8zyy8IhzEloNuNwpXE/fi4Wf+0MM42OMwvpJiUnD0",
-	"KT/LqtjD2xn+9KGmRZd6hol7VZtoD+ENEfE1BJU+udzwLNY8inuKsJqy/bg8ZAPCF4UuqNOuuqHC8x9W",
-	"2L5ckwGwlAqfOQIRuTROF4/QYhGIBWFe+yTgFLuWmFvwgZMIdzjZjhXcrjf/tkI+qS/vH07mH8xmfle6",
-	"Ko2t16CUuoOgGATPndtHyGWvT84GL31tHqaJ2Of3P+uhZe0jnvXQj8QMHQsCavTtpJ2HPWByhibMXakq",
-	"MMhU+NPeC5kTp4OBWxN74qdgPQvpTGdglUuesQv4QipcwqKuvoxeM8dLN7hq1fY5FFKFZM0V6dZ6RdfZ",
-	"TQ9C987/7RNeEfsTIhy+yz80zsYYzdngDB5yAwvIH6jnpGImixy87vBoAp54gDN1LB2BLWlmP1mwfMqc",
-	"y9wyTj5ZG7uLVGBtgUsi6gaQYQhmLGmcYKStYQQV5KnwjK/r8+p7iaW0McvknOlq91zNGoZjvGhCFpSK",
-	"m7DaILtc9NDLrq8qCDGXAQDl+0xkwJixa7EwqShFDumqmP8URjbCoKChUwwK9vFveEHtF/eECx1iR2BD",
-	"gTb//sPlK4AEhRR4/FAcndMsU8z0htiJJ1xBCNdAOECcbpRWbDDlptGlIqR5kZyHLC67ZFKlYok4pdiz",
-	"HV7TAzWYm1g5hmhV6A1Ng7C0S5QKpIkKMNp/AvcW0n5JdznD1GoAwTJOTTAKGkynYsyYwDGsGLZMpsbV",
-	"DWdysYqilCGbaYA5wxPFXGmjPY4XREsMz/l2657EY2vBvRJXCJGYcD7Nnin48FOq9mudJL8o3f5d4JJC",
-	"LqHJBXj7e38o/f53qakHLBfPKipMl51K+YVl8T64v0VoQ2LFThfTa+y292QUiiibzbonZKuCaCxcl2Ph",
-	"ipz1s9vpt3Q7RTtjhUnD7lRkB2T2K91RFakeO+DIX6td1un8Fbz0yyB1u6CuReUzxX8JFI/EEYPBr/dj",
-	"ccZxFdED8HWn2YbuGlW6OlohTYfE0XtcJ92amPG2qlR+MpKNIGVaCLdK1FuLwH7h4fLfCfHZpa8HvP2C",
-	"x+QT6AXYbDOLg8IBV5B8MC+utxjFtI1DdGWXOL0B8FNN9BuHpHruqgVjiLCEzOXdZnX7V75VGkAS0qJk",
-	"668H6J7z9Zro80GV5cOoymZH0GzOJcxGGDT1EV6GOF6wh1gNySweRe2DJ9UHx7wouJge0QVfB2Mcds7n",
-	"MIIFU68cilzzCE4xiOjuSexqcUEQkzmMYB1LJ4amW6uGHp42IclEy7Rg6sg/jbVoLme7GtvpgNBNHNIE",
-	"4VsgZ/VskJCTwaBtxWpwR9YuCgBHZ4NkfT2joVFlBFNuQdcQaE4HwLUO4XWu1nAvO+3kkflsE4/F8Xzx",
-	"/PQ5UPMrlQys66JREnzcFWeTz69pCsGOw/5Om/z/W/g98P81Sj5r6L2AjaKeff2/FxLCDQv+3j55V8ez",
-	"f+mcfFXhKyk1076xW5Mq0eYUaCOjwWdgiDdRv6hni+g39AE4EMG6FwD9VJtegLqG+iDLHbo4bFAj1o9F",
-	"BPn4LtwamOVnduBuPwfeT/AHPQ/PSsWvVCpmVEwriXCxR/+G7dpGrdtaq2PiOmqW9hsVjThsmP3O2Bom",
-	"T9tLQ2/DB1ST2P9h0e7Wp5+yHKLWefU/oiLid1/bENXGtpY3VEdyl+8ntMv97N6fwwj0t7HAq2bC7TY4",
-	"GXmIKWynO6rBTI0IPjVmrijijuVRMeOzBf/FC9vzwZ93P3MldDmZWMEozLWRik4f0fqHAtgK3gT+lMrj",
-	"HGLjkoaW7aSLHdXbGMO6+D4ee2W6OdvqPQAIIh4ZYlJ022DLen0ClVKAAMI1gUJeCnXBAUwKyms3oKNI",
-	"F+qGFLS7sccJ3qdd02uHgZEKKcC6kEux1mObG4/XkeDCePxiTMny9eepcM1MmC8612QEk/rp6sdvv/vf",
-	"D/3XV999/+2oT/4f1CA7DA7lGw6lIrQOdE0Cl4ob5suFuXIdCrDLUh4aDV4QSM+B9UgFAqTYB6v0MvuG",
-	"UG6ujVxgKbp92LUvEA5YxZfU10FGQDh7yBIpMjYk1CXedCGfbZUKzKjHfo4hvwaz5cKbK1wTl0hmB4bv",
-	"rbJvkoNgwcBBbb8ArQxcs8VbtvIddXI+mTDI10FEso2BnZ2e9sk/2Ao8xzB8XEOklOZhuF1jVnQZhllf",
-	"C5oxt5hIhjAAqHjD1wXoAiwgDylIJy98zwIkllGSClcM65Fa7PIXUt6ynNDG9KK63NWAvNJ5WuEZwxZ+",
-	"ZlO1CY6nRc9UcDUQSeJhJkDL8fUfsOzPtXG/Rzc2lDpWvcywgwYIrX/JsfZ8NAaD2kdo7efijtTc/1wn",
-	"9+/OZ13pPFIRzPGJVJ1/yXEPuw6upV5ATYbvxN1uFrX5sdtpZfBZDIubSJ95psHf1Jtdg/5vtq1/ldd6",
-	"c+PnTE1ZHumzkfKMQKxYJSQF65PXpSmVx5VxVQ6p8DqnRwaUBfRK5QKhDGunA/tIuQdclRQ+lorwmWtm",
-	"4HiNrOUxgkYEaHuMiCmV0NGZ5MLIDQibC6L9G8AiGaGCiy2WAGKRNSlK6FuvncanU5F+G0f+LjbgXfl/",
-	"WHbw7F/4Df0LPhAQtTw+KBSwUy/DFN29wgKv4c4nDw18eOJM3v8YP/ofVvDXHO/V2fjKYaIlUGwFOHhK",
-	"m6S1EOFxU93XjhWAqj1ytvtb+84vQfVFxLhnkfe7SzUCCrpYN8bkhExqamrNOCP2IXs3FNRafjijal4w",
-	"rQ8TNAvF7jhbtoqat3i9PdrV0pkJKjAQIbTCxR0kpGrfM0C81ab4LvCCWmj3kC69Tymq3HK0t/a4N9HU",
-	"/3iy6A/tbmvYQe899acGfKvvb15h4S7GUnw31Ue1dZtPK4ItPLIAewcv/RIkGIKfPkuwSoI922AtZxWJ",
-	"FrpC17UeAldcOwtaIeM8WEI6rJNH7sBx6SJjoVeBx+z2LR4qfJkJKRcOZw1KlqfKElQqzEwxPZNFXpOw",
-	"gwCu1iMzqtfxjj0KzXgFfRTEBaGksDY/tuX2ATtXUYJa+gj8XFxMXftM397B9dFA1SSCt6kPlHQ1wym+",
-	"xnq/kXObjRrbg93gcrezo9PPV0GKoDZx340u9digE1kDEnjmVM+cqplTvUZKYrFFLCLYUXt6Mw4AVWnH",
-	"MRuWewD6LWyqgi1uDci4W55SpLtPtIVj8PJzcuPjaaj1Xs3ObwLBf2yynoSaVsuLS80S6DskDPEIzMC/",
-	"Q6Bk0/Gy3trCAWtsdUfeuHt+147ICJfwOaX3i0/pXc/j9Sg2t2yFSDYxTcOlnUm9Dk7yC03prcF3fuaE",
-	"Xg+0+VxS+x9fUotgTvsctrr82NkcKZy+J2bwbcqKw2h9DiD9lpkjB5DX4yaRIGQdQGevrLntOLjG7rMe",
-	"S4aRDKK/wyghr0JTS4VvmengVa1lfMsWxlrzCNsrlQeGhjxlFtQGN3FDb5lug+x1yGiYV6xncrmOAQyh",
-	"Zt2eFBIdsaeST79NQsj2k+3TQf6gJ/xZtj1SQkewrQSds8Qd1ARPLiTe0qKQS0tIDqV2nU0dmgmyRVIe",
-	"37LVdpvr8u3VP+w9T3is8BPbOlbZUSbQgNTH9p8F6BfT3QoQN7szqmdOTEHHdfzZiibEObKCRDyqhN1i",
-	"YiFFPY6J9US2Dg7R2TW/Z5Pn2ev7KCZPAHcNmcFOjwBg2XCkCID6IbifU9EAfvYAdn/8yy1bXW2vy3jH",
-	"7uRtdYx2V2XgA89VGb8VGeH6E2pp5ILEVXGDE4TWMDMmiBR9ArfuzOr5NdzZd1RYUDOrEm6A6jrr+vpa",
-	"Ak7AZN8JX/7pw1o35jom9k8fLPvG8lcceKkKB4g9PD4+Of1zf9Af9E+Gfxn8ZQCs3s18M++/3t2LM30R",
-	"V79gp3opABEcKxKjUGjoINpf60rBme5sgnu+iouJdQ11O6od1v1NsNWmt70REGO0Q4d++1WCSSgi9cM0",
-	"vs6gX0dibXrtDQCpVe0UJ667cBKBQ7fgYKOGWuH7zukti77oggINn4zgwvEdHjT8gtS14+htSMJ2az3M",
-	"L/S1tN/wqMDt9dTX6GzPsC7WN9g3koxQLe+Xqhj1AXnY6+lTZipsxf++fvNjKijazjE2cbT410DK4So1",
-	"RvFxaZgmIxjlVT7CfvijCndyRLqvr16/IR9LVjI9JA7X+G9KlournPw1hqhMhbv6LfN408DgyV+Je38v",
-	"Bhg3M6aZL8x1aMwOImMp1S2gikjBEgTPHP2SYjPMtOPxPVgffvg0SkV3VO+iP+rB2vn77OJhgbr/Cdre",
-	"R7DqvYtUwHeoIKMa2NbI5yn4RuuOwt6/+550HcYYvs1+MxXeNHKNrgopps2gl46mPbTA1hzECMgoJ132",
-	"saQFTNDvW5V2iOtZUeX/Hvm0A3UEnzrawRV3IgLXxgJlQklFh1I4hHhPwi7ZDB4YEpoKfxoxE6HCRgIF",
-	"nhtI8LD7TvQtX2ioV18w6mDE8RjhajZOd63u+9fN9L3g965jqUYg1BhzHgBC+FQgE9u5+NABxND54teN",
-	"aXR38tcR+ROZsXtADzm6/vvl6fnXXUQKSTDFz36G/ImknX7aIX8iii4Rp/wioHgwGLplB/ggpOlI43ol",
-	"CEYyOZ/TI18qnxP8rn2IQgIvBGf9Nx0CnBTMm8t7LMi1f9dBC/JEcag13PYDXH3rOVArcnp/71DtAyTN",
-	"hdeeP5Y8uy0QqxC4HDhhl1TlLrMWNcAN4eAL8tBn+44ZtTq6hH93PYEiej+g1ufUOIwOpxk+2vsirXFz",
-	"4tCYIoTsaYUcpxCJX7AMqg4RBo034P0MA2QMSK0xzW6tMlIli0UJJ3N6f+kwqhJM/EIUKvKO5VyxzCVx",
-	"CWnIRKKPyzKObaAaHhoJANnizykQQsCfjLTLYvU6J4m/0lYWNCcbfPr0/wMAAP//",
+	"7L37c9s29jj6r2B070ykz9Ky7NjdVp79wU2TXX/bNNnYufvZW3YqmIQk1BSgAKBlbSf/+3dwDgCCEqmH",
+	"aydp19MfGoskHgcH5/34rZPJ2VwKJozuDH/rzKmiM2aYgr9elEpLZf+VM50pPjdcis6wczVlZCTYncEX",
+	"RkSOiZkyMlfslstSkzmdsDNCxZJIM2WK3NKiZIRroti41CwnC26m5GQw6HeSDrdDfiiZWnaSjqAz1hl2",
+	"Mpw56ehsymbULsEs5/aJNoqLSefjx6Rz8Z39HT6fUzOtvuZ5J+ko9qHkiuWdoVEli0ea0bsfmJiYaWd4",
+	"PBgknRkX/u+jpGmenM3m0jCRLb9ny3VwnBPFjOIsJ5li1DDcnQWIpjNGbtiSUJFXP1zLfGk/KZXQ8OuY",
+	"K21SQYVeMAXv4kCaCGmmXEzO6qPB+FQgbGG0CrSpQNgeH/fJ92ypCVWM6EzOWU6MhHEyWhRMPdPEMEGF",
+	"6afCn8KU0ZypCpDRzg/s1tugeHq6HYo/8Bk368B7SyeMaP4fRro5G9OyMORoMOi1IUYBo6ysg8/KWWd4",
+	"NHCH6f4Mi+DCsAlTnY92GYrpuRSaAYJ/S/N37EPJNCwsk8IwAf+k83nBM2rXeDhX8rpgs7/8qu2Cf4um",
+	"/n8VG3eGnf/nsLpEh/hUH77Fr3DS9eujcFqSSzxlMqMmQ6Q5f3tBog/6nY9J54UU44Jnn3yZ8vpXlhmS",
+	"TamYsJzMGBWLKS9YYjGOC1jvQkkxIdpQwxIilX2iDS8KwkUqSs3O7I/dEVNKKj0igs64mDi8Z0WeEHtM",
+	"ZNTv9w9poRjNlwfsjmujRz2P5KlwC3EvkCm1N4caUgr+oWRIYBKiy2xKqCaUzGXBs+UzbadjFsM/Jp2X",
+	"dgWfEoLngpSC3c1ZZlhOAACkewrY/THpvJLqmuc5E5/6UC0JmdEloJ2lBcRMuSZyzhRMSrpIF+A9KQgV",
+	"hOYzLqI3pILzU+yWKc1wOxdCl+MxzzgT5tJIRSfsU29srBgjek4z5jmSNlKxZ5rkXN9YxLxmhVwgEZRi",
+	"zCelsmRxqpieyiIfpkKwBbGz5WXBdOIQXyfEKD6ZMKWBOiumyxlD0uo5WikML3DyVHANa8n75DtW8Fum",
+	"uB1DsYJRzfwYFiwWmBNJpHAo+qM0r2Qp8k8JuR8l3ht3xcZwuFw7NgFneyXlD1R9+gP1VNLzuMIuwi6P",
+	"itVDBMZAukdfke/5t7AJB26ANrszTOQ9v5nXVCwd4defek94uZ7psDllRQZcPteE3U1pqS29kCqx1y/a",
+	"RipwHwmhjuoaecMEoWNjoSIlmVmZK3qkSdceIxJLL2GwnJwMTnpkrOQMwVjYS0toniumNRDxsbvi7JYJ",
+	"kzhSn4qsVMq+uuAil4szQkkmlbJogyuxtJ+pW4v5l4yRd8yo5cG5XV6fvBFOrElSUc5zYBfuWkW3yt5c",
+	"Gq7gEBbhQZaKGb17aVekLYVhOflQSkPJQpZFTq4ZmVNt72JXyHjqIe5Ck4LRW5aKQBgIcBErnilGcryp",
+	"LPfCGlfRJWUi1z2UlFBIAryJJlmXbC5ZJkWurdS1oNz0m6TZSDT5mHTeC1qaqVT8P+yTUoDXXGvLk6Ui",
+	"M1qMpZqxnJy7pSDFx00DalBgDMB9Ocout7TgeT8VwO9uhFyIIPRSyyTkDcvhlwkzlSSLyOgI33tBbykv",
+	"6HXxyYkMogLXpKzWQLr29sElQAxNiJCEzbixN02Vwkk/XKdirmTGtO6dgRqwdLcxRv1HRxu3hM8BPU/F",
+	"uCYLVhQHDnuuS0O4QMQA8d8NZ2c7f3vh9Ki5sjKF4SiNI3XIz2HhdhxqOsOOJRQHhs9YZ02rSKymt64a",
+	"Jp25YmN+16y4grJlGbuimVV0vahww5aJBbpimZwIrhlB4K8N7hB6n2UiAbvIm/XYSlP9CVXX8HrYSRIB",
+	"5+cwAXJsOwGC9AW+A+deFG/GneFPm8/WncTHZPUobpr03CtgFYwqC6s+uZzai+6ugbvNRIpi2QC1lV3a",
+	"4de38XPYyA8cNbL6orhhs/o/dtqbn4YqRZfrAIexGmGa07nhtyworjTPuQUFLd5G6xrTQrOmmxFUEOTt",
+	"M3nLrABqFowJYuVpSx9n9I50TfQ28LgL8argk6lJyGLKs6m9XMCnGS+4mMScWwrLNK0yr/lE0EKnonty",
+	"/M3h6eB5Qiw6ytJY8XXKyOndHdFTqlhCJkouLMEvKOj2Z0DpLv95SYwVsIxGHvmhZKUVnq9pdlPISa9P",
+	"zsnJ8TeWB5wOnhNDb5gmUliWPSZdRrMpGZcKjBJSWClYVMQeBQZ4eybtEnKLPEaSu0H/m14SrBm4C/g1",
+	"FVJkjMyZ8l93qf8X91CVpcnkjGlYnJ9knApdZpYiMqDTCERqrACgDZnSAq88DrGg2g5DFOXwvhnCjlNh",
+	"5IKqHEFfsFtWINMr7BhjyguWA2AFGVNtSf41W0qRW7JBLkQq3sKJvneSjj3wAVEM0YA63AqGoSD/jfmd",
+	"FUFMDQ8InVAukI/U78SM3q0ZQbbaQeDpls8GDeaT+s2xYzTdmxe0YCKn6kEIvH1Yv/PrxLV2vVt5AhqQ",
+	"Gh4oUPF2pit+e+/sZ03z2638R4rmyVDw3QsEVsfmyLHDB1yYr046TSe7YOymWO68m3/B6+/Kgm2nlLk3",
+	"w0V79CcUwBhWUC08Zl4xBDYhD7KyPanuuaWy2pCjZDAYEFhYQnBdcNFwZURZ3Z4YOWGW5PTJy1um8Fd7",
+	"AX8t8wnLga+5TfbXbl3Ayvr8/5rKgpFCZrQgOV3qhPz73//+98Hr1wfffQcGzZ1x2CPrRqPq46JufWsX",
+	"5z+eB4AAxbIbRPLFvS0kgK5Rbno8zFxFyk2I9RCiRaBwTScX3CI7CHutskf9pPa7BS/vsqLMmSY/WTHB",
+	"yrS9IbmWZkrevXpBnj9//g3hQhtqNWLnSbAcXDOTim7aOR4c//Xg6Pjg+OTq6K/DwWA4GPz/aacHqh+M",
+	"4vHbkaxgB87cmq0MEzBlZcCvh4NB2umdkQVclRkXpWG6ibHZtTdfFbkdsPAxvLoJuMia96Ux15oJQ6rF",
+	"khvG5s5eAGboM0JJwbUhis0LmjFdWSJz8kROvkxyso4kSopXnBW5vofoD44NK1TP0JyVKSkIu5srpi1H",
+	"PAObOiISvjpjVGiSdv4n7TShx/LN+LUU9th+axKRlm/GdnuNT6eyVI0P8O41P2qZqwlOzsC9fM20dib/",
+	"dXiA/dZCQpB/XF299bY2NBHh71b7mOEYQ1ATqDFsNjfEyFS49+F3sOU1UQz3wfoKjogUlZ/VD2zhvFlI",
+	"zmSJRpTNr+WM5gUXLVtnuEMgAc6oCSqVyaaVFRVRwRJjq4g4GrGbdAjguGgWecdcsQ2PrjhShR1NLSJn",
+	"DSaVwcE11VZjmUnn1RsB3Ebe6Oo2byesgXzQBMs5XRaS5lttUu41IPtgHt/2hUfTd+51Z5Gyx7GLWcZD",
+	"ufZVAHAETg8njz1JQMtqqT9vuEbvqu3U4fyPym8FGj+Z8FvHWmBxz7QzwVvddZ2GsLs5V0yfmyY2w/B6",
+	"BIMFDuSsB07PBzt8mIB0q9OlqcAvAwLT0ki3ETAI9YbBiyGV88WQazaWCmi/U2x3NKXZNaxv4s2cfiid",
+	"u8DDQ7NMMYPGjzETGSNO24fbVorcOR7As+GpArkKG5VjMnLbcM6iEbw/egk78L/h6tc1PVW0RM44WIAj",
+	"Y0Tev/sB7wjXuPIz8vbN5RWh65Mb6WySAVSl4luNbXYhHm5NqAfrWBeJHUB0k9k5oo0Nj+6h5UckdNcv",
+	"nLdmI0aDqcaZgsZlEXiKRYIZzVmfvCgYtXLZ9RJcFbnit3sQ3zEXXE+3LAIOlShGLeXwFyFPiN20vQ8Z",
+	"FRkrCpb3iRMuIcSC8OBf8dOQbtaw3N4+631IhtA8UOAT65hhjyMEYTSwSgiQcPwCFHnFMpCRwNgWGDf5",
+	"ns2Nc7MEKBCqyZRbKXuJBlUEO9dkzkTOxcTpOg6ryQBcFHoqF46IwuRg4LOYYaFvD6jnHPuUCLYI+GMX",
+	"pBul0oKWIpvug/szene+8artzxORHF+0+Ua4VNwsmyfbyBSTjjbUlFtlbaAol/iqJdlgVN720RW+5Un8",
+	"y5hh7cEaLA7nb0rT4r7w3DPnOVwtz5ci9oZ8iRuCPDNvJxJuBddSFoyKe5n3mmxse4sYAemi0w1gr2NY",
+	"OMKkIvD72OfgaB/ChoJc59EMKAEFWcNCHxK374WrjaeOY27cDC6PCSs//9RxhC3CGDuO44z4ILDJSvzE",
+	"fxq19G9Q+0tgQtECKtA4k1L+iqsGeHrDTwvN8I9/bDPAg4WjgYHSoiBZIbMbb2GKFKjYNtugv96y/Eo2",
+	"DGlZgBR+O8Ti2i9c4F8JWUwZSqSgraDHbnfmqhh1jvUGuhNsY2hnBj7DvKGOm4Sw/qRPUpiBBIvZadqx",
+	"EkLqjB1EU5PoUqCRYF3iNNk9EdB+6c8hic8z7KoRLWMxeKuVZFUfsd9+2+Bl/rskeekjEX1IcLt6khDq",
+	"rP7HJ9Nef6PKEIUsnx4dbw9ZjkHULj+DlchHSaxdDrDvNCPF/7l88yOZU4uS4yoelnTHoCTR2bxgJHVk",
+	"vF+qAqywlEBENAmR+hiSg9El/c14ucVoCivdeOIt99+yoa2E0377At+8r5KQce8IqwMT43LyIdh5+Iyd",
+	"gWN76ETEXC7AHp2ABBiM1SabHpRzdLwmqQAoSsEO5HhMaJaxufF5CtzYWyvOq/DjOdXmjOgbPp+z/Bd5",
+	"y1RB58NUuH/9zT4Jrt2QFQFEZUpR8MgV5YLlZ6kIpPeX6+UvliINiR8HH7lAKrsnhYOET8gC4vqsPlOw",
+	"sTnz4UoWGNdLlGpciF2I3q0W7i/6MBU0kKhVa1VFpgJhtNBEIVtIwyDEWqfCUjHwsm0isk00NneBdZ6v",
+	"ueMEwcZYVFgBdMyuPMwswvitR1/4TTVyNT9Pg+pm9a8RPOdiMkKzgihn1wzA42wfC2W/F0RLMqbKm0RS",
+	"Mej33dAHRwRC2XtBtYMohwXXrGY1iARwP2kDyVAlc6qhB98z7dcCWR4QdX/NQNnBtfXJOcJZjlMxs3Kt",
+	"ez+E0LqYNhfmMVGyFFFEdKDAqTgaJIPBoIepJplUOWhkBGI0KIQ91BbjgeMjR6vRExfpmUcqnDZUmTOn",
+	"a0FMxciBcEQ0XepUTOUCo1sBoBU8FQH+gutgYFQOmp8HQgzqSFh/MJXX6rWvaqaA3YYDhutXsB6wsI4C",
+	"P66i4IpxdR2d7AVtQvBldQW5trozWBsw5LHiPfb+WTpyOhvotJOkIu3kbMwU0BeXJWAvJQlxuW+Zeg2O",
+	"BdI9Ggx6aYd064iRiggzkKQ5L2APRZ1qAgjan5RU5cMotD8VVRB/wNO002KF28fI26x8OZ2rOit7MhE3",
+	"Sjz/2xajFzHABhHai9+NWjkI6S1PvIC/npbmmZhjBF73TYD/LFlQfvNm1OEu+Gh95G+BxFQB0117BPYn",
+	"irJZr3nAoIA07iToJI1PF5Q3U8W3zrojFSkkzb2WPqUiL+K9WmrRtKwVHPDzRNv/nVpUHQEeQnUGKezR",
+	"NOdXEVWsr/L36GlJFXyA8gEEHDyiGtO0tR+oYYJp3R50DYGVVAQXAlpWUOAB67sOvssEKV+cnxAbLYul",
+	"+5jl0U1xdLBLa5FKQMWlZtUXPLJfT2WpeusenfnpIDpmFE7AvvdN2+/fNP6ugdjnzR4n5LheZIBgTLs5",
+	"XjgXvcXO0tIYAFx34BzZQgrW2+G22T3ginF91Wqaju8112OngHhR0f79i2X9jlj/QovCiX+NIt+bIJY2",
+	"MUVqCHUSLv47yMRBBs4l00MQoFEAduJRz8lEIAZbdroqgJ6tiMHudTeRyGFabQUqkJbsyz5Khwi5g3De",
+	"lcLz8zGOEd6JhqbVqFQsF3TZ65M3onApxW4wH9eh62I5ABWpTNhHM5CdmB6dEy0KufAH4+lk48dvK2v3",
+	"ajLlEjVmTCZnd5a7EVEWRRJdMNxHJAb6q5aK41PMDbtehlPrk5EdYNSUmu4TVUfO/j4apgISiJxSB3dx",
+	"CZHDVmgSkrgXEWp3BxN54Hb3q5ai/44ufIyE3SYYMxq8bi4weGt0ey04/WPSiXyu0TWPpN3rUukGXv4y",
+	"6AMGkkIn0kv1a3EJNEpVa+bwmXQZYi2Z8s4E798hN2xZzWKl/jjm+doqC0h2MFoMDUCNPOMe5gQ2HrOs",
+	"Ft+/vlaMyq6MT4SJsVQZpGwvkhDM7w+t76L6U1H9Qu/W4egftqiAbVqGXcwLzMRudTjWd4UMxGVvt69j",
+	"ZxMnLOFdi53TKhX3nT7QGKsHYrJUYabLTtIBnR8EOxfhKUvI/2fqlqlfMKncWQpEZj9w2QqNxCVCr2Yx",
+	"M3rhSpomaee1ZdsutxJ2kSmpNWS3AWHSbeE8DbpZe0S6YW+ZQqGkZQmOKc+ZIhreg1TtW6aw9Mbmm1ud",
+	"tiyvi+ioK7EgONNkaVriMKsXGiSqKwSRYllBOWSEsYyW6GlbkgVTLPa/hXjr2urao9zxAC7E+6ZQmavq",
+	"dARkjeARWTG1OqYWHeXx4/PbFJmYEEM+aol2FfsBcBinXO0gVsWR+jHKr5xqnWnUgZpEmlD9pO8X14/8",
+	"bseo/naWuEcc5iVjpMYl+1988kxdatjG4lfcJvyWrQZpSVFFWlqxDwJOxsSdbMjx9j7wjBZFs1t7b9kh",
+	"mPY+lNwq33NWFGcQCwY0KRU1EtcnR1a7cnA88+IZ5Lt1a2/22njmNsnjNQSx1VKqUMAAChrIwpBQ55aR",
+	"dnBFulZt/eqbwVEvFVy4AjooWTpxr6o6knYOs1IbOWPqIk87CdqzKoMSGKkczBag77khSEGzG5R0ULiF",
+	"ND2IdrUr66adtNPrk3/huaUitvlCtj1Bs62S11YAWeVIiTsNHxvQT4XPlLEy8fXSMO0NqsOdRLBmW9sK",
+	"d93CN72QiWE5DteTOM/RKTuVNOWLPMTSlU+RnJWWKX4oaQGmzDHERwqHL3vf8PuKAXUeE2E8qSNokoqQ",
+	"jljL9wyGAVxodSxCgr3BTgCn0nYRdg71v4+IgSb3IGck8bZRr8wsukmRCiPn9vxibOp6wwqZSMgctbCx",
+	"QiuklYCKSLhVyv4ObEKlArwUg6RK3YTAcJLTJekO+hZAR0df9dA/1gK4VAgZSz8roaY7yz+tTuozz5jr",
+	"8ozzNWIQXyUFBY922jk6ndlrvdWq1cDI2znsQ9gXnW56/8zpOPP1idk/CLPfmSefQz5WLG55KhQ8h06X",
+	"nUKhLHs1+gTUSuAtNcIQFAiYDDKd7Df4F7B9DKc2wOtYoVkqqnBxj+pezhBsgdPdk4c3bc2yxpBV7co4",
+	"WEKTk1Ua3rsP1/pXzJxIF3iK3eoNm5teE7MKL6cC6M0ZqTMrz5iSOsN6LDbVBLJBDV51pvKILGX7UqJC",
+	"SF0fPAGo1rs31d4hgemtYrecLdaJJmu3FFusGLG7eUG5+JtRJRsl9egIHfJhwKwvoQKOt8A22JVr6Xwb",
+	"ww/jSLwGH5D3WO7nTQJ/T8NoW6KBN2S6r1DAmlc1Sh6vltvIR6qgqvoBWKH8m5PTvxJX0obkzPiQ7JXc",
+	"OXjQuHpnO9odTlGYV1PZASf/bIktbbBlcFOwDWmc6+VG37+7iMso3nDMMXPA2C5RwFM/8cbI03cY7Hy/",
+	"GD9aNFAkN6Kz0UMOBMqEjn66qAKQC63MC1VBxrywCgzXSDz7reEcFw23FfwbQW3TIdlmJWgiSoVwqccN",
+	"w7BYe4udgxwcLFL5WmxTqI8Jnpbdzav167bbLvw3jTup0K6p7JV95sHufXzSx7c7qWFkT2i04uviGqX1",
+	"WuTAaob2ntAL6WD7A+7jJsTVZWFaQha3uzzBTOkAIpqZ40wq1qQ/VaFWUNkVykxSAQoM1Nx0o+oz/BML",
+	"vDTg9crVxYU3X9U4WWzPq/rIIbKXDkkbDmLKi1yxjbFO/h3S9bGMupBG9xBxQ1Y1yqLzwqpcwsgWD9X+",
+	"jqJMNXk7XlAhBc9oQU4PonTvLi20BIk3VBF1VQ+dZxHe1c2Bykzs58Gy+PWiPRFv1Z3bkIaf6zrdfaaD",
+	"bKLP6p7mUKkYhBx0VDtZB0z6brb9ChO0uLq25kTNqlCATTzbRwxscrYIdmdexVLTOqkEb3y3nFvyeNqL",
+	"pLyEvL96UdvxjplKK2CQtbCETTuKAhg+OucYeto3fuRe+9TJZBA0vTtU9FzV49wi5g6Owb0G87k/m7bp",
+	"6RImCt0nVe3z1nqC+gE7BjauV26K6EcAfi2DrIq3bskl89fQg7vmG/KUffWK7eM28gf0reWh9/IehZvZ",
+	"XCoKSBz4kkNVBl9JGEKz4mCRXXW02qIvDKoLMy4u8OOje9vV1ge+R1XCqnCNHBM/IoIW4/etlDLHEQmv",
+	"tT5YV6+aeaPniCtlT0KS04A8J/9j/2tJZPpdfLDRRTX3mRNVk4He9gIgXyADndE7h0ZfNyn/vl7NxrI9",
+	"VWUb4MCbm1u8cJ0o7GLtsoKhHdx8XQtY3HkvIQW/QQvjSt8Il50EshwMdxkpLXv1kVgTDWKT2XZT7n2F",
+	"hi1r+lOw7xVNiE+s4g2OGlc2Bwxa3nfsA1n9dRq0xXx7EaA+/A+o/PlYRCiS5JOvclbQJcvJr/K6T85F",
+	"eMnFxM6pNqkIMY3oRIQqpEVeqw1fy/CqdUjpnhwfewMKLLBHSlEwrYlDEeLMA7/QotinOEklway4J+B3",
+	"F9Ib1F6snrKSyGP/Vyyr2GLk8c0Wj72Fot8j3mwq4BV5td5fvWj2asXiygZnWlRXxmWIldpXwKicajt7",
+	"zdyOd+KmlbFghYdwLE3rCXnXmU6OB0eQsxLZ3VZkj+aSSVeOlD7TZC41MG+P3K6adoLx1IPmOzWvzKI7",
+	"Fe62gJnDnWpeiyvdzKNmRHCh0NvhvTduxesSQQNeRur+LoLSJlPV8eAo8f1GoHaYA37gR1j8f0pvMbcS",
+	"nFp1LuOhukvklKussMEkWkObVvtSVYm7xcIELB4NTN4+AHk6vGoMIZVP3cEz8b/79lJctZ9GhC5YPWXr",
+	"UkJvCNpgSI6jU/fyJbddsm3OZQ/AsPxkB7m4LbuKZt6l3FRdpWxJSVpZkRskfLFxIfepXvvyjmbGkn6o",
+	"qA3Cc+LMRdgfw3KqJxH8zyeCP4m0TyLtk0j7JNI+nEj7EFFgsXD2OJmmdevrGgxHdlEFMyx3BRhWEtqE",
+	"hFYSpFvdMwivsE+hRZblfVEanL1lkME5AuY2cnGDRbFausCX2zuDInCS6VRAqzzL3tBRpw0Zzeid34DG",
+	"upAckkNZrW4ILDUVo4OwmYPQVGrknMX2PfeYS1FPuluVOpJOGKgxw8Uv6V7Bd16UeFhp4BMweMs7l77o",
+	"dggommEYUcXKek+M/Q/D2BvKQ8Ih405qcWMb8gK/XP/Ug3qaNjmC1sluOZtRtbxvHSf3eVXKacIEU/s6",
+	"uoooFX/TbCFl36MH3yO0zS21LZ65MlTszAz9rpuiMnQnWmK0w3iaOrR+bj+dp0Ih/8WFQup4u2v9Sr4x",
+	"G3LKCtixk3NETQBvjiluBnBrIMVuCaGGhvS0KCOUKzJFZaehMOssTg7d48S/K0MMVpzy9hB5lHwlSbLp",
+	"FK8Chd9DBIOea++bSodf/vMSO7JBxfAuNM3WH1oiiXzk6HbecmXfbCtXPjVm3tU9mDESkN++ubzCdvKw",
+	"DE3seyAC23/8Am703o5hqO2Qu2qMfh3ZKUbYIkLziWA5lkufM+UCSY0ko1IVoz4Z6Q/avepaS9jXXP4c",
+	"vOfBbV+u1j4axjGReclCsyjXQj8V0NQOpiETafFzdT1W23Oe0tPBIEBP5OSIvIYqFKlwKmaC/TFGv6Ud",
+	"V0KuM/zJLTgh/X7/548j11/Pb4NqXO8oFZqJXBNuesEu7N2to/898HxLHYAV7gDYyqhPzsnx3Z0z+Yb2",
+	"GrpWOMOJ3MEj4QpuYES7y5K0606FXTiQOLvutJOWg8HzzBVhy+EvlnbCRqBaoM/aww7aRnGoDyCWqWsD",
+	"6FwS3ZPjbwBmp4PnuL2odSrxRUh6BLqcQk8vONyWPWBP4lxm+tCnxfZneV3fskC1HPuD5dUVRjTqWleg",
+	"jTxmH9NWWgt9j7dKLbjAf+K7Qebc8bMr9zK02mlm7yCV+4oPBN/CUOGgqMlF6BYfNeuOQ2r2oMFuHWH7",
+	"2yqu4UbuFTa0kzbVZJ9pX8dDGGUcyj2aSaaGMfu5LyBzDTR1aOkEA/XJhSCUvD2/evGPxBel2NQ6C5qG",
+	"Uvd14ugRNvl27skK38BK14Bs2Ly0Cdua+2duMD1AGmywNcT5CTO6RJ9j5c0YDHpnwfeI1k5uHCXTJLLP",
+	"xnNu94DEpRV9/d1Vy7OaMJ+vCxS+3kS9WlVCVhuvQ5987LvevuBq4P2W+zq0mFrxCM04RmxDxlfNtgOt",
+	"5qPEY6wNmaDxDWT2VAAn9Ok2z7QvYVrVOnU7qVUqrVUoTcVKidJaIcozeBNK22q61ERLl56328axNf3m",
+	"nOomTHId4rpOpgRIjF2tApGnQjEDJYOh1e3288T0THCOz6m2EoLv/6+hi2+FjLWO+kGI8K3+8RbtCIHL",
+	"WKFu2H4VFN8AgZ1vT5hlGzp+bCVxVxUr3DOAMlTUcNw0kCvYR6lZn/yrKkIGNknqa9WmAo1YK5u3ShAV",
+	"fsQ+eYM1dd3X3GXYUgHidSrwNfQiQHKJVWMtdOfU3gOBFcFfXHz3LgR06g+aRJ+lAuxVrvZCpFZgu/E6",
+	"2fb7jNsZpiIQXbtGjWEXWCOi+9tHUvCxw3LFLBPKLAAbCXDG8ybKe57nimntu7f6Ehuj48Hz/qB/dPS8",
+	"Pzg8PhmBN426dwtumKIF4QJZgN0QAOmaOQn9zEPKsmpft8RkU/QmxDBMBdckm7LsBg0FUdVH4Y5WMS2L",
+	"W0tbcH7cXWDjcSbNYJewRh8ePBisc3e7NN0UwuH2EkFoKuWN7rsavv1MzkYQPzP6n9pvqAmLJdHldS5n",
+	"lEO7q+iNfstejk+f/97NeKXrLSBbE63wTyBEOdZ7dRJt1Ji5Hh4e6g+6z8qDBdPm4KhPZ/Q/UtCFtps4",
+	"PDp+fnL61V+//mZwdHw4atvTkc+1vvem2gnNvRwxO9ryvwwt4BKL1YwrypjROc24sVekoCCrGZ/JiWRD",
+	"ky7UWrxekjHlKnzZ669mwe9P36NGn/fsmws+bei6GlzaOV1G7XSBBlghBJ/os1AnITTmz+nymSZAZZPw",
+	"1FWQZSKHvrgn2Ay3seFnXSXw2ukMMitMicoQ5FJPy07SGUMbOE0hkaMUzbXv2hMQ2lJe//GP4evXu2Z4",
+	"wsu+1JAd74yEPQbhvWqGmdPldgsRAGJdT/mYdDTLSsXN0ooCLm/rmlHF1HmJrUsBjcFJAz9XU4GG//Ej",
+	"GEzHslmpnZfXBc/Iu5eXV+T87YVds5dcVD7EoCp0LaLfOYg1CTFTJY0poJaG9wYkvgSr8BWAkTF3aT4D",
+	"xlQse+Fm2Ad2zhu2tCwlFXZHTBieQTjBkIzsD1Lx/7i/v4UNEjS73LAlWlxGfYI3GAbC9nMx5z7QmZyz",
+	"vGoL4VypuCSoogHI7PUoeKfn2tg5GWB0eHt06NY9ikaCHWEnRW/Gha1j48eMFoV2XV8BGiiNU9yVrvwQ",
+	"vghzMAVDlZ2okBkVHlIAKGgtp4eOPZ+AgSsnp8HQZbFwBKYiBOWhi3P8y69ailEqur6sQC/0xR5hkYAR",
+	"SmJeHbKgvKa569fiS1Vg35R+Kk4Gvg5yZHyqYs9QZINIz1xm5Qyq1JbiRlj1FYZMyEJJi0AWZRMC2pKY",
+	"hJqzTU1goJSHP4BqrpxlBRTdlyoK6TULnjGIkACDAa7FQtIb36eA3NBcBxvU8NwVD9ZehLUDWiH9eDAg",
+	"2ZQqmhmmsIa/61po54MKGXHZ3m5ODUUigUIa/GznyUs8GJbbA7Xazy0teE7eX706+Doh7/8ygFLZVmoh",
+	"pZhTSyNSoUul5MSqDExndM6qYmxpmX89GBCwJyB5SQgSELxjQPs0EUwbO1DO2NzHWn11Qgp2ywrdOwPN",
+	"Aw/TKlBeWrwu7TneoNyomdCMdP2C10Iu/dmG2CKrCKDTGg6hslRgXBe7yxjLsS1KKqAstXfJgUbLoBZN",
+	"CIj2CAZGZI+MUTtleNADgRba8650bB4R5PhnRDNGRgt2DRLkCCb/rvRX2l7RuDUTglRHxe++gR4RvrAV",
+	"Fr87nobODFjlolPR0ZB8Rl5TbXH4/O1FlEE47Bz1B/0BxB7MmaBz3hl2nveP+lAsnJopEH1LgbLYgONc",
+	"LuEuXORgm9KmMvPYz9290Z3hT81iUPXKoTOrfUy2vumqN/1suZieS6GRMx0PBuhft7QXPUIRFfrVVdPF",
+	"Y9i16TpYE4GNrRZaYGQONWBHlUkQClx7LTQqLW9f7FsIn+AKmyYOOzn8loZmX/DJ0fZP3gtH1v+DUSQn",
+	"g+fbP3ol1TXPcwaBFSfH32z/4krK11Qs3epAWj3dZab3gt5SXtBrDHNzprzt32ETU5BDfDBF5629apb7",
+	"l5NpS7CSVcRy5jpJcvSm04mGCIKAnT9DpINuwGI0ZHsE2BuNL+qZfoilALBvZb7cAUGddggoPZUF92Jq",
+	"BYMXU8W1mVGdkB/ZgvybQce7l1juRYDjX+RkwdgNOq0E+Zapglv6AHwAhV/DACRVF7xOUv3xlZUHUT/q",
+	"5OwgrCPpoKkAIIHibPjo+dHV0dfDwaCDkqv9/euDwdHB4Ohq8JX93cKiCrDpvCwtpz0Ma8PuezAy7vmn",
+	"WNb++DNcw/2ur3NKfKxLvEaV7OMa8Th6cOLRRDhwRfmXTg4GO5CDF1KMC47q4MnR853oBxjRkeAc77KR",
+	"uZKZZaCOdPxhyBQeM8jeVt8FM7wnPm0E6WNS57OHv/H8I2pOBUPjRp1SfQe/R5RqBaNPGoI1MHL2i0e/",
+	"k+1f/CjNK1mK/H74+kdBJDywqJhdn7yrt9D4xtWcrDxRzlbpgt0bWV+j/PZ3ZtqRafBJyGPcxfVPh6R/",
+	"FJz7O4urJ26Qn/YTjL4DAWAOgR5ruIcG3Br67SM07Yd5zlq8k1jw6fDe1Wj58+L/k1DxO4UKaPESXc2z",
+	"HYI9+uQKLCgY0VGZzqHaFka0xx1KoV6xkMb9nZMlM1sEFrS1brQKoO/78U0CyW8dbq8T2O06QYOp1UWt",
+	"LuuaVbz5a1fx8h5fuvz2XbWWWtN7O+YDlsZs3JjV3+LF7VYG8qGKTjYtycj9F/SYdiA4kv8eI9Cfmny2",
+	"m468t6jVbuRI3ArJO3TVRSHcUDa2boFoYivxYIZGKMMLQVNY8JRQbSeEcOZobKv8+QmwlUjVm0GOCRKl",
+	"hFSkLfFtNXNiJAYjpB1aFGlnSFzxbK5T4eWdhGiJ3oZQLBWCekPJVHTwGFj59ZLQLOM5E6afitFMKgZ4",
+	"brBZNhNktnMp1iH8mQpI8awCoSDUGysQoym7zkVcpdnASB5DPFwpw/yJxcN6Ld0GcrOlbO6XTVqeRLka",
+	"LbpkzoNU0QQdRUpBCjsU48ZbUnWyhfbwELNpb1FvByLlrUhtKj9cqc5j89A2pQcW+aTpf05NX/hDaECl",
+	"eyn56/h3iEEJwCjvZTRo5K5XrtsJu5tztfTRLxhk7OJffHite8UyR+gpOi9KnYoRLuvb5SgEmA+jXOdn",
+	"2gVDuIaYwFSPTmdVw0fvYD4LWUjHJ9NeE/96CTNVd+3huRfO8JmYV1BdWNtFtweF0MSzuP+dfzI7fBIi",
+	"4UK/OsOffq5J0aWeYmJp1QbR3Q/Mh1hpw94n52shR7VQox1ZWE3YflgaEkTyuUteRqYL4rSrLqINoVhj",
+	"Yuj/oe0XA9dVHEuZnJuoSfa5cbK4y9fN35TYcjQrGFUs74NeCAB3LZ/ADAN/O0kgZ1AbhdE8sVrClGsj",
+	"1TIhpTC8IBTulFsNGfvOLO1y8+dl8kkdvE/WzT+UrEpj7TUIpe4iKAapE87sI+Si1wfHlKuNhUlC9vvd",
+	"73poyfaAdz2EZpihI0EYK+EzmjH0jtBCMZovqyaDXakwrnrBNUuFv+29kDdzPBg4mNgbPwHtWUinOgOp",
+	"XPCMncEMqXAJtbqaGa1mjpauUdWqrWEoZBSSiZekW+uFWCc3PUjccIFxPiEbovIw9NF3sYXGkBi8eTI4",
+	"gY/cwkJna5RzUjGVRQ7hePBpAiF63FTRo9rwoiA0s1MWLJ8wF0tnCScfr6zdhTBi7QuXQtb1Fo0cohwX",
+	"NE4v01YxgkqVqfCEr+vrPvQSi2nXLJMzpqvTczWjME7TsyYkQam4CtAG3uXCij3veqaraHv0qUKZUCYy",
+	"IMzYlU+YVJQih3RqzH4LKxthtLChE4wW7uPfMEDtF/eFiynGLmeGAm7+4/X5CyLHEMY5IzhRHLarWaaY",
+	"6Q2xUnh4kgq7uoA4gJxulZZtMOW20aUiJPmRnIccPgsyqVKxsMd5zbAnKQzTAzGYm1g4hjDW0PuQBmZp",
+	"QZQKxAkHSR+e5ODn0tJJdzHF1H+p4KhQTDAKGiim4poxgWtYMmwJSI2r25fJ+TIKXw65bAPMaR8r5kqL",
+	"2et4RrTEuF3fTjRkDUTaghsSIQRZgW4/zZYpmPgxRfuVpkNflGz/LlBJIRdQTBes/b0/lXz/h5TUQ69y",
+	"TyqqnuVbhfIzS+J91P8Gpg0ZF1tNTK+we8mjYSi2aWyWPSFXGVhj4RriCVdkUD+ZnT5rgEl1MpaZNJxO",
+	"hXaAZr/THFWh6iHWhfrd0uVK3DAM+mWgugWoDyd5wvgvIXQDkCN0r32m1+ohO+W48ujlCQmSbahuWxUr",
+	"QC2k6ZI4fI/r+LUGZrytKuk9GspGLdNbELfK4FvxwD7lTDwE8lnQ1x3eHuAx+gR82ZYa4QrmfdbEiLiB",
+	"fbXRb5lZWEXh1FWzAq3ElfpOyEzerldffOZbMug4OyIeHlrTn67W7DsdVFE+jKpsegBNLVy6dNRjvb7C",
+	"8+DHC/oQ0/Ey41XUJjyqJrzmRcHF5IDOeWe1GXfndAYrmDP1otRGzphqXsExOhHdO4mFFheEFkW8gtVe",
+	"8Z1D/wEERNUWeNzUKT0C05ypA/81piC7jP1qbccDQq1CKyHpl9BbpqA4G7Qnh2TWk0FCjgaDNojV2vlb",
+	"vSg08D8ZJKvwjJZGlRFMOYCudFg/HuyReBI3Xv/UaSe+AOtT0sl/edJJlB0fV21ep/MrksKOCSeB/j+l",
+	"m/x5000c3uyQbFLqtVyTmijRZhRoQ6PBJyCIV1E98yeN6DPaAPAQVqwAaKdatwLUJdQHTz6JEPLhTbg4",
+	"+OdJPNl8D7yd4E96H56EigdKOgmRTttTTjZKG7VuAK2GicuomP9nShpxvbZ3u2MrPc7bBg29N+6RTWL/",
+	"hyXbNn79mOkQtc5HT2Ux/gi5DVHRrNb0hupKbrP9hHZVn9z6sx+Cfh4NvGrm1a6Dk5Fv2Y/trEa1tv0j",
+	"gl9dM5cUccvyqMrRkwb/xTPb08Fft39zIXQ5HlvGKMylkYpOHlD7h8pYVRtl+FMq1+O0h2VrG1omki52",
+	"NGwjDKvs+/DaC9PN0Vbv58RIcgT5Ctj7FoppaaZuwewKn2Mtrl6fQKYUdBrmmkCFLwoFw0Kze6i7tdba",
+	"nnQhb0hBsWN7nWA87ZrOuV67qZACtAu5ECs97rjxfYETBIwrVudCsnxhulS4UrbMV6PTZASb+unix+9e",
+	"/u/P/VcXL3/4btQn/x8UJ3O9fpUvN52K0NrCNbFYKG6YryPGlStd6JNu/dtnBMJzAB6pwEbM9sMqvMyO",
+	"EOrQaSPnWKPOfuzqGgrXwNnX2qs3Mwbm7FsjS5GxIaEu8KYL8WzLVGBEPfYbCfE1GC0XRq76J7tAMrsw",
+	"HLeKvsHApogVHHzPlr6PxvrZziHYjc2gxqFrBnLDlr6ecs7HYwbxOrCM9YWdHB/3yfdsCZZjWD7CEDGl",
+	"eRnu1JhlXcZV0pjTjDlgIhrCAiDjDYcLrUOxslwIQTp67osZIrKMklS4ZFjfEdqCv5DyhuWENoYX1fmu",
+	"hg7PncdlnjDHPhx08DhLaE+Fs3KmgqcBSRLf5hWkHJ//AWB/yo37I5qxIdWxqmSPpTWBaf0qr7Wno3HT",
+	"+V2Y1m4m7kjM/e81cv/hbNaVzCMVwRifSNT5VV73sOfESugF5GT4TnHtalGbHbsdVwafRLG4iuSZJxz8",
+	"rNbs6hhadevfZbVeP/gZUxOWR/JsJDwTkJ0xS0gK1ievSlMq39fZZTmkwsucY9dAShbQy4cLqOhevx1Y",
+	"YNp94LKk8LNUhGkumYHrNbKaxwgKEaDuMSKmVEJHd5ILI9daSJ8R7UcAjWSEAi7WXp5LzQ1rEpTQtl67",
+	"jY8nIn0eQ/42MuBN+X9acvBkX/iM9gXvCIgaXu3lCtgql2GI7k5ugVfw5h+6xLTdwn+NHf1Py/hrhvfq",
+	"bjzTyGYTSLbSBm0jSWsiwsOGuq9cqzktHyCXsn4Z39oxvwTRFzb3xPL+eKFGgEFnq8qYHJNxTUytKWfE",
+	"fmTfhoRaSw+nVM0KpvV+jGau2C1ni1ZW8xaft3u7WiozQQYGtjOKOlYmpCrfMxj02mrfAS2ouXb36tG0",
+	"1tut0BIbqvisA7ey2AAe183HUtU5I92R+1c+6iVRq0L3IlpYme/jxGg2bdsSu4PWJE3+6mspC0bFIzus",
+	"3UG2FyW5MxFooh5SmJG9FVIuiymElkvh+lvlMPYvvnkymHm5BrUJD8QVQiTcwNeaGNn783HxP7WhsgGD",
+	"vN3ZYw1Ypd9fvcCUZ/RC+RYID2olaKZz2KT0gVn/Oxj0S+D9FFsUP/H+wPuftNeWu4pIC4226vIigSeu",
+	"EAitel7fW7ZwPYIfuHbJufMphioPQHOi3stVX+YxKcH1Dl5zmt1MlEWoVJipYnoqi7wmmwwGAyd79aD2",
+	"My2KqIVz6N58vYQKFOKMUFJQBU2QRVVtweXioLAwAgshFxNXeNQXxnAVSFCoi9pC1xdKuprhFl9hpuTI",
+	"GRxHjYXVrhDc7eTo+NPl3mIz6LhiSZdmGZt782rUgPOJUj1RqmZK9QoxqSZ5hmbtQi7s7c04dJRJO47Y",
+	"sNx1ON1EpvwM7XUaLt0rj8nS3RRtjix8/BQW+nASar3KtbM4QdgElqdPQjawpcWlZglUbBIGKmkKpjFc",
+	"JriY1k1Wq0VBXK/SjYbcK/fOH9qEi5t4Cob+YwRDr0ZA+8bAN2yJzYFjnIZHW8OhEQG+1GBoXN3nCYV2",
+	"kHlKRn5KRsb+2Ltctjr/2FpWKty+RybwbcIKrvPJ9fZZY272QK+HDb/5ZymN1Zfn82Jp1W1HwTXW7fVd",
+	"eBjJwG8+jEIZqwb1qfDFRjFOHDTjGzY3Vpv/YCeAGpgMKv5AhDcLYoPbuKE3TGOT76jFtQOsazaPEdl6",
+	"KheuyDD0guK3ri+4bg+nia7YY/GnzxNKs/lm+0CaP+kNf+JtDxQKE3QrQWcscRc1wZsLIcu0KOTCIpKF",
+	"jNFrZGrfGJoNnPLwhi0361znby++Z8tHrfWFU2yq9WVXmUDpVh8V8cRAv5i6YPZwSHdK9dSxKahVjz9b",
+	"1oQdoiwjEQ/KYTeoWIhRD6NiPZKug0t0es0fWeV5svo+UNNvVzk3xFQ7OYJAe2N/pQi0Q8S2iE5Eszxh",
+	"H3J/+NsNW15szmh5x27lTXWNtuez4AdP+SyfC40Q/oRaHDkjcT7h4Cj0bxVEij6BV7fGQ/0e6uxrUcyp",
+	"mVZxPYB1nVV5fSV06QcmJmbaGR672CX/91FDC8+VOta/da4ZVUydl/aDn3625BsTh3HhpSo6w87UmPnw",
+	"8PDo+K/9QX/QPxp+Pfh6AKTe7Xw9Y6JeF40zfbbeN10KZvU5zOWMXKGh9mp/pZ4HZ7qzHn/1cq3xv2Wt",
+	"suA5tRLQgrEbJnKdkBnlAm52xshUlkr30JFYKYyQfMyFDzvyjaR1tJCqL+/6Sl7ECeHI1xvyv+PRKvdR",
+	"U7tX8HZaIELPhCrUJUSKeYCFLsL9ejfdpmGvoBleVRJz7CpEJz5JOqrwnxNs3AU98LSTlX1FT6uA37Bo",
+	"RueeaJgSyWmUhe3otsWKmpwejYaXySLZgl1PpbwBQgpzfOfcu+058Zdo9s8wt9k3STCSjFBB6JeqGPXJ",
+	"5T8vg8YwYabqj/l/Lt/8mAqKWvzM8sgJZsZHwL+ESxWeUmMUvy4N02QEq7zIR9jTYFT1Dh2R7quLV2/I",
+	"h5KVTA/Ja/z470qW84uc/C1uM5oK9/Q7lpdBZIK33Pg9CG5jNHfRUJr55GpIov7X1LU5WUh1A51hpGAJ",
+	"NkAd/ZZiQdO043u0sD788HGUiu6o3glh1APY+fcs8LDIgP8JWheMSGCIvbNUwDxUkFGtYdrIR0z4YvkO",
+	"w96/+wHiIUP3NpgzFV5Jc8XKCikmzY1LHU779hAb40ijZlQ56bIPJS1gg/7cqtBRhGeFlf974AMg1AFM",
+	"dbCFPm/t6lxbC6R6JRUeSoHdYQMKu7A3+GBIaCr8bURSVvW3AlWCGwg1sedO9A2fa6g5MGdY8sFHSSA0",
+	"G7e7krv/+3b6XvA7V3VWYzNbpDaAF9jkhU8EErGtwIcqLobO5r9vTaPbo7+NyF/IlN1BB5iDy3+cH59+",
+	"1cVuLwkGG9ppyF9I2umnHfIXougCaEHvLHRiYbB0Sw7wQwgYksbVuxCMZHI2owe+3EFOcF77EYUgbHAT",
+	"+zldFz8pmFfcdwDIpR9rL4A8kkfMU2hHwfYwOq5GYy3J8d0dmTEqdNVW6MzL8R9Knt0U2G8SqByYgxdU",
+	"5a4YAcqia8zBJ1Wi9fgdM2p5cA7/7noElQq6Al1dvSU5Na7PipNRH2y8SH5d3zgUFwnBA7Tq/qcItVxY",
+	"sAwyR7GVHW/o2TQMbX+Aa13T7MYKI1XYWhT6MqN3567PWIIhaNhJjLxjOVcsc+FkQhoylmhts4RjU2MU",
+	"394KmurF0ylgQkCfjLRgsRKm48TPtOUFzWEPHz/+3wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -30,7 +31,14 @@ type Spec struct {
 	StartAt     *time.Time
 	EndAt       *time.Time
 	Misfire     model.MisfirePolicy
+	// ExcludeCalendars are calendar ids (the caller checks that they are
+	// the tenant's); OnExcluded "" is unset (skip).
+	ExcludeCalendars []string
+	OnExcluded       model.OnExcludedPolicy
 }
+
+// MaxExcludeCalendars is the most calendars one schedule may name.
+const MaxExcludeCalendars = 8
 
 // Target is where a schedule's events go. URL and QueueURL are pointers
 // because sending the other target type's field, even empty, is an error.
@@ -87,6 +95,9 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		StartAt:     m.StartAt,
 		EndAt:       m.EndAt,
 		Misfire:     m.Misfire,
+		// The spec's own copy: a patch must not change m's.
+		ExcludeCalendars: slices.Clone(m.ExcludeCalendars),
+		OnExcluded:       m.OnExcluded,
 	}
 	if m.Cron != "" {
 		c := m.Cron
