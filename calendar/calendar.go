@@ -324,8 +324,22 @@ func (d Decision) Note() string {
 	return n
 }
 
+// ForSchedule is Decide for the fire at t of m, whose calendars are s: a
+// fire would move past m's EndAt is not moved. The emitter, the preview and
+// backfill call it per (schedule, instant).
+func ForSchedule(s Set, m *model.Schedule, t time.Time) Decision {
+	if len(s) == 0 {
+		return Decision{}
+	}
+	d := Decide(s, m.OnExcluded, t)
+	if !d.To.IsZero() && m.EndAt != nil && d.To.After(*m.EndAt) {
+		d.To = time.Time{}
+	}
+	return d
+}
+
 // Decide applies the calendars s with policy on to the fire time t of a
-// schedule: the rule of the emitter, the preview and backfill.
+// schedule.
 func Decide(s Set, on model.OnExcludedPolicy, t time.Time) Decision {
 	c, reason := s.Excludes(t)
 	if c == nil {

@@ -24,9 +24,10 @@ import (
 // plan reads nothing from the store beyond the tenant's quotas
 // (Deps.Quotas). For anything else (a cron schedule, whose fires depend on
 // the partition's watermark; a large or deferred fire) done is nil and the
-// caller calls Saved after the write as before.
+// caller calls Saved after the write as before; so for a one-off that
+// names calendars, which Saved applies.
 func (e *Emitter) PlanCreated(ctx context.Context, s *model.Schedule, keys []cron.Key) (fs []store.FireNew, done func(ctx context.Context, inserted []bool, events int, err error), err error) {
-	if !s.IsOneOff() {
+	if !s.IsOneOff() || len(s.ExcludeCalendars) > 0 {
 		return nil, nil, nil
 	}
 	now := e.deps.Clock.Now()

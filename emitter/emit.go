@@ -32,6 +32,9 @@ type emitOpts struct {
 	// the fire before them) and writes each batch of them with its events
 	// in one FireInsertMany.
 	together bool
+	// calendars caches the calendars of the pass; nil: a cache of this
+	// call's own.
+	calendars *calendarCache
 }
 
 type outcome int
@@ -50,6 +53,14 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 	var st PassStats
 	if len(due) == 0 {
 		return st, nil
+	}
+	cals := o.calendars
+	if cals == nil {
+		cals = newCalendarCache()
+	}
+	due, err := e.applyCalendars(ctx, due, cals, now, &st)
+	if err != nil {
+		return st, err
 	}
 	// Fires of one schedule are emitted in time order by one worker: the
 	// overlap policy compares each fire with the one before it.

@@ -526,6 +526,7 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 		EventCount: in.EventCount, PolicyId: in.PolicyId, Window: in.Window, Spread: in.Spread,
 		Priority: in.Priority, Overlap: in.Overlap, Target: in.Target, Payload: in.Payload,
 		MaxAttempts: in.MaxAttempts, StartAt: in.StartAt, EndAt: in.EndAt, Misfire: in.Misfire,
+		ExcludeCalendars: in.ExcludeCalendars, OnExcluded: in.OnExcluded,
 	}
 }
 

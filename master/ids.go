@@ -28,6 +28,7 @@ import (
 const (
 	prefixSchedule = "sch_"
 	prefixPolicy   = "pol_"
+	prefixCalendar = "cal_"
 	prefixTenant   = "ten_"
 	prefixKey      = "key_"
 	prefixAPIKey   = "sk_"

@@ -1,16 +1,19 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/calendar"
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
@@ -43,6 +46,12 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 	}
 	if in.Payload != nil {
 		sp.Payload = *in.Payload
+	}
+	if in.ExcludeCalendars != nil {
+		sp.ExcludeCalendars = *in.ExcludeCalendars
+	}
+	if in.OnExcluded != nil {
+		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
 	}
 	return sp
 }
@@ -115,6 +124,16 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	if in.Misfire != nil {
 		sp.Misfire = model.MisfirePolicy(*in.Misfire)
 	}
+	if in.ExcludeCalendars != nil {
+		// The empty list removes the calendars, and with them onExcluded.
+		sp.ExcludeCalendars = *in.ExcludeCalendars
+		if len(sp.ExcludeCalendars) == 0 && in.OnExcluded == nil {
+			sp.OnExcluded = ""
+		}
+	}
+	if in.OnExcluded != nil {
+		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
+	}
 	return nil
 }
 
@@ -172,6 +191,9 @@ func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedul
 		if !known {
 			fe.add("policyId", "unknown policy")
 		}
+	}
+	if err := s.checkCalendarsKnown(ctx, &fe, tenantID, sp.ExcludeCalendars); err != nil {
+		return nil, err
 	}
 	if err := fe.err(); err != nil {
 		return nil, err
@@ -555,13 +577,78 @@ func (s *Server) PreviewSchedule(c echo.Context, id api.ID, params api.PreviewSc
 	if err != nil {
 		return err
 	}
-	times := comp.NextFireTimes(s.now(), count)
+	times, excluded, err := s.previewTimes(c.Request().Context(), m, comp, count)
+	if err != nil {
+		return err
+	}
 	loc := comp.Loc
 	out := api.Preview{ScheduleId: m.ID, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(times))}
 	for i, t := range times {
-		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format("2006-01-02T15:04:05.999Z07:00")}
+		out.FireTimes[i] = api.FireTime{Utc: t.UTC(), Local: t.In(loc).Format(localFormat)}
+	}
+	if deref(params.Explain, false) {
+		out.Excluded = &excluded
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+const localFormat = "2006-01-02T15:04:05.999Z07:00"
+
+// previewLookMax bounds the fire times a preview looks at per fire time
+// asked for, so that calendars excluding nearly everything cost a bounded
+// walk.
+const previewLookMax = 50
+
+// previewTimes returns the next count fire times of m (compiled as comp)
+// after now with its calendars applied as the emitter applies them
+// (calendar.ForSchedule): excluded ones left out, moved ones at the
+// instant they move to, one fire per instant. excluded lists the excluded
+// fire times looked at.
+func (s *Server) previewTimes(ctx context.Context, m *model.Schedule, comp *schedule.Compiled, count int) ([]time.Time, []api.ExcludedFire, error) {
+	excluded := []api.ExcludedFire{}
+	if len(m.ExcludeCalendars) == 0 {
+		return comp.NextFireTimes(s.now(), count), excluded, nil
+	}
+	set, err := s.scheduleCalendars(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []time.Time
+	from := s.now()
+	for looked := 0; looked < count*previewLookMax; {
+		batch := comp.NextFireTimes(from, count)
+		if len(batch) == 0 {
+			break
+		}
+		for _, t := range batch {
+			looked++
+			from = t
+			d := calendar.ForSchedule(set, m, t)
+			if d.Excluded() {
+				e := api.ExcludedFire{Utc: t.UTC(), Local: t.In(comp.Loc).Format(localFormat), CalendarId: d.By.ID, Reason: d.Reason}
+				if d.By.Name != "" {
+					e.CalendarName = &d.By.Name
+				}
+				if !d.To.IsZero() {
+					to := d.To.UTC()
+					e.MovedTo = &to
+				}
+				excluded = append(excluded, e)
+				t = d.To
+			}
+			if !t.IsZero() {
+				if i, found := slices.BinarySearchFunc(out, t, time.Time.Compare); !found {
+					out = slices.Insert(out, i, t)
+				}
+			}
+			// Moved fires land at or after the fire they move: once count
+			// times are not after this one, no later fire comes before them.
+			if len(out) >= count && !out[count-1].After(from) {
+				return out[:count], excluded, nil
+			}
+		}
+	}
+	return out[:min(count, len(out))], excluded, nil
 }
 
 func (s *Server) respondSchedule(c echo.Context, status int, m *model.Schedule) error {
@@ -623,6 +710,11 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if len(m.Payload) > 0 {
 		p := api.Payload(m.Payload)
 		out.Payload = &p
+	}
+	if len(m.ExcludeCalendars) > 0 {
+		cals := append([]string(nil), m.ExcludeCalendars...)
+		on := api.OnExcluded(cmp.Or(m.OnExcluded, model.OnExcludedSkip))
+		out.ExcludeCalendars, out.OnExcluded = &cals, &on
 	}
 	if m.State == model.ScheduleActive {
 		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {
