@@ -35,6 +35,10 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 		f.SetInt(17)
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Type() == reflect.TypeFor[[]string]():
+		f.Set(reflect.ValueOf([]string{"value-of-" + name}))
+	case f.Type() == reflect.TypeFor[map[string]string]():
+		f.Set(reflect.ValueOf(map[string]string{"k": "value-of-" + name}))
 	default:
 		t.Fatalf("member %s of kind %s: teach setMember this kind", name, f.Kind())
 	}
@@ -127,6 +131,10 @@ func TestEveryMemberIsMapped(t *testing.T) {
 		eachMemberChanges(t, func(m *model.Schedule) *api.Schedule {
 			if m.State == "" {
 				m.State = model.SchedulePaused // no next fire times to compute
+			}
+			if m.ExcludeCalendars == nil {
+				// onExcluded is shown with calendars only, where it applies.
+				m.ExcludeCalendars = []string{"cal_1"}
 			}
 			return scheduleOutAt(m, &schedule.Compiled{}, now)
 		}, "TenantID", "Partition")

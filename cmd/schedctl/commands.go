@@ -237,16 +237,21 @@ func commands() []*command {
 		})},
 		{group: "schedules", verb: "preview", args: "SCHEDULE_ID", summary: "show a schedule's next fire times", positional: 1, flags: func(fs *flag.FlagSet) func(*env, []string) error {
 			n := fs.Int("n", 0, "how many fire times (default: the server's)")
+			explain := fs.Bool("explain", false, "also list the fire times the schedule's calendars exclude, and which calendar does")
 			return func(e *env, a []string) error {
 				p := &client.PreviewScheduleParams{}
 				if *n > 0 {
 					p.Count = n
+				}
+				if *explain {
+					p.Explain = explain
 				}
 				return fetch(e, func(w *tabwriter.Writer, v *client.Preview) {
 					fmt.Fprintf(w, "UTC\tLOCAL (%s)\n", v.Timezone)
 					for _, f := range v.FireTimes {
 						fmt.Fprintf(w, "%s\t%s\n", ts(f.Utc), f.Local)
 					}
+					excludedTable(w, v.Excluded)
 				})(e.api.PreviewSchedule(e.ctx, a[0], p))
 			}
 		}},
@@ -352,6 +357,9 @@ func commands() []*command {
 			}
 		}},
 
+		// calendars
+		calendarsLs, calendarsCreate, calendarsGet, calendarsUpdate, calendarsDelete,
+
 		// summary
 		{group: "summary", summary: "the tenant's event counts, policies, lateness and schedules", positional: 0, flags: noFlags(func(e *env, _ []string) error {
 			return fetch(e, summaryTable)(e.api.GetSummary(e.ctx))
@@ -380,11 +388,14 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 	misfire := fs.String("misfire", "", "fires missed while the service was down: fire_once (default), fire_all or skip")
 	startAt := fs.String("start-at", "", "no fires before this RFC 3339 time")
 	endAt := fs.String("end-at", "", "no fires after this RFC 3339 time")
+	var excl listFlag
+	fs.Var(&excl, "exclude-calendar", "id of a calendar whose excluded times the schedule does not fire in (repeat for several)")
+	onExcl := fs.String("on-excluded", "", "a fire a calendar excludes: skip (default) or next_included")
 	return func(e *env, _ []string) error {
 		set := setFlags(fs)
 		if *file != "" {
 			for _, f := range []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at"} {
+				"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "exclude-calendar", "on-excluded"} {
 				if set[f] {
 					return fmt.Errorf("--file and --%s: give the whole body in the file: %w", f, errUsage)
 				}
@@ -431,6 +442,13 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if in.EndAt, err = optTime("end-at", *endAt); err != nil {
 			return err
+		}
+		if len(excl) > 0 {
+			in.ExcludeCalendars = (*[]string)(&excl)
+		}
+		if *onExcl != "" {
+			o := client.OnExcluded(*onExcl)
+			in.OnExcluded = &o
 		}
 		switch {
 		case *queue != "" && *target != "":
@@ -553,6 +571,9 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	fmt.Fprintf(w, "target\t%s %s\npriority\t%d\noverlap\t%s\nmisfire\t%s\n", s.Target.Type, target, s.Priority, s.Overlap, s.Misfire)
 	if s.Window != nil {
 		fmt.Fprintf(w, "window\t%s (spread %t)\n", *s.Window, s.Spread)
+	}
+	if s.ExcludeCalendars != nil {
+		fmt.Fprintf(w, "calendars\t%s (on excluded: %s)\n", strings.Join(*s.ExcludeCalendars, ", "), *s.OnExcluded)
 	}
 	fmt.Fprintf(w, "version\t%d\n", s.Version)
 	for i, t := range s.NextFireTimes {
