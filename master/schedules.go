@@ -647,6 +647,9 @@ func (s *Server) previewTimes(ctx context.Context, m *model.Schedule, comp *sche
 				return out[:count], excluded, nil
 			}
 		}
+		if m.IsOneOff() {
+			break
+		}
 	}
 	return out[:min(count, len(out))], excluded, nil
 }
