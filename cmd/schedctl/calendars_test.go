@@ -48,4 +48,7 @@ func TestCalendarCommands(t *testing.T) {
 	tk("calendars", "delete", cal.ID).fails(t, exitFail, `409`)
 	tk("schedules", "delete", sched.ID).ok(t)
 	tk("calendars", "delete", cal.ID).ok(t)
+
+	tenant := decode[idOnly](t, cli(t, s.url, s.adminKey, "tenants", "create", "--name", "small", "--json").ok(t)).ID
+	cli(t, s.url, s.adminKey, "tenants", "patch", tenant, "--max-calendars", "1").ok(t).has(t, `(?m)^maxCalendars\s+1$`)
 }

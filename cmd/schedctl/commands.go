@@ -95,6 +95,7 @@ func commands() []*command {
 			perFire := fs.Int("max-events-per-fire", 0, "quota: events per fire")
 			perMin := fs.Int("max-events-per-minute", 0, "quota: events per minute")
 			stored := fs.Int("max-events-stored", 0, "quota: events stored")
+			cals := fs.Int("max-calendars", 0, "quota: exclusion calendars")
 			return func(e *env, a []string) error {
 				set := setFlags(fs)
 				var in client.TenantUpdate
@@ -115,6 +116,7 @@ func commands() []*command {
 				q.MaxEventsPerFire = quota("max-events-per-fire", perFire)
 				q.MaxEventsPerMinute = quota("max-events-per-minute", perMin)
 				q.MaxEventsStored = quota("max-events-stored", stored)
+				q.MaxCalendars = quota("max-calendars", cals)
 				if q != (client.TenantQuotas{}) {
 					in.Quotas = &q
 				}
@@ -531,8 +533,8 @@ func tenantsTable(w *tabwriter.Writer, v *client.TenantList) {
 
 func tenantTable(w *tabwriter.Writer, t *client.Tenant) {
 	fmt.Fprintf(w, "id\t%s\nname\t%s\nweight\t%d\ncreated\t%s\n", t.Id, t.Name, t.Weight, ts(t.CreatedAt))
-	fmt.Fprintf(w, "maxSchedules\t%s\nmaxEventsPerFire\t%s\nmaxEventsPerMinute\t%s\nmaxEventsStored\t%s\n",
-		ip(t.Quotas.MaxSchedules), ip(t.Quotas.MaxEventsPerFire), ip(t.Quotas.MaxEventsPerMinute), ip(t.Quotas.MaxEventsStored))
+	fmt.Fprintf(w, "maxSchedules\t%s\nmaxEventsPerFire\t%s\nmaxEventsPerMinute\t%s\nmaxEventsStored\t%s\nmaxCalendars\t%s\n",
+		ip(t.Quotas.MaxSchedules), ip(t.Quotas.MaxEventsPerFire), ip(t.Quotas.MaxEventsPerMinute), ip(t.Quotas.MaxEventsStored), ip(t.Quotas.MaxCalendars))
 }
 
 func policyHeader(w io.Writer) {
