@@ -246,3 +246,43 @@ func TestCalendarEditAppliesFromNextWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestOneOffNamingACalendar: a one-off that names a calendar is not
+// planned with its create (PlanCreated leaves it to Saved), and Saved
+// applies the calendar: skipped at runAt, or moved to the next included
+// minute with its events.
+func TestOneOffNamingACalendar(t *testing.T) {
+	st := openEmbedded(t)
+	ctx := context.Background()
+	now := utc("2027-06-04T10:00:00Z") // a Friday
+	cal := &model.Calendar{ID: "cal_1", TenantID: tenant, Name: "maint", Timezone: "UTC", Version: 1,
+		Ranges: []model.CalendarRange{{From: "2027-06-04T10:00", To: "2027-06-04T10:30"}}}
+	if err := st.CalendarCreate(ctx, cal); err != nil {
+		t.Fatal(err)
+	}
+	e := newEmitter(t, st, newClock(now), nil)
+	for _, on := range []model.OnExcludedPolicy{model.OnExcludedSkip, model.OnExcludedNextIncluded} {
+		s := oneOff("o-"+string(on), now.Add(10*time.Minute), 2)
+		s.ExcludeCalendars, s.OnExcluded = []string{"cal_1"}, on
+		fs, done, err := e.PlanCreated(ctx, s, nil)
+		if err != nil || fs != nil || done != nil {
+			t.Fatalf("PlanCreated planned %v (done %v, err %v) for a one-off naming a calendar", fs, done != nil, err)
+		}
+		create(t, st, s)
+		if err := e.Saved(ctx, s, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := fireMap(t, st, s.ID)
+		skipped := got["2027-06-04T10:10:00Z"]
+		if skipped == nil || skipped.Decision != model.FireSkippedCalendar || len(eventsOf(t, st, skipped.ID)) != 0 {
+			t.Fatalf("%s: fire at runAt %+v", on, skipped)
+		}
+		moved := got["2027-06-04T10:30:00Z"]
+		switch {
+		case on == model.OnExcludedSkip && moved != nil:
+			t.Fatalf("skip moved the fire: %+v", moved)
+		case on == model.OnExcludedNextIncluded && (moved == nil || len(eventsOf(t, st, moved.ID)) != 2):
+			t.Fatalf("next_included: moved fire %+v", moved)
+		}
+	}
+}

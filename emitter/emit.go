@@ -341,7 +341,9 @@ func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now ti
 // that a release truncating runAt to the second recorded at runAt's second:
 // it stands for the fire at t, which is not emitted again under a new id.
 func legacyOneOff(s *model.Schedule, t time.Time, o emitOpts, latest *model.Fire) *model.Fire {
-	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered {
+	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered || latest.Decision == model.FireSkippedCalendar {
+		// A one-off's fire a calendar skipped is not its fire: the one
+		// it moved to is.
 		return nil
 	}
 	sec := s.RunAt.UTC().Truncate(time.Second)
