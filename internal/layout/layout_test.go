@@ -52,6 +52,7 @@ var rules = []rule{
 	{"MongoDriverImportsOnlyModelAndStore", onlyImports("store/mongo", false, "model", "store", "store/mongo/internal/doclock")},
 	{"TestHelpersLiveInTestkit", helpersInTestkit},
 	{"ScheduleImportsOnlyModelAndCron", onlyImports("schedule", true, "model", "cron")},
+	{"CalendarImportsOnlyDomainPackages", onlyImports("calendar", true, "model", "cron", "schedule")},
 	{"GuardImportsOnlyModel", onlyImports("internal/guard", false, "model")},
 	{"EmitterDoesNotImportHandler", neverReaches("emitter", "handler")},
 	{"HandlerDoesNotImportEmitter", neverReaches("handler", "emitter")},

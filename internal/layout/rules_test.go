@@ -15,11 +15,12 @@ func clean() graph {
 		"model":                         {},
 		"store":                         {"model"},
 		"schedule":                      {"model", "cron"},
+		"calendar":                      {"model", "cron", "schedule"},
 		"delivery":                      {"model"},
-		"emitter":                       {"cron", "model", "store"},
+		"emitter":                       {"calendar", "cron", "model", "store"},
 		"throttle":                      {"model", "store"},
 		"handler":                       {"delivery", "model", "store", "throttle"},
-		"master":                        {"api", "cron", "internal/guard", "model", "schedule", "store"},
+		"master":                        {"api", "calendar", "cron", "internal/guard", "model", "schedule", "store"},
 		"app":                           {"emitter", "handler", "internal/guard", "master", "store", "throttle", "ui"},
 		"internal/guard":                {"model"},
 		"ui":                            {}, // the console: embedded files, no package of ours
@@ -64,6 +65,7 @@ var violationCases = []violationCase{
 	{"ModelImportsNothingOfOurs", "ModelMissing", func(g graph) { delete(g, "model") }, "model does not exist"},
 	{"StoreImportsOnlyModel", "StoreImportsDriver", edge("store", "store/embedded"), "store imports store/embedded"},
 	{"ScheduleImportsOnlyModelAndCron", "ScheduleImportsStore", edge("schedule", "store"), "schedule imports store"},
+	{"CalendarImportsOnlyDomainPackages", "CalendarImportsStore", edge("calendar", "store"), "calendar imports store"},
 	{"GuardImportsOnlyModel", "GuardImportsStore", edge("internal/guard", "store"), "internal/guard imports store"},
 	{"EmitterDoesNotImportHandler", "Directly", edge("emitter", "handler"), "emitter -> handler"},
 	{"EmitterDoesNotImportHandler", "ThroughAnotherPackage", func(g graph) {
