@@ -206,3 +206,25 @@ func TestPreviewAppliesCalendars(t *testing.T) {
 		t.Fatalf("excluded shown without explain: %s", p.Body)
 	}
 }
+
+// TestBatchItemsNameCalendars: a batch item keeps its calendars, and an
+// item naming an unknown calendar fails alone, naming the field.
+func TestBatchItemsNameCalendars(t *testing.T) {
+	h := newHarness(t)
+	_, c := h.tenant("acme")
+	cal := h.calendar(c, client.CalendarCreate{Name: "weekends", Timezone: "UTC", Weekly: &[]client.WeeklyRule{{Days: []client.WeeklyRuleDays{"sat", "sun"}}}})
+	r, err := c.CreateSchedulesBatchWithResponse(h.ctx, client.ScheduleBatchCreate{Items: []client.ScheduleBatchItem{
+		{Name: "ok", Cron: ptr("0 3 * * *"), Target: httpTarget(), ExcludeCalendars: &[]string{cal.Id}, OnExcluded: ptr(client.OnExcludedNextIncluded)},
+		{Name: "bad", Cron: ptr("0 3 * * *"), Target: httpTarget(), ExcludeCalendars: &[]string{"cal_nope"}},
+	}})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	items := r.JSON200.Items
+	if items[0].Status != http.StatusCreated || items[0].Schedule.ExcludeCalendars == nil || (*items[0].Schedule.ExcludeCalendars)[0] != cal.Id ||
+		*items[0].Schedule.OnExcluded != client.OnExcludedNextIncluded {
+		t.Fatalf("item 0: %s", r.Body)
+	}
+	if items[1].Status != http.StatusUnprocessableEntity || items[1].Problem == nil || items[1].Problem.Errors == nil ||
+		(*items[1].Problem.Errors)[0].Field != "items[1].excludeCalendars[0]" {
+		t.Fatalf("item 1: %s", r.Body)
+	}
+}
