@@ -12,6 +12,8 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/mongo"
+	"github.com/schedulerd/schedulerd/store/mongo/mongotest"
 )
 
 // calOracle is the calendar rule written out on formatted local times.
@@ -211,8 +213,23 @@ func calendarsAgainstOracle(t *testing.T, r *rand.Rand, from, to time.Time) {
 // TestCalendarEditAppliesFromNextWindow: a calendar changed after a window
 // was emitted leaves that window's fires as they were and applies to the
 // windows scanned after the change.
+// It runs on both drivers.
 func TestCalendarEditAppliesFromNextWindow(t *testing.T) {
-	st := openEmbedded(t)
+	t.Run("Embedded", func(t *testing.T) { calendarEditApplies(t, openEmbedded(t)) })
+	t.Run("Mongo", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts FerretDB")
+		}
+		st, err := mongo.Open(context.Background(), mongotest.URI(t), mongo.Options{})
+		if err != nil {
+			t.Fatalf("mongo open: %v", err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		calendarEditApplies(t, st)
+	})
+}
+
+func calendarEditApplies(t *testing.T, st store.Driver) {
 	ctx := context.Background()
 	from := utc("2027-06-01T10:00:00Z")
 	cal := &model.Calendar{ID: "cal_1", TenantID: tenant, Name: "maint", Timezone: "UTC", Version: 1, CreatedAt: from, UpdatedAt: from}
