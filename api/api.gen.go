@@ -61,6 +61,7 @@ const (
 	CancelledByNext FireDecision = "cancelled_by_next"
 	Emitted         FireDecision = "emitted"
 	Late            FireDecision = "late"
+	SkippedCalendar FireDecision = "skipped_calendar"
 	SkippedManual   FireDecision = "skipped_manual"
 	SkippedOverlap  FireDecision = "skipped_overlap"
 	Triggered       FireDecision = "triggered"
@@ -74,6 +75,8 @@ func (e FireDecision) Valid() bool {
 	case Emitted:
 		return true
 	case Late:
+		return true
+	case SkippedCalendar:
 		return true
 	case SkippedManual:
 		return true
@@ -119,6 +122,24 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnExcluded.
+const (
+	OnExcludedNextIncluded OnExcluded = "next_included"
+	OnExcludedSkip         OnExcluded = "skip"
+)
+
+// Valid indicates whether the value is a known member of the OnExcluded enum.
+func (e OnExcluded) Valid() bool {
+	switch e {
+	case OnExcludedNextIncluded:
+		return true
+	case OnExcludedSkip:
 		return true
 	default:
 		return false
@@ -245,6 +266,39 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WeeklyRuleDays.
+const (
+	Fri WeeklyRuleDays = "fri"
+	Mon WeeklyRuleDays = "mon"
+	Sat WeeklyRuleDays = "sat"
+	Sun WeeklyRuleDays = "sun"
+	Thu WeeklyRuleDays = "thu"
+	Tue WeeklyRuleDays = "tue"
+	Wed WeeklyRuleDays = "wed"
+)
+
+// Valid indicates whether the value is a known member of the WeeklyRuleDays enum.
+func (e WeeklyRuleDays) Valid() bool {
+	switch e {
+	case Fri:
+		return true
+	case Mon:
+		return true
+	case Sat:
+		return true
+	case Sun:
+		return true
+	case Thu:
+		return true
+	case Tue:
+		return true
+	case Wed:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -288,6 +342,57 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// Calendar defines model for Calendar.
+type Calendar struct {
+	CreatedAt time.Time       `json:"createdAt"`
+	Dates     []string        `json:"dates"`
+	Id        string          `json:"id"`
+	Name      string          `json:"name"`
+	Ranges    []CalendarRange `json:"ranges"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	Version   int64           `json:"version"`
+	Weekly    []WeeklyRule    `json:"weekly"`
+}
+
+// CalendarCreate At most 1,000 dates, ranges and weekly rules together. Every rule is judged in timezone.
+type CalendarCreate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   string           `json:"name"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone string        `json:"timezone"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
+}
+
+// CalendarList defines model for CalendarList.
+type CalendarList struct {
+	Items      []Calendar `json:"items"`
+	NextCursor *string    `json:"nextCursor,omitempty"`
+}
+
+// CalendarRange Excludes [from, to): both RFC 3339 instants with an offset
+// ("2027-12-24T17:00:00Z"), or both local date-times in the calendar's
+// timezone ("2027-12-24T18:00"); whole minutes.
+type CalendarRange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// CalendarUpdate Absent properties keep their value; a list replaces the stored one.
+type CalendarUpdate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   *string          `json:"name,omitempty"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone *string       `json:"timezone,omitempty"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -393,6 +498,22 @@ type EventState struct {
 // EventStatus defines model for EventStatus.
 type EventStatus string
 
+// ExcludedFire defines model for ExcludedFire.
+type ExcludedFire struct {
+	CalendarId   string  `json:"calendarId"`
+	CalendarName *string `json:"calendarName,omitempty"`
+
+	// Local Wall clock in the schedule's timezone.
+	Local string `json:"local"`
+
+	// MovedTo With onExcluded next_included, where the fire moves.
+	MovedTo *time.Time `json:"movedTo,omitempty"`
+
+	// Reason The calendar's rule that excludes it, e.g. "date 2027-12-25" or "weekly sat,sun".
+	Reason string    `json:"reason"`
+	Utc    time.Time `json:"utc"`
+}
+
 // ExtendRequest defines model for ExtendRequest.
 type ExtendRequest struct {
 	// ExtendBy Go duration (default the policy's token timeout, at most 24h).
@@ -417,7 +538,9 @@ type Fire struct {
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
 	// was left; triggered: by the trigger operation; skipped_manual:
-	// skipped by the skip operation, not delivered.
+	// skipped by the skip operation, not delivered; skipped_calendar:
+	// a calendar of the schedule excludes the fire time (the note names
+	// it, and with onExcluded next_included where the fire moved).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -462,7 +585,9 @@ type Fire struct {
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
 // was left; triggered: by the trigger operation; skipped_manual:
-// skipped by the skip operation, not delivered.
+// skipped by the skip operation, not delivered; skipped_calendar:
+// a calendar of the schedule excludes the fire time (the note names
+// it, and with onExcluded next_included where the fire moved).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -554,6 +679,12 @@ type Lateness struct {
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+// it as skipped_calendar; next_included records that and fires at the
+// next instant no calendar of the schedule excludes (one fire if the
+// schedule fires at that instant anyway). Only with excludeCalendars.
+type OnExcluded string
 
 // Overlap defines model for Overlap.
 type Overlap string
@@ -717,8 +848,11 @@ type PolicyUpdate struct {
 // Preview defines model for Preview.
 type Preview struct {
 	// Description When the schedule fires, in words, such as "at 09:00 on Monday through Friday".
-	Description *string    `json:"description,omitempty"`
-	FireTimes   []FireTime `json:"fireTimes"`
+	Description *string `json:"description,omitempty"`
+
+	// Excluded With `explain=true`, the fire times among those looked at that a calendar excludes.
+	Excluded  *[]ExcludedFire `json:"excluded,omitempty"`
+	FireTimes []FireTime      `json:"fireTimes"`
 
 	// Jitter The schedule's jitter; absent without one.
 	Jitter *string `json:"jitter,omitempty"`
@@ -785,7 +919,10 @@ type Schedule struct {
 	Cron       *string    `json:"cron,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
-	Id         string     `json:"id"`
+
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+	Id               string    `json:"id"`
 
 	// Jitter The schedule's jitter (see Jitter); absent without one.
 	Jitter *string `json:"jitter,omitempty"`
@@ -804,8 +941,14 @@ type Schedule struct {
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
-	Overlap       Overlap     `json:"overlap"`
-	PausedAt      *time.Time  `json:"pausedAt,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    Overlap     `json:"overlap"`
+	PausedAt   *time.Time  `json:"pausedAt,omitempty"`
 
 	// PausedBy The prefix of the API key that paused the schedule.
 	PausedBy *string `json:"pausedBy,omitempty"`
@@ -908,6 +1051,9 @@ type ScheduleBatchItem struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -937,7 +1083,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1006,6 +1158,9 @@ type ScheduleCreate struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -1032,7 +1187,13 @@ type ScheduleCreate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1097,6 +1258,9 @@ type ScheduleUpdate struct {
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the empty list removes them (and onExcluded).
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -1108,7 +1272,13 @@ type ScheduleUpdate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1247,6 +1417,9 @@ type TenantList struct {
 // in a tenant, every quota is the effective one (the tenant's own or
 // the configured default).
 type TenantQuotas struct {
+	// MaxCalendars Most calendars the tenant may have (default 100); a create over it answers 422 naming maxCalendars.
+	MaxCalendars *int `json:"maxCalendars,omitempty"`
+
 	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
 	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
 
@@ -1316,6 +1489,20 @@ type TriggerRequest struct {
 	Payload *Payload `json:"payload,omitempty"`
 }
 
+// WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
+type WeeklyRule struct {
+	Days []WeeklyRuleDays `json:"days"`
+
+	// From HH:MM
+	From *string `json:"from,omitempty"`
+
+	// To HH:MM, after from; "24:00" is the end of the day.
+	To *string `json:"to,omitempty"`
+}
+
+// WeeklyRuleDays defines model for WeeklyRule.Days.
+type WeeklyRuleDays string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1360,6 +1547,23 @@ type Unavailable = Problem
 
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
+
+// ListCalendarsParams defines parameters for ListCalendars.
+type ListCalendarsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateCalendarParams defines parameters for CreateCalendar.
+type CreateCalendarParams struct {
+	// IdempotencyKey A retried create with the same key and the same body returns the first
+	// answer and creates nothing; the same key with another body is refused
+	// with 422. Keys are scoped to the caller's tenant.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
@@ -1431,6 +1635,9 @@ type ListScheduleFiresParams struct {
 type PreviewScheduleParams struct {
 	// Count How many fire times (default 10, at most 1000).
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
+	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -1474,6 +1681,12 @@ type DeliverEventParams struct {
 	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body); while the signing secret is rotated, one comma-separated `v1=` signature per secret, the new one first.
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
+
+// CreateCalendarJSONRequestBody defines body for CreateCalendar for application/json ContentType.
+type CreateCalendarJSONRequestBody = CalendarCreate
+
+// UpdateCalendarJSONRequestBody defines body for UpdateCalendar for application/json ContentType.
+type UpdateCalendarJSONRequestBody = CalendarUpdate
 
 // RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
 type RedriveEventsJSONRequestBody = RedriveRequest
@@ -1525,6 +1738,21 @@ type DeliverEventJSONRequestBody = DeliveryMessage
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListCalendars Page through the tenant's calendars, ordered by id.
+	// (GET /v1/calendars)
+	ListCalendars(ctx echo.Context, params ListCalendarsParams) error
+	// CreateCalendar Create an exclusion calendar.
+	// (POST /v1/calendars)
+	CreateCalendar(ctx echo.Context, params CreateCalendarParams) error
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	// (DELETE /v1/calendars/{id})
+	DeleteCalendar(ctx echo.Context, id ID) error
+	// GetCalendar Get a calendar.
+	// (GET /v1/calendars/{id})
+	GetCalendar(ctx echo.Context, id ID) error
+	// UpdateCalendar Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	// (PATCH /v1/calendars/{id})
+	UpdateCalendar(ctx echo.Context, id ID) error
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
@@ -1635,6 +1863,108 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ListCalendars converts echo context to params.
+func (w *ServerInterfaceWrapper) ListCalendars(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCalendarsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListCalendars(ctx, params)
+	return err
+}
+
+// CreateCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateCalendar(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateCalendarParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateCalendar(ctx, params)
+	return err
+}
+
+// DeleteCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteCalendar(ctx, id)
+	return err
+}
+
+// GetCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) GetCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetCalendar(ctx, id)
+	return err
+}
+
+// UpdateCalendar converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateCalendar(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateCalendar(ctx, id)
+	return err
 }
 
 // ListEvents converts echo context to params.
@@ -2122,6 +2452,13 @@ func (w *ServerInterfaceWrapper) PreviewSchedule(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
 	}
 
+	// ------------- Optional query parameter "explain" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "explain", ctx.QueryParams(), &params.Explain, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter explain: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.PreviewSchedule(ctx, id, params)
 	return err
@@ -2398,6 +2735,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/policies/:id", wrapper.DeletePolicy, options.OperationMiddlewares["deletePolicy"]...)
 	router.GET(options.BaseURL+"/v1/policies/:id", wrapper.GetPolicy, options.OperationMiddlewares["getPolicy"]...)
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
+	router.GET(options.BaseURL+"/v1/calendars", wrapper.ListCalendars, options.OperationMiddlewares["listCalendars"]...)
+	router.POST(options.BaseURL+"/v1/calendars", wrapper.CreateCalendar, options.OperationMiddlewares["createCalendar"]...)
+	router.DELETE(options.BaseURL+"/v1/calendars/:id", wrapper.DeleteCalendar, options.OperationMiddlewares["deleteCalendar"]...)
+	router.GET(options.BaseURL+"/v1/calendars/:id", wrapper.GetCalendar, options.OperationMiddlewares["getCalendar"]...)
+	router.PATCH(options.BaseURL+"/v1/calendars/:id", wrapper.UpdateCalendar, options.OperationMiddlewares["updateCalendar"]...)
 	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/batch", wrapper.CreateSchedulesBatch, options.OperationMiddlewares["createSchedulesBatch"]...)
@@ -2540,268 +2882,293 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rchs38gf6KiieU2Vyd0RTspxdU7UfFF92tZvEXks++VdlUiE0A5KIhgA9wIjipvzup9DdwGDIoUjK",
-	"kp3sqvIhFueGS6Ovv+7+rZPp2VwroazpDH/rzHnJZ8KKEv56WZVGl+5fuTBZKedWatUZdi6mgo2UuLF4",
-	"w4jpMbNTwealuJa6MmzOJ+KEcbVk2k5Fya55UQkmDSvFuDIiZwtpp+x4MOh3ko50r/xYiXLZSTqKz0Rn",
-	"2Mnwy0nHZFMx424Idjl3V4wtpZp0Pn1KOmev3O/w+Jzbaf20zDtJpxQfK1mKvDO0ZSXiN834zXdCTey0",
-	"MzwaDJLOTCr/92HS9p1czObaCpUt/yWW68txykphSylylpWCW4Gzcwti+EywK7FkXOX1D5c6X7pHqlIZ",
-	"+HUsS2NTxZVZiBLuxRcZprSdSjU5ab4N3s8Vri28rV7aVOHaHh312b/E0jBeCmYyPRc5sxrek/GiEOUT",
-	"w6xQXNl+qvwuTAXPRVkvZDTzAzf1Tav4/Pn2VfxOzqRdX7x3fCKYkf8RrJuLMa8Kyw4Hg94mwijgLSvj",
-	"kLNq1hkeDmgz6c8wCKmsmIiy88kNoxRmrpURQODf8vy9+FgJAwPLtLJCwT/5fF7IjLsxPp2X+rIQsz//",
-	"atyAf4s+/f+WYtwZdv6fp/UheopXzdN3+BR+dP34lPhZlmvcZTbjNkOiOX13xqIH+p1PSeelVuNCZl98",
-	"mPryV5FZlk25moiczQRXi6ksROIoTioY76LUasKM5VYkTJfuirGyKJhUqaqMOHE/dkeiLHVpRkzxmVQT",
-	"ontR5Alz28RG/X7/KS9KwfPlgbiRxppRzxN5qmggdAObcndyuGWVkh8rgQwmYabKpowbxtlcFzJbPjHu",
-	"c8JR+Kek89qN4Euu4KlilRI3c5FZkTNYANZ9DtT9Kem80eWlzHOhvvSmOhYy40sgO8cLmJ1Kw/RclPBR",
-	"1kW+APdpxbhiPJ9JFd2hS9i/UlyL0giczpky1XgsMymUPbe65BPxpSc2LoVgZs4z4SWSsboUTwzLpbly",
-	"hHkpCr1AJqjVWE6q0rHFaSnMVBf5MFVKLJj7Wl4VwiRE+CZhtpSTiSgNcOdSmGomkLV6iVYpKwv8eKqk",
-	"gbHkffZKFPJalNK9oxSF4Eb4d7hlcYs50UwrItEftH2jK5V/yZX7QeO5oSM2hs2VhsQE7O2F1t/x8stv",
-	"qOeSXsYVbhBueFytbiIIBtY9/Ib9S34Lk6DlhtUWN1aovOcn8z1XS2L85kvPCQ/XExMmVzqVAYcvDRM3",
-	"U14Zxy90mbjjF00jVTiPhHHiulZfCcX42LpV0ZrNnM4VXTKs67YRmaXXMETOjgfHPTYu9QyXsXCHlvE8",
-	"L4UxwMTHdMTFtVA2IVafqqwqS3frQqpcL04YZ5kuS0c2OBLH+0V57Sj/XAj2XthyeXDqhtdnbxWpNUmq",
-	"qnkO4oKOVXSq3Mnl4QgOYRB+yVI14zev3YiM4zAiZx8rbTlb6KrI2aVgc27cWewqHX96iLMwrBD8WqQq",
-	"MAYGUsSpZ6VgOZ5UkXtlTZbRIRUqNz3UlFBJArqJPrKu2ZyLTKvcOK1rwaXtt2mzkWryKel8ULyyU13K",
-	"/4gvygG+l8Y4maxLNuPFWJczkbNTGgpyfJw0kAYHwQDSV6Lucs0LmfdTBfLuSumFCkovd0JCX4kcfpkI",
-	"W2uySIzE+D4ofs1lwS+LL85kkBSkYVU9BtZ1pw8OAVJowpRmYiatO2llpUj7kSZV81JnwpjeCZgBSzqN",
-	"Mek/ONnQEL7G6nkuJg1biKI4IOq5rCyTCgkD1H96nfva6bszsqPmpdMprERtHLlDfgoDd+/htjPsOEZx",
-	"YOVMdNasisRZeuumYdKZl2Isb9oNVzC2nGAveeYMXa8qXIll4ha9FJmeKGkEw8VfezkR9D7DRAZ2lrfb",
-	"sbWl+hOaruH2MJMkWpyfwwdQYrsP4JK+xHtg34vi7bgz/On2vaWd+JSsbsVVm517AaJC8NKtVZ+dT91B",
-	"p2NAp5lpVSxbVm1llu7169P4OUzkO4kWWXNQ0opZ8x87zc1/hpclX64vOLyrdU1zPrfyWgTDlee5dEvB",
-	"i3fRuMa8MKLtZAQTBGX7TF8Lp4DahRCKOX3a8ccZv2FdG90NMu5MvSnkZGoTtpjKbOoOF8hpIQupJrHk",
-	"1soJTWfMGzlRvDCp6h4fvXj6fPAsYY4cdWWd+joV7PnNDTNTXoqETUq9cAy/4GDbnwCnO//3ObNOwbIG",
-	"ZeTHSlROeb7k2VWhJ70+O2XHRy+cDHg+eMYsvxKGaeVE9ph1Bc+mbFyV4JTQymnBqmb2qDDA3TPthpA7",
-	"4rGa3Qz6L3pJ8GbgLODXVGmVCTYXpX+6y/2/pF9VXdlMz4SBwfmPjFNlqsxxRAF8GheRW6cAGMumvMAj",
-	"j69YcONew0ou4X47hBmnyuoFL3Nc+kJciwKFXuHeMeayEDksrGJjbhzLvxRLrXLHNtiZStU72NEPpOm4",
-	"DR+wUiAZcKKt4BgK+t9Y3jgVxDbogPEJlwrlSPNMzPjNmhNkqx8Erm55bNDiPmmeHPeOtnPzstTqjbPs",
-	"zR0ODbgEHDnOUBHMSqd83cydYiq1OgFr9NI4HRRvnQmuDEs7f0o7/bXVyfny7fh7rey0VUzA5R+FuGq9",
-	"OtVV2XphJlVlRfulDd/61LJOZBouv3eSG22r9fUAy8ethGL/uLh457VUVK7wd3duZ/iOIRwwbq2YzZ1K",
-	"niq6H34HLbiNiOiB9REcOgMkeCj9i906305ema5Q/bj9tlzwvJBqw9QFzhBYCJkDwIxsNq3tDySFhbRT",
-	"d4S1Em5wuwllWI6zdgViLEtxy6UL98rdlRSVixZlZHBwyZ21wmea/GEjWLeRN1do8u6DjSUftK3lnC8L",
-	"zfOt2hzdBmcZDMttT3gyfU+3ky7ntmMXhcavcuOpsMDRcvp18tSTBLKsh/rzLcfofT2d5jr/o/b4gKxk",
-	"E+lYcLBunxgyXh3XX+ch4mYuS2FOW47Hj475x8KbXkRylyQkWLDhA6xb7y5PFT4ZCJhXVtNEQJXqDYP9",
-	"r0vyYrBLMXYWixM9eJp3VELdGNYn8XbOP1ZkaPv1MCIrhUW1YSycFCY5CaetUjmZ7OAT8FyBXYSJ6jEb",
-	"0TTIzTKC+0evYQb+Nxz92kCrstgQc6K1ABfAiH14/x2eEWlw5Cfs3dvzC8bXP241afNhqapSblVT3UD8",
-	"urWRHoxjXU+lBTFtBlvEG1su7W8AxSx01yfIz3ErRYOSQ0rUuCqCTHFEMOO56LOXzhJwlt4SjPy8lNd7",
-	"MN+xVNJMtwwCNpWVTrMUuT8IecLcpN15yLjKRFGIvM9OSRBMZQHESp4J/xnWzVqG29tnvPcpENpfFOTE",
-	"OmW47QjhixZRCaEFkhczbdyiZaAjgZoaBDf7l5hbclCEVWDcsKk0VpdLNEVw2aVhc6FyZyZgvJGomg3A",
-	"uDdTvSAmCh8H1dhRhlt9t0E9colzpsQi0I8bkGk1qwteqWy6D+3P+M3prUdtf5mI7Phsk1dB6lLaZfvH",
-	"bhWKScdYbqutRitwlHO81bFsMMe2PXSBd3kW/zoWWHuIBkfD+dvKbjD8vfTMZQ5Hy8ulSLyhXJKWoczM",
-	"NzMJGsGl1oXg4ABEj/AevK/NcbK3ihGILtrdsOxNCgtbmNQMPmbZ8RQ2Cov7cGyg1FnzaySdGpGxg59p",
-	"o9sjkKBoGeh90vadaLV11/Gdt04GhyeU059/6hBjiyjGvYckI14IYrJWP/Gftlz6O7j7JQihaAD10jQU",
-	"nq328Krm6Z79tsUT93fN8spHaz1sYrMimjDHm51YODqe9vq3KocRrOP54dF2WEe8G5s1JfAHeE/yGlmB",
-	"Jd/Odv55/vYHNud2WltDzurvjkEd5rN5IVhKB7ZflUXa6SWMM0CNsIBmwrAFeuA3+HQ5OcVvnyGONNzf",
-	"PtWy5eQAw9l6RNyzL/HOu6qDmTRSt6j5GLvIh2DRy5k4AeffkJSBXC+U+zUBWU+Ou8yZ2gfVHJ1TSapg",
-	"FbUSB3o8ZjzLxNx6LJe0hpWVOq0hGnNu7AkzV3I+F/kv+lqUBZ8PU0X/+pu7EtxfATnmeDWbchQxecml",
-	"EvlJqsIh++Vy+Yvjc0Pm34OXKNjk5lTiS8IjbAGxT6e5FmJsT3xIxy3G5RLlF4UhA8KhHviMq4oXw1TR",
-	"D/4RGH64P8Hxep6Bho3nNrT0IG6s27aVRYmZiJ+f21w/zOgJHE0rp/FfaVGnnU48gutSTUZo6qlqdilA",
-	"ZyR7dFG65xUzmo156c3UVA36fXr1wSEDYE4vqNvgs11IIxqWXKQU+Y+2HO6yEqSueyfHE+PHApg1wBBd",
-	"ClBAcWx9dop7q8epmjldg+4PgACK0JHTelLqSkX4jsArU3U4SAaDQQ+Bc5kuc9CSGXicOThxG4Pxi+Pj",
-	"4PXbE4pb55FabSwv7Qnpv+AhHtESjpjhS5OqqV5grB4WtF7PkoEkwHEIcPQFbdwvQrzUkQJ1b2bIr7CE",
-	"G4NnbpvwFqbHYyNs7YVzM5UWwFmKXHEtar6xbxrG326Djc2DFnMx2i+8k3VJHXWrbOaOJ/US5heJzYvK",
-	"T2PNi4g/724bFjrjhV/6tastvPiH1bO34ulbP0dKW9E282V4zlEIN2j6YuS6Fo+O7Ti+9Xw2MGknSVXa",
-	"ycVYlMACCezleBEL8Ip3ovwevNysezgY9NIO6zZPRKqiI4FcF93ipueoOP4AYK8mFS/zYYTQSlWNxQoH",
-	"NO1scAntb8nt46Nstx3IZKh31+1lJGITL9S3BWcjqb6uFwTtsdWoBB1zwxWvn67jkb1kJlHlTTcUUksR",
-	"bLe8ndgkRZ3W3/wtcOMaKdN1m+Z+4qhw9tpfGPTn1pkElbr16oLLdgHyjpwTumRuz72ROeUqL+K5uqPd",
-	"NqwVGvDfiab/mUZAkwDuw/ID1fLBDL83kQBZCaOZFloglQS1iQXASB1jjcM1AL41wWMAsg4dRTlfpqrL",
-	"HWOWanIw1uWClzmb8Hkv6ISBq6FpE4WDJnx+kqpSzOHUDWMFoh6IzgCsljO7kJkIn2VdnqoxL4oDJ8P9",
-	"16TxMXZ6TPlH3HsN+sUgCIZq8KW2U2CyNVSNLabaCDbVFUCg/9RrKoG0XEA9OO5WLW5f4cu6XjCyA1bZ",
-	"rJegGA6/SgPxDtW/g1BdV8w2y9ah+zqKVdCQ2gYb9JzVlWsI3gShjnhPLsZSgcEMJGT4tcjdsU5oufHF",
-	"huViDgSCg5Z5qqQT6EXBnGG4R5QE2H3Leji6ygqdXXnYexSTdO/6j1YiYe/fvGTPnj17gUYRzbrtM54c",
-	"Nm40QCnJ5OgaIVa/6a59cApm74T5qV6KSJk1KybMqonS7oWz2R09Me5Jv3pt3OWfGwg7dmV4+H7aOXw+",
-	"SztDhpiSNgqs5pjNIg2bVdk0VYSB9auHxqyTCMqfFKnYT4OEiKwXAIxOZJgpmBQN3iXzJicCptI1mtRy",
-	"qYzl3lqAnxxHMhlXjE9KIQyQcY0l96QJaBhANeDBYXzOS2dSXbhTQwgWeBIvgy3heWAuCr4UOS3CST24",
-	"KyHmTvkzKZjxaMLkfXZKfh8I6Wg1EcYGMM3R8dQtEJlEPTp2ZqpLG2OszYwXhXtuwucBvmQXmjjjSoQe",
-	"kj5gWI4PLgUvDRlGTn/EyXRfnV8wqbKiyoVTyo3GzVD4zlTh9IR/EsxVcQPh/SETzj46Hgx8Iglp6+zC",
-	"m8vIewyb8mvh3kk3tCuW3/FLUdwCVGlDjTTo9wMQ4uE37Eosn2Ke25zL0iR1FliJ+z9m/6ouRamEFY6M",
-	"3XedQXsllpAwwEFaQliYNu2bZzFMsVsINw+TsFxOpDUJe3LwJGFPfnmCG/ek/yTBBQaFzFFlHL1h+LhT",
-	"l+D5XsL0HOdbEGY1VZwh3hAef/L0SeKdM/Abe/XDOTPVZa5nXKp4pEfPn6UqHmvaIeujn+nZUyv4LO0A",
-	"RCtkAorZ3C4RaV4UFEpKVVgqXA33xCVH7DAs0fHRkd/3ES7h6IRxuAfenDq7c+WOfloNBs8yt87uH4LC",
-	"zjRA2GLBZ44PyqJArc5Kx6o6E13knTboznfcCiWM2YzeBYQeVyGiTmwLVSQNh8FDeRK0vWKgexzDK5b0",
-	"sMgjzZu4YdfvwGEyGAzwMDqxGJ6QUTjXqSa9dYDD/PkgonP0C4HN9WLT7y9afzewnnk7AAOdHd5bA6g+",
-	"NzlZUBqN03YrZ7PAwnUHhOty29nbQXt3c8AR4/jq0bTJou+lGZOX1qtn7u9ftMoEGX+/8KIgv1urnvaW",
-	"XHfRK7ijY/+MNwlaH37Hq4BN2DMmcLsjoObChs3dR/IT1qSQ+pD2Mb4VnPsA/1vHYrg9ukU9DF/0OVGX",
-	"S0fcohifeNobV7Yqd4YGtB23d7X1v5pgt8QIAbIVceMMX6aqokiiswIMMHam+VOTqqPnmC8UycE+G7kX",
-	"jNrSlQNnIX/EaJgqSCohPgk7tQQ0qVNflWZ0I7Kcm4OJPqDZ/Wq06r/nC4/+c9OE4E0LnoTAolsRzw3A",
-	"8qekE6GJohMbqXuXVdlm2r0OXlULiYIT7X2ja74yHqUvtRv/maasoQ3Z0xRc9vc4Xt/0KMY42EtdKULk",
-	"Lqa68AGvVhX7DuETMR6LrIH5Xh8rInXrYBsTzlTJII13kQQNyW9an5Deqap/4Tfr6+gvbnCkb/DVFkF9",
-	"uY0wSMlx97vBv8Rs3o1mX3MVUHZQBvDmce9uYLmXvg/xtnVGdtfPB0vb6UCYcFPY6bKTdCDOAj4ikO0Q",
-	"E3WMWpTXovwFE5MpOqMy9wAh3luZd0SO7R6r6IYLbduMye9BJcf8PJhFVmpjQMsBRmY2AVtbHMN8g9vZ",
-	"Hct3okR9ZMMQSB7PRckM3AfpvteixPINt5/0erd1dVlEW11rBAFWoivbOsj4hhZl6gKXqBRZwSVkFYnM",
-	"STVM2luIUsRIFFR25KxJi1LZb45blw434Ex9aAONXtS7oyDzALeIF0W0TRvcnXtDWZLOtSh92HaHkW/0",
-	"icaMG3IaKzQF3QPkdIFZ76BRgU8cqKtJ8iu72hQyzUVNIqdqc6frCe+DoEH5iElOe6pNsQjdIyPhXAjW",
-	"kKr9330CRlPL2KYSrPhi5LVYhStrVeccSGUsQC/HjHY25Al7NFjGi6LdtbS3rhECqh8rKSwzc1EUJ4CK",
-	"Bp6UqgaL67NDMMRxHU+8Ogc5U93Gnb1NMnabpvI9wLkbaTmokAAHDWxhyDjBVrR7ecm679+8ZN+8GBz2",
-	"UiUVFWFBTZTUwyRyfT3NKmP1TJRnedpJMJhWx6YgQkZrhh5QegUreHaFmhEqw5DqBXkfbmTdtAMW+I+4",
-	"b6mKI+2Qsc0wWF7qS6ewrEqkhHbDo+T6qToNxv837HJphfHu3eFOKlu7P6b4kv6Y2IAxT8gng95WVJli",
-	"Bl/zoRUNYIts94ozumHoPCZxPh8NpdYQfTGDWGP0qYCzygnujxUvINY7Ru8+0fTeXOiuqkpTDkankjUP",
-	"UZKqkHbXyGsMVikOtCYdpcEd4j4AlLPpsHrF51Z82l3VIARjBF0oiaftHb8mYVqlyuq527+Y4rve78Mm",
-	"Ghy/bm2cYg1RI3ATMOkMzb+DKCtTBc7WQVKnKEIaF4arBn23QIeH32CsatPCpUrpWENbCXnsrKNt9M6f",
-	"eOWhqXMRXgwh97WmFlCJ5MvvbU8KblE2NmsB9xFOJXv77hnCcYbno0JyLwrJznrDKWT2xiqh50IBU0b2",
-	"+RQKQrmj0Wdg+oL8azCGYOTAxyiawukvUE0w+cmCPBaFEamqk7s8qXtdSIkFfu6Oekbb1Jz4DtnDVK7A",
-	"MZqcrfLw3kNJ1rZhlWJe8IyGRPITpHzCRr99GsUjnrGmarijPP0xFpusC9LObcKVmNtemxgNN6cKOOEJ",
-	"a4pRLzKTpih9KAHatmqDxk42xd0DCrvtQ4lKEXV98BMOQe/O8mQX924prqVYtOBO4uFvd0FD2A9qFS10",
-	"mZtYqeaWDV4MBwMn1L/XyglWOy11NZmyN6XM+RKzxzfmdu2H0QEUTQtO5zZwRxTa3wBL3ISobCLdVqwr",
-	"iLKtQSnmuOIij3J2pEF0RXt6ACEctuOLGjC68Fi8kq2StE4NaE7AmU4vjp//hVHxGpYL61PIVonFXWjl",
-	"Y+Th230Lo2SFlm30GuCWXJgWj5O0RftT+MN6YdEP78/igolXEkFQtBjbdSq46j98a6bMe0zOultUihct",
-	"nI/eSJEXyNlErZj4NAFPQTN2Wj/U/xjLAsAC66ilFahzG7W/dfI/GNcmJAev4Gqj413q2YbXiNjGjqO3",
-	"iEhzJ4rACVAJ01GE3d0JftuZ3TQL/0w7Ewhk11bgyl3zy+6DsNrn45HeNHI7NEKkm4+FwWSdvbKJLeg7",
-	"rF5IX99/4T7dRrimKuyGxJvtMWlwJtOCqHYhPNOlaLMg6zQEqOEKBSW5AhMOqmvSW80J/omlXFroeuXo",
-	"4sDbj2qc3L7nUX3gRK9zItKWjZjKIi/FrXB4fw/r+owcU2hreki4oQoMauPzwkktZfWGuOP+4b+sbFM0",
-	"XnKllcx4wZ4fROVpurwwGkRrjfGib6InBO417el2Qu0Xl3T09XJz4YA7ZHKs6Rvo90KYXm9n5WPfAOTW",
-	"nO1Zjc247Y0ewnFbCEyJG/smVuDWVwFgZV0EEz7v1UA/k7APFy+hCLXXGHbMpF7RFXSNE7ltOh5OAqkO",
-	"ldmPbPGJbzfE1gm9Rdz/9N1ZXb4RH2wo0f3NH/ihFXoCq6htqLgL97IuvTqGPxbLXv9+cjs+I0sfYSq3",
-	"F3NpDn0d2bK7mIeMyN03MmB6W3BlPk+ZYJctQhR9+R4y7NNUVlDAe5S8QABqu1MGYux7Tc0nlN+2xX6S",
-	"mH1+l/oHm82ULxGWBWDtjulG5O2MLKSIyYfFb5QlqNNFNxQo8LzTL3cjzOrF7ypf3CcC6zfoNPM2ecio",
-	"d4em488Xps4IGAJJ8lYsRfN9b7gsqrbk6VtMu60VCda5FdRRI50YWJ9Uk0IchPMOWhqWFAYIsS+avGvQ",
-	"PJSJoGFvX8g7Gl1hE3Y5U7RlTsv5zK4edQpHSIpp5esboIpONQJqQecdyA7A+a/yXfDCths7ohCZxTns",
-	"xE/8/bcAGqNhLTZIAuNLVGNe3cyI4lqYPWyXmFRo96LJ7EInG2wcREe12GKwg7OEUMHgHYU3eUDVkOYY",
-	"spgBNyms+4cuUxVy0PvstN4Zn+LvM2Ecs2HcXAlQjZ2NR5ZQkipoMoAf2+QPxyJFbfF2NKfq9Y8mQJWN",
-	"tEqQegoxtpQAu+Cmobntfjw8B2pR5GhGmyVzbai7c4IKFqwO7a9fk72Ny3r6M76kPiGR7wFPZW1aovEx",
-	"yugQG2Gdchsf7HanSjOJcE03woJzqDDDBEEFMCeOPdRYzZGbx4hJs9015Rc0CeR72wH41t19J+hPIIMV",
-	"31qUGYNAwFBc0rcSAMB0jAzel6hg0GcWvYgzqc7w4cM7BxzXX3yHssThJkew/o24tJizxFVIDWGy0fto",
-	"3evabjJ7Q3mlemvCRH/SZ2lnwJ6xP7n/NrjdP8s8bsUXzX1ZkLrLUG97HdNxKGN723ZHBW9BI7m9W9RL",
-	"au0EeYpWzEJEHzBPXTdQ9Iz2ElbIKzx2K42YqJQNuEzgdeeR+bZXY6bYSXDbHCl97/Mt/jjCtj0mfVdf",
-	"wJY538UqfzAjdcUxKSdTUSJyhKruQn1YD7jziT+ejAebcu696dl8/Xfoi/UmI2Ra+Yo+PrvwV33ZZ6cq",
-	"3CS9NmSsz60LqCYo/13kjaYsjbJBjdZk3Sh/CwbYY5UqhDGMtpqRt/4XXhT7ZO3WtuqKcMYkSoxOBy80",
-	"ZZg1E0vd/4plnYuF1ly7rNzb/P0cQ7Y5o7PTH05DwnEMs/lw8bIdZhMbprege6KytMgpITyOBTRrlM/O",
-	"MB6a8U5SrNZrV3i3xJrwXu/sktV2NDiEKiNRGGxF5rdXXL4glvvEsLk2GAol4qY2Fgnmnw3az9S8jlLu",
-	"1DEDcv3hTLWPhXomyKgLIBwoBDl4C4tGvC6JW+gy8r7voqDcZiofDQ4T3+hr1WQGuRWZyFOeY9u1pjTy",
-	"q7qL5UyFGW+JUDbIZqMpVLfA2BDwAe0K4z3eXQ/2nKw7MunSl07BPfG/ewSpLDfvxg52zcpQQlMm3hLX",
-	"jZ38e4HbNh2ybWg3v4Bh+MkO+uim6jY88xi3tuKs1YaSMC2W8rVjKfTErQPZzUJYYTM3PLOO9UMrC1Ba",
-	"E4reYGMqJ6keVd/tqu+jKvmoSj6qko+q5JdXJe8DDh4rRQ9TYWvNH72fnPoREkBqdyBnl1Vx5R2i0OlN",
-	"GGb1MLh7uWUzIayvT5OV0ooSeo4CzIWdxvkG9VVShSSUeOMKa3WkynsyQS0EzBAW8aAHeUI1OqI8ef/I",
-	"CMq8QKID1HkBdyVeNAQQC1r+5ZLxLJP5hmY1Mje3OWG9jmYEk7nps7McCFHp+gMN/FmquuTxjrsbG77s",
-	"0fh8D250jUHKKZa8p77ZnrRaE4XJ4RfXVgg09dmA7JVJgxsc52Y8GDuJ1wOTdViXGyqN8rcrsfwb/DoK",
-	"hUKgvmsbStsdxncb+upFIwHKg0o26CD2A5DtoZxYtG16JxINn1G4Gx+BTlC+2yQh/ddKxHjy6/vPjPq7",
-	"gcqakei1sY0c+wCioWq6TQyyIxEoT9utJWIoJgfdW512mKrwlJOHUBNmBOrfiFJ9imK1Dq3vZwE1v3It",
-	"DAVYnAKI7n9j2WjGb8LqYeMVaXxcpy7XDENN1eggTOYg9DsdRUWb6LLUqlnRblUvTzrhRbcGe++UL+OV",
-	"7fvVlx9SBV5P3Pkn4bohlwPyOgcmyurY0G5yLyU5WcPgbsjPOGnPz0h8eBdTYNzP/UfN+2yD/wbFH46o",
-	"kUdxS1WSLfCkPQFD9wnRuVewzW1YmHVueyXnu2IgbjfdkQ8qasfeYrO3W8oXjYLoEONERm414KcSdtjv",
-	"Oym+oeBDO6bgNeg1oAC3wbXqAo/3WCrpvJrNeLm8awMCerzuQTARSpT7wqaKqDza7UyL7vMnTe6RaEND",
-	"3ZTEWTtDd1b8/azbgNiOtYYhRjOMP9NcrZ83785jMej/4WLQTbrdtcWOvLVMzVQUMGPSFFXD2dCerti+",
-	"wBux1LtV6rE81A2JSvXIkk3RsdPSO2oWV+3ZY8dfVSHtIq5Fch8FbuRK9Zq2XbwIwnIPJRYaKn9o6254",
-	"/u9zbLcMTQ277nPMfNyQPOCTxbaL6Qt356aOilNr513Tgy9GJsa7t+cXIneSD4ZhmLsPZKr7xy8Akent",
-	"mHm2eeUuWhPeRu4TI+xia+REiRw7Os5FSbljVrNRVRajPhuZj4Zupe637jYqbAL3+eV2N9djHw3jNKi8",
-	"EszqiYBAI5ZmSRXU6IXPsIl29Lk6nqj06fPBIKyeytkh+x7KCaaK3GkJtvAd/ZZ2qKNKZ/gTDThh/X7/",
-	"508jap7tp+Hsc1iIVBmhcmcZ9OrqJQT9GP3fgZdb5QF4+g9ArIz67JQd3dxQWCl0ADaNCojkAglRT6qc",
-	"iH4jKl/jxp0qN3BgcW7caQdrqVJPkhwLqqadMBEo+O5LlXBIqbKlhMJtaplSj28Ke3aPj17Amj0fPMPp",
-	"vXffOThFy9PXB44cW7C5G+bQZ87EynVmnvp6Rf3ZSiMet6hOYn90srqmiFZr9QK8QxsDjPuoQxtY+kZe",
-	"+7HSlm/VWnCA/8Z7g/q+42MXdLPjsKJdvIOB40vxMbwLswNDlVq9UD5CnGk1lpOqhCK1NVxuDx5M4wjT",
-	"39ZVAydyJ0jgTgZmmy968zjuwwFNJPdg7ucGxexnZ0G5DnCkOlaIBNBnZ4px9u704uU/gt8gQhdeCTEn",
-	"8Q8+xpNUSfcAPp0QP4Ld9hCImt4gItFCbFhcvI3a2pvjh3Y2vi3bagyrhJrotVsIoxZeqT8JmIaEVdTJ",
-	"PzQLKz0eHAI90hJjM7ELsn7x9pDrevedtoR+iSmQUKqh4cmGygdRLSPsx5OgUQwacapAzvj89SfG98uq",
-	"G2vRTBptsRrtsFK10g+r0fznBO4ETL/hS8OMproau0383OpWIyYu0xSljs/4EvEnBp5jXdLYYCXGVKJN",
-	"5akqhYVOclCCfPt+YsUXgLfMuXHyN1X13r7we7sy7FpEY3UXy5BGd1yB89hcbZl+EwW/sgI1nd5GjPFX",
-	"tpHjp40M5KIWNHtCj0MhQZJVgRnAPCoj+uzHulZzIY31bMUdfPS2rUzemRhc+Tf22VtsyUBPSyrawxUo",
-	"r6nC2zAeSUh6NnWrO+fuHChsFPny7NX7AIU2Hw2LHksVNjGgqvq10o55lk2m6OcZl8lJVWBpbowGgVNY",
-	"Gq/72ydWyDFReSkci4foXit7y2RetiHb87wUxrCSq4kwoQjK6GjwrD/oHx4+6w+eHh2PIC7P6d5CWlHy",
-	"InRvcBOCRboUpP+e+JWiQAynBcRoR7yG0M0gm4rsCs3wqM69oq0thdHFteMt+P2VUFqcmj7YCmBuxNnW",
-	"ZacbmmkDYdFcohWaan1l+lHnghGEOkd/avyGdqZaNlshRHf0N8zl6Pmzz52MN2kwENfGK/wVAPfHVmVU",
-	"DwesCzN8+tR8NH1RHSyEsQeHfT7j/9GKLww0bTg8enb8/Ju//PXF4PDo6WjTnA59kaQ7T2ozo7lToGjH",
-	"4MHvQ8c+xxqd45ozZnzOM2ndESk4aELWl0ZBtmFYF5LSLpdszGUZnuz1V8tX3YG/oyS8Y7fi7Ui0uB5L",
-	"s29xVI2gfs8OKLX2HEPocq/r/lUxtiVktBHCpcFrBveQnr6+sJCxmFWltEsnfqkYwaXgpShPK/fl38CL",
-	"PIMIDvxcm05gs376BC7Asd6Q4l9dFjJj71+fX0CCvx6HBS3zIUIROVT3xlh0UCUSqIJlbQEl8bx/O6Hg",
-	"B3U2UpZ6GXV5PgNhUCx7gRrdBSoq4Nh4qtyMhLIyAzDQkI3cD7qU/6G/v4UJsrWmLAxPDbyIlaCoRtLy",
-	"wGR6LvK64645oWJvbkhQDA+Q294ygHt6+B4vd0dPrw+f0rhH0ZtgRtCAKTgmYerQfhugKohlIu0aNWCO",
-	"szK1Z923egnOTSiWGdVM5sqvFCzUa6hKNSSReHyDXXeeB9eN015G4PzApXxK6OA//2q0GqWq62tjkXOI",
-	"KzbCSlcj1H68CeKW8pLn1Drb13XDFtb9VB0PfLeVyJ0C4ALw1aKaBOc211k1gwYaHngBr0zYotSOgBzJ",
-	"JgwsFDUJ7TDa+nFD3Tu/AfW3cpEV0FwUAEYeCA8N/AA1ASYwjsWtpHcnT4G4oc859gqXuW/v5dVG90Kn",
-	"GB81eqBAFoHEb7vvzQsnzaOOIt2cW+67I4Xayu47eYUbI6A7kbM4rnkhc/bh4s3BXxP24c8DaMhTIkxl",
-	"ziV0pjJVWeqJU9OFyfhc1CXq0ir/62DAwEJG5pMwZCCGkEelM6iUMNa9KBdi7pGS3xyzQlyLwvROQNvH",
-	"zXRGi9fQLiu3j1eoqxmhjGBdP+A1oLLf24AMdMo3RrRhE2rbG1GZ4iYTIhdQVztVP7p190EmsCIFFG4M",
-	"aQSewMAt6onRaSre/eku9ECJdFdGr0jAUaOUEUOOe8KMEGy0EJegtY3g468qf6TdEW20loMlNVFJwBfQ",
-	"C9fXp0U8xtE0dKDFUm2dmo+GVEn2PTeOhk/fnUUVFoadw/6gPwBgwlwoPpedYedZ/7APLYm4nQLTdxwI",
-	"War7iyII4SCc5eBqMRblJTxIJ8Z0hj+1C6D6lqfkIvqUbL3Tl1/9rSPd0OF4elfcsFnDD5e71e/U/jRV",
-	"Z7vDk6FyQv3kbSIXVukcn4F33mMZt9aJlXrWGNxuQfr7KpDWNiSr9x/Qz1ClY66VQUXkaDBAgIATtaj1",
-	"RULnV+rTsseWgC8UVJbViQvKVm+UmXA7cekrbodmZe5GgB4d4/Davhqm8fRbnnutFR453P7IB0Ui/D8i",
-	"x4eebX/ojS4vZZ4LQNgcHx3t8pl5qTPHuy4RWnx89GL7Uxdaf8/VkuYENsTzXcb3QfFrLgv/LVJ7tz8H",
-	"ughqqh5A0nmHZQywSmrDFeuVQl3mEPm/XDKJ8AE+cYyKIl2dn90La5b3lCrhgZ9ctzaDgDCYE1oILQgl",
-	"I8EficX5HPe+XGIcLnr3bzL/5D+AzQlqZLMeM2RKCatZW+J79OXMarTz0w4virQzZLasxCgB9cG71us2",
-	"laGwH0SjQnk/1OMQKtyEMIeiCPBeamq1c9nAIfyZqqi4Q+gjitUyUWI1pQhVRQyChKTutzpf3tthXykZ",
-	"+qkZiXBz/fSArKZZ97GF3Wwp8fj7Zi2Hz3ZiEhC/+B/gReeCFMWaJ5jICQl5JlA4Fk9J3RZzAEU8nKrs",
-	"TlFvByblGMlG5ezvAnWzzkPL0DaCvvBG5u+deAfH25/4Qds3ulL5H4oM/y5scAO0ktK+GvvZq86nn9fp",
-	"7yn6HkBQ7v++ZIN0vaDeBOJmLsulj7li/I4iiT5yRbc44QhdDedFZVI1wmF9uxwFj9owwjs/MeTzoBZ7",
-	"IFQPn8/qFnLejqy7kh4dT3tt8us1fKk+a/cvvfALX0l4BdNFbDrobqNwNXEv7n7m9z2Mgx0O40utxoVE",
-	"r/GjrIo9vJ3hTz83tOjKTBERWTdWo/OBUIOVns59drrmWWx4FHcUYQ1l+355SFDJ54S6RaEL6jQlFhnL",
-	"OOaLDP0/jHtiACzFZzGd2qhN76klXZyApvnbCkuaZoXgUIHO2YWw4HV2CmbieU0gh0YGTkVInJUwlcbq",
-	"cplgMgDjcKZoNFA/DoLgm/Xmryvkk+by/tfJ/L3ZzB9KV+Wx9RqUUjoIpQBUArl9lF70+ux48MInsCP+",
-	"xj2/+1kPDZTu8ayHomN2SCwI02A9FBc97KEaZGgJ1tUlhiwX0ohU+dPeC5CUo8GA1sSd+AlYzz7LFlnl",
-	"QmbiBL6QKkKCmvrL6DUjXrrGVesmZCGHMaBgl6zb6FzWZDc9wESQ/9sjicH5jhEO3xcT2rhhjOZ4cAwP",
-	"0cBCr1zUc1I11UUOXnd4NAFPvLR1kMhYWRSMZ+6ThcgnglzmjnHK8crYKVKBSRuEzup6j0YOwYwFj5Fb",
-	"xhlGUMYlVZ7xdX3CQi9xlHYpMj0Tpt49ShfFcIwXTciCUnURVhtkF0UPvex6YupANkIrIAIrVCaoLick",
-	"YKSqUjnggBFYFkY2wqCg5RMMCvbxb3hB4xd6gkKHWEjWcqDNf3x/+pLpMURrZgw/FEfnjMhKYXtDLLcX",
-	"rqTKjS4QDhAnjdKJDVHSNLpcBfwcy2WAx7kl02WqFm47LwV2EITX9EANljZWjiFaFTqV8SAs3RKlCmmC",
-	"VtJnntP6EZ6adRdTxKxDm3lLaoItod1Zqi6FUDiGpcA2WdxScY1Mz5dRlDLAxAYIxh6XgrKK3XE8YUZj",
-	"eM43//MkHlsL9EpcIex1jvNp90zBhx9StV9pkPG70u3fBy6p9AIqTYG3v/dfpd//ITX10P3Ys4q6C/JW",
-	"pfzEsXgf3L9FaAOwYquL6Q0WcX8wCoX3b9A9AS8DorGg5k2K6guYR7fT13Q7RTvjhEnL7tRkB2T2me6o",
-	"mlSfYkLjZ2uXTTp/CS/9fZC6W1DqfPBI8b8HikfiCAC+J2ataBkZx3VED2rYk2YbSlDVeQBohbQdEqL3",
-	"OAF9IzDjXZ0C/mAkGzU43kC4NVBvJQL7Ow+X/0GIzy19M+DtFzwmn0AvwGbbWRxkZFCm9968uFlHHGEb",
-	"++jKhEhfazddT/RbYRfOUHhOaZhxw/qEzfT1etmAJ75eqTsCAIZbfT00kn6+mmz+fFCjfAQvs+kBVHwl",
-	"JHLUEbk5wtMQxwv2kGj01Y9H0fjgYf3BS1kUUk0O+Fx2VhvUdp7PYARzUb6sjNUzLN6zPoIjDCLSPYlb",
-	"LakYL4p4BKudnTtP/QMAiGoM8Kite3C0THNRHvinMcmPwPD12I4GjPuW9XG3emjZC5jV40HCDgeDTSvW",
-	"aL7t7KLQbvt4kKyuZzQ0XlolSlrQla7DRwPgWvvwOkri3MlOO7xnPtvGY3E8v3t++hio+UwlAxPmeASC",
-	"jys3rfP5FU0h2HHU62qN/7+C3wP/X6Hk45aiFlij7dHX/0chIdyw4O/ts/dYnxbNiuPBC3Ly1RnFrDJ1",
-	"rbc2VWKTU2ATGQ2+AEO8iGqaPVpEX9EHQIUum14A9FOtewGaGuqdLHcoj7FGjZiYFxHk/btw8eWUAfiF",
-	"Hbi3nwPvJ/gvPQ+PSsVnKhXQzCwc1ZMdCmPcrm00ythtdEycR1XovlLSCLUc3e2MrbR63fTSUH/zDtkk",
-	"UcHiLU+vFKGKqiJ3Q91UyDGccoNpGVjQhMGtI+ZLZOPPPUhfc5fo+SD68XF6YeKz9vxjTnmYC+wamKo6",
-	"Vw5ajAtn2xUnsSKBRQyEkwtFQQC+GRU8upkXOg82XdvqwBgaC7NTJetvWuos2iWkSo11Oes8aHZJo9r7",
-	"/0SCyR8+VSRKNd6YLVJzuG2utFCi/4s70/Yj0K/j0KgbGGx2abCRbwSNhcFHjWbQI4ZPXQrKMbkWeZQb",
-	"+ugQ+d3rLs8Hf9n+zJky1Xjs9Axlz60u+eQenSmQT1y3bIM/dUn9lHpYYKelTQzrYheXTYxhVRt6im0v",
-	"zC7JZHFXaahNA/1mKZEM6potFCZddd+9Pb9IVfNLEAOl3tBYISoUjUrYq9ffvb54zdaf6CW+3Jb/gJ7N",
-	"eSkOuMoPjLDDWJZHo8JKQATr4TZVWJYdyzdQGwEuC4DTFtI4U0QqNkKY1yhZaYScoAMCk9cBlGfYRDOt",
-	"+uytzzQrtL6CbNhqzqxm2Pc2ZOGFWUH5NpkjHz/xrX6hzJfV2xoQp6rRgZidshKUHYEFFnz+AWS1QXth",
-	"adiUlzMARI4hAz3eAFgPdLs1dSzM/G40qOYWO1QPfT58jvWAacF7TqkKg/HFwKgCBsHe1kBMzbbRD5Vg",
-	"194l/gtbw60tyFskzI/Y8Nr3v/YHz22U7//9mHP3x1LqGhyPTpsuwxlZOXernc5NQqzEZ9/tzNovvdup",
-	"nbF/iNgUtlDsburi3euz18iDxYyh3SbBfZOq0FsZClGsdVJmXeBFJc5NUbELQ51ZqGVjqrTy/H2lEYy0",
-	"vr1kgjKPqrcQeNlXakkV1VMTvjyLYSOY1E9nP7x6/X8/99+cvf7u1ajP/j+o1kEtI0tf8zBVoXox1Sle",
-	"lNIKX1hDek6GhR7zUOsY2udQCZBUYT9P96BptDsKhVmM1XNWixAs9KOoD6gvPtPsiQl2l++wqVUmhsBn",
-	"bblkXUB+L1OFuWdYUjogURFXHt5ct+EkyDVwFGyiHXCqyV5dsoEi3Reg6A/Ve3b2PRX1y+V4LADZig26",
-	"1wZ2fHTUZ/8SS4ixwvBxDZFS2odBuyacVWKxRZKZ80zQYiIZwgAgNxxfFzrhYamVANY9fBZ6HMGNoyRV",
-	"VDbCNxYF/UDrK8eDW4G4TZPKQKPQBxZkcRf/ryTG4u6xG1wIJVwNRJL47hyg+HhNBZb9UaL9EQO+UBSg",
-	"FlxYawrskV/1pfF8NO5dvIvQmpfiWorFZrF1AQWY1noku3OfBMEEejs3qzdhq69u1FovSIxegqIgcO4k",
-	"ElHob6wb2qSKG0Yjbby8bhQX2ftuKRa6zA0WR8PeVqnS47ER1rBczAUiT+BA5E0BCJkQE2GhcAYKoYyX",
-	"5ZIp7Rh/pbLpqR1idTL8kxrZOWsGPzVyhw0yJ+RMtLGwd82ZnM9Ftu4a2lAVAtCf2MKzbow7SFhdOmCA",
-	"DVHbvKfYRyj2nu5TevF35H26x6gZ0f/GfGaiQVzzR875h+KcLTvYLJTOcjGWCmqFJiFHyPBrx6rk7kx0",
-	"N0RN5Ab+38XU/OEgMrVPUDt7EADePBa9Pawev4L0hhRw31Fpc9hgE2xmM60Mvojj/SKSiY80+FXBM/U2",
-	"bIw9fRZIZn3jZ6KcrDifgweCgQMCixJoJfrsDTT/855H9GCmyhvuY2q0oos84rXN04Fla+kBKsqAj6Uq",
-	"fOZcWDheo6zUagR1z9A3P2K2KpWJzqRUVq81qz1hxr8BPPYj9BJgRde5NtK2qmoI5WmcxofTgL4Obmgb",
-	"G/DIof9advAYf/uK8TePO4pa1+yFPNqql2FG4E4opDdw54MjkX5+4MTB/xmcyX+t4G8AU3jcZgCIOYHa",
-	"DsaigznZmPd8v5m1bZHlByjTpOfYuQE9y1gyiWNvJqxp4rsdyZnwFOuHlqruCNu6/6CtGCVshDef2hGt",
-	"El128h9wJPjnt0usxpEqbIfjvaWUGo8udLyVQXTm1EavXhkC/u6D9KIYn5BydEl5a9GTvpD4TM+waEuq",
-	"QpkOvAtKaIx1UegFmBnUlzwg99/xCuvb0PhqjceHBWAdQyuf0OjKfTpaylY/lXvjA+s+8I0oRvw1NR3a",
-	"4UdF5xEkvTm0fLJq6esxNUD3NlDD8g8HFIpDxfiQ/bSYyE/fqses+JT/MP7kR7fugyg6/4tu3VgMQ/Tz",
-	"w8VLLEKlQjjmP1rdryOl/bSiYL3n0iPv4aW/B88gx26nj4IyJH4+Gvgbzup7Aj6uKVcMrlBpRl63z72z",
-	"hDRXcn7P9sjrG57ZYum7MYxA3pHlANVZRxhidp+eizxSAJS2oQKiyCleHLWnTbCfgmdLDKoZJlT60Bf4",
-	"cW/IJIS0R/SJX2ZcVbwYUY1r0kGgPyy0AZYG3KGAngH4kjMosEE8WUzjCJoEX/KdZOppaOXGYqZ6oRg3",
-	"CMKNbFAYyweY/gnjVInb/VZbGVwxwctCCgAp9FP147rOFDuMa/fvlLqOwWChqVakS50ynH7A8klD7Sxo",
-	"6K2g1ys5f2gH7pWcf2Wc67YgTlJn30b798i5H02cZhVgd4wD+MYzPPI66ZK6/gHfIOCeZ4R78Wo6v/fM",
-	"rk8JPBRqpMI4I65bNwwfU9YAIGl5djUpHQk5VlcKM9VF3rCGBoMBca4eZEPyooh6i4e24pdL4JUKuWI5",
-	"Qe4XME3EkckRBRxPqgm17fFlZal+L0qRqF95c6CsawRO8Q3WGRsRAx1hO7t1RxqC2U3UyVSrYjlko7px",
-	"6QiLoI6odeiIdeuoH6WARlJALxRBtiZcKmNXmkSvNrHveeGw8p6E8rm0hV5Dqbpa6YLq9syze8JZhZQL",
-	"KiLEY4GTKoTBYVQQE0/cdCvl8fzswjdTJSEEzdiVJqRYmwyhJx5YjKw0sm31hh19uRqD2E8+rszc5Vkm",
-	"5j6uG/XwfZQijxHBezIY3iDpNXiN8pxW6YVjzKQUr7dFvk0C+S9sLmB7Trc8pLpGn9ikreHlxwTv+3MU",
-	"Ndv/UWwMUPLYtzMJZRKdmKXcoczd6gwbJQxmR4SoynpwbbVaMvVqvjXkfEH3/KGDzTiJx7IGf4yyBqu1",
-	"DHxj9CuxxOboMU3Dpa2FDZAAfq9lDXB0X6eoAa3MY5XGxyqNQAk7Hbam/Nhabz+cvgdm8JuUFRznI0jo",
-	"q6KD9yCv+wUK/7vS1hne83mxZFb7xDODDc1qpzJa3cM45Vr5Xqip8v5fTAsGp8eVmFtn9H90H4DmQAJK",
-	"oUNCrwhqA03c8itBLuqoxT8t7AncSQm4ZqoX1H1tPBYYcAA4odkM/I2O2EPJp68D+r39ZHvI73/pCX+U",
-	"bfcE2g22leIzkdBBTfDkQoYqLwq9cITkVsaaNTa1L9r3Fkn59Eosb7e5Tt+d/cvd84DHCj9xWxMEN8oE",
-	"elp5/OajAP3dNExwm8O6U26mJKagiSf+DFFdjDVO9ULdq4S9xcRCirofE+uBbB0cItk1f2ST5xEmci8m",
-	"jwq4aZ/9RXoEYCXCkWLSYGBL+uYcIBP2YfdPf7sSy7Pbc2/fi2t9VR+j7Zm3+MBj5u3XIiNcf8YdjZyw",
-	"uHzM4BC7NdupUFALDm7dCq79HO7si/TOuZ3WuFegus6qvr6Cg/1OqImddoZHBIT1f9dQ2FDM9+eVBn+/",
-	"dS4FL0V5WrkHfvrZsW+sE4UDr8qiM+xMrZ0Pnz49PPpLf9Af9A+Hfx38dQCsnma+nl7RbBghhWmU5sXm",
-	"p1CvT1PpnijKHZpS9VcKHUthOuv1iF/GBRWNrwS4Wj/RRC+rgzbrb3urICjpht5I4I8LgNAwrQcTRa/G",
-	"/Jf11zqGFHfoGRP8KgmZGXXD0ZwJ6L0PRcEMaai+wZAze69E9EUKCrR8EplYVOqKuKXbi4Z2HL0NSdht",
-	"7UJcTrW+AvYF33hFUdjNFVzO0dmeYQEp37PVajZCtbxflcWoz87/fR709ImwdZT9n+dvf4AKLJCp4iTT",
-	"xNd/CYt/DqQcrnJrS3lZWWEIYHCWe3SB3zn3S/fN2Zu37GMlKmGG7Ht8+O+lruZnOfsbq29NUkVXX4m8",
-	"CooK3EXv70GDW48emwojfAUrQET8OKWuywtdXkGjaq1Ewt69Pb9go99S7K+UdnzLaNGHHz6NUtUdNRuz",
-	"jnqwdv4+t3hYyc3/BLiHEQtiqHeSKvgOV2z0GmjIv8pDUHzvTqKwD++/Y90R/oFv60ExSm8aUe+EQqtJ",
-	"O16BaNp3q701FSDqjZ+zrvgI+Dpd71uN/sf1rKny/w48IKI8gE8dbOGKW4uYN8YCwJKkpkOtCH7kSZiw",
-	"jPDAkPFU+dOI0IW63T4o8NICdsftO8AFTVRAs+5WjavZOt2VAmmfN9MPSt4QfsUgFhS5DdAF9pyWE4VM",
-	"bOviQxVky2fzzxvT6PrwbyP2ZzYVN9CQ+uD8H6dHz7/pYvPpBJH27jPszyzt9NMO+zMr+QJ4Qe8kNIYW",
-	"MHQowgoPAgJLWyoqqADsOuMHvqZczvC77iEOeTQQnPXfBCwaFAHw5vIOC3Lu37XXgjxQHMpzaOJge7j6",
-	"VuFtS3Z0c8NmgitTdzk/8drzx0pmV8USJAtwOXDCLniZU4ILaoBrwsEXXUCf7Xthy+XBKfy76wlUl9Ck",
-	"/OLiHcu5pbbPpBne2/sirXF94lDBMYTseWibD0UqM62UgEKvDApUQpB5tYX8MHQhB6l1ybMrp4zUOMAI",
-	"cDLjN6f4lEkQ08dywXOnceayFJkNKG/KzUTo8W19mn23/WQVS1eCEAL+ZLVbFqfXkSR+YpwsaAcbfPr0",
-	"/wcAAP//",
+	"7P1rcxs30geKfxUU//8qk8+OaEq2sxuq9oXi2Lt+EsdeSz559mRSITQDkoiGAD3AiOKm/N1PobuBwZDD",
+	"myzZSVaVF7E4N1wafe9f/9bJ9GyulVDWdIa/dea85DNhRQl/Pa9Ko0v3r1yYrJRzK7XqDDsXU8FGStxY",
+	"vGHE9JjZqWDzUlxLXRk25xNxyrhaMm2nomTXvKgEk4aVYlwZkbOFtFP2dDDod5KOdK/8UIly2Uk6is9E",
+	"Z9jJ8MtJx2RTMeNuCHY5d1eMLaWadD5+TDqvvnW/w+Nzbqf10zLvJJ1SfKhkKfLO0JaViN804zffCzWx",
+	"087wZDBIOjOp/N/HSdt3cjGbaytUtvxOLNeX44yVwpZS5CwrBbcCZ+cWxPCZYFdiybjK6x8udb50j1Sl",
+	"MvDrWJbGpoorsxAl3IsvMkxpO5Vqctp8G7yfK1xbeFu9tKnCtT056bPvxNIwXgpmMj0XObMa3pPxohDl",
+	"I8OsUFzZfqr8LkwFz0VZL2Q08yM39U2r+OzZ7lX8Xs6kXV+8t3wimJH/EaybizGvCsuOB4PeJsIo4C0r",
+	"45CzatYZHg9oM+nPMAiprJiIsvPRDaMUZq6VEUDg3/D8nfhQCQMDy7SyQsE/+XxeyIy7MT6el/qyELO/",
+	"/GrcgH+LPv3/L8W4M+z8/x7Xh+gxXjWP3+JT+NH141PiZ1mucZfZjNsMiebs7SsWPdDvfEw6z7UaFzL7",
+	"7MPUl7+KzLJsytVE5GwmuFpMZSESR3FSwXgXpVYTZiy3ImG6dFeMlUXBpEpVZcSp+7E7EmWpSzNiis+k",
+	"mhDdiyJPmNsmNur3+495UQqeL4/EjTTWjHqeyFNFA6Eb2JS7k8Mtq5T8UAlkMAkzVTZl3DDO5rqQ2fKR",
+	"cZ8TjsI/Jp0XbgSfcwXPFKuUuJmLzIqcwQKw7jOg7o9J56UuL2WeC/W5N9WxkBlfAtk5XsDsVBqm56KE",
+	"j7Iu8gW4TyvGFeP5TKroDl3C/pXiWpRG4HReKVONxzKTQtlzq0s+EZ97YuNSCGbmPBNeIhmrS/HIsFya",
+	"K0eYl6LQC2SCWo3lpCodW5yWwkx1kQ9TpcSCua/lVSFMQoRvEmZLOZmI0gB3LoWpZgJZq5dolbKywI+n",
+	"ShoYS95n34pCXotSuneUohDcCP8OtyxuMSeaaUUk+oO2L3Wl8s+5cj9oPDd0xMawudKQmIC9vdD6e15+",
+	"/g31XNLLuMINwg2Pq9VNBMHAusdfse/kNzAJWm5YbXFjhcp7fjKvuVoS4zefe054uB6ZMLnSqQw4fGmY",
+	"uJnyyjh+ocvEHb9oGqnCeSSME9e1+kooxsfWrYrWbOZ0ruiSYV23jcgsvYYhcvZ08LTHxqWe4TIW7tAy",
+	"nuelMAaY+JiOuLgWyibE6lOVVWXpbl1IlevFKeMs02XpyAZH4ni/KK8d5Z8Lwd4JWy6Pztzw+uyNIrUm",
+	"SVU1z0Fc0LGKTpU7uTwcwSEMwi9Zqmb85oUbkXEcRuTsQ6UtZwtdFTm7FGzOjTuLXaXjTw9xFoYVgl+L",
+	"VAXGwECKOPWsFCzHkypyr6zJMjqkQuWmh5oSKklAN9FH1jWbc5FplRundS24tP02bTZSTT4mnfeKV3aq",
+	"S/kf8Vk5wGtpjJPJumQzXox1ORM5O6OhIMfHSQNpcBAMIH0l6i7XvJB5P1Ug766UXqig9HInJPSVyOGX",
+	"ibC1JovESIzvveLXXBb8svjsTAZJQRpW1WNgXXf64BAghSZMaSZm0rqTVlaKtB9pUjUvdSaM6Z2CGbCk",
+	"0xiT/r2TDQ3hS6ye52LSsIUoiiOinsvKMqmQMED9p9e5r529fUV21Lx0OoWVqI0jd8jPYODuPdx2hh3H",
+	"KI6snInOmlWROEtv3TRMOvNSjOVNu+EKxpYT7CXPnKHrVYUrsUzcopci0xMljWC4+GsvJ4I+ZJjIwF7l",
+	"7XZsban+hKZruD3MJIkW5+fwAZTY7gO4pM/xHtj3ongz7gx/2r63tBMfk9WtuGqzcy9AVAheurXqs/Op",
+	"O+h0DOg0M62KZcuqrczSvX59Gj+HiXwv0SJrDkpaMWv+Y6+5+c/wsuTL9QWHd7Wuac7nVl6LYLjyPJdu",
+	"KXjxNhrXmBdGtJ2MYIKgbJ/pa+EUULsQQjGnTzv+OOM3rGuju0HGvVIvCzmZ2oQtpjKbusMFclrIQqpJ",
+	"LLm1ckLTGfNGThQvTKq6T0++fvxs8CRhjhx1ZZ36OhXs2c0NM1NeioRNSr1wDL/gYNufAqc7/9c5s07B",
+	"sgZl5IdKVE55vuTZVaEnvT47Y09PvnYy4NngCbP8ShimlRPZY9YVPJuycVWCU0IrpwWrmtmjwgB3z7Qb",
+	"Qu6Ix2p2M+h/3UuCNwNnAb+mSqtMsLko/dNd7v8l/arqymZ6JgwMzn9knCpTZY4jCuDTuIjcOgXAWDbl",
+	"BR55fMWCG/caVnIJ99shzDhVVi94mePSF+JaFCj0CveOMZeFyGFhFRtz41j+pVhqlTu2wV6pVL2FHX1P",
+	"mo7b8AErBZIBJ9oKjqGg/43ljVNBbIMOGJ9wqVCONM/EjN+sOUF2+kHg6o7HBi3uk+bJce9oOzfPeSFU",
+	"zss7YfDuYvPMrzPXxvHeKBPQgdRyoQQTb2++4qf3zj3W9n03lf9o1f4xVHwPWgJnY0uU2OEBqexXTztt",
+	"O7sQ4qpY7j2bH+H2d1UhdnPK3Lvhojn6HQrLGEZQDzwWXvEKbCMeFGUHct0zx2WNZcfJYDBgMLCE4bjg",
+	"oOHIWOlse2b1RDiW02cvrkWJv7oD+GuVT0QOco0m2V87dYEqm9//caoLwQqd8YLlfGkS9u9///vfR69f",
+	"H337LTg096ZhT6xbnar3S7rNqb06++EsLAhwLDdBZF/S+0LC0rXqTfdHmatEuY2w7kK1CByubedCWGQP",
+	"ZW+j7tHcqcNOwYubrKhyYdhPTk1wOm1vyC61nbJ3L5+zJ0+efM2kMpY7i5giCU6CG2FT1U07J4OTvx4d",
+	"nxydPL04/utwMBgOBv9v2umB6Qdv8fRNLCv4gTMas9NhAqWsvPBvw8Eg7fRO2QKOykyqygrTJtjc2NuP",
+	"it69sPAw3LptcVE0H8pjLo1QltWDZVdCzMlfAG7oU8ZZIY1lpZgXPBOm9kTm7IGd/D7ZyTqRlFq9lKLI",
+	"zS1UfwhsOKV6hu6srNSKiZt5KYyTiKfgU0dCwltngivD0s7/pJ028li+Gb/Wym3bb20q0vLN2E2v9epU",
+	"V2XrBTx77Zc2fKttncjBvXwtjCGX//p6gP/WrYRi/7y4eOt9begiwt+d9THDdwzBTODWitncMqtTRffD",
+	"7+DLa+MY9MD6CI6ZVnWc1b/YrfN2JTnTFTpRtt+WC54XUm2YusAZAgsgpyaYVDab1l5UJAXHjJ0hQjxi",
+	"P+0QluNVu8o7lqXYculCIlfY09WictHiUhkcXXLjLJaZpqjeCNZt5J2uNHn3wcaSD9rWcs6Xheb5Tp8U",
+	"3QZsH9zju57wZPqObiePlNuOfdwyfpUbT4UFjpbTr5OnniSQZT3Un7cco3f1dJrr/M86bgUWP5vIaxIt",
+	"MLhHhlzwznZd5yHiZi5LYc5sm5gReDyCwwJfRN4DsvPBDx8+wLr17vJU4ZOBgHllNU0EHEK9YYhi6JJi",
+	"MexSjHUJvJ8M2z1daW4M65N4M+cfKgoX+PUwIiuFRefHWKhMMLL24bRVKqfAA0Q2PFdgF2GiesxGNA0K",
+	"Fo3g/tELmIH/DUe/bumVxYbMGVoLCGSM2Pt33+MZkQZHfsrevjm/YHz941aTTzIsVVXKnc42NxC/bm2k",
+	"B+NYV4lpQUyb2znijS2XbmHlRyx03ycoWrOVosFVQ66gcVUEmeKIYMZz0WfPC8GdXna5hFBFXsrrA5jv",
+	"WCpppjsGAZvKSsEd5/AHIU+Ym7Q7DxlXmSgKkfcZKZeQYsFkiK/4z7Bu1jLc3iHjvUuB0P6iICfWKcNt",
+	"R0jCaBGVkCBB8gIM+VJkoCOBsy0IbvadmFsKs4RVYNywqXRa9hIdqrjs0rC5ULlUE7J1iKrZAEIUZqoX",
+	"xETh4+Dgc5ThVt9tUI8C+5wpsQj04wZkWrXSglcqmx5C+zN+c7b1qB0uE5Edv9oUG5G6lHbZ/rGtQjHp",
+	"GMtttVPXBo5yjrc6lg1O5V0PXeBdnsW/iAXWAaLB0XD+prIbwhdeeuYyh6Pl5VIk3lAuSctQZuabmQSN",
+	"4FLrQnB1K/dem4/tYBUjEF20u2HZmxQWtjCpGfwh/jnY2rvwoaDUuTcHSiBB0TLQu6TtW9Fq667jO7dO",
+	"BocnlNOff+oQY4soxr2HJCNeCGKyVj/xn7Zc+ju4+yUIoWgA9dKQSyl/KcuW9fSOnw08w1/+YZMDHjwc",
+	"LQKUFwXLCp1deQ9TZEDFvtkW+/Va5Be65ZVOBGjlp8Mcrf0iFf6VsMVUoEYK1gpG7PYXrqXgFFhv4TvB",
+	"N4Z+ZpAzwjvqpE2Y6E/6LIUvsOAxe5Z2nIaQkrODGW4TUyl0EqxrnDa7JQG6J/0+JPF+hlm1kmWsBu/0",
+	"kqzaI+7Zb1qizP/QLK98JqJPCd5sniSMk9f/5Om0199qMkQpy8+OT3anLMdLtFl/Bi+Rz5JYOxzg32kn",
+	"iv89f/MDm3NHkuM6H5Z1x2Ak8dm8ECwlNt6vygK8sJxBRjQLmfqYkoPZJf3tdLnDaQoj3brjG86/E0M7",
+	"Gad79jneeVsjIZM+ENZcTMzLyYfg55EzcQqB7SGpiLlegD86AQ0wOKttNj2q5hh4TVIFq6iVONLjMeNZ",
+	"JubW1ylI606tOqvTj+fc2FNmruR8LvJf9LUoCz4fpor+9Xd3JYR2Q1UEMJUpR8UjL7lUIj9NVWC9v1wu",
+	"f3Ecacj8e/ASJVK5OZX4kvAIW0Ben7NnCjG2pz5dyS3G5RK1GkqxC9m79cBnXFW8GKaKfvCPwPDD/QmO",
+	"10uS+nHPJ4ap4oHDrTq7ai4X+KrbDNTRlbYCMrRNqhwThCDdNh7dxqJzysvzYpGoAfQi6yhpZZ9iaeeX",
+	"3NGbX7noCVyg6Ac/y1Yp6T/cYgo6e24E16WajNBNoarZpYD1Il/KonTPK2Y0G/PSu1hSNej36dVHxwxS",
+	"43vBVISsiYU0ouGFiBR6/9EWFlRWgkxNv56PjB8LVI1AFv+lAOMJx9ZnZ7jwepyqmdOT6f6Qkks5cpQ2",
+	"Mil1paIM68DRU3U8SAaDQQ9LVzJd5mDhMcj54JBG0RiMXxyfiVq/PaHM0TwyCY3lpT0l2w1yNEa0hCNm",
+	"+NKkaqoXmC0LC1qvZ8lAXuE4BDipgyXpFyFe6kj5vzMT+ldYwo3pa26b8BaK29UeZDdTaaE8Qm3SjpwV",
+	"/rLhuNhvsLFp2+LqiPYL72RdMqXcKpu545y9hPlFYvOi8tNY84Djz/urXqC5+KVfz/xYH/EPq2dvxUu9",
+	"fo4cq2qb+bJmRtIwbtBtg7mjtRB3nMhx12ezgUk7SarSTi7GogRGTeUWjj2xkOD8VpSvIULDuseDQS/t",
+	"sG7zRKQqOhIoGyic2kOdsf4AVD9MKl7mw6hGIlV1NUQ4oGlngzvzcC/EIf71druXzN16d91eRopA4lWP",
+	"XemRke7RYr14y6fVIQL20YYr3rZarwj0+gMJVO92QFG6FMHvkLcTm6S8r/U3fwPcuM5V77pNcz9xVIt7",
+	"7S8Mtl/rTII52Hp1wWW7AHlLjjVdMrfn3kEy5Sov4rm6o902rBUa8N+Jpv+JBmyTAO7CawEK8L05LV5G",
+	"AmQlBGxaaIGUEtQmFlDI5RhrQ/sC5Sp4u0DWofGZ82WqutwxZqkmR2NdLniZswmf94LmGrgaGmBRKHPC",
+	"56epKsUcTt0wViDqgegMykVyZhcyE+GzrMtTNeZFceRkuP+aND7LlR5T/hH3XoP6IgRwUVmHVJQxaO1h",
+	"soupNoJNdQVFiP+zohfScgH14LhbtbhDhS/resHIjlhls16CYjj8Kg3E6lT/FkJ1XTHbLFuH7usoVkFD",
+	"ahts0HNWV64heBMsNsJ7cjGWCsx6ICHDr0XujnVCy40vNiwXcyAQHLTMnUbPFk6DdObrARG+T3EHJXWO",
+	"E9oROOu2z3hy2LjRUMxEhlHXCLH6TXftvVMwe6fMT/VSRMqsWTG0VgypDR7kO3HitHGX/91A2LHDxRfQ",
+	"pp3jZ7O0M2SY1d1GgdUc68mlYbMqm6aKqtBiKy8BieDTy9y+/TRIiMh6oYTIiQwzBZOiwbtk3uREaDca",
+	"TWo5JrGRtQA/OY5kMq4Yn5RCGLQnQzWnJ03IR4eMHDw4jM956UyqC3dqKIccnsTLYEt4HpiLgi9FTotw",
+	"Wg/uSoi5U/4o+Q1NmLzPfE4qhCO1mghjQzr7ydOpWyAyiXp07MxUlzaucjQzXhTuuQmfhwICu9DEGVcN",
+	"bqlwHceODy4FLw0ZRk5/xMl0vz2/YN6m7iXO4oTNUPjOVOH0hH8SzFVxA6kpQyacffR0MPCl3KStswtv",
+	"QSPvMWzKr52N729oVyy/55ei2JJk1Zbx1KDf90CIx1+xK7F8jEgTcy5Lk9Q4DJjxq8fsu+pSlEpY4cjY",
+	"fdcZtFdiCSW7HKQlpDTQpn31JC4U6hbCzcMkLJcTaU3CHh09StijXx7hxj3qP0pwgUEhc1QZRx4ZPu7U",
+	"JXi+lzA9x/kWVDWWKs6w4gcef/T4UeJdSPAb+/aHc2aqy1zPuFTxSE+ePUlVPNa0Q9ZHP9Ozx1bwWdqB",
+	"IomAxSFmc7vEWs+ioDBoqsJS4Wq4Jy45Vu/BEj09OfH7PsIlHJ0yDvfAm1Nnd67c0U+rweBJ5tbZ/UNQ",
+	"ygQNELZY8Jnjg7IoUKuz0rGqzkQXeact7ex7boUSxmyun4MaGa5CNgixLVSRNBwGn4aWoO0Vl5rG8edi",
+	"SQ+LPNK8iRt2eSPpHA6jE4vhCRmlIjjVpLeenDN/NojoHP1CYHN9ven3r1t/N7CeeXvyEDo7vLcG6mrc",
+	"5GRB2ZZO262czQIL1x1QTqLbzt4e2rubA44Yx1ePpk0WvZZmTL5kr565v3/RKhNk/P3CC+95a9XT3gQX",
+	"YZvuxC3jJDXw38E/GfyRuRZmiL7OLrJ2ZMMkwcElGQtx/4bTFZck3U4fUjmxZRQYqQK+SQnXjhnudpR2",
+	"3QlCDWSM7wj3RK/m9Vu5Wi74stdnb1RB6DD0Mp+ia9ZV4Q5aLWEe7YtMLtNon7hjFn5jvN3V+vBbXoXk",
+	"pQPDQ9u9LbWoM2zuPpKfsuYxrDlhHwPgIc4DVU7roTN3ELbo4OGLHvrhcuk4iCjGp/6AjytblXvnDrXx",
+	"tLe1i2UVR2SJwSLk3eImE3PLVFUUScSQcN8jj6VnTak6eYawCJGy0Wcj94JRGypTYN/k9BkNUwW18ySM",
+	"YKeWUDTnbASlGd2IVHZzNNFHNLtfjVb9d3zh04PdNCGO15JwRjVxOws7G3WZH5NOlG4YscVIp76syjb7",
+	"+UVwXVvAQ5lo74Bec0jyCKWh3cOSaQJH2AASRdkn/h4nUJtu27jc71JXigoPsVACY5+tdswtImliPBZZ",
+	"o7R1faxYkFjHXZlw9mAGaEWLJKihftP6VNCaqvoXfrO+jv7ihmjFBod4EXTEbYRBmqS73w3+OYIWbbSt",
+	"m6uAApqAjjaPe38r1r303YaUAMfIbvv5wMOdoom4AoWdLjtJB+Jb4IijYihdAVSWKK9F+QviL1FUTGXu",
+	"ASrsbWXeETm2uwWjGy60bbPYX4PdgzAkMIus1MaAKgmMzGzKfG/xvm8u3rTirShR6dswBFJ65qJkBu4D",
+	"VKNrUSJK3faTXu+2ri6LaKtrtSvknenKbihZqm9o0VgvcIlKkRVcAniCyJxUQ2yShShFnKoWShMbo9tc",
+	"EIob8Eq9b8sqv6h3R0GBNW4RL4pomzb4lO+/lHWT4zlm3ADdUqG97R4gzxbMeg+1NS5qjUl+ZVebQqa5",
+	"qEnkuW7u9O1KYFE+7lkAu1mEHlCydC4Ea0jV/u++zrypZexSCVYcXvJarNYzaFUXJTm1GnKzx4x2NsAh",
+	"+XTRjBdFu//uYF0jRK0/VFJYZuaiKE6hbAJ4UqoaLK7PjsHbget46tU5gIboNu7sbZKxuzSV11Dv0UAf",
+	"QIUEOGhgC0PGKYNJu5eXrPvu5XP21deD416qpCKsSdREST1MIv/i46wyVs9E+SpPOwlGLOsAIIQhac3Q",
+	"zUyvYAXPrlAzQmUYEC2gMMyNrJt2wM3xI+5bquJ0BgCmYpiRUOpLp7CsSqSEdsOn0fZTdRY8LF+xy6UV",
+	"xvvQh3upbO1Or+JzOr1iA8Y8IscXurRRZYoZfM2HVjSAHbLdK87o66LzmMSwJTSUWkP0mG2xxugRT2aV",
+	"E9wfKl5AQH2MIRSi6YO50G1VlaYcjE4lax6iJFUBXaQB3xKsUhxoTTpKg8/JfQAoZ9Nh3bty9zZqEGa8",
+	"BF0oiaftvesmYVqlyuq527+Y4rveucYmGrzrbm2cYg2hOXATMOkMzX+AKCtTBR7tQVIjsUCdJ8YEB323",
+	"QMfHX2FAcNPCpUrpWENbiSvtraNtDIGceuWhqXNR6iDW5NSaWkhQpYBJbzf2UYuysVkLuIuYNdnbtwdC",
+	"ioFsHhSSO1FI9tYbzgBeIVYJPRcKiXtkn08B99YdjT4D0xfkX4MxBCMHPkYhK05/gWqC1ZEW5LEojEhV",
+	"Xf3pSd3rQkos8HO31DPapubEdwBJIlQ2x2hytsrDe/clWduG1UByIPkJUj5ho98+juIRz1hTNdxTnv4Y",
+	"i03WBWnnNuFKzG2vTYyGm1MFnPCUNcWoF5lJU5TelwBtW7VBYyeb4u4ehd3uoUSIq10fYYZD0Lu1PNnH",
+	"vVuKaykWLck98fB3u6AhBgCQrAtd5iZWqrllg6+Hg4ET6q+1coLVTktdTabsZSlzvtxQOSI2R1IcXY7E",
+	"zbzgUv3dlpUYJc2IvAml/xD20gD26SMULXGXBnLJ1kqruOioJefKZwgelr0F+VUtb9uW9hMlfWxIWN2U",
+	"a9vMgVwxCSH+upZkM0cyEXlUiSgN5t20l7dsxhtbEVyNBMsIwqteyVbxX5e2NCfg7L2vnz77KyNgUZYL",
+	"6wtjVyncXWhlvuSW3H8Lo2KbNvA3Ult3VPi1uMmkLcQWMJ31pg/v372KweyvJKbH0WLsVgThqv/w1vq/",
+	"d1hyertQGi9a2DW9kcJFUImOqjwJF0pJBnXemSqAzTiWBaSRrOezrSTBt1E7hCaDR8AEyIOVjOuoIJ0A",
+	"oFpeI2LHQBzXx1xFd6IobQW6FECQdH/P/bYzu2kW/pl2JhDIrg182F3zy+7D89pXGZOyN3I7NFoJU0uD",
+	"RtYmtqBvsXoBlOPwhfu4jXBNVdgNhWO7sxXAA04Loto1h5kuRZvZWxeoQH8NAPvnCuxO6HxAbzWn+CfC",
+	"bLbQ9crRxYG3H9UYsuPAo3rPhYrnRKQtGzGVRV6KrYUS/h7W9RVlptDW9JBwA7YVmhDzwkktZfWGYOnh",
+	"McusbNOOnnOllcx4wZ4dRaBbXV4YDaK1zv6jb6L7Bu417eWiQh0WTHX09XwzHMpqJkYLGFpumnz3kQlq",
+	"kzltKn+hXwzoX5SUiGoYRIvoa4fBw92iDGlNJUJ/IuaY9vbWjw4N7O4Ey5jViUXb3ujzj7aFFpW4sS9j",
+	"HXN9FSC3p4uZsM96kU6csPcXzxubsCeExcrO6EaS07YZRelQHykUjHk7Wx+i26C+pzKHnUh84psNuQ6U",
+	"skh0ffb2Vd01AB9s0HV/8wd+aE0FuvDVo771GARMu/TqOOe3WPb6d1PQ9AmwKpg2tB19qzn09UyjA5AI",
+	"KnXIRoZE9pZkSg8sQZlnLfoBxlZ8nryvzVpJfT8AowizrtudZJDzcNDUPALIti32k0S4kNsA1nxZxGfI",
+	"Jt+zxm4dvzmSX2HxGzgyddn0BkQZz3P9cjfC3l6zWOWnh0TE/QadZd5HEiBQ3KHp+POF9WIChkBKSmtu",
+	"S/N9L7ksqjZcgy1W604ImXVuBcCXpO4D65NqUoijcN5BAcVONpA373v17JvEEHB9aNi7F/KW9mTYhH3O",
+	"FG2ZU+A+sZlkXbcUKsFa+fqG1FGn9QG1oPsKZAcUt6zyXfCKt9txohCZxTnsxU/8/VsSTKNhLTZIAuM7",
+	"I2Ex6cyI4gBcmhVSod2LJrMPnWww3zBbrcXMhB2cJeQTBG81vMknuA1pjqF0H/JYhXX/0GWqAhZDn53V",
+	"O+PRN3z5l2M2jJsrAVq/M1/JyEtSBb3t8GOb4hOIKteW/4CWYr3+0QQIik6rBKmnEGNLVd8Lvr9vs50D",
+	"tSiANKPNkrn2QbhzggoWrA7tr1+Tg+3mevozvqT2lJFbBU9lbTWjXTXK6BAbYZ1SHB/sdn9Rs3J2TTci",
+	"sA9QtGGCoAKYU8ce6tzZkZvHiEmz2+vmFzQJ5LvtAHzj7r5VKlYgg/YWBbhF5TUhZbjF9R3sIIE9ztQ+",
+	"lKhg0K8sOkhnUr3Ch49vHQBef/EtuuHUgOl6zPwbcWmxUI+rUA/FZKPl7rpDud0b4H0AK3DbAVxrwJ6w",
+	"/3H/bQqDfIrl35rvNfeIPXVz295u4Onfoctgxm+IjP7WFonxOOlb4eJrRHXQoLY3VX5OHZChmNiKWcgI",
+	"gZy5rltYnHkvYYW8Qjax0q+YULHAewWvO4/MzYP6F8fOkG1zpBrbT/dsxBHa3TkNt/V57Jjz5/Q+3Jsx",
+	"vuJblpOpKDFjieDgIXrpEz19VZ8/roNNgBrexG6+/nt0p3vTGMooPaiYLx3+VV/22ZkKN0mv9RnrC2dD",
+	"Nh101yryRs/TBnJZo/N3NyrOhAH2WKUKYQwjEmEUcPmFF8UhJfm1Tb6ihGCFNGZFhEAClY82q8bd/4pl",
+	"XWiJVmu7TnCwmf8pBvu2xhRRetf7i+ft6V2xAb4lqyzCSyfossp4ZOc6u2zv9DGa8V7SutbfV2SUxJZr",
+	"XlB0yTo9GRwDhFAUyVzRbdpbAVwQq35k2FwbjGYTcVOXyASLSwftZ2peB5r3akgJQB5wptrHQi0JZdRk",
+	"Hw4UJtd4S5JGvK5xtNBlFEDZRxHb5hI4GRwnvo/2qmsA5F3kCpjyHLuaN6WYX9V9PASEGLwlyNwgm40m",
+	"X91hckPMDlQIDNn5iAvYrbJueKxLj4uEe+J/95nLsty8G3vYbytDCT2PeUtoPi49OyipctMh25Vl6Rcw",
+	"DD/ZQ+/eBF3FM59b2YYaXm3Ae2rxCFw7lkJPbB3IbbqyvbjhmXWsHzpFgnKeUAAO+z47SfWg4v/5VPwH",
+	"lflBZX5QmR9U5j+OynwX5Rax8nc/MIFr8YXD5PGPUGBVu3c5u6yKK+/ghobx0B51GNz33LKZENaDbGWl",
+	"tKJ0N2MeIDuL63nqq6TyScCp5AoBh1LlPdOg/kJ6GyIR0YM8IaChCIfCPzICrCooJPJYKgV5ug3lMgaZ",
+	"eLlkPMtkvqFbnMzNNqe610WNYDI3fUbSWOn6Aw3hnKouRTAANweqMxJm+LJH43PieepxoTiUdGPPGRzc",
+	"PmK5gV0SaOqTCx5WJg1hDZyb8cUOSbweWAzHutwQvtPfr8Ty7/DrKKAdAUh1WxWEO4xvN7Tnj0YClAdw",
+	"XOjw9wOQ7aG5WLRteicSDZ9R+gI+Aq0YK3Wl9EL5Spo1nCtPfn3/mVF/v/zHZmbB2thGjn0A0RAk+ArO",
+	"j9LQLJ11a4kYEDHzhPpKRuhATh4CsNUI1NwRldIVxSqYtm8oBcCFTnmkgJlTdDGcYywbzfhNWD3sfCaN",
+	"j9PVyPgw1FSNjsJkjkphhXJzHEXIc3RZatXEIlq1P5JOeNHW4P2t6tG8UXG3dsFnUPWRRVJb2ajYCOpX",
+	"aqWz98VU/PUCvv+lUgmo6YL67oGJqruk/fSMwGQtrX1DndZpe51W4tMKsBTO/dx/sCw+zbJo6esGtIsz",
+	"adRhbUE12pFOd2CC212mlN1pcti23K11aXIl5/vm7Gx3wSCfVzk2SGjxvbR7PC4aXSsgJo+CymrI90vY",
+	"cb/vtJQNgDHtOTDYfh8U/Lb0whqF9w6h1s6r2YyXy9v2sqHH63Y2E6FEeWiaXxFhWG5ndnSfP2nygJo3",
+	"GuqmIvDaqb23YeNn3VYT4VhyGGI0w/gzzdX6efPuPCD2/xcj9jfpdt8efnIrzNVUFDBj0oRVw5nSXu7c",
+	"vsAbawb2Q/qyPOAORVBfsmRTdFy1NKecxahfB+z4t1WogIqxjO4CIEuuoF+17eJFEJYHKOkfKlGJ923t",
+	"k8//dc7gKnRN7rrPMfNhQx2Pr9vcLaYv3J2bWjZPrZ13TQ++GJlQb9+cX4jcST4YhmHuPpCp7h+/QEpX",
+	"b88i0M0rd9Faezpynxhhm3wjJ0rk2DJ6Lkoq47SajaqyGPXZyHwwdCu113e3ETAS3OeX291cj300jCsS",
+	"80owqycCAsYI7ZQqAFKHz7CJdvS5Op4In/rZYBBWT+XsmL0GONJUkbswYZc6X7LRb2mH2l51hj/RgBPW",
+	"7/d//jhiXfBN+Glwg+MdpcoIlTuLolejH1Hqz+j/jrzcKo8gYnMEYmXUZ2fs5OaGwoNuHMC2TANBlYyy",
+	"EL0m5FX0ixH8lRt3qtzAgcW5cacdBLymxlE5ol6nnTAR6MrhoY44VDfaUgLwo1qmCsttKXzdfXryNazZ",
+	"s8ETnN47952jM7SsPYh75LiDzd0whz5zplmuM/PY4531Z3nTIneL6iT2Byera4potcYvwF7dGCg+RB3a",
+	"wNI38toPlbZ8p9aCA/wX3hvU9z0fu6CbHYcV7eIdDBwP5cnwLizUDaa8Xigf6c+0GstJVQKSeJ3eeQAP",
+	"pnGE6e9qfYQTuVUK616GaZuvffM47sLBTiR3b+71BsUcZmcB3A/4chwrRALos1eKcfb27OL5P4O/IcqG",
+	"vRJiTuIffKinqZLuAXw6IX4Eu+1TWWp6g4hLC7FhB4g2amtxhc/4zRbnFGCHBW9UjA4w40vMT6kj34NB",
+	"7zTkqWDkSlriZCb2qcbf3B0tj7ui+R6kq1HEElpr1I45jBt5s6MeVcKw2CipO2OWvsJiy4DrFx82XGzi",
+	"1ob+IbFeGsBoGt4/wHaJ0NqwrVuCZjvo7KkCSejBLh4Z33ax7s9IM2l0V2x0VUzVSlvFRg+5U7gTqmQM",
+	"XxpmNCEH7Tfxc6tbzawYiK6Nkgw8x7qkU8JKjAmEUuWpKoWFtqnQyWL3fiKmFSRSzblxGkKq6r39OiLG",
+	"eNi1EoH4VZbhKdpzBc5jg7pl+s26kpUV2Pv0hK/sIsePG1ncRS0KD0zmD1CpJE0Du4J5VEb02Y81Gj14",
+	"rbnvr5kq9AeuTN4ZQVz5N/bZG+zsQ09LgiXjCtTrVOFtGBGm2hQ2das75+4cKOyK/PzVt+9CcYH5YFj0",
+	"WKqwFw41Z6nNCqxcbrJtP88YCCxVgem6MRpM0UPwz+5vH1khx0TlpXBCCOKrrQw4k3kb5z3L81IYw0qu",
+	"JsIEmKfRyeBJf9A/Pn7SHzw+eTqCzAhO9xbSipIXoQmQmxAs0qUgDf3UrxSFwjgtIMab4jWEpjjZVGRX",
+	"6CiI2qUo2tpSGF1cO96C318JZsY4FoOdKfaNSOe6dHdDM23pfjSXaIWmWl+ZftQAZwTB5tH/NH5DS1gt",
+	"mx11ojv6G+Zy8uzJp07GG10YCm3jFf4KlMvEdm+E+AX2jxk+fmw+mL6ojhbC2KPjPp/x/2jFFwZ6/xyf",
+	"PHn67Ku//u3rwfHJ49GmOR17GLhbT2ozo7lVqG7PsMjvwwo4RxTicc0ZMz7nmbTuiBQcdDXrcZSQbRjW",
+	"hTLPyyUbc1mGJ3v9VYC+W/B3lIS3bM2/O+cxBm9qNumPcEHq9+yRD9letfuds7Z13QYxzi4KNaKUY9Tg",
+	"NYM7AHxoW9gfhbgqlu8oB/ygCEzUBR169NV5Xzlfsp/GpZ4lzOoeMFfKwcj50pwGEBXInQcIKL58RK3c",
+	"knCVeloJlbNu2jl5OhwMaGVWqtr5smlrebN/BnXBtkIrEyDiplUn6YxLCd2cAB+gUu3dIjZXGW5C8vrn",
+	"P4evX+8LXAU3e3Bu975TFuYYrKK6PWnOl7tdb7AQ6wYgFHpnVSnt0ulYhP1yKXgpyrPKkddvEMyYQSAR",
+	"fq4/Ba6Tjx/BEz3WG5BRqstCZuzdi/MLwEXR43BqynyImc0Y1ceUj6AvJgDmaG0ByK4+zJL4plDK9yRD",
+	"jafL8xlI/GLZCyzHXSAsFierU+VmJJSVGeTcDdnI/aBL+R/6+xuYIFtr4MaQNcKLWAn0GqlERybTc5Ez",
+	"R3fwIspiwCEBpisQszdQ4Z4evscrV6PH18ePadyj6E0wI2jWGPzjMPUb6wgg40WBKYNkQqGZw3FWpg7w",
+	"+LZwwccOmM8R9D9XfqVgoV4ATuGQ9J6nN9ih71nwIDoqHIEPDpfyMRUb/OVXo9UoVV2Plkg+Sq7YCLEP",
+	"R6jiejvTLeUlzzFDPjTALKGTTD9VTwe+M1vk1asTwFEXBuac66yaQR8on98Er0zYotSOgBzJJgzMUDUJ",
+	"XZ0S1IXLJZvzks+Eb/8YNqD+Vi6yAhqRQx6fr6uBZr+QnASeGByLW0kf1ZgCcVdOm3ea5pTJ3LcC9baB",
+	"e6Gzfk4arbygKEnit933AJM0bozVzbnlvpNiaBHgvpNXuDECOhk6s/KaFzJn7y9eHv0tYe//MoDmfSVm",
+	"g825hC6WpipLPXG2mDAZn4saaTWt8r8NBgwcNcheEoYMxFCCX+msZiWMdS/KhZj7hOSvnrJCXIvC9E7B",
+	"pMPNdJapV8MvK7ePV6iQG6GMYF0/4LW6B7+3IQHXWViYWAGbULuAMPlZ3GRCQKaQo2polOdjneAqEIA/",
+	"HKqSPIGBd94To1NHvRfeXeiBpeCujL4lLYb6fY0YitVTZoRgo4W4BNV8BB//tvJH2h3RRhtaWFITIdt+",
+	"DX3zPcw6phOdTEO3egTv7NR8NFSYs9fcOBo+e/sqAqYZdo77g/4A8mPmQvG57Aw7T/rHfWhfyO0UmL7j",
+	"QFnsGaNYVjgLr3Jw+hlb+8/c43RuTGf4U7uuUd/ymPyVH5OddxKW+M+AdjPXyqBkOhkMMHHB8V7U9SIu",
+	"9Cv1n8Jt2JncRdMANy2IsVX8SEHADw3EFmmCeR81u3Q3QjbVUxxh24fDTB5/w3OvrsIjx7sfea+Irf8H",
+	"M52eDp7sfuilLi9lngtI/nl68vXuJy60fs3VkkYHZsCzfb70XvFrLgt+ibngpLnufg4kDeohPkul8xax",
+	"PRDKuT1P0Fm4OWQYXC6ZxDQFPjGQmhGo82dIITEtVIwRAk8AB5Pxq2Y5P1IpLNg3Ol/uQaBkdgNJT3Uh",
+	"vZpar8HzaSmNnXGTsB/Egv1b8PKRYS8QxVb51OqFEFcYDVTsG1EW0vEHkAOo/FoBS3IyOPnr0fHJ0cmz",
+	"TlL/8ZXTB9Hw7OTiKIwj6aAPBlYC1dnw0JPji+O/DQeDDmqu7ve/HQ2OjwbHF4Ov3O9uLeoksM6Lykna",
+	"x2FsCzAp4M04559iXfvjz3AMDzu+FO352NR4bVmJj2vM4/jOmUcb48AR5b93djDYgx0812pcSDQHnx4/",
+	"2Yt/QHQCGc7JPhOZlzpzApRYxx+GTeE2g+7t7F2Ib3jms4khfUyacvbxbzL/iJYTQLmtcapv4feIU61Q",
+	"9NOWLBhMWv/dk9/T3U/8oO1LXan8dvT6RyEk3LCofUCfvWs2qf2aOqDUIT5yAlNeeavoa9Xf/iHsZmIa",
+	"fBb2CM1hwzn5kxHpH4Xm/iHifhVb9KfDFKNvQQGYQwbNGu2hZ7xBfocoTYdRHrnh91ILPh/dE/Tnn5f+",
+	"H5SKT1QqAKcvOpqne2TR9NkFeFAwVaZ2nUPRAlZdUF0VopdPOfqV8O+cLYXdobCgr3WrVwCjJffvEkh+",
+	"60h3nMBv1wkWTKPdS31Y17zi7U9TI49bPBmQaPdjELBK5/gMvPMOO360TszZb/Hg9isiuateGm1Dsvrw",
+	"Ad2nHwi25L/HCfSnZp+bXUc+WrTRb0QsboXlPaamKZDHqVubHUOattN4sPQldBeCbDTs48I4QNtDnnj0",
+	"bmf8+Q9g890aWUCPGTKlhNWsjSDFwDWtMcsj7fCiSDtDRu3KpEmV13cSZjRGG0IPGMiWDp1gMMCDpfpN",
+	"CIEAMgvvReDZ2d4dZobwZ6oisFyIl/OZoMZK6MpuShFqoBMEyX2ohyvdpT6zethsEdTCbnZ0A/p9s5YH",
+	"Va7Bi84FRZBqnmCiFDTAeYEeY3hKunUXYABFnosSTlFvDyblvUibTH44Up37lqGbjB4Y5IOl/yUtfeU3",
+	"oYWUbmXkr9PfY0xKAEF5K6dBq3S9oN674mYuy6XPfsHsbcp/8XnLdIsTjkovEjYvKpOqEQ7rm+Uo5FMN",
+	"o3r8R4aSISzWMYJQPX42C5lG3AeYT0N518nTaa9Nfr2AL9Vn7e6lF37hCwmvYLqITQfdbRSuJu7F7c/8",
+	"g9vhszAJSv3qDH/6uaFFV2aKFbugQsfnAwtN6gJvZCvsbC3lqJFqtKcIayjbd8tDgko+p6pwFLqgThOw",
+	"j7GMIw7K0P/DuCcGwFI8itCZTerpn1nSxakQOn9TYYuorBAcOno4uxAWvEZdQSQsrwnk0PPWqQiJsxKm",
+	"0lhdLhMEq2AczhSNBvpxQAnEZr35ywr5pLm8D97NP5SuymPrNSildBBKATUp5PZRetHrQ2CKACSx+so9",
+	"v/9ZBwZxx2c9pGbYIbEgzJXwpeKYehe663jMBtbVJSasL6QRqfKnvRcKkk4GA1oTd+InYD17lDtklQuZ",
+	"iVP4QqqoUtnUX0avGfHSNa5aiqzgjoHUGGKhSnvJumGYaErH7KYHFTGUGOcr3SErD1Mf6UOXGtIwIXnz",
+	"6eApPEQD84oOaUSpmuoih3Q8eDSBFD1p6+xRY2VRMJ65TxYinwjKpXOMU45Xxk4pjAgqQrV5Xe/RyCHL",
+	"ccHjuj3jDCOAi06VZ3xdD6jRSxylXYpMz4Spd4/g2jBP04smZEGpugirDbKL0oq97Hpk6jIGjKlC/r1Q",
+	"maA+RwAQkqpK5VCnjmWFYWQjzBa2fILZwn38G17Q+IWeoJxibMxlOdDmP1+fPWd6DGmcM4YfitN2jchK",
+	"YXtDbAcSrqTKjS4QDhAnjdKJDVHSNLpchepJlstQHOmWTJepWrjtvBQwT3xND9RgaWPlGNJYKQ6N7e5p",
+	"CRbcpAppglbSpyfR+lG9P+supoipoEvYKlQTbLlkU/eKSyEUjmEpbC8hxxVghGR6vozSl0OR4ADBAsal",
+	"IFQ/dxxPmdGYt0vAH3XVQGQt0CtxhaDckubT7pmCD9+nar/SS/l3pdu/C1xS6QUg2oO3v/en0u//kJr6",
+	"P6DWKmIVxO15drVTKT91LN5n/W8R2lBxsdPF9BKbYt4bhcL7N+ieUC0ForGgPv+K8D3Ng9vpiyaY1Dvj",
+	"hEnL7tRkB2T2ie6omlQfI+DWJ2uXK3nD8NLfB6m7BfXpJA8U/3tI3QDiCOWbj8xa0wAyjuuIHvQEJc02",
+	"QMDXKBBohbQdEqL3GCBxY2LG2xqi8N5IFpHrNgXRL7y7FSr4ViKwDzUTd0F8bumbAW+/4DH5BHrZVRpB",
+	"SIRftDCC53zuW/7UE/1G2IUzFJ4RTBhYJdQPI2Ezfb0Oa/nI90UycXVE/PqZVJ3hs1UwxGeDOstH8DKb",
+	"HkFnKapDz7RCWwIRG+sRnoU4XrCHhImHGY+i8cHj+oOXsiikmhzxuew0kRY7w86zGYxgLsrnlbF6hqDU",
+	"6yM4wSAi3ZO41ZKK8aKIRxDNA3pTdh77ByAhqjHAk8bfF9ryorFMc1Ee+aexBJmgEOqxnQwYdwathqJf",
+	"xq9FCah3l1VpsNj+6SBhx4PBphXjldXvvO/I2UVJB57tDJ8OktX1jIbGS6tESQvqxvVWlOcwjs7wZHBA",
+	"4QmejS9TduKRbR+KTv7Li06i6vgYWXydz69oCnsWnAT+/1Bu8uctNyG62aPYpDJrtSYNVWKTU2ATGQ0+",
+	"A0O8iDD3HyyiL+gDoEYzTS8A+qnWvQBNDfXOi08igrx7Fy6+/MsUnmw/B95P8Cc9Dw9KxR0VnYRMp90l",
+	"J1u1jUabhY2OifOoS8IXKhqBiMe+in+zwdXGipDQH+YW1SRRw7AdT6+ApEddybqhHxCAD025wbIMBNxl",
+	"cOuI+RZ1+HMPcG3cJXo+iH58nF6YeDgf/5hTHuYCe7CmqgbRGeuSGeFsu+I0ViQQwlI4uVAUlMA3I0Du",
+	"m3mh82DTta0OjKGxMHt1kvuqpQ+IXQKGyliXs/tFGWl0W3xAGfkjlIpEGGQbq0VqDrfLlRZaZH52Z9ph",
+	"BPplHBp1A9HNLg02yqayyEuhsDEfHJSXshQXcibMiOFTl4JqTK5FHoFGPThEfve6y7PBX3c/80qZajx2",
+	"eoay51aXfHKHzhQAGgtCqgt/6pL6tvcQXrmlTTPrYhflTYxhVRt6jG1nzT7FZCKvBwTIxE5Fy6mQDHD3",
+	"FwqLrrpv35xfpKr5JYiBQpPJhPDBA2R4wr598f2Lixds/Yle4sHW/Qf0bM5LccRVfmSEHcayPBoV4kBT",
+	"Wg+3qcJ2g4jrSG08uSwgnbaQxpkiUrERpnmNElaIsXVTw4ShBB0QiGoHSXmGTTTTqs/e+EqzQusrqIat",
+	"5sxqdgwlM6EKL8wK2gvIHPn4KaOqNgB5t9RRN6pRG2UkfY2w0FokFsl9dsZKUHawft+rL1jV5iSzm92U",
+	"lzNIiBwDNF28AbAe6HZr6lgICedTEqHtG7cMdNOhB8rLsV8VLTj0HQiD8VDwBI1JaW9rSUye1Z4REd6v",
+	"OMGvfKF0ptVBbCq3A0RAbJDr9s8fPLdRtNIPNXd/MKWuwfHotOkynJGVc8d8t2MPC58QK/HVd3uz9kvv",
+	"dmpn7O8jNgVGC7EAUV5DgBIeR9TKXp+9QB4sZgztNgnum1QV8gq1HECo1GPqnhDgH7vAi0qcmyIUTEOd",
+	"kSEE6t6ilefvK42YpaUX5gnKPIJ1peRlD+GaKkLTFx631bARTOqnVz98++L/fu6/fPXi+29Hffb/AIwn",
+	"ztfxOOx4karQXYv6aC1KaYVH3JSek3l4Cn83tK8mbNBUwfLAg6bRbjwgthqr56wWIYgArHBZAyqtbCjZ",
+	"YHfREkDgcQh81pZL1oXM72WqsPYMW56FTFTMKw9vphwQ4/tZIEeB99Z5qpgCHGn5R985cx1bea3v7RzS",
+	"wsUM0ICpH5mz76mlQy7HYwGZrTCM9YE9PTnps+/EEmKsMHxcQ6SU9mHQrglnlVjCnJrzTNBiIhnCAKA2",
+	"HF8HJeHYF30Wd/Q4fhJ6jMONoyRVBBvB1TKQu5Psjge3JuI2TSrzDRy6+xVk8I1DjKPB/QxhsxRzSlEJ",
+	"VwORJL57LCg+XlOBZX+QaH/EgC+AAtSCC0GowR75VV8az0d937t9hda8FNdSLDaLLcQV4qu8yJ37JAgm",
+	"0Nu5Wb0JW+13nw4G/twHidFLUBQEzp1EIsrU2EXUbp8bRiNtvDypmW1t77ulWOgyN4iajj3bU6XHYyOs",
+	"YbmYC8w8gQORNwUgVEJMhAXgDBRCGS/LJVPaMf5KZdMzO0TYcvxTGBiEs2bwUyN32KByQs5EGwt725zJ",
+	"+Vxk666hDagQkP2JrRSiNmQJq6EDBoPeJtwd7HMde08PabzxO/I+3WHUjOh/Yz0z0SCu+QPn/ENxzpYd",
+	"bLbJY7kYSwVNTerOIoZfO1Yl92ei+2XURG7g/96cmj9cikztE9TOHoQEbx6L3h72DlzJ9IYScN/xe3PY",
+	"YFPazGZaGXwWx/tFJBMfaPCLJs/U27Ax9vRJSTLrGz8T5WTF+Rw8EAwcEAhKoJXos5eVrUrhPY/owUyV",
+	"N9zH1AhYF3nEa5unA/vZ0AMEyoCPpSp85lxYOF6jrNRqBLhn6JsfMVuVykRnUiqryaOfqrohqvFvAI/9",
+	"CL0E2Oplro20raoapvI0TuP9aUBfJm9oFxvwmUN/WnbwEH/7gvE3n3cUNS4+KPNop16GFYF7ZSG9hDv/",
+	"0B1t3BT+a/JM/rSCv5GYwuMmk0DMCWA7GIsO5mRj3fPdVta2RZbvAaZJz7HFJHqWETKJY2duxDTxva7l",
+	"THiK9UNLVXcE48p/0FaMEjbCm8/siFaJLjv5D3kk+Oc3S0TjSBU2Q/beUiqNRxc63sogOnNmo1evDAF/",
+	"90F6UYxPSTm6pLq16EnfYWymZwjakqoA04F3AYTGWBeFXoCZMZMGjFmfuf+WV4hvQ+OrNR4fFoB1DI2c",
+	"Q5tz9+loKVv9VO6N96z7wDeiGPGX1HRohx8UnYck6c2h5dNVS1+P2bhhAzUs/3BAARwqzg85TIuJ/PSt",
+	"esyKT/mP4E9eS2E+K4zG5qChATKObKXTcuhOgG2XcsG6I/pXPupFMQF/IzJw4XsSC55NN01J3ECbzbbc",
+	"60utC8HVPWPRH+aQjvohI7rYzpUiRI5QJq0V9WrO4d2/EG5ZHiVqYXK3B/V3Ask9bZjVvT+fivjf6BCP",
+	"qQbixu8vniN8lwqBrP9odbcuqHY+hyrJHYO2vIOX/h58qjyD3vgPKkYomX1wjWw4q+8oZXRNLWVwhUAt",
+	"iaC0+gTdwlzJ+R1bci9ueGaLpe9jMQJNgWwuwLUdYXDefXou8kh1UtoG7EiRU6Rd1vCQCXai8GyJAQ5k",
+	"QqCRHhrJvSGTkAwwok/8MuOq4sWI0MFJe+uzMzSXAVe8KhWKO60y4Uwxq7EuBGzNcZTUBV/yPXjqaWjl",
+	"xmKmeqEYN5i+HIljGMt7mP4p44Rh7n6r7TOumOBlIQWkd/RT9eO6thm72mvH+ZQaucNgoU95pIWeMZx+",
+	"yIKUhhqB0NBb04Wv5Py+Xd9Xcv6FM4R3hb+Sum452r8Hzv1gHDbxk90xDmlLnuGRv06X2GcH+QalPHpG",
+	"eBCvpvN7x+z6jNKuArosjDPiuo6DwG96TPUWkIPMs6tJ6UjIsbpSmKku8oYdORgMiHP1oI6UFwWcJN/c",
+	"pnTMS7HLJfBKhVyxnCD3C9lgxJHJhQccT6oJNTzygLyEfIxSxL+YciDrgbKuETjFl4jQNiIGOupBRuu6",
+	"CxLLAKiCFtdAFcshG8HnngfBlqrRnC8LzfMR69bxUr5mvuqFomS3CXc2FXoeQ+3hjN9g/6O3onRj7Hnh",
+	"sPKehCrhtIUuTam6EvPgw3fjdHvm2T1lqIViFYJf4rHASRUmEGI8FUt23HQr5Ssh2AW+LgjsKb92Epty",
+	"7NpkCD1xz2KEvrLVj3jy+dAZYe0amNZdnmVi7iPiHm669yBFHmKpd2YwvETSa/Aa5Tmt0gvHmEkpTjvW",
+	"n+S0s7N40X9hM/TvOd1yn+oafWKTtoaXH0rj785R1GycSFFFqC/AjqdJAJh0YpaqrjJ3qzNslDBYVxLi",
+	"UethyVWcafzi9mD9Bd3zhw7T4yQeACH+GIAQqygQrMvzmVQQGna6YIOBwqWdkBBIAL9XQAgc3ZeBg6CV",
+	"ecC3fMC3BErY67A15cfOTgXh9N0zg9+krOA4H9Krvmhe9QHkdbcp1v+qtHWG93xeLJnVvmTPYCu42qmM",
+	"VvcwLlZXvotsqrz/FwuqwelxJebWGf0f3AegrZIAEHkohRZBbaCJW34lyEWdaTWWk8q9hxb2FO6k0mUz",
+	"1QvqWzceCww4QCKm2ZwyHR2x+5JPXyZdevvJ9snSf9IT/iDb7ijdOdhWis9EQgc1wZMLtb28KPTCEZJb",
+	"GWvW2NShedJbJOXjK7HcbnOdvX31nbvnHo8VfmJb+wg3ygS6gfnM1wcB+rtpNeE2h3Wn3ExJTEH7U/wZ",
+	"oroYa5zqhbpTCbvFxEKKuhsT655sHRwi2TV/ZJPnIU3kTkweFTLOfd0c6RGQKxGOFJMGA1vStzUBmXAI",
+	"u3/825VYvtpetfxOXOur+hjtrlnGBx5qlr8UGeH6M+5o5JTFwDuDY+xzbadCAYoe3LozLflTuLOHN55z",
+	"O63Ta4HqOqv6+koG8fdCTey0MzyhFGL/d51EHGCQf15pjfhb51LwUpRnlXvgp58d+0aELRx4VRadYWdq",
+	"7Xz4+PHxyV/7g/6gfzz82+BvA2D1NPP1wpRmqw0pTAPUGNvGAtKhJtCjKMod2nn1VyCipTCd9TRoyMeF",
+	"ME2dvtud6kLm3GlACyGuhMpNwmZcYtg4E2yqq9L0CDcwGIyA0iWVz/597t8XDSR8o2Ukz2NQTOPRHFcx",
+	"MOO31eGj9be9URAedYvYAGGIQVxowaxPa4pejTVM6691rDHusjSmRLAkVNfUTWNzJm6sUIjeaEhX9k2i",
+	"nAF+JaIvUnii5ZPITiO4MuLbjioaenr0NjxMjsgW4nKq9RUwUvjGtxQP3ozCc45u/wxBwHzfXavZCA2E",
+	"flUWoz47/9d5sBgmwtbx/v89f/MDoOhAtZGTkROP4RMW/xwOVbjKrS3lZWWFoVSHV7nPc/A7537pvnz1",
+	"8g37UIlKmCF7jQ//o9TV/FXO/s7qW5NU0dVvRV4FlQnuovf3IMfc57FNhREehQxyM36cUufshS6voNm4",
+	"ViJhb9+cX7DRbyn2yEo7vu236MMPH0ep6o6azXVHPVg7f59bPETj8z9BBsaIBYHYO00VfIcrNnoBNORf",
+	"5ZNhfP9VorD3776HsgT3B76tB4Ci3kij/heFVpP2zAmiad9xeGs5R2i/D9EJ8QEy/XS9b3UFB65nTZX/",
+	"d+RTM8oj+NTRDv68E4i+MRZIcUlqOtSKEqE8CVNWJTwwZDxV/jQiK8P6P0vmn2MMU477DomLJgJBrTuO",
+	"42q2TncF5O7TZvpeyRvKpDGYlYrcBugC+4bLiUImtnPxAcna8tn808Y0uj7++4j9hU3FDTQVPzr/59nJ",
+	"s6+62EA8wZx/9xn2F5Z2+mmH/YWVfAG8oHcamnsLGDoA6cKDkAumLQFDKki7nfEjjwuYM/yue4hDLRSE",
+	"if03ISsOgBy84b7Hgpz7dx20IPcUEfMcmjjYAU7H1US7JTu5uWEzwZWpO9Wfej3+QyWzq2IJkgW4HLiD",
+	"F7zMCXsKddE14eCBM9B7/E7Ycnl0Bv/uegLVJTSav7h4y3JuqXU36ah39r5If12fOKBwhuQBDrSoK4tA",
+	"o5lWSgBYLwOQUQh3M8SHDp3Zh6GTPEitS55dOWWkzkiMUl9m/OYMnzIJZheyXPDc6b65LEVmQ7451ddi",
+	"EvS2XttnlE6TrGb1lSCEgD9Z7ZbFaZgkiR8ZJwva0x4+fvz/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -58,6 +58,7 @@ const (
 	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
 	FireDecisionEmitted         FireDecision = "emitted"
 	FireDecisionLate            FireDecision = "late"
+	FireDecisionSkippedCalendar FireDecision = "skipped_calendar"
 	FireDecisionSkippedManual   FireDecision = "skipped_manual"
 	FireDecisionSkippedOverlap  FireDecision = "skipped_overlap"
 	FireDecisionTriggered       FireDecision = "triggered"
@@ -71,6 +72,8 @@ func (e FireDecision) Valid() bool {
 	case FireDecisionEmitted:
 		return true
 	case FireDecisionLate:
+		return true
+	case FireDecisionSkippedCalendar:
 		return true
 	case FireDecisionSkippedManual:
 		return true
@@ -116,6 +119,24 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnExcluded.
+const (
+	OnExcludedNextIncluded OnExcluded = "next_included"
+	OnExcludedSkip         OnExcluded = "skip"
+)
+
+// Valid indicates whether the value is a known member of the OnExcluded enum.
+func (e OnExcluded) Valid() bool {
+	switch e {
+	case OnExcludedNextIncluded:
+		return true
+	case OnExcludedSkip:
 		return true
 	default:
 		return false
@@ -242,6 +263,39 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WeeklyRuleDays.
+const (
+	WeeklyRuleDaysFri WeeklyRuleDays = "fri"
+	WeeklyRuleDaysMon WeeklyRuleDays = "mon"
+	WeeklyRuleDaysSat WeeklyRuleDays = "sat"
+	WeeklyRuleDaysSun WeeklyRuleDays = "sun"
+	WeeklyRuleDaysThu WeeklyRuleDays = "thu"
+	WeeklyRuleDaysTue WeeklyRuleDays = "tue"
+	WeeklyRuleDaysWed WeeklyRuleDays = "wed"
+)
+
+// Valid indicates whether the value is a known member of the WeeklyRuleDays enum.
+func (e WeeklyRuleDays) Valid() bool {
+	switch e {
+	case WeeklyRuleDaysFri:
+		return true
+	case WeeklyRuleDaysMon:
+		return true
+	case WeeklyRuleDaysSat:
+		return true
+	case WeeklyRuleDaysSun:
+		return true
+	case WeeklyRuleDaysThu:
+		return true
+	case WeeklyRuleDaysTue:
+		return true
+	case WeeklyRuleDaysWed:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -285,6 +339,57 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// Calendar defines model for Calendar.
+type Calendar struct {
+	CreatedAt time.Time       `json:"createdAt"`
+	Dates     []string        `json:"dates"`
+	Id        string          `json:"id"`
+	Name      string          `json:"name"`
+	Ranges    []CalendarRange `json:"ranges"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	Version   int64           `json:"version"`
+	Weekly    []WeeklyRule    `json:"weekly"`
+}
+
+// CalendarCreate At most 1,000 dates, ranges and weekly rules together. Every rule is judged in timezone.
+type CalendarCreate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   string           `json:"name"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone string        `json:"timezone"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
+}
+
+// CalendarList defines model for CalendarList.
+type CalendarList struct {
+	Items      []Calendar `json:"items"`
+	NextCursor *string    `json:"nextCursor,omitempty"`
+}
+
+// CalendarRange Excludes [from, to): both RFC 3339 instants with an offset
+// ("2027-12-24T17:00:00Z"), or both local date-times in the calendar's
+// timezone ("2027-12-24T18:00"); whole minutes.
+type CalendarRange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// CalendarUpdate Absent properties keep their value; a list replaces the stored one.
+type CalendarUpdate struct {
+	// Dates Whole local days, YYYY-MM-DD.
+	Dates  *[]string        `json:"dates,omitempty"`
+	Name   *string          `json:"name,omitempty"`
+	Ranges *[]CalendarRange `json:"ranges,omitempty"`
+
+	// Timezone IANA timezone the days and times are judged in.
+	Timezone *string       `json:"timezone,omitempty"`
+	Weekly   *[]WeeklyRule `json:"weekly,omitempty"`
 }
 
 // CronFields The field form of a cron expression; an absent field means "*".
@@ -390,6 +495,22 @@ type EventState struct {
 // EventStatus defines model for EventStatus.
 type EventStatus string
 
+// ExcludedFire defines model for ExcludedFire.
+type ExcludedFire struct {
+	CalendarId   string  `json:"calendarId"`
+	CalendarName *string `json:"calendarName,omitempty"`
+
+	// Local Wall clock in the schedule's timezone.
+	Local string `json:"local"`
+
+	// MovedTo With onExcluded next_included, where the fire moves.
+	MovedTo *time.Time `json:"movedTo,omitempty"`
+
+	// Reason The calendar's rule that excludes it, e.g. "date 2027-12-25" or "weekly sat,sun".
+	Reason string    `json:"reason"`
+	Utc    time.Time `json:"utc"`
+}
+
 // ExtendRequest defines model for ExtendRequest.
 type ExtendRequest struct {
 	// ExtendBy Go duration (default the policy's token timeout, at most 24h).
@@ -414,7 +535,9 @@ type Fire struct {
 	// overlap=skip and the previous fire had not drained;
 	// cancelled_by_next: overlap=cancel and a later fire cancelled what
 	// was left; triggered: by the trigger operation; skipped_manual:
-	// skipped by the skip operation, not delivered.
+	// skipped by the skip operation, not delivered; skipped_calendar:
+	// a calendar of the schedule excludes the fire time (the note names
+	// it, and with onExcluded next_included where the fire moved).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -459,7 +582,9 @@ type Fire struct {
 // overlap=skip and the previous fire had not drained;
 // cancelled_by_next: overlap=cancel and a later fire cancelled what
 // was left; triggered: by the trigger operation; skipped_manual:
-// skipped by the skip operation, not delivered.
+// skipped by the skip operation, not delivered; skipped_calendar:
+// a calendar of the schedule excludes the fire time (the note names
+// it, and with onExcluded next_included where the fire moved).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -551,6 +676,12 @@ type Lateness struct {
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+// it as skipped_calendar; next_included records that and fires at the
+// next instant no calendar of the schedule excludes (one fire if the
+// schedule fires at that instant anyway). Only with excludeCalendars.
+type OnExcluded string
 
 // Overlap defines model for Overlap.
 type Overlap string
@@ -714,8 +845,11 @@ type PolicyUpdate struct {
 // Preview defines model for Preview.
 type Preview struct {
 	// Description When the schedule fires, in words, such as "at 09:00 on Monday through Friday".
-	Description *string    `json:"description,omitempty"`
-	FireTimes   []FireTime `json:"fireTimes"`
+	Description *string `json:"description,omitempty"`
+
+	// Excluded With `explain=true`, the fire times among those looked at that a calendar excludes.
+	Excluded  *[]ExcludedFire `json:"excluded,omitempty"`
+	FireTimes []FireTime      `json:"fireTimes"`
 
 	// Jitter The schedule's jitter; absent without one.
 	Jitter *string `json:"jitter,omitempty"`
@@ -782,7 +916,10 @@ type Schedule struct {
 	Cron       *string    `json:"cron,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
-	Id         string     `json:"id"`
+
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+	Id               string    `json:"id"`
 
 	// Jitter The schedule's jitter (see Jitter); absent without one.
 	Jitter *string `json:"jitter,omitempty"`
@@ -801,8 +938,14 @@ type Schedule struct {
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
-	Overlap       Overlap     `json:"overlap"`
-	PausedAt      *time.Time  `json:"pausedAt,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    Overlap     `json:"overlap"`
+	PausedAt   *time.Time  `json:"pausedAt,omitempty"`
 
 	// PausedBy The prefix of the API key that paused the schedule.
 	PausedBy *string `json:"pausedBy,omitempty"`
@@ -905,6 +1048,9 @@ type ScheduleBatchItem struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -934,7 +1080,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1003,6 +1155,9 @@ type ScheduleCreate struct {
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -1029,7 +1184,13 @@ type ScheduleCreate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1094,6 +1255,9 @@ type ScheduleUpdate struct {
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
+	// ExcludeCalendars Ids of the tenant's calendars; the empty list removes them (and onExcluded).
+	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
+
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
 
@@ -1105,7 +1269,13 @@ type ScheduleUpdate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
-	Overlap     *Overlap `json:"overlap,omitempty"`
+
+	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
+	// it as skipped_calendar; next_included records that and fires at the
+	// next instant no calendar of the schedule excludes (one fire if the
+	// schedule fires at that instant anyway). Only with excludeCalendars.
+	OnExcluded *OnExcluded `json:"onExcluded,omitempty"`
+	Overlap    *Overlap    `json:"overlap,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -1244,6 +1414,9 @@ type TenantList struct {
 // in a tenant, every quota is the effective one (the tenant's own or
 // the configured default).
 type TenantQuotas struct {
+	// MaxCalendars Most calendars the tenant may have (default 100); a create over it answers 422 naming maxCalendars.
+	MaxCalendars *int `json:"maxCalendars,omitempty"`
+
 	// MaxEventsPerFire Largest eventCount of a schedule; a create, update, trigger or resume over it answers 422 naming eventCount.
 	MaxEventsPerFire *int `json:"maxEventsPerFire,omitempty"`
 
@@ -1313,6 +1486,20 @@ type TriggerRequest struct {
 	Payload *Payload `json:"payload,omitempty"`
 }
 
+// WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
+type WeeklyRule struct {
+	Days []WeeklyRuleDays `json:"days"`
+
+	// From HH:MM
+	From *string `json:"from,omitempty"`
+
+	// To HH:MM, after from; "24:00" is the end of the day.
+	To *string `json:"to,omitempty"`
+}
+
+// WeeklyRuleDays defines model for WeeklyRule.Days.
+type WeeklyRuleDays string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1357,6 +1544,23 @@ type Unavailable = Problem
 
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
+
+// ListCalendarsParams defines parameters for ListCalendars.
+type ListCalendarsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateCalendarParams defines parameters for CreateCalendar.
+type CreateCalendarParams struct {
+	// IdempotencyKey A retried create with the same key and the same body returns the first
+	// answer and creates nothing; the same key with another body is refused
+	// with 422. Keys are scoped to the caller's tenant.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListEventsParams defines parameters for ListEvents.
 type ListEventsParams struct {
@@ -1428,6 +1632,9 @@ type ListScheduleFiresParams struct {
 type PreviewScheduleParams struct {
 	// Count How many fire times (default 10, at most 1000).
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
+	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -1471,6 +1678,12 @@ type DeliverEventParams struct {
 	// XSchedulerSignature `v1=` + hex HMAC-SHA256(secret, timestamp + "." + raw body); while the signing secret is rotated, one comma-separated `v1=` signature per secret, the new one first.
 	XSchedulerSignature string `json:"X-Scheduler-Signature"`
 }
+
+// CreateCalendarJSONRequestBody defines body for CreateCalendar for application/json ContentType.
+type CreateCalendarJSONRequestBody = CalendarCreate
+
+// UpdateCalendarJSONRequestBody defines body for UpdateCalendar for application/json ContentType.
+type UpdateCalendarJSONRequestBody = CalendarUpdate
 
 // RedriveEventsJSONRequestBody defines body for RedriveEvents for application/json ContentType.
 type RedriveEventsJSONRequestBody = RedriveRequest
@@ -1593,6 +1806,49 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListCalendars Page through the tenant's calendars, ordered by id.
+	//
+	// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+	ListCalendars(ctx context.Context, params *ListCalendarsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCalendarWithBody Create an exclusion calendar.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithBody(ctx context.Context, params *CreateCalendarParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCalendar Create an exclusion calendar.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendar(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	//
+	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
+	DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCalendar Get a calendar.
+	//
+	// Corresponds with GET /v1/calendars/{id} (the `GetCalendar` operationId).
+	GetCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCalendarWithBody Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCalendar Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+	UpdateCalendar(ctx context.Context, id ID, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListEvents Page through the tenant's events, ordered by id.
 	//
@@ -2095,6 +2351,119 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/tenants/{id}/keys/{keyId} (the `RevokeAPIKey` operationId).
 	RevokeAPIKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListCalendars Page through the tenant's calendars, ordered by id.
+//
+// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+func (c *Client) ListCalendars(ctx context.Context, params *ListCalendarsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCalendarsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCalendarWithBody Create an exclusion calendar.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *Client) CreateCalendarWithBody(ctx context.Context, params *CreateCalendarParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCalendarRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCalendar Create an exclusion calendar.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *Client) CreateCalendar(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCalendarRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+//
+// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
+func (c *Client) DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCalendarRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCalendar Get a calendar.
+//
+// Corresponds with GET /v1/calendars/{id} (the `GetCalendar` operationId).
+func (c *Client) GetCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCalendarRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCalendarWithBody Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+func (c *Client) UpdateCalendarWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCalendarRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCalendar Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+func (c *Client) UpdateCalendar(ctx context.Context, id ID, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCalendarRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListEvents Page through the tenant's events, ordered by id.
@@ -3097,6 +3466,242 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id ID, keyId string, reqEdito
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListCalendarsRequest constructs an http.Request for the ListCalendars method
+func NewListCalendarsRequest(server string, params *ListCalendarsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateCalendarRequest calls the generic CreateCalendar builder with application/json body
+func NewCreateCalendarRequest(server string, params *CreateCalendarParams, body CreateCalendarJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateCalendarRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateCalendarRequestWithBody constructs an http.Request for the CreateCalendar method, with any body, and a specified content type
+func NewCreateCalendarRequestWithBody(server string, params *CreateCalendarParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDeleteCalendarRequest constructs an http.Request for the DeleteCalendar method
+func NewDeleteCalendarRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetCalendarRequest constructs an http.Request for the GetCalendar method
+func NewGetCalendarRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateCalendarRequest calls the generic UpdateCalendar builder with application/json body
+func NewUpdateCalendarRequest(server string, id ID, body UpdateCalendarJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateCalendarRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateCalendarRequestWithBody constructs an http.Request for the UpdateCalendar method, with any body, and a specified content type
+func NewUpdateCalendarRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewListEventsRequest constructs an http.Request for the ListEvents method
@@ -4290,6 +4895,18 @@ func NewPreviewScheduleRequest(server string, id ID, params *PreviewSchedulePara
 
 		}
 
+		if params.Explain != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "explain", *params.Explain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4828,6 +5445,55 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ListCalendarsWithResponse Page through the tenant's calendars, ordered by id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+	ListCalendarsWithResponse(ctx context.Context, params *ListCalendarsParams, reqEditors ...RequestEditorFn) (*ListCalendarsResponse, error)
+
+	// CreateCalendarWithBodyWithResponse Create an exclusion calendar.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithBodyWithResponse(ctx context.Context, params *CreateCalendarParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
+
+	// CreateCalendarWithResponse Create an exclusion calendar.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithResponse(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
+
+	// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
+	DeleteCalendarWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DeleteCalendarResponse, error)
+
+	// GetCalendarWithResponse Get a calendar.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/calendars/{id} (the `GetCalendar` operationId).
+	GetCalendarWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetCalendarResponse, error)
+
+	// UpdateCalendarWithBodyWithResponse Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error)
+
+	// UpdateCalendarWithResponse Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithResponse(ctx context.Context, id ID, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error)
 
 	// ListEventsWithResponse Page through the tenant's events, ordered by id.
 	//
@@ -5370,6 +6036,554 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/tenants/{id}/keys/{keyId} (the `RevokeAPIKey` operationId).
 	RevokeAPIKeyWithResponse(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error)
+}
+
+// ListCalendarsResponse429Headers the declared response headers of an HTTP 429 response for ListCalendars
+type ListCalendarsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListCalendarsResponse503Headers the declared response headers of an HTTP 503 response for ListCalendars
+type ListCalendarsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListCalendarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CalendarList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListCalendarsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListCalendarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCalendarsResponse) GetJSON200() *CalendarList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCalendarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCalendarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCalendarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCalendarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateCalendarResponse429Headers the declared response headers of an HTTP 429 response for CreateCalendar
+type CreateCalendarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreateCalendarResponse503Headers the declared response headers of an HTTP 503 response for CreateCalendar
+type CreateCalendarResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Calendar
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateCalendarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateCalendarResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateCalendarResponse) GetJSON201() *Calendar {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteCalendarResponse429Headers the declared response headers of an HTTP 429 response for DeleteCalendar
+type DeleteCalendarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeleteCalendarResponse503Headers the declared response headers of an HTTP 503 response for DeleteCalendar
+type DeleteCalendarResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteCalendarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteCalendarResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCalendarResponse429Headers the declared response headers of an HTTP 429 response for GetCalendar
+type GetCalendarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetCalendarResponse503Headers the declared response headers of an HTTP 503 response for GetCalendar
+type GetCalendarResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Calendar
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCalendarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetCalendarResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCalendarResponse) GetJSON200() *Calendar {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateCalendarResponse429Headers the declared response headers of an HTTP 429 response for UpdateCalendar
+type UpdateCalendarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// UpdateCalendarResponse503Headers the declared response headers of an HTTP 503 response for UpdateCalendar
+type UpdateCalendarResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Calendar
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateCalendarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateCalendarResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateCalendarResponse) GetJSON200() *Calendar {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
@@ -9243,6 +10457,97 @@ func (r RevokeAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListCalendarsWithResponse Page through the tenant's calendars, ordered by id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+func (c *ClientWithResponses) ListCalendarsWithResponse(ctx context.Context, params *ListCalendarsParams, reqEditors ...RequestEditorFn) (*ListCalendarsResponse, error) {
+	rsp, err := c.ListCalendars(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCalendarsResponse(rsp)
+}
+
+// CreateCalendarWithBodyWithResponse Create an exclusion calendar.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *ClientWithResponses) CreateCalendarWithBodyWithResponse(ctx context.Context, params *CreateCalendarParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error) {
+	rsp, err := c.CreateCalendarWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCalendarResponse(rsp)
+}
+
+// CreateCalendarWithResponse Create an exclusion calendar.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error) {
+	rsp, err := c.CreateCalendar(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCalendarResponse(rsp)
+}
+
+// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
+func (c *ClientWithResponses) DeleteCalendarWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DeleteCalendarResponse, error) {
+	rsp, err := c.DeleteCalendar(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCalendarResponse(rsp)
+}
+
+// GetCalendarWithResponse Get a calendar.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/calendars/{id} (the `GetCalendar` operationId).
+func (c *ClientWithResponses) GetCalendarWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetCalendarResponse, error) {
+	rsp, err := c.GetCalendar(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCalendarResponse(rsp)
+}
+
+// UpdateCalendarWithBodyWithResponse Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+func (c *ClientWithResponses) UpdateCalendarWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error) {
+	rsp, err := c.UpdateCalendarWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCalendarResponse(rsp)
+}
+
+// UpdateCalendarWithResponse Change a calendar; absent properties keep their value. Takes effect from the next window the emitter has not emitted yet.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/calendars/{id} (the `UpdateCalendar` operationId).
+func (c *ClientWithResponses) UpdateCalendarWithResponse(ctx context.Context, id ID, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error) {
+	rsp, err := c.UpdateCalendar(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCalendarResponse(rsp)
+}
+
 // ListEventsWithResponse Page through the tenant's events, ordered by id.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10083,6 +11388,527 @@ func (c *ClientWithResponses) RevokeAPIKeyWithResponse(ctx context.Context, id I
 		return nil, err
 	}
 	return ParseRevokeAPIKeyResponse(rsp)
+}
+
+// ParseListCalendarsResponse parses an HTTP response from a ListCalendarsWithResponse call
+func ParseListCalendarsResponse(rsp *http.Response) (*ListCalendarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCalendarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CalendarList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListCalendarsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListCalendarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateCalendarResponse parses an HTTP response from a CreateCalendarWithResponse call
+func ParseCreateCalendarResponse(rsp *http.Response) (*CreateCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateCalendarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateCalendarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCalendarResponse parses an HTTP response from a DeleteCalendarWithResponse call
+func ParseDeleteCalendarResponse(rsp *http.Response) (*DeleteCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteCalendarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteCalendarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCalendarResponse parses an HTTP response from a GetCalendarWithResponse call
+func ParseGetCalendarResponse(rsp *http.Response) (*GetCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetCalendarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetCalendarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateCalendarResponse parses an HTTP response from a UpdateCalendarWithResponse call
+func ParseUpdateCalendarResponse(rsp *http.Response) (*UpdateCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateCalendarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateCalendarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call

@@ -27,7 +27,7 @@ func (e *Emitter) large(f *model.Fire) bool {
 }
 
 func hasEvents(d model.FireDecision) bool {
-	return d != model.FireSkippedOverlap && d != model.FireCancelledByNext && d != model.FireSkippedManual
+	return d != model.FireSkippedOverlap && d != model.FireCancelledByNext && d != model.FireSkippedManual && d != model.FireSkippedCalendar
 }
 
 // fireEvents ensures the events of fire f of s: a small fire's go into b; a

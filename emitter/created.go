@@ -82,7 +82,7 @@ type createdFire struct {
 // planCreated plans the fire of the new schedule s (PlanCreates): nil
 // when it is not planned (not a one-off; a large or deferred fire).
 func (e *Emitter) planCreated(ctx context.Context, s *model.Schedule) (*createdFire, error) {
-	if !s.IsOneOff() || s.State != model.ScheduleActive {
+	if !s.IsOneOff() || s.State != model.ScheduleActive || len(s.ExcludeCalendars) > 0 {
 		return nil, nil
 	}
 	now := e.deps.Clock.Now()

@@ -38,6 +38,9 @@ type emitOpts struct {
 	// the fire before them) and writes each batch of them with its events
 	// in one FireInsertMany.
 	together bool
+	// calendars caches the calendars of the pass; nil: a cache of this
+	// call's own.
+	calendars *calendarCache
 }
 
 type outcome int
@@ -56,6 +59,14 @@ func (e *Emitter) emitAll(ctx context.Context, due []dueFire, o emitOpts, now ti
 	var st PassStats
 	if len(due) == 0 {
 		return st, nil
+	}
+	cals := o.calendars
+	if cals == nil {
+		cals = newCalendarCache()
+	}
+	due, err := e.applyCalendars(ctx, due, cals, now, &st)
+	if err != nil {
+		return st, err
 	}
 	// Fires of one schedule are emitted in time order by one worker: the
 	// overlap policy compares each fire with the one before it.
@@ -343,7 +354,9 @@ func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now ti
 // that a release truncating runAt to the second recorded at runAt's second:
 // it stands for the fire at t, which is not emitted again under a new id.
 func legacyOneOff(s *model.Schedule, t time.Time, o emitOpts, latest *model.Fire) *model.Fire {
-	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered {
+	if !s.IsOneOff() || latest == nil || o.decision == model.FireTriggered || latest.Decision == model.FireSkippedCalendar {
+		// A one-off's fire a calendar skipped is not its fire: the one
+		// it moved to is.
 		return nil
 	}
 	sec := s.RunAt.UTC().Truncate(time.Second)

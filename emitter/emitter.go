@@ -102,6 +102,8 @@ type Store interface {
 	FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error)
 	// EventInsertMany writes events idempotently.
 	EventInsertMany(ctx context.Context, events []*model.Event) (inserted int, err error)
+	// CalendarGet reads a calendar that a due fire's schedule names.
+	CalendarGet(ctx context.Context, tenantID, id string) (*model.Calendar, error)
 	// EventCountByFire tells whether a previous fire has drained.
 	EventCountByFire(ctx context.Context, fireID string) (store.EventCounts, error)
 	// EventCancelPending cancels what is left of a previous fire.

@@ -96,6 +96,12 @@ type PassStats struct {
 	FiresLate int
 	// FiresOverlapSkipped: of Fires, those with decision skipped_overlap.
 	FiresOverlapSkipped int
+	// FiresCalendarSkipped: of Fires, those with decision
+	// skipped_calendar; FiresMoved: those of them that moved to the next
+	// included instant (onExcluded next_included).
+	FiresCalendarSkipped, FiresMoved int
+	// CalendarsRead: calendars read from the store (once per pass each).
+	CalendarsRead int
 	// FiresExisting: due fires found already recorded (a rescan); their
 	// events were re-inserted idempotently.
 	FiresExisting int
@@ -125,6 +131,9 @@ func (s *PassStats) add(o *PassStats) {
 	s.Fires += o.Fires
 	s.FiresLate += o.FiresLate
 	s.FiresOverlapSkipped += o.FiresOverlapSkipped
+	s.FiresCalendarSkipped += o.FiresCalendarSkipped
+	s.FiresMoved += o.FiresMoved
+	s.CalendarsRead += o.CalendarsRead
 	s.FiresExisting += o.FiresExisting
 	s.Events += o.Events
 	s.ScanTime += o.ScanTime

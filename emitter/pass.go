@@ -43,6 +43,7 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 	}
 	slices.Sort(tzs)
 	now := e.deps.Clock.Now()
+	cals := newCalendarCache()
 	// Partitions are independent: they run concurrently, so that their
 	// store writes share commits (the embedded store batches concurrent
 	// writes) and round trips overlap (MongoDB).
@@ -60,7 +61,7 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 		go func() {
 			defer wg.Done()
 			var ps PassStats
-			err := e.runPartition(ctx, p, held[p], now, tzs, &ps)
+			err := e.runPartition(ctx, p, held[p], now, tzs, cals, &ps)
 			mu.Lock()
 			defer mu.Unlock()
 			st.add(&ps)
@@ -77,7 +78,7 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 // errLost stops work on a partition whose lease moved elsewhere.
 var errLost = errors.New("partition lost")
 
-func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time.Time, tzs []string, st *PassStats) error {
+func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time.Time, tzs []string, cals *calendarCache, st *PassStats) error {
 	w := e.cfg.Window
 	wm, err := e.deps.Store.WatermarkGet(ctx, p)
 	if err != nil {
@@ -130,7 +131,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 		lateEnd = lateEnd.Add(w)
 	}
 	if lateEnd.After(from) {
-		if err := e.catchUp(ctx, p, from, lateEnd, now, tzs, st); err != nil {
+		if err := e.catchUp(ctx, p, from, lateEnd, now, tzs, cals, st); err != nil {
 			return err
 		}
 		if err := advance(lateEnd); err != nil {
@@ -146,7 +147,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 		if err != nil {
 			return err
 		}
-		ws, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted}, now)
+		ws, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted, calendars: cals}, now)
 		st.add(&ws)
 		if err != nil {
 			return err
@@ -164,7 +165,7 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 }
 
 // catchUp handles the missed windows [from, lateEnd) of partition p.
-func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Time, tzs []string, st *PassStats) error {
+func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Time, tzs []string, cals *calendarCache, st *PassStats) error {
 	w := e.cfg.Window
 	m := e.newMisfires(now, st, p)
 	for w0 := from; w0.Before(lateEnd); w0 = w0.Add(w) {
@@ -179,7 +180,7 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 				all = append(all, d)
 			}
 		}
-		ws, err := e.emitAll(ctx, all, emitOpts{decision: model.FireLate, late: true}, now)
+		ws, err := e.emitAll(ctx, all, emitOpts{decision: model.FireLate, late: true, calendars: cals}, now)
 		st.add(&ws)
 		if err != nil {
 			return err
@@ -189,7 +190,7 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 			Int("due", len(due)).Int("fires", ws.Fires).Int("events", ws.Events).Bool("late", true).
 			Msg("missed window scanned")
 	}
-	ws, err := e.emitAll(ctx, m.once(), emitOpts{decision: model.FireLate, late: true, onceSince: from}, now)
+	ws, err := e.emitAll(ctx, m.once(), emitOpts{decision: model.FireLate, late: true, onceSince: from, calendars: cals}, now)
 	st.add(&ws)
 	return err
 }
@@ -254,9 +255,7 @@ func (m *misfires) once() []dueFire {
 	for _, id := range m.order {
 		once = append(once, m.latest[id])
 	}
-	slices.SortFunc(once, func(a, b dueFire) int {
-		return cmp.Or(a.t.Compare(b.t), cmp.Compare(a.s.ID, b.s.ID))
-	})
+	slices.SortFunc(once, compareDue)
 	return once
 }
 
@@ -379,10 +378,13 @@ func (e *Emitter) scanWindow(ctx context.Context, p int, w0, w1 time.Time, tzs [
 		}
 		due = append(due, dueFire{s: s, t: t})
 	}
-	slices.SortFunc(due, func(a, b dueFire) int {
-		return cmp.Or(a.t.Compare(b.t), cmp.Compare(a.s.ID, b.s.ID))
-	})
+	slices.SortFunc(due, compareDue)
 	return due, read, nil
+}
+
+// compareDue orders due fires by (time, schedule id).
+func compareDue(a, b dueFire) int {
+	return cmp.Or(a.t.Compare(b.t), cmp.Compare(a.s.ID, b.s.ID))
 }
 
 // inRange reports whether t is within the schedule's [StartAt, EndAt]

@@ -257,8 +257,9 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 		EventCount: in.EventCount, PolicyId: in.PolicyId, Window: in.Window, Spread: in.Spread,
 		Priority: in.Priority, Overlap: in.Overlap, Target: in.Target, Payload: in.Payload,
 		MaxAttempts: in.MaxAttempts, StartAt: in.StartAt, EndAt: in.EndAt, Misfire: in.Misfire,
-		Jitter: in.Jitter,
-		Labels: in.Labels,
+		Jitter:           in.Jitter,
+		Labels:           in.Labels,
+		ExcludeCalendars: in.ExcludeCalendars, OnExcluded: in.OnExcluded,
 	}
 }
 

@@ -25,6 +25,8 @@ func validQueryValue(t *testing.T, p *openapi3.Parameter) string {
 		return s.Enum[0].(string)
 	case s.Type.Is(openapi3.TypeInteger):
 		return "5"
+	case s.Type.Is(openapi3.TypeBoolean):
+		return "true"
 	case s.Format == "date-time":
 		return "2030-01-02T03:04:05Z"
 	case s.Type.Is(openapi3.TypeString):

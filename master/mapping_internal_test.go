@@ -35,6 +35,8 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 		f.SetInt(17)
 	case f.Kind() == reflect.Bool:
 		f.SetBool(true)
+	case f.Type() == reflect.TypeFor[[]string]():
+		f.Set(reflect.ValueOf([]string{"value-of-" + name}))
 	case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Type().Elem().Kind() == reflect.String:
 		f.Set(reflect.MakeMap(f.Type()))
 		f.SetMapIndex(reflect.ValueOf("member").Convert(f.Type().Key()), reflect.ValueOf("value-of-"+name).Convert(f.Type().Elem()))
@@ -130,6 +132,10 @@ func TestEveryMemberIsMapped(t *testing.T) {
 		eachMemberChanges(t, func(m *model.Schedule) *api.Schedule {
 			if m.State == "" {
 				m.State = model.SchedulePaused // no next fire times to compute
+			}
+			if m.ExcludeCalendars == nil {
+				// onExcluded is shown with calendars only, where it applies.
+				m.ExcludeCalendars = []string{"cal_1"}
 			}
 			return scheduleOutAt(m, &schedule.Compiled{}, now)
 		}, "TenantID", "Partition")

@@ -83,6 +83,8 @@ func raiseQuota(tenantID, name string) string {
 		flag = "-tenant-max-events-per-fire (SCHEDULER_TENANT_MAX_EVENTS_PER_FIRE)"
 	case "maxEventsStored":
 		flag = "-tenant-max-events-stored (SCHEDULER_TENANT_MAX_EVENTS_STORED)"
+	case "maxCalendars":
+		return "an admin raises it with PATCH /v1/tenants/" + tenantID + ` {"quotas":{"maxCalendars":<n>}}`
 	}
 	return "an admin raises it with PATCH /v1/tenants/" + tenantID + ` {"quotas":{"` + name + `":<n>}}` +
 		", or for every tenant without its own with the server flag " + flag

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/schedulerd/schedulerd/api"
+	"github.com/schedulerd/schedulerd/calendar"
 	"github.com/schedulerd/schedulerd/create"
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
@@ -54,6 +56,12 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 	}
 	if in.Payload != nil {
 		sp.Payload = *in.Payload
+	}
+	if in.ExcludeCalendars != nil {
+		sp.ExcludeCalendars = *in.ExcludeCalendars
+	}
+	if in.OnExcluded != nil {
+		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
 	}
 	return sp
 }
@@ -130,6 +138,16 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	if in.Labels != nil {
 		sp.Labels = *in.Labels // whole: {} removes every label
 	}
+	if in.ExcludeCalendars != nil {
+		// The empty list removes the calendars, and with them onExcluded.
+		sp.ExcludeCalendars = *in.ExcludeCalendars
+		if len(sp.ExcludeCalendars) == 0 && in.OnExcluded == nil {
+			sp.OnExcluded = ""
+		}
+	}
+	if in.OnExcluded != nil {
+		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
+	}
 	return nil
 }
 
@@ -187,6 +205,9 @@ func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedul
 		if !known {
 			fe.add("policyId", "unknown policy")
 		}
+	}
+	if err := s.checkCalendarsKnown(ctx, &fe, tenantID, sp.ExcludeCalendars); err != nil {
+		return nil, err
 	}
 	if err := fe.err(); err != nil {
 		return nil, err
@@ -581,7 +602,15 @@ func (s *Server) PreviewSchedule(c echo.Context, id api.ID, params api.PreviewSc
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, previewOut(comp, m.ID, s.now(), count))
+	times, excluded, err := s.previewTimes(c.Request().Context(), m, comp, count)
+	if err != nil {
+		return err
+	}
+	out := previewOut(comp, m.ID, times, excluded)
+	if deref(params.Explain, false) {
+		out.Excluded = &excluded
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // PreviewScheduleSpec implements POST /v1/schedules/preview: a create body
@@ -605,15 +634,28 @@ func (s *Server) PreviewScheduleSpec(c echo.Context, params api.PreviewScheduleS
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, previewOut(comp, "", s.now(), count))
+	m := comp.Schedule
+	m.TenantID = tenant
+	times, excluded, err := s.previewTimes(ctx, &m, comp, count)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, previewOut(comp, "", times, excluded))
 }
 
-// previewOut is the preview of up to count fires after now of comp, saved
-// as id ("" for a definition not saved yet, whose jitter offsets are not
-// known).
-func previewOut(comp *schedule.Compiled, id string, now time.Time, count int) api.Preview {
+// previewOut is the preview of the fires at times of comp, saved as id
+// ("" for a definition not saved yet, whose jitter offsets are not known);
+// excluded are the fires its calendars excluded, and moved where they
+// moved to (no DST mark: not a wall time of the cron).
+func previewOut(comp *schedule.Compiled, id string, times []time.Time, excluded []api.ExcludedFire) api.Preview {
 	m := &comp.Schedule
-	fires := comp.Preview(id, now, count)
+	fires := comp.PreviewAt(id, times)
+	moved := make(map[time.Time]bool)
+	for _, e := range excluded {
+		if e.MovedTo != nil {
+			moved[e.MovedTo.UTC()] = true
+		}
+	}
 	out := api.Preview{ScheduleId: id, Timezone: m.Timezone, FireTimes: make([]api.FireTime, len(fires))}
 	if d := comp.Describe(); d != "" {
 		out.Description = &d
@@ -628,7 +670,7 @@ func previewOut(comp *schedule.Compiled, id string, now time.Time, count int) ap
 			at, j := p.LaunchAt(), p.Jitter.String()
 			ft.LaunchAt, ft.Jitter = &at, &j
 		}
-		if p.DST != "" {
+		if p.DST != "" && !moved[p.At.UTC()] {
 			d := api.FireTimeDst(p.DST)
 			ft.Dst = &d
 		}
@@ -643,6 +685,66 @@ func previewOut(comp *schedule.Compiled, id string, now time.Time, count int) ap
 // localLayout is how a preview writes a local time: RFC 3339 with the
 // milliseconds of a one-off that has them.
 const localLayout = "2006-01-02T15:04:05.999Z07:00"
+
+// previewLookMax bounds the fire times a preview looks at per fire time
+// asked for, so that calendars excluding nearly everything cost a bounded
+// walk.
+const previewLookMax = 50
+
+// previewTimes returns the next count fire times of m (compiled as comp)
+// after now with its calendars applied as the emitter applies them
+// (calendar.ForSchedule): excluded ones left out, moved ones at the
+// instant they move to, one fire per instant. excluded lists the excluded
+// fire times looked at.
+func (s *Server) previewTimes(ctx context.Context, m *model.Schedule, comp *schedule.Compiled, count int) ([]time.Time, []api.ExcludedFire, error) {
+	excluded := []api.ExcludedFire{}
+	if len(m.ExcludeCalendars) == 0 {
+		return comp.NextFireTimes(s.now(), count), excluded, nil
+	}
+	set, err := s.scheduleCalendars(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []time.Time
+	from := s.now()
+	for looked := 0; looked < count*previewLookMax; {
+		batch := comp.NextFireTimes(from, count)
+		if len(batch) == 0 {
+			break
+		}
+		for _, t := range batch {
+			looked++
+			from = t
+			d := calendar.ForSchedule(set, m, t)
+			if d.Excluded() {
+				e := api.ExcludedFire{Utc: t.UTC(), Local: t.In(comp.Loc).Format(localLayout), CalendarId: d.By.ID, Reason: d.Reason}
+				if d.By.Name != "" {
+					e.CalendarName = &d.By.Name
+				}
+				if !d.To.IsZero() {
+					to := d.To.UTC()
+					e.MovedTo = &to
+				}
+				excluded = append(excluded, e)
+				t = d.To
+			}
+			if !t.IsZero() {
+				if i, found := slices.BinarySearchFunc(out, t, time.Time.Compare); !found {
+					out = slices.Insert(out, i, t)
+				}
+			}
+			// Moved fires land at or after the fire they move: once count
+			// times are not after this one, no later fire comes before them.
+			if len(out) >= count && !out[count-1].After(from) {
+				return out[:count], excluded, nil
+			}
+		}
+		if m.IsOneOff() {
+			break
+		}
+	}
+	return out[:min(count, len(out))], excluded, nil
+}
 
 func (s *Server) respondSchedule(c echo.Context, status int, m *model.Schedule) error {
 	out, err := s.scheduleOut(m)
@@ -720,6 +822,11 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if len(m.Labels) > 0 {
 		l := api.Labels(m.Labels)
 		out.Labels = &l
+	}
+	if len(m.ExcludeCalendars) > 0 {
+		cals := append([]string(nil), m.ExcludeCalendars...)
+		on := api.OnExcluded(cmp.Or(m.OnExcluded, model.OnExcludedSkip))
+		out.ExcludeCalendars, out.OnExcluded = &cals, &on
 	}
 	if m.State == model.ScheduleActive {
 		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {

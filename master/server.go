@@ -84,6 +84,14 @@ type Store interface {
 	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
 	PolicyDelete(ctx context.Context, tenantID, id string) error
 	PolicyReleaseTokens(ctx context.Context, policyID string, n int, timedOut int) error
+
+	CalendarCreate(ctx context.Context, c *model.Calendar) error
+	CalendarGet(ctx context.Context, tenantID, id string) (*model.Calendar, error)
+	CalendarList(ctx context.Context, p *store.CalendarListParams) ([]*model.Calendar, error)
+	CalendarUpdate(ctx context.Context, c *model.Calendar, expectedVersion int64) error
+	CalendarDelete(ctx context.Context, tenantID, id string) error
+	CalendarCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+	ScheduleCountByCalendar(ctx context.Context, tenantID, calendarID string) (int, error)
 }
 
 var _ Store = store.Driver(nil)

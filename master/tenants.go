@@ -81,6 +81,7 @@ func (s *Server) UpdateTenant(c echo.Context, id api.ID) error {
 		set(&t.Quotas.MaxEventsPerFire, q.MaxEventsPerFire)
 		set(&t.Quotas.MaxEventsPerMinute, q.MaxEventsPerMinute)
 		set(&t.Quotas.MaxEventsStored, q.MaxEventsStored)
+		set(&t.Quotas.MaxCalendars, q.MaxCalendars)
 		if t.Quotas.MaxEventsPerFire > s.cfg.MaxEventCount {
 			fe.add("quotas.maxEventsPerFire", "at most the configured eventCount limit ("+itoa(s.cfg.MaxEventCount)+")")
 		}
@@ -178,6 +179,7 @@ func (s *Server) tenantOut(t *model.Tenant) api.Tenant {
 		Quotas: api.TenantQuotas{
 			MaxSchedules: &q.MaxSchedules, MaxEventsPerFire: &q.MaxEventsPerFire,
 			MaxEventsPerMinute: &q.MaxEventsPerMinute, MaxEventsStored: &q.MaxEventsStored,
+			MaxCalendars: &q.MaxCalendars,
 		},
 	}
 	if out.Weight == 0 {

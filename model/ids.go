@@ -16,6 +16,7 @@ import (
 const (
 	PrefixSchedule = "sch_"
 	PrefixPolicy   = "pol_"
+	PrefixCalendar = "cal_"
 	PrefixTenant   = "ten_"
 	PrefixKey      = "key_"
 )

@@ -40,6 +40,8 @@ type TenantQuotas struct {
 	MaxEventsPerMinute int `json:"maxEventsPerMinute,omitempty"`
 	// MaxEventsStored counts waiting, in-flight and retained events.
 	MaxEventsStored int `json:"maxEventsStored,omitempty"`
+	// MaxCalendars is how many exclusion calendars the tenant may keep.
+	MaxCalendars int `json:"maxCalendars,omitempty"`
 }
 
 // Or returns q with every unset quota taken from def.
@@ -55,6 +57,7 @@ func (q TenantQuotas) Or(def TenantQuotas) TenantQuotas {
 		MaxEventsPerFire:   pick(q.MaxEventsPerFire, def.MaxEventsPerFire),
 		MaxEventsPerMinute: pick(q.MaxEventsPerMinute, def.MaxEventsPerMinute),
 		MaxEventsStored:    pick(q.MaxEventsStored, def.MaxEventsStored),
+		MaxCalendars:       pick(q.MaxCalendars, def.MaxCalendars),
 	}
 }
 
@@ -185,6 +188,56 @@ type Schedule struct {
 	// SkipUntil, if set, makes every scheduled fire before it a fire with
 	// decision skipped_manual and no events (POST /skip).
 	SkipUntil *time.Time `json:"skipUntil,omitempty"`
+	// ExcludeCalendars are the ids of the tenant's calendars whose
+	// excluded days and hours this schedule does not fire in; OnExcluded
+	// says what happens to a fire they exclude ("" is skip).
+	ExcludeCalendars []string         `json:"excludeCalendars,omitempty"`
+	OnExcluded       OnExcludedPolicy `json:"onExcluded,omitempty"`
+}
+
+// OnExcludedPolicy says what a fire excluded by a calendar does.
+type OnExcludedPolicy string
+
+const (
+	// OnExcludedSkip records the fire as skipped_calendar. The default.
+	OnExcludedSkip OnExcludedPolicy = "skip"
+	// OnExcludedNextIncluded moves the fire to the next instant that no
+	// calendar of the schedule excludes.
+	OnExcludedNextIncluded OnExcludedPolicy = "next_included"
+)
+
+// Calendar is a tenant's set of excluded times: whole local days (Dates),
+// ranges (Ranges) and weekly hours (Weekly), judged in Timezone. Schedules
+// name calendars in ExcludeCalendars; package calendar evaluates them.
+type Calendar struct {
+	ID       string `json:"id"`
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+	Timezone string `json:"timezone"`
+	// Dates are local days, "2006-01-02".
+	Dates  []string        `json:"dates,omitempty"`
+	Ranges []CalendarRange `json:"ranges,omitempty"`
+	Weekly []WeeklyRule    `json:"weekly,omitempty"`
+	// Version increases with every change.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// CalendarRange excludes [From, To): RFC 3339 instants with an offset
+// ("2027-12-24T18:00:00Z"), or local date-times in the calendar's zone
+// without one ("2027-12-24T18:00").
+type CalendarRange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// WeeklyRule excludes, on each of Days ("mon".."sun"), the local times of
+// day [From, To) ("15:04"); From "" is the start of the day, To "" its end.
+type WeeklyRule struct {
+	Days []string `json:"days"`
+	From string   `json:"from,omitempty"`
+	To   string   `json:"to,omitempty"`
 }
 
 // Skipped reports whether the scheduled fire of s at t is skipped by
@@ -241,6 +294,9 @@ const (
 	FireCancelledByNext FireDecision = "cancelled_by_next" // overlap=cancel: a later fire cancelled what was left
 	FireTriggered       FireDecision = "triggered"         // POST /trigger
 	FireSkippedManual   FireDecision = "skipped_manual"    // POST /skip: not delivered
+	// FireSkippedCalendar: a calendar the schedule names excludes the
+	// fire time; the note names the calendar.
+	FireSkippedCalendar FireDecision = "skipped_calendar"
 )
 
 // Fire is one firing of a schedule: n events for one fire time.

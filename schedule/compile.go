@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +166,7 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	if len(sp.Labels) > 0 {
 		m.Labels = maps.Clone(sp.Labels)
 	}
+	checkCalendars(&fe, m, sp)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -214,6 +216,34 @@ func checkJitter(fe *Errors, text string, out *Compiled, maxJitter time.Duration
 			", after the fire at "+at.In(out.Loc).Format(time.RFC3339)+")")
 	}
 	return d
+}
+
+// checkCalendars checks excludeCalendars and onExcluded (whether the ids
+// are the tenant's calendars is the caller's to check) and sets them on m.
+func checkCalendars(fe *Errors, m *model.Schedule, sp Spec) {
+	if len(sp.ExcludeCalendars) > MaxExcludeCalendars {
+		fe.Add("excludeCalendars", "names "+strconv.Itoa(len(sp.ExcludeCalendars))+" calendars; at most "+strconv.Itoa(MaxExcludeCalendars))
+	}
+	for i, id := range sp.ExcludeCalendars {
+		switch {
+		case id == "":
+			fe.Add("excludeCalendars["+strconv.Itoa(i)+"]", "must not be empty")
+		case slices.Contains(sp.ExcludeCalendars[:i], id):
+			fe.Add("excludeCalendars["+strconv.Itoa(i)+"]", strconv.Quote(id)+" is named twice")
+		}
+	}
+	switch sp.OnExcluded {
+	case "", model.OnExcludedSkip, model.OnExcludedNextIncluded:
+		if sp.OnExcluded != "" && len(sp.ExcludeCalendars) == 0 {
+			fe.Add("onExcluded", "applies only with excludeCalendars")
+		}
+	default:
+		fe.Add("onExcluded", "must be skip or next_included")
+	}
+	if len(sp.ExcludeCalendars) > 0 {
+		m.ExcludeCalendars = slices.Clone(sp.ExcludeCalendars)
+		m.OnExcluded = sp.OnExcluded
+	}
 }
 
 // MutuallyExclusive is the reason given when more than one of cron, fields

@@ -53,6 +53,15 @@ func TestCompileRejects(t *testing.T) {
 		reason string // the whole reason
 	}{
 		{"EmptyName", func(s *schedule.Spec) { s.Name = "" }, "name", "must not be empty"},
+		{"OnExcludedWithoutCalendars", func(s *schedule.Spec) { s.OnExcluded = model.OnExcludedSkip }, "onExcluded", "applies only with excludeCalendars"},
+		{"OnExcludedUnknown", func(s *schedule.Spec) {
+			s.ExcludeCalendars, s.OnExcluded = []string{"cal_1"}, "later"
+		}, "onExcluded", "must be skip or next_included"},
+		{"TooManyCalendars", func(s *schedule.Spec) {
+			s.ExcludeCalendars = []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
+		}, "excludeCalendars", "names 9 calendars; at most 8"},
+		{"CalendarTwice", func(s *schedule.Spec) { s.ExcludeCalendars = []string{"c1", "c1"} }, "excludeCalendars[1]", `"c1" is named twice`},
+		{"CalendarEmpty", func(s *schedule.Spec) { s.ExcludeCalendars = []string{""} }, "excludeCalendars[0]", "must not be empty"},
 		{"LongName", func(s *schedule.Spec) { s.Name = strings.Repeat("ü", 21) }, "name", "longer than 20 characters"},
 		{"NoExpression", func(s *schedule.Spec) { s.Cron = nil }, "cron", "one of cron, fields or runAt is required"},
 		{"CronAndRunAt", func(s *schedule.Spec) { s.RunAt = ptr(testNow.Add(time.Hour)) }, "cron", schedule.MutuallyExclusive},

@@ -35,11 +35,16 @@ func (p PreviewFire) LaunchAt() time.Time { return p.At.Add(p.Jitter) }
 
 // Preview lists up to k fires of the schedule after now, as the emitter
 // will fire them (NextFireTimes), with the launch offset that id gives
-// them (id "" for a definition not saved yet) and their DST marks. Every
-// preview (of a stored schedule and of a definition) is made here.
+// them (id "" for a definition not saved yet) and their DST marks.
 func (c *Compiled) Preview(id string, now time.Time, k int) []PreviewFire {
+	return c.PreviewAt(id, c.NextFireTimes(now, k))
+}
+
+// PreviewAt is Preview of the fire times given (those NextFireTimes gives,
+// or a fire a calendar moved). Every preview (of a stored schedule and of
+// a definition) is made here.
+func (c *Compiled) PreviewAt(id string, times []time.Time) []PreviewFire {
 	m := &c.Schedule
-	times := c.NextFireTimes(now, k)
 	out := make([]PreviewFire, len(times))
 	for i, t := range times {
 		p := PreviewFire{At: t, Local: t.In(c.Loc), JitterKnown: id != "" || m.Jitter == 0}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/schedulerd/schedulerd/cron"
@@ -34,7 +35,14 @@ type Spec struct {
 	Jitter string
 	// Labels are the client's key/value pairs (label.Check's rules).
 	Labels map[string]string
+	// ExcludeCalendars are calendar ids (the caller checks that they are
+	// the tenant's); OnExcluded "" is unset (skip).
+	ExcludeCalendars []string
+	OnExcluded       model.OnExcludedPolicy
 }
+
+// MaxExcludeCalendars is the most calendars one schedule may name.
+const MaxExcludeCalendars = 8
 
 // Target is where a schedule's events go. URL and QueueURL are pointers
 // because sending the other target type's field, even empty, is an error.
@@ -92,6 +100,9 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		EndAt:       m.EndAt,
 		Misfire:     m.Misfire,
 		Labels:      m.Labels,
+		// The spec's own copy: a patch must not change m's.
+		ExcludeCalendars: slices.Clone(m.ExcludeCalendars),
+		OnExcluded:       m.OnExcluded,
 	}
 	if m.Cron != "" {
 		c := m.Cron

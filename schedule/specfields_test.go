@@ -17,25 +17,29 @@ import (
 // added to Spec fails until it has a value in changes.
 func TestCompileKeepsEveryMember(t *testing.T) {
 	changes := map[string]func(*schedule.Spec){
-		"Name":        func(sp *schedule.Spec) { sp.Name = "weekly" },
-		"Cron":        func(sp *schedule.Spec) { sp.Cron = ptr("0 4 * * *") },
-		"Fields":      func(sp *schedule.Spec) { sp.Cron, sp.Fields = nil, &cron.Fields{Minute: "5"} },
-		"RunAt":       func(sp *schedule.Spec) { sp.Cron, sp.RunAt = nil, ptr(testNow.Add(time.Hour)) },
-		"Timezone":    func(sp *schedule.Spec) { sp.Timezone = "Asia/Tokyo" },
-		"EventCount":  func(sp *schedule.Spec) { sp.EventCount = 3 },
-		"PolicyID":    func(sp *schedule.Spec) { sp.PolicyID = "pol_1" },
-		"Window":      func(sp *schedule.Spec) { sp.Window = "30m" },
-		"Spread":      func(sp *schedule.Spec) { sp.Window, sp.Spread = "30m", true },
-		"Priority":    func(sp *schedule.Spec) { sp.Priority = 3 },
-		"Overlap":     func(sp *schedule.Spec) { sp.Overlap = model.OverlapCancel },
-		"Target":      func(sp *schedule.Spec) { sp.Target.URL = ptr("https://other.example.com/hook") },
-		"Payload":     func(sp *schedule.Spec) { sp.Payload = json.RawMessage(`{"k":1}`) },
-		"MaxAttempts": func(sp *schedule.Spec) { sp.MaxAttempts = 9 },
-		"StartAt":     func(sp *schedule.Spec) { sp.StartAt = ptr(testNow.Add(time.Hour)) },
-		"EndAt":       func(sp *schedule.Spec) { sp.EndAt = ptr(testNow.Add(48 * time.Hour)) },
-		"Misfire":     func(sp *schedule.Spec) { sp.Misfire = model.MisfireSkip },
-		"Jitter":      func(sp *schedule.Spec) { sp.Jitter = "15m" },
-		"Labels":      func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
+		"Name":             func(sp *schedule.Spec) { sp.Name = "weekly" },
+		"Cron":             func(sp *schedule.Spec) { sp.Cron = ptr("0 4 * * *") },
+		"Fields":           func(sp *schedule.Spec) { sp.Cron, sp.Fields = nil, &cron.Fields{Minute: "5"} },
+		"RunAt":            func(sp *schedule.Spec) { sp.Cron, sp.RunAt = nil, ptr(testNow.Add(time.Hour)) },
+		"Timezone":         func(sp *schedule.Spec) { sp.Timezone = "Asia/Tokyo" },
+		"EventCount":       func(sp *schedule.Spec) { sp.EventCount = 3 },
+		"PolicyID":         func(sp *schedule.Spec) { sp.PolicyID = "pol_1" },
+		"Window":           func(sp *schedule.Spec) { sp.Window = "30m" },
+		"Spread":           func(sp *schedule.Spec) { sp.Window, sp.Spread = "30m", true },
+		"Priority":         func(sp *schedule.Spec) { sp.Priority = 3 },
+		"Overlap":          func(sp *schedule.Spec) { sp.Overlap = model.OverlapCancel },
+		"Target":           func(sp *schedule.Spec) { sp.Target.URL = ptr("https://other.example.com/hook") },
+		"Payload":          func(sp *schedule.Spec) { sp.Payload = json.RawMessage(`{"k":1}`) },
+		"MaxAttempts":      func(sp *schedule.Spec) { sp.MaxAttempts = 9 },
+		"StartAt":          func(sp *schedule.Spec) { sp.StartAt = ptr(testNow.Add(time.Hour)) },
+		"EndAt":            func(sp *schedule.Spec) { sp.EndAt = ptr(testNow.Add(48 * time.Hour)) },
+		"Misfire":          func(sp *schedule.Spec) { sp.Misfire = model.MisfireSkip },
+		"ExcludeCalendars": func(sp *schedule.Spec) { sp.ExcludeCalendars = []string{"cal_1"} },
+		"OnExcluded": func(sp *schedule.Spec) {
+			sp.ExcludeCalendars, sp.OnExcluded = []string{"cal_1"}, model.OnExcludedNextIncluded
+		},
+		"Jitter": func(sp *schedule.Spec) { sp.Jitter = "15m" },
+		"Labels": func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
 	if err != nil {
@@ -45,6 +49,13 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 	windowed := valid()
 	windowed.Window = "30m"
 	unspread, err := schedule.Compile(windowed, testLimits(), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// OnExcluded needs calendars: compare it with the same calendars.
+	withCalendars := valid()
+	withCalendars.ExcludeCalendars = []string{"cal_1"}
+	calendared, err := schedule.Compile(withCalendars, testLimits(), testNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +74,11 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		was := base
-		if name == "Spread" {
+		switch name {
+		case "Spread":
 			was = unspread
+		case "OnExcluded":
+			was = calendared
 		}
 		if reflect.DeepEqual(c.Schedule, was.Schedule) {
 			t.Errorf("Spec.%s does not reach model.Schedule: changing it changes nothing", name)

@@ -37,6 +37,7 @@ type Driver interface {
 	FireStore
 	EventStore
 	PolicyStore
+	CalendarStore
 	LeaseStore
 	// Ping returns nil when the store is reachable, else model.ErrUnavailable.
 	Ping(ctx context.Context) error
@@ -210,6 +211,9 @@ type ScheduleStore interface {
 	ScheduleDelete(ctx context.Context, tenantID, id string) error
 	// ScheduleCountByPolicy counts a tenant's schedules that name policyID.
 	ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error)
+	// ScheduleCountByCalendar counts a tenant's schedules whose
+	// ExcludeCalendars name calendarID.
+	ScheduleCountByCalendar(ctx context.Context, tenantID, calendarID string) (int, error)
 	// ScheduleCountByTenant counts a tenant's schedules that are not
 	// completed (those count against maxSchedules), stopping at max when
 	// max > 0 (so that a quota check costs at most the quota).
@@ -492,6 +496,34 @@ type PolicyStore interface {
 	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
 	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
+}
+
+// CalendarListParams pages CalendarList. Results are ordered by ID
+// ascending; After is the last ID of the previous page.
+type CalendarListParams struct {
+	TenantID string
+	After    string
+	Limit    int // 1..1000; drivers clamp
+}
+
+// CalendarStore keeps the tenants' exclusion calendars.
+type CalendarStore interface {
+	// CalendarCreate inserts c. ErrConflict if the id exists.
+	CalendarCreate(ctx context.Context, c *model.Calendar) error
+	// CalendarGet returns the tenant's calendar. ErrNotFound otherwise
+	// (also for a calendar of another tenant).
+	CalendarGet(ctx context.Context, tenantID, id string) (*model.Calendar, error)
+	// CalendarList pages through a tenant's calendars.
+	CalendarList(ctx context.Context, p *CalendarListParams) ([]*model.Calendar, error)
+	// CalendarUpdate replaces the calendar if its stored Version equals
+	// expectedVersion; c.Version is the caller's new version. ErrNotFound,
+	// ErrConflict (version moved).
+	CalendarUpdate(ctx context.Context, c *model.Calendar, expectedVersion int64) error
+	// CalendarDelete removes the tenant's calendar. ErrNotFound.
+	CalendarDelete(ctx context.Context, tenantID, id string) error
+	// CalendarCountByTenant counts a tenant's calendars, stopping at max
+	// when max > 0.
+	CalendarCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 }
 
 // LeaseStore keeps leases with fencing tokens.

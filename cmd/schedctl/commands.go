@@ -96,6 +96,7 @@ func commands() []*command {
 			perFire := fs.Int("max-events-per-fire", 0, "quota: events per fire")
 			perMin := fs.Int("max-events-per-minute", 0, "quota: events per minute")
 			stored := fs.Int("max-events-stored", 0, "quota: events stored")
+			cals := fs.Int("max-calendars", 0, "quota: exclusion calendars")
 			return func(e *env, a []string) error {
 				set := setFlags(fs)
 				var in client.TenantUpdate
@@ -116,6 +117,7 @@ func commands() []*command {
 				q.MaxEventsPerFire = quota("max-events-per-fire", perFire)
 				q.MaxEventsPerMinute = quota("max-events-per-minute", perMin)
 				q.MaxEventsStored = quota("max-events-stored", stored)
+				q.MaxCalendars = quota("max-calendars", cals)
 				if q != (client.TenantQuotas{}) {
 					in.Quotas = &q
 				}
@@ -376,6 +378,9 @@ func commands() []*command {
 			}
 		}},
 
+		// calendars
+		calendarsLs, calendarsCreate, calendarsGet, calendarsUpdate, calendarsDelete,
+
 		// summary
 		{group: "summary", summary: "the tenant's event counts, policies, lateness and schedules", positional: 0, flags: noFlags(func(e *env, _ []string) error {
 			return fetch(e, summaryTable)(e.api.GetSummary(e.ctx))
@@ -403,6 +408,7 @@ func scheduleCreateFlags(fs *flag.FlagSet) func(*env, []string) error {
 // given as scheduleCreateFlags takes it (none).
 func previewFlags(fs *flag.FlagSet) func(*env, []string) error {
 	n := fs.Int("n", 0, "how many fire times (default: the server's)")
+	explain := fs.Bool("explain", false, "also list the fire times the schedule's calendars exclude, and which calendar does (a stored schedule)")
 	body := specFlags(fs)
 	return func(e *env, a []string) error {
 		table := fetch(e, previewTable)
@@ -416,6 +422,9 @@ func previewFlags(fs *flag.FlagSet) func(*env, []string) error {
 			p := &client.PreviewScheduleParams{}
 			if *n > 0 {
 				p.Count = n
+			}
+			if *explain {
+				p.Explain = explain
 			}
 			return table(e.api.PreviewSchedule(e.ctx, a[0], p))
 		}
@@ -464,6 +473,7 @@ func previewTable(w *tabwriter.Writer, v *client.Preview) {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\n", ts(f.Utc), f.Local, launch, dst, skipped)
 	}
+	excludedTable(w, v.Excluded)
 }
 
 // triggerFlags fires a schedule now, with the body of its flags.
@@ -492,7 +502,7 @@ func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
 // specBodyFlags are the flags of specFlags that make a body, which --file
 // excludes.
 var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label"}
+	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label", "exclude-calendar", "on-excluded"}
 
 // specFlags declares the flags of a schedule definition (create, preview)
 // and returns what reads them: the body of --file as it is, or the
@@ -519,6 +529,9 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 	jitter := fs.String("jitter", "", "delay each fire's launch by a fixed offset below this Go duration, e.g. 15m")
 	var labels listFlag
 	fs.Var(&labels, "label", "a label, key=value (repeatable)")
+	var excl listFlag
+	fs.Var(&excl, "exclude-calendar", "id of a calendar whose excluded times the schedule does not fire in (repeat for several)")
+	onExcl := fs.String("on-excluded", "", "a fire a calendar excludes: skip (default) or next_included")
 	return func(e *env) (io.Reader, *client.ScheduleCreate, error) {
 		set := setFlags(fs)
 		if *file != "" {
@@ -572,6 +585,13 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 		}
 		if in.Labels, err = labelsOf(labels); err != nil {
 			return nil, nil, err
+		}
+		if len(excl) > 0 {
+			in.ExcludeCalendars = (*[]string)(&excl)
+		}
+		if *onExcl != "" {
+			o := client.OnExcluded(*onExcl)
+			in.OnExcluded = &o
 		}
 		switch {
 		case *queue != "" && *target != "":
@@ -654,8 +674,8 @@ func tenantsTable(w *tabwriter.Writer, v *client.TenantList) {
 
 func tenantTable(w *tabwriter.Writer, t *client.Tenant) {
 	fmt.Fprintf(w, "id\t%s\nname\t%s\nweight\t%d\ncreated\t%s\n", t.Id, t.Name, t.Weight, ts(t.CreatedAt))
-	fmt.Fprintf(w, "maxSchedules\t%s\nmaxEventsPerFire\t%s\nmaxEventsPerMinute\t%s\nmaxEventsStored\t%s\n",
-		ip(t.Quotas.MaxSchedules), ip(t.Quotas.MaxEventsPerFire), ip(t.Quotas.MaxEventsPerMinute), ip(t.Quotas.MaxEventsStored))
+	fmt.Fprintf(w, "maxSchedules\t%s\nmaxEventsPerFire\t%s\nmaxEventsPerMinute\t%s\nmaxEventsStored\t%s\nmaxCalendars\t%s\n",
+		ip(t.Quotas.MaxSchedules), ip(t.Quotas.MaxEventsPerFire), ip(t.Quotas.MaxEventsPerMinute), ip(t.Quotas.MaxEventsStored), ip(t.Quotas.MaxCalendars))
 }
 
 func policyHeader(w io.Writer) {
@@ -697,6 +717,9 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	fmt.Fprintf(w, "target\t%s %s\npriority\t%d\noverlap\t%s\nmisfire\t%s\n", s.Target.Type, target, s.Priority, s.Overlap, s.Misfire)
 	if s.Window != nil {
 		fmt.Fprintf(w, "window\t%s (spread %t)\n", *s.Window, s.Spread)
+	}
+	if s.ExcludeCalendars != nil {
+		fmt.Fprintf(w, "calendars\t%s (on excluded: %s)\n", strings.Join(*s.ExcludeCalendars, ", "), *s.OnExcluded)
 	}
 	if s.Jitter != nil {
 		fmt.Fprintf(w, "jitter\t%s\n", *s.Jitter)

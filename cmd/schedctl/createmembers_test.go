@@ -17,6 +17,7 @@ func TestEveryCreateMemberHasAFlag(t *testing.T) {
 	flagOf := map[string]string{
 		"runAt": "run-at", "timezone": "tz", "eventCount": "count", "policyId": "policy",
 		"maxAttempts": "max-attempts", "startAt": "start-at", "endAt": "end-at", "labels": "label",
+		"excludeCalendars": "exclude-calendar", "onExcluded": "on-excluded",
 		"fields": "", // the field form of cron: --file only
 	}
 	fs := flag.NewFlagSet("schedules create", flag.ContinueOnError)

@@ -129,6 +129,7 @@ func DefaultTenantQuotas() model.TenantQuotas {
 		MaxEventsPerFire:   100_000,
 		MaxEventsPerMinute: 1_000_000,
 		MaxEventsStored:    10_000_000,
+		MaxCalendars:       100,
 	}
 }
 

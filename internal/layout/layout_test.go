@@ -53,6 +53,7 @@ var rules = []rule{
 	{"MongoDriverImportsOnlyModelAndStore", onlyImports("store/mongo", false, "model", "store", "store/mongo/internal/doclock")},
 	{"TestHelpersLiveInTestkit", helpersInTestkit},
 	{"ScheduleImportsOnlyModelAndCron", onlyImports("schedule", true, "model", "cron")},
+	{"CalendarImportsOnlyDomainPackages", onlyImports("calendar", true, "model", "cron", "schedule")},
 	{"GuardImportsOnlyModel", onlyImports("internal/guard", false, "model")},
 	{"IdempotencyImportsOnlyModel", onlyImports("internal/idempotency", false, "model")},
 	// The create use case knows no HTTP, no driver and no emitter: those

@@ -103,30 +103,35 @@ var _ store.Driver = (*Store)(nil)
 // form of it; see the package doc);
 // the others are secondary indexes whose keys are built in keys.go.
 var (
-	bTenants       = []byte("tenants")
-	bAPIKeys       = []byte("apikeys")
-	bAPIKeyHash    = []byte("apikeys_by_hash")    // hash -> key id
-	bAPIKeyTenant  = []byte("apikeys_by_tenant")  // tenant\0id
-	bIdempotency   = []byte("idempotency")        // tenant\0key -> record
-	bSchedules     = []byte("schedules")          // schedKey -> row (schedkey.go)
-	bSchedTenant   = []byte("schedules_by_tcode") // tenant code, schedule id (tenantcode.go, schedkey.go)
-	bChildren      = []byte("children")           // childKey -> NUL, tenant code (tenantcode.go)
-	bChildSched    = []byte("children_by_schedule")
-	bChildTZ       = []byte("child_timezones") // tz -> count of children
-	bWatermarks    = []byte("watermarks")
-	bFires         = []byte("fires")
-	bFireSched     = []byte("fires_by_schedule") // schedule\0fireTime id
-	bFireEmitting  = []byte("fires_emitting")    // id of fires with Remaining > 0
-	bPolicies      = []byte("policies")
-	bPolicyTenant  = []byte("policies_by_tenant") // tenant\0id
-	bPolicyName    = []byte("policies_by_name")   // tenant\0name -> id
-	bLeases        = []byte("leases")
+	bTenants      = []byte("tenants")
+	bAPIKeys      = []byte("apikeys")
+	bAPIKeyHash   = []byte("apikeys_by_hash")    // hash -> key id
+	bAPIKeyTenant = []byte("apikeys_by_tenant")  // tenant\0id
+	bIdempotency  = []byte("idempotency")        // tenant\0key -> record
+	bSchedules    = []byte("schedules")          // schedKey -> row (schedkey.go)
+	bSchedTenant  = []byte("schedules_by_tcode") // tenant code, schedule id (tenantcode.go, schedkey.go)
+	bChildren     = []byte("children")           // childKey -> NUL, tenant code (tenantcode.go)
+	bChildSched   = []byte("children_by_schedule")
+	bChildTZ      = []byte("child_timezones") // tz -> count of children
+	bWatermarks   = []byte("watermarks")
+	bFires        = []byte("fires")
+	bFireSched    = []byte("fires_by_schedule") // schedule\0fireTime id
+	bFireEmitting = []byte("fires_emitting")    // id of fires with Remaining > 0
+	bPolicies     = []byte("policies")
+	bPolicyTenant = []byte("policies_by_tenant") // tenant\0id
+	bPolicyName   = []byte("policies_by_name")   // tenant\0name -> id
+	bLeases       = []byte("leases")
+	// bCalendars holds calendars by tenant\0id. A bucket added after
+	// layout 12: Open creates it in a directory without it, and a
+	// schedulerd that knows no calendars ignores it, so it needs no new
+	// layout.
+	bCalendars     = []byte("calendars")
 	bMeta          = []byte("meta") // keyLayout -> layout version
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting, bSchedEnds,
-		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta,
+		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta, bCalendars,
 	}, eventBuckets...)
 )
 

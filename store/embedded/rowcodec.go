@@ -89,19 +89,21 @@ const (
 // unset, stored as JSON behind schedExt: a row without any pays nothing,
 // and a field added here needs no new layout.
 type scheduleExt struct {
-	Labels     map[string]string `json:"labels,omitempty"`
-	Jitter     time.Duration     `json:"jitter,omitempty"`
-	PausedNote string            `json:"pausedNote,omitempty"`
-	PausedAt   *time.Time        `json:"pausedAt,omitempty"`
-	PausedBy   string            `json:"pausedBy,omitempty"`
-	ResumeAt   *time.Time        `json:"resumeAt,omitempty"`
-	SkipUntil  *time.Time        `json:"skipUntil,omitempty"`
+	Labels           map[string]string      `json:"labels,omitempty"`
+	Jitter           time.Duration          `json:"jitter,omitempty"`
+	PausedNote       string                 `json:"pausedNote,omitempty"`
+	PausedAt         *time.Time             `json:"pausedAt,omitempty"`
+	PausedBy         string                 `json:"pausedBy,omitempty"`
+	ResumeAt         *time.Time             `json:"resumeAt,omitempty"`
+	SkipUntil        *time.Time             `json:"skipUntil,omitempty"`
+	ExcludeCalendars []string               `json:"excludeCalendars,omitempty"`
+	OnExcluded       model.OnExcludedPolicy `json:"onExcluded,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
 	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
-		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil}
+		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -111,6 +113,7 @@ func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Jitter = x.Jitter
 	sc.PausedNote, sc.PausedAt, sc.PausedBy = x.PausedNote, x.PausedAt, x.PausedBy
 	sc.ResumeAt, sc.SkipUntil = x.ResumeAt, x.SkipUntil
+	sc.ExcludeCalendars, sc.OnExcluded = x.ExcludeCalendars, x.OnExcluded
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

@@ -723,6 +723,37 @@ func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID st
 	return n, nil
 }
 
+// ScheduleCountByCalendar counts a tenant's schedules that name
+// calendarID. It scans the tenant's schedules: it serves calendar
+// deletion, which is rare.
+func (s *Store) ScheduleCountByCalendar(ctx context.Context, tenantID, calendarID string) (int, error) {
+	var n int
+	err := s.view(ctx, "schedule count by calendar", func(tx *bolt.Tx) error {
+		n = 0
+		prefix := tenantPrefix(tx, tenantID)
+		if prefix == nil {
+			return nil
+		}
+		var err error
+		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
+			id := tenantSchedID(k[len(prefix):])
+			var sc model.Schedule
+			if err = getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
+				return false
+			}
+			if slices.Contains(sc.ExcludeCalendars, calendarID) {
+				n++
+			}
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // ScheduleCountByTenant counts the keys of the tenant index less the
 // tenant's completed schedules (their own entries in schedule_ends),
 // stopping at max when max > 0.

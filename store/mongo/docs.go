@@ -77,6 +77,7 @@ type tenantQuotasDoc struct {
 	MaxEventsPerFire   int `bson:"maxEventsPerFire,omitempty"`
 	MaxEventsPerMinute int `bson:"maxEventsPerMinute,omitempty"`
 	MaxEventsStored    int `bson:"maxEventsStored,omitempty"`
+	MaxCalendars       int `bson:"maxCalendars,omitempty"`
 }
 
 type tenantTargetsDoc struct {
@@ -211,6 +212,10 @@ type scheduleDoc struct {
 	// ResumeAt is what ScheduleResumeDue finds a paused schedule by.
 	ResumeAt  *int64 `bson:"resumeAt,omitempty"`
 	SkipUntil *int64 `bson:"skipUntil,omitempty"`
+	// ExcludeCalendars is multikey-indexed with tenantId (calendar
+	// deletion's count).
+	ExcludeCalendars []string `bson:"excludeCalendars,omitempty"`
+	OnExcluded       string   `bson:"onExcluded,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -226,6 +231,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Labels: labelPairs(s.Labels), Jitter: int64(s.Jitter),
 		PausedNote: s.PausedNote, PausedAt: unixNanoPtr(s.PausedAt), PausedBy: s.PausedBy,
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
+		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -252,6 +258,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Labels: labelMap(d.Labels), Jitter: time.Duration(d.Jitter),
 		PausedNote: d.PausedNote, PausedAt: fromNanoPtr(d.PausedAt), PausedBy: d.PausedBy,
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
+		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 	}
 }
 

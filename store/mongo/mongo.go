@@ -186,6 +186,7 @@ const (
 	collEvents      = "events"
 	collPolicies    = "policies"
 	collLeases      = "leases"
+	collCalendars   = "calendars"
 )
 
 // Store implements store.Driver on MongoDB.
@@ -196,6 +197,7 @@ type Store struct {
 	tenants, apiKeys, idempotency   *mongo.Collection
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
+	calendars                       *mongo.Collection
 	// eventsMajority and policiesMajority read at read concern majority
 	// where the server has it (not FerretDB): the throttle's reconciliation
 	// reads (PolicyGetByID, EventCountHoldingTokens, EventFindTokenExpired)
@@ -297,6 +299,7 @@ func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonit
 	s.events = s.db.Collection(collEvents, primary)
 	s.policies = s.db.Collection(collPolicies, primary)
 	s.leases = s.db.Collection(collLeases, primary)
+	s.calendars = s.db.Collection(collCalendars, primary)
 
 	if err := s.init(ctx, opts); err != nil {
 		_ = client.Disconnect(context.WithoutCancel(ctx))
@@ -422,6 +425,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			// order; further labels are filtered.
 			idx("tenant_labels_id", false, "tenantId", "labels", "_id"),
 			idx("tenant_policy", false, "tenantId", "policyId"),
+			// Calendar deletion's count of the schedules naming one.
+			idx("tenant_calendars", false, "tenantId", "excludeCalendars"),
 			// The quota's count of schedules that are not completed.
 			idx("tenant_state", false, "tenantId", "state"),
 			// ScheduleComplete and ScheduleDeleteCompleted.
@@ -464,6 +469,9 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		},
 		collPolicies: {
 			idx("tenant_name_unique", true, "tenantId", "name"),
+		},
+		collCalendars: {
+			idx("tenant_id", false, "tenantId", "_id"),
 		},
 	}
 	if partial {

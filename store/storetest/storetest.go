@@ -51,6 +51,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Fire", fireTests},
 		{"Event", eventTests},
 		{"Policy", policyTests},
+		{"Calendar", calendarTests},
 		{"Lease", leaseTests},
 		{"Lifecycle", lifecycleTests},
 		{"Instant", instantTests},

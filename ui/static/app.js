@@ -566,6 +566,9 @@ async function pageSchedule(main, id) {
         : "none"),
       h("dt", {}, "overlap / misfire"), h("dd", {}, `${s.overlap} / ${s.misfire}`),
       h("dt", {}, "policy"), h("dd", {}, s.policyId || "none"),
+      h("dt", {}, "calendars"), h("dd", { id: "schedule-calendars" }, s.excludeCalendars
+        ? [...s.excludeCalendars.flatMap((c) => [h("a", { href: `#/calendars/${enc(c)}` }, c), " "]), `(excluded fires: ${s.onExcluded})`]
+        : "none"),
       h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
       h("dt", {}, "max attempts"), h("dd", {}, s.maxAttempts),
       h("dt", {}, "labels"), h("dd", { id: "schedule-labels" }, labelChips(s.labels)),
@@ -848,6 +851,107 @@ async function pagePolicies(main) {
   return load;
 }
 
+// ---------- calendars ----------
+
+const weeklyText = (w) => `${w.days.join(", ")}: ${w.from || w.to ? `${w.from || "00:00"}–${w.to || "24:00"}` : "all day"}`;
+
+async function pageCalendars(main) {
+  const gen = generation;
+  const tbody = h("tbody", { id: "calendar-rows" });
+  const status = h("div", {});
+  const memo = {};
+  const load = async () => {
+    try {
+      const page = await api("GET", "/v1/calendars?limit=1000");
+      if (gen !== generation) return;
+      status.replaceChildren();
+      if (unchanged(memo, page)) return;
+      tbody.replaceChildren(...page.items.map((c) => h("tr", { dataset: { id: c.id } },
+        h("td", {}, h("a", { href: `#/calendars/${enc(c.id)}` }, c.name), h("br"), h("small", {}, c.id)),
+        h("td", {}, c.timezone),
+        h("td", { class: "num" }, c.dates.length), h("td", { class: "num" }, c.ranges.length),
+        h("td", {}, c.weekly.map(weeklyText).join("; ") || "—"))));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No calendars.")));
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  main.append(h("h1", {}, "Calendars"),
+    h("p", { class: "muted" }, "Times in which the schedules that name a calendar (excludeCalendars) do not fire, judged in the calendar's own time zone."),
+    h("details", {}, h("summary", {}, "New calendar"), calendarForm(load)), status,
+    h("table", { "aria-label": "Calendars" }, h("thead", {}, h("tr", {},
+      ["Calendar", "Time zone", "Dates", "Ranges", "Weekly"].map((t) => h("th", { scope: "col" }, t)))), tbody));
+  await load();
+  return load;
+}
+
+function calendarForm(onCreated) {
+  const f = {
+    name: h("input", { name: "name", required: true }),
+    timezone: h("input", { name: "timezone", required: true, value: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC" }),
+    dates: h("input", { name: "dates", placeholder: "2027-12-25, 2027-12-26" }),
+    days: h("input", { name: "weekly", placeholder: "sat, sun" }),
+  };
+  const msg = h("div", { class: "span" });
+  const form = h("form", {
+    class: "grid", id: "new-calendar",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      msg.replaceChildren();
+      for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+      const list = (v) => v.split(",").map((x) => x.trim()).filter(Boolean);
+      const body = { name: f.name.value, timezone: f.timezone.value, dates: list(f.dates.value) };
+      if (list(f.days.value).length) body.weekly = [{ days: list(f.days.value) }];
+      try {
+        const c = await api("POST", "/v1/calendars", body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
+        toast(`Created ${c.name}`);
+        form.reset();
+        onCreated(c);
+      } catch (err) {
+        for (const fe of (err.problem && err.problem.errors) || []) {
+          const el = form.querySelector(`[name="${CSS.escape(fe.field.replace(/\[.*$/, ""))}"]`);
+          if (el) el.setAttribute("aria-invalid", "true");
+        }
+        msg.append(errorBox(err));
+      }
+    },
+  }, field("Name", f.name), field("Time zone", f.timezone), field("Excluded dates", f.dates),
+  field("Excluded weekdays (all day)", f.days),
+  h("div", {}, h("button", { type: "submit", class: "primary", id: "create-calendar" }, "Create calendar")), msg);
+  return form;
+}
+
+async function pageCalendar(main, id) {
+  let c;
+  try {
+    c = await api("GET", `/v1/calendars/${enc(id)}`);
+  } catch (err) {
+    main.append(h("h1", {}, "Calendar"), errorBox(err));
+    return null;
+  }
+  const del = h("button", { type: "button", class: "danger", id: "delete-calendar", onclick: async () => {
+    if (!(await confirmAction(`Delete the calendar ${c.name}? Refused while a schedule names it.`))) return;
+    try {
+      await api("DELETE", `/v1/calendars/${enc(id)}`);
+      toast(`Deleted ${c.name}`);
+      location.hash = "#/calendars";
+    } catch (err) {
+      main.append(errorBox(err));
+    }
+  } }, "Delete");
+  const items = (xs, text) => (xs.length ? h("ul", {}, xs.map((x) => h("li", {}, text(x)))) : h("span", { class: "muted" }, "none"));
+  main.append(h("h1", {}, c.name), h("div", { class: "bar" }, del),
+    h("dl", { class: "kv", id: "calendar-rules" },
+      h("dt", {}, "id"), h("dd", {}, c.id),
+      h("dt", {}, "time zone"), h("dd", {}, c.timezone),
+      h("dt", {}, "dates"), h("dd", { id: "calendar-dates" }, items(c.dates, (d) => d)),
+      h("dt", {}, "ranges"), h("dd", {}, items(c.ranges, (r) => `${r.from} – ${r.to}`)),
+      h("dt", {}, "weekly"), h("dd", { id: "calendar-weekly" }, items(c.weekly, weeklyText)),
+      h("dt", {}, "version"), h("dd", {}, c.version)),
+    h("p", { class: "muted" }, "An edit applies from the next window the emitter has not emitted yet."));
+  return null;
+}
+
 // ---------- health ----------
 
 const SERIES_MAX = 150; // five minutes at one sample per 2 s
@@ -981,6 +1085,7 @@ async function route() {
     fires: () => pageFires(main, parts[1]),
     events: () => pageEvents(main, params),
     policies: () => pagePolicies(main),
+    calendars: () => (parts[1] ? pageCalendar(main, parts[1]) : pageCalendars(main)),
     health: () => pageHealth(main),
   };
   const page = pages[parts[0]] || pages.schedules;

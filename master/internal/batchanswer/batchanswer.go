@@ -105,8 +105,9 @@ func AppendSchedule(b []byte, s *api.Schedule) ([]byte, error) { return appendSc
 // appendSchedule appends s as json.Marshal writes it: its members in the
 // order of the struct's fields; tm (nil: none) remembers times.
 func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
-	if s.Payload != nil && len(*s.Payload) == 0 {
-		// json.Marshal's error: an empty raw value.
+	if s.Payload != nil && len(*s.Payload) == 0 || s.ExcludeCalendars != nil || s.OnExcluded != nil {
+		// json.Marshal's error: an empty raw value; or a schedule that
+		// names calendars, which is rare.
 		return appendMarshal(b, s)
 	}
 	start := len(b)
