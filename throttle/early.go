@@ -282,3 +282,7 @@ func (t *Throttle) OutcomeWritten(ids ...string) {
 		t.delivered.remove(ids)
 	}
 }
+
+// SendsEarly reports whether t sends events before the write that starts
+// them (Config.EarlyDispatch).
+func (t *Throttle) SendsEarly() bool { return t.cfg.EarlyDispatch }
