@@ -1348,7 +1348,11 @@ type ClientInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1373,7 +1377,11 @@ type ClientInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1782,7 +1790,11 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1817,7 +1829,11 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4039,7 +4055,11 @@ type ClientWithResponsesInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4064,7 +4084,11 @@ type ClientWithResponsesInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7992,7 +8016,11 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8023,7 +8051,11 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
