@@ -13,12 +13,10 @@ import "time"
 // in meanwhile, and the first event those tokens would go to is just such
 // an event: each was the next of its key (schedule, or concurrency key
 // value) when it was sent, and at most as many as the key's bound were sent
-// so. Before them may come as many that the previous owner set aside
-// itself, never sending them (it restarted within the grace too). So the
-// bucket sets aside the first taken-over events of each key it would hand a
-// token to, up to twice the policy's maxInFlight per key, until their hold
-// ends (the handler's TakeoverGrace after the claim), and the tokens go to
-// the events behind them. Then they wait first again, and an
+// so. So the bucket sets aside the first taken-over events of each key it
+// would hand a token to, up to the policy's maxInFlight per key, until
+// their hold ends (the handler's TakeoverGrace after the claim), and the
+// tokens go to the events behind them. Then they wait first again, and an
 // acknowledged one loses its start (a compare-and-set from scheduled), its
 // token going back. Events claimed for the first time, and the rest of a
 // key's taken-over ones, are not held.
@@ -75,9 +73,9 @@ func (b *bucket) setAsideLocked(it Item) bool {
 		return false
 	}
 	if b.t.isSettled(b.shard, b.fence) {
-		bound := 2
+		bound := 1
 		if b.policy != nil {
-			bound = max(bound, 2*b.policy.MaxInFlight)
+			bound = max(bound, b.policy.MaxInFlight)
 		}
 		k := b.q.keyOf(it.Event)
 		if b.asideBy[k] >= bound {

@@ -14,10 +14,10 @@ import (
 
 // Events taken over after their launch time (Item.HoldUntil) may have been
 // sent early by the shard's previous owner. With early dispatch the bucket
-// sets aside the first of them it would hand a token to, up to twice the
-// policy's maxInFlight per schedule, until their hold ends: the tokens go
-// to the events behind them, and once the hold is over they come first
-// again and are sent. Without early dispatch nothing is set aside.
+// sets aside the first of them it would hand a token to, up to the policy's
+// maxInFlight per schedule, until their hold ends: the tokens go to the
+// events behind them, and once the hold is over they come first again and
+// are sent. Without early dispatch nothing is set aside.
 func TestTakenOverEventsSetAside(t *testing.T) {
 	t.Run("EarlyDispatch", func(t *testing.T) { synctest.Test(t, testTakenOverSetAside) })
 	t.Run("UntilTheShardSettles", func(t *testing.T) { synctest.Test(t, testTakenOverUntilSettled) })
@@ -33,13 +33,14 @@ func TestTakenOverEventsSetAside(t *testing.T) {
 
 func testTakenOverSetAside(t *testing.T) {
 	got := takenOverOrder(t, true, func(thr *throttle.Throttle, dispatched func() []string) {
-		// Events 0 and 1 are set aside (twice maxInFlight 1 a schedule),
-		// 2 is taken over too but beyond them: it takes the token.
-		if d := dispatched(); !slices.Equal(d, []string{"2"}) {
-			t.Fatalf("dispatched %v, want [2]", d)
+		// Events 0 and 1 are set aside (maxInFlight 2 a schedule), 2 is
+		// taken over too but beyond them, 3 and 4 were claimed for the first
+		// time: 2 and 3 take the two tokens.
+		if d := dispatched(); !slices.Equal(d, []string{"2", "3"}) {
+			t.Fatalf("dispatched %v, want [2 3]", d)
 		}
-		if n := thr.Waiting("p"); n != 4 {
-			t.Fatalf("waiting %d, want 4 (two set aside, two queued)", n)
+		if n := thr.Waiting("p"); n != 3 {
+			t.Fatalf("waiting %d, want 3 (two set aside, one queued)", n)
 		}
 	})
 	if want := []string{"2", "3", "4", "0", "1"}; !slices.Equal(got, want) {
@@ -47,7 +48,7 @@ func testTakenOverSetAside(t *testing.T) {
 	}
 }
 
-// takenOverOrder runs a policy of maxInFlight 1 with five waiting events of
+// takenOverOrder runs a policy of maxInFlight 2 with five waiting events of
 // one schedule, the first three taken over (held for a minute), and
 // returns the order they are dispatched in while each is released as soon
 // as the next has nothing else to wait for. check runs once the first
@@ -55,7 +56,7 @@ func testTakenOverSetAside(t *testing.T) {
 func takenOverOrder(t *testing.T, early bool, check func(thr *throttle.Throttle, dispatched func() []string)) []string {
 	ctx := context.Background()
 	st := throttletest.NewMemStore()
-	newPolicy(t, st, "p", 1, time.Hour)
+	newPolicy(t, st, "p", 2, time.Hour)
 	items := scheduledEvents(t, st, "p", "s", 5, 1)
 	hold := time.Now().Add(time.Minute)
 	for i := range items[:3] {
@@ -108,13 +109,13 @@ func takenOverOrder(t *testing.T, early bool, check func(thr *throttle.Throttle,
 
 // Until the shard's claims are done (MarkSettled) the bucket cannot tell
 // which taken-over events come first: it sets every one aside and gives the
-// token to an event claimed for the first time. Once the shard settles it
-// chooses among all of them: the first two (twice maxInFlight 1) of the
-// schedule stay aside until their hold ends, the others go.
+// tokens to events claimed for the first time. Once the shard settles it
+// chooses among all of them: the first maxInFlight of the schedule stay
+// aside until their hold ends, the others go.
 func testTakenOverUntilSettled(t *testing.T) {
 	ctx := context.Background()
 	st := throttletest.NewMemStore()
-	newPolicy(t, st, "p", 1, time.Hour)
+	newPolicy(t, st, "p", 2, time.Hour)
 	items := scheduledEvents(t, st, "p", "s", 5, 1)
 	hold := time.Now().Add(time.Minute)
 	for i := range items[:4] {
@@ -138,17 +139,6 @@ func testTakenOverUntilSettled(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(got)
 	}
-	release := func(id string) {
-		t.Helper()
-		e, err := st.EventGetByID(ctx, "p.s."+id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := thr.Release(ctx, e, time.Now()); err != nil || !ok {
-			t.Fatalf("release %s: %v, %v", id, ok, err)
-		}
-		synctest.Wait()
-	}
 	// Events 0-2 arrive first (an early claim), 3 (taken over) and 4 (new)
 	// with the next claim.
 	thr.Enqueue(items[:3]...)
@@ -165,13 +155,20 @@ func testTakenOverUntilSettled(t *testing.T) {
 		thr.MarkSettled(s, 1)
 	}
 	synctest.Wait()
-	// 0 and 1 stay aside; 2 and then 3 take the token.
-	release("4")
+	// 0 and 1 stay aside (maxInFlight 2); 2 takes the free token.
 	if d := dispatched(); !slices.Equal(d, []string{"4", "2"}) {
 		t.Fatalf("dispatched %v once the shard settled, want [4 2]", d)
 	}
-	release("2")
-	release("3")
+	for _, id := range []string{"4", "2"} {
+		e, err := st.EventGetByID(ctx, "p.s."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := thr.Release(ctx, e, time.Now()); err != nil || !ok {
+			t.Fatalf("release %s: %v, %v", id, ok, err)
+		}
+	}
+	synctest.Wait()
 	if d := dispatched(); !slices.Equal(d, []string{"4", "2", "3"}) {
 		t.Fatalf("dispatched %v, want [4 2 3]: 0 and 1 wait for their hold", d)
 	}
