@@ -35,12 +35,11 @@ type bucket struct {
 	// concurrency key (keyed.go).
 	keys holders
 	// aside are taken-over events set aside until their hold ends, asideBy
-	// counts them per key, asideTimer brings them back at asideAt, and
-	// asideDone stops it all (takeover.go).
+	// counts them per key, asideTimer brings them back, and asideDone
+	// stops it all (takeover.go).
 	aside      []Item
 	asideBy    map[string]int
 	asideTimer clockwork.Timer
-	asideAt    time.Time
 	asideDone  bool
 
 	// Owned by the run goroutine: when the store last had no free token

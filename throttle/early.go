@@ -60,10 +60,10 @@ import (
 // scheduled, claimed again or not (acknowledgeSent; the master passes the
 // copy of an older fence here). The shard's next owner's bucket sets such
 // an event aside for the takeover grace (takeover.go) rather than giving it
-// the token the other release frees. A release later than that finds the
-// event delivered again (at least once), and if the consumer still works on
-// its first copy when the retried release frees the token, that copy runs
-// beside the token's next holder.
+// the token the other release frees. A release later
+// than that finds the event delivered again (at least once), and if the
+// consumer still works on its first copy when the retried release frees the
+// token, that copy runs beside the token's next holder.
 
 // releaseEarly releases e and starts nx with nx sent first. taken is false,
 // with nothing done, when e is not delivered (its delivery's outcome is not

@@ -87,21 +87,10 @@ func (b *bucket) setAsideLocked(it Item) bool {
 		b.asideBy[k]++
 	}
 	b.aside = append(b.aside, it)
-	b.armAsideLocked(it.HoldUntil, clock.Now())
+	if b.asideTimer == nil {
+		b.asideTimer = clock.AfterFunc(it.HoldUntil.Sub(clock.Now()), b.returnAside)
+	}
 	return true
-}
-
-// armAsideLocked makes returnAside run at until, unless it runs sooner.
-// Called with b.mu held.
-func (b *bucket) armAsideLocked(until, now time.Time) {
-	if b.asideTimer != nil && !until.Before(b.asideAt) {
-		return
-	}
-	if b.asideTimer != nil {
-		b.asideTimer.Stop()
-	}
-	b.asideAt = until
-	b.asideTimer = b.t.deps.Clock.AfterFunc(until.Sub(now), b.returnAside)
 }
 
 // returnAside puts the set-aside items whose hold ended back into the
@@ -131,7 +120,7 @@ func (b *bucket) returnAside() {
 	clear(b.aside[len(kept):])
 	b.aside = kept
 	if len(kept) > 0 {
-		b.armAsideLocked(next, now)
+		b.asideTimer = clock.AfterFunc(next.Sub(now), b.returnAside)
 	}
 	b.mu.Unlock()
 	signal(b.wake)
