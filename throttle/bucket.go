@@ -337,14 +337,10 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		b.mu.Unlock()
 		granted(items, t.deps.Clock.Now())
 		if extra := got - len(items); extra > 0 {
-			// Events set aside (takeover.go) left fewer than the tokens.
+			// Fewer waited than the store counted (events set aside).
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
-		if len(items) == 0 {
-			// All were set aside; they come back with a wake-up.
-			return roundIdle
-		}
-		if !b.startAsync(ctx, items) {
+		if len(items) > 0 && !b.startAsync(ctx, items) {
 			return roundIdle
 		}
 		if got < want {

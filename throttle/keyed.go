@@ -285,16 +285,8 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 			items = append(items, it)
 		}
 		b.mu.Unlock()
-		b.mu.Lock()
-		idle := b.q.Len() == 0
-		b.mu.Unlock()
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
-		}
-		if len(items) == 0 && idle {
-			// All were set aside (takeover.go); they come back with a
-			// wake-up.
-			return roundIdle
 		}
 		if len(items) == 0 {
 			return roundStarved

@@ -20,11 +20,6 @@ import "time"
 // acknowledged one loses its start (a compare-and-set from scheduled), its
 // token going back. Events claimed for the first time, and the rest of a
 // key's taken-over ones, are not held.
-//
-// Which events come first is known only once all of them are in the queue:
-// until the handler's claims of the shard are done (MarkSettled), the
-// bucket sets aside every taken-over event it would hand a token to, and
-// when they are done it puts them all back and chooses again.
 
 // popLocked is q.Pop with the set-aside applied. Called with b.mu held.
 func (b *bucket) popLocked() (Item, bool) {
@@ -72,20 +67,18 @@ func (b *bucket) setAsideLocked(it Item) bool {
 	if !it.HoldUntil.After(clock.Now()) {
 		return false
 	}
-	if b.t.isSettled(b.shard, b.fence) {
-		bound := 1
-		if b.policy != nil {
-			bound = max(bound, b.policy.MaxInFlight)
-		}
-		k := b.q.keyOf(it.Event)
-		if b.asideBy[k] >= bound {
-			return false
-		}
-		if b.asideBy == nil {
-			b.asideBy = map[string]int{}
-		}
-		b.asideBy[k]++
+	bound := 1
+	if b.policy != nil {
+		bound = max(bound, b.policy.MaxInFlight)
 	}
+	k := b.q.keyOf(it.Event)
+	if b.asideBy[k] >= bound {
+		return false
+	}
+	if b.asideBy == nil {
+		b.asideBy = map[string]int{}
+	}
+	b.asideBy[k]++
 	b.aside = append(b.aside, it)
 	if b.asideTimer == nil {
 		b.asideTimer = clock.AfterFunc(it.HoldUntil.Sub(clock.Now()), b.returnAside)
@@ -122,24 +115,6 @@ func (b *bucket) returnAside() {
 	if len(kept) > 0 {
 		b.asideTimer = clock.AfterFunc(next.Sub(now), b.returnAside)
 	}
-	b.mu.Unlock()
-	signal(b.wake)
-}
-
-// settled puts every set-aside item back into the queue and forgets the
-// counts per key: the shard's claims are done, and the bucket chooses again
-// among all its events.
-func (b *bucket) settled() {
-	b.mu.Lock()
-	if len(b.aside) == 0 || b.asideDone {
-		b.mu.Unlock()
-		return
-	}
-	for _, it := range b.aside {
-		b.q.Push(it)
-	}
-	clear(b.aside)
-	b.aside, b.asideBy = b.aside[:0], nil
 	b.mu.Unlock()
 	signal(b.wake)
 }

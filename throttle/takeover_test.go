@@ -20,7 +20,6 @@ import (
 // are sent. Without early dispatch nothing is set aside.
 func TestTakenOverEventsSetAside(t *testing.T) {
 	t.Run("EarlyDispatch", func(t *testing.T) { synctest.Test(t, testTakenOverSetAside) })
-	t.Run("UntilTheShardSettles", func(t *testing.T) { synctest.Test(t, testTakenOverUntilSettled) })
 	t.Run("WithoutEarlyDispatch", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			got := takenOverOrder(t, false, func(*throttle.Throttle, func() []string) {})
@@ -105,76 +104,4 @@ func takenOverOrder(t *testing.T, early bool, check func(thr *throttle.Throttle,
 		t.Fatalf("InUse %d after every release, want 0", n)
 	}
 	return dispatched()
-}
-
-// Until the shard's claims are done (MarkSettled) the bucket cannot tell
-// which taken-over events come first: it sets every one aside and gives the
-// tokens to events claimed for the first time. Once the shard settles it
-// chooses among all of them: the first maxInFlight of the schedule stay
-// aside until their hold ends, the others go.
-func testTakenOverUntilSettled(t *testing.T) {
-	ctx := context.Background()
-	st := throttletest.NewMemStore()
-	newPolicy(t, st, "p", 2, time.Hour)
-	items := scheduledEvents(t, st, "p", "s", 5, 1)
-	hold := time.Now().Add(time.Minute)
-	for i := range items[:4] {
-		items[i].HoldUntil = hold
-	}
-	var mu sync.Mutex
-	var got []string
-	thr, err := throttle.New(throttle.Config{EarlyDispatch: true}, throttle.Deps{Store: st, Shards: oneShard{fence: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runThrottle(t, thr, func(its []throttle.Item) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, it := range its {
-			got = append(got, it.Event.ID[len("p.s."):])
-		}
-	})
-	dispatched := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-	// Events 0-2 arrive first (an early claim), 3 (taken over) and 4 (new)
-	// with the next claim.
-	thr.Enqueue(items[:3]...)
-	synctest.Wait()
-	thr.Enqueue(items[3:]...)
-	synctest.Wait()
-	if d := dispatched(); !slices.Equal(d, []string{"4"}) {
-		t.Fatalf("dispatched %v before the shard settled, want [4]", d)
-	}
-	if n := thr.Waiting("p"); n != 4 {
-		t.Fatalf("waiting %d, want 4 set aside", n)
-	}
-	for s := range thr.Config().Shards {
-		thr.MarkSettled(s, 1)
-	}
-	synctest.Wait()
-	// 0 and 1 stay aside (maxInFlight 2); 2 takes the free token.
-	if d := dispatched(); !slices.Equal(d, []string{"4", "2"}) {
-		t.Fatalf("dispatched %v once the shard settled, want [4 2]", d)
-	}
-	for _, id := range []string{"4", "2"} {
-		e, err := st.EventGetByID(ctx, "p.s."+id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := thr.Release(ctx, e, time.Now()); err != nil || !ok {
-			t.Fatalf("release %s: %v, %v", id, ok, err)
-		}
-	}
-	synctest.Wait()
-	if d := dispatched(); !slices.Equal(d, []string{"4", "2", "3"}) {
-		t.Fatalf("dispatched %v, want [4 2 3]: 0 and 1 wait for their hold", d)
-	}
-	time.Sleep(time.Until(hold))
-	synctest.Wait()
-	if d := dispatched(); !slices.Equal(d, []string{"4", "2", "3", "0"}) {
-		t.Fatalf("dispatched %v after the hold, want [4 2 3 0]", d)
-	}
 }

@@ -313,25 +313,7 @@ func (t *Throttle) send(items []Item) {
 // counts but no event shows yet: a reconciliation would take it for a leak,
 // and once the start landed one event too many could be out. Reconciliation
 // waits for it.
-//
-// Events taken over that a bucket of the shard set aside until then come
-// back into its queue (see takeover.go).
-func (t *Throttle) MarkSettled(shard int, fence int64) {
-	if prev, ok := t.settled.Swap(shard, fence); ok && prev.(int64) == fence {
-		return
-	}
-	t.mu.Lock()
-	var bs []*bucket
-	for _, b := range t.buckets {
-		if b.shard == shard && b.fence == fence {
-			bs = append(bs, b)
-		}
-	}
-	t.mu.Unlock()
-	for _, b := range bs {
-		b.settled()
-	}
-}
+func (t *Throttle) MarkSettled(shard int, fence int64) { t.settled.Store(shard, fence) }
 
 func (t *Throttle) isSettled(shard int, fence int64) bool {
 	f, ok := t.settled.Load(shard)
