@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
 	"github.com/schedulerd/schedulerd/internal/logkey"
@@ -34,13 +33,6 @@ type bucket struct {
 	// keys are the token holders by key value of a policy with a
 	// concurrency key (keyed.go).
 	keys holders
-	// aside are taken-over events set aside until their hold ends, asideBy
-	// counts them per key, asideTimer brings them back, and asideDone
-	// stops it all (takeover.go).
-	aside      []Item
-	asideBy    map[string]int
-	asideTimer clockwork.Timer
-	asideDone  bool
 
 	// Owned by the run goroutine: when the store last had no free token
 	// (zero: it had), and whether gifts were used since. While tokens
@@ -259,7 +251,6 @@ func (b *bucket) run(ctx context.Context) {
 	b.starts.Wait()
 	b.mu.Lock()
 	b.q.Drain()
-	b.dropAsideLocked()
 	b.mu.Unlock()
 }
 
@@ -281,7 +272,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 			b.gifts = n
 		}
 		if b.gifts > 0 {
-			gifted = b.popNLocked(rateAvailable(lim, now, min(b.gifts, t.cfg.AcquireBatch)))
+			gifted = b.q.PopN(rateAvailable(lim, now, min(b.gifts, t.cfg.AcquireBatch)))
 			b.gifts -= len(gifted)
 			rateTake(lim, now, len(gifted))
 		}
@@ -332,15 +323,14 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 		b.starvedAt = time.Time{}
 		b.mu.Lock()
-		items := b.popNLocked(got)
+		items := b.q.PopN(got)
 		rateTake(lim, now, len(items))
 		b.mu.Unlock()
 		granted(items, t.deps.Clock.Now())
 		if extra := got - len(items); extra > 0 {
-			// Fewer waited than the store counted (events set aside).
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)
 		}
-		if len(items) > 0 && !b.startAsync(ctx, items) {
+		if !b.startAsync(ctx, items) {
 			return roundIdle
 		}
 		if got < want {
@@ -374,7 +364,7 @@ func (b *bucket) drop(ctx context.Context) {
 func (b *bucket) policyGone(ctx context.Context) {
 	t := b.t
 	b.mu.Lock()
-	items := append(b.q.Drain(), b.dropAsideLocked()...)
+	items := b.q.Drain()
 	b.mu.Unlock()
 	if len(items) == 0 {
 		return

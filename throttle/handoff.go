@@ -154,7 +154,7 @@ func (t *Throttle) takeNext(policyID, released string) *next {
 			if b.keyedLocked() {
 				it, ok = b.takeKeyedLocked(released)
 			} else if b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1) {
-				it, ok = b.popLocked()
+				it, ok = b.q.Pop()
 			}
 		}
 		b.mu.Unlock()

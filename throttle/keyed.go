@@ -100,7 +100,7 @@ func (b *bucket) takeKeyedLocked(released string) (Item, bool) {
 	}
 	relKey, relHolds := h.byID[released]
 	bound := b.policy.MaxInFlight
-	it, k, ok := b.popEligibleLocked(func(k string) bool {
+	it, k, ok := b.q.PopEligible(func(k string) bool {
 		n := h.perKey[k]
 		if relHolds && k == relKey {
 			n--
@@ -277,7 +277,7 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 		items := make([]Item, 0, got)
 		b.mu.Lock()
 		for len(items) < got {
-			it, k, ok := b.popEligibleLocked(func(k string) bool { return b.keys.perKey[k] < p.MaxInFlight })
+			it, k, ok := b.q.PopEligible(func(k string) bool { return b.keys.perKey[k] < p.MaxInFlight })
 			if !ok {
 				break
 			}

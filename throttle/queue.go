@@ -25,12 +25,6 @@ type Item struct {
 	// it (an overdue event taken over from a previous owner of its shard,
 	// which may have delivered it: see handler.Config.TakeoverGrace).
 	Recheck bool
-	// HoldUntil, if set, marks an event taken over from a previous owner of
-	// its shard after its launch time: with Config.EarlyDispatch that owner
-	// may have sent it just before it died, and the bucket sets it aside
-	// until then if it is among the first it would hand a token to (see
-	// takeover.go).
-	HoldUntil time.Time
 	// Started, if not nil, is closed once the store write that moves the
 	// event to delivering has returned. Config.EarlyDispatch sends an event
 	// before that write is durable; the deliverer waits for Started before

@@ -421,7 +421,7 @@ func (t *Throttle) Waiting(policyID string) int {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.q.Len() + len(b.aside)
+	return b.q.Len()
 }
 
 // ReturnTokens gives n tokens of policyID back (a dispatched event could not
@@ -463,7 +463,7 @@ func (t *Throttle) WaitingAll() int {
 	n := 0
 	for _, b := range bs {
 		b.mu.Lock()
-		n += b.q.Len() + len(b.aside)
+		n += b.q.Len()
 		b.mu.Unlock()
 	}
 	return n
