@@ -139,14 +139,16 @@ func TestTakeoverHoldsBackEventSentEarly(t *testing.T) {
 	if code, body := release(later.ID, lm.Release.Token); code != http.StatusOK {
 		t.Fatalf("release of %s: %d %s", later.ID, code, body)
 	}
+	// Nothing waits and no token is out: the sent event's turn came and
+	// it was not started (started, it would hold its token).
+	waitFor(t, 5*time.Second, "nothing waiting and every token back", func() bool {
+		p, err := st.PolicyGetByID(ctx, "pol_e")
+		return err == nil && p.InUse == 0 && throttleOf(h).Waiting("pol_e") == 0 && h.Scheduled() == 0
+	})
 	h.Stop() // drains: every send made has reached the consumer
 	select {
 	case m := <-got:
 		t.Fatalf("%s delivered again (attempt %d)", m.EventID, m.Attempt)
 	default:
 	}
-	waitFor(t, 5*time.Second, "every token back", func() bool {
-		p, err := st.PolicyGetByID(ctx, "pol_e")
-		return err == nil && p.InUse == 0
-	})
 }
