@@ -15,8 +15,8 @@ import (
 // throughput: one instance on the embedded store delivers 20,000 events of
 // one policy (maxInFlight 50) to a consumer that works on each for about
 // 20 ms and releases it, and is killed (and restarted at once) 5 times
-// while it does. Every duplicate must be explained by a kill; the run
-// logs their rate (the goal is at most 0.1% of the events). It runs with
+// while it does. Every duplicate must be explained by a kill, and at most
+// 0.1% of the events may be delivered more than once. It runs with
 // CHAOS_LONG=1 only: the fires take a minute or more on two cores.
 func TestChaosKillDuplicates(t *testing.T) {
 	skipShort(t)
@@ -55,5 +55,5 @@ func TestChaosKillDuplicates(t *testing.T) {
 		d.disrupted(in.base, killedAt, time.Now())
 	}
 	r := d.drain(ctx, 5*time.Minute)
-	d.assert(r, checks{})
+	d.assert(r, checks{dupGoal: true})
 }

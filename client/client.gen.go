@@ -1933,7 +1933,11 @@ type ClientInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1958,7 +1962,11 @@ type ClientInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2619,7 +2627,11 @@ func (c *Client) RedriveEvent(ctx context.Context, id ID, reqEditors ...RequestE
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2654,7 +2666,11 @@ func (c *Client) ReleaseEventWithBody(ctx context.Context, id ID, contentType st
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5584,7 +5600,11 @@ type ClientWithResponsesInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5609,7 +5629,11 @@ type ClientWithResponsesInterface interface {
 	// still delivering and it was retried (whether or not the retry has
 	// been sent yet), that older copy's release answers 409 and frees
 	// nothing; so does a token without the current copy's fence and
-	// attempt.
+	// attempt. One exception: a copy sent early (before its start was
+	// recorded) by an instance that died holds no token, and while the
+	// event is still scheduled in that attempt, claimed again or not, and
+	// not sent again, that copy's release acknowledges it: 200 released,
+	// nothing given back, not delivered again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10679,7 +10703,11 @@ func (c *ClientWithResponses) RedriveEventWithResponse(ctx context.Context, id I
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10710,7 +10738,11 @@ func (c *ClientWithResponses) ReleaseEventWithBodyWithResponse(ctx context.Conte
 // still delivering and it was retried (whether or not the retry has
 // been sent yet), that older copy's release answers 409 and frees
 // nothing; so does a token without the current copy's fence and
-// attempt.
+// attempt. One exception: a copy sent early (before its start was
+// recorded) by an instance that died holds no token, and while the
+// event is still scheduled in that attempt, claimed again or not, and
+// not sent again, that copy's release acknowledges it: 200 released,
+// nothing given back, not delivered again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

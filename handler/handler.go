@@ -209,7 +209,10 @@ type Config struct {
 	// previous owner after its launch time may have been delivered by that
 	// owner just before it died. It waits this long and is sent only if the
 	// store still has it scheduled: its consumer's release, which
-	// acknowledges receipt, has finished it meanwhile. Default 2s.
+	// acknowledges receipt, has finished it meanwhile. So does a throttled
+	// one when the throttle sends early (Throttle.SendsEarly): its previous
+	// owner may have sent it and died before writing its start, and it
+	// takes no token while it waits. Default 2s.
 	TakeoverGrace time.Duration
 	// TokenRenewAfter: a throttled event that waited longer than this
 	// between taking its token and its send (a slow store write, a full
@@ -312,6 +315,10 @@ type Throttle interface {
 	TokenTimeout(p *model.Policy) time.Duration
 	Delivered(ids ...string)
 	OutcomeWritten(ids ...string)
+	// SendsEarly reports whether an event may be sent before the write
+	// that starts it (throttle.Config.EarlyDispatch): a throttled event
+	// taken over from a previous owner may then have been sent by it.
+	SendsEarly() bool
 	Reclaim(ctx context.Context) error
 	SyncShards(held map[int]int64)
 	MarkSettled(shard int, fence int64)

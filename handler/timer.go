@@ -314,6 +314,7 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		return false, nil
 	}
 	limit := h.cfg.ClaimBatch
+	early := h.thr.SendsEarly()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -349,13 +350,16 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 			for i, e := range evs {
 				e.Status, e.Fence = model.EventScheduled, fence
 				items[i] = throttle.Item{Event: e, Shard: shard, Fence: fence}
-				if e.TakenOver && e.PolicyID == "" && !e.LaunchAt.After(now) {
+				if e.TakenOver && (e.PolicyID == "" || early) && !e.LaunchAt.After(now) {
 					// Its previous owner may have sent it; give the
-					// consumer's acknowledging release time to land. (A
-					// throttled one cannot be sent twice so: its start is
-					// a compare-and-set from scheduled.)
+					// consumer's acknowledging release time to land. A
+					// throttled one is sent only with its start, a
+					// compare-and-set from scheduled, written first,
+					// unless the throttle sends early: its release then
+					// acknowledges it (scheduled → released), and the
+					// start after the grace loses.
 					e.LaunchAt = now.Add(h.cfg.TakeoverGrace)
-					items[i].Recheck = true
+					items[i].Recheck = e.PolicyID == ""
 				}
 			}
 			h.schedule(items)

@@ -82,6 +82,18 @@ func (d deliveryCopy) supersededBy(e *model.Event) bool {
 	return model.Superseded(e, d.fence, d.attempt)
 }
 
+// sentUnstarted reports whether this copy of the throttled event e was sent
+// under an older fence, in e's current attempt, and e has not been started
+// since: it waits again, scheduled under the fence of a newer claim. Only
+// an early dispatch whose sender died before writing the start leaves such
+// a copy (see throttle.Throttle.Release): its consumer has the event, so
+// its release acknowledges it where the shard's owner can still keep it
+// from being sent again.
+func (d deliveryCopy) sentUnstarted(e *model.Event) bool {
+	return e.PolicyID != "" && e.Status == model.EventScheduled &&
+		d.fence > 0 && d.fence < e.Fence && d.attempt == model.CurrentAttempt(e)
+}
+
 // eventByToken returns the event if token is its release token, and which
 // copy of the event the token came with. An unknown event and a wrong token
 // are the same 404.
@@ -127,7 +139,15 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 		return s.ackUnthrottled(c, e)
 	}
 	if cp.supersededBy(e) {
-		return superseded(e)
+		if !cp.sentUnstarted(e) {
+			return superseded(e)
+		}
+		// Released as the copy it is: the throttle acknowledges e if the
+		// claim that superseded the copy is its own and e is still
+		// waiting (not sent again), and refuses otherwise.
+		sent := *e
+		sent.Fence = cp.fence
+		e = &sent
 	}
 	if fwd, err := s.forwardTokens(c, e, in); fwd {
 		return err
@@ -155,6 +175,9 @@ func (s *Server) ReleaseEvent(c echo.Context, id api.ID) error {
 	}
 	if e.Status.Finished() {
 		return c.JSON(http.StatusOK, api.EventState{Id: e.ID, Status: api.EventStatus(e.Status)})
+	}
+	if cp.supersededBy(e) {
+		return superseded(e)
 	}
 	return conflict("the event is " + string(e.Status) + " and holds no token")
 }

@@ -56,11 +56,14 @@ import (
 // What it gives up is only about crashes: if the process dies after the send
 // and before the commit, the store still has the released event holding the
 // token and the sent one waiting. The consumer's release fails and is
-// retried; the sent event's release acknowledges it if it comes before the
-// event is claimed again (acknowledgeSent), else the event is delivered
-// again (at least once), and if the consumer still works on its first copy
-// when the retried release frees the token, that copy runs beside the
-// token's next holder.
+// retried; the sent event's release acknowledges it while it is still
+// scheduled, claimed again or not (acknowledgeSent; the master passes the
+// copy of an older fence here). The shard's next owner holds such an event
+// back for its takeover grace (handler.Config.TakeoverGrace, SendsEarly)
+// rather than giving it the token the other release frees. A release later
+// than that finds the event delivered again (at least once), and if the
+// consumer still works on its first copy when the retried release frees the
+// token, that copy runs beside the token's next holder.
 
 // releaseEarly releases e and starts nx with nx sent first. taken is false,
 // with nothing done, when e is not delivered (its delivery's outcome is not
@@ -282,3 +285,7 @@ func (t *Throttle) OutcomeWritten(ids ...string) {
 		t.delivered.remove(ids)
 	}
 }
+
+// SendsEarly reports whether t sends events before the write that starts
+// them (Config.EarlyDispatch).
+func (t *Throttle) SendsEarly() bool { return t.cfg.EarlyDispatch }

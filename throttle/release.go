@@ -52,9 +52,13 @@ func Release(ctx context.Context, st ReleaseStore, e *model.Event, now time.Time
 //
 // e is the event as the caller last read it; its status may be stale (the
 // handler may have moved delivering to delivered meanwhile), so both holding
-// statuses are tried. released is false, with a nil error, when the event
-// holds no token any more (already released, reclaimed, dead, cancelled, or
-// not yet delivered). Errors: model.ErrUnavailable (store); if the CAS won
+// statuses are tried. It may also be the copy the consumer got, sent early
+// under an older fence than the one the event is scheduled under now
+// (claimed again after its sender died): that copy holds no token, and its
+// release acknowledges the event while it waits here (acknowledgeSent).
+// released is false, with a nil error, when the event holds no token any
+// more (already released, reclaimed, dead, cancelled, or not yet
+// delivered). Errors: model.ErrUnavailable (store); if the CAS won
 // but the token could not be returned, released is true and the error says
 // so (the bucket owner's periodic reconciliation repairs the count).
 //
