@@ -487,12 +487,19 @@ func packAppends(b *bolt.Bucket, key []byte, n int) {
 // for the puts of its caller; nothing else may write to the bucket
 // meanwhile.
 type above struct {
-	b    *bolt.Bucket
-	last []byte // the bucket's last key; nil: empty, or not read yet
-	read bool
+	b     *bolt.Bucket
+	last  []byte // the bucket's last key; nil: empty, or not read yet
+	read  bool
+	asked bool // absent was called: the next call reads the last key
 }
 
 func (a *above) absent(k []byte) bool {
+	if !a.read && !a.asked {
+		// One key (a single create) costs a lookup, less than the
+		// reverse seek that finds the last key.
+		a.asked = true
+		return a.b.Get(k) == nil
+	}
 	if !a.read {
 		a.last, a.read = bytes.Clone(lastKey(a.b)), true
 	}
