@@ -295,7 +295,19 @@ func TestDiskGuard(t *testing.T) {
 	rs, err := c.ResumeScheduleWithResponse(h.ctx, s.Id)
 	wantProblem(t, err, rs.HTTPResponse, rs.Body, http.StatusInsufficientStorage, "")
 
-	// Room for the threshold and the write (guard.WriteNeed).
+	// Above the threshold but short of what the write needs
+	// (guard.WriteNeed): a single create and a trigger are refused too, a
+	// smaller fire passes.
+	disk.free.Store(1000 + 4<<10)
+	r, err = c.CreateScheduleWithResponse(h.ctx, nil, client.ScheduleCreate{Name: "after", Cron: ptr("0 3 * * *"), Target: httpTarget()})
+	p = wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusInsufficientStorage, "")
+	if p.Detail == nil || !strings.Contains(*p.Detail, "with this write of about") {
+		t.Fatalf("507 without the write's size: %s", r.Body)
+	}
+	big, err := c.TriggerScheduleWithResponse(h.ctx, s.Id, client.TriggerRequest{EventCount: ptr(50)})
+	wantProblem(t, err, big.HTTPResponse, big.Body, http.StatusInsufficientStorage, "")
+
+	// Room for the threshold and the write.
 	disk.free.Store(1000 + 16<<10)
 	h.cronSchedule(c, "after")
 }
