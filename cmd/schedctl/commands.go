@@ -381,6 +381,9 @@ func commands() []*command {
 		// calendars
 		calendarsLs, calendarsCreate, calendarsGet, calendarsUpdate, calendarsDelete,
 
+		// schedules as code
+		applyCmd, diffCmd,
+
 		// summary
 		{group: "summary", summary: "the tenant's event counts, policies, lateness and schedules", positional: 0, flags: noFlags(func(e *env, _ []string) error {
 			return fetch(e, summaryTable)(e.api.GetSummary(e.ctx))
