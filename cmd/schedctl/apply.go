@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/client"
 	"github.com/schedulerd/schedulerd/cron"
 )
@@ -102,7 +103,11 @@ func (o *applyOptions) run(e *env, diff bool) error {
 		}
 		sel = map[string]string(*l)
 	}
-	docs, err := readManifests(o.files, e.stdin)
+	schemas, err := api.GetSpec()
+	if err != nil {
+		return fmt.Errorf("load the API's schemas: %w", err)
+	}
+	docs, err := readManifests(o.files, e.stdin, schemas)
 	if err != nil {
 		return err
 	}

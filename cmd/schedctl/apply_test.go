@@ -198,9 +198,14 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		{"UnknownMetadataField", strings.Replace(good, "  name: weekly", "  name: weekly\n  namespace: x", 1), `metadata\.namespace: unknown field`},
 		{"NameInSpec", strings.Replace(good, "spec:\n", "spec:\n  name: other\n", 1), `spec\.name: unknown field`},
 		{"WrongType", strings.Replace(good, "spec:\n", "spec:\n  eventCount: many\n", 1), `spec\.eventCount: want a int`},
+		{"NotAnEnumValue", strings.Replace(good, "spec:\n", "spec:\n  overlap: sometimes\n", 1), `spec\.overlap: value is not one of the allowed values`},
+		{"OutOfBounds", strings.Replace(good, "spec:\n", "spec:\n  eventCount: 0\n", 1), `spec\.eventCount: number must be at least 1`},
+		{"MissingRequired", "apiVersion: schedulerd.io/v1\nkind: Policy\nmetadata: {name: x}\nspec: {tokenTimeout: 1m}\n", `spec\.maxInFlight: property "maxInFlight" is missing`},
 		{"UnknownPolicy", strings.Replace(good, "spec:\n", "spec:\n  policy: nonesuch\n", 1), `policy "nonesuch": the tenant has none`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			key := tenantKey(t, s) // a tenant of its own: nothing created before
+			tk := func(args ...string) result { return cli(t, s.url, key, args...) }
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "a.yaml"), applyPolicy)
 			// The bad document is the second of its file, after a good one.

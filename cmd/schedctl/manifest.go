@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"gopkg.in/yaml.v3"
 
 	"github.com/schedulerd/schedulerd/client"
@@ -49,7 +50,7 @@ func (m *manifest) ref() string { return strings.ToLower(m.kind) + "/" + m.name 
 // readManifests reads the documents of each path: a YAML file, a directory
 // (its *.yaml and *.yml files, in name order) or "-" for stdin. It refuses
 // the whole set when one document is bad, or when two name the same object.
-func readManifests(paths []string, stdin io.Reader) ([]*manifest, error) {
+func readManifests(paths []string, stdin io.Reader, schemas *openapi3.T) ([]*manifest, error) {
 	var files []string
 	for _, p := range paths {
 		if p == "-" {
@@ -91,7 +92,7 @@ func readManifests(paths []string, stdin io.Reader) ([]*manifest, error) {
 		if f == "-" {
 			name = "stdin"
 		}
-		docs, err := parseManifests(name, b)
+		docs, err := parseManifests(name, b, schemas)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +108,7 @@ func readManifests(paths []string, stdin io.Reader) ([]*manifest, error) {
 }
 
 // parseManifests decodes the YAML documents of one file.
-func parseManifests(file string, b []byte) ([]*manifest, error) {
+func parseManifests(file string, b []byte, schemas *openapi3.T) ([]*manifest, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var out []*manifest
 	for i := 1; ; i++ {
@@ -123,7 +124,7 @@ func parseManifests(file string, b []byte) ([]*manifest, error) {
 			continue // an empty document, as between two "---"
 		}
 		where := fmt.Sprintf("%s, document %d (line %d)", file, i, n.Line)
-		m, err := parseManifest(&n)
+		m, err := parseManifest(&n, schemas)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -133,7 +134,7 @@ func parseManifests(file string, b []byte) ([]*manifest, error) {
 }
 
 // parseManifest decodes one document.
-func parseManifest(n *yaml.Node) (*manifest, error) {
+func parseManifest(n *yaml.Node, schemas *openapi3.T) (*manifest, error) {
 	v, err := yamlValue(n, "")
 	if err != nil {
 		return nil, err
@@ -212,6 +213,9 @@ func parseManifest(n *yaml.Node) (*manifest, error) {
 	if err := decodeStrict(spec, "spec", target); err != nil {
 		return nil, err
 	}
+	if err := validateSpec(schemas, m.kind+"Create", spec); err != nil {
+		return nil, err
+	}
 	if m.labels != nil {
 		switch m.kind {
 		case kindPolicy:
@@ -225,6 +229,52 @@ func parseManifest(n *yaml.Node) (*manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// validateSpec checks spec (with the name) against the openapi.yaml schema
+// of the kind's create body: the values the server would refuse (an enum,
+// a bound, a required field) are refused before any change, each named
+// with its path.
+func validateSpec(schemas *openapi3.T, schemaName string, spec map[string]any) error {
+	ref := schemas.Components.Schemas[schemaName]
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("the API has no schema %s", schemaName)
+	}
+	// As JSON decodes it: numbers are float64.
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	err = ref.Value.VisitJSON(v, openapi3.MultiErrors())
+	if err == nil {
+		return nil
+	}
+	var errs openapi3.MultiError
+	if !errors.As(err, &errs) {
+		errs = openapi3.MultiError{err}
+	}
+	var out []string
+	for _, e := range errs {
+		var se *openapi3.SchemaError
+		if !errors.As(e, &se) {
+			out = append(out, "spec: "+e.Error())
+			continue
+		}
+		path := "spec"
+		for _, p := range se.JSONPointer() {
+			path = joinPath(path, p)
+		}
+		if path == "spec.name" {
+			path = "metadata.name"
+		}
+		out = append(out, path+": "+se.Reason)
+	}
+	slices.Sort(out)
+	return errors.New(strings.Join(slices.Compact(out), "; "))
 }
 
 // yamlValue converts a YAML node into the value encoding/json would have
