@@ -511,11 +511,24 @@ func planSchedule(e *env, m *manifest, policyIDs, calendarIDs map[string]string,
 	calendarsChanged := func() bool {
 		return !slices.Equal(deref(want.ExcludeCalendars, []string{}), deref(old.ExcludeCalendars, []string{}))
 	}
+	// Shown by name, as the file gives them.
+	nameOf := func(ids map[string]string, id string) string {
+		for n, i := range ids {
+			if i == id {
+				return n
+			}
+		}
+		return id
+	}
 	if pending || policyChanged() {
-		d.add("policy", old.PolicyId, deref(m.policyName, ""))
+		d.add("policy", nameOf(policyIDs, deref(old.PolicyId, "")), deref(m.policyName, ""))
 	}
 	if pending || calendarsChanged() {
-		d.add("excludeCalendars", old.ExcludeCalendars, deref(m.calendarNames, []string{}))
+		names := []string{}
+		for _, id := range deref(old.ExcludeCalendars, nil) {
+			names = append(names, nameOf(calendarIDs, id))
+		}
+		d.add("excludeCalendars", names, deref(m.calendarNames, []string{}))
 	}
 	if len(deref(want.ExcludeCalendars, nil)) > 0 || len(deref(m.calendarNames, nil)) > 0 {
 		if oe := deref(want.OnExcluded, "skip"); d.value("onExcluded", deref(old.OnExcluded, ""), oe) {

@@ -179,6 +179,25 @@ func TestApply(t *testing.T) {
 		t.Fatalf("after apply --prune: versions %v, want %v", after, want)
 	}
 	tk("apply", "-f", dir, "--prune", "--selector", "team=reports").ok(t).has(t, `(?m)^schedule/nightly unchanged$`)
+
+	// Fields the file no longer sets are removed: the policy, the window.
+	body := applySchedules(s.consumer, "5", "")
+	body = strings.Replace(strings.Replace(body, "  policy: reports\n", "", 1), "  window: 60m\n", "", 1)
+	writeFile(t, filepath.Join(dir, "schedules.yaml"), body)
+	tk("apply", "-f", dir).ok(t).has(t, `(?m)^schedule/nightly updated$`, `(?m)^  window:\s+\S+\s+->\s+-$`, `(?m)^  policy:\s+reports\s+->\s+-$`)
+	stored := decode[struct {
+		Items []struct {
+			PolicyID *string `json:"policyId"`
+			Window   *string `json:"window"`
+		}
+	}](t, tk("schedules", "ls", "--name-prefix", "nightly", "--json").ok(t)).Items
+	if len(stored) != 1 || stored[0].PolicyID != nil || stored[0].Window != nil {
+		t.Fatalf("after removing policy and window: %+v", stored)
+	}
+	r = tk("apply", "-f", dir, "--json").ok(t).has(t, `(?m)^\{"kind":"Schedule","name":"nightly","id":"sch_\w+","action":"unchanged"\}$`)
+	if strings.Count(r.out, `"action":"unchanged"`) != 3 {
+		t.Fatalf("apply --json: want three objects unchanged:\n%s", r.out)
+	}
 }
 
 // TestApplyRefusesBadDocuments checks that a bad document is refused
