@@ -188,6 +188,9 @@ func parseManifest(n *yaml.Node, schemas *openapi3.T) (*manifest, error) {
 	if _, ok := spec["name"]; ok {
 		return nil, errors.New("spec.name: unknown field (metadata.name names the object)")
 	}
+	if _, ok := spec["labels"]; ok && m.kind != kindCalendar {
+		return nil, errors.New("spec.labels: unknown field (metadata.labels holds the labels)")
+	}
 	if m.kind == kindSchedule {
 		if _, ok := spec["policyId"]; ok {
 			return nil, errors.New("spec.policyId: unknown field (spec.policy names the policy)")
@@ -215,18 +218,6 @@ func parseManifest(n *yaml.Node, schemas *openapi3.T) (*manifest, error) {
 	}
 	if err := validateSpec(schemas, m.kind+"Create", spec); err != nil {
 		return nil, err
-	}
-	if m.labels != nil {
-		switch m.kind {
-		case kindPolicy:
-			if m.policy.Labels != nil {
-				return nil, errors.New("spec.labels: give the labels in metadata.labels")
-			}
-		case kindSchedule:
-			if m.schedule.Labels != nil {
-				return nil, errors.New("spec.labels: give the labels in metadata.labels")
-			}
-		}
 	}
 	return m, nil
 }
