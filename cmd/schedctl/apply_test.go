@@ -216,7 +216,7 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		{"UnknownTopField", strings.Replace(good, "spec:", "status: {}\nspec:", 1), `status: unknown field`},
 		{"UnknownMetadataField", strings.Replace(good, "  name: weekly", "  name: weekly\n  namespace: x", 1), `metadata\.namespace: unknown field`},
 		{"NameInSpec", strings.Replace(good, "spec:\n", "spec:\n  name: other\n", 1), `spec\.name: unknown field`},
-		{"LabelsInSpec", strings.Replace(good, "spec:\n", "spec:\n  labels: {a: b}\n", 1), `spec\.labels: unknown field \(metadata\.labels`},
+		{"LabelsInSpec", strings.Replace(strings.Replace(good, "  labels: {team: reports}\n", "", 1), "spec:\n", "spec:\n  labels: {a: b}\n", 1), `spec\.labels: unknown field \(metadata\.labels`},
 		{"WrongType", strings.Replace(good, "spec:\n", "spec:\n  eventCount: many\n", 1), `spec\.eventCount: want a int`},
 		{"NotAnEnumValue", strings.Replace(good, "spec:\n", "spec:\n  overlap: sometimes\n", 1), `spec\.overlap: value is not one of the allowed values`},
 		{"OutOfBounds", strings.Replace(good, "spec:\n", "spec:\n  eventCount: 0\n", 1), `spec\.eventCount: number must be at least 1`},
