@@ -198,6 +198,21 @@ func TestApply(t *testing.T) {
 	if strings.Count(r.out, `"action":"unchanged"`) != 3 {
 		t.Fatalf("apply --json: want three objects unchanged:\n%s", r.out)
 	}
+
+	// A policy and a calendar are updated in the fields that changed only.
+	writeFile(t, filepath.Join(dir, "policy.yaml"), strings.Replace(applyPolicy, "maxInFlight: 5", "maxInFlight: 7", 1))
+	writeFile(t, filepath.Join(dir, "calendar.yml"), strings.Replace(applyCalendar, "2027-12-26]", "2027-12-26, 2027-12-31]", 1))
+	before = versions(t, tk)
+	r = tk("apply", "-f", dir).ok(t).has(t, `(?m)^policy/reports updated\n  maxInFlight:\s+5\s+->\s+7\n\S`,
+		`(?m)^calendar/de-holidays updated\n  dates:\s+\["2027-12-25","2027-12-26"\]\s+->\s+\["2027-12-25","2027-12-26","2027-12-31"\]\n\S`,
+		`(?m)^schedule/nightly unchanged$`)
+	want = maps.Clone(before)
+	want["policy/reports"]++
+	want["calendar/de-holidays"]++
+	if after := versions(t, tk); !maps.Equal(after, want) {
+		t.Fatalf("after the policy and calendar changed: versions %v, want %v", after, want)
+	}
+	tk("apply", "-f", dir).ok(t).has(t, `(?m)^policy/reports unchanged$`, `(?m)^calendar/de-holidays unchanged$`)
 }
 
 // TestApplyRefusesBadDocuments checks that a bad document is refused
