@@ -107,6 +107,8 @@ func TestApply(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "calendar.yml"), applyCalendar)
 	writeFile(t, filepath.Join(dir, "schedules.yaml"), applySchedules(s.consumer, "3", applyWeekly(s.consumer)))
 	writeFile(t, filepath.Join(dir, "notes.txt"), "not a manifest")
+	spare := filepath.Join(dir, "spare.yaml")
+	writeFile(t, spare, strings.ReplaceAll(applyPolicy, "name: reports", "name: spare"))
 
 	tk("apply", "-f", dir).ok(t).has(t, `(?m)^policy/reports created$`, `(?m)^calendar/de-holidays created$`,
 		`(?m)^schedule/nightly created$`, `(?m)^schedule/weekly created$`)
@@ -122,7 +124,7 @@ func TestApply(t *testing.T) {
 			Labels           map[string]string `json:"labels"`
 		}
 	}](t, tk("schedules", "ls", "--name-prefix", "nightly", "--json").ok(t)).Items
-	if len(pols) != 1 || len(cals) != 1 || len(nightly) != 1 || nightly[0].PolicyID != pols[0].ID ||
+	if len(pols) != 2 || len(cals) != 1 || len(nightly) != 1 || nightly[0].PolicyID != pols[0].ID ||
 		len(nightly[0].ExcludeCalendars) != 1 || nightly[0].ExcludeCalendars[0] != cals[0].ID ||
 		!maps.Equal(nightly[0].Labels, map[string]string{"team": "reports", managedByKey: managedByValue}) {
 		t.Fatalf("after apply: policies %+v, calendars %+v, nightly %+v", pols, cals, nightly)
@@ -148,17 +150,20 @@ func TestApply(t *testing.T) {
 	writeFile(t, filepath.Join(other, "billing.yaml"), strings.ReplaceAll(strings.ReplaceAll(applyWeekly(s.consumer), "weekly", "invoices"), "team: reports", "team: billing"))
 	tk("apply", "-f", other).ok(t).has(t, `(?m)^schedule/invoices created$`)
 
-	// One field changed and weekly dropped: a dry run and diff print the
-	// update and the deletion and write nothing.
+	// One field changed, weekly and the spare policy dropped: a dry run and
+	// diff print the update and the deletions and write nothing.
 	writeFile(t, filepath.Join(dir, "schedules.yaml"), applySchedules(s.consumer, "5", ""))
+	if err := os.Remove(spare); err != nil {
+		t.Fatal(err)
+	}
 	before = versions(t, tk)
 	for _, args := range [][]string{
 		{"apply", "-f", dir, "--prune", "--selector", "team=reports", "--dry-run"},
 		{"diff", "-f", dir, "--prune", "--selector", "team=reports"},
 	} {
-		r := tk(args...).ok(t).has(t, `(?m)^schedule/nightly would be updated$`, `(?m)^  eventCount:\s+3\s+->\s+5$`, `(?m)^schedule/weekly would be deleted$`)
-		if strings.Count(r.out, "would be") != 2 {
-			t.Fatalf("%v: want one update and one deletion:\n%s", args, r.out)
+		r := tk(args...).ok(t).has(t, `(?m)^schedule/nightly would be updated$`, `(?m)^  eventCount:\s+3\s+->\s+5$`, `(?m)^schedule/weekly would be deleted$`, `(?m)^policy/spare would be deleted$`)
+		if strings.Count(r.out, "would be") != 3 {
+			t.Fatalf("%v: want one update and two deletions:\n%s", args, r.out)
 		}
 	}
 	if after := versions(t, tk); !maps.Equal(before, after) {
@@ -166,15 +171,16 @@ func TestApply(t *testing.T) {
 	}
 
 	r := tk("apply", "-f", dir, "--prune", "--selector", "team=reports").ok(t).has(t,
-		`(?m)^schedule/nightly updated$`, `(?m)^  eventCount:\s+3\s+->\s+5$`, `(?m)^schedule/weekly deleted$`,
+		`(?m)^schedule/nightly updated$`, `(?m)^  eventCount:\s+3\s+->\s+5$`, `(?m)^schedule/weekly deleted$`, `(?m)^policy/spare deleted$`,
 		`(?m)^policy/reports unchanged$`, `(?m)^calendar/de-holidays unchanged$`)
-	if strings.Count(r.out, "deleted") != 1 || len(regexp.MustCompile(`(?m)^  \S`).FindAllString(r.out, -1)) != 1 {
-		t.Fatalf("apply --prune: want one field updated and one deletion:\n%s", r.out)
+	if strings.Count(r.out, "deleted") != 2 || len(regexp.MustCompile(`(?m)^  \S`).FindAllString(r.out, -1)) != 1 {
+		t.Fatalf("apply --prune: want one field updated and two deletions:\n%s", r.out)
 	}
 	after := versions(t, tk)
 	want := maps.Clone(before)
 	want["schedule/nightly"]++
 	delete(want, "schedule/weekly")
+	delete(want, "policy/spare")
 	if !maps.Equal(after, want) {
 		t.Fatalf("after apply --prune: versions %v, want %v", after, want)
 	}
