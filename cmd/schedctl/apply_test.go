@@ -257,6 +257,18 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Stdin", func(t *testing.T) {
+		cliStdin(t, s.url, key, "apiVersion: schedulerd.io/v1\nkind: Job\n", "apply", "-f", "-").fails(t, exitFail, `^schedctl apply: stdin, document 1 \(line 1\): kind: "Job"`)
+	})
+	t.Run("SameNameTwice", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "a.yaml"), good)
+		writeFile(t, filepath.Join(dir, "b.yaml"), applyPolicy+"---\n"+strings.TrimPrefix(good, "---\n"))
+		tk("apply", "-f", dir).fails(t, exitFail, `b\.yaml, document 2 \(line \d+\): schedule/weekly is also defined in .*a\.yaml, document 1`)
+		if v := versions(t, tk); len(v) != 0 {
+			t.Fatalf("a refused apply created %v", v)
+		}
+	})
 	tk("apply").fails(t, exitUsage, `-f is required`)
 	tk("apply", "-f", "x.yaml", "--prune").fails(t, exitUsage, `--prune needs --selector`)
 }
