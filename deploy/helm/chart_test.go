@@ -33,7 +33,7 @@ import (
 	"github.com/schedulerd/schedulerd/app"
 )
 
-// helmModule is the Helm release the test builds; HELM names a helm v3
+// helmModule is the Helm release the test builds; SCHEDULERD_HELM names a helm v3
 // binary to use instead.
 const helmModule = "helm.sh/helm/v3/cmd/helm@v3.22.0"
 
@@ -273,6 +273,59 @@ func TestChart(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestValuesDocumented checks that the chart's README has a row for every
+// value in values.yaml (a value or one of its parents) and names no value
+// that does not exist.
+func TestValuesDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := bytes.Cut(readme, []byte("\n## Values\n"))
+	if !ok {
+		t.Fatal("README.md has no Values section")
+	}
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllSubmatch(table, -1) {
+		rows[string(m[1])] = true
+	}
+	exists := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		exists[prefix] = true
+		documented := false
+		for p := prefix; p != ""; p = p[:max(strings.LastIndex(p, "."), 0)] {
+			documented = documented || rows[p]
+		}
+		m, isMap := v.(map[string]any)
+		if !isMap || len(m) == 0 || rows[prefix] {
+			if !documented {
+				t.Errorf("value %s is not in the README's table", prefix)
+			}
+			return
+		}
+		for k, child := range m {
+			walk(prefix+"."+k, child)
+		}
+	}
+	for k, v := range values {
+		walk(k, v)
+	}
+	for row := range rows {
+		if !exists[row] {
+			t.Errorf("the README documents %s, which values.yaml does not have", row)
+		}
+	}
 }
 
 // manifest is one rendering of the chart, each object decoded into its type.
@@ -516,7 +569,7 @@ func checkDeployment(t *testing.T, m *manifest, existing map[string]string) {
 	}
 	want := preStop + int64(cfg.ShutdownTimeout/time.Second) + 5
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != want {
-		t.Errorf("terminationGracePeriodSeconds %v, want %d (preStop %ds + shutdown timeout %s + 5s)", g, want, preStop, cfg.ShutdownTimeout)
+		t.Errorf("terminationGracePeriodSeconds %s, want %d (preStop %ds + shutdown timeout %s + 5s)", ptrString(g), want, preStop, cfg.ShutdownTimeout)
 	}
 
 	// The API listens on the container port, and the other instances reach
@@ -624,15 +677,22 @@ func expandEnvRefs(v string, defined map[string]string) string {
 	})
 }
 
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// helmBinary returns a helm v3 binary: $HELM, else helmModule built by the go
+// helmBinary returns a helm v3 binary: $SCHEDULERD_HELM, else helmModule built by the go
 // command. go run keeps the executable it builds in the build cache; -exec
 // echo prints its path instead of running it, so later test runs take a
 // second rather than a build.
 func helmBinary(t *testing.T) helm {
 	t.Helper()
-	if p := os.Getenv("HELM"); p != "" {
+	if p := os.Getenv("SCHEDULERD_HELM"); p != "" {
 		return helm{path: p, home: t.TempDir()}
 	}
 	gocmd, err := exec.LookPath("go")
