@@ -248,6 +248,34 @@ func TestChart(t *testing.T) {
 		}
 	})
 
+	// The values files of docs/operating.md render and hold up.
+	t.Run("OperatingGuideExamples", func(t *testing.T) {
+		guide, err := os.ReadFile("../../docs/operating.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, ok := bytes.Cut(guide, []byte("\n## Kubernetes (Helm chart)\n"))
+		if !ok {
+			t.Fatal("docs/operating.md has no Kubernetes (Helm chart) section")
+		}
+		section, _, _ = bytes.Cut(section, []byte("\n## "))
+		blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(section, -1)
+		stores := map[string]bool{}
+		for i, b := range blocks {
+			f := filepath.Join(t.TempDir(), fmt.Sprintf("values-%d.yaml", i))
+			if err := os.WriteFile(f, b[1], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m := render(t, h, "-f", f)
+			existing := map[string]string{"mongo-uri": testMongoURI, "admin-key": testAdminKey, "signing-secret": testSigningSecret}
+			checkDeployment(t, m, existing)
+			stores[m.config(t, existing).Store] = true
+		}
+		if !stores["embedded"] || !stores["mongo"] {
+			t.Errorf("the guide's values examples cover stores %v, want embedded and mongo", stores)
+		}
+	})
+
 	t.Run("RefusesValuesThatCannotWork", func(t *testing.T) {
 		for _, tc := range []struct {
 			name  string
