@@ -124,8 +124,12 @@ func TestChart(t *testing.T) {
 		}
 		c := container(t, d)
 		for _, name := range secretEnv {
-			if ref := envVar(c, name).ValueFrom.SecretKeyRef; ref.Name != "sched-secrets" {
+			ref := envVar(c, name).ValueFrom.SecretKeyRef
+			if ref.Name != "sched-secrets" {
 				t.Errorf("env %s reads Secret %q, want sched-secrets", name, ref.Name)
+			}
+			if isTrue(ref.Optional) {
+				t.Errorf("env %s: optional Secret key with store=mongo; a missing key must keep the pod from starting", name)
 			}
 		}
 		cfg := m.config(t, existing)
@@ -134,6 +138,25 @@ func TestChart(t *testing.T) {
 		}
 		if cfg.InstanceID != "r-schedulerd-5d9c7-x2x4q" {
 			t.Errorf("instance id = %q, want the pod's name", cfg.InstanceID)
+		}
+	})
+
+	t.Run("EmbeddedExistingSecret", func(t *testing.T) {
+		m := render(t, h, "--set", "secrets.existingSecret=sched-secrets")
+		existing := map[string]string{"admin-key": testAdminKey, "signing-secret": testSigningSecret}
+		checkDeployment(t, m, existing)
+		c := container(t, m.deployment(t))
+		if envVar(c, "SCHEDULER_MONGO_URI") != nil {
+			t.Error("env SCHEDULER_MONGO_URI with store=embedded")
+		}
+		for _, name := range []string{"SCHEDULER_ADMIN_KEY", "SCHEDULER_SIGNING_SECRET"} {
+			e := envVar(c, name)
+			if e == nil || !isTrue(e.ValueFrom.SecretKeyRef.Optional) {
+				t.Errorf("env %s = %+v, want an optional reference: schedulerd generates what the Secret lacks", name, e)
+			}
+		}
+		if cfg := m.config(t, existing); cfg.AdminKey != testAdminKey {
+			t.Errorf("admin key %q, want the Secret's", cfg.AdminKey)
 		}
 	})
 
@@ -157,6 +180,15 @@ func TestChart(t *testing.T) {
 			if got := string(secrets[0].Data[k]); got != v {
 				t.Errorf("Secret key %s = %q, want %q", k, got, v)
 			}
+		}
+		// A changed Secret changes the pods' template, which restarts them.
+		again := render(t, h, "--set", "store=mongo",
+			"--set-string", "secrets.mongoUri="+testMongoURI,
+			"--set-string", "secrets.adminKey="+testAdminKey+"-rotated",
+			"--set-string", "secrets.signingSecret="+testSigningSecret)
+		sum, sumAgain := d.Spec.Template.Annotations["checksum/secret"], again.deployment(t).Spec.Template.Annotations["checksum/secret"]
+		if sum == "" || sum == sumAgain {
+			t.Errorf("pod annotation checksum/secret %q, then %q after the admin key changed; want two different checksums", sum, sumAgain)
 		}
 		cfg := m.config(t, nil)
 		if cfg.MongoURI != testMongoURI || cfg.AdminKey != testAdminKey || cfg.SigningSecret != testSigningSecret {
