@@ -522,10 +522,12 @@ func (m *manifest) config(t *testing.T, existing map[string]string) app.Config {
 			if !ok {
 				v, ok = existing[ref.Key]
 			}
-			if !ok {
+			switch {
+			case ok:
+				env[e.Name] = v
+			case !isTrue(ref.Optional):
 				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.Name, ref.Key)
 			}
-			env[e.Name] = v
 		}
 	}
 	cfg, err := app.ParseConfig(nil, func(k string) string { return env[k] })
