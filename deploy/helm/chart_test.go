@@ -748,32 +748,33 @@ func ptrString[T any](p *T) string {
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// helmBinary returns a helm v3 binary: $SCHEDULERD_HELM, else helmModule built by the go
-// command. go run keeps the executable it builds in the build cache; -exec
-// echo prints its path instead of running it, so later test runs take a
-// second rather than a build.
+// helmBinary returns a helm v3 binary: $SCHEDULERD_HELM, else helmModule
+// built by the go command. go run keeps the executables it builds in the
+// build cache (a build of helm takes minutes, a cached one a second); with
+// -exec cp it copies the executable into a temporary directory instead of
+// running it, before go run removes its own.
 func helmBinary(t *testing.T) helm {
 	t.Helper()
+	home := t.TempDir()
 	if p := os.Getenv("SCHEDULERD_HELM"); p != "" {
-		return helm{path: p, home: t.TempDir()}
+		return helm{path: p, home: home}
 	}
 	gocmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("no go command to build %s with: %v", helmModule, err)
 	}
-	echo, err := exec.LookPath("echo")
+	cp, err := exec.LookPath("cp")
 	if err != nil {
-		t.Fatalf("no echo command to print the built helm's path: %v", err)
+		t.Fatalf("no cp command to take the built helm with: %v", err)
 	}
-	cmd := exec.Command(gocmd, "run", "-exec", echo, helmModule)
-	cmd.Dir = t.TempDir() // outside this module: helm's own go.mod decides its dependencies
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go run %s: %v\n%s", helmModule, err, stderr.String())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "helm")
+	cmd := exec.Command(gocmd, "run", "-exec", cp, helmModule, path)
+	cmd.Dir = dir // outside this module: helm's own go.mod decides its dependencies
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run %s: %v\n%s", helmModule, err, out)
 	}
-	h := helm{path: strings.TrimSpace(string(out)), home: t.TempDir()}
+	h := helm{path: path, home: home}
 	if v, err := h.run("version", "--short"); err != nil || !strings.HasPrefix(v, "v3.") {
 		t.Fatalf("%s version: %q, %v", h.path, v, err)
 	}
