@@ -610,6 +610,13 @@ func checkDeployment(t *testing.T, m *manifest, existing map[string]string) {
 		t.Error("the service account token is mounted; schedulerd does not call the Kubernetes API")
 	}
 
+	// Every SCHEDULER_* variable is a setting schedulerd reads.
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "SCHEDULER_") && !slices.Contains(app.EnvVars(), e.Name) {
+			t.Errorf("env %s is no setting of schedulerd", e.Name)
+		}
+	}
+
 	// Secrets reach the container only by reference.
 	if len(c.EnvFrom) != 0 {
 		t.Errorf("envFrom %+v: every variable must be listed", c.EnvFrom)
