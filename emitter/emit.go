@@ -41,6 +41,9 @@ type emitOpts struct {
 	// calendars caches the calendars of the pass; nil: a cache of this
 	// call's own.
 	calendars *calendarCache
+	// background leaves the events of new fires to the background workers
+	// (a backfill's fires past the request's share, backfill.go).
+	background bool
 }
 
 type outcome int
@@ -219,6 +222,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			_, err := e.fireEvents(ctx, s, latest, now, b)
 			return latest, outExisting, err
 		}
+		if o.decision == model.FireBackfill {
+			return latest, outOtherVersion, nil // any fire at t stands
+		}
 		// Another version fired at t. Only if the master cancelled all its
 		// events (an edit) does this version fire again.
 		counts, err := st.EventCountByFire(ctx, latest.ID)
@@ -256,9 +262,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}
-	if o.decision != model.FireTriggered && s.Skipped(t) {
+	if o.decision != model.FireTriggered && o.decision != model.FireBackfill && s.Skipped(t) {
 		f.Decision, f.Note = model.FireSkippedManual, "skipped: fires before "+s.SkipUntil.UTC().Format(time.RFC3339Nano)+" are skipped"
-	} else if s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel {
+	} else if o.decision != model.FireBackfill && (s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel) {
 		// The previous fire's events may still be in this batch.
 		if err := b.flush(ctx); err != nil {
 			return nil, 0, err
@@ -267,14 +273,17 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
-	deferred, err := e.admit(ctx, f, now)
-	if err != nil {
-		return nil, 0, err
+	bg := o.background && hasEvents(f.Decision) // the background admits each chunk
+	deferred := false
+	if !bg {
+		if deferred, err = e.admit(ctx, f, now); err != nil {
+			return nil, 0, err
+		}
 	}
-	if e.large(f) || deferred {
+	if e.large(f) || deferred || bg {
 		f.Remaining = f.Count // written in the background: see background.go
 	}
-	if o.together && !e.large(f) && (s.IsOneOff() || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
+	if o.together && !e.large(f) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
 		if hasEvents(f.Decision) {
 			h.events = e.makeEvents(s, f, 0, f.Count, now)
@@ -285,7 +294,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 
 	inserted, err := st.FireInsert(ctx, f)
 	if err != nil || !inserted {
-		e.unadmit(f, deferred, now)
+		e.unadmit(f, deferred || bg, now)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("insert fire: %w", err)
