@@ -326,4 +326,3 @@ func TestBackfillKeepsLargeBackfillsOutOfTheRequest(t *testing.T) {
 		}
 	}
 }
-
