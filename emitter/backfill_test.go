@@ -66,7 +66,9 @@ func tenMinuteTimes(from time.Time, n int) []time.Time {
 func TestBackfillRepeatAfterCrashMakesTheSameFires(t *testing.T) {
 	now := utc("2026-06-10T12:00:00Z")
 	times := tenMinuteTimes(utc("2026-06-01T00:00:00Z"), 60)
-	cfg := func(c *emitter.Config, _ *emitter.Deps) { c.BackgroundThreshold, c.BackgroundChunk, c.BatchSize = 30, 5, 10 }
+	cfg := func(c *emitter.Config, _ *emitter.Deps) {
+		c.BackgroundThreshold, c.BackgroundChunk, c.BatchSize = 30, 5, 10
+	}
 	s := sched("bf", "*/10 * * * *", "UTC", 5)
 
 	clean := openEmbedded(t)
