@@ -127,6 +127,15 @@ func TestBackfillRepeatAfterCrashMakesTheSameFires(t *testing.T) {
 // that a window or a deadline is not over before they start, and overlap
 // and skip do not apply to them.
 func TestBackfillEventsLaunchFromNow(t *testing.T) {
+	// Written with their fires, and by the background writer (threshold 1).
+	for _, threshold := range []int{0, 1} {
+		t.Run(fmt.Sprintf("BackgroundThreshold=%d", threshold), func(t *testing.T) {
+			backfillLaunchFromNow(t, threshold)
+		})
+	}
+}
+
+func backfillLaunchFromNow(t *testing.T, threshold int) {
 	st := openEmbedded(t)
 	now := utc("2026-06-10T12:00:00Z")
 	s := sched("late", "0 * * * *", "UTC", 2, func(s *model.Schedule) {
@@ -134,13 +143,13 @@ func TestBackfillEventsLaunchFromNow(t *testing.T) {
 		s.SkipUntil = ptrTime(now)
 	})
 	create(t, st, s)
-	e := newEmitter(t, st, newClock(now), nil)
+	e := newEmitter(t, st, newClock(now), func(c *emitter.Config, _ *emitter.Deps) { c.BackgroundThreshold = threshold })
 	times := []time.Time{utc("2026-06-09T10:00:00Z"), utc("2026-06-09T11:00:00Z")}
 	got, err := e.Backfill(context.Background(), s, times, emitter.BackfillOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Fires != 2 || got.Events != 4 {
+	if got.Fires != 2 || got.Events+got.EventsPending != 4 {
 		t.Fatalf("backfill: %+v, want 2 fires with 2 events each", got)
 	}
 	for _, at := range times {
