@@ -212,6 +212,38 @@ func TestBackfillLeavesOutInstantsWithAFire(t *testing.T) {
 	}
 }
 
+// TestBackfillLeavesOutExcludedInstantsWithAFire: an instant a calendar
+// excludes that already has a fire of another version is left out before
+// the calendar is looked at: no skipped_calendar record of this version and
+// no fire moved from it.
+func TestBackfillLeavesOutExcludedInstantsWithAFire(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(backfillNow)
+	h := newHarness(t, withRealEmitter(t, clk, emitter.Config{}))
+	tid, c := h.tenant("acme")
+	cr, err := c.CreateCalendarWithResponse(h.ctx, nil, client.CalendarCreate{Name: "weekends", Timezone: "UTC",
+		Weekly: &[]client.WeeklyRule{{Days: []client.WeeklyRuleDays{client.WeeklyRuleDaysSat, client.WeeklyRuleDaysSun}}}})
+	mustStatus(t, err, cr.StatusCode(), cr.Body, http.StatusCreated)
+	s := h.schedule(c, client.ScheduleCreate{Name: "daily", Cron: ptr("0 9 * * *"), EventCount: ptr(1), Target: httpTarget(),
+		ExcludeCalendars: &[]string{cr.JSON201.Id}, OnExcluded: ptr(client.OnExcludedNextIncluded)})
+	// Sat 2026-12-12 09:00Z fired under an earlier version.
+	sat := time.Date(2026, 12, 12, 9, 0, 0, 0, time.UTC)
+	old := &model.Fire{ID: model.FireID(s.Id, 0, sat), ScheduleID: s.Id, TenantID: tid, FireTime: sat, Count: 1, Decision: model.FireEmitted, CreatedAt: sat}
+	if _, err := h.st.FireInsert(h.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	got := h.backfill(c, s.Id, sat.Add(-time.Hour), sat.Add(time.Hour), 0)
+	if got.Instants != 1 || got.Existing != 1 || got.Fires != 0 || got.Skipped != 0 {
+		t.Fatalf("backfill: %+v, want the one instant left out", got)
+	}
+	fires := h.firesOf(tid, s.Id)
+	if f := fires[sat]; f == nil || f.ID != old.ID {
+		t.Fatalf("fire at %s: %+v, want the earlier version's", sat, f)
+	}
+	if f := fires[time.Date(2026, 12, 14, 0, 0, 0, 0, time.UTC)]; f != nil {
+		t.Fatalf("a fire moved from the instant that had one: %+v", f)
+	}
+}
+
 // TestBackfillAppliesCalendars: instants a calendar excludes are recorded
 // skipped_calendar, without events; with next_included the fire moves to
 // the next included instant, once.
