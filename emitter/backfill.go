@@ -88,7 +88,7 @@ func (e *Emitter) Backfill(ctx context.Context, s *model.Schedule, times []time.
 		o   emitOpts
 	}{
 		{due[:k], emitOpts{decision: model.FireBackfill, note: "backfill", together: true, calendars: cals}},
-		{due[k:], emitOpts{decision: model.FireBackfill, note: "backfill", background: true, calendars: cals}},
+		{due[k:], emitOpts{decision: model.FireBackfill, note: "backfill", together: true, background: true, calendars: cals}},
 	} {
 		ps, err := e.emitAll(ctx, part.due, part.o, now)
 		st.add(&ps)

@@ -283,9 +283,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	if e.large(f) || deferred || bg {
 		f.Remaining = f.Count // written in the background: see background.go
 	}
-	if o.together && !e.large(f) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
+	if o.together && (bg || !e.large(f)) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
-		if hasEvents(f.Decision) {
+		if hasEvents(f.Decision) && !bg { // a background fire's are written after it
 			h.events = e.makeEvents(s, f, 0, f.Count, now)
 		}
 		b.hold(h)
@@ -343,7 +343,16 @@ func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now ti
 	b.mu.Unlock()
 	for i, h := range hs {
 		f, out := h.f, outInserted
-		if inserted[i] {
+		if inserted[i] && h.events == nil && f.Remaining > 0 {
+			// Recorded for the background writer (emitOpts.background).
+			complete, err := e.fireEvents(ctx, h.d.s, f, now, b)
+			if err != nil {
+				return fmt.Errorf("fire %s at %s: %w", h.d.s.ID, h.d.t.Format(time.RFC3339), err)
+			}
+			if complete {
+				b.record(f)
+			}
+		} else if inserted[i] {
 			b.record(f)
 		} else {
 			if f, err = e.deps.Store.FireGet(ctx, h.d.s.TenantID, h.f.ID); err != nil {
