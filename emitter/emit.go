@@ -36,7 +36,8 @@ type emitOpts struct {
 	// together holds the records of new fires (not large ones, nor the
 	// fires of a cron schedule with overlap skip or cancel, which look at
 	// the fire before them) and writes each batch of them with its events
-	// in one FireInsertMany.
+	// in one FireInsertMany; with background, without events, which the
+	// background writer then writes.
 	together bool
 	// calendars caches the calendars of the pass; nil: a cache of this
 	// call's own.
