@@ -358,3 +358,34 @@ func TestBackfillKeepsLargeBackfillsOutOfTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestBackfillQuotas: the tenant's maxEventsStored judges all the events of
+// a backfill's new fires before any is written (429 naming the quota),
+// and a repeat of a backfill that went through needs no room.
+func TestBackfillQuotas(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(backfillNow)
+	h := newHarness(t, withRealEmitter(t, clk, emitter.Config{}), func(c *master.Config, _ *master.Deps) { c.QuotaCountTTL = -1 })
+	tid, c := h.tenant("limited")
+	s := h.schedule(c, client.ScheduleCreate{Name: "hourly", Cron: ptr("0 * * * *"), EventCount: ptr(2), Target: httpTarget()})
+	planned := 0 // events of the fires planned on create
+	for _, f := range h.firesOf(tid, s.Id) {
+		planned += f.Count
+	}
+	h.patchTenant(tid, client.TenantUpdate{Quotas: &client.TenantQuotas{MaxEventsStored: ptr(planned + 10)}})
+	from := backfillNow.Add(-6 * time.Hour)
+	r, err := c.BackfillScheduleWithResponse(h.ctx, s.Id, client.BackfillRequest{From: from, To: backfillNow})
+	p := wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusTooManyRequests, "maxEventsStored")
+	if !strings.Contains(*p.Detail, "12 more") {
+		t.Errorf("refusal %q does not say how many events the backfill adds", *p.Detail)
+	}
+	if n := len(h.firesOf(tid, s.Id)); n*2 != planned {
+		t.Fatalf("%d fires after a refused backfill, want only the %d planned", n, planned/2)
+	}
+	got := h.backfill(c, s.Id, from.Add(time.Hour), backfillNow, 0) // 5 fires, 10 events
+	if got.Fires != 5 || got.Events != 10 {
+		t.Fatalf("backfill within the quota: %+v", got)
+	}
+	if again := h.backfill(c, s.Id, from.Add(time.Hour), backfillNow, 0); again.Existing != 5 || again.Fires != 0 {
+		t.Fatalf("repeat at the quota: %+v, want nothing new and no refusal", again)
+	}
+}
