@@ -3,6 +3,7 @@ package emitter_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,5 +171,54 @@ func backfillLaunchFromNow(t *testing.T, threshold int) {
 				t.Fatalf("event %d of the fire at %s: %s launch %s deadline %v, want pending from %s", i, at, ev.Status, ev.LaunchAt, ev.Deadline, base)
 			}
 		}
+	}
+}
+
+// TestBackfillKeepsTheTenantsPerMinuteQuota: the fires of a backfill whose
+// events would take the tenant over maxEventsPerMinute are recorded at once
+// with their events deferred to later minutes, as for any fire; the
+// background writer writes them as the minutes pass, never more than the
+// quota in a minute.
+func TestBackfillKeepsTheTenantsPerMinuteQuota(t *testing.T) {
+	st := openEmbedded(t)
+	now := utc("2026-06-10T12:00:30Z")
+	clk := newClock(now)
+	s := sched("quota", "0 * * * *", "UTC", 2)
+	create(t, st, s)
+	e := newEmitter(t, st, clk, func(_ *emitter.Config, d *emitter.Deps) { d.Quotas = fixedQuotas(5) })
+	stored := func() int {
+		n := 0
+		for _, v := range backfillState(t, st, s) {
+			if strings.Contains(v, "pending:2") {
+				n += 2
+			}
+		}
+		return n
+	}
+	times := tenMinuteTimes(utc("2026-06-09T00:00:00Z"), 6) // 12 events
+	got, err := e.Backfill(context.Background(), s, times, emitter.BackfillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fires != 6 || got.Events > 5 || got.Events+got.EventsPending != 12 {
+		t.Fatalf("backfill: %+v, want 6 fires and at most 5 events written in this minute", got)
+	}
+	if n := stored(); n > 5 {
+		t.Fatalf("%d events stored in the first minute, quota 5", n)
+	}
+	// Each minute the repeat (which the background writer would do on its
+	// own) writes at most the quota more.
+	for minute := 1; minute <= 3; minute++ {
+		clk.Advance(time.Minute)
+		before := stored()
+		if _, err := e.Backfill(context.Background(), s, times, emitter.BackfillOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if d := stored() - before; d > 5 {
+			t.Fatalf("minute %d: %d events written, quota 5", minute, d)
+		}
+	}
+	if n := stored(); n != 12 {
+		t.Fatalf("after three more minutes %d events exist, want 12: %v", n, backfillState(t, st, s))
 	}
 }

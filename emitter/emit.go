@@ -286,7 +286,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	}
 	if o.together && (bg || !e.large(f)) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
-		if hasEvents(f.Decision) && !bg { // a background fire's are written after it
+		if hasEvents(f.Decision) && f.Remaining == 0 { // else the background writer writes them
 			h.events = e.makeEvents(s, f, 0, f.Count, now)
 		}
 		b.hold(h)
@@ -345,7 +345,12 @@ func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now ti
 	for i, h := range hs {
 		f, out := h.f, outInserted
 		if inserted[i] && h.events == nil && f.Remaining > 0 {
-			// Recorded for the background writer (emitOpts.background).
+			// Recorded for the background writer: emitOpts.background, or
+			// deferred (quota.go).
+			if strings.Contains(f.Note, notePrefixDeferred) {
+				e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
+				e.m.FiresDeferred(deferReason(f.Note), 1)
+			}
 			complete, err := e.fireEvents(ctx, h.d.s, f, now, b)
 			if err != nil {
 				return fmt.Errorf("fire %s at %s: %w", h.d.s.ID, h.d.t.Format(time.RFC3339), err)
