@@ -133,6 +133,8 @@ func TestBackfillMatchesOracle(t *testing.T) {
 	ranges := [][2]time.Time{
 		{time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)},
 		{time.Date(2026, 10, 24, 22, 0, 0, 0, time.UTC), time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC)},
+		// from on an instant (included), to on an instant (excluded).
+		{time.Date(2026, 11, 3, 0, 15, 0, 0, time.UTC), time.Date(2026, 11, 3, 2, 15, 0, 0, time.UTC)},
 	}
 	for range 6 {
 		from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(360*24*60)) * time.Minute)
