@@ -55,6 +55,7 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for FireDecision.
 const (
+	FireDecisionBackfill        FireDecision = "backfill"
 	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
 	FireDecisionEmitted         FireDecision = "emitted"
 	FireDecisionLate            FireDecision = "late"
@@ -67,6 +68,8 @@ const (
 // Valid indicates whether the value is a known member of the FireDecision enum.
 func (e FireDecision) Valid() bool {
 	switch e {
+	case FireDecisionBackfill:
+		return true
 	case FireDecisionCancelledByNext:
 		return true
 	case FireDecisionEmitted:
@@ -341,6 +344,45 @@ type AdaptiveLimit struct {
 	Min int  `json:"min"`
 }
 
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From First instant of the range (included).
+	From time.Time `json:"from"`
+
+	// MaxFires The most instants the range may hold (default 1,000, at most
+	// 10,000); a range with more is refused.
+	MaxFires *int `json:"maxFires,omitempty"`
+
+	// To End of the range (excluded); not after now.
+	To time.Time `json:"to"`
+}
+
+// BackfillResult defines model for BackfillResult.
+type BackfillResult struct {
+	// Events Events written during the call.
+	Events int `json:"events"`
+
+	// EventsPending Events of this call's fires written in the background (over the
+	// background threshold, or deferred by maxEventsPerMinute or the
+	// disk guard).
+	EventsPending int `json:"eventsPending"`
+
+	// Existing Instants left out because they had a fire already.
+	Existing int `json:"existing"`
+
+	// Fires Fires recorded by this call with decision backfill.
+	Fires int       `json:"fires"`
+	From  time.Time `json:"from"`
+
+	// Instants The schedule's instants in [from, to).
+	Instants   int    `json:"instants"`
+	ScheduleId string `json:"scheduleId"`
+
+	// Skipped Fires recorded by this call as skipped_calendar.
+	Skipped int       `json:"skipped"`
+	To      time.Time `json:"to"`
+}
+
 // Calendar defines model for Calendar.
 type Calendar struct {
 	CreatedAt time.Time       `json:"createdAt"`
@@ -537,7 +579,8 @@ type Fire struct {
 	// was left; triggered: by the trigger operation; skipped_manual:
 	// skipped by the skip operation, not delivered; skipped_calendar:
 	// a calendar of the schedule excludes the fire time (the note names
-	// it, and with onExcluded next_included where the fire moved).
+	// it, and with onExcluded next_included where the fire moved);
+	// backfill: by the backfill operation, for a past instant.
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -584,7 +627,8 @@ type Fire struct {
 // was left; triggered: by the trigger operation; skipped_manual:
 // skipped by the skip operation, not delivered; skipped_calendar:
 // a calendar of the schedule excludes the fire time (the note names
-// it, and with onExcluded next_included where the fire moved).
+// it, and with onExcluded next_included where the fire moved);
+// backfill: by the backfill operation, for a past instant.
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -1715,6 +1759,9 @@ type PreviewScheduleSpecJSONRequestBody = ScheduleCreate
 // UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
 type UpdateScheduleJSONRequestBody = ScheduleUpdate
 
+// BackfillScheduleJSONRequestBody defines body for BackfillSchedule for application/json ContentType.
+type BackfillScheduleJSONRequestBody = BackfillRequest
+
 // PauseScheduleJSONRequestBody defines body for PauseSchedule for application/json ContentType.
 type PauseScheduleJSONRequestBody = PauseRequest
 
@@ -2184,6 +2231,80 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
 	UpdateSchedule(ctx context.Context, id ID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillScheduleWithBody Fire the schedule's past instants in [from, to) now (decision "backfill").
+	//
+	// Records one fire, decision `backfill`, for each instant the schedule
+	// would have fired in [from, to) (its cron in its time zone, DST
+	// included, within its startAt and endAt) that has no fire yet. An
+	// instant that already has a fire of the schedule (emitted, late,
+	// triggered, skipped or an earlier backfill, of any version) is left
+	// out and counted in `existing`: a repeat of the same backfill creates
+	// nothing. Fire ids are those of the schedule's own fires
+	// (schedule, version, instant), so a backfill fire and a scheduled
+	// fire of one instant are one fire.
+	//
+	// The schedule's calendars apply: an excluded instant is recorded
+	// `skipped_calendar` (with onExcluded next_included the fire moves to
+	// the next included instant, which may lie after `to`). Jitter
+	// applies as for scheduled fires. The events launch from now (plus
+	// the fire's jitter, spread over the schedule's window if it has
+	// one) and go through the schedule's policy, so they reach the
+	// consumer at the policy's pace. The overlap policy and skip requests
+	// do not apply to backfill fires; the misfire policy does not either.
+	//
+	// `to` must not be after now; `maxFires` (default 1,000, at most
+	// 10,000) bounds the instants of the range: a longer range is refused
+	// (422 naming `to`, with the number of instants it holds). One-off
+	// schedules, paused and completed schedules are refused (422 naming
+	// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+	// quotas and the disk guard judge the events of the new fires before
+	// anything is written; maxEventsPerMinute defers events to later
+	// minutes as for any fire. At most the emitter's background
+	// threshold (default 10,000) of events are written during the
+	// request; the rest (`eventsPending`) are written in the background.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillSchedule Fire the schedule's past instants in [from, to) now (decision "backfill").
+	//
+	// Records one fire, decision `backfill`, for each instant the schedule
+	// would have fired in [from, to) (its cron in its time zone, DST
+	// included, within its startAt and endAt) that has no fire yet. An
+	// instant that already has a fire of the schedule (emitted, late,
+	// triggered, skipped or an earlier backfill, of any version) is left
+	// out and counted in `existing`: a repeat of the same backfill creates
+	// nothing. Fire ids are those of the schedule's own fires
+	// (schedule, version, instant), so a backfill fire and a scheduled
+	// fire of one instant are one fire.
+	//
+	// The schedule's calendars apply: an excluded instant is recorded
+	// `skipped_calendar` (with onExcluded next_included the fire moves to
+	// the next included instant, which may lie after `to`). Jitter
+	// applies as for scheduled fires. The events launch from now (plus
+	// the fire's jitter, spread over the schedule's window if it has
+	// one) and go through the schedule's policy, so they reach the
+	// consumer at the policy's pace. The overlap policy and skip requests
+	// do not apply to backfill fires; the misfire policy does not either.
+	//
+	// `to` must not be after now; `maxFires` (default 1,000, at most
+	// 10,000) bounds the instants of the range: a longer range is refused
+	// (422 naming `to`, with the number of instants it holds). One-off
+	// schedules, paused and completed schedules are refused (422 naming
+	// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+	// quotas and the disk guard judge the events of the new fires before
+	// anything is written; maxEventsPerMinute defers events to later
+	// minutes as for any fire. At most the emitter's background
+	// threshold (default 10,000) of events are written during the
+	// request; the rest (`eventsPending`) are written in the background.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+	BackfillSchedule(ctx context.Context, id ID, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListScheduleFires Page through a schedule's fires, newest first, with live event counts.
 	//
@@ -3109,6 +3230,100 @@ func (c *Client) UpdateScheduleWithBody(ctx context.Context, id ID, contentType 
 // Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
 func (c *Client) UpdateSchedule(ctx context.Context, id ID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateScheduleRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillScheduleWithBody Fire the schedule's past instants in [from, to) now (decision "backfill").
+//
+// Records one fire, decision `backfill`, for each instant the schedule
+// would have fired in [from, to) (its cron in its time zone, DST
+// included, within its startAt and endAt) that has no fire yet. An
+// instant that already has a fire of the schedule (emitted, late,
+// triggered, skipped or an earlier backfill, of any version) is left
+// out and counted in `existing`: a repeat of the same backfill creates
+// nothing. Fire ids are those of the schedule's own fires
+// (schedule, version, instant), so a backfill fire and a scheduled
+// fire of one instant are one fire.
+//
+// The schedule's calendars apply: an excluded instant is recorded
+// `skipped_calendar` (with onExcluded next_included the fire moves to
+// the next included instant, which may lie after `to`). Jitter
+// applies as for scheduled fires. The events launch from now (plus
+// the fire's jitter, spread over the schedule's window if it has
+// one) and go through the schedule's policy, so they reach the
+// consumer at the policy's pace. The overlap policy and skip requests
+// do not apply to backfill fires; the misfire policy does not either.
+//
+// `to` must not be after now; `maxFires` (default 1,000, at most
+// 10,000) bounds the instants of the range: a longer range is refused
+// (422 naming `to`, with the number of instants it holds). One-off
+// schedules, paused and completed schedules are refused (422 naming
+// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+// quotas and the disk guard judge the events of the new fires before
+// anything is written; maxEventsPerMinute defers events to later
+// minutes as for any fire. At most the emitter's background
+// threshold (default 10,000) of events are written during the
+// request; the rest (`eventsPending`) are written in the background.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+func (c *Client) BackfillScheduleWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillSchedule Fire the schedule's past instants in [from, to) now (decision "backfill").
+//
+// Records one fire, decision `backfill`, for each instant the schedule
+// would have fired in [from, to) (its cron in its time zone, DST
+// included, within its startAt and endAt) that has no fire yet. An
+// instant that already has a fire of the schedule (emitted, late,
+// triggered, skipped or an earlier backfill, of any version) is left
+// out and counted in `existing`: a repeat of the same backfill creates
+// nothing. Fire ids are those of the schedule's own fires
+// (schedule, version, instant), so a backfill fire and a scheduled
+// fire of one instant are one fire.
+//
+// The schedule's calendars apply: an excluded instant is recorded
+// `skipped_calendar` (with onExcluded next_included the fire moves to
+// the next included instant, which may lie after `to`). Jitter
+// applies as for scheduled fires. The events launch from now (plus
+// the fire's jitter, spread over the schedule's window if it has
+// one) and go through the schedule's policy, so they reach the
+// consumer at the policy's pace. The overlap policy and skip requests
+// do not apply to backfill fires; the misfire policy does not either.
+//
+// `to` must not be after now; `maxFires` (default 1,000, at most
+// 10,000) bounds the instants of the range: a longer range is refused
+// (422 naming `to`, with the number of instants it holds). One-off
+// schedules, paused and completed schedules are refused (422 naming
+// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+// quotas and the disk guard judge the events of the new fires before
+// anything is written; maxEventsPerMinute defers events to later
+// minutes as for any fire. At most the emitter's background
+// threshold (default 10,000) of events are written during the
+// request; the rest (`eventsPending`) are written in the background.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+func (c *Client) BackfillSchedule(ctx context.Context, id ID, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillScheduleRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4744,6 +4959,53 @@ func NewUpdateScheduleRequestWithBody(server string, id ID, contentType string, 
 	return req, nil
 }
 
+// NewBackfillScheduleRequest calls the generic BackfillSchedule builder with application/json body
+func NewBackfillScheduleRequest(server string, id ID, body BackfillScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackfillScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewBackfillScheduleRequestWithBody constructs an http.Request for the BackfillSchedule method, with any body, and a specified content type
+func NewBackfillScheduleRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/backfill", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListScheduleFiresRequest constructs an http.Request for the ListScheduleFires method
 func NewListScheduleFiresRequest(server string, id ID, params *ListScheduleFiresParams) (*http.Request, error) {
 	var err error
@@ -5867,6 +6129,80 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
 	UpdateScheduleWithResponse(ctx context.Context, id ID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
+	// BackfillScheduleWithBodyWithResponse Fire the schedule's past instants in [from, to) now (decision "backfill").
+	//
+	// Records one fire, decision `backfill`, for each instant the schedule
+	// would have fired in [from, to) (its cron in its time zone, DST
+	// included, within its startAt and endAt) that has no fire yet. An
+	// instant that already has a fire of the schedule (emitted, late,
+	// triggered, skipped or an earlier backfill, of any version) is left
+	// out and counted in `existing`: a repeat of the same backfill creates
+	// nothing. Fire ids are those of the schedule's own fires
+	// (schedule, version, instant), so a backfill fire and a scheduled
+	// fire of one instant are one fire.
+	//
+	// The schedule's calendars apply: an excluded instant is recorded
+	// `skipped_calendar` (with onExcluded next_included the fire moves to
+	// the next included instant, which may lie after `to`). Jitter
+	// applies as for scheduled fires. The events launch from now (plus
+	// the fire's jitter, spread over the schedule's window if it has
+	// one) and go through the schedule's policy, so they reach the
+	// consumer at the policy's pace. The overlap policy and skip requests
+	// do not apply to backfill fires; the misfire policy does not either.
+	//
+	// `to` must not be after now; `maxFires` (default 1,000, at most
+	// 10,000) bounds the instants of the range: a longer range is refused
+	// (422 naming `to`, with the number of instants it holds). One-off
+	// schedules, paused and completed schedules are refused (422 naming
+	// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+	// quotas and the disk guard judge the events of the new fires before
+	// anything is written; maxEventsPerMinute defers events to later
+	// minutes as for any fire. At most the emitter's background
+	// threshold (default 10,000) of events are written during the
+	// request; the rest (`eventsPending`) are written in the background.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error)
+
+	// BackfillScheduleWithResponse Fire the schedule's past instants in [from, to) now (decision "backfill").
+	//
+	// Records one fire, decision `backfill`, for each instant the schedule
+	// would have fired in [from, to) (its cron in its time zone, DST
+	// included, within its startAt and endAt) that has no fire yet. An
+	// instant that already has a fire of the schedule (emitted, late,
+	// triggered, skipped or an earlier backfill, of any version) is left
+	// out and counted in `existing`: a repeat of the same backfill creates
+	// nothing. Fire ids are those of the schedule's own fires
+	// (schedule, version, instant), so a backfill fire and a scheduled
+	// fire of one instant are one fire.
+	//
+	// The schedule's calendars apply: an excluded instant is recorded
+	// `skipped_calendar` (with onExcluded next_included the fire moves to
+	// the next included instant, which may lie after `to`). Jitter
+	// applies as for scheduled fires. The events launch from now (plus
+	// the fire's jitter, spread over the schedule's window if it has
+	// one) and go through the schedule's policy, so they reach the
+	// consumer at the policy's pace. The overlap policy and skip requests
+	// do not apply to backfill fires; the misfire policy does not either.
+	//
+	// `to` must not be after now; `maxFires` (default 1,000, at most
+	// 10,000) bounds the instants of the range: a longer range is refused
+	// (422 naming `to`, with the number of instants it holds). One-off
+	// schedules, paused and completed schedules are refused (422 naming
+	// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+	// quotas and the disk guard judge the events of the new fires before
+	// anything is written; maxEventsPerMinute defers events to later
+	// minutes as for any fire. At most the emitter's background
+	// threshold (default 10,000) of events are written during the
+	// request; the rest (`eventsPending`) are written in the background.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithResponse(ctx context.Context, id ID, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error)
 
 	// ListScheduleFiresWithResponse Page through a schedule's fires, newest first, with live event counts.
 	//
@@ -8899,6 +9235,138 @@ func (r UpdateScheduleResponse) ContentType() string {
 	return ""
 }
 
+// BackfillScheduleResponse429Headers the declared response headers of an HTTP 429 response for BackfillSchedule
+type BackfillScheduleResponse429Headers struct {
+	RetryAfter *int
+}
+
+// BackfillScheduleResponse503Headers the declared response headers of an HTTP 503 response for BackfillSchedule
+type BackfillScheduleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type BackfillScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *BackfillResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *InsufficientStorage
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BackfillScheduleResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BackfillScheduleResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r BackfillScheduleResponse) GetJSON202() *BackfillResult {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r BackfillScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r BackfillScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackfillScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackfillScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackfillScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListScheduleFiresResponse429Headers the declared response headers of an HTTP 429 response for ListScheduleFires
 type ListScheduleFiresResponse429Headers struct {
 	RetryAfter *int
@@ -11113,6 +11581,92 @@ func (c *ClientWithResponses) UpdateScheduleWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseUpdateScheduleResponse(rsp)
+}
+
+// BackfillScheduleWithBodyWithResponse Fire the schedule's past instants in [from, to) now (decision "backfill").
+//
+// Records one fire, decision `backfill`, for each instant the schedule
+// would have fired in [from, to) (its cron in its time zone, DST
+// included, within its startAt and endAt) that has no fire yet. An
+// instant that already has a fire of the schedule (emitted, late,
+// triggered, skipped or an earlier backfill, of any version) is left
+// out and counted in `existing`: a repeat of the same backfill creates
+// nothing. Fire ids are those of the schedule's own fires
+// (schedule, version, instant), so a backfill fire and a scheduled
+// fire of one instant are one fire.
+//
+// The schedule's calendars apply: an excluded instant is recorded
+// `skipped_calendar` (with onExcluded next_included the fire moves to
+// the next included instant, which may lie after `to`). Jitter
+// applies as for scheduled fires. The events launch from now (plus
+// the fire's jitter, spread over the schedule's window if it has
+// one) and go through the schedule's policy, so they reach the
+// consumer at the policy's pace. The overlap policy and skip requests
+// do not apply to backfill fires; the misfire policy does not either.
+//
+// `to` must not be after now; `maxFires` (default 1,000, at most
+// 10,000) bounds the instants of the range: a longer range is refused
+// (422 naming `to`, with the number of instants it holds). One-off
+// schedules, paused and completed schedules are refused (422 naming
+// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+// quotas and the disk guard judge the events of the new fires before
+// anything is written; maxEventsPerMinute defers events to later
+// minutes as for any fire. At most the emitter's background
+// threshold (default 10,000) of events are written during the
+// request; the rest (`eventsPending`) are written in the background.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+func (c *ClientWithResponses) BackfillScheduleWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error) {
+	rsp, err := c.BackfillScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillScheduleResponse(rsp)
+}
+
+// BackfillScheduleWithResponse Fire the schedule's past instants in [from, to) now (decision "backfill").
+//
+// Records one fire, decision `backfill`, for each instant the schedule
+// would have fired in [from, to) (its cron in its time zone, DST
+// included, within its startAt and endAt) that has no fire yet. An
+// instant that already has a fire of the schedule (emitted, late,
+// triggered, skipped or an earlier backfill, of any version) is left
+// out and counted in `existing`: a repeat of the same backfill creates
+// nothing. Fire ids are those of the schedule's own fires
+// (schedule, version, instant), so a backfill fire and a scheduled
+// fire of one instant are one fire.
+//
+// The schedule's calendars apply: an excluded instant is recorded
+// `skipped_calendar` (with onExcluded next_included the fire moves to
+// the next included instant, which may lie after `to`). Jitter
+// applies as for scheduled fires. The events launch from now (plus
+// the fire's jitter, spread over the schedule's window if it has
+// one) and go through the schedule's policy, so they reach the
+// consumer at the policy's pace. The overlap policy and skip requests
+// do not apply to backfill fires; the misfire policy does not either.
+//
+// `to` must not be after now; `maxFires` (default 1,000, at most
+// 10,000) bounds the instants of the range: a longer range is refused
+// (422 naming `to`, with the number of instants it holds). One-off
+// schedules, paused and completed schedules are refused (422 naming
+// `runAt`, 409). The tenant's maxEventsPerFire and maxEventsStored
+// quotas and the disk guard judge the events of the new fires before
+// anything is written; maxEventsPerMinute defers events to later
+// minutes as for any fire. At most the emitter's background
+// threshold (default 10,000) of events are written during the
+// request; the rest (`eventsPending`) are written in the background.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/backfill (the `BackfillSchedule` operationId).
+func (c *ClientWithResponses) BackfillScheduleWithResponse(ctx context.Context, id ID, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error) {
+	rsp, err := c.BackfillSchedule(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillScheduleResponse(rsp)
 }
 
 // ListScheduleFiresWithResponse Page through a schedule's fires, newest first, with live event counts.
@@ -14099,6 +14653,132 @@ func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers UpdateScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBackfillScheduleResponse parses an HTTP response from a BackfillScheduleWithResponse call
+func ParseBackfillScheduleResponse(rsp *http.Response) (*BackfillScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackfillScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest BackfillResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers BackfillScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers BackfillScheduleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

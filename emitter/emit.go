@@ -36,11 +36,15 @@ type emitOpts struct {
 	// together holds the records of new fires (not large ones, nor the
 	// fires of a cron schedule with overlap skip or cancel, which look at
 	// the fire before them) and writes each batch of them with its events
-	// in one FireInsertMany.
+	// in one FireInsertMany; with background, without events, which the
+	// background writer then writes.
 	together bool
 	// calendars caches the calendars of the pass; nil: a cache of this
 	// call's own.
 	calendars *calendarCache
+	// background leaves the events of new fires to the background workers
+	// (a backfill's fires past the request's share, backfill.go).
+	background bool
 }
 
 type outcome int
@@ -219,6 +223,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			_, err := e.fireEvents(ctx, s, latest, now, b)
 			return latest, outExisting, err
 		}
+		if o.decision == model.FireBackfill {
+			return latest, outOtherVersion, nil // any fire at t stands
+		}
 		// Another version fired at t. Only if the master cancelled all its
 		// events (an edit) does this version fire again.
 		counts, err := st.EventCountByFire(ctx, latest.ID)
@@ -256,9 +263,9 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}
-	if o.decision != model.FireTriggered && s.Skipped(t) {
+	if o.decision != model.FireTriggered && o.decision != model.FireBackfill && s.Skipped(t) {
 		f.Decision, f.Note = model.FireSkippedManual, "skipped: fires before "+s.SkipUntil.UTC().Format(time.RFC3339Nano)+" are skipped"
-	} else if s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel {
+	} else if o.decision != model.FireBackfill && (s.Overlap == model.OverlapSkip || s.Overlap == model.OverlapCancel) {
 		// The previous fire's events may still be in this batch.
 		if err := b.flush(ctx); err != nil {
 			return nil, 0, err
@@ -267,16 +274,19 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
-	deferred, err := e.admit(ctx, f, now)
-	if err != nil {
-		return nil, 0, err
+	bg := o.background && hasEvents(f.Decision) // the background admits each chunk
+	deferred := false
+	if !bg {
+		if deferred, err = e.admit(ctx, f, now); err != nil {
+			return nil, 0, err
+		}
 	}
-	if e.large(f) || deferred {
+	if e.large(f) || deferred || bg {
 		f.Remaining = f.Count // written in the background: see background.go
 	}
-	if o.together && !e.large(f) && (s.IsOneOff() || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
+	if o.together && (bg || !e.large(f)) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
-		if hasEvents(f.Decision) {
+		if hasEvents(f.Decision) && f.Remaining == 0 { // else the background writer writes them
 			h.events = e.makeEvents(s, f, 0, f.Count, now)
 		}
 		b.hold(h)
@@ -285,7 +295,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 
 	inserted, err := st.FireInsert(ctx, f)
 	if err != nil || !inserted {
-		e.unadmit(f, deferred, now)
+		e.unadmit(f, deferred || bg, now)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("insert fire: %w", err)
@@ -334,7 +344,21 @@ func (e *Emitter) writeHeld(ctx context.Context, b *batch, hs []heldFire, now ti
 	b.mu.Unlock()
 	for i, h := range hs {
 		f, out := h.f, outInserted
-		if inserted[i] {
+		if inserted[i] && h.events == nil && f.Remaining > 0 {
+			// Recorded for the background writer: emitOpts.background, or
+			// deferred (quota.go).
+			if strings.Contains(f.Note, notePrefixDeferred) {
+				e.rate.enqueue(f.TenantID, f.ID, f.FireTime, now)
+				e.m.FiresDeferred(deferReason(f.Note), 1)
+			}
+			complete, err := e.fireEvents(ctx, h.d.s, f, now, b)
+			if err != nil {
+				return fmt.Errorf("fire %s at %s: %w", h.d.s.ID, h.d.t.Format(time.RFC3339), err)
+			}
+			if complete {
+				b.record(f)
+			}
+		} else if inserted[i] {
 			b.record(f)
 		} else {
 			if f, err = e.deps.Store.FireGet(ctx, h.d.s.TenantID, h.f.ID); err != nil {

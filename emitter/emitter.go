@@ -92,6 +92,9 @@ type Store interface {
 	FireInsertMany(ctx context.Context, fs []store.FireNew) (inserted []bool, events int, err error)
 	// FireGet reads back a fire that existed already.
 	FireGet(ctx context.Context, tenantID, id string) (*model.Fire, error)
+	// FireList pages a schedule's fires (a backfill leaves out the
+	// instants that have one).
+	FireList(ctx context.Context, p *store.FireListParams) ([]*model.Fire, error)
 	// FireLatestBefore finds the previous fire (overlap, other versions).
 	FireLatestBefore(ctx context.Context, scheduleID string, t time.Time) (*model.Fire, error)
 	// FireSetDecision marks a previous fire cancelled_by_next.

@@ -13,9 +13,10 @@ import (
 // its fire time, so that the delivery lateness of a one-off accepted with a
 // runAt years ago is measured from its acceptance and its window does not
 // end before it began. Late cron fires (downtime, at most CatchUpLimit)
-// keep their fire time: their lateness is real.
+// keep their fire time: their lateness is real. A backfill fire, asked for
+// a past instant, launches from the moment it was recorded as well.
 func launchBase(s *model.Schedule, f *model.Fire) time.Time {
-	if s.IsOneOff() && f.Decision == model.FireLate && f.CreatedAt.After(f.FireTime) {
+	if s.IsOneOff() && f.Decision == model.FireLate && f.CreatedAt.After(f.FireTime) || f.Decision == model.FireBackfill {
 		return f.CreatedAt.Add(f.Jitter)
 	}
 	return f.FireTime.Add(f.Jitter)

@@ -113,6 +113,9 @@ type Emitter interface {
 	// to end at since (zero: resumed by hand before its resume time): the
 	// fires missed since then follow its misfire policy.
 	Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, since time.Time) error
+	// Backfill records backfill fires of s at times (past instants that
+	// have no fire yet).
+	Backfill(ctx context.Context, s *model.Schedule, times []time.Time, o emitter.BackfillOptions) (emitter.BackfillStats, error)
 	// The first fires of new schedules are planned with their write.
 	create.Planner
 }

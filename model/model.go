@@ -297,6 +297,9 @@ const (
 	// FireSkippedCalendar: a calendar the schedule names excludes the
 	// fire time; the note names the calendar.
 	FireSkippedCalendar FireDecision = "skipped_calendar"
+	// FireBackfill: recorded by POST /backfill for a past instant; its
+	// events launch from when it was recorded.
+	FireBackfill FireDecision = "backfill"
 )
 
 // Fire is one firing of a schedule: n events for one fire time.

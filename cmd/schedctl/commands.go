@@ -275,6 +275,7 @@ func commands() []*command {
 			return fetch(e, scheduleTable)(e.api.ResumeSchedule(e.ctx, a[0]))
 		})},
 		{group: "schedules", verb: "trigger", args: "SCHEDULE_ID", summary: "fire a schedule now, optionally with its own --count, --payload and --note", positional: 1, flags: triggerFlags},
+		{group: "schedules", verb: "backfill", args: "SCHEDULE_ID", summary: "fire a schedule's past instants in [--from, --to) now, once each (decision backfill)", positional: 1, flags: backfillFlags},
 		{group: "schedules", verb: "preview", args: "[SCHEDULE_ID]", summary: "show the next fire times of a schedule, or of a definition given as with create (--file or flags) without saving it", positional: -1, flags: previewFlags},
 		{group: "schedules", verb: "delete", args: "SCHEDULE_ID", summary: "delete a schedule (its waiting events are cancelled)", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			if _, err := call(e.api.DeleteSchedule(e.ctx, a[0])); err != nil {

@@ -581,12 +581,49 @@ async function pageSchedule(main, id) {
       ...(s.skipUntil ? [h("dt", {}, "skipped"), h("dd", { id: "skip-until" }, `fires before ${utc(s.skipUntil)}`)] : [])),
     h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
+    ...(s.state === "active" && !s.runAt ? [backfillForm(s)] : []),
     h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,
     h("table", { "aria-label": "Preview" }, h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "Launch (UTC)"),
       h("th", { scope: "col" }, ""))), preview));
   await loadPreview();
   return null;
+}
+
+// backfillForm fires the schedule's past instants in [from, to) now
+// (POST /backfill); the times are the browser's local time.
+function backfillForm(s) {
+  const from = h("input", { name: "from", type: "datetime-local", required: true });
+  const to = h("input", { name: "to", type: "datetime-local", required: true });
+  const maxFires = h("input", { name: "maxFires", type: "number", min: 1, max: 10000, placeholder: "1000" });
+  const result = h("p", { id: "backfill-result", "aria-live": "polite" });
+  const form = h("form", {
+    class: "bar", id: "backfill",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      result.replaceChildren();
+      for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+      const body = { from: new Date(from.value).toISOString(), to: new Date(to.value).toISOString() };
+      if (maxFires.value) body.maxFires = Number(maxFires.value);
+      if (!(await confirmAction(`Backfill “${s.name}” from ${body.from} to ${body.to}? Each instant without a fire fires its ${s.eventCount} event(s) now, through the schedule's policy.`))) return;
+      try {
+        const r = await api("POST", `/v1/schedules/${enc(s.id)}/backfill`, body);
+        result.textContent = `${r.instants} instants: ${r.fires} fired, ${r.skipped} skipped by a calendar, ${r.existing} already had a fire; ` +
+          `${r.events} events written${r.eventsPending ? `, ${r.eventsPending} being written in the background` : ""}.`;
+        toast(`Backfilled ${s.name}: ${r.fires} fires`);
+      } catch (err) {
+        for (const fe of (err.problem && err.problem.errors) || []) {
+          const el = form.querySelector(`[name="${CSS.escape(fe.field)}"]`);
+          if (el) el.setAttribute("aria-invalid", "true");
+        }
+        result.append(errorBox(err));
+      }
+    },
+  }, field("From (local time)", from), field("To (local time, not after now)", to), field("Max fires", maxFires),
+  h("button", { type: "submit", id: "backfill-submit" }, "Backfill"));
+  return h("section", { "aria-labelledby": "backfill-h" }, h("h2", { id: "backfill-h" }, "Backfill"),
+    h("p", { class: "muted" }, "Fire the instants the schedule would have fired in a past range, once each; instants that already have a fire are left out."),
+    form, result);
 }
 
 // ---------- fires ----------
