@@ -44,7 +44,7 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	m.Name = sp.Name
 
 	n := 0
-	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil, sp.Crons != nil, sp.Interval != ""} {
+	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil, sp.Crons != nil, sp.Interval != nil} {
 		if set {
 			n++
 		}
@@ -87,8 +87,8 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 			}
 		case sp.Crons != nil:
 			compileCrons(&fe, out, sp.Crons, lim.MaxChildren)
-		case sp.Interval != "":
-			m.Interval = checkInterval(&fe, sp.Interval)
+		case sp.Interval != nil:
+			m.Interval = checkInterval(&fe, *sp.Interval)
 		}
 	}
 	if out.Expr != nil {

@@ -22,7 +22,7 @@ func exclusiveField(sp Spec) string {
 	switch {
 	case sp.Crons != nil:
 		return "crons"
-	case sp.Interval != "":
+	case sp.Interval != nil:
 		return "interval"
 	}
 	return "cron"

@@ -24,14 +24,14 @@ func TestCompileRejectsIntervalAndCrons(t *testing.T) {
 		field  string
 		reason string
 	}{
-		{"IntervalBelowAMinute", func(s *schedule.Spec) { s.Cron, s.Interval = nil, "59s" }, "interval", "must be at least 1m0s"},
-		{"IntervalUnparsable", func(s *schedule.Spec) { s.Cron, s.Interval = nil, "every hour" }, "interval", `not a duration such as "90m" or "6h"`},
-		{"IntervalNegative", func(s *schedule.Spec) { s.Cron, s.Interval = nil, "-90m" }, "interval", "must be at least 1m0s"},
-		{"IntervalFraction", func(s *schedule.Spec) { s.Cron, s.Interval = nil, "90.5s" }, "interval", "must be a whole number of seconds"},
-		{"CronAndInterval", func(s *schedule.Spec) { s.Interval = "90m" }, "interval", schedule.MutuallyExclusive},
+		{"IntervalBelowAMinute", func(s *schedule.Spec) { s.Cron, s.Interval = nil, ptr("59s") }, "interval", "must be at least 1m0s"},
+		{"IntervalUnparsable", func(s *schedule.Spec) { s.Cron, s.Interval = nil, ptr("every hour") }, "interval", `not a duration such as "90m" or "6h"`},
+		{"IntervalNegative", func(s *schedule.Spec) { s.Cron, s.Interval = nil, ptr("-90m") }, "interval", "must be at least 1m0s"},
+		{"IntervalFraction", func(s *schedule.Spec) { s.Cron, s.Interval = nil, ptr("90.5s") }, "interval", "must be a whole number of seconds"},
+		{"CronAndInterval", func(s *schedule.Spec) { s.Interval = ptr("90m") }, "interval", schedule.MutuallyExclusive},
 		{"CronAndCrons", func(s *schedule.Spec) { s.Crons = []string{"0 9 * * *"} }, "crons", schedule.MutuallyExclusive},
-		{"CronsAndInterval", func(s *schedule.Spec) { s.Cron, s.Crons, s.Interval = nil, []string{"0 9 * * *"}, "1h" }, "crons", schedule.MutuallyExclusive},
-		{"RunAtAndInterval", func(s *schedule.Spec) { s.Cron, s.RunAt, s.Interval = nil, ptr(testNow.Add(time.Hour)), "1h" }, "interval", schedule.MutuallyExclusive},
+		{"CronsAndInterval", func(s *schedule.Spec) { s.Cron, s.Crons, s.Interval = nil, []string{"0 9 * * *"}, ptr("1h") }, "crons", schedule.MutuallyExclusive},
+		{"RunAtAndInterval", func(s *schedule.Spec) { s.Cron, s.RunAt, s.Interval = nil, ptr(testNow.Add(time.Hour)), ptr("1h") }, "interval", schedule.MutuallyExclusive},
 		{"RunAtAndCrons", func(s *schedule.Spec) {
 			s.Cron, s.RunAt, s.Crons = nil, ptr(testNow.Add(time.Hour)), []string{"0 9 * * *"}
 		}, "crons", schedule.MutuallyExclusive},
@@ -41,7 +41,7 @@ func TestCompileRejectsIntervalAndCrons(t *testing.T) {
 		{"CronsTwice", func(s *schedule.Spec) { s.Cron, s.Crons = nil, []string{"0 9 * * 1-5", "0 9 * * mon-fri"} }, "crons[1]", "the same expression as crons[0]"},
 		{"CronsTooManyChildren", func(s *schedule.Spec) { s.Cron, s.Crons = nil, []string{"*/10 0-11 * * *", "*/10 12-23 * * *"} },
 			"crons", "together need 144 children; at most 100"},
-		{"JitterNotShorterThanInterval", func(s *schedule.Spec) { s.Cron, s.Interval, s.Jitter = nil, "15m", "15m" },
+		{"JitterNotShorterThanInterval", func(s *schedule.Spec) { s.Cron, s.Interval, s.Jitter = nil, ptr("15m"), "15m" },
 			"jitter", "must be shorter than the interval (15m0s)"},
 		{"StartAtWithRunAtNamesIntervals", func(s *schedule.Spec) { s.Cron, s.RunAt, s.StartAt = nil, ptr(testNow.Add(time.Hour)), ptr(testNow) },
 			"startAt", "applies to cron and interval schedules only"},
@@ -64,7 +64,7 @@ func TestCompileRejectsIntervalAndCrons(t *testing.T) {
 
 func TestCompileIntervalAndCrons(t *testing.T) {
 	sp := valid()
-	sp.Cron, sp.Interval, sp.Timezone = nil, "90m", "Europe/Berlin"
+	sp.Cron, sp.Interval, sp.Timezone = nil, ptr("90m"), "Europe/Berlin"
 	c, err := schedule.Compile(sp, testLimits(), testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +87,8 @@ func TestCompileIntervalAndCrons(t *testing.T) {
 	if got, want := back.Describe(), "every 90 minutes from 2026-03-29T01:10:00+01:00"; got != want {
 		t.Fatalf("Describe of the stored schedule: %q, want %q", got, want)
 	}
-	if got := schedule.SpecFromSchedule(&m).Interval; got != "1h30m0s" {
-		t.Fatalf("SpecFromSchedule interval %q", got)
+	if got := schedule.SpecFromSchedule(&m).Interval; got == nil || *got != "1h30m0s" {
+		t.Fatalf("SpecFromSchedule interval %v", got)
 	}
 
 	sp = valid()
@@ -145,7 +145,7 @@ func TestIntervalAcrossDST(t *testing.T) {
 		if i%4 == 0 {
 			iv = time.Duration(1+r.IntN(180)) * time.Minute
 		}
-		sp.Interval = iv.String()
+		sp.Interval = ptr(iv.String())
 		day := days[r.IntN(len(days))]
 		anchor := day.Add(time.Duration(r.IntN(48*3600)-24*3600)*time.Second + time.Duration(r.IntN(1000))*time.Millisecond)
 		useStart := r.IntN(2) == 0

@@ -39,8 +39,8 @@ type Spec struct {
 	// the tenant's); OnExcluded "" is unset (skip).
 	ExcludeCalendars []string
 	OnExcluded       model.OnExcludedPolicy
-	// Interval is a duration such as "90m"; "" means none.
-	Interval string
+	// Interval is a duration such as "90m"; nil means none.
+	Interval *string
 	// Crons are several cron expressions (their union); nil means none.
 	Crons []string
 }
@@ -119,7 +119,8 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		sp.Jitter = m.Jitter.String()
 	}
 	if m.Interval > 0 {
-		sp.Interval = m.Interval.String()
+		iv := m.Interval.String()
+		sp.Interval = &iv
 	}
 	if len(m.Crons) > 0 {
 		sp.Crons = slices.Clone(m.Crons)

@@ -40,7 +40,7 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		},
 		"Jitter":   func(sp *schedule.Spec) { sp.Jitter = "15m" },
 		"Labels":   func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
-		"Interval": func(sp *schedule.Spec) { sp.Cron, sp.Interval = nil, "90m" },
+		"Interval": func(sp *schedule.Spec) { sp.Cron, sp.Interval = nil, ptr("90m") },
 		"Crons":    func(sp *schedule.Spec) { sp.Cron, sp.Crons = nil, []string{"0 3 * * *", "0 4 * * 6"} },
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
