@@ -105,4 +105,19 @@ var intervalTests = []namedTest{
 		requireNoError(t, d.ScheduleDelete(ctx, "A", "n"), "delete n")
 		requireIDs(t, due(0, at(61*time.Minute)), []string{"a", "b"}, "b resumed, n deleted")
 	}},
+	{"IntervalScheduleWithEndCompletes", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		s := newSchedule("A", "e")
+		s.Cron, s.Interval, s.StartAt, s.EndAt = "", 10*time.Minute, ptr(at(0)), ptr(at(30*time.Minute))
+		createSchedule(t, d, s, nil)
+		res, err := d.ScheduleComplete(ctx, &store.ScheduleCompleteParams{Now: at(time.Hour), MissedBefore: at(time.Hour), At: at(time.Hour), Limit: 10})
+		requireNoError(t, err, "ScheduleComplete")
+		requireEqual(t, res.Completed, 1, "completed")
+		got, err := d.ScheduleGet(ctx, "A", "e")
+		requireNoError(t, err, "ScheduleGet")
+		requireEqual(t, got.State, model.ScheduleCompleted, "state")
+		ss, err := d.ScheduleIntervalDue(ctx, &store.ScheduleIntervalDueParams{Partition: 0, Before: at(2 * time.Hour), Limit: 10})
+		requireNoError(t, err, "ScheduleIntervalDue")
+		requireIDs(t, scheduleIDs(ss), []string{}, "a completed schedule is not due")
+	}},
 }
