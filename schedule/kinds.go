@@ -100,7 +100,8 @@ func checkInterval(fe *Errors, text string) time.Duration {
 // unionMinGap is cron.MinGap of the union of exprs: the shortest time
 // between two consecutive distinct fires in (from, to] and the earlier
 // fire of that pair. It stops at the first gap not longer than stop (the
-// caller only asks whether some gap is that short).
+// caller only asks whether some gap is that short), and does not walk the
+// merged fires for a stop under a minute, which no gap is.
 func unionMinGap(exprs []*cron.Expr, loc *time.Location, from, to time.Time, stop time.Duration) (time.Duration, time.Time) {
 	var best time.Duration
 	var bestAt time.Time
@@ -114,7 +115,9 @@ func unionMinGap(exprs []*cron.Expr, loc *time.Location, from, to time.Time, sto
 	for _, e := range exprs {
 		consider(cron.MinGap(e, loc, from, to))
 	}
-	if len(exprs) < 2 || (best > 0 && best <= stop) {
+	// Fires are at whole minutes: distinct ones are a minute apart at
+	// least, so a jitter under a minute needs no walk.
+	if len(exprs) < 2 || (best > 0 && best <= stop) || stop < time.Minute {
 		return best, bestAt
 	}
 	var prev time.Time
