@@ -227,3 +227,43 @@ func TestCronsFireOncePerInstant(t *testing.T) {
 		t.Fatalf("fires\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestIntervalFiresGoThroughCalendars: an interval schedule's fires on a
+// day its calendar excludes (judged in the calendar's zone) are recorded
+// as skipped_calendar, as a cron schedule's are.
+func TestIntervalFiresGoThroughCalendars(t *testing.T) {
+	st := openEmbedded(t)
+	from := utc("2027-01-01T11:00:00Z")
+	cal := &model.Calendar{ID: "cal_1", TenantID: tenant, Name: "holiday", Timezone: "Europe/Berlin",
+		Dates: []string{"2027-01-02"}, Version: 1, CreatedAt: from, UpdatedAt: from}
+	if err := st.CalendarCreate(t.Context(), cal); err != nil {
+		t.Fatal(err)
+	}
+	first := utc("2027-01-01T12:00:00Z")
+	s := sched("iv", "", "UTC", 1, func(s *model.Schedule) {
+		s.Interval, s.StartAt, s.CreatedAt, s.ExcludeCalendars = 6*time.Hour, &first, from, []string{"cal_1"}
+	})
+	create(t, st, s)
+	clk := newClock(from)
+	e := newEmitter(t, st, clk, func(c *emitter.Config, _ *emitter.Deps) { c.Lead = 2 * time.Hour })
+	for now := from; now.Before(utc("2027-01-03T02:00:00Z")); now = now.Add(time.Hour) {
+		setClock(clk, now)
+		runPass(t, e)
+	}
+	got := fireMap(t, st, "iv")
+	want := map[string]model.FireDecision{
+		"2027-01-01T12:00:00Z": model.FireEmitted, "2027-01-01T18:00:00Z": model.FireEmitted,
+		// 2 January in Berlin is 23:00Z on the 1st to 23:00Z on the 2nd.
+		"2027-01-02T00:00:00Z": model.FireSkippedCalendar, "2027-01-02T06:00:00Z": model.FireSkippedCalendar,
+		"2027-01-02T12:00:00Z": model.FireSkippedCalendar, "2027-01-02T18:00:00Z": model.FireSkippedCalendar,
+		"2027-01-03T00:00:00Z": model.FireEmitted,
+	}
+	for k, d := range want {
+		if f := got[k]; f == nil || f.Decision != d {
+			t.Errorf("fire at %s = %+v, want %s", k, f, d)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d fires, want %d: %v", len(got), len(want), got)
+	}
+}
