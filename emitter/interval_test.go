@@ -267,3 +267,38 @@ func TestIntervalFiresGoThroughCalendars(t *testing.T) {
 		t.Errorf("%d fires, want %d: %v", len(got), len(want), got)
 	}
 }
+
+// TestIntervalResumedGap: an interval schedule resumed after a pause that
+// ended at since fires the gap from since to the current window by its
+// misfire policy (fire_all: each, late), and what follows on time.
+func TestIntervalResumedGap(t *testing.T) {
+	st := openEmbedded(t)
+	first := utc("2027-03-28T00:02:30Z")
+	since := utc("2027-03-28T00:40:00Z")
+	now := utc("2027-03-28T01:05:50Z")
+	clk := newClock(now)
+	e := newEmitter(t, st, clk, nil)
+	s := sched("iv", "", "Europe/Berlin", 1, func(s *model.Schedule) {
+		s.Interval, s.StartAt, s.Misfire = 5*time.Minute, &first, model.MisfireFireAll
+	})
+	create(t, st, s)
+	if err := e.Resumed(t.Context(), s, nil, since); err != nil {
+		t.Fatal(err)
+	}
+	lateEnd := now.Truncate(time.Minute)
+	var late, onTime []time.Time
+	for _, f := range firesOf(t, st, s.ID) {
+		switch f.Decision {
+		case model.FireLate:
+			late = append(late, f.FireTime.UTC())
+		case model.FireEmitted:
+			onTime = append(onTime, f.FireTime.UTC())
+		}
+	}
+	if want := intervalOracle(first, s.Interval, since, lateEnd); !slices.EqualFunc(late, want, time.Time.Equal) {
+		t.Errorf("late fires\n got %v\nwant %v", late, want)
+	}
+	if len(onTime) == 0 || !onTime[0].Equal(utc("2027-03-28T01:07:30Z")) {
+		t.Errorf("fires on time %v, want the first at 01:07:30", onTime)
+	}
+}
