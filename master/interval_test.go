@@ -45,6 +45,22 @@ func TestIntervalAndCronsThroughTheAPI(t *testing.T) {
 		t.Fatalf("preview %s", p.Body)
 	}
 
+	// Without startAt an interval counts from the creation, also in the
+	// answer to a later change.
+	n := h.schedule(c, client.ScheduleCreate{Name: "n", Interval: ptr("90m"), Target: httpTarget()})
+	first := n.CreatedAt.Add(90 * time.Minute)
+	if r := first.Truncate(time.Millisecond); !r.Equal(first) {
+		first = r.Add(time.Millisecond)
+	}
+	if len(n.NextFireTimes) == 0 || !n.NextFireTimes[0].Equal(first) {
+		t.Fatalf("created at %v: next fires %v, want from %v", n.CreatedAt, n.NextFireTimes, first)
+	}
+	pn, err := c.UpdateScheduleWithResponse(h.ctx, n.Id, client.ScheduleUpdate{Name: ptr("renamed")})
+	mustStatus(t, err, pn.StatusCode(), pn.Body, http.StatusOK)
+	if got := pn.JSON200.NextFireTimes; len(got) == 0 || !got[0].Equal(first) {
+		t.Fatalf("after a rename: next fires %v, want from %v", got, first)
+	}
+
 	b, err := c.CreateSchedulesBatchWithResponse(h.ctx, client.ScheduleBatchCreate{Items: []client.ScheduleBatchItem{
 		{Name: "b1", Interval: ptr("2h"), Target: httpTarget()},
 		{Name: "b2", Crons: &[]string{"0 9 * * *", "0 21 * * *"}, Target: httpTarget()},

@@ -855,7 +855,11 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 		out.ExcludeCalendars, out.OnExcluded = &cals, &on
 	}
 	if m.State == model.ScheduleActive {
-		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {
+		// m, not the definition comp was compiled from: an interval counts
+		// from m's creation.
+		withM := *comp
+		withM.Schedule = *m
+		if t := withM.NextFireTimes(now, nextFireTimesShown); t != nil {
 			out.NextFireTimes = t
 		}
 	}
