@@ -443,6 +443,13 @@ type CronFields struct {
 	Month      *string `json:"month,omitempty"`
 }
 
+// Crons Several 5-field cron expressions: the schedule fires at every
+// instant any of them names, once per instant even where two name the
+// same minute. Each follows the cron rules (timezone, DST); an invalid
+// one is refused naming crons[i]. An alternative to cron, fields,
+// interval and runAt.
+type Crons = []string
+
 // DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
 // deliver one event.
 type DeliveryMessage struct {
@@ -686,6 +693,13 @@ type FireTime struct {
 // fall-back) and this is the occurrence that fires (the first,
 // or both for a schedule whose hour is *).
 type FireTimeDst string
+
+// Interval Go duration such as "90m": the schedule fires every interval of
+// elapsed time (DST never moves it), from startAt (its first fire),
+// or one interval after its creation without startAt. At least "1m",
+// whole seconds; else 400 naming interval. An alternative to cron,
+// fields, crons and runAt.
+type Interval = string
 
 // Jitter Go duration such as "15m": each fire's events launch up to this much
 // after the fire time, by an offset in [0, jitter) that is a hash of
@@ -957,13 +971,19 @@ type Schedule struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Cron Canonical 5-field form (also for schedules created with fields).
-	Cron       *string    `json:"cron,omitempty"`
+	Cron *string `json:"cron,omitempty"`
+
+	// Crons The expressions of a schedule with several crons, canonical.
+	Crons      *[]string  `json:"crons,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
 
 	// ExcludeCalendars Ids of the tenant's calendars; the schedule does not fire at the times they exclude.
 	ExcludeCalendars *[]string `json:"excludeCalendars,omitempty"`
 	Id               string    `json:"id"`
+
+	// Interval The interval of an interval schedule (see Interval).
+	Interval *string `json:"interval,omitempty"`
 
 	// Jitter The schedule's jitter (see Jitter); absent without one.
 	Jitter *string `json:"jitter,omitempty"`
@@ -1086,7 +1106,14 @@ type ScheduleBatchCreate struct {
 // ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
 type ScheduleBatchItem struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
-	Cron  *string    `json:"cron,omitempty"`
+	Cron *string `json:"cron,omitempty"`
+
+	// Crons Several 5-field cron expressions: the schedule fires at every
+	// instant any of them names, once per instant even where two name the
+	// same minute. Each follows the cron rules (timezone, DST); an invalid
+	// one is refused naming crons[i]. An alternative to cron, fields,
+	// interval and runAt.
+	Crons *Crons     `json:"crons,omitempty"`
 	EndAt *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
@@ -1100,6 +1127,13 @@ type ScheduleBatchItem struct {
 
 	// IdempotencyKey Creates the item at most once (per tenant), like the Idempotency-Key header of createSchedule.
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Interval Go duration such as "90m": the schedule fires every interval of
+	// elapsed time (DST never moves it), from startAt (its first fire),
+	// or one interval after its creation without startAt. At least "1m",
+	// whole seconds; else 400 naming interval. An alternative to cron,
+	// fields, crons and runAt.
+	Interval *Interval `json:"interval,omitempty"`
 
 	// Jitter Go duration such as "15m": each fire's events launch up to this much
 	// after the fire time, by an offset in [0, jitter) that is a hash of
@@ -1190,10 +1224,17 @@ type ScheduleCounts struct {
 	Paused int `json:"paused"`
 }
 
-// ScheduleCreate Exactly one of cron, fields and runAt.
+// ScheduleCreate Exactly one of cron, fields, crons, interval and runAt.
 type ScheduleCreate struct {
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
-	Cron  *string    `json:"cron,omitempty"`
+	Cron *string `json:"cron,omitempty"`
+
+	// Crons Several 5-field cron expressions: the schedule fires at every
+	// instant any of them names, once per instant even where two name the
+	// same minute. Each follows the cron rules (timezone, DST); an invalid
+	// one is refused naming crons[i]. An alternative to cron, fields,
+	// interval and runAt.
+	Crons *Crons     `json:"crons,omitempty"`
 	EndAt *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
@@ -1204,6 +1245,13 @@ type ScheduleCreate struct {
 
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
+
+	// Interval Go duration such as "90m": the schedule fires every interval of
+	// elapsed time (DST never moves it), from startAt (its first fire),
+	// or one interval after its creation without startAt. At least "1m",
+	// whole seconds; else 400 naming interval. An alternative to cron,
+	// fields, crons and runAt.
+	Interval *Interval `json:"interval,omitempty"`
 
 	// Jitter Go duration such as "15m": each fire's events launch up to this much
 	// after the fire time, by an offset in [0, jitter) that is a hash of
@@ -1295,7 +1343,14 @@ type ScheduleState string
 
 // ScheduleUpdate defines model for ScheduleUpdate.
 type ScheduleUpdate struct {
-	Cron       *string    `json:"cron,omitempty"`
+	Cron *string `json:"cron,omitempty"`
+
+	// Crons Several 5-field cron expressions: the schedule fires at every
+	// instant any of them names, once per instant even where two name the
+	// same minute. Each follows the cron rules (timezone, DST); an invalid
+	// one is refused naming crons[i]. An alternative to cron, fields,
+	// interval and runAt.
+	Crons      *Crons     `json:"crons,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
@@ -1304,6 +1359,13 @@ type ScheduleUpdate struct {
 
 	// Fields The field form of a cron expression; an absent field means "*".
 	Fields *CronFields `json:"fields,omitempty"`
+
+	// Interval Go duration such as "90m": the schedule fires every interval of
+	// elapsed time (DST never moves it), from startAt (its first fire),
+	// or one interval after its creation without startAt. At least "1m",
+	// whole seconds; else 400 naming interval. An alternative to cron,
+	// fields, crons and runAt.
+	Interval *Interval `json:"interval,omitempty"`
 
 	// Jitter See Jitter; "" or "0s" removes it.
 	Jitter *string `json:"jitter,omitempty"`

@@ -70,7 +70,8 @@ func (e *Emitter) TriggerWith(ctx context.Context, s *model.Schedule, at time.Ti
 //   - for a one-off schedule, its single fire at RunAt (rounded up to the
 //     millisecond: model.FireInstant), whenever that is; a RunAt already
 //     past makes it a late fire whose events launch at once (see launchBase);
-//   - for a cron schedule, every fire t with now <= t < horizon, where
+//   - for a cron, crons or interval schedule, every fire t with
+//     now <= t < horizon, where
 //     horizon is the later of the partition's watermark and
 //     now+Lead+2*Window (the furthest a pass running at this moment, on a
 //     clock up to a window ahead, may have scanned). Fires beyond the
@@ -140,7 +141,7 @@ func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Sc
 	if s.IsOneOff() {
 		times = append(times, model.FireInstant(*s.RunAt))
 	} else {
-		if len(keys) == 0 {
+		if len(keys) == 0 && s.Interval <= 0 {
 			// Every cron expression has children: none means the caller
 			// passed the wrong thing, and emitting nothing would be silent.
 			return nil, fmt.Errorf("no children keys for %q", s.Cron)
@@ -164,7 +165,11 @@ func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Sc
 		if wm.Until.After(horizon) {
 			horizon = wm.Until
 		}
-		times = appendOwnTimes(times, own, loc, from, horizon)
+		if s.Interval > 0 {
+			times = s.IntervalTimes(times, from, horizon)
+		} else {
+			times = appendOwnTimes(times, own, loc, from, horizon)
+		}
 	}
 	for _, t := range times {
 		if inRange(s, t) {
@@ -200,7 +205,7 @@ func appendOwnTimes(times []time.Time, own map[cron.Key]struct{}, loc *time.Loca
 func (e *Emitter) Resumed(ctx context.Context, s *model.Schedule, keys []cron.Key, since time.Time) error {
 	now := e.deps.Clock.Now()
 	lateEnd := now.Truncate(e.cfg.Window)
-	if s.IsOneOff() || since.IsZero() || !since.Before(now) || len(keys) == 0 {
+	if s.IsOneOff() || since.IsZero() || !since.Before(now) || (len(keys) == 0 && s.Interval <= 0) {
 		return e.Saved(ctx, s, keys)
 	}
 	from := latest(since, lateEnd)
@@ -215,7 +220,11 @@ func (e *Emitter) Resumed(ctx context.Context, s *model.Schedule, keys []cron.Ke
 			return fmt.Errorf("emitter: resumed %s: %w", s.ID, err)
 		}
 		// Older fires never fire (misfires): not enumerated either.
-		missed = appendOwnTimes(nil, own, loc, latest(since, now.Add(-e.cfg.CatchUpLimit)), lateEnd)
+		if s.Interval > 0 {
+			missed = s.IntervalTimes(nil, latest(since, now.Add(-e.cfg.CatchUpLimit)), lateEnd)
+		} else {
+			missed = appendOwnTimes(nil, own, loc, latest(since, now.Add(-e.cfg.CatchUpLimit)), lateEnd)
+		}
 	}
 	var st PassStats
 	m := e.newMisfires(now, &st, -1)

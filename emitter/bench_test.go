@@ -42,7 +42,11 @@ import (
 // SCHEDULERD_BENCH_CALENDARS=P makes P% of the schedules (due or not) name
 // an exclusion calendar that excludes weekends in Europe/Berlin, which the
 // measured windows (Mondays) are not: the passes read and apply it and
-// still emit every due fire.
+// still emit every due fire. SCHEDULERD_BENCH_INTERVALS=P makes P% of the
+// schedules (due or not; i/7 picks them, so that calendars and intervals
+// overlap only in part) interval schedules: the due ones every hour from
+// :01, found through the index of next fires, the others with their next
+// fire after the measured windows.
 
 const benchDue = 10000
 
@@ -77,7 +81,28 @@ func benchSchedule(i int) *model.Schedule {
 	if p := benchCalendarPercent(); p > 0 && i%(100/p) == 0 {
 		s.ExcludeCalendars = []string{benchCalendar.ID}
 	}
+	if p := benchIntervalPercent(); p > 0 && (i/7)%(100/p) == 0 {
+		// Every hour from :01 (due), or daily from a minute 2-59 of a day
+		// after the measured windows: where the index of a running
+		// service has moved an interval schedule not due now.
+		first := utc("2025-06-02T00:01:00Z")
+		s.Cron, s.Interval = "", time.Hour
+		if i >= benchDue {
+			first = utc("2025-06-03T00:00:00Z").Add(time.Duration(r.IntN(24))*time.Hour + time.Duration(2+r.IntN(58))*time.Minute)
+			s.Interval = 24 * time.Hour
+		}
+		s.StartAt = &first
+	}
 	return s
+}
+
+// benchIntervalPercent is SCHEDULERD_BENCH_INTERVALS=P: P% of the
+// schedules, due or not, fire on an interval.
+func benchIntervalPercent() int {
+	if v, err := strconv.Atoi(os.Getenv("SCHEDULERD_BENCH_INTERVALS")); err == nil && v > 0 && v <= 100 {
+		return v
+	}
+	return 0
 }
 
 // benchCalendar is the calendar that SCHEDULERD_BENCH_CALENDARS names.
@@ -299,6 +324,9 @@ func (readOnlyStore) EventInsertMany(_ context.Context, evs []*model.Event) (int
 	return len(evs), nil
 }
 func (readOnlyStore) WatermarkAdvance(context.Context, model.Watermark) error { return nil }
+func (readOnlyStore) ScheduleIntervalAdvance(context.Context, *store.ScheduleIntervalAdvanceParams) error {
+	return nil
+}
 
 func benchScanWith(b *testing.B, snap string, workers int, readOnly bool) {
 	{

@@ -83,6 +83,10 @@ type Store interface {
 	ChildrenDeleteOrphans(ctx context.Context) (int, error)
 	// ScheduleGetMany loads the schedules of due children.
 	ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error)
+	// ScheduleIntervalDue and ScheduleIntervalAdvance are the index of
+	// interval schedules' next fires.
+	ScheduleIntervalDue(ctx context.Context, p *store.ScheduleIntervalDueParams) ([]*model.Schedule, error)
+	ScheduleIntervalAdvance(ctx context.Context, p *store.ScheduleIntervalAdvanceParams) error
 	// WatermarkGet and WatermarkAdvance keep the per-partition progress.
 	WatermarkGet(ctx context.Context, partition int) (model.Watermark, error)
 	WatermarkAdvance(ctx context.Context, w model.Watermark) error

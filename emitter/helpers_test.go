@@ -15,6 +15,7 @@ import (
 	"github.com/schedulerd/schedulerd/cron"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/store/storetest"
@@ -90,8 +91,15 @@ func sched(id, expr, tz string, n int, opts ...func(*model.Schedule)) *model.Sch
 // them to Saved; nil for a one-off.
 func keysOf(t testing.TB, s *model.Schedule) []cron.Key {
 	t.Helper()
-	if s.IsOneOff() {
+	if s.IsOneOff() || s.Interval > 0 {
 		return nil
+	}
+	if len(s.Crons) > 0 {
+		c, err := schedule.FromSchedule(s, 0)
+		if err != nil {
+			t.Fatalf("crons %q: %v", s.Crons, err)
+		}
+		return c.Keys
 	}
 	expr, err := cron.Parse(s.Cron)
 	if err != nil {
@@ -109,6 +117,9 @@ func childrenOf(t testing.TB, s *model.Schedule) []model.Child {
 	t.Helper()
 	if s.IsOneOff() {
 		return nil
+	}
+	if s.Interval > 0 {
+		return []model.Child{}
 	}
 	keys := keysOf(t, s)
 	out := make([]model.Child, 0, len(keys))

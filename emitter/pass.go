@@ -143,12 +143,15 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 	for w0 := from; w0.Before(horizon); w0 = w0.Add(w) {
 		w1 := w0.Add(w)
 		began := time.Now()
-		due, read, err := e.scanWindow(ctx, p, w0, w1, tzs, st)
+		due, read, advs, err := e.scanAll(ctx, p, w0, w1, tzs, st)
 		if err != nil {
 			return err
 		}
 		ws, err := e.emitAll(ctx, due, emitOpts{decision: model.FireEmitted, calendars: cals}, now)
 		st.add(&ws)
+		if err == nil {
+			err = e.advanceIntervals(ctx, advs)
+		}
 		if err != nil {
 			return err
 		}
@@ -168,9 +171,10 @@ func (e *Emitter) runPartition(ctx context.Context, p int, fence int64, now time
 func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Time, tzs []string, cals *calendarCache, st *PassStats) error {
 	w := e.cfg.Window
 	m := e.newMisfires(now, st, p)
+	var lateAdvs []store.ScheduleIntervalAdvanceParams
 	for w0 := from; w0.Before(lateEnd); w0 = w0.Add(w) {
 		began := time.Now()
-		due, read, err := e.scanWindow(ctx, p, w0, w0.Add(w), tzs, st)
+		due, read, advs, err := e.scanAll(ctx, p, w0, w0.Add(w), tzs, st)
 		if err != nil {
 			return err
 		}
@@ -185,6 +189,9 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 		if err != nil {
 			return err
 		}
+		// The fire_once fires of these windows are emitted after the
+		// loop; an advance made before them and a crash would lose them.
+		lateAdvs = append(lateAdvs, advs...)
 		e.m.WindowScanned(p, read, time.Since(began))
 		e.log.Debug().Int(logkey.Partition, p).Time("window", w0).Int("childrenRead", read).
 			Int("due", len(due)).Int("fires", ws.Fires).Int("events", ws.Events).Bool("late", true).
@@ -192,7 +199,10 @@ func (e *Emitter) catchUp(ctx context.Context, p int, from, lateEnd, now time.Ti
 	}
 	ws, err := e.emitAll(ctx, m.once(), emitOpts{decision: model.FireLate, late: true, onceSince: from, calendars: cals}, now)
 	st.add(&ws)
-	return err
+	if err != nil {
+		return err
+	}
+	return e.advanceIntervals(ctx, lateAdvs)
 }
 
 // misfires applies the schedules' misfire policies to missed fires: those

@@ -260,6 +260,7 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 		Jitter:           in.Jitter,
 		Labels:           in.Labels,
 		ExcludeCalendars: in.ExcludeCalendars, OnExcluded: in.OnExcluded,
+		Interval: in.Interval, Crons: in.Crons,
 	}
 }
 

@@ -63,6 +63,13 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 	if in.OnExcluded != nil {
 		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
 	}
+	sp.Interval = in.Interval
+	if in.Crons != nil {
+		sp.Crons = *in.Crons
+		if sp.Crons == nil {
+			sp.Crons = []string{} // "crons": [] is set, and empty
+		}
+	}
 	return sp
 }
 
@@ -80,20 +87,31 @@ func targetIn(t api.Target) schedule.Target {
 	return schedule.Target{Type: model.TargetType(t.Type), URL: t.Url, QueueURL: t.QueueUrl}
 }
 
-// applyPatch merges a PATCH body into sp. Setting one of cron, fields and
-// runAt replaces the others.
+// applyPatch merges a PATCH body into sp. Setting one of cron, fields,
+// crons, interval and runAt replaces the others.
 func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	n := 0
-	for _, set := range []bool{in.Cron != nil, in.Fields != nil, in.RunAt != nil} {
+	for _, set := range []bool{in.Cron != nil, in.Fields != nil, in.RunAt != nil, in.Crons != nil, in.Interval != nil} {
 		if set {
 			n++
 		}
 	}
 	if n > 1 {
-		return invalid("cron", schedule.MutuallyExclusive)
+		field := "cron"
+		switch {
+		case in.Crons != nil:
+			field = "crons"
+		case in.Interval != nil:
+			field = "interval"
+		}
+		return invalid(field, schedule.MutuallyExclusive)
 	}
 	if n == 1 {
 		sp.Cron, sp.Fields, sp.RunAt = in.Cron, cronFields(in.Fields), in.RunAt
+		sp.Interval, sp.Crons = in.Interval, nil
+		if in.Crons != nil {
+			sp.Crons = append([]string{}, *in.Crons...)
+		}
 	}
 	set := func(dst *string, v *string) {
 		if v != nil {
@@ -804,6 +822,14 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if m.Cron != "" {
 		out.Cron = &m.Cron
 	}
+	if m.Interval > 0 {
+		iv := m.Interval.String()
+		out.Interval = &iv
+	}
+	if len(m.Crons) > 0 {
+		crons := append([]string(nil), m.Crons...)
+		out.Crons = &crons
+	}
 	if m.PolicyID != "" {
 		out.PolicyId = &m.PolicyID
 	}
@@ -829,7 +855,11 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 		out.ExcludeCalendars, out.OnExcluded = &cals, &on
 	}
 	if m.State == model.ScheduleActive {
-		if t := comp.NextFireTimes(now, nextFireTimesShown); t != nil {
+		// m, not the definition comp was compiled from: an interval counts
+		// from m's creation.
+		withM := *comp
+		withM.Schedule = *m
+		if t := withM.NextFireTimes(now, nextFireTimesShown); t != nil {
 			out.NextFireTimes = t
 		}
 	}

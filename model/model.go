@@ -138,7 +138,7 @@ const (
 )
 
 // Schedule (the seed's ScheduleJob) is a tenant's recurring or one-off job.
-// Exactly one of Cron and RunAt is set.
+// Exactly one of Cron, Crons, Interval and RunAt is set.
 type Schedule struct {
 	ID       string `json:"id"`
 	TenantID string `json:"tenantId"`
@@ -193,6 +193,59 @@ type Schedule struct {
 	// says what happens to a fire they exclude ("" is skip).
 	ExcludeCalendars []string         `json:"excludeCalendars,omitempty"`
 	OnExcluded       OnExcludedPolicy `json:"onExcluded,omitempty"`
+	// Interval, if positive, makes the schedule fire every Interval of
+	// elapsed time from IntervalFirst; Cron and Crons are then empty.
+	Interval time.Duration `json:"interval,omitempty"`
+	// IntervalNext is the next fire instant of an interval schedule that
+	// the emitter has reached (ScheduleIntervalAdvance); nil: the anchor.
+	// A new version starts again from nil.
+	IntervalNext *time.Time `json:"intervalNext,omitempty"`
+	// Crons, if set, are several canonical cron expressions: the schedule
+	// fires at each instant any of them names, once; Cron is then empty.
+	Crons []string `json:"crons,omitempty"`
+}
+
+// IntervalFirst is the first fire of an interval schedule: StartAt, or
+// one Interval after the creation time, as a fire instant.
+func (s *Schedule) IntervalFirst() time.Time {
+	if s.StartAt != nil {
+		return FireInstant(*s.StartAt)
+	}
+	return FireInstant(s.CreatedAt).Add(s.Interval)
+}
+
+// IntervalNextFire is where the emitter's index finds an active interval
+// schedule: IntervalNext, or the first fire before the emitter reached it.
+func (s *Schedule) IntervalNextFire() time.Time {
+	first := s.IntervalFirst()
+	if s.IntervalNext != nil && s.IntervalNext.After(first) {
+		return s.IntervalNext.UTC()
+	}
+	return first
+}
+
+// IntervalTimes appends to dst the fire instants IntervalFirst+k*Interval
+// (k >= 0) of the interval schedule s in [from, to), in order. Elapsed
+// time: DST does not move them.
+func (s *Schedule) IntervalTimes(dst []time.Time, from, to time.Time) []time.Time {
+	if s.Interval <= 0 {
+		return dst
+	}
+	for t := s.IntervalFirstAtOrAfter(from); t.Before(to); t = t.Add(s.Interval) {
+		dst = append(dst, t)
+	}
+	return dst
+}
+
+// IntervalFirstAtOrAfter is the first fire instant of the interval
+// schedule s at or after t (IntervalFirst if t is before it).
+func (s *Schedule) IntervalFirstAtOrAfter(t time.Time) time.Time {
+	a := s.IntervalFirst()
+	if !t.After(a) || s.Interval <= 0 {
+		return a
+	}
+	k := (t.Sub(a) + s.Interval - 1) / s.Interval
+	return a.Add(k * s.Interval)
 }
 
 // OnExcludedPolicy says what a fire excluded by a calendar does.

@@ -18,6 +18,14 @@ func FromSchedule(m *model.Schedule, maxChildren int) (*Compiled, error) {
 	if out.Loc, err = cron.LoadLocation(m.Timezone); err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", m.ID, err)
 	}
+	if len(m.Crons) > 0 {
+		var fe Errors
+		compileCrons(&fe, out, m.Crons, maxChildren)
+		if err := fe.Err(); err != nil {
+			return nil, fmt.Errorf("schedule %s: %w", m.ID, err)
+		}
+		return out, nil
+	}
 	if m.Cron == "" {
 		return out, nil
 	}
@@ -56,28 +64,59 @@ func (c *Compiled) Children(m *model.Schedule) []model.Child {
 	return out
 }
 
-// NextFireTimes lists up to k fire times (UTC) of a cron schedule after now,
-// honouring StartAt and EndAt; a one-off's is its RunAt (as the emitter
-// fires it: rounded up to the millisecond), whenever that is.
+// NextFireTimes lists up to k fire times (UTC) of a cron, crons or interval
+// schedule after now, honouring StartAt and EndAt; a one-off's is its
+// RunAt (as the emitter fires it: rounded up to the millisecond), whenever
+// that is. A definition not saved yet (no CreatedAt) is taken as created
+// at now.
 func (c *Compiled) NextFireTimes(now time.Time, k int) []time.Time {
 	m := &c.Schedule
 	if m.RunAt != nil {
 		return []time.Time{model.FireInstant(*m.RunAt)}
 	}
-	if c.Expr == nil || k <= 0 {
+	if k <= 0 {
 		return nil
 	}
-	after := now
-	if m.StartAt != nil && m.StartAt.After(after) {
-		after = m.StartAt.Add(-time.Nanosecond)
+	var times []time.Time
+	switch {
+	case m.Interval > 0:
+		times = intervalNext(m, now, k)
+	case c.Expr != nil || len(c.Exprs) > 0:
+		after := now
+		if m.StartAt != nil && m.StartAt.After(after) {
+			after = m.StartAt.Add(-time.Nanosecond)
+		}
+		if c.Expr != nil {
+			times = cron.NextFireTimes(c.Expr, c.Loc, after, k)
+			break
+		}
+		it := newUnionIter(c.Exprs, c.Loc, after)
+		for t, ok := it.next(); ok && len(times) < k; t, ok = it.next() {
+			times = append(times, t)
+		}
+	default:
+		return nil
 	}
-	times := cron.NextFireTimes(c.Expr, c.Loc, after, k)
 	out := make([]time.Time, 0, len(times))
 	for _, t := range times {
 		if m.EndAt != nil && t.After(*m.EndAt) {
 			break
 		}
 		out = append(out, t.UTC())
+	}
+	return out
+}
+
+// intervalNext lists the first k fires of the interval schedule m after
+// now.
+func intervalNext(m *model.Schedule, now time.Time, k int) []time.Time {
+	s := *m
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = now
+	}
+	out := make([]time.Time, 0, k)
+	for t := s.IntervalFirstAtOrAfter(now.Add(time.Nanosecond)); len(out) < k; t = t.Add(s.Interval) {
+		out = append(out, t)
 	}
 	return out
 }

@@ -25,8 +25,11 @@ type Compiled struct {
 	Expr *cron.Expr
 	// Loc is the schedule's time zone.
 	Loc *time.Location
-	// Keys are the children keys of Expr; nil for a one-off.
+	// Keys are the children keys of Expr (of Exprs: their union, each
+	// once); nil for a one-off and an interval schedule.
 	Keys []cron.Key
+	// Exprs are the parsed expressions of Crons (Expr is then nil).
+	Exprs []*cron.Expr
 }
 
 // Compile validates sp completely and compiles it. now decides whether endAt
@@ -41,16 +44,16 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	m.Name = sp.Name
 
 	n := 0
-	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil} {
+	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil, sp.Crons != nil, sp.Interval != nil} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n == 0:
-		fe.Add("cron", "one of cron, fields or runAt is required")
+		fe.Add("cron", "one of cron, fields, crons, interval or runAt is required")
 	case n > 1:
-		fe.Add("cron", MutuallyExclusive)
+		fe.Add(exclusiveField(sp), MutuallyExclusive)
 	}
 
 	if sp.Timezone == "" {
@@ -82,6 +85,10 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 			if lim.CatchUpLimit > 0 && t.Before(now.Add(-lim.CatchUpLimit)) && sp.Misfire != model.MisfireFireAll {
 				fe.Add("runAt", "older than the catch-up limit ("+lim.CatchUpLimit.String()+"): it would never fire; set misfire to fire_all to fire it at once")
 			}
+		case sp.Crons != nil:
+			compileCrons(&fe, out, sp.Crons, lim.MaxChildren)
+		case sp.Interval != nil:
+			m.Interval = checkInterval(&fe, *sp.Interval)
 		}
 	}
 	if out.Expr != nil {
@@ -150,10 +157,10 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 		m.EndAt = &t
 	}
 	if m.RunAt != nil && m.StartAt != nil {
-		fe.Add("startAt", "applies to cron schedules only")
+		fe.Add("startAt", "applies to cron and interval schedules only")
 	}
 	if m.RunAt != nil && m.EndAt != nil {
-		fe.Add("endAt", "applies to cron schedules only")
+		fe.Add("endAt", "applies to cron and interval schedules only")
 	}
 	if m.StartAt != nil && m.EndAt != nil && !m.EndAt.After(*m.StartAt) {
 		fe.Add("endAt", "must be after startAt")
@@ -200,7 +207,11 @@ func checkJitter(fe *Errors, text string, out *Compiled, maxJitter time.Duration
 		return 0
 	}
 	m := &out.Schedule
-	if d == 0 || out.Expr == nil || out.Loc == nil {
+	if d > 0 && m.Interval > 0 && d >= m.Interval {
+		fe.Add("jitter", "must be shorter than the interval ("+m.Interval.String()+")")
+		return d
+	}
+	if d == 0 || (out.Expr == nil && len(out.Exprs) == 0) || out.Loc == nil {
 		return d
 	}
 	from := now
@@ -211,7 +222,11 @@ func checkJitter(fe *Errors, text string, out *Compiled, maxJitter time.Duration
 	if m.EndAt != nil && m.EndAt.Before(to) {
 		to = *m.EndAt
 	}
-	if gap, at := cron.MinGap(out.Expr, out.Loc, from, to); gap > 0 && d >= gap {
+	minGap := func() (time.Duration, time.Time) { return cron.MinGap(out.Expr, out.Loc, from, to) }
+	if out.Expr == nil {
+		minGap = func() (time.Duration, time.Time) { return unionMinGap(out.Exprs, out.Loc, from, to, d) }
+	}
+	if gap, at := minGap(); gap > 0 && d >= gap {
 		fe.Add("jitter", "must be shorter than the smallest gap between fires ("+gap.String()+
 			", after the fire at "+at.In(out.Loc).Format(time.RFC3339)+")")
 	}
@@ -246,9 +261,9 @@ func checkCalendars(fe *Errors, m *model.Schedule, sp Spec) {
 	}
 }
 
-// MutuallyExclusive is the reason given when more than one of cron, fields
-// and runAt is set.
-const MutuallyExclusive = "cron, fields and runAt are mutually exclusive"
+// MutuallyExclusive is the reason given when more than one of cron,
+// fields, crons, interval and runAt is set.
+const MutuallyExclusive = "cron, fields, crons, interval and runAt are mutually exclusive"
 
 func checkName(fe *Errors, name string, maxLen int) {
 	n := utf8.RuneCountInString(name)

@@ -63,7 +63,7 @@ func TestCompileRejects(t *testing.T) {
 		{"CalendarTwice", func(s *schedule.Spec) { s.ExcludeCalendars = []string{"c1", "c1"} }, "excludeCalendars[1]", `"c1" is named twice`},
 		{"CalendarEmpty", func(s *schedule.Spec) { s.ExcludeCalendars = []string{""} }, "excludeCalendars[0]", "must not be empty"},
 		{"LongName", func(s *schedule.Spec) { s.Name = strings.Repeat("ü", 21) }, "name", "longer than 20 characters"},
-		{"NoExpression", func(s *schedule.Spec) { s.Cron = nil }, "cron", "one of cron, fields or runAt is required"},
+		{"NoExpression", func(s *schedule.Spec) { s.Cron = nil }, "cron", "one of cron, fields, crons, interval or runAt is required"},
 		{"CronAndRunAt", func(s *schedule.Spec) { s.RunAt = ptr(testNow.Add(time.Hour)) }, "cron", schedule.MutuallyExclusive},
 		{"CronAndFields", func(s *schedule.Spec) { s.Fields = &cron.Fields{} }, "cron", schedule.MutuallyExclusive},
 		{"CronOutOfRange", func(s *schedule.Spec) { s.Cron = ptr("0 24 * * *") }, "cron", "hour: 24 is out of range 0-23"},
@@ -124,10 +124,10 @@ func TestCompileRejects(t *testing.T) {
 		{"MaxAttemptsOverLimit", func(s *schedule.Spec) { s.MaxAttempts = 101 }, "maxAttempts", "must be between 1 and 100"},
 		{"StartAtOnOneOff", func(s *schedule.Spec) {
 			s.Cron, s.RunAt, s.StartAt = nil, ptr(testNow.Add(time.Hour)), ptr(testNow)
-		}, "startAt", "applies to cron schedules only"},
+		}, "startAt", "applies to cron and interval schedules only"},
 		{"EndAtOnOneOff", func(s *schedule.Spec) {
 			s.Cron, s.RunAt, s.EndAt = nil, ptr(testNow.Add(time.Hour)), ptr(testNow.Add(2*time.Hour))
-		}, "endAt", "applies to cron schedules only"},
+		}, "endAt", "applies to cron and interval schedules only"},
 		{"EndBeforeStart", func(s *schedule.Spec) {
 			s.StartAt, s.EndAt = ptr(testNow.Add(48*time.Hour)), ptr(testNow.Add(24*time.Hour))
 		}, "endAt", "must be after startAt"},

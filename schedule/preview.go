@@ -51,7 +51,7 @@ func (c *Compiled) PreviewAt(id string, times []time.Time) []PreviewFire {
 		if id != "" {
 			p.Jitter = model.JitterOffset(id, t, m.Jitter)
 		}
-		if c.Expr != nil {
+		if c.Expr != nil || len(c.Exprs) > 0 {
 			p.DST = dstMark(c, t)
 		}
 		out[i] = p
@@ -60,12 +60,17 @@ func (c *Compiled) PreviewAt(id string, times []time.Time) []PreviewFire {
 }
 
 // Describe says when the schedule fires, in English: the cron expression
-// in words (cron.Expr.Describe), or the one-off's instant.
+// in words (cron.Expr.Describe; each of crons, joined), the interval and
+// its anchor, or the one-off's instant.
 func (c *Compiled) Describe() string {
 	m := &c.Schedule
 	switch {
 	case c.Expr != nil:
 		return c.Expr.Describe()
+	case len(c.Exprs) > 0:
+		return describeCrons(c.Exprs)
+	case m.Interval > 0:
+		return describeInterval(m, c.Loc)
 	case m.RunAt != nil:
 		return "once at " + m.RunAt.In(c.Loc).Format(time.RFC3339Nano)
 	}
@@ -75,7 +80,7 @@ func (c *Compiled) Describe() string {
 // dstMark is the DST mark of the fire at t of the cron schedule c.
 func dstMark(c *Compiled, t time.Time) string {
 	lt := t.In(c.Loc)
-	if !c.Expr.HasWallTime(lt.Hour(), lt.Minute()) {
+	if !c.hasWallTime(lt.Hour(), lt.Minute()) {
 		return DSTSkipped
 	}
 	_, off := lt.Zone()
@@ -93,4 +98,18 @@ func dstMark(c *Compiled, t time.Time) string {
 		}
 	}
 	return ""
+}
+
+// hasWallTime reports whether the cron expression, or one of crons, names
+// the wall time h:m.
+func (c *Compiled) hasWallTime(h, m int) bool {
+	if c.Expr != nil {
+		return c.Expr.HasWallTime(h, m)
+	}
+	for _, e := range c.Exprs {
+		if e.HasWallTime(h, m) {
+			return true
+		}
+	}
+	return false
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Spec is a schedule's definition as a client states it. Exactly one of
-// Cron, Fields and RunAt is set. String fields hold the client's text
+// Cron, Fields, Crons, Interval and RunAt is set. String fields hold the client's text
 // (Window is a duration such as "30m") so that Compile can say what is wrong
 // with it.
 type Spec struct {
@@ -39,6 +39,10 @@ type Spec struct {
 	// the tenant's); OnExcluded "" is unset (skip).
 	ExcludeCalendars []string
 	OnExcluded       model.OnExcludedPolicy
+	// Interval is a duration such as "90m"; nil means none.
+	Interval *string
+	// Crons are several cron expressions (their union); nil means none.
+	Crons []string
 }
 
 // MaxExcludeCalendars is the most calendars one schedule may name.
@@ -113,6 +117,13 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 	}
 	if m.Jitter > 0 {
 		sp.Jitter = m.Jitter.String()
+	}
+	if m.Interval > 0 {
+		iv := m.Interval.String()
+		sp.Interval = &iv
+	}
+	if len(m.Crons) > 0 {
+		sp.Crons = slices.Clone(m.Crons)
 	}
 	return sp
 }

@@ -38,8 +38,10 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		"OnExcluded": func(sp *schedule.Spec) {
 			sp.ExcludeCalendars, sp.OnExcluded = []string{"cal_1"}, model.OnExcludedNextIncluded
 		},
-		"Jitter": func(sp *schedule.Spec) { sp.Jitter = "15m" },
-		"Labels": func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
+		"Jitter":   func(sp *schedule.Spec) { sp.Jitter = "15m" },
+		"Labels":   func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
+		"Interval": func(sp *schedule.Spec) { sp.Cron, sp.Interval = nil, ptr("90m") },
+		"Crons":    func(sp *schedule.Spec) { sp.Cron, sp.Crons = nil, []string{"0 3 * * *", "0 4 * * 6"} },
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
 	if err != nil {

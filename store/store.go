@@ -150,6 +150,26 @@ type ScheduleResumeDueParams struct {
 	Limit int // 1..1000; drivers clamp
 }
 
+// ScheduleIntervalDueParams selects what ScheduleIntervalDue returns.
+type ScheduleIntervalDueParams struct {
+	Partition int
+	// Before bounds the next fires returned (exclusive).
+	Before time.Time
+	// After is the next fire (End) and ID of the last schedule of the
+	// previous page; the zero value is the start.
+	After ScheduleEnd
+	Limit int // 1..1000; drivers clamp
+}
+
+// ScheduleIntervalAdvanceParams says how far the emitter has emitted an
+// interval schedule.
+type ScheduleIntervalAdvanceParams struct {
+	ID      string
+	Version int64
+	// Next is the schedule's next fire not emitted yet.
+	Next time.Time
+}
+
 // ScheduleDeleteCompletedParams selects what ScheduleDeleteCompleted
 // deletes.
 type ScheduleDeleteCompletedParams struct {
@@ -240,6 +260,19 @@ type ScheduleStore interface {
 	// schedule keeps. The caller resumes each with ScheduleUpdate, a
 	// compare-and-set on the version read. Cross-tenant.
 	ScheduleResumeDue(ctx context.Context, p *ScheduleResumeDueParams) ([]*model.Schedule, error)
+	// ScheduleIntervalDue returns up to p.Limit active interval schedules
+	// of p.Partition whose IntervalNextFire is before p.Before, after
+	// p.After in the order of an index of next fires (never every
+	// schedule; a driver may order them by a coarser unit and by id within
+	// it), which the write of the schedule keeps: the emitter's scan of
+	// interval schedules, as children are its scan of cron schedules.
+	ScheduleIntervalDue(ctx context.Context, p *ScheduleIntervalDueParams) ([]*model.Schedule, error)
+	// ScheduleIntervalAdvance sets IntervalNext of interval schedule p.ID
+	// to p.Next if its version is still p.Version, it is active and p.Next
+	// is after its IntervalNextFire; otherwise it does nothing and returns
+	// nil (another emitter got further, a new version starts again, the
+	// schedule is gone). Version and UpdatedAt do not change.
+	ScheduleIntervalAdvance(ctx context.Context, p *ScheduleIntervalAdvanceParams) error
 	// ScheduleDeleteCompleted deletes up to p.Limit completed schedules
 	// whose UpdatedAt (their completion, or a later edit) is before
 	// p.Before, oldest first, as ScheduleDelete does, and their fires; their

@@ -506,7 +506,8 @@ func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
 // specBodyFlags are the flags of specFlags that make a body, which --file
 // excludes.
 var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
-	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label", "exclude-calendar", "on-excluded"}
+	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label", "exclude-calendar", "on-excluded",
+	"interval", "crons"}
 
 // specFlags declares the flags of a schedule definition (create, preview)
 // and returns what reads them: the body of --file as it is, or the
@@ -536,6 +537,9 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 	var excl listFlag
 	fs.Var(&excl, "exclude-calendar", "id of a calendar whose excluded times the schedule does not fire in (repeat for several)")
 	onExcl := fs.String("on-excluded", "", "a fire a calendar excludes: skip (default) or next_included")
+	interval := fs.String("interval", "", "fire every this Go duration of elapsed time (at least 1m), from --start-at or one interval after creation, instead of a cron expression")
+	var crons listFlag
+	fs.Var(&crons, "crons", "one of several cron expressions the schedule fires at, each instant once (repeatable; instead of --cron)")
 	return func(e *env) (io.Reader, *client.ScheduleCreate, error) {
 		set := setFlags(fs)
 		if *file != "" {
@@ -596,6 +600,12 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 		if *onExcl != "" {
 			o := client.OnExcluded(*onExcl)
 			in.OnExcluded = &o
+		}
+		if set["interval"] {
+			in.Interval = interval
+		}
+		if len(crons) > 0 {
+			in.Crons = (*[]string)(&crons)
 		}
 		switch {
 		case *queue != "" && *target != "":
@@ -662,6 +672,10 @@ func when(s *client.Schedule) string {
 	switch {
 	case s.Cron != nil:
 		return *s.Cron
+	case s.Crons != nil:
+		return strings.Join(*s.Crons, " | ")
+	case s.Interval != nil:
+		return "every " + *s.Interval
 	case s.RunAt != nil:
 		return "at " + ts(*s.RunAt)
 	}

@@ -24,6 +24,9 @@ import (
 //	't', tenant code, schedKey    a completed schedule (ScheduleCountByTenant)
 //	'r', resumeAt, schedKey       a paused schedule that resumes by itself
 //	                              (ScheduleResumeDue), resumeAt in seconds
+//	'i', partition, next, schedKey
+//	                              an active interval schedule and its
+//	                              next fire in seconds (ScheduleIntervalDue)
 //
 // Times are counts of whole units since the Unix epoch in 4 bytes
 // (appendUnit), which keeps the entry of each one-off small; the walks
@@ -43,6 +46,7 @@ const (
 	endDone       = 'c'
 	endTenantDone = 't'
 	endResume     = 'r'
+	endInterval   = 'i'
 )
 
 // scheduleEnd is the end of an active schedule, false if it has none.
@@ -61,6 +65,15 @@ func scheduleEnd(sc *model.Schedule) (time.Time, bool) {
 // endKeys returns sc's keys in bSchedEnds (none for nil). codes gives the
 // tenant's code (a new one only if create).
 func endKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
+	keys, err := lifeKeys(codes, sc)
+	if k := intervalKey(sc); k != nil && err == nil {
+		keys = append(keys, k)
+	}
+	return keys, err
+}
+
+// lifeKeys are sc's keys in bSchedEnds but its interval key.
+func lifeKeys(codes *tenantCodes, sc *model.Schedule) ([][]byte, error) {
 	if sc == nil {
 		return nil, nil
 	}

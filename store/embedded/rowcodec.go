@@ -98,12 +98,16 @@ type scheduleExt struct {
 	SkipUntil        *time.Time             `json:"skipUntil,omitempty"`
 	ExcludeCalendars []string               `json:"excludeCalendars,omitempty"`
 	OnExcluded       model.OnExcludedPolicy `json:"onExcluded,omitempty"`
+	Interval         time.Duration          `json:"interval,omitempty"`
+	IntervalNext     *time.Time             `json:"intervalNext,omitempty"`
+	Crons            []string               `json:"crons,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
 	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
-		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded}
+		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded,
+		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -114,6 +118,7 @@ func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.PausedNote, sc.PausedAt, sc.PausedBy = x.PausedNote, x.PausedAt, x.PausedBy
 	sc.ResumeAt, sc.SkipUntil = x.ResumeAt, x.SkipUntil
 	sc.ExcludeCalendars, sc.OnExcluded = x.ExcludeCalendars, x.OnExcluded
+	sc.Interval, sc.IntervalNext, sc.Crons = x.Interval, x.IntervalNext, x.Crons
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

@@ -90,7 +90,7 @@ func (s *Store) completeOne(ctx context.Context, d *scheduleDoc, p *store.Schedu
 			{Key: "state", Value: string(model.ScheduleCompleted)}, {Key: "version", Value: d.Version + 1},
 			{Key: "updatedAt", Value: at}, {Key: "completedAt", Value: at},
 		}},
-		{Key: "$unset", Value: bson.D{{Key: "endsAt", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "endsAt", Value: ""}, {Key: "intervalDue", Value: ""}}},
 	}
 	unlock := s.lockCAS(s.schedules, d.ID)
 	r, err := s.schedules.UpdateOne(ctx, filter, update)

@@ -216,6 +216,12 @@ type scheduleDoc struct {
 	// deletion's count).
 	ExcludeCalendars []string `bson:"excludeCalendars,omitempty"`
 	OnExcluded       string   `bson:"onExcluded,omitempty"`
+	Interval         int64    `bson:"interval,omitempty"` // nanoseconds
+	IntervalNext     *int64   `bson:"intervalNext,omitempty"`
+	// IntervalDue is the next fire of an active interval schedule: what
+	// ScheduleIntervalDue finds it by.
+	IntervalDue *int64   `bson:"intervalDue,omitempty"`
+	Crons       []string `bson:"crons,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -232,6 +238,10 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		PausedNote: s.PausedNote, PausedAt: unixNanoPtr(s.PausedAt), PausedBy: s.PausedBy,
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
+		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
+	}
+	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
+		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
 	}
 	switch {
 	case s.State == model.ScheduleCompleted:
@@ -259,6 +269,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		PausedNote: d.PausedNote, PausedAt: fromNanoPtr(d.PausedAt), PausedBy: d.PausedBy,
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
+		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
 	}
 }
 

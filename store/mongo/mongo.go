@@ -434,6 +434,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("completed", false, "completedAt"),
 			// ScheduleResumeDue.
 			idx("resume_id", false, "resumeAt", "_id"),
+			// ScheduleIntervalDue: the emitter's scan of interval schedules.
+			idx("partition_interval_id", false, "partition", "intervalDue", "_id"),
 		},
 		collChildren: {
 			// The emitter's scan: eligible keys of one partition and timezone.

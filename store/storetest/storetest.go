@@ -46,6 +46,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Fields", fieldTests},
 		{"Complete", completeTests},
 		{"Resume", resumeTests},
+		{"Interval", intervalTests},
 		{"Children", childrenTests},
 		{"Watermark", watermarkTests},
 		{"Fire", fireTests},

@@ -262,6 +262,10 @@ function scheduleForm(policies, onCreated) {
   const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   const f = {
     name: h("input", { name: "name", required: true }),
+    kind: h("select", { name: "kind", id: "kind-in" },
+      h("option", { value: "cron" }, "a cron expression"),
+      h("option", { value: "crons" }, "several crons (separated by ;)"),
+      h("option", { value: "interval" }, "an interval (e.g. 90m)")),
     cron: h("input", { name: "cron", required: true, value: "*/5 * * * *" }),
     timezone: h("input", { name: "timezone", value: tz }),
     eventCount: h("input", { name: "eventCount", type: "number", min: 1, value: 1 }),
@@ -277,9 +281,14 @@ function scheduleForm(policies, onCreated) {
   };
   const words = h("small", { id: "cron-words", "aria-live": "polite" });
   const explain = () => {
-    try { words.textContent = describeCron(f.cron.value); } catch (e) { words.textContent = e.message; }
+    const v = f.cron.value;
+    if (f.kind.value === "interval") { words.textContent = v ? `every ${v} of elapsed time` : ""; return; }
+    try {
+      words.textContent = f.kind.value === "crons" ? splitCrons(v).map(describeCron).join("; and ") : describeCron(v);
+    } catch (e) { words.textContent = e.message; }
   };
   f.cron.addEventListener("input", explain);
+  f.kind.addEventListener("change", explain);
   explain();
   const msg = h("div", { class: "span" });
   const form = h("form", {
@@ -296,6 +305,11 @@ function scheduleForm(policies, onCreated) {
       if (f.policyId.value) body.policyId = f.policyId.value;
       if (f.window.value) body.window = f.window.value;
       if (f.jitter.value) body.jitter = f.jitter.value;
+      if (f.kind.value !== "cron") {
+        delete body.cron;
+        if (f.kind.value === "crons") body.crons = splitCrons(f.cron.value);
+        else body.interval = f.cron.value;
+      }
       const labels = parseLabels(f.labels.value);
       if (labels) body.labels = labels;
       try {
@@ -306,15 +320,17 @@ function scheduleForm(policies, onCreated) {
         onCreated(s);
       } catch (err) {
         for (const fe of (err.problem && err.problem.errors) || []) {
-          // labels.<key> is the labels field too.
-          const el = form.querySelector(`[name="${CSS.escape(fe.field.startsWith("labels.") ? "labels" : fe.field)}"]`);
+          // labels.<key> is the labels field too; crons, crons[i] and
+          // interval are the when field.
+          const name = fe.field.startsWith("labels.") ? "labels" : /^(crons|interval)\b/.test(fe.field) ? "cron" : fe.field;
+          const el = form.querySelector(`[name="${CSS.escape(name)}"]`);
           if (el) el.setAttribute("aria-invalid", "true");
         }
         msg.append(errorBox(err));
       }
     },
   },
-  field("Name", f.name), h("label", { for: "cron-in" }, "Cron", Object.assign(f.cron, { id: "cron-in" }), words),
+  field("Name", f.name), field("Fires on", f.kind), h("label", { for: "cron-in" }, "When", Object.assign(f.cron, { id: "cron-in" }), words),
   field("Time zone", f.timezone), field("Events per fire", f.eventCount),
   field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
   field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), field("Labels (key=value, comma separated)", f.labels),
@@ -362,7 +378,23 @@ function actionButtons(s, after) {
     b("delete", "Delete", "danger"));
 }
 
+// splitCrons reads "0 9 * * 1-5; 30 12 * * 6" into its expressions.
+function splitCrons(v) {
+  return v.split(";").map((e) => e.trim()).filter(Boolean);
+}
+
+// whenCode is a schedule's cron, crons or interval as written.
+function whenCode(s) {
+  if (s.crons) return s.crons.join("; ");
+  if (s.interval) return `every ${s.interval}`;
+  return s.cron || "one-off";
+}
+
 function cronWords(s) {
+  if (s.interval) return `every ${s.interval} of elapsed time${s.startAt ? `, from ${utc(s.startAt)}` : ""}`;
+  if (s.crons) {
+    try { return s.crons.map(describeCron).join("; and "); } catch (e) { return s.crons.join("; "); }
+  }
   if (!s.cron) return s.runAt ? `Once, at ${utc(s.runAt)}` : "";
   try { return describeCron(s.cron); } catch (e) { return s.cron; }
 }
@@ -445,7 +477,7 @@ async function pageSchedules(main, params) {
         h("td", {}, badge(s.state), s.state === "paused" && (s.pausedNote || s.resumeAt)
           ? [h("br"), h("small", { class: "pause-info" }, [s.pausedNote, s.resumeAt ? `until ${utc(s.resumeAt)}` : ""].filter(Boolean).join(" · "))]
           : null),
-        h("td", {}, h("code", {}, s.cron || "one-off"), h("br"), h("small", {}, cronWords(s))),
+        h("td", {}, h("code", {}, whenCode(s)), h("br"), h("small", {}, cronWords(s))),
         h("td", { class: "next" }, s.nextFireTimes && s.nextFireTimes.length
           ? [h("span", {}, local(s.nextFireTimes[0])), h("br"), h("small", {}, utc(s.nextFireTimes[0]))]
           : h("span", { class: "muted" }, "none")),
@@ -558,7 +590,7 @@ async function pageSchedule(main, id) {
     h("dl", { class: "kv" },
       h("dt", {}, "id"), h("dd", {}, s.id),
       h("dt", {}, "when"), h("dd", { id: "cron-explained" }, cronWords(s)),
-      h("dt", {}, "cron"), h("dd", {}, h("code", {}, s.cron || "—"), " in ", s.timezone),
+      h("dt", {}, s.interval ? "interval" : s.crons ? "crons" : "cron"), h("dd", { id: "when-code" }, h("code", {}, s.runAt ? "—" : whenCode(s)), " in ", s.timezone),
       h("dt", {}, "events per fire"), h("dd", {}, s.eventCount),
       h("dt", {}, "window"), h("dd", {}, s.window || "none", s.spread ? " (launches spread over it)" : ""),
       h("dt", {}, "jitter"), h("dd", { id: "jitter" }, s.jitter
