@@ -80,6 +80,9 @@ func ParseBatch(body []byte) ([]*Delivery, error) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotDelivery, err)
 	}
+	if b.Events == nil {
+		return nil, fmt.Errorf("%w: no events array", ErrNotDelivery)
+	}
 	for i, d := range b.Events {
 		if d == nil {
 			return nil, fmt.Errorf("%w: events[%d] is null", ErrNotDelivery, i)

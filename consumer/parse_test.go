@@ -75,7 +75,9 @@ func TestParseRefusesWhatIsNoDelivery(t *testing.T) {
 			t.Errorf("%s: %v, want ErrNotDelivery", name, err)
 		}
 	}
-	if _, err := consumer.ParseBatch([]byte(`{"events":[null]}`)); !errors.Is(err, consumer.ErrNotDelivery) {
-		t.Errorf("a null event in a batch: %v, want ErrNotDelivery", err)
+	for _, body := range []string{`{"events":[null]}`, `{"eventId":"e1"}`, `{"events":null}`} {
+		if _, err := consumer.ParseBatch([]byte(body)); !errors.Is(err, consumer.ErrNotDelivery) {
+			t.Errorf("ParseBatch(%s): %v, want ErrNotDelivery", body, err)
+		}
 	}
 }

@@ -207,3 +207,20 @@ func waitFor[T any](t *testing.T, ch <-chan T) T {
 		return zero
 	}
 }
+
+func TestParseTakesTheTraceparentAttribute(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	d, err := sqsconsumer.Parse(types.Message{
+		Body: aws.String(`{"eventId":"e1","release":{"url":"http://127.0.0.1:8080/v1/events/e1/release","token":"t"}}`),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			sqsconsumer.AttributeEventID:     {DataType: aws.String("String"), StringValue: aws.String("e1")},
+			sqsconsumer.AttributeTraceparent: {DataType: aws.String("String"), StringValue: aws.String(tp)},
+		},
+	})
+	if err != nil || d.EventID != "e1" || d.Traceparent != tp {
+		t.Fatalf("Parse: %+v, %v; want event e1 with traceparent %s", d, err, tp)
+	}
+	if _, err := sqsconsumer.Parse(types.Message{Body: aws.String(`not json`)}); !errors.Is(err, consumer.ErrNotDelivery) {
+		t.Fatalf("Parse of a body that is no delivery: %v, want ErrNotDelivery", err)
+	}
+}
