@@ -141,3 +141,30 @@ func TestReleaseRetries(t *testing.T) {
 		}
 	})
 }
+
+func TestClientURLs(t *testing.T) {
+	paths := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.EscapedPath()
+		_, _ = w.Write([]byte(`{"id":"e/1","status":"delivered","tokenExpiresAt":"2030-01-01T00:00:00Z"}`))
+	}))
+	defer srv.Close()
+	d := &Delivery{EventID: "e/1", Release: Release{URL: "http://elsewhere.invalid/v1/events/e%2F1/release", Token: "tok"}}
+
+	c := NewClient(Options{BaseURL: srv.URL + "/"})
+	if err := c.Release(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	until, err := c.Extend(context.Background(), d, time.Minute)
+	if err != nil || !until.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("Extend: %s, %v", until, err)
+	}
+	if got := []string{<-paths, <-paths}; !slices.Equal(got, []string{"/v1/events/e%2F1/release", "/v1/events/e%2F1/extend"}) {
+		t.Errorf("paths %v, want the event's release and extend paths under BaseURL", got)
+	}
+
+	d.Release.URL = srv.URL + "/somewhere"
+	if _, err := NewClient(Options{}).Extend(context.Background(), d, 0); err == nil || len(paths) != 0 {
+		t.Errorf("Extend with a release URL not ending in /release: %v, want an error and no call", err)
+	}
+}

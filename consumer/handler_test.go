@@ -62,7 +62,7 @@ func TestHandlerAnswers(t *testing.T) {
 		if got.Traceparent != tp || string(got.Payload) != `{"a":1}` {
 			t.Errorf("delivery %+v", got)
 		}
-		if sent := <-traceparents; sent != tp {
+		if sent := waitFor(t, traceparents); sent != tp {
 			t.Errorf("the release carried traceparent %q, want %q", sent, tp)
 		}
 	})
