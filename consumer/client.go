@@ -172,7 +172,7 @@ func (c *Client) call(ctx context.Context, op string, d *Delivery, u string, in,
 		if wait == 0 {
 			// Full jitter: a uniform wait up to the exponential bound, so
 			// that consumers released by one outage do not return in step.
-			wait = rand.N(min(backoffBase<<(attempt-1), backoffMax)) + time.Millisecond
+			wait = rand.N(min(backoffBase<<min(attempt-1, 16), backoffMax)) + time.Millisecond
 		}
 		if dl, ok := ctx.Deadline(); ok && c.now().Add(wait).After(dl) {
 			return fmt.Errorf("%w (the next try, in %s, would be after the context's deadline)", err, wait)

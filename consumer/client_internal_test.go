@@ -168,3 +168,19 @@ func TestClientURLs(t *testing.T) {
 		t.Errorf("Extend with a release URL not ending in /release: %v, want an error and no call", err)
 	}
 }
+
+// TestBackoffStaysBounded: many tries never wait longer than backoffMax
+// (nor overflow the exponential bound).
+func TestBackoffStaysBounded(t *testing.T) {
+	srv, calls := newScheduler(t, answer{status: http.StatusBadGateway})
+	c := NewClient(Options{MaxAttempts: 80})
+	waits := fakeClock(c, time.Now())
+	if err := c.Release(context.Background(), delivery(srv.URL)); err == nil || calls.Load() != 80 {
+		t.Fatalf("error %v after %d calls, want the 502 after 80", err, calls.Load())
+	}
+	for i, w := range *waits {
+		if w <= 0 || w > backoffMax+time.Millisecond {
+			t.Fatalf("wait %d: %s, want within (0, %s]", i, w, backoffMax)
+		}
+	}
+}
