@@ -12,6 +12,9 @@
 //
 //	SCHEDULER_SIGNING_SECRET=... LISTEN_ADDR=:8081 go run ./examples/consumer
 //
+// SCHEDULER_SIGNING_SECRET may be a comma-separated list, as the scheduler's
+// is while its secret is rotated.
+//
 // It logs the address it listens on when it is ready. With DELIVERIES_FILE
 // set, it appends each delivery's message to that file as a JSON line.
 package main
@@ -27,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +66,9 @@ func run(ctx context.Context, getenv func(string) string, logger *log.Logger) er
 		return record(d)
 	})
 	c.Logf = logger.Printf
+	// The scheduler's own form of the secret: during a rotation a
+	// comma-separated list, and a delivery signed under any one is good.
+	c.Verifier = consumer.NewVerifier(strings.Split(secret, ",")...)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
