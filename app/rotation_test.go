@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/schedulerd/schedulerd/app"
+	"github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 )
@@ -51,7 +52,7 @@ func TestSigningSecretRotation(t *testing.T) {
 
 	type seen struct{ sig, ts, body string }
 	got := make(chan seen, 1)
-	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		select {
 		case got <- seen{r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp), string(body)}:
@@ -59,10 +60,10 @@ func TestSigningSecretRotation(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
-	defer consumer.Close()
+	defer hook.Close()
 	deliver := func(a *app.App, key, policy string) seen {
 		t.Helper()
-		body := `{"name":"s","cron":"0 3 * * *","eventCount":1,"target":{"type":"http","url":"` + consumer.URL + `"}` + policy + `}`
+		body := `{"name":"s","cron":"0 3 * * *","eventCount":1,"target":{"type":"http","url":"` + hook.URL + `"}` + policy + `}`
 		sched, _ := post(a, key, "/v1/schedules", body, "")
 		post(a, key, "/v1/schedules/"+sched["id"].(string)+"/trigger", "", "")
 		select {
@@ -107,7 +108,7 @@ func TestSigningSecretRotation(t *testing.T) {
 
 	s := deliver(b, key, "")
 	for _, secret := range []string{newSecret, oldSecret} {
-		if err := httpdelivery.Verify([]byte(secret), s.sig, s.ts, []byte(s.body), time.Now(), 5*time.Minute); err != nil {
+		if _, err := consumer.NewVerifier(secret).Verify(s.sig, s.ts, []byte(s.body)); err != nil {
 			t.Errorf("consumer checking with %q: %v (header %q)", secret, err, s.sig)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
+	consumerlib "github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery"
-	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 )
 
 var binPath string
@@ -193,7 +193,8 @@ func newConsumer(t *testing.T, secret []byte) *consumer {
 
 func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if err := httpdelivery.Verify(c.secret, r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp), body, time.Now(), 5*time.Minute); err != nil {
+	v := consumerlib.Verifier{Secrets: [][]byte{c.secret}}
+	if _, err := v.Verify(r.Header.Get(consumerlib.HeaderSignature), r.Header.Get(consumerlib.HeaderTimestamp), body); err != nil {
 		c.mu.Lock()
 		c.badSig++
 		c.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/internal/netguard"
@@ -56,8 +57,8 @@ func newBatchConsumer(t *testing.T, answer func(w http.ResponseWriter, got recei
 			return
 		}
 		got := received{path: r.URL.Path, count: r.Header.Get(httpdelivery.HeaderEventCount), bytes: len(body)}
-		got.sigErr = httpdelivery.Verify(testSecret, r.Header.Get(httpdelivery.HeaderSignature),
-			r.Header.Get(httpdelivery.HeaderTimestamp), body, testNow, 5*time.Minute)
+		v := consumer.Verifier{Secrets: [][]byte{testSecret}, Now: func() time.Time { return testNow }}
+		_, got.sigErr = v.Verify(r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp), body)
 		if err := json.Unmarshal(body, &got.body); err != nil {
 			t.Errorf("batch body %q: %v", body, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/internal/netguard"
@@ -153,12 +154,14 @@ func TestDeliverSignsWithEachSecret(t *testing.T) {
 			t.Errorf("%s: signature header %q, want %q", e.ID, s.header, want)
 		}
 		for _, secret := range [][]byte{newSecret, oldSecret} {
-			if err := httpdelivery.Verify(secret, s.header, s.ts, s.body, testNow, 5*time.Minute); err != nil {
+			v := consumer.Verifier{Secrets: [][]byte{secret}, Now: func() time.Time { return testNow }}
+			if _, err := v.Verify(s.header, s.ts, s.body); err != nil {
 				t.Errorf("%s: Verify with %q: %v", e.ID, secret, err)
 			}
 		}
-		if err := httpdelivery.Verify([]byte("third-secret"), s.header, s.ts, s.body, testNow, 5*time.Minute); !errors.Is(err, httpdelivery.ErrSignatureMismatch) {
-			t.Errorf("%s: Verify with another secret = %v, want ErrSignatureMismatch", e.ID, err)
+		v := consumer.Verifier{Secrets: [][]byte{[]byte("third-secret")}, Now: func() time.Time { return testNow }}
+		if _, err := v.Verify(s.header, s.ts, s.body); !errors.Is(err, consumer.ErrBadSignature) {
+			t.Errorf("%s: Verify with another secret = %v, want ErrBadSignature", e.ID, err)
 		}
 	}
 }
@@ -198,8 +201,8 @@ func TestDeliver(t *testing.T) {
 				t.Errorf("header %s = %q, want %q", name, v, want)
 			}
 		}
-		if err := httpdelivery.Verify(testSecret, s.header.Get(httpdelivery.HeaderSignature),
-			s.header.Get(httpdelivery.HeaderTimestamp), s.body, testNow, 5*time.Minute); err != nil {
+		v := consumer.Verifier{Secrets: [][]byte{testSecret}, Now: func() time.Time { return testNow }}
+		if _, err := v.Verify(s.header.Get(httpdelivery.HeaderSignature), s.header.Get(httpdelivery.HeaderTimestamp), s.body); err != nil {
 			t.Errorf("Verify: %v", err)
 		}
 

@@ -1,20 +1,25 @@
 // Command consumer is a minimal schedulerd HTTP consumer.
 //
-// It checks each delivery's signature with httpdelivery.Verify, answers 202
-// at once (any 2xx marks the event delivered, so it is not sent again), does
-// the work in the background and then POSTs the event's release token to its
-// release URL, which gives the throttling token back so that the next waiting
-// event of the policy can go. A consumer that never releases holds its token
-// until the policy's token timeout reclaims it.
+// It checks each delivery's signature and parses it with package consumer,
+// answers 202 at once (any 2xx marks the event delivered, so it is not sent
+// again), does the work in the background and then releases the event
+// (consumer.Client.Release POSTs its release token to its release URL),
+// which gives the throttling token back so that the next waiting event of
+// the policy can go. A consumer that never releases holds its token until
+// the policy's token timeout reclaims it. A consumer whose work fits within
+// the delivery's timeout can use consumer.Handler instead, which works,
+// releases and then answers.
 //
 //	SCHEDULER_SIGNING_SECRET=... LISTEN_ADDR=:8081 go run ./examples/consumer
+//
+// SCHEDULER_SIGNING_SECRET may be a comma-separated list, as the scheduler's
+// is while its secret is rotated.
 //
 // It logs the address it listens on when it is ready. With DELIVERIES_FILE
 // set, it appends each delivery's message to that file as a JSON line.
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,12 +30,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/schedulerd/schedulerd/delivery"
-	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
+	"github.com/schedulerd/schedulerd/consumer"
 )
 
 // maxBody bounds what the consumer reads of a delivery.
@@ -56,11 +61,14 @@ func run(ctx context.Context, getenv func(string) string, logger *log.Logger) er
 		addr = ":8081"
 	}
 	record := recorder(getenv("DELIVERIES_FILE"))
-	c := NewConsumer(ctx, []byte(secret), func(ctx context.Context, m delivery.Message) error {
-		logger.Printf("event %s (%d/%d of %s): payload %s", m.EventID, m.Index+1, m.Count, m.ScheduleID, m.Payload)
-		return record(m)
+	c := NewConsumer(ctx, []byte(secret), func(ctx context.Context, d *consumer.Delivery) error {
+		logger.Printf("event %s (%d/%d of %s): payload %s", d.EventID, d.Index+1, d.Count, d.ScheduleID, d.Payload)
+		return record(d)
 	})
 	c.Logf = logger.Printf
+	// The scheduler's own form of the secret: during a rotation a
+	// comma-separated list, and a delivery signed under any one is good.
+	c.Verifier = consumer.NewVerifier(strings.Split(secret, ",")...)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
@@ -84,13 +92,13 @@ func run(ctx context.Context, getenv func(string) string, logger *log.Logger) er
 // recorder returns a function that appends each message to file as a JSON
 // line, to look at the deliveries afterwards; with file empty it does
 // nothing.
-func recorder(file string) func(delivery.Message) error {
+func recorder(file string) func(*consumer.Delivery) error {
 	if file == "" {
-		return func(delivery.Message) error { return nil }
+		return func(*consumer.Delivery) error { return nil }
 	}
 	var mu sync.Mutex
-	return func(m delivery.Message) error {
-		line, err := json.Marshal(m)
+	return func(d *consumer.Delivery) error {
+		line, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("record the delivery: %w", err)
 		}
@@ -112,20 +120,16 @@ func recorder(file string) func(delivery.Message) error {
 }
 
 // WorkFunc does the job of one event.
-type WorkFunc func(ctx context.Context, m delivery.Message) error
+type WorkFunc func(ctx context.Context, d *consumer.Delivery) error
 
 // Consumer is the http.Handler that receives deliveries.
 type Consumer struct {
-	ctx    context.Context
-	secret []byte
-	work   WorkFunc
-	// Client calls the release URL. Default: a client with a 10s timeout.
-	Client *http.Client
-	// Tolerance is how far the signed timestamp may be from Now; older
-	// requests are refused as replays. Default 5 minutes.
-	Tolerance time.Duration
-	// Now is the clock for the timestamp check. Default time.Now.
-	Now func() time.Time
+	ctx  context.Context
+	work WorkFunc
+	// Verifier checks the signatures (5 minutes' tolerance by default).
+	Verifier *consumer.Verifier
+	// Client makes the release calls, retrying them with backoff.
+	Client *consumer.Client
 	// Logf reports background failures. Default log.Printf.
 	Logf func(format string, args ...any)
 
@@ -136,18 +140,16 @@ type Consumer struct {
 // ctx bounds the background work and release calls.
 func NewConsumer(ctx context.Context, secret []byte, work WorkFunc) *Consumer {
 	return &Consumer{
-		ctx:       ctx,
-		secret:    secret,
-		work:      work,
-		Client:    &http.Client{Timeout: 10 * time.Second},
-		Tolerance: 5 * time.Minute,
-		Now:       time.Now,
-		Logf:      log.Printf,
+		ctx:      ctx,
+		work:     work,
+		Verifier: &consumer.Verifier{Secrets: [][]byte{secret}},
+		Client:   consumer.NewClient(consumer.Options{}),
+		Logf:     log.Printf,
 	}
 }
 
 // ServeHTTP verifies and accepts one delivery. It answers 401 to a bad
-// signature, 400 to a body that is not a delivery.Message and 202 otherwise.
+// signature, 400 to a body that is not a delivery and 202 otherwise.
 func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
@@ -159,56 +161,30 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	err = httpdelivery.Verify(c.secret,
-		r.Header.Get(httpdelivery.HeaderSignature), r.Header.Get(httpdelivery.HeaderTimestamp),
-		body, c.Now(), c.Tolerance)
-	if err != nil {
+	if _, err := c.Verifier.Verify(r.Header.Get(consumer.HeaderSignature), r.Header.Get(consumer.HeaderTimestamp), body); err != nil {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
-	var m delivery.Message
-	if err := json.Unmarshal(body, &m); err != nil {
+	d, err := consumer.Parse(body)
+	if err != nil {
 		http.Error(w, "body is not a delivery message", http.StatusBadRequest)
 		return
 	}
-	c.wg.Go(func() { c.process(m) })
+	c.wg.Go(func() { c.process(d) })
 	w.WriteHeader(http.StatusAccepted)
 }
 
 // Wait waits for the background work of accepted deliveries.
 func (c *Consumer) Wait() { c.wg.Wait() }
 
-func (c *Consumer) process(m delivery.Message) {
-	if err := c.work(c.ctx, m); err != nil {
+func (c *Consumer) process(d *consumer.Delivery) {
+	if err := c.work(c.ctx, d); err != nil {
 		// Release anyway: the event was delivered, and holding the token
 		// would only stall the policy until the token timeout.
-		c.Logf("event %s: work failed: %v", m.EventID, err)
+		c.Logf("event %s: work failed: %v", d.EventID, err)
 	}
-	if err := Release(c.ctx, c.Client, m.Release); err != nil {
-		c.Logf("event %s: %v", m.EventID, err)
+	// Releasing twice is harmless, so the client retries freely.
+	if err := c.Client.Release(c.ctx, d); err != nil {
+		c.Logf("event %s: %v", d.EventID, err)
 	}
-}
-
-// Release gives an event's token back: POST {"token": ...} to its release
-// URL. Releasing twice is harmless, so a caller may retry it freely.
-func Release(ctx context.Context, client *http.Client, rel delivery.Release) error {
-	body, err := json.Marshal(map[string]string{"token": rel.Token})
-	if err != nil {
-		return fmt.Errorf("encode release request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rel.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("release request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("release: %s answered %s", rel.URL, resp.Status)
-	}
-	return nil
 }

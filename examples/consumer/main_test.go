@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/model"
 )
@@ -44,9 +44,9 @@ func newScheduler(t *testing.T) (*httptest.Server, <-chan releaseCall) {
 
 func TestConsumer(t *testing.T) {
 	scheduler, releases := newScheduler(t)
-	worked := make(chan delivery.Message, 8)
-	c := NewConsumer(context.Background(), secret, func(_ context.Context, m delivery.Message) error {
-		worked <- m
+	worked := make(chan *consumer.Delivery, 8)
+	c := NewConsumer(context.Background(), secret, func(_ context.Context, d *consumer.Delivery) error {
+		worked <- d
 		return nil
 	})
 	consumer := httptest.NewServer(c)

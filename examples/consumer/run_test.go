@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +20,10 @@ import (
 )
 
 // TestRunLogsWhereItListens starts the consumer as main does and checks
-// that its first log line names the address it serves on.
+// that its first log line names the address it serves on, and that it
+// takes a rotation's list of secrets.
 func TestRunLogsWhereItListens(t *testing.T) {
-	env := map[string]string{"SCHEDULER_SIGNING_SECRET": string(secret), "LISTEN_ADDR": "127.0.0.1:0"}
+	env := map[string]string{"SCHEDULER_SIGNING_SECRET": "new-secret," + string(secret), "LISTEN_ADDR": "127.0.0.1:0"}
 	logs, logw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -49,6 +52,19 @@ func TestRunLogsWhereItListens(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET %s: %d, want the consumer's 405", m[1], resp.StatusCode)
+	}
+	// A delivery signed under the second secret of the list is accepted.
+	body := `{"eventId":"e1","release":{"url":"http://127.0.0.1:1/v1/events/e1/release","token":"t"}}`
+	ts := time.Now().Unix()
+	req, _ := http.NewRequest(http.MethodPost, m[1]+"/hook", strings.NewReader(body))
+	req.Header.Set(httpdelivery.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(httpdelivery.HeaderSignature, httpdelivery.Sign(secret, ts, []byte(body)))
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a delivery signed under the list's second secret: %d, want 202", resp.StatusCode)
 	}
 }
 

@@ -64,6 +64,10 @@ var rules = []rule{
 	{"MasterDoesNotImportHandler", neverReaches("master", "handler")},
 	{"MasterDoesNotImportThrottle", neverReaches("master", "throttle")},
 	{"ProductionDoesNotImportTestHelpers", noTestHelpers},
+	// The consumer library is imported by other teams' services: it may
+	// depend on the API's types, never on the server.
+	{"ConsumerImportsNoServerPackage", onlyImports("consumer", false, "client")},
+	{"SQSConsumerImportsNoServerPackage", onlyImports("consumer/sqsconsumer", false, "consumer", "client")},
 }
 
 // TestImportRules checks the rules against the module as it is.

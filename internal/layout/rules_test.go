@@ -39,6 +39,9 @@ func clean() graph {
 		"internal/testkit/hangstore":    {"model", "store"},
 		"internal/testkit/testseed":     {},
 		"store/storetest":               {"model", "store", "internal/testkit/sqstest"}, // helpers may use helpers
+		"client":                        {},
+		"consumer":                      {"client"},
+		"consumer/sqsconsumer":          {"consumer"},
 	}
 }
 
@@ -88,6 +91,9 @@ var violationCases = []violationCase{
 	{"TestHelpersLiveInTestkit", "ListedHelperMissing", func(g graph) { delete(g, "internal/testkit/testseed") }, "listed test helper internal/testkit/testseed does not exist"},
 	{"ProductionDoesNotImportTestHelpers", "AppImportsStoretest", edge("app", "store/storetest"), "app imports the test helper store/storetest"},
 	{"ProductionDoesNotImportTestHelpers", "SchedbenchImportsSqstest", edge("cmd/schedbench", "internal/testkit/sqstest"), "cmd/schedbench imports the test helper internal/testkit/sqstest"},
+	{"ConsumerImportsNoServerPackage", "ImportsDelivery", edge("consumer", "delivery"), "consumer imports delivery"},
+	{"ConsumerImportsNoServerPackage", "ConsumerMissing", func(g graph) { delete(g, "consumer") }, "consumer does not exist"},
+	{"SQSConsumerImportsNoServerPackage", "ImportsModel", edge("consumer/sqsconsumer", "model"), "consumer/sqsconsumer imports model"},
 	{"ProductionDoesNotImportTestHelpers", "MasterImportsInternalThrottletest", edge("master", "internal/testkit/throttletest"), "master imports the test helper internal/testkit/throttletest"},
 }
 

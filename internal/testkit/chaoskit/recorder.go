@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerd/schedulerd/consumer"
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 )
@@ -217,8 +218,8 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	if err := httpdelivery.Verify(r.cfg.Secret, req.Header.Get(httpdelivery.HeaderSignature),
-		req.Header.Get(httpdelivery.HeaderTimestamp), body, now, 5*time.Minute); err != nil {
+	v := consumer.Verifier{Secrets: [][]byte{r.cfg.Secret}, Now: func() time.Time { return now }}
+	if _, err := v.Verify(req.Header.Get(consumer.HeaderSignature), req.Header.Get(consumer.HeaderTimestamp), body); err != nil {
 		r.mu.Lock()
 		r.count("bad_signature")
 		r.mu.Unlock()
