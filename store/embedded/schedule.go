@@ -696,39 +696,23 @@ func (s *Store) deleteSchedule(tx *bolt.Tx, tenantID, id string) error {
 // ScheduleCountByPolicy counts a tenant's schedules that name policyID. It
 // scans the tenant's schedules: it serves policy deletion, which is rare.
 func (s *Store) ScheduleCountByPolicy(ctx context.Context, tenantID, policyID string) (int, error) {
-	var n int
-	err := s.view(ctx, "schedule count by policy", func(tx *bolt.Tx) error {
-		n = 0
-		prefix := tenantPrefix(tx, tenantID)
-		if prefix == nil {
-			return nil
-		}
-		var err error
-		scanPrefix(tx, bSchedTenant, prefix, func(k, _ []byte) bool {
-			id := tenantSchedID(k[len(prefix):])
-			var sc model.Schedule
-			if err = getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
-				return false
-			}
-			if sc.PolicyID == policyID {
-				n++
-			}
-			return true
-		})
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
+	return s.countSchedules(ctx, "schedule count by policy", tenantID, func(sc *model.Schedule) bool { return sc.PolicyID == policyID })
 }
 
 // ScheduleCountByCalendar counts a tenant's schedules that name
 // calendarID. It scans the tenant's schedules: it serves calendar
 // deletion, which is rare.
 func (s *Store) ScheduleCountByCalendar(ctx context.Context, tenantID, calendarID string) (int, error) {
+	return s.countSchedules(ctx, "schedule count by calendar", tenantID, func(sc *model.Schedule) bool {
+		return slices.Contains(sc.ExcludeCalendars, calendarID)
+	})
+}
+
+// countSchedules counts the tenant's schedules for which match is true,
+// reading each of them.
+func (s *Store) countSchedules(ctx context.Context, op, tenantID string, match func(*model.Schedule) bool) (int, error) {
 	var n int
-	err := s.view(ctx, "schedule count by calendar", func(tx *bolt.Tx) error {
+	err := s.view(ctx, op, func(tx *bolt.Tx) error {
 		n = 0
 		prefix := tenantPrefix(tx, tenantID)
 		if prefix == nil {
@@ -741,7 +725,7 @@ func (s *Store) ScheduleCountByCalendar(ctx context.Context, tenantID, calendarI
 			if err = getScheduleInto(s.dict(tx), []byte(id), &sc); err != nil {
 				return false
 			}
-			if slices.Contains(sc.ExcludeCalendars, calendarID) {
+			if match(&sc) {
 				n++
 			}
 			return true
