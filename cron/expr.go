@@ -121,14 +121,7 @@ func writeSet(b *strings.Builder, set uint64, lo, hi int, restricted bool) {
 		return
 	}
 	first := true
-	for v := lo; v <= hi; v++ {
-		if set&(1<<v) == 0 {
-			continue
-		}
-		end := v
-		for end+1 <= hi && set&(1<<(end+1)) != 0 {
-			end++
-		}
+	forRuns(set, lo, hi, func(v, end int) {
 		if !first {
 			b.WriteByte(',')
 		}
@@ -142,8 +135,7 @@ func writeSet(b *strings.Builder, set uint64, lo, hi int, restricted bool) {
 			b.WriteByte(',')
 			b.WriteString(strconv.Itoa(end))
 		}
-		v = end
-	}
+	})
 }
 
 func popcount[T uint8 | uint16 | uint32 | uint64](x T) int { return bits.OnesCount64(uint64(x)) }
