@@ -9,7 +9,6 @@ import (
 
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/emitter"
-	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/schedule"
 )
@@ -124,16 +123,5 @@ func (s *Server) checkBackfill(ctx context.Context, m *model.Schedule, fires int
 	if fires == 0 {
 		return nil
 	}
-	events := fires * max(m.EventCount, 1)
-	if err := s.checkDiskFor(guard.WriteNeed(len(m.Payload), events)); err != nil {
-		return err
-	}
-	rules, err := s.rulesOf(ctx, m.TenantID)
-	if err != nil {
-		return err
-	}
-	if err := checkPerFire(m, rules); err != nil {
-		return err
-	}
-	return s.checkStoredQuota(ctx, m.TenantID, rules, events)
+	return s.checkEvents(ctx, m, fires*max(m.EventCount, 1))
 }

@@ -591,9 +591,15 @@ func (s *Server) trigger(ctx context.Context, m *model.Schedule, opts emitter.Tr
 // checkFire runs the checks of a write that fires m (trigger, resume): the
 // disk guard, with the room the fire's events need, and the tenant's maxEventsPerFire and maxEventsStored.
 func (s *Server) checkFire(ctx context.Context, m *model.Schedule) error {
-	// The fire's events carry the payload; the schedule's share of the
-	// estimate is the margin.
-	if err := s.checkDiskFor(guard.WriteNeed(len(m.Payload), m.EventCount)); err != nil {
+	return s.checkEvents(ctx, m, m.EventCount)
+}
+
+// checkEvents is checkFire for writes of events events of m (several
+// fires: a backfill).
+func (s *Server) checkEvents(ctx context.Context, m *model.Schedule, events int) error {
+	// The events carry the payload; the schedule's share of the estimate
+	// is the margin.
+	if err := s.checkDiskFor(guard.WriteNeed(len(m.Payload), events)); err != nil {
 		return err
 	}
 	rules, err := s.rulesOf(ctx, m.TenantID)
@@ -603,7 +609,7 @@ func (s *Server) checkFire(ctx context.Context, m *model.Schedule) error {
 	if err := checkPerFire(m, rules); err != nil {
 		return err
 	}
-	return s.checkStoredQuota(ctx, m.TenantID, rules, m.EventCount)
+	return s.checkStoredQuota(ctx, m.TenantID, rules, events)
 }
 
 // PreviewSchedule implements GET /v1/schedules/{id}/preview.
