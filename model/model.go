@@ -487,6 +487,9 @@ type Policy struct {
 	EffectiveLimit int       `json:"effectiveLimit,omitempty"`
 	LimitReason    string    `json:"limitReason,omitempty"`
 	LimitChangedAt time.Time `json:"limitChangedAt,omitzero"`
+	// HoldTime is the mean time from delivery to release its owner last
+	// measured (zero: not measured yet).
+	HoldTime time.Duration `json:"holdTime,omitempty"`
 	// ConcurrencyKey, if set, makes MaxInFlight a bound per key value: a
 	// JSON pointer (RFC 6901) into the event payload, or "scheduleId".
 	// Events whose payload lacks the value share the key "".
