@@ -203,6 +203,10 @@ type Schedule struct {
 	// Crons, if set, are several canonical cron expressions: the schedule
 	// fires at each instant any of them names, once; Cron is then empty.
 	Crons []string `json:"crons,omitempty"`
+	// TraceParent is the W3C traceparent of the request that created the
+	// schedule, when it was traced: each fire's span links to it. Set
+	// from the request's context, never by a client.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // IntervalFirst is the first fire of an interval schedule: StartAt, or
@@ -378,6 +382,9 @@ type Fire struct {
 	// Payload, if set, is what its events carry instead of the schedule's
 	// payload (a trigger with a payload).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// TraceParent is the W3C traceparent of the fire's span while the
+	// emitter makes its events; never stored (events keep their own).
+	TraceParent string `json:"-"`
 }
 
 // EventStatus is where an event is in its life.
@@ -456,6 +463,10 @@ type Event struct {
 	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
 	CreatedAt      time.Time  `json:"createdAt"`
 	UpdatedAt      time.Time  `json:"updatedAt"`
+	// TraceParent is the W3C traceparent of the span of the fire that
+	// made the event, set only when tracing is on: each delivery
+	// attempt's span is its child, on whichever instance delivers it.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // Policy is a throttling policy: at most MaxInFlight tokens out at once,

@@ -49,6 +49,9 @@ const (
 	evFireOfSchedule
 	evFireAtRunAt
 	evCreatedFromSchedule
+	// The event's trace context (model.Event.TraceParent) follows the
+	// update time.
+	evTraceParent
 )
 
 // refSchedule reports whether the head e can leave its fields to the row
@@ -89,6 +92,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if sameTime(e.UpdatedAt, e.CreatedAt) {
 		flags |= evUpdatedIsCreated
+	}
+	if e.TraceParent != "" {
+		flags |= evTraceParent
 	}
 	ref := refSchedule(e, sc)
 	var createdDelta time.Duration
@@ -164,6 +170,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if flags&evUpdatedIsCreated == 0 {
 		b = putTime(b, e.UpdatedAt)
+	}
+	if flags&evTraceParent != 0 {
+		b = putStr(b, e.TraceParent)
 	}
 	return b, nil
 }
@@ -268,6 +277,9 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 		e.UpdatedAt = e.CreatedAt
 	} else {
 		e.UpdatedAt = d.time()
+	}
+	if flags&evTraceParent != 0 {
+		e.TraceParent = d.str()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes")

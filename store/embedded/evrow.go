@@ -110,6 +110,8 @@ const (
 	// The release token is the store's for the event id (tokenKey): not
 	// stored.
 	fReleaseTokenDerived
+	// The trace context, when it differs from the head's.
+	fTraceParent
 )
 
 // sameTime is equality as the codec keeps it: instants read back in UTC.
@@ -155,6 +157,7 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	set(fTokenTimedOut, e.TokenTimedOut)
 	set(fDeliveredAt, e.DeliveredAt != nil)
 	set(fFinishedAt, e.FinishedAt != nil)
+	set(fTraceParent, e.TraceParent != h.TraceParent)
 
 	b := make([]byte, 0, 16)
 	b = append(b, eventRowV2)
@@ -233,6 +236,9 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	if flags&fReleaseTokenBytes != 0 {
 		b = putBytes(b, token)
 	}
+	if flags&fTraceParent != 0 {
+		b = putStr(b, e.TraceParent)
+	}
 	return b
 }
 
@@ -262,6 +268,7 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 		FireID: h.FireID, FireTime: h.FireTime, Index: int(slot), Count: h.Count, LaunchAt: h.LaunchAt,
 		Priority: h.Priority, PolicyID: h.PolicyID, Target: h.Target,
 		MaxAttempts: h.MaxAttempts, Shard: h.Shard, Status: h.Status, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt,
+		TraceParent: h.TraceParent,
 	}
 	if h.Deadline != nil {
 		t := *h.Deadline
@@ -355,6 +362,9 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 		if e.ReleaseToken, err = k.token(e.ID); err != nil && d.err == nil {
 			d.err = err
 		}
+	}
+	if flags&fTraceParent != 0 {
+		e.TraceParent = d.str()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes in row")

@@ -31,6 +31,7 @@ type migration struct {
 // is the first that Open reads.
 var migrations = []migration{
 	{from: 11, run: indexScheduleEnds}, // migrate_11.go
+	{from: 12, run: traceContextRows},  // migrate_12.go
 }
 
 type kv struct{ k, v []byte }

@@ -102,6 +102,7 @@ const (
 	rowEvToken                    // a release token is stored as a string
 	rowEvTokenHex                 // a release token of lower-case hex is stored as its bytes
 	rowEvTokenDerived             // the release token is the store's for the event id (tokenKey), not stored
+	rowEvTraceParent              // the event's trace context is stored, last
 )
 
 // encodeRowEvent encodes the event e that the row of sc holds with its
@@ -132,6 +133,9 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event, k *tokenK
 	case e.ReleaseToken != "":
 		flags |= rowEvToken
 	}
+	if e.TraceParent != "" {
+		flags |= rowEvTraceParent
+	}
 	b := binary.AppendUvarint(make([]byte, 0, 32), flags)
 	b = binary.AppendVarint(b, int64(e.Count))
 	b = binary.AppendVarint(b, int64(e.Shard))
@@ -148,6 +152,9 @@ func encodeRowEvent(sc *model.Schedule, f *model.Fire, e *model.Event, k *tokenK
 		b = putBytes(b, token)
 	case flags&rowEvToken != 0:
 		b = putStr(b, e.ReleaseToken)
+	}
+	if flags&rowEvTraceParent != 0 {
+		b = putStr(b, e.TraceParent)
 	}
 	return b
 }
@@ -200,6 +207,9 @@ func decodeRowEvent(sc *model.Schedule, f *model.Fire, raw []byte, k *tokenKey) 
 		e.ReleaseToken = hex.EncodeToString(d.bytes())
 	case flags&rowEvToken != 0:
 		e.ReleaseToken = d.str()
+	}
+	if flags&rowEvTraceParent != 0 {
+		e.TraceParent = d.str()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")

@@ -222,6 +222,7 @@ type scheduleDoc struct {
 	// ScheduleIntervalDue finds it by.
 	IntervalDue *int64   `bson:"intervalDue,omitempty"`
 	Crons       []string `bson:"crons,omitempty"`
+	TraceParent string   `bson:"traceParent,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -239,6 +240,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
+		TraceParent: s.TraceParent,
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -270,6 +272,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
+		TraceParent: d.TraceParent,
 	}
 }
 
@@ -372,6 +375,7 @@ type eventDoc struct {
 	// FinishedDate is FinishedAt of a released or cancelled event, for the
 	// TTL index (see retention.go); absent otherwise.
 	FinishedDate *bson.DateTime `bson:"finishedDate,omitempty"`
+	TraceParent  string         `bson:"traceParent,omitempty"`
 }
 
 func toEventDoc(e *model.Event) eventDoc {
@@ -387,6 +391,7 @@ func toEventDoc(e *model.Event) eventDoc {
 		DeliveredAt: unixNanoPtr(e.DeliveredAt), FinishedAt: unixNanoPtr(e.FinishedAt),
 		CreatedAt: unixNano(e.CreatedAt), UpdatedAt: unixNano(e.UpdatedAt),
 		FinishedDate: finishedDate(e.Status, e.FinishedAt, e.UpdatedAt),
+		TraceParent:  e.TraceParent,
 	}
 }
 
@@ -420,6 +425,7 @@ func (d *eventDoc) model() *model.Event {
 		TokenExpiresAt: fromNanoPtr(d.TokenExpiresAt), TokenTimedOut: d.TokenTimedOut,
 		DeliveredAt: fromNanoPtr(d.DeliveredAt), FinishedAt: fromNanoPtr(d.FinishedAt),
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
+		TraceParent: d.TraceParent,
 	}
 }
 

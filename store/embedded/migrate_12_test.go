@@ -1,0 +1,23 @@
+package embedded
+
+import "testing"
+
+// A directory of layout 12 opens as 13 with its data, and its events take
+// a trace context from then on.
+func TestMigrateTraceContextRows(t *testing.T) {
+	dir := storeWithTenant(t)
+	setLayout(t, dir, 12)
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := s.TenantGet(t.Context(), "t1"); err != nil || tn.Name != "one" {
+		t.Errorf("tenant after the migration: %+v, %v", tn, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := recordedLayout(t, dir); got != 13 {
+		t.Errorf("recorded layout %d, want 13", got)
+	}
+}
