@@ -25,6 +25,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
@@ -36,6 +37,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
+	"github.com/schedulerd/schedulerd/internal/tracing"
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
@@ -89,6 +91,8 @@ type App struct {
 	// MongoDB.
 	storeSpace func() embedded.SpaceStatus
 	diskState  atomic.Int32 // a diskState, as last seen by checkDiskFull
+
+	tracing *tracing.Tracing // from the OTEL_* variables; off unless configured
 }
 
 // Hooks are ways for tests to reach into an App; production code passes
@@ -102,6 +106,11 @@ type Hooks struct {
 	// StoreSpace, if set, replaces the embedded store's report of its
 	// disk space (its writes failing for lack of space, say).
 	StoreSpace func() embedded.SpaceStatus
+	// Getenv, if set, replaces os.Getenv for the OTEL_* variables.
+	Getenv func(string) string
+	// SpanExporter, if set, receives the spans instead of an OTLP
+	// exporter, and turns tracing on.
+	SpanExporter sdktrace.SpanExporter
 }
 
 // New opens the store and builds every component. Nothing runs until Start.
@@ -115,6 +124,10 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 	if err := a.secrets(); err != nil {
 		return nil, err
 	}
+	if err := a.setupTracing(ctx, hooks); err != nil {
+		return nil, err
+	}
+	log = a.log
 	// Listen first: with port 0 the release URLs handed to consumers must
 	// name the port actually bound.
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
@@ -320,6 +333,7 @@ func (a *App) build(ctx context.Context) error {
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
 		Quotas: emitter.NewQuotaCache(a.store, tenantQuotas, 0, nil),
 		Disk:   a.diskGuard, ReleaseToken: a.releaseToken,
+		TracerProvider: a.tracing.Provider,
 	})
 	if err != nil {
 		return err
@@ -359,7 +373,8 @@ func (a *App) build(ctx context.Context) error {
 			Idempotency: a.store,
 			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetHTTPBatch: httpd, model.TargetSQS: sqsd},
 			// The queues of adaptive SQS policies feed their limits.
-			Backlogs: sqsd,
+			Backlogs:       sqsd,
+			TracerProvider: a.tracing.Provider,
 		})
 	if err != nil {
 		return err
@@ -382,8 +397,10 @@ func (a *App) build(ctx context.Context) error {
 	}, master.Deps{
 		Store: a.store, Emitter: a.emitter, Logger: a.log, Disk: a.diskGuard,
 		// Releases served here hand tokens to this throttle's buckets.
-		Tokens:      a.throttle,
-		TokenOwners: owners,
+		Tokens:         a.throttle,
+		TokenOwners:    owners,
+		TracerProvider: a.tracing.Provider,
+		Propagator:     a.tracing.Propagator,
 	})
 	if err != nil {
 		return err
@@ -424,7 +441,7 @@ func (a *App) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		case status >= 400:
 			ev = a.log.Info()
 		}
-		ev.Str(logkey.Request, c.Response().Header().Get(echo.HeaderXRequestID)).
+		ev.Ctx(c.Request().Context()).Str(logkey.Request, c.Response().Header().Get(echo.HeaderXRequestID)).
 			Str("method", c.Request().Method).Str("route", c.Path()).Str("path", c.Request().URL.Path).
 			Int("status", status).Dur("duration", time.Since(start)).Msg("api request")
 		return nil
@@ -805,6 +822,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 				errs, stuck = append(errs, fmt.Errorf("close store: %w", err)), "store"
 			}
 		}
+		// The spans of the work just stopped are flushed within what is
+		// left of the shutdown's time.
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn().Err(err).Msg("tracing: spans not flushed at shutdown")
+		}
 		a.stopErr = errors.Join(errs...)
 		if stuck != "" {
 			a.log.Error().Err(a.stopErr).Str("stuck", stuck).Dur("shutdownTimeout", a.cfg.ShutdownTimeout).
@@ -836,4 +858,24 @@ func earlyDispatch(cfg Config) bool {
 		return false
 	}
 	return cfg.Store != "mongo"
+}
+
+// setupTracing builds the trace provider from the OTEL_* variables and,
+// when tracing is on, has log lines written with a span's context carry
+// its trace_id and span_id.
+func (a *App) setupTracing(ctx context.Context, hooks Hooks) error {
+	getenv := hooks.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	t, err := tracing.Setup(ctx, tracing.Options{Getenv: getenv, Logger: a.log, Exporter: hooks.SpanExporter})
+	if err != nil {
+		return err
+	}
+	a.tracing = t
+	if t.Enabled() {
+		a.log = a.log.Hook(tracing.LogHook{})
+		a.log.Info().Msg("tracing: spans exported by OTLP")
+	}
+	return nil
 }

@@ -35,6 +35,11 @@ type Release struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
+// TraceParent names the W3C trace context of a delivery attempt: the HTTP
+// header and the SQS message attribute that carry model.Event.TraceParent,
+// so that the consumer's spans join the attempt's trace.
+const TraceParent = "traceparent"
+
 // Message is the JSON body of a delivery (HTTP POST body and SQS message body).
 type Message struct {
 	EventID    string          `json:"eventId"`

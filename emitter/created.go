@@ -108,6 +108,10 @@ func (e *Emitter) planCreated(ctx context.Context, s *model.Schedule) (*createdF
 		// Deferred: Saved records it for the background (no room taken).
 		return nil, nil
 	}
+	if fctx, span := e.startFire(ctx, s, f); span != nil {
+		traceEvents(fctx, p.fires[0].Events)
+		endFire(span, f)
+	}
 	return &createdFire{s: s, f: f, fires: p.fires[:], now: now}, nil
 }
 

@@ -274,6 +274,8 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
+	ctx, span := e.startFire(ctx, s, f)
+	defer endFire(span, f)
 	bg := o.background && hasEvents(f.Decision) // the background admits each chunk
 	deferred := false
 	if !bg {
@@ -288,6 +290,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
 		if hasEvents(f.Decision) && f.Remaining == 0 { // else the background writer writes them
 			h.events = e.makeEvents(s, f, 0, f.Count, now)
+			traceEvents(ctx, h.events)
 		}
 		b.hold(h)
 		return f, outHeld, nil
@@ -541,7 +544,9 @@ func (b *batch) addFire(ctx context.Context, s *model.Schedule, f *model.Fire, n
 	}
 	size := b.e.cfg.BatchSize
 	for lo := 0; lo < f.Count; lo += size {
-		if err := b.put(ctx, b.e.makeEvents(s, f, lo, min(lo+size, f.Count), now)); err != nil {
+		evs := b.e.makeEvents(s, f, lo, min(lo+size, f.Count), now)
+		traceEvents(ctx, evs)
+		if err := b.put(ctx, evs); err != nil {
 			return err
 		}
 	}

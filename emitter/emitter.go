@@ -64,9 +64,11 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/internal/startstop"
+	"github.com/schedulerd/schedulerd/internal/tracing"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -283,6 +285,9 @@ type Deps struct {
 	// its id: a store that can make the token again keeps no copy of it
 	// (embedded.Store.ReleaseToken). Nil: 16 random bytes in hex.
 	ReleaseToken func(eventID string) string
+	// TracerProvider, if set, gives every pass and every new fire a span,
+	// and new events the fire span's trace context. Nil: no tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // Emitter is the schedule event emitter. Its methods are safe for concurrent
@@ -315,6 +320,8 @@ type Emitter struct {
 	bgWakeAt  time.Time // the clock time a wake is armed for (quota.go)
 
 	rate *rate // per-tenant emission count and deferred fires (quota.go)
+
+	tracer trace.Tracer // nil: tracing off
 }
 
 // New validates cfg and returns an Emitter that does nothing until Start
@@ -348,7 +355,8 @@ func New(cfg Config, deps Deps) (*Emitter, error) {
 		bgRetry:   map[string]time.Time{},
 		bgWake:    make(chan struct{}, 1),
 		// A head retries every minute, or a window after a failure.
-		rate: newRate(2 * max(time.Minute, cfg.Window)),
+		rate:   newRate(2 * max(time.Minute, cfg.Window)),
+		tracer: tracing.Tracer(deps.TracerProvider),
 	}, nil
 }
 

@@ -28,7 +28,7 @@ type dueFire struct {
 // emitted and the watermark advanced. Errors of one partition do not stop the
 // others; they are joined in the returned error. A partition whose watermark
 // advance conflicts (lease lost) is left without error.
-func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
+func (e *Emitter) RunPass(ctx context.Context) (_ PassStats, err error) {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
 	began := time.Now() // durations in stats and metrics measure work: real time, not the clock
@@ -42,6 +42,8 @@ func (e *Emitter) RunPass(ctx context.Context) (PassStats, error) {
 		return st, fmt.Errorf("emitter: child timezones: %w", err)
 	}
 	slices.Sort(tzs)
+	ctx, span := e.startPass(ctx, len(held))
+	defer func() { endPass(span, &st, err) }()
 	now := e.deps.Clock.Now()
 	cals := newCalendarCache()
 	// Partitions are independent: they run concurrently, so that their

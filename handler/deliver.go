@@ -353,6 +353,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 				evs[j] = &e
 			}
 		}
+		spans := h.startAttempts(ctx, tt, evs)
 		var rs []delivery.Result
 		if (tt == model.TargetHTTP || tt == model.TargetHTTPBatch) && adaptiveHTTP(send, idx) {
 			its := make([]throttle.Item, len(idx))
@@ -364,6 +365,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		} else {
 			rs = d.Deliver(ctx, evs)
 		}
+		endAttempts(spans, rs)
 		for j, i := range idx {
 			if j < len(rs) {
 				results[i] = rs[j]

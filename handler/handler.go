@@ -39,6 +39,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/gopool"
@@ -366,6 +367,9 @@ type Deps struct {
 	Logger  zerolog.Logger
 	Metrics Metrics
 	Hooks   Hooks
+	// TracerProvider, if set, gives each delivery attempt a span, whose
+	// trace context the deliverers send on. Nil: no tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // Handler fires and delivers the events of the shards this instance owns.

@@ -75,6 +75,7 @@ func (s *Server) forwardTokens(c echo.Context, e *model.Event, in any) (bool, er
 	}
 	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	req.Header.Set(ForwardedHeader, "1")
+	s.injectTrace(c, req.Header)
 	for _, h := range []string{echo.HeaderAuthorization, echo.HeaderXRequestID} {
 		if v := c.Request().Header.Get(h); v != "" {
 			req.Header.Set(h, v)

@@ -281,6 +281,13 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 func (s *Server) createSchedules(c echo.Context, rules *tenantRules, items []create.Item) ([]create.Result, error) {
 	who := callerOf(c)
 	ctx := c.Request().Context()
+	if tp := s.traceParentOf(c); tp != "" {
+		for _, it := range items {
+			if it.Compiled != nil {
+				it.Compiled.Schedule.TraceParent = tp
+			}
+		}
+	}
 	return s.creates.Create(ctx, &create.Request{
 		TenantID: who.tenantID,
 		Scope:    who.scope(),
@@ -403,7 +410,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	}
 	m := comp.Schedule
 	now := s.now().UTC()
-	m.ID, m.TenantID, m.Partition = old.ID, old.TenantID, old.Partition
+	m.ID, m.TenantID, m.Partition, m.TraceParent = old.ID, old.TenantID, old.Partition, old.TraceParent
 	m.State, m.CreatedAt, m.UpdatedAt = old.State, old.CreatedAt, now
 	m.PausedNote, m.PausedAt, m.PausedBy, m.ResumeAt, m.SkipUntil = old.PausedNote, old.PausedAt, old.PausedBy, old.ResumeAt, old.SkipUntil
 	m.Version = old.Version + 1

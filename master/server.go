@@ -24,6 +24,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	schedulerd "github.com/schedulerd/schedulerd"
@@ -33,6 +35,7 @@ import (
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/internal/idempotency"
 	"github.com/schedulerd/schedulerd/internal/netguard"
+	"github.com/schedulerd/schedulerd/internal/tracing"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -152,6 +155,12 @@ type Deps struct {
 	Clock clockwork.Clock
 	// Logger receives unexpected errors (5xx) and warnings.
 	Logger zerolog.Logger
+	// TracerProvider, if set, gives every request a span and new schedules
+	// the trace context of the request that created them. Nil: no tracing.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context of requests (traceparent);
+	// defaults to W3C trace context and baggage.
+	Propagator propagation.TextMapPropagator
 }
 
 // Server serves the REST API. It implements api.ServerInterface.
@@ -176,6 +185,9 @@ type Server struct {
 	batches *semaphore.Weighted // bytes of batch bodies being handled (BatchBodyBudget)
 
 	wrongTokens *failureLimiter // nil: off
+
+	tracer     trace.Tracer // nil: tracing off
+	propagator propagation.TextMapPropagator
 
 	owners    TokenOwners  // nil: no forwarding
 	forwarder *http.Client // forwards to owners
@@ -241,6 +253,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ids:     ids,
 		owners:  deps.TokenOwners,
 		batches: semaphore.NewWeighted(cfg.BatchBodyBudget),
+
+		tracer:     tracing.Tracer(deps.TracerProvider),
+		propagator: deps.Propagator,
+	}
+	if s.propagator == nil {
+		s.propagator = tracing.Propagator()
 	}
 	if s.owners != nil {
 		// Instance to instance: no proxy from the environment.
@@ -263,6 +281,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	if s.tracer != nil {
+		e.Use(s.traceRequests)
+	}
 	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.boundBatchBodies, s.validateRequest)
 	api.RegisterHandlers(e, s)
 	// Not an operation of the spec, so no authentication.

@@ -382,9 +382,6 @@ type Fire struct {
 	// Payload, if set, is what its events carry instead of the schedule's
 	// payload (a trigger with a payload).
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// TraceParent is the W3C traceparent of the fire's span while the
-	// emitter makes its events; never stored (events keep their own).
-	TraceParent string `json:"-"`
 }
 
 // EventStatus is where an event is in its life.

@@ -202,6 +202,11 @@ func (d *Deliverer) sendBatch(ctx context.Context, r batchRequest, events []*mod
 	req.Header.Set(HeaderEventCount, strconv.Itoa(len(r.idx)))
 	req.Header.Set(HeaderTimestamp, string(ts))
 	req.Header.Set(HeaderSignature, string(d.appendSignature(nil, ts, r.body)))
+	// One request carries several events: the first one's attempt names
+	// the trace.
+	if tp := events[r.idx[0]].TraceParent; tp != "" {
+		req.Header[delivery.TraceParent] = []string{tp}
+	}
 
 	resp, err := client.Do(req)
 	if err != nil {

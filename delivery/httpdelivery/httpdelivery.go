@@ -318,6 +318,9 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 		// turns out closed by the consumer before it took the request.
 		"Idempotency-Key": {e.ID},
 	}
+	if e.TraceParent != "" {
+		req.Header[delivery.TraceParent] = []string{e.TraceParent}
+	}
 
 	resp, err := client.Do(req)
 	if err != nil {
