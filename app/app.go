@@ -106,8 +106,6 @@ type Hooks struct {
 	// StoreSpace, if set, replaces the embedded store's report of its
 	// disk space (its writes failing for lack of space, say).
 	StoreSpace func() embedded.SpaceStatus
-	// Getenv, if set, replaces os.Getenv for the OTEL_* variables.
-	Getenv func(string) string
 	// SpanExporter, if set, receives the spans instead of an OTLP
 	// exporter, and turns tracing on.
 	SpanExporter sdktrace.SpanExporter
@@ -864,11 +862,8 @@ func earlyDispatch(cfg Config) bool {
 // when tracing is on, has log lines written with a span's context carry
 // its trace_id and span_id.
 func (a *App) setupTracing(ctx context.Context, hooks Hooks) error {
-	getenv := hooks.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	t, err := tracing.Setup(ctx, tracing.Options{Getenv: getenv, Logger: a.log, Exporter: hooks.SpanExporter})
+	// The exporter and the SDK read the variables they own themselves.
+	t, err := tracing.Setup(ctx, tracing.Options{Getenv: os.Getenv, Logger: a.log, Exporter: hooks.SpanExporter})
 	if err != nil {
 		return err
 	}
