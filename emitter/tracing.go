@@ -40,7 +40,7 @@ func endPass(span trace.Span, st *PassStats, err error) {
 // startFire starts the span of the new fire f of s. A fire that a request
 // made (trigger, backfill) is a child of the request's span; the others
 // start a trace of their own, linked to the pass or request they came
-// from. Each links to the request that created s (s.TraceParent). The
+// from. Each links to the request that created s (s.CreatedTrace). The
 // span's traceparent goes into the context for the fire's events
 // (traceEvents). Nil when tracing is off.
 func (e *Emitter) startFire(ctx context.Context, s *model.Schedule, f *model.Fire) (context.Context, trace.Span) {
@@ -55,7 +55,7 @@ func (e *Emitter) startFire(ctx context.Context, s *model.Schedule, f *model.Fir
 			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("schedulerd.link", "emitted_by")}})
 		}
 	}
-	if l, ok := tracing.Link(s.TraceParent, attribute.String("schedulerd.link", "created_by")); ok {
+	if l, ok := tracing.Link(s.CreatedTrace, attribute.String("schedulerd.link", "created_by")); ok {
 		links = append(links, l)
 	}
 	opts = append(opts, trace.WithLinks(links...), trace.WithAttributes(

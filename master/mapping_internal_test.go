@@ -138,13 +138,13 @@ func TestEveryMemberIsMapped(t *testing.T) {
 				m.ExcludeCalendars = []string{"cal_1"}
 			}
 			return scheduleOutAt(m, &schedule.Compiled{}, now)
-		}, "TenantID", "Partition", "IntervalNext", "TraceParent") // IntervalNext: the emitter's bookkeeping; TraceParent: tracing's
+		}, "TenantID", "Partition", "IntervalNext", "CreatedTrace") // IntervalNext: the emitter's bookkeeping; CreatedTrace: tracing's
 	})
 	t.Run("ScheduleToSpec", func(t *testing.T) {
 		// Identity, state (a pause, skipped fires) and bookkeeping are not
 		// part of the definition.
 		eachMemberChanges(t, func(m *model.Schedule) schedule.Spec { return schedule.SpecFromSchedule(m) },
 			"ID", "TenantID", "State", "Partition", "Version", "CreatedAt", "UpdatedAt",
-			"PausedNote", "PausedAt", "PausedBy", "ResumeAt", "SkipUntil", "IntervalNext", "TraceParent")
+			"PausedNote", "PausedAt", "PausedBy", "ResumeAt", "SkipUntil", "IntervalNext", "CreatedTrace")
 	})
 }

@@ -284,7 +284,7 @@ func (s *Server) createSchedules(c echo.Context, rules *tenantRules, items []cre
 	if tp := s.traceParentOf(c); tp != "" {
 		for _, it := range items {
 			if it.Compiled != nil {
-				it.Compiled.Schedule.TraceParent = tp
+				it.Compiled.Schedule.CreatedTrace = tp
 			}
 		}
 	}
@@ -410,7 +410,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	}
 	m := comp.Schedule
 	now := s.now().UTC()
-	m.ID, m.TenantID, m.Partition, m.TraceParent = old.ID, old.TenantID, old.Partition, old.TraceParent
+	m.ID, m.TenantID, m.Partition, m.CreatedTrace = old.ID, old.TenantID, old.Partition, old.CreatedTrace
 	m.State, m.CreatedAt, m.UpdatedAt = old.State, old.CreatedAt, now
 	m.PausedNote, m.PausedAt, m.PausedBy, m.ResumeAt, m.SkipUntil = old.PausedNote, old.PausedAt, old.PausedBy, old.ResumeAt, old.SkipUntil
 	m.Version = old.Version + 1

@@ -203,10 +203,10 @@ type Schedule struct {
 	// Crons, if set, are several canonical cron expressions: the schedule
 	// fires at each instant any of them names, once; Cron is then empty.
 	Crons []string `json:"crons,omitempty"`
-	// TraceParent is the W3C traceparent of the request that created the
-	// schedule, when it was traced: each fire's span links to it. Set
+	// CreatedTrace is the W3C traceparent of the request that created
+	// the schedule, when it was traced: each fire's span links to it. Set
 	// from the request's context, never by a client.
-	TraceParent string `json:"traceParent,omitempty"`
+	CreatedTrace string `json:"createdTrace,omitempty"`
 }
 
 // IntervalFirst is the first fire of an interval schedule: StartAt, or

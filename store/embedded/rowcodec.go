@@ -101,14 +101,14 @@ type scheduleExt struct {
 	Interval         time.Duration          `json:"interval,omitempty"`
 	IntervalNext     *time.Time             `json:"intervalNext,omitempty"`
 	Crons            []string               `json:"crons,omitempty"`
-	TraceParent      string                 `json:"traceParent,omitempty"`
+	CreatedTrace     string                 `json:"createdTrace,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
 	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
 		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded,
-		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, TraceParent: sc.TraceParent}
+		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, CreatedTrace: sc.CreatedTrace}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -120,7 +120,7 @@ func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.ResumeAt, sc.SkipUntil = x.ResumeAt, x.SkipUntil
 	sc.ExcludeCalendars, sc.OnExcluded = x.ExcludeCalendars, x.OnExcluded
 	sc.Interval, sc.IntervalNext, sc.Crons = x.Interval, x.IntervalNext, x.Crons
-	sc.TraceParent = x.TraceParent
+	sc.CreatedTrace = x.CreatedTrace
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say

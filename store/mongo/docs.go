@@ -220,9 +220,9 @@ type scheduleDoc struct {
 	IntervalNext     *int64   `bson:"intervalNext,omitempty"`
 	// IntervalDue is the next fire of an active interval schedule: what
 	// ScheduleIntervalDue finds it by.
-	IntervalDue *int64   `bson:"intervalDue,omitempty"`
-	Crons       []string `bson:"crons,omitempty"`
-	TraceParent string   `bson:"traceParent,omitempty"`
+	IntervalDue  *int64   `bson:"intervalDue,omitempty"`
+	Crons        []string `bson:"crons,omitempty"`
+	CreatedTrace string   `bson:"createdTrace,omitempty"`
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -240,7 +240,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
-		TraceParent: s.TraceParent,
+		CreatedTrace: s.CreatedTrace,
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -272,7 +272,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
-		TraceParent: d.TraceParent,
+		CreatedTrace: d.CreatedTrace,
 	}
 }
 

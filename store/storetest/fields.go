@@ -37,6 +37,7 @@ var fieldTests = []namedTest{
 			ev := newEvent("A", s.ID, *s.RunAt, 0)
 			ev.Count, ev.Deadline = 1, ptr(s.RunAt.Add(s.Window))
 			copyShared(ev, s)
+			ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 			evs = append(evs, ev)
 			items = append(items, store.ScheduleNew{Schedule: s, Children: childrenOf(s, key), Fires: []store.FireNew{{Fire: f, Events: []*model.Event{ev}}}})
 		}
@@ -63,6 +64,25 @@ var fieldTests = []namedTest{
 		got, err := d.ScheduleGet(ctx, "A", "cron")
 		requireNoError(t, err, "ScheduleGet after update")
 		requireSameFields(t, got, upd, "updated")
+	}},
+	{"EventKeepsTraceContext", func(t *testing.T, d store.Driver) {
+		// Events of one fire share their fire span's trace context, but a
+		// driver that stores what they share once keeps each one's.
+		const a, b = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+		fireTime := at(time.Hour)
+		var evs []*model.Event
+		for i, tp := range []string{a, a, b, ""} {
+			ev := newEvent("A", "traced", fireTime, i)
+			ev.Count, ev.TraceParent = 4, tp
+			evs = append(evs, ev)
+		}
+		insertEvents(t, d, evs...)
+		for _, want := range evs {
+			requireEqual(t, getEvent(t, d, want.ID).TraceParent, want.TraceParent, "traceParent of "+want.ID)
+		}
+		// A transition keeps it.
+		requireNoError(t, transition(t, d, store.EventTransition{ID: evs[2].ID, From: model.EventPending, To: model.EventRetrying, Attempts: 1, LaunchAt: at(2 * time.Hour)}), "transition")
+		requireEqual(t, getEvent(t, d, evs[2].ID).TraceParent, b, "traceParent after a transition")
 	}},
 }
 
