@@ -19,7 +19,7 @@ import (
 // store to an in-process sink, as BenchmarkDispatchUnthrottled, with
 // tracing off (no provider) and on (every attempt sampled and exported in
 // batches to an exporter that drops them). It reports events/s and the
-// allocations of the whole process per event.
+// allocations and CPU time of the whole process per event.
 func BenchmarkDispatchTracing(b *testing.B) {
 	const n = 20_000
 	for _, on := range []bool{false, true} {
@@ -48,12 +48,14 @@ func BenchmarkDispatchTracing(b *testing.B) {
 				deps.Hooks = handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }}
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
+				cpu0 := processCPU(b)
 				b.StartTimer()
 				start := time.Now()
 				startHandler(b, handler.Config{}, deps)
 				end := waitCount(b, &done, n, time.Minute)
 				b.StopTimer()
 				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/n, "cpu-us/event")
 				b.ReportMetric(float64(n)/end.Sub(start).Seconds(), "events/s")
 				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/event")
 				if tp != nil {
