@@ -150,7 +150,7 @@ func (s *Server) toProblem(err error, c echo.Context) *problem {
 	case errors.Is(err, model.ErrConflict):
 		return conflict("the object changed meanwhile or is in use; read it again and retry")
 	case errors.Is(err, model.ErrUnavailable):
-		s.log.Warn().Err(err).Str("path", c.Path()).Msg("store unavailable")
+		s.log.Warn().Ctx(c.Request().Context()).Err(err).Str("path", c.Path()).Msg("store unavailable")
 		return unavailable("the store is unavailable; retry later")
 	case errors.As(err, &mbe):
 		return tooLarge(mbe.Limit)
@@ -159,7 +159,7 @@ func (s *Server) toProblem(err error, c echo.Context) *problem {
 	case errors.As(err, &he):
 		return fromEchoError(he)
 	}
-	s.log.Error().Err(err).Str("method", c.Request().Method).Str("path", c.Path()).Msg("unexpected error")
+	s.log.Error().Ctx(c.Request().Context()).Err(err).Str("method", c.Request().Method).Str("path", c.Path()).Msg("unexpected error")
 	return &problem{status: http.StatusInternalServerError, kind: "internal", title: "Internal Server Error", detail: "an unexpected error was logged"}
 }
 
