@@ -23,7 +23,11 @@ func (s *Server) traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		ctx := s.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		route := c.Path()
-		ctx, span := s.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
+		name := r.Method // no route matched: the method alone, as the conventions say
+		if route != "" {
+			name += " " + route
+		}
+		ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
 				attribute.String("url.path", r.URL.Path)))
 		defer span.End()
