@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/internal/logkey"
+	"github.com/schedulerd/schedulerd/internal/tracing"
 	"github.com/schedulerd/schedulerd/model"
 )
 
@@ -115,6 +116,10 @@ func (h *Handler) logFailure(e *model.Event, r delivery.Result, reason delivery.
 	}
 	if suppressed > 0 {
 		ev = ev.Int("suppressed", suppressed)
+	}
+	if sc := tracing.Parse(e.TraceParent); sc.IsValid() {
+		// The trace of the event's fire, which holds the attempt's span.
+		ev = ev.Str("trace_id", sc.TraceID().String())
 	}
 	ev.Msg(msg)
 }
