@@ -299,7 +299,7 @@ func TestUnreachableTraceEndpoint(t *testing.T) {
 	a := startAppLog(t, ctx, nil, app.Hooks{}, zerolog.New(logs).Level(zerolog.InfoLevel))
 	defer a.Shutdown(ctx)
 	call := caller(t, ctx, "http://"+a.Addr())
-	call(http.MethodGet, "", "/healthz", nil, http.StatusOK)
+	key := tenantKey(a, call)
 	select {
 	case <-logs.seen:
 	case <-ctx.Done():
@@ -307,10 +307,8 @@ func TestUnreachableTraceEndpoint(t *testing.T) {
 	}
 	// More spans, more failed exports: the service answers on.
 	for range 3 {
-		call(http.MethodGet, "", "/healthz", nil, http.StatusOK)
+		call(http.MethodGet, key, "/v1/schedules", nil, http.StatusOK)
 	}
-	key := tenantKey(a, call)
-	call(http.MethodGet, key, "/v1/schedules", nil, http.StatusOK)
 	if err := a.Shutdown(ctx); err != nil { // a last failed export
 		t.Fatal(err)
 	}

@@ -13,21 +13,21 @@ import (
 	"github.com/schedulerd/schedulerd/internal/tracing"
 )
 
-// traceRequests gives every API request a server span named by its route
-// ("POST /v1/events/:id/release"), a child of the trace context the
-// request carries (traceparent), so that a consumer's release or extend
-// joins the delivery's trace. Handlers see the span in the request's
-// context. Installed only when tracing is on.
+// traceRequests gives every request of an API operation a server span
+// named by its route ("POST /v1/events/:id/release"), a child of the trace
+// context the request carries (traceparent), so that a consumer's release
+// or extend joins the delivery's trace. Handlers see the span in the
+// request's context. Probes, metrics, the console and unknown paths get
+// none. Installed only when tracing is on.
 func (s *Server) traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if s.routeOf(c) == nil {
+			return next(c)
+		}
 		r := c.Request()
 		ctx := s.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		route := c.Path()
-		name := r.Method // no route matched: the method alone, as the conventions say
-		if route != "" {
-			name += " " + route
-		}
-		ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := s.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
 				attribute.String("url.path", r.URL.Path)))
 		defer span.End()
