@@ -68,8 +68,9 @@ func (l *logLines) lines() []map[string]any {
 // A one-off created by a traced request is delivered to a consumer on
 // 127.0.0.1 with a traceparent of the exported delivery span, whose parent
 // is the fire's span, which links to the creating request's trace; the
-// consumer's release with that traceparent joins the delivery's trace,
-// and the log line of the release carries its trace_id and span_id.
+// consumer's extend and release with that traceparent join the
+// delivery's trace, and the log line of the release carries its trace_id
+// and span_id.
 func TestTracedDelivery(t *testing.T) {
 	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	logs := newLogLines("")
@@ -80,6 +81,8 @@ func TestTracedDelivery(t *testing.T) {
 	defer a.Shutdown(ctx)
 	call := caller(t, ctx, "http://"+a.Addr())
 	key := tenantKey(a, call)
+	// Throttled, so that the event holds a token to extend.
+	pol := call(http.MethodPost, key, "/v1/policies", map[string]any{"name": "p", "maxInFlight": 1, "tokenTimeout": "10m"}, http.StatusCreated)
 
 	type got struct{ traceparent, releaseTP string }
 	delivered := make(chan got, 1)
@@ -96,18 +99,20 @@ func TestTracedDelivery(t *testing.T) {
 		if sc.IsValid() {
 			releaseTP = "00-" + sc.TraceID().String() + "-0102030405060708-01"
 		}
-		body, _ := json.Marshal(map[string]string{"token": m.Release.Token})
-		req, _ := http.NewRequest(http.MethodPost, m.Release.URL, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if releaseTP != "" {
-			req.Header.Set("traceparent", releaseTP)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("release: %v %v", err, resp)
+		for _, url := range []string{strings.TrimSuffix(m.Release.URL, "/release") + "/extend", m.Release.URL} {
+			body, _ := json.Marshal(map[string]string{"token": m.Release.Token})
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if releaseTP != "" {
+				req.Header.Set("traceparent", releaseTP)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("%s: %v %v", url, err, resp)
+			}
 		}
 		w.WriteHeader(http.StatusOK)
 		delivered <- got{tp, releaseTP}
@@ -117,7 +122,7 @@ func TestTracedDelivery(t *testing.T) {
 	// The creating request carries a trace of its own.
 	const createTrace = "0af7651916cd43dd8448eb211c80319c"
 	body, _ := json.Marshal(map[string]any{
-		"name": "traced", "runAt": time.Now().Add(time.Second).UTC().Format(time.RFC3339), "eventCount": 1,
+		"name": "traced", "runAt": time.Now().Add(time.Second).UTC().Format(time.RFC3339), "eventCount": 1, "policyId": pol["id"],
 		"target": map[string]any{"type": "http", "url": consumer.URL + "/hook"},
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.Addr()+"/v1/schedules", bytes.NewReader(body))
@@ -187,10 +192,13 @@ func TestTracedDelivery(t *testing.T) {
 	if len(creates) != 1 || creates[0].SpanContext.TraceID().String() != createTrace || creates[0].SpanKind != trace.SpanKindServer {
 		t.Errorf("create spans %v, want one server span in trace %s", creates, createTrace)
 	}
-	releases := byName("POST /v1/events/:id/release")
-	if len(releases) != 1 || releases[0].SpanContext.TraceID() != sent.TraceID() || releases[0].Parent.SpanID().String() != "0102030405060708" {
-		t.Fatalf("release spans %v, want one in the delivery's trace %s, child of the consumer's span", releases, sent.TraceID())
+	for _, op := range []string{"extend", "release"} {
+		spans := byName("POST /v1/events/:id/" + op)
+		if len(spans) != 1 || spans[0].SpanContext.TraceID() != sent.TraceID() || spans[0].Parent.SpanID().String() != "0102030405060708" {
+			t.Fatalf("%s spans %v, want one in the delivery's trace %s, child of the consumer's span", op, spans, sent.TraceID())
+		}
 	}
+	releases := byName("POST /v1/events/:id/release")
 	// The log line of the release carries its span.
 	found := false
 	for _, l := range logs.lines() {
