@@ -1,6 +1,9 @@
 package calendar
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -211,4 +214,46 @@ func (c *Calendar) nextChange(t time.Time, on bool) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// CalendarGetter reads a tenant's calendar (store.Driver does).
+type CalendarGetter interface {
+	CalendarGet(ctx context.Context, tenantID, id string) (*model.Calendar, error)
+}
+
+// PolicyCaps evaluates policies' limit schedules with the calendars of
+// their tenants (the throttle's CapSource, and the API's answer).
+type PolicyCaps struct {
+	Calendars CalendarGetter
+}
+
+// PolicyCap is what p's limit schedule allows at now. A calendar that no
+// longer exists makes its rule not apply.
+func (pc PolicyCaps) PolicyCap(ctx context.Context, p *model.Policy, now time.Time) (model.Cap, error) {
+	if len(p.Limits) == 0 {
+		return model.NoCap, nil
+	}
+	l, err := CompileLimits(p.Limits)
+	if err != nil {
+		return model.NoCap, fmt.Errorf("policy %s limits: %w", p.ID, err)
+	}
+	var cals map[string]*Calendar
+	for _, id := range l.CalendarIDs() {
+		mc, err := pc.Calendars.CalendarGet(ctx, p.TenantID, id)
+		if errors.Is(err, model.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return model.NoCap, fmt.Errorf("policy %s calendar %s: %w", p.ID, id, err)
+		}
+		c, err := Compile(mc)
+		if err != nil {
+			return model.NoCap, fmt.Errorf("policy %s calendar %s: %w", p.ID, id, err)
+		}
+		if cals == nil {
+			cals = map[string]*Calendar{}
+		}
+		cals[id] = c
+	}
+	return l.At(now, cals), nil
 }

@@ -253,3 +253,9 @@ func (s *Server) checkCalendarsKnown(ctx context.Context, fe *fieldErrors, tenan
 	}
 	return nil
 }
+
+// PolicyCaps evaluates policies' limit schedules with st's calendars: the
+// throttle's CapSource, and the answer of the policy endpoints.
+func PolicyCaps(st calendar.CalendarGetter) calendar.PolicyCaps {
+	return calendar.PolicyCaps{Calendars: st}
+}

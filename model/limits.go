@@ -64,16 +64,24 @@ var NoCap = Cap{MaxInFlight: -1, Rule: -1}
 
 // Effective is the limit p lets out at now and its source: the least of
 // its own limit (Limit), the applying rule of its limit schedule (c) and
-// an active hold. Ties go to the policy's own limit, then the rule.
+// an active hold (see EffectiveLimit).
 func (p *Policy) Effective(c Cap, now time.Time) (limit int, source string) {
-	limit, source = p.Limit(), LimitSourcePolicy
+	source = LimitSourcePolicy
 	if p.Adaptive != nil {
 		source = LimitSourceAdaptive
 	}
+	return EffectiveLimit(p.Limit(), source, c, p.Hold, now)
+}
+
+// EffectiveLimit is the least of own (from ownSource), c's MaxInFlight and
+// h's while h is active, with the source of the one taken. Ties go to own,
+// then the rule.
+func EffectiveLimit(own int, ownSource string, c Cap, h *PolicyHold, now time.Time) (limit int, source string) {
+	limit, source = own, ownSource
 	if c.MaxInFlight >= 0 && c.MaxInFlight < limit {
 		limit, source = c.MaxInFlight, LimitRuleSource(c.Rule)
 	}
-	if h := p.Hold; h.Active(now) && h.MaxInFlight < limit {
+	if h.Active(now) && h.MaxInFlight < limit {
 		limit, source = h.MaxInFlight, LimitSourceHold
 	}
 	return limit, source
