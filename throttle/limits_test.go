@@ -158,3 +158,37 @@ func TestLimitScheduleRate(t *testing.T) {
 		}
 	})
 }
+
+// On the day the clocks go forward in Paris (2000-03-26: 02:00 CET becomes
+// 03:00 CEST at 01:00 UTC) a rule from 02:30 starts at the transition, the
+// first instant whose local time is past 02:30, and one ending at 05:00
+// ends at 03:00 UTC, not an hour later.
+func TestLimitScheduleSwitchesOnTheDSTDay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		all := []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+		p := &model.Policy{ID: "p", TenantID: "t1", Name: "p", MaxInFlight: 10, AutoRelease: true, TokenTimeout: time.Hour, Version: 1,
+			Limits: []model.LimitRule{{When: model.LimitWhen{Days: all, From: "02:30", To: "05:00", Timezone: "Europe/Paris"}, MaxInFlight: 0}}}
+		h := newLimitsHarness(t, p)
+		h.thr.Enqueue(scheduledEvents(t, h.st, "p", "s", 1, 1)...)
+		transition := time.Date(2000, 3, 26, 1, 0, 0, 0, time.UTC)
+		until(transition.Add(-time.Millisecond))
+		if lim, src, _ := h.thr.Effective("p"); lim != 10 || src != model.LimitSourcePolicy {
+			t.Fatalf("01:59:59 CET: Effective = %d %q", lim, src)
+		}
+		until(transition)
+		if lim, src, _ := h.thr.Effective("p"); lim != 0 || src != "limits[0]" {
+			t.Fatalf("03:00 CEST: Effective = %d %q", lim, src)
+		}
+		before := h.dispatched()
+		h.thr.Enqueue(scheduledEvents(t, h.st, "p", "late", 3, 1)...)
+		end := time.Date(2000, 3, 26, 3, 0, 0, 0, time.UTC) // 05:00 CEST
+		until(end.Add(-time.Millisecond))
+		if n := h.dispatched(); n != before {
+			t.Fatalf("%d events out in the window", n-before)
+		}
+		until(end)
+		if n := h.dispatched(); n != before+3 {
+			t.Fatalf("%d events out at 05:00 CEST; want 3", n-before)
+		}
+	})
+}
