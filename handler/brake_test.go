@@ -121,3 +121,35 @@ func TestConsumerHoldEndsByItself(t *testing.T) {
 		t.Fatalf("list policies with a consumer key: %d", code)
 	}
 }
+
+// A maintenance window from 02:30 to 05:00 Paris time on the day the clocks
+// go forward (02:30 does not occur: it starts at the transition, 01:00 UTC,
+// and ends at 03:00 UTC): events due in it wait, and go to the real
+// consumer when it ends (fake clock).
+func TestTimeOfDayLimitOnTheDSTDay(t *testing.T) {
+	st := openStore(t)
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC)) // 03:30 CEST
+	all := []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+	createPolicy(t, st, &model.Policy{ID: "pol", MaxInFlight: 5, AutoRelease: true, TokenTimeout: time.Minute,
+		Limits: []model.LimitRule{{When: model.LimitWhen{Days: all, From: "02:30", To: "05:00", Timezone: "Europe/Paris"}, MaxInFlight: 0}}})
+	var delivered atomic.Int64
+	srv := consumer(t, func(delivery.Message, http.ResponseWriter, *http.Request) { delivered.Add(1) })
+	insert(t, st, makeEvents(4, evOpts{schedule: "s1", policy: "pol", url: srv.URL, launch: clock.Now()}))
+	h := startHandler(t, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1), Clock: clock,
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)}},
+		func(_ *throttle.Config, d *throttle.Deps) { d.Caps = calendar.PolicyCaps{Calendars: st} })
+	thr := throttleOf(h)
+	waitFor(t, 10*time.Second, "the owner applying the window", func() bool {
+		lim, src, ok := thr.Effective("pol")
+		return ok && lim == 0 && src == "limits[0]"
+	})
+	clock.Advance(90*time.Minute - time.Second) // 04:59:59 CEST
+	if n := delivered.Load(); n != 0 {
+		t.Fatalf("%d events delivered in the window", n)
+	}
+	clock.Advance(time.Second)
+	waitFor(t, 10*time.Second, "all delivered at 05:00 CEST", func() bool { return delivered.Load() == 4 })
+	if lim, src, _ := thr.Effective("pol"); lim != 5 || src != model.LimitSourcePolicy {
+		t.Fatalf("Effective after the window = %d %q", lim, src)
+	}
+}
