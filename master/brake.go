@@ -31,6 +31,9 @@ var adminOrTenantOps = map[string]bool{"createconsumerkey": true, "listconsumerk
 // prefixConsumerKey starts a clear consumer key.
 const prefixConsumerKey = "ck_"
 
+// maxConsumerKeys bounds the unrevoked consumer keys of one policy.
+const maxConsumerKeys = 100
+
 // maxHold is how far ahead a hold may end.
 const maxHold = 7 * 24 * time.Hour
 
@@ -63,6 +66,19 @@ func (s *Server) CreateConsumerKey(c echo.Context, id api.ID, _ api.CreateConsum
 		return err
 	}
 	ctx := c.Request().Context()
+	keys, err := s.store.APIKeyList(ctx, p.TenantID)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, k := range keys {
+		if k.PolicyID == p.ID && k.RevokedAt == nil {
+			n++
+		}
+	}
+	if n >= maxConsumerKeys {
+		return conflict("the policy has " + itoa(n) + " consumer keys, the most it may have; revoke one first")
+	}
 	return s.idempotent(c, model.PrefixKey, func(keyID string) (int, any, error) {
 		clear := prefixConsumerKey + newAPIKey()[len(prefixAPIKey):]
 		k := &model.APIKey{
