@@ -21,6 +21,33 @@ type limitsHarness struct {
 	thr *throttle.Throttle
 	mu  sync.Mutex
 	got []throttle.Item
+	// limit and source are the last the metrics were told.
+	limit  int
+	source string
+}
+
+func (h *limitsHarness) TokenTimeouts(string, int) {}
+func (h *limitsHarness) TokensInUse(string, int)   {}
+func (h *limitsHarness) TokensWaiting(string, int) {}
+func (h *limitsHarness) Dead(string, int)          {}
+func (h *limitsHarness) Retried(string, int)       {}
+func (h *limitsHarness) PolicyGone(string)         {}
+func (h *limitsHarness) EffectiveLimit(_ string, n int) {
+	h.mu.Lock()
+	h.limit = n
+	h.mu.Unlock()
+}
+func (h *limitsHarness) LimitSource(_, s string) {
+	h.mu.Lock()
+	h.source = s
+	h.mu.Unlock()
+}
+
+// exported is the limit and source the metrics were last told.
+func (h *limitsHarness) exported() (int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.limit, h.source
 }
 
 func newLimitsHarness(t *testing.T, p *model.Policy) *limitsHarness {
@@ -30,7 +57,7 @@ func newLimitsHarness(t *testing.T, p *model.Policy) *limitsHarness {
 		t.Fatal(err)
 	}
 	thr, err := throttle.New(throttle.Config{PollInterval: 7 * time.Hour, ReconcileInterval: 8 * time.Hour},
-		throttle.Deps{Store: h.st, Shards: oneShard{fence: 1}, Caps: calendar.PolicyCaps{}})
+		throttle.Deps{Store: h.st, Shards: oneShard{fence: 1}, Caps: calendar.PolicyCaps{}, Metrics: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +118,9 @@ func TestLimitScheduleSwitchesAtItsBoundary(t *testing.T) {
 		if lim, src, _ := h.thr.Effective("p"); lim != 3 || src != "limits[1]" {
 			t.Fatalf("Effective = %d %q; want 3 limits[1]", lim, src)
 		}
+		if lim, src := h.exported(); lim != 3 || src != "limits[1]" {
+			t.Fatalf("metrics say %d %q; want 3 limits[1]", lim, src)
+		}
 		// A release hands its token on: still 3 out.
 		h.mu.Lock()
 		id := h.got[0].Event.ID
@@ -139,6 +169,9 @@ func TestHoldExpiresByItself(t *testing.T) {
 		}
 		if lim, src, _ := h.thr.Effective("p"); lim != 5 || src != model.LimitSourcePolicy {
 			t.Fatalf("Effective = %d %q; want 5 policy", lim, src)
+		}
+		if lim, src := h.exported(); lim != 5 || src != model.LimitSourcePolicy {
+			t.Fatalf("metrics say %d %q; want 5 policy", lim, src)
 		}
 	})
 }
