@@ -167,6 +167,20 @@ func TestPolicyLimitSchedule(t *testing.T) {
 		mustStatus(t, err, r.StatusCode(), r.Body, http.StatusUnprocessableEntity)
 		wantField(t, r.Body, c.field)
 	}
+	// A calendar rule: the calendar must be the tenant's, and stays while
+	// the policy names it.
+	cr, err := tc.CreateCalendarWithResponse(h.ctx, nil, client.CalendarCreate{Name: "maintenance", Timezone: "UTC", Dates: &[]string{"2030-01-07"}})
+	mustStatus(t, err, cr.StatusCode(), cr.Body, http.StatusCreated)
+	cal := cr.JSON201
+	mr, err := tc.CreatePolicyWithResponse(h.ctx, nil, client.PolicyCreate{Name: "maint", MaxInFlight: 10,
+		Limits: &[]client.LimitRule{{When: client.LimitWhen{CalendarId: ptr(cal.Id)}, MaxInFlight: 0}}})
+	mustStatus(t, err, mr.StatusCode(), mr.Body, http.StatusCreated)
+	if g := mr.JSON201; *g.EffectiveLimit != 0 || *g.LimitSource != "limits[0]" {
+		t.Fatalf("in the calendar's day: %s", mr.Body)
+	}
+	dr, err := tc.DeleteCalendarWithResponse(h.ctx, cal.Id)
+	mustStatus(t, err, dr.StatusCode(), dr.Body, http.StatusConflict)
+
 	// An update replaces the schedule; [] removes it.
 	ur, err := tc.UpdatePolicyWithResponse(h.ctx, r.JSON201.Id, client.PolicyUpdate{Limits: &[]client.LimitRule{}})
 	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
