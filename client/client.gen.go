@@ -2106,7 +2106,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
 	CreateCalendar(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 	//
 	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2819,7 +2819,7 @@ func (c *Client) CreateCalendar(ctx context.Context, params *CreateCalendarParam
 	return c.Client.Do(req)
 }
 
-// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+// DeleteCalendar Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 //
 // Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6397,7 +6397,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
 	CreateCalendarWithResponse(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
 
-	// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+	// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12350,7 +12350,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, pa
 	return ParseCreateCalendarResponse(rsp)
 }
 
-// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
