@@ -110,6 +110,39 @@ func (e FireTimeDst) Valid() bool {
 	}
 }
 
+// Defines values for LimitWhenDays.
+const (
+	LimitWhenDaysFri LimitWhenDays = "fri"
+	LimitWhenDaysMon LimitWhenDays = "mon"
+	LimitWhenDaysSat LimitWhenDays = "sat"
+	LimitWhenDaysSun LimitWhenDays = "sun"
+	LimitWhenDaysThu LimitWhenDays = "thu"
+	LimitWhenDaysTue LimitWhenDays = "tue"
+	LimitWhenDaysWed LimitWhenDays = "wed"
+)
+
+// Valid indicates whether the value is a known member of the LimitWhenDays enum.
+func (e LimitWhenDays) Valid() bool {
+	switch e {
+	case LimitWhenDaysFri:
+		return true
+	case LimitWhenDaysMon:
+		return true
+	case LimitWhenDaysSat:
+		return true
+	case LimitWhenDaysSun:
+		return true
+	case LimitWhenDaysThu:
+		return true
+	case LimitWhenDaysTue:
+		return true
+	case LimitWhenDaysWed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -271,31 +304,31 @@ func (e TargetType) Valid() bool {
 
 // Defines values for WeeklyRuleDays.
 const (
-	Fri WeeklyRuleDays = "fri"
-	Mon WeeklyRuleDays = "mon"
-	Sat WeeklyRuleDays = "sat"
-	Sun WeeklyRuleDays = "sun"
-	Thu WeeklyRuleDays = "thu"
-	Tue WeeklyRuleDays = "tue"
-	Wed WeeklyRuleDays = "wed"
+	WeeklyRuleDaysFri WeeklyRuleDays = "fri"
+	WeeklyRuleDaysMon WeeklyRuleDays = "mon"
+	WeeklyRuleDaysSat WeeklyRuleDays = "sat"
+	WeeklyRuleDaysSun WeeklyRuleDays = "sun"
+	WeeklyRuleDaysThu WeeklyRuleDays = "thu"
+	WeeklyRuleDaysTue WeeklyRuleDays = "tue"
+	WeeklyRuleDaysWed WeeklyRuleDays = "wed"
 )
 
 // Valid indicates whether the value is a known member of the WeeklyRuleDays enum.
 func (e WeeklyRuleDays) Valid() bool {
 	switch e {
-	case Fri:
+	case WeeklyRuleDaysFri:
 		return true
-	case Mon:
+	case WeeklyRuleDaysMon:
 		return true
-	case Sat:
+	case WeeklyRuleDaysSat:
 		return true
-	case Sun:
+	case WeeklyRuleDaysSun:
 		return true
-	case Thu:
+	case WeeklyRuleDaysThu:
 		return true
-	case Tue:
+	case WeeklyRuleDaysTue:
 		return true
-	case Wed:
+	case WeeklyRuleDaysWed:
 		return true
 	default:
 		return false
@@ -306,6 +339,9 @@ func (e WeeklyRuleDays) Valid() bool {
 type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Id        string    `json:"id"`
+
+	// PolicyId Set on a consumer key, the one policy it may hold and read the status of.
+	PolicyId *string `json:"policyId,omitempty"`
 
 	// Prefix The first characters of the key, to recognise it.
 	Prefix    string     `json:"prefix"`
@@ -320,6 +356,9 @@ type APIKeyCreated struct {
 
 	// Key The clear key. Shown in this answer only.
 	Key string `json:"key"`
+
+	// PolicyId Set on a consumer key, the one policy it may hold and read the status of.
+	PolicyId *string `json:"policyId,omitempty"`
 
 	// Prefix The first characters of the key, to recognise it.
 	Prefix    string     `json:"prefix"`
@@ -697,6 +736,15 @@ type FireTime struct {
 // or both for a schedule whose hour is *).
 type FireTimeDst string
 
+// HoldRequest defines model for HoldRequest.
+type HoldRequest struct {
+	// MaxInFlight At most the policy's own limit (maxInFlight, or adaptive.max); 0 stops the inflow.
+	MaxInFlight int `json:"maxInFlight"`
+
+	// Until In the future, at most 7 days ahead.
+	Until time.Time `json:"until"`
+}
+
 // Interval Go duration such as "90m": the schedule fires every interval of
 // elapsed time (DST never moves it), from startAt (its first fire),
 // or one interval after its creation without startAt. At least "1m",
@@ -734,6 +782,53 @@ type Lateness struct {
 	// Sampled How many events the percentiles are computed from (0 means none).
 	Sampled int `json:"sampled"`
 }
+
+// LimitRule While `when` applies, at most maxInFlight tokens are out (0: events
+// wait, no token is granted) and, with ratePerSecond, at most that
+// many events a second go. Where several rules apply, the lowest
+// limit and the lowest rate do; the policy's own maxInFlight (or
+// adaptive limit) and rate stay the ceiling.
+type LimitRule struct {
+	MaxInFlight int `json:"maxInFlight"`
+
+	// RatePerSecond Most events per second while the rule applies; absent or 0 keeps the policy's rate.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+
+	// When Either a time of day on days of the week in a zone (`days`,
+	// `from`, `to`, `timezone`; [from, to) of the local wall clock, from
+	// absent is 00:00, to absent or "24:00" the end of the day; from
+	// must be before to, so a night is two rules), or the periods of one
+	// of the tenant's calendars (`calendarId`: the rule applies while the
+	// calendar's dates, ranges and weekly rules cover the instant).
+	// Time-of-day rules of one policy share one zone and must not
+	// overlap.
+	When LimitWhen `json:"when"`
+}
+
+// LimitWhen Either a time of day on days of the week in a zone (`days`,
+// `from`, `to`, `timezone`; [from, to) of the local wall clock, from
+// absent is 00:00, to absent or "24:00" the end of the day; from
+// must be before to, so a night is two rules), or the periods of one
+// of the tenant's calendars (`calendarId`: the rule applies while the
+// calendar's dates, ranges and weekly rules cover the instant).
+// Time-of-day rules of one policy share one zone and must not
+// overlap.
+type LimitWhen struct {
+	CalendarId *string          `json:"calendarId,omitempty"`
+	Days       *[]LimitWhenDays `json:"days,omitempty"`
+
+	// From HH:MM
+	From *string `json:"from,omitempty"`
+
+	// Timezone IANA zone, such as Europe/Paris.
+	Timezone *string `json:"timezone,omitempty"`
+
+	// To HH:MM, or 24:00
+	To *string `json:"to,omitempty"`
+}
+
+// LimitWhenDays defines model for LimitWhen.Days.
+type LimitWhenDays string
 
 // Misfire defines model for Misfire.
 type Misfire string
@@ -783,10 +878,13 @@ type Policy struct {
 	ConcurrencyKey *string   `json:"concurrencyKey,omitempty"`
 	CreatedAt      time.Time `json:"createdAt"`
 
-	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
-	// adaptive.max; absent without adaptive.
-	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
-	Id             string `json:"id"`
+	// EffectiveLimit The limit the policy enforces now: its adaptive limit (between
+	// adaptive.min and adaptive.max) or maxInFlight, lowered by the
+	// applying rule of its limit schedule and by its hold; absent
+	// without adaptive, limits or a hold.
+	EffectiveLimit *int        `json:"effectiveLimit,omitempty"`
+	Hold           *PolicyHold `json:"hold,omitempty"`
+	Id             string      `json:"id"`
 
 	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
 	// is a name of at most 63 characters (letters, digits, '-', '_' and
@@ -802,7 +900,14 @@ type Policy struct {
 
 	// LimitReason Why effectiveLimit last changed; absent without adaptive.
 	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
-	MaxInFlight int                `json:"maxInFlight"`
+
+	// LimitSource What sets effectiveLimit: "policy", "adaptive", "limits[i]" or
+	// "hold"; absent with effectiveLimit.
+	LimitSource *string `json:"limitSource,omitempty"`
+
+	// Limits The limit schedule; absent without one.
+	Limits      *[]LimitRule `json:"limits,omitempty"`
+	MaxInFlight int          `json:"maxInFlight"`
 
 	// MaxInFlightTotal Most tokens out across key values; absent without one.
 	MaxInFlightTotal *int   `json:"maxInFlightTotal,omitempty"`
@@ -849,6 +954,11 @@ type PolicyCreate struct {
 	// Labels Up to 16 key/value pairs, with the rules of the schedules' labels (see Labels).
 	Labels *map[string]string `json:"labels,omitempty"`
 
+	// Limits The limit schedule: lower limits (and rates) at times of day or
+	// in calendar periods, such as 5 in the consumer's business hours
+	// and 0 in its maintenance window. Not with concurrencyKey.
+	Limits *[]LimitRule `json:"limits,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int `json:"maxInFlight"`
@@ -868,9 +978,56 @@ type PolicyCreate struct {
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
 }
 
+// PolicyHold defines model for PolicyHold.
+type PolicyHold struct {
+	// By The prefix of the key that set it.
+	By *string `json:"by,omitempty"`
+
+	// MaxInFlight Most tokens out while it lasts; 0 stops the inflow.
+	MaxInFlight int       `json:"maxInFlight"`
+	SetAt       time.Time `json:"setAt"`
+
+	// Until When the hold ends by itself.
+	Until time.Time `json:"until"`
+}
+
 // PolicyList defines model for PolicyList.
 type PolicyList struct {
 	Items []Policy `json:"items"`
+}
+
+// PolicyStatus defines model for PolicyStatus.
+type PolicyStatus struct {
+	// DrainEta When the waiting events would all be out at the policy's
+	// measured throughput (effective limit over the measured hold
+	// time, bounded by the rate); absent while unknown or while
+	// nothing is let out.
+	DrainEta *time.Time `json:"drainEta,omitempty"`
+
+	// EffectiveLimit The limit applied now (see limitSource).
+	EffectiveLimit int         `json:"effectiveLimit"`
+	Hold           *PolicyHold `json:"hold,omitempty"`
+
+	// LimitSource What sets effectiveLimit: "policy" (maxInFlight), "adaptive"
+	// (the adaptive limit), "limits[i]" (rule i of the limit
+	// schedule) or "hold".
+	LimitSource string `json:"limitSource"`
+
+	// LimitUntil When effectiveLimit next may change by time alone (a rule's boundary, the hold's end); absent if never.
+	LimitUntil *time.Time `json:"limitUntil,omitempty"`
+
+	// MaxInFlight The policy's own limit.
+	MaxInFlight int    `json:"maxInFlight"`
+	PolicyId    string `json:"policyId"`
+
+	// RatePerSecond The rate applied now; absent without one.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+
+	// TokensInUse Events holding a token now.
+	TokensInUse int `json:"tokensInUse"`
+
+	// Waiting Events due and waiting for a token.
+	Waiting int `json:"waiting"`
 }
 
 // PolicyUpdate defines model for PolicyUpdate.
@@ -889,6 +1046,9 @@ type PolicyUpdate struct {
 
 	// Labels As in PolicyCreate; replaces the labels whole, `{}` removes them all.
 	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Limits As in PolicyCreate; replaces the schedule whole, `[]` removes it.
+	Limits *[]LimitRule `json:"limits,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
@@ -1697,6 +1857,14 @@ type CreatePolicyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateConsumerKeyParams defines parameters for CreateConsumerKey.
+type CreateConsumerKeyParams struct {
+	// IdempotencyKey A retried create with the same key and the same body returns the first
+	// answer and creates nothing; the same key with another body is refused
+	// with 422. Keys are scoped to the caller's tenant.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1809,6 +1977,9 @@ type CreatePolicyJSONRequestBody = PolicyCreate
 // UpdatePolicyJSONRequestBody defines body for UpdatePolicy for application/json ContentType.
 type UpdatePolicyJSONRequestBody = PolicyUpdate
 
+// SetPolicyHoldJSONRequestBody defines body for SetPolicyHold for application/json ContentType.
+type SetPolicyHoldJSONRequestBody = HoldRequest
+
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
 
@@ -1853,7 +2024,7 @@ type ServerInterface interface {
 	// CreateCalendar Create an exclusion calendar.
 	// (POST /v1/calendars)
 	CreateCalendar(ctx echo.Context, params CreateCalendarParams) error
-	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 	// (DELETE /v1/calendars/{id})
 	DeleteCalendar(ctx echo.Context, id ID) error
 	// GetCalendar Get a calendar.
@@ -1901,6 +2072,24 @@ type ServerInterface interface {
 	// UpdatePolicy Change a policy; absent properties keep their value.
 	// (PATCH /v1/policies/{id})
 	UpdatePolicy(ctx echo.Context, id ID) error
+	// ListConsumerKeys List the policy's consumer keys, oldest first (revoked ones included).
+	// (GET /v1/policies/{id}/consumer-keys)
+	ListConsumerKeys(ctx echo.Context, id ID) error
+	// CreateConsumerKey Issue a consumer key for the policy. The clear key is in this answer only.
+	// (POST /v1/policies/{id}/consumer-keys)
+	CreateConsumerKey(ctx echo.Context, id ID, params CreateConsumerKeyParams) error
+	// RevokeConsumerKey Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
+	// (DELETE /v1/policies/{id}/consumer-keys/{keyId})
+	RevokeConsumerKey(ctx echo.Context, id ID, keyId string) error
+	// ClearPolicyHold End the policy's hold now. Harmless without one.
+	// (DELETE /v1/policies/{id}/hold)
+	ClearPolicyHold(ctx echo.Context, id ID) error
+	// SetPolicyHold Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+	// (POST /v1/policies/{id}/hold)
+	SetPolicyHold(ctx echo.Context, id ID) error
+	// GetPolicyStatus The policy's tokens out, events waiting, effective limit and why, and the time to drain.
+	// (GET /v1/policies/{id}/status)
+	GetPolicyStatus(ctx echo.Context, id ID) error
 	// ListSchedules Page through the tenant's schedules, ordered by id.
 	// (GET /v1/schedules)
 	ListSchedules(ctx echo.Context, params ListSchedulesParams) error
@@ -2327,6 +2516,130 @@ func (w *ServerInterfaceWrapper) UpdatePolicy(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.UpdatePolicy(ctx, id)
+	return err
+}
+
+// ListConsumerKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListConsumerKeys(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListConsumerKeys(ctx, id)
+	return err
+}
+
+// CreateConsumerKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateConsumerKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateConsumerKeyParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateConsumerKey(ctx, id, params)
+	return err
+}
+
+// RevokeConsumerKey converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeConsumerKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "keyId" -------------
+	var keyId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "keyId", ctx.Param("keyId"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter keyId: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeConsumerKey(ctx, id, keyId)
+	return err
+}
+
+// ClearPolicyHold converts echo context to params.
+func (w *ServerInterfaceWrapper) ClearPolicyHold(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ClearPolicyHold(ctx, id)
+	return err
+}
+
+// SetPolicyHold converts echo context to params.
+func (w *ServerInterfaceWrapper) SetPolicyHold(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SetPolicyHold(ctx, id)
+	return err
+}
+
+// GetPolicyStatus converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPolicyStatus(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPolicyStatus(ctx, id)
 	return err
 }
 
@@ -2863,6 +3176,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/policies/:id", wrapper.DeletePolicy, options.OperationMiddlewares["deletePolicy"]...)
 	router.GET(options.BaseURL+"/v1/policies/:id", wrapper.GetPolicy, options.OperationMiddlewares["getPolicy"]...)
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
+	router.GET(options.BaseURL+"/v1/policies/:id/consumer-keys", wrapper.ListConsumerKeys, options.OperationMiddlewares["listConsumerKeys"]...)
+	router.POST(options.BaseURL+"/v1/policies/:id/consumer-keys", wrapper.CreateConsumerKey, options.OperationMiddlewares["createConsumerKey"]...)
+	router.DELETE(options.BaseURL+"/v1/policies/:id/consumer-keys/:keyId", wrapper.RevokeConsumerKey, options.OperationMiddlewares["revokeConsumerKey"]...)
+	router.DELETE(options.BaseURL+"/v1/policies/:id/hold", wrapper.ClearPolicyHold, options.OperationMiddlewares["clearPolicyHold"]...)
+	router.POST(options.BaseURL+"/v1/policies/:id/hold", wrapper.SetPolicyHold, options.OperationMiddlewares["setPolicyHold"]...)
+	router.GET(options.BaseURL+"/v1/policies/:id/status", wrapper.GetPolicyStatus, options.OperationMiddlewares["getPolicyStatus"]...)
 	router.GET(options.BaseURL+"/v1/calendars", wrapper.ListCalendars, options.OperationMiddlewares["listCalendars"]...)
 	router.POST(options.BaseURL+"/v1/calendars", wrapper.CreateCalendar, options.OperationMiddlewares["createCalendar"]...)
 	router.DELETE(options.BaseURL+"/v1/calendars/:id", wrapper.DeleteCalendar, options.OperationMiddlewares["deleteCalendar"]...)
@@ -3011,317 +3330,345 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1rcxs30geKfxUU//8qk8+OaEqxsxuq9oXiy66fxLHXkk+ePZlUCHFAcqIhQAMYUdyUv/spdDcwGHKG",
-	"F1myk6xqX2wszmBwafS9f/1bZ6zmCyWFtKYz/K2z4JrPhRUa/vWs1EZp91+ZMGOdL2yuZGfYuZgJNpLi",
-	"xuIDI6YmzM4EW2hxnavSsAWfilPG5YopOxOaXfOiFCw3TItJaUTGlrmdsSeDQb+TdHI35IdS6FUn6Ug+",
-	"F51hZ4xfTjpmPBNz7qZgVwv3i7E6l9POx49J59Vz93d4fcHtrHo7zzpJR4sPZa5F1hlaXYp4pDm/+V7I",
-	"qZ11hieDQdKZ59L/+zhp+k4m5gtlhRyvvhOrze04Y1pYnYuMjbXgVuDq3IYYPhfsSqwYl1n1h0uVrdwr",
-	"pZYG/jrJtbGp5NIshYZncSDDpLKzXE5P66PB+Fzi3sJo1damEvf25KTPvhMrw7gWzIzVQmTMKhhnzItC",
-	"6EeGWSG5tP1U+lOYCZ4JXW1ktPIjt/S2XXz6dPcufp/Pc7u5eW/5VDCT/0ewbiYmvCwsOx4Mem2EUcAo",
-	"a/PI5+W8Mzwe0GHSP8MkcmnFVOjORzcNLcxCSSOAwL/l2TvxoRQGJjZW0goJ/8kXiyIfczfHxwutLgsx",
-	"/8uvxk34t+jT/38tJp1h5//3uLpEj/FX8/gtvoUf3bw+Gj/LMoWnzObcjpFozt6+YtEL/c7HpPNMyUmR",
-	"jz/7NNXlr2Js2XjG5VRkbC64XM7yQiSO4nIJ811qJafMWG5FwpR2vxibFwXLZSpLI07dH7sjobXSZsQk",
-	"n+dySnQviixh7pjYqN/vP+aFFjxbHYmb3Fgz6nkiTyVNhB5gM+5uDreslPmHUiCDSZgpxzPGDeNsoYp8",
-	"vHpk3OeEo/CPSeeFm8Hn3MEzyUopbhZibEXGYANY9ylQ98ek81LpyzzLhPzch+pYyJyvgOwcL2B2lhum",
-	"FkLDR1kX+QI8pyTjkvFsnsvoCaXh/LS4FtoIXM4racrJJB/nQtpzqzSfis+9sIkWgpkFHwsvkYxVWjwy",
-	"LMvNlSPMS1GoJTJBJSf5tNSOLc60MDNVZMNUSrFk7mtZWQiTEOGbhFmdT6dCG+DOWphyLpC1eolWSpsX",
-	"+PFU5gbmkvXZc1Hk10LnbgwtCsGN8GO4bXGbOVVMSSLRH5R9qUqZfc6d+0HhvaErNoHDzQ2JCTjbC6W+",
-	"5/rzH6jnkl7GFW4Sbnpcrh8iCAbWPf6afZd/C4ug7YbdFjdWyKznF/OayxUxfvO514SX65EJi9NOZcDp",
-	"54aJmxkvjeMXSifu+kXLSCWuI2GcuK5VV0IyPrFuV5Ric6dzRT8Z1nXHiMzSaxgiY08GT3psotUct7Fw",
-	"l5bxLNPCGGDiE7ri4lpImxCrT+W41No9usxlppanjLOx0tqRDc7E8X6hrx3lnwvB3gmrV0dnbnp99kaS",
-	"WpOkslxkIC7oWkW3yt1cHq7gECbhtyyVc37zws3IOA4jMvahVJazpSqLjF0KtuDG3cWuVPGnh7gKwwrB",
-	"r0UqA2NgIEWceqYFy/Cmiswra7mOLqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiad95KX",
-	"dqZ0/h/xWTnA69wYJ5OVZnNeTJSei4yd0VSQ4+OigTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
-	"wV+mwlaaLBIjMb73kl/zvOCXxWdnMkgKuWFlNQfWdbcPLgFSaMKkYmKeW3fTdClJ+8lNKhdajYUxvVMw",
-	"A1Z0G2PSv3eyoSl8id3zXCw3bCmK4oio57K0LJdIGKD+03Dua2dvX5EdtdBOp7A5auPIHbIzmLgbh9vO",
-	"sOMYxZHN56KzYVUkztLbNA2TzkKLSX7TbLiCseUEu+ZjZ+h6VeFKrBK36VqM1VTmRjDc/I3BiaAPmSYy",
-	"sFdZsx1bWao/oekaHg8rSaLN+Tl8ACW2+wBu6TN8Bs69KN5MOsOftp8tncTHZP0orprs3AsQFYJrt1d9",
-	"dj5zF52uAd1mpmSxati1tVW64TeX8XNYyPc5WmT1SeVWzOv/sdfa/Ge41ny1ueEwVuOeZnxh82sRDFee",
-	"ZbnbCl68jeY14YURTTcjmCAo2+fqWjgF1C6FkMzp044/zvkN69roaZBxr+TLIp/ObMKWs3w8c5cL5LTI",
-	"i1xOY8mtpBOazpg3+VTywqSy++Tkm8dPB18lzJGjKq1TX2eCPb25YWbGtUjYVKulY/gFB9v+FDjd+b/O",
-	"mXUKljUoIz+UonTK8yUfXxVq2uuzM/bk5BsnA54OvmKWXwnDlHQie8K6go9nbFJqcEoo6bRgWTF7VBjg",
-	"6blyU8gc8VjFbgb9b3pJ8GbgKuCvqVRyLNhCaP92l/v/yv2uqtKO1VwYmJz/yCSVphw7jiiAT+MmcusU",
-	"AGPZjBd45XGIJTduGKZ5Ds/bIaw4lVYtuc5w6wtxLQoUeoUbY8LzQmSwsZJNuHEs/1KslMwc22CvZCrf",
-	"wom+J03HHfiAaYFkwIm2gmMo6H+T/MapILZGB4xPeS5RjtTvxJzfbDhBdvpB4Ncdrw0a3Cf1m+PGaLo3",
-	"3/Lx1SQvisizsvXm1BfkSHuT9bwEpp1LY51hShxbO9uMdXM5LspMZOAz2o8fz/nNy1zjBzcv7lxV3zLR",
-	"l5zN7MzEyFOVuE1zlOXeSeXxwP2h5/RifAV8cXPSL8hUxGPcPBOrNqfzQmZrqxU3tNpTUL1Q2ZBque/i",
-	"1w4Rthu+vf0oTVk0cGTUqxumjfr2Ujt9SbKs1N7l46yRfuPycay3QmZunm1DwmaQcfrI3RYtqu8Qw3G3",
-	"d6qdGc266hrsRZHK6K/B4Ad9NhMToZ3ef7liwb54K/TrXJZWkK8jleBCmJZcZ722EwS3VePsX3lqKsQE",
-	"mBa7FGNeGoH2x4w7Tdktxnu4mvdo0ky0QMuguOgM1xH2CCkwE+PcODX+kg60ZXi6e3vqXrSm5kvkLbhH",
-	"prpKuWQ/uW84PavXPAX/2qtmxc5c5YsFajj7bwE3jN77ZcwLITOu+1tu4C1uUTTrJLpS0R75s6uWEJGL",
-	"J/7O+i1oupPPaAl3oj+7H+sq1abuWtOeWlVu9M83/AB8a3+1zS/vnXut6ftuKf9Rsvlj6Fc4aAuuhTY5",
-	"GkThhVzar580kshSiKtitfdqfoTH35WF2K2IZj7KEa3Rn1DYxjCDauKxbRDvwDbiQUvhQKX2DMUcSj0G",
-	"E0tQLKFLE2fGdFkIZ75OhdPo+uzFtdD4VycEfy2zqciAVdMi+xtKTaDK+vd/nKlCsEKNecEyvjIJ+/e/",
-	"//3vo9evj54/h3jR3jTsiXVrzOp+SXdNPpz9cBY2BISYWyBqh7l3NYetazRL748y14lyG2HdheUWOFzT",
-	"yYWo8x62dKtpVz+pw27BC1TATCTKhuxS2Rl79/IZ++qrr76pBB4Fap2BZIRNZTftnAxO/np0fHJ08uTi",
-	"+K/DwWA4GPy/aacHmgiM4umbWFYIs3nR5UzEQClrA/5tOBiknd4pW8JVmYMGY5rsBi/qN6+K2r2x25VG",
-	"v7lo+RzKYy6NkJZVk2VXQizIHQtRPqdcF7mxTItFwcfCVIGejD2wk98nO9kkEq3ky1wUmbmFZwXixsxJ",
-	"a4wWjLWSTNwstDBOIp5CyBIJCR+dCy4NSzv/k3aayGP1ZvJaSXdsvzWpSKs3E7e8xl9nqtSNP+Dda/6p",
-	"5Vtt+2SanMTXQvOCPT3CBa7tgMG4iVdLyUzilrnXVqn0hjRk6IB5OYdAuUlY8Ln4Z5xGypYzoQWzSwWP",
-	"oUEEfh1cZp+9AO+PKgq1JF+VmxGqAl1PiQl7fn7Rg+Mh33AqHYFGiUGUHeDeNj/lP/fZmWS8sEJLDv4S",
-	"q+C3BA/WJG4tVuhrXmAMqZRnPqGl9frO+c0r/PH4azgo/6/NK0bh29VrYQwFtDfJEaKTjhAl++fFxVsf",
-	"ScIACP79/F/nbI5jDMEJxq0V84VlVqWSnoe/g/7fxLDphc0ZHDMlqywiP7Aj8+0uoLEqMUSw/bFM8KzI",
-	"ZcvSReWfiAy+S8hlCTFCvIlOFjrDl1j0fso5bEeLLeiIestPFzky5X2N2Uw0BAwGR5fckSWfK3JgjGDf",
-	"Rj6kSIt3H6xt+aBpLxd8VSie7Yy40GMgdSH4u+sNT6bv6PFdhvSaPPe7nKwZsrjB0Xb6ffLUkwSyrKba",
-	"pBKsz29jn/9ZZWWAP5tN82uS7DC5R4YCzJd8fLXJwsXNwnG4M9sk5QVej+COx4HIN05ebIgyhw+wbnW6",
-	"PJX4ZiBgXlpFC4FwR28YYvRKU6YBuxQTpYFRktt2z0CRm8PmIt4s+IeSguF+P4wYa2HRtT8RjmuTLxtu",
-	"WykzCqsDr/ZcgV2EhaoJG9EyyFM7gudHL2AF/m81X1dkaOuiJS+U9gLcaCP2/t33wWcHMz9lb9+cXzC+",
-	"+XGrKOIWtqrU+U7Xi5uI37cm0oN5bFoktCGmKaga8caGn27hZIlY6L5vUC7CVoqGQAQFOiZlEWSKI4I5",
-	"z0SfPSsEJ88mZ1pkOr8+gPlOcpmb2Y5JwKEyLbjjHP4iZAlzi3b3YczlWBSFyPqMdHtIIGR5yB7wn2Hd",
-	"ccN0e4fM9y4FQvNAQU5sUoY7jpBi2CAqIf2P5AX4UbQYg4oKoaQguNl3YuH9+mEXGDdsljsjZ4XhQtz2",
-	"3LAFugrJ1CSqZgMIwJuZ18bw4xC+cpThdt8dUI/S1jiTYhnox03INBoFBS/leHYI7c/5zdnWq3a4TER2",
-	"/Kot8p8rndtV88d2eZctt+VOUwc4yjk+6lg2hEx3vXSBT3kW/yIWWAeIBkfD2ZvStgTnvfTM8gyulpdL",
-	"kXhDuZRbhjIza2cSNINLpQrB5a28q00uzoNVjEB00emGba9TWDjCpGLwh7hH4WjvwoWFUufe/FeBBEXD",
-	"RO+Stm9Fq42njmNuXQxOT0inP//UIcYWUYwbhyQj/hDEZKV+4n9avfJPcPeXIISiCVRbQx697GWuG/bT",
-	"+91aeIb/+Ye2+Ac4mBoEKC8KNi7U+Mo7+CIDKnaNN7gPrkV20RAs/tGJACX9cpijtV98dDzxNjxZK5iP",
-	"sr9w1YJT2lgD3wmuSXTzg5wR3k+a24SJ/rTPUvgCCw7Lp2nHaQgp+ZqY4TYxpUQfzabGace3JED3pj+H",
-	"JD7PsKpGsozV4AOTGNAI+LYhh+ofimWlz7P3aQTt5knILWAnT2a9/laTISrIeXp8srsgJ96idv0ZnHQ+",
-	"B3DjcoAXppko/vf8zQ9swR1JTqpqD9adgJHE54tCsJTYeL/UBTjBOYN6Hxbq0DDhFHMn+9vpcofPGma6",
-	"9cRb7r8TQzsZp3v3GT55WyMBQ/Sbm4lZp9kQ/Dz5XJxC2taQVMRMLSEckIAGGGIFdjw7KheYVpSkEnZR",
-	"SXGkJhPGx2OxsL4KL7cG3WahuGbBjT0NIXN1LXTBF8NU0n/93f0SEpdCzR8wlRlHxSPTPJciO01lYL2/",
-	"XK5+cRxpyPw4+BOlCbs1aRwkvMKWkLXu7JlCTOypT8Z1mwERfhESyENtSjXxOZclL4appD/4V2D64fkE",
-	"5+slyelGqsAwlTxwuHVnV8XlAl91h4E6ulRWoFs1lY4JQox0G49uYtFZ7xRzVyZ5UYRl+z/E65jAIbvD",
-	"875btN29QCU6Ao3KiioTwZ9wLCf9YTlK9XsevYFbG/3B708n6fipNYpaP4cGe9IZhSP4PZfTEfo6ZDm/",
-	"FLDpop5RZBSbcO39NKkc9Ps09NExg7yKXrA3IbFwmRvRmrZDH23gY7oUZK/6Q3lk/FygsBIK3S4FWGA4",
-	"tz47w9NTk1RC6hc9H6pWKI2cMivXc5KCWAjpZOgfp8wWbtFFzyHTsDaZehpUnPGUUHFFFtmVxnJtT8kA",
-	"hDTGEW3hiBm+MqmcqSUWlMCGVvupGQg9nAdEFCpz1G9CvNWRBXFndvivsIWtGd7umPARir1Wbmi30txC",
-	"BaFsU7GcKf+y5v3Yb7KxfdzgL4nOC59kXbLH3C6bhWO/vYT5TWKLovTL2HCj45/3199A/fFbv5m9sznj",
-	"H9bv3pqre/MeOX7XtPJVxdFyw7hB3w8yrEoTcEzJsben84FJO0kq047PzBtSBRBIjqYcve7xYNBLO6xb",
-	"vxGpjK4EChgKifdQ8aw+UGX3DaMywlRWBYPhgqadFp/o4a6MQ5z0zcYz2czV6bqzjLSJxOsvuyoIIgWm",
-	"wQTy5lOjVwWMrJZfvIG2WTTvlRCSaN53gfJ4JYLzImsmtpxSozdH/ha4cVXO1XWH5v7EUbduyTwMBmTj",
-	"SoJN2fjrkufNAoQS+Ry1uTP3XpYZl1kRr9Vd7aZprdGA/060/E+0gusEcBeuD9Ci783z8TISIGthfNNA",
-	"C6SfoDaxhFrnHOPXlQoHGlpwmYGsQws246tUdrljzLmcHk2UXnKdsSlf9IL6G7gaWnFRPHTKF6ep1GIB",
-	"t24YKxDVRNQYKiozZpf5WITPsi5P5YQXxZGT4f5rufGFIPSa9K9gfL8bosCo8UM6EWqFYbHLmTKCzVQJ",
-	"dfr/06uriFVuqp93oxZ3qPBlXS8Y2REr7biXoBgOf80NBPxk/xZCdVMxa5etQ/d1FKugITVNNug56ztX",
-	"E7wJ1uPiM5mY5BJ8A0BChl+LzF3rhLYbBzYsEwsgEJx0njmzgC2dBuls4APChJ/iU0qqPDU0RnDVTZ9p",
-	"zba+iCjfW1ddI8T6N91v752C2TtlfqmXIlJmzZq1tmaNtbih78QT1MRdXlEuyXa/jUeZSDvfDOZppzHX",
-	"BtXikJvibAFR8IURGRmIz88vmBSgz0BFUG6d5qfVnIFifmZRmcGkDjdmDy815MuElBfQ5t1zINzd5DyZ",
-	"0ih9dubLntLO8RwUK0wONFhnesqE0+WfDAY+98aP3pp74+4NJN9gms564s0GGf1vC7to3tPjp7CnWE7W",
-	"dK/LBQLZ5IbNy/EslVT+HhvgCchZn3gJhQeDhK5uL9QuO0FsZnA4tSPMszp/xxMzKpyqs67JBqOMKi3M",
-	"mEvGp1oIg6Z+gJHwFx4SpiAvCtkR4wuunaF64XgRFa/Bm/gzHKGXLJko+EpktAmn1eSuhFg48qG0UDQM",
-	"Mzh3cBxCpFjJqTA21NGdPJm5DSJDs0fMzMyUtjG8gpnzonDvTfkiVC7apSIaX/eF5BL3ceKky0pwbSIC",
-	"xcUA2YeCrcTZ8XAYEsdMJS5P+DfBCSBuIGtouEGpZAOxC++iQI5u2IxfCzcmPdBMlt/zS1FsST9sygWs",
-	"0e97IMTjr9mVWD1GiKsFz7VJKgAoTIBTE/ZdeSm0FFY4Mnbf7bMz9x5ghXDMqlOT4O39+qu4QrlbCLcO",
-	"k7Asn+bWJOzR0aOEPfrlER7co/6jBDcY1FxHlXFQmOHrUOvk3u8lTC1wvQWVq6eSMyw1htcfPX6UeO8e",
-	"/I09/+GcmfIyU3Oey3imJ0+/SmU817RDNl1/rOaPreDztAPVmQEETMwXdoUgEyFfMJVhq3A33BuXHGED",
-	"YIuenJz4cx/hFo5OGYdnYGRMJaw/0U/LweCrsdtn9x+CsllognDEgs+ddMmLAnVlmztW1ZmqIus0JWR+",
-	"z62Qwpj2wn1g4lyGRB1iW6h4KrgMPkMwYb4+rYIFiVIDihW9LLLIniFu2OW1cgy4jE7ZCG/kUZaIU/h6",
-	"m3lTi6eDiM7R2waW7Ddtf/+m8e8G9jNrzutCF5L3gUFyqVtcXlAesrMhSmcJwsZ1B5St646zt4dN5NaA",
-	"M8b5VbNpkvCvczMhN79Xet2/f1FyLMik/oUX3rXZqP2+Cd7bJo2UW1/JZ/G/g+s4uIozJcwQ3dBdZO3I",
-	"hkkvAm9xU9Ha6Zq3mB6nD8msSvOFCwV802fxSrWHD7vrbhDqdRPK8d3IIEbZWeUPL/mq12dvZEGwdDSY",
-	"T143mwZGB23BsI7mTSafdHRO3DELfzDemm18+S0vQ17ZgZG77T6sStQZtnAfyU5Z/RpWnLCPuQkhBAfl",
-	"1ZtRTXcRtlg24Ysec+py5TiIKCan/oJPSltqcUD978aleFs5rtYBzFYYx0PeLW7GYmGZLIsiiRgSnnvk",
-	"B+6GguiTp4jHFCkbfTZyA4ya4CAD+yZX2miYSgDtIWEEJ7WC+llneUnF6EGkspujqTqi1f1qlOy/40uf",
-	"ue2WCSHWhlxAKsbfiShRA4T4mHSiTNCILUaWymWpm7wSL0JAwEJR+VR5t/6Gm5dH8FDNfquxIlSmFnRK",
-	"SgzyzziBWneGxzgDl6qUhHiAVgKGpRutw1sEOcVkIsY1TI3NuSISQhUSZ8JZ2WOASVwmQQ31h9YnJI1U",
-	"Vn/hN5v76H9siQG1hBmKoCNuIwzSJN3zbvLPEC2x1WNR3wUU0ISw2D7v/X0DbtB3LdkajpHd9vOBhztF",
-	"EwGNCjtbdZIOBBDBvUllgqoEjE6hr4X+BYEfKewoxyuKERZq2si8I3JsdrZGD1wo22Ssvwa7B/HPYBVj",
-	"rYwBVRIYmWkrSmiIabSXNVvxVmhU+lqmQErPQmiytgFO8VpohMfdftOr01blZREddaV2hZRAVdqWYr7q",
-	"gaY6fdwiLcYFzwG1KQYlWAot4izCULRbm117qTQewCv5vinh/6I6HQnILnhEvCiiY2rx1N9/kXebOz9m",
-	"3IAZV6K97V4gfyGseg+1NS73jkl+7VTrQqa+qUkUD6if9O2Kw1E+7lka3i5CDyjmOxeC1aRq/3cPcFPX",
-	"MnapBGsOr/xarJeaKFnVizm1GtLmJ4xONuAw+kzeNfyUT9E1Qi7AhzIXlpmFKIpTqGgBnpTKGovrs2Pw",
-	"duA+nnp1DjCpurUnW+FRdmkqr6EUpwZ7hAoJcNDAFoaMU3KZAlcl6757+Yx9/c3guAfVgCqqSyD1MIn8",
-	"i4/HpbFqLvSrLO0kGAeuwqoQ3PXwNWBP0xCs4OMr1IxQGQYoLXDHupl10w64OX7Ec0tlnCQCiJgM8zy0",
-	"unQKy7pESug0fIZzP5VnwcPyNbtcWWF8ZGK4l8rW7PQqPqfTKzZgzCNyfGGgAFWmmMFXfGhNA9gh273i",
-	"jL4uuo9JjJdGU6k0RA8WG2uMHmptXjrB/aHkBaQpTDAwRTR9MBe6rapSl4PRrWT1S5SkMsCa1XDjglWK",
-	"E61IRyrwObkPAOW0Xda9a9pvowZhHlHQhZJ42d67DrXIqbRq4c4vpviud66xqQLvutsbp1hDwBPcBCx3",
-	"huY/QJTpVIJHG4G6cK+gBBcjrYO+26Dj468xzNq2camUKtbQ1qJ1e+torSGQU6881HUuyurEcqlKUwu5",
-	"wxQw6e0GXWxQNtq1gLvIBCB7+/YIjDGC3oNCcicKyd56wxkAj8QqoedCIR2S7PMZAO67q9FnYPqC/Ksx",
-	"hmDkwMcoZMXpX6CaYOGqBXksCiNSWRXmelL3upAUS/zcLfWMpqU58R3QGQkO1jGajK3z8N59SdamadUw",
-	"Tkh+gpRP2Oi3j6N4xnNWVw33lKc/xmKTdUHauUO4EgvbaxKj4eFUAic8ZXUx6kVmUhel9yVAm3ZtUDvJ",
-	"uri7R2G3eyoR1HvXR5jhEvRuLU/2ce9qcZ2LZUPKVDz93S5oiAEAFvxS6czESjW3bPDNcDBwQv21kk6w",
-	"2plW5XTGXuo846uWoh7RHklxdDkSN4uC5/LvVpdilNQj8iagMkDYSwHKuI9QNMRdapg+W4vg4nqwhkw2",
-	"n3d5WE4cZK01jLYtmSpKpWlJA27LYK5nlq6ZhBB/3UhdWiCZiCwqEs0NZjM1Vx61I/Ftw0eMwO2qnWwU",
-	"/1XVUX0Bzt775snTvzJCNGeZsL5meZ3C3Q+NzJfckvsfYVQH1QSLSGrrjuLLBjdZbguxBWZqs9vU+3ev",
-	"4i46VzkmHdJm7FYE4Vf/4a2lme+wGvh2oTReNLBrGpHCRQASgKo8CRdK9AZ13pkqAAo9yQtII9nMElwr",
-	"LWiidghNBo9AhSC7lsceYQU0IhDDMCJ2DMRxfcwAdTeK0lbyAHu6v+d+251tW4V/p5kJBLJr6nrgfvPb",
-	"7sPzyheAk7I3cic0WgtT5waNrDa2oG6xewEv5fCN+7iNcJtxiwO+x/ZsBfCA04bIZs1hrrRoMnursh9o",
-	"7AVdhrgEuxMwaWlUc0oQtYDv3UDXa1cXJ958VWM0lQOv6j3XkJ4TkTYcxCwvMi22lp/4Z1jXF/uZQlnT",
-	"Q8INmGdoQiwKJ7WkVS3B0sNjlmPdpB0941LJfBxBsAEcXZcXRoForbL/6JvovsHMyV6/7UsttzWCdqs3",
-	"yMFRDcHBwQgJG/vJHQZjKORhwVxH38/akXLWM0EaYAozU+f7j0xQ28xpXfkMjfIQJRsjxKgGQrSKvnbY",
-	"iltBXtrSgN1ZREm9iGRH/wxTBQenTyVuPuqDlD4cELNoe3trgIeGrncitcyr1KltI/oMq23BUylu7MtY",
-	"i97cBche6mKu79NepPUn7P3Fs9ox74mfsnb2qpbGtW1FUcLXRwp2Y2bS1pfoMagLK81hPAff+LYlm4OS",
-	"MunmnL19VTVkwhdrN6ff/oEfGpOdLnzpsu/qCiHhLg0dZzUXq17/bgrhPgHTBxOjtkO/1ae+mUt1AAxG",
-	"KQ85yFAA0ZAu6lFNKLeuQQPC6JGvrwgg/vWSiQMAsjCvvNkNSPUCByzNw89sO2K/SMSquQ1a0pdFe4d8",
-	"+T1rMzex2yMJGTa/BmJUVd63wBl5nuu3uxbY97rTOj89JObvD+hs7L1AAX/HXZqOv19YZyhgCqSGNWbv",
-	"1Md7yfOibALV2GKX78Qv2uRWgLpKBg2wvlxOC3EU7js2woAmgVAZ4Nsg7pumEUClaNq7N/KWFnM4hH3u",
-	"FB2ZUxw/sU93Ve8WKggb+XpLcqzTQIFa0EEHsgPKd9b5Lvj9my1VUYixxTXsxU/881tSaKNpLVskgfFN",
-	"J7EIeW5EcQAo0hqp0OlFi9mHTloMVMzHazCkEa05Ia8n+ONhJJ/CN6Q1BsgHyNQVVkCzm1QGOI8+O6tO",
-	"xkO/+LJBx2wYN1cC7BpnoJMZm6QS2gbjx9oiMAhp2JThgbZwtf/RAggHUckEqQda5SBawJLv771t5kAN",
-	"CiCtqF0yV14Wd09QwYLdofP1e3KwZ6Ba/pyvqPN35DjCW1n5BdDGG43pEhthnVIcX+xmj1i94npDNyKk",
-	"GVC0YYGgAphTxx6q7OCRW8eI5Wa3X9FvaBLId9sF+NY9fatks0AGze1J8Ij0NSGsuM31zYEhRT/ORT+U",
-	"qGDSryy6gLcgh+8d4t4c+BaNBqtmCWrC/Ii4tViKyGWo+GJ51dP/O7HadJk3+ztagOYDstuAfcX+x/2v",
-	"JdATfBtbOx7AQ5/qiWjMf1t4cKmqd1tvN0b679CFUYHX/60pMuU7KuzaZuq9APpWTA8Nni6gI+TUbloh",
-	"QwZyCLtuY3HlvYQV+RUylVfVoEffiRUBuIE3D4Y7j4zTyOd48vRpsisIGztntq0y1HLX3C3b3qA65U/3",
-	"ncRR7t15Ibf1quzYp8/p37g3c3/NP59PZ0Jj1hd1O4AIsE+W9ZWR/ooP2qBevBFfH/57DElEXSYrzDxf",
-	"fv2ruoS6eP9Q7vVKY33xcchIhNaoRVZrWF8D5otKoKBtayhwhQn2WCkLYQwjEmEUtPqFF8UhYBGV1b+m",
-	"5mCVOWaWhGAM+Zfrlffu/4pVVayKdnGz1nGwI+FTXALb2t5EKXLvL541p8jFJv6WzLyoHQAh85XGA5dX",
-	"GXp7p+DRivfSByoLYU2u5dgvt3I6o/17MjgGcKsoGrymPTV3urgg9v7IsIUymBFAxE0tvgmeYtB8pxZV",
-	"sH6vbuIAMQN3qnku1E86N1FvE3eqmKDkbVWa8aZO00CXURBqH1Vvm9PhZHCcUGPQDecDyMjI2QC9PQ10",
-	"KYoln9/VfXwQBIi9JVBfI5tWo7JqD94S9wS1A8OePmrlO2n6Pu9Ke8QuPBP/d5/9nev209jDQlybivfU",
-	"MN6Q3hCX7x2UmNp2yXZlqvoNDNNP9tDs20DV+NjnpzaB4pctSGQNPodrx1Loja0TuU3Pxxc3fGwd64c2",
-	"3/XeSz7c2NCB6cGq+G+3Kh609Act/UFLf9DS/9Ra+l1UycT65v1gZm4ETQ5TAX6EurjKZ83ZZVlcea89",
-	"XyyKHPo9D0NMgls2FyJ0mxzr3ArtHsb0zQqSDtLhwq+kZeYA2sol4kSl0rvbQeOGrEQEkKIXeUL4UBF8",
-	"iH9lBBBjUP/lIXAKct97iL4gRy9XjI/HedbSfzHPzLZIgVd/jWB5ZvqMJLhU1QdqAj2VXQrLANwRFNUk",
-	"zPBVj+bnRPrMw3lxqMTHLk4HdLeMIWcCTX1yncraoiFWg2szvkYlifcDaxhZlxuC5fr7lVj9Hf46CiBV",
-	"gNjeVLziLuNbSHjZuv1AeYCihlEMP4G8Od4Yi7a2MZFosN1pbqjaCZqXlvJKqqX0BVAb8GSe/Pr+M6P+",
-	"fmmr9XSJjbmNHPsAohk1gk5KxQBwvltJxAAPmyXUKDcCdcJeAdawEajGI6qALIp1ZHnfog1QPJ3CSVFA",
-	"pxxjjMpYNprzm7B72EswNz74WPWagKmmcnQUFnOkhRXSrXEUI1riz7mSdQipdZMn6YSBtmYk3KqM0Jst",
-	"X9Ly+AzGBDJU6qodVZRBkVKlovb+UEbEZmXn/1INDRT7QeH/wERlf7n99ETKZKPeoaWA77S5gC/x2RhY",
-	"I+n+3H+wXT7NdmlIpwZ6x5XUCvS2wF3tyEI8MC/wLjPx7jSnblvK26a8usoX+6Y6bfcroSSRGfYjafAf",
-	"NfthLmpNYiCVAUWhVZAmmbDjft/pQS1IQs2pQy9AMwQToikrswK9vkMMvvNyPud6ddv+U/R61YJqKqTQ",
-	"h2ZHFhG46XZmR8/5m5YfUAxJU21DB6g89XubTn7VTcUyjiWHKUYrjD9T362f20/noUHGf3GDjDrd7tt3",
-	"M9+KfzYTBayYdG1Zc9c018E3b3BrqcV+EHCWB0CqCAMu12yGrrGGhrLzGA7ugBN/XobSuBjk6i6Q0/I1",
-	"WLSmU7wIwvIAM+BDKUrxvqnl+fm/zhn8Cp3Ou+5zzHxoKfDyBb27xfSFe7KtzfrM2kXX9OCLkZH29s35",
-	"hcic5INpGOaeA5nq/uMXyITr7Vkd3L5zF41FySP3idEQxLnJp1Jk2OZ9ITTV91rFRqUuRn02Mh8MPTpH",
-	"cFb3GCFmwXN+u93D1dxHw7hUNSsFs2oqIAqOmF+pBIR9+AybKkef6/OJgMufDgZh92TGjtlrwKlNJTkk",
-	"E3apshUb/ZZ2qMtcZ/gTTThh/X7/548j1gXvh18GNzjfUSqNkBk0dahgsSgHavR/R15u6SOIIx2BWBn1",
-	"2Rk7ubmhmKebB7AtU4PWJUMuhOQJkhc9b4SL5uadSjdxYHFu3mkHkdCpT1uGcOhpJywEmuB4DCwOZa9W",
-	"54AIKlepxDpsisl3n5x8A3v2dPAVLu+d+87RGdruHt0/cg3C4basoc+caZapsXnsgfD686xu87tNdRL7",
-	"g5PVFUU02vsXYOO2Rr8PUYdaWHorr/1QKst3ai04wX/hs0F93/O1C3rYcVjRLN7BwPEYrwyfwgruYP6r",
-	"pfTpC2MlJ/m01AAxX2XFHsCDaR5h+bs6jeFCbpX5u5dh2uTNb5/HXbjwieTuzYFfo5jD7CzAgQL/j2OF",
-	"SAB99koyzt6eXTz7Z/A3REnEV0IsSPyDl/Y0lbl7Ad9OiB/Bafv8nIreIKbTQGzYGqSJ2hqc7XN+s8Wh",
-	"BaBywYMVw0bM+QqTbqp4/GDQOw3JNxgbyy1xMhN7beNv7o7hx00Ifd/g9Tilhp4rlTOvXrldzSphWKOV",
-	"VN1stS9M2TLhauDDpos9E5tgYXIspAeUoprHEEB/Ihg/7KKYoNkOOnsqQRJ6FJRHxnc5rdqh0kpqzUxr",
-	"TUxTudbFtNay8RSehOIiw1eGGUWQUvst/NyqRjMrRihsoiQD77Eu6ZSwExNCJ5VZKrWw0OoYWpzsPk8E",
-	"O4PssAU3TkNIZXW230TEGE+7UiIQ2MwyvEV77sB5bFA3LL9ejrO2A3vfnvCVXeT4sZXFXVSi8MAaiICh",
-	"S9I0sCtYR2lEn/1YtSkATzf37WxTif7AtcU7I4hLP2KfvcGWT/R2Tnh1XIJ6nUp8DGPOVNLDZm53F9zd",
-	"A4mdzJ+9ev4u1GSYD4ZFr6USmyRR157KrMCC7zrb9uuMEeJSGZium6PBvENEhe3+9pEV+YSoXAsnhCCC",
-	"28iAx3nWxHnPskwLY5jmcipMwP8anQy+6g/6x8df9QePT56MsHMYPVvkFrApfHcotyDYpEtBGvqp3ykK",
-	"tnHaQIxoxXsI3ZLGMzG+QkdB1EdH0tFqYVRx7XgLfn8tXBoDnAx21hrUYqmb0t1NzTTlMNJaoh2aKXVl",
-	"+lFnpBGEs0f/U/sbWsJyVW+1FD3Rb1nLydOvPnUx3ujCYGsTr/C/QJVRbPdGUHBg/5jh48fmg+mL8mgp",
-	"jD067vM5/4+SfGmgKdTxyVdPnn791799Mzg+eTxqW9Oxxwe89aLaGc2tgoF7hkV+H1bAOcJTTyrOOOYL",
-	"Ps6tuyJFaOiHhh2yDcO6UB17uWITnuvwZq+/jtx4C/6OkvB2ddF7ZGLGqF6V9rfWjrIaZ48szeZi5++c",
-	"ta2qrqNx/lIoraUsphqvGdwBTkbTxv4oxFWxekeJ7QdFYKjrEzYIHPOiyizL+Ir9NNFqnjCresBcKcsj",
-	"4ytzGrBnoCAAsMH46hH1+EvCr9TsTMiMddPOyZPhYEA7swYGwFd1W8ub/XMop7YlWpmAHTgrO0lnonNo",
-	"8wWwCqVsbiPSXpzZBvH2z38OX7/eF9EMHvao7W68UxbWGKyiqhtwxle7XW+wEZsGINTHj0ud25XTsQgy",
-	"51JwLfRZ6cjrNwhmzCGQCH+uPgWuk48fwRM9US2AMuVlkY/ZuxfnFwAnoybh1uhsiNnZmAmASSVBX0wA",
-	"5dPaAiB/fZgl8d3CpG9WhxpPl2dzkPjFqhdYjvuBIGycrE6lW5GQNh9DVt+QjdwflM7/Q//+FhbINjr7",
-	"MWSNMBDTQK+RSnRkxmohMuboDgaizAecEoD9AjF7AxWe6eE4XrkaPb4+fkzzHkUjwYqgi2fwj8PSb6wj",
-	"gDEvCkNYUbAbaOZwXJWpAjy+X2DwsQMYeNQTgku/U7BRLwDAckh6z5MbbN34NHgQHRWOwAeHW/mYKij+",
-	"8qtRcpTKrofRJB8ll2yEoJgjVHG9nem28pJnmPYfOqNqaDHUT+WTgW/ZF3n1qrR01IWBOWdqXM6hQZjP",
-	"oIIhE7bUyhGQI9mEgRkqp6HdV4K6sF6xBdd8Lnxf0HAA1bcyMS6g7z81ysViIeitDelP4InBubid9FGN",
-	"GRB36bR5p2nOWJ75HrHeNnADOuvnpNbjDSqtcvy2+x6A1cYd07oZt9y32Ay9I9x3shIPRkCLS2dWXvMi",
-	"z9j7i5dHf0vY+78MoKujxnyzBc+hvakptVZTZ4sJM+YLUUHwpmX2t8GAgaMG2UvCkIEYSiHUzmqWwlg3",
-	"UCbEwqc8f/2EFeJaFKZ3CiYdHqazTL0aflm6c7xChdwIaQTr+glv1G74sw0pvs7CwsQKOITKBYTp1eJm",
-	"LARkFzmqhg6KPtYJrgIBwNSh1MoTGHjnPTE6ddR74d0PPbAU3C+j56TFUCO4EUOxesqMEGy0FJegmo/g",
-	"489Lf6XdFa31J4YtNbXezybtJB5/H9OJTmbQPySAqw47FR8NhfnsNTeOhs/evorwfIad4/6gP4D8mIWQ",
-	"fJF3hp2v+sd96GvJ7QyYvuNA49gzRrGscBdeZeD0M7byn7nX6d6YzvCnZl2jeuQx+Ss/JjufJJD5nwEk",
-	"aKGkQcl0Mhhg4oLjvajrRVzoV2pMhsewMyGMlgFuWhBj68CigvAyakA3uQnmfdQF1T0I2VRPcIZNHw4r",
-	"efwtz7y6Cq8c737lvSS2/h/MdHoy+Gr3Sy+VvsyzTEDyz5OTb3a/caHUay5XNDswA57u86X3kl/zvOCX",
-	"mG1Omuvu90DSoB7is1Q6bxESBTG+m3MLnYWbQYbB5YrlmKbApwZSMwJ1/gwpJKaBijFC4AngYDJ+Vcc1",
-	"QCqFDftWZas9CJTMbiDpmSpyr6ZWe/BspnNj59wk7AexZP8WXD8y7AXCG0ufvL0U4gqjgZJ9K3SRO/4A",
-	"cgCVXytgS04GJ389Oj45OnnaSap/fO30QTQ8O5k4CvNIOuiDgZ1AdTa89NXxxfHfhoNBBzVX9/e/HQ2O",
-	"jwbHF4Ov3d/dXlRJYJ0XpZO0j8PclmBSwMi45p9iXfvjz3AND7u+FO35WNd4rS7Fxw3mcXznzKOJceCM",
-	"st87OxjswQ6eKTkpcjQHnxx/tRf/gOgEMpyTfRay0GrsBCixjj8Mm8JjBt3b2bsQ3/DMp40hfUzqcvbx",
-	"b3n2ES0nQMDb4FTP4e8Rp1qj6CcNWTCYFv+7J78nu9/4QdmXqpTZ7ej1j0JIeGBRX4k+e1fvXvwNtcaJ",
-	"wJnRCUx55Y2ir1F/+4ew7cQ0+CzsEboGh3vyJyPSPwrN/UPEjUy26E+HKUbPQQFYQAbNBu2hZ7xGfoco",
-	"TYdRHrnh91ILPh/dE2Lqn5f+H5SKT1QqAN4wupqne2TR9NkFeFAwVaZynUPRAlZdUC0Wgr7POPqV8N8Z",
-	"Wwm7Q2FBX+tWrwBGS+7fJZD81snddQK/XSdYMLU+QNVl3fCKN79NHV5u8WYA8N2PQcAuneM7MOYdtoJp",
-	"XJiz3+LJ7VdEcldNVpqmZNXhE7pPPxAcyX+PE+hPzT7bXUc+WtTqNyIWt8byHlM3HcjjVI1dsCFN22k8",
-	"WPoS2k5BNho2+GEcOgJAnng0tjP+/AewK3OFXaAmDJlSwirWRjhp4JpWmOWRdnhRpJ0hoz52uUml13cS",
-	"ZhRGG0JzIMiWDi2CMMCDYAB1kIKAzQvjIl7vfO/WQ0P4ZyojjGGIl/O5oI5b6MquSxHqrBQEyX2oh2tt",
-	"xz6zeljvHdXAbna0ifp9s5YHVa7Gi84FRZAqnmCiFDRAkoHmc3hLulV7aMCSXggNt6i3B5PyXqQ2kx+u",
-	"VOe+ZWib0QOTfLD0v6SlL/0hNJDSrYz8Tfp7jEkJIChv5TRolK4X1JRZ3CxyvfLZL5i9TfkvPm+ZHnHC",
-	"UaplwhZFaVI5wml9uxqFfKphVI//yFAyhMU6RhCqx0/nIdOI+wDzaSjvOnky6zXJrxfwpequ3b30wi98",
-	"IeEVTBfRdtHdQeFu4lnc/s4/uB0+C5Og1K/O8Kefa1p0aWZYsQsqdHw/sNCkKvBGtsLONlKOaqlGe4qw",
-	"mrJ9tzwkqOQLqgpHoQvqNEEHGcs44qAM/X8Y98YAWIrHKTqzSbX8M0u6OBVCZ29K7Kw1LgSHRijOLoQN",
-	"r1BXEGvLawIZNEN2KkLirIRZbqzSqwTBKhiHO0WzgTYmUALRrjd/WSGf1Lf3wbv5h9JVeWy9BqWULoIW",
-	"UJNCbh+plr0+BKYIohKrr9z7+991YBB3fNdDaoYdEgvCXAlfKo6pd6EpkcdsYF2lMWF9mRuRSn/be6Eg",
-	"6WQwoD1xN34K1rPH0UNWuczH4hS+kEqqVDbVl9FrRrx0g6tqMS64YyAVSlmo0l6xbpgmmtIxu+lBRQwl",
-	"xvlKd8jKw9RH+tClgjRMSN58MngCL9HEvKJDGlEqZ6rIIB0PXk0gRS+3VfaosXlRMD52nyxENhWUS+cY",
-	"Zz5ZmzulMCKoCNXmdb1HI4MsxyWP6/aMM4wAAzuVnvF1PaBGL3GUdinGai5MdXoECId5ml40IQtK5UXY",
-	"bZBdlFbsZdcjU5UxYEwV8u+FHAtqDwUAIaksZQZ16lhWGGY2wmxhy6eYLdzHf8MAtb/QG5RTjP3MLAfa",
-	"/Ofrs2dMTSCNc87wQ3HarhFjLWxviH1Rwi+pdLMLhAPESbN0YkNoWkaXy1A9ybI8FEe6LVM6lUt3nJcC",
-	"1onD9EANzm2sHEMaK8Wh4Rr5LVhyk0qkCdpJn55E+0f1/qy7nCGmgtJwVKgmWL1iMzfEpRAS57AStpeQ",
-	"4wowQsZqsYrSl0OR4ADBAiZaEG6gu46nzCjM2yXgj6pqILIWaEjcISi3pPX02RspCPwAssI5PIszE1wX",
-	"K9Ylb7fbIKqr4+B2QxrugS8t2nNYCWz8+tWCJC7aUuFvb27oioVrglhQ1Z4na6eOG5rgOtzWVkdJ+7i+",
-	"g/Hlze0Q2Ju/TknYSspydvwtabldDdoIjHKfZtBaQ/LflR30LkgUqZbQ0gBopfensoX+kFbNP6AuLWKr",
-	"JBn5+GqnAXPq7qyvkNii4EB1yk533Evsu3pvFArjt+jpUFkGaoS7yaQDIJzZg4vuiybjVCfj5ErD6VRk",
-	"B2T2ia67ilQfIzjZJ2viaznWMOjvg9TdhvrUmweK/z2kuQBxhFLXR2ajhQM5EqroJ7SdJSsgAPJXiBlo",
-	"sTVdEqL3GEyyNYnlbQXneG8kiyh/bQkHF941DdWOa9Hqh/qSuyA+t/X15AC/4TH5BHrZVUZCqI1ftIiE",
-	"Z3zhez5VC/1W2KUzqp4SpBpYcNSdJGFzdb0JAfrIN8YycSVJPPw8l53h03XgyKeDKiNKcD2eHUFrMarZ",
-	"HyuJdheiW1YzPAsxz2A7ChNPM55F7YPH1Qcv86LI5fSIL/JOHZWyM+w8ncMMFkI/K41VcwTw3pzBCQZc",
-	"6ZnE7VYuGS+KeAbROqChaeexfwGSx2oTPKn9+0JZXtS2aSH0kX8by7UJNqKa28mAcWf8KyiQZvxaaEAI",
-	"vCy1QWCCJ4OEHQ8GbTvGS6veeT+bs4uSDrzbGT4ZJOv7GU2NayuFpg1183or9DnMozM8GRxQpIN348uU",
-	"6HgU4IcCnf/yAp0ISSBGYd/k82uawp7FOYH/P5Tm/HlLc4hu9ijMKc1GXU5NlWhzCrSR0eAzMMSLqD/B",
-	"g0X0BX0A1Pan7gVAP9WmF6Cuod55oU5EkHfvwsXBv0yRzvZ74P0Ef9L78KBU3FGBTsgK212es1XbqLWk",
-	"aHVMnEcdJb5QgQ1EPPZV/OvtxlqrZ0IvnVtU3kTt23a8vQYoH/WI64beSQDUNOMGS1gQnJjBoyPmGwbi",
-	"n3uAAeR+oveD6MfXacDEQx/515zysBDYRTeVFeDQRGlmhLPtitNYkUC4T+HkQlFQsuOcwMtvFoXKgk3X",
-	"tDswh9rG7NXX7+uGnil2BXgzE6Xn94vIUut9+YDI8kcoq4nw2lorayoOt8uVFhqWfnZn2mEE+mUcGlU7",
-	"13aXBhuNZ3mRaSGxTSJclJe5Fhf5XJgRw7cuBdXjXIssAth6cIj87nWXp4O/7n7nlTTlZOL0DGnPrdJ8",
-	"eofOFABlC0KqC/9Umhr39xCKuqFpNutiT+s2xrCuDT3GJsBmn8I7kVUTAhRnp6JlVHQHPQqWEgvUum/f",
-	"nF+ksv4liIFCy8+EsNQDvHrCnr/4/sXFC7b5Ri/xwPT+A2q+4FoccZkdGWGHsSyPZoWY2ZQCxW0qsTUj",
-	"YmBSU1WeF5B6XOTGYvbPCFPiRgkrxMS6pWFyVYIOCEQAhARGw6aKKYlpTLDoQqkrqBwuF8wqdgzlRaFi",
-	"MawKWjHkGfLxU0YVgACIb6m/cVTPNxqT9DXCQhuWWCT32RnToOwg1oFXX7AC0Elmt7oZ13NIHp0AjF98",
-	"ALAf6Har61gIn+fTN31aFOimQw8qmGGuEm049GgIk/Gw+QQj2pbE5FntGRHh/YoT/MoXSmdan0RbaSKg",
-	"J2K7Ynd+/uK5g6KdfqhP/IMpdTWOR7dN6XBH1u4d872nPYR+QqzEVyruzdovvdupmbG/j9gUGC3EAoS+",
-	"hgAlvI4In70+e4E8WMwZ2m05uG9SWeRXqOUAmqeaUKeJAJXZBV6kcW2SEEMN9amGEKgbRUnP39faYueW",
-	"BswSlHkEgUuJ3h7uNpXUeUB4jFvDRrCon1798PzF//3cf/nqxffPR332/wDkKa7X8TjsDpLK0ImMeo4t",
-	"dW6FRyfNPSfzUB7+6VNMQIX9SCVsD7xoas3fA7qtsWrBKhGCaMkStzUg+OY1JRvsLtoCCDwOgc9avWJd",
-	"yJJfpRLr9LA9XMjaxRz8MDLlgBjf+wM5Coxb5fRiunSk5R9958x1bHu2ebYLSKEXc0BOpt5tzr6n9hdZ",
-	"PpkIyAKGaWxO7MnJSZ99J1YQY4Xp4x4ipTRPg05NOKvEEj7Xgo8FbSaSIUxgjrnDbjgon8cu9fO4+8nx",
-	"V6HjOzw4SlJJScdcrgK5O8nueLBtkmF1k8p8C5fufgUZfOMQ42hwP1Nol2JOKdLwayCSxHfaBcXHayqw",
-	"7Q8S7Y8Y8AUAhUpwIWA32CO/qkvj+ajvEbiv0FpocZ2LZbvYQgwmvs6L3L1PgmACvZ2b9YccI05l98lg",
-	"4O99kBi9BEVB4NxJJKJMhfMEciCV3DCaaW3wpGK2lb3vtmKpdGYQYR7726dSTSZGWMMysRCYeQIXIqsL",
-	"QKgamQoLICMohMZc6xWTyjH+Uo5nZ3aIEO/4T2FgEs6awU+N3GWDKpN8LppY2Nv6Ss4XYrzpGmpB0IDs",
-	"T2w7EbVsS1gFszAY9NowirAneOw9PaRJye/I+3SHUTOi/9bab6JB3PMHzvmH4pwNJ1hvKcgyMcklNICp",
-	"urAYfu1YVb4/E90voyZyA//35tT84VJkKp+gcvYgJHjzWPT2sM/iWqY3lMv77ujtYYO2tJl2Whl8Fsf7",
-	"RSQTH2jwiybPVMfQGnv6pCSZzYOfCz1dcz4HDwQDBwQCOCgp+uxlaUstvOcRPZip9Ib7hJomqyKLeG39",
-	"dmDvH3qBACzwtVSGz5wLC9drNNZKjgAjDn3zI2ZLLU10J3NpFXn0U1k1jzV+BPDYj9BLgG1xFsrktlFV",
-	"w1Se2m28Pw3oy+QN7WIDPnPoT8sOHuJvXzD+5vOOoibPB2Ue7dTLHl/y8dUkL4o7huR4B2XxBoxux/wS",
-	"lolxDvbnyH9ylAAnixo91zssphIbG0PfZDcIBMWiPoJdp1lALDKXwaRk/1FSJOz5+UVA5MgSb4OG4n0C",
-	"8REyO7M9dAIiQDIqwyth++xMuhH8vLgNEagZ4lXkOrS1rtQg4tQJwJUlqQxNHBNmrvIF9IyDJlyC6yIH",
-	"RynuRoIt2VaMOjj1wNcnJjaVUOghs9Ae2xnT4iY3jmGPhiHSVYu3+WE3vKp99tJNPM9QC7PguV5bBnVZ",
-	"J+9CQO5I/NwSf149cATw6muwKYhEEmr4Uum3ylGD31FoJ0rUAd7Si/oEqobsjnmvhqHnRgY7gINEzb9T",
-	"OaIN/sW/OmJdcIAo+cK/6OydXzxZVF035+raiTuFIVUwisJD9C0IukLwecWKXBBmy8iqUa/P/pe8KCBn",
-	"BDRKhgyvgOUAW4keF1KBCVQHwKikWrIuQtdF1ZHoL0mYWWjo2He9Fp55ZDzONwCwIKCGkgLDGVNVS96J",
-	"XvK90wAnVqzi5oa+IoxhxlqFl7fgY4HTd9Mo+MJnLbtPuX33rjWTykxhmNsdG7OqThzUJ3GeG9h4GiXE",
-	"JERuZwAUm0q3tZgP53649Dsu1fKUjeb8xpGxGUV+nmQwqFw9qURIzR67dKIMdRk6SuPpHXoeuQtUKDkV",
-	"Gv+NRAUZ/6nsRj3J3YQil5os55foOg7DukNQRWZ6EIh36lalYpmEQbSboqdqvgATdi3ITR9m0XdTSTpZ",
-	"wp4MvunhKYRcrLgT/0t/+dbavacSewiH9nZZbq7YtOQ6Y7+W2TRCSAhb41RL1FoxBJFKLgk0ODe+qf5p",
-	"7fOvobG+U2SFNgH7VCFwYyqp776/G95d12e+Gi9Cq4eA3/hqqt3ZuUuhhXE7W/PqwemqSWxT+mb/WanJ",
-	"n4rAyMLY09ConHVHguYM5cajXu1dCgxU32/SfL8lmr5n3dd/5qA0gZN7+PyOBIFI3lSAT3w8Fgtv5kTN",
-	"nx8U5AcF+Y4UZOB46+KNGxux5JrGCII2aKJpx1Mt9ZHeX21GnIF9kvdBTP2xm2a6JfzXpGf/af1ltXxu",
-	"Ht8YIOYE4OOMxbyMpBUu6G4BaZoSMu8BCVYtsIs9JmQgKit3eqU3VigDEQxIotjKDO2OUHP7QVkxStgI",
-	"HwaNDNMi8eczS+nX+M9vVwj4l8oFFKx4zYoQpdCkJJUQkprObDT02hTw7z63VRST06CdIdxD9KbX8uZq",
-	"jriQ3owdC1onoPRNVFE428GaNW28z97yEiE0aX6VFuuzaWAftVgUfAzhbVNtZrSVjeFdN+I9q03wjUhn",
-	"+pIOQjrhB//gQ21he0bm6XqATE3YpBY6qAXMwgUF/Nk4rfowLSZKb2nUY9ZSMf4IaRgblX9nhVGQU195",
-	"e3Bmts3fRF4mZyaS22jUi+x+/yAycHrEgBuzbUniBjr5N5UsXipVCC7vud3VYXkcSQSeCgDGO3eKV240",
-	"qAVr9bhV9Q1kNwZPng1OuD+fifhfmUcSUw2kW76/eIYIwZWz/j9K3m3ktpnPoUpyx1iH72DQ30MqAh9b",
-	"p6c/qBgBaebBYdJyV99RpdWGWsrgF8LNJ4KCcM1tdQtzlS/u2JJ7ccPHtlj5Vnkj0BTI5oLWGSN0jvtA",
-	"W6U6SWUDPL3IKEE1Ch4l2OwuxBABaj5hVZzPCUQ3go9h+lDTnMuSFyNqQETaW5+dobkMrYtKLVHcKTkW",
-	"zhSzCsupwdacRLUQGDyjNp/VMpR0czEztZSMU4goEscwl/ew/FPGqU0ShWTIPovCjY7hpvLHTW0zzlCp",
-	"8k1mEHma4GS5FqmMtNAzhssPxUO5oV6DNPXGKrurfHHfGSNX+eILF9btyhpLKrif6PweOPeDcVhv0eKu",
-	"cQhJe4ZH/jqlsZUn8g2qFPKM8CBeTff3jtn1GVUrhAYWMM+I6zoO4lMDsEy5HnjbEvgjztXDXIyigJvk",
-	"+2dSIO9yBbxSIlfUU+R+oYiCODK58IDj5XJKPVV9zw9qz2C2RwhZ1whc4ksM3Y+IgY56IbWh7oLE6lkC",
-	"nsE9kMVqyDAy+SwItlSOFnxVKJ6NWLdKM+SmIV+DakSm3NlU6HlsDRP3vHBYGychAAlloRFsKq/EIvjw",
-	"KVwb2D0l1YScE0It5bHAgYwEpgWmIWKlu1tuKX0BMbvwKTIkhCDfRyrKf2iSIfTGPYsR+spWP+LJ5wM1",
-	"h72rtc15iLA+RFi/RIRVek67Hk4NyW57xFP9F9o7ZpzTI/eprtEn2rQ1/PkBUeruHEX13uwUVYSyXGO5",
-	"LU0ScNmdmCWwgrF71Bk2UhjMYgrxqM2w5Hp7Fvzi9mD9BT3zhw7T4yIecNT+GDhq6+BprMuzeS4hNOx0",
-	"wRoDhZ92IqkhAfxecdRwdl8GRY125gEW/gEWHihhr8tWlx87G3yF23fPDL5NWcF5PqRXfdFyxAPI624r",
-	"E/9FGd4+6d6n42O36cqpjFb3ME47l9Qfy6TS+38RhwicHldiYZ3RDynk0LlVQO8l7DgZ1AZauOVXglzU",
-	"YyUn+bR049DGYgo2If6YmVpSa+zJRGDAAeqXTHulYXTF7ks+fZkqw+0329cY/klv+INsu6MqwWBbST4X",
-	"CV3UhFHxh9KMF4VaOkJyO2PNBps6tLxwi6R8fCVW222us7evvnPP3OO1wk9s67rmZplAw2Gf+fogQH83",
-	"Hdrc4bDujJsZialxIbjGP0NUF2ONM7WUdypht5hYSFF3Y2Ldk62DUyS75o9s8jykidyJySNDxrmHmyA9",
-	"AnIlwpViucHAVu67AYJMOITdP/7tSqxebQf7eSeu1VV1jXZD/eALD1A/X4qMcP8ZdzRyymK8ysExVi/b",
-	"mZAAPg2P7kxL/hTu7LuCLLidVem1QHWddX19LYP4eyGndtYZnlAKsf93lUQcuof8vNZR/LfOpeBa6LPS",
-	"vfDTz459IzAtTrzURWfYmVm7GD5+fHzy1/6gP+gfD/82+NsAWD2tfLMwpd6hLhem1gsE0EQRIFwRVmgU",
-	"5Q5dcPtrnVVyYTqbadCQjwthmip9tztTRZ5xpwEthbgSMjMJm/Mcw8ZjwWaq1IbgESqDEcBt81CN/8yP",
-	"F00kfKNhJs9iLHnjQdDXoePj0arw0eZobxBCwG1iDbssxj6kDbM+rSkaGmuYNod1rDFuTjqhRLAkVNf4",
-	"VvFgPt9YIRH03JCu7CvpnQF+JaIvUnii4ZPITiOUX+Lbjipqeno0Gl4mR2RLcTlT6goYKXzjOcWD28Er",
-	"z9HtP0bsXG6tmC+sI7YRGgj9UhejPjv/13mwGKbCVvH+/z1/8wOAT0K1kZORUw99GTb/HC5V+JVbq/NL",
-	"qAPHVIdXmc9z8Cfn/tJ9+erlG/ahFKUwQ/YaX/6HVuXiVcb+zqpHk1TSr89FVgaVCZ6i8XuQY+7z2GbC",
-	"CA/eC7kZPzru5Wa6VPrK8awM8EPevjm/YKPfUmwtm3aG/sD78IePo1R2R9RmlfjzqAd7559zm4cg1v5P",
-	"kIExYkEg9k5TCd/hko1eAA35oXwyDKzhkfEU9v7d91CW4P6Bo/UAtcIbadQ2DuEMmvwoRNPw7q5yjgBW",
-	"AdEJ8QEy/VR1blUFB+5nRZX/d+RTM/QRfOpoB3/e2b+pNhdIcUkqOlSSEqE8CVNWJbwwZDzCtQBWhvV/",
-	"lsw/gs6Ac4fERRP1DghZoyvczcblrmFDf9pK38v8hjJpDGalIrcBuoD8D5NPJTKxnZsPDWAsny8+bU6j",
-	"6+O/j9hf2EzcsH++Pnt2dP7Ps5OnX3eNGGthE8z5d59hf2Fpp5922F+Y5kvgBb1TapcJx5VPJfSfgBch",
-	"F0xZwlOXkHY750ceTjtj+F33EodaKAgT+28SSAVhyCCo784NOfdjHbQh9xQR8xyaONgBTsf1RLsVO7m5",
-	"YXPBpWEhzfnU6/Efynx8VSBWC3A5cAcvuc4IshV10Q3h4PHm0Hv8Tli9OjqD/+56AkUso39eXLxlGbcC",
-	"c49IR72z8SL9dXPhAF4fkgc40KIqLeLzj5WUAnpcMMDmh3A3w7YqqSR2MQQE+9w3eL3k4yunjFQZiVHq",
-	"y5zfnOFbJsHsQpYJnjndN8u1GNuQb071tZgEvaZQ/hwr2GeUTpOsZ/VpEELAn6xy2+I0TJLEj4yTBc1p",
-	"Dx8//n8BAAD//w==",
+	"7L19c9s21gf6VTC6dybSs7QiO0l3K8/+4abJNtumycbO7bNP2algEZJYU4ACgJa1nXz3OzjnAAQlUi+u",
+	"nbRdz85sY5HE68HBef2dXztjNV8oKaQ1neGvnQXXfC6s0PDX81Ibpd2/MmHGOl/YXMnOsHMxE2wkxY3F",
+	"F0ZMTZidCbbQ4jpXpWELPhWnjMsVU3YmNLvmRSlYbpgWk9KIjC1zO2NPB4N+J+nkrskPpdCrTtKRfC46",
+	"w84Ye046ZjwTc+6GYFcL98RYnctp5+PHpPPqa/c7fL7gdlZ9nWedpKPFhzLXIusMrS5F3NKc33wn5NTO",
+	"OsOTwSDpzHPp/z5OmvrJxHyhrJDj1bditbkcZ0wLq3ORsbEW3AqcnVsQw+eCXYkV4zKrfrhU2cp9Umpp",
+	"4NdJro1NJZdmKTS8iw0ZJpWd5XJ6Wm8N2ucS1xZaq5Y2lbi2Jyd99q1YGca1YGasFiJjVkE7Y14UQj8y",
+	"zArJpe2n0u/CTPBM6Goho5kfuam3reKzZ7tX8bt8ntvNxXvLp4KZ/D+CdTMx4WVh2fFg0GsjjAJaWRtH",
+	"Pi/nneHxgDaT/gyDyKUVU6E7H90wtDALJY0AAv+KZ+/Eh1IYGNhYSSsk/JMvFkU+5m6MjxdaXRZi/pdf",
+	"jBvwr1HX/68Wk86w8/88rg7RY3xqHr/Fr7DTzeOjsVuWKdxlNud2jERz9vYViz7odz4mnedKTop8/MmH",
+	"qS5/EWPLxjMupyJjc8HlcpYXInEUl0sY71IrOWXGcisSprR7YmxeFCyXqSyNOHU/dkdCa6XNiEk+z+WU",
+	"6F4UWcLcNrFRv99/zAsteLY6Eje5sWbU80SeShoIvcBm3J0cblkp8w+lQAaTMFOOZ4wbxtlCFfl49ci4",
+	"7oSj8I9J54UbwadcwTPJSiluFmJsRcZgAVj3GVD3x6TzUunLPMuE/NSb6ljInK+A7BwvYHaWG6YWQkOn",
+	"rIt8Ad5TknHJeDbPZfSG0rB/WlwLbQRO55U05WSSj3Mh7blVmk/Fp57YRAvBzIKPhb+RjFVaPDIsy82V",
+	"I8xLUaglMkElJ/m01I4tzrQwM1Vkw1RKsWSut6wshEmI8E3CrM6nU6ENcGctTDkXyFr9jVZKmxfYeSpz",
+	"A2PJ+uxrUeTXQueuDS0KwY3wbbhlcYs5VUxJItHvlX2pSpl9ypX7XuG5oSM2gc3NDV0TsLcXSn3H9aff",
+	"UM8l/R1XuEG44XG5volwMbDu8Rfs2/wrmAQtN6y2uLFCZj0/mddcrojxm089Jzxcj0yYnHYiAw4/N0zc",
+	"zHhpHL9QOnHHL5pGKnEeCePEda26EpLxiXWrohSbO5kremRY120jMksvYYiMPR087bGJVnNcxsIdWsaz",
+	"TAtjgIlP6IiLayFtQqw+leNSa/fqMpeZWp4yzsZKa0c2OBLH+4W+dpR/LgR7J6xeHZ254fXZG0liTZLK",
+	"cpHBdUHHKjpV7uTycASHMAi/ZKmc85sXbkTGcRiRsQ+lspwtVVlk7FKwBTfuLHalirse4iwMKwS/FqkM",
+	"jIHBLeLEMy1YhidVZF5Yy3V0SIXMTA8lJRSSgG6iTjYlm3MxVjIzTupa8tz2m6TZSDT5mHTeS17amdL5",
+	"f8Qn5QCvc2Pcnaw0m/NiovRcZOyMhoIcHycNpMHhYoDbN0fZ5ZoXedZPJdx3V1ItZRB6ubsk1JXI4Jep",
+	"sJUki8RIjO+95Nc8L/hl8cmZDJJCblhZjYF13emDQ4AUmjCpmJjn1p00XUqSfnKTyoVWY2FM7xTUgBWd",
+	"xpj0751saAifY/U8F8sNW4qiOCLquSwtyyUSBoj/1Jzr7eztK9KjFtrJFDZHaRy5Q3YGA3ftcNsZdhyj",
+	"OLL5XHQ2tIrEaXqbqmHSQenvVda0uhZkGnd1OHajHV0mQJRKChIbWW5BQHIyAbEmTvqb5bY0TE36TaNZ",
+	"aDHJb5r1ZdDxnDyh+djp115Cwe4V02KspjI3guGebzRO5+iQ1UG++SprVp8rBflH1JjD62EmSbQnP4UO",
+	"UFBwHeBOPsd3gNyK4s2kM/xxO0kRAXxM1ingqkm9voAbSnDYqj47nzn+QqePmAhTslg1rNraLF3zm9P4",
+	"KUzkuxwVwfqgcivm9X/sNTffDdearzYXHNpqXNOML2x+LYK+zLMsd0vBi7fRuCa8MKLpQAbNB0WKuboW",
+	"Tu61SyEkc2K8I+g5v2FdG70NV+sr+bLIpzObsOUsH8/cmQbxQORFLqexwECH55FhJp9KXphUdp+efPn4",
+	"2eBJwhw5qtIaPFbPbm6YmXEtEjbVaunumYKDSeEUGOz5v86ZdXKdNXg1fyhF6WT2Sz6+KtS012dn7OnJ",
+	"l+7qeTZ4wiy/EgYOq5pMWFfw8YxNSg22ECWd8C2rOwblFHh7rtwQMkc8VrGbQf/LXhKMKDgL+DWVSo4F",
+	"Wwjtv+5y/6/cr6oq7VjNhYHB+U4mqTTl2DFiAdcDLiK3Tu4wls14gUcem1hy45phmufwvh3CjFNp1ZLr",
+	"DJe+ENeiwLu2cG1MeF6IDBZWsgk37qa5FCslM8c22CuZyrewo+9JwHIbPmBaIBlwoq1gjwpi5yS/cZKP",
+	"rdEB41OeS7y+6mdizm82bC87zS/wdMdngwarTf3kuDaazs1XfHw1yYsiMuhsPTn1CTnS3mQ9L4Fp59JY",
+	"pw8Tx9ZOJWTdXI6LMhMZmKr248dzfvMy19jh5sGdq6ovE/UUbqLKQJa4RXOU5b5J5fHA/dBz4jh+AibA",
+	"OYk1pKHiNm7uiVWbw3khs7XZihua7SlIfCjjSLXcd/JrmwjLDX1v30pTFg0cGcX5hmGjmL/UTkyTLCu1",
+	"tzQ5JajfOH1s662QmRtnW5OwGKQTP3KnRYuqH2I47vROtdPeWVddg5oqUhn9GuwMIEZnYiK0UzcuVyyo",
+	"NW+Ffp3L0goysaQSLBfTkuus17aDYC1rHP0rT02FmADTYpdizEsjUO2ZcSegu8l4w1rzGk2aiRZoGQQX",
+	"neE8whohBWZinBunPVzShrY0T2dvT5GP5tR8iLzi+MhURymX7EfXh5Ozes1D8J+9apYnzVW+WIjssCXg",
+	"htF3P495IWTGdX/LCbzFKYpGnURHKlojv3fVFCJy8cTfWT8FTWfyOU3hTsR297AuUm3KrjXpqVXSR7dA",
+	"wwPgW/uLbX5679xnTf27qfxHyebO0Jxx0BJcC21y1MPCB7m0XzxtJJGlEFfFau/Z/ACvvysLsVsQzbxz",
+	"JZqj36GwjGEE1cBj3SBegW3Eg5rCgULtGV5zeOsxGFiC1xJaUnFkTJeFcFrzVDiJrs9eXAuNv7pL8Jcy",
+	"m4oMWDVNsr8h1ASqrPf/w0wVghVqzAuW8ZVJ2L///e9/H71+ffT11+Cm2puGPbFudZXdL+mu3Q9n35+F",
+	"BYFLzE0QpcPcW7jD0jWqpfdHmetEuY2w7kJzCxyuaeeCs3sPXbpVtavv1GGn4AUKYCa6yobsUtkZe/fy",
+	"OXvy5MmX1YVH/mGnIBlhU9lNOyeDk78eHZ8cnTy9OP7rcDAYDgb/l3Z6IIlAK56+iWUF756/upyKGChl",
+	"rcG/DQeDtNM7ZUs4KnOQYEyT3uCv+s2jonYv7Hah0S8uaj6H8phLI6Rl1WDZlRALsgKDc9EJ10VuLNNi",
+	"UfCxMJV/KWMP7OT3yU42iUQr+TIXRWZuYVkBdzVztzU6KcZaSSZuFloYdyOegqcUCQlfnQsuDUs7/5N2",
+	"mshj9WbyWkm3bb82iUirNxM3vcanM1Xqxgd49poftfTVtk6myXp6LTQv2LMjnODaChh013ixlNQkbpn7",
+	"bJVKr0hDYBCol3Pwz5uEBZuLf8dJpGw5E1owu1TwGipEYNfBafbZC7D+qKJQS7JVuRGhKND1lJiwr88v",
+	"erA9ZJJOpSPQKB6JghLc1+bH/Kc+O5OMF1ZoycFeYhU8S3BjTeLmYoW+5gXah0t55uNoWo/vnN+8wofH",
+	"X8BG+b82jxh5jVevhTHkR98kR3CKOkKU7JuLi7fegYV+F/z9/F/nbI5tDMEIxq0V84VlVqWS3offQf5v",
+	"Ytj0weYIjpmSVfCSb9iR+XYT0FiV6JnY/lomeFbksmXqorJPRArfJYTQBNcknkR3FzrFl1j0fsI5LEeL",
+	"LuiIesujixyZ8r7KbCYaHAaDo0vuyJLPFRkwRrBuI+/JpMm7DmtLPmhaywVfFYpnOx099BrcuuBz3vWF",
+	"J9N39PouRXrtPvernKwpsrjA0XL6dfLUkwSyrIbaJBKsj29jnb+pgkHQGTTNr+lmh8E9MuTXvuTjq00W",
+	"Lm4WjsOd2aZbXuDxCOZ4bIhs42TFBud26IB1q93lqSRflCdgXlpFEwF3R28YQgOUpgAHdikmSgOjJLPt",
+	"no4iN4bNSbxZ8A8l+eD9ehgx1sKiaX8iHNcmWzactlJm5M0HXu25ArsIE1UTNqJpkKV2BO+PXsAM/G81",
+	"W1ekaOuiJRyV1gLMaCP2/t13wWYHIz9lb9+cXzC+2blV5HELS1XqfKfpxQ3Er1sT6cE4NjUSWhDT5MuN",
+	"eGPDo1sYWSIWuu8XFAKxlaLBEUGOjklZhDvFEcGcZ6LPnheCk2WTMy0ynV8fwHwnuczNbMcgYFOZFtxx",
+	"Dn8QsoS5SbvzMOZyLIpCZH1Gsj3ELbI8BC34blh33DDc3iHjvcsLobmhcE9sUobbjhDZ2HBVQtQh3Rdg",
+	"R9FiDCIquJLCxc2+FQtv1w+rwLhhs9wpOSt0F+Ky54Yt0FRIqiZRNRuA39/MvDSGnYP7ylGGW323QT2K",
+	"luNMimWgHzcg06gUFLyU49khtD/nN2dbj9rhd2IcU9Dg+c+Vzu2qubNd1mUIKtg1FOAo5/iqY9ngMt31",
+	"0QW+5Vn8i/jCOuBqcDScvSlti3Pe355ZnsHR8vdSdL3hvZRbhndm1s4kaASXShWCy1tZV5tMnAeLGIHo",
+	"ot0Ny16nsLCFScXgDzGPwtbehQkLb517s18FEhQNA71L2r4VrTbuOra5dTI4PCGd/PxjhxhbRDGuHboZ",
+	"8UG4JivxE/9p9cq/wd0v4RKKBlAtDVn0spe5blhPb3dr4Rn+8fdt/g8wMDVcoLwo2LhQ4ytv4IsUqNg0",
+	"3mA+uBbZRYOz+Ad3BSjpp8Mcrf3sveOJ1+FJW8F4lP0vVy04Ras18J1gmkQzP9wzwttJc5sw0Z/2WQo9",
+	"sGCwfJZ2nISQkq2JGW4TU0q00WxKnHZ8SwJ0X/p9SOL9DLNqJMtYDD4wiAGVgK8aYqj+oVhW+vB+H0bQ",
+	"rp6E2AJ28nTW629VGaI8oGfHJ7vzgOIlapefwUjnQw83DgdYYZqJ4p/nb75nC+5IclIlmbDuBJQkPl8U",
+	"gqXExvulLsAIzhmkGbGQ/oZxrhiy2d9Olzts1jDSrTvecv7dNbSTcbpvn+Obt1US0EW/uZgY7JoNwc6T",
+	"z8UphG0NSUTM1BLcAQlIgMFXYMezo3KBYUVJKmEVlRRHajJhfDwWC+uT/3Jr0GwWcnoW3NjT4DJX10IX",
+	"fDFMJf3r7+5JCFwKqYbAVGYcBY9M81yK7DSVgfX+fLn62XGkIfPt4COKTnZz0thI+IQtIVje6TOFmNhT",
+	"HwPsFgM8/CLErYeUmGrgcy5LXgxTST/4T2D44f0Ex+tvktONUIFhKnngcOvGrorLBb7qNgNldKmsQLNq",
+	"Kh0TBB/pNh7dxKKz3inGrkzyogjT9j/E85jAJrvN87Zb1N39hUp0BBKVFVUkgt/h+J70m+Uo1a959AUu",
+	"bfSDX59O0vFDa7xq/Rga9EmnFI7geS6nI7R1yHJ+KWDRRT2iyCg24drbaVI56Pep6aNjBnEVvaBvQmDh",
+	"MjeiNWyHOm3gY7oUpK/6TXlk/FggnxPy6y4FaGA4tj47w91Tk1RC6Be9H5JlKHqdIivXY5LCtRDCydA+",
+	"TpEt3KKJnkOkYW0w9TCoOOIpoZyOLNIrjeXanpICCGGMI1rCETN8ZVI5U0vMY4EFrdZTM7j0cBzgUajU",
+	"Ub8I8VJHGsSd6eG/wBK2Rni7bcJXyPdamaHdTHMLiYuyTcRyqvzLmvVjv8HG+nGDvSTaL3yTdUkfc6ts",
+	"Fo799hLmF4ktitJPY8OMjj/vL7+B+OOXfjN6Z3PE36+fvTVT9+Y5cvyuaeariqPlhnGDth9kWJUk4JiS",
+	"Y2/P5gOTdpJUph0fmTekxCO4OZpi9LrHg0Ev7bBu/USkMjoSeMGQS7yHgmfVQRXdN4yyF1NZ5SmGA5p2",
+	"Wmyih5syDjHSNyvPpDNXu+v2MpImEi+/7MogiASYBhXIq0+NVhVQslqeeAVtM1ffCyF0o3nbBd7HKxGM",
+	"F1kzseUUGr3Z8lfAjasssq7bNPcTR9m6JfIwKJCNMwk6ZePTJc+bLxAK5HPU5vbcW1lmXGZFPFd3tJuG",
+	"tUYDvp9o+r9RC64TwF2YPkCKvjfLx8voAllz45sGWiD5BKWJJaRY5+i/rkQ4kNCCyQzuOtRgM75KZZc7",
+	"xpzL6dFE6SXXGZvyRS+Iv4GroRYX+UOnfHGaSi0WcOqGsQBRDUSNIZEzY3aZj0XolnV5Kie8KI7cHe57",
+	"y41PBKHPpP8E/fvd4AVGiR/CiVAqDJNdzpQRbKZKgAf4n15dRKxiU/24G6W4Qy9f1vUXIztipR33EryG",
+	"w6+5AYef7N/iUt0UzNrv1qHrHa9VkJCaBhvknPWVq128CaYB4zuZmOQSbANAQoZfi8wd64SWGxs2LBML",
+	"IBAcdJ45tYAtnQTpdOAD3IS/xaaUVHFqqIzgrJu6aY22vogo32tXXSPEep/u2XsnYPZOmZ/qpYiEWbOm",
+	"ra1pYy1m6DuxBDVxl29UcUuLT5Ss03DXkQ2nZudRS+lz5WsZX46iKDuoP+c3vVM2YMaqBZ78XE4KTPY4",
+	"LHcn6YCg35SZgCeotKUWlbnprxQxNhM8u2VqCXaY1JamadFfUQDPdmOZRxRJO18O5mmnMcAJdZEQEOQU",
+	"MFHwhREZaeVfn18wKUCIhDSs3DpxW6s5A23ozKIEiZE0rs0eclIIUgpxRqBCufdAonKD87yBWumzM59r",
+	"lnaO5yDNYkSmwZziUyacAvV0MPABT7711oAnx6wg4gljo9ajnTbO7j9beHTzmh4/gzXFHL4mZlouELQo",
+	"N2xejmepJKiD2OqRgHDjo10h22OQEL/shTx1J/2YGWxObQvzrH6p4o4ZFXbVWO4VXwpj08KMuWR8qoUw",
+	"aF8JkCGey0KUGgSj4R3A+IJr24NIiFRSxiB8iY9hC/11nomCr0RGi3BaDe5KiIUjH4rFRW08g30PJ71Q",
+	"ciqMDcmLJ09nboFIu+/RDWJmStsYSsPMeVG476Z8EdJF7VIRja8boHKJ6zhxV/pKcG0iAsXJANmHLLmE",
+	"GYWbIbHNVOL0hP8SLC/iBkK1hhuUSoonu/B2IbxGDZvxa+HapBeayfI7fimKLTGfTQGYNfp9D4R4/AW7",
+	"EqvHCGe24Lk2SQX2hVGHasK+LS+FlsIKR8au3z47c98BLgzHUEY1CTzviydxWni3EG4eJmFZPs2tSdij",
+	"o0cJe/TzI9y4R/1HCS4w6BaOKmNPPMPPIcHMfd9LmFrgfAuCJkglZ5jfDZ8/evwo8SZV+I19/f05M+Vl",
+	"puY8l/FIT549SWU81rRDinR/rOaPreDztAMpsQHwTcwXdoWAIiFIM5VhqXA13BeXHCEiYImenpz4fR/h",
+	"Eo5OGYd3oGWM36y/0U/LweDJ2K2z+4egECIaIGyx4HN3pedFgQqKzR2r6kxVkXWaomC/41ZIYUw7SAMw",
+	"cS5DdBSxLZT2FRwGH5aZMJ8UWEHARPEYxYo+FlmkRBI37PJaDgwcRifhhS/yKDTHSdm9zWC1xbNBROdo",
+	"4gTzwZdtv3/Z+LuB9cyag+nQbucNjxDR6yaXFxT87RS30qnfsHDdAYVIu+3s7aGIujngiHF81WiabnjI",
+	"oIfY8MNivcko7HSFEQMADWDztAVxfjRh7LiZuXu4O/BQM6l0OjOAhgRgnKnm0ooM1CpiG5pb8VZopKaq",
+	"CwTrideS0xXOpqrPfgBzvaFYbDxLbpiEY1GopTA2lSjlhUxv+BXBhjJ1uikUxvPqKsclfLI4NITaIHxu",
+	"LF/FwAAtCeKxYHqo1FhbmE1Se+1WiZZmIbRfnMpkDv5g2rpgw1SaDegKrc3edVYXNlV5WUSSZkX8jiZ2",
+	"WSKA7JyOuGlHcT/ulkyrBg5MEcoBy4CTjj8BlV5JFKnpAl8KAVoaZ5jIM3IPR0kqR+5EjhI2sgr+n9S2",
+	"0WmUcOQbweSVZVD7UJhNJa1zbhgkGAGuSbX2aefkKSQKrZssMr46pRbmpbFOVfNxrArEBs4kkGVuQCIB",
+	"isfUJeIxucpghoD/QK0GJuudRIZ1R5UXnlw9MaFU9JPKKLZgR8bhOLB1cn/1+ikETB2pyZHbgXDZRQAz",
+	"AIgBP8A2ACSHm7pUNjg8m47VjqgQt5k1i5m3sMzBJmtLAZmcAPYyKyFpOAcmCpCapWw0u6xb1JqhEr75",
+	"Zvj6dWOgwPZ0IbQNeJXgRemm+/gt17lpCTto6RrIAQisUUPcOGSvczMhx7tfJPf3z0qOBRm5f+aFdzY2",
+	"Lsyb4E9tshFx63PrLf47OHOD8zZTwgzRMdxFuR9ldLJUgP+2KY38dM1/S69TRzKrEm+AlkGo9nk1Uu3h",
+	"Ve46okRLy4SybjZyelCxqjJ6lnzV67M3siB8WmrMp5OZTZNfB62zYR7Ni0xe4mifuJMk/cZ4+3Ljx295",
+	"GSK9D7SsbPcqVXqQYQvXSXbK6jJaJSaT1SQExcD1txln1GwnCbbG0KMHn7xcOfFSFJNTL/2hMeUAs8nG",
+	"oXhbuZLWkUxXGFmDgr24GYuFZbIsiiSSVnHfI89sN0CUnDxDYMZIE+2zkWtg1IQLHWR7cm6NhqkE9D7S",
+	"VGCnViB0TZR2RE0vIpXdHE3VEc3uF6Nk/x1f+lwqN01gwg3R+STx7MR4qkE0fUw6UW5GxJcj2+FlqZv8",
+	"BC+Cix4Bx6bKO9o3HK88wols9iSNFcEztsBUU6iuf8dpW3X3dCwBXqpSEgYRmpDw4mrkybcIOxKTiRjX",
+	"UK42x4ryayWpMSEnSo8BL3k5BN2qLqKyLtktKtm17wGvarZNBDqMjJ9OONbBKZhKkKYd/YF4oCbQGfYR",
+	"zqFrFc8goPP4pUT8bdgx6jLBLw3FlKmiFYrHPdvpxoW1+IZU1pYwhSKYO7YKqviWe98N8DmCPLd6POp7",
+	"hromAUNvUqtf7v19C6CstUR7OrZ72+7DjWO5tojDWNjZqpN0QM4C9yjBDKgS5CChr4X+GfGqKWxJjlcU",
+	"Y1SoaeNVA+M/V6UeixZpAHwx9VkMWUp5BWknYWlgQPgXks2P+U8QsJrKtINxALXprrXYYv/CpradM0/X",
+	"bYmTezlhK427QW5cUwkb0MGqFy6UbbLMg95HSjfs81grY8BuBBeTaRt9Q9RIO3DMbVRPJRl3+vh0N+fe",
+	"Q80MSReqtC1wCdULTduKS6TFuOA5wHHGsE+O18V5GgEWpTa6djAa3IBX8n1TSuVFtTsSsPNwi5yuWG1T",
+	"SyzE/cPotAVMxBcxgAGXyODdB+SRhVnvYaOKAXVikl/b1brQUF/UJIq4qO/07eB38M7YE3ynXSQ6wBRx",
+	"LgSrSUn93z2EYF1q3CXirXm38muxnsyrZJWR79QkSEycMNrZALDtc6XWEOp+i+wYoi0/lLmwzCxEUZxC",
+	"zjDwpFTWWFyfHYNrA9fx1IvnYNzr1t5sBaDbJXm+hmTnGrAkCpjAQQNbGDJO4fsK/JKs++7lc/bFl4Pj",
+	"HuAtqCjzk8T9JHImPh6Xxqq50K8yd3+CxakKXIPwOQ8QCMZzaoIVfHyFki4qN5Vtxo2sm3bAp/ED7lsq",
+	"4zBcgDpnGEmr1aWTNddvpIR2w+eQ9VN5FtwpX7DLlRXGx34M9xLBW274T+nhihVS84i8XBiKgUJlzOAr",
+	"PrS/FDJEkdxLzl1vezY9MD0AmIw3cGqAfA1GDTIHVpTxLEAZVai1l6XJpTAGnCUmla79gXvP9Tbnjvwk",
+	"uH3Ri9pn3ysSt+q0vob5cSCHDOJS/97t5wfYtm8zCacg9H/X1sqtdsm94ajWSPoW9v36NVMTmCuAmCcn",
+	"O8XnHYKxtyKgVzhoopHXhs7xup+HdWNV2SNBg3FafCh5AVHUE4ybowvh4Cv8tnJ+XYiMrrS1U5mkMqAu",
+	"1/T8YKLDgVZ8VyrwzroOgO223XR7Q27dRodAR0lQJJJ42j4OBaCSUmnVwu1fzWfn3dBsqiAOxa2N09sh",
+	"HhNspiy3vT77B8iBOpUQ+4E4wrhW4IrAQNBB3y3Q8fEX6PdrW7hUShWrN2vBhHsrOK3BQqde8q4rLJR0",
+	"hmgOlZoTUhsptKi3GxO+QVJvF6G/IQNNnc1dthjbKKCiAvpHYQ2ClJojHw864wHQouDGmrZ4vQY0AmEP",
+	"0bB2GaYheUg4SSVYpO8wcs8Pt31P7iJ4nAzCtwftxwaqbPK1GHHNc/nC8i2r6NUCn3AGFW04xq0SQ1+D",
+	"6xfc+OpVqpzOFqVl3WAL8jD13jUZ3gYLEmVuAqerUiHcMe5FFmFHXb6ci9L4gzvvUJEQoPAFYEofEkG8",
+	"v90XfbIZGhGcYBkZ2FrMB4ebT3+z0a4WRNurm/BSCU69tTCKdcNeFxFqg2vdParcbZQwtDX/Bz55v+WU",
+	"rllOwR3oNEa0nsL2QzBhAREBHMR8JyM78uCaokrcEB4Zd9ArGsknGNZ6EAJ+O4O7aIxTbt7rrWgsO67f",
+	"CyL2mMZ248Vtv8vazGGkca7lAnnk/MMtVLFhypsR9rdNhVVrtzfVme/aea2fmHZGuCcG64OpaR9T094W",
+	"oTMA7Y2NfV5EDnFR5EmbQY1MiHti4PYBy0bt2ISDAJ1R2BSnv0COQdA3TB0QhRGprEDtvBzmrVxSLLG7",
+	"W1qQmqaWdtJOqGziJawuVbepKRi9+7KZNA2rhg9MlhGw3yRs9OvHUTziOasb/XZbSnZ2GGdcQZc//lR1",
+	"iWfjwVrxYK34vNaKH2KjBOuCLcFxkSuxcALSppEivExRraesbqTwBomkbqi4L/NE0ykc1FhR3Zhwj6aE",
+	"3UOJyot2fTAwcPHerbX1fSKJtLjOxbJBF4qHvzvaCcLNoP7oUunYqpt2uGWDL4eDAVOSvVYyg6Bk0IXY",
+	"S51nfNWC6CTag/YcXY7EzaLgufy71aUYJfXMIBMgeSH8XkFlSx8M1xDit7fnvAYG1sQYKAH5sIRoSFlu",
+	"aG1bJm2UR9mCAdEGX1GHFVgTXyEPZCNvdYFkIrIIITA3mMra3xVNekBxnKiySbWSjfJrBTlVn8C7l8/Z",
+	"l0+f/ZVRFU2WCesBK9cp3D1oZNQUU7L/FkYgWE01ccgouAN5r8GDn9tCbKkxsMFl2Pt3r+LK7Vc5hm/T",
+	"Yuw2s8FT3/FWXL53CAV5u6hNXjSwa2qRIhMBIRYNpbVIcTSWSoXAPWySF5DOtpkivoYr00TtEAUbnJVV",
+	"+bA1EJMIKLYxphqaEbHPMs4vwvR/d6IofS4PNa/2V8i3ndm2WfhvmplAILumSrtUPTVuFWqfwgaRtjJy",
+	"OzRai4jODZqw29iCusXqBbDswxfu4zbCbS5aF8Cdt2dNQXAOLYhslhzmSosm83CF+TTnFtLCwMKvJEYX",
+	"+FbNKdUng+KODXS9dnRx4M1HNYbSPvCo3jOA4DkRacNGzPIi02Ir9pB/h3U90psplDU9JNxQ8AJ14EXh",
+	"bi1pVUtc7uHhsWPdJB0951LJfBzV34BaJF1eGAVXa5WFTH2icwwzuHv9tp5aTmtU16NelB1b9fln0ELC",
+	"xn5wh9WwEfKwuGFH38/bYdLXkw4akk4yw1ozhE7rwmemhMcK18Kb4FEMhEA66u2wGbcifLfBEVzMRAwu",
+	"gGVM6M8wVDCRe0iD5q0+SOjDBjGbv7e3BHho3PFOmO55laWzrUWfzLMtrlOKG/sylqI3VwEs413EHHjW",
+	"i6T+hL2/eF7b5j3Bs9f2XtUyhrbNKMot+kiRypgEs/Ujeg1AwUpzGM/BL77ay5d59vZV5c/ED2snp9/e",
+	"wfeNeTUXHreSOoB3WZeajtEVilWvfzcoaL8B0B1zcLbX/agPfTNt5wAM5FIespEB/aYhbd1DWlMaV4ME",
+	"hIFtHlwnVHCt4+UcUB0B8S2a7diEW3LA1Dz2+LYt9pNEoPLbQOV/3lKfEHG2JzDfZuHO6IYMi19DsK9g",
+	"V1uw7D3P9ctdizn2stM6Pz0kHNlv0NnYW4EC+Lo7NB1/vhBkTsAQSAxrNKLW23vJ86JsQlTeopfvBK/f",
+	"5FZQcosUGmB9uZwW4iicd6yCDG58QCjh0izXsKW2RpCHigI07N0LeUuNOWzCPmeKtswJjgFTr6EYTwW6",
+	"Nwoc3QM2L+IcCe8fAuijRr7ekofpJFCgFjTQwd0BMELrfBccV82aqijE2OIc9uIn/v0tQTHRsJYtN4Gh",
+	"q4DCLuZGFAcg4q+RCu1eNJl96KRFQcVkqgZFGkv1JWT1BHs8tOTzr4Y0x4D3C0mhwgqodJ7KgOXcZ2dR",
+	"Ah3hfnvMOAsueXMlQK9xCjqpsQlEnfjO2lyIWM+mKfgcdeFq/aMJUBEcJROkHqiTjlCxS76/9baZAzXm",
+	"QMFg2m/mysrizgkKWLA6tL9+TQ62DFTTn/MVthIbjvBUVnYB1PFGYzrERlgnFMcHu9kiVofb3JCNCGYc",
+	"BG2YIIgA5tSxhyoRdeTmMWKNEADr/nVa0CSQ77YD8JV7+1Z5MIEM2iH2MG8w1CEklwtmg8dpz4cSFQz6",
+	"lUUT8JaykXsHq202fHgt1KhSrpow3yIuLUKicRmQp1ieiflCWR80v+l6bbR3tFQZDWU9BuwJ+x/3vxZH",
+	"T7BtbC13Cy/9VktEY6zOwlcWCGGpx73dBTJ/hyaMytX7tybPlC+nu2uZqfAuyFsxPTRYuoCOKJTVinmI",
+	"P4b0pq5bWJx5L2FFfoVM5VXV6NG3YkXVO8CaB82dR8ppZHM8efYs2eWEjY0z22YZMCVr5pZtXxBe4m+3",
+	"ncRe7t2BTbe1quxYp09p37g3dX/NPp9PZ0JjTD2VugUP8FrAbjjigzacb6/E15v/Dl0SXvkGO6svmOJh",
+	"IH9Rl4DP6V/KvVxprAdBDPkeSgqmiixGdqxXZYnQNlLZjYD2YIA9VspCGMOIRBg5rX7mRXFInG+l9a+J",
+	"OYh2iaFRwRlD9uU6Aqj7T7GqQpgpE6tR6jjYkPBbTALbap5HCQjvL543JyDEKv6WvIeoFiyVZSmNr1pZ",
+	"5T/sneBAM95LHqg0hEaAscjojPrvyeAYApUjb/Ca9NRc5viC2PsjwxbKYEQAEbdGZZZgcgctQcCVs34r",
+	"E6g86BArt2rDlkYd3aOd42l3u4oBSl5XpRFvyjQNdBk5ofYR9bYZHU4GxwHybN34AHdkZGyYcQC55ms3",
+	"n1/VfWwQVA1xi6O+RjatSiVahbb4PUHsQLen91qBZgx8CobrZn25ivbE/+4TU3Pdvht7aIhrQ/GWGsYb",
+	"whviUhAHpZi0HbJdOSd+AcPwkz0k+7aKGnzsA6ybKqKWLWUoGmwO146l0BdbB7KfrrXGZm742DrWLwVK",
+	"b1Hhfe9ubCi//6BV/LdrFQ9S+oOU/iClP0jpf2op/S7yXWN5834KJm04TQ6G4B7PIps1Z5dlceWt9h6v",
+	"16ph8Elwy+ZCWF+jYaxzK7R7GcM3q9IYEA4XnpKUmUPFLi4Rrz6V3twOEjdEJSKQPX3IE8Kpj5Aq/Scj",
+	"KHUA2fUebbUg870vFRLu0csV4+NxnglfNHO9prbZ5inw4q8RLM9Mn9ENLlXVQe1CT2WX3DIAuw5ZYQkz",
+	"fNWj8TGf3Av2WwAJwxL+azAnW67yGrppoKnfnGi1Nmnw1eDcjE+ySuL1QIQI1uWGygP8/Uqs/g6/jgJY",
+	"PpTrbMq+cofxLQS8bF1+oDyo5oBeDD+AFuji+GpraxOJhs8pJgM/OWVchkxsyuDbKJPgya/vuxn19wtb",
+	"rYdLbIxt5NgHEM2osfiNVAyqjXarGzHUBssSUEGVjPCDsVCsNWwEovGI8CWKYr2s6IQKYUIJJydwkhfQ",
+	"CcfoozKWjeb8JqzeCOuhGO98rAoNw1BTOToKkznSwgrp5jiKK+vg41zJOlrxusqTdEJDWyMSbpUH69WW",
+	"z6l5fAJlAhmqO4T1lEhIUqpE1N4fSonYTDj8J+XQQLYqJPMPTJS32gIEcpCakWzkO7RkoJ42Z6AmPhoj",
+	"1EaY9x90l9+muzSEUwO940xqCXpbkJV3RCEeGBd4l5F4dxpTty3kbfO+usoX+4Y6bbcr4U0iMyxG3WA/",
+	"arbDXNQqhEMoA16FVkGYZMKO+30nB7WAnDaHDr0AyRBUiKaozKri4R3CvZ+X8znXq5Zcld1aBH5OxsaP",
+	"SWcqpNCHRkcWUZGl7cyO3vMnLT8gGZKG2obzU1nq91ad/KybkmUcSw5DjGYYd1NfrZ/ad+ehOvJ/cXXk",
+	"Ot1uav1tuSTboJlnooAZk6zdCkWzE6+7NdViP3RqywNWbgRPnWsAyxE6lEb2CLkgrkRI1Qfs+NdlSI27",
+	"HXBOO6hzvoag07SLF+GyPEAN+FCKUrzXTVH8/zpn8JS9f/cd67rumPnQkuDlE3p3X9MX7k13QTX1ObN2",
+	"0TU96DFS0t6+Ob8Qmbv5YBiGuffgTnX/+Bki4Xp7Zge3r9xFY1LyyHUxGsJ1bvKpFBkMBxwkmN9rFRuV",
+	"uhj12ch8MPTqHOuAuNcIzBfe88vtXq7GTjqvqMCXrJoK8IIjHHEqodIndMOmytHn+niiAorPBoOwejJj",
+	"x+w1lERJJRkkE3apshUb/Zp2qI5cZ/gjDThh/X7/p48j1gXrh58GNzjeUSoNoPDltlch9lIM1Oh/j/y9",
+	"pY/Aj3QE18qoz87Yyc0N+TzdOIBtmVoVF1Lkgkueqr+g5Y0gm924U+kGDizOjTvtYEVGbCTPsCxj2gkT",
+	"gQroHmGUQ9qr1TmUc5CrVGIeNvnku09PvoQ1ezZ4gtN75/o5OkPd3VcZjUyDsLktc+gzp5plamwee4zu",
+	"/jyr6/xuUd2N/cHd1RVFNOr7F6Djtnq/DxGHWlh6K6/9UCrLd0otOMB/4btBfN/zswt62XFY0Q7dVoEP",
+	"4luYwR3Uf4IRJLFikk8BjzCOij2AB9M4wvTj9JNGPgKjuFXk716KaZM1v30cd2HCJ5K7NwN+jWIO07O+",
+	"o3I3WPEOCaDPXknG2duzi+ffBHtDFER8JcSCrn+w0p4CqDenrxPiR7DbPj6nojfw6TQQG5YobqK25oqV",
+	"WwxaAL5aVRKMYCPmfIVBN5U/fjDonYbgG/SNQSVOx8lMbLWN+9ztw5/zG4wBeCv0y7wp0v87d1I9tjBw",
+	"+HrmdjWqhGGOVsJ8grvSPjFly4Crhg8b7utclk3W5RfzHBPpAaWoZjEE0J8IJHkOTSSotoPMnkq4CT0K",
+	"yiPDxJyqRJ+hJu1ngiDBVPxfZpGpOZXu4llq9x0EnzllzXdmTuFNSC4yfGWYUQQptd/Ez61qVLNi/Ocm",
+	"SjLwHeuSTAkrMaHCCTJLpRaW51JkUGp5934iWh9Ehy24cRJCKqu9/TIixnjYlRCByHyW4SnacwXOY4W6",
+	"Yfr1dJy1Fdj79IRedpHjx1YWd1FdhQfmQITyHnSbBnYF8yiN6LMfqop4YOkO1VBTifbAtck7JYhL32Kf",
+	"vcHS8/R1ToCLXIJ4nUp8DX3OlNLDZm51F9ydA4klx56/+vpdyMkwHwyLPkslFmun6uGVWoEJ33W27ecZ",
+	"Iw6mMjBdN0aDcYdYsKL760dW5BOici3cJQQe3EYGPM6zJs57lmVaGOPrr3r8r9HJ4El/0D8+ftIfPD55",
+	"OoLYC07vFrkFbApfpd5NyJeWRQn91K8UOds4LSB6tOI1hKrt45kYX6GhIKrnLWlrtTCquHa8Bftfc5fG",
+	"ACeDnbkGNV/q5u3uhmaaYhhpLtEKzZS6Mv2oQvsI3Nmj/6n9hpqwXNVLvkdv9FvmcvLsyW+djFe60Nna",
+	"xCv8E8gyivXeCAoO9B8zfPzYfDB9UR4thbFHx30+5/9Rki8NFKc/Pnny9NkXf/3bl4Pjk8ejtjkde3zA",
+	"W0+qndHcyhm4p1vk96EFnGPlnEnFGcd8wce5dUek4CCrWQ+whWzDsC5kx16u2ITnOnzZ668jN96Cv+NN",
+	"eLu86D0iMWNUr0r6s3U4laqdPaI0m5Odv3XatpIVEmEUvxRSaymKqcZrBneAk9G0sD9A/etbVNZ/4QsM",
+	"V1XEa7V84lLjMkR5ZHxlTgP2DCQEUNnwRwZDL5Lw1CoU7mTGuqHgeK8BpO8+0Fy3JGceXja7vdA1xiu4",
+	"9k6joupeK6rVVd9teoOF+KkJK9aIcalzu3IyFkHmXAquhT4rHXn9Cs6MOTgS4eeqKzCdfPwIluiJagGU",
+	"KS+LfMzevTi/ADgZNQmnRmdDjM7GSAAMKgnyYgIon9YWgFnt3SyJL0wtCdzPoMTT5dkcbvxi1Qssxz0g",
+	"CBt3V6fSzUhIm48hqm/IRu4HpfP/0N9fwQQZ2rOuxApNWaM+Q9YIDTEN9BqJREdmrBYiY47uoCGKfMAh",
+	"AVo1ELNXUOGdHrbjhavR4+vjxzTuUdQSzKjPLqIKcjD1G+sIYMyLwhBWFKwGqjkcZ2UqBw88fGQqGzug",
+	"00fl6rj0KwUL9QIALIck9zwFy2HGngULoqPCEdjgcCkfUwbFX34xSo5S2fUwmmSj5JKNEBRzhCKu1zPd",
+	"Ul7yDMP+mcet1VAftp/Kp4MBxLCZ2KpXhaWjLAzMOVPjcg61qH0EFTSZsKVWjoAcySYM1FA5DZWlE5SF",
+	"9YotuOZzYSm8NWxA1VcmxgXXIpUQKeiThewyHwsIfwJLDI7FraT3asyAuEsnzTtJc8byjEqqG68buAad",
+	"9nNSKycOmVY59u36A7DauDh3N+OWI5NA6Rd+dv1kJW6MyNyGOrXymhd5xt5fvDz6W8Le/2UwGAxAZ5Cs",
+	"lAvueEQqTam1mjpdTJgxX4gKgjcts78NoGwap8CGhCEDMRRCqJ3WLIWxrqFMiIUPef7iKSvEtShM7xRU",
+	"OtxMp5l6MfyydPt4hQK5EdII1vUD3sjd8HsbQnydhoWBFbAJlQkIw6vFzVgIiC5yVA2VPryvE0wFAoCp",
+	"Q6qVJzCwzntidOKot8K7Bz3QFNyT0dckxVDN8RHDa/WUGSHYaCkuQTQfQedfl/5IuyMaBRfTkpoI8vjL",
+	"gcHSwFDdCMOJTmahMgiiunYqPhoS89lrbhwNn719FeH5DDvH/UF/APExCyH5Iu8MO0/6x/0BhLrZGTB9",
+	"x4HGsWWMfFnhLLzKwOhnbGU/c5/TuTGd4Y/Nskb1ymOyV35Mdr5JVRJ+ApCghZIGb6aTwQADFxzvRVkv",
+	"4kK/UFVp3IadAWE0DTDTwjW2DiwqCC+jBnSTm6DeU4ApN4hyAdFUT3GETR2HmTz+imdeXIVPjnd/8l4S",
+	"W/8PRjo9HTzZ/dFLpS/zLBMQ/PP05MvdX1wo9ZrLFY0O1IBn+/T0XvJrnhf8EqPNSXLd/R3cNCiH+CiV",
+	"zluEREGM7+bYQqfhZr6We45hCnxqIDQjUOdPEEJiGqgYPQSeAA4m41d1XAOkUliwr1S22oNASe0Gkp6p",
+	"IvdiarUGz2c6N3bOTcK+F0v2b8H1I8NeILyx9MHbSyGu0Bso2VdCF7njD3APoPBrBSzJyeDkr0fHJ0cn",
+	"zzpJ9ccXTh5ExbOTiaMwjqSDNhhYCRRnw0dPji+O/zYcDDooubrf/3Y0OD4aHF8MvnC/u7WogsA6L0p3",
+	"0z4OY1uCSgEt45x/jGXtjz/BMTzs+JK352Nd4rW6FB83mMfxnTOPJsaBI8p+7+xgsAc7eK7kpMhRHXx6",
+	"/GQv/gHeCWQ4J/tMZKHV2F2gxDr+MGwKtxlkb6fvgn/DM582hvQxqd+zj3/Ns4+oOQEC3gan+hp+jzjV",
+	"GkU/bYiCwbD43z35Pd39xffKvlSlzG5Hr38UQsINi+pK9Nk7TApE7enp4Euq7RSBM4PJP5RRowLKYOWm",
+	"WPPG67BRpvuHsO0ENvgkLPMCUiP92fmTEe4fhQ7/IeLiJltkqsOEpa9BKFhAVM0G7aG1vEZ+hwhSh1Ee",
+	"meb3EhU+Hd0Tiuqfl/4fBI3fKGhgAc/qaJ7uEVnTZxdgVcHwmcqcDokMmIlB+VkIBD/jaGvCvzO2EnaH",
+	"EIP2162WAvSg3L+ZIPm1k7vjBLa8TtBqarWBqsO6YSlv/pqqvtziywDqux+DgFWiosLQ5h2Wh2mcmNPp",
+	"4sHtl1hyV4VXmoZk1eEDuk/bEGzJf49h6E/NPtvNSd6D1GpLIha3xvIeU4UdiO1UTSVaX0DotpN4MB0m",
+	"lKKCCDUs+sM4VAmA2PGobacQ+g76qazhGagJQ6aUsIq1EXYamKsVRn6kHV4UaWfIqLZdblLp5Z2EGYUe",
+	"iFAwCCKoQ9kgdPogQEAduCDg9UK7iOE737sc0RD+TGWEOww+dKeyYBUuNG/XbxGqthQukvsQD9dKkX1i",
+	"8bBeT6qB3ewoHfX7Zi0PolyNF50L8ipVPMFEYWmALgMF6fCUdH1GyfEA8KUXQsMp6u3BpLxlqU3lhyPV",
+	"ue87tE3pgUE+aPqfU9OXfhMaSOlWSv4m/T3GQAW4KG9lNGi8XS+o0ri4WeR65SNiMKKbYmJ8LDO94i5H",
+	"qZYJWxSlSeUIh/XVahRirIZRjv4jQwESFnMb4VI9fjYP0UfcO51PQ8rXydNZr+n+egE9VWft7m8v7OEz",
+	"XV5BdRFtB91tFK4m7sXtz/yD2eGTMAkKB+sMf/ypJkWXZoZZvCBCx+cDk0+qpG9kK+xsIwypFn605xVW",
+	"E7bvlocEkXxBmeJ46YI4TXBCxjKO2ChD/w/jvhgAS/HYRWc2qaZ/ZkkWp+To7E2J1bbGheBQHMXphbDg",
+	"FRIL4m95SSCDAslOREicljDLjVV6lSCABeNwpmg0UNoE0iLa5ebPe8kn9eV9sG7+oWRVHmuvQSilg6AF",
+	"5KmQ2UeqZa8PziqCrcSMLPf9/mcdGMQdn/UQrmGHxIIwfsKnj2M4XihU5HEcWFdpDGJf5kak0p/2XkhS",
+	"OhkMaE3ciZ+C9uyx9ZBVLvOxOIUeUknZy6bqGa1mxEs3uKoW44I7BlIhl4XM7RXrhmGiKh2zmx5kyVCw",
+	"nM9+h0g9DIekji4VhGZCQOfTwVP4iAbmBR2SiFI5U0UGIXrwaQJhe7mtIkqNzYuC8bHrshDZVFB8nWOc",
+	"+WRt7BTWiEAjlK/X9RaNDCIflzzO5TNOMQJc7FR6xtf1IBu9xFHapRiruTDV7hFIHMZu+qsJWVAqL8Jq",
+	"w91Focb+7npkqtQGTLaBmHwhx4JKRgFoSCpLmUHuOqYahpGNMILY8ilGEPfxb2ig9gt9QXHGWOPMcqDN",
+	"b16fPWdqAqGdc4YdxaG8Roy1sL0h1koJT1LpRhcIB4iTRumuDaFpGl0uQ0Yly/KQMOmWTOlULt12XgqY",
+	"JzbTAzE4t7FwDKGt5JuGY+SXYMlNKpEmaCV9yBKtH2EAsO5yhjgLSsNWoZhg9YrNXBOXQkgcw0rYXkKG",
+	"K8ANGavFKgppDomDAwQQmGhBWILuOJ4yozCWl8BAqkyCSFugJnGFIAWT5tNnb6QgQASIFOfwLo5McF2s",
+	"WJes3W6BKNeOg9kNabgHtrRozWEmsPDrRwsCu2hJhT+9uaEjFo4J4kNVa56s7TouaILzcEtbbSWt4/oK",
+	"xoc3t0Ngb/44JWEpKfLZ8bek5XQ1SCPQyn2qQWtFyn9XetC7cKNItYQyB0ArvT+VLvSH1Gr+AblqEVul",
+	"m5GPr3YqMKfuzPqsiS0CDmSs7DTHvcRarPdGodB+i5wO2WYgRriTTDIAQpw9mOg+azBOtTPuXmnYnYrs",
+	"gMx+o+muItXHCFj2myXxtbhraPT3QepuQX3ozQPF/x7CXIA4QvrrI7NR1oEMCZX3E0rRkhYQQPorFA3U",
+	"2JoOCdF7DDDZGsTytoJ4vDeSReS/toCDC2+ahgzINW/1Q87JXRCfW/p6cIBf8Jh8Ar3sSi0hJMfPmljC",
+	"M77wdaCqiX4l7NIpVc8IZg00OKpYkrC5ut6EBX3ki2WZOLskbn6ey87w2TqY5LNBFREluB7PjqDcGOXx",
+	"j5VEvQsRL6sRngWfZ9AdhYmHGY+i1uFx1eFlXhS5nB7xRd6pI1V2hp1ncxjBQujnpbFqjqDemyM4QYcr",
+	"vZO41col40URjyCaBxQ57Tz2H0DwWG2AJ7W/L5TlRW2ZFkIf+a8xhZugJKqxnQwYd8q/gqRpxq+FBtTA",
+	"y1IbBCt4OkjY8WDQtmK8tOqdt7M5vSjpwLed4dNBsr6e0dC4tlJoWlA3rrdCn8M4OsOTwQGJO3g2Pk/a",
+	"jkcGfkja+S9P2onQBWJk9k0+vyYp7JmwE/j/Q7rOnzddh+hmj2Sd0lQ1IJpEiTajQBsZDT4BQ7yIahY8",
+	"aESf0QZApYDqVgC0U21aAeoS6p0n6kQEefcmXGz88yTpbD8H3k7wJz0PD0LFHSXohKiw3ek5+0sbj70e",
+	"dnQlVjuQOejNb8XqXs0VZ29ffSu2misAc+nh3vjMxowQz+hJCPYlAQ8q1K/UBhzp1+pKAAaXqTDW7/hW",
+	"aYzMOKsNDJyciKUFqPu5QeQjmMSQ5YidCmUajSCMXAiqqs91pghKCqqbkj/WlqbPXsUFV1n36eBJj+Dj",
+	"lzOhBROFEXWwL4DfanBoEoBIddzuxtRzT1ovHlfScP/Iyu/96yB/6nvqlTGlQJys6tBNVHx+EGsOTxUd",
+	"SYgzyL0NEI/EbW+vx79eidWr7Rr0O2BH9bO1W43Gr7KHO+cz0Rau/xpxndYgvQfHIQ1ZMiWd4nytrnI5",
+	"xTg5R2szrueFMHep0vgc3QW3syrhFMiws65hxCbMGAJ5J1pw8KDWad9dRdtI/bk7Z6h6fONevXcFJ2QZ",
+	"b1H3H/kLsxYj5abycLg+0+F6QVljdRlHqmWffUMnJmyWkuJTiG4XdQfRpeZXIqFyW7X7hTJyyIqB5bio",
+	"TvWVoPsGphPg5iHXkesiFwi1CYinMoN02dwaUUwYt6kcQTj8qM+o0JiP33WLYCyHf5xW8aAg3WK1a4Tl",
+	"FFkqlSRjHeSxAqw10DtV60dRsijU0jRJgefeQhcO7219dcaqRd3Pc24VKIwsl5NCLWFlnwx8xYpWF9gg",
+	"VJ5EzLbB8dHg6cXxYPhkMBwM/q9zgJ/GTeozhdPdlllFmwYFov58HOvB8lJjjI5G65yRjovPy4N8mnA+",
+	"KIOGOAfrDpg7eFBM7RCRlvA9KktMnTpfHsAEffBgi+n/3COJfNajRvrzw+3/eYj8YiMz1SCkdL3WZRKV",
+	"ykL4Y4wkXyUByxiQWaximYZMrLuTEuiY1Mrrtlopz6PquJ8JGAgitfe9CP14fXx3S6OhLvgtEIPcf7AG",
+	"yq6v14pjXonV30ESGCGONdSBB5Yz4wb1diy0xuDVESQfAew4/NwDPHP3iL4PLkv8nBpMPIy7/8zpbgvB",
+	"LaYoVODpTkox4lpoXpzGDlAsXSSEddIUccM5FWK8WRQqC7EoTasDY6gtTKjnsK1qyxcN9Z/tCrCzJ0rP",
+	"7xdd2hPNA7r0HwYOKKo90YoIVHG4XSGAngA+fRDgYQT6eQKxwupssUaz0XiWF5kWcgQ3GByUl7kWF/lc",
+	"mBHDry4F4QhdiywqFvAQyPW7l/yfDf66+5tX0pSTiRNOpD23SvPpHQaBQYGJcEl14U+lsXQIVuDgoTJN",
+	"Jgq+Ehn7RV2yri7lWV1niBnDujT0mEM5PLMPYJjIqgFBRToup5gCi9YPqHkKwFrdt2/OL1JZ7wn0kwUv",
+	"jUioLmQoFZmwr1989+LiBdv8opf4Ipu+AzVfcC2OuMyOjLDD+C6PRoX1/yh1k9tU8qJIfD0fTDIEfAL3",
+	"TZEbi1mLI0zlHSWsEBPrpoZJoQnaYrCaCSReGzZVYCl+49HECqWuAPGwXDhB9hhgkQLSWpgVlJXNM+Tj",
+	"p4yQy6C4p1XYUoRDNhrT7WuEhZLS8ZXcZ2dMg7CDGK1efEHkMnczx4ZrJwE5gSjaAFgPtADXZSw0R3mz",
+	"lU/nBNl06AukZJhjSQsO9WbDYHwJUCqJ1JZ86VntGRHh/V4n2MtnshutD6INUg0qwYBwDPvnD57bKFrp",
+	"B1y1P5hQV+N4dNqUDmdk7dwxIwoxtkr7cqAJsRKPsLY3a7/04XLNjP19xKZAaSEWIPQ12s0B9g3U9V6f",
+	"vUAeLOYM9bYcws5SWeRXKOVAZSI1oaq5oexPF3iRxrlJqn5kelQM1iyhcqBU0vP3YW09HPuluuoJ4cpj",
+	"OS8CqPClu1JJVVSFr9dl2Agm9eOr779+8b8/9V++evHd16M++/+gfBPO1/E4rHScSqummO2P1VmhILPw",
+	"1oncczIPQezfPsXEeViPVMLywIcV2AZwWF+py3jLOV4hWPlN4rKGamR5TcgGvYuWABImhsBnrV6xLqB7",
+	"rFKJ+GKwXxUCCGKHhJYpd814pydyFGi3wiJAmIdIyj/61qnrgmeIX7a2twuA/hBz8JSkEnba6fdUyjfL",
+	"JxMB6AUwjM2BPT056bNvIZhlgsPHNURKaR4G7ZpwWokViIGx4GNBi4lkCAOYI+aBay54Tbzxidy+x098",
+	"uTckllGSSgJL4HIVyN3d7I4H2/Z4m2A4+goO3f1eZNDHIcrR4H6G0H6LOaFIw9NAJAmKEQIFHy+pwLI/",
+	"3Gh/xEQVAH6tLi4sPgj6yC/q0ng+Sudg70trocV1Lpbt1xZix/N1XuTOfRIuJpDbuVl/yTHiVHafDgb+",
+	"3Icbo5fgVRA4dxJdUabCp4d7IJXcMBpprfGkYraVvu+WYql0ZtCj/Aug2qdSTSZGWMMysRCYMQcHIqtf",
+	"gIB2MxUWwJHxEhpzrVdMKsf4SzmendkhlqvEPwU6HJ02g12N3GEDdJx8LppY2Nv6TM4XYrxpGmpB/oWs",
+	"dSyhG4oCHw8SVsHDDga9Nmx1SBLorIW27F1w+XdkfbpDpxfRfytmJdEgrvkD5/zDucvWdhBRvsJxz8Qk",
+	"l1DMuqoobfi1Y1X5/kx0v0zAyAz835sL+IdL7atsgsrpgwBMweOrt3cKzH4NoQJgPuHtQmxxG7Sl+7XT",
+	"yuCTGN4vojvxgQY/a9JftQ2tvqfflNy3ufFzoadrxudggWBggEDgWSVFn70sbamFtzyiBTOVXnH3IeWq",
+	"yCJeWz8dGNVHHxDwLn6WytDNubBwvEZjreQIalugbX7EbKmlic5kLq0ii34q/SROmfEtgMV+hFYCLPG9",
+	"UCa3jaIapiDWTuP9SUCfJ99xFxvwGY9/Wnbw4H/7jP43ny9ZndPDMiZ3ymWPL/n4apIXxR1DCb8DOE/M",
+	"S3PML2GZGOegf458lyMMg0Z/Gpa9qmmbqVyqssjYjF9jI+AU+3Gi1TxhVvVY10kW4IvMZVAp2X+UFAn7",
+	"+vwiIAlniddBA+gogY8LmZ3ZHhoBsbAbCsMrYfvsTLoW/Li4DR6oGeLsuhe9iyuIQcSpEyizkKSS7OpQ",
+	"T+gqXyxEBpZjGQK3/WokIHvLFaNq9D2w9YmJTSUA1MgMs9jJNShucuMY9mgYPF01f5tvdsOq2mcv3cDz",
+	"DKUwC5brtWk8QucmWRcC4nDix5b4/eqBIYBXvcGiIIJywB5LpV8qRw1+RSGGnKgDrKUX9QGEQnoQorwa",
+	"hvrBGawANpJX4MepHNEC/+w/HbEuGECUfOE/dPrOz54sAoQawDkZ8GgG00p4ifoCpys4n1esyAVhTY+s",
+	"GvX67J9kRcFoasO4wQivgEELS4kWFxKBCQwcEn2kWrIultyIUN3QXpIws4AETXW95p55ZHx9QgCORiBg",
+	"JQW6M6aqFrwTfYTxd1TfSqyYhhMIAkWIxeVrebELPhY4fDeMgi98iK7ryq27N62ZVGYK3dxu25hVdeIw",
+	"p9DwPDew8NRK8EmI3M6gwFUq3dJiPJx7cOlXXKrlKRvN+Y0jYzOK7DzJYFCZelKJpYB67NJdZYZSBGAr",
+	"jad3qN/uDlCh5FRo/DtKfU1l9+nJSbDKWzWKTGqynF+i6Tg06zZBFZnpgSPeiVuViGUSBt5u8p6q+QJU",
+	"2DUnd5VzG/pNJclkCXs6+LKHuxBiseb8Bmt+vRX6pT984cdz8id9KJXlJoS3Zrm5YtOS64z9UmbTCNk1",
+	"LI0TLVFqRRdEKrmkYme5AbeSFfK01v1rSLlwgqzQJtRsUlhwJpWUkeHPhjfX9ZlHEYuqbILDb3w11W7v",
+	"3KHQwkC6QmzVg91Vk1inpHGxrNRkT8WCbsLYUwKmNZZ1R4LGDDCJo17tW3IMVP03Sb5fEU3fs+zruzko",
+	"TODkHrrfESAQ3TcVUD0fj8XCqzkeJ773ICA/CMh3JiADx1u/3rixEUuuSYxw0QZJNO14qk07vcPEZsRH",
+	"3Sd4H66p+w/g/+mecYL/a8Kz/7T2slo8N49PDBBzAmUvPNhJ0gpzfrdA2k0BmfdQwUrBH7zAgAysJsWd",
+	"XOmVFYpABAWSKLZSQ7sjlNy+V1aMEjbCl0Eiw7BIfHxmKfwa//xqhYVKUrmAhBUvWRESPqqUJBJCUNOZ",
+	"jZpeGwL+HmX2ngbpDGFqoy+9lDdXc6xn49XYsaB5QnWRiSoKpztYsyaN99lbXmLpHxpfJcX6aBpYx5CI",
+	"7NoIixktZaN717V4z2IT9BHJTJ/TQEg7/GAffMBEa4/IPF13kKkJm9RcBzWHWTigW/FAdksxUXhLoxyz",
+	"ForxRwjD2Mj8OyuMgpj6ytqDI7Nt9iayMjk1kcxGo16k9/sXkYHTKwbMmG1TEjeLgueyKWXxUqlCcHnP",
+	"ZfoPi+NIIkATKLy2c6V4ZUaDXLBWi1uV30B6Y7Dk2WCE+/OpiP+VcSQx1UC45fuL51jZrDLW/2cNhOU3",
+	"e26b+RyKJHdco+UdNPp7CEXgmMv+IGL8YdDpPpvB5B1lWm2IpQyeUL1PIihw19xWtjBX+eKONbkXN3xs",
+	"ixWMS03YCCQF0rkCxpHjOuRoq0QnqWwoqykyClCNnEcJW85E5EOEEpkJq/x87kJ0LXgfpnc1zbkseTGi",
+	"wukkvfXZGarLUHK91BKvOyXHwqligNnpdc1JlAuBzjPwcthoGkq6sZiZWkrGyUUUXccwlvcw/VPGqbw7",
+	"uWQCUFSME9VP5Q+b0mYcoVLFm8zA8zTBwXItUhlJoWcMpx+Sh3LDACbUD70xy+4qX9x3xMhVvvjMiXW7",
+	"osaSCqY82r8Hzv2gHNZLS7tjHFzSnuGRvU5pBpi8yDcoU8gzwoN4NZ3fO2bXZ5StEArvwjgjrus4iA8N",
+	"wDTluuNti+OPOFcPYzGKAk6Sh/khR97lCnilRK6opwElD4dFHJlMeMDxcjkdMsciRr5WMZWVNds9hKxr",
+	"BE7xJbruR8RAR70Q2lA3QWL2LAHP4BrIYjVk6Jl8Hi62VI4WfFUono1Ytwoz5KYhXoNyRKbc6VRoeWx1",
+	"E/f85bDWTkIAEsqKEctNKq/EItjwyV0b2D0F1YSYE6q2xOMLByISmBYYhoiZ7m66pfQJxOzCh8jQJQTx",
+	"PlJR/EPTHUJf3PM1Qr1stSOefLpijLB2tXLfDx7WBw/r5/CwSs9p192pIdhtD3+q76G90u85vXKf4hp1",
+	"0Sat4eMHRKm7MxSFGyn2KkJaLoInJqGepLtmCaxg7F51io0UBqOYgj9q0y25XlYae9zurL+gd/7Qbnqc",
+	"xAOO2h8DR20dPI11eTbPJaKgymJVY6DwaCeSGhLA7xVHDUf3eVDUaGUeylk+lLNENOF9Dlv9/ghprG3i",
+	"Sjh998zg24QVHOdDeNVnTUc8gLzuNjPxXxTh7YPufTg+m/MsNiqj1j2Mw84l1fU3qfT2X8QhAqPHlVhY",
+	"p/RDCDlTmi0FIIQDgpAIYgNN3PIrQSbqsZKTfFq6dmhhMQSbEH/MTC3RilGhMUP+kmnPNIyO2H3dT58n",
+	"y3D7yfY5hn/SE/5wt91RlmDQrSSfi4QOasIo+UNprNDhCMmtjDUbbOrQ9MItN+XjnTUYsdja76D8Yr3M",
+	"38MF+rmLMQYyhsqC3Rk3M7qmQrk18uqir3GmlvJOb9gtKhZS1EMRw4cwkT+MyiNDxLmHmyA54uAKhrvY",
+	"/f5FC8MxeqhX+IepV3hXZQp/C3f+VDUK3QqIcalzu4KhXQquhT4r3Qc//uTYNwLT4sBLXXSGnZm1i+Hj",
+	"x8cnf+0P+oP+8fBvg78NgNXTzDcTU7SytnAL5m3etVoggCaKAOGKsEIjL3cu2QRqNfXXKqvkwnQ2w6Ah",
+	"HhfcNFX4bnemijzjTgJaCnElZGYSNuc5uo3Hgs1UqQ3BI1QKI4Db5iEb/7lvLxpI6KNhJM9jLHnjQdDX",
+	"oePj1ir30WZrbxBCwC1iDbssxj6kBbM+rClqGnOYNpt1rJEcqrmHRUMcC59dQ/XyUH2+sUIi6LkhWdln",
+	"0jsF/EpEPZJ7oqFLZKcRyi/xbUcVNTk9ag0PkyOypbicKXUFjBT6+Jr8we3gledo9h8jdi63VswX1hHb",
+	"CBWEfqmLUZ+d/+s8aAxTYSt//z/P33wP4JOQbeTuyKmHvgyLfw6HKjzl1ur8EvLAMdThVebjHPzOuV+6",
+	"L1+9fMM+lKIUZshe48f/0KpcvMrY31n1apJKevq1yMogMsFb1H4PYsx9HNtMGOHBeyE24wfHvdxIl0pf",
+	"OZ6VAX7I2zfnF2z0a9qBOlJpZ+g3vA8/fBylsjt6hz8Rfx71YO38e27xEMTa/wQRGCMWLsTeaSqhHy7Z",
+	"6AXQkG/KB8PAHB4ZT2Hv330HaQnuD2ytB6gVXknDqlcEZ9BkRyGahm93pXMEsArwTogPEOmnqn2rMjhw",
+	"PSuq/N8jH5qhj6Crox38eWf9ptpYIMQlqehQSQqE8iRMUZXwwZDxCNcCWBnm/1lS/wg6A/YdAhdNVDsg",
+	"RI1SdfPG6a5hQ/+2mb6X+Q1F0hiMSkVuA3QB8R8mn0pkYjsXHwrAWD5f/LYxja6P/z5if2EzccO+eX32",
+	"/Oj8m7OTZ190jRhrYROM+XfdsL+wtNNPO+wvTPMl8ILeKVUOhe3KpxLqT8CHEAumLOGpSwi7nfMjD6ed",
+	"MezXfcQhFwrcxL5PAqkgDBkE9d25IOe+rYMW5J48Yp5DEwc7wOi4Hmi3Yic3N2wuuDQshDmfejn+Q5mP",
+	"rwrEagEuB+bgJdcZQbaiLLpxOXi8ObQevxNWr47O4N9dT6CIZfTNxcVblnErMPaIZNQ7ay+SXzcnDuD1",
+	"IXiAAy1CeV+qLSkF1LhggM0P7m6GZVVSSexiCAj2ucjw1rrk4ysnjFQRiVHoy5zfnOFXJsHoQpYJnjnZ",
+	"N8u1GNuqdC7m12IQ9JpA+VMsYJ9ROE2yHtWn4RIC/mSVWxYnYdJN/Mi4u6A57OHjx/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -44,7 +44,9 @@ type metrics struct {
 	tokensWaiting *prometheus.GaugeVec
 	// effectiveLimit is the adaptive limit of the policies this instance owns.
 	effectiveLimit *prometheus.GaugeVec
-	oldestWaiting  *prometheus.GaugeVec
+	// limitSource is 1 for the source of that limit.
+	limitSource   *prometheus.GaugeVec
+	oldestWaiting *prometheus.GaugeVec
 
 	// api
 	apiRequests *prometheus.CounterVec
@@ -165,9 +167,13 @@ func newMetrics() *metrics {
 	}, []string{"policy"})
 	m.effectiveLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "schedulerd_policy_effective_limit",
-		Help: "The effective limit of an adaptive policy (owned buckets), set when it changes.",
+		Help: "The effective limit of a policy (owned buckets): its maxInFlight or adaptive limit, lowered by its limit schedule and hold.",
 	}, []string{"policy"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit)
+	m.limitSource = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schedulerd_policy_limit_source",
+		Help: "1 for where a policy's effective limit comes from (owned buckets): policy, adaptive, hold or limits[i].",
+	}, []string{"policy", "source"})
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit, m.limitSource)
 	m.reg.MustRegister(m.firesDeferred, m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld, m.connsShed)
 	return m
@@ -246,12 +252,20 @@ func (m *metrics) PolicyGone(policyID string) {
 	m.tokensInUse.DeleteLabelValues(policyID)
 	m.tokensWaiting.DeleteLabelValues(policyID)
 	m.effectiveLimit.DeleteLabelValues(policyID)
+	m.limitSource.DeletePartialMatch(prometheus.Labels{"policy": policyID})
 }
 
-// EffectiveLimit exports an adaptive policy's limit
+// EffectiveLimit exports a policy's effective limit
 // (schedulerd_policy_effective_limit{policy}).
 func (m *metrics) EffectiveLimit(policyID string, limit int) {
 	m.effectiveLimit.WithLabelValues(policyID).Set(float64(limit))
+}
+
+// LimitSource exports where a policy's effective limit comes from
+// (schedulerd_policy_limit_source{policy,source} 1, one series a policy).
+func (m *metrics) LimitSource(policyID, source string) {
+	m.limitSource.DeletePartialMatch(prometheus.Labels{"policy": policyID})
+	m.limitSource.WithLabelValues(policyID, source).Set(1)
 }
 
 var _ throttle.Metrics = (*metrics)(nil)

@@ -107,6 +107,39 @@ func (e FireTimeDst) Valid() bool {
 	}
 }
 
+// Defines values for LimitWhenDays.
+const (
+	LimitWhenDaysFri LimitWhenDays = "fri"
+	LimitWhenDaysMon LimitWhenDays = "mon"
+	LimitWhenDaysSat LimitWhenDays = "sat"
+	LimitWhenDaysSun LimitWhenDays = "sun"
+	LimitWhenDaysThu LimitWhenDays = "thu"
+	LimitWhenDaysTue LimitWhenDays = "tue"
+	LimitWhenDaysWed LimitWhenDays = "wed"
+)
+
+// Valid indicates whether the value is a known member of the LimitWhenDays enum.
+func (e LimitWhenDays) Valid() bool {
+	switch e {
+	case LimitWhenDaysFri:
+		return true
+	case LimitWhenDaysMon:
+		return true
+	case LimitWhenDaysSat:
+		return true
+	case LimitWhenDaysSun:
+		return true
+	case LimitWhenDaysThu:
+		return true
+	case LimitWhenDaysTue:
+		return true
+	case LimitWhenDaysWed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Misfire.
 const (
 	MisfireFireAll  Misfire = "fire_all"
@@ -304,6 +337,9 @@ type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Id        string    `json:"id"`
 
+	// PolicyId Set on a consumer key, the one policy it may hold and read the status of.
+	PolicyId *string `json:"policyId,omitempty"`
+
 	// Prefix The first characters of the key, to recognise it.
 	Prefix    string     `json:"prefix"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
@@ -317,6 +353,9 @@ type APIKeyCreated struct {
 
 	// Key The clear key. Shown in this answer only.
 	Key string `json:"key"`
+
+	// PolicyId Set on a consumer key, the one policy it may hold and read the status of.
+	PolicyId *string `json:"policyId,omitempty"`
 
 	// Prefix The first characters of the key, to recognise it.
 	Prefix    string     `json:"prefix"`
@@ -694,6 +733,15 @@ type FireTime struct {
 // or both for a schedule whose hour is *).
 type FireTimeDst string
 
+// HoldRequest defines model for HoldRequest.
+type HoldRequest struct {
+	// MaxInFlight At most the policy's own limit (maxInFlight, or adaptive.max); 0 stops the inflow.
+	MaxInFlight int `json:"maxInFlight"`
+
+	// Until In the future, at most 7 days ahead.
+	Until time.Time `json:"until"`
+}
+
 // Interval Go duration such as "90m": the schedule fires every interval of
 // elapsed time (DST never moves it), from startAt (its first fire),
 // or one interval after its creation without startAt. At least "1m",
@@ -731,6 +779,53 @@ type Lateness struct {
 	// Sampled How many events the percentiles are computed from (0 means none).
 	Sampled int `json:"sampled"`
 }
+
+// LimitRule While `when` applies, at most maxInFlight tokens are out (0: events
+// wait, no token is granted) and, with ratePerSecond, at most that
+// many events a second go. Where several rules apply, the lowest
+// limit and the lowest rate do; the policy's own maxInFlight (or
+// adaptive limit) and rate stay the ceiling.
+type LimitRule struct {
+	MaxInFlight int `json:"maxInFlight"`
+
+	// RatePerSecond Most events per second while the rule applies; absent or 0 keeps the policy's rate.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+
+	// When Either a time of day on days of the week in a zone (`days`,
+	// `from`, `to`, `timezone`; [from, to) of the local wall clock, from
+	// absent is 00:00, to absent or "24:00" the end of the day; from
+	// must be before to, so a night is two rules), or the periods of one
+	// of the tenant's calendars (`calendarId`: the rule applies while the
+	// calendar's dates, ranges and weekly rules cover the instant).
+	// Time-of-day rules of one policy share one zone and must not
+	// overlap.
+	When LimitWhen `json:"when"`
+}
+
+// LimitWhen Either a time of day on days of the week in a zone (`days`,
+// `from`, `to`, `timezone`; [from, to) of the local wall clock, from
+// absent is 00:00, to absent or "24:00" the end of the day; from
+// must be before to, so a night is two rules), or the periods of one
+// of the tenant's calendars (`calendarId`: the rule applies while the
+// calendar's dates, ranges and weekly rules cover the instant).
+// Time-of-day rules of one policy share one zone and must not
+// overlap.
+type LimitWhen struct {
+	CalendarId *string          `json:"calendarId,omitempty"`
+	Days       *[]LimitWhenDays `json:"days,omitempty"`
+
+	// From HH:MM
+	From *string `json:"from,omitempty"`
+
+	// Timezone IANA zone, such as Europe/Paris.
+	Timezone *string `json:"timezone,omitempty"`
+
+	// To HH:MM, or 24:00
+	To *string `json:"to,omitempty"`
+}
+
+// LimitWhenDays defines model for LimitWhen.Days.
+type LimitWhenDays string
 
 // Misfire defines model for Misfire.
 type Misfire string
@@ -780,10 +875,13 @@ type Policy struct {
 	ConcurrencyKey *string   `json:"concurrencyKey,omitempty"`
 	CreatedAt      time.Time `json:"createdAt"`
 
-	// EffectiveLimit The limit the policy enforces now, between adaptive.min and
-	// adaptive.max; absent without adaptive.
-	EffectiveLimit *int   `json:"effectiveLimit,omitempty"`
-	Id             string `json:"id"`
+	// EffectiveLimit The limit the policy enforces now: its adaptive limit (between
+	// adaptive.min and adaptive.max) or maxInFlight, lowered by the
+	// applying rule of its limit schedule and by its hold; absent
+	// without adaptive, limits or a hold.
+	EffectiveLimit *int        `json:"effectiveLimit,omitempty"`
+	Hold           *PolicyHold `json:"hold,omitempty"`
+	Id             string      `json:"id"`
 
 	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
 	// is a name of at most 63 characters (letters, digits, '-', '_' and
@@ -799,7 +897,14 @@ type Policy struct {
 
 	// LimitReason Why effectiveLimit last changed; absent without adaptive.
 	LimitReason *PolicyLimitReason `json:"limitReason,omitempty"`
-	MaxInFlight int                `json:"maxInFlight"`
+
+	// LimitSource What sets effectiveLimit: "policy", "adaptive", "limits[i]" or
+	// "hold"; absent with effectiveLimit.
+	LimitSource *string `json:"limitSource,omitempty"`
+
+	// Limits The limit schedule; absent without one.
+	Limits      *[]LimitRule `json:"limits,omitempty"`
+	MaxInFlight int          `json:"maxInFlight"`
 
 	// MaxInFlightTotal Most tokens out across key values; absent without one.
 	MaxInFlightTotal *int   `json:"maxInFlightTotal,omitempty"`
@@ -846,6 +951,11 @@ type PolicyCreate struct {
 	// Labels Up to 16 key/value pairs, with the rules of the schedules' labels (see Labels).
 	Labels *map[string]string `json:"labels,omitempty"`
 
+	// Limits The limit schedule: lower limits (and rates) at times of day or
+	// in calendar periods, such as 5 in the consumer's business hours
+	// and 0 in its maintenance window. Not with concurrencyKey.
+	Limits *[]LimitRule `json:"limits,omitempty"`
+
 	// MaxInFlight Most tokens out at once; with adaptive, the ceiling of the
 	// adaptive limit (adaptive.max, which must equal it if given).
 	MaxInFlight int `json:"maxInFlight"`
@@ -865,9 +975,56 @@ type PolicyCreate struct {
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
 }
 
+// PolicyHold defines model for PolicyHold.
+type PolicyHold struct {
+	// By The prefix of the key that set it.
+	By *string `json:"by,omitempty"`
+
+	// MaxInFlight Most tokens out while it lasts; 0 stops the inflow.
+	MaxInFlight int       `json:"maxInFlight"`
+	SetAt       time.Time `json:"setAt"`
+
+	// Until When the hold ends by itself.
+	Until time.Time `json:"until"`
+}
+
 // PolicyList defines model for PolicyList.
 type PolicyList struct {
 	Items []Policy `json:"items"`
+}
+
+// PolicyStatus defines model for PolicyStatus.
+type PolicyStatus struct {
+	// DrainEta When the waiting events would all be out at the policy's
+	// measured throughput (effective limit over the measured hold
+	// time, bounded by the rate); absent while unknown or while
+	// nothing is let out.
+	DrainEta *time.Time `json:"drainEta,omitempty"`
+
+	// EffectiveLimit The limit applied now (see limitSource).
+	EffectiveLimit int         `json:"effectiveLimit"`
+	Hold           *PolicyHold `json:"hold,omitempty"`
+
+	// LimitSource What sets effectiveLimit: "policy" (maxInFlight), "adaptive"
+	// (the adaptive limit), "limits[i]" (rule i of the limit
+	// schedule) or "hold".
+	LimitSource string `json:"limitSource"`
+
+	// LimitUntil When effectiveLimit next may change by time alone (a rule's boundary, the hold's end); absent if never.
+	LimitUntil *time.Time `json:"limitUntil,omitempty"`
+
+	// MaxInFlight The policy's own limit.
+	MaxInFlight int    `json:"maxInFlight"`
+	PolicyId    string `json:"policyId"`
+
+	// RatePerSecond The rate applied now; absent without one.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+
+	// TokensInUse Events holding a token now.
+	TokensInUse int `json:"tokensInUse"`
+
+	// Waiting Events due and waiting for a token.
+	Waiting int `json:"waiting"`
 }
 
 // PolicyUpdate defines model for PolicyUpdate.
@@ -886,6 +1043,9 @@ type PolicyUpdate struct {
 
 	// Labels As in PolicyCreate; replaces the labels whole, `{}` removes them all.
 	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Limits As in PolicyCreate; replaces the schedule whole, `[]` removes it.
+	Limits *[]LimitRule `json:"limits,omitempty"`
 
 	// MaxInFlight With adaptive (given or kept), the ceiling of the adaptive
 	// limit; adaptive.max, if given, must equal it.
@@ -1694,6 +1854,14 @@ type CreatePolicyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateConsumerKeyParams defines parameters for CreateConsumerKey.
+type CreateConsumerKeyParams struct {
+	// IdempotencyKey A retried create with the same key and the same body returns the first
+	// answer and creates nothing; the same key with another body is refused
+	// with 422. Keys are scoped to the caller's tenant.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1805,6 +1973,9 @@ type CreatePolicyJSONRequestBody = PolicyCreate
 
 // UpdatePolicyJSONRequestBody defines body for UpdatePolicy for application/json ContentType.
 type UpdatePolicyJSONRequestBody = PolicyUpdate
+
+// SetPolicyHoldJSONRequestBody defines body for SetPolicyHold for application/json ContentType.
+type SetPolicyHoldJSONRequestBody = HoldRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleCreate
@@ -1935,7 +2106,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
 	CreateCalendar(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+	// DeleteCalendar Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 	//
 	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2134,6 +2305,61 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /v1/policies/{id} (the `UpdatePolicy` operationId).
 	UpdatePolicy(ctx context.Context, id ID, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListConsumerKeys List the policy's consumer keys, oldest first (revoked ones included).
+	//
+	// Corresponds with GET /v1/policies/{id}/consumer-keys (the `ListConsumerKeys` operationId).
+	ListConsumerKeys(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConsumerKey Issue a consumer key for the policy. The clear key is in this answer only.
+	//
+	// A consumer key is scoped to this one policy: it may only set and
+	// clear the policy's hold and read its status. It is refused (403)
+	// everywhere else. Tenant keys only.
+	//
+	// Corresponds with POST /v1/policies/{id}/consumer-keys (the `CreateConsumerKey` operationId).
+	CreateConsumerKey(ctx context.Context, id ID, params *CreateConsumerKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeConsumerKey Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
+	//
+	// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
+	RevokeConsumerKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClearPolicyHold End the policy's hold now. Harmless without one.
+	//
+	// Corresponds with DELETE /v1/policies/{id}/hold (the `ClearPolicyHold` operationId).
+	ClearPolicyHold(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetPolicyHoldWithBody Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+	//
+	// The consumer's brake, for a consumer key of the policy or a tenant
+	// key. The hold replaces any earlier one and ends by itself at
+	// `until`. Tokens already out stay out; released ones are not handed
+	// on while more are out than the hold allows.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+	SetPolicyHoldWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetPolicyHold Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+	//
+	// The consumer's brake, for a consumer key of the policy or a tenant
+	// key. The hold replaces any earlier one and ends by itself at
+	// `until`. Tokens already out stay out; released ones are not handed
+	// on while more are out than the hold allows.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+	SetPolicyHold(ctx context.Context, id ID, body SetPolicyHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPolicyStatus The policy's tokens out, events waiting, effective limit and why, and the time to drain.
+	//
+	// For a consumer key of the policy or a tenant key.
+	//
+	// Corresponds with GET /v1/policies/{id}/status (the `GetPolicyStatus` operationId).
+	GetPolicyStatus(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSchedules Page through the tenant's schedules, ordered by id.
 	//
@@ -2593,7 +2819,7 @@ func (c *Client) CreateCalendar(ctx context.Context, params *CreateCalendarParam
 	return c.Client.Do(req)
 }
 
-// DeleteCalendar Delete a calendar. Refused with 409 while a schedule names it.
+// DeleteCalendar Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 //
 // Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3003,6 +3229,131 @@ func (c *Client) UpdatePolicyWithBody(ctx context.Context, id ID, contentType st
 // Corresponds with PATCH /v1/policies/{id} (the `UpdatePolicy` operationId).
 func (c *Client) UpdatePolicy(ctx context.Context, id ID, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePolicyRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListConsumerKeys List the policy's consumer keys, oldest first (revoked ones included).
+//
+// Corresponds with GET /v1/policies/{id}/consumer-keys (the `ListConsumerKeys` operationId).
+func (c *Client) ListConsumerKeys(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConsumerKeysRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConsumerKey Issue a consumer key for the policy. The clear key is in this answer only.
+//
+// A consumer key is scoped to this one policy: it may only set and
+// clear the policy's hold and read its status. It is refused (403)
+// everywhere else. Tenant keys only.
+//
+// Corresponds with POST /v1/policies/{id}/consumer-keys (the `CreateConsumerKey` operationId).
+func (c *Client) CreateConsumerKey(ctx context.Context, id ID, params *CreateConsumerKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConsumerKeyRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeConsumerKey Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
+//
+// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
+func (c *Client) RevokeConsumerKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeConsumerKeyRequest(c.Server, id, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClearPolicyHold End the policy's hold now. Harmless without one.
+//
+// Corresponds with DELETE /v1/policies/{id}/hold (the `ClearPolicyHold` operationId).
+func (c *Client) ClearPolicyHold(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClearPolicyHoldRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetPolicyHoldWithBody Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+//
+// The consumer's brake, for a consumer key of the policy or a tenant
+// key. The hold replaces any earlier one and ends by itself at
+// `until`. Tokens already out stay out; released ones are not handed
+// on while more are out than the hold allows.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+func (c *Client) SetPolicyHoldWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetPolicyHoldRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetPolicyHold Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+//
+// The consumer's brake, for a consumer key of the policy or a tenant
+// key. The hold replaces any earlier one and ends by itself at
+// `until`. Tokens already out stay out; released ones are not handed
+// on while more are out than the hold allows.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+func (c *Client) SetPolicyHold(ctx context.Context, id ID, body SetPolicyHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetPolicyHoldRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPolicyStatus The policy's tokens out, events waiting, effective limit and why, and the time to drain.
+//
+// For a consumer key of the policy or a tenant key.
+//
+// Corresponds with GET /v1/policies/{id}/status (the `GetPolicyStatus` operationId).
+func (c *Client) GetPolicyStatus(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPolicyStatusRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4590,6 +4941,245 @@ func NewUpdatePolicyRequestWithBody(server string, id ID, contentType string, bo
 	return req, nil
 }
 
+// NewListConsumerKeysRequest constructs an http.Request for the ListConsumerKeys method
+func NewListConsumerKeysRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/consumer-keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateConsumerKeyRequest constructs an http.Request for the CreateConsumerKey method
+func NewCreateConsumerKeyRequest(server string, id ID, params *CreateConsumerKeyParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/consumer-keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRevokeConsumerKeyRequest constructs an http.Request for the RevokeConsumerKey method
+func NewRevokeConsumerKeyRequest(server string, id ID, keyId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "keyId", keyId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/consumer-keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewClearPolicyHoldRequest constructs an http.Request for the ClearPolicyHold method
+func NewClearPolicyHoldRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/hold", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetPolicyHoldRequest calls the generic SetPolicyHold builder with application/json body
+func NewSetPolicyHoldRequest(server string, id ID, body SetPolicyHoldJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetPolicyHoldRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetPolicyHoldRequestWithBody constructs an http.Request for the SetPolicyHold method, with any body, and a specified content type
+func NewSetPolicyHoldRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/hold", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetPolicyStatusRequest constructs an http.Request for the GetPolicyStatus method
+func NewGetPolicyStatusRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSchedulesRequest constructs an http.Request for the ListSchedules method
 func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.Request, error) {
 	var err error
@@ -5807,7 +6397,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
 	CreateCalendarWithResponse(ctx context.Context, params *CreateCalendarParams, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
 
-	// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+	// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6026,6 +6616,71 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /v1/policies/{id} (the `UpdatePolicy` operationId).
 	UpdatePolicyWithResponse(ctx context.Context, id ID, body UpdatePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePolicyResponse, error)
+
+	// ListConsumerKeysWithResponse List the policy's consumer keys, oldest first (revoked ones included).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/policies/{id}/consumer-keys (the `ListConsumerKeys` operationId).
+	ListConsumerKeysWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ListConsumerKeysResponse, error)
+
+	// CreateConsumerKeyWithResponse Issue a consumer key for the policy. The clear key is in this answer only.
+	//
+	// A consumer key is scoped to this one policy: it may only set and
+	// clear the policy's hold and read its status. It is refused (403)
+	// everywhere else. Tenant keys only.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/policies/{id}/consumer-keys (the `CreateConsumerKey` operationId).
+	CreateConsumerKeyWithResponse(ctx context.Context, id ID, params *CreateConsumerKeyParams, reqEditors ...RequestEditorFn) (*CreateConsumerKeyResponse, error)
+
+	// RevokeConsumerKeyWithResponse Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
+	RevokeConsumerKeyWithResponse(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*RevokeConsumerKeyResponse, error)
+
+	// ClearPolicyHoldWithResponse End the policy's hold now. Harmless without one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/policies/{id}/hold (the `ClearPolicyHold` operationId).
+	ClearPolicyHoldWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ClearPolicyHoldResponse, error)
+
+	// SetPolicyHoldWithBodyWithResponse Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+	//
+	// The consumer's brake, for a consumer key of the policy or a tenant
+	// key. The hold replaces any earlier one and ends by itself at
+	// `until`. Tokens already out stay out; released ones are not handed
+	// on while more are out than the hold allows.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+	SetPolicyHoldWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetPolicyHoldResponse, error)
+
+	// SetPolicyHoldWithResponse Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+	//
+	// The consumer's brake, for a consumer key of the policy or a tenant
+	// key. The hold replaces any earlier one and ends by itself at
+	// `until`. Tokens already out stay out; released ones are not handed
+	// on while more are out than the hold allows.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+	SetPolicyHoldWithResponse(ctx context.Context, id ID, body SetPolicyHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*SetPolicyHoldResponse, error)
+
+	// GetPolicyStatusWithResponse The policy's tokens out, events waiting, effective limit and why, and the time to drain.
+	//
+	// For a consumer key of the policy or a tenant key.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/policies/{id}/status (the `GetPolicyStatus` operationId).
+	GetPolicyStatusWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetPolicyStatusResponse, error)
 
 	// ListSchedulesWithResponse Page through the tenant's schedules, ordered by id.
 	//
@@ -8403,6 +9058,651 @@ func (r UpdatePolicyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdatePolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListConsumerKeysResponse429Headers the declared response headers of an HTTP 429 response for ListConsumerKeys
+type ListConsumerKeysResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListConsumerKeysResponse503Headers the declared response headers of an HTTP 503 response for ListConsumerKeys
+type ListConsumerKeysResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListConsumerKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKeyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListConsumerKeysResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListConsumerKeysResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConsumerKeysResponse) GetJSON200() *APIKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListConsumerKeysResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConsumerKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConsumerKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConsumerKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConsumerKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateConsumerKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateConsumerKey
+type CreateConsumerKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreateConsumerKeyResponse503Headers the declared response headers of an HTTP 503 response for CreateConsumerKey
+type CreateConsumerKeyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateConsumerKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *APIKeyCreated
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateConsumerKeyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateConsumerKeyResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateConsumerKeyResponse) GetJSON201() *APIKeyCreated {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateConsumerKeyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateConsumerKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateConsumerKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateConsumerKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateConsumerKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeConsumerKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeConsumerKey
+type RevokeConsumerKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RevokeConsumerKeyResponse503Headers the declared response headers of an HTTP 503 response for RevokeConsumerKey
+type RevokeConsumerKeyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RevokeConsumerKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeConsumerKeyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeConsumerKeyResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeConsumerKeyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeConsumerKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeConsumerKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeConsumerKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeConsumerKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ClearPolicyHoldResponse429Headers the declared response headers of an HTTP 429 response for ClearPolicyHold
+type ClearPolicyHoldResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ClearPolicyHoldResponse503Headers the declared response headers of an HTTP 503 response for ClearPolicyHold
+type ClearPolicyHoldResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ClearPolicyHoldResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PolicyStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ClearPolicyHoldResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ClearPolicyHoldResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClearPolicyHoldResponse) GetJSON200() *PolicyStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ClearPolicyHoldResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ClearPolicyHoldResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClearPolicyHoldResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClearPolicyHoldResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClearPolicyHoldResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetPolicyHoldResponse429Headers the declared response headers of an HTTP 429 response for SetPolicyHold
+type SetPolicyHoldResponse429Headers struct {
+	RetryAfter *int
+}
+
+// SetPolicyHoldResponse503Headers the declared response headers of an HTTP 503 response for SetPolicyHold
+type SetPolicyHoldResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SetPolicyHoldResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PolicyStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetPolicyHoldResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetPolicyHoldResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetPolicyHoldResponse) GetJSON200() *PolicyStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SetPolicyHoldResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetPolicyHoldResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetPolicyHoldResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetPolicyHoldResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetPolicyHoldResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPolicyStatusResponse429Headers the declared response headers of an HTTP 429 response for GetPolicyStatus
+type GetPolicyStatusResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetPolicyStatusResponse503Headers the declared response headers of an HTTP 503 response for GetPolicyStatus
+type GetPolicyStatusResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetPolicyStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PolicyStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPolicyStatusResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetPolicyStatusResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPolicyStatusResponse) GetJSON200() *PolicyStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPolicyStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPolicyStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPolicyStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPolicyStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPolicyStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11050,7 +12350,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, pa
 	return ParseCreateCalendarResponse(rsp)
 }
 
-// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule names it.
+// DeleteCalendarWithResponse Delete a calendar. Refused with 409 while a schedule or a policy's limits name it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11400,6 +12700,113 @@ func (c *ClientWithResponses) UpdatePolicyWithResponse(ctx context.Context, id I
 		return nil, err
 	}
 	return ParseUpdatePolicyResponse(rsp)
+}
+
+// ListConsumerKeysWithResponse List the policy's consumer keys, oldest first (revoked ones included).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/policies/{id}/consumer-keys (the `ListConsumerKeys` operationId).
+func (c *ClientWithResponses) ListConsumerKeysWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ListConsumerKeysResponse, error) {
+	rsp, err := c.ListConsumerKeys(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConsumerKeysResponse(rsp)
+}
+
+// CreateConsumerKeyWithResponse Issue a consumer key for the policy. The clear key is in this answer only.
+//
+// A consumer key is scoped to this one policy: it may only set and
+// clear the policy's hold and read its status. It is refused (403)
+// everywhere else. Tenant keys only.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/policies/{id}/consumer-keys (the `CreateConsumerKey` operationId).
+func (c *ClientWithResponses) CreateConsumerKeyWithResponse(ctx context.Context, id ID, params *CreateConsumerKeyParams, reqEditors ...RequestEditorFn) (*CreateConsumerKeyResponse, error) {
+	rsp, err := c.CreateConsumerKey(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConsumerKeyResponse(rsp)
+}
+
+// RevokeConsumerKeyWithResponse Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
+func (c *ClientWithResponses) RevokeConsumerKeyWithResponse(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*RevokeConsumerKeyResponse, error) {
+	rsp, err := c.RevokeConsumerKey(ctx, id, keyId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeConsumerKeyResponse(rsp)
+}
+
+// ClearPolicyHoldWithResponse End the policy's hold now. Harmless without one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/policies/{id}/hold (the `ClearPolicyHold` operationId).
+func (c *ClientWithResponses) ClearPolicyHoldWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ClearPolicyHoldResponse, error) {
+	rsp, err := c.ClearPolicyHold(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClearPolicyHoldResponse(rsp)
+}
+
+// SetPolicyHoldWithBodyWithResponse Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+//
+// The consumer's brake, for a consumer key of the policy or a tenant
+// key. The hold replaces any earlier one and ends by itself at
+// `until`. Tokens already out stay out; released ones are not handed
+// on while more are out than the hold allows.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+func (c *ClientWithResponses) SetPolicyHoldWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetPolicyHoldResponse, error) {
+	rsp, err := c.SetPolicyHoldWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetPolicyHoldResponse(rsp)
+}
+
+// SetPolicyHoldWithResponse Hold the policy's inflow at most at maxInFlight until `until` (0 stops it).
+//
+// The consumer's brake, for a consumer key of the policy or a tenant
+// key. The hold replaces any earlier one and ends by itself at
+// `until`. Tokens already out stay out; released ones are not handed
+// on while more are out than the hold allows.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/policies/{id}/hold (the `SetPolicyHold` operationId).
+func (c *ClientWithResponses) SetPolicyHoldWithResponse(ctx context.Context, id ID, body SetPolicyHoldJSONRequestBody, reqEditors ...RequestEditorFn) (*SetPolicyHoldResponse, error) {
+	rsp, err := c.SetPolicyHold(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetPolicyHoldResponse(rsp)
+}
+
+// GetPolicyStatusWithResponse The policy's tokens out, events waiting, effective limit and why, and the time to drain.
+//
+// For a consumer key of the policy or a tenant key.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/policies/{id}/status (the `GetPolicyStatus` operationId).
+func (c *ClientWithResponses) GetPolicyStatusWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetPolicyStatusResponse, error) {
+	rsp, err := c.GetPolicyStatus(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPolicyStatusResponse(rsp)
 }
 
 // ListSchedulesWithResponse Page through the tenant's schedules, ordered by id.
@@ -13872,6 +15279,618 @@ func ParseUpdatePolicyResponse(rsp *http.Response) (*UpdatePolicyResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers UpdatePolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListConsumerKeysResponse parses an HTTP response from a ListConsumerKeysWithResponse call
+func ParseListConsumerKeysResponse(rsp *http.Response) (*ListConsumerKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConsumerKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListConsumerKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListConsumerKeysResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateConsumerKeyResponse parses an HTTP response from a CreateConsumerKeyWithResponse call
+func ParseCreateConsumerKeyResponse(rsp *http.Response) (*CreateConsumerKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateConsumerKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest APIKeyCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateConsumerKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateConsumerKeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeConsumerKeyResponse parses an HTTP response from a RevokeConsumerKeyWithResponse call
+func ParseRevokeConsumerKeyResponse(rsp *http.Response) (*RevokeConsumerKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeConsumerKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokeConsumerKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeConsumerKeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClearPolicyHoldResponse parses an HTTP response from a ClearPolicyHoldWithResponse call
+func ParseClearPolicyHoldResponse(rsp *http.Response) (*ClearPolicyHoldResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClearPolicyHoldResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PolicyStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ClearPolicyHoldResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ClearPolicyHoldResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetPolicyHoldResponse parses an HTTP response from a SetPolicyHoldWithResponse call
+func ParseSetPolicyHoldResponse(rsp *http.Response) (*SetPolicyHoldResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetPolicyHoldResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PolicyStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetPolicyHoldResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SetPolicyHoldResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPolicyStatusResponse parses an HTTP response from a GetPolicyStatusWithResponse call
+func ParseGetPolicyStatusResponse(rsp *http.Response) (*GetPolicyStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPolicyStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PolicyStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPolicyStatusResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetPolicyStatusResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

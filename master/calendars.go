@@ -183,6 +183,19 @@ func (s *Server) DeleteCalendar(c echo.Context, id api.ID) error {
 	if n > 0 {
 		return conflict("the calendar is named by " + itoa(n) + " schedule(s) in excludeCalendars; change or delete them first")
 	}
+	// A policy's limit schedule may name it too (a rule of a calendar
+	// deleted meanwhile does not apply).
+	ps, err := s.store.PolicyList(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		for _, r := range p.Limits {
+			if r.When.CalendarID == id {
+				return conflict("the calendar is named by the limits of policy " + p.ID + "; change them first")
+			}
+		}
+	}
 	if err := s.store.CalendarDelete(ctx, tenant, id); err != nil {
 		return err
 	}
@@ -252,4 +265,10 @@ func (s *Server) checkCalendarsKnown(ctx context.Context, fe *fieldErrors, tenan
 		}
 	}
 	return nil
+}
+
+// PolicyCaps evaluates policies' limit schedules with st's calendars: the
+// throttle's CapSource, and the answer of the policy endpoints.
+func PolicyCaps(st calendar.CalendarGetter) calendar.PolicyCaps {
+	return calendar.PolicyCaps{Calendars: st}
 }

@@ -57,6 +57,8 @@ type caller struct {
 	keyID    string
 	// keyPrefix is the displayed prefix of the caller's key (pausedBy).
 	keyPrefix string
+	// policyID is set for a consumer key: the one policy it may brake.
+	policyID string
 }
 
 // scope is the caller's namespace for rate limits and idempotency records.
@@ -248,12 +250,16 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			case err != nil:
 				return err
 			}
-			who = &caller{tenantID: k.TenantID, keyID: k.ID, keyPrefix: k.Prefix}
+			who = &caller{tenantID: k.TenantID, keyID: k.ID, keyPrefix: k.Prefix, policyID: k.PolicyID}
+		}
+		op := strings.ToLower(rt.operation.OperationID)
+		if err := checkScope(who, op, c.Param("id")); err != nil {
+			return err
 		}
 		switch {
 		case rt.admin && !who.admin:
 			return forbidden("this operation needs the admin key")
-		case !rt.admin && who.admin:
+		case !rt.admin && who.admin && !adminOrTenantOps[op]:
 			return forbidden("the admin key cannot call tenant operations; use a tenant key")
 		}
 		c.Set(ctxCaller, who)

@@ -54,10 +54,14 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 	}
 	checkConcurrency(&fe, p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, false, in.ConcurrencyKey != nil))
 	setLabels(&fe, &p.Labels, in.Labels)
+	ctx := c.Request().Context()
+	if err := s.setLimits(ctx, &fe, p, in.Limits); err != nil {
+		return err
+	}
+	checkLimitsKey(&fe, p)
 	if err := fe.err(); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	return s.idempotent(c, model.PrefixPolicy, func(id string) (int, any, error) {
 		p := *p
 		p.ID = id
@@ -161,6 +165,12 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 	}
 	checkConcurrency(&fe, &p, in.ConcurrencyKey != nil, boundField(in.MaxInFlightTotal != nil, in.MaxInFlight != nil, in.ConcurrencyKey != nil))
 	setLabels(&fe, &p.Labels, in.Labels)
+	if err := s.setLimits(ctx, &fe, &p, in.Limits); err != nil {
+		return err
+	}
+	if in.Limits != nil || in.ConcurrencyKey != nil {
+		checkLimitsKey(&fe, &p)
+	}
 	if err := fe.err(); err != nil {
 		return err
 	}
@@ -245,6 +255,18 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 		ls := limitOf(p)
 		reason := api.PolicyLimitReason(ls.reason)
 		out.EffectiveLimit, out.LimitReason, out.LimitChangedAt = &ls.limit, &reason, &ls.at
+	}
+	out.Limits = limitsOut(p.Limits)
+	now := s.now()
+	if h := p.Hold; h.Active(now) {
+		out.Hold = holdOut(h)
+	}
+	if p.Adaptive != nil || len(p.Limits) > 0 || p.Hold.Active(now) {
+		e, err := s.effectiveOf(ctx, p, now)
+		if err != nil {
+			return nil, err
+		}
+		out.EffectiveLimit, out.LimitSource = &e.limit, &e.source
 	}
 	if p.ConcurrencyKey != "" {
 		k := p.ConcurrencyKey
@@ -339,6 +361,14 @@ func checkConcurrency(fe *fieldErrors, p *model.Policy, keyGiven bool, field str
 		fe.add(field, "maxInFlightTotal must be at least maxInFlight ("+itoa(p.MaxInFlight)+")")
 	case t > maxMaxInFlightTotal:
 		fe.add(field, "maxInFlightTotal more than "+itoa(maxMaxInFlightTotal))
+	}
+}
+
+// checkLimitsKey refuses a limit schedule on a policy with a concurrency
+// key: the schedule lowers one limit for the policy, keys bound each value.
+func checkLimitsKey(fe *fieldErrors, p *model.Policy) {
+	if len(p.Limits) > 0 && p.ConcurrencyKey != "" {
+		fe.add("limits", "does not combine with concurrencyKey")
 	}
 }
 

@@ -83,6 +83,8 @@ type Store interface {
 
 	PolicyCreate(ctx context.Context, p *model.Policy) error
 	PolicyGet(ctx context.Context, tenantID, id string) (*model.Policy, error)
+	PolicyGetByID(ctx context.Context, id string) (*model.Policy, error)
+	PolicySetHold(ctx context.Context, tenantID, policyID string, h *model.PolicyHold) error
 	PolicyList(ctx context.Context, tenantID string) ([]*model.Policy, error)
 	PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersion int64) error
 	PolicyDelete(ctx context.Context, tenantID, id string) error

@@ -200,7 +200,7 @@ func nonNil(v []string) *[]string {
 }
 
 func keyOut(k *model.APIKey) api.APIKey {
-	return api.APIKey{Id: k.ID, TenantId: k.TenantID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	return api.APIKey{Id: k.ID, TenantId: k.TenantID, PolicyId: strPtr(k.PolicyID), Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 // ListTenants implements GET /v1/tenants (admin), ordered by id.

@@ -75,10 +75,13 @@ type TenantTargets struct {
 // APIKey authenticates a tenant. Only the SHA-256 hash of the key is stored;
 // the clear key is shown once, when it is created.
 type APIKey struct {
-	ID        string     `json:"id"`
-	TenantID  string     `json:"tenantId"`
-	Hash      string     `json:"hash"`   // hex SHA-256 of the clear key
-	Prefix    string     `json:"prefix"` // first characters of the key, for display
+	ID       string `json:"id"`
+	TenantID string `json:"tenantId"`
+	Hash     string `json:"hash"`   // hex SHA-256 of the clear key
+	Prefix   string `json:"prefix"` // first characters of the key, for display
+	// PolicyID, if set, makes the key a consumer key: it may only hold
+	// and read the status of that one policy.
+	PolicyID  string     `json:"policyId,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
@@ -515,6 +518,12 @@ type Policy struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Labels are the client's key/value pairs.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Limits is the policy's limit schedule: lower limits at times of day
+	// or in calendar periods (see Effective).
+	Limits []LimitRule `json:"limits,omitempty"`
+	// Hold, if set, is the consumer's temporary ceiling; it is ignored
+	// from Hold.Until on.
+	Hold *PolicyHold `json:"hold,omitempty"`
 }
 
 // AdaptiveLimit bounds a policy's adaptive limit: Min >= 1, Max >= Min.

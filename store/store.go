@@ -527,6 +527,10 @@ type PolicyStore interface {
 	// changed and when (by the bucket owner). Version is not changed: it is
 	// not an edit of the policy. ErrNotFound.
 	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
+	// PolicySetHold sets (nil: clears) the tenant's policy's hold without
+	// changing its Version (a hold is not an edit of the policy).
+	// ErrNotFound.
+	PolicySetHold(ctx context.Context, tenantID, policyID string, h *model.PolicyHold) error
 	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
 }

@@ -108,17 +108,45 @@ type aimd struct {
 	// it sent back instead of handing them on. peak is the most out in
 	// the current window (tokensOut), never below out.
 	out, peak int
+	// adaptive: the limit follows the consumer's signals; otherwise it
+	// is the policy's MaxInFlight and only cap and hold lower it (eff).
+	adaptive bool
+	// cap is what the policy's limit schedule allows now, brake its
+	// hold (model.Policy.Hold).
+	cap   model.Cap
+	brake *model.PolicyHold
+}
+
+// effLocked is the limit the owner keeps the tokens out under, and its
+// source (model.EffectiveLimit). c.mu held.
+func (c *aimd) effLocked(now time.Time) (int, string) {
+	src := model.LimitSourcePolicy
+	if c.adaptive {
+		src = model.LimitSourceAdaptive
+	}
+	return model.EffectiveLimit(c.state.Limit, src, c.cap, c.brake, now)
+}
+
+// limited reports whether the owner keeps p's tokens out under a limit of
+// its own (a controller): p is adaptive, or has a limit schedule or a hold.
+func limited(p *model.Policy) bool {
+	return p.Adaptive != nil || len(p.Limits) > 0 || p.Hold != nil
 }
 
 // newAIMD starts at the limit the policy's previous owner persisted, else at
 // Adaptive.Max.
 func newAIMD(p *model.Policy, now time.Time) *aimd {
 	a := p.Adaptive
+	if a == nil {
+		// A fixed limit: observations never move it (min = max).
+		n := p.MaxInFlight
+		return &aimd{min: n, max: n, state: LimitState{Limit: n, Reason: model.LimitSourcePolicy, ChangedAt: now}, hold: adaptiveHold, step: 1, cap: model.NoCap, brake: p.Hold}
+	}
 	st := LimitState{Limit: a.Max, Reason: LimitReasonStart, ChangedAt: now}
 	if p.EffectiveLimit > 0 {
 		st = LimitState{Limit: min(max(p.EffectiveLimit, a.Min), a.Max), Reason: p.LimitReason, ChangedAt: p.LimitChangedAt}
 	}
-	return &aimd{min: a.Min, max: a.Max, state: st, hold: adaptiveHold, step: 1}
+	return &aimd{min: a.Min, max: a.Max, state: st, hold: adaptiveHold, step: 1, adaptive: true, cap: model.NoCap, brake: p.Hold}
 }
 
 // observe feeds one outcome; it returns the new state if the limit changed.
@@ -317,14 +345,14 @@ type adaptiveSet struct {
 func (s *adaptiveSet) of(p *model.Policy, now time.Time) *aimd {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p == nil || p.Adaptive == nil {
+	if p == nil || !limited(p) {
 		if p != nil {
 			delete(s.m, p.ID)
 		}
 		return nil
 	}
 	c := s.m[p.ID]
-	if c == nil {
+	if c == nil || c.adaptive != (p.Adaptive != nil) {
 		if s.m == nil {
 			s.m = map[string]*aimd{}
 		}
@@ -333,10 +361,16 @@ func (s *adaptiveSet) of(p *model.Policy, now time.Time) *aimd {
 		return c
 	}
 	c.mu.Lock()
-	c.min, c.max = p.Adaptive.Min, p.Adaptive.Max
-	if l := min(max(c.state.Limit, c.min), c.max); l != c.state.Limit {
-		c.state = LimitState{Limit: l, Reason: LimitReasonStart, ChangedAt: now}
+	reason := LimitReasonStart
+	if a := p.Adaptive; a != nil {
+		c.min, c.max = a.Min, a.Max
+	} else {
+		c.min, c.max, reason = p.MaxInFlight, p.MaxInFlight, model.LimitSourcePolicy
 	}
+	if l := min(max(c.state.Limit, c.min), c.max); l != c.state.Limit {
+		c.state = LimitState{Limit: l, Reason: reason, ChangedAt: now}
+	}
+	c.brake = p.Hold
 	c.mu.Unlock()
 	return c
 }
@@ -354,6 +388,15 @@ func (s *adaptiveSet) get(policyID string) *aimd {
 	return s.m[policyID]
 }
 
+// getAdaptive is get for the controllers whose limit follows the
+// consumer's signals; nil for the others.
+func (s *adaptiveSet) getAdaptive(policyID string) *aimd {
+	if c := s.get(policyID); c != nil && c.adaptive {
+		return c
+	}
+	return nil
+}
+
 // LimitStore keeps the effective limit in the policy's representation
 // (store.Driver does), for the API to show.
 type LimitStore interface {
@@ -363,7 +406,7 @@ type LimitStore interface {
 // Observe reports a delivery outcome of policyID and its latency. It moves
 // the limit of an adaptive policy; it does nothing for another policy.
 func (t *Throttle) Observe(policyID string, o Outcome, latency time.Duration) {
-	c := t.adapt.get(policyID)
+	c := t.adapt.getAdaptive(policyID)
 	if c == nil {
 		return
 	}
@@ -377,7 +420,7 @@ func (t *Throttle) Observe(policyID string, o Outcome, latency time.Duration) {
 // adaptive policy this process owns; it does nothing for another policy,
 // or for releases served by an instance that does not own the policy.
 func (t *Throttle) ObserveRelease(policyID string, held time.Duration) {
-	c := t.adapt.get(policyID)
+	c := t.adapt.getAdaptive(policyID)
 	if c == nil {
 		return
 	}
@@ -391,7 +434,7 @@ func (t *Throttle) ObserveRelease(policyID string, held time.Duration) {
 // limit for policyID (not adaptive, deleted, or owned elsewhere): its
 // queue need not be read.
 func (t *Throttle) ObserveBacklog(policyID string, prev, cur int) bool {
-	c := t.adapt.get(policyID)
+	c := t.adapt.getAdaptive(policyID)
 	if c == nil {
 		return false
 	}
@@ -404,7 +447,7 @@ func (t *Throttle) ObserveBacklog(policyID string, prev, cur int) bool {
 // Limit returns the effective limit of an adaptive policy this process
 // owns; false if it has none.
 func (t *Throttle) Limit(policyID string) (LimitState, bool) {
-	c := t.adapt.get(policyID)
+	c := t.adapt.getAdaptive(policyID)
 	if c == nil {
 		return LimitState{}, false
 	}
@@ -414,7 +457,10 @@ func (t *Throttle) Limit(policyID string) (LimitState, bool) {
 }
 
 func (t *Throttle) limitChanged(policyID string, st LimitState) {
-	t.deps.Metrics.EffectiveLimit(policyID, st.Limit)
+	if lim, src, ok := t.Effective(policyID); ok {
+		t.deps.Metrics.EffectiveLimit(policyID, lim)
+		t.deps.Metrics.LimitSource(policyID, src)
+	}
 	t.log.Info().Str(logkey.Policy, policyID).Int("effectiveLimit", st.Limit).Str("limitReason", st.Reason).Msg("policy limit changed")
 	t.mu.Lock()
 	b := t.buckets[policyID]
@@ -444,10 +490,27 @@ func (t *Throttle) limitChanged(policyID string, st LimitState) {
 // persistLimitTimeout bounds the write of an effective limit.
 const persistLimitTimeout = 10 * time.Second
 
-// headroom caps want at what fits under b's effective limit; want itself for
-// a policy that is not adaptive. It reads the persisted InUse.
+// Effective returns the limit the owner keeps policyID's tokens under and
+// its source (model.LimitSource*, or "limits[i]"); false if this process
+// keeps no limit of its own for it (it owns no bucket of it, or the
+// policy has nothing but its MaxInFlight, which the store enforces).
+func (t *Throttle) Effective(policyID string) (limit int, source string, ok bool) {
+	c := t.adapt.get(policyID)
+	if c == nil {
+		return 0, "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit, source = c.effLocked(t.deps.Clock.Now())
+	return limit, source, true
+}
+
+// headroom caps want at what fits under b's effective limit (its adaptive
+// limit, limit schedule and hold); want itself for a policy without one.
+// It reads the persisted InUse.
 func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
-	c := b.t.adapt.of(b.getPolicy(), b.t.deps.Clock.Now())
+	now := b.t.deps.Clock.Now()
+	c := b.t.adapt.of(b.getPolicy(), now)
 	if c == nil {
 		return want, nil
 	}
@@ -455,10 +518,13 @@ func (b *bucket) headroom(ctx context.Context, want int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	capNow := b.capNow()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cap = capNow
 	c.tokensOut(p.InUse)
-	return max(0, min(want, c.state.Limit-c.out)), nil
+	eff, _ := c.effLocked(now)
+	return max(0, min(want, eff-c.out)), nil
 }
 
 // acquired counts n tokens taken from the store.
@@ -480,7 +546,7 @@ func (t *Throttle) overLimit(policyID string, returning bool) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.out > c.state.Limit {
+	if eff, _ := c.effLocked(t.deps.Clock.Now()); c.out > eff {
 		if returning {
 			c.out--
 		}

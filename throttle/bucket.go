@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
 	"github.com/schedulerd/schedulerd/internal/logkey"
@@ -33,6 +34,13 @@ type bucket struct {
 	// keys are the token holders by key value of a policy with a
 	// concurrency key (keyed.go).
 	keys holders
+	// cap is what the policy's limit schedule allows (limits.go), from
+	// its last evaluation until capNext (zero: it never changes by
+	// itself); capDirty: the policy changed since.
+	cap      model.Cap
+	capNext  time.Time
+	capDirty bool
+	capTimer clockwork.Timer
 
 	// Owned by the run goroutine: when the store last had no free token
 	// (zero: it had), and whether gifts were used since. While tokens
@@ -109,13 +117,16 @@ func (b *bucket) setPolicy(p *model.Policy) {
 	if b.policy != nil {
 		key = b.policy.ConcurrencyKey
 	}
+	old := b.policy
 	b.policy = p
 	b.rekeyLocked(key)
 	before := rateOf(b.lim)
-	b.lim = rateLimiter(b.lim, p, now)
+	b.lim = rateLimiter(b.lim, ratePolicy(p, b.cap), now)
 	changed := rateOf(b.lim) != before
+	limits := limitsChanged(old, p)
+	b.capDirty = b.capDirty || limits
 	b.mu.Unlock()
-	if changed {
+	if changed || limits {
 		// A bucket waiting for rate tokens recomputes its wait.
 		signal(b.wake)
 	}
@@ -251,12 +262,16 @@ func (b *bucket) run(ctx context.Context) {
 	b.starts.Wait()
 	b.mu.Lock()
 	b.q.Drain()
+	if b.capTimer != nil {
+		b.capTimer.Stop()
+	}
 	b.mu.Unlock()
 }
 
 // round hands out tokens until none are free or nothing waits.
 func (b *bucket) round(ctx context.Context) roundResult {
 	t := b.t
+	b.applyLimits(ctx)
 	if p := b.getPolicy(); p != nil && p.ConcurrencyKey != "" {
 		return b.roundKeyed(ctx, p)
 	}

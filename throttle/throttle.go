@@ -61,6 +61,11 @@ type Store interface {
 	EventGetByID(ctx context.Context, id string) (*model.Event, error)
 }
 
+// CapSource says what a policy's limit schedule allows at an instant.
+type CapSource interface {
+	PolicyCap(ctx context.Context, p *model.Policy, now time.Time) (model.Cap, error)
+}
+
 // Shards tells which event queue shards this instance owns and under which
 // lease fence. *lease.Balancer satisfies it.
 type Shards interface {
@@ -85,8 +90,13 @@ type Metrics interface {
 	Retried(priority string, n int)
 	// PolicyGone forgets the series of a deleted policy.
 	PolicyGone(policyID string)
-	// EffectiveLimit reports an adaptive policy's limit when it changes.
+	// EffectiveLimit reports a policy's effective limit when it changes:
+	// its adaptive limit, limit schedule and hold applied (see
+	// Throttle.Effective).
 	EffectiveLimit(policyID string, limit int)
+	// LimitSource reports where the effective limit comes from when that
+	// changes (model.LimitSource*, or "limits[i]").
+	LimitSource(policyID, source string)
 }
 
 // NopMetrics discards everything.
@@ -99,6 +109,7 @@ func (NopMetrics) Dead(string, int)           {}
 func (NopMetrics) Retried(string, int)        {}
 func (NopMetrics) PolicyGone(string)          {}
 func (NopMetrics) EffectiveLimit(string, int) {}
+func (NopMetrics) LimitSource(string, string) {}
 
 // Config configures a Throttle. Zero values take the defaults.
 type Config struct {
@@ -187,6 +198,10 @@ type Deps struct {
 	// Limits, if set, records the effective limits of adaptive policies
 	// (the store). Nil: they are kept in memory only.
 	Limits LimitStore
+	// Caps, if set, evaluates policies' limit schedules
+	// (model.Policy.Limits). Nil: limit schedules are ignored; holds
+	// still apply.
+	Caps CapSource
 	// Clock defaults to the real clock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger

@@ -343,6 +343,9 @@ func planPolicy(m *manifest, have []client.Policy) (*change, error) {
 	if d.value("adaptive.min", oldAdaptive.Min, wantAdaptive.Min) {
 		up.Adaptive = &client.AdaptiveLimit{Min: wantAdaptive.Min, Max: wantAdaptive.Max}
 	}
+	if v := deref(want.Limits, []client.LimitRule{}); d.list("limits", deref(old.Limits, []client.LimitRule{}), v) {
+		up.Limits = &v
+	}
 	if d.labels(old.Labels, labels) {
 		up.Labels = &labels
 	}

@@ -17,6 +17,9 @@ metadata:
 spec:
   maxInFlight: 5
   tokenTimeout: 10m
+  limits:
+    - when: {days: [mon, tue, wed, thu, fri], from: "09:00", to: "18:00", timezone: Europe/Berlin}
+      maxInFlight: 2
 `
 
 const applyCalendar = `apiVersion: schedulerd.io/v1

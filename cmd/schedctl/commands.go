@@ -166,11 +166,19 @@ func commands() []*command {
 			key := fs.String("concurrency-key", "", `makes --max-in-flight a bound per key value: a JSON pointer into the payload such as "/customerId", or "scheduleId"`)
 			total := fs.Int("max-in-flight-total", 0, "most tokens out across all key values; only with --concurrency-key")
 			adaptiveMin := fs.Int("adaptive-min", 0, "adaptive limit: the floor it moves down to from the consumer's signals (its ceiling is --max-in-flight)")
+			limitsFile := fs.String("limits", "", `JSON file of the limit schedule (the API's limits: [{"when": {"days", "from", "to", "timezone"} or {"calendarId"}, "maxInFlight", "ratePerSecond"}]); - reads stdin`)
 			var labels listFlag
 			fs.Var(&labels, "label", "a label, key=value (repeatable)")
 			return func(e *env, _ []string) error {
 				set := setFlags(fs)
 				in := client.PolicyCreate{Name: *name, MaxInFlight: *maxIn, TokenTimeout: optString(*timeout), ConcurrencyKey: optString(*key)}
+				if *limitsFile != "" {
+					rules, err := readLimits(e, *limitsFile)
+					if err != nil {
+						return err
+					}
+					in.Limits = &rules
+				}
 				l, err := labelsOf(labels)
 				if err != nil {
 					return err
@@ -197,6 +205,25 @@ func commands() []*command {
 				return fetch(e, policyTable)(e.api.CreatePolicy(e.ctx, nil, in))
 			}
 		}},
+		{group: "policies", verb: "hold", args: "POLICY_ID", summary: "hold a policy's inflow at most at --max-in-flight (0 stops it) until --until or for --for; it ends by itself", positional: 1, flags: policyHoldFlags},
+		{group: "policies", verb: "unhold", args: "POLICY_ID", summary: "end a policy's hold now", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, policyStatusTable)(e.api.ClearPolicyHold(e.ctx, a[0]))
+		})},
+		{group: "policies", verb: "status", args: "POLICY_ID", summary: "tokens out, events waiting, the effective limit and why, and the drain time", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, policyStatusTable)(e.api.GetPolicyStatus(e.ctx, a[0]))
+		})},
+		{group: "policies", verb: "consumer-key", args: "POLICY_ID", summary: "issue a consumer key that may only hold and read the status of the policy (the clear key is shown once)", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, keyCreatedTable)(e.api.CreateConsumerKey(e.ctx, a[0], nil))
+		})},
+		{group: "policies", verb: "consumer-keys", args: "POLICY_ID", summary: "list the policy's consumer keys", positional: 1, flags: noFlags(func(e *env, a []string) error {
+			return fetch(e, keyListTable)(e.api.ListConsumerKeys(e.ctx, a[0]))
+		})},
+		{group: "policies", verb: "revoke-consumer-key", args: "POLICY_ID KEY_ID", summary: "revoke one of the policy's consumer keys", positional: 2, flags: noFlags(func(e *env, a []string) error {
+			if _, err := call(e.api.RevokeConsumerKey(e.ctx, a[0], a[1])); err != nil {
+				return err
+			}
+			return done(e, "revoked", a[1])
+		})},
 		{group: "policies", verb: "get", args: "POLICY_ID", summary: "show a policy", positional: 1, flags: noFlags(func(e *env, a []string) error {
 			return fetch(e, policyTable)(e.api.GetPolicy(e.ctx, a[0]))
 		})},
@@ -716,6 +743,15 @@ func policyTable(w *tabwriter.Writer, p *client.Policy) {
 	}
 	if p.Adaptive != nil {
 		limits = append(limits, fmt.Sprintf("adaptive %d to %d, now %s", p.Adaptive.Min, p.MaxInFlight, ip(p.EffectiveLimit)))
+	}
+	if p.Limits != nil {
+		limits = append(limits, fmt.Sprintf("%d time-of-day or calendar limits", len(*p.Limits)))
+	}
+	if p.Hold != nil {
+		limits = append(limits, fmt.Sprintf("held at %d until %s", p.Hold.MaxInFlight, p.Hold.Until.Format(time.RFC3339)))
+	}
+	if p.EffectiveLimit != nil && p.LimitSource != nil && (p.Limits != nil || p.Hold != nil) {
+		limits = append(limits, fmt.Sprintf("effective limit %d (%s)", *p.EffectiveLimit, *p.LimitSource))
 	}
 	if p.Labels != nil {
 		limits = append(limits, "labels "+labelsText(p.Labels))

@@ -132,6 +132,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		cur.Adaptive, cur.EffectiveLimit, cur.LimitReason, cur.LimitChangedAt = p.Adaptive, p.EffectiveLimit, p.LimitReason, p.LimitChangedAt
 		cur.ConcurrencyKey, cur.MaxInFlightTotal = p.ConcurrencyKey, p.MaxInFlightTotal
 		cur.Labels = p.Labels
+		cur.Limits = p.Limits
 		cur.Version = expectedVersion + 1
 		if !p.UpdatedAt.IsZero() {
 			cur.UpdatedAt = p.UpdatedAt
@@ -208,6 +209,27 @@ func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, 
 			return err
 		}
 		p.EffectiveLimit, p.LimitReason, p.LimitChangedAt = limit, reason, at.UTC()
+		return putJSON(tx, bPolicies, []byte(policyID), &p)
+	})
+}
+
+// PolicySetHold sets or clears the tenant's policy's hold; Version stays.
+// model.ErrNotFound.
+func (s *Store) PolicySetHold(ctx context.Context, tenantID, policyID string, h *model.PolicyHold) error {
+	return s.update(ctx, "policy set hold", func(tx *bolt.Tx) error {
+		var p model.Policy
+		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
+			return err
+		}
+		if p.TenantID != tenantID {
+			return model.ErrNotFound
+		}
+		p.Hold = nil
+		if h != nil {
+			c := *h
+			c.Until, c.SetAt = c.Until.UTC(), c.SetAt.UTC()
+			p.Hold = &c
+		}
 		return putJSON(tx, bPolicies, []byte(policyID), &p)
 	})
 }

@@ -109,24 +109,26 @@ func (d *tenantDoc) model() *model.Tenant {
 }
 
 type apiKeyDoc struct {
-	ID        string `bson:"_id"`
-	TenantID  string `bson:"tenantId"`
-	Hash      string `bson:"hash"`
-	Prefix    string `bson:"prefix"`
+	ID       string `bson:"_id"`
+	TenantID string `bson:"tenantId"`
+	Hash     string `bson:"hash"`
+	Prefix   string `bson:"prefix"`
+	// Absent on tenant keys.
+	PolicyID  string `bson:"policyId,omitempty"`
 	CreatedAt int64  `bson:"createdAt"`
 	RevokedAt *int64 `bson:"revokedAt,omitempty"`
 }
 
 func toAPIKeyDoc(k *model.APIKey) apiKeyDoc {
 	return apiKeyDoc{
-		ID: k.ID, TenantID: k.TenantID, Hash: k.Hash, Prefix: k.Prefix,
+		ID: k.ID, TenantID: k.TenantID, Hash: k.Hash, Prefix: k.Prefix, PolicyID: k.PolicyID,
 		CreatedAt: unixNano(k.CreatedAt), RevokedAt: unixNanoPtr(k.RevokedAt),
 	}
 }
 
 func (d *apiKeyDoc) model() *model.APIKey {
 	return &model.APIKey{
-		ID: d.ID, TenantID: d.TenantID, Hash: d.Hash, Prefix: d.Prefix,
+		ID: d.ID, TenantID: d.TenantID, Hash: d.Hash, Prefix: d.Prefix, PolicyID: d.PolicyID,
 		CreatedAt: fromNano(d.CreatedAt), RevokedAt: fromNanoPtr(d.RevokedAt),
 	}
 }
@@ -456,6 +458,45 @@ type policyDoc struct {
 	UpdatedAt        int64  `bson:"updatedAt"`
 	// Labels as in scheduleDoc.
 	Labels []string `bson:"labels,omitempty"`
+	// Absent without a limit schedule or a hold.
+	Limits []limitRuleDoc `bson:"limits,omitempty"`
+	Hold   *holdDoc       `bson:"hold,omitempty"`
+}
+
+type limitRuleDoc struct {
+	Days          []string `bson:"days,omitempty"`
+	From          string   `bson:"from,omitempty"`
+	To            string   `bson:"to,omitempty"`
+	Timezone      string   `bson:"timezone,omitempty"`
+	CalendarID    string   `bson:"calendarId,omitempty"`
+	MaxInFlight   int      `bson:"maxInFlight"`
+	RatePerSecond float64  `bson:"ratePerSecond,omitempty"`
+}
+
+type holdDoc struct {
+	Until       int64  `bson:"until"`
+	MaxInFlight int    `bson:"maxInFlight"`
+	SetAt       int64  `bson:"setAt"`
+	By          string `bson:"by,omitempty"`
+}
+
+func toLimitDocs(rs []model.LimitRule) []limitRuleDoc {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]limitRuleDoc, len(rs))
+	for i, r := range rs {
+		w := r.When
+		out[i] = limitRuleDoc{Days: w.Days, From: w.From, To: w.To, Timezone: w.Timezone, CalendarID: w.CalendarID, MaxInFlight: r.MaxInFlight, RatePerSecond: r.RatePerSecond}
+	}
+	return out
+}
+
+func toHoldDoc(h *model.PolicyHold) *holdDoc {
+	if h == nil {
+		return nil
+	}
+	return &holdDoc{Until: unixNano(h.Until), MaxInFlight: h.MaxInFlight, SetAt: unixNano(h.SetAt), By: h.By}
 }
 
 func toPolicyDoc(p *model.Policy) policyDoc {
@@ -467,6 +508,7 @@ func toPolicyDoc(p *model.Policy) policyDoc {
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
 		Labels: labelPairs(p.Labels),
+		Limits: toLimitDocs(p.Limits), Hold: toHoldDoc(p.Hold),
 	}
 	if p.Adaptive != nil {
 		d.AdaptiveMin, d.AdaptiveMax = p.Adaptive.Min, p.Adaptive.Max
@@ -487,6 +529,15 @@ func (d *policyDoc) model() *model.Policy {
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
 		Labels: labelMap(d.Labels),
+	}
+	for _, r := range d.Limits {
+		p.Limits = append(p.Limits, model.LimitRule{
+			When:        model.LimitWhen{Days: r.Days, From: r.From, To: r.To, Timezone: r.Timezone, CalendarID: r.CalendarID},
+			MaxInFlight: r.MaxInFlight, RatePerSecond: r.RatePerSecond,
+		})
+	}
+	if h := d.Hold; h != nil {
+		p.Hold = &model.PolicyHold{Until: fromNano(h.Until), MaxInFlight: h.MaxInFlight, SetAt: fromNano(h.SetAt), By: h.By}
 	}
 	if d.AdaptiveMin > 0 {
 		p.Adaptive = &model.AdaptiveLimit{Min: d.AdaptiveMin, Max: d.AdaptiveMax}

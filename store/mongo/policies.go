@@ -84,6 +84,7 @@ func (s *Store) PolicyUpdate(ctx context.Context, p *model.Policy, expectedVersi
 		{Key: "concurrencyKey", Value: p.ConcurrencyKey},
 		{Key: "maxInFlightTotal", Value: p.MaxInFlightTotal},
 		{Key: "labels", Value: d.Labels},
+		{Key: "limits", Value: d.Limits},
 		{Key: "version", Value: p.Version},
 		{Key: "updatedAt", Value: unixNano(p.UpdatedAt)},
 	}}}
@@ -226,6 +227,27 @@ func (s *Store) PolicySetLimit(ctx context.Context, policyID string, limit int, 
 	}
 	if err != nil {
 		return fmt.Errorf("policy set limit %s: %w", policyID, interpretError(err))
+	}
+	return nil
+}
+
+// PolicySetHold sets or clears the tenant's policy's hold; the version
+// stays. ErrNotFound.
+func (s *Store) PolicySetHold(ctx context.Context, tenantID, policyID string, h *model.PolicyHold) error {
+	var update bson.D
+	if h == nil {
+		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "hold", Value: ""}}}}
+	} else {
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "hold", Value: toHoldDoc(h)}}}}
+	}
+	unlock := s.lockCAS(s.policies, policyID)
+	res, err := s.policies.UpdateOne(ctx, bson.D{{Key: "_id", Value: policyID}, {Key: "tenantId", Value: tenantID}}, update)
+	unlock()
+	if err == nil && res.MatchedCount == 0 {
+		err = model.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("policy set hold %s: %w", policyID, interpretError(err))
 	}
 	return nil
 }

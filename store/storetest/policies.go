@@ -13,6 +13,52 @@ import (
 )
 
 var policyTests = []namedTest{
+	{"LimitsAndHold", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		p := newPolicy("A", "lh1", 20)
+		p.Limits = []model.LimitRule{
+			{When: model.LimitWhen{Days: []string{"mon", "fri"}, From: "09:00", To: "17:00", Timezone: "Europe/Paris"}, MaxInFlight: 5, RatePerSecond: 2.5},
+			{When: model.LimitWhen{CalendarID: "cal_1"}, MaxInFlight: 0},
+		}
+		createPolicy(t, d, p)
+		got, err := d.PolicyGetByID(ctx, "lh1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, fmt.Sprint(got.Limits), fmt.Sprint(p.Limits), "Limits")
+		if got.Hold != nil {
+			t.Fatalf("Hold = %+v before any", got.Hold)
+		}
+		h := &model.PolicyHold{Until: base.Add(time.Hour), MaxInFlight: 0, SetAt: base, By: "sck_ab"}
+		requireNoError(t, d.PolicySetHold(ctx, "A", "lh1", h), "PolicySetHold")
+		got, err = d.PolicyGet(ctx, "A", "lh1")
+		requireNoError(t, err, "PolicyGet")
+		if got.Hold == nil || !got.Hold.Until.Equal(h.Until) || !got.Hold.SetAt.Equal(base) || got.Hold.MaxInFlight != 0 || got.Hold.By != "sck_ab" {
+			t.Fatalf("Hold = %+v, want %+v", got.Hold, h)
+		}
+		requireEqual(t, got.Version, int64(1), "Version after PolicySetHold")
+		requireIs(t, d.PolicySetHold(ctx, "B", "lh1", h), model.ErrNotFound, "PolicySetHold of another tenant")
+		requireIs(t, d.PolicySetHold(ctx, "A", "nope", h), model.ErrNotFound, "PolicySetHold unknown")
+		// An update replaces the limits and keeps the hold.
+		upd := *got
+		upd.Limits = upd.Limits[:1]
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, 1), "PolicyUpdate")
+		got, err = d.PolicyGetByID(ctx, "lh1")
+		requireNoError(t, err, "PolicyGetByID after update")
+		requireEqual(t, len(got.Limits), 1, "Limits after update")
+		if got.Hold == nil {
+			t.Fatal("the update dropped the hold")
+		}
+		requireNoError(t, d.PolicySetHold(ctx, "A", "lh1", nil), "PolicySetHold nil")
+		got, err = d.PolicyGetByID(ctx, "lh1")
+		requireNoError(t, err, "PolicyGetByID after clearing")
+		if got.Hold != nil {
+			t.Fatalf("Hold = %+v after clearing", got.Hold)
+		}
+		// A consumer key keeps its policy.
+		requireNoError(t, d.APIKeyCreate(ctx, &model.APIKey{ID: "ck1", TenantID: "A", Hash: "hck1", Prefix: "sck_", PolicyID: "lh1", CreatedAt: base}), "APIKeyCreate")
+		k, err := d.APIKeyGetByHash(ctx, "hck1")
+		requireNoError(t, err, "APIKeyGetByHash")
+		requireEqual(t, k.PolicyID, "lh1", "consumer key's PolicyID")
+	}},
 	{"AdaptiveLimit", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		p := newPolicy("A", "ad1", 50)

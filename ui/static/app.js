@@ -890,6 +890,20 @@ async function pageEvents(main, params) {
 
 // ---------- policies ----------
 
+// limitSourceText says in words where a policy's effective limit comes from.
+const limitSourceText = (src) => src === "hold" ? "held by its consumer" : src === "adaptive" ? "adaptive"
+  : src && src.startsWith("limits[") ? `time-of-day rule ${src.slice(7, -1)}` : "maxInFlight";
+
+// effectiveLimitCell shows the limit a policy applies now and why: its
+// maxInFlight, adaptive limit, limit schedule rule or its consumer's hold.
+function effectiveLimitCell(p) {
+  const limit = p.effectiveLimit ?? p.maxInFlight;
+  const src = p.limitSource || "policy";
+  return h("td", { class: "effective-limit", dataset: { limit, source: src } },
+    h("strong", {}, String(limit)), " ", h("small", {}, limitSourceText(src)),
+    p.hold ? h("small", { class: "hold" }, h("br"), `until ${new Date(p.hold.until).toISOString()}`) : "");
+}
+
 async function pagePolicies(main) {
   const gen = generation;
   const tbody = h("tbody", { id: "policy-rows" });
@@ -905,17 +919,18 @@ async function pagePolicies(main) {
         h("td", {}, p.name, h("br"), h("small", {}, p.id)),
         h("td", {}, h("meter", { min: 0, max: p.maxInFlight, value: p.tokensInUse, "aria-label": `${p.name} tokens in use` }),
           " ", `${p.tokensInUse} / ${p.maxInFlight}`),
+        effectiveLimitCell(p),
         h("td", { class: "num" }, p.waiting),
         h("td", { class: "num" }, p.tokenTimeouts),
         h("td", {}, p.tokenTimeout, p.autoRelease ? " (auto release)" : ""),
         h("td", {}, labelChips(p.labels)))));
-      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No policies.")));
+      if (!page.items.length) tbody.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No policies.")));
     } catch (err) {
       status.replaceChildren(errorBox(err));
     }
   };
   main.append(h("h1", {}, "Policies"), status,
-    h("table", { "aria-label": "Policies" }, h("thead", {}, h("tr", {}, ["Policy", "Tokens in use / maxInFlight", "Waiting", "Token timeouts", "Token timeout", "Labels"].map((t) => h("th", { scope: "col" }, t)))), tbody));
+    h("table", { "aria-label": "Policies" }, h("thead", {}, h("tr", {}, ["Policy", "Tokens in use / maxInFlight", "Effective limit", "Waiting", "Token timeouts", "Token timeout", "Labels"].map((t) => h("th", { scope: "col" }, t)))), tbody));
   await load();
   return load;
 }
