@@ -269,6 +269,21 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WarningCode.
+const (
+	PolicyCapacity WarningCode = "policy_capacity"
+)
+
+// Valid indicates whether the value is a known member of the WarningCode enum.
+func (e WarningCode) Valid() bool {
+	switch e {
+	case PolicyCapacity:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WeeklyRuleDays.
 const (
 	Fri WeeklyRuleDays = "fri"
@@ -345,6 +360,39 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// AuditChange defines model for AuditChange.
+type AuditChange struct {
+	After  interface{} `json:"after,omitempty"`
+	Before interface{} `json:"before,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Items      []AuditRecord `json:"items"`
+	NextCursor *string       `json:"nextCursor,omitempty"`
+}
+
+// AuditRecord defines model for AuditRecord.
+type AuditRecord struct {
+	// Action The operation (its operationId), e.g. updateSchedule.
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+
+	// Diff The changed members, each with its value before and after (absent on the side where the member is absent). Values over 1 KiB are shown as their size. Never a key or a secret.
+	Diff *map[string]AuditChange `json:"diff,omitempty"`
+	Id   string                  `json:"id"`
+
+	// KeyPrefix The displayed prefix of the caller's key; "admin" for the admin key.
+	KeyPrefix *string `json:"keyPrefix,omitempty"`
+	Note      *string `json:"note,omitempty"`
+	ObjectId  *string `json:"objectId,omitempty"`
+	RequestId *string `json:"requestId,omitempty"`
+	TenantId  string  `json:"tenantId"`
+
+	// Version The object's version after the change.
+	Version *int64 `json:"version,omitempty"`
 }
 
 // BackfillRequest defines model for BackfillRequest.
@@ -697,6 +745,29 @@ type FireTime struct {
 // or both for a schedule whose hour is *).
 type FireTimeDst string
 
+// ForecastDrain defines model for ForecastDrain.
+type ForecastDrain struct {
+	// DrainedAt Absent if not drained by `to`.
+	DrainedAt  *time.Time `json:"drainedAt,omitempty"`
+	Events     int        `json:"events"`
+	MaxBacklog int        `json:"maxBacklog"`
+	Start      time.Time  `json:"start"`
+}
+
+// ForecastMinute defines model for ForecastMinute.
+type ForecastMinute struct {
+	At time.Time `json:"at"`
+
+	// Backlog Events still waiting at the minute's end.
+	Backlog int `json:"backlog"`
+
+	// Capacity Events the policy can drain in this minute.
+	Capacity float64 `json:"capacity"`
+
+	// Events Events that launch in this minute.
+	Events int `json:"events"`
+}
+
 // Interval Go duration such as "90m": the schedule fires every interval of
 // elapsed time (DST never moves it), from startAt (its first fire),
 // or one interval after its creation without startAt. At least "1m",
@@ -866,6 +937,41 @@ type PolicyCreate struct {
 
 	// TokenTimeout Go duration; a token not released within it is reclaimed (default "15m").
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
+}
+
+// PolicyForecast defines model for PolicyForecast.
+type PolicyForecast struct {
+	// CapacityKnown False while the policy has no rate and no measured hold time; then nothing is drained in the forecast.
+	CapacityKnown bool `json:"capacityKnown"`
+
+	// CapacityPerMinute Events per minute the policy drains at `from`.
+	CapacityPerMinute *float64 `json:"capacityPerMinute,omitempty"`
+
+	// DrainedBy When the last event of the range is expected to be delivered; absent if the queue is not drained by `to`.
+	DrainedBy *time.Time `json:"drainedBy,omitempty"`
+
+	// Drains Each busy spell (minutes with a backlog), when it starts and when it is expected to drain.
+	Drains []ForecastDrain `json:"drains"`
+
+	// Events Events they emit in the range.
+	Events     int              `json:"events"`
+	From       time.Time        `json:"from"`
+	MaxBacklog *int             `json:"maxBacklog,omitempty"`
+	Minutes    []ForecastMinute `json:"minutes"`
+
+	// MissedDeadlines Fires expected to finish after their deadline (window end).
+	MissedDeadlines *int `json:"missedDeadlines,omitempty"`
+
+	// Peaks The (up to 10) minutes with the most events, most first.
+	Peaks    []ForecastMinute `json:"peaks"`
+	PolicyId string           `json:"policyId"`
+
+	// Schedules Active schedules naming the policy.
+	Schedules int       `json:"schedules"`
+	To        time.Time `json:"to"`
+
+	// Waiting Events already waiting at `from` (when it is not in the future).
+	Waiting *int `json:"waiting,omitempty"`
 }
 
 // PolicyList defines model for PolicyList.
@@ -1045,7 +1151,10 @@ type Schedule struct {
 	Timezone  string        `json:"timezone"`
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
-	Window    *string       `json:"window,omitempty"`
+
+	// Warnings In the answer of a create or an update only, what the scheduler expects to go wrong (not a refusal), e.g. fires whose events the policy cannot drain before their window ends.
+	Warnings *[]Warning `json:"warnings,omitempty"`
+	Window   *string    `json:"window,omitempty"`
 }
 
 // ScheduleAction defines model for ScheduleAction.
@@ -1402,6 +1511,27 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// ScheduleVersion defines model for ScheduleVersion.
+type ScheduleVersion struct {
+	// Action The call that stored it, when its audit record is kept.
+	Action *string `json:"action,omitempty"`
+
+	// At When this version was stored.
+	At        time.Time `json:"at"`
+	Current   bool      `json:"current"`
+	KeyPrefix *string   `json:"keyPrefix,omitempty"`
+	Note      *string   `json:"note,omitempty"`
+	RequestId *string   `json:"requestId,omitempty"`
+	Schedule  Schedule  `json:"schedule"`
+	Version   int64     `json:"version"`
+}
+
+// ScheduleVersionList defines model for ScheduleVersionList.
+type ScheduleVersionList struct {
+	Items      []ScheduleVersion `json:"items"`
+	NextCursor *string           `json:"nextCursor,omitempty"`
+}
+
 // SkipRequest Exactly one of count and until.
 type SkipRequest struct {
 	// Count The number of next fires to skip, 1..1000.
@@ -1595,6 +1725,26 @@ type TriggerRequest struct {
 	Payload *Payload `json:"payload,omitempty"`
 }
 
+// Warning defines model for Warning.
+type Warning struct {
+	Code     WarningCode `json:"code"`
+	Deadline *time.Time  `json:"deadline,omitempty"`
+	Field    string      `json:"field"`
+
+	// FinishAt When that fire's last event is expected to be delivered.
+	FinishAt *time.Time `json:"finishAt,omitempty"`
+
+	// FireTime The first fire at risk.
+	FireTime *time.Time `json:"fireTime,omitempty"`
+
+	// Fires How many fires in the next day are expected to miss their deadlines.
+	Fires   *int   `json:"fires,omitempty"`
+	Message string `json:"message"`
+}
+
+// WarningCode defines model for Warning.Code.
+type WarningCode string
+
 // WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
 type WeeklyRule struct {
 	Days []WeeklyRuleDays `json:"days"`
@@ -1654,6 +1804,25 @@ type Unavailable = Problem
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit    *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+	ObjectId *string `form:"objectId,omitempty" json:"objectId,omitempty"`
+
+	// TenantId Admin key only; a tenant key sees its own records.
+	TenantId *string `form:"tenantId,omitempty" json:"tenantId,omitempty"`
+
+	// From Only records made at or after this instant.
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only records made before this instant.
+	To *time.Time `form:"to,omitempty" json:"to,omitempty"`
+}
+
 // ListCalendarsParams defines parameters for ListCalendars.
 type ListCalendarsParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1695,6 +1864,12 @@ type CreatePolicyParams struct {
 	// answer and creates nothing; the same key with another body is refused
 	// with 422. Keys are scoped to the caller's tenant.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ForecastPolicyParams defines parameters for ForecastPolicy.
+type ForecastPolicyParams struct {
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+	To   *time.Time `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // ListSchedulesParams defines parameters for ListSchedules.
@@ -1744,6 +1919,15 @@ type PreviewScheduleParams struct {
 
 	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
 	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
+}
+
+// ListScheduleVersionsParams defines parameters for ListScheduleVersions.
+type ListScheduleVersionsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -1847,6 +2031,9 @@ type DeliverEventJSONRequestBody = DeliveryMessage
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAudit Page through the record of mutating calls, oldest first.
+	// (GET /v1/audit)
+	ListAudit(ctx echo.Context, params ListAuditParams) error
 	// ListCalendars Page through the tenant's calendars, ordered by id.
 	// (GET /v1/calendars)
 	ListCalendars(ctx echo.Context, params ListCalendarsParams) error
@@ -1901,6 +2088,9 @@ type ServerInterface interface {
 	// UpdatePolicy Change a policy; absent properties keep their value.
 	// (PATCH /v1/policies/{id})
 	UpdatePolicy(ctx echo.Context, id ID) error
+	// ForecastPolicy The events the policy's schedules will emit, per minute, against what it can drain.
+	// (GET /v1/policies/{id}/forecast)
+	ForecastPolicy(ctx echo.Context, id ID, params ForecastPolicyParams) error
 	// ListSchedules Page through the tenant's schedules, ordered by id.
 	// (GET /v1/schedules)
 	ListSchedules(ctx echo.Context, params ListSchedulesParams) error
@@ -1946,6 +2136,9 @@ type ServerInterface interface {
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
+	// ListScheduleVersions Each stored version of the schedule, newest first, with who changed it, when and why.
+	// (GET /v1/schedules/{id}/versions)
+	ListScheduleVersions(ctx echo.Context, id ID, params ListScheduleVersionsParams) error
 	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	// (GET /v1/summary)
 	GetSummary(ctx echo.Context) error
@@ -1975,6 +2168,59 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ListAudit converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAudit(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "objectId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "objectId", ctx.QueryParams(), &params.ObjectId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter objectId: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenantId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenantId", ctx.QueryParams(), &params.TenantId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenantId: %s", err))
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAudit(ctx, params)
+	return err
 }
 
 // ListCalendars converts echo context to params.
@@ -2330,6 +2576,38 @@ func (w *ServerInterfaceWrapper) UpdatePolicy(ctx echo.Context) error {
 	return err
 }
 
+// ForecastPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) ForecastPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ForecastPolicyParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ForecastPolicy(ctx, id, params)
+	return err
+}
+
 // ListSchedules converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 	var err error
@@ -2640,6 +2918,38 @@ func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	return err
 }
 
+// ListScheduleVersions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListScheduleVersions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListScheduleVersionsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListScheduleVersions(ctx, id, params)
+	return err
+}
+
 // GetSummary converts echo context to params.
 func (w *ServerInterfaceWrapper) GetSummary(ctx echo.Context) error {
 	var err error
@@ -2863,6 +3173,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/policies/:id", wrapper.DeletePolicy, options.OperationMiddlewares["deletePolicy"]...)
 	router.GET(options.BaseURL+"/v1/policies/:id", wrapper.GetPolicy, options.OperationMiddlewares["getPolicy"]...)
 	router.PATCH(options.BaseURL+"/v1/policies/:id", wrapper.UpdatePolicy, options.OperationMiddlewares["updatePolicy"]...)
+	router.GET(options.BaseURL+"/v1/policies/:id/forecast", wrapper.ForecastPolicy, options.OperationMiddlewares["forecastPolicy"]...)
 	router.GET(options.BaseURL+"/v1/calendars", wrapper.ListCalendars, options.OperationMiddlewares["listCalendars"]...)
 	router.POST(options.BaseURL+"/v1/calendars", wrapper.CreateCalendar, options.OperationMiddlewares["createCalendar"]...)
 	router.DELETE(options.BaseURL+"/v1/calendars/:id", wrapper.DeleteCalendar, options.OperationMiddlewares["deleteCalendar"]...)
@@ -2885,6 +3196,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
 	router.GET(options.BaseURL+"/v1/fires/:id", wrapper.GetFire, options.OperationMiddlewares["getFire"]...)
 	router.POST(options.BaseURL+"/v1/fires/:id/cancel", wrapper.CancelFire, options.OperationMiddlewares["cancelFire"]...)
+	router.GET(options.BaseURL+"/v1/schedules/:id/versions", wrapper.ListScheduleVersions, options.OperationMiddlewares["listScheduleVersions"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.ListEvents, options.OperationMiddlewares["listEvents"]...)
 	router.POST(options.BaseURL+"/v1/events/redrive", wrapper.RedriveEvents, options.OperationMiddlewares["redriveEvents"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
@@ -2892,6 +3204,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/events/:id/extend", wrapper.ExtendEvent, options.OperationMiddlewares["extendEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
 	router.GET(options.BaseURL+"/v1/summary", wrapper.GetSummary, options.OperationMiddlewares["getSummary"]...)
+	router.GET(options.BaseURL+"/v1/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/v1/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
@@ -3011,317 +3324,346 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1rcxs30geKfxUU//8qk8+OaEqxsxuq9oXiy66fxLHXkk+ePZlUCHFAcqIhQAMYUdyUv/spdDcwGHKG",
-	"F1myk6xqX2wszmBwafS9f/1bZ6zmCyWFtKYz/K2z4JrPhRUa/vWs1EZp91+ZMGOdL2yuZGfYuZgJNpLi",
-	"xuIDI6YmzM4EW2hxnavSsAWfilPG5YopOxOaXfOiFCw3TItJaUTGlrmdsSeDQb+TdHI35IdS6FUn6Ug+",
-	"F51hZ4xfTjpmPBNz7qZgVwv3i7E6l9POx49J59Vz93d4fcHtrHo7zzpJR4sPZa5F1hlaXYp4pDm/+V7I",
-	"qZ11hieDQdKZ59L/+zhp+k4m5gtlhRyvvhOrze04Y1pYnYuMjbXgVuDq3IYYPhfsSqwYl1n1h0uVrdwr",
-	"pZYG/jrJtbGp5NIshYZncSDDpLKzXE5P66PB+Fzi3sJo1damEvf25KTPvhMrw7gWzIzVQmTMKhhnzItC",
-	"6EeGWSG5tP1U+lOYCZ4JXW1ktPIjt/S2XXz6dPcufp/Pc7u5eW/5VDCT/0ewbiYmvCwsOx4Mem2EUcAo",
-	"a/PI5+W8Mzwe0GHSP8MkcmnFVOjORzcNLcxCSSOAwL/l2TvxoRQGJjZW0goJ/8kXiyIfczfHxwutLgsx",
-	"/8uvxk34t+jT/38tJp1h5//3uLpEj/FX8/gtvoUf3bw+Gj/LMoWnzObcjpFozt6+YtEL/c7HpPNMyUmR",
-	"jz/7NNXlr2Js2XjG5VRkbC64XM7yQiSO4nIJ811qJafMWG5FwpR2vxibFwXLZSpLI07dH7sjobXSZsQk",
-	"n+dySnQviixh7pjYqN/vP+aFFjxbHYmb3Fgz6nkiTyVNhB5gM+5uDreslPmHUiCDSZgpxzPGDeNsoYp8",
-	"vHpk3OeEo/CPSeeFm8Hn3MEzyUopbhZibEXGYANY9ylQ98ek81LpyzzLhPzch+pYyJyvgOwcL2B2lhum",
-	"FkLDR1kX+QI8pyTjkvFsnsvoCaXh/LS4FtoIXM4racrJJB/nQtpzqzSfis+9sIkWgpkFHwsvkYxVWjwy",
-	"LMvNlSPMS1GoJTJBJSf5tNSOLc60MDNVZMNUSrFk7mtZWQiTEOGbhFmdT6dCG+DOWphyLpC1eolWSpsX",
-	"+PFU5gbmkvXZc1Hk10LnbgwtCsGN8GO4bXGbOVVMSSLRH5R9qUqZfc6d+0HhvaErNoHDzQ2JCTjbC6W+",
-	"5/rzH6jnkl7GFW4Sbnpcrh8iCAbWPf6afZd/C4ug7YbdFjdWyKznF/OayxUxfvO514SX65EJi9NOZcDp",
-	"54aJmxkvjeMXSifu+kXLSCWuI2GcuK5VV0IyPrFuV5Ric6dzRT8Z1nXHiMzSaxgiY08GT3psotUct7Fw",
-	"l5bxLNPCGGDiE7ri4lpImxCrT+W41No9usxlppanjLOx0tqRDc7E8X6hrx3lnwvB3gmrV0dnbnp99kaS",
-	"WpOkslxkIC7oWkW3yt1cHq7gECbhtyyVc37zws3IOA4jMvahVJazpSqLjF0KtuDG3cWuVPGnh7gKwwrB",
-	"r0UqA2NgIEWceqYFy/Cmiswra7mOLqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiad95KX",
-	"dqZ0/h/xWTnA69wYJ5OVZnNeTJSei4yd0VSQ4+OigTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
-	"wV+mwlaaLBIjMb73kl/zvOCXxWdnMkgKuWFlNQfWdbcPLgFSaMKkYmKeW3fTdClJ+8lNKhdajYUxvVMw",
-	"A1Z0G2PSv3eyoSl8id3zXCw3bCmK4oio57K0LJdIGKD+03Dua2dvX5EdtdBOp7A5auPIHbIzmLgbh9vO",
-	"sOMYxZHN56KzYVUkztLbNA2TzkKLSX7TbLiCseUEu+ZjZ+h6VeFKrBK36VqM1VTmRjDc/I3BiaAPmSYy",
-	"sFdZsx1bWao/oekaHg8rSaLN+Tl8ACW2+wBu6TN8Bs69KN5MOsOftp8tncTHZP0orprs3AsQFYJrt1d9",
-	"dj5zF52uAd1mpmSxati1tVW64TeX8XNYyPc5WmT1SeVWzOv/sdfa/Ge41ny1ueEwVuOeZnxh82sRDFee",
-	"ZbnbCl68jeY14YURTTcjmCAo2+fqWjgF1C6FkMzp044/zvkN69roaZBxr+TLIp/ObMKWs3w8c5cL5LTI",
-	"i1xOY8mtpBOazpg3+VTywqSy++Tkm8dPB18lzJGjKq1TX2eCPb25YWbGtUjYVKulY/gFB9v+FDjd+b/O",
-	"mXUKljUoIz+UonTK8yUfXxVq2uuzM/bk5BsnA54OvmKWXwnDlHQie8K6go9nbFJqcEoo6bRgWTF7VBjg",
-	"6blyU8gc8VjFbgb9b3pJ8GbgKuCvqVRyLNhCaP92l/v/yv2uqtKO1VwYmJz/yCSVphw7jiiAT+MmcusU",
-	"AGPZjBd45XGIJTduGKZ5Ds/bIaw4lVYtuc5w6wtxLQoUeoUbY8LzQmSwsZJNuHEs/1KslMwc22CvZCrf",
-	"wom+J03HHfiAaYFkwIm2gmMo6H+T/MapILZGB4xPeS5RjtTvxJzfbDhBdvpB4Ncdrw0a3Cf1m+PGaLo3",
-	"3/Lx1SQvisizsvXm1BfkSHuT9bwEpp1LY51hShxbO9uMdXM5LspMZOAz2o8fz/nNy1zjBzcv7lxV3zLR",
-	"l5zN7MzEyFOVuE1zlOXeSeXxwP2h5/RifAV8cXPSL8hUxGPcPBOrNqfzQmZrqxU3tNpTUL1Q2ZBque/i",
-	"1w4Rthu+vf0oTVk0cGTUqxumjfr2Ujt9SbKs1N7l46yRfuPycay3QmZunm1DwmaQcfrI3RYtqu8Qw3G3",
-	"d6qdGc266hrsRZHK6K/B4Ad9NhMToZ3ef7liwb54K/TrXJZWkK8jleBCmJZcZ722EwS3VePsX3lqKsQE",
-	"mBa7FGNeGoH2x4w7Tdktxnu4mvdo0ky0QMuguOgM1xH2CCkwE+PcODX+kg60ZXi6e3vqXrSm5kvkLbhH",
-	"prpKuWQ/uW84PavXPAX/2qtmxc5c5YsFajj7bwE3jN77ZcwLITOu+1tu4C1uUTTrJLpS0R75s6uWEJGL",
-	"J/7O+i1oupPPaAl3oj+7H+sq1abuWtOeWlVu9M83/AB8a3+1zS/vnXut6ftuKf9Rsvlj6Fc4aAuuhTY5",
-	"GkThhVzar580kshSiKtitfdqfoTH35WF2K2IZj7KEa3Rn1DYxjCDauKxbRDvwDbiQUvhQKX2DMUcSj0G",
-	"E0tQLKFLE2fGdFkIZ75OhdPo+uzFtdD4VycEfy2zqciAVdMi+xtKTaDK+vd/nKlCsEKNecEyvjIJ+/e/",
-	"//3vo9evj54/h3jR3jTsiXVrzOp+SXdNPpz9cBY2BISYWyBqh7l3NYetazRL748y14lyG2HdheUWOFzT",
-	"yYWo8x62dKtpVz+pw27BC1TATCTKhuxS2Rl79/IZ++qrr76pBB4Fap2BZIRNZTftnAxO/np0fHJ08uTi",
-	"+K/DwWA4GPy/aacHmgiM4umbWFYIs3nR5UzEQClrA/5tOBiknd4pW8JVmYMGY5rsBi/qN6+K2r2x25VG",
-	"v7lo+RzKYy6NkJZVk2VXQizIHQtRPqdcF7mxTItFwcfCVIGejD2wk98nO9kkEq3ky1wUmbmFZwXixsxJ",
-	"a4wWjLWSTNwstDBOIp5CyBIJCR+dCy4NSzv/k3aayGP1ZvJaSXdsvzWpSKs3E7e8xl9nqtSNP+Dda/6p",
-	"5Vtt+2SanMTXQvOCPT3CBa7tgMG4iVdLyUzilrnXVqn0hjRk6IB5OYdAuUlY8Ln4Z5xGypYzoQWzSwWP",
-	"oUEEfh1cZp+9AO+PKgq1JF+VmxGqAl1PiQl7fn7Rg+Mh33AqHYFGiUGUHeDeNj/lP/fZmWS8sEJLDv4S",
-	"q+C3BA/WJG4tVuhrXmAMqZRnPqGl9frO+c0r/PH4azgo/6/NK0bh29VrYQwFtDfJEaKTjhAl++fFxVsf",
-	"ScIACP79/F/nbI5jDMEJxq0V84VlVqWSnoe/g/7fxLDphc0ZHDMlqywiP7Aj8+0uoLEqMUSw/bFM8KzI",
-	"ZcvSReWfiAy+S8hlCTFCvIlOFjrDl1j0fso5bEeLLeiIestPFzky5X2N2Uw0BAwGR5fckSWfK3JgjGDf",
-	"Rj6kSIt3H6xt+aBpLxd8VSie7Yy40GMgdSH4u+sNT6bv6PFdhvSaPPe7nKwZsrjB0Xb6ffLUkwSyrKba",
-	"pBKsz29jn/9ZZWWAP5tN82uS7DC5R4YCzJd8fLXJwsXNwnG4M9sk5QVej+COx4HIN05ebIgyhw+wbnW6",
-	"PJX4ZiBgXlpFC4FwR28YYvRKU6YBuxQTpYFRktt2z0CRm8PmIt4s+IeSguF+P4wYa2HRtT8RjmuTLxtu",
-	"WykzCqsDr/ZcgV2EhaoJG9EyyFM7gudHL2AF/m81X1dkaOuiJS+U9gLcaCP2/t33wWcHMz9lb9+cXzC+",
-	"+XGrKOIWtqrU+U7Xi5uI37cm0oN5bFoktCGmKaga8caGn27hZIlY6L5vUC7CVoqGQAQFOiZlEWSKI4I5",
-	"z0SfPSsEJ88mZ1pkOr8+gPlOcpmb2Y5JwKEyLbjjHP4iZAlzi3b3YczlWBSFyPqMdHtIIGR5yB7wn2Hd",
-	"ccN0e4fM9y4FQvNAQU5sUoY7jpBi2CAqIf2P5AX4UbQYg4oKoaQguNl3YuH9+mEXGDdsljsjZ4XhQtz2",
-	"3LAFugrJ1CSqZgMIwJuZ18bw4xC+cpThdt8dUI/S1jiTYhnox03INBoFBS/leHYI7c/5zdnWq3a4TER2",
-	"/Kot8p8rndtV88d2eZctt+VOUwc4yjk+6lg2hEx3vXSBT3kW/yIWWAeIBkfD2ZvStgTnvfTM8gyulpdL",
-	"kXhDuZRbhjIza2cSNINLpQrB5a28q00uzoNVjEB00emGba9TWDjCpGLwh7hH4WjvwoWFUufe/FeBBEXD",
-	"RO+Stm9Fq42njmNuXQxOT0inP//UIcYWUYwbhyQj/hDEZKV+4n9avfJPcPeXIISiCVRbQx697GWuG/bT",
-	"+91aeIb/+Ye2+Ac4mBoEKC8KNi7U+Mo7+CIDKnaNN7gPrkV20RAs/tGJACX9cpijtV98dDzxNjxZK5iP",
-	"sr9w1YJT2lgD3wmuSXTzg5wR3k+a24SJ/rTPUvgCCw7Lp2nHaQgp+ZqY4TYxpUQfzabGace3JED3pj+H",
-	"JD7PsKpGsozV4AOTGNAI+LYhh+ofimWlz7P3aQTt5knILWAnT2a9/laTISrIeXp8srsgJ96idv0ZnHQ+",
-	"B3DjcoAXppko/vf8zQ9swR1JTqpqD9adgJHE54tCsJTYeL/UBTjBOYN6Hxbq0DDhFHMn+9vpcofPGma6",
-	"9cRb7r8TQzsZp3v3GT55WyMBQ/Sbm4lZp9kQ/Dz5XJxC2taQVMRMLSEckIAGGGIFdjw7KheYVpSkEnZR",
-	"SXGkJhPGx2OxsL4KL7cG3WahuGbBjT0NIXN1LXTBF8NU0n/93f0SEpdCzR8wlRlHxSPTPJciO01lYL2/",
-	"XK5+cRxpyPw4+BOlCbs1aRwkvMKWkLXu7JlCTOypT8Z1mwERfhESyENtSjXxOZclL4appD/4V2D64fkE",
-	"5+slyelGqsAwlTxwuHVnV8XlAl91h4E6ulRWoFs1lY4JQox0G49uYtFZ7xRzVyZ5UYRl+z/E65jAIbvD",
-	"875btN29QCU6Ao3KiioTwZ9wLCf9YTlK9XsevYFbG/3B708n6fipNYpaP4cGe9IZhSP4PZfTEfo6ZDm/",
-	"FLDpop5RZBSbcO39NKkc9Ps09NExg7yKXrA3IbFwmRvRmrZDH23gY7oUZK/6Q3lk/FygsBIK3S4FWGA4",
-	"tz47w9NTk1RC6hc9H6pWKI2cMivXc5KCWAjpZOgfp8wWbtFFzyHTsDaZehpUnPGUUHFFFtmVxnJtT8kA",
-	"hDTGEW3hiBm+MqmcqSUWlMCGVvupGQg9nAdEFCpz1G9CvNWRBXFndvivsIWtGd7umPARir1Wbmi30txC",
-	"BaFsU7GcKf+y5v3Yb7KxfdzgL4nOC59kXbLH3C6bhWO/vYT5TWKLovTL2HCj45/3199A/fFbv5m9sznj",
-	"H9bv3pqre/MeOX7XtPJVxdFyw7hB3w8yrEoTcEzJsben84FJO0kq047PzBtSBRBIjqYcve7xYNBLO6xb",
-	"vxGpjK4EChgKifdQ8aw+UGX3DaMywlRWBYPhgqadFp/o4a6MQ5z0zcYz2czV6bqzjLSJxOsvuyoIIgWm",
-	"wQTy5lOjVwWMrJZfvIG2WTTvlRCSaN53gfJ4JYLzImsmtpxSozdH/ha4cVXO1XWH5v7EUbduyTwMBmTj",
-	"SoJN2fjrkufNAoQS+Ry1uTP3XpYZl1kRr9Vd7aZprdGA/060/E+0gusEcBeuD9Ci783z8TISIGthfNNA",
-	"C6SfoDaxhFrnHOPXlQoHGlpwmYGsQws246tUdrljzLmcHk2UXnKdsSlf9IL6G7gaWnFRPHTKF6ep1GIB",
-	"t24YKxDVRNQYKiozZpf5WITPsi5P5YQXxZGT4f5rufGFIPSa9K9gfL8bosCo8UM6EWqFYbHLmTKCzVQJ",
-	"dfr/06uriFVuqp93oxZ3qPBlXS8Y2REr7biXoBgOf80NBPxk/xZCdVMxa5etQ/d1FKugITVNNug56ztX",
-	"E7wJ1uPiM5mY5BJ8A0BChl+LzF3rhLYbBzYsEwsgEJx0njmzgC2dBuls4APChJ/iU0qqPDU0RnDVTZ9p",
-	"zba+iCjfW1ddI8T6N91v752C2TtlfqmXIlJmzZq1tmaNtbih78QT1MRdXlEuyXa/jUeZSDvfDOZppzHX",
-	"BtXikJvibAFR8IURGRmIz88vmBSgz0BFUG6d5qfVnIFifmZRmcGkDjdmDy815MuElBfQ5t1zINzd5DyZ",
-	"0ih9dubLntLO8RwUK0wONFhnesqE0+WfDAY+98aP3pp74+4NJN9gms564s0GGf1vC7to3tPjp7CnWE7W",
-	"dK/LBQLZ5IbNy/EslVT+HhvgCchZn3gJhQeDhK5uL9QuO0FsZnA4tSPMszp/xxMzKpyqs67JBqOMKi3M",
-	"mEvGp1oIg6Z+gJHwFx4SpiAvCtkR4wuunaF64XgRFa/Bm/gzHKGXLJko+EpktAmn1eSuhFg48qG0UDQM",
-	"Mzh3cBxCpFjJqTA21NGdPJm5DSJDs0fMzMyUtjG8gpnzonDvTfkiVC7apSIaX/eF5BL3ceKky0pwbSIC",
-	"xcUA2YeCrcTZ8XAYEsdMJS5P+DfBCSBuIGtouEGpZAOxC++iQI5u2IxfCzcmPdBMlt/zS1FsST9sygWs",
-	"0e97IMTjr9mVWD1GiKsFz7VJKgAoTIBTE/ZdeSm0FFY4Mnbf7bMz9x5ghXDMqlOT4O39+qu4QrlbCLcO",
-	"k7Asn+bWJOzR0aOEPfrlER7co/6jBDcY1FxHlXFQmOHrUOvk3u8lTC1wvQWVq6eSMyw1htcfPX6UeO8e",
-	"/I09/+GcmfIyU3Oey3imJ0+/SmU817RDNl1/rOaPreDztAPVmQEETMwXdoUgEyFfMJVhq3A33BuXHGED",
-	"YIuenJz4cx/hFo5OGYdnYGRMJaw/0U/LweCrsdtn9x+CsllognDEgs+ddMmLAnVlmztW1ZmqIus0JWR+",
-	"z62Qwpj2wn1g4lyGRB1iW6h4KrgMPkMwYb4+rYIFiVIDihW9LLLIniFu2OW1cgy4jE7ZCG/kUZaIU/h6",
-	"m3lTi6eDiM7R2waW7Ddtf/+m8e8G9jNrzutCF5L3gUFyqVtcXlAesrMhSmcJwsZ1B5St646zt4dN5NaA",
-	"M8b5VbNpkvCvczMhN79Xet2/f1FyLMik/oUX3rXZqP2+Cd7bJo2UW1/JZ/G/g+s4uIozJcwQ3dBdZO3I",
-	"hkkvAm9xU9Ha6Zq3mB6nD8msSvOFCwV802fxSrWHD7vrbhDqdRPK8d3IIEbZWeUPL/mq12dvZEGwdDSY",
-	"T143mwZGB23BsI7mTSafdHRO3DELfzDemm18+S0vQ17ZgZG77T6sStQZtnAfyU5Z/RpWnLCPuQkhBAfl",
-	"1ZtRTXcRtlg24Ysec+py5TiIKCan/oJPSltqcUD978aleFs5rtYBzFYYx0PeLW7GYmGZLIsiiRgSnnvk",
-	"B+6GguiTp4jHFCkbfTZyA4ya4CAD+yZX2miYSgDtIWEEJ7WC+llneUnF6EGkspujqTqi1f1qlOy/40uf",
-	"ue2WCSHWhlxAKsbfiShRA4T4mHSiTNCILUaWymWpm7wSL0JAwEJR+VR5t/6Gm5dH8FDNfquxIlSmFnRK",
-	"SgzyzziBWneGxzgDl6qUhHiAVgKGpRutw1sEOcVkIsY1TI3NuSISQhUSZ8JZ2WOASVwmQQ31h9YnJI1U",
-	"Vn/hN5v76H9siQG1hBmKoCNuIwzSJN3zbvLPEC2x1WNR3wUU0ISw2D7v/X0DbtB3LdkajpHd9vOBhztF",
-	"EwGNCjtbdZIOBBDBvUllgqoEjE6hr4X+BYEfKewoxyuKERZq2si8I3JsdrZGD1wo22Ssvwa7B/HPYBVj",
-	"rYwBVRIYmWkrSmiIabSXNVvxVmhU+lqmQErPQmiytgFO8VpohMfdftOr01blZREddaV2hZRAVdqWYr7q",
-	"gaY6fdwiLcYFzwG1KQYlWAot4izCULRbm117qTQewCv5vinh/6I6HQnILnhEvCiiY2rx1N9/kXebOz9m",
-	"3IAZV6K97V4gfyGseg+1NS73jkl+7VTrQqa+qUkUD6if9O2Kw1E+7lka3i5CDyjmOxeC1aRq/3cPcFPX",
-	"MnapBGsOr/xarJeaKFnVizm1GtLmJ4xONuAw+kzeNfyUT9E1Qi7AhzIXlpmFKIpTqGgBnpTKGovrs2Pw",
-	"duA+nnp1DjCpurUnW+FRdmkqr6EUpwZ7hAoJcNDAFoaMU3KZAlcl6757+Yx9/c3guAfVgCqqSyD1MIn8",
-	"i4/HpbFqLvSrLO0kGAeuwqoQ3PXwNWBP0xCs4OMr1IxQGQYoLXDHupl10w64OX7Ec0tlnCQCiJgM8zy0",
-	"unQKy7pESug0fIZzP5VnwcPyNbtcWWF8ZGK4l8rW7PQqPqfTKzZgzCNyfGGgAFWmmMFXfGhNA9gh273i",
-	"jL4uuo9JjJdGU6k0RA8WG2uMHmptXjrB/aHkBaQpTDAwRTR9MBe6rapSl4PRrWT1S5SkMsCa1XDjglWK",
-	"E61IRyrwObkPAOW0Xda9a9pvowZhHlHQhZJ42d67DrXIqbRq4c4vpviud66xqQLvutsbp1hDwBPcBCx3",
-	"huY/QJTpVIJHG4G6cK+gBBcjrYO+26Dj468xzNq2camUKtbQ1qJ1e+torSGQU6881HUuyurEcqlKUwu5",
-	"wxQw6e0GXWxQNtq1gLvIBCB7+/YIjDGC3oNCcicKyd56wxkAj8QqoedCIR2S7PMZAO67q9FnYPqC/Ksx",
-	"hmDkwMcoZMXpX6CaYOGqBXksCiNSWRXmelL3upAUS/zcLfWMpqU58R3QGQkO1jGajK3z8N59SdamadUw",
-	"Tkh+gpRP2Oi3j6N4xnNWVw33lKc/xmKTdUHauUO4EgvbaxKj4eFUAic8ZXUx6kVmUhel9yVAm3ZtUDvJ",
-	"uri7R2G3eyoR1HvXR5jhEvRuLU/2ce9qcZ2LZUPKVDz93S5oiAEAFvxS6czESjW3bPDNcDBwQv21kk6w",
-	"2plW5XTGXuo846uWoh7RHklxdDkSN4uC5/LvVpdilNQj8iagMkDYSwHKuI9QNMRdapg+W4vg4nqwhkw2",
-	"n3d5WE4cZK01jLYtmSpKpWlJA27LYK5nlq6ZhBB/3UhdWiCZiCwqEs0NZjM1Vx61I/Ftw0eMwO2qnWwU",
-	"/1XVUX0Bzt775snTvzJCNGeZsL5meZ3C3Q+NzJfckvsfYVQH1QSLSGrrjuLLBjdZbguxBWZqs9vU+3ev",
-	"4i46VzkmHdJm7FYE4Vf/4a2lme+wGvh2oTReNLBrGpHCRQASgKo8CRdK9AZ13pkqAAo9yQtII9nMElwr",
-	"LWiidghNBo9AhSC7lsceYQU0IhDDMCJ2DMRxfcwAdTeK0lbyAHu6v+d+251tW4V/p5kJBLJr6nrgfvPb",
-	"7sPzyheAk7I3cic0WgtT5waNrDa2oG6xewEv5fCN+7iNcJtxiwO+x/ZsBfCA04bIZs1hrrRoMnursh9o",
-	"7AVdhrgEuxMwaWlUc0oQtYDv3UDXa1cXJ958VWM0lQOv6j3XkJ4TkTYcxCwvMi22lp/4Z1jXF/uZQlnT",
-	"Q8INmGdoQiwKJ7WkVS3B0sNjlmPdpB0941LJfBxBsAEcXZcXRoForbL/6JvovsHMyV6/7UsttzWCdqs3",
-	"yMFRDcHBwQgJG/vJHQZjKORhwVxH38/akXLWM0EaYAozU+f7j0xQ28xpXfkMjfIQJRsjxKgGQrSKvnbY",
-	"iltBXtrSgN1ZREm9iGRH/wxTBQenTyVuPuqDlD4cELNoe3trgIeGrncitcyr1KltI/oMq23BUylu7MtY",
-	"i97cBche6mKu79NepPUn7P3Fs9ox74mfsnb2qpbGtW1FUcLXRwp2Y2bS1pfoMagLK81hPAff+LYlm4OS",
-	"MunmnL19VTVkwhdrN6ff/oEfGpOdLnzpsu/qCiHhLg0dZzUXq17/bgrhPgHTBxOjtkO/1ae+mUt1AAxG",
-	"KQ85yFAA0ZAu6lFNKLeuQQPC6JGvrwgg/vWSiQMAsjCvvNkNSPUCByzNw89sO2K/SMSquQ1a0pdFe4d8",
-	"+T1rMzex2yMJGTa/BmJUVd63wBl5nuu3uxbY97rTOj89JObvD+hs7L1AAX/HXZqOv19YZyhgCqSGNWbv",
-	"1Md7yfOibALV2GKX78Qv2uRWgLpKBg2wvlxOC3EU7js2woAmgVAZ4Nsg7pumEUClaNq7N/KWFnM4hH3u",
-	"FB2ZUxw/sU93Ve8WKggb+XpLcqzTQIFa0EEHsgPKd9b5Lvj9my1VUYixxTXsxU/881tSaKNpLVskgfFN",
-	"J7EIeW5EcQAo0hqp0OlFi9mHTloMVMzHazCkEa05Ia8n+ONhJJ/CN6Q1BsgHyNQVVkCzm1QGOI8+O6tO",
-	"xkO/+LJBx2wYN1cC7BpnoJMZm6QS2gbjx9oiMAhp2JThgbZwtf/RAggHUckEqQda5SBawJLv771t5kAN",
-	"CiCtqF0yV14Wd09QwYLdofP1e3KwZ6Ba/pyvqPN35DjCW1n5BdDGG43pEhthnVIcX+xmj1i94npDNyKk",
-	"GVC0YYGgAphTxx6q7OCRW8eI5Wa3X9FvaBLId9sF+NY9fatks0AGze1J8Ij0NSGsuM31zYEhRT/ORT+U",
-	"qGDSryy6gLcgh+8d4t4c+BaNBqtmCWrC/Ii4tViKyGWo+GJ51dP/O7HadJk3+ztagOYDstuAfcX+x/2v",
-	"JdATfBtbOx7AQ5/qiWjMf1t4cKmqd1tvN0b679CFUYHX/60pMuU7KuzaZuq9APpWTA8Nni6gI+TUbloh",
-	"QwZyCLtuY3HlvYQV+RUylVfVoEffiRUBuIE3D4Y7j4zTyOd48vRpsisIGztntq0y1HLX3C3b3qA65U/3",
-	"ncRR7t15Ibf1quzYp8/p37g3c3/NP59PZ0Jj1hd1O4AIsE+W9ZWR/ooP2qBevBFfH/57DElEXSYrzDxf",
-	"fv2ruoS6eP9Q7vVKY33xcchIhNaoRVZrWF8D5otKoKBtayhwhQn2WCkLYQwjEmEUtPqFF8UhYBGV1b+m",
-	"5mCVOWaWhGAM+Zfrlffu/4pVVayKdnGz1nGwI+FTXALb2t5EKXLvL541p8jFJv6WzLyoHQAh85XGA5dX",
-	"GXp7p+DRivfSByoLYU2u5dgvt3I6o/17MjgGcKsoGrymPTV3urgg9v7IsIUymBFAxE0tvgmeYtB8pxZV",
-	"sH6vbuIAMQN3qnku1E86N1FvE3eqmKDkbVWa8aZO00CXURBqH1Vvm9PhZHCcUGPQDecDyMjI2QC9PQ10",
-	"KYoln9/VfXwQBIi9JVBfI5tWo7JqD94S9wS1A8OePmrlO2n6Pu9Ke8QuPBP/d5/9nev209jDQlybivfU",
-	"MN6Q3hCX7x2UmNp2yXZlqvoNDNNP9tDs20DV+NjnpzaB4pctSGQNPodrx1Loja0TuU3Pxxc3fGwd64c2",
-	"3/XeSz7c2NCB6cGq+G+3Kh609Act/UFLf9DS/9Ra+l1UycT65v1gZm4ETQ5TAX6EurjKZ83ZZVlcea89",
-	"XyyKHPo9D0NMgls2FyJ0mxzr3ArtHsb0zQqSDtLhwq+kZeYA2sol4kSl0rvbQeOGrEQEkKIXeUL4UBF8",
-	"iH9lBBBjUP/lIXAKct97iL4gRy9XjI/HedbSfzHPzLZIgVd/jWB5ZvqMJLhU1QdqAj2VXQrLANwRFNUk",
-	"zPBVj+bnRPrMw3lxqMTHLk4HdLeMIWcCTX1yncraoiFWg2szvkYlifcDaxhZlxuC5fr7lVj9Hf46CiBV",
-	"gNjeVLziLuNbSHjZuv1AeYCihlEMP4G8Od4Yi7a2MZFosN1pbqjaCZqXlvJKqqX0BVAb8GSe/Pr+M6P+",
-	"fmmr9XSJjbmNHPsAohk1gk5KxQBwvltJxAAPmyXUKDcCdcJeAdawEajGI6qALIp1ZHnfog1QPJ3CSVFA",
-	"pxxjjMpYNprzm7B72EswNz74WPWagKmmcnQUFnOkhRXSrXEUI1riz7mSdQipdZMn6YSBtmYk3KqM0Jst",
-	"X9Ly+AzGBDJU6qodVZRBkVKlovb+UEbEZmXn/1INDRT7QeH/wERlf7n99ETKZKPeoaWA77S5gC/x2RhY",
-	"I+n+3H+wXT7NdmlIpwZ6x5XUCvS2wF3tyEI8MC/wLjPx7jSnblvK26a8usoX+6Y6bfcroSSRGfYjafAf",
-	"NfthLmpNYiCVAUWhVZAmmbDjft/pQS1IQs2pQy9AMwQToikrswK9vkMMvvNyPud6ddv+U/R61YJqKqTQ",
-	"h2ZHFhG46XZmR8/5m5YfUAxJU21DB6g89XubTn7VTcUyjiWHKUYrjD9T362f20/noUHGf3GDjDrd7tt3",
-	"M9+KfzYTBayYdG1Zc9c018E3b3BrqcV+EHCWB0CqCAMu12yGrrGGhrLzGA7ugBN/XobSuBjk6i6Q0/I1",
-	"WLSmU7wIwvIAM+BDKUrxvqnl+fm/zhn8Cp3Ou+5zzHxoKfDyBb27xfSFe7KtzfrM2kXX9OCLkZH29s35",
-	"hcic5INpGOaeA5nq/uMXyITr7Vkd3L5zF41FySP3idEQxLnJp1Jk2OZ9ITTV91rFRqUuRn02Mh8MPTpH",
-	"cFb3GCFmwXN+u93D1dxHw7hUNSsFs2oqIAqOmF+pBIR9+AybKkef6/OJgMufDgZh92TGjtlrwKlNJTkk",
-	"E3apshUb/ZZ2qMtcZ/gTTThh/X7/548j1gXvh18GNzjfUSqNkBk0dahgsSgHavR/R15u6SOIIx2BWBn1",
-	"2Rk7ubmhmKebB7AtU4PWJUMuhOQJkhc9b4SL5uadSjdxYHFu3mkHkdCpT1uGcOhpJywEmuB4DCwOZa9W",
-	"54AIKlepxDpsisl3n5x8A3v2dPAVLu+d+87RGdruHt0/cg3C4basoc+caZapsXnsgfD686xu87tNdRL7",
-	"g5PVFUU02vsXYOO2Rr8PUYdaWHorr/1QKst3ai04wX/hs0F93/O1C3rYcVjRLN7BwPEYrwyfwgruYP6r",
-	"pfTpC2MlJ/m01AAxX2XFHsCDaR5h+bs6jeFCbpX5u5dh2uTNb5/HXbjwieTuzYFfo5jD7CzAgQL/j2OF",
-	"SAB99koyzt6eXTz7Z/A3REnEV0IsSPyDl/Y0lbl7Ad9OiB/Bafv8nIreIKbTQGzYGqSJ2hqc7XN+s8Wh",
-	"BaBywYMVw0bM+QqTbqp4/GDQOw3JNxgbyy1xMhN7beNv7o7hx00Ifd/g9Tilhp4rlTOvXrldzSphWKOV",
-	"VN1stS9M2TLhauDDpos9E5tgYXIspAeUoprHEEB/Ihg/7KKYoNkOOnsqQRJ6FJRHxnc5rdqh0kpqzUxr",
-	"TUxTudbFtNay8RSehOIiw1eGGUWQUvst/NyqRjMrRihsoiQD77Eu6ZSwExNCJ5VZKrWw0OoYWpzsPk8E",
-	"O4PssAU3TkNIZXW230TEGE+7UiIQ2MwyvEV77sB5bFA3LL9ejrO2A3vfnvCVXeT4sZXFXVSi8MAaiICh",
-	"S9I0sCtYR2lEn/1YtSkATzf37WxTif7AtcU7I4hLP2KfvcGWT/R2Tnh1XIJ6nUp8DGPOVNLDZm53F9zd",
-	"A4mdzJ+9ev4u1GSYD4ZFr6USmyRR157KrMCC7zrb9uuMEeJSGZium6PBvENEhe3+9pEV+YSoXAsnhCCC",
-	"28iAx3nWxHnPskwLY5jmcipMwP8anQy+6g/6x8df9QePT56MsHMYPVvkFrApfHcotyDYpEtBGvqp3ykK",
-	"tnHaQIxoxXsI3ZLGMzG+QkdB1EdH0tFqYVRx7XgLfn8tXBoDnAx21hrUYqmb0t1NzTTlMNJaoh2aKXVl",
-	"+lFnpBGEs0f/U/sbWsJyVW+1FD3Rb1nLydOvPnUx3ujCYGsTr/C/QJVRbPdGUHBg/5jh48fmg+mL8mgp",
-	"jD067vM5/4+SfGmgKdTxyVdPnn791799Mzg+eTxqW9Oxxwe89aLaGc2tgoF7hkV+H1bAOcJTTyrOOOYL",
-	"Ps6tuyJFaOiHhh2yDcO6UB17uWITnuvwZq+/jtx4C/6OkvB2ddF7ZGLGqF6V9rfWjrIaZ48szeZi5++c",
-	"ta2qrqNx/lIoraUsphqvGdwBTkbTxv4oxFWxekeJ7QdFYKjrEzYIHPOiyizL+Ir9NNFqnjCresBcKcsj",
-	"4ytzGrBnoCAAsMH46hH1+EvCr9TsTMiMddPOyZPhYEA7swYGwFd1W8ub/XMop7YlWpmAHTgrO0lnonNo",
-	"8wWwCqVsbiPSXpzZBvH2z38OX7/eF9EMHvao7W68UxbWGKyiqhtwxle7XW+wEZsGINTHj0ud25XTsQgy",
-	"51JwLfRZ6cjrNwhmzCGQCH+uPgWuk48fwRM9US2AMuVlkY/ZuxfnFwAnoybh1uhsiNnZmAmASSVBX0wA",
-	"5dPaAiB/fZgl8d3CpG9WhxpPl2dzkPjFqhdYjvuBIGycrE6lW5GQNh9DVt+QjdwflM7/Q//+FhbINjr7",
-	"MWSNMBDTQK+RSnRkxmohMuboDgaizAecEoD9AjF7AxWe6eE4XrkaPb4+fkzzHkUjwYqgi2fwj8PSb6wj",
-	"gDEvCkNYUbAbaOZwXJWpAjy+X2DwsQMYeNQTgku/U7BRLwDAckh6z5MbbN34NHgQHRWOwAeHW/mYKij+",
-	"8qtRcpTKrofRJB8ll2yEoJgjVHG9nem28pJnmPYfOqNqaDHUT+WTgW/ZF3n1qrR01IWBOWdqXM6hQZjP",
-	"oIIhE7bUyhGQI9mEgRkqp6HdV4K6sF6xBdd8Lnxf0HAA1bcyMS6g7z81ysViIeitDelP4InBubid9FGN",
-	"GRB36bR5p2nOWJ75HrHeNnADOuvnpNbjDSqtcvy2+x6A1cYd07oZt9y32Ay9I9x3shIPRkCLS2dWXvMi",
-	"z9j7i5dHf0vY+78MoKujxnyzBc+hvakptVZTZ4sJM+YLUUHwpmX2t8GAgaMG2UvCkIEYSiHUzmqWwlg3",
-	"UCbEwqc8f/2EFeJaFKZ3CiYdHqazTL0aflm6c7xChdwIaQTr+glv1G74sw0pvs7CwsQKOITKBYTp1eJm",
-	"LARkFzmqhg6KPtYJrgIBwNSh1MoTGHjnPTE6ddR74d0PPbAU3C+j56TFUCO4EUOxesqMEGy0FJegmo/g",
-	"489Lf6XdFa31J4YtNbXezybtJB5/H9OJTmbQPySAqw47FR8NhfnsNTeOhs/evorwfIad4/6gP4D8mIWQ",
-	"fJF3hp2v+sd96GvJ7QyYvuNA49gzRrGscBdeZeD0M7byn7nX6d6YzvCnZl2jeuQx+Ss/JjufJJD5nwEk",
-	"aKGkQcl0Mhhg4oLjvajrRVzoV2pMhsewMyGMlgFuWhBj68CigvAyakA3uQnmfdQF1T0I2VRPcIZNHw4r",
-	"efwtz7y6Cq8c737lvSS2/h/MdHoy+Gr3Sy+VvsyzTEDyz5OTb3a/caHUay5XNDswA57u86X3kl/zvOCX",
-	"mG1Omuvu90DSoB7is1Q6bxESBTG+m3MLnYWbQYbB5YrlmKbApwZSMwJ1/gwpJKaBijFC4AngYDJ+Vcc1",
-	"QCqFDftWZas9CJTMbiDpmSpyr6ZWe/BspnNj59wk7AexZP8WXD8y7AXCG0ufvL0U4gqjgZJ9K3SRO/4A",
-	"cgCVXytgS04GJ389Oj45OnnaSap/fO30QTQ8O5k4CvNIOuiDgZ1AdTa89NXxxfHfhoNBBzVX9/e/HQ2O",
-	"jwbHF4Ov3d/dXlRJYJ0XpZO0j8PclmBSwMi45p9iXfvjz3AND7u+FO35WNd4rS7Fxw3mcXznzKOJceCM",
-	"st87OxjswQ6eKTkpcjQHnxx/tRf/gOgEMpyTfRay0GrsBCixjj8Mm8JjBt3b2bsQ3/DMp40hfUzqcvbx",
-	"b3n2ES0nQMDb4FTP4e8Rp1qj6CcNWTCYFv+7J78nu9/4QdmXqpTZ7ej1j0JIeGBRX4k+e1fvXvwNtcaJ",
-	"wJnRCUx55Y2ir1F/+4ew7cQ0+CzsEboGh3vyJyPSPwrN/UPEjUy26E+HKUbPQQFYQAbNBu2hZ7xGfoco",
-	"TYdRHrnh91ILPh/dE2Lqn5f+H5SKT1QqAN4wupqne2TR9NkFeFAwVaZynUPRAlZdUC0Wgr7POPqV8N8Z",
-	"Wwm7Q2FBX+tWrwBGS+7fJZD81snddQK/XSdYMLU+QNVl3fCKN79NHV5u8WYA8N2PQcAuneM7MOYdtoJp",
-	"XJiz3+LJ7VdEcldNVpqmZNXhE7pPPxAcyX+PE+hPzT7bXUc+WtTqNyIWt8byHlM3HcjjVI1dsCFN22k8",
-	"WPoS2k5BNho2+GEcOgJAnng0tjP+/AewK3OFXaAmDJlSwirWRjhp4JpWmOWRdnhRpJ0hoz52uUml13cS",
-	"ZhRGG0JzIMiWDi2CMMCDYAB1kIKAzQvjIl7vfO/WQ0P4ZyojjGGIl/O5oI5b6MquSxHqrBQEyX2oh2tt",
-	"xz6zeljvHdXAbna0ifp9s5YHVa7Gi84FRZAqnmCiFDRAkoHmc3hLulV7aMCSXggNt6i3B5PyXqQ2kx+u",
-	"VOe+ZWib0QOTfLD0v6SlL/0hNJDSrYz8Tfp7jEkJIChv5TRolK4X1JRZ3CxyvfLZL5i9TfkvPm+ZHnHC",
-	"UaplwhZFaVI5wml9uxqFfKphVI//yFAyhMU6RhCqx0/nIdOI+wDzaSjvOnky6zXJrxfwpequ3b30wi98",
-	"IeEVTBfRdtHdQeFu4lnc/s4/uB0+C5Og1K/O8Kefa1p0aWZYsQsqdHw/sNCkKvBGtsLONlKOaqlGe4qw",
-	"mrJ9tzwkqOQLqgpHoQvqNEEHGcs44qAM/X8Y98YAWIrHKTqzSbX8M0u6OBVCZ29K7Kw1LgSHRijOLoQN",
-	"r1BXEGvLawIZNEN2KkLirIRZbqzSqwTBKhiHO0WzgTYmUALRrjd/WSGf1Lf3wbv5h9JVeWy9BqWULoIW",
-	"UJNCbh+plr0+BKYIohKrr9z7+991YBB3fNdDaoYdEgvCXAlfKo6pd6EpkcdsYF2lMWF9mRuRSn/be6Eg",
-	"6WQwoD1xN34K1rPH0UNWuczH4hS+kEqqVDbVl9FrRrx0g6tqMS64YyAVSlmo0l6xbpgmmtIxu+lBRQwl",
-	"xvlKd8jKw9RH+tClgjRMSN58MngCL9HEvKJDGlEqZ6rIIB0PXk0gRS+3VfaosXlRMD52nyxENhWUS+cY",
-	"Zz5ZmzulMCKoCNXmdb1HI4MsxyWP6/aMM4wAAzuVnvF1PaBGL3GUdinGai5MdXoECId5ml40IQtK5UXY",
-	"bZBdlFbsZdcjU5UxYEwV8u+FHAtqDwUAIaksZQZ16lhWGGY2wmxhy6eYLdzHf8MAtb/QG5RTjP3MLAfa",
-	"/Ofrs2dMTSCNc87wQ3HarhFjLWxviH1Rwi+pdLMLhAPESbN0YkNoWkaXy1A9ybI8FEe6LVM6lUt3nJcC",
-	"1onD9EANzm2sHEMaK8Wh4Rr5LVhyk0qkCdpJn55E+0f1/qy7nCGmgtJwVKgmWL1iMzfEpRAS57AStpeQ",
-	"4wowQsZqsYrSl0OR4ADBAiZaEG6gu46nzCjM2yXgj6pqILIWaEjcISi3pPX02RspCPwAssI5PIszE1wX",
-	"K9Ylb7fbIKqr4+B2QxrugS8t2nNYCWz8+tWCJC7aUuFvb27oioVrglhQ1Z4na6eOG5rgOtzWVkdJ+7i+",
-	"g/Hlze0Q2Ju/TknYSspydvwtabldDdoIjHKfZtBaQ/LflR30LkgUqZbQ0gBopfensoX+kFbNP6AuLWKr",
-	"JBn5+GqnAXPq7qyvkNii4EB1yk533Evsu3pvFArjt+jpUFkGaoS7yaQDIJzZg4vuiybjVCfj5ErD6VRk",
-	"B2T2ia67ilQfIzjZJ2viaznWMOjvg9TdhvrUmweK/z2kuQBxhFLXR2ajhQM5EqroJ7SdJSsgAPJXiBlo",
-	"sTVdEqL3GEyyNYnlbQXneG8kiyh/bQkHF941DdWOa9Hqh/qSuyA+t/X15AC/4TH5BHrZVUZCqI1ftIiE",
-	"Z3zhez5VC/1W2KUzqp4SpBpYcNSdJGFzdb0JAfrIN8YycSVJPPw8l53h03XgyKeDKiNKcD2eHUFrMarZ",
-	"HyuJdheiW1YzPAsxz2A7ChNPM55F7YPH1Qcv86LI5fSIL/JOHZWyM+w8ncMMFkI/K41VcwTw3pzBCQZc",
-	"6ZnE7VYuGS+KeAbROqChaeexfwGSx2oTPKn9+0JZXtS2aSH0kX8by7UJNqKa28mAcWf8KyiQZvxaaEAI",
-	"vCy1QWCCJ4OEHQ8GbTvGS6veeT+bs4uSDrzbGT4ZJOv7GU2NayuFpg1183or9DnMozM8GRxQpIN348uU",
-	"6HgU4IcCnf/yAp0ISSBGYd/k82uawp7FOYH/P5Tm/HlLc4hu9ijMKc1GXU5NlWhzCrSR0eAzMMSLqD/B",
-	"g0X0BX0A1Pan7gVAP9WmF6Cuod55oU5EkHfvwsXBv0yRzvZ74P0Ef9L78KBU3FGBTsgK212es1XbqLWk",
-	"aHVMnEcdJb5QgQ1EPPZV/OvtxlqrZ0IvnVtU3kTt23a8vQYoH/WI64beSQDUNOMGS1gQnJjBoyPmGwbi",
-	"n3uAAeR+oveD6MfXacDEQx/515zysBDYRTeVFeDQRGlmhLPtitNYkUC4T+HkQlFQsuOcwMtvFoXKgk3X",
-	"tDswh9rG7NXX7+uGnil2BXgzE6Xn94vIUut9+YDI8kcoq4nw2lorayoOt8uVFhqWfnZn2mEE+mUcGlU7",
-	"13aXBhuNZ3mRaSGxTSJclJe5Fhf5XJgRw7cuBdXjXIssAth6cIj87nWXp4O/7n7nlTTlZOL0DGnPrdJ8",
-	"eofOFABlC0KqC/9Umhr39xCKuqFpNutiT+s2xrCuDT3GJsBmn8I7kVUTAhRnp6JlVHQHPQqWEgvUum/f",
-	"nF+ksv4liIFCy8+EsNQDvHrCnr/4/sXFC7b5Ri/xwPT+A2q+4FoccZkdGWGHsSyPZoWY2ZQCxW0qsTUj",
-	"YmBSU1WeF5B6XOTGYvbPCFPiRgkrxMS6pWFyVYIOCEQAhARGw6aKKYlpTLDoQqkrqBwuF8wqdgzlRaFi",
-	"MawKWjHkGfLxU0YVgACIb6m/cVTPNxqT9DXCQhuWWCT32RnToOwg1oFXX7AC0Elmt7oZ13NIHp0AjF98",
-	"ALAf6Har61gIn+fTN31aFOimQw8qmGGuEm049GgIk/Gw+QQj2pbE5FntGRHh/YoT/MoXSmdan0RbaSKg",
-	"J2K7Ynd+/uK5g6KdfqhP/IMpdTWOR7dN6XBH1u4d872nPYR+QqzEVyruzdovvdupmbG/j9gUGC3EAoS+",
-	"hgAlvI4In70+e4E8WMwZ2m05uG9SWeRXqOUAmqeaUKeJAJXZBV6kcW2SEEMN9amGEKgbRUnP39faYueW",
-	"BswSlHkEgUuJ3h7uNpXUeUB4jFvDRrCon1798PzF//3cf/nqxffPR332/wDkKa7X8TjsDpLK0ImMeo4t",
-	"dW6FRyfNPSfzUB7+6VNMQIX9SCVsD7xoas3fA7qtsWrBKhGCaMkStzUg+OY1JRvsLtoCCDwOgc9avWJd",
-	"yJJfpRLr9LA9XMjaxRz8MDLlgBjf+wM5Coxb5fRiunSk5R9958x1bHu2ebYLSKEXc0BOpt5tzr6n9hdZ",
-	"PpkIyAKGaWxO7MnJSZ99J1YQY4Xp4x4ipTRPg05NOKvEEj7Xgo8FbSaSIUxgjrnDbjgon8cu9fO4+8nx",
-	"V6HjOzw4SlJJScdcrgK5O8nueLBtkmF1k8p8C5fufgUZfOMQ42hwP1Nol2JOKdLwayCSxHfaBcXHayqw",
-	"7Q8S7Y8Y8AUAhUpwIWA32CO/qkvj+ajvEbiv0FpocZ2LZbvYQgwmvs6L3L1PgmACvZ2b9YccI05l98lg",
-	"4O99kBi9BEVB4NxJJKJMhfMEciCV3DCaaW3wpGK2lb3vtmKpdGYQYR7726dSTSZGWMMysRCYeQIXIqsL",
-	"QKgamQoLICMohMZc6xWTyjH+Uo5nZ3aIEO/4T2FgEs6awU+N3GWDKpN8LppY2Nv6Ss4XYrzpGmpB0IDs",
-	"T2w7EbVsS1gFszAY9NowirAneOw9PaRJye/I+3SHUTOi/9bab6JB3PMHzvmH4pwNJ1hvKcgyMcklNICp",
-	"urAYfu1YVb4/E90voyZyA//35tT84VJkKp+gcvYgJHjzWPT2sM/iWqY3lMv77ujtYYO2tJl2Whl8Fsf7",
-	"RSQTH2jwiybPVMfQGnv6pCSZzYOfCz1dcz4HDwQDBwQCOCgp+uxlaUstvOcRPZip9Ib7hJomqyKLeG39",
-	"dmDvH3qBACzwtVSGz5wLC9drNNZKjgAjDn3zI2ZLLU10J3NpFXn0U1k1jzV+BPDYj9BLgG1xFsrktlFV",
-	"w1Se2m28Pw3oy+QN7WIDPnPoT8sOHuJvXzD+5vOOoibPB2Ue7dTLHl/y8dUkL4o7huR4B2XxBoxux/wS",
-	"lolxDvbnyH9ylAAnixo91zssphIbG0PfZDcIBMWiPoJdp1lALDKXwaRk/1FSJOz5+UVA5MgSb4OG4n0C",
-	"8REyO7M9dAIiQDIqwyth++xMuhH8vLgNEagZ4lXkOrS1rtQg4tQJwJUlqQxNHBNmrvIF9IyDJlyC6yIH",
-	"RynuRoIt2VaMOjj1wNcnJjaVUOghs9Ae2xnT4iY3jmGPhiHSVYu3+WE3vKp99tJNPM9QC7PguV5bBnVZ",
-	"J+9CQO5I/NwSf149cATw6muwKYhEEmr4Uum3ylGD31FoJ0rUAd7Si/oEqobsjnmvhqHnRgY7gINEzb9T",
-	"OaIN/sW/OmJdcIAo+cK/6OydXzxZVF035+raiTuFIVUwisJD9C0IukLwecWKXBBmy8iqUa/P/pe8KCBn",
-	"BDRKhgyvgOUAW4keF1KBCVQHwKikWrIuQtdF1ZHoL0mYWWjo2He9Fp55ZDzONwCwIKCGkgLDGVNVS96J",
-	"XvK90wAnVqzi5oa+IoxhxlqFl7fgY4HTd9Mo+MJnLbtPuX33rjWTykxhmNsdG7OqThzUJ3GeG9h4GiXE",
-	"JERuZwAUm0q3tZgP53649Dsu1fKUjeb8xpGxGUV+nmQwqFw9qURIzR67dKIMdRk6SuPpHXoeuQtUKDkV",
-	"Gv+NRAUZ/6nsRj3J3YQil5os55foOg7DukNQRWZ6EIh36lalYpmEQbSboqdqvgATdi3ITR9m0XdTSTpZ",
-	"wp4MvunhKYRcrLgT/0t/+dbavacSewiH9nZZbq7YtOQ6Y7+W2TRCSAhb41RL1FoxBJFKLgk0ODe+qf5p",
-	"7fOvobG+U2SFNgH7VCFwYyqp776/G95d12e+Gi9Cq4eA3/hqqt3ZuUuhhXE7W/PqwemqSWxT+mb/WanJ",
-	"n4rAyMLY09ConHVHguYM5cajXu1dCgxU32/SfL8lmr5n3dd/5qA0gZN7+PyOBIFI3lSAT3w8Fgtv5kTN",
-	"nx8U5AcF+Y4UZOB46+KNGxux5JrGCII2aKJpx1Mt9ZHeX21GnIF9kvdBTP2xm2a6JfzXpGf/af1ltXxu",
-	"Ht8YIOYE4OOMxbyMpBUu6G4BaZoSMu8BCVYtsIs9JmQgKit3eqU3VigDEQxIotjKDO2OUHP7QVkxStgI",
-	"HwaNDNMi8eczS+nX+M9vVwj4l8oFFKx4zYoQpdCkJJUQkprObDT02hTw7z63VRST06CdIdxD9KbX8uZq",
-	"jriQ3owdC1onoPRNVFE428GaNW28z97yEiE0aX6VFuuzaWAftVgUfAzhbVNtZrSVjeFdN+I9q03wjUhn",
-	"+pIOQjrhB//gQ21he0bm6XqATE3YpBY6qAXMwgUF/Nk4rfowLSZKb2nUY9ZSMf4IaRgblX9nhVGQU195",
-	"e3Bmts3fRF4mZyaS22jUi+x+/yAycHrEgBuzbUniBjr5N5UsXipVCC7vud3VYXkcSQSeCgDGO3eKV240",
-	"qAVr9bhV9Q1kNwZPng1OuD+fifhfmUcSUw2kW76/eIYIwZWz/j9K3m3ktpnPoUpyx1iH72DQ30MqAh9b",
-	"p6c/qBgBaebBYdJyV99RpdWGWsrgF8LNJ4KCcM1tdQtzlS/u2JJ7ccPHtlj5Vnkj0BTI5oLWGSN0jvtA",
-	"W6U6SWUDPL3IKEE1Ch4l2OwuxBABaj5hVZzPCUQ3go9h+lDTnMuSFyNqQETaW5+dobkMrYtKLVHcKTkW",
-	"zhSzCsupwdacRLUQGDyjNp/VMpR0czEztZSMU4goEscwl/ew/FPGqU0ShWTIPovCjY7hpvLHTW0zzlCp",
-	"8k1mEHma4GS5FqmMtNAzhssPxUO5oV6DNPXGKrurfHHfGSNX+eILF9btyhpLKrif6PweOPeDcVhv0eKu",
-	"cQhJe4ZH/jqlsZUn8g2qFPKM8CBeTff3jtn1GVUrhAYWMM+I6zoO4lMDsEy5HnjbEvgjztXDXIyigJvk",
-	"+2dSIO9yBbxSIlfUU+R+oYiCODK58IDj5XJKPVV9zw9qz2C2RwhZ1whc4ksM3Y+IgY56IbWh7oLE6lkC",
-	"nsE9kMVqyDAy+SwItlSOFnxVKJ6NWLdKM+SmIV+DakSm3NlU6HlsDRP3vHBYGychAAlloRFsKq/EIvjw",
-	"KVwb2D0l1YScE0It5bHAgYwEpgWmIWKlu1tuKX0BMbvwKTIkhCDfRyrKf2iSIfTGPYsR+spWP+LJ5wM1",
-	"h72rtc15iLA+RFi/RIRVek67Hk4NyW57xFP9F9o7ZpzTI/eprtEn2rQ1/PkBUeruHEX13uwUVYSyXGO5",
-	"LU0ScNmdmCWwgrF71Bk2UhjMYgrxqM2w5Hp7Fvzi9mD9BT3zhw7T4yIecNT+GDhq6+BprMuzeS4hNOx0",
-	"wRoDhZ92IqkhAfxecdRwdl8GRY125gEW/gEWHihhr8tWlx87G3yF23fPDL5NWcF5PqRXfdFyxAPI624r",
-	"E/9FGd4+6d6n42O36cqpjFb3ME47l9Qfy6TS+38RhwicHldiYZ3RDynk0LlVQO8l7DgZ1AZauOVXglzU",
-	"YyUn+bR049DGYgo2If6YmVpSa+zJRGDAAeqXTHulYXTF7ks+fZkqw+0329cY/klv+INsu6MqwWBbST4X",
-	"CV3UhFHxh9KMF4VaOkJyO2PNBps6tLxwi6R8fCVW222us7evvnPP3OO1wk9s67rmZplAw2Gf+fogQH83",
-	"Hdrc4bDujJsZialxIbjGP0NUF2ONM7WUdypht5hYSFF3Y2Ldk62DUyS75o9s8jykidyJySNDxrmHmyA9",
-	"AnIlwpViucHAVu67AYJMOITdP/7tSqxebQf7eSeu1VV1jXZD/eALD1A/X4qMcP8ZdzRyymK8ysExVi/b",
-	"mZAAPg2P7kxL/hTu7LuCLLidVem1QHWddX19LYP4eyGndtYZnlAKsf93lUQcuof8vNZR/LfOpeBa6LPS",
-	"vfDTz459IzAtTrzURWfYmVm7GD5+fHzy1/6gP+gfD/82+NsAWD2tfLMwpd6hLhem1gsE0EQRIFwRVmgU",
-	"5Q5dcPtrnVVyYTqbadCQjwthmip9tztTRZ5xpwEthbgSMjMJm/Mcw8ZjwWaq1IbgESqDEcBt81CN/8yP",
-	"F00kfKNhJs9iLHnjQdDXoePj0arw0eZobxBCwG1iDbssxj6kDbM+rSkaGmuYNod1rDFuTjqhRLAkVNf4",
-	"VvFgPt9YIRH03JCu7CvpnQF+JaIvUnii4ZPITiOUX+Lbjipqeno0Gl4mR2RLcTlT6goYKXzjOcWD28Er",
-	"z9HtP0bsXG6tmC+sI7YRGgj9UhejPjv/13mwGKbCVvH+/z1/8wOAT0K1kZORUw99GTb/HC5V+JVbq/NL",
-	"qAPHVIdXmc9z8Cfn/tJ9+erlG/ahFKUwQ/YaX/6HVuXiVcb+zqpHk1TSr89FVgaVCZ6i8XuQY+7z2GbC",
-	"CA/eC7kZPzru5Wa6VPrK8awM8EPevjm/YKPfUmwtm3aG/sD78IePo1R2R9RmlfjzqAd7559zm4cg1v5P",
-	"kIExYkEg9k5TCd/hko1eAA35oXwyDKzhkfEU9v7d91CW4P6Bo/UAtcIbadQ2DuEMmvwoRNPw7q5yjgBW",
-	"AdEJ8QEy/VR1blUFB+5nRZX/d+RTM/QRfOpoB3/e2b+pNhdIcUkqOlSSEqE8CVNWJbwwZDzCtQBWhvV/",
-	"lsw/gs6Ac4fERRP1DghZoyvczcblrmFDf9pK38v8hjJpDGalIrcBuoD8D5NPJTKxnZsPDWAsny8+bU6j",
-	"6+O/j9hf2EzcsH++Pnt2dP7Ps5OnX3eNGGthE8z5d59hf2Fpp5922F+Y5kvgBb1TapcJx5VPJfSfgBch",
-	"F0xZwlOXkHY750ceTjtj+F33EodaKAgT+28SSAVhyCCo784NOfdjHbQh9xQR8xyaONgBTsf1RLsVO7m5",
-	"YXPBpWEhzfnU6/Efynx8VSBWC3A5cAcvuc4IshV10Q3h4PHm0Hv8Tli9OjqD/+56AkUso39eXLxlGbcC",
-	"c49IR72z8SL9dXPhAF4fkgc40KIqLeLzj5WUAnpcMMDmh3A3w7YqqSR2MQQE+9w3eL3k4yunjFQZiVHq",
-	"y5zfnOFbJsHsQpYJnjndN8u1GNuQb071tZgEvaZQ/hwr2GeUTpOsZ/VpEELAn6xy2+I0TJLEj4yTBc1p",
-	"Dx8//n8BAAD//w==",
+	"7L17cxs3sgf6VVC8t8rk2RFNKXZ2Q9X+ofix65M49lryyTk3kwohDkhONAQYACOKm/J3v4XuBgZDzvAh",
+	"S3acVe0fG4szg3ejH7/+9e+dsZovlBTSms7w986Caz4XVmj417NSG6Xdf2XCjHW+sLmSnWHnYibYSIob",
+	"iw+MmJowOxNsocV1rkrDFnwqThmXK6bsTGh2zYtSsNwwLSalERlb5nbGngwG/U7Syd0nfyuFXnWSjuRz",
+	"0Rl2xthy0jHjmZhz1wW7WrhfjNW5nHY+fEg6r567v8PrC25n1dt51kk6WvxW5lpknaHVpYi/NOc33ws5",
+	"tbPO8GQwSDrzXPp/HydN7WRivlBWyPHqO7HanI4zpoXVucjYWAtuBY7OTYjhc8GuxIpxmVV/uFTZyr1S",
+	"amngr5NcG5tKLs1SaHgWP2SYVHaWy+lp/WvwfS5xbuFr1dSmEuf25KTPvhMrw7gWzIzVQmTMKvjOmBeF",
+	"0I8Ms0Jyafup9KswEzwTuprIaORHbuhts/j06e5Z/D6f53Zz8t7yqWAm/7dg3UxMeFlYdjwY9No2RgFf",
+	"WetHPi/nneHxgBaT/hk6kUsrpkJ3PrhuaGEWShoBG/xbnr0Tv5XCQMfGSloh4T/5YlHkY+76+Hih1WUh",
+	"5n/51bgO/x41/f9qMekMO//P4+oQPcZfzeO3+BY2unl8NDbLMoWrzObcjnHTnL19xaIX+p0PSeeZkpMi",
+	"H3/ybqrLX8XYsvGMy6nI2FxwuZzlhUjcjssl9HeplZwyY7kVCVPa/WJsXhQsl6ksjTh1f+yOhNZKmxGT",
+	"fJ7LKe17UWQJc8vERv1+/zEvtODZ6kjc5MaaUc9v8lRSR+gBNuPu5HDLSpn/VgoUMAkz5XjGuGGcLVSR",
+	"j1ePjGtOuB3+Iem8cD34lDN4Jlkpxc1CjK3IGEwA6z6F3f0h6bxU+jLPMiE/9aI6ETLnK9h2ThYwO8sN",
+	"UwuhoVHWRbkAzynJuGQ8m+cyekJpWD8troU2AofzSppyMsnHuZD23CrNp+JTD2yihWBmwcfC30jGKi0e",
+	"GZbl5sptzEtRqCUKQSUn+bTUTizOtDAzVWTDVEqxZK61rCyESWjjm4RZnU+nQhuQzlqYci5QtPobrZQ2",
+	"L7DxVOYG+pL12XNR5NdC5+4bWhSCG+G/4abFTeZUMSVpi/6g7EtVyuxTztwPCs8NHbEJLG5u6JqAtb1Q",
+	"6nuuP/2Ceinp77jCdcJ1j8v1RYSLgXWPv2bf5d/CIGi6YbbFjRUy6/nBvOZyRYLffOox4eF6ZMLgtFMZ",
+	"sPu5YeJmxkvj5IXSiTt+0TBSieNIGCepa9WVkIxPrJsVpdjc6VzRT4Z13TKisPQahsjYk8GTHptoNcdp",
+	"LNyhZTzLtDAGhPiEjri4FtImJOpTOS61do8uc5mp5SnjbKy0dtsGe+Jkv9DXbuefC8HeCatXR2eue332",
+	"RpJak6SyXGRwXdCxik6VO7k8HMEhdMJPWSrn/OaF65FxEkZk7LdSWc6WqiwydinYght3FrtSxU0PcRSG",
+	"FYJfi1QGwcDgFnHqmRYsw5MqMq+s5To6pEJmpoeaEipJsG+iRjY1m3MxVjIzTuta8tz2m7TZSDX5kHTe",
+	"S17amdL5v8UnlQCvc2Pcnaw0m/NiovRcZOyMuoISHwcNW4PDxQC3b466yzUv8qyfSrjvrqRayqD0cndJ",
+	"qCuRwV+mwlaaLG5GEnzvJb/mecEvi08uZHAr5IaVVR9Y150+OAS4QxMmFRPz3LqTpktJ2k9uUrnQaiyM",
+	"6Z2CGbCi0xhv/XvfNtSFzzF7Xorlhi1FURzR7rksLcslbgxQ/+lzrrWzt6/Ijlpop1PYHLVxlA7ZGXTc",
+	"fYfbzrDjBMWRzeeis2FVJM7S2zQNk85Ci0l+02y4grHlLnbNx87Q9arClVglbtK1GKupzI1gOPkbH6cN",
+	"fUg3UYC9yprt2MpS/QlN1/B4GEkSTc7PoQG8sV0DOKXP8BlY96J4M+kMf9q+trQSH5L1pbhqsnMv4KoQ",
+	"XLu56rPzmTvodAzoNDMli1XDrK2N0n1+cxg/h4F8n6NFVu9UbsW8/h97jc03w7Xmq80Jh281zmnGFza/",
+	"FsFw5VmWu6ngxduoXxNeGNF0MoIJgnf7XF0Lp4DapRCSOX3aycc5v2FdGz0Nd9wr+bLIpzObsOUsH8/c",
+	"4YJ7WuRFLqfxza2kuzSdMW/yqeSFSWX3yck3j58OvkqY246qtE59nQn29OaGmRnXImFTrZZO4BccbPtT",
+	"kHTn/zpn1ilY1uAd+VspSqc8X/LxVaGmvT47Y09OvnF3wNPBV8zyK2GYku7KnrCu4OMZm5QanBJKOi1Y",
+	"VsIeFQZ4eq5cFzK3eaxiN4P+N70keDNwFPDXVCo5FmwhtH+7y/1/5X5WVWnHai4MdM43MkmlKcdOIgqQ",
+	"0ziJ3DoFwFg24wUeefzEkhv3GaZ5Ds/bIYw4lVYtuc5w6gtxLQq89Ar3jQnPC5HBxEo24caJ/EuxUjJz",
+	"YoO9kql8Cyv6njQdt+ADpgVuA057KziGgv43yW+cCmJr+4DxKc8l3iP1MzHnNxtOkJ1+EPh1x2uDBvdJ",
+	"/eS4bzSemzLL7TMwnDbPMKdL70PSuRQTpd0jHz60feVO5ID70DsxVjrbFAZJp3Jj7iGc22VF1MjmmMco",
+	"FZrkaWR15zYywl9lvYSJ/rTPUFU+J4W48UbiB1xFWT6ZtAuzPaaSVrZRGaj8RPNLoU3CQCiAQ9KNDt3A",
+	"uO6oHYKq1OWXxhkViuRFngm2nAkt4J/4LXc08LFen/2P+45h6lpodgz2Hjg54T5ClT7X4FPssx+EewhV",
+	"VtBdjRhrEV/s1SK2KBNXYvV2iz6R5WZR8JXIGN7VXp8IXtYrsTplaQd8KGknWFboU3E3adMySWVFY2+w",
+	"u6+au0rKWMuvW7SQpHMttGnfpdDoI8PoKW9xhiV3Ywj7L5f26yednfIDVB1u6/oOnZWmM/YtH19N8qKI",
+	"PLZbb+T6IXRX5ubgXoIymEtjuduAuHLajYh1czkuykxkvdrgth6uOb95mWtscHMW56pqy0QtzfmKzVSR",
+	"RR7wxAljd2O5d1J5PHB/6Dl7G1+BIzUnu4VcUHg9bMp6qza780Jma6MVNzTaUzDpcIGlWu47+LXFhemG",
+	"trcvpSmLBgmP9npDt9GOX2pnh0mWldq7kt1p6zcOH7/1VsjM9bPtkzAZ5PR65G5hLap2SJFxWsFUq1Jm",
+	"rAuyB1wi0V+DIxHs5ExMhNbOFlqx4Ld4K/TrXJZWkA81leCanJZcZ722FQR3eGPvX/ndVIgJKEPsUox5",
+	"aQT6NWbcWeBuMN5z3jxHk+ZNC3sZDCKd4TjCHOEOzMQ4B3lwSQva8nk6e3vadDSm5kPkPUOPTHWUcsl+",
+	"cm04+63X3AX/Wov0M1f5YoGW0/5TwA2j934Z80LIjOv+lhN4i1MU9TqJjlQ0R37tqiFE28Vv/s76KWg6",
+	"k89oCHdil7sf6yra5m20poi13L4Y92u668Azv7ca6If3zmsv6+27ofxbyebGUAk7aAqiC3XnzZh0lkJc",
+	"Fau9R/MjPP6uLMRuAzfz0dNojH6FwjSGHlQdj30O8Qxs2zzogTjQWD7Daw5vPQYdS/BawlAJ9ozpshCG",
+	"WTUVzlLssxfXQuNf3SX4a5k5zdOJahpkf8NYCruy3v6PM1UIVqgxL1jGVyZh//d///d/R69fHz1/DnHo",
+	"vfew36xbY+H3u3XX7oezH87ChMAl5gaIVmfuQ1hh6ho10fvbmeubctvGugtLMEi4ezMD6yt12Cl4gQqY",
+	"ia6yIbtUdsbevXzGvvrqq2+qC48AIExNJkbYVHbTzsng5K9HxydHJ08ujv86HAyGg8H/l3Z6oInAV/z+",
+	"JpEVwvf+6npkUhl2ytoH/zYcDNJO75Qt4ajMQYMxTf4If9VvHhW1e2K3K41+ctGjcqiMQROz6iy7EmJB",
+	"piLYpU65LnJjmRaLgo+FqQLIGXsQJ39McbK5SbSSL3NRZOYWHlvAozgDfY5RyLFWkombhRbG3YinAIXA",
+	"jYSPzgWXhqWd/0o7Tdtj9WbyWkm3bL83qUirNxM3vMZfZ6rUjT/g2Wv+qaWttnkyTcGna6F5wZ4e4QDX",
+	"ZsBgPNarpWQmccvca6tUekMakH9gXs4BgGMSFny5/hmnkXo3z1LBY2gQgb8Yh9lnL8CrrIpCLckH7nqE",
+	"qkDX78SEPT+/6MHyUMwplW6DRoBDQh25t81P+c99diYZL6zQkoMf1ir4LcGFNYkbixX6mhcYmy7lmQfK",
+	"tR7fOb95hT8efw0L5f+1ecQIFrJ6LYwhoMzmdgTUg9uIkv3z4uKtj1BjYBX/fv6vczbHbwzBuc6tFfOF",
+	"ZValkp6Hv4P+3ySw6YXNHhx7fxwGzOg5t823u5bHqsTQ4/bHMsGzIpctQxeVfyIy+C4BIxewB3gS3V3o",
+	"DF8S0fsp5zAdLbag29RbfrrIUSjva8xmosFxODi65G5b8rkiB8YI5m3koQo0eNdgbcoHTXO54KtC8Wxn",
+	"JJceg1sXQCW73vDb9B09vsuQXrvP/Swna4YsTnA0nX6e/O5JwrasutqkEqz3b2Oe/1mhvSBOxqb5Nd3s",
+	"0LlHhoArl3x8tSnCxc3CSbgz23TLCzweIcyHH6KYG0XHAL0SGmDdanV5KvHNsIF5aRUNBMKovWHA/ihN",
+	"CCbvPLczQeGgPQPQrg+bg3iz4L+VBLLx84EOcgwZToST2hQjg9NWyozgOiCrvVRgF2GgasJGNAzy1I7g",
+	"+dELGIH/W83XFRnaumjBm9NcgBttxN6/+z747KDnp+ztm/MLxjcbt4oi+WGqSp3vdL24jvh5a9p60I+G",
+	"WA9OiGkCa0SyseGnWzhZIhG67xuEcdq6oyHASQHUSVmEO8VtgjnPRJ89KwQnzyZnWmQ6vz5A+E5ymZvZ",
+	"jk7AojItuJMc/iBkCXODdudhzOVYFIXI+ox0ewAmszygknwzrDtu6G7vkP7e5YXQ/KFwT2zuDLccAbrc",
+	"cFUCrJjuC/CjaDEGFRVC1OHiZt+Jhffrh1lg3LBZ7oycFcIQcNpzwxboKiRTk3Y1GwCwx8y8NoaNQ1jc",
+	"7Qw3+26BegSH5UyKZdg/rkOm0SgoeCnHs0P2/pzfnG09aoffiSiOX7UhinKlc7tqbmyXd9lyW+40dUCi",
+	"nOOjTmQDFGPXSxf4lBfxL+IL64Crwe3h7E1pW0A//vbM8gyOlr+XousN76XcMrwzs3YhQT24VKoQXN7K",
+	"u9rk4jxYxQibLlrdMO31HRaWMKkE/CHuUVjau3Bh4a1zb/6rsAUbkBv5Xe7tW+3VxlXHb24dDHZPSKc/",
+	"/9QhwRbtGPcduhnxh3BNVuon/qfVK/8Ed38Jl1DUgWpqyKOXvcx1w3x6v1uLzPA//9AW/wAHU8MFyouC",
+	"jQs1vvIOvsiAil3jDe6Da5FdNASLf3RXgJJ+OMzttV98dDyJoBoQaASA0/6XqxbctMEOKtckuvnhnhHe",
+	"T5pbQsik0AILDsunacdpCCn5mpjhNjGlRB/NpsZpx7fcgO5Nvw5JvJ5hVI3bMlaDDwQxoBHwbQM28x+K",
+	"ZaVHEnkYQbt5ErAF7OTJrNffajJEiX5Pj092J/rFU9SuP4OTzmOLNw4HeGGaN8V/n7/5gS2425KTKouM",
+	"dSdgJPH5ohAsJTHeL3UBTnDOII+QhfxWBAMhJru/fV/u8FlDT7eueMv5d9fQTsHp3n2GT97WSMAQ/eZk",
+	"Ipo9G4KfJ5+LU4CDDklFzNQSwgEJaIAhVmDHs6NygXDFJJUwi0qKIzWZMD4ei4X12b25Neg2C0l7C27s",
+	"aQiZq2uhC74YppL+6+/ulwCIDLnEIFRmHBWPTPNciuw0lUH0/nK5+sVJpCHz38GfKP3AjUnjR8IrbAnZ",
+	"MM6eKcTEnnqQv5sMiPCLkJgSAHlVx+dclrwYppL+4F+B7ofnE+yvv0lON6ACw1TyIOHWnV2VlAty1S0G",
+	"6uhSWYFu1VQ6IQgx0m0yuklEZ71TxK5M8qIIw/Z/iMcxgUV2i+d9t2i7+wuV9hFoVFZUSAS/wvE96RfL",
+	"7VQ/59EbOLXRH/z8dJKO71rjVev70GBPOqNwBL/ncjpCX4csAVOoJt7d5pE+RrEJ195Pk8pBv0+fPjpm",
+	"gKvoBXsTAMvL3IhW2A412iDHdCnIXvWL8sj4vgCWERJoLwVYYNi3PjvD1VOTVAL0i54P2XCUnkKI7XVM",
+	"UrgWApwM/eOEbOEWXfQcEMy1ztRhUDHiKaGkrSyyK43l2p6SAQjw6BFN4YgZvjKpnKklJqrBhFbzqRlc",
+	"etgPiChU5qifhHiqIwvizuzwX2EKWzNH3DLhIxR7rdzQbqS5hcxk2aZiOVP+Zc37sV9nY/u4wV8SrRc+",
+	"yboBZLtiZuHEby9hfpLYoij9MDbc6Pjn/fU3UH/81G+idzZ7/MP62VtzdW+eI4+FXR/5qpJouWHcoO8H",
+	"BValCTih5MTb0/nApJ0klWnHI/OGlFmISOIGjF73eDDopR3EZlcnIpXRkcALhkLiPVQ8qwYqdN8wSk9O",
+	"ZZWIHA5o2mnxiR7uyjjESd9sPJPNXK2uW8tIm0i8/rIrMylSYBpMIG8+NXpVwMhq+cUbaJtkHF4JoRvN",
+	"+y7wPl6J4LzImjdbTikXm1/+FqRxlSbadYvm/sRRt25BHgYDsnEkwaZs/HXJ8+YLhIB8bre5NfdelhmX",
+	"WRGP1R3t/m4otm8nGv5HWsH1DXAXrg/Qou/N8/EyukDWwvimYS+QfoLaxBI4FHKMX1cqHGhowWUGdx1a",
+	"sBlfpbLLnWDO5fRoovSS64xN+aIX1N8g1dCKi+KhU744TaUWCzh1w1iBqDqixpCpnTG7zMciNMu6PJUT",
+	"XhRH7g73reXGJ5jRa9K/gvH9bogCo8YPcCLUCsNglzNlBJupEjI1/qtXVxErbKrvd6MWd+jly7r+YmRH",
+	"rLTjXoLXcPhrbiDgJ/u3uFQ3FbP2u3XoWsdrFTSkps4GPWd95moXb4J5/vhMJia5BN8AbCHDr0XmjnVC",
+	"040fNiwTC9gg2Ok8c2YBWzoN0tnAB4QJP8anlFQ4NTRGcNRNzbSirS+ine+tq64RYr1N99t7p2D2Tpkf",
+	"6qWIlFmzZq2tWWMtbug78QQ1ShelxZgb+9yZrw0iBq3apq1IeyafxOavE/Yjq0YH4h1aIiVzfvMtZni2",
+	"BDecQn9bADu8G+HQo8a2TdTrgHJaD6/urzRfVoNqTPlAG4uuPi9oUY9zZ162KAhjvuBjigQ1frfyurEx",
+	"l7hmIU2acE21hVPlZRGNAI3T+qq1NATZqCCUNr+/48rntWUJg6qmrWl5XhEmarv/0bMwpZ1vBvO004gZ",
+	"Q/MuYKycTSsKvjAiI0fH8/MLJiF5DzNmc+ssGK3mDPbUmUWlHMFJ7ps9vJwA9xWgW2CVuudASXWd8+KW",
+	"vtJnZz4tOO0cz8FAQJCrQR6GUyacTfpkMPAYMv/1VgyZk/8AIkO42TqAbGOj/nfLtdc8p8dPYU4x3brp",
+	"fioXSPTmdkM5nqWyStYLjqQE9EUPIIYEmkFCV1AvcHs4hdLMYHFqS5hndT0FV8yosKrGcu9LIGSgFsYd",
+	"Bj7VQhh0WQWapZD4yeeE78NrlfEF17YH4JJUUnI3vIk/wxL6g5sJTMLESTitOnclxMJtH4I3o4Mjg3UH",
+	"BzggHpScCmNDnvnJk5mbIHKY9OhSNjOlbUw/ZOa8KNx7U74Imf12qWiPr/v0conzOHFa0kpwbaINioOB",
+	"bR8SDxNmFC6GxG+mEocnTJSB6RRgt+2HGzuVbHl24V1tqJkYNuPXwn2THmjelt/zS1GYbbnCDc7meP++",
+	"h414/DW7EqvHmPu74Lk2SUWQiEBONWHflZdCS2GF28au3T47c+8BlxZHdKiahKjF11/FDB7dQrhxmIRl",
+	"+TS3JmGPjh4l7NEvj3DhHvUfJTjBIOndrozBDQxfh5w9934vYWqB4y2IziWV3Kf3utcfPX6UeC81/I09",
+	"/+GcmfIyU3Mn7aOenjz9KpVxX9MO+Sb6YzV/bAWfpx1gLwgkmWK+sCskYQq411SGqcLZcG9ccqTVgSl6",
+	"cnLi132EUzg6ZRyegS8jJLb+RD8tB4Ovxm6e3X8IQmVRB2GJBZ87LSkvCrT5bO5EVWeqijidvroivudW",
+	"SGFMO7ENCHEuA+CMxBYaUAoOg0e6JsznWVa0WRHEpVjRyyKL7HKShl1eSyuCw+iU5vBGHqGdnOHS28T/",
+	"LZ4Oon1eXcyLb9r+/k3j3w3MZ9aMT0RXaKQ7CO0GlxeEp3e2cGlFhhPXHRDq3C1nb4+L3o0Be4z9q3rT",
+	"dMO/zs2EwlXeeHP//kXJsSDX0C+88C76RivuTYhCNFlW3PqMVIv/HUIgIeSRKWGGGE7pomhHMUz6PUQ9",
+	"mpIvT9eiHvQ4NSSzCq4OBwrkpkejS7VHLKbrThDaJxPCqm8g4fHurHDwS77q9dkbWRBtK33MJ2GYTUO5",
+	"gz6NMI7mSabYSrRO3AkLvzDeK9P48lteBnzkgRHo7b7Y6qozbOEayU5Z/RhWkrCP1kAIJQP9yGZ03h2E",
+	"LRZ6aNFzMl6unAQRxeTUH/BJaUstDshj3zgUbysH7DrB5wrj0Si7xc1YLCyTZVEkkUDCdY/iGd2Q2H/y",
+	"FPkKI2Wjz0buA6MmuuQgvsklPBqmEkjt6DKClVpBHvhEabep6UHcZTdHU3VEo/vVKNl/x5c+A8ENE4yW",
+	"BqOLyGp20oPUCJM+JJ0I0RyJxcjivix1k3cttm/mfMWmyoenNsIVPKJPbLHXFLEWtrA3E8DNP4N0HXFQ",
+	"J+bhuVSlJEYgtBLQ0Gv0ctwiWC8mEzGucU5t9hWZgiIjU8iJ0mOgEV4mQQ31i9YnpqlUVn/hN5vz6H9s",
+	"iWW2hMuKoCNu2xikSbrnXeeRQaYd/lufBbygiVmmvd/7+7jcR9+1oI6cILtt80GGk89jJnhhZ86khkA4",
+	"uOkp3VWVwGEt9LXQvyAxMoXP5bjZBq9nGUUxikZ/jn/gQtkmY/012D3IDwqjGGtlgKgGBZlpS65piM21",
+	"p+db8VZoVPpaukBKz0JosraBbvhaaKSP337S9/CfBGirKm1LUmr1QBPfBE6RFuOC58BqGJNrLIUWMRo2",
+	"JJ/vRYZDjZtX8n1T4spFtToSmM9wiXhRRMvUEnG6f7KCtrBULLiBU7VEe9u9QH5vGHV/T3YgyhCPt/za",
+	"qtYvmfqkJlFcq77StyM5wPtxT4qD9iv0gKTUcyFY7Vbt/+EJ4Opaxi6VYM3hlV+L9ZQpJau8R6dWQ/rH",
+	"JLhtJ4GKHBHpazxAH6NrBEzLb2UuLDMLURSnkJkFMimVNRHXZ8fg7cB5PPXqHHA2dmtPttL87NJUXkNK",
+	"WY0WEBUSkKBBLAwZJ5CkAlcl6757+Yx9/c3guAdZrSrKryH1MIn8i4/HpbFqLvSrLO0kiGeo4AEAUvA0",
+	"TGBP0ydYwcdXqBmhMgxUk+COdT3rph1wc/yI65bKGOwEjNEM8UpaXTqFZf1GSmg1PFK/n8qz4GH5ml2u",
+	"rDA+wjbcS2VrdnoVn9LpFRsw5hE5vjDghSpTr5Gnbk0D2HG3e8UZfV10HpOYT5S6UmmInkw91hg9Fem8",
+	"dBf3byUvAG4zwQAr7emDpdBtVZX6PRidSlY/REkqA+1njVc1WKXY0WrrSAU+J9cA7Jy2w7o3N8Nt1CBP",
+	"h0i6UBIP23vXIac+lVYt3PrFO77rnWtsqsC77ubGKdYQuAc3AcudofkPuMp0KsGjjYRzOFeQSo6IgUHf",
+	"TdDx8dcIF2ibuFRKFWtoa1HnvXW01hDIqVce6joXoZMx7a/S1AIGngImvd2kxA3KRrsW4AOVTaAmDKV9",
+	"J9WywcJ4CRDHCvtJRhzCBnEC3TRLxeaCGyhtAOhNRGgDnpKKArkB+4Cwd3VQr5pvQN+zgG9rvQ0XAdEW",
+	"9xEaAyfXaKLVfLSnFk59bMpaqKec4p6t0RJCQQSqn2IVuxQxopqH2HhgK/a5n7cOlOMYGyaGj2fssjQr",
+	"1ANYlwB/PoTgOZKTAAQFM5AIrOhPa6OBtmqMMFvxTzUMQQMQame0WKwAIuw3i/bEnR9L2LcLQEBTtT/S",
+	"qw4CaBjqPDdGZM8p/7mVuTCebMwGrsJmuWY+f5p1Ke6HJUIaGRYEv2ohJOxivPV40GO1PRHScXFdEvwH",
+	"xKsPXvP2mdiatBp0iyaYJFz0VQw2Ksu04dO6FZXhbjPR54VEEAwULKwbnRh3nGue3L2CHn5a6rSJ1YQ0",
+	"YB9QYFfb1a96EArtt8Fd4BvJ+3p7vvqYb/zBPL0T83RvK/IM6NRiB4HXSZsuenRl9Rk4QsEaqqmJweUF",
+	"jRGAgdO/wFBFOg4L1pkojEhlRTfiFR9vGUuxxOZuaXU2Dc0Zc4HLnopnOLUzY+safe++7KymbtWY28ia",
+	"ApsvYaPfP4ziHs9Z3VGwp3X1Y2xEsS7YPm4RrsTC9pqMqvBwKkEvPmV1o8obUEndsLovc6pp1ga1lawb",
+	"P/do+uzuSlQYq+vxRnAIere2LvYJ9mlxnYtlA0oz7v7ugCREhKFy1lLpzMQuFm7Z4JvhYOBMvNdKOjPL",
+	"zrQqpzP2UucZX7WkKov2uLrblyNxsyh4Lv9udSlGSR2fZQLXFIAgFNRk8vHqhij83jpKLcu9QUPx2SSH",
+	"If0Bi9/wtW0Q8Qgg3JLc1JaXVc+XWVNWAI2zAche4DYRWUR9kRvEaDfnU7fzC29jfY4oe6uZbLz+q1zq",
+	"+gDevXzGvnny9K+M6j+xTFjPxLK+w90PjcKXglT7L2GU3d1E9kxOjB2UEg36Z24LsYU8c7M27/t3r2Ll",
+	"9irHVAqajN1uAfjVN7yVcOIdcpzcDljBiwZxTV8k8ABQH9WMZEpfW6JXgIotT/LCYsGM9dyHtYTJpt0O",
+	"QJXgH6548dey8yIGpMa6CvAZEbuJY5QX5rW4E0XWWB7I3Pe31Led2bZRmG1VVKpt11Qjzv3mp92DtZSn",
+	"tSFlb+RWaLQGWsoNutzaxIK6xewFFrjDJ+7Dto3bXI0hsJZtx65BPJQmRDZrDnMs+LPhBK2SmaEMMtRk",
+	"5RK8kMC0T181p0S8P+V5475eO7rY8eajGnPEHXhU75kZw5f6aViIWV5kWmxNqvXPsK6nMDCFsqaHGzcw",
+	"uaIJsSjAHWRVC3TmcATLWDdpR8+4VDIfR8SyQLLb5YVRcLVWfghqE30oiKPv9dtaajmtEWFtvZwoftUQ",
+	"yS18IWFj37nDyJmFPAza4/b3s3b+v3VcYAP5cmbqcv+RCWqbOa0rn6GsONb+QLwQqoHoB8TWDhtxK3Vd",
+	"W1KIW4soxQP5eemfoasQ7vKJJc1LfZDShx/EnIre3hrgoUCmnfxz8wpIu+2LHm+7DUojxY19GWvRm7MA",
+	"WFbyRD7tRVp/wt5fPKst856scGtrr2qg3m0jiuC/Hwj6hDjVrS/RY5DtXprDZA6+8W0Ltq9elevs7auq",
+	"fC2+WDs5/fYGfmiEvl54QhZqAJ5lXfp0nONSrHr9u0nv/wimQoTJbie0rXd9E1l7ALlXKQ9ZyJDW2ZA8",
+	"4LnaCGndoAEhlsBnjYbSRPVE0ANoPzHLqNkNSNljBwzNk+ptW2I/SGTguw0H5OetYcO1zOW06erCneVr",
+	"xCK3vrvnwQiQVOMQzkgC5Ey1M6kpkAMa91RRffMulClDiDQvfLVEKtwFSrNoyscM0cGISjkPFUaFzPb3",
+	"fPyI420Sl/i5Pck3NovzRMpC2Ic1lsqKWqmFr9JfP37n1RBvXo1cv1oOAcP5vXoWilsGgkUnPzpe1CCR",
+	"hIAukEbaCGutf+8lz4uyiTVti4tiJ0HlpuAGWn2y7bD0pJwW4iiIPqx0BtXlIWXO18/fF78YWEOp27sn",
+	"8pbOg7AI+4gXWjKnQwfejAbC7YpYYxQuN0/KtogRuj7SEGKbrdUsG5yWsFvQVwnXKOS1rl9BEAJpNtpF",
+	"IcYWx7CXaPXPb8ktibq1bLkUDd2KxDIzN6I4gPVyPRUb1yMazD77pMVWR6B6g08By3Ek5AAGcQxf8tj2",
+	"IY0xcHpBCouwAqoZpjLwtfXZWbUyPobreSEsAFjMlQATj+XBok9SEL3UWFswCjmrm6CP6Bao5j8aABFd",
+	"K0n1ZqEWItJBLfn+4rxZAjWhD7Az7UpK5XBy5wR1TZgdWl8/Jwc7Sarhz/kKvxL70PBUVi4SNHdHYzrE",
+	"Rlh3g8YHu9k5WKfU2VATiUoQbA4YIEJdTp14qNJmRm4cI5ab3S5WP6FJ2L7bDsC37ulbobDDNmiuP4dL",
+	"pK+JQs9NLkWfMHctTtI6dFNBp19Z9IZvKQ2zd7R/88O3qFBfVcNSE+a/iFOLOfpchlRolmdivlCWAsWb",
+	"0YNm109LJaFA3TtgX7H/cv9riXkFN8/Wklbw0Mc6ZVqhcGBOV8V5e7uL4PwBvTlVdaK/NQXpfMmsXdNM",
+	"xbVA34r3Q4PTD/YRSmrXrQAdBXB9100sjryXsCK/QqHyqvro0XdiRQy94NiEz8V10CP368nTp8mueHTs",
+	"p9o2ykByUvM8bXuDCDw+3o0UB/x3Q2Ru62DaMU+f0tVzb56PtVBFPp0JjXBoKmcFwXCPPPOUAf6ID9q4",
+	"/Lw/o/757z0HTygjXpEie16SX9UlEMb4h3KvVxrrWTkCVF9JwVSRxVQjdeblKDc4ld2I+QE62GOlLIQx",
+	"jLYIo/jdL7woDmEDqxwga2oO0q8gyCbEpcjVXqekcf9XrCoWB7SLm7WOg30qH+Md2VbXMMKOv7941owd",
+	"j038LZD1qN4TUS+XxlemqaDre2PTacR76QOVhbB2r+UQJY7872j/ngyOgb00CoyvaU/NpcwuSLw/Mmyh",
+	"DIIjPMIYjVnibRq0QGsr3MJWIVCBCQDmtWrjjyMnU26i4nVuVRGr5W1V6vGmTtOwL6N43D6q3janw8ng",
+	"OKHK7xvOB7gjI2cDFG83wVV2XvljYVb38UFQxZMtmIXatmk1KtErtCUEDGoHRoB9AM+XSqfuQh3aVbQm",
+	"/u8eLJ3r9tXYw0Jc64r31DDegPSI89oPwui2HbJdoF0/gaH7yR6afRtrLh97qG5T1aOyhWq2wedw7UQK",
+	"vbG1I7cp6v3iho+tE/1SoPYWFdf0kdeGEpsPVsV/ulXxoKU/aOkPWvqDlv6n1tLvImEo1jfvhxR9I2hy",
+	"mArwIySMVz5rzi7L4sp77fliUeTurlHDEJPgls2FCOXExzq3QruHEclacbUCMjD8SlpmDqz8XCKBYiq9",
+	"ux00bgBoIrMivcgTIk6MeLX8KyPg3oTEaM8NV5D73nPXhnv0csX4eJxnLQW288xsixR49dcIlmemz+gG",
+	"l6pqoHahp7JLYRngAYT8ooQZvupR/0J6MPhvgaIGy3QeUL485mILe+qjU3bWBg2xGhyb8ek6STwfmNzP",
+	"utwQX+Xfr8Tq7/DXUWBvhJI8TXk87jC+BezP1umHnQf0opSwSx3Im+ON8dXW9k3cNFjPPjeEPYDq9KW8",
+	"kmopPRxhg7fTb7++b2bU3w/BW0eObPRt5MQHbJpRIxuzVAwqCnWrGzHw/2cJmKBKRmyHWAzKGjYC1XhE",
+	"1ABFsV46yNfgBZp2p3BSFNApxxijMpaN5vwmzB4Wi86NDz5WxcSgq6kcHYXBHGlhhXRjHMVUz/hzrmSd",
+	"W3Hd5Ek64UNbEQm3yqj0ZsvntDw+gTGBAtUdwnpyHeRrVSpq74syIjaTXP+b0okg7xEYcQYmyoDM7cdj",
+	"SpON1I+WXMbT5lzGxKMxMF3U/bn/YLt8nO3SgCyH/Y4jqeUqbuGB3AHIPBAieZegxDuFF26DvLXeV/9T",
+	"AQzbEE2NZWELvJ+MVU7ny22g3TCMl1luifvX3SNXYtF8PHk7CDY3jOBymCcBzeyPHMV8atu8SldiVakl",
+	"rUiphnqk4C7dwfRwiM1wCLhzzWSosIRQRsKPN+rHz7sX/S5tIL+P7s8UusoX+2LztjtCUfWRGVZIbHB4",
+	"NjsOL2plKwF7g7qbVQBxTthxv+8U9xZOyGas2wswZcDmbUJUV2V47pBN+bycz7le3bYiLr1eFcWdCin0",
+	"ocjmIqKp334703P+asgPSGSmrrYxe6wRtOyzz/2omxLdgLHEdzEaYZ32JJ6tn9tX56Fk339wyb76vt0U",
+	"0W15YNuYbGeigBGTcShr/sVmDovmCW5Nk9qPzNfyQC0asfnmGljWhA71+jyhKOjXEbHvASv+vAw5CDFd",
+	"6V1w4OZrBLdNq3gRtLsD7FZgUXuvmzJw/nVOHGvv333Puq45Zn5rSc70yfi79coL96S7oJranFm76Joe",
+	"tBh5Fd6+Ob9AVi/ohmHuObhT3X/8AtDN3p6Z/e0zd9FIKDByTYyGcJ2bfCpFBt2BiB7m5lvFRqUuRn02",
+	"Mr8ZenSONPvuMeI+hef8dLuHq76Tk4ZGnJWCWTUVANtA9tZUQq0kaIZNlduf6/2JStA8HQzC7MmMHbPX",
+	"UHEgleRBT9ilylZs9HtKpFhpZ/gTdThh/X7/5w8j1gV3nR8GN9jfUSqNkBmU56pozwi0N/rfI39v6SMI",
+	"fB7BtTLqszN2cnNDQXrXDxBbplYkwfMAegwJFVdAVzEx3Lp+p9J1HESc63fawZo2VDk6w8I2aScMBMpy",
+	"ejZTDinrVufAJyhXqUQOBQKRdJ+cfANz9nTwFQ7vnWvn6AydTb5OU+TLhsVtGUOfnQvBMjU2jz2lcX+e",
+	"1Z1UblLdjf2bu6urHdHooLoAp0wrXOMQdahFpLfK2t9KZflOrQU7+C98Ntibe752QQ87CSuar3ewyD1b",
+	"P8OnkH0h+KvUUnq8zVjJST4FRs0Yxn2ADKZ+hOHvqn2MA7kVVH0vT0pT+Km9H3dhb9GWuzczq7ZjDrOz",
+	"gMMNHJZOFOIG6LNXknH29uzi2T+DgyxCvV8JsaDrH8IKp6nM3Qv4dkLyCFbbA8qq/QZByIbNhkXemnZb",
+	"Q3Rozm+2eGCBHji4XGPKlzlfIUqsApAMBr3TKLHyGtzhJMlMHGaI29wNOonLor/Mm1JTvncn1RNdgoSv",
+	"sy5UvUoo0zNhnpxCaZ9JtaXD1YcP624ry+08RxIMYBirubiBsEuss+AmaLaDzp5KuAk9g9EjA6SqUGfv",
+	"DC1pPxIkJKaKtDKLYiOpdBdPWxH5U3gSsuEMXxlmFNHB7Tfwc/BWbeeabtpJ5Ezrkk4JMzEhnnmZpVIL",
+	"C6S6UKxu93oiUSHAGRfcOA0hldXafhNtxrjblRJBTiWGp2jPGThvZzyF4dfzx9ZmYO/TE1rZtR0/tIq4",
+	"i+oqPDBpJ1RDoNs0iCsYR2lEn/1YFZyC0AwJPiea0IG9NnhnBHHpv9hnb7B4J72dE9ckl6BepxIfQ5AE",
+	"5aCxmZvdBXfnAC5czp69ev4uJBGZ3wyLXksllrsk8uTKrECyhrrY9uOM2R1TGYSu66NBoCzy+3d//8CK",
+	"fEK7XAt3CYE3uVEAj/OsSfKeZZkWxiBJsgncfaOTwVf9Qf/4+Kv+4PHJkxHWgKVni9wCr4yv8+kGBJN0",
+	"KUhDP/UzRdFhThOIIdh4DqHu5XgmxlfoKIgqIkpaWi2MKq6dbMH21+L7MTnRYGdyTC34v3m7u66ZJtAt",
+	"jSWaoZlSV6Yf1bgcAf5i9F+1v6ElLFf1opnRE/2WsZw8/epjB+ONLnTDN8kK/wukxcV2b0TjCPaPGT5+",
+	"bH4zfVEeLYWxR8d9Puf/VpIvDZT3PD756snTr//6t28GxyePR21jOvbcnrceVLuguVX0es843h/DCjjH",
+	"QiOTSjJ6RmemRRFKM6Nhh2LDsC6kc1+u2IQDEzi+2euvs67eQr7jTXi7RP49oMMxI1+l/a0VyK++swes",
+	"uDk7/ztnbVNl5npbaSfkghPsriZrBnfAcdM0sZ5uoyFukNUKlmIs9pdQ07zJdvbc7/ubyIBDaDSGEeSy",
+	"hVOHkDRQ6zbUOdhS2mD/SKOnBG22javi6IxbpnNzddiXzZY0Cww+UVAIwlEZX4E/JR6VU7TX2PZNi9+X",
+	"6lDuNB5htf1yVO81WZM/CnFVrN5RXPSgmB1VfMXi4GNeVOBZN8yfJlrNE2ZVD65jArJlfGVOA9MY5DwB",
+	"EyRfPaL63kn4lQodC5mxbto5eTIcDOgsrfGd8FXdOvebfA7hV1uiXwKYYmcl0N3nUOIXorGlbC4h2J5/",
+	"3kbo+c9/Dl+/3pe/Eh72FZvc905ZGGOwo5GGlSZot7MWJmJzkYECZFzq3K6cVk4EaZeCa6HPSieQfofw",
+	"1xyi8PDnqilwtn34ALGLiWqhDysvi3zM3r04vwDyMDWpeImyISagINgJcXPBwkiA09naAgjefWAu8ZWC",
+	"ZRYKQ7j/7vJsDjpiseqFS8r9QIRlTrtLpRuRkDYfA3B5yEbuD0rn/6Z/fwsDZBtVvRlepvAhpmG/Rkr0",
+	"kRmrhciY23fwIQJ3YZeA2h02s3dpwDM9/I5Xx0ePr48fU79H0ZdgRFDBP0RUYOg31m2AMS8KQ8yAMBto",
+	"GHMclalCgr5WeIjKQCGgqB4cl36mYKJeAF3xkDTlJzdYtv1p8Dm7XTgCry1O5WNKEvvLr0bJUSq7njSZ",
+	"vNpcshFSII/QKPKeCSgLwzPMbGKepVxDedF+Kp8MfLnuyA9cZd6g9QTXeabG5RyKA3uQKHwyQbarVLot",
+	"m4A8de36Ur8JWk96xRZc87mg4ibVAlRtZWJccC1SCWBonw9pl/lYAMITfHfYFzeTPg42g81dOvvP2SYz",
+	"lmdU49p4a9J90NnLJ7X6zpBMSvU7XHtATR5XS+5m3HJfXj/UjXPtZCUujIDy9gnL5TUv8oy9v3h59LeE",
+	"vf/LACq6I3WYXHAnI1JpSq3V1Fnvwoz5QlSE62mZ/W0wYODaQ/GSMBQghlDSmq8Mk8JY96FMiIXP6vj6",
+	"CSvEtShM7xScALiYuU2lN9wuS7eOV2jCGSGNYF3f4Y30NL+2IYvB2eSor8AiVE5DzCARN2MhAEDpdjVU",
+	"T/fRcXAuCShDELJJ/QaDeI7fjM6A8XEb90MPbEv3y+g56b1UBHrEUBE7ZUYINlqKSzDmRtD489IfaXdE",
+	"o/wJmlITEdx/MzBpJ/G1txAxeTKD2oGBSnvYqeRo4B5hr7lxe/js7auIsmzYOe4P+gOAAC6E5Iu8M+x8",
+	"1T/uQ017bmcg9J0EAvCX+wdFPpvQLhV8DNlmDDNqLhAz343E9yUucBJnLZgklUQNhW6uhMA3pBEnEFme",
+	"5EWRsErkBw9u4kV7kkonixPSBT2/cahSzzBAbyC0BAE2t1nQm3jqpaBJZSVLnQRxZ63Pzrxrx0luIwCf",
+	"aionNVXFP/Ul/7yMhydRXoZnuyP8z1fZiEmutVoarBz3jkrrg0C5cpaCT6z28DsCZrPu6Aj+FGG1E/bN",
+	"AJSlOAhJzpkguF5l4NM39gyW1K0zCTjTGf7UbEZUjzymUMSHZOeTvvbL753c7RGQpj7k4/UMYOLHs7Hu",
+	"jthpubsvr/uW/Jy7y/G0cuDVFsyJCVor8Bs0dM4vzl12DrjHqV0255nYStXe1CsquFT1aD+g2O6OtLCe",
+	"N86MOrwHPwNl4UJJg0rkyWCA1qVTk9CQjxSGX6l+eNXI1tL4bhNDAA7UzfWRCqLuqnHu5SY4bqMiee5B",
+	"AHY/we41tRqG8fhbnnlHBLxyvPuV95LUr38j6PrJ4KvdL71U+jLPMgEIzCcnJ/s0s9Bq7O6dS4SjPjn5",
+	"ZvdbF0q95nJFYwK30NN9+vde8mueF74tkjm73wM9Eq0Mj1rsvEVON6zXgmodYI3VhM1LywHnA4ptAumh",
+	"cdE3y6cGUlFApv3svuturXEcAaSba1MQVnHCexeG93kU/DD+c07Dl7qvN5N+EqZ0BkjKyxXLs3hLV3v4",
+	"Z4DKmoZdjEgIvwEO3sav6oRjuEthwr5V2WqPDUrhBdjSM1Xk3rlSzcGzmc6NnXOTsB/Ekv2f4PqRYS+w",
+	"BIv0WZVLIa4Q9STZt0IXudNcwHpBlw0Uu/ypczI4+evR8cnRydNOUv3j687P4ZrKxFHoR9LBWBPMBDph",
+	"wktfHV8c/204GGAdQ/j7344Gx0eD44vB1+7vbi6q7IzOi9LZh49D35bgCIMv45h/ij1EH36GY3jY8SVU",
+	"y4e6n8bqUnzYEB7Hdy48mgQH9ij7o4uDwR7i4JmSkyJHJ+aT46/2kh+AwvgPuH5xmcFjdDMuSsBxeOHT",
+	"JpDW79nHv+fZB7QPgZp6Q1I9h79HkmptRz9pQPtivuoffvs92f3GD8q+VKXMbrdfv5SNhAsW1b5zZi2w",
+	"daDP78ngGyrfGRWQwWB3btuvvkb97R/Ctm+mwScRj5Q5R+fkT7ZJv5Q99w8RF1vcoj8dphg9BwVgAUjh",
+	"jb2HCIDa9jtEaTps5xHcYC+14NPteypl8Ofd/w9KxUcqFeAJjo7m6R5o4T67AL8/QoKrgC9Ew6mgCJIk",
+	"YGGqGcdoCP47YythdygsVUn/Vq/AC1/G/PP4R2u1SqvD2uDda3QVYhXKW7wZKmvsJyBgls7xnTZf423L",
+	"Vd63D/QWhSC/BJcoLMmDS/TP6RINriOPcWj1G5GIWxN5jykiBmAv1VRx/wWkozmNB1N8Q2lcQN1jEVLG",
+	"oWoZ5MNF33bGn2+gn8oaqZiaMBRKCatEGxEYQ0BVIZo17fCiSDtDRrW2c5NKr+8kzCgMMIYCppAVVoX5",
+	"IMyGEcc6e1gomgHfRVKL+d7lUYfwz1RGxT8AF8jngqoCNwXZqPpruEjuQz1cK438idXDen3bBnGzo5Tt",
+	"H1u0PKhyNVl0Lgj3UMkEE0HtgeIRCmTjKen6LNnjARR5WQgNp6i3h5DyXqQ2kx+OVOe+79A2owc6+WDp",
+	"f05LX/pFaNhKtzLyN/ffY4R/wEV5K6dB4+2KNWWXTNwscr3ymE3MUiPUps/Pokfc5SjVMmGLojSpHGG3",
+	"vl2NAm58GBFlPTIE4bPI1wCX6vHTecDHcg+LOg1p7CdPZo0gkRfQUnXW7v72whY+0+UVTBfRdtDdQuFs",
+	"4lrc/sw/uB0+iZAgwHJn+NPPNS26NDNkJgEVOj4fmFBbEdmgWGFnG0DZGkB2zyuspmzfrQwJKvmC2G/w",
+	"0gV1mjg9jWUcCQqH/j+Me2NAYDgkED2zSTX8M0u6OBG+ZG9KrP47LgSHCoXOLoQJr+gQkQTXawKZAEZS",
+	"wbPEWQmz3FilVwmScjEOZ4p6A/UFAYPVrjd/3ks+qU/vg3fzi9JVeWy9BqWUDoIWkHtLbh+plr0+BKaI",
+	"Ox6zzN37+591EBB3fNYDNMMOSQQhVsJT4iBgPFQL9dxUrKs0JuYtcyNS6U97LyRenwwGNCfuxE/BevYE",
+	"1ygql/lYnEILqSRGFlO1jF4zkqUbUlWLccGdAKnogwMbzYp1QzfRlI7FTQ8yfwnO7Rl9AEtO5amxoUsF",
+	"yQOQcvBk8AReoo55RYc0olTOVJEBiBxeTQBYntsq58HYvCgYH7smC5FNBSHAneDMJ2t9J+A9kqcRB0EA",
+	"N2eAzV/ymJ/AOMMIitOk0gu+ricO6yVup12KsZoLU60eMTVjdoG/mlAEpfIizDbcXZQM4++uR6ZK18SY",
+	"KuQZCjkWVLcViNBSWcoM+HiQPiH0bIQ5LpZPMcelj/+GD9T+Qm9QJgwWGrYc9uY/X589Y2oCyQdzhg3F",
+	"ySZGjLWwvSEWLAy/pNL1Lmwc2JzUS3dtCE3D6HIZWCJYlgcSCDdlSqdy6ZbzUsA48TM9UIMBrR22KSRf",
+	"UBwajpGfgiU3qcQ9QTPp4Uk0f8RrxLrLGXJHKQ1LhWqC1Ss2c5+4FEJiH1bC9hJyXAEX2lgtVlHSTSBD",
+	"GCAp0kQLIvR2x/GUGYXZJkRwVuW6RdYCfRJnCGglaDx99kYKInmCXCYOz2LPBNfFinXJ2+0miPgDOLjd",
+	"cA/3wJcWzTmMBCZ+/WgBiIumVPjTmxs6YuGYYHpjNefJ2qrjhCY4Dje11VLSPK7PYHx4czsE8eaPUxKm",
+	"knJznHxLWk5XgzYCX7lPM4ia+EPaQe/CjSLVEmqNwV7p/alsoS/SqvkH5N9HYpVuRj6+2mnAnLoz6/P6",
+	"tig4kFO50x0H7EX3uEPh+y16OiT1gBrhTjLpAEjb+uCi+6xgnGpl3L3SsDrVtsOc+I9z3VVb9THmeH20",
+	"Jr6GsYaP/jG2uptQD7152PF/BJgLbI5A6fHIbNRWI0dCFf3MEhasgFApq2IGQ4ut6ZDQfo9Js1tBLG8r",
+	"2up727LIZtwGOLjwrmlI2FyLVj/kl9zF5nNTXwcH+AmPt0/YL7vSSIid+rMmkfCML3wx1mqg3wq7dEbV",
+	"U6KOBQuOygYmbK6uN6nOH/mKtSbOJIk/P89lZ/h0nSD76aBCRAmux7MjqPlL3ERjJdHuQhbvqodnIeYZ",
+	"bEdh4m7Gvag1eFw1eJkXRS6nR3yRd+rs251h5+kcerAQ+llprJpjZZ3NHpxgwJWeSdxs5ZLxooh7EI3D",
+	"rdmw89i/AOCxWgdPav++UJYXtWlaCH3k30aSEaLHqvp2MmDcGf8KaD0YvxYamJAvS22QgOnJIGHHg0Hb",
+	"jPHSqnfez+bsoqQD73aGTwbJ+nxGXePaSqFpQl2/3gp9Dv3oDE8GByTp4Nn4PCk6vtrBQ4LOf3iCTsR/",
+	"E5dH2pTza5rCnsk5Qf4/pOb8eVNzaN/skZhTmo28nJoq0eYUaNtGg08gEC+iwmEPFtFn9AFQPc66FwD9",
+	"VJtegLqGeueJOtGGvHsXLn788yTpbD8H3k/wJz0PD0rFHSXoBFTY7vSc/bWNxxOlxZibXdRRWEK2lg3q",
+	"tJsK10asnlxmED0ilkfPlZnKiDiSm1pyEEQDwXWGBVQjzgWsTJowrP2YSkwtQrIoc5UvTFWJpCKqj8nr",
+	"3YO6lAGhz1OJPx1dro7wv4jiGMPlgT83N2uYPfzAorSp7EJsGsjfKWiJlGVZfp1nlYU7F9wAodlMFRlE",
+	"NHtAB0hRtwoT4D1RGNlzr/ouCclGbt5GPtiMrKOppFp0DHn+TQg4+nruGqIMhZoCOKgQE+sstj4bWYW5",
+	"JDaVYIX+FemoEASAbZ36NmnbQqE9qZYwmfABqwCBn/FVKuM3m6JzL2l/tTkt7jSH6EvI/sGJ8NPS6kqm",
+	"3/986tGfWlhfVMWrauLDRAXgiwJEX1IXVFQRfAl4IcvGXLJMA6Tt7vQvugBqtRdbPdPnUenEz5RhCSHv",
+	"fT0/9ULwreIgVDm+ReplVFh/x9trldOi6v3dUNUaSO9mcBnmhqrwMHh0BCguYBiFP/eAutT9RO+Ha3jG",
+	"ozLZiWds9a8563EhuMU7o+JJnSjNjLgWmhensSWJdS2EMwyKgtDuc6rSdbMogGwcnXpNswN9qE3MPnXP",
+	"j79uKA5qV0CT6WT1/VJy+U3zQMn1xeRVRjylramVlYTbFUsJZaE/eTTlsA36eTzaVdHsdp82G41neZFp",
+	"IUeoIbqD8pLY+Y3TIt1bl4ISMq9FFvECP3jE//D60NPBX3e/80qacjJxyom051ZpPr1DbzpwSYdLqgv/",
+	"VBpZwpFsmwcS+kwUfCUy9qu6ZF1dyjPbaxMM69rQYyI63ifzWmRVh6BckbPRM8q69hy2kKHcffvm/CKV",
+	"9ZbA8l5jUw48ys9ffP/i4gXbfKOX+ApsvgE1X3AtjrjMjoyww/guj3qFxaEIA+ssP14UiafupyIdPC8g",
+	"96TIjUX45wgx0aMEzUduCF2boAcaicsBwW7Y1BmEiGOFQRdKXQF1RLlwxuIx5JeGlPUwKqg5mGcox08Z",
+	"pYBD5Ter8EtRQvdoTLevERbqjcZXcp+dMQ3KDpLdePUFU8DdzexGN+N6DtkDE2AfjxcA5gPjLnUdC1m/",
+	"va3ucbGgmw49F3qGYFWacChGGDrj68NR9YM2FKsXtWe0Ce/3OsFWPhOedb0TbbnpQPoOyjGsnz94bqFo",
+	"ph8S1L8wpa4m8ei0KR3OyNq5Y0YUYmyV9rXiEhIlPlV9b9F+6eMOzYL9fSSmwGghESD0NSBU4HX08vX6",
+	"7AXKYDFnaLfl4L9PZZFfoZYDRQjUhEoqBob/LsgijWOTVOjA9KhSoFlCWSmppJfvw9p8gFcAda4E7zyq",
+	"3EGuS1+lI5VUYk/40hyGjWBQP7364fmL//25//LVi++fj/rsf6BSA47XyTgsg5nKUHKbimsvdW6FL6qQ",
+	"e0nmuZz806eYgQDzkUqYHnixyloCCeuLchirFqy6QrDIi8RpDYVH8pqSDXYXTQEgT4YgZ61esS6kSa1S",
+	"iYnaWAc9pG1gElb4sg0Foig/CSQKfLdK6sB8mUjLP/rOmetY33tzbReQQyXm5OGFlXb2PdV5zPLJREAa",
+	"CHRjs2NPTk767DuxApANdB/nEHdKczdo1YSzSiwRNC74WNBk4jaEDswxecR9DvhTwGQFn3XIbDn+yvv0",
+	"cbOMklRS1gmXq7Dd3c3uZLBtusPqJpX5Fg7d/V5k0MYhxtHgfrrQfou9gfIV7tewSRJfPQwUH6+pwLQ/",
+	"3GhfIuIHGHSqiwvrDIE98qu6NF6O+mL4+15aCy2uc7Fsv7aQhI+vyyJ37pNwMYHezs36Q04Qp7L7ZDCI",
+	"Y3lwY/QSvAqC5E6iK8pURH9wD6SSG0Y9rX08qYRtZe+7qVhCYQ8ojIXxvVSqycQIa1gmFgKhh3AgsvoF",
+	"CK7zqbDAMoWX0JhrvWJSOcFfyvHszA6xMhX+kyJjzprBpkbusEGaYT4XTSLsbX0k5wsx3nQNbSkMSNXy",
+	"otrkCat4dgaDXhtJHUQv18uZ7F2N8w/kfbrDSBnt/1byD9qDOOcPkvOLi5StrWC9dj7LxCSXULeyKh5p",
+	"+LUTVfn+QnQ/SGXkBv7PBVV+cRjJyieoNNUNi1yBv6rL3ikI+7VUHx6qjBViS9igDTfZvlcGn8TxfhHd",
+	"iQ978LOiJ6tlaI09fRRKcnPh50JP15zPwQPBwAGBDD5Kij57CSgh73lED2YqveHu69apIotkbf10YMlS",
+	"eoEYjPC1VIZmzoWF4zUaayVHQBKKvvkRs6WWJjqTAAxDj34q/SBOmfFfAI/9CL0EWM1zoUxuG1U1xHLW",
+	"TuP9aUCfBzi6Swx46OifVhw8xN8+Y/zNA0+rc3oY9HSnXvbYlwy9Y04mX6PTGd1O+CUsE+Mc7M+Rb3KU",
+	"gCTDeBryh9eszVQuVVlkbMav8SMQFItQrIAChVhkLoNJyf6tpEjY8/OLQMmUJd4GDewtxOImZHZme+gE",
+	"RIZ8VIZXwvbZmXRf8P3iNkSgZkhY5B70Ia6gBpGkToCvMkkl+dWBmPkqX0Cpa6gdLLgucqGjmq1QSXrF",
+	"qPBsD3x9YmJTCZl+MgvwWmdMi5vcOIE9GoZIVy3e5j+74VXts5eu4zkWUGUWPNdrw3iEwU3yLgTqpsT3",
+	"LfHr1QNHAK9aw3r/QEUVkrhT6afK7QY/o65xvzvAW3pR70DAIDMnvFfDUHQJ0c34kbxikUrliCb4F//q",
+	"iHXBAaLkC/+is3d+8dsi5KJDXqyBiGZwrYSHqC0IukLwecWKXHi8rlWjXp/9N3lR4J5xN71BhFcg84Gp",
+	"RI8LqcDEqgZshFItWRe5S6P0+Dr0Gstcr60SFXoABi5kVFJSYDhjqmrgneglX/IZiMLFKq7J7lOCGSLW",
+	"KvTkgo8Fdt91o+ALjzn3OHDvWjOpxFrAuGzMqvrmoPLu89zAxNNXQkxC5HYGTOGpBJwz4OHcD5d+xqVa",
+	"nrLRnN+4bWxGkZ8nGQwqV08qkVO5xy7dVYa6DC2l8fsdit65A1QoORUa/42bClK+Utl9cnISvPJWjSKX",
+	"miznl+g6Dp91i6CKzPQgEO/UrUrFMgmDaDdFT9V8ASbsWpCbGmZRu6kknSxhTwbfIIC9wmLN+Q2Sp78V",
+	"+qU/fOGP5xRP+q1UlptQlTvLzRWbllxn7Ncym0YUOWFqnGqJWiuGIFLJJbHG5wbCSlbI01rziIR3iqzQ",
+	"JmBwFTL3etR/OBveXddnPh07ykiAgN/4aqrd2rlDoYUBDH/s1YPVVZPYpqR+sazU5E9FZnxh7Ckx/BjL",
+	"uiNBfQa+iVGv9i4FBqr2mzTfb2lP37Pu65s5CCZwcg/N7wAIRPdNxfjHx2Ox8GaOJ9zrPSjIDwrynSnI",
+	"LylnqXa9cWMjkVzTGOGiDZpo2vG7Nu30DlObkWhmH/A+XFNfdtVkN4T/GHj2n9ZfVsNz8/jEwGZOgD/U",
+	"FwxPWvni7paRrAmQeQ9U4Ar+wQsEZCAtN3d6pTdWCIEIBiTt2MoM7Y5Qc/tBWTFK2AgfBo0MYZH485kl",
+	"+DX+89sVMr6mcgEJK16zIkpBNClJJQRQ05mNPr3WBfy7x7aKYnIatDPk+4ne9FreXM2RGNibsWNB4wSa",
+	"1okqCmc7WLOmjffZW14ihzL1r9JiPZoG5lGLRcHHEN421WRGU9kY3nVfvGe1CdqIdKbP6SCkFX7wDz4k",
+	"l7cjMk/XA2Rqwia10EEtYBYOKBCQx7Dqw7SYCN7SqMesQTG+BBjGRubfWWEUYOorbw/2zLb5m8jL5MxE",
+	"chuNepHd7x9EAU6PGHBjtg1J3CwKDsXwN1IWL5UqBJf3nfF8EI4jidizgcF+50zxyo0GuWCtHrcqv4Hs",
+	"xuDJs8EJ13vIuP4z4EjiXQNwy/cXz5AivnLW/1vJu43cNss5VEnumOz2HXz0jwBFWGMGeVAxHhwmbWf1",
+	"HWVabailDH6hwim0oSBcc1vdwlzlizu25F7c8LEtVr5W6gg0BbK5oHbSCJ3jPtBWqU5S2VCfRGQEUI2C",
+	"RwkyvYQYItQaSVgV53MXovuCj2H6UNOcy5IXI6pAR9pbn52huQwcNqWWeN0pORbOFLMK06nB1pxEuRAY",
+	"PKM6z9UwlHR9MTO1lIxTiCi6jqEv72H4p4xTnTwKyZB9FoUbncBN5Y+b2maMUKnwJjOIPE2ws1yLVEZa",
+	"6BnD4YfkodxQsVnqemOW3VW+uG/EyFW++MyJdbtQY0nF9xat34PkfjAO6zW63DEOIWkv8MhfpzTWcka5",
+	"QZlCXhAeJKvp/N6xuD6jbIVQwQj6GUldJ0E8NADTlOuBty2BP5JcPcRiFAWcJF9AmQJ5lyuQlRKlop6i",
+	"9AtJFCSRyYUHEi+XUyqq7Ys+VUxh2yKErGsEDvElhu5HJEBHvQBtqLsgMXuWiGdwDmSxGjKMTD4LF1sq",
+	"Rwu+KhTPRqxbwQy5acBrUI4I0RiB57E1TNzzl8PadxIikFAWKoGn8kosgg+fwrVB3BOoJmBOiLaaxxcO",
+	"IBKYFghDxEx3N9xS+gRiduEhMnQJAd5HKsI/NN0h9MY9XyPUylY/4smnq2oBc1erm/YQYX2IsH6OCKv0",
+	"knY9nBrAbgfHUwlYZlo5MC+iOm70MCL44AaMtFsGEosIIHmZ5TaVWrjzmSvZrygsFtzJXyfZFFWc831o",
+	"kjhxRPd/fF+/6KDu2mge4rv/mc47YFJA2oFwrjacdw2R4eVMBXab3JL9jKUNV/fi0fM9bi+xdk6P3Oeh",
+	"oSbarDv8+YGB7u4cy0GDjVEIkMZvLLelSUIhH6eWE7nJ2D1acCukMERV7OPXmzCG9Xp+2OJ2cM8FPfNF",
+	"3wA4iAfexS+Dd3GdbJF1eTbPJUBJnO1YU7jgp53Mi7gB/qi8i9i7z8O6SDPzUEfooY4Q7IS9Dlv9/thZ",
+	"ETacvnsW8G3KCvbzAY75WdOXD9hed5vJ/C/KCPFJOj59h815FgehUMcfxmkqkgqqmlT6eBEZEFyj+d1n",
+	"ZwxSTqDUv4BinViiPKgNNHDLrwSFtMZKTvIplGugicWUDWIIMzO1pKoVk4nAACXkO5r2zOToiN3X/fR5",
+	"spK3n2yfk/wnPeEPd9sdZRUH20ryuUjooCaMksWUZrwo1NJtJDcz1myIqUPTkbfclI+vxGq7zXX29tV3",
+	"7pl7PFbYxLYyva6XCfgLvT/k4QL9w5T0dYvDujNuZnRNjQvBNf4ZUCCITZippbzTG3aLiYU76m5MrHuy",
+	"dbCLZNd8ySbPA6zsTkweGTJUPD0N6RGArQpHiuUGA+G5Lx8Nd8Ih4v7x71di9Wo7Odg7ca2uqmO0mxoM",
+	"X3igBvtc2wjnn3G3R05ZzG87OEa2AzsTEsjq4dGdaQwfI519FaEFt7MKjg+7rrOur69lHHwv5NTOOsMT",
+	"Sjnw/z5uqFUGMyDGpc7tCrp2KbgW+qx0L/z0sxPfSGSNHS910Rl2ZtYuho8fH5/8tT/oD/rHw78N/jYA",
+	"UU8j3wyB1ksa58LUagcB+zAWFFDELRyhYnLJJlD3u79WiSkXprOZNgH4fYgGVXD/7kwVecadBrQU4krI",
+	"zCRsznOEmYwFm6lSG6JTqQxGIMPOA3vHM/+9qCOhjYaePItrTxhfNGG91ET8tSrmtPm1N0g54iaxxnUY",
+	"c6XShFkPg4w+jTmPm591ojGuZj8h4GgSsvE01mRH8/nGColFEgzpyp55wxngVyJqkcITDU2iOI1YwUlu",
+	"u11R09Ojr+Fhau4/4kpc3+el5YAPhR6eVn4K90UjKOPP613I0101iSF5/2vceJlRTGMpLmdKXYEUhwE+",
+	"J/BKO9PuOcYcxkj0za0V84V1O32E1km/1MWoz87/dR7MlamwFTjpv8/f/ABMuVgY0hg+9Ty9YeXP4USH",
+	"X7m1Or8E0grEZb3KPCjLbxv3l+7LVy/fYMFIM2Sv8eV/aFUuXmXs76x6NEkl/fpcZGXQ1+Ap+n4PEmI8",
+	"6HYmjPBM4wAk+9GJTtfTpdJXTmBmQHb09s35BRv9nnagbHDaGfrd1oc/fBilsjt6h3+iy2HUg7nzz7nJ",
+	"Q8Z9/yeAi41YuI17p6mEdrhkoxewgf2nPHIPxvDI+O39/t33kEPl/oFf6wHFjrcQqcgxcq80OXHoQMG7",
+	"u3LPArMOhEbEbwBLVtW6VelmOJ/VrvzfIw+F0EfQ1NGOy2FnsblaXwCPl1T7UEk6IH4LU7QdXhgyHpHw",
+	"gBzFZGVLtifx/MC6U/3VqtBJgLivcDYbh7tGZP9xI30v8xuC/RmEAKCog30BYDWTTyVK0J2TD9WqLJ8v",
+	"Pq5Po+vjv4/YX9hM3LB/vj57dnT+z7OTp193jRhrYRNMUHLNsL+wtNNPO+wvTPMlyILeKRV3h+XKpxKK",
+	"5cCLAFxVloo/SMgRmPMjz/2fMWzXvcQhcRNi1L5NYtQhwitkIN85Ief+WwdNyD2F47yEJgl2gMdzHRW8",
+	"Yic3N2wuuDQs5GSceiPitzIfXxVILAVSDnzRS64z4pdGRXjjcvDkmOi6fiesXh2dwX93/QZF4rV/Xly8",
+	"ZRm3AoGSpCDf2fci5Xlz4FBpIyAXOOxFVVosJjJWUgooyMOgkAjE2hnWgEoliYshlNvIRYa31iUfXzlN",
+	"qIJPRzi9Ob85w7dMglBolgmeOcU7y7UY25AcQ2QAmLGxps3+HGv3Z4T9S9YhyBouIZBPVrlpceot3cSP",
+	"jLsLmjEXHz78/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
