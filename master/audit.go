@@ -74,6 +74,15 @@ func noteAudit(ctx context.Context, note string) {
 	}
 }
 
+// lowerFirst is id with its first letter in lower case: the embedded spec
+// capitalises operation ids.
+func lowerFirst(id string) string {
+	if id == "" {
+		return id
+	}
+	return strings.ToLower(id[:1]) + id[1:]
+}
+
 // audited reports whether rt's calls are recorded.
 func audited(rt *route, method string) bool {
 	return rt != nil && !rt.public && method != http.MethodGet && method != http.MethodHead
@@ -96,7 +105,7 @@ func (s *Server) recordAudit(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		recs := s.auditRecords(c, rt, l)
 		if werr := s.store.AuditAppend(context.WithoutCancel(c.Request().Context()), recs); werr != nil {
-			s.log.Warn().Err(werr).Str("action", rt.operation.OperationID).Int("records", len(recs)).Msg("the audit records of a call could not be written")
+			s.log.Warn().Err(werr).Str("action", rt.action).Int("records", len(recs)).Msg("the audit records of a call could not be written")
 		}
 		return nil
 	}
@@ -110,7 +119,7 @@ func (s *Server) auditRecords(c echo.Context, rt *route, l *auditLog) []*model.A
 	}
 	base := model.AuditRecord{
 		At: s.now().UTC(), TenantID: who.tenantID, KeyPrefix: who.keyPrefix,
-		Action: rt.operation.OperationID, Note: l.note,
+		Action: rt.action, Note: l.note,
 		RequestID: c.Response().Header().Get(echo.HeaderXRequestID),
 	}
 	if who.admin {

@@ -99,6 +99,7 @@ func buildRoutes(spec *openapi3.T) map[string]*route {
 			r.batch = strings.EqualFold(op.OperationID, opCreateSchedulesBatch) // the embedded spec capitalises ids
 			r.create = strings.EqualFold(op.OperationID, opCreateSchedule)
 			r.anyCaller = strings.EqualFold(op.OperationID, opListAudit)
+			r.action = lowerFirst(op.OperationID)
 			out[method+" "+echoPath] = r
 		}
 	}

@@ -292,6 +292,7 @@ type route struct {
 	public    bool            // security: [] (authorised by the release token)
 	admin     bool            // tagged admin: admin key only
 	anyCaller bool            // listAudit: a tenant key or the admin key
+	action    string          // the operationId as the spec writes it (audit records)
 	query     map[string]bool // declared query parameters: whether one takes several values
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
 	create    bool            // createSchedule: the body may be decoded by the middleware
