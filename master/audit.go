@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -37,7 +38,12 @@ var auditSkipped = map[string]bool{
 	"version": true, "updatedAt": true, "createdAt": true, "intervalNext": true,
 	"tokensInUse": true, "tokenTimeouts": true, "hash": true, "partition": true,
 	"effectiveLimit": true, "limitReason": true, "limitChangedAt": true, "holdTime": true,
+	"tenantId": true, // the record's own
 }
+
+// auditDurations are the members the model stores as nanoseconds and the
+// API writes as Go durations ("15m0s"); a diff shows them as the API does.
+var auditDurations = map[string]bool{"window": true, "jitter": true, "interval": true, "tokenTimeout": true}
 
 // auditChange is one change a handler notes.
 type auditChange struct {
@@ -204,6 +210,12 @@ func members(v any) map[string]json.RawMessage {
 	}
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &m)
+	for k := range auditDurations {
+		var ns int64
+		if v, ok := m[k]; ok && json.Unmarshal(v, &ns) == nil {
+			m[k], _ = json.Marshal(time.Duration(ns).String())
+		}
+	}
 	return m
 }
 
