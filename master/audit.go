@@ -2,12 +2,14 @@ package master
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -60,6 +62,7 @@ type auditChange struct {
 
 // auditLog collects the changes of one request.
 type auditLog struct {
+	mu      sync.Mutex
 	changes []auditChange
 	note    string
 }
@@ -69,14 +72,18 @@ type auditKey struct{}
 // noteChange records ch for the request of ctx; a no-op outside one.
 func noteChange(ctx context.Context, ch auditChange) {
 	if l, ok := ctx.Value(auditKey{}).(*auditLog); ok {
+		l.mu.Lock()
 		l.changes = append(l.changes, ch)
+		l.mu.Unlock()
 	}
 }
 
 // noteAudit sets the note of the request's records.
 func noteAudit(ctx context.Context, note string) {
 	if l, ok := ctx.Value(auditKey{}).(*auditLog); ok {
+		l.mu.Lock()
 		l.note = note
+		l.mu.Unlock()
 	}
 }
 
@@ -109,7 +116,9 @@ func (s *Server) recordAudit(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || c.Response().Status >= 400 {
 			return err
 		}
+		l.mu.Lock()
 		recs := s.auditRecords(c, rt, l)
+		l.mu.Unlock()
 		if werr := s.store.AuditAppend(context.WithoutCancel(c.Request().Context()), recs); werr != nil {
 			s.log.Warn().Err(werr).Str("action", rt.action).Int("records", len(recs)).Msg("the audit records of a call could not be written")
 		}
@@ -126,7 +135,10 @@ func (s *Server) auditRecords(c echo.Context, rt *route, l *auditLog) []*model.A
 	base := model.AuditRecord{
 		At: s.now().UTC(), TenantID: who.tenantID, KeyPrefix: who.keyPrefix,
 		Action: rt.action, Note: l.note,
-		RequestID: c.Response().Header().Get(echo.HeaderXRequestID),
+		RequestID: cmp.Or(c.Response().Header().Get(echo.HeaderXRequestID), c.Request().Header.Get(echo.HeaderXRequestID)),
+	}
+	if len(base.RequestID) > 200 {
+		base.RequestID = base.RequestID[:200]
 	}
 	if who.admin {
 		base.KeyPrefix = "admin"
@@ -334,7 +346,9 @@ func (s *Server) ListScheduleVersions(c echo.Context, id api.ID, params api.List
 	by := map[int64]*model.AuditRecord{} // the record that stored a version
 	kept := map[int64]*model.Schedule{m.Version: m}
 	for _, r := range recs {
-		if r.Version > 0 {
+		// The first record of a version stored it; later ones (a trigger)
+		// only name it.
+		if r.Version > 0 && by[r.Version] == nil {
 			by[r.Version] = r
 		}
 		if len(r.Previous) > 0 {

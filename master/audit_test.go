@@ -1,7 +1,9 @@
 package master_test
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +22,14 @@ func TestAuditAndVersions(t *testing.T) {
 	tenant, c := h.tenant("acme")
 	_, other := h.tenant("other")
 	sch := h.cronSchedule(c, "nightly")
-	ur, err := c.UpdateScheduleWithResponse(h.ctx, sch.Id, client.ScheduleUpdate{Name: ptr("nightly-report")})
+	ur, err := c.UpdateScheduleWithResponse(h.ctx, sch.Id, client.ScheduleUpdate{Name: ptr("nightly-report")},
+		func(_ context.Context, r *http.Request) error { r.Header.Set("X-Request-Id", "req-rename-1"); return nil })
 	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
 	pr, err := c.PauseScheduleWithResponse(h.ctx, sch.Id, client.PauseRequest{Note: ptr("maintenance")})
 	mustStatus(t, err, pr.StatusCode(), pr.Body, http.StatusOK)
+	// A trigger names the version it fired, and does not store one.
+	tr, err := c.TriggerScheduleWithResponse(h.ctx, sch.Id, client.TriggerRequest{})
+	mustStatus(t, err, tr.StatusCode(), tr.Body, http.StatusAccepted)
 
 	vr, err := c.ListScheduleVersionsWithResponse(h.ctx, sch.Id, nil)
 	mustStatus(t, err, vr.StatusCode(), vr.Body, http.StatusOK)
@@ -66,17 +72,16 @@ func TestAuditAndVersions(t *testing.T) {
 	ar, err := c.ListAuditWithResponse(h.ctx, &client.ListAuditParams{ObjectId: &sch.Id})
 	mustStatus(t, err, ar.StatusCode(), ar.Body, http.StatusOK)
 	recs := ar.JSON200.Items
-	if len(recs) != 3 || recs[1].Action != "updateSchedule" || recs[1].TenantId != tenant {
+	if len(recs) != 4 || recs[1].Action != "updateSchedule" || recs[1].TenantId != tenant || recs[3].Action != "triggerSchedule" ||
+		*recs[3].Version != 3 || recs[2].Note == nil || *recs[2].Note != "maintenance" {
 		t.Fatalf("audit of the schedule: %s", ar.Body)
 	}
 	diff := *recs[1].Diff
 	if len(diff) != 1 || diff["name"].Before != "nightly" || diff["name"].After != "nightly-report" {
 		t.Fatalf("diff of the rename: %s", ar.Body)
 	}
-	if recs[1].RequestId == nil || *recs[1].RequestId == "" {
-		// The runtime sets X-Request-Id; the bare master keeps what the
-		// client sent (none here).
-		t.Logf("no request id: %s", ar.Body)
+	if recs[1].RequestId == nil || *recs[1].RequestId != "req-rename-1" {
+		t.Fatalf("request id of the rename: %s", ar.Body)
 	}
 
 	// Another tenant sees none of it; the admin sees every tenant's,
@@ -92,7 +97,9 @@ func TestAuditAndVersions(t *testing.T) {
 	for _, r := range adm.JSON200.Items {
 		actions = append(actions, r.Action)
 	}
-	if got := strings.Join(actions, ","); got != "createTenant,createAPIKey,createSchedule,updateSchedule,pauseSchedule" {
+	// Ids order records by second; within one, by the key that made them.
+	slices.Sort(actions)
+	if got := strings.Join(actions, ","); got != "createAPIKey,createSchedule,createTenant,pauseSchedule,triggerSchedule,updateSchedule" {
 		t.Fatalf("admin's audit of the tenant: %s", got)
 	}
 	if strings.Contains(string(adm.Body), `"hash"`) || strings.Contains(string(adm.Body), `"key":`) {
