@@ -23,7 +23,10 @@ func TestAuditAndVersions(t *testing.T) {
 	_, other := h.tenant("other")
 	sch := h.cronSchedule(c, "nightly")
 	ur, err := c.UpdateScheduleWithResponse(h.ctx, sch.Id, client.ScheduleUpdate{Name: ptr("nightly-report")},
-		func(_ context.Context, r *http.Request) error { r.Header.Set("X-Request-Id", "req-rename-1"); return nil })
+		func(_ context.Context, r *http.Request) error {
+			r.Header.Set("X-Request-Id", "req-rename-1")
+			return nil
+		})
 	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
 	pr, err := c.PauseScheduleWithResponse(h.ctx, sch.Id, client.PauseRequest{Note: ptr("maintenance")})
 	mustStatus(t, err, pr.StatusCode(), pr.Body, http.StatusOK)
