@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -30,8 +31,12 @@ const (
 	// forecastMaxWork bounds the work of one forecast: the fire times
 	// computed plus the minutes their spread windows cover.
 	forecastMaxWork = 500_000
-	// forecastMaxSchedules bounds the schedules a forecast reads.
+	// forecastMaxSchedules bounds the schedules a forecast reads;
+	// warnMaxSchedules those the forecast of a save reads (a save of a
+	// schedule on a policy with more has no warnings: it is not worth a
+	// read of them all on every save).
 	forecastMaxSchedules = 20_000
+	warnMaxSchedules     = 1_000
 	// forecastPeaks is how many peak minutes a forecast lists.
 	forecastPeaks = 10
 	// warnHorizon is how far ahead a create or update looks for fires
@@ -39,8 +44,14 @@ const (
 	warnHorizon = 24 * time.Hour
 )
 
-// errForecastTooLarge: the forecast would take more than forecastMaxWork.
-var errForecastTooLarge = errors.New("the forecast needs more work than it may do; shorten the range")
+var (
+	// errForecastTooLarge: the forecast would take more than
+	// forecastMaxWork.
+	errForecastTooLarge = errors.New("the forecast needs more work than it may do; shorten the range")
+	// errTooManySchedules: more schedules name the policy than a forecast
+	// reads.
+	errTooManySchedules = errors.New("more schedules name the policy than a forecast reads (" + strconv.Itoa(forecastMaxSchedules) + ")")
+)
 
 // capacityAt is the events a minute the policy can drain at the instant
 // at: its throughput (rate, or limit over the measured hold time). ok is
@@ -110,9 +121,12 @@ func (s *Server) ForecastPolicy(c echo.Context, id api.ID, params api.ForecastPo
 	if err != nil {
 		return err
 	}
-	fc, err := s.forecast(ctx, p, from, to, now, nil)
+	fc, err := s.forecast(ctx, p, from, to, now, nil, forecastMaxSchedules)
 	if errors.Is(err, errForecastTooLarge) {
 		return invalid("to", err.Error())
+	}
+	if errors.Is(err, errTooManySchedules) {
+		return invalid("id", err.Error())
 	}
 	if err != nil {
 		return err
@@ -122,9 +136,10 @@ func (s *Server) ForecastPolicy(c echo.Context, id api.ID, params api.ForecastPo
 
 // forecast computes the forecast of p over [from, to) at now. extra, if
 // set, stands for the stored schedule of its id (a create or an update
-// being checked).
-func (s *Server) forecast(ctx context.Context, p *model.Policy, from, to, now time.Time, extra *model.Schedule) (*forecast, error) {
-	scheds, err := s.policySchedules(ctx, p, extra)
+// being checked). It reads at most maxSchedules schedules, else
+// errTooManySchedules.
+func (s *Server) forecast(ctx context.Context, p *model.Policy, from, to, now time.Time, extra *model.Schedule, maxSchedules int) (*forecast, error) {
+	scheds, err := s.policySchedules(ctx, p, extra, maxSchedules)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +186,9 @@ func (s *Server) forecast(ctx context.Context, p *model.Policy, from, to, now ti
 
 // policySchedules are the tenant's active schedules naming p, with extra
 // in place of its stored version.
-func (s *Server) policySchedules(ctx context.Context, p *model.Policy, extra *model.Schedule) ([]*model.Schedule, error) {
+func (s *Server) policySchedules(ctx context.Context, p *model.Policy, extra *model.Schedule, max int) ([]*model.Schedule, error) {
 	var out []*model.Schedule
-	lp := &store.ScheduleListParams{TenantID: p.TenantID, PolicyID: p.ID, State: model.ScheduleActive, Limit: 1000}
+	lp := &store.ScheduleListParams{TenantID: p.TenantID, PolicyID: p.ID, State: model.ScheduleActive, Limit: min(1000, max+1)}
 	for {
 		page, err := s.store.ScheduleList(ctx, lp)
 		if err != nil {
@@ -184,8 +199,8 @@ func (s *Server) policySchedules(ctx context.Context, p *model.Policy, extra *mo
 				out = append(out, m)
 			}
 		}
-		if len(out) > forecastMaxSchedules {
-			return nil, errForecastTooLarge
+		if len(out) > max {
+			return nil, errTooManySchedules
 		}
 		if len(page) < lp.Limit {
 			break
@@ -459,9 +474,9 @@ func (s *Server) capacityWarnings(ctx context.Context, m *model.Schedule) []api.
 	if _, ok := capacityAt(p, now); !ok {
 		return nil
 	}
-	fc, err := s.forecast(ctx, p, now, now.Add(warnHorizon), now, m)
+	fc, err := s.forecast(ctx, p, now, now.Add(warnHorizon), now, m, warnMaxSchedules)
 	if err != nil {
-		if !errors.Is(err, errForecastTooLarge) {
+		if !errors.Is(err, errForecastTooLarge) && !errors.Is(err, errTooManySchedules) {
 			s.log.Warn().Err(err).Str("schedule", m.ID).Msg("the capacity forecast of a saved schedule failed")
 		}
 		return nil

@@ -127,4 +127,14 @@ func TestForecastBadInput(t *testing.T) {
 	if r.JSON200.CapacityKnown || r.JSON200.Events != 2*7*24*60 || len(r.JSON200.Drains) != 0 || r.JSON200.MissedDeadlines != nil {
 		t.Fatalf("forecast without capacity: events %d known %v", r.JSON200.Events, r.JSON200.CapacityKnown)
 	}
+	// 50 schedules firing every minute for 7 days are 504,000 fire times:
+	// more work than a forecast does.
+	for i := range 49 {
+		h.schedule(c, client.ScheduleCreate{Name: "s" + itoa(i), Cron: ptr("* * * * *"), Timezone: ptr("UTC"), PolicyId: &unknown.Id, Target: httpTarget()})
+	}
+	r, err = c.ForecastPolicyWithResponse(h.ctx, unknown.Id, &client.ForecastPolicyParams{From: &from, To: &to})
+	wantProblem(t, err, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "to")
+	day := from.Add(24 * time.Hour)
+	r, err = c.ForecastPolicyWithResponse(h.ctx, unknown.Id, &client.ForecastPolicyParams{From: &from, To: &day})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
 }
