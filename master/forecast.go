@@ -457,13 +457,11 @@ func (fc *forecast) out(p *model.Policy, from, to time.Time) api.PolicyForecast 
 
 // capacityWarnings are the warnings of saving m: its fires in the next
 // warnHorizon that the policy is expected not to drain before their
-// deadlines. None when m has no deadline or its policy no known capacity;
+// deadlines, and those of the policy's other schedules that m makes miss
+// theirs. None when its policy has no known capacity;
 // a forecast too large to make is skipped, not an error of the save.
 func (s *Server) capacityWarnings(ctx context.Context, m *model.Schedule) []api.Warning {
 	if m.PolicyID == "" || m.State != model.ScheduleActive {
-		return nil
-	}
-	if _, ok := fireDeadline(m, m.CreatedAt); !ok {
 		return nil
 	}
 	p, err := s.store.PolicyGet(ctx, m.TenantID, m.PolicyID)
@@ -481,18 +479,48 @@ func (s *Server) capacityWarnings(ctx context.Context, m *model.Schedule) []api.
 		}
 		return nil
 	}
-	missed := fc.missed(m.ID)
-	if len(missed) == 0 {
-		return nil
+	var out []api.Warning
+	if own := fc.missed(m.ID); len(own) > 0 {
+		out = append(out, capacityWarning(own,
+			"the policy is not expected to deliver the events of "+itoa(len(own))+" fire(s) of this schedule in the next 24h before their windows end; raise its limit or rate, or widen the window"))
 	}
+	// Fires of the policy's other schedules that miss with this one and
+	// not without it.
+	var others []forecastFire
+	for _, f := range fc.missed("") {
+		if f.schedule.ID != m.ID {
+			others = append(others, f)
+		}
+	}
+	if len(others) == 0 {
+		return out
+	}
+	without := *m
+	without.PolicyID = "" // the schedule left out
+	fc0, err := s.forecast(ctx, p, now, now.Add(warnHorizon), now, &without, warnMaxSchedules)
+	if err != nil {
+		return out
+	}
+	before := map[string]bool{}
+	for _, f := range fc0.missed("") {
+		before[f.schedule.ID+f.at.String()] = true
+	}
+	others = slices.DeleteFunc(others, func(f forecastFire) bool { return before[f.schedule.ID+f.at.String()] })
+	if len(others) > 0 {
+		out = append(out, capacityWarning(others,
+			"with this schedule the policy is not expected to deliver the events of "+itoa(len(others))+" fire(s) of its other schedules in the next 24h before their windows end (the first of schedule "+others[0].schedule.ID+")"))
+	}
+	return out
+}
+
+// capacityWarning is the warning of the fires missed (by fire time): the
+// first of them and their count.
+func capacityWarning(missed []forecastFire, msg string) api.Warning {
 	f := missed[0]
 	n := len(missed)
-	w := api.Warning{
-		Code: api.PolicyCapacity, Field: "policyId", FireTime: &f.at, Deadline: &f.deadline, Fires: &n,
-		Message: "the policy is not expected to deliver the events of " + itoa(n) + " fire(s) in the next 24h before their windows end; raise its limit or rate, or widen the window",
-	}
+	w := api.Warning{Code: api.PolicyCapacity, Field: "policyId", FireTime: &f.at, Deadline: &f.deadline, Fires: &n, Message: msg}
 	if !f.finish.IsZero() {
 		w.FinishAt = &f.finish
 	}
-	return []api.Warning{w}
+	return w
 }

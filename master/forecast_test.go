@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,8 +83,12 @@ func TestForecastWarnsOnSave(t *testing.T) {
 	}
 	late := h.schedule(c, client.ScheduleCreate{Name: "late", Cron: ptr("0 6 * * *"), Timezone: ptr("UTC"), EventCount: ptr(600),
 		Window: ptr("5m"), PolicyId: &pol.Id, Target: httpTarget()})
-	if late.Warnings == nil || len(*late.Warnings) != 1 {
-		t.Fatalf("no warning for 700 events in 5 minutes at 60 a minute: %+v", late)
+	if late.Warnings == nil || len(*late.Warnings) != 2 {
+		t.Fatalf("not two warnings for 700 events in 5 minutes at 60 a minute: %+v", late)
+	}
+	// The first schedule's fire, which fitted alone, misses with this one.
+	if o := (*late.Warnings)[1]; *o.Fires != 1 || !o.FireTime.Equal(time.Date(2030, 1, 1, 6, 0, 0, 0, time.UTC)) || !strings.Contains(o.Message, ok.Id) {
+		t.Fatalf("warning for the other schedule %+v", o)
 	}
 	w := (*late.Warnings)[0]
 	fire := time.Date(2030, 1, 1, 6, 0, 0, 0, time.UTC)
@@ -99,10 +104,17 @@ func TestForecastWarnsOnSave(t *testing.T) {
 		// its 100 go with the other 600.
 		t.Fatalf("no warning for the fire shared with 600 more events: %s", ur.Body)
 	}
+	// A wider window fits its own fire, not the other schedule's.
 	ur, err = c.UpdateScheduleWithResponse(h.ctx, late.Id, client.ScheduleUpdate{Window: ptr("30m")})
 	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
+	if ur.JSON200.Warnings == nil || len(*ur.JSON200.Warnings) != 1 || !strings.Contains((*ur.JSON200.Warnings)[0].Message, ok.Id) {
+		t.Fatalf("warnings after widening the window: %s", ur.Body)
+	}
+	// 140 events: 240 at 06:00 drain in 4 minutes, within both windows.
+	ur, err = c.UpdateScheduleWithResponse(h.ctx, late.Id, client.ScheduleUpdate{EventCount: ptr(140)})
+	mustStatus(t, err, ur.StatusCode(), ur.Body, http.StatusOK)
 	if ur.JSON200.Warnings != nil {
-		t.Fatalf("warning after widening the window: %s", ur.Body)
+		t.Fatalf("warnings once both fit: %s", ur.Body)
 	}
 }
 
