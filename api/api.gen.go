@@ -302,6 +302,21 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WarningCode.
+const (
+	PolicyCapacity WarningCode = "policy_capacity"
+)
+
+// Valid indicates whether the value is a known member of the WarningCode enum.
+func (e WarningCode) Valid() bool {
+	switch e {
+	case PolicyCapacity:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WeeklyRuleDays.
 const (
 	WeeklyRuleDaysFri WeeklyRuleDays = "fri"
@@ -384,6 +399,39 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// AuditChange defines model for AuditChange.
+type AuditChange struct {
+	After  interface{} `json:"after,omitempty"`
+	Before interface{} `json:"before,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Items      []AuditRecord `json:"items"`
+	NextCursor *string       `json:"nextCursor,omitempty"`
+}
+
+// AuditRecord defines model for AuditRecord.
+type AuditRecord struct {
+	// Action The operation (its operationId), e.g. updateSchedule.
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+
+	// Diff The changed members, each with its value before and after (absent on the side where the member is absent). Values over 1 KiB are shown as their size. Never a key or a secret.
+	Diff *map[string]AuditChange `json:"diff,omitempty"`
+	Id   string                  `json:"id"`
+
+	// KeyPrefix The displayed prefix of the caller's key; "admin" for the admin key.
+	KeyPrefix *string `json:"keyPrefix,omitempty"`
+	Note      *string `json:"note,omitempty"`
+	ObjectId  *string `json:"objectId,omitempty"`
+	RequestId *string `json:"requestId,omitempty"`
+	TenantId  string  `json:"tenantId"`
+
+	// Version The object's version after the change.
+	Version *int64 `json:"version,omitempty"`
 }
 
 // BackfillRequest defines model for BackfillRequest.
@@ -736,6 +784,29 @@ type FireTime struct {
 // or both for a schedule whose hour is *).
 type FireTimeDst string
 
+// ForecastDrain defines model for ForecastDrain.
+type ForecastDrain struct {
+	// DrainedAt Absent if not drained by `to`.
+	DrainedAt  *time.Time `json:"drainedAt,omitempty"`
+	Events     int        `json:"events"`
+	MaxBacklog int        `json:"maxBacklog"`
+	Start      time.Time  `json:"start"`
+}
+
+// ForecastMinute defines model for ForecastMinute.
+type ForecastMinute struct {
+	At time.Time `json:"at"`
+
+	// Backlog Events still waiting at the minute's end.
+	Backlog int `json:"backlog"`
+
+	// Capacity Events the policy can drain in this minute.
+	Capacity float64 `json:"capacity"`
+
+	// Events Events that launch in this minute.
+	Events int `json:"events"`
+}
+
 // HoldRequest defines model for HoldRequest.
 type HoldRequest struct {
 	// MaxInFlight At most the policy's own limit (maxInFlight, or adaptive.max); 0 stops the inflow.
@@ -978,6 +1049,41 @@ type PolicyCreate struct {
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
 }
 
+// PolicyForecast defines model for PolicyForecast.
+type PolicyForecast struct {
+	// CapacityKnown False while the policy has no rate and no measured hold time; then nothing is drained in the forecast.
+	CapacityKnown bool `json:"capacityKnown"`
+
+	// CapacityPerMinute Events per minute the policy drains at `from`.
+	CapacityPerMinute *float64 `json:"capacityPerMinute,omitempty"`
+
+	// DrainedBy When the last event of the range is expected to be delivered; absent if the queue is not drained by `to`.
+	DrainedBy *time.Time `json:"drainedBy,omitempty"`
+
+	// Drains Each busy spell (minutes with a backlog), when it starts and when it is expected to drain.
+	Drains []ForecastDrain `json:"drains"`
+
+	// Events Events they emit in the range.
+	Events     int              `json:"events"`
+	From       time.Time        `json:"from"`
+	MaxBacklog *int             `json:"maxBacklog,omitempty"`
+	Minutes    []ForecastMinute `json:"minutes"`
+
+	// MissedDeadlines Fires expected to finish after their deadline (window end).
+	MissedDeadlines *int `json:"missedDeadlines,omitempty"`
+
+	// Peaks The (up to 10) minutes with the most events, most first.
+	Peaks    []ForecastMinute `json:"peaks"`
+	PolicyId string           `json:"policyId"`
+
+	// Schedules Active schedules naming the policy.
+	Schedules int       `json:"schedules"`
+	To        time.Time `json:"to"`
+
+	// Waiting Events already waiting at `from` (when it is not in the future).
+	Waiting *int `json:"waiting,omitempty"`
+}
+
 // PolicyHold defines model for PolicyHold.
 type PolicyHold struct {
 	// By The prefix of the key that set it.
@@ -1205,7 +1311,10 @@ type Schedule struct {
 	Timezone  string        `json:"timezone"`
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
-	Window    *string       `json:"window,omitempty"`
+
+	// Warnings In the answer of a create or an update only, what the scheduler expects to go wrong (not a refusal), e.g. fires whose events the policy cannot drain before their window ends.
+	Warnings *[]Warning `json:"warnings,omitempty"`
+	Window   *string    `json:"window,omitempty"`
 }
 
 // ScheduleAction defines model for ScheduleAction.
@@ -1562,6 +1671,27 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// ScheduleVersion defines model for ScheduleVersion.
+type ScheduleVersion struct {
+	// Action The call that stored it, when its audit record is kept.
+	Action *string `json:"action,omitempty"`
+
+	// At When this version was stored.
+	At        time.Time `json:"at"`
+	Current   bool      `json:"current"`
+	KeyPrefix *string   `json:"keyPrefix,omitempty"`
+	Note      *string   `json:"note,omitempty"`
+	RequestId *string   `json:"requestId,omitempty"`
+	Schedule  Schedule  `json:"schedule"`
+	Version   int64     `json:"version"`
+}
+
+// ScheduleVersionList defines model for ScheduleVersionList.
+type ScheduleVersionList struct {
+	Items      []ScheduleVersion `json:"items"`
+	NextCursor *string           `json:"nextCursor,omitempty"`
+}
+
 // SkipRequest Exactly one of count and until.
 type SkipRequest struct {
 	// Count The number of next fires to skip, 1..1000.
@@ -1755,6 +1885,26 @@ type TriggerRequest struct {
 	Payload *Payload `json:"payload,omitempty"`
 }
 
+// Warning defines model for Warning.
+type Warning struct {
+	Code     WarningCode `json:"code"`
+	Deadline *time.Time  `json:"deadline,omitempty"`
+	Field    string      `json:"field"`
+
+	// FinishAt When that fire's last event is expected to be delivered.
+	FinishAt *time.Time `json:"finishAt,omitempty"`
+
+	// FireTime The first fire at risk.
+	FireTime *time.Time `json:"fireTime,omitempty"`
+
+	// Fires How many fires in the next day are expected to miss their deadlines.
+	Fires   *int   `json:"fires,omitempty"`
+	Message string `json:"message"`
+}
+
+// WarningCode defines model for Warning.Code.
+type WarningCode string
+
 // WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
 type WeeklyRule struct {
 	Days []WeeklyRuleDays `json:"days"`
@@ -1814,6 +1964,25 @@ type Unavailable = Problem
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit    *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+	ObjectId *string `form:"objectId,omitempty" json:"objectId,omitempty"`
+
+	// TenantId Admin key only; a tenant key sees its own records.
+	TenantId *string `form:"tenantId,omitempty" json:"tenantId,omitempty"`
+
+	// From Only records made at or after this instant.
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only records made before this instant.
+	To *time.Time `form:"to,omitempty" json:"to,omitempty"`
+}
+
 // ListCalendarsParams defines parameters for ListCalendars.
 type ListCalendarsParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1865,6 +2034,12 @@ type CreateConsumerKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ForecastPolicyParams defines parameters for ForecastPolicy.
+type ForecastPolicyParams struct {
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+	To   *time.Time `form:"to,omitempty" json:"to,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1912,6 +2087,15 @@ type PreviewScheduleParams struct {
 
 	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
 	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
+}
+
+// ListScheduleVersionsParams defines parameters for ListScheduleVersions.
+type ListScheduleVersionsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -2018,6 +2202,9 @@ type DeliverEventJSONRequestBody = DeliveryMessage
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAudit Page through the record of mutating calls, oldest first.
+	// (GET /v1/audit)
+	ListAudit(ctx echo.Context, params ListAuditParams) error
 	// ListCalendars Page through the tenant's calendars, ordered by id.
 	// (GET /v1/calendars)
 	ListCalendars(ctx echo.Context, params ListCalendarsParams) error
@@ -2081,6 +2268,9 @@ type ServerInterface interface {
 	// RevokeConsumerKey Revoke a consumer key; it answers 401 from then on. Revoking twice is harmless.
 	// (DELETE /v1/policies/{id}/consumer-keys/{keyId})
 	RevokeConsumerKey(ctx echo.Context, id ID, keyId string) error
+	// ForecastPolicy The events the policy's schedules will emit, per minute, against what it can drain.
+	// (GET /v1/policies/{id}/forecast)
+	ForecastPolicy(ctx echo.Context, id ID, params ForecastPolicyParams) error
 	// ClearPolicyHold End the policy's hold now. Harmless without one.
 	// (DELETE /v1/policies/{id}/hold)
 	ClearPolicyHold(ctx echo.Context, id ID) error
@@ -2135,6 +2325,9 @@ type ServerInterface interface {
 	// TriggerSchedule Fire the schedule's n events now (decision "triggered").
 	// (POST /v1/schedules/{id}/trigger)
 	TriggerSchedule(ctx echo.Context, id ID) error
+	// ListScheduleVersions Each stored version of the schedule, newest first, with who changed it, when and why.
+	// (GET /v1/schedules/{id}/versions)
+	ListScheduleVersions(ctx echo.Context, id ID, params ListScheduleVersionsParams) error
 	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	// (GET /v1/summary)
 	GetSummary(ctx echo.Context) error
@@ -2164,6 +2357,59 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ListAudit converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAudit(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "objectId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "objectId", ctx.QueryParams(), &params.ObjectId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter objectId: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenantId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenantId", ctx.QueryParams(), &params.TenantId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenantId: %s", err))
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAudit(ctx, params)
+	return err
 }
 
 // ListCalendars converts echo context to params.
@@ -2595,6 +2841,38 @@ func (w *ServerInterfaceWrapper) RevokeConsumerKey(ctx echo.Context) error {
 	return err
 }
 
+// ForecastPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) ForecastPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ForecastPolicyParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ForecastPolicy(ctx, id, params)
+	return err
+}
+
 // ClearPolicyHold converts echo context to params.
 func (w *ServerInterfaceWrapper) ClearPolicyHold(ctx echo.Context) error {
 	var err error
@@ -2953,6 +3231,38 @@ func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
 	return err
 }
 
+// ListScheduleVersions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListScheduleVersions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListScheduleVersionsParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListScheduleVersions(ctx, id, params)
+	return err
+}
+
 // GetSummary converts echo context to params.
 func (w *ServerInterfaceWrapper) GetSummary(ctx echo.Context) error {
 	var err error
@@ -3182,6 +3492,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/policies/:id/hold", wrapper.ClearPolicyHold, options.OperationMiddlewares["clearPolicyHold"]...)
 	router.POST(options.BaseURL+"/v1/policies/:id/hold", wrapper.SetPolicyHold, options.OperationMiddlewares["setPolicyHold"]...)
 	router.GET(options.BaseURL+"/v1/policies/:id/status", wrapper.GetPolicyStatus, options.OperationMiddlewares["getPolicyStatus"]...)
+	router.GET(options.BaseURL+"/v1/policies/:id/forecast", wrapper.ForecastPolicy, options.OperationMiddlewares["forecastPolicy"]...)
 	router.GET(options.BaseURL+"/v1/calendars", wrapper.ListCalendars, options.OperationMiddlewares["listCalendars"]...)
 	router.POST(options.BaseURL+"/v1/calendars", wrapper.CreateCalendar, options.OperationMiddlewares["createCalendar"]...)
 	router.DELETE(options.BaseURL+"/v1/calendars/:id", wrapper.DeleteCalendar, options.OperationMiddlewares["deleteCalendar"]...)
@@ -3204,6 +3515,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/schedules/:id/fires", wrapper.ListScheduleFires, options.OperationMiddlewares["listScheduleFires"]...)
 	router.GET(options.BaseURL+"/v1/fires/:id", wrapper.GetFire, options.OperationMiddlewares["getFire"]...)
 	router.POST(options.BaseURL+"/v1/fires/:id/cancel", wrapper.CancelFire, options.OperationMiddlewares["cancelFire"]...)
+	router.GET(options.BaseURL+"/v1/schedules/:id/versions", wrapper.ListScheduleVersions, options.OperationMiddlewares["listScheduleVersions"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.ListEvents, options.OperationMiddlewares["listEvents"]...)
 	router.POST(options.BaseURL+"/v1/events/redrive", wrapper.RedriveEvents, options.OperationMiddlewares["redriveEvents"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
@@ -3211,6 +3523,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/events/:id/extend", wrapper.ExtendEvent, options.OperationMiddlewares["extendEvent"]...)
 	router.POST(options.BaseURL+"/v1/events/:id/redrive", wrapper.RedriveEvent, options.OperationMiddlewares["redriveEvent"]...)
 	router.GET(options.BaseURL+"/v1/summary", wrapper.GetSummary, options.OperationMiddlewares["getSummary"]...)
+	router.GET(options.BaseURL+"/v1/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/v1/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
@@ -3330,345 +3643,376 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L19c9s21gf6VTC6dybSs7QiO0l3K8/+4abJNtumycbO7bNP2algEZJYU4ACgJa1nXz3OzjnAAQlUi+u",
-	"nbRdz85sY5HE68HBef2dXztjNV8oKaQ1neGvnQXXfC6s0PDX81Ibpd2/MmHGOl/YXMnOsHMxE2wkxY3F",
-	"F0ZMTZidCbbQ4jpXpWELPhWnjMsVU3YmNLvmRSlYbpgWk9KIjC1zO2NPB4N+J+nkrskPpdCrTtKRfC46",
-	"w84Ye046ZjwTc+6GYFcL98RYnctp5+PHpPPqa/c7fL7gdlZ9nWedpKPFhzLXIusMrS5F3NKc33wn5NTO",
-	"OsOTwSDpzHPp/z5OmvrJxHyhrJDj1bditbkcZ0wLq3ORsbEW3AqcnVsQw+eCXYkV4zKrfrhU2cp9Umpp",
-	"4NdJro1NJZdmKTS8iw0ZJpWd5XJ6Wm8N2ucS1xZaq5Y2lbi2Jyd99q1YGca1YGasFiJjVkE7Y14UQj8y",
-	"zArJpe2n0u/CTPBM6Goho5kfuam3reKzZ7tX8bt8ntvNxXvLp4KZ/D+CdTMx4WVh2fFg0GsjjAJaWRtH",
-	"Pi/nneHxgDaT/gyDyKUVU6E7H90wtDALJY0AAv+KZ+/Eh1IYGNhYSSsk/JMvFkU+5m6MjxdaXRZi/pdf",
-	"jBvwr1HX/68Wk86w8/88rg7RY3xqHr/Fr7DTzeOjsVuWKdxlNud2jERz9vYViz7odz4mnedKTop8/MmH",
-	"qS5/EWPLxjMupyJjc8HlcpYXInEUl0sY71IrOWXGcisSprR7YmxeFCyXqSyNOHU/dkdCa6XNiEk+z+WU",
-	"6F4UWcLcNrFRv99/zAsteLY6Eje5sWbU80SeShoIvcBm3J0cblkp8w+lQAaTMFOOZ4wbxtlCFfl49ci4",
-	"7oSj8I9J54UbwadcwTPJSiluFmJsRcZgAVj3GVD3x6TzUunLPMuE/NSb6ljInK+A7BwvYHaWG6YWQkOn",
-	"rIt8Ad5TknHJeDbPZfSG0rB/WlwLbQRO55U05WSSj3Mh7blVmk/Fp57YRAvBzIKPhb+RjFVaPDIsy82V",
-	"I8xLUaglMkElJ/m01I4tzrQwM1Vkw1RKsWSut6wshEmI8E3CrM6nU6ENcGctTDkXyFr9jVZKmxfYeSpz",
-	"A2PJ+uxrUeTXQueuDS0KwY3wbbhlcYs5VUxJItHvlX2pSpl9ypX7XuG5oSM2gc3NDV0TsLcXSn3H9aff",
-	"UM8l/R1XuEG44XG5volwMbDu8Rfs2/wrmAQtN6y2uLFCZj0/mddcrojxm089Jzxcj0yYnHYiAw4/N0zc",
-	"zHhpHL9QOnHHL5pGKnEeCePEda26EpLxiXWrohSbO5kremRY120jMksvYYiMPR087bGJVnNcxsIdWsaz",
-	"TAtjgIlP6IiLayFtQqw+leNSa/fqMpeZWp4yzsZKa0c2OBLH+4W+dpR/LgR7J6xeHZ254fXZG0liTZLK",
-	"cpHBdUHHKjpV7uTycASHMAi/ZKmc85sXbkTGcRiRsQ+lspwtVVlk7FKwBTfuLHalirse4iwMKwS/FqkM",
-	"jIHBLeLEMy1YhidVZF5Yy3V0SIXMTA8lJRSSgG6iTjYlm3MxVjIzTupa8tz2m6TZSDT5mHTeS17amdL5",
-	"f8Qn5QCvc2Pcnaw0m/NiovRcZOyMhoIcHycNpMHhYoDbN0fZ5ZoXedZPJdx3V1ItZRB6ubsk1JXI4Jep",
-	"sJUki8RIjO+95Nc8L/hl8cmZDJJCblhZjYF13emDQ4AUmjCpmJjn1p00XUqSfnKTyoVWY2FM7xTUgBWd",
-	"xpj0751saAifY/U8F8sNW4qiOCLquSwtyyUSBoj/1Jzr7eztK9KjFtrJFDZHaRy5Q3YGA3ftcNsZdhyj",
-	"OLL5XHQ2tIrEaXqbqmHSQenvVda0uhZkGnd1OHajHV0mQJRKChIbWW5BQHIyAbEmTvqb5bY0TE36TaNZ",
-	"aDHJb5r1ZdDxnDyh+djp115Cwe4V02KspjI3guGebzRO5+iQ1UG++SprVp8rBflH1JjD62EmSbQnP4UO",
-	"UFBwHeBOPsd3gNyK4s2kM/xxO0kRAXxM1ingqkm9voAbSnDYqj47nzn+QqePmAhTslg1rNraLF3zm9P4",
-	"KUzkuxwVwfqgcivm9X/sNTffDdearzYXHNpqXNOML2x+LYK+zLMsd0vBi7fRuCa8MKLpQAbNB0WKuboW",
-	"Tu61SyEkc2K8I+g5v2FdG70NV+sr+bLIpzObsOUsH8/cmQbxQORFLqexwECH55FhJp9KXphUdp+efPn4",
-	"2eBJwhw5qtIaPFbPbm6YmXEtEjbVaunumYKDSeEUGOz5v86ZdXKdNXg1fyhF6WT2Sz6+KtS012dn7OnJ",
-	"l+7qeTZ4wiy/EgYOq5pMWFfw8YxNSg22ECWd8C2rOwblFHh7rtwQMkc8VrGbQf/LXhKMKDgL+DWVSo4F",
-	"Wwjtv+5y/6/cr6oq7VjNhYHB+U4mqTTl2DFiAdcDLiK3Tu4wls14gUcem1hy45phmufwvh3CjFNp1ZLr",
-	"DJe+ENeiwLu2cG1MeF6IDBZWsgk37qa5FCslM8c22CuZyrewo+9JwHIbPmBaIBlwoq1gjwpi5yS/cZKP",
-	"rdEB41OeS7y+6mdizm82bC87zS/wdMdngwarTf3kuDaazs1XfHw1yYsiMuhsPTn1CTnS3mQ9L4Fp59JY",
-	"pw8Tx9ZOJWTdXI6LMhMZmKr248dzfvMy19jh5sGdq6ovE/UUbqLKQJa4RXOU5b5J5fHA/dBz4jh+AibA",
-	"OYk1pKHiNm7uiVWbw3khs7XZihua7SlIfCjjSLXcd/JrmwjLDX1v30pTFg0cGcX5hmGjmL/UTkyTLCu1",
-	"tzQ5JajfOH1s662QmRtnW5OwGKQTP3KnRYuqH2I47vROtdPeWVddg5oqUhn9GuwMIEZnYiK0UzcuVyyo",
-	"NW+Ffp3L0goysaQSLBfTkuus17aDYC1rHP0rT02FmADTYpdizEsjUO2ZcSegu8l4w1rzGk2aiRZoGQQX",
-	"neE8whohBWZinBunPVzShrY0T2dvT5GP5tR8iLzi+MhURymX7EfXh5Ozes1D8J+9apYnzVW+WIjssCXg",
-	"htF3P495IWTGdX/LCbzFKYpGnURHKlojv3fVFCJy8cTfWT8FTWfyOU3hTsR297AuUm3KrjXpqVXSR7dA",
-	"wwPgW/uLbX5679xnTf27qfxHyebO0Jxx0BJcC21y1MPCB7m0XzxtJJGlEFfFau/Z/ACvvysLsVsQzbxz",
-	"JZqj36GwjGEE1cBj3SBegW3Eg5rCgULtGV5zeOsxGFiC1xJaUnFkTJeFcFrzVDiJrs9eXAuNv7pL8Jcy",
-	"m4oMWDVNsr8h1ASqrPf/w0wVghVqzAuW8ZVJ2L///e9/H71+ffT11+Cm2puGPbFudZXdL+mu3Q9n35+F",
-	"BYFLzE0QpcPcW7jD0jWqpfdHmetEuY2w7kJzCxyuaeeCs3sPXbpVtavv1GGn4AUKYCa6yobsUtkZe/fy",
-	"OXvy5MmX1YVH/mGnIBlhU9lNOyeDk78eHZ8cnTy9OP7rcDAYDgb/l3Z6IIlAK56+iWUF756/upyKGChl",
-	"rcG/DQeDtNM7ZUs4KnOQYEyT3uCv+s2jonYv7Hah0S8uaj6H8phLI6Rl1WDZlRALsgKDc9EJ10VuLNNi",
-	"UfCxMJV/KWMP7OT3yU42iUQr+TIXRWZuYVkBdzVztzU6KcZaSSZuFloYdyOegqcUCQlfnQsuDUs7/5N2",
-	"mshj9WbyWkm3bb82iUirNxM3vcanM1Xqxgd49poftfTVtk6myXp6LTQv2LMjnODaChh013ixlNQkbpn7",
-	"bJVKr0hDYBCol3Pwz5uEBZuLf8dJpGw5E1owu1TwGipEYNfBafbZC7D+qKJQS7JVuRGhKND1lJiwr88v",
-	"erA9ZJJOpSPQKB6JghLc1+bH/Kc+O5OMF1ZoycFeYhU8S3BjTeLmYoW+5gXah0t55uNoWo/vnN+8wofH",
-	"X8BG+b82jxh5jVevhTHkR98kR3CKOkKU7JuLi7fegYV+F/z9/F/nbI5tDMEIxq0V84VlVqWS3offQf5v",
-	"Ytj0weYIjpmSVfCSb9iR+XYT0FiV6JnY/lomeFbksmXqorJPRArfJYTQBNcknkR3FzrFl1j0fsI5LEeL",
-	"LuiIesujixyZ8r7KbCYaHAaDo0vuyJLPFRkwRrBuI+/JpMm7DmtLPmhaywVfFYpnOx099BrcuuBz3vWF",
-	"J9N39PouRXrtPvernKwpsrjA0XL6dfLUkwSyrIbaJBKsj29jnb+pgkHQGTTNr+lmh8E9MuTXvuTjq00W",
-	"Lm4WjsOd2aZbXuDxCOZ4bIhs42TFBud26IB1q93lqSRflCdgXlpFEwF3R28YQgOUpgAHdikmSgOjJLPt",
-	"no4iN4bNSbxZ8A8l+eD9ehgx1sKiaX8iHNcmWzactlJm5M0HXu25ArsIE1UTNqJpkKV2BO+PXsAM/G81",
-	"W1ekaOuiJRyV1gLMaCP2/t13wWYHIz9lb9+cXzC+2blV5HELS1XqfKfpxQ3Er1sT6cE4NjUSWhDT5MuN",
-	"eGPDo1sYWSIWuu8XFAKxlaLBEUGOjklZhDvFEcGcZ6LPnheCk2WTMy0ynV8fwHwnuczNbMcgYFOZFtxx",
-	"Dn8QsoS5SbvzMOZyLIpCZH1Gsj3ELbI8BC34blh33DDc3iHjvcsLobmhcE9sUobbjhDZ2HBVQtQh3Rdg",
-	"R9FiDCIquJLCxc2+FQtv1w+rwLhhs9wpOSt0F+Ky54Yt0FRIqiZRNRuA39/MvDSGnYP7ylGGW323QT2K",
-	"luNMimWgHzcg06gUFLyU49khtD/nN2dbj9rhd2IcU9Dg+c+Vzu2qubNd1mUIKtg1FOAo5/iqY9ngMt31",
-	"0QW+5Vn8i/jCOuBqcDScvSlti3Pe355ZnsHR8vdSdL3hvZRbhndm1s4kaASXShWCy1tZV5tMnAeLGIHo",
-	"ot0Ny16nsLCFScXgDzGPwtbehQkLb517s18FEhQNA71L2r4VrTbuOra5dTI4PCGd/PxjhxhbRDGuHboZ",
-	"8UG4JivxE/9p9cq/wd0v4RKKBlAtDVn0spe5blhPb3dr4Rn+8fdt/g8wMDVcoLwo2LhQ4ytv4IsUqNg0",
-	"3mA+uBbZRYOz+Ad3BSjpp8Mcrf3sveOJ1+FJW8F4lP0vVy04Ras18J1gmkQzP9wzwttJc5sw0Z/2WQo9",
-	"sGCwfJZ2nISQkq2JGW4TU0q00WxKnHZ8SwJ0X/p9SOL9DLNqJMtYDD4wiAGVgK8aYqj+oVhW+vB+H0bQ",
-	"rp6E2AJ28nTW629VGaI8oGfHJ7vzgOIlapefwUjnQw83DgdYYZqJ4p/nb75nC+5IclIlmbDuBJQkPl8U",
-	"gqXExvulLsAIzhmkGbGQ/oZxrhiy2d9Olzts1jDSrTvecv7dNbSTcbpvn+Obt1US0EW/uZgY7JoNwc6T",
-	"z8UphG0NSUTM1BLcAQlIgMFXYMezo3KBYUVJKmEVlRRHajJhfDwWC+uT/3Jr0GwWcnoW3NjT4DJX10IX",
-	"fDFMJf3r7+5JCFwKqYbAVGYcBY9M81yK7DSVgfX+fLn62XGkIfPt4COKTnZz0thI+IQtIVje6TOFmNhT",
-	"HwPsFgM8/CLErYeUmGrgcy5LXgxTST/4T2D44f0Ex+tvktONUIFhKnngcOvGrorLBb7qNgNldKmsQLNq",
-	"Kh0TBB/pNh7dxKKz3inGrkzyogjT9j/E85jAJrvN87Zb1N39hUp0BBKVFVUkgt/h+J70m+Uo1a959AUu",
-	"bfSDX59O0vFDa7xq/Rga9EmnFI7geS6nI7R1yHJ+KWDRRT2iyCg24drbaVI56Pep6aNjBnEVvaBvQmDh",
-	"MjeiNWyHOm3gY7oUpK/6TXlk/FggnxPy6y4FaGA4tj47w91Tk1RC6Be9H5JlKHqdIivXY5LCtRDCydA+",
-	"TpEt3KKJnkOkYW0w9TCoOOIpoZyOLNIrjeXanpICCGGMI1rCETN8ZVI5U0vMY4EFrdZTM7j0cBzgUajU",
-	"Ub8I8VJHGsSd6eG/wBK2Rni7bcJXyPdamaHdTHMLiYuyTcRyqvzLmvVjv8HG+nGDvSTaL3yTdUkfc6ts",
-	"Fo799hLmF4ktitJPY8OMjj/vL7+B+OOXfjN6Z3PE36+fvTVT9+Y5cvyuaeariqPlhnGDth9kWJUk4JiS",
-	"Y2/P5gOTdpJUph0fmTekxCO4OZpi9LrHg0Ev7bBu/USkMjoSeMGQS7yHgmfVQRXdN4yyF1NZ5SmGA5p2",
-	"Wmyih5syDjHSNyvPpDNXu+v2MpImEi+/7MogiASYBhXIq0+NVhVQslqeeAVtM1ffCyF0o3nbBd7HKxGM",
-	"F1kzseUUGr3Z8lfAjasssq7bNPcTR9m6JfIwKJCNMwk6ZePTJc+bLxAK5HPU5vbcW1lmXGZFPFd3tJuG",
-	"tUYDvp9o+r9RC64TwF2YPkCKvjfLx8voAllz45sGWiD5BKWJJaRY5+i/rkQ4kNCCyQzuOtRgM75KZZc7",
-	"xpzL6dFE6SXXGZvyRS+Iv4GroRYX+UOnfHGaSi0WcOqGsQBRDUSNIZEzY3aZj0XolnV5Kie8KI7cHe57",
-	"y41PBKHPpP8E/fvd4AVGiR/CiVAqDJNdzpQRbKZKgAf4n15dRKxiU/24G6W4Qy9f1vUXIztipR33EryG",
-	"w6+5AYef7N/iUt0UzNrv1qHrHa9VkJCaBhvknPWVq128CaYB4zuZmOQSbANAQoZfi8wd64SWGxs2LBML",
-	"IBAcdJ45tYAtnQTpdOAD3IS/xaaUVHFqqIzgrJu6aY22vogo32tXXSPEep/u2XsnYPZOmZ/qpYiEWbOm",
-	"ra1pYy1m6DuxBDVxl29UcUuLT5Ss03DXkQ2nZudRS+lz5WsZX46iKDuoP+c3vVM2YMaqBZ78XE4KTPY4",
-	"LHcn6YCg35SZgCeotKUWlbnprxQxNhM8u2VqCXaY1JamadFfUQDPdmOZRxRJO18O5mmnMcAJdZEQEOQU",
-	"MFHwhREZaeVfn18wKUCIhDSs3DpxW6s5A23ozKIEiZE0rs0eclIIUgpxRqBCufdAonKD87yBWumzM59r",
-	"lnaO5yDNYkSmwZziUyacAvV0MPABT7711oAnx6wg4gljo9ajnTbO7j9beHTzmh4/gzXFHL4mZlouELQo",
-	"N2xejmepJKiD2OqRgHDjo10h22OQEL/shTx1J/2YGWxObQvzrH6p4o4ZFXbVWO4VXwpj08KMuWR8qoUw",
-	"aF8JkCGey0KUGgSj4R3A+IJr24NIiFRSxiB8iY9hC/11nomCr0RGi3BaDe5KiIUjH4rFRW08g30PJ71Q",
-	"ciqMDcmLJ09nboFIu+/RDWJmStsYSsPMeVG476Z8EdJF7VIRja8boHKJ6zhxV/pKcG0iAsXJANmHLLmE",
-	"GYWbIbHNVOL0hP8SLC/iBkK1hhuUSoonu/B2IbxGDZvxa+HapBeayfI7fimKLTGfTQGYNfp9D4R4/AW7",
-	"EqvHCGe24Lk2SQX2hVGHasK+LS+FlsIKR8au3z47c98BLgzHUEY1CTzviydxWni3EG4eJmFZPs2tSdij",
-	"o0cJe/TzI9y4R/1HCS4w6BaOKmNPPMPPIcHMfd9LmFrgfAuCJkglZ5jfDZ8/evwo8SZV+I19/f05M+Vl",
-	"puY8l/FIT549SWU81rRDinR/rOaPreDztAMpsQHwTcwXdoWAIiFIM5VhqXA13BeXHCEiYImenpz4fR/h",
-	"Eo5OGYd3oGWM36y/0U/LweDJ2K2z+4egECIaIGyx4HN3pedFgQqKzR2r6kxVkXWaomC/41ZIYUw7SAMw",
-	"cS5DdBSxLZT2FRwGH5aZMJ8UWEHARPEYxYo+FlmkRBI37PJaDgwcRifhhS/yKDTHSdm9zWC1xbNBROdo",
-	"4gTzwZdtv3/Z+LuB9cyag+nQbucNjxDR6yaXFxT87RS30qnfsHDdAYVIu+3s7aGIujngiHF81WiabnjI",
-	"oIfY8MNivcko7HSFEQMADWDztAVxfjRh7LiZuXu4O/BQM6l0OjOAhgRgnKnm0ooM1CpiG5pb8VZopKaq",
-	"CwTrideS0xXOpqrPfgBzvaFYbDxLbpiEY1GopTA2lSjlhUxv+BXBhjJ1uikUxvPqKsclfLI4NITaIHxu",
-	"LF/FwAAtCeKxYHqo1FhbmE1Se+1WiZZmIbRfnMpkDv5g2rpgw1SaDegKrc3edVYXNlV5WUSSZkX8jiZ2",
-	"WSKA7JyOuGlHcT/ulkyrBg5MEcoBy4CTjj8BlV5JFKnpAl8KAVoaZ5jIM3IPR0kqR+5EjhI2sgr+n9S2",
-	"0WmUcOQbweSVZVD7UJhNJa1zbhgkGAGuSbX2aefkKSQKrZssMr46pRbmpbFOVfNxrArEBs4kkGVuQCIB",
-	"isfUJeIxucpghoD/QK0GJuudRIZ1R5UXnlw9MaFU9JPKKLZgR8bhOLB1cn/1+ikETB2pyZHbgXDZRQAz",
-	"AIgBP8A2ACSHm7pUNjg8m47VjqgQt5k1i5m3sMzBJmtLAZmcAPYyKyFpOAcmCpCapWw0u6xb1JqhEr75",
-	"Zvj6dWOgwPZ0IbQNeJXgRemm+/gt17lpCTto6RrIAQisUUPcOGSvczMhx7tfJPf3z0qOBRm5f+aFdzY2",
-	"Lsyb4E9tshFx63PrLf47OHOD8zZTwgzRMdxFuR9ldLJUgP+2KY38dM1/S69TRzKrEm+AlkGo9nk1Uu3h",
-	"Ve46okRLy4SybjZyelCxqjJ6lnzV67M3siB8WmrMp5OZTZNfB62zYR7Ni0xe4mifuJMk/cZ4+3Ljx295",
-	"GSK9D7SsbPcqVXqQYQvXSXbK6jJaJSaT1SQExcD1txln1GwnCbbG0KMHn7xcOfFSFJNTL/2hMeUAs8nG",
-	"oXhbuZLWkUxXGFmDgr24GYuFZbIsiiSSVnHfI89sN0CUnDxDYMZIE+2zkWtg1IQLHWR7cm6NhqkE9D7S",
-	"VGCnViB0TZR2RE0vIpXdHE3VEc3uF6Nk/x1f+lwqN01gwg3R+STx7MR4qkE0fUw6UW5GxJcj2+FlqZv8",
-	"BC+Cix4Bx6bKO9o3HK88wols9iSNFcEztsBUU6iuf8dpW3X3dCwBXqpSEgYRmpDw4mrkybcIOxKTiRjX",
-	"UK42x4ryayWpMSEnSo8BL3k5BN2qLqKyLtktKtm17wGvarZNBDqMjJ9OONbBKZhKkKYd/YF4oCbQGfYR",
-	"zqFrFc8goPP4pUT8bdgx6jLBLw3FlKmiFYrHPdvpxoW1+IZU1pYwhSKYO7YKqviWe98N8DmCPLd6POp7",
-	"hromAUNvUqtf7v19C6CstUR7OrZ72+7DjWO5tojDWNjZqpN0QM4C9yjBDKgS5CChr4X+GfGqKWxJjlcU",
-	"Y1SoaeNVA+M/V6UeixZpAHwx9VkMWUp5BWknYWlgQPgXks2P+U8QsJrKtINxALXprrXYYv/CpradM0/X",
-	"bYmTezlhK427QW5cUwkb0MGqFy6UbbLMg95HSjfs81grY8BuBBeTaRt9Q9RIO3DMbVRPJRl3+vh0N+fe",
-	"Q80MSReqtC1wCdULTduKS6TFuOA5wHHGsE+O18V5GgEWpTa6djAa3IBX8n1TSuVFtTsSsPNwi5yuWG1T",
-	"SyzE/cPotAVMxBcxgAGXyODdB+SRhVnvYaOKAXVikl/b1brQUF/UJIq4qO/07eB38M7YE3ynXSQ6wBRx",
-	"LgSrSUn93z2EYF1q3CXirXm38muxnsyrZJWR79QkSEycMNrZALDtc6XWEOp+i+wYoi0/lLmwzCxEUZxC",
-	"zjDwpFTWWFyfHYNrA9fx1IvnYNzr1t5sBaDbJXm+hmTnGrAkCpjAQQNbGDJO4fsK/JKs++7lc/bFl4Pj",
-	"HuAtqCjzk8T9JHImPh6Xxqq50K8yd3+CxakKXIPwOQ8QCMZzaoIVfHyFki4qN5Vtxo2sm3bAp/ED7lsq",
-	"4zBcgDpnGEmr1aWTNddvpIR2w+eQ9VN5FtwpX7DLlRXGx34M9xLBW274T+nhihVS84i8XBiKgUJlzOAr",
-	"PrS/FDJEkdxLzl1vezY9MD0AmIw3cGqAfA1GDTIHVpTxLEAZVai1l6XJpTAGnCUmla79gXvP9Tbnjvwk",
-	"uH3Ri9pn3ysSt+q0vob5cSCHDOJS/97t5wfYtm8zCacg9H/X1sqtdsm94ajWSPoW9v36NVMTmCuAmCcn",
-	"O8XnHYKxtyKgVzhoopHXhs7xup+HdWNV2SNBg3FafCh5AVHUE4ybowvh4Cv8tnJ+XYiMrrS1U5mkMqAu",
-	"1/T8YKLDgVZ8VyrwzroOgO223XR7Q27dRodAR0lQJJJ42j4OBaCSUmnVwu1fzWfn3dBsqiAOxa2N09sh",
-	"HhNspiy3vT77B8iBOpUQ+4E4wrhW4IrAQNBB3y3Q8fEX6PdrW7hUShWrN2vBhHsrOK3BQqde8q4rLJR0",
-	"hmgOlZoTUhsptKi3GxO+QVJvF6G/IQNNnc1dthjbKKCiAvpHYQ2ClJojHw864wHQouDGmrZ4vQY0AmEP",
-	"0bB2GaYheUg4SSVYpO8wcs8Pt31P7iJ4nAzCtwftxwaqbPK1GHHNc/nC8i2r6NUCn3AGFW04xq0SQ1+D",
-	"6xfc+OpVqpzOFqVl3WAL8jD13jUZ3gYLEmVuAqerUiHcMe5FFmFHXb6ci9L4gzvvUJEQoPAFYEofEkG8",
-	"v90XfbIZGhGcYBkZ2FrMB4ebT3+z0a4WRNurm/BSCU69tTCKdcNeFxFqg2vdParcbZQwtDX/Bz55v+WU",
-	"rllOwR3oNEa0nsL2QzBhAREBHMR8JyM78uCaokrcEB4Zd9ArGsknGNZ6EAJ+O4O7aIxTbt7rrWgsO67f",
-	"CyL2mMZ248Vtv8vazGGkca7lAnnk/MMtVLFhypsR9rdNhVVrtzfVme/aea2fmHZGuCcG64OpaR9T094W",
-	"oTMA7Y2NfV5EDnFR5EmbQY1MiHti4PYBy0bt2ISDAJ1R2BSnv0COQdA3TB0QhRGprEDtvBzmrVxSLLG7",
-	"W1qQmqaWdtJOqGziJawuVbepKRi9+7KZNA2rhg9MlhGw3yRs9OvHUTziOasb/XZbSnZ2GGdcQZc//lR1",
-	"iWfjwVrxYK34vNaKH2KjBOuCLcFxkSuxcALSppEivExRraesbqTwBomkbqi4L/NE0ykc1FhR3Zhwj6aE",
-	"3UOJyot2fTAwcPHerbX1fSKJtLjOxbJBF4qHvzvaCcLNoP7oUunYqpt2uGWDL4eDAVOSvVYyg6Bk0IXY",
-	"S51nfNWC6CTag/YcXY7EzaLgufy71aUYJfXMIBMgeSH8XkFlSx8M1xDit7fnvAYG1sQYKAH5sIRoSFlu",
-	"aG1bJm2UR9mCAdEGX1GHFVgTXyEPZCNvdYFkIrIIITA3mMra3xVNekBxnKiySbWSjfJrBTlVn8C7l8/Z",
-	"l0+f/ZVRFU2WCesBK9cp3D1oZNQUU7L/FkYgWE01ccgouAN5r8GDn9tCbKkxsMFl2Pt3r+LK7Vc5hm/T",
-	"Yuw2s8FT3/FWXL53CAV5u6hNXjSwa2qRIhMBIRYNpbVIcTSWSoXAPWySF5DOtpkivoYr00TtEAUbnJVV",
-	"+bA1EJMIKLYxphqaEbHPMs4vwvR/d6IofS4PNa/2V8i3ndm2WfhvmplAILumSrtUPTVuFWqfwgaRtjJy",
-	"OzRai4jODZqw29iCusXqBbDswxfu4zbCbS5aF8Cdt2dNQXAOLYhslhzmSosm83CF+TTnFtLCwMKvJEYX",
-	"+FbNKdUng+KODXS9dnRx4M1HNYbSPvCo3jOA4DkRacNGzPIi02Ir9pB/h3U90psplDU9JNxQ8AJ14EXh",
-	"bi1pVUtc7uHhsWPdJB0951LJfBzV34BaJF1eGAVXa5WFTH2icwwzuHv9tp5aTmtU16NelB1b9fln0ELC",
-	"xn5wh9WwEfKwuGFH38/bYdLXkw4akk4yw1ozhE7rwmemhMcK18Kb4FEMhEA66u2wGbcifLfBEVzMRAwu",
-	"gGVM6M8wVDCRe0iD5q0+SOjDBjGbv7e3BHho3PFOmO55laWzrUWfzLMtrlOKG/sylqI3VwEs413EHHjW",
-	"i6T+hL2/eF7b5j3Bs9f2XtUyhrbNKMot+kiRypgEs/Ujeg1AwUpzGM/BL77ay5d59vZV5c/ED2snp9/e",
-	"wfeNeTUXHreSOoB3WZeajtEVilWvfzcoaL8B0B1zcLbX/agPfTNt5wAM5FIespEB/aYhbd1DWlMaV4ME",
-	"hIFtHlwnVHCt4+UcUB0B8S2a7diEW3LA1Dz2+LYt9pNEoPLbQOV/3lKfEHG2JzDfZuHO6IYMi19DsK9g",
-	"V1uw7D3P9ctdizn2stM6Pz0kHNlv0NnYW4EC+Lo7NB1/vhBkTsAQSAxrNKLW23vJ86JsQlTeopfvBK/f",
-	"5FZQcosUGmB9uZwW4iicd6yCDG58QCjh0izXsKW2RpCHigI07N0LeUuNOWzCPmeKtswJjgFTr6EYTwW6",
-	"Nwoc3QM2L+IcCe8fAuijRr7ekofpJFCgFjTQwd0BMELrfBccV82aqijE2OIc9uIn/v0tQTHRsJYtN4Gh",
-	"q4DCLuZGFAcg4q+RCu1eNJl96KRFQcVkqgZFGkv1JWT1BHs8tOTzr4Y0x4D3C0mhwgqodJ7KgOXcZ2dR",
-	"Ah3hfnvMOAsueXMlQK9xCjqpsQlEnfjO2lyIWM+mKfgcdeFq/aMJUBEcJROkHqiTjlCxS76/9baZAzXm",
-	"QMFg2m/mysrizgkKWLA6tL9+TQ62DFTTn/MVthIbjvBUVnYB1PFGYzrERlgnFMcHu9kiVofb3JCNCGYc",
-	"BG2YIIgA5tSxhyoRdeTmMWKNEADr/nVa0CSQ77YD8JV7+1Z5MIEM2iH2MG8w1CEklwtmg8dpz4cSFQz6",
-	"lUUT8JaykXsHq202fHgt1KhSrpow3yIuLUKicRmQp1ieiflCWR80v+l6bbR3tFQZDWU9BuwJ+x/3vxZH",
-	"T7BtbC13Cy/9VktEY6zOwlcWCGGpx73dBTJ/hyaMytX7tybPlC+nu2uZqfAuyFsxPTRYuoCOKJTVinmI",
-	"P4b0pq5bWJx5L2FFfoVM5VXV6NG3YkXVO8CaB82dR8ppZHM8efYs2eWEjY0z22YZMCVr5pZtXxBe4m+3",
-	"ncRe7t2BTbe1quxYp09p37g3dX/NPp9PZ0JjTD2VugUP8FrAbjjigzacb6/E15v/Dl0SXvkGO6svmOJh",
-	"IH9Rl4DP6V/KvVxprAdBDPkeSgqmiixGdqxXZYnQNlLZjYD2YIA9VspCGMOIRBg5rX7mRXFInG+l9a+J",
-	"OYh2iaFRwRlD9uU6Aqj7T7GqQpgpE6tR6jjYkPBbTALbap5HCQjvL543JyDEKv6WvIeoFiyVZSmNr1pZ",
-	"5T/sneBAM95LHqg0hEaAscjojPrvyeAYApUjb/Ca9NRc5viC2PsjwxbKYEQAEbdGZZZgcgctQcCVs34r",
-	"E6g86BArt2rDlkYd3aOd42l3u4oBSl5XpRFvyjQNdBk5ofYR9bYZHU4GxwHybN34AHdkZGyYcQC55ms3",
-	"n1/VfWwQVA1xi6O+RjatSiVahbb4PUHsQLen91qBZgx8CobrZn25ivbE/+4TU3Pdvht7aIhrQ/GWGsYb",
-	"whviUhAHpZi0HbJdOSd+AcPwkz0k+7aKGnzsA6ybKqKWLWUoGmwO146l0BdbB7KfrrXGZm742DrWLwVK",
-	"b1Hhfe9ubCi//6BV/LdrFQ9S+oOU/iClP0jpf2op/S7yXWN5834KJm04TQ6G4B7PIps1Z5dlceWt9h6v",
-	"16ph8Elwy+ZCWF+jYaxzK7R7GcM3q9IYEA4XnpKUmUPFLi4Rrz6V3twOEjdEJSKQPX3IE8Kpj5Aq/Scj",
-	"KHUA2fUebbUg870vFRLu0csV4+NxnglfNHO9prbZ5inw4q8RLM9Mn9ENLlXVQe1CT2WX3DIAuw5ZYQkz",
-	"fNWj8TGf3Av2WwAJwxL+azAnW67yGrppoKnfnGi1Nmnw1eDcjE+ySuL1QIQI1uWGygP8/Uqs/g6/jgJY",
-	"PpTrbMq+cofxLQS8bF1+oDyo5oBeDD+AFuji+GpraxOJhs8pJgM/OWVchkxsyuDbKJPgya/vuxn19wtb",
-	"rYdLbIxt5NgHEM2osfiNVAyqjXarGzHUBssSUEGVjPCDsVCsNWwEovGI8CWKYr2s6IQKYUIJJydwkhfQ",
-	"CcfoozKWjeb8JqzeCOuhGO98rAoNw1BTOToKkznSwgrp5jiKK+vg41zJOlrxusqTdEJDWyMSbpUH69WW",
-	"z6l5fAJlAhmqO4T1lEhIUqpE1N4fSonYTDj8J+XQQLYqJPMPTJS32gIEcpCakWzkO7RkoJ42Z6AmPhoj",
-	"1EaY9x90l9+muzSEUwO940xqCXpbkJV3RCEeGBd4l5F4dxpTty3kbfO+usoX+4Y6bbcr4U0iMyxG3WA/",
-	"arbDXNQqhEMoA16FVkGYZMKO+30nB7WAnDaHDr0AyRBUiKaozKri4R3CvZ+X8znXq5Zcld1aBH5OxsaP",
-	"SWcqpNCHRkcWUZGl7cyO3vMnLT8gGZKG2obzU1nq91ad/KybkmUcSw5DjGYYd1NfrZ/ad+ehOvJ/cXXk",
-	"Ot1uav1tuSTboJlnooAZk6zdCkWzE6+7NdViP3RqywNWbgRPnWsAyxE6lEb2CLkgrkRI1Qfs+NdlSI27",
-	"HXBOO6hzvoag07SLF+GyPEAN+FCKUrzXTVH8/zpn8JS9f/cd67rumPnQkuDlE3p3X9MX7k13QTX1ObN2",
-	"0TU96DFS0t6+Ob8Qmbv5YBiGuffgTnX/+Bki4Xp7Zge3r9xFY1LyyHUxGsJ1bvKpFBkMBxwkmN9rFRuV",
-	"uhj12ch8MPTqHOuAuNcIzBfe88vtXq7GTjqvqMCXrJoK8IIjHHEqodIndMOmytHn+niiAorPBoOwejJj",
-	"x+w1lERJJRkkE3apshUb/Zp2qI5cZ/gjDThh/X7/p48j1gXrh58GNzjeUSoNoPDltlch9lIM1Oh/j/y9",
-	"pY/Aj3QE18qoz87Yyc0N+TzdOIBtmVoVF1Lkgkueqr+g5Y0gm924U+kGDizOjTvtYEVGbCTPsCxj2gkT",
-	"gQroHmGUQ9qr1TmUc5CrVGIeNvnku09PvoQ1ezZ4gtN75/o5OkPd3VcZjUyDsLktc+gzp5plamwee4zu",
-	"/jyr6/xuUd2N/cHd1RVFNOr7F6Djtnq/DxGHWlh6K6/9UCrLd0otOMB/4btBfN/zswt62XFY0Q7dVoEP",
-	"4luYwR3Uf4IRJLFikk8BjzCOij2AB9M4wvTj9JNGPgKjuFXk716KaZM1v30cd2HCJ5K7NwN+jWIO07O+",
-	"o3I3WPEOCaDPXknG2duzi+ffBHtDFER8JcSCrn+w0p4CqDenrxPiR7DbPj6nojfw6TQQG5YobqK25oqV",
-	"WwxaAL5aVRKMYCPmfIVBN5U/fjDonYbgG/SNQSVOx8lMbLWN+9ztw5/zG4wBeCv0y7wp0v87d1I9tjBw",
-	"+HrmdjWqhGGOVsJ8grvSPjFly4Crhg8b7utclk3W5RfzHBPpAaWoZjEE0J8IJHkOTSSotoPMnkq4CT0K",
-	"yiPDxJyqRJ+hJu1ngiDBVPxfZpGpOZXu4llq9x0EnzllzXdmTuFNSC4yfGWYUQQptd/Ez61qVLNi/Ocm",
-	"SjLwHeuSTAkrMaHCCTJLpRaW51JkUGp5934iWh9Ehy24cRJCKqu9/TIixnjYlRCByHyW4SnacwXOY4W6",
-	"Yfr1dJy1Fdj79IRedpHjx1YWd1FdhQfmQITyHnSbBnYF8yiN6LMfqop4YOkO1VBTifbAtck7JYhL32Kf",
-	"vcHS8/R1ToCLXIJ4nUp8DX3OlNLDZm51F9ydA4klx56/+vpdyMkwHwyLPkslFmun6uGVWoEJ33W27ecZ",
-	"Iw6mMjBdN0aDcYdYsKL760dW5BOici3cJQQe3EYGPM6zJs57lmVaGOPrr3r8r9HJ4El/0D8+ftIfPD55",
-	"OoLYC07vFrkFbApfpd5NyJeWRQn91K8UOds4LSB6tOI1hKrt45kYX6GhIKrnLWlrtTCquHa8Bftfc5fG",
-	"ACeDnbkGNV/q5u3uhmaaYhhpLtEKzZS6Mv2oQvsI3Nmj/6n9hpqwXNVLvkdv9FvmcvLsyW+djFe60Nna",
-	"xCv8E8gyivXeCAoO9B8zfPzYfDB9UR4thbFHx30+5/9Rki8NFKc/Pnny9NkXf/3bl4Pjk8ejtjkde3zA",
-	"W0+qndHcyhm4p1vk96EFnGPlnEnFGcd8wce5dUek4CCrWQ+whWzDsC5kx16u2ITnOnzZ668jN96Cv+NN",
-	"eLu86D0iMWNUr0r6s3U4laqdPaI0m5Odv3XatpIVEmEUvxRSaymKqcZrBneAk9G0sD9A/etbVNZ/4QsM",
-	"V1XEa7V84lLjMkR5ZHxlTgP2DCQEUNnwRwZDL5Lw1CoU7mTGuqHgeK8BpO8+0Fy3JGceXja7vdA1xiu4",
-	"9k6joupeK6rVVd9teoOF+KkJK9aIcalzu3IyFkHmXAquhT4rHXn9Cs6MOTgS4eeqKzCdfPwIluiJagGU",
-	"KS+LfMzevTi/ADgZNQmnRmdDjM7GSAAMKgnyYgIon9YWgFnt3SyJL0wtCdzPoMTT5dkcbvxi1Qssxz0g",
-	"CBt3V6fSzUhIm48hqm/IRu4HpfP/0N9fwQQZ2rOuxApNWaM+Q9YIDTEN9BqJREdmrBYiY47uoCGKfMAh",
-	"AVo1ELNXUOGdHrbjhavR4+vjxzTuUdQSzKjPLqIKcjD1G+sIYMyLwhBWFKwGqjkcZ2UqBw88fGQqGzug",
-	"00fl6rj0KwUL9QIALIck9zwFy2HGngULoqPCEdjgcCkfUwbFX34xSo5S2fUwmmSj5JKNEBRzhCKu1zPd",
-	"Ul7yDMP+mcet1VAftp/Kp4MBxLCZ2KpXhaWjLAzMOVPjcg61qH0EFTSZsKVWjoAcySYM1FA5DZWlE5SF",
-	"9YotuOZzYSm8NWxA1VcmxgXXIpUQKeiThewyHwsIfwJLDI7FraT3asyAuEsnzTtJc8byjEqqG68buAad",
-	"9nNSKycOmVY59u36A7DauDh3N+OWI5NA6Rd+dv1kJW6MyNyGOrXymhd5xt5fvDz6W8Le/2UwGAxAZ5Cs",
-	"lAvueEQqTam1mjpdTJgxX4gKgjcts78NoGwap8CGhCEDMRRCqJ3WLIWxrqFMiIUPef7iKSvEtShM7xRU",
-	"OtxMp5l6MfyydPt4hQK5EdII1vUD3sjd8HsbQnydhoWBFbAJlQkIw6vFzVgIiC5yVA2VPryvE0wFAoCp",
-	"Q6qVJzCwzntidOKot8K7Bz3QFNyT0dckxVDN8RHDa/WUGSHYaCkuQTQfQedfl/5IuyMaBRfTkpoI8vjL",
-	"gcHSwFDdCMOJTmahMgiiunYqPhoS89lrbhwNn719FeH5DDvH/UF/APExCyH5Iu8MO0/6x/0BhLrZGTB9",
-	"x4HGsWWMfFnhLLzKwOhnbGU/c5/TuTGd4Y/Nskb1ymOyV35Mdr5JVRJ+ApCghZIGb6aTwQADFxzvRVkv",
-	"4kK/UFVp3IadAWE0DTDTwjW2DiwqCC+jBnSTm6DeU4ApN4hyAdFUT3GETR2HmTz+imdeXIVPjnd/8l4S",
-	"W/8PRjo9HTzZ/dFLpS/zLBMQ/PP05MvdX1wo9ZrLFY0O1IBn+/T0XvJrnhf8EqPNSXLd/R3cNCiH+CiV",
-	"zluEREGM7+bYQqfhZr6We45hCnxqIDQjUOdPEEJiGqgYPQSeAA4m41d1XAOkUliwr1S22oNASe0Gkp6p",
-	"IvdiarUGz2c6N3bOTcK+F0v2b8H1I8NeILyx9MHbSyGu0Bso2VdCF7njD3APoPBrBSzJyeDkr0fHJ0cn",
-	"zzpJ9ccXTh5ExbOTiaMwjqSDNhhYCRRnw0dPji+O/zYcDDooubrf/3Y0OD4aHF8MvnC/u7WogsA6L0p3",
-	"0z4OY1uCSgEt45x/jGXtjz/BMTzs+JK352Nd4rW6FB83mMfxnTOPJsaBI8p+7+xgsAc7eK7kpMhRHXx6",
-	"/GQv/gHeCWQ4J/tMZKHV2F2gxDr+MGwKtxlkb6fvgn/DM582hvQxqd+zj3/Ns4+oOQEC3gan+hp+jzjV",
-	"GkU/bYiCwbD43z35Pd39xffKvlSlzG5Hr38UQsINi+pK9Nk7TApE7enp4Euq7RSBM4PJP5RRowLKYOWm",
-	"WPPG67BRpvuHsO0ENvgkLPMCUiP92fmTEe4fhQ7/IeLiJltkqsOEpa9BKFhAVM0G7aG1vEZ+hwhSh1Ee",
-	"meb3EhU+Hd0Tiuqfl/4fBI3fKGhgAc/qaJ7uEVnTZxdgVcHwmcqcDokMmIlB+VkIBD/jaGvCvzO2EnaH",
-	"EIP2162WAvSg3L+ZIPm1k7vjBLa8TtBqarWBqsO6YSlv/pqqvtziywDqux+DgFWiosLQ5h2Wh2mcmNPp",
-	"4sHtl1hyV4VXmoZk1eEDuk/bEGzJf49h6E/NPtvNSd6D1GpLIha3xvIeU4UdiO1UTSVaX0DotpN4MB0m",
-	"lKKCCDUs+sM4VAmA2PGobacQ+g76qazhGagJQ6aUsIq1EXYamKsVRn6kHV4UaWfIqLZdblLp5Z2EGYUe",
-	"iFAwCCKoQ9kgdPogQEAduCDg9UK7iOE737sc0RD+TGWEOww+dKeyYBUuNG/XbxGqthQukvsQD9dKkX1i",
-	"8bBeT6qB3ewoHfX7Zi0PolyNF50L8ipVPMFEYWmALgMF6fCUdH1GyfEA8KUXQsMp6u3BpLxlqU3lhyPV",
-	"ue87tE3pgUE+aPqfU9OXfhMaSOlWSv4m/T3GQAW4KG9lNGi8XS+o0ri4WeR65SNiMKKbYmJ8LDO94i5H",
-	"qZYJWxSlSeUIh/XVahRirIZRjv4jQwESFnMb4VI9fjYP0UfcO51PQ8rXydNZr+n+egE9VWft7m8v7OEz",
-	"XV5BdRFtB91tFK4m7sXtz/yD2eGTMAkKB+sMf/ypJkWXZoZZvCBCx+cDk0+qpG9kK+xsIwypFn605xVW",
-	"E7bvlocEkXxBmeJ46YI4TXBCxjKO2ChD/w/jvhgAS/HYRWc2qaZ/ZkkWp+To7E2J1bbGheBQHMXphbDg",
-	"FRIL4m95SSCDAslOREicljDLjVV6lSCABeNwpmg0UNoE0iLa5ebPe8kn9eV9sG7+oWRVHmuvQSilg6AF",
-	"5KmQ2UeqZa8PziqCrcSMLPf9/mcdGMQdn/UQrmGHxIIwfsKnj2M4XihU5HEcWFdpDGJf5kak0p/2XkhS",
-	"OhkMaE3ciZ+C9uyx9ZBVLvOxOIUeUknZy6bqGa1mxEs3uKoW44I7BlIhl4XM7RXrhmGiKh2zmx5kyVCw",
-	"nM9+h0g9DIekji4VhGZCQOfTwVP4iAbmBR2SiFI5U0UGIXrwaQJhe7mtIkqNzYuC8bHrshDZVFB8nWOc",
-	"+WRt7BTWiEAjlK/X9RaNDCIflzzO5TNOMQJc7FR6xtf1IBu9xFHapRiruTDV7hFIHMZu+qsJWVAqL8Jq",
-	"w91Focb+7npkqtQGTLaBmHwhx4JKRgFoSCpLmUHuOqYahpGNMILY8ilGEPfxb2ig9gt9QXHGWOPMcqDN",
-	"b16fPWdqAqGdc4YdxaG8Roy1sL0h1koJT1LpRhcIB4iTRumuDaFpGl0uQ0Yly/KQMOmWTOlULt12XgqY",
-	"JzbTAzE4t7FwDKGt5JuGY+SXYMlNKpEmaCV9yBKtH2EAsO5yhjgLSsNWoZhg9YrNXBOXQkgcw0rYXkKG",
-	"K8ANGavFKgppDomDAwQQmGhBWILuOJ4yozCWl8BAqkyCSFugJnGFIAWT5tNnb6QgQASIFOfwLo5McF2s",
-	"WJes3W6BKNeOg9kNabgHtrRozWEmsPDrRwsCu2hJhT+9uaEjFo4J4kNVa56s7TouaILzcEtbbSWt4/oK",
-	"xoc3t0Ngb/44JWEpKfLZ8bek5XQ1SCPQyn2qQWtFyn9XetC7cKNItYQyB0ArvT+VLvSH1Gr+AblqEVul",
-	"m5GPr3YqMKfuzPqsiS0CDmSs7DTHvcRarPdGodB+i5wO2WYgRriTTDIAQpw9mOg+azBOtTPuXmnYnYrs",
-	"gMx+o+muItXHCFj2myXxtbhraPT3QepuQX3ozQPF/x7CXIA4QvrrI7NR1oEMCZX3E0rRkhYQQPorFA3U",
-	"2JoOCdF7DDDZGsTytoJ4vDeSReS/toCDC2+ahgzINW/1Q87JXRCfW/p6cIBf8Jh8Ar3sSi0hJMfPmljC",
-	"M77wdaCqiX4l7NIpVc8IZg00OKpYkrC5ut6EBX3ki2WZOLskbn6ey87w2TqY5LNBFREluB7PjqDcGOXx",
-	"j5VEvQsRL6sRngWfZ9AdhYmHGY+i1uFx1eFlXhS5nB7xRd6pI1V2hp1ncxjBQujnpbFqjqDemyM4QYcr",
-	"vZO41col40URjyCaBxQ57Tz2H0DwWG2AJ7W/L5TlRW2ZFkIf+a8xhZugJKqxnQwYd8q/gqRpxq+FBtTA",
-	"y1IbBCt4OkjY8WDQtmK8tOqdt7M5vSjpwLed4dNBsr6e0dC4tlJoWlA3rrdCn8M4OsOTwQGJO3g2Pk/a",
-	"jkcGfkja+S9P2onQBWJk9k0+vyYp7JmwE/j/Q7rOnzddh+hmj2Sd0lQ1IJpEiTajQBsZDT4BQ7yIahY8",
-	"aESf0QZApYDqVgC0U21aAeoS6p0n6kQEefcmXGz88yTpbD8H3k7wJz0PD0LFHSXohKiw3ek5+0sbj70e",
-	"dnQlVjuQOejNb8XqXs0VZ29ffSu2misAc+nh3vjMxowQz+hJCPYlAQ8q1K/UBhzp1+pKAAaXqTDW7/hW",
-	"aYzMOKsNDJyciKUFqPu5QeQjmMSQ5YidCmUajSCMXAiqqs91pghKCqqbkj/WlqbPXsUFV1n36eBJj+Dj",
-	"lzOhBROFEXWwL4DfanBoEoBIddzuxtRzT1ovHlfScP/Iyu/96yB/6nvqlTGlQJys6tBNVHx+EGsOTxUd",
-	"SYgzyL0NEI/EbW+vx79eidWr7Rr0O2BH9bO1W43Gr7KHO+cz0Rau/xpxndYgvQfHIQ1ZMiWd4nytrnI5",
-	"xTg5R2szrueFMHep0vgc3QW3syrhFMiws65hxCbMGAJ5J1pw8KDWad9dRdtI/bk7Z6h6fONevXcFJ2QZ",
-	"b1H3H/kLsxYj5abycLg+0+F6QVljdRlHqmWffUMnJmyWkuJTiG4XdQfRpeZXIqFyW7X7hTJyyIqB5bio",
-	"TvWVoPsGphPg5iHXkesiFwi1CYinMoN02dwaUUwYt6kcQTj8qM+o0JiP33WLYCyHf5xW8aAg3WK1a4Tl",
-	"FFkqlSRjHeSxAqw10DtV60dRsijU0jRJgefeQhcO7219dcaqRd3Pc24VKIwsl5NCLWFlnwx8xYpWF9gg",
-	"VJ5EzLbB8dHg6cXxYPhkMBwM/q9zgJ/GTeozhdPdlllFmwYFov58HOvB8lJjjI5G65yRjovPy4N8mnA+",
-	"KIOGOAfrDpg7eFBM7RCRlvA9KktMnTpfHsAEffBgi+n/3COJfNajRvrzw+3/eYj8YiMz1SCkdL3WZRKV",
-	"ykL4Y4wkXyUByxiQWaximYZMrLuTEuiY1Mrrtlopz6PquJ8JGAgitfe9CP14fXx3S6OhLvgtEIPcf7AG",
-	"yq6v14pjXonV30ESGCGONdSBB5Yz4wb1diy0xuDVESQfAew4/NwDPHP3iL4PLkv8nBpMPIy7/8zpbgvB",
-	"LaYoVODpTkox4lpoXpzGDlAsXSSEddIUccM5FWK8WRQqC7EoTasDY6gtTKjnsK1qyxcN9Z/tCrCzJ0rP",
-	"7xdd2hPNA7r0HwYOKKo90YoIVHG4XSGAngA+fRDgYQT6eQKxwupssUaz0XiWF5kWcgQ3GByUl7kWF/lc",
-	"mBHDry4F4QhdiywqFvAQyPW7l/yfDf66+5tX0pSTiRNOpD23SvPpHQaBQYGJcEl14U+lsXQIVuDgoTJN",
-	"Jgq+Ehn7RV2yri7lWV1niBnDujT0mEM5PLMPYJjIqgFBRToup5gCi9YPqHkKwFrdt2/OL1JZ7wn0kwUv",
-	"jUioLmQoFZmwr1989+LiBdv8opf4Ipu+AzVfcC2OuMyOjLDD+C6PRoX1/yh1k9tU8qJIfD0fTDIEfAL3",
-	"TZEbi1mLI0zlHSWsEBPrpoZJoQnaYrCaCSReGzZVYCl+49HECqWuAPGwXDhB9hhgkQLSWpgVlJXNM+Tj",
-	"p4yQy6C4p1XYUoRDNhrT7WuEhZLS8ZXcZ2dMg7CDGK1efEHkMnczx4ZrJwE5gSjaAFgPtADXZSw0R3mz",
-	"lU/nBNl06AukZJhjSQsO9WbDYHwJUCqJ1JZ86VntGRHh/V4n2MtnshutD6INUg0qwYBwDPvnD57bKFrp",
-	"B1y1P5hQV+N4dNqUDmdk7dwxIwoxtkr7cqAJsRKPsLY3a7/04XLNjP19xKZAaSEWIPQ12s0B9g3U9V6f",
-	"vUAeLOYM9bYcws5SWeRXKOVAZSI1oaq5oexPF3iRxrlJqn5kelQM1iyhcqBU0vP3YW09HPuluuoJ4cpj",
-	"OS8CqPClu1JJVVSFr9dl2Agm9eOr779+8b8/9V++evHd16M++/+gfBPO1/E4rHScSqummO2P1VmhILPw",
-	"1oncczIPQezfPsXEeViPVMLywIcV2AZwWF+py3jLOV4hWPlN4rKGamR5TcgGvYuWABImhsBnrV6xLqB7",
-	"rFKJ+GKwXxUCCGKHhJYpd814pydyFGi3wiJAmIdIyj/61qnrgmeIX7a2twuA/hBz8JSkEnba6fdUyjfL",
-	"JxMB6AUwjM2BPT056bNvIZhlgsPHNURKaR4G7ZpwWokViIGx4GNBi4lkCAOYI+aBay54Tbzxidy+x098",
-	"uTckllGSSgJL4HIVyN3d7I4H2/Z4m2A4+goO3f1eZNDHIcrR4H6G0H6LOaFIw9NAJAmKEQIFHy+pwLI/",
-	"3Gh/xEQVAH6tLi4sPgj6yC/q0ng+Sudg70trocV1Lpbt1xZix/N1XuTOfRIuJpDbuVl/yTHiVHafDgb+",
-	"3Icbo5fgVRA4dxJdUabCp4d7IJXcMBpprfGkYraVvu+WYql0ZtCj/Aug2qdSTSZGWMMysRCYMQcHIqtf",
-	"gIB2MxUWwJHxEhpzrVdMKsf4SzmendkhlqvEPwU6HJ02g12N3GEDdJx8LppY2Nv6TM4XYrxpGmpB/oWs",
-	"dSyhG4oCHw8SVsHDDga9Nmx1SBLorIW27F1w+XdkfbpDpxfRfytmJdEgrvkD5/zDucvWdhBRvsJxz8Qk",
-	"l1DMuqoobfi1Y1X5/kx0v0zAyAz835sL+IdL7atsgsrpgwBMweOrt3cKzH4NoQJgPuHtQmxxG7Sl+7XT",
-	"yuCTGN4vojvxgQY/a9JftQ2tvqfflNy3ufFzoadrxudggWBggEDgWSVFn70sbamFtzyiBTOVXnH3IeWq",
-	"yCJeWz8dGNVHHxDwLn6WytDNubBwvEZjreQIalugbX7EbKmlic5kLq0ii34q/SROmfEtgMV+hFYCLPG9",
-	"UCa3jaIapiDWTuP9SUCfJ99xFxvwGY9/Wnbw4H/7jP43ny9ZndPDMiZ3ymWPL/n4apIXxR1DCb8DOE/M",
-	"S3PML2GZGOegf458lyMMg0Z/Gpa9qmmbqVyqssjYjF9jI+AU+3Gi1TxhVvVY10kW4IvMZVAp2X+UFAn7",
-	"+vwiIAlniddBA+gogY8LmZ3ZHhoBsbAbCsMrYfvsTLoW/Li4DR6oGeLsuhe9iyuIQcSpEyizkKSS7OpQ",
-	"T+gqXyxEBpZjGQK3/WokIHvLFaNq9D2w9YmJTSUA1MgMs9jJNShucuMY9mgYPF01f5tvdsOq2mcv3cDz",
-	"DKUwC5brtWk8QucmWRcC4nDix5b4/eqBIYBXvcGiIIJywB5LpV8qRw1+RSGGnKgDrKUX9QGEQnoQorwa",
-	"hvrBGawANpJX4MepHNEC/+w/HbEuGECUfOE/dPrOz54sAoQawDkZ8GgG00p4ifoCpys4n1esyAVhTY+s",
-	"GvX67J9kRcFoasO4wQivgEELS4kWFxKBCQwcEn2kWrIultyIUN3QXpIws4AETXW95p55ZHx9QgCORiBg",
-	"JQW6M6aqFrwTfYTxd1TfSqyYhhMIAkWIxeVrebELPhY4fDeMgi98iK7ryq27N62ZVGYK3dxu25hVdeIw",
-	"p9DwPDew8NRK8EmI3M6gwFUq3dJiPJx7cOlXXKrlKRvN+Y0jYzOK7DzJYFCZelKJpYB67NJdZYZSBGAr",
-	"jad3qN/uDlCh5FRo/DtKfU1l9+nJSbDKWzWKTGqynF+i6Tg06zZBFZnpgSPeiVuViGUSBt5u8p6q+QJU",
-	"2DUnd5VzG/pNJclkCXs6+LKHuxBiseb8Bmt+vRX6pT984cdz8id9KJXlJoS3Zrm5YtOS64z9UmbTCNk1",
-	"LI0TLVFqRRdEKrmkYme5AbeSFfK01v1rSLlwgqzQJtRsUlhwJpWUkeHPhjfX9ZlHEYuqbILDb3w11W7v",
-	"3KHQwkC6QmzVg91Vk1inpHGxrNRkT8WCbsLYUwKmNZZ1R4LGDDCJo17tW3IMVP03Sb5fEU3fs+zruzko",
-	"TODkHrrfESAQ3TcVUD0fj8XCqzkeJ773ICA/CMh3JiADx1u/3rixEUuuSYxw0QZJNO14qk07vcPEZsRH",
-	"3Sd4H66p+w/g/+mecYL/a8Kz/7T2slo8N49PDBBzAmUvPNhJ0gpzfrdA2k0BmfdQwUrBH7zAgAysJsWd",
-	"XOmVFYpABAWSKLZSQ7sjlNy+V1aMEjbCl0Eiw7BIfHxmKfwa//xqhYVKUrmAhBUvWRESPqqUJBJCUNOZ",
-	"jZpeGwL+HmX2ngbpDGFqoy+9lDdXc6xn49XYsaB5QnWRiSoKpztYsyaN99lbXmLpHxpfJcX6aBpYx5CI",
-	"7NoIixktZaN717V4z2IT9BHJTJ/TQEg7/GAffMBEa4/IPF13kKkJm9RcBzWHWTigW/FAdksxUXhLoxyz",
-	"ForxRwjD2Mj8OyuMgpj6ytqDI7Nt9iayMjk1kcxGo16k9/sXkYHTKwbMmG1TEjeLgueyKWXxUqlCcHnP",
-	"ZfoPi+NIIkATKLy2c6V4ZUaDXLBWi1uV30B6Y7Dk2WCE+/OpiP+VcSQx1UC45fuL51jZrDLW/2cNhOU3",
-	"e26b+RyKJHdco+UdNPp7CEXgmMv+IGL8YdDpPpvB5B1lWm2IpQyeUL1PIihw19xWtjBX+eKONbkXN3xs",
-	"ixWMS03YCCQF0rkCxpHjOuRoq0QnqWwoqykyClCNnEcJW85E5EOEEpkJq/x87kJ0LXgfpnc1zbkseTGi",
-	"wukkvfXZGarLUHK91BKvOyXHwqligNnpdc1JlAuBzjPwcthoGkq6sZiZWkrGyUUUXccwlvcw/VPGqbw7",
-	"uWQCUFSME9VP5Q+b0mYcoVLFm8zA8zTBwXItUhlJoWcMpx+Sh3LDACbUD70xy+4qX9x3xMhVvvjMiXW7",
-	"osaSCqY82r8Hzv2gHNZLS7tjHFzSnuGRvU5pBpi8yDcoU8gzwoN4NZ3fO2bXZ5StEArvwjgjrus4iA8N",
-	"wDTluuNti+OPOFcPYzGKAk6Sh/khR97lCnilRK6opwElD4dFHJlMeMDxcjkdMsciRr5WMZWVNds9hKxr",
-	"BE7xJbruR8RAR70Q2lA3QWL2LAHP4BrIYjVk6Jl8Hi62VI4WfFUono1Ytwoz5KYhXoNyRKbc6VRoeWx1",
-	"E/f85bDWTkIAEsqKEctNKq/EItjwyV0b2D0F1YSYE6q2xOMLByISmBYYhoiZ7m66pfQJxOzCh8jQJQTx",
-	"PlJR/EPTHUJf3PM1Qr1stSOefLpijLB2tXLfDx7WBw/r5/CwSs9p192pIdhtD3+q76G90u85vXKf4hp1",
-	"0Sat4eMHRKm7MxSFGyn2KkJaLoInJqGepLtmCaxg7F51io0UBqOYgj9q0y25XlYae9zurL+gd/7Qbnqc",
-	"xAOO2h8DR20dPI11eTbPJaKgymJVY6DwaCeSGhLA7xVHDUf3eVDUaGUeylk+lLNENOF9Dlv9/ghprG3i",
-	"Sjh998zg24QVHOdDeNVnTUc8gLzuNjPxXxTh7YPufTg+m/MsNiqj1j2Mw84l1fU3qfT2X8QhAqPHlVhY",
-	"p/RDCDlTmi0FIIQDgpAIYgNN3PIrQSbqsZKTfFq6dmhhMQSbEH/MTC3RilGhMUP+kmnPNIyO2H3dT58n",
-	"y3D7yfY5hn/SE/5wt91RlmDQrSSfi4QOasIo+UNprNDhCMmtjDUbbOrQ9MItN+XjnTUYsdja76D8Yr3M",
-	"38MF+rmLMQYyhsqC3Rk3M7qmQrk18uqir3GmlvJOb9gtKhZS1EMRw4cwkT+MyiNDxLmHmyA54uAKhrvY",
-	"/f5FC8MxeqhX+IepV3hXZQp/C3f+VDUK3QqIcalzu4KhXQquhT4r3Qc//uTYNwLT4sBLXXSGnZm1i+Hj",
-	"x8cnf+0P+oP+8fBvg78NgNXTzDcTU7SytnAL5m3etVoggCaKAOGKsEIjL3cu2QRqNfXXKqvkwnQ2w6Ah",
-	"HhfcNFX4bnemijzjTgJaCnElZGYSNuc5uo3Hgs1UqQ3BI1QKI4Db5iEb/7lvLxpI6KNhJM9jLHnjQdDX",
-	"oePj1ir30WZrbxBCwC1iDbssxj6kBbM+rClqGnOYNpt1rJEcqrmHRUMcC59dQ/XyUH2+sUIi6LkhWdln",
-	"0jsF/EpEPZJ7oqFLZKcRyi/xbUcVNTk9ag0PkyOypbicKXUFjBT6+Jr8we3gledo9h8jdi63VswX1hHb",
-	"CBWEfqmLUZ+d/+s8aAxTYSt//z/P33wP4JOQbeTuyKmHvgyLfw6HKjzl1ur8EvLAMdThVebjHPzOuV+6",
-	"L1+9fMM+lKIUZshe48f/0KpcvMrY31n1apJKevq1yMogMsFb1H4PYsx9HNtMGOHBeyE24wfHvdxIl0pf",
-	"OZ6VAX7I2zfnF2z0a9qBOlJpZ+g3vA8/fBylsjt6hz8Rfx71YO38e27xEMTa/wQRGCMWLsTeaSqhHy7Z",
-	"6AXQkG/KB8PAHB4ZT2Hv330HaQnuD2ytB6gVXknDqlcEZ9BkRyGahm93pXMEsArwTogPEOmnqn2rMjhw",
-	"PSuq/N8jH5qhj6Crox38eWf9ptpYIMQlqehQSQqE8iRMUZXwwZDxCNcCWBnm/1lS/wg6A/YdAhdNVDsg",
-	"RI1SdfPG6a5hQ/+2mb6X+Q1F0hiMSkVuA3QB8R8mn0pkYjsXHwrAWD5f/LYxja6P/z5if2EzccO+eX32",
-	"/Oj8m7OTZ190jRhrYROM+XfdsL+wtNNPO+wvTPMl8ILeKVUOhe3KpxLqT8CHEAumLOGpSwi7nfMjD6ed",
-	"MezXfcQhFwrcxL5PAqkgDBkE9d25IOe+rYMW5J48Yp5DEwc7wOi4Hmi3Yic3N2wuuDQshDmfejn+Q5mP",
-	"rwrEagEuB+bgJdcZQbaiLLpxOXi8ObQevxNWr47O4N9dT6CIZfTNxcVblnErMPaIZNQ7ay+SXzcnDuD1",
-	"IXiAAy1CeV+qLSkF1LhggM0P7m6GZVVSSexiCAj2ucjw1rrk4ysnjFQRiVHoy5zfnOFXJsHoQpYJnjnZ",
-	"N8u1GNuqdC7m12IQ9JpA+VMsYJ9ROE2yHtWn4RIC/mSVWxYnYdJN/Mi4u6A57OHjx/8/AAD//w==",
+	"7P17cxs3sj8OvxUUn6fK5NkRTcl2dkPV/qH4svFJHHst+eScbyYVQhyQxGoIMAOMKG7K7/1X6G5gMOQM",
+	"L4pkx1nVVm0szg2XRt/70791xnq+0EooazrD3zoLXvC5sKKAv56XhdGF+1cmzLiQCyu16gw7FzPBRkrc",
+	"WLxhxPSE2Zlgi0JcS10atuBTccq4WjFtZ6Jg1zwvBZOGFWJSGpGxpbQz9nQw6HeSjnSv/LUUxaqTdBSf",
+	"i86wM8YvJx0znok5d0Owq4W7Ymwh1bTz8WPSef3C/Q6PL7idVU/LrJN0CvFrKQuRdYa2KEX8pjm/+V6o",
+	"qZ11hieDQdKZS+X/Pk6avpOJ+UJbocar78RqcznOWCFsIUXGxoXgVuDs3IIYPhfsSqwYV1n1w6XOVu6R",
+	"slAGfp3IwthUcWWWooB78UWGKW1nUk1P62+D93OFawtvq5Y2Vbi2Jyd99p1YGcYLwcxYL0TGrIb3jHme",
+	"i+KRYVYormw/VX4XZoJnoqgWMpr5kZt62yo+e7Z7Fb+Xc2k3F+8dnwpm5L8F62ZiwsvcsuPBoNdGGDm8",
+	"ZW0ccl7OO8PjAW0m/RkGIZUVU1F0PrphFMIstDICCPwbnr0Xv5bCwMDGWlmh4J98scjlmLsxPl4U+jIX",
+	"87/8y7gB/xZ9+v9fiEln2Pn/Pa4O0WO8ah6/w6fwo5vHp8DPskzjLrM5t2MkmrN3r1n0QL/zMek812qS",
+	"y/EnH6a+/JcYWzaecTUVGZsLrpYzmYvEUZxUMN5lodWUGcutSJgu3BVjZZ4zqVJVGnHqfuyORFHowoyY",
+	"4nOppkT3Is8S5raJjfr9/mOeF4JnqyNxI401o54n8lTRQOgGNuPu5HDLSiV/LQUymISZcjxj3DDOFjqX",
+	"49Uj4z4nHIV/TDov3Qg+5QqeKVYqcbMQYysyBgvAus+Auj8mnVe6uJRZJtSn3lTHQuZ8BWTneAGzM2mY",
+	"XogCPsq6yBfgPq0YV4xnc6miO3QB+1eIa1EYgdN5rUw5mcixFMqeW13wqfjUE5sUQjCz4GPhJZKxuhCP",
+	"DMukuXKEeSlyvUQmqNVETsvCscVZIcxM59kwVUosmftaVubCJET4JmG2kNOpKAxw50KYci6QtXqJVior",
+	"c/x4qqSBsWR99kLk8loU0r2jELngRvh3uGVxiznVTCsi0R+0faVLlX3KlftB47mhIzaBzZWGxATs7YXW",
+	"3/Pi02+o55JexuVuEG54XK1vIggG1j3+in0nv4FJ0HLDaosbK1TW85N5w9WKGL/51HPCw/XIhMkVTmXA",
+	"4UvDxM2Ml8bxC10k7vhF00gVziNhnLiu1VdCMT6xblW0ZnOnc0WXDOu6bURm6TUMkbGng6c9Nin0HJcx",
+	"d4eW8SwrhDHAxCd0xMW1UDYhVp+qcVkU7talVJlenjLOxrooHNngSBzvF8W1o/xzIdh7YYvV0ZkbXp+9",
+	"VaTWJKkqFxmICzpW0alyJ5eHIziEQfglS9Wc37x0IzKOw4iM/Vpqy9lSl3nGLgVbcOPOYlfp+NNDnIVh",
+	"ueDXIlWBMTCQIk49KwTL8KSKzCtrsogOqVCZ6aGmhEoS0E30kU3N5lyMtcqM07qWXNp+kzYbqSYfk84H",
+	"xUs704X8t/ikHOCNNMbJZF2wOc8nupiLjJ3RUJDj46SBNDgIBpC+EnWXa57LrJ8qkHdXSi9VUHq5ExL6",
+	"SmTwy1TYSpNFYiTG90Hxay5zfpl/ciaDpCANK6sxsK47fXAIkEITpjQTc2ndSStKRdqPNKlaFHosjOmd",
+	"ghmwotMYk/69kw0N4XOsnudi0rClyPMjop7L0jKpkDBA/afXua+dvXtNdtSicDqFlaiNI3fIzmDg7j3c",
+	"doYdxyiOrJyLzoZVkThLb9M0TDqo/b3OmlbXgk7jRIdjN4WjywSIUitBaiOTFhQkpxMQa+Jkv1luS8P0",
+	"pN80mkUhJvKm2V4GG8/pEwUfO/vaayj4ec0KMdZTJY1guOcbL6dzdMjqIN98nTWbz5WB/BNazOH2MJMk",
+	"2pOfwwdQUXAfwJ18jvcAueX520ln+NN2kiIC+JisU8BVk3l9ARJKcNiqPjufOf5Cp4+YCNMqXzWs2tos",
+	"3es3p/FzmMj3Eg3B+qCkFfP6P/aam/8MLwq+2lxweFfjmmZ8YeW1CPYyzzLploLn76JxTXhuRNOBDJYP",
+	"qhRzfS2c3muXQijm1HhH0HN+w7o2uhtE62v1KpfTmU3YcibHM3emQT0QMpdqGisMdHgeGWbkVPHcpKr7",
+	"9OTrx88GTxLmyFGX1uCxenZzw8yMFyJh00IvnZzJObgUToHBnv/znFmn11mDovnXUpROZ7/k46tcT3t9",
+	"dsaennztRM+zwRNm+ZUwcFj1ZMK6go9nbFIW4AvRyinfqpIxqKfA3XPthpA54rGa3Qz6X/eS4ETBWcCv",
+	"qdJqLNhCFP7pLvf/kn5VdWnHei4MDM5/ZJIqU44dIxYgHnARuXV6h7FsxnM88viKJTfuNazgEu63Q5hx",
+	"qqxe8iLDpc/FtchR1ubuHRMuc5HBwio24cZJmkux0ipzbIO9Vql6Bzv6gRQst+EDVggkA060FfxRQe2c",
+	"yBun+dgaHTA+5VKh+KqfiTm/2fC97HS/wNUdjw0avDb1k+Pe0Xhuykza52CvbZ5hTrL2Y9K5FBNduFs+",
+	"fmx7y53wAfei92Ksi2yTGSSdynu6B3Nu5xXRRzbnPEau0MRPI2Nf2sj2f531Eib60z5DDf2c9PBGicQP",
+	"EEWZnEzamdkeS0k726iDVO6p+aUoTMKAKYAf1M0Ovc+476iUgobW5ZfG2TKa+IXMBFvORCHgT3yXOxp4",
+	"W6/P/se9xzB9LQp2DGYm+FZBHqElIQtwZfbZD8LdhJoyqMxGjAsRC/ZqE1t0mCuxerdFn8ikWeR8JTKG",
+	"strrE8G5eyVWpyztgOsm7QSDDl05TpI2bZPSVjSOBof7unmopAO2XN2ihSSda1GYdiqFjz4yjO7yhm7Y",
+	"cjeHQH9S2a+ednbyD1B1uK3rO3RWms7YN3x8NZF5HjmKt0rk+iF0InNzcq9AGZTKWO4IEHeucDNiXanG",
+	"eZmJrFeb3NbDNec3r2SBH9xcxbmuvmWiLwUNt3K8J44ZO4nlnknV8cD90HNmPj4CR2pO5hJ5vlA8bPJ6",
+	"qzeH81Jla7MVNzTbU7AkcYOVXu47+bXNheWGb2/fSlPmDRwe3QQNw0b3wbJw5p9iWVl4D7Y7bf3G6eO7",
+	"3gmVuXG2vRIWg3xtj5wULkT1HVJknFYwLXSpMtYF3gOemOjX4L8E8zwTE1EUzgRbseAueSeKN1KVVpDr",
+	"NlXgEZ2WvMh6bTsIXvjG0b/21JSLCShD7FKMeWkEulNm3Bn+bjLeYd+8RpNmogVaBoOoyHAeYY2QAjMx",
+	"lsAPLmlDW15PZ29PU5Lm1HyIvEPqkamOklTsJ/cNZ7/1mofgH2vhfuZKLhYiO2wJuGH03C9jnguV8aK/",
+	"5QTe4hRFo06iIxWtkd+7agoRuXji76yfgqYz+ZymcCfuAHexrqJtSqM1RaxF+mK4sUnWQUBgbzXQT++9",
+	"117Wv++m8m+tmj+GSthBSxAJ1J2SMekshbjKV3vP5ke4/X2Zi90GbuaDttEc/Q6FZQwjqAYe+xziFdhG",
+	"POiBONBYPkMxh1KPwcASFEsYocGRsaLMhWFWT4WzFPvs5bUo8FcnBP9VZk7zdKyaJtnfMJYCVda//+NM",
+	"54LlesxzlvGVSdj//d///d/RmzdHL15A+HtvGvbEujUEf7+kuyYfzn44CwsCQsxNEK1O6SNnYekaNdH7",
+	"o8x1otxGWHdhCQYOd29mYH2nDjsFL1EBM5EoG7JLbWfs/avn7MmTJ19XAo/yTpieTIywqeqmnZPByV+P",
+	"jk+OTp5eHP91OBgMB4P/l3Z6oInAWzx9E8sKWQNedD0yqQqUsvbCvw0Hg7TTO2VLOCpz0GBMkz/Ci/rN",
+	"o6J3L+x2pdEvLnpUDuUxaGJWg2VXQizIVAS71CnXuTSWFWKR87EwVdw6Yw/s5I/JTjaJpNDqlRR5Zm7h",
+	"sYU0GGegzzH4OS60YuJmUQjjJOIpZGAgIeGtc8GVYWnnv9JOE3ms3k7eaOW27bcmFWn1duKm13h1psui",
+	"8QKeveZLLd9qWyfTFJW5FgXP2bMjnODaChgMA3u1lMwkbpl7bJUqb0hDwiGYl3PI+zEJC75cf4/TSL2b",
+	"Z6nhNjSIwF+M0+yzl+BV1nmul+QDdyNCVaDrKTFhL84verA9FOpKlSPQKM+Rkp3c0+Yn+XOfnSnGcysK",
+	"xcEPazVcS3BjTeLmYkVxzXOMO5XqzOfntR7fOb95jRePv4KN8n9tHjHKRlm9EcZQfs4mOUKyhSNExb69",
+	"uHjnA+MYz8Xfz/95zub4jiE417m1Yr6wzOpU0f3wO+j/TQybHtgcwbH3x2HAjO5zZL7dtTzWJUY8t9+W",
+	"CZ7lUrVMXVT+icjgu4TUvJDygCfRyUJn+BKL3k85h+VosQUdUW+5dCGRKe9rzGaiwXE4OLrkjiz5XJMD",
+	"YwTrNvIZEjR598Hakg+a1nLBV7nm2c4AMt0GUhdyWXY94cn0Pd2+y5Bek+d+lZM1QxYXOFpOv06eepJA",
+	"ltVQm1SC9fFtrPO3VZIZBpmn8pokOwzukaF8mUs+vtpk4eJm4TjcmW2S8gKPRwjz4Yso5kbRMUiaCR9g",
+	"3Wp3eaooxu0JmJdW00QgjNobhpQjXVDilHee25mgcNCeAWg3hs1JvF3wX0vK7fHrgQ5yDBlOhOPaFCOD",
+	"01aqjLKEgFd7rsAuwkT1hI1oGuSpHcH9o5cwA/9bzdcVGdpF3pLmTmsBbrQR+/D+++Czg5Gfsndvzy8Y",
+	"3/y41RTJD0tVFnKn68UNxK9bE+nBOBpiPbggpilHJOKNDZdu4WSJWOi+T1Bq1VaKhgAnBVAnZR5kiiOC",
+	"Oc9Enz3PBSfPJmeFyAp5fQDznUglzWzHIGBTWSG44xz+IGQJc5N252HM1Vjkucj6jHR7yIdmMiRD+c+w",
+	"7rhhuL1DxnuXAqH5RUFObFKG246QMd0gKiGbmeQF+FEKMQYVFULUQXCz78TC+/XDKjBu2Ew6I2eFaQi4",
+	"7NKwBboKydQkqmYDyCcyM6+N4cchLO4ow62+26AeZeFypsQy0I8bkGk0CnJeqvHsENqf85uzrUftcJkY",
+	"5yo1ZBRJXUi7av7YLu8yJCvtGgpwlHO81bFsSMXY9dAF3uVZ/MtYYB0gGhwNZ29L25L046VnJjM4Wl4u",
+	"ReIN5ZK0DGVm1s4kaASXWueCq1t5V5tcnAerGIHoot0Ny16nsLCFScXgD3GPwtbehQsLpc69+a8CCTZk",
+	"bsi7pO1b0WrjruM7t04GhyeU059/6hBjiyjGvYckI14IYrJSP/Gftlj5O7j7JQihaADV0pBHL3sli4b1",
+	"9H63Fp7hL//QFv8AB1ODAOV5zsa5Hl95B19kQMWu8Qb3wbXILhqCxT86EaCVnw5ztPaLj44nUaoGBBoh",
+	"wWl/4VoIbtrSDirXJLr5Qc4I7yeVljJkUvgCCw7LZ2nHaQgp+ZqY4TYxpUIfzabGace3JED3pN+HJN7P",
+	"MKtGsozV4AOTGNAI+KYhN/MfmmWlzyTyaQTt5knILWAnT2e9/laTIaovfHZ8sru+MF6idv0ZnHQ+pXnj",
+	"cIAXppko/vv87Q9swR1JTqriNdadgJHE54tcsJTYeL8scnCCcwbliyyU1WIyEKaC97fT5Q6fNYx06463",
+	"nH8nhnYyTvfsc7zztkYChug3FxOT6LMh+HnkXJxCOuiQVMRMLyEckIAGGGIFdjw7KheYrpikClZRK3Gk",
+	"JxPGx2OxsL6oWFqDbrNQK7jgxp6GkLm+FkXOF8NU0b/+7q6EhMhQwgxMZcZR8cgKLpXITlMVWO8vl6tf",
+	"HEcaMv8evERVD25OBb4kPMKWUITj7JlcTOypry1wiwERfhHqYUJCXjXwOVclz4epoh/8IzD8cH+C4/WS",
+	"5HQjVWCYKh443Lqzq+Jyga+6zUAdXWkr0K2aKscEIUa6jUc3seisd4q5KxOZ52Ha/od4HhPYZLd53neL",
+	"trsXqERHoFFZUWUi+B2O5aTfLEepfs2jJ3Bpox/8+nSSjh9ao6j1Y2iwJ51ROILrUk1H6OtQJeQU6ol3",
+	"t/lMH6PZhBfeT5OqQb9Prz46ZpBX0Qv2JiQsL6URrWk79NEGPlaUguxVvymPjB8L5DJC3e6lAAsMx9Zn",
+	"Z7h7epIqSP2i+0MRHlXFUMb2ek5SEAshnQz945TZwi266DlkMNcGU0+DijOeEqoVyyK70lhe2FMyACE9",
+	"ekRLOGKGr0yqZnqJ9XGwoNV6FgyEHo4DIgqVOeoXIV7qyIK4Mzv8X7CErZUjbpvwFoq9Vm5oN1NpoSBa",
+	"talYzpR/VfN+7DfY2D5u8JdE+4V3sm5Isl0xs3Dst5cwv0hskZd+GhtudPx5f/0N1B+/9JvZO5sj/mH9",
+	"7K25ujfPkc+FXZ/5quJo0jBu0PeDDKvSBBxTcuzt2Xxg0k6SqrTjM/OGVNCImcQNOXrd48Ggl3YwN7s6",
+	"EamKjgQKGAqJ91DxrD5QZfcNo6roVFX1z+GApp0Wn+jhroxDnPTNxjPZzNXuur2MtInE6y+7KpMiBabB",
+	"BPLmU6NXBYysliveQNvEAPFKCEk077tAebwSwXmRNRObpJKLzTd/A9y4qk7tuk1zP3HUrVsyD4MB2TiT",
+	"YFM2Xl1y2SxAKJHPUZvbc+9lmXGV5fFc3dHu707F9t+Jpv87reA6AdyF6wO06HvzfLyKBMhaGN800ALp",
+	"J6hNLAG6QWL8ulLhQEMLLjOQdWjBZnyVqi53jFmq6dFEF0teZGzKF72g/gauhlZcFA+d8sVpqgqxgFM3",
+	"jBWIaiB6DAXiGbNLORbhs6zLUzXheX7kZLj/mjS+wIweU/4RjO93QxQYNX5IJ0KtMEx2OdNGsJkuoVLj",
+	"v3p1FbHKTfXjbtTiDhW+rOsFIztipR33EhTD4VdpIOCn+rcQqpuKWbtsHbqvo1gFDalpsEHPWV+5muBN",
+	"EF4A78nERCrwDQAJGX4tMnesE1pufLFhmVgAgeCgZebMArZ0GqSzgQ8IE/4en1JS5amhMYKzbvpMa7b1",
+	"RUT53rrqGiHWv+mufXAKZu+U+aleikiZNWvW2po11uKGvhNPUCN30YUYc2NfOPO1gcWgVdtEikQzchKb",
+	"v47Zj6weHZjv0BIpmfObb7DCsyW44RT62yaww7NRHnr0sW0L9SZkOa2HV/dXmi+rSTWWfKCNRaLPM1rU",
+	"49yZVy0Kwpgv+JgiQY3vrbxubMwV7lkok6a8ptrG6fIyj2aAxml911o+BNWowJQ2379D5PPatoRJVcvW",
+	"tD3f6vyWnsuomLWByMkXWfNX6qXyWDK1imjHGal6tj/nN71TNmDG6gUuvFSTHIuWDqttTTpgsDZV2KAk",
+	"KG1ZiMpt+lfKfJwJnt2yRAo/mNSWpmnRX1Mi2nanr0fcSjtfD+ZppzFRD23qkNimJ6kSOV8YkZF36cX5",
+	"BVNQMYllytI6s7HQcwYH+cyiJYQZYe6dPdQIINku5MuBK8DdB5aBG5yXcfSWPjvztdhp53gOVhlmFhvE",
+	"3DhlIjeCPR0MfOKef3tr4p4TupC5hzl+61l7G9zhv1t0jeY1PX4Ga4o17k1KQblAUD93BMvxLFVVhWTw",
+	"3iWgpPusbahaGiQk93sBx8Vp8WYGm1PbQpnVlUPcMaPDrhrLvQOH0jELYRwH4tNCCIN+wgCpFapt+ZyS",
+	"KlGXYXzBC9uDjJ5UUUU9PImXYQs9t8wEVr7iIpxWg7sSYuHIh3LK0auUwb6Hk55rNRXGhuL+k6czt0Dk",
+	"peqRJmRmurAx1JSZ8zx3z035IsAp2KUmGl93pEqF6zhxqulK8MJEBIqTAbIP1Z4JMxo3Q+E7U4XTEyYq",
+	"e3VWhyP74QalkgOFXXj/JqqDhs34tXDvpBuayfJ7filys61Au8HDH9PvByDE46/YlVg9xoLrBZeFSSow",
+	"TMye1RP2XXkpCiWscGTsvttnZ+45wE3jmJKrJ4HnffUkhk3p5sLNwyQsk1NpTcIeHT1K2KNfHuHGPeo/",
+	"SnCBQbw6qowzShg+DoWS7vlewvQC55sTdE+quK+pdo8/evwo8aEB+I29+OGcmfIy03MnYqORnjx7kqp4",
+	"rGmHHEL9sZ4/toLP0w5ARgRAVDFf2BUCboVk41SFpcLVcE9ccoRQgiV6enLi932ESzg6ZRzugTdjHnL9",
+	"jn5aDgZPxm6d3T8EpcLRAGGLBZ871VTmORraVjpW1ZnqPMYwqETE99wKJYxpBzECJs5VyPIjtoVWq4bD",
+	"4NOLE+aLWyuItCivKF/RwyKLnCHEDbu8VssFh9FZKuEJGaWYOWuxt5l0uXg2iOi80oYWX7f9/nXj7wbW",
+	"M2tOCkX/c6SwicJNTuZUxDDW80VpRYYL1x1Qqr/bzt4e2pWbA44Yx1eNpknCA8IM1DgcVrNAwQ1n844Y",
+	"AEwBm6ctiPFDCIPOzczJ4e7AQ7GlyinAAKoVgOOmBVdWZOAeILZRcCveiQKpqfoEgtnFa8lJhLOp7rMf",
+	"IexkqKYAz5IbJuE85XopjE0VankBCQV+RTC+TJ9uKoXxvLracQkPpgIvQq8GPG4sX8XAOS0AKrFieqjW",
+	"WFuYTVJ741aJlmYhCr84VegH8hpo64IvXhdsQCK0Nnv3sT1NB0cTuzxqQHY/uhs3/IHux92aafWCA0vd",
+	"JGD9cPJVTcA1pRWq1CTAl0KAt4EzLEgbuYujJFUjdyJHCRjA7v/J/TA6jQrn/EuwCGsZ3BeozKaK1lka",
+	"BoVygPtVrX3aOXkKBW/rrreMr07pDfPSWHYZwEysBrWBMwVkKQ1oJEDxWIJHPEbqDGYI+Ej01sBkfbDT",
+	"sO6oyiahkGVMKBX9pCrKkdlROTsObJ3CuL1+Col/R3py5HYgCLsIgA0Ao+AH2AaArHJTV9qGwH3TsdqR",
+	"3eQ2s+b59Z7COcQWbCmgIhnA0GYlFL9LYKIAOV2qRvfhume4GfLj22+Hb940JrxsL3tDH5c3CV6WbrqP",
+	"3/FCmpb0mZZPAzkAgTVaiBuH7I00E0og8Yvk/v5Fq7GgYM0vPPdB88aFeRvyApp8ndx6jAiL/w5JCSEJ",
+	"IdPCDDHBoYt6P+ro5HGDPIQmOITTtTwEup0+pLKqgAxoGZRqXx+m9B7ZEV1HlOgxnFD12EZtGhpWVWXa",
+	"kq96ffZW5YTfTi/zZZFm03XdwShDmEfzIlO2Q7RP3GmSfmN8nKTx4Xe8DBULB3pWtkdHKzvIsIX7SHbK",
+	"6jpapSaT1yQkd4H428yXa/aTBJ95+KIHZ75cOfVS5JNTr/2hM+UAt8nGoXhXhUTXkb5XmCGGir24GYuF",
+	"ZarM8yTSVnHfowyDboDaOXmGwMWRJdpnI/eCUVPfhKDbU5B2NEwVoNuSpQI7tQKla6ILR9R0I1LZzdFU",
+	"H9Hs/mW06r/nS18T6KYJTLjBDUoaz07ArhqE4cekE9UYRXw58oFflkVTvCv2OM75ik21TxjZSCDgEY5y",
+	"iwdVE3xxSxsHSjn39yCAVpxmEWuAl7pUhNGHLiQUXI08+Rbpc2IyEeMaCuTmWFF/jdy+Qk10MYZ+Assh",
+	"2FZ1FZV1yW9R6a59DwhZ820iEHDk/HTKcRGC26kCbdrRH6gHegIfw2+Ec+jeimcQUKb8UmJ/Ctgx+mSC",
+	"TxrKjdR5K6SUu7YzHQHW4lsyWVvSbfLg7tiqqOJd7n43QESgay8fqu8Z2pqETLdJrX6594+RgbHWkrXs",
+	"2O5tPx8kDsVMZoLndrbqJB3QsyDMT3AZugQ9SBTXovgF+zlQ+p0aN/vw18Z/rstiLFq0AYgp1mcxZCnV",
+	"x6SdBMDscNz4F5LNT/JnSLxOVdrBfJbadNfe2OL/wldtO2eertsKgPdKJqgs7ga9cc0kbIyY+RsutG3y",
+	"zIPdR0Y37PO40AagAFEwmbbRN2Q/tQMg3cb01IpxZ49Pd3PuPczMUDykS9sC+1Hd0LStuESFGOdcAlx1",
+	"DF/meF1cbxTgffaCG6SPm9fqQ1Np8EW1OwqwZXGLnK1YbVNLTs/9w0G1Jf7EghjA8ktk8O4ByiyAWff3",
+	"xF8kDJ6Y5Nd2ta401Bc1iTKH6jt9OxgplBl7gki1q0QHuCLOhWA1Lan/h4fYrWuNu1S8teiWvBbrRela",
+	"VcgSzkyCAttJCIxPQo8ZrPlbQ1r8PbpjyBr+tZTCMrMQeX4Kte/Ak1JVY3F9dgyhDVzHU6+eg3OvW7uz",
+	"FUhxl+b5Bor2a8DLqGACBw1sYcg4laFoiEuy7vtXz9lXXw+Oe4AboqMKZlL3kyiY+HhcGqvnonidOfkJ",
+	"HqcqARPSQD3QJTjP6RUs5+Mr1HTRuKl8M25k3bQDMY0fcd9SFaeTQysQhhnhhb50uua6REpoN3wtZD9V",
+	"ZyGc8hW7XFlhfA7TcC8VvEXCf8oIV2yQmkcU5cKUIlQqe41IwPtrIUNUyb3m3PW+Z9MD1wOAInkHZwGQ",
+	"6MGpQe7AijKeBUiuCtX9sjRSCWMgWGJS5d4/cPe5r825Iz8FYV+MovbZD5rUrTqtr2HXHMghg7rUv3f/",
+	"+QG+7dtMwhkI/T+0t3KrX3JvWLU1kr6Ff78uZmoKcwV09ORkp/q8QzH2XgSMCgdLNIra0Dlej/Owbmwq",
+	"+04J4JwWv5Y8h2qACeZ/kkA4WITfVs+vK5GRSFs7lUmqQleCmp0fXHQ40IrvKg3RWfcBYLttkm5v6Ljb",
+	"2BAerZ0MiSSets9DAcivVFm9cPtXi9n5MDSbashDcWvj7HbIKwafKZO212f/AD2wSBXkfiAeNq4VhCIw",
+	"oXnQdwt0fPwVxv3aFi5VSsfmzVpS7N4GTmuy0KnXvOsGCxVPIipJZeaEEl1KLert7pnSoKm3q9A+j7Kp",
+	"5gIz/b5TetngwHgFFVhVfJI8WljVhAvolllpNhfcQMM3KC7DAlIo96JWqW7CPl/V+31pVM3qox9ZKL9p",
+	"VSUXoeAmHiN8DDz+GCLc04SlMTYVVdcRcZBma6jp0CaOukpazS5FXPDJQ+puaKbioWlunceLc2xYGD6e",
+	"OV1hhUo061I9kk+28S1cklCnBl4mihLST2uzgW/t7VGppzg3yLedyaxiBRWMnlgK31fg9+KJ78pvpqXa",
+	"vxClnqPc5ECSxojsBcEztQKrx4uNYEVVgpksmId3Yl3KkMPGiY0AcIJftairXcxMPB70WI0mAloQ7kuC",
+	"f0Bm58F73r4SWzF1gmLeVMUFgr7KVoya1W44+G+FtL7bx+LL1qMMcWQsrBudGHeca2GtvdKD/LLUUd2r",
+	"BWlIzUaGXZGr3/XAFNqlwbfkrq9LgsuW0Eu9jUloMQgpq831HAdpfAGmyzFV05a93VCGIOwh/rZdYUqQ",
+	"WsLZrSE+eYd53H647XtyFyVxFB68fYszfEGFkdNQlvLS8i2r6M+GL6OH/p8cq3FIvV9rbua1BjsrdDmd",
+	"LUrLuiEy4Jt6+USVmo6REh4F6L1VgafTSXpRfNBRl29+qQv8wWl/QSnJBXTKOKQuav8oIGboZOhSNoJ+",
+	"xnBLC/M+PJj2u0M4tZKKXj2gk6outieqJdWth3m6iLsfEq3cpSr5gsqgt1Y1wyMftpzStTgaJIfM+Ypi",
+	"abD9kFqeQ34YB6fPI4PkwQvKMXRDwGqeXqyRQZHDQX192hncRWPVSoug3iYPdxhjF0TsMY3tRsHdbtm0",
+	"BUdIBK5VOPt+QIfHK+IwhXcq7x+piMRlW/ShznzXzmv9xLQzwj2R5R8CD/sEHvaOD5xBK4I49OMdJk1W",
+	"KAYp+wySAMDPXTs24SDAxyiJltNfoMcglC0WkonciFRVUL3eKvcxDyWW+LlbxhOappZ20k7oA+k1rC71",
+	"Aq25m3r35UFvGlat6wH5ycGbn7DRbx9H8YjnrB4C2u033/nBuI4cPvnTz9UnZd0iefBdP/iuP4vv+sfY",
+	"Rc264Fl2XORKLJyCtOmyDjdTjcMpq7usvXs6qbut78tZ3XQKBzVWVHct36NjefdQKl8tMkdAJ3NcvHdr",
+	"3+0+eaWFuJZi2WALxcPfnfsKyccJ9B7WRRzjSzvcssHXw8GAacXeaJVBiQrYQuxVITO+asGpFO0p3I4u",
+	"R+JmkXOp/m6LUoySep2oCY0GoBhL6ytE/GpL+N7bA1SDOG1iDASrchjMCwCxNLxtGz5IhA7RgmzVBspV",
+	"B0taU1+hKnADjWOBZCKyCPdYGgTo6O+qLTig5V/Ur61ayUb9tQLSrE/g/avn7Ounz/7KFngHy4T1MNzr",
+	"FO4uNDJqyjDcfwsjaM+mTn8UItqBJ9zg3ZM2F1s6J21wGfbh/evYdXglsZiHFmN30AWu+g9vRRt+jwDX",
+	"t8vh53kDu6Y3Up464N7XQhCEXbbEmAvCEbKJzC12S14HvllDy2uidqiJCKkrVVPUNWi2CP6+scIGXiPi",
+	"DJa42hRBjdyJIl+3DJ089zfIt53ZtlmYbS20K7JrYC1wzS+7LxrVHtOcrJWR26HRWn2MNBjQbGML+har",
+	"F1qAHL5wH7cRbnMr3tCyYnsNLaRq0oKoZs1hjt3eN9zDFZLlnFsoEoZ4r1aYa+bfak6p6+qUy0a6Xju6",
+	"OPDmoxo3CDnwqN4zLLLv896wETOZZ4XYiqjo72Fdj19rcm1NDwk3tPFCG3iRQ7DN6pYqjcOLJcZFk3b0",
+	"nCut5DjqKgYd1ro8NxpEaxXloW9ihArxPHr9ti+1nNaoWxkW7teQtkI1MrwhYWM/uMM68wl1WBWJo+/n",
+	"7c1f1kvQGkoQM8Na60VP68pnpoXvgFII74JHNRCjrPi1w2bc2rekDZzmYiZiqBlszkZ/hqGCi9wD3DRv",
+	"9UFKH74QsV16e2uAh1ah7Gw+Mq9qNre90Zd2bsvyV+LGvoq16M1VAM84xXmf9SKtP2EfLp7XtnnPliBr",
+	"e69r9aPbZhRVmn6kuhUsidz6EN0GUKelOYzn4BPf7BXLPHv3uopn4oO1k9Nv/8APjVWWFx6Nmz4A97Iu",
+	"vTrG2slXvf7dYLv+jjY1WJG5vZtZfeibRZwHdHYo1SEbGTD9GkBMfKMOKupt0IAwzdlDBoa+9HUUwAN6",
+	"PiHaUbMfm1CsDpia76iybYv9JLH9ym0aAH3eBua8UFJNTSuCGldmiVoKJzkPRoBiODQ4Iwkg89fOZEFp",
+	"MqBxTzVbFlpNWdeJN47VuDzvUSMQpA5UmkUTGF/IvYr66MmCVfk1+3s+fsT5NrFLfN2eyMubndkjZSHQ",
+	"Ya1FUYWr39KsyIsfT3m1YhyvRq6LlkPqdDytno29Qyx013H8o+NZDaIICxgCaaSN/uT6+15xmZdNLTO2",
+	"uCh2difaZNzQU5VsO6A4qaa5OAqsD6wNzGgA6C4k4Gbc6C2tiRI/7N0LeUvnQdiEfdgLbZnToQNockO3",
+	"xQpVeRSEm+/IsYiLB32oLGSObWowzQAFThkHakFfJYhRwNdbF0EQw2s22kUuxhbnsBdr9fdvyQ+KhrVs",
+	"EYqGpCJloMyNyA9oebSOw4n7EU1mHzppsdWxyrjBp4C9mBNyAAM7hjf5wuQhzTE0dAC0BGHdP3SRqtCs",
+	"o8/OospyypDzoMAWshPMlQATj8lg0SeQgOM/1hZNxYaFTVVZ6Bao1j+aAHU51CpB6snFxFIvgCXfn503",
+	"c6DG4mAYTLuSUjmc3DlBXRNWh/bXr8nBTpJq+nO+wrfEPjQ8lZWLBM3d0ZgOsRHWSdD4YDc7B+t46htq",
+	"IvWRAZsDJoiJxKeOPVQIDSM3jxFrxMZZTzWgBU0C+W47AN+4u29VIBrIoB17FgvqQ6Npij4hTEqMB3Io",
+	"UcGgX1v0hm/pC7533t7miw9vdl+tjiNY/0ZcWsQK5SpAMjKZiflCW19NthmFbnT9tLSRD33bBuwJ+y/3",
+	"v5aYV3DzbFtlbGX/e50yrYUGYE6Heo3j3u4O6H9Ab04V9f5bU5BO5Nley/wK7wR9K6aHBqcf0BFl9Vox",
+	"D4U5UPfbdQuLM+8lLJdXyFReVy89+k6sqD0bODbhdeeRnR65X0+ePUt2xaNjP9W2WQaw5ZrnadsTBCT8",
+	"+91IccB/d47XbR1MO9bpU7p67s3zsRaqkNOZKLDYDJGrMRi+lrscjvigrZGL92fUX/+9B2BHPwTYt74j",
+	"nsdH/pe+BOBqf5P0eqWxHh04FEJqJZjOsxjyuN52L4KhSlU3QqCFAfZYqXJhDCMSYRS/+4Xn+SEpz5UD",
+	"ZE3NQRhozBILcSlytdehsd1/8lWVzU0lyo1ax8E+ld/jHWlA9/OX48q8DxfPmyvzYhN/S0Fg1Oyf+u6V",
+	"xrclrwoD9678oxnvpQ9UFkIj8mbkf0f792RwDDnbUWB8TXvy/ckbnPxWzB8ZttAGkyN8/RYas4QfP2jJ",
+	"h67yFrYygSqZANIGV23NQ8jJJE1lk8KBwlwtb6vSiDd1mga6jOJx+6h625wOJ4PjgAW67nwAGRk5G2Yc",
+	"upjwNcnnV3UfHwS1u96Ss1Ajm1ajEr1CW0LAoHZgBNgH8MAyBj4Fw3WzvlxFe+J/96VosmjfjT0sxLWh",
+	"eE8N4w2ZHnGvr4OqbdoO2a7yG7+AYfjJHpp9W8s0Pva55k0t78uWPmMNPodrx1Loia0D2c/WWmMzN3xs",
+	"HetXArU36CMa92dIon4RoVPDg1Xxn25VPGjpD1r6g5b+oKX/qbX0uyj9jfXN++mIuRE0Obg3xXgW+aw5",
+	"uyzzK++190D2Vg9DTIJbNhfC+uZF40JaUbibMZO16hkFmYHhKmmZElqycoWNXFLl3e2gcUOCJnZ4oQd5",
+	"Qg1cIghn/8gIegAB7IyHIc/Jfe97aAU5erlifDyWmfBd0dc2NTPbIgVe/TWCycz0GUlwpasP1AR6qroU",
+	"loF+JFAglzDDVz0aXwBfAf8toGcyyN5ew//aIsprsN+Bpn53zdnapCFWg3Mzvt4sidcDoZNYlxvqm/P3",
+	"K7H6O/w6Cl1koB97UyGaO4zvIPdn6/ID5UGbI4JDoQG0YPrHoq3tnUg0fE7pKfjIKeQ5UFE6pSNs9A/y",
+	"5Nf3nxn198vgrWeObIxt5NgHEM2osSuc0gzayXcriRiav2YJmKBaRcD6Th4C/NwIVOMRAS/l+Xrf+Al1",
+	"OocenU7hpCigU44xRmUsG835TVi9ETYKMz74iPtBLefc86OjMJmjQlih3BxHccs5vCy1qsP4r5s8SSe8",
+	"aGtGwq1Kgr3Z8jktj09gTCBDdYewXh0K9VqVitr7ooyIzdrL/6ZyIijcBVyDgYlKeFswUQ4yM5KN0o+W",
+	"YtzT5mLcxGdjhKZB8/6D7fL7bJeGzHKgd5xJrVZxS8uBHQmZB6ZI3mVS4p2mF25LeWuVV/9TJRi2ZTQ1",
+	"NIaAHueAcWK10/mkDaBmhvEyk5bazDg5ciUWzceTtyfBSsMoXQ7rJOAz+2eOIiCAbd6lK7Gq1JLWTKnN",
+	"VFp0l+7A0TrEZjgkuXPNZKhyCaFG3M83GsfPuzf9Lm0gT0f3ZwpdycW+uXnbHaGo+qiMQfpZg8Oz2XEI",
+	"eeahygdyb1B3sxpSnBN23O87xb0Frr451+0lmDJg8zZlVFc92O+wcc95OZ/zYtVSZ7Z7y/Fx8o5/TDpT",
+	"oURxaGZzHrXL3C6d6T4vGuQBhcw01DaMrjX4u33o3M+6qdAN8OD8EKMZ1kHl4tX6uX132oIP2MAqb44x",
+	"ONLnrVcIFbMJ6W8sFraC8/LY19ixfyUqLNWWGE4rXMM3wsnpqulTdw3NqM2BSJ9rK6GwxYqQjg6AQXpH",
+	"vW91wbCRCzgO2IyrLI/n6pS4PWJ7Fe6RrECPqkWOJhGNmDYoibZxCw20tZ5qrQPb1mRjJnKYMRmHrTBS",
+	"OzuvtJZJ7ddnxPLQ9SBqNCILALoSBctkFsP3on4d9Rw5YMdflKEG4XagV+3tOeQa+lXTLl4E7e4AuxUw",
+	"aj8UTRU4/zwnBNsP779nXfc5Zn5tKc70xfi79coLd6cTUE3fnFm76JoefDHyKrx7e36BmKkwDMPcfSBT",
+	"3T9+gdTN3p6V/e0rd9EIKDBynxgNQZwbOVUig+FARA9r861mo7LIR302Mr8aunWOHd3cbdSWAe7zy+1u",
+	"rsZOThpRAadZPRWQtoGNJVIFPdvhM2yqHX2ujydqhf1sMAirpzJ2zN5Ac7tUkQc9YZc6W7HRbylBjqad",
+	"4U804IT1+/2fP45YF9x1fhrc4HhHqTKAoCltrwKVpaS90f8eeblVHEHg8wjEyqjPztjJzQ0F6d04gG2Z",
+	"Wj8+j7Lsc0iojx+6iqn5hht3qtzAgcW5cacd7K2NL5EZNthOO2Ei7jwZjxXPoWTdFhLQmtUqVYihQEkk",
+	"3acnX8OaPRs8wem9d985OkNnk+8XH/myYXNb5tBn50KwTI/NY99tpT/P6k4qt6hOYv/qZHVFEY0Oqgtw",
+	"yrSmaxyiDrWw9FZe+2upLd+pteAA/4n3Bntzz8cu6GbHYUU77GIFHIp3IfpC8FcRBCipFRM5BSzROI37",
+	"AB5M4wjTj+ulGvkIjOJWqep7eVKawk/t47gLe4tI7t7MrBrFHGZnfU+NC7F3MRJAn71WjLN3ZxfPvw0O",
+	"sijr/UqIBYl/CCucQnsWTk8nxI9gt31CWUVvEIRsILZUtVFbc+/xLR5YAE6uekJHkC9zvsIssSqBZDDo",
+	"nUaFldfgDidOZuIwQ/zN3Uknc36DSSvvRPFKNpWmfO9OqocRBw5fR12oRpVQpWfCPDiFLnwl1ZYBVy8+",
+	"bLitPQTmEkEwAGGs5uIGwC6x3mMgQbMddPZUgST0CEaPDEDWW1E4qQaWtJ8JtnvQhdP1IagRYiOpcoJn",
+	"WbjnIFvSGWv+Y+YU7oRqOMNXhhlNcHD7TfwcvFXbO3k0URI507qkU8JKTKgFlspSVQgLLQt6bqK79xOR",
+	"NiGdccGN0xBSVe3t1xExxsOulAhyKjE8RXuuwHk7njxMv14/trYCe5+e8JVd5PixlcVdVKLwwKKd0KiN",
+	"pGlgVzCP0og++7HqbQyhmdDXPlXowF6bvDOCuPJv7LO30JhN0dOSwFK5AvU6VXgbJklQDRqbudVdcHcO",
+	"FDaPff76xftQRGR+NSx6LFXgq/atKSqzAsEa6mzbzzNGC01VYLpujAYTZbH1WPe3jyyXE6LyQjghBN7k",
+	"RgY8llkT5z3LskIY4zvpe+y+0cngSX/QPz5+0h88Pnk6gmQhTvfm0gKujFQoAtyEYJEuBWnop36lKDrM",
+	"aQExBBuvYaqkYeOZGF+ho8DvesK0oq0thNH5teMt+P21+H4MTjTYWRxTC/5vSnc3NNOUdEtziVZopvWV",
+	"6YsbPl/koj/W8xHkX4z+q/YbWsJqxUx5mek5d+szYdEd/Za5nDx78nsn440udMM38Qp/BcriYrs3gnEE",
+	"+8cMHz82v5q+KI+Wwtij4z6f839rxZfGTeLx8cmTp8+++uvfvh4cnzwetc3p2GN73npS7YzmVtHrPeN4",
+	"fwwr4Bx7IE4qzuj7ZbBC5Bx0NevB8ZBtGNaFcu7LFZtw6LOCT/b666irt+DvKAlvV8i/R+pwjMhXaX+2",
+	"DoVUvWePtOLm6vzvnLWtVYUiGiXchVpwSrur8ZrBHWDcNC2sh9toiBtkogZAAX7LXzwVNNrOvrPO/iYy",
+	"5CE0GsOY5LIFU4cyaZywqrpIbWkctX+k0UOCNtvGmETr07sLaa4Oe7PZUmaBwScKCkE4KuMr8KfEs3KK",
+	"9lovI9Pi90XP0m7jEXbbb0f1XJM1+aMQV/nqPcVFD4rZIQguJl/oMc/rfTx/mhR6njCreyCOKZEt4ytz",
+	"GpDGoOYJkCD56pHB7LIkXLUazQGVsW7aOXk6HAzoLK3hndwHdveW+vM2QM9vvx2+ebMvfiXc7JvJuved",
+	"sjDHYEcjDCst0G5nLSzEz03I4EaMy0LaldPKCSDtUvBCFGelY0i/QfhrDlF4+Ln6FDjbPn6E2MVEt8CH",
+	"lZe5HLP3L88vADxMTypcomyIBSiY7IR5c8HCSADT2docOhT4wFxCB8c94ttuuX93eTYHHTFf9YKQchcI",
+	"sMxpd6lyMxLKyjEkLg/ZyP2gC/lv+vsbmCBDD+iVWKHzc9RnKEzhRawAeo2U6CMz1guRMUd38CJK7sIh",
+	"QW8CIGbv0oB7evger46PHl8fP6Zxj6I3wYz67CLqHg1Tv7GOAMY8zw0hA8JqoGHMcVamCgnCxUemispA",
+	"L5KoVTVXfqVgoV4CXPGQNOWn4GvO2LPgc3ZUOAKvLS7lYyoS+8u/jFajVHU9aDJ5tbliI4RAHqFR5D0T",
+	"0HSPZ1jZxDxKeSG4gfTDp4MBpOma2A9cVd6g9QTiPNPjcu7kQtcnicIrE0S7SpUj2QT4qfsuMYlVgtZT",
+	"sWILXvC5oNZx1QZU38rEOOeFSBUkQ/t6SLuUYwEZnuC7w7G4lfRxsBkQd+nsP2ebzJjMUKJJ461J90Jn",
+	"L58MBmw84wUfW1EYKCal7mjuewBNjm577NjczbjlyCTQXoKf3XeyEjdGZG5DEybVNc9lxj5cvDr6W8I+",
+	"/GUwGAw8dJhacMcjUmXKotBTZ70LM+YLUQGup2X2twG0TOaUu5UwZCCGsqQLvjJMCWPdizIhFr6q46un",
+	"LBfXIje9U3AC4GZKmypvuF2Wbh+v0IQzQhnBun7AG+Vpfm9DFYOzyVFfgU2onIZYQSJuxkJAAqWjaujr",
+	"5KPj4FwS0IYgVJN6AoN4jidGZ8D4uI270APb0l0ZvSC99w1eHjFUxE6ZEYKNluISjLkRfPxF6Y+0O6JR",
+	"/QQtqYkA7r8emLST+M6mmDF5Mgt9oBDDu1Px0YA9wt5w42j47N3rCLJs2DnuD/oDSAFcCMUXsjPsPOkf",
+	"9weQzWtnwPQdB4LkL/cHRT6bsl2q9DFEmzHM6LnAnPluxL4vcYOTuGrBJKkiaCh0cyWUfEMacQKR5YnM",
+	"84RVLD94cBPP2pNUOV6ckC7o8Y1hz0BfwwC9gdASBNgcsaA38dRzQeoFjrzUcRB31vrszLt2HOc2AvJT",
+	"TeWkxpcgi09VxePhTuSX4d7uCP/5OhsxxYtCLw325X2PL2HAUK6cpeALq336HSVms+7oCH6KcrUT9vUA",
+	"lKU4CEnOmcC4Xmfg0zf2DLbU7TMxONMZ/tRsRlS3PKZQxMdk552+edFvHeloBLipD/l4PQOQ+PFsrLsj",
+	"dlru7s3rviW/5k44nlYOvNqGOTZBewV+g4bB+c25y8EB9jh9l815JrZCtTeNitpZViPaL1Fs90BaUM8b",
+	"V0YfPoKfAbJwoZVBJfJkMEDr0qlJaMhHCoNTFIJyyXcZtkDEEIADdXN9poKgu2qYe9IEx23UgtjdCInd",
+	"T3F4TV8N03j8Dc+8IwIeOd79yAdF6te/Men66eDJ7ode6eJSZpmADMynJyf7fGZR6LGTO5eYjvr05Ovd",
+	"T11o/YarFc0J3ELP9hnfB8Wvucz9t4jn7H4O9Ei0MnzWYucdYrphvxZU6yDXWE/YvLQc8nxAsU2gPDRu",
+	"qWv51EApCvC0n917ndQaxxFAklybjLCKE947M7zPo+Cn8Z9zGr5Uut4s+kmYLjLIpLxcMZnFJF3R8M+Q",
+	"KmsaqBgzITwBHEzGr+uAY0ilsGDf6Gy1B4FSeAFIeqZz6Z0r1Ro8nxXS2Dk3CftBLNn/CV48MuwltmBR",
+	"vqpyKcQVZj0p9o0ocuk0F7Be0GUDrcR/6pwMTv56dHxydPKsk1R/fNX5OYipTByFcSQdjDXBSqATJjz0",
+	"5Pji+G/DwQC7RMPvfzsaHB8Nji8GX7nf3VpU1Rmdl6WzDx+HsS3BEQZvxjn/FHuIPv4Mx/Cw40tZLR/r",
+	"fhpblOLjBvM4vnPm0cQ4cETZH50dDPZgB8+1muQSnZhPj5/sxT8gC+M/QPziNoPH6Gacl5DH4ZlPG0Na",
+	"l7OPf5PZR7QPAZp6g1O9gN8jTrVG0U8bsn2xXvUPT35Pdz/xg7avdKmy29Hrl0JIuGFR7ztn1gJaB/r8",
+	"ng6+pv6zUQMZSG0IrZ6x2SlG86VtF4eNOt0/hG0nsMEnYZlUTUdn509GuF8KHf5DxA0Yt+hUhylLL0Ap",
+	"WED28AbtYVZAjfwOUaQOozxKQdhLVfh0dE/tDf689P+gaPxORQO8w9HRPN0jg7jPLiAWgGnCVRAYIuTU",
+	"ZASBE7BZ1YxjhAT/zthK2B1KDEYNt3oKMFPks/lMa/1Lq8Pa4PFrdB9iZ8pbPBm6bezHIGCVzvGZNv/j",
+	"bVtY3rdf9BbNIb8ENylsyYOb9M/pJg3uJJ/30OpLIha3xvIeU5QMEsDIv7QW34MSNafxYNlvaJcLmfjY",
+	"mJRx6GQGNXLRu51B6D/QT1UNaExPGDKlhFWsjUCNIciqMcM17fA8TztDRv23pUmV13cSZjQGHUNTU6gU",
+	"q0J/EHrDKGQdUSw00oD3ItDFfO+WqUP4M1VRQxDIFXQmC3YKbgq8UUfYIEjuQz1ca5f8idXDes/bBnaz",
+	"o73tH5u1PKhyNV50LigXouIJJkq/B9hHaJqNp6TrK2ePB9D4ZSEKOEW9PZiU9yy1mfxwpDr3LUPbjB4Y",
+	"5IOl/zktfeU3oYGUbmXkb9LfY0wJAUF5K6dBo3TFPrNLJm4Wslj5PE6sXKNMTl+zRbc44aj0MmGLvDSp",
+	"GuGwvlmNQi75MALPemQorc8ihgMI1eNn85Azy32q1GkobT95OmtMHHkJX6rO2t1LL/zCZxJewXQRbQfd",
+	"bRSuJu7F7c/8g9vhkzAJSmLuDH/6uaZFl2aGaCWgQsfnA4tsK3AbZCvsbCN5tpY0u6cIqynbd8tDgkq+",
+	"IEQcFLqgThPOp7GMI2jh0P/DuCcGlCCHoKJnNqmmf2ZJFycQmOxtiR2Bx7ng0LXQ2YWw4BVEIgLjek0g",
+	"E4BSKniWOCthJo3VxSpBoC7G4UzRaKDnIORltevNn1fIJ/XlffBuflG6Ko+t16CU0kEoBNTjkttH6WWv",
+	"D8EqwpPHynP3/P5nHRjEHZ/1kK5hh8SCMH/Cw+RgEnnoIOrxqlhXF1ist5RGpMqf9l4oxj4ZDGhN3Imf",
+	"gvXsQa+RVS7lWJzCF1JFKC2m+jJ6zYiXbnDVQoxz7hhIBSkcEGpWrBuGiaZ0zG56UA1MKd4e5Qfyy6ll",
+	"NX7oUkNBAZQhPB08hYdoYF7RIY0oVTOdZ5BYDo8mkGwubVUHYazMc8bH7pO5yKaCssId45STtbFTMj4C",
+	"qhEuQUh4ziBff8ljzALjDCNoWJMqz/i6HkyslzhKuxRjPRem2j1Cb8aKAy+akAWl6iKsNsguKpDxsuuR",
+	"qUo4sagYag+FGgvq5QrgaKkqVQYYPQipEEY2wroXy6dY99LHv+EFtV/oCaqOwebDlgNtfvvm7DnTEyhI",
+	"mDP8UFyAYsS4ELY3xCaG4Uqq3OgC4QBx0iid2BAFTaPLVUCOYJkMwBBuyXSRqqXbzksB88TX9EANhgzu",
+	"QKZQkEGxaThGfgmW3KQKaYJW0qcs0foR1hHrLmeIJ6UL2CpUE2yxYjP3ikshFI5hJWwvIccV4KON9WIV",
+	"FeIEgIQBAiVNCkEg3+44njKjsQKFQM+q+rfIWqBX4goB1ATNp8/eKkHAT1DfxOFeHJngRb5iXfJ2uwUi",
+	"TAEObjek4R740qI1h5nAwq8fLUjsoiUV/vRKQ0csHBMseazWPFnbdVzQBOfhlrbaSlrH9RWMD6+0Q2Bv",
+	"/jglYSmpXsfxt6TldDVoI/CW+zSD6BN/SDvofZAoSi+h/xjQSu9PZQt9kVbNP6AmP2KrJBn5+GqnAXPq",
+	"zqyv9dui4ECd5U53HCAa3SOFwvtb9HQo9AE1wp1k0gEQyvXBRfdZk3GqnXFypWF3KrLDOvnf57qrSPUx",
+	"1n39bk18Le8aXvrHIHW3oD715oHi/whpLkAcAebjkdnot0aOhCr6mSUsWAGhe1aFFoYWW9MhIXqPgbRb",
+	"k1jeVVDW90ayiHDclnBw4V3TUMS5Fq1+qDm5C+JzS19PDvALHpNPoJddpSWEWP1ZC0t4xhe+QWs10W+E",
+	"XTqj6hnByYIFR60EEzbX15vw5498F1sTV5fEr59L1Rk+WwfNfjaoMqIEL8azI+gDTHhFY63Q7kJk72qE",
+	"ZyHmGWxHYeJhxqOoffC4+uClzHOppkd8ITt1RO7OsPNsDiNYiOJ5aayeY7edzRGcYMCV7kncaknFeJ7H",
+	"I4jm4fZs2HnsH4DksdoAT2p/X2jL89oyLURx5J9G4BGCzKrGdjJg3Bn/GqA+GL8WBaAjX5aFQVCmp4OE",
+	"HQ8GbSvGS6vfez+bs4uSDjzbGT4dJOvrGQ2NF1aJghbUjeudKM5hHJ3hyeCAwh08G5+nbMd3QHgo2vkP",
+	"L9qJMHHilkmbfH5NU9izYCfw/4dynT9vuQ7RzR7FOqWpmrM1qRJtToE2Mhp8AoZ4ETUTe7CIPqMPgHp0",
+	"1r0A6Kfa9ALUNdQ7L9SJCPLuXbj48s9TpLP9HHg/wZ/0PDwoFXdUoBOywnaX5+yvbTz2dtjRlVjtQOag",
+	"O78Tq3t1V5y9e/2d2OquAKTAB7nxmZ0ZIZ/RkxBDsK8YDoZ1C3GtrwQgR5qql8wdS5XGzIyz2sAgyIkI",
+	"kNBdSCLYGE5iyCRixEP/dCOoFwAkVdXnOtMEgFgInvl4rC1Nn72mAgxU17pPB0961CZnOROFYCI3og5R",
+	"CaCRDQFNAhCpjtvduHruyerF40oW7pds/N6/DfKnllOvjSkFojtWh87j5XlrBkrx4VTRkZTUiJYyheBI",
+	"3FZ6Pf7tSqxeb7eg3wM7qp+t3WY0PpU9yJzPRFu4/mvEdVprXTI4DmXIimnlDOdrfSXVFPPkHK3NeDHP",
+	"hblLk8bX6C64nVUFp0CGnXUL4/bwhT830v5EF2LMzS4gUI59nIK7gDB9q1NJGO1cZZD3Q5jdHvk8VREM",
+	"ODe1sm7I44KgJ7bDjxC0sM98wrCTd6qwKByhP82VXES6QNV2KG5FBDK2VKG2kqcKLx1dro7wX9SwAhMd",
+	"QzcEadaqLfAFi9KmqgtZhdDKh9LNEIA2k9cyq2ITc8ENwNOCtLdyLnrAuihfqsrm9DFEzMlyj/ohCcVG",
+	"bt1GPk0QMeRTRZ2FGXZtMiFVjN6sC8gPyfUU0rpzMbFMl7bPRlZjFbBNFcQP/orgopi+id869d+kwwZt",
+	"k5VewmLCC6wGrSfjq1TFTzapIa+IvtrCTXda/f0l1G3jQvhlaU0CoOt/PmHxp1ZfLqpWpDX2UfXSAm7n",
+	"WF9SZ1RTLpWxbAmZ3paNuWJZAcUId2fjNAoAx5226TrPnaKFRPutzrP79/QGmIkt/t5H3mKqJcm6qTxo",
+	"V5+J9F9S2XDdyFV62WffksoUNksr8Sls94t6hsBlwa9EQn2lawYGlWSSJoN9p8HEBuhxNDhgOqGvGhS7",
+	"8yKXAjsEALi4ygAvQVoj8gnI2BHUQ436jDpqe5HvFsFYDv84rQoCwL3hJLbvJiCyVGlF0RoAMoD+TUDv",
+	"XAWiZzzP9dI0yd9zH6IJh/e2yRrG6kU90H9uNXgMmVSTXC9hZZ8MfGvG1hyIQdKBZfGgnYPjo8HTi+PB",
+	"8MlgOBj8v84BgXo3qc+UT31bZhVtGnRC/vNxrAfXe40xfgvqf0wNdFx8YTYUVIbzQSWUxDlYd8DcwcNe",
+	"Agf4NAjgqc2qe3UAE/TZ4y2x33MPJfVZjxo5UB+k/+dTfOvQBAY74XhEGN8ot+oJjUYzlhKtktCCBaC5",
+	"rL437dfEbW9bw1RVc9zPhgwHpTr7CkI/Xl/g0/JS3KLbQca5/2Czz11P10/n6Eqs/g6awAjb7+T8UuTA",
+	"cmbgCpKGOoozuHUE1afQLQl+7kEbJneJng9OqBn3uBqXIk989yn/WJ+9FwvBLXpMqp5PTksx4loUPD+N",
+	"M2CwR68Q1mlTxA3nqFKJm0UOjRPRA9e0OjCG2sKENnTb2pN+tdlUztgVtPyZ6GJ+v+0FPNE8tBf4YvDg",
+	"op5LrZBwFYfblQPuCeDTZ4EfRqCfJxM3rM6WcCQbjWcyzwqhRugfdQflFXUaNSOGT10KApK7FlnU4+wh",
+	"k/cPr/k/G/x19zOvlSknE6ecKHtudcGnd5gFDH3xgpDqwp+6wI6H2DiQh4aamcj5SmTsX/qSdYtSndVt",
+	"hpgxrGtDj6lp2z6IkSKrBgSt17maIgYCej+gHxcgK3bfvT2/SFX9S2CfrHWGCz3hXrz8/uXFS7b5RC9J",
+	"FbSQDB/Q8wUvxBFX2ZERdhjL8mhU2Oieave5TRXP88S3IaWGw1zmgJmTS2OxbH2EWA6jBIMn3BAqQIK+",
+	"GGzCCMgbhk01hArfejjJXOsrgLwtF06RPQZcvAC1GWaVKqmYzJCPnzKCrjR8BQEXeFMERDkak/Q1wjKr",
+	"UxWL5D47YwUoOwjS7dUXhK50kjmOXDoNaK01H6wHeoDrOha6o7zbytfzg2469H0dMyyypwXvOaUqDIb2",
+	"1Xdybau+96z2jIjwfsUJfuUz+Y3WB9GGqQkNLEE5hv3zB89tFK30A7DmF6bU1TgenTZdhDOydu6YEbkY",
+	"W13Q3puEWImH2NybtV/6fOlmxv4hYlNgtBALEMU1+s0B9xPM9V6fvUQeLOYM7TYJecepyuUVajnQUFVP",
+	"2LimYrIu8KIC56aoaavpIegP5F+Qs5v4+7C2HhATQ50rocYi2IWYAve+43CqoMEIVuhCm2HDRjCpn17/",
+	"8OLl//7cf/X65fcvRn32P9B1FufreJyxGkZg9RThXiQiBC8LaYX3TkjPyTwGvb/7FJFTYD1SBcsDD1Zo",
+	"S8BhfYNh4z3nKEKwYbXCZQ1NlGVNyQa7i5YAKuaGwGdtsWJdgHdapQoBJmG/KggoBI8Kb7ah2T1lSwFH",
+	"gfdWYDSI8xNp+UffOXNd8AwBLNf2dgHYT2JO+Q2w086+x6mwTE4mAuBrYBibA3t6ctJn30E24wSHj2uI",
+	"lNI8DNo14awSKxAEacHHghYTyRAGMEfQG/e6EDXxzifK+zl+4jNakFhGSaoILYerVSB3J9kdD7btCZfB",
+	"cfQNHLr7FWTwjUOMo8H9DKFdir2FVrzuaiCShLJYUPHxmgos+4NE+xIrFQH5uxJc2DMd7JF/6Uvj+Sid",
+	"g72F1qIQ11Is28UWNg/h67zInfskCCbQ27lZv8kx4lR1nw4GcSYbSIxegqIgcO4kElGmalACciBV3DAa",
+	"ae3lScVsK3vfLcUSmhRDRBmz21KlJxMjrGGZWAgsmYYDkdUFICSOTIUFdHwUQmNeFCumtGP8pRrPzuwQ",
+	"u+zjn5QX5qwZ/NTIHTaAR5Nz0cTC3tVncr4Q403XUAv0O2bwybkwAbGYHQ8SVuGDDwa9tuYakLu33ppZ",
+	"zss5VHhjaiP9GRymUlkxhSL0P5D36Q6DXkT/raDFRIO45g+c84sLl63tIMI8huOeiYlU0m14EtJmDL92",
+	"rEruz0T3KwWP3MD/ucXgX1xtd+UT1M4eBGQiHove3ikw+zWIIsB5hrtzsSVs0Fbv3U4rg0/ieL+IZOID",
+	"DX7Wqu9qG1pjT7+runtz4+eimK45n4MHgoEDApHHtRJ99gpy5L3nET2YqfKGu68p0nkW8dr66cCsPnqA",
+	"kNfxsVSFz5wLC8drNC60GkFzI/TNj5gtC2WiMwllEejRT5WfxCkz/g3gsR+hlwDGtlhoI22jqoY16LXT",
+	"eH8a0OcpeN/FBnzJ+5+WHTzE3z5j/M0XzFfn9LCS+Z162eNLPr6ayDy/Yyz594DnjIXJjvklLBNjCfbn",
+	"yH9yhGnQGE/Dvoc1azNVS13mGZvxa3wJBMWiGi6ogYJYpFTBpGT/1kok7MX5RYCSzxJvgwbUaeo+IVR2",
+	"ZnvoBMTOnqgMr4TtszPl3uDHxW2IQM0QaN3d6ENcQQ0iTp1An50kVeRXh4ZyV3KxEBl4jlVI3ParkYDu",
+	"rVbsWhRunXrg6xMTmypAKFNZKC5zxrS4kcYx7NEwRLpq8Tb/2g2vap+9cgOXGWphFjzXa9N4hMFN8i4E",
+	"yPnEjy3x+9UDRwCvvgaLghD6AXwyVX6pHDX4FYUccqIO8JZe1AcQKvAgRXk1DA3ksbYPXyIr9PtUjWiB",
+	"f/GPjlgXHCBavfQPOnvnF08WAUMT8PwMRDSDayXcRN+CoCsEn1csl8JXq1k96vXZf5MXBbOpDeMGM7wC",
+	"CDksJXpcSAWmbhBQ6an0knWx51IE61kvPGT6ei0888j4BrXQOQCR4LUSGM6Y6lryTvQQ5t9Rg0OxYgWc",
+	"QFAoQi4uXwNGWPCxwOG7YeR84VN0fRWkd62ZVGUaw9xu25jVdeIwp1iXKA0sPL0lxCSEtDPocJgqqPKD",
+	"fDh34dKvuNLLUzaa8xtHxmYU+XmSwaBy9aQKe8H12KUTZYZKBGArjaf3wrFXd4ByraaiwL8j7INUdZ+e",
+	"nASvvNWjyKWmyvkluo7Da90m6DwzPQjEO3WrUrFMwiDaTdFTPV+ACbsW5K5AF8J3U0U6WcKeDr7G8s0q",
+	"F2vOb7Dp4ztRvPKHL/x4TvGkX0ttuQnprZk0V2xa8iJj/yqzaQTtHZbGqZaotWIIIlVcUbdLaSCsZIU6",
+	"rX0e60CdIisKEyrQNHYc8zWv4Wx4d12feRjJqB4XAn7jq2nh9s4dikIYKFeIvXqwu3oS25Q0LpaVBflT",
+	"saOnMPaUkMmNZd2RoDEDTu6oV3uWAgPV95s032+Ipu9Z9/WfOShN4OQePr8jQSCSN1WnEj4ei4U3c3yj",
+	"kN6DgvygIN+ZgvyKKvZr4o0bG7HkmsYIgjZoomnHU23a6R2mNiNA9j7J+yCm7j+B/+d7Bor/j0nP/tP6",
+	"y2r53Dw+MUDMCfQ98mhXSWufi7vtpNCUkHkPLQw1/MFzTMjAdoLc6ZXeWKEMRDAgiWIrM7Q7Qs3tB23F",
+	"KGEjvBk0MkyLxMtnltKv8c9vVtipKlULKFjxmhW1QkGTklRCSGo6s9Gr14aAv0eVvadBO0Oc8uhJr+XN",
+	"9RwbmnkzdixontBeaqLz3NkO1qxp4332jpfY+43GV2mxPpsG1jEUIrt3hMWMlrIxvOveeM9qE3wj0pk+",
+	"p4OQdvjBP/gAitmekXm6HiDTEzaphQ5qAbNwQLcCQu3WYqL0lkY9Zi0V40tIw9io/DvLjYac+srbgyOz",
+	"bf4m8jI5M5HcRqNeZPf7G5GB0y0G3JhtUxI3i5xL1VSyeKl1Lri6b7yfg/I4kgjQBDpv7lwpXrnRoBas",
+	"1eNW1TeQ3Rg8eTY44XoPeEN/hjySmGog3fLDxXNsbVk56/+9BsLyuyO3zXwOVZI7btL1Hl76R0hFWMPF",
+	"e1AxHhwm7fCTWGm1oZYyuEINn4mgIFxzW93CXMnFHVtyL2/42OYrGJeesBFoCmRzBYwjx3Uo0FapTkrb",
+	"0FdZZJSgGgWPEsQ5DDFE6JGcsCrO5wSie4OPYfpQ05yrkuc4BqVJe+uzMzSXAcGxLBSKO63GwpliANrs",
+	"bc1JVAuBwTOIcthoGlq5sZiZXirGKUQUiWMYyweY/inj6G33IZkAFBXjRPVT9eOmthlnqFT5JjOIPE1w",
+	"sLwQqYq00DOG0w/FQ9IwwIn2Q2+ssruSi/vOGLmSi89cWLcrayyp+lRE+/fAuR+Mwxq7dpRcZft7hkf+",
+	"Ol0wAGVHvkGVQp4RHsSr6fzeMbs+o2qF0HkdxhlxXcdBfGoAlinXA29bAn/EuXqYi5HncJI8zA8F8i5X",
+	"wCsVcsViGlDycFjEkcmFBxxPqumQORYx8s3qK5zcbRFC1jUCp/gKQ/cjYqCjXkhtqLsgsXqWgGdwDVS+",
+	"GjKMTD4Pgi1VowVf5ZpnI9at0gy5acjXoBoRAvEEz2NrmLjnhcPaexICkNBWjJg0qboSi+DDp3BtYPeU",
+	"VBNyTqjdHo8FDmQksEJgGiJWurvplsoXELMLnyJDQgjyfZSm/IcmGUJP3LMYoa9s9SOefLpuvLB2S24e",
+	"IqwPEdbPG2FVntOuh1NDstvB8VRKLGvHCgQYVegfan0WGmbwgQSMUVCBYxH8OS8zaVNVCHc+pVb9CsJi",
+	"wR3/dZxNQ5+Xwr+2EcE0juj+jx/rFx3UXZvNQ3z3P9N5B0gKCDsQztWG864hMryc6YBuIy3Zz4SjeC8e",
+	"PT/i39qrguiW+zw09Ik26w4vPyDQ3Z1jOWiwcRYClPEj2GoSGpA7tZzATcbu1pxboYShRh0+fr2ZxoCy",
+	"rJJM+MXtyT0XdM8XLQFwEg+4i18G7uI62CLr8mwuFaImq3xVU7jg0k7kRSSAPyruIo7u86Au0so89D9/",
+	"6H+O6OP7HLa6/Ahl723qSjh998zg25QVHOdDOuZnLV8+gLzutpL5n1QR4ot0fPkOm/MsDkKhjj+My1TQ",
+	"6lbWpMrHi8iA4AWa3312xqDkhOmCLQV0FADEMRHUBpq45VeCQlpjrSZyCs3KaGGxZIMQwsxML6lnW0Bv",
+	"h3pH016ZHB2x+5JPn6cqefvJ9jXJf9IT/iDb7qiqONhWis9FQgc1YVQspgvs6OMIya2MNRts6tBy5C2S",
+	"8vHOpt3YnfcP0K+73hf6QYB+7u7dgYyhFXV3xs2MxFToz0tZIJibMNNLdacSdouJhRT10PX6Ia3sizF5",
+	"VKhQ8fA0pEcc3PJ6F7vfv8t1OEYPDa6/mAbXd9XX+vdw50/V1NqtgBiXhbQrGNql4IUozkr3wE8/O/aN",
+	"QNY48LLIO8POzNrF8PHj45O/9gf9Qf94+LfB3wbA6mnmmyHQQlubuwXzPu9a7yBAH8aGApqwhaOsGKnY",
+	"BHq79dc6MUlhOptlE5C/D9GgKt2/O9O5zLjTgJZCXAmVmYTNucQ0k7FgM10WhuBUKoMRwLBlQO947t8X",
+	"DSR8o2Ekz+PeE8Y3TVhvNRG/rYo5bb7tLUKOuEWsYR3GWKm0YNanQUavxprHzdc61kgJGNLDKCLuja/G",
+	"o/6aaD7fWKGwSYIhXdkjbzgD/EpEX6TwRMMnkZ1GqODEtx1V1PT06G14mJrHj3klbuzz0nLID4URntaa",
+	"8DEjqOLP612I0119EkPy/mr88TKjmMZSXM60vgIuDhN8Qckr7Ui75xhzGCPQN7dWzBfWUfoIrZN+WeSj",
+	"Pjv/53kwV6bCVslJ/33+9gdAysW26MbwqcfpDTt/Dic6XOXWFvISQCswL+t15pOyPNm4X7qvXr96i+3S",
+	"zZC9wYf/Uehy8Tpjf2fVrUmq6OoLkZVBX4O76P09KIjxSbczYYRHGodEsh8d63QjXeriyjHMDMCO3r09",
+	"v2Cj39IONL1LO0NPbX344eMoVd3Re/yJhMOoB2vn73OLh4j7/idIFxuxII17p6mC73DFRi+BgP2rfOYe",
+	"zOGR8eT94f33UEPl/sC39QBix1uI2KKPsFeanDh0oODZXbVnAVkHQiPiV0hL1tW+VeVmuJ4VVf7vkU+F",
+	"KI7gU0c7hMPOZnO1sUA+XlLRoVZ0QDwJU7QdHhgyHoHwAB/FYmVLtifh/MC+Q5a1iRqdhBT3Fa5m43TX",
+	"gOx/30w/KHlDaX8GUwCQ1QFdQLKakVOFHHTn4kO3Ksvni983ptH18d9H7C9sJm7Yt2/Onh+df3t28uyr",
+	"rhHjQtgEC5TcZ9hfWNrppx32F1bwJfCC3im1OYbtklMFzXLgQUhc1ZaaPyioEZjzI4/9nzH8rnuIQ+Em",
+	"xKj9NwlRhwCvEIF854Kc+3cdtCD3FI7zHJo42AEez/Ws4BU7ublhc8GVYaEm49QbEb+WcnyVI7AUcDnw",
+	"RS95kRG+NCrCG8LBg2Oi6/q9sMXq6Az+3fUEisBr315cvGMZtwITJUlBvrP3Rcrz5sSh00bIXOBAi9CL",
+	"nBrhKgENeRg0EoFYO8MeUKkidjGEdhtSZCi1Lvn4ymlCVfp0lKc35zdn+JRJMBWaZYJnTvHOZCHGturz",
+	"jWAAWLGxps3+HGv3Z5T7l6ynIBcghIA/We2Wxam3JIkfGScLmnMuPn78/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -230,6 +230,7 @@ func mongoOptions(cfg Config) mongo.Options {
 		OperationTimeout:       cfg.MongoOperationTimeout,
 		EventRetention:         cfg.Retention,
 		IdempotencyRetention:   cfg.IdempotencyRetention,
+		AuditRetention:         cfg.AuditRetention,
 		Owner:                  cfg.InstanceID,
 	}
 }
@@ -360,7 +361,7 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
-		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
+		IdempotencyRetention: cfg.IdempotencyRetention, AuditRetention: cfg.AuditRetention, TenantWeight: cfg.TenantWeight,
 		RetentionInterval: retentionInterval(a.retentionByTTL),
 		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
 		handler.Deps{
@@ -369,6 +370,7 @@ func (a *App) build(ctx context.Context) error {
 			Tenants: a.store,
 			// The master's idempotency records are cleaned up with the events.
 			Idempotency: a.store,
+			Audit:       a.store,
 			Deliverers:  map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpd, model.TargetHTTPBatch: httpd, model.TargetSQS: sqsd},
 			// The queues of adaptive SQS policies feed their limits.
 			Backlogs:       sqsd,

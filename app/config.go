@@ -93,6 +93,9 @@ type Config struct {
 	// IdempotencyRetention is how long the master's idempotency records
 	// are kept.
 	IdempotencyRetention time.Duration
+	// AuditRetention is how long the audit records of mutating calls are
+	// kept.
+	AuditRetention time.Duration
 	// CompletedRetention is how long completed schedules are kept; zero
 	// (unset) means Retention.
 	CompletedRetention time.Duration
@@ -212,6 +215,7 @@ func Options() []Option {
 			return dur("completed-retention", func(c *Config) *time.Duration { return &c.CompletedRetention })(c, v)
 		}},
 		{"idempotency-retention", "SCHEDULER_IDEMPOTENCY_RETENTION", "24h", "how long the answers to creates with an Idempotency-Key are kept for replay", dur("idempotency-retention", func(c *Config) *time.Duration { return &c.IdempotencyRetention })},
+		{"audit-retention", "SCHEDULER_AUDIT_RETENTION", "2160h", "how long the audit records of mutating API calls (GET /v1/audit, a schedule's versions) are kept (90 days)", dur("audit-retention", func(c *Config) *time.Duration { return &c.AuditRetention })},
 		{"http-timeout", "SCHEDULER_HTTP_TIMEOUT", "10s", "timeout of one HTTP delivery", dur("http-timeout", func(c *Config) *time.Duration { return &c.HTTPTimeout })},
 		{"http-batch-max-events", "SCHEDULER_HTTP_BATCH_MAX_EVENTS", "500", "most events in one request to an http_batch target (1-10000; the handler sends at most 500 at once to one host)", num("http-batch-max-events", func(c *Config) *int { return &c.HTTPBatchMaxEvents })},
 		{"http-batch-max-bytes", "SCHEDULER_HTTP_BATCH_MAX_BYTES", "1048576", "most bytes of one request body to an http_batch target (1024-67108864); a larger message goes alone", num("http-batch-max-bytes", func(c *Config) *int { return &c.HTTPBatchMaxBytes })},
@@ -452,7 +456,7 @@ func (c *Config) validate() error {
 	for _, r := range []struct {
 		flag string
 		v    time.Duration
-	}{{"retention", c.Retention}, {"idempotency-retention", c.IdempotencyRetention}, {"completed-retention", c.CompletedRetention}} {
+	}{{"retention", c.Retention}, {"idempotency-retention", c.IdempotencyRetention}, {"completed-retention", c.CompletedRetention}, {"audit-retention", c.AuditRetention}} {
 		// The bounds of a TTL index's expireAfterSeconds (store=mongo),
 		// for every store alike.
 		if r.v < time.Second || r.v > mongo.MaxRetention {

@@ -36,21 +36,21 @@ func TestMongoFlags(t *testing.T) {
 		}
 		got := mongoOptions(c)
 		want := mongo.Options{ServerSelectionTimeout: 30 * time.Second, OperationTimeout: 60 * time.Second,
-			EventRetention: 24 * time.Hour, IdempotencyRetention: 24 * time.Hour, Owner: c.InstanceID}
+			EventRetention: 24 * time.Hour, IdempotencyRetention: 24 * time.Hour, AuditRetention: 90 * 24 * time.Hour, Owner: c.InstanceID}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("mongo options %+v, want %+v", got, want)
 		}
 	})
 	t.Run("Set", func(t *testing.T) {
 		c, err := ParseConfig([]string{"-mongo-allow-weak-write-concern", "-mongo-server-selection-timeout", "5s",
-			"-mongo-operation-timeout", "2m", "-retention", "72h", "-mongo-database", "d1", "-instance-id", "i1"},
+			"-mongo-operation-timeout", "2m", "-retention", "72h", "-mongo-database", "d1", "-instance-id", "i1", "-audit-retention", "720h"},
 			mongoEnv(map[string]string{"SCHEDULER_IDEMPOTENCY_RETENTION": "90m"}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := mongoOptions(c)
 		want := mongo.Options{Database: "d1", AllowWeakWriteConcern: true, ServerSelectionTimeout: 5 * time.Second,
-			OperationTimeout: 2 * time.Minute, EventRetention: 72 * time.Hour, IdempotencyRetention: 90 * time.Minute, Owner: "i1"}
+			OperationTimeout: 2 * time.Minute, EventRetention: 72 * time.Hour, IdempotencyRetention: 90 * time.Minute, AuditRetention: 720 * time.Hour, Owner: "i1"}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("mongo options %+v, want %+v", got, want)
 		}

@@ -299,6 +299,21 @@ func (e TargetType) Valid() bool {
 	}
 }
 
+// Defines values for WarningCode.
+const (
+	WarningCodePolicyCapacity WarningCode = "policy_capacity"
+)
+
+// Valid indicates whether the value is a known member of the WarningCode enum.
+func (e WarningCode) Valid() bool {
+	switch e {
+	case WarningCodePolicyCapacity:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WeeklyRuleDays.
 const (
 	WeeklyRuleDaysFri WeeklyRuleDays = "fri"
@@ -381,6 +396,39 @@ type APIKeyList struct {
 type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
+}
+
+// AuditChange defines model for AuditChange.
+type AuditChange struct {
+	After  interface{} `json:"after,omitempty"`
+	Before interface{} `json:"before,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Items      []AuditRecord `json:"items"`
+	NextCursor *string       `json:"nextCursor,omitempty"`
+}
+
+// AuditRecord defines model for AuditRecord.
+type AuditRecord struct {
+	// Action The operation (its operationId), e.g. updateSchedule.
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+
+	// Diff The changed members, each with its value before and after (absent on the side where the member is absent). Values over 1 KiB are shown as their size. Never a key or a secret.
+	Diff *map[string]AuditChange `json:"diff,omitempty"`
+	Id   string                  `json:"id"`
+
+	// KeyPrefix The displayed prefix of the caller's key; "admin" for the admin key.
+	KeyPrefix *string `json:"keyPrefix,omitempty"`
+	Note      *string `json:"note,omitempty"`
+	ObjectId  *string `json:"objectId,omitempty"`
+	RequestId *string `json:"requestId,omitempty"`
+	TenantId  string  `json:"tenantId"`
+
+	// Version The object's version after the change.
+	Version *int64 `json:"version,omitempty"`
 }
 
 // BackfillRequest defines model for BackfillRequest.
@@ -733,6 +781,29 @@ type FireTime struct {
 // or both for a schedule whose hour is *).
 type FireTimeDst string
 
+// ForecastDrain defines model for ForecastDrain.
+type ForecastDrain struct {
+	// DrainedAt Absent if not drained by `to`.
+	DrainedAt  *time.Time `json:"drainedAt,omitempty"`
+	Events     int        `json:"events"`
+	MaxBacklog int        `json:"maxBacklog"`
+	Start      time.Time  `json:"start"`
+}
+
+// ForecastMinute defines model for ForecastMinute.
+type ForecastMinute struct {
+	At time.Time `json:"at"`
+
+	// Backlog Events still waiting at the minute's end.
+	Backlog int `json:"backlog"`
+
+	// Capacity Events the policy can drain in this minute.
+	Capacity float64 `json:"capacity"`
+
+	// Events Events that launch in this minute.
+	Events int `json:"events"`
+}
+
 // HoldRequest defines model for HoldRequest.
 type HoldRequest struct {
 	// MaxInFlight At most the policy's own limit (maxInFlight, or adaptive.max); 0 stops the inflow.
@@ -975,6 +1046,41 @@ type PolicyCreate struct {
 	TokenTimeout *string `json:"tokenTimeout,omitempty"`
 }
 
+// PolicyForecast defines model for PolicyForecast.
+type PolicyForecast struct {
+	// CapacityKnown False while the policy has no rate and no measured hold time; then nothing is drained in the forecast.
+	CapacityKnown bool `json:"capacityKnown"`
+
+	// CapacityPerMinute Events per minute the policy drains at `from`.
+	CapacityPerMinute *float64 `json:"capacityPerMinute,omitempty"`
+
+	// DrainedBy When the last event of the range is expected to be delivered; absent if the queue is not drained by `to`.
+	DrainedBy *time.Time `json:"drainedBy,omitempty"`
+
+	// Drains Each busy spell (minutes with a backlog), when it starts and when it is expected to drain.
+	Drains []ForecastDrain `json:"drains"`
+
+	// Events Events they emit in the range.
+	Events     int              `json:"events"`
+	From       time.Time        `json:"from"`
+	MaxBacklog *int             `json:"maxBacklog,omitempty"`
+	Minutes    []ForecastMinute `json:"minutes"`
+
+	// MissedDeadlines Fires expected to finish after their deadline (window end).
+	MissedDeadlines *int `json:"missedDeadlines,omitempty"`
+
+	// Peaks The (up to 10) minutes with the most events, most first.
+	Peaks    []ForecastMinute `json:"peaks"`
+	PolicyId string           `json:"policyId"`
+
+	// Schedules Active schedules naming the policy.
+	Schedules int       `json:"schedules"`
+	To        time.Time `json:"to"`
+
+	// Waiting Events already waiting at `from` (when it is not in the future).
+	Waiting *int `json:"waiting,omitempty"`
+}
+
 // PolicyHold defines model for PolicyHold.
 type PolicyHold struct {
 	// By The prefix of the key that set it.
@@ -1202,7 +1308,10 @@ type Schedule struct {
 	Timezone  string        `json:"timezone"`
 	UpdatedAt time.Time     `json:"updatedAt"`
 	Version   int64         `json:"version"`
-	Window    *string       `json:"window,omitempty"`
+
+	// Warnings In the answer of a create or an update only, what the scheduler expects to go wrong (not a refusal), e.g. fires whose events the policy cannot drain before their window ends.
+	Warnings *[]Warning `json:"warnings,omitempty"`
+	Window   *string    `json:"window,omitempty"`
 }
 
 // ScheduleAction defines model for ScheduleAction.
@@ -1559,6 +1668,27 @@ type ScheduleUpdate struct {
 	Window   *string    `json:"window,omitempty"`
 }
 
+// ScheduleVersion defines model for ScheduleVersion.
+type ScheduleVersion struct {
+	// Action The call that stored it, when its audit record is kept.
+	Action *string `json:"action,omitempty"`
+
+	// At When this version was stored.
+	At        time.Time `json:"at"`
+	Current   bool      `json:"current"`
+	KeyPrefix *string   `json:"keyPrefix,omitempty"`
+	Note      *string   `json:"note,omitempty"`
+	RequestId *string   `json:"requestId,omitempty"`
+	Schedule  Schedule  `json:"schedule"`
+	Version   int64     `json:"version"`
+}
+
+// ScheduleVersionList defines model for ScheduleVersionList.
+type ScheduleVersionList struct {
+	Items      []ScheduleVersion `json:"items"`
+	NextCursor *string           `json:"nextCursor,omitempty"`
+}
+
 // SkipRequest Exactly one of count and until.
 type SkipRequest struct {
 	// Count The number of next fires to skip, 1..1000.
@@ -1752,6 +1882,26 @@ type TriggerRequest struct {
 	Payload *Payload `json:"payload,omitempty"`
 }
 
+// Warning defines model for Warning.
+type Warning struct {
+	Code     WarningCode `json:"code"`
+	Deadline *time.Time  `json:"deadline,omitempty"`
+	Field    string      `json:"field"`
+
+	// FinishAt When that fire's last event is expected to be delivered.
+	FinishAt *time.Time `json:"finishAt,omitempty"`
+
+	// FireTime The first fire at risk.
+	FireTime *time.Time `json:"fireTime,omitempty"`
+
+	// Fires How many fires in the next day are expected to miss their deadlines.
+	Fires   *int   `json:"fires,omitempty"`
+	Message string `json:"message"`
+}
+
+// WarningCode defines model for Warning.Code.
+type WarningCode string
+
 // WeeklyRule Excludes the local times of day [from, to) on each of days; without from the day's start, without to its end ("24:00").
 type WeeklyRule struct {
 	Days []WeeklyRuleDays `json:"days"`
@@ -1811,6 +1961,25 @@ type Unavailable = Problem
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit    *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+	ObjectId *string `form:"objectId,omitempty" json:"objectId,omitempty"`
+
+	// TenantId Admin key only; a tenant key sees its own records.
+	TenantId *string `form:"tenantId,omitempty" json:"tenantId,omitempty"`
+
+	// From Only records made at or after this instant.
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only records made before this instant.
+	To *time.Time `form:"to,omitempty" json:"to,omitempty"`
+}
+
 // ListCalendarsParams defines parameters for ListCalendars.
 type ListCalendarsParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1862,6 +2031,12 @@ type CreateConsumerKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ForecastPolicyParams defines parameters for ForecastPolicy.
+type ForecastPolicyParams struct {
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+	To   *time.Time `form:"to,omitempty" json:"to,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
@@ -1909,6 +2084,15 @@ type PreviewScheduleParams struct {
 
 	// Explain Also list the fire times the schedule's calendars exclude (`excluded`), with the calendar that excludes each.
 	Explain *bool `form:"explain,omitempty" json:"explain,omitempty"`
+}
+
+// ListScheduleVersionsParams defines parameters for ListScheduleVersions.
+type ListScheduleVersionsParams struct {
+	// Cursor The `nextCursor` of the previous page; any other value is refused with 400.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -2086,6 +2270,19 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListAudit Page through the record of mutating calls, oldest first.
+	//
+	// Every call that changes something (schedules, batches, bulk actions,
+	// pause, resume, skip, trigger, backfill, policies, calendars, tenants,
+	// keys, event redrives and fire cancels) appends one record; releases
+	// and extends do not. A tenant key sees its tenant's records; the
+	// admin key sees every tenant's (`tenantId` narrows it). Records are
+	// kept for the audit retention (`-audit-retention`, 90 days by
+	// default).
+	//
+	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListCalendars Page through the tenant's calendars, ordered by id.
 	//
@@ -2324,6 +2521,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
 	RevokeConsumerKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForecastPolicy The events the policy's schedules will emit, per minute, against what it can drain.
+	//
+	// Every active schedule naming the policy is expanded into its fires in
+	// [from, to) as the emitter will fire them (calendars, jitter, spread
+	// windows and skips included), counted per minute, and run through a
+	// minute-by-minute queue whose capacity is the policy's throughput
+	// (its rate, or its limit divided by the measured hold time). The
+	// events already waiting start the queue when `from` is not in the
+	// future. Minutes without events or backlog are left out. `to` is at
+	// most 7 days after `from`; `from` defaults to now and `to` to one day
+	// after `from`.
+	//
+	// Corresponds with GET /v1/policies/{id}/forecast (the `ForecastPolicy` operationId).
+	ForecastPolicy(ctx context.Context, id ID, params *ForecastPolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ClearPolicyHold End the policy's hold now. Harmless without one.
 	//
@@ -2703,6 +2915,14 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 	TriggerSchedule(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListScheduleVersions Each stored version of the schedule, newest first, with who changed it, when and why.
+	//
+	// The current version and every earlier one kept by the audit
+	// retention. `cursor` pages on to older versions.
+	//
+	// Corresponds with GET /v1/schedules/{id}/versions (the `ListScheduleVersions` operationId).
+	ListScheduleVersions(ctx context.Context, id ID, params *ListScheduleVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	//
 	// Corresponds with GET /v1/summary (the `GetSummary` operationId).
@@ -2768,6 +2988,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/tenants/{id}/keys/{keyId} (the `RevokeAPIKey` operationId).
 	RevokeAPIKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAudit Page through the record of mutating calls, oldest first.
+//
+// Every call that changes something (schedules, batches, bulk actions,
+// pause, resume, skip, trigger, backfill, policies, calendars, tenants,
+// keys, event redrives and fire cancels) appends one record; releases
+// and extends do not. A tenant key sees its tenant's records; the
+// admin key sees every tenant's (`tenantId` narrows it). Records are
+// kept for the audit retention (`-audit-retention`, 90 days by
+// default).
+//
+// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListCalendars Page through the tenant's calendars, ordered by id.
@@ -3278,6 +3521,31 @@ func (c *Client) CreateConsumerKey(ctx context.Context, id ID, params *CreateCon
 // Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
 func (c *Client) RevokeConsumerKey(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeConsumerKeyRequest(c.Server, id, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForecastPolicy The events the policy's schedules will emit, per minute, against what it can drain.
+//
+// Every active schedule naming the policy is expanded into its fires in
+// [from, to) as the emitter will fire them (calendars, jitter, spread
+// windows and skips included), counted per minute, and run through a
+// minute-by-minute queue whose capacity is the policy's throughput
+// (its rate, or its limit divided by the measured hold time). The
+// events already waiting start the queue when `from` is not in the
+// future. Minutes without events or backlog are left out. `to` is at
+// most 7 days after `from`; `from` defaults to now and `to` to one day
+// after `from`.
+//
+// Corresponds with GET /v1/policies/{id}/forecast (the `ForecastPolicy` operationId).
+func (c *Client) ForecastPolicy(ctx context.Context, id ID, params *ForecastPolicyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForecastPolicyRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3946,6 +4214,24 @@ func (c *Client) TriggerSchedule(ctx context.Context, id ID, body TriggerSchedul
 	return c.Client.Do(req)
 }
 
+// ListScheduleVersions Each stored version of the schedule, newest first, with who changed it, when and why.
+//
+// The current version and every earlier one kept by the audit
+// retention. `cursor` pages on to older versions.
+//
+// Corresponds with GET /v1/schedules/{id}/versions (the `ListScheduleVersions` operationId).
+func (c *Client) ListScheduleVersions(ctx context.Context, id ID, params *ListScheduleVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListScheduleVersionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetSummary The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 //
 // Corresponds with GET /v1/summary (the `GetSummary` operationId).
@@ -4110,6 +4396,120 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id ID, keyId string, reqEdito
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ObjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "objectId", *params.ObjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TenantId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenantId", *params.TenantId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListCalendarsRequest constructs an http.Request for the ListCalendars method
@@ -5065,6 +5465,79 @@ func NewRevokeConsumerKeyRequest(server string, id ID, keyId string) (*http.Requ
 	return req, nil
 }
 
+// NewForecastPolicyRequest constructs an http.Request for the ForecastPolicy method
+func NewForecastPolicyRequest(server string, id ID, params *ForecastPolicyParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/policies/%s/forecast", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewClearPolicyHoldRequest constructs an http.Request for the ClearPolicyHold method
 func NewClearPolicyHoldRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -5979,6 +6452,79 @@ func NewTriggerScheduleRequestWithBody(server string, id ID, contentType string,
 	return req, nil
 }
 
+// NewListScheduleVersionsRequest constructs an http.Request for the ListScheduleVersions method
+func NewListScheduleVersionsRequest(server string, id ID, params *ListScheduleVersionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/versions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetSummaryRequest constructs an http.Request for the GetSummary method
 func NewGetSummaryRequest(server string) (*http.Request, error) {
 	var err error
@@ -6376,6 +6922,21 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAuditWithResponse Page through the record of mutating calls, oldest first.
+	//
+	// Every call that changes something (schedules, batches, bulk actions,
+	// pause, resume, skip, trigger, backfill, policies, calendars, tenants,
+	// keys, event redrives and fire cancels) appends one record; releases
+	// and extends do not. A tenant key sees its tenant's records; the
+	// admin key sees every tenant's (`tenantId` narrows it). Records are
+	// kept for the audit retention (`-audit-retention`, 90 days by
+	// default).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
+
 	// ListCalendarsWithResponse Page through the tenant's calendars, ordered by id.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6641,6 +7202,23 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/policies/{id}/consumer-keys/{keyId} (the `RevokeConsumerKey` operationId).
 	RevokeConsumerKeyWithResponse(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*RevokeConsumerKeyResponse, error)
+
+	// ForecastPolicyWithResponse The events the policy's schedules will emit, per minute, against what it can drain.
+	//
+	// Every active schedule naming the policy is expanded into its fires in
+	// [from, to) as the emitter will fire them (calendars, jitter, spread
+	// windows and skips included), counted per minute, and run through a
+	// minute-by-minute queue whose capacity is the policy's throughput
+	// (its rate, or its limit divided by the measured hold time). The
+	// events already waiting start the queue when `from` is not in the
+	// future. Minutes without events or backlog are left out. `to` is at
+	// most 7 days after `from`; `from` defaults to now and `to` to one day
+	// after `from`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/policies/{id}/forecast (the `ForecastPolicy` operationId).
+	ForecastPolicyWithResponse(ctx context.Context, id ID, params *ForecastPolicyParams, reqEditors ...RequestEditorFn) (*ForecastPolicyResponse, error)
 
 	// ClearPolicyHoldWithResponse End the policy's hold now. Harmless without one.
 	//
@@ -7036,6 +7614,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/trigger (the `TriggerSchedule` operationId).
 	TriggerScheduleWithResponse(ctx context.Context, id ID, body TriggerScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerScheduleResponse, error)
 
+	// ListScheduleVersionsWithResponse Each stored version of the schedule, newest first, with who changed it, when and why.
+	//
+	// The current version and every earlier one kept by the audit
+	// retention. `cursor` pages on to older versions.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{id}/versions (the `ListScheduleVersions` operationId).
+	ListScheduleVersionsWithResponse(ctx context.Context, id ID, params *ListScheduleVersionsParams, reqEditors ...RequestEditorFn) (*ListScheduleVersionsResponse, error)
+
 	// GetSummaryWithResponse The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7113,6 +7701,110 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/tenants/{id}/keys/{keyId} (the `RevokeAPIKey` operationId).
 	RevokeAPIKeyWithResponse(ctx context.Context, id ID, keyId string, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error)
+}
+
+// ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
+type ListAuditResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListAuditResponse503Headers the declared response headers of an HTTP 503 response for ListAudit
+type ListAuditResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAuditResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAuditResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListCalendarsResponse429Headers the declared response headers of an HTTP 429 response for ListCalendars
@@ -9383,6 +10075,117 @@ func (r RevokeConsumerKeyResponse) ContentType() string {
 	return ""
 }
 
+// ForecastPolicyResponse429Headers the declared response headers of an HTTP 429 response for ForecastPolicy
+type ForecastPolicyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ForecastPolicyResponse503Headers the declared response headers of an HTTP 503 response for ForecastPolicy
+type ForecastPolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ForecastPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PolicyForecast
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ForecastPolicyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ForecastPolicyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ForecastPolicyResponse) GetJSON200() *PolicyForecast {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForecastPolicyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForecastPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForecastPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForecastPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForecastPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ClearPolicyHoldResponse429Headers the declared response headers of an HTTP 429 response for ClearPolicyHold
 type ClearPolicyHoldResponse429Headers struct {
 	RetryAfter *int
@@ -11451,6 +12254,117 @@ func (r TriggerScheduleResponse) ContentType() string {
 	return ""
 }
 
+// ListScheduleVersionsResponse429Headers the declared response headers of an HTTP 429 response for ListScheduleVersions
+type ListScheduleVersionsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListScheduleVersionsResponse503Headers the declared response headers of an HTTP 503 response for ListScheduleVersions
+type ListScheduleVersionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListScheduleVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleVersionList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListScheduleVersionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListScheduleVersionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListScheduleVersionsResponse) GetJSON200() *ScheduleVersionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListScheduleVersionsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListScheduleVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListScheduleVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListScheduleVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListScheduleVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetSummaryResponse429Headers the declared response headers of an HTTP 429 response for GetSummary
 type GetSummaryResponse429Headers struct {
 	RetryAfter *int
@@ -12311,6 +13225,27 @@ func (r RevokeAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListAuditWithResponse Page through the record of mutating calls, oldest first.
+//
+// Every call that changes something (schedules, batches, bulk actions,
+// pause, resume, skip, trigger, backfill, policies, calendars, tenants,
+// keys, event redrives and fire cancels) appends one record; releases
+// and extends do not. A tenant key sees its tenant's records; the
+// admin key sees every tenant's (`tenantId` narrows it). Records are
+// kept for the audit retention (`-audit-retention`, 90 days by
+// default).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListCalendarsWithResponse Page through the tenant's calendars, ordered by id.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12743,6 +13678,29 @@ func (c *ClientWithResponses) RevokeConsumerKeyWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseRevokeConsumerKeyResponse(rsp)
+}
+
+// ForecastPolicyWithResponse The events the policy's schedules will emit, per minute, against what it can drain.
+//
+// Every active schedule naming the policy is expanded into its fires in
+// [from, to) as the emitter will fire them (calendars, jitter, spread
+// windows and skips included), counted per minute, and run through a
+// minute-by-minute queue whose capacity is the policy's throughput
+// (its rate, or its limit divided by the measured hold time). The
+// events already waiting start the queue when `from` is not in the
+// future. Minutes without events or backlog are left out. `to` is at
+// most 7 days after `from`; `from` defaults to now and `to` to one day
+// after `from`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/policies/{id}/forecast (the `ForecastPolicy` operationId).
+func (c *ClientWithResponses) ForecastPolicyWithResponse(ctx context.Context, id ID, params *ForecastPolicyParams, reqEditors ...RequestEditorFn) (*ForecastPolicyResponse, error) {
+	rsp, err := c.ForecastPolicy(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForecastPolicyResponse(rsp)
 }
 
 // ClearPolicyHoldWithResponse End the policy's hold now. Harmless without one.
@@ -13307,6 +14265,22 @@ func (c *ClientWithResponses) TriggerScheduleWithResponse(ctx context.Context, i
 	return ParseTriggerScheduleResponse(rsp)
 }
 
+// ListScheduleVersionsWithResponse Each stored version of the schedule, newest first, with who changed it, when and why.
+//
+// The current version and every earlier one kept by the audit
+// retention. `cursor` pages on to older versions.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{id}/versions (the `ListScheduleVersions` operationId).
+func (c *ClientWithResponses) ListScheduleVersionsWithResponse(ctx context.Context, id ID, params *ListScheduleVersionsParams, reqEditors ...RequestEditorFn) (*ListScheduleVersionsResponse, error) {
+	rsp, err := c.ListScheduleVersions(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListScheduleVersionsResponse(rsp)
+}
+
 // GetSummaryWithResponse The tenant's event counts per status, policies in use, recent lateness and schedule counts.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -13443,6 +14417,104 @@ func (c *ClientWithResponses) RevokeAPIKeyWithResponse(ctx context.Context, id I
 		return nil, err
 	}
 	return ParseRevokeAPIKeyResponse(rsp)
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAuditResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListCalendarsResponse parses an HTTP response from a ListCalendarsWithResponse call
@@ -15596,6 +16668,111 @@ func ParseRevokeConsumerKeyResponse(rsp *http.Response) (*RevokeConsumerKeyRespo
 	return response, nil
 }
 
+// ParseForecastPolicyResponse parses an HTTP response from a ForecastPolicyWithResponse call
+func ParseForecastPolicyResponse(rsp *http.Response) (*ForecastPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForecastPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PolicyForecast
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ForecastPolicyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ForecastPolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseClearPolicyHoldResponse parses an HTTP response from a ClearPolicyHoldWithResponse call
 func ParseClearPolicyHoldResponse(rsp *http.Response) (*ClearPolicyHoldResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17546,6 +18723,111 @@ func ParseTriggerScheduleResponse(rsp *http.Response) (*TriggerScheduleResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers TriggerScheduleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListScheduleVersionsResponse parses an HTTP response from a ListScheduleVersionsWithResponse call
+func ParseListScheduleVersionsResponse(rsp *http.Response) (*ListScheduleVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListScheduleVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleVersionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListScheduleVersionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListScheduleVersionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -194,6 +194,9 @@ type Config struct {
 	// (Deps.Idempotency) are kept: a retry with the same Idempotency-Key
 	// within it replays the first answer. Default 24h.
 	IdempotencyRetention time.Duration
+	// AuditRetention is how long the audit records (Deps.Audit) are kept.
+	// Default 90 days.
+	AuditRetention time.Duration
 	// ReclaimInterval is how often timed-out tokens are reclaimed.
 	// Default 2s.
 	ReclaimInterval time.Duration
@@ -239,6 +242,7 @@ func (c *Config) validate() error {
 	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, time.Minute)
 	c.IdempotencyRetention = cmp.Or(c.IdempotencyRetention, 24*time.Hour)
+	c.AuditRetention = cmp.Or(c.AuditRetention, 90*24*time.Hour)
 	c.ReclaimInterval = cmp.Or(c.ReclaimInterval, 2*time.Second)
 	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
 	c.TakeoverGrace = cmp.Or(c.TakeoverGrace, 2*time.Second)
@@ -268,7 +272,7 @@ func (c *Config) validate() error {
 		name string
 	}{
 		{c.Horizon, "Horizon"}, {c.PrefetchInterval, "PrefetchInterval"}, {c.Retention, "Retention"},
-		{c.RetentionInterval, "RetentionInterval"}, {c.IdempotencyRetention, "IdempotencyRetention"}, {c.ReclaimInterval, "ReclaimInterval"},
+		{c.RetentionInterval, "RetentionInterval"}, {c.IdempotencyRetention, "IdempotencyRetention"}, {c.AuditRetention, "AuditRetention"}, {c.ReclaimInterval, "ReclaimInterval"},
 		{c.MaxRetryAfter, "MaxRetryAfter"}, {c.TakeoverGrace, "TakeoverGrace"}, {c.DrainTimeout, "DrainTimeout"},
 		{c.WaitingAgeInterval, "WaitingAgeInterval"}, {c.WeightTTL, "WeightTTL"},
 	} {
@@ -362,6 +366,9 @@ type Deps struct {
 	// Idempotency, if set, has its old records deleted by the retention
 	// job (PurgeIdempotency).
 	Idempotency IdempotencyStore
+	// Audit, if set, has its old records deleted by the retention job
+	// (PurgeAudit).
+	Audit AuditStore
 	// Clock defaults to the real clock; tests pass a clockwork.FakeClock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger
@@ -495,6 +502,7 @@ func (h *Handler) Start(ctx context.Context) error {
 		{h.cfg.ReclaimInterval, "reclaim", h.Reclaim},
 		{h.cfg.RetentionInterval, "retention", func(ctx context.Context) error { _, err := h.Purge(ctx); return err }},
 		{h.cfg.RetentionInterval, "idempotency retention", func(ctx context.Context) error { _, err := h.PurgeIdempotency(ctx); return err }},
+		{h.cfg.RetentionInterval, "audit retention", func(ctx context.Context) error { _, err := h.PurgeAudit(ctx); return err }},
 		{h.cfg.WaitingAgeInterval, "waiting-age", func(context.Context) error { h.ReportWaiting(); return nil }},
 		{backlogInterval, "sqs backlog", h.pollBacklogs},
 	}

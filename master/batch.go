@@ -78,6 +78,7 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 	}
 	out := api.ScheduleBatchResult{Items: make([]api.ScheduleBatchItemResult, len(items))}
 	answered := s.now()
+	var created []string
 	for i, r := range res {
 		o := &out.Items[i]
 		o.Index = i
@@ -96,6 +97,8 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			o.Status, o.Schedule = http.StatusCreated, scheduleOutAt(r.Schedule, r.Compiled, answered)
 			if r.Recovered {
 				o.Replayed = new(true)
+			} else {
+				created = append(created, r.Schedule.ID)
 			}
 		}
 		if o.Status == http.StatusCreated {
@@ -104,6 +107,8 @@ func (s *Server) CreateSchedulesBatch(c echo.Context) error {
 			out.Failed++
 		}
 	}
+	// One audit record for the batch: its count and id range.
+	noteAudit(c.Request().Context(), batchAuditNote(created))
 	return writeBatchResult(c, &out, &s.answers)
 }
 

@@ -24,9 +24,9 @@ import (
 // operation id (the embedded spec capitalises them).
 var consumerOps = map[string]bool{"setpolicyhold": true, "clearpolicyhold": true, "getpolicystatus": true}
 
-// adminOrTenantOps are tenant operations the admin key may call too, on
-// any tenant's policy; by lower-case operation id.
-var adminOrTenantOps = map[string]bool{"createconsumerkey": true, "listconsumerkeys": true, "revokeconsumerkey": true}
+// adminOrTenantOps are tenant operations the admin key may call too (on
+// any tenant's objects); by lower-case operation id.
+var adminOrTenantOps = map[string]bool{"createconsumerkey": true, "listconsumerkeys": true, "revokeconsumerkey": true, "listaudit": true}
 
 // prefixConsumerKey starts a clear consumer key.
 const prefixConsumerKey = "ck_"

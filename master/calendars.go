@@ -39,6 +39,7 @@ func (s *Server) CreateCalendar(c echo.Context, _ api.CreateCalendarParams) erro
 		if err := s.store.CalendarCreate(ctx, &cal); err != nil {
 			return 0, nil, err
 		}
+		noteChange(ctx, auditChange{objectID: cal.ID, version: cal.Version, after: &cal})
 		return http.StatusCreated, calendarOut(&cal), nil
 	}, func(id string) (int, any, error) {
 		cal, err := s.store.CalendarGet(ctx, who.tenantID, id)
@@ -165,6 +166,7 @@ func (s *Server) UpdateCalendar(c echo.Context, id api.ID) error {
 	if err := s.store.CalendarUpdate(ctx, &cal, old.Version); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: cal.ID, version: cal.Version, before: old, after: &cal})
 	return c.JSON(http.StatusOK, calendarOut(&cal))
 }
 
@@ -173,7 +175,8 @@ func (s *Server) UpdateCalendar(c echo.Context, id api.ID) error {
 func (s *Server) DeleteCalendar(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
 	tenant := callerOf(c).tenantID
-	if _, err := s.store.CalendarGet(ctx, tenant, id); err != nil {
+	old, err := s.store.CalendarGet(ctx, tenant, id)
+	if err != nil {
 		return err
 	}
 	n, err := s.store.ScheduleCountByCalendar(ctx, tenant, id)
@@ -199,6 +202,7 @@ func (s *Server) DeleteCalendar(c echo.Context, id api.ID) error {
 	if err := s.store.CalendarDelete(ctx, tenant, id); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: id, version: old.Version, before: old})
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -59,6 +59,7 @@ func (s *Server) Pause(ctx context.Context, m *model.Schedule, note string, unti
 			pausedAt = *m.PausedAt
 		}
 		var err error
+		noteAudit(ctx, note) // the records' note is the pause's
 		m, _, err = s.setState(ctx, m, model.SchedulePaused, func(n *model.Schedule) {
 			n.PausedNote, n.PausedAt, n.PausedBy, n.ResumeAt = note, &pausedAt, by, nil
 			if until != nil {

@@ -70,6 +70,7 @@ func (s *Server) CreatePolicy(c echo.Context, _ api.CreatePolicyParams) error {
 		if err := s.store.PolicyCreate(ctx, &p); err != nil {
 			return 0, nil, s.nameTaken(ctx, &p, err)
 		}
+		noteChange(ctx, auditChange{objectID: p.ID, version: p.Version, after: &p})
 		out, err := s.policyOut(ctx, &p)
 		return http.StatusCreated, out, err
 	}, func(id string) (int, any, error) {
@@ -179,6 +180,7 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 	if err := s.store.PolicyUpdate(ctx, &p, old.Version); err != nil {
 		return s.nameTaken(ctx, &p, err)
 	}
+	noteChange(ctx, auditChange{objectID: p.ID, version: p.Version, before: old, after: &p})
 	// Re-read: the store keeps InUse and TimedOut, which may have moved.
 	fresh, err := s.store.PolicyGet(ctx, p.TenantID, p.ID)
 	if err != nil {
@@ -196,7 +198,8 @@ func (s *Server) UpdatePolicy(c echo.Context, id api.ID) error {
 func (s *Server) DeletePolicy(c echo.Context, id api.ID) error {
 	ctx := c.Request().Context()
 	tenant := callerOf(c).tenantID
-	if _, err := s.store.PolicyGet(ctx, tenant, id); err != nil {
+	old, err := s.store.PolicyGet(ctx, tenant, id)
+	if err != nil {
 		return err
 	}
 	n, err := s.store.ScheduleCountByPolicy(ctx, tenant, id)
@@ -209,6 +212,7 @@ func (s *Server) DeletePolicy(c echo.Context, id api.ID) error {
 	if err := s.store.PolicyDelete(ctx, tenant, id); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: id, version: old.Version, before: old})
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -267,8 +268,14 @@ func (s *Server) CreateSchedule(c echo.Context, _ api.CreateScheduleParams) erro
 	case r.Replay != nil:
 		return s.answerRecorded(c, r.Replay, nil)
 	default:
-		// Encoded as the answer recorded for a retry, which replays it.
-		b, err := batchanswer.AppendSchedule(nil, s.scheduleOutCompiled(r.Schedule, r.Compiled))
+		noteChange(ctx, auditChange{objectID: r.Schedule.ID, version: r.Schedule.Version, after: r.Schedule})
+		// Encoded as the answer recorded for a retry, which replays it
+		// (without the warnings, which are of this moment).
+		out := s.scheduleOutCompiled(r.Schedule, r.Compiled)
+		if w := s.capacityWarnings(ctx, r.Schedule); w != nil {
+			out.Warnings = &w
+		}
+		b, err := batchanswer.AppendSchedule(nil, out)
 		if err != nil {
 			return err
 		}
@@ -425,13 +432,18 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	if err := s.store.ScheduleUpdate(ctx, &m, old.Version, comp.Children(&m)); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: m.ID, version: m.Version, before: old, after: &m, previous: old})
 	if err := s.cancelFutureFires(ctx, tenant, id); err != nil {
 		return err
 	}
 	if err := s.saved(ctx, &m, comp.Keys); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.scheduleOutCompiled(&m, comp))
+	out := s.scheduleOutCompiled(&m, comp)
+	if w := s.capacityWarnings(ctx, &m); w != nil {
+		out.Warnings = &w
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // cancelFutureFires cancels the waiting events of the schedule's fires whose
@@ -484,6 +496,7 @@ func (s *Server) deleteSchedule(ctx context.Context, m *model.Schedule) error {
 	if err := s.store.ScheduleDelete(ctx, m.TenantID, m.ID); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: m.ID, version: m.Version, before: m, previous: m})
 	_, err := s.store.EventCancelPending(ctx, m.ID, "", s.now())
 	return err
 }
@@ -508,6 +521,7 @@ func (s *Server) setState(ctx context.Context, old *model.Schedule, state model.
 	if err := s.store.ScheduleUpdate(ctx, &m, old.Version, comp.Children(&m)); err != nil {
 		return nil, nil, err
 	}
+	noteChange(ctx, auditChange{objectID: m.ID, version: m.Version, before: old, after: &m, previous: old})
 	return &m, comp, nil
 }
 
@@ -526,6 +540,7 @@ func (s *Server) TriggerSchedule(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{objectID: m.ID, version: m.Version, note: strings.TrimSpace("fire " + f.ID + " " + f.Note)})
 	out, err := s.fireOut(ctx, f)
 	if err != nil {
 		return err

@@ -97,6 +97,9 @@ type Store interface {
 	CalendarDelete(ctx context.Context, tenantID, id string) error
 	CalendarCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
 	ScheduleCountByCalendar(ctx context.Context, tenantID, calendarID string) (int, error)
+
+	AuditAppend(ctx context.Context, rs []*model.AuditRecord) error
+	AuditList(ctx context.Context, p *store.AuditListParams) ([]*model.AuditRecord, error)
 }
 
 var _ Store = store.Driver(nil)
@@ -286,7 +289,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.tracer != nil {
 		e.Use(s.traceRequests)
 	}
-	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.boundBatchBodies, s.validateRequest)
+	e.Use(s.recoverPanics, s.limitBody, s.authenticate, s.rateLimit, s.limitWrongTokens, s.boundBatchBodies, s.validateRequest, s.recordAudit)
 	api.RegisterHandlers(e, s)
 	// Not an operation of the spec, so no authentication.
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", schedulerd.OpenAPI) })
@@ -311,6 +314,8 @@ type route struct {
 	spec      *openapi3.T
 	public    bool            // security: [] (authorised by the release token)
 	admin     bool            // tagged admin: admin key only
+	anyCaller bool            // adminOrTenantOps: a tenant key or the admin key
+	action    string          // the operationId as the spec writes it (audit records)
 	query     map[string]bool // declared query parameters: whether one takes several values
 	batch     bool            // createSchedulesBatch: own body limit, items validated by the handler
 	create    bool            // createSchedule: the body may be decoded by the middleware

@@ -30,6 +30,7 @@ func (s *Server) CreateTenant(c echo.Context, _ api.CreateTenantParams) error {
 		if err := s.store.TenantCreate(ctx, t); err != nil {
 			return 0, nil, err
 		}
+		noteChange(ctx, auditChange{tenantID: t.ID, objectID: t.ID, after: t})
 		return http.StatusCreated, s.tenantOut(t), nil
 	}, func(id string) (int, any, error) {
 		t, err := s.store.TenantGet(ctx, id)
@@ -96,6 +97,7 @@ func (s *Server) UpdateTenant(c echo.Context, id api.ID) error {
 	if err := s.store.TenantUpdate(ctx, &t, old.Version); err != nil {
 		return err
 	}
+	noteChange(ctx, auditChange{tenantID: t.ID, objectID: t.ID, version: t.Version, before: old, after: &t})
 	return c.JSON(http.StatusOK, s.tenantOut(&t))
 }
 
@@ -135,6 +137,8 @@ func (s *Server) CreateAPIKey(c echo.Context, tenantID api.ID, _ api.CreateAPIKe
 			return 0, nil, err
 		}
 		o := keyOut(k)
+		// The prefix only: never the key nor its hash.
+		noteChange(ctx, auditChange{tenantID: tenantID, objectID: k.ID, after: o})
 		return http.StatusCreated, api.APIKeyCreated{
 			Id: o.Id, TenantId: o.TenantId, Prefix: o.Prefix, CreatedAt: o.CreatedAt, Key: clear,
 		}, nil
@@ -163,6 +167,7 @@ func (s *Server) RevokeAPIKey(c echo.Context, tenantID api.ID, keyID string) err
 	if err := s.revokeKey(c.Request().Context(), tenantID, keyID); err != nil {
 		return err
 	}
+	noteChange(c.Request().Context(), auditChange{tenantID: tenantID, objectID: keyID})
 	return c.NoContent(http.StatusNoContent)
 }
 

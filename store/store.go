@@ -39,6 +39,7 @@ type Driver interface {
 	PolicyStore
 	CalendarStore
 	LeaseStore
+	AuditStore
 	// Ping returns nil when the store is reachable, else model.ErrUnavailable.
 	Ping(ctx context.Context) error
 	// Close releases the driver's resources. Safe to call twice.
@@ -561,6 +562,30 @@ type CalendarStore interface {
 	// CalendarCountByTenant counts a tenant's calendars, stopping at max
 	// when max > 0.
 	CalendarCountByTenant(ctx context.Context, tenantID string, max int) (int, error)
+}
+
+// AuditListParams filters and pages AuditList. Results are ordered by ID
+// ascending (ids begin with the second they were made in); After is the
+// last ID of the previous page.
+type AuditListParams struct {
+	TenantID string    // "": every tenant's (the admin's list)
+	ObjectID string    // optional
+	From, To time.Time // optional range on At: [From, To)
+	After    string
+	Limit    int // 1..1000; drivers clamp
+}
+
+// AuditStore keeps the audit records of mutating API calls.
+type AuditStore interface {
+	// AuditAppend stores the records, in one write where the store can.
+	// A record whose id exists is left as it is.
+	AuditAppend(ctx context.Context, rs []*model.AuditRecord) error
+	// AuditList pages the records that match p. A driver reads an index by
+	// tenant or by object, not every record, when p names one.
+	AuditList(ctx context.Context, p *AuditListParams) ([]*model.AuditRecord, error)
+	// AuditDeleteBefore removes up to limit records whose At is before t,
+	// oldest first; returns how many. Cross-tenant (retention).
+	AuditDeleteBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }
 
 // LeaseStore keeps leases with fencing tokens.

@@ -70,6 +70,10 @@ func noFlags(do func(e *env, args []string) error) func(*flag.FlagSet) func(*env
 }
 
 func commands() []*command {
+	return append(baseCommands(), auditCommands()...)
+}
+
+func baseCommands() []*command {
 	return []*command{
 		// tenants (admin key)
 		{group: "tenants", verb: "ls", summary: "list tenants (admin)", positional: 0, flags: func(fs *flag.FlagSet) func(*env, []string) error {

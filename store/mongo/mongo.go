@@ -92,6 +92,9 @@ type Options struct {
 	// IdempotencyRetention is how long idempotency records are kept
 	// (default 24h), by the TTL index on their createdDate on MongoDB.
 	IdempotencyRetention time.Duration
+	// AuditRetention is how long audit records are kept (default 90
+	// days), by the TTL index on their atDate on MongoDB.
+	AuditRetention time.Duration
 	// ClientClock judges lease and token expiries by the instants callers
 	// pass even where the server could judge them by its own clock
 	// (where Open's probe finds $$NOW, see serverCaps), for tests that drive time
@@ -124,6 +127,7 @@ func (o *Options) setDefaults() {
 	o.OperationTimeout = cmp.Or(o.OperationTimeout, defaultOperationTimeout)
 	o.EventRetention = cmp.Or(o.EventRetention, defaultRetention)
 	o.IdempotencyRetention = cmp.Or(o.IdempotencyRetention, defaultRetention)
+	o.AuditRetention = cmp.Or(o.AuditRetention, DefaultAuditRetention)
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
@@ -145,9 +149,15 @@ func (o Options) validate() error {
 		return fmt.Errorf("mongo options: EventRetention must be between 1s and %s, got %s", maxRetention, o.EventRetention)
 	case o.IdempotencyRetention < time.Second || o.IdempotencyRetention > maxRetention:
 		return fmt.Errorf("mongo options: IdempotencyRetention must be between 1s and %s, got %s", maxRetention, o.IdempotencyRetention)
+	case o.AuditRetention < time.Second || o.AuditRetention > maxRetention:
+		return fmt.Errorf("mongo options: AuditRetention must be between 1s and %s, got %s", maxRetention, o.AuditRetention)
 	}
 	return nil
 }
+
+// DefaultAuditRetention is how long audit records are kept unless
+// Options.AuditRetention says otherwise.
+const DefaultAuditRetention = 90 * 24 * time.Hour
 
 // MaxRetention is the longest retention Options take: a TTL index counts
 // its expiry in 32-bit seconds.
@@ -187,6 +197,7 @@ const (
 	collPolicies    = "policies"
 	collLeases      = "leases"
 	collCalendars   = "calendars"
+	collAudit       = "audit"
 )
 
 // Store implements store.Driver on MongoDB.
@@ -197,7 +208,7 @@ type Store struct {
 	tenants, apiKeys, idempotency   *mongo.Collection
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
-	calendars                       *mongo.Collection
+	calendars, audit                *mongo.Collection
 	// eventsMajority and policiesMajority read at read concern majority
 	// where the server has it (not FerretDB): the throttle's reconciliation
 	// reads (PolicyGetByID, EventCountHoldingTokens, EventFindTokenExpired)
@@ -300,6 +311,7 @@ func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonit
 	s.policies = s.db.Collection(collPolicies, primary)
 	s.leases = s.db.Collection(collLeases, primary)
 	s.calendars = s.db.Collection(collCalendars, primary)
+	s.audit = s.db.Collection(collAudit, primary)
 
 	if err := s.init(ctx, opts); err != nil {
 		_ = client.Disconnect(context.WithoutCancel(ctx))
@@ -474,6 +486,12 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 		},
 		collCalendars: {
 			idx("tenant_id", false, "tenantId", "_id"),
+		},
+		collAudit: {
+			idx("tenant_id", false, "tenantId", "_id"),
+			idx("object_id", false, "objectId", "_id"),
+			// The retention job (AuditDeleteBefore), oldest first.
+			idx("at", false, "at"),
 		},
 	}
 	if partial {

@@ -23,6 +23,7 @@ import (
 //     cancelled (and EventCancelPending), removed by a transition out of
 //     them (redrive);
 //   - idempotency records: createdDate;
+//   - audit records: atDate (Options.AuditRetention);
 //   - member leases: expiresDate. Unit leases have none: deleting one would
 //     restart its fence at 1 and let a stale owner's writes through.
 //
@@ -63,6 +64,7 @@ func ttlSpecs(opts Options) map[string]ttlSpec {
 		collEvents:      {"finished_partial_ttl", "finished_ttl", fieldFinishedDate, opts.EventRetention},
 		collIdempotency: {"created_partial_ttl", "created_ttl", fieldCreatedDate, opts.IdempotencyRetention},
 		collLeases:      {"member_expires_partial_ttl", "member_expires_ttl", fieldExpiresDate, memberLeaseGrace},
+		collAudit:       {"at_partial_ttl", "", fieldAtDate, opts.AuditRetention},
 	}
 }
 

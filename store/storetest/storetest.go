@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Policy", policyTests},
 		{"Calendar", calendarTests},
 		{"Lease", leaseTests},
+		{"Audit", auditTests},
 		{"Lifecycle", lifecycleTests},
 		{"Instant", instantTests},
 	} {

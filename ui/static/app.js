@@ -144,6 +144,8 @@ async function capabilities() {
     bulkRedrive: hasOperation(spec, "/v1/events/redrive", "post"),
     cancelFire: hasOperation(spec, "/v1/fires/{id}/cancel", "post"),
     summary: hasOperation(spec, "/v1/summary", "get"),
+    audit: hasOperation(spec, "/v1/audit", "get"),
+    versions: hasOperation(spec, "/v1/schedules/{id}/versions", "get"),
   };
   return state.caps;
 }
@@ -619,6 +621,93 @@ async function pageSchedule(main, id) {
       h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "Launch (UTC)"),
       h("th", { scope: "col" }, ""))), preview));
   await loadPreview();
+  if ((await capabilities()).versions && gen === generation) main.append(...await scheduleVersions(s.id));
+  return null;
+}
+
+// VERSION_SKIP are the members a version's changes leave out: they move
+// with every version or are of the moment.
+const VERSION_SKIP = new Set(["version", "updatedAt", "createdAt", "nextFireTimes", "children"]);
+
+// changedMembers lists the members of a that differ from b (a schedule's
+// version and the one before it).
+function changedMembers(a, b) {
+  if (!b) return [];
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].filter((k) => !VERSION_SKIP.has(k) && JSON.stringify(a[k]) !== JSON.stringify(b[k])).sort();
+}
+
+// scheduleVersions is the schedule's versions table, newest first, each
+// with what changed from the one before it and who stored it.
+async function scheduleVersions(id) {
+  const tbody = h("tbody", { id: "version-rows" });
+  try {
+    const page = await api("GET", `/v1/schedules/${enc(id)}/versions?limit=100`);
+    const items = page.items;
+    tbody.replaceChildren(...items.map((v, i) => {
+      const changed = changedMembers(v.schedule, items[i + 1] && items[i + 1].schedule);
+      return h("tr", { dataset: { version: v.version } },
+        h("td", { class: "num" }, v.version, v.current ? h("small", {}, " (current)") : ""),
+        h("td", {}, utc(v.at)),
+        h("td", {}, v.action || "—", v.keyPrefix ? h("small", {}, ` by ${v.keyPrefix}`) : ""),
+        h("td", { class: "changed" }, i + 1 < items.length ? changed.join(", ") || "—" : "first kept version"),
+        h("td", {}, v.note || ""));
+    }));
+  } catch (err) {
+    tbody.replaceChildren(h("tr", {}, h("td", { colspan: 5 }, errorBox(err))));
+  }
+  return [h("h2", {}, "Versions"),
+    h("p", { class: "muted" }, h("a", { href: `#/audit?objectId=${enc(id)}` }, "Audit records of this schedule →")),
+    h("table", { "aria-label": "Versions" }, h("thead", {}, h("tr", {},
+      ["Version", "Stored (UTC)", "By", "Changed", "Note"].map((t) => h("th", { scope: "col" }, t)))), tbody)];
+}
+
+// diffText shows an audit record's diff: each member, before → after.
+function diffText(diff) {
+  if (!diff) return "";
+  const show = (v) => (v === undefined ? "∅" : JSON.stringify(v));
+  return Object.entries(diff).map(([k, c]) => `${k}: ${show(c.before)} → ${show(c.after)}`).join("; ");
+}
+
+// pageAudit lists the tenant's audit records, oldest first, a page of 100
+// at a time, narrowed to one object.
+async function pageAudit(main, params) {
+  const objectId = h("input", { name: "objectId", value: params.get("objectId") || "", placeholder: "sch_…, pol_…" });
+  const tbody = h("tbody", { id: "audit-rows" });
+  const status = h("div", {});
+  const more = h("button", { type: "button", id: "audit-more", hidden: true }, "More");
+  let cursor = null;
+  const load = async (append) => {
+    try {
+      const page = await api("GET", "/v1/audit" + query({ objectId: objectId.value.trim(), limit: 100, cursor: append ? cursor : "" }));
+      status.replaceChildren();
+      const rows = page.items.map((r) => h("tr", { dataset: { id: r.id, action: r.action } },
+        h("td", {}, utc(r.at)),
+        h("td", {}, r.action),
+        h("td", {}, r.objectId
+          ? (r.objectId.startsWith("sch_") ? h("a", { href: `#/schedules/${enc(r.objectId)}` }, r.objectId) : r.objectId)
+          : "—", r.version ? h("small", {}, ` v${r.version}`) : ""),
+        h("td", {}, r.keyPrefix || ""),
+        h("td", { class: "diff" }, diffText(r.diff)),
+        h("td", {}, r.note || "", r.requestId ? [h("br"), h("small", {}, r.requestId)] : "")));
+      if (append) tbody.append(...rows);
+      else tbody.replaceChildren(...rows);
+      if (!append && !rows.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No records.")));
+      cursor = page.nextCursor || null;
+      more.hidden = !cursor;
+    } catch (err) {
+      status.replaceChildren(errorBox(err));
+    }
+  };
+  more.addEventListener("click", () => load(true));
+  const form = h("form", { class: "bar", onsubmit: (e) => { e.preventDefault(); location.hash = "#/audit" + query({ objectId: objectId.value.trim() }); } },
+    field("Object id", objectId), h("button", { type: "submit" }, "Filter"));
+  main.append(h("h1", {}, "Audit"),
+    h("p", { class: "muted" }, "Every change made through the API, oldest first: who (the key's prefix), what, the members changed. Releases and extends are not recorded."),
+    form, status,
+    h("table", { "aria-label": "Audit records" }, h("thead", {}, h("tr", {},
+      ["At (UTC)", "Action", "Object", "Key", "Changes", "Note / request"].map((t) => h("th", { scope: "col" }, t)))), tbody), more);
+  await load(false);
   return null;
 }
 
@@ -1171,6 +1260,7 @@ async function route() {
     policies: () => pagePolicies(main),
     calendars: () => (parts[1] ? pageCalendar(main, parts[1]) : pageCalendars(main)),
     health: () => pageHealth(main),
+    audit: () => pageAudit(main, params),
   };
   const page = pages[parts[0]] || pages.schedules;
   const poll = await page();
