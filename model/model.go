@@ -203,6 +203,12 @@ type Schedule struct {
 	// Crons, if set, are several canonical cron expressions: the schedule
 	// fires at each instant any of them names, once; Cron is then empty.
 	Crons []string `json:"crons,omitempty"`
+	// Notify lists who is told about this schedule's fires (see Notify).
+	Notify []Notify `json:"notify,omitempty"`
+	// After, if set, makes the schedule fire once per finished fire of
+	// another schedule of its tenant instead of on a clock: Cron, Crons,
+	// Interval and RunAt are then empty.
+	After *After `json:"after,omitempty"`
 }
 
 // IntervalFirst is the first fire of an interval schedule: StartAt, or
@@ -353,6 +359,9 @@ const (
 	// FireBackfill: recorded by POST /backfill for a past instant; its
 	// events launch from when it was recorded.
 	FireBackfill FireDecision = "backfill"
+	// FireAfter: a dependent schedule's fire, recorded when the fire of
+	// the schedule it names in After finished.
+	FireAfter FireDecision = "after"
 )
 
 // Fire is one firing of a schedule: n events for one fire time.
@@ -378,6 +387,11 @@ type Fire struct {
 	// Payload, if set, is what its events carry instead of the schedule's
 	// payload (a trigger with a payload).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Watched fires are followed until they finish (the schedule or its
+	// tenant has notifications, or another schedule fires after it);
+	// FinishedAt is when that was seen (nil: not yet, or not watched).
+	Watched    bool       `json:"watched,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
 // EventStatus is where an event is in its life.

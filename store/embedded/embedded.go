@@ -132,6 +132,7 @@ var (
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
 		bFires, bFireSched, bFireEmitting, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta, bCalendars,
+		bFireWatching, bFireFinished, bSchedAfter,
 	}, eventBuckets...)
 )
 

@@ -220,8 +220,66 @@ type scheduleDoc struct {
 	IntervalNext     *int64   `bson:"intervalNext,omitempty"`
 	// IntervalDue is the next fire of an active interval schedule: what
 	// ScheduleIntervalDue finds it by.
-	IntervalDue *int64   `bson:"intervalDue,omitempty"`
-	Crons       []string `bson:"crons,omitempty"`
+	IntervalDue *int64      `bson:"intervalDue,omitempty"`
+	Crons       []string    `bson:"crons,omitempty"`
+	Notify      []notifyDoc `bson:"notify,omitempty"`
+	// After is indexed by its scheduleId (ScheduleListAfter).
+	After *afterDoc `bson:"after,omitempty"`
+}
+
+type notifyDoc struct {
+	URL      string   `bson:"url,omitempty"`
+	QueueURL string   `bson:"queueUrl,omitempty"`
+	On       []string `bson:"on"`
+}
+
+type afterDoc struct {
+	ScheduleID string `bson:"scheduleId"`
+	When       string `bson:"when"`
+}
+
+func toNotifyDocs(ns []model.Notify) []notifyDoc {
+	if ns == nil {
+		return nil
+	}
+	out := make([]notifyDoc, len(ns))
+	for i, n := range ns {
+		on := make([]string, len(n.On))
+		for j, k := range n.On {
+			on[j] = string(k)
+		}
+		out[i] = notifyDoc{URL: n.URL, QueueURL: n.QueueURL, On: on}
+	}
+	return out
+}
+
+func notifyModel(ds []notifyDoc) []model.Notify {
+	if ds == nil {
+		return nil
+	}
+	out := make([]model.Notify, len(ds))
+	for i, d := range ds {
+		on := make([]model.NotifyKind, len(d.On))
+		for j, k := range d.On {
+			on[j] = model.NotifyKind(k)
+		}
+		out[i] = model.Notify{URL: d.URL, QueueURL: d.QueueURL, On: on}
+	}
+	return out
+}
+
+func toAfterDoc(a *model.After) *afterDoc {
+	if a == nil {
+		return nil
+	}
+	return &afterDoc{ScheduleID: a.ScheduleID, When: string(a.When)}
+}
+
+func (d *afterDoc) model() *model.After {
+	if d == nil {
+		return nil
+	}
+	return &model.After{ScheduleID: d.ScheduleID, When: model.AfterWhen(d.When)}
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -239,6 +297,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
+		Notify: toNotifyDocs(s.Notify), After: toAfterDoc(s.After),
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -270,6 +329,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
+		Notify: notifyModel(d.Notify), After: d.After.model(),
 	}
 }
 
@@ -322,6 +382,11 @@ type fireDoc struct {
 	CreatedAt  int64  `bson:"createdAt"`
 	Jitter     int64  `bson:"jitter,omitempty"` // nanoseconds
 	Payload    []byte `bson:"payload,omitempty"`
+	Watched    bool   `bson:"watched,omitempty"`
+	FinishedAt *int64 `bson:"finishedAt,omitempty"`
+	// Watching is 1 while the fire is watched and not finished: what
+	// FireListWatched finds it by.
+	Watching int `bson:"watching,omitempty"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -330,7 +395,16 @@ func toFireDoc(f *model.Fire) fireDoc {
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
 		Jitter: int64(f.Jitter), Payload: f.Payload,
+		Watched: f.Watched, FinishedAt: unixNanoPtr(f.FinishedAt), Watching: watching(f),
 	}
+}
+
+// watching is fireDoc.Watching of f.
+func watching(f *model.Fire) int {
+	if f.Watched && f.FinishedAt == nil {
+		return 1
+	}
+	return 0
 }
 
 func (d *fireDoc) model() *model.Fire {
@@ -339,6 +413,7 @@ func (d *fireDoc) model() *model.Fire {
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
 		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
+		Watched: d.Watched, FinishedAt: fromNanoPtr(d.FinishedAt),
 	}
 }
 
