@@ -29,7 +29,6 @@ var (
 	bSchedAfter = []byte("schedules_after")
 )
 
-
 // fillWatch sets f.Watched and f.FinishedAt from the watch buckets.
 func fillWatch(tx *bolt.Tx, f *model.Fire) {
 	id := []byte(f.ID)
