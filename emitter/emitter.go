@@ -283,6 +283,9 @@ type Deps struct {
 	// its id: a store that can make the token again keeps no copy of it
 	// (embedded.Store.ReleaseToken). Nil: 16 random bytes in hex.
 	ReleaseToken func(eventID string) string
+	// Watch, if set, marks the new fires of the schedules it names
+	// watched, besides those of schedules with notifications.
+	Watch Watcher
 }
 
 // Emitter is the schedule event emitter. Its methods are safe for concurrent
