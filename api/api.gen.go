@@ -20,6 +20,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AfterWhen.
+const (
+	Finished  AfterWhen = "finished"
+	Succeeded AfterWhen = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the AfterWhen enum.
+func (e AfterWhen) Valid() bool {
+	switch e {
+	case Finished:
+		return true
+	case Succeeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	Cancelled  EventStatus = "cancelled"
@@ -58,34 +76,37 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for FireDecision.
 const (
-	Backfill        FireDecision = "backfill"
-	CancelledByNext FireDecision = "cancelled_by_next"
-	Emitted         FireDecision = "emitted"
-	Late            FireDecision = "late"
-	SkippedCalendar FireDecision = "skipped_calendar"
-	SkippedManual   FireDecision = "skipped_manual"
-	SkippedOverlap  FireDecision = "skipped_overlap"
-	Triggered       FireDecision = "triggered"
+	FireDecisionAfter           FireDecision = "after"
+	FireDecisionBackfill        FireDecision = "backfill"
+	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
+	FireDecisionEmitted         FireDecision = "emitted"
+	FireDecisionLate            FireDecision = "late"
+	FireDecisionSkippedCalendar FireDecision = "skipped_calendar"
+	FireDecisionSkippedManual   FireDecision = "skipped_manual"
+	FireDecisionSkippedOverlap  FireDecision = "skipped_overlap"
+	FireDecisionTriggered       FireDecision = "triggered"
 )
 
 // Valid indicates whether the value is a known member of the FireDecision enum.
 func (e FireDecision) Valid() bool {
 	switch e {
-	case Backfill:
+	case FireDecisionAfter:
 		return true
-	case CancelledByNext:
+	case FireDecisionBackfill:
 		return true
-	case Emitted:
+	case FireDecisionCancelledByNext:
 		return true
-	case Late:
+	case FireDecisionEmitted:
 		return true
-	case SkippedCalendar:
+	case FireDecisionLate:
 		return true
-	case SkippedManual:
+	case FireDecisionSkippedCalendar:
 		return true
-	case SkippedOverlap:
+	case FireDecisionSkippedManual:
 		return true
-	case Triggered:
+	case FireDecisionSkippedOverlap:
+		return true
+	case FireDecisionTriggered:
 		return true
 	default:
 		return false
@@ -125,6 +146,33 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotifyKind.
+const (
+	EventDead          NotifyKind = "event.dead"
+	FireDeadlineMissed NotifyKind = "fire.deadline_missed"
+	FireFinished       NotifyKind = "fire.finished"
+	FireHasDead        NotifyKind = "fire.has_dead"
+	FireSkipped        NotifyKind = "fire.skipped"
+)
+
+// Valid indicates whether the value is a known member of the NotifyKind enum.
+func (e NotifyKind) Valid() bool {
+	switch e {
+	case EventDead:
+		return true
+	case FireDeadlineMissed:
+		return true
+	case FireFinished:
+		return true
+	case FireHasDead:
+		return true
+	case FireSkipped:
 		return true
 	default:
 		return false
@@ -346,6 +394,27 @@ type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
 }
+
+// After Fire after another schedule of the tenant instead of on a clock:
+// one fire per finished fire of that schedule (whose fire time is at
+// or after this member was saved), its id derived from the upstream
+// fire's, its events' deadline the upstream's window end. An
+// alternative to cron, fields, crons, interval and runAt. A schedule
+// of another tenant, the schedule itself, or a chain that comes back
+// to it are refused (422 naming after.scheduleId).
+type After struct {
+	ScheduleId string `json:"scheduleId"`
+
+	// When finished (default): after every upstream fire whose events all
+	// finished; succeeded: only when every one was released (none
+	// dead, none cancelled). Skipped upstream fires fire nothing.
+	When *AfterWhen `json:"when,omitempty"`
+}
+
+// AfterWhen finished (default): after every upstream fire whose events all
+// finished; succeeded: only when every one was released (none
+// dead, none cancelled). Skipped upstream fires fire nothing.
+type AfterWhen string
 
 // BackfillRequest defines model for BackfillRequest.
 type BackfillRequest struct {
@@ -590,7 +659,9 @@ type Fire struct {
 	// skipped by the skip operation, not delivered; skipped_calendar:
 	// a calendar of the schedule excludes the fire time (the note names
 	// it, and with onExcluded next_included where the fire moved);
-	// backfill: by the backfill operation, for a past instant.
+	// backfill: by the backfill operation, for a past instant;
+	// after: a dependent schedule's fire after its upstream's fire
+	// finished (the note names it).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -602,9 +673,14 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting *bool     `json:"emitting,omitempty"`
-	FireTime time.Time `json:"fireTime"`
-	Id       string    `json:"id"`
+	Emitting *bool `json:"emitting,omitempty"`
+
+	// FinishedAt When the fire was seen finished, for a fire someone waits for
+	// (its schedule has notify, or another schedule fires after it);
+	// absent otherwise and until then.
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	FireTime   time.Time  `json:"fireTime"`
+	Id         string     `json:"id"`
 
 	// Jitter The fire's jitter offset; absent when it has none.
 	Jitter         *string    `json:"jitter,omitempty"`
@@ -638,7 +714,9 @@ type Fire struct {
 // skipped by the skip operation, not delivered; skipped_calendar:
 // a calendar of the schedule excludes the fire time (the note names
 // it, and with onExcluded next_included where the fire moved);
-// backfill: by the backfill operation, for a past instant.
+// backfill: by the backfill operation, for a past instant;
+// after: a dependent schedule's fire after its upstream's fire
+// finished (the note names it).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -737,6 +815,32 @@ type Lateness struct {
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// Notify Receivers of notifications about this schedule's fires: one signed
+// message per fire and kind (never one per event), with the fire's
+// counts, delivered and retried like an event (at most 5 attempts,
+// unthrottled, apart from the schedule's own events). Each entry has
+// exactly one of url and queueUrl, checked as a target's address.
+type Notify = []NotifyEntry
+
+// NotifyEntry defines model for NotifyEntry.
+type NotifyEntry struct {
+	On []NotifyKind `json:"on"`
+
+	// QueueUrl An SQS queue URL.
+	QueueUrl *string `json:"queueUrl,omitempty"`
+
+	// Url An http(s) URL, signed as HTTP deliveries are.
+	Url *string `json:"url,omitempty"`
+}
+
+// NotifyKind fire.finished: every event of the fire finished (released, dead or
+// cancelled); fire.has_dead: it finished with dead events;
+// fire.deadline_missed: it was not finished by its deadline;
+// fire.skipped: it was recorded without events (overlap, skip,
+// calendar); event.dead: the first event of the fire went dead (once
+// per fire).
+type NotifyKind string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -969,6 +1073,15 @@ type ReleaseRequest struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Children Number of children (trigger slots) the expression was split into.
 	Children  int       `json:"children"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -1005,6 +1118,13 @@ type Schedule struct {
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1108,6 +1228,15 @@ type ScheduleBatchCreate struct {
 
 // ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
 type ScheduleBatchItem struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1161,6 +1290,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1227,8 +1363,17 @@ type ScheduleCounts struct {
 	Paused int `json:"paused"`
 }
 
-// ScheduleCreate Exactly one of cron, fields, crons, interval and runAt.
+// ScheduleCreate Exactly one of cron, fields, crons, interval, runAt and after.
 type ScheduleCreate struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1279,6 +1424,13 @@ type ScheduleCreate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1346,7 +1498,9 @@ type ScheduleState string
 
 // ScheduleUpdate defines model for ScheduleUpdate.
 type ScheduleUpdate struct {
-	Cron *string `json:"cron,omitempty"`
+	// After Replaces the dependency; a clock member (cron, fields, crons, interval, runAt) removes it.
+	After *After  `json:"after,omitempty"`
+	Cron  *string `json:"cron,omitempty"`
 
 	// Crons Several 5-field cron expressions: the schedule fires at every
 	// instant any of them names, once per instant even where two name the
@@ -1378,6 +1532,9 @@ type ScheduleUpdate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
+
+	// Notify Replaces the receivers whole; the empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -3011,317 +3168,330 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1rcxs30geKfxUU//8qk8+OaEqxsxuq9oXiy66fxLHXkk+ePZlUCHFAcqIhQAMYUdyUv/spdDcwGHKG",
-	"F1myk6xqX2wszmBwafS9f/1bZ6zmCyWFtKYz/K2z4JrPhRUa/vWs1EZp91+ZMGOdL2yuZGfYuZgJNpLi",
-	"xuIDI6YmzM4EW2hxnavSsAWfilPG5YopOxOaXfOiFCw3TItJaUTGlrmdsSeDQb+TdHI35IdS6FUn6Ug+",
-	"F51hZ4xfTjpmPBNz7qZgVwv3i7E6l9POx49J59Vz93d4fcHtrHo7zzpJR4sPZa5F1hlaXYp4pDm/+V7I",
-	"qZ11hieDQdKZ59L/+zhp+k4m5gtlhRyvvhOrze04Y1pYnYuMjbXgVuDq3IYYPhfsSqwYl1n1h0uVrdwr",
-	"pZYG/jrJtbGp5NIshYZncSDDpLKzXE5P66PB+Fzi3sJo1damEvf25KTPvhMrw7gWzIzVQmTMKhhnzItC",
-	"6EeGWSG5tP1U+lOYCZ4JXW1ktPIjt/S2XXz6dPcufp/Pc7u5eW/5VDCT/0ewbiYmvCwsOx4Mem2EUcAo",
-	"a/PI5+W8Mzwe0GHSP8MkcmnFVOjORzcNLcxCSSOAwL/l2TvxoRQGJjZW0goJ/8kXiyIfczfHxwutLgsx",
-	"/8uvxk34t+jT/38tJp1h5//3uLpEj/FX8/gtvoUf3bw+Gj/LMoWnzObcjpFozt6+YtEL/c7HpPNMyUmR",
-	"jz/7NNXlr2Js2XjG5VRkbC64XM7yQiSO4nIJ811qJafMWG5FwpR2vxibFwXLZSpLI07dH7sjobXSZsQk",
-	"n+dySnQviixh7pjYqN/vP+aFFjxbHYmb3Fgz6nkiTyVNhB5gM+5uDreslPmHUiCDSZgpxzPGDeNsoYp8",
-	"vHpk3OeEo/CPSeeFm8Hn3MEzyUopbhZibEXGYANY9ylQ98ek81LpyzzLhPzch+pYyJyvgOwcL2B2lhum",
-	"FkLDR1kX+QI8pyTjkvFsnsvoCaXh/LS4FtoIXM4racrJJB/nQtpzqzSfis+9sIkWgpkFHwsvkYxVWjwy",
-	"LMvNlSPMS1GoJTJBJSf5tNSOLc60MDNVZMNUSrFk7mtZWQiTEOGbhFmdT6dCG+DOWphyLpC1eolWSpsX",
-	"+PFU5gbmkvXZc1Hk10LnbgwtCsGN8GO4bXGbOVVMSSLRH5R9qUqZfc6d+0HhvaErNoHDzQ2JCTjbC6W+",
-	"5/rzH6jnkl7GFW4Sbnpcrh8iCAbWPf6afZd/C4ug7YbdFjdWyKznF/OayxUxfvO514SX65EJi9NOZcDp",
-	"54aJmxkvjeMXSifu+kXLSCWuI2GcuK5VV0IyPrFuV5Ric6dzRT8Z1nXHiMzSaxgiY08GT3psotUct7Fw",
-	"l5bxLNPCGGDiE7ri4lpImxCrT+W41No9usxlppanjLOx0tqRDc7E8X6hrx3lnwvB3gmrV0dnbnp99kaS",
-	"WpOkslxkIC7oWkW3yt1cHq7gECbhtyyVc37zws3IOA4jMvahVJazpSqLjF0KtuDG3cWuVPGnh7gKwwrB",
-	"r0UqA2NgIEWceqYFy/Cmiswra7mOLqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiad95KX",
-	"dqZ0/h/xWTnA69wYJ5OVZnNeTJSei4yd0VSQ4+OigTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
-	"wV+mwlaaLBIjMb73kl/zvOCXxWdnMkgKuWFlNQfWdbcPLgFSaMKkYmKeW3fTdClJ+8lNKhdajYUxvVMw",
-	"A1Z0G2PSv3eyoSl8id3zXCw3bCmK4oio57K0LJdIGKD+03Dua2dvX5EdtdBOp7A5auPIHbIzmLgbh9vO",
-	"sOMYxZHN56KzYVUkztLbNA2TzkKLSX7TbLiCseUEu+ZjZ+h6VeFKrBK36VqM1VTmRjDc/I3BiaAPmSYy",
-	"sFdZsx1bWao/oekaHg8rSaLN+Tl8ACW2+wBu6TN8Bs69KN5MOsOftp8tncTHZP0orprs3AsQFYJrt1d9",
-	"dj5zF52uAd1mpmSxati1tVW64TeX8XNYyPc5WmT1SeVWzOv/sdfa/Ge41ny1ueEwVuOeZnxh82sRDFee",
-	"ZbnbCl68jeY14YURTTcjmCAo2+fqWjgF1C6FkMzp044/zvkN69roaZBxr+TLIp/ObMKWs3w8c5cL5LTI",
-	"i1xOY8mtpBOazpg3+VTywqSy++Tkm8dPB18lzJGjKq1TX2eCPb25YWbGtUjYVKulY/gFB9v+FDjd+b/O",
-	"mXUKljUoIz+UonTK8yUfXxVq2uuzM/bk5BsnA54OvmKWXwnDlHQie8K6go9nbFJqcEoo6bRgWTF7VBjg",
-	"6blyU8gc8VjFbgb9b3pJ8GbgKuCvqVRyLNhCaP92l/v/yv2uqtKO1VwYmJz/yCSVphw7jiiAT+MmcusU",
-	"AGPZjBd45XGIJTduGKZ5Ds/bIaw4lVYtuc5w6wtxLQoUeoUbY8LzQmSwsZJNuHEs/1KslMwc22CvZCrf",
-	"wom+J03HHfiAaYFkwIm2gmMo6H+T/MapILZGB4xPeS5RjtTvxJzfbDhBdvpB4Ncdrw0a3Cf1m+PGaLo3",
-	"3/Lx1SQvisizsvXm1BfkSHuT9bwEpp1LY51hShxbO9uMdXM5LspMZOAz2o8fz/nNy1zjBzcv7lxV3zLR",
-	"l5zN7MzEyFOVuE1zlOXeSeXxwP2h5/RifAV8cXPSL8hUxGPcPBOrNqfzQmZrqxU3tNpTUL1Q2ZBque/i",
-	"1w4Rthu+vf0oTVk0cGTUqxumjfr2Ujt9SbKs1N7l46yRfuPycay3QmZunm1DwmaQcfrI3RYtqu8Qw3G3",
-	"d6qdGc266hrsRZHK6K/B4Ad9NhMToZ3ef7liwb54K/TrXJZWkK8jleBCmJZcZ722EwS3VePsX3lqKsQE",
-	"mBa7FGNeGoH2x4w7Tdktxnu4mvdo0ky0QMuguOgM1xH2CCkwE+PcODX+kg60ZXi6e3vqXrSm5kvkLbhH",
-	"prpKuWQ/uW84PavXPAX/2qtmxc5c5YsFajj7bwE3jN77ZcwLITOu+1tu4C1uUTTrJLpS0R75s6uWEJGL",
-	"J/7O+i1oupPPaAl3oj+7H+sq1abuWtOeWlVu9M83/AB8a3+1zS/vnXut6ftuKf9Rsvlj6Fc4aAuuhTY5",
-	"GkThhVzar580kshSiKtitfdqfoTH35WF2K2IZj7KEa3Rn1DYxjCDauKxbRDvwDbiQUvhQKX2DMUcSj0G",
-	"E0tQLKFLE2fGdFkIZ75OhdPo+uzFtdD4VycEfy2zqciAVdMi+xtKTaDK+vd/nKlCsEKNecEyvjIJ+/e/",
-	"//3vo9evj54/h3jR3jTsiXVrzOp+SXdNPpz9cBY2BISYWyBqh7l3NYetazRL748y14lyG2HdheUWOFzT",
-	"yYWo8x62dKtpVz+pw27BC1TATCTKhuxS2Rl79/IZ++qrr76pBB4Fap2BZIRNZTftnAxO/np0fHJ08uTi",
-	"+K/DwWA4GPy/aacHmgiM4umbWFYIs3nR5UzEQClrA/5tOBiknd4pW8JVmYMGY5rsBi/qN6+K2r2x25VG",
-	"v7lo+RzKYy6NkJZVk2VXQizIHQtRPqdcF7mxTItFwcfCVIGejD2wk98nO9kkEq3ky1wUmbmFZwXixsxJ",
-	"a4wWjLWSTNwstDBOIp5CyBIJCR+dCy4NSzv/k3aayGP1ZvJaSXdsvzWpSKs3E7e8xl9nqtSNP+Dda/6p",
-	"5Vtt+2SanMTXQvOCPT3CBa7tgMG4iVdLyUzilrnXVqn0hjRk6IB5OYdAuUlY8Ln4Z5xGypYzoQWzSwWP",
-	"oUEEfh1cZp+9AO+PKgq1JF+VmxGqAl1PiQl7fn7Rg+Mh33AqHYFGiUGUHeDeNj/lP/fZmWS8sEJLDv4S",
-	"q+C3BA/WJG4tVuhrXmAMqZRnPqGl9frO+c0r/PH4azgo/6/NK0bh29VrYQwFtDfJEaKTjhAl++fFxVsf",
-	"ScIACP79/F/nbI5jDMEJxq0V84VlVqWSnoe/g/7fxLDphc0ZHDMlqywiP7Aj8+0uoLEqMUSw/bFM8KzI",
-	"ZcvSReWfiAy+S8hlCTFCvIlOFjrDl1j0fso5bEeLLeiIestPFzky5X2N2Uw0BAwGR5fckSWfK3JgjGDf",
-	"Rj6kSIt3H6xt+aBpLxd8VSie7Yy40GMgdSH4u+sNT6bv6PFdhvSaPPe7nKwZsrjB0Xb6ffLUkwSyrKba",
-	"pBKsz29jn/9ZZWWAP5tN82uS7DC5R4YCzJd8fLXJwsXNwnG4M9sk5QVej+COx4HIN05ebIgyhw+wbnW6",
-	"PJX4ZiBgXlpFC4FwR28YYvRKU6YBuxQTpYFRktt2z0CRm8PmIt4s+IeSguF+P4wYa2HRtT8RjmuTLxtu",
-	"WykzCqsDr/ZcgV2EhaoJG9EyyFM7gudHL2AF/m81X1dkaOuiJS+U9gLcaCP2/t33wWcHMz9lb9+cXzC+",
-	"+XGrKOIWtqrU+U7Xi5uI37cm0oN5bFoktCGmKaga8caGn27hZIlY6L5vUC7CVoqGQAQFOiZlEWSKI4I5",
-	"z0SfPSsEJ88mZ1pkOr8+gPlOcpmb2Y5JwKEyLbjjHP4iZAlzi3b3YczlWBSFyPqMdHtIIGR5yB7wn2Hd",
-	"ccN0e4fM9y4FQvNAQU5sUoY7jpBi2CAqIf2P5AX4UbQYg4oKoaQguNl3YuH9+mEXGDdsljsjZ4XhQtz2",
-	"3LAFugrJ1CSqZgMIwJuZ18bw4xC+cpThdt8dUI/S1jiTYhnox03INBoFBS/leHYI7c/5zdnWq3a4TER2",
-	"/Kot8p8rndtV88d2eZctt+VOUwc4yjk+6lg2hEx3vXSBT3kW/yIWWAeIBkfD2ZvStgTnvfTM8gyulpdL",
-	"kXhDuZRbhjIza2cSNINLpQrB5a28q00uzoNVjEB00emGba9TWDjCpGLwh7hH4WjvwoWFUufe/FeBBEXD",
-	"RO+Stm9Fq42njmNuXQxOT0inP//UIcYWUYwbhyQj/hDEZKV+4n9avfJPcPeXIISiCVRbQx697GWuG/bT",
-	"+91aeIb/+Ye2+Ac4mBoEKC8KNi7U+Mo7+CIDKnaNN7gPrkV20RAs/tGJACX9cpijtV98dDzxNjxZK5iP",
-	"sr9w1YJT2lgD3wmuSXTzg5wR3k+a24SJ/rTPUvgCCw7Lp2nHaQgp+ZqY4TYxpUQfzabGace3JED3pj+H",
-	"JD7PsKpGsozV4AOTGNAI+LYhh+ofimWlz7P3aQTt5knILWAnT2a9/laTISrIeXp8srsgJ96idv0ZnHQ+",
-	"B3DjcoAXppko/vf8zQ9swR1JTqpqD9adgJHE54tCsJTYeL/UBTjBOYN6Hxbq0DDhFHMn+9vpcofPGma6",
-	"9cRb7r8TQzsZp3v3GT55WyMBQ/Sbm4lZp9kQ/Dz5XJxC2taQVMRMLSEckIAGGGIFdjw7KheYVpSkEnZR",
-	"SXGkJhPGx2OxsL4KL7cG3WahuGbBjT0NIXN1LXTBF8NU0n/93f0SEpdCzR8wlRlHxSPTPJciO01lYL2/",
-	"XK5+cRxpyPw4+BOlCbs1aRwkvMKWkLXu7JlCTOypT8Z1mwERfhESyENtSjXxOZclL4appD/4V2D64fkE",
-	"5+slyelGqsAwlTxwuHVnV8XlAl91h4E6ulRWoFs1lY4JQox0G49uYtFZ7xRzVyZ5UYRl+z/E65jAIbvD",
-	"875btN29QCU6Ao3KiioTwZ9wLCf9YTlK9XsevYFbG/3B708n6fipNYpaP4cGe9IZhSP4PZfTEfo6ZDm/",
-	"FLDpop5RZBSbcO39NKkc9Ps09NExg7yKXrA3IbFwmRvRmrZDH23gY7oUZK/6Q3lk/FygsBIK3S4FWGA4",
-	"tz47w9NTk1RC6hc9H6pWKI2cMivXc5KCWAjpZOgfp8wWbtFFzyHTsDaZehpUnPGUUHFFFtmVxnJtT8kA",
-	"hDTGEW3hiBm+MqmcqSUWlMCGVvupGQg9nAdEFCpz1G9CvNWRBXFndvivsIWtGd7umPARir1Wbmi30txC",
-	"BaFsU7GcKf+y5v3Yb7KxfdzgL4nOC59kXbLH3C6bhWO/vYT5TWKLovTL2HCj45/3199A/fFbv5m9sznj",
-	"H9bv3pqre/MeOX7XtPJVxdFyw7hB3w8yrEoTcEzJsben84FJO0kq047PzBtSBRBIjqYcve7xYNBLO6xb",
-	"vxGpjK4EChgKifdQ8aw+UGX3DaMywlRWBYPhgqadFp/o4a6MQ5z0zcYz2czV6bqzjLSJxOsvuyoIIgWm",
-	"wQTy5lOjVwWMrJZfvIG2WTTvlRCSaN53gfJ4JYLzImsmtpxSozdH/ha4cVXO1XWH5v7EUbduyTwMBmTj",
-	"SoJN2fjrkufNAoQS+Ry1uTP3XpYZl1kRr9Vd7aZprdGA/060/E+0gusEcBeuD9Ci783z8TISIGthfNNA",
-	"C6SfoDaxhFrnHOPXlQoHGlpwmYGsQws246tUdrljzLmcHk2UXnKdsSlf9IL6G7gaWnFRPHTKF6ep1GIB",
-	"t24YKxDVRNQYKiozZpf5WITPsi5P5YQXxZGT4f5rufGFIPSa9K9gfL8bosCo8UM6EWqFYbHLmTKCzVQJ",
-	"dfr/06uriFVuqp93oxZ3qPBlXS8Y2REr7biXoBgOf80NBPxk/xZCdVMxa5etQ/d1FKugITVNNug56ztX",
-	"E7wJ1uPiM5mY5BJ8A0BChl+LzF3rhLYbBzYsEwsgEJx0njmzgC2dBuls4APChJ/iU0qqPDU0RnDVTZ9p",
-	"zba+iCjfW1ddI8T6N91v752C2TtlfqmXIlJmzZq1tmaNtbih78QT1MRdXlEuyXa/jUeZSDvfDOZppzHX",
-	"BtXikJvibAFR8IURGRmIz88vmBSgz0BFUG6d5qfVnIFifmZRmcGkDjdmDy815MuElBfQ5t1zINzd5DyZ",
-	"0ih9dubLntLO8RwUK0wONFhnesqE0+WfDAY+98aP3pp74+4NJN9gms564s0GGf1vC7to3tPjp7CnWE7W",
-	"dK/LBQLZ5IbNy/EslVT+HhvgCchZn3gJhQeDhK5uL9QuO0FsZnA4tSPMszp/xxMzKpyqs67JBqOMKi3M",
-	"mEvGp1oIg6Z+gJHwFx4SpiAvCtkR4wuunaF64XgRFa/Bm/gzHKGXLJko+EpktAmn1eSuhFg48qG0UDQM",
-	"Mzh3cBxCpFjJqTA21NGdPJm5DSJDs0fMzMyUtjG8gpnzonDvTfkiVC7apSIaX/eF5BL3ceKky0pwbSIC",
-	"xcUA2YeCrcTZ8XAYEsdMJS5P+DfBCSBuIGtouEGpZAOxC++iQI5u2IxfCzcmPdBMlt/zS1FsST9sygWs",
-	"0e97IMTjr9mVWD1GiKsFz7VJKgAoTIBTE/ZdeSm0FFY4Mnbf7bMz9x5ghXDMqlOT4O39+qu4QrlbCLcO",
-	"k7Asn+bWJOzR0aOEPfrlER7co/6jBDcY1FxHlXFQmOHrUOvk3u8lTC1wvQWVq6eSMyw1htcfPX6UeO8e",
-	"/I09/+GcmfIyU3Oey3imJ0+/SmU817RDNl1/rOaPreDztAPVmQEETMwXdoUgEyFfMJVhq3A33BuXHGED",
-	"YIuenJz4cx/hFo5OGYdnYGRMJaw/0U/LweCrsdtn9x+CsllognDEgs+ddMmLAnVlmztW1ZmqIus0JWR+",
-	"z62Qwpj2wn1g4lyGRB1iW6h4KrgMPkMwYb4+rYIFiVIDihW9LLLIniFu2OW1cgy4jE7ZCG/kUZaIU/h6",
-	"m3lTi6eDiM7R2waW7Ddtf/+m8e8G9jNrzutCF5L3gUFyqVtcXlAesrMhSmcJwsZ1B5St646zt4dN5NaA",
-	"M8b5VbNpkvCvczMhN79Xet2/f1FyLMik/oUX3rXZqP2+Cd7bJo2UW1/JZ/G/g+s4uIozJcwQ3dBdZO3I",
-	"hkkvAm9xU9Ha6Zq3mB6nD8msSvOFCwV802fxSrWHD7vrbhDqdRPK8d3IIEbZWeUPL/mq12dvZEGwdDSY",
-	"T143mwZGB23BsI7mTSafdHRO3DELfzDemm18+S0vQ17ZgZG77T6sStQZtnAfyU5Z/RpWnLCPuQkhBAfl",
-	"1ZtRTXcRtlg24Ysec+py5TiIKCan/oJPSltqcUD978aleFs5rtYBzFYYx0PeLW7GYmGZLIsiiRgSnnvk",
-	"B+6GguiTp4jHFCkbfTZyA4ya4CAD+yZX2miYSgDtIWEEJ7WC+llneUnF6EGkspujqTqi1f1qlOy/40uf",
-	"ue2WCSHWhlxAKsbfiShRA4T4mHSiTNCILUaWymWpm7wSL0JAwEJR+VR5t/6Gm5dH8FDNfquxIlSmFnRK",
-	"SgzyzziBWneGxzgDl6qUhHiAVgKGpRutw1sEOcVkIsY1TI3NuSISQhUSZ8JZ2WOASVwmQQ31h9YnJI1U",
-	"Vn/hN5v76H9siQG1hBmKoCNuIwzSJN3zbvLPEC2x1WNR3wUU0ISw2D7v/X0DbtB3LdkajpHd9vOBhztF",
-	"EwGNCjtbdZIOBBDBvUllgqoEjE6hr4X+BYEfKewoxyuKERZq2si8I3JsdrZGD1wo22Ssvwa7B/HPYBVj",
-	"rYwBVRIYmWkrSmiIabSXNVvxVmhU+lqmQErPQmiytgFO8VpohMfdftOr01blZREddaV2hZRAVdqWYr7q",
-	"gaY6fdwiLcYFzwG1KQYlWAot4izCULRbm117qTQewCv5vinh/6I6HQnILnhEvCiiY2rx1N9/kXebOz9m",
-	"3IAZV6K97V4gfyGseg+1NS73jkl+7VTrQqa+qUkUD6if9O2Kw1E+7lka3i5CDyjmOxeC1aRq/3cPcFPX",
-	"MnapBGsOr/xarJeaKFnVizm1GtLmJ4xONuAw+kzeNfyUT9E1Qi7AhzIXlpmFKIpTqGgBnpTKGovrs2Pw",
-	"duA+nnp1DjCpurUnW+FRdmkqr6EUpwZ7hAoJcNDAFoaMU3KZAlcl6757+Yx9/c3guAfVgCqqSyD1MIn8",
-	"i4/HpbFqLvSrLO0kGAeuwqoQ3PXwNWBP0xCs4OMr1IxQGQYoLXDHupl10w64OX7Ec0tlnCQCiJgM8zy0",
-	"unQKy7pESug0fIZzP5VnwcPyNbtcWWF8ZGK4l8rW7PQqPqfTKzZgzCNyfGGgAFWmmMFXfGhNA9gh273i",
-	"jL4uuo9JjJdGU6k0RA8WG2uMHmptXjrB/aHkBaQpTDAwRTR9MBe6rapSl4PRrWT1S5SkMsCa1XDjglWK",
-	"E61IRyrwObkPAOW0Xda9a9pvowZhHlHQhZJ42d67DrXIqbRq4c4vpviud66xqQLvutsbp1hDwBPcBCx3",
-	"huY/QJTpVIJHG4G6cK+gBBcjrYO+26Dj468xzNq2camUKtbQ1qJ1e+torSGQU6881HUuyurEcqlKUwu5",
-	"wxQw6e0GXWxQNtq1gLvIBCB7+/YIjDGC3oNCcicKyd56wxkAj8QqoedCIR2S7PMZAO67q9FnYPqC/Ksx",
-	"hmDkwMcoZMXpX6CaYOGqBXksCiNSWRXmelL3upAUS/zcLfWMpqU58R3QGQkO1jGajK3z8N59SdamadUw",
-	"Tkh+gpRP2Oi3j6N4xnNWVw33lKc/xmKTdUHauUO4EgvbaxKj4eFUAic8ZXUx6kVmUhel9yVAm3ZtUDvJ",
-	"uri7R2G3eyoR1HvXR5jhEvRuLU/2ce9qcZ2LZUPKVDz93S5oiAEAFvxS6czESjW3bPDNcDBwQv21kk6w",
-	"2plW5XTGXuo846uWoh7RHklxdDkSN4uC5/LvVpdilNQj8iagMkDYSwHKuI9QNMRdapg+W4vg4nqwhkw2",
-	"n3d5WE4cZK01jLYtmSpKpWlJA27LYK5nlq6ZhBB/3UhdWiCZiCwqEs0NZjM1Vx61I/Ftw0eMwO2qnWwU",
-	"/1XVUX0Bzt775snTvzJCNGeZsL5meZ3C3Q+NzJfckvsfYVQH1QSLSGrrjuLLBjdZbguxBWZqs9vU+3ev",
-	"4i46VzkmHdJm7FYE4Vf/4a2lme+wGvh2oTReNLBrGpHCRQASgKo8CRdK9AZ13pkqAAo9yQtII9nMElwr",
-	"LWiidghNBo9AhSC7lsceYQU0IhDDMCJ2DMRxfcwAdTeK0lbyAHu6v+d+251tW4V/p5kJBLJr6nrgfvPb",
-	"7sPzyheAk7I3cic0WgtT5waNrDa2oG6xewEv5fCN+7iNcJtxiwO+x/ZsBfCA04bIZs1hrrRoMnursh9o",
-	"7AVdhrgEuxMwaWlUc0oQtYDv3UDXa1cXJ958VWM0lQOv6j3XkJ4TkTYcxCwvMi22lp/4Z1jXF/uZQlnT",
-	"Q8INmGdoQiwKJ7WkVS3B0sNjlmPdpB0941LJfBxBsAEcXZcXRoForbL/6JvovsHMyV6/7UsttzWCdqs3",
-	"yMFRDcHBwQgJG/vJHQZjKORhwVxH38/akXLWM0EaYAozU+f7j0xQ28xpXfkMjfIQJRsjxKgGQrSKvnbY",
-	"iltBXtrSgN1ZREm9iGRH/wxTBQenTyVuPuqDlD4cELNoe3trgIeGrncitcyr1KltI/oMq23BUylu7MtY",
-	"i97cBche6mKu79NepPUn7P3Fs9ox74mfsnb2qpbGtW1FUcLXRwp2Y2bS1pfoMagLK81hPAff+LYlm4OS",
-	"MunmnL19VTVkwhdrN6ff/oEfGpOdLnzpsu/qCiHhLg0dZzUXq17/bgrhPgHTBxOjtkO/1ae+mUt1AAxG",
-	"KQ85yFAA0ZAu6lFNKLeuQQPC6JGvrwgg/vWSiQMAsjCvvNkNSPUCByzNw89sO2K/SMSquQ1a0pdFe4d8",
-	"+T1rMzex2yMJGTa/BmJUVd63wBl5nuu3uxbY97rTOj89JObvD+hs7L1AAX/HXZqOv19YZyhgCqSGNWbv",
-	"1Md7yfOibALV2GKX78Qv2uRWgLpKBg2wvlxOC3EU7js2woAmgVAZ4Nsg7pumEUClaNq7N/KWFnM4hH3u",
-	"FB2ZUxw/sU93Ve8WKggb+XpLcqzTQIFa0EEHsgPKd9b5Lvj9my1VUYixxTXsxU/881tSaKNpLVskgfFN",
-	"J7EIeW5EcQAo0hqp0OlFi9mHTloMVMzHazCkEa05Ia8n+ONhJJ/CN6Q1BsgHyNQVVkCzm1QGOI8+O6tO",
-	"xkO/+LJBx2wYN1cC7BpnoJMZm6QS2gbjx9oiMAhp2JThgbZwtf/RAggHUckEqQda5SBawJLv771t5kAN",
-	"CiCtqF0yV14Wd09QwYLdofP1e3KwZ6Ba/pyvqPN35DjCW1n5BdDGG43pEhthnVIcX+xmj1i94npDNyKk",
-	"GVC0YYGgAphTxx6q7OCRW8eI5Wa3X9FvaBLId9sF+NY9fatks0AGze1J8Ij0NSGsuM31zYEhRT/ORT+U",
-	"qGDSryy6gLcgh+8d4t4c+BaNBqtmCWrC/Ii4tViKyGWo+GJ51dP/O7HadJk3+ztagOYDstuAfcX+x/2v",
-	"JdATfBtbOx7AQ5/qiWjMf1t4cKmqd1tvN0b679CFUYHX/60pMuU7KuzaZuq9APpWTA8Nni6gI+TUbloh",
-	"QwZyCLtuY3HlvYQV+RUylVfVoEffiRUBuIE3D4Y7j4zTyOd48vRpsisIGztntq0y1HLX3C3b3qA65U/3",
-	"ncRR7t15Ibf1quzYp8/p37g3c3/NP59PZ0Jj1hd1O4AIsE+W9ZWR/ooP2qBevBFfH/57DElEXSYrzDxf",
-	"fv2ruoS6eP9Q7vVKY33xcchIhNaoRVZrWF8D5otKoKBtayhwhQn2WCkLYQwjEmEUtPqFF8UhYBGV1b+m",
-	"5mCVOWaWhGAM+Zfrlffu/4pVVayKdnGz1nGwI+FTXALb2t5EKXLvL541p8jFJv6WzLyoHQAh85XGA5dX",
-	"GXp7p+DRivfSByoLYU2u5dgvt3I6o/17MjgGcKsoGrymPTV3urgg9v7IsIUymBFAxE0tvgmeYtB8pxZV",
-	"sH6vbuIAMQN3qnku1E86N1FvE3eqmKDkbVWa8aZO00CXURBqH1Vvm9PhZHCcUGPQDecDyMjI2QC9PQ10",
-	"KYoln9/VfXwQBIi9JVBfI5tWo7JqD94S9wS1A8OePmrlO2n6Pu9Ke8QuPBP/d5/9nev209jDQlybivfU",
-	"MN6Q3hCX7x2UmNp2yXZlqvoNDNNP9tDs20DV+NjnpzaB4pctSGQNPodrx1Loja0TuU3Pxxc3fGwd64c2",
-	"3/XeSz7c2NCB6cGq+G+3Kh609Act/UFLf9DS/9Ra+l1UycT65v1gZm4ETQ5TAX6EurjKZ83ZZVlcea89",
-	"XyyKHPo9D0NMgls2FyJ0mxzr3ArtHsb0zQqSDtLhwq+kZeYA2sol4kSl0rvbQeOGrEQEkKIXeUL4UBF8",
-	"iH9lBBBjUP/lIXAKct97iL4gRy9XjI/HedbSfzHPzLZIgVd/jWB5ZvqMJLhU1QdqAj2VXQrLANwRFNUk",
-	"zPBVj+bnRPrMw3lxqMTHLk4HdLeMIWcCTX1yncraoiFWg2szvkYlifcDaxhZlxuC5fr7lVj9Hf46CiBV",
-	"gNjeVLziLuNbSHjZuv1AeYCihlEMP4G8Od4Yi7a2MZFosN1pbqjaCZqXlvJKqqX0BVAb8GSe/Pr+M6P+",
-	"fmmr9XSJjbmNHPsAohk1gk5KxQBwvltJxAAPmyXUKDcCdcJeAdawEajGI6qALIp1ZHnfog1QPJ3CSVFA",
-	"pxxjjMpYNprzm7B72EswNz74WPWagKmmcnQUFnOkhRXSrXEUI1riz7mSdQipdZMn6YSBtmYk3KqM0Jst",
-	"X9Ly+AzGBDJU6qodVZRBkVKlovb+UEbEZmXn/1INDRT7QeH/wERlf7n99ETKZKPeoaWA77S5gC/x2RhY",
-	"I+n+3H+wXT7NdmlIpwZ6x5XUCvS2wF3tyEI8MC/wLjPx7jSnblvK26a8usoX+6Y6bfcroSSRGfYjafAf",
-	"NfthLmpNYiCVAUWhVZAmmbDjft/pQS1IQs2pQy9AMwQToikrswK9vkMMvvNyPud6ddv+U/R61YJqKqTQ",
-	"h2ZHFhG46XZmR8/5m5YfUAxJU21DB6g89XubTn7VTcUyjiWHKUYrjD9T362f20/noUHGf3GDjDrd7tt3",
-	"M9+KfzYTBayYdG1Zc9c018E3b3BrqcV+EHCWB0CqCAMu12yGrrGGhrLzGA7ugBN/XobSuBjk6i6Q0/I1",
-	"WLSmU7wIwvIAM+BDKUrxvqnl+fm/zhn8Cp3Ou+5zzHxoKfDyBb27xfSFe7KtzfrM2kXX9OCLkZH29s35",
-	"hcic5INpGOaeA5nq/uMXyITr7Vkd3L5zF41FySP3idEQxLnJp1Jk2OZ9ITTV91rFRqUuRn02Mh8MPTpH",
-	"cFb3GCFmwXN+u93D1dxHw7hUNSsFs2oqIAqOmF+pBIR9+AybKkef6/OJgMufDgZh92TGjtlrwKlNJTkk",
-	"E3apshUb/ZZ2qMtcZ/gTTThh/X7/548j1gXvh18GNzjfUSqNkBk0dahgsSgHavR/R15u6SOIIx2BWBn1",
-	"2Rk7ubmhmKebB7AtU4PWJUMuhOQJkhc9b4SL5uadSjdxYHFu3mkHkdCpT1uGcOhpJywEmuB4DCwOZa9W",
-	"54AIKlepxDpsisl3n5x8A3v2dPAVLu+d+87RGdruHt0/cg3C4basoc+caZapsXnsgfD686xu87tNdRL7",
-	"g5PVFUU02vsXYOO2Rr8PUYdaWHorr/1QKst3ai04wX/hs0F93/O1C3rYcVjRLN7BwPEYrwyfwgruYP6r",
-	"pfTpC2MlJ/m01AAxX2XFHsCDaR5h+bs6jeFCbpX5u5dh2uTNb5/HXbjwieTuzYFfo5jD7CzAgQL/j2OF",
-	"SAB99koyzt6eXTz7Z/A3REnEV0IsSPyDl/Y0lbl7Ad9OiB/Bafv8nIreIKbTQGzYGqSJ2hqc7XN+s8Wh",
-	"BaBywYMVw0bM+QqTbqp4/GDQOw3JNxgbyy1xMhN7beNv7o7hx00Ifd/g9Tilhp4rlTOvXrldzSphWKOV",
-	"VN1stS9M2TLhauDDpos9E5tgYXIspAeUoprHEEB/Ihg/7KKYoNkOOnsqQRJ6FJRHxnc5rdqh0kpqzUxr",
-	"TUxTudbFtNay8RSehOIiw1eGGUWQUvst/NyqRjMrRihsoiQD77Eu6ZSwExNCJ5VZKrWw0OoYWpzsPk8E",
-	"O4PssAU3TkNIZXW230TEGE+7UiIQ2MwyvEV77sB5bFA3LL9ejrO2A3vfnvCVXeT4sZXFXVSi8MAaiICh",
-	"S9I0sCtYR2lEn/1YtSkATzf37WxTif7AtcU7I4hLP2KfvcGWT/R2Tnh1XIJ6nUp8DGPOVNLDZm53F9zd",
-	"A4mdzJ+9ev4u1GSYD4ZFr6USmyRR157KrMCC7zrb9uuMEeJSGZium6PBvENEhe3+9pEV+YSoXAsnhCCC",
-	"28iAx3nWxHnPskwLY5jmcipMwP8anQy+6g/6x8df9QePT56MsHMYPVvkFrApfHcotyDYpEtBGvqp3ykK",
-	"tnHaQIxoxXsI3ZLGMzG+QkdB1EdH0tFqYVRx7XgLfn8tXBoDnAx21hrUYqmb0t1NzTTlMNJaoh2aKXVl",
-	"+lFnpBGEs0f/U/sbWsJyVW+1FD3Rb1nLydOvPnUx3ujCYGsTr/C/QJVRbPdGUHBg/5jh48fmg+mL8mgp",
-	"jD067vM5/4+SfGmgKdTxyVdPnn791799Mzg+eTxqW9Oxxwe89aLaGc2tgoF7hkV+H1bAOcJTTyrOOOYL",
-	"Ps6tuyJFaOiHhh2yDcO6UB17uWITnuvwZq+/jtx4C/6OkvB2ddF7ZGLGqF6V9rfWjrIaZ48szeZi5++c",
-	"ta2qrqNx/lIoraUsphqvGdwBTkbTxv4oxFWxekeJ7QdFYKjrEzYIHPOiyizL+Ir9NNFqnjCresBcKcsj",
-	"4ytzGrBnoCAAsMH46hH1+EvCr9TsTMiMddPOyZPhYEA7swYGwFd1W8ub/XMop7YlWpmAHTgrO0lnonNo",
-	"8wWwCqVsbiPSXpzZBvH2z38OX7/eF9EMHvao7W68UxbWGKyiqhtwxle7XW+wEZsGINTHj0ud25XTsQgy",
-	"51JwLfRZ6cjrNwhmzCGQCH+uPgWuk48fwRM9US2AMuVlkY/ZuxfnFwAnoybh1uhsiNnZmAmASSVBX0wA",
-	"5dPaAiB/fZgl8d3CpG9WhxpPl2dzkPjFqhdYjvuBIGycrE6lW5GQNh9DVt+QjdwflM7/Q//+FhbINjr7",
-	"MWSNMBDTQK+RSnRkxmohMuboDgaizAecEoD9AjF7AxWe6eE4XrkaPb4+fkzzHkUjwYqgi2fwj8PSb6wj",
-	"gDEvCkNYUbAbaOZwXJWpAjy+X2DwsQMYeNQTgku/U7BRLwDAckh6z5MbbN34NHgQHRWOwAeHW/mYKij+",
-	"8qtRcpTKrofRJB8ll2yEoJgjVHG9nem28pJnmPYfOqNqaDHUT+WTgW/ZF3n1qrR01IWBOWdqXM6hQZjP",
-	"oIIhE7bUyhGQI9mEgRkqp6HdV4K6sF6xBdd8Lnxf0HAA1bcyMS6g7z81ysViIeitDelP4InBubid9FGN",
-	"GRB36bR5p2nOWJ75HrHeNnADOuvnpNbjDSqtcvy2+x6A1cYd07oZt9y32Ay9I9x3shIPRkCLS2dWXvMi",
-	"z9j7i5dHf0vY+78MoKujxnyzBc+hvakptVZTZ4sJM+YLUUHwpmX2t8GAgaMG2UvCkIEYSiHUzmqWwlg3",
-	"UCbEwqc8f/2EFeJaFKZ3CiYdHqazTL0aflm6c7xChdwIaQTr+glv1G74sw0pvs7CwsQKOITKBYTp1eJm",
-	"LARkFzmqhg6KPtYJrgIBwNSh1MoTGHjnPTE6ddR74d0PPbAU3C+j56TFUCO4EUOxesqMEGy0FJegmo/g",
-	"489Lf6XdFa31J4YtNbXezybtJB5/H9OJTmbQPySAqw47FR8NhfnsNTeOhs/evorwfIad4/6gP4D8mIWQ",
-	"fJF3hp2v+sd96GvJ7QyYvuNA49gzRrGscBdeZeD0M7byn7nX6d6YzvCnZl2jeuQx+Ss/JjufJJD5nwEk",
-	"aKGkQcl0Mhhg4oLjvajrRVzoV2pMhsewMyGMlgFuWhBj68CigvAyakA3uQnmfdQF1T0I2VRPcIZNHw4r",
-	"efwtz7y6Cq8c737lvSS2/h/MdHoy+Gr3Sy+VvsyzTEDyz5OTb3a/caHUay5XNDswA57u86X3kl/zvOCX",
-	"mG1Omuvu90DSoB7is1Q6bxESBTG+m3MLnYWbQYbB5YrlmKbApwZSMwJ1/gwpJKaBijFC4AngYDJ+Vcc1",
-	"QCqFDftWZas9CJTMbiDpmSpyr6ZWe/BspnNj59wk7AexZP8WXD8y7AXCG0ufvL0U4gqjgZJ9K3SRO/4A",
-	"cgCVXytgS04GJ389Oj45OnnaSap/fO30QTQ8O5k4CvNIOuiDgZ1AdTa89NXxxfHfhoNBBzVX9/e/HQ2O",
-	"jwbHF4Ov3d/dXlRJYJ0XpZO0j8PclmBSwMi45p9iXfvjz3AND7u+FO35WNd4rS7Fxw3mcXznzKOJceCM",
-	"st87OxjswQ6eKTkpcjQHnxx/tRf/gOgEMpyTfRay0GrsBCixjj8Mm8JjBt3b2bsQ3/DMp40hfUzqcvbx",
-	"b3n2ES0nQMDb4FTP4e8Rp1qj6CcNWTCYFv+7J78nu9/4QdmXqpTZ7ej1j0JIeGBRX4k+e1fvXvwNtcaJ",
-	"wJnRCUx55Y2ir1F/+4ew7cQ0+CzsEboGh3vyJyPSPwrN/UPEjUy26E+HKUbPQQFYQAbNBu2hZ7xGfoco",
-	"TYdRHrnh91ILPh/dE2Lqn5f+H5SKT1QqAN4wupqne2TR9NkFeFAwVaZynUPRAlZdUC0Wgr7POPqV8N8Z",
-	"Wwm7Q2FBX+tWrwBGS+7fJZD81snddQK/XSdYMLU+QNVl3fCKN79NHV5u8WYA8N2PQcAuneM7MOYdtoJp",
-	"XJiz3+LJ7VdEcldNVpqmZNXhE7pPPxAcyX+PE+hPzT7bXUc+WtTqNyIWt8byHlM3HcjjVI1dsCFN22k8",
-	"WPoS2k5BNho2+GEcOgJAnng0tjP+/AewK3OFXaAmDJlSwirWRjhp4JpWmOWRdnhRpJ0hoz52uUml13cS",
-	"ZhRGG0JzIMiWDi2CMMCDYAB1kIKAzQvjIl7vfO/WQ0P4ZyojjGGIl/O5oI5b6MquSxHqrBQEyX2oh2tt",
-	"xz6zeljvHdXAbna0ifp9s5YHVa7Gi84FRZAqnmCiFDRAkoHmc3hLulV7aMCSXggNt6i3B5PyXqQ2kx+u",
-	"VOe+ZWib0QOTfLD0v6SlL/0hNJDSrYz8Tfp7jEkJIChv5TRolK4X1JRZ3CxyvfLZL5i9TfkvPm+ZHnHC",
-	"UaplwhZFaVI5wml9uxqFfKphVI//yFAyhMU6RhCqx0/nIdOI+wDzaSjvOnky6zXJrxfwpequ3b30wi98",
-	"IeEVTBfRdtHdQeFu4lnc/s4/uB0+C5Og1K/O8Kefa1p0aWZYsQsqdHw/sNCkKvBGtsLONlKOaqlGe4qw",
-	"mrJ9tzwkqOQLqgpHoQvqNEEHGcs44qAM/X8Y98YAWIrHKTqzSbX8M0u6OBVCZ29K7Kw1LgSHRijOLoQN",
-	"r1BXEGvLawIZNEN2KkLirIRZbqzSqwTBKhiHO0WzgTYmUALRrjd/WSGf1Lf3wbv5h9JVeWy9BqWULoIW",
-	"UJNCbh+plr0+BKYIohKrr9z7+991YBB3fNdDaoYdEgvCXAlfKo6pd6EpkcdsYF2lMWF9mRuRSn/be6Eg",
-	"6WQwoD1xN34K1rPH0UNWuczH4hS+kEqqVDbVl9FrRrx0g6tqMS64YyAVSlmo0l6xbpgmmtIxu+lBRQwl",
-	"xvlKd8jKw9RH+tClgjRMSN58MngCL9HEvKJDGlEqZ6rIIB0PXk0gRS+3VfaosXlRMD52nyxENhWUS+cY",
-	"Zz5ZmzulMCKoCNXmdb1HI4MsxyWP6/aMM4wAAzuVnvF1PaBGL3GUdinGai5MdXoECId5ml40IQtK5UXY",
-	"bZBdlFbsZdcjU5UxYEwV8u+FHAtqDwUAIaksZQZ16lhWGGY2wmxhy6eYLdzHf8MAtb/QG5RTjP3MLAfa",
-	"/Ofrs2dMTSCNc87wQ3HarhFjLWxviH1Rwi+pdLMLhAPESbN0YkNoWkaXy1A9ybI8FEe6LVM6lUt3nJcC",
-	"1onD9EANzm2sHEMaK8Wh4Rr5LVhyk0qkCdpJn55E+0f1/qy7nCGmgtJwVKgmWL1iMzfEpRAS57AStpeQ",
-	"4wowQsZqsYrSl0OR4ADBAiZaEG6gu46nzCjM2yXgj6pqILIWaEjcISi3pPX02RspCPwAssI5PIszE1wX",
-	"K9Ylb7fbIKqr4+B2QxrugS8t2nNYCWz8+tWCJC7aUuFvb27oioVrglhQ1Z4na6eOG5rgOtzWVkdJ+7i+",
-	"g/Hlze0Q2Ju/TknYSspydvwtabldDdoIjHKfZtBaQ/LflR30LkgUqZbQ0gBopfensoX+kFbNP6AuLWKr",
-	"JBn5+GqnAXPq7qyvkNii4EB1yk533Evsu3pvFArjt+jpUFkGaoS7yaQDIJzZg4vuiybjVCfj5ErD6VRk",
-	"B2T2ia67ilQfIzjZJ2viaznWMOjvg9TdhvrUmweK/z2kuQBxhFLXR2ajhQM5EqroJ7SdJSsgAPJXiBlo",
-	"sTVdEqL3GEyyNYnlbQXneG8kiyh/bQkHF941DdWOa9Hqh/qSuyA+t/X15AC/4TH5BHrZVUZCqI1ftIiE",
-	"Z3zhez5VC/1W2KUzqp4SpBpYcNSdJGFzdb0JAfrIN8YycSVJPPw8l53h03XgyKeDKiNKcD2eHUFrMarZ",
-	"HyuJdheiW1YzPAsxz2A7ChNPM55F7YPH1Qcv86LI5fSIL/JOHZWyM+w8ncMMFkI/K41VcwTw3pzBCQZc",
-	"6ZnE7VYuGS+KeAbROqChaeexfwGSx2oTPKn9+0JZXtS2aSH0kX8by7UJNqKa28mAcWf8KyiQZvxaaEAI",
-	"vCy1QWCCJ4OEHQ8GbTvGS6veeT+bs4uSDrzbGT4ZJOv7GU2NayuFpg1183or9DnMozM8GRxQpIN348uU",
-	"6HgU4IcCnf/yAp0ISSBGYd/k82uawp7FOYH/P5Tm/HlLc4hu9ijMKc1GXU5NlWhzCrSR0eAzMMSLqD/B",
-	"g0X0BX0A1Pan7gVAP9WmF6Cuod55oU5EkHfvwsXBv0yRzvZ74P0Ef9L78KBU3FGBTsgK212es1XbqLWk",
-	"aHVMnEcdJb5QgQ1EPPZV/OvtxlqrZ0IvnVtU3kTt23a8vQYoH/WI64beSQDUNOMGS1gQnJjBoyPmGwbi",
-	"n3uAAeR+oveD6MfXacDEQx/515zysBDYRTeVFeDQRGlmhLPtitNYkUC4T+HkQlFQsuOcwMtvFoXKgk3X",
-	"tDswh9rG7NXX7+uGnil2BXgzE6Xn94vIUut9+YDI8kcoq4nw2lorayoOt8uVFhqWfnZn2mEE+mUcGlU7",
-	"13aXBhuNZ3mRaSGxTSJclJe5Fhf5XJgRw7cuBdXjXIssAth6cIj87nWXp4O/7n7nlTTlZOL0DGnPrdJ8",
-	"eofOFABlC0KqC/9Umhr39xCKuqFpNutiT+s2xrCuDT3GJsBmn8I7kVUTAhRnp6JlVHQHPQqWEgvUum/f",
-	"nF+ksv4liIFCy8+EsNQDvHrCnr/4/sXFC7b5Ri/xwPT+A2q+4FoccZkdGWGHsSyPZoWY2ZQCxW0qsTUj",
-	"YmBSU1WeF5B6XOTGYvbPCFPiRgkrxMS6pWFyVYIOCEQAhARGw6aKKYlpTLDoQqkrqBwuF8wqdgzlRaFi",
-	"MawKWjHkGfLxU0YVgACIb6m/cVTPNxqT9DXCQhuWWCT32RnToOwg1oFXX7AC0Elmt7oZ13NIHp0AjF98",
-	"ALAf6Har61gIn+fTN31aFOimQw8qmGGuEm049GgIk/Gw+QQj2pbE5FntGRHh/YoT/MoXSmdan0RbaSKg",
-	"J2K7Ynd+/uK5g6KdfqhP/IMpdTWOR7dN6XBH1u4d872nPYR+QqzEVyruzdovvdupmbG/j9gUGC3EAoS+",
-	"hgAlvI4In70+e4E8WMwZ2m05uG9SWeRXqOUAmqeaUKeJAJXZBV6kcW2SEEMN9amGEKgbRUnP39faYueW",
-	"BswSlHkEgUuJ3h7uNpXUeUB4jFvDRrCon1798PzF//3cf/nqxffPR332/wDkKa7X8TjsDpLK0ImMeo4t",
-	"dW6FRyfNPSfzUB7+6VNMQIX9SCVsD7xoas3fA7qtsWrBKhGCaMkStzUg+OY1JRvsLtoCCDwOgc9avWJd",
-	"yJJfpRLr9LA9XMjaxRz8MDLlgBjf+wM5Coxb5fRiunSk5R9958x1bHu2ebYLSKEXc0BOpt5tzr6n9hdZ",
-	"PpkIyAKGaWxO7MnJSZ99J1YQY4Xp4x4ipTRPg05NOKvEEj7Xgo8FbSaSIUxgjrnDbjgon8cu9fO4+8nx",
-	"V6HjOzw4SlJJScdcrgK5O8nueLBtkmF1k8p8C5fufgUZfOMQ42hwP1Nol2JOKdLwayCSxHfaBcXHayqw",
-	"7Q8S7Y8Y8AUAhUpwIWA32CO/qkvj+ajvEbiv0FpocZ2LZbvYQgwmvs6L3L1PgmACvZ2b9YccI05l98lg",
-	"4O99kBi9BEVB4NxJJKJMhfMEciCV3DCaaW3wpGK2lb3vtmKpdGYQYR7726dSTSZGWMMysRCYeQIXIqsL",
-	"QKgamQoLICMohMZc6xWTyjH+Uo5nZ3aIEO/4T2FgEs6awU+N3GWDKpN8LppY2Nv6Ss4XYrzpGmpB0IDs",
-	"T2w7EbVsS1gFszAY9NowirAneOw9PaRJye/I+3SHUTOi/9bab6JB3PMHzvmH4pwNJ1hvKcgyMcklNICp",
-	"urAYfu1YVb4/E90voyZyA//35tT84VJkKp+gcvYgJHjzWPT2sM/iWqY3lMv77ujtYYO2tJl2Whl8Fsf7",
-	"RSQTH2jwiybPVMfQGnv6pCSZzYOfCz1dcz4HDwQDBwQCOCgp+uxlaUstvOcRPZip9Ib7hJomqyKLeG39",
-	"dmDvH3qBACzwtVSGz5wLC9drNNZKjgAjDn3zI2ZLLU10J3NpFXn0U1k1jzV+BPDYj9BLgG1xFsrktlFV",
-	"w1Se2m28Pw3oy+QN7WIDPnPoT8sOHuJvXzD+5vOOoibPB2Ue7dTLHl/y8dUkL4o7huR4B2XxBoxux/wS",
-	"lolxDvbnyH9ylAAnixo91zssphIbG0PfZDcIBMWiPoJdp1lALDKXwaRk/1FSJOz5+UVA5MgSb4OG4n0C",
-	"8REyO7M9dAIiQDIqwyth++xMuhH8vLgNEagZ4lXkOrS1rtQg4tQJwJUlqQxNHBNmrvIF9IyDJlyC6yIH",
-	"RynuRoIt2VaMOjj1wNcnJjaVUOghs9Ae2xnT4iY3jmGPhiHSVYu3+WE3vKp99tJNPM9QC7PguV5bBnVZ",
-	"J+9CQO5I/NwSf149cATw6muwKYhEEmr4Uum3ylGD31FoJ0rUAd7Si/oEqobsjnmvhqHnRgY7gINEzb9T",
-	"OaIN/sW/OmJdcIAo+cK/6OydXzxZVF035+raiTuFIVUwisJD9C0IukLwecWKXBBmy8iqUa/P/pe8KCBn",
-	"BDRKhgyvgOUAW4keF1KBCVQHwKikWrIuQtdF1ZHoL0mYWWjo2He9Fp55ZDzONwCwIKCGkgLDGVNVS96J",
-	"XvK90wAnVqzi5oa+IoxhxlqFl7fgY4HTd9Mo+MJnLbtPuX33rjWTykxhmNsdG7OqThzUJ3GeG9h4GiXE",
-	"JERuZwAUm0q3tZgP53649Dsu1fKUjeb8xpGxGUV+nmQwqFw9qURIzR67dKIMdRk6SuPpHXoeuQtUKDkV",
-	"Gv+NRAUZ/6nsRj3J3YQil5os55foOg7DukNQRWZ6EIh36lalYpmEQbSboqdqvgATdi3ITR9m0XdTSTpZ",
-	"wp4MvunhKYRcrLgT/0t/+dbavacSewiH9nZZbq7YtOQ6Y7+W2TRCSAhb41RL1FoxBJFKLgk0ODe+qf5p",
-	"7fOvobG+U2SFNgH7VCFwYyqp776/G95d12e+Gi9Cq4eA3/hqqt3ZuUuhhXE7W/PqwemqSWxT+mb/WanJ",
-	"n4rAyMLY09ConHVHguYM5cajXu1dCgxU32/SfL8lmr5n3dd/5qA0gZN7+PyOBIFI3lSAT3w8Fgtv5kTN",
-	"nx8U5AcF+Y4UZOB46+KNGxux5JrGCII2aKJpx1Mt9ZHeX21GnIF9kvdBTP2xm2a6JfzXpGf/af1ltXxu",
-	"Ht8YIOYE4OOMxbyMpBUu6G4BaZoSMu8BCVYtsIs9JmQgKit3eqU3VigDEQxIotjKDO2OUHP7QVkxStgI",
-	"HwaNDNMi8eczS+nX+M9vVwj4l8oFFKx4zYoQpdCkJJUQkprObDT02hTw7z63VRST06CdIdxD9KbX8uZq",
-	"jriQ3owdC1onoPRNVFE428GaNW28z97yEiE0aX6VFuuzaWAftVgUfAzhbVNtZrSVjeFdN+I9q03wjUhn",
-	"+pIOQjrhB//gQ21he0bm6XqATE3YpBY6qAXMwgUF/Nk4rfowLSZKb2nUY9ZSMf4IaRgblX9nhVGQU195",
-	"e3Bmts3fRF4mZyaS22jUi+x+/yAycHrEgBuzbUniBjr5N5UsXipVCC7vud3VYXkcSQSeCgDGO3eKV240",
-	"qAVr9bhV9Q1kNwZPng1OuD+fifhfmUcSUw2kW76/eIYIwZWz/j9K3m3ktpnPoUpyx1iH72DQ30MqAh9b",
-	"p6c/qBgBaebBYdJyV99RpdWGWsrgF8LNJ4KCcM1tdQtzlS/u2JJ7ccPHtlj5Vnkj0BTI5oLWGSN0jvtA",
-	"W6U6SWUDPL3IKEE1Ch4l2OwuxBABaj5hVZzPCUQ3go9h+lDTnMuSFyNqQETaW5+dobkMrYtKLVHcKTkW",
-	"zhSzCsupwdacRLUQGDyjNp/VMpR0czEztZSMU4goEscwl/ew/FPGqU0ShWTIPovCjY7hpvLHTW0zzlCp",
-	"8k1mEHma4GS5FqmMtNAzhssPxUO5oV6DNPXGKrurfHHfGSNX+eILF9btyhpLKrif6PweOPeDcVhv0eKu",
-	"cQhJe4ZH/jqlsZUn8g2qFPKM8CBeTff3jtn1GVUrhAYWMM+I6zoO4lMDsEy5HnjbEvgjztXDXIyigJvk",
-	"+2dSIO9yBbxSIlfUU+R+oYiCODK58IDj5XJKPVV9zw9qz2C2RwhZ1whc4ksM3Y+IgY56IbWh7oLE6lkC",
-	"nsE9kMVqyDAy+SwItlSOFnxVKJ6NWLdKM+SmIV+DakSm3NlU6HlsDRP3vHBYGychAAlloRFsKq/EIvjw",
-	"KVwb2D0l1YScE0It5bHAgYwEpgWmIWKlu1tuKX0BMbvwKTIkhCDfRyrKf2iSIfTGPYsR+spWP+LJ5wM1",
-	"h72rtc15iLA+RFi/RIRVek67Hk4NyW57xFP9F9o7ZpzTI/eprtEn2rQ1/PkBUeruHEX13uwUVYSyXGO5",
-	"LU0ScNmdmCWwgrF71Bk2UhjMYgrxqM2w5Hp7Fvzi9mD9BT3zhw7T4yIecNT+GDhq6+BprMuzeS4hNOx0",
-	"wRoDhZ92IqkhAfxecdRwdl8GRY125gEW/gEWHihhr8tWlx87G3yF23fPDL5NWcF5PqRXfdFyxAPI624r",
-	"E/9FGd4+6d6n42O36cqpjFb3ME47l9Qfy6TS+38RhwicHldiYZ3RDynk0LlVQO8l7DgZ1AZauOVXglzU",
-	"YyUn+bR049DGYgo2If6YmVpSa+zJRGDAAeqXTHulYXTF7ks+fZkqw+0329cY/klv+INsu6MqwWBbST4X",
-	"CV3UhFHxh9KMF4VaOkJyO2PNBps6tLxwi6R8fCVW222us7evvnPP3OO1wk9s67rmZplAw2Gf+fogQH83",
-	"Hdrc4bDujJsZialxIbjGP0NUF2ONM7WUdypht5hYSFF3Y2Ldk62DUyS75o9s8jykidyJySNDxrmHmyA9",
-	"AnIlwpViucHAVu67AYJMOITdP/7tSqxebQf7eSeu1VV1jXZD/eALD1A/X4qMcP8ZdzRyymK8ysExVi/b",
-	"mZAAPg2P7kxL/hTu7LuCLLidVem1QHWddX19LYP4eyGndtYZnlAKsf93lUQcuof8vNZR/LfOpeBa6LPS",
-	"vfDTz459IzAtTrzURWfYmVm7GD5+fHzy1/6gP+gfD/82+NsAWD2tfLMwpd6hLhem1gsE0EQRIFwRVmgU",
-	"5Q5dcPtrnVVyYTqbadCQjwthmip9tztTRZ5xpwEthbgSMjMJm/Mcw8ZjwWaq1IbgESqDEcBt81CN/8yP",
-	"F00kfKNhJs9iLHnjQdDXoePj0arw0eZobxBCwG1iDbssxj6kDbM+rSkaGmuYNod1rDFuTjqhRLAkVNf4",
-	"VvFgPt9YIRH03JCu7CvpnQF+JaIvUnii4ZPITiOUX+Lbjipqeno0Gl4mR2RLcTlT6goYKXzjOcWD28Er",
-	"z9HtP0bsXG6tmC+sI7YRGgj9UhejPjv/13mwGKbCVvH+/z1/8wOAT0K1kZORUw99GTb/HC5V+JVbq/NL",
-	"qAPHVIdXmc9z8Cfn/tJ9+erlG/ahFKUwQ/YaX/6HVuXiVcb+zqpHk1TSr89FVgaVCZ6i8XuQY+7z2GbC",
-	"CA/eC7kZPzru5Wa6VPrK8awM8EPevjm/YKPfUmwtm3aG/sD78IePo1R2R9RmlfjzqAd7559zm4cg1v5P",
-	"kIExYkEg9k5TCd/hko1eAA35oXwyDKzhkfEU9v7d91CW4P6Bo/UAtcIbadQ2DuEMmvwoRNPw7q5yjgBW",
-	"AdEJ8QEy/VR1blUFB+5nRZX/d+RTM/QRfOpoB3/e2b+pNhdIcUkqOlSSEqE8CVNWJbwwZDzCtQBWhvV/",
-	"lsw/gs6Ac4fERRP1DghZoyvczcblrmFDf9pK38v8hjJpDGalIrcBuoD8D5NPJTKxnZsPDWAsny8+bU6j",
-	"6+O/j9hf2EzcsH++Pnt2dP7Ps5OnX3eNGGthE8z5d59hf2Fpp5922F+Y5kvgBb1TapcJx5VPJfSfgBch",
-	"F0xZwlOXkHY750ceTjtj+F33EodaKAgT+28SSAVhyCCo784NOfdjHbQh9xQR8xyaONgBTsf1RLsVO7m5",
-	"YXPBpWEhzfnU6/Efynx8VSBWC3A5cAcvuc4IshV10Q3h4PHm0Hv8Tli9OjqD/+56AkUso39eXLxlGbcC",
-	"c49IR72z8SL9dXPhAF4fkgc40KIqLeLzj5WUAnpcMMDmh3A3w7YqqSR2MQQE+9w3eL3k4yunjFQZiVHq",
-	"y5zfnOFbJsHsQpYJnjndN8u1GNuQb071tZgEvaZQ/hwr2GeUTpOsZ/VpEELAn6xy2+I0TJLEj4yTBc1p",
-	"Dx8//n8BAAD//w==",
+	"7L1rcxs38i/8VVB8niqT/x3RlGxnN1TtC8WXjTdx7LXkk/+eTCqEOCA50RBgAIwobsrf/RS6GxgMOcOL",
+	"ItlJVrUvNhZnMLg0+t6//rUzVvOFkkJa0xn+2llwzefCCg3/el5qo7T7r0yYsc4XNleyM+xczAQbSXFj",
+	"8YERUxNmZ4IttLjOVWnYgk/FKeNyxZSdCc2ueVEKlhumxaQ0ImPL3M7Y08Gg30k6uRvyl1LoVSfpSD4X",
+	"nWFnjF9OOmY8E3PupmBXC/eLsTqX087Hj0nn9Qv3d3h9we2sejvPOklHi1/KXIusM7S6FPFIc37zrZBT",
+	"O+sMTwaDpDPPpf/3cdL0nUzMF8oKOV59I1ab23HGtLA6Fxkba8GtwNW5DTF8LtiVWDEus+oPlypbuVdK",
+	"LQ38dZJrY1PJpVkKDc/iQIZJZWe5nJ7WR4PxucS9hdGqrU0l7u3JSZ99I1aGcS2YGauFyJhVMM6YF4XQ",
+	"jwyzQnJp+6n0pzATPBO62sho5Udu6W27+OzZ7l38Np/ndnPz3vGpYCb/j2DdTEx4WVh2PBj02gijgFHW",
+	"5pHPy3lneDygw6R/hknk0oqp0J2PbhpamIWSRgCBf8Wz9+KXUhiY2FhJKyT8J18sinzM3RwfL7S6LMT8",
+	"Lz8bN+Ffo0///1pMOsPO//e4ukSP8Vfz+B2+hR/dvD4aP8syhafM5tyOkWjO3r1m0Qv9zsek81zJSZGP",
+	"P/k01eXPYmzZeMblVGRsLrhczvJCJI7icgnzXWolp8xYbkXClHa/GJsXBctlKksjTt0fuyOhtdJmxCSf",
+	"53JKdC+KLGHumNio3+8/5oUWPFsdiZvcWDPqeSJPJU2EHmAz7m4Ot6yU+S+lQAaTMFOOZ4wbxtlCFfl4",
+	"9ci4zwlH4R+Tzks3g0+5g2eSlVLcLMTYiozBBrDuM6Duj0nnldKXeZYJ+akP1bGQOV8B2TlewOwsN0wt",
+	"hIaPsi7yBXhOScYl49k8l9ETSsP5aXEttBG4nNfSlJNJPs6FtOdWaT4Vn3phEy0EMws+Fl4iGau0eGRY",
+	"lpsrR5iXolBLZIJKTvJpqR1bnGlhZqrIhqmUYsnc17KyECYhwjcJszqfToU2wJ21MOVcIGv1Eq2UNi/w",
+	"46nMDcwl67MXosivhc7dGFoUghvhx3Db4jZzqpiSRKLfKftKlTL7lDv3ncJ7Q1dsAoebGxITcLYXSn3L",
+	"9ac/UM8lvYwr3CTc9LhcP0QQDKx7/AX7Jv8KFkHbDbstbqyQWc8v5g2XK2L85lOvCS/XIxMWp53KgNPP",
+	"DRM3M14axy+UTtz1i5aRSlxHwjhxXauuhGR8Yt2uKMXmTueKfjKs644RmaXXMETGng6e9thEqzluY+Eu",
+	"LeNZpoUxwMQndMXFtZA2IVafynGptXt0mctMLU8ZZ2OltSMbnInj/UJfO8o/F4K9F1avjs7c9PrsrSS1",
+	"JklluchAXNC1im6Vu7k8XMEhTMJvWSrn/Oalm5FxHEZk7JdSWc6WqiwydinYght3F7tSxZ8e4ioMKwS/",
+	"FqkMjIGBFHHqmRYsw5sqMq+s5Tq6pEJmpoeaEipJQDfRRzY1m3MxVjIzTuta8tz2m7TZSDX5mHQ+SF7a",
+	"mdL5f8Qn5QBvcmOcTFaazXkxUXouMnZGU0GOj4sG0uAgGED65qi7XPMiz/qpBHl3JdVSBqWXOyGhrkQG",
+	"f5kKW2mySIzE+D5Ifs3zgl8Wn5zJICnkhpXVHFjX3T64BEihCZOKiXlu3U3TpSTtJzepXGg1Fsb0TsEM",
+	"WNFtjEn/3smGpvA5ds9zsdywpSiKI6Key9KyXCJhgPpPw7mvnb17TXbUQjudwuaojSN3yM5g4m4cbjvD",
+	"jmMURzafi86GVZE4S2/TNEw6Cy0m+U2z4QrGlhPsmo+doetVhSuxStymazFWU5kbwXDzNwYngj5kmsjA",
+	"XmfNdmxlqf6Apmt4PKwkiTbnx/ABlNjuA7ilz/EZOPeieDvpDH/YfrZ0Eh+T9aO4arJzL0BUCK7dXvXZ",
+	"+cxddLoGdJuZksWqYdfWVumG31zGj2Eh3+ZokdUnlVsxr//HXmvzn+Fa89XmhsNYjXua8YXNr0UwXHmW",
+	"5W4rePEumteEF0Y03YxggqBsn6tr4RRQuxRCMqdPO/445zesa6OnQca9lq+KfDqzCVvO8vHMXS6Q0yIv",
+	"cjmNJbeSTmg6Y97kU8kLk8ru05MvHz8bPEmYI0dVWqe+zgR7dnPDzIxrkbCpVkvH8AsOtv0pcLrzf50z",
+	"6xQsa1BG/lKK0inPl3x8Vahpr8/O2NOTL50MeDZ4wiy/EoYp6UT2hHUFH8/YpNTglFDSacGyYvaoMMDT",
+	"c+WmkDnisYrdDPpf9pLgzcBVwF9TqeRYsIXQ/u0u9/+V+11VpR2ruTAwOf+RSSpNOXYcUQCfxk3k1ikA",
+	"xrIZL/DK4xBLbtwwTPMcnrdDWHEqrVpyneHWF+JaFCj0CjfGhOeFyGBjJZtw41j+pVgpmTm2wV7LVL6D",
+	"E/1Amo478AHTAsmAE20Fx1DQ/yb5jVNBbI0OGJ/yXKIcqd+JOb/ZcILs9IPArzteGzS4T+o3x43ReG+8",
+	"XDvgvrzKnTYGgjNQAqmAnj+TUZpLYwXP3F+dbcrGhRpfDR2tAGtHepnkMjczkeFfYABuqxG7y5ky9Li7",
+	"I27f3Y475QZVacfR5mJ+6WiPG2b4tch6CcutYXnGMqHzaze6v4blwlgt+DyVbsxHBp9ErfMRywTPilyK",
+	"2qOPjCdXIbM+O5Op5IUVWnKgC6vYWCuZoI/EWaJaSTeutEJf8wI15lKeWUf4fmWpdNozbSBuGN79sPTc",
+	"GlFMSI8bzzjcUW4ZXKJA9yy3NeO2+/TkxDtuYIf6fsDXWa+JLKufG+XzcoZejzoRhFPznsDekM5DXAu9",
+	"CluHB4dnSJo9Lwq39/j+KYPbLzKRDUEgMfc9GsTRiTtSMqvAWHDMyh2SU/KkYGMux6IoRNbrs/OrfLFw",
+	"5n38bYMzIOcsrl9Id2t+CItwapufRXRNWgRitF9NV+orPr6a5EUROSu3Xq76YTgy3dztV6AHuevkrhVd",
+	"Ms3lVLBuLsdFmbkN6CR7qjhzfuMusWlWG+aq+paJvjTnKzZTRRY5fxPHhxyzdu+k8njg/tBzpia+Au7t",
+	"OansRKB4BJtszqrN6byU2dpqxQ2t9hSsGSQ5qZb7Ln7tLGG74dvbj9KURYOSgwTdMG0k9KV2JohkWam9",
+	"F9UZ+P3G5eNY74TM3DzbhoTNIH/PI0ME7r9DMtwxhqlWpcxYV10DhxSpjP4afGjAWjIxEdqZ0pcrFkz2",
+	"d0K/yWVpBbkPUwleuWnJtWciDUu4yY1tnP1rT02FmIAewC7FmJdGoEk/4874hHtKTuPmPZo0Ey3QMtgC",
+	"OsN1hD1CCszEODfOMr6kA20Znu7enuYMran5Enkm8chUVymX7Af3DWe69JqnsIMXG+Rwh22Bk4n43k9j",
+	"XgiZcd3fcgNvcYuiWSfRlYr2yJ9dtYSIXDzxd9ZvQdOdfE5LuBOT1P1Yt1I2zcGaQdJqxWLIq+EH4Fv7",
+	"W0J+ee/da03fd0v5j5LNH0NX3UFbcC20ydHHEF7Ipf3iaSOJLIW4KlZ7r+Z7ePx9WYjdtl3mA4fRGv0J",
+	"hW0MM6gmHpvb8Q5sIx40vg/Ue89QzKHUYzCxBMUSRglwZkyXhTDMqqlwml2fvQRVRoNCZ9jPZTYVGbBq",
+	"WmR/QyELVFn//vczVQhWqDEvWMZXJmH//ve//3305s3RixcQgt2bhj2xbg0D3y/prsmHs+/OwoaAEHML",
+	"RIMr99GbsHWNnp77o8x1otxGWHfhDAkcrunkQiLHHu6pVm9J/aQOuwUvUQEzkSgbsktlZ+z9q+fsyZMn",
+	"X1YCj3IfmJpMjLCp7Kadk8HJX4+OT45Onl4c/3U4GAwHg/+bdnqgicAonr6JZYXItRddj0wqA6WsDfi3",
+	"4WCQdnqnzt4ohDPjSytMk83jRf3mVVG7N3a70ug3F50Jh/KYSyOkZdVk2ZUQC4pwQODcKddFbizTYlHw",
+	"sTBV7DRjD+zk98lONolEK/kKvAW3cFaCm4E5aY0BuLFWkombhRbGScRTyAJAQsJH54JLw9LO/6SdJvJY",
+	"vZ28UdId269NKtLq7cQtr/HXmSp14w9495p/avlW2z6ZprjLtdC8YM+OcIFrO2CGdUcKmkncolshld6Q",
+	"hqQ3MC/nkHtiEhbcmP4Zp5Gy5UxowexSwWNoEIGrFJfZZy/BoaqKQi3J/etmhKpA11Niwl6cX/TgeCjc",
+	"gq6wKNeO/DbgQPoh/7HPziTb5mpya9lwMmGOWOv1nfOb1/jj8RdwUP5fm1eMMiJWb4QxlCOySY4Q8Adf",
+	"Fvv64uKdD85iTBH/fv6vczbHMYbg1eHWivnCMqtSSc/D30H/b2LY9MLmDI6ZklVinh/Ykfl2r+pYlRh1",
+	"2/6Y9wc2L11U/onI4LuE9LAQdseb6GShM3yJRe+nnMN2tNiCjqi3/HSRI1Pe15jNREMMbnB0CX43Plfk",
+	"wBjBvo28L48W7z5Y2/JB014u+KpQPNsZxKTHQOqC42/XG55M39PjuwzpNXnudzlZM2Rxg6Pt9PvkqScJ",
+	"ZFlNtUklWJ/fxj5/XSU6QYiITfNrkuwwuUeGcjYu+fhqk4WLm4XjcGe2ScoLvB4hwoUDUbiJAkPgsw8f",
+	"YN3qdHkq8c1AwLy0ihYCDtveMKS9KE3JO+xSTJQGRkmRkD1jr24Om4t4u+C/lJRf4vfDiLEW5DGfCMe1",
+	"KTwEt62UGWWqAK/2XIFdhIWqCRvRMshTO4LnRy9hBf5vNV9XZGjroiXVmvYC3Ggj9uH9t8FnBzM/Ze/e",
+	"nl8wvvlx8OTXWEOp852uFzcRv29NpAfz2LRIaENMU55CxBsbfrqFkyViofu+Qek9WykaYnsUO5yURZAp",
+	"jgjmPBN99rwQnDybnGmR6fz6AObrowNbJwGHyrTgjnOEQEUCcSR3H0J8os9It4ecXJaHhJwqkjJumG7v",
+	"kPnepUBoHijIiU3KcMcRsnYbRCVk1JK8AD+KFmNQUSE6GwQ3+0YsvF8/7ALjhs1yZ+SsMAKP254btkBX",
+	"IZmaRNVsADktZua1Mfw4BM8cZbjddwfUo0xQzqRYBvpxEzKNRkHBSzmeHUL7c35ztvWqHS4TkR2/bkum",
+	"yZXO7ar5Y7u8y5bbcqepAxzlHB91LBuyEHa9dIFPeRb/MhZYB4gGR8PZ29K25Lt46ZnlGVwtL5ci8YZy",
+	"KbcMZWbWziRoBpdKFYLLW3lXm1ycB6sYgeii0w3bXqewcIRJxeAPcY/C0d6FCwulzr35rwIJioaJ3iVt",
+	"34pWG08dx9y6GJyej00TY4soxo1DkhF/CGKyUj/xP61e+Se4+0sQQg3B7cR79LJXuW7YT+93a+EZ/ufv",
+	"2uIf4GBqEKC8KDAfxDv4IgMqdo03uA+uRXbRECz+3okAJf1ymKO1n3x0PPE2PFkrmOK1v3DVglMmZgPf",
+	"Ca5JdPODnBHeT5rbhIn+tM9S+AILDstnacdpCCn5mpjhNjGlRB/NpsZpx7ckQPemP4ckPs+wqkayjNXg",
+	"A5MY0Aj4qiEt8R+KZaUvXfFpBO3mScgtYCdPZ73+VpMhqnF7dnyyu8Yt3qJ2/RmcdD6tduNygBemmSj+",
+	"ef72O7bgjiQnVQEV607ASOLzRSFYSmy8X+oCnOCcQQkdC6WdmPuD6cj97XS5w2cNM9164i3334mhnYzT",
+	"vfscn7ytkYAh+s3NxERuyA4CsjiFTEifbZSpJYQDEtAAQ6zAjmdH5QIz9RJMFmNKiiM1mTA+HouF9YWt",
+	"uTXoNgv1agtu7GkImatroQu+GKaS/uvv7peQCxjKaIGpzDgqHpnmuRTZaSoD6/3pcvWT40hD5sfBnyjz",
+	"3q1J4yDhFbaEQhBnzxRiYk99frvbDIjwi1CTEcq9qonPuSx5MUwl/cG/AtMPzyc4Xy9JTjdSBYap5IHD",
+	"rTu7Ki4X+Crk6IGOLpUV6FZNpWOCECPdxqObWHTWO8XclUleFGHZ/g/xOiZwyO7wvO/2NJUca0o4y4QT",
+	"qM5oiOTMpMpkdGQQpfu5X6oktfX1sNz26plkRKSgrllRpTl48omFsKcEdw38gUZv4LlFf/Cb30k6ft1O",
+	"wYPMzSZ57ufSYLQ6y3MEv+dyOkKHiiwhdVJNvE/PpxMZxSZce2dQKgf9Pg19dMwgeaMXjFrIYlzmRrTm",
+	"BtFHG5ilLgUZxf7kH5mQK6gFFaheCjDzcG59dubTRVMJ+WX0fKg2o/IPyoheT3wKsifkrKETntJnuMU4",
+	"AIcM4dpk6rlWcVpVQkVRWWS8Gsu1PSUrE9KPR7SFI2b4yqRyppZYCAYbWu2nZiBZcR6YDRlsXr8J8VZH",
+	"ZspefgtMywR3mZDBB+FvEfxq1FxgBqbbg4nSqey6/wqXf8bBg5FPVpijup4MTGEXul/uIvM1aoEdrnbn",
+	"EFfhnbk0fgZCaa0/ccSIj1AYu/Lou73MLW1Di7ZacGNf1Q5kv8nGroaGI4yoEp9kXTJtHS2ZhZNkvYT5",
+	"TWKLovTL2IhI4J/3V4VBk/Rbv5kItTnj79Y5zFrUYJNbOFbbtPJVRbu5YdygGw2ptlKqHAt2kuLZfGDS",
+	"TpLKtOOTHIc+NR0SIxvSHbvHg0Ev7bBu/d6nMrr4KKspu6CHOnz1gSpRchgVOaeyKmcObCjttLiXD/cK",
+	"HRLvaPZDkPuhOl13lpFilnhVcFd9U6QLNliT3hJtdFCBvdryi7d1NyE9vD5HyoF3A6FqsxLBD5Q1E1tO",
+	"hRubI38FMqcqNu26Q4O8ejRTWpI4gy3euJJgnjf+6phto5iknEhHbe7MvcNqxmVWxGt1V7tpWms04L8T",
+	"Lf83OhTqBHAXXiQwSO7NifQqEiBrGRGmgRZIG0OdaQlIDDmmAlQCD5VD730EiY7OgIyvUtnljjHncno0",
+	"UXrJdcamfNELlkTgamgQR6HlKV+cplKLBdy6YawmVRNRY6j3zphd5mMRPsu6PJUTXhRHTlPxX8uNL1Oj",
+	"16R/BWV2NwTU0XiCzCxUDcJisaZjpkpAEfmfNYW4SvP1827UVQ8VvqzrBSM7YqUd9xIUw+GvuYHYqezf",
+	"Qqhuqp/tsnXovo5iFfTApskGbW5952qCN0G0AHwmE04VA/eIIyGoZXLXOqHtxoENmTM+9SHPnIXFlk5P",
+	"ngp7iBr1W9xzSZXyh3YdrrrpM62J6xcR5XtDtWuEWP+m++2DUxR7p8wv9VJEKrtZM3zXDNsWj/6dONWa",
+	"uMtrSsvZ7gLzGDhp58vBPO00pi2h8h/SfJzFIwq+MCIjW/vF+QWTAvQZqFfMrdP8tJozMD/OLCozmB/j",
+	"xuzhpYbUo5A9FKxgEO5ucp5MaZQ+O/NFmWnneA6KFeZZGqyCP2XCWSxPBwOfxuRHb01jcvcmKplbz2Ha",
+	"IKN/trCL5j09fgZ7isWuTfe6XCDMVm7YvBzPyF1Q92UkIGd9DivUcAwSurq9gKzgBLGZweHUS/iyOn/H",
+	"EzMqnKqx3FualJymhRlzyfhUC2HQaxJAbvyFh9wzSDFDdsT4gmtnjl84XkS1ivAm/gxH6CVLJgq+Ehlt",
+	"wmk1uSshFo58KMMWzd8Mzh18sBB0V3IqjA1VvidPZ26DfBEgMTMzU9rG4C9mzovCvTfli1BXbZeKaHzd",
+	"rZRL3MeJky4rwbWJCBQXA2Qfat8SZhQehlTkvMHlBQMUXB3iBhKwhhuUSjYQu/AOGeTohs34tXBj0gPN",
+	"ZPktvxTFlkzOprTKGv1+AEI8/oJdidVjBOBb8FybpIKnw1xCNWHflJdCS2GFI2P33T47c+8BkhHHBEU1",
+	"CY7zL57E+AndQrh1mIRl+TS3JmGPjh4l7NFPj/DgHvUfJbjBoOY6qozj6wxfh7Ix934vYWqB6y0ITCOV",
+	"nCEQArz+6PGjxDtK4W/sxXfnzJSXmZrzXMYzPXn2JJXxXNMO2XT9sZo/toLP0w7UjgeIQjFf2BVC4ITU",
+	"y1SGrcLdcG9ccgQ1gS2KCmRHuIWjU8bhGRgZszLrT/TTcjB4Mnb77P5DUGIQTRCOWPC5ky55UaCubHPH",
+	"qjpTVWSdptzWb7kVUhjTDisCTJzLkPNEbAsVTwWXwSdbJsyX+lWgRVGWRbGil0UW2TPEDbu8VtkCl9Ep",
+	"G+GNPEq4cQpfbzMFbfFsENE5+hTBkv2y7e9fNv7dwH5mzSly6Cjznj7I03WLywtK6XY2RGl9sXd3QInP",
+	"7jh7e9hEbg04Y5xfNZsmCf8mNxOKmFT1xFr8pORYkEn9Ey+8I7dR+/0OnGeba30vxsIdERAxeNgIFsYw",
+	"fglZe05krTmyDWbWmnwqHfuidFsqsdfIza9ymbEuKgvu4QXWa0t3kQOnQVGZSjT3kzWwJQ+fWeRXItBm",
+	"RULPQhJOkspS2plW1gL6Aoioqgw/mr1a0jCmR5nUQloNwIGpFDd87MgXsStYqTFiAngXH3SRsPFMjK9Q",
+	"A+SEifHIeHystVzobdYmHsZL9+V6lvTTTQs0fvaw0ChGuA6Y0De5zCihvj1P2+9Gg3MEk6/hAfbh/bf9",
+	"vbMZzySbWbvomp57LyHCctscZ3nnePV2w8i0BB2jRTZgDGjR967pYc0LHnkQowS6jfS7KP7WO0V/44yb",
+	"n9yvQ2dGhFepTJh7nniK8r/vcxd/mufGCHxpydcS9y5XxIrxWf9u8BjQO8FW8Yq1Z78UI0rAgkncnDHg",
+	"0zulfHicb5XkvrkHS/cHmH/X8Z9U+mvfW0c8iLaUuFTYEv/vtUX7P0eVu2FWjWztbYjvNRna3PoAg8X/",
+	"DsHFEEzMlONmEKjsosaK2iVtIcQTm8qaT9fiifQ4fUhmVSEI6AmgDvo6D6n2iHJ2A3JJPqEqkI0aEzQJ",
+	"qgqTJV/1+uwtQFs4KqPBfHmT2fSbdNDFFdbRvMkUWIzED3c6kJc33knX+PI7XobM4wMZ2HbXfKXBG7Zw",
+	"H8lOWV27qBS8PmavhSQNwLTZ5E1Ovm9x2IQveqBPvI2imJx6vWVS2lKLAxAiNrjUu8ofv84kV5jpgSqp",
+	"uBmLhWWyLIpYbuK5R+yrGyAzTp4hCGZkQ/XZyA0wasLgDlopRQhGw1QCUiLp2HBSK0BYmCjtiJoeRCq7",
+	"OZqqI1rdz0bJ/nu+9LU9bpmQhNOQLU4ISDthvGooXB+TTlQrEGl7kQPmstRNztaXIZprAXZkqnxMdiN6",
+	"xSNMzmZ3/FgRFGYLJDiljvpnnJ1Qj/HF4E6XqpQEM4XOD0xcahSrt0iDEZOJGNeAzDbnivBTVdIUE3Ki",
+	"9BiwqZdJsK79ofUJviyV1V/4zeY++h9bAvgt0dMimL7bCIMMZPe8m/xzhKhudcTWdwHtDoK1bp/3/i5P",
+	"N+j7lnw+x8hu+/nAw539jCiShZ2tOkkHJDxEbaiQXJUAjC70tdA/Ido25Y7I8YoSPQo1bWTeETk2x5Ci",
+	"By6UbfJBvgF3DoLOwirGWhkDFjIwMtNWttYQqm0HvrDindBoy7ZMgTQgp6ygExFwwq6Fxp4E2296ddqq",
+	"vCyio66syZA0rkrbUu5dPdCE5IJbpMW44DlAZcawNUuBwFIVPhXBOtRm1w6mgQfwWn5oKgm7qE5HApwe",
+	"HhEviuiYWgKQ9w8D0haljBk3APWWaHi6FygMAqvewxqPAUFikl871bqQqW9qEoU56yd9O/gQlI97goe0",
+	"i9ADyr3PhWA1qdr/3aMK1rWMXSrBmh8/vxbrxYhKVhXFEaAgnWwAv/a1HmsIW79F1wiJXL+UubDMLERR",
+	"nBJIXW5nqayxuD47Bicu7uOpV+cACLRbe7IVQGuXpvIGijVrWJOokAAHDWxhyDilHyuIwLDu+1fP2Rdf",
+	"Do57UC+uoso1Ug+TKGzyeFwaq+ZCv87SToLpLVW2COSseIAzcBPSEKzg4yvUjFAZBvxS8Nu4mXXTDnhv",
+	"v8dzS2Wc4Qcw5AyT9LS6dArLukRK6DR8DUw/lWfBcfwFu1xZYXzAdbiXytbsyy8+pS8/NmDMI/LnY/wT",
+	"VaaYwVd8aE0D2CHbveKMLny6j0kMUktTqTREj9Afa4we33ZeOsH9S8kLyL6aYLydaPpgLnRbVaUuB6Nb",
+	"yeqXKEllwJKtgfUGqxQnWpGOVOBKdx8Aymm7rHujntxGDcI0yaALJfGyfdAQ0CpSadXCnV9M8d3gl50q",
+	"CBp6WE3I4wA3AaQws3+AKNOphEAdQjniXgFIAyaQDPpug46Pv8DskbaNS6VUsYa2loSwt47WGtk99cpD",
+	"XeeivH8sqK00tVBdQnHg3m4XZYOy0a4F3EWCE9nbt4e9jmGLHxSSO1FI9tYbzgCaKlYJPRcKuexkn88g",
+	"NOGuRp+B6Qvyr8YYgpEDH6NIPKd/gWqCudoW5LEojEhlBd3gSd3rQlIs8XO31DOalubEd4DEJgx+x2gy",
+	"ts7De/clWZumVUPBIvkJUj5ho18/juIZz1ldNdxTnn4fi03WBWnnDuFKLGyvSYyGh1MJnPCU1cWoF5lJ",
+	"XZTelwBt2rVB7STr4u4ehd3uqUT9dbo+cQYuQe/W8mQf964W17lYNmSCxtPf7YKGGAA04FkqnZlYqeaW",
+	"Db4cDgZOqL9R0glWO9OqnM7YK51nfNVS9inaIymOLkfiZlHwXP7d6lKMknqikQm4PRDNV9DaxUcoGuIu",
+	"/X1DpbWK4YYEXZ9OfliqLyTjNoy2LUc0iiK3VDe0FWbUE+bXTEJIK9nIyFwgmYgsghHICXC+uTa1Hat1",
+	"G4JuBH9a7WSj+K/qUtcSCF49Z18+ffZXRm1kWCasR7VYp3D3QyPzJbfk/kcYVco2AeeS2rqjPL/BTZbb",
+	"QmwBItxs8fnh/eu4dSFkPaiJ34zdiiD86j+8tXj/PeJF3C6UxouiKfcDEU8wXFSFpNdaK4A670wVKLma",
+	"5AVkx20mP9fqwnQjtUNoMngEKozxtfKcqPSqEaMehhGxYyBOV8LE9nrTBgqS7u+533Zn21bh32lmAoHs",
+	"mlpNud/8tvusI+UhQkjZG7kTGq2FqXODRlYbW1C32L2AqHX4xn3cRrjNyPYBAWp7EhZ4wGlDZLPmMFda",
+	"NJm9Vc0mdFOF1o5cMuzpUBR+VHNKIObQVKWBrteuLk68+arGeFsHXtV7Rhk4JyJtCL36Bi1b467wkFPs",
+	"Z3mRabG1Bs8/w7q+eNwUypoeknnA0ESDY1E4GSetagmtHh7hHOsmXeo5l0rm4wjSE+BNu7wwCgRxlQJN",
+	"30RnD6aP9/ptX2q52xFUaL2HIY5qCF6U+riM/eQOg8UV8rDQr7sNz9uR19bzRhpgbzNTlxKPTFDyzGld",
+	"VQ29jDE3EOPJqDRCbIu+dtiKW0HD2moh3FlElQ2IjEr/rDoAGSGYr6doPuqDVEQcEEsJenvri4cGunci",
+	"f82r/NFtI/o0022hVilu7KtY597cBch16mLBw7NeZCMk7MPF89ox74nHtV6UF3JZd+c0uudVLUls2ztR",
+	"OtlHCqVj3tPWl+gxKKYtzWE8Ct/4qiVXhDLZ6aadvXtd9djEF2s3rd/+ge8aU6kuPNSEb9QPAecuDR2X",
+	"ghSrXv9uqod/A6Ycpl1thx6tT30zU+sAGKZSHnKQoWqsIcfeo2pR5l6DfoWxKV+UFprI1OvMDgBoxGKc",
+	"ZicjFVkdsDQPf7btiP0iESvtNmh9n7fbCBQZ7VnQvtk7JJKoYfNrIHoVOEsLnJ7n0X67a2kDXtda57+H",
+	"ZBT4Azobex9TwH9zl6bj7xcWZwuYAqltjblB9fFe8bwom0Cdtlj9O/HzNrkV5IOTuQSsL5fTQhyF+46N",
+	"mKDvM5RT+c7W+yaBBFBDmvbujbylPR4OYZ87RUfmFM1Qi96AB1wVq48CR/eYUYs4zck77yHFu5Gvt6Te",
+	"Oo0VqAXdfyA7oOZxne9CVKHZDhaFGFul9+Yn/vktCbrRtJYtksD4PuKI3DA3ojgAlG+NVOj0osXsQyct",
+	"5i9m+zWY6dgtICGfKnj7YSSfIDikNQY0IMgDFlZAs7VUBsSnuBVkgB7ztdaO2TBurgTYQc78JyM5SaVT",
+	"2uljbfEdhNRtyh9BS7va/2gBhMOrZILUA63aEGJlyff3DTdzoAaFkVbULpkrH467J6hgwe7Q+fo9Odjv",
+	"UC1/zlc4SuyWwltZeR3QJhyN6RIbYZ0SHV/sZn9bHaZiQzcipDNQzGGBoAKYU8ceqtzjkVvHiOVmt9fS",
+	"b2gSyHfbBfjKPX2rVLZABs3tsfCI9DWBb7nNpYAOFgDEme6HEhVM+rVFB/OWiqi9A+ibA9+id3TVrEdN",
+	"mB8Rtxbrt7kMZbIsz8R8oSzFXjcd8gc6fBq9KS1tUQIO6YA9Yf/j/tcSdAqek639eeCh3+rnaMzFCzWL",
+	"VafR3u6OHr9DB0lVRPi3piiZ7/+za5upUxBoZzH1NPjRgOqQr7tphWwdyGfsLkKr4V6CFZzuwdfVoEff",
+	"iBXBjYKvEIY7j0zZyP958uxZsisgHLt+tq0ywGXUnDnb3iAoiN/umYkj7rtzVG7rs9mxT79n78m9ORPW",
+	"Ygv5dCY0ZqxRLx+IXvtEX18t6VnCoA19y7sI6sN/i+GUqIdyhQjrETF+VpcAVeIfyr3WaqzHgwjZlFCP",
+	"XGQxyEUddjYq34I+/wFzACbYY6UshDGMSIpRwO0nXhSH4PdUPoU1JQqBPzArJgSSyNtdB0Nx/1esKvwA",
+	"tLqbdZqD3RS/xeGwralblN734eJ5c3pf7EDYklUYNbsh3NnS+OreKrtw7/RBWvFe2kZlf6zJwbyOpNkl",
+	"6/pkcAx4g1Eke003a+7jdEHi4JFhC2Uwm4GIW6OpTIhBg+Y7tagSDbYygSr6D3lZqzbEJ/QAeAwyvO3u",
+	"VDG5ylvCNONNjamBLqMA2j6K5DaXxsngOKG21xuuDZCpkSsDOlcb6MEXS0q/q/t4OKjdw5YkgxrZtJqs",
+	"6HPaErMFNQVDtj6G5vtE03ShCecqOhP/d5+5nuv209jD/lybivcDMd6QmhGXHh6UVNt2yXZl2foNDNNP",
+	"9rAb2nAu+djn1ja1fClbwCEbPBrXjqXQG1sncpuOxi/r2Bq1zoI++Ok1uMSjpEsCOH4wXR5Ml4NMlwdT",
+	"4MEUeDAFHkyBB1Mgktt3UUYUK7X3g5W8Efc5TM/4HgoHK7c7Z5dlceUDD3yxKHInm9QwhFW4ZXMhQsPm",
+	"sc6t0O5hzG+toEghXzD8SqpsDmDdXCI+YCp9xADUekjbROBAepEnhAsY4av4V0YALQkFch4jqKAIhIdm",
+	"DXL3csX4eJxnLS2M88xsC3Z4HdsIlmemz0jiS1V9oKYApLJLkSWAuYOqo4QZvurR/JwKMPMwjhygCrAR",
+	"4gENomNMnkBTv7mQZ23REG7CtRlfxJPE+4FFnqzLDcEx/v1KrP4Ofx0FcELoR9JU3eMu4zvI2dm6/UB5",
+	"gJ6JgRg/gbw5ZBqLtrYxkWiwY3huqBwM+n+X8kqqpfQVYhuwlJ78+v4zo/5+eb31jI+NuY0c+wCiGTWC",
+	"DUvFoJ1Kt5KIARY8S6jXfIR6he12rGEjUKVHVCJaFOt9UzzmGKA3OwWVAplOmcYwm7FsNOc3YfewHW9u",
+	"fPy0atcEU03l6Cgs5kgLK6Rb4yhGMsafcyXrGFvrdlXSCQNtTaq4XZ3l/kZRslEKENW2+QZGQEAEzT0X",
+	"kNTb3cdw64U6KyfAIvvrc5pQn8AqQk7vuEO9FhDKyyrdufeHsoY2a3L/SdVPUKYJkA0DExVs5va3J7Vu",
+	"Jc+49PK0ufQy8ZkuWN3q/tz/UxhhWzdGByxX2pstRNm2Q38UE68h0R4WivtaK/TcApu2I9/0wAzQu8y5",
+	"vNPsyW3JjZti/Spf7JvUtt3HhwLXt93adOK1VP5c1DrFQdIKagxWIWwpO+73nbrYgkjVnCT2EhRosLSa",
+	"8m+rnhB3iOV4Xs7nXK9u2+mSXq+aXU6FFPrQPNgiwv7eznrpOX/T8gOKammqbSgTVdRkbwvTr7qp6MoJ",
+	"iDDFaIXxZ+q79WP76Tz0j/ov7h9Vp9t9O3znW3H0ZqKAFZNJImterWY8heYNbi3C2Q9K0PIAbBZhCeaa",
+	"zdCD2NC6fh7DCh5w4i/KUGIZg6XdBQJfvgav13SKF0FYHmAttQOZ11DMWdd9jplfWkr/fGH4bjF94Z5s",
+	"g0CP8M9jW/bd2/MLkTnJB9MwgJMOMtX9x0+Q89jbs8q8fecuGovbR+4ToxjqH6ZTIflDbmqpi1Gfjcwv",
+	"hh6NugEQ8ho857fbPVzNnVwDtOKsFMyqqYCMBMSOSyU0oIHPsKly9Lk+n6ivx7PBIOyezNgxewN4x6kk",
+	"v23CLlW2YqNf0w61mu0Mf6AJJ6zf7//4ccS64CTyy+AG5ztKpREyg55HFbwa5a+N/vfIyy19BOG5IxAr",
+	"oz47Yyc3NxR/dvMoUENvQJgP6REE7YwOSsLXc/NOpZs4sDg377SDjUKoWWuG3ULSTlgI9IjzWGocyqeh",
+	"ocIp43KVUgtVyo/oPj35Evbs2eAJLu+9+87RGbo4fPObyIMKh9uyhj5zhmKmxuaxB1Tsz7O6a8RtqpPY",
+	"vzhZXVFEo1vkAizu1kyEQ9ShFpbeymt/KZXlO7UWnOC/8Nmgvu/52gU97DisaBbvYOB4rGCGTyESQHBG",
+	"qKX0qSRjJSf5tNTQgaXKfz6AB9M8wvJ3NeLEhdwqx3svM7kp6NE+j7uIdBDJ3Vuco0Yxh9lZgCcG3ijH",
+	"CpEA+uy1ZJy9O7t4/nWw7aN0cWfmk/gHZ/ZpKnP3Ar6dED+C0/a5UhW9Qeirgdiwc1YTtTXEJOb8Zot7",
+	"DcAJgz8thh+Z8xUmQFVpDoNB7zQkQmEIMbfEyUzs3I6/uTs1Iu7R+ypvqun41t1Uj6IIHL5e01/NKmFY",
+	"jZdUffO1L0HaMuFq4MOmiy2Fm+CFcoRYALSrmv8SwKMiOEhsMpyg2Q46eypBEno0nUfGtzqveqLTSmod",
+	"zWudzFO51sq81tH4FJ6EMjLDV4YZRdBk+y383KpGMytGumyiJAPvsS7plLATE0K5lVkqtbA8lyKDDmC7",
+	"zxNB8yBTb8GN0xBSWZ3tlxExxtOulAgEyLMMb9GeO3AeG9QNy68XXq3twN63J3xlFzl+bGVxF5UoPLDa",
+	"JWAxkzQN7ArWURrRZ99X7S7Axem7vjvVE/yBa4svDbZWxRH77C12RKS3c8I95NiPKJX4GIbmqXiLzdzu",
+	"Lri7ByBwOXv++sX7UH1jfjEsei2V2EOQmtpVZgWW9tfZtl9njDSYysB03RwN5oAiunD314+syCfWu3+d",
+	"EIJAdyMDHudZE+c9w/ZVTHM5FSbgyI1OBk/6g/7x8ZP+4PHJ0xE21qRni9wCaolvnugWBJt0KUhDP/U7",
+	"RTFJThuIgb94D6GZoO+sBRVboc2cpKPVwqji2vGWxlZbMVDOYGedSC3kvCnd3dRMUz4prSXaoZlSV6Yf",
+	"NQ4cQdR/9D+1v6ElLFf1ToTRE/2WtZw8e/JbF+ONLoxJN/EK/wvUk8V2bwQpCPaPGT5+bH4xfVEeLYWx",
+	"R8d9Puf/UZIvDfRMPD558vTZF3/925eD45PHo7Y1HXucyVsvqp3R3CpmumeQ5vdhBZwjzPmk4oxjvuDj",
+	"3LorUoR+t2jYIdswrAt10JcrNuG5Dm/2+usIoLfg7ygJb1cBv0eCa4wOV2l/ax39qnH2SH5tLmv/xlnb",
+	"qmrKHad5hSJqSvaq8ZrBHSCiNG3s90JcFav3VGRwUASGuodh/9wxL6oEvIyv2A8TreYJs6oHzJWSYTK+",
+	"MqcBlSi0Tcz46hG1wE3Cr9QLVMiMddPOydPhYEA7swb7wFd1W8ub/XMonLclWpmAQTkrO0lnonPoggkA",
+	"GqVsbkezrTFhM1Tg118P37zZFxkPHvbo/268UxbWGKyiqll+xle7XW+wEZsGICAhjEud25XTsQhM6VJw",
+	"LfRZ6cjrVwhmzCGQCH+uPgWuk48fwRM9US3QQeVlkY/Z+5fnFwAcpCbh1uhsiEnvmJeAuTdBX0wYddIE",
+	"6GgfZkl81znp+xaixtPl2RwkfrHqBZbjfiCwIierU+lWJKSl1qJDNnJ/UDr/D/37K1gg22h8y5A1wkBM",
+	"A71GKtGRGauFyJijO+xZekqgyG5KABoNxOwNVHimh+N45Wr0+Pr4Mc17FI0EK4Im18E/Dku/sY4Axrwo",
+	"DKGIwW6gmcNxVaYK8Ph2usHHDqDyUW8RLv1OwUa9BCBU34Dy6Q12Nn4WPIiOCkfgg8OtfEzVLH/52Sg5",
+	"SmXXw7GSj5JLNkJw1RGquN7OdFt5yTPM5AmNwzW0quqn8unAd7SNvHpVtj/qwsCcMzUu59BozieawZAJ",
+	"W2rlCMiRbMLADJXT0DYuQV1Yr9iCaz4Xvm12OIDqW5kYF1yL0EceC7fsMh8LyBIDTwzOxe2kj2rMgLhL",
+	"p807TXPG8sy3UPe2gRvQWT8ntV6BUPWW47ehcW3hVLao814345b7DtShB4n7TlbiwQjoAO3Mymte5Bn7",
+	"cPHq6G8J+/CXATQ91piWt+A5dP82pdZq6mwxYcZ8ISoo57TM/jYYMHDUIHtJGDIQQ5mW2lnNUhjrBsqE",
+	"WPjM8C+eskJci8L0TsGkw8N0lqlXwy9Ld45XqJAbIY1gXT/hjZIYf7YhE9pZWJhYAYdQuYAwC13cjIWA",
+	"XCdH1dCJ08c6jc9TQZcSlL15AgPvvCdGp456L7z7oQeWgvtl9IK0GGooOGIoVk+ZEYKNluISVPMRfPxF",
+	"6a+0u6K19v2wpSaCzv5yYNJO4vs4YHLTyQz60ASQ3mGn4qMBgoG94cbR8Nm71xFy07Bz3B/0B5AfsxCS",
+	"L/LOsPOkf9yHts/czoDpOw40jj1jFMsKd+F1Bk4/Yyv/mXud7o3pDH9o1jWqRx6Tv/JjsvNJalbwI8BB",
+	"LZQ0KJlOBgNMXHC8F3W9iAv9TA3u8Bh2pqfRMsBNC2JsHaBWEDJKDdIoN8G8j5qEuwchc+kpzrDpw2El",
+	"j7/imVdX4ZXj3a98kMTW/4OZTk8HT3a/9ErpyzzLBCT/PD35cvcbF0q94XJFswMz4Nk+X/og+TXPC36J",
+	"Sfmkue5+DyQN6iE+S6XzDsFvECu+OdPRWbgZZBhcrliOaQp8aiA1I1Dnj5BCYhqoGCMEngAOJuPXdUwK",
+	"pFLYsK9UttqDQMnsBpKeqSL3amq1B89nOjd2zk3CvhNL9m/B9SPDXiJMtvQ57kshrjAaKNlXQhe54w8g",
+	"B1D5tQK25GRw8tej45Ojk2edpPrHF04fRMOzk4mjMI+kgz4Y2AlUZ8NLT44vjv82HAw6qLm6v//taHB8",
+	"NDi+GHzh/u72okoC67wsnaR9HOa2BJMCRsY1/xDr2h9/hGt42PWlaM/HusZrdSk+bjCP4ztnHk2MA2eU",
+	"/d7ZwWAPdvBcyUmRozn49PjJXvwDohPIcE72WchCq7EToMQ6/jBsCo8ZdG9n70J8wzOfNob0ManL2ce/",
+	"5tlHtJwA63CDU72Av0ecao2inzZkwWD1wO+e/J7ufuM7ZV+pUma3o9c/CiHhgUX9Sfrsfb0L9pfUYimC",
+	"7UYnMGW5N4q+Rv3tH8K2E9Pgk7BH6D4d7smfjEj/KDT3DxE3xNmiPx2mGL0ABWABGTQbtIee8Rr5HaI0",
+	"HUZ55IbfSy34dHRP2Lh/Xvp/UCp+o1IBQJbR1TzdI4umzy7Ag4KpMpXrHIoWsOqCinCwHcCMo18J/52x",
+	"lbA7FBb0tW71CmC05P5dAsmvndxdJ/DbdYIFU+snVV3WDa9489vUKegWbwao5v0YBOzSOb4DY95hS6HG",
+	"hTn7LZ7cfkUkd9Wsp2lKVh0+ofv0A8GR/Pc4gf7U7LPddeSjRa1+I2JxayzvMXVlgjxO1dhNHdK0ncaD",
+	"pS+hfRlko2GjKMah9wPkiUdjO+PPfwC7e1cQD2rCkCklrGJthFkHrmmFWR5phxdF2hky6oeYm1R6fSdh",
+	"RmG0ITSZgmzp0GoKAzyImVDHcggozDAuIjPP925hNYR/pjJCk4Z4OZ8L6tyGruy6FKEOXUGQ3Id6uNa+",
+	"7hOrh/UeZA3sZke7sd83a3lQ5Wq86FxQBKniCSZKQQPAHWhiiLekW7UZB9TwhdBwi3p7MCnvRWoz+eFK",
+	"de5bhrYZPTDJB0v/c1r60h9CAyndysjfpL/HmJQAgvJWToNG6XpBzb3FzSLXK5/9gtnblP/i85bpEScc",
+	"pVombFGUJpUjnNZXq1HIpxpG9fiPDCVDWKxjBKF6/GweMo24DzCfhvKuk6ezXpP8eglfqu7a3Usv/MJn",
+	"El7BdBFtF90dFO4mnsXt7/yD2+GTMAlK/eoMf/ixpkWXZoYVu6BCx/cDC02qAm9kK+xsI+Wolmq0pwir",
+	"Kdt3y0OCSr6gqnAUuqBOE8KSsYwjKsvQ/4dxbwyApXg4pzObVMsndNhQCJ29LbGH2rgQHFreOLsQNrxC",
+	"OEFIMq8JZNBU26kIibMSZrmxSq8SBKtgHO4UzQYa1kAJRLve/HmFfFLf3gfv5h9KV+Wx9RqUUroIWkBN",
+	"Crl9pFr2+hCYIiRPrL5y7+9/14FB3PFdD6kZdkgsCHMlfKk4pt6F9lMes4F1lcaE9WVuRCr9be+FgqST",
+	"wYD2xN34KVjPHm4QWeUyHwPYEbeppEplU30ZvWbESze4qhbjgjsGUoG5hSrtFeuGaaIpHbObHlTEUGKc",
+	"r3SHrDxMfaQPXSpIw4TkzaeDp/ASTcwrOqQRpXKmigzS8eDVBFL0cltljxqbFwXjY/fJQmRTQbl0jnHm",
+	"k7W5UwojgopQbV7XezQyyHJc8rhuzzjDCPDIU+kZX9cDavQSR2mXYqzmwlSnR7h5mKfpRROyoFRehN0G",
+	"2UVpxV52PTJVGQPGVCH/XsixoEZgABCSylJmUKeOZYVhZiPMFrZ8itnCffw3DFD7C71BOcXYuc5yoM2v",
+	"35w9Z2oCaZxzhh+K03aNGGthe0PsaRN+SaWbXSAcIE6apRMbQtMyulyG6kmW5aE40m2Z0qlcuuO8FLBO",
+	"HKYHanBuY+UY0lgpDg3XyG/BkptUIk3QTvr0JNo/qvdn3eUMMRWUhqNCNcHqFZu5IS6FkDiHlbC9hBxX",
+	"gBEyVotVlL4cigQHCBYw0YLgFd11PGVGYd4uAX9UVQORtUBD4g5BuSWtp8/eSkHgB5AVzuFZnJngulix",
+	"Lnm73QZRXR0HtxvScA98adGew0pg49evFiRx0ZYKf3tzQ1csXBPEgqr2PFk7ddzQBNfhtrY6StrH9R2M",
+	"L29uh8De/HVKwlZSlrPjb0nL7WrQRmCU+zSD1hrb/67soPdBoki1hPYSQCu9P5Ut9Ie0av4BdWkRWyXJ",
+	"yMdXOw2YU3dnfYXEFgUHqlN2uuNeYYfde6NQGL9FT4fKMlAj3E0mHQDhzB5cdJ81Gac6GSdXGk6nIjsg",
+	"s9/ouqtI9TGCk/1mTXwtxxoG/X2QuttQn3rzQPG/hzQXII5Q6vrIbHS6IEdCFf2EBsNkBYS+BRViBlps",
+	"TZeE6D0Gk2xNYnlXwTneG8kiyl9bwsGFd01DteNatPqhvuQuiM9tfT05wG94TD6BXnaVkRBq42ctIuEZ",
+	"X/j+W9VCvxJ26YyqZwSpBhYcNXFJ2Fxdb0KAPvJNykxcSRIPP89lZ/hsHTjy2aDKiBJcj2dH0OaNavbH",
+	"SqLdheiW1QzPQswz2I7CxNOMZ1H74HH1wcu8KHI5PeKLvFNHpewMO8/mMIOF0M9LY9Uc4cQ3Z3CCAVd6",
+	"JnG7lUvGiyKeQbQOaEbbeexfgOSx2gRPav++UJYXtW1aCH3k38ZybYKNqOZ2MmDcGf8KCqQZvxYaEAIv",
+	"S20QmODpIGHHg0HbjvHSqvfez+bsoqQD73aGTwfJ+n5GU+PaSqFpQ9283gl9DvPoDE8GBxTp4N34PCU6",
+	"HgX4oUDnv7xAJ0ISiFHYN/n8mqawZ3FO4P8PpTl/3tIcops9CnNKs1GXU1Ml2pwCbWQ0+AQM8SLqT/Bg",
+	"EX1GHwB1R6p7AdBPtekFqGuod16oExHk3btwcfDPU6Sz/R54P8Gf9D48KBV3VKATssJ2l+ds1TZqLSla",
+	"HRPnUUeJz1RgAxGPfRX/ele21uqZ0EvnFpU3UZe7HW+vAcpHrfS6oZMTADXNuMESFgQnZvDoiPm+ivjn",
+	"HmAAuZ/o/SD68XUaMPHQR/41pzwsBDYnTmUFODRRmhnhbLviNFYkEO5TOLlQFJTsOCfw8ptFobJg0zXt",
+	"DsyhtjF7tT/8oqFnil0B3sxE6fn9IrLUWoQ+ILL8EcpqIry21sqaisPtcqWFvq6f3Jl2GIF+HodG1fW2",
+	"3aXBRuNZXmRaSOwmCRflVa7FRT4XZsTwrUtB9TjXIosAth4cIr973eXZ4K+733ktTTmZOD1D2nOrNJ/e",
+	"oTMFQNmCkIJOnExp6sXZQyjqht7irItNOdsYw7o29Bh7JZt9Cu9EVk0IUJydipZR0R30KFhKLFDrvnt7",
+	"fpHK+pcgBgqdURPCUg/w6gl78fLblxcv2eYbvcQD0/sPqPmCa3HEZXZkhB3GsjyaFWJmUwoUt6nERpGI",
+	"gUm9Z3leQOpxkRuL2T8jTIkbJawQE+uWhslVCTogEAEQEhgNmyqmJKYxwaILpa6gcrhcMKvYMZQXhYrF",
+	"sCpoxZBnyMdPGVUAAiC+pTbQUT3faEzS1wgLbVhikdxnZ0yDsoNYB159wQpAJ5nd6mZczyF5dAIwfvEB",
+	"wH6g262uYyF8nk/f9GlRoJsOPahghrlKtOHQoyFMxsPmE4xoWxKTZ7VnRIT3K07wK58pnWl9Em2liYCe",
+	"iF2d3fn5i+cOinb6oT7xD6bU1Tge3Talwx1Zu3fMt+j2EPoJsRJfqbg3a7/0bqdmxv4hYlNgtBALEPoa",
+	"ApTwOiJ89vrsJfJgMWdot+XgvkllkV+hlgNonmpCnSYCVGYXeJHGtUlCDDXUzhtCoG4UJT1/X+senlsa",
+	"MEtQ5hEELiV6e7jbVFLnAeExbg0bwaJ+eP3di5f/+2P/1euX374Y9dn/AchTXK/jcdgdJJWhExn1HFvq",
+	"3AqPTpp7TuahPPzTp5iACvuRStgeeNHUeuQHdFtj1YJVIgTRkiVua0DwzWtKNthdtAUQeBwCn7V6xbqQ",
+	"Jb9KJdbpYXu4kLWLOfhhZMoBMb73B3IUGLfK6cV06UjLP/rGmevY9mzzbBeQQi/mgJxMvducfU/tL7J8",
+	"MhGQBQzT2JzY05OTPvtGrCDGCtPHPURKaZ4GnZpwVoklfK4FHwvaTCRDmMAcc4fdcFA+j83853H3k+Mn",
+	"oTE+PDhKUklJx1yuArk7ye54sG2SYXWTynwFl+5+BRl84xDjaHA/U2iXYk4p0vBrIJLEd9oFxcdrKrDt",
+	"DxLtjxjwBQCFSnAhYDfYIz+rS+P5qO8RuK/QWmhxnYtlu9hCDCa+zovcvU+CYAK9nZv1hxwjTmX36WDg",
+	"732QGL0ERUHg3EkkokyF8wRyIJXcMJppbfCkYraVve+2Yql0ZhBhHrvtp1JNJkZYwzKxEJh5AhciqwtA",
+	"qBqZCgsgIyiExlzrFZPKMf5SjmdndogQ7/hPYWASzprBT43cZYMqk3wumljYu/pKzhdivOkaakHQgOxP",
+	"bDsRtWxLWAWzMBj02jCKsCd47D09pEnJ78j7dIdRM6L/1tpvokHc8wfO+YfinA0nWG8pyDIxySU0gKm6",
+	"sBh+7VhVvj8T3S+jJnID//fm1PzhUmQqn6By9iAkePNY9Pawz+JapjeUy/vu6O1hg7a0mXZaGXwSx/tF",
+	"JBMfaPCzJs9Ux9Aae/pNSTKbBz8XerrmfA4eCAYOCARwUFL02avSllp4zyN6MFPpDfcJNU1WRRbx2vrt",
+	"wN4/9AIBWOBrqQyfORcWrtdorJUcAUYc+uZHzJZamuhO5tIq8uinsmoea/wI4LEfoZcA2+IslMlto6qG",
+	"qTy123h/GtDnyRvaxQZ85tCflh08xN8+Y/zN5x1FTZ4PyjzaqZc9vuTjq0leFHcMyfEeyuINGN2O+SUs",
+	"E+Mc7M+R/+QoAU4WNXqud1hMJTY2hr7JbhAIikV9BLtOs4BYZC6DScn+o6RI2Ivzi4DIkSXeBg3F+wTi",
+	"I2R2ZnvoBESAZFSGV8L22Zl0I/h5cRsiUDPEq8h1aGtdqUHEqROAK0tSGZo4Jsxc5QvoGQdNuATXRQ6O",
+	"UtyNBFuyrRh1cOqBr09MbCqh0ENmoT22M6bFTW4cwx4NQ6SrFm/zw254VfvslZt4nqEWZsFzvbYM6rJO",
+	"3oWA3JH4uSX+vHrgCODV12BTEIkk1PCl0m+Vowa/o9BOlKgDvKUX9QlUDdkd814NQ8+NDHYAB4maf6dy",
+	"RBv8k391xLrgAFHypX/R2Ts/ebKoum7O1bUTdwpDqmAUhYfoWxB0heDzihW5IMyWkVWjXp/9k7woIGcE",
+	"NEqGDK+A5QBbiR4XUoEJVAfAqKRasi5C10XVkegvSZhZaOjYd70WnnlkPM43ALAgoIaSAsMZU1VL3ole",
+	"8r3TACdWrOLmhr4ijGHGWoWXt+BjgdN30yj4wmctu0+5ffeuNZPKTGGY2x0bs6pOHNQncZ4b2HgaJcQk",
+	"RG5nABSbSre1mA/nfrj0Oy7V8pSN5vzGkbEZRX6eZDCoXD2pREjNHrt0ogx1GTpK4+kdeh65C1QoORUa",
+	"/41EBRn/qexGPcndhCKXmiznl+g6DsO6Q1BFZnoQiHfqVqVimYRBtJuip2q+ABN2LchNH2bRd1NJOlnC",
+	"ng6+7OEphFysuBP/K3/51tq9pxJ7CIf2dllurti05DpjP5fZNEJICFvjVEvUWjEEkUouCTQ4N76p/mnt",
+	"82+gsb5TZIU2AftUIXBjKqnvvr8b3l3XZ74aL0Krh4Df+Gqq3dm5S6GFcTtb8+rB6apJbFP6Zv9Zqcmf",
+	"isDIwtjT0KicdUeC5gzlxqNe7V0KDFTfb9J8vyKavmfd13/moDSBk3v4/I4EgUjeVIBPfDwWC2/mRM2f",
+	"HxTkBwX5jhRk4Hjr4o0bG7HkmsYIgjZoomnHUy31kd5fbUacgX2S90FM/bGbZrol/NekZ/9p/WW1fG4e",
+	"3xgg5gTg44zFvIykFS7obgFpmhIy7wEJVi2wiz0mZCAqK3d6pTdWKAMRDEii2MoM7Y5Qc/tOWTFK2Agf",
+	"Bo0M0yLx5zNL6df4z69WCPiXygUUrHjNihCl0KQklRCSms5sNPTaFPDvPrdVFJPToJ0h3EP0ptfy5mqO",
+	"uJDejB0LWieg9E1UUTjbwZo1bbzP3vESITRpfpUW67NpYB+1WBR8DOFtU21mtJWN4V034j2rTfCNSGf6",
+	"nA5COuEH/+BDbWF7RubpeoBMTdikFjqoBczCBQX82Tit+jAtJkpvadRj1lIx/ghpGBuVf2eFUZBTX3l7",
+	"cGa2zd9EXiZnJpLbaNSL7H7/IDJwesSAG7NtSeIGOvk3lSxeKlUILu+53dVheRxJBJ4KAMY7d4pXbjSo",
+	"BWv1uFX1DWQ3Bk+eDU64P5+J+F+ZRxJTDaRbfrh4jgjBlbP+P0rebeS2mc+hSnLHWIfvYdDfQyoCH1un",
+	"pz+oGAFp5sFh0nJX31Ol1YZayuAXws0ngoJwzW11C3OVL+7Yknt5w8e2WPlWeSPQFMjmgtYZI3SO+0Bb",
+	"pTpJZQM8vcgoQTUKHiXY7C7EEAFqPmFVnM8JRDeCj2H6UNOcy5IXI2pARNpbn52huQyti0otUdwpORbO",
+	"FLMKy6nB1pxEtRAYPKM2n9UylHRzMTO1lIxTiCgSxzCXD7D8U8apTRKFZMg+i8KNjuGm8vtNbTPOUKny",
+	"TWYQeZrgZLkWqYy00DOGyw/FQ7mhXoM09cYqu6t8cd8ZI1f54jMX1u3KGksquJ/o/B4494NxWG/R4q5x",
+	"CEl7hkf+OqWxlSfyDaoU8ozwIF5N9/eO2fUZVSuEBhYwz4jrOg7iUwOwTLkeeNsS+CPO1cNcjKKAm+T7",
+	"Z1Ig73IFvFIiV9RT5H6hiII4MrnwgOPlcko9VX3PD2rPYLZHCFnXCFziKwzdj4iBjnohtaHugsTqWQKe",
+	"wT2QxWrIMDL5PAi2VI4WfFUono1Yt0oz5KYhX4NqRKbc2VToeWwNE/e8cFgbJyEACWWhEWwqr8Qi+PAp",
+	"XBvYPSXVhJwTQi3lscCBjASmBaYhYqW7W24pfQExu/ApMiSEIN9HKsp/aJIh9MY9ixH6ylY/4smnAzWH",
+	"vau1zXmIsD5EWD9HhFV6TrseTg3JbnvEU/0X2jtmnNMj96mu0SfatDX8+QFR6u4cRfXe7BRVhLJcY7kt",
+	"TRJw2Z2YJbCCsXvUGTZSGMxiCvGozbDkensW/OL2YP0FPfOHDtPjIh5w1P4YOGrr4Gmsy7N5LiE07HTB",
+	"GgOFn3YiqSEB/F5x1HB2nwdFjXbmARb+ARYeKGGvy1aXHzsbfIXbd88Mvk1ZwXk+pFd91nLEA8jrbisT",
+	"/0UZ3j7p3qfjY7fpyqmMVvcwTjuX1B/LpNL7fxGHCJweV2JhndEPKeTQuVVA7yXsOBnUBlq45VeCXNRj",
+	"JSf5tHTj0MZiCjYh/piZWlJr7MlEYMAB6pdMe6VhdMXuSz59nirD7Tfb1xj+SW/4g2y7oyrBYFtJPhcJ",
+	"XdSEUfGH0owXhVo6QnI7Y80Gmzq0vHCLpHx8JVbbba6zd6+/cc/c47XCT2zruuZmmUDDYZ/5+iBAfzcd",
+	"2tzhsO6MmxmJqXEhuMY/Q1QXY40ztZR3KmG3mFhIUXdjYt2TrYNTJLvmj2zyPKSJ3InJI0PGuYebID0C",
+	"ciXClWK5wcBW7rsBgkw4hN0//vVKrF5vB/t5L67VVXWNdkP94AsPUD+fi4xw/xl3NHLKYrzKwTFWL9uZ",
+	"kAA+DY/uTEv+LdzZdwVZcDur0muB6jrr+vpaBvG3Qk7trDM8oRRi/+8qiTh0D/lxraP4r51LwbXQZ6V7",
+	"4YcfHftGYFqceKmLzrAzs3YxfPz4+OSv/UF/0D8e/m3wtwGwelr5ZmFKvUNdLkytFwigiSJAuCKs0CjK",
+	"Hbrg9tc6q+TCdDbToCEfF8I0Vfpud6aKPONOA1oKcSVkZhI25zmGjceCzVSpDcEjVAYjgNvmoRr/uR8v",
+	"mkj4RsNMnsdY8saDoK9Dx8ejVeGjzdHeIoSA28QadlmMfUgbZn1aUzQ01jBtDutYY9ycdEKJYEmorvGt",
+	"4sF8vrFCIui5IV3ZV9I7A/xKRF+k8ETDJ5GdRii/xLcdVdT09Gg0vEyOyJbicqbUFTBS+MYLige3g1ee",
+	"o9t/jNi53FoxX1hHbCM0EPqlLkZ9dv6v82AxTIWt4v3/PH/7HYBPQrWRk5FTD30ZNv8cLlX4lVur80uo",
+	"A8dUh9eZz3PwJ+f+0n31+tVb9kspSmGG7A2+/A+tysXrjP2dVY8mqaRfX4isDCoTPEXj9yDH3OexzYQR",
+	"HrwXcjO+d9zLzXSp9JXjWRngh7x7e37BRr+m2Fo27Qz9gffhDx9HqeyOqM0q8edRD/bOP+c2D0Gs/Z8g",
+	"A2PEgkDsnaYSvsMlG70EGvJD+WQYWMMj4ynsw/tvoSzB/QNH6wFqhTfSqG0cwhk0+VGIpuHdXeUcAawC",
+	"ohPiF8j0U9W5VRUcuJ8VVf7vkU/N0EfwqaMd/Hln/6baXCDFJanoUElKhPIkTFmV8MKQ8QjXAlgZ1v9Z",
+	"Mv8IOgPOHRIXTdQ7IGSNrnA3G5e7hg3921b6QeY3lEljMCsVuQ3QBeR/mHwqkYnt3HxoAGP5fPHb5jS6",
+	"Pv77iP2FzcQN+/rN2fOj86/PTp590TVirIVNMOfffYb9haWdftphf2GaL4EX9E6pXSYcVz6V0H8CXoRc",
+	"MGUJT11C2u2cH3k47Yzhd91LHGqhIEzsv0kgFYQhg6C+Ozfk3I910IbcU0TMc2jiYAc4HdcT7Vbs5OaG",
+	"zQWXhoU051Ovx/9S5uOrArFagMuBO3jJdUaQraiLbggHjzeH3uP3wurV0Rn8d9cTKGIZfX1x8Y5l3ArM",
+	"PSId9c7Gi/TXzYUDeH1IHuBAi6q0iM8/VlIK6HHBAJsfwt0M26qkktjFEBDsc9/g9ZKPr5wyUmUkRqkv",
+	"c35zhm+ZBLMLWSZ45nTfLNdibEO+OdXXYhL0mkL5Y6xgn1E6TbKe1adBCAF/sspti9MwSRI/Mk4WNKc9",
+	"fPz4/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
