@@ -100,7 +100,7 @@ func (allShards) Held() map[int]int64 {
 	}
 	return m
 }
-func (allShards) Owns(int, int64) bool      { return true }
+func (allShards) Owns(int, int64) bool     { return true }
 func (allShards) Changed() <-chan struct{} { return nil }
 func (allShards) Refence(int)              {}
 
