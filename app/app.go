@@ -314,7 +314,7 @@ func (a *App) build(ctx context.Context) error {
 		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
 		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
 	}, master.DefaultMaxEventCount)
-	a.finisher, err = finish.New(finish.Config{Shards: cfg.Shards}, finish.Deps{
+	a.finisher, err = finish.New(finish.Config{Shards: cfg.Shards, Interval: cfg.FinishInterval}, finish.Deps{
 		Store: a.store, Logger: a.log, ReleaseToken: a.releaseToken,
 	})
 	if err != nil {
