@@ -46,6 +46,10 @@ func TestAfterFiresOncePerUpstreamFire(t *testing.T) {
 	onSuccess := newSchedule("strict", sinks, 1)
 	onSuccess.Cron, onSuccess.After = "", &model.After{ScheduleID: "up", When: model.AfterSucceeded}
 	create(t, r.st, onSuccess)
+	// A dependent has no clock: a save emits nothing.
+	if err := r.em.Saved(ctx, onFinish, nil); err != nil {
+		t.Fatalf("save of a dependent: %v", err)
+	}
 
 	// The first sweep learns the dependents; fires from then on are
 	// watched when recorded.

@@ -131,18 +131,18 @@ func (f *Finisher) Watched(s *model.Schedule) bool {
 	return f.upstreams[s.ID]
 }
 
-// watchSince marks watched the fires of upstreamID with a fire time at or
-// after since (newest first, up to a page).
+// watchSince marks watched the fires of upstreamID (the newest page of
+// them) whose fire time or recording is at or after since: fires the
+// emitter recorded before it knew of a dependent saved at since, ahead of
+// their time, or a trigger right after the save (whose fire time is
+// truncated to the second).
 func (f *Finisher) watchSince(ctx context.Context, tenantID, upstreamID string, since time.Time) error {
 	fs, err := f.deps.Store.FireList(ctx, &store.FireListParams{TenantID: tenantID, ScheduleID: upstreamID, Limit: 50})
 	if err != nil {
 		return fmt.Errorf("finish: fires of %s: %w", upstreamID, err)
 	}
 	for _, fr := range fs {
-		if fr.FireTime.Before(since) {
-			break
-		}
-		if fr.Watched {
+		if fr.Watched || fr.FireTime.Before(since) && fr.CreatedAt.Before(since) {
 			continue
 		}
 		if err := f.deps.Store.FireWatch(ctx, fr.ID); err != nil && !errors.Is(err, model.ErrNotFound) {
