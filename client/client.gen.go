@@ -1646,6 +1646,13 @@ type Tenant struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
+
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or
 	// the configured default).
@@ -1718,6 +1725,11 @@ type TenantTargets struct {
 // TenantUpdate defines model for TenantUpdate.
 type TenantUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// Notify Receivers of notifications about every fire of the tenant's
+	// schedules (besides each schedule's own); replaces them whole, the
+	// empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or

@@ -48,6 +48,7 @@ type Store interface {
 	EventInsertMany(ctx context.Context, events []*model.Event) (int, error)
 	ScheduleGetMany(ctx context.Context, ids []string) ([]*model.Schedule, error)
 	ScheduleListAfter(ctx context.Context, p *store.ScheduleListAfterParams) ([]*model.Schedule, error)
+	TenantList(ctx context.Context, p *store.TenantListParams) ([]*model.Tenant, error)
 }
 
 // Emitter records a dependent schedule's fire (*emitter.Emitter has it).
@@ -89,7 +90,8 @@ type Finisher struct {
 	log  zerolog.Logger
 
 	mu        sync.RWMutex
-	upstreams map[string]bool // schedules that have dependents
+	upstreams map[string]bool           // schedules that have dependents
+	tenants   map[string][]model.Notify // tenants' own receivers
 }
 
 // New returns a Finisher.
@@ -128,7 +130,7 @@ func (f *Finisher) Watched(s *model.Schedule) bool {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.upstreams[s.ID]
+	return f.upstreams[s.ID] || len(f.tenants[s.TenantID]) > 0
 }
 
 // watchSince marks watched the fires of upstreamID (the newest page of
@@ -226,8 +228,24 @@ func (f *Finisher) refresh(ctx context.Context) (map[string][]string, error) {
 	for id := range deps {
 		up[id] = true
 	}
+	tenants := map[string][]model.Notify{}
+	for after := ""; ; {
+		ts, err := f.deps.Store.TenantList(ctx, &store.TenantListParams{After: after, Limit: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("finish: list tenants: %w", err)
+		}
+		for _, t := range ts {
+			if len(t.Notify) > 0 {
+				tenants[t.ID] = t.Notify
+			}
+		}
+		if len(ts) < 1000 {
+			break
+		}
+		after = ts[len(ts)-1].ID
+	}
 	f.mu.Lock()
-	f.upstreams = up
+	f.upstreams, f.tenants = up, tenants
 	f.mu.Unlock()
 	return deps, nil
 }
@@ -418,17 +436,23 @@ func (f *Finisher) Notify(ctx context.Context, k model.NotifyKind, fr *model.Fir
 }
 
 // notify writes the notification events of kind k about fr to the
-// receivers of s that want it.
+// receivers of s (nil: deleted) and of its tenant that want it.
 func (f *Finisher) notify(ctx context.Context, k model.NotifyKind, fr *model.Fire, s *model.Schedule, c model.FireCounts, at time.Time, st *Stats) error {
-	if s == nil || s.TenantID != fr.TenantID {
-		return nil
-	}
 	var to []model.Notify
-	for _, n := range s.Notify {
+	if s != nil && s.TenantID == fr.TenantID {
+		for _, n := range s.Notify {
+			if n.Wants(k) {
+				to = append(to, n)
+			}
+		}
+	}
+	f.mu.RLock()
+	for _, n := range f.tenants[fr.TenantID] {
 		if n.Wants(k) {
 			to = append(to, n)
 		}
 	}
+	f.mu.RUnlock()
 	if len(to) == 0 {
 		return nil
 	}

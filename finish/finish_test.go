@@ -341,3 +341,49 @@ func TestSkippedFireNotified(t *testing.T) {
 		t.Fatalf("watched fires after the sweep: %v (%v), want only %s", fs, err, first.ID)
 	}
 }
+
+// TestTenantReceivers: a tenant's receivers are sent every fire of its
+// schedules, after the schedule's own; the tenant's other schedules'
+// fires are watched once a sweep has read the tenant.
+func TestTenantReceivers(t *testing.T) {
+	r := newRig(t)
+	r.deliver(t)
+	ctx := context.Background()
+	if err := r.st.TenantCreate(ctx, &model.Tenant{ID: "t1", Name: "acme", CreatedAt: time.Now(),
+		Notify: []model.Notify{{URL: "http://127.0.0.1:9/tenant", On: []model.NotifyKind{model.NotifyFinished}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := newSchedule("s1", target(t, nil), 2)
+	s.Notify = []model.Notify{{URL: "http://127.0.0.1:9/own", On: []model.NotifyKind{model.NotifyFinished}}}
+	plain := newSchedule("s2", target(t, nil), 1)
+	create(t, r.st, s)
+	create(t, r.st, plain)
+	sweep(t, r.fin)
+	if !r.fin.Watched(plain) {
+		t.Fatal("a schedule of a tenant with receivers is not watched")
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	f1, err := r.em.Trigger(ctx, s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := r.em.Trigger(ctx, plain, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both fires finished", func() bool { return finished(t, r.st, f1.ID, 2) && finished(t, r.st, f2.ID, 1) })
+	sweep(t, r.fin)
+	for _, want := range []struct {
+		fire  string
+		i, of int
+		url   string
+	}{{f1.ID, 0, 2, "http://127.0.0.1:9/own"}, {f1.ID, 1, 2, "http://127.0.0.1:9/tenant"}, {f2.ID, 0, 1, "http://127.0.0.1:9/tenant"}} {
+		ev, err := r.st.EventGetByID(ctx, model.EventID(model.NotificationFireID(want.fire, model.NotifyFinished), want.i))
+		if err != nil {
+			t.Fatalf("notification %d of %s: %v", want.i, want.fire, err)
+		}
+		if ev.Target.URL != want.url || ev.Count != want.of {
+			t.Errorf("notification %d of %s: %+v", want.i, want.fire, ev)
+		}
+	}
+}

@@ -129,3 +129,27 @@ func TestNotifyRefusals(t *testing.T) {
 		t.Fatalf("notify kept after [] : %+v", u.JSON200.Notify)
 	}
 }
+
+// TestTenantNotify: a tenant's receivers are set by a PATCH, checked as a
+// schedule's (a refused address is a 422 naming notify[0].url, nothing
+// written) and removed by an empty list.
+func TestTenantNotify(t *testing.T) {
+	h := newHarness(t)
+	id, _ := h.tenant("acme")
+	on := []client.NotifyKind{client.NotifyKindFireHasDead}
+	r, err := h.admin.UpdateTenantWithResponse(h.ctx, id, client.TenantUpdate{Notify: &client.Notify{{Url: ptr("http://169.254.169.254/"), On: on}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, nil, r.HTTPResponse, r.Body, http.StatusUnprocessableEntity, "notify[0].url")
+	r, err = h.admin.UpdateTenantWithResponse(h.ctx, id, client.TenantUpdate{Notify: &client.Notify{{Url: ptr("https://ops.example.com/all"), On: on}}})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if n := r.JSON200.Notify; n == nil || len(*n) != 1 || *(*n)[0].Url != "https://ops.example.com/all" {
+		t.Fatalf("tenant notify %+v", n)
+	}
+	r, err = h.admin.UpdateTenantWithResponse(h.ctx, id, client.TenantUpdate{Notify: &client.Notify{}})
+	mustStatus(t, err, r.StatusCode(), r.Body, http.StatusOK)
+	if r.JSON200.Notify != nil {
+		t.Fatalf("tenant notify kept after []: %+v", r.JSON200.Notify)
+	}
+}

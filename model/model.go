@@ -26,6 +26,9 @@ type Tenant struct {
 	Quotas TenantQuotas `json:"quotas"`
 	// Targets, when set, restricts where the tenant's events may go.
 	Targets *TenantTargets `json:"targets,omitempty"`
+	// Notify lists who is told about every fire of the tenant's
+	// schedules, besides each schedule's own receivers.
+	Notify []Notify `json:"notify,omitempty"`
 	// Version increases with every change (0 for a tenant never changed).
 	Version   int64     `json:"version,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`

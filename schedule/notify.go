@@ -72,6 +72,18 @@ func kindList() string {
 	return s
 }
 
+// CheckNotify checks receivers of notifications given elsewhere than in a
+// schedule (a tenant's) as Compile checks a schedule's, with lim's
+// address checks; the errors name notify[i]….
+func CheckNotify(ns []model.Notify, lim Limits) ([]model.Notify, error) {
+	var fe Errors
+	out := checkNotify(&fe, ns, lim.CheckTargetHost, lim.CheckQueueURL)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // checkAfter checks a dependency's own members; whether it names another
 // schedule of the tenant without a cycle is the caller's (it reads the
 // store).

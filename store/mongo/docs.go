@@ -68,6 +68,7 @@ type tenantDoc struct {
 	Weight    int               `bson:"weight,omitempty"`
 	Quotas    tenantQuotasDoc   `bson:"quotas"`
 	Targets   *tenantTargetsDoc `bson:"targets,omitempty"`
+	Notify    []notifyDoc       `bson:"notify,omitempty"`
 	Version   int64             `bson:"version"`
 	CreatedAt int64             `bson:"createdAt"`
 }
@@ -89,7 +90,7 @@ type tenantTargetsDoc struct {
 func toTenantDoc(t *model.Tenant) tenantDoc {
 	d := tenantDoc{
 		ID: t.ID, Name: t.Name, Weight: t.Weight, Version: t.Version, CreatedAt: unixNano(t.CreatedAt),
-		Quotas: tenantQuotasDoc(t.Quotas),
+		Quotas: tenantQuotasDoc(t.Quotas), Notify: toNotifyDocs(t.Notify),
 	}
 	if t.Targets != nil {
 		d.Targets = &tenantTargetsDoc{Hosts: t.Targets.Hosts, CIDRs: t.Targets.CIDRs, QueueURLPrefixes: t.Targets.QueueURLPrefixes}
@@ -100,7 +101,7 @@ func toTenantDoc(t *model.Tenant) tenantDoc {
 func (d *tenantDoc) model() *model.Tenant {
 	t := &model.Tenant{
 		ID: d.ID, Name: d.Name, Weight: d.Weight, Version: d.Version, CreatedAt: fromNano(d.CreatedAt),
-		Quotas: model.TenantQuotas(d.Quotas),
+		Quotas: model.TenantQuotas(d.Quotas), Notify: notifyModel(d.Notify),
 	}
 	if d.Targets != nil {
 		t.Targets = &model.TenantTargets{Hosts: d.Targets.Hosts, CIDRs: d.Targets.CIDRs, QueueURLPrefixes: d.Targets.QueueURLPrefixes}
