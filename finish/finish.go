@@ -33,6 +33,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/schedulerd/schedulerd/internal/logkey"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -114,7 +115,7 @@ func New(cfg Config, deps Deps) (*Finisher, error) {
 	if deps.Clock == nil {
 		deps.Clock = clockwork.NewRealClock()
 	}
-	return &Finisher{cfg: cfg, deps: deps, log: deps.Logger.With().Str("component", "finisher").Logger(), upstreams: map[string]bool{}}, nil
+	return &Finisher{cfg: cfg, deps: deps, log: deps.Logger.With().Str(logkey.Component, "finisher").Logger(), upstreams: map[string]bool{}}, nil
 }
 
 // UseEmitter sets the emitter that records dependents' fires (the
@@ -186,7 +187,7 @@ func (f *Finisher) Sweep(ctx context.Context) (Stats, error) {
 			st.Looked++
 			if err := f.one(ctx, fr, scheds, deps[fr.ScheduleID], &st); err != nil {
 				errs = append(errs, err)
-				f.log.Warn().Err(err).Str("fire", fr.ID).Msg("finishing a fire failed; the next sweep retries")
+				f.log.Warn().Err(err).Str(logkey.Fire, fr.ID).Msg("finishing a fire failed; the next sweep retries")
 			}
 		}
 		if len(fs) < f.cfg.Page {
@@ -375,7 +376,7 @@ func (f *Finisher) fireDependents(ctx context.Context, fr *model.Fire, up *model
 		return nil
 	}
 	if model.AfterDepth(fr.ID) >= model.MaxAfterDepth {
-		f.log.Warn().Str("fire", fr.ID).Msg("dependency chain too deep: dependents not fired")
+		f.log.Warn().Str(logkey.Fire, fr.ID).Msg("dependency chain too deep: dependents not fired")
 		return nil
 	}
 	for _, id := range dependents {

@@ -60,7 +60,7 @@ var rules = []rule{
 	// are its caller and its ports.
 	{"CreateImportsNoAdapter", onlyImports("create", false, "model", "store", "schedule", "cron", "internal/guard", "internal/idempotency")},
 	// The finisher reaches the emitter and the store through its ports.
-	{"FinishImportsOnlyModelAndStore", onlyImports("finish", false, "model", "store", "internal/startstop")},
+	{"FinishImportsOnlyModelAndStore", onlyImports("finish", false, "model", "store", "internal/logkey", "internal/startstop")},
 	{"EmitterDoesNotImportHandler", neverReaches("emitter", "handler")},
 	{"HandlerDoesNotImportEmitter", neverReaches("handler", "emitter")},
 	{"MasterDoesNotImportHandler", neverReaches("master", "handler")},

@@ -18,7 +18,7 @@ func clean() graph {
 		"calendar":                      {"model", "cron", "schedule"},
 		"delivery":                      {"model"},
 		"emitter":                       {"calendar", "cron", "model", "store"},
-		"finish":                        {"internal/startstop", "model", "store"},
+		"finish":                        {"internal/logkey", "internal/startstop", "model", "store"},
 		"internal/startstop":            {},
 		"throttle":                      {"model", "store"},
 		"handler":                       {"delivery", "model", "store", "throttle"},
