@@ -81,6 +81,9 @@ func (s *Store) FireListWatched(ctx context.Context, after string, limit int) ([
 		}
 		for ; k != nil && len(out) < limit; k, _ = c.Next() {
 			f, err := getFire(dict, k)
+			if errors.Is(err, model.ErrNotFound) {
+				continue // its fire went with its schedule
+			}
 			if err != nil {
 				return err
 			}

@@ -636,7 +636,7 @@ async function pageSchedule(main, id) {
       ...(s.skipUntil ? [h("dt", {}, "skipped"), h("dd", { id: "skip-until" }, `fires before ${utc(s.skipUntil)}`)] : [])),
     h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
-    ...(s.state === "active" && !s.runAt ? [backfillForm(s)] : []),
+    ...(s.state === "active" && !s.runAt && !s.after ? [backfillForm(s)] : []),
     h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,
     h("table", { "aria-label": "Preview" }, h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "Launch (UTC)"),
