@@ -314,8 +314,8 @@ func (a *App) build(ctx context.Context) error {
 		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
 		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
 	}, master.DefaultMaxEventCount)
-	a.finisher, err = finish.New(finish.Config{Shards: cfg.Shards, Interval: cfg.FinishInterval}, finish.Deps{
-		Store: a.store, Logger: a.log, ReleaseToken: a.releaseToken,
+	a.finisher, err = finish.New(finish.Config{Shards: cfg.Shards, Partitions: cfg.Partitions, Interval: cfg.FinishInterval}, finish.Deps{
+		Store: a.store, Logger: a.log, ReleaseToken: a.releaseToken, Partitions: a.partitions,
 	})
 	if err != nil {
 		return err

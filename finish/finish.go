@@ -67,6 +67,9 @@ type Config struct {
 	NotifyAttempts int
 	// Page is how many watched fires one store read returns (default 500).
 	Page int
+	// Partitions is P, the emitter's number of partitions (with
+	// Deps.Partitions).
+	Partitions int
 	// Fresh is how long after a dependent schedule is saved the sweep
 	// looks for its upstream's fires recorded before every instance knew
 	// of it (default 5m: longer than the emitter's lead).
@@ -82,6 +85,10 @@ type Deps struct {
 	// ReleaseToken makes a notification event's release token from its
 	// id, as the emitter's (nil: none; a notification holds no token).
 	ReleaseToken func(eventID string) string
+	// Partitions, if set, are the emitter partitions this instance holds
+	// (*lease.Balancer): a sweep acts only on the fires of their
+	// schedules, so that instances share the work. Nil: every fire.
+	Partitions interface{ Held() map[int]int64 }
 }
 
 // Finisher sweeps watched fires. Safe for concurrent use.
@@ -179,6 +186,8 @@ func (f *Finisher) Sweep(ctx context.Context) (Stats, error) {
 			break
 		}
 		after = fs[len(fs)-1].ID
+		full := len(fs) == f.cfg.Page
+		fs = f.mine(fs)
 		scheds, err := f.schedules(ctx, fs, deps)
 		if err != nil {
 			return st, err
@@ -190,11 +199,27 @@ func (f *Finisher) Sweep(ctx context.Context) (Stats, error) {
 				f.log.Warn().Err(err).Str(logkey.Fire, fr.ID).Msg("finishing a fire failed; the next sweep retries")
 			}
 		}
-		if len(fs) < f.cfg.Page {
+		if !full {
 			break
 		}
 	}
 	return st, errors.Join(errs...)
+}
+
+// mine keeps the fires of fs whose schedule's partition this instance
+// holds (all of them without Deps.Partitions); fs is reused.
+func (f *Finisher) mine(fs []*model.Fire) []*model.Fire {
+	if f.deps.Partitions == nil {
+		return fs
+	}
+	held := f.deps.Partitions.Held()
+	out := fs[:0]
+	for _, fr := range fs {
+		if _, ok := held[model.PartitionOf(fr.ScheduleID, f.cfg.Partitions)]; ok {
+			out = append(out, fr)
+		}
+	}
+	return out
 }
 
 // refresh reads every dependent schedule, keeps the set of upstreams for

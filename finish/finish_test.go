@@ -387,3 +387,41 @@ func TestTenantReceivers(t *testing.T) {
 		}
 	}
 }
+
+// held is a fixed set of emitter partitions.
+type held map[int]int64
+
+func (h held) Held() map[int]int64 { return h }
+
+// TestSweepOwnPartitions: with partitions, an instance acts only on the
+// fires of the schedules in the partitions it holds.
+func TestSweepOwnPartitions(t *testing.T) {
+	r := newRig(t)
+	s := newSchedule("s1", "http://127.0.0.1:9/never", 1)
+	s.Overlap = model.OverlapSkip
+	s.Notify = []model.Notify{{URL: "http://127.0.0.1:9/n", On: []model.NotifyKind{model.NotifySkipped}}}
+	create(t, r.st, s)
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Second)
+	if _, err := r.em.Trigger(ctx, s, base); err != nil {
+		t.Fatal(err)
+	}
+	skipped, err := r.em.Trigger(ctx, s, base.Add(time.Second))
+	if err != nil || skipped.Decision != model.FireSkippedOverlap {
+		t.Fatalf("second fire %+v (%v), want skipped_overlap", skipped, err)
+	}
+	mine := model.PartitionOf("s1", 2)
+	finisher := func(p int) *finish.Finisher {
+		f, err := finish.New(finish.Config{Shards: shards, Partitions: 2}, finish.Deps{Store: r.st, Emitter: r.em, Partitions: held{p: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	if st := sweep(t, finisher(1-mine)); st.Looked != 0 || st.Notified != 0 {
+		t.Fatalf("the instance without the schedule's partition: %+v", st)
+	}
+	if st := sweep(t, finisher(mine)); st.Notified != 1 || st.Finished != 1 {
+		t.Fatalf("the instance with the schedule's partition: %+v", st)
+	}
+}
