@@ -328,12 +328,16 @@ func (f *Finisher) Counts(ctx context.Context, fr *model.Fire) (model.FireCounts
 		case model.EventCancelled:
 			c.Cancelled += n
 		default:
-			c.Waiting += n
+			if status.Finished() {
+				c.Expired += n
+			} else {
+				c.Waiting += n
+			}
 		}
 	}
 	if strings.Contains(fr.Note, "emission stopped after ") {
 		// Abandoned: the events never written will not come.
-		c.Count = min(c.Count, c.Released+c.Dead+c.Cancelled+c.Waiting)
+		c.Count = min(c.Count, c.Released+c.Dead+c.Cancelled+c.Expired+c.Waiting)
 	}
 	return c, nil
 }

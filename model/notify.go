@@ -108,16 +108,21 @@ type FireCounts struct {
 	Released  int `json:"released"`
 	Dead      int `json:"dead"`
 	Cancelled int `json:"cancelled"`
-	Waiting   int `json:"waiting"`
+	// Expired counts the events in any other finished status (events a
+	// missed deadline expired).
+	Expired int `json:"expired,omitempty"`
+	Waiting int `json:"waiting"`
 }
 
 // Finished reports whether no more work will happen for the fire.
 func (c FireCounts) Finished() bool {
-	return c.Waiting == 0 && c.Released+c.Dead+c.Cancelled >= c.Count
+	return c.Waiting == 0 && c.Released+c.Dead+c.Cancelled+c.Expired >= c.Count
 }
 
 // Succeeded reports whether every event of the fire was released.
-func (c FireCounts) Succeeded() bool { return c.Finished() && c.Dead == 0 && c.Cancelled == 0 }
+func (c FireCounts) Succeeded() bool {
+	return c.Finished() && c.Dead == 0 && c.Cancelled == 0 && c.Expired == 0
+}
 
 // Notification is the body of a notification message.
 type Notification struct {
