@@ -20,6 +20,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AfterWhen.
+const (
+	Finished  AfterWhen = "finished"
+	Succeeded AfterWhen = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the AfterWhen enum.
+func (e AfterWhen) Valid() bool {
+	switch e {
+	case Finished:
+		return true
+	case Succeeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	Cancelled  EventStatus = "cancelled"
@@ -58,34 +76,37 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for FireDecision.
 const (
-	Backfill        FireDecision = "backfill"
-	CancelledByNext FireDecision = "cancelled_by_next"
-	Emitted         FireDecision = "emitted"
-	Late            FireDecision = "late"
-	SkippedCalendar FireDecision = "skipped_calendar"
-	SkippedManual   FireDecision = "skipped_manual"
-	SkippedOverlap  FireDecision = "skipped_overlap"
-	Triggered       FireDecision = "triggered"
+	FireDecisionAfter           FireDecision = "after"
+	FireDecisionBackfill        FireDecision = "backfill"
+	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
+	FireDecisionEmitted         FireDecision = "emitted"
+	FireDecisionLate            FireDecision = "late"
+	FireDecisionSkippedCalendar FireDecision = "skipped_calendar"
+	FireDecisionSkippedManual   FireDecision = "skipped_manual"
+	FireDecisionSkippedOverlap  FireDecision = "skipped_overlap"
+	FireDecisionTriggered       FireDecision = "triggered"
 )
 
 // Valid indicates whether the value is a known member of the FireDecision enum.
 func (e FireDecision) Valid() bool {
 	switch e {
-	case Backfill:
+	case FireDecisionAfter:
 		return true
-	case CancelledByNext:
+	case FireDecisionBackfill:
 		return true
-	case Emitted:
+	case FireDecisionCancelledByNext:
 		return true
-	case Late:
+	case FireDecisionEmitted:
 		return true
-	case SkippedCalendar:
+	case FireDecisionLate:
 		return true
-	case SkippedManual:
+	case FireDecisionSkippedCalendar:
 		return true
-	case SkippedOverlap:
+	case FireDecisionSkippedManual:
 		return true
-	case Triggered:
+	case FireDecisionSkippedOverlap:
+		return true
+	case FireDecisionTriggered:
 		return true
 	default:
 		return false
@@ -158,6 +179,33 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotifyKind.
+const (
+	EventDead          NotifyKind = "event.dead"
+	FireDeadlineMissed NotifyKind = "fire.deadline_missed"
+	FireFinished       NotifyKind = "fire.finished"
+	FireHasDead        NotifyKind = "fire.has_dead"
+	FireSkipped        NotifyKind = "fire.skipped"
+)
+
+// Valid indicates whether the value is a known member of the NotifyKind enum.
+func (e NotifyKind) Valid() bool {
+	switch e {
+	case EventDead:
+		return true
+	case FireDeadlineMissed:
+		return true
+	case FireFinished:
+		return true
+	case FireHasDead:
+		return true
+	case FireSkipped:
 		return true
 	default:
 		return false
@@ -400,6 +448,27 @@ type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
 }
+
+// After Fire after another schedule of the tenant instead of on a clock:
+// one fire per finished fire of that schedule (whose fire time is at
+// or after this member was saved), its id derived from the upstream
+// fire's, its events' deadline the upstream's window end. An
+// alternative to cron, fields, crons, interval and runAt. A schedule
+// of another tenant, the schedule itself, or a chain that comes back
+// to it are refused (422 naming after.scheduleId).
+type After struct {
+	ScheduleId string `json:"scheduleId"`
+
+	// When finished (default): after every upstream fire whose events all
+	// finished; succeeded: only when every one was released (none
+	// dead, none cancelled). Skipped upstream fires fire nothing.
+	When *AfterWhen `json:"when,omitempty"`
+}
+
+// AfterWhen finished (default): after every upstream fire whose events all
+// finished; succeeded: only when every one was released (none
+// dead, none cancelled). Skipped upstream fires fire nothing.
+type AfterWhen string
 
 // AuditChange defines model for AuditChange.
 type AuditChange struct {
@@ -677,7 +746,9 @@ type Fire struct {
 	// skipped by the skip operation, not delivered; skipped_calendar:
 	// a calendar of the schedule excludes the fire time (the note names
 	// it, and with onExcluded next_included where the fire moved);
-	// backfill: by the backfill operation, for a past instant.
+	// backfill: by the backfill operation, for a past instant;
+	// after: a dependent schedule's fire after its upstream's fire
+	// finished (the note names it).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -689,9 +760,14 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting *bool     `json:"emitting,omitempty"`
-	FireTime time.Time `json:"fireTime"`
-	Id       string    `json:"id"`
+	Emitting *bool `json:"emitting,omitempty"`
+
+	// FinishedAt When the fire was seen finished, for a fire someone waits for
+	// (its schedule has notify, or another schedule fires after it);
+	// absent otherwise and until then.
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	FireTime   time.Time  `json:"fireTime"`
+	Id         string     `json:"id"`
 
 	// Jitter The fire's jitter offset; absent when it has none.
 	Jitter         *string    `json:"jitter,omitempty"`
@@ -725,7 +801,9 @@ type Fire struct {
 // skipped by the skip operation, not delivered; skipped_calendar:
 // a calendar of the schedule excludes the fire time (the note names
 // it, and with onExcluded next_included where the fire moved);
-// backfill: by the backfill operation, for a past instant.
+// backfill: by the backfill operation, for a past instant;
+// after: a dependent schedule's fire after its upstream's fire
+// finished (the note names it).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -903,6 +981,32 @@ type LimitWhenDays string
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// Notify Receivers of notifications about this schedule's fires: one signed
+// message per fire and kind (never one per event), with the fire's
+// counts, delivered and retried like an event (at most 5 attempts,
+// unthrottled, apart from the schedule's own events). Each entry has
+// exactly one of url and queueUrl, checked as a target's address.
+type Notify = []NotifyEntry
+
+// NotifyEntry defines model for NotifyEntry.
+type NotifyEntry struct {
+	On []NotifyKind `json:"on"`
+
+	// QueueUrl An SQS queue URL.
+	QueueUrl *string `json:"queueUrl,omitempty"`
+
+	// Url An http(s) URL, signed as HTTP deliveries are.
+	Url *string `json:"url,omitempty"`
+}
+
+// NotifyKind fire.finished: every event of the fire finished (released, dead or
+// cancelled); fire.has_dead: it finished with dead events;
+// fire.deadline_missed: it was not finished by its deadline;
+// fire.skipped: it was recorded without events (overlap, skip,
+// calendar); event.dead: the first event of the fire went dead (once
+// per fire).
+type NotifyKind string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -1235,6 +1339,15 @@ type ReleaseRequest struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Children Number of children (trigger slots) the expression was split into.
 	Children  int       `json:"children"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -1271,6 +1384,13 @@ type Schedule struct {
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1377,6 +1497,15 @@ type ScheduleBatchCreate struct {
 
 // ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
 type ScheduleBatchItem struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1430,6 +1559,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1496,8 +1632,17 @@ type ScheduleCounts struct {
 	Paused int `json:"paused"`
 }
 
-// ScheduleCreate Exactly one of cron, fields, crons, interval and runAt.
+// ScheduleCreate Exactly one of cron, fields, crons, interval, runAt and after.
 type ScheduleCreate struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1548,6 +1693,13 @@ type ScheduleCreate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1615,7 +1767,9 @@ type ScheduleState string
 
 // ScheduleUpdate defines model for ScheduleUpdate.
 type ScheduleUpdate struct {
-	Cron *string `json:"cron,omitempty"`
+	// After Replaces the dependency; a clock member (cron, fields, crons, interval, runAt) removes it.
+	After *After  `json:"after,omitempty"`
+	Cron  *string `json:"cron,omitempty"`
 
 	// Crons Several 5-field cron expressions: the schedule fires at every
 	// instant any of them names, once per instant even where two name the
@@ -1647,6 +1801,9 @@ type ScheduleUpdate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
+
+	// Notify Replaces the receivers whole; the empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1782,6 +1939,13 @@ type Tenant struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
+
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or
 	// the configured default).
@@ -1854,6 +2018,11 @@ type TenantTargets struct {
 // TenantUpdate defines model for TenantUpdate.
 type TenantUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// Notify Receivers of notifications about every fire of the tenant's
+	// schedules (besides each schedule's own); replaces them whole, the
+	// empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or
@@ -3643,376 +3812,390 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P17cxs3sj8OvxUUn6fK5NkRTcl2dkPV/qH4svFJHHst+eScbyYVQhyQxGoIMAOMKG7K7/1X6G5gMOQM",
-	"L4pkx1nVVm0szg2XRt/70791xnq+0EooazrD3zoLXvC5sKKAv56XhdGF+1cmzLiQCyu16gw7FzPBRkrc",
-	"WLxhxPSE2Zlgi0JcS10atuBTccq4WjFtZ6Jg1zwvBZOGFWJSGpGxpbQz9nQw6HeSjnSv/LUUxaqTdBSf",
-	"i86wM8YvJx0znok5d0Owq4W7Ymwh1bTz8WPSef3C/Q6PL7idVU/LrJN0CvFrKQuRdYa2KEX8pjm/+V6o",
-	"qZ11hieDQdKZS+X/Pk6avpOJ+UJbocar78RqcznOWCFsIUXGxoXgVuDs3IIYPhfsSqwYV1n1w6XOVu6R",
-	"slAGfp3IwthUcWWWooB78UWGKW1nUk1P62+D93OFawtvq5Y2Vbi2Jyd99p1YGcYLwcxYL0TGrIb3jHme",
-	"i+KRYVYormw/VX4XZoJnoqgWMpr5kZt62yo+e7Z7Fb+Xc2k3F+8dnwpm5L8F62ZiwsvcsuPBoNdGGDm8",
-	"ZW0ccl7OO8PjAW0m/RkGIZUVU1F0PrphFMIstDICCPwbnr0Xv5bCwMDGWlmh4J98scjlmLsxPl4U+jIX",
-	"87/8y7gB/xZ9+v9fiEln2Pn/Pa4O0WO8ah6/w6fwo5vHp8DPskzjLrM5t2MkmrN3r1n0QL/zMek812qS",
-	"y/EnH6a+/JcYWzaecTUVGZsLrpYzmYvEUZxUMN5lodWUGcutSJgu3BVjZZ4zqVJVGnHqfuyORFHowoyY",
-	"4nOppkT3Is8S5raJjfr9/mOeF4JnqyNxI401o54n8lTRQOgGNuPu5HDLSiV/LQUymISZcjxj3DDOFjqX",
-	"49Uj4z4nHIV/TDov3Qg+5QqeKVYqcbMQYysyBgvAus+Auj8mnVe6uJRZJtSn3lTHQuZ8BWTneAGzM2mY",
-	"XogCPsq6yBfgPq0YV4xnc6miO3QB+1eIa1EYgdN5rUw5mcixFMqeW13wqfjUE5sUQjCz4GPhJZKxuhCP",
-	"DMukuXKEeSlyvUQmqNVETsvCscVZIcxM59kwVUosmftaVubCJET4JmG2kNOpKAxw50KYci6QtXqJVior",
-	"c/x4qqSBsWR99kLk8loU0r2jELngRvh3uGVxiznVTCsi0R+0faVLlX3KlftB47mhIzaBzZWGxATs7YXW",
-	"3/Pi02+o55JexuVuEG54XK1vIggG1j3+in0nv4FJ0HLDaosbK1TW85N5w9WKGL/51HPCw/XIhMkVTmXA",
-	"4UvDxM2Ml8bxC10k7vhF00gVziNhnLiu1VdCMT6xblW0ZnOnc0WXDOu6bURm6TUMkbGng6c9Nin0HJcx",
-	"d4eW8SwrhDHAxCd0xMW1UDYhVp+qcVkU7talVJlenjLOxrooHNngSBzvF8W1o/xzIdh7YYvV0ZkbXp+9",
-	"VaTWJKkqFxmICzpW0alyJ5eHIziEQfglS9Wc37x0IzKOw4iM/Vpqy9lSl3nGLgVbcOPOYlfp+NNDnIVh",
-	"ueDXIlWBMTCQIk49KwTL8KSKzCtrsogOqVCZ6aGmhEoS0E30kU3N5lyMtcqM07qWXNp+kzYbqSYfk84H",
-	"xUs704X8t/ikHOCNNMbJZF2wOc8nupiLjJ3RUJDj46SBNDgIBpC+EnWXa57LrJ8qkHdXSi9VUHq5ExL6",
-	"SmTwy1TYSpNFYiTG90Hxay5zfpl/ciaDpCANK6sxsK47fXAIkEITpjQTc2ndSStKRdqPNKlaFHosjOmd",
-	"ghmwotMYk/69kw0N4XOsnudi0rClyPMjop7L0jKpkDBA/afXua+dvXtNdtSicDqFlaiNI3fIzmDg7j3c",
-	"doYdxyiOrJyLzoZVkThLb9M0TDqo/b3OmlbXgk7jRIdjN4WjywSIUitBaiOTFhQkpxMQa+Jkv1luS8P0",
-	"pN80mkUhJvKm2V4GG8/pEwUfO/vaayj4ec0KMdZTJY1guOcbL6dzdMjqIN98nTWbz5WB/BNazOH2MJMk",
-	"2pOfwwdQUXAfwJ18jvcAueX520ln+NN2kiIC+JisU8BVk3l9ARJKcNiqPjufOf5Cp4+YCNMqXzWs2tos",
-	"3es3p/FzmMj3Eg3B+qCkFfP6P/aam/8MLwq+2lxweFfjmmZ8YeW1CPYyzzLploLn76JxTXhuRNOBDJYP",
-	"qhRzfS2c3muXQijm1HhH0HN+w7o2uhtE62v1KpfTmU3YcibHM3emQT0QMpdqGisMdHgeGWbkVPHcpKr7",
-	"9OTrx88GTxLmyFGX1uCxenZzw8yMFyJh00IvnZzJObgUToHBnv/znFmn11mDovnXUpROZ7/k46tcT3t9",
-	"dsaennztRM+zwRNm+ZUwcFj1ZMK6go9nbFIW4AvRyinfqpIxqKfA3XPthpA54rGa3Qz6X/eS4ETBWcCv",
-	"qdJqLNhCFP7pLvf/kn5VdWnHei4MDM5/ZJIqU44dIxYgHnARuXV6h7FsxnM88viKJTfuNazgEu63Q5hx",
-	"qqxe8iLDpc/FtchR1ubuHRMuc5HBwio24cZJmkux0ipzbIO9Vql6Bzv6gRQst+EDVggkA060FfxRQe2c",
-	"yBun+dgaHTA+5VKh+KqfiTm/2fC97HS/wNUdjw0avDb1k+Pe0Xhuykza52CvbZ5hTrL2Y9K5FBNduFs+",
-	"fmx7y53wAfei92Ksi2yTGSSdynu6B3Nu5xXRRzbnPEau0MRPI2Nf2sj2f531Eib60z5DDf2c9PBGicQP",
-	"EEWZnEzamdkeS0k726iDVO6p+aUoTMKAKYAf1M0Ovc+476iUgobW5ZfG2TKa+IXMBFvORCHgT3yXOxp4",
-	"W6/P/se9xzB9LQp2DGYm+FZBHqElIQtwZfbZD8LdhJoyqMxGjAsRC/ZqE1t0mCuxerdFn8ikWeR8JTKG",
-	"strrE8G5eyVWpyztgOsm7QSDDl05TpI2bZPSVjSOBof7unmopAO2XN2ihSSda1GYdiqFjz4yjO7yhm7Y",
-	"cjeHQH9S2a+ednbyD1B1uK3rO3RWms7YN3x8NZF5HjmKt0rk+iF0InNzcq9AGZTKWO4IEHeucDNiXanG",
-	"eZmJrFeb3NbDNec3r2SBH9xcxbmuvmWiLwUNt3K8J44ZO4nlnknV8cD90HNmPj4CR2pO5hJ5vlA8bPJ6",
-	"qzeH81Jla7MVNzTbU7AkcYOVXu47+bXNheWGb2/fSlPmDRwe3QQNw0b3wbJw5p9iWVl4D7Y7bf3G6eO7",
-	"3gmVuXG2vRIWg3xtj5wULkT1HVJknFYwLXSpMtYF3gOemOjX4L8E8zwTE1EUzgRbseAueSeKN1KVVpDr",
-	"NlXgEZ2WvMh6bTsIXvjG0b/21JSLCShD7FKMeWkEulNm3Bn+bjLeYd+8RpNmogVaBoOoyHAeYY2QAjMx",
-	"lsAPLmlDW15PZ29PU5Lm1HyIvEPqkamOklTsJ/cNZ7/1mofgH2vhfuZKLhYiO2wJuGH03C9jnguV8aK/",
-	"5QTe4hRFo06iIxWtkd+7agoRuXji76yfgqYz+ZymcCfuAHexrqJtSqM1RaxF+mK4sUnWQUBgbzXQT++9",
-	"117Wv++m8m+tmj+GSthBSxAJ1J2SMekshbjKV3vP5ke4/X2Zi90GbuaDttEc/Q6FZQwjqAYe+xziFdhG",
-	"POiBONBYPkMxh1KPwcASFEsYocGRsaLMhWFWT4WzFPvs5bUo8FcnBP9VZk7zdKyaJtnfMJYCVda//+NM",
-	"54LlesxzlvGVSdj//d///d/RmzdHL15A+HtvGvbEujUEf7+kuyYfzn44CwsCQsxNEK1O6SNnYekaNdH7",
-	"o8x1otxGWHdhCQYOd29mYH2nDjsFL1EBM5EoG7JLbWfs/avn7MmTJ19XAo/yTpieTIywqeqmnZPByV+P",
-	"jk+OTp5eHP91OBgMB4P/l3Z6oInAWzx9E8sKWQNedD0yqQqUsvbCvw0Hg7TTO2VLOCpz0GBMkz/Ci/rN",
-	"o6J3L+x2pdEvLnpUDuUxaGJWg2VXQizIVAS71CnXuTSWFWKR87EwVdw6Yw/s5I/JTjaJpNDqlRR5Zm7h",
-	"sYU0GGegzzH4OS60YuJmUQjjJOIpZGAgIeGtc8GVYWnnv9JOE3ms3k7eaOW27bcmFWn1duKm13h1psui",
-	"8QKeveZLLd9qWyfTFJW5FgXP2bMjnODaChgMA3u1lMwkbpl7bJUqb0hDwiGYl3PI+zEJC75cf4/TSL2b",
-	"Z6nhNjSIwF+M0+yzl+BV1nmul+QDdyNCVaDrKTFhL84verA9FOpKlSPQKM+Rkp3c0+Yn+XOfnSnGcysK",
-	"xcEPazVcS3BjTeLmYkVxzXOMO5XqzOfntR7fOb95jRePv4KN8n9tHjHKRlm9EcZQfs4mOUKyhSNExb69",
-	"uHjnA+MYz8Xfz/95zub4jiE417m1Yr6wzOpU0f3wO+j/TQybHtgcwbH3x2HAjO5zZL7dtTzWJUY8t9+W",
-	"CZ7lUrVMXVT+icjgu4TUvJDygCfRyUJn+BKL3k85h+VosQUdUW+5dCGRKe9rzGaiwXE4OLrkjiz5XJMD",
-	"YwTrNvIZEjR598Hakg+a1nLBV7nm2c4AMt0GUhdyWXY94cn0Pd2+y5Bek+d+lZM1QxYXOFpOv06eepJA",
-	"ltVQm1SC9fFtrPO3VZIZBpmn8pokOwzukaF8mUs+vtpk4eJm4TjcmW2S8gKPRwjz4Yso5kbRMUiaCR9g",
-	"3Wp3eaooxu0JmJdW00QgjNobhpQjXVDilHee25mgcNCeAWg3hs1JvF3wX0vK7fHrgQ5yDBlOhOPaFCOD",
-	"01aqjLKEgFd7rsAuwkT1hI1oGuSpHcH9o5cwA/9bzdcVGdpF3pLmTmsBbrQR+/D+++Czg5Gfsndvzy8Y",
-	"3/y41RTJD0tVFnKn68UNxK9bE+nBOBpiPbggpilHJOKNDZdu4WSJWOi+T1Bq1VaKhgAnBVAnZR5kiiOC",
-	"Oc9Enz3PBSfPJmeFyAp5fQDznUglzWzHIGBTWSG44xz+IGQJc5N252HM1Vjkucj6jHR7yIdmMiRD+c+w",
-	"7rhhuL1DxnuXAqH5RUFObFKG246QMd0gKiGbmeQF+FEKMQYVFULUQXCz78TC+/XDKjBu2Ew6I2eFaQi4",
-	"7NKwBboKydQkqmYDyCcyM6+N4cchLO4ow62+26AeZeFypsQy0I8bkGk0CnJeqvHsENqf85uzrUftcJkY",
-	"5yo1ZBRJXUi7av7YLu8yJCvtGgpwlHO81bFsSMXY9dAF3uVZ/MtYYB0gGhwNZ29L25L046VnJjM4Wl4u",
-	"ReIN5ZK0DGVm1s4kaASXWueCq1t5V5tcnAerGIHoot0Ny16nsLCFScXgD3GPwtbehQsLpc69+a8CCTZk",
-	"bsi7pO1b0WrjruM7t04GhyeU059/6hBjiyjGvYckI14IYrJSP/Gftlj5O7j7JQihaADV0pBHL3sli4b1",
-	"9H63Fp7hL//QFv8AB1ODAOV5zsa5Hl95B19kQMWu8Qb3wbXILhqCxT86EaCVnw5ztPaLj44nUaoGBBoh",
-	"wWl/4VoIbtrSDirXJLr5Qc4I7yeVljJkUvgCCw7LZ2nHaQgp+ZqY4TYxpUIfzabGace3JED3pN+HJN7P",
-	"MKtGsozV4AOTGNAI+KYhN/MfmmWlzyTyaQTt5knILWAnT2e9/laTIaovfHZ8sru+MF6idv0ZnHQ+pXnj",
-	"cIAXppko/vv87Q9swR1JTqriNdadgJHE54tcsJTYeL8scnCCcwbliyyU1WIyEKaC97fT5Q6fNYx06463",
-	"nH8nhnYyTvfsc7zztkYChug3FxOT6LMh+HnkXJxCOuiQVMRMLyEckIAGGGIFdjw7KheYrpikClZRK3Gk",
-	"JxPGx2OxsL6oWFqDbrNQK7jgxp6GkLm+FkXOF8NU0b/+7q6EhMhQwgxMZcZR8cgKLpXITlMVWO8vl6tf",
-	"HEcaMv8evERVD25OBb4kPMKWUITj7JlcTOypry1wiwERfhHqYUJCXjXwOVclz4epoh/8IzD8cH+C4/WS",
-	"5HQjVWCYKh443Lqzq+Jyga+6zUAdXWkr0K2aKscEIUa6jUc3seisd4q5KxOZ52Ha/od4HhPYZLd53neL",
-	"trsXqERHoFFZUWUi+B2O5aTfLEepfs2jJ3Bpox/8+nSSjh9ao6j1Y2iwJ51ROILrUk1H6OtQJeQU6ol3",
-	"t/lMH6PZhBfeT5OqQb9Prz46ZpBX0Qv2JiQsL6URrWk79NEGPlaUguxVvymPjB8L5DJC3e6lAAsMx9Zn",
-	"Z7h7epIqSP2i+0MRHlXFUMb2ek5SEAshnQz945TZwi266DlkMNcGU0+DijOeEqoVyyK70lhe2FMyACE9",
-	"ekRLOGKGr0yqZnqJ9XGwoNV6FgyEHo4DIgqVOeoXIV7qyIK4Mzv8X7CErZUjbpvwFoq9Vm5oN1NpoSBa",
-	"talYzpR/VfN+7DfY2D5u8JdE+4V3sm5Isl0xs3Dst5cwv0hskZd+GhtudPx5f/0N1B+/9JvZO5sj/mH9",
-	"7K25ujfPkc+FXZ/5quJo0jBu0PeDDKvSBBxTcuzt2Xxg0k6SqrTjM/OGVNCImcQNOXrd48Ggl3YwN7s6",
-	"EamKjgQKGAqJ91DxrD5QZfcNo6roVFX1z+GApp0Wn+jhroxDnPTNxjPZzNXuur2MtInE6y+7KpMiBabB",
-	"BPLmU6NXBYysliveQNvEAPFKCEk077tAebwSwXmRNRObpJKLzTd/A9y4qk7tuk1zP3HUrVsyD4MB2TiT",
-	"YFM2Xl1y2SxAKJHPUZvbc+9lmXGV5fFc3dHu707F9t+Jpv87reA6AdyF6wO06HvzfLyKBMhaGN800ALp",
-	"J6hNLAG6QWL8ulLhQEMLLjOQdWjBZnyVqi53jFmq6dFEF0teZGzKF72g/gauhlZcFA+d8sVpqgqxgFM3",
-	"jBWIaiB6DAXiGbNLORbhs6zLUzXheX7kZLj/mjS+wIweU/4RjO93QxQYNX5IJ0KtMEx2OdNGsJkuoVLj",
-	"v3p1FbHKTfXjbtTiDhW+rOsFIztipR33EhTD4VdpIOCn+rcQqpuKWbtsHbqvo1gFDalpsEHPWV+5muBN",
-	"EF4A78nERCrwDQAJGX4tMnesE1pufLFhmVgAgeCgZebMArZ0GqSzgQ8IE/4en1JS5amhMYKzbvpMa7b1",
-	"RUT53rrqGiHWv+mufXAKZu+U+aleikiZNWvW2po11uKGvhNPUCN30YUYc2NfOPO1gcWgVdtEikQzchKb",
-	"v47Zj6weHZjv0BIpmfObb7DCsyW44RT62yaww7NRHnr0sW0L9SZkOa2HV/dXmi+rSTWWfKCNRaLPM1rU",
-	"49yZVy0Kwpgv+JgiQY3vrbxubMwV7lkok6a8ptrG6fIyj2aAxml911o+BNWowJQ2379D5PPatoRJVcvW",
-	"tD3f6vyWnsuomLWByMkXWfNX6qXyWDK1imjHGal6tj/nN71TNmDG6gUuvFSTHIuWDqttTTpgsDZV2KAk",
-	"KG1ZiMpt+lfKfJwJnt2yRAo/mNSWpmnRX1Mi2nanr0fcSjtfD+ZppzFRD23qkNimJ6kSOV8YkZF36cX5",
-	"BVNQMYllytI6s7HQcwYH+cyiJYQZYe6dPdQIINku5MuBK8DdB5aBG5yXcfSWPjvztdhp53gOVhlmFhvE",
-	"3DhlIjeCPR0MfOKef3tr4p4TupC5hzl+61l7G9zhv1t0jeY1PX4Ga4o17k1KQblAUD93BMvxLFVVhWTw",
-	"3iWgpPusbahaGiQk93sBx8Vp8WYGm1PbQpnVlUPcMaPDrhrLvQOH0jELYRwH4tNCCIN+wgCpFapt+ZyS",
-	"KlGXYXzBC9uDjJ5UUUU9PImXYQs9t8wEVr7iIpxWg7sSYuHIh3LK0auUwb6Hk55rNRXGhuL+k6czt0Dk",
-	"peqRJmRmurAx1JSZ8zx3z035IsAp2KUmGl93pEqF6zhxqulK8MJEBIqTAbIP1Z4JMxo3Q+E7U4XTEyYq",
-	"e3VWhyP74QalkgOFXXj/JqqDhs34tXDvpBuayfJ7filys61Au8HDH9PvByDE46/YlVg9xoLrBZeFSSow",
-	"TMye1RP2XXkpCiWscGTsvttnZ+45wE3jmJKrJ4HnffUkhk3p5sLNwyQsk1NpTcIeHT1K2KNfHuHGPeo/",
-	"SnCBQbw6qowzShg+DoWS7vlewvQC55sTdE+quK+pdo8/evwo8aEB+I29+OGcmfIy03MnYqORnjx7kqp4",
-	"rGmHHEL9sZ4/toLP0w5ARgRAVDFf2BUCboVk41SFpcLVcE9ccoRQgiV6enLi932ESzg6ZRzugTdjHnL9",
-	"jn5aDgZPxm6d3T8EpcLRAGGLBZ871VTmORraVjpW1ZnqPMYwqETE99wKJYxpBzECJs5VyPIjtoVWq4bD",
-	"4NOLE+aLWyuItCivKF/RwyKLnCHEDbu8VssFh9FZKuEJGaWYOWuxt5l0uXg2iOi80oYWX7f9/nXj7wbW",
-	"M2tOCkX/c6SwicJNTuZUxDDW80VpRYYL1x1Qqr/bzt4e2pWbA44Yx1eNpknCA8IM1DgcVrNAwQ1n844Y",
-	"AEwBm6ctiPFDCIPOzczJ4e7AQ7GlyinAAKoVgOOmBVdWZOAeILZRcCveiQKpqfoEgtnFa8lJhLOp7rMf",
-	"IexkqKYAz5IbJuE85XopjE0VankBCQV+RTC+TJ9uKoXxvLracQkPpgIvQq8GPG4sX8XAOS0AKrFieqjW",
-	"WFuYTVJ741aJlmYhCr84VegH8hpo64IvXhdsQCK0Nnv3sT1NB0cTuzxqQHY/uhs3/IHux92aafWCA0vd",
-	"JGD9cPJVTcA1pRWq1CTAl0KAt4EzLEgbuYujJFUjdyJHCRjA7v/J/TA6jQrn/EuwCGsZ3BeozKaK1lka",
-	"BoVygPtVrX3aOXkKBW/rrreMr07pDfPSWHYZwEysBrWBMwVkKQ1oJEDxWIJHPEbqDGYI+Ej01sBkfbDT",
-	"sO6oyiahkGVMKBX9pCrKkdlROTsObJ3CuL1+Col/R3py5HYgCLsIgA0Ao+AH2AaArHJTV9qGwH3TsdqR",
-	"3eQ2s+b59Z7COcQWbCmgIhnA0GYlFL9LYKIAOV2qRvfhume4GfLj22+Hb940JrxsL3tDH5c3CV6WbrqP",
-	"3/FCmpb0mZZPAzkAgTVaiBuH7I00E0og8Yvk/v5Fq7GgYM0vPPdB88aFeRvyApp8ndx6jAiL/w5JCSEJ",
-	"IdPCDDHBoYt6P+ro5HGDPIQmOITTtTwEup0+pLKqgAxoGZRqXx+m9B7ZEV1HlOgxnFD12EZtGhpWVWXa",
-	"kq96ffZW5YTfTi/zZZFm03XdwShDmEfzIlO2Q7RP3GmSfmN8nKTx4Xe8DBULB3pWtkdHKzvIsIX7SHbK",
-	"6jpapSaT1yQkd4H428yXa/aTBJ95+KIHZ75cOfVS5JNTr/2hM+UAt8nGoXhXhUTXkb5XmCGGir24GYuF",
-	"ZarM8yTSVnHfowyDboDaOXmGwMWRJdpnI/eCUVPfhKDbU5B2NEwVoNuSpQI7tQKla6ILR9R0I1LZzdFU",
-	"H9Hs/mW06r/nS18T6KYJTLjBDUoaz07ArhqE4cekE9UYRXw58oFflkVTvCv2OM75ik21TxjZSCDgEY5y",
-	"iwdVE3xxSxsHSjn39yCAVpxmEWuAl7pUhNGHLiQUXI08+Rbpc2IyEeMaCuTmWFF/jdy+Qk10MYZ+Assh",
-	"2FZ1FZV1yW9R6a59DwhZ820iEHDk/HTKcRGC26kCbdrRH6gHegIfw2+Ec+jeimcQUKb8UmJ/Ctgx+mSC",
-	"TxrKjdR5K6SUu7YzHQHW4lsyWVvSbfLg7tiqqOJd7n43QESgay8fqu8Z2pqETLdJrX6594+RgbHWkrXs",
-	"2O5tPx8kDsVMZoLndrbqJB3QsyDMT3AZugQ9SBTXovgF+zlQ+p0aN/vw18Z/rstiLFq0AYgp1mcxZCnV",
-	"x6SdBMDscNz4F5LNT/JnSLxOVdrBfJbadNfe2OL/wldtO2eertsKgPdKJqgs7ga9cc0kbIyY+RsutG3y",
-	"zIPdR0Y37PO40AagAFEwmbbRN2Q/tQMg3cb01IpxZ49Pd3PuPczMUDykS9sC+1Hd0LStuESFGOdcAlx1",
-	"DF/meF1cbxTgffaCG6SPm9fqQ1Np8EW1OwqwZXGLnK1YbVNLTs/9w0G1Jf7EghjA8ktk8O4ByiyAWff3",
-	"xF8kDJ6Y5Nd2ta401Bc1iTKH6jt9OxgplBl7gki1q0QHuCLOhWA1Lan/h4fYrWuNu1S8teiWvBbrRela",
-	"VcgSzkyCAttJCIxPQo8ZrPlbQ1r8PbpjyBr+tZTCMrMQeX4Kte/Ak1JVY3F9dgyhDVzHU6+eg3OvW7uz",
-	"FUhxl+b5Bor2a8DLqGACBw1sYcg4laFoiEuy7vtXz9lXXw+Oe4AboqMKZlL3kyiY+HhcGqvnonidOfkJ",
-	"HqcqARPSQD3QJTjP6RUs5+Mr1HTRuKl8M25k3bQDMY0fcd9SFaeTQysQhhnhhb50uua6REpoN3wtZD9V",
-	"ZyGc8hW7XFlhfA7TcC8VvEXCf8oIV2yQmkcU5cKUIlQqe41IwPtrIUNUyb3m3PW+Z9MD1wOAInkHZwGQ",
-	"6MGpQe7AijKeBUiuCtX9sjRSCWMgWGJS5d4/cPe5r825Iz8FYV+MovbZD5rUrTqtr2HXHMghg7rUv3f/",
-	"+QG+7dtMwhkI/T+0t3KrX3JvWLU1kr6Ff78uZmoKcwV09ORkp/q8QzH2XgSMCgdLNIra0Dlej/Owbmwq",
-	"+04J4JwWv5Y8h2qACeZ/kkA4WITfVs+vK5GRSFs7lUmqQleCmp0fXHQ40IrvKg3RWfcBYLttkm5v6Ljb",
-	"2BAerZ0MiSSets9DAcivVFm9cPtXi9n5MDSbashDcWvj7HbIKwafKZO212f/AD2wSBXkfiAeNq4VhCIw",
-	"oXnQdwt0fPwVxv3aFi5VSsfmzVpS7N4GTmuy0KnXvOsGCxVPIipJZeaEEl1KLert7pnSoKm3q9A+j7Kp",
-	"5gIz/b5TetngwHgFFVhVfJI8WljVhAvolllpNhfcQMM3KC7DAlIo96JWqW7CPl/V+31pVM3qox9ZKL9p",
-	"VSUXoeAmHiN8DDz+GCLc04SlMTYVVdcRcZBma6jp0CaOukpazS5FXPDJQ+puaKbioWlunceLc2xYGD6e",
-	"OV1hhUo061I9kk+28S1cklCnBl4mihLST2uzgW/t7VGppzg3yLedyaxiBRWMnlgK31fg9+KJ78pvpqXa",
-	"vxClnqPc5ECSxojsBcEztQKrx4uNYEVVgpksmId3Yl3KkMPGiY0AcIJftairXcxMPB70WI0mAloQ7kuC",
-	"f0Bm58F73r4SWzF1gmLeVMUFgr7KVoya1W44+G+FtL7bx+LL1qMMcWQsrBudGHeca2GtvdKD/LLUUd2r",
-	"BWlIzUaGXZGr3/XAFNqlwbfkrq9LgsuW0Eu9jUloMQgpq831HAdpfAGmyzFV05a93VCGIOwh/rZdYUqQ",
-	"WsLZrSE+eYd53H647XtyFyVxFB68fYszfEGFkdNQlvLS8i2r6M+GL6OH/p8cq3FIvV9rbua1BjsrdDmd",
-	"LUrLuiEy4Jt6+USVmo6REh4F6L1VgafTSXpRfNBRl29+qQv8wWl/QSnJBXTKOKQuav8oIGboZOhSNoJ+",
-	"xnBLC/M+PJj2u0M4tZKKXj2gk6outieqJdWth3m6iLsfEq3cpSr5gsqgt1Y1wyMftpzStTgaJIfM+Ypi",
-	"abD9kFqeQ34YB6fPI4PkwQvKMXRDwGqeXqyRQZHDQX192hncRWPVSoug3iYPdxhjF0TsMY3tRsHdbtm0",
-	"BUdIBK5VOPt+QIfHK+IwhXcq7x+piMRlW/ShznzXzmv9xLQzwj2R5R8CD/sEHvaOD5xBK4I49OMdJk1W",
-	"KAYp+wySAMDPXTs24SDAxyiJltNfoMcglC0WkonciFRVUL3eKvcxDyWW+LlbxhOappZ20k7oA+k1rC71",
-	"Aq25m3r35UFvGlat6wH5ycGbn7DRbx9H8YjnrB4C2u033/nBuI4cPvnTz9UnZd0iefBdP/iuP4vv+sfY",
-	"Rc264Fl2XORKLJyCtOmyDjdTjcMpq7usvXs6qbut78tZ3XQKBzVWVHct36NjefdQKl8tMkdAJ3NcvHdr",
-	"3+0+eaWFuJZi2WALxcPfnfsKyccJ9B7WRRzjSzvcssHXw8GAacXeaJVBiQrYQuxVITO+asGpFO0p3I4u",
-	"R+JmkXOp/m6LUoySep2oCY0GoBhL6ytE/GpL+N7bA1SDOG1iDASrchjMCwCxNLxtGz5IhA7RgmzVBspV",
-	"B0taU1+hKnADjWOBZCKyCPdYGgTo6O+qLTig5V/Ur61ayUb9tQLSrE/g/avn7Ounz/7KFngHy4T1MNzr",
-	"FO4uNDJqyjDcfwsjaM+mTn8UItqBJ9zg3ZM2F1s6J21wGfbh/evYdXglsZiHFmN30AWu+g9vRRt+jwDX",
-	"t8vh53kDu6Y3Up464N7XQhCEXbbEmAvCEbKJzC12S14HvllDy2uidqiJCKkrVVPUNWi2CP6+scIGXiPi",
-	"DJa42hRBjdyJIl+3DJ089zfIt53ZtlmYbS20K7JrYC1wzS+7LxrVHtOcrJWR26HRWn2MNBjQbGML+har",
-	"F1qAHL5wH7cRbnMr3tCyYnsNLaRq0oKoZs1hjt3eN9zDFZLlnFsoEoZ4r1aYa+bfak6p6+qUy0a6Xju6",
-	"OPDmoxo3CDnwqN4zLLLv896wETOZZ4XYiqjo72Fdj19rcm1NDwk3tPFCG3iRQ7DN6pYqjcOLJcZFk3b0",
-	"nCut5DjqKgYd1ro8NxpEaxXloW9ihArxPHr9ti+1nNaoWxkW7teQtkI1MrwhYWM/uMM68wl1WBWJo+/n",
-	"7c1f1kvQGkoQM8Na60VP68pnpoXvgFII74JHNRCjrPi1w2bc2rekDZzmYiZiqBlszkZ/hqGCi9wD3DRv",
-	"9UFKH74QsV16e2uAh1ah7Gw+Mq9qNre90Zd2bsvyV+LGvoq16M1VAM84xXmf9SKtP2EfLp7XtnnPliBr",
-	"e69r9aPbZhRVmn6kuhUsidz6EN0GUKelOYzn4BPf7BXLPHv3uopn4oO1k9Nv/8APjVWWFx6Nmz4A97Iu",
-	"vTrG2slXvf7dYLv+jjY1WJG5vZtZfeibRZwHdHYo1SEbGTD9GkBMfKMOKupt0IAwzdlDBoa+9HUUwAN6",
-	"PiHaUbMfm1CsDpia76iybYv9JLH9ym0aAH3eBua8UFJNTSuCGldmiVoKJzkPRoBiODQ4Iwkg89fOZEFp",
-	"MqBxTzVbFlpNWdeJN47VuDzvUSMQpA5UmkUTGF/IvYr66MmCVfk1+3s+fsT5NrFLfN2eyMubndkjZSHQ",
-	"Ya1FUYWr39KsyIsfT3m1YhyvRq6LlkPqdDytno29Qyx013H8o+NZDaIICxgCaaSN/uT6+15xmZdNLTO2",
-	"uCh2difaZNzQU5VsO6A4qaa5OAqsD6wNzGgA6C4k4Gbc6C2tiRI/7N0LeUvnQdiEfdgLbZnToQNockO3",
-	"xQpVeRSEm+/IsYiLB32oLGSObWowzQAFThkHakFfJYhRwNdbF0EQw2s22kUuxhbnsBdr9fdvyQ+KhrVs",
-	"EYqGpCJloMyNyA9oebSOw4n7EU1mHzppsdWxyrjBp4C9mBNyAAM7hjf5wuQhzTE0dAC0BGHdP3SRqtCs",
-	"o8/OospyypDzoMAWshPMlQATj8lg0SeQgOM/1hZNxYaFTVVZ6Bao1j+aAHU51CpB6snFxFIvgCXfn503",
-	"c6DG4mAYTLuSUjmc3DlBXRNWh/bXr8nBTpJq+nO+wrfEPjQ8lZWLBM3d0ZgOsRHWSdD4YDc7B+t46htq",
-	"IvWRAZsDJoiJxKeOPVQIDSM3jxFrxMZZTzWgBU0C+W47AN+4u29VIBrIoB17FgvqQ6Npij4hTEqMB3Io",
-	"UcGgX1v0hm/pC7533t7miw9vdl+tjiNY/0ZcWsQK5SpAMjKZiflCW19NthmFbnT9tLSRD33bBuwJ+y/3",
-	"v5aYV3DzbFtlbGX/e50yrYUGYE6Heo3j3u4O6H9Ab04V9f5bU5BO5Nley/wK7wR9K6aHBqcf0BFl9Vox",
-	"D4U5UPfbdQuLM+8lLJdXyFReVy89+k6sqD0bODbhdeeRnR65X0+ePUt2xaNjP9W2WQaw5ZrnadsTBCT8",
-	"+91IccB/d47XbR1MO9bpU7p67s3zsRaqkNOZKLDYDJGrMRi+lrscjvigrZGL92fUX/+9B2BHPwTYt74j",
-	"nsdH/pe+BOBqf5P0eqWxHh04FEJqJZjOsxjyuN52L4KhSlU3QqCFAfZYqXJhDCMSYRS/+4Xn+SEpz5UD",
-	"ZE3NQRhozBILcSlytdehsd1/8lWVzU0lyo1ax8E+ld/jHWlA9/OX48q8DxfPmyvzYhN/S0Fg1Oyf+u6V",
-	"xrclrwoD9678oxnvpQ9UFkIj8mbkf0f792RwDDnbUWB8TXvy/ckbnPxWzB8ZttAGkyN8/RYas4QfP2jJ",
-	"h67yFrYygSqZANIGV23NQ8jJJE1lk8KBwlwtb6vSiDd1mga6jOJx+6h625wOJ4PjgAW67nwAGRk5G2Yc",
-	"upjwNcnnV3UfHwS1u96Ss1Ajm1ajEr1CW0LAoHZgBNgH8MAyBj4Fw3WzvlxFe+J/96VosmjfjT0sxLWh",
-	"eE8N4w2ZHnGvr4OqbdoO2a7yG7+AYfjJHpp9W8s0Pva55k0t78uWPmMNPodrx1Loia0D2c/WWmMzN3xs",
-	"HetXArU36CMa92dIon4RoVPDg1Xxn25VPGjpD1r6g5b+oKX/qbX0uyj9jfXN++mIuRE0Obg3xXgW+aw5",
-	"uyzzK++190D2Vg9DTIJbNhfC+uZF40JaUbibMZO16hkFmYHhKmmZElqycoWNXFLl3e2gcUOCJnZ4oQd5",
-	"Qg1cIghn/8gIegAB7IyHIc/Jfe97aAU5erlifDyWmfBd0dc2NTPbIgVe/TWCycz0GUlwpasP1AR6qroU",
-	"loF+JFAglzDDVz0aXwBfAf8toGcyyN5ew//aIsprsN+Bpn53zdnapCFWg3Mzvt4sidcDoZNYlxvqm/P3",
-	"K7H6O/w6Cl1koB97UyGaO4zvIPdn6/ID5UGbI4JDoQG0YPrHoq3tnUg0fE7pKfjIKeQ5UFE6pSNs9A/y",
-	"5Nf3nxn198vgrWeObIxt5NgHEM2osSuc0gzayXcriRiav2YJmKBaRcD6Th4C/NwIVOMRAS/l+Xrf+Al1",
-	"OocenU7hpCigU44xRmUsG835TVi9ETYKMz74iPtBLefc86OjMJmjQlih3BxHccs5vCy1qsP4r5s8SSe8",
-	"aGtGwq1Kgr3Z8jktj09gTCBDdYewXh0K9VqVitr7ooyIzdrL/6ZyIijcBVyDgYlKeFswUQ4yM5KN0o+W",
-	"YtzT5mLcxGdjhKZB8/6D7fL7bJeGzHKgd5xJrVZxS8uBHQmZB6ZI3mVS4p2mF25LeWuVV/9TJRi2ZTQ1",
-	"NIaAHueAcWK10/mkDaBmhvEyk5bazDg5ciUWzceTtyfBSsMoXQ7rJOAz+2eOIiCAbd6lK7Gq1JLWTKnN",
-	"VFp0l+7A0TrEZjgkuXPNZKhyCaFG3M83GsfPuzf9Lm0gT0f3ZwpdycW+uXnbHaGo+qiMQfpZg8Oz2XEI",
-	"eeahygdyb1B3sxpSnBN23O87xb0Frr451+0lmDJg8zZlVFc92O+wcc95OZ/zYtVSZ7Z7y/Fx8o5/TDpT",
-	"oURxaGZzHrXL3C6d6T4vGuQBhcw01DaMrjX4u33o3M+6qdAN8OD8EKMZ1kHl4tX6uX132oIP2MAqb44x",
-	"ONLnrVcIFbMJ6W8sFraC8/LY19ixfyUqLNWWGE4rXMM3wsnpqulTdw3NqM2BSJ9rK6GwxYqQjg6AQXpH",
-	"vW91wbCRCzgO2IyrLI/n6pS4PWJ7Fe6RrECPqkWOJhGNmDYoibZxCw20tZ5qrQPb1mRjJnKYMRmHrTBS",
-	"OzuvtJZJ7ddnxPLQ9SBqNCILALoSBctkFsP3on4d9Rw5YMdflKEG4XagV+3tOeQa+lXTLl4E7e4AuxUw",
-	"aj8UTRU4/zwnBNsP779nXfc5Zn5tKc70xfi79coLd6cTUE3fnFm76JoefDHyKrx7e36BmKkwDMPcfSBT",
-	"3T9+gdTN3p6V/e0rd9EIKDBynxgNQZwbOVUig+FARA9r861mo7LIR302Mr8aunWOHd3cbdSWAe7zy+1u",
-	"rsZOThpRAadZPRWQtoGNJVIFPdvhM2yqHX2ujydqhf1sMAirpzJ2zN5Ac7tUkQc9YZc6W7HRbylBjqad",
-	"4U804IT1+/2fP45YF9x1fhrc4HhHqTKAoCltrwKVpaS90f8eeblVHEHg8wjEyqjPztjJzQ0F6d04gG2Z",
-	"Wj8+j7Lsc0iojx+6iqn5hht3qtzAgcW5cacd7K2NL5EZNthOO2Ei7jwZjxXPoWTdFhLQmtUqVYihQEkk",
-	"3acnX8OaPRs8wem9d985OkNnk+8XH/myYXNb5tBn50KwTI/NY99tpT/P6k4qt6hOYv/qZHVFEY0Oqgtw",
-	"yrSmaxyiDrWw9FZe+2upLd+pteAA/4n3Bntzz8cu6GbHYUU77GIFHIp3IfpC8FcRBCipFRM5BSzROI37",
-	"AB5M4wjTj+ulGvkIjOJWqep7eVKawk/t47gLe4tI7t7MrBrFHGZnfU+NC7F3MRJAn71WjLN3ZxfPvw0O",
-	"sijr/UqIBYl/CCucQnsWTk8nxI9gt31CWUVvEIRsILZUtVFbc+/xLR5YAE6uekJHkC9zvsIssSqBZDDo",
-	"nUaFldfgDidOZuIwQ/zN3Uknc36DSSvvRPFKNpWmfO9OqocRBw5fR12oRpVQpWfCPDiFLnwl1ZYBVy8+",
-	"bLitPQTmEkEwAGGs5uIGwC6x3mMgQbMddPZUgST0CEaPDEDWW1E4qQaWtJ8JtnvQhdP1IagRYiOpcoJn",
-	"WbjnIFvSGWv+Y+YU7oRqOMNXhhlNcHD7TfwcvFXbO3k0URI507qkU8JKTKgFlspSVQgLLQt6bqK79xOR",
-	"NiGdccGN0xBSVe3t1xExxsOulAhyKjE8RXuuwHk7njxMv14/trYCe5+e8JVd5PixlcVdVKLwwKKd0KiN",
-	"pGlgVzCP0og++7HqbQyhmdDXPlXowF6bvDOCuPJv7LO30JhN0dOSwFK5AvU6VXgbJklQDRqbudVdcHcO",
-	"FDaPff76xftQRGR+NSx6LFXgq/atKSqzAsEa6mzbzzNGC01VYLpujAYTZbH1WPe3jyyXE6LyQjghBN7k",
-	"RgY8llkT5z3LskIY4zvpe+y+0cngSX/QPz5+0h88Pnk6gmQhTvfm0gKujFQoAtyEYJEuBWnop36lKDrM",
-	"aQExBBuvYaqkYeOZGF+ho8DvesK0oq0thNH5teMt+P21+H4MTjTYWRxTC/5vSnc3NNOUdEtziVZopvWV",
-	"6YsbPl/koj/W8xHkX4z+q/YbWsJqxUx5mek5d+szYdEd/Za5nDx78nsn440udMM38Qp/BcriYrs3gnEE",
-	"+8cMHz82v5q+KI+Wwtij4z6f839rxZfGTeLx8cmTp8+++uvfvh4cnzwetc3p2GN73npS7YzmVtHrPeN4",
-	"fwwr4Bx7IE4qzuj7ZbBC5Bx0NevB8ZBtGNaFcu7LFZtw6LOCT/b666irt+DvKAlvV8i/R+pwjMhXaX+2",
-	"DoVUvWePtOLm6vzvnLWtVYUiGiXchVpwSrur8ZrBHWDcNC2sh9toiBtkogZAAX7LXzwVNNrOvrPO/iYy",
-	"5CE0GsOY5LIFU4cyaZywqrpIbWkctX+k0UOCNtvGmETr07sLaa4Oe7PZUmaBwScKCkE4KuMr8KfEs3KK",
-	"9lovI9Pi90XP0m7jEXbbb0f1XJM1+aMQV/nqPcVFD4rZIQguJl/oMc/rfTx/mhR6njCreyCOKZEt4ytz",
-	"GpDGoOYJkCD56pHB7LIkXLUazQGVsW7aOXk6HAzoLK3hndwHdveW+vM2QM9vvx2+ebMvfiXc7JvJuved",
-	"sjDHYEcjDCst0G5nLSzEz03I4EaMy0LaldPKCSDtUvBCFGelY0i/QfhrDlF4+Ln6FDjbPn6E2MVEt8CH",
-	"lZe5HLP3L88vADxMTypcomyIBSiY7IR5c8HCSADT2docOhT4wFxCB8c94ttuuX93eTYHHTFf9YKQchcI",
-	"sMxpd6lyMxLKyjEkLg/ZyP2gC/lv+vsbmCBDD+iVWKHzc9RnKEzhRawAeo2U6CMz1guRMUd38CJK7sIh",
-	"QW8CIGbv0oB7evger46PHl8fP6Zxj6I3wYz67CLqHg1Tv7GOAMY8zw0hA8JqoGHMcVamCgnCxUemispA",
-	"L5KoVTVXfqVgoV4CXPGQNOWn4GvO2LPgc3ZUOAKvLS7lYyoS+8u/jFajVHU9aDJ5tbliI4RAHqFR5D0T",
-	"0HSPZ1jZxDxKeSG4gfTDp4MBpOma2A9cVd6g9QTiPNPjcu7kQtcnicIrE0S7SpUj2QT4qfsuMYlVgtZT",
-	"sWILXvC5oNZx1QZU38rEOOeFSBUkQ/t6SLuUYwEZnuC7w7G4lfRxsBkQd+nsP2ebzJjMUKJJ461J90Jn",
-	"L58MBmw84wUfW1EYKCal7mjuewBNjm577NjczbjlyCTQXoKf3XeyEjdGZG5DEybVNc9lxj5cvDr6W8I+",
-	"/GUwGAw8dJhacMcjUmXKotBTZ70LM+YLUQGup2X2twG0TOaUu5UwZCCGsqQLvjJMCWPdizIhFr6q46un",
-	"LBfXIje9U3AC4GZKmypvuF2Wbh+v0IQzQhnBun7AG+Vpfm9DFYOzyVFfgU2onIZYQSJuxkJAAqWjaujr",
-	"5KPj4FwS0IYgVJN6AoN4jidGZ8D4uI270APb0l0ZvSC99w1eHjFUxE6ZEYKNluISjLkRfPxF6Y+0O6JR",
-	"/QQtqYkA7r8emLST+M6mmDF5Mgt9oBDDu1Px0YA9wt5w42j47N3rCLJs2DnuD/oDSAFcCMUXsjPsPOkf",
-	"9weQzWtnwPQdB4LkL/cHRT6bsl2q9DFEmzHM6LnAnPluxL4vcYOTuGrBJKkiaCh0cyWUfEMacQKR5YnM",
-	"84RVLD94cBPP2pNUOV6ckC7o8Y1hz0BfwwC9gdASBNgcsaA38dRzQeoFjrzUcRB31vrszLt2HOc2AvJT",
-	"TeWkxpcgi09VxePhTuSX4d7uCP/5OhsxxYtCLw325X2PL2HAUK6cpeALq336HSVms+7oCH6KcrUT9vUA",
-	"lKU4CEnOmcC4Xmfg0zf2DLbU7TMxONMZ/tRsRlS3PKZQxMdk552+edFvHeloBLipD/l4PQOQ+PFsrLsj",
-	"dlru7s3rviW/5k44nlYOvNqGOTZBewV+g4bB+c25y8EB9jh9l815JrZCtTeNitpZViPaL1Fs90BaUM8b",
-	"V0YfPoKfAbJwoZVBJfJkMEDr0qlJaMhHCoNTFIJyyXcZtkDEEIADdXN9poKgu2qYe9IEx23UgtjdCInd",
-	"T3F4TV8N03j8Dc+8IwIeOd79yAdF6te/Men66eDJ7ode6eJSZpmADMynJyf7fGZR6LGTO5eYjvr05Ovd",
-	"T11o/YarFc0J3ELP9hnfB8Wvucz9t4jn7H4O9Ei0MnzWYucdYrphvxZU6yDXWE/YvLQc8nxAsU2gPDRu",
-	"qWv51EApCvC0n917ndQaxxFAklybjLCKE947M7zPo+Cn8Z9zGr5Uut4s+kmYLjLIpLxcMZnFJF3R8M+Q",
-	"KmsaqBgzITwBHEzGr+uAY0ilsGDf6Gy1B4FSeAFIeqZz6Z0r1Ro8nxXS2Dk3CftBLNn/CV48MuwltmBR",
-	"vqpyKcQVZj0p9o0ocuk0F7Be0GUDrcR/6pwMTv56dHxydPKsk1R/fNX5OYipTByFcSQdjDXBSqATJjz0",
-	"5Pji+G/DwQC7RMPvfzsaHB8Nji8GX7nf3VpU1Rmdl6WzDx+HsS3BEQZvxjn/FHuIPv4Mx/Cw40tZLR/r",
-	"fhpblOLjBvM4vnPm0cQ4cETZH50dDPZgB8+1muQSnZhPj5/sxT8gC+M/QPziNoPH6Gacl5DH4ZlPG0Na",
-	"l7OPf5PZR7QPAZp6g1O9gN8jTrVG0U8bsn2xXvUPT35Pdz/xg7avdKmy29Hrl0JIuGFR7ztn1gJaB/r8",
-	"ng6+pv6zUQMZSG0IrZ6x2SlG86VtF4eNOt0/hG0nsMEnYZlUTUdn509GuF8KHf5DxA0Yt+hUhylLL0Ap",
-	"WED28AbtYVZAjfwOUaQOozxKQdhLVfh0dE/tDf689P+gaPxORQO8w9HRPN0jg7jPLiAWgGnCVRAYIuTU",
-	"ZASBE7BZ1YxjhAT/zthK2B1KDEYNt3oKMFPks/lMa/1Lq8Pa4PFrdB9iZ8pbPBm6bezHIGCVzvGZNv/j",
-	"bVtY3rdf9BbNIb8ENylsyYOb9M/pJg3uJJ/30OpLIha3xvIeU5QMEsDIv7QW34MSNafxYNlvaJcLmfjY",
-	"mJRx6GQGNXLRu51B6D/QT1UNaExPGDKlhFWsjUCNIciqMcM17fA8TztDRv23pUmV13cSZjQGHUNTU6gU",
-	"q0J/EHrDKGQdUSw00oD3ItDFfO+WqUP4M1VRQxDIFXQmC3YKbgq8UUfYIEjuQz1ca5f8idXDes/bBnaz",
-	"o73tH5u1PKhyNV50LigXouIJJkq/B9hHaJqNp6TrK2ePB9D4ZSEKOEW9PZiU9yy1mfxwpDr3LUPbjB4Y",
-	"5IOl/zktfeU3oYGUbmXkb9LfY0wJAUF5K6dBo3TFPrNLJm4Wslj5PE6sXKNMTl+zRbc44aj0MmGLvDSp",
-	"GuGwvlmNQi75MALPemQorc8ihgMI1eNn85Azy32q1GkobT95OmtMHHkJX6rO2t1LL/zCZxJewXQRbQfd",
-	"bRSuJu7F7c/8g9vhkzAJSmLuDH/6uaZFl2aGaCWgQsfnA4tsK3AbZCvsbCN5tpY0u6cIqynbd8tDgkq+",
-	"IEQcFLqgThPOp7GMI2jh0P/DuCcGlCCHoKJnNqmmf2ZJFycQmOxtiR2Bx7ng0LXQ2YWw4BVEIgLjek0g",
-	"E4BSKniWOCthJo3VxSpBoC7G4UzRaKDnIORltevNn1fIJ/XlffBuflG6Ko+t16CU0kEoBNTjkttH6WWv",
-	"D8EqwpPHynP3/P5nHRjEHZ/1kK5hh8SCMH/Cw+RgEnnoIOrxqlhXF1ist5RGpMqf9l4oxj4ZDGhN3Imf",
-	"gvXsQa+RVS7lWJzCF1JFKC2m+jJ6zYiXbnDVQoxz7hhIBSkcEGpWrBuGiaZ0zG56UA1MKd4e5Qfyy6ll",
-	"NX7oUkNBAZQhPB08hYdoYF7RIY0oVTOdZ5BYDo8mkGwubVUHYazMc8bH7pO5yKaCssId45STtbFTMj4C",
-	"qhEuQUh4ziBff8ljzALjDCNoWJMqz/i6HkyslzhKuxRjPRem2j1Cb8aKAy+akAWl6iKsNsguKpDxsuuR",
-	"qUo4sagYag+FGgvq5QrgaKkqVQYYPQipEEY2wroXy6dY99LHv+EFtV/oCaqOwebDlgNtfvvm7DnTEyhI",
-	"mDP8UFyAYsS4ELY3xCaG4Uqq3OgC4QBx0iid2BAFTaPLVUCOYJkMwBBuyXSRqqXbzksB88TX9EANhgzu",
-	"QKZQkEGxaThGfgmW3KQKaYJW0qcs0foR1hHrLmeIJ6UL2CpUE2yxYjP3ikshFI5hJWwvIccV4KON9WIV",
-	"FeIEgIQBAiVNCkEg3+44njKjsQKFQM+q+rfIWqBX4goB1ATNp8/eKkHAT1DfxOFeHJngRb5iXfJ2uwUi",
-	"TAEObjek4R740qI1h5nAwq8fLUjsoiUV/vRKQ0csHBMseazWPFnbdVzQBOfhlrbaSlrH9RWMD6+0Q2Bv",
-	"/jglYSmpXsfxt6TldDVoI/CW+zSD6BN/SDvofZAoSi+h/xjQSu9PZQt9kVbNP6AmP2KrJBn5+GqnAXPq",
-	"zqyv9dui4ECd5U53HCAa3SOFwvtb9HQo9AE1wp1k0gEQyvXBRfdZk3GqnXFypWF3KrLDOvnf57qrSPUx",
-	"1n39bk18Le8aXvrHIHW3oD715oHi/whpLkAcAebjkdnot0aOhCr6mSUsWAGhe1aFFoYWW9MhIXqPgbRb",
-	"k1jeVVDW90ayiHDclnBw4V3TUMS5Fq1+qDm5C+JzS19PDvALHpNPoJddpSWEWP1ZC0t4xhe+QWs10W+E",
-	"XTqj6hnByYIFR60EEzbX15vw5498F1sTV5fEr59L1Rk+WwfNfjaoMqIEL8azI+gDTHhFY63Q7kJk72qE",
-	"ZyHmGWxHYeJhxqOoffC4+uClzHOppkd8ITt1RO7OsPNsDiNYiOJ5aayeY7edzRGcYMCV7kncaknFeJ7H",
-	"I4jm4fZs2HnsH4DksdoAT2p/X2jL89oyLURx5J9G4BGCzKrGdjJg3Bn/GqA+GL8WBaAjX5aFQVCmp4OE",
-	"HQ8GbSvGS6vfez+bs4uSDjzbGT4dJOvrGQ2NF1aJghbUjeudKM5hHJ3hyeCAwh08G5+nbMd3QHgo2vkP",
-	"L9qJMHHilkmbfH5NU9izYCfw/4dynT9vuQ7RzR7FOqWpmrM1qRJtToE2Mhp8AoZ4ETUTe7CIPqMPgHp0",
-	"1r0A6Kfa9ALUNdQ7L9SJCPLuXbj48s9TpLP9HHg/wZ/0PDwoFXdUoBOywnaX5+yvbTz2dtjRlVjtQOag",
-	"O78Tq3t1V5y9e/2d2OquAKTAB7nxmZ0ZIZ/RkxBDsK8YDoZ1C3GtrwQgR5qql8wdS5XGzIyz2sAgyIkI",
-	"kNBdSCLYGE5iyCRixEP/dCOoFwAkVdXnOtMEgFgInvl4rC1Nn72mAgxU17pPB0961CZnOROFYCI3og5R",
-	"CaCRDQFNAhCpjtvduHruyerF40oW7pds/N6/DfKnllOvjSkFojtWh87j5XlrBkrx4VTRkZTUiJYyheBI",
-	"3FZ6Pf7tSqxeb7eg3wM7qp+t3WY0PpU9yJzPRFu4/mvEdVprXTI4DmXIimnlDOdrfSXVFPPkHK3NeDHP",
-	"hblLk8bX6C64nVUFp0CGnXUL4/bwhT830v5EF2LMzS4gUI59nIK7gDB9q1NJGO1cZZD3Q5jdHvk8VREM",
-	"ODe1sm7I44KgJ7bDjxC0sM98wrCTd6qwKByhP82VXES6QNV2KG5FBDK2VKG2kqcKLx1dro7wX9SwAhMd",
-	"QzcEadaqLfAFi9KmqgtZhdDKh9LNEIA2k9cyq2ITc8ENwNOCtLdyLnrAuihfqsrm9DFEzMlyj/ohCcVG",
-	"bt1GPk0QMeRTRZ2FGXZtMiFVjN6sC8gPyfUU0rpzMbFMl7bPRlZjFbBNFcQP/orgopi+id869d+kwwZt",
-	"k5VewmLCC6wGrSfjq1TFTzapIa+IvtrCTXda/f0l1G3jQvhlaU0CoOt/PmHxp1ZfLqpWpDX2UfXSAm7n",
-	"WF9SZ1RTLpWxbAmZ3paNuWJZAcUId2fjNAoAx5226TrPnaKFRPutzrP79/QGmIkt/t5H3mKqJcm6qTxo",
-	"V5+J9F9S2XDdyFV62WffksoUNksr8Sls94t6hsBlwa9EQn2lawYGlWSSJoN9p8HEBuhxNDhgOqGvGhS7",
-	"8yKXAjsEALi4ygAvQVoj8gnI2BHUQ436jDpqe5HvFsFYDv84rQoCwL3hJLbvJiCyVGlF0RoAMoD+TUDv",
-	"XAWiZzzP9dI0yd9zH6IJh/e2yRrG6kU90H9uNXgMmVSTXC9hZZ8MfGvG1hyIQdKBZfGgnYPjo8HTi+PB",
-	"8MlgOBj8v84BgXo3qc+UT31bZhVtGnRC/vNxrAfXe40xfgvqf0wNdFx8YTYUVIbzQSWUxDlYd8DcwcNe",
-	"Agf4NAjgqc2qe3UAE/TZ4y2x33MPJfVZjxo5UB+k/+dTfOvQBAY74XhEGN8ot+oJjUYzlhKtktCCBaC5",
-	"rL437dfEbW9bw1RVc9zPhgwHpTr7CkI/Xl/g0/JS3KLbQca5/2Czz11P10/n6Eqs/g6awAjb7+T8UuTA",
-	"cmbgCpKGOoozuHUE1afQLQl+7kEbJneJng9OqBn3uBqXIk989yn/WJ+9FwvBLXpMqp5PTksx4loUPD+N",
-	"M2CwR68Q1mlTxA3nqFKJm0UOjRPRA9e0OjCG2sKENnTb2pN+tdlUztgVtPyZ6GJ+v+0FPNE8tBf4YvDg",
-	"op5LrZBwFYfblQPuCeDTZ4EfRqCfJxM3rM6WcCQbjWcyzwqhRugfdQflFXUaNSOGT10KApK7FlnU4+wh",
-	"k/cPr/k/G/x19zOvlSknE6ecKHtudcGnd5gFDH3xgpDqwp+6wI6H2DiQh4aamcj5SmTsX/qSdYtSndVt",
-	"hpgxrGtDj6lp2z6IkSKrBgSt17maIgYCej+gHxcgK3bfvT2/SFX9S2CfrHWGCz3hXrz8/uXFS7b5RC9J",
-	"FbSQDB/Q8wUvxBFX2ZERdhjL8mhU2Oieave5TRXP88S3IaWGw1zmgJmTS2OxbH2EWA6jBIMn3BAqQIK+",
-	"GGzCCMgbhk01hArfejjJXOsrgLwtF06RPQZcvAC1GWaVKqmYzJCPnzKCrjR8BQEXeFMERDkak/Q1wjKr",
-	"UxWL5D47YwUoOwjS7dUXhK50kjmOXDoNaK01H6wHeoDrOha6o7zbytfzg2469H0dMyyypwXvOaUqDIb2",
-	"1Xdybau+96z2jIjwfsUJfuUz+Y3WB9GGqQkNLEE5hv3zB89tFK30A7DmF6bU1TgenTZdhDOydu6YEbkY",
-	"W13Q3puEWImH2NybtV/6fOlmxv4hYlNgtBALEMU1+s0B9xPM9V6fvUQeLOYM7TYJecepyuUVajnQUFVP",
-	"2LimYrIu8KIC56aoaavpIegP5F+Qs5v4+7C2HhATQ50rocYi2IWYAve+43CqoMEIVuhCm2HDRjCpn17/",
-	"8OLl//7cf/X65fcvRn32P9B1FufreJyxGkZg9RThXiQiBC8LaYX3TkjPyTwGvb/7FJFTYD1SBcsDD1Zo",
-	"S8BhfYNh4z3nKEKwYbXCZQ1NlGVNyQa7i5YAKuaGwGdtsWJdgHdapQoBJmG/KggoBI8Kb7ah2T1lSwFH",
-	"gfdWYDSI8xNp+UffOXNd8AwBLNf2dgHYT2JO+Q2w086+x6mwTE4mAuBrYBibA3t6ctJn30E24wSHj2uI",
-	"lNI8DNo14awSKxAEacHHghYTyRAGMEfQG/e6EDXxzifK+zl+4jNakFhGSaoILYerVSB3J9kdD7btCZfB",
-	"cfQNHLr7FWTwjUOMo8H9DKFdir2FVrzuaiCShLJYUPHxmgos+4NE+xIrFQH5uxJc2DMd7JF/6Uvj+Sid",
-	"g72F1qIQ11Is28UWNg/h67zInfskCCbQ27lZv8kx4lR1nw4GcSYbSIxegqIgcO4kElGmalACciBV3DAa",
-	"ae3lScVsK3vfLcUSmhRDRBmz21KlJxMjrGGZWAgsmYYDkdUFICSOTIUFdHwUQmNeFCumtGP8pRrPzuwQ",
-	"u+zjn5QX5qwZ/NTIHTaAR5Nz0cTC3tVncr4Q403XUAv0O2bwybkwAbGYHQ8SVuGDDwa9tuYakLu33ppZ",
-	"zss5VHhjaiP9GRymUlkxhSL0P5D36Q6DXkT/raDFRIO45g+c84sLl63tIMI8huOeiYlU0m14EtJmDL92",
-	"rEruz0T3KwWP3MD/ucXgX1xtd+UT1M4eBGQiHove3ikw+zWIIsB5hrtzsSVs0Fbv3U4rg0/ieL+IZOID",
-	"DX7Wqu9qG1pjT7+runtz4+eimK45n4MHgoEDApHHtRJ99gpy5L3nET2YqfKGu68p0nkW8dr66cCsPnqA",
-	"kNfxsVSFz5wLC8drNC60GkFzI/TNj5gtC2WiMwllEejRT5WfxCkz/g3gsR+hlwDGtlhoI22jqoY16LXT",
-	"eH8a0OcpeN/FBnzJ+5+WHTzE3z5j/M0XzFfn9LCS+Z162eNLPr6ayDy/Yyz594DnjIXJjvklLBNjCfbn",
-	"yH9yhGnQGE/Dvoc1azNVS13mGZvxa3wJBMWiGi6ogYJYpFTBpGT/1kok7MX5RYCSzxJvgwbUaeo+IVR2",
-	"ZnvoBMTOnqgMr4TtszPl3uDHxW2IQM0QaN3d6ENcQQ0iTp1An50kVeRXh4ZyV3KxEBl4jlVI3ParkYDu",
-	"rVbsWhRunXrg6xMTmypAKFNZKC5zxrS4kcYx7NEwRLpq8Tb/2g2vap+9cgOXGWphFjzXa9N4hMFN8i4E",
-	"yPnEjy3x+9UDRwCvvgaLghD6AXwyVX6pHDX4FYUccqIO8JZe1AcQKvAgRXk1DA3ksbYPXyIr9PtUjWiB",
-	"f/GPjlgXHCBavfQPOnvnF08WAUMT8PwMRDSDayXcRN+CoCsEn1csl8JXq1k96vXZf5MXBbOpDeMGM7wC",
-	"CDksJXpcSAWmbhBQ6an0knWx51IE61kvPGT6ei0888j4BrXQOQCR4LUSGM6Y6lryTvQQ5t9Rg0OxYgWc",
-	"QFAoQi4uXwNGWPCxwOG7YeR84VN0fRWkd62ZVGUaw9xu25jVdeIwp1iXKA0sPL0lxCSEtDPocJgqqPKD",
-	"fDh34dKvuNLLUzaa8xtHxmYU+XmSwaBy9aQKe8H12KUTZYZKBGArjaf3wrFXd4ByraaiwL8j7INUdZ+e",
-	"nASvvNWjyKWmyvkluo7Da90m6DwzPQjEO3WrUrFMwiDaTdFTPV+ACbsW5K5AF8J3U0U6WcKeDr7G8s0q",
-	"F2vOb7Dp4ztRvPKHL/x4TvGkX0ttuQnprZk0V2xa8iJj/yqzaQTtHZbGqZaotWIIIlVcUbdLaSCsZIU6",
-	"rX0e60CdIisKEyrQNHYc8zWv4Wx4d12feRjJqB4XAn7jq2nh9s4dikIYKFeIvXqwu3oS25Q0LpaVBflT",
-	"saOnMPaUkMmNZd2RoDEDTu6oV3uWAgPV95s032+Ipu9Z9/WfOShN4OQePr8jQSCSN1WnEj4ei4U3c3yj",
-	"kN6DgvygIN+ZgvyKKvZr4o0bG7HkmsYIgjZoomnHU23a6R2mNiNA9j7J+yCm7j+B/+d7Bor/j0nP/tP6",
-	"y2r53Dw+MUDMCfQ98mhXSWufi7vtpNCUkHkPLQw1/MFzTMjAdoLc6ZXeWKEMRDAgiWIrM7Q7Qs3tB23F",
-	"KGEjvBk0MkyLxMtnltKv8c9vVtipKlULKFjxmhW1QkGTklRCSGo6s9Gr14aAv0eVvadBO0Oc8uhJr+XN",
-	"9RwbmnkzdixontBeaqLz3NkO1qxp4332jpfY+43GV2mxPpsG1jEUIrt3hMWMlrIxvOveeM9qE3wj0pk+",
-	"p4OQdvjBP/gAitmekXm6HiDTEzaphQ5qAbNwQLcCQu3WYqL0lkY9Zi0V40tIw9io/DvLjYac+srbgyOz",
-	"bf4m8jI5M5HcRqNeZPf7G5GB0y0G3JhtUxI3i5xL1VSyeKl1Lri6b7yfg/I4kgjQBDpv7lwpXrnRoBas",
-	"1eNW1TeQ3Rg8eTY44XoPeEN/hjySmGog3fLDxXNsbVk56/+9BsLyuyO3zXwOVZI7btL1Hl76R0hFWMPF",
-	"e1AxHhwm7fCTWGm1oZYyuEINn4mgIFxzW93CXMnFHVtyL2/42OYrGJeesBFoCmRzBYwjx3Uo0FapTkrb",
-	"0FdZZJSgGgWPEsQ5DDFE6JGcsCrO5wSie4OPYfpQ05yrkuc4BqVJe+uzMzSXAcGxLBSKO63GwpliANrs",
-	"bc1JVAuBwTOIcthoGlq5sZiZXirGKUQUiWMYyweY/inj6G33IZkAFBXjRPVT9eOmthlnqFT5JjOIPE1w",
-	"sLwQqYq00DOG0w/FQ9IwwIn2Q2+ssruSi/vOGLmSi89cWLcrayyp+lRE+/fAuR+Mwxq7dpRcZft7hkf+",
-	"Ol0wAGVHvkGVQp4RHsSr6fzeMbs+o2qF0HkdxhlxXcdBfGoAlinXA29bAn/EuXqYi5HncJI8zA8F8i5X",
-	"wCsVcsViGlDycFjEkcmFBxxPqumQORYx8s3qK5zcbRFC1jUCp/gKQ/cjYqCjXkhtqLsgsXqWgGdwDVS+",
-	"GjKMTD4Pgi1VowVf5ZpnI9at0gy5acjXoBoRAvEEz2NrmLjnhcPaexICkNBWjJg0qboSi+DDp3BtYPeU",
-	"VBNyTqjdHo8FDmQksEJgGiJWurvplsoXELMLnyJDQgjyfZSm/IcmGUJP3LMYoa9s9SOefLpuvLB2S24e",
-	"IqwPEdbPG2FVntOuh1NDstvB8VRKLGvHCgQYVegfan0WGmbwgQSMUVCBYxH8OS8zaVNVCHc+pVb9CsJi",
-	"wR3/dZxNQ5+Xwr+2EcE0juj+jx/rFx3UXZvNQ3z3P9N5B0gKCDsQztWG864hMryc6YBuIy3Zz4SjeC8e",
-	"PT/i39qrguiW+zw09Ik26w4vPyDQ3Z1jOWiwcRYClPEj2GoSGpA7tZzATcbu1pxboYShRh0+fr2ZxoCy",
-	"rJJM+MXtyT0XdM8XLQFwEg+4i18G7uI62CLr8mwuFaImq3xVU7jg0k7kRSSAPyruIo7u86Au0so89D9/",
-	"6H+O6OP7HLa6/Ahl723qSjh998zg25QVHOdDOuZnLV8+gLzutpL5n1QR4ot0fPkOm/MsDkKhjj+My1TQ",
-	"6lbWpMrHi8iA4AWa3312xqDkhOmCLQV0FADEMRHUBpq45VeCQlpjrSZyCs3KaGGxZIMQwsxML6lnW0Bv",
-	"h3pH016ZHB2x+5JPn6cqefvJ9jXJf9IT/iDb7qiqONhWis9FQgc1YVQspgvs6OMIya2MNRts6tBy5C2S",
-	"8vHOpt3YnfcP0K+73hf6QYB+7u7dgYyhFXV3xs2MxFToz0tZIJibMNNLdacSdouJhRT10PX6Ia3sizF5",
-	"VKhQ8fA0pEcc3PJ6F7vfv8t1OEYPDa6/mAbXd9XX+vdw50/V1NqtgBiXhbQrGNql4IUozkr3wE8/O/aN",
-	"QNY48LLIO8POzNrF8PHj45O/9gf9Qf94+LfB3wbA6mnmmyHQQlubuwXzPu9a7yBAH8aGApqwhaOsGKnY",
-	"BHq79dc6MUlhOptlE5C/D9GgKt2/O9O5zLjTgJZCXAmVmYTNucQ0k7FgM10WhuBUKoMRwLBlQO947t8X",
-	"DSR8o2Ekz+PeE8Y3TVhvNRG/rYo5bb7tLUKOuEWsYR3GWKm0YNanQUavxprHzdc61kgJGNLDKCLuja/G",
-	"o/6aaD7fWKGwSYIhXdkjbzgD/EpEX6TwRMMnkZ1GqODEtx1V1PT06G14mJrHj3klbuzz0nLID4URntaa",
-	"8DEjqOLP612I0119EkPy/mr88TKjmMZSXM60vgIuDhN8Qckr7Ui75xhzGCPQN7dWzBfWUfoIrZN+WeSj",
-	"Pjv/53kwV6bCVslJ/33+9gdAysW26MbwqcfpDTt/Dic6XOXWFvISQCswL+t15pOyPNm4X7qvXr96i+3S",
-	"zZC9wYf/Uehy8Tpjf2fVrUmq6OoLkZVBX4O76P09KIjxSbczYYRHGodEsh8d63QjXeriyjHMDMCO3r09",
-	"v2Cj39IONL1LO0NPbX344eMoVd3Re/yJhMOoB2vn73OLh4j7/idIFxuxII17p6mC73DFRi+BgP2rfOYe",
-	"zOGR8eT94f33UEPl/sC39QBix1uI2KKPsFeanDh0oODZXbVnAVkHQiPiV0hL1tW+VeVmuJ4VVf7vkU+F",
-	"KI7gU0c7hMPOZnO1sUA+XlLRoVZ0QDwJU7QdHhgyHoHwAB/FYmVLtifh/MC+Q5a1iRqdhBT3Fa5m43TX",
-	"gOx/30w/KHlDaX8GUwCQ1QFdQLKakVOFHHTn4kO3Ksvni983ptH18d9H7C9sJm7Yt2/Onh+df3t28uyr",
-	"rhHjQtgEC5TcZ9hfWNrppx32F1bwJfCC3im1OYbtklMFzXLgQUhc1ZaaPyioEZjzI4/9nzH8rnuIQ+Em",
-	"xKj9NwlRhwCvEIF854Kc+3cdtCD3FI7zHJo42AEez/Ws4BU7ublhc8GVYaEm49QbEb+WcnyVI7AUcDnw",
-	"RS95kRG+NCrCG8LBg2Oi6/q9sMXq6Az+3fUEisBr315cvGMZtwITJUlBvrP3Rcrz5sSh00bIXOBAi9CL",
-	"nBrhKgENeRg0EoFYO8MeUKkidjGEdhtSZCi1Lvn4ymlCVfp0lKc35zdn+JRJMBWaZYJnTvHOZCHGturz",
-	"jWAAWLGxps3+HGv3Z5T7l6ynIBcghIA/We2Wxam3JIkfGScLmnMuPn78/wIAAP//",
+	"7P17cxs3lj8OvxUUn6fK5G6LpmQ7M6Fq/lB8mXgTx15L3ux+06kQYoNkR02AAdCiOCm/91/hnAM0muzm",
+	"RZHsOKOaqonFvuFycO7nc37vjNV8oaSQ1nSGv3cWXPO5sELDX89LbZR2/8qEGet8YXMlO8POxUywkRQ3",
+	"Fm8YMTVhdibYQovrXJWGLfhUnDIuV0zZmdDsmhelYLlhWkxKIzK2zO2MPR0M+p2kk7tX/lYKveokHcnn",
+	"ojPsjPHLSceMZ2LO3RDsauGuGKtzOe18/Jh0Xr9wv8PjC25n1dN51kk6WvxW5lpknaHVpYjfNOc33ws5",
+	"tbPO8GQwSDrzXPq/j5Om72RivlBWyPHqO7HaXI4zpoXVucjYWAtuBc7OLYjhc8GuxIpxmVU/XKps5R4p",
+	"tTTw6yTXxqaSS7MUGu7FFxkmlZ3lcnpafxu8n0tcW3hbtbSpxLU9Oemz78TKMK4FM2O1EBmzCt4z5kUh",
+	"9CPDrJBc2n4q/S7MBM+ErhYymvmRm3rbKj57tnsVv8/nud1cvHd8KpjJ/yVYNxMTXhaWHQ8GvTbCKOAt",
+	"a+PI5+W8Mzwe0GbSn2EQubRiKnTnoxuGFmahpBFA4N/w7L34rRQGBjZW0goJ/+SLRZGPuRvj44VWl4WY",
+	"/+evxg349+jT/38tJp1h5//3uDpEj/GqefwOn8KPbh4fjZ9lmcJdZnNux0g0Z+9es+iBfudj0nmu5KTI",
+	"x598mOryVzG2bDzjcioyNhdcLmd5IRJHcbmE8S61klNmLLciYUq7K8bmRcFymcrSiFP3Y3cktFbajJjk",
+	"81xOie5FkSXMbRMb9fv9x7zQgmerI3GTG2tGPU/kqaSB0A1sxt3J4ZaVMv+tFMhgEmbK8YxxwzhbqCIf",
+	"rx4Z9znhKPxj0nnpRvApV/BMslKKm4UYW5ExWADWfQbU/THpvFL6Ms8yIT/1pjoWMucrIDvHC5id5Yap",
+	"hdDwUdZFvgD3Kcm4ZDyb5zK6Q2nYPy2uhTYCp/NamnIyyce5kPbcKs2n4lNPbKKFYGbBx8JLJGOVFo8M",
+	"y3Jz5QjzUhRqiUxQyUk+LbVjizMtzEwV2TCVUiyZ+1pWFsIkRPgmYVbn06nQBrizFqacC2StXqKV0uYF",
+	"fjyVuYGxZH32QhT5tdC5e4cWheBG+He4ZXGLOVVMSSLRH5R9pUqZfcqV+0HhuaEjNoHNzQ2JCdjbC6W+",
+	"5/rTb6jnkl7GFW4Qbnhcrm8iCAbWPf6KfZd/A5Og5YbVFjdWyKznJ/OGyxUxfvOp54SH65EJk9NOZcDh",
+	"54aJmxkvjeMXSifu+EXTSCXOI2GcuK5VV0IyPrFuVZRic6dzRZcM67ptRGbpNQyRsaeDpz020WqOy1i4",
+	"Q8t4lmlhDDDxCR1xcS2kTYjVp3Jcau1uXeYyU8tTxtlYae3IBkfieL/Q147yz4Vg74XVq6MzN7w+eytJ",
+	"rUlSWS4yEBd0rKJT5U4uD0dwCIPwS5bKOb956UZkHIcRGfutVJazpSqLjF0KtuDGncWuVPGnhzgLwwrB",
+	"r0UqA2NgIEWceqYFy/Ckiswra7mODqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiadD5KX",
+	"dqZ0/i/xSTnAm9wYJ5OVZnNeTJSei4yd0VCQ4+OkgTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
+	"wS9TYStNFomRGN8Hya95XvDL4pMzGSSF3LCyGgPrutMHhwApNGFSMTHPrTtpupSk/eQmlQutxsKY3imY",
+	"ASs6jTHp3zvZ0BA+x+p5LpYbthRFcUTUc1lalkskDFD/6XXua2fvXpMdtdBOp7A5auPIHbIzGLh7D7ed",
+	"YccxiiObz0Vnw6pInKW3aRomHdT+XmdNq2tBp3Giw7Eb7egyAaJUUpDayHILCpLTCYg1cbLfLLelYWrS",
+	"bxrNQotJftNsL4ON5/QJzcfOvvYaCn5eMS3GaipzIxju+cbL6RwdsjrIN19nzeZzZSD/hBZzuD3MJIn2",
+	"5OfwAVQU3AdwJ5/jPUBuRfF20hn+tJ2kiAA+JusUcNVkXl+AhBIctqrPzmeOv9DpIybClCxWDau2Nkv3",
+	"+s1p/Bwm8n2OhmB9ULkV8/o/9pqb/wzXmq82Fxze1bimGV/Y/FoEe5lnWe6WghfvonFNeGFE04EMlg+q",
+	"FHN1LZzea5dCSObUeEfQc37Duja6G0Tra/mqyKczm7DlLB/P3JkG9UDkRS6nscJAh+eRYSafSl6YVHaf",
+	"nnz9+NngScIcOarSGjxWz25umJlxLRI21Wrp5EzBwaVwCgz2/L/PmXV6nTUomn8rRel09ks+virUtNdn",
+	"Z+zpyddO9DwbPGGWXwkDh1VNJqwr+HjGJqUGX4iSTvmWlYxBPQXunis3hMwRj1XsZtD/upcEJwrOAn5N",
+	"pZJjwRZC+6e73P8r96uqSjtWc2FgcP4jk1SacuwYsQDxgIvIrdM7jGUzXuCRx1csuXGvYZrncL8dwoxT",
+	"adWS6wyXvhDXokBZW7h3THheiAwWVrIJN07SXIqVkpljG+y1TOU72NEPpGC5DR8wLZAMONFW8EcFtXOS",
+	"3zjNx9bogPEpzyWKr/qZmPObDd/LTvcLXN3x2KDBa1M/Oe4djefGi9MDzsur3CmBIK8DJZDm6fkz2cK5",
+	"NNYJATUh8VGo8dXQ0QqwdqSXSS5zMxMZ/gIv4LZ6Y3c5U4Zud2fErbtbcadToQbvONpczC8d7XHDDL8W",
+	"WS9huTUsz1gmdH7t3u6PYbkwVgs+T6V75yODd6Ky+4hlgmdFLkXt1kfGk6uQWZ+dyVTywgotOdCFVWys",
+	"lUzQNeMMYK2ke6+0Ql/zAqVhKc+sI3w/s1Q6pZ0WEBcMz36Yem6NKCakPo5nHM4otwwOUaB7J3djm7r7",
+	"9OTE+4tghfr+ha+zXhNZVpcb1YLlDJ0tdSIIu+YdkL0h7Ye4FnoVlg43DveQDApeFG7t8flTBqdfZCIb",
+	"gkBi7nv0EkcnbkvJmgMbxTErt0lOt5SCjbkci6IQWa/Pzq/yxUJk9W8bHAH5hHH+QrpT81OYhNMW/Sii",
+	"Y9IiEKP1ajxSZZbb5+AC2RSLnM7bx6RzKSZKu1s+fmx7y52IVvei92KsdLYpX5NOFZDYQ99pF7/RRzbn",
+	"PEaaaVJRIv+ZO4Xhz9fuBIv+tM/Q6D2nNW9U8vgB2l2WTybt/G6PpaSdbVTrK4+v40YmYSBnIbTgZocB",
+	"Hdx3tPPgwHT5pRESNGw4/nnmDozQyIOIszmuB7f1+ux/3HsMU9dCs2Pw3EC4AlQ8NM5zDdGBPvvBHSQy",
+	"PoGNGDHWItaVq01sMQuuxOrdFhU9y82i4CuRMVR/vQgI8ZIrsTplaQe8oWkn+EjQO+qU06ZtksqKxtHg",
+	"cFtYFZlVLVe3KPZJ51po006l8NFHhtFdQfL4LXdzCPSXS/vV085OkQzWA7d1E4LOStMZ+4aPryZ5UUSx",
+	"l61Cu34InfjbnNwrsK+cmHbimnZOuxmxbi7HRZk5xhpPbuvhmvMbpxyY5lWcq+pbJvpSMBqrWFbi9Bun",
+	"BLpnUnk8cD/0ThmnR+BIzckDQYIPWfum+mTV5nBeymxttuKGZnsKzhncYKmW+05+bXNhueHb27fSlEUD",
+	"h0dB2TBsFKBLnVsrJMtK7YNC7rT1G6eP73onZObG2fZKWAxyXz8yJDj9d8g2cArHVKtSZqwLvAecm9Gv",
+	"ISQAKksmJkJrkbHLFQseyHdCv8llaQVFQ1IJQYZpybVXThqmcJMb2zj6156aCjEB+4JdijEvjUAP5Yxn",
+	"jKP8pxhY8xpNmokWaBl8DDrDeYQ1QgrMxDgHfnBJG9ryejp7e3pnaE7Nh8grH49MdZRyyX5y30iYVb3m",
+	"IezQ8QxqToctgdO18blfxrwQMuO6v+UE3uIURaNOoiMVrZHfu2oKEbl44u+sn4KmM/mcpnAnHjZ3sa6i",
+	"bUqjNUWsRfpiBL9J1kGMbW810E/vvdde1r/vpvIvJZs/hkrYQUsQCdSdkjHpLIW4KlZ7z+ZHuP19WYjd",
+	"PqPM50FEc/Q7FJYxjKAaeOzGi1dgG/GgU+9Ae/oMxRxKPQYDS1AsYdATR8Z0WQjDrJoKZzH22UswkTQY",
+	"iob9WmZO83SsmibZ3zD0AlXWv//jTBWCFWrMC5bxlUnY//3f//3f0Zs3Ry9eQEbJ3jTsiXVrVsv9ku6a",
+	"fDj74SwsCAgxN0F05OQ+GB2WrlETvT/KXCfKbYR1F5Zg4HD3ZgbWd+qwU/ASFTATibIhu1R2xt6/es6e",
+	"PHnydSXwKJWLqcnECJvKbto5GZz87ej45Ojk6cXx34aDwXAw+H9ppweaCLzF0zexrJCI40XXI5PKQClr",
+	"L/z7cDBIO71TtoSjMgcNxjT5Uryo3zwqavfCblca/eKik/JQHoMmZjVYdiXEgkxFsEudcl3kxjItFgUf",
+	"C1OlgmTsgZ38OdnJJpFoJV+BF/IWQRBwXzoDfY75BGOtJBM3Cy2Mk4inkNSEhIS3zgWXhqWd/0g7TeSx",
+	"ejt5o6Tbtt+bVKTV24mbXuPVmSp14wU8e82XWr7Vtk6mKdB5LTQv2LMjnODaCphh3UGLZhK36K5MpTek",
+	"IYcXzMs5pNKZhIXwiL/HaaTezbNUcBsaRBCCwWn22UsI1KiiUEsKK7kRoSrQ9ZSYsBfnFz3YHooeo4s9",
+	"Sh0mfzA4pn/Kf+6zM8m2ubDdXDac15jy2np85/zmNV48/go2yv+1ecQowWv1RhhDKW+b5Aj5S+AjZ99e",
+	"XLzzuSaYIoG/n//3OZvjO4bgLebWivnCMqtSSffD76D/NzFsemBzBMfeH4cxaLrPkfn2aM1YlZhEsP02",
+	"H2donrqo/BORwXcJ2a4hiwhPopOFzvAlFr2fcg7L0WILOqLecukiR6a8rzGbiQbH4eDoEvz5fK7IgTGC",
+	"dRv5GAFN3n2wtuSDprVc8FWheLYzJ4NuA6kLAYVdT3gyfU+37zKk1+S5X+VkzZDFBY6W06+Tp54kkGU1",
+	"1CaVYH18G+v8bZW3iXkb0/yaJDsM7pGhFLRLPr7aZOHiZuE43JltkvICj0eInOOLKIxNAWeIBYYPsG61",
+	"uzyVlDbiCZiXVtFEIBDUG4YsPqUpF9E7z+1MUIR1z5wON4bNSbxd8N9KSpfz64EOcozETYTj2hR2htNW",
+	"yowS74BXe67ALsJE1YSNaBrkqR3B/aOXMAP/W83XFRnaumipHKG1ADfaiH14/33w2cHIT9m7t+cXjG9+",
+	"HCKENdZQ6nyn68UNxK9bE+nBOBpiPbggpintKuKNDZdu4WSJWOi+T1C24laKhpwBykmYlEWQKY4I5jwT",
+	"ffa8EJw8m5xpken8+gDm66OOWwcBm8q04I5zhABoAvFpdx5C3LPPSLeHEgOWh/zCKkI7bhhu75Dx3qVA",
+	"aH5RkBOblOG2IxQhNIhKKBAgeQF+FC3GoKJC1kcQ3Ow7sfB+/bAKjBs2y52Rs8LMHlz23LAFugrJ1CSq",
+	"ZgNI0TMzr43hxyEo7yjDrb7boB4ltnMmxTLQjxuQaTQKCl7K8ewQ2p/zm7OtR+1wmRin/zUk6eVK53bV",
+	"/LFd3mXI/9s1FOAo53irY9mQ3bTroQu8y7P4l7HAOkA0OBrO3pa2JY/OS88sz+BoebkUiTeUS7llKDOz",
+	"diZBI7hUqhBc3sq72uTiPFjFCEQX7W5Y9jqFhS1MKgZ/iHsUtvYuXFgode7NfxVIsCFzI79L2r4VrTbu",
+	"Or5z62RweD7nhRhbRDHuPSQZ8UIQk5X6if+0euXv4O6XIIQakmYS79HLXuW6YT29362FZ/jLP7TFP8DB",
+	"1CBAeVFgnpl38EUGVOwab3AfXIvsoiFY/KMTAUr66TBHa7/46HgSpWpAoBFyBvcXrlpw05Z2ULkm0c0P",
+	"ckZ4P2luKUMmhS+w4LB8lnachpCSr4kZbhNTSvTRbGqcdnxLAnRP+n1I4v0Ms2oky1gNPjCJAY2AbxrS",
+	"nf+pWFb6TCKfRtBunoTcAnbydNbrbzUZopLdZ8cnu0t24yVq15/BSeerBDYOB3hhmoniv87f/sAW3JHk",
+	"pKoHZd0JGEl8vigES4mN90tdgBOcM6gIZqFSHZOBsLqiv50ud/isYaRbd7zl/DsxtJNxumef4523NRIw",
+	"RL+5mFiXAlmHQBankGHtsxgztYRwQAIaYIgV2PHsqFxgBnCCSahMSXGkJhPGx2OxsL5OP7cG3Wah/HbB",
+	"jT0NIXN1LXTBF8NU0r/+4a6EHOOACgBMZcZR8cg0z6XITlMZWO8vl6tfHEcaMv8evESFRG5OGl8SHmFL",
+	"qGtz9kwhJvbUl+u4xYAIvwglZiEhrxr4nMuSF8NU0g/+ERh+uD/B8XpJcrqRKjBMJQ8cbt3ZVXG5wFch",
+	"9xd0dKmsQLdqKh0ThBjpNh7dxKKz3inmrkzyogjT9j/E85jAJrvN877b01RyLJHjLBNOoDqjIZIzkypD",
+	"2pFBlEbsrlTJr+vzYbnt1TNUiUhBXbOiSnPw5BMLYU8J7hj4DY2ewH2LfvCL30k6ft5OwYMM1SZ57sfS",
+	"YLQ6y3ME13M5HaFDRZaQuKgm3qfn04mMYhOuvTMolYN+n159dMwgeaMXjFrIjl7mRrTmBtFHG5ilLgUZ",
+	"xX7nH5mQg6wF1dtfCjDzcGx9dubT0FMJ+WV0fyiepWo2qrRYT3wKsifkrKETntJnuMU4AIfKg9pg6rlW",
+	"cVpVQjWeWWS8Gsu1PSUrE8oaRrSEI2b4yqRyppZY1woLWq2nZiBZcRyYZR1sXr8I8VJHZspefgtM9wZ3",
+	"mZDBB+FPEVw1ai4ws9utwUTpVELybzj8Mw4ejHyywtz39SIDCrvQ+XIHma9RC6xwtTqHuArvzKXxKxBK",
+	"a12bI0a8hcLYlUffrWVuaRlatNWCG/uqtiH7DTZ2NTRsYUSVeCfrhnzlFTMLJ8l6CfOLxBZF6aexEZHA",
+	"n/dXhUGT9Eu/mQi1OeIf1jnMWtRgk1v4tOL1ma8q2s0N4wbdaEi1lVLlWLCTFM/mA5N2klSmHZ/kOPQl",
+	"L5AY2ZDu2D0eDHppB9Pcq3Ofyujgo6ym7IIe6vDVB6pEyWGE2ZDKCp0hsKG00+JePtwrdEi8o9kPQe6H",
+	"anfdXkaKWeJVwV11k5Eu2GBNeku00UEF9mrLFW/rbiIUeX2OlAPvBkLVZiWCHyhrJracCsI23/wNyJyq",
+	"dr7rNg3qddBMaUniDLZ440yCed541THbRjFJOZGO2tyee4fVjMusiOfqjnZ/d1a7/040/T/oUKgTwF14",
+	"kcAguTcn0qtIgKxlRJgGWiBtDHWmJQDL5JgKUAk8VA699xEkOjoDMr5KZZc7xpzL6dFE6SXXGZvyRS9Y",
+	"EoGroUEchZanfHGaSi0WcOqGsZpUDUSNAb4iY3aZj0X4LOvyVE54URw5TcV/LTe+/JUek/4RlNndEFBH",
+	"4wkys1A1CJPFWrGZKqHo5T/WFOIqzdePu1FXPVT4sq4XjOyIlXbcS1AMh19zA7FT2b+FUN1UP9tl69B9",
+	"HcUq6IFNgw3a3PrK1QRvguAneE8mnCoG7hFHQlAj6Y51QsuNLzZkzvjUhzxzFhZbOj15KuwhatQfcc8l",
+	"Vcof2nU466bPtCauX0SU7w3VrhFi/Zvu2genKPZOmZ/qpYhUdrNm+K4Zti0e/TtxqjVyF6XFmBv7QnMs",
+	"C15jMeggaCJFopl8EnsSHLMfWTU6MHWkJeg05zffYP15S5zImS23rQWAZ6OU/uhj2xbqTUgYW49U7680",
+	"X1aTaqyeQUuSRJ9ntKjHuTMvWxSEMV/wMQXVGt9bOTDZmEvcswDiQClitY1T5WURzQBN8PqutXwIauWB",
+	"KW2+f4fI57VtCZOqlq1pe75VxS2dwFGpfQORk1u35vpVS+mRrmp4DY4zUm1/f85veqdswIxVC1z4XE4K",
+	"rP86rPI+6YDh2VSshJKgtKUWlQf6b5REOhM8u2W1GX4wqS1N06K/ppy+7f5zjweYdr4ezNNOY84jeg5C",
+	"jqCapFIUfGFERo66F+cXTELxKYIo5NaZjVrNGRzkM4uWECbXuXf2UCOAvMWQehhcaGAZuMF5GUdv6bMz",
+	"jxSRdo7nYJVhkrZBRKBTJgoj2NPBwOdA+re35kA6oRvV8a8nQG5wh/9q0TWa1/T4GawpInA0KQXlAiFH",
+	"3REsxzPyNdYdoQko6T4BHgrABgnJ/V5AmXJavJnB5tRxBbK6cog7ZlTYVWO5d1NRZqsWxnEgPtVCGHS5",
+	"BsC/ULjM55SfiroM4wuubQ+So1JJAArwJF6GLfTcMhNYRIyLcFoN7kqIhSMfSs9H31kG+x5OeqHkVBgb",
+	"oEdOns7cAnlkAtKEzExpGwPhmTkvCvfclC8C2ItdKqLxdZ90LnEdJ041XQmuTUSgOBkg+1A4mzCjcDOk",
+	"Is8vTi94r8BPKm4ge3O4QankQGEX3puL6qBhM34t3Dvphmay/J5fisJsq3VvCJbE9PsBCPH4K3YlVo+x",
+	"dn3Bc22SCqoXE5HVhH1XXgothRWOjN13++zMPQeojhyzm9Uk8LyvnsSgTt1CuHmYhGX5NLcmYY+OHiXs",
+	"0S+PcOMe9R8luMAgXh1Vxsk5DB+HmlP3fC9haoHzLQhYLJXcl6e7xx89fpT4KAv8xl78cM5MeZmpuROx",
+	"0UhPnj1JZTzWtEMOof5YzR9bwedpBwBtAlyzmC/sCuEAQ952KsNS4Wq4Jy45ArzBEkWoHSNcwtEp43AP",
+	"vBlTuut39NNyMHgyduvs/iEoq5AGCFss+NyppnlRoKFtc8eqOlNVxHAQlYj4nlshhTHtEGvAxLkMCZPE",
+	"ttBqVXAYfKZ2wnydcAXgGKVoFSt6WGSRM4S4YZfXyuLgMDpLJTyRR9l6zlrsbeavLp4NIjqvtKHF122/",
+	"f934u4H1zJrza9HLHilsQrvJ5QXVg4zVfFFaj0DTHVDVhNvO3h7alZsDjhjHV42mScID/hWUixxW/kEh",
+	"HGfzjhjA3wGbpy2I0Y0IIdPNzMnh7sADRabSKcAA+RdgLaeaSysycA8Q29DcindCIzVVn0CozXgtOYlw",
+	"NlV99iNE8AyVZ+BZcsMkFLpCLYWxqUQtL+A0wa8IFZqp002lMJ5XVzku4aGe4EXo1YDHjeWrGNarBd4p",
+	"VkwP1RprC7NJam/cKtHSLIT2i1MFuCBFhLYu+OKVZgMSobXZu4/taTp4/J9tHjUgux/djRv+QPfjbs20",
+	"esGBVYM5hIY4+aom4JpSElVqEuBLIcDbwBnW9o3cxVGSypE7kaMEDGD3/+R+GJ1GNYj+JVjPtgzuC1Rm",
+	"Q+QpNwxqDgGVsFr7tHPyFGoH111vGV+d0hvmpbHsMuDCWAVqA2cSyDI3oJEAxWM1I/GYXGUGgbUQSarG",
+	"ZH1o17DuqErMocBsTCgV/aQySjfaUYQ8DmydIuK9fgo5lEdqcuR2IAi7CB4S4OzgB9gGANRzU5fKhhyI",
+	"pmO1I1HMbWbN8+s9hXOILdhSQHE3QDXOSsARyIGJAiB+KRvdh+ue4Wb0lG+/Hb5505g7tL2CEH1c3iR4",
+	"WbrpPn7HdW5aMpFaPg3kAATWaCFuHLI3uZlQLk6FgKXFL0qOBQVrfuGFTxFoXJgfICy7OZ73Yiyc/IZN",
+	"h9gt4acaxi+hHsTZM2spEgZrtkw+lU63pUIuAoUjiKSrXGasi5YkEBMijEmn5QU1FO2oVGIgKVlDJfZ9",
+	"Jor8SgTFpdIvnoX07iSVpbQzrawFvECwXyrguGj0TnggL+5RjZ6QVgPCfirFDR873QbRFlmpMRcHEBo/",
+	"6CJh45kYX6FvkROK4yPjgaTXquy2cV3cjJfuy/X6u6ebFBzfe5i/BXOnDhjQd7nMqFSzvQLQr0aDCwfL",
+	"+uAG9uH99/2962TOJJtZu+iannsuIcJyyxzXD+aol+0GPm1JZ4sm2YCKp0XfJz0Ma/kVUWw6Ks3YKOyI",
+	"Mrt6pxjJnnHzi7s6ZHlU1UEANNwrzKdoHPZ9Vcwv89wYgQ8t+VpJyOWK9HS81z8bYlH0TPCCe6+L182J",
+	"XSfgG08q0dE7pUpLHG9VPrm5Bkv3A4y/6/hPKv2x761j9EVLSlwqLIn/e23S/ucIEyaMqpGtvQ2ZY00h",
+	"HG596orFf4e0tZCmlinHzSAFrovuDHQ90BJCploTYM7pWqYa3U4fkllVYgwiGnwFvoJYqj3y57oBazOf",
+	"UH3xRvUy+ouq2uUlX/X67C2AMToqo5f5wnmzGZHrYPA0zKN5kSllLRI/3BnIXt748G/jw+94GWraDmRg",
+	"25M+KveOYQv3keyU1U3PyvonZ3BI/wWtfpM3Nbt/QygwfNF3xMDTKIrJqTdq0Ud8gDd4g0u9qzI91pnk",
+	"CnOI0V8hbsZiYZksiyKWm7jvEfvqBjC2k2fYLSJysPXZyL1g1NSsKrgsKPdkNEwltBQgBwzs1ApsyYnS",
+	"jqjpRqSym6OpOqLZ/WqU7L/nS1817qYJumVDdIcMuZ2QjjXc6I9JJ6pCjdTNKLR3WeqmMH4cSJnzFZsq",
+	"n+23kRfFo+YVLYEhRT0jWnpnUVGSvwchFuPssdiwvVSlJGBk9IyjPt4oVm+RYC0mEzGuQW9vjhXN8iia",
+	"JeRE6TE0cVoOQRTVLW/WJXdsZZL3PQp3LWSD3ReimI6z+XXI2UklOAkc/WmCJ3Yfw2+Ec+jeShJxporM",
+	"LyU2BYMdo08m+KSh7HlVtIIOums7s6xgLb4lT1xLFmERvLhb7W+8y93vBogYpe2JmvU9QxcaYZduUqtf",
+	"7v1D/+CDaqlrcWz3tp8PEodCwTPBCztbdZIO6COQvUSASqoE807oa6F/wSZalEMtx82hybXxn6tSj0WL",
+	"NgCpEvVZDFlKFZRpJwG4Uxw3/oVk81P+M5TmpDLtYJpebbprb2xx6+Ortp0zT9dtEBF7qfKVI7HBHF7z",
+	"dDUmAvgbLpRtCjiCO4t8ibDPY60MgMWiYDJto29I6myHyLuNR01Jxq+FxmaM2zn3Ht6zUF6qStsCDFXd",
+	"0LStuERajAueQ4+QGODS8bq4IjUAwO0FSEsfN6/lhybwiItqdyQA+uMW8aKItqklVfH+AQPb8hljQQwd",
+	"ikpk8O4BSpiCWff3ROgllLaY5Nd2ta401Bc1iRIi6zt9O6BBlBl7wgy2q0QHeFjPhWA1Lan/p+9rUNca",
+	"d6l4a0H7/Fqsw5YoWWEPRS0NfL7PJDT2w6rwNSzeP6I7hpKP38pcWGYWoihOCSY/t7NU1lhcnx1DxBbX",
+	"8dSr5xCz6NbubIXa3aV5vgFYl1q3C1QwgYMGtjBknAoVFaRbsO77V8/ZV18PjnuALKUijAtS95MoR+Lx",
+	"uDRWzYV+nTn5CY70Kq8csts9FDLEBOkVrODjK9R00bipXM5uZN20A6HaH3HfUhnXAkH/NYblPFpdOl1z",
+	"XSIltBu+Wr6fyrMQJf6KXa6sMD41c7iXCt4i4T9l4D42SM0jCt5jpiQqlb1GrPj9tZAhquRec+76kJrp",
+	"gesBYPN83EZDH5rg1KAoR0UZzwJoY9VK57I0uRTGQAzYpNK9f+Duc1+bc0d+ErJZMDmkz35QpG7VaX3N",
+	"73oghwzqUv/ew4IHhOxuMwlnIPT/1EGYreGWvYE310j6FmHLupipKcyVK/7JyU71eYdi7L0ImOwSLNEo",
+	"GE3neD18zbqxqezbU0HMTfxW8gKKnCaY1k4C4WARfls9v65ERiJt7VQmqQytoGp2fnDR4UArvisVJJ24",
+	"DwDbbZN0e4OL3saG8P08yJBI4mn79DoAhUylVQu3f7VUhBCkmipIr/NdcaBcAnymUCnM/gl6oE4lpLRh",
+	"xwRcK4iwYp3GoO8W6Pj4K0xnaFu4VEoVmzdruf57GzitOZCnXvOuGyxUXo+4VZWZE0AcKGOytzte06Cp",
+	"t6vQPj28qZQME5i/k2rZ4MB4BeWzVdoFebSwWBMX0C2zVGwuuIEuu1AZjBADUKtLvYjchH0avvf70qia",
+	"1Uc/slBV2KpKLkIdYTxG+Bh4/DHzYU8TlsbYBLtRx0yrBXmwrwb05qVW3laxSxFDAvBQkRA62HnwsluX",
+	"J+AcGxaGj2dOV1ihEs26VGbpcwh937wklN+Cl4mSH+intdnAt/b2qNQrNxrk284cfbGC8nNPLNp3nvmj",
+	"HSd2lW3QUu1fX1cvvWhyIEGY7gVF7Vpbb8SLjSHAKm8211Wvtm7Vna3FH7EQ/KpFXe1iwvXxoMdqNBHw",
+	"5HBfEvwDwpkH73n7SmxFXQuKeVNxKgj6KgmbwizVcf+jvTh2+1g8sElU+IKMhXWjE+OOcy2stVfWo1+W",
+	"et+PakEaKk6QYVfk6nc9MIV2afAtuevrkuCyJfRSb3QV+jpDJn5zmdpBGl8AcnRM1bQVpTRUVwl7iL9t",
+	"V5gSpJZwdmuIT95heYofbvue3EWlL4UHb99XFl9Qoag1VNu9tHzLKvqz4TFQoOk6xyJDUu/XOsp6rcHO",
+	"tCqns0VpWTdEBnwnVZ9/V9MxUkIsAr23qlt3Okkvig866vIdx5XGH5z2F5SSQkAvpUPKPfePAmLiYYYu",
+	"ZSPoZwy3tDDvw4NpfziEU6sU69UDOqnsYgO7Wq7wepini51ZQv6ou1QlXxC6w1awBnjkw5ZTuhZHg+SQ",
+	"OV9RLA22HypmCkh75eD0eWSQPLim1Gk3BCxS7MUaGWTcHdT5rZ3BXTQW47UI6m3ycIcxdkHEHtPYbpz0",
+	"7ZZNW3CEROAacIPvGHd4vCIOU3in8v6RikhctkUf6sx37bzWT0w7I9yz98hD4GGfwMPe8YEzaFYTh368",
+	"w6TJCsUgZZ9BEgD4uWvHJhwE+BjVBnD6C/QYRG/C+lhRGJHKCszdW+U+5iHFEj93y3hC09TSTtoJzbe9",
+	"htWlBuw1d1PvvjzoTcOq9cUhPzl48xM2+v3jKB7xnNVDQLv95js/GMNjwCd/+rn6ZF63SB581w++68/i",
+	"u/4xdlGzLniWHRe5EgunIG26rMPNVLp1yuoua++eTupu6/tyVjedwkGNFdVdy/foWN49lMpXi8wR8Csd",
+	"F+/d2ne7T16pFte5WDbYQvHwd+e+QvJx4ua4VDqO8aUdbtng6+FgwJRkb5TMoPIObCH2SucZX7UgGYv2",
+	"FG5HlyNxsyh4Lv9hdSlGSb383YRWNFBjqtQVwjW2JXzv7QGqgWA3MQZCizoMvQrwpRretg32KCpfaQHs",
+	"a8MarGPAramvUOy8ATK0QDIRWYSMnxvEHervKpk6oCls1NGzWslG/bWCWl6rXHr1nH399Nnf2ALvYJmw",
+	"vlHDOoW7C42MmjIM99/CCPy5qRcshYh2IM43ePdyW4gtvfU2uAz78P517DqEcis18YuxO+gCV/2Ht+LR",
+	"v8cWCLfL4edF0VR0hk08ME+9qoVhtXJI9N5LheigbJIXFvvpr+N51aBOdSO1Q01ESF2p2mavIU5GaKKN",
+	"hYPwGhFnsMRF9IjV5k4U+brz0Ot5f4N825ltm4V/ppkJBLJrYC1wzS+7r4VXvusFWSsjt0OjtfqY3GBA",
+	"s40tqFusXmgSdfjCfdxGuM3N2kNTo+3QAJCqSQsimzWHudKiyT1cwRDPuQXsA4j3Kom5Zv6t5pT6ck95",
+	"3kjXa0cXB958VOMWUgce1XsGzj8nIm2o+ZiQ7Nta8AE3Oct0lheZFlthZf09rOvx0E2hrOkhmYe2kGgx",
+	"LwoIzVnVUtNxeGnFWDfpUs+5VDIfR10qoWNnlxdGgSCuYkL0TYxnIahRr9/2pZazHXW/RPSSGtxggGSA",
+	"NyRs7Ad3WKdXIQ+rOXGn4Xl7M7H1grWGOuzMsNai+dO6qpop4csntfAOe1QaMSaLXztsxq19sNoQui5m",
+	"Isbbwmaf9GcYKjjUPcpX81YfpCLiCxHgqre3vnhozcrOZlbzqnB92xt9ffu2mgApbuyrWOfeXAXwo1NU",
+	"+FkvshES9uHieW2b92wxtY4zG4rodxdTu/tVrTp12zNRHetHqorBgsutD9FtgA9dmsN4FD7xzV6R0rN3",
+	"r6toKT5YO2n99g/80FjDeeG7J9AH4F7WpVfHAGXFqte/G0DsP9AmDes9t3fTrA99s0T0gM5CpTxkIwMQ",
+	"agPyk28URSXDDfoVJlF7nFWP7b0GnXpAz0GEiGv2khP03wFT8x29tm2xnyS2/7pNA7ptnrxPUA+jZS6n",
+	"phV2kkuzRK2Gk16AvRUYDg3OSAKdYWpnUlMSDujzU8WWWskp6zpxyLHWlxc9akSF1IEquWhCMA2ZXVEf",
+	"11yzKntnf7/KjzjfJvaKr9sTrp6SBiM/QqRcBDqstcirWq+0NMvz4spTXq3Ux6ud66LokCogT6tnY+9u",
+	"C93dHP/oeFaD0OsChkAabKO3uv6+VzwvyqaWTVscIDu7420ybsDkIMsRKC6X00IcBdYHtgzmSwDeIRJw",
+	"M9j+ltZ4iR/27oW8pWsibMI+7IW2zOncAWm+odtvBUU/CsLNd4RaxKWJPhAX8tI2NZ5m+AOnvAO1oCcU",
+	"xCiAkq6LIIgQNrsERCHGVum9Wau/f0v2UTSsZYtQNCQVKb9lbkRxQMu9dfBi3I9oMvvQSYsnAGuYGzwW",
+	"sIPzhNzLwI7hTb7seUhzDL1+AItBWPcPpVMZ+jn12VlUt075dx5J3ULug7kSYBKyPPgLEkjv8R9ri9Vi",
+	"w9ymmi90OlTrH02AuuwqmSD1FGJiqYHKku/Pzps5UGPpMQymXUmp3FnunKCuCatD++vX5GAXTDX9OV/h",
+	"W2IPHZ7KygGD5vFoTIfYCOskaHywm12P9SYUG2oi9TEDGwUmiGnKp449VPgPIzePEWsEFFtPZKAFTQL5",
+	"bjsA37i7b1V+GsigHbAby/WhtZZbXIptIQhLjDZyKFHBoF9b9LVvQaXaOytw88WHBawvKuSTHAnWvxGX",
+	"FgGWuQw4tizPxHyhrK9V24hNHOj7anQseXcSQDhXbp/QZXTAnrD/cP9rib8FJ9K2MTyHm/6oy6e16AGM",
+	"9VA7cgy0sj0q/Cf0FVUR+L83BQxFke21zK/wTtDOYuppcCkC1VGGsRXzUCQENchdt7A4816CKHruxtfV",
+	"S4++EytqJgpuU3jdeWTVR67gk2fPkl2x8dgLtm2WAc++5tfa9gRhtf9xJ1WcfLA73+y27qsd6/RndiTd",
+	"m19lLcyST2dCY6EcQs1hIH8t7zqwhEFbby3vLam//nvfEwO9HGA9+36vHrL+V3UJvQT8TbnXWo31gO2h",
+	"iBMwIYssRqGvN5WNILRS2Y1AwWGAPVbKQhjDiKQYxR5/4UVxSLp25V5ZU6IQmR8z3EJMjRz/9W4F7j/F",
+	"qspEp/LqRp3mYI/NH/G9NACu+stxVeGHi+fNVYWxA2FLMWMVOyVsQMhQoiqlUNS4d9UizXgvbaOyPxrB",
+	"kKNoAFrXJ4NjyDePgvprupnMxE1LyMGK+SPDFspgYoevPUNTmVp6DFpyuauci61MoEqEgJTHVVs/J3Jh",
+	"5SYClnS7inlm3hKmEW9qTA10GcUS91Ekt7k0TgbHAZ553bUBMjVyZcw4gb/WJaVf1X08HLBjW/MtamTT",
+	"arKiz2lL+BrUFIxe+3Ai2N3Ap2C4btaXq2hP/O++jC7X7buxh/25NhTvB2K8IUslbr94UKVQ2yHbVTrk",
+	"FzAMP9nDbmjrYsnHPk++4TCBg6DpWoNH49qxFHpi60D2s+TW2Ewd3xh65rBay5wkhCYT3wNdUvviB9Pl",
+	"wXQ5yHR5MAUeTIEHU+DBFHgwBSK5fRe10bFSez+dkDfiPgf3JBrPIrc7Z5dlceUDD76BiVXDEFbhls2F",
+	"sL5p3VjnVmh3M6b6Vr0CIXUyXCVVNodW3FxiA69U+ogBqPWQwYqdvehBnlDjrgjj2j8ygt5vgMvjcdoL",
+	"ikD43olB7l6uGB+P80xI29T+JM/MtmCH17GNYHlm+owkvlTVB2oKQCq7FFmCPlRQQZgww1c9Gl9ApwGV",
+	"DeBFGaS3rwGkbRH9NVz0QFN/uChvbdIQbsK5GV+Ql8TrgdhSrMsN9Uv7x5VY/QN+HYXuYbmxzQh37jC+",
+	"g/SlrcsPlAft7QgvhgbQ0sslFm1t70Si4XPKsMFHTiFVg6r2KaNio2+cJ7++/8yov1+Kcz35ZWNsI8c+",
+	"gGhGjd1ApWJzpaHG3EvE0PQ7S8DOVTLqPODkIeDzjUCVHhEyVVHAjxEso+/7AL2ZnYJKgUynTGOYzVg2",
+	"mvObsHojbBBpfPwU94NajbrnR0dhMkdaWCHdHEdxq1G8nCtZ73OwblclnfCirUkVt6uZ3t8oSjaqIqKy",
+	"Uezn7czuU7cN0Hh7LiC/ubuP4dar1ZhG9tfnNKE+gVWEnN5xh3pdL1TaVbpz74uyhjarZv+LCsGg5BoQ",
+	"KQYmKr5uQbM5yF7aSp5xGfVpcxl14jNdQhe7ef8vYYRtXRgd+mnR2mwhyrYV+lJMvIaaA5gormut5nVL",
+	"64odqbcHJsPeZfrpnSaSbktubBXr/1OlkrblrjU0GHHyGIGtrHKqcW4DOJ5hvMxyS+2KnLi9EotmZsHb",
+	"051zwygxEito4DP75wgjsIRt3qUrsaq0t9acuM2kaXRd78BjO8S0OiSNd82yqrJGAWvAzzcax8+7N/0u",
+	"TUVPR/dnMV7li32zMLc7pVFDlBmDRMMGUIhmfyxUFIT6L8iyQhXXKux1xo77fWfftLQ9aM5qfAkWH7gG",
+	"mnLn89AX7A4bQJ2X8znXq5Z6xd1bjo9TpOJj0pkKKfShOexF1E16u65A93nRkB9QEE9DbcN6W4NR3IfO",
+	"/aybCiYBV9APMZphHZwwXq2f23enLRAUegA2S7OsLpxqVwhdtQkxciwWtoKF8xjqCTj9V6LC5G2Jp7XC",
+	"fnwjnJyumod111Cx2vys9Lm2YhmrV4SYdQCc1jtqDa80w4ZA4F9hMy6zIp6rU5j2iLNW+Fl5BZ5VLXI0",
+	"iWjEtEFJtI1baKCthVlrheC2Zi0zUcCMyYZuhSPb2cGntYBuv341lofuGVHDmlwDYJrQLMuzGAYatf2o",
+	"d80BO/6iDNUmtwNPa2/zkq+hqDXt4kXQ7g4w79u7n9Zan7Ku+xwzv7WU7XpQh9165YW7s61vatQ0NXa+",
+	"vHt7foHYuzAMA81VQaa6f/wCSbq9PREi2lfuohGYYuQ+MYr7A8Nwqva/kExd6mLUZyPzm6FboxbC1N4D",
+	"7vPL7W6uxk6+LFEB8Fk1FZBCgw1KUmn4XOBn2FQ5+lwfj5qEXMlng0FYPZmxY/YGmiSmkgINCbtU2YqN",
+	"fk8JujbtDH+iASes3+///HHEuuDV9NPgBsc7SqUBJNbc9ipwYkq4HP3vkZdb+gjiyUcgVkZ9dsZObm4o",
+	"YcKNo0CTsqEtbcjnoX6Q6FGnJi5u3Kl0AwcW58addtJyMHgyxpfkGfwFzc5oIu48Gd9zgAP0AXRhPmVc",
+	"rlKJWByU0NN9evI1rNmzwROc3nv3naMz9MlRT9Fe5PKHzW2ZQ5+dC8EyNTaPfdee/jyr+/LcojqJ/ZuT",
+	"1RVFNPrxLsBF1Jo6c4g61MLS24uVDwzq/lYqy3dqOTih/8Z7g32652MXdLPjyKId7rMCrMW7EPUjeNsI",
+	"epbUkEk+BQzbOMH/AJ5N4wjTjyvpGvkOjOJWRQx7+YGaonrt47gL+4xI9N7MshrFHGaXfU8NMyfAOpEA",
+	"+uy1ZJy9O7t4/m1wXkX1EFdCLEhdgGjNKbQF4vR0QvwLdtsnA1b0BrHdBmJLZRu1NQTd5vxmi/8YALuD",
+	"wziGGprzFWb4VXk8g0HvNCq5vYYoA3E+E0dv4m/uzv2Z8xvMHXon9Ku8qWjpe3dSPXw9SIQ6fkc1qoRq",
+	"gBPmYU6U9jV2WwZcvfiw4bb2rpjnCKcCyHY1Bz0AxYn13hYJmvmg46cSJKdHznpkoFWCFdpJQbC8/Uzy",
+	"qK85xIpCyCmVTlAttXsOMl2dcec/Zk7hTqiTNHxlmFEEQ7jfxM/Bu7W9g0wTJZHzrUs6KKzEhFqvySyV",
+	"WlholdFzE929n4jwCqmoC26cRpHKam+/jogxHnaldJATiuEp2nMFztv7GMD065WFayuw9+kJX9lFjh9b",
+	"WdxFJQoPLOcKDQJJmgZ2BfMojeizH6ue2uDDJ8bnWBM6vNcm74wmLv0b++wtNASU9HROIL1cgjqeSrwN",
+	"c0+oOpHN3OouuDsHEpsWP3/94n0oLzO/GRY9lkrwbfuWKJUZgjAedbbt5xmj1KYyMF03RoNJztjyrvv7",
+	"R1bkE+vjG04Igfe5kQGP86yJ855lmRbGYOsTEzAjRyeDJ/1B//j4SX/w+OTpCHKwON1b5BYQinKJIsBN",
+	"CBbpUpBGf+pXioLunBYQI9vxGqYyN2w8E+MrdCz4XU+YkrS1WhhVXDvegt9fS5uIQbEGOwuhajkVm9Ld",
+	"Dc00JUzTXKIVmil1Zfrihs8XheiP1XwEaS2j/6j9hpazXDFTXmZqzt36TFh0R79lLifPnvzRyXgjDd32",
+	"TbzCX4GCydhOjuBDwV4yw8ePzW+mL8qjpTD26LjP5/xfSvKlcZN4fHzy5Omzr/72968HxyePR21zOvaY",
+	"sreeVDujuVVSwKeJQvrAI2QR2XySjyHNzTB+qUrKrSKJWo+hVwkehnUvhckzYTBLJ8KVUkvZq0Nbzz2k",
+	"NTCQA2Kcqfzz2Dzn2Gl0UskB35WGaVFw0Eyth6DEBTOsC7AGlys24dDNCJ/s9dexjW8hzVDu3w7QYo98",
+	"9Rj3stJ1bR1CrHrPHrnszSgV34kF9NELWL1R1mbARKDczRpnHdwB1lPTwnrYmYaoSiZqQCzg1f3FU0Gj",
+	"Z8H3r9rfgQA5I42uAsyU2oItRelYTjRXvdq2tGfbPw7rgXebPQGYie1rCnRurg57s9lSEIShOQqZQbAu",
+	"4yvwNsWzcmbFWscw0+IVR7/bblMZdttvR/Vck+38oxBXxeo9RY0Pimgi1DQmyqgxL+rdcn+aaDVPmFU9",
+	"UD4oGzLjK3MaEPqgOg/ywPjqkcEUxSRctQqNH5mxbto5eTocDOgsreH+3AdC/hYchjbY3G+/Hb55sy9K",
+	"LNzsWza7952yMMfgNUCwY1qg3a5sWIifm/D3jRiXOrcrZ4MQsOCl4Fros9IxpN8hODiHHAX4ufoUuCI/",
+	"foTIzkS1wOiVl0U+Zu9fnl8AiJ6aVPhc2RCrnjAxDZMvgxxOADnd2gL6gPiwZUIHxz3im9u5f3d5NgeN",
+	"uFj1gpByFwi4z+myqXQzEtKSWjBkI/eD0vm/6O9vYIIM/cNXYoWu4VGfoTCFFzEN9BqZDEdmrBYiY47u",
+	"UN84pQYBbkjQAQSI2Ttw4J4evscbH6PH18ePadyj6E0woz67iHq0w9RvrCOAMS8KQ4iasBroBuA4K1MF",
+	"TOHiI1PFrKDjT9QQnku/UrBQLwEUfEga01PwxGfsWfDIOyocgU8bl/IxlTP+569GyVEqux6anHz+XLIR",
+	"Ao2PUEHyfhhobckzTOVkvheAFtxADuvTwQByvU3sJa/KvdBWBHGeqXE5d3Kh6zON4ZUJor6l0pFsAvzU",
+	"fZeYxCpBW1Gv2IJrPhfUoLHagOpbmRgXXItUQka9r9y1y3wsIE0YPJU4FreSPko4A+IunbXrLLEZyzOU",
+	"aLnxGqN74bXQ7GQwYOMZ13xshTZQ9kw9CN33oAEABjWwL3o345Yjk0DrEH5238lK3BiRuQ1NWC6veZFn",
+	"7MPFq6O/J+zDfw4Gg4GH0JML7nhEKk2ptZpyK5gwY74QVVuDtMz+PoDG5Jwy2xKGDMRQqr3mK8OkMNa9",
+	"KBNi4UuDvnrKCnEtCtM7BZcHbmZuU+nN1MvS7eMVGqxGSCNY1w94oybS720ohVGaeANsZeQixTIkcTMW",
+	"ApJdHVVD9zSfO2B8oiK6XKHu2RMYRLs8MTpzzUe13IUeWNLuyugF6b1v8PKIoSJ2yowQbLQUl2C6juDj",
+	"L0p/pN0RjYpwaElN1Ebi64FJO4nvH4zZrSez0G0NkfI7FR8NGDzsDTeOhs/evY6g+4ad4/6gP4AEyYWQ",
+	"fJF3hp0n/eP+AFLC7QyYvuNAkBrn/qC4cFMuUJVch6hLhhk1F1h40Y3Y9yVucBKXvpgklQSRhk69hFKT",
+	"SCNOIO4+yYsiYRXLD/7qxLP2JJWOFyekC3oUcdgz0NcwfcFA4A3Cj45Y0Hd66rkgddxHXuo4iDtrfXbm",
+	"HVmOcxsBucSmcsnjS5DFp7Li8XAn8stwb3eE/3ydjZjkWqulwe7X7/ElDBjKlbMUPASAT06k7H7WHR3B",
+	"T1HCf8K+HoCyFIdoyRUVGNfrDCIYxp7Blrp9JgZnOsOfms2I6pbHFHj5mOy807cI+72TOxoBbuoDXF7P",
+	"gH4XeDbWnS87/RTuzeueNL/mTjieVu7K2oY5NkF7BV6ShsH5zbnLwQHCP32XzXkmtjZEaBoVNY2tRrRf",
+	"Gt3ugbT0FmhcGXX4CH4G6M6FkgaVyJPBAK1LpyahIR8pDE5RCMol31ku4ogYwo2gbq7PVBCEXQ17MjfB",
+	"TR01+nY3Qor5Uxxe01fDNB5/wzPviIBHjnc/8kGS+vUvTEl/Oniy+6FXSl/mWSbALfT05GSfzyy0Gju5",
+	"c4nJuk9Pvt791IVSb7hc0ZzALfRsn/F9kPya54X/FvGc3c+BHolWhs/p7LxDbEPsikQFA0qDFjovLYcs",
+	"KFBsE6gxjhtXWz41UM8EPO1n914ntcZxvJMk1yYjrKKi984M7/Mo+Gn8+5yGL5WuNwu0EqZ0BnmmlyuW",
+	"ZzFJVzT8MyQSmwYqxrwPTwAHk/HrOpQeUiks2DcqW+1BoBRMAZKeqSL3zpVqDZ7PdG7snJuE/SCW7P8E",
+	"148Me4mNjqQvzV0KcYU5YZJ9I3SRO80FrBd02UDD/p86J4OTvx0dnxydPOsk1R9fdX4OYioTR2EcSQcj",
+	"a7AS6IQJDz05vjj++3AwwF7s8PvfjwbHR4Pji8FX7ne3FlXtSudl6ezDx2FsS3CEwZtxzj/FHqKPP8Mx",
+	"POz4Ug7Px7qfxupSfNxgHsd3zjyaGAeOKPuzs4PBHuzguZKTIkcn5tPjJ3vxD8g5+TcQv7jN4DG6GRcl",
+	"ZK145tPGkNbl7OPf8+wj2ocA0b7BqV7A7xGnWqPopw250Fj0/Kcnv6e7n/hB2VeqlNnt6PVLISTcsKjD",
+	"pDNrAfIFfX5PB19Tl+eo8RIkcoSG6thSGHMXctsuDht1un8K205gg0/CMqnWkM7OX4xwvxQ6/KeI25xu",
+	"0akOU5ZegFKwgNzqDdrDHIga+R2iSB1GeZRwsZeq8Onontp8/HXp/0HR+IOKBniHo6N5uke+dJ9dQCwA",
+	"k6KrIDBEyKnZDuIJYJO3GccICf6dsZWwO5QYjBpu9RRgpshn85nWugRXh7XB49foPsT+r7d4MnSd2Y9B",
+	"wCqd4zNt/sfbNoq9b7/oLVqwfgluUtiSBzfpX9NNGtxJPu+h1ZdELG6N5T2mKBkkgJF/aS2+BwV8TuPB",
+	"oujQlBrqDrD9L+PQ0Q8qCKN3O4PQf6CfyhpanZowZEoJq1gbwW9DkFVhPm/a4UWRdoaMutznJpVe30mY",
+	"URh0DK2DoY6uCv1B6A2jkHVYutBQBt6LMCDzvRsTD+HPVEaNcSBX0Jks2I+7KfBGfZeDILkP9XCtKfkn",
+	"Vg/rnaUb2M2OJtJ/btbyoMrVeNG5oFyIiieYqNgAsEOhNT2ekq6vKz4eQAOkhdBwinp7MCnvWWoz+eFI",
+	"de5bhrYZPTDIB0v/c1r60m9CAyndysjfpL/HmBICgvJWToNG6Yr9mZdM3CxyvfJ5nFinR5mcvkKNbnHC",
+	"UaplwhZFaVI5wmF9sxqFXPJhBC32yFBan0WECxCqx8/mIWeW+1Sp01D4f/J01pg48hK+VJ21u5de+IXP",
+	"JLyC6SLaDrrbKFxN3Ivbn/kHt8MnYRKUxNwZ/vRzTYsuzQyxXECFjs8HlhRX0D/IVtjZRvJsLWl2TxFW",
+	"U7bvlocElXxBeEEodEGdJrBYYxlHgMmh/4dxTwwoQQ6Rac9sUk2fGl0EiJzsbYmdsceF4NC909mFsOBV",
+	"IROiK3tNIBMAdSt4ljgrYZYbq/QqQRgzxuFM0Wig9ybkZbXrzZ9XyCf15X3wbn5RuiqPrdeglNJB0AKq",
+	"j8ntI9Wy14dgFTUlwDp79/z+Zx0YxB2f9ZCuYYfEgjB/woMIYRJ56KTr0bxYV2ks1lvmRqTSn/ZeKD0/",
+	"GQxoTdyJn4L17JHTkVUu8zHgtnKbSsKwMdWX0WtGvHSDq2oxLrhjIBUudcDvWbFuGCaa0jG76UHtM6V4",
+	"ewwkyC+n1u34oUsFBQVQhvB08BQeooF5RYc0olTOVJFBYjk8mkCyeW6rOghj86JgfOw+WYhsKigr3DHO",
+	"fLI2dkrGR7g5QmEICc8Z5OsveYzQYJxhBK2VUukZX9dDrfUSR2mXYqzmwlS7RxDgWHHgRROyoFRehNUG",
+	"2UUFMl52PTJVCSeWUEPtoZBjQT2NAToulaXMAMEIASTCyEZY92L5FOte+vg3vKD2Cz1B1THYhNtyoM1v",
+	"35w9Z2oCBQlzhh+KC1CMGGthe0NszxmupNKNLhAOECeN0okNoWkaXS4DTgbL8gCD4ZZM6VQu3XZeCpgn",
+	"vqYHajBkcAcyhYIMik3DMfJLsOQmlUgTtJI+ZYnWj5CgWHc5Q7QtpWGrUE2wesVm7hWXQkgcw0rYXkKO",
+	"K0CPG6vFKirECXAQA4SRmmhBSPHuOJ4yo7AChSDhqvq3yFqgV+IKAbAGzafP3kpBsFhQ38ThXhyZ4LpY",
+	"sS55u90CEYICB7cb0nAPfGnRmsNMYOHXjxYkdtGSCn96c0NHLBwTLHms1jxZ23Vc0ATn4Za22kpax/UV",
+	"jA9vbofA3vxxSsJSUr2O429Jy+lq0EbgLfdpBtEn/pR20PsgUaRaQqc8oJXeX8oW+iKtmn9CTX7EVkky",
+	"8vHVTgPm1J1ZX+u3RcGBOsud7jjAb7pHCoX3t+jpUOgDaoQ7yaQDINDtg4vusybjVDvj5ErD7lRkh3Xy",
+	"f8x1V5HqY6z7+sOa+FreNbz0z0HqbkF96s0Dxf8Z0lyAOALMxyOz0bSPHAlV9DNLWLACQgu2ChsNLbam",
+	"Q0L0HsOMtyaxvKuAvu+NZBH/uS3h4MK7pqGIcy1a/VBzchfE55a+nhzgFzwmn0Avu0pLCM/7sxaW8Iwv",
+	"fCvhaqLfCLt0RtUzAtsFC476USZsrq43weEf+X7LJq4uiV8/z2Vn+GwdUvzZoMqIElyPZ0fQsZrwisZK",
+	"ot2FuOfVCM9CzDPYjsLEw4xHUfvgcfXBy7wocjk94ou8U8cr7ww7z+YwgoXQz0tj1Rw7I22O4AQDrnRP",
+	"4lYrl4wXRTyCaB5uz4adx/4BSB6rDfCk9veFsryoLdNC6CP/NAKPEEBYNbaTAePO+FcA9cH4tdCAHX1Z",
+	"aoOgTE8HCTseDNpWjJdWvfd+NmcXJR14tjN8OkjW1zMaGtdWCk0L6sb1TuhzGEdneDI4oHAHz8bnKdvx",
+	"/SEeinb+zYt2IkycuKHUJp9f0xT2LNgJ/P+hXOevW65DdLNHsU5pqkZ6TapEm1OgjYwGn4AhXkSt1h4s",
+	"os/oA6BGr3UvAPqpNr0AdQ31zgt1IoK8excuvvzzFOlsPwfeT/AXPQ8PSsUdFeiErLDd5Tn7axuPvR12",
+	"dCVWO5A56M7vxOpe3RVn715/J7a6KwAp8EFufGZnRshn9CTEEOwrhoNhXS2u1ZUA5EhTddq5Y6nSmJlx",
+	"VhsYBDkRARJ6L+UINoaTGLIcEfGhCb8R1PkAkqrqc50pAkDUgmc+HmtL02evqQAD1bXu08GTHjURWs6E",
+	"FkwURtQhKgE0siGgSQAi1XG7G1fPPVm9eFzJwv2Sjd/7t0H+0nLqtTGlQHTH6tB5vDxvzUApPpwqOpI5",
+	"temlTCE4EreVXo9/vxKr19st6PfAjupna7cZjU9lDzLnM9EWrv8acZ3WGrUMjkMZsmRKOsP5Wl3lcop5",
+	"co7WZlzPC2Hu0qTxNboLbmdVwSmQYWfdwrg9fOHPjbQ/UVqMudkFBMqxa1VwFxCmb3UqCaOdywzyfgiz",
+	"2yOfpzKCAeemVtYNeVwQ9IQ8sm6EoPUr3JEw7HOeSiwKR+hPc5UvIl2garIUN14CGVvKUFvJU4mXji5X",
+	"R/gvas+BiY6hG0Ju1qot8AWL0qayC1mF0LiI0s0QgDbLr/Osik3MBTcATwvS3uZz0QPWRflSVTanjyFi",
+	"TpZ71A9JSDZy6zbyaYKIIZ9K6rvMsEeVCali9GalIT+kUFNI6y7ExDJV2j4bWYVVwDaVED/4G4KLYvom",
+	"fuvUf5MOGzSVlmoJiwkvsAq0noyvUhk/2aSGvCL6ags33Wn195dQt40L4ZelNQmArv/1hMVfWn25qBq1",
+	"1thH1XEGuJ1jfUmdUU15Lo1lS8j0tmzMJcs0FCPcnY3TKAAcd9qm6zx3ihYS7beqyO7f0xtgJrb4ex95",
+	"i6mWJOum8qBdfSbSf0llw3UjV6pln31LKlPYLCXFp7DdL+oZApeaX4mEum7XDAwqySRNBrtyg4kN0ONo",
+	"cMB0QkMoKHbnusgFdggAcHGZAV5Cbo0oJiBjR1APNeoz6jfuRb5bBGM5/OO0KggA94aT2L6bgMhSqSRF",
+	"awDIAPo3Ab1zGYie8aJQS9Mkf899iCYc3tsmaxirFvVA/7lV4DFkuZwUagkr+2TgG1G25kAMkg4siwft",
+	"HBwfDZ5eHA+GTwbDweD/dQ4I1LtJfaZ86tsyq2jToE/0X49jPbjea4zxW1D/Y2qg4+ILs6GgMpwPKqEk",
+	"zsG6A+YOHvYSOMCnQQBPbVbdqwOYoM8eb4n9nnsoqc961MiB+iD9P5/iW4cmMNgJxyPC+LbAVQdsNJqx",
+	"lGiVhBYsAM1l1b1pvyZu8tsapqpaAX82ZDgo1dlXEPrx+gKflpfiFt0OMs79B1ub7nq6fjpHV2L1D9AE",
+	"Rth+p+CXogCWMwNXUG6ofzqDW0dQfQrdkuDnHrRhcpfo+eCEmnGPq3EpisR3n/KP9dl7sRDcosek6vnk",
+	"tBQjroXmxWmcAYMdiYWwTpsibjhHlUrcLAponIgeuKbVgTHUFia0odvWjPWrzaZyxq6g5c9E6fn9thfw",
+	"RPPQXuCLwYOLei61QsJVHG5XDrgngE+fBX4YgX6eTNywOlvCkWw0nuVFpoUcoX/UHZRX1GnUjBg+dSkI",
+	"SO5aZFGPs4dM3j+95v9s8Lfdz7yWppxMnHIi7blVmk/vMAsY+uIFIdWFP5XGjofYOJCHhpqZKPhKZOxX",
+	"dcm6upRndZshZgzr2tBjatq2D2KkyKoBQaN5LqeIgYDeD+jHBciK3Xdvzy9SWf8S2CdrneFCT7gXL79/",
+	"efGSbT7RS1IJLSTDB9R8wbU44jI7MsIOY1kejQrb+lPtPrep5EWR+Dak1HCY5wVg5hS5sVi2PkIsh1GC",
+	"wRNuCBUgQV8MNmEE5A3DpgpChW89nGSh1BVA3pYLp8geAy5egNoMs0plLlmeIR8/ZQRdafgKAi7wpgiI",
+	"cjQm6WuEZValMhbJfXbGNCg7CNLt1ReErnSSOY5cOg1orTUfrAd6gOs6FrqjvNvK1/ODbjr0fR0zLLKn",
+	"Be85pSoMhvbVd3Jtq773rPaMiPB+xQl+5TP5jdYH0YapCQ0sQTmG/fMHz20UrfQDsOYXptTVOB6dNqXD",
+	"GVk7d8yIQoyt0rT3JiFW4iE292btlz5fupmxf4jYFBgtxAKEvka/OeB+grne67OXyIPFnKHdlkPecSqL",
+	"/Aq1HGioqiZsXFMxWRd4kca5SWraanoI+gP5F+TsJv4+rK0HxMRQ50qosQh2IabAve84nEpoMIIVutBm",
+	"2LARTOqn1z+8ePm/P/dfvX75/YtRn/0PdJ3F+ToeZ6yCEVg1RbiXHBGClzq3wnsncs/JPAa9v/sUkVNg",
+	"PVIJywMPVmhLwGF9g2HjPecoQrBhtcRlDU2U85qSDXYXLQFUzA2Bz1q9Yl2Ad1qlEgEmYb8qCCgEjwpv",
+	"tqHZPWVLAUeB91ZgNIjzE2n5R985c13wDAEs1/Z2AdhPYk75DbDTzr7HqbAsn0wEwNfAMDYH9vTkpM++",
+	"g2zGCQ4f1xAppXkYtGvCWSVWIAjSgo8FLSaSIQxgjqA37nUhauKdT5T3c/zEZ7QgsYySVBJaDperQO5O",
+	"sjsebNsTLoPj6Bs4dPcryOAbhxhHg/sZQrsUewuteN3VQCQJZbGg4uM1FVj2B4n2JVYqAvJ3JbiwZzrY",
+	"I7+qS+P5KJ2DvYXWQovrXCzbxRY2D+HrvMid+yQIJtDbuVm/yTHiVHafDgZxJhtIjF6CoiBw7iQSUaZq",
+	"UAJyIJXcMBpp7eVJxWwre98txRKaFENEGbPbUqkmEyOsYZlYCCyZhgOR1QUgJI5MhQV0fBRCY671iknl",
+	"GH8px7MzO8Qu+/gn5YU5awY/NXKHDeDR8rloYmHv6jM5X4jxpmuoBfodM/jyuTABsZgdDxJW4YMPBr22",
+	"5hqQu7femjmfl3Oo8MbURvozOExzacUUitD/RN6nOwx6Ef23ghYTDeKaP3DOLy5ctraDCPMYjnsmJrnM",
+	"3YYnIW3G8GvHqvL9meh+peCRG/jftxj8i6vtrnyCytmDgEzEY9HbOwVmvwZRBDjPcHchtoQN2uq922ll",
+	"8Ekc7xeRTHygwc9a9V1tQ2vs6Q9Vd29u/Fzo6ZrzOXggGDggEHlcSdFnryBH3nse0YOZSm+4+5oiVWQR",
+	"r62fDszqowcIeR0fS2X4zLmwcLxGY63kCJoboW9+xGyppYnOJJRFoEc/lX4Sp8z4N4DHfoReAhjbYqFM",
+	"bhtVNaxBr53G+9OAPk/B+y424Eve/7Ls4CH+9hnjb75gvjqnh5XM79TLHl/y8dUkL4o7xpJ/D3jOWJjs",
+	"mF/CMjHOwf4c+U+OMA0a42nY97BmbaZyqcoiYzN+jS+BoFhUwwU1UBCLzGUwKdm/lBQJe3F+EaDks8Tb",
+	"oAF1mrpPCJmd2R46AbGzJyrDK2H77Ey6N/hxcRsiUDMEWnc3+hBXUIOIUyfQZydJJfnVoaHcVb5YiAw8",
+	"xzIkbvvVSED3lit2LbRbpx74+sTEphIQymQWisucMS1ucuMY9mgYIl21eJt/7YZXtc9euYHnGWphFjzX",
+	"a9N4hMFN8i4EyPnEjy3x+9UDRwCvvgaLghD6AXwylX6pHDX4FYUccqIO8JZe1AcQKvAgRXk1DA3ksbYP",
+	"X5JX6PepHNEC/+IfHbEuOECUfOkfdPbOL54sAoYm4PkZiGgG10q4ib4FQVcIPq9YkQtfrWbVqNdn/0Ve",
+	"FMymNowbzPAKIOSwlOhxIRWYukFApadUS9bFnksRrGe98JCp67XwzCPjG9RC5wBEgldSYDhjqmrJO9FD",
+	"mH9HDQ7Fimk4gaBQhFxcvgaMsOBjgcN3wyj4wqfo+ipI71ozqcwUhrndtjGr6sRhTrEuMTew8PSWEJMQ",
+	"uZ1Bh8NUQpUf5MO5C5d+xaVanrLRnN84MjajyM+TDAaVqyeV2Auuxy6dKDNUIgBbaTy9a8de3QEqlJwK",
+	"jX9H2Aep7D49OQleeatGkUtNlvNLdB2H17pNUEVmehCId+pWpWKZhEG0m6Knar4AE3YtyF2BLoTvppJ0",
+	"soQ9HXyN5ZtVLtac32DTx3dCv/KHL/x4TvGk30pluQnprVlurti05Dpjv5bZNIL2DkvjVEvUWjEEkUou",
+	"qdtlbiCsZIU8rX0e60CdIiu0CRVoCjuO+ZrXcDa8u67PPIxkVI8LAb/x1VS7vXOHQgsD5QqxVw92V01i",
+	"m5LGxbJSkz8VO3oKY08JmdxY1h0JGjPg5I56tWcpMFB9v0nz/YZo+p51X/+Zg9IETu7h8zsSBCJ5U3Uq",
+	"4eOxWHgzxzcK6T0oyA8K8p0pyK+oYr8m3rixEUuuaYwgaIMmmnY81aad3mFqMwJk75O8D2Lq/hP4f75n",
+	"oPh/m/Tsv6y/rJbPzeMTA8ScQN8jj3aVtPa5uNtOCk0JmffQwlDBH7zAhAxsJ8idXumNFcpABAOSKLYy",
+	"Q7sj1Nx+UFaMEjbCm0Ejw7RIvHxmKf0a//xmhZ2qUrmAghWvWVErFDQpSSWEpKYzG716bQj4e1TZexq0",
+	"M8Qpj570Wt5czbGhmTdjx4LmCe2lJqoonO1gzZo23mfveIm932h8lRbrs2lgHUMhsntHWMxoKRvDu+6N",
+	"96w2wTcinelzOghphx/8gw+gmO0ZmafrATI1YZNa6KAWMAsHdCsg1G4tJkpvadRj1lIxvoQ0jI3Kv7PC",
+	"KMipr7w9ODLb5m8iL5MzE8ltNOpFdr+/ERk43WLAjdk2JXGzKHgum0oWL5UqBJf3jfdzUB5HEgGaQOfN",
+	"nSvFKzca1IK1etyq+gayG4MnzwYnXO8Bb+ivkEcSUw2kW364eI6tLStn/b/WQFj+cOS2mc+hSnLHTbre",
+	"w0v/DKkIa7h4DyrGg8OkHX4SK6021FIGV6jhMxEUhGtuq1uYq3xxx5bcyxs+tsUKxqUmbASaAtlcAePI",
+	"cR0KtFWqk1Q29FUWGSWoRsGjBHEOQwwReiQnrIrzOYHo3uBjmD7UNOey5AWOQSrS3vrsDM1lQHAstURx",
+	"p+RYOFMMQJu9rTmJaiEweAZRDhtNQ0k3FjNTS8k4hYgicQxj+QDTP2Ucve0+JBOAomKcqH4qf9zUNuMM",
+	"lSrfZAaRpwkOlmuRykgLPWM4/VA8lBsGONF+6I1Vdlf54r4zRq7yxWcurNuVNZZUfSqi/Xvg3A/GYY1d",
+	"O0qusv09wyN/ndIMQNmRb1ClkGeEB/FqOr93zK7PqFohdF6HcUZc13EQnxqAZcr1wNuWwB9xrh7mYhQF",
+	"nCQP80OBvMsV8EqJXFFPA0oeDos4MrnwgOPlcjpkjkWMfLP6Cid3W4SQdY3AKb7C0P2IGOioF1Ib6i5I",
+	"rJ4l4BlcA1mshgwjk8+DYEvlaMFXheLZiHWrNENuGvI1qEaEQDzB89gaJu554bD2noQAJJQVI5abVF6J",
+	"RfDhU7g2sHtKqgk5J9Ruj8cCBzISmBaYhoiV7m66pfQFxOzCp8iQEIJ8H6ko/6FJhtAT9yxG6Ctb/Ygn",
+	"n64bL6zdkpuHCOtDhPXzRlil57Tr4dSQ7HZwPJUSy9qxAgFGFfqHWp+Fhhl8IAFjFFTgWAR/zssst6nU",
+	"wp3PXMl+BWGx4I7/Os6moM+L9q9tRDCNI7r/48f6RQd112bzEN/993TeAZICwg6Ec7XhvGuIDC9nKqDb",
+	"5JbsZ8JRvBePnh/x7+1VQXTLfR4a+kSbdYeXHxDo7s6xHDTYOAsByvgRbDUJDcidWk7gJmN3a8GtkMJQ",
+	"ow4fv95MY0BZVkkm/OL25J4LuueLlgA4iQfcxS8Dd3EdbJF1eTbPJaImy2JVU7jg0k7kRSSAPyvuIo7u",
+	"86Au0so89D9/6H+O6OP7HLa6/Ahl723qSjh998zg25QVHOdDOuZnLV8+gLzutpL5v6kixBfp+PIdNudZ",
+	"HIRCHX8Yl6mg1S2tSaWPF5EBwTWa3312xqDkhCnNlgI6CgDimAhqA03c8itBIa2xkpN8Cs3KaGGxZIMQ",
+	"wsxMLalnW0Bvh3pH016ZHB2x+5JPn6cqefvJ9jXJf9ET/iDb7qiqONhWks9FQgc1YVQspjR29HGE5FbG",
+	"mg02dWg58hZJ+Xhn027szvsn6Ndd7wv9IEA/d/fuQMbQiro742ZGYir056UsEMxNmKmlvFMJu8XEQop6",
+	"6Hr9kFb2xZg8MlSoeHga0iMObnm9i93v3+U6HKOHBtdfTIPru+pr/Ue486dqau1WQIxLndsVDO1ScC30",
+	"Weke+Olnx74RyBoHXuqiM+zMrF0MHz8+Pvlbf9Af9I+Hfx/8fQCsnma+GQLVytrCLZj3edd6BwH6MDYU",
+	"UIQtHGXF5JJNoLdbf60TUy5MZ7NsAvL3IRpUpft3Z6rIM+40oKUQV0JmJmFznmOayViwmSq1ITiVymAE",
+	"MOw8oHc89++LBhK+0TCS53HvCeObJqy3mojfVsWcNt/2FiFH3CLWsA5jrFRaMOvTIKNXY83j5msda6QE",
+	"jNzDKCLuja/Go/6aaD7fWCGxSYIhXdkjbzgD/EpEX6TwRMMnkZ1GqODEtx1V1PT06G14mJrHj3klbuzz",
+	"0nLID4URntaa8DEjqOLP612I0119EkPy/mr88TKjmMZSXM6UugIuDhN8Qckr7Ui75xhzGCPQN7dWzBfW",
+	"UfoIrZN+qYtRn53/93kwV6bCVslJ/3X+9gdAysW26MbwqcfpDTt/Dic6XOXW6vwSQCswL+t15pOyPNm4",
+	"X7qvXr96i+3SzZC9wYf/qVW5eJ2xf7Dq1iSVdPWFyMqgr8Fd9P4eFMT4pNuZMMIjjUMi2Y+OdbqRLpW+",
+	"cgwzA7Cjd2/PL9jo97QDTe/SztBTWx9++DhKZXf0Hn8i4TDqwdr5+9ziIeK+/wnSxUYsSOPeaSrhO1yy",
+	"0UsgYP8qn7kHc3hkPHl/eP891FC5P/BtPYDY8RYitugj7JUmJw4dKHh2V+1ZQNaB0Ij4DdKSVbVvVbkZ",
+	"rmdFlf975FMh9BF86miHcNjZbK42FsjHSyo6VJIOiCdhirbDA0PGIxAe4KNYrGzJ9iScH9h3yLI2UaOT",
+	"kOK+wtVsnO4akP0fm+kHmd9Q2p/BFABkdUAXkKxm8qlEDrpz8aFbleXzxR8b0+j6+B8j9p9sJm7Yt2/O",
+	"nh+df3t28uyrrhFjLWyCBUruM+w/Wdrppx32n0zzJfCC3im1OYbtyqcSmuXAg5C4qiw1f5BQIzDnRx77",
+	"P2P4XfcQh8JNiFH7bxKiDgFeIQL5zgU59+86aEHuKRznOTRxsAM8nutZwSt2cnPD5oJLw0JNxqk3In4r",
+	"8/FVgcBSwOXAF73kOiN8aVSEN4SDB8dE1/V7YfXq6Az+3fUEisBr315cvGMZtwITJUlBvrP3Rcrz5sSh",
+	"00bIXOBAi9CLnBrhSgENeRg0EoFYO8MeUKkkdjGEdhu5yFBqXfLxldOEqvTpKE9vzm/O8CmTYCo0ywTP",
+	"nOKd5VqMbdXnG8EAsGJjTZv9Odbuzyj3L1lPQdYghIA/WeWWxam3JIkfGScLmnMuPn78/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -30,6 +30,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery/httpdelivery"
 	"github.com/schedulerd/schedulerd/delivery/sqsdelivery"
 	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/finish"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/internal/connlimit"
 	"github.com/schedulerd/schedulerd/internal/diskspace"
@@ -71,6 +72,8 @@ type App struct {
 	handler    *handler.Handler
 	master     *master.Server
 	resumer    *master.Resumer // paused schedules due to resume
+	finisher   *finish.Finisher
+	finishing  *finish.Service // watched fires: notifications, dependents
 
 	adminKeyPath string
 	srv          *http.Server
@@ -323,6 +326,13 @@ func (a *App) build(ctx context.Context) error {
 		MaxSchedules: cfg.TenantMaxSchedules, MaxEventsPerFire: cfg.TenantMaxEventsPerFire,
 		MaxEventsPerMinute: cfg.TenantMaxEventsPerMinute, MaxEventsStored: cfg.TenantMaxEventsStored,
 	}, master.DefaultMaxEventCount)
+	a.finisher, err = finish.New(finish.Config{Shards: cfg.Shards, Partitions: cfg.Partitions, Interval: cfg.FinishInterval}, finish.Deps{
+		Store: a.store, Logger: a.log, ReleaseToken: a.releaseToken, Partitions: a.partitions,
+	})
+	if err != nil {
+		return err
+	}
+	a.finishing = finish.NewService(a.finisher)
 	a.emitter, err = emitter.New(emitter.Config{
 		Partitions: cfg.Partitions, Shards: cfg.Shards, Window: cfg.Window, Lead: cfg.Lead,
 		CatchUpLimit: cfg.CatchUpLimit, BackgroundThreshold: cfg.BackgroundAbove,
@@ -331,12 +341,13 @@ func (a *App) build(ctx context.Context) error {
 	}, emitter.Deps{
 		Store: a.store, Partitions: a.partitions, Logger: a.log, Metrics: a.metrics,
 		Quotas: emitter.NewQuotaCache(a.store, tenantQuotas, 0, nil),
-		Disk:   a.diskGuard, ReleaseToken: a.releaseToken,
+		Disk:   a.diskGuard, ReleaseToken: a.releaseToken, Watch: a.finisher,
 		TracerProvider: a.tracing.Provider,
 	})
 	if err != nil {
 		return err
 	}
+	a.finisher.UseEmitter(a.emitter)
 	httpd, err := httpdelivery.New(httpdelivery.Config{
 		SigningSecret: secrets[0], PreviousSigningSecrets: secrets[1:], ReleaseBaseURL: cfg.PublicURL, Timeout: cfg.HTTPTimeout,
 		AllowCIDRs: cfg.HTTPAllowCIDRs, DenyCIDRs: cfg.HTTPDenyCIDRs,
@@ -759,7 +770,7 @@ func (a *App) Wait(ctx context.Context) error {
 // backwards.
 func (a *App) services() []component {
 	return []component{
-		{"resumer", a.resumer}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"resumer", a.resumer}, {"finisher", a.finishing}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
 		{"emitter leases", a.partitions}, {"handler leases", a.shards},
 	}
 }

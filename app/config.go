@@ -99,6 +99,9 @@ type Config struct {
 	// CompletedRetention is how long completed schedules are kept; zero
 	// (unset) means Retention.
 	CompletedRetention time.Duration
+	// FinishInterval is how often the finisher looks for watched fires
+	// that finished (notifications, dependent schedules).
+	FinishInterval time.Duration
 }
 
 // Option describes one setting: its flag, its environment variable, its
@@ -206,6 +209,7 @@ func Options() []Option {
 		{"catch-up-limit", "SCHEDULER_CATCHUP_LIMIT", "1h", "missed fires older than this are not fired after downtime", dur("catch-up-limit", func(c *Config) *time.Duration { return &c.CatchUpLimit })},
 		{"emit-background-above", "SCHEDULER_EMIT_BACKGROUND_ABOVE", "10000", "fires with more events than this are answered at once and written in the background", num("emit-background-above", func(c *Config) *int { return &c.BackgroundAbove })},
 		{"emit-background-chunk", "SCHEDULER_EMIT_BACKGROUND_CHUNK", "5000", "events per store write of a fire written in the background; its progress is recorded after each (1-100000)", num("emit-background-chunk", func(c *Config) *int { return &c.BackgroundChunk })},
+		{"finish-interval", "SCHEDULER_FINISH_INTERVAL", "2s", "how often each instance looks for finished fires that notifications or dependent schedules wait for", dur("finish-interval", func(c *Config) *time.Duration { return &c.FinishInterval })},
 		{"lease-ttl", "SCHEDULER_LEASE_TTL", "auto", "lease lifetime; a dead instance's work moves after this: auto is 15s with the embedded store and 30s with mongo, where leases must outlast a replica-set election", autoDur("lease-ttl", func(c *Config) *time.Duration { return &c.LeaseTTL })},
 		{"retention", "SCHEDULER_RETENTION", "24h", "how long released and cancelled events are kept", dur("retention", func(c *Config) *time.Duration { return &c.Retention })},
 		{"completed-retention", "SCHEDULER_COMPLETED_RETENTION", "", "how long completed schedules (one-offs that fired, cron schedules past endAt, once their events finished) are kept before they are deleted with their fires (empty: -retention)", func(c *Config, v string) error {

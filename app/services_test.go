@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/schedulerd/schedulerd/emitter"
+	"github.com/schedulerd/schedulerd/finish"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/lease"
 	"github.com/schedulerd/schedulerd/master"
@@ -15,6 +16,7 @@ import (
 func TestServicesStopOrder(t *testing.T) {
 	type noLeaseStore struct{ lease.Store }
 	type noEmitterStore struct{ emitter.Store }
+	type noFinishStore struct{ finish.Store }
 	bal := func(group string) *lease.Balancer {
 		b, err := lease.New(lease.Config{Group: group, Units: 1, Owner: "a"}, lease.Deps{Store: noLeaseStore{}})
 		if err != nil {
@@ -26,18 +28,26 @@ func TestServicesStopOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler")}
+	fin, err := finish.New(finish.Config{}, finish.Deps{Store: noFinishStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler"), finishing: finish.NewService(fin)}
 	a.resumer = (&master.Server{}).NewResumer(0)
 	got := a.services()
-	if len(got) != 6 {
-		t.Fatalf("%d services, want 6 (resumer, emitter, handler, throttle, partitions, shards)", len(got))
+	if len(got) != 7 {
+		t.Fatalf("%d services, want 7 (resumer, finisher, emitter, handler, throttle, partitions, shards)", len(got))
 	}
 	if got[0].Service != a.resumer {
 		t.Errorf("first to stop is %T, want the resumer", got[0].Service)
 	}
-	got = got[1:]
+	// The finisher emits dependents' fires through the emitter.
+	if got[1].Service != a.finishing {
+		t.Errorf("second to stop is %T, want the finisher", got[1].Service)
+	}
+	got = got[2:]
 	if got[0].Service != em {
-		t.Errorf("second to stop is %T, want the emitter", got[0].Service)
+		t.Errorf("third to stop is %T, want the emitter", got[0].Service)
 	}
 	if _, ok := got[1].Service.(*handler.Handler); !ok {
 		t.Errorf("third to stop is %T, want the handler", got[1].Service)

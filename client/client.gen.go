@@ -17,6 +17,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AfterWhen.
+const (
+	AfterWhenFinished  AfterWhen = "finished"
+	AfterWhenSucceeded AfterWhen = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the AfterWhen enum.
+func (e AfterWhen) Valid() bool {
+	switch e {
+	case AfterWhenFinished:
+		return true
+	case AfterWhenSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	EventStatusCancelled  EventStatus = "cancelled"
@@ -55,6 +73,7 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for FireDecision.
 const (
+	FireDecisionAfter           FireDecision = "after"
 	FireDecisionBackfill        FireDecision = "backfill"
 	FireDecisionCancelledByNext FireDecision = "cancelled_by_next"
 	FireDecisionEmitted         FireDecision = "emitted"
@@ -68,6 +87,8 @@ const (
 // Valid indicates whether the value is a known member of the FireDecision enum.
 func (e FireDecision) Valid() bool {
 	switch e {
+	case FireDecisionAfter:
+		return true
 	case FireDecisionBackfill:
 		return true
 	case FireDecisionCancelledByNext:
@@ -155,6 +176,33 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotifyKind.
+const (
+	NotifyKindEventDead          NotifyKind = "event.dead"
+	NotifyKindFireDeadlineMissed NotifyKind = "fire.deadline_missed"
+	NotifyKindFireFinished       NotifyKind = "fire.finished"
+	NotifyKindFireHasDead        NotifyKind = "fire.has_dead"
+	NotifyKindFireSkipped        NotifyKind = "fire.skipped"
+)
+
+// Valid indicates whether the value is a known member of the NotifyKind enum.
+func (e NotifyKind) Valid() bool {
+	switch e {
+	case NotifyKindEventDead:
+		return true
+	case NotifyKindFireDeadlineMissed:
+		return true
+	case NotifyKindFireFinished:
+		return true
+	case NotifyKindFireHasDead:
+		return true
+	case NotifyKindFireSkipped:
 		return true
 	default:
 		return false
@@ -397,6 +445,27 @@ type AdaptiveLimit struct {
 	Max *int `json:"max,omitempty"`
 	Min int  `json:"min"`
 }
+
+// After Fire after another schedule of the tenant instead of on a clock:
+// one fire per finished fire of that schedule (whose fire time is at
+// or after this member was saved), its id derived from the upstream
+// fire's, its events' deadline the upstream's window end. An
+// alternative to cron, fields, crons, interval and runAt. A schedule
+// of another tenant, the schedule itself, or a chain that comes back
+// to it are refused (422 naming after.scheduleId).
+type After struct {
+	ScheduleId string `json:"scheduleId"`
+
+	// When finished (default): after every upstream fire whose events all
+	// finished; succeeded: only when every one was released (none
+	// dead, none cancelled). Skipped upstream fires fire nothing.
+	When *AfterWhen `json:"when,omitempty"`
+}
+
+// AfterWhen finished (default): after every upstream fire whose events all
+// finished; succeeded: only when every one was released (none
+// dead, none cancelled). Skipped upstream fires fire nothing.
+type AfterWhen string
 
 // AuditChange defines model for AuditChange.
 type AuditChange struct {
@@ -674,7 +743,9 @@ type Fire struct {
 	// skipped by the skip operation, not delivered; skipped_calendar:
 	// a calendar of the schedule excludes the fire time (the note names
 	// it, and with onExcluded next_included where the fire moved);
-	// backfill: by the backfill operation, for a past instant.
+	// backfill: by the backfill operation, for a past instant;
+	// after: a dependent schedule's fire after its upstream's fire
+	// finished (the note names it).
 	Decision FireDecision `json:"decision"`
 
 	// Emitted While `emitting`: the number of events written so far (events
@@ -686,9 +757,14 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting *bool     `json:"emitting,omitempty"`
-	FireTime time.Time `json:"fireTime"`
-	Id       string    `json:"id"`
+	Emitting *bool `json:"emitting,omitempty"`
+
+	// FinishedAt When the fire was seen finished, for a fire someone waits for
+	// (its schedule has notify, or another schedule fires after it);
+	// absent otherwise and until then.
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	FireTime   time.Time  `json:"fireTime"`
+	Id         string     `json:"id"`
 
 	// Jitter The fire's jitter offset; absent when it has none.
 	Jitter         *string    `json:"jitter,omitempty"`
@@ -722,7 +798,9 @@ type Fire struct {
 // skipped by the skip operation, not delivered; skipped_calendar:
 // a calendar of the schedule excludes the fire time (the note names
 // it, and with onExcluded next_included where the fire moved);
-// backfill: by the backfill operation, for a past instant.
+// backfill: by the backfill operation, for a past instant;
+// after: a dependent schedule's fire after its upstream's fire
+// finished (the note names it).
 type FireDecision string
 
 // FireCounts defines model for FireCounts.
@@ -900,6 +978,32 @@ type LimitWhenDays string
 
 // Misfire defines model for Misfire.
 type Misfire string
+
+// Notify Receivers of notifications about this schedule's fires: one signed
+// message per fire and kind (never one per event), with the fire's
+// counts, delivered and retried like an event (at most 5 attempts,
+// unthrottled, apart from the schedule's own events). Each entry has
+// exactly one of url and queueUrl, checked as a target's address.
+type Notify = []NotifyEntry
+
+// NotifyEntry defines model for NotifyEntry.
+type NotifyEntry struct {
+	On []NotifyKind `json:"on"`
+
+	// QueueUrl An SQS queue URL.
+	QueueUrl *string `json:"queueUrl,omitempty"`
+
+	// Url An http(s) URL, signed as HTTP deliveries are.
+	Url *string `json:"url,omitempty"`
+}
+
+// NotifyKind fire.finished: every event of the fire finished (released, dead or
+// cancelled); fire.has_dead: it finished with dead events;
+// fire.deadline_missed: it was not finished by its deadline;
+// fire.skipped: it was recorded without events (overlap, skip,
+// calendar); event.dead: the first event of the fire went dead (once
+// per fire).
+type NotifyKind string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -1232,6 +1336,15 @@ type ReleaseRequest struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Children Number of children (trigger slots) the expression was split into.
 	Children  int       `json:"children"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -1268,6 +1381,13 @@ type Schedule struct {
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1374,6 +1494,15 @@ type ScheduleBatchCreate struct {
 
 // ScheduleBatchItem The properties of ScheduleCreate, and an optional idempotencyKey.
 type ScheduleBatchItem struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1427,6 +1556,13 @@ type ScheduleBatchItem struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1493,8 +1629,17 @@ type ScheduleCounts struct {
 	Paused int `json:"paused"`
 }
 
-// ScheduleCreate Exactly one of cron, fields, crons, interval and runAt.
+// ScheduleCreate Exactly one of cron, fields, crons, interval, runAt and after.
 type ScheduleCreate struct {
+	// After Fire after another schedule of the tenant instead of on a clock:
+	// one fire per finished fire of that schedule (whose fire time is at
+	// or after this member was saved), its id derived from the upstream
+	// fire's, its events' deadline the upstream's window end. An
+	// alternative to cron, fields, crons, interval and runAt. A schedule
+	// of another tenant, the schedule itself, or a chain that comes back
+	// to it are refused (422 naming after.scheduleId).
+	After *After `json:"after,omitempty"`
+
 	// Cron 5-field cron expression, e.g. "0 3 * * *".
 	Cron *string `json:"cron,omitempty"`
 
@@ -1545,6 +1690,13 @@ type ScheduleCreate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        string   `json:"name"`
+
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1612,7 +1764,9 @@ type ScheduleState string
 
 // ScheduleUpdate defines model for ScheduleUpdate.
 type ScheduleUpdate struct {
-	Cron *string `json:"cron,omitempty"`
+	// After Replaces the dependency; a clock member (cron, fields, crons, interval, runAt) removes it.
+	After *After  `json:"after,omitempty"`
+	Cron  *string `json:"cron,omitempty"`
 
 	// Crons Several 5-field cron expressions: the schedule fires at every
 	// instant any of them names, once per instant even where two name the
@@ -1644,6 +1798,9 @@ type ScheduleUpdate struct {
 	MaxAttempts *int     `json:"maxAttempts,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
+
+	// Notify Replaces the receivers whole; the empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1779,6 +1936,13 @@ type Tenant struct {
 	Id        string    `json:"id"`
 	Name      string    `json:"name"`
 
+	// Notify Receivers of notifications about this schedule's fires: one signed
+	// message per fire and kind (never one per event), with the fire's
+	// counts, delivered and retried like an event (at most 5 attempts,
+	// unthrottled, apart from the schedule's own events). Each entry has
+	// exactly one of url and queueUrl, checked as a target's address.
+	Notify *Notify `json:"notify,omitempty"`
+
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or
 	// the configured default).
@@ -1851,6 +2015,11 @@ type TenantTargets struct {
 // TenantUpdate defines model for TenantUpdate.
 type TenantUpdate struct {
 	Name *string `json:"name,omitempty"`
+
+	// Notify Receivers of notifications about every fire of the tenant's
+	// schedules (besides each schedule's own); replaces them whole, the
+	// empty list removes them, absent keeps them.
+	Notify *Notify `json:"notify,omitempty"`
 
 	// Quotas Limits of one tenant. In a PATCH, absent properties keep their value;
 	// in a tenant, every quota is the effective one (the tenant's own or

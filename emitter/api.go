@@ -138,9 +138,12 @@ func (e *Emitter) savedMany(ctx context.Context, ss []*model.Schedule, keys [][]
 // within one call.
 func (e *Emitter) appendSavedDue(ctx context.Context, due []dueFire, s *model.Schedule, keys []cron.Key, from, now time.Time, watermarks map[int]model.Watermark) ([]dueFire, error) {
 	var times []time.Time
-	if s.IsOneOff() {
+	switch {
+	case s.After != nil:
+		return due, nil // fires only after its upstream's fires (After)
+	case s.IsOneOff():
 		times = append(times, model.FireInstant(*s.RunAt))
-	} else {
+	default:
 		if len(keys) == 0 && s.Interval <= 0 {
 			// Every cron expression has children: none means the caller
 			// passed the wrong thing, and emitting nothing would be silent.

@@ -209,7 +209,7 @@ func (e *Emitter) emitRest(ctx context.Context, f *model.Fire, stopping <-chan s
 			s = got[0]
 		}
 		now := e.deps.Clock.Now()
-		if s == nil || model.FireID(s.ID, s.Version, cur.FireTime) != cur.ID || !hasEvents(cur.Decision) {
+		if s == nil || !ownFire(s, cur) || !hasEvents(cur.Decision) {
 			return true, e.abandon(ctx, cur, s, now)
 		}
 		select {

@@ -88,6 +88,7 @@ func (e *Emitter) applyCalendars(ctx context.Context, due []dueFire, c *calendar
 			ID: model.FireID(d.s.ID, d.s.Version, t), ScheduleID: d.s.ID, TenantID: d.s.TenantID,
 			FireTime: t, LocalTime: e.localTime(d.s, t), Count: max(d.s.EventCount, 1),
 			Decision: model.FireSkippedCalendar, Note: dec.Note(), CreatedAt: now.UTC(),
+			Watched: e.watched(d.s),
 		}
 		inserted, err := e.deps.Store.FireInsert(ctx, f)
 		if err != nil {

@@ -164,6 +164,7 @@ func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, o
 		Count:      max(s.EventCount, 1),
 		Decision:   model.FireEmitted,
 		CreatedAt:  now.UTC(),
+		Watched:    e.watched(s),
 	}}
 	f := &p.fire
 	if t.Before(now.Truncate(time.Second)) {

@@ -259,6 +259,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 		CreatedAt:  now.UTC(),
 		Jitter:     jitterOf(s, t, o.decision),
 		Payload:    o.payload,
+		Watched:    e.watched(s),
 	}
 	if o.late {
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()

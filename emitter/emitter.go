@@ -288,6 +288,9 @@ type Deps struct {
 	// TracerProvider, if set, gives every pass and every new fire a span,
 	// and new events the fire span's trace context. Nil: no tracing.
 	TracerProvider trace.TracerProvider
+	// Watch, if set, marks the new fires of the schedules it names
+	// watched, besides those of schedules with notifications.
+	Watch Watcher
 }
 
 // Emitter is the schedule event emitter. Its methods are safe for concurrent

@@ -266,6 +266,7 @@ func createOf(in *api.ScheduleBatchItem) *api.ScheduleCreate {
 		Labels:           in.Labels,
 		ExcludeCalendars: in.ExcludeCalendars, OnExcluded: in.OnExcluded,
 		Interval: in.Interval, Crons: in.Crons,
+		Notify: in.Notify, After: in.After,
 	}
 }
 

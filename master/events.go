@@ -430,6 +430,7 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		Decision:       api.FireDecision(f.Decision),
 		Counts:         countsOut(counts),
 		LastFinishedAt: last,
+		FinishedAt:     f.FinishedAt,
 		CreatedAt:      f.CreatedAt,
 	}
 	if f.Note != "" {

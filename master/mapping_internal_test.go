@@ -37,6 +37,10 @@ func setMember(t *testing.T, f reflect.Value, name string) {
 		f.SetBool(true)
 	case f.Type() == reflect.TypeFor[[]string]():
 		f.Set(reflect.ValueOf([]string{"value-of-" + name}))
+	case f.Kind() == reflect.Slice:
+		// One element, every member set (a list of receivers).
+		f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		setMember(t, f.Index(0), name+"[0]")
 	case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Type().Elem().Kind() == reflect.String:
 		f.Set(reflect.MakeMap(f.Type()))
 		f.SetMapIndex(reflect.ValueOf("member").Convert(f.Type().Key()), reflect.ValueOf("value-of-"+name).Convert(f.Type().Elem()))

@@ -71,7 +71,58 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 			sp.Crons = []string{} // "crons": [] is set, and empty
 		}
 	}
+	sp.Notify = notifyIn(in.Notify)
+	sp.After = afterIn(in.After)
 	return sp
+}
+
+func notifyIn(in *api.Notify) []model.Notify {
+	if in == nil {
+		return nil
+	}
+	out := make([]model.Notify, len(*in))
+	for i, n := range *in {
+		out[i] = model.Notify{URL: deref(n.Url, ""), QueueURL: deref(n.QueueUrl, ""), On: make([]model.NotifyKind, len(n.On))}
+		for j, k := range n.On {
+			out[i].On[j] = model.NotifyKind(k)
+		}
+	}
+	return out
+}
+
+func afterIn(in *api.After) *model.After {
+	if in == nil {
+		return nil
+	}
+	return &model.After{ScheduleID: in.ScheduleId, When: model.AfterWhen(deref(in.When, ""))}
+}
+
+func notifyOut(ns []model.Notify) *api.Notify {
+	if len(ns) == 0 {
+		return nil
+	}
+	out := make(api.Notify, len(ns))
+	for i, n := range ns {
+		e := api.NotifyEntry{On: make([]api.NotifyKind, len(n.On))}
+		if n.URL != "" {
+			e.Url = new(n.URL)
+		}
+		if n.QueueURL != "" {
+			e.QueueUrl = new(n.QueueURL)
+		}
+		for j, k := range n.On {
+			e.On[j] = api.NotifyKind(k)
+		}
+		out[i] = e
+	}
+	return &out
+}
+
+func afterOut(a *model.After) *api.After {
+	if a == nil {
+		return nil
+	}
+	return &api.After{ScheduleId: a.ScheduleID, When: new(api.AfterWhen(a.When))}
 }
 
 func cronFields(f *api.CronFields) *cron.Fields {
@@ -89,10 +140,10 @@ func targetIn(t api.Target) schedule.Target {
 }
 
 // applyPatch merges a PATCH body into sp. Setting one of cron, fields,
-// crons, interval and runAt replaces the others.
+// crons, interval, runAt and after replaces the others.
 func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	n := 0
-	for _, set := range []bool{in.Cron != nil, in.Fields != nil, in.RunAt != nil, in.Crons != nil, in.Interval != nil} {
+	for _, set := range []bool{in.Cron != nil, in.Fields != nil, in.RunAt != nil, in.Crons != nil, in.Interval != nil, in.After != nil} {
 		if set {
 			n++
 		}
@@ -104,6 +155,8 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 			field = "crons"
 		case in.Interval != nil:
 			field = "interval"
+		case in.After != nil:
+			field = "after"
 		}
 		return invalid(field, schedule.MutuallyExclusive)
 	}
@@ -113,6 +166,10 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 		if in.Crons != nil {
 			sp.Crons = append([]string{}, *in.Crons...)
 		}
+		sp.After = afterIn(in.After)
+	}
+	if in.Notify != nil {
+		sp.Notify = notifyIn(in.Notify) // whole: [] removes every receiver
 	}
 	set := func(dst *string, v *string) {
 		if v != nil {
@@ -226,6 +283,9 @@ func (s *Server) compileKnowing(ctx context.Context, tenantID string, sp schedul
 		}
 	}
 	if err := s.checkCalendarsKnown(ctx, &fe, tenantID, sp.ExcludeCalendars); err != nil {
+		return nil, err
+	}
+	if err := s.checkAfterKnown(ctx, &fe, tenantID, "", sp.After); err != nil {
 		return nil, err
 	}
 	if err := fe.err(); err != nil {
@@ -413,6 +473,13 @@ func (s *Server) UpdateSchedule(c echo.Context, id api.ID) error {
 	}
 	comp, err := s.compile(ctx, tenant, sp, lim)
 	if err != nil {
+		return err
+	}
+	var fe fieldErrors
+	if err := s.checkAfterKnown(ctx, &fe, tenant, id, comp.Schedule.After); err != nil {
+		return err
+	}
+	if err := fe.err(); err != nil {
 		return err
 	}
 	m := comp.Schedule
@@ -858,6 +925,7 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 		crons := append([]string(nil), m.Crons...)
 		out.Crons = &crons
 	}
+	out.Notify, out.After = notifyOut(m.Notify), afterOut(m.After)
 	if m.PolicyID != "" {
 		out.PolicyId = &m.PolicyID
 	}

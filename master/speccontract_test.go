@@ -61,7 +61,7 @@ func TestSpecContract(t *testing.T) {
 		got := enumOf(spec.Components.Schemas["Fire"].Value.Properties["decision"].Value)
 		want := []string{string(model.FireEmitted), string(model.FireLate), string(model.FireSkippedOverlap),
 			string(model.FireCancelledByNext), string(model.FireTriggered), string(model.FireSkippedManual), string(model.FireSkippedCalendar),
-			string(model.FireBackfill)}
+			string(model.FireBackfill), string(model.FireAfter)}
 		sort.Strings(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("Fire.decision enum %v, want %v", got, want)

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/api"
 	"github.com/schedulerd/schedulerd/internal/netguard"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/schedule"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -89,6 +91,17 @@ func (s *Server) UpdateTenant(c echo.Context, id api.ID) error {
 	}
 	if in.Targets != nil {
 		t.Targets = targetsIn(&fe, in.Targets)
+	}
+	if in.Notify != nil {
+		ns, err := schedule.CheckNotify(notifyIn(in.Notify), s.limits())
+		var se schedule.Errors
+		switch {
+		case errors.As(err, &se):
+			fe = append(fe, fieldErrors(se)...)
+		case err != nil:
+			return err
+		}
+		t.Notify = ns
 	}
 	if err := fe.err(); err != nil {
 		return err
@@ -193,6 +206,7 @@ func (s *Server) tenantOut(t *model.Tenant) api.Tenant {
 	if g := t.Targets; g != nil {
 		out.Targets = &api.TenantTargets{Hosts: nonNil(g.Hosts), Cidrs: nonNil(g.CIDRs), QueueUrlPrefixes: nonNil(g.QueueURLPrefixes)}
 	}
+	out.Notify = notifyOut(t.Notify)
 	return out
 }
 

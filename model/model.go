@@ -26,6 +26,9 @@ type Tenant struct {
 	Quotas TenantQuotas `json:"quotas"`
 	// Targets, when set, restricts where the tenant's events may go.
 	Targets *TenantTargets `json:"targets,omitempty"`
+	// Notify lists who is told about every fire of the tenant's
+	// schedules, besides each schedule's own receivers.
+	Notify []Notify `json:"notify,omitempty"`
 	// Version increases with every change (0 for a tenant never changed).
 	Version   int64     `json:"version,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -210,6 +213,12 @@ type Schedule struct {
 	// the schedule, when it was traced: each fire's span links to it. Set
 	// from the request's context, never by a client.
 	CreatedTrace string `json:"createdTrace,omitempty"`
+	// Notify lists who is told about this schedule's fires (see Notify).
+	Notify []Notify `json:"notify,omitempty"`
+	// After, if set, makes the schedule fire once per finished fire of
+	// another schedule of its tenant instead of on a clock: Cron, Crons,
+	// Interval and RunAt are then empty.
+	After *After `json:"after,omitempty"`
 }
 
 // IntervalFirst is the first fire of an interval schedule: StartAt, or
@@ -360,6 +369,9 @@ const (
 	// FireBackfill: recorded by POST /backfill for a past instant; its
 	// events launch from when it was recorded.
 	FireBackfill FireDecision = "backfill"
+	// FireAfter: a dependent schedule's fire, recorded when the fire of
+	// the schedule it names in After finished.
+	FireAfter FireDecision = "after"
 )
 
 // Fire is one firing of a schedule: n events for one fire time.
@@ -385,6 +397,11 @@ type Fire struct {
 	// Payload, if set, is what its events carry instead of the schedule's
 	// payload (a trigger with a payload).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Watched fires are followed until they finish (the schedule or its
+	// tenant has notifications, or another schedule fires after it);
+	// FinishedAt is when that was seen (nil: not yet, or not watched).
+	Watched    bool       `json:"watched,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
 // EventStatus is where an event is in its life.

@@ -44,14 +44,14 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 	m.Name = sp.Name
 
 	n := 0
-	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil, sp.Crons != nil, sp.Interval != nil} {
+	for _, set := range []bool{sp.Cron != nil, sp.Fields != nil, sp.RunAt != nil, sp.Crons != nil, sp.Interval != nil, sp.After != nil} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n == 0:
-		fe.Add("cron", "one of cron, fields, crons, interval or runAt is required")
+		fe.Add("cron", "one of cron, fields, crons, interval, runAt or after is required")
 	case n > 1:
 		fe.Add(exclusiveField(sp), MutuallyExclusive)
 	}
@@ -89,6 +89,8 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 			compileCrons(&fe, out, sp.Crons, lim.MaxChildren)
 		case sp.Interval != nil:
 			m.Interval = checkInterval(&fe, *sp.Interval)
+		case sp.After != nil:
+			m.After = checkAfter(&fe, *sp.After)
 		}
 	}
 	if out.Expr != nil {
@@ -174,6 +176,17 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 		m.Labels = maps.Clone(sp.Labels)
 	}
 	checkCalendars(&fe, m, sp)
+	m.Notify = checkNotify(&fe, sp.Notify, lim.CheckTargetHost, lim.CheckQueueURL)
+	if m.After != nil {
+		for _, c := range []struct {
+			field string
+			set   bool
+		}{{"startAt", m.StartAt != nil}, {"endAt", m.EndAt != nil}, {"jitter", m.Jitter > 0}, {"excludeCalendars", len(m.ExcludeCalendars) > 0}} {
+			if c.set {
+				fe.Add(c.field, "applies to schedules that fire on a clock, not after another schedule")
+			}
+		}
+	}
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -263,7 +276,7 @@ func checkCalendars(fe *Errors, m *model.Schedule, sp Spec) {
 
 // MutuallyExclusive is the reason given when more than one of cron,
 // fields, crons, interval and runAt is set.
-const MutuallyExclusive = "cron, fields, crons, interval and runAt are mutually exclusive"
+const MutuallyExclusive = "cron, fields, crons, interval, runAt and after are mutually exclusive"
 
 func checkName(fe *Errors, name string, maxLen int) {
 	n := utf8.RuneCountInString(name)
@@ -311,51 +324,57 @@ func OverPerFireQuota(q int) string {
 }
 
 func checkTarget(fe *Errors, t Target, checkHost, checkQueueURL func(string) error) model.Target {
+	return checkTargetAt(fe, "target", t, checkHost, checkQueueURL)
+}
+
+// checkTargetAt is checkTarget for a target whose members are named under
+// field (notify[i] names its receiver's).
+func checkTargetAt(fe *Errors, field string, t Target, checkHost, checkQueueURL func(string) error) model.Target {
 	out := model.Target{Type: t.Type}
 	switch t.Type {
 	case model.TargetHTTP, model.TargetHTTPBatch:
 		if t.QueueURL != nil {
-			fe.Add("target.queueUrl", "only for sqs targets")
+			fe.Add(field+".queueUrl", "only for sqs targets")
 		}
 		if t.URL == nil || *t.URL == "" {
-			fe.Add("target.url", "required for "+string(t.Type)+" targets")
+			fe.Add(field+".url", "required for "+string(t.Type)+" targets")
 			return out
 		}
 		out.URL = *t.URL
 		u, err := url.Parse(out.URL)
 		switch {
 		case err != nil:
-			fe.Add("target.url", "not a URL")
+			fe.Add(field+".url", "not a URL")
 		case u.Scheme != "http" && u.Scheme != "https":
-			fe.Add("target.url", "must be an http or https URL")
+			fe.Add(field+".url", "must be an http or https URL")
 		case u.Host == "":
-			fe.Add("target.url", "has no host")
+			fe.Add(field+".url", "has no host")
 		case u.User != nil:
-			fe.Add("target.url", "must not contain credentials")
+			fe.Add(field+".url", "must not contain credentials")
 		case checkHost != nil:
 			if err := checkHost(u.Hostname()); err != nil {
-				fe.Add("target.url", err.Error())
+				fe.Add(field+".url", err.Error())
 			}
 		}
 	case model.TargetSQS:
 		if t.URL != nil {
-			fe.Add("target.url", "only for http targets")
+			fe.Add(field+".url", "only for http targets")
 		}
 		if t.QueueURL == nil || *t.QueueURL == "" {
-			fe.Add("target.queueUrl", "required for sqs targets")
+			fe.Add(field+".queueUrl", "required for sqs targets")
 			return out
 		}
 		out.QueueURL = *t.QueueURL
 		u, err := url.Parse(out.QueueURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !sqsQueuePath.MatchString(u.Path) || u.RawQuery != "" {
-			fe.Add("target.queueUrl", "not an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue")
+			fe.Add(field+".queueUrl", "not an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue")
 		} else if checkQueueURL != nil {
 			if err := checkQueueURL(out.QueueURL); err != nil {
-				fe.Add("target.queueUrl", err.Error())
+				fe.Add(field+".queueUrl", err.Error())
 			}
 		}
 	default:
-		fe.Add("target.type", "must be http, sqs or http_batch")
+		fe.Add(field+".type", "must be http, sqs or http_batch")
 	}
 	return out
 }

@@ -63,7 +63,40 @@ func TestCompileRejects(t *testing.T) {
 		{"CalendarTwice", func(s *schedule.Spec) { s.ExcludeCalendars = []string{"c1", "c1"} }, "excludeCalendars[1]", `"c1" is named twice`},
 		{"CalendarEmpty", func(s *schedule.Spec) { s.ExcludeCalendars = []string{""} }, "excludeCalendars[0]", "must not be empty"},
 		{"LongName", func(s *schedule.Spec) { s.Name = strings.Repeat("ü", 21) }, "name", "longer than 20 characters"},
-		{"NoExpression", func(s *schedule.Spec) { s.Cron = nil }, "cron", "one of cron, fields, crons, interval or runAt is required"},
+		{"NoExpression", func(s *schedule.Spec) { s.Cron = nil }, "cron", "one of cron, fields, crons, interval, runAt or after is required"},
+		{"CronAndAfter", func(s *schedule.Spec) { s.After = &model.After{ScheduleID: "sch_up"} }, "after", schedule.MutuallyExclusive},
+		{"AfterWithoutSchedule", func(s *schedule.Spec) { s.Cron, s.After = nil, &model.After{} }, "after.scheduleId", "required"},
+		{"AfterUnknownWhen", func(s *schedule.Spec) {
+			s.Cron, s.After = nil, &model.After{ScheduleID: "sch_up", When: "later"}
+		}, "after.when", "must be finished or succeeded"},
+		{"AfterWithStartAt", func(s *schedule.Spec) {
+			s.Cron, s.After, s.StartAt = nil, &model.After{ScheduleID: "sch_up"}, ptr(testNow.Add(time.Hour))
+		}, "startAt", "applies to schedules that fire on a clock, not after another schedule"},
+		{"NotifyNoAddress", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{On: []model.NotifyKind{model.NotifyFinished}}}
+		}, "notify[0].url", "one of url and queueUrl is required"},
+		{"NotifyBothAddresses", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{URL: "https://a.example.com/", QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q", On: []model.NotifyKind{model.NotifyFinished}}}
+		}, "notify[0].url", "give url or queueUrl, not both"},
+		{"NotifyNotHTTP", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{URL: "ftp://a.example.com/", On: []model.NotifyKind{model.NotifyFinished}}}
+		}, "notify[0].url", "must be an http or https URL"},
+		{"NotifyBadQueue", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{QueueURL: "https://example.com/", On: []model.NotifyKind{model.NotifyFinished}}}
+		}, "notify[0].queueUrl", "not an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue"},
+		{"NotifyNoKind", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{URL: "https://a.example.com/"}}
+		}, "notify[0].on", "name at least one of fire.finished, fire.has_dead, fire.deadline_missed, fire.skipped, event.dead"},
+		{"NotifyUnknownKind", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{URL: "https://a.example.com/", On: []model.NotifyKind{"fire.done"}}}
+		}, "notify[0].on[0]", "must be one of fire.finished, fire.has_dead, fire.deadline_missed, fire.skipped, event.dead"},
+		{"NotifyKindTwice", func(s *schedule.Spec) {
+			s.Notify = []model.Notify{{URL: "https://a.example.com/", On: []model.NotifyKind{model.NotifySkipped, model.NotifySkipped}}}
+		}, "notify[0].on[1]", "fire.skipped is named twice"},
+		{"NotifyTooMany", func(s *schedule.Spec) {
+			n := model.Notify{URL: "https://a.example.com/", On: []model.NotifyKind{model.NotifySkipped}}
+			s.Notify = []model.Notify{n, n, n, n, n}
+		}, "notify", "has 5 receivers; at most 4"},
 		{"CronAndRunAt", func(s *schedule.Spec) { s.RunAt = ptr(testNow.Add(time.Hour)) }, "cron", schedule.MutuallyExclusive},
 		{"CronAndFields", func(s *schedule.Spec) { s.Fields = &cron.Fields{} }, "cron", schedule.MutuallyExclusive},
 		{"CronOutOfRange", func(s *schedule.Spec) { s.Cron = ptr("0 24 * * *") }, "cron", "hour: 24 is out of range 0-23"},

@@ -24,6 +24,8 @@ func exclusiveField(sp Spec) string {
 		return "crons"
 	case sp.Interval != nil:
 		return "interval"
+	case sp.After != nil:
+		return "after"
 	}
 	return "cron"
 }

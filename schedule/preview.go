@@ -73,6 +73,8 @@ func (c *Compiled) Describe() string {
 		return describeInterval(m, c.Loc)
 	case m.RunAt != nil:
 		return "once at " + m.RunAt.In(c.Loc).Format(time.RFC3339Nano)
+	case m.After != nil:
+		return "once after each " + string(m.After.When) + " fire of " + m.After.ScheduleID
 	}
 	return ""
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Spec is a schedule's definition as a client states it. Exactly one of
-// Cron, Fields, Crons, Interval and RunAt is set. String fields hold the client's text
+// Cron, Fields, Crons, Interval, RunAt and After is set. String fields hold the client's text
 // (Window is a duration such as "30m") so that Compile can say what is wrong
 // with it.
 type Spec struct {
@@ -43,6 +43,12 @@ type Spec struct {
 	Interval *string
 	// Crons are several cron expressions (their union); nil means none.
 	Crons []string
+	// Notify are the receivers of notifications about the fires.
+	Notify []model.Notify
+	// After makes the schedule fire after another instead of on a clock
+	// (the caller checks that it names another schedule of the tenant and
+	// makes no cycle).
+	After *model.After
 }
 
 // MaxExcludeCalendars is the most calendars one schedule may name.
@@ -124,6 +130,11 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 	}
 	if len(m.Crons) > 0 {
 		sp.Crons = slices.Clone(m.Crons)
+	}
+	sp.Notify = cloneNotify(m.Notify)
+	if m.After != nil {
+		a := *m.After
+		sp.After = &a
 	}
 	return sp
 }

@@ -42,6 +42,12 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		"Labels":   func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
 		"Interval": func(sp *schedule.Spec) { sp.Cron, sp.Interval = nil, ptr("90m") },
 		"Crons":    func(sp *schedule.Spec) { sp.Cron, sp.Crons = nil, []string{"0 3 * * *", "0 4 * * 6"} },
+		"Notify": func(sp *schedule.Spec) {
+			sp.Notify = []model.Notify{{URL: "https://ops.example.com/n", On: []model.NotifyKind{model.NotifyFinished}}}
+		},
+		"After": func(sp *schedule.Spec) {
+			sp.Cron, sp.After = nil, &model.After{ScheduleID: "sch_up", When: model.AfterSucceeded}
+		},
 	}
 	base, err := schedule.Compile(valid(), testLimits(), testNow)
 	if err != nil {

@@ -268,6 +268,11 @@ type ScheduleStore interface {
 	// it), which the write of the schedule keeps: the emitter's scan of
 	// interval schedules, as children are its scan of cron schedules.
 	ScheduleIntervalDue(ctx context.Context, p *ScheduleIntervalDueParams) ([]*model.Schedule, error)
+	// ScheduleListAfter returns up to p.Limit schedules that have After
+	// set (of any state), by id after p.After, through an index the write
+	// of the schedule keeps; with p.Upstream, only those whose After
+	// names it. Cross-tenant.
+	ScheduleListAfter(ctx context.Context, p *ScheduleListAfterParams) ([]*model.Schedule, error)
 	// ScheduleIntervalAdvance sets IntervalNext of interval schedule p.ID
 	// to p.Next if its version is still p.Version, it is active and p.Next
 	// is after its IntervalNextFire; otherwise it does nothing and returns
@@ -302,6 +307,13 @@ type ScheduleStore interface {
 	// the stored one and w.Fence is not older than the stored fence.
 	// ErrConflict otherwise (a stale emitter lost its partition).
 	WatermarkAdvance(ctx context.Context, w model.Watermark) error
+}
+
+// ScheduleListAfterParams pages the dependent schedules.
+type ScheduleListAfterParams struct {
+	Upstream string // optional
+	After    string // cursor: the last id of the previous page
+	Limit    int
 }
 
 // FireListParams pages a schedule's fires, newest FireTime first. Before is
@@ -350,6 +362,17 @@ type FireStore interface {
 	// FireListEmitting returns up to limit fires whose Remaining is above
 	// 0, by id. Cross-tenant (the emitter resumes them).
 	FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error)
+	// FireListWatched returns up to limit fires that are Watched and not
+	// finished (FinishedAt nil), by id after after, through an index of
+	// those fires only. Cross-tenant (the finisher follows them).
+	FireListWatched(ctx context.Context, after string, limit int) ([]*model.Fire, error)
+	// FireWatch marks the existing fire id Watched; a fire watched already
+	// (finished or not) is left as it is. ErrNotFound.
+	FireWatch(ctx context.Context, id string) error
+	// FireSetFinished sets the FinishedAt of the watched fire id to at if
+	// it is not set yet, and reports whether this call set it (a
+	// compare-and-set: of several callers, one sees true). ErrNotFound.
+	FireSetFinished(ctx context.Context, id string, at time.Time) (bool, error)
 }
 
 // EventCounts holds the number of events per status.

@@ -538,7 +538,7 @@ func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
 // excludes.
 var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
 	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label", "exclude-calendar", "on-excluded",
-	"interval", "crons"}
+	"interval", "crons", "notify", "after", "after-when"}
 
 // specFlags declares the flags of a schedule definition (create, preview)
 // and returns what reads them: the body of --file as it is, or the
@@ -571,6 +571,10 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 	interval := fs.String("interval", "", "fire every this Go duration of elapsed time (at least 1m), from --start-at or one interval after creation, instead of a cron expression")
 	var crons listFlag
 	fs.Var(&crons, "crons", "one of several cron expressions the schedule fires at, each instant once (repeatable; instead of --cron)")
+	var notify listFlag
+	fs.Var(&notify, "notify", "KINDS=ADDRESS: send notifications of these comma-separated kinds (fire.finished, fire.has_dead, fire.deadline_missed, fire.skipped, event.dead) to an http(s) URL, or to an SQS queue as sqs:QUEUE_URL (repeatable)")
+	after := fs.String("after", "", "fire once after each finished fire of this schedule id instead of on a clock")
+	afterWhen := fs.String("after-when", "", "with --after: finished (default: whatever the events' outcome) or succeeded (every event released)")
 	return func(e *env) (io.Reader, *client.ScheduleCreate, error) {
 		set := setFlags(fs)
 		if *file != "" {
@@ -638,6 +642,19 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 		if len(crons) > 0 {
 			in.Crons = (*[]string)(&crons)
 		}
+		if in.Notify, err = notifyOf(notify); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case *after != "":
+			in.After = &client.After{ScheduleId: *after}
+			if *afterWhen != "" {
+				w := client.AfterWhen(*afterWhen)
+				in.After.When = &w
+			}
+		case *afterWhen != "":
+			return nil, nil, fmt.Errorf("--after-when needs --after: %w", errUsage)
+		}
 		switch {
 		case *queue != "" && *target != "":
 			return nil, nil, fmt.Errorf("--target and --queue-url: give one: %w", errUsage)
@@ -655,6 +672,31 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 		}
 		return nil, &in, nil
 	}
+}
+
+// notifyOf makes the receivers of --notify values, KINDS=ADDRESS each.
+func notifyOf(vs []string) (*client.Notify, error) {
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	out := client.Notify{}
+	for _, v := range vs {
+		kinds, addr, ok := strings.Cut(v, "=")
+		if !ok || kinds == "" || addr == "" {
+			return nil, fmt.Errorf("--notify %q: want KINDS=ADDRESS, e.g. fire.finished,fire.has_dead=https://ops.example.com/hook: %w", v, errUsage)
+		}
+		n := client.NotifyEntry{}
+		for _, k := range strings.Split(kinds, ",") {
+			n.On = append(n.On, client.NotifyKind(strings.TrimSpace(k)))
+		}
+		if q, isQueue := strings.CutPrefix(addr, "sqs:"); isQueue {
+			n.QueueUrl = &q
+		} else {
+			n.Url = &addr
+		}
+		out = append(out, n)
+	}
+	return &out, nil
 }
 
 // done confirms a call that answers no body.
@@ -709,6 +751,8 @@ func when(s *client.Schedule) string {
 		return "every " + *s.Interval
 	case s.RunAt != nil:
 		return "at " + ts(*s.RunAt)
+	case s.After != nil:
+		return "after " + s.After.ScheduleId + " (" + string(deref(s.After.When, client.AfterWhenFinished)) + ")"
 	}
 	return "-"
 }
@@ -781,6 +825,23 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 	}
 	if s.Jitter != nil {
 		fmt.Fprintf(w, "jitter\t%s\n", *s.Jitter)
+	}
+	if s.Notify != nil {
+		for i, n := range *s.Notify {
+			label := ""
+			if i == 0 {
+				label = "notify"
+			}
+			addr := sp(n.Url)
+			if n.QueueUrl != nil {
+				addr = "sqs:" + *n.QueueUrl
+			}
+			kinds := make([]string, len(n.On))
+			for j, k := range n.On {
+				kinds[j] = string(k)
+			}
+			fmt.Fprintf(w, "%s\t%s=%s\n", label, strings.Join(kinds, ","), addr)
+		}
 	}
 	fmt.Fprintf(w, "version\t%d\nlabels\t%s\n", s.Version, labelsText(s.Labels))
 	if s.PausedAt != nil {

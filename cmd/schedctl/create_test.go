@@ -47,6 +47,23 @@ func TestCreateFlags(t *testing.T) {
 		t.Fatalf("schedules create: %+v", sched)
 	}
 	tk("schedules", "create", "--name", "x", "--cron", "0 3 * * *", "--target", s.consumer, "--overlap", "sometimes").fails(t, exitFail, `overlap`)
+
+	up := decode[idOnly](t, tk("schedules", "create", "--name", "up", "--cron", "0 3 * * *", "--target", s.consumer,
+		"--notify", "fire.finished,fire.has_dead=https://ops.example.com/hook",
+		"--notify", "event.dead=sqs:https://sqs.eu-west-1.amazonaws.com/123456789012/alerts", "--json").ok(t)).ID
+	tk("schedules", "get", up).ok(t).has(t, `(?m)^notify\s+fire.finished,fire.has_dead=https://ops.example.com/hook$`).
+		has(t, `(?m)^\s+event.dead=sqs:https://sqs.eu-west-1.amazonaws.com/123456789012/alerts$`)
+	down := decode[struct {
+		After struct {
+			ScheduleID string `json:"scheduleId"`
+			When       string `json:"when"`
+		} `json:"after"`
+	}](t, tk("schedules", "create", "--name", "down", "--after", up, "--after-when", "succeeded", "--target", s.consumer, "--json").ok(t))
+	if down.After.ScheduleID != up || down.After.When != "succeeded" {
+		t.Fatalf("schedules create --after: %+v", down)
+	}
+	tk("schedules", "create", "--name", "x", "--after", "sch_nope", "--target", s.consumer).fails(t, exitFail, `after.scheduleId`)
+	tk("schedules", "create", "--name", "x", "--cron", "0 3 * * *", "--target", s.consumer, "--notify", "https://ops.example.com/").fails(t, exitUsage, `KINDS=ADDRESS`)
 	tk("schedules", "create", "--file", "x.json", "--priority", "1").fails(t, exitUsage, `--file and --priority`)
 }
 

@@ -33,7 +33,7 @@ func TestIntervalAndCronsFlags(t *testing.T) {
 	}
 	tk("schedules", "ls").ok(t).has(t, `0 9 \* \* 1-5 \| 30 12 \* \* 6`, `every 1h30m0s`)
 	tk("schedules", "create", "--name", "both", "--cron", "0 3 * * *", "--interval", "1h", "--target", s.consumer).
-		fails(t, exitFail, `interval: cron, fields, crons, interval and runAt are mutually exclusive`)
+		fails(t, exitFail, `interval: cron, fields, crons, interval, runAt and after are mutually exclusive`)
 	tk("schedules", "create", "--name", "short", "--interval", "30s", "--target", s.consumer).
 		fails(t, exitFail, `interval: must be at least 1m0s`)
 }

@@ -59,6 +59,8 @@ var rules = []rule{
 	// The create use case knows no HTTP, no driver and no emitter: those
 	// are its caller and its ports.
 	{"CreateImportsNoAdapter", onlyImports("create", false, "model", "store", "schedule", "cron", "internal/guard", "internal/idempotency")},
+	// The finisher reaches the emitter and the store through its ports.
+	{"FinishImportsOnlyModelAndStore", onlyImports("finish", false, "model", "store", "internal/logkey", "internal/startstop")},
 	{"EmitterDoesNotImportHandler", neverReaches("emitter", "handler")},
 	{"HandlerDoesNotImportEmitter", neverReaches("handler", "emitter")},
 	{"MasterDoesNotImportHandler", neverReaches("master", "handler")},

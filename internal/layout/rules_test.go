@@ -18,12 +18,14 @@ func clean() graph {
 		"calendar":                      {"model", "cron", "schedule"},
 		"delivery":                      {"model"},
 		"emitter":                       {"calendar", "cron", "model", "store"},
+		"finish":                        {"internal/logkey", "internal/startstop", "model", "store"},
+		"internal/startstop":            {},
 		"throttle":                      {"model", "store"},
 		"handler":                       {"delivery", "model", "store", "throttle"},
 		"master":                        {"api", "calendar", "create", "cron", "internal/guard", "internal/idempotency", "model", "schedule", "store"},
 		"create":                        {"cron", "internal/guard", "internal/idempotency", "model", "schedule", "store"},
 		"internal/idempotency":          {"model"},
-		"app":                           {"emitter", "handler", "internal/guard", "master", "store", "throttle", "ui"},
+		"app":                           {"emitter", "finish", "handler", "internal/guard", "master", "store", "throttle", "ui"},
 		"internal/guard":                {"model"},
 		"ui":                            {}, // the console: embedded files, no package of ours
 		"cmd/schedbench":                {"app", "internal/testkit/chaoskit"},
@@ -76,6 +78,7 @@ var violationCases = []violationCase{
 	{"IdempotencyImportsOnlyModel", "ImportsStore", edge("internal/idempotency", "store"), "internal/idempotency imports store"},
 	{"CreateImportsNoAdapter", "ImportsAPI", edge("create", "api"), "create imports api"},
 	{"CreateImportsNoAdapter", "ImportsEmitter", edge("create", "emitter"), "create imports emitter"},
+	{"FinishImportsOnlyModelAndStore", "ImportsEmitter", edge("finish", "emitter"), "finish imports emitter"},
 	{"EmitterDoesNotImportHandler", "Directly", edge("emitter", "handler"), "emitter -> handler"},
 	{"EmitterDoesNotImportHandler", "ThroughAnotherPackage", func(g graph) {
 		g["emitter/hooks"] = []string{"handler"}

@@ -117,6 +117,9 @@ const unitLen = 4
 // writeEndKeys moves the schedule's entries in bSchedEnds from those of
 // old (nil: a new schedule) to those of sc (nil: deleted).
 func writeEndKeys(tx *bolt.Tx, codes *tenantCodes, old, sc *model.Schedule) error {
+	if err := writeAfterKey(tx, old, sc); err != nil {
+		return err
+	}
 	if codes == nil {
 		codes = newTenantCodes(tx)
 	}
@@ -361,6 +364,9 @@ func deleteFires(tx *bolt.Tx, id string) error {
 		return err
 	}
 	if err := deleteKeys(tx, bFires, ids); err != nil {
+		return err
+	}
+	if err := deleteWatch(tx, ids); err != nil {
 		return err
 	}
 	return deleteKeys(tx, bFireEmitting, ids)

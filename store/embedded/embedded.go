@@ -133,6 +133,7 @@ var (
 		bFires, bFireSched, bFireEmitting, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta, bCalendars,
 		bAudit, bAuditTenant, bAuditObject,
+		bFireWatching, bFireFinished, bSchedAfter,
 	}, eventBuckets...)
 )
 

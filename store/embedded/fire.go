@@ -92,6 +92,9 @@ func createFire(tx *bolt.Tx, f *model.Fire, doc []byte) error {
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
+	if err := putWatch(tx, f); err != nil {
+		return err
+	}
 	return bs.Put(sk, nil)
 }
 

@@ -102,13 +102,15 @@ type scheduleExt struct {
 	IntervalNext     *time.Time             `json:"intervalNext,omitempty"`
 	Crons            []string               `json:"crons,omitempty"`
 	CreatedTrace     string                 `json:"createdTrace,omitempty"`
+	Notify           []model.Notify         `json:"notify,omitempty"`
+	After            *model.After           `json:"after,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
 	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
 		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded,
-		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, CreatedTrace: sc.CreatedTrace}
+		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, Notify: sc.Notify, After: sc.After, CreatedTrace: sc.CreatedTrace}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -121,6 +123,7 @@ func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.ExcludeCalendars, sc.OnExcluded = x.ExcludeCalendars, x.OnExcluded
 	sc.Interval, sc.IntervalNext, sc.Crons = x.Interval, x.IntervalNext, x.Crons
 	sc.CreatedTrace = x.CreatedTrace
+	sc.Notify, sc.After = x.Notify, x.After
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say
@@ -137,7 +140,7 @@ func isScheduleFlagged(raw []byte) bool {
 // (spillFire); getFire, FireList and FireLatestBefore read it from the
 // row.
 func impliesFire(sc *model.Schedule, f *model.Fire) bool {
-	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 {
+	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 || f.Watched {
 		return false
 	}
 	var buf [64]byte
@@ -699,7 +702,11 @@ func getFire(r *rowDict, id []byte) (*model.Fire, error) {
 	if raw == nil {
 		return rowFire(r, string(id))
 	}
-	return decodeFire(id, raw)
+	f, err := decodeFire(id, raw)
+	if err == nil {
+		fillWatch(r.tx, f)
+	}
+	return f, err
 }
 
 // rowFire returns the fire id that its schedule's row holds;

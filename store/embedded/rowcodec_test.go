@@ -51,6 +51,14 @@ func fillValue(t *testing.T, f reflect.Value, name string, n int) {
 		for i := range f.NumField() {
 			fillValue(t, f.Field(i), name+f.Type().Field(i).Name, n)
 		}
+	case f.Kind() == reflect.Slice:
+		f.Set(reflect.MakeSlice(f.Type(), 2, 2))
+		for i := range 2 {
+			fillValue(t, f.Index(i), name, n+i)
+		}
+	case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+		f.Set(reflect.New(f.Type().Elem()))
+		fillValue(t, f.Elem(), name, n)
 	default:
 		t.Fatalf("fill: field %s of kind %s: teach fill this kind", name, f.Kind())
 	}
@@ -84,7 +92,8 @@ func TestScheduleCodecRoundTrip(t *testing.T) {
 func TestFireCodecRoundTrip(t *testing.T) {
 	for name, f := range map[string]*model.Fire{"full": {}, "zero": {ID: "f"}} {
 		if name == "full" {
-			fill(t, f, 1)
+			// Watched and FinishedAt live in the watch buckets, not the row.
+			fill(t, f, 1, "Watched", "FinishedAt")
 		}
 		raw := encodeFire(f)
 		got, err := decodeFire([]byte(f.ID), raw)

@@ -68,6 +68,7 @@ type tenantDoc struct {
 	Weight    int               `bson:"weight,omitempty"`
 	Quotas    tenantQuotasDoc   `bson:"quotas"`
 	Targets   *tenantTargetsDoc `bson:"targets,omitempty"`
+	Notify    []notifyDoc       `bson:"notify,omitempty"`
 	Version   int64             `bson:"version"`
 	CreatedAt int64             `bson:"createdAt"`
 }
@@ -89,7 +90,7 @@ type tenantTargetsDoc struct {
 func toTenantDoc(t *model.Tenant) tenantDoc {
 	d := tenantDoc{
 		ID: t.ID, Name: t.Name, Weight: t.Weight, Version: t.Version, CreatedAt: unixNano(t.CreatedAt),
-		Quotas: tenantQuotasDoc(t.Quotas),
+		Quotas: tenantQuotasDoc(t.Quotas), Notify: toNotifyDocs(t.Notify),
 	}
 	if t.Targets != nil {
 		d.Targets = &tenantTargetsDoc{Hosts: t.Targets.Hosts, CIDRs: t.Targets.CIDRs, QueueURLPrefixes: t.Targets.QueueURLPrefixes}
@@ -100,7 +101,7 @@ func toTenantDoc(t *model.Tenant) tenantDoc {
 func (d *tenantDoc) model() *model.Tenant {
 	t := &model.Tenant{
 		ID: d.ID, Name: d.Name, Weight: d.Weight, Version: d.Version, CreatedAt: fromNano(d.CreatedAt),
-		Quotas: model.TenantQuotas(d.Quotas),
+		Quotas: model.TenantQuotas(d.Quotas), Notify: notifyModel(d.Notify),
 	}
 	if d.Targets != nil {
 		t.Targets = &model.TenantTargets{Hosts: d.Targets.Hosts, CIDRs: d.Targets.CIDRs, QueueURLPrefixes: d.Targets.QueueURLPrefixes}
@@ -222,9 +223,67 @@ type scheduleDoc struct {
 	IntervalNext     *int64   `bson:"intervalNext,omitempty"`
 	// IntervalDue is the next fire of an active interval schedule: what
 	// ScheduleIntervalDue finds it by.
-	IntervalDue  *int64   `bson:"intervalDue,omitempty"`
-	Crons        []string `bson:"crons,omitempty"`
-	CreatedTrace string   `bson:"createdTrace,omitempty"`
+	IntervalDue  *int64      `bson:"intervalDue,omitempty"`
+	Crons        []string    `bson:"crons,omitempty"`
+	CreatedTrace string      `bson:"createdTrace,omitempty"`
+	Notify       []notifyDoc `bson:"notify,omitempty"`
+	// After is indexed by its scheduleId (ScheduleListAfter).
+	After *afterDoc `bson:"after,omitempty"`
+}
+
+type notifyDoc struct {
+	URL      string   `bson:"url,omitempty"`
+	QueueURL string   `bson:"queueUrl,omitempty"`
+	On       []string `bson:"on"`
+}
+
+type afterDoc struct {
+	ScheduleID string `bson:"scheduleId"`
+	When       string `bson:"when"`
+}
+
+func toNotifyDocs(ns []model.Notify) []notifyDoc {
+	if ns == nil {
+		return nil
+	}
+	out := make([]notifyDoc, len(ns))
+	for i, n := range ns {
+		on := make([]string, len(n.On))
+		for j, k := range n.On {
+			on[j] = string(k)
+		}
+		out[i] = notifyDoc{URL: n.URL, QueueURL: n.QueueURL, On: on}
+	}
+	return out
+}
+
+func notifyModel(ds []notifyDoc) []model.Notify {
+	if ds == nil {
+		return nil
+	}
+	out := make([]model.Notify, len(ds))
+	for i, d := range ds {
+		on := make([]model.NotifyKind, len(d.On))
+		for j, k := range d.On {
+			on[j] = model.NotifyKind(k)
+		}
+		out[i] = model.Notify{URL: d.URL, QueueURL: d.QueueURL, On: on}
+	}
+	return out
+}
+
+func toAfterDoc(a *model.After) *afterDoc {
+	if a == nil {
+		return nil
+	}
+	return &afterDoc{ScheduleID: a.ScheduleID, When: string(a.When)}
+}
+
+func (d *afterDoc) model() *model.After {
+	if d == nil {
+		return nil
+	}
+	return &model.After{ScheduleID: d.ScheduleID, When: model.AfterWhen(d.When)}
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -243,6 +302,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
 		CreatedTrace: s.CreatedTrace,
+		Notify:       toNotifyDocs(s.Notify), After: toAfterDoc(s.After),
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -275,6 +335,7 @@ func (d *scheduleDoc) model() *model.Schedule {
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
 		CreatedTrace: d.CreatedTrace,
+		Notify:       notifyModel(d.Notify), After: d.After.model(),
 	}
 }
 
@@ -327,6 +388,11 @@ type fireDoc struct {
 	CreatedAt  int64  `bson:"createdAt"`
 	Jitter     int64  `bson:"jitter,omitempty"` // nanoseconds
 	Payload    []byte `bson:"payload,omitempty"`
+	Watched    bool   `bson:"watched,omitempty"`
+	FinishedAt *int64 `bson:"finishedAt,omitempty"`
+	// Watching is 1 while the fire is watched and not finished: what
+	// FireListWatched finds it by.
+	Watching int `bson:"watching,omitempty"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -335,7 +401,16 @@ func toFireDoc(f *model.Fire) fireDoc {
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
 		Jitter: int64(f.Jitter), Payload: f.Payload,
+		Watched: f.Watched, FinishedAt: unixNanoPtr(f.FinishedAt), Watching: watching(f),
 	}
+}
+
+// watching is fireDoc.Watching of f.
+func watching(f *model.Fire) int {
+	if f.Watched && f.FinishedAt == nil {
+		return 1
+	}
+	return 0
 }
 
 func (d *fireDoc) model() *model.Fire {
@@ -344,6 +419,7 @@ func (d *fireDoc) model() *model.Fire {
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
 		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
+		Watched: d.Watched, FinishedAt: fromNanoPtr(d.FinishedAt),
 	}
 }
 

@@ -448,6 +448,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("resume_id", false, "resumeAt", "_id"),
 			// ScheduleIntervalDue: the emitter's scan of interval schedules.
 			idx("partition_interval_id", false, "partition", "intervalDue", "_id"),
+			// ScheduleListAfter: the schedules that fire after another.
+			idx("after_id", false, "after.scheduleId", "_id"),
 		},
 		collChildren: {
 			// The emitter's scan: eligible keys of one partition and timezone.
@@ -459,6 +461,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("schedule_firetime", false, "scheduleId", "fireTime"),
 			// The emitter's resume scan: fires still being emitted.
 			idx("remaining", false, "remaining"),
+			// The finisher's scan: watched fires not finished yet.
+			idx("watching_id", false, "watching", "_id"),
 		},
 		collEvents: {
 			// The handler's takeover: scheduled events under another fence, which

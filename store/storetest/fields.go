@@ -138,6 +138,13 @@ func fillField(t *testing.T, f reflect.Value, name string, n int) {
 		f.Set(reflect.ValueOf(map[string]string{name: strconv.Itoa(n)}))
 	case f.Type() == reflect.TypeFor[[]string]():
 		f.Set(reflect.ValueOf([]string{name, strconv.Itoa(n)}))
+	case f.Type() == reflect.TypeFor[[]model.Notify]():
+		f.Set(reflect.ValueOf([]model.Notify{
+			{URL: "http://127.0.0.1:9/" + name, On: []model.NotifyKind{model.NotifyFinished, model.NotifyHasDead}},
+			{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/n", On: []model.NotifyKind{model.NotifySkipped}},
+		}))
+	case f.Type() == reflect.TypeFor[*model.After]():
+		f.Set(reflect.ValueOf(&model.After{ScheduleID: fmt.Sprintf("up-%d", n), When: model.AfterSucceeded}))
 	case f.Kind() == reflect.Struct:
 		for i := range f.NumField() {
 			fillField(t, f.Field(i), name+"."+f.Type().Field(i).Name, n)

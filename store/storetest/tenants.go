@@ -62,6 +62,7 @@ var tenantTests = []namedTest{
 				Hosts: []string{"*.example.com"}, CIDRs: []string{"203.0.113.0/24"},
 				QueueURLPrefixes: []string{"https://sqs.eu-west-1.amazonaws.com/123456789012/"},
 			},
+			Notify: []model.Notify{{URL: "https://ops.example.com/hook", On: []model.NotifyKind{model.NotifyHasDead, model.NotifyEventDead}}},
 		}
 		requireNoError(t, d.TenantUpdate(ctx, want, 0), "TenantUpdate")
 		got, err := d.TenantGet(ctx, "t1")
@@ -75,6 +76,9 @@ var tenantTests = []namedTest{
 			!slices.Equal(got.Targets.CIDRs, want.Targets.CIDRs) ||
 			!slices.Equal(got.Targets.QueueURLPrefixes, want.Targets.QueueURLPrefixes) {
 			t.Fatalf("Targets: got %+v, want %+v", got.Targets, want.Targets)
+		}
+		if len(got.Notify) != 1 || got.Notify[0].URL != want.Notify[0].URL || !slices.Equal(got.Notify[0].On, want.Notify[0].On) {
+			t.Fatalf("Notify: got %+v, want %+v", got.Notify, want.Notify)
 		}
 
 		stale := *want

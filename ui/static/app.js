@@ -267,7 +267,9 @@ function scheduleForm(policies, onCreated) {
     kind: h("select", { name: "kind", id: "kind-in" },
       h("option", { value: "cron" }, "a cron expression"),
       h("option", { value: "crons" }, "several crons (separated by ;)"),
-      h("option", { value: "interval" }, "an interval (e.g. 90m)")),
+      h("option", { value: "interval" }, "an interval (e.g. 90m)"),
+      h("option", { value: "after" }, "after another schedule's fires (its id)"),
+      h("option", { value: "after-succeeded" }, "after another schedule's fires that succeeded (its id)")),
     cron: h("input", { name: "cron", required: true, value: "*/5 * * * *" }),
     timezone: h("input", { name: "timezone", value: tz }),
     eventCount: h("input", { name: "eventCount", type: "number", min: 1, value: 1 }),
@@ -280,11 +282,14 @@ function scheduleForm(policies, onCreated) {
     overlap: h("select", { name: "overlap" }, ["allow", "skip", "cancel"].map((o) => h("option", { value: o }, o))),
     spread: h("input", { name: "spread", type: "checkbox" }),
     labels: h("input", { name: "labels", placeholder: "team=billing, tier=gold" }),
+    notify: h("input", { name: "notify", type: "url", placeholder: "https://… (optional)" }),
+    notifyOn: h("input", { name: "notifyOn", value: "fire.finished, fire.has_dead, fire.deadline_missed" }),
   };
   const words = h("small", { id: "cron-words", "aria-live": "polite" });
   const explain = () => {
     const v = f.cron.value;
     if (f.kind.value === "interval") { words.textContent = v ? `every ${v} of elapsed time` : ""; return; }
+    if (f.kind.value.startsWith("after")) { words.textContent = v ? `once after each ${f.kind.value === "after" ? "finished" : "succeeded"} fire of ${v}` : ""; return; }
     try {
       words.textContent = f.kind.value === "crons" ? splitCrons(v).map(describeCron).join("; and ") : describeCron(v);
     } catch (e) { words.textContent = e.message; }
@@ -310,7 +315,13 @@ function scheduleForm(policies, onCreated) {
       if (f.kind.value !== "cron") {
         delete body.cron;
         if (f.kind.value === "crons") body.crons = splitCrons(f.cron.value);
-        else body.interval = f.cron.value;
+        else if (f.kind.value.startsWith("after")) {
+          body.after = { scheduleId: f.cron.value.trim(), when: f.kind.value === "after" ? "finished" : "succeeded" };
+          delete body.timezone;
+        } else body.interval = f.cron.value;
+      }
+      if (f.notify.value) {
+        body.notify = [{ url: f.notify.value, on: f.notifyOn.value.split(",").map((k) => k.trim()).filter(Boolean) }];
       }
       const labels = parseLabels(f.labels.value);
       if (labels) body.labels = labels;
@@ -324,7 +335,11 @@ function scheduleForm(policies, onCreated) {
         for (const fe of (err.problem && err.problem.errors) || []) {
           // labels.<key> is the labels field too; crons, crons[i] and
           // interval are the when field.
-          const name = fe.field.startsWith("labels.") ? "labels" : /^(crons|interval)\b/.test(fe.field) ? "cron" : fe.field;
+          // after and after.scheduleId are the when field too; notify[0].…
+          // the notify field.
+          const name = fe.field.startsWith("labels.") ? "labels"
+            : /^(crons|interval|after)\b/.test(fe.field) ? "cron"
+            : /^notify\[0\]\.on/.test(fe.field) ? "notifyOn" : /^notify\b/.test(fe.field) ? "notify" : fe.field;
           const el = form.querySelector(`[name="${CSS.escape(name)}"]`);
           if (el) el.setAttribute("aria-invalid", "true");
         }
@@ -336,6 +351,7 @@ function scheduleForm(policies, onCreated) {
   field("Time zone", f.timezone), field("Events per fire", f.eventCount),
   field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
   field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), field("Labels (key=value, comma separated)", f.labels),
+  field("Notify URL", f.notify), field("Notify on (comma separated)", f.notifyOn),
   h("label", { class: "inline", for: "spread-in" },
     Object.assign(f.spread, { id: "spread-in" }), " spread over the window"),
   h("div", {}, h("button", { type: "submit", class: "primary", id: "create-schedule" }, "Create schedule")), msg);
@@ -387,12 +403,14 @@ function splitCrons(v) {
 
 // whenCode is a schedule's cron, crons or interval as written.
 function whenCode(s) {
+  if (s.after) return `after ${s.after.scheduleId}`;
   if (s.crons) return s.crons.join("; ");
   if (s.interval) return `every ${s.interval}`;
   return s.cron || "one-off";
 }
 
 function cronWords(s) {
+  if (s.after) return `once after each ${s.after.when || "finished"} fire of ${s.after.scheduleId}`;
   if (s.interval) return `every ${s.interval} of elapsed time${s.startAt ? `, from ${utc(s.startAt)}` : ""}`;
   if (s.crons) {
     try { return s.crons.map(describeCron).join("; and "); } catch (e) { return s.crons.join("; "); }
@@ -592,7 +610,9 @@ async function pageSchedule(main, id) {
     h("dl", { class: "kv" },
       h("dt", {}, "id"), h("dd", {}, s.id),
       h("dt", {}, "when"), h("dd", { id: "cron-explained" }, cronWords(s)),
-      h("dt", {}, s.interval ? "interval" : s.crons ? "crons" : "cron"), h("dd", { id: "when-code" }, h("code", {}, s.runAt ? "—" : whenCode(s)), " in ", s.timezone),
+      h("dt", {}, s.interval ? "interval" : s.crons ? "crons" : s.after ? "after" : "cron"), h("dd", { id: "when-code" }, s.after
+        ? [h("a", { href: `#/schedules/${enc(s.after.scheduleId)}` }, s.after.scheduleId), ` (${s.after.when || "finished"})`]
+        : [h("code", {}, s.runAt ? "—" : whenCode(s)), " in ", s.timezone]),
       h("dt", {}, "events per fire"), h("dd", {}, s.eventCount),
       h("dt", {}, "window"), h("dd", {}, s.window || "none", s.spread ? " (launches spread over it)" : ""),
       h("dt", {}, "jitter"), h("dd", { id: "jitter" }, s.jitter
@@ -604,6 +624,9 @@ async function pageSchedule(main, id) {
         ? [...s.excludeCalendars.flatMap((c) => [h("a", { href: `#/calendars/${enc(c)}` }, c), " "]), `(excluded fires: ${s.onExcluded})`]
         : "none"),
       h("dt", {}, "target"), h("dd", {}, s.target.url || s.target.queueUrl),
+      h("dt", {}, "notify"), h("dd", { id: "schedule-notify" }, s.notify
+        ? s.notify.map((n) => h("div", {}, h("code", {}, n.url || n.queueUrl), " on ", n.on.join(", ")))
+        : "none"),
       h("dt", {}, "max attempts"), h("dd", {}, s.maxAttempts),
       h("dt", {}, "labels"), h("dd", { id: "schedule-labels" }, labelChips(s.labels)),
       h("dt", {}, "version"), h("dd", {}, s.version),
@@ -615,7 +638,7 @@ async function pageSchedule(main, id) {
       ...(s.skipUntil ? [h("dt", {}, "skipped"), h("dd", { id: "skip-until" }, `fires before ${utc(s.skipUntil)}`)] : [])),
     h("p", {}, h("a", { href: `#/fires/${enc(s.id)}` }, "Fires timeline →"), " ",
       h("a", { href: `#/events?scheduleId=${enc(s.id)}` }, "Events →")),
-    ...(s.state === "active" && !s.runAt ? [backfillForm(s)] : []),
+    ...(s.state === "active" && !s.runAt && !s.after ? [backfillForm(s)] : []),
     h("h2", {}, "Next fires"), h("div", { class: "bar" }, field("How many", countSel)), dst,
     h("table", { "aria-label": "Preview" }, h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, `Local (${s.timezone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "Launch (UTC)"),
