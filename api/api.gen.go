@@ -26,6 +26,7 @@ const (
 	Dead       EventStatus = "dead"
 	Delivered  EventStatus = "delivered"
 	Delivering EventStatus = "delivering"
+	Expired    EventStatus = "expired"
 	Pending    EventStatus = "pending"
 	Released   EventStatus = "released"
 	Retrying   EventStatus = "retrying"
@@ -42,6 +43,8 @@ func (e EventStatus) Valid() bool {
 	case Delivered:
 		return true
 	case Delivering:
+		return true
+	case Expired:
 		return true
 	case Pending:
 		return true
@@ -125,6 +128,24 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnDeadline.
+const (
+	Expire OnDeadline = "expire"
+	Record OnDeadline = "record"
+)
+
+// Valid indicates whether the value is a known member of the OnDeadline enum.
+func (e OnDeadline) Valid() bool {
+	switch e {
+	case Expire:
+		return true
+	case Record:
 		return true
 	default:
 		return false
@@ -453,6 +474,22 @@ type CronFields struct {
 // interval and runAt.
 type Crons = []string
 
+// Deadline Go duration such as "45m": a fire must finish (every event released,
+// dead or cancelled) this long after its fire time (after its launch
+// with jitter). Without it a schedule with a window has the window's
+// end as deadline; with a window it must be at least the window, else
+// 422 naming deadline. "" or absent: the window's end, or none.
+type Deadline = string
+
+// DeadlineMissed The fire was not finished by its deadline.
+type DeadlineMissed struct {
+	// At When the miss was recorded (at or shortly after the deadline).
+	At time.Time `json:"at"`
+
+	// Remaining Events not finished then.
+	Remaining int `json:"remaining"`
+}
+
 // DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
 // deliver one event.
 type DeliveryMessage struct {
@@ -579,8 +616,16 @@ type FieldProblem struct {
 
 // Fire defines model for Fire.
 type Fire struct {
+	// AtRisk True when eta is after the deadline.
+	AtRisk    *bool      `json:"atRisk,omitempty"`
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
+
+	// Deadline When the fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// DeadlineMissed The fire was not finished by its deadline.
+	DeadlineMissed *DeadlineMissed `json:"deadlineMissed,omitempty"`
 
 	// Decision emitted: on time; late: after downtime, within the catch-up limit,
 	// or a one-off accepted with its runAt already past; skipped_overlap:
@@ -602,9 +647,16 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting *bool     `json:"emitting,omitempty"`
-	FireTime time.Time `json:"fireTime"`
-	Id       string    `json:"id"`
+	Emitting *bool `json:"emitting,omitempty"`
+
+	// Eta While events of the fire are unfinished: when the last one is
+	// expected to finish, now plus the unfinished events divided by the
+	// throughput its policy has been giving (limit divided by the
+	// measured hold time from delivery to release, bounded by the
+	// rate). Absent when the throughput is not known yet.
+	Eta      *time.Time `json:"eta,omitempty"`
+	FireTime time.Time  `json:"fireTime"`
+	Id       string     `json:"id"`
 
 	// Jitter The fire's jitter offset; absent when it has none.
 	Jitter         *string    `json:"jitter,omitempty"`
@@ -622,6 +674,14 @@ type Fire struct {
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
 	Note *string `json:"note,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -648,6 +708,9 @@ type FireCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+
+	// Expired Not delivered because the fire's deadline passed (onDeadline expire) or maxEventAge.
+	Expired int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -735,8 +798,22 @@ type Lateness struct {
 	Sampled int `json:"sampled"`
 }
 
+// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+// fire time is not attempted (or retried) any more and becomes
+// expired, as EventBridge's maximum event age. At least "1m"; absent:
+// no bound.
+type MaxEventAge = string
+
 // Misfire defines model for Misfire.
 type Misfire string
+
+// OnDeadline What happens to a fire not finished by its deadline: record (the
+// default) sets the fire's deadlineMissed and counts it in the metric
+// schedulerd_fire_deadline_missed_total; expire does that and moves
+// the fire's events still waiting (not yet being delivered) to
+// expired: never delivered late, redrivable. expire needs a deadline
+// (a window or deadline), else 422 naming onDeadline.
+type OnDeadline string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -977,7 +1054,10 @@ type Schedule struct {
 	Cron *string `json:"cron,omitempty"`
 
 	// Crons The expressions of a schedule with several crons, canonical.
-	Crons      *[]string  `json:"crons,omitempty"`
+	Crons *[]string `json:"crons,omitempty"`
+
+	// Deadline The schedule's own deadline (see Deadline); absent without one.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
 
@@ -1000,11 +1080,22 @@ type Schedule struct {
 	// one naming `labels.<key>`.
 	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
+
+	// MaxEventAge See MaxEventAge; absent without one.
+	MaxEventAge *string `json:"maxEventAge,omitempty"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1116,8 +1207,15 @@ type ScheduleBatchItem struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1157,10 +1255,24 @@ type ScheduleBatchItem struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1237,8 +1349,15 @@ type ScheduleCreate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1275,10 +1394,24 @@ type ScheduleCreate struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1353,7 +1486,10 @@ type ScheduleUpdate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons      *Crons     `json:"crons,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline See Deadline; "" or "0s" removes it.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
@@ -1374,10 +1510,21 @@ type ScheduleUpdate struct {
 	Jitter *string `json:"jitter,omitempty"`
 
 	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge See MaxEventAge; "" or "0s" removes it.
+	MaxEventAge *string  `json:"maxEventAge,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1429,6 +1576,7 @@ type SummaryCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+	Expired   int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -3011,317 +3159,329 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1rcxs30geKfxUU//8qk8+OaEqxsxuq9oXiy66fxLHXkk+ePZlUCHFAcqIhQAMYUdyUv/spdDcwGHKG",
-	"F1myk6xqX2wszmBwafS9f/1bZ6zmCyWFtKYz/K2z4JrPhRUa/vWs1EZp91+ZMGOdL2yuZGfYuZgJNpLi",
-	"xuIDI6YmzM4EW2hxnavSsAWfilPG5YopOxOaXfOiFCw3TItJaUTGlrmdsSeDQb+TdHI35IdS6FUn6Ug+",
-	"F51hZ4xfTjpmPBNz7qZgVwv3i7E6l9POx49J59Vz93d4fcHtrHo7zzpJR4sPZa5F1hlaXYp4pDm/+V7I",
-	"qZ11hieDQdKZ59L/+zhp+k4m5gtlhRyvvhOrze04Y1pYnYuMjbXgVuDq3IYYPhfsSqwYl1n1h0uVrdwr",
-	"pZYG/jrJtbGp5NIshYZncSDDpLKzXE5P66PB+Fzi3sJo1damEvf25KTPvhMrw7gWzIzVQmTMKhhnzItC",
-	"6EeGWSG5tP1U+lOYCZ4JXW1ktPIjt/S2XXz6dPcufp/Pc7u5eW/5VDCT/0ewbiYmvCwsOx4Mem2EUcAo",
-	"a/PI5+W8Mzwe0GHSP8MkcmnFVOjORzcNLcxCSSOAwL/l2TvxoRQGJjZW0goJ/8kXiyIfczfHxwutLgsx",
-	"/8uvxk34t+jT/38tJp1h5//3uLpEj/FX8/gtvoUf3bw+Gj/LMoWnzObcjpFozt6+YtEL/c7HpPNMyUmR",
-	"jz/7NNXlr2Js2XjG5VRkbC64XM7yQiSO4nIJ811qJafMWG5FwpR2vxibFwXLZSpLI07dH7sjobXSZsQk",
-	"n+dySnQviixh7pjYqN/vP+aFFjxbHYmb3Fgz6nkiTyVNhB5gM+5uDreslPmHUiCDSZgpxzPGDeNsoYp8",
-	"vHpk3OeEo/CPSeeFm8Hn3MEzyUopbhZibEXGYANY9ylQ98ek81LpyzzLhPzch+pYyJyvgOwcL2B2lhum",
-	"FkLDR1kX+QI8pyTjkvFsnsvoCaXh/LS4FtoIXM4racrJJB/nQtpzqzSfis+9sIkWgpkFHwsvkYxVWjwy",
-	"LMvNlSPMS1GoJTJBJSf5tNSOLc60MDNVZMNUSrFk7mtZWQiTEOGbhFmdT6dCG+DOWphyLpC1eolWSpsX",
-	"+PFU5gbmkvXZc1Hk10LnbgwtCsGN8GO4bXGbOVVMSSLRH5R9qUqZfc6d+0HhvaErNoHDzQ2JCTjbC6W+",
-	"5/rzH6jnkl7GFW4Sbnpcrh8iCAbWPf6afZd/C4ug7YbdFjdWyKznF/OayxUxfvO514SX65EJi9NOZcDp",
-	"54aJmxkvjeMXSifu+kXLSCWuI2GcuK5VV0IyPrFuV5Ric6dzRT8Z1nXHiMzSaxgiY08GT3psotUct7Fw",
-	"l5bxLNPCGGDiE7ri4lpImxCrT+W41No9usxlppanjLOx0tqRDc7E8X6hrx3lnwvB3gmrV0dnbnp99kaS",
-	"WpOkslxkIC7oWkW3yt1cHq7gECbhtyyVc37zws3IOA4jMvahVJazpSqLjF0KtuDG3cWuVPGnh7gKwwrB",
-	"r0UqA2NgIEWceqYFy/Cmiswra7mOLqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiad95KX",
-	"dqZ0/h/xWTnA69wYJ5OVZnNeTJSei4yd0VSQ4+OigTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
-	"wV+mwlaaLBIjMb73kl/zvOCXxWdnMkgKuWFlNQfWdbcPLgFSaMKkYmKeW3fTdClJ+8lNKhdajYUxvVMw",
-	"A1Z0G2PSv3eyoSl8id3zXCw3bCmK4oio57K0LJdIGKD+03Dua2dvX5EdtdBOp7A5auPIHbIzmLgbh9vO",
-	"sOMYxZHN56KzYVUkztLbNA2TzkKLSX7TbLiCseUEu+ZjZ+h6VeFKrBK36VqM1VTmRjDc/I3BiaAPmSYy",
-	"sFdZsx1bWao/oekaHg8rSaLN+Tl8ACW2+wBu6TN8Bs69KN5MOsOftp8tncTHZP0orprs3AsQFYJrt1d9",
-	"dj5zF52uAd1mpmSxati1tVW64TeX8XNYyPc5WmT1SeVWzOv/sdfa/Ge41ny1ueEwVuOeZnxh82sRDFee",
-	"ZbnbCl68jeY14YURTTcjmCAo2+fqWjgF1C6FkMzp044/zvkN69roaZBxr+TLIp/ObMKWs3w8c5cL5LTI",
-	"i1xOY8mtpBOazpg3+VTywqSy++Tkm8dPB18lzJGjKq1TX2eCPb25YWbGtUjYVKulY/gFB9v+FDjd+b/O",
-	"mXUKljUoIz+UonTK8yUfXxVq2uuzM/bk5BsnA54OvmKWXwnDlHQie8K6go9nbFJqcEoo6bRgWTF7VBjg",
-	"6blyU8gc8VjFbgb9b3pJ8GbgKuCvqVRyLNhCaP92l/v/yv2uqtKO1VwYmJz/yCSVphw7jiiAT+MmcusU",
-	"AGPZjBd45XGIJTduGKZ5Ds/bIaw4lVYtuc5w6wtxLQoUeoUbY8LzQmSwsZJNuHEs/1KslMwc22CvZCrf",
-	"wom+J03HHfiAaYFkwIm2gmMo6H+T/MapILZGB4xPeS5RjtTvxJzfbDhBdvpB4Ncdrw0a3Cf1m+PGaLo3",
-	"3/Lx1SQvisizsvXm1BfkSHuT9bwEpp1LY51hShxbO9uMdXM5LspMZOAz2o8fz/nNy1zjBzcv7lxV3zLR",
-	"l5zN7MzEyFOVuE1zlOXeSeXxwP2h5/RifAV8cXPSL8hUxGPcPBOrNqfzQmZrqxU3tNpTUL1Q2ZBque/i",
-	"1w4Rthu+vf0oTVk0cGTUqxumjfr2Ujt9SbKs1N7l46yRfuPycay3QmZunm1DwmaQcfrI3RYtqu8Qw3G3",
-	"d6qdGc266hrsRZHK6K/B4Ad9NhMToZ3ef7liwb54K/TrXJZWkK8jleBCmJZcZ722EwS3VePsX3lqKsQE",
-	"mBa7FGNeGoH2x4w7Tdktxnu4mvdo0ky0QMuguOgM1xH2CCkwE+PcODX+kg60ZXi6e3vqXrSm5kvkLbhH",
-	"prpKuWQ/uW84PavXPAX/2qtmxc5c5YsFajj7bwE3jN77ZcwLITOu+1tu4C1uUTTrJLpS0R75s6uWEJGL",
-	"J/7O+i1oupPPaAl3oj+7H+sq1abuWtOeWlVu9M83/AB8a3+1zS/vnXut6ftuKf9Rsvlj6Fc4aAuuhTY5",
-	"GkThhVzar580kshSiKtitfdqfoTH35WF2K2IZj7KEa3Rn1DYxjCDauKxbRDvwDbiQUvhQKX2DMUcSj0G",
-	"E0tQLKFLE2fGdFkIZ75OhdPo+uzFtdD4VycEfy2zqciAVdMi+xtKTaDK+vd/nKlCsEKNecEyvjIJ+/e/",
-	"//3vo9evj54/h3jR3jTsiXVrzOp+SXdNPpz9cBY2BISYWyBqh7l3NYetazRL748y14lyG2HdheUWOFzT",
-	"yYWo8x62dKtpVz+pw27BC1TATCTKhuxS2Rl79/IZ++qrr76pBB4Fap2BZIRNZTftnAxO/np0fHJ08uTi",
-	"+K/DwWA4GPy/aacHmgiM4umbWFYIs3nR5UzEQClrA/5tOBiknd4pW8JVmYMGY5rsBi/qN6+K2r2x25VG",
-	"v7lo+RzKYy6NkJZVk2VXQizIHQtRPqdcF7mxTItFwcfCVIGejD2wk98nO9kkEq3ky1wUmbmFZwXixsxJ",
-	"a4wWjLWSTNwstDBOIp5CyBIJCR+dCy4NSzv/k3aayGP1ZvJaSXdsvzWpSKs3E7e8xl9nqtSNP+Dda/6p",
-	"5Vtt+2SanMTXQvOCPT3CBa7tgMG4iVdLyUzilrnXVqn0hjRk6IB5OYdAuUlY8Ln4Z5xGypYzoQWzSwWP",
-	"oUEEfh1cZp+9AO+PKgq1JF+VmxGqAl1PiQl7fn7Rg+Mh33AqHYFGiUGUHeDeNj/lP/fZmWS8sEJLDv4S",
-	"q+C3BA/WJG4tVuhrXmAMqZRnPqGl9frO+c0r/PH4azgo/6/NK0bh29VrYQwFtDfJEaKTjhAl++fFxVsf",
-	"ScIACP79/F/nbI5jDMEJxq0V84VlVqWSnoe/g/7fxLDphc0ZHDMlqywiP7Aj8+0uoLEqMUSw/bFM8KzI",
-	"ZcvSReWfiAy+S8hlCTFCvIlOFjrDl1j0fso5bEeLLeiIestPFzky5X2N2Uw0BAwGR5fckSWfK3JgjGDf",
-	"Rj6kSIt3H6xt+aBpLxd8VSie7Yy40GMgdSH4u+sNT6bv6PFdhvSaPPe7nKwZsrjB0Xb6ffLUkwSyrKba",
-	"pBKsz29jn/9ZZWWAP5tN82uS7DC5R4YCzJd8fLXJwsXNwnG4M9sk5QVej+COx4HIN05ebIgyhw+wbnW6",
-	"PJX4ZiBgXlpFC4FwR28YYvRKU6YBuxQTpYFRktt2z0CRm8PmIt4s+IeSguF+P4wYa2HRtT8RjmuTLxtu",
-	"WykzCqsDr/ZcgV2EhaoJG9EyyFM7gudHL2AF/m81X1dkaOuiJS+U9gLcaCP2/t33wWcHMz9lb9+cXzC+",
-	"+XGrKOIWtqrU+U7Xi5uI37cm0oN5bFoktCGmKaga8caGn27hZIlY6L5vUC7CVoqGQAQFOiZlEWSKI4I5",
-	"z0SfPSsEJ88mZ1pkOr8+gPlOcpmb2Y5JwKEyLbjjHP4iZAlzi3b3YczlWBSFyPqMdHtIIGR5yB7wn2Hd",
-	"ccN0e4fM9y4FQvNAQU5sUoY7jpBi2CAqIf2P5AX4UbQYg4oKoaQguNl3YuH9+mEXGDdsljsjZ4XhQtz2",
-	"3LAFugrJ1CSqZgMIwJuZ18bw4xC+cpThdt8dUI/S1jiTYhnox03INBoFBS/leHYI7c/5zdnWq3a4TER2",
-	"/Kot8p8rndtV88d2eZctt+VOUwc4yjk+6lg2hEx3vXSBT3kW/yIWWAeIBkfD2ZvStgTnvfTM8gyulpdL",
-	"kXhDuZRbhjIza2cSNINLpQrB5a28q00uzoNVjEB00emGba9TWDjCpGLwh7hH4WjvwoWFUufe/FeBBEXD",
-	"RO+Stm9Fq42njmNuXQxOT0inP//UIcYWUYwbhyQj/hDEZKV+4n9avfJPcPeXIISiCVRbQx697GWuG/bT",
-	"+91aeIb/+Ye2+Ac4mBoEKC8KNi7U+Mo7+CIDKnaNN7gPrkV20RAs/tGJACX9cpijtV98dDzxNjxZK5iP",
-	"sr9w1YJT2lgD3wmuSXTzg5wR3k+a24SJ/rTPUvgCCw7Lp2nHaQgp+ZqY4TYxpUQfzabGace3JED3pj+H",
-	"JD7PsKpGsozV4AOTGNAI+LYhh+ofimWlz7P3aQTt5knILWAnT2a9/laTISrIeXp8srsgJ96idv0ZnHQ+",
-	"B3DjcoAXppko/vf8zQ9swR1JTqpqD9adgJHE54tCsJTYeL/UBTjBOYN6Hxbq0DDhFHMn+9vpcofPGma6",
-	"9cRb7r8TQzsZp3v3GT55WyMBQ/Sbm4lZp9kQ/Dz5XJxC2taQVMRMLSEckIAGGGIFdjw7KheYVpSkEnZR",
-	"SXGkJhPGx2OxsL4KL7cG3WahuGbBjT0NIXN1LXTBF8NU0n/93f0SEpdCzR8wlRlHxSPTPJciO01lYL2/",
-	"XK5+cRxpyPw4+BOlCbs1aRwkvMKWkLXu7JlCTOypT8Z1mwERfhESyENtSjXxOZclL4appD/4V2D64fkE",
-	"5+slyelGqsAwlTxwuHVnV8XlAl91h4E6ulRWoFs1lY4JQox0G49uYtFZ7xRzVyZ5UYRl+z/E65jAIbvD",
-	"875btN29QCU6Ao3KiioTwZ9wLCf9YTlK9XsevYFbG/3B708n6fipNYpaP4cGe9IZhSP4PZfTEfo6ZDm/",
-	"FLDpop5RZBSbcO39NKkc9Ps09NExg7yKXrA3IbFwmRvRmrZDH23gY7oUZK/6Q3lk/FygsBIK3S4FWGA4",
-	"tz47w9NTk1RC6hc9H6pWKI2cMivXc5KCWAjpZOgfp8wWbtFFzyHTsDaZehpUnPGUUHFFFtmVxnJtT8kA",
-	"hDTGEW3hiBm+MqmcqSUWlMCGVvupGQg9nAdEFCpz1G9CvNWRBXFndvivsIWtGd7umPARir1Wbmi30txC",
-	"BaFsU7GcKf+y5v3Yb7KxfdzgL4nOC59kXbLH3C6bhWO/vYT5TWKLovTL2HCj45/3199A/fFbv5m9sznj",
-	"H9bv3pqre/MeOX7XtPJVxdFyw7hB3w8yrEoTcEzJsben84FJO0kq047PzBtSBRBIjqYcve7xYNBLO6xb",
-	"vxGpjK4EChgKifdQ8aw+UGX3DaMywlRWBYPhgqadFp/o4a6MQ5z0zcYz2czV6bqzjLSJxOsvuyoIIgWm",
-	"wQTy5lOjVwWMrJZfvIG2WTTvlRCSaN53gfJ4JYLzImsmtpxSozdH/ha4cVXO1XWH5v7EUbduyTwMBmTj",
-	"SoJN2fjrkufNAoQS+Ry1uTP3XpYZl1kRr9Vd7aZprdGA/060/E+0gusEcBeuD9Ci783z8TISIGthfNNA",
-	"C6SfoDaxhFrnHOPXlQoHGlpwmYGsQws246tUdrljzLmcHk2UXnKdsSlf9IL6G7gaWnFRPHTKF6ep1GIB",
-	"t24YKxDVRNQYKiozZpf5WITPsi5P5YQXxZGT4f5rufGFIPSa9K9gfL8bosCo8UM6EWqFYbHLmTKCzVQJ",
-	"dfr/06uriFVuqp93oxZ3qPBlXS8Y2REr7biXoBgOf80NBPxk/xZCdVMxa5etQ/d1FKugITVNNug56ztX",
-	"E7wJ1uPiM5mY5BJ8A0BChl+LzF3rhLYbBzYsEwsgEJx0njmzgC2dBuls4APChJ/iU0qqPDU0RnDVTZ9p",
-	"zba+iCjfW1ddI8T6N91v752C2TtlfqmXIlJmzZq1tmaNtbih78QT1MRdXlEuyXa/jUeZSDvfDOZppzHX",
-	"BtXikJvibAFR8IURGRmIz88vmBSgz0BFUG6d5qfVnIFifmZRmcGkDjdmDy815MuElBfQ5t1zINzd5DyZ",
-	"0ih9dubLntLO8RwUK0wONFhnesqE0+WfDAY+98aP3pp74+4NJN9gms564s0GGf1vC7to3tPjp7CnWE7W",
-	"dK/LBQLZ5IbNy/EslVT+HhvgCchZn3gJhQeDhK5uL9QuO0FsZnA4tSPMszp/xxMzKpyqs67JBqOMKi3M",
-	"mEvGp1oIg6Z+gJHwFx4SpiAvCtkR4wuunaF64XgRFa/Bm/gzHKGXLJko+EpktAmn1eSuhFg48qG0UDQM",
-	"Mzh3cBxCpFjJqTA21NGdPJm5DSJDs0fMzMyUtjG8gpnzonDvTfkiVC7apSIaX/eF5BL3ceKky0pwbSIC",
-	"xcUA2YeCrcTZ8XAYEsdMJS5P+DfBCSBuIGtouEGpZAOxC++iQI5u2IxfCzcmPdBMlt/zS1FsST9sygWs",
-	"0e97IMTjr9mVWD1GiKsFz7VJKgAoTIBTE/ZdeSm0FFY4Mnbf7bMz9x5ghXDMqlOT4O39+qu4QrlbCLcO",
-	"k7Asn+bWJOzR0aOEPfrlER7co/6jBDcY1FxHlXFQmOHrUOvk3u8lTC1wvQWVq6eSMyw1htcfPX6UeO8e",
-	"/I09/+GcmfIyU3Oey3imJ0+/SmU817RDNl1/rOaPreDztAPVmQEETMwXdoUgEyFfMJVhq3A33BuXHGED",
-	"YIuenJz4cx/hFo5OGYdnYGRMJaw/0U/LweCrsdtn9x+CsllognDEgs+ddMmLAnVlmztW1ZmqIus0JWR+",
-	"z62Qwpj2wn1g4lyGRB1iW6h4KrgMPkMwYb4+rYIFiVIDihW9LLLIniFu2OW1cgy4jE7ZCG/kUZaIU/h6",
-	"m3lTi6eDiM7R2waW7Ddtf/+m8e8G9jNrzutCF5L3gUFyqVtcXlAesrMhSmcJwsZ1B5St646zt4dN5NaA",
-	"M8b5VbNpkvCvczMhN79Xet2/f1FyLMik/oUX3rXZqP2+Cd7bJo2UW1/JZ/G/g+s4uIozJcwQ3dBdZO3I",
-	"hkkvAm9xU9Ha6Zq3mB6nD8msSvOFCwV802fxSrWHD7vrbhDqdRPK8d3IIEbZWeUPL/mq12dvZEGwdDSY",
-	"T143mwZGB23BsI7mTSafdHRO3DELfzDemm18+S0vQ17ZgZG77T6sStQZtnAfyU5Z/RpWnLCPuQkhBAfl",
-	"1ZtRTXcRtlg24Ysec+py5TiIKCan/oJPSltqcUD978aleFs5rtYBzFYYx0PeLW7GYmGZLIsiiRgSnnvk",
-	"B+6GguiTp4jHFCkbfTZyA4ya4CAD+yZX2miYSgDtIWEEJ7WC+llneUnF6EGkspujqTqi1f1qlOy/40uf",
-	"ue2WCSHWhlxAKsbfiShRA4T4mHSiTNCILUaWymWpm7wSL0JAwEJR+VR5t/6Gm5dH8FDNfquxIlSmFnRK",
-	"SgzyzziBWneGxzgDl6qUhHiAVgKGpRutw1sEOcVkIsY1TI3NuSISQhUSZ8JZ2WOASVwmQQ31h9YnJI1U",
-	"Vn/hN5v76H9siQG1hBmKoCNuIwzSJN3zbvLPEC2x1WNR3wUU0ISw2D7v/X0DbtB3LdkajpHd9vOBhztF",
-	"EwGNCjtbdZIOBBDBvUllgqoEjE6hr4X+BYEfKewoxyuKERZq2si8I3JsdrZGD1wo22Ssvwa7B/HPYBVj",
-	"rYwBVRIYmWkrSmiIabSXNVvxVmhU+lqmQErPQmiytgFO8VpohMfdftOr01blZREddaV2hZRAVdqWYr7q",
-	"gaY6fdwiLcYFzwG1KQYlWAot4izCULRbm117qTQewCv5vinh/6I6HQnILnhEvCiiY2rx1N9/kXebOz9m",
-	"3IAZV6K97V4gfyGseg+1NS73jkl+7VTrQqa+qUkUD6if9O2Kw1E+7lka3i5CDyjmOxeC1aRq/3cPcFPX",
-	"MnapBGsOr/xarJeaKFnVizm1GtLmJ4xONuAw+kzeNfyUT9E1Qi7AhzIXlpmFKIpTqGgBnpTKGovrs2Pw",
-	"duA+nnp1DjCpurUnW+FRdmkqr6EUpwZ7hAoJcNDAFoaMU3KZAlcl6757+Yx9/c3guAfVgCqqSyD1MIn8",
-	"i4/HpbFqLvSrLO0kGAeuwqoQ3PXwNWBP0xCs4OMr1IxQGQYoLXDHupl10w64OX7Ec0tlnCQCiJgM8zy0",
-	"unQKy7pESug0fIZzP5VnwcPyNbtcWWF8ZGK4l8rW7PQqPqfTKzZgzCNyfGGgAFWmmMFXfGhNA9gh273i",
-	"jL4uuo9JjJdGU6k0RA8WG2uMHmptXjrB/aHkBaQpTDAwRTR9MBe6rapSl4PRrWT1S5SkMsCa1XDjglWK",
-	"E61IRyrwObkPAOW0Xda9a9pvowZhHlHQhZJ42d67DrXIqbRq4c4vpviud66xqQLvutsbp1hDwBPcBCx3",
-	"huY/QJTpVIJHG4G6cK+gBBcjrYO+26Dj468xzNq2camUKtbQ1qJ1e+torSGQU6881HUuyurEcqlKUwu5",
-	"wxQw6e0GXWxQNtq1gLvIBCB7+/YIjDGC3oNCcicKyd56wxkAj8QqoedCIR2S7PMZAO67q9FnYPqC/Ksx",
-	"hmDkwMcoZMXpX6CaYOGqBXksCiNSWRXmelL3upAUS/zcLfWMpqU58R3QGQkO1jGajK3z8N59SdamadUw",
-	"Tkh+gpRP2Oi3j6N4xnNWVw33lKc/xmKTdUHauUO4EgvbaxKj4eFUAic8ZXUx6kVmUhel9yVAm3ZtUDvJ",
-	"uri7R2G3eyoR1HvXR5jhEvRuLU/2ce9qcZ2LZUPKVDz93S5oiAEAFvxS6czESjW3bPDNcDBwQv21kk6w",
-	"2plW5XTGXuo846uWoh7RHklxdDkSN4uC5/LvVpdilNQj8iagMkDYSwHKuI9QNMRdapg+W4vg4nqwhkw2",
-	"n3d5WE4cZK01jLYtmSpKpWlJA27LYK5nlq6ZhBB/3UhdWiCZiCwqEs0NZjM1Vx61I/Ftw0eMwO2qnWwU",
-	"/1XVUX0Bzt775snTvzJCNGeZsL5meZ3C3Q+NzJfckvsfYVQH1QSLSGrrjuLLBjdZbguxBWZqs9vU+3ev",
-	"4i46VzkmHdJm7FYE4Vf/4a2lme+wGvh2oTReNLBrGpHCRQASgKo8CRdK9AZ13pkqAAo9yQtII9nMElwr",
-	"LWiidghNBo9AhSC7lsceYQU0IhDDMCJ2DMRxfcwAdTeK0lbyAHu6v+d+251tW4V/p5kJBLJr6nrgfvPb",
-	"7sPzyheAk7I3cic0WgtT5waNrDa2oG6xewEv5fCN+7iNcJtxiwO+x/ZsBfCA04bIZs1hrrRoMnursh9o",
-	"7AVdhrgEuxMwaWlUc0oQtYDv3UDXa1cXJ958VWM0lQOv6j3XkJ4TkTYcxCwvMi22lp/4Z1jXF/uZQlnT",
-	"Q8INmGdoQiwKJ7WkVS3B0sNjlmPdpB0941LJfBxBsAEcXZcXRoForbL/6JvovsHMyV6/7UsttzWCdqs3",
-	"yMFRDcHBwQgJG/vJHQZjKORhwVxH38/akXLWM0EaYAozU+f7j0xQ28xpXfkMjfIQJRsjxKgGQrSKvnbY",
-	"iltBXtrSgN1ZREm9iGRH/wxTBQenTyVuPuqDlD4cELNoe3trgIeGrncitcyr1KltI/oMq23BUylu7MtY",
-	"i97cBche6mKu79NepPUn7P3Fs9ox74mfsnb2qpbGtW1FUcLXRwp2Y2bS1pfoMagLK81hPAff+LYlm4OS",
-	"MunmnL19VTVkwhdrN6ff/oEfGpOdLnzpsu/qCiHhLg0dZzUXq17/bgrhPgHTBxOjtkO/1ae+mUt1AAxG",
-	"KQ85yFAA0ZAu6lFNKLeuQQPC6JGvrwgg/vWSiQMAsjCvvNkNSPUCByzNw89sO2K/SMSquQ1a0pdFe4d8",
-	"+T1rMzex2yMJGTa/BmJUVd63wBl5nuu3uxbY97rTOj89JObvD+hs7L1AAX/HXZqOv19YZyhgCqSGNWbv",
-	"1Md7yfOibALV2GKX78Qv2uRWgLpKBg2wvlxOC3EU7js2woAmgVAZ4Nsg7pumEUClaNq7N/KWFnM4hH3u",
-	"FB2ZUxw/sU93Ve8WKggb+XpLcqzTQIFa0EEHsgPKd9b5Lvj9my1VUYixxTXsxU/881tSaKNpLVskgfFN",
-	"J7EIeW5EcQAo0hqp0OlFi9mHTloMVMzHazCkEa05Ia8n+ONhJJ/CN6Q1BsgHyNQVVkCzm1QGOI8+O6tO",
-	"xkO/+LJBx2wYN1cC7BpnoJMZm6QS2gbjx9oiMAhp2JThgbZwtf/RAggHUckEqQda5SBawJLv771t5kAN",
-	"CiCtqF0yV14Wd09QwYLdofP1e3KwZ6Ba/pyvqPN35DjCW1n5BdDGG43pEhthnVIcX+xmj1i94npDNyKk",
-	"GVC0YYGgAphTxx6q7OCRW8eI5Wa3X9FvaBLId9sF+NY9fatks0AGze1J8Ij0NSGsuM31zYEhRT/ORT+U",
-	"qGDSryy6gLcgh+8d4t4c+BaNBqtmCWrC/Ii4tViKyGWo+GJ51dP/O7HadJk3+ztagOYDstuAfcX+x/2v",
-	"JdATfBtbOx7AQ5/qiWjMf1t4cKmqd1tvN0b679CFUYHX/60pMuU7KuzaZuq9APpWTA8Nni6gI+TUbloh",
-	"QwZyCLtuY3HlvYQV+RUylVfVoEffiRUBuIE3D4Y7j4zTyOd48vRpsisIGztntq0y1HLX3C3b3qA65U/3",
-	"ncRR7t15Ibf1quzYp8/p37g3c3/NP59PZ0Jj1hd1O4AIsE+W9ZWR/ooP2qBevBFfH/57DElEXSYrzDxf",
-	"fv2ruoS6eP9Q7vVKY33xcchIhNaoRVZrWF8D5otKoKBtayhwhQn2WCkLYQwjEmEUtPqFF8UhYBGV1b+m",
-	"5mCVOWaWhGAM+Zfrlffu/4pVVayKdnGz1nGwI+FTXALb2t5EKXLvL541p8jFJv6WzLyoHQAh85XGA5dX",
-	"GXp7p+DRivfSByoLYU2u5dgvt3I6o/17MjgGcKsoGrymPTV3urgg9v7IsIUymBFAxE0tvgmeYtB8pxZV",
-	"sH6vbuIAMQN3qnku1E86N1FvE3eqmKDkbVWa8aZO00CXURBqH1Vvm9PhZHCcUGPQDecDyMjI2QC9PQ10",
-	"KYoln9/VfXwQBIi9JVBfI5tWo7JqD94S9wS1A8OePmrlO2n6Pu9Ke8QuPBP/d5/9nev209jDQlybivfU",
-	"MN6Q3hCX7x2UmNp2yXZlqvoNDNNP9tDs20DV+NjnpzaB4pctSGQNPodrx1Loja0TuU3Pxxc3fGwd64c2",
-	"3/XeSz7c2NCB6cGq+G+3Kh609Act/UFLf9DS/9Ra+l1UycT65v1gZm4ETQ5TAX6EurjKZ83ZZVlcea89",
-	"XyyKHPo9D0NMgls2FyJ0mxzr3ArtHsb0zQqSDtLhwq+kZeYA2sol4kSl0rvbQeOGrEQEkKIXeUL4UBF8",
-	"iH9lBBBjUP/lIXAKct97iL4gRy9XjI/HedbSfzHPzLZIgVd/jWB5ZvqMJLhU1QdqAj2VXQrLANwRFNUk",
-	"zPBVj+bnRPrMw3lxqMTHLk4HdLeMIWcCTX1yncraoiFWg2szvkYlifcDaxhZlxuC5fr7lVj9Hf46CiBV",
-	"gNjeVLziLuNbSHjZuv1AeYCihlEMP4G8Od4Yi7a2MZFosN1pbqjaCZqXlvJKqqX0BVAb8GSe/Pr+M6P+",
-	"fmmr9XSJjbmNHPsAohk1gk5KxQBwvltJxAAPmyXUKDcCdcJeAdawEajGI6qALIp1ZHnfog1QPJ3CSVFA",
-	"pxxjjMpYNprzm7B72EswNz74WPWagKmmcnQUFnOkhRXSrXEUI1riz7mSdQipdZMn6YSBtmYk3KqM0Jst",
-	"X9Ly+AzGBDJU6qodVZRBkVKlovb+UEbEZmXn/1INDRT7QeH/wERlf7n99ETKZKPeoaWA77S5gC/x2RhY",
-	"I+n+3H+wXT7NdmlIpwZ6x5XUCvS2wF3tyEI8MC/wLjPx7jSnblvK26a8usoX+6Y6bfcroSSRGfYjafAf",
-	"NfthLmpNYiCVAUWhVZAmmbDjft/pQS1IQs2pQy9AMwQToikrswK9vkMMvvNyPud6ddv+U/R61YJqKqTQ",
-	"h2ZHFhG46XZmR8/5m5YfUAxJU21DB6g89XubTn7VTcUyjiWHKUYrjD9T362f20/noUHGf3GDjDrd7tt3",
-	"M9+KfzYTBayYdG1Zc9c018E3b3BrqcV+EHCWB0CqCAMu12yGrrGGhrLzGA7ugBN/XobSuBjk6i6Q0/I1",
-	"WLSmU7wIwvIAM+BDKUrxvqnl+fm/zhn8Cp3Ou+5zzHxoKfDyBb27xfSFe7KtzfrM2kXX9OCLkZH29s35",
-	"hcic5INpGOaeA5nq/uMXyITr7Vkd3L5zF41FySP3idEQxLnJp1Jk2OZ9ITTV91rFRqUuRn02Mh8MPTpH",
-	"cFb3GCFmwXN+u93D1dxHw7hUNSsFs2oqIAqOmF+pBIR9+AybKkef6/OJgMufDgZh92TGjtlrwKlNJTkk",
-	"E3apshUb/ZZ2qMtcZ/gTTThh/X7/548j1gXvh18GNzjfUSqNkBk0dahgsSgHavR/R15u6SOIIx2BWBn1",
-	"2Rk7ubmhmKebB7AtU4PWJUMuhOQJkhc9b4SL5uadSjdxYHFu3mkHkdCpT1uGcOhpJywEmuB4DCwOZa9W",
-	"54AIKlepxDpsisl3n5x8A3v2dPAVLu+d+87RGdruHt0/cg3C4basoc+caZapsXnsgfD686xu87tNdRL7",
-	"g5PVFUU02vsXYOO2Rr8PUYdaWHorr/1QKst3ai04wX/hs0F93/O1C3rYcVjRLN7BwPEYrwyfwgruYP6r",
-	"pfTpC2MlJ/m01AAxX2XFHsCDaR5h+bs6jeFCbpX5u5dh2uTNb5/HXbjwieTuzYFfo5jD7CzAgQL/j2OF",
-	"SAB99koyzt6eXTz7Z/A3REnEV0IsSPyDl/Y0lbl7Ad9OiB/Bafv8nIreIKbTQGzYGqSJ2hqc7XN+s8Wh",
-	"BaBywYMVw0bM+QqTbqp4/GDQOw3JNxgbyy1xMhN7beNv7o7hx00Ifd/g9Tilhp4rlTOvXrldzSphWKOV",
-	"VN1stS9M2TLhauDDpos9E5tgYXIspAeUoprHEEB/Ihg/7KKYoNkOOnsqQRJ6FJRHxnc5rdqh0kpqzUxr",
-	"TUxTudbFtNay8RSehOIiw1eGGUWQUvst/NyqRjMrRihsoiQD77Eu6ZSwExNCJ5VZKrWw0OoYWpzsPk8E",
-	"O4PssAU3TkNIZXW230TEGE+7UiIQ2MwyvEV77sB5bFA3LL9ejrO2A3vfnvCVXeT4sZXFXVSi8MAaiICh",
-	"S9I0sCtYR2lEn/1YtSkATzf37WxTif7AtcU7I4hLP2KfvcGWT/R2Tnh1XIJ6nUp8DGPOVNLDZm53F9zd",
-	"A4mdzJ+9ev4u1GSYD4ZFr6USmyRR157KrMCC7zrb9uuMEeJSGZium6PBvENEhe3+9pEV+YSoXAsnhCCC",
-	"28iAx3nWxHnPskwLY5jmcipMwP8anQy+6g/6x8df9QePT56MsHMYPVvkFrApfHcotyDYpEtBGvqp3ykK",
-	"tnHaQIxoxXsI3ZLGMzG+QkdB1EdH0tFqYVRx7XgLfn8tXBoDnAx21hrUYqmb0t1NzTTlMNJaoh2aKXVl",
-	"+lFnpBGEs0f/U/sbWsJyVW+1FD3Rb1nLydOvPnUx3ujCYGsTr/C/QJVRbPdGUHBg/5jh48fmg+mL8mgp",
-	"jD067vM5/4+SfGmgKdTxyVdPnn791799Mzg+eTxqW9Oxxwe89aLaGc2tgoF7hkV+H1bAOcJTTyrOOOYL",
-	"Ps6tuyJFaOiHhh2yDcO6UB17uWITnuvwZq+/jtx4C/6OkvB2ddF7ZGLGqF6V9rfWjrIaZ48szeZi5++c",
-	"ta2qrqNx/lIoraUsphqvGdwBTkbTxv4oxFWxekeJ7QdFYKjrEzYIHPOiyizL+Ir9NNFqnjCresBcKcsj",
-	"4ytzGrBnoCAAsMH46hH1+EvCr9TsTMiMddPOyZPhYEA7swYGwFd1W8ub/XMop7YlWpmAHTgrO0lnonNo",
-	"8wWwCqVsbiPSXpzZBvH2z38OX7/eF9EMHvao7W68UxbWGKyiqhtwxle7XW+wEZsGINTHj0ud25XTsQgy",
-	"51JwLfRZ6cjrNwhmzCGQCH+uPgWuk48fwRM9US2AMuVlkY/ZuxfnFwAnoybh1uhsiNnZmAmASSVBX0wA",
-	"5dPaAiB/fZgl8d3CpG9WhxpPl2dzkPjFqhdYjvuBIGycrE6lW5GQNh9DVt+QjdwflM7/Q//+FhbINjr7",
-	"MWSNMBDTQK+RSnRkxmohMuboDgaizAecEoD9AjF7AxWe6eE4XrkaPb4+fkzzHkUjwYqgi2fwj8PSb6wj",
-	"gDEvCkNYUbAbaOZwXJWpAjy+X2DwsQMYeNQTgku/U7BRLwDAckh6z5MbbN34NHgQHRWOwAeHW/mYKij+",
-	"8qtRcpTKrofRJB8ll2yEoJgjVHG9nem28pJnmPYfOqNqaDHUT+WTgW/ZF3n1qrR01IWBOWdqXM6hQZjP",
-	"oIIhE7bUyhGQI9mEgRkqp6HdV4K6sF6xBdd8Lnxf0HAA1bcyMS6g7z81ysViIeitDelP4InBubid9FGN",
-	"GRB36bR5p2nOWJ75HrHeNnADOuvnpNbjDSqtcvy2+x6A1cYd07oZt9y32Ay9I9x3shIPRkCLS2dWXvMi",
-	"z9j7i5dHf0vY+78MoKujxnyzBc+hvakptVZTZ4sJM+YLUUHwpmX2t8GAgaMG2UvCkIEYSiHUzmqWwlg3",
-	"UCbEwqc8f/2EFeJaFKZ3CiYdHqazTL0aflm6c7xChdwIaQTr+glv1G74sw0pvs7CwsQKOITKBYTp1eJm",
-	"LARkFzmqhg6KPtYJrgIBwNSh1MoTGHjnPTE6ddR74d0PPbAU3C+j56TFUCO4EUOxesqMEGy0FJegmo/g",
-	"489Lf6XdFa31J4YtNbXezybtJB5/H9OJTmbQPySAqw47FR8NhfnsNTeOhs/evorwfIad4/6gP4D8mIWQ",
-	"fJF3hp2v+sd96GvJ7QyYvuNA49gzRrGscBdeZeD0M7byn7nX6d6YzvCnZl2jeuQx+Ss/JjufJJD5nwEk",
-	"aKGkQcl0Mhhg4oLjvajrRVzoV2pMhsewMyGMlgFuWhBj68CigvAyakA3uQnmfdQF1T0I2VRPcIZNHw4r",
-	"efwtz7y6Cq8c737lvSS2/h/MdHoy+Gr3Sy+VvsyzTEDyz5OTb3a/caHUay5XNDswA57u86X3kl/zvOCX",
-	"mG1Omuvu90DSoB7is1Q6bxESBTG+m3MLnYWbQYbB5YrlmKbApwZSMwJ1/gwpJKaBijFC4AngYDJ+Vcc1",
-	"QCqFDftWZas9CJTMbiDpmSpyr6ZWe/BspnNj59wk7AexZP8WXD8y7AXCG0ufvL0U4gqjgZJ9K3SRO/4A",
-	"cgCVXytgS04GJ389Oj45OnnaSap/fO30QTQ8O5k4CvNIOuiDgZ1AdTa89NXxxfHfhoNBBzVX9/e/HQ2O",
-	"jwbHF4Ov3d/dXlRJYJ0XpZO0j8PclmBSwMi45p9iXfvjz3AND7u+FO35WNd4rS7Fxw3mcXznzKOJceCM",
-	"st87OxjswQ6eKTkpcjQHnxx/tRf/gOgEMpyTfRay0GrsBCixjj8Mm8JjBt3b2bsQ3/DMp40hfUzqcvbx",
-	"b3n2ES0nQMDb4FTP4e8Rp1qj6CcNWTCYFv+7J78nu9/4QdmXqpTZ7ej1j0JIeGBRX4k+e1fvXvwNtcaJ",
-	"wJnRCUx55Y2ir1F/+4ew7cQ0+CzsEboGh3vyJyPSPwrN/UPEjUy26E+HKUbPQQFYQAbNBu2hZ7xGfoco",
-	"TYdRHrnh91ILPh/dE2Lqn5f+H5SKT1QqAN4wupqne2TR9NkFeFAwVaZynUPRAlZdUC0Wgr7POPqV8N8Z",
-	"Wwm7Q2FBX+tWrwBGS+7fJZD81snddQK/XSdYMLU+QNVl3fCKN79NHV5u8WYA8N2PQcAuneM7MOYdtoJp",
-	"XJiz3+LJ7VdEcldNVpqmZNXhE7pPPxAcyX+PE+hPzT7bXUc+WtTqNyIWt8byHlM3HcjjVI1dsCFN22k8",
-	"WPoS2k5BNho2+GEcOgJAnng0tjP+/AewK3OFXaAmDJlSwirWRjhp4JpWmOWRdnhRpJ0hoz52uUml13cS",
-	"ZhRGG0JzIMiWDi2CMMCDYAB1kIKAzQvjIl7vfO/WQ0P4ZyojjGGIl/O5oI5b6MquSxHqrBQEyX2oh2tt",
-	"xz6zeljvHdXAbna0ifp9s5YHVa7Gi84FRZAqnmCiFDRAkoHmc3hLulV7aMCSXggNt6i3B5PyXqQ2kx+u",
-	"VOe+ZWib0QOTfLD0v6SlL/0hNJDSrYz8Tfp7jEkJIChv5TRolK4X1JRZ3CxyvfLZL5i9TfkvPm+ZHnHC",
-	"UaplwhZFaVI5wml9uxqFfKphVI//yFAyhMU6RhCqx0/nIdOI+wDzaSjvOnky6zXJrxfwpequ3b30wi98",
-	"IeEVTBfRdtHdQeFu4lnc/s4/uB0+C5Og1K/O8Kefa1p0aWZYsQsqdHw/sNCkKvBGtsLONlKOaqlGe4qw",
-	"mrJ9tzwkqOQLqgpHoQvqNEEHGcs44qAM/X8Y98YAWIrHKTqzSbX8M0u6OBVCZ29K7Kw1LgSHRijOLoQN",
-	"r1BXEGvLawIZNEN2KkLirIRZbqzSqwTBKhiHO0WzgTYmUALRrjd/WSGf1Lf3wbv5h9JVeWy9BqWULoIW",
-	"UJNCbh+plr0+BKYIohKrr9z7+991YBB3fNdDaoYdEgvCXAlfKo6pd6EpkcdsYF2lMWF9mRuRSn/be6Eg",
-	"6WQwoD1xN34K1rPH0UNWuczH4hS+kEqqVDbVl9FrRrx0g6tqMS64YyAVSlmo0l6xbpgmmtIxu+lBRQwl",
-	"xvlKd8jKw9RH+tClgjRMSN58MngCL9HEvKJDGlEqZ6rIIB0PXk0gRS+3VfaosXlRMD52nyxENhWUS+cY",
-	"Zz5ZmzulMCKoCNXmdb1HI4MsxyWP6/aMM4wAAzuVnvF1PaBGL3GUdinGai5MdXoECId5ml40IQtK5UXY",
-	"bZBdlFbsZdcjU5UxYEwV8u+FHAtqDwUAIaksZQZ16lhWGGY2wmxhy6eYLdzHf8MAtb/QG5RTjP3MLAfa",
-	"/Ofrs2dMTSCNc87wQ3HarhFjLWxviH1Rwi+pdLMLhAPESbN0YkNoWkaXy1A9ybI8FEe6LVM6lUt3nJcC",
-	"1onD9EANzm2sHEMaK8Wh4Rr5LVhyk0qkCdpJn55E+0f1/qy7nCGmgtJwVKgmWL1iMzfEpRAS57AStpeQ",
-	"4wowQsZqsYrSl0OR4ADBAiZaEG6gu46nzCjM2yXgj6pqILIWaEjcISi3pPX02RspCPwAssI5PIszE1wX",
-	"K9Ylb7fbIKqr4+B2QxrugS8t2nNYCWz8+tWCJC7aUuFvb27oioVrglhQ1Z4na6eOG5rgOtzWVkdJ+7i+",
-	"g/Hlze0Q2Ju/TknYSspydvwtabldDdoIjHKfZtBaQ/LflR30LkgUqZbQ0gBopfensoX+kFbNP6AuLWKr",
-	"JBn5+GqnAXPq7qyvkNii4EB1yk533Evsu3pvFArjt+jpUFkGaoS7yaQDIJzZg4vuiybjVCfj5ErD6VRk",
-	"B2T2ia67ilQfIzjZJ2viaznWMOjvg9TdhvrUmweK/z2kuQBxhFLXR2ajhQM5EqroJ7SdJSsgAPJXiBlo",
-	"sTVdEqL3GEyyNYnlbQXneG8kiyh/bQkHF941DdWOa9Hqh/qSuyA+t/X15AC/4TH5BHrZVUZCqI1ftIiE",
-	"Z3zhez5VC/1W2KUzqp4SpBpYcNSdJGFzdb0JAfrIN8YycSVJPPw8l53h03XgyKeDKiNKcD2eHUFrMarZ",
-	"HyuJdheiW1YzPAsxz2A7ChNPM55F7YPH1Qcv86LI5fSIL/JOHZWyM+w8ncMMFkI/K41VcwTw3pzBCQZc",
-	"6ZnE7VYuGS+KeAbROqChaeexfwGSx2oTPKn9+0JZXtS2aSH0kX8by7UJNqKa28mAcWf8KyiQZvxaaEAI",
-	"vCy1QWCCJ4OEHQ8GbTvGS6veeT+bs4uSDrzbGT4ZJOv7GU2NayuFpg1183or9DnMozM8GRxQpIN348uU",
-	"6HgU4IcCnf/yAp0ISSBGYd/k82uawp7FOYH/P5Tm/HlLc4hu9ijMKc1GXU5NlWhzCrSR0eAzMMSLqD/B",
-	"g0X0BX0A1Pan7gVAP9WmF6Cuod55oU5EkHfvwsXBv0yRzvZ74P0Ef9L78KBU3FGBTsgK212es1XbqLWk",
-	"aHVMnEcdJb5QgQ1EPPZV/OvtxlqrZ0IvnVtU3kTt23a8vQYoH/WI64beSQDUNOMGS1gQnJjBoyPmGwbi",
-	"n3uAAeR+oveD6MfXacDEQx/515zysBDYRTeVFeDQRGlmhLPtitNYkUC4T+HkQlFQsuOcwMtvFoXKgk3X",
-	"tDswh9rG7NXX7+uGnil2BXgzE6Xn94vIUut9+YDI8kcoq4nw2lorayoOt8uVFhqWfnZn2mEE+mUcGlU7",
-	"13aXBhuNZ3mRaSGxTSJclJe5Fhf5XJgRw7cuBdXjXIssAth6cIj87nWXp4O/7n7nlTTlZOL0DGnPrdJ8",
-	"eofOFABlC0KqC/9Umhr39xCKuqFpNutiT+s2xrCuDT3GJsBmn8I7kVUTAhRnp6JlVHQHPQqWEgvUum/f",
-	"nF+ksv4liIFCy8+EsNQDvHrCnr/4/sXFC7b5Ri/xwPT+A2q+4FoccZkdGWGHsSyPZoWY2ZQCxW0qsTUj",
-	"YmBSU1WeF5B6XOTGYvbPCFPiRgkrxMS6pWFyVYIOCEQAhARGw6aKKYlpTLDoQqkrqBwuF8wqdgzlRaFi",
-	"MawKWjHkGfLxU0YVgACIb6m/cVTPNxqT9DXCQhuWWCT32RnToOwg1oFXX7AC0Elmt7oZ13NIHp0AjF98",
-	"ALAf6Har61gIn+fTN31aFOimQw8qmGGuEm049GgIk/Gw+QQj2pbE5FntGRHh/YoT/MoXSmdan0RbaSKg",
-	"J2K7Ynd+/uK5g6KdfqhP/IMpdTWOR7dN6XBH1u4d872nPYR+QqzEVyruzdovvdupmbG/j9gUGC3EAoS+",
-	"hgAlvI4In70+e4E8WMwZ2m05uG9SWeRXqOUAmqeaUKeJAJXZBV6kcW2SEEMN9amGEKgbRUnP39faYueW",
-	"BswSlHkEgUuJ3h7uNpXUeUB4jFvDRrCon1798PzF//3cf/nqxffPR332/wDkKa7X8TjsDpLK0ImMeo4t",
-	"dW6FRyfNPSfzUB7+6VNMQIX9SCVsD7xoas3fA7qtsWrBKhGCaMkStzUg+OY1JRvsLtoCCDwOgc9avWJd",
-	"yJJfpRLr9LA9XMjaxRz8MDLlgBjf+wM5Coxb5fRiunSk5R9958x1bHu2ebYLSKEXc0BOpt5tzr6n9hdZ",
-	"PpkIyAKGaWxO7MnJSZ99J1YQY4Xp4x4ipTRPg05NOKvEEj7Xgo8FbSaSIUxgjrnDbjgon8cu9fO4+8nx",
-	"V6HjOzw4SlJJScdcrgK5O8nueLBtkmF1k8p8C5fufgUZfOMQ42hwP1Nol2JOKdLwayCSxHfaBcXHayqw",
-	"7Q8S7Y8Y8AUAhUpwIWA32CO/qkvj+ajvEbiv0FpocZ2LZbvYQgwmvs6L3L1PgmACvZ2b9YccI05l98lg",
-	"4O99kBi9BEVB4NxJJKJMhfMEciCV3DCaaW3wpGK2lb3vtmKpdGYQYR7726dSTSZGWMMysRCYeQIXIqsL",
-	"QKgamQoLICMohMZc6xWTyjH+Uo5nZ3aIEO/4T2FgEs6awU+N3GWDKpN8LppY2Nv6Ss4XYrzpGmpB0IDs",
-	"T2w7EbVsS1gFszAY9NowirAneOw9PaRJye/I+3SHUTOi/9bab6JB3PMHzvmH4pwNJ1hvKcgyMcklNICp",
-	"urAYfu1YVb4/E90voyZyA//35tT84VJkKp+gcvYgJHjzWPT2sM/iWqY3lMv77ujtYYO2tJl2Whl8Fsf7",
-	"RSQTH2jwiybPVMfQGnv6pCSZzYOfCz1dcz4HDwQDBwQCOCgp+uxlaUstvOcRPZip9Ib7hJomqyKLeG39",
-	"dmDvH3qBACzwtVSGz5wLC9drNNZKjgAjDn3zI2ZLLU10J3NpFXn0U1k1jzV+BPDYj9BLgG1xFsrktlFV",
-	"w1Se2m28Pw3oy+QN7WIDPnPoT8sOHuJvXzD+5vOOoibPB2Ue7dTLHl/y8dUkL4o7huR4B2XxBoxux/wS",
-	"lolxDvbnyH9ylAAnixo91zssphIbG0PfZDcIBMWiPoJdp1lALDKXwaRk/1FSJOz5+UVA5MgSb4OG4n0C",
-	"8REyO7M9dAIiQDIqwyth++xMuhH8vLgNEagZ4lXkOrS1rtQg4tQJwJUlqQxNHBNmrvIF9IyDJlyC6yIH",
-	"RynuRoIt2VaMOjj1wNcnJjaVUOghs9Ae2xnT4iY3jmGPhiHSVYu3+WE3vKp99tJNPM9QC7PguV5bBnVZ",
-	"J+9CQO5I/NwSf149cATw6muwKYhEEmr4Uum3ylGD31FoJ0rUAd7Si/oEqobsjnmvhqHnRgY7gINEzb9T",
-	"OaIN/sW/OmJdcIAo+cK/6OydXzxZVF035+raiTuFIVUwisJD9C0IukLwecWKXBBmy8iqUa/P/pe8KCBn",
-	"BDRKhgyvgOUAW4keF1KBCVQHwKikWrIuQtdF1ZHoL0mYWWjo2He9Fp55ZDzONwCwIKCGkgLDGVNVS96J",
-	"XvK90wAnVqzi5oa+IoxhxlqFl7fgY4HTd9Mo+MJnLbtPuX33rjWTykxhmNsdG7OqThzUJ3GeG9h4GiXE",
-	"JERuZwAUm0q3tZgP53649Dsu1fKUjeb8xpGxGUV+nmQwqFw9qURIzR67dKIMdRk6SuPpHXoeuQtUKDkV",
-	"Gv+NRAUZ/6nsRj3J3YQil5os55foOg7DukNQRWZ6EIh36lalYpmEQbSboqdqvgATdi3ITR9m0XdTSTpZ",
-	"wp4MvunhKYRcrLgT/0t/+dbavacSewiH9nZZbq7YtOQ6Y7+W2TRCSAhb41RL1FoxBJFKLgk0ODe+qf5p",
-	"7fOvobG+U2SFNgH7VCFwYyqp776/G95d12e+Gi9Cq4eA3/hqqt3ZuUuhhXE7W/PqwemqSWxT+mb/WanJ",
-	"n4rAyMLY09ConHVHguYM5cajXu1dCgxU32/SfL8lmr5n3dd/5qA0gZN7+PyOBIFI3lSAT3w8Fgtv5kTN",
-	"nx8U5AcF+Y4UZOB46+KNGxux5JrGCII2aKJpx1Mt9ZHeX21GnIF9kvdBTP2xm2a6JfzXpGf/af1ltXxu",
-	"Ht8YIOYE4OOMxbyMpBUu6G4BaZoSMu8BCVYtsIs9JmQgKit3eqU3VigDEQxIotjKDO2OUHP7QVkxStgI",
-	"HwaNDNMi8eczS+nX+M9vVwj4l8oFFKx4zYoQpdCkJJUQkprObDT02hTw7z63VRST06CdIdxD9KbX8uZq",
-	"jriQ3owdC1onoPRNVFE428GaNW28z97yEiE0aX6VFuuzaWAftVgUfAzhbVNtZrSVjeFdN+I9q03wjUhn",
-	"+pIOQjrhB//gQ21he0bm6XqATE3YpBY6qAXMwgUF/Nk4rfowLSZKb2nUY9ZSMf4IaRgblX9nhVGQU195",
-	"e3Bmts3fRF4mZyaS22jUi+x+/yAycHrEgBuzbUniBjr5N5UsXipVCC7vud3VYXkcSQSeCgDGO3eKV240",
-	"qAVr9bhV9Q1kNwZPng1OuD+fifhfmUcSUw2kW76/eIYIwZWz/j9K3m3ktpnPoUpyx1iH72DQ30MqAh9b",
-	"p6c/qBgBaebBYdJyV99RpdWGWsrgF8LNJ4KCcM1tdQtzlS/u2JJ7ccPHtlj5Vnkj0BTI5oLWGSN0jvtA",
-	"W6U6SWUDPL3IKEE1Ch4l2OwuxBABaj5hVZzPCUQ3go9h+lDTnMuSFyNqQETaW5+dobkMrYtKLVHcKTkW",
-	"zhSzCsupwdacRLUQGDyjNp/VMpR0czEztZSMU4goEscwl/ew/FPGqU0ShWTIPovCjY7hpvLHTW0zzlCp",
-	"8k1mEHma4GS5FqmMtNAzhssPxUO5oV6DNPXGKrurfHHfGSNX+eILF9btyhpLKrif6PweOPeDcVhv0eKu",
-	"cQhJe4ZH/jqlsZUn8g2qFPKM8CBeTff3jtn1GVUrhAYWMM+I6zoO4lMDsEy5HnjbEvgjztXDXIyigJvk",
-	"+2dSIO9yBbxSIlfUU+R+oYiCODK58IDj5XJKPVV9zw9qz2C2RwhZ1whc4ksM3Y+IgY56IbWh7oLE6lkC",
-	"nsE9kMVqyDAy+SwItlSOFnxVKJ6NWLdKM+SmIV+DakSm3NlU6HlsDRP3vHBYGychAAlloRFsKq/EIvjw",
-	"KVwb2D0l1YScE0It5bHAgYwEpgWmIWKlu1tuKX0BMbvwKTIkhCDfRyrKf2iSIfTGPYsR+spWP+LJ5wM1",
-	"h72rtc15iLA+RFi/RIRVek67Hk4NyW57xFP9F9o7ZpzTI/eprtEn2rQ1/PkBUeruHEX13uwUVYSyXGO5",
-	"LU0ScNmdmCWwgrF71Bk2UhjMYgrxqM2w5Hp7Fvzi9mD9BT3zhw7T4yIecNT+GDhq6+BprMuzeS4hNOx0",
-	"wRoDhZ92IqkhAfxecdRwdl8GRY125gEW/gEWHihhr8tWlx87G3yF23fPDL5NWcF5PqRXfdFyxAPI624r",
-	"E/9FGd4+6d6n42O36cqpjFb3ME47l9Qfy6TS+38RhwicHldiYZ3RDynk0LlVQO8l7DgZ1AZauOVXglzU",
-	"YyUn+bR049DGYgo2If6YmVpSa+zJRGDAAeqXTHulYXTF7ks+fZkqw+0329cY/klv+INsu6MqwWBbST4X",
-	"CV3UhFHxh9KMF4VaOkJyO2PNBps6tLxwi6R8fCVW222us7evvnPP3OO1wk9s67rmZplAw2Gf+fogQH83",
-	"Hdrc4bDujJsZialxIbjGP0NUF2ONM7WUdypht5hYSFF3Y2Ldk62DUyS75o9s8jykidyJySNDxrmHmyA9",
-	"AnIlwpViucHAVu67AYJMOITdP/7tSqxebQf7eSeu1VV1jXZD/eALD1A/X4qMcP8ZdzRyymK8ysExVi/b",
-	"mZAAPg2P7kxL/hTu7LuCLLidVem1QHWddX19LYP4eyGndtYZnlAKsf93lUQcuof8vNZR/LfOpeBa6LPS",
-	"vfDTz459IzAtTrzURWfYmVm7GD5+fHzy1/6gP+gfD/82+NsAWD2tfLMwpd6hLhem1gsE0EQRIFwRVmgU",
-	"5Q5dcPtrnVVyYTqbadCQjwthmip9tztTRZ5xpwEthbgSMjMJm/Mcw8ZjwWaq1IbgESqDEcBt81CN/8yP",
-	"F00kfKNhJs9iLHnjQdDXoePj0arw0eZobxBCwG1iDbssxj6kDbM+rSkaGmuYNod1rDFuTjqhRLAkVNf4",
-	"VvFgPt9YIRH03JCu7CvpnQF+JaIvUnii4ZPITiOUX+Lbjipqeno0Gl4mR2RLcTlT6goYKXzjOcWD28Er",
-	"z9HtP0bsXG6tmC+sI7YRGgj9UhejPjv/13mwGKbCVvH+/z1/8wOAT0K1kZORUw99GTb/HC5V+JVbq/NL",
-	"qAPHVIdXmc9z8Cfn/tJ9+erlG/ahFKUwQ/YaX/6HVuXiVcb+zqpHk1TSr89FVgaVCZ6i8XuQY+7z2GbC",
-	"CA/eC7kZPzru5Wa6VPrK8awM8EPevjm/YKPfUmwtm3aG/sD78IePo1R2R9RmlfjzqAd7559zm4cg1v5P",
-	"kIExYkEg9k5TCd/hko1eAA35oXwyDKzhkfEU9v7d91CW4P6Bo/UAtcIbadQ2DuEMmvwoRNPw7q5yjgBW",
-	"AdEJ8QEy/VR1blUFB+5nRZX/d+RTM/QRfOpoB3/e2b+pNhdIcUkqOlSSEqE8CVNWJbwwZDzCtQBWhvV/",
-	"lsw/gs6Ac4fERRP1DghZoyvczcblrmFDf9pK38v8hjJpDGalIrcBuoD8D5NPJTKxnZsPDWAsny8+bU6j",
-	"6+O/j9hf2EzcsH++Pnt2dP7Ps5OnX3eNGGthE8z5d59hf2Fpp5922F+Y5kvgBb1TapcJx5VPJfSfgBch",
-	"F0xZwlOXkHY750ceTjtj+F33EodaKAgT+28SSAVhyCCo784NOfdjHbQh9xQR8xyaONgBTsf1RLsVO7m5",
-	"YXPBpWEhzfnU6/Efynx8VSBWC3A5cAcvuc4IshV10Q3h4PHm0Hv8Tli9OjqD/+56AkUso39eXLxlGbcC",
-	"c49IR72z8SL9dXPhAF4fkgc40KIqLeLzj5WUAnpcMMDmh3A3w7YqqSR2MQQE+9w3eL3k4yunjFQZiVHq",
-	"y5zfnOFbJsHsQpYJnjndN8u1GNuQb071tZgEvaZQ/hwr2GeUTpOsZ/VpEELAn6xy2+I0TJLEj4yTBc1p",
-	"Dx8//n8BAAD//w==",
+	"7P1rcxs30geKfxUU//8qk8+OaEq2sxuq9oXiy66fxLHXkk+ePZlUCHFAEtEQoAcYUdyUv/spdDcwGHKG",
+	"F0Wyk6xqX2wszmBwafT1192/dsZ6vtBKKGs6w187C17wubCigH89LwujC/dfmTDjQi6s1Koz7FzMBBsp",
+	"cWPxgRHTE2Zngi0KcS11adiCT8Up42rFtJ2Jgl3zvBRMGlaISWlExpbSztjTwaDfSTrSDfmxFMWqk3QU",
+	"n4vOsDPGLycdM56JOXdTsKuF+8XYQqpp59OnpPP6hfs7vL7gdla9LbNO0inEx1IWIusMbVGKeKQ5v/lO",
+	"qKmddYYng0HSmUvl/32cNH0nE/OFtkKNV9+K1eZ2nLFC2EKKjI0Lwa3A1bkNMXwu2JVYMa6y6g+XOlu5",
+	"V8pCGfjrRBbGpoorsxQFPIsDGaa0nUk1Pa2PBuNzhXsLo1Vbmyrc25OTPvtWrAzjhWBmrBciY1bDOGOe",
+	"56J4ZJgViivbT5U/hZngmSiqjYxWfuSW3raLz57t3sXv5Fzazc17x6eCGfkfwbqZmPAyt+x4MOi1EUYO",
+	"o6zNQ87LeWd4PKDDpH+GSUhlxVQUnU9uGoUwC62MAAL/hmfvxcdSGJjYWCsrFPwnXyxyOeZujo8Xhb7M",
+	"xfwvvxg34V+jT///CzHpDDv/v8fVJXqMv5rH7/At/Ojm9SnwsyzTeMpszu0Yiebs3WsWvdDvfEo6z7Wa",
+	"5HL82aepL38RY8vGM66mImNzwdVyJnOROIqTCua7LLSaMmO5FQnThfvFWJnnTKpUlUacuj92R6IodGFG",
+	"TPG5VFOie5FnCXPHxEb9fv8xzwvBs9WRuJHGmlHPE3mqaCL0AJtxd3O4ZaWSH0uBDCZhphzPGDeMs4XO",
+	"5Xj1yLjPCUfhn5LOSzeDz7mDZ4qVStwsxNiKjMEGsO4zoO5PSeeVLi5llgn1uQ/VsZA5XwHZOV7A7Ewa",
+	"pheigI+yLvIFeE4rxhXj2Vyq6AldwPkV4loURuByXitTTiZyLIWy51YXfCo+98ImhRDMLPhYeIlkrC7E",
+	"I8Myaa4cYV6KXC+RCWo1kdOycGxxVggz03k2TJUSS+a+lpW5MAkRvkmYLeR0KgoD3LkQppwLZK1eopXK",
+	"yhw/nippYC5Zn70QubwWhXRjFCIX3Ag/htsWt5lTzbQiEv1e21e6VNnn3LnvNd4bumITOFxpSEzA2V5o",
+	"/R0vPv+Bei7pZVzuJuGmx9X6IYJgYN3jr9i38htYBG037La4sUJlPb+YN1ytiPGbz70mvFyPTFhc4VQG",
+	"nL40TNzMeGkcv9BF4q5ftIxU4ToSxonrWn0lFOMT63ZFazZ3Olf0k2Fdd4zILL2GITL2dPC0xyaFnuM2",
+	"5u7SMp5lhTAGmPiErri4FsomxOpTNS6Lwj26lCrTy1PG2VgXhSMbnInj/aK4dpR/LgR7L2yxOjpz0+uz",
+	"t4rUmiRV5SIDcUHXKrpV7ubycAWHMAm/Zama85uXbkbGcRiRsY+ltpwtdZln7FKwBTfuLnaVjj89xFUY",
+	"lgt+LVIVGAMDKeLUs0KwDG+qyLyyJovokgqVmR5qSqgkAd1EH9nUbM7FWKvMOK1ryaXtN2mzkWryKel8",
+	"ULy0M13I/4jPygHeSGOcTNYFm/N8oou5yNgZTQU5Pi4aSIODYADpK1F3uea5zPqpAnl3pfRSBaWXOyGh",
+	"r0QGf5kKW2mySIzE+D4ofs1lzi/zz85kkBSkYWU1B9Z1tw8uAVJowpRmYi6tu2lFqUj7kSZVi0KPhTG9",
+	"UzADVnQbY9K/d7KhKXyJ3fNcTBq2FHl+RNRzWVomFRIGqP80nPva2bvXZEctCqdTWInaOHKH7Awm7sbh",
+	"tjPsOEZxZOVcdDasisRZepumYdJZFGIib5oNVzC2nGAv+NgZul5VuBKrxG16IcZ6qqQRDDd/Y3Ai6EOm",
+	"iQzsddZsx1aW6o9ouobHw0qSaHN+Ch9Aie0+gFv6HJ+Bc8/zt5PO8MftZ0sn8SlZP4qrJjv3AkSF4IXb",
+	"qz47n7mLTteAbjPTKl817NraKt3wm8v4KSzkO4kWWX1S0op5/T/2Wpv/DC8KvtrccBircU8zvrDyWgTD",
+	"lWeZdFvB83fRvCY8N6LpZgQTBGX7XF8Lp4DapRCKOX3a8cc5v2FdGz0NMu61epXL6cwmbDmT45m7XCCn",
+	"hcylmsaSWysnNJ0xb+RU8dykqvv05OvHzwZPEubIUZfWqa8zwZ7d3DAz44VI2LTQS8fwcw62/SlwuvN/",
+	"nTPrFCxrUEZ+LEXplOdLPr7K9bTXZ2fs6cnXTgY8Gzxhll8Jw7RyInvCuoKPZ2xSFuCU0Mppwapi9qgw",
+	"wNNz7aaQOeKxmt0M+l/3kuDNwFXAX1Ol1ViwhSj8213u/0v6XdWlHeu5MDA5/5FJqkw5dhxRAJ/GTeTW",
+	"KQDGshnP8crjEEtu3DCs4BKet0NYcaqsXvIiw63PxbXIUejlbowJl7nIYGMVm3DjWP6lWGmVObbBXqtU",
+	"vYMT/UCajjvwASsEkgEn2gqOoaD/TeSNU0FsjQ4Yn3KpUI7U78Sc32w4QXb6QeDXHa8NGtwn9Zvjxmi6",
+	"N9/w8dVE5nnkWdl6c+oLcqS9yXpeAdOWylhnmBLHLpxtxrpSjfMyExn4jPbjx3N+80oW+MHNizvX1bdM",
+	"9CVnMzszMfJUJW7THGW5d1J1PHB/6Dm9GF8BX9yc9AsyFfEYN8/E6s3pvFTZ2mrFDa32FFQvVDaUXu67",
+	"+LVDhO2Gb28/SlPmDRwZ9eqGaaO+vSycvqRYVhbe5eOskX7j8nGsd0Jlbp5tQ8JmkHH6yN2WQlTfIYbj",
+	"bu+0cGY06+prsBdFqqK/BoMf9NlMTETh9P7LFQv2xTtRvJGqtIJ8HakCF8K05EXWaztBcFs1zv61p6Zc",
+	"TIBpsUsx5qURaH/MuNOU3WK8h6t5jybNRAu0DIpLkeE6wh4hBWZiLI1T4y/pQFuGp7u3p+5Fa2q+RN6C",
+	"e2SqqyQV+9F9w+lZveYp+NdeNyt25kouFqjh7L8F3DB67+cxz4XKeNHfcgNvcYuiWSfRlYr2yJ9dtYSI",
+	"XDzxd9ZvQdOdfE5LuBP92f1YV6k2ddea9tSqcqN/vuEH4Fv7q21+ee/da03fd0v5j1bNH0O/wkFbcC0K",
+	"I9EgCi9IZb962kgiSyGu8tXeq/kBHn9f5mK3Ipr5KEe0Rn9CYRvDDKqJx7ZBvAPbiActhQOV2jMUcyj1",
+	"GEwsQbGELk2cGSvKXDjzdSqcRtdnL69FgX91QvCXMpuKDFg1LbK/odQEqqx//4eZzgXL9ZjnLOMrk7B/",
+	"//vf/z568+boxQuIF+1Nw55Yt8as7pd01+TD2fdnYUNAiLkFonYovas5bF2jWXp/lLlOlNsI6y4st8Dh",
+	"mk4uRJ33sKVbTbv6SR12C16iAmYiUTZkl9rO2PtXz9mTJ0++rgQeBWqdgWSETVU37ZwMTv56dHxydPL0",
+	"4vivw8FgOBj8v2mnB5oIjOLpm1hWCLN50eVMxEApawP+bTgYpJ3eKVvCVZmDBmOa7AYv6jevit69sduV",
+	"Rr+5aPkcymMujVCWVZNlV0IsyB0LUT6nXOfSWFaIRc7HwlSBnow9sJPfJzvZJJJCq1dS5Jm5hWcF4sbM",
+	"SWuMFowLrZi4WRTCOIl4CiFLJCR8dC64Mizt/E/aaSKP1dvJG63csf3apCKt3k7c8hp/nemyaPwB717z",
+	"Ty3fatsn0+QkvhYFz9mzI1zg2g4YjJt4tZTMJG6Ze22VKm9IA0IHzMs5BMpNwoLPxT/jNFK2nIlCMLvU",
+	"8BgaRODXwWX22Uvw/ug810vyVbkZoSrQ9ZSYsBfnFz04HvINp8oRaAQMInSAe9v8KH/qszPFeG5FoTj4",
+	"S6yG3xI8WJO4tVhRXPMcY0ilOvOAltbrO+c3r/HH46/goPy/Nq/YC8GzXDZdsX9oZ9ZicMTDDtLO02fz",
+	"tDP0tty8NI4ClTQz1oWtx0iUj+llSaoywTPH+8dcjUWei6yHlkuu1ZSse2nR0IW7y7rVH3NeqvGMED+/",
+	"QGyi12c/SDtzFqa0USCNRJF3kSF+wrvlnEgRKnNLyGjBp2svSIuruRSVH60aIGEiNyJVT09O/An6gfos",
+	"7aQdiBvBjRzWvssgmqkL5uigZlZXx+XP4I00psn0I6e+AEee0n7H0Qp02xSmsnH1uW0SCwIF7lwaA2MG",
+	"q7LLrZurmenC5j7QA9yVvnCAC6oQcy7VNldHbSl2JlST0bommbntxEM3iWdCJKzeCGMIo7G5nxBwd7xV",
+	"sX9eXLzzwVGM6eHfz/91zuY4xhD8utxaMV9YZrWjange/g4k36SD0AubMzhmWlXAOD+wW/52r+ZYlxj1",
+	"2v5Y1nqp3dJF5XKLfBiXAM8KYW8ULku6aaR17HfwsB0t7g1Hxlt+upCoZ+zrn8lEQwxscHTpWA/jc00+",
+	"uRHs28hHyWnx7oO1LR807eWCr3LNs51BRHoMyBV43643PJm+p8d3+YbWLoLf5WTNN4MbHG2n3ydPPUkg",
+	"y2qq267R+2o59X3+ZwU0ghANm8prUlZhco8MYSYu+fhqkzWJm4UT2mfbOFSIMOFAFO6hwAwAJ8IHQP7Q",
+	"6fJU4ZuBgHlpNS0EIni9YYCd6ILAM+xSTHQhkBPBbd4z9unmsLmItwv+sSR8h98PI8aFsBitmginiFB4",
+	"Bm5bqTJCioD64bkCuwgL1RM2omVQ8GEEz49ewgr831rkTFnkLVBn2gvgyyP24f13wQ0NMz9l796eXzC+",
+	"+XGrKYgctqos5E5vopuI37cm0oN5bBrZtCGmCScQ8caGn27hN4xY6L5vELxmK0VDbI1id5MyDzLFEcGc",
+	"Z6LPnueCk7Oes0Jkhbw+gPl6ebp1El5H445zVLoa21DV+ozMVcDEMhkAMUFsd8cN0+0dMt+7FAjNAwU5",
+	"sUkZ7jgCarZBVAKileQFuAYLMQarC6KjQXCzb8XCh6rCLjhtcyad3b7CCDhuuzRsgd5v0kCJqtkAMCVm",
+	"5g0M/DhEZB1luN13B9QjJCZnSiwD/bgJmUY7F3XoQ2h/zm/Otl61w2UisuPXbWAWqQtpV80f2xUwsdyW",
+	"O6134Cjn+Khj2YAC2PXSBT7lWfzLWGAdIBocDWdvS9uCN/HSM5MZXC0vlyLxhnJJWoYyM2tnEjSDS61z",
+	"wdWtAgZNXvuDVYxAdNHphm2vU1g4wqRi8Id4/OFo78Iri1Ln3lyygQRFw0TvkrZvRauNp45jbl0MTk8o",
+	"pz//2CHGFlGMG4ckI/4QxGSlfuJ/2mLln+DuL0EIQSAR6D6aSrVJ5K7OXsmiYWe9U7mFe/ifv28L7oH3",
+	"tEGU8jxn41yPr7z3OjKl4rhPg2/sWmQXDUiIH5ww0Movhzmq+9lDPxLvoPKuAEDZHGKMc8JENnCg4HfH",
+	"GBZIHOGDANImTPSnfZbCF1jwxj9Dp0dKjlRmuE1MqdABual72vEtSdG96c8hic8zrKqRQGOF+ECEDpoD",
+	"36y2+8QCRqbdUAnAGXbydNbrbzUeomyzZ8cnu7PN4i1q16TBA+0BrhuXA1yMzUTxv+dvv2cL7khyUqUy",
+	"se4EzCU+X+SCpcTQ+2WRQ4SHM0hmYyHJEtHUCAzub6fLHQEZmOnWE2++/9y+l+aqYY1FKdydUkxY7nSy",
+	"TV9XszwFCbeTJ7vJPMcnf7v90aLFVx7YSxEU8t/musk2PJHbPRi1p+F9hOFszhqR5dkQHF9yLk4Bmjmk",
+	"bc/0EkJ+CUw7xAPteHZULhA6mKQKiEkrcaQnE8bHY7GwPtNWWoOu8ZBAt+DGngZYjL4WRc4Xw1TRf/3d",
+	"/RLAiSGvF/Z0xlETywoulchOUxVk0c+Xq58dYx4yPw7+RKkAbk0FDhJeYUvITHEGXi4m9tQD7t1mAIpH",
+	"hCSRkH9WTXzOVcnzYaroD/4VmH54PsH5etF6ugEHGqaKB0a/7v2rmH0gK3TEu38qbQWGTlLlZAHgILaJ",
+	"qiZJlfVOEZ82kXkelu3/EK9jAofsDs/HZ9CZ4TUMoiNQMa2o0Eb+hGPFwR+Wo3S/59EbuLXRH/z+dJKO",
+	"n1qjxuHn0HA1nZU8gt+lmo7Q+aPK+aWATRd11KDRbMIL77hK1aDfp6GPjhlgp3rBAAfw8FIa0QrNo4+2",
+	"sjqZV4fyyPi5QPI0JLNeCjBJcW59doanpyepAngnPR8y0yhVhNDT67jDIB0DZBRjYBRn4BbDcBzQxLXJ",
+	"1KGOMaoxoQSqLDK0jeWFPSWLGKDKI9rCETN8ZVI100tMGoMNrfazYCD7cR5x6EqGA6ptdSQChOVtZ7/p",
+	"YYZFlcrz5yEKneAKwuhgWiXRWk283N3pJVvkJV7Lagj/kUxeywAFhKyvQpfT2QIiY4ZUEgiEXQqh2FRe",
+	"uwPuIhB7/eW54AbSDOH04PoDBj/ERSBxBNT1hF2644heLrgVvchXRAuMJ4RuI0ydWgl7iH/1zvxAGEBs",
+	"j689MhRjJDhLJUvdiqSFvVRtir07zlc179t+k439Mw2SProe+CTrkj/AEbVZOGnXS5jfJCQYXMaGLoB/",
+	"3l8dAKXbb/0mIHJzxt+vs7q1UMsm23LipWnlq+oCOeXMoO8R5UOlfzoZ4Kjw2Xxg0k6SqrTjwc5DSqoE",
+	"Qd0Ee+4eDwa9tMO6dQaUqogDoTwnlFEPzZ3qAxVgehhlZqeqysEO/DDttPjktYoj8Nu0rbfVk7dywR0S",
+	"XGp2+pCvp6IKRwOR0heU413JXJF23GCwe7O/0RsIzoGWX7xjYbN+idcVSfHwPjdUm1aiwiu0IPfJ/bBJ",
+	"77HWFSPePT/xCnVI3K3Om5x5PUxKRfI8m7ZcE0l5MptT+EYgGMFPouvIzf2Joy3aAkMPrpfGvQzemMZf",
+	"l1w2axqE6nYrclTn/ZMzrrI83m3HlPaI9fvvRMu/M/9RnRjvwn0I9ue9eQ9fRUJwDd1lGqiCVFrCokAJ",
+	"DImwpkrrB6U+uJ1BPULfT8ZXqepyJ1ykmh5NdLHkRcamfNELFlPgzOj/iDAFU744TVUhFsABhvFtqCai",
+	"x5BonzG7lGMRPsu6PFUTnudHTu3zX5PG5wfSa8q/grCvbkBSoJEIKFM0JCp00EwbwWa6hPIt/9OrWxVV",
+	"yoKfd6Pif6gCwbpeuLMjVtpxL0FVIvxVGgiaq/4tFINNXb5dPxi6rwddMlVNkw362/rO1ZSHBMs04DOZ",
+	"cDopeMMcCRl+LTJ3wRPabhzYccEFEAhOWmbOkmRLZ3RMD1MFf4s3Nqngy2i/4qqbPtOahHMRUb43yLtG",
+	"iPVvut8+OJukd8r8Ui9FZP+YNQN/zYBvCeXciQ+1ibu8JojhvijArweAAmyAYKIlFSCLznwUOV842Yc+",
+	"hRfnF0wJ0MkgUVRap706UwNsuTOLChkCo9yYPbzUYCgFJGRACIKi4SbnyZRG6bMzj+JLO8dzUA4RM26w",
+	"/MApIPrY08HAA/r86K2QTHdvAJOJ6M11POYGGf1vC7to3tNjRFZilnHTvS4XWN9MGjYvx7NUVS7L4LNJ",
+	"QOJ6PD7kow0Sj5wMJS2cSDYzOJzaEcqszt/xxIwOp2os92Y7AW0LYcZcMT4thDDoHQrVhfyFBxwtwGWR",
+	"HTG+4IXtAbAlVYS/hDfxZzhCL1kykfOVyGgTTqvJXQmxcORD2QLoS8jg3MHlDia2VlNhbEivPnk6cxtE",
+	"vokeMTOAO8ZVd8yc57l7b8oXIaHdLjXR+Lr7TCrcx4mTLivBCxMRKC4GyD7k8SbMaDwMhWOmCpcnYj+0",
+	"Uxwc2Q83KJXsOHbhvVrI0Q2b8WvhxqQHmsnyO34p8i2o9CaIeI1+PwAhHn/FrsTqMVY+XHBZmKSqC4i4",
+	"aD1h35aXolDCCkfG7rt9dubegxJSHMHWehLiJF89iQtXdHPh1mESlsmptCZhj44eJezRz4/w4B71HyW4",
+	"waDwOqqMgRUMX4cUWPd+L2F6gev14NZUcYYVKOD1R48fJd4hDH9jL74/Z6a8zPScSxXP9OTZk1TFc007",
+	"ZJf2x3r+2Ao+TzuQtB9qQ4r5wq6w9lCAkacqbBXuhnvjkmM1GdiiCHI8wi0cnTIOz8DIiDCvP9FPy8Hg",
+	"ydjts/sPQYgwmiAcseBzJ11knqPWbKVjVZ2pzrNOE07/O26FEsa013MBJs5VALsR20LFUxNQGb1JCfNp",
+	"y1W1qAhek6/oZZFFlg1xwy6vZenBZXTKRnhDRu41p/D1NrGHi2eDiM7RQQtW9ddtf/+68e8G9jNrxkai",
+	"19G7TSHnwC1O5pSe4myI0lmlsHHdASVxuOPs7WEduTXgjHF+1WyaJPybysLcVyCdzADpTwdaV1CaIPzI",
+	"hPC8yd9HgA4wfAtfRLQHmukcVVSwmjVEF8hIS9zXYa7fFDKbOjlIVRxoInwqNqS7d3UNU6U0+idbuN8b",
+	"aSYUKfTav/v3z1qNBfk5fua5Dws0mgFv1Yst0Tlu2YwvFkJBhSNKlNiG2h+SXgh2TKq8cGKgOjf4EjDc",
+	"hlVUwYkCvjGC9LstHqfKy6Yi+xlW5N/9eQ4v/2y15fkpuSCwRifII6jY4vQykmg1PQTjBGSVs6635i/r",
+	"Hoge4OPpMIek61WEk0OxEIQs8ctc9P0klBCZAaMCpwomqC94UlQZCAmJw4otVj6VulWH2xrM/5az9FGs",
+	"lrOkA8TdqUJoIWTm9m6I4bgu6it0fPh1iJo1JeifrkXN6PHqGEJKE1AFKAM+Y0npPWJ5XScW0FiZUD7T",
+	"RrYUKoRVrtSSr3p99lblVIKXBvOJembTau6ggyOso3mTKTYX3TnuJKC/ZN5Z0/jyO14GwPGBQI7tzuVK",
+	"fzNs4T6SnbK6bKnEex9BawGRAaVkNkEujrtvMdfDF319TeQEIp+c+gs8KW1ZiANqnWxw+neVZ3i9WOsK",
+	"YR2okIibsVhYpso8T6L7iecexcO6ofjLyTOsPRlp0H02cgOMmkpfB52EfNWjYaqgQCFpWHBSK6gVMoEE",
+	"KUYPIpXdHE31Ea3uF6NV/z1f+pQet0wIbzUAPqjw0M7qWbXiV5+STpQiEMn6yPy+LIsmV9vLEBi1UEBn",
+	"qn14cyP+wqNSmM1u2bGmCpQtlbgJMeqfcVpiPUoV11QCMUhpcGD6Ykiw0eVxC4iKmEzEuFY/bHOuGGys",
+	"EFJMqIkuxlASepkE28ofWp+qhqWq+gu/2dxH/2NLLLwl/pcHw2cbYZB55J53k3+OlaFb3XD1XUCtk6pJ",
+	"t897f4eXG/R9C3jPMbLbfj7wcGc9YfHG3M5WnaQDQArw3lNJBF1CPXJRXIviZyxyTfALNV4RViLX00bm",
+	"HZFjcywheuDC6SSbq3wDxjzWeoVVjAttDNhHwMhMG+SpIdjYXsLFineiQEumZQqkBC1EQS4kKB19LQps",
+	"BbD9plenrcvLPDrqypYIWHFd2pbCBdUDTTWJcIsKMc65nNfDUSu2FKSF+piJL1BSm117WRg8gNfqQ1Mm",
+	"2EV1Ogqq2OER8TyPjqklEHX/BW3aolUx44b6uCUaJO4FcoLDqvewxeLSNjHJr51qXcjUNzWJwl31k75d",
+	"IRyUj3uWwWkXoQcULjgXgtWkav93X8yvrmXsUgnWjGZ5LdZzELWqADNOrYZ8qkkwmSahrDymeKzVivst",
+	"ukbARH0spbDMLESen0KqI/AkxOgEFtdnx+DCw3089eoc1N/s1p5sLQW3S1N5AzmatRKPqJAABw1sYcg4",
+	"YY01+N9Z9/2r5+yrrwfHPah8oKOENVIPk8hH8XhcGqvnonidpZ0EARoVbgFQF75UHziJaAiW8/EVakao",
+	"DEPZUIgxuJl10w747n7Ac0tVDJaD6t8M8W6FvnQKy7pESug0fOpLP1VnwW34FbtcWWF8uG24l8rW7MvI",
+	"P6cnNzZgzCPy5mL0C1WmmMFXfGhNA9gh273ijA5cuo9JXBuWplJpiL4wfqwx+rKygI4WH0ueg49kgtFW",
+	"oumDudBtVZW6HIxuJatfoiRVofRErUZusEpxohXpKA2OVPeBTZ9Xg+Kzs37PbdQgxFMGXSiJl+1DRlB3",
+	"JVVWL9z5xRTfDQ7GqYaQkdsbp1hDFB/cBEw6Q/MfIMqKVEGYBouS4l5BbQaEDwz6boOOj79C7EDbxoGX",
+	"MNLQ1kLQe+torW7UU6881HUuQrdjHm2lqYVUEooC9nYXmG5QNtq1gLuAt5C9fftq03G14AeF5E4Ukr31",
+	"hjMosharhJ4LBVh4BBdG46XPwPQF+VdjDMHIgY9RHJbTv0A1wYoGFuQx1s2pKjZ4Uve6kBJL/Nwt9Yym",
+	"pUFBHl+JmkrfO0aTsXUe3rsvydo0rVo9N5KfIOUTNvr10yie8ZzVVcM95ekPsdhkXZB27hCuxML2msRo",
+	"eDhVwAlPWV2MepGZ1EXpfQnQpl0b1E6yLu7uUdjtnkrU1qbrYRNwCXq3lif7uHcLcS3FsgEHGE9/twsa",
+	"YgDQ92api8zESjW3bPD1cDBwQv2NVk6wEpSfvSpkxlctOZ6iPZLi6HIkbhY5l+rvtijFKKnDTEwo1wOx",
+	"XA0dVXyEoiHuUqtfuDU7Ok4PboBnemDzYUBPgGI2jLYNIRjhw1rw+W2pBXXo9ppJCKCCDTzeAslEZFH1",
+	"AGkQoteciNpedXhbLeiokG+1k43iv0pCrS/A2XtfP332V0bdW1gmrC9msU7h7odG5ktuyf2PMEqLbSoB",
+	"TWrrjqz8BjeZtLnYUlJzs7Pmh/ev446BVxKRtLQZuxVB+NV/eGvO/nssE3G7UBrPG9g1jUjhIqgeg6o8",
+	"CRfKwAB13pkq0ABjInMADGxCXyM9pioLs1ZUySktwSNQVctfSzCJkocauy3AMCJ2DMRgFYQ1uxtFWCwZ",
+	"Srzv77nfdmfbVuHfaWYCgeyaOjy53/y2e8yJ9pVBSNkbuRMarYWppUEjq40t6FvsXiikdfjGfdpGuM09",
+	"GkLhp+0QHPCA04aoZs1hrgvRZPZW6Y/QxBTgL1yB3Qn192lUc0rl+KGXSQNdr11dnHjzVY3LbB14Ve+5",
+	"pMA5EWnDQcxknhVia16Yf4Z1fdKzybU1PSTcUN8VTYhFDsgWq1uCpYfHLMdFk3b0nCut5DgqNwuld7s8",
+	"NxpEawVppW+i+wbhwL1+25dabmtUxrbeDBBHNVT6FkZI2NhP7rCSzdtrQEa6iF6qKk0J3HkeTdPbW0ER",
+	"6rDIsbtMz9vrta3DThrqP2emLmQemaAjmtO6phs6EGM6LoajUeeE0Bh97bDtbS011gakd7seweKxRDD9",
+	"M0wVtt+D8Zvp6iANEwdEHPr+p3lonHxnvbD5NvDhuRAsQifuPct5BeTbNk2P99sW/lXixr6K7YDNrQX8",
+	"VRch+M96kd2SsA8Xz2u0s2dpsDWCum0iqK4B2La/F578RGF+xGRtfYkeg5TT0hzGbfGNb1pwLISxpmt8",
+	"9u511XYTX6xd4377B75vhHld+OIVvnc/BMO7NHScpJCvei2jf8YydwgJ214NtT71TRTZAfWgSnXIQYZ8",
+	"pobr6wt9EaqwQffDuJlPlwqtmuoZUAfUjMQ0kWYHKKX/HLA0X5Ft2xH7RWL5ttsUEPyyPX0ARbtn2vdm",
+	"h55IXIfNr9X1q2qvtFT487zab3cN0uC1xnU+fAjawR/Q2dj7v0JJOndpOv5+YQKxgCmQAtqIW6qP94rL",
+	"vGyqLrXFI7GzpN8mt4JC5GTKAeuTapqLo3Dfsd0ZtIKGRB/f7HpfgEqos0jT3r2Rt/QVhEPY507RkTmV",
+	"OWRJN5QortKoR4Gj+6pNixiC5QMLkEHYyNdbYMFO9wZqQdckyA7IxlvnuxDxaLbRRS7GFtewFz/xz28B",
+	"D0fTWrZIAuNbi2N9g7kR+QHVAdcr7ON5RIvZh05aTHNEIja4ELAnR0L+XohEwEgevDikNYaiP4BRFlZA",
+	"N4VUhYJOfXZWnYwv/uWzgB2zYdxcCbDomAwGfJIqZxHQx9piT1jltwnbgl6Aav+jBVBpYK0SpB5oiIgF",
+	"TJZ8f791MwdqUBxpRe2SufIvuXuCChbsDp2v35ODfSLV8ud8haPELjO8lZVHBK3b0ZgusRHWKdPxxW72",
+	"BdYLKGzoRlRrDBR0WCCoAObUsYcKFz1y6xgxaXZ7VP2GJoF8t12Ab9zTt4LZBTJobkKHR1RcU40tt7kU",
+	"bMLkhBiFfyhRwaRfW3R+b+kPs3dwf3PgW7STrlpi6QnzI+LWYmYxVyGBk8lMzBfaUlx4M1jQ7OlpaScU",
+	"SpwO2BP2P+5/LSGu4NXZ2tcKHlrzwexTSPE3u1Ia0YILX5Kw6urb291q5Hfog6naGv2tKY7ne23tOhrq",
+	"ygU6WkxDDX5BoD3k7m5aAU8EiMuu21hceS9hubxCRvS6GvToW7Gi6qfg+4ThziODNvLQnjx7luwKWcfe",
+	"pW2rDOUcav6ibW9QqYLf7vyJMQF74AFit9BWL0706G/y/ezY4T+CF+benBJr8RM5nYkCUXnUpggi9B7M",
+	"7NOxPVMZtFWa8q6G+vDfYcgo6nhe1Xb1NR9+0ZdQjMM/JL32a6yveBAQo9CmP8/iMg71ArJRilqqulH6",
+	"KEywx0qVC2MYkRajoOLPPM8PqVBT+SbWlDEsbYHInxAsI/9/Pc3W/V++qjLk0Xpv1o0Odnf8FsfFthaM",
+	"EYTxw8XzZghj7IjYgpyM+vhsdpkLCMq9IZK04r20lsqOWZOkEkLXkZ8erfSTwTHUb4ui9Ws6XnOLqgsS",
+	"KI8MW2iDiA0i7gJNbqqJM2i+U4sKTLGVCVQIB8CerdpqGqEnwVfZwtvuThUBZN6iphlval4NdBkFCfdR",
+	"SLe5Rk4Gxwk1qd9wkYBUjlwi0GfeQMfMWNb6Xd3HU0KdLLYAKWpk02r6ou9qS1waFB0MS/uoou/qTtOF",
+	"lrmr6Ez83z06Xxbtp7GHHbs2Fe9PYrwBfhKnVx4EHG67ZLuQxH4Dw/STPeyPtqqSfOzxw03dbMqWQogN",
+	"npFrx1Loja0TuU3/8Zc3fGwd61cC9cWoD6gPBzd0A32wfR5sn8Ntnwdb4sGWeLAlHmyJB1viTm2Ju8i1",
+	"irXi+yknvBGAOkxR+QGyKyv/P2eXZX7lIyB8scilk256GOI73LK5EKE/+7iQVhTuYQQBV/W8AFQZfiVd",
+	"WEJla66whF6qfOgC7ALAtmJtPXqRJ1Q6LypC418ZQfVFyCL0hZRyCoX46qVBcl+uGB+PZdbS3llmZlvU",
+	"xSvpRjCZmT4jnUHp6gM1FSJVXQpxQSU4SM1KmOGrHs3PKREzX+mQQz0HbBJ5QD/4uHBRoKnfnO20tmiI",
+	"e+HajM90SuL9wExY1uWGKhb+/Uqs/g5/HYX6fdD/pCkFyl3GdwAe2rr9QHlQYBIjQn4Csjl2G4u2tjGR",
+	"aPic8C34CrT7LxX2tqA0uo3KjZ78+v4zo/5+4Oc69GRjbiPHPoBoRo31eJXGSnvdSiKGytlZAoayVlFp",
+	"MOy8Yw0bgTI+ojzaPF/v01I1nJIWVFyKqDp1HON9xrLRnN+E3cNWxdL4QG7VuQmmmqrRUVjMUSGsUG6N",
+	"o7jYL/4staoXIls3zJJOGGgruuNWyajeuLpD+2gTEOn1QcplhLoGAxNlNUp790Dcz2AUIZt2V7ue7QgJ",
+	"dJXi2/tDGUObx/e/lN912OEdZC4lG7k4Lcmlp83JpYnHy2D+rvtz/25tsB0w38P25sFKu6WV1pB+AHcQ",
+	"d6CW0LqlPNwO7OqBaNK7xG/eKRJzG1ByUzJfycW+ALntfj6UmSrDPmYN/rxmH9dFrbkcAGBQ6FsN4NqE",
+	"Hff7TuNrqbzVDDh7CTowGEtNWN6q88Ed1qw8L+dzXqxacrt220v4etVwcyqUKA7F1OZRhevtDJie8zdN",
+	"HpA8TFNtq6ZRRU72NhL9qpuSy5yYCFOMVhh/pr5bP7Wfzh+0Y9NDM6XP2EypTt779jmXW8sKzkQOayfj",
+	"Q9X8V83lJZq3ujX/Z7/KipaHOm9RaUVZQMvE5gb+87jK4gFn/6IMGadx7bi7KEgo16oNNp3iRZCpB9hF",
+	"H0tRig9FU4rIv84Z/Mo+vP+Odd3nmPnYkjfp8+R3S/ML96STY03fnFm76JoefDGyWt+9Pb/AJpswDcPc",
+	"cyB63X/8DDDL3p5J9+07d9GY6z9ynxgNQeobOVUig+lAjArT5q1mo7LIR302Mh8NPTrHmsfuMSpEB8/5",
+	"7XYPV3MnJ4DvEFoKZvVUAHgBS+mlCrqxwGfYVDv6XJ9P1OTi2WAQdk9l7Ji9gfLPoUh9wi51tmKjX9MO",
+	"NbHtDH+kCSes3+//9GnEuuAO8svgBuc7SpURKoMGQFW1OQLLjf7vyIu34ghMhiOQPqM+O2MnNzcUqnbz",
+	"AAZmahWryQYNSAqqdI2uSCo36OadKjdxYHZu3mkHu2ZQG9gMW2eknbAQaJjmS8txyCaHhganjKtVqrC8",
+	"AUEpuk9PvoY9ezZ4gst7775zdIbODN8JJvKVwuG2rKHPnPmU6bF57OtL9udZ3QniNtUJ9o9OpFcU0egA",
+	"uQDzvBW0cIjW1MLSW3ntx1JbvlO5wQn+C58NWv6er13Qw47DimZBD3aQL53M8CksjBA8F3qpPOpkrNVE",
+	"TqE9bgy5PoAH0zzC8nd1yMSF3ApWvpfd2xTeaJ/HXcQ0iOTuLaJRo5jDzDEorwauK8cKkQD67LVinL07",
+	"u3j+z+AqiRDqV0IsSPyD2/o0VdK9gG8nxI/gtD2sqqI3CHI1EBs23Wiitobow5zfbPHFQa3G4HyLq7HM",
+	"+QqxUhUkYjDonQbMFAYLpSVOZmI3dvzN3TCKuOnuK9mURvKdu6m+qCRw+HpBhGpWCcMEwKRqll/4rKct",
+	"E64GPmy62CO4qdqSxPoUUPyr5uyEWlpRdUzsGpygdQ/ae6pAEvriQo+Mb6JedVunldR6pdd6pKdqrUl6",
+	"rUXxKTwJmWuGrwwzmiq17bfwc6sbrbG48GcTJRl4j3VJp4SdmFDRX5WlqhCWSyUyaIe1+zyxhiCA+hbc",
+	"OA0hVdXZfh0RYzztSonAeoGW4S3acwfOY7u7Yfn1XK+1Hdj79oSv7CLHT60s7qIShQcm2FS93HGIwK5g",
+	"HaURffZD1f0DnPTcd8tPFboN1xbvjCCu/Ih99hbbA9LbkspAcgXqdarwMQzCU74Ym7ndXXB3D0Dgcvb8",
+	"9Yv3IeHHfDQsei1V2FCPOrxVZgVWE6izbb/OuPBiqgLTdXM0CBfFYsvdXz+xXE6IygvhhBCEtBsZ8Fhm",
+	"TZz3LMsKYQwruJoKE8rqjU4GT/qD/vHxk/7g8cnTEXaZpGdzaaHki+8k6BYEm3QpSEM/9TtF0UdOG4gh",
+	"vngPobPeeCbGV+gyiHquKTraQhidXzvegt9fix/HdYMGO5NSasHlTenupmaaoKe0lmiHZlpfmX7URW8E",
+	"8f3R/9T+hpawWtXb8kVP9FvWcvLsyW9djDe6MPrcxCv8L5DCFtu9UYVFsH/M8PFj89H0RXm0FMYeHff5",
+	"nP9HK7400EDw+OTJ02df/fVvXw+OTx6P2tZ07Mtu3npR7YzmVtHRPaMuvw8r4Byrvk8qzjjmCz6W1l2R",
+	"PDR/RcMO2YZhXUi9vlyxCZehsRlWEKkVRL0Ff0dJeLuk+z3AsHGxvEr7W2tdXI2zB1C2OZP+W2dt66pD",
+	"dQzoCnnbBOuq8ZrBHRRhadrYH4S4ylfvKR/hoEANNVPDZrJjnldQu4yv2I+TQs8TZnUPmCvBXjK+Mqeh",
+	"fhHkcUDJPb56RP1gk/ArNcYUKmPdtHPydDgY0M6sVZrgq7qt5c3+OeTq2xKtTCjJOSs7SWdSSGgJCTU7",
+	"StXcnac987etcuI//zl882bfQoHwsG+G4MY7ZWGNwSqqOsdnfLXb9QYbsWkAQvGFcVlIu3I6FtVxuhS8",
+	"EMVZ6cjrV4h5zCHeCH+uPgWuk0+fwBM90S3VisrLXI7Z+5fnF1CrSE9Y1WRxiKB6BDEgyiboiwkUz7U2",
+	"h0raPhqT+CZ8yjc2RY2ny7M5SPx81Qssx/1A9ZGcrE6VW5FQVo4B5jhkI/cHXcj/0L+/gQWyjS6wDFkj",
+	"DMQKoNdIJToyY70QGXN0BwMRaAOnBDW0gZi9gQrP9HAcr1yNHl8fP6Z5j6KRYEXQ8Tn4x2HpN9YRwJjn",
+	"uaGqaLAbaOZwXJWp4kC+t2zwsUON/ajVCld+p2CjXkJd2CHpPU9vsM3vs+BBdFQ4Ah8cbuVjSnz5yy9G",
+	"q1Gqur46LfkouWIjrDU7QhXX25luKy95htkaoYt2AZ27+ql6OvDtXSOvXpUZgLowMOdMj8s59N3zkDIY",
+	"MmHLQjsCciSbMDBD1TR00UtQFy5WbMELPhe+h3Q4gOpbmRjnvBChqTrmeNmlHAvAg4EnBufidtJHNWZA",
+	"3KXT5p2mOWMy8/3EvW3gBnTWz0mtdSIkyFE/WPc9qAEdNyLsZtxy3445tGRx38lKPBgB7ZCdWXnNc5mx",
+	"Dxevjv6WsA9/GUAH4AIBeAsuoRW2KYtCT50tJsyYL0RV2Tots78NBgwcNcheEoYMxBCmsnBWsxLGuoEy",
+	"IRYeA/7VU5aLa5Gb3imYdHiYzjL1avhl6c7xChVyI5QRrOsnvJFy4882YJ6dhYX4CziEygWEeHNxMxYC",
+	"gFGOqqExqQ+JgqtAQL33kCHnCQy8854YnTrqvfDuhx5YCu6X0QvSYqi/4oihWD1lRgg2WopLUM1H8PEX",
+	"pb/S7orWWgfDlpqokvjXA5N2Et/WAtE+JzNoyxNqFg87FR8NVR/YG24cDZ+9ex0Vixp2jvuD/gBgNAuh",
+	"+EJ2hp0n/eM+9EDmdgZM33GgcewZo1hWuAuvM3D6GVv5z9zrdG9MZ/hjs65RPfKY/JWfkp1PUu+Gn6AC",
+	"1UIrg5LpZDBAfIPjvajrRVzoF+r3h8ewE8tGywA3LYix9Xq9goqx1KooSRPM+6hjtnsQgGBPcYZNHw4r",
+	"efwNz7y6Cq8c737lgyK2/h8ERD0dPNn90itdXMosE4ARenry9e43LrR+w9WKZgdmwLN9vvRB8Wsuc36J",
+	"8HvSXHe/B5IG9RAPZum8w3o7WDq/GRbpLNwMsAaXKyYRzcCnBhAcgTp/AqSJaaBijBB4AjiYjF/XC2Ag",
+	"lcKGfaOz1R4ESmY3kPRM59KrqdUePJ8V0tg5Nwn7XizZvwUvHkF/b5DlHs2+FOIKo4GKfSOKXDr+AHIA",
+	"lV8rYEtOBid/PTo+OTp51kmqf3zl9EE0PDuZOArzSDrog4GdQHU2vPTk+OL4b8PBoIOaq/v7344Gx0eD",
+	"44vBV+7vbi8qrFjnZekk7eMwtyWYFDAyrvnHWNf+9BNcw8OuL0V7PtU1XluU4tMG8zi+c+bRxDhwRtnv",
+	"nR0M9mAHz7Wa5BLNwafHT/biHxCdQIZzss9CFoUeOwFKrOMPw6bwmEH3dvYuxDc882ljSJ+Supx9/KvM",
+	"PqHlBOUVNzjVC/h7xKnWKPppAwoG8wR+9+T3dPcb32v7Spcqux29/lEICQ8satfSZ+/rTcG/po5TUc1z",
+	"dAIT7LtR9DXqb/8Qtp2YBp+FPUIz7nBP/mRE+kehuX+IuD/QFv3pMMXoBSgAC0DQbNAeesZr5HeI0nQY",
+	"5ZEbfi+14PPRPZXj/fPS/4NS8RuVCqidGV3N0z1QNH12AR4UhMpUrnPIbcDkDEojw/YGM45+Jfx3xlbC",
+	"7lBY0Ne61SuA0ZL7dwkkv3aku07gt+sEC6bWXqu6rBte8ea3qXHSLd4M1aH3YxCwS+f4Dox5hx2WGhfm",
+	"7Ld4cvvlmtxV76KmKVl9+ITu0w8ER/Lf4wT6U7PPdteRjxa1+o2Ixa2xvMfUpApwnLqxuTzAtJ3Gg0kw",
+	"oZsboNGwbxbj0G4CcOLR2M748x/AZudVMQc9YciUElaxNipvB65pjSiPtMPzPO0MGbWHlCZVXt9JmNEY",
+	"bQg9twAtHTpvYYAHqyPUqzaEws8wLhaDnu/d0WsI/0xVVMAa4uV8LqiRHbqy61KEGpYFQXIf6uFaN7/P",
+	"rB7WW7I1sJsd3dd+36zlQZWr8aJzQRGkiieYCIIGpXWgpyPekm7VdR0KlS9EAbeotweT8l6kNpMfrlTn",
+	"vmVom9EDk3yw9L+kpa/8ITSQ0q2M/E36e4ygBBCUt3IaNErXC+p1DtmTK49+QfQ24V88bpkeccJR6WXC",
+	"FnlpUjXCaX2zGgU81TBK239kCAxhMY8RhOrxs3lAGnEfYD4N6V0nT2e9Jvn1Er5U3bW7l174hS8kvILp",
+	"Itouujso3E08i9vf+Qe3w2dhEgT96gx//KmmRZdmhhm7oELH9wMTTapUb2Qr7GwDclSDGu0pwmrK9t3y",
+	"kKCSLyg/HIUuqNNUS8lYxrGEy9D/h3FvDICl+MJNZzapln9mSRenROjsbYlt28a54NBlx9mFsOFVwRgs",
+	"PuY1gQx6jDsVIXFWwkwaq4tVgjUtGIc7RbOBHjmQAtGuN39ZIZ/Ut/fBu/mH0lV5bL0GpZQuQiEgJ4Xc",
+	"Pkove30ITFHNTsy+cu/vf9eBQdzxXQ/QDDskFoRYCZ8qjtC70PHKV29gXV0gYH0pjUiVv+29kJB0MhjQ",
+	"nrgbPwXr2RcWRFa5lGNxCl9IFWUqm+rL6DUjXrrBVQsxzrljIFXZtpClvWLdME00pWN204OMGALG+Ux3",
+	"QOUh9JE+dKkBhgngzaeDp/ASTcwrOqQRpWqm8wzgePBqAhA9aSv0qLEyzxkfu0/mIpsKwtI5xikna3Mn",
+	"CCPWHqHcvK73aGSAclzyOG/POMMISpenyjO+ri+t0UscpV2KsZ4LU50eVchDnKYXTciCUnURdhtkF8GK",
+	"vex6ZKo0BoypAv5eqLGg3mNQKiRVpcogTx3TCsPMRogWtnyKaOE+/hsGqP2F3iBMMTbLsxxo859vzp4z",
+	"PQEY55zhh2LYrhHjQtjeEBvohF9S5WYXCAeIk2bpxIYoaBldrkL2JMtkSI50W6aLVC3dcV4KWCcO0wM1",
+	"WNpYOQYYK8Wh4Rr5LVhykyqkCdpJD0+i/aN8f9ZdzrCmgi7gqFBNsMWKzdwQl0IonMNK2F5CjiuoETLW",
+	"i1UEXw5JggMsFjApBBVSdNfxlBmNuF0q/FFlDUTWAg2JOwTplrSePnurBBU/AFQ4h2dxZoIX+Yp1ydvt",
+	"Nojy6ji43ZCGe+BLi/YcVgIbv361AMRFWyr87ZWGrli4JlgyqtrzZO3UcUMTXIfb2uooaR/XdzC+vNIO",
+	"gb3565SErSSUs+NvScvtatBGYJT7NIPW+vz/ruyg90GiKL2EThRAK70/lS30h7Rq/gF5aRFbJcnIx1c7",
+	"DZhTd2d9hsQWBQeyU3a6415hU997o1AYv0VPh8wyUCPcTSYdAKuePbjovigYpzoZJ1caTqciOyCz3+i6",
+	"q0j1MZYp+82a+BrGGgb9fZC621APvXmg+N8DzAWII6S6PjIbPS3IkVBFP6GnMVkBoUNBVTEDLbamS0L0",
+	"HtecbAWxvKuqPt4byWKVvzbAwYV3TUO241q0+iG/5C6Iz219HRzgNzwmn0Avu9JIqGrjF00i4Rlf+FZd",
+	"1UK/EXbpjKpnVFINLDhq15Kwub7erBT6yPczM3EmSTz8XKrO8Nl64chngwoRJXgxnh1BRzjK2R9rhXYX",
+	"VresZngWYp7BdhQmnmY8i9oHj6sPXso8l2p6xBeyU69K2Rl2ns1hBgtRPC+N1XOsPb45gxMMuNIzidst",
+	"qRjP83gG0Tqg823nsX8BwGO1CZ7U/n2hLc9r27QQxZF/G9O1qWxENbeTAePO+NeQIM34tSigQuBlWRgs",
+	"TPB0kLDjwaBtx3hp9XvvZ3N2UdKBdzvDp4NkfT+jqfHCKlHQhrp5vRPFOcyjMzwZHJCkg3fjy6To+GLB",
+	"Dwk6/+UJOlElgbhY+yafX9MU9kzOCfz/ITXnz5uaQ3SzR2JOaTbycmqqRJtToI2MBp+BIV5EbQweLKIv",
+	"6AOgPkh1LwD6qTa9AHUN9c4TdSKCvHsXLg7+ZZJ0tt8D7yf4k96HB6XijhJ0Aipsd3rOVm2j1rmi1TFx",
+	"HjWe+EIJNhDx2Ffxr/dfa82eCS13bpF5E/Wz2/H2WkH5qGleN7R9gkJNM24whQWLEzN4dMR8B0X8cw9q",
+	"ALmf6P0g+vF1GjDxpY/8a055WAhsZJyqquDQRBfMCGfb5aexIoHlPoWTC3lOYMc5FS+/WeQ6CzZd0+7A",
+	"HGobs1ejw68aWqvYFdSbmehifr8VWWrNQB8qsvwR0mqiem2tmTUVh9vlSgsdXD+7M+0wAv0yDo2qv227",
+	"S4ONxjOZZ4VQ2DcSLsorWYgLORdmxPCtS0H5ONciiwpsPThEfve6y7PBX3e/81qZcjJxeoay51YXfHqH",
+	"zhQoyhaEVBf+qQsst4dV6xq7iLMuNvluYwzr2tBj7Ips9km8E1k1Iaji7FS0jJLuoEfBUmGCWvfd2/OL",
+	"VNW/BDFQ6IGaUC31UF49YS9efvfy4iXbfKOX+ML0/gN6vuCFOOIqOzLCDmNZHs0Ka2YTBIrbVGFXSayB",
+	"SV1mucwBepxLYxH9M0JI3ChhuZhYtzQEVyXogMAKgABgNGyqmVYIY4JF51pfQeZwuWBWs2NILwoZi2FV",
+	"0IpBZsjHTxllAEJBfEsNn6N8vtGYpK8RFtqwxCK5z85YAcoO1jrw6gtmADrJ7FY348UcwKMTKOMXHwDs",
+	"B7rd6joWls/z8E0PiwLddOiLCmaIVaINhx4NYTK+bD6VEW0DMXlWe0ZEeL/iBL/yheBM65NoS02E6onY",
+	"v9mdn7947qBopx/yE/9gSl2N49Ft00W4I2v3jvlm3L6EfkKsxGcq7s3aL73bqZmxf4jYFBgtxAJEcQ0B",
+	"SngdK3z2+uwl8mAxZ2i3SXDfpCqXV6jlQDVPPaFOE6FUZhd4UYFrU1Qx1FDjbgiBulG08vx9rU+4tDRg",
+	"lqDMoxK4BPT25W5TRZ0HhK9xa9gIFvXj6+9fvPy/n/qvXr/87sWoz/4fKHmK63U8DruDpCp0IqOeY8tC",
+	"WuGrk0rPyXwpD//0KQJQYT9SBdsDL5paN/xQ3dZYvWCVCMFqyQq3NVTwlTUlG+wu2gIIPA6Bz9pixbqA",
+	"kl+lCvP0sD1cQO0iBj+MTBgQ43t/IEeBcStML8KlIy3/6FtnrmPbs82zXQCEXsyhcjL1bnP2PbW/yORk",
+	"IgAFDNPYnNjTk5M++1asIMYK08c9REppngadmnBWiaX6XAs+FrSZSIYwgTlih91wkD6PbfvncfeT4yeh",
+	"BT48OEpSRaBjrlaB3J1kdzzYNsmwukllvoFLd7+CDL5xiHE0uJ8ptEsxpxQV8GsgksQ35AXFx2sqsO0P",
+	"Eu2PGPCFAgqV4MKC3WCP/KIvjeejvkfgvkJrUYhrKZbtYgtrMPF1XuTufRIEE+jt3Kw/5BhxqrpPBwN/",
+	"74PE6CUoCgLnTiIRZao6TyAHUsUNo5nWBk8qZlvZ+24rlrrIDFaYx9b8qdKTiRHWsEwsBCJP4EJkdQEI",
+	"WSNTYaHICAqhMS+KFVPaMf5SjWdndogl3vGfwsAknDWDnxq5ywZZJnIumljYu/pKzhdivOkaaqmgAehP",
+	"bDsRtWxLWFVmYTDotdUowtbhsff0kCYlvyPv0x1GzYj+W3O/iQZxzx845x+KczacYL2lIMvERCpoAFN1",
+	"YTH82rEquT8T3Q9RE7mB/3sxNX84iEzlE9TOHgSAN49Fbw/7LK4hvSFd3vdJbw8btMFm2mll8Fkc7xeR",
+	"THygwS8KnqmOoTX29JtAMpsHPxfFdM35HDwQDBwQWMBBK9Fnr0pbFsJ7HtGDmSpvuE+oabLOs4jX1m8H",
+	"9v6hF6iABb6WqvCZc2Hheo3GhVYjqBGHvvkRs2WhTHQnpbKaPPqpqprHGj8CeOxH6CXAtjgLbaRtVNUQ",
+	"ylO7jfenAX0Z3NAuNuCRQ39advAQf/uC8TePO4qaPB+EPNqplz2+5OOriczzOy7J8R7S4g0Y3Y75JSwT",
+	"Ywn258h/cpQAJ4saPdc7LKYKGxtD32Q3CATFoj6CXadZQCxSqmBSsv9oJRL24vwiVOTIEm+DhuR9KuIj",
+	"VHZme+gExALJqAyvhO2zM+VG8PPiNkSgZlivQhahrXWlBhGnTqBcWZKq0MQxYeZKLqBnHDThErzIJThK",
+	"cTcSbMm2YtTBqQe+PjGxqYJED5WF9tjOmBY30jiGPRqGSFct3uaH3fCq9tkrN3GZoRZmwXO9tgzqsk7e",
+	"hVC5I/FzS/x59cARwKuvwaZgJZKQw5cqv1WOGvyOQjtRog7wll7UJ1A1ZHfMezUMPTcy2AEcJGr+naoR",
+	"bfDP/tUR64IDRKuX/kVn7/zsyaLqujnX107caQypglEUHqJvQdAVgs8rlktBNVtGVo96ffa/5EUBOSOg",
+	"UTIgvEItB9hK9LiQCkxFdaAYldJL1sXSdVF2JPpLEmYWBXTsu14Lzzwyvs43FGDBghpaCQxnTHUNvBO9",
+	"5HunQZ1YsYqbG/qMMIaItape3oKPBU7fTSPnC49adp9y++5dayZVmcYwtzs2ZnWdOKhP4lwa2HgaJcQk",
+	"hLQzKBSbKre1iIdzP1z6HVd6ecpGc37jyNiMIj9PMhhUrp5UYUnNHrt0ogx1GTpK4+kdeh65C5RrNRUF",
+	"/huJChD/qepGPcndhCKXmirnl+g6DsO6Q9B5ZnoQiHfqVqVimYRBtJuip3q+ABN2LchNH2bRd1NFOlnC",
+	"ng6+7uEpBCxW3In/lb98a+3eU4U9hEN7u0yaKzYteZGxX8psGlVICFvjVEvUWjEEkSquqGiwNL6p/mnt",
+	"82+gsb5TZEVhQu1TjYUbU0V99/3d8O66PvPZeFG1egj4ja+mhTs7dykKYdzO1rx6cLp6EtuUvtl/Vhbk",
+	"T8XCyMLY09ConHVHguYM6cajXu1dCgxU32/SfL8hmr5n3dd/5iCYwMk9fH4HQCCSN1XBJz4ei4U3c6Lm",
+	"zw8K8oOCfEcKMnC8dfHGjY1Yck1jBEEbNNG046mW+kjvrzZjnYF9wPsgpv7YTTPdEv5r4Nl/Wn9ZDc/N",
+	"4xsDxJxA+ThjEZeRtJYLutuCNE2AzHuoBKsX2MUeARlYlZU7vdIbK4RABAOSKLYyQ7sj1Ny+11aMEjbC",
+	"h0EjQ1gk/nxmCX6N//xmhQX/UrWAhBWvWVFFKTQpSSUEUNOZjYZemwL+3WNbRT45DdoZlnuI3vRa3lzP",
+	"sS6kN2PHgtYJVfomOs+d7WDNmjbeZ+94iSU0aX6VFuvRNLCPhVjkfAzhbVNtZrSVjeFdN+I9q03wjUhn",
+	"+pIOQjrhB//gQ25hOyLzdD1ApidsUgsd1AJm4YJC/dkYVn2YFhPBWxr1mDUoxh8BhrGR+XeWGw2Y+srb",
+	"gzOzbf4m8jI5M5HcRqNeZPf7B5GB0yMG3JhtSxI30Mm/KWXxUutccHXP7a4Ow3EkUfFUKGC8c6d45UaD",
+	"XLBWj1uV30B2Y/Dk2eCE+/OZiP+VOJKYagBu+eHiOVYIrpz1/9HqbiO3zXwOVZI7rnX4Hgb9PUAR+Ng6",
+	"Pf1BxQiVZh4cJi139T1lWm2opQx+obr5RFAQrrmtbmGu5OKOLbmXN3xs85VvlTcCTYFsLmidMULnuA+0",
+	"VaqT0jaUpxcZAVSj4FGCze5CDBFKzSesivM5gehG8DFMH2qac1XyfEQNiEh767MzNJehdVFZKBR3Wo2F",
+	"M8WsxnRqsDUnUS4EBs+ozWe1DK3cXMxMLxXjFCKKxDHM5QMs/5RxapNEIRmyz6Jwo2O4qfphU9uMESoV",
+	"3mQGkacJTpYXIlWRFnrGcPkheUga6jVIU2/MsruSi/tGjFzJxRdOrNuFGkuqcj/R+T1w7gfjsN6ixV3j",
+	"EJL2DI/8dbrAVp7INyhTyDPCg3g13d87ZtdnlK0QGljAPCOu6ziIhwZgmnI98LYl8Eecq4dYjDyHm+T7",
+	"Z1Ig73IFvFIhVyymyP1CEgVxZHLhAceTako9VX3PD2rPYLZHCFnXCFziKwzdj4iBjnoB2lB3QWL2LBWe",
+	"wT1Q+WrIMDL5PAi2VI0WfJVrno1Yt4IZctOA16AckSl3NhV6HlvDxD0vHNbGSaiAhLbQCDZVV2IRfPgU",
+	"rg3snkA1AXNCVUt5LHAAkcAKgTBEzHR3yy2VTyBmFx4iQ0II8D5KE/6hSYbQG/csRugrW/2IJ5+vqDns",
+	"Xa1tzkOE9SHC+iUirMpz2vVwagC77RFP9V9o75hxTo/cp7pGn2jT1vDnh4pSd+coqvdmp6gipOUay21p",
+	"klCX3YlZKlYwdo86w0YJgyimEI/aDEuut2fBL24P1l/QM3/oMD0u4qGO2h+jjtp68TTW5dlcKggNO12w",
+	"xkDhp52V1JAAfq911HB2X6aKGu3MQ1n4h7LwQAl7Xba6/NjZ4Cvcvntm8G3KCs7zAV71RdMRDyCvu81M",
+	"/BchvD3o3sPxsdt05VRGq3sYw84V9ccyqfL+X6xDBE6PK7GwzugHCDl0bhXQewk7Tga1gRZu+ZUgF/VY",
+	"q4mclm4c2liEYFPFHzPTS2qNPZkIDDhA/pJpzzSMrth9yacvk2W4/Wb7HMM/6Q1/kG13lCUYbCvF5yKh",
+	"i5owSv7QBeN5rpeOkNzOWLPBpg5NL9wiKR9fidV2m+vs3etv3TP3eK3wE9u6rrlZJtBw2CNfHwTo76ZD",
+	"mzsc1p1xMyMxNc4FL/DPENXFWONML9WdStgtJhZS1N2YWPdk6+AUya75I5s8DzCROzF5VECc+3ITpEcA",
+	"ViJcKSYNBrak7wYIMuEQdv/41yuxer292M97ca2vqmu0u9QPvvBQ6udLkRHuP+OORk5ZXK9ycIzZy3Ym",
+	"FBSfhkd3wpJ/C3f2XUEW3M4qeC1QXWddX19DEH8n1NTOOsMTghD7f1cg4tA95Ke1juK/di4FL0RxVroX",
+	"fvzJsW8sTIsTL4u8M+zMrF0MHz8+Pvlrf9Af9I+Hfxv8bQCsnla+mZhS71Anhan1AoFqolggXFOt0CjK",
+	"Hbrg9tc6q0hhOpswaMDjQpimgu92ZzqXGXca0FKIK6Eyk7A5lxg2Hgs202VhqDxCZTBCcVsZsvGf+/Gi",
+	"iYRvNMzkeVxL3vgi6Oul4+PRqvDR5mhvsYSA28Ra7bK49iFtmPWwpmhozGHaHNaxxrg56YSAYEnIrvGt",
+	"4sF8vrFCYdFzQ7qyz6R3BviViL5I4YmGTyI7jar8Et92VFHT06PR8DI5IluKy5nWV8BI4RsvKB7cXrzy",
+	"HN3+Y6ydy60V84V1xDZCA6FfFvmoz87/dR4shqmwVbz/f8/ffg/FJyHbyMnIqS99GTb/HC5V+JVbW8hL",
+	"yANHqMPrzOMc/Mm5v3RfvX71ln0sRSnMkL3Bl/9R6HLxOmN/Z9WjSaro1xciK4PKBE/R+D3AmHsc20wY",
+	"4Yv3AjbjB8e93EyXurhyPCuD+iHv3p5fsNGvKbaWTTtDf+B9+MOnUaq6I2qzSvx51IO988+5zcMi1v5P",
+	"gMAYsSAQe6epgu9wxUYvgYb8UB4MA2t4ZDyFfXj/HaQluH/gaD2oWuGNNGobh+UMmvwoRNPw7q50jlCs",
+	"AqIT4iMg/XR1blUGB+5nRZX/d+ShGcURfOpoB3/e2b+pNheAuCQVHWpFQChPwoSqhBeGjEd1LYCVYf6f",
+	"JfOPSmfAuQNw0US9AwJqdIW72bjctdrQv22lH5S8ISSNQVQqchugC8B/GDlVyMR2bj40gLF8vvhtcxpd",
+	"H/99xP7CZuKG/fPN2fOj83+enTz7qmvEuBA2Qcy/+wz7C0s7/bTD/sIKvgRe0DuldplwXHKqoP8EvAhY",
+	"MG2pnroC2O2cH/ly2hnD77qXOORCQZjYf5OKVFANGSzqu3NDzv1YB23IPUXEPIcmDnaA03EdaLdiJzc3",
+	"bC64MizAnE+9Hv+xlOOrHGu1AJcDd/CSFxmVbEVddEM4+Hpz6D1+L2yxOjqD/+56AsVaRv+8uHjHMm4F",
+	"Yo9IR72z8SL9dXPhULw+gAc40KIuLdbnH2ulBPS4YFCbH8LdDNuqpIrYxRAq2Evf4PWSj6+cMlIhEiPo",
+	"y5zfnOFbJkF0IcsEz5zum8lCjG3Am1N+LYKg1xTKn2IF+4zgNMk6qq8AIQT8yWq3LU7DJEn8yDhZ0Ax7",
+	"+PTp/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -23,6 +23,7 @@ const (
 	EventStatusDead       EventStatus = "dead"
 	EventStatusDelivered  EventStatus = "delivered"
 	EventStatusDelivering EventStatus = "delivering"
+	EventStatusExpired    EventStatus = "expired"
 	EventStatusPending    EventStatus = "pending"
 	EventStatusReleased   EventStatus = "released"
 	EventStatusRetrying   EventStatus = "retrying"
@@ -39,6 +40,8 @@ func (e EventStatus) Valid() bool {
 	case EventStatusDelivered:
 		return true
 	case EventStatusDelivering:
+		return true
+	case EventStatusExpired:
 		return true
 	case EventStatusPending:
 		return true
@@ -122,6 +125,24 @@ func (e Misfire) Valid() bool {
 	case MisfireFireOnce:
 		return true
 	case MisfireSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnDeadline.
+const (
+	OnDeadlineExpire OnDeadline = "expire"
+	OnDeadlineRecord OnDeadline = "record"
+)
+
+// Valid indicates whether the value is a known member of the OnDeadline enum.
+func (e OnDeadline) Valid() bool {
+	switch e {
+	case OnDeadlineExpire:
+		return true
+	case OnDeadlineRecord:
 		return true
 	default:
 		return false
@@ -450,6 +471,22 @@ type CronFields struct {
 // interval and runAt.
 type Crons = []string
 
+// Deadline Go duration such as "45m": a fire must finish (every event released,
+// dead or cancelled) this long after its fire time (after its launch
+// with jitter). Without it a schedule with a window has the window's
+// end as deadline; with a window it must be at least the window, else
+// 422 naming deadline. "" or absent: the window's end, or none.
+type Deadline = string
+
+// DeadlineMissed The fire was not finished by its deadline.
+type DeadlineMissed struct {
+	// At When the miss was recorded (at or shortly after the deadline).
+	At time.Time `json:"at"`
+
+	// Remaining Events not finished then.
+	Remaining int `json:"remaining"`
+}
+
 // DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
 // deliver one event.
 type DeliveryMessage struct {
@@ -576,8 +613,16 @@ type FieldProblem struct {
 
 // Fire defines model for Fire.
 type Fire struct {
+	// AtRisk True when eta is after the deadline.
+	AtRisk    *bool      `json:"atRisk,omitempty"`
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
+
+	// Deadline When the fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// DeadlineMissed The fire was not finished by its deadline.
+	DeadlineMissed *DeadlineMissed `json:"deadlineMissed,omitempty"`
 
 	// Decision emitted: on time; late: after downtime, within the catch-up limit,
 	// or a one-off accepted with its runAt already past; skipped_overlap:
@@ -599,9 +644,16 @@ type Fire struct {
 	// 10,000) is recorded at once and its events are written in the
 	// background, resumed after a restart; until then `emitted` says
 	// how many exist. Absent or false once every event is written.
-	Emitting *bool     `json:"emitting,omitempty"`
-	FireTime time.Time `json:"fireTime"`
-	Id       string    `json:"id"`
+	Emitting *bool `json:"emitting,omitempty"`
+
+	// Eta While events of the fire are unfinished: when the last one is
+	// expected to finish, now plus the unfinished events divided by the
+	// throughput its policy has been giving (limit divided by the
+	// measured hold time from delivery to release, bounded by the
+	// rate). Absent when the throughput is not known yet.
+	Eta      *time.Time `json:"eta,omitempty"`
+	FireTime time.Time  `json:"fireTime"`
+	Id       string     `json:"id"`
 
 	// Jitter The fire's jitter offset; absent when it has none.
 	Jitter         *string    `json:"jitter,omitempty"`
@@ -619,6 +671,14 @@ type Fire struct {
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
 	Note *string `json:"note,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -645,6 +705,9 @@ type FireCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+
+	// Expired Not delivered because the fire's deadline passed (onDeadline expire) or maxEventAge.
+	Expired int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -732,8 +795,22 @@ type Lateness struct {
 	Sampled int `json:"sampled"`
 }
 
+// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+// fire time is not attempted (or retried) any more and becomes
+// expired, as EventBridge's maximum event age. At least "1m"; absent:
+// no bound.
+type MaxEventAge = string
+
 // Misfire defines model for Misfire.
 type Misfire string
+
+// OnDeadline What happens to a fire not finished by its deadline: record (the
+// default) sets the fire's deadlineMissed and counts it in the metric
+// schedulerd_fire_deadline_missed_total; expire does that and moves
+// the fire's events still waiting (not yet being delivered) to
+// expired: never delivered late, redrivable. expire needs a deadline
+// (a window or deadline), else 422 naming onDeadline.
+type OnDeadline string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -974,7 +1051,10 @@ type Schedule struct {
 	Cron *string `json:"cron,omitempty"`
 
 	// Crons The expressions of a schedule with several crons, canonical.
-	Crons      *[]string  `json:"crons,omitempty"`
+	Crons *[]string `json:"crons,omitempty"`
+
+	// Deadline The schedule's own deadline (see Deadline); absent without one.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
 
@@ -997,11 +1077,22 @@ type Schedule struct {
 	// one naming `labels.<key>`.
 	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
+
+	// MaxEventAge See MaxEventAge; absent without one.
+	MaxEventAge *string `json:"maxEventAge,omitempty"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
 
 	// NextFireTimes The next (up to 5) fire times, UTC.
 	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1113,8 +1204,15 @@ type ScheduleBatchItem struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1154,10 +1252,24 @@ type ScheduleBatchItem struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1234,8 +1346,15 @@ type ScheduleCreate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1272,10 +1391,24 @@ type ScheduleCreate struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1350,7 +1483,10 @@ type ScheduleUpdate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons      *Crons     `json:"crons,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline See Deadline; "" or "0s" removes it.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
@@ -1371,10 +1507,21 @@ type ScheduleUpdate struct {
 	Jitter *string `json:"jitter,omitempty"`
 
 	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge See MaxEventAge; "" or "0s" removes it.
+	MaxEventAge *string  `json:"maxEventAge,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1426,6 +1573,7 @@ type SummaryCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+	Expired   int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`

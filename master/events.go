@@ -467,5 +467,6 @@ func countsOut(counts map[model.EventStatus]int) api.FireCounts {
 		Retrying:  counts[model.EventRetrying],
 		Dead:      counts[model.EventDead],
 		Cancelled: counts[model.EventCancelled],
+		Expired:   counts[model.EventExpired],
 	}
 }

@@ -349,6 +349,17 @@ type FireStore interface {
 	// FireListEmitting returns up to limit fires whose Remaining is above
 	// 0, by id. Cross-tenant (the emitter resumes them).
 	FireListEmitting(ctx context.Context, limit int) ([]*model.Fire, error)
+	// FireDeadlineDue returns up to limit fires whose Deadline is not after
+	// before and that FireDeadlineDone has not closed yet, earliest
+	// deadline first (then by id), through an index of open deadlines.
+	// Cross-tenant (the deadline check).
+	FireDeadlineDue(ctx context.Context, before time.Time, limit int) ([]*model.Fire, error)
+	// FireDeadlineDone closes the fire's deadline: FireDeadlineDue no
+	// longer returns it. With miss set it also records miss as the fire's
+	// DeadlineMissed unless one is recorded already; recorded says whether
+	// this call recorded it (one caller wins, whatever the concurrency).
+	// ErrNotFound.
+	FireDeadlineDone(ctx context.Context, id string, miss *model.DeadlineMiss) (recorded bool, err error)
 }
 
 // EventCounts holds the number of events per status.
@@ -476,6 +487,10 @@ type EventStore interface {
 	// set, only of that fire) that are pending, retrying or scheduled to
 	// cancelled. Returns how many. Cross-tenant.
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+	// EventExpireWaiting moves the fire's events that are pending,
+	// retrying or scheduled to expired (FinishedAt at, LastError reason).
+	// Returns how many. Cross-tenant.
+	EventExpireWaiting(ctx context.Context, scheduleID, fireID string, at time.Time, reason string) (int, error)
 	// EventFindTokenExpired returns events of the policy in status delivered
 	// or delivering whose TokenExpiresAt is before t, oldest expiry first
 	// (then by id), at most limit (whatever its size; <= 0: all).

@@ -117,6 +117,9 @@ var (
 	bFires        = []byte("fires")
 	bFireSched    = []byte("fires_by_schedule") // schedule\0fireTime id
 	bFireEmitting = []byte("fires_emitting")    // id of fires with Remaining > 0
+	// bFireDeadlines holds deadline, id of the fires whose deadline is
+	// open (FireDeadlineDue). Added after layout 12 as bCalendars was.
+	bFireDeadlines = []byte("fires_by_deadline")
 	bPolicies     = []byte("policies")
 	bPolicyTenant = []byte("policies_by_tenant") // tenant\0id
 	bPolicyName   = []byte("policies_by_name")   // tenant\0name -> id
@@ -130,7 +133,7 @@ var (
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
-		bFires, bFireSched, bFireEmitting, bSchedEnds,
+		bFires, bFireSched, bFireEmitting, bFireDeadlines, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta, bCalendars,
 	}, eventBuckets...)
 )

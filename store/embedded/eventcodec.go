@@ -49,6 +49,8 @@ const (
 	evFireOfSchedule
 	evFireAtRunAt
 	evCreatedFromSchedule
+	// ExpireAt follows the update time.
+	evExpireAt
 )
 
 // refSchedule reports whether the head e can leave its fields to the row
@@ -89,6 +91,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if sameTime(e.UpdatedAt, e.CreatedAt) {
 		flags |= evUpdatedIsCreated
+	}
+	if e.ExpireAt != nil {
+		flags |= evExpireAt
 	}
 	ref := refSchedule(e, sc)
 	var createdDelta time.Duration
@@ -164,6 +169,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if flags&evUpdatedIsCreated == 0 {
 		b = putTime(b, e.UpdatedAt)
+	}
+	if flags&evExpireAt != 0 {
+		b = putTime(b, *e.ExpireAt)
 	}
 	return b, nil
 }
@@ -268,6 +276,10 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 		e.UpdatedAt = e.CreatedAt
 	} else {
 		e.UpdatedAt = d.time()
+	}
+	if flags&evExpireAt != 0 {
+		t := d.time()
+		e.ExpireAt = &t
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes")

@@ -54,6 +54,7 @@ var (
 	statusCodes = map[model.EventStatus]byte{
 		model.EventPending: 1, model.EventScheduled: 2, model.EventDelivering: 3, model.EventDelivered: 4,
 		model.EventReleased: 5, model.EventRetrying: 6, model.EventDead: 7, model.EventCancelled: 8,
+		model.EventExpired: 9,
 	}
 	statusByCode = func() [256]model.EventStatus {
 		var out [256]model.EventStatus
@@ -110,6 +111,8 @@ const (
 	// The release token is the store's for the event id (tokenKey): not
 	// stored.
 	fReleaseTokenDerived
+	// ExpireAt differs from the head's (nil: none).
+	fExpireAt
 )
 
 // sameTime is equality as the codec keeps it: instants read back in UTC.
@@ -155,6 +158,7 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	set(fTokenTimedOut, e.TokenTimedOut)
 	set(fDeliveredAt, e.DeliveredAt != nil)
 	set(fFinishedAt, e.FinishedAt != nil)
+	set(fExpireAt, !sameDeadline(e.ExpireAt, h.ExpireAt))
 
 	b := make([]byte, 0, 16)
 	b = append(b, eventRowV2)
@@ -233,6 +237,9 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	if flags&fReleaseTokenBytes != 0 {
 		b = putBytes(b, token)
 	}
+	if flags&fExpireAt != 0 {
+		b = putTimePtr(b, e.ExpireAt)
+	}
 	return b
 }
 
@@ -266,6 +273,10 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 	if h.Deadline != nil {
 		t := *h.Deadline
 		e.Deadline = &t
+	}
+	if h.ExpireAt != nil {
+		t := *h.ExpireAt
+		e.ExpireAt = &t
 	}
 	if len(h.Payload) > 0 {
 		e.Payload = json.RawMessage(bytes.Clone(h.Payload))
@@ -355,6 +366,9 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 		if e.ReleaseToken, err = k.token(e.ID); err != nil && d.err == nil {
 			d.err = err
 		}
+	}
+	if flags&fExpireAt != 0 {
+		e.ExpireAt = d.timePtr()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes in row")

@@ -92,6 +92,11 @@ func createFire(tx *bolt.Tx, f *model.Fire, doc []byte) error {
 	if err := b.Put(id, doc); err != nil {
 		return err
 	}
+	if f.Deadline != nil && f.DeadlineMissed == nil {
+		if err := tx.Bucket(bFireDeadlines).Put(fireDeadlineKey(f), nil); err != nil {
+			return err
+		}
+	}
 	return bs.Put(sk, nil)
 }
 

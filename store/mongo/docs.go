@@ -222,6 +222,9 @@ type scheduleDoc struct {
 	// ScheduleIntervalDue finds it by.
 	IntervalDue *int64   `bson:"intervalDue,omitempty"`
 	Crons       []string `bson:"crons,omitempty"`
+	Deadline    int64    `bson:"deadline,omitempty"` // nanoseconds
+	OnDeadline  string   `bson:"onDeadline,omitempty"`
+	MaxEventAge int64    `bson:"maxEventAge,omitempty"` // nanoseconds
 }
 
 func toScheduleDoc(s *model.Schedule) scheduleDoc {
@@ -239,6 +242,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		ResumeAt: unixNanoPtr(s.ResumeAt), SkipUntil: unixNanoPtr(s.SkipUntil),
 		ExcludeCalendars: s.ExcludeCalendars, OnExcluded: string(s.OnExcluded),
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
+		Deadline: int64(s.Deadline), OnDeadline: string(s.OnDeadline), MaxEventAge: int64(s.MaxEventAge),
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -270,6 +274,8 @@ func (d *scheduleDoc) model() *model.Schedule {
 		ResumeAt: fromNanoPtr(d.ResumeAt), SkipUntil: fromNanoPtr(d.SkipUntil),
 		ExcludeCalendars: d.ExcludeCalendars, OnExcluded: model.OnExcludedPolicy(d.OnExcluded),
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
+		Deadline: time.Duration(d.Deadline), OnDeadline: model.DeadlinePolicy(d.OnDeadline),
+		MaxEventAge: time.Duration(d.MaxEventAge),
 	}
 }
 
@@ -322,6 +328,17 @@ type fireDoc struct {
 	CreatedAt  int64  `bson:"createdAt"`
 	Jitter     int64  `bson:"jitter,omitempty"` // nanoseconds
 	Payload    []byte `bson:"payload,omitempty"`
+	Deadline   *int64 `bson:"deadline,omitempty"`
+	OnDeadline string `bson:"onDeadline,omitempty"`
+	// DeadlineOpen is Deadline until FireDeadlineDone closes it: what
+	// FireDeadlineDue finds the fire by (a partial index).
+	DeadlineOpen *int64   `bson:"deadlineOpen,omitempty"`
+	Missed       *missDoc `bson:"deadlineMissed,omitempty"`
+}
+
+type missDoc struct {
+	At        int64 `bson:"at"`
+	Remaining int   `bson:"remaining"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -330,7 +347,23 @@ func toFireDoc(f *model.Fire) fireDoc {
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
 		Jitter: int64(f.Jitter), Payload: f.Payload,
+		Deadline: unixNanoPtr(f.Deadline), OnDeadline: string(f.OnDeadline), Missed: toMissDoc(f.DeadlineMissed),
+		DeadlineOpen: openDeadline(f),
 	}
+}
+
+func openDeadline(f *model.Fire) *int64 {
+	if f.DeadlineMissed != nil {
+		return nil
+	}
+	return unixNanoPtr(f.Deadline)
+}
+
+func toMissDoc(m *model.DeadlineMiss) *missDoc {
+	if m == nil {
+		return nil
+	}
+	return &missDoc{At: unixNano(m.At), Remaining: m.Remaining}
 }
 
 func (d *fireDoc) model() *model.Fire {
@@ -339,7 +372,16 @@ func (d *fireDoc) model() *model.Fire {
 		FireTime: fromNano(d.FireTime), LocalTime: d.LocalTime, Count: d.Count,
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
 		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
+		Deadline: fromNanoPtr(d.Deadline), OnDeadline: model.DeadlinePolicy(d.OnDeadline),
+		DeadlineMissed: d.Missed.model(),
 	}
+}
+
+func (m *missDoc) model() *model.DeadlineMiss {
+	if m == nil {
+		return nil
+	}
+	return &model.DeadlineMiss{At: fromNano(m.At), Remaining: m.Remaining}
 }
 
 type eventDoc struct {
@@ -352,6 +394,7 @@ type eventDoc struct {
 	Count          int       `bson:"count"`
 	LaunchAt       int64     `bson:"launchAt"`
 	Deadline       *int64    `bson:"deadline,omitempty"`
+	ExpireAt       *int64    `bson:"expireAt,omitempty"`
 	Priority       int       `bson:"priority,omitempty"`
 	PolicyID       string    `bson:"policyId"`
 	Target         targetDoc `bson:"target"`
@@ -378,7 +421,7 @@ func toEventDoc(e *model.Event) eventDoc {
 	return eventDoc{
 		ID: e.ID, TenantID: e.TenantID, ScheduleID: e.ScheduleID, FireID: e.FireID,
 		FireTime: unixNano(e.FireTime), Index: e.Index, Count: e.Count,
-		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline),
+		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline), ExpireAt: unixNanoPtr(e.ExpireAt),
 		Priority: e.Priority, PolicyID: e.PolicyID, Target: toTargetDoc(e.Target),
 		Payload: e.Payload, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
 		Status: string(e.Status), Attempts: e.Attempts, LastError: e.LastError,
@@ -412,7 +455,7 @@ func (d *eventDoc) model() *model.Event {
 	return &model.Event{
 		ID: d.ID, TenantID: d.TenantID, ScheduleID: d.ScheduleID, FireID: d.FireID,
 		FireTime: fromNano(d.FireTime), Index: d.Index, Count: d.Count,
-		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline),
+		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline), ExpireAt: fromNanoPtr(d.ExpireAt),
 		Priority: d.Priority, PolicyID: d.PolicyID, Target: d.Target.model(),
 		Payload: d.Payload, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
 		Status: model.EventStatus(d.Status), Attempts: d.Attempts, LastError: d.LastError,

@@ -447,6 +447,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("schedule_firetime", false, "scheduleId", "fireTime"),
 			// The emitter's resume scan: fires still being emitted.
 			idx("remaining", false, "remaining"),
+			// The deadline check: open deadlines, earliest first.
+			idx("deadline_open_id", false, "deadlineOpen", "_id"),
 		},
 		collEvents: {
 			// The handler's takeover: scheduled events under another fence, which

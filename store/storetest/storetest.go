@@ -50,6 +50,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Children", childrenTests},
 		{"Watermark", watermarkTests},
 		{"Fire", fireTests},
+		{"FireDeadline", fireDeadlineTests},
 		{"Event", eventTests},
 		{"Policy", policyTests},
 		{"Calendar", calendarTests},

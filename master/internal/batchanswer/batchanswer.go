@@ -105,10 +105,11 @@ func AppendSchedule(b []byte, s *api.Schedule) ([]byte, error) { return appendSc
 // appendSchedule appends s as json.Marshal writes it: its members in the
 // order of the struct's fields; tm (nil: none) remembers times.
 func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
-	if s.Payload != nil && len(*s.Payload) == 0 || s.ExcludeCalendars != nil || s.OnExcluded != nil || s.Interval != nil || s.Crons != nil {
+	if s.Payload != nil && len(*s.Payload) == 0 || s.ExcludeCalendars != nil || s.OnExcluded != nil || s.Interval != nil || s.Crons != nil ||
+		s.Deadline != nil || s.OnDeadline != nil || s.MaxEventAge != nil {
 		// json.Marshal's error: an empty raw value; or a schedule that
-		// names calendars, or has an interval or several crons, which is
-		// rarer.
+		// names calendars, has an interval, several crons or a deadline,
+		// which is rarer.
 		return appendMarshal(b, s)
 	}
 	start := len(b)
