@@ -120,10 +120,10 @@ var (
 	// bFireDeadlines holds deadline, id of the fires whose deadline is
 	// open (FireDeadlineDue). Added after layout 12 as bCalendars was.
 	bFireDeadlines = []byte("fires_by_deadline")
-	bPolicies     = []byte("policies")
-	bPolicyTenant = []byte("policies_by_tenant") // tenant\0id
-	bPolicyName   = []byte("policies_by_name")   // tenant\0name -> id
-	bLeases       = []byte("leases")
+	bPolicies      = []byte("policies")
+	bPolicyTenant  = []byte("policies_by_tenant") // tenant\0id
+	bPolicyName    = []byte("policies_by_name")   // tenant\0name -> id
+	bLeases        = []byte("leases")
 	// bCalendars holds calendars by tenant\0id. A bucket added after
 	// layout 12: Open creates it in a directory without it, and a
 	// schedulerd that knows no calendars ignores it, so it needs no new
