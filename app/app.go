@@ -69,6 +69,10 @@ type App struct {
 	handler    *handler.Handler
 	master     *master.Server
 	resumer    *master.Resumer // paused schedules due to resume
+	deadlines  *master.DeadlineChecker
+	// DeadlineObservers hear of each missed fire deadline (besides the
+	// metric); set before Start.
+	DeadlineObservers []master.DeadlineObserver
 
 	adminKeyPath string
 	srv          *http.Server
@@ -389,6 +393,7 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.resumer = a.master.NewResumer(0)
+	a.deadlines = master.NewDeadlineChecker(a.store, deadlineObservers{a}, nil, a.log, 0)
 	a.metrics.countForwards(a.master.TokenForwards)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
@@ -742,7 +747,7 @@ func (a *App) Wait(ctx context.Context) error {
 // backwards.
 func (a *App) services() []component {
 	return []component{
-		{"resumer", a.resumer}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"resumer", a.resumer}, {"deadlines", a.deadlines}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
 		{"emitter leases", a.partitions}, {"handler leases", a.shards},
 	}
 }
@@ -836,4 +841,15 @@ func earlyDispatch(cfg Config) bool {
 		return false
 	}
 	return cfg.Store != "mongo"
+}
+
+// deadlineObservers tells the metrics and a.DeadlineObservers of a missed
+// fire deadline.
+type deadlineObservers struct{ a *App }
+
+func (o deadlineObservers) FireDeadlineMissed(f *model.Fire, policyID string) {
+	o.a.metrics.FireDeadlineMissed(f, policyID)
+	for _, obs := range o.a.DeadlineObservers {
+		obs.FireDeadlineMissed(f, policyID)
+	}
 }
