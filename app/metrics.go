@@ -43,8 +43,8 @@ type metrics struct {
 	tokenTimeouts *prometheus.CounterVec
 	// deadlineMissed counts fires not finished by their deadline.
 	deadlineMissed *prometheus.CounterVec
-	tokensInUse   *prometheus.GaugeVec
-	tokensWaiting *prometheus.GaugeVec
+	tokensInUse    *prometheus.GaugeVec
+	tokensWaiting  *prometheus.GaugeVec
 	// effectiveLimit is the adaptive limit of the policies this instance owns.
 	effectiveLimit *prometheus.GaugeVec
 	oldestWaiting  *prometheus.GaugeVec
