@@ -171,6 +171,14 @@ func Dead(id string, from model.EventStatus, fence int64, attempts int, lastErro
 		Attempts: attempts, LastError: lastError, FinishedAt: &now, ClearToken: holdsToken, At: now}
 }
 
+// Expired ends an event not attempted (again) because its ExpireAt
+// passed; holdsToken clears the token of a throttled event. attempts 0
+// keeps the stored count.
+func Expired(id string, from model.EventStatus, fence int64, attempts int, lastError string, holdsToken bool, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventExpired,
+		Attempts: attempts, LastError: lastError, FinishedAt: &now, ClearToken: holdsToken, At: now}
+}
+
 // ReclaimToken takes back the token of e, which expired by now. A delivered
 // event is released with TokenTimedOut; one still delivering (nobody knows
 // whether its consumer got it) counts an attempt and is retried now, or is
