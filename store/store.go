@@ -542,6 +542,10 @@ type PolicyStore interface {
 	// changed and when (by the bucket owner). Version is not changed: it is
 	// not an edit of the policy. ErrNotFound.
 	PolicySetLimit(ctx context.Context, policyID string, limit int, reason string, at time.Time) error
+	// PolicySetHoldTime records the policy's measured mean time from
+	// delivery to release (by the bucket owner). Version is not changed,
+	// and a PolicyUpdate keeps it. ErrNotFound.
+	PolicySetHoldTime(ctx context.Context, policyID string, hold time.Duration) error
 	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
 }

@@ -483,6 +483,8 @@ type policyDoc struct {
 	EffectiveLimit int    `bson:"effectiveLimit,omitempty"`
 	LimitReason    string `bson:"limitReason,omitempty"`
 	LimitChangedAt int64  `bson:"limitChangedAt,omitempty"`
+	// HoldTime is the measured mean hold, in nanoseconds (PolicySetHoldTime).
+	HoldTime int64 `bson:"holdTime,omitempty"`
 	// Absent before policies had concurrency keys: none.
 	ConcurrencyKey   string `bson:"concurrencyKey,omitempty"`
 	MaxInFlightTotal int    `bson:"maxInFlightTotal"`
@@ -503,7 +505,7 @@ func toPolicyDoc(p *model.Policy) policyDoc {
 		ConcurrencyKey: p.ConcurrencyKey, MaxInFlightTotal: p.MaxInFlightTotal,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
-		Labels: labelPairs(p.Labels),
+		Labels: labelPairs(p.Labels), HoldTime: int64(p.HoldTime),
 	}
 	if p.Adaptive != nil {
 		d.AdaptiveMin, d.AdaptiveMax = p.Adaptive.Min, p.Adaptive.Max
@@ -523,7 +525,7 @@ func (d *policyDoc) model() *model.Policy {
 		ConcurrencyKey: d.ConcurrencyKey, MaxInFlightTotal: d.MaxInFlightTotal,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: labelMap(d.Labels),
+		Labels: labelMap(d.Labels), HoldTime: time.Duration(d.HoldTime),
 	}
 	if d.AdaptiveMin > 0 {
 		p.Adaptive = &model.AdaptiveLimit{Min: d.AdaptiveMin, Max: d.AdaptiveMax}
