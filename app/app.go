@@ -347,7 +347,7 @@ func (a *App) build(ctx context.Context) error {
 	// the master forwards a release to the owner of the event's shard
 	// (tokenOwners).
 	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: earlyDispatch(cfg)},
-		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Logger: a.log, Metrics: a.metrics})
+		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Holds: a.store, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
 	}

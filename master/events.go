@@ -444,7 +444,66 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		out.Payload = &p
 	}
 	fireEmission(out, f)
+	if f.Deadline != nil {
+		d, on := f.Deadline.UTC(), api.OnDeadline(f.OnDeadline)
+		out.Deadline, out.OnDeadline = &d, &on
+	}
+	if m := f.DeadlineMissed; m != nil {
+		out.DeadlineMissed = &api.DeadlineMissed{At: m.At.UTC(), Remaining: m.Remaining}
+	}
+	if err := s.forecast(ctx, f, counts, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// forecast sets eta and atRisk of a fire with unfinished events: now plus
+// those events' drain time at the throughput its policy has been giving
+// (model.Policy.DrainTime). Nothing when the throughput is not known.
+func (s *Server) forecast(ctx context.Context, f *model.Fire, counts map[model.EventStatus]int, out *api.Fire) error {
+	left := f.Remaining // not written yet
+	for st, n := range counts {
+		if !st.Finished() {
+			left += n
+		}
+	}
+	if left == 0 || !hasEventsDecision(f.Decision) {
+		return nil
+	}
+	sc, err := s.store.ScheduleGet(ctx, f.TenantID, f.ScheduleID)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil || sc.PolicyID == "" {
+		return err
+	}
+	p, err := s.store.PolicyGet(ctx, f.TenantID, sc.PolicyID)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	drain, ok := p.DrainTime(left)
+	if !ok {
+		return nil
+	}
+	eta := s.now().Add(drain).UTC()
+	if launch := f.FireTime.Add(f.Jitter); eta.Before(launch) {
+		eta = launch.Add(drain) // not launched yet: it drains from its launch
+	}
+	risk := f.Deadline != nil && eta.After(*f.Deadline)
+	out.Eta, out.AtRisk = &eta, &risk
+	return nil
+}
+
+// hasEventsDecision reports whether a fire so decided delivers events.
+func hasEventsDecision(d model.FireDecision) bool {
+	switch d {
+	case model.FireSkippedOverlap, model.FireSkippedManual, model.FireSkippedCalendar:
+		return false
+	}
+	return true
 }
 
 // fireEmission marks the representation of a fire whose events are still

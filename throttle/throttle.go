@@ -187,6 +187,9 @@ type Deps struct {
 	// Limits, if set, records the effective limits of adaptive policies
 	// (the store). Nil: they are kept in memory only.
 	Limits LimitStore
+	// Holds, if set, records each policy's measured hold time (the
+	// store), which completion forecasts divide by. Nil: not recorded.
+	Holds HoldStore
 	// Clock defaults to the real clock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger
@@ -228,6 +231,8 @@ type Throttle struct {
 	acked ackedSet
 	// adapt holds the adaptive policies' limits (see adaptive.go).
 	adapt adaptiveSet
+	// holds measures the policies' hold times (see hold.go).
+	holds holdSet
 }
 
 // New validates cfg and returns a Throttle; call Start before Enqueue.
