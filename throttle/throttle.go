@@ -369,9 +369,10 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 		b.stop()
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence, q: NewQueue(),
+	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence,
 		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel,
 		startSem: make(chan struct{}, maxStarts)}
+	b.q = b.newQueue(nil)
 	t.buckets[policyID] = b
 	t.Go(func() { b.run(ctx) })
 	return b
