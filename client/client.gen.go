@@ -1020,7 +1020,10 @@ type RedriveRequest struct {
 	// ScheduleId Only the events of this schedule.
 	ScheduleId *string `json:"scheduleId,omitempty"`
 
-	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	// Status The status of the events to redrive: `dead` (the default) or
+	// `expired` (events not sent because their fire's deadline passed
+	// under onDeadline expire, or their maxEventAge; redriven, they are
+	// sent whatever their deadline).
 	Status *string `json:"status,omitempty"`
 
 	// To Only events whose launch time is before this instant.
@@ -2112,7 +2115,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithBody Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2125,7 +2128,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
 	RedriveEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEvents Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2165,7 +2168,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/{id}/extend (the `ExtendEvent` operationId).
 	ExtendEvent(ctx context.Context, id ID, body ExtendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	// RedriveEvent Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 	//
 	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 	//
@@ -2820,7 +2823,7 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 	return c.Client.Do(req)
 }
 
-// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithBody Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2843,7 +2846,7 @@ func (c *Client) RedriveEventsWithBody(ctx context.Context, contentType string, 
 	return c.Client.Do(req)
 }
 
-// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEvents Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2923,7 +2926,7 @@ func (c *Client) ExtendEvent(ctx context.Context, id ID, body ExtendEventJSONReq
 	return c.Client.Do(req)
 }
 
-// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+// RedriveEvent Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 //
 // The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //
@@ -5990,7 +5993,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
-	// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithBodyWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -6003,7 +6006,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
 	RedriveEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error)
 
-	// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -6045,7 +6048,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{id}/extend (the `ExtendEvent` operationId).
 	ExtendEventWithResponse(ctx context.Context, id ID, body ExtendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendEventResponse, error)
 
-	// RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	// RedriveEventWithResponse Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 	//
 	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 	//
@@ -11263,7 +11266,7 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
-// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithBodyWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -11282,7 +11285,7 @@ func (c *ClientWithResponses) RedriveEventsWithBodyWithResponse(ctx context.Cont
 	return ParseRedriveEventsResponse(rsp)
 }
 
-// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -11348,7 +11351,7 @@ func (c *ClientWithResponses) ExtendEventWithResponse(ctx context.Context, id ID
 	return ParseExtendEventResponse(rsp)
 }
 
-// RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+// RedriveEventWithResponse Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 //
 // The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //

@@ -299,11 +299,17 @@ func (s *Server) RedriveEvent(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	if e.Status != model.EventDead {
-		return conflict("only dead events can be redriven; this one is " + string(e.Status))
-	}
 	now := s.now().UTC()
-	errs, err := s.store.EventTransition(ctx, []store.EventTransition{store.Redrive(e.ID, now)})
+	var tr store.EventTransition
+	switch e.Status {
+	case model.EventDead:
+		tr = store.Redrive(e.ID, now)
+	case model.EventExpired:
+		tr = store.RedriveExpired(e.ID, now)
+	default:
+		return conflict("only dead or expired events can be redriven; this one is " + string(e.Status))
+	}
+	errs, err := s.store.EventTransition(ctx, []store.EventTransition{tr})
 	if err != nil {
 		return err
 	}

@@ -423,7 +423,10 @@ type EventTransition struct {
 	// to false: what described a finished attempt (redrive). It wins over
 	// those fields. LastError is kept as the history of the last failure.
 	ClearOutcome bool
-	At           time.Time // UpdatedAt
+	// ClearExpiry sets ExpireAt to nil (the redrive of an expired event,
+	// which is then sent whatever its deadline).
+	ClearExpiry bool
+	At          time.Time // UpdatedAt
 	// RequiresPrevious applies the transition only if the previous one in
 	// the same EventTransition call succeeded (nil result); otherwise it is
 	// not attempted and its result is ErrConflict. On the first transition

@@ -634,6 +634,9 @@ func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (
 		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
 			bson.E{Key: "tokenTimedOut", Value: ""})
 	}
+	if t.ClearExpiry {
+		unset = append(unset, bson.E{Key: "expireAt", Value: ""})
+	}
 	if t.TokenExpiresAt != nil && s.caps.serverClock {
 		// Stamped on the clock that judges it (clock.go).
 		return filter, s.onServerClock(set, unset, "tokenExpiresAt", *t.TokenExpiresAt)

@@ -86,11 +86,10 @@ var fireDeadlineTests = []namedTest{
 		counts, err := d.EventCountByFire(ctx, f.ID)
 		requireNoError(t, err, "EventCountByFire")
 		requireEqual(t, counts[model.EventExpired], 2, "expired count")
-		// Expired events can be redriven.
-		errs, err := d.EventTransition(ctx, []store.EventTransition{{ID: evs[0].ID, From: model.EventExpired, To: model.EventPending,
-			LaunchAt: at(3 * time.Hour), ResetAttempts: true, ClearOutcome: true, At: at(3 * time.Hour)}})
-		requireNoError(t, err, "EventTransition redrive")
-		requireNoError(t, errs[0], "redrive expired")
-		requireEqual(t, getEvent(t, d, evs[0].ID).Status, model.EventPending, "redriven status")
+		// Expired events can be redriven, without their expiry.
+		requireNoError(t, transition(t, d, store.RedriveExpired(evs[0].ID, at(3*time.Hour))), "redrive expired")
+		red := getEvent(t, d, evs[0].ID)
+		requireEqual(t, red.Status, model.EventPending, "redriven status")
+		requireTimePtr(t, red.ExpireAt, nil, "ExpireAt after the redrive")
 	}},
 }
