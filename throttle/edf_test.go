@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -82,5 +83,41 @@ func TestEDFKeepsRoundRobinAndPriority(t *testing.T) {
 		if order[i] != want[i] {
 			t.Fatalf("order %v, want %v", order, want)
 		}
+	}
+}
+
+// BenchmarkQueueUrgency is BenchmarkQueuePushPop's mix (50 schedules, 3
+// priorities, 500 waiting) with deadlines: none, with urgency off (round
+// robin), and ranked by slack (urgency on, a few schedules at risk).
+func BenchmarkQueueUrgency(b *testing.B) {
+	t0 := time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		deadlines bool
+		urgency   bool
+	}{{"NoDeadlines", false, true}, {"DeadlinesRoundRobin", true, false}, {"DeadlinesBySlack", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			q := NewQueue()
+			if tc.urgency {
+				q.SetUrgency(Urgency{Now: func() time.Time { return t0 }, PerEvent: func() time.Duration { return time.Millisecond }})
+			}
+			items := make([]Item, 1000)
+			for i := range items {
+				var d *time.Time
+				if tc.deadlines {
+					// Schedules 0-4 have under a second to go: at risk.
+					at := t0.Add(time.Duration(i%50) * 100 * time.Millisecond)
+					d = &at
+				}
+				items[i] = ev(fmt.Sprint(i%50), i, i%3, t0, d)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				q.Push(items[i%len(items)])
+				if q.Len() > 500 {
+					q.Pop()
+				}
+			}
+		})
 	}
 }
