@@ -529,13 +529,18 @@ type DeliveryRelease struct {
 
 // Event defines model for Event.
 type Event struct {
-	Attempts  int        `json:"attempts"`
-	Count     int        `json:"count"`
-	CreatedAt time.Time  `json:"createdAt"`
-	Deadline  *time.Time `json:"deadline,omitempty"`
+	Attempts  int       `json:"attempts"`
+	Count     int       `json:"count"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Deadline When its fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
 
 	// DeliveredAt When the last successful attempt was made. Cleared by a redrive.
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+
+	// ExpireAt When the event stops being attempted (its fire's deadline under onDeadline expire, or its launch plus maxEventAge); absent without one.
+	ExpireAt *time.Time `json:"expireAt,omitempty"`
 
 	// FinishedAt When the event reached released, dead or cancelled. Absent while it is not finished (cleared by a redrive).
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`

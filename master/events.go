@@ -335,6 +335,7 @@ func eventOut(e *model.Event) api.Event {
 		Count:          e.Count,
 		LaunchAt:       e.LaunchAt.UTC(),
 		Deadline:       e.Deadline,
+		ExpireAt:       e.ExpireAt,
 		Priority:       e.Priority,
 		Target:         targetOut(e.Target),
 		MaxAttempts:    e.MaxAttempts,
