@@ -51,6 +51,10 @@ func fillValue(t *testing.T, f reflect.Value, name string, n int) {
 		for i := range f.NumField() {
 			fillValue(t, f.Field(i), name+f.Type().Field(i).Name, n)
 		}
+	case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+		p := reflect.New(f.Type().Elem())
+		fillValue(t, p.Elem(), name, n)
+		f.Set(p)
 	default:
 		t.Fatalf("fill: field %s of kind %s: teach fill this kind", name, f.Kind())
 	}
