@@ -70,9 +70,10 @@ type App struct {
 	master     *master.Server
 	resumer    *master.Resumer // paused schedules due to resume
 	deadlines  *master.DeadlineChecker
-	// DeadlineObservers hear of each missed fire deadline (besides the
-	// metric); set before Start.
-	DeadlineObservers []master.DeadlineObserver
+	// observers hear of each missed fire deadline besides the metric
+	// (the deadline checker calls them once per miss, from the instance
+	// that recorded it); filled while the App is built.
+	observers []master.DeadlineObserver
 
 	adminKeyPath string
 	srv          *http.Server
@@ -741,7 +742,7 @@ func (a *App) Wait(ctx context.Context) error {
 }
 
 // services lists the background components in the order they stop: the
-// resumer (it emits through the emitter), the emitter (no new events), then the handler (in-flight deliveries
+// resumer (it emits through the emitter), the deadline checker, the emitter (no new events), then the handler (in-flight deliveries
 // finish), the throttle (tokens taken but not sent go back), then the lease
 // groups (the units go to other instances at once). Start runs the list
 // backwards.
@@ -843,13 +844,13 @@ func earlyDispatch(cfg Config) bool {
 	return cfg.Store != "mongo"
 }
 
-// deadlineObservers tells the metrics and a.DeadlineObservers of a missed
-// fire deadline.
+// deadlineObservers tells the metrics and a.observers of a missed fire
+// deadline.
 type deadlineObservers struct{ a *App }
 
 func (o deadlineObservers) FireDeadlineMissed(f *model.Fire, policyID string) {
 	o.a.metrics.FireDeadlineMissed(f, policyID)
-	for _, obs := range o.a.DeadlineObservers {
+	for _, obs := range o.a.observers {
 		obs.FireDeadlineMissed(f, policyID)
 	}
 }

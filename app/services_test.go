@@ -3,6 +3,8 @@ package app
 import (
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/lease"
@@ -28,14 +30,18 @@ func TestServicesStopOrder(t *testing.T) {
 	}
 	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler")}
 	a.resumer = (&master.Server{}).NewResumer(0)
+	a.deadlines = master.NewDeadlineChecker(nil, nil, nil, zerolog.Nop(), 0)
 	got := a.services()
-	if len(got) != 6 {
-		t.Fatalf("%d services, want 6 (resumer, emitter, handler, throttle, partitions, shards)", len(got))
+	if len(got) != 7 {
+		t.Fatalf("%d services, want 7 (resumer, deadlines, emitter, handler, throttle, partitions, shards)", len(got))
 	}
 	if got[0].Service != a.resumer {
 		t.Errorf("first to stop is %T, want the resumer", got[0].Service)
 	}
-	got = got[1:]
+	if got[1].Service != a.deadlines {
+		t.Errorf("second to stop is %T, want the deadline checker", got[1].Service)
+	}
+	got = got[2:]
 	if got[0].Service != em {
 		t.Errorf("second to stop is %T, want the emitter", got[0].Service)
 	}
