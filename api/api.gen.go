@@ -44,6 +44,7 @@ const (
 	Dead       EventStatus = "dead"
 	Delivered  EventStatus = "delivered"
 	Delivering EventStatus = "delivering"
+	Expired    EventStatus = "expired"
 	Pending    EventStatus = "pending"
 	Released   EventStatus = "released"
 	Retrying   EventStatus = "retrying"
@@ -60,6 +61,8 @@ func (e EventStatus) Valid() bool {
 	case Delivered:
 		return true
 	case Delivering:
+		return true
+	case Expired:
 		return true
 	case Pending:
 		return true
@@ -206,6 +209,24 @@ func (e NotifyKind) Valid() bool {
 	case FireHasDead:
 		return true
 	case FireSkipped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnDeadline.
+const (
+	Expire OnDeadline = "expire"
+	Record OnDeadline = "record"
+)
+
+// Valid indicates whether the value is a known member of the OnDeadline enum.
+func (e OnDeadline) Valid() bool {
+	switch e {
+	case Expire:
+		return true
+	case Record:
 		return true
 	default:
 		return false
@@ -609,6 +630,22 @@ type CronFields struct {
 // interval and runAt.
 type Crons = []string
 
+// Deadline Go duration such as "45m": a fire must finish (every event released,
+// dead or cancelled) this long after its fire time (after its launch
+// with jitter). Without it a schedule with a window has the window's
+// end as deadline; with a window it must be at least the window, else
+// 422 naming deadline. "" or absent: the window's end, or none.
+type Deadline = string
+
+// DeadlineMissed The fire was not finished by its deadline.
+type DeadlineMissed struct {
+	// At When the miss was recorded (at or shortly after the deadline).
+	At time.Time `json:"at"`
+
+	// Remaining Events not finished then.
+	Remaining int `json:"remaining"`
+}
+
 // DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
 // deliver one event.
 type DeliveryMessage struct {
@@ -651,13 +688,18 @@ type DeliveryRelease struct {
 
 // Event defines model for Event.
 type Event struct {
-	Attempts  int        `json:"attempts"`
-	Count     int        `json:"count"`
-	CreatedAt time.Time  `json:"createdAt"`
-	Deadline  *time.Time `json:"deadline,omitempty"`
+	Attempts  int       `json:"attempts"`
+	Count     int       `json:"count"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Deadline When its fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
 
 	// DeliveredAt When the last successful attempt was made. Cleared by a redrive.
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+
+	// ExpireAt When the event stops being attempted (its fire's deadline under onDeadline expire, or its launch plus maxEventAge); absent without one.
+	ExpireAt *time.Time `json:"expireAt,omitempty"`
 
 	// FinishedAt When the event reached released, dead or cancelled. Absent while it is not finished (cleared by a redrive).
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
@@ -735,8 +777,16 @@ type FieldProblem struct {
 
 // Fire defines model for Fire.
 type Fire struct {
+	// AtRisk True when eta is after the deadline.
+	AtRisk    *bool      `json:"atRisk,omitempty"`
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
+
+	// Deadline When the fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// DeadlineMissed The fire was not finished by its deadline.
+	DeadlineMissed *DeadlineMissed `json:"deadlineMissed,omitempty"`
 
 	// Decision emitted: on time; late: after downtime, within the catch-up limit,
 	// or a one-off accepted with its runAt already past; skipped_overlap:
@@ -762,6 +812,13 @@ type Fire struct {
 	// how many exist. Absent or false once every event is written.
 	Emitting *bool `json:"emitting,omitempty"`
 
+	// Eta While events of the fire are unfinished: when the last one is
+	// expected to finish, now plus the unfinished events divided by the
+	// throughput its policy has been giving (limit divided by the
+	// measured hold time from delivery to release, bounded by the
+	// rate). Absent when the throughput is not known yet.
+	Eta *time.Time `json:"eta,omitempty"`
+
 	// FinishedAt When the fire was seen finished, for a fire someone waits for
 	// (its schedule has notify, or another schedule fires after it);
 	// absent otherwise and until then.
@@ -785,6 +842,14 @@ type Fire struct {
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
 	Note *string `json:"note,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -813,6 +878,9 @@ type FireCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+
+	// Expired Not delivered because the fire's deadline passed (onDeadline expire) or maxEventAge.
+	Expired int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -979,6 +1047,12 @@ type LimitWhen struct {
 // LimitWhenDays defines model for LimitWhen.Days.
 type LimitWhenDays string
 
+// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+// fire time is not attempted (or retried) any more and becomes
+// expired, as EventBridge's maximum event age. At least "1m"; absent:
+// no bound.
+type MaxEventAge = string
+
 // Misfire defines model for Misfire.
 type Misfire string
 
@@ -1007,6 +1081,14 @@ type NotifyEntry struct {
 // calendar); event.dead: the first event of the fire went dead (once
 // per fire).
 type NotifyKind string
+
+// OnDeadline What happens to a fire not finished by its deadline: record (the
+// default) sets the fire's deadlineMissed and counts it in the metric
+// schedulerd_fire_deadline_missed_total; expire does that and moves
+// the fire's events still waiting (not yet being delivered) to
+// expired: never delivered late, redrivable. expire needs a deadline
+// (a window or deadline), else 422 naming onDeadline.
+type OnDeadline string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -1316,7 +1398,10 @@ type RedriveRequest struct {
 	// ScheduleId Only the events of this schedule.
 	ScheduleId *string `json:"scheduleId,omitempty"`
 
-	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	// Status The status of the events to redrive: `dead` (the default) or
+	// `expired` (events not sent because their fire's deadline passed
+	// under onDeadline expire, or their maxEventAge; redriven, they are
+	// sent whatever their deadline).
 	Status *string `json:"status,omitempty"`
 
 	// To Only events whose launch time is before this instant.
@@ -1356,7 +1441,10 @@ type Schedule struct {
 	Cron *string `json:"cron,omitempty"`
 
 	// Crons The expressions of a schedule with several crons, canonical.
-	Crons      *[]string  `json:"crons,omitempty"`
+	Crons *[]string `json:"crons,omitempty"`
+
+	// Deadline The schedule's own deadline (see Deadline); absent without one.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
 
@@ -1379,6 +1467,9 @@ type Schedule struct {
 	// one naming `labels.<key>`.
 	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
+
+	// MaxEventAge See MaxEventAge; absent without one.
+	MaxEventAge *string `json:"maxEventAge,omitempty"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
 
@@ -1391,6 +1482,14 @@ type Schedule struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1514,8 +1613,15 @@ type ScheduleBatchItem struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1555,10 +1661,16 @@ type ScheduleBatchItem struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
 
 	// Notify Receivers of notifications about this schedule's fires: one signed
 	// message per fire and kind (never one per event), with the fire's
@@ -1566,6 +1678,14 @@ type ScheduleBatchItem struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1651,8 +1771,15 @@ type ScheduleCreate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1689,10 +1816,16 @@ type ScheduleCreate struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
 
 	// Notify Receivers of notifications about this schedule's fires: one signed
 	// message per fire and kind (never one per event), with the fire's
@@ -1700,6 +1833,14 @@ type ScheduleCreate struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1776,7 +1917,10 @@ type ScheduleUpdate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons      *Crons     `json:"crons,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline See Deadline; "" or "0s" removes it.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
@@ -1797,13 +1941,24 @@ type ScheduleUpdate struct {
 	Jitter *string `json:"jitter,omitempty"`
 
 	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge See MaxEventAge; "" or "0s" removes it.
+	MaxEventAge *string  `json:"maxEventAge,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
 
 	// Notify Replaces the receivers whole; the empty list removes them, absent keeps them.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1876,6 +2031,7 @@ type SummaryCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+	Expired   int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -2392,7 +2548,7 @@ type ServerInterface interface {
 	// ListEvents Page through the tenant's events, ordered by id.
 	// (GET /v1/events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
-	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEvents Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	// (POST /v1/events/redrive)
 	RedriveEvents(ctx echo.Context) error
 	// GetEvent Get an event.
@@ -2401,7 +2557,7 @@ type ServerInterface interface {
 	// ExtendEvent Push back the token timeout of a delivered event. Authorised by the release token.
 	// (POST /v1/events/{id}/extend)
 	ExtendEvent(ctx echo.Context, id ID) error
-	// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	// RedriveEvent Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 	// (POST /v1/events/{id}/redrive)
 	RedriveEvent(ctx echo.Context, id ID) error
 	// ReleaseEvent Give the event's token back. Authorised by the release token; no API key.
@@ -3812,390 +3968,404 @@ func DeliverEventWebhookHandler(si WebhookReceiverInterface, middlewares ...echo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P17cxs3lj8OvxUUn6fK5G6LpmQ7M6Fq/lB8mXgTx15L3ux+06kQYoNkR02AAdCiOCm/91/hnAM0muzm",
-	"RZHsOKOaqonFvuFycO7nc37vjNV8oaSQ1nSGv3cWXPO5sELDX89LbZR2/8qEGet8YXMlO8POxUywkRQ3",
-	"Fm8YMTVhdibYQovrXJWGLfhUnDIuV0zZmdDsmhelYLlhWkxKIzK2zO2MPR0M+p2kk7tX/lYKveokHcnn",
-	"ojPsjPHLSceMZ2LO3RDsauGuGKtzOe18/Jh0Xr9wv8PjC25n1dN51kk6WvxW5lpknaHVpYjfNOc33ws5",
-	"tbPO8GQwSDrzXPq/j5Om72RivlBWyPHqO7HaXI4zpoXVucjYWAtuBc7OLYjhc8GuxIpxmVU/XKps5R4p",
-	"tTTw6yTXxqaSS7MUGu7FFxkmlZ3lcnpafxu8n0tcW3hbtbSpxLU9Oemz78TKMK4FM2O1EBmzCt4z5kUh",
-	"9CPDrJBc2n4q/S7MBM+ErhYymvmRm3rbKj57tnsVv8/nud1cvHd8KpjJ/yVYNxMTXhaWHQ8GvTbCKOAt",
-	"a+PI5+W8Mzwe0GbSn2EQubRiKnTnoxuGFmahpBFA4N/w7L34rRQGBjZW0goJ/+SLRZGPuRvj44VWl4WY",
-	"/+evxg349+jT/38tJp1h5//3uDpEj/GqefwOn8KPbh4fjZ9lmcJdZnNux0g0Z+9es+iBfudj0nmu5KTI",
-	"x598mOryVzG2bDzjcioyNhdcLmd5IRJHcbmE8S61klNmLLciYUq7K8bmRcFymcrSiFP3Y3cktFbajJjk",
-	"81xOie5FkSXMbRMb9fv9x7zQgmerI3GTG2tGPU/kqaSB0A1sxt3J4ZaVMv+tFMhgEmbK8YxxwzhbqCIf",
-	"rx4Z9znhKPxj0nnpRvApV/BMslKKm4UYW5ExWADWfQbU/THpvFL6Ms8yIT/1pjoWMucrIDvHC5id5Yap",
-	"hdDwUdZFvgD3Kcm4ZDyb5zK6Q2nYPy2uhTYCp/NamnIyyce5kPbcKs2n4lNPbKKFYGbBx8JLJGOVFo8M",
-	"y3Jz5QjzUhRqiUxQyUk+LbVjizMtzEwV2TCVUiyZ+1pWFsIkRPgmYVbn06nQBrizFqacC2StXqKV0uYF",
-	"fjyVuYGxZH32QhT5tdC5e4cWheBG+He4ZXGLOVVMSSLRH5R9pUqZfcqV+0HhuaEjNoHNzQ2JCdjbC6W+",
-	"5/rTb6jnkl7GFW4Qbnhcrm8iCAbWPf6KfZd/A5Og5YbVFjdWyKznJ/OGyxUxfvOp54SH65EJk9NOZcDh",
-	"54aJmxkvjeMXSifu+EXTSCXOI2GcuK5VV0IyPrFuVZRic6dzRZcM67ptRGbpNQyRsaeDpz020WqOy1i4",
-	"Q8t4lmlhDDDxCR1xcS2kTYjVp3Jcau1uXeYyU8tTxtlYae3IBkfieL/Q147yz4Vg74XVq6MzN7w+eytJ",
-	"rUlSWS4yEBd0rKJT5U4uD0dwCIPwS5bKOb956UZkHIcRGfutVJazpSqLjF0KtuDGncWuVPGnhzgLwwrB",
-	"r0UqA2NgIEWceqYFy/Ckiswra7mODqmQmemhpoRKEtBN9JFNzeZcjJXMjNO6ljy3/SZtNlJNPiadD5KX",
-	"dqZ0/i/xSTnAm9wYJ5OVZnNeTJSei4yd0VCQ4+OkgTQ4CAaQvjnqLte8yLN+KkHeXUm1lEHp5U5IqCuR",
-	"wS9TYStNFomRGN8Hya95XvDL4pMzGSSF3LCyGgPrutMHhwApNGFSMTHPrTtpupSk/eQmlQutxsKY3imY",
-	"ASs6jTHp3zvZ0BA+x+p5LpYbthRFcUTUc1lalkskDFD/6XXua2fvXpMdtdBOp7A5auPIHbIzGLh7D7ed",
-	"YccxiiObz0Vnw6pInKW3aRomHdT+XmdNq2tBp3Giw7Eb7egyAaJUUpDayHILCpLTCYg1cbLfLLelYWrS",
-	"bxrNQotJftNsL4ON5/QJzcfOvvYaCn5eMS3GaipzIxju+cbL6RwdsjrIN19nzeZzZSD/hBZzuD3MJIn2",
-	"5OfwAVQU3AdwJ5/jPUBuRfF20hn+tJ2kiAA+JusUcNVkXl+AhBIctqrPzmeOv9DpIybClCxWDau2Nkv3",
-	"+s1p/Bwm8n2OhmB9ULkV8/o/9pqb/wzXmq82Fxze1bimGV/Y/FoEe5lnWe6WghfvonFNeGFE04EMlg+q",
-	"FHN1LZzea5dCSObUeEfQc37Duja6G0Tra/mqyKczm7DlLB/P3JkG9UDkRS6nscJAh+eRYSafSl6YVHaf",
-	"nnz9+NngScIcOarSGjxWz25umJlxLRI21Wrp5EzBwaVwCgz2/L/PmXV6nTUomn8rRel09ks+virUtNdn",
-	"Z+zpyddO9DwbPGGWXwkDh1VNJqwr+HjGJqUGX4iSTvmWlYxBPQXunis3hMwRj1XsZtD/upcEJwrOAn5N",
-	"pZJjwRZC+6e73P8r96uqSjtWc2FgcP4jk1SacuwYsQDxgIvIrdM7jGUzXuCRx1csuXGvYZrncL8dwoxT",
-	"adWS6wyXvhDXokBZW7h3THheiAwWVrIJN07SXIqVkpljG+y1TOU72NEPpGC5DR8wLZAMONFW8EcFtXOS",
-	"3zjNx9bogPEpzyWKr/qZmPObDd/LTvcLXN3x2KDBa1M/Oe4djefGi9MDzsur3CmBIK8DJZDm6fkz2cK5",
-	"NNYJATUh8VGo8dXQ0QqwdqSXSS5zMxMZ/gIv4LZ6Y3c5U4Zud2fErbtbcadToQbvONpczC8d7XHDDL8W",
-	"WS9huTUsz1gmdH7t3u6PYbkwVgs+T6V75yODd6Ky+4hlgmdFLkXt1kfGk6uQWZ+dyVTywgotOdCFVWys",
-	"lUzQNeMMYK2ke6+0Ql/zAqVhKc+sI3w/s1Q6pZ0WEBcMz36Yem6NKCakPo5nHM4otwwOUaB7J3djm7r7",
-	"9OTE+4tghfr+ha+zXhNZVpcb1YLlDJ0tdSIIu+YdkL0h7Ye4FnoVlg43DveQDApeFG7t8flTBqdfZCIb",
-	"gkBi7nv0EkcnbkvJmgMbxTErt0lOt5SCjbkci6IQWa/Pzq/yxUJk9W8bHAH5hHH+QrpT81OYhNMW/Sii",
-	"Y9IiEKP1ajxSZZbb5+AC2RSLnM7bx6RzKSZKu1s+fmx7y52IVvei92KsdLYpX5NOFZDYQ99pF7/RRzbn",
-	"PEaaaVJRIv+ZO4Xhz9fuBIv+tM/Q6D2nNW9U8vgB2l2WTybt/G6PpaSdbVTrK4+v40YmYSBnIbTgZocB",
-	"Hdx3tPPgwHT5pRESNGw4/nnmDozQyIOIszmuB7f1+ux/3HsMU9dCs2Pw3EC4AlQ8NM5zDdGBPvvBHSQy",
-	"PoGNGDHWItaVq01sMQuuxOrdFhU9y82i4CuRMVR/vQgI8ZIrsTplaQe8oWkn+EjQO+qU06ZtksqKxtHg",
-	"cFtYFZlVLVe3KPZJ51po006l8NFHhtFdQfL4LXdzCPSXS/vV085OkQzWA7d1E4LOStMZ+4aPryZ5UUSx",
-	"l61Cu34InfjbnNwrsK+cmHbimnZOuxmxbi7HRZk5xhpPbuvhmvMbpxyY5lWcq+pbJvpSMBqrWFbi9Bun",
-	"BLpnUnk8cD/0ThmnR+BIzckDQYIPWfum+mTV5nBeymxttuKGZnsKzhncYKmW+05+bXNhueHb27fSlEUD",
-	"h0dB2TBsFKBLnVsrJMtK7YNC7rT1G6eP73onZObG2fZKWAxyXz8yJDj9d8g2cArHVKtSZqwLvAecm9Gv",
-	"ISQAKksmJkJrkbHLFQseyHdCv8llaQVFQ1IJQYZpybVXThqmcJMb2zj6156aCjEB+4JdijEvjUAP5Yxn",
-	"jKP8pxhY8xpNmokWaBl8DDrDeYQ1QgrMxDgHfnBJG9ryejp7e3pnaE7Nh8grH49MdZRyyX5y30iYVb3m",
-	"IezQ8QxqToctgdO18blfxrwQMuO6v+UE3uIURaNOoiMVrZHfu2oKEbl44u+sn4KmM/mcpnAnHjZ3sa6i",
-	"bUqjNUWsRfpiBL9J1kGMbW810E/vvdde1r/vpvIvJZs/hkrYQUsQCdSdkjHpLIW4KlZ7z+ZHuP19WYjd",
-	"PqPM50FEc/Q7FJYxjKAaeOzGi1dgG/GgU+9Ae/oMxRxKPQYDS1AsYdATR8Z0WQjDrJoKZzH22UswkTQY",
-	"iob9WmZO83SsmibZ3zD0AlXWv//jTBWCFWrMC5bxlUnY//3f//3f0Zs3Ry9eQEbJ3jTsiXVrVsv9ku6a",
-	"fDj74SwsCAgxN0F05OQ+GB2WrlETvT/KXCfKbYR1F5Zg4HD3ZgbWd+qwU/ASFTATibIhu1R2xt6/es6e",
-	"PHnydSXwKJWLqcnECJvKbto5GZz87ej45Ojk6cXx34aDwXAw+H9ppweaCLzF0zexrJCI40XXI5PKQClr",
-	"L/z7cDBIO71TtoSjMgcNxjT5Uryo3zwqavfCblca/eKik/JQHoMmZjVYdiXEgkxFsEudcl3kxjItFgUf",
-	"C1OlgmTsgZ38OdnJJpFoJV+BF/IWQRBwXzoDfY75BGOtJBM3Cy2Mk4inkNSEhIS3zgWXhqWd/0g7TeSx",
-	"ejt5o6Tbtt+bVKTV24mbXuPVmSp14wU8e82XWr7Vtk6mKdB5LTQv2LMjnODaCphh3UGLZhK36K5MpTek",
-	"IYcXzMs5pNKZhIXwiL/HaaTezbNUcBsaRBCCwWn22UsI1KiiUEsKK7kRoSrQ9ZSYsBfnFz3YHooeo4s9",
-	"Sh0mfzA4pn/Kf+6zM8m2ubDdXDac15jy2np85/zmNV48/go2yv+1ecQowWv1RhhDKW+b5Aj5S+AjZ99e",
-	"XLzzuSaYIoG/n//3OZvjO4bgLebWivnCMqtSSffD76D/NzFsemBzBMfeH4cxaLrPkfn2aM1YlZhEsP02",
-	"H2donrqo/BORwXcJ2a4hiwhPopOFzvAlFr2fcg7L0WILOqLecukiR6a8rzGbiQbH4eDoEvz5fK7IgTGC",
-	"dRv5GAFN3n2wtuSDprVc8FWheLYzJ4NuA6kLAYVdT3gyfU+37zKk1+S5X+VkzZDFBY6W06+Tp54kkGU1",
-	"1CaVYH18G+v8bZW3iXkb0/yaJDsM7pGhFLRLPr7aZOHiZuE43JltkvICj0eInOOLKIxNAWeIBYYPsG61",
-	"uzyVlDbiCZiXVtFEIBDUG4YsPqUpF9E7z+1MUIR1z5wON4bNSbxd8N9KSpfz64EOcozETYTj2hR2htNW",
-	"yowS74BXe67ALsJE1YSNaBrkqR3B/aOXMAP/W83XFRnaumipHKG1ADfaiH14/33w2cHIT9m7t+cXjG9+",
-	"HCKENdZQ6nyn68UNxK9bE+nBOBpiPbggpintKuKNDZdu4WSJWOi+T1C24laKhpwBykmYlEWQKY4I5jwT",
-	"ffa8EJw8m5xpken8+gDm66OOWwcBm8q04I5zhABoAvFpdx5C3LPPSLeHEgOWh/zCKkI7bhhu75Dx3qVA",
-	"aH5RkBOblOG2IxQhNIhKKBAgeQF+FC3GoKJC1kcQ3Ow7sfB+/bAKjBs2y52Rs8LMHlz23LAFugrJ1CSq",
-	"ZgNI0TMzr43hxyEo7yjDrb7boB4ltnMmxTLQjxuQaTQKCl7K8ewQ2p/zm7OtR+1wmRin/zUk6eVK53bV",
-	"/LFd3mXI/9s1FOAo53irY9mQ3bTroQu8y7P4l7HAOkA0OBrO3pa2JY/OS88sz+BoebkUiTeUS7llKDOz",
-	"diZBI7hUqhBc3sq72uTiPFjFCEQX7W5Y9jqFhS1MKgZ/iHsUtvYuXFgode7NfxVIsCFzI79L2r4VrTbu",
-	"Or5z62RweD7nhRhbRDHuPSQZ8UIQk5X6if+0euXv4O6XIIQakmYS79HLXuW6YT29362FZ/jLP7TFP8DB",
-	"1CBAeVFgnpl38EUGVOwab3AfXIvsoiFY/KMTAUr66TBHa7/46HgSpWpAoBFyBvcXrlpw05Z2ULkm0c0P",
-	"ckZ4P2luKUMmhS+w4LB8lnachpCSr4kZbhNTSvTRbGqcdnxLAnRP+n1I4v0Ms2oky1gNPjCJAY2AbxrS",
-	"nf+pWFb6TCKfRtBunoTcAnbydNbrbzUZopLdZ8cnu0t24yVq15/BSeerBDYOB3hhmoniv87f/sAW3JHk",
-	"pKoHZd0JGEl8vigES4mN90tdgBOcM6gIZqFSHZOBsLqiv50ud/isYaRbd7zl/DsxtJNxumef4523NRIw",
-	"RL+5mFiXAlmHQBankGHtsxgztYRwQAIaYIgV2PHsqFxgBnCCSahMSXGkJhPGx2OxsL5OP7cG3Wah/HbB",
-	"jT0NIXN1LXTBF8NU0r/+4a6EHOOACgBMZcZR8cg0z6XITlMZWO8vl6tfHEcaMv8evESFRG5OGl8SHmFL",
-	"qGtz9kwhJvbUl+u4xYAIvwglZiEhrxr4nMuSF8NU0g/+ERh+uD/B8XpJcrqRKjBMJQ8cbt3ZVXG5wFch",
-	"9xd0dKmsQLdqKh0ThBjpNh7dxKKz3inmrkzyogjT9j/E85jAJrvN877b01RyLJHjLBNOoDqjIZIzkypD",
-	"2pFBlEbsrlTJr+vzYbnt1TNUiUhBXbOiSnPw5BMLYU8J7hj4DY2ewH2LfvCL30k6ft5OwYMM1SZ57sfS",
-	"YLQ6y3ME13M5HaFDRZaQuKgm3qfn04mMYhOuvTMolYN+n159dMwgeaMXjFrIjl7mRrTmBtFHG5ilLgUZ",
-	"xX7nH5mQg6wF1dtfCjDzcGx9dubT0FMJ+WV0fyiepWo2qrRYT3wKsifkrKETntJnuMU4AIfKg9pg6rlW",
-	"cVpVQjWeWWS8Gsu1PSUrE8oaRrSEI2b4yqRyppZY1woLWq2nZiBZcRyYZR1sXr8I8VJHZspefgtM9wZ3",
-	"mZDBB+FPEVw1ai4ws9utwUTpVELybzj8Mw4ejHyywtz39SIDCrvQ+XIHma9RC6xwtTqHuArvzKXxKxBK",
-	"a12bI0a8hcLYlUffrWVuaRlatNWCG/uqtiH7DTZ2NTRsYUSVeCfrhnzlFTMLJ8l6CfOLxBZF6aexEZHA",
-	"n/dXhUGT9Eu/mQi1OeIf1jnMWtRgk1v4tOL1ma8q2s0N4wbdaEi1lVLlWLCTFM/mA5N2klSmHZ/kOPQl",
-	"L5AY2ZDu2D0eDHppB9Pcq3Ofyujgo6ym7IIe6vDVB6pEyWGE2ZDKCp0hsKG00+JePtwrdEi8o9kPQe6H",
-	"anfdXkaKWeJVwV11k5Eu2GBNeku00UEF9mrLFW/rbiIUeX2OlAPvBkLVZiWCHyhrJracCsI23/wNyJyq",
-	"dr7rNg3qddBMaUniDLZ440yCed541THbRjFJOZGO2tyee4fVjMusiOfqjnZ/d1a7/040/T/oUKgTwF14",
-	"kcAguTcn0qtIgKxlRJgGWiBtDHWmJQDL5JgKUAk8VA699xEkOjoDMr5KZZc7xpzL6dFE6SXXGZvyRS9Y",
-	"EoGroUEchZanfHGaSi0WcOqGsZpUDUSNAb4iY3aZj0X4LOvyVE54URw5TcV/LTe+/JUek/4RlNndEFBH",
-	"4wkys1A1CJPFWrGZKqHo5T/WFOIqzdePu1FXPVT4sq4XjOyIlXbcS1AMh19zA7FT2b+FUN1UP9tl69B9",
-	"HcUq6IFNgw3a3PrK1QRvguAneE8mnCoG7hFHQlAj6Y51QsuNLzZkzvjUhzxzFhZbOj15KuwhatQfcc8l",
-	"Vcof2nU466bPtCauX0SU7w3VrhFi/Zvu2genKPZOmZ/qpYhUdrNm+K4Zti0e/TtxqjVyF6XFmBv7QnMs",
-	"C15jMeggaCJFopl8EnsSHLMfWTU6MHWkJeg05zffYP15S5zImS23rQWAZ6OU/uhj2xbqTUgYW49U7680",
-	"X1aTaqyeQUuSRJ9ntKjHuTMvWxSEMV/wMQXVGt9bOTDZmEvcswDiQClitY1T5WURzQBN8PqutXwIauWB",
-	"KW2+f4fI57VtCZOqlq1pe75VxS2dwFGpfQORk1u35vpVS+mRrmp4DY4zUm1/f85veqdswIxVC1z4XE4K",
-	"rP86rPI+6YDh2VSshJKgtKUWlQf6b5REOhM8u2W1GX4wqS1N06K/ppy+7f5zjweYdr4ezNNOY84jeg5C",
-	"jqCapFIUfGFERo66F+cXTELxKYIo5NaZjVrNGRzkM4uWECbXuXf2UCOAvMWQehhcaGAZuMF5GUdv6bMz",
-	"jxSRdo7nYJVhkrZBRKBTJgoj2NPBwOdA+re35kA6oRvV8a8nQG5wh/9q0TWa1/T4GawpInA0KQXlAiFH",
-	"3REsxzPyNdYdoQko6T4BHgrABgnJ/V5AmXJavJnB5tRxBbK6cog7ZlTYVWO5d1NRZqsWxnEgPtVCGHS5",
-	"BsC/ULjM55SfiroM4wuubQ+So1JJAArwJF6GLfTcMhNYRIyLcFoN7kqIhSMfSs9H31kG+x5OeqHkVBgb",
-	"oEdOns7cAnlkAtKEzExpGwPhmTkvCvfclC8C2ItdKqLxdZ90LnEdJ041XQmuTUSgOBkg+1A4mzCjcDOk",
-	"Is8vTi94r8BPKm4ge3O4QankQGEX3puL6qBhM34t3Dvphmay/J5fisJsq3VvCJbE9PsBCPH4K3YlVo+x",
-	"dn3Bc22SCqoXE5HVhH1XXgothRWOjN13++zMPQeojhyzm9Uk8LyvnsSgTt1CuHmYhGX5NLcmYY+OHiXs",
-	"0S+PcOMe9R8luMAgXh1Vxsk5DB+HmlP3fC9haoHzLQhYLJXcl6e7xx89fpT4KAv8xl78cM5MeZmpuROx",
-	"0UhPnj1JZTzWtEMOof5YzR9bwedpBwBtAlyzmC/sCuEAQ952KsNS4Wq4Jy45ArzBEkWoHSNcwtEp43AP",
-	"vBlTuut39NNyMHgyduvs/iEoq5AGCFss+NyppnlRoKFtc8eqOlNVxHAQlYj4nlshhTHtEGvAxLkMCZPE",
-	"ttBqVXAYfKZ2wnydcAXgGKVoFSt6WGSRM4S4YZfXyuLgMDpLJTyRR9l6zlrsbeavLp4NIjqvtKHF122/",
-	"f934u4H1zJrza9HLHilsQrvJ5QXVg4zVfFFaj0DTHVDVhNvO3h7alZsDjhjHV42mScID/hWUixxW/kEh",
-	"HGfzjhjA3wGbpy2I0Y0IIdPNzMnh7sADRabSKcAA+RdgLaeaSysycA8Q29DcindCIzVVn0CozXgtOYlw",
-	"NlV99iNE8AyVZ+BZcsMkFLpCLYWxqUQtL+A0wa8IFZqp002lMJ5XVzku4aGe4EXo1YDHjeWrGNarBd4p",
-	"VkwP1RprC7NJam/cKtHSLIT2i1MFuCBFhLYu+OKVZgMSobXZu4/taTp4/J9tHjUgux/djRv+QPfjbs20",
-	"esGBVYM5hIY4+aom4JpSElVqEuBLIcDbwBnW9o3cxVGSypE7kaMEDGD3/+R+GJ1GNYj+JVjPtgzuC1Rm",
-	"Q+QpNwxqDgGVsFr7tHPyFGoH111vGV+d0hvmpbHsMuDCWAVqA2cSyDI3oJEAxWM1I/GYXGUGgbUQSarG",
-	"ZH1o17DuqErMocBsTCgV/aQySjfaUYQ8DmydIuK9fgo5lEdqcuR2IAi7CB4S4OzgB9gGANRzU5fKhhyI",
-	"pmO1I1HMbWbN8+s9hXOILdhSQHE3QDXOSsARyIGJAiB+KRvdh+ue4Wb0lG+/Hb5505g7tL2CEH1c3iR4",
-	"WbrpPn7HdW5aMpFaPg3kAATWaCFuHLI3uZlQLk6FgKXFL0qOBQVrfuGFTxFoXJgfICy7OZ73Yiyc/IZN",
-	"h9gt4acaxi+hHsTZM2spEgZrtkw+lU63pUIuAoUjiKSrXGasi5YkEBMijEmn5QU1FO2oVGIgKVlDJfZ9",
-	"Jor8SgTFpdIvnoX07iSVpbQzrawFvECwXyrguGj0TnggL+5RjZ6QVgPCfirFDR873QbRFlmpMRcHEBo/",
-	"6CJh45kYX6FvkROK4yPjgaTXquy2cV3cjJfuy/X6u6ebFBzfe5i/BXOnDhjQd7nMqFSzvQLQr0aDCwfL",
-	"+uAG9uH99/2962TOJJtZu+iannsuIcJyyxzXD+aol+0GPm1JZ4sm2YCKp0XfJz0Ma/kVUWw6Ks3YKOyI",
-	"Mrt6pxjJnnHzi7s6ZHlU1UEANNwrzKdoHPZ9Vcwv89wYgQ8t+VpJyOWK9HS81z8bYlH0TPCCe6+L182J",
-	"XSfgG08q0dE7pUpLHG9VPrm5Bkv3A4y/6/hPKv2x761j9EVLSlwqLIn/e23S/ucIEyaMqpGtvQ2ZY00h",
-	"HG596orFf4e0tZCmlinHzSAFrovuDHQ90BJCploTYM7pWqYa3U4fkllVYgwiGnwFvoJYqj3y57oBazOf",
-	"UH3xRvUy+ouq2uUlX/X67C2AMToqo5f5wnmzGZHrYPA0zKN5kSllLRI/3BnIXt748G/jw+94GWraDmRg",
-	"25M+KveOYQv3keyU1U3PyvonZ3BI/wWtfpM3Nbt/QygwfNF3xMDTKIrJqTdq0Ud8gDd4g0u9qzI91pnk",
-	"CnOI0V8hbsZiYZksiyKWm7jvEfvqBjC2k2fYLSJysPXZyL1g1NSsKrgsKPdkNEwltBQgBwzs1ApsyYnS",
-	"jqjpRqSym6OpOqLZ/WqU7L/nS1817qYJumVDdIcMuZ2QjjXc6I9JJ6pCjdTNKLR3WeqmMH4cSJnzFZsq",
-	"n+23kRfFo+YVLYEhRT0jWnpnUVGSvwchFuPssdiwvVSlJGBk9IyjPt4oVm+RYC0mEzGuQW9vjhXN8iia",
-	"JeRE6TE0cVoOQRTVLW/WJXdsZZL3PQp3LWSD3ReimI6z+XXI2UklOAkc/WmCJ3Yfw2+Ec+jeShJxporM",
-	"LyU2BYMdo08m+KSh7HlVtIIOums7s6xgLb4lT1xLFmERvLhb7W+8y93vBogYpe2JmvU9QxcaYZduUqtf",
-	"7v1D/+CDaqlrcWz3tp8PEodCwTPBCztbdZIO6COQvUSASqoE807oa6F/wSZalEMtx82hybXxn6tSj0WL",
-	"NgCpEvVZDFlKFZRpJwG4Uxw3/oVk81P+M5TmpDLtYJpebbprb2xx6+Ortp0zT9dtEBF7qfKVI7HBHF7z",
-	"dDUmAvgbLpRtCjiCO4t8ibDPY60MgMWiYDJto29I6myHyLuNR01Jxq+FxmaM2zn3Ht6zUF6qStsCDFXd",
-	"0LStuERajAueQ4+QGODS8bq4IjUAwO0FSEsfN6/lhybwiItqdyQA+uMW8aKItqklVfH+AQPb8hljQQwd",
-	"ikpk8O4BSpiCWff3ROgllLaY5Nd2ta401Bc1iRIi6zt9O6BBlBl7wgy2q0QHeFjPhWA1Lan/p+9rUNca",
-	"d6l4a0H7/Fqsw5YoWWEPRS0NfL7PJDT2w6rwNSzeP6I7hpKP38pcWGYWoihOCSY/t7NU1lhcnx1DxBbX",
-	"8dSr5xCz6NbubIXa3aV5vgFYl1q3C1QwgYMGtjBknAoVFaRbsO77V8/ZV18PjnuALKUijAtS95MoR+Lx",
-	"uDRWzYV+nTn5CY70Kq8csts9FDLEBOkVrODjK9R00bipXM5uZN20A6HaH3HfUhnXAkH/NYblPFpdOl1z",
-	"XSIltBu+Wr6fyrMQJf6KXa6sMD41c7iXCt4i4T9l4D42SM0jCt5jpiQqlb1GrPj9tZAhquRec+76kJrp",
-	"gesBYPN83EZDH5rg1KAoR0UZzwJoY9VK57I0uRTGQAzYpNK9f+Duc1+bc0d+ErJZMDmkz35QpG7VaX3N",
-	"73oghwzqUv/ew4IHhOxuMwlnIPT/1EGYreGWvYE310j6FmHLupipKcyVK/7JyU71eYdi7L0ImOwSLNEo",
-	"GE3neD18zbqxqezbU0HMTfxW8gKKnCaY1k4C4WARfls9v65ERiJt7VQmqQytoGp2fnDR4UArvisVJJ24",
-	"DwDbbZN0e4OL3saG8P08yJBI4mn79DoAhUylVQu3f7VUhBCkmipIr/NdcaBcAnymUCnM/gl6oE4lpLRh",
-	"xwRcK4iwYp3GoO8W6Pj4K0xnaFu4VEoVmzdruf57GzitOZCnXvOuGyxUXo+4VZWZE0AcKGOytzte06Cp",
-	"t6vQPj28qZQME5i/k2rZ4MB4BeWzVdoFebSwWBMX0C2zVGwuuIEuu1AZjBADUKtLvYjchH0avvf70qia",
-	"1Uc/slBV2KpKLkIdYTxG+Bh4/DHzYU8TlsbYBLtRx0yrBXmwrwb05qVW3laxSxFDAvBQkRA62HnwsluX",
-	"J+AcGxaGj2dOV1ihEs26VGbpcwh937wklN+Cl4mSH+intdnAt/b2qNQrNxrk284cfbGC8nNPLNp3nvmj",
-	"HSd2lW3QUu1fX1cvvWhyIEGY7gVF7Vpbb8SLjSHAKm8211Wvtm7Vna3FH7EQ/KpFXe1iwvXxoMdqNBHw",
-	"5HBfEvwDwpkH73n7SmxFXQuKeVNxKgj6KgmbwizVcf+jvTh2+1g8sElU+IKMhXWjE+OOcy2stVfWo1+W",
-	"et+PakEaKk6QYVfk6nc9MIV2afAtuevrkuCyJfRSb3QV+jpDJn5zmdpBGl8AcnRM1bQVpTRUVwl7iL9t",
-	"V5gSpJZwdmuIT95heYofbvue3EWlL4UHb99XFl9Qoag1VNu9tHzLKvqz4TFQoOk6xyJDUu/XOsp6rcHO",
-	"tCqns0VpWTdEBnwnVZ9/V9MxUkIsAr23qlt3Okkvig866vIdx5XGH5z2F5SSQkAvpUPKPfePAmLiYYYu",
-	"ZSPoZwy3tDDvw4NpfziEU6sU69UDOqnsYgO7Wq7wepini51ZQv6ou1QlXxC6w1awBnjkw5ZTuhZHg+SQ",
-	"OV9RLA22HypmCkh75eD0eWSQPLim1Gk3BCxS7MUaGWTcHdT5rZ3BXTQW47UI6m3ycIcxdkHEHtPYbpz0",
-	"7ZZNW3CEROAacIPvGHd4vCIOU3in8v6RikhctkUf6sx37bzWT0w7I9yz98hD4GGfwMPe8YEzaFYTh368",
-	"w6TJCsUgZZ9BEgD4uWvHJhwE+BjVBnD6C/QYRG/C+lhRGJHKCszdW+U+5iHFEj93y3hC09TSTtoJzbe9",
-	"htWlBuw1d1PvvjzoTcOq9cUhPzl48xM2+v3jKB7xnNVDQLv95js/GMNjwCd/+rn6ZF63SB581w++68/i",
-	"u/4xdlGzLniWHRe5EgunIG26rMPNVLp1yuoua++eTupu6/tyVjedwkGNFdVdy/foWN49lMpXi8wR8Csd",
-	"F+/d2ne7T16pFte5WDbYQvHwd+e+QvJx4ua4VDqO8aUdbtng6+FgwJRkb5TMoPIObCH2SucZX7UgGYv2",
-	"FG5HlyNxsyh4Lv9hdSlGSb383YRWNFBjqtQVwjW2JXzv7QGqgWA3MQZCizoMvQrwpRretg32KCpfaQHs",
-	"a8MarGPAramvUOy8ATK0QDIRWYSMnxvEHervKpk6oCls1NGzWslG/bWCWl6rXHr1nH399Nnf2ALvYJmw",
-	"vlHDOoW7C42MmjIM99/CCPy5qRcshYh2IM43ePdyW4gtvfU2uAz78P517DqEcis18YuxO+gCV/2Ht+LR",
-	"v8cWCLfL4edF0VR0hk08ME+9qoVhtXJI9N5LheigbJIXFvvpr+N51aBOdSO1Q01ESF2p2mavIU5GaKKN",
-	"hYPwGhFnsMRF9IjV5k4U+brz0Ot5f4N825ltm4V/ppkJBLJrYC1wzS+7r4VXvusFWSsjt0OjtfqY3GBA",
-	"s40tqFusXmgSdfjCfdxGuM3N2kNTo+3QAJCqSQsimzWHudKiyT1cwRDPuQXsA4j3Kom5Zv6t5pT6ck95",
-	"3kjXa0cXB958VOMWUgce1XsGzj8nIm2o+ZiQ7Nta8AE3Oct0lheZFlthZf09rOvx0E2hrOkhmYe2kGgx",
-	"LwoIzVnVUtNxeGnFWDfpUs+5VDIfR10qoWNnlxdGgSCuYkL0TYxnIahRr9/2pZazHXW/RPSSGtxggGSA",
-	"NyRs7Ad3WKdXIQ+rOXGn4Xl7M7H1grWGOuzMsNai+dO6qpop4csntfAOe1QaMSaLXztsxq19sNoQui5m",
-	"Isbbwmaf9GcYKjjUPcpX81YfpCLiCxHgqre3vnhozcrOZlbzqnB92xt9ffu2mgApbuyrWOfeXAXwo1NU",
-	"+FkvshES9uHieW2b92wxtY4zG4rodxdTu/tVrTp12zNRHetHqorBgsutD9FtgA9dmsN4FD7xzV6R0rN3",
-	"r6toKT5YO2n99g/80FjDeeG7J9AH4F7WpVfHAGXFqte/G0DsP9AmDes9t3fTrA99s0T0gM5CpTxkIwMQ",
-	"agPyk28URSXDDfoVJlF7nFWP7b0GnXpAz0GEiGv2khP03wFT8x29tm2xnyS2/7pNA7ptnrxPUA+jZS6n",
-	"phV2kkuzRK2Gk16AvRUYDg3OSAKdYWpnUlMSDujzU8WWWskp6zpxyLHWlxc9akSF1IEquWhCMA2ZXVEf",
-	"11yzKntnf7/KjzjfJvaKr9sTrp6SBiM/QqRcBDqstcirWq+0NMvz4spTXq3Ux6ud66LokCogT6tnY+9u",
-	"C93dHP/oeFaD0OsChkAabKO3uv6+VzwvyqaWTVscIDu7420ybsDkIMsRKC6X00IcBdYHtgzmSwDeIRJw",
-	"M9j+ltZ4iR/27oW8pWsibMI+7IW2zOncAWm+odtvBUU/CsLNd4RaxKWJPhAX8tI2NZ5m+AOnvAO1oCcU",
-	"xCiAkq6LIIgQNrsERCHGVum9Wau/f0v2UTSsZYtQNCQVKb9lbkRxQMu9dfBi3I9oMvvQSYsnAGuYGzwW",
-	"sIPzhNzLwI7hTb7seUhzDL1+AItBWPcPpVMZ+jn12VlUt075dx5J3ULug7kSYBKyPPgLEkjv8R9ri9Vi",
-	"w9ymmi90OlTrH02AuuwqmSD1FGJiqYHKku/Pzps5UGPpMQymXUmp3FnunKCuCatD++vX5GAXTDX9OV/h",
-	"W2IPHZ7KygGD5vFoTIfYCOskaHywm12P9SYUG2oi9TEDGwUmiGnKp449VPgPIzePEWsEFFtPZKAFTQL5",
-	"bjsA37i7b1V+GsigHbAby/WhtZZbXIptIQhLjDZyKFHBoF9b9LVvQaXaOytw88WHBawvKuSTHAnWvxGX",
-	"FgGWuQw4tizPxHyhrK9V24hNHOj7anQseXcSQDhXbp/QZXTAnrD/cP9rib8FJ9K2MTyHm/6oy6e16AGM",
-	"9VA7cgy0sj0q/Cf0FVUR+L83BQxFke21zK/wTtDOYuppcCkC1VGGsRXzUCQENchdt7A4816CKHruxtfV",
-	"S4++EytqJgpuU3jdeWTVR67gk2fPkl2x8dgLtm2WAc++5tfa9gRhtf9xJ1WcfLA73+y27qsd6/RndiTd",
-	"m19lLcyST2dCY6EcQs1hIH8t7zqwhEFbby3vLam//nvfEwO9HGA9+36vHrL+V3UJvQT8TbnXWo31gO2h",
-	"iBMwIYssRqGvN5WNILRS2Y1AwWGAPVbKQhjDiKQYxR5/4UVxSLp25V5ZU6IQmR8z3EJMjRz/9W4F7j/F",
-	"qspEp/LqRp3mYI/NH/G9NACu+stxVeGHi+fNVYWxA2FLMWMVOyVsQMhQoiqlUNS4d9UizXgvbaOyPxrB",
-	"kKNoAFrXJ4NjyDePgvprupnMxE1LyMGK+SPDFspgYoevPUNTmVp6DFpyuauci61MoEqEgJTHVVs/J3Jh",
-	"5SYClnS7inlm3hKmEW9qTA10GcUS91Ekt7k0TgbHAZ553bUBMjVyZcw4gb/WJaVf1X08HLBjW/MtamTT",
-	"arKiz2lL+BrUFIxe+3Ai2N3Ap2C4btaXq2hP/O++jC7X7buxh/25NhTvB2K8IUslbr94UKVQ2yHbVTrk",
-	"FzAMP9nDbmjrYsnHPk++4TCBg6DpWoNH49qxFHpi60D2s+TW2Ewd3xh65rBay5wkhCYT3wNdUvviB9Pl",
-	"wXQ5yHR5MAUeTIEHU+DBFHgwBSK5fRe10bFSez+dkDfiPgf3JBrPIrc7Z5dlceUDD76BiVXDEFbhls2F",
-	"sL5p3VjnVmh3M6b6Vr0CIXUyXCVVNodW3FxiA69U+ogBqPWQwYqdvehBnlDjrgjj2j8ygt5vgMvjcdoL",
-	"ikD43olB7l6uGB+P80xI29T+JM/MtmCH17GNYHlm+owkvlTVB2oKQCq7FFmCPlRQQZgww1c9Gl9ApwGV",
-	"DeBFGaS3rwGkbRH9NVz0QFN/uChvbdIQbsK5GV+Ql8TrgdhSrMsN9Uv7x5VY/QN+HYXuYbmxzQh37jC+",
-	"g/SlrcsPlAft7QgvhgbQ0sslFm1t70Si4XPKsMFHTiFVg6r2KaNio2+cJ7++/8yov1+Kcz35ZWNsI8c+",
-	"gGhGjd1ApWJzpaHG3EvE0PQ7S8DOVTLqPODkIeDzjUCVHhEyVVHAjxEso+/7AL2ZnYJKgUynTGOYzVg2",
-	"mvObsHojbBBpfPwU94NajbrnR0dhMkdaWCHdHEdxq1G8nCtZ73OwblclnfCirUkVt6uZ3t8oSjaqIqKy",
-	"Uezn7czuU7cN0Hh7LiC/ubuP4dar1ZhG9tfnNKE+gVWEnN5xh3pdL1TaVbpz74uyhjarZv+LCsGg5BoQ",
-	"KQYmKr5uQbM5yF7aSp5xGfVpcxl14jNdQhe7ef8vYYRtXRgd+mnR2mwhyrYV+lJMvIaaA5gormut5nVL",
-	"64odqbcHJsPeZfrpnSaSbktubBXr/1OlkrblrjU0GHHyGIGtrHKqcW4DOJ5hvMxyS+2KnLi9EotmZsHb",
-	"051zwygxEito4DP75wgjsIRt3qUrsaq0t9acuM2kaXRd78BjO8S0OiSNd82yqrJGAWvAzzcax8+7N/0u",
-	"TUVPR/dnMV7li32zMLc7pVFDlBmDRMMGUIhmfyxUFIT6L8iyQhXXKux1xo77fWfftLQ9aM5qfAkWH7gG",
-	"mnLn89AX7A4bQJ2X8znXq5Z6xd1bjo9TpOJj0pkKKfShOexF1E16u65A93nRkB9QEE9DbcN6W4NR3IfO",
-	"/aybCiYBV9APMZphHZwwXq2f23enLRAUegA2S7OsLpxqVwhdtQkxciwWtoKF8xjqCTj9V6LC5G2Jp7XC",
-	"fnwjnJyumod111Cx2vys9Lm2YhmrV4SYdQCc1jtqDa80w4ZA4F9hMy6zIp6rU5j2iLNW+Fl5BZ5VLXI0",
-	"iWjEtEFJtI1baKCthVlrheC2Zi0zUcCMyYZuhSPb2cGntYBuv341lofuGVHDmlwDYJrQLMuzGAYatf2o",
-	"d80BO/6iDNUmtwNPa2/zkq+hqDXt4kXQ7g4w79u7n9Zan7Ku+xwzv7WU7XpQh9165YW7s61vatQ0NXa+",
-	"vHt7foHYuzAMA81VQaa6f/wCSbq9PREi2lfuohGYYuQ+MYr7A8Nwqva/kExd6mLUZyPzm6FboxbC1N4D",
-	"7vPL7W6uxk6+LFEB8Fk1FZBCgw1KUmn4XOBn2FQ5+lwfj5qEXMlng0FYPZmxY/YGmiSmkgINCbtU2YqN",
-	"fk8JujbtDH+iASes3+///HHEuuDV9NPgBsc7SqUBJNbc9ipwYkq4HP3vkZdb+gjiyUcgVkZ9dsZObm4o",
-	"YcKNo0CTsqEtbcjnoX6Q6FGnJi5u3Kl0AwcW58addtJyMHgyxpfkGfwFzc5oIu48Gd9zgAP0AXRhPmVc",
-	"rlKJWByU0NN9evI1rNmzwROc3nv3naMz9MlRT9Fe5PKHzW2ZQ5+dC8EyNTaPfdee/jyr+/LcojqJ/ZuT",
-	"1RVFNPrxLsBF1Jo6c4g61MLS24uVDwzq/lYqy3dqOTih/8Z7g32652MXdLPjyKId7rMCrMW7EPUjeNsI",
-	"epbUkEk+BQzbOMH/AJ5N4wjTjyvpGvkOjOJWRQx7+YGaonrt47gL+4xI9N7MshrFHGaXfU8NMyfAOpEA",
-	"+uy1ZJy9O7t4/m1wXkX1EFdCLEhdgGjNKbQF4vR0QvwLdtsnA1b0BrHdBmJLZRu1NQTd5vxmi/8YALuD",
-	"wziGGprzFWb4VXk8g0HvNCq5vYYoA3E+E0dv4m/uzv2Z8xvMHXon9Ku8qWjpe3dSPXw9SIQ6fkc1qoRq",
-	"gBPmYU6U9jV2WwZcvfiw4bb2rpjnCKcCyHY1Bz0AxYn13hYJmvmg46cSJKdHznpkoFWCFdpJQbC8/Uzy",
-	"qK85xIpCyCmVTlAttXsOMl2dcec/Zk7hTqiTNHxlmFEEQ7jfxM/Bu7W9g0wTJZHzrUs6KKzEhFqvySyV",
-	"WlholdFzE929n4jwCqmoC26cRpHKam+/jogxHnaldJATiuEp2nMFztv7GMD065WFayuw9+kJX9lFjh9b",
-	"WdxFJQoPLOcKDQJJmgZ2BfMojeizH6ue2uDDJ8bnWBM6vNcm74wmLv0b++wtNASU9HROIL1cgjqeSrwN",
-	"c0+oOpHN3OouuDsHEpsWP3/94n0oLzO/GRY9lkrwbfuWKJUZgjAedbbt5xmj1KYyMF03RoNJztjyrvv7",
-	"R1bkE+vjG04Igfe5kQGP86yJ855lmRbGYOsTEzAjRyeDJ/1B//j4SX/w+OTpCHKwON1b5BYQinKJIsBN",
-	"CBbpUpBGf+pXioLunBYQI9vxGqYyN2w8E+MrdCz4XU+YkrS1WhhVXDvegt9fS5uIQbEGOwuhajkVm9Ld",
-	"Dc00JUzTXKIVmil1Zfrihs8XheiP1XwEaS2j/6j9hpazXDFTXmZqzt36TFh0R79lLifPnvzRyXgjDd32",
-	"TbzCX4GCydhOjuBDwV4yw8ePzW+mL8qjpTD26LjP5/xfSvKlcZN4fHzy5Omzr/72968HxyePR21zOvaY",
-	"sreeVDujuVVSwKeJQvrAI2QR2XySjyHNzTB+qUrKrSKJWo+hVwkehnUvhckzYTBLJ8KVUkvZq0Nbzz2k",
-	"NTCQA2Kcqfzz2Dzn2Gl0UskB35WGaVFw0Eyth6DEBTOsC7AGlys24dDNCJ/s9dexjW8hzVDu3w7QYo98",
-	"9Rj3stJ1bR1CrHrPHrnszSgV34kF9NELWL1R1mbARKDczRpnHdwB1lPTwnrYmYaoSiZqQCzg1f3FU0Gj",
-	"Z8H3r9rfgQA5I42uAsyU2oItRelYTjRXvdq2tGfbPw7rgXebPQGYie1rCnRurg57s9lSEIShOQqZQbAu",
-	"4yvwNsWzcmbFWscw0+IVR7/bblMZdttvR/Vck+38oxBXxeo9RY0Pimgi1DQmyqgxL+rdcn+aaDVPmFU9",
-	"UD4oGzLjK3MaEPqgOg/ywPjqkcEUxSRctQqNH5mxbto5eTocDOgsreH+3AdC/hYchjbY3G+/Hb55sy9K",
-	"LNzsWza7952yMMfgNUCwY1qg3a5sWIifm/D3jRiXOrcrZ4MQsOCl4Fros9IxpN8hODiHHAX4ufoUuCI/",
-	"foTIzkS1wOiVl0U+Zu9fnl8AiJ6aVPhc2RCrnjAxDZMvgxxOADnd2gL6gPiwZUIHxz3im9u5f3d5NgeN",
-	"uFj1gpByFwi4z+myqXQzEtKSWjBkI/eD0vm/6O9vYIIM/cNXYoWu4VGfoTCFFzEN9BqZDEdmrBYiY47u",
-	"UN84pQYBbkjQAQSI2Ttw4J4evscbH6PH18ePadyj6E0woz67iHq0w9RvrCOAMS8KQ4iasBroBuA4K1MF",
-	"TOHiI1PFrKDjT9QQnku/UrBQLwEUfEga01PwxGfsWfDIOyocgU8bl/IxlTP+569GyVEqux6anHz+XLIR",
-	"Ao2PUEHyfhhobckzTOVkvheAFtxADuvTwQByvU3sJa/KvdBWBHGeqXE5d3Kh6zON4ZUJor6l0pFsAvzU",
-	"fZeYxCpBW1Gv2IJrPhfUoLHagOpbmRgXXItUQka9r9y1y3wsIE0YPJU4FreSPko4A+IunbXrLLEZyzOU",
-	"aLnxGqN74bXQ7GQwYOMZ13xshTZQ9kw9CN33oAEABjWwL3o345Yjk0DrEH5238lK3BiRuQ1NWC6veZFn",
-	"7MPFq6O/J+zDfw4Gg4GH0JML7nhEKk2ptZpyK5gwY74QVVuDtMz+PoDG5Jwy2xKGDMRQqr3mK8OkMNa9",
-	"KBNi4UuDvnrKCnEtCtM7BZcHbmZuU+nN1MvS7eMVGqxGSCNY1w94oybS720ohVGaeANsZeQixTIkcTMW",
-	"ApJdHVVD9zSfO2B8oiK6XKHu2RMYRLs8MTpzzUe13IUeWNLuyugF6b1v8PKIoSJ2yowQbLQUl2C6juDj",
-	"L0p/pN0RjYpwaElN1Ebi64FJO4nvH4zZrSez0G0NkfI7FR8NGDzsDTeOhs/evY6g+4ad4/6gP4AEyYWQ",
-	"fJF3hp0n/eP+AFLC7QyYvuNAkBrn/qC4cFMuUJVch6hLhhk1F1h40Y3Y9yVucBKXvpgklQSRhk69hFKT",
-	"SCNOIO4+yYsiYRXLD/7qxLP2JJWOFyekC3oUcdgz0NcwfcFA4A3Cj45Y0Hd66rkgddxHXuo4iDtrfXbm",
-	"HVmOcxsBucSmcsnjS5DFp7Li8XAn8stwb3eE/3ydjZjkWqulwe7X7/ElDBjKlbMUPASAT06k7H7WHR3B",
-	"T1HCf8K+HoCyFIdoyRUVGNfrDCIYxp7Blrp9JgZnOsOfms2I6pbHFHj5mOy807cI+72TOxoBbuoDXF7P",
-	"gH4XeDbWnS87/RTuzeueNL/mTjieVu7K2oY5NkF7BV6ShsH5zbnLwQHCP32XzXkmtjZEaBoVNY2tRrRf",
-	"Gt3ugbT0FmhcGXX4CH4G6M6FkgaVyJPBAK1LpyahIR8pDE5RCMol31ku4ogYwo2gbq7PVBCEXQ17MjfB",
-	"TR01+nY3Qor5Uxxe01fDNB5/wzPviIBHjnc/8kGS+vUvTEl/Oniy+6FXSl/mWSbALfT05GSfzyy0Gju5",
-	"c4nJuk9Pvt791IVSb7hc0ZzALfRsn/F9kPya54X/FvGc3c+BHolWhs/p7LxDbEPsikQFA0qDFjovLYcs",
-	"KFBsE6gxjhtXWz41UM8EPO1n914ntcZxvJMk1yYjrKKi984M7/Mo+Gn8+5yGL5WuNwu0EqZ0BnmmlyuW",
-	"ZzFJVzT8MyQSmwYqxrwPTwAHk/HrOpQeUiks2DcqW+1BoBRMAZKeqSL3zpVqDZ7PdG7snJuE/SCW7P8E",
-	"148Me4mNjqQvzV0KcYU5YZJ9I3SRO80FrBd02UDD/p86J4OTvx0dnxydPOsk1R9fdX4OYioTR2EcSQcj",
-	"a7AS6IQJDz05vjj++3AwwF7s8PvfjwbHR4Pji8FX7ne3FlXtSudl6ezDx2FsS3CEwZtxzj/FHqKPP8Mx",
-	"POz4Ug7Px7qfxupSfNxgHsd3zjyaGAeOKPuzs4PBHuzguZKTIkcn5tPjJ3vxD8g5+TcQv7jN4DG6GRcl",
-	"ZK145tPGkNbl7OPf8+wj2ocA0b7BqV7A7xGnWqPopw250Fj0/Kcnv6e7n/hB2VeqlNnt6PVLISTcsKjD",
-	"pDNrAfIFfX5PB19Tl+eo8RIkcoSG6thSGHMXctsuDht1un8K205gg0/CMqnWkM7OX4xwvxQ6/KeI25xu",
-	"0akOU5ZegFKwgNzqDdrDHIga+R2iSB1GeZRwsZeq8Onontp8/HXp/0HR+IOKBniHo6N5uke+dJ9dQCwA",
-	"k6KrIDBEyKnZDuIJYJO3GccICf6dsZWwO5QYjBpu9RRgpshn85nWugRXh7XB49foPsT+r7d4MnSd2Y9B",
-	"wCqd4zNt/sfbNoq9b7/oLVqwfgluUtiSBzfpX9NNGtxJPu+h1ZdELG6N5T2mKBkkgJF/aS2+BwV8TuPB",
-	"oujQlBrqDrD9L+PQ0Q8qCKN3O4PQf6CfyhpanZowZEoJq1gbwW9DkFVhPm/a4UWRdoaMutznJpVe30mY",
-	"URh0DK2DoY6uCv1B6A2jkHVYutBQBt6LMCDzvRsTD+HPVEaNcSBX0Jks2I+7KfBGfZeDILkP9XCtKfkn",
-	"Vg/rnaUb2M2OJtJ/btbyoMrVeNG5oFyIiieYqNgAsEOhNT2ekq6vKz4eQAOkhdBwinp7MCnvWWoz+eFI",
-	"de5bhrYZPTDIB0v/c1r60m9CAyndysjfpL/HmBICgvJWToNG6Yr9mZdM3CxyvfJ5nFinR5mcvkKNbnHC",
-	"UaplwhZFaVI5wmF9sxqFXPJhBC32yFBan0WECxCqx8/mIWeW+1Sp01D4f/J01pg48hK+VJ21u5de+IXP",
-	"JLyC6SLaDrrbKFxN3Ivbn/kHt8MnYRKUxNwZ/vRzTYsuzQyxXECFjs8HlhRX0D/IVtjZRvJsLWl2TxFW",
-	"U7bvlocElXxBeEEodEGdJrBYYxlHgMmh/4dxTwwoQQ6Rac9sUk2fGl0EiJzsbYmdsceF4NC909mFsOBV",
-	"IROiK3tNIBMAdSt4ljgrYZYbq/QqQRgzxuFM0Wig9ybkZbXrzZ9XyCf15X3wbn5RuiqPrdeglNJB0AKq",
-	"j8ntI9Wy14dgFTUlwDp79/z+Zx0YxB2f9ZCuYYfEgjB/woMIYRJ56KTr0bxYV2ks1lvmRqTSn/ZeKD0/",
-	"GQxoTdyJn4L17JHTkVUu8zHgtnKbSsKwMdWX0WtGvHSDq2oxLrhjIBUudcDvWbFuGCaa0jG76UHtM6V4",
-	"ewwkyC+n1u34oUsFBQVQhvB08BQeooF5RYc0olTOVJFBYjk8mkCyeW6rOghj86JgfOw+WYhsKigr3DHO",
-	"fLI2dkrGR7g5QmEICc8Z5OsveYzQYJxhBK2VUukZX9dDrfUSR2mXYqzmwlS7RxDgWHHgRROyoFRehNUG",
-	"2UUFMl52PTJVCSeWUEPtoZBjQT2NAToulaXMAMEIASTCyEZY92L5FOte+vg3vKD2Cz1B1THYhNtyoM1v",
-	"35w9Z2oCBQlzhh+KC1CMGGthe0NszxmupNKNLhAOECeN0okNoWkaXS4DTgbL8gCD4ZZM6VQu3XZeCpgn",
-	"vqYHajBkcAcyhYIMik3DMfJLsOQmlUgTtJI+ZYnWj5CgWHc5Q7QtpWGrUE2wesVm7hWXQkgcw0rYXkKO",
-	"K0CPG6vFKirECXAQA4SRmmhBSPHuOJ4yo7AChSDhqvq3yFqgV+IKAbAGzafP3kpBsFhQ38ThXhyZ4LpY",
-	"sS55u90CEYICB7cb0nAPfGnRmsNMYOHXjxYkdtGSCn96c0NHLBwTLHms1jxZ23Vc0ATn4Za22kpax/UV",
-	"jA9vbofA3vxxSsJSUr2O429Jy+lq0EbgLfdpBtEn/pR20PsgUaRaQqc8oJXeX8oW+iKtmn9CTX7EVkky",
-	"8vHVTgPm1J1ZX+u3RcGBOsud7jjAb7pHCoX3t+jpUOgDaoQ7yaQDINDtg4vusybjVDvj5ErD7lRkh3Xy",
-	"f8x1V5HqY6z7+sOa+FreNbz0z0HqbkF96s0Dxf8Z0lyAOALMxyOz0bSPHAlV9DNLWLACQgu2ChsNLbam",
-	"Q0L0HsOMtyaxvKuAvu+NZBH/uS3h4MK7pqGIcy1a/VBzchfE55a+nhzgFzwmn0Avu0pLCM/7sxaW8Iwv",
-	"fCvhaqLfCLt0RtUzAtsFC476USZsrq43weEf+X7LJq4uiV8/z2Vn+GwdUvzZoMqIElyPZ0fQsZrwisZK",
-	"ot2FuOfVCM9CzDPYjsLEw4xHUfvgcfXBy7wocjk94ou8U8cr7ww7z+YwgoXQz0tj1Rw7I22O4AQDrnRP",
-	"4lYrl4wXRTyCaB5uz4adx/4BSB6rDfCk9veFsryoLdNC6CP/NAKPEEBYNbaTAePO+FcA9cH4tdCAHX1Z",
-	"aoOgTE8HCTseDNpWjJdWvfd+NmcXJR14tjN8OkjW1zMaGtdWCk0L6sb1TuhzGEdneDI4oHAHz8bnKdvx",
-	"/SEeinb+zYt2IkycuKHUJp9f0xT2LNgJ/P+hXOevW65DdLNHsU5pqkZ6TapEm1OgjYwGn4AhXkSt1h4s",
-	"os/oA6BGr3UvAPqpNr0AdQ31zgt1IoK8excuvvzzFOlsPwfeT/AXPQ8PSsUdFeiErLDd5Tn7axuPvR12",
-	"dCVWO5A56M7vxOpe3RVn715/J7a6KwAp8EFufGZnRshn9CTEEOwrhoNhXS2u1ZUA5EhTddq5Y6nSmJlx",
-	"VhsYBDkRARJ6L+UINoaTGLIcEfGhCb8R1PkAkqrqc50pAkDUgmc+HmtL02evqQAD1bXu08GTHjURWs6E",
-	"FkwURtQhKgE0siGgSQAi1XG7G1fPPVm9eFzJwv2Sjd/7t0H+0nLqtTGlQHTH6tB5vDxvzUApPpwqOpI5",
-	"temlTCE4EreVXo9/vxKr19st6PfAjupna7cZjU9lDzLnM9EWrv8acZ3WGrUMjkMZsmRKOsP5Wl3lcop5",
-	"co7WZlzPC2Hu0qTxNboLbmdVwSmQYWfdwrg9fOHPjbQ/UVqMudkFBMqxa1VwFxCmb3UqCaOdywzyfgiz",
-	"2yOfpzKCAeemVtYNeVwQ9IQ8sm6EoPUr3JEw7HOeSiwKR+hPc5UvIl2garIUN14CGVvKUFvJU4mXji5X",
-	"R/gvas+BiY6hG0Ju1qot8AWL0qayC1mF0LiI0s0QgDbLr/Osik3MBTcATwvS3uZz0QPWRflSVTanjyFi",
-	"TpZ71A9JSDZy6zbyaYKIIZ9K6rvMsEeVCali9GalIT+kUFNI6y7ExDJV2j4bWYVVwDaVED/4G4KLYvom",
-	"fuvUf5MOGzSVlmoJiwkvsAq0noyvUhk/2aSGvCL6ags33Wn195dQt40L4ZelNQmArv/1hMVfWn25qBq1",
-	"1thH1XEGuJ1jfUmdUU15Lo1lS8j0tmzMJcs0FCPcnY3TKAAcd9qm6zx3ihYS7beqyO7f0xtgJrb4ex95",
-	"i6mWJOum8qBdfSbSf0llw3UjV6pln31LKlPYLCXFp7DdL+oZApeaX4mEum7XDAwqySRNBrtyg4kN0ONo",
-	"cMB0QkMoKHbnusgFdggAcHGZAV5Cbo0oJiBjR1APNeoz6jfuRb5bBGM5/OO0KggA94aT2L6bgMhSqSRF",
-	"awDIAPo3Ab1zGYie8aJQS9Mkf899iCYc3tsmaxirFvVA/7lV4DFkuZwUagkr+2TgG1G25kAMkg4siwft",
-	"HBwfDZ5eHA+GTwbDweD/dQ4I1LtJfaZ86tsyq2jToE/0X49jPbjea4zxW1D/Y2qg4+ILs6GgMpwPKqEk",
-	"zsG6A+YOHvYSOMCnQQBPbVbdqwOYoM8eb4n9nnsoqc961MiB+iD9P5/iW4cmMNgJxyPC+LbAVQdsNJqx",
-	"lGiVhBYsAM1l1b1pvyZu8tsapqpaAX82ZDgo1dlXEPrx+gKflpfiFt0OMs79B1ub7nq6fjpHV2L1D9AE",
-	"Rth+p+CXogCWMwNXUG6ofzqDW0dQfQrdkuDnHrRhcpfo+eCEmnGPq3EpisR3n/KP9dl7sRDcosek6vnk",
-	"tBQjroXmxWmcAYMdiYWwTpsibjhHlUrcLAponIgeuKbVgTHUFia0odvWjPWrzaZyxq6g5c9E6fn9thfw",
-	"RPPQXuCLwYOLei61QsJVHG5XDrgngE+fBX4YgX6eTNywOlvCkWw0nuVFpoUcoX/UHZRX1GnUjBg+dSkI",
-	"SO5aZFGPs4dM3j+95v9s8Lfdz7yWppxMnHIi7blVmk/vMAsY+uIFIdWFP5XGjofYOJCHhpqZKPhKZOxX",
-	"dcm6upRndZshZgzr2tBjatq2D2KkyKoBQaN5LqeIgYDeD+jHBciK3Xdvzy9SWf8S2CdrneFCT7gXL79/",
-	"efGSbT7RS1IJLSTDB9R8wbU44jI7MsIOY1kejQrb+lPtPrep5EWR+Dak1HCY5wVg5hS5sVi2PkIsh1GC",
-	"wRNuCBUgQV8MNmEE5A3DpgpChW89nGSh1BVA3pYLp8geAy5egNoMs0plLlmeIR8/ZQRdafgKAi7wpgiI",
-	"cjQm6WuEZValMhbJfXbGNCg7CNLt1ReErnSSOY5cOg1orTUfrAd6gOs6FrqjvNvK1/ODbjr0fR0zLLKn",
-	"Be85pSoMhvbVd3Jtq773rPaMiPB+xQl+5TP5jdYH0YapCQ0sQTmG/fMHz20UrfQDsOYXptTVOB6dNqXD",
-	"GVk7d8yIQoyt0rT3JiFW4iE292btlz5fupmxf4jYFBgtxAKEvka/OeB+grne67OXyIPFnKHdlkPecSqL",
-	"/Aq1HGioqiZsXFMxWRd4kca5SWraanoI+gP5F+TsJv4+rK0HxMRQ50qosQh2IabAve84nEpoMIIVutBm",
-	"2LARTOqn1z+8ePm/P/dfvX75/YtRn/0PdJ3F+ToeZ6yCEVg1RbiXHBGClzq3wnsncs/JPAa9v/sUkVNg",
-	"PVIJywMPVmhLwGF9g2HjPecoQrBhtcRlDU2U85qSDXYXLQFUzA2Bz1q9Yl2Ad1qlEgEmYb8qCCgEjwpv",
-	"tqHZPWVLAUeB91ZgNIjzE2n5R985c13wDAEs1/Z2AdhPYk75DbDTzr7HqbAsn0wEwNfAMDYH9vTkpM++",
-	"g2zGCQ4f1xAppXkYtGvCWSVWIAjSgo8FLSaSIQxgjqA37nUhauKdT5T3c/zEZ7QgsYySVBJaDperQO5O",
-	"sjsebNsTLoPj6Bs4dPcryOAbhxhHg/sZQrsUewuteN3VQCQJZbGg4uM1FVj2B4n2JVYqAvJ3JbiwZzrY",
-	"I7+qS+P5KJ2DvYXWQovrXCzbxRY2D+HrvMid+yQIJtDbuVm/yTHiVHafDgZxJhtIjF6CoiBw7iQSUaZq",
-	"UAJyIJXcMBpp7eVJxWwre98txRKaFENEGbPbUqkmEyOsYZlYCCyZhgOR1QUgJI5MhQV0fBRCY671iknl",
-	"GH8px7MzO8Qu+/gn5YU5awY/NXKHDeDR8rloYmHv6jM5X4jxpmuoBfodM/jyuTABsZgdDxJW4YMPBr22",
-	"5hqQu7femjmfl3Oo8MbURvozOExzacUUitD/RN6nOwx6Ef23ghYTDeKaP3DOLy5ctraDCPMYjnsmJrnM",
-	"3YYnIW3G8GvHqvL9meh+peCRG/jftxj8i6vtrnyCytmDgEzEY9HbOwVmvwZRBDjPcHchtoQN2uq922ll",
-	"8Ekc7xeRTHygwc9a9V1tQ2vs6Q9Vd29u/Fzo6ZrzOXggGDggEHlcSdFnryBH3nse0YOZSm+4+5oiVWQR",
-	"r62fDszqowcIeR0fS2X4zLmwcLxGY63kCJoboW9+xGyppYnOJJRFoEc/lX4Sp8z4N4DHfoReAhjbYqFM",
-	"bhtVNaxBr53G+9OAPk/B+y424Eve/7Ls4CH+9hnjb75gvjqnh5XM79TLHl/y8dUkL4o7xpJ/D3jOWJjs",
-	"mF/CMjHOwf4c+U+OMA0a42nY97BmbaZyqcoiYzN+jS+BoFhUwwU1UBCLzGUwKdm/lBQJe3F+EaDks8Tb",
-	"oAF1mrpPCJmd2R46AbGzJyrDK2H77Ey6N/hxcRsiUDMEWnc3+hBXUIOIUyfQZydJJfnVoaHcVb5YiAw8",
-	"xzIkbvvVSED3lit2LbRbpx74+sTEphIQymQWisucMS1ucuMY9mgYIl21eJt/7YZXtc9euYHnGWphFjzX",
-	"a9N4hMFN8i4EyPnEjy3x+9UDRwCvvgaLghD6AXwylX6pHDX4FYUccqIO8JZe1AcQKvAgRXk1DA3ksbYP",
-	"X5JX6PepHNEC/+IfHbEuOECUfOkfdPbOL54sAoYm4PkZiGgG10q4ib4FQVcIPq9YkQtfrWbVqNdn/0Ve",
-	"FMymNowbzPAKIOSwlOhxIRWYukFApadUS9bFnksRrGe98JCp67XwzCPjG9RC5wBEgldSYDhjqmrJO9FD",
-	"mH9HDQ7Fimk4gaBQhFxcvgaMsOBjgcN3wyj4wqfo+ipI71ozqcwUhrndtjGr6sRhTrEuMTew8PSWEJMQ",
-	"uZ1Bh8NUQpUf5MO5C5d+xaVanrLRnN84MjajyM+TDAaVqyeV2Auuxy6dKDNUIgBbaTy9a8de3QEqlJwK",
-	"jX9H2Aep7D49OQleeatGkUtNlvNLdB2H17pNUEVmehCId+pWpWKZhEG0m6Knar4AE3YtyF2BLoTvppJ0",
-	"soQ9HXyN5ZtVLtac32DTx3dCv/KHL/x4TvGk30pluQnprVlurti05Dpjv5bZNIL2DkvjVEvUWjEEkUou",
-	"qdtlbiCsZIU8rX0e60CdIiu0CRVoCjuO+ZrXcDa8u67PPIxkVI8LAb/x1VS7vXOHQgsD5QqxVw92V01i",
-	"m5LGxbJSkz8VO3oKY08JmdxY1h0JGjPg5I56tWcpMFB9v0nz/YZo+p51X/+Zg9IETu7h8zsSBCJ5U3Uq",
-	"4eOxWHgzxzcK6T0oyA8K8p0pyK+oYr8m3rixEUuuaYwgaIMmmnY81aad3mFqMwJk75O8D2Lq/hP4f75n",
-	"oPh/m/Tsv6y/rJbPzeMTA8ScQN8jj3aVtPa5uNtOCk0JmffQwlDBH7zAhAxsJ8idXumNFcpABAOSKLYy",
-	"Q7sj1Nx+UFaMEjbCm0Ejw7RIvHxmKf0a//xmhZ2qUrmAghWvWVErFDQpSSWEpKYzG716bQj4e1TZexq0",
-	"M8Qpj570Wt5czbGhmTdjx4LmCe2lJqoonO1gzZo23mfveIm932h8lRbrs2lgHUMhsntHWMxoKRvDu+6N",
-	"96w2wTcinelzOghphx/8gw+gmO0ZmafrATI1YZNa6KAWMAsHdCsg1G4tJkpvadRj1lIxvoQ0jI3Kv7PC",
-	"KMipr7w9ODLb5m8iL5MzE8ltNOpFdr+/ERk43WLAjdk2JXGzKHgum0oWL5UqBJf3jfdzUB5HEgGaQOfN",
-	"nSvFKzca1IK1etyq+gayG4MnzwYnXO8Bb+ivkEcSUw2kW364eI6tLStn/b/WQFj+cOS2mc+hSnLHTbre",
-	"w0v/DKkIa7h4DyrGg8OkHX4SK6021FIGV6jhMxEUhGtuq1uYq3xxx5bcyxs+tsUKxqUmbASaAtlcAePI",
-	"cR0KtFWqk1Q29FUWGSWoRsGjBHEOQwwReiQnrIrzOYHo3uBjmD7UNOey5AWOQSrS3vrsDM1lQHAstURx",
-	"p+RYOFMMQJu9rTmJaiEweAZRDhtNQ0k3FjNTS8k4hYgicQxj+QDTP2Ucve0+JBOAomKcqH4qf9zUNuMM",
-	"lSrfZAaRpwkOlmuRykgLPWM4/VA8lBsGONF+6I1Vdlf54r4zRq7yxWcurNuVNZZUfSqi/Xvg3A/GYY1d",
-	"O0qusv09wyN/ndIMQNmRb1ClkGeEB/FqOr93zK7PqFohdF6HcUZc13EQnxqAZcr1wNuWwB9xrh7mYhQF",
-	"nCQP80OBvMsV8EqJXFFPA0oeDos4MrnwgOPlcjpkjkWMfLP6Cid3W4SQdY3AKb7C0P2IGOioF1Ib6i5I",
-	"rJ4l4BlcA1mshgwjk8+DYEvlaMFXheLZiHWrNENuGvI1qEaEQDzB89gaJu554bD2noQAJJQVI5abVF6J",
-	"RfDhU7g2sHtKqgk5J9Ruj8cCBzISmBaYhoiV7m66pfQFxOzCp8iQEIJ8H6ko/6FJhtAT9yxG6Ctb/Ygn",
-	"n64bL6zdkpuHCOtDhPXzRlil57Tr4dSQ7HZwPJUSy9qxAgFGFfqHWp+Fhhl8IAFjFFTgWAR/zssst6nU",
-	"wp3PXMl+BWGx4I7/Os6moM+L9q9tRDCNI7r/48f6RQd112bzEN/993TeAZICwg6Ec7XhvGuIDC9nKqDb",
-	"5JbsZ8JRvBePnh/x7+1VQXTLfR4a+kSbdYeXHxDo7s6xHDTYOAsByvgRbDUJDcidWk7gJmN3a8GtkMJQ",
-	"ow4fv95MY0BZVkkm/OL25J4LuueLlgA4iQfcxS8Dd3EdbJF1eTbPJaImy2JVU7jg0k7kRSSAPyvuIo7u",
-	"86Au0so89D9/6H+O6OP7HLa6/Ahl723qSjh998zg25QVHOdDOuZnLV8+gLzutpL5v6kixBfp+PIdNudZ",
-	"HIRCHX8Yl6mg1S2tSaWPF5EBwTWa3312xqDkhCnNlgI6CgDimAhqA03c8itBIa2xkpN8Cs3KaGGxZIMQ",
-	"wsxMLalnW0Bvh3pH016ZHB2x+5JPn6cqefvJ9jXJf9ET/iDb7qiqONhWks9FQgc1YVQspjR29HGE5FbG",
-	"mg02dWg58hZJ+Xhn027szvsn6Ndd7wv9IEA/d/fuQMbQiro742ZGYir056UsEMxNmKmlvFMJu8XEQop6",
-	"6Hr9kFb2xZg8MlSoeHga0iMObnm9i93v3+U6HKOHBtdfTIPru+pr/Ue486dqau1WQIxLndsVDO1ScC30",
-	"Weke+Olnx74RyBoHXuqiM+zMrF0MHz8+Pvlbf9Af9I+Hfx/8fQCsnma+GQLVytrCLZj3edd6BwH6MDYU",
-	"UIQtHGXF5JJNoLdbf60TUy5MZ7NsAvL3IRpUpft3Z6rIM+40oKUQV0JmJmFznmOayViwmSq1ITiVymAE",
-	"MOw8oHc89++LBhK+0TCS53HvCeObJqy3mojfVsWcNt/2FiFH3CLWsA5jrFRaMOvTIKNXY83j5msda6QE",
-	"jNzDKCLuja/Go/6aaD7fWCGxSYIhXdkjbzgD/EpEX6TwRMMnkZ1GqODEtx1V1PT06G14mJrHj3klbuzz",
-	"0nLID4URntaa8DEjqOLP612I0119EkPy/mr88TKjmMZSXM6UugIuDhN8Qckr7Ui75xhzGCPQN7dWzBfW",
-	"UfoIrZN+qYtRn53/93kwV6bCVslJ/3X+9gdAysW26MbwqcfpDTt/Dic6XOXW6vwSQCswL+t15pOyPNm4",
-	"X7qvXr96i+3SzZC9wYf/qVW5eJ2xf7Dq1iSVdPWFyMqgr8Fd9P4eFMT4pNuZMMIjjUMi2Y+OdbqRLpW+",
-	"cgwzA7Cjd2/PL9jo97QDTe/SztBTWx9++DhKZXf0Hn8i4TDqwdr5+9ziIeK+/wnSxUYsSOPeaSrhO1yy",
-	"0UsgYP8qn7kHc3hkPHl/eP891FC5P/BtPYDY8RYitugj7JUmJw4dKHh2V+1ZQNaB0Ij4DdKSVbVvVbkZ",
-	"rmdFlf975FMh9BF86miHcNjZbK42FsjHSyo6VJIOiCdhirbDA0PGIxAe4KNYrGzJ9iScH9h3yLI2UaOT",
-	"kOK+wtVsnO4akP0fm+kHmd9Q2p/BFABkdUAXkKxm8qlEDrpz8aFbleXzxR8b0+j6+B8j9p9sJm7Yt2/O",
-	"nh+df3t28uyrrhFjLWyCBUruM+w/Wdrppx32n0zzJfCC3im1OYbtyqcSmuXAg5C4qiw1f5BQIzDnRx77",
-	"P2P4XfcQh8JNiFH7bxKiDgFeIQL5zgU59+86aEHuKRznOTRxsAM8nutZwSt2cnPD5oJLw0JNxqk3In4r",
-	"8/FVgcBSwOXAF73kOiN8aVSEN4SDB8dE1/V7YfXq6Az+3fUEisBr315cvGMZtwITJUlBvrP3Rcrz5sSh",
-	"00bIXOBAi9CLnBrhSgENeRg0EoFYO8MeUKkkdjGEdhu5yFBqXfLxldOEqvTpKE9vzm/O8CmTYCo0ywTP",
-	"nOKd5VqMbdXnG8EAsGJjTZv9Odbuzyj3L1lPQdYghIA/WeWWxam3JIkfGScLmnMuPn78/wIAAP//",
+	"7P17cxs3lj8OvxUUn6fK5G6LpmQ7M6Fq/lB8mXgTx15L3ux+06kQZIMioibANNCiOCm/91/hnAM0muzm",
+	"RZbsJKOaqonFvuFycO7nc37vTPR8oZVQ1nSGv3cWvOBzYUUBfz0vC6ML969MmEkhF1Zq1Rl2LmaCjZS4",
+	"sXjDiOkpszPBFoW4lro0bMEvxSnjasW0nYmCXfO8FEwaVohpaUTGltLO2NPBoN9JOtK98rdSFKtO0lF8",
+	"LjrDzgS/nHTMZCbm3A3BrhbuirGFVJedjx+TzusX7nd4fMHtrHpaZp2kU4jfSlmIrDO0RSniN835zfdC",
+	"XdpZZ3gyGCSduVT+7+Ok6TuZmC+0FWqy+k6sNpfjjBXCFlJkbFIIbgXOzi2I4XPBrsSKcZVVP4x1tnKP",
+	"lIUy8OtUFsamiiuzFAXciy8yTGk7k+rytP42eD9XuLbwtmppU4Vre3LSZ9+JlWG8EMxM9EJkzGp4z4Tn",
+	"uSgeGWaF4sr2U+V3YSZ4JopqIaOZH7mpt63is2e7V/F7OZd2c/He8UvBjPyXYN1MTHmZW3Y8GPTaCCOH",
+	"t6yNQ87LeWd4PKDNpD/DIKSy4lIUnY9uGIUwC62MAAL/hmfvxW+lMDCwiVZWKPgnXyxyOeFujI8XhR7n",
+	"Yv6fvxo34N+jT///CzHtDDv/v8fVIXqMV83jd/gUfnTz+BT4WZZp3GU253aCRHP27jWLHuh3Piad51pN",
+	"czn57MPU41/FxLLJjKtLkbG54Go5k7lIHMVJBeNdFlpdMmO5FQnThbtirMxzJlWqSiNO3Y/dkSgKXZgR",
+	"U3wu1SXRvcizhLltYqN+v/+Y54Xg2epI3EhjzajniTxVNBC6gc24OzncslLJ30qBDCZhppzMGDeMs4XO",
+	"5WT1yLjPCUfhH5POSzeCz7mCZ4qVStwsxMSKjMECsO4zoO6PSeeVLsYyy4T63JvqWMicr4DsHC9gdiYN",
+	"0wtRwEdZF/kC3KcV44rxbC5VdIcuYP8KcS0KI3A6r5Upp1M5kULZc6sLfik+98SmhRDMLPhEeIlkrC7E",
+	"I8Myaa4cYY5FrpfIBLWaysuycGxxVggz03k2TJUSS+a+lpW5MAkRvkmYLeTlpSgMcOdCmHIukLV6iVYq",
+	"K3P8eKqkgbFkffZC5PJaFNK9oxC54Eb4d7hlcYt5qZlWRKI/aPtKlyr7nCv3g8ZzQ0dsCpsrDYkJ2NsL",
+	"rb/nxeffUM8lvYzL3SDc8Lha30QQDKx7/BX7Tn4Dk6DlhtUWN1aorOcn84arFTF+87nnhIfrkQmTK5zK",
+	"gMOXhombGS+N4xe6SNzxi6aRKpxHwjhxXauvhGJ8at2qaM3mTueKLhnWdduIzNJrGCJjTwdPe2xa6Dku",
+	"Y+4OLeNZVghjgIlP6YiLa6FsQqw+VZOyKNytS6kyvTxlnE10UTiywZE43i+Ka0f550Kw98IWq6MzN7w+",
+	"e6tIrUlSVS4yEBd0rKJT5U4uD0dwCIPwS5aqOb956UZkHIcRGfut1JazpS7zjI0FW3DjzmJX6fjTQ5yF",
+	"Ybng1yJVgTEwkCJOPSsEy/Ckiswra7KIDqlQmemhpoRKEtBN9JFNzeZcTLTKjNO6llzafpM2G6kmH5PO",
+	"B8VLO9OF/Jf4rBzgjTTGyWRdsDnPp7qYi4yd0VCQ4+OkgTQ4CAaQvhJ1l2uey6yfKpB3V0ovVVB6uRMS",
+	"+kpk8MulsJUmi8RIjO+D4tdc5nycf3Ymg6QgDSurMbCuO31wCJBCE6Y0E3Np3UkrSkXajzSpWhR6Iozp",
+	"nYIZsKLTGJP+vZMNDeFLrJ7nYtKwpcjzI6KecWmZVEgYoP7T69zXzt69JjtqUTidwkrUxpE7ZGcwcPce",
+	"bjvDjmMUR1bORWfDqkicpbdpGiYd1P5eZ02ra0GncaLDsZvC0WUCRKmVILWRSQsKktMJiDVxst8st6Vh",
+	"etpvGs2iEFN502wvg43n9ImCT5x97TUU/LxmhZjoSyWNYLjnGy+nc3TI6iDffJ01m8+VgfwTWszh9jCT",
+	"JNqTn8MHUFFwH8CdfI73ALnl+dtpZ/jTdpIiAviYrFPAVZN5fQESSnDYqj47nzn+QqePmAjTKl81rNra",
+	"LN3rN6fxc5jI9xINwfqgpBXz+j/2mpv/DC8KvtpccHhX45pmfGHltQj2Ms8y6ZaC5++icU15bkTTgQyW",
+	"D6oUc30tnN5rl0Io5tR4R9BzfsO6NrobROtr9SqXlzObsOVMTmbuTIN6IGQu1WWsMNDheWSYkZeK5yZV",
+	"3acnXz9+NniSMEeOurQGj9WzmxtmZrwQCbss9NLJmZyDS+EUGOz5f58z6/Q6a1A0/1aK0unsYz65yvVl",
+	"r8/O2NOTr53oeTZ4wiy/EgYOq55OWVfwyYxNywJ8IVo55VtVMgb1FLh7rt0QMkc8VrObQf/rXhKcKDgL",
+	"+DVVWk0EW4jCP93l/l/Sr6ou7UTPhYHB+Y9MU2XKiWPEAsQDLiK3Tu8wls14jkceX7Hkxr2GFVzC/XYI",
+	"M06V1UteZLj0ubgWOcra3L1jymUuMlhYxabcOEkzFiutMsc22GuVqnewox9IwXIbPmCFQDLgRFvBHxXU",
+	"zqm8cZqPrdEB45dcKhRf9TMx5zcbvped7he4uuOxQYPXpn5y3Dsaz40Xpwecl1fSKYEgrwMlkObp+TPZ",
+	"wlIZ64SAnpL4yPXkauhoBVg70stUKmlmIsNf4AXcVm/sLmfa0O3ujLh1dyvudCrU4B1Hm4v52NEeN8zw",
+	"a5H1EiatYTJjmSjktXu7P4blwthC8Hmq3DsfGbwTld1HLBM8y6UStVsfGU+uQmV9dqZSxXMrCsWBLqxm",
+	"k0KrBF0zzgAutHLvVVYU1zxHaViqM+sI388sVU5ppwXEBcOzH6YurRH5lNTHyYzDGeWWwSEKdO/kbmxT",
+	"d5+enHh/EaxQ37/wddZrIsvqcqNasJyhs6VOBGHXvAOyN6T9ENeiWIWlw43DPSSDgue5W3t8/pTB6ReZ",
+	"yIYgkJj7Hr3E0YnbUrLmwEZxzMptktMtlWATriYiz0XW67PzK7lYiKz+bYMjIJ8wzl8od2p+CpNw2qIf",
+	"RXRMWgRitF6NR6rMpH0OLpBNscjpvH1MOmMx1YW75ePHtrfciWh1L3ovJrrINuVr0qkCEnvoO+3iN/rI",
+	"5pwnSDNNKkrkP3OnMPz52p1g0b/sMzR6z2nNG5U8foB2l8nptJ3f7bGUtLONan3l8XXcyCQM5CyEFtzs",
+	"MKCD+452HhyYLh8boUDDhuMvM3dgRIE8iDib43pwW6/P/se9xzB9LQp2DJ4bCFeAiofGuSwgOtBnP7iD",
+	"RMYnsBEjJoWIdeVqE1vMgiuxerdFRc+kWeR8JTKG6q8XASFeciVWpyztgDc07QQfCXpHnXLatE1KW9E4",
+	"GhxuC6sis6rl6hbFPulci8K0Uyl89JFhdFeQPH7L3RwC/Ullv3ra2SmSwXrgtm5C0FlpOmPf8MnVVOZ5",
+	"FHvZKrTrh9CJv83JvQL7yolpJ65p5wo3I9aVapKXmWOs8eS2Hq45v3HKgWlexbmuvmWiLwWjsYplJU6/",
+	"cUqgeyZVxwP3Q++UcXoEjtScPBAk+JC1b6pPVm8O56XK1mYrbmi2p+CcwQ1Wernv5Nc2F5Ybvr19K02Z",
+	"N3B4FJQNw0YBuiyktUKxrCx8UMidtn7j9PFd74TK3DjbXgmLQe7rR4YEp/8O2QZO4bgsdKky1gXeA87N",
+	"6NcQEgCVJRNTURQiY+MVCx7Id6J4I1VpBUVDUgVBhsuSF145aZjCjTS2cfSvPTXlYgr2BRuLCS+NQA/l",
+	"jGeMo/ynGFjzGk2biRZoGXwMRYbzCGuEFJiJiQR+MKYNbXk9nb09vTM0p+ZD5JWPR6Y6SlKxn9w3EmZ1",
+	"r3kIO3Q8g5rTYUvgdG187pcJz4XKeNHfcgJvcYqiUSfRkYrWyO9dNYWIXDzxd9ZPQdOZfE5TuBMPm7tY",
+	"V9E2pdGaItYifTGC3yTrIMa2txrop/feay/r33dT+ZdWzR9DJeygJYgE6k7JmHSWQlzlq71n8yPc/r7M",
+	"xW6fUebzIKI5+h0KyxhGUA08duPFK7CNeNCpd6A9fYZiDqUeg4ElKJYw6IkjY0WZC8OsvhTOYuyzl2Ai",
+	"FWAoGvZrmTnN07FqmmR/w9ALVFn//o8znQuW6wnPWcZXJmH/93//939Hb94cvXgBGSV707An1q1ZLfdL",
+	"umvy4eyHs7AgIMTcBNGRI30wOixdoyZ6f5S5TpTbCOsuLMHA4e7NDKzv1GGn4CUqYCYSZUM21nbG3r96",
+	"zp48efJ1JfAolYvp6dQIm6pu2jkZnPzt6Pjk6OTpxfHfhoPBcDD4f2mnB5oIvMXTN7GskIjjRdcjk6pA",
+	"KWsv/PtwMEg7vVO2hKMyBw3GNPlSvKjfPCp698JuVxr94qKT8lAegyZmNVh2JcSCTEWwS51ynUtjWSEW",
+	"OZ8IU6WCZOyBnfwx2ckmkRRavQIv5C2CIOC+dAb6HPMJJoVWTNwsCmGcRDyFpCYkJLx1LrgyLO38R9pp",
+	"Io/V2+kbrdy2/d6kIq3eTt30Gq/OdFk0XsCz13yp5Vtt62SaAp3XouA5e3aEE1xbATOsO2jRTOIW3ZWp",
+	"8oY05PCCeTmHVDqTsBAe8fc4jdS7eZYabkODCEIwOM0+ewmBGp3neklhJTciVAW6nhIT9uL8ogfbQ9Fj",
+	"dLFHqcPkDwbH9E/y5z47U2ybC9vNZcN5jSmvrcd3zm9e48Xjr2Cj/F+bR+wFedk3d+Cf2pm16BL0iYlp",
+	"5+mzedoZeltuXhpLYQPWRU8x6PfBT5ygi9jx/so/jJZLrr1bHFxyVVihW/2Y81JNZpQT/CtkL/T67Edp",
+	"Z87ClDZKtSFR5MMDmGHpI2hOpAiVuSn4sMLp2gPS4mzGogp5VS9ImMiNSFXk0fcv6rO0k3bApwcnclj7",
+	"LoN8J12Aj7xmVlfb5ffgjTSmyfSj+Dt64JW2VaBmvIJlCkPZOPrcNokFgQJ3Lo0hrz5ZlV1u3VjNTBc2",
+	"X0XONf+FA1xQhZhzqba5OmpTsTOh+rt9deCmq17dJJ4pZ3H1RhhDWZyb6wkpeRD2Yd9eXLzz6VOY9YO/",
+	"n//3OZvjO4YQAOHWivnCMqsdVcP98DuQfJMOQg9sjuDYu5gxrYLuc9PfHoCc6BLzYrbflrUeajd1Ubnc",
+	"Ih/GGBK4Q2IcCpclnTTSOvbbeFiOFveGI+Mtly4k6hn7+mcy0eALHxyNIUTF55p8ciNYt5EPe9Hk3Qdr",
+	"Sz5oWssFX+WaZzvTjOg2IFfgfbue8GT6nm7f5RtaOwh+lZM13wwucLScfp089SSBLKuhbjtG76vp1Nf5",
+	"2yoVGVORLuU1KaswuEeGsirHfHK1yZrEzcIJ7bNtHCokg+CLKDODciggvB0+APKHdpenijKhPAHz0mqa",
+	"CMQ2e8OQmKoLSq/18SDgRHCa90xTcmPYnMTbBf+tpAxQvx4Y88Hg8lQ4RYQyKeC0lSqjXFJQPzxXYBdh",
+	"onrKRjQNCj6M4P7RS5iB/61FzpRF3lIMRWsBfHnEPrz/PrihYeSn7N3b8wvGNz8OQe8aaygLudOb6Abi",
+	"162J9GAcDeFLXBDTlEkY8caGS7fwG7ayUCDOoLF4naGKon8K6wxJvFtPBaTSUKrOtMyDXHKENOeZ6LPn",
+	"ueDk8OesEFkhrw9h4HAytw4BtTxj9cKwsYAEBxyEUyL84jyqNBOiba28rsPwI1hxEzQ9tshLE2IUZ5ei",
+	"92nr6Xdlj7kUgjs+WmmubENx7TMy3qGGiMmQQFylYEwaFr53yHjvUjw2vyhIzc1z4ggrVBk1KA5QAUTS",
+	"ExylhZiADQppXUGNYd+JhQ/chVVwuvdMGquLFabu4bJLwxYYCyB9nM44G0AOrpl5cws/Dlk3jsbd6rsN",
+	"6lHlCmdKLMNJcAMyjVY/0tkhnGDOb862Mp7DNYQ4v7chC1fqQtpV88d2hY8gwXfXUOB0neOtToBB+uKu",
+	"hy7wLi/wXsbi+wBB6Wg4e1valkRZr0tkMoOj5aV0JOxRSktLLCRrZ3c0grHWueDqVuGTphjGwQpXILpo",
+	"d8Oy1yksbGFSibtD4h+wtXfho0YZfG8O6kCCDalZ8i5p+1a02rjr+M6tk8Hh+aQ2YmwRxbj3kIzHC0Hg",
+	"V8o4/tMWK38Hd78EIdTx8rkpPy7xzvvslSwaVta72Fu4h7/8Q1uoE3zJDaKU5zmmlHpffmRYxlGwBk/h",
+	"tcguGvJCfnTCQCs/Heao7hefCJNEWVmohelrYQ5xTXDTlmFURSEwogcSR/iQiLSUDJfCF1iITTxDF1BK",
+	"bmVmuE1MqdAdu6mJ28ktSdE96fchifczzKqRQGPz4MB8JTSOvllt9xCGjKF2sy2kEbGTp7Nef6spFVXn",
+	"Pzs+2V2dHy9Ru10B/nhfELRxOMDh2kwU/3X+9ge24I4kp1XpN+tOwXjk80UuWEoMvV8WOcS7OIPifxZA",
+	"KTDvDwup+tvpckd4Cka6dcebzz+376W5aphjUQpK97UcMhw3PH/N8hQk3E6e7AbzHO+8F2us4gN3bI2t",
+	"+2W3+3Nqd8PzmJS0OWqsxIM8azgdp1BT4vO2M72EAGgCww7RUTuZHZULrHlIMO3ezedIT6eMTyYCjK+Q",
+	"4gqBggA4sODGnoYkIX0tipwvhqmif/3DXQlVFQEHBdZ0xlETywoulchOUxVk0S/j1S+OMQ+Zfw9eotJJ",
+	"N6cCXxIeYUuo5HWmai6m9tQXKLrFgJwmEYpqQwpyNfA5VyXPh6miH/wjMPxwf4Lj9aL1dCM5apgqHhj9",
+	"ui+0YvaBrDAs4f5U2goMJKXKyQLICtkmqpokVdY7xWy9qczzMG3/QzyPKWyy2zwfrTpNFceiYM4y4TQM",
+	"MMQrcTutakIcGUSFE+5Kle6/Ph8mba+ek09ECvqrFVVilyefWCvxlOCOkd/Q6Anct+gHv/idpOPn7TRe",
+	"yMlvUmv8WBrOvzPFR3BdqssR+ttUCanaeupdvj6B0mg25YX3FaZq0O/Tq4+OGaSr9YKVD/UgS2lEazYk",
+	"fbSVn8q82vlHJlRdFIIQRtBzQmPrszNfeJMqyKil+wNcANXvUm3ZeqpnEMEhSxfDjhTa4RYjnxxqrWqD",
+	"qWeXxomkCVW1Z5E1bywv7CmZ3VDINaIlHDHDVyZVM73ESn5Y0Go9CwYKBo4jjhbKsEG1pY7kjLC8be83",
+	"nfowqTJQ+hAlW/CcYUA2rZBNrCaB4RjHEn1QUHRUHRb6SCavZci+hFL8QpeXswUEI40vv51xw8ZCKHYp",
+	"r90Gd7FMbf3hueAGsB9g94DHQGlUCEVBWS3YBAkbu+2IHi64Fb3IIUUTjAeEvimsZ18Je4hLey+/WQhJ",
+	"GjdX/4hnWnDV6LnA0iHwCeoiVeAdDLx2hhFNOV1hcdV6FRvF9YmdOb7J1w4nEHRFjIfN8o5cahiZbg/c",
+	"PjIUvKY8qUotQV8yLUOLjeSI9lVtQ/YbbOzqanFhe2AJdL52Q0HMipmFUxx6CfOLhMcCp7GhVuHP+2tW",
+	"YL/4pd/MtN0c8Q/rDH0thrfJnH3dyvrMVxXtOj3XoBsXqbZS5Z3Ec2ft2Xxg0k6SqrTjs+iHvqYSMu8b",
+	"8um7x4NBL+2gH7xis6mK+CyqRpS+1kPLsfpAlYk/jECBUlXB/wSun3Zagj2Vq32X4vq2uvNW3sxDopbN",
+	"/jNym1VU4Wgg0p+DnbGroD8yNBp8H96D0uhYBT9LyxXvo9mEzvNqN+lw3n2JGuhKVIkwLSUh5MnZpPdY",
+	"gY1LKTYCKx4zZiO00kM8lBBKaR6BpFrpzSF8IzDLxQ+i68gNIj1o1rfUNwQvVuNaBsdW41UnJhr1KSoX",
+	"cDNyVOddvTOusjxebceU9kgi8d+Jpn9nrrg6Md6FJxZM+XtzxL6KhOBa2qBpoApS4CnJCdDXJObLVUIb",
+	"7QnvwQclEN1oGV+lqsudcJHq8miqiyUvMnbJF71gfAbOjK6kKFnlki9OU1WIBXCAYXwaqoHoCWA8Zcwu",
+	"5USEz7IuT9WU5/mRU27916TxGBH0mPKPoN7RDSk6aG9D+jKqN1XaGRRUz3QJlaH/sWZDVbUwftyN5s2h",
+	"CgTreuHOjlhpJ70EVYnwqzSQjaH6t1AMNi2Wdv1g6L4eNGZfyF8fbNBS11eupjwkiBCG92TCqZPgWHQk",
+	"BEAC7oAntNz4YkMWsE+mkpkzytnSmVaXhym8n+LYTqq8eHQF4KybPtNa3XURUb73bXSNEOvfdNc+OGW3",
+	"d8r8VMcisvLMmq9kzRfSEhW7E3d0I3fRhZhwY18UHLEz1lgM+pSaSJFoRk5j55Nj+yOrRwcmo7UEbuf8",
+	"5hsEaWmJtTpL97YFc/BsVPcWfWzbQr0JWdVNiZz7zXlcTaox7xKdDyQEPaNFXRQTVpsl+4Qv+IQC043v",
+	"rVz/bMIV7llAOqI86trG6XKcRzNAr01911o+BIAywJQ2379PBmnYljCpatmatudbnd8yfBLh0TQQOQVE",
+	"akETZ68THGQN1MhxRgLA6c/5Te+UDSgDB5ifmuZYJH0YPE3SAeO5qaIXJUFpy0JUsZu/UaXFTPDsliXZ",
+	"+MGktjRNi/6aEt/3zU3/egC56Q2FAehsCon0epoqkfOFU5zRt/vi/IIpQGhApCFpnelb6DmDg3xmQ1aT",
+	"QeWghxoB+JJCfn7wuoKV4gbnZRy9pc/OfG552jmeg2WJlUwGYfNOIc+cPR0MfJq5f3troYATuhHYzXqV",
+	"wAZ3+K8WXaN5TY8x3x9hqpqUgnKBuNzuCJaTGbmn677zBNR1XyUGVdKDxOfzByhGp8+bGWxOHXwnqyuH",
+	"uGNGh101lnvPJpV/FMI4DsQvCyEMeukDKm5A9+BzKuJAXYbxBS9sD9ItU0VVAfAkXoYt9NwyE4i0gYtw",
+	"Wg3uSoiFIx+qYUN3awb7Hk56rtWlMDbgc508nbkF8vA9pAlBEn6MFmvmPM/dc5d8ERDR7FITja+HMaTC",
+	"dZw61XQleGEiAsXJANkHdImEGY2boTQFC3B6Io4HOqvDkf1wg1LJCcQufAAA1UHDZvxauHfSDc1k+T0f",
+	"i9xsA4RpiM/F9PsBCPH4K3YlVo8R4GXBZWGSCs8eq3X0lH1XjkWhhBWOjN13++zMPQfQxxxLgPQ08Lyv",
+	"nsTIh91cuHmYhGXyUlqTsEdHjxL26JdHuHGP+o8SXGAQr44q4wQ3ho8DMIN7vpcwvcD5+pKLVHGP4eIe",
+	"f/T4UeIDc/Abe/HDOTPlONNzJ2KjkZ48e5KqeKxph5xa/YmeP7aCz9MOoL6FngZivrArxMwNxU2pCkuF",
+	"q+GeGHNEQYUligphRriEo1PG4R54M9Y91e/op+Vg8GTi1tn9Q1CeMg0QtljwuVNNZZ6jyW2lY1WdS53H",
+	"mEmViPieW6GEMe04pMDEuQop2MS20GrVVD6DDveEeTCNCuU4SnPMV/SwyCK3CHHDLq/VjsNhdJZKeEJG",
+	"EQhnLfY2M+IXzwYRnVfa0OLrtt+/bvzdwHpmzRn7GJiJFDZRuMnJnIomJ3q+KK2HaesOqLTQbWdvD+3K",
+	"zQFHjOOrRtMk4QEkEmoqD6uRpKifs3lHDDBigc3TFsQQgAQj7Wbm5HB34NGUU+UUYMDFDdjPlwVXVmTg",
+	"HiC2UXAr3okCqan6BOJRx2vJSYSzS91nP0LQ11ANI54lN0yCas31UhibKtTyApgh/Ip42pk+3VQK43l1",
+	"teMSHg8RXoReDXjcWL6KsS9bMBBjxfRQrbG2MJuk9satEi3NQhR+caqYKCRX0daFeIIu2IBEaG327mN7",
+	"mg4eJG+bRw3I7kd344Zn0P24WzOtXnBgab2E8BYnX9UUXFNaoUpNAnwpBHgbOMMC+JG7OEpSNXIncpSA",
+	"Aez+n9wPo9OoUN+/BIu+l8F9gcpsiJ5Jw6AwH6B7q7VPOydPocB+3fWW8dUpvcGn2PhiGQ1qA2cKyFIa",
+	"0EiA4rHkn3iM1JlB9EmEW6wxWZ8NYFh3VKW0USw/JpSKflIVJertQOqYBLZOSRS9fgp5yEd6euR2IAi7",
+	"CEMZMF/hB9gGQJ11U1fahrSZpmO1I8XSbWbN8+s9hXOIc9hSAAIK4BnPSgDbkcBEoWtMqRrdh+ue4WaI",
+	"sW+/Hb5505h1t73MHn1c3iR4WbrpPn7HC2lacvhaPg3kAATWaCFuHLI3VexiX2vlZAbFySTt666vpqpj",
+	"1FADmingjVV1LNCEAToj9cDnOfdogWMBwJ+QQuA4RwIL4z75TSGzS2ckETulgfBLsWH6eaY3TJXSGN9v",
+	"UY3fSDOldL4KL7MQv2g1ERRB+4XnPr2mkUJ+gBj75jK+FxPhlgeoHwLxhLZuGB9DqZ1btLX0IoPlsEZe",
+	"KqfkU40sQcjSEl1JlbEumtRwqhCPVDl1N+jjaFCmCqN7yVoPA9+VKpdXotrToGg9C7UiSapKSMWwFtCF",
+	"wZCrYGaj0TspikKpRxX9QtkCMjbcZvKJU/IQm5mVBeaxAZ7zhyJP2GQmJlfoZOWE+fzI+LYTazX528QP",
+	"bsZL9+V6tf7TzaMc33uY4wnzDg8Y0HdSZQTs0I4X4FejwZeFFdNwA/vw/vv+3iWIZ4rNrF10Tc89lxBh",
+	"uWWOS7MlKqi7YdJbMmKjSTZg6BaiX+ULxblJcV5RlTu3USUWZUX2TjEtYcbNL+7qkMmoRIzg6ri3HE6R",
+	"B/V9QPeXOeSPDn1l6LZ6f/9sCMrRMyEc4N1P3kghuZVAkCCpZGjvlIrYcbxVZfrmGizdDzD+ruM/qfLH",
+	"vreO6BstKXGpsCT+77VJ+58jBLkwqka29la92JIZzC2b8cXC6f9OzQnww63rOaSVg8BfqrxDhkGsqSH4",
+	"jqm+2PEOWBgkkxC4guNek1R57lNkvwCjXpvyL1Zbnp9SzB77qYEPBhQOfS0IVb7ue6t78Ls+/D2uh+x7",
+	"gFRAMmpI/s2Kx+aAsI7lUnyci74fhBIiMxCFw6FCzNajxBcVFkRCLqDKFVAlIdSJAZc1xMtb9tJn0Lbs",
+	"JW0grk6VvhvSdd3aDTEVuIs+Oto+/Dpk7DZBJZ6uZezS7dU2BHAZoApwgHnsGKX3yCPuBpR1OSVkmQ3c",
+	"GnSCVqg1S77q9dlbgOF2HINe5iGTzGaYuYMZAWEezYtMqbuRKsHzXC+97uCzGxoffsfLUPp9oDDano1V",
+	"+SwNW7iPZKes7k+pXFoU4QjVIGCqbsqZ5phGiG+HL/peaMgJRD499QcYAx8HhDg2JM67KpVqXeCtsKQE",
+	"nXDiZiIWlqkyz2MdCPc9EkXdAMN78gz7hEVe4z4buReMmtqUBj8cJXeNhqmCZlLkVYSdWoGDZApQNYxu",
+	"RCq7ObrURzS7X41W/fd86cFV3DTBYGoIWZJ3YieYd61jyMekE4E1RDZUFK8el0VTbkocHZzzFbvUPut5",
+	"I2GRR23LWqKdmrqFtXRNpWpVfw+Ca8dpnbG3BrR7AiSCcA8amY0q0i3KY8R0Kia1piubY0VfUxSiFWqq",
+	"iwm071wOQQzW3UmsSzGGys/U9/1XanFIyjOrApW5xi5tPlcZPF+O/gpqTAEF//CNcA7BrEJpPNN5KNxB",
+	"6CfYMfpkgk8aKqbSeSvctLu2M40R1uJbci+3pPfmITSx1amEd7n73QARnb49g7q+Z+gXJtT6TWr1y71/",
+	"Pgs4VlvKHB3bve3ng8Sh/IaZ4LmdrTpJB3RLSM4jKE1dgs9CFNei+AXbp1ItiZo0x9vXxn+uy2LSptmB",
+	"TlafxZClVFqfdhIAusdx419INj/Jn6FSM1VpB/Nna9Nde2OLQY6v2nbOPF23FaDtZZZV3vEGH8+a+7Yx",
+	"u8XfcOF0zBYfLTnIYZ8nhTbQJgAFk2kbfUO2dTs48m3cxFoxfi0KbMO9nXPv4RIOuAO6tC2QoNUNTduK",
+	"S1SISc7lvJ6Pu2KO18VQBQH6d69WBPRx81p9aMJYuqh2R0ErJ9winufRNrVk4t4/VHRbum4siKE3ZYkM",
+	"3j1AWYAw6/6evRkInzcm+bVdrSsN9UVNonzf+k7fDmIaZcaeANPtKtEBYYNzIVhNS+r/4Tta1bXGXSre",
+	"mm9XXot1dC+tqrqoqJmVN4GnoaUzwoWsdWH4FN0xlL79VkphmVmIPD+lBknSzrAUK7C4PjuGNARcx1Ov",
+	"nkMgrlu7s7XJwi7N8w2gn9X6nKGCCRw0sIUh41S3riGHiHXfv3rOvvp6cNwDTFEdgR+Rup9ErvTHk9JY",
+	"PRfF68zJT4gOVYUbUHbim2BAoJtewXI+uUJNF42bKo7iRtZNO5B/8CPuW6rimkjovMuwrLHQY6drrkuk",
+	"hHbDw6j0U3UWUh++YuOVFcbnGw/3UsFbJPznzEaJDVLziDJSMP0XlcpeY5eg/bWQIarkXnPu+jix6YHr",
+	"AQCTfTCygA6EwalBobuKMp4FuO6qieK4NFIJYyCxwaTKvX/g7nNfm3NHfgpStNCJ1Gc/aFK36rS+5kM/",
+	"kEMGdal/77HuA+LQt5nEj4SF+seNLG6NIe4Nub5G0reIxdfFTE1hrsIqT052qs87FGPvRcAMrmCJRhkW",
+	"dI7XczJYNzaVfWNSCCSL30qeg8N4irUaJBAOFuG31fPrSmQk0tZOZZKqgIhcs/ODiw4HWvFdpSGTyn1g",
+	"M67ZYDXshJW/jQ3hO7mRIZHE0/Y5owAHniqrF27/avk1IeB4qSFn1PdDhBog8JkCYgL7J+iBRaogTxN7",
+	"ZeFaQdoAFh8N+m6Bjo+/whydtoWDSHBk3qwVsOxt4LSGyk+95l03WAhmBAENKzMnYPpQGnBvd+ytQVNv",
+	"V6F9zUNTrSZm5X+n9LLBgfEKYASqXKKo7t4voFtmpdlmjf0pYhZQF0o3YV9b4v2+NKoWwBsaWSj3bVUl",
+	"F6HANx4jfAw8/pjOs6cJS2NsQmGqw4LWAnbYUU0aFkMdjEUMjcJDmU3oXewzIW5dc4NzbFgYPpk5XWGF",
+	"SjTrUv2zT4z1HZOTUBcPXibK6KGf1mYD39rbo1IvR2qQbzsLT8QKYDg8sRS+5+Cn9hrbVYtES7V/0Wi9",
+	"nqjJgQTxRx+va226tomSUSWDyyoYyLpVX94Wf8RC8KsWdbWLVQTHgx6r0UQAGsV9SfAPCE0fvOftK7EV",
+	"jjMo5k3V3yDoq8oCCrNUx/1Tu7Dt9rF4gKeomgsZC+tGJ8Yd51pYa69UXr8s9Y5v1YI0lFEhw67I1e96",
+	"YArt0uBbctfXJcG4JfRSb3Hq1BhLXmEmm2svD9L4AsKvY6qmrdKqoWRQ2EP8bbvClCC1hLNbQ3zyDmuu",
+	"/HDb9+QuytcpPLizO1xrhTq+oILXbCghfdkMD0Sr6M+Gx4LSZZ6BGjgWXr2Ps40jZJ4ITqcbIgO+h75P",
+	"Kq3pGCkht9XxekAnibCsgbpKhdg8usAfnPYXlJJcQBfNQ2qY948CYjZthi5lI+hnDLe0MO/Dg2mfHMKp",
+	"lT/26gGdVHWxdXEtAX49zNPFnnwhKdpdqpIvCHZlK4oKPPJhyyldi6NBcsicryiWBtsPZWA55HJzcPo8",
+	"MkgevKB6ADcErLztxRoZJOwc1PO3ncFdNFaYtgjqbfJwhzF2QcQe09huFMbtlk1bcIRE4Bouie8VfHi8",
+	"Ig5TeKfy/pGKSFy2RR/qzHftvNZPTDsj3LPr3EPgYZ/Aw97xgTNoUxiHfrzDpMkKxSBln0ESAPi5a8cm",
+	"HAT4GBW8cPoL9BiEVcOib+w8VfU88Va5j3koscTP3TKe0DQ1aGlVCCyG9hoW+I3X3U29+/KgNw2r1hGR",
+	"/OTgzU/Y6PePo3jEc1YPAe32m+/8YIz5Ap/86efqk7JukTz4rh9811/Ed/1j7KJmXfAsOy5yJRZOQdp0",
+	"WYebqR7xlNVd1t49ndTd1vflrG46hYMaK6q7lu/Rsbx7KJWvFpkj4Pg6Lt67te92n7zSQlxLsWywheLh",
+	"7859heTjxM1xqYs4xpd2uGWDr4eDAdOKvdEqg3JSsIXYq0JmfNUCbC/aU7gdXY7EzSLnUv3DFqUYJXVM",
+	"BxM6tkHhtNZXCFvblvC9tweo1hOhiTEQBNphkGwAmtbwtm1YXlEpUguSZhsIaB1kcU19hQr+DeSsBZKJ",
+	"yKKWKdIgmFZ/Vx3gDnSjGMEx6uVerWSj/loh769Vob16zr5++uxvbIF3sExY38FnncLdhUZGTRmG+29h",
+	"1AugYRt9iGhHK5IG7560udjSVXmDy7AP71/HrkMondNTvxi7gy5w1X94a6OS99gb53Y5/DzPmwoIsbsT",
+	"5qlXdU2sVuOL3nulEbaXTWUOBZibIHWRIl71wlrrq+e07pC6YkKnujUo2Ajmt7EaFl4j4gyWGBkCAQjd",
+	"iSJftzS+OmN/g3zbmW2bhX+mmQkEsmtgLXDNL7sHeNC+HdKQjdzmjNZKY3SRqhFVCI1CC0XA3HObGCU6",
+	"yqIFejRV23q74ZMRDOmpH5FKMJwC0LjkFuNWXG+EFtosjKZC4527Gno8Hr6hH7cdKFPmTXFM35NwOw4H",
+	"pJD6ZWnWaOa6EE1u6womfs7tBBvpcgWx54lTkuit5hT/5JdcNp63NZaCA29mIXEHyANZyD33dzmnw9NQ",
+	"izIlmby1EAVuchbzTOZZIbbiUPt7WNf3qzC5tqaHxy80KkdLfpFDyNDqllqTw0s+JkWTjvecK63kJOqb",
+	"Dj3kuzw3GhSEKlZF38Q4GyKI9fptX2rhOVE/doQKqjfj9vgn8IaETfzg+lubl68L4u3NjNeKu6twpBGC",
+	"eYbU21vNEuqwwht39J63Nx5dr9prQFjIDGuFwzit6+tQHIr1q4XwUQvUnDEwjV87bHlbu0S2Ye9dzESM",
+	"pIe97unPMFRYfo/f10xXB+nJ+EKErtt/Nw8t3NnZ6nG+DZLiXAj2JhZ0e45yXsE7bBumR4HYVm2hxI19",
+	"FVszm0sLEQqKtz/rRdZXwj5cPK/Rzp5dHddhqQPUxG7IgU8Bqte1euHtz4U7P1KdEpbAbn2IbgNI/NIc",
+	"xp3xiW/2il2fvXtdxa/xwdqx77d/4IfGqtoL39eHPgD3si69OsZBzFe9lrd/xo6mWIG7vQ14feibRbsH",
+	"tP4r1SEbGfCWG4677+lIRdwNmiWmtXs4Z9/OYA2h+YD2wIhE2Ry3IITRA6bmm29u22I/SezUeZtesdt8",
+	"q5+hQqlQUl2aVnRbrswS9TlOGhG2oWE4NDgjCRgmtTNZUFoUWFiXmi0L7XEYOFZf87xHnSKROtAYEU1A",
+	"ySHXLmpALwtW5VPt7+n6EefbxJbxdXt26KA0zsizE2k6gQ5r3WyrpmAtfW29mPOUVyu+8gr3ugg7pC7L",
+	"0+rZxDtAQyNWxz86ntVgrwcBQyDdvTF+UH/fKy7zsqmn4haX1M5GtpuMGxBvyJYHipPqMhdHgfWBFYcZ",
+	"LACrigTc3F9kSxfbxA9790Le0lkUNmEf9kJb5qyN0NBic21GVceLURBuvlfhIi4W9aHRkCm4qSk1A1I4",
+	"swWoBX3TIEYB+3hdBEHMttlJI3IxsbrYm7X6+7fkg0XDWrYIRUNSkTKO5kbkB/TEXcdIx/2IJrMPnbT4",
+	"QLCqvMFXAzs4T8jhD+wY3uQL0Yc0x9CFDtAxhHX/0EWqQqfBPjuLkAQoI9I3bLCQjWKuBBjDTAZPSQIJ",
+	"V/5jbdFz7G3fVIWH7pZq/aMJUEN8rRKknlxMLfWaWvL92XkzB2osBofBtCsplYPRnRPUNWF1aH/9mhzs",
+	"fKqmP+crfEvsM8VTWbme0DEwmtAhNsI6CRof7GZncL3XzYaaSB02wbaBCWLi+KljDxUix8jNY8QacQvX",
+	"U0toQZNAvtsOwDfu7lsVBAcyaO8LgAAK0PTRLS5FGxEWJ8Z/OZSoYNCvLUY/tmC+7Z2nufniw1IILios",
+	"GokE69+IS4s47lwFuGwmMzFfaOurBzeiRQd6/Rpdat6RBkjxlcMrtAEfsCfsP9z/WiKiwX22bQzP4aY1",
+	"Z9c+zYY/2WfVWroCjoFQAXQM9LU9tv8HdHZVeRR/bwr7ijzba2te4Z2g0cUU1+CABUqlPHEr5qHUCyrJ",
+	"u25hcea9BHEt3Y2vq5cefSdW1CEcnMzwuvPIExA5zk+ePUt2ZTjEbrxtswytNmqOuW1PUBuJT/eyxSkk",
+	"e6SPxP63re6y6NZPcrLtWOG/orvr3rw/a2EweTkTBRZYItwkJoCs5esHJjRoaznofTr113/vGwShLwZs",
+	"fN8v3ffv+FWPobGKv0l63dpY370iFP8CLmyexS056k3ZI+i1VHUjWEQYYI+VKhfGMCJFRjHrX3ieH5Lm",
+	"XzmB1lQ9bFOCmZEh5kmBmTp8pPtPvqoqGKgsv1HzOtiv9Ckeogb0aX85rkb9cPG8uRo1dnNsKYKtYu6E",
+	"KQmZbVTdFoph9652pRnvpRNVVlIjMnwUQEEfwMngGOoUomSQNQ1SZeKmJUpjxfyRYQttMCHI1yyiQU/9",
+	"jQYtNQBVrs5WJlAl0ECq7KqtuR052qSJwGXdrmJ+orfXacSbel0DXUax3n3U3W2Ol5PBccCqX3fAgBSP",
+	"HC4zTgDQddnsV3UfPwzs2NY8nRrZtBrW6Bnbkl4AihFmF/hwL3gHgE/BcN2sx6toT/zvvvxSFu27sYeV",
+	"vDYU761ivCG7Ke5Ke1CFWdsh21Vy5hcwDD/Zw7ppay/MJ76+ouEwgRuj6VqD3+XasRR6YutA9rM319hM",
+	"HeMcGoixWv+wJERzE5RbaHVNqb/3g4H1YGDdq4H1YLA8GCwPBsuDwfJgsHxRg+UuKv9j1ft+mtdvxNAO",
+	"biM3mUUhDM7GZX7lgzi+55TVwxCi4pbNhbC+z+ikkFYU7mZMZK96/EACbrhKCrebECJLzRd2lSoffQHj",
+	"A6pJsRkjPcgT6rUYIbj7R0bQrhNQp3wXgpyiOb7dbZD04xXjk4nMhLJNHatkZrYFjrwlYASTmekz0jGU",
+	"rj5QUzlS1aUoHbQOhPrYhBm+6tH4AvYSKJYAnsugeGMN/m+LslFD/Q809cklp2uThtAdzs34ctMkXg9E",
+	"TmNdbqjF5T+uxOof8OsoNHyUxjbjN7rD+A5SwbYuP1AedCQlNCQaQEv7rVi0tb0Tica9EoN08MgppL0Q",
+	"JgVlp2y0+vTk1/efGfX3S5SvJxJtjG3k2AcQzaixgbPS2H2rW0lEmMSU2m+B9RD11XDyENAnR6C8jwh3",
+	"Lc/hxwh01LeCgXb6TiWmoLBT3zFkaSwbzflNWL0R9vQ1PhaN+0Hdod3zo6MwmaNCWKHcHEdxd2i8LLWq",
+	"d/FYt/6STnjR1gSV2yEC7G+6JRs1P1FRdCYWQmVCAQFhs0E2F5Al393HvOzVKqgjK/EODb3NPF2vqFKl",
+	"OwCBDExU894CIvRJpuBnsO5QfjieU6+Fh+rUSiPv/amsus3t+y8qnjxs8w6y+7YSfQw9cNoMPZD4XKTQ",
+	"znTev1tjckf2+WFr88cwN7cuehF6FdK6byH4ttX/qxuzDTU6sEC4H7Xa9S0taHYkbB+YQn2XSct3mn68",
+	"LSW2VYH5nyoBuS3jsaFRkNM8EKDOamcESBtALg3jZSatbz0nDUA1NO4Lb0+Sl4ZROi1WnMFn9s8sR4AY",
+	"27xLV2JV6amtmZSbqfYYStiBq3iIEXlI8veaDVnlGgNmiJ9vNI6fd2/6XRrFno7uzza+kot9c3e3BwlQ",
+	"F1YZg/TUBnCXZl831KGEeknIzUNl3mrsP8mO+31nybW0L2nOhX0Jti04QZoqLmTo73eHjdzOy/mcF6uW",
+	"+t7dW46PU+ToY9K5FEoUh1Y+QOMkYfbQX+g+LxrkAcAWNNQ2zMY1ONR96NzPuqnAGPBB/RCjGdZBRuPV",
+	"+rl9d9oCc6Eva7M0y+rCqXaFUJKbkF8nYmEreEffCyFhvhWnx9Zupm2quG/+rmzF9vmm3t+Tddeg79rc",
+	"zTSWtvorW6wIFu8AzLx3QsGndcGw6xe4mdiMqyyPF8JpYXsExSuQPFkh5FU7EE0iGjHtXhLtcbW2W0il",
+	"rWNhay3stt5MM5HD3AN2Qgv64M6GXa1Vnfu1p7I8NMupwzbMMAaQySxGfUdDJWpVdcDevyhDKdPtsBLb",
+	"uzrJNdDEpl28CErgAf6O9sbVta7VrOs+x8xvLdXwHsNlt/p54e5sa3kd9buOvVHv3p5fINQ2DMNAX2wQ",
+	"ve4fv0AGeG9PQJj2lbtoxKEZuU+M4tbuMJyqcztk6pdFPuqzkfnN0K1R93fq5gP3+eV2N1djJ+eeqPA2",
+	"rb4UkPmE/YhSZfhc4GfYpXb0uT4ePQ1Jtc8Gg7B6KmPH7A30RA2dmxM21tmKjX5PCak67Qx/ogEnrN/v",
+	"//xxxLrg5vXT4AbHOwJMkszZy70Ki5wyc0f/e+TFW3EEFvcRSJ9Rn52xk5sbynNx48jRYm3oKB7SsKj9",
+	"K4YYqGeTG3eq3MCB2blxp520HAyeTPAlMoO/oLchTcSdJ+NbjHBAFIEG+qeMq1WqEHqH8rC6T0++hjV7",
+	"NniC03vvvnN0hk5KaiHci2IgsLktc+izcyFYpifmsW/S1Z9ndeemW1Qn2H9zIr2iiEbH5gV4t1ozng7R",
+	"mlpYensF/YHR8d9KbflOZQgn9N94bzBj93zsgm52HFm0o/tW+NR4FyL9BEchIU2TtjKVlwBZHVePHMCz",
+	"aRxh+nGZZiPfgVHcqkJmLzdTU5izfRx3YcYRid6b9VajmMPMt++pP+4UWCcSQJ+9Voyzd2cXz78NvrGo",
+	"2OZKiAWpCxC+OoUuYJyeToh/wW77HM6K3iDY3UBs2Lm+idoaopBzfrPF9Q34/MHXHSOLzfkKEzOrVKrB",
+	"oHca1XNfQ9iFOJ+Jw1nxN3enX3n3q3knileyqSLue3dSfbcKkAh1WJxqVAkVmCfMowfpwhdwbhlw9eLD",
+	"htvaqmYuEaUIgCxrsQXAhRTrrWwS9AaAtp8qkJweKO+Rgc4oVhROCoKB7meCXYV04awECJ6FGFyqnKBa",
+	"Fu45SFB2NqD/mDmFO6EI1/CVYUYT6uh+Ez8HJ9j2hlFNlEQ+ui7poLASU+q0qLJUFcJCZ5yem+ju/URA",
+	"Z8ggXnDjNIpUVXv7dUSM8bArpYN8VQxP0Z4rcN7etgSmXy9bXVuBvU9P+MoucvzYyuIuKlF4YK1g6AdK",
+	"0jSwK5hHaUSf/Vi10IcQATE+x5rQL742eWc0ceXf2Gdvof+noqclYXJzBep4qvA2TMah0lc2c6u74O4c",
+	"KOxR/vz1i/ehdtH8Zlj0WKrABe47IFVmCGLE1Nm2n2cMSp2qwHTdGA3mpmOHy+7vH1kup9aHT5wQAid1",
+	"IwOeyKyJ855lWSGMwU5HJkDEjk4GT/qD/vHxk/7g8cnTESSlcbo3lxaAv6RCEeAmBIs0FqTRn/qVoiwE",
+	"TguIof54DVMlDZvMxOQKXQx+1xOmFW1tIYzOrx1vwe+v5ZHEWHODnRVztSSTTenuhmaa8txpLtEKzbS+",
+	"Mn1xw+eLXPQnej6CPJ/Rf9R+Q8tZrZgpx5mec7c+Uxbd0W+Zy8mzJ586GW+koXe/iVf4K1CNG9vJEVow",
+	"2Etm+Pix+c30RXm0FMYeHff5nP9LK740bhKPj0+ePH321d/+/vXg+OTxqG1Oxx5C+taTamc0t8qS+DxB",
+	"Th/XhLQqK6dyAnl/hvGxLinZjCRqPfxfZbwY1h0LIzNhMG2pjovXqyPZzz2CPTCQA0Koqfrj2Dzn2Fh4",
+	"WskB34SKFSLnoJlajziLC2ZYFzAzxis25YAwik/2+utQ5reQZij3b4eWskfJQAxzW+m6tg6WV71nj3KC",
+	"ZgiU78QC2mYGaO4ojTUAblAya42zDu4ASKxpYT2mUUPwJRM1lB/w6v7iqaDRsxBnBe3nQIB0l0ZXAaaO",
+	"bQEuo/w0J5qr1oxbujHuH671ONvNngBMTfdlHYU0V4e92Wyp48IIHkXWIKaXccDwrc3KmRVrKL6mxSuO",
+	"frfdpjLstt+O6rkm2/lHIa7y1XsKLh8U+ERkeczx0ROe15tj/zQt9DxhVvdA+aD00IyvzGlAeYSiSkiM",
+	"46tHBnM2k3DVajR+VMa6aefk6XAwoLO0Bip1Hw0xtoB8tKFkf/vt8M2bfcGX4Wbfod2975SFOQavAWKb",
+	"0wLtdmXDQvzc1G7DiElZSLtyNgihXY4FL0RxVjqG9DvEEOeQygA/V58CV+THjxDZmeoWjMZynMsJe//y",
+	"/AIQGvW0An/Lhlishjl1mI0a5HACjRKszaHtj49uJnRw3CO+l6X7d5dnc9CI81UvCCl3gVAhnS6bKjcj",
+	"oSypBUM2cj/oQv6L/v4GJsjQP3wlVugaHvUZClN4ESuAXiOT4chM9EJkzNEd6hun1A/EDQka/gAxewcO",
+	"3NPD93jjY/T4+vgxjXsUvQlm1GfQDYziTTD1G+sIYMLz3BB2LKwGugE4zspUcVW4+MhUMSto8CWVsYJn",
+	"9AJaKViol9ADYEga01PwxGfsWfDIOyocgU8bl/IxVaH+569Gq1Gqur4TAfn8uWIj7CswQgXJ+2Ggky3P",
+	"MLeV+dYfheAGknqfDgaQ/G5iL3lVcYe2IojzTE/KuZMLXZ96Da9MEFIwVY5kE+Cn7rvEJFYJ2orFii14",
+	"weeC+rFWG1B9KxOTHCDWocTAF1zbpZwIyJsGTyWOxa2kjxLOgLhLZ+06S2zGZIYSTRqvMboXXouCnQwG",
+	"bDLjBZ9YURioVqeWo+570O8DgxrgWWTdjFuOTAKtQ/jZfScrcWNE5jY0YVJd81xm7MPFq6O/J+zDfw4G",
+	"g4HHZ1QL7nhEqkxZFPqSW8GEmfCFqLqYpGX298GAgSMT2UvCkIEYqj0o+MowJYx1L8qEWPhaqa+eslxc",
+	"i9z0TsHlgZspbaq8mTou3T5eocFqhDKCdf2AN0pZ/d6G2iBdEG+ArYxcpFiXJW4mQkCerqNqaJboUwyM",
+	"z4NElyuUq3sCg2iXJ0ZnrvmolrvQA0vaXRm9IL33DV4eMVTETpkRgo2WYgym6wg+/qL0R9od0agqiZbU",
+	"RF1jvh6YtJP4duGYfHoyC80VsTFGp+KjAeCJveHG0fDZu9cRLuSwc9wf9AeQR7kQii9kZ9h50j/uDyBH",
+	"3s6A6TsOBBl07g+KCzelDFU5eAjpZZjRc4GVKN2IfY9xg5O4FsgkqSL8PXTqJZTBRBpxAnH3qczzhFUs",
+	"P/irE8/ak1Q5XpyQLujB+WHPQF/DRAYDgTcIPzpiQd/pqeeCJlUVL3UcxJ21PjvzjizHuY2AVF9TueTx",
+	"JcjiU1XxeLgT+WW4tzvCf77ORkzxotBLg83u3+NLsGfDlbMUPHKDz2GkcgfWHR3BT1EFRMK+HoCyFIdo",
+	"yRUVGNfrDCIYxp7Blrp9JgZnOsOfms2I6pbHFHj5mOy803cE/L0jHY0AN/UBLq9nQHsbPBvrzpedfgr3",
+	"5nVPml9zJxxPK3dlbcMcm6C9Ai9Jw+D85tzl4KBxBn2XzXkmtvY/aRoV9YiuRrRftt3ugbS07GhcGX34",
+	"CH4GXNiFVgaVyJPBAK1LpyahIR8pDE5RCMol31k/44gYwo2gbq7PVBA+Yg3YVJrgpo76+rsbIYP9KQ6v",
+	"6athGo+/4Zl3RMAjx7sf+aBI/foXZq4/HTzZ/dArXYxllglwCz09OdnnM4tCT5zcGWNO79OTr3c/daH1",
+	"G65WNCdwCz3bZ3wfFL/mMvffIp6z+znQI9HK8KmfnXcInIlN0KgeQReghc5LyyELChTbBIqu4z71ll8a",
+	"KPACnvaze6+TWpM43kmSa5MRVlHRe2eG93kU/DT+fU7Dn5WuN2vLEqaLDDJOxysms5ikKxr+GfKNTQMV",
+	"Y96HJ4CDyfh1HXMRqRQW7BudrfYgUAqmAEnPdC69c6Vag+ezQho75yZhP4gl+z/Bi0eGvcS+ZsrXKi+F",
+	"uMKcMMW+EUUuneYC1gu6bKyAJTkZnPzt6Pjk6ORZJ6n++KrzcxBTmTgK40g6GFmDlUAnTHjoyfHF8d+H",
+	"g0EH/S3u978fDY6PBscXg6/c724tqhKXzsvS2YePw9iW4AiDN+Ocf4o9RB9/hmN42PGlHJ6PdT+NLUrx",
+	"cYN5HN8582hiHDii7I/ODgZ7sIPnWk1ziU7Mp8dP9uIfkHPybyB+cZvBY3QzyUvIWvHMp40hrcvZx7/L",
+	"7CPah4D/v8GpXsDvEadao+inDbnQWAX+hye/p7uf+EHbV7pU2e3o9c9CSLhhUUNZZ9YCBg76/J4Ovqam",
+	"7lE/M0jkQIcNZFpAhh3kLkjbLg4bdbp/CttOYIPPwjKpJJHOzl+McP8sdPhPEXc13qJTHaYsvQClYAG5",
+	"1Ru0hzkQNfI7RJE6jPIo4WIvVeHz0T31kPnr0v+DovGJigZ4h6OjebpHvnSfXUAsAJOiqyAwRMipkxPC",
+	"FWA7wxnHCAn+nbGVsDuUGIwabvUUYKbIF/OZ1pqCV4e1wePX6D7Eds+3eDK0NNqPQcAqneMzbf7H2/aF",
+	"vm+/6C06G/8Z3KSwJQ9u0r+mmzS4k3zeQ6sviVjcGst7TFEySAAj/9JafA8K+JzGg+XRoQc91B1gV23G",
+	"oV0kVBBG73YGof9AP1U1+D49ZciUElaxNkJNhyCrxnzetMPzPO0MmVNtRglEyL2+kzCjMegYOnJDHV0V",
+	"+oPQG0Yh6zh9oVsRvBfRQuZ79/sewp+pirouQa6gM1mw/X5T4I3amQdBch/qYWiZTgfv86qH9YbtDexm",
+	"R2/2PzZreVDlarzoXFAuBPCEroa2nY7OelX5D69KN/BcUKOyri8yPh5Aq62FKOBI9fbgWN7N1Gb/w/nq",
+	"3LdAbbOAYJAPZv+XNPuV34QGUrqVxb9Jf48xPwSk5q08CI2iFjuIL/EcrXxSJxbtUVqnL1ejW5ykVHqZ",
+	"sEVemlSNcFjfrEYhsXwYwZE9MpTjZxHuAiTs8bN5SKDlPm/qNKAAnDydNWaRvIQvVWft7kUZfuELSbJg",
+	"x4i2g+42ClcT9+L2Z/7BB/FZmARlNHeGP/1cU6lLM0NgF9Cn4/OB9cUVIhCyFXa2kUlby6DdU4TVNO+7",
+	"5SFBP18QjBAKXdCtCUrXWMYRKHPo/2HcEwPKlkPc3jObVNOnZiUBLyd7W2IP9kkuOPSJdUYiLHhV1YTY",
+	"014TyAQAAQueJc5kmEljdbFKEPqMcThTNBro8gpJWu1K9JcV8kl9eR9cnX8qxZWj2lpprXRqgn5KZ6IQ",
+	"UJVM7iCll6cYJcVnnGWYa0PZhSgIen2IclF7ByzQX/vW/iwC+Mods4iQ8mGHxLkwB8MDEWEiemj17LHB",
+	"QMWHgr+lNCJVnkn0Qvn6yWBA6+cYxSVY4B6OHjnsUk4AWpbbVBEOjqm+jJ43YsEbzLgQk5w7vlOBfQcM",
+	"oBXrhmGiOR5zqR7UT1OauMdRghx1LASgD401FCVAKcPTwVN4iAbm9SNSpFI103kGyenwaAIJ69JWtRTG",
+	"yjxnfOI+mYvsUlBmueO3cro2dkroR2Q7QnIISdMZ5PwveYzyYJw9BV21UuX5ZdcDt/USR3RjMdFzYard",
+	"I1x1rFrwEg05V6ouwmqDyKMiG38oHpmqDBTLsKF+UaiJoKbbAESXqlJlgIKEIBRhZCOsnbH8Emtn+vg3",
+	"vKD2Cz1BFTbYJd5yoM1v35w9Z3oKRQ1zhh+Ki1iMmBTC9obYCzZcSZUbXSAcIE4apZM2oqBpdLkKWBss",
+	"kwFKwy2ZLlK1dNs5FjBPfE0PtGfIAg9kCkUdFN+GY+SXYMlNqpAmaCV92hOtH6FJse5yhohduoCtQu3C",
+	"Fis2c68YC6FwDCthewk5vwCBbqIXq6iYJ0BKDBCKaloIgt93x/GUGY1VLAQrV9XQRUYGvRJXCMA5aD59",
+	"9lYJgtaCGikO9+LIBC/yFeuSx9wtEKEwcHDdIQ33wB8XrTnMBBZ+/WhBchgtqfCnVxo6YuGYYNlktebJ",
+	"2q7jgiY4D7e01VbSOq6vYHx4pR0Ce/PHKQlLSTU/jr8lLaerQYmBt9yn9USf+EOaT++DRFF6CU0SgVZ6",
+	"fykT6k9pDP0T6vojtkqSkU+udto9p+7M+nrBLQoO1Gru9OIBBtQ9Uii8v0W9h2IhUCPcSSYdADF1Hzx7",
+	"XzShp9oZJ1cadqciO6y1/zSPX0Wqj7F27JM18bXcbXjpH4PU3YL69J0Hiv8jpMoAcQSokEdmoxMi+R+q",
+	"CGqWsGAFhL52Fb4aWmxNh4ToPUY0b02EeVdhit8bySKGdFvSwoX3aEMh6FrE+6Fu5S6Izy19PcHAL3hM",
+	"PoFedpWnECb4Fy1O4Rlf+C7S1US/EXbpjKpnBNgLFhw1+UzYXF9v4tA/8q22TVyhEr9+LlVn+GwdlvzZ",
+	"oMqqEryYzI6gWTlhHk20QrsLsdOrEZ6FUGmwHYWJhxmPovbB4+qDY5nnUl0e8YXs1DHPO8POszmMYCGK",
+	"56Wxeo6NoTZHcIJxWroncaslFeN5Ho8gmofbs2HnsX8AEtBqAzyp/X2hLc9ry7QQxZF/GsFLCGSsGtvJ",
+	"gHFn/GuAC2H8WhSAPz0uC4PATk8HCTseDNpWjJdWv/d+NmcXJR14tjN8OkjW1zMaGi+sEgUtqBvXO1Gc",
+	"wzg6w5PBAcU/eDa+TOmPb0XxUPjzb174E+HqxL2rNvn8mqawZ9FP4P8PJT9/3ZIfops9Cn5KU/XKa1Il",
+	"2pwCbWQ0+AwM8SLq6vZgEX1BHwB1z617AdBPtekFqGuod17sExHk3btw8eVfptBn+znwfoK/6Hl4UCru",
+	"qMgnJJPtLvHZX9t47O2woyux2oHuQXd+J1b36q44e/f6O7HVXQFogw9y4ws7M0IapCchhoBhMaQM6xbi",
+	"Wl9hcoepuvXcsVRpzMw4qw0MgpyIIgn9myQCluEkhkwiqr5W+YoZQd0TIBerPteZJhDFQvDMx2Ntafrs",
+	"NRVxoLrWfTp40qNGRMuZKAQTuRF1mEsAnmwIaBIISXXc7sbVc09WLx5XsnD/zMbv/dsgf2k59dqYUiBC",
+	"ZHXoPOaet2agnB9OFR1JSR2BKVMIjsRtpdfj36/E6vV2C/o9sKP62dptRuNT2YPM+UK0heu/RlyntWYv",
+	"g+NQyqyYVs5wvtZXUl1inpyjtRkv5rkwd2nS+DrfBbezqmgVyLCzbmHcHgLx50ban+pCTLjZBSbKsfNV",
+	"cBcQLnB1KgnnnasM8n4I99ujp6cqghLnplYaDnlcEPSEPLJuhML1K9yRMGypniosLEf4UHMlF5EuUDVq",
+	"ips3gYwtVajP5KnCS0fj1RH+i1p8YKJj6KggzVqRBr5gUdpUdSGrEJofUboZgthm8lpmVWxiLrgBiFuQ",
+	"9lbORQ9YF+VLVdmcPoaIOVnuUT8kodjIrdvIpwkiDn2qqMUzwz5XJqSK0Zt1Afkhub6EbPBcTC3Tpe2z",
+	"kdVYSWxTBfGDvyFAKaZv4rdO/TfpsEH/aqWXsJjwAqtB68n4KlXxk01qyCuir7Zw051WkP8Zar9xIfyy",
+	"tCYB0PW/nrD4S6svF1Wz1xr7qLrWALdzrC+pM6pLLpWxbAmZ3pZNuGJZATUMd2fjNAoAx5226TrPnaKF",
+	"RPutzrP79/QGqIot/t5H3mKqJcm6qTxoV1+I9F9S6XHdyFV62WffksoUNksr8Tls94t6hsC44Fcioc7d",
+	"NQODKjlJk8HO3mBiA3w5GhwwndBUCgrmeZFLgV0GAKBcZYC5IK0R+RRk7AjKqEZ9Rj3Lvch3i2Ash3+c",
+	"VgUB4N5wEtt3JBBZqrSiaA2AIUAPKKB3rgLRM57nemma5O+5D9GEw3vbZA1j9aIe6D+3GjyGTKpprpew",
+	"sk8Gvpllaw7EIOnAsnjgz8Hx0eDpxfFg+GQwHAz+X+eAQL2b1BfKp74ts4o2DXpN//U41oPrvcYYvwX1",
+	"P6YGOi6+nhvqMMP5oMpL4hysO2Du4GE/ggN8GgQS1WbVvTqACfrs8ZbY77mHo/qiR40cqA/S/8spvnVE",
+	"A4PddDyqjG8tXHXRRqMZS4lWSWjjAvBeVt+b9mviRsGtYaqqnfAXQ5eDUp19BaEfry/waXkpbtHtYOfc",
+	"f7A96q6n66dzdCVW/wBNYIQtfHI+FjmwnBm4gqShHuwMbh1B9Sl0XIKfe9DKyV2i54MTasY9HMdY5Inv",
+	"YOUf67P3YiG4RY9J1TfKaSlGXIuC56dxBgx2NRbCOm2KuOEcVSpxs8ih+SJ64JpWB8ZQW5jQym5bQ9ev",
+	"NhvTGbuCtkFTXczvt0WBJ5qHFgV/Gky5qG9TK6xcxeF25YB7Avj8WeCHEeiXycQNq7MlHMlGk5nMs0Ko",
+	"EfpH3UF5Rd1KzYjhU2NBYHTXIov6pD1k8v7hNf9ng7/tfua1MuV06pQTZc+tLvjlHWYBQ2+9IKS68Kcu",
+	"sGsiNh/koSlnJnK+Ehn7VY9ZtyjVWd1miBnDujb0mBq/7YM6KbJqQNCsnqtLxEBA7wf09AJ0xu67t+cX",
+	"qap/CeyTte5yoa/ci5ffv7x4yTaf6CWpgjaU4QN6vuCFOOIqOzLCDmNZHo0KOn/72n1uU8XzPPGtTKlp",
+	"MZc5QO3k0lgsWx8hlsMoweAJN4QKkKAvBhs5AvKGYZcaQoVvPSRlrvUVwOaWC6fIHgOcXoDrDLNKlVRM",
+	"ZsjHTxnBXxq+goALvCkCsxxNSPoaYZnVqYpFcp+dsQKUHQT69uoLwl86yRxHLp0GtNbeD9YDPcB1HQvd",
+	"Ud5t5ev5QTcd+t6QGRbZ04L3nFIVBkP76rvBtlXfe1Z7RkR4v+IEv/KF/Ebrg2jD5YQmmKAcw/75g+c2",
+	"ilb6AZzzT6bU1TgenTZdhDOydu6YEbmYWF3Q3puEWIlH5tybtY99vnQzY/8QsSkwWogFiOIa/eYAFwrm",
+	"eq/PXiIPFnOGdpuEvONU5fIKtRxoyqqnbFJTMVkXeFGBc1PU+NX0EPQH8i/I2U38fVhbD4iJoc6VUHMS",
+	"7GRMgXvftThV0KQEK3ShVbFhI5jUT69/ePHyf3/uv3r98vsXoz77H+hci/N1PM5YDSOw+hLhXiSiDC8L",
+	"aYX3TkjPyTyOvb/7FJFTYD1SBcsDD1ZoS8BhfZNi4z3nKEKw6bXCZQ2NmGVNyQa7i5YAKuaGwGdtsWJd",
+	"gHdapQpxKWG/KggoBI8Kb7ahYT5lSwFHgfdWYDSI8xNp+UffOXNd8AxxL9f2dgHYT2JO+Q2w086+x6mw",
+	"TE6nAuBrYBibA3t6ctJn30E24xSHj2uIlNI8DNo14awSKxAEacEnghYTyRAGMEfQG/e6EDXxzifK+zl+",
+	"4jNakFhGSaoILYerVSB3J9kdD7btCZfBcfQNHLr7FWTwjUOMo8H9DKFdir2Fdr7uaiCShLJYUPHxmgos",
+	"+4NE+zNWKgJ6eCW4sO862CO/6rHxfJTOwd5Ca1GIaymW7WILG5DwdV7kzn0SBBPo7dys3+QYcaq6TweD",
+	"OJMNJEYvQVEQOHcSiShTNTkBOZAqbhiNtPbypGK2lb3vlmIJjY4hoozZbanS06kR1rBMLASWTMOByOoC",
+	"EBJHLoUFhH0UQhNeFCumtGP8pZrMzuwQO/Xjn5QX5qwZ/NTIHTaAR5Nz0cTC3tVncr4Qk03XUAt8PGbw",
+	"ybkwAeiYHQ8SVsGKDwa9tgYdkLu33t5Zzss5VHhjaiP9GRymUllxCUXofyDv0x0GvYj+W7GOiQZxzR84",
+	"558uXLa2gwjzGI57JqZSSbfhSUibMfzasSq5PxPdrxQ8cgP/+xaD/+lquyufoHb2ICAT8Vj09k6B2a9B",
+	"FAE8NNydiy1hg7Z673ZaGXwWx/tFJBMfaPCLVn1X29Aae/qk6u7NjZ+L4nLN+Rw8EAwcEAhYrpXos1eQ",
+	"I+89j+jBTJU33H1Nkc6ziNfWTwdm9dEDBNiOj6UqfOZcWDheo0mh1QgaJKFvfsRsWSgTnUkoi0CPfqr8",
+	"JE6Z8W8Aj/0IvQQwtsVCG2kbVTWsQa+dxvvTgL5MwfsuNuBL3v+y7OAh/vYF42++YL46p4eVzO/Uyx6P",
+	"+eRqKvP8jrHk3wOeMxYmO+aXsExMJNifI//JEaZBYzwNeyfWrM1ULXWZZ2zGr/ElEBSLarigBgpikVIF",
+	"k5L9SyuRsBfnFwFKPku8DRpQp6lphVDZme2hExC7g6IyvBK2z86Ue4MfF7chAjVDoHV3ow9xBTWIOHUC",
+	"7XmSVJFfHZrSXcnFQgDeP1chcduvRgK6t1qxa1G4deqBr09MbaoAoUxlobjMGdPiRhrHsEfDEOmqxdv8",
+	"aze8qn32yg1cZqiFWfBcr03jEQY3ybsQIOcTP7bE71cPHAG8+hosCkLoB/DJVPmlctTgVxRyyIk6wFt6",
+	"UR9AqMCDFOXVMDShx9o+fIms0O9TNaIF/sU/OmJdcIBo9dI/6OydXzxZBAxNwPMzENEMrpVwE30Lgq4Q",
+	"fF6xXApfrWb1qNdn/0VeFMymNowbzPAKIOSwlOhxIRWYOkdApafSS9bFVk0RrGe98JDp67XwzCPjm9xC",
+	"5wBEgtdKYDjjUteSd6KHMP+OmiSKFSvgBIJCEXJx+RowwoJPBA7fDSPnC5+i66sgvWvNpCrTGOZ228as",
+	"rhOHOcW6RGlg4ektISYhpJ1Bl8RUQZUf5MO5C2O/4tBqYzTnN46MzSjy8ySDQeXqSRW2kOuxsRNlhkoE",
+	"YCuNp/fCsVd3gHKtLkWBf0fYB6nqPj05CV55q0eRS02V8zG6jsNr3SboPDM9CMQ7datSsUzCINpN0VM9",
+	"X4AJuxbkrkAXwndTRTpZwp4OvsbyzSoXa85vsHHkO1G88ocv/HhO8aTfSm25CemtmTRX7LLkRcZ+LbPL",
+	"CNo7LI1TLVFrxRBEqriijpnSQFjJCnVa+zzWgTpFVhQmVKBpbFTma17D2fDuuj7zMJJRPS4E/CZXl4Xb",
+	"O3coCmGgXCH26sHu6mlsU9K4WFYW5E/FrqDC2FNCJjeWdUeCxgw4uaNe7VkKDFTfb9J8vyGavmfd13/m",
+	"oDSBk3v4/I4EgUjeVJ1K+GQiFt7M8Y1Ceg8K8oOCfGcK8iuq2K+JN25sxJJrGiMI2qCJph1PtWmnd5ja",
+	"jADZ+yTvg5i6/wT+n+8ZKP7fJj37L+svq+Vz8/jEADEn0PfIo10lrX0u7raTQlNC5j10PtTwB88xIQO7",
+	"EHKnV3pjhTIQwYAkiq3M0O4INbcftBWjhI3wZtDIMC0SL59ZSr/GP79ZYaeqVC2gYMVrVtQKBU1KUgkh",
+	"qenMRq9eGwL+HlX2ngbtDHHKoye9ljfXc2xo5s3YiaB5Qnupqc5zZztYs6aN99k7XmLvNxpfpcX6bBpY",
+	"x1CI7N4RFjNaysbwrnvjPatN8I1IZ/qSDkLa4Qf/4AMoZntG5ul6gExP2bQWOqgFzMIB3QoItVuLidJb",
+	"GvWYtVSMP0Maxkbl31luNOTUV94eHJlt8zeRl8mZieQ2GvUiu9/fiAycbjHgxmybkrhZ5FyqppLFsda5",
+	"4Oq+8X4OyuNIIkAT6Ly5c6V45UaDWrBWj1tV30B2Y/Dk2eCE6z3gDf0V8khiqoF0yw8Xz7G1ZeWs/9ca",
+	"CMsnR26b+RyqJHfcpOs9vPSPkIqwhov3oGI8OEza4Sex0mpDLWVwhRo+E0FBuOa2uoW5kos7tuRe3vCJ",
+	"zVcwLj1lI9AUyOYKGEeO61CgrVKdlLahr7LIKEE1Ch4liHMYYojQIzlhVZzPCUT3Bh/D9KGmOVclz3EM",
+	"SpP21mdnaC4DgmNZKBR3Wk2EM8UAtNnbmtOoFgKDZxDlsNE0tHJjMTO9VIxTiCgSxzCWDzD9U8bR2+5D",
+	"MgEoKsaJ6qfqx01tM85QqfJNZhB5muJgeSFSFWmhZwynH4qHpGGAE+2H3lhldyUX950xciUXX7iwblfW",
+	"WFL1qYj274FzPxiHNXbtKLnK9vcMj/x1umAAyo58gyqFPCM8iFfT+b1jdn1G1Qqh8zqMM+K6joP41AAs",
+	"U64H3rYE/ohz9TAXI8/hJHmYHwrkjVfAKxVyxeIyoOThsIgjkwsPOJ5Ul0PmWMTIN6uvcHK3RQhZ1wic",
+	"4isM3Y+IgY56IbWh7oLE6lkCnsE1UPlqyDAy+TwItlSNFnyVa56NWLdKM+SmIV+DakQIxBM8j61h4p4X",
+	"DmvvSQhAQlsxYtKk6kosgg+fwrWB3VNSTcg5oXZ7PBY4kJHACoFpiFjp7qZbKl9AzC58igwJIcj3UZry",
+	"H5pkCD1xz2KEvrLVj3jy+brxwtotuXmIsD5EWL9shFV5TrseTg3JbgfHUymxrB0rEGBUoX+o9VlomMEH",
+	"EjBGQQWORfDnvMykTVUh3PmUWvUrCIsFd/zXcTYNfV4K/9pGBNM4ovs/fqx/6qDu2mwe4rv/ns47QFJA",
+	"2IFwrjacdw2R4eVMB3Qbacl+JhzFe/Ho+RH/3l4VRLfc56GhT7RZd3j5AYHu7hzLQYONsxCgjB/BVpPQ",
+	"gNyp5QRuMnG35twKJQw16vDx6800BpRllWTCL25P7rmge/7UEgAn8YC7+OfAXVwHW2Rdns2lQtRkla9q",
+	"Chdc2om8iATwR8VdxNF9GdRFWpmH/ucP/c8RfXyfw1aXH6HsvU1dCafvnhl8m7KC43xIx/yi5csHkNfd",
+	"VjL/N1WE+CIdX77D5jyLg1Co4w/jMhW0upU1qfLxIjIgeIHmd5+dMSg5YbpgSwEdBQBxTAS1gSZu+ZWg",
+	"kNZEq6m8hGZltLBYskEIYWaml9SzLaC3Q72jaa9Mjo7YfcmnL1OVvP1k+5rkv+gJf5Btd1RVHGwrxeci",
+	"oYOaMCoW0wV29HGE5FbGmg02dWg58hZJ+Xhn027szvsH6Ndd7wv9IEC/dPfuQMbQiro742ZGYir056Us",
+	"EMxNmOmlulMJu8XEQop66Hr9kFb2pzF5VKhQ8fA0pEcc3PJ6F7vfv8t1OEYPDa7/NA2u76qv9adw58/V",
+	"1NqtgJiUhbQrGNpY8EIUZ6V74KefHftGIGsceFnknWFnZu1i+Pjx8cnf+oP+oH88/Pvg7wNg9TTzzRBo",
+	"oa3N3YJ5n3etdxCgD2NDAU3YwlFWjFRsCr3d+mudmKQwnc2yCcjfh2hQle7fnelcZtxpQEshroTKTMLm",
+	"XGKayUSwmS4LQ3AqlcEIYNgyoHc89++LBhK+0TCS53HvCeObJqy3mojfVsWcNt/2FiFH3CLWsA5jrFRa",
+	"MOvTIKNXY83j5msda6QEDOlhFBH3xlfjUX9NNJ9vrFDYJMGQruyRN5wBfiWiL1J4ouGTyE4jVHDi244q",
+	"anp69DY8TM3jx7wSN/Z5aTnkh8IIT2tN+JgRVPHn9S7E6a4+iSF5fzX+eJlRTGMpxjOtr4CLwwRfUPJK",
+	"O9LuOcYcJgj0za0V84V1lD5C66RfFvmoz87/+zyYK5fCVslJ/3X+9gdAysW26MbwS4/TG3b+HE50uMqt",
+	"LeQYQCswL+t15pOyPNm4X7qvXr96i+3SzZC9wYf/Wehy8Tpj/2DVrUmq6OoLkZVBX4O76P09KIjxSbcz",
+	"YYRHGodEsh8d63QjXeriyjHMDMCO3r09v2Cj39MONL1LO0NPbX344eMoVd3Re/yJhMOoB2vn73OLh4j7",
+	"/idIFxuxII17p6mC73DFRi+BgP2rfOYezOGR8eT94f33UEPl/sC39QBix1uI2KKPsFeanDh0oODZXbVn",
+	"AVkHQiPiN0hL1tW+VeVmuJ4VVf7vkU+FKI7gU0c7hMPOZnO1sUA+XlLRoVZ0QDwJU7QdHhgyHoHwAB/F",
+	"YmVLtifh/MC+Q5a1iRqdhBT3Fa5m43TXgOw/baYflLyhtD+DKQDI6oAuIFnNyEuFHHTn4kO3Ksvni08b",
+	"0+j6+B8j9p9sJm7Yt2/Onh+df3t28uyrrhGTQtgEC5TcZ9h/srTTTzvsP1nBl8ALeqfU5hi2S14qaJYD",
+	"D0LiqrbU/EFBjcCcH3ns/4zhd91DHAo3IUbtv0mIOgR4hQjkOxfk3L/roAW5p3Cc59DEwQ7weK5nBa/Y",
+	"yc0NmwuuDAs1GafeiPitlJOrHIGlgMuBL3rJi4zwpVER3hAOHhwTXdfvhS1WR2fw764nUARe+/bi4h3L",
+	"uBWYKEkK8p29L1KeNycOnTZC5gIHWoRe5NQIVwloyMOgkQjE2hn2gEoVsYshtNuQIkOpNeaTK6cJVenT",
+	"UZ7enN+c4VMmwVRolgmeOcU7k4WY2KrPN4IBYMXGmjb7c6zdn1HuX7KeglyAEAL+ZLVbFqfekiR+ZJws",
+	"aM65+Pjx/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -74,6 +74,7 @@ type App struct {
 	resumer    *master.Resumer // paused schedules due to resume
 	finisher   *finish.Finisher
 	finishing  *finish.Service // watched fires: notifications, dependents
+	deadlines  *master.DeadlineChecker
 
 	adminKeyPath string
 	srv          *http.Server
@@ -367,7 +368,7 @@ func (a *App) build(ctx context.Context) error {
 	// the master forwards a release to the owner of the event's shard
 	// (tokenOwners).
 	a.throttle, err = throttle.New(throttle.Config{Shards: cfg.Shards, EarlyDispatch: earlyDispatch(cfg)},
-		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Caps: master.PolicyCaps(a.store), Logger: a.log, Metrics: a.metrics})
+		throttle.Deps{Store: a.store, Shards: a.shards, Limits: a.store, Caps: master.PolicyCaps(a.store), Holds: a.store, Logger: a.log, Metrics: a.metrics})
 	if err != nil {
 		return err
 	}
@@ -417,6 +418,8 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.resumer = a.master.NewResumer(0)
+	a.deadlines = master.NewDeadlineChecker(a.store, a.metrics, nil, a.log, 0)
+	a.deadlines.NotifyMisses(a.finisher)
 	a.metrics.countForwards(a.master.TokenForwards)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
@@ -764,13 +767,13 @@ func (a *App) Wait(ctx context.Context) error {
 }
 
 // services lists the background components in the order they stop: the
-// resumer (it emits through the emitter), the emitter (no new events), then the handler (in-flight deliveries
+// resumer (it emits through the emitter), the deadline checker, the emitter (no new events), then the handler (in-flight deliveries
 // finish), the throttle (tokens taken but not sent go back), then the lease
 // groups (the units go to other instances at once). Start runs the list
 // backwards.
 func (a *App) services() []component {
 	return []component{
-		{"resumer", a.resumer}, {"finisher", a.finishing}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
+		{"resumer", a.resumer}, {"finisher", a.finishing}, {"deadlines", a.deadlines}, {"emitter", a.emitter}, {"handler", a.handler}, {"throttle", a.throttle},
 		{"emitter leases", a.partitions}, {"handler leases", a.shards},
 	}
 }
@@ -887,3 +890,5 @@ func (a *App) setupTracing(ctx context.Context, hooks Hooks) error {
 	}
 	return nil
 }
+
+

@@ -11,6 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store/embedded"
 	"github.com/schedulerd/schedulerd/throttle"
@@ -40,8 +41,10 @@ type metrics struct {
 	tokenWait     prometheus.Histogram
 	failures      *prometheus.CounterVec
 	tokenTimeouts *prometheus.CounterVec
-	tokensInUse   *prometheus.GaugeVec
-	tokensWaiting *prometheus.GaugeVec
+	// deadlineMissed counts fires not finished by their deadline.
+	deadlineMissed *prometheus.CounterVec
+	tokensInUse    *prometheus.GaugeVec
+	tokensWaiting  *prometheus.GaugeVec
 	// effectiveLimit is the adaptive limit of the policies this instance owns.
 	effectiveLimit *prometheus.GaugeVec
 	// limitSource is 1 for the source of that limit.
@@ -124,6 +127,10 @@ func newMetrics() *metrics {
 		Name: "schedulerd_tokens_renewed_total",
 		Help: "Tokens renewed before a send because the event waited more than TokenRenewAfter after taking its token.",
 	})
+	m.deadlineMissed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schedulerd_fire_deadline_missed_total",
+		Help: "Fires not finished by their deadline, by their schedule's policy (\"\" for none), counted once across instances.",
+	}, []string{"policy"})
 	m.dead = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schedulerd_events_dead_total",
 		Help: "Events moved to dead after their last attempt, by priority class (high > 0, default 0, low < 0).",
@@ -173,7 +180,7 @@ func newMetrics() *metrics {
 		Name: "schedulerd_policy_limit_source",
 		Help: "1 for where a policy's effective limit comes from (owned buckets): policy, adaptive, hold or limits[i].",
 	}, []string{"policy", "source"})
-	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit, m.limitSource)
+	m.reg.MustRegister(m.delivered, m.retried, m.tokensRenewed, m.dead, m.lateness, m.tokenWait, m.failures, m.tokenTimeouts, m.tokensInUse, m.tokensWaiting, m.oldestWaiting, m.effectiveLimit, m.limitSource, m.deadlineMissed)
 	m.reg.MustRegister(m.firesDeferred, m.scanDuration, m.childrenRead, m.firesRecorded, m.eventsEmitted,
 		m.firesSkipped, m.windowsSkipped, m.partitionsLost, m.apiRequests, m.apiDuration, m.leasesHeld, m.connsShed)
 	return m
@@ -269,6 +276,14 @@ func (m *metrics) LimitSource(policyID, source string) {
 }
 
 var _ throttle.Metrics = (*metrics)(nil)
+
+// FireDeadlineMissed counts a missed deadline
+// (schedulerd_fire_deadline_missed_total{policy}).
+func (m *metrics) FireDeadlineMissed(_ *model.Fire, policyID string) {
+	m.deadlineMissed.WithLabelValues(policyID).Inc()
+}
+
+var _ master.DeadlineObserver = (*metrics)(nil)
 
 // exportStoreSpace exports the embedded store's report of its disk space.
 func (m *metrics) exportStoreSpace(space func() embedded.SpaceStatus) {

@@ -3,6 +3,8 @@ package app
 import (
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/schedulerd/schedulerd/emitter"
 	"github.com/schedulerd/schedulerd/finish"
 	"github.com/schedulerd/schedulerd/handler"
@@ -34,9 +36,10 @@ func TestServicesStopOrder(t *testing.T) {
 	}
 	a := &App{emitter: em, partitions: bal("emitter"), shards: bal("handler"), finishing: finish.NewService(fin)}
 	a.resumer = (&master.Server{}).NewResumer(0)
+	a.deadlines = master.NewDeadlineChecker(nil, nil, nil, zerolog.Nop(), 0)
 	got := a.services()
-	if len(got) != 7 {
-		t.Fatalf("%d services, want 7 (resumer, finisher, emitter, handler, throttle, partitions, shards)", len(got))
+	if len(got) != 8 {
+		t.Fatalf("%d services, want 8 (resumer, finisher, deadlines, emitter, handler, throttle, partitions, shards)", len(got))
 	}
 	if got[0].Service != a.resumer {
 		t.Errorf("first to stop is %T, want the resumer", got[0].Service)
@@ -45,7 +48,10 @@ func TestServicesStopOrder(t *testing.T) {
 	if got[1].Service != a.finishing {
 		t.Errorf("second to stop is %T, want the finisher", got[1].Service)
 	}
-	got = got[2:]
+	if got[2].Service != a.deadlines {
+		t.Errorf("third to stop is %T, want the deadline checker", got[2].Service)
+	}
+	got = got[3:]
 	if got[0].Service != em {
 		t.Errorf("third to stop is %T, want the emitter", got[0].Service)
 	}

@@ -41,6 +41,7 @@ const (
 	EventStatusDead       EventStatus = "dead"
 	EventStatusDelivered  EventStatus = "delivered"
 	EventStatusDelivering EventStatus = "delivering"
+	EventStatusExpired    EventStatus = "expired"
 	EventStatusPending    EventStatus = "pending"
 	EventStatusReleased   EventStatus = "released"
 	EventStatusRetrying   EventStatus = "retrying"
@@ -57,6 +58,8 @@ func (e EventStatus) Valid() bool {
 	case EventStatusDelivered:
 		return true
 	case EventStatusDelivering:
+		return true
+	case EventStatusExpired:
 		return true
 	case EventStatusPending:
 		return true
@@ -203,6 +206,24 @@ func (e NotifyKind) Valid() bool {
 	case NotifyKindFireHasDead:
 		return true
 	case NotifyKindFireSkipped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnDeadline.
+const (
+	OnDeadlineExpire OnDeadline = "expire"
+	OnDeadlineRecord OnDeadline = "record"
+)
+
+// Valid indicates whether the value is a known member of the OnDeadline enum.
+func (e OnDeadline) Valid() bool {
+	switch e {
+	case OnDeadlineExpire:
+		return true
+	case OnDeadlineRecord:
 		return true
 	default:
 		return false
@@ -606,6 +627,22 @@ type CronFields struct {
 // interval and runAt.
 type Crons = []string
 
+// Deadline Go duration such as "45m": a fire must finish (every event released,
+// dead or cancelled) this long after its fire time (after its launch
+// with jitter). Without it a schedule with a window has the window's
+// end as deadline; with a window it must be at least the window, else
+// 422 naming deadline. "" or absent: the window's end, or none.
+type Deadline = string
+
+// DeadlineMissed The fire was not finished by its deadline.
+type DeadlineMissed struct {
+	// At When the miss was recorded (at or shortly after the deadline).
+	At time.Time `json:"at"`
+
+	// Remaining Events not finished then.
+	Remaining int `json:"remaining"`
+}
+
 // DeliveryMessage The body of an HTTP delivery and of an SQS message: one attempt to
 // deliver one event.
 type DeliveryMessage struct {
@@ -648,13 +685,18 @@ type DeliveryRelease struct {
 
 // Event defines model for Event.
 type Event struct {
-	Attempts  int        `json:"attempts"`
-	Count     int        `json:"count"`
-	CreatedAt time.Time  `json:"createdAt"`
-	Deadline  *time.Time `json:"deadline,omitempty"`
+	Attempts  int       `json:"attempts"`
+	Count     int       `json:"count"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Deadline When its fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
 
 	// DeliveredAt When the last successful attempt was made. Cleared by a redrive.
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+
+	// ExpireAt When the event stops being attempted (its fire's deadline under onDeadline expire, or its launch plus maxEventAge); absent without one.
+	ExpireAt *time.Time `json:"expireAt,omitempty"`
 
 	// FinishedAt When the event reached released, dead or cancelled. Absent while it is not finished (cleared by a redrive).
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
@@ -732,8 +774,16 @@ type FieldProblem struct {
 
 // Fire defines model for Fire.
 type Fire struct {
+	// AtRisk True when eta is after the deadline.
+	AtRisk    *bool      `json:"atRisk,omitempty"`
 	Counts    FireCounts `json:"counts"`
 	CreatedAt time.Time  `json:"createdAt"`
+
+	// Deadline When the fire must be finished; absent without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// DeadlineMissed The fire was not finished by its deadline.
+	DeadlineMissed *DeadlineMissed `json:"deadlineMissed,omitempty"`
 
 	// Decision emitted: on time; late: after downtime, within the catch-up limit,
 	// or a one-off accepted with its runAt already past; skipped_overlap:
@@ -759,6 +809,13 @@ type Fire struct {
 	// how many exist. Absent or false once every event is written.
 	Emitting *bool `json:"emitting,omitempty"`
 
+	// Eta While events of the fire are unfinished: when the last one is
+	// expected to finish, now plus the unfinished events divided by the
+	// throughput its policy has been giving (limit divided by the
+	// measured hold time from delivery to release, bounded by the
+	// rate). Absent when the throughput is not known yet.
+	Eta *time.Time `json:"eta,omitempty"`
+
 	// FinishedAt When the fire was seen finished, for a fire someone waits for
 	// (its schedule has notify, or another schedule fires after it);
 	// absent otherwise and until then.
@@ -782,6 +839,14 @@ type Fire struct {
 	// written in later minutes) or "deferred: disk guard: free space
 	// below the threshold".
 	Note *string `json:"note,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// Payload Any JSON value except null, delivered with every event (at most
 	// 256 KiB by default). `null` is refused with 400 naming `payload`:
@@ -810,6 +875,9 @@ type FireCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+
+	// Expired Not delivered because the fire's deadline passed (onDeadline expire) or maxEventAge.
+	Expired int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -976,6 +1044,12 @@ type LimitWhen struct {
 // LimitWhenDays defines model for LimitWhen.Days.
 type LimitWhenDays string
 
+// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+// fire time is not attempted (or retried) any more and becomes
+// expired, as EventBridge's maximum event age. At least "1m"; absent:
+// no bound.
+type MaxEventAge = string
+
 // Misfire defines model for Misfire.
 type Misfire string
 
@@ -1004,6 +1078,14 @@ type NotifyEntry struct {
 // calendar); event.dead: the first event of the fire went dead (once
 // per fire).
 type NotifyKind string
+
+// OnDeadline What happens to a fire not finished by its deadline: record (the
+// default) sets the fire's deadlineMissed and counts it in the metric
+// schedulerd_fire_deadline_missed_total; expire does that and moves
+// the fire's events still waiting (not yet being delivered) to
+// expired: never delivered late, redrivable. expire needs a deadline
+// (a window or deadline), else 422 naming onDeadline.
+type OnDeadline string
 
 // OnExcluded What a fire that a calendar excludes does: skip (the default) records
 // it as skipped_calendar; next_included records that and fires at the
@@ -1313,7 +1395,10 @@ type RedriveRequest struct {
 	// ScheduleId Only the events of this schedule.
 	ScheduleId *string `json:"scheduleId,omitempty"`
 
-	// Status The status of the events to redrive; only `dead` (the default) is allowed.
+	// Status The status of the events to redrive: `dead` (the default) or
+	// `expired` (events not sent because their fire's deadline passed
+	// under onDeadline expire, or their maxEventAge; redriven, they are
+	// sent whatever their deadline).
 	Status *string `json:"status,omitempty"`
 
 	// To Only events whose launch time is before this instant.
@@ -1353,7 +1438,10 @@ type Schedule struct {
 	Cron *string `json:"cron,omitempty"`
 
 	// Crons The expressions of a schedule with several crons, canonical.
-	Crons      *[]string  `json:"crons,omitempty"`
+	Crons *[]string `json:"crons,omitempty"`
+
+	// Deadline The schedule's own deadline (see Deadline); absent without one.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount int        `json:"eventCount"`
 
@@ -1376,6 +1464,9 @@ type Schedule struct {
 	// one naming `labels.<key>`.
 	Labels      *Labels `json:"labels,omitempty"`
 	MaxAttempts int     `json:"maxAttempts"`
+
+	// MaxEventAge See MaxEventAge; absent without one.
+	MaxEventAge *string `json:"maxEventAge,omitempty"`
 	Misfire     Misfire `json:"misfire"`
 	Name        string  `json:"name"`
 
@@ -1388,6 +1479,14 @@ type Schedule struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1511,8 +1610,15 @@ type ScheduleBatchItem struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1552,10 +1658,16 @@ type ScheduleBatchItem struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
 
 	// Notify Receivers of notifications about this schedule's fires: one signed
 	// message per fire and kind (never one per event), with the fire's
@@ -1563,6 +1675,14 @@ type ScheduleBatchItem struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1648,8 +1768,15 @@ type ScheduleCreate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons *Crons     `json:"crons,omitempty"`
-	EndAt *time.Time `json:"endAt,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline Go duration such as "45m": a fire must finish (every event released,
+	// dead or cancelled) this long after its fire time (after its launch
+	// with jitter). Without it a schedule with a window has the window's
+	// end as deadline; with a window it must be at least the window, else
+	// 422 naming deadline. "" or absent: the window's end, or none.
+	Deadline *Deadline  `json:"deadline,omitempty"`
+	EndAt    *time.Time `json:"endAt,omitempty"`
 
 	// EventCount Events per fire (default 1).
 	EventCount *int `json:"eventCount,omitempty"`
@@ -1686,10 +1813,16 @@ type ScheduleCreate struct {
 	// characters ("example.com/team"). A value is empty or follows the
 	// rules of a name. A bad key is a 422 naming `labels`; a bad value
 	// one naming `labels.<key>`.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
-	Misfire     *Misfire `json:"misfire,omitempty"`
-	Name        string   `json:"name"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge Go duration such as "2h": an event not delivered this long after its
+	// fire time is not attempted (or retried) any more and becomes
+	// expired, as EventBridge's maximum event age. At least "1m"; absent:
+	// no bound.
+	MaxEventAge *MaxEventAge `json:"maxEventAge,omitempty"`
+	Misfire     *Misfire     `json:"misfire,omitempty"`
+	Name        string       `json:"name"`
 
 	// Notify Receivers of notifications about this schedule's fires: one signed
 	// message per fire and kind (never one per event), with the fire's
@@ -1697,6 +1830,14 @@ type ScheduleCreate struct {
 	// unthrottled, apart from the schedule's own events). Each entry has
 	// exactly one of url and queueUrl, checked as a target's address.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1773,7 +1914,10 @@ type ScheduleUpdate struct {
 	// same minute. Each follows the cron rules (timezone, DST); an invalid
 	// one is refused naming crons[i]. An alternative to cron, fields,
 	// interval and runAt.
-	Crons      *Crons     `json:"crons,omitempty"`
+	Crons *Crons `json:"crons,omitempty"`
+
+	// Deadline See Deadline; "" or "0s" removes it.
+	Deadline   *string    `json:"deadline,omitempty"`
 	EndAt      *time.Time `json:"endAt,omitempty"`
 	EventCount *int       `json:"eventCount,omitempty"`
 
@@ -1794,13 +1938,24 @@ type ScheduleUpdate struct {
 	Jitter *string `json:"jitter,omitempty"`
 
 	// Labels Replaces the labels whole; `{}` removes them all, absent keeps them.
-	Labels      *Labels  `json:"labels,omitempty"`
-	MaxAttempts *int     `json:"maxAttempts,omitempty"`
+	Labels      *Labels `json:"labels,omitempty"`
+	MaxAttempts *int    `json:"maxAttempts,omitempty"`
+
+	// MaxEventAge See MaxEventAge; "" or "0s" removes it.
+	MaxEventAge *string  `json:"maxEventAge,omitempty"`
 	Misfire     *Misfire `json:"misfire,omitempty"`
 	Name        *string  `json:"name,omitempty"`
 
 	// Notify Replaces the receivers whole; the empty list removes them, absent keeps them.
 	Notify *Notify `json:"notify,omitempty"`
+
+	// OnDeadline What happens to a fire not finished by its deadline: record (the
+	// default) sets the fire's deadlineMissed and counts it in the metric
+	// schedulerd_fire_deadline_missed_total; expire does that and moves
+	// the fire's events still waiting (not yet being delivered) to
+	// expired: never delivered late, redrivable. expire needs a deadline
+	// (a window or deadline), else 422 naming onDeadline.
+	OnDeadline *OnDeadline `json:"onDeadline,omitempty"`
 
 	// OnExcluded What a fire that a calendar excludes does: skip (the default) records
 	// it as skipped_calendar; next_included records that and fires at the
@@ -1873,6 +2028,7 @@ type SummaryCounts struct {
 
 	// Delivered Accepted by the consumer, not yet released.
 	Delivered int `json:"delivered"`
+	Expired   int `json:"expired"`
 
 	// InFlight Being delivered (holding a token).
 	InFlight int `json:"inFlight"`
@@ -2501,7 +2657,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithBody Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2514,7 +2670,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
 	RedriveEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEvents Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -2554,7 +2710,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/events/{id}/extend (the `ExtendEvent` operationId).
 	ExtendEvent(ctx context.Context, id ID, body ExtendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	// RedriveEvent Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 	//
 	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 	//
@@ -3310,7 +3466,7 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 	return c.Client.Do(req)
 }
 
-// RedriveEventsWithBody Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithBody Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -3333,7 +3489,7 @@ func (c *Client) RedriveEventsWithBody(ctx context.Context, contentType string, 
 	return c.Client.Do(req)
 }
 
-// RedriveEvents Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEvents Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -3413,7 +3569,7 @@ func (c *Client) ExtendEvent(ctx context.Context, id ID, body ExtendEventJSONReq
 	return c.Client.Do(req)
 }
 
-// RedriveEvent Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+// RedriveEvent Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 //
 // The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //
@@ -7162,7 +7318,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
-	// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithBodyWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -7175,7 +7331,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/redrive (the `RedriveEvents` operationId).
 	RedriveEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveEventsResponse, error)
 
-	// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+	// RedriveEventsWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 	//
 	// Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 	// At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -7217,7 +7373,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/events/{id}/extend (the `ExtendEvent` operationId).
 	ExtendEventWithResponse(ctx context.Context, id ID, body ExtendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendEventResponse, error)
 
-	// RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+	// RedriveEventWithResponse Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 	//
 	// The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 	//
@@ -13519,7 +13675,7 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
-// RedriveEventsWithBodyWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithBodyWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -13538,7 +13694,7 @@ func (c *ClientWithResponses) RedriveEventsWithBodyWithResponse(ctx context.Cont
 	return ParseRedriveEventsResponse(rsp)
 }
 
-// RedriveEventsWithResponse Send the dead events that match a filter again (at most 10,000 per call).
+// RedriveEventsWithResponse Send the dead (or expired) events that match a filter again (at most 10,000 per call).
 //
 // Each matching dead event is redriven as by POST /v1/events/{id}/redrive.
 // At least one of fireId, scheduleId, from and to, or `"all": true`, is
@@ -13604,7 +13760,7 @@ func (c *ClientWithResponses) ExtendEventWithResponse(ctx context.Context, id ID
 	return ParseExtendEventResponse(rsp)
 }
 
-// RedriveEventWithResponse Send a dead event again (attempts reset, launch now). 409 unless it is dead.
+// RedriveEventWithResponse Send a dead or expired event again (attempts reset, launch now; an expired one loses its expiry). 409 unless it is dead or expired.
 //
 // The event is pending again from its first attempt: attempts is 0 and finishedAt, deliveredAt and tokenTimedOut are cleared. lastError keeps the error that made it dead, as history, until a new attempt fails.
 //

@@ -23,7 +23,8 @@ type Delivery struct {
 	Count int `json:"count"`
 	// Attempt is 1 on the first attempt.
 	Attempt int `json:"attempt"`
-	// Deadline is the end of the schedule's batch window; zero without one.
+	// Deadline is when the event's fire must be finished (the end of the
+	// schedule's batch window, or its deadline); zero without one.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Payload is the schedule's payload, as given.
 	Payload json.RawMessage `json:"payload,omitempty"`

@@ -1,6 +1,7 @@
 package emitter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ func (e *Emitter) After(ctx context.Context, s *model.Schedule, up *model.Fire, 
 		CreatedAt:  now.UTC(),
 		Watched:    e.watched(s),
 	}
+	inheritDeadline(s, f, deadline)
 	deferred, err := e.admit(ctx, f, now)
 	if err != nil {
 		return nil, false, fmt.Errorf("emitter: after %s: %w", id, err)
@@ -114,4 +116,14 @@ func (e *Emitter) After(ctx context.Context, s *model.Schedule, up *model.Fire, 
 		e.signal(ctx, []*model.Fire{f})
 	}
 	return f, inserted, nil
+}
+
+// inheritDeadline gives the dependent's fire f its own deadline (from s)
+// or the upstream's, whichever comes first.
+func inheritDeadline(s *model.Schedule, f *model.Fire, upstream *time.Time) {
+	setDeadline(s, f)
+	if upstream != nil && (f.Deadline == nil || upstream.Before(*f.Deadline)) {
+		d := upstream.UTC()
+		f.Deadline, f.OnDeadline = &d, cmp.Or(s.OnDeadline, model.DeadlineRecord)
+	}
 }

@@ -173,6 +173,7 @@ func (e *Emitter) planOneOff(s *model.Schedule, now time.Time) (p *oneOffPlan, o
 		f.Note = "late by " + now.Sub(t).Truncate(time.Second).String()
 	}
 	f.Jitter = jitterOf(s, t, f.Decision)
+	setDeadline(s, f)
 	var evs []*model.Event
 	switch {
 	case e.large(f):

@@ -275,6 +275,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 			return nil, 0, err
 		}
 	}
+	setDeadline(s, f)
 	ctx, span := e.startFire(ctx, s, f)
 	defer endFire(span, f)
 	bg := o.background && hasEvents(f.Decision) // the background admits each chunk
@@ -569,10 +570,14 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 	n := f.Count
 	base := launchBase(s, f)
 	var deadline *time.Time
-	if s.Window > 0 {
+	switch {
+	case f.Deadline != nil:
+		deadline = f.Deadline
+	case s.Window > 0:
 		d := base.Add(s.Window)
 		deadline = &d
 	}
+	expire := expireAt(s, f, base)
 	spread := s.Spread && s.Window > 0 && n > 1
 	step, rem := int64(0), int64(0)
 	if spread {
@@ -607,6 +612,7 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 			Count:       n,
 			LaunchAt:    launch,
 			Deadline:    deadline,
+			ExpireAt:    expire,
 			Priority:    s.Priority,
 			PolicyID:    s.PolicyID,
 			Target:      s.Target,

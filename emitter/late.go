@@ -1,6 +1,7 @@
 package emitter
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/schedulerd/schedulerd/model"
@@ -31,4 +32,30 @@ func jitterOf(s *model.Schedule, t time.Time, d model.FireDecision) time.Duratio
 		return 0
 	}
 	return model.JitterOffset(s.ID, t, s.Jitter)
+}
+
+// setDeadline gives the new fire f of s, which has events, its deadline:
+// its launch plus the schedule's DeadlineAfter (none without one).
+func setDeadline(s *model.Schedule, f *model.Fire) {
+	if d := s.DeadlineAfter(); d > 0 && hasEvents(f.Decision) {
+		t := launchBase(s, f).Add(d)
+		f.Deadline, f.OnDeadline = &t, cmp.Or(s.OnDeadline, model.DeadlineRecord)
+	}
+}
+
+// expireAt is when the events of fire f of s stop being attempted: the
+// fire's deadline under expire, or their launch plus maxEventAge,
+// whichever is first; nil for neither.
+func expireAt(s *model.Schedule, f *model.Fire, base time.Time) *time.Time {
+	var at *time.Time
+	if f.Deadline != nil && f.OnDeadline == model.DeadlineExpire {
+		t := *f.Deadline
+		at = &t
+	}
+	if s.MaxEventAge > 0 {
+		if t := base.Add(s.MaxEventAge); at == nil || t.Before(*at) {
+			at = &t
+		}
+	}
+	return at
 }

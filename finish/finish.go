@@ -434,9 +434,14 @@ func (f *Finisher) fireDependents(ctx context.Context, fr *model.Fire, up *model
 }
 
 // Deadline is the deadline of the fire fr of s that its dependents'
-// fires inherit: the end of s's window from the fire's launch; nil
-// without a window.
+// fires inherit: the fire's own (model.Fire.Deadline), or, for a fire
+// recorded without one, the end of s's window from the fire's launch;
+// nil for neither.
 func Deadline(s *model.Schedule, fr *model.Fire) *time.Time {
+	if fr.Deadline != nil {
+		d := *fr.Deadline
+		return &d
+	}
 	if s == nil || s.Window <= 0 {
 		return nil
 	}

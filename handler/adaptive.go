@@ -128,7 +128,14 @@ func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Eve
 // answer reports the consumer's answer r to a delivery of it to the
 // throttle, which moves the limit of an adaptive policy.
 func (h *Handler) answer(it throttle.Item, r delivery.Result, latency time.Duration) {
-	if it.Policy == nil || it.Policy.Adaptive == nil {
+	if it.Policy == nil {
+		return
+	}
+	if it.Policy.AutoRelease && r.Err == nil {
+		// Its token goes back at the answer: the hold is the delivery.
+		h.thr.ObserveHold(it.Policy.ID, latency)
+	}
+	if it.Policy.Adaptive == nil {
 		return
 	}
 	if it.Event.Target.Type == model.TargetSQS {

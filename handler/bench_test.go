@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -100,7 +101,7 @@ func BenchmarkLatenessSteady1000(b *testing.B) {
 		b.StopTimer()
 		st := openStore(b)
 		launch := time.Now().Add(2 * time.Second)
-		insert(b, st, makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: launch, spread: (n - 1) * time.Millisecond}))
+		insert(b, st, withDeadlines(makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: launch, spread: (n - 1) * time.Millisecond})))
 		var mu sync.Mutex
 		late := make([]time.Duration, 0, n)
 		var got atomic.Int64
@@ -200,7 +201,14 @@ func BenchmarkThrottledRate(b *testing.B) {
 		b.StopTimer()
 		st := openStore(b)
 		createPolicy(b, st, &model.Policy{ID: "pol", MaxInFlight: 100, TokenTimeout: time.Minute})
-		insert(b, st, makeEvents(n, evOpts{schedule: "s", policy: "pol", url: "http://sink", launch: time.Now().Add(-time.Second)}))
+		if benchDeadlines() {
+			// Ten schedules with deadlines: the queue ranks them by slack.
+			for i := range 10 {
+				insert(b, st, withDeadlines(makeEvents(n/10, evOpts{schedule: fmt.Sprintf("s%d", i), policy: "pol", url: "http://sink", launch: time.Now().Add(-time.Second)})))
+			}
+		} else {
+			insert(b, st, makeEvents(n, evOpts{schedule: "s", policy: "pol", url: "http://sink", launch: time.Now().Add(-time.Second)}))
+		}
 		var h *handler.Handler
 		var released atomic.Int64
 		var inFlight, maxIn atomic.Int64
@@ -386,4 +394,22 @@ func BenchmarkAdaptive(b *testing.B) {
 		b.ReportMetric(goodDown, "%goodput-at-10")
 		b.ReportMetric(goodUp, "%goodput-at-50")
 	}
+}
+
+// benchDeadlines reports whether BENCH_DEADLINES=1 asks the benchmarks for
+// events with deadlines and expiries (the same figures, with deadlines on).
+func benchDeadlines() bool { return os.Getenv("BENCH_DEADLINES") == "1" }
+
+// withDeadlines gives evs, under BENCH_DEADLINES=1, a deadline an hour
+// after their launch (a minute apart per schedule) and an expiry an hour
+// after that, which none reaches.
+func withDeadlines(evs []*model.Event) []*model.Event {
+	if !benchDeadlines() {
+		return evs
+	}
+	for _, e := range evs {
+		d, x := e.LaunchAt.Add(time.Hour+time.Duration(e.ScheduleID[len(e.ScheduleID)-1]%10)*time.Minute), e.LaunchAt.Add(2*time.Hour)
+		e.Deadline, e.ExpireAt = &d, &x
+	}
+	return evs
 }

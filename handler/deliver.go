@@ -312,6 +312,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		h.schedule(later)
 	}
 	send = h.recheck(ctx, send)
+	send = h.dropExpired(ctx, send)
 	send = h.renewTokens(ctx, send)
 	if len(send) == 0 {
 		return nil, nil
@@ -712,7 +713,59 @@ func (h *Handler) outcome(it throttle.Item, r delivery.Result, now time.Time) st
 	if attempts >= maxA {
 		return store.Dead(e.ID, from, it.Fence, attempts, lastErr, throttled, now)
 	}
-	return store.Retry(e.ID, from, it.Fence, attempts, now.Add(h.cfg.Backoff(attempts)), lastErr, throttled, now)
+	next := now.Add(h.cfg.Backoff(attempts))
+	if e.ExpireAt != nil && !next.Before(*e.ExpireAt) {
+		// The retry would come after the event expires: it ends now.
+		return store.Expired(e.ID, from, it.Fence, attempts, truncate(expiredText+"; last error: "+lastErr, 1000), throttled, now)
+	}
+	return store.Retry(e.ID, from, it.Fence, attempts, next, lastErr, throttled, now)
+}
+
+// expiredText is the LastError of an event that expired before an attempt.
+const expiredText = "expired: past its fire's deadline (onDeadline expire) or its maxEventAge"
+
+// dropExpired moves the items whose event's ExpireAt has passed to
+// expired instead of sending them (their tokens go back) and returns the
+// others: nothing is sent after it, whenever the deadline check runs.
+func (h *Handler) dropExpired(ctx context.Context, items []throttle.Item) []throttle.Item {
+	now := h.deps.Clock.Now()
+	var gone []throttle.Item
+	out := items[:0:0]
+	for _, it := range items {
+		if x := it.Event.ExpireAt; x != nil && !now.Before(*x) {
+			gone = append(gone, it)
+			continue
+		}
+		out = append(out, it)
+	}
+	if len(gone) == 0 {
+		return items
+	}
+	ts := make([]store.EventTransition, len(gone))
+	for i, it := range gone {
+		if it.Started != nil {
+			<-it.Started // its start must be written first
+		}
+		from, throttled := model.EventScheduled, it.Policy != nil
+		if throttled {
+			from = model.EventDelivering
+		}
+		ts[i] = store.Expired(it.Event.ID, from, it.Fence, 0, expiredText, throttled, now)
+	}
+	res := h.transition(ctx, ts)
+	tokens := map[string]int{}
+	for i, it := range gone {
+		if it.Policy != nil && res != nil && res[i] == nil {
+			tokens[it.Event.PolicyID]++
+		}
+	}
+	for pid, n := range tokens {
+		if err := h.thr.ReturnTokens(context.WithoutCancel(ctx), pid, n); err != nil {
+			h.log.Warn().Err(err).Str(logkey.Policy, pid).Int("tokens", n).Msg("returning tokens failed")
+		}
+	}
+	h.log.Info().Int("events", len(gone)).Msg("events past their expiry not sent")
+	return out
 }
 
 func errorText(r delivery.Result) string {

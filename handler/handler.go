@@ -332,6 +332,8 @@ type Throttle interface {
 	// Observe is the adaptive limit's input: the outcome of a delivery of
 	// a throttled event of policyID (see throttle/adaptive.go).
 	Observe(policyID string, o throttle.Outcome, latency time.Duration)
+	// ObserveHold reports how long a token was held, delivery to release.
+	ObserveHold(policyID string, held time.Duration)
 	// ObserveBacklog is its input for the backlog of an adaptive policy's
 	// SQS queue; false if it keeps no limit for the policy.
 	ObserveBacklog(policyID string, prev, cur int) bool

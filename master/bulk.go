@@ -30,8 +30,13 @@ func (s *Server) RedriveEvents(c echo.Context) error {
 		Status:     model.EventDead,
 	}
 	var fe fieldErrors
-	if in.Status != nil && *in.Status != string(model.EventDead) {
-		fe.add("status", "only dead events can be redriven")
+	redrive := store.Redrive
+	switch deref(in.Status, string(model.EventDead)) {
+	case string(model.EventDead):
+	case string(model.EventExpired):
+		p.Status, redrive = model.EventExpired, store.RedriveExpired
+	default:
+		fe.add("status", "only dead or expired events can be redriven")
 	}
 	if in.From != nil {
 		p.From = in.From.UTC()
@@ -69,7 +74,7 @@ func (s *Server) RedriveEvents(c echo.Context) error {
 		now := s.now().UTC()
 		ts := make([]store.EventTransition, len(page))
 		for i, e := range page {
-			ts[i] = store.Redrive(e.ID, now)
+			ts[i] = redrive(e.ID, now)
 		}
 		res, err := s.store.EventTransition(ctx, ts)
 		if err != nil {

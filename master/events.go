@@ -299,11 +299,17 @@ func (s *Server) RedriveEvent(c echo.Context, id api.ID) error {
 	if err != nil {
 		return err
 	}
-	if e.Status != model.EventDead {
-		return conflict("only dead events can be redriven; this one is " + string(e.Status))
-	}
 	now := s.now().UTC()
-	errs, err := s.store.EventTransition(ctx, []store.EventTransition{store.Redrive(e.ID, now)})
+	var tr store.EventTransition
+	switch e.Status {
+	case model.EventDead:
+		tr = store.Redrive(e.ID, now)
+	case model.EventExpired:
+		tr = store.RedriveExpired(e.ID, now)
+	default:
+		return conflict("only dead or expired events can be redriven; this one is " + string(e.Status))
+	}
+	errs, err := s.store.EventTransition(ctx, []store.EventTransition{tr})
 	if err != nil {
 		return err
 	}
@@ -329,6 +335,7 @@ func eventOut(e *model.Event) api.Event {
 		Count:          e.Count,
 		LaunchAt:       e.LaunchAt.UTC(),
 		Deadline:       e.Deadline,
+		ExpireAt:       e.ExpireAt,
 		Priority:       e.Priority,
 		Target:         targetOut(e.Target),
 		MaxAttempts:    e.MaxAttempts,
@@ -445,7 +452,66 @@ func (s *Server) fireOut(ctx context.Context, f *model.Fire) (*api.Fire, error) 
 		out.Payload = &p
 	}
 	fireEmission(out, f)
+	if f.Deadline != nil {
+		d, on := f.Deadline.UTC(), api.OnDeadline(f.OnDeadline)
+		out.Deadline, out.OnDeadline = &d, &on
+	}
+	if m := f.DeadlineMissed; m != nil {
+		out.DeadlineMissed = &api.DeadlineMissed{At: m.At.UTC(), Remaining: m.Remaining}
+	}
+	if err := s.fireETA(ctx, f, counts, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// fireETA sets eta and atRisk of a fire with unfinished events: now plus
+// those events' drain time at the throughput its policy has been giving
+// (model.Policy.DrainTime). Nothing when the throughput is not known.
+func (s *Server) fireETA(ctx context.Context, f *model.Fire, counts map[model.EventStatus]int, out *api.Fire) error {
+	left := f.Remaining // not written yet
+	for st, n := range counts {
+		if !st.Finished() {
+			left += n
+		}
+	}
+	if left == 0 || !hasEventsDecision(f.Decision) {
+		return nil
+	}
+	sc, err := s.store.ScheduleGet(ctx, f.TenantID, f.ScheduleID)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil || sc.PolicyID == "" {
+		return err
+	}
+	p, err := s.store.PolicyGet(ctx, f.TenantID, sc.PolicyID)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	drain, ok := p.DrainTime(left)
+	if !ok {
+		return nil
+	}
+	eta := s.now().Add(drain).UTC()
+	if launch := f.FireTime.Add(f.Jitter); eta.Before(launch) {
+		eta = launch.Add(drain) // not launched yet: it drains from its launch
+	}
+	risk := f.Deadline != nil && eta.After(*f.Deadline)
+	out.Eta, out.AtRisk = &eta, &risk
+	return nil
+}
+
+// hasEventsDecision reports whether a fire so decided delivers events.
+func hasEventsDecision(d model.FireDecision) bool {
+	switch d {
+	case model.FireSkippedOverlap, model.FireSkippedManual, model.FireSkippedCalendar:
+		return false
+	}
+	return true
 }
 
 // fireEmission marks the representation of a fire whose events are still
@@ -468,5 +534,6 @@ func countsOut(counts map[model.EventStatus]int) api.FireCounts {
 		Retrying:  counts[model.EventRetrying],
 		Dead:      counts[model.EventDead],
 		Cancelled: counts[model.EventCancelled],
+		Expired:   counts[model.EventExpired],
 	}
 }

@@ -94,11 +94,11 @@ func (s *Server) capacities(ctx context.Context, fc *forecast, p *model.Policy) 
 }
 
 // fireDeadline is when the events of m's fire launched at launch should
-// all be delivered: the end of its window. ok is false for a schedule
-// without one.
+// all be delivered: its deadline (model.Schedule.DeadlineAfter: its own,
+// else the end of its window). ok is false for a schedule with neither.
 func fireDeadline(m *model.Schedule, launch time.Time) (time.Time, bool) {
-	if m.Window > 0 {
-		return launch.Add(m.Window), true
+	if d := m.DeadlineAfter(); d > 0 {
+		return launch.Add(d), true
 	}
 	return time.Time{}, false
 }

@@ -64,6 +64,10 @@ func (s *Server) specFromCreate(in *api.ScheduleCreate) schedule.Spec {
 	if in.OnExcluded != nil {
 		sp.OnExcluded = model.OnExcludedPolicy(*in.OnExcluded)
 	}
+	sp.Deadline, sp.MaxEventAge = deref(in.Deadline, ""), deref(in.MaxEventAge, "")
+	if in.OnDeadline != nil {
+		sp.OnDeadline = model.DeadlinePolicy(*in.OnDeadline)
+	}
 	sp.Interval = in.Interval
 	if in.Crons != nil {
 		sp.Crons = *in.Crons
@@ -181,6 +185,11 @@ func applyPatch(sp *schedule.Spec, in *api.ScheduleUpdate) error {
 	set(&sp.PolicyID, in.PolicyId)
 	set(&sp.Window, in.Window)
 	set(&sp.Jitter, in.Jitter)
+	set(&sp.Deadline, in.Deadline)
+	set(&sp.MaxEventAge, in.MaxEventAge)
+	if in.OnDeadline != nil {
+		sp.OnDeadline = model.DeadlinePolicy(*in.OnDeadline)
+	}
 	if in.EventCount != nil {
 		sp.EventCount = *in.EventCount
 	}
@@ -940,6 +949,18 @@ func scheduleOutAt(m *model.Schedule, comp *schedule.Compiled, now time.Time) *a
 	if m.Jitter > 0 {
 		j := m.Jitter.String()
 		out.Jitter = &j
+	}
+	if m.Deadline > 0 {
+		d := m.Deadline.String()
+		out.Deadline = &d
+	}
+	if m.OnDeadline != "" {
+		on := api.OnDeadline(m.OnDeadline)
+		out.OnDeadline = &on
+	}
+	if m.MaxEventAge > 0 {
+		a := m.MaxEventAge.String()
+		out.MaxEventAge = &a
 	}
 	if len(m.Labels) > 0 {
 		l := api.Labels(m.Labels)

@@ -219,6 +219,42 @@ type Schedule struct {
 	// another schedule of its tenant instead of on a clock: Cron, Crons,
 	// Interval and RunAt are then empty.
 	After *After `json:"after,omitempty"`
+	// Deadline, if positive, is how long after its launch a fire must be
+	// finished (for a schedule with a Window it is at least the Window;
+	// without it the Window's end is the deadline). See FireDeadline.
+	Deadline time.Duration `json:"deadline,omitempty"`
+	// OnDeadline says what a missed deadline does ("" is record).
+	OnDeadline DeadlinePolicy `json:"onDeadline,omitempty"`
+	// MaxEventAge, if positive, is how long after its launch an event
+	// may still be attempted: older ones become expired.
+	MaxEventAge time.Duration `json:"maxEventAge,omitempty"`
+}
+
+// DeadlinePolicy says what happens to a fire not finished by its deadline.
+type DeadlinePolicy string
+
+const (
+	// DeadlineRecord records the miss on the fire. The default.
+	DeadlineRecord DeadlinePolicy = "record"
+	// DeadlineExpire records it and moves the fire's waiting events to
+	// EventExpired.
+	DeadlineExpire DeadlinePolicy = "expire"
+)
+
+// DeadlineAfter is how long after its launch a fire of s must be
+// finished: Deadline, else Window; 0 without either.
+func (s *Schedule) DeadlineAfter() time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return s.Window
+}
+
+// DeadlineMiss records that a fire was not finished by its deadline: when
+// the miss was seen and how many of its events were unfinished then.
+type DeadlineMiss struct {
+	At        time.Time `json:"at"`
+	Remaining int       `json:"remaining"`
 }
 
 // IntervalFirst is the first fire of an interval schedule: StartAt, or
@@ -402,6 +438,14 @@ type Fire struct {
 	// FinishedAt is when that was seen (nil: not yet, or not watched).
 	Watched    bool       `json:"watched,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Deadline, if set, is when the fire must be finished (its launch plus
+	// the schedule's DeadlineAfter), stored so that what derives from the
+	// fire inherits it; OnDeadline is the schedule's policy then.
+	Deadline   *time.Time     `json:"deadline,omitempty"`
+	OnDeadline DeadlinePolicy `json:"onDeadline,omitempty"`
+	// DeadlineMissed is set once, when the fire is found unfinished at
+	// its deadline.
+	DeadlineMissed *DeadlineMiss `json:"deadlineMissed,omitempty"`
 }
 
 // EventStatus is where an event is in its life.
@@ -425,11 +469,15 @@ const (
 	EventDead EventStatus = "dead"
 	// EventCancelled: its schedule was deleted or a later fire cancelled it.
 	EventCancelled EventStatus = "cancelled"
+	// EventExpired: not attempted any more because its ExpireAt passed
+	// (its fire's deadline with onDeadline expire, or maxEventAge); it can
+	// be redriven.
+	EventExpired EventStatus = "expired"
 )
 
 // Finished reports whether no more work will happen for an event in s.
 func (s EventStatus) Finished() bool {
-	return s == EventReleased || s == EventDead || s == EventCancelled
+	return s == EventReleased || s == EventDead || s == EventCancelled || s == EventExpired
 }
 
 // HoldsToken reports whether an event in s holds a token of its policy.
@@ -451,6 +499,11 @@ type Event struct {
 	// retry time after a failed attempt).
 	LaunchAt time.Time  `json:"launchAt"`
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// ExpireAt, if set, is when the event stops being attempted: its
+	// fire's deadline under onDeadline expire, or its launch plus the
+	// schedule's maxEventAge, whichever is first. A waiting event found
+	// past it becomes EventExpired instead of being sent.
+	ExpireAt *time.Time `json:"expireAt,omitempty"`
 	Priority int        `json:"priority,omitempty"`
 	PolicyID string     `json:"policyId,omitempty"`
 	Target   Target     `json:"target"`

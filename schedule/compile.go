@@ -187,10 +187,61 @@ func Compile(sp Spec, lim Limits, now time.Time) (*Compiled, error) {
 			}
 		}
 	}
+	checkDeadline(&fe, m, &sp)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// MaxDeadline bounds a schedule's deadline; MinEventAge and MaxEventAge
+// bound its maxEventAge (EventBridge's bounds).
+const (
+	MaxDeadline = 7 * 24 * time.Hour
+	MinEventAge = time.Minute
+	MaxEventAge = 24 * time.Hour
+)
+
+// checkDeadline parses deadline, onDeadline and maxEventAge into m: a
+// deadline not shorter than the window, expire only with a deadline.
+func checkDeadline(fe *Errors, m *model.Schedule, sp *Spec) {
+	if sp.Deadline != "" {
+		d, err := time.ParseDuration(sp.Deadline)
+		switch {
+		case err != nil:
+			fe.Add("deadline", "not a duration such as \"45m\" or \"2h\"")
+		case d < 0:
+			fe.Add("deadline", "must not be negative")
+		case d > MaxDeadline:
+			fe.Add("deadline", "longer than "+MaxDeadline.String())
+		case d > 0 && d < m.Window:
+			fe.Add("deadline", "shorter than the window ("+m.Window.String()+"): the window's end is the earliest deadline")
+		default:
+			m.Deadline = d
+		}
+	}
+	m.OnDeadline = sp.OnDeadline
+	switch sp.OnDeadline {
+	case "", model.DeadlineRecord:
+	case model.DeadlineExpire:
+		if m.DeadlineAfter() <= 0 && len(fe.Reasons("deadline")) == 0 {
+			fe.Add("onDeadline", "expire needs a deadline: set deadline or window")
+		}
+	default:
+		fe.Add("onDeadline", "must be record or expire")
+	}
+	if sp.MaxEventAge != "" {
+		d, err := time.ParseDuration(sp.MaxEventAge)
+		switch {
+		case err != nil:
+			fe.Add("maxEventAge", "not a duration such as \"2h\"")
+		case d == 0:
+		case d < MinEventAge || d > MaxEventAge:
+			fe.Add("maxEventAge", "must be between "+MinEventAge.String()+" and "+MaxEventAge.String())
+		default:
+			m.MaxEventAge = d
+		}
+	}
 }
 
 // jitterSpan is how far ahead of a schedule's start Compile looks for the

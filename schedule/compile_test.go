@@ -53,6 +53,13 @@ func TestCompileRejects(t *testing.T) {
 		reason string // the whole reason
 	}{
 		{"EmptyName", func(s *schedule.Spec) { s.Name = "" }, "name", "must not be empty"},
+		{"DeadlineShorterThanWindow", func(s *schedule.Spec) { s.Window, s.Deadline = "1h", "30m" },
+			"deadline", "shorter than the window (1h0m0s): the window's end is the earliest deadline"},
+		{"DeadlineNotADuration", func(s *schedule.Spec) { s.Deadline = "soon" }, "deadline", `not a duration such as "45m" or "2h"`},
+		{"ExpireWithoutDeadline", func(s *schedule.Spec) { s.OnDeadline = model.DeadlineExpire },
+			"onDeadline", "expire needs a deadline: set deadline or window"},
+		{"OnDeadlineUnknown", func(s *schedule.Spec) { s.Deadline, s.OnDeadline = "1h", "panic" }, "onDeadline", "must be record or expire"},
+		{"MaxEventAgeTooShort", func(s *schedule.Spec) { s.MaxEventAge = "30s" }, "maxEventAge", "must be between 1m0s and 24h0m0s"},
 		{"OnExcludedWithoutCalendars", func(s *schedule.Spec) { s.OnExcluded = model.OnExcludedSkip }, "onExcluded", "applies only with excludeCalendars"},
 		{"OnExcludedUnknown", func(s *schedule.Spec) {
 			s.ExcludeCalendars, s.OnExcluded = []string{"cal_1"}, "later"

@@ -49,6 +49,11 @@ type Spec struct {
 	// (the caller checks that it names another schedule of the tenant and
 	// makes no cycle).
 	After *model.After
+	// Deadline and MaxEventAge are durations such as "45m"; "" means none.
+	Deadline    string
+	MaxEventAge string
+	// OnDeadline "" is unset (record).
+	OnDeadline model.DeadlinePolicy
 }
 
 // MaxExcludeCalendars is the most calendars one schedule may name.
@@ -113,6 +118,13 @@ func SpecFromSchedule(m *model.Schedule) Spec {
 		// The spec's own copy: a patch must not change m's.
 		ExcludeCalendars: slices.Clone(m.ExcludeCalendars),
 		OnExcluded:       m.OnExcluded,
+		OnDeadline:       m.OnDeadline,
+	}
+	if m.Deadline > 0 {
+		sp.Deadline = m.Deadline.String()
+	}
+	if m.MaxEventAge > 0 {
+		sp.MaxEventAge = m.MaxEventAge.String()
 	}
 	if m.Cron != "" {
 		c := m.Cron

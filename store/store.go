@@ -373,6 +373,17 @@ type FireStore interface {
 	// it is not set yet, and reports whether this call set it (a
 	// compare-and-set: of several callers, one sees true). ErrNotFound.
 	FireSetFinished(ctx context.Context, id string, at time.Time) (bool, error)
+	// FireDeadlineDue returns up to limit fires whose Deadline is not after
+	// before and that FireDeadlineDone has not closed yet, earliest
+	// deadline first (then by id), through an index of open deadlines.
+	// Cross-tenant (the deadline check).
+	FireDeadlineDue(ctx context.Context, before time.Time, limit int) ([]*model.Fire, error)
+	// FireDeadlineDone closes the fire's deadline: FireDeadlineDue no
+	// longer returns it. With miss set it also records miss as the fire's
+	// DeadlineMissed unless one is recorded already; recorded says whether
+	// this call recorded it (one caller wins, whatever the concurrency).
+	// ErrNotFound.
+	FireDeadlineDone(ctx context.Context, id string, miss *model.DeadlineMiss) (recorded bool, err error)
 }
 
 // EventCounts holds the number of events per status.
@@ -436,7 +447,10 @@ type EventTransition struct {
 	// to false: what described a finished attempt (redrive). It wins over
 	// those fields. LastError is kept as the history of the last failure.
 	ClearOutcome bool
-	At           time.Time // UpdatedAt
+	// ClearExpiry sets ExpireAt to nil (the redrive of an expired event,
+	// which is then sent whatever its deadline).
+	ClearExpiry bool
+	At          time.Time // UpdatedAt
 	// RequiresPrevious applies the transition only if the previous one in
 	// the same EventTransition call succeeded (nil result); otherwise it is
 	// not attempted and its result is ErrConflict. On the first transition
@@ -500,6 +514,10 @@ type EventStore interface {
 	// set, only of that fire) that are pending, retrying or scheduled to
 	// cancelled. Returns how many. Cross-tenant.
 	EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error)
+	// EventExpireWaiting moves the fire's events that are pending,
+	// retrying or scheduled to expired (FinishedAt at, LastError reason).
+	// Returns how many. Cross-tenant.
+	EventExpireWaiting(ctx context.Context, scheduleID, fireID string, at time.Time, reason string) (int, error)
 	// EventFindTokenExpired returns events of the policy in status delivered
 	// or delivering whose TokenExpiresAt is before t, oldest expiry first
 	// (then by id), at most limit (whatever its size; <= 0: all).
@@ -555,6 +573,10 @@ type PolicyStore interface {
 	// changing its Version (a hold is not an edit of the policy).
 	// ErrNotFound.
 	PolicySetHold(ctx context.Context, tenantID, policyID string, h *model.PolicyHold) error
+	// PolicySetHoldTime records the policy's measured mean time from
+	// delivery to release (by the bucket owner). Version is not changed,
+	// and a PolicyUpdate keeps it. ErrNotFound.
+	PolicySetHoldTime(ctx context.Context, policyID string, hold time.Duration) error
 	// PolicyListAll lists every tenant's policies (handler). Cross-tenant.
 	PolicyListAll(ctx context.Context) ([]*model.Policy, error)
 }

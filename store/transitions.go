@@ -116,6 +116,14 @@ func Redrive(id string, now time.Time) EventTransition {
 		LaunchAt: now, ResetAttempts: true, ClearOutcome: true, ClearToken: true, At: now}
 }
 
+// RedriveExpired is Redrive of an expired event: it also drops its
+// expiry, so that it is sent although its deadline has passed.
+func RedriveExpired(id string, now time.Time) EventTransition {
+	t := Redrive(id, now)
+	t.From, t.ClearExpiry = model.EventExpired, true
+	return t
+}
+
 // Delivered records a successful attempt whose consumer keeps the token
 // until it releases it: delivering → delivered. attempts counts every
 // attempt made, this one included.
@@ -168,6 +176,14 @@ func Retry(id string, from model.EventStatus, fence int64, attempts int, launchA
 // holdsToken clears the token of a throttled event.
 func Dead(id string, from model.EventStatus, fence int64, attempts int, lastError string, holdsToken bool, now time.Time) EventTransition {
 	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventDead,
+		Attempts: attempts, LastError: lastError, FinishedAt: &now, ClearToken: holdsToken, At: now}
+}
+
+// Expired ends an event not attempted (again) because its ExpireAt
+// passed; holdsToken clears the token of a throttled event. attempts 0
+// keeps the stored count.
+func Expired(id string, from model.EventStatus, fence int64, attempts int, lastError string, holdsToken bool, now time.Time) EventTransition {
+	return EventTransition{ID: id, From: from, Fence: fence, To: model.EventExpired,
 		Attempts: attempts, LastError: lastError, FinishedAt: &now, ClearToken: holdsToken, At: now}
 }
 
@@ -235,6 +251,9 @@ func (t *EventTransition) Apply(e *model.Event) {
 	}
 	if t.ClearOutcome {
 		e.DeliveredAt, e.FinishedAt, e.TokenTimedOut = nil, nil, false
+	}
+	if t.ClearExpiry {
+		e.ExpireAt = nil
 	}
 	if !t.At.IsZero() {
 		e.UpdatedAt = t.At

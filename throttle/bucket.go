@@ -138,6 +138,28 @@ func (b *bucket) limiter() *rate.Limiter {
 	return b.lim
 }
 
+// newQueue returns b's queue (NewKeyedQueue's keyOf) ordered by
+// urgency: its time per event is 1 / the policy's throughput, with the
+// hold time measured here when there is one. Queue calls hold b.mu.
+func (b *bucket) newQueue(keyOf func(*model.Event) string) *Queue {
+	q := NewKeyedQueue(keyOf)
+	q.SetUrgency(Urgency{Now: b.t.deps.Clock.Now, PerEvent: func() time.Duration {
+		if b.policy == nil {
+			return 0
+		}
+		p := *b.policy
+		if h, ok := b.t.HoldTime(b.policyID); ok {
+			p.HoldTime = h
+		}
+		r, ok := p.Throughput()
+		if !ok || r <= 0 {
+			return 0
+		}
+		return time.Duration(float64(time.Second) / r)
+	}})
+	return q
+}
+
 func (b *bucket) getPolicy() *model.Policy {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -171,10 +171,10 @@ func (b *bucket) rekeyLocked(before string) {
 	}
 	items := b.q.Drain()
 	if after == "" {
-		b.q = NewQueue()
+		b.q = b.newQueue(nil)
 	} else {
 		p := b.policy
-		b.q = NewKeyedQueue(func(e *model.Event) string { return keyOf(p, e) })
+		b.q = b.newQueue(func(e *model.Event) string { return keyOf(p, e) })
 	}
 	for _, it := range items {
 		b.q.Push(it)

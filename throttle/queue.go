@@ -34,10 +34,12 @@ type Item struct {
 }
 
 // Queue orders the waiting events of one policy: higher Priority first;
-// within a priority, round-robin across schedules (one event per schedule per
-// turn, so a schedule with 100,000 waiting events delays another schedule's
-// event by at most one turn of the ring); within a schedule, earliest
-// deadline first, then earliest launch, then index.
+// within a priority, the schedule most at risk of missing its deadline
+// first when one is (see SetUrgency and pick), else round-robin across
+// schedules (one event per schedule per turn, so a schedule with 100,000
+// waiting events delays another schedule's event by at most one turn of
+// the ring); within a schedule, earliest deadline first, then earliest
+// launch, then index.
 //
 // Queue is not safe for concurrent use.
 type Queue struct {
@@ -47,11 +49,26 @@ type Queue struct {
 	levels map[int]*level
 	prios  []int // priorities with waiting events, highest first
 	n      int
+	urg    Urgency
 }
+
+// Urgency is what the queue needs to rank schedules by slack: the time
+// now and the policy's time per event (1 / Policy.Throughput; 0 when not
+// known yet).
+type Urgency struct {
+	Now      func() time.Time
+	PerEvent func() time.Duration
+}
+
+// SetUrgency turns on the earliest-deadline-first order across schedules
+// (see pick); without it the queue round-robins.
+func (q *Queue) SetUrgency(u Urgency) { q.urg = u }
 
 type level struct {
 	ring  ring
 	byKey map[string]*schedQ
+	n     int // items
+	dl    int // items with a deadline
 }
 
 type schedQ struct {
@@ -97,6 +114,93 @@ func (q *Queue) Push(it Item) {
 	}
 	heap.Push(&sq.items, it)
 	q.n++
+	lv.n++
+	if it.Event.Deadline != nil {
+		lv.dl++
+	}
+}
+
+// slack is how long sq's earliest deadline leaves once its waiting events
+// are drained at per each: its deadline - now - waiting × per. ok is false
+// when nothing of sq has a deadline.
+func (sq *schedQ) slack(now time.Time, per time.Duration) (time.Duration, bool) {
+	if sq.items.Len() == 0 || sq.items[0].Event.Deadline == nil {
+		return 0, false
+	}
+	return sq.items[0].Event.Deadline.Sub(now) - time.Duration(sq.items.Len())*per, true
+}
+
+// moreUrgent is the one order across schedules: slack a before slack b,
+// the earlier turn of the ring on a tie (ia, ib: ring positions).
+func moreUrgent(a time.Duration, ia int, b time.Duration, ib int) bool {
+	if a != b {
+		return a < b
+	}
+	return ia < ib
+}
+
+// pick removes from lv's ring and returns the schedule queue whose item
+// goes next among those ok accepts (nil: all). With SetUrgency, a
+// schedule is urgent when its slack is less than the time the whole level
+// takes to drain (round robin could then make it miss), or, while the
+// policy's time per event is unknown, whenever it has a deadline; the
+// most urgent (moreUrgent) goes first. Otherwise the ring turns. Events
+// without a deadline are never urgent: they are served when no schedule
+// is, in ring order.
+func (q *Queue) pick(lv *level, ok func(string) bool) *schedQ {
+	if q.urg.Now != nil && lv.dl > 0 {
+		now, per := q.urg.Now(), time.Duration(0)
+		if q.urg.PerEvent != nil {
+			per = q.urg.PerEvent()
+		}
+		horizon := time.Duration(lv.n) * per
+		best, bestSlack := -1, time.Duration(0)
+		for i := lv.ring.head; i < len(lv.ring.buf); i++ {
+			sq := lv.ring.buf[i]
+			if ok != nil && !ok(sq.key) {
+				continue
+			}
+			s, has := sq.slack(now, per)
+			if !has || per > 0 && s >= horizon {
+				continue
+			}
+			if best < 0 || moreUrgent(s, i, bestSlack, best) {
+				best, bestSlack = i, s
+			}
+		}
+		if best >= 0 {
+			return lv.ring.take(best)
+		}
+	}
+	for range lv.ring.len() {
+		sq := lv.ring.pop()
+		if ok == nil || ok(sq.key) {
+			return sq
+		}
+		lv.ring.push(sq)
+	}
+	return nil
+}
+
+// popFrom pops the next item of sq, at level p (index pi in q.prios),
+// keeping the counts and the ring.
+func (q *Queue) popFrom(lv *level, sq *schedQ, p, pi int) Item {
+	it := heap.Pop(&sq.items).(Item)
+	q.n--
+	lv.n--
+	if it.Event.Deadline != nil {
+		lv.dl--
+	}
+	if sq.items.Len() > 0 {
+		lv.ring.push(sq)
+	} else {
+		delete(lv.byKey, sq.key)
+	}
+	if lv.ring.len() == 0 {
+		delete(q.levels, p)
+		q.prios = append(q.prios[:pi:pi], q.prios[pi+1:]...)
+	}
+	return it
 }
 
 // Pop removes and returns the next item; ok is false when the queue is empty.
@@ -106,19 +210,7 @@ func (q *Queue) Pop() (it Item, ok bool) {
 	}
 	p := q.prios[0]
 	lv := q.levels[p]
-	sq := lv.ring.pop()
-	it = heap.Pop(&sq.items).(Item)
-	q.n--
-	if sq.items.Len() > 0 {
-		lv.ring.push(sq)
-	} else {
-		delete(lv.byKey, sq.key)
-	}
-	if lv.ring.len() == 0 {
-		delete(q.levels, p)
-		q.prios = q.prios[1:]
-	}
-	return it, true
+	return q.popFrom(lv, q.pick(lv, nil), p, 0), true
 }
 
 // PopEligible removes and returns the next item whose ring key ok accepts,
@@ -129,24 +221,8 @@ func (q *Queue) PopEligible(ok func(key string) bool) (it Item, key string, foun
 	for pi := 0; pi < len(q.prios); pi++ {
 		p := q.prios[pi]
 		lv := q.levels[p]
-		for range lv.ring.len() {
-			sq := lv.ring.pop()
-			if !ok(sq.key) {
-				lv.ring.push(sq)
-				continue
-			}
-			it = heap.Pop(&sq.items).(Item)
-			q.n--
-			if sq.items.Len() > 0 {
-				lv.ring.push(sq)
-			} else {
-				delete(lv.byKey, sq.key)
-			}
-			if lv.ring.len() == 0 {
-				delete(q.levels, p)
-				q.prios = append(q.prios[:pi:pi], q.prios[pi+1:]...)
-			}
-			return it, sq.key, true
+		if sq := q.pick(lv, ok); sq != nil {
+			return q.popFrom(lv, sq, p, pi), sq.key, true
 		}
 	}
 	return Item{}, "", false
@@ -229,6 +305,15 @@ type ring struct {
 func (r *ring) len() int { return len(r.buf) - r.head }
 
 func (r *ring) push(s *schedQ) { r.buf = append(r.buf, s) }
+
+// take removes and returns the entry at index i of buf (head <= i).
+func (r *ring) take(i int) *schedQ {
+	s := r.buf[i]
+	copy(r.buf[i:], r.buf[i+1:])
+	r.buf[len(r.buf)-1] = nil
+	r.buf = r.buf[:len(r.buf)-1]
+	return s
+}
 
 func (r *ring) pop() *schedQ {
 	s := r.buf[r.head]

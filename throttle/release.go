@@ -77,6 +77,7 @@ func (t *Throttle) Release(ctx context.Context, e *model.Event, now time.Time) (
 	released, err = release(ctx, t.deps.Store, t, e, now)
 	if released && e.DeliveredAt != nil {
 		t.ObserveRelease(e.PolicyID, now.Sub(*e.DeliveredAt))
+		t.ObserveHold(e.PolicyID, now.Sub(*e.DeliveredAt))
 	}
 	return released, err
 }

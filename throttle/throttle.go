@@ -202,6 +202,9 @@ type Deps struct {
 	// (model.Policy.Limits). Nil: limit schedules are ignored; holds
 	// still apply.
 	Caps CapSource
+	// Holds, if set, records each policy's measured hold time (the
+	// store), which completion forecasts divide by. Nil: not recorded.
+	Holds HoldStore
 	// Clock defaults to the real clock.
 	Clock   clockwork.Clock
 	Logger  zerolog.Logger
@@ -243,6 +246,8 @@ type Throttle struct {
 	acked ackedSet
 	// adapt holds the adaptive policies' limits (see adaptive.go).
 	adapt adaptiveSet
+	// holds measures the policies' hold times (see hold.go).
+	holds holdSet
 }
 
 // New validates cfg and returns a Throttle; call Start before Enqueue.
@@ -379,9 +384,10 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 		b.stop()
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence, q: NewQueue(),
+	b = &bucket{t: t, policyID: policyID, shard: shard, fence: fence,
 		wake: make(chan struct{}, 1), released: make(chan struct{}, 1), cancel: cancel,
 		startSem: make(chan struct{}, maxStarts)}
+	b.q = b.newQueue(nil)
 	t.buckets[policyID] = b
 	t.Go(func() { b.run(ctx) })
 	return b

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -538,7 +539,7 @@ func triggerFlags(fs *flag.FlagSet) func(*env, []string) error {
 // excludes.
 var specBodyFlags = []string{"name", "cron", "tz", "run-at", "count", "target", "queue-url", "policy", "payload", "max-attempts",
 	"priority", "window", "spread", "overlap", "misfire", "start-at", "end-at", "jitter", "label", "exclude-calendar", "on-excluded",
-	"interval", "crons", "notify", "after", "after-when"}
+	"interval", "crons", "notify", "after", "after-when", "deadline", "on-deadline", "max-event-age"}
 
 // specFlags declares the flags of a schedule definition (create, preview)
 // and returns what reads them: the body of --file as it is, or the
@@ -569,6 +570,9 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 	fs.Var(&excl, "exclude-calendar", "id of a calendar whose excluded times the schedule does not fire in (repeat for several)")
 	onExcl := fs.String("on-excluded", "", "a fire a calendar excludes: skip (default) or next_included")
 	interval := fs.String("interval", "", "fire every this Go duration of elapsed time (at least 1m), from --start-at or one interval after creation, instead of a cron expression")
+	deadline := fs.String("deadline", "", "a fire must be finished this Go duration after its fire time, e.g. 45m (at least --window; default: the window's end)")
+	onDeadline := fs.String("on-deadline", "", "a fire not finished by its deadline: record (default) or expire (its waiting events are not sent)")
+	maxAge := fs.String("max-event-age", "", "an event not delivered this Go duration after its fire time is not attempted again, e.g. 2h")
 	var crons listFlag
 	fs.Var(&crons, "crons", "one of several cron expressions the schedule fires at, each instant once (repeatable; instead of --cron)")
 	var notify listFlag
@@ -594,7 +598,11 @@ func specFlags(fs *flag.FlagSet) func(*env) (io.Reader, *client.ScheduleCreate, 
 			return bytes.NewReader(b), nil, nil
 		}
 		in := client.ScheduleCreate{Name: *name, Cron: optString(*cronExpr), Timezone: optString(*tz), PolicyId: optString(*policy),
-			Jitter: optString(*jitter)}
+			Jitter: optString(*jitter), Deadline: optString(*deadline), MaxEventAge: optString(*maxAge)}
+		if *onDeadline != "" {
+			od := client.OnDeadline(*onDeadline)
+			in.OnDeadline = &od
+		}
 		var err error
 		if in.RunAt, err = optTime("run-at", *runAt); err != nil {
 			return nil, nil, err
@@ -843,6 +851,12 @@ func scheduleTable(w *tabwriter.Writer, s *client.Schedule) {
 			fmt.Fprintf(w, "%s\t%s=%s\n", label, strings.Join(kinds, ","), addr)
 		}
 	}
+	if s.Deadline != nil || s.OnDeadline != nil {
+		fmt.Fprintf(w, "deadline\t%s (on deadline: %s)\n", cmp.Or(sp(s.Deadline), "window end"), cmp.Or(string(ptrOr(s.OnDeadline)), "record"))
+	}
+	if s.MaxEventAge != nil {
+		fmt.Fprintf(w, "max event age\t%s\n", *s.MaxEventAge)
+	}
 	fmt.Fprintf(w, "version\t%d\nlabels\t%s\n", s.Version, labelsText(s.Labels))
 	if s.PausedAt != nil {
 		fmt.Fprintf(w, "paused\t%s by %s\n", ts(*s.PausedAt), sp(s.PausedBy))
@@ -884,6 +898,28 @@ func fireTable(w *tabwriter.Writer, f *client.Fire) {
 	if f.Note != nil {
 		fmt.Fprintf(w, "\nnote: %s\n", *f.Note)
 	}
+	if f.Deadline != nil {
+		fmt.Fprintf(w, "\ndeadline %s (%s)\n", ts(*f.Deadline), cmp.Or(string(ptrOr(f.OnDeadline)), "record"))
+	}
+	if m := f.DeadlineMissed; m != nil {
+		fmt.Fprintf(w, "deadline missed at %s with %d events unfinished\n", ts(m.At), m.Remaining)
+	}
+	if f.Eta != nil {
+		risk := ""
+		if f.AtRisk != nil && *f.AtRisk {
+			risk = " (at risk: after the deadline)"
+		}
+		fmt.Fprintf(w, "expected to finish %s%s\n", ts(*f.Eta), risk)
+	}
+}
+
+// ptrOr is *p, or the zero value for nil.
+func ptrOr[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func eventTable(w *tabwriter.Writer, ev *client.Event) {

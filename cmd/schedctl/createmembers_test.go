@@ -18,6 +18,7 @@ func TestEveryCreateMemberHasAFlag(t *testing.T) {
 		"runAt": "run-at", "timezone": "tz", "eventCount": "count", "policyId": "policy",
 		"maxAttempts": "max-attempts", "startAt": "start-at", "endAt": "end-at", "labels": "label",
 		"excludeCalendars": "exclude-calendar", "onExcluded": "on-excluded",
+		"onDeadline": "on-deadline", "maxEventAge": "max-event-age",
 		"fields": "", // the field form of cron: --file only
 	}
 	fs := flag.NewFlagSet("schedules create", flag.ContinueOnError)

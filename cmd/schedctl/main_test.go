@@ -189,7 +189,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	tk("events", "ls", "--from", "yesterday").fails(t, exitUsage, `--from "yesterday": not an RFC 3339 time`)
 	tk("events", "redrive").fails(t, exitUsage, `give an EVENT_ID, or select dead events with --fire, --schedule, --from, --to or --all`)
 	tk("events", "redrive", "--schedule", sched).ok(t).has(t, `(?m)^redriven\s+0$`)
-	tk("events", "redrive", events.Items[0].ID).fails(t, exitFail, `409`, `only dead events`)
+	tk("events", "redrive", events.Items[0].ID).fails(t, exitFail, `409`, `only dead or expired events`)
 	tk("fires", "cancel", fire).ok(t).has(t, regexp.QuoteMeta(fire)+`\s+\S+\s+triggered\s+3\s`)
 
 	// Summary: every event of the fire is counted once.

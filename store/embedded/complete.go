@@ -363,6 +363,17 @@ func deleteFires(tx *bolt.Tx, id string) error {
 	if err := deleteKeys(tx, bFireSched, keys); err != nil {
 		return err
 	}
+	var open [][]byte // open deadlines of the fires
+	for _, fid := range ids {
+		if raw := tx.Bucket(bFires).Get(fid); raw != nil {
+			if f, err := decodeFire(fid, raw); err == nil && f.Deadline != nil && f.DeadlineMissed == nil {
+				open = append(open, fireDeadlineKey(f))
+			}
+		}
+	}
+	if err := deleteKeys(tx, bFireDeadlines, open); err != nil {
+		return err
+	}
 	if err := deleteKeys(tx, bFires, ids); err != nil {
 		return err
 	}

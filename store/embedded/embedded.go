@@ -117,10 +117,13 @@ var (
 	bFires        = []byte("fires")
 	bFireSched    = []byte("fires_by_schedule") // schedule\0fireTime id
 	bFireEmitting = []byte("fires_emitting")    // id of fires with Remaining > 0
-	bPolicies     = []byte("policies")
-	bPolicyTenant = []byte("policies_by_tenant") // tenant\0id
-	bPolicyName   = []byte("policies_by_name")   // tenant\0name -> id
-	bLeases       = []byte("leases")
+	// bFireDeadlines holds deadline, id of the fires whose deadline is
+	// open (FireDeadlineDue). Added after layout 12 as bCalendars was.
+	bFireDeadlines = []byte("fires_by_deadline")
+	bPolicies      = []byte("policies")
+	bPolicyTenant  = []byte("policies_by_tenant") // tenant\0id
+	bPolicyName    = []byte("policies_by_name")   // tenant\0name -> id
+	bLeases        = []byte("leases")
 	// bCalendars holds calendars by tenant\0id. A bucket added after
 	// layout 12: Open creates it in a directory without it, and a
 	// schedulerd that knows no calendars ignores it, so it needs no new
@@ -130,7 +133,7 @@ var (
 	allBucketNames = append([][]byte{
 		bTenants, bAPIKeys, bAPIKeyHash, bAPIKeyTenant, bIdempotency,
 		bTenantCodes, bTenantIDs, bOriginCodes, bOriginNames, bSchedules, bSchedTenant, bChildren, bChildSched, bChildTZ, bWatermarks,
-		bFires, bFireSched, bFireEmitting, bSchedEnds,
+		bFires, bFireSched, bFireEmitting, bFireDeadlines, bSchedEnds,
 		bPolicies, bPolicyTenant, bPolicyName, bLeases, bMeta, bCalendars,
 		bAudit, bAuditTenant, bAuditObject,
 		bFireWatching, bFireFinished, bSchedAfter,

@@ -700,7 +700,7 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 	err := s.view(ctx, "event last finished", func(tx *bolt.Tx) error {
 		last = nil
 		x := newEvtx(tx, s.tokens)
-		for _, st := range []model.EventStatus{model.EventReleased, model.EventDead, model.EventCancelled} {
+		for _, st := range []model.EventStatus{model.EventReleased, model.EventDead, model.EventCancelled, model.EventExpired} {
 			var err error
 			if ferr := fireRows(x, tx, fireID, st, func(_ byte, rk []byte) bool {
 				var e *model.Event
@@ -732,8 +732,20 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 // fire index: of the one fire, or of the schedule's groups (found in the
 // schedule index with its loose events).
 func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error) {
+	return s.finishWaiting(ctx, "event cancel pending", scheduleID, fireID, at, model.EventCancelled, "")
+}
+
+// EventExpireWaiting moves the fire's waiting events to expired, as
+// EventCancelPending cancels them. Cross-tenant.
+func (s *Store) EventExpireWaiting(ctx context.Context, scheduleID, fireID string, at time.Time, reason string) (int, error) {
+	return s.finishWaiting(ctx, "event expire waiting", scheduleID, fireID, at, model.EventExpired, reason)
+}
+
+// finishWaiting moves the schedule's (or one fire's) waiting events to the
+// finished status to, with reason (if set) as their LastError.
+func (s *Store) finishWaiting(ctx context.Context, op, scheduleID, fireID string, at time.Time, to model.EventStatus, reason string) (int, error) {
 	var n int
-	err := s.update(ctx, "event cancel pending", func(tx *bolt.Tx) error {
+	err := s.update(ctx, op, func(tx *bolt.Tx) error {
 		n = 0
 		x := newEvtx(tx, s.tokens)
 		// An event held in the schedule's row gets its group first.
@@ -803,7 +815,10 @@ func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID strin
 				continue
 			}
 			e := *old
-			e.Status, e.FinishedAt, e.UpdatedAt = model.EventCancelled, &at, at
+			e.Status, e.FinishedAt, e.UpdatedAt = to, &at, at
+			if reason != "" {
+				e.LastError = reason
+			}
 			if err := x.put(rk, old, &e); err != nil {
 				return err
 			}

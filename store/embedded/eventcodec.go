@@ -52,6 +52,8 @@ const (
 	// The event's trace context (model.Event.TraceParent) follows the
 	// update time.
 	evTraceParent
+	// ExpireAt follows the update time.
+	evExpireAt
 )
 
 // refSchedule reports whether the head e can leave its fields to the row
@@ -95,6 +97,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if e.TraceParent != "" {
 		flags |= evTraceParent
+	}
+	if e.ExpireAt != nil {
+		flags |= evExpireAt
 	}
 	ref := refSchedule(e, sc)
 	var createdDelta time.Duration
@@ -173,6 +178,9 @@ func encodeEventRef(e *model.Event, sc *model.Schedule) ([]byte, error) {
 	}
 	if flags&evTraceParent != 0 {
 		b = putStr(b, e.TraceParent)
+	}
+	if flags&evExpireAt != 0 {
+		b = putTime(b, *e.ExpireAt)
 	}
 	return b, nil
 }
@@ -280,6 +288,10 @@ func decodeEventV3(b []byte, schedule func(id string) (*model.Schedule, error)) 
 	}
 	if flags&evTraceParent != 0 {
 		e.TraceParent = d.str()
+	}
+	if flags&evExpireAt != 0 {
+		t := d.time()
+		e.ExpireAt = &t
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes")

@@ -54,6 +54,7 @@ var (
 	statusCodes = map[model.EventStatus]byte{
 		model.EventPending: 1, model.EventScheduled: 2, model.EventDelivering: 3, model.EventDelivered: 4,
 		model.EventReleased: 5, model.EventRetrying: 6, model.EventDead: 7, model.EventCancelled: 8,
+		model.EventExpired: 9,
 	}
 	statusByCode = func() [256]model.EventStatus {
 		var out [256]model.EventStatus
@@ -112,6 +113,8 @@ const (
 	fReleaseTokenDerived
 	// The trace context, when it differs from the head's.
 	fTraceParent
+	// ExpireAt differs from the head's (nil: none).
+	fExpireAt
 )
 
 // sameTime is equality as the codec keeps it: instants read back in UTC.
@@ -158,6 +161,7 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	set(fDeliveredAt, e.DeliveredAt != nil)
 	set(fFinishedAt, e.FinishedAt != nil)
 	set(fTraceParent, e.TraceParent != h.TraceParent)
+	set(fExpireAt, !sameDeadline(e.ExpireAt, h.ExpireAt))
 
 	b := make([]byte, 0, 16)
 	b = append(b, eventRowV2)
@@ -239,6 +243,9 @@ func encodeRow(e, h *model.Event, k *tokenKey) []byte {
 	if flags&fTraceParent != 0 {
 		b = putStr(b, e.TraceParent)
 	}
+	if flags&fExpireAt != 0 {
+		b = putTimePtr(b, e.ExpireAt)
+	}
 	return b
 }
 
@@ -273,6 +280,10 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 	if h.Deadline != nil {
 		t := *h.Deadline
 		e.Deadline = &t
+	}
+	if h.ExpireAt != nil {
+		t := *h.ExpireAt
+		e.ExpireAt = &t
 	}
 	if len(h.Payload) > 0 {
 		e.Payload = json.RawMessage(bytes.Clone(h.Payload))
@@ -365,6 +376,9 @@ func decodeRow(raw []byte, h *model.Event, slot uint32, k *tokenKey) (*model.Eve
 	}
 	if flags&fTraceParent != 0 {
 		e.TraceParent = d.str()
+	}
+	if flags&fExpireAt != 0 {
+		e.ExpireAt = d.timePtr()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("decode event: trailing bytes in row")

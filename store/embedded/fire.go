@@ -95,6 +95,11 @@ func createFire(tx *bolt.Tx, f *model.Fire, doc []byte) error {
 	if err := putWatch(tx, f); err != nil {
 		return err
 	}
+	if f.Deadline != nil && f.DeadlineMissed == nil {
+		if err := tx.Bucket(bFireDeadlines).Put(fireDeadlineKey(f), nil); err != nil {
+			return err
+		}
+	}
 	return bs.Put(sk, nil)
 }
 

@@ -73,7 +73,7 @@ func isTenantImplied(v []byte) bool { return len(v) == 1 && v[0] == tenantImplie
 // policy keeps the ordinary form: its event needs an ev_policy entry,
 // which this form does not give.
 func impliesEvent(sc *model.Schedule, f *model.Fire, events []*model.Event) bool {
-	if len(events) != 1 || sc.PolicyID != "" {
+	if len(events) != 1 || sc.PolicyID != "" || events[0].ExpireAt != nil {
 		return false
 	}
 	e := events[0]

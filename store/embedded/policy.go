@@ -234,6 +234,19 @@ func (s *Store) PolicySetHold(ctx context.Context, tenantID, policyID string, h 
 	})
 }
 
+// PolicySetHoldTime records the measured hold time without changing
+// Version. model.ErrNotFound.
+func (s *Store) PolicySetHoldTime(ctx context.Context, policyID string, hold time.Duration) error {
+	return s.batch(ctx, "policy set hold time", func(tx *bolt.Tx) error {
+		var p model.Policy
+		if err := getJSON(tx, bPolicies, []byte(policyID), &p); err != nil {
+			return err
+		}
+		p.HoldTime = max(hold, 0)
+		return putJSON(tx, bPolicies, []byte(policyID), &p)
+	})
+}
+
 // PolicySetInUse overwrites InUse if Version equals expectedVersion and
 // InUse equals expectedInUse. It does
 // not change Version: token counts are not an edit of the policy, and a

@@ -104,13 +104,17 @@ type scheduleExt struct {
 	CreatedTrace     string                 `json:"createdTrace,omitempty"`
 	Notify           []model.Notify         `json:"notify,omitempty"`
 	After            *model.After           `json:"after,omitempty"`
+	Deadline         time.Duration          `json:"deadline,omitempty"`
+	OnDeadline       model.DeadlinePolicy   `json:"onDeadline,omitempty"`
+	MaxEventAge      time.Duration          `json:"maxEventAge,omitempty"`
 }
 
 // extOf returns the scheduleExt of sc, and whether any of its fields is set.
 func extOf(sc *model.Schedule) (scheduleExt, bool) {
 	x := scheduleExt{Labels: sc.Labels, Jitter: sc.Jitter, PausedNote: sc.PausedNote, PausedAt: sc.PausedAt, PausedBy: sc.PausedBy,
 		ResumeAt: sc.ResumeAt, SkipUntil: sc.SkipUntil, ExcludeCalendars: sc.ExcludeCalendars, OnExcluded: sc.OnExcluded,
-		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, Notify: sc.Notify, After: sc.After, CreatedTrace: sc.CreatedTrace}
+		Interval: sc.Interval, IntervalNext: sc.IntervalNext, Crons: sc.Crons, Notify: sc.Notify, After: sc.After, CreatedTrace: sc.CreatedTrace,
+		Deadline: sc.Deadline, OnDeadline: sc.OnDeadline, MaxEventAge: sc.MaxEventAge}
 	return x, !reflect.ValueOf(x).IsZero()
 }
 
@@ -124,6 +128,7 @@ func (x *scheduleExt) apply(sc *model.Schedule) {
 	sc.Interval, sc.IntervalNext, sc.Crons = x.Interval, x.IntervalNext, x.Crons
 	sc.CreatedTrace = x.CreatedTrace
 	sc.Notify, sc.After = x.Notify, x.After
+	sc.Deadline, sc.OnDeadline, sc.MaxEventAge = x.Deadline, x.OnDeadline, x.MaxEventAge
 }
 
 // isScheduleFlagged reports whether raw is a schedule row, whose flags say
@@ -140,7 +145,7 @@ func isScheduleFlagged(raw []byte) bool {
 // (spillFire); getFire, FireList and FireLatestBefore read it from the
 // row.
 func impliesFire(sc *model.Schedule, f *model.Fire) bool {
-	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 || f.Watched {
+	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 || f.Watched || f.Deadline != nil || f.DeadlineMissed != nil {
 		return false
 	}
 	var buf [64]byte
@@ -589,6 +594,8 @@ const (
 	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
 	fireJitter                 // the jitter offset follows the creation time
 	firePayload                // the fire's own payload follows (the jitter)
+	fireDeadline               // the deadline and onDeadline follow (the payload)
+	fireMissed                 // the deadline miss follows (the deadline)
 )
 
 // localLayout is the emitter's format of a fire's local time.
@@ -616,6 +623,12 @@ func encodeFire(f *model.Fire) []byte {
 	if f.Payload != nil {
 		flags |= firePayload
 	}
+	if f.Deadline != nil {
+		flags |= fireDeadline
+	}
+	if f.DeadlineMissed != nil {
+		flags |= fireMissed
+	}
 	b = append(b, fireCodecV2)
 	b = binary.AppendUvarint(b, flags)
 	if flags&fireSchedInID != 0 {
@@ -638,6 +651,14 @@ func encodeFire(f *model.Fire) []byte {
 	}
 	if flags&firePayload != 0 {
 		b = putBytes(b, f.Payload)
+	}
+	if flags&fireDeadline != 0 {
+		b = putTime(b, *f.Deadline)
+		b = putStr(b, string(f.OnDeadline))
+	}
+	if flags&fireMissed != 0 {
+		b = putTime(b, f.DeadlineMissed.At)
+		b = binary.AppendVarint(b, int64(f.DeadlineMissed.Remaining))
 	}
 	return b
 }
@@ -676,6 +697,14 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 	}
 	if flags&firePayload != 0 {
 		f.Payload = d.bytes()
+	}
+	if flags&fireDeadline != 0 {
+		t := d.time()
+		f.Deadline, f.OnDeadline = &t, model.DeadlinePolicy(d.str())
+	}
+	if flags&fireMissed != 0 {
+		f.DeadlineMissed = &model.DeadlineMiss{At: d.time()}
+		f.DeadlineMissed.Remaining = int(d.varint())
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")

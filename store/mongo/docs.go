@@ -228,7 +228,10 @@ type scheduleDoc struct {
 	CreatedTrace string      `bson:"createdTrace,omitempty"`
 	Notify       []notifyDoc `bson:"notify,omitempty"`
 	// After is indexed by its scheduleId (ScheduleListAfter).
-	After *afterDoc `bson:"after,omitempty"`
+	After       *afterDoc `bson:"after,omitempty"`
+	Deadline    int64     `bson:"deadline,omitempty"` // nanoseconds
+	OnDeadline  string    `bson:"onDeadline,omitempty"`
+	MaxEventAge int64     `bson:"maxEventAge,omitempty"` // nanoseconds
 }
 
 type notifyDoc struct {
@@ -303,6 +306,7 @@ func toScheduleDoc(s *model.Schedule) scheduleDoc {
 		Interval: int64(s.Interval), IntervalNext: unixNanoPtr(s.IntervalNext), Crons: s.Crons,
 		CreatedTrace: s.CreatedTrace,
 		Notify:       toNotifyDocs(s.Notify), After: toAfterDoc(s.After),
+		Deadline: int64(s.Deadline), OnDeadline: string(s.OnDeadline), MaxEventAge: int64(s.MaxEventAge),
 	}
 	if s.Interval > 0 && (s.State == model.ScheduleActive || s.State == "") {
 		d.IntervalDue = new(unixNano(s.IntervalNextFire()))
@@ -336,6 +340,8 @@ func (d *scheduleDoc) model() *model.Schedule {
 		Interval: time.Duration(d.Interval), IntervalNext: fromNanoPtr(d.IntervalNext), Crons: d.Crons,
 		CreatedTrace: d.CreatedTrace,
 		Notify:       notifyModel(d.Notify), After: d.After.model(),
+		Deadline: time.Duration(d.Deadline), OnDeadline: model.DeadlinePolicy(d.OnDeadline),
+		MaxEventAge: time.Duration(d.MaxEventAge),
 	}
 }
 
@@ -392,7 +398,18 @@ type fireDoc struct {
 	FinishedAt *int64 `bson:"finishedAt,omitempty"`
 	// Watching is 1 while the fire is watched and not finished: what
 	// FireListWatched finds it by.
-	Watching int `bson:"watching,omitempty"`
+	Watching   int    `bson:"watching,omitempty"`
+	Deadline   *int64 `bson:"deadline,omitempty"`
+	OnDeadline string `bson:"onDeadline,omitempty"`
+	// DeadlineOpen is Deadline until FireDeadlineDone closes it: what
+	// FireDeadlineDue finds the fire by (a partial index).
+	DeadlineOpen *int64   `bson:"deadlineOpen,omitempty"`
+	Missed       *missDoc `bson:"deadlineMissed,omitempty"`
+}
+
+type missDoc struct {
+	At        int64 `bson:"at"`
+	Remaining int   `bson:"remaining"`
 }
 
 func toFireDoc(f *model.Fire) fireDoc {
@@ -401,7 +418,9 @@ func toFireDoc(f *model.Fire) fireDoc {
 		FireTime: unixNano(f.FireTime), LocalTime: f.LocalTime, Count: f.Count,
 		Decision: string(f.Decision), Note: f.Note, Remaining: f.Remaining, CreatedAt: unixNano(f.CreatedAt),
 		Jitter: int64(f.Jitter), Payload: f.Payload,
-		Watched: f.Watched, FinishedAt: unixNanoPtr(f.FinishedAt), Watching: watching(f),
+		Deadline: unixNanoPtr(f.Deadline), OnDeadline: string(f.OnDeadline), Missed: toMissDoc(f.DeadlineMissed),
+		DeadlineOpen: openDeadline(f),
+		Watched:      f.Watched, FinishedAt: unixNanoPtr(f.FinishedAt), Watching: watching(f),
 	}
 }
 
@@ -413,6 +432,20 @@ func watching(f *model.Fire) int {
 	return 0
 }
 
+func openDeadline(f *model.Fire) *int64 {
+	if f.DeadlineMissed != nil {
+		return nil
+	}
+	return unixNanoPtr(f.Deadline)
+}
+
+func toMissDoc(m *model.DeadlineMiss) *missDoc {
+	if m == nil {
+		return nil
+	}
+	return &missDoc{At: unixNano(m.At), Remaining: m.Remaining}
+}
+
 func (d *fireDoc) model() *model.Fire {
 	return &model.Fire{
 		ID: d.ID, ScheduleID: d.ScheduleID, TenantID: d.TenantID,
@@ -420,7 +453,16 @@ func (d *fireDoc) model() *model.Fire {
 		Decision: model.FireDecision(d.Decision), Note: d.Note, Remaining: d.Remaining, CreatedAt: fromNano(d.CreatedAt),
 		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
 		Watched: d.Watched, FinishedAt: fromNanoPtr(d.FinishedAt),
+		Deadline: fromNanoPtr(d.Deadline), OnDeadline: model.DeadlinePolicy(d.OnDeadline),
+		DeadlineMissed: d.Missed.model(),
 	}
+}
+
+func (m *missDoc) model() *model.DeadlineMiss {
+	if m == nil {
+		return nil
+	}
+	return &model.DeadlineMiss{At: fromNano(m.At), Remaining: m.Remaining}
 }
 
 type eventDoc struct {
@@ -433,6 +475,7 @@ type eventDoc struct {
 	Count          int       `bson:"count"`
 	LaunchAt       int64     `bson:"launchAt"`
 	Deadline       *int64    `bson:"deadline,omitempty"`
+	ExpireAt       *int64    `bson:"expireAt,omitempty"`
 	Priority       int       `bson:"priority,omitempty"`
 	PolicyID       string    `bson:"policyId"`
 	Target         targetDoc `bson:"target"`
@@ -460,7 +503,7 @@ func toEventDoc(e *model.Event) eventDoc {
 	return eventDoc{
 		ID: e.ID, TenantID: e.TenantID, ScheduleID: e.ScheduleID, FireID: e.FireID,
 		FireTime: unixNano(e.FireTime), Index: e.Index, Count: e.Count,
-		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline),
+		LaunchAt: unixNano(e.LaunchAt), Deadline: unixNanoPtr(e.Deadline), ExpireAt: unixNanoPtr(e.ExpireAt),
 		Priority: e.Priority, PolicyID: e.PolicyID, Target: toTargetDoc(e.Target),
 		Payload: e.Payload, MaxAttempts: e.MaxAttempts, Shard: e.Shard,
 		Status: string(e.Status), Attempts: e.Attempts, LastError: e.LastError,
@@ -495,7 +538,7 @@ func (d *eventDoc) model() *model.Event {
 	return &model.Event{
 		ID: d.ID, TenantID: d.TenantID, ScheduleID: d.ScheduleID, FireID: d.FireID,
 		FireTime: fromNano(d.FireTime), Index: d.Index, Count: d.Count,
-		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline),
+		LaunchAt: fromNano(d.LaunchAt), Deadline: fromNanoPtr(d.Deadline), ExpireAt: fromNanoPtr(d.ExpireAt),
 		Priority: d.Priority, PolicyID: d.PolicyID, Target: d.Target.model(),
 		Payload: d.Payload, MaxAttempts: d.MaxAttempts, Shard: d.Shard,
 		Status: model.EventStatus(d.Status), Attempts: d.Attempts, LastError: d.LastError,
@@ -524,6 +567,8 @@ type policyDoc struct {
 	EffectiveLimit int    `bson:"effectiveLimit,omitempty"`
 	LimitReason    string `bson:"limitReason,omitempty"`
 	LimitChangedAt int64  `bson:"limitChangedAt,omitempty"`
+	// HoldTime is the measured mean hold, in nanoseconds (PolicySetHoldTime).
+	HoldTime int64 `bson:"holdTime,omitempty"`
 	// Absent before policies had concurrency keys: none.
 	ConcurrencyKey   string `bson:"concurrencyKey,omitempty"`
 	MaxInFlightTotal int    `bson:"maxInFlightTotal"`
@@ -583,7 +628,7 @@ func toPolicyDoc(p *model.Policy) policyDoc {
 		ConcurrencyKey: p.ConcurrencyKey, MaxInFlightTotal: p.MaxInFlightTotal,
 		InUse: p.InUse, TimedOut: p.TimedOut, Version: p.Version,
 		CreatedAt: unixNano(p.CreatedAt), UpdatedAt: unixNano(p.UpdatedAt),
-		Labels: labelPairs(p.Labels),
+		Labels: labelPairs(p.Labels), HoldTime: int64(p.HoldTime),
 		Limits: toLimitDocs(p.Limits), Hold: toHoldDoc(p.Hold),
 	}
 	if p.Adaptive != nil {
@@ -604,7 +649,7 @@ func (d *policyDoc) model() *model.Policy {
 		ConcurrencyKey: d.ConcurrencyKey, MaxInFlightTotal: d.MaxInFlightTotal,
 		InUse: d.InUse, TimedOut: d.TimedOut, Version: d.Version,
 		CreatedAt: fromNano(d.CreatedAt), UpdatedAt: fromNano(d.UpdatedAt),
-		Labels: labelMap(d.Labels),
+		Labels: labelMap(d.Labels), HoldTime: time.Duration(d.HoldTime),
 	}
 	for _, r := range d.Limits {
 		p.Limits = append(p.Limits, model.LimitRule{

@@ -634,6 +634,9 @@ func (s *Store) transitionWrite(t *store.EventTransition, nonce bson.ObjectID) (
 		unset = append(unset, bson.E{Key: "deliveredAt", Value: ""}, bson.E{Key: "finishedAt", Value: ""},
 			bson.E{Key: "tokenTimedOut", Value: ""})
 	}
+	if t.ClearExpiry {
+		unset = append(unset, bson.E{Key: "expireAt", Value: ""})
+	}
 	if t.TokenExpiresAt != nil && s.caps.serverClock {
 		// Stamped on the clock that judges it (clock.go).
 		return filter, s.onServerClock(set, unset, "tokenExpiresAt", *t.TokenExpiresAt)
@@ -713,22 +716,40 @@ func (s *Store) EventLastFinished(ctx context.Context, fireID string) (*time.Tim
 // conditional write (the status filter is re-checked per document), so an
 // event a handler moved on meanwhile is left alone. Cross-tenant.
 func (s *Store) EventCancelPending(ctx context.Context, scheduleID, fireID string, at time.Time) (int, error) {
+	return s.finishWaiting(ctx, "event cancel pending", scheduleID, fireID, at, model.EventCancelled, "")
+}
+
+// EventExpireWaiting moves the fire's waiting events to expired in one
+// update, as EventCancelPending cancels them. Cross-tenant.
+func (s *Store) EventExpireWaiting(ctx context.Context, scheduleID, fireID string, at time.Time, reason string) (int, error) {
+	return s.finishWaiting(ctx, "event expire waiting", scheduleID, fireID, at, model.EventExpired, reason)
+}
+
+// finishWaiting moves the schedule's (or one fire's) waiting events to the
+// finished status to, with reason (if set) as their lastError.
+func (s *Store) finishWaiting(ctx context.Context, op, scheduleID, fireID string, at time.Time, to model.EventStatus, reason string) (int, error) {
 	filter := bson.D{{Key: "scheduleId", Value: scheduleID}}
 	if fireID != "" {
 		filter = append(filter, bson.E{Key: "fireId", Value: fireID})
 	}
 	filter = append(filter, bson.E{Key: "status", Value: in(waitingStatuses)})
-	update := bson.D{{Key: "$set", Value: bson.D{
-		{Key: "status", Value: string(model.EventCancelled)},
+	set := bson.D{
+		{Key: "status", Value: string(to)},
 		{Key: "finishedAt", Value: unixNano(at)},
 		{Key: "updatedAt", Value: unixNano(at)},
-		{Key: fieldFinishedDate, Value: bsonDate(at)},
-	}}}
+	}
+	if d := finishedDate(to, &at, at); d != nil {
+		set = append(set, bson.E{Key: fieldFinishedDate, Value: *d})
+	}
+	if reason != "" {
+		set = append(set, bson.E{Key: "lastError", Value: reason})
+	}
+	update := bson.D{{Key: "$set", Value: set}}
 	unlock := s.lockCAS(s.events)
 	res, err := s.events.UpdateMany(ctx, filter, update)
 	unlock()
 	if err != nil {
-		return 0, fmt.Errorf("event cancel pending schedule %s: %w", scheduleID, interpretError(err))
+		return 0, fmt.Errorf("%s schedule %s: %w", op, scheduleID, interpretError(err))
 	}
 	return int(res.ModifiedCount), nil
 }

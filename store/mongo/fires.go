@@ -165,3 +165,46 @@ func (s *Store) FireInsertMany(ctx context.Context, fs []store.FireNew) ([]bool,
 	}
 	return inserted, n, nil
 }
+
+// FireDeadlineDue returns up to limit fires whose open deadline is not
+// after before, earliest first. Cross-tenant.
+func (s *Store) FireDeadlineDue(ctx context.Context, before time.Time, limit int) ([]*model.Fire, error) {
+	filter := bson.D{{Key: "deadlineOpen", Value: bson.D{{Key: "$lte", Value: unixNano(before)}}}}
+	opts := options.Find().SetSort(bson.D{{Key: "deadlineOpen", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(clampLimit(limit))
+	docs, err := findAll[fireDoc](ctx, s.fires, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fire deadline due: %w", err)
+	}
+	out := make([]*model.Fire, len(docs))
+	for i := range docs {
+		out[i] = docs[i].model()
+	}
+	return out, nil
+}
+
+// FireDeadlineDone closes the fire's deadline; with miss, a conditional
+// update records it only where none is recorded, so one caller wins.
+// ErrNotFound.
+func (s *Store) FireDeadlineDone(ctx context.Context, id string, miss *model.DeadlineMiss) (bool, error) {
+	defer s.lockCAS(s.fires, id)()
+	unset := bson.E{Key: "$unset", Value: bson.D{{Key: "deadlineOpen", Value: ""}}}
+	if miss != nil {
+		filter := bson.D{{Key: "_id", Value: id}, {Key: "deadlineMissed", Value: bson.D{{Key: "$exists", Value: false}}}}
+		update := bson.D{{Key: "$set", Value: bson.D{{Key: "deadlineMissed", Value: toMissDoc(miss)}}}, unset}
+		res, err := s.fires.UpdateOne(ctx, filter, update)
+		if err != nil {
+			return false, fmt.Errorf("fire deadline done %s: %w", id, interpretError(err))
+		}
+		if res.MatchedCount == 1 {
+			return true, nil
+		}
+	}
+	res, err := s.fires.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{unset})
+	if err == nil && res.MatchedCount == 0 {
+		err = mongo.ErrNoDocuments
+	}
+	if err != nil {
+		return false, fmt.Errorf("fire deadline done %s: %w", id, interpretError(err))
+	}
+	return false, nil
+}

@@ -463,6 +463,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("remaining", false, "remaining"),
 			// The finisher's scan: watched fires not finished yet.
 			idx("watching_id", false, "watching", "_id"),
+			// The deadline check: open deadlines, earliest first.
+			idx("deadline_open_id", false, "deadlineOpen", "_id"),
 		},
 		collEvents: {
 			// The handler's takeover: scheduled events under another fence, which

@@ -252,6 +252,21 @@ func (s *Store) PolicySetHold(ctx context.Context, tenantID, policyID string, h 
 	return nil
 }
 
+// PolicySetHoldTime records the measured hold time. ErrNotFound.
+func (s *Store) PolicySetHoldTime(ctx context.Context, policyID string, hold time.Duration) error {
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: "holdTime", Value: int64(max(hold, 0))}}}}
+	unlock := s.lockCAS(s.policies, policyID)
+	res, err := s.policies.UpdateOne(ctx, bson.D{{Key: "_id", Value: policyID}}, update)
+	unlock()
+	if err == nil && res.MatchedCount == 0 {
+		err = model.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("policy set hold time %s: %w", policyID, interpretError(err))
+	}
+	return nil
+}
+
 // PolicySetInUse overwrites InUse if the version is expectedVersion and
 // InUse is expectedInUse. ErrNotFound, ErrConflict.
 func (s *Store) PolicySetInUse(ctx context.Context, policyID string, expectedVersion int64, expectedInUse, inUse int) error {

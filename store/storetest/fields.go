@@ -103,6 +103,7 @@ func fullSchedule(t *testing.T, tenantID, id string, oneOff bool) *model.Schedul
 	s.Target = model.Target{Type: model.TargetSQS, URL: "http://127.0.0.1:9/hook", QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q"}
 	s.Misfire, s.Overlap, s.State = model.MisfireFireAll, model.OverlapCancel, model.ScheduleActive
 	s.Partition, s.Version = 1, 3
+	s.Deadline, s.OnDeadline, s.MaxEventAge = 2*time.Hour, model.DeadlineExpire, 3*time.Hour
 	start, end := at(time.Hour), at(240*time.Hour)
 	s.StartAt, s.EndAt = &start, &end
 	s.CreatedAt, s.UpdatedAt = at(-time.Hour), at(-time.Minute)

@@ -59,6 +59,22 @@ var policyTests = []namedTest{
 		requireNoError(t, err, "APIKeyGetByHash")
 		requireEqual(t, k.PolicyID, "lh1", "consumer key's PolicyID")
 	}},
+	{"HoldTime", func(t *testing.T, d store.Driver) {
+		ctx := t.Context()
+		createPolicy(t, d, newPolicy("A", "h1", 10))
+		requireNoError(t, d.PolicySetHoldTime(ctx, "h1", 1500*time.Millisecond), "PolicySetHoldTime")
+		got, err := d.PolicyGet(ctx, "A", "h1")
+		requireNoError(t, err, "PolicyGet")
+		requireEqual(t, got.HoldTime, 1500*time.Millisecond, "HoldTime")
+		requireEqual(t, got.Version, int64(1), "Version after PolicySetHoldTime")
+		upd := *got
+		upd.Name, upd.HoldTime = "renamed", 0
+		requireNoError(t, d.PolicyUpdate(ctx, &upd, 1), "PolicyUpdate")
+		got, err = d.PolicyGetByID(ctx, "h1")
+		requireNoError(t, err, "PolicyGetByID")
+		requireEqual(t, got.HoldTime, 1500*time.Millisecond, "HoldTime kept by an update")
+		requireIs(t, d.PolicySetHoldTime(ctx, "nope", time.Second), model.ErrNotFound, "PolicySetHoldTime unknown")
+	}},
 	{"AdaptiveLimit", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		p := newPolicy("A", "ad1", 50)

@@ -51,6 +51,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Watermark", watermarkTests},
 		{"Fire", fireTests},
 		{"Watch", watchTests},
+		{"FireDeadline", fireDeadlineTests},
 		{"Event", eventTests},
 		{"Policy", policyTests},
 		{"Calendar", calendarTests},

@@ -279,6 +279,8 @@ function scheduleForm(policies, onCreated) {
     url: h("input", { name: "target.url", type: "url", required: true, placeholder: "https://…" }),
     window: h("input", { name: "window", placeholder: "e.g. 10m" }),
     jitter: h("input", { name: "jitter", placeholder: "e.g. 15m" }),
+    deadline: h("input", { name: "deadline", placeholder: "e.g. 45m (default: the window's end)" }),
+    onDeadline: h("select", { name: "onDeadline" }, [["record", "record the miss"], ["expire", "expire what still waits"]].map(([v, t]) => h("option", { value: v }, t))),
     overlap: h("select", { name: "overlap" }, ["allow", "skip", "cancel"].map((o) => h("option", { value: o }, o))),
     spread: h("input", { name: "spread", type: "checkbox" }),
     labels: h("input", { name: "labels", placeholder: "team=billing, tier=gold" }),
@@ -312,6 +314,8 @@ function scheduleForm(policies, onCreated) {
       if (f.policyId.value) body.policyId = f.policyId.value;
       if (f.window.value) body.window = f.window.value;
       if (f.jitter.value) body.jitter = f.jitter.value;
+      if (f.deadline.value) body.deadline = f.deadline.value;
+      if (f.onDeadline.value === "expire") body.onDeadline = "expire";
       if (f.kind.value !== "cron") {
         delete body.cron;
         if (f.kind.value === "crons") body.crons = splitCrons(f.cron.value);
@@ -350,7 +354,8 @@ function scheduleForm(policies, onCreated) {
   field("Name", f.name), field("Fires on", f.kind), h("label", { for: "cron-in" }, "When", Object.assign(f.cron, { id: "cron-in" }), words),
   field("Time zone", f.timezone), field("Events per fire", f.eventCount),
   field("Max attempts", f.maxAttempts), field("Policy", f.policyId), field("Target URL", f.url),
-  field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter), field("Overlap", f.overlap), field("Labels (key=value, comma separated)", f.labels),
+  field("Window", f.window), field("Jitter (launch up to this much later)", f.jitter),
+  field("Deadline (a fire must finish this long after its time)", f.deadline), field("On a missed deadline", f.onDeadline), field("Overlap", f.overlap), field("Labels (key=value, comma separated)", f.labels),
   field("Notify URL", f.notify), field("Notify on (comma separated)", f.notifyOn),
   h("label", { class: "inline", for: "spread-in" },
     Object.assign(f.spread, { id: "spread-in" }), " spread over the window"),
@@ -618,6 +623,11 @@ async function pageSchedule(main, id) {
       h("dt", {}, "jitter"), h("dd", { id: "jitter" }, s.jitter
         ? `each fire launches up to ${s.jitter} after its time, by a fixed offset per fire (before the window)`
         : "none"),
+      h("dt", {}, "deadline"), h("dd", { id: "deadline" }, s.deadline || s.window
+        ? `each fire must finish ${s.deadline || s.window} after its launch${s.deadline ? "" : " (the window's end)"}; a miss is ${s.onDeadline === "expire" ? "recorded and what still waits expires" : "recorded"}`
+        : "none"),
+      h("dt", {}, "max event age"), h("dd", { id: "max-event-age" }, s.maxEventAge
+        ? `an event not delivered ${s.maxEventAge} after its launch expires` : "none"),
       h("dt", {}, "overlap / misfire"), h("dd", {}, `${s.overlap} / ${s.misfire}`),
       h("dt", {}, "policy"), h("dd", {}, s.policyId || "none"),
       h("dt", {}, "calendars"), h("dd", { id: "schedule-calendars" }, s.excludeCalendars
@@ -772,7 +782,7 @@ function backfillForm(s) {
 
 // ---------- fires ----------
 
-const STATES = ["waiting", "inFlight", "delivered", "released", "retrying", "dead", "cancelled"];
+const STATES = ["waiting", "inFlight", "delivered", "released", "retrying", "dead", "cancelled", "expired"];
 const COLOURS = { inFlight: "inflight" };
 
 function legend() {
@@ -785,6 +795,19 @@ function countsBar(f) {
   return h("div", { class: "bar-stack", role: "img", "aria-label": STATES.map((k) => `${k} ${f.counts[k]}`).join(", ") },
     STATES.filter((k) => f.counts[k] > 0).map((k) =>
       h("span", { style: `width: ${(100 * f.counts[k]) / total}%; background: var(--${COLOURS[k] || k})` })));
+}
+
+// fireDeadline says when the fire must finish, whether it missed, and
+// while it runs when it is expected to finish.
+function fireDeadline(f) {
+  if (f.deadlineMissed) {
+    return h("div", {}, h("small", { class: "deadline missed" },
+      `deadline missed ${utc(f.deadlineMissed.at)}: ${f.deadlineMissed.remaining} unfinished${f.onDeadline === "expire" ? ", waiting ones expired" : ""}`));
+  }
+  const parts = [];
+  if (f.deadline) parts.push(`deadline ${utc(f.deadline)}${f.onDeadline === "expire" ? " (expire)" : ""}`);
+  if (f.eta) parts.push(`expected ${utc(f.eta)}${f.atRisk ? " — at risk" : ""}`);
+  return parts.length ? h("div", {}, h("small", { class: f.atRisk ? "deadline at-risk" : "deadline" }, parts.join(" · "))) : null;
 }
 
 function parseDuration(d) {
@@ -847,7 +870,7 @@ async function pageFires(main, id) {
       tbody.replaceChildren(...page.items.map((f) => h("tr", { dataset: { fire: f.id, ...Object.fromEntries(STATES.map((k) => [k, f.counts[k]])) } },
         h("td", {}, local(f.fireTime), h("br"), h("small", {}, utc(f.fireTime)),
           f.jitter ? h("div", {}, h("small", { class: "jitter" }, `launch ${utc(f.launchAt)} (jitter +${f.jitter})`)) : null),
-        h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", { class: "note" }, f.note)) : null),
+        h("td", {}, badge(f.decision), f.note ? h("div", {}, h("small", { class: "note" }, f.note)) : null, fireDeadline(f)),
         h("td", { class: "num" }, f.n, f.emitting ? h("div", {}, h("small", {}, `emitting: ${f.emitted || 0}`)) : null),
         h("td", {}, countsBar(f), h("div", { class: "counts" }, STATES.map((k) => `${k} ${f.counts[k]}`).join(" · "))),
         h("td", {}, windowBar(s, f)),
@@ -874,7 +897,7 @@ async function pageFires(main, id) {
 
 // ---------- events ----------
 
-const EVENT_STATUSES = ["", "pending", "scheduled", "delivering", "delivered", "released", "retrying", "dead", "cancelled"];
+const EVENT_STATUSES = ["", "pending", "scheduled", "delivering", "delivered", "released", "retrying", "dead", "cancelled", "expired"];
 
 function toRFC3339(v) {
   return v ? new Date(v).toISOString() : "";

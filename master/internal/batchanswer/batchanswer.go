@@ -106,9 +106,10 @@ func AppendSchedule(b []byte, s *api.Schedule) ([]byte, error) { return appendSc
 // order of the struct's fields; tm (nil: none) remembers times.
 func appendSchedule(b []byte, s *api.Schedule, tm *timeMemo) ([]byte, error) {
 	if s.Payload != nil && len(*s.Payload) == 0 || s.ExcludeCalendars != nil || s.OnExcluded != nil || s.Interval != nil || s.Crons != nil ||
-		s.Notify != nil || s.After != nil || s.Warnings != nil {
+		s.Notify != nil || s.After != nil || s.Warnings != nil ||
+		s.Deadline != nil || s.OnDeadline != nil || s.MaxEventAge != nil {
 		// json.Marshal's error: an empty raw value; or a schedule that
-		// names calendars, has an interval, several crons, warnings, receivers of
+		// names calendars, has an interval, several crons, warnings, a deadline, receivers of
 		// notifications or a dependency, which is rarer.
 		return appendMarshal(b, s)
 	}
