@@ -1138,7 +1138,12 @@ type Policy struct {
 	// without adaptive, limits or a hold.
 	EffectiveLimit *int        `json:"effectiveLimit,omitempty"`
 	Hold           *PolicyHold `json:"hold,omitempty"`
-	Id             string      `json:"id"`
+
+	// HoldTime The mean time from delivery to release that the policy's owner
+	// measured (a duration such as "1.5s"); absent until measured.
+	// Completion forecasts and ETAs divide the limit by it.
+	HoldTime *string `json:"holdTime,omitempty"`
+	Id       string  `json:"id"`
 
 	// Labels Up to 16 key/value pairs, with the rules of Kubernetes labels. A key
 	// is a name of at most 63 characters (letters, digits, '-', '_' and

@@ -57,6 +57,9 @@ func TestFireShowsForecastAndMiss(t *testing.T) {
 	if err := h.st.PolicySetHoldTime(h.ctx, p.Id, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if pr, err := c.GetPolicyWithResponse(h.ctx, p.Id); err != nil || pr.JSON200 == nil || pr.JSON200.HoldTime == nil || *pr.JSON200.HoldTime != "2s" {
+		t.Fatalf("the policy's holdTime: %v %+v", err, pr)
+	}
 	s := h.schedule(c, client.ScheduleCreate{Name: "n", Cron: ptr("0 3 * * *"), Target: httpTarget(), PolicyId: &p.Id, Deadline: ptr("45m")})
 	now := time.Now().UTC()
 	fire := func(at time.Time, deadline time.Time, miss *model.DeadlineMiss, statuses ...model.EventStatus) string {

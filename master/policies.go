@@ -261,6 +261,10 @@ func (s *Server) policyOut(ctx context.Context, p *model.Policy) (*api.Policy, e
 		out.EffectiveLimit, out.LimitReason, out.LimitChangedAt = &ls.limit, &reason, &ls.at
 	}
 	out.Limits = limitsOut(p.Limits)
+	if p.HoldTime > 0 {
+		h := p.HoldTime.String()
+		out.HoldTime = &h
+	}
 	now := s.now()
 	if h := p.Hold; h.Active(now) {
 		out.Hold = holdOut(h)

@@ -48,10 +48,6 @@ func TestCompileKeepsEveryMember(t *testing.T) {
 		"After": func(sp *schedule.Spec) {
 			sp.Cron, sp.After = nil, &model.After{ScheduleID: "sch_up", When: model.AfterSucceeded}
 		},
-		"Jitter":      func(sp *schedule.Spec) { sp.Jitter = "15m" },
-		"Labels":      func(sp *schedule.Spec) { sp.Labels = map[string]string{"team": "billing"} },
-		"Interval":    func(sp *schedule.Spec) { sp.Cron, sp.Interval = nil, ptr("90m") },
-		"Crons":       func(sp *schedule.Spec) { sp.Cron, sp.Crons = nil, []string{"0 3 * * *", "0 4 * * 6"} },
 		"Deadline":    func(sp *schedule.Spec) { sp.Deadline = "45m" },
 		"OnDeadline":  func(sp *schedule.Spec) { sp.Deadline, sp.OnDeadline = "45m", model.DeadlineExpire },
 		"MaxEventAge": func(sp *schedule.Spec) { sp.MaxEventAge = "2h" },
