@@ -350,7 +350,8 @@ func (a *App) build(ctx context.Context) error {
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
 		IdempotencyRetention: cfg.IdempotencyRetention, TenantWeight: cfg.TenantWeight,
 		RetentionInterval: retentionInterval(a.retentionByTTL),
-		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
+		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap),
+		MaxScheduled: cfg.MaxHeld},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			// Delivery is shared between tenants by their weights.
@@ -390,6 +391,7 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.resumer = a.master.NewResumer(0)
 	a.metrics.countForwards(a.master.TokenForwards)
+	a.metrics.exportHeld(a.handler.Held, a.handler.PeakHeld)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
 	}

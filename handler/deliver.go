@@ -116,6 +116,7 @@ func (h *Handler) writer() {
 		}
 		h.record(h.workCtx, o)
 		h.outcomes.release(len(o.items))
+		h.madeRoom()
 	}
 }
 
@@ -155,6 +156,13 @@ func newOutbox(max int, linger time.Duration, busy func() bool) *outbox {
 	b := &outbox{max: max, linger: linger, busy: busy}
 	b.queued.L, b.space.L = &b.mu, &b.mu
 	return b
+}
+
+// held is how many events are queued or being written.
+func (b *outbox) held() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.events
 }
 
 // sending reports whether lingering outcomes give way to the sending of

@@ -132,6 +132,43 @@ func (h *Handler) Scheduled() int {
 	return n + h.queue.Len()
 }
 
+// Held returns how many claimed events this handler holds in memory: in
+// the timer heap, waiting in the throttle, in the delivery queues, being
+// delivered and with their outcomes not yet written. The parts are read
+// in the order events move through them, so that an event moving on
+// meanwhile is counted twice rather than missed: the sum is never below
+// what is held.
+func (h *Handler) Held() int {
+	h.mu.Lock()
+	n := len(h.heap)
+	h.mu.Unlock()
+	n += h.thr.WaitingAll()
+	n += h.queue.Len()
+	n += int(h.inFlight.Load())
+	return n + h.outcomes.held()
+}
+
+// PeakHeld returns the most events Held right after a claim since the
+// handler was made.
+func (h *Handler) PeakHeld() int { return int(h.peak.Load()) }
+
+// minClaim is the least room a claim pass waits for once MaxScheduled was
+// reached, so that a drain of a few events does not cost a commit each.
+func (h *Handler) minClaim() int {
+	return max(1, min(h.cfg.ClaimBatch, h.cfg.MaxScheduled/4))
+}
+
+// madeRoom wakes the prefetch loop if its last pass stopped at
+// MaxScheduled: delivery has made room for the next claims.
+func (h *Handler) madeRoom() {
+	if h.full.Load() && h.cfg.MaxScheduled-h.Held() >= h.minClaim() {
+		select {
+		case h.wakeP <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // timerLoop sleeps until the earliest launch time, then hands every due
 // event on: unthrottled ones to the delivery queues, throttled ones to their
 // bucket.
@@ -286,6 +323,7 @@ func (h *Handler) prefetchLoop() {
 			return
 		case <-ticker.Chan():
 		case <-h.deps.Shards.Changed():
+		case <-h.wakeP:
 		}
 	}
 }
@@ -309,11 +347,23 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	held := h.deps.Shards.Held()
 	h.syncShards(held)
 	dueBefore := h.deps.Clock.Now().Add(h.cfg.Horizon)
-	room := h.cfg.MaxScheduled - (h.Scheduled() + h.thr.WaitingAll())
-	if room <= 0 {
-		return false, nil
+	// The room left under MaxScheduled is split over the owned shards, so
+	// that claims never take more than it; a shard whose share comes back
+	// full is claimed again once delivery makes room (madeRoom).
+	least := 1
+	if h.full.Load() {
+		least = h.minClaim()
 	}
-	limit := h.cfg.ClaimBatch
+	room := h.cfg.MaxScheduled - h.Held()
+	if room < least || len(held) == 0 {
+		h.full.Store(true)
+		// Room made after the check above wakes the loop.
+		if room = h.cfg.MaxScheduled - h.Held(); room < least || len(held) == 0 {
+			return false, nil
+		}
+	}
+	h.full.Store(false)
+	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
 	early := h.thr.SendsEarly()
 	var (
 		wg   sync.WaitGroup
@@ -324,6 +374,7 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		if room <= 0 {
 			break
 		}
+		limit := min(share, room)
 		room -= limit
 		if !h.deps.Shards.Owns(shard, fence) {
 			continue
@@ -363,6 +414,14 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 				}
 			}
 			h.schedule(items)
+			if len(evs) > 0 {
+				held := h.Held()
+				for p := h.peak.Load(); int64(held) > p && !h.peak.CompareAndSwap(p, int64(held)); p = h.peak.Load() {
+				}
+				if f := h.deps.Hooks.Claimed; f != nil {
+					f(len(evs), held)
+				}
+			}
 			if len(evs) >= limit {
 				mu.Lock()
 				more = true
