@@ -38,7 +38,7 @@ func TestHandlerTimingFlags(t *testing.T) {
 	for _, tc := range []struct{ args []string }{
 		{[]string{"-outcome-linger", "2s"}}, {[]string{"-outcome-linger", "-1ms"}},
 		{[]string{"-launch-gap", "1s"}}, {[]string{"-launch-gap", "soon"}},
-		{[]string{"-max-held-events", "99"}}, {[]string{"-max-held-events", "10000001"}},
+		{[]string{"-max-held-events", "9"}}, {[]string{"-max-held-events", "10000001"}},
 	} {
 		_, err := ParseConfig(tc.args, mongoEnv(nil))
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(tc.args[0], "-")+":") {

@@ -137,13 +137,13 @@ func (h *Handler) Scheduled() int {
 // delivered and with their outcomes not yet written. The parts are read
 // in the order events move through them, so that an event moving on
 // meanwhile is counted twice rather than missed: the sum is never below
-// what is held.
+// what is held. Not counted: the events that took a token and are on
+// their way from the throttle to the delivery queues (at most the
+// policies' maxInFlight).
 func (h *Handler) Held() int {
 	h.mu.Lock()
-	n := len(h.heap)
+	n := len(h.heap) + h.launching + h.thr.WaitingAll() + h.queue.Len()
 	h.mu.Unlock()
-	n += h.thr.WaitingAll()
-	n += h.queue.Len()
 	n += int(h.inFlight.Load())
 	return n + h.outcomes.held()
 }
@@ -192,6 +192,7 @@ func (h *Handler) timerLoop() {
 			}
 			due = append(due, h.heap.pop())
 		}
+		h.launching = len(due)
 		h.mu.Unlock()
 		if len(due) > 0 {
 			last = now
@@ -250,10 +251,14 @@ func (h *Handler) launch(due []throttle.Item) bool {
 		return false
 	default:
 	}
+	// Under mu, so that Held counts each event once, launching or queued.
+	h.mu.Lock()
 	h.queue.push(ready...)
 	if len(throttled) > 0 {
 		h.thr.Enqueue(throttled...)
 	}
+	h.launching = 0
+	h.mu.Unlock()
 	if len(ready) == 0 {
 		return true
 	}
