@@ -49,19 +49,26 @@ func (h *Handler) startDeliveries() bool {
 		default:
 		}
 		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
+		// Under mu, so that Held counts each event once, queued or sent.
+		h.mu.Lock()
 		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
-		if len(batch) == 0 {
+		n := len(batch)
+		h.sent += n
+		h.mu.Unlock()
+		if n == 0 {
 			return true
 		}
-		n := len(batch)
 		h.hosts.acquire(host, n)
 		h.inFlight.Add(int64(n))
 		h.workers.GoWith(&h.deliveries, func() {
 			o, rs := h.deliverTenant(h.workCtx, batch)
 			h.hosts.done(host, n, rs)
+			written := 0
 			if o != nil && len(o.items) > 0 {
+				written = len(o.items)
 				h.outcomes.put(o)
 			}
+			h.settle(n - written)
 			h.inFlight.Add(-int64(n))
 			if h.queue.Len() > 0 {
 				// Its slots may let a waiting event go. With none
@@ -70,6 +77,17 @@ func (h *Handler) startDeliveries() bool {
 			}
 		})
 	}
+}
+
+// settle counts n sent events as no longer held: their outcomes are
+// written, or they are not to be written.
+func (h *Handler) settle(n int) {
+	if n == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.sent -= n
+	h.mu.Unlock()
 }
 
 // deliverTenant delivers a batch of one tenant with the tenant's target rule
@@ -116,6 +134,7 @@ func (h *Handler) writer() {
 		}
 		h.record(h.workCtx, o)
 		h.outcomes.release(len(o.items))
+		h.settle(len(o.items))
 		h.madeRoom()
 	}
 }
@@ -156,13 +175,6 @@ func newOutbox(max int, linger time.Duration, busy func() bool) *outbox {
 	b := &outbox{max: max, linger: linger, busy: busy}
 	b.queued.L, b.space.L = &b.mu, &b.mu
 	return b
-}
-
-// held is how many events are queued or being written.
-func (b *outbox) held() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.events
 }
 
 // sending reports whether lingering outcomes give way to the sending of

@@ -395,6 +395,9 @@ type Handler struct {
 	// launching counts the events the timer took from the heap and is
 	// handing on (Held counts them until they are in a queue).
 	launching int
+	// sent counts the events taken from the delivery queues whose
+	// outcomes are not written yet.
+	sent  int
 	wakeP chan struct{} // room for claims was made while claims waited for it
 	full  atomic.Bool   // the last claim pass stopped at MaxScheduled
 	peak  atomic.Int64  // the most events Held after a claim

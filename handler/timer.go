@@ -134,18 +134,14 @@ func (h *Handler) Scheduled() int {
 
 // Held returns how many claimed events this handler holds in memory: in
 // the timer heap, waiting in the throttle, in the delivery queues, being
-// delivered and with their outcomes not yet written. The parts are read
-// in the order events move through them, so that an event moving on
-// meanwhile is counted twice rather than missed: the sum is never below
-// what is held. Not counted: the events that took a token and are on
-// their way from the throttle to the delivery queues (at most the
-// policies' maxInFlight).
+// delivered and with their outcomes not yet written. The handler moves
+// events between its parts under mu, so each is counted once. Not
+// counted: the events that took a token and are on their way from the
+// throttle to the delivery queues (at most the policies' maxInFlight).
 func (h *Handler) Held() int {
 	h.mu.Lock()
-	n := len(h.heap) + h.launching + h.thr.WaitingAll() + h.queue.Len()
-	h.mu.Unlock()
-	n += int(h.inFlight.Load())
-	return n + h.outcomes.held()
+	defer h.mu.Unlock()
+	return len(h.heap) + h.launching + h.thr.WaitingAll() + h.queue.Len() + h.sent
 }
 
 // PeakHeld returns the most events Held right after a claim since the

@@ -1,0 +1,96 @@
+package handler_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/delivery"
+	"github.com/schedulerd/schedulerd/handler"
+	"github.com/schedulerd/schedulerd/model"
+)
+
+// A backlog far above MaxScheduled, unthrottled and throttled, is
+// delivered completely while the handler never holds more than the bound
+// after a claim (plus the policy's maxInFlight: events that took a token
+// are not counted on their way to the delivery queues), and the events of
+// a schedule go in index order but for the bound's worth of overtaking
+// (claims follow the due index).
+func TestHeldBound(t *testing.T) {
+	const bound, n, nThrottled, maxInFlight = 30, 1500, 200, 3
+	st := openStore(t)
+	createPolicy(t, st, &model.Policy{ID: "pol_b", TenantID: "t1", Name: "b", MaxInFlight: maxInFlight, AutoRelease: true})
+	now := time.Now()
+	free := makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: now})
+	thr := makeEvents(nThrottled, evOpts{schedule: "p", url: "http://sink", launch: now, policy: "pol_b"})
+	insert(t, st, append(free, thr...))
+
+	var (
+		mu      sync.Mutex
+		peak    int
+		claims  int
+		order   = map[int][]int{} // shard: indexes of schedule s in delivery order
+		done    = make(chan struct{})
+		settled int
+	)
+	sk := &sink{onDel: func(_ time.Time, evs []*model.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			if e.ScheduleID == "s" {
+				order[e.Shard] = append(order[e.Shard], e.Index)
+			}
+		}
+	}}
+	hooks := handler.Hooks{
+		Claimed: func(_, held int) {
+			mu.Lock()
+			peak, claims = max(peak, held), claims+1
+			mu.Unlock()
+		},
+		Attempted: func(_ *model.Event, _ delivery.Result, status model.EventStatus) {
+			mu.Lock()
+			defer mu.Unlock()
+			if status != "" {
+				if settled++; settled == n+nThrottled {
+					close(done)
+				}
+			}
+		},
+	}
+	h := startHandler(t, handler.Config{MaxScheduled: bound, MaxBatch: 10}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}, Hooks: hooks})
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%d of %d events settled", settled, n+nThrottled)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > bound+maxInFlight || peak == 0 {
+		t.Errorf("held at most %d events after a claim, want 1-%d", peak, bound+maxInFlight)
+	}
+	if claims < (n+nThrottled)/bound {
+		t.Errorf("%d claims for %d events under a bound of %d", claims, n+nThrottled, bound)
+	}
+	for shard, idx := range order {
+		worst := 0
+		for i, x := range idx {
+			later := 0
+			for _, y := range idx[:i] {
+				if y > x {
+					later++
+				}
+			}
+			worst = max(worst, later)
+		}
+		if worst > bound {
+			t.Errorf("shard %d: an event went after %d of its schedule's events with a greater index, want at most %d", shard, worst, bound)
+		}
+	}
+	if h.PeakHeld() != peak {
+		t.Errorf("PeakHeld %d, the hook saw %d", h.PeakHeld(), peak)
+	}
+}
