@@ -395,7 +395,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	var memPeaks <-chan memPeak
 	if meter != nil {
 		memStop = make(chan struct{})
-		memPeaks = sampleMem(meter.pid, 100*time.Millisecond, memStop)
+		memPeaks = sampleMem(meter.pid, 250*time.Millisecond, memStop)
 		defer func() {
 			if memStop != nil {
 				close(memStop)
@@ -701,7 +701,7 @@ func (r *result) print(w io.Writer, o *options) {
 			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))
 		}
 		if r.mem.pss > 0 {
-			fmt.Fprintf(tw, "peak PSS of %s (sampled every 100 ms)\t%s (anonymous %s, file-backed %s; RSS %s)\n", who,
+			fmt.Fprintf(tw, "peak PSS of %s (sampled every 250 ms)\t%s (anonymous %s, file-backed %s; RSS %s)\n", who,
 				mib(r.mem.pss), mib(r.mem.pssAnon), mib(r.mem.pssFile), mib(r.mem.rss))
 		}
 	}
