@@ -94,3 +94,50 @@ func TestHeldBound(t *testing.T) {
 		t.Errorf("PeakHeld %d, the hook saw %d", h.PeakHeld(), peak)
 	}
 }
+
+// A policy whose events wait for tokens that do not come back holds at
+// most its shard's part of half the bound: the unthrottled events of the
+// other shards are claimed and delivered meanwhile.
+func TestHeldBoundThrottledDoesNotStarve(t *testing.T) {
+	const bound, nThrottled, nFree = 40, 400, 300
+	st := openStore(t)
+	createPolicy(t, st, &model.Policy{ID: "pol_stuck", TenantID: "t1", Name: "stuck", MaxInFlight: 1})
+	now := time.Now()
+	stuck := makeEvents(nThrottled, evOpts{schedule: "p", url: "http://sink", launch: now, policy: "pol_stuck"})
+	insert(t, st, stuck)
+	free := makeEvents(nFree, evOpts{schedule: "s", url: "http://sink", launch: now.Add(time.Millisecond)})
+	insert(t, st, free)
+	pShard := stuck[0].Shard
+	want := 0
+	for _, e := range free {
+		if e.Shard != pShard {
+			want++
+		}
+	}
+	var (
+		mu   sync.Mutex
+		got  = map[string]bool{}
+		done = make(chan struct{})
+	)
+	sk := &sink{onDel: func(_ time.Time, evs []*model.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			if e.ScheduleID == "s" && e.Shard != pShard && !got[e.ID] {
+				if got[e.ID] = true; len(got) == want {
+					close(done)
+				}
+			}
+		}
+	}}
+	// The policy's one token is never released: its events wait.
+	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: sk}})
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%d of the %d unthrottled events of other shards delivered while the policy's events wait", len(got), want)
+	}
+}

@@ -336,6 +336,7 @@ type Throttle interface {
 	SyncShards(held map[int]int64)
 	MarkSettled(shard int, fence int64)
 	WaitingAll() int
+	WaitingByShard() map[int]int
 	OldestWaiting() map[string]map[int]time.Time
 	// Observe is the adaptive limit's input: the outcome of a delivery of
 	// a throttled event of policyID (see throttle/adaptive.go).
@@ -401,6 +402,11 @@ type Handler struct {
 	wakeP chan struct{} // room for claims was made while claims waited for it
 	full  atomic.Bool   // the last claim pass stopped at MaxScheduled
 	peak  atomic.Int64  // the most events Held after a claim
+	// capped are the shards the last claim pass passed over because their
+	// policies' waiting events reached waitCap.
+	cappedMu sync.Mutex
+	capped   []int
+	waitCap  int
 
 	owned atomic.Pointer[map[int]int64]
 	queue *fairQueue    // due events waiting for a delivery slot

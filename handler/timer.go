@@ -157,7 +157,22 @@ func (h *Handler) minClaim() int {
 // madeRoom wakes the prefetch loop if its last pass stopped at
 // MaxScheduled: delivery has made room for the next claims.
 func (h *Handler) madeRoom() {
-	if h.full.Load() && h.cfg.MaxScheduled-h.Held() >= h.minClaim() {
+	wake := h.full.Load() && h.cfg.MaxScheduled-h.Held() >= h.minClaim()
+	if !wake {
+		h.cappedMu.Lock()
+		capped, waitCap := h.capped, h.waitCap
+		h.cappedMu.Unlock()
+		if len(capped) > 0 {
+			waiting := h.thr.WaitingByShard()
+			for _, s := range capped {
+				if waiting[s] <= waitCap/2 {
+					wake = true
+					break
+				}
+			}
+		}
+	}
+	if wake {
 		select {
 		case h.wakeP <- struct{}{}:
 		default:
@@ -365,6 +380,17 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	}
 	h.full.Store(false)
 	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
+	// A shard whose policies' events wait for tokens beyond its part of
+	// half the bound is not claimed meanwhile: its waiting events cannot
+	// take the room of the other shards' events.
+	waitCap := max(1, h.cfg.MaxScheduled/(2*len(held)))
+	waiting := h.thr.WaitingByShard()
+	var capped []int
+	defer func() {
+		h.cappedMu.Lock()
+		h.capped, h.waitCap = capped, waitCap
+		h.cappedMu.Unlock()
+	}()
 	early := h.thr.SendsEarly()
 	var (
 		wg   sync.WaitGroup
@@ -374,6 +400,10 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	for shard, fence := range held {
 		if room <= 0 {
 			break
+		}
+		if waiting[shard] >= waitCap {
+			capped = append(capped, shard)
+			continue
 		}
 		limit := min(share, room)
 		room -= limit
