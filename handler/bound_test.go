@@ -1,7 +1,9 @@
 package handler_test
 
 import (
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,5 +141,39 @@ func TestHeldBoundThrottledDoesNotStarve(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Fatalf("%d of the %d unthrottled events of other shards delivered while the policy's events wait", len(got), want)
+	}
+}
+
+// Events of an adaptive policy, whose outcomes are queued one by one as
+// the answers come, are counted once: after the last outcome the handler
+// holds nothing, and it never held more than the bound (plus the tokens on
+// their way from the throttle).
+func TestHeldBoundAdaptive(t *testing.T) {
+	const bound, n, ceiling = 20, 300, 5
+	st := openStore(t)
+	createPolicy(t, st, &model.Policy{ID: "pol_a", TenantID: "t1", MaxInFlight: ceiling, TokenTimeout: time.Minute, AutoRelease: true,
+		Adaptive: &model.AdaptiveLimit{Min: 1, Max: ceiling}})
+	var got sync.Map
+	var count atomic.Int64
+	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
+		if _, dup := got.LoadOrStore(m.EventID, true); !dup {
+			count.Add(1)
+		}
+	})
+	evs := makeEvents(n, evOpts{schedule: "s", policy: "pol_a", url: srv.URL, launch: time.Now()})
+	insert(t, st, evs)
+	var peak atomic.Int64
+	h := startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 5*time.Second)},
+		Hooks: handler.Hooks{Claimed: func(_, held int) {
+			for p := peak.Load(); int64(held) > p && !peak.CompareAndSwap(p, int64(held)); p = peak.Load() {
+			}
+		}}})
+	waitFor(t, 60*time.Second, "every event delivered", func() bool { return count.Load() == n })
+	waitFor(t, 10*time.Second, "nothing held once the outcomes are written", func() bool {
+		return h.Held() == 0 && allIn(t, st, evs, model.EventReleased)
+	})
+	if p := peak.Load(); p > bound+ceiling || p <= 0 {
+		t.Errorf("held at most %d after a claim, want 1-%d", p, bound+ceiling)
 	}
 }

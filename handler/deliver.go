@@ -64,9 +64,12 @@ func (h *Handler) startDeliveries() bool {
 			o, rs := h.deliverTenant(h.workCtx, batch)
 			h.hosts.done(host, n, rs)
 			written := 0
-			if o != nil && len(o.items) > 0 {
-				written = len(o.items)
-				h.outcomes.put(o)
+			if o != nil {
+				written = o.each
+				if len(o.items) > 0 {
+					written += len(o.items)
+					h.outcomes.put(o)
+				}
 			}
 			h.settle(n - written)
 			h.inFlight.Add(-int64(n))
@@ -107,6 +110,9 @@ type outcomes struct {
 	items   []throttle.Item
 	results []delivery.Result
 	ts      []store.EventTransition
+	// each counts the events of the delivery whose outcomes were queued one
+	// by one as they came (deliverEach), not in this batch.
+	each int
 	// lingers: no outcome of the batch gives a token back or is awaited by
 	// a consumer's release (all unthrottled), so its write may wait for
 	// others to share its commit.
@@ -395,7 +401,9 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 	now := clock.Now()
 	o := &outcomes{}
 	for i, it := range send {
-		if !each[i] {
+		if each[i] {
+			o.each++
+		} else {
 			h.answer(it, results[i], now.Sub(start))
 			o.items, o.results = append(o.items, it), append(o.results, results[i])
 		}
