@@ -381,10 +381,11 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	h.full.Store(false)
 	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
 	// A shard whose policies' events wait for tokens beyond its part of
-	// half the bound is not claimed meanwhile: its waiting events cannot
-	// take the room of the other shards' events.
-	waitCap := max(1, h.cfg.MaxScheduled/(2*len(held)))
+	// half the bound (shared by the shards with waiting events) is not
+	// claimed meanwhile: its waiting events cannot take the room of the
+	// other shards' events.
 	waiting := h.thr.WaitingByShard()
+	waitCap := max(1, h.cfg.MaxScheduled/(2*max(1, len(waiting))))
 	var capped []int
 	defer func() {
 		h.cappedMu.Lock()
