@@ -375,7 +375,8 @@ func (a *App) build(ctx context.Context) error {
 	a.handler, err = handler.New(handler.Config{Shards: cfg.Shards, Retention: cfg.Retention, Owner: cfg.InstanceID,
 		IdempotencyRetention: cfg.IdempotencyRetention, AuditRetention: cfg.AuditRetention, TenantWeight: cfg.TenantWeight,
 		RetentionInterval: retentionInterval(a.retentionByTTL),
-		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap)},
+		OutcomeLinger:     offIfZero(cfg.OutcomeLinger), LaunchGap: offIfZero(cfg.LaunchGap),
+		MaxScheduled: cfg.MaxHeld},
 		handler.Deps{
 			Store: a.store, Shards: a.shards, Throttle: a.throttle, Logger: a.log, Metrics: a.metrics,
 			// Delivery is shared between tenants by their weights.
@@ -421,6 +422,7 @@ func (a *App) build(ctx context.Context) error {
 	a.deadlines = master.NewDeadlineChecker(a.store, a.metrics, nil, a.log, 0)
 	a.deadlines.NotifyMisses(a.finisher)
 	a.metrics.countForwards(a.master.TokenForwards)
+	a.metrics.exportHeld(a.handler.Held, a.handler.PeakHeld)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
 	}

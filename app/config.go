@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/internal/guard"
 	"github.com/schedulerd/schedulerd/master"
 	"github.com/schedulerd/schedulerd/store/embedded"
@@ -53,8 +54,11 @@ type Config struct {
 	// or off.
 	EarlyDispatch string
 	// OutcomeLinger and LaunchGap are handler.Config's; 0 turns each off.
-	OutcomeLinger  time.Duration
-	LaunchGap      time.Duration
+	OutcomeLinger time.Duration
+	LaunchGap     time.Duration
+	// MaxHeld is handler.Config.MaxScheduled: the claimed events held in
+	// memory.
+	MaxHeld        int
 	HTTPAllowCIDRs []netip.Prefix
 	HTTPDenyCIDRs  []netip.Prefix
 	RateLimit      float64
@@ -226,6 +230,7 @@ func Options() []Option {
 		{"early-dispatch", "SCHEDULER_EARLY_DISPATCH", "auto", "send the event a release hands its token to before the commit recording both: auto (on with the embedded store, off with MongoDB), on or off; on with MongoDB raises the throttled rate across instances, and a crash before that commit sends such events again (more duplicates)", str(func(c *Config) *string { return &c.EarlyDispatch })},
 		{"outcome-linger", "SCHEDULER_OUTCOME_LINGER", "100ms", "how long the outcome of an unthrottled delivery may wait to share its store write with later ones (0-1s; 0: written at once); after a crash the events delivered in the last linger (ten lingers while a burst waits to be sent) are delivered again", dur("outcome-linger", func(c *Config) *time.Duration { return &c.OutcomeLinger })},
 		{"launch-gap", "SCHEDULER_LAUNCH_GAP", "4ms", "least time between two wakes of the handler's timer for events not yet due: those due within it go together, at most this late, never early (0-100ms; 0: a wake per launch instant)", dur("launch-gap", func(c *Config) *time.Duration { return &c.LaunchGap })},
+		{"max-held-events", "SCHEDULER_MAX_HELD_EVENTS", itoa(handler.DefaultMaxScheduled), "most claimed events held in memory (10-10000000): the timer heap, the throttle's waiting queues, the delivery queues, deliveries and outcomes not yet written; the rest of a large fire stays in the store and is claimed, in launch order, as delivery makes room", num("max-held-events", func(c *Config) *int { return &c.MaxHeld })},
 		{"http-allow-cidrs", "SCHEDULER_HTTP_ALLOW_CIDRS", "", "comma-separated CIDRs HTTP targets may resolve to even inside denied ranges (the most specific prefix wins); also applied on save to targets whose host is an address literal", cidrs("http-allow-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPAllowCIDRs })},
 		{"http-deny-cidrs", "SCHEDULER_HTTP_DENY_CIDRS", "", "comma-separated CIDRs HTTP targets must not resolve to, besides link-local and cloud metadata addresses (denied by default); also applied on save to targets whose host is an address literal", cidrs("http-deny-cidrs", func(c *Config) *[]netip.Prefix { return &c.HTTPDenyCIDRs })},
 		{"rate-limit", "SCHEDULER_RATE_LIMIT", "0", "API requests per second per tenant (0: unlimited)", func(c *Config, v string) error {
@@ -453,6 +458,9 @@ func (c *Config) validate() error {
 	}
 	if c.OutcomeLinger < 0 || c.OutcomeLinger > time.Second {
 		return fmt.Errorf("outcome-linger: %s is out of range 0-1s", c.OutcomeLinger)
+	}
+	if c.MaxHeld < 10 || c.MaxHeld > 10_000_000 {
+		return fmt.Errorf("max-held-events: %d is out of range 10-10000000", c.MaxHeld)
 	}
 	if c.LaunchGap < 0 || c.LaunchGap > 100*time.Millisecond {
 		return fmt.Errorf("launch-gap: %s is out of range 0-100ms", c.LaunchGap)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/handler"
 )
 
 // The handler's outcome linger and launch gap: defaults, values, 0 as off
@@ -17,12 +19,18 @@ func TestHandlerTimingFlags(t *testing.T) {
 	if c.OutcomeLinger != 100*time.Millisecond || c.LaunchGap != 4*time.Millisecond {
 		t.Fatalf("defaults: linger %s, gap %s; want 100ms, 4ms", c.OutcomeLinger, c.LaunchGap)
 	}
-	c, err = ParseConfig([]string{"-outcome-linger", "0", "-launch-gap", "2ms"}, mongoEnv(map[string]string{"SCHEDULER_LAUNCH_GAP": "9ms"}))
+	if c.MaxHeld != handler.DefaultMaxScheduled {
+		t.Fatalf("default max-held-events %d, want %d", c.MaxHeld, handler.DefaultMaxScheduled)
+	}
+	c, err = ParseConfig([]string{"-outcome-linger", "0", "-launch-gap", "2ms", "-max-held-events", "500"}, mongoEnv(map[string]string{"SCHEDULER_LAUNCH_GAP": "9ms"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := offIfZero(c.OutcomeLinger); got >= 0 {
 		t.Errorf("-outcome-linger 0 gives the handler %s, want a negative (off)", got)
+	}
+	if c.MaxHeld != 500 {
+		t.Errorf("-max-held-events 500 gives %d", c.MaxHeld)
 	}
 	if got := offIfZero(c.LaunchGap); got != 2*time.Millisecond {
 		t.Errorf("-launch-gap 2ms (flag over environment) gives the handler %s, want 2ms", got)
@@ -30,6 +38,7 @@ func TestHandlerTimingFlags(t *testing.T) {
 	for _, tc := range []struct{ args []string }{
 		{[]string{"-outcome-linger", "2s"}}, {[]string{"-outcome-linger", "-1ms"}},
 		{[]string{"-launch-gap", "1s"}}, {[]string{"-launch-gap", "soon"}},
+		{[]string{"-max-held-events", "9"}}, {[]string{"-max-held-events", "10000001"}},
 	} {
 		_, err := ParseConfig(tc.args, mongoEnv(nil))
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(tc.args[0], "-")+":") {

@@ -302,6 +302,19 @@ func (m *metrics) exportStoreSpace(space func() embedded.SpaceStatus) {
 	}))
 }
 
+// exportHeld exports the claimed events the handler holds in memory now
+// and the most it held right after a claim.
+func (m *metrics) exportHeld(held, peak func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "schedulerd_events_held",
+		Help: "Claimed events held in memory (timer heap, throttle queues, delivery queues, deliveries, outcomes not yet written); at most -max-held-events.",
+	}, func() float64 { return float64(held()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "schedulerd_events_held_peak",
+		Help: "The most claimed events held in memory right after a claim since the start.",
+	}, func() float64 { return float64(peak()) }))
+}
+
 // countForwards exports n, the releases and extends this instance forwarded
 // to the owner of their event's policy.
 func (m *metrics) countForwards(n func() int64) {

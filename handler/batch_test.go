@@ -179,7 +179,7 @@ func BenchmarkBurst100kHTTPBatch(b *testing.B) {
 		launch := time.Now().Add(25 * time.Second)
 		insert(b, st, batchTarget(makeEvents(n, evOpts{schedule: "s", url: srv.URL, launch: launch})))
 		var done atomic.Int64
-		h := startHandler(b, handler.Config{}, handler.Deps{Store: st, Shards: allShards(1),
+		h := startHandler(b, handler.Config{MaxScheduled: n}, handler.Deps{Store: st, Shards: allShards(1),
 			Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTPBatch: httpDeliverer(b, 10*time.Second)},
 			Hooks:      handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }}})
 		for h.Scheduled() < n && time.Now().Before(launch) {

@@ -171,7 +171,7 @@ func BenchmarkBurst100k(b *testing.B) {
 		var done atomic.Int64
 		sk := &sink{}
 		claimStart := time.Now()
-		h := benchHandler(b, st, handler.Config{}, sk, handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }})
+		h := benchHandler(b, st, handler.Config{MaxScheduled: n}, sk, handler.Hooks{Attempted: func(*model.Event, delivery.Result, model.EventStatus) { done.Add(1) }})
 		for h.Scheduled() < n && time.Now().Before(launch) {
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -49,19 +49,29 @@ func (h *Handler) startDeliveries() bool {
 		default:
 		}
 		room := h.cfg.MaxInFlight - int(h.inFlight.Load())
+		// Under mu, so that Held counts each event once, queued or sent.
+		h.mu.Lock()
 		batch, host := h.queue.take(min(room, h.cfg.MaxBatch), h.tenants.weight, h.hosts.free)
-		if len(batch) == 0 {
+		n := len(batch)
+		h.sent += n
+		h.mu.Unlock()
+		if n == 0 {
 			return true
 		}
-		n := len(batch)
 		h.hosts.acquire(host, n)
 		h.inFlight.Add(int64(n))
 		h.workers.GoWith(&h.deliveries, func() {
 			o, rs := h.deliverTenant(h.workCtx, batch)
 			h.hosts.done(host, n, rs)
-			if o != nil && len(o.items) > 0 {
-				h.outcomes.put(o)
+			written := 0
+			if o != nil {
+				written = o.each
+				if len(o.items) > 0 {
+					written += len(o.items)
+					h.outcomes.put(o)
+				}
 			}
+			h.settle(n - written)
 			h.inFlight.Add(-int64(n))
 			if h.queue.Len() > 0 {
 				// Its slots may let a waiting event go. With none
@@ -70,6 +80,17 @@ func (h *Handler) startDeliveries() bool {
 			}
 		})
 	}
+}
+
+// settle counts n sent events as no longer held: their outcomes are
+// written, or they are not to be written.
+func (h *Handler) settle(n int) {
+	if n == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.sent -= n
+	h.mu.Unlock()
 }
 
 // deliverTenant delivers a batch of one tenant with the tenant's target rule
@@ -89,6 +110,9 @@ type outcomes struct {
 	items   []throttle.Item
 	results []delivery.Result
 	ts      []store.EventTransition
+	// each counts the events of the delivery whose outcomes were queued one
+	// by one as they came (deliverEach), not in this batch.
+	each int
 	// lingers: no outcome of the batch gives a token back or is awaited by
 	// a consumer's release (all unthrottled), so its write may wait for
 	// others to share its commit.
@@ -116,6 +140,8 @@ func (h *Handler) writer() {
 		}
 		h.record(h.workCtx, o)
 		h.outcomes.release(len(o.items))
+		h.settle(len(o.items))
+		h.madeRoom()
 	}
 }
 
@@ -378,7 +404,9 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 	now := clock.Now()
 	o := &outcomes{}
 	for i, it := range send {
-		if !each[i] {
+		if each[i] {
+			o.each++
+		} else {
 			h.answer(it, results[i], now.Sub(start))
 			o.items, o.results = append(o.items, it), append(o.results, results[i])
 		}

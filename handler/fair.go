@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +37,13 @@ type tenantQueue struct {
 	id      string
 	deficit int
 	scheds  map[string]*schedQueue
-	ring    []*schedQueue
-	next    int
+	// ring holds the schedules in turn; a schedule whose events all went
+	// leaves a nil until the ring is compacted (a tenant of many one-offs
+	// would otherwise move its whole ring for every event).
+	ring  []*schedQueue
+	live  int // non-nil entries of ring
+	next  int
+	hosts map[string]int // waiting events by host
 }
 
 // schedQueue is one schedule's due events in launch order.
@@ -95,7 +99,7 @@ func (q *fairQueue) push(items ...throttle.Item) {
 	for i, it := range items {
 		t := q.tenants[it.Event.TenantID]
 		if t == nil {
-			t = &tenantQueue{id: it.Event.TenantID, scheds: map[string]*schedQueue{}}
+			t = &tenantQueue{id: it.Event.TenantID, scheds: map[string]*schedQueue{}, hosts: map[string]int{}}
 			q.tenants[t.id] = t
 			q.active = append(q.active, t)
 		}
@@ -104,8 +108,10 @@ func (q *fairQueue) push(items ...throttle.Item) {
 			s = &schedQueue{id: it.Event.ScheduleID}
 			t.scheds[s.id] = s
 			t.ring = append(t.ring, s)
+			t.live++
 		}
 		s.items = append(s.items, queued{it: it, host: hosts[i]})
+		t.hosts[hosts[i]]++
 		q.n++
 	}
 }
@@ -148,7 +154,7 @@ func (q *fairQueue) take(max int, weight func(tenant string) int, free func(host
 		}
 		q.n -= len(out)
 		t.deficit = max0(t.deficit - len(out))
-		if len(t.ring) == 0 {
+		if t.live == 0 {
 			delete(q.tenants, t.id)
 			q.active = slices.Delete(q.active, q.next, q.next+1)
 		} else if t.deficit == 0 {
@@ -160,64 +166,117 @@ func (q *fairQueue) take(max int, weight func(tenant string) int, free func(host
 }
 
 // take takes up to limit events to one host from the next schedule in turn
-// whose head event's host has a free slot. A batch to an http_batch host
-// goes on with the following schedules in turn while their head events go
-// to the same host: their events due together then share requests instead
-// of one request (or more) per schedule.
+// whose head event's host has a free slot, and goes on with the following
+// schedules in turn while their head events go to the same host: a
+// tenant's one-offs due together go many to a delivery, and to an
+// http_batch host they share requests instead of one request (or more) per
+// schedule. A busy host is looked up once a call; with every host of the
+// tenant busy it returns at once.
 func (t *tenantQueue) take(limit int, free func(host string) int) ([]throttle.Item, string) {
+	if len(t.hosts) <= 8 {
+		// Every host of the tenant's events busy: nothing to look for.
+		busy := true
+		for h := range t.hosts {
+			if free(h) > 0 {
+				busy = false
+				break
+			}
+		}
+		if busy {
+			return nil, ""
+		}
+	}
+	var full []string // hosts found busy in this call
 	for range len(t.ring) {
 		if t.next >= len(t.ring) {
 			t.next = 0
 		}
 		s := t.ring[t.next]
-		host := s.items[s.head].host
-		n := min(limit, free(host))
-		if n <= 0 {
+		if s == nil {
 			t.next++
 			continue
 		}
-		out := t.takeFrom(s, host, n, nil)
-		if strings.HasPrefix(host, batchHostPrefix) {
-			for range len(t.ring) {
-				if len(out) == n || len(t.ring) == 0 {
-					break
-				}
-				if t.next >= len(t.ring) {
-					t.next = 0
-				}
-				s := t.ring[t.next]
-				if s.items[s.head].host != host {
-					break
-				}
-				out = t.takeFrom(s, host, n, out)
-			}
+		host := s.items[s.head].host
+		if slices.Contains(full, host) {
+			t.next++
+			continue
 		}
+		n := min(limit, free(host))
+		if n <= 0 {
+			full = append(full, host)
+			t.next++
+			continue
+		}
+		// The next schedules in turn with events to the same host share
+		// the delivery (a tenant's one-offs go many to a dispatch).
+		out := t.takeFrom(s, host, n, nil)
+		for range len(t.ring) {
+			if len(out) == n || t.live == 0 {
+				break
+			}
+			if t.next >= len(t.ring) {
+				t.next = 0
+			}
+			s := t.ring[t.next]
+			if s == nil {
+				t.next++
+				continue
+			}
+			if s.items[s.head].host != host {
+				break
+			}
+			out = t.takeFrom(s, host, n, out)
+		}
+		t.compact()
 		return out, host
 	}
 	return nil, ""
 }
 
-// takeFrom appends to out the head events of s, the schedule at t.next,
-// that go to host, until out holds n; then drops s if it is empty, or moves
-// t.next past it.
 func (t *tenantQueue) takeFrom(s *schedQueue, host string, n int, out []throttle.Item) []throttle.Item {
+	from := len(out)
 	for len(out) < n && s.head < len(s.items) && s.items[s.head].host == host {
 		out = append(out, s.items[s.head].it)
 		s.items[s.head] = queued{}
 		s.head++
 	}
+	if c := t.hosts[host] - (len(out) - from); c > 0 {
+		t.hosts[host] = c
+	} else {
+		delete(t.hosts, host)
+	}
 	if s.head == len(s.items) {
 		delete(t.scheds, s.id)
-		t.ring = slices.Delete(t.ring, t.next, t.next+1)
-	} else {
-		if s.head > len(s.items)/2 && s.head > 64 {
-			n := copy(s.items, s.items[s.head:])
-			clear(s.items[n:])
-			s.items, s.head = s.items[:n], 0
-		}
-		t.next++
+		t.ring[t.next] = nil
+		t.live--
+	} else if s.head > len(s.items)/2 && s.head > 64 {
+		n := copy(s.items, s.items[s.head:])
+		clear(s.items[n:])
+		s.items, s.head = s.items[:n], 0
 	}
+	t.next++
 	return out
+}
+
+// compact drops the ring's nil entries once they are most of it, keeping
+// the order and the turn.
+func (t *tenantQueue) compact() {
+	dead := len(t.ring) - t.live
+	if dead < 64 || 2*dead < len(t.ring) {
+		return
+	}
+	next, kept := 0, t.ring[:0]
+	for i, s := range t.ring {
+		if s == nil {
+			continue
+		}
+		if i < t.next {
+			next++
+		}
+		kept = append(kept, s)
+	}
+	clear(t.ring[len(kept):])
+	t.ring, t.next = kept, next
 }
 
 // filter keeps the events for which keep is true.
@@ -260,12 +319,22 @@ func (q *fairQueue) drain() []throttle.Item {
 func (q *fairQueue) prune() {
 	q.active = slices.DeleteFunc(q.active, func(t *tenantQueue) bool {
 		t.ring = slices.DeleteFunc(t.ring, func(s *schedQueue) bool {
+			if s == nil {
+				return true
+			}
 			if s.head < len(s.items) {
 				return false
 			}
 			delete(t.scheds, s.id)
 			return true
 		})
+		t.live = len(t.ring)
+		clear(t.hosts)
+		for _, s := range t.ring {
+			for _, e := range s.items[s.head:] {
+				t.hosts[e.host]++
+			}
+		}
 		if len(t.ring) > 0 {
 			return false
 		}
@@ -281,7 +350,9 @@ func (q *fairQueue) heads(f func(e *model.Event)) {
 	defer q.mu.Unlock()
 	for _, t := range q.active {
 		for _, s := range t.ring {
-			f(s.items[s.head].it.Event)
+			if s != nil {
+				f(s.items[s.head].it.Event)
+			}
 		}
 	}
 }

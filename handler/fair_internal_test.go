@@ -331,3 +331,47 @@ func TestFairQueueBatchHostSpansSchedules(t *testing.T) {
 		t.Fatalf("last batch %v with %d left, want s5's 8 and none", count(b), q.Len())
 	}
 }
+
+// A tenant of many one-offs to one host gives them many to a take, in the
+// order they came; a busy host is passed over for another host's event;
+// the ring stays in order across the holes the finished schedules leave.
+func TestFairQueueOneOffs(t *testing.T) {
+	q := newFairQueue()
+	const n = 1000
+	for i := range n {
+		q.push(fairItems("a", fmt.Sprintf("s%04d", i), "http://a.example", 1)...)
+	}
+	q.push(fairItems("a", "other", "http://b.example", 1)...)
+	busyA := func(h string) int {
+		if h == "http a.example" {
+			return 0
+		}
+		return 1 << 30
+	}
+	batch, host := q.take(50, func(string) int { return 1 }, busyA)
+	if len(batch) != 1 || batch[0].Event.ScheduleID != "other" || host != "http b.example" {
+		t.Fatalf("with a.example busy took %d events to %s, want the one to b.example", len(batch), host)
+	}
+	if b, _ := q.take(50, func(string) int { return 1 }, busyA); len(b) != 0 {
+		t.Fatalf("every host busy, took %d events", len(b))
+	}
+	next := 0
+	for q.Len() > 0 {
+		batch, host := q.take(7, func(string) int { return 1 }, unlimited)
+		if len(batch) == 0 || host != "http a.example" {
+			t.Fatalf("took %d events to %q with %d waiting", len(batch), host, q.Len())
+		}
+		if len(batch) != min(7, n-next) {
+			t.Fatalf("took %d one-offs to one host, want %d in one take", len(batch), min(7, n-next))
+		}
+		for _, it := range batch {
+			if want := fmt.Sprintf("s%04d", next); it.Event.ScheduleID != want {
+				t.Fatalf("took %s, want %s: the ring lost its order", it.Event.ScheduleID, want)
+			}
+			next++
+		}
+	}
+	if next != n || len(q.tenants) != 0 {
+		t.Errorf("took %d of %d; %d tenant queues left", next, n, len(q.tenants))
+	}
+}

@@ -94,7 +94,9 @@ func (n noisyNeighbour) run(t testing.TB, st *embedded.Store) (late []time.Durat
 	}
 	// Equal weights: B is not favoured, it only gets its share.
 	tenants := tenantsByID{"tA": {ID: "tA", Weight: 1}, "tB": {ID: "tB", Weight: 1}}
-	h := startHandler(t, handler.Config{Horizon: time.Minute}, handler.Deps{Store: st, Shards: allShards(1), Tenants: tenants,
+	// Every event is held (the old default bound), so that fairness is
+	// among all of them.
+	h := startHandler(t, handler.Config{Horizon: time.Minute, MaxScheduled: 500_000}, handler.Deps{Store: st, Shards: allShards(1), Tenants: tenants,
 		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
 	waitFor(t, time.Until(instant), "every event claimed before the instant", func() bool { return h.Scheduled() == len(a)+len(b) })
 

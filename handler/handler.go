@@ -111,6 +111,9 @@ func (NopMetrics) DeliveryFailed(delivery.Reason, int)        {}
 // Hooks are optional callbacks for tests and instrumentation. They must not
 // block for long.
 type Hooks struct {
+	// Claimed, if set, is called after each claim with the number of
+	// events it took and Held right after they were added.
+	Claimed func(n, held int)
 	// Attempted is called after the outcome of a delivery attempt was
 	// written: e is the event as delivered, status the status it moved to
 	// (released also for a delivery recorded on an event that its consumer
@@ -182,8 +185,12 @@ type Config struct {
 	// WeightTTL is how long a tenant's weight and targets are cached.
 	// Default 30s.
 	WeightTTL time.Duration
-	// MaxScheduled caps the events held in memory (heap plus buckets);
-	// claiming pauses above it. Default 500,000.
+	// MaxScheduled caps the claimed events held in memory: the timer heap,
+	// the throttle's waiting queues, the delivery queues, the deliveries in
+	// flight and the outcomes not yet written (Held). A claim takes at most
+	// the room left, split over the owned shards; the rest stays in the
+	// store, in launch order, until delivery makes room (the claim runs
+	// again as soon as it does). Default DefaultMaxScheduled.
 	MaxScheduled int
 	// Retention is how long released and cancelled events are kept.
 	// Default 24h.
@@ -253,7 +260,7 @@ func (c *Config) validate() error {
 	c.Shards = cmp.Or(c.Shards, 16)
 	c.MaxBatch = cmp.Or(c.MaxBatch, 500)
 	c.Workers = cmp.Or(c.Workers, 4)
-	c.MaxScheduled = cmp.Or(c.MaxScheduled, 500_000)
+	c.MaxScheduled = cmp.Or(c.MaxScheduled, DefaultMaxScheduled)
 	c.DefaultMaxAttempts = cmp.Or(c.DefaultMaxAttempts, model.DefaultMaxAttempts)
 	if c.MaxBatch > 0 {
 		c.ClaimBatch = cmp.Or(c.ClaimBatch, 4*c.MaxBatch)
@@ -302,6 +309,12 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// DefaultMaxScheduled is the default bound on claimed events in memory
+// (Config.MaxScheduled): enough to keep the deliveries of a burst busy
+// while the next claims are written (docs/benchmarks.md, memory), a few
+// tens of megabytes of events.
+const DefaultMaxScheduled = 20_000
+
 // DefaultBackoff is Delayed::Job's: attempts^4 + 5 seconds, plus up to 10%
 // random jitter so that events that failed together do not retry together.
 func DefaultBackoff(attempts int) time.Duration {
@@ -328,6 +341,7 @@ type Throttle interface {
 	SyncShards(held map[int]int64)
 	MarkSettled(shard int, fence int64)
 	WaitingAll() int
+	WaitingByShard() map[int]int
 	OldestWaiting() map[string]map[int]time.Time
 	// Observe is the adaptive limit's input: the outcome of a delivery of
 	// a throttled event of policyID (see throttle/adaptive.go).
@@ -392,6 +406,20 @@ type Handler struct {
 	mu    sync.Mutex
 	heap  itemHeap
 	wakeT chan struct{} // the heap's head changed
+	// launching counts the events the timer took from the heap and is
+	// handing on (Held counts them until they are in a queue).
+	launching int
+	// sent counts the events taken from the delivery queues whose
+	// outcomes are not written yet.
+	sent  int
+	wakeP chan struct{} // room for claims was made while claims waited for it
+	full  atomic.Bool   // the last claim pass stopped at MaxScheduled
+	peak  atomic.Int64  // the most events Held after a claim
+	// capped are the shards the last claim pass passed over because their
+	// policies' waiting events reached waitCap.
+	cappedMu sync.Mutex
+	capped   []int
+	waitCap  int
 
 	owned atomic.Pointer[map[int]int64]
 	queue *fairQueue    // due events waiting for a delivery slot
@@ -446,6 +474,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 		cfg: cfg, deps: deps, thr: deps.Throttle,
 		log:     deps.Logger.With().Str(logkey.Component, "handler").Logger(),
 		wakeT:   make(chan struct{}, 1),
+		wakeP:   make(chan struct{}, 1),
 		queue:   newFairQueue(),
 		wakeD:   make(chan struct{}, 1),
 		workers: gopool.New(gopool.DefaultIdle),

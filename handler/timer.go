@@ -132,6 +132,54 @@ func (h *Handler) Scheduled() int {
 	return n + h.queue.Len()
 }
 
+// Held returns how many claimed events this handler holds in memory: in
+// the timer heap, waiting in the throttle, in the delivery queues, being
+// delivered and with their outcomes not yet written. The handler moves
+// events between its parts under mu, so each is counted once. Not
+// counted: the events that took a token and are on their way from the
+// throttle to the delivery queues (at most the policies' maxInFlight).
+func (h *Handler) Held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.heap) + h.launching + h.thr.WaitingAll() + h.queue.Len() + h.sent
+}
+
+// PeakHeld returns the most events Held right after a claim since the
+// handler was made.
+func (h *Handler) PeakHeld() int { return int(h.peak.Load()) }
+
+// minClaim is the least room a claim pass waits for once MaxScheduled was
+// reached, so that a drain of a few events does not cost a commit each.
+func (h *Handler) minClaim() int {
+	return max(1, min(h.cfg.ClaimBatch, h.cfg.MaxScheduled/4))
+}
+
+// madeRoom wakes the prefetch loop if its last pass stopped at
+// MaxScheduled: delivery has made room for the next claims.
+func (h *Handler) madeRoom() {
+	wake := h.full.Load() && h.cfg.MaxScheduled-h.Held() >= h.minClaim()
+	if !wake {
+		h.cappedMu.Lock()
+		capped, waitCap := h.capped, h.waitCap
+		h.cappedMu.Unlock()
+		if len(capped) > 0 {
+			waiting := h.thr.WaitingByShard()
+			for _, s := range capped {
+				if waiting[s] <= waitCap/2 {
+					wake = true
+					break
+				}
+			}
+		}
+	}
+	if wake {
+		select {
+		case h.wakeP <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // timerLoop sleeps until the earliest launch time, then hands every due
 // event on: unthrottled ones to the delivery queues, throttled ones to their
 // bucket.
@@ -155,6 +203,7 @@ func (h *Handler) timerLoop() {
 			}
 			due = append(due, h.heap.pop())
 		}
+		h.launching = len(due)
 		h.mu.Unlock()
 		if len(due) > 0 {
 			last = now
@@ -213,10 +262,14 @@ func (h *Handler) launch(due []throttle.Item) bool {
 		return false
 	default:
 	}
+	// Under mu, so that Held counts each event once, launching or queued.
+	h.mu.Lock()
 	h.queue.push(ready...)
 	if len(throttled) > 0 {
 		h.thr.Enqueue(throttled...)
 	}
+	h.launching = 0
+	h.mu.Unlock()
 	if len(ready) == 0 {
 		return true
 	}
@@ -286,6 +339,7 @@ func (h *Handler) prefetchLoop() {
 			return
 		case <-ticker.Chan():
 		case <-h.deps.Shards.Changed():
+		case <-h.wakeP:
 		}
 	}
 }
@@ -309,11 +363,35 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	held := h.deps.Shards.Held()
 	h.syncShards(held)
 	dueBefore := h.deps.Clock.Now().Add(h.cfg.Horizon)
-	room := h.cfg.MaxScheduled - (h.Scheduled() + h.thr.WaitingAll())
-	if room <= 0 {
-		return false, nil
+	// The room left under MaxScheduled is split over the owned shards, so
+	// that claims never take more than it; a shard whose share comes back
+	// full is claimed again once delivery makes room (madeRoom).
+	least := 1
+	if h.full.Load() {
+		least = h.minClaim()
 	}
-	limit := h.cfg.ClaimBatch
+	room := h.cfg.MaxScheduled - h.Held()
+	if room < least || len(held) == 0 {
+		h.full.Store(true)
+		// Room made after the check above wakes the loop.
+		if room = h.cfg.MaxScheduled - h.Held(); room < least || len(held) == 0 {
+			return false, nil
+		}
+	}
+	h.full.Store(false)
+	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
+	// A shard whose policies' events wait for tokens beyond its part of
+	// half the bound (shared by the shards with waiting events) is not
+	// claimed meanwhile: its waiting events cannot take the room of the
+	// other shards' events.
+	waiting := h.thr.WaitingByShard()
+	waitCap := max(1, h.cfg.MaxScheduled/(2*max(1, len(waiting))))
+	var capped []int
+	defer func() {
+		h.cappedMu.Lock()
+		h.capped, h.waitCap = capped, waitCap
+		h.cappedMu.Unlock()
+	}()
 	early := h.thr.SendsEarly()
 	var (
 		wg   sync.WaitGroup
@@ -324,6 +402,11 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		if room <= 0 {
 			break
 		}
+		if waiting[shard] >= waitCap {
+			capped = append(capped, shard)
+			continue
+		}
+		limit := min(share, room)
 		room -= limit
 		if !h.deps.Shards.Owns(shard, fence) {
 			continue
@@ -363,6 +446,14 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 				}
 			}
 			h.schedule(items)
+			if len(evs) > 0 {
+				held := h.Held()
+				for p := h.peak.Load(); int64(held) > p && !h.peak.CompareAndSwap(p, int64(held)); p = h.peak.Load() {
+				}
+				if f := h.deps.Hooks.Claimed; f != nil {
+					f(len(evs), held)
+				}
+			}
 			if len(evs) >= limit {
 				mu.Lock()
 				more = true

@@ -12,6 +12,9 @@
 #   scripts/bench-server.sh burst-batch      # the burst to an http_batch target
 #   scripts/bench-server.sh spread-batch     # the spread to an http_batch target
 #   scripts/bench-server.sh oneoffs          # 1,000,000 one-offs due within a day (intake, disk, idle CPU)
+#   scripts/bench-server.sh fire100k fire1m  # one fire of 100,000 / 1,000,000 events due at one instant (peak PSS)
+#   scripts/bench-server.sh fire100k-throttled fire1m-throttled  # the same, maxInFlight 100 with autoRelease
+#   scripts/bench-server.sh oneoffs-burst oneoffs-burst-1m     # 100,000 / 1,000,000 one-offs due at one instant, batch creates
 #   ONEOFFS=100000 scripts/bench-server.sh oneoffs
 set -euo pipefail
 cd "$(dirname "$0")/.."

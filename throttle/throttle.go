@@ -490,6 +490,26 @@ func (t *Throttle) WaitingAll() int {
 	return n
 }
 
+// WaitingByShard returns how many events wait in the buckets of each
+// shard (shards with none are absent).
+func (t *Throttle) WaitingByShard() map[int]int {
+	t.mu.Lock()
+	bs := make([]*bucket, 0, len(t.buckets))
+	for _, b := range t.buckets {
+		bs = append(bs, b)
+	}
+	t.mu.Unlock()
+	out := map[int]int{}
+	for _, b := range bs {
+		b.mu.Lock()
+		if n := b.q.Len(); n > 0 {
+			out[b.shard] += n
+		}
+		b.mu.Unlock()
+	}
+	return out
+}
+
 // OldestWaiting returns, per policy with events waiting for a token in
 // this instance's buckets, the earliest LaunchAt among them per priority.
 // It reads every waiting event (see Queue.Oldest).

@@ -178,3 +178,53 @@ func (r *intakeResult) print(w io.Writer) {
 	}
 	tw.Flush()
 }
+
+// batchCreate creates n schedules, item(i) each, through the batch API
+// (batchLimit a request, clients requests at once) and calls created with
+// the id of each one created.
+func batchCreate(ctx context.Context, api *chaoskit.Client, n, clients int, item func(i int) chaoskit.ScheduleSpec, created func(id string)) error {
+	chunks := make(chan int)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+	)
+	for range clients {
+		wg.Go(func() {
+			for from := range chunks {
+				to := min(from+batchLimit, n)
+				items := make([]chaoskit.ScheduleSpec, 0, to-from)
+				for i := from; i < to; i++ {
+					items = append(items, item(i))
+				}
+				var res struct {
+					Failed int `json:"failed"`
+					Items  []struct {
+						Schedule *chaoskit.Schedule `json:"schedule"`
+					} `json:"items"`
+				}
+				err := api.Do(ctx, "POST", "/v1/schedules/batch", map[string]any{"items": items}, &res)
+				if err == nil && res.Failed > 0 {
+					err = fmt.Errorf("batch at %d: %d items failed", from, res.Failed)
+				}
+				for _, it := range res.Items {
+					if it.Schedule != nil {
+						created(it.Schedule.ID)
+					}
+				}
+				mu.Lock()
+				errs = errors.Join(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for from := 0; from < n; from += batchLimit {
+		select {
+		case chunks <- from:
+		case <-ctx.Done():
+		}
+	}
+	close(chunks)
+	wg.Wait()
+	return errs
+}

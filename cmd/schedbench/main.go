@@ -77,6 +77,7 @@ type options struct {
 	logLevel        string
 	markdown        bool
 	targetType      string
+	batchCreate     bool
 
 	server     string
 	serverPID  int
@@ -105,6 +106,17 @@ var scenarios = map[string]map[string]string{
 	"spread-batch": {"schedules": "1", "events-per-fire": "50000", "policies": "0", "window": "60s", "spread": "true", "duration": "0s", "drain": "90s", "target-type": "http_batch"},
 	// 1,000,000 one-offs due within a day, created through the batch API.
 	"oneoffs": {"oneoffs": "1000000"},
+	// One fire of 100,000 (1,000,000) events due at one instant, and the
+	// same throttled by one policy of maxInFlight 100 that releases on
+	// delivery (autoRelease): memory stays flat whatever the fire's size.
+	"fire100k":           {"schedules": "1", "events-per-fire": "100000", "policies": "0", "duration": "0s", "lead": "15s", "drain": "120s"},
+	"fire1m":             {"schedules": "1", "events-per-fire": "1000000", "policies": "0", "duration": "0s", "lead": "40s", "drain": "600s"},
+	"fire100k-throttled": {"schedules": "1", "events-per-fire": "100000", "policies": "1", "max-in-flight": "100", "throttled": "1", "auto-release": "true", "duration": "0s", "lead": "15s", "drain": "300s"},
+	"fire1m-throttled":   {"schedules": "1", "events-per-fire": "1000000", "policies": "1", "max-in-flight": "100", "throttled": "1", "auto-release": "true", "duration": "0s", "lead": "40s", "drain": "1200s"},
+	// 100,000 (1,000,000) one-offs due at one instant, created through
+	// the batch API, each delivered in a request of its own.
+	"oneoffs-burst":    {"schedules": "100000", "events-per-fire": "1", "policies": "0", "duration": "0s", "lead": "20s", "drain": "120s", "batch-create": "true"},
+	"oneoffs-burst-1m": {"schedules": "1000000", "events-per-fire": "1", "policies": "0", "duration": "0s", "lead": "100s", "drain": "900s", "batch-create": "true"},
 }
 
 func main() {
@@ -144,10 +156,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.shards, "shards", 16, "with -inprocess: event queue shards and emitter partitions")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "with -inprocess: schedulerd log level")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the result as a Markdown table row")
+	fs.BoolVar(&o.batchCreate, "batch-create", false, "create the schedules through POST /v1/schedules/batch, 1,000 a request (the tenant's quotas raised to fit)")
 	fs.StringVar(&o.targetType, "target-type", "http", "target type of every schedule: http (a request per event) or http_batch (the events due together in one request)")
 	fs.StringVar(&o.server, "server", "", "start this schedulerd binary (embedded store, new data directory) and measure its CPU time apart from schedbench's")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -target: process id of the schedulerd to measure the CPU time of (read from /proc)")
-	fs.StringVar(&o.scenario, "scenario", "", "preset workload: spread (50,000 events over 60 s), burst (100,000 at one instant), burst-batch and spread-batch (the same with -target-type http_batch), oneoffs (1,000,000 one-offs due within a day); other flags override it")
+	fs.StringVar(&o.scenario, "scenario", "", "preset workload: spread (50,000 events over 60 s), burst (100,000 at one instant), burst-batch and spread-batch (the same with -target-type http_batch), oneoffs (1,000,000 one-offs due within a day), fire100k, fire1m and their -throttled (one fire due at one instant; maxInFlight 100, autoRelease), oneoffs-burst and oneoffs-burst-1m (one-offs due at one instant, batch creates); other flags override it")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (with -inprocess: the server's and the consumer's)")
 	fs.IntVar(&o.oneoffs, "oneoffs", 0, "instead of delivering: create this many one-offs due 2-24 h later through the batch API, then measure intake time, idle CPU and the data directory")
 	fs.IntVar(&o.clients, "clients", 4, "with -oneoffs: concurrent batch requests")
@@ -159,7 +172,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.scenario != "" {
 		preset, ok := scenarios[o.scenario]
 		if !ok {
-			return nil, fmt.Errorf("unknown -scenario %q (spread, fires, burst, burst-batch, spread-batch or oneoffs)", o.scenario)
+			return nil, fmt.Errorf("unknown -scenario %q (spread, fires, burst, burst-batch, spread-batch, oneoffs, fire100k, fire1m, fire100k-throttled, fire1m-throttled, oneoffs-burst or oneoffs-burst-1m)", o.scenario)
 		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -358,6 +371,7 @@ type result struct {
 	cpuMeasured      bool
 	serverMeasured   bool
 	peakRSS          int64 // bytes; -1 or 0 when not measured
+	mem              memPeak
 }
 
 func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr io.Writer) (*result, error) {
@@ -377,12 +391,31 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 
 	setupStart := time.Now()
 	meter.mark("start")
+	var memStop chan struct{}
+	var memPeaks <-chan memPeak
+	if meter != nil {
+		memStop = make(chan struct{})
+		memPeaks = sampleMem(meter.pid, 250*time.Millisecond, memStop)
+		defer func() {
+			if memStop != nil {
+				close(memStop)
+			}
+		}()
+	}
 	admin := chaoskit.NewClient(o.adminKey, base)
-	_, key, err := admin.CreateTenant(ctx, "schedbench-"+randomHex(4))
+	tenantID, key, err := admin.CreateTenant(ctx, "schedbench-"+randomHex(4))
 	if err != nil {
 		return nil, fmt.Errorf("create tenant: %w", err)
 	}
 	api := admin.WithKey(key)
+	if total := o.schedules * o.eventsPerFire; total > 10_000 || o.eventsPerFire > 1000 {
+		if err := admin.Do(ctx, "PATCH", "/v1/tenants/"+tenantID, map[string]any{"quotas": map[string]any{
+			"maxSchedules": o.schedules + batchLimit, "maxEventsStored": 2*total + batchLimit,
+			"maxEventsPerFire": o.eventsPerFire, "maxEventsPerMinute": 2*total + batchLimit,
+		}}, nil); err != nil {
+			return nil, fmt.Errorf("raise the tenant's quotas: %w", err)
+		}
+	}
 	var pols []string
 	for i := range o.policies {
 		p, err := api.CreatePolicy(ctx, fmt.Sprintf("bench-%d", i), o.maxInFlight, o.tokenTimeout)
@@ -394,7 +427,12 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 				return nil, fmt.Errorf("policy autoRelease: %w", err)
 			}
 		}
-		rec.SetPolicy(p.ID, o.maxInFlight)
+		if !o.autoRelease {
+			// With autoRelease a token comes back when the delivery's
+			// outcome is written, not when the consumer would release
+			// it: the consumer cannot count the tokens out.
+			rec.SetPolicy(p.ID, o.maxInFlight)
+		}
 		pols = append(pols, p.ID)
 	}
 
@@ -407,6 +445,9 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	rng := mrand.New(mrand.NewPCG(o.seed, 7))
 	perm := rng.Perm(o.schedules) // which schedules are throttled, spread over time
 	createBudget := time.Duration(o.schedules)*5*time.Millisecond + 2*time.Second
+	if o.batchCreate {
+		createBudget = time.Duration(o.schedules)*20*time.Microsecond + 2*time.Second
+	}
 	first := time.Now().Add(createBudget + o.lead).Truncate(time.Second)
 	at := func(i int) time.Time {
 		if o.schedules == 1 {
@@ -421,6 +462,9 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	var createErr error
 	want := expectation{}
 	for range min(8, o.schedules) {
+		if o.batchCreate {
+			break
+		}
 		wg.Go(func() {
 			for j := range jobs {
 				policy := ""
@@ -446,11 +490,34 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 			}
 		})
 	}
-	for i := range o.schedules {
-		jobs <- job{i}
+	if o.batchCreate {
+		close(jobs)
+		wg.Wait()
+		err := batchCreate(ctx, api, o.schedules, o.clients, func(i int) chaoskit.ScheduleSpec {
+			policy := ""
+			if perm[i] < nThrottled {
+				policy = pols[perm[i]%len(pols)]
+			}
+			runAt := at(i)
+			return chaoskit.ScheduleSpec{
+				Name: fmt.Sprintf("bench-%d", i), RunAt: &runAt, EventCount: o.eventsPerFire,
+				PolicyID: policy, MaxAttempts: o.maxAttempts, Window: windowString(o.window), Spread: o.spread,
+				Target:  chaoskit.Target{Type: o.targetType, URL: consumer},
+				Payload: chaoskit.Payload{Policy: policy, Tag: fmt.Sprint(i)}.JSON(),
+			}
+		}, func(id string) {
+			mu.Lock()
+			want[id] = o.eventsPerFire
+			mu.Unlock()
+		})
+		createErr = errors.Join(createErr, err)
+	} else {
+		for i := range o.schedules {
+			jobs <- job{i}
+		}
+		close(jobs)
+		wg.Wait()
 	}
-	close(jobs)
-	wg.Wait()
 	if createErr != nil {
 		return nil, fmt.Errorf("create schedules: %w", createErr)
 	}
@@ -505,6 +572,9 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 		res.runCPU, res.runSelfCPU, res.runWall, ok2 = meter.between2("setup-end", "end")
 		res.cpuMeasured, res.serverMeasured = ok1 && ok2, meter.pid != 0
 		res.peakRSS = meter.peakRSS()
+		close(memStop)
+		memStop = nil
+		res.mem = <-memPeaks
 	}
 	s := rec.Snapshot()
 	status := map[eventKey]string{}
@@ -629,6 +699,10 @@ func (r *result) print(w io.Writer, o *options) {
 		}
 		if r.peakRSS > 0 {
 			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))
+		}
+		if r.mem.pss > 0 {
+			fmt.Fprintf(tw, "peak PSS of %s (sampled every 250 ms)\t%s (anonymous %s, file-backed %s; RSS %s)\n", who,
+				mib(r.mem.pss), mib(r.mem.pssAnon), mib(r.mem.pssFile), mib(r.mem.rss))
 		}
 	}
 	fmt.Fprintf(tw, "\t\n")

@@ -247,3 +247,55 @@ func dirSize(dir string) (int64, error) {
 	})
 	return n, err
 }
+
+// memPeak is the most memory a process held at the samples taken: its
+// resident set and its proportional set size (PSS: pages shared with other
+// processes counted by share), anonymous (the Go heap and stacks) apart
+// from file-backed (the embedded store's mapped file, the binary), from
+// /proc/PID/smaps_rollup. Each is its own maximum.
+type memPeak struct {
+	rss, pss, pssAnon, pssFile int64
+}
+
+// readMem reads process pid's (0: this process's) smaps_rollup.
+func readMem(pid int) (memPeak, error) {
+	path := "/proc/self/smaps_rollup"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/smaps_rollup", pid)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return memPeak{}, err
+	}
+	var m memPeak
+	var errs [4]error
+	m.rss, errs[0] = procfs.Bytes(string(raw), "Rss")
+	m.pss, errs[1] = procfs.Bytes(string(raw), "Pss")
+	m.pssAnon, errs[2] = procfs.Bytes(string(raw), "Pss_Anon")
+	m.pssFile, errs[3] = procfs.Bytes(string(raw), "Pss_File")
+	return m, errors.Join(errs[:]...)
+}
+
+// sampleMem samples process pid's memory every interval until stop is
+// closed, then sends the peaks on the returned channel.
+func sampleMem(pid int, interval time.Duration, stop <-chan struct{}) <-chan memPeak {
+	out := make(chan memPeak, 1)
+	go func() {
+		var p memPeak
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if m, err := readMem(pid); err == nil {
+				p.rss, p.pss = max(p.rss, m.rss), max(p.pss, m.pss)
+				p.pssAnon, p.pssFile = max(p.pssAnon, m.pssAnon), max(p.pssFile, m.pssFile)
+			}
+			select {
+			case <-stop:
+				out <- p
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
