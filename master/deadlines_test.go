@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +115,73 @@ func TestDeadlineCheckRecordsOnceAndExpires(t *testing.T) {
 	}
 	if f, _ := st.FireGet(ctx, "t1", onTime.Fire.ID); f.DeadlineMissed != nil {
 		t.Errorf("a fire finished in time has DeadlineMissed %+v", f.DeadlineMissed)
+	}
+}
+
+// flakyNotifier fails its first call, then records the fires it is given.
+type flakyNotifier struct {
+	calls int
+	kinds []model.NotifyKind
+	fires []*model.Fire
+}
+
+func (n *flakyNotifier) Notify(_ context.Context, k model.NotifyKind, f *model.Fire) error {
+	n.calls++
+	if n.calls == 1 {
+		return errors.New("the notification store is away")
+	}
+	n.kinds, n.fires = append(n.kinds, k), append(n.fires, f)
+	return nil
+}
+
+// A missed deadline's notifications are written before the miss is
+// recorded: when writing them fails, the deadline stays open and the next
+// check writes them and then records the miss; after that nothing more.
+func TestDeadlineMissNotifiesBeforeRecording(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	clock := clockwork.NewFakeClockAt(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
+	fireAt := clock.Now()
+	deadline := fireAt.Add(time.Minute)
+	s := &model.Schedule{ID: "s1", TenantID: "t1", Name: "s1", Cron: "0 3 * * *", Timezone: "UTC", EventCount: 1,
+		Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/"}, MaxAttempts: 3,
+		Misfire: model.MisfireFireOnce, Overlap: model.OverlapAllow, State: model.ScheduleActive, Version: 1,
+		Deadline: time.Minute, CreatedAt: fireAt, UpdatedAt: fireAt}
+	f := &model.Fire{ID: model.FireID("s1", 1, fireAt), ScheduleID: "s1", TenantID: "t1", FireTime: fireAt,
+		LocalTime: fireAt.Format(time.RFC3339), Count: 1, Decision: model.FireEmitted, CreatedAt: fireAt,
+		Deadline: &deadline, OnDeadline: model.DeadlineRecord}
+	ev := &model.Event{ID: model.EventID(f.ID, 0), TenantID: "t1", ScheduleID: "s1", FireID: f.ID, FireTime: fireAt,
+		Count: 1, LaunchAt: fireAt, Deadline: &deadline, Target: s.Target, MaxAttempts: 3, Status: model.EventPending,
+		CreatedAt: fireAt, UpdatedAt: fireAt}
+	errs, err := st.ScheduleCreateMany(ctx, []store.ScheduleNew{{Schedule: s, Fires: []store.FireNew{{Fire: f, Events: []*model.Event{ev}}}}})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	n := &flakyNotifier{}
+	c := master.NewDeadlineChecker(st, nil, clock, zerolog.Nop(), 0)
+	c.NotifyMisses(n)
+	clock.Advance(time.Minute)
+
+	if _, err := c.CheckDue(ctx); err == nil {
+		t.Fatal("a failed notification was not reported")
+	}
+	if got, _ := st.FireGet(ctx, "t1", f.ID); got.DeadlineMissed != nil {
+		t.Fatalf("the miss was recorded before its notification was written: %+v", got.DeadlineMissed)
+	}
+	if _, err := c.CheckDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.fires) != 1 || n.kinds[0] != model.NotifyDeadlineMissed || n.fires[0].DeadlineMissed == nil || n.fires[0].DeadlineMissed.Remaining != 1 {
+		t.Fatalf("notified %v %+v, want one fire.deadline_missed with 1 remaining", n.kinds, n.fires)
+	}
+	if got, _ := st.FireGet(ctx, "t1", f.ID); got.DeadlineMissed == nil {
+		t.Fatal("the miss is not recorded after its notification")
+	}
+	if _, err := c.CheckDue(ctx); err != nil || len(n.fires) != 1 {
+		t.Fatalf("a recorded miss notified again: %d calls, %v", len(n.fires), err)
 	}
 }
