@@ -17,23 +17,5 @@ func (h *Handler) PurgeAudit(ctx context.Context) (int, error) {
 	if h.deps.Audit == nil {
 		return 0, nil
 	}
-	if _, ok := h.deps.Shards.Held()[0]; !ok {
-		return 0, nil
-	}
-	before := h.deps.Clock.Now().Add(-h.cfg.AuditRetention)
-	total := 0
-	for range 1000 {
-		n, err := h.deps.Audit.AuditDeleteBefore(ctx, before, 1000)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < 1000 {
-			break
-		}
-	}
-	if total > 0 {
-		h.log.Info().Int("records", total).Time("before", before).Msg("deleted audit records past retention")
-	}
-	return total, nil
+	return h.purgeBefore(ctx, h.cfg.AuditRetention, "audit records", h.deps.Audit.AuditDeleteBefore)
 }

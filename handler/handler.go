@@ -608,13 +608,19 @@ func (h *Handler) Reclaim(ctx context.Context) error { return h.thr.Reclaim(ctx)
 // Retention ago. Only the owner of shard 0 does the work, so that instances
 // do not repeat each other's deletes. It runs every RetentionInterval.
 func (h *Handler) Purge(ctx context.Context) (int, error) {
+	return h.purgeBefore(ctx, h.cfg.Retention, "finished events", h.deps.Store.EventDeleteFinishedBefore)
+}
+
+// purgeBefore deletes, on the owner of shard 0, what del finds older than
+// retention, a thousand at a time.
+func (h *Handler) purgeBefore(ctx context.Context, retention time.Duration, what string, del func(ctx context.Context, before time.Time, limit int) (int, error)) (int, error) {
 	if _, ok := h.deps.Shards.Held()[0]; !ok {
 		return 0, nil
 	}
-	before := h.deps.Clock.Now().Add(-h.cfg.Retention)
+	before := h.deps.Clock.Now().Add(-retention)
 	total := 0
 	for range 1000 {
-		n, err := h.deps.Store.EventDeleteFinishedBefore(ctx, before, 1000)
+		n, err := del(ctx, before, 1000)
 		total += n
 		if err != nil {
 			return total, err
@@ -624,7 +630,7 @@ func (h *Handler) Purge(ctx context.Context) (int, error) {
 		}
 	}
 	if total > 0 {
-		h.log.Info().Int("events", total).Time("before", before).Msg("deleted finished events past retention")
+		h.log.Info().Int("deleted", total).Time("before", before).Msg("deleted " + what + " past retention")
 	}
 	return total, nil
 }

@@ -251,14 +251,8 @@ func (s *Server) ListAudit(c echo.Context, params api.ListAuditParams) error {
 		}
 		p.TenantID = *params.TenantId
 	}
-	if params.From != nil {
-		p.From = params.From.UTC()
-	}
-	if params.To != nil {
-		p.To = params.To.UTC()
-	}
-	if params.From != nil && params.To != nil && !p.To.After(p.From) {
-		return invalid("to", "must be after from")
+	if p.From, p.To, err = timeRange(params.From, params.To); err != nil {
+		return err
 	}
 	items, err := s.store.AuditList(c.Request().Context(), p)
 	if err != nil {

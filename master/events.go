@@ -34,14 +34,8 @@ func (s *Server) ListEvents(c echo.Context, params api.ListEventsParams) error {
 	if params.Status != nil {
 		p.Status = model.EventStatus(*params.Status)
 	}
-	if params.From != nil {
-		p.From = params.From.UTC()
-	}
-	if params.To != nil {
-		p.To = params.To.UTC()
-	}
-	if params.From != nil && params.To != nil && !p.To.After(p.From) {
-		return invalid("to", "must be after from")
+	if p.From, p.To, err = timeRange(params.From, params.To); err != nil {
+		return err
 	}
 	items, err := s.store.EventList(c.Request().Context(), p)
 	if err != nil {
@@ -536,4 +530,19 @@ func countsOut(counts map[model.EventStatus]int) api.FireCounts {
 		Cancelled: counts[model.EventCancelled],
 		Expired:   counts[model.EventExpired],
 	}
+}
+
+// timeRange is the [from, to) of a list's query in UTC, each zero when
+// absent; a to not after from is a 422 naming to.
+func timeRange(from, to *time.Time) (f, t time.Time, err error) {
+	if from != nil {
+		f = from.UTC()
+	}
+	if to != nil {
+		t = to.UTC()
+	}
+	if from != nil && to != nil && !t.After(f) {
+		return f, t, invalid("to", "must be after from")
+	}
+	return f, t, nil
 }
