@@ -892,5 +892,3 @@ func (a *App) setupTracing(ctx context.Context, hooks Hooks) error {
 	}
 	return nil
 }
-
-
