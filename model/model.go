@@ -446,6 +446,10 @@ type Fire struct {
 	// DeadlineMissed is set once, when the fire is found unfinished at
 	// its deadline.
 	DeadlineMissed *DeadlineMiss `json:"deadlineMissed,omitempty"`
+	// TraceParent is the W3C traceparent of the fire's span, kept on a
+	// fire whose events are written after it is recorded (Remaining >
+	// 0), which they carry; empty when tracing is off.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // EventStatus is where an event is in its life.

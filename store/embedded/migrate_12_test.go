@@ -2,7 +2,7 @@ package embedded
 
 import "testing"
 
-// A directory of layout 12 opens as 13 with its data, and its events take
+// A directory of layout 12 opens as the current layout with its data, and its events take
 // a trace context from then on.
 func TestMigrateTraceContextRows(t *testing.T) {
 	dir := storeWithTenant(t)
@@ -17,7 +17,7 @@ func TestMigrateTraceContextRows(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := recordedLayout(t, dir); got != 13 {
-		t.Errorf("recorded layout %d, want 13", got)
+	if got := recordedLayout(t, dir); got != layoutCurrent {
+		t.Errorf("recorded layout %d, want %d", got, layoutCurrent)
 	}
 }

@@ -140,12 +140,12 @@ func isScheduleFlagged(raw []byte) bool {
 // impliesFire reports whether the row of the one-off sc can hold its fire
 // f: f's id is model.FireID of sc's id and version and f's fire time, so
 // the row gives it, and f is not being emitted (Remaining 0: no
-// fires_emitting entry). Such a fire has no row of its own and no
+// fires_emitting entry) and keeps no trace context. Such a fire has no row of its own and no
 // fires_by_schedule entry until it changes or the schedule's row does
 // (spillFire); getFire, FireList and FireLatestBefore read it from the
 // row.
 func impliesFire(sc *model.Schedule, f *model.Fire) bool {
-	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 || f.Watched || f.Deadline != nil || f.DeadlineMissed != nil {
+	if sc.RunAt == nil || f.ScheduleID != sc.ID || f.Remaining != 0 || f.Watched || f.Deadline != nil || f.DeadlineMissed != nil || f.TraceParent != "" {
 		return false
 	}
 	var buf [64]byte
@@ -590,12 +590,13 @@ func (d *decoder) part(what string) []byte {
 
 // Flags of a fire row.
 const (
-	fireSchedInID  = 1 << iota // the schedule id is the start of the fire id: its length is stored
-	fireLocalIsUTC             // LocalTime is FireTime in UTC (localLayout) and is not stored
-	fireJitter                 // the jitter offset follows the creation time
-	firePayload                // the fire's own payload follows (the jitter)
-	fireDeadline               // the deadline and onDeadline follow (the payload)
-	fireMissed                 // the deadline miss follows (the deadline)
+	fireSchedInID   = 1 << iota // the schedule id is the start of the fire id: its length is stored
+	fireLocalIsUTC              // LocalTime is FireTime in UTC (localLayout) and is not stored
+	fireJitter                  // the jitter offset follows the creation time
+	firePayload                 // the fire's own payload follows (the jitter)
+	fireDeadline                // the deadline and onDeadline follow (the payload)
+	fireMissed                  // the deadline miss follows (the deadline)
+	fireTraceParent             // the fire span's traceparent follows (the deadline miss)
 )
 
 // localLayout is the emitter's format of a fire's local time.
@@ -629,6 +630,9 @@ func encodeFire(f *model.Fire) []byte {
 	if f.DeadlineMissed != nil {
 		flags |= fireMissed
 	}
+	if f.TraceParent != "" {
+		flags |= fireTraceParent
+	}
 	b = append(b, fireCodecV2)
 	b = binary.AppendUvarint(b, flags)
 	if flags&fireSchedInID != 0 {
@@ -659,6 +663,9 @@ func encodeFire(f *model.Fire) []byte {
 	if flags&fireMissed != 0 {
 		b = putTime(b, f.DeadlineMissed.At)
 		b = binary.AppendVarint(b, int64(f.DeadlineMissed.Remaining))
+	}
+	if flags&fireTraceParent != 0 {
+		b = putStr(b, f.TraceParent)
 	}
 	return b
 }
@@ -705,6 +712,9 @@ func decodeFire(id, raw []byte) (*model.Fire, error) {
 	if flags&fireMissed != 0 {
 		f.DeadlineMissed = &model.DeadlineMiss{At: d.time()}
 		f.DeadlineMissed.Remaining = int(d.varint())
+	}
+	if flags&fireTraceParent != 0 {
+		f.TraceParent = d.str()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = errors.New("trailing bytes")

@@ -405,6 +405,7 @@ type fireDoc struct {
 	// FireDeadlineDue finds the fire by (a partial index).
 	DeadlineOpen *int64   `bson:"deadlineOpen,omitempty"`
 	Missed       *missDoc `bson:"deadlineMissed,omitempty"`
+	TraceParent  string   `bson:"traceParent,omitempty"`
 }
 
 type missDoc struct {
@@ -421,6 +422,7 @@ func toFireDoc(f *model.Fire) fireDoc {
 		Deadline: unixNanoPtr(f.Deadline), OnDeadline: string(f.OnDeadline), Missed: toMissDoc(f.DeadlineMissed),
 		DeadlineOpen: openDeadline(f),
 		Watched:      f.Watched, FinishedAt: unixNanoPtr(f.FinishedAt), Watching: watching(f),
+		TraceParent: f.TraceParent,
 	}
 }
 
@@ -454,7 +456,7 @@ func (d *fireDoc) model() *model.Fire {
 		Jitter: time.Duration(d.Jitter), Payload: d.Payload,
 		Watched: d.Watched, FinishedAt: fromNanoPtr(d.FinishedAt),
 		Deadline: fromNanoPtr(d.Deadline), OnDeadline: model.DeadlinePolicy(d.OnDeadline),
-		DeadlineMissed: d.Missed.model(),
+		DeadlineMissed: d.Missed.model(), TraceParent: d.TraceParent,
 	}
 }
 

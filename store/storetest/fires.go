@@ -46,6 +46,45 @@ var fireTests = []namedTest{
 		requireNoError(t, err, "ScheduleGet")
 		requireEqual(t, got.Jitter, time.Hour, "schedule Jitter")
 	}},
+	{"KeepsTraceParent", func(t *testing.T, d store.Driver) {
+		// A fire's trace context comes back from every write that makes a
+		// fire, and stays through the writes of its background emission.
+		ctx := t.Context()
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		one := newFire("A", "s1", at(time.Hour))
+		one.Count, one.Remaining, one.TraceParent = 5, 5, tp
+		_, err := d.FireInsert(ctx, one)
+		requireNoError(t, err, "FireInsert")
+		many := newFire("A", "s2", at(time.Hour))
+		many.TraceParent = tp
+		_, _, err = d.FireInsertMany(ctx, []store.FireNew{{Fire: many, Events: []*model.Event{newEvent("A", "s2", at(time.Hour), 0)}}})
+		requireNoError(t, err, "FireInsertMany")
+		s, f, ev := oneOff("A", "s3", at(2*time.Hour))
+		f.TraceParent = tp
+		requireNoError(t, CreateSchedule(ctx, d, s, nil, store.FireNew{Fire: f, Events: []*model.Event{ev}}), "ScheduleCreateMany")
+		plain := newFire("A", "s4", at(time.Hour))
+		_, err = d.FireInsert(ctx, plain)
+		requireNoError(t, err, "FireInsert without trace context")
+		for _, want := range []*model.Fire{one, many, f, plain} {
+			got, err := d.FireGet(ctx, "A", want.ID)
+			requireNoError(t, err, "FireGet "+want.ID)
+			requireEqual(t, got.TraceParent, want.TraceParent, "TraceParent of FireGet "+want.ID)
+			list, err := d.FireList(ctx, &store.FireListParams{TenantID: "A", ScheduleID: want.ScheduleID, Limit: 10})
+			requireNoError(t, err, "FireList "+want.ScheduleID)
+			requireEqual(t, len(list), 1, "fires of "+want.ScheduleID)
+			requireEqual(t, list[0].TraceParent, want.TraceParent, "TraceParent of FireList "+want.ScheduleID)
+		}
+		emitting, err := d.FireListEmitting(ctx, 10)
+		requireNoError(t, err, "FireListEmitting")
+		requireEqual(t, len(emitting), 1, "fires being emitted")
+		requireEqual(t, emitting[0].TraceParent, tp, "TraceParent of FireListEmitting")
+		requireNoError(t, d.FireSetRemaining(ctx, one.ID, 2), "FireSetRemaining")
+		requireNoError(t, d.FireSetDecision(ctx, one.ID, model.FireEmitted, "noted"), "FireSetDecision")
+		got, err := d.FireGet(ctx, "A", one.ID)
+		requireNoError(t, err, "FireGet after progress")
+		requireEqual(t, got.Remaining, 2, "Remaining after progress")
+		requireEqual(t, got.TraceParent, tp, "TraceParent after progress")
+	}},
 	{"InsertGet", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
 		f := newFire("A", "s1", at(time.Hour))
