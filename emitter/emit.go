@@ -287,6 +287,7 @@ func (e *Emitter) emitFire(ctx context.Context, s *model.Schedule, t, now time.T
 	}
 	if e.large(f) || deferred || bg {
 		f.Remaining = f.Count // written in the background: see background.go
+		traceFire(ctx, f)
 	}
 	if o.together && (bg || !e.large(f)) && (s.IsOneOff() || o.decision == model.FireBackfill || s.Overlap != model.OverlapSkip && s.Overlap != model.OverlapCancel) {
 		h := heldFire{d: dueFire{s: s, t: t}, f: f}
@@ -621,6 +622,7 @@ func (e *Emitter) fillEvents(chunk []model.Event, ptrs []*model.Event, s *model.
 			Status:      model.EventPending,
 			CreatedAt:   created,
 			UpdatedAt:   created,
+			TraceParent: f.TraceParent, // a background fire's (traceEvents sets the others')
 		}
 		if tokens != nil {
 			ev.ReleaseToken = hex.EncodeToString(tokens[16*j : 16*j+16])

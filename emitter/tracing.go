@@ -42,7 +42,8 @@ func endPass(span trace.Span, st *PassStats, err error) {
 // start a trace of their own, linked to the pass or request they came
 // from. Each links to the request that created s (s.CreatedTrace). The
 // span's traceparent goes into the context for the fire's events
-// (traceEvents). Nil when tracing is off.
+// (traceEvents), or onto a fire whose events the background writes
+// (traceFire). Nil when tracing is off.
 func (e *Emitter) startFire(ctx context.Context, s *model.Schedule, f *model.Fire) (context.Context, trace.Span) {
 	if e.tracer == nil {
 		return ctx, nil
@@ -75,6 +76,13 @@ func endFire(span trace.Span, f *model.Fire) {
 	}
 	span.SetAttributes(attribute.String("schedulerd.fire.decision", string(f.Decision)), attribute.Int("schedulerd.fire.count", f.Count))
 	span.End()
+}
+
+// traceFire keeps on f, whose events the background writes, the
+// traceparent of its span (startFire) for them to carry; nothing when
+// tracing is off.
+func traceFire(ctx context.Context, f *model.Fire) {
+	f.TraceParent, _ = ctx.Value(fireTraceKey{}).(string)
 }
 
 // traceEvents gives evs the traceparent of the new fire whose context ctx

@@ -93,3 +93,48 @@ func TestFireSpans(t *testing.T) {
 		}
 	})
 }
+
+// The events of a fire written in the background carry the fire span's
+// traceparent, which the fire keeps for them; with tracing off the fire
+// keeps none.
+func TestBackgroundEventsCarryTheFireSpan(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		rec := tracetest.NewSpanRecorder()
+		st := openEmbedded(t)
+		clk := newClock(utc("2025-06-02T10:00:30Z"))
+		emitted := make(chan *model.Fire, 16)
+		e := newEmitter(t, st, clk, func(c *emitter.Config, d *emitter.Deps) {
+			largeConfig(c)
+			d.Emitted = emitted
+			if on {
+				d.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			}
+		})
+		s := sched("big", "*/5 * * * *", "UTC", largeN)
+		create(t, st, s)
+		startEmitter(t, e)
+		runPass(t, e)
+		fs := firesOf(t, st, s.ID)
+		if len(fs) != 1 {
+			t.Fatalf("tracing %v: %d fires, want 1", on, len(fs))
+		}
+		f := waitFire(t, emitted, fs[0].ID)
+		requireAllEvents(t, st, f, largeN)
+		want := ""
+		if on {
+			fires := spanNamed(rec, "fire")
+			if len(fires) != 1 {
+				t.Fatalf("%d fire spans, want 1", len(fires))
+			}
+			want = tracing.Format(fires[0].SpanContext())
+		}
+		if f.TraceParent != want {
+			t.Errorf("tracing %v: the fire keeps %q, want %q", on, f.TraceParent, want)
+		}
+		for _, ev := range eventsOf(t, st, f.ID) {
+			if ev.TraceParent != want {
+				t.Fatalf("tracing %v: event %s: traceparent %q, want the fire span's %q", on, ev.ID, ev.TraceParent, want)
+			}
+		}
+	}
+}
