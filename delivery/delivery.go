@@ -40,6 +40,11 @@ type Release struct {
 // so that the consumer's spans join the attempt's trace.
 const TraceParent = "traceparent"
 
+// TraceState names the W3C tracestate that goes with TraceParent, the
+// HTTP header and the SQS message attribute that carry
+// model.Event.TraceState when the attempt's span has one.
+const TraceState = "tracestate"
+
 // Message is the JSON body of a delivery (HTTP POST body and SQS message body).
 type Message struct {
 	EventID    string          `json:"eventId"`

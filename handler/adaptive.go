@@ -118,7 +118,7 @@ func (h *Handler) deliverEach(ctx context.Context, d Deliverer, evs []*model.Eve
 			}
 			now := h.deps.Clock.Now()
 			h.answer(items[j], rs[j], now.Sub(start))
-			h.outcomes.put(h.outcomesAt(&outcomes{items: items[j : j+1], results: rs[j : j+1]}, now))
+			h.outcomes.put(h.outcomesAt(&outcomes{items: items[j : j+1], results: rs[j : j+1], traces: []string{evs[j].TraceParent}}, now))
 		})
 	}
 	wg.Wait()

@@ -110,6 +110,9 @@ type outcomes struct {
 	items   []throttle.Item
 	results []delivery.Result
 	ts      []store.EventTransition
+	// traces are the traceparents of the items' attempts ("": none),
+	// which their failures' log lines name.
+	traces []string
 	// each counts the events of the delivery whose outcomes were queued one
 	// by one as they came (deliverEach), not in this batch.
 	each int
@@ -118,6 +121,23 @@ type outcomes struct {
 	// others to share its commit.
 	lingers bool
 	put     time.Time // when it was queued (real time)
+}
+
+// add appends the outcomes of o to m.
+func (m *outcomes) add(o *outcomes) {
+	m.items, m.results, m.ts = append(m.items, o.items...), append(m.results, o.results...), append(m.ts, o.ts...)
+	m.traces = append(m.traces, o.traces...)
+	for len(m.traces) < len(m.items) {
+		m.traces = append(m.traces, "")
+	}
+}
+
+// trace is the traceparent of the attempt of item i, "" if none.
+func (o *outcomes) trace(i int) string {
+	if i < len(o.traces) {
+		return o.traces[i]
+	}
+	return ""
 }
 
 // lingers reports whether every item is unthrottled.
@@ -265,11 +285,9 @@ func (b *outbox) take(max int) (*outcomes, bool) {
 	i := 1
 	if i < len(b.q) && len(o.items) < max {
 		m := &outcomes{}
-		m.items, m.results, m.ts = append(m.items, o.items...), append(m.results, o.results...), append(m.ts, o.ts...)
+		m.add(o)
 		for ; i < len(b.q) && len(m.items) < max; i++ {
-			m.items = append(m.items, b.q[i].items...)
-			m.results = append(m.results, b.q[i].results...)
-			m.ts = append(m.ts, b.q[i].ts...)
+			m.add(b.q[i])
 		}
 		o = m
 	}
@@ -355,6 +373,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 		h.observeLateness(it, start)
 	}
 	each := make([]bool, len(send)) // sent one by one, outcomes queued already
+	traces := make([]string, len(send))
 	for tt, idx := range groups {
 		d := h.deps.Deliverers[tt]
 		if fail != nil {
@@ -381,6 +400,9 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 			}
 		}
 		spans := h.startAttempts(ctx, tt, evs)
+		for j, i := range idx {
+			traces[i] = evs[j].TraceParent
+		}
 		var rs []delivery.Result
 		if (tt == model.TargetHTTP || tt == model.TargetHTTPBatch) && adaptiveHTTP(send, idx) {
 			its := make([]throttle.Item, len(idx))
@@ -408,7 +430,7 @@ func (h *Handler) deliverWith(ctx context.Context, batch []throttle.Item, fail e
 			o.each++
 		} else {
 			h.answer(it, results[i], now.Sub(start))
-			o.items, o.results = append(o.items, it), append(o.results, results[i])
+			o.items, o.results, o.traces = append(o.items, it), append(o.results, results[i]), append(o.traces, traces[i])
 		}
 	}
 	return h.outcomesAt(o, now), results
@@ -610,7 +632,7 @@ func (h *Handler) record(ctx context.Context, o *outcomes) {
 		if r := o.results[i]; r.Err != nil {
 			reason := delivery.ReasonOf(it.Event.Target.Type, r)
 			failed[reason]++
-			h.logFailure(it.Event, r, reason, to == model.EventDead, now)
+			h.logFailure(it.Event, o.trace(i), r, reason, to == model.EventDead, now)
 		}
 		if h.deps.Hooks.Attempted != nil {
 			h.deps.Hooks.Attempted(it.Event, o.results[i], to)

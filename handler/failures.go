@@ -93,8 +93,9 @@ func targetOf(t model.Target) string {
 	return string(t.Type)
 }
 
-// logFailure logs a failed attempt of e (dead: its last one), sampled.
-func (h *Handler) logFailure(e *model.Event, r delivery.Result, reason delivery.Reason, dead bool, now time.Time) {
+// logFailure logs a failed attempt of e (dead: its last one), sampled;
+// attempt is the traceparent of the attempt's span ("": none).
+func (h *Handler) logFailure(e *model.Event, attempt string, r delivery.Result, reason delivery.Reason, dead bool, now time.Time) {
 	ok, key, suppressed := h.failures.allow(failureKey{target: targetOf(e.Target), dead: dead}, now)
 	if !ok {
 		return
@@ -117,9 +118,11 @@ func (h *Handler) logFailure(e *model.Event, r delivery.Result, reason delivery.
 	if suppressed > 0 {
 		ev = ev.Int("suppressed", suppressed)
 	}
-	if sc := tracing.Parse(e.TraceParent); sc.IsValid() {
-		// The trace of the event's fire, which holds the attempt's span.
-		ev = ev.Str("trace_id", sc.TraceID().String())
+	if attempt == "" {
+		attempt = e.TraceParent // no span of the attempt: its fire's
+	}
+	if sc := tracing.Parse(attempt); sc.IsValid() {
+		ev = ev.Str("trace_id", sc.TraceID().String()).Str("span_id", sc.SpanID().String())
 	}
 	ev.Msg(msg)
 }

@@ -15,8 +15,8 @@ import (
 
 // startAttempts starts the span of each event's delivery attempt, a child
 // of the span of the fire that made it (Event.TraceParent), and replaces
-// evs[j] with a copy whose TraceParent is the attempt's, which the
-// deliverer sends on. Nil, and evs unchanged, when tracing is off.
+// evs[j] with a copy whose TraceParent (and TraceState, if the span has
+// one) is the attempt's, which the deliverer sends on. Nil, and evs unchanged, when tracing is off.
 func (h *Handler) startAttempts(ctx context.Context, tt model.TargetType, evs []*model.Event) []trace.Span {
 	if h.deps.TracerProvider == nil {
 		return nil
@@ -28,7 +28,7 @@ func (h *Handler) startAttempts(ctx context.Context, tt model.TargetType, evs []
 	}
 	spans := make([]trace.Span, len(evs))
 	for j, ev := range evs {
-		sctx, span := tracer.Start(tracing.WithParent(ctx, ev.TraceParent), "deliver", trace.WithSpanKind(kind),
+		_, span := tracer.Start(tracing.WithParent(ctx, ev.TraceParent), "deliver", trace.WithSpanKind(kind),
 			trace.WithAttributes(
 				attribute.String("schedulerd.tenant", ev.TenantID),
 				attribute.String("schedulerd.schedule.id", ev.ScheduleID),
@@ -38,7 +38,11 @@ func (h *Handler) startAttempts(ctx context.Context, tt model.TargetType, evs []
 				attribute.Int("schedulerd.attempt", ev.Attempts+1),
 			))
 		e := *ev
-		e.TraceParent = tracing.TraceParent(sctx)
+		sc := span.SpanContext()
+		e.TraceParent, e.TraceState = tracing.Format(sc), ""
+		if ts := sc.TraceState(); ts.Len() > 0 {
+			e.TraceState = ts.String()
+		}
 		evs[j], spans[j] = &e, span
 	}
 	return spans

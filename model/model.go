@@ -541,6 +541,10 @@ type Event struct {
 	// made the event, set only when tracing is on: each delivery
 	// attempt's span is its child, on whichever instance delivers it.
 	TraceParent string `json:"traceParent,omitempty"`
+	// TraceState is the W3C tracestate of a delivery attempt's span, if
+	// it has one: set with the attempt's TraceParent for the deliverer,
+	// never stored.
+	TraceState string `json:"-"`
 }
 
 // Policy is a throttling policy: at most MaxInFlight tokens out at once,

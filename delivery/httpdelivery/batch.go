@@ -204,8 +204,11 @@ func (d *Deliverer) sendBatch(ctx context.Context, r batchRequest, events []*mod
 	req.Header.Set(HeaderSignature, string(d.appendSignature(nil, ts, r.body)))
 	// One request carries several events: the first one's attempt names
 	// the trace.
-	if tp := events[r.idx[0]].TraceParent; tp != "" {
-		req.Header[delivery.TraceParent] = []string{tp}
+	if first := events[r.idx[0]]; first.TraceParent != "" {
+		req.Header[delivery.TraceParent] = []string{first.TraceParent}
+		if first.TraceState != "" {
+			req.Header[delivery.TraceState] = []string{first.TraceState}
+		}
 	}
 
 	resp, err := client.Do(req)

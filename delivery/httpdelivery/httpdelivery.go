@@ -320,6 +320,9 @@ func (d *Deliverer) deliverOne(ctx context.Context, e *model.Event) delivery.Res
 	}
 	if e.TraceParent != "" {
 		req.Header[delivery.TraceParent] = []string{e.TraceParent}
+		if e.TraceState != "" {
+			req.Header[delivery.TraceState] = []string{e.TraceState}
+		}
 	}
 
 	resp, err := client.Do(req)

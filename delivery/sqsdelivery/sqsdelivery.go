@@ -261,7 +261,7 @@ func (d *Deliverer) prepare(e *model.Event) (entry, error) {
 	attrs := make(map[string]types.MessageAttributeValue, 2)
 	size := len(body)
 	// SQS refuses empty attribute values, so an empty one is left out.
-	for name, value := range map[string]string{AttributeEventID: e.ID, AttributeScheduleID: e.ScheduleID, delivery.TraceParent: e.TraceParent} {
+	for name, value := range map[string]string{AttributeEventID: e.ID, AttributeScheduleID: e.ScheduleID, delivery.TraceParent: e.TraceParent, delivery.TraceState: e.TraceState} {
 		if value == "" {
 			continue
 		}

@@ -115,13 +115,14 @@ func TestFireCodecRoundTrip(t *testing.T) {
 // head's or not, and an event as the emitter writes it (only status, shard
 // and launch time differ from the head) takes a few bytes.
 func TestEventRowRoundTrip(t *testing.T) {
+	// TakenOver and TraceState are never stored.
 	head := &model.Event{}
-	fill(t, head, 1, "TakenOver")
+	fill(t, head, 1, "TakenOver", "TraceState")
 	head.ID, head.Index = "", 0
 	for name, mk := range map[string]func() *model.Event{
 		"every field differs": func() *model.Event {
 			e := &model.Event{}
-			fill(t, e, 2, "TakenOver")
+			fill(t, e, 2, "TakenOver", "TraceState")
 			return e
 		},
 		"same as the head": func() *model.Event { e := *head; return &e },
@@ -168,7 +169,7 @@ func TestEventRowRoundTrip(t *testing.T) {
 // exactly; a derived token read without the key fails.
 func TestEventRowReleaseTokens(t *testing.T) {
 	head := &model.Event{}
-	fill(t, head, 1, "TakenOver")
+	fill(t, head, 1, "TakenOver", "TraceState")
 	head.ID, head.Index, head.ReleaseToken = "", 0, ""
 	emitter := strings.Repeat("0123456789abcdef", 2)
 	key := newTokenKey(bytes.Repeat([]byte{7}, tokenKeyLen))
