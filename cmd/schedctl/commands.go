@@ -344,7 +344,7 @@ func baseCommands() []*command {
 			p.add(fs)
 			sched := fs.String("schedule", "", "only events of this schedule id")
 			fire := fs.String("fire", "", "only events of this fire id")
-			status := fs.String("status", "", "only events in this status (pending, scheduled, delivering, delivered, released, retrying, dead, cancelled)")
+			status := fs.String("status", "", "only events in this status (pending, scheduled, delivering, delivered, released, retrying, dead, cancelled, expired)")
 			from := fs.String("from", "", "only events launched at or after this RFC 3339 time")
 			to := fs.String("to", "", "only events launched before this RFC 3339 time")
 			return func(e *env, _ []string) error {
