@@ -409,6 +409,10 @@ type EventClaimParams struct {
 	// DueBefore: events with LaunchAt < DueBefore are claimed.
 	DueBefore time.Time
 	Limit     int
+	// SkipPolicies lists policies whose due events stay pending: the
+	// claimer holds enough of them waiting for tokens. Events scheduled
+	// under an older fence are claimed whatever their policy.
+	SkipPolicies []string
 }
 
 // EventTransition is one compare-and-set on an event's status.
@@ -485,11 +489,22 @@ type EventStore interface {
 	// EventList pages a tenant's events.
 	EventList(ctx context.Context, p *EventListParams) ([]*model.Event, error)
 	// EventClaimDue moves the shard's events that are pending or retrying
-	// with LaunchAt < DueBefore, and the events scheduled under an older
-	// fence (left by a previous owner), to scheduled with Fence = p.Fence,
-	// earliest LaunchAt first, at most Limit (whatever its size; none if
-	// Limit <= 0), and returns them; those taken from an older fence have
-	// TakenOver set. Fewer than Limit means that no more were claimable.
+	// with LaunchAt < DueBefore (apart from p.SkipPolicies'), and the
+	// events scheduled under an older fence (left by a previous owner), to
+	// scheduled with Fence = p.Fence, at most Limit in all (whatever its
+	// size; none if Limit <= 0), and returns them; those taken from an
+	// older fence have TakenOver set. Fewer than Limit means that no more
+	// were claimable.
+	//
+	// Older fences' events go first, earliest LaunchAt first. The rest of
+	// Limit is shared over the due events' lanes (tenant, policy,
+	// priority) as a round robin would: the tenants with due events take
+	// equal shares, a tenant that has fewer due than its share takes them
+	// all and leaves the rest to the others; a tenant's share is split
+	// over its policies (no policy being one) the same way; within a
+	// tenant's policy the highest priority goes first and, within a
+	// priority, the earliest LaunchAt (then the event's id or row order).
+	// Which lanes take the remainder of an uneven split is unspecified.
 	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,

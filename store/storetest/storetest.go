@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"Watch", watchTests},
 		{"FireDeadline", fireDeadlineTests},
 		{"Event", eventTests},
+		{"ClaimLanes", claimLaneTests},
 		{"Policy", policyTests},
 		{"Calendar", calendarTests},
 		{"Lease", leaseTests},
