@@ -181,3 +181,48 @@ func checkBatch(t *testing.T, s *mongo.Store, ts []store.EventTransition) {
 		}
 	}
 }
+
+// TestClaimRoundTripsPerLane counts the commands of claims over 2 and 6
+// due lanes (tenants) of 10 pending events each, the limit taking half
+// of each: a lane costs three (one find of the walk of the lanes, one
+// count, one find of its take), and a claim five more (the older fences'
+// find, the walk's end in each of the two statuses, the update and the
+// read-back). FerretDB takes a getMore more after each find of a lane and
+// after the read-back: it closes a cursor only when asked for more.
+func TestClaimRoundTripsPerLane(t *testing.T) {
+	t.Parallel()
+	var counter commandCounter
+	ctx := t.Context()
+	s, err := mongo.OpenMonitored(ctx, mongotest.URI(t), mongo.Options{OperationTimeout: 10 * time.Minute}, counter.monitor())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for _, lanes := range []int{2, 6} {
+		var events []*model.Event
+		for l := range lanes {
+			tenant := fmt.Sprintf("lanes%d-t%d", lanes, l)
+			es := pendingEvents(tenant, 10)
+			for _, e := range es {
+				e.TenantID, e.Shard = tenant, lanes
+			}
+			events = append(events, es...)
+		}
+		insertEvents(t, s, events)
+		counter.take()
+		limit := 5 * lanes
+		got, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: lanes, Fence: 1, DueBefore: rtBase.Add(time.Hour), Limit: limit})
+		if err != nil || len(got) != limit {
+			t.Fatalf("EventClaimDue over %d lanes: %d events, err %v; want %d", lanes, len(got), err, limit)
+		}
+		by, n := counter.take()
+		t.Logf("claim over %d lanes: %d commands (%s)", lanes, n, formatCounts(by))
+		want := 5 + 3*lanes
+		if !mongotest.IsRealMongo() {
+			want += lanes + 1
+		}
+		if n != want {
+			t.Errorf("claim over %d lanes took %d commands (%s), want %d", lanes, n, formatCounts(by), want)
+		}
+	}
+}
