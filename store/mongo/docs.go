@@ -499,6 +499,9 @@ type eventDoc struct {
 	// TTL index (see retention.go); absent otherwise.
 	FinishedDate *bson.DateTime `bson:"finishedDate,omitempty"`
 	TraceParent  string         `bson:"traceParent,omitempty"`
+	// Lane is the claim's lane of the event (eventLane); an event written
+	// before lanes has none until a claim gives it its own (fillLanes).
+	Lane string `bson:"lane,omitempty"`
 }
 
 func toEventDoc(e *model.Event) eventDoc {
@@ -515,6 +518,7 @@ func toEventDoc(e *model.Event) eventDoc {
 		CreatedAt: unixNano(e.CreatedAt), UpdatedAt: unixNano(e.UpdatedAt),
 		FinishedDate: finishedDate(e.Status, e.FinishedAt, e.UpdatedAt),
 		TraceParent:  e.TraceParent,
+		Lane:         eventLane(e.TenantID, e.PolicyID, e.Priority),
 	}
 }
 

@@ -44,11 +44,12 @@ func withStatus(filter bson.D, st string) bson.D {
 	return append(filter[:len(filter):len(filter)], bson.E{Key: "status", Value: st})
 }
 
-// countStatuses counts the documents matching filter with each of statuses.
-func countStatuses(ctx context.Context, c *mongo.Collection, filter bson.D, statuses []string) (int, error) {
+// countStatuses counts the documents matching filter with each of
+// statuses, each count stopping at max when max > 0.
+func countStatuses(ctx context.Context, c *mongo.Collection, filter bson.D, statuses []string, max int) (int, error) {
 	total := 0
 	for _, st := range statuses {
-		n, err := c.CountDocuments(ctx, withStatus(filter, st))
+		n, err := c.CountDocuments(ctx, withStatus(filter, st), countOpts(max))
 		if err != nil {
 			return 0, interpretError(err)
 		}
@@ -256,11 +257,12 @@ type claimCand struct {
 }
 
 // EventClaimDue claims due events of one queue shard, at most p.Limit (none
-// if p.Limit <= 0), in three steps whatever the limit:
+// if p.Limit <= 0), in three steps:
 //
-//  1. find the candidates (pending/retrying and due, or scheduled under an
-//     older fence) through the (shard, status, launchAt) index, projecting
-//     only _id, status and fence;
+//  1. find the candidates, projecting only _id, status, fence and launchAt:
+//     the events scheduled under an older fence (through the (shard,
+//     status, fence) index), then the due pending and retrying events of
+//     each lane, as many as store.ShareClaim gives the lane (claimByLanes);
 //  2. one unordered bulk write of compare-and-sets, each conditional on the
 //     status and fence the candidate had, so a concurrent claimer or a
 //     transition made meanwhile wins and the candidate is skipped; each write
@@ -276,18 +278,6 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 		return nil, nil
 	}
 	limit := p.Limit
-	opts := options.Find().
-		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit)).SetBatchSize(batchOf(limit)).
-		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}})
-	byLaunch := func(a, b claimCand) int { return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
-	due, err := findStatuses(ctx, s.events, bson.D{
-		{Key: "shard", Value: p.Shard},
-		{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: unixNano(p.DueBefore)}}},
-	}, claimableStatuses, limit, byLaunch, opts)
-	if err != nil {
-		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
-	}
 	// Scheduled under another fence: $ne, not $lt, because FerretDB pushes
 	// $ne down (and then reads nothing once the shard is taken over, where
 	// $lt read every event waiting in this owner's buckets on every pass).
@@ -295,15 +285,22 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	older, err := findStatuses(ctx, s.events, bson.D{
 		{Key: "shard", Value: p.Shard},
 		{Key: "fence", Value: bson.D{{Key: "$ne", Value: p.Fence}}},
-	}, []string{string(model.EventScheduled)}, limit, byLaunch, opts)
+	}, []string{string(model.EventScheduled)}, limit, byLaunch, claimFind(limit))
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
 	}
-	older = slices.DeleteFunc(older, func(c claimCand) bool { return c.Fence > p.Fence })
-	cands := append(due, older...)
-	slices.SortFunc(cands, byLaunch)
-	if len(cands) > limit {
-		cands = cands[:limit]
+	cands := slices.DeleteFunc(older, func(c claimCand) bool { return c.Fence > p.Fence })
+	if rest := limit - len(cands); rest > 0 {
+		var due []claimCand
+		if s.laneIndexBuilding() {
+			due, err = s.claimByLaunch(ctx, p, rest)
+		} else {
+			due, err = s.claimByLanes(ctx, p, rest)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event claim shard %d: %w", p.Shard, err)
+		}
+		cands = append(cands, due...)
 	}
 	if len(cands) == 0 {
 		return nil, nil
@@ -783,7 +780,7 @@ func (s *Store) EventFindTokenExpired(ctx context.Context, policyID string, t ti
 // EventCountHoldingTokens counts the policy's delivering and delivered
 // events. Cross-tenant.
 func (s *Store) EventCountHoldingTokens(ctx context.Context, policyID string) (int, error) {
-	n, err := countStatuses(ctx, s.eventsMajority, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses)
+	n, err := countStatuses(ctx, s.eventsMajority, bson.D{{Key: "policyId", Value: policyID}}, tokenStatuses, 0)
 	if err != nil {
 		return 0, fmt.Errorf("event count holding tokens policy %s: %w", policyID, err)
 	}
@@ -797,7 +794,7 @@ func (s *Store) EventCountWaiting(ctx context.Context, policyID string, t time.T
 		{Key: "policyId", Value: policyID},
 		{Key: "launchAt", Value: bson.D{{Key: "$lte", Value: unixNano(t)}}},
 	}
-	n, err := countStatuses(ctx, s.events, filter, waitingStatuses)
+	n, err := countStatuses(ctx, s.events, filter, waitingStatuses, 0)
 	if err != nil {
 		return 0, fmt.Errorf("event count waiting policy %s: %w", policyID, err)
 	}

@@ -57,11 +57,11 @@ func TestEventIndexes(t *testing.T) {
 	for _, sp := range specs {
 		have[sp.Name] = true
 	}
-	claim := "shard_status_launch_id"
+	claim, lanes := "shard_status_launch_id", "shard_status_lane_launch_id"
 	if mongotest.IsRealMongo() {
-		claim = "shard_status_launch_id_waiting"
+		claim, lanes = claim+"_waiting", lanes+"_waiting"
 	}
-	for _, name := range []string{claim, "policy_status_launch", "policy_status_token_id", "fire_finished"} {
+	for _, name := range []string{lanes, claim, "policy_status_launch", "policy_status_token_id", "fire_finished"} {
 		if !have[name] {
 			t.Errorf("events has no index %s (has %v)", name, have)
 		}
@@ -98,6 +98,15 @@ func TestHotQueryPlans(t *testing.T) {
 	}{
 		{"claim due", find(bson.D{{Key: "shard", Value: 3}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}}, {Key: "status", Value: "pending"}},
 			bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}, 1000), true},
+		// The claim's walk of the lanes: one index entry a lane.
+		{"claim lane walk", find(bson.D{{Key: "shard", Value: 3}, {Key: "status", Value: "pending"}, {Key: "lane", Value: bson.D{{Key: "$gt", Value: "a"}}}},
+			bson.D{{Key: "lane", Value: 1}, {Key: "launchAt", Value: 1}}, 1), true},
+		{"claim lane", find(bson.D{{Key: "shard", Value: 3}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}},
+			{Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}},
+			bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}, 1000), true},
+		{"count lane", bson.D{{Key: "count", Value: "events"}, {Key: "query", Value: bson.D{{Key: "shard", Value: 3},
+			{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}}, {Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}}},
+			{Key: "limit", Value: 1000}}, true},
 		// Scheduled under another fence: few events, so a sort of them is
 		// allowed; a scan is not.
 		{"claim takeover", find(bson.D{{Key: "shard", Value: 3}, {Key: "fence", Value: bson.D{{Key: "$ne", Value: 7}}}, {Key: "status", Value: "scheduled"}},

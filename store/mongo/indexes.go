@@ -62,6 +62,9 @@ type indexJob struct {
 	// build (a TTL index's full predecessor, see ttlSpec.old); until the
 	// new one is built the purge jobs are the only retention.
 	replaces string
+	// before runs right before the build: the fill of the field that a
+	// new index is on (fillAllLanes before the lane index).
+	before func(context.Context) error
 }
 
 func (j indexJob) String() string { return j.coll + "." + indexName(j.model) }
@@ -255,6 +258,9 @@ func (s *Store) missingIndexes(ctx context.Context) ([]indexJob, error) {
 				if old := replaced[indexName(m)]; have[old] {
 					j.replaces = old
 				}
+				if coll == collEvents && indexName(m) == indexName(laneIndex(s.caps.partialIndexes)) {
+					j.before = s.fillAllLanes
+				}
 				jobs = append(jobs, j)
 			}
 		}
@@ -279,6 +285,11 @@ func (s *Store) createIndex(ctx context.Context, j indexJob) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, indexBuildTimeout)
 		defer cancel()
+	}
+	if j.before != nil {
+		if err := j.before(ctx); err != nil {
+			return fmt.Errorf("before index %s: %w", j, err)
+		}
 	}
 	if j.replaces != "" {
 		err := s.db.RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: j.coll}, {Key: "index", Value: j.replaces}}).Err()

@@ -475,9 +475,14 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("tenant_id", false, "tenantId", "_id"),
 			// The retention job: finished events by age.
 			idx("status_finished", false, "status", "finishedAt"),
-			// The claim's finds, equality on shard and status, range on
-			// launchAt, sorted by (launchAt, _id): no blocking sort, and on
-			// MongoDB only the waiting events are in the index.
+			// The claim's walk of the lanes and its finds in each lane,
+			// equality on shard, status and lane, range on launchAt, sorted
+			// by (launchAt, _id) (see claim.go); on MongoDB only the waiting
+			// events are in the index.
+			laneIndex(partial),
+			// The claim in launch order of the previous version, which its
+			// instances use during a rolling upgrade and this one while the
+			// lane index is being built.
 			claimIndex(partial),
 			// The throttle: waiting events of a policy by launch time
 			// (EventCountWaiting), token holders by expiry, sorted by

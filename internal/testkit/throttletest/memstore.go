@@ -100,39 +100,55 @@ func (s *MemStore) Events() []*model.Event {
 	return out
 }
 
-// EventClaimDue follows store.EventStore.EventClaimDue.
+// EventClaimDue follows store.EventStore.EventClaimDue: the older fences'
+// events first, then the rest of the limit shared over the due events'
+// lanes by store.ShareClaim.
 func (s *MemStore) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	var cand []*model.Event
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	type laneKey struct {
+		tenant, policy string
+		priority       int
+	}
+	var older []*model.Event
+	due := map[laneKey][]*model.Event{}
 	for _, e := range s.events {
 		if e.Shard != p.Shard {
 			continue
 		}
 		switch {
-		case (e.Status == model.EventPending || e.Status == model.EventRetrying) && e.LaunchAt.Before(p.DueBefore):
 		case e.Status == model.EventScheduled && e.Fence < p.Fence:
-		default:
-			continue
+			older = append(older, e)
+		case (e.Status == model.EventPending || e.Status == model.EventRetrying) && e.LaunchAt.Before(p.DueBefore) &&
+			!slices.Contains(p.SkipPolicies, e.PolicyID):
+			k := laneKey{e.TenantID, e.PolicyID, e.Priority}
+			due[k] = append(due[k], e)
 		}
-		cand = append(cand, e)
 	}
-	sort.Slice(cand, func(i, j int) bool {
-		if !cand[i].LaunchAt.Equal(cand[j].LaunchAt) {
-			return cand[i].LaunchAt.Before(cand[j].LaunchAt)
-		}
-		return cand[i].ID < cand[j].ID
-	})
-	if p.Limit > 0 && len(cand) > p.Limit {
-		cand = cand[:p.Limit]
+	byLaunch := func(a, b *model.Event) int { return cmp.Or(a.LaunchAt.Compare(b.LaunchAt), cmp.Compare(a.ID, b.ID)) }
+	slices.SortFunc(older, byLaunch)
+	cand := older[:min(len(older), p.Limit)]
+	lanes := make([]store.ClaimLane, 0, len(due))
+	for k, es := range due {
+		slices.SortFunc(es, byLaunch)
+		lanes = append(lanes, store.ClaimLane{TenantID: k.tenant, PolicyID: k.policy, Priority: k.priority, Due: len(es)})
+	}
+	for i, n := range store.ShareClaim(lanes, p.Limit-len(cand)) {
+		l := lanes[i]
+		cand = append(cand, due[laneKey{l.TenantID, l.PolicyID, l.Priority}][:n]...)
 	}
 	out := make([]*model.Event, len(cand))
 	for i, e := range cand {
+		takenOver := e.Status == model.EventScheduled
 		e.Status, e.Fence = model.EventScheduled, p.Fence
 		out[i] = cloneEvent(e)
+		out[i].TakenOver = takenOver
 	}
 	return out, nil
 }
