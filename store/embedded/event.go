@@ -469,10 +469,10 @@ func (x *evtx) canonicalIDs(g *group, rest string, from bool, fn func(id string,
 
 // EventClaimDue moves the shard's due events (pending or retrying, and
 // scheduled under an older fence) to scheduled under p.Fence, the older
-// fences' first, then the lanes' shares (duelane.go). The read and the writes share one serialisable
-// transaction, so concurrent claimers never both get an event. Claims go
-// through the batched commit path: claims of several shards and concurrent
-// transitions share one commit (one fsync).
+// fences' first, then the lanes' shares (duelane.go). The read and the
+// writes share one serialisable transaction, so concurrent claimers never
+// both get an event. Claims go through the batched commit path: claims of
+// several shards and concurrent transitions share one commit (one fsync).
 func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
 	if p.Limit <= 0 {
 		return nil, nil
@@ -527,7 +527,6 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 // EventTransition applies compare-and-set transitions in order. Concurrent
 // callers share commits (bbolt batches), so many handlers finishing events
 // at once pay for few fsyncs.
-
 func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	results := make([]error, len(ts))
 	if len(ts) == 0 {
