@@ -23,18 +23,20 @@ import (
 // typical one.
 const heapCapWindow = 9
 
-// heapCapSlack is the share of the capped goal added for the headroom (3%)
-// that the runtime keeps below the goal the soft memory limit makes.
-const heapCapSlack = 32 // 1/32
+// heapCapSlack is the share of the capped goal added for the room the
+// heap's spans leave unused and the headroom (3%) the runtime keeps below
+// the goal that the soft memory limit makes: both count against the limit
+// and not against the goal; the unused room read right after a collection,
+// before the sweep, is more than it is later.
+const heapCapSlack = 8 // 1/8
 
 // heapCapLimit returns the soft memory limit that caps the heap goal after
 // the collections whose marked heaps are window (oldest first): typical is
 // their median, or half the last if that is more (a live heap that doubled
 // is not a burst), times 1 + gcPercent/100, with heapCapSlack more, plus
-// other, the runtime's memory besides the heap's objects and free pages
-// (stacks, metadata, the spans' unused room), as the runtime counts it
-// against the limit. Ceiling (the limit in force) when that is lower, or
-// while the window is short of heapCapWindow.
+// other, the runtime's memory besides the heap (stacks, metadata). Ceiling
+// (the limit in force) when that is lower, or while the window is short of
+// heapCapWindow.
 func heapCapLimit(window []uint64, other uint64, gcPercent int, ceiling int64) int64 {
 	if len(window) < heapCapWindow || gcPercent < 0 {
 		return ceiling
@@ -120,12 +122,13 @@ type heapCapSentinel struct {
 }
 
 // readHeapMemory returns the heap marked by the last collection and the
-// runtime's memory besides the heap's objects and free pages.
+// runtime's memory besides the heap (stacks, metadata).
 func readHeapMemory() (marked, other uint64) {
 	names := []string{
 		"/gc/heap/live:bytes",
 		"/memory/classes/total:bytes",
 		"/memory/classes/heap/objects:bytes",
+		"/memory/classes/heap/unused:bytes",
 		"/memory/classes/heap/free:bytes",
 		"/memory/classes/heap/released:bytes",
 	}
@@ -140,7 +143,7 @@ func readHeapMemory() (marked, other uint64) {
 			v[i] = s[i].Value.Uint64()
 		}
 	}
-	heap := v[2] + v[3] + v[4]
+	heap := v[2] + v[3] + v[4] + v[5]
 	if v[1] > heap {
 		other = v[1] - heap
 	}
