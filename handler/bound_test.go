@@ -280,20 +280,19 @@ func TestHeldBoundThrottledBacklogSameShard(t *testing.T) {
 // the fire's first events.
 func TestClaimTenantFairBeyondBound(t *testing.T) {
 	const bound, nA, nB = 50, 2000, 20
-	// Each claim pass takes at most the room left (the bound, then at
-	// least a quarter of it per pass), split over the 4 shards; a shard's
-	// claim gives each of its two tenants an equal share of it, so B's
-	// events of a shard are claimed at the latest in its ⌈5/6⌉-th pass (6
-	// of 12 in the first) with hardly more than 20 + 50 of A's before
-	// them, even if all 20 were on one shard (4 passes, ~12 of A's each
-	// after the first). The delivery queues serve the tenants in turn once
-	// claimed. 300 leaves four times that margin; in launch order A's
-	// ~500 events of each shard would all come first.
+	// The first claim pass takes 12 events per shard (the bound over 4
+	// shards), up to 6 of them t2's (an equal share of two tenants); once
+	// full, a pass waits for room for a quarter of the bound, 3 per shard,
+	// at least 1 of them t2's. Even with all of t2's events on one shard
+	// they are claimed within 1 + 14 passes, after at most 50 + 14×12 = 218
+	// of t1's were claimed; the delivery queues serve the tenants in turn
+	// once claimed. 300 leaves a margin. Claims in launch order (t1's
+	// events sort first) would deliver each shard's ~500 of t1's first.
 	const limit = 300
 	st := openStore(t)
 	var (
 		mu       sync.Mutex
-		arrivals []string // tenant of each first arrival
+		arrivals []string // schedule of each first arrival: a is t1's, b t2's
 		seen     = map[string]bool{}
 		done     = make(chan struct{})
 	)
