@@ -79,6 +79,7 @@ func TestChaosBoundedFire(t *testing.T) {
 	r := d.drain(ctx, time.Minute)
 	d.assert(r, checks{})
 	after := heldPeak(t, ctx, in.base)
+	t.Logf("peak held %d before the kill and %d after it, bound %d", before, after, bound)
 	if before > bound || after > bound {
 		t.Errorf("held %d events before the kill and %d after it, bound %d", before, after, bound)
 	}
