@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"slices"
 	"strconv"
 	"strings"
@@ -469,11 +468,11 @@ func (x *evtx) canonicalIDs(g *group, rest string, from bool, fn func(id string,
 }
 
 // EventClaimDue moves the shard's due events (pending or retrying, and
-// scheduled under an older fence) to scheduled under p.Fence, earliest
-// LaunchAt first. The read and the writes share one serialisable
-// transaction, so concurrent claimers never both get an event. Claims go
-// through the batched commit path: claims of several shards and concurrent
-// transitions share one commit (one fsync).
+// scheduled under an older fence) to scheduled under p.Fence, the older
+// fences' first, then the lanes' shares (duelane.go). The read and the
+// writes share one serialisable transaction, so concurrent claimers never
+// both get an event. Claims go through the batched commit path: claims of
+// several shards and concurrent transitions share one commit (one fsync).
 func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([]*model.Event, error) {
 	if p.Limit <= 0 {
 		return nil, nil
@@ -481,9 +480,9 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	// Most claims of a quiet shard find nothing: a read says so without a
 	// commit (and its sync).
 	var due bool
-	if err := s.view(ctx, "event claim due", func(tx *bolt.Tx) error {
-		due = len(dueCandidates(tx, p, 1)) > 0
-		return nil
+	if err := s.view(ctx, "event claim due", func(tx *bolt.Tx) (err error) {
+		due, err = newClaimer(tx, p).any()
+		return err
 	}); err != nil {
 		return nil, err
 	}
@@ -493,10 +492,9 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	var out []*model.Event
 	err := s.batch(ctx, "event claim due", func(tx *bolt.Tx) error {
 		out = nil
-		cands := dueCandidates(tx, p, p.Limit)
-		slices.SortFunc(cands, bytes.Compare)
-		if len(cands) > p.Limit {
-			cands = cands[:p.Limit]
+		cands, err := newClaimer(tx, p).plan(p.Limit)
+		if err != nil {
+			return err
 		}
 		x := newEvtx(tx, s.tokens)
 		for _, cand := range cands {
@@ -529,33 +527,6 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 // EventTransition applies compare-and-set transitions in order. Concurrent
 // callers share commits (bbolt batches), so many handlers finishing events
 // at once pay for few fsyncs.
-
-// dueCandidates returns up to limit claimable entries of each status of
-// p's shard (launch time, row key).
-func dueCandidates(tx *bolt.Tx, p *store.EventClaimParams, limit int) [][]byte {
-	var cands [][]byte
-	c := tx.Bucket(bEvDue).Cursor()
-	for _, st := range []model.EventStatus{model.EventPending, model.EventRetrying, model.EventScheduled} {
-		prefix := duePrefix(p.Shard, statusCodes[st])
-		taken := 0
-		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && taken < limit; k, _ = c.Next() {
-			rest := k[len(prefix):]
-			if st == model.EventScheduled {
-				// Left by an older owner: claimed whatever its launch
-				// time, since that owner had already loaded it.
-				if int64(binary.BigEndian.Uint64(rest)) >= p.Fence {
-					break
-				}
-				rest = rest[8:]
-			} else if !readTime(rest).Before(p.DueBefore) {
-				break
-			}
-			cands = append(cands, bytes.Clone(rest))
-			taken++
-		}
-	}
-	return cands
-}
 func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition) ([]error, error) {
 	results := make([]error, len(ts))
 	if len(ts) == 0 {

@@ -22,8 +22,9 @@ import (
 //	ev_heads:    sequence -> head (encodeEventRef of the group's first event)
 //	ev_groups:   fireID\0 -> sequence, canonical events (uvarint)
 //	ev_ids:      id -> rk, loose events only
-//	ev_due:      shard, status, [fence], launchAt, rk -> fence (empty: 0);
-//	             waiting statuses only, scheduled ones by fence first; rk
+//	ev_due:      shard, status, fence or lane, launchAt, rk -> fence
+//	             (empty: 0); waiting statuses only, scheduled ones by
+//	             fence, pending and retrying ones by lane (duelane.go); rk
 //	             is an impliedKey for an event that its one-off's row
 //	             holds (oneevent.go), which has no other entry here
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
@@ -553,21 +554,6 @@ func (x *evtx) insert(e *model.Event) (bool, error) {
 
 // Index keys derived from an event and its row key.
 
-func dueKey(e *model.Event, rk []byte) ([]byte, error) {
-	code, err := statusCode(e.Status)
-	if err != nil {
-		return nil, err
-	}
-	b := append(appendInt32(make([]byte, 0, 4+1+8+timeLen+len(rk)), e.Shard), code)
-	if e.Status == model.EventScheduled {
-		// Scheduled events are ordered by fence first, so that a claim finds
-		// those left by older owners without walking the ones it holds.
-		b = binary.BigEndian.AppendUint64(b, uint64(e.Fence))
-	}
-	b = appendTime(b, e.LaunchAt)
-	return append(b, rk...), nil
-}
-
 // fenceValue is the due index's value for e: empty for fence 0.
 func fenceValue(e *model.Event) []byte {
 	if e.Fence == 0 {
@@ -575,8 +561,6 @@ func fenceValue(e *model.Event) []byte {
 	}
 	return binary.BigEndian.AppendUint64(nil, uint64(e.Fence))
 }
-
-func duePrefix(shard int, code byte) []byte { return append(appendInt32(nil, shard), code) }
 
 func fireIndexKey(e *model.Event, rk []byte) ([]byte, error) {
 	code, err := statusCode(e.Status)
@@ -621,12 +605,12 @@ func (x *evtx) put(rk []byte, old, e *model.Event) error {
 	var oldDue, newDue []byte
 	var err error
 	if old != nil && dueIndexed(old.Status) {
-		if oldDue, err = dueKey(old, rk); err != nil {
+		if oldDue, err = x.dueKey(old, rk); err != nil {
 			return err
 		}
 	}
 	if dueIndexed(e.Status) {
-		if newDue, err = dueKey(e, rk); err != nil {
+		if newDue, err = x.dueKey(e, rk); err != nil {
 			return err
 		}
 	}
@@ -687,7 +671,7 @@ func (x *evtx) remove(rk []byte, e *model.Event) error {
 	}
 	dels := []key{{x.fire, fk}, {x.rows, rk}}
 	if dueIndexed(e.Status) {
-		dk, err := dueKey(e, rk)
+		dk, err := x.dueKey(e, rk)
 		if err != nil {
 			return err
 		}

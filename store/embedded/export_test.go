@@ -29,7 +29,7 @@ func CheckOneRecords(s *Store) error {
 			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
 				return fmt.Errorf("the event of fire %s is in its schedule's row and in group %v (%v)", p.fire.ID, g, err)
 			}
-			dk, err := dueKey(p.event, impliedKey(k))
+			dk, err := x.dueKey(p.event, impliedKey(k))
 			if err != nil {
 				return err
 			}
@@ -45,10 +45,14 @@ func CheckOneRecords(s *Store) error {
 		}
 		due := 0
 		if err := tx.Bucket(bEvDue).ForEach(func(k, _ []byte) error {
-			// shard, status, launch time, row key: a row's event is pending.
-			if len(k) > 4+1+timeLen && k[4] == statusCodes[model.EventPending] && isImpliedKey(k[4+1+timeLen:]) {
+			rk, err := dueRowKey(k)
+			if err != nil {
+				return err
+			}
+			// A row's event is pending.
+			if k[4] == statusCodes[model.EventPending] && isImpliedKey(rk) {
 				due++
-				if !rowHasEvent(tx.Bucket(bSchedules).Get(schedKey(impliedScheduleID(k[4+1+timeLen:])))) {
+				if !rowHasEvent(tx.Bucket(bSchedules).Get(schedKey(impliedScheduleID(rk)))) {
 					return fmt.Errorf("due entry %q: its schedule's row holds no event", k)
 				}
 			}

@@ -292,7 +292,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 				counts[g.seq] = 0
 			}
 			if dueIndexed(e.Status) {
-				k, err := dueKey(e, rk)
+				k, err := x.dueKey(e, rk)
 				if err != nil {
 					return err
 				}
@@ -341,7 +341,7 @@ func checkEventIndexes(t *testing.T, s *Store) {
 			if g, err := x.groupOf(p.fire.ID); err != nil || g != nil {
 				t.Errorf("schedule %s holds the event of fire %s, which has a group too (%v)", k, p.fire.ID, err)
 			}
-			dk, err := dueKey(p.event, impliedKey(k))
+			dk, err := x.dueKey(p.event, impliedKey(k))
 			if err != nil {
 				return err
 			}

@@ -348,7 +348,7 @@ func digits(s string) bool {
 // row of its schedule holds.
 func (x *evtx) putImpliedDue(e *model.Event) error {
 	var rk [64]byte // impliedKey(e.ScheduleID), on the stack
-	k, err := dueKey(e, appendImpliedKey(rk[:0], e.ScheduleID))
+	k, err := x.dueKey(e, appendImpliedKey(rk[:0], e.ScheduleID))
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	}
 	implied := rowChildImplied(raw) // read before the writes, which may remap raw
 	ik := impliedKey(id)
-	dk, err := dueKey(p.event, ik)
+	dk, err := x.dueKey(p.event, ik)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,175 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// layout14Store writes a store of layout 14: one-offs whose rows hold
+// their events, and fires' events of several tenants, policies,
+// priorities and statuses, with the due entries of waiting events keyed
+// without their lanes (shard, status, launch time, row key).
+func layout14Store(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	w := &oneWorld{r: rand.New(rand.NewPCG(1, 1))}
+	var items []store.ScheduleNew
+	for i := range 12 {
+		items = append(items, w.oneOff(fmt.Sprintf("t%d", i%3), []string{"", "p1"}[i%2]))
+	}
+	if errs, err := s.ScheduleCreateMany(ctx, items); err != nil || firstErr(nil, errs) != nil {
+		t.Fatalf("ScheduleCreateMany: %v %v", err, errs)
+	}
+	var events []*model.Event
+	prios := []int{0, 5, -3, 1000, -500, 1 << 40}
+	for _, size := range []int{20, 7, 30} {
+		fn := w.fanOut(fmt.Sprintf("t%d", size%4), size)
+		for i, e := range fn.Events {
+			e.PolicyID = []string{"", "p1", "p2"}[i%3]
+			e.Priority = prios[i%len(prios)]
+			if i%4 == 1 {
+				e.Status, e.Attempts = model.EventRetrying, 1
+			}
+		}
+		events = append(events, fn.Events...)
+	}
+	if _, err := s.EventInsertMany(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	// Some scheduled under a fence, whose entries keep their layout.
+	if _, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: 1, Fence: 1, DueBefore: base().Add(24 * time.Hour), Limit: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := 0
+	editFile(t, dir, func(tx *bolt.Tx) error {
+		due := tx.Bucket(bEvDue)
+		var keys [][]byte
+		if err := due.ForEach(func(k, _ []byte) error {
+			if k[4] != statusCodes[model.EventScheduled] {
+				keys = append(keys, k)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			_, _, _, n, err := dueLane(k[5:])
+			if err != nil {
+				return err
+			}
+			v := due.Get(k)
+			old := append(append([]byte(nil), k[:5]...), k[5+n:]...)
+			if err := due.Delete(k); err != nil {
+				return err
+			}
+			if err := due.Put(old, v); err != nil {
+				return err
+			}
+			waiting++
+		}
+		return putLayout(tx, 14)
+	})
+	if waiting < 40 {
+		t.Fatalf("%d waiting due entries written, want more", waiting)
+	}
+	return dir
+}
+
+// A directory of layout 14 opens as the current layout with the due
+// entries of its waiting events keyed by lane, also when an earlier run of
+// the migration stopped in either pass.
+func TestMigrateDueLanes(t *testing.T) {
+	crash := errors.New("crash")
+	for _, tc := range []struct {
+		name string
+		// run is the earlier run, which fails.
+		run func(db *bolt.DB, keys *tokenKey) error
+	}{
+		{"Whole", nil},
+		{"StoppedCollecting", func(db *bolt.DB, _ *tokenKey) error {
+			if err := db.Update(func(tx *bolt.Tx) error {
+				b, err := tx.CreateBucket(bDueLanes)
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte("left over"), []byte{0})
+			}); err != nil {
+				return err
+			}
+			return crash
+		}},
+		{"StoppedMoving", func(db *bolt.DB, keys *tokenKey) error {
+			if err := collectDueLanes(db, keys, 7); err != nil {
+				return err
+			}
+			for range 3 {
+				if _, err := moveDueLanes(db, 5); err != nil {
+					return err
+				}
+			}
+			return crash
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := layout14Store(t)
+			if tc.run != nil {
+				if _, err := open(dir, Options{}, 15, []migration{{from: 14, run: tc.run}}); !errors.Is(err, crash) {
+					t.Fatalf("the earlier run: %v, want the crash", err)
+				}
+				if got := recordedLayout(t, dir); got != 14 {
+					t.Fatalf("recorded layout %d after the crash, want 14", got)
+				}
+			}
+			s, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkEventIndexes(t, s)
+			if err := CheckOneRecords(s); err != nil {
+				t.Error(err)
+			}
+			if err := s.db.View(func(tx *bolt.Tx) error {
+				if tx.Bucket(bDueLanes) != nil || tx.Bucket(bMeta).Get(keyDueLanes) != nil {
+					t.Error("the migration's bucket or mark is left")
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// Every waiting event is claimable from its lane.
+			claimed := 0
+			for shard := range 3 {
+				got, err := s.EventClaimDue(t.Context(), &store.EventClaimParams{Shard: shard, Fence: 2, DueBefore: base().Add(24 * time.Hour), Limit: 1000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				claimed += len(got)
+			}
+			if want := 12 + 20 + 7 + 30; claimed != want {
+				t.Errorf("claimed %d events after the migration, want %d", claimed, want)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := recordedLayout(t, dir); got != layoutCurrent {
+				t.Errorf("recorded layout %d, want %d", got, layoutCurrent)
+			}
+		})
+	}
+}
