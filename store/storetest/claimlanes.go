@@ -82,7 +82,7 @@ var claimLaneTests = []namedTest{
 		if n1 < 2 || n2 < 2 || n1+n2 > 5 || !p1 || !p2 {
 			t.Fatalf("D took %d of p1 and %d of p2 (earliest first: %v, %v), want an even split of 4 or 5, each policy's earliest", n1, n2, p1, p2)
 		}
-		requireEqual(t, na+nl+n1+n2, 13, "the remainder went to one of A, C and D")
+		requireEqual(t, na+nh+nl+n1+n2, 13, "the remainder went to one of A, C and D")
 		for _, e := range aLater {
 			if slices.Contains(ids, e.ID) {
 				t.Fatalf("claimed %s, not due", e.ID)
