@@ -225,14 +225,16 @@ func TestHeldBoundThrottledBacklogSameShard(t *testing.T) {
 	now := time.Now()
 	backlog := makeEvents(nThrottled, evOpts{schedule: "p", url: srv.URL, launch: now, policy: "pol_slow"})
 	pShard := backlog[0].Shard
+	// Unthrottled events of the policy's shard: a quarter of the
+	// candidates on average, a hundred of them taken.
 	var free []*model.Event
-	for _, e := range makeEvents(400, evOpts{schedule: "s", url: srv.URL, launch: now.Add(time.Millisecond)}) {
-		if e.Shard == pShard {
+	for _, e := range makeEvents(2000, evOpts{schedule: "s", url: srv.URL, launch: now.Add(time.Millisecond)}) {
+		if e.Shard == pShard && len(free) < 100 {
 			free = append(free, e)
 		}
 	}
 	nFree = len(free)
-	if nFree < 2*bound {
+	if nFree < 100 {
 		t.Fatalf("only %d unthrottled events on the policy's shard", nFree)
 	}
 	insert(t, st, backlog)
