@@ -186,11 +186,14 @@ type Config struct {
 	// Default 30s.
 	WeightTTL time.Duration
 	// MaxScheduled caps the claimed events held in memory: the timer heap,
-	// the throttle's waiting queues, the delivery queues, the deliveries in
-	// flight and the outcomes not yet written (Held). A claim takes at most
-	// the room left, split over the owned shards; the rest stays in the
-	// store, in launch order, until delivery makes room (the claim runs
-	// again as soon as it does). Default DefaultMaxScheduled.
+	// the throttle's waiting queues and the events on their way from it,
+	// the delivery queues, the deliveries in flight and the outcomes not
+	// yet written (Held). A claim takes at most the room left, split over
+	// the owned shards and shared by the store over the due events'
+	// tenants, policies and priorities; the rest stays in the store until
+	// delivery makes room (the claim runs again as soon as it does). A
+	// policy whose waiting events reach its window (window) has its due
+	// events left in the store meanwhile. Default DefaultMaxScheduled.
 	MaxScheduled int
 	// Retention is how long released and cancelled events are kept.
 	// Default 24h.
@@ -340,8 +343,13 @@ type Throttle interface {
 	Reclaim(ctx context.Context) error
 	SyncShards(held map[int]int64)
 	MarkSettled(shard int, fence int64)
-	WaitingAll() int
-	WaitingByShard() map[int]int
+	// Holding counts the events waiting in the buckets and those that
+	// took a token and are not Forwarded yet.
+	Holding() int
+	// Forwarded tells the throttle that items taken from Dispatched are
+	// in the delivery queues.
+	Forwarded(items []throttle.Item)
+	WaitingByPolicy() map[string]throttle.PolicyWaiting
 	OldestWaiting() map[string]map[int]time.Time
 	// Observe is the adaptive limit's input: the outcome of a delivery of
 	// a throttled event of policyID (see throttle/adaptive.go).
@@ -415,11 +423,11 @@ type Handler struct {
 	wakeP chan struct{} // room for claims was made while claims waited for it
 	full  atomic.Bool   // the last claim pass stopped at MaxScheduled
 	peak  atomic.Int64  // the most events Held after a claim
-	// capped are the shards the last claim pass passed over because their
-	// policies' waiting events reached waitCap.
-	cappedMu sync.Mutex
-	capped   []int
-	waitCap  int
+	// skipped are the policies the last claim pass left in the store
+	// because their waiting events reached skipWindow.
+	skippedMu  sync.Mutex
+	skipped    []string
+	skipWindow int
 
 	owned atomic.Pointer[map[int]int64]
 	queue *fairQueue    // due events waiting for a delivery slot

@@ -133,15 +133,15 @@ func (h *Handler) Scheduled() int {
 }
 
 // Held returns how many claimed events this handler holds in memory: in
-// the timer heap, waiting in the throttle, in the delivery queues, being
-// delivered and with their outcomes not yet written. The handler moves
-// events between its parts under mu, so each is counted once. Not
-// counted: the events that took a token and are on their way from the
-// throttle to the delivery queues (at most the policies' maxInFlight).
+// the timer heap, waiting in the throttle, on their way from the throttle
+// to the delivery queues (holding a token), in the delivery queues, being
+// delivered and with their outcomes not yet written. Events move between
+// the handler's parts, and from the throttle into them, under mu, so each
+// is counted once.
 func (h *Handler) Held() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.heap) + h.launching + h.thr.WaitingAll() + h.queue.Len() + h.sent
+	return len(h.heap) + h.launching + h.thr.Holding() + h.queue.Len() + h.sent
 }
 
 // PeakHeld returns the most events Held right after a claim since the
@@ -154,18 +154,30 @@ func (h *Handler) minClaim() int {
 	return max(1, min(h.cfg.ClaimBatch, h.cfg.MaxScheduled/4))
 }
 
+// window is how many events of one policy may wait for tokens before the
+// claims leave its other due events in the store: its part of half the
+// bound, shared by the policies with waiting events, so that throttled
+// backlogs leave the other half to the other events; at least a delivery
+// batch (a quarter of the bound if that is less), so that a bucket finds
+// events to hand its tokens to between claims.
+func (h *Handler) window(policies int) int {
+	least := max(1, min(h.cfg.MaxBatch, h.cfg.MaxScheduled/4))
+	return max(least, h.cfg.MaxScheduled/(2*max(1, policies)))
+}
+
 // madeRoom wakes the prefetch loop if its last pass stopped at
-// MaxScheduled: delivery has made room for the next claims.
+// MaxScheduled, or left the events of a policy in the store that has
+// drained to half its window: delivery has made room for the next claims.
 func (h *Handler) madeRoom() {
 	wake := h.full.Load() && h.cfg.MaxScheduled-h.Held() >= h.minClaim()
 	if !wake {
-		h.cappedMu.Lock()
-		capped, waitCap := h.capped, h.waitCap
-		h.cappedMu.Unlock()
-		if len(capped) > 0 {
-			waiting := h.thr.WaitingByShard()
-			for _, s := range capped {
-				if waiting[s] <= waitCap/2 {
+		h.skippedMu.Lock()
+		skipped, window := h.skipped, h.skipWindow
+		h.skippedMu.Unlock()
+		if len(skipped) > 0 {
+			waiting := h.thr.WaitingByPolicy()
+			for _, p := range skipped {
+				if waiting[p].Waiting <= window/2 {
 					wake = true
 					break
 				}
@@ -305,7 +317,12 @@ func (h *Handler) forward() {
 				break more
 			}
 		}
+		// Under mu, so that Held counts each event once, in transit or
+		// queued.
+		h.mu.Lock()
 		h.queue.push(got...)
+		h.thr.Forwarded(got)
+		h.mu.Unlock()
 		clear(got)
 		if !h.startDeliveries() {
 			return
@@ -380,18 +397,27 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 	}
 	h.full.Store(false)
 	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
-	// A shard whose policies' events wait for tokens beyond its part of
-	// half the bound (shared by the shards with waiting events) is not
-	// claimed meanwhile: its waiting events cannot take the room of the
-	// other shards' events.
-	waiting := h.thr.WaitingByShard()
-	waitCap := max(1, h.cfg.MaxScheduled/(2*max(1, len(waiting))))
-	var capped []int
-	defer func() {
-		h.cappedMu.Lock()
-		h.capped, h.waitCap = capped, waitCap
-		h.cappedMu.Unlock()
-	}()
+	// A policy whose events wait for tokens up to its window has its other
+	// due events left in the store meanwhile (SkipPolicies): they cannot
+	// take the room of the other events of its shard and of the others.
+	waiting := h.thr.WaitingByPolicy()
+	window := h.window(len(waiting))
+	skip := map[int][]string{}
+	var skipped []string
+	for p, w := range waiting {
+		if w.Waiting >= window {
+			skip[w.Shard] = append(skip[w.Shard], p)
+			skipped = append(skipped, p)
+		}
+	}
+	h.skippedMu.Lock()
+	h.skipped, h.skipWindow = skipped, window
+	h.skippedMu.Unlock()
+	if len(skipped) > 0 {
+		// A policy that drained before the line above was not seen by
+		// madeRoom: look once more.
+		h.madeRoom()
+	}
 	early := h.thr.SendsEarly()
 	var (
 		wg   sync.WaitGroup
@@ -402,10 +428,6 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		if room <= 0 {
 			break
 		}
-		if waiting[shard] >= waitCap {
-			capped = append(capped, shard)
-			continue
-		}
 		limit := min(share, room)
 		room -= limit
 		if !h.deps.Shards.Owns(shard, fence) {
@@ -415,7 +437,7 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		go func() {
 			defer wg.Done()
 			evs, cerr := h.deps.Store.EventClaimDue(ctx, &store.EventClaimParams{
-				Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: limit})
+				Shard: shard, Fence: fence, DueBefore: dueBefore, Limit: limit, SkipPolicies: skip[shard]})
 			if cerr != nil {
 				// The store may have applied the claim and lost the reply:
 				// those events would stay scheduled under this fence with

@@ -22,7 +22,7 @@ func (oneShardHeld) Changed() <-chan struct{} { return nil }
 func (oneShardHeld) Refence(int)              {}
 
 // quietThrottle hands on the events sent on out and is told of
-// deliveries.
+// deliveries and of the events forwarded.
 type quietThrottle struct {
 	Throttle
 	out chan throttle.Item
@@ -30,6 +30,7 @@ type quietThrottle struct {
 
 func (quietThrottle) Delivered(...string)                {}
 func (t quietThrottle) Dispatched() <-chan throttle.Item { return t.out }
+func (quietThrottle) Forwarded([]throttle.Item)          {}
 
 // signalDeliverer reports each event it is given on got.
 type signalDeliverer struct{ got chan string }

@@ -31,6 +31,11 @@ type bucket struct {
 	// counted in the persisted InUse, not yet used by a waiting event.
 	gifts  int
 	closed bool // stopped: takes no more gifts
+	// out counts the events taken from q that are in transit (transit.go).
+	out int
+	// finished: the run ended and q was drained; nothing is taken from it
+	// again.
+	finished bool
 	// keys are the token holders by key value of a policy with a
 	// concurrency key (keyed.go).
 	keys holders
@@ -284,6 +289,7 @@ func (b *bucket) run(ctx context.Context) {
 	b.starts.Wait()
 	b.mu.Lock()
 	b.q.Drain()
+	b.finished = true
 	if b.capTimer != nil {
 		b.capTimer.Stop()
 	}
@@ -310,6 +316,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		}
 		if b.gifts > 0 {
 			gifted = b.q.PopN(rateAvailable(lim, now, min(b.gifts, t.cfg.AcquireBatch)))
+			b.takenLocked(gifted)
 			b.gifts -= len(gifted)
 			rateTake(lim, now, len(gifted))
 		}
@@ -361,6 +368,7 @@ func (b *bucket) round(ctx context.Context) roundResult {
 		b.starvedAt = time.Time{}
 		b.mu.Lock()
 		items := b.q.PopN(got)
+		b.takenLocked(items)
 		rateTake(lim, now, len(items))
 		b.mu.Unlock()
 		granted(items, t.deps.Clock.Now())
@@ -402,6 +410,7 @@ func (b *bucket) policyGone(ctx context.Context) {
 	t := b.t
 	b.mu.Lock()
 	items := b.q.Drain()
+	b.takenLocked(items) // in memory until written dead
 	b.mu.Unlock()
 	if len(items) == 0 {
 		return
@@ -414,13 +423,10 @@ func (b *bucket) policyGone(ctx context.Context) {
 	res, err := t.deps.Store.EventTransition(ctx, ts)
 	if err != nil {
 		t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("dead-lettering events of a missing policy failed")
-		b.mu.Lock()
-		for _, it := range items {
-			b.q.Push(it)
-		}
-		b.mu.Unlock()
+		b.requeue(items)
 		return
 	}
+	b.doneTransit(len(items))
 	dead := 0
 	byClass := map[string]int{}
 	for i, e := range res {

@@ -134,6 +134,9 @@ type next struct {
 	p   *model.Policy
 	exp time.Time
 	at  time.Time
+	// sent: dispatched; the dispatched copy's transit ends when it is
+	// forwarded, whatever becomes of n.
+	sent bool
 }
 
 // takeNext takes one waiting event of policyID, not covered by a gift, from
@@ -156,6 +159,11 @@ func (t *Throttle) takeNext(policyID, released string) *next {
 			} else if b.lim == nil || b.lim.AllowN(t.deps.Clock.Now(), 1) {
 				it, ok = b.q.Pop()
 			}
+		}
+		if ok {
+			its := []Item{it}
+			b.takenLocked(its)
+			it = its[0]
 		}
 		b.mu.Unlock()
 		if !ok {
@@ -183,6 +191,9 @@ func (n *next) putBack() {
 	delete(n.b.keys.pending, n.it.Event.ID)
 	n.b.keys.remove(n.it.Event.ID)
 	n.b.q.Push(n.it)
+	if !n.sent {
+		n.b.out--
+	}
 	n.b.mu.Unlock()
 	signal(n.b.wake)
 }
@@ -202,5 +213,6 @@ func (n *next) dispatch(started <-chan struct{}) {
 	it.Policy = n.p
 	it.TokenAt = n.at
 	it.Started = started
+	n.sent = true
 	go n.b.t.send([]Item{it})
 }

@@ -129,6 +129,9 @@ func (n *next) handedOver(released string, holds bool) {
 	b := n.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !holds && !n.sent {
+		b.out-- // dropped: its start lost
+	}
 	delete(b.keys.pending, n.it.Event.ID)
 	if !b.keyedLocked() {
 		return
@@ -284,6 +287,7 @@ func (b *bucket) roundKeyed(ctx context.Context, p *model.Policy) roundResult {
 			b.keys.add(it.Event.ID, k)
 			items = append(items, it)
 		}
+		b.takenLocked(items)
 		b.mu.Unlock()
 		if extra := got - len(items); extra > 0 {
 			_ = returnTokens(ctx, t.deps.Store, b.policyID, extra, 0)

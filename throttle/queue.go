@@ -31,6 +31,9 @@ type Item struct {
 	// it writes the delivery's outcome, which would otherwise find the
 	// event still scheduled and be lost.
 	Started <-chan struct{}
+	// from is the bucket the item was taken from for a token, which
+	// counts it in transit until it is forwarded (see transit.go).
+	from *bucket
 }
 
 // Queue orders the waiting events of one policy: higher Priority first;

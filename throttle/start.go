@@ -20,6 +20,7 @@ func (b *bucket) startAsync(ctx context.Context, items []Item) bool {
 	case b.startSem <- struct{}{}:
 	case <-ctx.Done():
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
+		b.doneTransit(len(items)) // dropped: they stay scheduled in the store
 		return false
 	}
 	b.progressAt = t.deps.Clock.Now()
@@ -45,37 +46,40 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 	}
 	res, err := t.deps.Store.EventTransition(ctx, ts)
 	b.observe(now)
+	readBack := false
 	if err != nil && !errors.Is(err, model.ErrNotApplied) {
 		// Some of the writes may have applied (a lost reply): find out
 		// before a token goes back that an event holds.
 		res, err = b.readBack(ctx, items, exp, err)
+		readBack = true
 	}
 	if err != nil {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, len(items), 0)
 		b.markStale()
-		b.mu.Lock()
-		for _, it := range items {
-			b.q.Push(it)
-		}
-		b.mu.Unlock()
+		b.requeue(items)
 		if ctx.Err() == nil {
 			t.log.Warn().Err(err).Str(logkey.Policy, b.policyID).Msg("start delivering failed")
 		}
 		return err
 	}
 	out := make([]Item, 0, len(items))
-	lost, kept := 0, 0
+	lost, kept, gone := 0, 0, 0
 	for i, it := range items {
 		if errors.Is(res[i], errStartUnknown) {
 			// Neither started by this write nor still waiting: its token
 			// stays counted (a leak at worst, repaired by reconciliation),
 			// since returning it could be once too many.
 			kept++
+			gone++
 			continue
 		}
 		if res[i] != nil {
-			// Cancelled, or claimed by a newer owner of the shard.
+			// Cancelled, or claimed by a newer owner of the shard; or,
+			// read back, not started and waiting again.
 			lost++
+			if !readBack || !errors.Is(res[i], model.ErrConflict) {
+				gone++
+			}
 			continue
 		}
 		e := *it.Event
@@ -86,6 +90,7 @@ func (b *bucket) start(ctx context.Context, items []Item) error {
 		it.Policy = p
 		out = append(out, it)
 	}
+	b.doneTransit(gone)
 	if lost > 0 {
 		_ = returnTokens(context.WithoutCancel(ctx), t.deps.Store, b.policyID, lost, 0)
 		b.markStale()
@@ -131,9 +136,7 @@ func (b *bucket) readBack(ctx context.Context, items []Item, exp time.Time, caus
 	for i, it := range items {
 		res[i] = t.startOutcome(ctx, it.Event.ID, it.Fence, exp, &wait)
 		if errors.Is(res[i], model.ErrConflict) {
-			b.mu.Lock()
-			b.q.Push(it) // not started: it waits again
-			b.mu.Unlock()
+			b.requeue([]Item{it}) // not started: it waits again
 		}
 	}
 	t.log.Info().Err(cause).Str(logkey.Policy, b.policyID).Int("events", len(items)).Msg("start write failed ambiguously; read back")

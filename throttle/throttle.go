@@ -231,6 +231,10 @@ type Throttle struct {
 	mu      sync.Mutex
 	ctx     context.Context // the run context; nil until Start
 	buckets map[string]*bucket
+	// live are the buckets that may hold events in memory: buckets too,
+	// and stopped ones until their run ended and nothing of theirs is in
+	// transit (see Holding).
+	live    map[*bucket]struct{}
 	stopped bool
 
 	// running are the buckets that take hand-offs (see handoff.go); unlike
@@ -268,7 +272,7 @@ func New(cfg Config, deps Deps) (*Throttle, error) {
 		deps.Metrics = NopMetrics{}
 	}
 	return &Throttle{cfg: cfg, deps: deps, log: deps.Logger.With().Str(logkey.Component, "throttle").Logger(),
-		buckets: map[string]*bucket{}, out: make(chan Item)}, nil
+		buckets: map[string]*bucket{}, live: map[*bucket]struct{}{}, out: make(chan Item)}, nil
 }
 
 // Config returns the validated configuration.
@@ -320,6 +324,7 @@ func (t *Throttle) send(items []Item) {
 		select {
 		case t.out <- it:
 		case <-stopping:
+			settleItems(items[i:])
 			t.HandBack(context.Background(), items[i:])
 			return
 		}
@@ -389,6 +394,7 @@ func (t *Throttle) bucketLocked(policyID string, shard int, fence int64) *bucket
 		startSem: make(chan struct{}, maxStarts)}
 	b.q = b.newQueue(nil)
 	t.buckets[policyID] = b
+	t.live[b] = struct{}{}
 	t.Go(func() { b.run(ctx) })
 	return b
 }
@@ -488,26 +494,6 @@ func (t *Throttle) WaitingAll() int {
 		b.mu.Unlock()
 	}
 	return n
-}
-
-// WaitingByShard returns how many events wait in the buckets of each
-// shard (shards with none are absent).
-func (t *Throttle) WaitingByShard() map[int]int {
-	t.mu.Lock()
-	bs := make([]*bucket, 0, len(t.buckets))
-	for _, b := range t.buckets {
-		bs = append(bs, b)
-	}
-	t.mu.Unlock()
-	out := map[int]int{}
-	for _, b := range bs {
-		b.mu.Lock()
-		if n := b.q.Len(); n > 0 {
-			out[b.shard] += n
-		}
-		b.mu.Unlock()
-	}
-	return out
 }
 
 // OldestWaiting returns, per policy with events waiting for a token in
