@@ -69,7 +69,6 @@ func runWithBanner(ctx context.Context, args []string, getenv func(string) strin
 	log := newLogger(cfg, logOut)
 	mem, restoreMem := app.ApplyMemorySettings(cfg.GCPercent, cfg.MemoryLimitPercent, getenv, os.DirFS("/"))
 	defer restoreMem()
-	defer app.CapHeap(mem)()
 	memLog := log.Info().Int("gcPercent", mem.GCPercent)
 	if mem.Limit != math.MaxInt64 {
 		memLog = memLog.Int64("memoryLimitBytes", mem.Limit)
