@@ -442,8 +442,8 @@ func testInvariants(t *testing.T, early bool) {
 						cur.ID, cur.Status, cur.Fence, cur.Shard, cur.LaunchAt.Format(time.StampMilli), cur.Attempts, cur.LastError, cur.TokenExpiresAt)
 				}
 			}
-			t.Logf("C holds %v, B holds %v; B scheduled %d waiting %d; C scheduled %d waiting %d", c.bal.Held(), b.bal.Held(),
-				b.h.Scheduled(), throttleOf(b.h).WaitingAll(), c.h.Scheduled(), throttleOf(c.h).WaitingAll())
+			t.Logf("C holds %v, B holds %v; B scheduled %d waiting %v; C scheduled %d waiting %v", c.bal.Held(), b.bal.Held(),
+				b.h.Scheduled(), throttleOf(b.h).WaitingByPolicy(), c.h.Scheduled(), throttleOf(c.h).WaitingByPolicy())
 			for id := range policies {
 				p, _ := st.PolicyGetByID(ctx, id)
 				t.Logf("policy %s InUse %d", id, p.InUse)

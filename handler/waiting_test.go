@@ -63,7 +63,7 @@ func TestOldestWaitingAge(t *testing.T) {
 	}
 	// The priority 9 event takes the only token and keeps it.
 	waitFor(t, 5*time.Second, "one delivery and four waiting", func() bool {
-		return rec.len() == 1 && throttleOf(h).WaitingAll() == 4
+		return rec.len() == 1 && throttleOf(h).Waiting("one") == 4
 	})
 	clock.Advance(30 * time.Second)
 	h.ReportWaiting()

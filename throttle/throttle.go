@@ -479,23 +479,6 @@ func signal(c chan struct{}) {
 	}
 }
 
-// WaitingAll returns how many events wait in all buckets.
-func (t *Throttle) WaitingAll() int {
-	t.mu.Lock()
-	bs := make([]*bucket, 0, len(t.buckets))
-	for _, b := range t.buckets {
-		bs = append(bs, b)
-	}
-	t.mu.Unlock()
-	n := 0
-	for _, b := range bs {
-		b.mu.Lock()
-		n += b.q.Len()
-		b.mu.Unlock()
-	}
-	return n
-}
-
 // OldestWaiting returns, per policy with events waiting for a token in
 // this instance's buckets, the earliest LaunchAt among them per priority.
 // It reads every waiting event (see Queue.Oldest).
