@@ -372,6 +372,7 @@ type result struct {
 	serverMeasured   bool
 	peakRSS          int64 // bytes; -1 or 0 when not measured
 	mem              memPeak
+	runWritten       int64 // bytes written to storage after setup; -1: not measured
 }
 
 func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr io.Writer) (*result, error) {
@@ -571,6 +572,10 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 		res.setupCPU, _, ok1 = meter.between("start", "setup-end")
 		res.runCPU, res.runSelfCPU, res.runWall, ok2 = meter.between2("setup-end", "end")
 		res.cpuMeasured, res.serverMeasured = ok1 && ok2, meter.pid != 0
+		res.runWritten = -1
+		if w, ok := meter.writtenBetween("setup-end", "end"); ok {
+			res.runWritten = w
+		}
 		res.peakRSS = meter.peakRSS()
 		close(memStop)
 		memStop = nil
@@ -696,6 +701,10 @@ func (r *result) print(w io.Writer, o *options) {
 		fmt.Fprintf(tw, "CPU of %s: after setup until the last release\t%v over %v\n", who, r.runCPU, r.runWall.Round(time.Millisecond))
 		if r.serverMeasured {
 			fmt.Fprintf(tw, "CPU of schedbench (consumer, releases, clients) meanwhile\t%v\n", r.runSelfCPU)
+		}
+		if r.runWritten >= 0 && r.expected > 0 {
+			fmt.Fprintf(tw, "written to storage by %s after setup (write_bytes)\t%s, %d bytes an event\n", who,
+				mib(r.runWritten), r.runWritten/int64(r.expected))
 		}
 		if r.peakRSS > 0 {
 			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))

@@ -171,10 +171,11 @@ type cpuMeter struct {
 }
 
 type cpuMark struct {
-	name string
-	at   time.Time
-	cpu  cpuTime
-	self cpuTime // this process's (with -server: the consumer's and clients')
+	name    string
+	at      time.Time
+	cpu     cpuTime
+	self    cpuTime // this process's (with -server: the consumer's and clients')
+	written int64   // write_bytes of the measured process; -1: unreadable
 }
 
 func (m *cpuMeter) read() cpuTime {
@@ -203,7 +204,54 @@ func (m *cpuMeter) mark(name string) {
 	if m == nil {
 		return
 	}
-	m.marks = append(m.marks, cpuMark{name, time.Now(), m.read(), selfCPU()})
+	w, err := procWriteBytes(m.pid)
+	if err != nil {
+		w = -1
+	}
+	m.marks = append(m.marks, cpuMark{name, time.Now(), m.read(), selfCPU(), w})
+}
+
+// writtenBetween is the bytes the measured process had written to storage
+// from mark a to mark b; false when either mark or reading is missing.
+func (m *cpuMeter) writtenBetween(a, b string) (int64, bool) {
+	var x, y int64 = -1, -1
+	for _, mk := range m.marks {
+		switch mk.name {
+		case a:
+			x = mk.written
+		case b:
+			y = mk.written
+		}
+	}
+	return y - x, x >= 0 && y >= 0
+}
+
+// procWriteBytes reads write_bytes, the bytes process pid (0: this
+// process) caused to be sent to storage, from /proc/PID/io.
+func procWriteBytes(pid int) (int64, error) {
+	path := "/proc/self/io"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/io", pid)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return parseWriteBytes(string(raw))
+}
+
+// parseWriteBytes reads the "write_bytes: N" line of a /proc/PID/io.
+func parseWriteBytes(text string) (int64, error) {
+	for line := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			if err != nil || n < 0 {
+				return 0, fmt.Errorf("proc io: write_bytes %q", strings.TrimSpace(rest))
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("proc io: no write_bytes line")
 }
 
 // between is the CPU time and wall time from mark a to mark b.

@@ -32,6 +32,24 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+// A /proc/PID/io text: write_bytes is its own line, not the one of
+// cancelled_write_bytes or wchar.
+func TestParseWriteBytes(t *testing.T) {
+	text := "rchar: 100\nwchar: 900\nsyscr: 3\nsyscw: 4\nread_bytes: 0\nwrite_bytes: 8192\ncancelled_write_bytes: 4096\n"
+	n, err := parseWriteBytes(text)
+	if err != nil || n != 8192 {
+		t.Fatalf("parseWriteBytes = %d, %v; want 8192", n, err)
+	}
+	for _, bad := range []string{"rchar: 1\n", "write_bytes: x\n", "write_bytes: -5\n"} {
+		if _, err := parseWriteBytes(bad); err == nil {
+			t.Errorf("parseWriteBytes(%q) did not fail", bad)
+		}
+	}
+	if _, err := procWriteBytes(0); err != nil {
+		t.Fatalf("procWriteBytes(0): %v", err)
+	}
+}
+
 // The peak resident memory of this process is at least a buffer it has
 // touched.
 func TestProcPeakRSS(t *testing.T) {
