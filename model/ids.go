@@ -119,10 +119,18 @@ func JitterOffset(scheduleID string, fireTime time.Time, jitter time.Duration) t
 	return time.Duration(binary.BigEndian.Uint64(sum[:8])%uint64(span)) * time.Millisecond
 }
 
+// ShardRun is the number of consecutive events of a fire that ShardOf puts
+// on one shard. A claim then takes runs of neighbouring rows, so a commit
+// rewrites a few store pages per run instead of one per event, however far
+// the shards' claims have drifted apart in a long fire
+// (docs/benchmarks.md).
+const ShardRun = 64
+
 // ShardOf maps an event onto one of k event queue shards. Events of a
 // throttled policy all go to the policy's shard so that one handler (the
 // owner of that shard) serialises the policy's token bucket; other events
-// are spread by their id.
+// are spread by a hash of their fire and run: EventID(fire, i) with the
+// same fire and i/ShardRun share a shard.
 func ShardOf(e *Event, k int) int {
 	if k <= 1 {
 		return 0
@@ -130,6 +138,10 @@ func ShardOf(e *Event, k int) int {
 	key := e.ID
 	if e.PolicyID != "" {
 		key = "policy:" + e.PolicyID
+	} else if dot := strings.LastIndexByte(key, '.'); dot >= 0 {
+		if i, err := strconv.Atoi(key[dot+1:]); err == nil && i >= 0 {
+			key = key[:dot+1] + strconv.Itoa(i/ShardRun)
+		}
 	}
 	sum := sha256.Sum256([]byte(key))
 	return int(binary.BigEndian.Uint32(sum[:4]) % uint32(k))

@@ -3,9 +3,12 @@ package model
 import (
 	"bytes"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 )
 
 func TestFireInstant(t *testing.T) {
@@ -85,5 +88,54 @@ func TestFormatParseID(t *testing.T) {
 		if _, ok := ParseID(PrefixSchedule, id); ok {
 			t.Errorf("ParseID(%q) took it", id)
 		}
+	}
+}
+
+// TestShardOfRuns: the events of a fire go to shards in runs of ShardRun
+// consecutive indexes, the runs spread evenly over the shards, and a
+// policy's events share one shard whatever their fire.
+func TestShardOfRuns(t *testing.T) {
+	seed := testseed.Get(t, "MODEL_TEST_SEED", 1)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	const k, fires, runs = 16, 2000, 4
+	perShard := make([]int, k)
+	adjacent := 0
+	for f := 0; f < fires; f++ {
+		fire := FireID(PrefixSchedule+strconv.FormatUint(rng.Uint64(), 36), 1, time.Unix(rng.Int64N(1<<31), 0))
+		prev := -1
+		for r := 0; r < runs; r++ {
+			first := ShardOf(&Event{ID: EventID(fire, r*ShardRun)}, k)
+			if first < 0 || first >= k {
+				t.Fatalf("shard %d of %d", first, k)
+			}
+			for _, i := range []int{r*ShardRun + 1 + rng.IntN(ShardRun-1), (r+1)*ShardRun - 1} {
+				if got := ShardOf(&Event{ID: EventID(fire, i)}, k); got != first {
+					t.Fatalf("fire %s: event %d on shard %d, event %d of its run on %d", fire, i, got, r*ShardRun, first)
+				}
+			}
+			perShard[first]++
+			if first == prev {
+				adjacent++
+			}
+			prev = first
+		}
+		pol := &Event{ID: EventID(fire, rng.IntN(1000)), PolicyID: "pol_one"}
+		if got, want := ShardOf(pol, k), ShardOf(&Event{ID: "x.0", PolicyID: "pol_one"}, k); got != want {
+			t.Fatalf("policy event %s on shard %d, the policy's shard is %d", pol.ID, got, want)
+		}
+	}
+	mean := fires * runs / k
+	for s, n := range perShard {
+		if n < mean*3/4 || n > mean*5/4 {
+			t.Errorf("shard %d has %d runs, mean %d: %v", s, n, mean, perShard)
+		}
+	}
+	// Neighbouring runs land on the same shard about 1 time in k.
+	if pairs := fires * (runs - 1); adjacent > 2*pairs/k {
+		t.Errorf("%d of %d neighbouring runs share a shard", adjacent, pairs)
+	}
+	// An id without an index still has a shard of its own, the same each time.
+	if a, b := ShardOf(&Event{ID: "not-an-event-id"}, k), ShardOf(&Event{ID: "not-an-event-id"}, k); a != b || a < 0 || a >= k {
+		t.Errorf("shards %d, %d", a, b)
 	}
 }
