@@ -112,7 +112,7 @@ const clockTicks = 100
 
 // procCPU reads utime and stime of process pid from /proc/PID/stat.
 func procCPU(pid int) (cpuTime, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	raw, err := os.ReadFile(procFile(pid, "stat"))
 	if err != nil {
 		return cpuTime{}, err
 	}
@@ -140,14 +140,19 @@ func parseStat(line string) (cpuTime, error) {
 	return cpuTime{time.Duration(u) * tick, time.Duration(s) * tick}, nil
 }
 
+// procFile is the path of process pid's /proc file name (pid 0: this
+// process).
+func procFile(pid int, name string) string {
+	if pid == 0 {
+		return "/proc/self/" + name
+	}
+	return fmt.Sprintf("/proc/%d/%s", pid, name)
+}
+
 // procPeakRSS reads VmHWM, the most resident memory process pid (0: this
 // process) has had, from /proc/PID/status.
 func procPeakRSS(pid int) (int64, error) {
-	path := "/proc/self/status"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/status", pid)
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(procFile(pid, "status"))
 	if err != nil {
 		return 0, err
 	}
@@ -229,11 +234,7 @@ func (m *cpuMeter) writtenBetween(a, b string) (int64, bool) {
 // procWriteBytes reads write_bytes, the bytes process pid (0: this
 // process) caused to be sent to storage, from /proc/PID/io.
 func procWriteBytes(pid int) (int64, error) {
-	path := "/proc/self/io"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/io", pid)
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(procFile(pid, "io"))
 	if err != nil {
 		return 0, err
 	}
@@ -307,11 +308,7 @@ type memPeak struct {
 
 // readMem reads process pid's (0: this process's) smaps_rollup.
 func readMem(pid int) (memPeak, error) {
-	path := "/proc/self/smaps_rollup"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/smaps_rollup", pid)
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(procFile(pid, "smaps_rollup"))
 	if err != nil {
 		return memPeak{}, err
 	}
