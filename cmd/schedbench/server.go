@@ -219,16 +219,11 @@ func (m *cpuMeter) mark(name string) {
 // writtenBetween is the bytes the measured process had written to storage
 // from mark a to mark b; false when either mark or reading is missing.
 func (m *cpuMeter) writtenBetween(a, b string) (int64, bool) {
-	var x, y int64 = -1, -1
-	for _, mk := range m.marks {
-		switch mk.name {
-		case a:
-			x = mk.written
-		case b:
-			y = mk.written
-		}
+	x, y := m.pair(a, b)
+	if x == nil || y == nil || x.written < 0 || y.written < 0 {
+		return 0, false
 	}
-	return y - x, x >= 0 && y >= 0
+	return y.written - x.written, true
 }
 
 // procWriteBytes reads write_bytes, the bytes process pid (0: this
@@ -263,7 +258,15 @@ func (m *cpuMeter) between(a, b string) (cpuTime, time.Duration, bool) {
 
 // between2 is between with this process's CPU time over the same span.
 func (m *cpuMeter) between2(a, b string) (server, self cpuTime, wall time.Duration, ok bool) {
-	var x, y *cpuMark
+	x, y := m.pair(a, b)
+	if x == nil || y == nil {
+		return cpuTime{}, cpuTime{}, 0, false
+	}
+	return y.cpu.sub(x.cpu), y.self.sub(x.self), y.at.Sub(x.at), true
+}
+
+// pair is the marks named a and b (nil where there is none).
+func (m *cpuMeter) pair(a, b string) (x, y *cpuMark) {
 	for i := range m.marks {
 		switch m.marks[i].name {
 		case a:
@@ -272,10 +275,7 @@ func (m *cpuMeter) between2(a, b string) (server, self cpuTime, wall time.Durati
 			y = &m.marks[i]
 		}
 	}
-	if x == nil || y == nil {
-		return cpuTime{}, cpuTime{}, 0, false
-	}
-	return y.cpu.sub(x.cpu), y.self.sub(x.self), y.at.Sub(x.at), true
+	return x, y
 }
 
 // dirSize is the bytes of the regular files under dir.
