@@ -96,6 +96,46 @@ func TestHeldBound(t *testing.T) {
 	}
 }
 
+// A handler filling up claims at most a quarter of the bound a pass,
+// split over its shards, whatever ClaimBatch allows, and passes follow
+// until the bound is reached.
+func TestClaimPassQuarterOfBound(t *testing.T) {
+	const bound, n = 400, 1000
+	st := openStore(t)
+	// Due within the horizon but not during the test: nothing is delivered.
+	insert(t, st, makeEvents(n, evOpts{schedule: "s", url: "http://sink", launch: time.Now().Add(20 * time.Second)}))
+	var (
+		mu     sync.Mutex
+		claims []int
+		full   = make(chan struct{})
+	)
+	hooks := handler.Hooks{Claimed: func(got, held int) {
+		mu.Lock()
+		defer mu.Unlock()
+		claims = append(claims, got)
+		if held == bound {
+			close(full)
+		}
+	}}
+	startHandler(t, handler.Config{MaxScheduled: bound, ClaimBatch: n}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: &sink{}}, Hooks: hooks})
+	select {
+	case <-full:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("the bound of %d was not reached; claims %v", bound, claims)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	most := (bound/4 + testShards - 1) / testShards
+	for i, got := range claims {
+		if got > most {
+			t.Fatalf("claim %d took %d events of a shard, want at most %d (a quarter of the bound over %d shards); claims %v", i, got, most, testShards, claims)
+		}
+	}
+}
+
 // A policy whose events wait for tokens that do not come back holds at
 // most its window (its part of half the bound): the unthrottled events of
 // the other shards are claimed and delivered meanwhile.

@@ -188,7 +188,8 @@ type Config struct {
 	// MaxScheduled caps the claimed events held in memory: the timer heap,
 	// the throttle's waiting queues and the events on their way from it,
 	// the delivery queues, the deliveries in flight and the outcomes not
-	// yet written (Held). A claim takes at most the room left, split over
+	// yet written (Held). A claim pass takes at most the room left, and at
+	// most a quarter of MaxScheduled (the next pass follows), split over
 	// the owned shards and shared by the store over the due events'
 	// tenants, policies and priorities; the rest stays in the store until
 	// delivery makes room (the claim runs again as soon as it does). A

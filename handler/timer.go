@@ -154,6 +154,11 @@ func (h *Handler) minClaim() int {
 	return max(1, min(h.cfg.ClaimBatch, h.cfg.MaxScheduled/4))
 }
 
+// passMax is the most events one prefetch pass claims over all shards.
+func (h *Handler) passMax() int {
+	return max(h.minClaim(), h.cfg.MaxScheduled/4)
+}
+
 // window is how many events of one policy may wait for tokens before the
 // claims leave its other due events in the store: its part of half the
 // bound, shared by the policies with waiting events, so that throttled
@@ -396,6 +401,12 @@ func (h *Handler) prefetch(ctx context.Context) (more bool, err error) {
 		}
 	}
 	h.full.Store(false)
+	// A pass takes at most a quarter of the bound (passMax): the claims
+	// of a pass share a commit, which holds the writes of every event it
+	// claims until it ends, so an empty handler filling up at once would
+	// hold those of the whole bound besides the events. The next pass
+	// follows at once.
+	room = min(room, h.passMax())
 	share := max(1, min(h.cfg.ClaimBatch, room/len(held)))
 	// A policy whose events wait for tokens up to its window has its other
 	// due events left in the store meanwhile (SkipPolicies): they cannot
