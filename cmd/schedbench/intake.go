@@ -27,7 +27,8 @@ type intakeResult struct {
 	size           int64 // bytes of the data directory; -1 if unknown
 	cpuMeasured    bool
 	serverMeasured bool
-	peakRSS        int64 // bytes; -1 when not measured
+	peakRSS        int64   // bytes; -1 when not measured
+	mem            memPeak // during the intake
 }
 
 // oneOffItem is one item of a batch create: a one-off due at runAt.
@@ -79,6 +80,8 @@ func intake(ctx context.Context, o *options, base string, meter *cpuMeter, dataD
 	)
 	start := time.Now()
 	meter.mark("intake-start")
+	memStop := make(chan struct{})
+	memPeaks := sampleMem(meter.pid, 250*time.Millisecond, memStop)
 	for range o.clients {
 		wg.Go(func() {
 			for from := range chunks {
@@ -116,6 +119,8 @@ func intake(ctx context.Context, o *options, base string, meter *cpuMeter, dataD
 	wg.Wait()
 	took := time.Since(start)
 	meter.mark("intake-end")
+	close(memStop)
+	mem := <-memPeaks
 	if errs != nil {
 		return nil, fmt.Errorf("create one-offs: %w", errs)
 	}
@@ -130,7 +135,7 @@ func intake(ctx context.Context, o *options, base string, meter *cpuMeter, dataD
 		return nil, err
 	}
 	meter.mark("idle-end")
-	r := &intakeResult{n: o.oneoffs, clients: o.clients, took: took, size: -1, serverMeasured: meter.pid != 0}
+	r := &intakeResult{n: o.oneoffs, clients: o.clients, took: took, size: -1, serverMeasured: meter.pid != 0, mem: mem}
 	var ok1, ok2 bool
 	r.intakeCPU, _, ok1 = meter.between("intake-start", "intake-end")
 	r.idleCPU, r.idleFor, ok2 = meter.between("idle-start", "idle-end")
@@ -172,6 +177,9 @@ func (r *intakeResult) print(w io.Writer) {
 	}
 	if r.peakRSS > 0 {
 		fmt.Fprintf(tw, "peak resident memory (%s)\t%s\n", who, mib(r.peakRSS))
+	}
+	if r.mem.pss > 0 {
+		fmt.Fprintf(tw, "peak PSS during intake (%s, sampled every 250 ms)\t%s\n", who, r.mem)
 	}
 	if r.size >= 0 {
 		fmt.Fprintf(tw, "data directory\t%d bytes = %.0f bytes a one-off\n", r.size, float64(r.size)/float64(r.n))

@@ -710,8 +710,7 @@ func (r *result) print(w io.Writer, o *options) {
 			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))
 		}
 		if r.mem.pss > 0 {
-			fmt.Fprintf(tw, "peak PSS of %s (sampled every 250 ms)\t%s (anonymous %s, file-backed %s; RSS %s)\n", who,
-				mib(r.mem.pss), mib(r.mem.pssAnon), mib(r.mem.pssFile), mib(r.mem.rss))
+			fmt.Fprintf(tw, "peak PSS of %s (sampled every 250 ms)\t%s\n", who, r.mem)
 		}
 	}
 	fmt.Fprintf(tw, "\t\n")

@@ -306,6 +306,10 @@ type memPeak struct {
 	rss, pss, pssAnon, pssFile int64
 }
 
+func (m memPeak) String() string {
+	return fmt.Sprintf("%s (anonymous %s, file-backed %s; RSS %s)", mib(m.pss), mib(m.pssAnon), mib(m.pssFile), mib(m.rss))
+}
+
 // readMem reads process pid's (0: this process's) smaps_rollup.
 func readMem(pid int) (memPeak, error) {
 	raw, err := os.ReadFile(procFile(pid, "smaps_rollup"))
