@@ -384,3 +384,66 @@ func TestClaimTenantFairBeyondBound(t *testing.T) {
 	}
 	t.Logf("tenant t2's %d events delivered after %d of tenant t1's %d", nB, aBefore, nA)
 }
+
+// A higher priority of a policy whose backlog is far beyond its window
+// passes the backlog: its events wait in the store only until the window
+// drains to half, then the claim takes the highest priority first and the
+// bucket hands them the next tokens. Claimed in launch order alone, they
+// would wait for the whole backlog.
+func TestHeldBoundHigherPriorityPassesBacklog(t *testing.T) {
+	const bound, nBacklog, nUrgent, before = 40, 800, 10, 50
+	st := openStore(t)
+	createPolicy(t, st, &model.Policy{ID: "pol_one", TenantID: "t1", Name: "one", MaxInFlight: 1, AutoRelease: true})
+	var (
+		mu         sync.Mutex
+		backlogGot int
+		urgentGot  int
+		backlogAt  = -1 // backlog events delivered when the last urgent one arrived
+		reached    = make(chan struct{})
+		urgentDone = make(chan struct{})
+	)
+	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m.ScheduleID {
+		case "p":
+			if backlogGot++; backlogGot == before {
+				close(reached)
+			}
+		case "u":
+			if urgentGot++; urgentGot == nUrgent {
+				backlogAt = backlogGot
+				close(urgentDone)
+			}
+		}
+	})
+	now := time.Now()
+	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: srv.URL, launch: now, policy: "pol_one"}))
+	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fewer than %d of the backlog delivered", before)
+	}
+	insert(t, st, makeEvents(nUrgent, evOpts{schedule: "u", url: srv.URL, launch: time.Now(), policy: "pol_one", priority: 5}))
+	mu.Lock()
+	atInsert := backlogGot
+	mu.Unlock()
+	select {
+	case <-urgentDone:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the higher priority's events did not all arrive")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The window is half the bound for one policy; the urgent events wait
+	// for it to drain to half, plus the event holding the token.
+	t.Logf("at insert %d, at last urgent %d", atInsert, backlogAt)
+	if passed := backlogAt - atInsert; passed > bound/2+1 {
+		t.Errorf("%d of the backlog delivered after the higher priority was stored and before its last event, want at most %d", passed, bound/2+1)
+	}
+	if backlogAt >= nBacklog {
+		t.Errorf("the higher priority arrived after the whole backlog")
+	}
+}
