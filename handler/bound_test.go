@@ -444,3 +444,50 @@ func TestHeldBoundHigherPriorityPassesBacklog(t *testing.T) {
 		t.Errorf("%d of the backlog delivered after the higher priority was stored and before its last event, want at most %d", passed, bound/2+1)
 	}
 }
+
+// A fire of 10 events due at the same instant as another schedule's
+// backlog of 800 on the same policy takes turns with it: the store reads
+// the two fires' events in turns (store.CompareInLane), and the bucket
+// serves the two schedules round robin, so the small fire is done after
+// about as many of the backlog, not after the backlog.
+func TestHeldBoundFiresAtOneInstantTakeTurns(t *testing.T) {
+	const bound, nBacklog, nSmall = 40, 800, 10
+	st := openStore(t)
+	createPolicy(t, st, &model.Policy{ID: "pol_one", TenantID: "t1", Name: "one", MaxInFlight: 1, AutoRelease: true})
+	var (
+		mu         sync.Mutex
+		backlogGot int
+		smallGot   int
+		backlogAt  int // backlog events delivered when the last small one arrived
+		smallDone  = make(chan struct{})
+	)
+	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m.ScheduleID {
+		case "p":
+			backlogGot++
+		case "s":
+			if smallGot++; smallGot == nSmall {
+				backlogAt = backlogGot
+				close(smallDone)
+			}
+		}
+	})
+	now := time.Now()
+	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: srv.URL, launch: now, policy: "pol_one"}))
+	insert(t, st, makeEvents(nSmall, evOpts{schedule: "s", url: srv.URL, launch: now, policy: "pol_one"}))
+	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
+	select {
+	case <-smallDone:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the small fire's events did not all arrive")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("backlog delivered when the small fire was done: %d", backlogAt)
+	if backlogAt > 2*nSmall {
+		t.Errorf("%d of the backlog delivered before the small fire's last event, want at most %d", backlogAt, 2*nSmall)
+	}
+}

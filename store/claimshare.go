@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"slices"
+
+	"github.com/schedulerd/schedulerd/model"
 )
 
 // ClaimLane is one lane of a shard's due events as a driver found it for
@@ -12,6 +14,16 @@ type ClaimLane struct {
 	PolicyID string
 	Priority int
 	Due      int
+}
+
+// CompareInLane is the order in which EventClaimDue takes a lane's due
+// events: earliest launch time first, then by index in their fires, so
+// that the fires due at one instant take turns (each fire's first events
+// before any fire's later ones), then by id. The drivers keep it in their
+// claim indexes, with their own order for events of the same launch time
+// and index.
+func CompareInLane(a, b *model.Event) int {
+	return cmp.Or(a.LaunchAt.Compare(b.LaunchAt), cmp.Compare(a.Index, b.Index), cmp.Compare(a.ID, b.ID))
 }
 
 // ShareClaim splits limit over lanes as EventClaimDue shares a claim and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,7 +19,9 @@ import (
 // finds a shard's lanes by seeking past each one and shares a claim over
 // them (store.ShareClaim), reading no lane further than it counts or
 // takes. Each part is prefix-free, so a lane's entries are exactly those
-// under its prefix, earliest launch time first.
+// under its prefix, earliest launch time first. After the launch time
+// comes the event's turn (appendTurn): its index in its fire first, so
+// that the fires due at one instant take turns.
 
 // appendPriority appends p so that higher priorities sort first: ^p in an
 // order-preserving encoding, one byte for priorities -120 to 119 and
@@ -96,6 +99,34 @@ func dueLane(b []byte) (code []byte, policy []byte, prio, n int, err error) {
 	return b[:c], b[c : c+i], prio, c + i + 1 + pn, nil
 }
 
+// appendTurn appends what follows the launch time in the due key of a
+// waiting event: its index in its fire (4 bytes), then its row key. A
+// canonical event's row key ends with its index (its slot), which is
+// left out there.
+func appendTurn(b []byte, index int, rk []byte) []byte {
+	if len(rk) == rowKeyLen && !isImpliedKey(rk) && slotOf(rk) < looseSlot {
+		return append(append(b, rk[8:]...), rk[:8]...)
+	}
+	return append(binary.BigEndian.AppendUint32(b, uint32(min(max(index, 0), math.MaxUint32))), rk...)
+}
+
+// rowKeyOfTurn turns t, a turn as appendTurn makes it, into its row key
+// in place and returns it.
+func rowKeyOfTurn(t []byte) ([]byte, error) {
+	if len(t) > 4 {
+		switch rest := t[4:]; {
+		case isImpliedKey(rest) || len(rest) == rowKeyLen:
+			return append(t[:0], rest...), nil
+		case len(rest) == 8:
+			slot := binary.BigEndian.Uint32(t)
+			copy(t, rest)
+			binary.BigEndian.PutUint32(t[8:], slot)
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("due entry turn %x: bad length", t)
+}
+
 // dueKey is e's key in ev_due, rk its row key.
 func (x *evtx) dueKey(e *model.Event, rk []byte) ([]byte, error) {
 	code, err := statusCode(e.Status)
@@ -113,8 +144,8 @@ func (x *evtx) dueKey(e *model.Event, rk []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+timeLen+len(rk)), e.Shard), code)
-	return append(appendTime(appendLane(b, tc, e), e.LaunchAt), rk...), nil
+	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+timeLen+4+len(rk)), e.Shard), code)
+	return appendTurn(appendTime(appendLane(b, tc, e), e.LaunchAt), e.Index, rk), nil
 }
 
 // dueRowKey returns the row key at the end of the ev_due key k.
@@ -122,20 +153,20 @@ func dueRowKey(k []byte) ([]byte, error) {
 	if len(k) < 5 {
 		return nil, fmt.Errorf("due entry %x: short", k)
 	}
-	at := 5
 	if k[4] == statusCodes[model.EventScheduled] {
-		at += 8
-	} else {
-		_, _, _, n, err := dueLane(k[5:])
-		if err != nil {
-			return nil, err
+		if len(k) < 5+8+timeLen {
+			return nil, fmt.Errorf("due entry %x: short", k)
 		}
-		at += n
+		return k[5+8+timeLen:], nil
 	}
-	if len(k) < at+timeLen {
+	_, _, _, n, err := dueLane(k[5:])
+	if err != nil {
+		return nil, err
+	}
+	if len(k) < 5+n+timeLen {
 		return nil, fmt.Errorf("due entry %x: short", k)
 	}
-	return k[at+timeLen:], nil
+	return rowKeyOfTurn(bytes.Clone(k[5+n+timeLen:]))
 }
 
 func duePrefix(shard int, code byte) []byte { return append(appendInt32(nil, shard), code) }
@@ -268,7 +299,8 @@ func (cl *claimer) any() (bool, error) {
 }
 
 // plan returns the entries the claim takes, at most limit: the older
-// fences' first, then the lanes' shares, each in launch order.
+// fences' first, then the lanes' shares, each in its lane's order (launch
+// time, then turns).
 func (cl *claimer) plan(limit int) ([][]byte, error) {
 	out, err := cl.older(limit)
 	if err != nil {
@@ -325,7 +357,13 @@ func (cl *claimer) plan(limit int) ([][]byte, error) {
 			slices.SortFunc(got, bytes.Compare)
 			got = got[:take]
 		}
-		taken = append(taken, got...)
+		for _, g := range got {
+			rk, err := rowKeyOfTurn(g[timeLen:])
+			if err != nil {
+				return nil, err
+			}
+			taken = append(taken, g[:timeLen+len(rk)])
+		}
 	}
 	slices.SortFunc(taken, bytes.Compare)
 	return append(out, taken...), nil

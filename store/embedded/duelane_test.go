@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/schedulerd/schedulerd/internal/testkit/testseed"
 	"github.com/schedulerd/schedulerd/model"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -43,6 +44,51 @@ func TestPriorityEncoding(t *testing.T) {
 		if n := len(appendPriority(nil, p)); n != 1 {
 			t.Errorf("priority %d takes %d bytes, want 1", p, n)
 		}
+	}
+}
+
+// A turn keeps its row key, and turns sort by index first, then by row
+// key, for canonical, loose and implied row keys alike (random, fixed
+// seed).
+func TestTurnEncoding(t *testing.T) {
+	type turn struct {
+		index int
+		rk    []byte
+	}
+	r := rand.New(rand.NewPCG(testseed.Get(t, "SCHEDULERD_TEST_SEED", 1), 2))
+	var ts []turn
+	for range 3000 {
+		seq, slot := r.Uint64N(1<<40), r.Uint32N(64)
+		switch r.IntN(4) {
+		case 0, 1: // canonical: the slot is the index
+			ts = append(ts, turn{int(slot), rowKey(seq, slot)})
+		case 2: // loose
+			ts = append(ts, turn{int(slot), rowKey(seq, looseSlot+slot)})
+		default: // a one-off's event in its schedule's row
+			id := model.FormatID(model.PrefixSchedule, [10]byte{byte(r.IntN(256)), byte(r.IntN(256)), 7})
+			if r.IntN(2) == 0 {
+				id = fmt.Sprintf("sch_custom%d", r.IntN(1000))
+			}
+			ts = append(ts, turn{0, impliedKey(id)})
+		}
+	}
+	enc := make([][]byte, len(ts))
+	for i, tu := range ts {
+		enc[i] = appendTurn([]byte{0xaa}, tu.index, tu.rk)[1:]
+		got, err := rowKeyOfTurn(bytes.Clone(enc[i]))
+		if err != nil || !bytes.Equal(got, tu.rk) {
+			t.Fatalf("turn %d, %x: encoded %x, row key back %x (%v)", tu.index, tu.rk, enc[i], got, err)
+		}
+	}
+	for i := range ts {
+		j := r.IntN(len(ts))
+		want := cmp.Or(cmp.Compare(ts[i].index, ts[j].index), bytes.Compare(ts[i].rk, ts[j].rk))
+		if c := bytes.Compare(enc[i], enc[j]); c != want {
+			t.Fatalf("turns (%d, %x) and (%d, %x) encode as %x and %x: compare %d, want %d", ts[i].index, ts[i].rk, ts[j].index, ts[j].rk, enc[i], enc[j], c, want)
+		}
+	}
+	if _, err := rowKeyOfTurn([]byte{0, 0, 0, 1, 9}); err == nil {
+		t.Error("a turn of 5 bytes decoded")
 	}
 }
 

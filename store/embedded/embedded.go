@@ -151,8 +151,8 @@ var keyLayout = []byte("layout")
 // would misread raises it by one, with a migration from the layout before
 // (migrate.go). Layout 12 added the schedule_ends index (complete.go), 13
 // an event's trace context, 14 a fire's, 15 the lanes of the due index
-// (duelane.go).
-const layoutCurrent = 15
+// (duelane.go), 16 its turns.
+const layoutCurrent = 16
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout

@@ -33,7 +33,8 @@ var migrations = []migration{
 	{from: 11, run: indexScheduleEnds}, // migrate_11.go
 	{from: 12, run: traceContextRows},  // migrate_12.go
 	{from: 13, run: fireTraceRows},     // migrate_13.go
-	{from: 14, run: dueLanes},          // migrate_14.go
+	{from: 14, run: dueLanes.run},      // migrate_14.go
+	{from: 15, run: dueTurns.run},      // migrate_15.go
 }
 
 type kv struct{ k, v []byte }

@@ -18,6 +18,15 @@ import (
 // priorities and statuses, with the due entries of waiting events keyed
 // without their lanes (shard, status, launch time, row key).
 func layout14Store(t *testing.T) string {
+	return waitingStore(t, 14, func(k []byte, n int, rk []byte) []byte {
+		return append(append(append([]byte(nil), k[:5]...), k[5+n:5+n+timeLen]...), rk...)
+	})
+}
+
+// waitingStore writes a store of layout from, with the keys of the due
+// entries of waiting events made by old of their current keys, the
+// length of their lanes and their row keys.
+func waitingStore(t *testing.T, from int, old func(k []byte, n int, rk []byte) []byte) string {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
@@ -73,17 +82,21 @@ func layout14Store(t *testing.T) string {
 			if err != nil {
 				return err
 			}
+			rk, err := dueRowKey(k)
+			if err != nil {
+				return err
+			}
 			v := due.Get(k)
-			old := append(append([]byte(nil), k[:5]...), k[5+n:]...)
+			ok := old(k, n, rk)
 			if err := due.Delete(k); err != nil {
 				return err
 			}
-			if err := due.Put(old, v); err != nil {
+			if err := due.Put(ok, v); err != nil {
 				return err
 			}
 			waiting++
 		}
-		return putLayout(tx, 14)
+		return putLayout(tx, from)
 	})
 	if waiting < 40 {
 		t.Fatalf("%d waiting due entries written, want more", waiting)
@@ -95,6 +108,14 @@ func layout14Store(t *testing.T) string {
 // entries of its waiting events keyed by lane, also when an earlier run of
 // the migration stopped in either pass.
 func TestMigrateDueLanes(t *testing.T) {
+	testDueRewrite(t, dueLanes, 14, layout14Store)
+}
+
+// testDueRewrite opens a store that makeStore writes in layout from, after
+// no earlier run of m, one that stopped collecting and one that stopped
+// moving, and checks that it ends in the current layout with every index
+// entry as the current layout makes it and every waiting event claimable.
+func testDueRewrite(t *testing.T, m dueRewrite, from int, makeStore func(*testing.T) string) {
 	crash := errors.New("crash")
 	for _, tc := range []struct {
 		name string
@@ -104,7 +125,7 @@ func TestMigrateDueLanes(t *testing.T) {
 		{"Whole", nil},
 		{"StoppedCollecting", func(db *bolt.DB, _ *tokenKey) error {
 			if err := db.Update(func(tx *bolt.Tx) error {
-				b, err := tx.CreateBucket(bDueLanes)
+				b, err := tx.CreateBucket(m.scratch)
 				if err != nil {
 					return err
 				}
@@ -115,11 +136,11 @@ func TestMigrateDueLanes(t *testing.T) {
 			return crash
 		}},
 		{"StoppedMoving", func(db *bolt.DB, keys *tokenKey) error {
-			if err := collectDueLanes(db, keys, 7); err != nil {
+			if err := m.collectAll(db, keys, 7); err != nil {
 				return err
 			}
 			for range 3 {
-				if _, err := moveDueLanes(db, 5); err != nil {
+				if _, err := m.moveChunk(db, 5); err != nil {
 					return err
 				}
 			}
@@ -127,13 +148,13 @@ func TestMigrateDueLanes(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := layout14Store(t)
+			dir := makeStore(t)
 			if tc.run != nil {
-				if _, err := open(dir, Options{}, 15, []migration{{from: 14, run: tc.run}}); !errors.Is(err, crash) {
+				if _, err := open(dir, Options{}, from+1, []migration{{from: from, run: tc.run}}); !errors.Is(err, crash) {
 					t.Fatalf("the earlier run: %v, want the crash", err)
 				}
-				if got := recordedLayout(t, dir); got != 14 {
-					t.Fatalf("recorded layout %d after the crash, want 14", got)
+				if got := recordedLayout(t, dir); got != from {
+					t.Fatalf("recorded layout %d after the crash, want %d", got, from)
 				}
 			}
 			s, err := Open(dir, Options{})
@@ -145,7 +166,7 @@ func TestMigrateDueLanes(t *testing.T) {
 				t.Error(err)
 			}
 			if err := s.db.View(func(tx *bolt.Tx) error {
-				if tx.Bucket(bDueLanes) != nil || tx.Bucket(bMeta).Get(keyDueLanes) != nil {
+				if tx.Bucket(m.scratch) != nil || tx.Bucket(bMeta).Get(m.scratch) != nil {
 					t.Error("the migration's bucket or mark is left")
 				}
 				return nil

@@ -18,9 +18,10 @@ import (
 // An event's lane is its (tenant, policy, priority), which EventClaimDue
 // shares a claim over (store.ShareClaim). Each event document carries it
 // as one string field, lane, written at insert, so that the claim index
-// (shard, status, lane, launchAt, _id) holds each lane's waiting events
-// together in launch order: the claim walks the lanes with one query each
-// (a skip scan, dueLanes) and reads of each lane no more events than it
+// (shard, status, lane, launchAt, index, _id) holds each lane's waiting
+// events together in the order the claim takes them
+// (store.CompareInLane): the claim walks the lanes with one query each (a
+// skip scan, dueLanes) and reads of each lane no more events than it
 // counts and takes, whatever the backlog behind them.
 
 // laneSep joins a lane's parts. Ids are printable (a prefix and the
@@ -33,15 +34,15 @@ func eventLane(tenantID, policyID string, priority int) string {
 	return tenantID + laneSep + policyID + laneSep + strconv.Itoa(priority)
 }
 
-// laneIndex is the claim's (shard, status, lane, launchAt, _id) index,
-// partial on the waiting statuses if partial.
+// laneIndex is the claim's (shard, status, lane, launchAt, index, _id)
+// index, partial on the waiting statuses if partial.
 func laneIndex(partial bool) mongo.IndexModel {
 	keys := bson.D{{Key: "shard", Value: 1}, {Key: "status", Value: 1}, {Key: "lane", Value: 1},
-		{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}
+		{Key: "launchAt", Value: 1}, {Key: "index", Value: 1}, {Key: "_id", Value: 1}}
 	if !partial {
-		return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_lane_launch_id")}
+		return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_lane_launch_index_id")}
 	}
-	return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_lane_launch_id_waiting").
+	return mongo.IndexModel{Keys: keys, Options: options.Index().SetName("shard_status_lane_launch_index_id_waiting").
 		SetPartialFilterExpression(bson.D{{Key: "status", Value: in(waitingStatuses)}})}
 }
 
@@ -62,13 +63,23 @@ func byLaunch(a, b claimCand) int {
 	return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.ID, b.ID))
 }
 
-// claimFind is the find of at most limit claim candidates, earliest first,
+// inLane orders a lane's candidates as the lane index does.
+func inLane(a, b claimCand) int {
+	return cmp.Or(cmp.Compare(a.LaunchAt, b.LaunchAt), cmp.Compare(a.Index, b.Index), cmp.Compare(a.ID, b.ID))
+}
+
+var (
+	launchSort = bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}
+	laneSort   = bson.D{{Key: "launchAt", Value: 1}, {Key: "index", Value: 1}, {Key: "_id", Value: 1}}
+)
+
+// claimFind is the find of at most limit claim candidates in sort order,
 // all in the first batch.
-func claimFind(limit int) *options.FindOptionsBuilder {
+func claimFind(limit int, sort bson.D) *options.FindOptionsBuilder {
 	return options.Find().
-		SetSort(bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}).
+		SetSort(sort).
 		SetLimit(int64(limit)).SetBatchSize(batchOf(limit)).
-		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}})
+		SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "fence", Value: 1}, {Key: "launchAt", Value: 1}, {Key: "index", Value: 1}})
 }
 
 // dueFilter matches the shard's events with launchAt before p.DueBefore.
@@ -86,7 +97,7 @@ func (s *Store) claimByLaunch(ctx context.Context, p *store.EventClaimParams, li
 	if len(p.SkipPolicies) > 0 {
 		filter = append(filter, bson.E{Key: "policyId", Value: bson.D{{Key: "$nin", Value: p.SkipPolicies}}})
 	}
-	due, err := findStatuses(ctx, s.events, filter, claimableStatuses, limit, byLaunch, claimFind(limit))
+	due, err := findStatuses(ctx, s.events, filter, claimableStatuses, limit, byLaunch, claimFind(limit, launchSort))
 	if err != nil {
 		return nil, fmt.Errorf("find due: %w", err)
 	}
@@ -102,7 +113,7 @@ type claimLane struct {
 }
 
 // claimByLanes returns at most limit due candidates of the shard shared
-// over their lanes by store.ShareClaim, each lane's earliest first: the
+// over their lanes by store.ShareClaim, each lane's first (inLane): the
 // lanes' walk (dueLanes), then, if more than one lane is due, a count of
 // each lane's due events up to limit in each status it has them in, and a
 // find of each lane's take in each of those statuses.
@@ -134,7 +145,7 @@ func (s *Store) claimByLanes(ctx context.Context, p *store.EventClaimParams, lim
 			continue
 		}
 		l := &lanes[i]
-		got, err := findStatuses(ctx, s.events, laneFilter(l), l.statuses, take, byLaunch, claimFind(take))
+		got, err := findStatuses(ctx, s.events, laneFilter(l), l.statuses, take, inLane, claimFind(take, laneSort))
 		if err != nil {
 			return nil, fmt.Errorf("find lane: %w", err)
 		}

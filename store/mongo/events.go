@@ -254,6 +254,7 @@ type claimCand struct {
 	Status   string `bson:"status"`
 	Fence    int64  `bson:"fence"`
 	LaunchAt int64  `bson:"launchAt"`
+	Index    int    `bson:"index"`
 }
 
 // EventClaimDue claims due events of one queue shard, at most p.Limit (none
@@ -285,7 +286,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	older, err := findStatuses(ctx, s.events, bson.D{
 		{Key: "shard", Value: p.Shard},
 		{Key: "fence", Value: bson.D{{Key: "$ne", Value: p.Fence}}},
-	}, []string{string(model.EventScheduled)}, limit, byLaunch, claimFind(limit))
+	}, []string{string(model.EventScheduled)}, limit, byLaunch, claimFind(limit, launchSort))
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
 	}

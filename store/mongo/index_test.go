@@ -57,7 +57,7 @@ func TestEventIndexes(t *testing.T) {
 	for _, sp := range specs {
 		have[sp.Name] = true
 	}
-	claim, lanes := "shard_status_launch_id", "shard_status_lane_launch_id"
+	claim, lanes := "shard_status_launch_id", "shard_status_lane_launch_index_id"
 	if mongotest.IsRealMongo() {
 		claim, lanes = claim+"_waiting", lanes+"_waiting"
 	}
@@ -103,7 +103,7 @@ func TestHotQueryPlans(t *testing.T) {
 			bson.D{{Key: "lane", Value: 1}, {Key: "launchAt", Value: 1}}, 1), true},
 		{"claim lane", find(bson.D{{Key: "shard", Value: 3}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}},
 			{Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}},
-			bson.D{{Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}}, 1000), true},
+			bson.D{{Key: "launchAt", Value: 1}, {Key: "index", Value: 1}, {Key: "_id", Value: 1}}, 1000), true},
 		{"count lane", bson.D{{Key: "count", Value: "events"}, {Key: "query", Value: bson.D{{Key: "shard", Value: 3},
 			{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}}, {Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}}},
 			{Key: "limit", Value: 1000}}, true},

@@ -32,8 +32,9 @@ func indexNames(t *testing.T, db *driver.Database, coll string) []string {
 // database that misses an index, with the proxy holding every
 // createIndexes (a build that takes long): Open returns while the build is
 // held, IndexStatus names the index, and once the build is let through
-// the index exists, IndexStatus is empty and the superseded index
-// (policy_status, a prefix of policy_status_launch) is dropped.
+// the indexes exist, IndexStatus is empty and the superseded indexes
+// (policy_status, a prefix of policy_status_launch, and the lane index
+// before the events' index in their fires was in it) are dropped.
 func TestOpenDoesNotWaitForIndexBuilds(t *testing.T) {
 	t.Parallel()
 	uri, faults := faultServer(t)
@@ -53,14 +54,24 @@ func TestOpenDoesNotWaitForIndexBuilds(t *testing.T) {
 	if _, err := db.Collection("events").InsertOne(ctx, bson.D{{Key: "_id", Value: "e1"}, {Key: "status", Value: "pending"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Collection("events").Indexes().DropOne(ctx, "fire_finished"); err != nil {
-		t.Fatal(err)
+	lanes, oldLanes := "shard_status_lane_launch_index_id", "shard_status_lane_launch_id"
+	if mongotest.IsRealMongo() {
+		lanes, oldLanes = lanes+"_waiting", oldLanes+"_waiting"
 	}
-	// An index of an earlier version that a current one makes redundant.
-	if _, err := db.Collection("events").Indexes().CreateOne(ctx, driver.IndexModel{
-		Keys: bson.D{{Key: "policyId", Value: 1}, {Key: "status", Value: 1}}, Options: options.Index().SetName("policy_status"),
-	}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"fire_finished", lanes} {
+		if err := db.Collection("events").Indexes().DropOne(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Indexes of an earlier version that current ones make redundant.
+	for _, m := range []driver.IndexModel{
+		{Keys: bson.D{{Key: "policyId", Value: 1}, {Key: "status", Value: 1}}, Options: options.Index().SetName("policy_status")},
+		{Keys: bson.D{{Key: "shard", Value: 1}, {Key: "status", Value: 1}, {Key: "lane", Value: 1}, {Key: "launchAt", Value: 1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName(oldLanes)},
+	} {
+		if _, err := db.Collection("events").Indexes().CreateOne(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	arrived, release := faults.Hold("createIndexes")
@@ -72,8 +83,9 @@ func TestOpenDoesNotWaitForIndexBuilds(t *testing.T) {
 		t.Fatalf("Open waited for the held index build: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if building, err := s.IndexStatus(); !slices.Equal(building, []string{"events.fire_finished"}) || err != nil {
-		t.Fatalf("IndexStatus while the build is held: %v, %v; want [events.fire_finished], nil", building, err)
+	want := []string{"events.fire_finished", "events." + lanes}
+	if building, err := s.IndexStatus(); !slices.Equal(slices.Sorted(slices.Values(building)), want) || err != nil {
+		t.Fatalf("IndexStatus while the build is held: %v, %v; want %v, nil", building, err, want)
 	}
 	select {
 	case <-arrived:
@@ -95,8 +107,8 @@ func TestOpenDoesNotWaitForIndexBuilds(t *testing.T) {
 		t.Fatalf("IndexStatus after the build: %v, %v; want none", building, err)
 	}
 	names := indexNames(t, db, "events")
-	if !slices.Contains(names, "fire_finished") || slices.Contains(names, "policy_status") {
-		t.Fatalf("events indexes after the build: %v; want fire_finished, and no policy_status", names)
+	if !slices.Contains(names, "fire_finished") || !slices.Contains(names, lanes) || slices.Contains(names, "policy_status") || slices.Contains(names, oldLanes) {
+		t.Fatalf("events indexes after the build: %v; want fire_finished and %s, and neither policy_status nor %s", names, lanes, oldLanes)
 	}
 }
 

@@ -41,16 +41,21 @@ const (
 	indexRetryMax   = 10 * time.Minute
 )
 
-// superseded are indexes of earlier versions that are prefixes of current
-// ones, by collection: each is dropped once the index that covers it
-// exists (a query that used the old one uses the new one as well). The
-// claim's non-partial (shard, status, launchAt, _id) covers (shard,
-// status, launchAt); its partial variant covers only the waiting
-// statuses, so where it is used the old index stays.
+// superseded are indexes of earlier versions whose queries current ones
+// serve, by collection: each is dropped once the index that covers it
+// exists. Most are prefixes of their successors. The claim's non-partial
+// (shard, status, launchAt, _id) covers (shard, status, launchAt); its
+// partial variant covers only the waiting statuses, so where it is used
+// the old index stays. The lane index gained the events' index in their
+// fires after launchAt (the turns of store.CompareInLane); its
+// predecessor's queries are the lane walk's, on the prefix the two
+// share, and the lanes' finds, which now sort by the new one.
 var superseded = map[string][]struct{ name, by string }{
 	collEvents: {
 		{"policy_status", "policy_status_launch"},
 		{"shard_status_launch", "shard_status_launch_id"},
+		{"shard_status_lane_launch_id", "shard_status_lane_launch_index_id"},
+		{"shard_status_lane_launch_id_waiting", "shard_status_lane_launch_index_id_waiting"},
 	},
 }
 

@@ -134,7 +134,7 @@ func TestOpenFillsLanesBeforeTheLaneIndex(t *testing.T) {
 	}
 	db := rawDB(t, u)
 	unsetLanes(t, db)
-	laneIdx := "shard_status_lane_launch_id"
+	laneIdx := "shard_status_lane_launch_index_id"
 	if err := db.Collection("events").Indexes().DropOne(t.Context(), laneIdx); err != nil {
 		t.Fatal(err)
 	}

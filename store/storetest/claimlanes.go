@@ -11,7 +11,8 @@ import (
 )
 
 // claimLaneTests pin EventClaimDue's share of a claim over lanes (tenant,
-// policy, priority) and its SkipPolicies.
+// policy, priority), its order within a lane (store.CompareInLane) and its
+// SkipPolicies.
 var claimLaneTests = []namedTest{
 	{"SharesTenantsPoliciesAndPriorities", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()
@@ -128,6 +129,38 @@ var claimLaneTests = []namedTest{
 		for k := range small {
 			requireEqual(t, per[fmt.Sprintf("t%d", k)], 2, fmt.Sprintf("t%d's share", k))
 		}
+	}},
+	{"FiresAtOneInstantTakeTurns", func(t *testing.T, d store.Driver) {
+		// Two fires of one lane due at one instant: a claim takes each
+		// one's first events before either's later ones, whichever fire
+		// the driver would otherwise read first; an earlier launch time
+		// still goes before both, a later one after.
+		ctx := t.Context()
+		lane := func(e *model.Event, launch time.Duration) *model.Event {
+			e.PolicyID, e.LaunchAt = "p", at(launch)
+			return e
+		}
+		early := lane(newEvent("A", "s-early", base, 0), 5*time.Second)
+		late := lane(newEvent("A", "s-late", base, 0), 20*time.Second)
+		var one, two []*model.Event
+		for i := range 30 {
+			one = append(one, lane(newEvent("A", "s-one", base, i), 10*time.Second))
+			two = append(two, lane(newEvent("A", "s-two", base, i), 10*time.Second))
+		}
+		insertEvents(t, d, two...)
+		insertEvents(t, d, late, early)
+		insertEvents(t, d, one...)
+
+		claim := func(limit int) []string {
+			t.Helper()
+			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
+			requireNoError(t, err, "EventClaimDue")
+			return eventIDs(got)
+		}
+		want := slices.Concat([]string{early.ID}, eventIDs(one[:5]), eventIDs(two[:5]))
+		requireSameIDs(t, claim(11), want, "the earlier event, then five turns of the two fires")
+		requireSameIDs(t, claim(4), slices.Concat(eventIDs(one[5:7]), eventIDs(two[5:7])), "the next two turns")
+		requireSameIDs(t, claim(100), slices.Concat(eventIDs(one[7:]), eventIDs(two[7:]), []string{late.ID}), "the rest, the later event with it")
 	}},
 	{"SkipPolicies", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()

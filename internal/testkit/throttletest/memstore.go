@@ -136,7 +136,7 @@ func (s *MemStore) EventClaimDue(ctx context.Context, p *store.EventClaimParams)
 	cand := older[:min(len(older), p.Limit)]
 	lanes := make([]store.ClaimLane, 0, len(due))
 	for k, es := range due {
-		slices.SortFunc(es, byLaunch)
+		slices.SortFunc(es, store.CompareInLane)
 		lanes = append(lanes, store.ClaimLane{TenantID: k.tenant, PolicyID: k.policy, Priority: k.priority, Due: len(es)})
 	}
 	for i, n := range store.ShareClaim(lanes, p.Limit-len(cand)) {
