@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,31 +101,40 @@ func dueLane(b []byte) (code []byte, policy []byte, prio, n int, err error) {
 }
 
 // appendTurn appends what follows the launch time in the due key of a
-// waiting event: its index in its fire (4 bytes), then its row key. A
-// canonical event's row key ends with its index (its slot), which is
-// left out there.
+// waiting event: its index in its fire as a byte that gives the number of
+// bytes (0-4) then the index in those, big-endian, so that a smaller index
+// sorts first; then its row key. A canonical event's row key ends with
+// its index (its slot), which is left out there.
 func appendTurn(b []byte, index int, rk []byte) []byte {
 	if len(rk) == rowKeyLen && !isImpliedKey(rk) && slotOf(rk) < looseSlot {
-		return append(append(b, rk[8:]...), rk[:8]...)
+		index, rk = int(slotOf(rk)), rk[:8]
 	}
-	return append(binary.BigEndian.AppendUint32(b, uint32(min(max(index, 0), math.MaxUint32))), rk...)
+	i := uint32(min(max(index, 0), math.MaxUint32))
+	n := (bits.Len32(i) + 7) / 8
+	b = append(b, byte(n))
+	for k := n - 1; k >= 0; k-- {
+		b = append(b, byte(i>>(8*k)))
+	}
+	return append(b, rk...)
 }
 
-// rowKeyOfTurn turns t, a turn as appendTurn makes it, into its row key
-// in place and returns it.
-func rowKeyOfTurn(t []byte) ([]byte, error) {
-	if len(t) > 4 {
-		switch rest := t[4:]; {
+// appendRowKeyOfTurn appends the row key of the turn t (appendTurn's) to
+// dst, which may end where t starts.
+func appendRowKeyOfTurn(dst, t []byte) ([]byte, error) {
+	if len(t) > 0 && t[0] <= 4 && len(t) > 1+int(t[0]) {
+		n := int(t[0])
+		var i uint32
+		for _, c := range t[1 : 1+n] {
+			i = i<<8 | uint32(c)
+		}
+		switch rest := t[1+n:]; {
 		case isImpliedKey(rest) || len(rest) == rowKeyLen:
-			return append(t[:0], rest...), nil
+			return append(dst, rest...), nil
 		case len(rest) == 8:
-			slot := binary.BigEndian.Uint32(t)
-			copy(t, rest)
-			binary.BigEndian.PutUint32(t[8:], slot)
-			return t, nil
+			return binary.BigEndian.AppendUint32(append(dst, rest...), i), nil
 		}
 	}
-	return nil, fmt.Errorf("due entry turn %x: bad length", t)
+	return nil, fmt.Errorf("due entry turn %x: bad", t)
 }
 
 // dueKey is e's key in ev_due, rk its row key.
@@ -144,7 +154,7 @@ func (x *evtx) dueKey(e *model.Event, rk []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+timeLen+4+len(rk)), e.Shard), code)
+	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+timeLen+5+len(rk)), e.Shard), code)
 	return appendTurn(appendTime(appendLane(b, tc, e), e.LaunchAt), e.Index, rk), nil
 }
 
@@ -166,7 +176,7 @@ func dueRowKey(k []byte) ([]byte, error) {
 	if len(k) < 5+n+timeLen {
 		return nil, fmt.Errorf("due entry %x: short", k)
 	}
-	return rowKeyOfTurn(bytes.Clone(k[5+n+timeLen:]))
+	return appendRowKeyOfTurn(nil, k[5+n+timeLen:])
 }
 
 func duePrefix(shard int, code byte) []byte { return append(appendInt32(nil, shard), code) }
@@ -349,7 +359,7 @@ func (cl *claimer) plan(limit int) ([][]byte, error) {
 				if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
 					break
 				}
-				got = append(got, bytes.Clone(k[len(lp):]))
+				got = append(got, append(make([]byte, 0, len(k)-len(lp)+3), k[len(lp):]...))
 				n++
 			}
 		}
@@ -357,12 +367,12 @@ func (cl *claimer) plan(limit int) ([][]byte, error) {
 			slices.SortFunc(got, bytes.Compare)
 			got = got[:take]
 		}
-		for _, g := range got {
-			rk, err := rowKeyOfTurn(g[timeLen:])
+		for _, g := range got { // in place: a row key is at most 3 bytes longer than its turn
+			e, err := appendRowKeyOfTurn(g[:timeLen], g[timeLen:])
 			if err != nil {
 				return nil, err
 			}
-			taken = append(taken, g[:timeLen+len(rk)])
+			taken = append(taken, e)
 		}
 	}
 	slices.SortFunc(taken, bytes.Compare)

@@ -58,7 +58,7 @@ func TestTurnEncoding(t *testing.T) {
 	r := rand.New(rand.NewPCG(testseed.Get(t, "SCHEDULERD_TEST_SEED", 1), 2))
 	var ts []turn
 	for range 3000 {
-		seq, slot := r.Uint64N(1<<40), r.Uint32N(64)
+		seq, slot := r.Uint64N(1<<40), r.Uint32N(64)<<(8*r.IntN(4))
 		switch r.IntN(4) {
 		case 0, 1: // canonical: the slot is the index
 			ts = append(ts, turn{int(slot), rowKey(seq, slot)})
@@ -75,7 +75,7 @@ func TestTurnEncoding(t *testing.T) {
 	enc := make([][]byte, len(ts))
 	for i, tu := range ts {
 		enc[i] = appendTurn([]byte{0xaa}, tu.index, tu.rk)[1:]
-		got, err := rowKeyOfTurn(bytes.Clone(enc[i]))
+		got, err := appendRowKeyOfTurn(nil, enc[i])
 		if err != nil || !bytes.Equal(got, tu.rk) {
 			t.Fatalf("turn %d, %x: encoded %x, row key back %x (%v)", tu.index, tu.rk, enc[i], got, err)
 		}
@@ -87,8 +87,17 @@ func TestTurnEncoding(t *testing.T) {
 			t.Fatalf("turns (%d, %x) and (%d, %x) encode as %x and %x: compare %d, want %d", ts[i].index, ts[i].rk, ts[j].index, ts[j].rk, enc[i], enc[j], c, want)
 		}
 	}
-	if _, err := rowKeyOfTurn([]byte{0, 0, 0, 1, 9}); err == nil {
-		t.Error("a turn of 5 bytes decoded")
+	for _, bad := range [][]byte{nil, {5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1}, {1, 9}, {0, 0, 0, 0, 1}} {
+		if _, err := appendRowKeyOfTurn(nil, bad); err == nil {
+			t.Errorf("turn %x decoded", bad)
+		}
+	}
+	// Index 0 takes one byte, a canonical row key none.
+	if n := len(appendTurn(nil, 0, impliedKey("sch_x"))); n != 1+len(impliedKey("sch_x")) {
+		t.Errorf("a one-off's turn takes %d bytes, want %d", n, 1+len(impliedKey("sch_x")))
+	}
+	if n := len(appendTurn(nil, 300, rowKey(7, 300))); n != 1+2+8 {
+		t.Errorf("the turn of canonical index 300 takes %d bytes, want 11", n)
 	}
 }
 
