@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/delivery"
 	"github.com/schedulerd/schedulerd/handler"
 	"github.com/schedulerd/schedulerd/model"
+	"github.com/schedulerd/schedulerd/store/embedded"
 )
 
 // A backlog far above MaxScheduled, unthrottled and throttled, is
@@ -393,50 +395,17 @@ func TestClaimTenantFairBeyondBound(t *testing.T) {
 func TestHeldBoundHigherPriorityPassesBacklog(t *testing.T) {
 	const bound, nBacklog, nUrgent, before = 40, 800, 10, 50
 	st := openStore(t)
-	createPolicy(t, st, &model.Policy{ID: "pol_one", TenantID: "t1", Name: "one", MaxInFlight: 1, AutoRelease: true})
-	var (
-		mu         sync.Mutex
-		backlogGot int
-		urgentGot  int
-		backlogAt  int // backlog events delivered when the last urgent one arrived
-		reached    = make(chan struct{})
-		urgentDone = make(chan struct{})
-	)
-	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch m.ScheduleID {
-		case "p":
-			if backlogGot++; backlogGot == before {
-				close(reached)
-			}
-		case "u":
-			if urgentGot++; urgentGot == nUrgent {
-				backlogAt = backlogGot
-				close(urgentDone)
-			}
-		}
-	})
-	now := time.Now()
-	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: srv.URL, launch: now, policy: "pol_one"}))
-	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
+	r := newBacklogRace(t, st, before, nUrgent)
+	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: r.srv.URL, launch: time.Now(), policy: "pol_one"}))
+	r.start(t, st, bound)
 	select {
-	case <-reached:
+	case <-r.reached:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("fewer than %d of the backlog delivered", before)
 	}
-	insert(t, st, makeEvents(nUrgent, evOpts{schedule: "u", url: srv.URL, launch: time.Now(), policy: "pol_one", priority: 5}))
-	mu.Lock()
-	atInsert := backlogGot
-	mu.Unlock()
-	select {
-	case <-urgentDone:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the higher priority's events did not all arrive")
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	insert(t, st, makeEvents(nUrgent, evOpts{schedule: "o", url: r.srv.URL, launch: time.Now(), policy: "pol_one", priority: 5}))
+	atInsert := r.backlogNow()
+	backlogAt := r.wait(t)
 	// The window is half the bound for one policy; the urgent events wait
 	// for it to drain to half, plus the event holding the token.
 	t.Logf("at insert %d, at last urgent %d", atInsert, backlogAt)
@@ -453,41 +422,72 @@ func TestHeldBoundHigherPriorityPassesBacklog(t *testing.T) {
 func TestHeldBoundFiresAtOneInstantTakeTurns(t *testing.T) {
 	const bound, nBacklog, nSmall = 40, 800, 10
 	st := openStore(t)
-	createPolicy(t, st, &model.Policy{ID: "pol_one", TenantID: "t1", Name: "one", MaxInFlight: 1, AutoRelease: true})
-	var (
-		mu         sync.Mutex
-		backlogGot int
-		smallGot   int
-		backlogAt  int // backlog events delivered when the last small one arrived
-		smallDone  = make(chan struct{})
-	)
-	srv := consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch m.ScheduleID {
-		case "p":
-			backlogGot++
-		case "s":
-			if smallGot++; smallGot == nSmall {
-				backlogAt = backlogGot
-				close(smallDone)
-			}
-		}
-	})
+	r := newBacklogRace(t, st, 0, nSmall)
 	now := time.Now()
-	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: srv.URL, launch: now, policy: "pol_one"}))
-	insert(t, st, makeEvents(nSmall, evOpts{schedule: "s", url: srv.URL, launch: now, policy: "pol_one"}))
-	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
-		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
-	select {
-	case <-smallDone:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the small fire's events did not all arrive")
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	insert(t, st, makeEvents(nBacklog, evOpts{schedule: "p", url: r.srv.URL, launch: now, policy: "pol_one"}))
+	insert(t, st, makeEvents(nSmall, evOpts{schedule: "o", url: r.srv.URL, launch: now, policy: "pol_one"}))
+	r.start(t, st, bound)
+	backlogAt := r.wait(t)
 	t.Logf("backlog delivered when the small fire was done: %d", backlogAt)
 	if backlogAt > 2*nSmall {
 		t.Errorf("%d of the backlog delivered before the small fire's last event, want at most %d", backlogAt, 2*nSmall)
 	}
+}
+
+// backlogRace is a consumer of a backlog of policy pol_one (maxInFlight 1,
+// auto release), schedule "p", and of another schedule's events, "o".
+type backlogRace struct {
+	srv     *httptest.Server
+	reached chan struct{} // closed when `before` of the backlog arrived
+	done    chan struct{} // closed when the last of the other's arrived
+
+	mu               sync.Mutex
+	backlog, other   int
+	backlogAtLastOne int // the backlog delivered when done closed
+}
+
+func newBacklogRace(t *testing.T, st *embedded.Store, before, nOther int) *backlogRace {
+	createPolicy(t, st, &model.Policy{ID: "pol_one", TenantID: "t1", Name: "one", MaxInFlight: 1, AutoRelease: true})
+	r := &backlogRace{reached: make(chan struct{}), done: make(chan struct{})}
+	r.srv = consumer(t, func(m delivery.Message, _ http.ResponseWriter, _ *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch m.ScheduleID {
+		case "p":
+			if r.backlog++; r.backlog == before {
+				close(r.reached)
+			}
+		case "o":
+			if r.other++; r.other == nOther {
+				r.backlogAtLastOne = r.backlog
+				close(r.done)
+			}
+		}
+	})
+	return r
+}
+
+// start runs a handler of one shard with MaxScheduled bound on st.
+func (r *backlogRace) start(t *testing.T, st *embedded.Store, bound int) {
+	startHandler(t, handler.Config{MaxScheduled: bound}, handler.Deps{Store: st, Shards: allShards(1),
+		Deliverers: map[model.TargetType]handler.Deliverer{model.TargetHTTP: httpDeliverer(t, 10*time.Second)}})
+}
+
+func (r *backlogRace) backlogNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backlog
+}
+
+// wait waits for the other's last event and returns the backlog delivered
+// by then.
+func (r *backlogRace) wait(t *testing.T) int {
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other schedule's events did not all arrive")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backlogAtLastOne
 }
