@@ -94,7 +94,10 @@ type App struct {
 	// reserve, and whether its writes fail for lack of space); nil for
 	// MongoDB.
 	storeSpace func() embedded.SpaceStatus
-	diskState  atomic.Int32 // a diskState, as last seen by checkDiskFull
+	// storeCommits counts the embedded store's write transactions; nil for
+	// MongoDB.
+	storeCommits func() embedded.CommitStats
+	diskState    atomic.Int32 // a diskState, as last seen by checkDiskFull
 
 	tracing *tracing.Tracing // from the OTEL_* variables; off unless configured
 }
@@ -158,7 +161,7 @@ func NewWithHooks(ctx context.Context, cfg Config, log zerolog.Logger, hooks Hoo
 		}
 		if emb, err = embedded.Open(cfg.DataDir, embedded.Options{TokenKeySecrets: secrets, ReserveBytes: reserve}); err == nil {
 			// Its tokens are made again from the event ids, not stored.
-			a.store, a.releaseToken, a.storeSpace = emb, emb.ReleaseToken, emb.Space
+			a.store, a.releaseToken, a.storeSpace, a.storeCommits = emb, emb.ReleaseToken, emb.Space, emb.Commits
 		} else if errors.Is(err, embedded.ErrTokenKeySealed) {
 			err = fmt.Errorf("signing-secret: %w (keep the previous secret after the new one while rotating)", err)
 		}
@@ -425,6 +428,9 @@ func (a *App) build(ctx context.Context) error {
 	a.metrics.exportHeld(a.handler.Held, a.handler.PeakHeld)
 	if a.storeSpace != nil {
 		a.metrics.exportStoreSpace(a.storeSpace)
+	}
+	if a.storeCommits != nil {
+		a.metrics.exportStoreCommits(a.storeCommits)
 	}
 	e := a.master.Echo()
 	e.Pre(a.metrics.apiMiddleware)

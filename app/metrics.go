@@ -302,6 +302,19 @@ func (m *metrics) exportStoreSpace(space func() embedded.SpaceStatus) {
 	}))
 }
 
+// exportStoreCommits exports the embedded store's write transactions and
+// the writes they carried.
+func (m *metrics) exportStoreCommits(commits func() embedded.CommitStats) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "schedulerd_store_commits_total",
+		Help: "Write transactions the embedded store committed, each one disk sync: concurrent writes share one (group commit).",
+	}, func() float64 { return float64(commits().Commits) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "schedulerd_store_writes_total",
+		Help: "Writes the embedded store's committed transactions carried; divided by schedulerd_store_commits_total, the writes a commit.",
+	}, func() float64 { return float64(commits().Writes) }))
+}
+
 // exportHeld exports the claimed events the handler holds in memory now
 // and the most it held right after a claim.
 func (m *metrics) exportHeld(held, peak func() int) {

@@ -372,7 +372,9 @@ type result struct {
 	serverMeasured   bool
 	peakRSS          int64 // bytes; -1 or 0 when not measured
 	mem              memPeak
-	runWritten       int64 // bytes written to storage after setup; -1: not measured
+	runWritten       int64       // bytes written to storage after setup; -1: not measured
+	commits          commitCount // the embedded store's after setup
+	commitsMeasured  bool
 }
 
 func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr io.Writer) (*result, error) {
@@ -523,6 +525,7 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 		return nil, fmt.Errorf("create schedules: %w", createErr)
 	}
 	meter.mark("setup-end")
+	commits0, ok0 := readCommits(ctx, base)
 	res := &result{want: want, expected: o.schedules * o.eventsPerFire, setup: time.Since(setupStart),
 		firstFire: at(0), lastFire: at(o.schedules - 1), policies: pols}
 	if time.Now().After(first) {
@@ -567,6 +570,10 @@ func bench(ctx context.Context, o *options, base string, meter *cpuMeter, stderr
 	}
 
 	meter.mark("end")
+	if c, ok := readCommits(ctx, base); ok && ok0 {
+		res.commits = commitCount{c.commits - commits0.commits, c.writes - commits0.writes}
+		res.commitsMeasured = true
+	}
 	if meter != nil {
 		var ok1, ok2 bool
 		res.setupCPU, _, ok1 = meter.between("start", "setup-end")
@@ -705,6 +712,10 @@ func (r *result) print(w io.Writer, o *options) {
 		if r.runWritten >= 0 && r.expected > 0 {
 			fmt.Fprintf(tw, "written to storage by %s after setup (write_bytes)\t%s, %d bytes an event\n", who,
 				mib(r.runWritten), r.runWritten/int64(r.expected))
+		}
+		if r.commitsMeasured && r.commits.commits > 0 {
+			fmt.Fprintf(tw, "commits of the embedded store after setup\t%d, %.1f writes and %.1f events a commit\n", r.commits.commits,
+				float64(r.commits.writes)/float64(r.commits.commits), float64(r.expected)/float64(r.commits.commits))
 		}
 		if r.peakRSS > 0 {
 			fmt.Fprintf(tw, "peak resident memory of %s\t%s\n", who, mib(r.peakRSS))

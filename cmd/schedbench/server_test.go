@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -301,4 +303,31 @@ func containsFields(s, label, value string) bool {
 		}
 	}
 	return false
+}
+
+// readCommits takes the two counters from a /metrics text, whatever the
+// other lines, and says when one is missing.
+func TestReadCommits(t *testing.T) {
+	bodies := map[string]string{
+		"/full/metrics": "# HELP schedulerd_store_commits_total x\n# TYPE schedulerd_store_commits_total counter\n" +
+			"schedulerd_store_commits_total 1234\nschedulerd_store_commits_total_other 9\n" +
+			"schedulerd_store_writes_total 5.678e+06\nschedulerd_events_held 3\n",
+		"/short/metrics": "schedulerd_store_commits_total 1234\n",
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := bodies[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	c, ok := readCommits(t.Context(), srv.URL+"/full")
+	if !ok || c != (commitCount{commits: 1234, writes: 5678000}) {
+		t.Fatalf("readCommits = %+v, %v", c, ok)
+	}
+	if _, ok := readCommits(t.Context(), srv.URL+"/short"); ok {
+		t.Fatal("readCommits without the writes counter said ok")
+	}
 }

@@ -289,7 +289,7 @@ func (s *Store) update(ctx context.Context, op string, fn func(tx *bolt.Tx) erro
 	if err := s.usable(ctx); err != nil {
 		return wrap(op, err)
 	}
-	return wrap(op, s.reserve.update(s.db, fn))
+	return wrap(op, s.group.alone(s.db, fn))
 }
 
 // batch is update for small writes that many goroutines issue at once: the
@@ -304,6 +304,17 @@ func (s *Store) batch(ctx context.Context, op string, fn func(tx *bolt.Tx) error
 		return wrap(op, err)
 	}
 	return wrap(op, s.group.do(s.db, fn))
+}
+
+// CommitStats counts the store's write transactions since it was opened.
+type CommitStats struct {
+	Commits int64 // write transactions committed
+	Writes  int64 // the store writes they carried: a group commit carries several
+}
+
+// Commits reports the write transactions since the store was opened.
+func (s *Store) Commits() CommitStats {
+	return CommitStats{Commits: s.group.commits.Load(), Writes: s.group.writes.Load()}
 }
 
 // groupCommit is group commit for bbolt. bbolt's own db.Batch collects calls
@@ -321,6 +332,9 @@ type groupCommit struct {
 	mu      sync.Mutex
 	pending []groupCall
 	running bool
+	// commits counts the write transactions committed, writes the store
+	// writes they carried (CommitStats).
+	commits, writes atomic.Int64
 }
 
 type groupCall struct {
@@ -343,7 +357,10 @@ func (g *groupCommit) do(db *bolt.DB, fn func(*bolt.Tx) error) error {
 	g.mu.Unlock()
 	err := <-c.err
 	if err == errRunAlone {
-		err = g.reserve.update(db, fn)
+		return g.alone(db, fn)
+	}
+	if err == nil {
+		g.writes.Add(1)
 	}
 	return err
 }
@@ -385,11 +402,24 @@ func (g *groupCommit) run(db *bolt.DB, calls []groupCall) {
 			calls = append(calls[:failed:failed], calls[failed+1:]...)
 			continue
 		}
+		if err == nil {
+			g.commits.Add(1)
+		}
 		for _, c := range calls {
 			c.err <- err
 		}
 		return
 	}
+}
+
+// alone runs fn in a transaction of its own.
+func (g *groupCommit) alone(db *bolt.DB, fn func(*bolt.Tx) error) error {
+	err := g.reserve.update(db, fn)
+	if err == nil {
+		g.commits.Add(1)
+		g.writes.Add(1)
+	}
+	return err
 }
 
 // safeCall runs fn, turning a panic into an error so that one bad call

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +122,67 @@ func TestEventCodecV3(t *testing.T) {
 		t.Fatal(err)
 	} else if got, err := decodeEvent(raw); err != nil || got.ScheduleID != sc.ID || got.FireID != e.FireID {
 		t.Errorf("event of fire %q: decoded %+v, %v", e.FireID, got, err)
+	}
+}
+
+// CommitStats counts the transactions committed and the writes they
+// carried: the calls queued behind a commit share the next one, and a
+// write that fails counts in neither.
+func TestCommitStats(t *testing.T) {
+	s := openTemp(t, Options{})
+	before := s.Commits()
+	const n = 16
+	inside, release := make(chan struct{}), make(chan struct{})
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		errs[0] = s.batch(t.Context(), "test", func(tx *bolt.Tx) error {
+			close(inside)
+			<-release
+			return tx.Bucket(bLeases).Put([]byte("k0"), []byte("v"))
+		})
+	})
+	<-inside
+	boom := errors.New("boom")
+	for i := 1; i < n; i++ {
+		wg.Go(func() {
+			errs[i] = s.batch(t.Context(), "test", func(tx *bolt.Tx) error {
+				if i == 5 {
+					return boom
+				}
+				return tx.Bucket(bLeases).Put([]byte{'k', byte(i)}, []byte("v"))
+			})
+		})
+	}
+	// The committer is held inside the first call until all the others
+	// have queued behind it.
+	for {
+		s.group.mu.Lock()
+		queued := len(s.group.pending)
+		s.group.mu.Unlock()
+		if queued == n-1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 5) != errors.Is(err, boom) {
+			t.Fatalf("write %d: error %v", i, err)
+		}
+	}
+	if err := s.update(t.Context(), "test", func(tx *bolt.Tx) error {
+		return tx.Bucket(bLeases).Put([]byte("alone"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Commits()
+	got.Commits -= before.Commits
+	got.Writes -= before.Writes
+	// The first call alone, the n-2 that succeeded of those queued behind
+	// it in one commit, the update alone.
+	if want := (CommitStats{Commits: 3, Writes: 1 + n - 2 + 1}); got != want {
+		t.Fatalf("commits and writes %+v, want %+v", got, want)
 	}
 }
