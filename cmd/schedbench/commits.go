@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // commitCount is the embedded store's commits and the writes they carried,
@@ -24,24 +24,24 @@ func readCommits(ctx context.Context, base string) (c commitCount, ok bool) {
 		return c, false
 	}
 	defer resp.Body.Close()
-	found := 0
-	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
-		name, v, _ := strings.Cut(sc.Text(), " ")
-		var dst *int64
-		switch name {
-		case "schedulerd_store_commits_total":
-			dst = &c.commits
-		case "schedulerd_store_writes_total":
-			dst = &c.writes
-		default:
-			continue
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return c, false
-		}
-		*dst = int64(f)
-		found++
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return c, false
 	}
-	return c, found == 2
+	value := func(name string) (int64, bool) {
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			return 0, false
+		}
+		m := f.GetMetric()[0]
+		if m.GetCounter() == nil && m.GetUntyped() == nil {
+			return 0, false
+		}
+		return int64(m.GetCounter().GetValue() + m.GetUntyped().GetValue()), true
+	}
+	var ok1, ok2 bool
+	c.commits, ok1 = value("schedulerd_store_commits_total")
+	c.writes, ok2 = value("schedulerd_store_writes_total")
+	return c, ok1 && ok2
 }
