@@ -66,8 +66,12 @@ func TestConsoleJitter(t *testing.T) {
 	}
 	e.must(http.MethodGet, "/v1/schedules/"+id+"/preview?count=1", key, nil, &p)
 	launch := get(t, b, "read the first launch", chromedp.Text(`#preview-rows tr:first-child td.launch`))
-	if len(p.FireTimes) != 1 || !strings.Contains(launch, p.FireTimes[0].LaunchAt.UTC().Format(time.RFC3339Nano)) {
-		t.Errorf("first launch cell %q, want the API's %+v", launch, p.FireTimes)
+	// The cell gives milliseconds in full (".310Z"), Go's RFC3339Nano
+	// drops their trailing zeros: compare the instants.
+	first, _, _ := strings.Cut(launch, "\n")
+	shown, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(first))
+	if err != nil || len(p.FireTimes) != 1 || !shown.Equal(p.FireTimes[0].LaunchAt) {
+		t.Errorf("first launch cell %q (%v), want the API's %+v", launch, err, p.FireTimes)
 	}
 	skipped := get(t, b, "read the skipped fire", chromedp.Text(`#preview-rows tr[data-dst="skipped"]`))
 	if !strings.Contains(skipped, "T03:00:00+02:00") || !strings.Contains(skipped, "spring forward") {
