@@ -34,11 +34,8 @@ func readCommits(ctx context.Context, base string) (c commitCount, ok bool) {
 		if f == nil || len(f.GetMetric()) != 1 {
 			return 0, false
 		}
-		m := f.GetMetric()[0]
-		if m.GetCounter() == nil && m.GetUntyped() == nil {
-			return 0, false
-		}
-		return int64(m.GetCounter().GetValue() + m.GetUntyped().GetValue()), true
+		c := f.GetMetric()[0].GetCounter()
+		return int64(c.GetValue()), c != nil
 	}
 	var ok1, ok2 bool
 	c.commits, ok1 = value("schedulerd_store_commits_total")

@@ -311,8 +311,11 @@ func TestReadCommits(t *testing.T) {
 	bodies := map[string]string{
 		"/full/metrics": "# HELP schedulerd_store_commits_total x\n# TYPE schedulerd_store_commits_total counter\n" +
 			"schedulerd_store_commits_total 1234\nschedulerd_store_commits_total_other 9\n" +
-			"schedulerd_store_writes_total 5.678e+06\nschedulerd_events_held 3\n",
-		"/short/metrics": "schedulerd_store_commits_total 1234\n",
+			"# TYPE schedulerd_store_writes_total counter\nschedulerd_store_writes_total 5.678e+06\nschedulerd_events_held 3\n",
+		"/short/metrics": "# TYPE schedulerd_store_commits_total counter\nschedulerd_store_commits_total 1234\n",
+		// A gauge of the name is not the counter.
+		"/gauge/metrics": "# TYPE schedulerd_store_commits_total gauge\nschedulerd_store_commits_total 1\n" +
+			"# TYPE schedulerd_store_writes_total counter\nschedulerd_store_writes_total 1\n",
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := bodies[r.URL.Path]
@@ -329,5 +332,8 @@ func TestReadCommits(t *testing.T) {
 	}
 	if _, ok := readCommits(t.Context(), srv.URL+"/short"); ok {
 		t.Fatal("readCommits without the writes counter said ok")
+	}
+	if _, ok := readCommits(t.Context(), srv.URL+"/gauge"); ok {
+		t.Fatal("readCommits took a gauge for the commits counter")
 	}
 }
