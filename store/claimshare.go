@@ -79,6 +79,41 @@ func ShareClaim(lanes []ClaimLane, limit int) []int {
 	return take
 }
 
+// ShareTurns splits take over a policy lane's schedules, due[i] being how
+// many due events the i-th has (in the order of their earliest), as turns
+// of one event each would: each takes min(due, its share) and the first
+// ones take the remainder of an uneven split. It returns each one's take.
+// A driver may pass counts read only up to a level every schedule it read
+// fully reaches: the result is the same.
+func ShareTurns(due []int, take int) []int {
+	groups := make([][2]int, len(due))
+	for i := range groups {
+		groups[i] = [2]int{i, i + 1}
+	}
+	return waterfill(groups, func(g [2]int) int { return due[g[0]] }, take)
+}
+
+// TurnRound is the next round of a driver's reads for ShareTurns: read[i]
+// is how many due events of the i-th schedule it has read, ended[i]
+// whether those are all it has. It returns how many more each schedule
+// not ended reads: an equal share of what take leaves, rounded up; 0 when
+// take are read or every schedule is. Reading in such rounds gives
+// ShareTurns the counts it needs without reading any schedule further
+// than the level the take reaches.
+func TurnRound(read []int, ended []bool, take int) int {
+	sum, live := 0, 0
+	for i, n := range read {
+		sum += n
+		if !ended[i] {
+			live++
+		}
+	}
+	if sum >= take || live == 0 {
+		return 0
+	}
+	return (take - sum + live - 1) / live
+}
+
 // waterfill shares limit equally over groups, a group that has fewer than
 // its share taking all of them and leaving the rest to the others; the
 // remainder of an uneven split goes to the first groups.

@@ -81,3 +81,74 @@ func TestShareClaimRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestShareTurnsRandom checks ShareTurns against turns taken one event at a
+// time, and that counts read only up to a level that covers the take give
+// the same shares, as the drivers read them.
+func TestShareTurnsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for range 3000 {
+		due := make([]int, r.IntN(7))
+		sum := 0
+		for i := range due {
+			due[i] = r.IntN(9)
+			sum += due[i]
+		}
+		take := r.IntN(30)
+		want := make([]int, len(due))
+		for left := take; left > 0; {
+			moved := false
+			for i := range due {
+				if left > 0 && want[i] < due[i] {
+					want[i]++
+					left--
+					moved = true
+				}
+			}
+			if !moved {
+				break
+			}
+		}
+		if got := ShareTurns(due, take); !slices.Equal(got, want) {
+			t.Fatalf("ShareTurns(%v, %d) = %v, want %v", due, take, got, want)
+		}
+		// Counts capped at the lowest level whose capped sum covers the
+		// take (or uncapped when none does) share the same way.
+		level := 0
+		for capped := 0; capped < min(take, sum); level++ {
+			capped = 0
+			for _, d := range due {
+				capped += min(d, level+1)
+			}
+		}
+		read := make([]int, len(due))
+		for i, d := range due {
+			read[i] = min(d, level)
+		}
+		if got := ShareTurns(read, take); !slices.Equal(got, want) {
+			t.Fatalf("ShareTurns(%v read as %v, %d) = %v, want %v", due, read, take, got, want)
+		}
+		// So do the counts that rounds of TurnRound read, as the drivers
+		// read them, and no round reads a schedule past that level.
+		read, ended := make([]int, len(due)), make([]bool, len(due))
+		for rounds := 0; ; rounds++ {
+			share := TurnRound(read, ended, take)
+			if share == 0 {
+				break
+			}
+			if rounds > len(due)+take {
+				t.Fatalf("TurnRound(%v, %v, %d) does not end", read, ended, take)
+			}
+			for i := range due {
+				if !ended[i] {
+					n := min(share, due[i]-read[i])
+					read[i] += n
+					ended[i] = n < share
+				}
+			}
+		}
+		if got := ShareTurns(read, take); !slices.Equal(got, want) {
+			t.Fatalf("ShareTurns(%v read in rounds as %v, %d) = %v, want %v", due, read, take, got, want)
+		}
+	}
+}

@@ -505,6 +505,12 @@ type EventStore interface {
 	// tenant's policy the highest priority goes first and, within a
 	// priority, the earliest LaunchAt (then the event's id or row order).
 	// Which lanes take the remainder of an uneven split is unspecified.
+	// In a lane of a policy the schedules take turns instead: the
+	// schedules with due events are ordered by their earliest waiting
+	// event (its LaunchAt, then the schedule id; pending and retrying
+	// counted apart) and share the lane's take as ShareTurns does, each
+	// schedule's in the lane's order, so that a schedule's events due
+	// after another's backlog are not left behind all of it.
 	EventClaimDue(ctx context.Context, p *EventClaimParams) ([]*model.Event, error)
 	// EventTransition applies the compare-and-set transitions in order; each
 	// is a conditional single-document write. It returns, per transition,

@@ -11,24 +11,26 @@ import (
 
 // BenchmarkDriverClaimLanes claims 1,000 events of one shard that holds a
 // fire of 100,000 events of one tenant due at one instant, alone or with
-// 100 other tenants' 10 events each, or skipping the fire's policy. Each
-// op is one EventClaimDue; the claimed events go back to pending
-// untimed, so every claim sees the same backlog.
+// 100 other tenants' 10 events each, or skipping the fire's policy; or
+// 100,000 events of that policy in 1,000 schedules' fires of 100, which
+// take turns. Each op is one EventClaimDue; the claimed events go back to
+// pending untimed, so every claim sees the same backlog.
 func BenchmarkDriverClaimLanes(b *testing.B) {
 	for _, bc := range []struct {
-		name    string
-		tenants int
-		skip    []string
+		name      string
+		tenants   int
+		skip      []string
+		schedules int
 	}{
-		{"tenants=1", 1, nil},
-		{"tenants=101", 101, nil},
-		{"tenants=101/skip-fire", 101, []string{"hot"}},
+		{"tenants=1", 1, nil, 1},
+		{"tenants=101", 101, nil, 1},
+		{"tenants=101/skip-fire", 101, []string{"hot"}, 1},
+		{"tenants=1/schedules=1000", 1, nil, 1000},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := openBench(b)
 			ctx := b.Context()
-			mk := func(tenant, policy string, n int) []*model.Event {
-				scheduleID := "s-" + tenant
+			mkIn := func(scheduleID, tenant, policy string, n int) []*model.Event {
 				fireID := model.FireID(scheduleID, 1, base())
 				out := make([]*model.Event, n)
 				for i := range out {
@@ -39,7 +41,11 @@ func BenchmarkDriverClaimLanes(b *testing.B) {
 				}
 				return out
 			}
-			fire := mk("big", "hot", benchEvents)
+			mk := func(tenant, policy string, n int) []*model.Event { return mkIn("s-"+tenant, tenant, policy, n) }
+			var fire []*model.Event
+			for k := range bc.schedules {
+				fire = append(fire, mkIn(fmt.Sprintf("s-big-%04d", k), "big", "hot", benchEvents/bc.schedules)...)
+			}
 			for i := 0; i < len(fire); i += benchBatch {
 				if _, err := s.EventInsertMany(ctx, fire[i:i+benchBatch]); err != nil {
 					b.Fatal(err)

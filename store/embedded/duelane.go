@@ -23,6 +23,14 @@ import (
 // under its prefix, earliest launch time first. After the launch time
 // comes the event's turn (appendTurn): its index in its fire first, so
 // that the fires due at one instant take turns.
+//
+// In a lane of a policy the key has the event's schedule id and a NUL
+// after the lane, before the launch time, so that each schedule's waiting
+// events of the lane are together in the lane's order, and ev_due_heads
+// holds each such schedule's head: shard, status, lane, the launch time
+// of its first entry, schedule id (dueIndex keeps it). A claim of the
+// lane reads the heads due, earliest first, and takes the schedules'
+// entries in turns (store.ShareTurns), however long one's backlog is.
 
 // appendPriority appends p so that higher priorities sort first: ^p in an
 // order-preserving encoding, one byte for priorities -120 to 119 and
@@ -154,8 +162,185 @@ func (x *evtx) dueKey(e *model.Event, rk []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+timeLen+5+len(rk)), e.Shard), code)
-	return appendTurn(appendTime(appendLane(b, tc, e), e.LaunchAt), e.Index, rk), nil
+	b := append(appendInt32(make([]byte, 0, 4+1+len(tc)+len(e.PolicyID)+1+9+len(e.ScheduleID)+1+timeLen+5+len(rk)), e.Shard), code)
+	b = appendLane(b, tc, e)
+	if e.PolicyID != "" {
+		b = append(append(b, e.ScheduleID...), 0)
+	}
+	return appendTurn(appendTime(b, e.LaunchAt), e.Index, rk), nil
+}
+
+// dueSplit splits k, the ev_due key of a waiting event, at the end of its
+// lane and at the end of its schedule's prefix (the same in a lane without
+// a policy), after which come the launch time and the turn.
+func dueSplit(k []byte) (lane, sched int, err error) {
+	if len(k) < 5 {
+		return 0, 0, fmt.Errorf("due entry %x: short", k)
+	}
+	_, policy, _, n, err := dueLane(k[5:])
+	if err != nil {
+		return 0, 0, err
+	}
+	lane, sched = 5+n, 5+n
+	if len(policy) > 0 {
+		i := bytes.IndexByte(k[lane:], 0)
+		if i < 0 {
+			return 0, 0, fmt.Errorf("due entry %x: no schedule", k)
+		}
+		sched = lane + i + 1
+	}
+	if len(k) < sched+timeLen {
+		return 0, 0, fmt.Errorf("due entry %x: short", k)
+	}
+	return lane, sched, nil
+}
+
+// headKey is the ev_due_heads key of the schedule whose prefix in ev_due
+// is sp (the lane ending at lane) with its first entry launched at at.
+func headKey(sp []byte, lane int, at []byte) []byte {
+	b := append(make([]byte, 0, len(sp)+timeLen), sp[:lane]...)
+	return append(append(b, at...), sp[lane:len(sp)-1]...)
+}
+
+// dueIndex is ev_due with ev_due_heads, which its writes keep: a write
+// of a waiting entry of a policy lane that changes the launch time of its
+// schedule's first entry moves the schedule's head. After hold, the heads
+// move only at flush, once for each schedule written: a claim or an
+// insert of many of one schedule's events then pays two seeks for it, not
+// one for each event.
+type dueIndex struct {
+	due, heads *bolt.Bucket
+	held       map[string]heldHead // by schedule's prefix; nil: not holding
+	// appends: this transaction creates rows, whose waiting entries may
+	// be appends to their lanes (a policy's one-offs of ids in creation
+	// order), packed by packAppends.
+	appends bool
+}
+
+// heldHead is what flush needs of a schedule: where its lane ends in its
+// prefix, and the launch time of its first entry before the writes (nil:
+// it had none).
+type heldHead struct {
+	lane int
+	at   []byte
+}
+
+func (d *dueIndex) hold() {
+	if d.held == nil {
+		d.held = map[string]heldHead{}
+	}
+}
+
+// first returns a copy of the launch time of the first entry under the
+// schedule's prefix sp; nil if it has none.
+func (d *dueIndex) first(sp []byte) []byte {
+	k, _ := d.due.Cursor().Seek(sp)
+	if k == nil || !hasPrefix(k, sp) {
+		return nil
+	}
+	return bytes.Clone(k[len(sp) : len(sp)+timeLen])
+}
+
+// flush moves the heads of the schedules written since hold.
+func (d *dueIndex) flush() error {
+	for sp, h := range d.held {
+		at := d.first([]byte(sp))
+		if bytes.Equal(at, h.at) {
+			continue
+		}
+		if h.at != nil {
+			if err := d.heads.Delete(headKey([]byte(sp), h.lane, h.at)); err != nil {
+				return err
+			}
+		}
+		if at != nil {
+			if err := d.heads.Put(headKey([]byte(sp), h.lane, at), []byte{}); err != nil {
+				return err
+			}
+		}
+	}
+	clear(d.held)
+	return nil
+}
+
+// holding records the schedule of k, a policy lane's entry, before its
+// first write since hold; it reports whether d holds.
+func (d *dueIndex) holding(k []byte, lane, sched int) bool {
+	if d.held == nil {
+		return false
+	}
+	if _, ok := d.held[string(k[:sched])]; !ok {
+		d.held[string(k[:sched])] = heldHead{lane: lane, at: d.first(k[:sched])}
+	}
+	return true
+}
+
+// inTurns splits k at the end of its lane and of its schedule's prefix
+// (dueSplit) if it is the entry of a waiting event in a lane of a policy;
+// ok is false for other entries.
+func inTurns(k []byte) (lane, sched int, ok bool, err error) {
+	if len(k) < 5 || k[4] == statusCodes[model.EventScheduled] {
+		return 0, 0, false, nil
+	}
+	lane, sched, err = dueSplit(k)
+	return lane, sched, err == nil && lane != sched, err
+}
+
+func (d *dueIndex) put(k, v []byte) error {
+	lane, sched, ok, err := inTurns(k)
+	if err != nil {
+		return err
+	}
+	if d.appends && lane > 0 {
+		packAppends(d.due, k, lane)
+	}
+	if ok && !d.holding(k, lane, sched) {
+		sp, at := k[:sched], k[sched:sched+timeLen]
+		if old := d.first(sp); old == nil || bytes.Compare(at, old) < 0 {
+			if old != nil {
+				if err := d.heads.Delete(headKey(sp, lane, old)); err != nil {
+					return err
+				}
+			}
+			if err := d.heads.Put(headKey(sp, lane, at), []byte{}); err != nil {
+				return err
+			}
+		}
+	}
+	return d.due.Put(k, v)
+}
+
+func (d *dueIndex) delete(k []byte) error {
+	lane, sched, ok, err := inTurns(k)
+	if err != nil {
+		return err
+	}
+	if !ok || d.holding(k, lane, sched) {
+		return d.due.Delete(k)
+	}
+	sp := k[:sched]
+	c := d.due.Cursor()
+	if first, _ := c.Seek(sp); !bytes.Equal(first, k) {
+		return d.due.Delete(k) // not the schedule's first entry
+	}
+	var next []byte
+	if n, _ := c.Next(); n != nil && hasPrefix(n, sp) {
+		next = headKey(sp, lane, n[sched:sched+timeLen])
+	}
+	if err := d.due.Delete(k); err != nil {
+		return err
+	}
+	head := headKey(sp, lane, k[sched:sched+timeLen])
+	if bytes.Equal(next, head) {
+		return nil
+	}
+	if err := d.heads.Delete(head); err != nil {
+		return err
+	}
+	if next != nil {
+		return d.heads.Put(next, []byte{})
+	}
+	return nil
 }
 
 // dueRowKey returns the row key at the end of the ev_due key k.
@@ -169,14 +354,11 @@ func dueRowKey(k []byte) ([]byte, error) {
 		}
 		return k[5+8+timeLen:], nil
 	}
-	_, _, _, n, err := dueLane(k[5:])
+	_, sched, err := dueSplit(k)
 	if err != nil {
 		return nil, err
 	}
-	if len(k) < 5+n+timeLen {
-		return nil, fmt.Errorf("due entry %x: short", k)
-	}
-	return appendRowKeyOfTurn(nil, k[5+n+timeLen:])
+	return appendRowKeyOfTurn(nil, k[sched+timeLen:])
 }
 
 func duePrefix(shard int, code byte) []byte { return append(appendInt32(nil, shard), code) }
@@ -196,13 +378,15 @@ type claimLane struct {
 // ev_due (launch time, row key) that EventClaimDue takes.
 type claimer struct {
 	c     *bolt.Cursor
+	h     *bolt.Cursor // on ev_due_heads
 	p     *store.EventClaimParams
 	skip  map[string]bool
-	reads int // keys the cursor has read, for the tests
+	turns map[string][]*head // by lane prefix: what heads read
+	reads int                // keys the cursors have read, for the tests
 }
 
 func newClaimer(tx *bolt.Tx, p *store.EventClaimParams) *claimer {
-	cl := &claimer{c: tx.Bucket(bEvDue).Cursor(), p: p}
+	cl := &claimer{c: tx.Bucket(bEvDue).Cursor(), h: tx.Bucket(bEvDueHeads).Cursor(), p: p}
 	if len(p.SkipPolicies) > 0 {
 		cl.skip = make(map[string]bool, len(p.SkipPolicies))
 		for _, id := range p.SkipPolicies {
@@ -274,24 +458,106 @@ func (cl *claimer) lanes(st byte, limit int, fn func(prefix []byte, l store.Clai
 			continue
 		}
 		lp := bytes.Clone(k[:len(prefix)+n])
-		due := 0
-		for ; k != nil && hasPrefix(k, lp) && due < limit; k, _ = cl.next() {
-			if len(k) < len(lp)+timeLen {
-				return fmt.Errorf("due entry %x: short", k)
+		l := store.ClaimLane{TenantID: string(code), PolicyID: string(policy), Priority: prio}
+		if len(policy) > 0 {
+			heads, err := cl.heads(lp, limit)
+			if err != nil {
+				return err
 			}
-			if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
-				break
+			if cl.turns == nil {
+				cl.turns = map[string][]*head{}
 			}
-			due++
-		}
-		if due > 0 && !fn(lp, store.ClaimLane{TenantID: string(code), PolicyID: string(policy), Priority: prio, Due: due}) {
-			return nil
-		}
-		if k != nil && hasPrefix(k, lp) {
+			cl.turns[string(lp)] = heads
+			for _, h := range heads {
+				l.Due += len(h.got)
+			}
 			k = cl.seekPast(lp)
+		} else {
+			for ; k != nil && hasPrefix(k, lp) && l.Due < limit; k, _ = cl.next() {
+				if len(k) < len(lp)+timeLen {
+					return fmt.Errorf("due entry %x: short", k)
+				}
+				if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
+					break
+				}
+				l.Due++
+			}
+			if k != nil && hasPrefix(k, lp) {
+				k = cl.seekPast(lp)
+			}
+		}
+		if l.Due > 0 && !fn(lp, l) {
+			return nil
 		}
 	}
 	return nil
+}
+
+// head is a schedule of a lane of a policy with due entries, as a claim
+// reads them in turns.
+type head struct {
+	at  []byte   // the launch time of its first entry
+	sp  []byte   // its prefix in ev_due
+	got [][]byte // its due entries read: launch time and turn
+	end bool     // all its due entries are read
+}
+
+// heads returns the schedules of the policy lane lp (under one status)
+// whose first entry is due, in the order of their heads (launch time,
+// schedule id), with the first of their due entries read: up to limit
+// entries in all, in rounds of an equal share each (store.ShareTurns
+// then gives what a round robin takes of them).
+func (cl *claimer) heads(lp []byte, limit int) ([]*head, error) {
+	var hs []*head
+	for k, _ := cl.h.Seek(lp); k != nil && hasPrefix(k, lp) && len(hs) < limit; k, _ = cl.h.Next() {
+		cl.reads++
+		if len(k) < len(lp)+timeLen {
+			return nil, fmt.Errorf("due head %x: short", k)
+		}
+		if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
+			break
+		}
+		sp := append(append(append(make([]byte, 0, len(k)+1), lp...), k[len(lp)+timeLen:]...), 0)
+		hs = append(hs, &head{at: bytes.Clone(k[len(lp) : len(lp)+timeLen]), sp: sp})
+	}
+	return hs, cl.readTurns(hs, limit)
+}
+
+// readTurns reads the heads' due entries in rounds (store.TurnRound)
+// until limit entries are read or every head's are.
+func (cl *claimer) readTurns(hs []*head, limit int) error {
+	read, ended := make([]int, len(hs)), make([]bool, len(hs))
+	for {
+		for i, h := range hs {
+			read[i], ended[i] = len(h.got), h.end
+		}
+		share := store.TurnRound(read, ended, limit)
+		if share == 0 {
+			return nil
+		}
+		for _, h := range hs {
+			if h.end {
+				continue
+			}
+			from := h.sp
+			if len(h.got) > 0 {
+				from = append(append(bytes.Clone(h.sp), h.got[len(h.got)-1]...), 0)
+			}
+			n := 0
+			k, _ := cl.seek(from)
+			for ; k != nil && hasPrefix(k, h.sp) && n < share; k, _ = cl.next() {
+				if len(k) < len(h.sp)+timeLen {
+					return fmt.Errorf("due entry %x: short", k)
+				}
+				if !readTime(k[len(h.sp):]).Before(cl.p.DueBefore) {
+					break
+				}
+				h.got = append(h.got, entryOf(k, len(h.sp)))
+				n++
+			}
+			h.end = n < share
+		}
+	}
 }
 
 // any reports whether the claim would take anything.
@@ -350,24 +616,12 @@ func (cl *claimer) plan(limit int) ([][]byte, error) {
 			continue
 		}
 		var got [][]byte
-		for _, lp := range lanes[i].prefix {
-			if lp == nil {
-				continue
-			}
-			n := 0
-			for k, _ := cl.seek(lp); k != nil && hasPrefix(k, lp) && n < take; k, _ = cl.next() {
-				if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
-					break
-				}
-				got = append(got, append(make([]byte, 0, len(k)-len(lp)+3), k[len(lp):]...))
-				n++
-			}
+		if lanes[i].PolicyID != "" {
+			got = cl.takeTurns(lanes[i].prefix, take)
+		} else {
+			got = cl.inOrder(lanes[i].prefix, take)
 		}
-		if len(got) > take { // pending and retrying entries of one lane
-			slices.SortFunc(got, bytes.Compare)
-			got = got[:take]
-		}
-		for _, g := range got { // in place: a row key is at most 3 bytes longer than its turn
+		for _, g := range got { // in place (entryOf)
 			e, err := appendRowKeyOfTurn(g[:timeLen], g[timeLen:])
 			if err != nil {
 				return nil, err
@@ -377,4 +631,65 @@ func (cl *claimer) plan(limit int) ([][]byte, error) {
 	}
 	slices.SortFunc(taken, bytes.Compare)
 	return append(out, taken...), nil
+}
+
+// inOrder returns the first take due entries (launch time and turn) of a
+// lane without a policy (its prefix under each waiting status), in the
+// lane's order.
+func (cl *claimer) inOrder(prefixes [len(waitingCodes)][]byte, take int) [][]byte {
+	var got [][]byte
+	for _, lp := range prefixes {
+		if lp == nil {
+			continue
+		}
+		n := 0
+		for k, _ := cl.seek(lp); k != nil && hasPrefix(k, lp) && n < take; k, _ = cl.next() {
+			if !readTime(k[len(lp):]).Before(cl.p.DueBefore) {
+				break
+			}
+			got = append(got, entryOf(k, len(lp)))
+			n++
+		}
+	}
+	if len(got) > take { // pending and retrying entries of one lane
+		slices.SortFunc(got, bytes.Compare)
+		got = got[:take]
+	}
+	return got
+}
+
+// entryOf is a copy of what follows the prefix of length n in the ev_due
+// key k (launch time and turn), with room for appendRowKeyOfTurn to write
+// the row key in place: a row key is at most 3 bytes longer than its turn.
+func entryOf(k []byte, n int) []byte {
+	return append(make([]byte, 0, len(k)-n+3), k[n:]...)
+}
+
+// takeTurns returns take of the due entries that heads read of a policy
+// lane (its prefix under each waiting status): its schedules' heads of
+// both statuses in order (launch time, schedule id), shared by
+// store.ShareTurns.
+func (cl *claimer) takeTurns(prefixes [len(waitingCodes)][]byte, take int) [][]byte {
+	var hs []*head
+	lp := 0
+	for _, p := range prefixes {
+		if p != nil {
+			hs, lp = append(hs, cl.turns[string(p)]...), len(p)
+		}
+	}
+	slices.SortStableFunc(hs, func(a, b *head) int {
+		if c := bytes.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.sp[lp:], b.sp[lp:])
+	})
+	due := make([]int, len(hs))
+	for i, h := range hs {
+		due[i] = len(h.got)
+	}
+	var got [][]byte
+	for i, n := range store.ShareTurns(due, take) {
+		got = append(got, hs[i].got[:n]...)
+	}
+	return got
 }

@@ -151,8 +151,9 @@ var keyLayout = []byte("layout")
 // would misread raises it by one, with a migration from the layout before
 // (migrate.go). Layout 12 added the schedule_ends index (complete.go), 13
 // an event's trace context, 14 a fire's, 15 the lanes of the due index
-// (duelane.go), 16 its turns.
-const layoutCurrent = 16
+// (duelane.go), 16 its turns, 17 the schedules of a policy's lanes and
+// their heads.
+const layoutCurrent = 17
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time; a second Open waits Options.LockTimeout

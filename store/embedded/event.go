@@ -102,6 +102,7 @@ func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int
 			pack(tx, bEvRows, bEvDue, bEvFire, bEvPolicy)
 		}
 		x := newEvtx(tx, s.tokens)
+		x.due.hold()
 		for _, e := range events {
 			ok, err := x.insert(e)
 			if err != nil {
@@ -497,6 +498,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 			return err
 		}
 		x := newEvtx(tx, s.tokens)
+		x.due.hold()
 		for _, cand := range cands {
 			rk := cand[timeLen:]
 			old, err := x.load(rk)
@@ -516,7 +518,7 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 			e.TakenOver = old.Status == model.EventScheduled
 			out = append(out, &e)
 		}
-		return nil
+		return x.flush()
 	})
 	if err != nil {
 		return nil, err

@@ -26,7 +26,10 @@ import (
 //	             (empty: 0); waiting statuses only, scheduled ones by
 //	             fence, pending and retrying ones by lane (duelane.go); rk
 //	             is an impliedKey for an event that its one-off's row
-//	             holds (oneevent.go), which has no other entry here
+//	             holds (oneevent.go), which has no other entry here; in a
+//	             lane of a policy the schedule id and a NUL follow the lane
+//	ev_due_heads: shard, status, lane, launchAt, scheduleID: each
+//	             schedule's first entry in each lane of a policy
 //	ev_fire:     sequence, status, slot            (counts per fire, status)
 //	ev_tcode:    tenant code, fireID ".\x00" (the group's canonical events,
 //	             no value), or tenant code, id -> rk (a loose event); the
@@ -47,12 +50,13 @@ var (
 	bEvGroups    = []byte("ev_groups")
 	bEvIDs       = []byte("ev_ids")
 	bEvDue       = []byte("ev_due")
+	bEvDueHeads  = []byte("ev_due_heads")
 	bEvFire      = []byte("ev_fire")
 	bEvTenant    = []byte("ev_tcode")
 	bEvSched     = []byte("ev_sched")
 	bEvPolicy    = []byte("ev_policy")
 	bEvFinished  = []byte("ev_finished")
-	eventBuckets = [][]byte{bEvRows, bEvHeads, bEvGroups, bEvIDs, bEvDue, bEvFire, bEvTenant, bEvSched, bEvPolicy, bEvFinished}
+	eventBuckets = [][]byte{bEvRows, bEvHeads, bEvGroups, bEvIDs, bEvDue, bEvDueHeads, bEvFire, bEvTenant, bEvSched, bEvPolicy, bEvFinished}
 )
 
 // group is an event group as one transaction sees it.
@@ -68,18 +72,19 @@ type group struct {
 // evtx reads and writes events in one bbolt transaction, caching the groups
 // it has met. It is made afresh for each run of a transaction function.
 type evtx struct {
-	rows, heads, groups, ids, due, fire, tenant, sched, policy, finished *bolt.Bucket
-	schedules, schedTenant                                               *bolt.Bucket
-	bySeq                                                                map[uint64]*group
-	byFire                                                               map[string]*group
-	absent                                                               map[string]bool            // fire ids found without a group in ev_groups
-	noImplied                                                            map[string]bool            // fire ids found without an event in a row (impliedOf)
-	scheds                                                               map[string]*model.Schedule // read for heads
-	written                                                              map[string]*model.Schedule // see newEvtxWith; not changed
-	prepared                                                             map[*model.Event]preparedHead
-	tenantRun                                                            appender // group entries put into ev_tcode
-	codes                                                                *tenantCodes
-	dict                                                                 *rowDict // shares codes
+	rows, heads, groups, ids, fire, tenant, sched, policy, finished *bolt.Bucket
+	schedules, schedTenant                                          *bolt.Bucket
+	due                                                             dueIndex
+	bySeq                                                           map[uint64]*group
+	byFire                                                          map[string]*group
+	absent                                                          map[string]bool            // fire ids found without a group in ev_groups
+	noImplied                                                       map[string]bool            // fire ids found without an event in a row (impliedOf)
+	scheds                                                          map[string]*model.Schedule // read for heads
+	written                                                         map[string]*model.Schedule // see newEvtxWith; not changed
+	prepared                                                        map[*model.Event]preparedHead
+	tenantRun                                                       appender // group entries put into ev_tcode
+	codes                                                           *tenantCodes
+	dict                                                            *rowDict // shares codes
 }
 
 // preparedHead is the head an event would get if it opened its fire's
@@ -147,7 +152,7 @@ func newEvtx(tx *bolt.Tx, keys *tokenKey) *evtx {
 	pack(tx, bEvHeads)
 	x := &evtx{
 		rows: tx.Bucket(bEvRows), heads: tx.Bucket(bEvHeads), groups: tx.Bucket(bEvGroups), ids: tx.Bucket(bEvIDs),
-		due: tx.Bucket(bEvDue), fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
+		due: dueIndex{due: tx.Bucket(bEvDue), heads: tx.Bucket(bEvDueHeads)}, fire: tx.Bucket(bEvFire), tenant: tx.Bucket(bEvTenant), sched: tx.Bucket(bEvSched),
 		policy: tx.Bucket(bEvPolicy), finished: tx.Bucket(bEvFinished), schedules: tx.Bucket(bSchedules), schedTenant: tx.Bucket(bSchedTenant),
 		bySeq: map[uint64]*group{}, byFire: map[string]*group{}, codes: newTenantCodes(tx),
 	}
@@ -387,8 +392,11 @@ func unrefHeads(tx *bolt.Tx, keys *tokenKey, scheduleID string) error {
 
 // flush writes the counts of the groups this transaction changed, in key
 // order, so that new groups of fires whose ids sort in creation order are
-// appends (packAppends).
+// appends (packAppends), and the heads that x.due holds.
 func (x *evtx) flush() error {
+	if err := x.due.flush(); err != nil {
+		return err
+	}
 	var dirty []*group
 	for _, g := range x.bySeq {
 		if g.dirty {
@@ -616,12 +624,12 @@ func (x *evtx) put(rk []byte, old, e *model.Event) error {
 	}
 	if old == nil || old.Fence != e.Fence || !bytes.Equal(oldDue, newDue) {
 		if oldDue != nil {
-			if err := x.due.Delete(oldDue); err != nil {
+			if err := x.due.delete(oldDue); err != nil {
 				return err
 			}
 		}
 		if newDue != nil {
-			if err := x.due.Put(newDue, fenceValue(e)); err != nil {
+			if err := x.due.put(newDue, fenceValue(e)); err != nil {
 				return err
 			}
 		}
@@ -675,7 +683,9 @@ func (x *evtx) remove(rk []byte, e *model.Event) error {
 		if err != nil {
 			return err
 		}
-		dels = append(dels, key{x.due, dk})
+		if err := x.due.delete(dk); err != nil {
+			return err
+		}
 	}
 	if policyIndexed(e) {
 		dels = append(dels, key{x.policy, policyKey(e, rk)})

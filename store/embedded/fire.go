@@ -368,6 +368,8 @@ func putFires(tx *bolt.Tx, keys *tokenKey, fs []store.FireNew, docs [][]byte, in
 	pack(tx, bEvRows, bEvFire)
 	x := newEvtxWith(tx, keys, written)
 	x.prepared = heads
+	x.due.hold()
+	x.due.appends = true
 	for i, fn := range fs {
 		f := fn.Fire
 		if inRowEvents != nil && inRowEvents[i] != nil {

@@ -80,13 +80,15 @@ var footprintPayload = json.RawMessage(`{"job":"nightly-report","region":"eu-cen
 // BenchmarkDriverFootprintOneOffs stores n one-offs due within a day as the
 // master does on save: the schedule and its child with its fire and event
 // (ScheduleNew.Fires), in batches, each event with the release token the
-// emitter gives it with this store (Store.ReleaseToken).
+// emitter gives it with this store (Store.ReleaseToken); with a policy,
+// all of one policy, whose lane keeps each one-off's head.
 func BenchmarkDriverFootprintOneOffs(b *testing.B) {
-	b.Run("ids=random", func(b *testing.B) { footprintOneOffs(b, false) })
-	b.Run("ids=ordered", func(b *testing.B) { footprintOneOffs(b, true) })
+	b.Run("ids=random", func(b *testing.B) { footprintOneOffs(b, false, "") })
+	b.Run("ids=ordered", func(b *testing.B) { footprintOneOffs(b, true, "") })
+	b.Run("ids=ordered/policy", func(b *testing.B) { footprintOneOffs(b, true, "pol_0000000000000000") })
 }
 
-func footprintOneOffs(b *testing.B, ordered bool) {
+func footprintOneOffs(b *testing.B, ordered bool, policy string) {
 	n := footprintN(b)
 	for b.Loop() {
 		b.StopTimer()
@@ -104,8 +106,10 @@ func footprintOneOffs(b *testing.B, ordered bool) {
 			items, fires := oneOffs(b, r, tenant, now, start, min(start+benchBatch, n), ordered)
 			for i := range items {
 				items[i].Fires = fires[i : i+1]
+				items[i].Schedule.PolicyID = policy
 				for _, e := range fires[i].Events {
 					e.ReleaseToken = s.ReleaseToken(e.ID) // as the emitter gives one with this store
+					e.PolicyID = policy
 				}
 			}
 			if errs, err := s.ScheduleCreateMany(b.Context(), items); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {

@@ -383,6 +383,22 @@ func checkEventIndexes(t *testing.T, s *Store) {
 		if rows == 0 {
 			t.Error("no events left to check")
 		}
+		// Each schedule's first entry in a lane of a policy is its head.
+		want[string(bEvDueHeads)] = map[string]string{}
+		first := map[string][]byte{} // schedule's prefix -> its first key
+		for k := range want[string(bEvDue)] {
+			_, sched, ok, err := inTurns([]byte(k))
+			if err != nil {
+				return err
+			}
+			if f, seen := first[k[:sched]]; ok && (!seen || k < string(f)) {
+				first[k[:sched]] = []byte(k)
+			}
+		}
+		for sp, k := range first {
+			lane, sched, _, _ := inTurns(k)
+			add(bEvDueHeads, headKey([]byte(sp), lane, k[sched:sched+timeLen]), nil)
+		}
 		for name, keys := range want {
 			got := 0
 			if err := tx.Bucket([]byte(name)).ForEach(func(k, v []byte) error {

@@ -35,6 +35,7 @@ var migrations = []migration{
 	{from: 13, run: fireTraceRows},     // migrate_13.go
 	{from: 14, run: dueLanes.run},      // migrate_14.go
 	{from: 15, run: dueTurns.run},      // migrate_15.go
+	{from: 16, run: dueHeads.run},      // migrate_16.go
 }
 
 type kv struct{ k, v []byte }

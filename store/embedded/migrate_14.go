@@ -53,8 +53,13 @@ var dueLanes = dueRewrite{
 type dueRewrite struct {
 	scratch []byte // the bucket, and the mark's key in bMeta
 	to      int
+	// collect returns what move needs of an entry; nil leaves the entry
+	// as it is.
 	collect func(x *evtx, k, v []byte) ([]byte, error)
 	move    func(k, r []byte) (nk, nv []byte, err error)
+	// heads: the new keys are of the layout with ev_due_heads, which the
+	// moves keep.
+	heads bool
 }
 
 func (m dueRewrite) run(db *bolt.DB, keys *tokenKey) error {
@@ -105,6 +110,9 @@ func (m dueRewrite) collectAll(db *bolt.DB, keys *tokenKey, chunk int) error {
 			if err != nil {
 				return err
 			}
+			if v == nil {
+				continue
+			}
 			if err := out.Put(r.k, v); err != nil {
 				return err
 			}
@@ -150,7 +158,12 @@ func (m dueRewrite) moveChunk(db *bolt.DB, chunk int) (bool, error) {
 			if err := due.Delete(r.k); err != nil {
 				return err
 			}
-			if err := due.Put(nk, nv); err != nil {
+			put := due.Put
+			if m.heads {
+				ix := &dueIndex{due: due, heads: tx.Bucket(bEvDueHeads)}
+				put = ix.put
+			}
+			if err := put(nk, nv); err != nil {
 				return err
 			}
 			if err := src.Delete(r.k); err != nil {

@@ -24,8 +24,9 @@ func layout14Store(t *testing.T) string {
 }
 
 // waitingStore writes a store of layout from, with the keys of the due
-// entries of waiting events made by old of their current keys, the
-// length of their lanes and their row keys.
+// entries of waiting events made by old of their keys in layout 16 (the
+// current ones without a schedule after a policy's lane), the length of
+// their lanes and their row keys, and without ev_due_heads.
 func waitingStore(t *testing.T, from int, old func(k []byte, n int, rk []byte) []byte) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -85,7 +86,7 @@ func waitingStore(t *testing.T, from int, old func(k []byte, n int, rk []byte) [
 			return err
 		}
 		for _, k := range keys {
-			_, _, _, n, err := dueLane(k[5:])
+			lane, sched, err := dueSplit(k)
 			if err != nil {
 				return err
 			}
@@ -94,7 +95,7 @@ func waitingStore(t *testing.T, from int, old func(k []byte, n int, rk []byte) [
 				return err
 			}
 			v := due.Get(k)
-			ok := old(k, n, rk)
+			ok := old(append(k[:lane:lane], k[sched:]...), lane-5, rk)
 			if err := due.Delete(k); err != nil {
 				return err
 			}
@@ -102,6 +103,9 @@ func waitingStore(t *testing.T, from int, old func(k []byte, n int, rk []byte) [
 				return err
 			}
 			waiting++
+		}
+		if err := tx.DeleteBucket(bEvDueHeads); err != nil {
+			return err
 		}
 		return putLayout(tx, from)
 	})

@@ -85,6 +85,7 @@ func TestStoreAgainstModel(t *testing.T) {
 		}
 	}
 	t.Logf("operations: %v", counts)
+	checkEventIndexes(t, m.s)
 	for _, op := range []string{"create", "update", "pause", "resume", "delete", "stale", "events", "claim", "deliver", "cancel-deliver"} {
 		if counts[op] == 0 {
 			t.Errorf("no %q step in %d steps: the draw does not cover the operations", op, steps)
@@ -288,11 +289,12 @@ func (m *storeModel) step() string {
 		fireTime := m.now.Truncate(time.Minute).Add(-time.Duration(m.r.IntN(5)) * time.Minute)
 		fireID := model.FireID(id, ms.version, fireTime)
 		var es []*model.Event
+		policy := []string{"", "", "pol-a", "pol-b"}[m.r.IntN(4)] // policies' lanes take turns by schedule
 		for i := range 1 + m.r.IntN(150) {
 			e := &model.Event{ID: model.EventID(fireID, i), TenantID: ms.tenant, ScheduleID: id, FireID: fireID,
 				FireTime: fireTime, Count: 1, LaunchAt: fireTime.Add(time.Duration(m.r.IntN(60_000)) * time.Millisecond),
 				Target: model.Target{Type: model.TargetHTTP, URL: "http://127.0.0.1:9/hook"}, MaxAttempts: 3,
-				Status: model.EventPending, CreatedAt: m.now, UpdatedAt: m.now}
+				PolicyID: policy, Status: model.EventPending, CreatedAt: m.now, UpdatedAt: m.now}
 			es = append(es, e)
 		}
 		var want int

@@ -352,7 +352,7 @@ func (x *evtx) putImpliedDue(e *model.Event) error {
 	if err != nil {
 		return err
 	}
-	return x.due.Put(k, fenceValue(e))
+	return x.due.put(k, fenceValue(e))
 }
 
 // materialise turns old, the event that its schedule's row holds, into an
@@ -375,7 +375,7 @@ func (x *evtx) materialise(old, e *model.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := x.due.Delete(dk); err != nil {
+	if err := x.due.delete(dk); err != nil {
 		return nil, err
 	}
 	doc, err := encodeScheduleFire(p.sc, p.child, p.fire, x.dict)

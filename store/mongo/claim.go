@@ -108,22 +108,25 @@ func (s *Store) claimByLaunch(ctx context.Context, p *store.EventClaimParams, li
 type claimLane struct {
 	store.ClaimLane
 	lane string
-	// statuses are the claimable statuses it has due events in.
+	// statuses are the claimable statuses it has due events in, firsts
+	// the walk's earliest event of it in each.
 	statuses []string
+	firsts   []laneHead
 }
 
 // claimByLanes returns at most limit due candidates of the shard shared
 // over their lanes by store.ShareClaim, each lane's first (inLane): the
 // lanes' walk (dueLanes), then, if more than one lane is due, a count of
 // each lane's due events up to limit in each status it has them in, and a
-// find of each lane's take in each of those statuses.
-func (s *Store) claimByLanes(ctx context.Context, p *store.EventClaimParams, limit int) ([]claimCand, error) {
+// find of each lane's take in each of those statuses; in a policy's lane,
+// the schedules' turns (takeTurns), whose head moves it returns too.
+func (s *Store) claimByLanes(ctx context.Context, p *store.EventClaimParams, limit int) ([]claimCand, []headMove, error) {
 	lanes, err := s.dueLanes(ctx, p, limit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(lanes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	laneFilter := func(l *claimLane) bson.D {
 		return append(dueFilter(p), bson.E{Key: "lane", Value: l.lane})
@@ -134,33 +137,44 @@ func (s *Store) claimByLanes(ctx context.Context, p *store.EventClaimParams, lim
 		if len(lanes) == 1 {
 			l.Due = limit // all it has, up to limit: the find says how many
 		} else if l.Due, err = countStatuses(ctx, s.events, laneFilter(l), l.statuses, limit); err != nil {
-			return nil, fmt.Errorf("count lane: %w", err)
+			return nil, nil, fmt.Errorf("count lane: %w", err)
 		}
 		l.Due = min(l.Due, limit)
 		shares[i] = l.ClaimLane
 	}
 	var out []claimCand
+	var moves []headMove
+	turns := !s.turnsIndexBuilding()
 	for i, take := range store.ShareClaim(shares, limit) {
 		if take == 0 {
 			continue
 		}
 		l := &lanes[i]
+		if l.PolicyID != "" && turns {
+			got, m, err := s.takeTurns(ctx, p, l, take)
+			if err != nil {
+				return nil, nil, fmt.Errorf("take turns in lane: %w", err)
+			}
+			out, moves = append(out, got...), append(moves, m...)
+			continue
+		}
 		got, err := findStatuses(ctx, s.events, laneFilter(l), l.statuses, take, inLane, claimFind(take, laneSort))
 		if err != nil {
-			return nil, fmt.Errorf("find lane: %w", err)
+			return nil, nil, fmt.Errorf("find lane: %w", err)
 		}
 		out = append(out, got...)
 	}
-	return out, nil
+	return out, moves, nil
 }
 
 // laneHead is the first event of a lane in (lane, launchAt) order.
 type laneHead struct {
-	Lane     string `bson:"lane"`
-	TenantID string `bson:"tenantId"`
-	PolicyID string `bson:"policyId"`
-	Priority int    `bson:"priority"`
-	LaunchAt int64  `bson:"launchAt"`
+	Lane       string `bson:"lane"`
+	TenantID   string `bson:"tenantId"`
+	PolicyID   string `bson:"policyId"`
+	Priority   int    `bson:"priority"`
+	LaunchAt   int64  `bson:"launchAt"`
+	ScheduleID string `bson:"scheduleId"`
 }
 
 // dueLanes walks the lanes of the shard's pending and retrying events
@@ -178,7 +192,7 @@ func (s *Store) dueLanes(ctx context.Context, p *store.EventClaimParams, limit i
 	find := options.FindOne().
 		SetSort(bson.D{{Key: "lane", Value: 1}, {Key: "launchAt", Value: 1}}).
 		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "lane", Value: 1}, {Key: "tenantId", Value: 1},
-			{Key: "policyId", Value: 1}, {Key: "priority", Value: 1}, {Key: "launchAt", Value: 1}})
+			{Key: "policyId", Value: 1}, {Key: "priority", Value: 1}, {Key: "launchAt", Value: 1}, {Key: "scheduleId", Value: 1}})
 	for _, st := range claimableStatuses {
 		var after *string
 		for {
@@ -215,6 +229,7 @@ func (s *Store) dueLanes(ctx context.Context, p *store.EventClaimParams, limit i
 					ClaimLane: store.ClaimLane{TenantID: h.TenantID, PolicyID: h.PolicyID, Priority: h.Priority}})
 			}
 			lanes[i].statuses = append(lanes[i].statuses, st)
+			lanes[i].firsts = append(lanes[i].firsts, h)
 		}
 	}
 	return lanes, nil

@@ -101,12 +101,14 @@ func (s *Store) EventInsertMany(ctx context.Context, events []*model.Event) (int
 		docs[i] = toEventDoc(e)
 	}
 	_, err := s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	if err == nil {
-		return len(events), nil
-	}
 	dups, onlyDups := duplicateWrites(err)
-	if !onlyDups {
+	if err != nil && !onlyDups {
 		return 0, fmt.Errorf("event insert many (%d events): %w", len(events), interpretError(err))
+	}
+	// The heads after their events (see heads.go); an error makes the
+	// caller write the events again, and so their heads.
+	if err := s.eventHeads(ctx, written(events, err)); err != nil {
+		return 0, fmt.Errorf("event insert many (%d events): %w", len(events), err)
 	}
 	return len(events) - dups, nil
 }
@@ -125,6 +127,26 @@ func duplicateWrites(err error) (dups int, onlyDups bool) {
 		dups++
 	}
 	return dups, true
+}
+
+// written returns the events of a bulk insert that err, its error, does
+// not name.
+func written(events []*model.Event, err error) []*model.Event {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		return events
+	}
+	failed := make(map[int]bool, len(bwe.WriteErrors))
+	for _, we := range bwe.WriteErrors {
+		failed[we.Index] = true
+	}
+	out := make([]*model.Event, 0, len(events)-len(failed))
+	for i, e := range events {
+		if !failed[i] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || code == 12582 }
@@ -291,12 +313,13 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 		return nil, fmt.Errorf("event claim shard %d: find: %w", p.Shard, err)
 	}
 	cands := slices.DeleteFunc(older, func(c claimCand) bool { return c.Fence > p.Fence })
+	var moves []headMove
 	if rest := limit - len(cands); rest > 0 {
 		var due []claimCand
 		if s.laneIndexBuilding() {
 			due, err = s.claimByLaunch(ctx, p, rest)
 		} else {
-			due, err = s.claimByLanes(ctx, p, rest)
+			due, moves, err = s.claimByLanes(ctx, p, rest)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("event claim shard %d: %w", p.Shard, err)
@@ -332,6 +355,9 @@ func (s *Store) EventClaimDue(ctx context.Context, p *store.EventClaimParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("event claim shard %d: update: %w", p.Shard, err)
 	}
+	// The claim stands whatever becomes of its head moves: a head left
+	// where it was is early, and a later claim moves it.
+	_ = s.moveHeads(ctx, moves)
 
 	var docs []eventDoc
 	for chunk := range slices.Chunk(ids, inBatch) {
@@ -434,7 +460,28 @@ func (s *Store) EventTransition(ctx context.Context, ts []store.EventTransition)
 		}
 		applied = applied || won
 	}
+	s.transitionHeads(ctx, ts, results)
 	return results, nil
+}
+
+// transitionHeads writes the heads of the events that ts made waiting
+// (see heads.go), read back as they are now. The transitions stand
+// whatever becomes of it: a head that a failure left out is found by the
+// walk of the lanes once its event is its lane's earliest.
+func (s *Store) transitionHeads(ctx context.Context, ts []store.EventTransition, results []error) {
+	var ids []string
+	for i, t := range ts {
+		if results[i] == nil && slices.Contains(claimableStatuses, string(t.To)) {
+			ids = append(ids, t.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ws, err := findByIDs[waitingHead](ctx, s, s.events, ids, waitingHeadProjection)
+	if err == nil {
+		_ = s.writeHeads(ctx, ws)
+	}
 }
 
 // transitionRounds groups the indexes of ts into rounds: a transition that

@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,14 +58,21 @@ func TestEventIndexes(t *testing.T) {
 	for _, sp := range specs {
 		have[sp.Name] = true
 	}
-	claim, lanes := "shard_status_launch_id", "shard_status_lane_launch_index_id"
+	claim, lanes, turns := "shard_status_launch_id", "shard_status_lane_launch_index_id", "shard_status_lane_schedule_launch_index_id"
 	if mongotest.IsRealMongo() {
-		claim, lanes = claim+"_waiting", lanes+"_waiting"
+		claim, lanes, turns = claim+"_waiting", lanes+"_waiting", turns+"_waiting"
 	}
-	for _, name := range []string{lanes, claim, "policy_status_launch", "policy_status_token_id", "fire_finished"} {
+	for _, name := range []string{lanes, turns, claim, "policy_status_launch", "policy_status_token_id", "fire_finished"} {
 		if !have[name] {
 			t.Errorf("events has no index %s (has %v)", name, have)
 		}
+	}
+	heads, err := db.Collection("eventHeads").Indexes().ListSpecifications(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(heads, func(sp driver.IndexSpecification) bool { return sp.Name == "shard_status_lane_launch_schedule" }) {
+		t.Errorf("eventHeads has no index shard_status_lane_launch_schedule (has %v)", heads)
 	}
 }
 
@@ -104,6 +112,13 @@ func TestHotQueryPlans(t *testing.T) {
 		{"claim lane", find(bson.D{{Key: "shard", Value: 3}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}},
 			{Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}},
 			bson.D{{Key: "launchAt", Value: 1}, {Key: "index", Value: 1}, {Key: "_id", Value: 1}}, 1000), true},
+		// A policy's lane: its due heads, then a schedule's events.
+		{"claim turns heads", append(bson.D{{Key: "find", Value: "eventHeads"}}, find(bson.D{{Key: "shard", Value: 3}, {Key: "status", Value: "pending"},
+			{Key: "lane", Value: "a"}, {Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}}},
+			bson.D{{Key: "launchAt", Value: 1}, {Key: "scheduleId", Value: 1}}, 1000)[1:]...), true},
+		{"claim turns schedule", find(bson.D{{Key: "shard", Value: 3}, {Key: "status", Value: "pending"}, {Key: "lane", Value: "a"},
+			{Key: "scheduleId", Value: "s"}, {Key: "policyId", Value: bson.D{{Key: "$gt", Value: ""}}}},
+			bson.D{{Key: "launchAt", Value: 1}, {Key: "index", Value: 1}, {Key: "_id", Value: 1}}, 1001), true},
 		{"count lane", bson.D{{Key: "count", Value: "events"}, {Key: "query", Value: bson.D{{Key: "shard", Value: 3},
 			{Key: "launchAt", Value: bson.D{{Key: "$lt", Value: now}}}, {Key: "lane", Value: "a"}, {Key: "status", Value: "pending"}}},
 			{Key: "limit", Value: 1000}}, true},

@@ -266,6 +266,9 @@ func (s *Store) missingIndexes(ctx context.Context) ([]indexJob, error) {
 				if coll == collEvents && indexName(m) == indexName(laneIndex(s.caps.partialIndexes)) {
 					j.before = s.fillAllLanes
 				}
+				if coll == collEvents && indexName(m) == indexName(turnsIndex(s.caps.partialIndexes)) {
+					j.before = s.fillHeads
+				}
 				jobs = append(jobs, j)
 			}
 		}

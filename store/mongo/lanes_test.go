@@ -139,17 +139,8 @@ func TestOpenFillsLanesBeforeTheLaneIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	arrived, release := faults.Hold("createIndexes")
+	s, release := openHeldBuild(t, uri, dbName, faults, laneIdx)
 	defer release()
-	s := openOn(t, uri, dbName)
-	select {
-	case <-arrived:
-	case <-time.After(time.Minute):
-		t.Fatal("the background build never sent its createIndexes")
-	}
-	if building, _ := s.IndexStatus(); !slices.Equal(building, []string{"events." + laneIdx}) {
-		t.Fatalf("IndexStatus while the build is held: %v, want the lane index", building)
-	}
 	if n := countLaneless(t, db); n != 0 {
 		t.Fatalf("%d events without a lane when the lane index's build began, want 0", n)
 	}
@@ -159,12 +150,38 @@ func TestOpenFillsLanesBeforeTheLaneIndex(t *testing.T) {
 	}
 
 	release()
+	waitBuilt(t, s)
+	if got, want := claimIDs(t, s, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: due, Limit: 2}), sortedIDs(big[2], small[0]); !slices.Equal(got, want) {
+		t.Fatalf("claim after the build: %v, want one of each tenant %v", got, want)
+	}
+}
+
+// openHeldBuild opens an instance on dbName whose background build of the
+// events' index idx, the only one missing, is held at its createIndexes
+// until release is called.
+func openHeldBuild(t *testing.T, uri, dbName string, faults *mongotest.Faults, idx string) (*mongo.Store, func()) {
+	t.Helper()
+	arrived, release := faults.Hold("createIndexes")
+	s := openOn(t, uri, dbName)
+	select {
+	case <-arrived:
+	case <-time.After(time.Minute):
+		release()
+		t.Fatal("the background build never sent its createIndexes")
+	}
+	if building, _ := s.IndexStatus(); !slices.Equal(building, []string{"events." + idx}) {
+		release()
+		t.Fatalf("IndexStatus while the build is held: %v, want %s", building, idx)
+	}
+	return s, release
+}
+
+// waitBuilt waits for s's background build to end.
+func waitBuilt(t *testing.T, s *mongo.Store) {
+	t.Helper()
 	select {
 	case <-s.IndexesDone():
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the background build did not end after the release")
-	}
-	if got, want := claimIDs(t, s, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: due, Limit: 2}), sortedIDs(big[2], small[0]); !slices.Equal(got, want) {
-		t.Fatalf("claim after the build: %v, want one of each tenant %v", got, want)
 	}
 }

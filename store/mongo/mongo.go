@@ -194,6 +194,7 @@ const (
 	collWatermarks  = "watermarks"
 	collFires       = "fires"
 	collEvents      = "events"
+	collHeads       = "eventHeads"
 	collPolicies    = "policies"
 	collLeases      = "leases"
 	collCalendars   = "calendars"
@@ -209,6 +210,7 @@ type Store struct {
 	schedules, children, watermarks *mongo.Collection
 	fires, events, policies, leases *mongo.Collection
 	calendars, audit                *mongo.Collection
+	heads                           *mongo.Collection // see heads.go
 	// eventsMajority and policiesMajority read at read concern majority
 	// where the server has it (not FerretDB): the throttle's reconciliation
 	// reads (PolicyGetByID, EventCountHoldingTokens, EventFindTokenExpired)
@@ -308,6 +310,7 @@ func open(ctx context.Context, uri string, opts Options, mon *event.CommandMonit
 	s.watermarks = s.db.Collection(collWatermarks, primary)
 	s.fires = s.db.Collection(collFires, primary)
 	s.events = s.db.Collection(collEvents, primary)
+	s.heads = s.db.Collection(collHeads, primary)
 	s.policies = s.db.Collection(collPolicies, primary)
 	s.leases = s.db.Collection(collLeases, primary)
 	s.calendars = s.db.Collection(collCalendars, primary)
@@ -480,6 +483,8 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			// by (launchAt, _id) (see claim.go); on MongoDB only the waiting
 			// events are in the index.
 			laneIndex(partial),
+			// A policy's lanes: each schedule's waiting events (heads.go).
+			turnsIndex(partial),
 			// The claim in launch order of the previous version, which its
 			// instances use during a rolling upgrade and this one while the
 			// lane index is being built.
@@ -491,6 +496,9 @@ func indexSpecs(partial bool) map[string][]mongo.IndexModel {
 			idx("policy_status_token_id", false, "policyId", "status", "tokenExpiresAt", "_id"),
 			// A fire's latest finish (EventLastFinished).
 			idx("fire_finished", false, "fireId", "finishedAt"),
+		},
+		collHeads: {
+			headsIndex(),
 		},
 		collPolicies: {
 			idx("tenant_name_unique", true, "tenantId", "name"),

@@ -93,18 +93,19 @@ func insertEvents(t *testing.T, s *mongo.Store, events []*model.Event) {
 // they bound are recorded in docs/benchmarks.md (MongoDB driver).
 type roundTripBounds struct{ claim, start, outcome int }
 
-// On MongoDB the claim of one lane is five finds (scheduled under another
-// fence; the walk of the lanes: the pending lane and the end of the pending
-// and of the retrying lanes; the lane's pending events, no count being
-// needed for a lone lane), one bulk update and one read-back by _id, each
-// find asking for all its documents in its first batch (no getMore); a
+// On MongoDB the claim of one policy's lane of one schedule is six finds
+// (scheduled under another fence; the walk of the lanes: the pending lane
+// and the end of the pending and of the retrying lanes; the lane's due
+// heads; the schedule's events, no count being needed for a lone lane),
+// one bulk update, one read-back by _id and the head's move, each find
+// asking for all its documents in its first batch (no getMore); a
 // transition batch of independent events is one bulk update and one
 // read-back. FerretDB takes more: updates of ten statements, getMores
 // after its own batch limit, and a read-back of one find per event for a
 // transition batch, because it evaluates $in over the whole collection.
 var (
-	mongoBounds  = roundTripBounds{claim: 5 + 1 + 1, start: 2, outcome: 2}
-	ferretBounds = roundTripBounds{claim: 6 + 2 + 10, start: 10 + 100, outcome: 10 + 100}
+	mongoBounds  = roundTripBounds{claim: 6 + 1 + 1 + 1, start: 2, outcome: 2}
+	ferretBounds = roundTripBounds{claim: 7 + 2 + 10 + 1, start: 10 + 100, outcome: 10 + 100}
 )
 
 // TestRoundTrips counts the commands of the hot path's store operations: a
@@ -184,11 +185,14 @@ func checkBatch(t *testing.T, s *mongo.Store, ts []store.EventTransition) {
 
 // TestClaimRoundTripsPerLane counts the commands of claims over 2 and 6
 // due lanes (tenants) of 10 pending events each, the limit taking half
-// of each: a lane costs three (one find of the walk of the lanes, one
-// count, one find of its take), and a claim five more (the older fences'
-// find, the walk's end in each of the two statuses, the update and the
-// read-back). FerretDB takes a getMore more after each find of a lane and
-// after the read-back: it closes a cursor only when asked for more.
+// of each: a lane without a policy costs three (one find of the walk of
+// the lanes, one count, one find of its take), a policy's lane of one
+// schedule four (its due heads' find, then its schedule's events' find),
+// and a claim five more (the older fences' find, the walk's end in each of
+// the two statuses, the update and the read-back) and one with policies'
+// lanes a sixth (the heads' moves). FerretDB takes a getMore more after
+// each find of a lane's events and after the read-back: it closes a
+// cursor only when asked for more.
 func TestClaimRoundTripsPerLane(t *testing.T) {
 	t.Parallel()
 	var counter commandCounter
@@ -198,31 +202,40 @@ func TestClaimRoundTripsPerLane(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	for _, lanes := range []int{2, 6} {
-		var events []*model.Event
-		for l := range lanes {
-			tenant := fmt.Sprintf("lanes%d-t%d", lanes, l)
-			es := pendingEvents(tenant, 10)
-			for _, e := range es {
-				e.TenantID, e.Shard = tenant, lanes
+	for _, policy := range []string{"", "policy-1"} {
+		for _, lanes := range []int{2, 6} {
+			shard := lanes
+			if policy != "" {
+				shard += 10
 			}
-			events = append(events, es...)
-		}
-		insertEvents(t, s, events)
-		counter.take()
-		limit := 5 * lanes
-		got, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: lanes, Fence: 1, DueBefore: rtBase.Add(time.Hour), Limit: limit})
-		if err != nil || len(got) != limit {
-			t.Fatalf("EventClaimDue over %d lanes: %d events, err %v; want %d", lanes, len(got), err, limit)
-		}
-		by, n := counter.take()
-		t.Logf("claim over %d lanes: %d commands (%s)", lanes, n, formatCounts(by))
-		want := 5 + 3*lanes
-		if !mongotest.IsRealMongo() {
-			want += lanes + 1
-		}
-		if n != want {
-			t.Errorf("claim over %d lanes took %d commands (%s), want %d", lanes, n, formatCounts(by), want)
+			var events []*model.Event
+			for l := range lanes {
+				tenant := fmt.Sprintf("lanes%d-t%d", shard, l)
+				es := pendingEvents(tenant, 10)
+				for _, e := range es {
+					e.TenantID, e.Shard, e.PolicyID = tenant, shard, policy
+				}
+				events = append(events, es...)
+			}
+			insertEvents(t, s, events)
+			counter.take()
+			limit := 5 * lanes
+			got, err := s.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: rtBase.Add(time.Hour), Limit: limit})
+			if err != nil || len(got) != limit {
+				t.Fatalf("EventClaimDue over %d lanes of policy %q: %d events, err %v; want %d", lanes, policy, len(got), err, limit)
+			}
+			by, n := counter.take()
+			t.Logf("claim over %d lanes of policy %q: %d commands (%s)", lanes, policy, n, formatCounts(by))
+			want := 5 + 3*lanes
+			if policy != "" {
+				want = 6 + 4*lanes
+			}
+			if !mongotest.IsRealMongo() {
+				want += lanes + 1
+			}
+			if n != want {
+				t.Errorf("claim over %d lanes of policy %q took %d commands (%s), want %d", lanes, policy, n, formatCounts(by), want)
+			}
 		}
 	}
 }

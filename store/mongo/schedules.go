@@ -798,6 +798,9 @@ func (s *Store) fireInsertManyTxn(ctx context.Context, fs []store.FireNew, check
 	if _, err := s.events.InsertMany(ctx, edocs); err != nil {
 		return nil, 0, err
 	}
+	if err := s.eventHeads(ctx, events); err != nil {
+		return nil, 0, err
+	}
 	return inserted, len(events), nil
 }
 

@@ -131,13 +131,13 @@ var claimLaneTests = []namedTest{
 		}
 	}},
 	{"FiresAtOneInstantTakeTurns", func(t *testing.T, d store.Driver) {
-		// Two fires of one lane due at one instant: a claim takes each
-		// one's first events before either's later ones, whichever fire
-		// the driver would otherwise read first; an earlier launch time
-		// still goes before both, a later one after.
+		// Two fires of one lane without a policy due at one instant: a
+		// claim takes each one's first events before either's later ones,
+		// whichever fire the driver would otherwise read first; an earlier
+		// launch time still goes before both, a later one after.
 		ctx := t.Context()
 		lane := func(e *model.Event, launch time.Duration) *model.Event {
-			e.PolicyID, e.LaunchAt = "p", at(launch)
+			e.LaunchAt = at(launch)
 			return e
 		}
 		early := lane(newEvent("A", "s-early", base, 0), 5*time.Second)
@@ -161,6 +161,85 @@ var claimLaneTests = []namedTest{
 		requireSameIDs(t, claim(11), want, "the earlier event, then five turns of the two fires")
 		requireSameIDs(t, claim(4), slices.Concat(eventIDs(one[5:7]), eventIDs(two[5:7])), "the next two turns")
 		requireSameIDs(t, claim(100), slices.Concat(eventIDs(one[7:]), eventIDs(two[7:]), []string{late.ID}), "the rest, the later event with it")
+	}},
+	{"PolicySchedulesTakeTurns", func(t *testing.T, d store.Driver) {
+		// In a lane of a policy the schedules with due events take turns,
+		// in the order of their earliest waiting events: a schedule's
+		// events due after another's backlog are not left behind it.
+		ctx := t.Context()
+		const shard = 2
+		ev := func(sched string, i int, launch time.Duration) *model.Event {
+			e := newEvent("A", sched, base, i)
+			e.Shard, e.PolicyID, e.LaunchAt = shard, "p", at(launch)
+			return e
+		}
+		var backlog, small, retried, later []*model.Event
+		for i := range 30 {
+			backlog = append(backlog, ev("s-backlog", i, time.Duration(i)*time.Second))
+		}
+		for i := range 3 {
+			small = append(small, ev("s-small", i, 40*time.Second))
+			e := ev("s-retried", i, 45*time.Second)
+			e.Status, e.Attempts = model.EventRetrying, 1
+			retried = append(retried, e)
+		}
+		for i := range 2 {
+			later = append(later, ev("s-later", i, 2*time.Minute)) // not due
+		}
+		insertEvents(t, d, slices.Concat(later, retried, small, backlog)...)
+		claim := func(limit int) []string {
+			t.Helper()
+			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
+			requireNoError(t, err, "EventClaimDue")
+			return eventIDs(got)
+		}
+		requireSameIDs(t, claim(9), slices.Concat(eventIDs(backlog[:3]), eventIDs(small), eventIDs(retried)),
+			"three turns: the backlog's earliest three, the small schedule's and the retried one's")
+		requireSameIDs(t, claim(4), eventIDs(backlog[3:7]), "the backlog alone has due events left")
+
+		// A schedule whose events are due before the backlog's next goes
+		// first now: the backlog's head moved with what was claimed.
+		var between []*model.Event
+		for i := range 2 {
+			between = append(between, ev("s-between", i, 5*time.Second))
+		}
+		insertEvents(t, d, between...)
+		requireSameIDs(t, claim(3), slices.Concat(eventIDs(between), eventIDs(backlog[7:8])),
+			"the schedule whose head is earlier takes the remainder of an uneven split")
+		requireSameIDs(t, claim(100), eventIDs(backlog[8:]), "the rest of the due events")
+		for _, e := range later {
+			requireEqual(t, getEvent(t, d, e.ID).Status, model.EventPending, "a schedule with nothing due is left")
+		}
+	}},
+	{"PolicyRetriesAndHandBacksTakeTurns", func(t *testing.T, d store.Driver) {
+		// An event that a transition makes waiting again (a retry at a
+		// later launch time, a hand-back) takes its schedule's turns beside
+		// another schedule's backlog, as an inserted one does.
+		ctx := t.Context()
+		ev := func(sched string, i int, launch time.Duration) *model.Event {
+			e := newEvent("A", sched, base, i)
+			e.PolicyID, e.LaunchAt = "p", at(launch)
+			return e
+		}
+		retried, handed := ev("s-retried", 0, 0), ev("s-handed", 0, 0)
+		insertEvents(t, d, retried, handed)
+		claim := func(limit int) []string {
+			t.Helper()
+			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
+			requireNoError(t, err, "EventClaimDue")
+			return eventIDs(got)
+		}
+		requireSameIDs(t, claim(10), []string{retried.ID, handed.ID}, "both claimed")
+		var backlog []*model.Event
+		for i := range 20 {
+			backlog = append(backlog, ev("s-backlog", i, time.Duration(i)*time.Second))
+		}
+		insertEvents(t, d, backlog...)
+		requireNoError(t, transition(t, d, store.Retry(retried.ID, model.EventScheduled, 1, 1, at(30*time.Second), "503", false, at(time.Second))), "Retry")
+		requireNoError(t, transition(t, d, store.StartDelivery(handed.ID, 1, at(time.Minute), at(time.Second))), "StartDelivery")
+		requireNoError(t, transition(t, d, store.HandBack(handed.ID, 1, at(time.Second))), "HandBack")
+		requireSameIDs(t, claim(4), slices.Concat([]string{handed.ID, retried.ID}, eventIDs(backlog[:2])),
+			"the retried and the handed-back event take their turns beside the backlog")
 	}},
 	{"SkipPolicies", func(t *testing.T, d store.Driver) {
 		ctx := t.Context()

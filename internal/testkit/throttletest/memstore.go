@@ -141,7 +141,36 @@ func (s *MemStore) EventClaimDue(ctx context.Context, p *store.EventClaimParams)
 	}
 	for i, n := range store.ShareClaim(lanes, p.Limit-len(cand)) {
 		l := lanes[i]
-		cand = append(cand, due[laneKey{l.TenantID, l.PolicyID, l.Priority}][:n]...)
+		es := due[laneKey{l.TenantID, l.PolicyID, l.Priority}]
+		if l.PolicyID == "" {
+			cand = append(cand, es[:n]...)
+			continue
+		}
+		// A policy's lane: its schedules (pending and retrying apart)
+		// take turns, in the order of their earliest.
+		type schedKey struct {
+			id     string
+			status model.EventStatus
+		}
+		var order []schedKey
+		scheds := map[schedKey][]*model.Event{}
+		for _, e := range es {
+			k := schedKey{e.ScheduleID, e.Status}
+			if scheds[k] == nil {
+				order = append(order, k)
+			}
+			scheds[k] = append(scheds[k], e)
+		}
+		slices.SortFunc(order, func(a, b schedKey) int {
+			return cmp.Or(scheds[a][0].LaunchAt.Compare(scheds[b][0].LaunchAt), cmp.Compare(a.id, b.id), cmp.Compare(a.status, b.status))
+		})
+		counts := make([]int, len(order))
+		for j, k := range order {
+			counts[j] = len(scheds[k])
+		}
+		for j, m := range store.ShareTurns(counts, n) {
+			cand = append(cand, scheds[order[j]][:m]...)
+		}
 	}
 	out := make([]*model.Event, len(cand))
 	for i, e := range cand {
