@@ -29,8 +29,9 @@ import (
 //     transition to pending or retrying) then lowers the head with $min and
 //     bumps its seq with $inc (writeHeads);
 //   - a claim moves a head only to what it read of the schedule's events,
-//     after its own writes, by compare-and-set on the seq it read, so a
-//     write that raced it either fails the set or lowers the head after it;
+//     after its own writes, by compare-and-set on the seq it read (and
+//     bumps it), so a write or a claim that raced it either fails the set
+//     or lowers the head after it;
 //   - other ways out of the waiting statuses (cancels, expiries, purges)
 //     leave their heads early, and the claims that meet them move them;
 //   - the walk of the lanes reads each lane's earliest event: a schedule
@@ -264,15 +265,9 @@ func (s *Store) takeTurns(ctx context.Context, p *store.EventClaimParams, l *cla
 	}
 	var out []claimCand
 	var moves []headMove
-	seen := map[string]bool{} // an insert between rounds can shift a schedule's events by one
 	for i, n := range store.ShareTurns(read, take) {
 		t := ts[i]
-		for _, c := range t.got[:n] {
-			if !seen[c.ID] {
-				seen[c.ID] = true
-				out = append(out, c)
-			}
-		}
+		out = append(out, t.got[:n]...)
 		m := headMove{id: t.head.ID, seq: t.head.Seq}
 		switch {
 		case n < len(t.got):
@@ -315,11 +310,13 @@ func (s *Store) readTurns(ctx context.Context, p *store.EventClaimParams, ts []*
 				continue
 			}
 			g.Go(func() error {
-				docs, err := findAll[claimCand](gctx, s.events,
-					bson.D{{Key: "shard", Value: p.Shard}, {Key: "status", Value: t.head.Status}, {Key: "lane", Value: t.head.Lane},
-						{Key: "scheduleId", Value: t.head.ScheduleID}, {Key: "policyId", Value: bson.D{{Key: "$gt", Value: ""}}}},
-					options.Find().SetSort(laneSort).SetSkip(int64(len(t.got))).SetLimit(int64(share+1)).
-						SetBatchSize(batchOf(share+1)).SetProjection(proj))
+				filter := bson.D{{Key: "shard", Value: p.Shard}, {Key: "status", Value: t.head.Status}, {Key: "lane", Value: t.head.Lane},
+					{Key: "scheduleId", Value: t.head.ScheduleID}, {Key: "policyId", Value: bson.D{{Key: "$gt", Value: ""}}}}
+				if len(t.got) > 0 {
+					filter = append(filter, after(t.got[len(t.got)-1]))
+				}
+				docs, err := findAll[claimCand](gctx, s.events, filter,
+					options.Find().SetSort(laneSort).SetLimit(int64(share+1)).SetBatchSize(batchOf(share+1)).SetProjection(proj))
 				if err != nil {
 					return fmt.Errorf("find schedule %s in lane: %w", t.head.ScheduleID, err)
 				}
@@ -347,6 +344,17 @@ func (s *Store) readTurns(ctx context.Context, p *store.EventClaimParams, ts []*
 	}
 }
 
+// after matches the events after c in the lane's order (launchAt, index,
+// _id): a round goes on from where the last one stopped, whatever a
+// concurrent claim or insert changed before it.
+func after(c claimCand) bson.E {
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "launchAt", Value: bson.D{{Key: "$gt", Value: c.LaunchAt}}}},
+		bson.D{{Key: "launchAt", Value: c.LaunchAt}, {Key: "index", Value: bson.D{{Key: "$gt", Value: c.Index}}}},
+		bson.D{{Key: "launchAt", Value: c.LaunchAt}, {Key: "index", Value: c.Index}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: c.ID}}}},
+	}}
+}
+
 // moveHeads applies a claim's head moves, each a compare-and-set on the
 // seq the claim read, in one unordered bulk write.
 func (s *Store) moveHeads(ctx context.Context, moves []headMove) error {
@@ -361,7 +369,8 @@ func (s *Store) moveHeads(ctx context.Context, moves []headMove) error {
 		if m.delete {
 			writes[i] = mongo.NewDeleteOneModel().SetFilter(filter)
 		} else {
-			writes[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "launchAt", Value: m.to}}}})
+			writes[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(bson.D{
+				{Key: "$set", Value: bson.D{{Key: "launchAt", Value: m.to}}}, {Key: "$inc", Value: bson.D{{Key: "seq", Value: int64(1)}}}})
 		}
 	}
 	if err := s.bulkHeads(ctx, writes, ids); err != nil {

@@ -211,6 +211,34 @@ var claimLaneTests = []namedTest{
 			requireEqual(t, getEvent(t, d, e.ID).Status, model.EventPending, "a schedule with nothing due is left")
 		}
 	}},
+	{"PolicyTurnsOfUnevenSchedules", func(t *testing.T, d store.Driver) {
+		// A schedule with fewer due events than its share leaves the rest
+		// to the others, which take turns until the take is reached.
+		ctx := t.Context()
+		ev := func(sched string, i int, launch time.Duration) *model.Event {
+			e := newEvent("A", sched, base, i)
+			e.PolicyID, e.LaunchAt = "p", at(launch)
+			return e
+		}
+		var few, b, c []*model.Event
+		for i := range 2 {
+			few = append(few, ev("s-few", i, 0))
+		}
+		for i := range 10 {
+			b = append(b, ev("s-b", i, time.Second+time.Duration(i)*time.Millisecond))
+			c = append(c, ev("s-c", i, 2*time.Second+time.Duration(i)*time.Millisecond))
+		}
+		insertEvents(t, d, slices.Concat(c, b, few)...)
+		claim := func(limit int) []string {
+			t.Helper()
+			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
+			requireNoError(t, err, "EventClaimDue")
+			return eventIDs(got)
+		}
+		requireSameIDs(t, claim(12), slices.Concat(eventIDs(few), eventIDs(b[:5]), eventIDs(c[:5])),
+			"the small schedule's 2, then five turns of the others")
+		requireSameIDs(t, claim(100), slices.Concat(eventIDs(b[5:]), eventIDs(c[5:])), "the rest")
+	}},
 	{"PolicyRetriesAndHandBacksTakeTurns", func(t *testing.T, d store.Driver) {
 		// An event that a transition makes waiting again (a retry at a
 		// later launch time, a hand-back) takes its schedule's turns beside
