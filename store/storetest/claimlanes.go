@@ -135,7 +135,6 @@ var claimLaneTests = []namedTest{
 		// claim takes each one's first events before either's later ones,
 		// whichever fire the driver would otherwise read first; an earlier
 		// launch time still goes before both, a later one after.
-		ctx := t.Context()
 		lane := func(e *model.Event, launch time.Duration) *model.Event {
 			e.LaunchAt = at(launch)
 			return e
@@ -150,13 +149,8 @@ var claimLaneTests = []namedTest{
 		insertEvents(t, d, two...)
 		insertEvents(t, d, late, early)
 		insertEvents(t, d, one...)
+		claim := func(limit int) []string { t.Helper(); return claimDue(t, d, 0, limit) }
 
-		claim := func(limit int) []string {
-			t.Helper()
-			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
-			requireNoError(t, err, "EventClaimDue")
-			return eventIDs(got)
-		}
 		want := slices.Concat([]string{early.ID}, eventIDs(one[:5]), eventIDs(two[:5]))
 		requireSameIDs(t, claim(11), want, "the earlier event, then five turns of the two fires")
 		requireSameIDs(t, claim(4), slices.Concat(eventIDs(one[5:7]), eventIDs(two[5:7])), "the next two turns")
@@ -166,11 +160,10 @@ var claimLaneTests = []namedTest{
 		// In a lane of a policy the schedules with due events take turns,
 		// in the order of their earliest waiting events: a schedule's
 		// events due after another's backlog are not left behind it.
-		ctx := t.Context()
 		const shard = 2
 		ev := func(sched string, i int, launch time.Duration) *model.Event {
-			e := newEvent("A", sched, base, i)
-			e.Shard, e.PolicyID, e.LaunchAt = shard, "p", at(launch)
+			e := policyEvent(sched, i, launch)
+			e.Shard = shard
 			return e
 		}
 		var backlog, small, retried, later []*model.Event
@@ -187,12 +180,7 @@ var claimLaneTests = []namedTest{
 			later = append(later, ev("s-later", i, 2*time.Minute)) // not due
 		}
 		insertEvents(t, d, slices.Concat(later, retried, small, backlog)...)
-		claim := func(limit int) []string {
-			t.Helper()
-			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
-			requireNoError(t, err, "EventClaimDue")
-			return eventIDs(got)
-		}
+		claim := func(limit int) []string { t.Helper(); return claimDue(t, d, shard, limit) }
 		requireSameIDs(t, claim(9), slices.Concat(eventIDs(backlog[:3]), eventIDs(small), eventIDs(retried)),
 			"three turns: the backlog's earliest three, the small schedule's and the retried one's")
 		requireSameIDs(t, claim(4), eventIDs(backlog[3:7]), "the backlog alone has due events left")
@@ -214,27 +202,16 @@ var claimLaneTests = []namedTest{
 	{"PolicyTurnsOfUnevenSchedules", func(t *testing.T, d store.Driver) {
 		// A schedule with fewer due events than its share leaves the rest
 		// to the others, which take turns until the take is reached.
-		ctx := t.Context()
-		ev := func(sched string, i int, launch time.Duration) *model.Event {
-			e := newEvent("A", sched, base, i)
-			e.PolicyID, e.LaunchAt = "p", at(launch)
-			return e
-		}
 		var few, b, c []*model.Event
 		for i := range 2 {
-			few = append(few, ev("s-few", i, 0))
+			few = append(few, policyEvent("s-few", i, 0))
 		}
 		for i := range 10 {
-			b = append(b, ev("s-b", i, time.Second+time.Duration(i)*time.Millisecond))
-			c = append(c, ev("s-c", i, 2*time.Second+time.Duration(i)*time.Millisecond))
+			b = append(b, policyEvent("s-b", i, time.Second+time.Duration(i)*time.Millisecond))
+			c = append(c, policyEvent("s-c", i, 2*time.Second+time.Duration(i)*time.Millisecond))
 		}
 		insertEvents(t, d, slices.Concat(c, b, few)...)
-		claim := func(limit int) []string {
-			t.Helper()
-			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
-			requireNoError(t, err, "EventClaimDue")
-			return eventIDs(got)
-		}
+		claim := func(limit int) []string { t.Helper(); return claimDue(t, d, 0, limit) }
 		requireSameIDs(t, claim(12), slices.Concat(eventIDs(few), eventIDs(b[:5]), eventIDs(c[:5])),
 			"the small schedule's 2, then five turns of the others")
 		requireSameIDs(t, claim(100), slices.Concat(eventIDs(b[5:]), eventIDs(c[5:])), "the rest")
@@ -243,24 +220,13 @@ var claimLaneTests = []namedTest{
 		// An event that a transition makes waiting again (a retry at a
 		// later launch time, a hand-back) takes its schedule's turns beside
 		// another schedule's backlog, as an inserted one does.
-		ctx := t.Context()
-		ev := func(sched string, i int, launch time.Duration) *model.Event {
-			e := newEvent("A", sched, base, i)
-			e.PolicyID, e.LaunchAt = "p", at(launch)
-			return e
-		}
-		retried, handed := ev("s-retried", 0, 0), ev("s-handed", 0, 0)
+		retried, handed := policyEvent("s-retried", 0, 0), policyEvent("s-handed", 0, 0)
 		insertEvents(t, d, retried, handed)
-		claim := func(limit int) []string {
-			t.Helper()
-			got, err := d.EventClaimDue(ctx, &store.EventClaimParams{Shard: 0, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
-			requireNoError(t, err, "EventClaimDue")
-			return eventIDs(got)
-		}
+		claim := func(limit int) []string { t.Helper(); return claimDue(t, d, 0, limit) }
 		requireSameIDs(t, claim(10), []string{retried.ID, handed.ID}, "both claimed")
 		var backlog []*model.Event
 		for i := range 20 {
-			backlog = append(backlog, ev("s-backlog", i, time.Duration(i)*time.Second))
+			backlog = append(backlog, policyEvent("s-backlog", i, time.Duration(i)*time.Second))
 		}
 		insertEvents(t, d, backlog...)
 		requireNoError(t, transition(t, d, store.Retry(retried.ID, model.EventScheduled, 1, 1, at(30*time.Second), "503", false, at(time.Second))), "Retry")
@@ -309,4 +275,21 @@ var claimLaneTests = []namedTest{
 		requireNoError(t, err, "claim without skipping")
 		requireSameIDs(t, eventIDs(got), eventIDs(hot[:4]), "the skipped policy's events, earliest first, once it is no longer skipped")
 	}},
+}
+
+// policyEvent is the i-th event of schedule sched of tenant A, of policy
+// "p", launched d after base.
+func policyEvent(sched string, i int, d time.Duration) *model.Event {
+	e := newEvent("A", sched, base, i)
+	e.PolicyID, e.LaunchAt = "p", at(d)
+	return e
+}
+
+// claimDue claims up to limit of shard's events due within a minute of
+// base under fence 1 and returns their ids.
+func claimDue(t *testing.T, d store.Driver, shard, limit int) []string {
+	t.Helper()
+	got, err := d.EventClaimDue(t.Context(), &store.EventClaimParams{Shard: shard, Fence: 1, DueBefore: at(time.Minute), Limit: limit})
+	requireNoError(t, err, "EventClaimDue")
+	return eventIDs(got)
 }
